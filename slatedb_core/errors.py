@@ -1,0 +1,159 @@
+"""The one error tree of slatedb_core.
+
+Every error the library raises on purpose derives from :class:`SlateDBError`, so callers can catch
+"anything from the store layer" with one clause and still branch on the precise cause. Object-store
+failures are mapped into this tree at the store boundary (``slatedb_core.store.objectstore``); no
+obstore exception type leaks past it.
+"""
+
+from __future__ import annotations
+
+
+class SlateDBError(Exception):
+    """Base class of every error raised by slatedb_core."""
+
+
+class InvalidArgument(SlateDBError, ValueError):
+    """A caller passed something unusable: a bad URL, path, key, option or CLI argument."""
+
+
+class ObjectNotFound(SlateDBError, FileNotFoundError):
+    """The named object does not exist in the object store."""
+
+    def __init__(self, path: str, message: str | None = None) -> None:
+        super().__init__(message or f"object not found: {path}")
+        self.path = path
+
+
+class ObjectAlreadyExists(SlateDBError):
+    """A create-if-absent put found an object already at the path."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"object already exists: {path}")
+        self.path = path
+
+
+class PreconditionFailed(SlateDBError):
+    """A conditional update's expected version no longer matches the stored object."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"precondition failed (object changed or missing): {path}")
+        self.path = path
+
+
+class UnsupportedOperation(SlateDBError):
+    """The object store cannot do what was asked (e.g. a conditional write it does not implement)."""
+
+
+class StoreError(SlateDBError, OSError):
+    """An object-store request failed for a reason outside our control (I/O, network, server).
+
+    The outcome of a write that raised this may be unknown: it may or may not have taken effect.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.path = path
+        self.retryable = retryable
+
+
+class InjectedFault(StoreError):
+    """A failure injected by ``slatedb_core.store.faults`` (tests and simulation only)."""
+
+    def __init__(self, message: str, *, path: str | None = None, took_effect: bool = False) -> None:
+        super().__init__(message, path=path, retryable=True)
+        self.took_effect = took_effect
+
+
+class ManifestVersionExists(SlateDBError):
+    """Another writer committed this sequenced id first (a lost create-if-absent race)."""
+
+    def __init__(self, path: str, object_id: int) -> None:
+        super().__init__(f"sequenced object {object_id} already exists: {path}")
+        self.path = path
+        self.object_id = object_id
+
+
+class ObjectVersionBehindBoundary(SlateDBError):
+    """A sequenced object was created at an id the garbage collector has declared dead.
+
+    The create itself succeeded, but only because GC had already deleted the earlier object with the
+    same id: the write is stale and must never be reported as committed (seed 004).
+    """
+
+    def __init__(self, path: str, object_id: int, boundary: int) -> None:
+        super().__init__(
+            f"sequenced object {object_id} is at or behind the GC boundary {boundary}: {path}"
+        )
+        self.path = path
+        self.object_id = object_id
+        self.boundary = boundary
+
+
+class BoundaryMissing(SlateDBError):
+    """A boundary file that this process observed earlier has disappeared.
+
+    GC never deletes boundary files, so this means the store was tampered with or is inconsistent;
+    continuing could let a stale writer succeed, so it is a hard error.
+    """
+
+
+class Fenced(SlateDBError):
+    """A newer writer or compactor has taken over; this holder must stop."""
+
+    def __init__(self, role: str, our_epoch: int, current_epoch: int) -> None:
+        super().__init__(
+            f"{role} fenced: our epoch {our_epoch} is older than the current epoch {current_epoch}"
+        )
+        self.role = role
+        self.our_epoch = our_epoch
+        self.current_epoch = current_epoch
+
+
+class CorruptionError(SlateDBError):
+    """Stored bytes failed validation (bad magic, version, checksum, length or structure)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"corrupt object {name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+class CommitRetriesExhausted(SlateDBError):
+    """A conditional metadata update kept losing races and gave up."""
+
+    def __init__(self, what: str, attempts: int) -> None:
+        super().__init__(f"{what}: gave up after {attempts} conflicting attempts")
+        self.attempts = attempts
+
+
+class CheckpointNotFound(SlateDBError, KeyError):
+    """No checkpoint with the given id exists (or it has expired)."""
+
+    def __init__(self, checkpoint_id: object) -> None:
+        super().__init__(f"checkpoint not found: {checkpoint_id}")
+        self.checkpoint_id = checkpoint_id
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0])
+
+
+class InvalidDeletion(SlateDBError):
+    """A deletion was refused because it would break an invariant (latest object, live checkpoint)."""
+
+
+class DatabaseDestroyed(SlateDBError):
+    """The database has been destroyed (``destroyed_at_s`` is set)."""
+
+
+class DatabaseNotFound(SlateDBError):
+    """No manifest exists at the database path."""
+
+
+class DatabaseNotInitialized(SlateDBError):
+    """The database's manifest says ``initialized=False`` (e.g. an unfinished clone)."""
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True for errors where repeating the same request may succeed."""
+    return isinstance(err, StoreError) and err.retryable

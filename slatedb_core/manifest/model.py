@@ -1,0 +1,149 @@
+"""Plain, immutable Python objects describing a manifest (seed 003's ManifestV2).
+
+The rest of the code only ever sees these dataclasses; the FlatBuffers types stay inside
+``slatedb_core.manifest.codec``. Everything is frozen and uses tuples, so a ``Manifest`` can be shared
+between threads as an immutable snapshot and changed only with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from ulid import ULID
+
+
+class BoundKind(enum.IntEnum):
+    UNBOUNDED = 0
+    INCLUDED = 1
+    EXCLUDED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BytesBound:
+    kind: BoundKind = BoundKind.UNBOUNDED
+    key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind == BoundKind.UNBOUNDED) != (self.key is None):
+            raise ValueError("an UNBOUNDED bound has no key; INCLUDED/EXCLUDED bounds need one")
+
+    @staticmethod
+    def unbounded() -> BytesBound:
+        return BytesBound(BoundKind.UNBOUNDED, None)
+
+    @staticmethod
+    def included(key: bytes) -> BytesBound:
+        return BytesBound(BoundKind.INCLUDED, bytes(key))
+
+    @staticmethod
+    def excluded(key: bytes) -> BytesBound:
+        return BytesBound(BoundKind.EXCLUDED, bytes(key))
+
+
+@dataclass(frozen=True, slots=True)
+class BytesRange:
+    """A key range with explicit bound kinds (the manifest's ``visible_range``)."""
+
+    start: BytesBound = field(default_factory=BytesBound.unbounded)
+    end: BytesBound = field(default_factory=BytesBound.unbounded)
+
+
+@dataclass(frozen=True, slots=True)
+class SstInfo:
+    """Where an SST's index and filter live, and what it covers. Filled in by the SST writer."""
+
+    first_key: bytes | None = None
+    last_key: bytes | None = None
+    index_offset: int = 0
+    index_len: int = 0
+    filter_offset: int = 0
+    filter_len: int = 0
+    compression: int = 0  # 0 = none; the SST module defines the codes
+    entry_count: int = 0
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactedSst:
+    """One physical SST under ``compacted/``; the single source of truth for its metadata."""
+
+    id: ULID
+    info: SstInfo = field(default_factory=SstInfo)
+    format_version: int = 1
+    original_id: ULID | None = None  # set when union had to re-id an SST; used for path resolution
+
+
+@dataclass(frozen=True, slots=True)
+class SstView:
+    """A reference to an SST with an optional visible range (seed 003's CompactedSsTableView)."""
+
+    view_id: ULID
+    sst_id: ULID
+    visible_range: BytesRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SortedRun:
+    id: int
+    views: tuple[SstView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalDb:
+    """Another database whose SSTs this one references (clones, union)."""
+
+    path: str
+    source_checkpoint_id: uuid.UUID
+    final_checkpoint_id: uuid.UUID | None = None
+    sst_ids: tuple[ULID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A pinned manifest version. ``expire_time_s`` None means it never expires."""
+
+    id: uuid.UUID
+    manifest_id: int
+    create_time_s: int
+    expire_time_s: int | None = None
+    writer_epoch: int | None = None  # WriterCheckpoint metadata; None = no metadata
+    name: str | None = None
+
+    def is_expired(self, now_s: float) -> bool:
+        return self.expire_time_s is not None and self.expire_time_s < now_s
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The state of one database at one manifest version."""
+
+    writer_epoch: int = 0
+    compactor_epoch: int = 0
+    initialized: bool = True
+    destroyed_at_s: int | None = None
+    external_dbs: tuple[ExternalDb, ...] = ()
+    replay_after_wal_id: int = 0
+    wal_id_last_seen: int = 0
+    next_wal_sst_id: int = 1
+    ssts: tuple[CompactedSst, ...] = ()
+    l0: tuple[SstView, ...] = ()  # newest first
+    compacted: tuple[SortedRun, ...] = ()  # newest first
+    checkpoints: tuple[Checkpoint, ...] = ()
+    last_l0_seq: int = 0
+    last_compacted_l0_view_id: ULID | None = None
+    last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (seed 003 phase 1)
+    max_parallel_writes: int = 1
+
+    def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
+        for cp in self.checkpoints:
+            if cp.id == checkpoint_id:
+                return cp
+        return None
+
+    def sst(self, sst_id: ULID) -> CompactedSst | None:
+        for s in self.ssts:
+            if s.id == sst_id:
+                return s
+        return None

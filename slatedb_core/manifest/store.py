@@ -1,0 +1,265 @@
+"""Fenced, retried manifest updates (seeds 000, 001 "Manifest Updates", 003).
+
+The update loop, drawn::
+
+        +-----------------------------+
+        | base = local copy or latest |<--------------------------------+
+        +--------------+--------------+                                 |
+                       v                                                |
+        fence check: epoch in base newer than ours? ---yes---> raise Fenced
+                       | no                                             |
+                       v                                                |
+        new = change(base)   (None / unchanged -> done, nothing written) |
+                       v                                                |
+        create-if-absent  manifest/{base.id+1:020}.manifest             |
+           |            |                 |                             |
+        success   ManifestVersionExists   ObjectVersionBehindBoundary   |
+           |            |                 | (void: our base was stale)  |
+           |            +-----------------+--> backoff, re-read latest --+
+           v                (after max_attempts: CommitRetriesExhausted)
+        return StoredManifest(base.id+1, new)
+
+An epoch older than the stored one is always raised to the caller as :class:`Fenced`; it is never
+logged and dropped (seed 000 describes how that lost writes in the original).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from slatedb_core.errors import (
+    CommitRetriesExhausted,
+    CorruptionError,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    DatabaseNotInitialized,
+    Fenced,
+    ManifestVersionExists,
+    ObjectVersionBehindBoundary,
+)
+from slatedb_core.manifest.codec import DEFAULT_FORMAT_VERSION, decode_manifest, encode_manifest
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
+from slatedb_core.store.objectstore import ObjectStore
+
+log = logging.getLogger(__name__)
+
+Role = Literal["writer", "compactor"]
+Change = Callable[[Manifest], Manifest | None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredManifest:
+    """A manifest together with the id it was read from or committed as."""
+
+    id: int
+    manifest: Manifest
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    role: Role
+    epoch: int
+
+    def check(self, manifest: Manifest) -> None:
+        current = manifest.writer_epoch if self.role == "writer" else manifest.compactor_epoch
+        if current > self.epoch:
+            raise Fenced(self.role, self.epoch, current)
+        if current < self.epoch:
+            raise CorruptionError(
+                f"{self.role}_epoch", f"stored epoch {current} is behind ours {self.epoch}: "
+                "epochs never decrease"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 100
+    max_backoff_s: float = 0.2
+    min_backoff_s: float = 0.001
+
+
+class ManifestStore:
+    """All manifest reads and writes of one database."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        db_path: str,
+        *,
+        format_version: int = DEFAULT_FORMAT_VERSION,
+        retry: RetryPolicy | None = None,
+        pointer_stride: int = 16,
+    ) -> None:
+        self.store = store
+        self.db_path = db_path
+        self.format_version = format_version
+        self.retry = retry or RetryPolicy()
+        self.seq = SequencedStore(store, db_path, "manifest", "manifest",
+                                  pointer_stride=pointer_stride)
+
+    # ---- reads ---------------------------------------------------------------------------
+    def _decode(self, object_id: int, data: bytes) -> Manifest:
+        return decode_manifest(data, name=self.seq.path(object_id))
+
+    def try_read_latest(self) -> StoredManifest | None:
+        found = self.seq.read_latest()
+        if found is None:
+            return None
+        object_id, data = found
+        return StoredManifest(object_id, self._decode(object_id, data))
+
+    def read_latest(self) -> StoredManifest:
+        stored = self.try_read_latest()
+        if stored is None:
+            raise DatabaseNotFound(f"no manifest under {self.db_path!r} in {self.store.url}")
+        return stored
+
+    def read(self, object_id: int) -> StoredManifest:
+        return StoredManifest(object_id, self._decode(object_id, self.seq.read(object_id)))
+
+    def list(self, start: int | None = None, end: int | None = None) -> list[SequencedEntry]:
+        return self.seq.list(start, end)
+
+    def latest_id(self) -> int | None:
+        return self.seq.latest_id()
+
+    # ---- writes --------------------------------------------------------------------------
+    def _commit(self, object_id: int, manifest: Manifest) -> StoredManifest:
+        data = encode_manifest(manifest, format_version=self.format_version)
+        try:
+            self.seq.create(object_id, data)
+        except ObjectVersionBehindBoundary:
+            # Our object sits at an id GC had declared dead; it is garbage. Remove it (allowed:
+            # it is behind the boundary and not the latest) so nobody mistakes it for history.
+            try:
+                self.seq.store.delete(self.seq.path(object_id))
+            except Exception as e:  # GC will collect it anyway
+                log.warning("could not delete stale manifest %d: %s", object_id, e)
+            raise
+        return StoredManifest(object_id, manifest)
+
+    def create_initial(self, manifest: Manifest) -> StoredManifest:
+        """Write the first manifest of a new database; ManifestVersionExists if one exists."""
+        return self._commit(FIRST_ID, manifest)
+
+    def update(
+        self,
+        change: Change,
+        *,
+        base: StoredManifest | None = None,
+        fence: Fence | None = None,
+    ) -> StoredManifest:
+        """Apply ``change`` to the latest manifest and commit it as the next id, retrying on
+        conflict. ``base`` is an optimistic guess of the latest (saves the read when right).
+
+        ``change`` must be a pure function of its argument: it is re-applied to each newer
+        manifest after a conflict. Returning None or its argument unchanged commits nothing.
+        """
+        current = base if base is not None else self.read_latest()
+        first_attempt_s: float | None = None
+        for attempt in range(1, self.retry.max_attempts + 1):
+            if fence is not None:
+                fence.check(current.manifest)
+            new = change(current.manifest)
+            if new is None or new == current.manifest:
+                return current
+            started = time.monotonic()
+            try:
+                return self._commit(current.id + 1, new)
+            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
+                # Behind the boundary means our base was stale long enough for GC to collect
+                # id+1: the write is void (never reported), and like any conflict we re-read the
+                # true latest, re-check the fence and re-apply the change there.
+                if isinstance(e, ObjectVersionBehindBoundary):
+                    log.warning("manifest update of %r landed behind the GC boundary; retrying "
+                                "on the latest manifest", self.db_path)
+                if first_attempt_s is None:
+                    first_attempt_s = time.monotonic() - started
+                if attempt == self.retry.max_attempts:
+                    break
+                self._backoff(attempt, first_attempt_s)
+                current = self.read_latest()
+        raise CommitRetriesExhausted(f"manifest update of {self.db_path!r}",
+                                     self.retry.max_attempts)
+
+    def _backoff(self, attempt: int, slot_s: float) -> None:
+        """Full-jitter exponential backoff in slots sized from the first attempt (as Lance does)."""
+        slot = min(max(slot_s, self.retry.min_backoff_s), self.retry.max_backoff_s)
+        cap = min(self.retry.max_backoff_s, slot * (2 ** min(attempt, 10)))
+        time.sleep(random.uniform(0, cap))
+
+    # ---- GC hooks ------------------------------------------------------------------------
+    def advance_boundary(self, target: int) -> int:
+        return self.seq.advance_boundary(target)
+
+    def delete(self, object_id: int, *, latest: int | None = None) -> None:
+        self.seq.delete(object_id, latest=latest)
+
+
+class FencedManifest:
+    """A writer's or compactor's handle: bumps its epoch once, then fences every later update."""
+
+    def __init__(self, store: ManifestStore, fence: Fence, stored: StoredManifest) -> None:
+        self.store = store
+        self.fence = fence
+        self._stored = stored
+
+    @property
+    def stored(self) -> StoredManifest:
+        return self._stored
+
+    @property
+    def epoch(self) -> int:
+        return self.fence.epoch
+
+    @classmethod
+    def init(
+        cls, store: ManifestStore, role: Role, extra: Change | None = None
+    ) -> FencedManifest:
+        """Bump ``role``'s epoch by one in a single committed update (plus ``extra`` changes).
+
+        The new epoch is derived from the manifest it is committed on top of, so it is unique:
+        two racing holders can never both commit the same epoch.
+        """
+        field = "writer_epoch" if role == "writer" else "compactor_epoch"
+
+        def bump(m: Manifest) -> Manifest:
+            if m.destroyed_at_s is not None:
+                raise DatabaseDestroyed(f"database {store.db_path!r} was destroyed")
+            if not m.initialized:
+                raise DatabaseNotInitialized(f"database {store.db_path!r} is not initialized")
+            bumped = dataclasses.replace(m, **{field: getattr(m, field) + 1})
+            if extra is None:
+                return bumped
+            return extra(bumped) or bumped
+
+        stored = store.update(bump)
+        epoch = getattr(stored.manifest, field)
+        return cls(store, Fence(role, epoch), stored)
+
+    @classmethod
+    def init_writer(cls, store: ManifestStore, extra: Change | None = None) -> FencedManifest:
+        return cls.init(store, "writer", extra)
+
+    @classmethod
+    def init_compactor(cls, store: ManifestStore, extra: Change | None = None) -> FencedManifest:
+        return cls.init(store, "compactor", extra)
+
+    def refresh(self) -> StoredManifest:
+        """Re-read the latest manifest; raises Fenced if a newer holder exists."""
+        latest = self.store.read_latest()
+        self.fence.check(latest.manifest)
+        self._stored = latest
+        return latest
+
+    def update(self, change: Change) -> StoredManifest:
+        """A fenced update, optimistic on our last known manifest."""
+        self._stored = self.store.update(change, base=self._stored, fence=self.fence)
+        return self._stored

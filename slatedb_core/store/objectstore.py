@@ -1,0 +1,339 @@
+"""The one small object-store interface every other module uses, and its obstore adapter.
+
+Why a wrapper at all: obstore's stores differ in ways the protocol cannot tolerate. LocalStore has
+no conditional update and lists in directory order; errors arrive as a mix of built-in and obstore
+types (a missing key is the built-in ``FileNotFoundError``, an unsupported operation is
+``NotImplementedError`` on LocalStore but ``NotSupportedError`` on S3). This module gives every
+store the same contract:
+
+* ``list`` returns objects sorted by path, strictly after ``start_after`` when given;
+* ``put_if_absent`` / ``put_if_match`` are atomic conditional writes on every store
+  (the local filesystem gets them from :mod:`slatedb_core.store.local_cas`);
+* failures are raised as :mod:`slatedb_core.errors` types only;
+* every request is counted per kind in :class:`RequestCounters`.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import obstore
+from obstore import exceptions as obx
+
+from slatedb_core.errors import (
+    InvalidArgument,
+    ObjectAlreadyExists,
+    ObjectNotFound,
+    PreconditionFailed,
+    SlateDBError,
+    StoreError,
+    UnsupportedOperation,
+)
+
+OPS = ("get", "head", "put", "put_if_absent", "put_if_match", "list", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    path: str
+    size: int
+    last_modified: datetime
+    e_tag: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """What a conditional update compares against: the e-tag and/or version of a prior read."""
+
+    e_tag: str | None = None
+    version: str | None = None
+
+    @staticmethod
+    def of(meta: ObjectMeta) -> ObjectVersion:
+        return ObjectVersion(meta.e_tag, meta.version)
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    data: bytes
+    meta: ObjectMeta
+
+    @property
+    def version(self) -> ObjectVersion:
+        return ObjectVersion.of(self.meta)
+
+
+class RequestCounters:
+    """Thread-safe count of object-store requests per operation kind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = dict.fromkeys(OPS, 0)
+
+    def incr(self, op: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[op] = self._counts.get(op, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            for k in self._counts:
+                self._counts[k] = 0
+
+
+def validate_relative_path(path: str, *, what: str = "path", allow_empty: bool = False) -> str:
+    """Reject paths that could escape a prefix or alias another object.
+
+    Object keys here are always relative, '/'-separated, without empty, '.' or '..' segments.
+    """
+    if not isinstance(path, str):
+        raise InvalidArgument(f"{what} must be a str, got {type(path).__name__}")
+    if path == "":
+        if allow_empty:
+            return path
+        raise InvalidArgument(f"{what} must not be empty")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        raise InvalidArgument(f"{what} must be relative, got absolute {path!r}")
+    if "\\" in path or "\x00" in path:
+        raise InvalidArgument(f"{what} contains a backslash or NUL: {path!r}")
+    for seg in path.split("/"):
+        if seg in ("", ".", ".."):
+            raise InvalidArgument(
+                f"{what} {path!r} has an empty, '.' or '..' segment; use a plain relative path"
+            )
+    return path
+
+
+def join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p)
+
+
+class ObjectStore(ABC):
+    """The interface. Implementations: :class:`ObstoreObjectStore`, wrappers in ``faults``."""
+
+    url: str
+    counters: RequestCounters
+
+    @abstractmethod
+    def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        """Whole object, or bytes [start, end) of it. Raises ObjectNotFound."""
+
+    @abstractmethod
+    def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
+        """Conditional GET: None when the stored e-tag still equals ``e_tag`` (HTTP 304)."""
+
+    @abstractmethod
+    def head(self, path: str) -> ObjectMeta:
+        """Metadata only. Raises ObjectNotFound."""
+
+    @abstractmethod
+    def put(self, path: str, data: bytes) -> ObjectVersion:
+        """Unconditional overwrite."""
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        """Atomic create. Raises ObjectAlreadyExists."""
+
+    @abstractmethod
+    def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
+        """Atomic update of an existing object. Raises PreconditionFailed if it changed or is gone."""
+
+    @abstractmethod
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        """Objects under ``prefix`` (a directory-like prefix), sorted by path."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Delete; deleting a missing object is not an error."""
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.head(path)
+        except ObjectNotFound:
+            return False
+        return True
+
+
+def _meta(m: Any) -> ObjectMeta:
+    return ObjectMeta(
+        path=m["path"],
+        size=m["size"],
+        last_modified=m["last_modified"],
+        e_tag=m.get("e_tag"),
+        version=m.get("version"),
+    )
+
+
+def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
+    """Translate an obstore (or built-in) exception into our error tree."""
+    if isinstance(err, SlateDBError):
+        return err
+    where = path or "<store>"
+    if isinstance(err, FileNotFoundError | obx.NotFoundError):
+        return ObjectNotFound(where)
+    if isinstance(err, obx.AlreadyExistsError):
+        return ObjectAlreadyExists(where)
+    if isinstance(err, obx.PreconditionError):
+        return PreconditionFailed(where)
+    if isinstance(err, obx.NotSupportedError | NotImplementedError):
+        return UnsupportedOperation(f"{op} not supported by this store ({where}): {_short(err)}")
+    if isinstance(err, obx.InvalidPathError):
+        return InvalidArgument(f"invalid object path {where!r}: {_short(err)}")
+    if isinstance(err, obx.PermissionDeniedError | obx.UnauthenticatedError):
+        return StoreError(f"{op} {where}: access denied: {_short(err)}", path=path, retryable=False)
+    if isinstance(err, obx.UnknownConfigurationKeyError):
+        return InvalidArgument(f"object store configuration: {_short(err)}")
+    return StoreError(f"{op} {where} failed: {_short(err)}", path=path)
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).split("\n\nDebug source:", 1)[0]
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+
+
+class ObstoreObjectStore(ObjectStore):
+    """Adapter over an obstore store (memory, local filesystem, S3)."""
+
+    def __init__(self, inner: Any, *, url: str, sorted_listing: bool, local_cas: Any = None) -> None:
+        self._inner = inner
+        self.url = url
+        self.counters = RequestCounters()
+        self._sorted_listing = sorted_listing
+        # On LocalStore, obstore has no PutMode::Update; local_cas provides a cross-process one.
+        self._local_cas = local_cas
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def __repr__(self) -> str:
+        return f"ObstoreObjectStore({self.url!r})"
+
+    def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        self.counters.incr("get")
+        try:
+            if byte_range is None:
+                res = obstore.get(self._inner, path)
+                data = res.bytes()
+                return GetResult(bytes(data), _meta(res.meta))
+            start, end = byte_range
+            if start < 0 or end < start:
+                raise InvalidArgument(f"bad byte range {byte_range!r} for {path}")
+            if end == start:
+                return GetResult(b"", self.head(path))
+            res = obstore.get(self._inner, path, options={"range": (start, end)})
+            return GetResult(bytes(res.bytes()), _meta(res.meta))
+        except Exception as e:
+            raise map_error(e, path, "get") from e
+
+    def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
+        self.counters.incr("get")
+        try:
+            res = obstore.get(self._inner, path, options={"if_none_match": e_tag})
+            return GetResult(bytes(res.bytes()), _meta(res.meta))
+        except obx.NotModifiedError:
+            return None
+        except Exception as e:
+            raise map_error(e, path, "get") from e
+
+    def head(self, path: str) -> ObjectMeta:
+        self.counters.incr("head")
+        try:
+            return _meta(obstore.head(self._inner, path))
+        except Exception as e:
+            raise map_error(e, path, "head") from e
+
+    def _put(self, op: str, path: str, data: bytes, mode: Any) -> ObjectVersion:
+        self.counters.incr(op)
+        try:
+            r = obstore.put(self._inner, path, data, mode=mode, use_multipart=False)
+            return ObjectVersion(r.get("e_tag"), r.get("version"))
+        except Exception as e:
+            raise map_error(e, path, op) from e
+
+    def put(self, path: str, data: bytes) -> ObjectVersion:
+        if self._local_cas is not None:
+            self.counters.incr("put")
+            try:
+                result: ObjectVersion = self._local_cas.put_overwrite(path, data)
+                return result
+            except Exception as e:
+                raise map_error(e, path, "put") from e
+        return self._put("put", path, data, "overwrite")
+
+    def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        return self._put("put_if_absent", path, data, "create")
+
+    def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
+        if expected.e_tag is None and expected.version is None:
+            raise InvalidArgument("put_if_match needs an e-tag or a version to compare against")
+        if self._local_cas is not None:
+            self.counters.incr("put_if_match")
+            try:
+                result: ObjectVersion = self._local_cas.put_if_match(path, data, expected)
+                return result
+            except Exception as e:
+                raise map_error(e, path, "put_if_match") from e
+        mode: dict[str, str] = {}
+        if expected.e_tag is not None:
+            mode["e_tag"] = expected.e_tag
+        if expected.version is not None:
+            mode["version"] = expected.version
+        try:
+            return self._put("put_if_match", path, data, mode)
+        except ObjectNotFound as e:  # some servers answer 404 for If-Match on a missing key
+            raise PreconditionFailed(path) from e
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        self.counters.incr("list")
+        norm = prefix.rstrip("/")
+        try:
+            stream = obstore.list(self._inner, norm or None, offset=start_after, chunk_size=1000)
+            if self._sorted_listing:
+                return self._stream(stream, start_after)
+            # LocalStore walks the directory in inode order; sort so every store agrees.
+            items = [_meta(m) for batch in stream for m in batch]
+        except Exception as e:
+            raise map_error(e, prefix, "list") from e
+        items.sort(key=lambda m: m.path)
+        if start_after is not None:
+            items = [m for m in items if m.path > start_after]
+        return iter(items)
+
+    def _stream(self, stream: Any, start_after: str | None) -> Iterator[ObjectMeta]:
+        first = True
+        try:
+            for batch in stream:
+                if not first:
+                    self.counters.incr("list")  # each further page is another request
+                first = False
+                for m in batch:
+                    if start_after is None or m["path"] > start_after:
+                        yield _meta(m)
+        except Exception as e:
+            raise map_error(e, None, "list") from e
+
+    def delete(self, path: str) -> None:
+        self.counters.incr("delete")
+        try:
+            if self._local_cas is not None:
+                self._local_cas.delete(path)
+                return
+            obstore.delete(self._inner, path)
+        except (FileNotFoundError, obx.NotFoundError):
+            return
+        except Exception as e:
+            raise map_error(e, path, "delete") from e

@@ -1,0 +1,173 @@
+"""``open_store(url)``: the one way to get an object store.
+
+Accepted URLs:
+
+* ``memory://`` (a fresh in-memory store) or ``memory://NAME`` (one shared in-process store per name)
+* ``file:///abs/dir``, or a plain filesystem path (relative paths are resolved against the current
+  directory); the directory is created if missing
+* ``s3://bucket[/prefix]`` with settings from the query string or the standard AWS environment
+  variables: ``endpoint`` (``AWS_ENDPOINT_URL``/``AWS_ENDPOINT``), ``region``
+  (``AWS_REGION``/``AWS_DEFAULT_REGION``), ``access_key_id``, ``secret_access_key``,
+  ``session_token`` (``AWS_ACCESS_KEY_ID`` ...), ``allow_http`` (``AWS_ALLOW_HTTP``) and
+  ``virtual_hosted_style`` (default false when an endpoint is given)
+
+Anything else raises :class:`~slatedb_core.errors.InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.store.local_cas import LocalCas
+from slatedb_core.store.objectstore import ObjectStore, ObstoreObjectStore, validate_relative_path
+
+_S3_KEYS = {
+    "endpoint": ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+    "session_token": ("AWS_SESSION_TOKEN",),
+    "allow_http": ("AWS_ALLOW_HTTP",),
+    "virtual_hosted_style": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+_named_memory: dict[str, ObjectStore] = {}
+_named_lock = threading.Lock()
+
+
+def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
+    """Open the object store named by ``url``. ``overrides`` take precedence over the query string."""
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidArgument("store URL must be a non-empty string")
+    url = url.strip()
+    if "://" not in url:
+        return _local(Path(url), original=url)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        return _memory(parts.netloc + parts.path.rstrip("/"))
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidArgument(
+                f"file URL must be file:///absolute/path (got host {parts.netloc!r} in {url!r})"
+            )
+        if parts.query or parts.fragment:
+            raise InvalidArgument(f"file URL takes no query or fragment: {url!r}")
+        path = unquote(parts.path)
+        if not path.startswith("/"):
+            raise InvalidArgument(f"file URL needs an absolute path: {url!r}")
+        return _local(Path(path), original=url)
+    if scheme == "s3":
+        return _s3(parts.netloc, unquote(parts.path), dict(parse_qsl(parts.query)), overrides, url)
+    raise InvalidArgument(
+        f"unsupported store URL {url!r}: use memory://, file:///abs/dir, a filesystem path, "
+        "or s3://bucket/prefix"
+    )
+
+
+def _memory(name: str) -> ObjectStore:
+    if not name:
+        return ObstoreObjectStore(MemoryStore(), url="memory://", sorted_listing=False)
+    with _named_lock:
+        store = _named_memory.get(name)
+        if store is None:
+            store = ObstoreObjectStore(MemoryStore(), url=f"memory://{name}", sorted_listing=False)
+            _named_memory[name] = store
+        return store
+
+
+def _local(path: Path, *, original: str) -> ObjectStore:
+    if any(seg == ".." for seg in path.parts):
+        raise InvalidArgument(f"store path must not contain '..': {original!r}")
+    root = path.expanduser().resolve()
+    if root.exists() and not root.is_dir():
+        raise InvalidArgument(f"store path exists and is not a directory: {root}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InvalidArgument(f"cannot create store directory {root}: {e}") from e
+    inner = LocalStore(root, mkdir=True)
+    # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
+    return ObstoreObjectStore(
+        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, root)
+    )
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise InvalidArgument(f"{name} must be true or false, got {value!r}")
+
+
+def _s3(
+    bucket: str, path: str, query: dict[str, str], overrides: dict[str, str], url: str
+) -> ObjectStore:
+    if not bucket:
+        raise InvalidArgument(f"s3 URL needs a bucket: {url!r}")
+    unknown = set(query) - set(_S3_KEYS)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown s3 URL option(s) {sorted(unknown)}; known: {sorted(_S3_KEYS)}"
+        )
+    prefix = path.strip("/")
+    if prefix:
+        validate_relative_path(prefix, what="s3 prefix")
+    settings: dict[str, str] = {}
+    for key, env_names in _S3_KEYS.items():
+        value = overrides.get(key) or query.get(key)
+        if value is None:
+            value = next((os.environ[e] for e in env_names if os.environ.get(e)), None)
+        if value is not None:
+            settings[key] = value
+    endpoint = settings.get("endpoint")
+    if endpoint is not None:
+        ep = urlsplit(endpoint)
+        if ep.scheme not in ("http", "https") or not ep.netloc:
+            raise InvalidArgument(f"s3 endpoint must be an http(s) URL, got {endpoint!r}")
+    allow_http = _bool("allow_http", settings.get("allow_http", "false"))
+    if endpoint and endpoint.startswith("http://") and not allow_http:
+        raise InvalidArgument(f"endpoint {endpoint!r} is plain http: add allow_http=true")
+    config: dict[str, Any] = {"conditional_put": "etag"}
+    for key in ("endpoint", "region", "access_key_id", "secret_access_key", "session_token"):
+        if key in settings:
+            config[key] = settings[key]
+    config.setdefault("region", "us-east-1")
+    vhost_default = "false" if endpoint else "true"
+    config["virtual_hosted_style_request"] = _bool(
+        "virtual_hosted_style", settings.get("virtual_hosted_style", vhost_default)
+    )
+    try:
+        inner = S3Store(
+            bucket,
+            prefix=prefix or None,
+            config=config,  # type: ignore[arg-type]
+            client_options={"allow_http": allow_http, "timeout": "30s", "connect_timeout": "5s"},
+            retry_config={
+                "max_retries": 3,
+                "retry_timeout": timedelta(seconds=20),
+                "backoff": {
+                    "init_backoff": timedelta(milliseconds=50),
+                    "max_backoff": timedelta(seconds=1),
+                    "base": 2,
+                },
+            },
+        )
+    except Exception as e:
+        raise InvalidArgument(f"cannot configure S3 store for s3://{bucket}: {e}") from e
+    shown = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+    return ObstoreObjectStore(inner, url=shown, sorted_listing=True)

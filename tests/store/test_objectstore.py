@@ -1,0 +1,388 @@
+"""Contract tests for the ObjectStore interface on every store kind, plus ``open_store`` parsing."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.errors import (
+    InvalidArgument,
+    ObjectAlreadyExists,
+    ObjectNotFound,
+    PreconditionFailed,
+)
+from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, validate_relative_path
+from slatedb_core.store.url import open_store
+from tests.conftest import MotoS3
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+def test_get_whole_and_byte_range(store: ObjectStore) -> None:
+    data = bytes(range(256)) * 4
+    store.put("obj/data", data)
+    whole = store.get("obj/data")
+    assert whole.data == data
+    assert whole.meta.size == len(data)
+    assert whole.meta.path == "obj/data"
+    assert store.get("obj/data", byte_range=(10, 300)).data == data[10:300]
+    assert store.get("obj/data", byte_range=(0, 1)).data == data[:1]
+    assert store.get("obj/data", byte_range=(1000, 1024)).data == data[1000:]
+    assert store.get("obj/data", byte_range=(5, 5)).data == b""
+
+
+def test_get_missing_raises_object_not_found(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound) as info:
+        store.get("no/such/key")
+    assert isinstance(info.value, FileNotFoundError)
+    assert info.value.path == "no/such/key"
+    with pytest.raises(FileNotFoundError):
+        store.get("no/such/key", byte_range=(0, 4))
+
+
+def test_head(store: ObjectStore) -> None:
+    v = store.put("h/x", b"hello")
+    meta = store.head("h/x")
+    assert meta.path == "h/x"
+    assert meta.size == 5
+    assert meta.e_tag is not None
+    assert ObjectVersion.of(meta) == v
+    with pytest.raises(ObjectNotFound):
+        store.head("h/missing")
+    assert store.exists("h/x")
+    assert not store.exists("h/missing")
+
+
+def test_put_overwrites(store: ObjectStore) -> None:
+    v1 = store.put("p/x", b"first")
+    v2 = store.put("p/x", b"second, longer")
+    assert store.get("p/x").data == b"second, longer"
+    assert v1 != v2
+    # Rewriting identical bytes is still a new write: a stale reader must notice it.
+    v3 = store.put("p/x", b"second, longer")
+    assert store.get("p/x").data == b"second, longer"
+    assert store.head("p/x").size == len(b"second, longer")
+    assert v3.e_tag is not None
+
+
+# -- conditional writes ------------------------------------------------------------------------
+
+
+def test_put_if_absent_twice(store: ObjectStore) -> None:
+    v = store.put_if_absent("c/once", b"first")
+    assert v.e_tag is not None or v.version is not None
+    with pytest.raises(ObjectAlreadyExists) as info:
+        store.put_if_absent("c/once", b"second")
+    assert info.value.path == "c/once"
+    assert store.get("c/once").data == b"first"
+
+
+def test_put_if_match(store: ObjectStore) -> None:
+    v1 = store.put("c/m", b"one")
+    v2 = store.put_if_match("c/m", b"two", v1)
+    assert v2 != v1
+    assert store.get("c/m").data == b"two"
+    with pytest.raises(PreconditionFailed):
+        store.put_if_match("c/m", b"stale", v1)
+    assert store.get("c/m").data == b"two"
+    v3 = store.put_if_match("c/m", b"three", store.get("c/m").version)
+    assert store.head("c/m").e_tag == v3.e_tag
+
+
+def test_put_if_match_on_missing_key(store: ObjectStore) -> None:
+    v = store.put("c/other", b"x")
+    with pytest.raises(PreconditionFailed):
+        store.put_if_match("c/missing", b"y", v)
+    assert not store.exists("c/missing")
+    store.delete("c/other")
+    with pytest.raises(PreconditionFailed):
+        store.put_if_match("c/other", b"y", v)
+    assert not store.exists("c/other")
+
+
+def test_put_if_match_needs_a_version(store: ObjectStore) -> None:
+    store.put("c/v", b"x")
+    with pytest.raises(InvalidArgument):
+        store.put_if_match("c/v", b"y", ObjectVersion())
+
+
+def test_get_if_none_match(store: ObjectStore) -> None:
+    v = store.put("g/x", b"v1")
+    assert v.e_tag is not None
+    assert store.get_if_none_match("g/x", v.e_tag) is None
+    store.put("g/x", b"v2 changed")
+    res = store.get_if_none_match("g/x", v.e_tag)
+    assert res is not None
+    assert res.data == b"v2 changed"
+    assert res.meta.e_tag is not None
+    assert store.get_if_none_match("g/x", res.meta.e_tag) is None
+    with pytest.raises(ObjectNotFound):
+        store.get_if_none_match("g/missing", v.e_tag)
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+
+def _paths(store: ObjectStore, prefix: str, start_after: str | None = None) -> list[str]:
+    return [m.path for m in store.list(prefix, start_after=start_after)]
+
+
+def test_list_sorted_and_start_after(store: ObjectStore) -> None:
+    names = [f"k/{i:04d}.sst" for i in range(0, 150, 10)] + [f"k/n{i}" for i in range(15)]
+    rng = random.Random(7)
+    shuffled = names[:]
+    rng.shuffle(shuffled)
+    for name in shuffled:
+        store.put(name, name.encode())
+    for other in ("j/x", "k2/x", "kk"):
+        store.put(other, b"-")
+    expected = sorted(names)
+    assert len(expected) == 30
+    assert _paths(store, "k") == expected
+    assert _paths(store, "k/") == expected
+    metas = list(store.list("k"))
+    assert all(m.size == len(m.path) for m in metas)
+    assert _paths(store, "k", start_after=expected[10]) == expected[11:]
+    assert _paths(store, "k", start_after=expected[-1]) == []
+    assert _paths(store, "k", start_after="k/0055") == [p for p in expected if p > "k/0055"]
+    assert _paths(store, "") == sorted([*names, "j/x", "k2/x", "kk"])
+    assert _paths(store, "nothing/here") == []
+
+
+def test_list_prefix_is_a_directory(store: ObjectStore) -> None:
+    for key in ("a/b/1", "a/b/deep/2", "a/bc/x", "a/b.x", "ab/y"):
+        store.put(key, b"x")
+    assert _paths(store, "a/b") == ["a/b/1", "a/b/deep/2"]
+    assert _paths(store, "a") == ["a/b.x", "a/b/1", "a/b/deep/2", "a/bc/x"]
+
+
+def test_delete_is_idempotent(store: ObjectStore) -> None:
+    store.delete("d/never-existed")
+    store.put("d/x", b"x")
+    store.delete("d/x")
+    assert not store.exists("d/x")
+    store.delete("d/x")
+    assert _paths(store, "d") == []
+
+
+def test_request_counters(store: ObjectStore) -> None:
+    store.counters.reset()
+    v = store.put("r/a", b"1")
+    store.put_if_absent("r/b", b"2")
+    store.put_if_match("r/a", b"3", v)
+    store.get("r/a")
+    store.get_if_none_match("r/a", "\"nope\"")
+    store.head("r/b")
+    list(store.list("r"))
+    store.delete("r/b")
+    counts = store.counters.snapshot()
+    assert counts == {
+        "get": 2,
+        "head": 1,
+        "put": 1,
+        "put_if_absent": 1,
+        "put_if_match": 1,
+        "list": 1,
+        "delete": 1,
+    }
+    assert store.counters.total() == 8
+    with pytest.raises(ObjectNotFound):
+        store.get("r/missing")
+    assert store.counters.snapshot()["get"] == 3  # failed requests are requests too
+    store.counters.reset()
+    assert store.counters.total() == 0
+
+
+# -- races -------------------------------------------------------------------------------------
+
+THREADS = 8
+
+
+def _race(attempt: Callable[[int], bytes | None]) -> list[bytes]:
+    """Run ``attempt(i)`` on THREADS threads released together; return what the winners wrote."""
+    barrier = threading.Barrier(THREADS)
+    wins: list[bytes] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            won = attempt(i)
+            if won is not None:
+                with lock:
+                    wins.append(won)
+        except BaseException as e:
+            with lock:
+                errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    return wins
+
+
+def test_put_if_match_race_has_one_winner_per_round(store: ObjectStore) -> None:
+    store.put("race/m", b"start")
+    for rnd in range(20):
+        base = store.get("race/m").version
+
+        def attempt(i: int, rnd: int = rnd, base: ObjectVersion = base) -> bytes | None:
+            data = f"round {rnd} thread {i}".encode()
+            try:
+                store.put_if_match("race/m", data, base)
+            except PreconditionFailed:
+                return None
+            return data
+
+        wins = _race(attempt)
+        assert len(wins) == 1, f"round {rnd}: {len(wins)} winners"
+        assert store.get("race/m").data == wins[0]
+
+
+def test_put_if_absent_race_has_one_winner(store: ObjectStore) -> None:
+    for rnd in range(3):
+        key = f"race/a{rnd}"
+
+        def attempt(i: int, key: str = key) -> bytes | None:
+            data = f"thread {i}".encode()
+            try:
+                store.put_if_absent(key, data)
+            except ObjectAlreadyExists:
+                return None
+            return data
+
+        wins = _race(attempt)
+        assert len(wins) == 1, f"{key}: {len(wins)} winners"
+        assert store.get(key).data == wins[0]
+
+
+# -- open_store --------------------------------------------------------------------------------
+
+
+def test_open_memory() -> None:
+    a = open_store("memory://")
+    b = open_store("memory://")
+    a.put("k", b"a")
+    assert not b.exists("k")  # an anonymous memory store is private
+    assert a.url == "memory://"
+
+
+def test_open_named_memory_is_shared() -> None:
+    name = f"memory://shared-{random.Random().getrandbits(64):x}"
+    a = open_store(name)
+    open_store(name).put("k", b"v")
+    assert a.get("k").data == b"v"
+    assert a.url == name
+
+
+def test_open_file_url(tmp_path: Path) -> None:
+    root = tmp_path / "db root"
+    s = open_store(root.as_uri())
+    assert root.is_dir()
+    assert s.url == root.as_uri()
+    s.put("x/y", b"data")
+    assert (root / "x" / "y").read_bytes() == b"data"
+    assert open_store(str(root)).get("x/y").data == b"data"
+
+
+def test_open_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = open_store("rel/db")
+    s.put("k", b"v")
+    assert (tmp_path / "rel" / "db" / "k").read_bytes() == b"v"
+    assert s.url == (tmp_path / "rel" / "db").as_uri()
+
+
+def test_open_pathlike(tmp_path: Path) -> None:
+    s = open_store(tmp_path / "p")
+    s.put("k", b"v")
+    assert (tmp_path / "p" / "k").read_bytes() == b"v"
+
+
+@pytest.mark.s3
+def test_open_s3_from_query(moto_s3: MotoS3) -> None:
+    bucket = moto_s3.new_bucket()
+    s = open_store(moto_s3.url(bucket, "some/prefix"))
+    assert s.url == f"s3://{bucket}/some/prefix"
+    s.put("k", b"from query")
+    body = moto_s3.client.get_object(Bucket=bucket, Key="some/prefix/k")["Body"].read()
+    assert body == b"from query"
+    assert [m.path for m in s.list("")] == ["k"]
+
+
+@pytest.mark.s3
+def test_open_s3_from_environment(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket = moto_s3.new_bucket()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_s3.endpoint)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    s = open_store(f"s3://{bucket}/envpre")
+    s.put("k", b"from env")
+    body = moto_s3.client.get_object(Bucket=bucket, Key="envpre/k")["Body"].read()
+    assert body == b"from env"
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("gs://x", "unsupported"),
+        ("ftp://x", "unsupported"),
+        ("file://host/x", "host"),
+        ("file:relative", "file"),
+        ("file:///tmp/a/../b", ".."),
+        ("some/../path", ".."),
+        ("s3://", "bucket"),
+        ("s3:///prefix", "bucket"),
+        ("s3://bucket/a/../b", ".."),
+        ("s3://bucket?color=blue", "color"),
+        ("s3://bucket?endpoint=ftp://host", "endpoint"),
+        ("s3://bucket?endpoint=localhost:9000", "endpoint"),
+        ("s3://bucket?endpoint=http://127.0.0.1:9", "allow_http"),
+        ("s3://bucket?endpoint=https://s3.test&allow_http=maybe", "allow_http"),
+        ("", "non-empty"),
+        ("   ", "non-empty"),
+    ],
+)
+def test_open_store_rejects(
+    url: str, needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wrongly accepted local path must land in tmp_path, not in the repository.
+    monkeypatch.chdir(tmp_path)
+    for var in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(InvalidArgument, match="(?i)" + re.escape(needle)):
+        open_store(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/abs", "a/../b", "..", ".", "./a", "a//b", "a/", "a\\b", "", "a\x00b", "C:/x"],
+)
+def test_validate_relative_path_rejects(path: str) -> None:
+    with pytest.raises(InvalidArgument):
+        validate_relative_path(path)
+
+
+@pytest.mark.parametrize("path", ["a", "a/b.c", "wal/00000000000000000001.sst", "..a/b.."])
+def test_validate_relative_path_accepts(path: str) -> None:
+    assert validate_relative_path(path) == path
+
+
+def test_validate_relative_path_empty_allowed() -> None:
+    assert validate_relative_path("", allow_empty=True) == ""
+    with pytest.raises(InvalidArgument):
+        validate_relative_path(123)  # type: ignore[arg-type]

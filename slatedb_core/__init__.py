@@ -1,13 +1,19 @@
-"""slatedb_core: a key-value store on object storage following SlateDB's manifest protocol."""
+"""slatedb_core: a key-value store on object storage following SlateDB's manifest protocol.
+
+The public API is what this module re-exports; everything else is internal and may change.
+"""
 
 from __future__ import annotations
 
-from slatedb_core import errors
+from slatedb_core import admin, errors
 from slatedb_core.errors import (
+    BoundaryMissing,
     CheckpointNotFound,
     CommitRetriesExhausted,
     CorruptionError,
     DatabaseDestroyed,
+    DatabaseNotFound,
+    DatabaseNotInitialized,
     Fenced,
     InvalidArgument,
     InvalidDeletion,
@@ -15,22 +21,44 @@ from slatedb_core.errors import (
     ObjectNotFound,
     ObjectVersionBehindBoundary,
     SlateDBError,
+    StoreError,
 )
+from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
+from slatedb_core.store.faults import FaultRule, FaultyStore
+from slatedb_core.store.objectstore import ObjectStore, RequestCounters
+from slatedb_core.store.url import open_store
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BoundaryMissing",
+    "Checkpoint",
     "CheckpointNotFound",
     "CommitRetriesExhausted",
     "CorruptionError",
     "DatabaseDestroyed",
+    "DatabaseNotFound",
+    "DatabaseNotInitialized",
+    "FaultRule",
+    "FaultyStore",
     "Fenced",
+    "FencedManifest",
     "InvalidArgument",
     "InvalidDeletion",
+    "Manifest",
+    "ManifestStore",
     "ManifestVersionExists",
     "ObjectNotFound",
+    "ObjectStore",
     "ObjectVersionBehindBoundary",
+    "RequestCounters",
+    "RetryPolicy",
     "SlateDBError",
+    "StoreError",
+    "StoredManifest",
     "__version__",
+    "admin",
     "errors",
+    "open_store",
 ]

@@ -73,8 +73,8 @@ class Fence:
             raise Fenced(self.role, self.epoch, current)
         if current < self.epoch:
             raise CorruptionError(
-                f"{self.role}_epoch", f"stored epoch {current} is behind ours {self.epoch}: "
-                "epochs never decrease"
+                f"{self.role}_epoch",
+                f"stored epoch {current} is behind ours {self.epoch}: epochs never decrease",
             )
 
 
@@ -101,8 +101,9 @@ class ManifestStore:
         self.db_path = db_path
         self.format_version = format_version
         self.retry = retry or RetryPolicy()
-        self.seq = SequencedStore(store, db_path, "manifest", "manifest",
-                                  pointer_stride=pointer_stride)
+        self.seq = SequencedStore(
+            store, db_path, "manifest", "manifest", pointer_stride=pointer_stride
+        )
 
     # ---- reads ---------------------------------------------------------------------------
     def _decode(self, object_id: int, data: bytes) -> Manifest:
@@ -178,16 +179,20 @@ class ManifestStore:
                 # id+1: the write is void (never reported), and like any conflict we re-read the
                 # true latest, re-check the fence and re-apply the change there.
                 if isinstance(e, ObjectVersionBehindBoundary):
-                    log.warning("manifest update of %r landed behind the GC boundary; retrying "
-                                "on the latest manifest", self.db_path)
+                    log.warning(
+                        "manifest update of %r landed behind the GC boundary; retrying "
+                        "on the latest manifest",
+                        self.db_path,
+                    )
                 if first_attempt_s is None:
                     first_attempt_s = time.monotonic() - started
                 if attempt == self.retry.max_attempts:
                     break
                 self._backoff(attempt, first_attempt_s)
                 current = self.read_latest()
-        raise CommitRetriesExhausted(f"manifest update of {self.db_path!r}",
-                                     self.retry.max_attempts)
+        raise CommitRetriesExhausted(
+            f"manifest update of {self.db_path!r}", self.retry.max_attempts
+        )
 
     def _backoff(self, attempt: int, slot_s: float) -> None:
         """Full-jitter exponential backoff in slots sized from the first attempt (as Lance does)."""
@@ -220,9 +225,7 @@ class FencedManifest:
         return self.fence.epoch
 
     @classmethod
-    def init(
-        cls, store: ManifestStore, role: Role, extra: Change | None = None
-    ) -> FencedManifest:
+    def init(cls, store: ManifestStore, role: Role, extra: Change | None = None) -> FencedManifest:
         """Bump ``role``'s epoch by one in a single committed update (plus ``extra`` changes).
 
         The new epoch is derived from the manifest it is committed on top of, so it is unique:

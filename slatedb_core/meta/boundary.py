@@ -104,8 +104,12 @@ class BoundaryObject:
         """Raise ObjectVersionBehindBoundary if ``object_id`` is at or behind the boundary."""
         boundary = self.read()
         if object_id <= boundary:
-            log.warning("stale sequenced write rejected: %s id %d <= boundary %d",
-                        object_path, object_id, boundary)
+            log.warning(
+                "stale sequenced write rejected: %s id %d <= boundary %d",
+                object_path,
+                object_id,
+                boundary,
+            )
             raise ObjectVersionBehindBoundary(object_path, object_id, boundary)
         return boundary
 
@@ -138,5 +142,6 @@ class BoundaryObject:
                 self._observed = True
                 self._e_tag = None  # unknown until the next read
             return target
-        raise CommitRetriesExhausted(f"advance boundary {self.path} to {target}",
-                                     self._max_attempts)
+        raise CommitRetriesExhausted(
+            f"advance boundary {self.path} to {target}", self._max_attempts
+        )

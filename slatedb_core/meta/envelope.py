@@ -53,8 +53,9 @@ def open_sealed(data: bytes, *, magic: bytes, name: str, versions: frozenset[int
         raise CorruptionError(name, f"bad magic {got_magic!r}, expected {magic!r}")
     if HEADER_SIZE + payload_len + _CRC.size != len(data):
         raise CorruptionError(
-            name, f"length mismatch: header says {payload_len} payload bytes, object has "
-            f"{len(data) - OVERHEAD}"
+            name,
+            f"length mismatch: header says {payload_len} payload bytes, object has "
+            f"{len(data) - OVERHEAD}",
         )
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
     if zlib.crc32(memoryview(data)[: len(data) - _CRC.size]) != crc:

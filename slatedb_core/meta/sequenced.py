@@ -124,8 +124,9 @@ class SequencedStore:
             if ids:
                 return ids[-1]
             # Nothing at or after the pointer: it points past reality. Ignore it.
-            log.warning("latest pointer %s=%d names no object; listing all", self.pointer_path,
-                        pointer)
+            log.warning(
+                "latest pointer %s=%d names no object; listing all", self.pointer_path, pointer
+            )
         ids = [e.id for e in self.list()]
         return ids[-1] if ids else None
 

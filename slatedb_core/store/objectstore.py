@@ -207,7 +207,9 @@ def _short(err: BaseException) -> str:
 class ObstoreObjectStore(ObjectStore):
     """Adapter over an obstore store (memory, local filesystem, S3)."""
 
-    def __init__(self, inner: Any, *, url: str, sorted_listing: bool, local_cas: Any = None) -> None:
+    def __init__(
+        self, inner: Any, *, url: str, sorted_listing: bool, local_cas: Any = None
+    ) -> None:
         self._inner = inner
         self.url = url
         self.counters = RequestCounters()

@@ -54,7 +54,9 @@ def test_cached_check_uses_a_conditional_get(store: ObjectStore) -> None:
     assert sum(after.values()) - sum(before.values()) == 5
 
 
-@pytest.mark.parametrize("content", [b"", b"abc", b"-1", b"1.5", b" 12x", b"99999999999999999999999"])
+@pytest.mark.parametrize(
+    "content", [b"", b"abc", b"-1", b"1.5", b" 12x", b"99999999999999999999999"]
+)
 def test_bad_boundary_content_is_corruption(store: ObjectStore, content: bytes) -> None:
     store.put(PATH, content)
     with pytest.raises(CorruptionError) as ei:

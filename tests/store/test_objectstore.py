@@ -176,7 +176,7 @@ def test_request_counters(store: ObjectStore) -> None:
     store.put_if_absent("r/b", b"2")
     store.put_if_match("r/a", b"3", v)
     store.get("r/a")
-    store.get_if_none_match("r/a", "\"nope\"")
+    store.get_if_none_match("r/a", '"nope"')
     store.head("r/b")
     list(store.list("r"))
     store.delete("r/b")

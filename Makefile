@@ -1,0 +1,44 @@
+# Run `make help` for the list of targets. Every target sets up .venv itself on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+DEMO_DIR ?= demo-data
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## Show this help
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+setup: $(STAMP) ## Create .venv and install the project with its dev tools
+
+demo: $(STAMP) ## The main job on the local filesystem store (DEMO_DIR=demo-data)
+	$(BIN)/python -m slatedb_core.demo --dir $(DEMO_DIR) --reset
+	$(BIN)/slatedb --url $(DEMO_DIR) --path orders list-manifests
+	$(BIN)/slatedb --url $(DEMO_DIR) --path orders read-manifest
+
+test: $(STAMP) ## All tests CI runs (memory, local and moto-S3 stores)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
+	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/mypy slatedb_core
+
+bench: $(STAMP) ## Benchmarks (print figures; see bench/)
+	$(BIN)/python bench/manifest_bench.py
+
+clean: ## Remove caches and demo data (keeps .venv)
+	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+
+.PHONY: help setup demo test test-fast lint bench clean

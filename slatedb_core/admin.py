@@ -1,0 +1,46 @@
+"""Operator functions: what the CLI and the Dagster assets call. No protocol logic lives here;
+each function composes the layers below."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestListing:
+    id: int
+    path: str
+    size: int
+    last_modified: datetime
+
+
+def manifest_store(store: ObjectStore, path: str) -> ManifestStore:
+    validate_relative_path(path, what="database path")
+    return ManifestStore(store, path)
+
+
+def read_manifest(store: ObjectStore, path: str, manifest_id: int | None = None) -> StoredManifest:
+    """The latest manifest, or the one with ``manifest_id``. Raises DatabaseNotFound /
+    ObjectNotFound / CorruptionError."""
+    ms = manifest_store(store, path)
+    return ms.read_latest() if manifest_id is None else ms.read(manifest_id)
+
+
+def list_manifests(
+    store: ObjectStore, path: str, start: int | None = None, end: int | None = None
+) -> list[ManifestListing]:
+    """Manifests with ``start <= id < end``, oldest first."""
+    ms = manifest_store(store, path)
+    return [ManifestListing(e.id, e.path, e.size, e.last_modified) for e in ms.list(start, end)]
+
+
+def create_database_metadata(
+    store: ObjectStore, path: str, manifest: Manifest | None = None
+) -> StoredManifest:
+    """Write the first manifest of a new, empty database (ManifestVersionExists if it exists)."""
+    return manifest_store(store, path).create_initial(manifest or Manifest())

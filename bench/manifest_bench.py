@@ -34,14 +34,21 @@ from slatedb_core.store.url import open_store
 
 
 def seed_versions(store: ObjectStore, db: str, n: int) -> SequencedStore:
-    """Write n manifests directly (bypassing the protocol, to seed fast), then one real commit so
-    the pointer is as a live database would leave it."""
+    """Write n-1 manifests directly (bypassing the protocol, to seed fast) and the pointer as a
+    live database would have left it, then commit the n-th through the protocol."""
     seq = SequencedStore(store, db, "manifest", "manifest")
     data = encode_manifest(Manifest())
     for i in range(1, n):
         store.put(seq.path(i), data)
+    # the pointer a live database has after n-1 commits: the last multiple of the stride
+    stride = 16
+    store.put(seq.pointer_path, str(max(1, (n - 1) // stride * stride)).encode())
     seq.create(n, encode_manifest(Manifest()))
     return seq
+
+
+def incr(m: Manifest) -> Manifest:
+    return dataclasses.replace(m, last_l0_seq=m.last_l0_seq + 1)
 
 
 def naive_latest(seq: SequencedStore) -> int | None:
@@ -81,7 +88,6 @@ def bench_updates(store_name: str, url_factory: object, threads: list[int], upda
     for t in threads:
         store = open_store(url_factory())  # type: ignore[operator]
         ManifestStore(store, "db").create_initial(Manifest())
-        store.counters.reset()
         per_thread = updates // t
         latencies: list[float] = []
         lock = threading.Lock()
@@ -93,13 +99,16 @@ def bench_updates(store_name: str, url_factory: object, threads: list[int], upda
             lock: threading.Lock = lock,
         ) -> None:
             ms = ManifestStore(store, "db")
+            base = ms.read_latest()
             for _ in range(per_thread):
                 t0 = time.perf_counter()
-                ms.update(lambda m: dataclasses.replace(m, last_l0_seq=m.last_l0_seq + 1))
+                # like a writer: optimistic on its last known manifest
+                base = ms.update(incr, base=base)
                 with lock:
                     latencies.append(time.perf_counter() - t0)
 
         workers = [threading.Thread(target=work) for _ in range(t)]
+        store.counters.reset()
         t0 = time.perf_counter()
         for w in workers:
             w.start()
@@ -128,6 +137,7 @@ def main() -> None:
     p.add_argument("--stores", default="local,s3")
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     versions = [int(x) for x in a.versions.split(",")]
     threads = [int(x) for x in a.threads.split(",")]
     stores = a.stores.split(",")

@@ -66,12 +66,17 @@ class InjectedFault(StoreError):
 
 
 class ManifestVersionExists(SlateDBError):
-    """Another writer committed this sequenced id first (a lost create-if-absent race)."""
+    """Another writer committed this sequenced id first (a lost create-if-absent race).
 
-    def __init__(self, path: str, object_id: int) -> None:
+    ``existing`` holds the winner's bytes when they were read while resolving the conflict, so the
+    loser can retry on top of them without reading the latest version again.
+    """
+
+    def __init__(self, path: str, object_id: int, existing: bytes | None = None) -> None:
         super().__init__(f"sequenced object {object_id} already exists: {path}")
         self.path = path
         self.object_id = object_id
+        self.existing = existing
 
 
 class ObjectVersionBehindBoundary(SlateDBError):

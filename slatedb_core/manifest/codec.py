@@ -19,9 +19,11 @@ negative indexing would silently wrap a bad offset. Any malformed payload theref
 
 from __future__ import annotations
 
+import gc
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from operator import add, is_not, itemgetter
 from typing import Any
 
@@ -71,6 +73,7 @@ class _Table:
         self.layouts: dict[tuple[bool, ...], _WriteLayout] = {}
 
 
+# One entry per table of schema/manifest.fbs, fields in declaration order: keep in step with it.
 _BOUND = _Table("BytesBound", "BO")
 _RANGE = _Table("BytesRange", "OO")
 _INFO = _Table("SsTableInfo", "OOQQQQIQQ")
@@ -105,6 +108,16 @@ def _uuid(raw: bytes) -> uuid.UUID:
 # ----------------------------------------------------------------------------------------- writer
 
 
+def _picker(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """An itemgetter that always returns a tuple, whatever the number of indices."""
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda seq: (seq[only],)
+    if not indices:
+        return lambda seq: ()
+    return itemgetter(*indices)
+
+
 class _WriteLayout:
     """How a table with a given set of present fields is packed: one struct call per table."""
 
@@ -112,15 +125,17 @@ class _WriteLayout:
         slots = [s for s, p in enumerate(present) if p]
         order = sorted(slots, key=lambda s: (_ALIGN[table.kinds[s]] != 4, -_ALIGN[table.kinds[s]]))
         fmt, pos, offs = ["<i"], 4, [0] * (max(slots) + 1 if slots else 0)
-        self.fields: list[tuple[int, int, str]] = []
-        for s in order:
+        self.rel: list[tuple[int, int]] = []  # (index in packing order, position) of offset fields
+        for i, s in enumerate(order):
             kind = table.kinds[s]
             pad = -pos % _ALIGN[kind]
             fmt.append("x" * pad + _FMT[kind])
             pos += pad
             offs[s] = pos
-            self.fields.append((s, pos, kind))
+            if kind == "O":
+                self.rel.append((i, pos))
             pos += _WIDTH[kind]
+        self.pick = _picker(order)
         self.struct = struct.Struct("".join(fmt))
         self.align = 8 if any(_ALIGN[table.kinds[s]] == 8 for s in slots) else 4
         self.vtable = struct.pack(f"<HH{len(offs)}H", 4 + 2 * len(offs), pos, *offs)
@@ -152,11 +167,19 @@ class _Writer:
         if vt is None:
             vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
         size = lay.struct.size
-        start = self._size + (-self._size - size) % lay.align + size
-        args: list[Any] = [vt - start]
-        for slot, pos, kind in lay.fields:
-            args.append(start - pos - values[slot] if kind == "O" else values[slot])
-        return self._put(lay.struct.pack(*args), lay.align)
+        pad = (-self._size - size) % lay.align
+        start = self._size + pad + size
+        args: Sequence[Any] = lay.pick(values)
+        if lay.rel:
+            fixed = list(args)
+            for i, pos in lay.rel:
+                fixed[i] = start - pos - fixed[i]
+            args = fixed
+        if pad:
+            self._chunks.append(bytes(pad))
+        self._chunks.append(lay.struct.pack(vt - start, *args))
+        self._size = start
+        return start
 
     def tables(self, offsets: Sequence[int]) -> int:
         n = len(offsets)
@@ -204,8 +227,9 @@ def _write_view(w: _Writer, view: SstView) -> int:
     return w.table(_VIEW, (_swap(view.view_id.bytes), _swap(view.sst_id.bytes), r))
 
 
-def _write_common(w: _Writer, m: Manifest) -> tuple[int | None, int]:
-    """External dbs and checkpoints, which V1 and V2 store identically."""
+def _write_head(w: _Writer, m: Manifest) -> tuple[Any, ...]:
+    """The first eight fields, which ManifestV1 and V2 share; also writes the checkpoints vector,
+    which both store alike, and returns its offset last."""
     exts = []
     for e in m.external_dbs:
         final = None if e.final_checkpoint_id is None else _swap(e.final_checkpoint_id.bytes)
@@ -219,7 +243,9 @@ def _write_common(w: _Writer, m: Manifest) -> tuple[int | None, int]:
         tag = None if meta is None else _WRITER_CHECKPOINT
         cps.append(w.table(_CP, (_swap(cp.id.bytes), cp.manifest_id, cp.expire_time_s,
                                  cp.create_time_s, tag, meta, name)))
-    return (w.tables(exts) if exts else None), w.tables(cps)
+    return (w.tables(exts) if exts else None, m.initialized, m.destroyed_at_s, m.writer_epoch,
+            m.compactor_epoch, m.replay_after_wal_id, m.wal_id_last_seen, m.next_wal_sst_id,
+            w.tables(cps))
 
 
 def _opt_id(u: ULID | None) -> bytes | None:
@@ -229,8 +255,9 @@ def _opt_id(u: ULID | None) -> bytes | None:
 def _sst_index(m: Manifest) -> dict[bytes, CompactedSst]:
     by_id: dict[bytes, CompactedSst] = {}
     for s in m.ssts:
-        if by_id.setdefault(s.id.bytes, s) is not s:
+        if s.id.bytes in by_id:
             raise InvalidArgument(f"manifest lists SST {s.id} twice in ssts")
+        by_id[s.id.bytes] = s
     return by_id
 
 
@@ -250,13 +277,10 @@ def _encode_v2(m: Manifest) -> bytes:
     l0 = w.tables([_write_view(w, v) for v in m.l0])
     runs = w.tables([w.table(_RUN2, (r.id, w.tables([_write_view(w, v) for v in r.views])))
                      for r in m.compacted])
-    exts, cps = _write_common(w, m)
-    root = w.table(_M2, (
-        exts, m.initialized, m.destroyed_at_s, m.writer_epoch, m.compactor_epoch,
-        m.replay_after_wal_id, m.wal_id_last_seen, m.next_wal_sst_id, ssts, l0, runs, cps,
-        m.last_l0_seq, _opt_id(m.last_compacted_l0_view_id), _opt_id(m.last_compacted_l0_sst_id),
-        m.max_parallel_writes,
-    ))
+    *head, cps = _write_head(w, m)
+    root = w.table(_M2, (*head, ssts, l0, runs, cps, m.last_l0_seq,
+                         _opt_id(m.last_compacted_l0_view_id),
+                         _opt_id(m.last_compacted_l0_sst_id), m.max_parallel_writes))
     return w.finish(root, _IDENT[2])
 
 
@@ -297,12 +321,9 @@ def _encode_v1(m: Manifest) -> bytes:
         w.table(_RUN1, (r.id, w.tables([_write_sst(w, known[v.sst_id.bytes]) for v in r.views])))
         for r in m.compacted
     ])
-    exts, cps = _write_common(w, m)
-    root = w.table(_M1, (
-        exts, m.initialized, m.destroyed_at_s, m.writer_epoch, m.compactor_epoch,
-        m.replay_after_wal_id, m.wal_id_last_seen, m.next_wal_sst_id,
-        _opt_id(m.last_compacted_l0_sst_id), l0, runs, cps, m.last_l0_seq, m.max_parallel_writes,
-    ))
+    *head, cps = _write_head(w, m)
+    root = w.table(_M1, (*head, _opt_id(m.last_compacted_l0_sst_id), l0, runs, cps,
+                         m.last_l0_seq, m.max_parallel_writes))
     return w.finish(root, _IDENT[1])
 
 
@@ -348,9 +369,7 @@ class _ReadLayout:
         self.struct = struct.Struct("".join(fmt))
         self.tsize = tsize
         n = len(fields)
-        picks = [index.get(s, n + s) for s in range(len(table.kinds))]
-        self.pick: Callable[[tuple[Any, ...]], Any] = itemgetter(*picks)
-        self.single = len(picks) == 1
+        self.pick = _picker([index.get(s, n + s) for s in range(len(table.kinds))])
 
 
 class _Reader:
@@ -366,7 +385,7 @@ class _Reader:
             raise _Malformed(f"payload of {self._n} bytes is too short")
         if self._buf[4:8] != ident:
             raise _Malformed(f"file identifier {self._buf[4:8]!r}, expected {ident!r}")
-        return _U32.unpack_from(self._buf, 0)[0]
+        return int(_U32.unpack_from(self._buf, 0)[0])
 
     def _layout(self, table: _Table, vt: int) -> _ReadLayout:
         if vt < 0 or vt + 4 > self._n:
@@ -388,8 +407,7 @@ class _Reader:
         lay = self._layouts.get((table.name, vt)) or self._layout(table, vt)
         if pos + lay.tsize > self._n:
             raise _Malformed(f"{table.name} table at {pos} runs past the payload")
-        got = lay.pick(lay.struct.unpack_from(self._buf, pos + lay.first) + table.absent)
-        vals = [got] if lay.single else list(got)
+        vals = list(lay.pick(lay.struct.unpack_from(self._buf, pos + lay.first) + table.absent))
         for slot, off in lay.rel:
             vals[slot] += pos + off
         return vals
@@ -412,9 +430,6 @@ class _Reader:
     def blob(self, pos: int) -> bytes:
         start, n = self._vector(pos, 1)
         return self._buf[start : start + n]
-
-    def string(self, pos: int) -> str:
-        return self.blob(pos).decode("utf-8")
 
     def structs16(self, pos: int) -> list[bytes]:
         start, n = self._vector(pos, 16)
@@ -467,37 +482,42 @@ def _read_checkpoint(r: _Reader, pos: int) -> Checkpoint:
     elif tag != 0:
         raise _Malformed(f"CheckpointMetadata type {tag} is out of range")
     return Checkpoint(_uuid(_need(raw, "Checkpoint.id")), manifest_id, create, expire, epoch,
-                      None if name is None else r.string(name))
+                      None if name is None else r.blob(name).decode())
 
 
 def _read_external_db(r: _Reader, pos: int) -> ExternalDb:
     path, source, final, ids = r.table(_EXT, pos)
     return ExternalDb(
-        r.string(_need(path, "ExternalDb.path")),
+        r.blob(_need(path, "ExternalDb.path")).decode(),
         _uuid(_need(source, "ExternalDb.source_checkpoint_id")),
         None if final is None else _uuid(final),
         tuple(map(_ulid, r.structs16(_need(ids, "ExternalDb.sst_ids")))),
     )
 
 
-def _read_common(r: _Reader, exts: int | None, cps: int | None) -> dict[str, Any]:
-    ext_positions = [] if exts is None else r.tables(exts, "external_dbs")
+def _read_head(r: _Reader, head: Sequence[Any], cps: int | None) -> dict[str, Any]:
+    """Manifest fields from the eight leading fields V1 and V2 share, plus the checkpoints."""
+    exts, initialized, destroyed, writer_epoch, compactor_epoch, replay, seen, next_wal = head
     return {
-        "external_dbs": tuple(_read_external_db(r, p) for p in ext_positions),
+        "external_dbs": tuple(_read_external_db(r, p)
+                              for p in ([] if exts is None else r.tables(exts, "external_dbs"))),
+        "initialized": bool(initialized), "destroyed_at_s": destroyed,
+        "writer_epoch": writer_epoch, "compactor_epoch": compactor_epoch,
+        "replay_after_wal_id": replay, "wal_id_last_seen": seen, "next_wal_sst_id": next_wal,
         "checkpoints": tuple(_read_checkpoint(r, p) for p in r.tables(cps, "checkpoints")),
     }
 
 
 def _decode_v2(r: _Reader) -> Manifest:
-    (exts, initialized, destroyed, writer_epoch, compactor_epoch, replay_after, wal_seen, next_wal,
-     ssts_pos, l0_pos, runs_pos, cps_pos, last_l0_seq, lc_view, lc_sst, max_parallel,
-     ) = r.table(_M2, r.root(_IDENT[2]))
+    fields = r.table(_M2, r.root(_IDENT[2]))
+    ssts_pos, l0_pos, runs_pos, cps_pos, last_l0_seq, lc_view, lc_sst, max_parallel = fields[8:]
     ids: dict[bytes, ULID] = {}
     ssts = []
     for pos in r.tables(ssts_pos, "ssts"):
         raw, sst = _read_sst(r, pos)
-        if ids.setdefault(raw, sst.id) is not sst.id:
+        if raw in ids:
             raise _Malformed(f"SST {sst.id} appears twice in ssts")
+        ids[raw] = sst.id
         ssts.append(sst)
     runs = []
     for pos in r.tables(runs_pos, "compacted"):
@@ -505,22 +525,18 @@ def _decode_v2(r: _Reader) -> Manifest:
         vs = tuple(_read_view(r, p, ids) for p in r.tables(views, "SortedRunV2.views"))
         runs.append(SortedRun(run_id, vs))
     return Manifest(
-        writer_epoch=writer_epoch, compactor_epoch=compactor_epoch, initialized=bool(initialized),
-        destroyed_at_s=destroyed, replay_after_wal_id=replay_after, wal_id_last_seen=wal_seen,
-        next_wal_sst_id=next_wal, ssts=tuple(ssts),
-        l0=tuple(_read_view(r, p, ids) for p in r.tables(l0_pos, "l0")),
+        ssts=tuple(ssts), l0=tuple(_read_view(r, p, ids) for p in r.tables(l0_pos, "l0")),
         compacted=tuple(runs), last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=None if lc_view is None else _ulid(lc_view),
         last_compacted_l0_sst_id=None if lc_sst is None else _ulid(lc_sst),
-        max_parallel_writes=max_parallel, **_read_common(r, exts, cps_pos),
+        max_parallel_writes=max_parallel, **_read_head(r, fields[:8], cps_pos),
     )
 
 
 def _decode_v1(r: _Reader) -> Manifest:
     """Views get their SST's id and no range; ``ssts`` lists SSTs in order of first appearance."""
-    (exts, initialized, destroyed, writer_epoch, compactor_epoch, replay_after, wal_seen, next_wal,
-     last_compacted, l0_pos, runs_pos, cps_pos, last_l0_seq, max_parallel,
-     ) = r.table(_M1, r.root(_IDENT[1]))
+    fields = r.table(_M1, r.root(_IDENT[1]))
+    last_compacted, l0_pos, runs_pos, cps_pos, last_l0_seq, max_parallel = fields[8:]
     ssts: dict[bytes, CompactedSst] = {}
 
     def view(pos: int) -> SstView:
@@ -535,15 +551,27 @@ def _decode_v1(r: _Reader) -> Manifest:
         runs.append(SortedRun(run_id, tuple(view(p) for p in r.tables(inline, "SortedRunV1.ssts"))))
     lc = None if last_compacted is None else _ulid(last_compacted)
     return Manifest(
-        writer_epoch=writer_epoch, compactor_epoch=compactor_epoch, initialized=bool(initialized),
-        destroyed_at_s=destroyed, replay_after_wal_id=replay_after, wal_id_last_seen=wal_seen,
-        next_wal_sst_id=next_wal, ssts=tuple(ssts.values()), l0=l0, compacted=tuple(runs),
-        last_l0_seq=last_l0_seq, last_compacted_l0_view_id=lc, last_compacted_l0_sst_id=lc,
-        max_parallel_writes=max_parallel, **_read_common(r, exts, cps_pos),
+        ssts=tuple(ssts.values()), l0=l0, compacted=tuple(runs), last_l0_seq=last_l0_seq,
+        last_compacted_l0_view_id=lc, last_compacted_l0_sst_id=lc,
+        max_parallel_writes=max_parallel, **_read_head(r, fields[:8], cps_pos),
     )
 
 
 _DECODERS: dict[int, Callable[[_Reader], Manifest]] = {1: _decode_v1, 2: _decode_v2}
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding a 100k-SST manifest allocates ~500k acyclic objects; with the cyclic collector
+    running, its repeated full passes over them (and over the previous manifest, still alive) more
+    than double the decode time while finding nothing to free. Only re-enables what it disabled."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def decode_manifest(data: bytes, *, name: str) -> Manifest:
@@ -551,8 +579,7 @@ def decode_manifest(data: bytes, *, name: str) -> Manifest:
     ``CorruptionError`` so an operator knows which object to look at."""
     opened = envelope.open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
     try:
-        return _DECODERS[opened.version](_Reader(opened.payload))
+        with _gc_paused():
+            return _DECODERS[opened.version](_Reader(opened.payload))
     except (_Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
-        raise CorruptionError(
-            name, f"malformed ManifestV{opened.version} payload: {e}"
-        ) from e
+        raise CorruptionError(name, f"malformed ManifestV{opened.version} payload: {e}") from e

@@ -189,10 +189,22 @@ class ManifestStore:
                 if attempt == self.retry.max_attempts:
                     break
                 self._backoff(attempt, first_attempt_s)
-                current = self.read_latest()
+                current = self._next_base(current, e, attempt)
         raise CommitRetriesExhausted(
             f"manifest update of {self.db_path!r}", self.retry.max_attempts
         )
+
+    def _next_base(self, current: StoredManifest, err: Exception, attempt: int) -> StoredManifest:
+        """Where to retry after losing. The winner's bytes were already read to rule out an
+        ambiguous create of our own, so the first few retries build on them directly (2 requests
+        per attempt instead of 5); after that, or if they were not available, read the latest."""
+        existing = getattr(err, "existing", None)
+        if isinstance(err, ManifestVersionExists) and existing is not None and attempt <= 3:
+            try:
+                return StoredManifest(current.id + 1, self._decode(current.id + 1, existing))
+            except CorruptionError:
+                pass  # let read_latest report it properly if it is the latest
+        return self.read_latest()
 
     def _backoff(self, attempt: int, slot_s: float) -> None:
         """Full-jitter exponential backoff in slots sized from the first attempt (as Lance does)."""

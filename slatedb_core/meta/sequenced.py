@@ -198,7 +198,7 @@ class SequencedStore:
         if stored == data:
             return True
         oid = self.parse(path)
-        raise ManifestVersionExists(path, oid if oid is not None else -1)
+        raise ManifestVersionExists(path, oid if oid is not None else -1, existing=stored)
 
     def _write_pointer(self, object_id: int) -> None:
         try:

@@ -17,6 +17,7 @@ Anything else raises :class:`~slatedb_core.errors.InvalidArgument`.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +42,8 @@ _S3_KEYS = {
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
+_SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
 _named_memory: dict[str, ObjectStore] = {}
 _named_lock = threading.Lock()
 
@@ -53,6 +56,11 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
         raise InvalidArgument("store URL must be a non-empty string")
     url = url.strip()
     if "://" not in url:
+        if _SCHEME_LIKE.match(url):
+            raise InvalidArgument(
+                f"{url!r} looks like a URL without '//' (e.g. file:relative); use "
+                "file:///absolute/path, or prefix a relative path that contains ':' with ./"
+            )
         return _local(Path(url), original=url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()

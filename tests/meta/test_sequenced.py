@@ -177,3 +177,19 @@ def test_db_path_must_be_relative_and_clean(store: ObjectStore) -> None:
     for bad in ["/abs", "../up", "a/../b", "a//b", ""]:
         with pytest.raises(InvalidArgument):
             SequencedStore(store, bad, "manifest", "manifest")
+
+
+def test_compactions_namespace_has_its_own_ids_and_boundary(store: ObjectStore) -> None:
+    manifests = SequencedStore(store, "db", "manifest", "manifest")
+    compactions = SequencedStore(store, "db", "compactions", "compactions")
+    fill(manifests, 3)
+    fill(compactions, 5)
+    assert compactions.path(5) == "db/compactions/00000000000000000005.compactions"
+    assert (manifests.latest_id(), compactions.latest_id()) == (3, 5)
+    compactions.advance_boundary(4)
+    assert store.get("db/gc/compactions.boundary").data == b"4"
+    assert manifests.boundary.read() == 0
+    manifests.create(4, payload(4))  # unaffected by the compactions boundary
+    compactions.delete(4)
+    with pytest.raises(ObjectVersionBehindBoundary):
+        compactions.create(4, payload(4))

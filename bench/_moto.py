@@ -11,6 +11,9 @@ class MotoServer:
         import boto3
         from moto.server import ThreadedMotoServer
 
+        from tests.conftest import make_moto_conditional_puts_atomic
+
+        make_moto_conditional_puts_atomic()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,10 +32,32 @@ def _free_port() -> int:
         return port
 
 
+def make_moto_conditional_puts_atomic() -> None:
+    """moto 5.2.5 checks If-Match / If-None-Match and then stores the object as two separate steps
+    (``S3Response.put_object``) with no lock, so two racing requests can both pass the check. Real
+    S3 (and MinIO, SeaweedFS) evaluate the condition atomically; serialising moto's handler makes
+    the test server honour the contract we rely on, so a double winner can only come from our code.
+    """
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.put_object, "_slatedb_atomic", False):
+        return
+    original = S3Response.put_object
+    lock = threading.Lock()
+
+    def put_object(self: S3Response) -> Any:
+        with lock:
+            return original(self)
+
+    put_object._slatedb_atomic = True  # type: ignore[attr-defined]
+    S3Response.put_object = put_object  # type: ignore[method-assign]
+
+
 class MotoS3:
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        make_moto_conditional_puts_atomic()
         self.port = _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)

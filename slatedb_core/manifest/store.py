@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 Role = Literal["writer", "compactor"]
 Change = Callable[[Manifest], Manifest | None]
+IdChange = Callable[[Manifest, int], Manifest | None]
+"""A change that also needs the id it will be committed as (e.g. a checkpoint of "this" version)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +159,19 @@ class ManifestStore:
         base: StoredManifest | None = None,
         fence: Fence | None = None,
     ) -> StoredManifest:
-        """Apply ``change`` to the latest manifest and commit it as the next id, retrying on
-        conflict. ``base`` is an optimistic guess of the latest (saves the read when right).
+        """Apply ``change`` to the latest manifest and commit it as the next id (see update_at)."""
+        return self.update_at(lambda m, _next_id: change(m), base=base, fence=fence)
+
+    def update_at(
+        self,
+        change: IdChange,
+        *,
+        base: StoredManifest | None = None,
+        fence: Fence | None = None,
+    ) -> StoredManifest:
+        """Apply ``change(manifest, next_id)`` to the latest manifest and commit it as ``next_id``,
+        retrying on conflict. ``base`` is an optimistic guess of the latest (saves the read when
+        right).
 
         ``change`` must be a pure function of its argument: it is re-applied to each newer
         manifest after a conflict. Returning None or its argument unchanged commits nothing.
@@ -168,7 +181,7 @@ class ManifestStore:
         for attempt in range(1, self.retry.max_attempts + 1):
             if fence is not None:
                 fence.check(current.manifest)
-            new = change(current.manifest)
+            new = change(current.manifest, current.id + 1)
             if new is None or new == current.manifest:
                 return current
             started = time.monotonic()
@@ -237,7 +250,9 @@ class FencedManifest:
         return self.fence.epoch
 
     @classmethod
-    def init(cls, store: ManifestStore, role: Role, extra: Change | None = None) -> FencedManifest:
+    def init(
+        cls, store: ManifestStore, role: Role, extra: IdChange | None = None
+    ) -> FencedManifest:
         """Bump ``role``'s epoch by one in a single committed update (plus ``extra`` changes).
 
         The new epoch is derived from the manifest it is committed on top of, so it is unique:
@@ -245,7 +260,7 @@ class FencedManifest:
         """
         field = "writer_epoch" if role == "writer" else "compactor_epoch"
 
-        def bump(m: Manifest) -> Manifest:
+        def bump(m: Manifest, next_id: int) -> Manifest:
             if m.destroyed_at_s is not None:
                 raise DatabaseDestroyed(f"database {store.db_path!r} was destroyed")
             if not m.initialized:
@@ -253,18 +268,20 @@ class FencedManifest:
             bumped = dataclasses.replace(m, **{field: getattr(m, field) + 1})
             if extra is None:
                 return bumped
-            return extra(bumped) or bumped
+            return extra(bumped, next_id) or bumped
 
-        stored = store.update(bump)
+        stored = store.update_at(bump)
         epoch = getattr(stored.manifest, field)
         return cls(store, Fence(role, epoch), stored)
 
     @classmethod
-    def init_writer(cls, store: ManifestStore, extra: Change | None = None) -> FencedManifest:
+    def init_writer(cls, store: ManifestStore, extra: IdChange | None = None) -> FencedManifest:
         return cls.init(store, "writer", extra)
 
     @classmethod
-    def init_compactor(cls, store: ManifestStore, extra: Change | None = None) -> FencedManifest:
+    def init_compactor(
+        cls, store: ManifestStore, extra: IdChange | None = None
+    ) -> FencedManifest:
         return cls.init(store, "compactor", extra)
 
     def refresh(self) -> StoredManifest:
@@ -277,4 +294,9 @@ class FencedManifest:
     def update(self, change: Change) -> StoredManifest:
         """A fenced update, optimistic on our last known manifest."""
         self._stored = self.store.update(change, base=self._stored, fence=self.fence)
+        return self._stored
+
+    def update_at(self, change: IdChange) -> StoredManifest:
+        """A fenced update whose change also receives the id it will be committed as."""
+        self._stored = self.store.update_at(change, base=self._stored, fence=self.fence)
         return self._stored

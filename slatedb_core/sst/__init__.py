@@ -1,0 +1,31 @@
+"""Sorted string tables: the immutable, sorted, columnar files the LSM tree is made of.
+
+The byte layout is documented in :mod:`slatedb_core.sst.format`. Entries travel in and out as Arrow
+record batches with :data:`ENTRY_SCHEMA`, so the engine never touches entries one at a time.
+"""
+
+from __future__ import annotations
+
+from slatedb_core.sst.builder import SstOptions, encode_sst
+from slatedb_core.sst.cache import BlockCache, CacheStats
+from slatedb_core.sst.format import (
+    CODECS,
+    ENTRY_SCHEMA,
+    FORMAT_VERSION,
+    KIND_TOMBSTONE,
+    KIND_VALUE,
+)
+from slatedb_core.sst.reader import SstReader
+
+__all__ = [
+    "CODECS",
+    "ENTRY_SCHEMA",
+    "FORMAT_VERSION",
+    "KIND_TOMBSTONE",
+    "KIND_VALUE",
+    "BlockCache",
+    "CacheStats",
+    "SstOptions",
+    "SstReader",
+    "encode_sst",
+]

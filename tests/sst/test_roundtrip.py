@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, SstReader, encode_sst
+from tests.sst import Entry, batch_of, entries_of, numbered
+
+CODECS = ["none", "lz4", "zstd"]
+
+
+@st.composite
+def sorted_entries(draw: st.DrawFn) -> list[Entry]:
+    keys = sorted(draw(st.sets(st.binary(min_size=1, max_size=24), max_size=60)))
+    out: list[Entry] = []
+    for key in keys:
+        seq = draw(st.integers(0, 2**64 - 1))
+        if draw(st.booleans()):
+            out.append((key, seq, 1, b""))
+        else:
+            big = draw(st.integers(0, 20)) == 0
+            size = draw(st.integers(0, 3000 if big else 40))
+            out.append((key, seq, 0, bytes([len(key) % 256]) * size))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=sorted_entries(),
+    block_size=st.sampled_from([1, 64, 512, 4096, 65536]),
+    codec=st.sampled_from(CODECS),
+    bits=st.sampled_from([0, 1, 10]),
+)
+def test_random_sorted_batches_round_trip_through_every_read_path(
+    entries: list[Entry], block_size: int, codec: str, bits: int
+) -> None:
+    opts = SstOptions(block_size=block_size, bloom_bits_per_key=bits, compression=codec)
+    data, info = encode_sst(batch_of(entries), opts)
+    reader = SstReader.from_bytes(data, "t")
+    assert entries_of(reader.read_all()) == entries
+    assert reader.info == info
+    assert info.size_bytes == len(data) and info.entry_count == len(entries)
+    for key, seq, kind, value in entries:
+        assert reader.may_contain(key)
+        assert reader.get(key) == (seq, kind, value)
+        assert reader.get(key + b"\x00") is None or any(e[0] == key + b"\x00" for e in entries)
+
+
+def test_info_records_first_and_last_key_and_the_codec() -> None:
+    entries = numbered(300)
+    data, info = encode_sst(batch_of(entries), SstOptions(block_size=256, compression="zstd"))
+    assert (info.first_key, info.last_key) == (entries[0][0], entries[-1][0])
+    assert info.compression == 4
+    assert info.filter_offset == info.index_offset + info.index_len
+    assert info.filter_len > 0
+    reader = SstReader.from_bytes(data, "t")
+    assert reader.block_count > 10
+    assert (reader.first_key, reader.last_key, reader.entry_count) == (
+        entries[0][0], entries[-1][0], 300,
+    )
+
+
+def test_get_finds_present_keys_and_misses_absent_ones_in_gaps_and_outside() -> None:
+    entries = numbered(500)
+    reader = SstReader.from_bytes(encode_sst(batch_of(entries), SstOptions(block_size=300))[0], "t")
+    for i, (key, seq, kind, value) in enumerate(entries):
+        assert reader.get(key) == (seq, kind, value)
+        assert reader.get(b"key-%06d" % (2 * i + 1)) is None
+    for absent in (b"a", b"key-", b"key-0000000", b"key-999999", b"zzz", b"key-000998\x00"):
+        assert reader.get(absent) is None
+
+
+def test_values_of_several_mebibytes_get_their_own_blocks() -> None:
+    big = bytes(range(256)) * (3 * 4096 + 7)  # ~3 MiB
+    entries = [(b"a", 1, 0, b"x"), (b"b", 2, 0, big), (b"c", 3, 1, b""), (b"d", 4, 0, big[::-1])]
+    for codec in CODECS:
+        data, _ = encode_sst(batch_of(entries), SstOptions(block_size=1024, compression=codec))
+        reader = SstReader.from_bytes(data, "t")
+        assert reader.get(b"b") == (2, 0, big)
+        assert reader.get(b"d") == (4, 0, big[::-1])
+        assert entries_of(reader.read_all()) == entries
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_codec_round_trips_and_compressible_data_shrinks(codec: str) -> None:
+    entries = numbered(2000, value_len=200)
+    data, _ = encode_sst(batch_of(entries), SstOptions(compression=codec))
+    assert entries_of(SstReader.from_bytes(data, "t").read_all()) == entries
+    if codec != "none":
+        plain, _ = encode_sst(batch_of(entries))
+        assert len(data) < len(plain) / 3
+
+
+def test_an_empty_sst_still_has_a_footer_and_its_metadata() -> None:
+    empty = batch_of([])
+    data, info = encode_sst(empty, metadata={"writer_epoch": 42, "zero": 0, "max": 2**64 - 1})
+    assert info.entry_count == 0 and info.first_key is None and info.last_key is None
+    assert info.filter_len == 0
+    reader = SstReader.from_bytes(data, "wal/00001.sst")
+    assert reader.metadata == {"writer_epoch": 42, "zero": 0, "max": 2**64 - 1}
+    assert reader.read_all().num_rows == 0
+    assert reader.read_all().schema == ENTRY_SCHEMA
+    assert reader.get(b"k") is None and not reader.may_contain(b"k")
+    assert list(reader.scan(b"a", b"z")) == []
+    assert len(data) < 150
+
+
+def test_metadata_is_stored_compactly_and_validated() -> None:
+    plain, _ = encode_sst(batch_of([]))
+    data, _ = encode_sst(batch_of([]), metadata={"writer_epoch": 5})
+    assert len(data) - len(plain) == 1 + len("writer_epoch") + 1
+    for bad in ({"": 1}, {"x" * 256: 1}, {"neg": -1}, {"big": 2**64}, {"s": "1"}, {"b": True}):
+        with pytest.raises(InvalidArgument):
+            encode_sst(batch_of([]), metadata=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[b"b", b"a"], [b"a", b"a"], [b"a", b"c", b"b"], [b"a", b"b", b"b", b"c"]],
+    ids=["descending", "duplicate-pair", "out-of-order-tail", "duplicate-middle"],
+)
+def test_unsorted_or_duplicate_keys_are_rejected(keys: list[bytes]) -> None:
+    with pytest.raises(InvalidArgument, match="sorted"):
+        encode_sst(batch_of([(k, 1, 0, b"v") for k in keys]))
+
+
+def test_bad_entries_and_options_are_rejected() -> None:
+    with pytest.raises(InvalidArgument, match="empty"):
+        encode_sst(batch_of([(b"", 1, 0, b"v")]))
+    with pytest.raises(InvalidArgument, match="kind"):
+        encode_sst(batch_of([(b"a", 1, 2, b"v")]))
+    with pytest.raises(InvalidArgument, match="tombstone"):
+        encode_sst(batch_of([(b"a", 1, 1, b"v")]))
+    with pytest.raises(InvalidArgument, match="no 'seq'"):
+        encode_sst(pa.RecordBatch.from_pydict({"key": [b"a"], "value": [b"v"]}))
+    with pytest.raises(InvalidArgument, match="binary"):
+        encode_sst(pa.RecordBatch.from_pydict({"key": [1], "seq": [1], "kind": [0], "value": [b""]}))
+    with pytest.raises(InvalidArgument, match="seq"):
+        encode_sst(pa.RecordBatch.from_pydict({"key": [b"a"], "seq": [-1], "kind": [0], "value": [b""]}))
+    with pytest.raises(InvalidArgument, match="nulls"):
+        encode_sst(pa.RecordBatch.from_pydict(
+            {"key": [b"a", None], "seq": [1, 2], "kind": [0, 0], "value": [b"", b""]}
+        ))
+    for bad in ({"block_size": 0}, {"bloom_bits_per_key": -1}, {"compression": "gzip"}):
+        with pytest.raises(InvalidArgument):
+            SstOptions(**bad)
+
+
+def test_tables_sliced_batches_large_binary_and_null_values_are_accepted() -> None:
+    entries = numbered(100)
+    expected = entries[10:90]
+    sliced = batch_of(entries).slice(10, 80)  # non-zero array offsets
+    table = pa.Table.from_batches([batch_of(expected[:30]), batch_of(expected[30:])])
+    large = pa.RecordBatch.from_arrays(
+        [
+            pa.array([e[0] for e in expected], pa.large_binary()),
+            pa.array([e[1] for e in expected], pa.int64()),
+            pa.array([e[2] for e in expected], pa.int8()),
+            pa.array([e[3] or None for e in expected], pa.large_binary()),
+        ],
+        names=["key", "seq", "kind", "value"],
+    )
+    for source in (sliced, table, large):
+        data, _ = encode_sst(source, SstOptions(block_size=200))
+        assert entries_of(SstReader.from_bytes(data, "t").read_all()) == expected
+
+
+def test_encoding_is_deterministic() -> None:
+    batch = batch_of(numbered(1000))
+    opts = SstOptions(block_size=1000, compression="lz4")
+    assert encode_sst(batch, opts, metadata={"a": 1, "b": 2}) == encode_sst(
+        batch, opts, metadata={"b": 2, "a": 1}
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=4), max_size=12))
+def test_input_is_accepted_exactly_when_keys_are_strictly_ascending(keys: list[bytes]) -> None:
+    batch = batch_of([(k, 1, 0, b"") for k in keys])
+    if all(a < b for a, b in itertools.pairwise(keys)):
+        data, _ = encode_sst(batch)
+        assert [e[0] for e in entries_of(SstReader.from_bytes(data, "t").read_all())] == keys
+    else:
+        with pytest.raises(InvalidArgument):
+            encode_sst(batch)

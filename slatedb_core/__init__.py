@@ -6,6 +6,7 @@ The public API is what this module re-exports; everything else is internal and m
 from __future__ import annotations
 
 from slatedb_core import admin, errors
+from slatedb_core.db import BulkIngestStats, Db, DbClosed
 from slatedb_core.errors import (
     BoundaryMissing,
     CheckpointNotFound,
@@ -23,16 +24,20 @@ from slatedb_core.errors import (
     SlateDBError,
     StoreError,
 )
+from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
+from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
+from slatedb_core.writebatch import WriteBatch
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BoundaryMissing",
+    "BulkIngestStats",
     "Checkpoint",
     "CheckpointNotFound",
     "CommitRetriesExhausted",
@@ -40,12 +45,16 @@ __all__ = [
     "DatabaseDestroyed",
     "DatabaseNotFound",
     "DatabaseNotInitialized",
+    "Db",
+    "DbClosed",
+    "DbOptions",
     "FaultRule",
     "FaultyStore",
     "Fenced",
     "FencedManifest",
     "InvalidArgument",
     "InvalidDeletion",
+    "KeyRange",
     "Manifest",
     "ManifestStore",
     "ManifestVersionExists",
@@ -57,6 +66,7 @@ __all__ = [
     "SlateDBError",
     "StoreError",
     "StoredManifest",
+    "WriteBatch",
     "__version__",
     "admin",
     "errors",

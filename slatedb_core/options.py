@@ -3,6 +3,8 @@ construction so a bad value fails where it is written, not deep inside a backgro
 
 from __future__ import annotations
 
+import enum
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -74,3 +76,132 @@ class DbOptions:
             raise InvalidArgument(
                 f"limits may not exceed {MAX_KEY_BYTES} (key) and {MAX_VALUE_BYTES} (value) bytes"
             )
+
+
+class CheckpointScope(enum.Enum):
+    """What a checkpoint taken through an open Db covers (seed 003)."""
+
+    ALL = "all"
+    """Every write issued before the call: flushes the WAL and the memtable first."""
+    DURABLE = "durable"
+    """Only what is already in the manifest: no flush, faster, may miss recent writes."""
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    lifetime: timedelta | None = None
+    """Expire this long after creation; None = never (must be deleted explicitly)."""
+    source: uuid.UUID | None = None
+    """Take the checkpoint of an existing (unexpired) checkpoint's manifest instead of the latest."""
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.lifetime is not None and self.lifetime.total_seconds() <= 0:
+            raise InvalidArgument("checkpoint lifetime must be positive")
+        if self.source is not None and not isinstance(self.source, uuid.UUID):
+            raise InvalidArgument("checkpoint source must be a uuid.UUID")
+
+
+@dataclass(frozen=True)
+class CheckpointCreateResult:
+    id: uuid.UUID
+    manifest_id: int
+
+
+@dataclass(frozen=True)
+class GarbageCollectorOptions:
+    min_age: timedelta = timedelta(hours=1)
+    """Objects younger than this are never deleted (applies to every kind unless overridden)."""
+    db_delete_grace: timedelta = timedelta(days=1)
+    """A soft-destroyed database is deleted only this long after ``destroyed_at_s``."""
+    manifest_min_age: timedelta | None = None
+    wal_min_age: timedelta | None = None
+    compacted_min_age: timedelta | None = None
+    compactions_min_age: timedelta | None = None
+    interval: timedelta = timedelta(minutes=1)
+    """Pause between passes of the long-running ``GarbageCollector``."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "min_age",
+            "db_delete_grace",
+            "manifest_min_age",
+            "wal_min_age",
+            "compacted_min_age",
+            "compactions_min_age",
+        ):
+            v = getattr(self, name)
+            if v is not None and v.total_seconds() < 0:
+                raise InvalidArgument(f"{name} must not be negative")
+        _positive("interval", self.interval.total_seconds())
+
+    def min_age_for(self, kind: str) -> timedelta:
+        """``kind`` is one of manifest, wal, compacted, compactions."""
+        override: timedelta | None = getattr(self, f"{kind}_min_age")
+        return self.min_age if override is None else override
+
+
+@dataclass(frozen=True)
+class CompactorOptions:
+    poll_interval: timedelta = timedelta(seconds=1)
+    """How often the long-running compactor looks for work."""
+    l0_trigger: int = 4
+    """Compact L0 into a new sorted run once it has this many SSTs."""
+    max_sst_size_bytes: int = 256 * MiB
+    """Compaction output is split into SSTs of about this size."""
+    min_merge_width: int = 4
+    """Size-tiered: merge this many (or more) sorted runs of similar size at once."""
+    size_ratio: float = 2.0
+    """Sorted runs within this size ratio of each other count as one tier."""
+    max_sorted_runs: int = 12
+    """Merge the smallest runs regardless of tiers once there are more than this many."""
+    block_size: int = 64 * KiB
+    bloom_bits_per_key: int = 10
+    compression: str = "none"
+
+    def __post_init__(self) -> None:
+        _positive("poll_interval", self.poll_interval.total_seconds())
+        for name in (
+            "l0_trigger",
+            "max_sst_size_bytes",
+            "min_merge_width",
+            "max_sorted_runs",
+            "block_size",
+        ):
+            _positive(name, getattr(self, name))
+        if self.min_merge_width < 2:
+            raise InvalidArgument("min_merge_width must be >= 2")
+        if self.size_ratio < 1:
+            raise InvalidArgument("size_ratio must be >= 1")
+        if self.compression not in COMPRESSIONS:
+            raise InvalidArgument(f"compression must be one of {COMPRESSIONS}")
+
+
+class ReaderMode(enum.Enum):
+    CHECKPOINT = "checkpoint"
+    """Read the given checkpoint; never refreshed, never writes."""
+    MANAGED = "managed"
+    """Create a checkpoint at open, refresh it before half its lifetime, re-establish it when the
+    SST set changes and delete the old one (seed 003)."""
+    FOLLOW_LATEST = "follow_latest"
+    """Follow the latest manifest and WAL without ever writing (read-only buckets, many readers)."""
+
+
+@dataclass(frozen=True)
+class DbReaderOptions:
+    manifest_poll_interval: timedelta = timedelta(seconds=1)
+    checkpoint_lifetime: timedelta | None = timedelta(minutes=10)
+    """Lifetime of the managed checkpoint; must exceed twice the poll interval."""
+    max_memtable_bytes: int = 64 * MiB
+    """WAL replay fills in-memory tables of at most this size each."""
+    mode: ReaderMode | None = None
+    """None: CHECKPOINT when a checkpoint id is given to open(), else MANAGED."""
+    block_cache_bytes: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
+        _positive("max_memtable_bytes", self.max_memtable_bytes)
+        if self.checkpoint_lifetime is not None and (
+            self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
+        ):
+            raise InvalidArgument("checkpoint_lifetime must exceed 2 x manifest_poll_interval")

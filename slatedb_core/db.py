@@ -94,6 +94,13 @@ class _Buffer:
         return sort_dedup(pa.Table.from_batches(parts, schema=ENTRY_SCHEMA))
 
 
+def _sst_views(m: Manifest) -> tuple[object, ...]:
+    return (
+        tuple(v.view_id for v in m.l0),
+        tuple((r.id, tuple(v.view_id for v in r.views)) for r in m.compacted),
+    )
+
+
 def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
     """Replace any writer checkpoint with one of ``epoch`` pinning ``manifest_id`` (seed 003)."""
     others = tuple(c for c in m.checkpoints if c.writer_epoch is None)
@@ -543,11 +550,23 @@ class Db:
 
     # ---- manifest polling ------------------------------------------------------------------
     def _refresh(self) -> None:
+        """Pick up manifests written by others (compactor, checkpoint makers); if they changed the
+        set of SSTs we read, move our writer checkpoint to pin the new set (seed 003)."""
         try:
             latest = self._fm.refresh()
         except Fenced as e:
             self._fail(e)
             return
+        with self._lock:
+            previous = self._state.manifest
+        if latest.id <= previous.id:
+            return
+        if _sst_views(latest.manifest) != _sst_views(previous.manifest):
+            epoch = self._fm.epoch
+            try:
+                latest = self._commit(lambda m, next_id: writer_checkpoint(m, next_id, epoch))
+            except Fenced:
+                return
         with self._lock:
             if latest.id > self._state.manifest.id:
                 self._install_locked(latest, self._state.imm)

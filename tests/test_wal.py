@@ -91,3 +91,20 @@ def test_listing_ignores_foreign_names_and_starts_after(store: ObjectStore) -> N
     store.put("db/wal/notes.txt", b"x")
     assert wal.list_ids(after=1) == [2, 3]
     assert pa.types.is_binary(wal.read(2).entries.schema.field("key").type)
+
+
+def test_zombie_cannot_write_into_a_collected_fence_slot(store: ObjectStore) -> None:
+    """Seed 004's race for the WAL: GC deleted the fencing SST the zombie would have hit."""
+    from slatedb_core.wal.writer import wal_boundary
+
+    wal = WalLog(store, "db")
+    zombie = WalWriter(wal, epoch=1, next_id=2, options=OPTS)  # stalled before writing id 2
+    put_wal(store, wal, 1, epoch=1, rows=1)
+    assert fence_wal(wal, 2, 2, OPTS) == 2
+    put_wal(store, wal, 3, epoch=2, rows=1)
+    # the new writer flushed past id 3; GC advances the WAL boundary, then deletes 1..3
+    wal_boundary(wal).advance(3)
+    for i in (1, 2, 3):
+        store.delete(wal.path(i))
+    with pytest.raises(Fenced):
+        zombie.write(batch_from_lists([b"late"], [9], [0], [b"x"]))

@@ -4,6 +4,13 @@ Create-if-absent on ``wal/{id}.sst`` is the fencing point: after a new writer ha
 fencing SST at id F, an older writer can never create any id >= F, because it writes ids in order
 and finds F taken. An older writer that finds a slot taken reads the slot's epoch: newer means it
 is fenced, and it must stop without acknowledging anything more.
+
+That argument fails once GC has deleted F (seed 004's race, for the WAL): a zombie stalled before
+writing F could then create it, and acknowledge writes no one will ever replay. So the WAL has a
+boundary file like the sequenced namespaces (``gc/wal.boundary``): GC advances it before deleting
+WAL SSTs, and every WAL write checks it after the create (a conditional GET, usually a bodiless
+304). A live writer's next id is always above anything GC may delete, so a write at or behind
+the boundary can only come from a zombie: it is reported as ``Fenced``.
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ from slatedb_core.errors import (
     Fenced,
     ObjectAlreadyExists,
     ObjectNotFound,
+    ObjectVersionBehindBoundary,
     SlateDBError,
     StoreError,
 )
+from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.store.objectstore import join
 from slatedb_core.wal.log import EPOCH_KEY, WalLog
 
 log = logging.getLogger(__name__)
@@ -88,6 +98,7 @@ class WalWriter:
         self.epoch = epoch
         self.next_id = next_id
         self.options = options
+        self.boundary = wal_boundary(wal)
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
@@ -97,5 +108,14 @@ class WalWriter:
         if outcome != _Outcome.OURS:
             # An older writer past our fence is impossible with one write in flight.
             raise WalEpochConflict(f"{self.wal.path(wal_id)} holds an older epoch after our fence")
+        try:
+            self.boundary.check(wal_id, self.wal.path(wal_id))
+        except ObjectVersionBehindBoundary as e:
+            raise Fenced("writer", self.epoch, self.epoch + 1) from e
         self.next_id = wal_id + 1
         return wal_id
+
+
+def wal_boundary(wal: WalLog) -> BoundaryObject:
+    """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC."""
+    return BoundaryObject(wal.store, join(wal.db_path, "gc", "wal.boundary"))

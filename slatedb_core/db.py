@@ -146,6 +146,13 @@ class Db:
         self._l0_wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # hot-path copies of options and of the unflushed-bytes total
+        self._max_key = options.max_key_bytes
+        self._max_value = options.max_value_bytes
+        self._wal_size = options.wal_sst_size_bytes
+        self._l0_size = options.l0_sst_size_bytes
+        self._max_unflushed = options.max_unflushed_bytes
+        self._imm_bytes = 0
         self.manifests = ManifestStore(store, path, format_version=options.manifest_format_version)
         self.wal = WalLog(store, path)
         self._fm: FencedManifest
@@ -245,9 +252,28 @@ class Db:
     # ---- writes ----------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes, *, await_durable: bool = True) -> None:
         """Write ``key``; by default returns once the write is durable in a WAL SST."""
-        key = self._check_key(key)
-        value = self._check_value(value)
-        gen = self._apply([key], [value])
+        # The hottest path of the engine: checks and bookkeeping inlined (profiled: ~2x faster
+        # than going through _apply with one-element lists).
+        if type(key) is not bytes or not 0 < len(key) <= self._max_key:
+            key = self._check_key(key)
+        if type(value) is not bytes or len(value) > self._max_value:
+            value = self._check_value(value)
+        with self._lock:
+            if self._closed or self._error is not None or self._imm_bytes >= self._max_unflushed:
+                self._backpressure_locked()
+            seq = self._seq = self._seq + 1
+            memtable = self._state.memtable
+            memtable.put(key, seq, value)
+            buf = self._buf
+            buf.keys.append(key)
+            buf.seqs.append(seq)
+            buf.values.append(value)
+            buf.nbytes += len(key) + len(value) + 16
+            gen = self._gen
+            if buf.nbytes >= self._wal_size:
+                self._wake.set()
+            if memtable.size_bytes >= self._l0_size:
+                self._freeze_locked()
         if await_durable:
             self._await_durable(gen)
 
@@ -263,14 +289,20 @@ class Db:
             raise InvalidArgument(f"write() takes a WriteBatch, got {type(batch).__name__}")
         if not batch.ops:
             return
-        keys = [self._check_key(k) for k, _ in batch.ops]
-        values = [None if v is None else self._check_value(v) for _, v in batch.ops]
+        # WriteBatch already guarantees bytes; only lengths are left to check, in bulk.
+        keys, values = map(list, zip(*batch.ops, strict=True))
+        klens = list(map(len, keys))
+        if min(klens) == 0 or max(klens) > self._max_key:
+            raise InvalidArgument(f"key lengths must be 1..{self._max_key} bytes")
+        present = [v for v in values if v is not None]
+        if present and max(map(len, present)) > self._max_value:
+            raise InvalidArgument(f"a value exceeds {self._max_value} bytes")
         gen = self._apply(keys, values)
         if await_durable:
             self._await_durable(gen)
 
     def _apply(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
-        nbytes = sum(len(k) for k in keys) + sum(len(v) for v in values if v is not None)
+        nbytes = sum(map(len, keys)) + sum(len(v) for v in values if v is not None)
         with self._lock:
             self._check_usable()
             self._backpressure_locked()
@@ -303,9 +335,9 @@ class Db:
         return gen
 
     def _backpressure_locked(self) -> None:
-        limit = self.options.max_unflushed_bytes
+        """Block the writer while frozen memtables not yet in L0 exceed max_unflushed_bytes."""
         while (
-            sum(i.size_bytes for i in self._state.imm) >= limit
+            self._imm_bytes >= self._max_unflushed
             and self._state.imm
             and self._error is None
             and not self._closed
@@ -428,6 +460,7 @@ class Db:
         self._seal_locked()  # the frozen memtable's last writes are in generation _gen - 1
         self._imm_gen[id(imm)] = self._gen - 1
         self._state = dataclasses.replace(state, memtable=Memtable(), imm=(imm, *state.imm))
+        self._imm_bytes += imm.size_bytes
         self._l0_wake.set()
         return imm
 
@@ -479,6 +512,7 @@ class Db:
             state = self._state
             imms = tuple(i for i in state.imm if i is not imm)
             self._install_locked(stored, imms)
+            self._imm_bytes = sum(i.size_bytes for i in imms)
             self._imm_gen.pop(id(imm), None)
             for g in [g for g in self._wal_id_of_gen if g < gen]:
                 del self._wal_id_of_gen[g]

@@ -149,7 +149,7 @@ class Runner:
 # ---- the PyPI slatedb side -----------------------------------------------------------------
 class Theirs:
     def __init__(self, runner: Runner) -> None:
-        import slatedb.uniffi as sdb  # imported here so --rss-rows does not load it
+        import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # lazily: not in --rss-rows
 
         self.sdb = sdb
         self.r = runner
@@ -166,9 +166,7 @@ class Theirs:
         await db.flush_with_options(self.sdb.FlushOptions(flush_type=self.sdb.FlushType.WAL))
 
     async def flush_memtable(self, db: Any) -> None:
-        await db.flush_with_options(
-            self.sdb.FlushOptions(flush_type=self.sdb.FlushType.MEM_TABLE)
-        )
+        await db.flush_with_options(self.sdb.FlushOptions(flush_type=self.sdb.FlushType.MEM_TABLE))
 
     def full_range(self) -> Any:
         return self.sdb.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
@@ -183,14 +181,18 @@ def bench(args: argparse.Namespace) -> None:
     n, g = args.rows, args.gets
     t0 = time.perf_counter()
     data = make_data(n, g, args.seed)
-    print(f"# engine bench: {n:,} rows (16-byte keys, 100-byte values), {g:,} gets, "
-          f"seed {args.seed}; data made in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"# engine bench: {n:,} rows (16-byte keys, 100-byte values), {g:,} gets, "
+        f"seed {args.seed}; data made in {time.perf_counter() - t0:.1f} s"
+    )
     runner = Runner()
     th = Theirs(runner)
     import importlib.metadata as md
 
-    print(f"# slatedb (PyPI) {md.version('slatedb')}, pyarrow {pa.__version__}, "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(
+        f"# slatedb (PyPI) {md.version('slatedb')}, pyarrow {pa.__version__}, "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+    )
     results: list[Result] = []
     dirs: list[str] = []
 
@@ -222,10 +224,15 @@ def _bench(
     n = len(data.keys)
     keys, values = data.keys, data.values
     pairs = list(zip(keys, values, strict=True))
+    warm_up(runner, th, newdir)
 
     # 1. single puts ------------------------------------------------------------------------
-    res = Result("1. single put (no await) + flush", "rows/s", target=">= 10x theirs",
-                 check=lambda o, t: o >= 10 * t)
+    res = Result(
+        "1. single put (no await) + flush",
+        "rows/s",
+        target=">= 10x theirs",
+        check=lambda o, t: o >= 10 * t,
+    )
     ours_dir = newdir("ours-main")
     db = ours_open(ours_dir)
     t0 = time.perf_counter()
@@ -253,8 +260,10 @@ def _bench(
 
     their_main, t_loop, secs = runner.run(their_puts_seq())
     res.theirs = rate(n, secs)
-    res.details.append(f"theirs sequential awaits: loop {t_loop:.2f} s + flush "
-                       f"{secs - t_loop:.2f} s = {rate(n, secs):,.0f} rows/s")
+    res.details.append(
+        f"theirs sequential awaits: loop {t_loop:.2f} s + flush "
+        f"{secs - t_loop:.2f} s = {rate(n, secs):,.0f} rows/s"
+    )
     if args.their_put_gather:
         d2 = newdir("theirs-putgather")
 
@@ -269,16 +278,21 @@ def _bench(
             return secs
 
         secs = runner.run(their_puts_gather())
-        res.details.append(f"theirs gather of {BATCH_OPS} puts: {rate(n, secs):,.0f} rows/s "
-                           "(order within a gather is not the call order)")
+        res.details.append(
+            f"theirs gather of {BATCH_OPS} puts: {rate(n, secs):,.0f} rows/s "
+            "(order within a gather is not the call order)"
+        )
         res.theirs = max(res.theirs, rate(n, secs))
     results.append(res)
     report(res)
 
     # 2. batched writes ---------------------------------------------------------------------
-    res = Result(f"2a. WriteBatch x{BATCH_OPS} (no await) + flush", "rows/s",
-                 target=">= 40x theirs, >= 1M rows/s",
-                 check=lambda o, t: o >= 40 * t and o >= 1e6)
+    res = Result(
+        f"2a. WriteBatch x{BATCH_OPS} (no await) + flush",
+        "rows/s",
+        target=">= 40x theirs, >= 1M rows/s",
+        check=lambda o, t: o >= 40 * t and o >= 1e6,
+    )
     db = ours_open(newdir("ours-wb"))
     t0 = time.perf_counter()
     for i in range(0, n, BATCH_OPS):
@@ -310,9 +324,12 @@ def _bench(
     results.append(res)
     report(res)
 
-    res = Result("2b. put_arrow whole table (no await) + flush", "rows/s",
-                 target=">= 40x theirs WB, >= 1M rows/s",
-                 check=lambda o, t: o >= 40 * t and o >= 1e6)
+    res = Result(
+        "2b. put_arrow whole table (no await) + flush",
+        "rows/s",
+        target=">= 40x theirs WB, >= 1M rows/s",
+        check=lambda o, t: o >= 40 * t and o >= 1e6,
+    )
     db = ours_open(newdir("ours-arrow"))
     t0 = time.perf_counter()
     db.put_arrow(data.table, await_durable=False)
@@ -321,8 +338,10 @@ def _bench(
     secs = time.perf_counter() - t0
     res.ours = rate(n, secs)
     res.theirs = results[-1].theirs
-    res.details.append(f"ours: put_arrow {t_put:.3f} s + flush {secs - t_put:.3f} s; "
-                       "theirs column = their WriteBatch x1000 (no Arrow path)")
+    res.details.append(
+        f"ours: put_arrow {t_put:.3f} s + flush {secs - t_put:.3f} s; "
+        "theirs column = their WriteBatch x1000 (no Arrow path)"
+    )
     db.close()
     results.append(res)
     report(res)
@@ -355,8 +374,10 @@ def _bench(
             return secs
 
         res.theirs = rate(nb * BATCH_OPS, runner.run(their_wbd()))
-        res.details.append("theirs: write() then WriteHandle.await_durable(); "
-                           "both wait once per batch for a WAL SST write")
+        res.details.append(
+            "theirs: write() then WriteHandle.await_durable(); "
+            "both wait once per batch for a WAL SST write"
+        )
         results.append(res)
         report(res)
 
@@ -377,8 +398,12 @@ def _bench(
     report(res)
 
     gk = data.get_keys
-    res = Result(f"3. point get ({len(gk):,} random keys)", "gets/s", target=">= 3x theirs",
-                 check=lambda o, t: o >= 3 * t)
+    res = Result(
+        f"3. point get ({len(gk):,} random keys)",
+        "gets/s",
+        target=">= 3x theirs",
+        check=lambda o, t: o >= 3 * t,
+    )
     get = ours_main.get
     t0 = time.perf_counter()
     got = [get(k) for k in gk]
@@ -431,8 +456,12 @@ def _bench(
 
     # 5. scans -------------------------------------------------------------------------------
     nuniq = len(data.expected)
-    res = Result("5a. full scan, ours scan_arrow", "rows/s", target=">= 10x theirs, >= 2M rows/s",
-                 check=lambda o, t: o >= 10 * t and o >= 2e6)
+    res = Result(
+        "5a. full scan, ours scan_arrow",
+        "rows/s",
+        target=">= 10x theirs, >= 2M rows/s",
+        check=lambda o, t: o >= 10 * t and o >= 2e6,
+    )
     best = 0.0
     for _ in range(args.scan_reps):
         t0 = time.perf_counter()
@@ -522,10 +551,57 @@ def _bench(
         if not ok:
             res.details.append("theirs: first get after reopen returned a wrong value!")
     res.ours, res.theirs = best_o, best_t
-    res.details.append(f"best of {args.reopen_reps} reopens each; ours files: "
-                       f"{count_files(ours_dir)}, theirs: {count_files(their_dir)}")
+    res.details.append(
+        f"best of {args.reopen_reps} reopens each; ours files: "
+        f"{count_files(ours_dir)}, theirs: {count_files(their_dir)}"
+    )
     results.append(res)
     report(res)
+
+
+def warm_up_ours(d: str) -> None:
+    """Exercise every code path once on 1,000 other rows (lazy imports, first allocations)."""
+    t = make_table(1000, np.random.default_rng(12345))
+    ks, vs = t.column("key").to_pylist(), t.column("value").to_pylist()
+    db = ours_open(d)
+    for k, v in zip(ks[:100], vs[:100], strict=True):
+        db.put(k, v, await_durable=False)
+    wb = WriteBatch()
+    for k, v in zip(ks, vs, strict=True):
+        wb.put(k, v)
+    db.write(wb, await_durable=False)
+    db.put_arrow(t, await_durable=False)
+    db.flush()
+    db.flush_memtable()
+    db.get_many(ks[:100])
+    sum(b.num_rows for b in db.scan_arrow())
+    sum(1 for _ in db.scan())
+    db.close()
+
+
+def warm_up(runner: Runner, th: Theirs, newdir: Callable[[str], str]) -> None:
+    warm_up_ours(newdir("ours-warmup"))
+    t = make_table(1000, np.random.default_rng(12345))
+    ks, vs = t.column("key").to_pylist(), t.column("value").to_pylist()
+    d = newdir("theirs-warmup")
+
+    async def theirs() -> None:
+        db = await th.open(d)
+        for k, v in zip(ks[:100], vs[:100], strict=True):
+            await db.put(k, v)
+        wb = th.sdb.WriteBatch()
+        for k, v in zip(ks, vs, strict=True):
+            wb.put(k, v)
+        await db.write(wb)
+        await th.flush_wal(db)
+        await th.flush_memtable(db)
+        await asyncio.gather(*(db.get(k) for k in ks[:100]))
+        it = await db.scan(th.full_range())
+        while len(await it.next_batch(1000)) == 1000:
+            pass
+        await db.shutdown()
+
+    runner.run(theirs())
 
 
 def count_files(d: str) -> str:
@@ -547,9 +623,13 @@ def fmt(v: float | None, unit: str) -> str:
 
 def report(r: Result) -> None:
     ratio = r.ratio()
-    print(f"  {r.op:<46} ours {fmt(r.ours, r.unit):>18}  theirs {fmt(r.theirs, r.unit):>18}  "
-          f"ratio {ratio:.2f}" if ratio is not None else f"  {r.op}: {r.ours} / {r.theirs}",
-          flush=True)
+    print(
+        f"  {r.op:<46} ours {fmt(r.ours, r.unit):>18}  theirs {fmt(r.theirs, r.unit):>18}  "
+        f"ratio {ratio:.2f}"
+        if ratio is not None
+        else f"  {r.op}: {r.ours} / {r.theirs}",
+        flush=True,
+    )
     for d in r.details:
         print(f"      {d}", flush=True)
 
@@ -563,32 +643,47 @@ def print_table(results: list[Result]) -> None:
         met = ""
         if r.check is not None and r.ours is not None and r.theirs is not None:
             met = "yes" if r.check(r.ours, r.theirs) else "NO"
-        rows.append((r.op, fmt(r.ours, r.unit), fmt(r.theirs, r.unit),
-                     f"{ratio:.2f}" if ratio is not None else "-", r.target or "-", met or "-"))
+        rows.append(
+            (
+                r.op,
+                fmt(r.ours, r.unit),
+                fmt(r.theirs, r.unit),
+                f"{ratio:.2f}" if ratio is not None else "-",
+                r.target or "-",
+                met or "-",
+            )
+        )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(hdr)]
     sep = "-+-".join("-" * w for w in widths)
 
     def line(cells: tuple[str, ...]) -> str:
-        return " | ".join(c.ljust(w) if i in (0, 4, 5) else c.rjust(w)
-                          for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return " | ".join(
+            c.ljust(w) if i in (0, 4, 5) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     print(line(hdr))
     print(sep)
     for row in rows:
         print(line(row))
-    print("\nratio = ours / theirs of the figure shown: above 1 is better for ours on rates, "
-          "worse on times (ms).")
+    print(
+        "\nratio = ours / theirs of the figure shown: above 1 is better for ours on rates, "
+        "worse on times (ms)."
+    )
 
 
 # ---- --rss-rows ----------------------------------------------------------------------------
 def rss_mode(args: argparse.Namespace) -> None:
     total, chunk = args.rss_rows, args.rss_chunk
-    opts = DbOptions() if args.rss_l0_max_ssts is None else DbOptions(
-        l0_max_ssts=args.rss_l0_max_ssts)
+    opts = (
+        DbOptions() if args.rss_l0_max_ssts is None else DbOptions(l0_max_ssts=args.rss_l0_max_ssts)
+    )
     d = fresh_dir("rss")
-    print(f"# RSS run: {total:,} rows via put_arrow in chunks of {chunk:,} (await_durable=False), "
-          f"WAL flush every {args.rss_flush_every:,} rows; options: "
-          f"{'default' if args.rss_l0_max_ssts is None else f'l0_max_ssts={args.rss_l0_max_ssts}'}")
+    print(
+        f"# RSS run: {total:,} rows via put_arrow in chunks of {chunk:,} (await_durable=False), "
+        f"WAL flush every {args.rss_flush_every:,} rows; options: "
+        f"{'default' if args.rss_l0_max_ssts is None else f'l0_max_ssts={args.rss_l0_max_ssts}'}"
+    )
     base = rss_bytes()
     peak = [base]
     stop = threading.Event()
@@ -641,9 +736,12 @@ def rss_mode(args: argparse.Namespace) -> None:
             if done >= next_report:
                 next_report += args.rss_report_every
                 st = db._state
-                print(f"  {done:>12,} rows  {time.perf_counter() - t0:7.1f} s  "
-                      f"RSS {rss_bytes() / MiB:7,.0f} MiB  peak {peak[0] / MiB:7,.0f} MiB  "
-                      f"L0 {len(st.manifest.manifest.l0):3d}  imm {len(st.imm)}", flush=True)
+                print(
+                    f"  {done:>12,} rows  {time.perf_counter() - t0:7.1f} s  "
+                    f"RSS {rss_bytes() / MiB:7,.0f} MiB  peak {peak[0] / MiB:7,.0f} MiB  "
+                    f"L0 {len(st.manifest.manifest.l0):3d}  imm {len(st.imm)}",
+                    flush=True,
+                )
         t1 = time.perf_counter()
         db.close()
         t_close = time.perf_counter() - t1
@@ -659,14 +757,20 @@ def rss_mode(args: argparse.Namespace) -> None:
         print(f"  ERROR: {type(error).__name__}: {error}")
     for s in stalled:
         print(f"  stall: {s}")
-    print(f"  wall {wall:.1f} s (incl. data generation), engine {t_engine:.1f} s "
-          f"+ close {t_close:.1f} s")
+    print(
+        f"  wall {wall:.1f} s (incl. data generation), engine {t_engine:.1f} s "
+        f"+ close {t_close:.1f} s"
+    )
     if done:
-        print(f"  rate {done / wall:,.0f} rows/s wall, {done / max(t_engine, 1e-9):,.0f} rows/s "
-              "engine-only")
-    print(f"  peak RSS (sampled every 20 ms) {peak[0] / MiB:,.0f} MiB; ru_maxrss "
-          f"{maxrss / MiB:,.0f} MiB; target < 1024 MiB: "
-          f"{'yes' if maxrss < 1024 * MiB else 'NO'}")
+        print(
+            f"  rate {done / wall:,.0f} rows/s wall, {done / max(t_engine, 1e-9):,.0f} rows/s "
+            "engine-only"
+        )
+    print(
+        f"  peak RSS (sampled every 20 ms) {peak[0] / MiB:,.0f} MiB; ru_maxrss "
+        f"{maxrss / MiB:,.0f} MiB; target < 1024 MiB: "
+        f"{'yes' if maxrss < 1024 * MiB else 'NO'}"
+    )
     print(f"  on disk: {du(d) / MiB:,.0f} MiB ({count_files(d)})")
     if not args.keep:
         shutil.rmtree(d, ignore_errors=True)
@@ -680,7 +784,14 @@ def du(d: str) -> int:
 
 # ---- --profile -----------------------------------------------------------------------------
 PROFILES = (
-    "put", "write_batch", "put_arrow", "flush_memtable", "get", "get_many", "scan_arrow", "scan",
+    "put",
+    "write_batch",
+    "put_arrow",
+    "flush_memtable",
+    "get",
+    "get_many",
+    "scan_arrow",
+    "scan",
     "reopen",
 )
 
@@ -691,6 +802,9 @@ def profile(args: argparse.Namespace) -> None:
     what = args.profile
     data = make_data(args.rows, args.gets, args.seed)
     pairs = list(zip(data.keys, data.values, strict=True))
+    warm = fresh_dir("profile-warmup")
+    warm_up_ours(warm)
+    shutil.rmtree(warm, ignore_errors=True)
     d = fresh_dir(f"profile-{what}")
     db = ours_open(d)
     try:
@@ -732,15 +846,20 @@ def profile(args: argparse.Namespace) -> None:
             elif what == "scan":
                 for _kv in db.scan():
                     pass
-            elif what == "reopen":
-                db = ours_open(d)
+            elif what == "reopen":  # 20 reopens (one takes a few ms), the last left open
+                for i in range(20):
+                    db = ours_open(d)
+                    if i < 19:
+                        db.close()
 
         profiler = Profiler(interval=args.profile_interval)
         t0 = time.perf_counter()
         with profiler:
             run()
-        print(f"# profile {what}: {time.perf_counter() - t0:.3f} s ({args.rows:,} rows, "
-              f"{args.gets:,} gets)")
+        print(
+            f"# profile {what}: {time.perf_counter() - t0:.3f} s ({args.rows:,} rows, "
+            f"{args.gets:,} gets)"
+        )
         print(profiler.output_text(unicode=False, color=False, show_all=args.profile_all))
     finally:
         db.close()
@@ -752,22 +871,42 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--gets", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--durable-batches", type=int, default=20,
-                    help="batches of 1,000 for the 'each batch durable' row (0 = skip)")
+    ap.add_argument(
+        "--durable-batches",
+        type=int,
+        default=20,
+        help="batches of 1,000 for the 'each batch durable' row (0 = skip)",
+    )
     ap.add_argument("--scan-reps", type=int, default=2, help="best of this many full scans")
     ap.add_argument("--reopen-reps", type=int, default=3)
-    ap.add_argument("--their-scan-batch", type=lambda s: [int(x) for x in s.split(",")],
-                    default=[1000, 10000], help="next_batch sizes tried for theirs")
-    ap.add_argument("--no-their-put-gather", dest="their_put_gather", action="store_false",
-                    help="skip the asyncio.gather variant of their single puts")
+    ap.add_argument(
+        "--their-scan-batch",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1000, 10000],
+        help="next_batch sizes tried for theirs",
+    )
+    ap.add_argument(
+        "--no-their-put-gather",
+        dest="their_put_gather",
+        action="store_false",
+        help="skip the asyncio.gather variant of their single puts",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary directories")
-    ap.add_argument("--rss-rows", type=int, default=0,
-                    help="run only the RSS ingest of this many rows into ours")
+    ap.add_argument(
+        "--rss-rows",
+        type=int,
+        default=0,
+        help="run only the RSS ingest of this many rows into ours",
+    )
     ap.add_argument("--rss-chunk", type=int, default=100_000)
     ap.add_argument("--rss-flush-every", type=int, default=1_000_000)
     ap.add_argument("--rss-report-every", type=int, default=1_000_000)
-    ap.add_argument("--rss-l0-max-ssts", type=int, default=None,
-                    help="override l0_max_ssts in the RSS run (non-default; there is no compactor)")
+    ap.add_argument(
+        "--rss-l0-max-ssts",
+        type=int,
+        default=None,
+        help="override l0_max_ssts in the RSS run (non-default; there is no compactor)",
+    )
     ap.add_argument("--stall-timeout", type=float, default=120.0)
     ap.add_argument("--profile", choices=PROFILES)
     ap.add_argument("--profile-interval", type=float, default=0.001)

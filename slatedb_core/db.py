@@ -94,6 +94,16 @@ class _Buffer:
         return sort_dedup(pa.Table.from_batches(parts, schema=ENTRY_SCHEMA))
 
 
+# Measured RSS of a dict memtable entry beyond its key and value bytes (dict slot, tuple, int and
+# bytes headers): ~250 bytes against the 16 that size_bytes counts toward the SST size.
+_RESIDENT_OVERHEAD_PER_ENTRY = 250
+
+
+def _resident_bytes(imm: ImmutableMemtable) -> int:
+    """What a frozen memtable really holds in memory, for backpressure (not for SST sizing)."""
+    return int(imm.size_bytes + imm.entry_count * _RESIDENT_OVERHEAD_PER_ENTRY)
+
+
 def _sst_views(m: Manifest) -> tuple[object, ...]:
     return (
         tuple(v.view_id for v in m.l0),
@@ -270,7 +280,7 @@ class Db:
             buf.values.append(value)
             buf.nbytes += len(key) + len(value) + 16
             gen = self._gen
-            if buf.nbytes >= self._wal_size:
+            if buf.nbytes >= self._wal_size and not self._wake.is_set():
                 self._wake.set()
             if memtable.size_bytes >= self._l0_size:
                 self._freeze_locked()
@@ -279,7 +289,7 @@ class Db:
 
     def delete(self, key: bytes, *, await_durable: bool = True) -> None:
         key = self._check_key(key)
-        gen = self._apply([key], [None])
+        gen = self._apply([key], [None], len(key))
         if await_durable:
             self._await_durable(gen)
 
@@ -287,22 +297,22 @@ class Db:
         """Apply a WriteBatch atomically: readers and recovery see all of it or none of it."""
         if not isinstance(batch, WriteBatch):
             raise InvalidArgument(f"write() takes a WriteBatch, got {type(batch).__name__}")
-        if not batch.ops:
+        if not batch.keys:
             return
         # WriteBatch already guarantees bytes; only lengths are left to check, in bulk.
-        keys, values = map(list, zip(*batch.ops, strict=True))
+        keys, values = batch.keys, batch.values
         klens = list(map(len, keys))
         if min(klens) == 0 or max(klens) > self._max_key:
             raise InvalidArgument(f"key lengths must be 1..{self._max_key} bytes")
         present = [v for v in values if v is not None]
+        vbytes = sum(map(len, present))
         if present and max(map(len, present)) > self._max_value:
             raise InvalidArgument(f"a value exceeds {self._max_value} bytes")
-        gen = self._apply(keys, values)
+        gen = self._apply(keys, values, sum(klens) + vbytes)
         if await_durable:
             self._await_durable(gen)
 
-    def _apply(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
-        nbytes = sum(map(len, keys)) + sum(len(v) for v in values if v is not None)
+    def _apply(self, keys: Sequence[bytes], values: Sequence[bytes | None], nbytes: int) -> int:
         with self._lock:
             self._check_usable()
             self._backpressure_locked()
@@ -328,7 +338,7 @@ class Db:
 
     def _after_write_locked(self) -> int:
         gen = self._gen
-        if self._buf.nbytes >= self.options.wal_sst_size_bytes:
+        if self._buf.nbytes >= self._wal_size and not self._wake.is_set():
             self._wake.set()
         if self._state.memtable.size_bytes >= self.options.l0_sst_size_bytes:
             self._freeze_locked()
@@ -460,7 +470,7 @@ class Db:
         self._seal_locked()  # the frozen memtable's last writes are in generation _gen - 1
         self._imm_gen[id(imm)] = self._gen - 1
         self._state = dataclasses.replace(state, memtable=Memtable(), imm=(imm, *state.imm))
-        self._imm_bytes += imm.size_bytes
+        self._imm_bytes += _resident_bytes(imm)
         self._l0_wake.set()
         return imm
 
@@ -512,7 +522,7 @@ class Db:
             state = self._state
             imms = tuple(i for i in state.imm if i is not imm)
             self._install_locked(stored, imms)
-            self._imm_bytes = sum(i.size_bytes for i in imms)
+            self._imm_bytes = sum(map(_resident_bytes, imms))
             self._imm_gen.pop(id(imm), None)
             for g in [g for g in self._wal_id_of_gen if g < gen]:
                 del self._wal_id_of_gen[g]

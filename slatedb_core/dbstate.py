@@ -81,10 +81,7 @@ class SstHandle:
     def get(self, key: bytes) -> tuple[int, int, bytes] | None:
         if not self.range.contains(key):
             return None
-        r = self.reader()
-        if not r.may_contain(key):
-            return None
-        return r.get(key)
+        return self.reader().get(key)  # consults the bloom filter itself
 
     def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
         clip = self.range.intersect(KeyRange(start, end))

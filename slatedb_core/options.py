@@ -35,8 +35,9 @@ class DbOptions:
     """A WAL flush happens early once this many bytes are buffered."""
     l0_sst_size_bytes: int = 64 * MiB
     """The memtable is frozen and flushed to an L0 SST at this size."""
-    max_unflushed_bytes: int = 512 * MiB
-    """Writers block (backpressure) while memtables not yet in L0 exceed this."""
+    max_unflushed_bytes: int = 256 * MiB
+    """Writers block (backpressure) while frozen memtables not yet in L0 hold more than this much
+    memory (estimated resident bytes, about 3x the SST bytes for small entries)."""
     l0_max_ssts: int = 16
     """Memtable flushes (and so writers, through backpressure) stall at this many L0 SSTs until
     compaction catches up."""

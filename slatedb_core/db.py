@@ -31,6 +31,7 @@ import pyarrow as pa
 from ulid import ULID
 
 from slatedb_core.bulk import arrow_entries, split_for_ssts
+from slatedb_core.checkpoints import checkpoint_change
 from slatedb_core.dbstate import DbState, SstHandle, build_handles, sst_path
 from slatedb_core.entries import ENTRY_SCHEMA, batch_from_lists, sort_dedup
 from slatedb_core.errors import (
@@ -45,7 +46,12 @@ from slatedb_core.iterators import iter_rows
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
 from slatedb_core.memtable import ImmutableMemtable, Memtable
-from slatedb_core.options import DbOptions
+from slatedb_core.options import (
+    CheckpointCreateResult,
+    CheckpointOptions,
+    CheckpointScope,
+    DbOptions,
+)
 from slatedb_core.sst import BlockCache, SstOptions, encode_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
@@ -671,6 +677,28 @@ class Db:
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return BulkIngestStats(n, len(ssts), written, stored.id)
+
+    # ---- checkpoints -----------------------------------------------------------------------
+    def create_checkpoint(
+        self,
+        scope: CheckpointScope = CheckpointScope.ALL,
+        options: CheckpointOptions | None = None,
+    ) -> CheckpointCreateResult:
+        """Pin the database as of now (seed 003). ALL flushes the WAL and the memtable first, so the
+        checkpoint holds every write issued before the call; DURABLE takes what the manifest holds."""
+        self._check_usable()
+        if scope is CheckpointScope.ALL:
+            self.flush()
+            self.flush_memtable()
+        cid = uuid.uuid4()
+        change = checkpoint_change(options or CheckpointOptions(), time.time(), cid)
+        stored = self._commit(change)
+        with self._lock:
+            if stored.id > self._state.manifest.id:
+                self._install_locked(stored, self._state.imm)
+        cp = stored.manifest.checkpoint(cid)
+        assert cp is not None
+        return CheckpointCreateResult(cp.id, cp.manifest_id)
 
     # ---- reads -----------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:

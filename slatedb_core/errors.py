@@ -135,8 +135,8 @@ class CommitRetriesExhausted(SlateDBError):
 class CheckpointNotFound(SlateDBError, KeyError):
     """No checkpoint with the given id exists (or it has expired)."""
 
-    def __init__(self, checkpoint_id: object) -> None:
-        super().__init__(f"checkpoint not found: {checkpoint_id}")
+    def __init__(self, checkpoint_id: object, message: str | None = None) -> None:
+        super().__init__(message or f"checkpoint not found: {checkpoint_id}")
         self.checkpoint_id = checkpoint_id
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message

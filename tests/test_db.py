@@ -285,3 +285,19 @@ def test_model_db_behaves_like_a_dict(ops: list[tuple[str, bytes | None, bytes |
         assert list(db.scan()) == sorted(model.items())
     finally:
         db.close()
+
+
+def test_db_checkpoint_scope_all_includes_unflushed_writes(store: ObjectStore) -> None:
+    from slatedb_core.manifest.store import ManifestStore
+    from slatedb_core.options import CheckpointOptions, CheckpointScope
+
+    with Db.open("db", store, DbOptions(flush_interval=timedelta(seconds=30))) as db:
+        db.put(b"a", b"1", await_durable=False)
+        durable = db.create_checkpoint(CheckpointScope.DURABLE)
+        everything = db.create_checkpoint(CheckpointScope.ALL, CheckpointOptions(name="nightly"))
+        ms = ManifestStore(store, "db")
+        assert len(ms.read(durable.manifest_id).manifest.l0) == 0
+        pinned = ms.read(everything.manifest_id).manifest
+        assert len(pinned.l0) == 1
+        cp = ms.read_latest().manifest.checkpoint(everything.id)
+        assert cp is not None and cp.name == "nightly"

@@ -167,6 +167,11 @@ def list_manifests(obj: Ctx, start: int | None, end: int | None, as_json: bool) 
     Console().print(t)
 
 
+from slatedb_core.cli.checkpoints import register as _register_checkpoints  # noqa: E402
+
+_register_checkpoints(cli)
+
+
 def main() -> None:
     cli(prog_name="slatedb")
 

@@ -1,0 +1,224 @@
+"""Checkpoints of a database that is not open here (seed 003 "Public API", "Creating a Checkpoint").
+
+A checkpoint pins one manifest version so the garbage collector keeps its SSTs. These functions
+are what the admin API and the ``create/refresh/delete/list-checkpoints`` CLI commands run; the
+open ``Db`` uses :func:`checkpoint_change` directly so that the rules live in one place whether
+or not the checkpoint is committed together with other manifest edits.
+
+Every change is a pure function of the manifest it is applied to, because the manifest store
+re-applies it to the newer manifest after losing a commit race: a checkpoint of the latest
+version then pins the id it is finally committed as, never the one first attempted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    DatabaseDestroyed,
+    DatabaseNotInitialized,
+    InvalidArgument,
+)
+from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.options import CheckpointCreateResult, CheckpointOptions
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+
+Clock = Callable[[], float]
+"""Wall-clock seconds since the epoch; injectable so tests can move time."""
+
+__all__ = [
+    "add_checkpoint",
+    "checkpoint_change",
+    "create_checkpoint",
+    "delete_change",
+    "delete_checkpoint",
+    "expire_time_s",
+    "list_checkpoints",
+    "refresh_change",
+    "refresh_checkpoint",
+]
+
+
+def expire_time_s(now: float, lifetime: timedelta | None) -> int | None:
+    """Expiry for a checkpoint taken at ``now``. Rounded up: a checkpoint must never live shorter
+    than asked, or a reader refreshing at half its lifetime could find it already collected."""
+    if lifetime is None:
+        return None
+    return math.ceil(now + lifetime.total_seconds())
+
+
+def _expired(checkpoint: Checkpoint, now_s: float) -> CheckpointNotFound:
+    """An expired checkpoint counts as missing (GC may already have dropped its manifest), but the
+    message says why, since "not found" for an id the operator can still see in a listing would
+    send them looking in the wrong place."""
+    return CheckpointNotFound(
+        checkpoint.id,
+        f"checkpoint not found: {checkpoint.id} has expired "
+        f"(expire_time_s={checkpoint.expire_time_s}, now={int(now_s)})",
+    )
+
+
+def checkpoint_change(
+    options: CheckpointOptions, now_s: float, checkpoint_id: uuid.UUID
+) -> Callable[[Manifest, int], Manifest]:
+    """The manifest edit that adds checkpoint ``checkpoint_id`` (seed 003's two procedures), for
+    ``ManifestStore.update_at`` / ``FencedManifest.update_at``.
+
+    Without ``options.source`` it pins the id the manifest is being committed as (V+1), so the
+    checkpoint may share a commit with other edits; with a source it pins the source's manifest.
+    ``now_s`` may carry a fraction: the create time is truncated to whole seconds but the expiry
+    is rounded up from the exact time. The id is chosen once by the caller, so if a retried
+    commit finds the checkpoint already present (an earlier attempt that did land) the manifest
+    is returned unchanged, not duplicated.
+    """
+    if not isinstance(checkpoint_id, uuid.UUID):
+        raise InvalidArgument("checkpoint id must be a uuid.UUID")
+    expire = expire_time_s(now_s, options.lifetime)
+
+    def change(m: Manifest, next_id: int) -> Manifest:
+        if m.checkpoint(checkpoint_id) is not None:
+            return m
+        if m.destroyed_at_s is not None:
+            raise DatabaseDestroyed(f"database was destroyed at {m.destroyed_at_s}")
+        if options.source is None:
+            if not m.initialized:
+                raise DatabaseNotInitialized("database is not initialized")
+            manifest_id = next_id
+        else:
+            source = m.checkpoint(options.source)
+            if source is None:
+                raise CheckpointNotFound(options.source)
+            if source.is_expired(now_s):
+                raise _expired(source, now_s)
+            manifest_id = source.manifest_id
+        cp = Checkpoint(
+            id=checkpoint_id,
+            manifest_id=manifest_id,
+            create_time_s=int(now_s),
+            expire_time_s=expire,
+            name=options.name,
+        )
+        return dataclasses.replace(m, checkpoints=(*m.checkpoints, cp))
+
+    return change
+
+
+def refresh_change(
+    checkpoint_id: uuid.UUID, now_s: float, lifetime: timedelta | None
+) -> Callable[[Manifest], Manifest]:
+    """The edit that moves a checkpoint's expiry to ``now_s + lifetime`` (None: never expires).
+
+    An already expired checkpoint is refused like a missing one rather than revived: the GC may
+    have treated it as gone and collected what it pinned.
+    """
+    if lifetime is not None and lifetime.total_seconds() <= 0:
+        raise InvalidArgument("checkpoint lifetime must be positive")
+    expire = expire_time_s(now_s, lifetime)
+
+    def change(m: Manifest) -> Manifest:
+        current = m.checkpoint(checkpoint_id)
+        if current is None:
+            raise CheckpointNotFound(checkpoint_id)
+        if current.is_expired(now_s):
+            raise _expired(current, now_s)
+        refreshed = dataclasses.replace(current, expire_time_s=expire)
+        return dataclasses.replace(
+            m, checkpoints=tuple(refreshed if c.id == checkpoint_id else c for c in m.checkpoints)
+        )
+
+    return change
+
+
+def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest]:
+    """The edit that drops a checkpoint. Allowed on destroyed and uninitialized databases: the GC
+    waits for their checkpoints to go, so operators must be able to remove them."""
+
+    def change(m: Manifest) -> Manifest:
+        if m.checkpoint(checkpoint_id) is None:
+            raise CheckpointNotFound(checkpoint_id)
+        return dataclasses.replace(
+            m, checkpoints=tuple(c for c in m.checkpoints if c.id != checkpoint_id)
+        )
+
+    return change
+
+
+def _manifests(path: str, store: ObjectStore) -> ManifestStore:
+    validate_relative_path(path, what="database path")
+    return ManifestStore(store, path)
+
+
+def _committed(stored: StoredManifest, checkpoint_id: uuid.UUID) -> Checkpoint:
+    cp = stored.manifest.checkpoint(checkpoint_id)
+    if cp is None:  # pragma: no cover - every change above either adds it or raises
+        raise CheckpointNotFound(checkpoint_id)
+    return cp
+
+
+def add_checkpoint(
+    path: str,
+    store: ObjectStore,
+    options: CheckpointOptions | None = None,
+    *,
+    now: Clock = time.time,
+) -> Checkpoint:
+    """Like :func:`create_checkpoint`, but returns the whole committed entry, for callers that
+    report its times (the CLI) without reading the manifest again."""
+    options = options or CheckpointOptions()
+    checkpoint_id = uuid.uuid4()
+    stored = _manifests(path, store).update_at(checkpoint_change(options, now(), checkpoint_id))
+    return _committed(stored, checkpoint_id)
+
+
+def create_checkpoint(
+    path: str,
+    store: ObjectStore,
+    options: CheckpointOptions | None = None,
+    *,
+    now: Clock = time.time,
+) -> CheckpointCreateResult:
+    """Checkpoint the database at ``path``: of its latest manifest, or of ``options.source``.
+
+    Raises DatabaseNotFound, DatabaseDestroyed, DatabaseNotInitialized (no source), or
+    CheckpointNotFound (source missing or expired).
+    """
+    cp = add_checkpoint(path, store, options, now=now)
+    return CheckpointCreateResult(id=cp.id, manifest_id=cp.manifest_id)
+
+
+def refresh_checkpoint(
+    path: str,
+    store: ObjectStore,
+    checkpoint_id: uuid.UUID,
+    lifetime: timedelta | None = None,
+    *,
+    now: Clock = time.time,
+) -> Checkpoint:
+    """Set the checkpoint's expiry to now + ``lifetime``, or to never when ``lifetime`` is None.
+
+    Returns the refreshed entry. Raises CheckpointNotFound if it is missing or already expired.
+    """
+    stored = _manifests(path, store).update(refresh_change(checkpoint_id, now(), lifetime))
+    return _committed(stored, checkpoint_id)
+
+
+def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -> None:
+    """Remove the checkpoint so the GC may collect what only it pinned. CheckpointNotFound if
+    there is no such checkpoint (an expired one can still be deleted)."""
+    _manifests(path, store).update(delete_change(checkpoint_id))
+
+
+def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> list[Checkpoint]:
+    """The checkpoints in the latest manifest, in creation order. Expired ones are included
+    (check ``Checkpoint.is_expired``): they stay listed until the GC removes them, and an operator
+    wondering why data is still retained needs to see them. ``name`` keeps exact matches only;
+    names are not unique, so several may match."""
+    checkpoints = _manifests(path, store).read_latest().manifest.checkpoints
+    return [c for c in checkpoints if name is None or c.name == name]

@@ -6,6 +6,7 @@ The public API is what this module re-exports; everything else is internal and m
 from __future__ import annotations
 
 from slatedb_core import admin, errors
+from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.db import BulkIngestStats, Db, DbClosed
 from slatedb_core.errors import (
     BoundaryMissing,
@@ -27,7 +28,16 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
-from slatedb_core.options import DbOptions
+from slatedb_core.options import (
+    CheckpointCreateResult,
+    CheckpointOptions,
+    CheckpointScope,
+    CompactorOptions,
+    DbOptions,
+    DbReaderOptions,
+    GarbageCollectorOptions,
+    ReaderMode,
+)
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
@@ -39,8 +49,14 @@ __all__ = [
     "BoundaryMissing",
     "BulkIngestStats",
     "Checkpoint",
+    "CheckpointCreateResult",
     "CheckpointNotFound",
+    "CheckpointOptions",
+    "CheckpointScope",
     "CommitRetriesExhausted",
+    "CompactionStats",
+    "Compactor",
+    "CompactorOptions",
     "CorruptionError",
     "DatabaseDestroyed",
     "DatabaseNotFound",
@@ -48,10 +64,12 @@ __all__ = [
     "Db",
     "DbClosed",
     "DbOptions",
+    "DbReaderOptions",
     "FaultRule",
     "FaultyStore",
     "Fenced",
     "FencedManifest",
+    "GarbageCollectorOptions",
     "InvalidArgument",
     "InvalidDeletion",
     "KeyRange",
@@ -61,6 +79,7 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStore",
     "ObjectVersionBehindBoundary",
+    "ReaderMode",
     "RequestCounters",
     "RetryPolicy",
     "SlateDBError",
@@ -71,4 +90,5 @@ __all__ = [
     "admin",
     "errors",
     "open_store",
+    "run_compaction_once",
 ]

@@ -1,0 +1,259 @@
+"""The ``.compactions`` namespace: what the compactor is doing, durably, for the GC and operators.
+
+The manifest only learns about a compaction's output SSTs at the very end, in one commit. Until
+then those SSTs are unreferenced objects under ``compacted/`` that a garbage collector would delete.
+So the compactor records each compaction here first, and announces every output id *before* it
+writes the SST; the GC subtracts :func:`in_flight_output_ids` from what it may delete.
+
+Each state change is a new sequenced object ``<db>/compactions/{id:020}.compactions`` created with
+create-if-absent and checked against ``gc/compactions.boundary`` (seed 004), exactly like manifests.
+The record carries the writer's ``compactor_epoch``: a compactor that finds a newer epoch in the
+latest record has been replaced and raises :class:`Fenced`. A new compactor's first record closes
+the records its predecessors left ``running`` (they can never commit: the manifest fences them) as
+``committed`` if their outputs made it into the manifest, ``failed`` otherwise.
+
+Ordering rule for readers such as the GC: read this namespace BEFORE the manifest. A compaction is
+marked ``committed`` only after its manifest commit, so "not running here" then implies "already in
+the manifest you read next".
+
+Payload: UTF-8 JSON inside ``envelope.seal(b"SDBC", 1, ...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ulid import ULID
+
+from slatedb_core.errors import (
+    CommitRetriesExhausted,
+    CorruptionError,
+    Fenced,
+    ManifestVersionExists,
+    ObjectVersionBehindBoundary,
+)
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.meta.envelope import open_sealed, seal
+from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
+from slatedb_core.store.objectstore import ObjectStore
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"SDBC"
+VERSION = 1
+NAMESPACE = "compactions"
+KEEP_FINISHED = 32
+"""Finished compactions kept in each record, for operators; older ones are dropped."""
+
+Kind = Literal["l0", "sorted-runs"]
+Status = Literal["running", "committed", "failed"]
+_KINDS = ("l0", "sorted-runs")
+_STATUSES = ("running", "committed", "failed")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    id: ULID
+    kind: Kind
+    source_view_ids: tuple[ULID, ...]
+    source_run_ids: tuple[int, ...]
+    destination: int
+    outputs: tuple[ULID, ...] = ()
+    status: Status = "running"
+    created_at_ms: int = 0
+    updated_at_ms: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            "kind": self.kind,
+            "source_view_ids": [str(v) for v in self.source_view_ids],
+            "source_run_ids": list(self.source_run_ids),
+            "destination": self.destination,
+            "outputs": [str(o) for o in self.outputs],
+            "status": self.status,
+            "created_at_ms": self.created_at_ms,
+            "updated_at_ms": self.updated_at_ms,
+            "error": self.error,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> CompactionRecord:
+        kind, status = d["kind"], d["status"]
+        if kind not in _KINDS or status not in _STATUSES:
+            raise ValueError(f"unknown kind {kind!r} or status {status!r}")
+        error = d.get("error")
+        return CompactionRecord(
+            id=ULID.from_str(d["id"]),
+            kind=kind,
+            source_view_ids=tuple(ULID.from_str(v) for v in d["source_view_ids"]),
+            source_run_ids=tuple(int(r) for r in d["source_run_ids"]),
+            destination=int(d["destination"]),
+            outputs=tuple(ULID.from_str(o) for o in d["outputs"]),
+            status=status,
+            created_at_ms=int(d["created_at_ms"]),
+            updated_at_ms=int(d["updated_at_ms"]),
+            error=None if error is None else str(error),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionsState:
+    """One version of the namespace: the holder's epoch and its recent compactions."""
+
+    compactor_epoch: int = 0
+    compactions: tuple[CompactionRecord, ...] = ()
+
+    def get(self, compaction_id: ULID) -> CompactionRecord | None:
+        return next((c for c in self.compactions if c.id == compaction_id), None)
+
+    def running(self) -> tuple[CompactionRecord, ...]:
+        return tuple(c for c in self.compactions if c.status == "running")
+
+    def with_record(self, record: CompactionRecord) -> CompactionsState:
+        """Insert or replace ``record``, dropping the oldest finished ones past KEEP_FINISHED."""
+        others = [c for c in self.compactions if c.id != record.id]
+        merged = [*others, record]
+        finished = [c for c in merged if c.status != "running"]
+        drop = {c.id for c in finished[: max(0, len(finished) - KEEP_FINISHED)]}
+        return dataclasses.replace(
+            self, compactions=tuple(c for c in merged if c.id not in drop)
+        )
+
+
+def encode_state(state: CompactionsState) -> bytes:
+    body = {
+        "compactor_epoch": state.compactor_epoch,
+        "compactions": [c.to_json() for c in state.compactions],
+    }
+    return seal(MAGIC, VERSION, json.dumps(body, sort_keys=True).encode("utf-8"))
+
+
+def decode_state(data: bytes, name: str) -> CompactionsState:
+    opened = open_sealed(data, magic=MAGIC, name=name, versions=frozenset({VERSION}))
+    try:
+        body = json.loads(opened.payload.decode("utf-8"))
+        return CompactionsState(
+            compactor_epoch=int(body["compactor_epoch"]),
+            compactions=tuple(CompactionRecord.from_json(c) for c in body["compactions"]),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptionError(name, f"malformed compactions record: {e}") from None
+
+
+def compactions_seq(store: ObjectStore, db_path: str) -> SequencedStore:
+    return SequencedStore(store, db_path, NAMESPACE, NAMESPACE)
+
+
+def read_latest_state(store: ObjectStore, db_path: str) -> tuple[int, CompactionsState] | None:
+    seq = compactions_seq(store, db_path)
+    found = seq.read_latest()
+    if found is None:
+        return None
+    object_id, data = found
+    return object_id, decode_state(data, seq.path(object_id))
+
+
+def in_flight_output_ids(store: ObjectStore, db_path: str) -> set[ULID]:
+    """Output SST ids of compactions still running per the latest record (empty if none).
+
+    Call it BEFORE reading the manifest (see the module doc), and keep a min-age rule for
+    ``compacted/`` objects too: an id is announced a moment before its SST is written, but a GC
+    pass can read this namespace before the announcement and list the object after the write.
+    """
+    latest = read_latest_state(store, db_path)
+    if latest is None:
+        return set()
+    return {o for c in latest[1].running() for o in c.outputs}
+
+
+StateChange = Callable[[CompactionsState], CompactionsState]
+
+
+class CompactionsStore:
+    """One compactor's fenced writer of the namespace, optimistic on its last known version."""
+
+    def __init__(
+        self, store: ObjectStore, db_path: str, epoch: int, *, max_attempts: int = 50
+    ) -> None:
+        self.seq = compactions_seq(store, db_path)
+        self.epoch = epoch
+        self._max_attempts = max_attempts
+        self._base: tuple[int, CompactionsState] | None = None
+
+    @property
+    def state(self) -> CompactionsState:
+        return self._base[1] if self._base is not None else CompactionsState()
+
+    def _read_latest(self) -> tuple[int, CompactionsState]:
+        found = self.seq.read_latest()
+        if found is None:
+            return FIRST_ID - 1, CompactionsState()
+        object_id, data = found
+        return object_id, decode_state(data, self.seq.path(object_id))
+
+    def _check_fence(self, state: CompactionsState) -> None:
+        if state.compactor_epoch > self.epoch:
+            raise Fenced("compactor", self.epoch, state.compactor_epoch)
+
+    def update(self, change: StateChange) -> CompactionsState:
+        """Commit ``change(latest)`` as the next id, re-applying it to newer versions on conflict."""
+        base = self._base if self._base is not None else self._read_latest()
+        for _ in range(self._max_attempts):
+            object_id, state = base
+            self._check_fence(state)
+            new = dataclasses.replace(change(state), compactor_epoch=self.epoch)
+            try:
+                self.seq.create(object_id + 1, encode_state(new))
+            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
+                if isinstance(e, ObjectVersionBehindBoundary):
+                    try:  # void and behind the boundary: remove it so nobody reads it as history
+                        self.seq.store.delete(self.seq.path(object_id + 1))
+                    except Exception as err:
+                        log.warning("could not delete stale compactions record: %s", err)
+                base = self._read_latest()
+                continue
+            self._base = (object_id + 1, new)
+            return new
+        raise CommitRetriesExhausted(
+            f"compactions update of {self.seq.db_path!r}", self._max_attempts
+        )
+
+    def take_over(self, manifest: Manifest) -> CompactionsState:
+        """First record of a new holder: stamps our epoch and closes predecessors' running
+        compactions, judged against ``manifest`` (read after our epoch bump)."""
+        present = {s.id for s in manifest.ssts}
+        l0_views = {v.view_id for v in manifest.l0}
+        runs = {r.id for r in manifest.compacted}
+
+        def close(state: CompactionsState) -> CompactionsState:
+            for c in state.running():
+                sources_gone = not any(v in l0_views for v in c.source_view_ids) and not any(
+                    r in runs for r in c.source_run_ids
+                )
+                done = sources_gone and all(o in present for o in c.outputs)
+                state = state.with_record(
+                    dataclasses.replace(
+                        c,
+                        status="committed" if done else "failed",
+                        updated_at_ms=now_ms(),
+                        error=None if done else "abandoned by a fenced or crashed compactor",
+                    )
+                )
+            return state
+
+        return self.update(close)
+
+    def put(self, record: CompactionRecord) -> CompactionsState:
+        return self.update(lambda s: s.with_record(record))

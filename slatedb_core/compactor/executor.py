@@ -1,0 +1,349 @@
+"""Running one compaction plan: stream-merge the sources, write the output SSTs, commit once.
+
+Steps, and why in this order::
+
+    record "running" in .compactions      (GC must learn about outputs before they exist)
+    merge sources, newest first           (streamed: a few batches per source in memory)
+      every ~max_sst_size_bytes of output:
+        announce the SST id in .compactions, then put_if_absent compacted/{ulid}.sst
+    ONE fenced manifest update            (apply_compaction, re-applied on conflict)
+    record "committed" (or "failed")
+
+The manifest change is a pure function re-applied to whatever the latest manifest is when a
+commit conflicts (the writer keeps adding L0 views meanwhile). It refuses, with
+:class:`CompactionSourceChanged`, any manifest in which the sources are not exactly as planned:
+committing then would drop or duplicate data. The outputs of a refused or failed compaction are
+unreferenced and no longer "running", so the GC collects them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from ulid import ULID
+
+from slatedb_core.compactor.compactions import (
+    CompactionRecord,
+    CompactionsState,
+    CompactionsStore,
+    Status,
+    now_ms,
+)
+from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
+from slatedb_core.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
+from slatedb_core.errors import CorruptionError, Fenced, ObjectAlreadyExists, SlateDBError
+from slatedb_core.iterators import merge_sorted
+from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
+from slatedb_core.manifest.store import FencedManifest, StoredManifest
+from slatedb_core.options import CompactorOptions
+from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, encode_sst
+from slatedb_core.store.objectstore import ObjectStore
+
+log = logging.getLogger(__name__)
+
+_ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see sst.format)
+
+
+class CompactionSourceChanged(SlateDBError):
+    """The latest manifest no longer holds a compaction's sources as planned; nothing was committed
+    and the outputs are garbage. Expected now and then (another tool edited the tree); re-plan."""
+
+
+class CompactionCancelled(SlateDBError):
+    """The compactor was stopped while the compaction ran; nothing was committed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    compaction_id: ULID
+    plan: CompactionPlan
+    outputs: tuple[CompactedSst, ...]
+    manifest_id: int
+    input_ssts: int
+    bytes_in: int
+    rows_in: int
+    bytes_out: int
+    rows_out: int
+    duration_s: float
+
+
+# ---- the manifest change ------------------------------------------------------------------------
+
+
+def _changed(plan: CompactionPlan, why: str) -> CompactionSourceChanged:
+    return CompactionSourceChanged(f"{plan.kind} compaction into run {plan.destination}: {why}")
+
+
+def apply_compaction(
+    m: Manifest, plan: CompactionPlan, outputs: Sequence[CompactedSst]
+) -> Manifest:
+    """``m`` with the plan's sources replaced by a run of ``outputs``; pure, for update_at.
+
+    Raises CompactionSourceChanged when ``m`` does not hold the sources exactly as planned, or
+    when tombstones were dropped and an older run has appeared below the output.
+    """
+    destination = max(plan.destination, next_run_id(m))
+    views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in outputs)
+    new_run = (SortedRun(destination, views),) if views else ()
+    l0 = m.l0
+    if plan.kind == "l0":
+        k = len(plan.source_views)
+        if k == 0 or len(l0) < k or l0[len(l0) - k :] != plan.source_views:
+            raise _changed(plan, "its L0 views are no longer the oldest views of l0")
+        if plan.drop_tombstones and m.compacted:
+            raise _changed(plan, "tombstones were dropped but sorted runs now exist below")
+        l0 = l0[: len(l0) - k]
+        compacted = (*new_run, *m.compacted)
+    else:
+        ids = [r.id for r in m.compacted]
+        k = len(plan.source_runs)
+        pos = ids.index(plan.source_runs[0].id) if k and plan.source_runs[0].id in ids else -1
+        if pos < 0 or m.compacted[pos : pos + k] != plan.source_runs:
+            raise _changed(plan, "its sorted runs are gone, changed or no longer adjacent")
+        if plan.drop_tombstones and pos + k != len(m.compacted):
+            raise _changed(plan, "tombstones were dropped but an older run now exists below")
+        compacted = (*m.compacted[:pos], *new_run, *m.compacted[pos + k :])
+    referenced = {v.sst_id for v in l0} | {v.sst_id for r in compacted for v in r.views}
+    ssts = tuple(s for s in (*m.ssts, *outputs) if s.id in referenced)
+    physical = {s.id for s in ssts} | {s.original_id for s in ssts if s.original_id is not None}
+    external = tuple(
+        dataclasses.replace(e, sst_ids=tuple(i for i in e.sst_ids if i in physical))
+        for e in m.external_dbs
+    )
+    new = dataclasses.replace(m, l0=l0, compacted=compacted, ssts=ssts, external_dbs=external)
+    if plan.kind == "l0":
+        newest = plan.source_views[0]
+        new = dataclasses.replace(
+            new, last_compacted_l0_view_id=newest.view_id, last_compacted_l0_sst_id=newest.sst_id
+        )
+    return new
+
+
+# ---- reading the sources --------------------------------------------------------------------------
+
+
+def _source_ssts(plan: CompactionPlan) -> list[SstView]:
+    if plan.kind == "l0":
+        return list(plan.source_views)
+    return [v for r in plan.source_runs for v in r.views]
+
+
+def source_streams(
+    store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan
+) -> list[Iterable[pa.RecordBatch]]:
+    """One stream per source, newest first, each clipped to its views' visible ranges.
+
+    Readers use no block cache: a compaction reads every block once, and caching them would only
+    evict the point-lookup working set of a writer sharing the process.
+    """
+    ssts = {s.id: s for s in manifest.ssts}
+
+    def handle(view: SstView) -> SstHandle:
+        sst = ssts.get(view.sst_id)
+        if sst is None:
+            raise CorruptionError(f"manifest of {db_path}", f"view of unknown SST {view.sst_id}")
+        return SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, None)
+
+    if plan.kind == "l0":
+        return [_lazy_view(handle(v)) for v in plan.source_views]
+    return [
+        SortedRunHandle(r.id, [handle(v) for v in r.views]).scan(None, None)
+        for r in plan.source_runs
+    ]
+
+
+def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:
+    """Open the SST only when the merge first pulls from it."""
+    yield from h.scan(None, None)
+
+
+def _counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:
+    for b in batches:
+        rows[0] += b.num_rows
+        yield b
+
+
+# ---- splitting the output -------------------------------------------------------------------------
+
+
+def _row_sizes(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
+    keys = pc.binary_length(batch.column(0)).fill_null(0).to_numpy(zero_copy_only=False)
+    values = pc.binary_length(batch.column(3)).fill_null(0).to_numpy(zero_copy_only=False)
+    sizes: npt.NDArray[np.int64] = keys.astype(np.int64) + values.astype(np.int64)
+    return sizes + _ROW_OVERHEAD
+
+
+def split_by_size(batches: Iterable[pa.RecordBatch], target: int) -> Iterator[pa.Table]:
+    """Regroup a key-sorted stream into tables of about ``target`` bytes of entries each.
+
+    A table is closed by the row that reaches ``target``, so every table but the last holds at
+    least ``target`` bytes and at most one row more. Only zero-copy slices are held.
+    """
+    pending: list[pa.RecordBatch] = []
+    acc = 0
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        cum = np.cumsum(_row_sizes(b))
+        start = 0
+        while start < n:
+            base = int(cum[start - 1]) if start else 0
+            end = int(np.searchsorted(cum, base + target - acc, side="left")) + 1
+            if end > n:
+                pending.append(b.slice(start) if start else b)
+                acc += int(cum[-1]) - base
+                break
+            pending.append(b.slice(start, end - start))
+            yield pa.Table.from_batches(pending, schema=ENTRY_SCHEMA)
+            pending, acc, start = [], 0, end
+    if pending:
+        yield pa.Table.from_batches(pending, schema=ENTRY_SCHEMA)
+
+
+# ---- the executor ---------------------------------------------------------------------------------
+
+
+class CompactionExecutor:
+    """Runs plans for one compactor session (one epoch)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        db_path: str,
+        manifest: FencedManifest,
+        records: CompactionsStore,
+        options: CompactorOptions,
+        *,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.store = store
+        self.db_path = db_path
+        self.manifest = manifest
+        self.records = records
+        self.options = options
+        self.cancel = cancel
+        self.sst_options = SstOptions(
+            options.block_size, options.bloom_bits_per_key, options.compression
+        )
+        self._unclosed: list[tuple[CompactionRecord, Status, str | None]] = []
+
+    def execute(self, plan: CompactionPlan, planned_on: StoredManifest) -> CompactionResult:
+        """Run ``plan`` (made from ``planned_on``) to its commit; see the module doc.
+
+        Fenced propagates untouched (a newer compactor owns .compactions and closes our record);
+        any other failure marks the record failed before it propagates.
+        """
+        started = time.monotonic()
+        self._retry_unclosed()
+        record = CompactionRecord(
+            id=ULID(),
+            kind=plan.kind,
+            source_view_ids=plan.source_view_ids,
+            source_run_ids=plan.source_run_ids,
+            destination=plan.destination,
+            created_at_ms=now_ms(),
+            updated_at_ms=now_ms(),
+        )
+        self.records.put(record)
+        try:
+            result = self._run(plan, planned_on, record, started)
+        except Fenced:
+            raise
+        except BaseException as e:
+            self._finish(record, "failed", f"{type(e).__name__}: {e}")
+            raise
+        self._finish(record, "committed", None)
+        return result
+
+    def _finish(self, record: CompactionRecord, status: Status, error: str | None) -> None:
+        """Close the record, best effort: the manifest is the truth. A record left "running" only
+        keeps the GC away from outputs a bit longer; it is retried before our next compaction,
+        and a successor compactor closes it by looking at the manifest."""
+
+        def close(state: CompactionsState) -> CompactionsState:
+            current = state.get(record.id) or record
+            return state.with_record(
+                dataclasses.replace(current, status=status, updated_at_ms=now_ms(), error=error)
+            )
+
+        try:
+            self.records.update(close)
+        except Exception:
+            log.warning("could not mark compaction %s %s", record.id, status, exc_info=True)
+            self._unclosed.append((record, status, error))
+
+    def _retry_unclosed(self) -> None:
+        pending, self._unclosed = self._unclosed, []
+        for record, status, error in pending:
+            self._finish(record, status, error)
+
+    def _run(
+        self,
+        plan: CompactionPlan,
+        planned_on: StoredManifest,
+        record: CompactionRecord,
+        started: float,
+    ) -> CompactionResult:
+        manifest = planned_on.manifest
+        rows_in = [0]
+        streams = [
+            _counted(s, rows_in)
+            for s in source_streams(self.store, self.db_path, manifest, plan)
+        ]
+        merged = merge_sorted(streams, drop_tombstones=plan.drop_tombstones)
+        outputs: list[CompactedSst] = []
+        rows_out = 0
+        for part in split_by_size(merged, self.options.max_sst_size_bytes):
+            self._check_cancelled(record)
+            sst_id = ULID()
+            record = dataclasses.replace(
+                record, outputs=(*record.outputs, sst_id), updated_at_ms=now_ms()
+            )
+            self.records.put(record)  # announce before the object exists
+            outputs.append(self._write_sst(sst_id, part))
+            rows_out += part.num_rows
+            del part  # let the entries go before the merge buffers the next SST's worth
+        final = tuple(outputs)
+        self._check_cancelled(record)
+        stored = self.manifest.update_at(lambda m, _next: apply_compaction(m, plan, final))
+        sources = {v.sst_id for v in _source_ssts(plan)}
+        size_of = {s.id: s.info.size_bytes for s in manifest.ssts}
+        return CompactionResult(
+            compaction_id=record.id,
+            plan=plan,
+            outputs=final,
+            manifest_id=stored.id,
+            input_ssts=len(sources),
+            bytes_in=sum(size_of.get(i, 0) for i in sources),
+            rows_in=rows_in[0],
+            bytes_out=sum(s.info.size_bytes for s in final),
+            rows_out=rows_out,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _check_cancelled(self, record: CompactionRecord) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise CompactionCancelled(f"compaction {record.id} stopped before its commit")
+
+    def _write_sst(self, sst_id: ULID, part: pa.Table) -> CompactedSst:
+        data, info = encode_sst(part, self.sst_options)
+        self._put(sst_path(self.db_path, sst_id), data)
+        return CompactedSst(id=sst_id, info=info)
+
+    def _put(self, path: str, data: bytes) -> None:
+        try:
+            self.store.put_if_absent(path, data)
+        except ObjectAlreadyExists:
+            # ULIDs do not collide: this is our own earlier attempt landing after all
+            if self.store.get(path).data != data:
+                raise

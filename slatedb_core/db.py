@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import pyarrow as pa
 from ulid import ULID
@@ -162,6 +163,7 @@ class Db:
         self._l0_wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._compactor: Any = None
         # hot-path copies of options and of the unflushed-bytes total
         self._max_key = options.max_key_bytes
         self._max_value = options.max_value_bytes
@@ -223,6 +225,10 @@ class Db:
             self._wal_id_of_gen[0] = fence_id
 
     def _start(self) -> None:
+        if self.options.compactor is not None:
+            from slatedb_core.compactor import Compactor
+
+            self._compactor = Compactor(self.path, self.store, self.options.compactor).start()
         for name, target in (
             ("wal-flusher", self._wal_loop),
             ("l0-flusher", self._l0_loop),
@@ -551,9 +557,14 @@ class Db:
 
     def _await_l0_room(self) -> None:
         """Stall while L0 is full, until a compactor (another process) shrinks it."""
+        warned = False
         while len(self._state.manifest.manifest.l0) >= self.options.l0_max_ssts:
             if self._stop.is_set() or self._error is not None:
                 return
+            if not warned:
+                log.warning("%r: L0 holds %d SSTs (l0_max_ssts); memtable flushes wait for a "
+                            "compactor", self.path, len(self._state.manifest.manifest.l0))
+                warned = True
             self._refresh()
             time.sleep(self.options.manifest_poll_interval.total_seconds())
 
@@ -760,6 +771,8 @@ class Db:
         if self._closed:
             return
         try:
+            if self._compactor is not None:
+                self._compactor.stop()
             if self._error is None:
                 self._flush_wal()
         finally:
@@ -776,6 +789,8 @@ class Db:
 
     def _simulate_crash(self) -> None:
         """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""
+        if self._compactor is not None:
+            self._compactor.stop()
         with self._lock:
             self._closed = True
             self._error = self._error or DbClosed("crashed")

@@ -49,6 +49,10 @@ class DbOptions:
     manifest_format_version: int = 2
     max_key_bytes: int = MAX_KEY_BYTES
     max_value_bytes: int = MAX_VALUE_BYTES
+    compactor: CompactorOptions | None = None
+    """Run a compactor inside the writer's process with these options. None (the default): run
+    one elsewhere (``Compactor``, ``admin.run_compaction_once``, the Dagster asset); without any,
+    writes stall once L0 holds ``l0_max_ssts`` SSTs."""
 
     def __post_init__(self) -> None:
         _positive("flush_interval", self.flush_interval.total_seconds())

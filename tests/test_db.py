@@ -301,3 +301,31 @@ def test_db_checkpoint_scope_all_includes_unflushed_writes(store: ObjectStore) -
         assert len(pinned.l0) == 1
         cp = ms.read_latest().manifest.checkpoint(everything.id)
         assert cp is not None and cp.name == "nightly"
+
+
+def test_in_process_compactor_keeps_l0_small_and_data_intact(store: ObjectStore) -> None:
+    import time as _time
+
+    from slatedb_core.options import CompactorOptions
+
+    opts = DbOptions(
+        flush_interval=timedelta(milliseconds=10),
+        manifest_poll_interval=timedelta(milliseconds=100),
+        compactor=CompactorOptions(poll_interval=timedelta(milliseconds=50), l0_trigger=2),
+    )
+    model = {}
+    with Db.open("db", store, opts) as db:
+        for round_ in range(6):
+            for i in range(20):
+                k, v = f"k{i:02}".encode(), f"{round_}".encode()
+                db.put(k, v, await_durable=False)
+                model[k] = v
+            db.flush_memtable()
+        deadline = _time.monotonic() + 20
+        while len(db.manifest.manifest.l0) >= 2 and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        assert len(db.manifest.manifest.l0) < 2
+        assert db.manifest.manifest.compacted
+        assert dict(db.scan()) == model
+    with Db.open("db", store, FAST) as db:
+        assert dict(db.scan()) == model

@@ -38,6 +38,7 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
+from slatedb_core.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
@@ -64,6 +65,7 @@ __all__ = [
     "Db",
     "DbClosed",
     "DbOptions",
+    "DbReader",
     "DbReaderOptions",
     "FaultRule",
     "FaultyStore",
@@ -79,10 +81,13 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStore",
     "ObjectVersionBehindBoundary",
+    "ReaderClosed",
     "ReaderMode",
+    "ReaderStats",
     "RequestCounters",
     "RetryPolicy",
     "SlateDBError",
+    "SstMissing",
     "StoreError",
     "StoredManifest",
     "WriteBatch",

@@ -325,6 +325,8 @@ class Db:
             self._await_durable(gen)
 
     def _apply(self, keys: Sequence[bytes], values: Sequence[bytes | None], nbytes: int) -> int:
+        # Invariant readers rely on: seqs are assigned under the lock in the same order writes
+        # enter the WAL buffer, so WAL ids and seqs increase together.
         with self._lock:
             self._check_usable()
             self._backpressure_locked()

@@ -206,7 +206,9 @@ class DbReaderOptions:
     def __post_init__(self) -> None:
         _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
         _positive("max_memtable_bytes", self.max_memtable_bytes)
-        if self.checkpoint_lifetime is not None and (
-            self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
+        if (
+            self.mode in (None, ReaderMode.MANAGED)
+            and self.checkpoint_lifetime is not None
+            and self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
         ):
             raise InvalidArgument("checkpoint_lifetime must exceed 2 x manifest_poll_interval")

@@ -1,0 +1,235 @@
+"""``slatedb scan`` and ``slatedb get``: read keys from the command line, never writing.
+
+A CLI process lives for one command, so it must not leave a checkpoint behind (a crash between
+creating and deleting one would pin SSTs until it expired): without ``--checkpoint`` it reads the
+latest manifest and WAL in ``FOLLOW_LATEST`` mode; with ``--checkpoint`` it reads that checkpoint.
+Both work with read-only credentials.
+
+Keys and values are printed per ``--format``:
+
+* ``utf8`` (default): the text, with invalid UTF-8 bytes shown as ``\\xNN``, non-printable
+  characters escaped (``\\t``, ``\\n``, ``\\x01``, ``\\u200b``) and a backslash doubled, so any byte
+  string prints on one line without ambiguity. ``--json`` carries the same escaped text.
+* ``hex``: lowercase hex digits. Key arguments in hex may carry a ``0x`` prefix.
+
+Human output of ``scan`` is one ``KEY<TAB>VALUE`` line per key; of ``get``, the value alone.
+``--json`` prints ``[{"key": ..., "value": ...}, ...]`` / ``{"key": ..., "value": ...}``.
+
+Exit codes: 0 success; 1 a SlateDB error, or ``get`` of a key that is not there (stderr says
+``not found: KEY``; with ``--json`` stdout is ``null``); 2 bad usage (bad hex, bad UUID, ``--prefix``
+together with ``--from``/``--to``, ``--to`` before ``--from``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any, Protocol, TypeVar
+
+import click
+
+from slatedb_core.errors import SlateDBError
+from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
+from slatedb_core.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+FORMATS = ("utf8", "hex")
+_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+
+
+class _DbContext(Protocol):
+    """What the ``slatedb`` group puts in ``ctx.obj`` (``slatedb_core.cli.main.Ctx``)."""
+
+    path: str
+
+    @property
+    def store(self) -> ObjectStore: ...
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _handle_errors(fn: F) -> F:
+    """Like ``main.handle_errors`` (kept here so that main can import this module at its top)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except _NotFound as e:
+            click.echo(f"not found: {e}", err=True)
+            sys.exit(1)
+        except SlateDBError as e:
+            click.echo(f"error: {type(e).__name__}: {e}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---- formats ---------------------------------------------------------------------------------
+def parse_key(text: str, fmt: str, what: str) -> bytes:
+    """A key argument as bytes; raises click.BadParameter (exit 2)."""
+    if fmt == "hex":
+        digits = text[2:] if text[:2].lower() == "0x" else text
+        try:
+            data = bytes.fromhex(digits)
+        except ValueError:
+            raise click.BadParameter(f"{text!r} is not hex", param_hint=what) from None
+    else:
+        # argv bytes that are not UTF-8 arrive as surrogate escapes: give back the original bytes
+        data = text.encode("utf-8", errors="surrogateescape")
+    if not data:
+        raise click.BadParameter("keys are non-empty", param_hint=what)
+    return data
+
+
+def show(data: bytes, fmt: str) -> str:
+    """Bytes as printable text per ``fmt`` (see the module docstring)."""
+    if fmt == "hex":
+        return data.hex()
+    text = data.decode("utf-8", errors="surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        elif o < 0x10000:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    return "".join(out)
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key above every key starting with ``prefix`` (None: no such key)."""
+    head = prefix.rstrip(b"\xff")
+    if not head:
+        return None
+    return head[:-1] + bytes([head[-1] + 1])
+
+
+def _open(obj: _DbContext, checkpoint: uuid.UUID | None) -> DbReader:
+    options = DbReaderOptions(
+        mode=ReaderMode.FOLLOW_LATEST if checkpoint is None else ReaderMode.CHECKPOINT,
+        manifest_poll_interval=timedelta(hours=1),  # one command: no polling
+        checkpoint_lifetime=None,
+        block_cache_bytes=16 * MiB,
+    )
+    return DbReader.open(obj.path, obj.store, checkpoint, options)
+
+
+_checkpoint_option = click.option(
+    "--checkpoint",
+    type=click.UUID,
+    default=None,
+    help="Read this checkpoint instead of the latest state.",
+)
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="utf8",
+    show_default=True,
+    help="How keys are given and keys and values shown.",
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.command("scan")
+@click.option("--prefix", default=None, help="Only keys starting with this.")
+@click.option("--from", "start", default=None, help="First key (inclusive).")
+@click.option("--to", "end", default=None, help="End key (exclusive).")
+@click.option("--max-keys", type=click.IntRange(min=1), default=None, help="Stop after N keys.")
+@_checkpoint_option
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def scan_command(
+    obj: _DbContext,
+    prefix: str | None,
+    start: str | None,
+    end: str | None,
+    max_keys: int | None,
+    checkpoint: uuid.UUID | None,
+    fmt: str,
+    as_json: bool,
+) -> None:
+    """Print keys and values in key order."""
+    if prefix is not None and (start is not None or end is not None):
+        raise click.UsageError("--prefix cannot be combined with --from/--to")
+    lo: bytes | None
+    hi: bytes | None
+    if prefix is not None:
+        lo = parse_key(prefix, fmt, "--prefix")
+        hi = prefix_end(lo)
+    else:
+        lo = None if start is None else parse_key(start, fmt, "--from")
+        hi = None if end is None else parse_key(end, fmt, "--to")
+        if lo is not None and hi is not None and hi < lo:
+            raise click.BadParameter("--to is before --from", param_hint="--to")
+    with _open(obj, checkpoint) as reader:
+        rows = reader.scan(lo, hi)
+        limited = rows if max_keys is None else itertools.islice(rows, max_keys)
+        n = 0
+        if as_json:
+            click.echo("[", nl=False)
+        for k, v in limited:
+            if as_json:
+                item = json.dumps({"key": show(k, fmt), "value": show(v, fmt)})
+                click.echo(("\n  " if n == 0 else ",\n  ") + item, nl=False)
+            else:
+                click.echo(f"{show(k, fmt)}\t{show(v, fmt)}")
+            n += 1
+        if as_json:
+            click.echo("\n]" if n else "]")
+        if max_keys is not None and n == max_keys:
+            click.echo(f"(stopped after --max-keys {max_keys})", err=True)
+
+
+@click.command("get")
+@click.argument("key")
+@_checkpoint_option
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def get_command(
+    obj: _DbContext, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool
+) -> None:
+    """Print the value of KEY (exit 1 when it is not there)."""
+    k = parse_key(key, fmt, "KEY")
+    with _open(obj, checkpoint) as reader:
+        value = reader.get(k)
+    if value is None:
+        if as_json:
+            click.echo("null")
+        raise _NotFound(show(k, fmt))
+    if as_json:
+        click.echo(json.dumps({"key": show(k, fmt), "value": show(value, fmt)}, indent=2))
+    else:
+        click.echo(show(value, fmt))
+
+
+def register(cli: click.Group) -> None:
+    """Add ``scan`` and ``get`` to the ``slatedb`` group (idempotent)."""
+    cli.add_command(scan_command)
+    cli.add_command(get_command)
+
+
+__all__ = ["parse_key", "prefix_end", "register", "show"]

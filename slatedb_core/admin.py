@@ -44,3 +44,26 @@ def create_database_metadata(
 ) -> StoredManifest:
     """Write the first manifest of a new, empty database (ManifestVersionExists if it exists)."""
     return manifest_store(store, path).create_initial(manifest or Manifest())
+
+
+# Operator entry points implemented in their own modules, gathered here as seed 003's `admin`.
+from slatedb_core.checkpoints import (  # noqa: E402
+    create_checkpoint,
+    delete_checkpoint,
+    list_checkpoints,
+    refresh_checkpoint,
+)
+from slatedb_core.compactor import run_compaction_once  # noqa: E402
+
+__all__ = [
+    "ManifestListing",
+    "create_checkpoint",
+    "create_database_metadata",
+    "delete_checkpoint",
+    "list_checkpoints",
+    "list_manifests",
+    "manifest_store",
+    "read_manifest",
+    "refresh_checkpoint",
+    "run_compaction_once",
+]

@@ -83,7 +83,7 @@ _RUN2 = _Table("SortedRunV2", "IO")
 _EXT = _Table("ExternalDb", "ODDO")
 _WCP = _Table("WriterCheckpoint", "Q")
 _CP = _Table("Checkpoint", "DQqQBOO")
-_M2 = _Table("ManifestV2", "OBqQQQQQOOOOQDDI")
+_M2 = _Table("ManifestV2", "OBqQQQQQOOOOQDDIO")
 _RUN1 = _Table("SortedRunV1", "IO")
 _M1 = _Table("ManifestV1", "OBqQQQQQDOOOQI")
 
@@ -278,9 +278,13 @@ def _encode_v2(m: Manifest) -> bytes:
     runs = w.tables([w.table(_RUN2, (r.id, w.tables([_write_view(w, v) for v in r.views])))
                      for r in m.compacted])
     *head, cps = _write_head(w, m)
+    key_range = None
+    if m.key_range is not None:
+        bounds = (_write_bound(w, m.key_range.start), _write_bound(w, m.key_range.end))
+        key_range = w.table(_RANGE, bounds)
     root = w.table(_M2, (*head, ssts, l0, runs, cps, m.last_l0_seq,
                          _opt_id(m.last_compacted_l0_view_id),
-                         _opt_id(m.last_compacted_l0_sst_id), m.max_parallel_writes))
+                         _opt_id(m.last_compacted_l0_sst_id), m.max_parallel_writes, key_range))
     return w.finish(root, _IDENT[2])
 
 
@@ -304,6 +308,8 @@ def _check_v1(m: Manifest, known: dict[bytes, CompactedSst]) -> None:
         raise InvalidArgument(
             f"ManifestV1 cannot store SSTs that no view references: {', '.join(orphans[:5])}"
         )
+    if m.key_range is not None:
+        raise InvalidArgument("ManifestV1 cannot store a key_range (a projected database)")
     if m.last_compacted_l0_view_id != m.last_compacted_l0_sst_id:
         raise InvalidArgument(
             "ManifestV1 stores one l0_last_compacted id: last_compacted_l0_view_id "
@@ -510,7 +516,12 @@ def _read_head(r: _Reader, head: Sequence[Any], cps: int | None) -> dict[str, An
 
 def _decode_v2(r: _Reader) -> Manifest:
     fields = r.table(_M2, r.root(_IDENT[2]))
-    ssts_pos, l0_pos, runs_pos, cps_pos, last_l0_seq, lc_view, lc_sst, max_parallel = fields[8:]
+    (ssts_pos, l0_pos, runs_pos, cps_pos, last_l0_seq, lc_view, lc_sst, max_parallel,
+     range_pos) = fields[8:]
+    key_range = None
+    if range_pos is not None:
+        start, end = r.table(_RANGE, range_pos)
+        key_range = BytesRange(_read_bound(r, start), _read_bound(r, end))
     ids: dict[bytes, ULID] = {}
     ssts = []
     for pos in r.tables(ssts_pos, "ssts"):
@@ -529,7 +540,8 @@ def _decode_v2(r: _Reader) -> Manifest:
         compacted=tuple(runs), last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=None if lc_view is None else _ulid(lc_view),
         last_compacted_l0_sst_id=None if lc_sst is None else _ulid(lc_sst),
-        max_parallel_writes=max_parallel, **_read_head(r, fields[:8], cps_pos),
+        max_parallel_writes=max_parallel, key_range=key_range,
+        **_read_head(r, fields[:8], cps_pos),
     )
 
 

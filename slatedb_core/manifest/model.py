@@ -135,6 +135,9 @@ class Manifest:
     last_compacted_l0_view_id: ULID | None = None
     last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (seed 003 phase 1)
     max_parallel_writes: int = 1
+    key_range: BytesRange | None = None
+    """The keys this database may hold (set by projection and union); None = all keys. Kept at
+    the manifest level because SSTs written after a projection carry no visible range."""
 
     def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
         for cp in self.checkpoints:

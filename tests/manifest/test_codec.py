@@ -772,3 +772,20 @@ def test_structurally_invalid_v2_payload_is_corruption(manifest: Manifest, kwarg
         decode_manifest(_ref_encode(manifest, **kwargs), name=NAME)
     assert err.value.name == NAME
 
+
+
+def test_v2_round_trips_a_projected_key_range() -> None:
+    from slatedb_core.manifest.model import BytesBound, BytesRange, Manifest
+
+    rng = BytesRange(BytesBound.included(b"g"), BytesBound.excluded(b"p"))
+    m = Manifest(key_range=rng)
+    assert decode_manifest(encode_manifest(m), name="x").key_range == rng
+    assert decode_manifest(encode_manifest(Manifest()), name="x").key_range is None
+
+
+def test_v1_cannot_store_a_key_range() -> None:
+    from slatedb_core.manifest.model import BytesBound, BytesRange, Manifest
+
+    m = Manifest(key_range=BytesRange(BytesBound.included(b"a"), BytesBound.unbounded()))
+    with pytest.raises(InvalidArgument):
+        encode_manifest(m, format_version=1)

@@ -238,7 +238,18 @@ class ManifestV2(object):
             return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
         return 0
 
-def ManifestV2Start(builder): builder.StartObject(16)
+    # ManifestV2
+    def KeyRange(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(36))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from slatedb_core.manifest.generated.BytesRange import BytesRange
+            obj = BytesRange()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def ManifestV2Start(builder): builder.StartObject(17)
 def Start(builder):
     return ManifestV2Start(builder)
 def ManifestV2AddExternalDbs(builder, externalDbs): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(externalDbs), 0)
@@ -304,6 +315,9 @@ def AddLastCompactedL0SstId(builder, lastCompactedL0SstId):
 def ManifestV2AddMaxParallelWrites(builder, maxParallelWrites): builder.PrependUint32Slot(15, maxParallelWrites, 0)
 def AddMaxParallelWrites(builder, maxParallelWrites):
     return ManifestV2AddMaxParallelWrites(builder, maxParallelWrites)
+def ManifestV2AddKeyRange(builder, keyRange): builder.PrependUOffsetTRelativeSlot(16, flatbuffers.number_types.UOffsetTFlags.py_type(keyRange), 0)
+def AddKeyRange(builder, keyRange):
+    return ManifestV2AddKeyRange(builder, keyRange)
 def ManifestV2End(builder): return builder.EndObject()
 def End(builder):
     return ManifestV2End(builder)

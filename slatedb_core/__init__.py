@@ -25,6 +25,7 @@ from slatedb_core.errors import (
     SlateDBError,
     StoreError,
 )
+from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
@@ -71,7 +72,9 @@ __all__ = [
     "FaultyStore",
     "Fenced",
     "FencedManifest",
+    "GarbageCollector",
     "GarbageCollectorOptions",
+    "GcStats",
     "InvalidArgument",
     "InvalidDeletion",
     "KeyRange",
@@ -96,4 +99,5 @@ __all__ = [
     "errors",
     "open_store",
     "run_compaction_once",
+    "run_gc_once",
 ]

@@ -54,6 +54,7 @@ from slatedb_core.checkpoints import (  # noqa: E402
     refresh_checkpoint,
 )
 from slatedb_core.compactor import run_compaction_once  # noqa: E402
+from slatedb_core.gc import run_gc_once  # noqa: E402
 
 __all__ = [
     "ManifestListing",
@@ -66,4 +67,5 @@ __all__ = [
     "read_manifest",
     "refresh_checkpoint",
     "run_compaction_once",
+    "run_gc_once",
 ]

@@ -329,3 +329,32 @@ def test_in_process_compactor_keeps_l0_small_and_data_intact(store: ObjectStore)
         assert dict(db.scan()) == model
     with Db.open("db", store, FAST) as db:
         assert dict(db.scan()) == model
+
+
+def test_projected_database_rejects_writes_and_reads_outside_its_range(store: ObjectStore) -> None:
+    import dataclasses as dc
+
+    from slatedb_core.keys import KeyRange
+    from slatedb_core.manifest.store import ManifestStore
+
+    ms = ManifestStore(store, "db")
+    from slatedb_core.manifest.model import Manifest
+
+    ms.create_initial(Manifest(key_range=KeyRange(b"g", b"p").to_bytes_range()))
+    with Db.open("db", store, FAST) as db:
+        db.put(b"h", b"1")
+        for bad in (b"a", b"p", b"zz"):
+            with pytest.raises(InvalidArgument):
+                db.put(bad, b"x")
+            with pytest.raises(InvalidArgument):
+                db.get(bad)
+        with pytest.raises(InvalidArgument):
+            db.write(WriteBatch().put(b"h2", b"ok").put(b"q", b"outside"))
+        with pytest.raises(InvalidArgument):
+            db.put_arrow(pa.table({"key": [b"h3", b"z"], "value": [b"1", b"2"]}))
+        with pytest.raises(InvalidArgument):
+            list(db.scan(b"q", b"z"))
+        assert list(db.scan()) == [(b"h", b"1")]
+        assert list(db.scan(b"a", b"i")) == [(b"h", b"1")]  # partly outside: clipped
+        assert db.get(b"h2") is None and db.get(b"h3") is None
+        assert dc.replace(db.manifest.manifest).key_range is not None

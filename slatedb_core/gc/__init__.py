@@ -1,0 +1,21 @@
+"""Garbage collection: old manifests, WAL SSTs, compacted SSTs and compactions records.
+
+Boundary-first for the sequenced namespaces (seed 004), retention by the latest manifest and the
+manifests its unexpired checkpoints pin (seed 003). See :mod:`slatedb_core.gc.collector`.
+"""
+
+from slatedb_core.compactor.compactions import in_flight_output_ids
+from slatedb_core.gc.collector import Collector
+from slatedb_core.gc.service import GarbageCollector, run_gc_once
+from slatedb_core.gc.stats import KINDS, GcStats, Kind, KindStats
+
+__all__ = [
+    "KINDS",
+    "Collector",
+    "GarbageCollector",
+    "GcStats",
+    "Kind",
+    "KindStats",
+    "in_flight_output_ids",
+    "run_gc_once",
+]

@@ -1,0 +1,320 @@
+"""One garbage-collection pass over one database (seed 003 "Garbage Collector", seed 004).
+
+Order of a pass, and why:
+
+1. LIST ``compacted/``, ``wal/`` and ``compactions/``, then read the compactor's in-flight output
+   ids, then LIST ``manifest/`` and GET the listed latest manifest. Listing the SSTs *before*
+   reading the in-flight set and the manifest is what makes an SST that a compactor is still
+   committing safe: an SST seen by the LIST was written before it, its in-flight record was
+   written before the SST, and that record is only cleared after the manifest naming the SST is
+   committed, so whichever of the two reads comes later sees the SST. (The writer's own L0 SSTs
+   have no such record; between their upload and their manifest commit only ``min_age``
+   protects them, as in seed 003.)
+2. A soft-destroyed database (``destroyed_at_s``) is reported and left alone.
+3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
+   so a checkpoint refreshed meanwhile is no longer expired and survives.
+4. Manifests: the boundary target is the largest listed id older than ``min_age`` except the
+   latest (seed 004; the listed latest counts once step 3 committed a newer one). The boundary is
+   advanced *before* any delete; then the old manifests no unexpired checkpoint pins are deleted.
+5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
+6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept. Seed 001 keeps the SST *at*
+   the replay point (``>= wal_id_last_compacted``) so the last writer's epoch stays readable; this
+   writer does not need it (``next_wal_sst_id`` is in the manifest), but it costs one small object
+   and covers a manifest whose replay point was set from an id it never wrote, so we keep it.
+   Older WAL SSTs past ``min_age`` are deleted after advancing ``gc/wal.boundary`` (see
+   :mod:`slatedb_core.wal.writer`: a zombie writer that then creates one of those ids is fenced).
+7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
+   ``original_id`` or view), that are not in-flight compaction outputs and are past ``min_age``.
+   SSTs of other databases are never listed, so never deleted.
+8. Compactions records: the same boundary-first procedure as manifests, never the latest.
+
+Deletes go straight to the object store: ``SequencedStore.delete`` re-reads the boundary and the
+latest id for every object (two extra requests each), facts the pass has just established once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from ulid import ULID
+
+from slatedb_core.compactor.compactions import in_flight_output_ids
+from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
+from slatedb_core.gc.stats import GcStats, Kind, KindStats
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
+from slatedb_core.options import GarbageCollectorOptions
+from slatedb_core.store.objectstore import ObjectMeta, ObjectStore, join, validate_relative_path
+from slatedb_core.wal.log import WalLog
+from slatedb_core.wal.writer import wal_boundary
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+DELETE_CONCURRENCY = 16
+"""Deletes are independent once the boundary is durable; issuing them in parallel turns a pass
+over thousands of objects from minutes into seconds on S3."""
+
+_ULID_LEN = 26
+
+
+def _age_s(last_modified: datetime, now_s: float) -> float:
+    return now_s - last_modified.timestamp()
+
+
+class Collector:
+    """The stores of one database, kept across passes so boundary reads can reuse cached e-tags."""
+
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: GarbageCollectorOptions | None = None,
+        *,
+        delete_concurrency: int = DELETE_CONCURRENCY,
+    ) -> None:
+        validate_relative_path(path, what="database path")
+        self.path = path
+        self.store = store
+        self.options = options or GarbageCollectorOptions()
+        self.manifests = ManifestStore(store, path)
+        self.compactions = SequencedStore(store, path, "compactions", "compactions")
+        self.wal = WalLog(store, path)
+        self.wal_boundary = wal_boundary(self.wal)
+        self.compacted_dir = join(path, "compacted")
+        self._delete_concurrency = max(1, delete_concurrency)
+
+    def _min_age_s(self, kind: Kind) -> float:
+        return self.options.min_age_for(kind).total_seconds()
+
+    # ---- the pass --------------------------------------------------------------------------
+    def run(self, now: Clock = time.time) -> GcStats:
+        stats = GcStats(self.path)
+        started = time.monotonic()
+        before = self.store.counters.snapshot()
+        try:
+            self._run(stats, now())
+        finally:
+            after = self.store.counters.snapshot()
+            stats.requests = {op: after[op] - before.get(op, 0) for op in after}
+            stats.duration_s = time.monotonic() - started
+        log.log(logging.INFO if stats.deleted or stats.failed else logging.DEBUG, stats.summary())
+        return stats
+
+    def _run(self, stats: GcStats, now_s: float) -> None:
+        # Step 1; the order of these reads matters (module docstring).
+        compacted = list(self.store.list(self.compacted_dir))
+        wal = list(self.store.list(self.wal.dir))
+        compactions = self.compactions.list()
+        # No compactions record at all (listed after compacted/) means no compactor announced an
+        # output before our SST listing, so the in-flight read (three requests) can be skipped.
+        in_flight = in_flight_output_ids(self.store, self.path) if compactions else set()
+        entries = self.manifests.list()
+        if not entries:
+            return
+        latest = self._read_listed_latest(entries)
+        stats.latest_manifest_id = latest.id
+        if latest.manifest.destroyed_at_s is not None:
+            stats.destroyed = True
+            return
+        latest = self._remove_expired_checkpoints(latest, now_s, stats)
+        stats.latest_manifest_id = latest.id
+        if latest.manifest.destroyed_at_s is not None:
+            stats.destroyed = True  # destroyed while we were removing checkpoints
+            return
+        pinned = {c.manifest_id for c in latest.manifest.checkpoints if not c.is_expired(now_s)}
+        self._collect_manifests(entries, latest.id, pinned, now_s, stats)
+        active = self._read_active(latest, pinned, stats)
+        if active is not None:
+            self._collect_wal(wal, active, now_s, stats)
+            self._collect_compacted(compacted, active, in_flight, now_s, stats)
+        self._collect_compactions(compactions, now_s, stats)
+
+    def _read_listed_latest(self, entries: Sequence[SequencedEntry]) -> StoredManifest:
+        """The listing already names the latest; one GET instead of the pointer lookup's three.
+        If it vanished, a newer one exists and a concurrent GC collected it: look it up."""
+        try:
+            return self.manifests.read(entries[-1].id)
+        except ObjectNotFound:
+            return self.manifests.read_latest()
+
+    def _remove_expired_checkpoints(
+        self, latest: StoredManifest, now_s: float, stats: GcStats
+    ) -> StoredManifest:
+        if not any(c.is_expired(now_s) for c in latest.manifest.checkpoints):
+            return latest
+        removed = 0
+
+        def change(m: Manifest) -> Manifest | None:
+            nonlocal removed
+            keep = tuple(c for c in m.checkpoints if not c.is_expired(now_s))
+            removed = len(m.checkpoints) - len(keep)
+            if m.destroyed_at_s is not None or not removed:
+                removed = 0
+                return None
+            return dataclasses.replace(m, checkpoints=keep)
+
+        stored = self.manifests.update(change, base=latest)
+        stats.expired_checkpoints_removed = removed
+        return stored
+
+    def _read_active(
+        self, latest: StoredManifest, pinned: set[int], stats: GcStats
+    ) -> list[Manifest] | None:
+        """M of the module docstring, or None if a pinned manifest is unreadable: then the live
+        set of WAL and compacted SSTs is unknown and nothing of them may be deleted."""
+        active = [latest.manifest]
+        for manifest_id in sorted(pinned - {latest.id}):
+            try:
+                active.append(self.manifests.read(manifest_id).manifest)
+            except ObjectNotFound:
+                stats.data_gc_skipped = f"checkpointed manifest {manifest_id} is missing"
+                log.error(
+                    "gc %r: %s; leaving WAL and compacted SSTs alone",
+                    self.path,
+                    stats.data_gc_skipped,
+                )
+                return None
+        return active
+
+    # ---- sequenced namespaces --------------------------------------------------------------
+    def _advance(self, boundary: BoundaryObject, target: int | None, latest: int) -> int:
+        """Durable boundary after moving it to ``target`` (or just reading it: None)."""
+        if target is None:
+            return boundary.read()
+        if target >= latest:  # the callers exclude the latest; this guards the invariant
+            raise InvalidDeletion(f"boundary {target} would cover the latest object {latest}")
+        return boundary.advance(target)
+
+    def _collect_manifests(
+        self,
+        entries: Sequence[SequencedEntry],
+        latest_id: int,
+        pinned: set[int],
+        now_s: float,
+        stats: GcStats,
+    ) -> None:
+        # The listed latest stops being the latest once this pass committed a newer manifest
+        # (checkpoint removal); it can then go in this same pass.
+        latest_id = max(latest_id, entries[-1].id)
+        min_age = self._min_age_s("manifest")
+        old = [e for e in entries if e.id < latest_id and _age_s(e.last_modified, now_s) >= min_age]
+        target = max((e.id for e in old), default=None)
+        boundary = self._advance(self.manifests.seq.boundary, target, latest_id)
+        stats.manifest_boundary = boundary
+        doomed = [e for e in old if e.id not in pinned and e.id <= boundary]
+        self._delete([(e.path, e.size) for e in doomed], stats.manifest)
+
+    def _collect_compactions(
+        self, entries: Sequence[SequencedEntry], now_s: float, stats: GcStats
+    ) -> None:
+        if not entries:
+            return  # no compactor has run: no boundary to read or move
+        latest = entries[-1].id
+        min_age = self._min_age_s("compactions")
+        old = [e for e in entries[:-1] if _age_s(e.last_modified, now_s) >= min_age]
+        target = max((e.id for e in old), default=None)
+        boundary = self._advance(self.compactions.boundary, target, latest)
+        stats.compactions_boundary = boundary
+        self._delete([(e.path, e.size) for e in old if e.id <= boundary], stats.compactions)
+
+    # ---- data ------------------------------------------------------------------------------
+    def _collect_wal(
+        self,
+        listing: Sequence[ObjectMeta],
+        active: Sequence[Manifest],
+        now_s: float,
+        stats: GcStats,
+    ) -> None:
+        floor = min(m.replay_after_wal_id for m in active)
+        min_age = self._min_age_s("wal")
+        old: list[tuple[int, ObjectMeta]] = []
+        for meta in listing:
+            wal_id = self.wal.parse(meta.path)
+            if (
+                wal_id is not None
+                and wal_id < floor
+                and _age_s(meta.last_modified, now_s) >= min_age
+            ):
+                old.append((wal_id, meta))
+        target = max((i for i, _ in old), default=None)
+        if target is None:
+            return  # nothing to delete: the steady state should not pay for a boundary GET
+        boundary = self.wal_boundary.advance(target)
+        stats.wal_boundary = boundary
+        self._delete([(m.path, m.size) for i, m in old if i <= boundary], stats.wal)
+
+    def _collect_compacted(
+        self,
+        listing: Sequence[ObjectMeta],
+        active: Sequence[Manifest],
+        in_flight: set[ULID],
+        now_s: float,
+        stats: GcStats,
+    ) -> None:
+        live = set(in_flight)
+        for m in active:
+            for sst in m.ssts:
+                live.add(sst.id)
+                if sst.original_id is not None:
+                    live.add(sst.original_id)
+            live.update(v.sst_id for v in m.l0)
+            live.update(v.sst_id for run in m.compacted for v in run.views)
+        min_age = self._min_age_s("compacted")
+        doomed = []
+        for meta in listing:
+            sst_id = self._parse_sst(meta.path)
+            if sst_id is None or sst_id in live:
+                continue
+            if _age_s(meta.last_modified, now_s) >= min_age:
+                doomed.append((meta.path, meta.size))
+        self._delete(doomed, stats.compacted)
+
+    def _parse_sst(self, path: str) -> ULID | None:
+        """The id of ``<db>/compacted/<ULID>.sst``; None for anything else, which GC leaves be."""
+        prefix = self.compacted_dir + "/"
+        if not path.startswith(prefix) or not path.endswith(".sst"):
+            return None
+        stem = path[len(prefix) : -len(".sst")]
+        if len(stem) != _ULID_LEN:
+            return None
+        try:
+            sst_id = ULID.from_str(stem)
+        except ValueError:
+            return None
+        return sst_id if str(sst_id) == stem else None
+
+    # ---- deleting --------------------------------------------------------------------------
+    def _delete(self, doomed: Sequence[tuple[str, int]], into: KindStats) -> None:
+        """Delete everything in ``doomed``; a failed delete is counted and left for the next pass
+        (its object stays eligible), so one bad request does not stop the rest."""
+
+        def one(item: tuple[str, int]) -> tuple[int, StoreError | None]:
+            path, size = item
+            try:
+                self.store.delete(path)
+            except StoreError as e:
+                log.warning("gc %r: could not delete %s: %s", self.path, path, e)
+                return size, e
+            return size, None
+
+        if len(doomed) <= 1 or self._delete_concurrency == 1:
+            results = [one(item) for item in doomed]
+        else:
+            workers = min(self._delete_concurrency, len(doomed))
+            with ThreadPoolExecutor(workers, thread_name_prefix="slatedb-gc-delete") as pool:
+                results = list(pool.map(one, doomed))
+        for size, err in results:
+            if err is None:
+                into.deleted += 1
+                into.bytes_freed += size
+            else:
+                into.failed += 1

@@ -1,0 +1,83 @@
+"""What one garbage-collection pass did, so operators (and tests) can tell a pass that had nothing
+to do from one that was blocked, and price a pass in object-store requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["manifest", "wal", "compacted", "compactions"]
+KINDS: tuple[Kind, ...] = ("manifest", "wal", "compacted", "compactions")
+
+
+@dataclass
+class KindStats:
+    """One namespace's outcome. ``failed`` deletes are not lost: the objects are still behind the
+    boundary and still unreferenced, so the next pass retries them."""
+
+    deleted: int = 0
+    bytes_freed: int = 0
+    failed: int = 0
+
+
+@dataclass
+class GcStats:
+    path: str
+    latest_manifest_id: int | None = None
+    """The manifest whose references decided this pass (None: no database at ``path``)."""
+    destroyed: bool = False
+    """The database is soft-destroyed; this pass deleted nothing (see ``database_deleted``)."""
+    database_deleted: bool = False
+    """Reserved for the soft-delete follow-up: set once a destroyed database's objects are gone."""
+    expired_checkpoints_removed: int = 0
+    manifest: KindStats = field(default_factory=KindStats)
+    wal: KindStats = field(default_factory=KindStats)
+    compacted: KindStats = field(default_factory=KindStats)
+    compactions: KindStats = field(default_factory=KindStats)
+    manifest_boundary: int | None = None
+    """The durable boundary after the pass (None when the pass stopped before that step)."""
+    compactions_boundary: int | None = None
+    """None also when the database has no compactions records yet."""
+    wal_boundary: int | None = None
+    """Reported only when the pass advanced it (it deleted WAL SSTs)."""
+    data_gc_skipped: str | None = None
+    """Why WAL and compacted SSTs were left alone this pass, if they were (a pinned manifest
+    could not be read, so the set of live SSTs was unknown)."""
+    duration_s: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+    """Object-store requests per operation during the pass (a delta of ``store.counters``; it
+    includes other users' requests if the store object is shared while the pass runs)."""
+
+    def kind(self, kind: Kind) -> KindStats:
+        stats: KindStats = getattr(self, kind)
+        return stats
+
+    @property
+    def deleted(self) -> int:
+        return sum(self.kind(k).deleted for k in KINDS)
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(self.kind(k).bytes_freed for k in KINDS)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.kind(k).failed for k in KINDS)
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def summary(self) -> str:
+        parts = [f"{k} -{self.kind(k).deleted}" for k in KINDS if self.kind(k).deleted]
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        if self.expired_checkpoints_removed:
+            parts.append(f"{self.expired_checkpoints_removed} expired checkpoints")
+        if self.destroyed:
+            parts.append("destroyed")
+        what = ", ".join(parts) or "nothing to do"
+        return (
+            f"gc {self.path!r}: {what}; {self.bytes_freed} bytes freed, "
+            f"{self.total_requests} requests, {self.duration_s * 1e3:.1f} ms"
+        )

@@ -19,6 +19,7 @@ acknowledged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -272,6 +273,9 @@ class Db(WriterEngine):
         with self._l0_lock:
             return self._bulk_ingest_locked(entries)
 
+    def _encode(self, part: pa.RecordBatch) -> bytes:
+        return encode_sst(part, self._sst_options)[0]
+
     def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
         n = entries.num_rows
         with self._lock:
@@ -285,7 +289,8 @@ class Db(WriterEngine):
         sorted_batch = sort_dedup(batch)
         ssts: list[CompactedSst] = []
         written = 0
-        for part in split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes):
+        parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
+        for part in parts:
             blob, info = encode_sst(part, self._sst_options)
             ssts.append(self._write_sst(blob, info))
             written += len(blob)
@@ -302,6 +307,9 @@ class Db(WriterEngine):
             return writer_checkpoint(m, next_id, epoch)
 
         stored = self._commit(change)
+        for sst, part in zip(ssts, parts, strict=True):
+            # encoding is deterministic: re-encode rather than hold every SST's bytes
+            self._secure_from_gc(sst, functools.partial(self._encode, part))
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return BulkIngestStats(n, len(ssts), written, stored.id)

@@ -38,9 +38,15 @@ def sst_path(db_path: str, sst_id: ULID) -> str:
 def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str:
     """SSTs owned by an external database (clones, union) live under that database's path."""
     physical = sst.original_id or sst.id
+    # Match the manifest's own id first: after a union renames a clashing SST, its old id may be
+    # listed by another external database for a different file.
     for ext in manifest.external_dbs:
-        if physical in ext.sst_ids or sst.id in ext.sst_ids:
+        if sst.id in ext.sst_ids:
             return sst_path(ext.path, physical)
+    if sst.original_id is not None:
+        for ext in manifest.external_dbs:
+            if sst.original_id in ext.sst_ids:
+                return sst_path(ext.path, physical)
     return sst_path(db_path, physical)
 
 

@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +28,17 @@ from slatedb_core.errors import (
     StoreError,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SstInfo, SstView
+from slatedb_core.manifest.model import (
+    Checkpoint,
+    CompactedSst,
+    Manifest,
+    SortedRun,
+    SstInfo,
+    SstView,
+)
 from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
 from slatedb_core.memtable import ImmutableMemtable, Memtable
+from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import (
     DbOptions,
 )
@@ -97,6 +106,25 @@ def _sst_views(m: Manifest) -> tuple[object, ...]:
     )
 
 
+def replace_sst(m: Manifest, old_id: ULID, new: CompactedSst) -> Manifest | None:
+    """``m`` with every reference to SST ``old_id`` pointing at ``new`` instead (views whose id
+    was the SST's id take the new id too); None if ``m`` does not reference ``old_id``."""
+    if m.sst(old_id) is None:
+        return None
+
+    def view(v: SstView) -> SstView:
+        if v.sst_id != old_id:
+            return v
+        return SstView(new.id if v.view_id == old_id else v.view_id, new.id, v.visible_range)
+
+    return dataclasses.replace(
+        m,
+        ssts=tuple(new if s.id == old_id else s for s in m.ssts),
+        l0=tuple(view(v) for v in m.l0),
+        compacted=tuple(SortedRun(r.id, tuple(view(v) for v in r.views)) for r in m.compacted),
+    )
+
+
 def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
     """Replace any writer checkpoint with one of ``epoch`` pinning ``manifest_id`` (seed 003)."""
     others = tuple(c for c in m.checkpoints if c.writer_epoch is None)
@@ -151,6 +179,7 @@ class WriterEngine:
         self._max_unflushed = options.max_unflushed_bytes
         self._imm_bytes = 0
         self._range: KeyRange | None = None  # the manifest's key_range (projected databases)
+        self._compacted_boundary = compacted_boundary(store, path)
         self.manifests = ManifestStore(store, path, format_version=options.manifest_format_version)
         self.wal = WalLog(store, path)
         self._fm: FencedManifest
@@ -343,6 +372,7 @@ class WriterEngine:
             return writer_checkpoint(m, next_id, epoch)
 
         stored = self._commit(change)
+        self._secure_from_gc(sst, lambda: data)
         with self._lock:
             state = self._state
             imms = tuple(i for i in state.imm if i is not imm)
@@ -383,6 +413,39 @@ class WriterEngine:
                 warned = True
             self._refresh()
             time.sleep(self.options.manifest_poll_interval.total_seconds())
+
+    def _secure_from_gc(self, sst: CompactedSst, data: Callable[[], bytes]) -> None:
+        """After committing ``sst``, make sure no GC pass can have decided to delete it
+        (protocol in :mod:`slatedb_core.meta.compacted_boundary`): if its creation time is at or
+        behind the compacted boundary, rewrite it under a newer id and swap the reference."""
+        current = sst
+        epoch = self._fm.epoch
+        while True:
+            boundary = self._compacted_boundary.read()
+            if current.id.milliseconds > boundary:
+                return
+            fresh = dataclasses.replace(
+                current, id=ULID.from_timestamp(max(time.time(), (boundary + 1.5) / 1000))
+            )
+            log.warning(
+                "SST %s is behind the GC boundary %d; re-homing it as %s",
+                current.id,
+                boundary,
+                fresh.id,
+            )
+            self.store.put_if_absent(sst_path(self.path, fresh.id), data())
+            old_id = current.id
+
+            def change(
+                m: Manifest, next_id: int, old_id: ULID = old_id, fresh: CompactedSst = fresh
+            ) -> Manifest | None:
+                swapped = replace_sst(m, old_id, fresh)
+                return None if swapped is None else writer_checkpoint(swapped, next_id, epoch)
+
+            stored = self._commit(change)
+            if stored.manifest.sst(fresh.id) is None:
+                return  # the old id was compacted away meanwhile: nothing references it
+            current = fresh
 
     def _write_sst(self, data: bytes, info: SstInfo) -> CompactedSst:
         sst_id = ULID()

@@ -49,6 +49,7 @@ from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectMeta, ObjectStore, join, validate_relative_path
@@ -90,6 +91,7 @@ class Collector:
         self.wal = WalLog(store, path)
         self.wal_boundary = wal_boundary(self.wal)
         self.compacted_dir = join(path, "compacted")
+        self.compacted_boundary = compacted_boundary(store, path)
         self._delete_concurrency = max(1, delete_concurrency)
 
     def _min_age_s(self, kind: Kind) -> float:
@@ -130,12 +132,20 @@ class Collector:
         if latest.manifest.destroyed_at_s is not None:
             stats.destroyed = True  # destroyed while we were removing checkpoints
             return
+        # Declare which SSTs this pass may delete BEFORE reading the manifest that decides it
+        # (slatedb_core.meta.compacted_boundary has the writer's side). If the boundary moved,
+        # the manifest read above predates it: read the latest again.
+        before = self.compacted_boundary.cached
+        compacted_limit = self._advance_compacted_boundary(compacted, now_s)
+        if compacted_limit != before:
+            latest = self.manifests.read_latest()
+            stats.latest_manifest_id = latest.id
         pinned = {c.manifest_id for c in latest.manifest.checkpoints if not c.is_expired(now_s)}
         self._collect_manifests(entries, latest.id, pinned, now_s, stats)
         active = self._read_active(latest, pinned, stats)
         if active is not None:
             self._collect_wal(wal, active, now_s, stats)
-            self._collect_compacted(compacted, active, in_flight, now_s, stats)
+            self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
         self._collect_compactions(compactions, now_s, stats)
 
     def _read_listed_latest(self, entries: Sequence[SequencedEntry]) -> StoredManifest:
@@ -252,6 +262,21 @@ class Collector:
         stats.wal_boundary = boundary
         self._delete([(m.path, m.size) for i, m in old if i <= boundary], stats.wal)
 
+    def _advance_compacted_boundary(self, listing: Sequence[ObjectMeta], now_s: float) -> int:
+        """Move ``gc/compacted.boundary`` (ULID milliseconds) up to the newest listed SST old
+        enough to be a deletion candidate; returns the durable value. No write when nothing new
+        is old enough, so a quiet database costs nothing here."""
+        min_age = self._min_age_s("compacted")
+        target = None
+        for meta in listing:
+            sst_id = self._parse_sst(meta.path)
+            if sst_id is not None and _age_s(meta.last_modified, now_s) >= min_age:
+                ms = sst_id.milliseconds
+                target = ms if target is None else max(target, ms)
+        if target is None or target <= self.compacted_boundary.cached:
+            return self.compacted_boundary.cached
+        return self.compacted_boundary.advance(target)
+
     def _collect_compacted(
         self,
         listing: Sequence[ObjectMeta],
@@ -259,6 +284,7 @@ class Collector:
         in_flight: set[ULID],
         now_s: float,
         stats: GcStats,
+        limit: int,
     ) -> None:
         live = set(in_flight)
         for m in active:
@@ -272,7 +298,7 @@ class Collector:
         doomed = []
         for meta in listing:
             sst_id = self._parse_sst(meta.path)
-            if sst_id is None or sst_id in live:
+            if sst_id is None or sst_id in live or sst_id.milliseconds > limit:
                 continue
             if _age_s(meta.last_modified, now_s) >= min_age:
                 doomed.append((meta.path, meta.size))

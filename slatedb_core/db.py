@@ -314,6 +314,14 @@ class Db(WriterEngine):
             self._install_locked(stored, self._state.imm)
         return BulkIngestStats(n, len(ssts), written, stored.id)
 
+    @staticmethod
+    def destroy(path: str, store: ObjectStore, soft: bool = True) -> None:
+        """Destroy the database at ``path`` (seed 003): soft marks it for the GC after fencing any
+        writer; hard deletes it now (refused while a checkpoint is active)."""
+        from slatedb_core.destroy import destroy
+
+        destroy(path, store, soft)
+
     # ---- checkpoints -----------------------------------------------------------------------
     def create_checkpoint(
         self,

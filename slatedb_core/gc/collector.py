@@ -10,7 +10,9 @@ Order of a pass, and why:
    committed, so whichever of the two reads comes later sees the SST. (The writer's own L0 SSTs
    have no such record; between their upload and their manifest commit only ``min_age``
    protects them, as in seed 003.)
-2. A soft-destroyed database (``destroyed_at_s``) is reported and left alone.
+2. A soft-destroyed database (``destroyed_at_s``) is deleted once ``db_delete_grace`` has passed
+   and no checkpoint is active (a clone first releases its final checkpoints in its parents),
+   everything but the latest manifest first; until then it is reported and left alone.
 3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
    so a checkpoint refreshed meanwhile is no longer expired and survives.
 4. Manifests: the boundary target is the largest listed id older than ``min_age`` except the
@@ -27,6 +29,8 @@ Order of a pass, and why:
    ``original_id`` or view), that are not in-flight compaction outputs and are past ``min_age``.
    SSTs of other databases are never listed, so never deleted.
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
+9. Detach (seed 003 step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
+   manifest of M has its final checkpoint deleted in that database, then is dropped.
 
 Deletes go straight to the object store: ``SequencedStore.delete`` re-reads the boundary and the
 latest id for every object (two extra requests each), facts the pass has just established once.
@@ -37,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -44,9 +49,10 @@ from datetime import datetime
 from ulid import ULID
 
 from slatedb_core.compactor.compactions import in_flight_output_ids
+from slatedb_core.destroy import delete_database_objects, release_external_checkpoints
 from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
-from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
@@ -125,12 +131,12 @@ class Collector:
         latest = self._read_listed_latest(entries)
         stats.latest_manifest_id = latest.id
         if latest.manifest.destroyed_at_s is not None:
-            stats.destroyed = True
+            self._destroyed(latest, now_s, stats)
             return
         latest = self._remove_expired_checkpoints(latest, now_s, stats)
         stats.latest_manifest_id = latest.id
         if latest.manifest.destroyed_at_s is not None:
-            stats.destroyed = True  # destroyed while we were removing checkpoints
+            self._destroyed(latest, now_s, stats)  # destroyed while we were removing checkpoints
             return
         # Declare which SSTs this pass may delete BEFORE reading the manifest that decides it
         # (slatedb_core.meta.compacted_boundary has the writer's side). If the boundary moved,
@@ -147,6 +153,65 @@ class Collector:
             self._collect_wal(wal, active, now_s, stats)
             self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
         self._collect_compactions(compactions, now_s, stats)
+        if active is not None and latest.manifest.external_dbs and latest.manifest.initialized:
+            self._detach(active, stats)
+
+    # ---- destroyed databases and clones (seed 003 steps 2 and 8) ---------------------------
+    def _destroyed(self, latest: StoredManifest, now_s: float, stats: GcStats) -> None:
+        """Step 2: delete a soft-destroyed database once its grace period is over and no
+        checkpoint is active; otherwise report it and leave it. No checkpoint can be added or
+        revived on a destroyed database, so the check cannot go stale before the deletes."""
+        stats.destroyed = True
+        m = latest.manifest
+        assert m.destroyed_at_s is not None
+        due = m.destroyed_at_s + self.options.db_delete_grace.total_seconds()
+        if now_s < due:
+            log.debug("gc %r: destroyed; deletable after %s", self.path, due)
+            return
+        if any(not c.is_expired(now_s) for c in m.checkpoints):
+            log.info("gc %r: destroyed, but checkpoints are still active", self.path)
+            return
+        stats.external_checkpoints_released += release_external_checkpoints(
+            self.store, self.path, m
+        )
+        n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
+        stats.database_objects.deleted += n
+        stats.database_objects.bytes_freed += size
+        stats.database_deleted = True
+
+    def _detach(self, active: Sequence[Manifest], stats: GcStats) -> None:
+        """Step 8: an external database none of M references any SST of is no longer needed:
+        release its final checkpoint, then drop the entry (checkpoint first, so a crash in
+        between leaves an entry whose checkpoint is already gone, which the next pass finishes).
+        """
+
+        def key(e: ExternalDb) -> tuple[str, uuid.UUID]:
+            return e.path, e.source_checkpoint_id
+
+        used = {key(e) for m in active for e in m.external_dbs if e.sst_ids}
+        done = [e for e in active[0].external_dbs if key(e) not in used]
+        if not done:
+            return
+        released = 0
+        for entry in done:
+            released += release_external_checkpoints(
+                self.store, self.path, dataclasses.replace(active[0], external_dbs=(entry,))
+            )
+        gone = {key(e) for e in done}
+
+        def change(m: Manifest) -> Manifest | None:
+            if m.destroyed_at_s is not None:
+                return None
+            keep = tuple(e for e in m.external_dbs if key(e) not in gone or e.sst_ids)
+            if len(keep) == len(m.external_dbs):
+                return None
+            return dataclasses.replace(m, external_dbs=keep)
+
+        stored = self.manifests.update(change)
+        stats.latest_manifest_id = stored.id
+        stats.external_checkpoints_released += released
+        stats.detached = tuple(e.path for e in done)
+        log.info("gc %r: detached from %s", self.path, ", ".join(stats.detached))
 
     def _read_listed_latest(self, entries: Sequence[SequencedEntry]) -> StoredManifest:
         """The listing already names the latest; one GET instead of the pointer lookup's three.

@@ -28,7 +28,15 @@ class GcStats:
     destroyed: bool = False
     """The database is soft-destroyed; this pass deleted nothing (see ``database_deleted``)."""
     database_deleted: bool = False
-    """Reserved for the soft-delete follow-up: set once a destroyed database's objects are gone."""
+    """This pass deleted the soft-destroyed database: its grace period was over and no checkpoint
+    was active, so every object under its path is gone (counted in ``database_objects``)."""
+    database_objects: KindStats = field(default_factory=KindStats)
+    """Objects (of any kind) deleted with a destroyed database; not part of ``deleted``."""
+    external_checkpoints_released: int = 0
+    """Final checkpoints this database held in the databases it was cloned from that this pass
+    deleted (when deleting a destroyed clone, or detaching)."""
+    detached: tuple[str, ...] = ()
+    """Paths of the external databases this pass detached (seed 003 step 8)."""
     expired_checkpoints_removed: int = 0
     manifest: KindStats = field(default_factory=KindStats)
     wal: KindStats = field(default_factory=KindStats)
@@ -74,7 +82,11 @@ class GcStats:
             parts.append(f"{self.failed} failed")
         if self.expired_checkpoints_removed:
             parts.append(f"{self.expired_checkpoints_removed} expired checkpoints")
-        if self.destroyed:
+        if self.detached:
+            parts.append(f"detached from {', '.join(self.detached)}")
+        if self.database_deleted:
+            parts.append(f"destroyed database deleted ({self.database_objects.deleted} objects)")
+        elif self.destroyed:
             parts.append("destroyed")
         what = ", ".join(parts) or "nothing to do"
         return (

@@ -260,7 +260,9 @@ def test_compactions_records_are_collected_boundary_first_and_never_the_latest(
         seq.create(3, b"stale")
 
 
-def test_a_soft_destroyed_database_is_reported_and_left_alone(store: ObjectStore) -> None:
+def test_a_soft_destroyed_database_within_its_grace_is_reported_and_left_alone(
+    store: ObjectStore,
+) -> None:
     ms = new_db(store)
     commit(ms, 3)
     put_sst(store)
@@ -268,7 +270,7 @@ def test_a_soft_destroyed_database_is_reported_and_left_alone(store: ObjectStore
     before = sorted(names(store, "db"))
 
     stats = run_gc_once(
-        "db", store, GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
+        "db", store, GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(days=30))
     )
 
     assert stats.destroyed and not stats.database_deleted and stats.deleted == 0

@@ -1,0 +1,206 @@
+"""Destroying a database (seed 003 "Deleting a Database").
+
+Soft destroy (the default) marks the database destroyed and leaves the deletion of its objects to
+the garbage collector, which waits for ``db_delete_grace`` and for every checkpoint to go:
+
+1. fence any writer: bump ``writer_epoch`` and write an empty fencing WAL SST at the next free id
+   (what a new writer does on open, without replaying anything);
+2. in one fenced update, drop the writer's checkpoint(s) and set ``destroyed_at_s``.
+
+A writer opening between 1 and 2 fences us; the procedure then starts again and fences it.
+
+Hard destroy deletes at once. It is the caller's job to make sure no writer is running:
+
+1. refuse with :class:`InvalidDeletion` while a checkpoint other than a writer checkpoint is
+   unexpired (someone else relies on it: a reader, a clone's final checkpoint, an operator);
+2. set ``destroyed_at_s`` if unset, dropping writer checkpoints in the same update (re-checked on
+   every CAS retry);
+3. if the database is a clone, delete its final checkpoints in the databases it references;
+4. delete every object under ``<path>/`` except the latest manifest, then that manifest.
+
+Writer checkpoints are not counted in step 1: every database a ``Db`` has written holds one that
+never expires, and it pins only this database's own objects, which are about to go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    Fenced,
+    InvalidDeletion,
+    SlateDBError,
+)
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.sst import SstOptions
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.wal.log import WalLog
+from slatedb_core.wal.writer import fence_wal
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+__all__ = ["delete_database_objects", "destroy", "release_external_checkpoints"]
+
+_SOFT_ATTEMPTS = 10
+_DELETE_CONCURRENCY = 16
+
+
+def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = time.time) -> None:
+    """Destroy the database at ``path`` (see the module docstring).
+
+    Raises DatabaseNotFound if there is none; InvalidDeletion (hard) while a non-writer checkpoint
+    is active. Soft-destroying an already destroyed database does nothing.
+    """
+    validate_relative_path(path, what="database path")
+    ms = ManifestStore(store, path)
+    if soft:
+        _soft(ms, now)
+    else:
+        _hard(ms, now)
+
+
+# ---- soft -----------------------------------------------------------------------------------
+def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
+    def change(m: Manifest) -> Manifest | None:
+        if m.destroyed_at_s is not None:
+            return None
+        keep = tuple(c for c in m.checkpoints if c.writer_epoch is None)
+        return dataclasses.replace(m, checkpoints=keep, destroyed_at_s=int(now()))
+
+    return change
+
+
+def _soft(ms: ManifestStore, now: Clock) -> None:
+    wal = WalLog(ms.store, ms.db_path)
+    fenced: Fenced | None = None
+    for _ in range(_SOFT_ATTEMPTS):
+        latest = ms.read_latest()  # DatabaseNotFound
+        if latest.manifest.destroyed_at_s is not None:
+            return
+        if not latest.manifest.initialized:
+            # No writer can run on an uninitialized database (an unfinished clone): nothing to
+            # fence. The change re-checks on conflict; a clone finished meanwhile is retried.
+            def uninit(m: Manifest) -> Manifest | None:
+                if m.initialized and m.destroyed_at_s is None:
+                    raise _Initialized
+                return _mark_destroyed(now)(m)
+
+            try:
+                ms.update(uninit, base=latest)
+                return
+            except _Initialized:
+                continue
+        try:
+            fm = FencedManifest.init_writer(ms)
+        except DatabaseDestroyed:
+            return  # destroyed concurrently: done
+        m = fm.stored.manifest
+        existing = wal.list_ids(after=m.replay_after_wal_id)
+        start = max([m.next_wal_sst_id, m.replay_after_wal_id + 1, *(i + 1 for i in existing[-1:])])
+        try:
+            fence_wal(wal, fm.epoch, start, SstOptions())
+            fm.update(_mark_destroyed(now))
+            return
+        except Fenced as e:
+            fenced = e
+            log.info("destroy of %r: a writer opened meanwhile; fencing again", ms.db_path)
+    if fenced is not None:
+        raise fenced
+    raise InvalidDeletion(f"database {ms.db_path!r} kept changing state while being destroyed")
+
+
+class _Initialized(SlateDBError):
+    """Internal: the database got initialized while we treated it as unfinished."""
+
+
+# ---- hard -----------------------------------------------------------------------------------
+def _hard(ms: ManifestStore, now: Clock) -> None:
+    now_s = now()
+
+    def change(m: Manifest) -> Manifest | None:
+        active = [c for c in m.checkpoints if c.writer_epoch is None and not c.is_expired(now_s)]
+        if active:
+            ids = ", ".join(str(c.id) for c in active)
+            raise InvalidDeletion(
+                f"database {ms.db_path!r} has {len(active)} active checkpoint(s): {ids}"
+            )
+        return _mark_destroyed(lambda: now_s)(m)
+
+    stored = ms.update(change)  # DatabaseNotFound; CAS conflicts re-run the check
+    release_external_checkpoints(ms.store, ms.db_path, stored.manifest)
+    delete_database_objects(ms)
+
+
+# ---- shared with the garbage collector ------------------------------------------------------
+def release_external_checkpoints(store: ObjectStore, path: str, m: Manifest) -> int:
+    """Delete the final checkpoints that ``m`` (a clone's manifest) holds in the databases it
+    references, so those can be collected. Missing checkpoints or databases are fine (an earlier
+    attempt got there). Returns how many were deleted."""
+    from slatedb_core.checkpoints import delete_change
+    from slatedb_core.clone import same_format_store
+
+    n = 0
+    for entry in m.external_dbs:
+        if entry.final_checkpoint_id is None:
+            continue
+        try:
+            ems, latest = same_format_store(store, entry.path)
+            ems.update(delete_change(entry.final_checkpoint_id), base=latest)
+            n += 1
+        except (CheckpointNotFound, DatabaseNotFound):
+            log.info(
+                "final checkpoint %s of %r in %r is already gone",
+                entry.final_checkpoint_id,
+                path,
+                entry.path,
+            )
+    return n
+
+
+def delete_database_objects(
+    ms: ManifestStore, *, concurrency: int = _DELETE_CONCURRENCY
+) -> tuple[int, int]:
+    """Delete every object under ``<db>/``: all but the latest manifest first, then that one, so
+    the database reads as destroyed (not missing) until its last object goes. Objects of other
+    databases are never touched (``a/b`` does not own ``a/bc/...``). Returns (objects, bytes).
+
+    If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
+    manifest is kept for the next round."""
+    store = ms.store
+    prefix = ms.db_path.rstrip("/") + "/"
+    count = size = 0
+    for _ in range(100):
+        listing = [o for o in store.list(prefix) if o.path.startswith(prefix)]
+        manifests = {i: o for o in listing if (i := ms.seq.parse(o.path)) is not None}
+        if not manifests:
+            doomed = listing
+        else:
+            keep = manifests[max(manifests)]
+            doomed = [o for o in listing if o.path != keep.path]
+            if not doomed:
+                store.delete(keep.path)
+                return count + 1, size + keep.size
+        if not doomed:
+            return count, size
+        paths = [o.path for o in doomed]
+        if len(paths) == 1 or concurrency <= 1:
+            for p in paths:
+                store.delete(p)
+        else:
+            with ThreadPoolExecutor(min(concurrency, len(paths))) as pool:
+                list(pool.map(store.delete, paths))
+        count += len(doomed)
+        size += sum(o.size for o in doomed)
+        if not manifests:
+            return count, size
+    raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")

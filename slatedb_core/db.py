@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from slatedb_core.bulk import arrow_entries, split_for_ssts
 from slatedb_core.checkpoints import checkpoint_change
+from slatedb_core.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
 from slatedb_core.engine import (
     KV_SCHEMA,
     BulkIngestStats,
@@ -149,7 +150,10 @@ class Db(WriterEngine):
             gen = self._gen
             if buf.nbytes >= self._wal_size and not self._wake.is_set():
                 self._wake.set()
-            if memtable.size_bytes >= self._l0_size:
+            if (
+                memtable.size_bytes >= self._l0_size
+                or memtable.size_bytes + memtable.entry_count * _RESIDENT >= self._mem_budget
+            ):
                 self._freeze_locked()
         if await_durable:
             self._await_durable(gen)
@@ -211,7 +215,11 @@ class Db(WriterEngine):
         gen = self._gen
         if self._buf.nbytes >= self._wal_size and not self._wake.is_set():
             self._wake.set()
-        if self._state.memtable.size_bytes >= self.options.l0_sst_size_bytes:
+        memtable = self._state.memtable
+        if (
+            memtable.size_bytes >= self._l0_size
+            or memtable.size_bytes + memtable.entry_count * _RESIDENT >= self._mem_budget
+        ):
             self._freeze_locked()
         return gen
 

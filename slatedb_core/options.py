@@ -35,9 +35,13 @@ class DbOptions:
     """A WAL flush happens early once this many bytes are buffered."""
     l0_sst_size_bytes: int = 64 * MiB
     """The memtable is frozen and flushed to an L0 SST at this size."""
-    max_unflushed_bytes: int = 256 * MiB
+    memtable_memory_bytes: int = 128 * MiB
+    """The memtable is also frozen once it holds about this much memory (estimated resident
+    bytes: a Python dict entry costs ~320 bytes beyond its key and value), so small entries do
+    not make a 64 MiB SST cost 200 MiB of RAM."""
+    max_unflushed_bytes: int = 128 * MiB
     """Writers block (backpressure) while frozen memtables not yet in L0 hold more than this much
-    memory (estimated resident bytes, about 3x the SST bytes for small entries)."""
+    memory (estimated resident bytes)."""
     l0_max_ssts: int = 16
     """Memtable flushes (and so writers, through backpressure) stall at this many L0 SSTs until
     compaction catches up."""
@@ -61,6 +65,7 @@ class DbOptions:
             "wal_sst_size_bytes",
             "l0_sst_size_bytes",
             "max_unflushed_bytes",
+            "memtable_memory_bytes",
             "l0_max_ssts",
             "block_size",
             "max_key_bytes",

@@ -35,8 +35,15 @@ lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy slatedb_core
 
-bench: $(STAMP) ## Benchmarks (print figures; see bench/)
+bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/manifest_bench.py
+	$(BIN)/python bench/sst_bench.py
+	$(BIN)/python bench/merge_bench.py
+	$(BIN)/python bench/engine_bench.py --rows 200000
+	$(BIN)/python bench/compaction_bench.py --rows 1000000
+	$(BIN)/python bench/gc_bench.py
+	$(BIN)/python bench/reader_bench.py
 
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -675,8 +675,13 @@ def print_table(results: list[Result]) -> None:
 # ---- --rss-rows ----------------------------------------------------------------------------
 def rss_mode(args: argparse.Namespace) -> None:
     total, chunk = args.rss_rows, args.rss_chunk
-    opts = (
-        DbOptions() if args.rss_l0_max_ssts is None else DbOptions(l0_max_ssts=args.rss_l0_max_ssts)
+    # A real ingest of this size runs a compactor: in-process here (DbOptions.compactor), so its
+    # memory is part of what is measured.
+    from slatedb_core.options import CompactorOptions
+
+    opts = DbOptions(
+        compactor=CompactorOptions(),
+        **({} if args.rss_l0_max_ssts is None else {"l0_max_ssts": args.rss_l0_max_ssts}),
     )
     d = fresh_dir("rss")
     print(

@@ -1,0 +1,506 @@
+"""Clones: a new database that starts as a shallow copy of a checkpoint of another (seed 003
+"Clones", "SST Path Resolution"). Its manifest references the parent's SSTs through
+``external_dbs``; only the parent's WAL tail is copied. :func:`create_clone` runs seed 003's steps,
+each of which can be interrupted and redone::
+
+    1-5  read the clone's manifest (maybe left by a crashed attempt) and the parent's (which must
+         be initialized, not destroyed). A clone manifest must name this parent (and checkpoint);
+         initialized -> check its final checkpoints exist, done; else go to 9
+    6-8  source checkpoint (the given one, or an ephemeral one of the latest, 5 min); M_c from
+         the manifest it pins (projected if asked), initialized=False, created if absent
+         (losing that race -> back to 1, finishing the winner's M_c)
+    9    in every external db, the final checkpoint, from the entry's source checkpoint
+    10   copy the parent's WAL SSTs (replay_after_wal_id, wal_id_last_seen] into the clone
+    11   set initialized=True
+
+``initialized`` is written last, so a crash anywhere leaves either no clone or one that refuses
+writers (``DatabaseNotInitialized``) until a re-run completes it.
+
+The clone's WAL is exactly ``(replay_after_wal_id, wal_id_last_seen]`` of the pinned manifest,
+what a checkpoint-mode reader serves. A checkpoint records no WAL of its own (``wal_id_last_seen``
+is 0 unless a reader set it), so the ephemeral checkpoint is committed as a managed reader commits
+its own: the same update sets ``wal_id_last_seen`` to the last WAL SST listed just before. The
+clone then holds every write durable when it started, and GC keeps those WAL SSTs while the
+checkpoint lives (seed 003's ``referenced_wal``). A given checkpoint is taken as it is: writes only
+in the WAL when it was made are not part of it (``Db.create_checkpoint`` with scope ALL flushes
+them to L0 first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from ulid import ULID
+
+from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    CorruptionError,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    DatabaseNotInitialized,
+    InvalidArgument,
+    ManifestVersionExists,
+    ObjectAlreadyExists,
+    ObjectNotFound,
+    SlateDBError,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS, decode_manifest
+from slatedb_core.manifest.model import ExternalDb, Manifest
+from slatedb_core.manifest.projection import project_manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.meta.envelope import open_sealed
+from slatedb_core.options import CheckpointOptions
+from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.wal.log import EPOCH_KEY, WalLog
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL_LIFETIME = timedelta(minutes=5)
+"""How long an ephemeral source checkpoint lives: the window for re-running an interrupted
+clone or union before its source is gone."""
+
+__all__ = ["EPHEMERAL_LIFETIME", "CloneConflict", "CloneIncomplete", "SourceCheckpointLost"]
+__all__ += ["create_clone", "create_clone_stored"]
+
+
+class CloneConflict(SlateDBError):
+    """The destination already holds a database that is not this clone (or union)."""
+
+
+class CloneIncomplete(SlateDBError):
+    """A clone or union cannot be completed or validated as it stands (a final checkpoint or a
+    WAL SST it needs is gone)."""
+
+
+class SourceCheckpointLost(CheckpointNotFound):
+    """The source checkpoint is missing or expired. Subclasses CheckpointNotFound so callers that
+    already handle that keep working; the message says how to recover."""
+
+
+# ---- shared with union.py --------------------------------------------------------------------
+def check_paths(dest: str, sources: list[str]) -> None:
+    """A destination inside a source (or the reverse) would put one database's objects under the
+    other's prefix, where its listing and GC would treat them as its own."""
+    validate_relative_path(dest, what="destination path")
+    for src in sources:
+        validate_relative_path(src, what="source path")
+        a, b = dest.rstrip("/") + "/", src.rstrip("/") + "/"
+        if a.startswith(b) or b.startswith(a):
+            raise InvalidArgument(f"{dest!r} and source {src!r} must not contain one another")
+
+
+def check_live(path: str, m: Manifest) -> None:
+    if m.destroyed_at_s is not None:
+        raise DatabaseDestroyed(f"source database {path!r} was destroyed at {m.destroyed_at_s}")
+    if not m.initialized:
+        raise DatabaseNotInitialized(f"source database {path!r} is not initialized")
+
+
+Latest = tuple[ManifestStore, StoredManifest]
+"""A database's latest manifest, with a store that commits in that manifest's format."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A source database pinned by a checkpoint: what a clone or union is built from."""
+
+    path: str
+    checkpoint_id: uuid.UUID
+    ephemeral: bool
+    manifest_id: int
+    manifest: Manifest
+    format_version: int
+    latest: Latest
+
+
+def _last_with_data(
+    wal: WalLog, ids: Sequence[int], rng: KeyRange | None, *, missing_ok: bool = False
+) -> int | None:
+    """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end.
+    Trailing empty SSTs are fences of writers that opened and wrote nothing: counting them
+    would make an idle, fully flushed database look as if it had WAL data, which union refuses.
+    ``missing_ok``: a missing SST counts as data (GC took it, so it is already below the
+    latest replay_after_wal_id and the caller's max() makes it harmless)."""
+    for wal_id in reversed(ids):
+        try:
+            data = wal.store.get(wal.path(wal_id)).data
+        except ObjectNotFound:
+            if missing_ok:
+                return wal_id
+            raise
+        if _clip(wal, wal_id, data, rng)[1]:
+            return wal_id
+    return None
+
+
+def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, int]:
+    """The manifest and the format version it was written in."""
+    name = ms.seq.path(object_id)
+    opened = open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
+    return decode_manifest(data, name=name), opened.version
+
+
+def same_format_store(store: ObjectStore, path: str) -> Latest:
+    """The latest manifest, and a manifest store that commits in its format: our checkpoint
+    commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
+    ms = ManifestStore(store, path)
+    found = ms.seq.read_latest()
+    if found is None:
+        raise DatabaseNotFound(f"no manifest under {path!r} in {store.url}")
+    m, version = _decode(ms, *found)
+    return ManifestStore(store, path, format_version=version), StoredManifest(found[0], m)
+
+
+def _ephemeral(
+    ms: ManifestStore, latest: StoredManifest, dest: str, now: float
+) -> tuple[uuid.UUID, StoredManifest]:
+    """An ephemeral checkpoint of the latest manifest that also names the WAL SSTs durable now
+    (see the module docstring)."""
+    after = latest.manifest.replay_after_wal_id
+    wal = WalLog(ms.store, ms.db_path)
+    listed = enumerate(wal.list_ids(after=after), start=after + 1)
+    run = [i for n, i in itertools.takewhile(lambda p: p[0] == p[1], listed)]  # stop at a gap
+    last_seen = _last_with_data(wal, run, None, missing_ok=True) or after
+    options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
+    cid = uuid.uuid4()
+    add = checkpoint_change(options, now, cid)
+
+    def change(m: Manifest, next_id: int) -> Manifest:
+        new = add(m, next_id)
+        if new is m:
+            return m
+        seen = max(m.wal_id_last_seen, last_seen, m.replay_after_wal_id)
+        return dataclasses.replace(new, wal_id_last_seen=seen)
+
+    return cid, ms.update_at(change, base=latest)
+
+
+def start_over(dest: str) -> str:
+    return (
+        f"hard-destroy the unfinished {dest!r} (initialized=false; `slatedb destroy --hard`, "
+        "which also releases the final checkpoints it took) and create it again"
+    )
+
+
+def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:
+    return SourceCheckpointLost(
+        cid,
+        f"source checkpoint {cid} of {path!r} {why}; retry without it (an ephemeral checkpoint of "
+        "the latest state is taken) or with a live checkpoint",
+    )
+
+
+def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: float) -> Snapshot:
+    """Steps 6-7 for one source (``source``: its latest manifest): its checkpoint (created if
+    None) and the manifest it pins, with that manifest's format version (union refuses V1)."""
+    ms, latest = source
+    path = ms.db_path
+    check_live(path, latest.manifest)
+    cid = checkpoint
+    if cid is None:
+        cid, latest = _ephemeral(ms, latest, dest, now)
+    cp = latest.manifest.checkpoint(cid)
+    if cp is None:
+        raise _lost(path, cid, "does not exist")
+    if cp.is_expired(now):
+        raise _lost(path, cid, f"expired at {cp.expire_time_s}")
+    if cp.manifest_id == latest.id:  # our ephemeral checkpoint pins what we just wrote
+        pinned, version = latest.manifest, ms.format_version
+    else:
+        try:
+            pinned, version = _decode(ms, cp.manifest_id, ms.seq.read(cp.manifest_id))
+        except ObjectNotFound:
+            raise _lost(path, cid, f"pins manifest {cp.manifest_id}, which is gone") from None
+    if not pinned.initialized:
+        raise DatabaseNotInitialized(f"checkpoint {cid} of {path!r} pins an uninitialized state")
+    return Snapshot(path, cid, checkpoint is None, cp.manifest_id, pinned, version, (ms, latest))
+
+
+def drop_ephemeral(store: ObjectStore, snap: Snapshot) -> None:
+    """Best effort: an unused ephemeral checkpoint would otherwise pin the source for 5 minutes."""
+    if not snap.ephemeral:
+        return
+    try:
+        ms, latest = same_format_store(store, snap.path)
+        ms.update(delete_change(snap.checkpoint_id), base=latest)
+    except SlateDBError as e:
+        log.info(
+            "left ephemeral checkpoint %s of %r to expire: %s", snap.checkpoint_id, snap.path, e
+        )
+
+
+def find_entry(m: Manifest, path: str, checkpoint: uuid.UUID | None) -> ExternalDb | None:
+    for e in m.external_dbs:
+        if e.path == path and (checkpoint is None or e.source_checkpoint_id == checkpoint):
+            return e
+    return None
+
+
+class Fallbacks:
+    """The latest manifests of the sources, read once and shared by step 9, which uses them as
+    commit bases and for fallback source checkpoints: the final checkpoints the sources
+    themselves hold for an entry. A nested clone inherits entries whose source checkpoint may
+    have been an ephemeral one long expired; the parent's own final checkpoint pins the same
+    manifest and lives as long as the parent references it."""
+
+    def __init__(self, store: ObjectStore, paths: list[str], known: dict[str, Latest]) -> None:
+        self.store = store
+        self.paths = paths
+        self.known = dict(known)
+
+    def candidates(self, entry: ExternalDb) -> list[uuid.UUID]:
+        out = []
+        for path in self.paths:
+            if path not in self.known:
+                self.known[path] = same_format_store(self.store, path)
+            for e in self.known[path][1].manifest.external_dbs:
+                same = (e.path, e.source_checkpoint_id) == (entry.path, entry.source_checkpoint_id)
+                if same and e.final_checkpoint_id is not None:
+                    out.append(e.final_checkpoint_id)
+        return out
+
+
+def _commit_final(base: Latest, final: uuid.UUID, source: uuid.UUID, dest: str, now: float) -> bool:
+    options = CheckpointOptions(lifetime=None, source=source, name=f"clone:{dest}")
+    try:
+        base[0].update_at(checkpoint_change(options, now, final), base=base[1])
+        return True
+    except CheckpointNotFound:
+        return False
+
+
+def ensure_final_checkpoints(
+    store: ObjectStore, dest: str, m: Manifest, fallbacks: Fallbacks, now: float
+) -> None:
+    """Step 9: a never-expiring checkpoint in every external db, pinning what the entry's source
+    checkpoint pins; creating one that exists is a no-op (its id is fixed in M_c)."""
+    for entry in m.external_dbs:
+        final = entry.final_checkpoint_id
+        if final is None:
+            raise CorruptionError(dest, f"external db {entry.path!r} has no final checkpoint id")
+        base = fallbacks.known.get(entry.path) or same_format_store(store, entry.path)
+        if base[1].manifest.checkpoint(final) is not None:
+            continue
+        if _commit_final(base, final, entry.source_checkpoint_id, dest, now):
+            continue
+        alts = fallbacks.candidates(entry)
+        if any(_commit_final(base, final, alt, dest, now) for alt in alts):
+            continue
+        raise _lost(
+            entry.path,
+            entry.source_checkpoint_id,
+            f"is gone, so {dest!r} cannot take its final checkpoint there; {start_over(dest)}",
+        )
+
+
+def verify_final_checkpoints(store: ObjectStore, dest: str, m: Manifest) -> None:
+    """Step 5 for an initialized clone. An entry without SSTs may already have lost its
+    checkpoint to GC detaching it (the checkpoint goes first, then the entry)."""
+    for entry in m.external_dbs:
+        final = entry.final_checkpoint_id
+        ok = final is not None and (
+            ManifestStore(store, entry.path).read_latest().manifest.checkpoint(final) is not None
+        )
+        if not ok and (entry.sst_ids or final is None):
+            raise CloneIncomplete(
+                f"{dest!r} is initialized but its final checkpoint {final} in {entry.path!r} "
+                "is missing"
+            )
+
+
+def mark_initialized(ms: ManifestStore) -> StoredManifest:
+    """Step 11; a retry that finds it already set commits nothing."""
+
+    def change(m: Manifest) -> Manifest:
+        return m if m.initialized else dataclasses.replace(m, initialized=True)
+
+    return ms.update(change)
+
+
+# ---- clone-only steps ------------------------------------------------------------------------
+def _owned(m: Manifest) -> tuple[ULID, ...]:
+    """Ids of the SSTs referenced by ``m`` that live under its own path (not resolved through
+    any external db, the same test as ``dbstate.resolve_sst_path``)."""
+    referenced = {v.sst_id for v in m.l0} | {v.sst_id for r in m.compacted for v in r.views}
+    external = {i for e in m.external_dbs for i in e.sst_ids}
+    out = []
+    for s in m.ssts:
+        physical = s.original_id or s.id
+        if s.id in referenced and physical not in external and s.id not in external:
+            out.append(s.id)
+    return tuple(out)
+
+
+def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) -> Manifest:
+    """Step 7. All entries share one new final checkpoint id as the seed has it, except that an
+    entry whose path already used it gets its own: two checkpoints with one id cannot coexist in
+    one database (several entries per path arise after unions of different checkpoints)."""
+    pinned = snap.manifest
+    base = pinned if projection is None else project_manifest(pinned, projection)
+    final = uuid.uuid4()
+    used: set[str] = set()
+    entries = []
+    for e in (*base.external_dbs, ExternalDb(snap.path, snap.checkpoint_id, None, _owned(base))):
+        fid = final if e.path not in used else uuid.uuid4()
+        used.add(e.path)
+        entries.append(dataclasses.replace(e, final_checkpoint_id=fid))
+    return dataclasses.replace(
+        base,
+        writer_epoch=pinned.writer_epoch + 1,
+        compactor_epoch=pinned.compactor_epoch,
+        initialized=False,
+        destroyed_at_s=None,
+        external_dbs=tuple(entries),
+        replay_after_wal_id=pinned.replay_after_wal_id,
+        wal_id_last_seen=wal_end,
+        next_wal_sst_id=pinned.next_wal_sst_id,
+        checkpoints=(),
+    )
+
+
+def _clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[bytes, int]:
+    """The WAL SST with only the keys in ``rng``, and how many entries it keeps. A projected
+    clone must not replay the parent's writes outside its range: they would reach its L0 SSTs,
+    which carry no visible range."""
+    sst = wal.decode(wal_id, data)
+    rows = sst.entries.num_rows
+    if rng is None or rng == KeyRange():
+        return data, rows
+    keys = sst.entries.column("key")
+    mask = pc.and_(
+        pc.greater_equal(keys, pa.scalar(rng.start or b"", keys.type)),
+        pc.less(keys, pa.scalar(rng.end, keys.type)) if rng.end is not None else True,
+    )
+    kept = sst.entries.filter(mask)
+    if kept.num_rows == rows:
+        return data, rows
+    return encode_sst(kept, SstOptions(), metadata={EPOCH_KEY: sst.writer_epoch})[0], kept.num_rows
+
+
+def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> int:
+    """The clone's ``wal_id_last_seen``: the pinned one, less trailing WAL SSTs with nothing for
+    the clone (fences, or only keys outside its projection), so that a clone with no WAL data of
+    its own counts as fully flushed and can be a union source without ever being opened."""
+    m = snap.manifest
+    rng = KeyRange.of(m.key_range).intersect(projection or KeyRange())
+    wal = WalLog(store, snap.path)
+    try:
+        ids = range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
+        return _last_with_data(wal, ids, rng) or m.replay_after_wal_id
+    except ObjectNotFound as e:
+        raise _lost(snap.path, snap.checkpoint_id, f"needs {e.path}, which is gone") from None
+
+
+def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
+    """Step 10. Create-if-absent: an earlier attempt's identical object is accepted, anything
+    else is not ours and is refused."""
+    src, dst = WalLog(store, parent), WalLog(store, clone)
+    rng = None if m.key_range is None else KeyRange.of(m.key_range)
+    for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
+        try:
+            data = store.get(src.path(wal_id)).data
+        except ObjectNotFound:
+            raise CloneIncomplete(
+                f"WAL SST {src.path(wal_id)} needed by the clone {clone!r} is gone; "
+                + start_over(clone)
+            ) from None
+        if rng is not None:
+            data = _clip(src, wal_id, data, rng)[0]
+        try:
+            store.put_if_absent(dst.path(wal_id), data)
+        except ObjectAlreadyExists:
+            if store.get(dst.path(wal_id)).data != data:
+                raise CloneConflict(f"{dst.path(wal_id)} exists with other content") from None
+
+
+def _check_existing(
+    m: Manifest, clone: str, parent: str, checkpoint: uuid.UUID | None, projection: KeyRange | None
+) -> None:
+    if find_entry(m, parent, checkpoint) is None:
+        what = parent if checkpoint is None else f"{parent} at checkpoint {checkpoint}"
+        raise CloneConflict(f"a database exists at {clone!r} and is not a clone of {what}")
+    if projection is not None:
+        have = KeyRange.of(m.key_range)
+        if have.intersect(projection) != have:
+            raise CloneConflict(f"the clone at {clone!r} covers {have}, not within {projection}")
+
+
+def create_clone_stored(
+    clone_path: str,
+    parent_path: str,
+    store: ObjectStore,
+    parent_checkpoint: uuid.UUID | None = None,
+    projection: KeyRange | None = None,
+    *,
+    now: Clock = time.time,
+) -> StoredManifest:
+    """:func:`create_clone`, returning the committed manifest with its id."""
+    check_paths(clone_path, [parent_path])
+    if parent_checkpoint is not None and not isinstance(parent_checkpoint, uuid.UUID):
+        raise InvalidArgument("parent_checkpoint must be a uuid.UUID")
+    if projection is not None and not isinstance(projection, KeyRange):
+        raise InvalidArgument("projection must be a KeyRange")
+    cms = ManifestStore(store, clone_path)
+    for _ in range(5):
+        stored = cms.try_read_latest()
+        parent = same_format_store(store, parent_path)
+        check_live(parent_path, parent[1].manifest)
+        if stored is None:
+            snap = take_snapshot(parent, parent_checkpoint, clone_path, now())
+            try:
+                initial = clone_manifest(snap, projection, wal_end(store, snap, projection))
+            except BaseException:
+                drop_ephemeral(store, snap)
+                raise
+            try:
+                stored = cms.create_initial(initial)
+            except ManifestVersionExists:
+                drop_ephemeral(store, snap)  # another run won; finish its clone instead
+                continue
+            parent = snap.latest
+        m = stored.manifest
+        _check_existing(m, clone_path, parent_path, parent_checkpoint, projection)
+        if m.initialized:
+            verify_final_checkpoints(store, clone_path, m)
+            return stored
+        fallbacks = Fallbacks(store, [parent_path], {parent_path: parent})
+        ensure_final_checkpoints(store, clone_path, m, fallbacks, now())
+        copy_wal(store, parent_path, clone_path, m)
+        return mark_initialized(cms)
+    raise CloneConflict(f"kept losing the race to create the clone at {clone_path!r}")
+
+
+def create_clone(
+    clone_path: str,
+    parent_path: str,
+    store: ObjectStore,
+    parent_checkpoint: uuid.UUID | None = None,
+    projection: KeyRange | None = None,
+    *,
+    now: Clock = time.time,
+) -> Manifest:
+    """Create (or finish creating) the clone at ``clone_path`` of ``parent_path`` as of
+    ``parent_checkpoint`` (default: an ephemeral checkpoint of the latest state), restricted to
+    ``projection`` when given. Safe to re-run after a crash at any point; a finished clone is
+    returned as is.
+
+    Raises DatabaseNotFound / DatabaseNotInitialized / DatabaseDestroyed for an unusable parent,
+    SourceCheckpointLost when the source checkpoint is missing or expired, CloneConflict when
+    ``clone_path`` holds something else, CloneIncomplete when a finished clone lost a final
+    checkpoint.
+    """
+    return create_clone_stored(
+        clone_path, parent_path, store, parent_checkpoint, projection, now=now
+    ).manifest

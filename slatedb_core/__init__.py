@@ -43,6 +43,7 @@ from slatedb_core.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
+from slatedb_core.union import UnionSource
 from slatedb_core.writebatch import WriteBatch
 
 __version__ = "0.1.0"
@@ -93,6 +94,7 @@ __all__ = [
     "SstMissing",
     "StoreError",
     "StoredManifest",
+    "UnionSource",
     "WriteBatch",
     "__version__",
     "admin",

@@ -348,6 +348,8 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
     entry whose path already used it gets its own: two checkpoints with one id cannot coexist in
     one database (several entries per path arise after unions of different checkpoints)."""
     pinned = snap.manifest
+    if projection is not None and KeyRange.of(pinned.key_range).intersect(projection).is_empty():
+        raise InvalidArgument(f"projection {projection} holds none of {snap.path!r}'s keys")
     base = pinned if projection is None else project_manifest(pinned, projection)
     final = uuid.uuid4()
     used: set[str] = set()

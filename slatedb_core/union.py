@@ -147,7 +147,9 @@ def create_union_stored(
     for _ in range(5):
         stored = dms.try_read_latest()
         known: dict[str, Latest] = {}
-        if stored is None:
+        if stored is not None:
+            _check_existing(dms, stored.manifest, dest_path, srcs)
+        else:
             snaps = _snapshots(store, dest_path, srcs, now())
             try:
                 initial = _union_manifest(snaps, srcs)
@@ -163,7 +165,6 @@ def create_union_stored(
                 continue
             known = {snap.path: snap.latest for snap in snaps}
         m = stored.manifest
-        _check_existing(dms, m, dest_path, srcs)
         if m.initialized:
             verify_final_checkpoints(store, dest_path, m)
             return stored

@@ -193,6 +193,11 @@ def test_bad_parents_and_paths_are_refused_with_typed_errors() -> None:
     for bad in ("parent", "parent/inner", "", "/abs"):
         with pytest.raises(InvalidArgument):
             create_clone(bad, "parent", store)
+    create_clone("shard", "parent", store, projection=KeyRange(None, key(10)))
+    with pytest.raises(InvalidArgument, match="none of"):
+        create_clone("clone", "shard", store, projection=KeyRange(key(10), None))
+    checkpoints = manifest(store, "shard").checkpoints
+    assert not [c for c in checkpoints if c.name == "clone-source:clone"]  # dropped again
     assert ManifestStore(store, "clone").try_read_latest() is None
 
 

@@ -434,24 +434,20 @@ class Db(WriterEngine):
             if self._error is None:
                 self._flush_wal()
         finally:
-            with self._lock:
-                self._closed = True
-                self._cv.notify_all()
-            self._stop.set()
-            self._wake.set()
-            self._l0_wake.set()
-            for t in self._threads:
-                if t is not threading.current_thread():
-                    t.join(timeout=30)
-            self._threads.clear()
+            self._stop_background()
 
     def _simulate_crash(self) -> None:
         """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""
         if self._compactor is not None:
             self._compactor.stop()
+        self._stop_background(DbClosed("crashed"))
+
+    def _stop_background(self, error: BaseException | None = None) -> None:
+        """Mark the Db closed (and failed with ``error``), wake and join every background thread."""
         with self._lock:
             self._closed = True
-            self._error = self._error or DbClosed("crashed")
+            if error is not None and self._error is None:
+                self._error = error
             self._cv.notify_all()
         self._stop.set()
         self._wake.set()

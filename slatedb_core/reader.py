@@ -64,26 +64,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
 import pyarrow as pa
 from ulid import ULID
 
-from slatedb_core.db import KV_SCHEMA, DbClosed
+from slatedb_core.db import KV_SCHEMA
 from slatedb_core.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.errors import (
     CheckpointNotFound,
-    DatabaseDestroyed,
     DatabaseNotFound,
-    DatabaseNotInitialized,
     InvalidArgument,
     ObjectNotFound,
     SlateDBError,
 )
 from slatedb_core.iterators import iter_rows
-from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.sst import BlockCache
@@ -101,84 +97,25 @@ _RELOAD_ATTEMPTS = 5  # WAL vanishing between manifest read and WAL read means t
 _scan_tokens = itertools.count(1)
 
 
+from slatedb_core.reader_types import (  # noqa: E402
+    ReaderClosed,
+    ReaderStats,
+    SstMissing,
+    _as_key,
+    _check_live,
+    _CheckpointLost,
+    _Pin,
+    _sst_set,
+    _View,
+    drop_change,
+    pin_change,
+    refresh_change,
+)
 from slatedb_core.reader_wal import (  # noqa: E402
     _contiguous,
     _fetch_wal,
     _WalTables,
 )
-
-
-class SstMissing(SlateDBError):
-    """An SST or WAL SST that the reader's state references is gone from the object store.
-
-    GC removed it (its checkpoint expired or was deleted, or an unpinned reader fell behind a
-    compaction). Answering from what is left could return an older value or miss a key, so the
-    read fails instead.
-    """
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"SST missing under the reader: {path}: {detail}")
-        self.path = path
-
-
-class ReaderClosed(DbClosed):
-    """The DbReader was closed; open a new one to read."""
-
-
-class _CheckpointLost(Exception):
-    """Our checkpoint is no longer in the latest manifest (expired and collected, or deleted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderStats:
-    mode: ReaderMode
-    manifest_id: int
-    checkpoint_id: uuid.UUID | None
-    last_wal_id: int
-    """The highest WAL SST id served (replayed, or covered by the manifest's L0)."""
-    memtables: int
-    memtable_bytes: int
-    l0_views: int
-    sorted_runs: int
-
-
-# ---- checkpoints ---------------------------------------------------------------------------
-class _Pin:
-    """One checkpoint this reader created, with the open scans that still read its state."""
-
-    def __init__(self, checkpoint_id: uuid.UUID, expire_time_s: int | None) -> None:
-        self.id = checkpoint_id
-        self.expire_time_s = expire_time_s
-        self.scans: set[int] = set()  # set.add/discard are atomic: scans release without a lock
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    state: DbState
-    pin: _Pin | None
-
-
-def _check_live(path: str, m: Manifest) -> None:
-    if m.destroyed_at_s is not None:
-        raise DatabaseDestroyed(f"database {path!r} was destroyed at {m.destroyed_at_s}")
-    if not m.initialized:
-        raise DatabaseNotInitialized(f"database {path!r} is not initialized")
-
-
-def _sst_set(m: Manifest) -> tuple[object, ...]:
-    """What decides whether a state must be rebuilt (seed 003: the set of L0 SSTs and runs)."""
-    return (m.l0, m.compacted, m.replay_after_wal_id)
-
-
-def _as_key(key: object) -> bytes:
-    if type(key) is not bytes:
-        if not isinstance(key, bytes | bytearray | memoryview):
-            raise InvalidArgument(f"keys must be bytes, got {type(key).__name__}")
-        key = bytes(key)
-    assert isinstance(key, bytes)
-    if not key:
-        raise InvalidArgument("keys are non-empty")
-    return key
 
 
 class DbReader:
@@ -422,18 +359,8 @@ class DbReader:
         new_id = uuid.uuid4()
         old = self._pins()
 
-        def change(m: Manifest, next_id: int) -> Manifest:
-            _check_live(self.path, m)
-            drop = {p.id for p in old if not p.scans}
-            cp = Checkpoint(
-                id=new_id, manifest_id=next_id, create_time_s=int(now), expire_time_s=expire
-            )
-            return dataclasses.replace(
-                m,
-                checkpoints=(*(c for c in m.checkpoints if c.id not in drop), cp),
-                wal_id_last_seen=max(last_seen, m.replay_after_wal_id),
-            )
-
+        drop = {p.id for p in old if not p.scans}
+        change = pin_change(self.path, new_id, int(now), expire, drop, last_seen)
         stored = self._manifests.update_at(change, base=base)
         self._latest_seen = stored.id
         self._retired = [p for p in old if stored.manifest.checkpoint(p.id) is not None]
@@ -460,18 +387,7 @@ class DbReader:
         assert self._pin is not None
         ours = self._pin.id
 
-        def change(m: Manifest, _next_id: int) -> Manifest:
-            if m.checkpoint(ours) is None:
-                raise _CheckpointLost()
-            cps = []
-            for c in m.checkpoints:
-                if c.id in done:
-                    continue
-                if c.id in stale and c.expire_time_s is not None and expire is not None:
-                    c = dataclasses.replace(c, expire_time_s=max(c.expire_time_s, expire))
-                cps.append(c)
-            return dataclasses.replace(m, checkpoints=tuple(cps))
-
+        change = refresh_change(ours, done, stale, expire)
         stored = self._manifests.update_at(change)
         self._latest_seen = stored.id
         for p in self._pins():
@@ -507,14 +423,7 @@ class DbReader:
         if not doomed:
             return
 
-        def change(m: Manifest, _next_id: int) -> Manifest | None:
-            kept = tuple(c for c in m.checkpoints if c.id not in doomed)
-            return (
-                None
-                if len(kept) == len(m.checkpoints)
-                else dataclasses.replace(m, checkpoints=kept)
-            )
-
+        change = drop_change(doomed)
         self._manifests.update_at(change)
 
     # ---- polling ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration]'
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
@@ -36,7 +36,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(BIN)/mypy slatedb_core
 
 bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,bench]'
 	$(BIN)/python bench/manifest_bench.py
 	$(BIN)/python bench/sst_bench.py
 	$(BIN)/python bench/merge_bench.py

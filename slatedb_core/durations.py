@@ -52,11 +52,12 @@ def _invalid(text: str, why: str) -> InvalidArgument:
     return InvalidArgument(f"invalid duration {text!r}: {why}; expected {FORMAT_HELP}")
 
 
-def parse_duration(text: str) -> timedelta:
+def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
     """Parse a positive duration such as ``"7days 30min 10s"``.
 
-    Raises InvalidArgument (naming the accepted format) for anything unparsable and for zero:
-    a zero lifetime would create a checkpoint that is already expired.
+    Raises InvalidArgument (naming the accepted format) for anything unparsable and for zero
+    unless ``allow_zero`` (a GC ``min_age`` of 0 is meaningful; a zero checkpoint lifetime would
+    create a checkpoint that is already expired).
     """
     if not isinstance(text, str):
         raise InvalidArgument(f"duration must be a str, got {type(text).__name__}")
@@ -78,7 +79,7 @@ def parse_duration(text: str) -> timedelta:
         except InvalidOperation as e:  # pragma: no cover - the regex only admits decimals
             raise _invalid(text, f"bad number {number!r}") from e
         pos = m.end()
-    if total_us <= 0:
+    if total_us < 0 or (total_us == 0 and not allow_zero):
         raise _invalid(text, "it must be greater than zero")
     try:
         # Sub-microsecond fractions ("1.5us") round up so a lifetime is never shortened.

@@ -41,13 +41,18 @@ class DurationType(click.ParamType[timedelta]):
 
     name = "LIFETIME"
 
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+        if allow_zero:
+            self.name = "DURATION"
+
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> timedelta:
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), allow_zero=self.allow_zero)
         except InvalidArgument as e:
             self.fail(str(e), param, ctx)
 

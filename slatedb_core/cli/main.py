@@ -170,12 +170,14 @@ def list_manifests(obj: Ctx, start: int | None, end: int | None, as_json: bool) 
 from slatedb_core.cli.checkpoints import register as _register_checkpoints  # noqa: E402
 from slatedb_core.cli.clones import register as _register_clones  # noqa: E402
 from slatedb_core.cli.destroy import register as _register_destroy  # noqa: E402
+from slatedb_core.cli.maintenance import register as _register_maintenance  # noqa: E402
 from slatedb_core.cli.read import register as _register_read  # noqa: E402
 
 _register_checkpoints(cli)
 _register_read(cli)
 _register_destroy(cli)
 _register_clones(cli)
+_register_maintenance(cli)
 
 
 def main() -> None:

@@ -90,22 +90,44 @@ class CompactionRecord:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> CompactionRecord:
+        """Strict: exactly the types ``to_json`` writes, so a decoded record re-encodes to itself
+        (no ``True`` read as 1, ``1.5`` truncated, ``"12"`` parsed or a 2**64 epoch let through)."""
         kind, status = d["kind"], d["status"]
         if kind not in _KINDS or status not in _STATUSES:
             raise ValueError(f"unknown kind {kind!r} or status {status!r}")
         error = d.get("error")
+        if error is not None and type(error) is not str:
+            raise ValueError(f"error must be a string or null, got {type(error).__name__}")
         return CompactionRecord(
-            id=ULID.from_str(d["id"]),
+            id=_ulid(d["id"]),
             kind=kind,
-            source_view_ids=tuple(ULID.from_str(v) for v in d["source_view_ids"]),
-            source_run_ids=tuple(int(r) for r in d["source_run_ids"]),
-            destination=int(d["destination"]),
-            outputs=tuple(ULID.from_str(o) for o in d["outputs"]),
+            source_view_ids=tuple(_ulid(v) for v in _list(d["source_view_ids"])),
+            source_run_ids=tuple(_u64(r) for r in _list(d["source_run_ids"])),
+            destination=_u64(d["destination"]),
+            outputs=tuple(_ulid(o) for o in _list(d["outputs"])),
             status=status,
-            created_at_ms=int(d["created_at_ms"]),
-            updated_at_ms=int(d["updated_at_ms"]),
-            error=None if error is None else str(error),
+            created_at_ms=_u64(d["created_at_ms"]),
+            updated_at_ms=_u64(d["updated_at_ms"]),
+            error=error,
         )
+
+
+def _u64(value: object) -> int:
+    if type(value) is not int or not 0 <= value < 2**64:
+        raise ValueError(f"expected a u64, got {value!r:.40}")
+    return value
+
+
+def _ulid(value: object) -> ULID:
+    if type(value) is not str:
+        raise ValueError(f"expected a ULID string, got {type(value).__name__}")
+    return ULID.from_str(value)
+
+
+def _list(value: object) -> list[Any]:
+    if type(value) is not list:
+        raise ValueError(f"expected a list, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +167,11 @@ def decode_state(data: bytes, name: str) -> CompactionsState:
     try:
         body = json.loads(opened.payload.decode("utf-8"))
         return CompactionsState(
-            compactor_epoch=int(body["compactor_epoch"]),
-            compactions=tuple(CompactionRecord.from_json(c) for c in body["compactions"]),
+            compactor_epoch=_u64(body["compactor_epoch"]),
+            compactions=tuple(CompactionRecord.from_json(c) for c in _list(body["compactions"])),
         )
-    except (ValueError, KeyError, TypeError) as e:
+    # RecursionError: deeply nested JSON; OverflowError: a float such as Infinity or 1e400.
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as e:
         raise CorruptionError(name, f"malformed compactions record: {e}") from None
 
 

@@ -1,0 +1,295 @@
+"""Rescaling a sharded table: split a shard through projected clones, merge two through union
+(seed 003 "Manifest Projection and Union"), without losing an acknowledged write.
+
+The danger is a write that lands in the old shard's database after the clone (or union) took its
+snapshot: it is acknowledged, then destroyed with the old database. Fencing the old writer just
+before cloning is not enough on its own, because a writer could open the old shard again (it read
+the map before the rescale) between the fence and the commit of the new map. So the map is
+changed twice, and every writer re-reads the map *after* fencing (``Table.writer``)::
+
+    1  seal      commit map N+1: the source shards stay in place (reads go on) but a pending
+                 operation names them and the target shards (new ids). Create-if-absent on the
+                 map: of two rescales of the same shards exactly one commits, the loser raises
+                 ShardMapConflict having created nothing.
+    2  fence     per source: open a Db (bumps the writer epoch, writes a fencing WAL SST,
+                 replays every acknowledged write) and flush its memtable to L0, so the manifest
+                 holds every acknowledged write and the WAL nothing more (union needs that).
+                 A writer opened before 1 is fenced here (its next write raises Fenced); one
+                 opened after 1 fences us but sees the seal after opening and leaves without
+                 writing: we fence again (``TableOptions.fence_attempts``).
+    3  clone     split: two clones of the source projected to [start, at) and [at, end);
+                 merge: one union of the two sources with their ranges (checked adjacent).
+                 Resumable (slatedb_core.clone / union), destinations named by the target ids.
+    4  commit    map N+2: the targets replace the sources, the op is dropped, the sources are
+                 listed as retired.
+    5  retire    soft-destroy the sources (the GC deletes them after db_delete_grace, once the
+                 targets' final checkpoints on them are released).
+
+A crash after 1 leaves the shards sealed (readable, not writable): re-running the same split, or
+``Table.resume()``, runs 2-5 again; each step is idempotent. A crash after 4 leaves the new map
+with sources not yet destroyed: any later rescale or ``resume()`` finishes 5. Orphan clones of an
+op that never commits cannot exist: targets are only created after the seal that names them.
+
+``split(i, at)`` is idempotent by outcome: if ``at`` is already a boundary of the shard (or of the
+shards that replaced it), it only finishes pending retirements and returns the map. ``merge`` is
+not (a merged shard can merge again): pass ``expected_map_id`` to apply it only to the map version
+the caller decided on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+
+from slatedb_core.clone import create_clone
+from slatedb_core.db import Db
+from slatedb_core.destroy import destroy
+from slatedb_core.errors import (
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    Fenced,
+    InvalidArgument,
+    ShardMapConflict,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.store.objectstore import join
+from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, shard_db_name
+from slatedb_core.table.table import Table
+from slatedb_core.union import UnionSource, create_union
+
+log = logging.getLogger(__name__)
+
+__all__ = ["merge", "resume", "split"]
+
+
+def split(table: Table, shard_index: int, at: bytes) -> ShardMap:
+    """Split shard ``shard_index`` (of the map ``table`` read last) at ``at``.
+
+    Raises InvalidArgument if ``at`` is not inside the shard, ShardMapConflict if another
+    rescale holds or replaced the shard."""
+    if not isinstance(at, bytes) or not at:
+        raise InvalidArgument(f"split key must be non-empty bytes, got {at!r}")
+    shard = _seen(table, shard_index)
+    latest = table.maps.read_latest()
+    if at in (shard.key_range.start, shard.key_range.end) or _already_split(latest, shard, at):
+        return resume(table, latest)
+    if not shard.key_range.contains(at):
+        raise InvalidArgument(f"split key {at!r} is outside shard {shard_index} {shard.key_range}")
+    op = latest.pending_for(shard.shard_id)
+    if op is not None and not (op.kind == "split" and op.split_at == at):
+        raise _held(shard, op)
+    if op is None:
+        if latest.by_id(shard.shard_id) is None:
+            raise _gone(shard, latest)
+
+        def seal(m: ShardMap) -> ShardMap:
+            src = m.by_id(shard.shard_id)
+            if src is None:
+                raise _gone(shard, m)
+            held = m.pending_for(shard.shard_id)
+            if held is not None:
+                raise _held(shard, held)
+            a, b = m.next_shard_id, m.next_shard_id + 1
+            rng = src.key_range
+            new = PendingOp(
+                uuid.uuid4(),
+                "split",
+                (src.shard_id,),
+                ((a, KeyRange(rng.start, at)), (b, KeyRange(at, rng.end))),
+                time.time(),
+            )
+            return _with(m, pending=(*m.pending, new), next_shard_id=b + 1)
+
+        latest = table.maps.update(seal, base=latest)
+        op = latest.pending_for(shard.shard_id)
+        assert op is not None
+    return _run(table, latest, op)
+
+
+def merge(table: Table, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
+    """Merge shard ``shard_index`` with shard ``shard_index + 1`` (of the map ``table`` read
+    last) into one database."""
+    shards = table.shard_map.shards
+    if not 0 <= shard_index < len(shards) - 1:
+        raise InvalidArgument(
+            f"merge needs shard_index in 0..{len(shards) - 2} (it merges with the next shard), "
+            f"got {shard_index}"
+        )
+    a, b = _seen(table, shard_index), _seen(table, shard_index + 1)
+    latest = table.maps.read_latest()
+    if expected_map_id is not None and latest.id != expected_map_id:
+        raise ShardMapConflict(
+            f"table {table.path!r}: shard map is at {latest.id}, not the expected {expected_map_id}"
+        )
+    op = latest.pending_for(a.shard_id) or latest.pending_for(b.shard_id)
+    if op is not None:
+        if not (op.kind == "merge" and op.sources == (a.shard_id, b.shard_id)):
+            raise _held(a if a.shard_id in op.sources else b, op)
+        return _run(table, latest, op)
+
+    def seal(m: ShardMap) -> ShardMap:
+        sa, sb = m.by_id(a.shard_id), m.by_id(b.shard_id)
+        for want, got in ((a, sa), (b, sb)):
+            if got is None:
+                raise _gone(want, m)
+            held = m.pending_for(want.shard_id)
+            if held is not None:
+                raise _held(want, held)
+        assert sa is not None and sb is not None
+        if sb.index != sa.index + 1:  # cannot happen while both exist: ranges never move
+            raise ShardMapConflict(f"shards {a.shard_id} and {b.shard_id} are not adjacent")
+        new = PendingOp(
+            uuid.uuid4(),
+            "merge",
+            (sa.shard_id, sb.shard_id),
+            ((m.next_shard_id, KeyRange(sa.key_range.start, sb.key_range.end)),),
+            time.time(),
+        )
+        return _with(m, pending=(*m.pending, new), next_shard_id=m.next_shard_id + 1)
+
+    latest = table.maps.update(seal, base=latest)
+    op = latest.pending_for(a.shard_id)
+    assert op is not None
+    return _run(table, latest, op)
+
+
+def resume(table: Table, latest: ShardMap | None = None) -> ShardMap:
+    """Finish every pending operation and soft-destroy every retired database that is not yet;
+    retired databases the GC has deleted are dropped from the map."""
+    m = latest if latest is not None else table.maps.read_latest()
+    for op in m.pending:
+        m = _run(table, m, op)
+    gone = [p for p in m.retired if not _retire(table, p)]
+    if gone:
+
+        def prune(cur: ShardMap) -> ShardMap | None:
+            keep = tuple(p for p in cur.retired if p not in gone)
+            return None if keep == cur.retired else _with(cur, retired=keep)
+
+        m = table.maps.update(prune, base=m)
+    return m
+
+
+# ---- the steps -------------------------------------------------------------------------------
+def _run(table: Table, m: ShardMap, op: PendingOp) -> ShardMap:
+    """Steps 2-5 of ``op``, which ``m`` holds as pending."""
+    sources = [m.by_id(i) for i in op.sources]
+    if any(s is None for s in sources):  # pragma: no cover - the map codec refuses such maps
+        raise ShardMapConflict(f"pending {op.kind} {op.op_id} names shards not in map {m.id}")
+    srcs = [s for s in sources if s is not None]
+    targets = [(join(table.path, shard_db_name(tid)), tid, rng) for tid, rng in op.targets]
+    log.info(
+        "table %r: %s %s of shards %s into %s",
+        table.path,
+        op.kind,
+        op.op_id,
+        [s.shard_id for s in srcs],
+        [t[1] for t in targets],
+    )
+    for s in srcs:
+        _fence(table, s)
+    if op.kind == "split":
+        for path, _, rng in targets:
+            create_clone(path, srcs[0].db_path, table.store, projection=rng)
+    else:
+        ((path, _, _),) = targets
+        sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
+        create_union(path, sources_, table.store)
+
+    def complete(cur: ShardMap) -> ShardMap | None:
+        if all(p.op_id != op.op_id for p in cur.pending):
+            if all(cur.by_id(tid) is not None for _, tid, _ in targets):
+                return None  # a concurrent run of the same op committed it
+            raise ShardMapConflict(f"{op.kind} {op.op_id} vanished from shard map {cur.id}")
+        pos = [s.index for s in (cur.by_id(i) for i in op.sources) if s is not None]
+        lo, hi = min(pos), max(pos) + 1
+        new = tuple(Shard(0, rng, path, tid) for path, tid, rng in targets)
+        return _with(
+            cur,
+            shards=(*cur.shards[:lo], *new, *cur.shards[hi:]),
+            pending=tuple(p for p in cur.pending if p.op_id != op.op_id),
+            retired=(*cur.retired, *(s.db_path for s in srcs if s.db_path not in cur.retired)),
+        )
+
+    m = table.maps.update(complete)
+    for s in srcs:
+        _retire(table, s.db_path)
+    return m
+
+
+def _fence(table: Table, shard: Shard) -> None:
+    """Step 2: after this, the shard's manifest holds every acknowledged write and no writer
+    that opened before the seal can add one."""
+    options = dataclasses.replace(table.options.writer, compactor=None)
+    last: Fenced | None = None
+    for _ in range(table.options.fence_attempts):
+        db = Db.open(shard.db_path, table.store, options)
+        try:
+            db.flush_memtable()
+            return
+        except Fenced as e:  # a writer opened after us (and will leave: the shard is sealed)
+            last = e
+            log.info("table %r: fencing %r: %s; again", table.path, shard.db_path, e)
+        finally:
+            db.close()
+    assert last is not None
+    raise last
+
+
+def _retire(table: Table, db_path: str) -> bool:
+    """Step 5; False if the database is gone already (collected)."""
+    try:
+        destroy(db_path, table.store, soft=True)
+    except DatabaseNotFound:
+        return False
+    except DatabaseDestroyed:
+        pass
+    return True
+
+
+# ---- helpers -------------------------------------------------------------------------------
+def _seen(table: Table, index: int) -> Shard:
+    shards = table.shard_map.shards
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise InvalidArgument(f"shard index must be an int, got {type(index).__name__}")
+    if not 0 <= index < len(shards):
+        raise InvalidArgument(f"shard index {index} out of range 0..{len(shards) - 1}")
+    return shards[index]
+
+
+def _already_split(latest: ShardMap, shard: Shard, at: bytes) -> bool:
+    """``shard`` was replaced and ``at`` is now a boundary inside its former range."""
+    return (
+        latest.by_id(shard.shard_id) is None
+        and shard.key_range.contains(at)
+        and at in latest.split_points
+    )
+
+
+def _gone(shard: Shard, m: ShardMap) -> ShardMapConflict:
+    return ShardMapConflict(
+        f"shard {shard.shard_id} ({shard.db_path!r}) is no longer in shard map {m.id}: another "
+        "split or merge replaced it; re-read the map"
+    )
+
+
+def _held(shard: Shard, op: PendingOp) -> ShardMapConflict:
+    return ShardMapConflict(
+        f"shard {shard.shard_id} ({shard.db_path!r}) is sealed by {op.kind} {op.op_id}, started "
+        f"at {time.ctime(op.started_at)}; wait for it, or Table.resume() it if its run died"
+    )
+
+
+def _with(m: ShardMap, **changes: object) -> ShardMap:
+    fields = {
+        "id": m.id,
+        "shards": m.shards,
+        "created_at": time.time(),
+        "next_shard_id": m.next_shard_id,
+        "pending": m.pending,
+        "retired": m.retired,
+    }
+    fields.update(changes)
+    return ShardMap(**fields)  # type: ignore[arg-type]

@@ -1,0 +1,502 @@
+"""The shard map of a sharded table: which database serves which key range.
+
+A table lives under one root prefix::
+
+    <table>/shardmap/{id:020}.shardmap     the map, one sequenced object per version
+    <table>/shardmap/_latest_version       advisory pointer (seed 002)
+    <table>/gc/shardmap.boundary           GC boundary of the map namespace (seed 004)
+    <table>/shards/{shard_id:010}/         one database per shard, ever (ids are never reused)
+
+Versions are committed exactly like manifests, through :class:`~slatedb_core.meta.sequenced.
+SequencedStore`: the filename is the commit point (create-if-absent), every create is checked
+against the boundary, and old versions are deleted only behind it and never the latest. So of
+two jobs that change the map from the same version, exactly one wins.
+
+Encoding: the sealed envelope of :mod:`slatedb_core.meta.envelope` (magic ``SDBT``, format
+version 1, nonce, CRC-32) around UTF-8 JSON. Keys are hex in the JSON; databases are named by
+their path relative to the table root, so a table can be read under another prefix. A decoded map
+is validated: its shards must tile the whole key space in order (first start and last end
+unbounded, each end the next start, none empty) and pending operations must name existing
+shards; anything else is a :class:`CorruptionError`.
+
+A map may carry *pending operations*: a split or merge that has sealed its source shards (their
+writers must refuse to write, see :mod:`slatedb_core.table.rescale`) and names the databases it
+will put in their place. It also lists the *retired* databases: former shards that were (or are
+about to be) soft-destroyed and are kept listed until they are gone, so that nothing needs to
+list the store to find them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.errors import (
+    CommitRetriesExhausted,
+    CorruptionError,
+    DatabaseNotFound,
+    InvalidArgument,
+    ManifestVersionExists,
+    ObjectNotFound,
+    ObjectVersionBehindBoundary,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.meta.envelope import open_sealed, seal
+from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
+from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+
+log = logging.getLogger(__name__)
+
+SHARDMAP_MAGIC = b"SDBT"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
+NAMESPACE = "shardmap"
+SHARDS_DIR = "shards"
+
+_COMPARE_ROUTE_MAX = 32
+"""Up to this many split points, :func:`route` compares every key with every split point (one
+vectorised pass each); beyond, it sorts the keys once and binary-searches the split points."""
+
+
+def shard_db_name(shard_id: int) -> str:
+    """The database of shard ``shard_id``, relative to the table root."""
+    return f"{SHARDS_DIR}/{shard_id:010d}"
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One contiguous key range of a table and the database serving it."""
+
+    index: int
+    """Position in the map (0 = lowest keys); changes when shards before it split or merge."""
+    key_range: KeyRange
+    db_path: str
+    """The database, usable with ``Db.open(db_path, store)`` and ``DbReader.open``."""
+    shard_id: int
+    """Stable for the life of the shard; never reused by the table."""
+    sealed: bool = False
+    """A split or merge of this shard is under way: its writers must not write."""
+
+    def contains(self, key: bytes) -> bool:
+        return self.key_range.contains(key)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingOp:
+    """A split or merge that sealed ``sources`` and will replace them by ``targets``."""
+
+    op_id: uuid.UUID
+    kind: str  # "split" | "merge"
+    sources: tuple[int, ...]
+    """shard ids, in key order"""
+    targets: tuple[tuple[int, KeyRange], ...]
+    """(shard id, key range) of the new shards, in key order"""
+    started_at: float
+
+    @property
+    def split_at(self) -> bytes | None:
+        if self.kind != "split":
+            return None
+        return self.targets[1][1].start
+
+
+@dataclass(frozen=True, slots=True)
+class ShardMap:
+    """One committed version of a table's shard map."""
+
+    id: int
+    shards: tuple[Shard, ...]
+    created_at: float
+    """Wall-clock seconds when this version was made."""
+    next_shard_id: int
+    pending: tuple[PendingOp, ...] = ()
+    retired: tuple[str, ...] = ()
+    """Databases (paths) of former shards, soft-destroyed or about to be, until they are gone."""
+    _starts: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_starts", tuple(s.key_range.start or b"" for s in self.shards[1:])
+        )
+
+    @property
+    def split_points(self) -> tuple[bytes, ...]:
+        """The start keys of every shard but the first."""
+        return self._starts
+
+    def shard_for(self, key: bytes) -> Shard:
+        if not isinstance(key, bytes | bytearray | memoryview):
+            raise InvalidArgument(f"keys must be bytes, got {type(key).__name__}")
+        return self.shards[bisect.bisect_right(self._starts, bytes(key))]
+
+    def route(self, keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Int32Array:
+        return route(self._starts, keys)
+
+    def overlapping(self, start: bytes | None, end: bytes | None) -> list[Shard]:
+        """The shards holding keys of ``[start, end)``, in key order."""
+        want = KeyRange(start, end)
+        if want.is_empty():
+            return []
+        lo = 0 if start is None else bisect.bisect_right(self._starts, start)
+        hi = len(self.shards) if end is None else bisect.bisect_left(self._starts, end) + 1
+        return list(self.shards[lo:hi])
+
+    def by_id(self, shard_id: int) -> Shard | None:
+        for s in self.shards:
+            if s.shard_id == shard_id:
+                return s
+        return None
+
+    def pending_for(self, shard_id: int) -> PendingOp | None:
+        for op in self.pending:
+            if shard_id in op.sources:
+                return op
+        return None
+
+
+# ---- routing ---------------------------------------------------------------------------------
+def _as_binary(keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Array:
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if not isinstance(keys, pa.Array):
+        try:
+            keys = pa.array(keys, type=pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise InvalidArgument(f"keys must be bytes: {e}") from None
+    if pa.types.is_large_binary(keys.type) or pa.types.is_binary(keys.type):
+        pass
+    elif pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+        keys = keys.cast(pa.large_binary() if pa.types.is_large_string(keys.type) else pa.binary())
+    elif pa.types.is_fixed_size_binary(keys.type) or pa.types.is_binary_view(keys.type):
+        keys = keys.cast(pa.binary())
+    else:
+        raise InvalidArgument(f"keys must be a binary array, got {keys.type}")
+    if keys.null_count:
+        raise InvalidArgument(f"keys must not be null ({keys.null_count} nulls)")
+    return keys
+
+
+def route(
+    split_points: Sequence[bytes], keys: pa.Array | pa.ChunkedArray | Sequence[bytes]
+) -> pa.Int32Array:
+    """The shard index of every key: the number of split points ``<= key``. Vectorised: either
+    one Arrow comparison per split point, or one sort of the keys plus a binary search per split
+    point, whichever is cheaper."""
+    arr = _as_binary(keys)
+    n = len(arr)
+    if not split_points or n == 0:
+        return pa.array(np.zeros(n, dtype=np.int32))
+    if len(split_points) <= _COMPARE_ROUTE_MAX:
+        out = np.zeros(n, dtype=np.int32)
+        for sp in split_points:
+            ge = pc.greater_equal(arr, pa.scalar(sp, arr.type))
+            out += ge.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        return pa.array(out)
+    order = pc.sort_indices(arr)
+    ordered = arr.take(order)
+    cuts = [_lower_bound(ordered, sp) for sp in split_points]
+    by_rank = np.repeat(
+        np.arange(len(cuts) + 1, dtype=np.int32), np.diff([0, *cuts, n]).astype(np.int64)
+    )
+    out = np.empty(n, dtype=np.int32)
+    out[order.to_numpy()] = by_rank
+    return pa.array(out)
+
+
+def _lower_bound(ordered: pa.Array, key: bytes) -> int:
+    """First position in sorted ``ordered`` whose key is ``>= key``."""
+    lo, hi = 0, len(ordered)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ordered[mid].as_py() < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# ---- validation ------------------------------------------------------------------------------
+def check_split_points(split_points: Sequence[bytes]) -> tuple[bytes, ...]:
+    """Split points must be non-empty bytes, strictly increasing."""
+    out: list[bytes] = []
+    for sp in split_points:
+        if not isinstance(sp, bytes) or not sp:
+            raise InvalidArgument(f"split points must be non-empty bytes, got {sp!r}")
+        if out and sp <= out[-1]:
+            raise InvalidArgument(
+                f"split points must be strictly increasing: {sp!r} after {out[-1]!r}"
+            )
+        out.append(sp)
+    return tuple(out)
+
+
+def ranges_for(split_points: Sequence[bytes]) -> list[KeyRange]:
+    bounds: list[bytes | None] = [None, *split_points, None]
+    return [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+# ---- codec -----------------------------------------------------------------------------------
+def _hex(k: bytes | None) -> str | None:
+    return None if k is None else k.hex()
+
+
+def _range_json(r: KeyRange) -> dict[str, str | None]:
+    return {"start": _hex(r.start), "end": _hex(r.end)}
+
+
+def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
+    prefix = table_path.rstrip("/") + "/"
+    doc = {
+        "created_at": m.created_at,
+        "next_shard_id": m.next_shard_id,
+        "shards": [
+            {"id": s.shard_id, **_range_json(s.key_range), "db": _relative(s.db_path, prefix)}
+            for s in m.shards
+        ],
+        "pending": [
+            {
+                "op_id": str(op.op_id),
+                "kind": op.kind,
+                "sources": list(op.sources),
+                "targets": [{"id": i, **_range_json(r)} for i, r in op.targets],
+                "started_at": op.started_at,
+            }
+            for op in m.pending
+        ],
+        "retired": [_relative(p, prefix) for p in m.retired],
+    }
+    payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
+
+
+def _relative(db_path: str, prefix: str) -> str:
+    if not db_path.startswith(prefix):
+        raise InvalidArgument(f"database {db_path!r} is not under the table root {prefix!r}")
+    return db_path[len(prefix) :]
+
+
+def decode_shard_map(data: bytes, *, map_id: int, table_path: str, name: str) -> ShardMap:
+    """Raises CorruptionError for anything that is not a valid map."""
+    opened = open_sealed(data, magic=SHARDMAP_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
+    try:
+        doc = json.loads(opened.payload.decode("utf-8"))
+        return _from_doc(doc, map_id, table_path, name)
+    except CorruptionError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument) as e:
+        raise CorruptionError(name, f"bad shard map document: {type(e).__name__}: {e}") from None
+
+
+def _key(v: Any) -> bytes | None:
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise TypeError(f"key must be hex text, got {type(v).__name__}")
+    return bytes.fromhex(v)
+
+
+def _range(d: dict[str, Any]) -> KeyRange:
+    return KeyRange(_key(d["start"]), _key(d["end"]))
+
+
+def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> ShardMap:
+    pending_ids: dict[int, PendingOp] = {}
+    pending: list[PendingOp] = []
+    for p in doc["pending"]:
+        op = PendingOp(
+            op_id=uuid.UUID(p["op_id"]),
+            kind=str(p["kind"]),
+            sources=tuple(int(i) for i in p["sources"]),
+            targets=tuple((int(t["id"]), _range(t)) for t in p["targets"]),
+            started_at=float(p["started_at"]),
+        )
+        if op.kind not in ("split", "merge"):
+            raise CorruptionError(name, f"unknown pending operation kind {op.kind!r}")
+        for sid in op.sources:
+            if sid in pending_ids:
+                raise CorruptionError(name, f"shard {sid} is a source of two pending operations")
+            pending_ids[sid] = op
+        pending.append(op)
+    shards = []
+    for i, s in enumerate(doc["shards"]):
+        rel = validate_relative_path(str(s["db"]), what="shard database path")
+        sid = int(s["id"])
+        shards.append(Shard(i, _range(s), join(table_path, rel), sid, sid in pending_ids))
+    m = ShardMap(
+        id=map_id,
+        shards=tuple(shards),
+        created_at=float(doc["created_at"]),
+        next_shard_id=int(doc["next_shard_id"]),
+        pending=tuple(pending),
+        retired=tuple(
+            join(table_path, validate_relative_path(str(p), what="retired database path"))
+            for p in doc["retired"]
+        ),
+    )
+    problem = layout_problem(m)
+    if problem is not None:
+        raise CorruptionError(name, problem)
+    return m
+
+
+def layout_problem(m: ShardMap) -> str | None:
+    """Why ``m`` is not a valid map, or None."""
+    if not m.shards:
+        return "a shard map needs at least one shard"
+    if m.shards[0].key_range.start is not None or m.shards[-1].key_range.end is not None:
+        return "the shards must cover the whole key space (unbounded first start and last end)"
+    ids = [s.shard_id for s in m.shards]
+    if len(set(ids)) != len(ids) or max(ids) >= m.next_shard_id:
+        return f"shard ids {ids} must be unique and below next_shard_id {m.next_shard_id}"
+    for a, b in zip(m.shards, m.shards[1:], strict=False):
+        if a.key_range.end is None or a.key_range.end != b.key_range.start:
+            return f"shards {a.index} and {b.index} are not contiguous"
+        if a.key_range.is_empty():
+            return f"shard {a.index} has an empty range"
+    if m.shards[-1].key_range.is_empty():
+        return "the last shard has an empty range"
+    for op in m.pending:
+        srcs = [m.by_id(i) for i in op.sources]
+        if any(s is None for s in srcs):
+            return f"pending {op.kind} {op.op_id} names a shard that is not in the map"
+        hull = KeyRange(srcs[0].key_range.start, srcs[-1].key_range.end)  # type: ignore[union-attr]
+        tgt = [r for _, r in op.targets]
+        if not tgt or tgt[0].start != hull.start or tgt[-1].end != hull.end:
+            return f"pending {op.kind} {op.op_id} does not cover its sources' range"
+        if any(t_id >= m.next_shard_id for t_id, _ in op.targets):
+            return f"pending {op.kind} {op.op_id} targets an id at or past next_shard_id"
+    return None
+
+
+# ---- the store -------------------------------------------------------------------------------
+MapChange = Callable[[ShardMap], ShardMap | None]
+
+
+class ShardMapStore:
+    """Reads and commits the shard map of the table at ``table_path``."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        table_path: str,
+        *,
+        max_attempts: int = 20,
+        pointer_stride: int = 16,
+    ) -> None:
+        validate_relative_path(table_path, what="table path")
+        self.store = store
+        self.table_path = table_path
+        self.seq = SequencedStore(
+            store, table_path, NAMESPACE, NAMESPACE, pointer_stride=pointer_stride
+        )
+        self._max_attempts = max_attempts
+
+    def _decode(self, map_id: int, data: bytes) -> ShardMap:
+        return decode_shard_map(
+            data, map_id=map_id, table_path=self.table_path, name=self.seq.path(map_id)
+        )
+
+    def try_read_latest(self) -> ShardMap | None:
+        found = self.seq.read_latest()
+        return None if found is None else self._decode(*found)
+
+    def read(self, map_id: int) -> ShardMap:
+        return self._decode(map_id, self.seq.read(map_id))
+
+    def create_initial(self, m: ShardMap) -> ShardMap:
+        """Commit version 1; ManifestVersionExists if the table exists."""
+        return self._commit(FIRST_ID, m)
+
+    def _commit(self, map_id: int, m: ShardMap) -> ShardMap:
+        problem = layout_problem(m)
+        if problem is not None:
+            raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
+        data = encode_shard_map(m, self.table_path)
+        try:
+            self.seq.create(map_id, data)
+        except ObjectVersionBehindBoundary:
+            try:  # garbage at an id GC declared dead; nobody may mistake it for history
+                self.store.delete(self.seq.path(map_id))
+            except Exception as e:
+                log.warning("could not delete stale shard map %d: %s", map_id, e)
+            raise
+        return ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired)
+
+    def update(self, change: MapChange, base: ShardMap | None = None) -> ShardMap:
+        """Apply ``change`` to the latest map and commit it as the next version, re-applying it
+        to the winner's map after losing a race. ``change`` returns None (or its argument) to
+        commit nothing, and raises to refuse (e.g. ShardMapConflict)."""
+        current = base if base is not None else self.read_latest()
+        for attempt in range(1, self._max_attempts + 1):
+            new = change(current)
+            if new is None or new is current:
+                return current
+            new = _renumbered(new)
+            try:
+                return self._commit(current.id + 1, new)
+            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
+                log.info(
+                    "shard map commit %d of %r lost (%s); retrying",
+                    current.id + 1,
+                    self.table_path,
+                    type(e).__name__,
+                )
+                time.sleep(min(0.2, 0.005 * 2**attempt) * (0.5 + random.random()))
+                current = self.read_latest()
+        raise CommitRetriesExhausted(f"shard map update of {self.table_path!r}", self._max_attempts)
+
+    def read_latest(self) -> ShardMap:
+        m = self.try_read_latest()
+        if m is None:
+            raise DatabaseNotFound(
+                f"no table (shard map) under {self.table_path!r} in {self.store.url}"
+            )
+        return m
+
+    # ---- GC ---------------------------------------------------------------------------------
+    def collect(self, min_age: timedelta, now: float | None = None) -> int:
+        """Delete map versions older than ``min_age``, never the latest: first advance the
+        boundary over them (seed 004), then delete. Returns how many were deleted."""
+        now_s = time.time() if now is None else now
+        entries = self.seq.list()
+        if len(entries) < 2:
+            return 0
+        latest = entries[-1].id
+        old = [
+            e.id
+            for e in entries[:-1]
+            if now_s - e.last_modified.timestamp() >= min_age.total_seconds()
+        ]
+        if not old:
+            return 0
+        self.seq.advance_boundary(max(old))
+        n = 0
+        for oid in old:
+            try:
+                self.seq.delete(oid, latest=latest)
+                n += 1
+            except ObjectNotFound:
+                pass
+        return n
+
+
+def _renumbered(m: ShardMap) -> ShardMap:
+    """``m`` with shard indexes equal to positions and seal flags derived from its pending ops."""
+    sealed = {sid for op in m.pending for sid in op.sources}
+    shards = tuple(
+        Shard(i, s.key_range, s.db_path, s.shard_id, s.shard_id in sealed)
+        for i, s in enumerate(m.shards)
+    )
+    return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired)

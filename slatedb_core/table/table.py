@@ -1,0 +1,577 @@
+"""``Table``: a sharded table, one database per contiguous key range (issue 7; the duty seed 003
+leaves to "the client": "it is the client responsibility to maintain the ranges associated with
+SlateDB instances and supply them to Projection and Union").
+
+The map itself is :mod:`slatedb_core.table.shardmap`; rescaling is :mod:`slatedb_core.table.
+rescale`. This module routes reads and writes:
+
+* **Reads** go through one :class:`~slatedb_core.reader.DbReader` per shard, opened on first use
+  with ``TableOptions.reader`` (default MANAGED: each reader pins its state with a checkpoint, so
+  GC cannot pull SSTs from under a long scan; FOLLOW_LATEST never writes). A scan walks the
+  shards overlapping ``[start, end)`` in key order, each clipped to its range. A table opened on a
+  :class:`TableSnapshot` reads a checkpoint of every shard instead: one consistent, repeatable
+  view per shard, of a shard map that cannot change under it.
+* **Writes** go through ``writer(shard)``, the shard's :class:`~slatedb_core.db.Db`. Opening it
+  fences every earlier writer of that shard; *then* the latest map is read again, and a shard
+  that is gone or sealed by a split/merge is refused (:class:`ShardMapConflict`) before anything
+  is written. That order is what makes rescaling safe (see :mod:`slatedb_core.table.rescale`).
+
+A ``Table`` holds the map version it read last; :meth:`Table.refresh` reads the latest. A read
+that finds its shard's database destroyed (a rescale finished meanwhile) refreshes once and
+re-routes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
+from slatedb_core.db import KV_SCHEMA, Db
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    InvalidArgument,
+    ManifestVersionExists,
+    ObjectAlreadyExists,
+    ShardMapConflict,
+    SlateDBError,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions, ReaderMode
+from slatedb_core.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.table.shardmap import (
+    Shard,
+    ShardMap,
+    ShardMapStore,
+    check_split_points,
+    ranges_for,
+    shard_db_name,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Table", "TableOptions", "TableSnapshot"]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    writer: DbOptions = field(default_factory=DbOptions)
+    """Options of the shard writers :meth:`Table.writer` opens (and of the fencing writer that
+    split/merge open on a source shard)."""
+    reader: DbReaderOptions = field(default_factory=DbReaderOptions)
+    """Options of the per-shard readers behind get/scan (the mode is forced to CHECKPOINT for a
+    table opened on a snapshot)."""
+    fence_attempts: int = 5
+    """Split/merge: how often to re-fence a source shard whose fencing writer was itself fenced
+    (a writer that opened meanwhile, saw the seal and left)."""
+    map_commit_attempts: int = 20
+    """Shard-map commits retried after losing a race to an unrelated change."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.writer, DbOptions) or not isinstance(self.reader, DbReaderOptions):
+            raise InvalidArgument("TableOptions.writer/reader must be DbOptions/DbReaderOptions")
+        if self.fence_attempts < 1 or self.map_commit_attempts < 1:
+            raise InvalidArgument("fence_attempts and map_commit_attempts must be >= 1")
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """A checkpoint of every shard of one shard-map version: a consistent, repeatable view of
+    each shard that survives rescaling (the checkpoints keep the retired databases' SSTs) until
+    :meth:`Table.release_snapshot` or their lifetime. Self-contained and JSON-serialisable, so a
+    driver can hand it to tasks (``to_json``/``from_json``).
+
+    Each checkpoint holds what its shard's manifest held when it was taken: data ingested with
+    ``bulk_ingest`` or flushed to L0; writes still only in a live writer's WAL are not in it."""
+
+    table_path: str
+    shard_map_id: int
+    shards: tuple[Shard, ...]
+    checkpoints: tuple[uuid.UUID, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "table_path": self.table_path,
+                "shard_map_id": self.shard_map_id,
+                "shards": [
+                    {
+                        "index": s.index,
+                        "id": s.shard_id,
+                        "start": None if s.key_range.start is None else s.key_range.start.hex(),
+                        "end": None if s.key_range.end is None else s.key_range.end.hex(),
+                        "db": s.db_path,
+                        "checkpoint": str(c),
+                    }
+                    for s, c in zip(self.shards, self.checkpoints, strict=True)
+                ],
+            }
+        )
+
+    @staticmethod
+    def from_json(text: str) -> TableSnapshot:
+        try:
+            d = json.loads(text)
+            shards = tuple(
+                Shard(
+                    int(s["index"]),
+                    KeyRange(
+                        None if s["start"] is None else bytes.fromhex(s["start"]),
+                        None if s["end"] is None else bytes.fromhex(s["end"]),
+                    ),
+                    validate_relative_path(str(s["db"]), what="shard database path"),
+                    int(s["id"]),
+                )
+                for s in d["shards"]
+            )
+            cps = tuple(uuid.UUID(s["checkpoint"]) for s in d["shards"])
+            return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps)
+        except (ValueError, KeyError, TypeError) as e:
+            raise InvalidArgument(f"not a table snapshot: {type(e).__name__}: {e}") from None
+
+
+class Table:
+    """A sharded table. Use :meth:`create` or :meth:`open`; thread-safe; close when done."""
+
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: TableOptions,
+        maps: ShardMapStore,
+        current: ShardMap,
+        snapshot: TableSnapshot | None = None,
+    ) -> None:
+        self.path = path
+        self.store = store
+        self.options = options
+        self.maps = maps
+        self._map = current
+        self._snapshot = snapshot
+        self._lock = threading.Lock()
+        self._readers: dict[str, DbReader] = {}
+        self._closed = False
+
+    # ---- creating and opening --------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str,
+        store: ObjectStore,
+        split_points: Sequence[bytes] = (),
+        options: TableOptions | None = None,
+    ) -> Table:
+        """Create a table of ``len(split_points) + 1`` shards tiling the key space. Raises
+        InvalidArgument for split points that are not non-empty, strictly increasing bytes, and
+        ObjectAlreadyExists if a table exists at ``path``.
+
+        Order: the shard databases first (each created with its key range, which the engine
+        enforces on every write), then shard map 1 by create-if-absent. A crash in between leaves
+        databases that no map names; re-running the same create adopts them."""
+        validate_relative_path(path, what="table path")
+        if isinstance(split_points, bytes | str):
+            raise InvalidArgument("split_points must be a sequence of bytes, not one key")
+        points = check_split_points(split_points)
+        options = options or TableOptions()
+        maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
+        if maps.seq.latest_id() is not None:
+            raise ObjectAlreadyExists(maps.seq.path(1))
+        shards = tuple(
+            Shard(i, rng, join(path, shard_db_name(i + 1)), i + 1)
+            for i, rng in enumerate(ranges_for(points))
+        )
+        for s in shards:
+            _create_shard_db(store, s)
+        initial = ShardMap(0, shards, time.time(), len(shards) + 1)
+        try:
+            committed = maps.create_initial(initial)
+        except ManifestVersionExists:
+            raise ObjectAlreadyExists(maps.seq.path(1)) from None
+        return cls(path, store, options, maps, committed)
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        options: TableOptions | None = None,
+        *,
+        snapshot: TableSnapshot | None = None,
+    ) -> Table:
+        """Open the table at ``path`` (DatabaseNotFound if there is none). With ``snapshot``,
+        reads serve its checkpoints and its shard map; writes and rescaling are refused."""
+        validate_relative_path(path, what="table path")
+        options = options or TableOptions()
+        maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
+        if snapshot is not None:
+            if snapshot.table_path != path:
+                raise InvalidArgument(
+                    f"snapshot of table {snapshot.table_path!r} given to open {path!r}"
+                )
+            frozen = ShardMap(snapshot.shard_map_id, snapshot.shards, 0.0, 0)
+            return cls(path, store, options, maps, frozen, snapshot)
+        return cls(path, store, options, maps, maps.read_latest())
+
+    # ---- the map ---------------------------------------------------------------------------
+    @property
+    def shard_map(self) -> ShardMap:
+        return self._map
+
+    @property
+    def shards(self) -> list[Shard]:
+        return list(self._map.shards)
+
+    @property
+    def snapshot_view(self) -> TableSnapshot | None:
+        """The snapshot this table was opened on, if any."""
+        return self._snapshot
+
+    def shard_for(self, key: bytes) -> Shard:
+        return self._map.shard_for(key)
+
+    def route(self, keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Int32Array:
+        """The shard index of each key (vectorised; for repartitioning a batch by shard)."""
+        return self._map.route(keys)
+
+    def refresh(self) -> ShardMap:
+        """Read the latest shard map; close readers of shards that left it and bring the others
+        up to date."""
+        self._check_open()
+        if self._snapshot is not None:
+            return self._map
+        latest = self.maps.read_latest()
+        self._install(latest)
+        with self._lock:
+            readers = list(self._readers.values())
+        for r in readers:
+            try:
+                r.refresh()
+            except SlateDBError as e:
+                log.info("table %r: refreshing reader of %r: %s", self.path, r.path, e)
+        return latest
+
+    def _install(self, latest: ShardMap) -> None:
+        with self._lock:
+            if latest.id < self._map.id:
+                return
+            self._map = latest
+            live = {s.db_path for s in latest.shards}
+            gone = [p for p in self._readers if p not in live]
+            stale = [self._readers.pop(p) for p in gone]
+        for r in stale:
+            _close_quietly(r)
+
+    # ---- reads -----------------------------------------------------------------------------
+    def _reader(self, shard: Shard) -> DbReader:
+        self._check_open()
+        with self._lock:
+            r = self._readers.get(shard.db_path)
+        if r is not None:
+            return r
+        if self._snapshot is not None:
+            cid = self._snapshot.checkpoints[shard.index]
+            opts = dataclasses.replace(self.options.reader, mode=ReaderMode.CHECKPOINT)
+            r = DbReader.open(shard.db_path, self.store, cid, opts)
+        else:
+            r = DbReader.open(shard.db_path, self.store, None, self.options.reader)
+        with self._lock:
+            existing = self._readers.get(shard.db_path)
+            if existing is None and not self._closed:
+                self._readers[shard.db_path] = r
+                return r
+        _close_quietly(r)  # another thread opened one first (or we closed meanwhile)
+        if existing is None:
+            self._check_open()
+            raise AssertionError("unreachable")
+        return existing
+
+    def _with_reroute(self, key: bytes, fn: Any) -> Any:
+        """Run ``fn(reader)`` on the reader of ``key``'s shard; once, after a rescale destroyed
+        that shard, on the latest map."""
+        shard = self.shard_for(key)
+        try:
+            return fn(self._reader(shard))
+        except (DatabaseDestroyed, DatabaseNotFound):
+            if self._snapshot is not None:
+                raise
+            self.refresh()
+            return fn(self._reader(self.shard_for(key)))
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` in its shard, or None."""
+        return self._with_reroute(key, lambda r: r.get(key))  # type: ignore[no-any-return]
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """Values of ``keys`` (in order); one ``get_many`` per shard involved."""
+        ks = list(keys)
+        if not ks:
+            return []
+        m = self._map
+        idx = m.route(ks).to_numpy()
+        out: list[bytes | None] = [None] * len(ks)
+        for i in np.unique(idx):
+            positions = np.flatnonzero(idx == i)
+            shard = m.shards[int(i)]
+            group = [ks[p] for p in positions]
+            try:
+                values = self._reader(shard).get_many(group)
+            except (DatabaseDestroyed, DatabaseNotFound):
+                if self._snapshot is not None:
+                    raise
+                self.refresh()
+                values = [self.get(k) for k in group]
+            for p, v in zip(positions, values, strict=True):
+                out[int(p)] = v
+        return out
+
+    def _check_bounds(self, start: bytes | None, end: bytes | None) -> None:
+        for name, b in (("start", start), ("end", end)):
+            if b is not None and not isinstance(b, bytes):
+                raise InvalidArgument(f"scan {name} must be bytes or None")
+        if start is not None and end is not None and end < start:
+            raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
+
+    def _shard_scans(
+        self, start: bytes | None, end: bytes | None
+    ) -> Iterator[tuple[DbReader, bytes | None, bytes | None]]:
+        """(reader, clipped start, clipped end) per shard overlapping ``[start, end)``, in key
+        order; the map is the one current when the scan starts, re-read once if a shard turns
+        out to be destroyed."""
+        m = self._map
+        resume = start
+        while True:
+            for shard in m.overlapping(resume, end):
+                clip = shard.key_range.intersect(KeyRange(resume, end))
+                if clip.is_empty():
+                    continue
+                try:
+                    reader = self._reader(shard)
+                except (DatabaseDestroyed, DatabaseNotFound):
+                    if self._snapshot is not None or m is not self._map:
+                        raise
+                    m = self.refresh()
+                    resume = clip.start
+                    break
+                yield reader, clip.start, clip.end
+            else:
+                return
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with ``start <= key < end`` (None unbounded) across all shards, in
+        key order."""
+        self._check_open()
+        self._check_bounds(start, end)
+
+        def rows() -> Iterator[tuple[bytes, bytes]]:
+            for reader, lo, hi in self._shard_scans(start, end):
+                yield from reader.scan(lo, hi)
+
+        return rows()
+
+    def scan_arrow(
+        self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
+    ) -> pa.RecordBatchReader:
+        """The same as :meth:`scan`, as Arrow record batches of (key, value): the type
+        ``Db.scan_arrow`` returns. Batches never span two shards."""
+        self._check_open()
+        self._check_bounds(start, end)
+        if batch_size <= 0:
+            raise InvalidArgument("batch_size must be > 0")
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for reader, lo, hi in self._shard_scans(start, end):
+                yield from reader.scan_arrow(lo, hi, batch_size)
+
+        return pa.RecordBatchReader.from_batches(KV_SCHEMA, batches())
+
+    # ---- writes ----------------------------------------------------------------------------
+    def writer(self, shard: int | Shard, options: DbOptions | None = None) -> Db:
+        """Open the writer of ``shard`` (an index into the latest map this table read, or a
+        ``Shard`` of some map version). It fences every earlier writer of the shard. Raises
+        ShardMapConflict, without writing anything, if after fencing the latest map no longer
+        has the shard or a split/merge has sealed it: re-read the map and re-route."""
+        self._check_writable()
+        target = self._resolve(shard)
+        latest = self.maps.read_latest()
+        _check_live_shard(latest, target)  # cheap early refusal; the check that counts is below
+        db = Db.open(target.db_path, self.store, options or self.options.writer)
+        try:
+            latest = self.maps.read_latest()
+            _check_live_shard(latest, target)
+        except BaseException:
+            db.close()
+            raise
+        self._install(latest)
+        return db
+
+    def _resolve(self, shard: int | Shard) -> Shard:
+        if isinstance(shard, Shard):
+            return shard
+        if isinstance(shard, bool) or not isinstance(shard, int | np.integer):
+            raise InvalidArgument(f"shard must be an index or a Shard, got {type(shard).__name__}")
+        shards = self._map.shards
+        if not 0 <= int(shard) < len(shards):
+            raise InvalidArgument(f"shard index {shard} out of range 0..{len(shards) - 1}")
+        return shards[int(shard)]
+
+    # ---- snapshots -------------------------------------------------------------------------
+    def snapshot(self, lifetime: timedelta | None = timedelta(hours=1)) -> TableSnapshot:
+        """A checkpoint of every shard of the latest map (see :class:`TableSnapshot`). If a
+        rescale commits meanwhile, the checkpoints are dropped and taken again on the new map."""
+        self._check_writable()
+        for _ in range(self.options.map_commit_attempts):
+            m = self.maps.read_latest()
+            taken: list[tuple[str, uuid.UUID]] = []
+            try:
+                for s in m.shards:
+                    opts = CheckpointOptions(lifetime=lifetime, name=f"table-snapshot:{self.path}")
+                    taken.append((s.db_path, create_checkpoint(s.db_path, self.store, opts).id))
+                if self.maps.seq.latest_id() == m.id:
+                    self._install(m)
+                    return TableSnapshot(self.path, m.id, m.shards, tuple(c for _, c in taken))
+            except (DatabaseDestroyed, DatabaseNotFound):
+                pass
+            for db_path, cid in taken:
+                _delete_checkpoint_quietly(self.store, db_path, cid)
+        raise ShardMapConflict(f"table {self.path!r}: the shard map kept changing during snapshot")
+
+    def release_snapshot(self, snapshot: TableSnapshot) -> None:
+        """Delete the snapshot's checkpoints (those already gone are skipped)."""
+        for s, cid in zip(snapshot.shards, snapshot.checkpoints, strict=True):
+            _delete_checkpoint_quietly(self.store, s.db_path, cid)
+
+    # ---- rescaling -------------------------------------------------------------------------
+    def split(self, shard_index: int, at: bytes) -> ShardMap:
+        """Split shard ``shard_index`` at ``at`` into ``[start, at)`` and ``[at, end)``; see
+        :func:`slatedb_core.table.rescale.split`."""
+        from slatedb_core.table.rescale import split
+
+        self._check_writable()
+        m = split(self, shard_index, at)
+        self._install(m)
+        return m
+
+    def merge(self, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
+        """Merge shard ``shard_index`` with the next one; see
+        :func:`slatedb_core.table.rescale.merge`."""
+        from slatedb_core.table.rescale import merge
+
+        self._check_writable()
+        m = merge(self, shard_index, expected_map_id=expected_map_id)
+        self._install(m)
+        return m
+
+    def resume(self) -> ShardMap:
+        """Finish every split/merge a crashed run left pending, and soft-destroy retired
+        shards that are not yet destroyed; see :func:`slatedb_core.table.rescale.resume`."""
+        from slatedb_core.table.rescale import resume
+
+        self._check_writable()
+        m = resume(self)
+        self._install(m)
+        return m
+
+    def collect_garbage(self, min_age: timedelta = timedelta(hours=1)) -> int:
+        """Delete shard-map versions older than ``min_age`` (never the latest), behind the map's
+        GC boundary. Retired shard databases are collected by the database GC
+        (``run_gc_once`` on each path of ``shard_map.retired``)."""
+        self._check_writable()
+        return self.maps.collect(min_age)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgument(f"table {self.path!r} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._snapshot is not None:
+            raise InvalidArgument(f"table {self.path!r} was opened on a snapshot: read only")
+
+    def close(self) -> None:
+        """Close the per-shard readers (deleting their checkpoints). Idempotent."""
+        with self._lock:
+            self._closed = True
+            readers = list(self._readers.values())
+            self._readers.clear()
+        for r in readers:
+            _close_quietly(r)
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Table({self.path!r}, shards={len(self._map.shards)}, map={self._map.id})"
+
+
+# ---- helpers -------------------------------------------------------------------------------
+def _create_shard_db(store: ObjectStore, shard: Shard) -> None:
+    """The first manifest of a shard database, carrying its key range (a re-run finding the same
+    database accepts it; one with another range is not ours)."""
+    ms = ManifestStore(store, shard.db_path)
+    rng = shard.key_range
+    try:
+        ms.create_initial(Manifest(key_range=None if rng == KeyRange() else rng.to_bytes_range()))
+    except ManifestVersionExists:
+        have = ms.read_latest().manifest
+        if KeyRange.of(have.key_range) != rng:
+            raise ObjectAlreadyExists(shard.db_path) from None
+
+
+def _check_live_shard(m: ShardMap, shard: Shard) -> None:
+    current = m.by_id(shard.shard_id)
+    if current is None or current.db_path != shard.db_path:
+        raise ShardMapConflict(
+            f"shard {shard.shard_id} ({shard.db_path!r}) is no longer in shard map {m.id}; "
+            "re-read the map and re-route"
+        )
+    if current.sealed:
+        op = m.pending_for(shard.shard_id)
+        what = "a rescale" if op is None else f"a {op.kind} ({op.op_id})"
+        raise ShardMapConflict(
+            f"shard {shard.shard_id} ({shard.db_path!r}) is sealed by {what} in shard map {m.id}; "
+            "wait for it to finish (or Table.resume() a crashed one) and re-route"
+        )
+
+
+def _close_quietly(r: DbReader) -> None:
+    try:
+        r.close()
+    except SlateDBError as e:
+        log.info("closing reader of %r: %s", r.path, e)
+
+
+def _delete_checkpoint_quietly(store: ObjectStore, db_path: str, cid: uuid.UUID) -> None:
+    try:
+        delete_checkpoint(db_path, store, cid)
+    except (CheckpointNotFound, DatabaseNotFound):
+        pass
+    except SlateDBError as e:
+        log.warning("could not delete checkpoint %s of %r (it expires): %s", cid, db_path, e)

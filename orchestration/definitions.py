@@ -1,11 +1,34 @@
-"""Dagster definitions for operating slatedb_core databases.
+"""The Dagster definitions ``workspace.yaml`` loads: maintenance of every managed slatedb database.
 
-Assets, schedules and sensors arrive with the orchestration issue; this module already is what
-``workspace.yaml`` loads, so the layout is fixed from the start.
+Built from the settings file (see :mod:`orchestration.settings`), so one code location deploys
+unchanged to ``dagster dev`` and to an instance with a daemon; only the YAML (or
+``SLATEDB_ORCHESTRATION_CONFIG`` / ``SLATEDB_STORE_URL``) differs.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions(assets=[])
+from orchestration.assets import ASSETS
+from orchestration.checks import CHECKS
+from orchestration.jobs import JOBS
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from orchestration.schedules import build_schedules
+from orchestration.sensors import build_sensors
+from orchestration.settings import Settings, load_settings
+
+
+def build_definitions(settings: Settings) -> dg.Definitions:
+    managed = ManagedDatabasesResource(**settings.managed)
+    managed.validate()
+    return dg.Definitions(
+        assets=ASSETS,
+        asset_checks=CHECKS,
+        jobs=JOBS,
+        schedules=build_schedules(settings.schedules),
+        sensors=build_sensors(settings.sensors_running),
+        resources={"store": ObjectStoreResource(**settings.store), "managed": managed},
+    )
+
+
+defs = build_definitions(load_settings())

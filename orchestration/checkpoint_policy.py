@@ -1,0 +1,62 @@
+"""Which named checkpoints to create, refresh and delete: a pure plan, so the rules can be tested at
+any clock without a store, and so the asset only carries the plan out with ``slatedb_core.admin``.
+
+The rules (per :class:`~orchestration.resources.CheckpointPolicy`):
+
+* retention (no ``every``): keep exactly one live checkpoint of that name. Create it when none is
+  live; refresh the newest to a full ``lifetime`` once less than ``refresh_before`` remains;
+  delete older live duplicates (left by a run that died between create and delete).
+* scheduled (``every``): take a new one when the newest is older than ``every``; delete those
+  older than ``retain``.
+* either: delete expired ones of that name, so nobody mistakes them for a usable snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orchestration.resources import CheckpointPolicy
+from slatedb_core import Checkpoint
+
+
+@dataclass
+class CheckpointPlan:
+    create: list[CheckpointPolicy] = field(default_factory=list)
+    refresh: list[tuple[Checkpoint, CheckpointPolicy]] = field(default_factory=list)
+    delete: list[tuple[Checkpoint, str]] = field(default_factory=list)
+    """(checkpoint, why)"""
+
+
+def plan_checkpoints(
+    checkpoints: list[Checkpoint], policies: list[CheckpointPolicy], now_s: float
+) -> CheckpointPlan:
+    plan = CheckpointPlan()
+    for policy in policies:
+        mine = sorted(
+            (c for c in checkpoints if c.name == policy.name), key=lambda c: c.create_time_s
+        )
+        live = [c for c in mine if not c.is_expired(now_s)]
+        plan.delete.extend((c, "expired") for c in mine if c.is_expired(now_s))
+        every = policy.every_td
+        if every is None:
+            if not live:
+                plan.create.append(policy)
+                continue
+            newest = live[-1]
+            plan.delete.extend((c, "duplicate") for c in live[:-1])
+            remaining = (
+                None if newest.expire_time_s is None else newest.expire_time_s - now_s
+            )
+            if remaining is not None and remaining < policy.refresh_before_td.total_seconds():
+                plan.refresh.append((newest, policy))
+            continue
+        retain_s = policy.retain_td.total_seconds()
+        kept = []
+        for c in live:
+            if now_s - c.create_time_s > retain_s:
+                plan.delete.append((c, "past retention"))
+            else:
+                kept.append(c)
+        if not kept or now_s - kept[-1].create_time_s >= every.total_seconds():
+            plan.create.append(policy)
+    return plan

@@ -1,0 +1,180 @@
+"""Typed Dagster resources: the object store, and what to manage in it.
+
+Both are ``ConfigurableResource`` classes, so every field shows (and can be overridden per run)
+in the Dagster UI's launchpad. Durations are human strings ("1h", "7days") parsed by
+``slatedb_core.durations``; a bad value fails when the resource is built, not mid-run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+from pydantic import Field, PrivateAttr
+
+from slatedb_core import (
+    CompactorOptions,
+    GarbageCollectorOptions,
+    InvalidArgument,
+    ObjectStore,
+    open_store,
+)
+from slatedb_core.durations import parse_duration
+from slatedb_core.inspect import list_databases
+
+MiB = 1024 * 1024
+
+
+class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The object store every managed database lives in.
+
+    ``url`` is anything ``slatedb_core.open_store`` accepts (``s3://bucket/prefix``,
+    ``file:///dir``, a directory path, ``memory://name``). Credentials left unset are read by
+    ``open_store`` from the standard AWS environment variables, so none are ever written in the
+    definitions; a deployment may also set them with ``dg.EnvVar``.
+    """
+
+    url: str
+    endpoint: str | None = None
+    region: str | None = None
+    allow_http: bool | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+
+    _store: ObjectStore | None = PrivateAttr(default=None)
+
+    def open(self) -> ObjectStore:
+        """The store (opened once per resource instance, then shared by the run's steps)."""
+        if self._store is None:
+            overrides = {
+                key: value
+                for key, value in (
+                    ("endpoint", self.endpoint),
+                    ("region", self.region),
+                    ("access_key_id", self.access_key_id),
+                    ("secret_access_key", self.secret_access_key),
+                    ("session_token", self.session_token),
+                    ("allow_http", None if self.allow_http is None else str(self.allow_http)),
+                )
+                if value is not None
+            }
+            self._store = open_store(self.url, **overrides)
+        return self._store
+
+
+class CheckpointPolicy(dg.Config):
+    """A named checkpoint the ``checkpoint_refresh`` asset maintains.
+
+    Without ``every`` it is a *retention* checkpoint: exactly one is kept alive, created if
+    missing and refreshed to ``lifetime`` once less than ``refresh_before`` remains. With
+    ``every`` it is *scheduled*: a new one is taken when the newest is older than ``every``, and
+    those older than ``retain`` are deleted. Checkpoints with other names (readers', clones') are
+    never touched.
+    """
+
+    name: str
+    lifetime: str
+    every: str | None = None
+    retain: str | None = None
+    refresh_before: str | None = None
+
+    @property
+    def lifetime_td(self) -> timedelta:
+        return parse_duration(self.lifetime)
+
+    @property
+    def every_td(self) -> timedelta | None:
+        return None if self.every is None else parse_duration(self.every)
+
+    @property
+    def retain_td(self) -> timedelta:
+        """Scheduled ones: age after which they are deleted (default: their lifetime)."""
+        return self.lifetime_td if self.retain is None else parse_duration(self.retain)
+
+    @property
+    def refresh_before_td(self) -> timedelta:
+        """Retention ones: refresh once less than this remains (default: half the lifetime)."""
+        if self.refresh_before is None:
+            return self.lifetime_td / 2
+        return parse_duration(self.refresh_before)
+
+
+class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Which databases and sharded tables to maintain, and the thresholds the jobs act on.
+
+    Databases are those listed in ``databases``, those found under ``discover_prefix`` (when
+    set; "" is the store's root) and every shard of the listed ``tables``.
+    """
+
+    databases: list[str] = Field(default_factory=list)
+    discover_prefix: str | None = None
+    tables: list[str] = Field(default_factory=list)
+
+    # compaction and the lag sensor
+    l0_max_ssts: int = 8
+    """Request a compaction (sensor) / fail the check when L0 holds more SSTs than this."""
+    wal_backlog_max: int = 64
+    manifest_lag_max: int = 1000
+    compactor_l0_trigger: int = 4
+    compactor_max_sst_size_bytes: int = 256 * MiB
+
+    # garbage collection
+    gc_min_age: str = "1h"
+    gc_db_delete_grace: str = "1d"
+
+    # checkpoints
+    checkpoints: list[CheckpointPolicy] = Field(default_factory=list)
+
+    # rescaling
+    split_bytes: int = 1024 * MiB
+    """A shard whose SSTs hold more than this is split in two."""
+    merge_bytes: int = 64 * MiB
+    """Two adjacent shards both under this (and together under ``split_bytes``) are merged."""
+    max_rescale_operations: int = 4
+
+    # export
+    export_root: str = "delta-exports"
+    """Where ``delta_export`` writes: a directory, or an URI deltalake accepts (s3://...)."""
+    export_checkpoint_lifetime: str = "1h"
+    """Lifetime of the temporary checkpoint an export takes (deleted when the export ends)."""
+    export_checkpoint_name: str | None = None
+    """Export the newest live checkpoint of this name (e.g. a daily scheduled one) instead of
+    taking a temporary checkpoint, so the Delta table matches a snapshot operators know."""
+    expired_checkpoint_grace: str = "2h"
+    """The asset check fails for a checkpoint still listed this long after it expired (the GC
+    should have removed it)."""
+
+    def gc_options(self) -> GarbageCollectorOptions:
+        return GarbageCollectorOptions(
+            min_age=parse_duration(self.gc_min_age, allow_zero=True),
+            db_delete_grace=parse_duration(self.gc_db_delete_grace, allow_zero=True),
+        )
+
+    def compactor_options(self) -> CompactorOptions:
+        return CompactorOptions(
+            l0_trigger=self.compactor_l0_trigger,
+            max_sst_size_bytes=self.compactor_max_sst_size_bytes,
+        )
+
+    def validate(self) -> None:
+        """Parse every duration and threshold once; raises InvalidArgument on the first bad one."""
+        self.gc_options()
+        self.compactor_options()
+        parse_duration(self.export_checkpoint_lifetime)
+        parse_duration(self.expired_checkpoint_grace, allow_zero=True)
+        for p in self.checkpoints:
+            p.lifetime_td, p.every_td, p.retain_td, p.refresh_before_td  # noqa: B018
+        names = [p.name for p in self.checkpoints]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"checkpoint policy names must be unique, got {names}")
+        if self.merge_bytes * 2 > self.split_bytes:
+            raise InvalidArgument("merge_bytes must be at most half of split_bytes")
+
+    def database_paths(self, store: ObjectStore, table_shards: list[str] | None = None) -> list[str]:
+        """Every managed database path, sorted: listed, discovered and table shards."""
+        found = set(self.databases)
+        if self.discover_prefix is not None:
+            found.update(list_databases(store, self.discover_prefix))
+        found.update(table_shards or [])
+        return sorted(found)

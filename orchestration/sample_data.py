@@ -1,0 +1,139 @@
+"""Sample databases for ``make ui``: a few real databases in a local store, each in a state the
+maintenance assets have something to do with.
+
+* ``orders``: several L0 SSTs (compaction has work) and a few writes only in the WAL;
+* ``customers``: a small, already tidy database with a named checkpoint;
+* ``legacy``: soft-destroyed, so garbage collection deletes it once its grace has passed;
+* ``events``: a sharded table (when ``slatedb_core.table`` is available), three shards.
+
+``--register`` also adds the Dagster partitions at once (``DAGSTER_HOME`` must be set), so the UI
+lists every database before the discovery sensor's first tick.
+
+    python -m orchestration.sample_data --dir demo-data/dagster-store --reset --register
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, admin, open_store
+from slatedb_core.destroy import destroy
+
+DEFAULT_DIR = Path("demo-data/dagster-store")
+
+
+def rows(prefix: str, start: int, count: int, value_bytes: int = 64) -> pa.Table:
+    keys = [f"{prefix}{i:08d}".encode() for i in range(start, start + count)]
+    pad = b"x" * max(0, value_bytes - 16)
+    values = [f"value-{i:010d}".encode() + pad for i in range(start, start + count)]
+    return pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
+
+
+def write_database(
+    store: ObjectStore,
+    path: str,
+    *,
+    prefix: str = "k",
+    l0_ssts: int = 3,
+    rows_per_sst: int = 1000,
+    wal_rows: int = 10,
+    value_bytes: int = 64,
+) -> int:
+    """Write ``l0_ssts`` memtable flushes of ``rows_per_sst`` rows each (overlapping keys, so
+    compaction has versions to drop) and ``wal_rows`` more rows left in the WAL. Returns the
+    number of distinct keys."""
+    with Db.open(path, store, DbOptions(l0_max_ssts=max(16, l0_ssts + 1))) as db:
+        for i in range(l0_ssts):
+            db.put_arrow(rows(prefix, i * rows_per_sst // 2, rows_per_sst, value_bytes))
+            db.flush_memtable()
+        if wal_rows:
+            end = (l0_ssts + 1) * rows_per_sst // 2 + rows_per_sst
+            db.put_arrow(rows(prefix, end, wal_rows, value_bytes))
+    if l0_ssts == 0:
+        return wal_rows
+    return (l0_ssts - 1) * rows_per_sst // 2 + rows_per_sst + wal_rows
+
+
+def create_sample(store: ObjectStore, *, with_table: bool = True) -> list[str]:
+    """The sample databases (and table) in ``store``; returns the database paths written."""
+    write_database(store, "orders", prefix="order-", l0_ssts=6, rows_per_sst=2000)
+    write_database(store, "customers", prefix="customer-", l0_ssts=1, rows_per_sst=500)
+    admin.create_checkpoint(
+        "customers", store, CheckpointOptions(lifetime=timedelta(days=2), name="retention")
+    )
+    write_database(store, "legacy", prefix="old-", l0_ssts=1, rows_per_sst=200, wal_rows=0)
+    destroy("legacy", store, soft=True)
+    written = ["orders", "customers", "legacy"]
+    if with_table:
+        written.extend(create_table(store, "events"))
+    return written
+
+
+def create_table(store: ObjectStore, path: str) -> list[str]:
+    """A three-shard table with rows in every shard; returns its shards' database paths."""
+    from slatedb_core.table import Table
+
+    table = Table.create(path, store, split_points=[b"event-00001000", b"event-00002000"])
+    for shard in table.shards:
+        start = 0 if shard.key_range.start is None else int(shard.key_range.start[6:])
+        with Db.open(shard.db_path, store) as db:
+            db.put_arrow(rows("event-", start, 600 if start < 2000 else 1000))
+            db.flush_memtable()
+    return [s.db_path for s in table.shards]
+
+
+def register_partitions(store_url: str) -> int:
+    """Add the partitions for what is in the store to the Dagster instance at ``DAGSTER_HOME``."""
+    import dagster as dg
+
+    from orchestration.definitions import build_definitions
+    from orchestration.sensors import discovery_requests
+    from orchestration.settings import load_settings
+
+    settings = load_settings()
+    store_settings = {**settings.store, "url": store_url}
+    defs = build_definitions(
+        type(settings)(
+            store=store_settings,
+            managed=settings.managed,
+            schedules=settings.schedules,
+            sensors_running=settings.sensors_running,
+        )
+    )
+    resources = defs.resources or {}
+    added = 0
+    with dg.DagsterInstance.get() as instance:
+        for request in discovery_requests(instance, resources["store"], resources["managed"]):
+            if isinstance(request, dg.AddDynamicPartitionsRequest):
+                instance.add_dynamic_partitions(
+                    request.partitions_def_name, list(request.partition_keys)
+                )
+                added += len(request.partition_keys)
+    return added
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="local store directory")
+    p.add_argument("--reset", action="store_true", help="delete the directory first")
+    p.add_argument("--register", action="store_true", help="add the Dagster partitions now")
+    a = p.parse_args()
+    if a.reset and a.dir.exists():
+        shutil.rmtree(a.dir)
+    store = open_store(str(a.dir))
+    if admin.manifest_store(store, "orders").try_read_latest() is not None:
+        print(f"sample data already in {store.url} (use --reset to write it again)")
+    else:
+        written = create_sample(store)
+        print(f"wrote {len(written)} databases to {store.url}: {', '.join(written)}")
+    if a.register:
+        print(f"registered {register_partitions(store.url)} new partitions")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The deployment's description, read once when the definitions load: which store, what to
+manage, and the cron strings of the schedules.
+
+The file is YAML, ``orchestration/slatedb.yaml`` unless ``SLATEDB_ORCHESTRATION_CONFIG`` names
+another; ``SLATEDB_STORE_URL`` overrides its store URL. Schedules need their cron strings when the
+definitions are built, which is why they are read here and not from a resource. Unknown keys are
+an error, so a typo does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slatedb_core import InvalidArgument
+
+CONFIG_ENV = "SLATEDB_ORCHESTRATION_CONFIG"
+STORE_URL_ENV = "SLATEDB_STORE_URL"
+DEFAULT_CONFIG = Path(__file__).with_name("slatedb.yaml")
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    compaction: str = "*/15 * * * *"
+    garbage_collection: str = "0 * * * *"
+    checkpoint_refresh: str = "*/30 * * * *"
+    delta_export: str = "0 3 * * *"
+    rescaling: str = "0 4 * * *"
+    timezone: str = "UTC"
+    running: bool = False
+    """Whether schedules start running when first deployed (the UI can toggle them)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: dict[str, Any]
+    """Keyword arguments of ObjectStoreResource (url, endpoint, region, ...)."""
+    managed: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ManagedDatabasesResource."""
+    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
+    sensors_running: bool = True
+    source: str = "<defaults>"
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    chosen = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+    try:
+        raw = yaml.safe_load(chosen.read_text()) or {}
+    except OSError as e:
+        raise InvalidArgument(f"cannot read orchestration config {chosen}: {e}") from e
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{chosen}: expected a mapping at the top level")
+    known = {"store", "managed", "schedules", "sensors_running"}
+    unknown = set(raw) - known
+    if unknown:
+        raise InvalidArgument(f"{chosen}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    store = dict(raw.get("store") or {})
+    if os.environ.get(STORE_URL_ENV):
+        store["url"] = os.environ[STORE_URL_ENV]
+    if not store.get("url"):
+        raise InvalidArgument(f"{chosen}: store.url is required (or set {STORE_URL_ENV})")
+    sched_raw = dict(raw.get("schedules") or {})
+    names = {f.name for f in fields(ScheduleSettings)}
+    if set(sched_raw) - names:
+        raise InvalidArgument(f"{chosen}: unknown schedules keys {sorted(set(sched_raw) - names)}")
+    return Settings(
+        store=store,
+        managed=dict(raw.get("managed") or {}),
+        schedules=ScheduleSettings(**sched_raw),
+        sensors_running=bool(raw.get("sensors_running", True)),
+        source=str(chosen),
+    )

@@ -159,6 +159,12 @@ class DatabaseNotInitialized(SlateDBError):
     """The database's manifest says ``initialized=False`` (e.g. an unfinished clone)."""
 
 
+class ShardMapConflict(SlateDBError):
+    """A sharded table's shard map changed under a caller: a split or merge lost the race to
+    another change of the same shards, or a writer was asked for a shard that is no longer in
+    the latest map or is being split or merged (re-read the map and re-route)."""
+
+
 def is_retryable(err: BaseException) -> bool:
     """True for errors where repeating the same request may succeed."""
     return isinstance(err, StoreError) and err.retryable

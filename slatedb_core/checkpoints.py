@@ -66,7 +66,11 @@ def _expired(checkpoint: Checkpoint, now_s: float) -> CheckpointNotFound:
 
 
 def checkpoint_change(
-    options: CheckpointOptions, now_s: float, checkpoint_id: uuid.UUID
+    options: CheckpointOptions,
+    now_s: float,
+    checkpoint_id: uuid.UUID,
+    *,
+    derived_on_destroyed: bool = False,
 ) -> Callable[[Manifest, int], Manifest]:
     """The manifest edit that adds checkpoint ``checkpoint_id`` (seed 003's two procedures), for
     ``ManifestStore.update_at`` / ``FencedManifest.update_at``.
@@ -77,6 +81,11 @@ def checkpoint_change(
     is rounded up from the exact time. The id is chosen once by the caller, so if a retried
     commit finds the checkpoint already present (an earlier attempt that did land) the manifest
     is returned unchanged, not duplicated.
+
+    ``derived_on_destroyed`` admits a checkpoint with a source on a destroyed database: a clone's
+    final checkpoint in a database its parent references (a clone of a clone whose root was
+    destroyed). It pins nothing the active source does not, and once no checkpoint is active
+    none can appear, so the GC's "no active checkpoint" check stays valid.
     """
     if not isinstance(checkpoint_id, uuid.UUID):
         raise InvalidArgument("checkpoint id must be a uuid.UUID")
@@ -85,7 +94,8 @@ def checkpoint_change(
     def change(m: Manifest, next_id: int) -> Manifest:
         if m.checkpoint(checkpoint_id) is not None:
             return m
-        if m.destroyed_at_s is not None:
+        derived_ok = derived_on_destroyed and options.source is not None
+        if m.destroyed_at_s is not None and not derived_ok:
             raise DatabaseDestroyed(f"database was destroyed at {m.destroyed_at_s}")
         if options.source is None:
             if not m.initialized:

@@ -275,7 +275,8 @@ class Fallbacks:
 def _commit_final(base: Latest, final: uuid.UUID, source: uuid.UUID, dest: str, now: float) -> bool:
     options = CheckpointOptions(lifetime=None, source=source, name=f"clone:{dest}")
     try:
-        base[0].update_at(checkpoint_change(options, now, final), base=base[1])
+        change = checkpoint_change(options, now, final, derived_on_destroyed=True)
+        base[0].update_at(change, base=base[1])
         return True
     except CheckpointNotFound:
         return False

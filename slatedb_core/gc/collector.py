@@ -159,8 +159,9 @@ class Collector:
     # ---- destroyed databases and clones (seed 003 steps 2 and 8) ---------------------------
     def _destroyed(self, latest: StoredManifest, now_s: float, stats: GcStats) -> None:
         """Step 2: delete a soft-destroyed database once its grace period is over and no
-        checkpoint is active; otherwise report it and leave it. No checkpoint can be added or
-        revived on a destroyed database, so the check cannot go stale before the deletes."""
+        checkpoint is active; otherwise report it and leave it. A destroyed database only admits
+        (clones' final) checkpoints derived from an active one, so the check cannot go stale
+        before the deletes."""
         stats.destroyed = True
         m = latest.manifest
         assert m.destroyed_at_s is not None

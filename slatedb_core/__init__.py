@@ -22,6 +22,7 @@ from slatedb_core.errors import (
     ManifestVersionExists,
     ObjectNotFound,
     ObjectVersionBehindBoundary,
+    ShardMapConflict,
     SlateDBError,
     StoreError,
 )
@@ -43,6 +44,7 @@ from slatedb_core.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
+from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot
 from slatedb_core.union import UnionSource
 from slatedb_core.writebatch import WriteBatch
 
@@ -90,10 +92,16 @@ __all__ = [
     "ReaderStats",
     "RequestCounters",
     "RetryPolicy",
+    "Shard",
+    "ShardMap",
+    "ShardMapConflict",
     "SlateDBError",
     "SstMissing",
     "StoreError",
     "StoredManifest",
+    "Table",
+    "TableOptions",
+    "TableSnapshot",
     "UnionSource",
     "WriteBatch",
     "__version__",

@@ -292,14 +292,14 @@ class Table:
         else:
             r = DbReader.open(shard.db_path, self.store, None, self.options.reader)
         with self._lock:
+            closed = self._closed
             existing = self._readers.get(shard.db_path)
-            if existing is None and not self._closed:
+            if existing is None and not closed:
                 self._readers[shard.db_path] = r
                 return r
-        _close_quietly(r)  # another thread opened one first (or we closed meanwhile)
+        _close_quietly(r)  # another thread opened one first, or the table closed meanwhile
         if existing is None:
-            self._check_open()
-            raise AssertionError("unreachable")
+            raise InvalidArgument(f"table {self.path!r} is closed")
         return existing
 
     def _with_reroute(self, key: bytes, fn: Any) -> Any:

@@ -1,0 +1,52 @@
+"""SparkSession construction shared by the jobs, their tests and the benchmarks.
+
+Everything binds to 127.0.0.1 (the driver, its block manager, no UI): a job started on a developer
+machine must not listen on a public interface. ``spark-submit`` users pass their own master and
+configuration; :func:`get_session` then only fills in what is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Each ingest task holds its shard's rows as Arrow batches; 10k-row batches keep the
+    # JVM -> Python hand-over cheap without large per-batch latency.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+}
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    master: str = "local[2]"
+    app_name: str = "slatedb-spark"
+    shuffle_partitions: int = 8
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Extra settings, applied last (they win over the defaults above)."""
+
+
+def get_session(options: SessionOptions | None = None) -> SparkSession:
+    """A SparkSession bound to 127.0.0.1 (or the running one, as spark-submit creates it)."""
+    options = options or SessionOptions()
+    # Executors must run the same interpreter as the driver (the venv with slatedb_core).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(options.master).appName(options.app_name)
+    conf = {
+        **LOCAL_CONF,
+        "spark.sql.shuffle.partitions": str(options.shuffle_partitions),
+        **options.conf,
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -43,6 +43,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 _SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# Lenient on case and '_' (legacy us-east-1 names, MinIO); rejects spaces, ':port', 'user@'.
+_BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,62}$")
 
 _named_memory: dict[str, ObjectStore] = {}
 _named_lock = threading.Lock()
@@ -78,6 +80,8 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
             raise InvalidArgument(f"file URL needs an absolute path: {url!r}")
         return _local(Path(path), original=url)
     if scheme == "s3":
+        if parts.fragment:
+            raise InvalidArgument(f"s3 URL takes no fragment: {url!r}")
         return _s3(parts.netloc, unquote(parts.path), dict(parse_qsl(parts.query)), overrides, url)
     raise InvalidArgument(
         f"unsupported store URL {url!r}: use memory://, file:///abs/dir, a filesystem path, "
@@ -99,13 +103,17 @@ def _memory(name: str) -> ObjectStore:
 def _local(path: Path, *, original: str) -> ObjectStore:
     if any(seg == ".." for seg in path.parts):
         raise InvalidArgument(f"store path must not contain '..': {original!r}")
-    root = path.expanduser().resolve()
-    if root.exists() and not root.is_dir():
-        raise InvalidArgument(f"store path exists and is not a directory: {root}")
+    if "\x00" in str(path):
+        raise InvalidArgument(f"store path contains a NUL byte: {original!r}")
+    # expanduser (unknown ~user: RuntimeError) and stat (name too long, permission: OSError)
+    # fail with the caller's input, not with our state: report them as a bad argument.
     try:
+        root = path.expanduser().resolve()
+        if root.exists() and not root.is_dir():
+            raise InvalidArgument(f"store path exists and is not a directory: {root}")
         root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InvalidArgument(f"cannot create store directory {root}: {e}") from e
+    except (OSError, RuntimeError) as e:
+        raise InvalidArgument(f"cannot use {original!r} as a store directory: {e}") from e
     inner = LocalStore(root, mkdir=True)
     # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
     return ObstoreObjectStore(
@@ -127,6 +135,10 @@ def _s3(
 ) -> ObjectStore:
     if not bucket:
         raise InvalidArgument(f"s3 URL needs a bucket: {url!r}")
+    if not _BUCKET.match(bucket):
+        raise InvalidArgument(
+            f"s3 bucket {bucket!r} is not a bucket name (3-63 of a-z, 0-9, '.', '-', '_'): {url!r}"
+        )
     unknown = set(query) - set(_S3_KEYS)
     if unknown:
         raise InvalidArgument(

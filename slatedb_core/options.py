@@ -13,8 +13,9 @@ from slatedb_core.errors import InvalidArgument
 KiB = 1024
 MiB = 1024 * KiB
 
-MAX_KEY_BYTES = 64 * KiB
-"""Keys are non-empty and at most this long (they are repeated in block indexes)."""
+MAX_KEY_BYTES = 2**16 - 1
+"""Keys are non-empty and at most this long: SlateDB stores key lengths as u16, so a 64 KiB key
+(one byte more) could not be read by it."""
 
 MAX_VALUE_BYTES = 64 * MiB
 """Values may be empty and at most this long (one value must fit in one WAL SST write)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
@@ -35,6 +36,9 @@ def list_manifests(
     store: ObjectStore, path: str, start: int | None = None, end: int | None = None
 ) -> list[ManifestListing]:
     """Manifests with ``start <= id < end``, oldest first."""
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and (type(value) is not int or value < 0):
+            raise InvalidArgument(f"{name} must be a non-negative int or None, got {value!r}")
     ms = manifest_store(store, path)
     return [ManifestListing(e.id, e.path, e.size, e.last_modified) for e in ms.list(start, end)]
 

@@ -120,6 +120,12 @@ def checkpoint_change(
     return change
 
 
+def _check_id(checkpoint_id: object) -> None:
+    """A str id would otherwise match no checkpoint and be reported as not found."""
+    if not isinstance(checkpoint_id, uuid.UUID):
+        raise InvalidArgument(f"checkpoint id must be a uuid.UUID, got {type(checkpoint_id).__name__}")
+
+
 def refresh_change(
     checkpoint_id: uuid.UUID, now_s: float, lifetime: timedelta | None
 ) -> Callable[[Manifest], Manifest]:
@@ -128,6 +134,7 @@ def refresh_change(
     An already expired checkpoint is refused like a missing one rather than revived: the GC may
     have treated it as gone and collected what it pinned.
     """
+    _check_id(checkpoint_id)
     if lifetime is not None and lifetime.total_seconds() <= 0:
         raise InvalidArgument("checkpoint lifetime must be positive")
     expire = expire_time_s(now_s, lifetime)
@@ -149,6 +156,7 @@ def refresh_change(
 def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest]:
     """The edit that drops a checkpoint. Allowed on destroyed and uninitialized databases: the GC
     waits for their checkpoints to go, so operators must be able to remove them."""
+    _check_id(checkpoint_id)
 
     def change(m: Manifest) -> Manifest:
         if m.checkpoint(checkpoint_id) is None:

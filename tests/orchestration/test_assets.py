@@ -19,7 +19,6 @@ from orchestration.assets import (
     garbage_collection,
 )
 from orchestration.checks import CHECKS
-from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.sample_data import write_database
 from slatedb_core import DbReader, ObjectStore, admin
@@ -118,7 +117,6 @@ def test_l0_check_fails_over_threshold_and_sst_check_names_missing_ssts(
     checks_only = dg.define_asset_job(
         "checks_only",
         selection=dg.AssetSelection.checks(*CHECKS[:2]),
-        partitions_def=databases_partitions,
     )
     defs = dg.Definitions(
         assets=[compaction, garbage_collection], asset_checks=CHECKS, jobs=[checks_only],

@@ -58,7 +58,13 @@ def check_manifest(data: bytes) -> str:
     except CorruptionError:
         return CORRUPT
     version = struct.unpack_from("<H", data, 4)[0]
-    for target_version in {version, 2}:
+    versions = {version, 2}
+    views = [v.sst_id for v in m.l0] + [v.sst_id for r in m.compacted for v in r.views]
+    if version == 1 and len(set(views)) < len(views):
+        # The V1 decoder deliberately reads an SST inlined twice as one SST behind two views
+        # (tests/manifest/test_codec.py pins it), which the V1 encoder refuses to write.
+        versions = {2}
+    for target_version in versions:
         again = encode_manifest(m, format_version=target_version, nonce=bytes(16))
         assert decode_manifest(again, name=NAME) == m, f"V{target_version} round trip differs"
     known = {s.id for s in m.ssts}

@@ -173,6 +173,7 @@ def _ephemeral(
     listed = enumerate(wal.list_ids(after=after), start=after + 1)
     run = [i for n, i in itertools.takewhile(lambda p: p[0] == p[1], listed)]  # stop at a gap
     last_seen = _last_with_data(wal, run, None, missing_ok=True) or after
+    read_to = run[-1] if run else after  # every WAL SST up to here was just read for data
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
     cid = uuid.uuid4()
     add = checkpoint_change(options, now, cid)
@@ -181,7 +182,10 @@ def _ephemeral(
         new = add(m, next_id)
         if new is m:
             return m
-        seen = max(m.wal_id_last_seen, last_seen, m.replay_after_wal_id)
+        # A reader may have named trailing fence-only WAL SSTs in wal_id_last_seen; those we
+        # read hold nothing, and counting them would make union refuse a fully flushed source.
+        named = m.wal_id_last_seen if m.wal_id_last_seen > read_to else 0
+        seen = max(named, last_seen, m.replay_after_wal_id)
         return dataclasses.replace(new, wal_id_last_seen=seen)
 
     return cid, ms.update_at(change, base=latest)

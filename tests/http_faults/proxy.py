@@ -144,6 +144,18 @@ class FaultCounters:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Forced:
+    fault: Fault
+    method: str | None
+    path_contains: str | None
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (
+            self.path_contains is None or self.path_contains in path
+        )
+
+
 @dataclass
 class _Plan:
     fault: Fault | None
@@ -156,10 +168,10 @@ class _State:
     rates: FaultRates
     rng: random.Random
     counters: FaultCounters = field(default_factory=FaultCounters)
-    forced: list[Fault] = field(default_factory=list)
+    forced: list[_Forced] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def plan(self, method: str) -> _Plan:
+    def plan(self, method: str, path: str) -> _Plan:
         with self.lock:
             rates = self.rates
             # Draw the same number of values for every request so the sequence stays aligned.
@@ -169,8 +181,10 @@ class _State:
             if u_latency < rates.latency:
                 lo, hi = rates.latency_s
                 delay = lo + (hi - lo) * u_delay
-            if self.forced:
-                return _Plan(self.forced.pop(0), delay, status)
+            for i, forced in enumerate(self.forced):
+                if forced.matches(method, path):
+                    del self.forced[i]
+                    return _Plan(forced.fault, delay, status)
             if rates.methods is not None and method not in rates.methods:
                 return _Plan(None, delay, status)
             acc = 0.0
@@ -307,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         counters = state.counters
         counters.incr("requests")
         counters.incr(f"requests_{self.command}")
-        plan = state.plan(self.command)
+        plan = state.plan(self.command, self.path)
         if plan.delay_s > 0:
             counters.incr("latency")
             time.sleep(plan.delay_s)
@@ -467,10 +481,23 @@ class FaultProxy:
         with self._state.lock:
             self._state.rates = rates
 
-    def force(self, fault: Fault, times: int = 1) -> None:
-        """Inject ``fault`` into the next ``times`` requests, whatever the rates say."""
+    def force(
+        self,
+        fault: Fault,
+        times: int = 1,
+        *,
+        method: str | None = None,
+        path_contains: str | None = None,
+    ) -> None:
+        """Inject ``fault`` into the next ``times`` requests that match ``method`` and contain
+        ``path_contains`` in their request target (None = any), whatever the rates say."""
         with self._state.lock:
-            self._state.forced.extend([fault] * times)
+            self._state.forced.extend([_Forced(fault, method, path_contains)] * times)
+
+    def pending_forced(self) -> int:
+        """Forced faults not yet injected."""
+        with self._state.lock:
+            return len(self._state.forced)
 
     def close(self, timeout_s: float = 30.0) -> None:
         if self._closed:

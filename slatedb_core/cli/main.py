@@ -172,11 +172,13 @@ from slatedb_core.cli.clones import register as _register_clones  # noqa: E402
 from slatedb_core.cli.destroy import register as _register_destroy  # noqa: E402
 from slatedb_core.cli.maintenance import register as _register_maintenance  # noqa: E402
 from slatedb_core.cli.read import register as _register_read  # noqa: E402
+from slatedb_core.cli.table import register as _register_table  # noqa: E402
 
 _register_checkpoints(cli)
 _register_read(cli)
 _register_destroy(cli)
 _register_clones(cli)
+_register_table(cli)
 _register_maintenance(cli)
 
 

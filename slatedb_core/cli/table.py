@@ -1,0 +1,263 @@
+"""``slatedb table ...``: sharded tables. ``--path`` is the table's root.
+
+* ``create [--split KEY]...``: a table with one shard more than split points;
+* ``show`` (alias ``shards``): the latest shard map: each shard's range, database and state,
+  pending splits/merges and retired databases;
+* ``get KEY`` / ``scan [--from KEY] [--to KEY] [--max-keys N]``: read through the shard map, never
+  writing (FOLLOW_LATEST readers: a one-command process must not leave checkpoints behind);
+* ``split INDEX --at KEY``, ``merge INDEX [--expect-map ID]``, ``resume``: rescale.
+
+Keys are given and shown as in ``slatedb get/scan`` (``--format utf8|hex``). Exit codes: 0
+success; 1 a SlateDB error (e.g. ``ShardMapConflict``) or ``get`` of a missing key; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import timedelta
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from slatedb_core.cli.read import _handle_errors, _NotFound, parse_key, show
+from slatedb_core.keys import KeyRange
+from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
+from slatedb_core.table import ShardMap, Table, TableOptions
+
+_READ_ONLY = TableOptions(
+    reader=DbReaderOptions(
+        mode=ReaderMode.FOLLOW_LATEST,
+        manifest_poll_interval=timedelta(hours=1),  # one command: no polling
+        checkpoint_lifetime=None,
+        block_cache_bytes=16 * MiB,
+    )
+)
+
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("utf8", "hex")),
+    default="utf8",
+    show_default=True,
+    help="How keys are given and keys and values shown.",
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _bound(k: bytes | None, fmt: str) -> str | None:
+    return None if k is None else show(k, fmt)
+
+
+def map_to_dict(m: ShardMap, fmt: str = "utf8") -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "created_at": m.created_at,
+        "shards": [
+            {
+                "index": s.index,
+                "shard_id": s.shard_id,
+                "start": _bound(s.key_range.start, fmt),
+                "end": _bound(s.key_range.end, fmt),
+                "db_path": s.db_path,
+                "sealed": s.sealed,
+            }
+            for s in m.shards
+        ],
+        "pending": [
+            {
+                "op_id": str(op.op_id),
+                "kind": op.kind,
+                "sources": list(op.sources),
+                "targets": [
+                    {"shard_id": i, "start": _bound(r.start, fmt), "end": _bound(r.end, fmt)}
+                    for i, r in op.targets
+                ],
+                "started_at": op.started_at,
+            }
+            for op in m.pending
+        ],
+        "retired": list(m.retired),
+    }
+
+
+def _print_map(path: str, m: ShardMap, fmt: str, as_json: bool) -> None:
+    d = map_to_dict(m, fmt)
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    t = RichTable(title=f"table {path}: shard map {m.id}, {len(m.shards)} shard(s)")
+    for col in ("index", "from", "to", "database", "state"):
+        t.add_column(col)
+    for s in d["shards"]:
+        t.add_row(
+            str(s["index"]),
+            s["start"] or "-inf",
+            s["end"] or "+inf",
+            s["db_path"],
+            "sealed" if s["sealed"] else "live",
+        )
+    console.print(t)
+    for op in d["pending"]:
+        into = ", ".join(
+            f"{x['shard_id']}:[{x['start'] or '-inf'}, {x['end'] or '+inf'})" for x in op["targets"]
+        )
+        console.print(f"pending {op['kind']} {op['op_id']}: shards {op['sources']} -> {into}")
+    if d["retired"]:
+        console.print("retired: " + ", ".join(d["retired"]))
+
+
+@click.group("table")
+def table_group() -> None:
+    """Sharded tables at --path: a shard map of key ranges, one database per range."""
+
+
+@table_group.command("create")
+@click.option("--split", "splits", multiple=True, metavar="KEY", help="A split point (repeatable).")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> None:
+    """Create a table with one shard per range between the split points (given in order)."""
+    points = [parse_key(s, fmt, "--split") for s in splits]
+    with Table.create(obj.path, obj.store, points, _READ_ONLY) as t:
+        _print_map(obj.path, t.shard_map, fmt, as_json)
+
+
+@table_group.command("show")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def show_cmd(obj: Any, fmt: str, as_json: bool) -> None:
+    """Print the latest shard map."""
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        _print_map(obj.path, t.shard_map, fmt, as_json)
+
+
+table_group.add_command(show_cmd, "shards")
+
+
+@table_group.command("get")
+@click.argument("key")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
+    """Print the value of KEY (exit 1 if it is not there)."""
+    k = parse_key(key, fmt, "KEY")
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        value = t.get(k)
+    if as_json:
+        click.echo(
+            json.dumps(None if value is None else {"key": show(k, fmt), "value": show(value, fmt)})
+        )
+    elif value is not None:
+        click.echo(show(value, fmt))
+    if value is None:
+        raise _NotFound(show(k, fmt))
+
+
+@table_group.command("scan")
+@click.option("--from", "start", default=None, help="First key (inclusive).")
+@click.option("--to", "end", default=None, help="End key (exclusive).")
+@click.option("--max-keys", type=click.IntRange(min=1), default=None, help="Stop after N keys.")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def scan_cmd(
+    obj: Any, start: str | None, end: str | None, max_keys: int | None, fmt: str, as_json: bool
+) -> None:
+    """Print keys and values across all shards in key order."""
+    lo = None if start is None else parse_key(start, fmt, "--from")
+    hi = None if end is None else parse_key(end, fmt, "--to")
+    if lo is not None and hi is not None and hi < lo:
+        raise click.BadParameter("--to is before --from", param_hint="--to")
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        rows = t.scan(lo, hi)
+        limited = rows if max_keys is None else itertools.islice(rows, max_keys)
+        out = [(show(k, fmt), show(v, fmt)) for k, v in limited]
+    if as_json:
+        click.echo(json.dumps([{"key": k, "value": v} for k, v in out], indent=2))
+    else:
+        for k, v in out:
+            click.echo(f"{k}\t{v}")
+
+
+@table_group.command("split")
+@click.argument("index", type=click.IntRange(min=0))
+@click.option("--at", "at", required=True, metavar="KEY", help="First key of the upper half.")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
+    """Split shard INDEX at --at into two shards (re-running a finished split is a no-op)."""
+    key = parse_key(at, fmt, "--at")
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        shard = t.shards[index] if index < len(t.shards) else None
+        if (
+            shard is not None
+            and not shard.key_range.contains(key)
+            and key
+            not in (
+                shard.key_range.start,
+                shard.key_range.end,
+            )
+        ):
+            raise click.BadParameter(
+                f"{at!r} is outside shard {index} {_show_range(shard.key_range, fmt)}",
+                param_hint="--at",
+            )
+        m = t.split(index, key)
+        _print_map(obj.path, m, fmt, as_json)
+
+
+def _show_range(r: KeyRange, fmt: str) -> str:
+    return f"[{_bound(r.start, fmt) or '-inf'}, {_bound(r.end, fmt) or '+inf'})"
+
+
+@table_group.command("merge")
+@click.argument("index", type=click.IntRange(min=0))
+@click.option(
+    "--expect-map",
+    "expected",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="ID",
+    help="Only if the latest shard map is still this version (makes a retry safe).",
+)
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: bool) -> None:
+    """Merge shard INDEX with shard INDEX+1 into one shard."""
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        m = t.merge(index, expected_map_id=expected)
+        _print_map(obj.path, m, fmt, as_json)
+
+
+@table_group.command("resume")
+@_format_option
+@_json_option
+@click.pass_obj
+@_handle_errors
+def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
+    """Finish splits/merges a crashed run left pending; soft-destroy retired shards."""
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        _print_map(obj.path, t.resume(), fmt, as_json)
+
+
+def register(cli: click.Group) -> None:
+    """Attach the ``table`` group to ``cli``; safe to call more than once."""
+    if cli.commands.get("table") is not table_group:
+        cli.add_command(table_group)

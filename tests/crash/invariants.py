@@ -9,7 +9,8 @@
 * every SST referenced by the latest manifest, and by the manifest each unexpired checkpoint
   pins, exists (in this database or in the external one that owns it);
 * every unexpired checkpoint pins a manifest that exists;
-* an initialized clone's final checkpoints exist in the databases it references.
+* an initialized clone's final checkpoints exist in the databases it references, while a kept
+  manifest still uses their SSTs.
 """
 
 from __future__ import annotations
@@ -96,17 +97,21 @@ def check_database(
 
     _check_ssts_exist(store, path, m, f"{path} manifest {latest.id}")
     now_s = time.time()
+    active = [m]
     for cp in m.checkpoints:
         if cp.is_expired(now_s):
             continue
         # A pinned manifest may sit behind the boundary (the boundary only says "may be
         # deleted"); GC must still have kept it.
         pinned = ms.read(cp.manifest_id).manifest
+        active.append(pinned)
         _check_ssts_exist(store, path, pinned, f"{path} checkpoint {cp.id}")
     if m.initialized and m.destroyed_at_s is None:
         for ext in m.external_dbs:
-            if ext.final_checkpoint_id is None:
-                continue
+            if ext.final_checkpoint_id is None or not any(
+                e.sst_ids for mm in active for e in mm.external_dbs if e.path == ext.path
+            ):
+                continue  # no kept manifest uses its SSTs any more: a detach may be under way
             source = ManifestStore(store, ext.path).read_latest().manifest
             assert source.checkpoint(ext.final_checkpoint_id) is not None, (
                 f"{path}: final checkpoint {ext.final_checkpoint_id} in {ext.path} is gone"

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
@@ -209,6 +210,40 @@ def setup_checkpoint_delete(store: ObjectStore) -> State:
     return state
 
 
+def setup_destroyed(store: ObjectStore) -> State:
+    state = setup_base(store)
+    destroy("db", store, soft=True)
+    return state
+
+
+def setup_detach(store: ObjectStore) -> State:
+    """A clone whose own compaction replaced every SST of its parent: GC detaches it."""
+    model = base_db(store)
+    create_clone("clone", "db", store)
+    with Db.open("clone", store, OPTS) as db:
+        write(db, model, {key(70): b"clone-own"})
+        db.flush_memtable()
+    run_compaction_once("clone", store, CompactorOptions(l0_trigger=1))
+    Db.open("clone", store, OPTS).close()  # a writer checkpoint without the parent's SSTs
+    return State(model, {"clone": epochs(store, "clone")}, expected={"db": content(store, "db")})
+
+
+PROJECTION = KeyRange(key(10), key(32))
+
+
+def setup_projected(store: ObjectStore) -> State:
+    """A checkpoint of a fully flushed database (a checkpoint takes no WAL-only writes), then
+    writes only in the WAL, which the projected clone must not take."""
+    model = base_db(store, wal_tail=False)
+    result = create_checkpoint("db", store, CheckpointOptions(lifetime=HOUR))
+    expected = {k: v for k, v in model.live().items() if PROJECTION.contains(k)}
+    with Db.open("db", store, OPTS) as db:
+        write(db, model, {key(i): b"after-%d" % i for i in range(8, 34, 2)})
+    state = State(model, {"db": epochs(store, "db")}, checkpoint=result.id)
+    state.expected["clone"] = expected
+    return state
+
+
 SHARD_RANGES = [KeyRange(None, key(20)), KeyRange(key(20), None)]
 
 
@@ -258,6 +293,40 @@ def prepare_flush_memtable(proc: Process, state: State) -> None:
 
 def op_flush_memtable(proc: Process, state: State) -> None:
     proc.dbs[0].flush_memtable()
+
+
+def prepare_unacked(proc: Process, state: State) -> None:
+    db = proc.open_db("db", OPTS)
+    write(db, state.model, {key(40): b"u40", key(1): None}, durable=False)
+    write(db, state.model, {key(41): b"u41"}, durable=False)
+
+
+def op_close(proc: Process, state: State) -> None:
+    proc.dbs[0].close()
+    ack(state.model)
+
+
+def op_db_checkpoint(proc: Process, state: State) -> None:
+    proc.dbs[0].create_checkpoint()
+    ack(state.model)
+
+
+def op_bulk_ingest(proc: Process, state: State) -> None:
+    keys = [key(i) for i in range(0, 60, 2)]
+    table = pa.table(
+        {"key": pa.array(keys, pa.binary()), "value": pa.array([b"bulk"] * len(keys), pa.binary())}
+    )
+    state.model.maybe.update(dict.fromkeys(keys, b"bulk"))
+    proc.dbs[0].bulk_ingest(table)
+    ack(state.model)
+
+
+def op_clone_projected(proc: Process, state: State) -> None:
+    create_clone("clone", "db", proc.store, state.checkpoint, PROJECTION)
+
+
+def op_gc_clone(proc: Process, state: State) -> None:
+    gc(proc.store, "clone")
 
 
 def op_compaction(proc: Process, state: State) -> None:
@@ -374,6 +443,40 @@ def recover_union(store: ObjectStore, state: State, outcome: Outcome) -> None:
     assert content(store, "db") == state.expected["db"]
 
 
+def recover_clone_projected(store: ObjectStore, state: State, outcome: Outcome) -> None:
+    assert state.checkpoint is not None
+    check_database(store, "db", at_least=state.epochs.get("db"))
+    _unfinished(store, "clone")
+    create_clone("clone", "db", store, state.checkpoint, PROJECTION)
+    check_database(store, "clone")
+    clone_model = Model(acked=dict(state.expected["clone"]))
+    verify(store, "clone", clone_model, "the projected clone")
+    delete_checkpoint("db", store, state.checkpoint)  # the clone holds a final checkpoint
+    rest_of_workload(store, "db", state.model)
+    verify(store, "clone", clone_model, "the projected clone after GC of its parent")
+
+
+def recover_gc_destroyed(store: ObjectStore, state: State, outcome: Outcome) -> None:
+    stored = ManifestStore(store, "db").try_read_latest()
+    if stored is not None:
+        assert stored.manifest.destroyed_at_s is not None
+        with pytest.raises(DatabaseDestroyed):
+            Db.open("db", store, OPTS)
+    gc(store, "db")  # the retry finishes the deletion
+    assert list(store.list("db/")) == []
+
+
+def recover_gc_clone(store: ObjectStore, state: State, outcome: Outcome) -> None:
+    check_database(store, "clone", at_least=state.epochs.get("clone"))
+    check_database(store, "db")
+    gc(store, "clone")  # the retry completes the detach
+    assert ManifestStore(store, "clone").read_latest().manifest.external_dbs == ()
+    verify(store, "clone", state.model, "the detached clone")
+    parent = Model(acked=dict(state.expected["db"]))
+    rest_of_workload(store, "db", parent)  # the parent's GC may now drop what the clone used
+    rest_of_workload(store, "clone", state.model)
+
+
 def _destroyed(store: ObjectStore) -> bool:
     stored = ManifestStore(store, "db").try_read_latest()
     return stored is not None and stored.manifest.destroyed_at_s is not None
@@ -435,6 +538,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "flush_memtable", setup_base, op_flush_memtable, recover_db, prepare_flush_memtable
         ),
+        Scenario("close", setup_base, op_close, recover_db, prepare_unacked),
+        Scenario("db_checkpoint", setup_base, op_db_checkpoint, recover_db, prepare_unacked),
+        Scenario("bulk_ingest", setup_base, op_bulk_ingest, recover_db, open_writer),
         Scenario("compaction", setup_compaction, op_compaction, recover_compaction),
         Scenario("gc", setup_gc, op_gc, recover_gc),
         Scenario("checkpoint_create", setup_base, op_checkpoint_create, recover_checkpoint_create),
@@ -445,6 +551,15 @@ SCENARIOS: dict[str, Scenario] = {
             recover_checkpoint_delete,
         ),
         Scenario("clone", setup_base, op_clone, recover_clone, roots=_TWO),
+        Scenario(
+            "clone_projected",
+            setup_projected,
+            op_clone_projected,
+            recover_clone_projected,
+            roots=_TWO,
+        ),
+        Scenario("gc_destroyed", setup_destroyed, op_gc, recover_gc_destroyed),
+        Scenario("gc_detach", setup_detach, op_gc_clone, recover_gc_clone, roots=_TWO),
         Scenario("union", setup_union, op_union, recover_union, roots=_UNION),
         Scenario("destroy_soft", setup_base, op_destroy_soft, recover_destroy_soft),
         Scenario("destroy_hard", setup_base, op_destroy_hard, recover_destroy_hard, ordered=False),

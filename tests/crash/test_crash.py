@@ -67,8 +67,3 @@ def test_crash(point: Point, kind: str, tmp_path: Path, request: pytest.FixtureR
     after_death = crashed.store.calls_after_death
     SCENARIOS[point.scenario].recover(store, crashed.state, out)
     assert crashed.store.calls_after_death == after_death, "the dead process made calls later"
-
-
-def test_every_operation_has_crash_points() -> None:
-    counts = {name: sum(p.scenario == name for p in POINTS) for name in SCENARIOS}
-    assert all(counts.values()), counts

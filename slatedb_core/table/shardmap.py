@@ -295,7 +295,9 @@ def decode_shard_map(data: bytes, *, map_id: int, table_path: str, name: str) ->
         return _from_doc(doc, map_id, table_path, name)
     except CorruptionError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument) as e:
+    # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400.
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument, RecursionError,
+            OverflowError) as e:
         raise CorruptionError(name, f"bad shard map document: {type(e).__name__}: {e}") from None
 
 
@@ -369,8 +371,8 @@ def layout_problem(m: ShardMap) -> str | None:
         return "the last shard has an empty range"
     for op in m.pending:
         srcs = [m.by_id(i) for i in op.sources]
-        if any(s is None for s in srcs):
-            return f"pending {op.kind} {op.op_id} names a shard that is not in the map"
+        if not srcs or any(s is None for s in srcs):
+            return f"pending {op.kind} {op.op_id} names no source or one that is not in the map"
         hull = KeyRange(srcs[0].key_range.start, srcs[-1].key_range.end)  # type: ignore[union-attr]
         tgt = [r for _, r in op.targets]
         if not tgt or tgt[0].start != hull.start or tgt[-1].end != hull.end:

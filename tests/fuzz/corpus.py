@@ -18,6 +18,7 @@ from ulid import ULID
 
 from slatedb_core.compactor.compactions import CompactionRecord, CompactionsState, encode_state
 from slatedb_core.entries import batch_from_lists, sort_dedup
+from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import (
     BytesBound,
@@ -33,6 +34,14 @@ from slatedb_core.manifest.model import (
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, bloom, encode_sst
 from slatedb_core.sst.format import encode_metadata
+from slatedb_core.table.shardmap import (
+    PendingOp,
+    Shard,
+    ShardMap,
+    encode_shard_map,
+    ranges_for,
+    shard_db_name,
+)
 from slatedb_core.wal.log import EPOCH_KEY
 
 U64_MAX = 2**64 - 1
@@ -251,6 +260,29 @@ def bloom_section(rng: random.Random) -> bytes:
     np.cumsum([len(k) for k in keys], out=offs[1:])
     data = np.frombuffer(b"".join(keys), dtype=np.uint8)
     return bloom.build_filter(bloom.hash_keys(data, offs), rng.choice((1, 4, 10, 20)))
+
+
+TABLE = "tables/t"
+
+
+def shard_map(rng: random.Random) -> bytes:
+    """A table's shard map: 1-5 shards tiling the key space, maybe a pending split, retirees."""
+    points = sorted({key(rng, 4) for _ in range(rng.randrange(5))})
+    ranges = ranges_for(points)
+    shards = tuple(
+        Shard(i, r, f"{TABLE}/{shard_db_name(10 + i)}", 10 + i) for i, r in enumerate(ranges)
+    )
+    pending: tuple[PendingOp, ...] = ()
+    if rng.random() < 0.4:
+        victim = rng.choice(shards)
+        lo, hi = victim.key_range.start, victim.key_range.end
+        mid = (lo or b"") + b"\x80"
+        if hi is None or mid < hi:
+            targets = ((50, KeyRange(lo, mid)), (51, KeyRange(mid, hi)))
+            pending = (PendingOp(_uuid(rng), "split", (victim.shard_id,), targets, 1.5e9),)
+    retired = tuple(f"{TABLE}/{shard_db_name(i)}" for i in range(rng.randrange(3)))
+    m = ShardMap(rng.randrange(1, 99), shards, rng.random() * 2e9, 60, pending, retired)
+    return encode_shard_map(m, TABLE)
 
 
 def boundary(rng: random.Random) -> bytes:

@@ -28,6 +28,7 @@ from slatedb_core.sst.bloom import BloomFilter
 from slatedb_core.sst.format import decode_metadata, encode_metadata
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.table.shardmap import decode_shard_map, encode_shard_map, layout_problem
 from slatedb_core.wal.log import WalLog
 from tests.fuzz import corpus
 from tests.fuzz.mutate import (
@@ -233,6 +234,18 @@ def check_sst_metadata(data: bytes) -> str:
     return OK
 
 
+def check_shard_map(data: bytes) -> str:
+    try:
+        m = decode_shard_map(data, map_id=7, table_path=corpus.TABLE, name=NAME)
+    except CorruptionError:
+        return CORRUPT
+    assert layout_problem(m) is None
+    again = decode_shard_map(encode_shard_map(m, corpus.TABLE), map_id=7,
+                             table_path=corpus.TABLE, name=NAME)
+    assert again == m, "shard map round trip differs"
+    return OK
+
+
 # ---------------------------------------------------------------------------------- targets
 
 Rebuild = Callable[[bytes, bytes], bytes]
@@ -308,6 +321,8 @@ TARGETS: dict[str, Target] = {
         Target("bloom", corpus.bloom_section, _data_only(check_bloom), _whole, _repair_tail),
         Target("boundary", corpus.boundary, _data_only(check_boundary)),
         Target("latest-pointer", corpus.pointer, _data_only(check_pointer)),
+        Target("shard-map", corpus.shard_map, _data_only(check_shard_map),
+               _envelope_region, _reseal),
         Target("envelope", corpus.sealed, _data_only(check_envelope), _envelope_region, _reseal),
     )
 }

@@ -164,6 +164,8 @@ class WriterEngine:
         self._flush_failure: tuple[int, BaseException] | None = None
         self._wal_id_of_gen: dict[int, int] = {}
         self._imm_gen: dict[int, int] = {}  # id(ImmutableMemtable) -> last WAL generation
+        # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
+        self._imm_sst: dict[int, tuple[CompactedSst, bytes]] = {}
         self._last_wal_id = 0
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
         self._wake = threading.Event()
@@ -355,12 +357,21 @@ class WriterEngine:
             self._await_wal(gen)
         wal_id = self._wal_id_of_gen.get(gen, self._last_wal_id if gen == 0 else 0)
         self._await_l0_room()
-        data, info = encode_sst(imm.batch, self._sst_options)
-        sst = self._write_sst(data, info)
+        # A retry of this flush reuses the SST of the failed attempt: that attempt's commit may
+        # have landed (an ambiguous answer, or a failure after it such as the GC-boundary
+        # read), and a fresh SST would name the same rows twice and leave the first one never
+        # checked against the GC boundary (it could be deleted while the manifest names it).
+        pending = self._imm_sst.get(id(imm))
+        if pending is None:
+            data, info = encode_sst(imm.batch, self._sst_options)
+            pending = self._imm_sst[id(imm)] = (self._write_sst(data, info), data)
+        sst, data = pending
         epoch = self._fm.epoch
         max_seq = imm.max_seq or 0
 
-        def change(m: Manifest, next_id: int) -> Manifest:
+        def change(m: Manifest, next_id: int) -> Manifest | None:
+            if m.sst(sst.id) is not None:
+                return None  # committed by an earlier attempt of this flush
             view = SstView(view_id=sst.id, sst_id=sst.id)
             m = dataclasses.replace(
                 m,
@@ -380,6 +391,7 @@ class WriterEngine:
             self._install_locked(stored, imms)
             self._imm_bytes = sum(map(_resident_bytes, imms))
             self._imm_gen.pop(id(imm), None)
+            self._imm_sst.pop(id(imm), None)
             for g in [g for g in self._wal_id_of_gen if g < gen]:
                 del self._wal_id_of_gen[g]
             self._cv.notify_all()

@@ -88,7 +88,11 @@ class SequencedStore:
         if not path.startswith(self.dir + "/"):
             return None
         m = self._name_re.match(path[len(self.dir) + 1 :])
-        return int(m.group(1)) if m else None
+        if m is None:
+            return None
+        oid = int(m.group(1))
+        # 20 digits reach past u64: no writer makes such a name, and path() would refuse the id.
+        return oid if oid <= U64_MAX else None
 
     # ---- reads ---------------------------------------------------------------------------
     def list(self, start: int | None = None, end: int | None = None) -> list[SequencedEntry]:

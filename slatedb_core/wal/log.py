@@ -45,7 +45,10 @@ class WalLog:
         if not path.startswith(self.dir + "/"):
             return None
         m = _NAME.match(path[len(self.dir) + 1 :])
-        return int(m.group(1)) if m else None
+        if m is None:
+            return None
+        wal_id = int(m.group(1))
+        return wal_id if wal_id < 2**64 else None  # 20 digits reach past u64: not a WAL SST
 
     def list_ids(self, after: int = 0) -> list[int]:
         """WAL ids greater than ``after``, ascending."""

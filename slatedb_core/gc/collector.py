@@ -333,11 +333,18 @@ class Collector:
         enough to be a deletion candidate; returns the durable value. No write when nothing new
         is old enough, so a quiet database costs nothing here."""
         min_age = self._min_age_s("compacted")
+        now_ms = int(now_s * 1000)
         target = None
         for meta in listing:
             sst_id = self._parse_sst(meta.path)
             if sst_id is not None and _age_s(meta.last_modified, now_s) >= min_age:
                 ms = sst_id.milliseconds
+                if ms > now_ms:
+                    # A ULID from the future (a stray object, a skewed clock): covering it would
+                    # push the boundary past every id a writer can make, and it never moves back.
+                    log.warning("GC of %r: %s has a future ULID; not covering it", self.path,
+                                meta.path)
+                    continue
                 target = ms if target is None else max(target, ms)
         if target is None or target <= self.compacted_boundary.cached:
             return self.compacted_boundary.cached

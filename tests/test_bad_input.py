@@ -300,3 +300,42 @@ def test_bad_store_urls_are_invalid_argument_and_create_nothing(
         if _tree(tmp_path) != before:
             failures.append(f"{url!r}: created {sorted(_tree(tmp_path) - before)}")
     assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------------------- foreign objects in the store
+
+FOREIGN = [
+    "manifest/junk", "manifest/00000000000000000099.manifest.tmp",
+    "manifest/0000000000000000009x.manifest", "manifest/99999999999999999999.manifest",
+    "manifest/_latest_version.bak", "wal/abc.sst", "wal/99999999999999999999.sst",
+    "compacted/notaulid.sst", "compacted/7ZZZZZZZZZZZZZZZZZZZZZZZZZ.sst", "compactions/junk",
+    "gc/other.boundary", "stray",
+]
+
+
+def test_foreign_objects_under_a_database_are_ignored_and_kept(
+    seeded: tuple[ObjectStore, uuid.UUID],
+) -> None:
+    """Names no writer makes (an id past u64, a ULID from the future, temp files) must neither
+    stop the database nor be taken for its own objects: before the fix, the first made every
+    operation fail and the second let GC push compacted.boundary past every possible SST id."""
+    from slatedb_core import GarbageCollectorOptions
+
+    store, _ = seeded
+    for name in FOREIGN:
+        store.put(f"{GOOD}/{name}", b"not ours")
+    assert admin.read_manifest(store, GOOD).manifest.initialized
+    with DbReader.open(GOOD, store) as reader:
+        assert reader.get(b"k1") == b"v1"
+    run_gc_once(GOOD, store, GarbageCollectorOptions(min_age=timedelta(0)))
+    run_compaction_once(GOOD, store)
+    db = Db.open(GOOD, store)
+    try:
+        db.put(b"k9", b"v9")
+        db.flush_memtable()  # a new compacted SST: its id must be above compacted.boundary
+        assert db.get(b"k9") == b"v9" and db.get(b"k2") == b"v2"
+    finally:
+        db.close()
+    admin.create_clone("clone", GOOD, store)
+    for name in FOREIGN:
+        assert store.get(f"{GOOD}/{name}").data == b"not ours", name

@@ -64,7 +64,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core.db import Db
 from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
@@ -74,8 +73,7 @@ from slatedb_core.errors import (
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore, join
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Table
-from slatedb_core.table.shardmap import Shard, ShardMap
+from slatedb_core.table import Shard, ShardMap, Table
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,211 @@
+"""Spark ingestion into a sharded table: routing, upserts and deletes, task retries, rescales."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from slatedb_core.errors import InvalidArgument, ShardMapConflict
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbOptions
+from slatedb_core.store.faults import FaultRule, FaultyStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table
+from spark_jobs.ingest import (
+    REFUSED,
+    SKIPPED,
+    WRITTEN,
+    decode_arrow_value,
+    encode_arrow_rows,
+    ingest,
+    plan_ingest,
+)
+
+pytestmark = pytest.mark.spark
+
+TABLE = "t"
+SPLITS = [b"k0300", b"k0600"]
+SMALL_SSTS = DbOptions(l0_sst_size_bytes=2048)
+
+
+def frame(spark: SparkSession, rows: dict[bytes, bytes]) -> DataFrame:
+    return spark.createDataFrame(list(rows.items()), "key binary, value binary")
+
+
+def contents(store: ObjectStore) -> dict[bytes, bytes]:
+    with Table.open(TABLE, store) as t:
+        return dict(t.scan())
+
+
+def data(n: int, tag: bytes = b"v") -> dict[bytes, bytes]:
+    return {b"k%04d" % i: tag + b"%d" % i for i in range(n)}
+
+
+@pytest.fixture
+def store(store_url: str) -> ObjectStore:
+    store = open_store(store_url)
+    Table.create(TABLE, store, split_points=SPLITS).close()
+    return store
+
+
+def test_rows_land_in_their_shards_once(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    stats = ingest(frame(spark, rows), store_url, TABLE, value_column="value")
+    assert stats.rows == 900 and stats.shards_written == 3
+    assert sorted((s.shard_index, s.partition) for s in stats.shards) == [(0, 0), (1, 1), (2, 2)]
+    assert all(s.status == WRITTEN and s.rows == 300 for s in stats.shards)
+    assert contents(store) == rows
+    with Table.open(TABLE, store) as t:
+        for shard in t.shards:
+            m = ManifestStore(store, shard.db_path).read_latest().manifest
+            assert len(m.l0) >= 1 and m.writer_epoch == 1
+            lo, hi = shard.key_range.start, shard.key_range.end
+            assert all(
+                (lo is None or s.info.first_key >= lo) and (hi is None or s.info.last_key < hi)
+                for s in m.ssts
+                if s.info.first_key is not None and s.info.last_key is not None
+            )
+
+
+def test_ingest_upserts_and_deletes_by_tombstone_flag(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    ingest(frame(spark, data(900)), store_url, TABLE, value_column="value")
+    changes = [(b"k%04d" % i, b"new%d" % i, i % 3 == 0) for i in range(0, 1200, 2)]
+    df = spark.createDataFrame(changes, "key binary, value binary, deleted boolean")
+    ingest(df, store_url, TABLE, value_column="value", tombstone_column="deleted")
+    expected = data(900)
+    for k, v, deleted in changes:
+        if deleted:
+            expected.pop(k, None)
+        else:
+            expected[k] = v
+    assert contents(store) == expected
+
+
+def test_json_and_arrow_value_encodings(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    df = spark.createDataFrame(
+        [(f"k{i:04d}", i, None if (i // 100) % 2 else f"s{i}") for i in range(0, 900, 100)],
+        "id string, n bigint, s string",
+    )
+    ingest(df, store_url, TABLE, key_column="id", value_format="json")
+    got = contents(store)
+    assert json.loads(got[b"k0100"]) == {"n": 100}  # null fields omitted
+    assert json.loads(got[b"k0200"]) == {"n": 200, "s": "s200"}
+    ingest(df, store_url, TABLE, key_column="id", value_format="arrow")
+    got = contents(store)
+    assert decode_arrow_value(got[b"k0100"]) == {"n": 100, "s": None}
+    assert decode_arrow_value(got[b"k0800"]) == {"n": 800, "s": "s800"}
+    assert len(got) == 9
+
+
+def test_arrow_rows_decode_to_themselves() -> None:
+    batch = pa.record_batch({"a": [1, None, 3], "b": [b"x", b"", None]})
+    values = encode_arrow_rows(batch).to_pylist()
+    assert [decode_arrow_value(v) for v in values] == batch.to_pylist()
+
+
+def test_value_format_needs_a_matching_value_column(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    with pytest.raises(InvalidArgument):
+        ingest(frame(spark, data(3)), store_url, TABLE, value_format="binary")
+    with pytest.raises(InvalidArgument):
+        ingest(frame(spark, data(3)), store_url, TABLE, value_column="value", value_format="json")
+
+
+@dataclass(frozen=True)
+class FaultyFirstAttempt:
+    """Store factory for the tasks: attempt 0 of the given partitions gets these fault rules."""
+
+    url: str
+    rules: dict[int, tuple[dict[str, object], ...]] = field(default_factory=dict)
+
+    def __call__(self) -> ObjectStore:
+        from pyspark import TaskContext
+
+        store = open_store(self.url)
+        ctx = TaskContext.get()
+        if ctx is None or ctx.attemptNumber() != 0 or ctx.partitionId() not in self.rules:
+            return store
+        rules = [FaultRule(**kw) for kw in self.rules[ctx.partitionId()]]  # type: ignore[arg-type]
+        return FaultyStore(store, rules=rules)
+
+
+def sst_objects(store: ObjectStore, db_path: str) -> set[str]:
+    return {m.path.rsplit("/", 1)[1][:-4] for m in store.list(f"{db_path}/compacted/")}
+
+
+def test_failed_attempts_leave_every_row_once_and_nothing_of_their_own(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    factory = FaultyFirstAttempt(
+        store_url,
+        {
+            # shard 0: the second SST upload fails: part of the data written, nothing committed
+            0: ({"op": "put_if_absent", "path_glob": "*/compacted/*", "skip": 1,
+                 "fail_before": 1.0, "max_hits": 1},),
+            # shard 1: the task dies after its commit took effect (the done marker fails)
+            1: ({"op": "put_if_absent", "path_glob": "*/_ingest/*", "fail_before": 1.0},),
+        },
+    )
+    stats = ingest(
+        frame(spark, rows), store_url, TABLE, value_column="value",
+        db_options=SMALL_SSTS, store_factory=factory,
+    )
+    by_shard = {s.shard_index: s for s in stats.shards}
+    assert by_shard[0].attempt == 1 and by_shard[1].attempt == 1 and by_shard[2].attempt == 0
+    assert stats.rows == 900
+    assert contents(store) == rows
+    with Table.open(TABLE, store) as t:
+        shard0, shard1 = t.shards[0].db_path, t.shards[1].db_path
+    m0 = ManifestStore(store, shard0).read_latest().manifest
+    live0 = {str(s.id) for s in m0.ssts}
+    orphans = sst_objects(store, shard0) - live0
+    assert len(orphans) == 1, "the failed attempt's first SST exists but is not referenced"
+    assert m0.writer_epoch == 2
+    # shard 1 was committed twice with the same rows: same values, both attempts' SSTs live
+    m1 = ManifestStore(store, shard1).read_latest().manifest
+    assert m1.writer_epoch == 2 and len(m1.l0) == 2 * by_shard[1].ssts
+
+
+def test_a_finished_shard_is_not_written_again_by_a_late_attempt(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    plan = plan_ingest(spark, TABLE, store, job_id="job-1")
+    ingest(frame(spark, data(900)), store_url, TABLE, value_column="value", plan=plan)
+    newer = data(900, tag=b"newer")
+    ingest(frame(spark, newer), store_url, TABLE, value_column="value")
+    # a zombie attempt of job-1 (e.g. a speculative copy Spark failed to kill) runs late
+    late = ingest(frame(spark, data(900)), store_url, TABLE, value_column="value", plan=plan)
+    assert {s.status for s in late.shards} == {SKIPPED}
+    assert late.rows == 0
+    assert contents(store) == newer
+
+
+def test_a_rescale_after_planning_refuses_the_retired_shard(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    plan = plan_ingest(spark, TABLE, store)
+    with Table.open(TABLE, store) as t:
+        t.split(0, at=b"k0150")
+    with pytest.raises(ShardMapConflict, match="shard 0"):
+        ingest(frame(spark, rows), store_url, TABLE, value_column="value", plan=plan)
+    got = contents(store)
+    assert not any(k < b"k0300" for k in got), "no row may land in the retired shard"
+    assert {k: v for k, v in rows.items() if k >= b"k0300"} == got
+    stats = ingest(frame(spark, rows), store_url, TABLE, value_column="value")
+    assert REFUSED not in {s.status for s in stats.shards}
+    assert stats.shards_written == 4
+    assert contents(store) == rows

@@ -446,7 +446,7 @@ class WriterEngine:
                 boundary,
                 fresh.id,
             )
-            self.store.put_if_absent(sst_path(self.path, fresh.id), data())
+            self._create_sst(sst_path(self.path, fresh.id), data())
             old_id = current.id
 
             def change(
@@ -462,13 +462,18 @@ class WriterEngine:
 
     def _write_sst(self, data: bytes, info: SstInfo) -> CompactedSst:
         sst_id = ULID()
-        path = sst_path(self.path, sst_id)
+        self._create_sst(sst_path(self.path, sst_id), data)
+        return CompactedSst(id=sst_id, info=info)
+
+    def _create_sst(self, path: str, data: bytes) -> None:
+        """Create-if-absent under a fresh ULID. "Already exists" with our bytes is our own
+        earlier attempt (obstore retries a 5xx that came after the write landed, and the
+        retry meets it), so it is success."""
         try:
             self.store.put_if_absent(path, data)
         except ObjectAlreadyExists:
             if self.store.get(path).data != data:
                 raise
-        return CompactedSst(id=sst_id, info=info)
 
     def _commit(self, change: IdChange) -> StoredManifest:
         try:

@@ -19,7 +19,12 @@ import pytest
 
 from slatedb_core.db import Db
 from slatedb_core.entries import empty_batch
-from slatedb_core.errors import ManifestVersionExists, PreconditionFailed, StoreError
+from slatedb_core.errors import (
+    ManifestVersionExists,
+    PreconditionFailed,
+    SlateDBError,
+    StoreError,
+)
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import BoundaryObject
@@ -167,12 +172,17 @@ def test_memtable_flush_whose_gc_check_fails_after_commit_is_not_flushed_twice(
         db.close()
 
 
-def test_sst_deleted_by_gc_before_commit_is_rehomed_even_when_the_check_first_fails(
-    proxy: FaultProxy, faulty: ObjectStore, direct: ObjectStore
+@pytest.mark.parametrize(
+    "second_fault",
+    ["boundary read fails", "re-home answered 5xx after applying"],
+)
+def test_sst_deleted_by_gc_before_commit_is_rehomed_whatever_fails_next(
+    proxy: FaultProxy, faulty: ObjectStore, direct: ObjectStore, second_fault: str
 ) -> None:
     """The compacted-boundary race (GC deletes a flushed SST between upload and commit) combined
-    with a failed boundary read right after the commit: the writer must still re-home the SST,
-    not leave the manifest naming a deleted object."""
+    with a fault right after the commit, either on the boundary read or on the upload of the
+    re-homed copy: the writer must still re-home the SST, not leave the manifest naming a
+    deleted object, and must not report its own re-homed copy as a conflict."""
     paused = FaultyStore(faulty)
     db = Db.open("db", paused, DbOptions(flush_interval=timedelta(milliseconds=20)))
     try:
@@ -185,7 +195,7 @@ def test_sst_deleted_by_gc_before_commit_is_rehomed_even_when_the_check_first_fa
         def flush() -> None:
             try:
                 db.flush_memtable()
-            except StoreError as e:
+            except SlateDBError as e:
                 errors.append(e)
 
         flusher = threading.Thread(target=flush)
@@ -193,11 +203,19 @@ def test_sst_deleted_by_gc_before_commit_is_rehomed_even_when_the_check_first_fa
         assert pp.wait_reached(10)
         stats = run_gc_once("db", direct, GarbageCollectorOptions(min_age=timedelta(0)))
         assert stats.compacted.deleted == 1
-        proxy.force(Fault.ERROR_BEFORE, 4, method="GET", path_contains="gc/compacted.boundary")
+        if second_fault == "boundary read fails":
+            proxy.force(Fault.ERROR_BEFORE, 4, method="GET", path_contains="compacted.boundary")
+        else:
+            proxy.force(Fault.ERROR_AFTER, method="PUT", path_contains="db/compacted/")
         pp.release()
         flusher.join(30)
         assert not flusher.is_alive()
         _wait_until_flushed(db)
+        assert proxy.pending_forced() == 0
+        if second_fault == "boundary read fails":
+            assert all(isinstance(e, StoreError) for e in errors), errors
+        else:
+            assert not errors, errors  # a 5xx obstore retried is not the caller's failure
     finally:
         db.close()
     m = ManifestStore(direct, "db").read_latest().manifest

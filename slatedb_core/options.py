@@ -23,6 +23,12 @@ MAX_VALUE_BYTES = 64 * MiB
 COMPRESSIONS = ("none", "lz4", "zstd")
 
 
+def _check_type(name: str, value: object, kind: type) -> None:
+    """Wrong types otherwise fail later as raw TypeError/AttributeError (``flush_interval=5``)."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise InvalidArgument(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+
 def _positive(name: str, value: float) -> None:
     if value <= 0:
         raise InvalidArgument(f"{name} must be > 0, got {value!r}")
@@ -60,6 +66,13 @@ class DbOptions:
     writes stall once L0 holds ``l0_max_ssts`` SSTs."""
 
     def __post_init__(self) -> None:
+        for name in ("flush_interval", "manifest_poll_interval"):
+            _check_type(name, getattr(self, name), timedelta)
+        for name in ("wal_sst_size_bytes", "l0_sst_size_bytes", "memtable_memory_bytes",
+                     "max_unflushed_bytes", "l0_max_ssts", "block_size", "bloom_bits_per_key",
+                     "block_cache_bytes", "manifest_format_version", "max_key_bytes",
+                     "max_value_bytes"):
+            _check_type(name, getattr(self, name), int)
         _positive("flush_interval", self.flush_interval.total_seconds())
         _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
         for name in (
@@ -107,10 +120,18 @@ class CheckpointOptions:
     name: str | None = None
 
     def __post_init__(self) -> None:
+        if self.lifetime is not None:
+            _check_type("checkpoint lifetime", self.lifetime, timedelta)
         if self.lifetime is not None and self.lifetime.total_seconds() <= 0:
             raise InvalidArgument("checkpoint lifetime must be positive")
         if self.source is not None and not isinstance(self.source, uuid.UUID):
             raise InvalidArgument("checkpoint source must be a uuid.UUID")
+        if self.name is not None:  # stored as a FlatBuffers string: must be encodable UTF-8
+            _check_type("checkpoint name", self.name, str)
+            try:
+                self.name.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidArgument(f"checkpoint name is not valid UTF-8 text: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -296,8 +296,15 @@ def decode_shard_map(data: bytes, *, map_id: int, table_path: str, name: str) ->
     except CorruptionError:
         raise
     # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400.
-    except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument, RecursionError,
-            OverflowError) as e:
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        InvalidArgument,
+        RecursionError,
+        OverflowError,
+    ) as e:
         raise CorruptionError(name, f"bad shard map document: {type(e).__name__}: {e}") from None
 
 
@@ -379,6 +386,15 @@ def layout_problem(m: ShardMap) -> str | None:
             return f"pending {op.kind} {op.op_id} does not cover its sources' range"
         if any(t_id >= m.next_shard_id for t_id, _ in op.targets):
             return f"pending {op.kind} {op.op_id} targets an id at or past next_shard_id"
+        shape = (len(op.sources), len(op.targets))
+        if shape != ((1, 2) if op.kind == "split" else (2, 1)):
+            return f"pending {op.kind} {op.op_id} has {shape[0]} source(s), {shape[1]} target(s)"
+        positions = [src.index for src in srcs if src is not None]
+        if positions != list(range(positions[0], positions[0] + len(positions))):
+            return f"pending {op.kind} {op.op_id} names shards that are not adjacent"
+        for (_, lo), (_, hi) in zip(op.targets, op.targets[1:], strict=False):
+            if lo.end is None or lo.end != hi.start or lo.is_empty():
+                return f"pending {op.kind} {op.op_id} has targets that do not tile its range"
     return None
 
 

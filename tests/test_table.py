@@ -619,3 +619,19 @@ def test_union_accepts_a_flushed_source_after_a_reader_named_its_fence_wal(
     )
     with DbReader.open("ab", mem, options=OPTS.reader) as r:
         assert list(r.scan()) == [(b"a", b"v"), (b"x", b"v")]
+
+
+def test_a_stale_table_reroutes_reads_after_a_rescale_destroyed_its_shard(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        fill(t, {b"a": b"1", b"k": b"2", b"x": b"3"})
+        with Table.open("t", mem, OPTS) as stale, Table.open("t", mem, OPTS) as stale2:
+            t.split(0, b"f")
+            fill(t, {b"b": b"after"})
+            assert stale.shard_map.id == 1
+            assert stale.get(b"b") == b"after" and stale.shard_map.id == t.shard_map.id
+            assert list(stale2.scan()) == [
+                (b"a", b"1"),
+                (b"b", b"after"),
+                (b"k", b"2"),
+                (b"x", b"3"),
+            ]

@@ -356,6 +356,7 @@ class Table:
         out to be destroyed."""
         m = self._map
         resume = start
+        refreshed = False
         while True:
             for shard in m.overlapping(resume, end):
                 clip = shard.key_range.intersect(KeyRange(resume, end))
@@ -364,10 +365,11 @@ class Table:
                 try:
                     reader = self._reader(shard)
                 except (DatabaseDestroyed, DatabaseNotFound):
-                    if self._snapshot is not None or m is not self._map:
+                    if self._snapshot is not None or refreshed:
                         raise
+                    refreshed = True
                     m = self.refresh()
-                    resume = clip.start
+                    resume = clip.start  # the shards before this one were read completely
                     break
                 yield reader, clip.start, clip.end
             else:

@@ -61,7 +61,9 @@ def parse_key(text: str, what: str) -> bytes:
                 f"{text!r} is not valid hex after 0x", param_hint=what
             ) from None
     else:
-        key = text.encode("utf-8")
+        # argv bytes that are not UTF-8 arrive as surrogate escapes: give back the original bytes
+        # (as ``slatedb get`` does) instead of failing with a UnicodeEncodeError traceback
+        key = text.encode("utf-8", errors="surrogateescape")
     if not key:
         raise click.BadParameter("a key must not be empty", param_hint=what)
     return key

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -13,16 +15,18 @@ from slatedb_core.errors import InvalidArgument, ShardMapConflict
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from spark_jobs.ingest import (
     REFUSED,
     SKIPPED,
     WRITTEN,
+    IngestStats,
     decode_arrow_value,
     encode_arrow_rows,
     ingest,
+    marker_path,
     plan_ingest,
 )
 
@@ -209,3 +213,82 @@ def test_a_rescale_after_planning_refuses_the_retired_shard(
     assert REFUSED not in {s.status for s in stats.shards}
     assert stats.shards_written == 4
     assert contents(store) == rows
+
+
+@dataclass(frozen=True)
+class StallFirstUpload:
+    """Store factory: attempt 0 of ``partition`` stalls its first SST upload until ``until``
+    exists (bounded), so a concurrent copy of the task overtakes it at a known point."""
+
+    url: str
+    partition: int
+    until: str
+
+    def __call__(self) -> ObjectStore:
+        from pyspark import TaskContext
+
+        store = open_store(self.url)
+        ctx = TaskContext.get()
+        if ctx is None or ctx.attemptNumber() != 0 or ctx.partitionId() != self.partition:
+            return store
+        return _Stalling(store, self.until)
+
+
+class _Stalling(FaultyStore):
+    def __init__(self, inner: ObjectStore, until: str) -> None:
+        super().__init__(inner)
+        self._until = until
+        self._stalled = False
+
+    def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        if "/compacted/" in path and not self._stalled:
+            self._stalled = True
+            deadline = time.monotonic() + 90
+            while not self.inner.exists(self._until) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return super().put_if_absent(path, data)
+
+
+def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    """Speculative execution, emulated: Spark never launches a speculative copy on a single
+    machine (local mode starts no speculation thread; local-cluster executors share one host and
+    a copy never runs on the host of the original), so the copy is a second job with the same
+    plan, i.e. the same job id, shards and rows, as a speculative attempt has."""
+    rows = data(900)
+    plan = plan_ingest(spark, TABLE, store, job_id="spec")
+    shard = plan.shards[1]
+    slow = StallFirstUpload(store_url, 1, marker_path(TABLE, plan.job_id, shard))
+    outcome: list[object] = []
+
+    def run_slow() -> None:
+        try:
+            outcome.append(ingest(frame(spark, rows), store_url, TABLE, value_column="value",
+                                  db_options=SMALL_SSTS, store_factory=slow, plan=plan))
+        except Exception as e:
+            outcome.append(e)
+
+    thread = threading.Thread(target=run_slow, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 90
+    while ManifestStore(store, shard.db_path).read_latest().manifest.writer_epoch < 1:
+        assert time.monotonic() < deadline, "the slow attempt never opened its writer"
+        time.sleep(0.05)
+    copy = ingest(frame(spark, rows), store_url, TABLE, value_column="value",
+                  db_options=SMALL_SSTS, plan=plan)
+    thread.join(120)
+    assert not thread.is_alive() and len(outcome) == 1
+    slow_stats = outcome[0]
+    assert isinstance(slow_stats, IngestStats), slow_stats
+    slow1 = next(s for s in slow_stats.shards if s.shard_index == 1)
+    copy1 = next(s for s in copy.shards if s.shard_index == 1)
+    assert copy1.status == WRITTEN and copy1.writer_epoch == 2
+    assert slow1.status == SKIPPED and slow1.attempt == 1  # attempt 0 was fenced, then retried
+    assert contents(store) == rows
+    m1 = ManifestStore(store, shard.db_path).read_latest().manifest
+    assert m1.writer_epoch == 3
+    assert len(m1.l0) == copy1.ssts, "only the copy's commit is visible"
+    assert sst_objects(store, shard.db_path) - {str(s.id) for s in m1.ssts}, (
+        "the fenced attempt uploaded SSTs that nothing references"
+    )

@@ -53,6 +53,8 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "-5s"], "--lifetime"),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "0s"], "--lifetime"),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--source", "x"], "--source"),
+    (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "99999999999999d"],
+     "too large"),
     (["--url", "{url}", "--path", "good", "get"], "Missing argument"),
     (["--url", "{url}", "--path", "good", "get", ""], "KEY"),
     (["--url", "{url}", "--path", "good", "get", "zz", "--format", "hex"], "KEY"),
@@ -94,6 +96,9 @@ TYPED_ERRORS: list[tuple[list[str], str]] = [
     (["--url", "file://host/x", "--path", "good", "read-manifest"], "InvalidArgument"),
     (["--url", "   ", "--path", "good", "read-manifest"], "InvalidArgument"),
     (["--url", "{url}", "--path", "good", "read-manifest", "--id", "99"], "ObjectNotFound"),
+    # argv bytes that are not UTF-8 reach click as surrogate escapes; a name must be text
+    (["--url", "{url}", "--path", "good", "create-checkpoint", "--name", "\udcff"],
+     "InvalidArgument"),
     (["--url", "{url}", "--path", "missing", "read-manifest"], "DatabaseNotFound"),
     (["--url", "{url}", "--path", "missing", "destroy", "--soft", "-y"], "DatabaseNotFound"),
     (["--url", "{url}", "--path", "good", "delete-checkpoint", "--id", UNKNOWN],
@@ -140,3 +145,22 @@ def test_typed_errors_exit_1_naming_the_error_and_write_nothing(
     assert output.startswith(f"error: {error_type}: "), output
     assert "Traceback" not in output
     assert snapshot(store) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--path", "c", "clone", "--parent", "good", "--from", "\udcff"],
+        ["--path", "p", "project", "--source", "good", "--to", "\udcff"],
+        ["--path", "u", "union", "--source", "good@\udcff.."],
+        ["--path", "good", "scan", "--from", "\udcff"],
+    ],
+)
+def test_keys_with_bytes_that_are_not_utf8_are_taken_as_given(
+    lake: tuple[str, ObjectStore], args: list[str]
+) -> None:
+    """Before the fix, clone/project/union crashed with a UnicodeEncodeError traceback."""
+    url, _ = lake
+    code, output, exc = _invoke(["--url", url, *args], url)
+    assert isinstance(exc, SystemExit) or exc is None, f"raised {exc!r}"
+    assert code == 0, output

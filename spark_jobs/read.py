@@ -1,0 +1,209 @@
+"""A sharded table as a Spark DataFrame of ``(key binary, value binary)``.
+
+Planning (driver): for each shard, the manifest it will be read at (the latest, or the one its
+checkpoint pins) gives the key ranges of its SSTs without reading any data. The shard's range is
+cut at the SSTs' first keys, so each Spark partition reads about one SST's worth of keys, and a
+table of many SSTs is read by as many tasks.
+
+Reading (tasks): each partition opens a :class:`DbReader` of its shard and streams
+``scan_arrow(start, end)`` of its range: the merged view of every L0 SST and sorted run, newest
+value per key, deletes applied. Partitions never overlap, so each key comes from exactly one task.
+
+Consistency: ``checkpoint=None`` reads each partition at the latest state its task finds
+(``FOLLOW_LATEST``: nothing is written, but partitions read at different moments and a rescale
+during the read can make shards vanish). ``checkpoint="create"`` first takes a
+:class:`~slatedb_core.table.TableSnapshot`: one checkpoint per shard, of one shard-map version,
+expiring after ``checkpoint_lifetime``; every task then reads its shard's checkpoint, so the whole
+DataFrame is one repeatable view (re-evaluating it gives the same rows) that a rescale or the GC
+cannot change. A snapshot made elsewhere can be passed instead. A checkpoint holds what each
+shard's manifest held (bulk ingests and flushed memtables), not writes still only in a live
+writer's WAL.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Row, SparkSession
+
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbReaderOptions, ReaderMode
+from slatedb_core.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Shard, Table, TableSnapshot
+
+StoreFactory = Callable[[], ObjectStore]
+KV_DDL = "key binary, value binary"
+_PART_DDL = "shard int, db_path string, checkpoint string, start binary, end binary"
+DEFAULT_MAX_PARTITIONS_PER_SHARD = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPartition:
+    shard: int
+    db_path: str
+    checkpoint: uuid.UUID | None
+    key_range: KeyRange
+
+
+def sst_cuts(manifest: Manifest, rng: KeyRange, max_parts: int) -> list[bytes]:
+    """Increasing keys strictly inside ``rng`` at which the SSTs of ``manifest`` start (each
+    view's visible start when it has one), thinned evenly to at most ``max_parts - 1``."""
+    ssts = {s.id: s for s in manifest.ssts}
+    views = [*manifest.l0, *(v for r in manifest.compacted for v in r.views)]
+    starts: set[bytes] = set()
+    for v in views:
+        sst = ssts.get(v.sst_id)
+        if sst is None or sst.info.first_key is None:
+            continue
+        first = KeyRange(sst.info.first_key, None).intersect(KeyRange.of(v.visible_range)).start
+        if first is not None and rng.contains(first) and first != rng.start:
+            starts.add(first)
+    cuts = sorted(starts)
+    if len(cuts) >= max_parts:
+        step = len(cuts) / (max_parts - 1) if max_parts > 1 else len(cuts) + 1
+        cuts = [cuts[int(i * step)] for i in range(max_parts - 1)] if max_parts > 1 else []
+    return cuts
+
+
+def plan_partitions(
+    store: ObjectStore,
+    shards: tuple[Shard, ...],
+    checkpoints: tuple[uuid.UUID, ...] | None,
+    max_parts_per_shard: int = DEFAULT_MAX_PARTITIONS_PER_SHARD,
+) -> list[ReadPartition]:
+    """One partition per SST range of every shard, in key order."""
+    out: list[ReadPartition] = []
+    for i, shard in enumerate(shards):
+        cid = None if checkpoints is None else checkpoints[i]
+        ms = ManifestStore(store, shard.db_path)
+        latest = ms.read_latest()
+        manifest = latest.manifest
+        if cid is not None:
+            cp = manifest.checkpoint(cid)
+            if cp is not None and cp.manifest_id != latest.id:
+                manifest = ms.read(cp.manifest_id).manifest
+        rng = shard.key_range.intersect(KeyRange.of(manifest.key_range))
+        bounds: list[bytes | None] = [rng.start, *sst_cuts(manifest, rng, max_parts_per_shard),
+                                      rng.end]
+        for lo, hi in itertools.pairwise(bounds):
+            out.append(ReadPartition(shard.index, shard.db_path, cid, KeyRange(lo, hi)))
+    return out
+
+
+@dataclass(frozen=True)
+class _ReadPartitions:
+    store_factory: StoreFactory
+    batch_size: int
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store: ObjectStore | None = None
+        for b in batches:
+            for p in b.to_pylist():
+                store = store or self.store_factory()
+                yield from self._read(store, p)
+
+    def _read(self, store: ObjectStore, p: dict[str, object]) -> Iterator[pa.RecordBatch]:
+        cp = p["checkpoint"]
+        if cp is None:
+            reader = DbReader.open(
+                str(p["db_path"]), store, None, DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
+            )
+        else:
+            reader = DbReader.open(
+                str(p["db_path"]),
+                store,
+                uuid.UUID(str(cp)),
+                DbReaderOptions(mode=ReaderMode.CHECKPOINT),
+            )
+        start, end = p["start"], p["end"]
+        assert start is None or isinstance(start, bytes)
+        assert end is None or isinstance(end, bytes)
+        with reader:
+            yield from reader.scan_arrow(start, end, self.batch_size)
+
+
+def read_partitions(
+    spark: SparkSession,
+    partitions: list[ReadPartition],
+    store_factory: StoreFactory,
+    batch_size: int = 65536,
+) -> DataFrame:
+    """A DataFrame with one Spark partition per :class:`ReadPartition`."""
+    rows = [
+        Row(
+            shard=p.shard,
+            db_path=p.db_path,
+            checkpoint=None if p.checkpoint is None else str(p.checkpoint),
+            start=p.key_range.start,
+            end=p.key_range.end,
+        )
+        for p in partitions
+    ]
+    if not rows:
+        return spark.createDataFrame([], KV_DDL)
+    # parallelize(n items, n slices) puts item i alone in slice i; mapInArrow keeps partitions
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, _PART_DDL).mapInArrow(
+        _ReadPartitions(store_factory, batch_size), KV_DDL
+    )
+
+
+def read_table(
+    spark: SparkSession,
+    table_url: str,
+    table_path: str,
+    checkpoint: Literal["create"] | TableSnapshot | None = None,
+    *,
+    checkpoint_lifetime: timedelta = timedelta(hours=1),
+    max_partitions_per_shard: int = DEFAULT_MAX_PARTITIONS_PER_SHARD,
+    store_factory: StoreFactory | None = None,
+) -> DataFrame:
+    """The table's ``(key, value)`` rows, one Spark partition per SST range (see the module doc).
+
+    ``checkpoint``: None reads the latest state of each shard; "create" takes a snapshot (one
+    checkpoint per shard, expiring after ``checkpoint_lifetime``); a TableSnapshot reads that.
+    """
+    if max_partitions_per_shard < 1:
+        raise InvalidArgument("max_partitions_per_shard must be >= 1")
+    factory = store_factory or functools.partial(open_store, table_url)
+    store = factory()
+    if isinstance(checkpoint, TableSnapshot):
+        snapshot: TableSnapshot | None = checkpoint
+    elif checkpoint == "create":
+        with Table.open(table_path, store) as table:
+            snapshot = table.snapshot(lifetime=checkpoint_lifetime)
+    elif checkpoint is None:
+        snapshot = None
+    else:
+        raise InvalidArgument(f"checkpoint must be None, 'create' or a TableSnapshot: {checkpoint!r}")
+    if snapshot is not None:
+        if snapshot.table_path != table_path:
+            raise InvalidArgument(f"snapshot of {snapshot.table_path!r}, not {table_path!r}")
+        parts = plan_partitions(store, snapshot.shards, snapshot.checkpoints,
+                                max_partitions_per_shard)
+    else:
+        with Table.open(table_path, store) as table:
+            shards = tuple(table.shards)
+        parts = plan_partitions(store, shards, None, max_partitions_per_shard)
+    return read_partitions(spark, parts, factory)
+
+
+__all__ = [
+    "ReadPartition",
+    "plan_partitions",
+    "read_partitions",
+    "read_table",
+    "sst_cuts",
+]

@@ -1,0 +1,91 @@
+"""Reading a sharded table into Spark: one partition per SST range, latest or at a snapshot."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbOptions
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table
+from spark_jobs.read import read_table, sst_cuts
+
+pytestmark = pytest.mark.spark
+
+TABLE = "t"
+
+
+def fill(store_url: str, n: int, tag: bytes) -> dict[bytes, bytes]:
+    """``n`` rows per shard written by bulk ingest in small SSTs (many partitions to read)."""
+    store = open_store(store_url)
+    rows = {b"k%04d" % i: tag + b"%d" % i for i in range(n)}
+    with Table.open(TABLE, store) as t:
+        for i in range(len(t.shards)):
+            mine = {k: v for k, v in rows.items() if t.shards[i].contains(k)}
+            with t.writer(i, DbOptions(l0_sst_size_bytes=1024)) as db:
+                db.bulk_ingest(pa.table({"key": list(mine), "value": list(mine.values())}))
+    return rows
+
+
+def collect(df: object) -> dict[bytes, bytes]:
+    rows = df.collect()  # type: ignore[attr-defined]
+    out = {bytes(r["key"]): bytes(r["value"]) for r in rows}
+    assert len(out) == len(rows), "a key came from two partitions"
+    return out
+
+
+def test_the_table_reads_back_with_one_partition_per_sst(
+    spark: SparkSession, store_url: str
+) -> None:
+    store = open_store(store_url)
+    Table.create(TABLE, store, split_points=[b"k0200"]).close()
+    rows = fill(store_url, 400, b"v")
+    with Table.open(TABLE, store) as t:
+        t.writer(0).close()
+        with t.writer(1) as db:
+            db.delete(b"k0300")
+            db.flush_memtable()
+    del rows[b"k0300"]
+    df = read_table(spark, store_url, TABLE)
+    ssts = 0
+    with Table.open(TABLE, store) as t:
+        for s in t.shards:
+            m = ManifestStore(store, s.db_path).read_latest().manifest
+            ssts += len(sst_cuts(m, s.key_range, 1000)) + 1
+    assert ssts > 4
+    assert df.rdd.getNumPartitions() == ssts
+    assert collect(df) == rows
+    assert [bytes(r["key"]) for r in df.collect()] == sorted(rows)
+
+
+def test_a_snapshot_read_ignores_later_writes_and_rescales(
+    spark: SparkSession, store_url: str
+) -> None:
+    store = open_store(store_url)
+    Table.create(TABLE, store, split_points=[b"k0200"]).close()
+    before = fill(store_url, 400, b"old")
+    df = read_table(spark, store_url, TABLE, checkpoint="create")
+    fill(store_url, 400, b"new")
+    with Table.open(TABLE, store) as t:
+        t.split(1, at=b"k0300")
+    assert collect(df) == before
+    assert collect(read_table(spark, store_url, TABLE)) == {
+        k: b"new" + v[3:] for k, v in before.items()
+    }
+
+
+def test_sst_cuts_stay_inside_the_range_and_thin_out() -> None:
+    from ulid import ULID
+
+    from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
+
+    ssts = [CompactedSst(ULID(), SstInfo(first_key=b"k%03d" % i, last_key=b"k%03d~" % i))
+            for i in range(100)]
+    m = Manifest(ssts=tuple(ssts), l0=tuple(SstView(s.id, s.id) for s in ssts))
+    cuts = sst_cuts(m, KeyRange(b"k010", b"k050"), 1000)
+    assert cuts == [b"k%03d" % i for i in range(11, 50)]
+    thin = sst_cuts(m, KeyRange(), 10)
+    assert len(thin) == 9 and thin == sorted(thin)

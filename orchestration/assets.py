@@ -31,6 +31,7 @@ from slatedb_core import (
 from slatedb_core.durations import parse_duration
 from slatedb_core.gc import KINDS
 from slatedb_core.inspect import DatabaseHealth, inspect_database, split_key
+from slatedb_core.table import Table
 
 MAINTENANCE = "slatedb_maintenance"
 LAYOUT = "slatedb_layout"
@@ -325,7 +326,7 @@ def delta_export(
     )
 
 
-def _layout(table: Any, sizes: list[int]) -> dg.MetadataValue:  # type: ignore[type-arg]
+def _layout(shards: list[Any], sizes: list[int]) -> dg.MetadataValue:  # type: ignore[type-arg]
     def show(b: bytes | None) -> str:
         return "-inf/+inf" if b is None else b.decode("utf-8", "backslashreplace")
 
@@ -336,10 +337,10 @@ def _layout(table: Any, sizes: list[int]) -> dg.MetadataValue:  # type: ignore[t
                 "start": show(sh.key_range.start),
                 "end": show(sh.key_range.end),
                 "db_path": sh.db_path,
-                "sst_bytes": size,
+                "data_bytes": size,
             }
         )
-        for sh, size in zip(table.shards, sizes, strict=True)
+        for sh, size in zip(shards, sizes, strict=True)
     ]
     schema = dg.TableSchema(
         columns=[
@@ -347,7 +348,7 @@ def _layout(table: Any, sizes: list[int]) -> dg.MetadataValue:  # type: ignore[t
             dg.TableColumn("start", "string"),
             dg.TableColumn("end", "string"),
             dg.TableColumn("db_path", "string"),
-            dg.TableColumn("sst_bytes", "int"),
+            dg.TableColumn("data_bytes", "int"),
         ]
     )
     return dg.MetadataValue.table(records, schema)
@@ -358,9 +359,9 @@ def _layout(table: Any, sizes: list[int]) -> dg.MetadataValue:  # type: ignore[t
     group_name=LAYOUT,
     kinds={"slatedb"},
     description=(
-        "Sharded-table layout: splits a shard whose SSTs exceed split_bytes (projection into "
-        "two clones) and merges adjacent shards both under merge_bytes (union), through the "
-        "table's shard map. Records the new layout."
+        "Sharded-table layout: splits a shard holding more than split_bytes (projection into "
+        "two clones, at the estimated median key) and merges adjacent shards both under "
+        "merge_bytes (union), through the table's shard map. Records the new layout."
     ),
 )
 def rescaling(
@@ -368,28 +369,30 @@ def rescaling(
     store: ObjectStoreResource,
     managed: ManagedDatabasesResource,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    from slatedb_core.table import Table
-
     path = context.partition_key
     s = store.open()
     started = time.monotonic()
     splits = merges = 0
-    with surface_alerts(path):
-        table = Table.open(path, s)
+    with surface_alerts(path), Table.open(path, s) as table:
+        resumed = bool(table.shard_map.pending)
+        if resumed:  # a run that died mid-rescale left shards sealed: finish it first
+            context.log.warning(f"{path}: finishing {len(table.shard_map.pending)} pending ops")
+            table.resume()
         shards_before = len(table.shards)
         sizes: list[int] = []
         for _ in range(managed.max_rescale_operations + 1):
             table.refresh()
             inspected = [inspect_database(s, sh.db_path) for sh in table.shards]
-            sizes = [h.sst_bytes for _, h in inspected]
+            sizes = [h.data_bytes for _, h in inspected]
             if splits + merges >= managed.max_rescale_operations:
                 break
-            big = [i for i, size in enumerate(sizes) if size > managed.split_bytes]
             at = None
-            for i in big:
+            for i, size in enumerate(sizes):
+                if size <= managed.split_bytes:
+                    continue
                 at = split_key(inspected[i][0].manifest)
                 if at is not None:
-                    context.log.info(f"{path}: splitting shard {i} ({sizes[i]} bytes) at {at!r}")
+                    context.log.info(f"{path}: splitting shard {i} ({size} bytes) at {at!r}")
                     table.split(i, at=at)
                     splits += 1
                     break
@@ -408,17 +411,21 @@ def rescaling(
             if pair is None:
                 break
             context.log.info(f"{path}: merging shards {pair} and {pair + 1}")
-            table.merge(pair)
+            table.merge(pair, expected_map_id=table.shard_map.id)
             merges += 1
+        layout = _layout(table.shards, sizes)
+        shard_map = table.shard_map
     return dg.MaterializeResult(
         metadata={
             "splits": _int(splits),
             "merges": _int(merges),
             "shards_before": _int(shards_before),
-            "shards": _int(len(table.shards)),
-            "shard_map_id": dg.MetadataValue.text(str(table.shard_map.id)),
+            "shards": _int(len(shard_map.shards)),
+            "shard_map_id": _int(shard_map.id),
+            "retired_shards": _int(len(shard_map.retired)),
+            "resumed_pending": dg.MetadataValue.bool(resumed),
             "table_bytes": _int(sum(sizes)),
-            "layout": _layout(table, sizes),
+            "layout": layout,
             "duration_s": _float(time.monotonic() - started),
         }
     )

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, admin, open_store
 from slatedb_core.destroy import destroy
+from slatedb_core.table import Table
 
 DEFAULT_DIR = Path("demo-data/dagster-store")
 
@@ -76,15 +77,13 @@ def create_sample(store: ObjectStore, *, with_table: bool = True) -> list[str]:
 
 def create_table(store: ObjectStore, path: str) -> list[str]:
     """A three-shard table with rows in every shard; returns its shards' database paths."""
-    from slatedb_core.table import Table
-
-    table = Table.create(path, store, split_points=[b"event-00001000", b"event-00002000"])
-    for shard in table.shards:
-        start = 0 if shard.key_range.start is None else int(shard.key_range.start[6:])
-        with Db.open(shard.db_path, store) as db:
-            db.put_arrow(rows("event-", start, 600 if start < 2000 else 1000))
-            db.flush_memtable()
-    return [s.db_path for s in table.shards]
+    with Table.create(path, store, split_points=[b"event-00001000", b"event-00002000"]) as table:
+        for shard in table.shards:
+            start = 0 if shard.key_range.start is None else int(shard.key_range.start[6:])
+            with table.writer(shard) as db:
+                db.put_arrow(rows("event-", start, 600 if start < 2000 else 1000))
+                db.flush_memtable()
+        return [s.db_path for s in table.shards]
 
 
 def register_partitions(store_url: str) -> int:

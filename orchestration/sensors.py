@@ -23,6 +23,7 @@ from orchestration.partitions import (
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import BoundaryMissing, CorruptionError, DatabaseNotFound, SlateDBError
 from slatedb_core.inspect import inspect_database, read_boundaries
+from slatedb_core.table import Table
 
 DISCOVERY_INTERVAL_S = 60
 WATCH_INTERVAL_S = 30
@@ -42,20 +43,21 @@ def _cursor(context: dg.SensorEvaluationContext) -> dict[str, Any]:
 def table_shards(
     store: ObjectStoreResource, managed: ManagedDatabasesResource, log: Any = None
 ) -> tuple[list[str], list[str]]:
-    """(tables that exist, the database paths of their shards)."""
-    from slatedb_core.table import Table
-
+    """(tables that exist, the database paths of their shards and of their retired shards, which
+    stay managed until the GC has deleted them)."""
     tables: list[str] = []
     shards: list[str] = []
     for path in managed.tables:
         try:
-            table = Table.open(path, store.open())
+            with Table.open(path, store.open()) as table:
+                current = table.shard_map
         except SlateDBError as e:
             if log is not None:
                 log.warning(f"table {path!r} not opened: {type(e).__name__}: {e}")
             continue
         tables.append(path)
-        shards.extend(sh.db_path for sh in table.shards)
+        shards.extend(sh.db_path for sh in current.shards)
+        shards.extend(current.retired)
     return tables, shards
 
 

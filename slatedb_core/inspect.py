@@ -42,6 +42,7 @@ __all__ = [
     "latest_ids",
     "list_databases",
     "missing_ssts",
+    "range_bytes",
     "read_boundaries",
     "split_key",
 ]
@@ -73,6 +74,10 @@ class DatabaseHealth:
     ssts: int
     """Physical SSTs the manifest lists (its own and those of external databases)."""
     sst_bytes: int
+    """Bytes of every SST the manifest lists (whole objects, also those of other databases)."""
+    data_bytes: int
+    """Estimated bytes within the key range (see :func:`range_bytes`): the size that matters
+    for splitting a projected clone that references its parent's whole SSTs."""
     l0_bytes: int
     wal_id_last_seen: int
     replay_after_wal_id: int
@@ -122,6 +127,7 @@ def database_health(stored: StoredManifest, path: str, now_s: float) -> Database
         sorted_runs=len(m.compacted),
         ssts=len(m.ssts),
         sst_bytes=sum(sizes.values()),
+        data_bytes=range_bytes(m),
         l0_bytes=sum(sizes.get(v.sst_id, 0) for v in m.l0),
         wal_id_last_seen=m.wal_id_last_seen,
         replay_after_wal_id=m.replay_after_wal_id,
@@ -245,50 +251,100 @@ def missing_ssts(store: ObjectStore, db_path: str, manifest: Manifest) -> list[s
     return sorted(gone) + dangling
 
 
+def _in_range(sst: CompactedSst, kr: KeyRange) -> tuple[bytes, bytes, float] | None:
+    """The part of ``sst`` inside ``kr``: (low key, high key, estimated bytes), or None if
+    none. Bytes are pro-rated by key position, which is exact enough for a projected clone that
+    references its parent's whole SSTs but may only read part of each."""
+    first, last = sst.info.first_key, sst.info.last_key
+    if first is None or last is None:
+        return None
+    size = float(max(1, sst.info.size_bytes))
+    lo = first if kr.start is None else max(first, kr.start)
+    hi = last if kr.end is None else min(last, kr.end)
+    if hi < lo or (kr.end is not None and lo >= kr.end):
+        return None
+    if last > first:
+        size *= max(0.0, _position(first, last, hi) - _position(first, last, lo))
+    return lo, hi, size
+
+
+def range_bytes(manifest: Manifest) -> int:
+    """Estimated bytes of SST data within the database's key range (all of it when the range
+    is unbounded). Overwritten and deleted versions still count until compaction drops them."""
+    kr = KeyRange.of(manifest.key_range)
+    if kr == KeyRange():
+        return sum(s.info.size_bytes for s in manifest.ssts)
+    parts = (_in_range(s, kr) for s in manifest.ssts)
+    return int(sum(p[2] for p in parts if p is not None))
+
+
 def split_key(manifest: Manifest) -> bytes | None:
     """A key that splits the data of ``manifest`` into two halves of about equal size, or None
     when there is no such key (no data, or all of it in one key's place).
 
-    Works from the manifest alone: SSTs are ordered by first key and weighted by size; inside the
-    SST where the halfway mark falls, the key is interpolated between its first and last key.
-    Overlapping SSTs (L0, several sorted runs) make it approximate, which is all a split needs.
+    Works from the manifest alone: the SSTs' parts inside the key range are ordered by first key
+    and weighted by (pro-rated) size; inside the one where the halfway mark falls, the key is
+    interpolated between its low and high key. Overlapping SSTs (L0, several sorted runs) make
+    it approximate, which is all a split needs.
     """
-    ssts = [s for s in manifest.ssts if s.info.first_key is not None and s.info.last_key]
-    if not ssts:
-        return None
     kr = KeyRange.of(manifest.key_range)
-    ssts.sort(key=lambda s: s.info.first_key or b"")
-    total = sum(max(1, s.info.size_bytes) for s in ssts)
-    low = min(s.info.first_key or b"" for s in ssts)
-    seen = 0
+    parts = sorted(
+        (p for p in (_in_range(s, kr) for s in manifest.ssts) if p is not None and p[2] > 0),
+        key=lambda p: p[0],
+    )
+    if not parts:
+        return None
+    total = sum(p[2] for p in parts)
+    low = parts[0][0]
+    seen = 0.0
     candidate: bytes | None = None
-    for s in ssts:
-        size = max(1, s.info.size_bytes)
+    for lo, hi, size in parts:
         if seen + size >= total / 2:
-            first, last = s.info.first_key or b"", s.info.last_key or b""
-            candidate = _interpolate(first, last, (total / 2 - seen) / size)
+            candidate = _interpolate(lo, hi, (total / 2 - seen) / size)
             break
         seen += size
     if candidate is None or candidate <= low:
         return None
-    if kr.start is not None and candidate <= kr.start:
-        return None
-    if kr.end is not None and candidate >= kr.end:
+    if (kr.start is not None and candidate <= kr.start) or (
+        kr.end is not None and candidate >= kr.end
+    ):
         return None
     return candidate
 
 
-def _interpolate(a: bytes, b: bytes, fraction: float) -> bytes:
-    """A key about ``fraction`` of the way from ``a`` to ``b`` (``a <= result <= b``), computed
-    on the 8 bytes after their common prefix read as big-endian integers."""
-    if b <= a:
-        return a
+_WIDTH = 8
+
+
+def _suffix_ints(a: bytes, b: bytes, k: bytes) -> tuple[int, int, int, int]:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
-    width = 8
-    ia = int.from_bytes(a[n : n + width].ljust(width, b"\x00"), "big")
-    ib = int.from_bytes(b[n : n + width].ljust(width, b"\x00"), "big")
+
+    def num(x: bytes) -> int:
+        return int.from_bytes(x[n : n + _WIDTH].ljust(_WIDTH, b"\x00"), "big")
+
+    return n, num(a), num(b), num(k)
+
+
+def _position(a: bytes, b: bytes, k: bytes) -> float:
+    """Where ``k`` lies between ``a`` (0.0) and ``b`` (1.0), on the bytes after their common
+    prefix read as a big-endian number."""
+    if b <= a:
+        return 0.0
+    if k <= a:
+        return 0.0
+    if k >= b:
+        return 1.0
+    _, ia, ib, ik = _suffix_ints(a, b, k)
+    return 0.0 if ib == ia else min(1.0, max(0.0, (ik - ia) / (ib - ia)))
+
+
+def _interpolate(a: bytes, b: bytes, fraction: float) -> bytes:
+    """A key about ``fraction`` of the way from ``a`` to ``b`` (``a <= result <= b``): the
+    inverse of :func:`_position`."""
+    if b <= a:
+        return a
+    n, ia, ib, _ = _suffix_ints(a, b, a)
     mid = ia + int((ib - ia) * min(max(fraction, 0.0), 1.0))
-    key = (a[:n] + mid.to_bytes(width, "big")).rstrip(b"\x00") or a[: n + 1]
+    key = (a[:n] + mid.to_bytes(_WIDTH, "big")).rstrip(b"\x00") or a[: n + 1]
     return min(max(key, a), b)

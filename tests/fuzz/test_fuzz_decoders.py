@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 import zlib
 
 import pytest
@@ -23,6 +24,7 @@ from slatedb_core.manifest.codec import decode_manifest, encode_manifest
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.format import BLOCK_TRAILER
+from slatedb_core.table.shardmap import decode_shard_map
 from tests.fuzz import corpus
 from tests.fuzz.mutate import OPS, Mutation, apply, repair_sst
 from tests.fuzz.run import main as run_main
@@ -163,3 +165,33 @@ def test_manifest_payload_under_the_other_versions_header_is_corruption() -> Non
                                   versions=frozenset({2}))
     with pytest.raises(CorruptionError):
         decode_manifest(envelope.seal(b"SDBM", 1, opened.payload), name="x")
+
+
+def _shard_map_doc() -> dict[str, object]:
+    data = corpus.shard_map(random.Random(2))
+    doc: dict[str, object] = json.loads(
+        envelope.open_sealed(data, magic=b"SDBT", name="x", versions=frozenset({1})).payload
+    )
+    return doc
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"next_shard_id": float("inf")},  # was OverflowError
+        {"pending": [{"op_id": str(uuid.UUID(int=1)), "kind": "split", "sources": [],
+                      "targets": [], "started_at": 1.0}]},  # was IndexError in layout_problem
+    ],
+)
+def test_shard_map_garbage_is_corruption(change: dict[str, object]) -> None:
+    body = json.dumps({**_shard_map_doc(), **change}).encode()
+    with pytest.raises(CorruptionError):
+        decode_shard_map(envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE,
+                         name="x")
+
+
+def test_deeply_nested_shard_map_is_corruption() -> None:
+    body = b'{"shards": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # was RecursionError
+    with pytest.raises(CorruptionError):
+        decode_shard_map(envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE,
+                         name="x")

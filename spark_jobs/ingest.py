@@ -60,7 +60,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
@@ -235,7 +235,7 @@ def encode_arrow_rows(batch: pa.RecordBatch) -> pa.Array:
 
 def decode_arrow_value(value: bytes) -> dict[str, object]:
     """The row a value of ``value_format="arrow"`` holds, as a dict."""
-    rows = pa.ipc.open_stream(value).read_all().to_pylist()
+    rows: list[dict[str, object]] = pa.ipc.open_stream(value).read_all().to_pylist()
     if len(rows) != 1:
         raise InvalidArgument(f"an arrow-encoded value holds one row, this one {len(rows)}")
     return rows[0]
@@ -355,7 +355,7 @@ class _WriteShards:
 # ---- the job -------------------------------------------------------------------------------------
 
 
-def _binary(df: DataFrame, name: str) -> F.Column:
+def _binary(df: DataFrame, name: str) -> Column:
     if name not in df.columns:
         raise InvalidArgument(f"no column {name!r} in {df.columns}")
     t = df.schema[name].dataType

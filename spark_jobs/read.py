@@ -22,10 +22,12 @@ writer's WAL.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import itertools
+import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -207,3 +209,30 @@ __all__ = [
     "read_table",
     "sst_cuts",
 ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m spark_jobs.read",
+        description="Read a table into Spark; print its row count or write it as Parquet.",
+    )
+    p.add_argument("--url", required=True, help="object store URL")
+    p.add_argument("--path", required=True, help="table path inside the store")
+    p.add_argument("--snapshot", action="store_true", help="read one checkpoint per shard")
+    p.add_argument("--output", default=None, help="write the rows as Parquet to this path")
+    p.add_argument("--master", default=None, help="default: local[2]")
+    args = p.parse_args(argv)
+    from spark_jobs.session import SessionOptions, get_session
+
+    spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-read"))
+    df = read_table(spark, args.url, args.path, "create" if args.snapshot else None)
+    if args.output:
+        df.write.mode("overwrite").parquet(args.output)
+        print(f"wrote {args.output} from {df.rdd.getNumPartitions()} partitions")
+    else:
+        print(f"{df.count()} rows in {df.rdd.getNumPartitions()} partitions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

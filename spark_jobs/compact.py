@@ -1,0 +1,170 @@
+"""Compaction of one large database on Spark: key-range subcompactions as Spark tasks.
+
+The driver takes over as the database's compactor (bumping ``compactor_epoch``), plans each
+compaction the scheduler picks, cut into key ranges of about equal input bytes, and runs one
+Spark task per range; each task merges its range of the sources and uploads output SSTs. The
+driver then commits every output in one manifest update under its epoch. The protocol lives in
+:mod:`slatedb_core.compactor.distributed`; this module only moves work to executors and back.
+
+Failures: a task that fails is retried by Spark under new output ids (the failed attempt's
+outputs are announced, never committed, and collected by the GC once the compaction's record is
+closed). If another compactor takes over while the job runs, tasks stop at their next output
+announcement and the commit fails: :class:`Fenced` reaches the caller and nothing is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from slatedb_core.compactor.distributed import (
+    DistributedCompactor,
+    DistributedPlan,
+    SubcompactionResult,
+    execute_subcompaction,
+)
+from slatedb_core.errors import Fenced, InvalidArgument
+from slatedb_core.options import CompactorOptions
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+
+log = logging.getLogger(__name__)
+
+StoreFactory = Callable[[], ObjectStore]
+
+
+@dataclass
+class SparkCompactionStats:
+    compactor_epoch: int
+    compactions: int = 0
+    subcompactions: int = 0
+    input_ssts: int = 0
+    output_ssts: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    duration_s: float = 0.0
+
+    def summary(self) -> str:
+        rate = self.bytes_in / 1e6 / self.duration_s if self.duration_s > 0 else 0.0
+        return (
+            f"spark compaction (epoch {self.compactor_epoch}): {self.compactions} compaction(s) in "
+            f"{self.subcompactions} subcompaction task(s); {self.input_ssts} -> "
+            f"{self.output_ssts} SSTs, {self.rows_in} -> {self.rows_out} rows, "
+            f"{self.bytes_in / 1e6:.1f} -> {self.bytes_out / 1e6:.1f} MB in "
+            f"{self.duration_s:.2f}s ({rate:.1f} MB/s)"
+        )
+
+
+@dataclass(frozen=True)
+class _FencedOutcome:
+    our_epoch: int
+    current_epoch: int
+
+
+@dataclass(frozen=True)
+class _Subcompact:
+    plan: DistributedPlan
+    store_factory: StoreFactory
+
+    def __call__(self, index: int) -> SubcompactionResult | _FencedOutcome:
+        try:
+            return execute_subcompaction(self.store_factory(), self.plan, index)
+        except Fenced as e:  # deterministic: retrying the task cannot help, tell the driver
+            return _FencedOutcome(e.our_epoch, e.current_epoch)
+
+
+def run_subcompactions(
+    spark: SparkSession, plan: DistributedPlan, store_factory: StoreFactory
+) -> list[SubcompactionResult]:
+    """Execute every subcompaction of ``plan`` as one Spark task; Fenced if a task was."""
+    n = plan.subcompactions
+    outcomes = spark.sparkContext.parallelize(range(n), n).map(
+        _Subcompact(plan, store_factory)
+    ).collect()
+    fenced = [o for o in outcomes if isinstance(o, _FencedOutcome)]
+    if fenced:
+        raise Fenced("compactor", fenced[0].our_epoch, max(f.current_epoch for f in fenced))
+    return [o for o in outcomes if isinstance(o, SubcompactionResult)]
+
+
+def compact(
+    spark: SparkSession,
+    url: str,
+    path: str,
+    *,
+    subcompactions: int | None = None,
+    options: CompactorOptions | None = None,
+    max_compactions: int = 100,
+    store_factory: StoreFactory | None = None,
+) -> SparkCompactionStats | None:
+    """Compact the database at ``path`` until the scheduler has nothing left (like
+    :func:`~slatedb_core.compactor.run_compaction_once`), each compaction split into
+    ``subcompactions`` Spark tasks (default: Spark's default parallelism). None if there was
+    nothing to do. Raises Fenced if another compactor takes over meanwhile."""
+    if max_compactions < 1:
+        raise InvalidArgument("max_compactions must be >= 1")
+    started = time.monotonic()
+    factory = store_factory or functools.partial(open_store, url)
+    n = subcompactions or spark.sparkContext.defaultParallelism
+    dc = DistributedCompactor(path, factory(), options)
+    stats = SparkCompactionStats(compactor_epoch=dc.epoch)
+    for _ in range(max_compactions):
+        plan = dc.plan(n)
+        if plan is None:
+            break
+        try:
+            results = run_subcompactions(spark, plan, factory)
+        except Fenced:
+            raise
+        except Exception as e:
+            dc.abort(plan, f"{type(e).__name__}: {str(e)[:500]}")
+            raise
+        result = dc.commit(plan, results)
+        stats.compactions += 1
+        stats.subcompactions += plan.subcompactions
+        stats.input_ssts += result.input_ssts
+        stats.output_ssts += len(result.outputs)
+        stats.bytes_in += result.bytes_in
+        stats.bytes_out += result.bytes_out
+        stats.rows_in += result.rows_in
+        stats.rows_out += result.rows_out
+    stats.duration_s = time.monotonic() - started
+    if stats.compactions == 0:
+        return None
+    log.info("%s", stats.summary())
+    return stats
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m spark_jobs.compact",
+        description="Compact one database with key-range subcompactions on Spark.",
+    )
+    p.add_argument("--url", required=True, help="object store URL")
+    p.add_argument("--path", required=True, help="database path inside the store")
+    p.add_argument("--subcompactions", type=int, default=None)
+    p.add_argument("--max-sst-mb", type=int, default=256, help="output SST size")
+    p.add_argument("--master", default=None, help="default: local[2]")
+    args = p.parse_args(argv)
+    from spark_jobs.session import SessionOptions, get_session
+
+    spark = get_session(SessionOptions(master=args.master or "local[2]",
+                                       app_name="slatedb-compact"))
+    options = CompactorOptions(max_sst_size_bytes=args.max_sst_mb * 1024 * 1024)
+    stats = compact(spark, args.url, args.path, subcompactions=args.subcompactions,
+                    options=options)
+    print(stats.summary() if stats is not None else "nothing to compact")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

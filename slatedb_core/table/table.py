@@ -143,7 +143,8 @@ class TableSnapshot:
             )
             cps = tuple(uuid.UUID(s["checkpoint"]) for s in d["shards"])
             return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps)
-        except (ValueError, KeyError, TypeError) as e:
+        # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400.
+        except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as e:
             raise InvalidArgument(f"not a table snapshot: {type(e).__name__}: {e}") from None
 
 

@@ -339,3 +339,18 @@ def test_foreign_objects_under_a_database_are_ignored_and_kept(
     admin.create_clone("clone", GOOD, store)
     for name in FOREIGN:
         assert store.get(f"{GOOD}/{name}").data == b"not ours", name
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"table_path": "t", "shard_map_id": Infinity, "shards": []}',  # was OverflowError
+        "[" * 50_000 + "]" * 50_000,  # was RecursionError
+        "null", "", "not json", '{"shards": [1]}',
+    ],
+)
+def test_bad_table_snapshot_text_is_invalid_argument(text: str) -> None:
+    from slatedb_core import TableSnapshot
+
+    with pytest.raises(InvalidArgument):
+        TableSnapshot.from_json(text)

@@ -3,11 +3,13 @@
 The job, in three steps::
 
     driver    plan_ingest: read the shard map; pick one Spark partition per shard
-    stage 1   mapInArrow(_Route): keys -> binary, values encoded, shard = ShardMap.route(keys)
-              (vectorised), plus a partition key that Spark's hash partitioner sends to
-              partition == shard
+    stage 1   Spark SQL only (no Python): key -> binary, JSON values, shard = number of split
+              points <= key (ShardMap.route's rule, as a vectorised CASE), plus a partition key
+              that Spark's hash partitioner sends to partition == shard
     shuffle   repartition(n_shards, partition key): all rows of a shard in ONE partition
-    stage 2   mapInArrow(_WriteShards), per shard of the partition (normally exactly one):
+    stage 2   mapInArrow(_WriteShards): Arrow values encoded, tombstones applied, every key
+              re-routed with ShardMap.route (a mismatch is a bug and fails the task); then per
+              shard of the partition (normally exactly one):
                 Table.writer(planned shard)   Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
@@ -82,15 +84,6 @@ VALUE_FORMATS: tuple[str, ...] = ("binary", "arrow", "json")
 StoreFactory = Callable[[], ObjectStore]
 
 _KEY, _VALUE, _TOMB, _SHARD, _PKEY = "key", "value", "__tombstone", "__shard", "__pkey"
-ROUTED_SCHEMA = pa.schema(
-    [
-        pa.field(_KEY, pa.binary()),
-        pa.field(_VALUE, pa.binary()),
-        pa.field(_SHARD, pa.int32()),
-        pa.field(_PKEY, pa.int64()),
-    ]
-)
-_ROUTED_DDL = f"{_KEY} binary, {_VALUE} binary, {_SHARD} int, {_PKEY} bigint"
 STATS_SCHEMA = pa.schema(
     [
         ("shard_index", pa.int32()),
@@ -241,35 +234,6 @@ def decode_arrow_value(value: bytes) -> dict[str, object]:
     return rows[0]
 
 
-@dataclass(frozen=True)
-class _Route:
-    """Stage 1: ``(key, value | payload columns, tombstone?)`` -> ROUTED_SCHEMA."""
-
-    plan: IngestPlan
-    payload: tuple[str, ...]
-    """Columns to encode as Arrow IPC (value_format "arrow"); empty: there is a value column."""
-    tombstones: bool
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pkeys = np.asarray(self.plan.partition_keys, dtype=np.int64)
-        for b in batches:
-            if b.num_rows == 0:
-                continue
-            keys = b.column(_KEY)
-            shard = self.plan.shard_map.route(keys)
-            if self.payload:
-                value = encode_arrow_rows(b.select(list(self.payload)))
-            else:
-                value = b.column(_VALUE)
-            if self.tombstones:
-                tomb = pc.fill_null(b.column(_TOMB), False)
-                value = pc.if_else(tomb, pa.scalar(None, pa.binary()), value)
-            idx = np.asarray(shard.to_numpy(zero_copy_only=False), dtype=np.int32)
-            yield pa.RecordBatch.from_arrays(
-                [keys, value, pa.array(idx), pa.array(pkeys[idx])], schema=ROUTED_SCHEMA
-            )
-
-
 # ---- stage 2: one fenced bulk ingest per shard -----------------------------------------------------
 
 
@@ -282,6 +246,20 @@ class _WriteShards:
     plan: IngestPlan
     store_factory: StoreFactory
     db_options: DbOptions | None
+    payload: tuple[str, ...]
+    """Columns to encode as Arrow IPC values (value_format "arrow"); empty: a value column."""
+    tombstones: bool
+
+    def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
+        """``(key, value)`` of one shuffled batch: values encoded, tombstones as nulls."""
+        value = encode_arrow_rows(b.select(list(self.payload))) if self.payload else b[_VALUE]
+        if self.tombstones:
+            deleted = pc.fill_null(b[_TOMB], False)
+            value = pc.if_else(deleted, pa.scalar(None, pa.binary()), value)
+        routed = self.plan.shard_map.route(b[_KEY])
+        if not pc.all(pc.equal(routed, b[_SHARD].cast(pa.int32()))).as_py():
+            raise InvalidArgument("rows reached the task of another shard (routing bug)")
+        return pa.RecordBatch.from_arrays([b[_KEY], value, b[_SHARD]], [_KEY, _VALUE, _SHARD])
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -289,15 +267,16 @@ class _WriteShards:
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else -1
         attempt = ctx.attemptNumber() if ctx is not None else 0
-        collected = [b for b in batches if b.num_rows]
+        collected = [self.entries(b) for b in batches if b.num_rows]
         if not collected:
             return
         rows = pa.Table.from_batches(collected)
         del collected
         store = self.store_factory()
         shard_col = rows.column(_SHARD).to_numpy()
-        for index in np.unique(shard_col):
-            part = rows if len(np.unique(shard_col)) == 1 else rows.filter(shard_col == index)
+        present = np.unique(shard_col)
+        for index in present:
+            part = rows if len(present) == 1 else rows.filter(pa.array(shard_col == index))
             stats = self._write(store, self.plan.shards[int(index)], part, partition, attempt)
             yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
 
@@ -366,21 +345,40 @@ def _binary(df: DataFrame, name: str) -> Column:
     raise InvalidArgument(f"column {name!r} must be binary or string, got {t.simpleString()}")
 
 
-def routed_frame(
+@dataclass(frozen=True)
+class _Prepared:
+    frame: DataFrame
+    """key, value | payload columns, tombstone flag?, shard, partition key"""
+    payload: tuple[str, ...]
+    tombstones: bool
+
+
+def shard_column(key: Column, split_points: Sequence[bytes]) -> Column:
+    """ShardMap.route in Spark SQL: the number of split points ``<= key``. Spark orders binary
+    values by unsigned bytes, as Python orders ``bytes``."""
+    shard: Column = F.lit(0)
+    for sp in split_points:
+        shard = shard + F.when(key >= F.lit(bytearray(sp)), 1).otherwise(0)
+    return shard.cast("int")
+
+
+def prepare_frame(
     df: DataFrame,
     plan: IngestPlan,
     key_column: str = "key",
     value_column: str | None = None,
     tombstone_column: str | None = None,
     value_format: ValueFormat | None = None,
-) -> DataFrame:
-    """``df`` as ROUTED_SCHEMA rows (key, encoded value, shard, partition key); not shuffled."""
+) -> _Prepared:
+    """``df`` with binary keys, values or payload columns, shard and partition key: Spark SQL
+    expressions only, so the rows cross into Python once, in the writing task."""
     fmt = value_format or ("binary" if value_column is not None else "arrow")
     if fmt not in VALUE_FORMATS:
         raise InvalidArgument(f"value_format must be one of {VALUE_FORMATS}, got {fmt!r}")
     if (fmt == "binary") != (value_column is not None):
         raise InvalidArgument("value_format 'binary' needs value_column; 'arrow'/'json' take none")
-    cols = [_binary(df, key_column).alias(_KEY)]
+    key = _binary(df, key_column).alias(_KEY)
+    cols = [key]
     if tombstone_column is not None:
         if tombstone_column not in df.columns:
             raise InvalidArgument(f"no column {tombstone_column!r} in {df.columns}")
@@ -397,11 +395,13 @@ def routed_frame(
         cols.append(F.to_json(F.struct(*[F.col(c) for c in payload])).cast("binary").alias(_VALUE))
         payload = ()
     else:
+        if {_KEY, _TOMB, _SHARD, _PKEY} & set(payload):
+            raise InvalidArgument(f"payload columns may not be named {_KEY!r}, {_TOMB!r}, ...")
         cols += [F.col(c).alias(c) for c in payload]
-        if {_KEY, _TOMB} & set(payload):
-            raise InvalidArgument(f"payload columns may not be named {_KEY!r} or {_TOMB!r}")
-    route = _Route(plan, payload, tombstone_column is not None)
-    return df.select(*cols).mapInArrow(route, _ROUTED_DDL)
+    shard = shard_column(_binary(df, key_column), plan.shard_map.split_points)
+    pkeys = F.array(*[F.lit(k).cast("bigint") for k in plan.partition_keys])
+    cols += [shard.alias(_SHARD), F.element_at(pkeys, shard + 1).alias(_PKEY)]
+    return _Prepared(df.select(*cols), payload, tombstone_column is not None)
 
 
 def ingest(
@@ -432,11 +432,9 @@ def ingest(
     factory = store_factory or functools.partial(open_store, table_url)
     if plan is None:
         plan = plan_ingest(spark, table_path, factory())
-    routed = routed_frame(df, plan, key_column, value_column, tombstone_column, value_format)
-    n = len(plan.shards)
-    written = routed.repartition(n, _PKEY).mapInArrow(
-        _WriteShards(plan, factory, db_options), _STATS_DDL
-    )
+    prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
+    writer = _WriteShards(plan, factory, db_options, prepared.payload, prepared.tombstones)
+    written = prepared.frame.repartition(len(plan.shards), _PKEY).mapInArrow(writer, _STATS_DDL)
     rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
     out = IngestStats(job_id=plan.job_id, shard_map_id=plan.shard_map.id, shards=rows)
     for s in rows:

@@ -205,6 +205,11 @@ class WriterEngine:
         existing = self.wal.list_ids(after=m.replay_after_wal_id)
         start = max([m.next_wal_sst_id, m.replay_after_wal_id + 1, *(i + 1 for i in existing[-1:])])
         fence_id = fence_wal(self.wal, epoch, start, self._sst_options)
+        # A newer writer that bumped its epoch and fenced while we were between our bump and our
+        # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
+        # tells. Without this check we would run as a second writer (seed 001's fence is only
+        # sound once no newer epoch exists when our fence lands).
+        self._fm.fence.check(self.manifests.read_latest().manifest)
         # 3. replay every WAL SST after replay_after_wal_id up to our fence (listed again: older
         #    writers may have taken slots while we were fencing)
         memtable = Memtable()

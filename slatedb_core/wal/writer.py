@@ -104,10 +104,17 @@ class WalWriter:
         """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
         data, _ = encode_sst(batch, self.options, metadata={EPOCH_KEY: self.epoch})
         wal_id = self.next_id
-        outcome = _create(self.wal, wal_id, data, self.epoch)
-        if outcome != _Outcome.OURS:
-            # An older writer past our fence is impossible with one write in flight.
-            raise WalEpochConflict(f"{self.wal.path(wal_id)} holds an older epoch after our fence")
+        while _create(self.wal, wal_id, data, self.epoch) != _Outcome.OURS:
+            # An older *writer* past our fence is impossible with one write in flight, but an
+            # older *opener* is not: one that bumped its epoch before us and listed the WAL after
+            # our fence leaves its empty fencing SST here before it finds out it is fenced.
+            # Nothing of it was acknowledged, so step over it; anything else is a real conflict.
+            if not self.wal.read(wal_id).is_fence:
+                raise WalEpochConflict(
+                    f"{self.wal.path(wal_id)} holds an older epoch after our fence"
+                )
+            log.info("WAL slot %d holds a stale opener's fencing SST; using the next id", wal_id)
+            wal_id += 1
         try:
             self.boundary.check(wal_id, self.wal.path(wal_id))
         except ObjectVersionBehindBoundary as e:

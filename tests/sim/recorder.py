@@ -1,0 +1,270 @@
+"""A store wrapper that watches every request that reached the real store, and the invariants
+that can be judged from outside the engine by looking only at those requests.
+
+It sits *under* the :class:`~slatedb_core.store.faults.FaultyStore`, so it sees the ground truth:
+a create whose response the fault layer then dropped is still recorded as having happened. Each
+rule is checked at the request that could break it; the few that are about the whole namespace
+(ids above a boundary contiguous, the latest manifest present) are checked by :meth:`check` after
+every simulation step. Violations are collected rather than raised, because a raise inside a store
+call would be caught and retried by the engine like any other failure.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ulid import ULID
+
+from slatedb_core.errors import CorruptionError
+from slatedb_core.manifest.codec import decode_manifest
+from slatedb_core.meta.boundary import parse_boundary
+from slatedb_core.store.objectstore import (
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    ObjectVersion,
+    RequestCounters,
+)
+
+SEQUENCED = re.compile(r"^(?P<db>[^/]+)/(?P<ns>manifest|compactions|wal)/(?P<id>\d{20})\.\w+$")
+BOUNDARY = re.compile(r"^(?P<db>[^/]+)/gc/(?P<ns>manifest|compactions|wal|compacted)\.boundary$")
+COMPACTED = re.compile(r"^(?P<db>[^/]+)/compacted/(?P<ulid>[0-9A-HJKMNP-TV-Z]{26})\.sst$")
+
+
+class InvariantViolation(AssertionError):
+    """An invariant of the protocol was broken; the message says which and where."""
+
+
+@dataclass
+class DbRecord:
+    """What the recorder knows about one database path."""
+
+    boundaries: dict[str, int] = field(default_factory=dict)
+    existing: dict[str, set[int]] = field(
+        default_factory=lambda: {"manifest": set(), "compactions": set(), "wal": set()}
+    )
+    max_created: dict[str, int] = field(default_factory=dict)
+    epochs: dict[int, tuple[int, int]] = field(default_factory=dict)  # manifest id -> epochs
+    destroyed: bool = False
+    """A manifest with destroyed_at_s was committed: GC (or hard destroy) may delete anything."""
+
+
+class RecordingStore(ObjectStore):
+    """Delegates to ``inner``; records effects and checks per-request invariants."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self._inner = inner
+        self.url = f"recording+{inner.url}"
+        self.counters = RequestCounters()
+        self._lock = threading.Lock()
+        self._bytes: dict[str, bytes] = {}
+        self._history: dict[str, list[bytes]] = {}
+        self.dbs: dict[str, DbRecord] = {}
+        self.violations: list[str] = []
+        self.checks = 0
+        self.released: set[str] = set()
+        """Databases the harness is hard-destroying: every delete under them is allowed."""
+
+    @property
+    def inner(self) -> ObjectStore:
+        return self._inner
+
+    # ---- bookkeeping -----------------------------------------------------------------------
+    def _db(self, name: str) -> DbRecord:
+        rec = self.dbs.get(name)
+        if rec is None:
+            rec = self.dbs[name] = DbRecord()
+        return rec
+
+    def _violate(self, text: str) -> None:
+        self.violations.append(text)
+
+    def _may_delete_anything(self, db: str) -> bool:
+        return db in self.released or self._db(db).destroyed
+
+    def _created(self, path: str, data: bytes) -> None:
+        """Rules for a successful create-if-absent (the commit point of sequenced objects)."""
+        self.checks += 1
+        m = SEQUENCED.match(path)
+        if m is not None:
+            db, ns, oid = m["db"], m["ns"], int(m["id"])
+            rec = self._db(db)
+            boundary = rec.boundaries.get(ns, 0)
+            earlier = self._history.get(path, [])
+            if earlier and earlier[-1] != data and oid > boundary:
+                self._violate(
+                    f"two different objects committed at {path} (id {oid} > {ns} boundary "
+                    f"{boundary})"
+                )
+            self._history.setdefault(path, []).append(data)
+            rec.existing[ns].add(oid)
+            rec.max_created[ns] = max(rec.max_created.get(ns, 0), oid)
+            if ns == "manifest" and oid > boundary:
+                self._manifest_created(db, rec, oid, path, data)
+        elif BOUNDARY.match(path):
+            self._boundary_written(path, data)
+
+    def _manifest_created(self, db: str, rec: DbRecord, oid: int, path: str, data: bytes) -> None:
+        try:
+            manifest = decode_manifest(data, name=path)
+        except CorruptionError as e:
+            self._violate(f"committed manifest {path} does not decode: {e}")
+            return
+        epochs = (manifest.writer_epoch, manifest.compactor_epoch)
+        prev = rec.epochs.get(oid - 1)
+        if prev is not None and (epochs[0] < prev[0] or epochs[1] < prev[1]):
+            self._violate(
+                f"epochs decreased at {path}: (writer, compactor) {prev} -> {epochs}"
+            )
+        rec.epochs[oid] = epochs
+        if manifest.destroyed_at_s is not None:
+            rec.destroyed = True
+
+    def _boundary_written(self, path: str, data: bytes) -> None:
+        m = BOUNDARY.match(path)
+        assert m is not None
+        rec = self._db(m["db"])
+        try:
+            value = parse_boundary(data, path)
+        except CorruptionError as e:
+            self._violate(f"boundary {path} written with garbage: {e}")
+            return
+        before = rec.boundaries.get(m["ns"], 0)
+        if value < before:
+            self._violate(f"boundary {path} moved back from {before} to {value}")
+        rec.boundaries[m["ns"]] = max(before, value)
+
+    def _deleted(self, path: str) -> None:
+        self.checks += 1
+        m = SEQUENCED.match(path)
+        if m is not None:
+            db, ns, oid = m["db"], m["ns"], int(m["id"])
+            rec = self._db(db)
+            existing = rec.existing[ns]
+            if not self._may_delete_anything(db):
+                boundary = rec.boundaries.get(ns, 0)
+                if oid > boundary:
+                    self._violate(f"deleted {path} ahead of the {ns} boundary {boundary}")
+                if ns == "manifest" and existing and oid == max(existing):
+                    self._violate(f"deleted the latest manifest {path}")
+            existing.discard(oid)
+            return
+        m = COMPACTED.match(path)
+        if m is not None:
+            db = m["db"]
+            if self._may_delete_anything(db):
+                return
+            ms = ULID.from_str(m["ulid"]).milliseconds
+            limit = self._db(db).boundaries.get("compacted", 0)
+            if ms > limit:
+                self._violate(f"deleted {path} (time {ms}) ahead of the compacted boundary {limit}")
+            return
+        m = BOUNDARY.match(path)
+        if m is not None and not self._may_delete_anything(m["db"]):
+            self._violate(f"deleted boundary file {path}")
+
+    def _read(self, path: str, data: bytes, whole: bool) -> None:
+        if not whole or SEQUENCED.match(path) is None:
+            return
+        self.checks += 1
+        known = self._bytes.get(path)
+        if known is not None and known != data:
+            self._violate(f"bytes at {path} changed between reads")
+
+    # ---- whole-namespace rules, after every step ---------------------------------------------
+    def check(self) -> list[str]:
+        """Rules about whole namespaces; returns (and keeps) any new violations."""
+        with self._lock:
+            new: list[str] = []
+            for db, rec in self.dbs.items():
+                if self._may_delete_anything(db):
+                    continue
+                for ns in ("manifest", "compactions"):
+                    self.checks += 1
+                    boundary = rec.boundaries.get(ns, 0)
+                    above = sorted(i for i in rec.existing[ns] if i > boundary)
+                    if rec.max_created.get(ns, 0) > boundary and not above:
+                        new.append(f"{db}: no {ns} left above the boundary {boundary}")
+                    if above and above != list(range(boundary + 1, above[-1] + 1)):
+                        new.append(f"{db}: {ns} ids above the boundary {boundary} are {above}")
+                self.checks += 1
+                wal_boundary = rec.boundaries.get("wal", 0)
+                wal = sorted(i for i in rec.existing["wal"] if i > wal_boundary)
+                if wal and wal != list(range(wal[0], wal[-1] + 1)):
+                    new.append(f"{db}: WAL ids above the boundary {wal_boundary} have holes: {wal}")
+            self.violations.extend(new)
+            return new
+
+    def boundary(self, db: str, ns: str) -> int:
+        with self._lock:
+            return self._db(db).boundaries.get(ns, 0)
+
+    def paths_under(self, db: str) -> list[str]:
+        with self._lock:
+            return sorted(p for p in self._bytes if p.startswith(db + "/"))
+
+    # ---- the ObjectStore interface -------------------------------------------------------------
+    def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        self.counters.incr("get")
+        res = self._inner.get(path, byte_range=byte_range)
+        with self._lock:
+            self._read(path, res.data, byte_range is None)
+        return res
+
+    def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
+        self.counters.incr("get")
+        res = self._inner.get_if_none_match(path, e_tag)
+        if res is not None:
+            with self._lock:
+                self._read(path, res.data, True)
+        return res
+
+    def head(self, path: str) -> ObjectMeta:
+        self.counters.incr("head")
+        return self._inner.head(path)
+
+    def put(self, path: str, data: bytes) -> ObjectVersion:
+        self.counters.incr("put")
+        if SEQUENCED.match(path):
+            with self._lock:
+                self._violate(f"unconditional put of sequenced object {path}")
+        version = self._inner.put(path, data)
+        with self._lock:
+            self._bytes[path] = data
+            if BOUNDARY.match(path):
+                self._boundary_written(path, data)
+        return version
+
+    def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        self.counters.incr("put_if_absent")
+        version = self._inner.put_if_absent(path, data)
+        with self._lock:
+            self._bytes[path] = data
+            self._created(path, data)
+        return version
+
+    def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
+        self.counters.incr("put_if_match")
+        if SEQUENCED.match(path):
+            with self._lock:
+                self._violate(f"conditional overwrite of sequenced object {path}")
+        version = self._inner.put_if_match(path, data, expected)
+        with self._lock:
+            self._bytes[path] = data
+            if BOUNDARY.match(path):
+                self._boundary_written(path, data)
+        return version
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
+        self.counters.incr("list")
+        return self._inner.list(prefix, start_after=start_after)
+
+    def delete(self, path: str) -> None:
+        self.counters.incr("delete")
+        self._inner.delete(path)
+        with self._lock:
+            if self._bytes.pop(path, None) is not None:
+                self._deleted(path)

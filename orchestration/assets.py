@@ -41,11 +41,11 @@ EXPORT_CHECKPOINT_NAME = "delta-export"
 """Name of the temporary checkpoint ``delta_export`` takes when no named snapshot is configured."""
 
 
-def _int(value: int | None) -> dg.MetadataValue:  # type: ignore[type-arg]
+def _int(value: int | None) -> dg.MetadataValue:
     return dg.MetadataValue.null() if value is None else dg.MetadataValue.int(int(value))
 
 
-def _float(value: float) -> dg.MetadataValue:  # type: ignore[type-arg]
+def _float(value: float) -> dg.MetadataValue:
     return dg.MetadataValue.float(round(float(value), 6))
 
 
@@ -326,7 +326,7 @@ def delta_export(
     )
 
 
-def _layout(shards: list[Any], sizes: list[int]) -> dg.MetadataValue:  # type: ignore[type-arg]
+def _layout(shards: list[Any], sizes: list[int]) -> dg.MetadataValue:
     def show(b: bytes | None) -> str:
         return "-inf/+inf" if b is None else b.decode("utf-8", "backslashreplace")
 

@@ -20,7 +20,7 @@ from orchestration.settings import Settings, load_settings
 
 def build_definitions(settings: Settings) -> dg.Definitions:
     managed = ManagedDatabasesResource(**settings.managed)
-    managed.validate()
+    managed.check_settings()
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=CHECKS,

@@ -157,7 +157,7 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
             max_sst_size_bytes=self.compactor_max_sst_size_bytes,
         )
 
-    def validate(self) -> None:
+    def check_settings(self) -> None:
         """Parse every duration and threshold once; raises InvalidArgument on the first bad one."""
         self.gc_options()
         self.compactor_options()

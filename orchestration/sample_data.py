@@ -86,25 +86,25 @@ def create_table(store: ObjectStore, path: str) -> list[str]:
         return [s.db_path for s in table.shards]
 
 
-def register_partitions(store_url: str) -> int:
-    """Add the partitions for what is in the store to the Dagster instance at ``DAGSTER_HOME``."""
+def register_partitions(store_url: str, materialize: bool = False) -> int:
+    """Add the partitions for what is in the store to the Dagster instance at ``DAGSTER_HOME``
+    (the settings file decides what is managed); with ``materialize``, also run one pass of
+    every asset and check per partition, so the UI opens on real history. Returns the number of
+    partitions added."""
+    import dataclasses
+
     import dagster as dg
 
+    from orchestration.assets import ASSETS, rescaling
+    from orchestration.checks import CHECKS
     from orchestration.definitions import build_definitions
+    from orchestration.partitions import DATABASES, TABLES
     from orchestration.sensors import discovery_requests
     from orchestration.settings import load_settings
 
     settings = load_settings()
-    store_settings = {**settings.store, "url": store_url}
-    defs = build_definitions(
-        type(settings)(
-            store=store_settings,
-            managed=settings.managed,
-            schedules=settings.schedules,
-            sensors_running=settings.sensors_running,
-        )
-    )
-    resources = defs.resources or {}
+    settings = dataclasses.replace(settings, store={**settings.store, "url": store_url})
+    resources = build_definitions(settings).resources or {}
     added = 0
     with dg.DagsterInstance.get() as instance:
         for request in discovery_requests(instance, resources["store"], resources["managed"]):
@@ -113,6 +113,14 @@ def register_partitions(store_url: str) -> int:
                     request.partitions_def_name, list(request.partition_keys)
                 )
                 added += len(request.partition_keys)
+        if materialize:
+            per_db = [a for a in ASSETS if a is not rescaling]
+            for key in instance.get_dynamic_partitions(DATABASES):
+                dg.materialize([*per_db, *CHECKS], partition_key=key, resources=resources,
+                               instance=instance, raise_on_error=False)
+            for key in instance.get_dynamic_partitions(TABLES):
+                dg.materialize([rescaling], partition_key=key, resources=resources,
+                               instance=instance, raise_on_error=False)
     return added
 
 
@@ -121,6 +129,9 @@ def main() -> None:
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="local store directory")
     p.add_argument("--reset", action="store_true", help="delete the directory first")
     p.add_argument("--register", action="store_true", help="add the Dagster partitions now")
+    p.add_argument(
+        "--materialize", action="store_true", help="with --register: run every asset once"
+    )
     a = p.parse_args()
     if a.reset and a.dir.exists():
         shutil.rmtree(a.dir)
@@ -131,7 +142,7 @@ def main() -> None:
         written = create_sample(store)
         print(f"wrote {len(written)} databases to {store.url}: {', '.join(written)}")
     if a.register:
-        print(f"registered {register_partitions(store.url)} new partitions")
+        print(f"registered {register_partitions(store.url, a.materialize)} new partitions")
 
 
 if __name__ == "__main__":

@@ -635,3 +635,19 @@ def test_a_stale_table_reroutes_reads_after_a_rescale_destroyed_its_shard(mem: O
                 (b"k", b"2"),
                 (b"x", b"3"),
             ]
+
+
+def test_a_split_does_not_wait_for_a_compactor_when_l0_is_full(mem: ObjectStore) -> None:
+    opts = dataclasses.replace(OPTS, writer=dataclasses.replace(OPTS.writer, l0_max_ssts=2))
+    with Table.create("t", mem, [], opts) as t:
+        with t.writer(0) as db:
+            for i in range(2):
+                db.put(b"k%d" % i, b"v")
+                db.flush_memtable()
+            db.put(b"wal-only", b"v")  # its flush would stall: L0 is full and no compactor runs
+        done: list[ShardMap] = []
+        worker = threading.Thread(target=lambda: done.append(t.split(0, b"k1")), daemon=True)
+        worker.start()
+        worker.join(30)
+        assert done, "the split stalled behind l0_max_ssts"
+        assert [k for k, _ in t.scan()] == [b"k0", b"k1", b"wal-only"]

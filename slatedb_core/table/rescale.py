@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["merge", "resume", "split"]
 
+_NO_L0_LIMIT = 1 << 30
+
 
 def split(table: Table, shard_index: int, at: bytes) -> ShardMap:
     """Split shard ``shard_index`` (of the map ``table`` read last) at ``at``.
@@ -222,7 +224,9 @@ def _run(table: Table, m: ShardMap, op: PendingOp) -> ShardMap:
 def _fence(table: Table, shard: Shard) -> None:
     """Step 2: after this, the shard's manifest holds every acknowledged write and no writer
     that opened before the seal can add one."""
-    options = dataclasses.replace(table.options.writer, compactor=None)
+    # One flush, no compactor: it must not stall behind l0_max_ssts waiting for a compactor that
+    # may not run (the limit is backpressure for steady writers; one SST over it is harmless).
+    options = dataclasses.replace(table.options.writer, compactor=None, l0_max_ssts=_NO_L0_LIMIT)
     last: Fenced | None = None
     for _ in range(table.options.fence_attempts):
         db = Db.open(shard.db_path, table.store, options)

@@ -120,12 +120,12 @@ def server(tmp_path: Path) -> Iterator[Server]:
             os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        try:
-            proc.wait(timeout=30)
+        try:  # dagster dev stops its webserver, daemon and code servers on SIGTERM
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 10
         while _processes_with(str(home)) and time.monotonic() < deadline:
             time.sleep(0.2)
         left = _processes_with(str(home))

@@ -61,6 +61,7 @@ class Fault(Enum):
     RESET_REQUEST = "reset_request"
     RESET_RESPONSE = "reset_response"
     DROP_AFTER_APPLY = "drop_after_apply"
+    STALL = "stall"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,10 @@ class FaultRates:
     reset_request: float = 0.0
     reset_response: float = 0.0
     drop_after_apply: float = 0.0
+    stall: float = 0.0
+    """Read the request, then answer nothing for ``stall_s`` and reset: a hung server, which
+    only the client's own timeout ends. Not part of :meth:`uniform` (each costs a timeout)."""
+    stall_s: float = 120.0
     latency: float = 0.0
     latency_s: tuple[float, float] = (0.002, 0.02)
     status_codes: tuple[int, ...] = (500, 503)
@@ -84,6 +89,8 @@ class FaultRates:
             raise ValueError(f"fault rates are probabilities in [0, 1]: {self}")
         if sum(getattr(self, f.value) for f in Fault) > 1.0:
             raise ValueError(f"the five fault rates must sum to at most 1: {self}")
+        if not 0 < self.stall_s <= 600:
+            raise ValueError(f"stall_s must be in (0, 600] s: {self.stall_s}")
         lo, hi = self.latency_s
         if lo < 0 or hi < lo or hi > 10:
             raise ValueError(f"latency_s must be a (low, high) range within [0, 10] s: {lo, hi}")
@@ -205,6 +212,7 @@ class _Server(ThreadingHTTPServer):
         self.limits = limits
         self.slots = threading.BoundedSemaphore(limits.max_connections)
         self.open_sockets: set[socket.socket] = set()
+        self.closing = threading.Event()
         self.sockets_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
@@ -330,6 +338,12 @@ class _Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
             for _ in self._body_chunks(limit=length // 2):
                 pass
+            raise _ConnectionReset()
+        if plan.fault is Fault.STALL:
+            for _ in self._body_chunks():
+                pass
+            counters.incr(Fault.STALL.value)
+            self.server.closing.wait(state.rates.stall_s)
             raise _ConnectionReset()
         if plan.fault is Fault.ERROR_BEFORE:
             counters.incr(Fault.ERROR_BEFORE.value)
@@ -503,6 +517,7 @@ class FaultProxy:
         if self._closed:
             return
         self._closed = True
+        self._server.closing.set()
         self._server.shutdown()
         self._server.reset_all()
         self._thread.join(timeout_s)

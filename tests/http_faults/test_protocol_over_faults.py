@@ -43,7 +43,7 @@ from tests.http_faults.test_workload import _url
 pytestmark = pytest.mark.s3
 
 AMBIGUOUS = [Fault.ERROR_AFTER, Fault.DROP_AFTER_APPLY, Fault.RESET_RESPONSE]
-ALL = list(Fault)
+ALL = [f for f in Fault if f is not Fault.STALL]  # a stall costs a 30 s client timeout
 
 
 @pytest.fixture
@@ -148,6 +148,22 @@ def test_persistent_faults_give_up_within_a_bounded_time(
     with pytest.raises(StoreError):
         faulty.get("obj")
     assert time.monotonic() - started < 10  # obstore: 3 retries, backoff capped at 1 s
+
+
+@pytest.mark.slow
+def test_a_hung_server_costs_one_client_timeout_not_a_hang(
+    proxy: FaultProxy, faulty: ObjectStore
+) -> None:
+    """url.py configures obstore with a 30 s request timeout and a 20 s retry budget: a request
+    the server never answers fails after about one timeout, and the caller learns it."""
+    faulty.put("obj", b"x")
+    proxy.force(Fault.STALL, times=5, method="GET")
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        faulty.get("obj")
+    took = time.monotonic() - started
+    assert 25 < took < 60, took
+    assert proxy.counters[Fault.STALL.value] == 1  # no retry after the budget ran out
 
 
 def test_memtable_flush_whose_gc_check_fails_after_commit_is_not_flushed_twice(

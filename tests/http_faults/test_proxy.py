@@ -179,6 +179,38 @@ def test_latency_delays_requests(proxy: FaultProxy, bucket: str) -> None:
     assert proxy.counters["latency"] == 1 and proxy.counters.faults() == 0
 
 
+def test_stall_answers_nothing_until_its_time_is_up(proxy: FaultProxy, bucket: str) -> None:
+    proxy.set_rates(FaultRates(stall_s=0.5))
+    proxy.force(Fault.STALL)
+    started = time.monotonic()
+    with pytest.raises(_CONN_ERRORS):
+        _request(proxy, "GET", f"/{bucket}/missing")
+    assert time.monotonic() - started >= 0.5
+    assert proxy.counters[Fault.STALL.value] == 1 and proxy.counters["forwarded"] == 0
+
+
+def test_close_ends_a_stall_promptly(moto_s3: MotoS3, bucket: str) -> None:
+    p = FaultProxy(("127.0.0.1", moto_s3.port), FaultRates(stall=1.0, stall_s=300))
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            _request(p, "GET", f"/{bucket}/missing")
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=client)
+    t.start()
+    deadline = time.monotonic() + 10
+    while p.counters[Fault.STALL.value] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    p.close()
+    t.join(10)
+    assert time.monotonic() - started < 5 and not t.is_alive()
+    assert errors and isinstance(errors[0], _CONN_ERRORS)
+
+
 def test_methods_limit_which_requests_get_faults(proxy: FaultProxy, bucket: str) -> None:
     proxy.set_rates(FaultRates(error_before=1.0, methods=frozenset({"PUT"})))
     assert _request(proxy, "GET", f"/{bucket}/missing")[0] == 404

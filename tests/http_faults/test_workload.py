@@ -70,7 +70,8 @@ def test_mixed_workload_loses_nothing_through_5xx_resets_drops_and_latency(
         FaultRates.uniform(0.05),
         WorkloadConfig(seed=1, writers=3, turn_s=4.0),
     )
-    assert all(proxy.counters[f.value] > 0 for f in Fault) and proxy.counters["latency"] > 0
+    injected = [f for f in Fault if f is not Fault.STALL]
+    assert all(proxy.counters[f.value] > 0 for f in injected) and proxy.counters["latency"] > 0
 
 
 def test_mixed_workload_where_every_put_answer_may_be_dropped(

@@ -373,16 +373,17 @@ class Simulation:
         if kind == "flush":
             self._durable(w, kind, db.flush)
         elif kind == "flush_memtable":
-            self._durable(w, kind, db.flush_memtable)
-            self._check_reported(db)
+            before = db._fm.stored.id
+            if self._durable(w, kind, db.flush_memtable).error is None:
+                self._check_reported(db, before)
         else:  # what the L0 flusher thread would do for memtables frozen by size
             self.attempt(kind, db._flush_imms)
 
-    def _check_reported(self, db: SimDb) -> None:
-        """A manifest the writer holds as committed must be above the manifest boundary."""
-        if db._error is not None:
-            return
+    def _check_reported(self, db: SimDb, before: int) -> None:
+        """A manifest the writer just committed must be above the manifest boundary."""
         mid = db._fm.stored.id
+        if mid == before:
+            return  # nothing to flush, nothing committed
         boundary = self.rec.boundary(DB, "manifest")
         self.figures.checks += 1
         if mid <= boundary:
@@ -700,6 +701,7 @@ class Simulation:
         expect = {**self._clone_state(b.name), **{k: v for k, v in self._clone_state(
             a.name).items() if LOWER.contains(k)}}
         name = self.name("union")
+        self.unions.append(name)  # even if it fails: a half-made union is destroyed at the end
         out = self.attempt(
             "union",
             lambda: create_union(name, [UnionSource(a.name), UnionSource(b.name)], self.faulty),
@@ -707,7 +709,6 @@ class Simulation:
         if out.error is not None:
             return
         a.in_union = b.in_union = True
-        self.unions.append(name)
         got = self._clone_state(name)
         if got != expect:
             raise InvariantViolation(f"union {name} differs from its sources: {got} != {expect}")
@@ -718,8 +719,8 @@ class Simulation:
             return
         c = self.rng.choice(ready)
         self.note(f"soft-destroy {c.name} and collect it")
+        c.destroyed = True  # even if the call raised: it may have taken effect
         if self.attempt("destroy_clone", lambda: destroy(c.name, self.faulty)).error is None:
-            c.destroyed = True
             gc = Collector(c.name, self.faulty, self.gc_options, delete_concurrency=1)
             self.attempt("gc_clone", gc.run)
 
@@ -895,12 +896,15 @@ class Simulation:
         self.note("hard destroy of unions, clones, then the database")
         names = [*self.unions, *(c.name for c in self.clones if not c.destroyed), DB]
         for name in names:
-            if name == DB:
-                # ours, including those whose create or delete raised after taking effect;
-                # the clones' final checkpoints went with the clones
-                for cp in list_checkpoints(DB, self.faulty):
+            # Hard destroy refuses while checkpoints are active: drop what is left (ours whose
+            # create or delete raised after taking effect, ephemeral ones of failed clones and
+            # unions); the final checkpoints of clones and unions went with them.
+            try:
+                for cp in list_checkpoints(name, self.faulty):
                     if cp.writer_epoch is None:
-                        delete_checkpoint(DB, self.faulty, cp.id)
+                        delete_checkpoint(name, self.faulty, cp.id)
+            except DatabaseNotFound:
+                continue
             self.rec.released.add(name)
             try:
                 destroy(name, self.faulty, soft=False)

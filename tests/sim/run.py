@@ -17,6 +17,11 @@ from tests.sim.harness import Figures, run_schedule
 from tests.sim.recorder import InvariantViolation
 
 
+def _quiet() -> None:
+    """The engine logs every injected fault it retries; a campaign wants only the figures."""
+    logging.basicConfig(level=logging.CRITICAL)
+
+
 def _one(seed: int) -> tuple[int, Figures | None, str | None]:
     try:
         return seed, run_schedule(seed), None
@@ -33,7 +38,7 @@ def campaign(seeds: Iterable[int], workers: int) -> tuple[Figures, list[str]]:
     if workers <= 1:
         results: Iterable[tuple[int, Figures | None, str | None]] = map(_one, seeds)
         return _collect(results, total, failures, len(seeds))
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_quiet) as pool:
         return _collect(pool.imap_unordered(_one, seeds, chunksize=8), total, failures, len(seeds))
 
 
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)
+    _quiet()
     if args.seed is not None:
         try:
             figures = run_schedule(args.seed, trace=print)

@@ -284,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
         except _ConnectionReset:
             self.close_connection = True
             _reset(self.connection)
-        except (OSError, http.client.HTTPException):
+        except (OSError, ValueError, http.client.HTTPException):  # I/O, bad framing
             self.close_connection = True
 
     def do_GET(self) -> None:

@@ -279,3 +279,12 @@ def test_rates_are_validated() -> None:
         FaultRates(status_codes=(404,))
     with pytest.raises(ValueError):
         FaultProxy(("10.0.0.1", 80))
+
+
+def test_malformed_request_closes_only_its_connection(proxy: FaultProxy, bucket: str) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as s:
+        s.sendall(
+            f"PUT /{bucket}/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode()
+        )
+        assert s.recv(1024) == b""  # closed without an answer
+    assert _request(proxy, "GET", f"/{bucket}/missing")[0] == 404

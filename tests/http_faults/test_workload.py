@@ -3,6 +3,7 @@ injected on the wire; see :mod:`tests.http_faults.workload` for what is checked.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -85,8 +86,12 @@ def test_mixed_workload_where_every_put_answer_may_be_dropped(
     _run(moto_s3, bucket, proxy, rates, WorkloadConfig(seed=2, writers=2, turn_s=3.0))
 
 
+# ``HTTP_FAULT_SEEDS=1,2,3 pytest -m slow tests/http_faults`` runs a longer campaign.
+HEAVY_SEEDS = [int(x) for x in os.environ.get("HTTP_FAULT_SEEDS", "11,12,13").split(",") if x]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("seed", HEAVY_SEEDS)
 def test_mixed_workload_heavy(moto_s3: MotoS3, bucket: str, proxy: FaultProxy, seed: int) -> None:
     _run(
         moto_s3,

@@ -306,11 +306,19 @@ class Db(WriterEngine):
         self._check_usable()
         epoch = self._fm.epoch
         last = first + n - 1
+        # Every write older than the ingest is now in a checked L0 SST: move the replay point
+        # past it in the same commit, or a reader (and the next writer) would replay those older
+        # values from the WAL on top of the ingested ones.
+        confirmed = self._confirmed_wal_id
 
         def change(m: Manifest, next_id: int) -> Manifest:
             views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(ssts))
             m = dataclasses.replace(
-                m, ssts=(*m.ssts, *ssts), l0=(*views, *m.l0), last_l0_seq=max(m.last_l0_seq, last)
+                m,
+                ssts=(*m.ssts, *ssts),
+                l0=(*views, *m.l0),
+                last_l0_seq=max(m.last_l0_seq, last),
+                replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
             )
             return writer_checkpoint(m, next_id, epoch)
 

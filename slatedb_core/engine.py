@@ -7,6 +7,7 @@ See :mod:`slatedb_core.db` for the write path as a whole.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -18,12 +19,13 @@ from typing import Any
 import pyarrow as pa
 from ulid import ULID
 
-from slatedb_core.dbstate import DbState, SstHandle, build_handles, sst_path
+from slatedb_core.dbstate import DbState, SstHandle, build_handles, resolve_sst_path, sst_path
 from slatedb_core.entries import ENTRY_SCHEMA, batch_from_lists, sort_dedup
 from slatedb_core.errors import (
     Fenced,
     ManifestVersionExists,
     ObjectAlreadyExists,
+    ObjectNotFound,
     SlateDBError,
     StoreError,
 )
@@ -167,6 +169,9 @@ class WriterEngine:
         # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
         self._imm_sst: dict[int, tuple[CompactedSst, bytes]] = {}
         self._last_wal_id = 0
+        # Highest WAL id whose rows are in an L0 SST that is safe from GC (see _flush_one): the
+        # replay point never moves past it.
+        self._confirmed_wal_id = 0
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
         self._wake = threading.Event()
         self._l0_wake = threading.Event()
@@ -210,7 +215,10 @@ class WriterEngine:
         # tells. Without this check we would run as a second writer (seed 001's fence is only
         # sound once no newer epoch exists when our fence lands).
         self._fm.fence.check(self.manifests.read_latest().manifest)
-        # 3. replay every WAL SST after replay_after_wal_id up to our fence (listed again: older
+        # 3. an earlier writer may have died between committing an L0 SST and making sure no GC
+        #    pass had already decided to delete it: finish that check for it
+        self._repair_l0_behind_gc_boundary()
+        # 4. replay every WAL SST after replay_after_wal_id up to our fence (listed again: older
         #    writers may have taken slots while we were fencing)
         memtable = Memtable()
         max_seq = m.last_l0_seq
@@ -223,6 +231,7 @@ class WriterEngine:
         max_seq = max(max_seq, top if top is not None else 0)
         self._seq = max_seq
         self._last_wal_id = fence_id
+        self._confirmed_wal_id = m.replay_after_wal_id
         self._wal_writer = WalWriter(self.wal, epoch, fence_id + 1, self._sst_options)
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)
@@ -232,6 +241,59 @@ class WriterEngine:
         if not memtable.is_empty():
             # replayed entries are durable already: they live in WAL SSTs <= fence_id
             self._wal_id_of_gen[0] = fence_id
+
+    def _repair_l0_behind_gc_boundary(self) -> None:
+        """Re-run the post-commit GC check (:meth:`_secure_from_gc`) for our own L0 SSTs that a
+        GC pass may have been allowed to delete, i.e. those at or behind the compacted boundary.
+
+        A writer that died between committing an L0 SST and that check leaves an SST that a
+        concurrent GC pass may delete (or already has). One still present is re-homed under a
+        fresh id; one already gone is dropped from the manifest. Dropping loses nothing
+        acknowledged: a memtable flush moves the replay point past its WAL SSTs only in a later
+        commit, once the check has passed (see :meth:`_flush_one`), so the rows of an unchecked
+        SST are still in the WAL we replay next; and a bulk ingest returns only after the check.
+        SSTs newer than the boundary are safe from every GC pass and cost nothing here.
+        """
+        m = self._fm.stored.manifest
+        boundary = self._compacted_boundary.read()
+        at_risk: list[CompactedSst] = []
+        for view in m.l0:
+            sst = m.sst(view.sst_id)
+            if sst is None or sst.id.milliseconds > boundary or sst in at_risk:
+                continue
+            own = sst_path(self.path, sst.original_id or sst.id)
+            if resolve_sst_path(self.path, m, sst) == own:  # not another database's SST
+                at_risk.append(sst)
+        missing: set[ULID] = set()
+        for sst in at_risk:
+            path = resolve_sst_path(self.path, m, sst)
+            try:
+                self._secure_from_gc(sst, functools.partial(self._read_object, path))
+            except ObjectNotFound:
+                missing.add(sst.id)
+        if not missing:
+            return
+        log.warning(
+            "%r: dropping %d L0 SST(s) a GC pass deleted before their writer had checked them "
+            "(their rows are replayed from the WAL): %s",
+            self.path,
+            len(missing),
+            ", ".join(map(str, sorted(missing))),
+        )
+        epoch = self._fm.epoch
+
+        def change(m: Manifest, next_id: int) -> Manifest | None:
+            if not any(m.sst(i) is not None for i in missing):
+                return None
+            l0 = tuple(v for v in m.l0 if v.sst_id not in missing)
+            used = {v.sst_id for v in l0} | {v.sst_id for r in m.compacted for v in r.views}
+            ssts = tuple(s for s in m.ssts if s.id not in missing or s.id in used)
+            return writer_checkpoint(dataclasses.replace(m, l0=l0, ssts=ssts), next_id, epoch)
+
+        self._commit(change)
+
+    def _read_object(self, path: str) -> bytes:
+        return self.store.get(path).data
 
     def _start(self) -> None:
         if self.options.compactor is not None:
@@ -337,12 +399,33 @@ class WriterEngine:
         return imm
 
     def flush_memtable(self) -> None:
-        """Flush the memtable to an L0 SST and record it in the manifest now."""
+        """Flush the memtable to an L0 SST and record it in the manifest now, with the WAL
+        replay point past its rows."""
         self._check_usable()
         with self._lock:
             self._freeze_locked()
-        self._flush_imms()
+        with self._l0_lock:
+            self._flush_imms_locked()
+            self._advance_replay_point()
         self._check_usable()
+
+    def _advance_replay_point(self) -> None:
+        """Commit the replay point up to the last WAL id whose L0 SST has passed its GC check
+        (a memtable flush's own commit carries only the previous flushes', see _flush_one)."""
+        confirmed = self._confirmed_wal_id
+        if self._error is not None or confirmed <= self._fm.stored.manifest.replay_after_wal_id:
+            return
+        epoch = self._fm.epoch
+
+        def change(m: Manifest, next_id: int) -> Manifest | None:
+            if m.replay_after_wal_id >= confirmed:
+                return None
+            m = dataclasses.replace(m, replay_after_wal_id=confirmed)
+            return writer_checkpoint(m, next_id, epoch)
+
+        stored = self._commit(change)
+        with self._lock:
+            self._install_locked(stored, self._state.imm)
 
     def _flush_imms(self) -> None:
         with self._l0_lock:
@@ -374,6 +457,12 @@ class WriterEngine:
         epoch = self._fm.epoch
         max_seq = imm.max_seq or 0
 
+        # The replay point moves past this flush's WAL SSTs only in a later commit, after the GC
+        # check below: a writer that dies between this commit and that check may leave an SST
+        # that a concurrent GC pass deletes, and its rows must then still be in the replayed WAL
+        # (the next writer drops the SST, see _repair_l0_behind_gc_boundary).
+        confirmed = self._confirmed_wal_id
+
         def change(m: Manifest, next_id: int) -> Manifest | None:
             if m.sst(sst.id) is not None:
                 return None  # committed by an earlier attempt of this flush
@@ -382,7 +471,7 @@ class WriterEngine:
                 m,
                 ssts=(*m.ssts, sst),
                 l0=(view, *m.l0),
-                replay_after_wal_id=max(m.replay_after_wal_id, wal_id),
+                replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
                 next_wal_sst_id=max(m.next_wal_sst_id, self._wal_writer.next_id),
                 last_l0_seq=max(m.last_l0_seq, max_seq),
             )
@@ -390,6 +479,7 @@ class WriterEngine:
 
         stored = self._commit(change)
         self._secure_from_gc(sst, lambda: data)
+        self._confirmed_wal_id = max(self._confirmed_wal_id, wal_id)
         with self._lock:
             state = self._state
             imms = tuple(i for i in state.imm if i is not imm)

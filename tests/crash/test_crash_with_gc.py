@@ -5,16 +5,17 @@ by a check the writer makes *after* committing the manifest that references X: i
 moved the compacted boundary over X meanwhile, the writer re-homes X under a fresh id. The check
 is the only thing that closes the race, and it runs in the writer's process: a writer killed
 between its manifest commit and the check leaves a manifest that references an SST the GC pass
-deletes. The same commit advanced ``replay_after_wal_id`` past the memtable's WAL SSTs, so the
-acknowledged writes that only X held are not replayed either: the database fails to read.
+deletes. This test found that the same commit advanced ``replay_after_wal_id`` past the memtable's
+WAL SSTs, so the acknowledged writes that only X held were not replayed either and the database
+failed to read. Fixed in ``WriterEngine``: a flush moves the replay point past its WAL SSTs only in
+a later commit, after the check, and a writer opening drops (or re-homes) L0 SSTs behind the
+boundary that an earlier writer never checked.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-
-import pytest
 
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
@@ -23,11 +24,6 @@ from tests.crash.scenarios import OPTS, base_db, content, gc, key, write
 from tests.crash.store import CrashPoint, CrashStore
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: writer killed between an L0 flush's manifest commit and its compacted-boundary "
-    "check, with a GC pass (min_age 0) in between, loses acknowledged writes (see module doc)",
-)
 def test_writer_killed_after_l0_commit_while_gc_ran_keeps_acknowledged_writes() -> None:
     inner = open_store("memory://")
     model = base_db(inner)

@@ -3,13 +3,12 @@
 The job, in three steps::
 
     driver    plan_ingest: read the shard map; pick one Spark partition per shard
-    stage 1   Spark SQL only (no Python): key -> binary, JSON values, shard = number of split
-              points <= key (ShardMap.route's rule, as a vectorised CASE), plus a partition key
+    stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(_Bucket): Arrow values
+              encoded, tombstones as null values, shard = ShardMap.route(keys) (vectorised), and
+              every ~100k rows cut into one Arrow IPC blob per shard, keyed by a partition key
               that Spark's hash partitioner sends to partition == shard
-    shuffle   repartition(n_shards, partition key): all rows of a shard in ONE partition
-    stage 2   mapInArrow(_WriteShards): Arrow values encoded, tombstones applied, every key
-              re-routed with ShardMap.route (a mismatch is a bug and fails the task); then per
-              shard of the partition (normally exactly one):
+    shuffle   repartition(n_shards, partition key): all blobs of a shard in ONE partition
+    stage 2   mapInArrow(_WriteShards), per shard of the partition (normally exactly one):
                 Table.writer(planned shard)   Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
@@ -83,7 +82,13 @@ ValueFormat = Literal["binary", "arrow", "json"]
 VALUE_FORMATS: tuple[str, ...] = ("binary", "arrow", "json")
 StoreFactory = Callable[[], ObjectStore]
 
-_KEY, _VALUE, _TOMB, _SHARD, _PKEY = "key", "value", "__tombstone", "__shard", "__pkey"
+_KEY, _VALUE, _TOMB, _SHARD, _PKEY, _DATA = (
+    "key", "value", "__tombstone", "__shard", "__pkey", "__data"
+)
+ENTRY_SCHEMA = pa.schema([(_KEY, pa.binary()), (_VALUE, pa.binary())])
+_BUCKETS_DDL = f"{_PKEY} bigint, {_SHARD} int, {_DATA} binary"
+BUCKET_ROWS = 100_000
+"""Input rows a stage-1 task gathers before cutting them into per-shard blobs."""
 STATS_SCHEMA = pa.schema(
     [
         ("shard_index", pa.int32()),
@@ -242,24 +247,67 @@ def marker_path(table_path: str, job_id: str, shard: Shard) -> str:
 
 
 @dataclass(frozen=True)
-class _WriteShards:
+class _Bucket:
+    """Stage 1: input rows -> one ``(partition key, shard, Arrow IPC blob)`` row per shard per
+    ~BUCKET_ROWS input rows. Spark then shuffles a few large rows instead of every row: its
+    per-row costs (row format, shuffle sort, Arrow conversions) were most of the job's time."""
+
     plan: IngestPlan
-    store_factory: StoreFactory
-    db_options: DbOptions | None
     payload: tuple[str, ...]
     """Columns to encode as Arrow IPC values (value_format "arrow"); empty: a value column."""
     tombstones: bool
 
     def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
-        """``(key, value)`` of one shuffled batch: values encoded, tombstones as nulls."""
+        """``(key, value)``: values encoded, tombstones as nulls."""
         value = encode_arrow_rows(b.select(list(self.payload))) if self.payload else b[_VALUE]
         if self.tombstones:
             deleted = pc.fill_null(b[_TOMB], False)
             value = pc.if_else(deleted, pa.scalar(None, pa.binary()), value)
-        routed = self.plan.shard_map.route(b[_KEY])
-        if not pc.all(pc.equal(routed, b[_SHARD].cast(pa.int32()))).as_py():
-            raise InvalidArgument("rows reached the task of another shard (routing bug)")
-        return pa.RecordBatch.from_arrays([b[_KEY], value, b[_SHARD]], [_KEY, _VALUE, _SHARD])
+        return pa.RecordBatch.from_arrays([b[_KEY], value], schema=ENTRY_SCHEMA)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[pa.RecordBatch] = []
+        count = 0
+        for b in batches:
+            if b.num_rows:
+                pending.append(self.entries(b))
+                count += b.num_rows
+            if count >= BUCKET_ROWS:
+                yield self._buckets(pending)
+                pending, count = [], 0
+        if pending:
+            yield self._buckets(pending)
+
+    def _buckets(self, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+        rows = pa.Table.from_batches(batches, schema=ENTRY_SCHEMA).combine_chunks()
+        shard = self.plan.shard_map.route(rows.column(_KEY)).to_numpy(zero_copy_only=False)
+        order = np.argsort(shard, kind="stable")
+        bounds = np.searchsorted(shard[order], np.arange(len(self.plan.shards) + 1))
+        grouped = rows.take(pa.array(order))
+        out_shard, out_pkey, out_data = [], [], []
+        for i in range(len(self.plan.shards)):
+            lo, hi = int(bounds[i]), int(bounds[i + 1])
+            if hi > lo:
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, ENTRY_SCHEMA) as w:
+                    w.write_table(grouped.slice(lo, hi - lo))
+                out_shard.append(i)
+                out_pkey.append(self.plan.partition_keys[i])
+                out_data.append(sink.getvalue().to_pybytes())
+        return pa.RecordBatch.from_arrays(
+            [pa.array(out_pkey, pa.int64()), pa.array(out_shard, pa.int32()),
+             pa.array(out_data, pa.binary())],
+            [_PKEY, _SHARD, _DATA],
+        )
+
+
+@dataclass(frozen=True)
+class _WriteShards:
+    """Stage 2: the blobs of one partition (one shard) -> one fenced bulk ingest per shard."""
+
+    plan: IngestPlan
+    store_factory: StoreFactory
+    db_options: DbOptions | None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -267,17 +315,20 @@ class _WriteShards:
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else -1
         attempt = ctx.attemptNumber() if ctx is not None else 0
-        collected = [self.entries(b) for b in batches if b.num_rows]
-        if not collected:
+        by_shard: dict[int, list[pa.RecordBatch]] = {}
+        for b in batches:
+            shards = b.column(_SHARD).to_pylist()
+            for shard, blob in zip(shards, b.column(_DATA).to_pylist(), strict=True):
+                by_shard.setdefault(int(shard), []).extend(pa.ipc.open_stream(blob))
+        if not by_shard:
             return
-        rows = pa.Table.from_batches(collected)
-        del collected
         store = self.store_factory()
-        shard_col = rows.column(_SHARD).to_numpy()
-        present = np.unique(shard_col)
-        for index in present:
-            part = rows if len(present) == 1 else rows.filter(pa.array(shard_col == index))
-            stats = self._write(store, self.plan.shards[int(index)], part, partition, attempt)
+        for index in sorted(by_shard):
+            rows = pa.Table.from_batches(by_shard.pop(index), schema=ENTRY_SCHEMA)
+            routed = self.plan.shard_map.route(rows.column(_KEY))
+            if len(rows) and pc.any(pc.not_equal(routed, pa.scalar(index, pa.int32()))).as_py():
+                raise InvalidArgument(f"rows of another shard reached shard {index}'s task (bug)")
+            stats = self._write(store, self.plan.shards[index], rows, partition, attempt)
             yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
 
     def _write(
@@ -348,18 +399,9 @@ def _binary(df: DataFrame, name: str) -> Column:
 @dataclass(frozen=True)
 class _Prepared:
     frame: DataFrame
-    """key, value | payload columns, tombstone flag?, shard, partition key"""
+    """key, value | payload columns, tombstone flag?"""
     payload: tuple[str, ...]
     tombstones: bool
-
-
-def shard_column(key: Column, split_points: Sequence[bytes]) -> Column:
-    """ShardMap.route in Spark SQL: the number of split points ``<= key``. Spark orders binary
-    values by unsigned bytes, as Python orders ``bytes``."""
-    shard: Column = F.lit(0)
-    for sp in split_points:
-        shard = shard + F.when(key >= F.lit(bytearray(sp)), 1).otherwise(0)
-    return shard.cast("int")
 
 
 def prepare_frame(
@@ -370,8 +412,8 @@ def prepare_frame(
     tombstone_column: str | None = None,
     value_format: ValueFormat | None = None,
 ) -> _Prepared:
-    """``df`` with binary keys, values or payload columns, shard and partition key: Spark SQL
-    expressions only, so the rows cross into Python once, in the writing task."""
+    """``df`` as binary keys, binary values (or the payload columns, for Arrow) and the
+    tombstone flag, with Spark SQL expressions (JSON encoding included)."""
     fmt = value_format or ("binary" if value_column is not None else "arrow")
     if fmt not in VALUE_FORMATS:
         raise InvalidArgument(f"value_format must be one of {VALUE_FORMATS}, got {fmt!r}")
@@ -395,12 +437,9 @@ def prepare_frame(
         cols.append(F.to_json(F.struct(*[F.col(c) for c in payload])).cast("binary").alias(_VALUE))
         payload = ()
     else:
-        if {_KEY, _TOMB, _SHARD, _PKEY} & set(payload):
-            raise InvalidArgument(f"payload columns may not be named {_KEY!r}, {_TOMB!r}, ...")
+        if {_KEY, _TOMB} & set(payload):
+            raise InvalidArgument(f"payload columns may not be named {_KEY!r} or {_TOMB!r}")
         cols += [F.col(c).alias(c) for c in payload]
-    shard = shard_column(_binary(df, key_column), plan.shard_map.split_points)
-    pkeys = F.array(*[F.lit(k).cast("bigint") for k in plan.partition_keys])
-    cols += [shard.alias(_SHARD), F.element_at(pkeys, shard + 1).alias(_PKEY)]
     return _Prepared(df.select(*cols), payload, tombstone_column is not None)
 
 
@@ -433,8 +472,12 @@ def ingest(
     if plan is None:
         plan = plan_ingest(spark, table_path, factory())
     prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
-    writer = _WriteShards(plan, factory, db_options, prepared.payload, prepared.tombstones)
-    written = prepared.frame.repartition(len(plan.shards), _PKEY).mapInArrow(writer, _STATS_DDL)
+    bucket = _Bucket(plan, prepared.payload, prepared.tombstones)
+    written = (
+        prepared.frame.mapInArrow(bucket, _BUCKETS_DDL)
+        .repartition(len(plan.shards), _PKEY)
+        .mapInArrow(_WriteShards(plan, factory, db_options), _STATS_DDL)
+    )
     rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
     out = IngestStats(job_id=plan.job_id, shard_map_id=plan.shard_map.id, shards=rows)
     for s in rows:

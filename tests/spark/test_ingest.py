@@ -28,7 +28,6 @@ from spark_jobs.ingest import (
     ingest,
     marker_path,
     plan_ingest,
-    shard_column,
 )
 
 pytestmark = pytest.mark.spark
@@ -294,17 +293,3 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
         "the fenced attempt uploaded SSTs that nothing references"
     )
 
-
-def test_spark_routing_agrees_with_the_shard_map(spark: SparkSession, store_url: str) -> None:
-    from pyspark.sql import functions as F
-
-    store = open_store(store_url)
-    splits = [b"\x00\x01", b"k03", b"k0300", b"\x80", b"\xff\x00"]
-    with Table.create("routing", store, split_points=splits) as t:
-        shard_map = t.shard_map
-    keys = [b"\x00", b"\x00\x01", b"a", b"k03", b"k0299", b"k0300", b"k03000", b"\x7f\xff",
-            b"\x80", b"\x80\x00", b"\xfe", b"\xff", b"\xff\x00", b"\xff\xff"]
-    df = spark.createDataFrame([(k,) for k in keys], "key binary")
-    got = [r["s"] for r in df.select(shard_column(F.col("key"), splits).alias("s")).collect()]
-    assert got == shard_map.route(pa.array(keys, pa.binary())).to_pylist()
-    assert sorted(set(got)) == list(range(len(splits) + 1))

@@ -1,0 +1,142 @@
+"""Spark ingestion into a sharded table vs Spark's own ``df.write.parquet`` of the same DataFrame.
+
+    .venv/bin/python bench/spark_ingest_bench.py                 # 10M rows (16 B keys, 100 B values)
+    .venv/bin/python bench/spark_ingest_bench.py --rows 1000000 --shards 4
+    .venv/bin/python bench/spark_ingest_bench.py --profile       # pyinstrument of one writing task
+
+The DataFrame is generated in Spark (keys and values from SHA-2 of the row number, so they are
+incompressible and unique), cached and counted first, so both writers start from the same
+in-memory rows and neither pays for generating them. Both write to the local filesystem.
+``--profile`` runs both stages' task code (``_Bucket`` then ``_WriteShards``) in this process on
+one shard's worth of Arrow batches under pyinstrument: all of the ingestion path's Python time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table
+from spark_jobs.ingest import IngestPlan, _Bucket, _WriteShards, ingest, plan_ingest
+from spark_jobs.session import SessionOptions, get_session
+
+KEY_BYTES, VALUE_BYTES = 16, 100
+
+
+def generate(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
+    h = F.sha2(F.col("id").cast("string"), 512)  # 128 hex digits = 64 bytes
+    return spark.range(0, rows, numPartitions=partitions).select(
+        F.unhex(F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 2 * KEY_BYTES)).alias(
+            "key"
+        ),
+        F.unhex(F.concat(h, F.substring(h, 1, 2 * (VALUE_BYTES - 64)))).alias("value"),
+    )
+
+
+def split_points(shards: int) -> list[bytes]:
+    """Keys are uniform (SHA-256 prefixes): cut the byte space evenly."""
+    return [int(i * 65536 / shards).to_bytes(2, "big") for i in range(1, shards)]
+
+
+def profile_task(rows: int, shards: int) -> None:
+    from pyinstrument import Profiler
+
+    tmp = Path(tempfile.mkdtemp(prefix="spark-ingest-profile-"))
+    try:
+        url = tmp.as_uri()
+        store = open_store(url)
+        Table.create("t", store, split_points=split_points(shards)).close()
+        with Table.open("t", store) as t:
+            shard_map = t.shard_map
+        plan = IngestPlan("t", "profile", shard_map, tuple(range(shards)))
+        n = rows // shards
+        rng = np.random.default_rng(1)
+        keys = rng.integers(0, 256, size=(n, KEY_BYTES), dtype=np.uint8)
+        keys[:, 0] = 0  # all in shard 0 (the first split point is at least 0x01..)
+        karr = pa.array([k.tobytes() for k in keys], pa.binary())
+        varr = pa.array(
+            [v.tobytes() for v in rng.integers(0, 256, (n, VALUE_BYTES), dtype=np.uint8)],
+            pa.binary(),
+        )
+        batches = [
+            pa.record_batch([karr.slice(i, 10000), varr.slice(i, 10000)], ["key", "value"])
+            for i in range(0, n, 10000)
+        ]
+        bucket = _Bucket(plan, (), False)
+        task = _WriteShards(plan, lambda: open_store(url), None)
+        profiler = Profiler()
+        started = time.perf_counter()
+        with profiler:
+            out = list(task(bucket(iter(batches))))
+        took = time.perf_counter() - started
+        print(f"one writing task: {n} rows in {took:.2f}s ({n / took:,.0f} rows/s); {out[0]}")
+        print(profiler.output_text(unicode=False, color=False, show_all=False))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=10_000_000)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--partitions", type=int, default=8, help="input partitions")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--profile", action="store_true", help="profile one writing task instead")
+    args = p.parse_args()
+    if args.profile:
+        profile_task(args.rows, args.shards)
+        return
+    spark = get_session(
+        SessionOptions(
+            master=args.master,
+            app_name="spark-ingest-bench",
+            shuffle_partitions=args.shards,
+            conf={"spark.driver.memory": args.driver_memory},
+        )
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    tmp = Path(tempfile.mkdtemp(prefix="spark-ingest-bench-"))
+    try:
+        df = generate(spark, args.rows, args.partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        started = time.perf_counter()
+        assert df.count() == args.rows
+        print(f"generated and cached {args.rows:,} rows in {time.perf_counter() - started:.1f}s "
+              f"({args.partitions} partitions, {KEY_BYTES} B keys, {VALUE_BYTES} B values)")
+
+        started = time.perf_counter()
+        df.write.parquet(str(tmp / "parquet"))
+        parquet_s = time.perf_counter() - started
+        parquet_mb = sum(f.stat().st_size for f in (tmp / "parquet").rglob("*.parquet")) / 1e6
+        print(f"df.write.parquet: {parquet_s:.1f}s, {parquet_mb:.0f} MB")
+
+        url = (tmp / "store").as_uri()
+        store = open_store(url)
+        Table.create("t", store, split_points=split_points(args.shards)).close()
+        started = time.perf_counter()
+        plan = plan_ingest(spark, "t", store)
+        plan_s = time.perf_counter() - started
+        stats = ingest(df, url, "t", value_column="value", plan=plan)
+        ingest_s = time.perf_counter() - started
+        assert stats.rows == args.rows, stats.rows
+        print(stats.summary())
+        print(f"ingest: {ingest_s:.1f}s (planning {plan_s:.1f}s of it), "
+              f"{stats.bytes / 1e6:.0f} MB in {stats.ssts} SSTs")
+        print(f"ratio ingest / parquet: {ingest_s / parquet_s:.2f}x (target <= 1.5x)")
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -139,10 +139,17 @@ class ManifestStore:
         try:
             self.seq.create(object_id, data)
         except ObjectVersionBehindBoundary:
-            # Our object sits at an id GC had declared dead; it is garbage. Remove it (allowed:
-            # it is behind the boundary and not the latest) so nobody mistakes it for history.
+            # Our object sits at an id GC had declared dead. Usually it is a void write at an id
+            # GC had collected: garbage, removed so nobody mistakes it for history. But it may be
+            # a commit that landed first, that newer manifests were built on, and that GC passed
+            # while we were slow to check; if a checkpoint pins it, deleting it would leave the
+            # checkpoint pointing at nothing. A void write never sits at a pinned id (GC never
+            # collects one, and a new checkpoint pins only the latest or a pinned id), so a pin
+            # means the object is history: keep it.
             try:
-                self.seq.store.delete(self.seq.path(object_id))
+                latest = self.read_latest().manifest
+                if not any(c.manifest_id == object_id for c in latest.checkpoints):
+                    self.seq.store.delete(self.seq.path(object_id))
             except Exception as e:  # GC will collect it anyway
                 log.warning("could not delete stale manifest %d: %s", object_id, e)
             raise

@@ -6,12 +6,24 @@ that schedule.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 
+from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.db import Db
 from slatedb_core.errors import Fenced
-from slatedb_core.options import DbOptions
+from slatedb_core.gc import run_gc_once
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import (
+    CheckpointCreateResult,
+    DbOptions,
+    DbReaderOptions,
+    GarbageCollectorOptions,
+    ReaderMode,
+)
+from slatedb_core.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
 
@@ -51,3 +63,41 @@ def test_writer_whose_open_stalled_before_fencing_the_wal_is_fenced_by_a_newer_w
             box[0].close()
     with Db.open("db", store, OPTS) as c:
         assert c.get(b"k") == b"v"
+
+
+def test_a_commit_that_landed_before_gc_passed_it_is_not_deleted_as_stale() -> None:
+    """Seed 100905: a checkpoint commit (manifest 2, pinning 2) lands, then its writer stalls
+    before the boundary check; others commit 3 and 4 on top of it and GC moves the boundary to 3
+    (2 is pinned, so GC keeps it). The stalled writer's check then finds 2 behind the boundary,
+    and the manifest store used to delete 2 as a void stale write: the checkpoint then pinned a
+    missing manifest (its readers failed, GC skipped all data collection from then on)."""
+    store = open_store("memory://")
+    ManifestStore(store, "db").create_initial(Manifest())
+    faulty = FaultyStore(store)
+    point = faulty.pause("after-commit", "put_if_absent", "db/manifest/*", when="after")
+    box: list[object] = []
+
+    def stalled_checkpoint() -> None:
+        try:
+            box.append(create_checkpoint("db", faulty))
+        except BaseException as e:
+            box.append(e)
+
+    t = threading.Thread(target=stalled_checkpoint, daemon=True)
+    t.start()
+    assert point.wait_reached(10)
+    live = ManifestStore(store, "db")
+    for _ in range(2):
+        live.update(lambda m: dataclasses.replace(m, last_l0_seq=m.last_l0_seq + 1))  # 3, 4
+    run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(0)))
+    assert live.seq.boundary.read() == 3 and store.exists(live.seq.path(2))
+    point.release()
+    t.join(30)
+
+    result = box[0]
+    assert isinstance(result, CheckpointCreateResult) and result.manifest_id == 2
+    assert store.exists(live.seq.path(2))
+    reader = DbReader.open("db", store, result.id, DbReaderOptions(mode=ReaderMode.CHECKPOINT))
+    reader.close()
+    stats = run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(0)))
+    assert stats.data_gc_skipped is None

@@ -382,13 +382,16 @@ class Simulation:
     def _check_reported(self, db: SimDb, before: int) -> None:
         """A manifest the writer just committed must be above the manifest boundary."""
         mid = db._fm.stored.id
-        if mid == before:
-            return  # nothing to flush, nothing committed
+        if mid != before:  # else nothing to flush, nothing committed
+            self._reported(mid, "writer's memtable flush")
+
+    def _reported(self, mid: int, what: str) -> None:
+        """A commit reported successful just now is above the manifest boundary."""
         boundary = self.rec.boundary(DB, "manifest")
         self.figures.checks += 1
         if mid <= boundary:
             raise InvariantViolation(
-                f"writer holds manifest {mid} as committed, at or behind the boundary {boundary}"
+                f"{what} reported manifest {mid} committed, at or behind the boundary {boundary}"
             )
 
     def step_refresh(self) -> None:
@@ -486,7 +489,8 @@ class Simulation:
                 if out.error is None:
                     self._acked(w, had, f"stalled {what}")
                     if what == "checkpoint":
-                        self._checkpoint_made(out.value, m.Snapshot({}, 0), full=False)
+                        self._checkpoint_made(out.value, m.Snapshot({}, 0), full=False,
+                                              fresh=False)
 
             self._stall(f"w{w.id} ({w.state}) {what}", pause, fn, done)
         elif kind == "compactor":
@@ -537,6 +541,8 @@ class Simulation:
         self.outcome("compact", out.error)
         if out.error is None and c.zombie:
             raise InvariantViolation(f"zombie compactor c{c.id} finished a pass without Fenced")
+        if out.error is None and getattr(out.value, "compactions", 0):
+            self._reported(c.compactor._session.manifest.stored.id, f"compactor c{c.id}")
 
     def step_compact(self) -> None:
         c = self._idle_compactor()
@@ -555,9 +561,15 @@ class Simulation:
         self.attempt("gc", gc.run)
 
     # ---- checkpoints and readers -----------------------------------------------------------
-    def _checkpoint_made(self, result: object, snap: m.Snapshot, *, full: bool) -> None:
+    def _checkpoint_made(
+        self, result: object, snap: m.Snapshot, *, full: bool, fresh: bool = True
+    ) -> None:
+        """``fresh``: the commit happened in this step (not before a stall), so it must still be
+        above the boundary now; a checkpoint of the latest state pins its own commit."""
         cid = getattr(result, "id", None)
         assert isinstance(cid, uuid.UUID)
+        if fresh:
+            self._reported(getattr(result, "manifest_id", 0), f"checkpoint {cid}")
         self.checkpoints.append(CheckpointRec(cid, snap if full else None))
 
     def step_checkpoint(self) -> None:
@@ -647,7 +659,7 @@ class Simulation:
         else:
             cps = [x for x in self.checkpoints if not x.deleted]
             cp = self.rng.choice(cps) if cps and self.rng.random() < 0.4 else None
-            proj = self.rng.choice([None, LOWER, UPPER])
+            proj = self.rng.choice([None, LOWER, UPPER, LOWER, UPPER])
             snap = self.model.snapshot() if cp is None else cp.snapshot
             c = CloneRec(self.name("clone"), proj, cp, snap)
             self.clones.append(c)
@@ -773,7 +785,7 @@ class Simulation:
             "checkpoint_delete": (2, self.step_checkpoint_delete),
             "reader": (4, self.step_reader),
             "clone": (2, self.step_clone),
-            "union": (1, self.step_union),
+            "union": (3, self.step_union),
             "destroy_clone": (1, self.step_destroy_clone),
         }
 

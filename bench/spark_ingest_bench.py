@@ -124,7 +124,7 @@ def main() -> None:
         store = open_store(url)
         Table.create("t", store, split_points=split_points(args.shards)).close()
         started = time.perf_counter()
-        plan = plan_ingest(spark, "t", store)
+        plan = plan_ingest("t", store)
         plan_s = time.perf_counter() - started
         stats = ingest(df, url, "t", value_column="value", plan=plan)
         ingest_s = time.perf_counter() - started

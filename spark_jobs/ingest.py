@@ -181,40 +181,59 @@ class IngestPlan:
 # ---- planning ---------------------------------------------------------------------------------
 
 
-def partition_keys(spark: SparkSession, partitions: int) -> tuple[int, ...]:
+_M32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl32((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl32(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's ``hash(bigint)``: Murmur3_x86_32.hashLong, as a signed 32-bit int."""
+    h1 = _mix_h1(seed & _M32, _mix_k1(value & _M32))
+    h1 = _mix_h1(h1, _mix_k1((value >> 32) & _M32)) ^ 8
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M32
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_keys(partitions: int) -> tuple[int, ...]:
     """For each partition p, a bigint that ``repartition(partitions, col)`` sends to p.
 
     ``repartition(n, col)`` places a row in ``pmod(hash(col), n)`` (Murmur3, seed 42, the same
-    function as SQL's ``hash``), so the small ids are hashed once by Spark itself and the first
-    hitting each partition is kept. With one shard per partition, every task writes one shard and
-    no two shards share a task by accident of hashing.
+    function as SQL's ``hash``; reproduced by :func:`spark_hash_long`), so the first small id
+    landing in each partition is kept. With one shard per partition, every task writes one shard
+    and no two shards share a task by accident of hashing.
     """
+    if partitions < 1:
+        raise InvalidArgument(f"partitions must be >= 1, got {partitions}")
     found: dict[int, int] = {}
-    limit = 64 * partitions
-    for _ in range(8):
-        rows = (
-            spark.range(0, limit)
-            .select(F.col("id"), F.expr(f"pmod(hash(id), {partitions})").alias("p"))
-            .collect()
-        )
-        for r in rows:
-            found.setdefault(int(r["p"]), int(r["id"]))
+    for candidate in range(1 << 24):
+        found.setdefault(spark_hash_long(candidate) % partitions, candidate)
         if len(found) == partitions:
             return tuple(found[p] for p in range(partitions))
-        limit *= 4
     raise InvalidArgument(f"no hash key found for every one of {partitions} partitions")
 
 
-def plan_ingest(
-    spark: SparkSession, table_path: str, store: ObjectStore, job_id: str | None = None
-) -> IngestPlan:
+def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
     with Table.open(table_path, store) as table:
         shard_map = table.shard_map
     return IngestPlan(
         table_path=table_path,
         job_id=job_id or uuid.uuid4().hex,
         shard_map=shard_map,
-        partition_keys=partition_keys(spark, len(shard_map.shards)),
+        partition_keys=partition_keys(len(shard_map.shards)),
     )
 
 
@@ -467,10 +486,9 @@ def ingest(
     an idempotent upsert). Task failures surface as Spark's own exceptions.
     """
     started = time.monotonic()
-    spark = df.sparkSession
     factory = store_factory or functools.partial(open_store, table_url)
     if plan is None:
-        plan = plan_ingest(spark, table_path, factory())
+        plan = plan_ingest(table_path, factory())
     prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
     bucket = _Bucket(plan, prepared.payload, prepared.tombstones)
     written = (

@@ -27,7 +27,9 @@ from spark_jobs.ingest import (
     encode_arrow_rows,
     ingest,
     marker_path,
+    partition_keys,
     plan_ingest,
+    spark_hash_long,
 )
 
 pytestmark = pytest.mark.spark
@@ -186,7 +188,7 @@ def test_failed_attempts_leave_every_row_once_and_nothing_of_their_own(
 def test_a_finished_shard_is_not_written_again_by_a_late_attempt(
     spark: SparkSession, store_url: str, store: ObjectStore
 ) -> None:
-    plan = plan_ingest(spark, TABLE, store, job_id="job-1")
+    plan = plan_ingest(TABLE, store, job_id="job-1")
     ingest(frame(spark, data(900)), store_url, TABLE, value_column="value", plan=plan)
     newer = data(900, tag=b"newer")
     ingest(frame(spark, newer), store_url, TABLE, value_column="value")
@@ -201,7 +203,7 @@ def test_a_rescale_after_planning_refuses_the_retired_shard(
     spark: SparkSession, store_url: str, store: ObjectStore
 ) -> None:
     rows = data(900)
-    plan = plan_ingest(spark, TABLE, store)
+    plan = plan_ingest(TABLE, store)
     with Table.open(TABLE, store) as t:
         t.split(0, at=b"k0150")
     with pytest.raises(ShardMapConflict, match="shard 0"):
@@ -257,7 +259,7 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
     a copy never runs on the host of the original), so the copy is a second job with the same
     plan, i.e. the same job id, shards and rows, as a speculative attempt has."""
     rows = data(900)
-    plan = plan_ingest(spark, TABLE, store, job_id="spec")
+    plan = plan_ingest(TABLE, store, job_id="spec")
     shard = plan.shards[1]
     slow = StallFirstUpload(store_url, 1, marker_path(TABLE, plan.job_id, shard))
     outcome: list[object] = []
@@ -293,3 +295,16 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
         "the fenced attempt uploaded SSTs that nothing references"
     )
 
+
+
+def test_partition_keys_land_in_their_partitions(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    for n in (1, 3, 8, 17):
+        keys = partition_keys(n)
+        df = spark.createDataFrame([(k,) for k in keys], "k bigint").repartition(n, "k")
+        got = dict(df.select("k", F.spark_partition_id().alias("p")).collect())  # type: ignore[arg-type]
+        assert got == {k: p for p, k in enumerate(keys)}
+    values = [0, 1, -1, 2**40 + 7, -(2**63)]
+    hashed = spark.createDataFrame([(v,) for v in values], "v bigint").select(F.hash("v"))
+    assert [r[0] for r in hashed.collect()] == [spark_hash_long(v) for v in values]

@@ -1,0 +1,1 @@
+"""Seeded simulation of the storage protocol: see :mod:`tests.sim.harness` and README.md."""

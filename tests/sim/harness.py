@@ -18,7 +18,7 @@ one-line command that replays the schedule.
 from __future__ import annotations
 
 import dataclasses
-import logging
+import functools
 import random
 import time
 import uuid
@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint, list_checkpoints
 from slatedb_core.clone import create_clone
-from slatedb_core.compactor import Compactor
+from slatedb_core.compactor import CompactionStats, Compactor
 from slatedb_core.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
@@ -64,7 +64,6 @@ LONG = timedelta(days=1)
 REPRO = ".venv/bin/python -m tests.sim.run --seed {seed}"
 LOWER, UPPER = KeyRange(None, b"k3"), KeyRange(b"k3", None)
 
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -544,7 +543,7 @@ class Simulation:
         self.outcome("compact", out.error)
         if out.error is None and zombie_at_start:
             raise InvariantViolation(f"zombie compactor c{c.id} finished a pass without Fenced")
-        if out.error is None and getattr(out.value, "compactions", 0):
+        if isinstance(out.value, CompactionStats) and out.value.compactions:
             self._reported(c.compactor._session.manifest.stored.id, f"compactor c{c.id}")
 
     def step_compact(self) -> None:
@@ -638,8 +637,8 @@ class Simulation:
             if out.error is not None:
                 self._reader_error(out.error, cp)
                 return
+            assert isinstance(out.value, DbReader)
             reader = out.value
-            assert isinstance(reader, DbReader)
             self.readers.append((reader, cp))
         got = self.attempt("reader_read", lambda: self._read_all(reader))
         if got.error is not None:
@@ -835,10 +834,10 @@ class Simulation:
             db = w.db
             issue = self.model.next()
             key = self.rng.choice(m.KEYS)
-            self.model.issue(w.id, [(key, m.encode(issue, b"z"))])
-            self.note(f"zombie w{w.id} writes {key!r} #{issue}")
             value = m.encode(issue, b"z")
-            self._durable(w, "zombie_put", lambda db=db, key=key, v=value: db.put(key, v))
+            self.model.issue(w.id, [(key, value)])
+            self.note(f"zombie w{w.id} writes {key!r} #{issue}")
+            self._durable(w, "zombie_put", functools.partial(db.put, key, value))
         if self.writers:
             self._final_writer()
         self._final_maintenance()

@@ -25,6 +25,7 @@ WORKERS = int(os.environ.get("SIM_WORKERS", "2"))
 MANIFEST = "db/manifest/{:020d}.manifest"
 
 
+@pytest.mark.timeout(900)  # ~1-2 min on 2 cores; headroom for a machine shared with other jobs
 def test_default_campaign() -> None:
     started = time.monotonic()
     total, failures = campaign(range(DEFAULT_SCHEDULES), WORKERS)

@@ -45,7 +45,14 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/gc_bench.py
 	$(BIN)/python bench/reader_bench.py
 
+crash: $(STAMP) ## Crash-point tests: every store call of every operation, killed before and after
+	$(BIN)/pytest -q tests/crash -m "not s3"
+	$(BIN)/python -m tests.crash.report
+
+fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, default 100000)
+	$(BIN)/python -m tests.fuzz.run --inputs $(or $(N),100000)
+
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo test test-fast lint bench clean
+.PHONY: help setup demo test test-fast lint bench crash fuzz clean

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import pyarrow as pa
+
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint, list_checkpoints
 from slatedb_core.clone import create_clone
 from slatedb_core.compactor import CompactionStats, Compactor
@@ -361,6 +363,29 @@ class Simulation:
         self.note(f"transfer w{w.id} ({w.state}) {amount} acct{a}->acct{b} #{issue}")
         self.model.issue(w.id, zip(batch.keys, batch.values, strict=True))
         self._durable(w, "transfer", lambda: db.write(batch))
+
+    def step_bulk_ingest(self) -> None:
+        """A few keys straight into L0 (no WAL), atomic like a batch."""
+        w = self.pick_writer()
+        if w is None or w.db is None:
+            return
+        db = w.db
+        keys = sorted(self.rng.sample(m.KEYS, self.rng.randint(1, 3)))
+        issue = self.model.next()
+        values = [m.encode(issue, b"bulk") for _ in keys]
+        self.note(f"bulk_ingest w{w.id} ({w.state}) {keys} #{issue}")
+        rows = -issue  # not in the WAL: only this call can make these rows durable
+        self.model.issue(rows, zip(keys, values, strict=True))
+        table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
+        before = db._fm.stored.id
+        # it freezes and flushes the memtable first, so the writer's pending writes are acked too
+        if self._durable(w, "bulk_ingest", lambda: db.bulk_ingest(table)).error is None:
+            if w.fenced_after_issue is not None and issue >= w.fenced_after_issue:
+                raise InvariantViolation(f"zombie writer w{w.id} acknowledged bulk ingest #{issue}")
+            self.model.ack(rows)
+            self._check_reported(db, before)
+        else:
+            self.model.forget(rows)
 
     def step_flush(self) -> None:
         w = self.pick_writer()
@@ -779,6 +804,7 @@ class Simulation:
             "delete": (2, self.step_delete),
             "transfer": (8, self.step_transfer),
             "flush": (8, self.step_flush),
+            "bulk_ingest": (2, self.step_bulk_ingest),
             "refresh": (2, self.step_refresh),
             "crash": (2, self.step_crash),
             "close": (1, self.step_close),

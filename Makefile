@@ -45,6 +45,13 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/gc_bench.py
 	$(BIN)/python bench/reader_bench.py
 
+ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset)
+	mkdir -p $(CURDIR)/$(DEMO_DIR)/dagster-home
+	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
+	  $(BIN)/python -m orchestration.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize
+	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
+	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
 crash: $(STAMP) ## Crash-point tests: every store call of every operation, killed before and after
 	$(BIN)/pytest -q tests/crash -m "not s3"
 	$(BIN)/python -m tests.crash.report
@@ -55,4 +62,4 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo test test-fast lint bench crash fuzz clean
+.PHONY: help setup demo test test-fast lint bench ui crash fuzz clean

@@ -5,7 +5,7 @@ The public API is what this module re-exports; everything else is internal and m
 
 from __future__ import annotations
 
-from slatedb_core import admin, errors
+from slatedb_core import admin, errors, inspect
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.db import BulkIngestStats, Db, DbClosed
 from slatedb_core.errors import (
@@ -107,6 +107,7 @@ __all__ = [
     "__version__",
     "admin",
     "errors",
+    "inspect",
     "open_store",
     "run_compaction_once",
     "run_gc_once",

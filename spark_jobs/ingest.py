@@ -282,7 +282,10 @@ class _Bucket:
         if self.tombstones:
             deleted = pc.fill_null(b[_TOMB], False)
             value = pc.if_else(deleted, pa.scalar(None, pa.binary()), value)
-        return pa.RecordBatch.from_arrays([b[_KEY], value], schema=ENTRY_SCHEMA)
+        key = b[_KEY]
+        if key.type != pa.binary() or value.type != pa.binary():  # large_binary from Spark
+            key, value = key.cast(pa.binary()), value.cast(pa.binary())
+        return pa.RecordBatch.from_arrays([key, value], schema=ENTRY_SCHEMA)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[pa.RecordBatch] = []

@@ -1,0 +1,212 @@
+"""``python -m lakehouse_demo``: set up the demo's data, run the main job through Dagster, print
+the summary.
+
+Layout of ``--dir`` (default ``demo-data``)::
+
+    input/          the generated orders (Parquet)
+    store/          the object store (local filesystem; unless --store-url or --s3)
+    seaweedfs/      SeaweedFS's data (--s3 only)
+    delta/orders/   the Delta export of the checkpoint
+    dagster_home/   Dagster's instance: the run shows in ``make ui``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from lakehouse_demo import progress
+from lakehouse_demo.dataset import DatasetOptions, describe, generate, write_dataset
+from lakehouse_demo.summary import RunFacts, render
+from slatedb_core.errors import InvalidArgument
+
+DEFAULT_ROWS = 1_000_000
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    data_dir: Path = Path("demo-data")
+    rows: int = DEFAULT_ROWS
+    reset: bool = True
+    store_url: str | None = None
+    """Default: ``<data_dir>/store`` on the local filesystem."""
+    s3: bool = False
+    """Start SeaweedFS (lakehouse_demo.s3server) and use it as the store."""
+    new_orders: int | None = None
+    """Orders written during the checkpoint read (default: 1% of rows, at least 2,000)."""
+    gc_grace_s: float = 2.0
+    spark_master: str = "local[2]"
+    quiet: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rows < 100:
+            raise InvalidArgument("--rows must be at least 100")
+        if self.s3 and self.store_url is not None:
+            raise InvalidArgument("--s3 and --store-url are exclusive")
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    outputs: dict[str, dict[str, Any]]
+    facts: RunFacts
+    success: bool
+
+
+def _prepare_dir(opts: DemoOptions, console: Console) -> str:
+    d = opts.data_dir
+    if opts.reset and d.exists():
+        shutil.rmtree(d)
+        return f"reset: wiped {d} and started fresh"
+    if not opts.reset and d.exists():
+        return f"reuse: kept the data in {d} (ingest upserts again; --reset to start fresh)"
+    return f"fresh: {d} did not exist"
+
+
+def _setup_dataset(opts: DemoOptions) -> dict[str, Any]:
+    started = time.monotonic()
+    input_dir = opts.data_dir / "input"
+    existing = None
+    if input_dir.exists():
+        with contextlib.suppress(InvalidArgument):
+            existing = describe(input_dir)
+    progress.start("0 dataset", None, "")
+    if existing is not None and existing.rows == opts.rows:
+        info, action = existing, "reused"
+    else:
+        progress.advance("0 dataset", 0, f"generating {opts.rows:,} orders")
+        info = write_dataset(generate(DatasetOptions(rows=opts.rows)), input_dir, 4)
+        action = "generated"
+    progress.finish("0 dataset", f"{info.rows:,} orders {action} ({info.files} Parquet files)")
+    return {
+        "rows": info.rows,
+        "files": info.files,
+        "bytes": info.bytes,
+        "regions": info.region_rows,
+        "action": action,
+        "path": str(input_dir),
+        "duration_s": time.monotonic() - started,
+    }
+
+
+@contextlib.contextmanager
+def _store(opts: DemoOptions) -> Iterator[str]:
+    if opts.s3:
+        from lakehouse_demo.s3server import SeaweedFS
+
+        data = opts.data_dir / "seaweedfs"
+        with SeaweedFS(data_dir=data) as server:
+            server.export_env()
+            yield server.store_url("lake")
+        return
+    if opts.store_url is not None:
+        yield opts.store_url
+        return
+    store_dir = (opts.data_dir / "store").resolve()
+    store_dir.mkdir(parents=True, exist_ok=True)
+    yield str(store_dir)
+
+
+def _instance(home: Path) -> Any:
+    from dagster import DagsterInstance
+
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home.resolve())
+    return DagsterInstance.get()
+
+
+def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
+    """Set up, run the Dagster job in-process, return its outputs and facts."""
+    if console is None:
+        console = Console(quiet=opts.quiet)
+        if not console.is_terminal:  # logs and CI: wide enough for the summary's table
+            console = Console(quiet=opts.quiet, width=120)
+    started = time.monotonic()
+    mode = _prepare_dir(opts, console)
+    console.print(f"[yellow]{mode}[/]")
+    opts.data_dir.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    from lakehouse_demo.definitions import build_definitions, resource_for
+    from lakehouse_demo.pipeline import asset_outputs
+
+    with progress.installed(progress.DemoProgress(console)), _store(opts) as url:
+        setup = _setup_dataset(opts)
+        new_orders = opts.new_orders or max(2_000, setup["rows"] // 100)
+        demo = resource_for(opts.data_dir, url, new_orders=new_orders,
+                            gc_grace_s=opts.gc_grace_s, spark_master=opts.spark_master)
+        instance = _instance(opts.data_dir / "dagster_home")
+        job = build_definitions(demo).resolve_job_def("lakehouse_demo_job")
+        result = job.execute_in_process(
+            instance=instance,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            raise_on_error=True,
+        )
+        outputs = asset_outputs(result)
+        _stop_spark()
+    facts = RunFacts(
+        mode=mode.split(":")[0],
+        store_url=url,
+        data_dir=str(opts.data_dir.resolve()),
+        dagster_home=str((opts.data_dir / "dagster_home").resolve()),
+        run_id=result.run_id,
+        setup=setup,
+        total_s=time.monotonic() - started,
+    )
+    render(outputs, facts, console)
+    return DemoRun(outputs, facts, result.success)
+
+
+def _stop_spark() -> None:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is not None:
+        spark.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m lakehouse_demo",
+        description="The lakehouse main job end to end through Dagster + Spark.",
+    )
+    p.add_argument("--dir", type=Path, default=Path("demo-data"), help="data directory")
+    p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="orders to generate")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--reset", dest="reset", action="store_true", default=True,
+                   help="wipe --dir first (default)")
+    g.add_argument("--reuse", dest="reset", action="store_false",
+                   help="keep the data of an earlier run")
+    s = p.add_mutually_exclusive_group()
+    s.add_argument("--store-url", default=None, help="object store URL (default: <dir>/store)")
+    s.add_argument("--s3", action="store_true",
+                   help="start SeaweedFS on 127.0.0.1 and run against it")
+    p.add_argument("--gc-grace", type=float, default=2.0,
+                   help="db_delete_grace in seconds for the scratch clone's GC (default 2)")
+    p.add_argument("--new-orders", type=int, default=None,
+                   help="orders written during the checkpoint read (default 1%% of --rows)")
+    a = p.parse_args(argv)
+    opts = DemoOptions(
+        data_dir=a.dir, rows=a.rows, reset=a.reset, store_url=a.store_url, s3=a.s3,
+        new_orders=a.new_orders, gc_grace_s=a.gc_grace,
+    )
+    result = run(opts)
+    return 0 if result.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

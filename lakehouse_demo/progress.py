@@ -1,0 +1,121 @@
+"""Progress of the demo on the terminal (rich).
+
+The Dagster assets of :mod:`lakehouse_demo.pipeline` run in-process, so they report to the one
+:class:`DemoProgress` installed by the CLI through the module-level functions below. When the
+assets run elsewhere (``dagster dev``: no progress installed) every call is a no-op.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+_lock = threading.Lock()
+_current: DemoProgress | None = None
+
+
+class DemoProgress:
+    """One line per step: a spinner or a bar, the step's note, its elapsed time."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[step]:<26}"),
+            BarColumn(bar_width=28),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> DemoProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def start(self, step: str, total: int | None = None, note: str = "") -> None:
+        self._started[step] = time.monotonic()
+        if step in self._tasks:
+            self.progress.reset(self._tasks[step], total=total, note=note)
+            return
+        self._tasks[step] = self.progress.add_task("", total=total, step=step, note=note)
+
+    def advance(self, step: str, n: float = 1, note: str | None = None) -> None:
+        task = self._tasks.get(step)
+        if task is None:
+            return
+        if note is None:
+            self.progress.advance(task, n)
+        else:
+            self.progress.update(task, advance=n, note=note)
+
+    def finish(self, step: str, note: str) -> None:
+        task = self._tasks.get(step)
+        if task is None:
+            return
+        t = self.progress.tasks[self._index(task)]
+        total = t.total if t.total is not None else max(t.completed, 1)
+        self.progress.update(task, total=total, completed=total, note=f"[green]{note}")
+        self.progress.stop_task(task)
+
+    def _index(self, task: TaskID) -> int:
+        return next(i for i, t in enumerate(self.progress.tasks) if t.id == task)
+
+
+def install(p: DemoProgress | None) -> None:
+    global _current
+    with _lock:
+        _current = p
+
+
+@contextmanager
+def installed(p: DemoProgress) -> Iterator[DemoProgress]:
+    install(p)
+    try:
+        with p:
+            yield p
+    finally:
+        install(None)
+
+
+def start(step: str, total: int | None = None, note: str = "") -> None:
+    p = _current
+    if p is not None:
+        p.start(step, total, note)
+
+
+def advance(step: str, n: float = 1, note: str | None = None) -> None:
+    p = _current
+    if p is not None:
+        p.advance(step, n, note)
+
+
+def finish(step: str, note: str) -> None:
+    p = _current
+    if p is not None:
+        p.finish(step, note)
+
+
+def log(message: str) -> None:
+    p = _current
+    if p is not None:
+        p.console.log(message)

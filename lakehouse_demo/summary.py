@@ -1,0 +1,117 @@
+"""The ten-second summary printed at the end of the demo, built only from what the run measured
+(the assets' outputs) and from the files it left."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table as RichTable
+
+STEP_TITLES: dict[str, str] = {
+    "setup": "0 dataset (Parquet)",
+    "orders_table": "1 ingest (Spark local[2])",
+    "compacted_shards": "2 compaction (Spark)",
+    "daily_checkpoint": "3 named checkpoint",
+    "checkpoint_read_under_writes": "4 read at checkpoint + writes",
+    "rescaled_table": "5 rescale (split + merge)",
+    "scratch_clone_gc": "6 clone, soft destroy, GC",
+    "delta_export": "7 Delta export",
+}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the CLI knows besides the assets' outputs."""
+
+    mode: str
+    """'reset' or 'reuse', with what it did."""
+    store_url: str
+    data_dir: str
+    dagster_home: str
+    run_id: str
+    setup: dict[str, Any]
+    total_s: float
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(step, seconds, what it did) per step."""
+    ing = out["orders_table"]
+    comp = out["compacted_shards"]
+    cp = out["daily_checkpoint"]
+    rd = out["checkpoint_read_under_writes"]
+    rs = out["rescaled_table"]
+    gc = out["scratch_clone_gc"]
+    dx = out["delta_export"]
+    return [
+        ("setup", f"{setup['duration_s']:.1f}",
+         f"{setup['rows']:,} orders, {setup['files']} files, {_mb(setup['bytes'])} "
+         f"({setup['action']})"),
+        ("orders_table", f"{ing['duration_s']:.1f}",
+         f"{ing['rows']:,} rows -> {ing['shards']} shards, {ing['ssts']} SSTs, "
+         f"{_mb(ing['bytes'])} (Spark job {ing['spark_job_s']:.1f}s)"),
+        ("compacted_shards", f"{comp['duration_s']:.1f}",
+         f"{comp['compactions']} compactions, SSTs {comp['ssts_before']} -> {comp['ssts']}, "
+         f"L0 left {comp['l0_ssts']}"),
+        ("daily_checkpoint", f"{cp['duration_s']:.1f}",
+         f"'{cp['name']}' on {len(cp['checkpoints'])} shards (map {cp['shard_map_id']}), "
+         f"{cp['rows']:,} rows"),
+        ("checkpoint_read_under_writes", f"{rd['duration_s']:.1f}",
+         f"{rd['query']}: checkpoint {rd['checkpoint_rows']:,} rows in all "
+         f"{rd['observations']} reads ({'unchanged' if rd['checkpoint_unchanged'] else 'CHANGED'})"
+         f"; latest {rd['latest_rows_first']:,} -> {rd['latest_rows_last']:,} while "
+         f"{rd['new_orders']:,} new orders arrived"),
+        ("rescaled_table", f"{rs['duration_s']:.1f}",
+         f"split {rs['split']} ({rs['split_s']:.1f}s); merged {rs['merged']} "
+         f"({rs['merge_s']:.1f}s); {rs['shards_before']} -> {rs['shards']} shards"),
+        ("scratch_clone_gc", f"{gc['duration_s']:.1f}",
+         f"clone of {gc['clone_of']} ({gc['clone_rows']:,} rows); GC inside "
+         f"{gc['gc_grace_s']:g}s grace kept it ({gc['objects_after_first_pass']} objects), "
+         f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left"),
+        ("delta_export", f"{dx['duration_s']:.1f}",
+         f"{dx['rows_read_back']:,} rows read back with deltalake "
+         f"({'= checkpoint' if dx['matches_checkpoint'] else '!= CHECKPOINT ' + str(dx['checkpoint_rows'])}"
+         f"), {dx['files']} files, version {dx['delta_version']}"),
+    ]
+
+
+def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) -> None:
+    steps = RichTable(title=None, show_edge=False, pad_edge=False, expand=False)
+    steps.add_column("step", style="bold")
+    steps.add_column("s", justify="right")
+    steps.add_column("what happened")
+    for name, secs, what in step_lines(out, facts.setup):
+        steps.add_row(STEP_TITLES[name], secs, what)
+
+    rs = out["rescaled_table"]
+    shards = RichTable(show_edge=False, pad_edge=False)
+    for col in ("shard db", "from", "to", "SSTs", "bytes"):
+        shards.add_column(col, justify="right" if col in ("SSTs", "bytes") else "left")
+    for s in rs["layout"]:
+        shards.add_row(s["db"], s["start"][:28], s["end"][:28], str(s["ssts"]), _mb(s["bytes"]))
+
+    headline = (
+        f"[bold]{out['orders_table']['rows']:,}[/] rows ingested · "
+        f"[bold]{rs['shards']}[/] shards · [bold]{rs['ssts']}[/] SSTs · "
+        f"[bold]{_mb(rs['bytes'])}[/] in the table · total [bold]{facts.total_s:.0f}s[/]"
+    )
+    where = (
+        f"data:   {facts.data_dir}  ({facts.mode})\n"
+        f"store:  {facts.store_url}  table 'orders'\n"
+        f"delta:  {out['delta_export']['uri']}\n"
+        f"runs:   {facts.dagster_home} (run {facts.run_id[:8]})\n"
+        f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"
+    )
+    console.print(
+        Panel(
+            Group(headline, "", steps, "", shards, "", where),
+            title="lakehouse demo: summary",
+            border_style="green",
+        )
+    )

@@ -217,9 +217,19 @@ class ManifestStore:
     def _next_base(self, current: StoredManifest, err: Exception, attempt: int) -> StoredManifest:
         """Where to retry after losing. The winner's bytes were already read to rule out an
         ambiguous create of our own, so the first few retries build on them directly (2 requests
-        per attempt instead of 5); after that, or if they were not available, read the latest."""
+        per attempt instead of 5); after that, or if they were not available, read the latest.
+
+        Only a winner above the boundary is history: one at or behind it is a void stale write
+        (possibly our own earlier attempt, whose boundary check failed), and building on it could
+        report a change as committed that is in no real manifest. The boundary read is a
+        conditional GET, usually a bodiless 304."""
         existing = getattr(err, "existing", None)
-        if isinstance(err, ManifestVersionExists) and existing is not None and attempt <= 3:
+        if (
+            isinstance(err, ManifestVersionExists)
+            and existing is not None
+            and attempt <= 3
+            and current.id + 1 > self.seq.boundary.read()
+        ):
             try:
                 return StoredManifest(current.id + 1, self._decode(current.id + 1, existing))
             except CorruptionError:

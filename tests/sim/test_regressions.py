@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.db import Db
-from slatedb_core.errors import Fenced
+from slatedb_core.errors import Fenced, StoreError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
@@ -101,3 +101,37 @@ def test_a_commit_that_landed_before_gc_passed_it_is_not_deleted_as_stale() -> N
     reader.close()
     stats = run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(0)))
     assert stats.data_gc_skipped is None
+
+
+def test_a_retry_does_not_build_on_a_stale_write_left_behind_the_boundary() -> None:
+    """Seed 305286: a writer whose last known manifest was 9 committed its memtable flush as
+    id 10 after GC had collected the real 10 (a void write behind the boundary), and the boundary
+    check then failed with a store error. Its retry lost the race for 10 to that void object and
+    took the object's bytes as the new base; they already held the flush, so the retry reported
+    success without committing anything. The flush's rows were then in no real manifest while the
+    replay point moved past their WAL SST: an acknowledged write was lost."""
+    store = open_store("memory://")
+    live = ManifestStore(store, "db")
+    live.create_initial(Manifest())
+    faulty = FaultyStore(store)
+    stale = ManifestStore(faulty, "db")
+    base = stale.read_latest()  # 1
+    for _ in range(3):
+        live.update(lambda m: dataclasses.replace(m, wal_id_last_seen=m.wal_id_last_seen + 1))
+    run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(0)))  # boundary 3
+    assert live.seq.boundary.read() == 3 and not store.exists(live.seq.path(2))
+
+    def add_flush(m: Manifest) -> Manifest | None:  # idempotent, like the writer's L0 flush
+        return None if m.last_l0_seq == 7 else dataclasses.replace(m, last_l0_seq=7)
+
+    faulty.fail_next("get", "db/gc/manifest.boundary")  # the check after the void create of 2
+    try:
+        stale.update(add_flush, base=base)
+    except StoreError:
+        pass
+    assert store.exists(live.seq.path(2))  # the void object, holding the flush
+
+    stored = stale.update(add_flush, base=base)
+
+    assert stored.id == 5 and stored.manifest.last_l0_seq == 7
+    assert live.read_latest().manifest.last_l0_seq == 7

@@ -51,6 +51,13 @@ class SparkCompactionStats:
     bytes_out: int = 0
     rows_in: int = 0
     rows_out: int = 0
+    plan_s: float = 0.0
+    """Driver time choosing split keys (reads the sources' SST indexes) and recording plans."""
+    tasks_s: float = 0.0
+    """Time in Spark jobs running subcompactions (wall clock, scheduling included)."""
+    task_max_s: float = 0.0
+    """Longest single subcompaction, as measured inside its task."""
+    commit_s: float = 0.0
     duration_s: float = 0.0
 
     def summary(self) -> str:
@@ -60,7 +67,9 @@ class SparkCompactionStats:
             f"{self.subcompactions} subcompaction task(s); {self.input_ssts} -> "
             f"{self.output_ssts} SSTs, {self.rows_in} -> {self.rows_out} rows, "
             f"{self.bytes_in / 1e6:.1f} -> {self.bytes_out / 1e6:.1f} MB in "
-            f"{self.duration_s:.2f}s ({rate:.1f} MB/s)"
+            f"{self.duration_s:.2f}s ({rate:.1f} MB/s; planning {self.plan_s:.2f}s, tasks "
+            f"{self.tasks_s:.2f}s with the longest {self.task_max_s:.2f}s, commits "
+            f"{self.commit_s:.2f}s)"
         )
 
 
@@ -118,7 +127,10 @@ def compact(
     dc = DistributedCompactor(path, factory(), options)
     stats = SparkCompactionStats(compactor_epoch=dc.epoch)
     for _ in range(max_compactions):
+        t0 = time.monotonic()
         plan = dc.plan(n)
+        t1 = time.monotonic()
+        stats.plan_s += t1 - t0
         if plan is None:
             break
         try:
@@ -128,7 +140,11 @@ def compact(
         except Exception as e:
             dc.abort(plan, f"{type(e).__name__}: {str(e)[:500]}")
             raise
+        t2 = time.monotonic()
+        stats.tasks_s += t2 - t1
+        stats.task_max_s = max(stats.task_max_s, *(r.duration_s for r in results))
         result = dc.commit(plan, results)
+        stats.commit_s += time.monotonic() - t2
         stats.compactions += 1
         stats.subcompactions += plan.subcompactions
         stats.input_ssts += result.input_ssts

@@ -108,8 +108,8 @@ def _store(opts: DemoOptions) -> Iterator[str]:
 
         data = opts.data_dir / "seaweedfs"
         with SeaweedFS(data_dir=data) as server:
-            server.export_env()
-            yield server.store_url("lake")
+            server.export_env()  # the keys: Spark's workers inherit them with the environment
+            yield server.store_url("lake", with_keys=False)
         return
     if opts.store_url is not None:
         yield opts.store_url
@@ -141,6 +141,7 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     console.print(f"[yellow]{mode}[/]")
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("py4j").setLevel(logging.ERROR)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from lakehouse_demo.definitions import build_definitions, resource_for
     from lakehouse_demo.pipeline import asset_outputs
 
@@ -166,6 +167,12 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
         run_id=result.run_id,
         setup=setup,
         total_s=time.monotonic() - started,
+        store_note=(
+            f" (SeaweedFS at {url.split('endpoint=')[1].split('&')[0]}, stopped; its data is in "
+            f"{opts.data_dir / 'seaweedfs'})"
+            if opts.s3
+            else ""
+        ),
     )
     render(outputs, facts, console)
     return DemoRun(outputs, facts, result.success)

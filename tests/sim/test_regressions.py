@@ -10,6 +10,8 @@ import dataclasses
 import threading
 from datetime import timedelta
 
+import pytest
+
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.db import Db
 from slatedb_core.errors import Fenced, StoreError
@@ -135,3 +137,35 @@ def test_a_retry_does_not_build_on_a_stale_write_left_behind_the_boundary() -> N
 
     assert stored.id == 5 and stored.manifest.last_l0_seq == 7
     assert live.read_latest().manifest.last_l0_seq == 7
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: since 968c2c0 a memtable flush commits its L0 SST before moving the replay "
+    "point, so a checkpoint taken in between pins L0 rows newer than the WAL range "
+    "(replay_after_wal_id, wal_id_last_seen] its readers replay on top of them",
+)
+def test_a_checkpoint_between_an_l0_commit_and_the_replay_point_reads_the_newest_values() -> None:
+    """Seed 307288: a CHECKPOINT-mode reader served an older value of a key: it replayed WAL
+    SSTs up to the stale ``wal_id_last_seen`` into memtables, and memtables shadow L0 whatever
+    the sequence numbers, although the pinned L0 SST already held a newer value."""
+    store = open_store("memory://")
+    faulty = FaultyStore(store)
+    db = Db.open("db", faulty, OPTS)
+    try:
+        db.put(b"k", b"v1")
+        reader = DbReader.open("db", store, options=DbReaderOptions(checkpoint_lifetime=None))
+        reader.close()  # a managed reader leaves wal_id_last_seen at the WAL SST holding v1
+        db.put(b"k", b"v2")
+        point = faulty.pause("after-l0-commit", "put_if_absent", "db/manifest/*", when="after")
+        flush = threading.Thread(target=db.flush_memtable, daemon=True)
+        flush.start()
+        assert point.wait_reached(10)
+        cp = create_checkpoint("db", store)  # pins the L0 SST with v2, replay point not moved
+        point.release()
+        flush.join(30)
+    finally:
+        db.close()
+    opts = DbReaderOptions(mode=ReaderMode.CHECKPOINT)
+    with DbReader.open("db", store, cp.id, opts) as at_checkpoint:
+        assert at_checkpoint.get(b"k") == b"v2"

@@ -102,13 +102,28 @@ def _setup_dataset(opts: DemoOptions) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the run, restoring the earlier values after it."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
 def _store(opts: DemoOptions) -> Iterator[str]:
     if opts.s3:
         from lakehouse_demo.s3server import SeaweedFS
 
         data = opts.data_dir / "seaweedfs"
-        with SeaweedFS(data_dir=data) as server:
-            server.export_env()  # the keys: Spark's workers inherit them with the environment
+        # The keys go in the environment: Spark's workers inherit them (the URL stays clean).
+        with SeaweedFS(data_dir=data) as server, _env(server.env()):
             yield server.store_url("lake", with_keys=False)
         return
     if opts.store_url is not None:
@@ -120,14 +135,15 @@ def _store(opts: DemoOptions) -> Iterator[str]:
 
 
 def _instance(home: Path) -> Any:
+    """Dagster's instance on local storage under ``home`` (telemetry off), as ``make ui``
+    opens it with ``DAGSTER_HOME=home``."""
     from dagster import DagsterInstance
 
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
     if not cfg.exists():
         cfg.write_text(DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(home.resolve())
-    return DagsterInstance.get()
+    return DagsterInstance.from_config(str(home.resolve()))
 
 
 def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
@@ -141,11 +157,17 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     console.print(f"[yellow]{mode}[/]")
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("py4j").setLevel(logging.ERROR)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
     from lakehouse_demo.definitions import build_definitions, resource_for
     from lakehouse_demo.pipeline import asset_outputs
 
-    with progress.installed(progress.DemoProgress(console)), _store(opts) as url:
+    ours = SparkSession.getActiveSession() is None  # else: the caller's session; leave it be
+    with (
+        progress.installed(progress.DemoProgress(console)),
+        _env({"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}),
+        _store(opts) as url,
+    ):
         setup = _setup_dataset(opts)
         new_orders = opts.new_orders or max(2_000, setup["rows"] // 100)
         demo = resource_for(opts.data_dir, url, new_orders=new_orders,
@@ -158,7 +180,9 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
             raise_on_error=True,
         )
         outputs = asset_outputs(result)
-        _stop_spark()
+        instance.dispose()
+        if ours:
+            _stop_spark()
     facts = RunFacts(
         mode=mode.split(":")[0],
         store_url=url,

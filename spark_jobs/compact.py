@@ -1,4 +1,5 @@
-"""Compaction of one large database on Spark: key-range subcompactions as Spark tasks.
+"""Compaction of one large database (or each shard of a table) on Spark: key-range
+subcompactions as Spark tasks.
 
 The driver takes over as the database's compactor (bumping ``compactor_epoch``), plans each
 compaction the scheduler picks, cut into key ranges of about equal input bytes, and runs one
@@ -34,6 +35,7 @@ from slatedb_core.errors import Fenced, InvalidArgument
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +162,35 @@ def compact(
     return stats
 
 
+def compact_table(
+    spark: SparkSession,
+    url: str,
+    table_path: str,
+    *,
+    subcompactions: int | None = None,
+    options: CompactorOptions | None = None,
+    store_factory: StoreFactory | None = None,
+) -> dict[int, SparkCompactionStats | None]:
+    """:func:`compact` every shard of the table at ``table_path``, one after another (each is
+    already spread over the executors); returns the statistics by shard index."""
+    factory = store_factory or functools.partial(open_store, url)
+    with Table.open(table_path, factory()) as table:
+        shards = table.shards
+    return {
+        s.index: compact(spark, url, s.db_path, subcompactions=subcompactions, options=options,
+                         store_factory=factory)
+        for s in shards
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m spark_jobs.compact",
         description="Compact one database with key-range subcompactions on Spark.",
     )
     p.add_argument("--url", required=True, help="object store URL")
-    p.add_argument("--path", required=True, help="database path inside the store")
+    p.add_argument("--path", required=True, help="database (or, with --table, table) path")
+    p.add_argument("--table", action="store_true", help="compact every shard of a table")
     p.add_argument("--subcompactions", type=int, default=None)
     p.add_argument("--max-sst-mb", type=int, default=256, help="output SST size")
     p.add_argument("--master", default=None, help="default: local[2]")
@@ -176,6 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = get_session(SessionOptions(master=args.master or "local[2]",
                                        app_name="slatedb-compact"))
     options = CompactorOptions(max_sst_size_bytes=args.max_sst_mb * 1024 * 1024)
+    if args.table:
+        by_shard = compact_table(spark, args.url, args.path, subcompactions=args.subcompactions,
+                                 options=options)
+        for index, stats in sorted(by_shard.items()):
+            print(f"shard {index}: {stats.summary() if stats else 'nothing to compact'}")
+        return 0
     stats = compact(spark, args.url, args.path, subcompactions=args.subcompactions,
                     options=options)
     print(stats.summary() if stats is not None else "nothing to compact")

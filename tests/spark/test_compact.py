@@ -81,3 +81,26 @@ def test_a_stale_spark_compaction_is_fenced_and_collected(
     # the tasks of a compactor that was replaced before they ran stop at once
     with pytest.raises(Fenced):
         run_subcompactions(spark, plan, functools.partial(open_store, store_url))
+
+
+def test_compact_table_compacts_every_shard(spark: SparkSession, store_url: str) -> None:
+    from slatedb_core.table import Table
+    from spark_jobs.compact import compact_table
+
+    store = open_store(store_url)
+    with Table.create("t", store, split_points=[b"m"]) as t:
+        for i in range(2):
+            for gen in range(3):
+                with t.writer(i) as db:
+                    base = b"a" if i == 0 else b"x"
+                    db.bulk_ingest(pa.table({"key": [base + b"%03d" % k for k in range(50)],
+                                             "value": [b"g%d" % gen] * 50}))
+    by_shard = compact_table(spark, store_url, "t", subcompactions=2, options=OPTIONS)
+    assert sorted(by_shard) == [0, 1]
+    assert all(s is not None and s.rows_out == 50 for s in by_shard.values())
+    with Table.open("t", store) as t:
+        for shard in t.shards:
+            assert ManifestStore(store, shard.db_path).read_latest().manifest.l0 == ()
+        assert dict(t.scan()) == {
+            base + b"%03d" % k: b"g2" for base in (b"a", b"x") for k in range(50)
+        }

@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from slatedb_core.compactor.compactor import MAX_CONSECUTIVE_CONFLICTS
 from slatedb_core.compactor.distributed import (
     DistributedCompactor,
     DistributedPlan,
     SubcompactionResult,
     execute_subcompaction,
 )
+from slatedb_core.compactor.executor import CompactionSourceChanged
 from slatedb_core.errors import Fenced, InvalidArgument
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
@@ -128,6 +130,7 @@ def compact(
     n = subcompactions or spark.sparkContext.defaultParallelism
     dc = DistributedCompactor(path, factory(), options)
     stats = SparkCompactionStats(compactor_epoch=dc.epoch)
+    conflicts = 0
     for _ in range(max_compactions):
         t0 = time.monotonic()
         plan = dc.plan(n)
@@ -145,7 +148,16 @@ def compact(
         t2 = time.monotonic()
         stats.tasks_s += t2 - t1
         stats.task_max_s = max(stats.task_max_s, *(r.duration_s for r in results))
-        result = dc.commit(plan, results)
+        try:
+            result = dc.commit(plan, results)
+        except CompactionSourceChanged as e:  # another tool edited the tree: re-plan
+            stats.commit_s += time.monotonic() - t2
+            conflicts += 1
+            log.warning("spark compaction of %r abandoned, re-planning: %s", path, e)
+            if conflicts >= MAX_CONSECUTIVE_CONFLICTS:
+                break
+            continue
+        conflicts = 0
         stats.commit_s += time.monotonic() - t2
         stats.compactions += 1
         stats.subcompactions += plan.subcompactions

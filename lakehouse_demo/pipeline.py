@@ -3,13 +3,15 @@
 ::
 
     orders_table ─> compacted_shards ─> daily_checkpoint ─> checkpoint_read_under_writes
-                                                                │
-                              delta_export <─ scratch_clone_gc <─ rescaled_table
+                                                                          │
+    orders_delta_export <─ scratch_clone_gc <─ rescaled_table <───────────┘
+
+(``orders_delta_export`` also reads ``daily_checkpoint``'s snapshot.)
 
 Each asset calls the public APIs of ``slatedb_core`` (Table, admin, GC, destroy) and
 ``spark_jobs`` (ingest, compact) and returns what it measured, both as its output (the next
-assets read the snapshot from it) and as Dagster metadata (shown in the UI; the summary is built
-from it). Every figure is measured while the step runs.
+assets read the snapshot from it; the CLI's summary is built from it) and as Dagster metadata
+(shown in the UI). Every figure is measured while the step runs.
 """
 
 
@@ -564,7 +566,7 @@ def scratch_clone_gc(
 
 
 @dg.asset(group_name=GROUP, kinds={"slatedb", "deltalake"})
-def delta_export(
+def orders_delta_export(
     context: AssetExecutionContext,
     demo: DemoResource,
     daily_checkpoint: dict[str, Any],
@@ -626,7 +628,7 @@ ASSETS = [
     checkpoint_read_under_writes,
     rescaled_table,
     scratch_clone_gc,
-    delta_export,
+    orders_delta_export,
 ]
 STEPS = [a.key.path[-1] for a in ASSETS]
 demo_job = dg.define_asset_job("lakehouse_demo_job", selection=ASSETS)

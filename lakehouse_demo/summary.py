@@ -18,7 +18,7 @@ STEP_TITLES: dict[str, str] = {
     "checkpoint_read_under_writes": "4 read at checkpoint + writes",
     "rescaled_table": "5 rescale (split + merge)",
     "scratch_clone_gc": "6 clone, soft destroy, GC",
-    "delta_export": "7 Delta export",
+    "orders_delta_export": "7 Delta export",
 }
 
 
@@ -49,7 +49,7 @@ def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tu
     rd = out["checkpoint_read_under_writes"]
     rs = out["rescaled_table"]
     gc = out["scratch_clone_gc"]
-    dx = out["delta_export"]
+    dx = out["orders_delta_export"]
     return [
         ("setup", f"{setup['duration_s']:.1f}",
          f"{setup['rows']:,} orders, {setup['files']} files, {_mb(setup['bytes'])} "
@@ -75,7 +75,7 @@ def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tu
          f"clone of {gc['clone_of']} ({gc['clone_rows']:,} rows); GC inside "
          f"{gc['gc_grace_s']:g}s grace kept it ({gc['objects_after_first_pass']} objects), "
          f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left"),
-        ("delta_export", f"{dx['duration_s']:.1f}",
+        ("orders_delta_export", f"{dx['duration_s']:.1f}",
          f"{dx['rows_read_back']:,} rows read back with deltalake "
          f"({'= checkpoint' if dx['matches_checkpoint'] else '!= CHECKPOINT ' + str(dx['checkpoint_rows'])}"
          f"), {dx['files']} files, version {dx['delta_version']}"),
@@ -105,7 +105,7 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
     where = (
         f"data:   {facts.data_dir}  ({facts.mode})\n"
         f"store:  {facts.store_url.split('?')[0]}  table 'orders'{facts.store_note}\n"
-        f"delta:  {out['delta_export']['uri']}\n"
+        f"delta:  {out['orders_delta_export']['uri']}\n"
         f"runs:   {facts.dagster_home} (run {facts.run_id[:8]})\n"
         f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"
     )

@@ -64,7 +64,7 @@ def _check_run(r: DemoRun, text: str) -> None:
     assert gc["first_pass_deleted_db"] is False and gc["objects_after_first_pass"] > 0
     assert gc["second_pass_deleted_db"] is True and gc["objects_left"] == 0
 
-    dx = out["delta_export"]
+    dx = out["orders_delta_export"]
     assert dx["rows_read_back"] == dx["rows_written"] == cp["rows"]
     assert DeltaTable(dx["uri"]).to_pyarrow_dataset().count_rows() == cp["rows"]
 
@@ -97,7 +97,7 @@ def test_demo_twice(tmp_path: Path) -> None:
     # The re-ingest upserted the same orders; the checkpoint now also holds run 1's new ones.
     assert second.outputs["daily_checkpoint"]["rows"] == latest_rows
     assert second.outputs["daily_checkpoint"]["replaced_older"] >= 1
-    assert second.outputs["delta_export"]["delta_version"] == 1
+    assert second.outputs["orders_delta_export"]["delta_version"] == 1
 
     from dagster import DagsterInstance
 

@@ -130,3 +130,18 @@ def test_db_write_fence_reopen_read_compact_gc(store: ObjectStore) -> None:
         assert sum(1 for _ in reopened.scan(b"k", b"l")) == len(keys) - 1
     finally:
         reopened.close()
+
+
+def test_large_conditional_objects_stay_single_part(store: ObjectStore) -> None:
+    """SeaweedFS honours If-None-Match/If-Match only on single-part PUTs; the store sends every
+    put in one part (``use_multipart=False``), so the conditions hold above obstore's 5 MB
+    multipart chunk size too."""
+    big = bytes(range(256)) * (12 * 4096)  # 12 MiB
+    v1 = store.put_if_absent("big/object", big)
+    with pytest.raises(ObjectAlreadyExists):
+        store.put_if_absent("big/object", big[::-1])
+    v2 = store.put_if_match("big/object", big[::-1], v1)
+    with pytest.raises(PreconditionFailed):
+        store.put_if_match("big/object", big, v1)
+    assert store.get("big/object").data == big[::-1]
+    assert store.head("big/object").e_tag == v2.e_tag

@@ -89,3 +89,17 @@ def test_sst_cuts_stay_inside_the_range_and_thin_out() -> None:
     assert cuts == [b"k%03d" % i for i in range(11, 50)]
     thin = sst_cuts(m, KeyRange(), 10)
     assert len(thin) == 9 and thin == sorted(thin)
+
+
+@pytest.mark.s3
+def test_ingest_and_read_back_through_s3(spark: SparkSession, s3_url: str) -> None:
+    """The executors reach the same bucket (moto on 127.0.0.1) as the driver."""
+    from spark_jobs.ingest import ingest
+
+    store = open_store(s3_url)
+    Table.create(TABLE, store, split_points=[b"k0100"]).close()
+    rows = {b"k%04d" % i: b"v%d" % i for i in range(200)}
+    df = spark.createDataFrame(list(rows.items()), "key binary, value binary")
+    stats = ingest(df, s3_url, TABLE, value_column="value")
+    assert stats.rows == 200 and stats.shards_written == 2
+    assert collect(read_table(spark, s3_url, TABLE, checkpoint="create")) == rows

@@ -246,7 +246,8 @@ class Workload:
         if all(b is not None for b in balances):
             total = sum(int(b) for b in balances if b is not None)
             if total != TOTAL:
-                self.outcome.violation(f"{where}: bank total {total} != {TOTAL}")
+                shown = [int(b) for b in balances if b is not None]
+                self.outcome.violation(f"{where}: bank total {total} != {TOTAL}: {shown}")
         elif any(b is not None for b in balances):
             self.outcome.violation(f"{where}: some accounts missing: {balances}")
         with self._lock:
@@ -276,7 +277,12 @@ class Workload:
                     for _ in range(5):
                         if self._stop_readers.is_set():
                             return
-                        self.check_view(dict(reader.scan()), f"latest reader {index}")
+                        view = dict(reader.scan())
+                        self.check_view(
+                            view,
+                            f"latest reader {index} at manifest {reader.manifest_id}, "
+                            f"{reader.stats()}",
+                        )
                         with self._lock:
                             self.outcome.reads += 1
                         time.sleep(0.05)

@@ -5,12 +5,13 @@ Every row is one order::
     order_id     ord-<region>-<yyyymmdd>-<seq>   the key; unique, e.g. ord-eu-20250304-0001234
     customer_id  cus-<n>                         zipf-distributed: a few customers order a lot
     amount       float64                         log-normal, rounded to cents
-    currency     string                          by region (EUR, USD, JPY, BRL)
+    currency     string                          by region (JPY, EUR, AED, BRL, USD)
     status       string                          placed / paid / shipped / ... (weighted)
     ts           timestamp[ms, UTC]              within the order's day
 
 Regions are skewed too (``REGIONS`` weights), so shards split at region boundaries start out of
-very different sizes: the rescale step has a large shard to split and two small ones to merge.
+very different sizes: the rescale step has a large shard to split (eu) and two small adjacent
+ones to merge (me, sa).
 Generation is vectorised (numpy + Arrow compute) and seeded, so a given ``rows``/``seed`` gives
 the same files on every machine.
 """
@@ -31,10 +32,11 @@ from slatedb_core.errors import InvalidArgument
 
 REGIONS: tuple[tuple[str, str, float], ...] = (
     # region, currency, share of the orders
-    ("ap", "JPY", 0.18),
-    ("eu", "EUR", 0.46),
-    ("sa", "BRL", 0.06),
-    ("us", "USD", 0.30),
+    ("ap", "JPY", 0.20),
+    ("eu", "EUR", 0.45),
+    ("me", "AED", 0.04),
+    ("sa", "BRL", 0.05),
+    ("us", "USD", 0.26),
 )
 STATUSES: tuple[tuple[str, float], ...] = (
     ("placed", 0.08),

@@ -38,14 +38,14 @@ def _check_run(r: DemoRun, text: str) -> None:
     assert r.success
     ing = out["orders_table"]
     assert ing["rows"] == ROWS == ing["input_rows"]
-    assert ing["shards"] == 4  # one per region
+    assert ing["shards"] == 5  # one per region
     assert ing["ssts"] >= 4
 
     comp = out["compacted_shards"]
-    assert comp["compactions"] >= 4 and comp["l0_ssts"] == 0
+    assert comp["compactions"] >= 5 and comp["l0_ssts"] == 0
 
     cp = out["daily_checkpoint"]
-    assert len(cp["checkpoints"]) == 4
+    assert len(cp["checkpoints"]) == 5
 
     rd = out["checkpoint_read_under_writes"]
     assert rd["checkpoint_unchanged"] is True
@@ -56,7 +56,7 @@ def _check_run(r: DemoRun, text: str) -> None:
     assert all(o["checkpoint"]["rows"] == rd["checkpoint_rows"] for o in rd["trace"])
 
     rs = out["rescaled_table"]
-    assert rs["shards_before"] == 4 and rs["shards"] == 4
+    assert rs["shards_before"] == 5 and rs["shards"] == 5
     assert len(rs["retired"]) >= 3  # the split source and the two merged ones
 
     gc = out["scratch_clone_gc"]
@@ -80,6 +80,15 @@ def test_demo_twice(tmp_path: Path) -> None:
     _check_run(first, text1)
     assert first.facts.mode == "fresh"
     assert first.outputs["daily_checkpoint"]["rows"] == ROWS
+    # One shard per region; the largest (eu) was split, the two small adjacent ones (me, sa)
+    # merged.
+    rs = first.outputs["rescaled_table"]
+    assert [s["start"] for s in rs["layout_before"]] == [
+        "-inf", "ord-eu-", "ord-me-", "ord-sa-", "ord-us-"
+    ]
+    assert " at ord-eu-" in rs["split"]
+    starts = [s["start"] for s in rs["layout"]]
+    assert "ord-me-" in starts and "ord-sa-" not in starts
 
     # The table holds what the run says: the live shards and every row of the checkpoint plus
     # the new orders.

@@ -102,6 +102,24 @@ def _setup_dataset(opts: DemoOptions) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Send this process's stderr (file descriptor 2: Spark's JVM inherits it, Dagster's and
+    py4j's loggers write to it) to ``path`` while the job runs, so the progress display stays
+    readable; restored afterwards (an error is then reported on the terminal)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("ab") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
 def _env(values: dict[str, str]) -> Iterator[None]:
     """Set environment variables for the run, restoring the earlier values after it."""
     saved = {k: os.environ.get(k) for k in values}
@@ -146,12 +164,20 @@ def _instance(home: Path) -> Any:
     return DagsterInstance.from_config(str(home.resolve()))
 
 
+def _console(quiet: bool) -> Console:
+    """A console on a duplicate of stdout's file descriptor: Dagster captures the steps' fd 1
+    into its compute logs, and the progress must still reach the terminal."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8")
+    console = Console(file=out, quiet=quiet)
+    if not console.is_terminal:  # logs and CI: wide enough for the summary's table
+        console = Console(file=out, quiet=quiet, width=120)
+    return console
+
+
 def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     """Set up, run the Dagster job in-process, return its outputs and facts."""
     if console is None:
-        console = Console(quiet=opts.quiet)
-        if not console.is_terminal:  # logs and CI: wide enough for the summary's table
-            console = Console(quiet=opts.quiet, width=120)
+        console = _console(opts.quiet)
     started = time.monotonic()
     mode = _prepare_dir(opts, console)
     console.print(f"[yellow]{mode}[/]")
@@ -163,7 +189,9 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     from lakehouse_demo.pipeline import asset_outputs
 
     ours = SparkSession.getActiveSession() is None  # else: the caller's session; leave it be
+    log_path = opts.data_dir / "logs" / "demo.log"
     with (
+        _stderr_to(log_path),
         progress.installed(progress.DemoProgress(console)),
         _env({"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}),
         _store(opts) as url,
@@ -191,6 +219,7 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
         run_id=result.run_id,
         setup=setup,
         total_s=time.monotonic() - started,
+        log_path=str(log_path.resolve()),
         store_note=(
             f" (SeaweedFS at {url.split('endpoint=')[1].split('&')[0]}, stopped; its data is in "
             f"{opts.data_dir / 'seaweedfs'})"

@@ -266,11 +266,17 @@ def compacted_shards(
         "ssts_before": _totals(before)[0],
         "ssts": ssts,
         "bytes": nbytes,
+        "l0_ssts_before": sum(s["l0_ssts"] for s in before),
         "l0_ssts": sum(s["l0_ssts"] for s in after),
+        "sorted_runs": sum(s["sorted_runs"] for s in after),
         "layout": after,
         "duration_s": time.monotonic() - started,
     }
-    progress.finish(step, f"{compactions} compactions: {out['ssts_before']} -> {ssts} SSTs")
+    progress.finish(
+        step,
+        f"{compactions} compactions: L0 {out['l0_ssts_before']} -> {out['l0_ssts']} SSTs, "
+        f"{out['sorted_runs']} sorted runs",
+    )
     return _result(out)
 
 

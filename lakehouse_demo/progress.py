@@ -35,10 +35,10 @@ class DemoProgress:
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[step]:<26}"),
-            BarColumn(bar_width=28),
+            BarColumn(bar_width=20),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
             console=console,
             transient=False,
         )

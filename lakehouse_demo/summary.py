@@ -34,6 +34,8 @@ class RunFacts:
     run_id: str
     setup: dict[str, Any]
     total_s: float
+    log_path: str = ""
+    """Spark's and Dagster's log output of the run."""
     store_note: str = ""
 
 
@@ -58,8 +60,9 @@ def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tu
          f"{ing['rows']:,} rows -> {ing['shards']} shards, {ing['ssts']} SSTs, "
          f"{_mb(ing['bytes'])} (Spark job {ing['spark_job_s']:.1f}s)"),
         ("compacted_shards", f"{comp['duration_s']:.1f}",
-         f"{comp['compactions']} compactions, SSTs {comp['ssts_before']} -> {comp['ssts']}, "
-         f"L0 left {comp['l0_ssts']}"),
+         f"{comp['compactions']} compactions: L0 {comp['l0_ssts_before']} -> "
+         f"{comp['l0_ssts']} SSTs, {comp['sorted_runs']} sorted runs of {comp['ssts']} SSTs, "
+         f"{_mb(comp['bytes_in'])} rewritten"),
         ("daily_checkpoint", f"{cp['duration_s']:.1f}",
          f"'{cp['name']}' on {len(cp['checkpoints'])} shards (map {cp['shard_map_id']}), "
          f"{cp['rows']:,} rows"),
@@ -106,7 +109,7 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
         f"data:   {facts.data_dir}  ({facts.mode})\n"
         f"store:  {facts.store_url.split('?')[0]}  table 'orders'{facts.store_note}\n"
         f"delta:  {out['orders_delta_export']['uri']}\n"
-        f"runs:   {facts.dagster_home} (run {facts.run_id[:8]})\n"
+        f"runs:   {facts.dagster_home} (run {facts.run_id[:8]}); logs: {facts.log_path}\n"
         f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"
     )
     console.print(

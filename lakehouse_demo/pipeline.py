@@ -85,8 +85,8 @@ class DemoResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 # ---- helpers --------------------------------------------------------------------------------
 
 
-def _md(values: dict[str, Any]) -> dict[str, dg.MetadataValue]:  # type: ignore[type-arg]
-    out: dict[str, dg.MetadataValue] = {}  # type: ignore[type-arg]
+def _md(values: dict[str, Any]) -> dict[str, dg.MetadataValue]:
+    out: dict[str, dg.MetadataValue] = {}
     for k, v in values.items():
         if isinstance(v, bool):
             out[k] = dg.MetadataValue.bool(v)
@@ -186,7 +186,7 @@ def query(table: Table, start: bytes, end: bytes) -> dict[str, Any]:
 
 
 @dg.asset(group_name=GROUP, kinds={"spark", "slatedb"})
-def orders_table(context: AssetExecutionContext, demo: DemoResource) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+def orders_table(context: AssetExecutionContext, demo: DemoResource) -> Output[dict[str, Any]]:
     """Spark ``local[2]`` ingests the Parquet orders into a sharded table: one shard per region
     (split points from the key distribution), values as JSON."""
     from spark_jobs.ingest import ingest
@@ -232,7 +232,7 @@ def orders_table(context: AssetExecutionContext, demo: DemoResource) -> Output[d
 @dg.asset(group_name=GROUP, kinds={"spark", "slatedb"})
 def compacted_shards(
     context: AssetExecutionContext, demo: DemoResource, orders_table: dict[str, Any]
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """Every shard compacted on Spark (key-range subcompactions): L0 into one sorted run."""
     from spark_jobs.compact import compact
 
@@ -283,7 +283,7 @@ def compacted_shards(
 @dg.asset(group_name=GROUP, kinds={"slatedb"})
 def daily_checkpoint(
     context: AssetExecutionContext, demo: DemoResource, compacted_shards: dict[str, Any]
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """A named checkpoint on every shard of one shard-map version: the table as of now,
     readable (and exportable) whatever happens to the shards later."""
     step = "3 named checkpoint"
@@ -366,7 +366,7 @@ def _new_orders(n: int, batches: int, days: int, run: int) -> list[pa.Table]:
 @dg.asset(group_name=GROUP, kinds={"slatedb"})
 def checkpoint_read_under_writes(
     context: AssetExecutionContext, demo: DemoResource, daily_checkpoint: dict[str, Any]
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """A reader queries the checkpoint while a writer adds new orders to every shard: the
     checkpoint's answer never changes, the latest one grows."""
     step = "4 read at checkpoint"
@@ -461,7 +461,7 @@ def rescaled_table(
     context: AssetExecutionContext,
     demo: DemoResource,
     checkpoint_read_under_writes: dict[str, Any],
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """Split the largest shard at its median key; merge the two smallest adjacent shards."""
     step = "5 rescale"
     store = demo.store()
@@ -515,7 +515,7 @@ def _objects(store: ObjectStore, prefix: str) -> int:
 @dg.asset(group_name=GROUP, kinds={"slatedb"})
 def scratch_clone_gc(
     context: AssetExecutionContext, demo: DemoResource, rescaled_table: dict[str, Any]
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """A scratch clone of the largest shard, soft-destroyed; a GC pass inside the grace keeps
     it, one after the grace deletes it (``db_delete_grace`` = ``gc_grace_s``, short for the
     demo). Retired shards get a GC pass too (kept while the checkpoint pins them)."""
@@ -577,7 +577,7 @@ def orders_delta_export(
     demo: DemoResource,
     daily_checkpoint: dict[str, Any],
     scratch_clone_gc: dict[str, Any],
-) -> Output[dict[str, Any]]:  # type: ignore[type-arg]
+) -> Output[dict[str, Any]]:
     """The checkpoint (taken before the new orders and the rescale) as a Delta table of orders,
     written with deltalake and read back with deltalake to count its rows."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake

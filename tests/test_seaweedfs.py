@@ -20,7 +20,7 @@ from slatedb_core.db import Db
 from slatedb_core.errors import Fenced, ObjectAlreadyExists, PreconditionFailed, StoreError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 
@@ -66,7 +66,11 @@ def race(n: int, fn: Callable[[int], Any]) -> list[tuple[str, Any]]:
 def test_conditional_create_race_has_one_winner(store: ObjectStore) -> None:
     for round_ in range(3):
         key = f"race/create-{round_}"
-        results = race(RACERS, lambda i, k=key: store.put_if_absent(k, f"writer {i}".encode()))
+
+        def create(i: int, key: str = key) -> ObjectVersion:
+            return store.put_if_absent(key, f"writer {i}".encode())
+
+        results = race(RACERS, create)
         winners = [i for i, (kind, _) in enumerate(results) if kind == "ok"]
         assert len(winners) == 1, results
         losers = [r for kind, r in results if kind == "err"]

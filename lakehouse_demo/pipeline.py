@@ -559,7 +559,9 @@ def scratch_clone_gc(
         "objects_deleted": second.database_objects.deleted,
         "bytes_freed": second.database_objects.bytes_freed,
         "objects_left": left,
+        "parent_checkpoints_released": second.external_checkpoints_released,
         "retired": retired,
+        "retired_deleted": sum(1 for r in retired if r["deleted"]),
         "duration_s": time.monotonic() - started,
     }
     context.log.info(json.dumps(out))

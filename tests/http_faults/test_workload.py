@@ -54,6 +54,8 @@ def _run(
         f"  writers ended by: {[log.ended_by for log in outcome.logs]}; tolerated errors: "
         f"{dict(outcome.errors)}"
     )
+    for text in outcome.unexpected + outcome.violations:  # in full: pytest truncates asserts
+        print(f"  FAIL: {text}")
     assert not outcome.unexpected, outcome.unexpected
     assert not outcome.violations, outcome.violations
     assert figures["acked_writes"] > 0 and outcome.reads > 0

@@ -122,3 +122,22 @@ def test_demo_twice(tmp_path: Path) -> None:
     assert third.facts.mode == "reset"
     assert "reset: wiped" in text3
     assert third.outputs["daily_checkpoint"]["rows"] == ROWS
+
+
+@pytest.mark.s3
+def test_demo_on_seaweedfs(tmp_path: Path) -> None:
+    """``make demo-s3``: the same job against SeaweedFS started (and stopped) by the demo."""
+    from lakehouse_demo.s3server import weed_binary
+    from slatedb_core.errors import StoreError
+
+    try:
+        weed_binary()
+    except StoreError as e:
+        pytest.skip(str(e))
+    console = Console(record=True, width=140, force_terminal=False)
+    r = run(DemoOptions(data_dir=tmp_path / "demo", rows=ROWS, s3=True, new_orders=2_000), console)
+    text = console.export_text()
+    _check_run(r, text)
+    assert r.facts.store_url.startswith("s3://lakehouse/lake?endpoint=http://127.0.0.1:")
+    assert "SeaweedFS at http://127.0.0.1:" in text
+    assert (tmp_path / "demo" / "seaweedfs" / "weed.log").exists()

@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,16 @@ class DemoOptions:
     gc_grace_s: float = 2.0
     spark_master: str = "local[2]"
     quiet: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.rows < 100:
             raise InvalidArgument("--rows must be at least 100")
         if self.s3 and self.store_url is not None:
             raise InvalidArgument("--s3 and --store-url are exclusive")
+        if self.store_url is not None and self.store_url.startswith("memory:"):
+            raise InvalidArgument(
+                "a memory:// store lives in one process: Spark's Python workers cannot see it"
+            )
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,12 @@ class DemoRun:
     success: bool
 
 
-def _prepare_dir(opts: DemoOptions, console: Console) -> str:
+def _prepare_dir(opts: DemoOptions) -> str:
     d = opts.data_dir
     if opts.reset and d.exists():
         shutil.rmtree(d)
-        return f"reset: wiped {d} and started fresh"
+        note = " (the store at --store-url is not wiped)" if opts.store_url else ""
+        return f"reset: wiped {d} and started fresh{note}"
     if not opts.reset and d.exists():
         return f"reuse: kept the data in {d} (ingest upserts again; --reset to start fresh)"
     return f"fresh: {d} did not exist"
@@ -179,7 +183,7 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     if console is None:
         console = _console(opts.quiet)
     started = time.monotonic()
-    mode = _prepare_dir(opts, console)
+    mode = _prepare_dir(opts)
     console.print(f"[yellow]{mode}[/]")
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("py4j").setLevel(logging.ERROR)
@@ -202,15 +206,23 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
                             gc_grace_s=opts.gc_grace_s, spark_master=opts.spark_master)
         instance = _instance(opts.data_dir / "dagster_home")
         job = build_definitions(demo).resolve_job_def("lakehouse_demo_job")
-        result = job.execute_in_process(
-            instance=instance,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            raise_on_error=True,
-        )
-        outputs = asset_outputs(result)
-        instance.dispose()
-        if ours:
-            _stop_spark()
+        try:
+            result = job.execute_in_process(
+                instance=instance,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                raise_on_error=True,
+            )
+            outputs = asset_outputs(result)
+        except Exception:
+            console.print(
+                f"[red]the demo failed[/]; Spark's and Dagster's log: {log_path}; the run is in "
+                f"{opts.data_dir / 'dagster_home'} (make ui)"
+            )
+            raise
+        finally:
+            instance.dispose()
+            if ours:
+                _stop_spark()
     facts = RunFacts(
         mode=mode.split(":")[0],
         store_url=url,

@@ -272,10 +272,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--new-orders", type=int, default=None,
                    help="orders written during the checkpoint read (default 1%% of --rows)")
     a = p.parse_args(argv)
-    opts = DemoOptions(
-        data_dir=a.dir, rows=a.rows, reset=a.reset, store_url=a.store_url, s3=a.s3,
-        new_orders=a.new_orders, gc_grace_s=a.gc_grace,
-    )
+    try:
+        opts = DemoOptions(
+            data_dir=a.dir, rows=a.rows, reset=a.reset, store_url=a.store_url, s3=a.s3,
+            new_orders=a.new_orders, gc_grace_s=a.gc_grace,
+        )
+    except InvalidArgument as e:
+        p.error(str(e))
     result = run(opts)
     return 0 if result.success else 1
 

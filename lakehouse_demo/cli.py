@@ -144,9 +144,12 @@ def _store(opts: DemoOptions) -> Iterator[str]:
         from lakehouse_demo.s3server import SeaweedFS
 
         data = opts.data_dir / "seaweedfs"
-        # The keys go in the environment: Spark's workers inherit them (the URL stays clean).
+        # The keys go in the URL: Spark's Python workers get their environment from the JVM,
+        # which keeps the one it started with (an earlier session in this process had none).
+        # They are the fixed keys of a server that listens on 127.0.0.1 only; the summary shows
+        # the URL without its query.
         with SeaweedFS(data_dir=data) as server, _env(server.env()):
-            yield server.store_url("lake", with_keys=False)
+            yield server.store_url("lake")
         return
     if opts.store_url is not None:
         yield opts.store_url

@@ -31,7 +31,7 @@ from lakehouse_demo.dataset import DatasetOptions, describe, generate, write_dat
 from lakehouse_demo.summary import RunFacts, render
 from slatedb_core.errors import InvalidArgument
 
-DEFAULT_ROWS = 3_000_000
+DEFAULT_ROWS = 5_000_000
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 

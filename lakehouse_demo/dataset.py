@@ -63,7 +63,7 @@ SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class DatasetOptions:
-    rows: int = 3_000_000
+    rows: int = 5_000_000
     days: int = 28
     customers: int = 200_000
     zipf_a: float = 1.2

@@ -26,7 +26,7 @@ demo: $(STAMP) ## The main job on the local filesystem store (DEMO_DIR=demo-data
 	$(BIN)/slatedb --url $(DEMO_DIR) --path orders read-manifest
 
 test: $(STAMP) ## All tests CI runs (memory, local and moto-S3 stores)
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)

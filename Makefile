@@ -20,10 +20,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
 
-demo: $(STAMP) ## The main job on the local filesystem store (DEMO_DIR=demo-data)
-	$(BIN)/python -m slatedb_core.demo --dir $(DEMO_DIR) --reset
-	$(BIN)/slatedb --url $(DEMO_DIR) --path orders list-manifests
-	$(BIN)/slatedb --url $(DEMO_DIR) --path orders read-manifest
+demo: $(STAMP) ## The main job: Spark ingest, compaction, checkpoint, rescale, GC, Delta export via Dagster
+	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR)
+	$(BIN)/slatedb --url $(DEMO_DIR)/store --path orders table shards
+
+sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
+	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
 test: $(STAMP) ## All tests CI runs (memory, local and moto-S3 stores)
 	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
@@ -62,4 +64,4 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo test test-fast lint bench ui crash fuzz clean
+.PHONY: help setup demo sim test test-fast lint bench ui crash fuzz clean

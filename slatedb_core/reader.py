@@ -228,7 +228,8 @@ class DbReader:
 
     def _install(self, stored: StoredManifest) -> None:
         """Make ``stored`` the manifest served: new SST handles, WAL tables now in L0 dropped."""
-        self._tables.purge(stored.manifest.replay_after_wal_id)
+        m = stored.manifest
+        self._tables.purge(m.replay_after_wal_id, m.last_l0_seq)
         l0, runs, self._handles = build_handles(
             self.store, self.path, stored.manifest, self._cache, self._handles
         )

@@ -54,6 +54,11 @@ class _WalTables:
         self.active = Memtable()
         self.active_first = 1
         self.seq_by_wal: dict[int, int] = {}  # max seq of each replayed WAL SST with entries
+        # Every seq <= this is in the manifest's SSTs (its last_l0_seq): a WAL SST past the replay
+        # point can still hold such rows (a flush moves the replay point in a later commit), and
+        # replaying them on top of the SSTs would hide newer values written there.
+        self.floor_seq = 0
+        self.active_min_seq: int | None = None  # lowest seq in the active table
 
     def add(self, ssts: Sequence[tuple[int, pa.RecordBatch]]) -> bool:
         """Apply the next WAL SSTs (consecutive ids) in one ``put_batch``; True when the active
@@ -67,7 +72,8 @@ class _WalTables:
             return False
         if ssts[0][0] != self.last_wal_id + 1:
             raise AssertionError(f"WAL {ssts[0][0]} replayed after {self.last_wal_id}")
-        live = [(i, b) for i, b in ssts if b.num_rows]
+        live = [(i, _above(b, self.floor_seq)) for i, b in ssts if b.num_rows]
+        live = [(i, b) for i, b in live if b.num_rows]
         rotated = False
         if live:
             incoming = sum(b.nbytes for _, b in live)
@@ -81,6 +87,9 @@ class _WalTables:
             self.active.put_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
             for wal_id, b in live:
                 self.seq_by_wal[wal_id] = int(pc.max(b.column(1)).as_py())
+                low = _min_seq(b)
+                if self.active_min_seq is None or low < self.active_min_seq:
+                    self.active_min_seq = low
         self.last_wal_id = ssts[-1][0]
         self.active.last_wal_id = self.last_wal_id
         return rotated
@@ -100,13 +109,17 @@ class _WalTables:
         imm = self.active.freeze()
         self.frozen.append(_Frozen(imm, self.active_first, self.last_wal_id))
         self.active = Memtable()
+        self.active_min_seq = None
         self.active_first = self.last_wal_id + 1
 
-    def purge(self, replay_after: int) -> None:
-        """Forget WAL SSTs ``<= replay_after``: a manifest now has them in its SSTs."""
+    def purge(self, replay_after: int, floor_seq: int = 0) -> None:
+        """Forget WAL SSTs ``<= replay_after`` and rows with seq ``<= floor_seq``: a manifest now
+        has them in its SSTs."""
+        self._raise_floor(floor_seq)
         if replay_after >= self.last_wal_id:
             self.frozen = []
             self.active = Memtable()
+            self.active_min_seq = None
             self.active_first = replay_after + 1
             self.seq_by_wal = {}
             self.last_wal_id = replay_after
@@ -131,6 +144,25 @@ class _WalTables:
             self.active_first = replay_after + 1
         self.seq_by_wal = {w: s for w, s in self.seq_by_wal.items() if w > replay_after}
 
+    def _raise_floor(self, floor_seq: int) -> None:
+        if floor_seq <= self.floor_seq:
+            return
+        self.floor_seq = floor_seq
+        kept: list[_Frozen] = []
+        for f in self.frozen:
+            if _min_seq(f.table.batch) <= floor_seq:
+                rest = _newer_than(f.table.batch, floor_seq)
+                if rest.is_empty():
+                    continue
+                f = _Frozen(rest.freeze(), f.first_wal_id, f.last_wal_id)
+            kept.append(f)
+        self.frozen = kept
+        low = self.active_min_seq
+        if not self.active.is_empty() and low is not None and low <= floor_seq:
+            # A new table: states published before this one keep reading the old one.
+            self.active = _newer_than(self.active.freeze().batch, floor_seq)
+            self.active_min_seq = None if self.active.is_empty() else floor_seq + 1
+
     def imms(self) -> tuple[ImmutableMemtable, ...]:
         return tuple(f.table for f in reversed(self.frozen))
 
@@ -139,6 +171,17 @@ class _WalTables:
 
     def size_bytes(self) -> int:
         return sum(f.table.size_bytes for f in self.frozen) + self.active.size_bytes
+
+
+def _above(batch: pa.RecordBatch, seq: int) -> pa.RecordBatch:
+    if seq == 0 or batch.num_rows == 0 or _min_seq(batch) > seq:
+        return batch
+    return batch.filter(pc.greater(batch.column(1), pa.scalar(seq, pa.uint64())))
+
+
+def _min_seq(batch: pa.RecordBatch) -> int:
+    low = pc.min(batch.column(1)).as_py()
+    return 0 if low is None else int(low)
 
 
 def _newer_than(batch: pa.RecordBatch, seq: int) -> Memtable:

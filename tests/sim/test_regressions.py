@@ -10,8 +10,6 @@ import dataclasses
 import threading
 from datetime import timedelta
 
-import pytest
-
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.db import Db
 from slatedb_core.errors import Fenced, StoreError
@@ -139,12 +137,6 @@ def test_a_retry_does_not_build_on_a_stale_write_left_behind_the_boundary() -> N
     assert live.read_latest().manifest.last_l0_seq == 7
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: since 968c2c0 a memtable flush commits its L0 SST before moving the replay "
-    "point, so a checkpoint taken in between pins L0 rows newer than the WAL range "
-    "(replay_after_wal_id, wal_id_last_seen] its readers replay on top of them",
-)
 def test_a_checkpoint_between_an_l0_commit_and_the_replay_point_reads_the_newest_values() -> None:
     """Seed 307288: a CHECKPOINT-mode reader served an older value of a key: it replayed WAL
     SSTs up to the stale ``wal_id_last_seen`` into memtables, and memtables shadow L0 whatever

@@ -28,7 +28,7 @@ sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
 test: $(STAMP) ## All tests CI runs (memory, local and moto-S3 stores)
-	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)

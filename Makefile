@@ -15,7 +15,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,s3server]'
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
@@ -23,6 +23,9 @@ setup: $(STAMP) ## Create .venv and install the project with its dev tools
 demo: $(STAMP) ## The main job: Spark ingest, compaction, checkpoint, rescale, GC, Delta export via Dagster
 	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR)
 	$(BIN)/slatedb --url $(DEMO_DIR)/store --path orders table shards
+
+demo-s3: $(STAMP) ## The main job against a real S3 server (SeaweedFS weed mini on 127.0.0.1)
+	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR)-s3 --s3
 
 sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
@@ -64,4 +67,4 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo sim test test-fast lint bench ui crash fuzz clean
+.PHONY: help setup demo demo-s3 sim test test-fast lint bench ui crash fuzz clean

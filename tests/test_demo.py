@@ -4,6 +4,7 @@ what the store, the Delta table and Dagster's instance hold."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,8 @@ def test_demo_on_seaweedfs(tmp_path: Path) -> None:
     try:
         weed_binary()
     except StoreError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI installs the s3server extra: {e}")
         pytest.skip(str(e))
     console = Console(record=True, width=140, force_terminal=False)
     r = run(DemoOptions(data_dir=tmp_path / "demo", rows=ROWS, s3=True, new_orders=2_000), console)

@@ -31,6 +31,7 @@ from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
     BoundKind,
     BytesBound,
     BytesRange,
@@ -333,6 +334,23 @@ def _encode_v1(m: Manifest) -> bytes:
     return w.finish(root, _IDENT[1])
 
 
+def _check_parallel_writes(m: Manifest) -> None:
+    if not 1 <= m.max_parallel_writes <= MAX_PARALLEL_WRITES:
+        raise InvalidArgument(
+            f"max_parallel_writes {m.max_parallel_writes} does not fit 1..{MAX_PARALLEL_WRITES}"
+        )
+
+
+def _parallel_writes(stored: int) -> int:
+    """0 is the schema default (what an absent field reads as, and what a writer that predates
+    parallel WAL writes stores): one write in flight."""
+    if stored == 0:
+        return 1
+    if stored > MAX_PARALLEL_WRITES:
+        raise _Malformed(f"max_parallel_writes {stored} exceeds {MAX_PARALLEL_WRITES}")
+    return stored
+
+
 def encode_manifest(
     manifest: Manifest, *, format_version: int = DEFAULT_FORMAT_VERSION, nonce: bytes | None = None
 ) -> bytes:
@@ -345,6 +363,7 @@ def encode_manifest(
     """
     if format_version not in SUPPORTED_VERSIONS:
         raise InvalidArgument(f"unsupported manifest format version {format_version}")
+    _check_parallel_writes(manifest)
     try:
         payload = _encode_v1(manifest) if format_version == 1 else _encode_v2(manifest)
     except (struct.error, OverflowError) as e:
@@ -540,7 +559,7 @@ def _decode_v2(r: _Reader) -> Manifest:
         compacted=tuple(runs), last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=None if lc_view is None else _ulid(lc_view),
         last_compacted_l0_sst_id=None if lc_sst is None else _ulid(lc_sst),
-        max_parallel_writes=max_parallel, key_range=key_range,
+        max_parallel_writes=_parallel_writes(max_parallel), key_range=key_range,
         **_read_head(r, fields[:8], cps_pos),
     )
 
@@ -565,7 +584,7 @@ def _decode_v1(r: _Reader) -> Manifest:
     return Manifest(
         ssts=tuple(ssts.values()), l0=l0, compacted=tuple(runs), last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=lc, last_compacted_l0_sst_id=lc,
-        max_parallel_writes=max_parallel, **_read_head(r, fields[:8], cps_pos),
+        max_parallel_writes=_parallel_writes(max_parallel), **_read_head(r, fields[:8], cps_pos),
     )
 
 

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 
 from ulid import ULID
 
+MAX_PARALLEL_WRITES = 64
+"""Upper bound of ``Manifest.max_parallel_writes`` (and ``DbOptions.max_parallel_writes``): a new
+writer writes that many fencing SSTs at open, so the value must stay small."""
+
 
 class BoundKind(enum.IntEnum):
     UNBOUNDED = 0
@@ -135,6 +139,8 @@ class Manifest:
     last_compacted_l0_view_id: ULID | None = None
     last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (seed 003 phase 1)
     max_parallel_writes: int = 1
+    """WAL writes the current writer may have in flight (seed 001 "Parallel Writes"); the next
+    writer fences with this many consecutive SSTs. Stored 0 or absent decodes as 1."""
     key_range: BytesRange | None = None
     """The keys this database may hold (set by projection and union); None = all keys. Kept at
     the manifest level because SSTs written after a projection carry no visible range."""

@@ -21,6 +21,7 @@ from slatedb_core.entries import batch_from_lists, sort_dedup
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
     BytesBound,
     BytesRange,
     Checkpoint,
@@ -132,7 +133,7 @@ def _head(rng: random.Random) -> dict[str, object]:
         "replay_after_wal_id": u64(rng), "wal_id_last_seen": u64(rng),
         "next_wal_sst_id": u64(rng),
         "checkpoints": tuple(_checkpoint(rng) for _ in range(rng.randrange(4))),
-        "last_l0_seq": u64(rng), "max_parallel_writes": u32(rng),
+        "last_l0_seq": u64(rng), "max_parallel_writes": rng.randint(1, MAX_PARALLEL_WRITES),
     }
 
 

@@ -73,6 +73,7 @@ from slatedb_core.manifest.generated import (
     WriterCheckpoint as FbWriterCheckpoint,
 )
 from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
     BoundKind,
     BytesBound,
     BytesRange,
@@ -134,7 +135,7 @@ def _full_manifest() -> Manifest:
             Checkpoint(uuid.UUID(int=2**128 - 1), U64, U64, U64, 0, None),
         ),
         last_l0_seq=14, last_compacted_l0_view_id=_ulid(50), last_compacted_l0_sst_id=_ulid(1),
-        max_parallel_writes=U32,
+        max_parallel_writes=MAX_PARALLEL_WRITES,
     )
 
 
@@ -289,6 +290,7 @@ def test_encode_rejects_duplicate_sst_ids(version: int) -> None:
 @pytest.mark.parametrize(
     "changes",
     [{"writer_epoch": -1}, {"next_wal_sst_id": 2**64}, {"max_parallel_writes": 2**32},
+     {"max_parallel_writes": 0}, {"max_parallel_writes": MAX_PARALLEL_WRITES + 1},
      {"compacted": (SortedRun(-1, ()),)}],
 )
 def test_encode_rejects_values_that_do_not_fit_their_field(changes: dict[str, Any]) -> None:
@@ -427,7 +429,7 @@ def _manifests(draw: st.DrawFn, *, v1: bool = False) -> Manifest:
         ssts=tuple(ssts), l0=l0, compacted=runs,
         checkpoints=tuple(draw(st.lists(_checkpoints, max_size=3))), last_l0_seq=draw(_u64),
         last_compacted_l0_view_id=last_view, last_compacted_l0_sst_id=last_sst,
-        max_parallel_writes=draw(_u32),
+        max_parallel_writes=draw(st.integers(1, MAX_PARALLEL_WRITES)),
     )
 
 
@@ -740,6 +742,29 @@ def test_codec_reads_what_the_generated_bindings_write(version: int) -> None:
 def test_codec_and_generated_bindings_agree_on_random_manifests(m: Manifest) -> None:
     assert _ref_decode(encode_manifest(m)) == m
     assert decode_manifest(_ref_encode(m), name=NAME) == m
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_manifest_without_max_parallel_writes_decodes_as_one(version: int) -> None:
+    """A manifest from before parallel WAL writes has no such field (flatc's builders omit the
+    schema default 0): it means one write in flight."""
+    old = dataclasses.replace(Manifest(writer_epoch=3), max_parallel_writes=0)
+    data = _ref_encode(old, version)
+    got = decode_manifest(data, name=NAME)
+    assert got.max_parallel_writes == 1
+    assert got == Manifest(writer_epoch=3)
+    # and our writer stores the field: a round trip keeps every allowed value
+    for n in (1, 2, MAX_PARALLEL_WRITES):
+        m = Manifest(max_parallel_writes=n)
+        assert decode_manifest(encode_manifest(m, format_version=version), name=NAME) == m
+        assert _ref_decode(encode_manifest(m, format_version=version)).max_parallel_writes == n
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_max_parallel_writes_past_the_bound_is_corruption(version: int) -> None:
+    bad = dataclasses.replace(Manifest(), max_parallel_writes=MAX_PARALLEL_WRITES + 1)
+    with pytest.raises(CorruptionError, match="max_parallel_writes"):
+        decode_manifest(_ref_encode(bad, version), name=NAME)
 
 
 def test_v1_decode_deduplicates_inline_ssts_by_id() -> None:

@@ -371,12 +371,21 @@ class Db(WriterEngine):
         return self._state.get(key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        state = self._state
+        """Values of ``keys``, all from one point in time: never half of a write batch."""
         if self._closed:
             raise DbClosed(f"database {self.path!r} is closed")
         checked = [self._check_key(k) for k in keys]
         self._check_range_keys(checked)
-        return [state.get(k) for k in checked]
+        # The active memtable is the one part of a state that changes, always under _lock: take
+        # the state and every key's memtable entry at one instant under it (dict lookups only),
+        # then read the rest, which never changes, without the lock.
+        with self._lock:
+            state = self._state
+            found = list(map(state.memtable.get, checked))
+        return [
+            state.get_immutable(k) if f is None else f[1]
+            for k, f in zip(checked, found, strict=True)
+        ]
 
     def _check_range(
         self, start: bytes | None, end: bytes | None
@@ -463,6 +472,9 @@ class Db(WriterEngine):
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=30)
+        if self._window is not None:
+            # a crash leaves its WAL creates in flight, as a killed process would
+            self._window.close(wait=not isinstance(error, DbClosed))
         self._threads.clear()
 
     def __enter__(self) -> Db:

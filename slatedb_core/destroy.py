@@ -43,7 +43,7 @@ from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal.log import WalLog
-from slatedb_core.wal.writer import fence_wal
+from slatedb_core.wal.writer import fence_wal, first_open_slot
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,12 @@ def _soft(ms: ManifestStore, now: Clock) -> None:
             return  # destroyed concurrently: done
         m = fm.stored.manifest
         existing = wal.list_ids(after=m.replay_after_wal_id)
-        start = max([m.next_wal_sst_id, m.replay_after_wal_id + 1, *(i + 1 for i in existing[-1:])])
+        start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
         try:
-            fence_wal(wal, fm.epoch, start, SstOptions())
+            # as a writer's open does (engine._recover): stop if a newer writer exists, then
+            # fence the last writer's whole window of parallel WAL writes
+            fm.fence.check(ms.read_latest().manifest)
+            fence_wal(wal, fm.epoch, start, SstOptions(), m.max_parallel_writes)
             fm.update(_mark_destroyed(now))
             return
         except Fenced as e:

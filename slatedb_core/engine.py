@@ -46,7 +46,8 @@ from slatedb_core.options import (
 )
 from slatedb_core.sst import BlockCache, SstOptions, encode_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-from slatedb_core.wal import WalLog, WalWriter, fence_wal
+from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
+from slatedb_core.wal.writer import WalEpochConflict, WalWindowClosed
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,13 @@ class WriterEngine:
         self._durable_gen = 0
         self._flush_failure: tuple[int, BaseException] | None = None
         self._wal_id_of_gen: dict[int, int] = {}
+        # Parallel WAL writes (max_parallel_writes > 1, see _dispatch_wal): generations landed
+        # ahead of _durable_gen (which stays the contiguous watermark), generations issued to
+        # the window and not yet landed, and the last failure of each generation not landed.
+        self._window: WalWindow | None = None
+        self._landed_gens: set[int] = set()
+        self._issued_gens: set[int] = set()
+        self._gen_failures: dict[int, BaseException] = {}
         self._imm_gen: dict[int, int] = {}  # id(ImmutableMemtable) -> last WAL generation
         # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
         self._imm_sst: dict[int, tuple[CompactedSst, bytes]] = {}
@@ -200,16 +208,28 @@ class WriterEngine:
                 self.manifests.create_initial(Manifest())
             except ManifestVersionExists:
                 pass  # another opener created it first
-        # 1. bump the writer epoch together with our writer checkpoint (seed 003)
-        self._fm = FencedManifest.init_writer(
-            self.manifests, extra=lambda m, next_id: writer_checkpoint(m, next_id, m.writer_epoch)
-        )
+        # 1. bump the writer epoch together with our writer checkpoint (seed 003); the manifest's
+        #    max_parallel_writes becomes max(previous writer's, ours) until our fence is complete
+        #    (lowered to ours by our first memtable flush), so that a writer opening after us
+        #    while we fence still covers the previous writer's window
+        own = self.options.max_parallel_writes
+
+        def bump(m: Manifest, next_id: int) -> Manifest:
+            m = writer_checkpoint(m, next_id, m.writer_epoch)
+            return dataclasses.replace(m, max_parallel_writes=max(m.max_parallel_writes, own))
+
+        self._fm = FencedManifest.init_writer(self.manifests, extra=bump)
         epoch = self._fm.epoch
         m = self._fm.stored.manifest
-        # 2. fence older writers with an empty WAL SST at the next free id (seed 001)
+        # 2. fence older writers (seed 001): max_parallel_writes consecutive empty WAL SSTs from
+        #    the first open slot, which fills any hole an older writer may still be writing
         existing = self.wal.list_ids(after=m.replay_after_wal_id)
-        start = max([m.next_wal_sst_id, m.replay_after_wal_id + 1, *(i + 1 for i in existing[-1:])])
-        fence_id = fence_wal(self.wal, epoch, start, self._sst_options)
+        start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
+        # An opener that bumped before a newer writer and lists the WAL after that writer began
+        # writing would otherwise put its fencing SSTs into the holes of the newer writer's
+        # in-flight window; re-reading the manifest here makes it stop first.
+        self._fm.fence.check(self.manifests.read_latest().manifest)
+        fence_id = fence_wal(self.wal, epoch, start, self._sst_options, m.max_parallel_writes)
         # A newer writer that bumped its epoch and fenced while we were between our bump and our
         # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
         # tells. Without this check we would run as a second writer (seed 001's fence is only
@@ -219,12 +239,19 @@ class WriterEngine:
         #    pass had already decided to delete it: finish that check for it
         self._repair_l0_behind_gc_boundary()
         # 4. replay every WAL SST after replay_after_wal_id up to our fence (listed again: older
-        #    writers may have taken slots while we were fencing)
+        #    writers may have taken slots while we were fencing). The fence left no holes below
+        #    it; an older writer's SST that landed after a lost one of its window is replayed
+        #    (seed 001: it may have been acknowledged).
         memtable = Memtable()
         max_seq = m.last_l0_seq
+        expect = m.replay_after_wal_id + 1
         for wal_id in self.wal.list_ids(after=m.replay_after_wal_id):
             if wal_id >= fence_id:
                 break
+            if wal_id != expect and expect >= m.next_wal_sst_id:
+                log.warning("%r: WAL ids %d..%d are missing below our fence", self.path, expect,
+                            wal_id - 1)
+            expect = wal_id + 1
             for batch in self.wal.read(wal_id).entries.to_batches():
                 memtable.put_batch(batch)
         top = memtable.max_seq
@@ -233,6 +260,8 @@ class WriterEngine:
         self._last_wal_id = fence_id
         self._confirmed_wal_id = m.replay_after_wal_id
         self._wal_writer = WalWriter(self.wal, epoch, fence_id + 1, self._sst_options)
+        if own > 1:
+            self._window = WalWindow(self._wal_writer, own, name=f"slatedb-wal-{self.path}")
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)
         self._handles = handles
@@ -313,7 +342,13 @@ class WriterEngine:
     def _await_durable(self, gen: int) -> None:
         with self._lock:
             while self._durable_gen < gen:
-                if self._error is not None:
+                if gen in self._landed_gens:
+                    return  # landed ahead of an earlier generation (parallel WAL writes)
+                lost = self._gen_failures.get(gen)
+                if lost is not None:
+                    raise lost
+                # a fenced writer still acknowledges what it had in flight once it lands
+                if self._error is not None and gen not in self._issued_gens:
                     raise self._error
                 failure = self._flush_failure
                 if failure is not None and failure[0] >= gen:
@@ -336,6 +371,9 @@ class WriterEngine:
         self._check_usable()
 
     def _flush_wal(self) -> None:
+        if self._window is not None:
+            self._wait_durable_upto(self._dispatch_wal(None))
+            return
         with self._flush_lock:
             with self._lock:
                 self._seal_locked()
@@ -360,6 +398,87 @@ class WriterEngine:
                         self._flush_failure = None
                     self._cv.notify_all()
 
+    # ---- parallel WAL writes (seed 001, "Parallel Writes") ---------------------------------------
+    def _dispatch_wal(self, limit: int | None) -> int:
+        """Seal buffered writes and issue them to the WAL window in generation order, one SST
+        per generation, waiting for room in the window before sealing each. ``limit`` None:
+        everything buffered now (returns that last generation); else at most ``limit`` SSTs,
+        sealing the buffer afresh each time, so writes that arrive while the window is full
+        go out together in the next free slot."""
+        window = self._window
+        assert window is not None
+        with self._flush_lock:
+            with self._lock:
+                self._seal_locked()
+                target = self._gen - 1
+            issued = 0
+            while limit is None or issued < limit:
+                with self._lock:
+                    todo = self._next_unissued_locked()
+                    if todo is None and limit is not None and not self._buf.empty():
+                        self._seal_locked()
+                        todo = self._next_unissued_locked()
+                if todo is None or (limit is None and todo[0] > target):
+                    break
+                window.wait_for_room()
+                gen, buf = todo
+                data = self._wal_writer.encode(buf.to_batch())
+                with self._lock:
+                    self._issued_gens.add(gen)
+                try:
+                    window.submit(data, functools.partial(self._on_wal_done, gen))
+                except BaseException:
+                    with self._lock:
+                        self._issued_gens.discard(gen)
+                    raise
+                issued += 1
+            return target
+
+    def _next_unissued_locked(self) -> tuple[int, _Buffer] | None:
+        """The oldest sealed generation not yet given to the window (landed ones leave _sealed)."""
+        for gen, buf in self._sealed:
+            if gen not in self._issued_gens:
+                return gen, buf
+        return None
+
+    def _on_wal_done(self, gen: int, wal_id: int, err: BaseException | None) -> None:
+        """A window thread's report on generation ``gen`` at ``wal_id``."""
+        final = err is not None and (
+            isinstance(err, (Fenced, WalEpochConflict)) or not isinstance(err, SlateDBError)
+        )
+        with self._lock:
+            if err is None:
+                self._issued_gens.discard(gen)
+                self._gen_failures.pop(gen, None)
+                self._wal_id_of_gen[gen] = wal_id
+                self._landed_gens.add(gen)
+                self._sealed = [(g, b) for g, b in self._sealed if g != gen]
+                while self._durable_gen + 1 in self._landed_gens:
+                    self._durable_gen += 1
+                    self._landed_gens.discard(self._durable_gen)
+                    self._last_wal_id = self._wal_id_of_gen[self._durable_gen]
+            else:
+                self._gen_failures[gen] = err
+                if final:
+                    self._issued_gens.discard(gen)
+            self._cv.notify_all()
+        if final:
+            assert err is not None
+            self._fail(err)
+
+    def _wait_durable_upto(self, target: int) -> None:
+        """Wait until every generation <= ``target`` is durable (contiguously in the WAL)."""
+        with self._lock:
+            while self._durable_gen < target:
+                if self._error is not None:
+                    raise self._error
+                failed = [g for g in self._gen_failures if g <= target]
+                if failed:
+                    raise self._gen_failures[min(failed)]
+                if self._closed and not self._threads:
+                    raise DbClosed("database closed before the write became durable")
+                self._cv.wait(0.05)
+
     def _fail(self, err: BaseException) -> None:
         with self._lock:
             if self._error is None:
@@ -378,8 +497,11 @@ class WriterEngine:
             if self._stop.is_set():
                 break
             try:
-                self._flush_wal()
-            except Fenced:
+                if self._window is not None:
+                    self._dispatch_wal(self._window.size)
+                else:
+                    self._flush_wal()
+            except (Fenced, WalEpochConflict, WalWindowClosed):
                 return
             except SlateDBError as e:
                 log.warning("WAL flush of %r failed, retrying: %s", self.path, e)
@@ -472,7 +594,10 @@ class WriterEngine:
                 ssts=(*m.ssts, sst),
                 l0=(view, *m.l0),
                 replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
-                next_wal_sst_id=max(m.next_wal_sst_id, self._wal_writer.next_id),
+                # only the contiguous prefix: ids past it may be holes a next writer must fence
+                next_wal_sst_id=max(m.next_wal_sst_id, self._last_wal_id + 1),
+                # our fence is complete: the next writer need only cover our own window
+                max_parallel_writes=self.options.max_parallel_writes,
                 last_l0_seq=max(m.last_l0_seq, max_seq),
             )
             return writer_checkpoint(m, next_id, epoch)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -60,6 +61,11 @@ class DbOptions:
     manifest_format_version: int = 2
     max_key_bytes: int = MAX_KEY_BYTES
     max_value_bytes: int = MAX_VALUE_BYTES
+    max_parallel_writes: int = 1
+    """WAL SSTs this writer may have in flight at once (seed 001 "Parallel Writes"), at
+    consecutive ids; each durable write is acknowledged as soon as its own SST lands. Stored in
+    the manifest when the writer opens; the next writer fences with that many consecutive
+    SSTs. 1..64; 1 keeps the strictly sequential WAL."""
     compactor: CompactorOptions | None = None
     """Run a compactor inside the writer's process with these options. None (the default): run
     one elsewhere (``Compactor``, ``admin.run_compaction_once``, the Dagster asset); without any,
@@ -71,7 +77,7 @@ class DbOptions:
         for name in ("wal_sst_size_bytes", "l0_sst_size_bytes", "memtable_memory_bytes",
                      "max_unflushed_bytes", "l0_max_ssts", "block_size", "bloom_bits_per_key",
                      "block_cache_bytes", "manifest_format_version", "max_key_bytes",
-                     "max_value_bytes"):
+                     "max_value_bytes", "max_parallel_writes"):
             _check_type(name, getattr(self, name), int)
         _positive("flush_interval", self.flush_interval.total_seconds())
         _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
@@ -96,6 +102,11 @@ class DbOptions:
             )
         if self.manifest_format_version not in (1, 2):
             raise InvalidArgument("manifest_format_version must be 1 or 2")
+        if not 1 <= self.max_parallel_writes <= MAX_PARALLEL_WRITES:
+            raise InvalidArgument(
+                f"max_parallel_writes must be 1..{MAX_PARALLEL_WRITES}, "
+                f"got {self.max_parallel_writes}"
+            )
         if self.max_key_bytes > MAX_KEY_BYTES or self.max_value_bytes > MAX_VALUE_BYTES:
             raise InvalidArgument(
                 f"limits may not exceed {MAX_KEY_BYTES} (key) and {MAX_VALUE_BYTES} (value) bytes"

@@ -11,11 +11,25 @@ boundary file like the sequenced namespaces (``gc/wal.boundary``): GC advances i
 WAL SSTs, and every WAL write checks it after the create (a conditional GET, usually a bodiless
 304). A live writer's next id is always above anything GC may delete, so a write at or behind
 the boundary can only come from a zombie: it is reported as ``Fenced``.
+
+Parallel writes (seed 001, "Parallel Writes"): with ``max_parallel_writes`` N > 1 a writer keeps
+up to N creates in flight (:class:`WalWindow`), at consecutive ids and within a sliding window:
+id x is issued only once every id <= x - N has landed. So the holes a writer leaves (in flight,
+or lost when it died) all lie in the N ids after its last contiguous SST. A new writer therefore
+fences with N *consecutive* SSTs starting at the first open slot (:func:`first_open_slot`): that
+fills every hole below its fence (an old write still in flight there finds the slot taken), and
+an older writer could only issue an id past the fence after one of the N fence slots had
+answered it "taken by a newer epoch", which halts it. N is the larger of the value in the
+manifest (the previous writer's window) and the new writer's own.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -38,6 +52,10 @@ log = logging.getLogger(__name__)
 
 class WalEpochConflict(SlateDBError):
     """Two writers hold the same epoch: impossible unless the manifest protocol was bypassed."""
+
+
+class WalWindowClosed(SlateDBError):
+    """The WAL window was closed (its Db closed or crashed)."""
 
 
 class _Outcome:
@@ -79,14 +97,38 @@ def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5)
     raise last
 
 
-def fence_wal(wal: WalLog, epoch: int, start_id: int, options: SstOptions) -> int:
-    """Write the empty fencing SST at the first free id >= ``start_id``; returns its id."""
+def first_open_slot(existing: Sequence[int], replay_after: int, next_wal_sst_id: int) -> int:
+    """The first WAL id a new writer fences at: the lowest id at or above
+    ``max(replay_after + 1, next_wal_sst_id)`` that no SST in ``existing`` (ascending) holds.
+
+    Every id below ``next_wal_sst_id`` holds an SST or was collected: writers record there only
+    the end of their contiguous prefix. Above it, a hole is a write a previous writer may still
+    have in flight; fencing it is what keeps that write from landing (seed 001)."""
+    slot = max(replay_after + 1, next_wal_sst_id)
+    for wal_id in existing:
+        if wal_id < slot:
+            continue
+        if wal_id != slot:
+            break
+        slot += 1
+    return slot
+
+
+def fence_wal(wal: WalLog, epoch: int, start_id: int, options: SstOptions, count: int = 1) -> int:
+    """Write ``count`` consecutive empty fencing SSTs from the first free id >= ``start_id``;
+    returns the id of the last one. A slot an older writer holds is stepped over and restarts
+    the run (seed 001: "writer 2 begins again at position 4"); a newer one raises Fenced."""
     data, _ = encode_sst(empty_batch(), options, metadata={EPOCH_KEY: epoch})
     wal_id = start_id
+    run = 0
     while True:
         if _create(wal, wal_id, data, epoch) == _Outcome.OURS:
-            return wal_id
-        log.info("WAL slot %d held by an older writer; fencing at the next id", wal_id)
+            run += 1
+            if run >= count:
+                return wal_id
+        else:
+            log.info("WAL slot %d held by an older writer; fencing at the next id", wal_id)
+            run = 0
         wal_id += 1
 
 
@@ -99,6 +141,22 @@ class WalWriter:
         self.next_id = next_id
         self.options = options
         self.boundary = wal_boundary(wal)
+
+    def encode(self, batch: pa.RecordBatch) -> bytes:
+        return encode_sst(batch, self.options, metadata={EPOCH_KEY: self.epoch})[0]
+
+    def write_at(self, wal_id: int, data: bytes) -> None:
+        """Create ``wal/{wal_id}.sst`` (for :class:`WalWindow`: no stepping over, since later ids
+        are in flight). Raises Fenced when a newer writer holds the slot or GC passed it."""
+        if _create(self.wal, wal_id, data, self.epoch) != _Outcome.OURS:
+            # An older writer or opener inside our window is impossible: the fence keeps older
+            # writers below it, and an opener re-reads the manifest between listing the WAL and
+            # fencing (so one that lists after our fence sees our epoch and stops).
+            raise WalEpochConflict(f"{self.wal.path(wal_id)} holds an older epoch after our fence")
+        try:
+            self.boundary.check(wal_id, self.wal.path(wal_id))
+        except ObjectVersionBehindBoundary as e:
+            raise Fenced("writer", self.epoch, self.epoch + 1) from e
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
@@ -126,3 +184,116 @@ class WalWriter:
 def wal_boundary(wal: WalLog) -> BoundaryObject:
     """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC."""
     return BoundaryObject(wal.store, join(wal.db_path, "gc", "wal.boundary"))
+
+
+WalDone = Callable[[int, BaseException | None], None]
+"""Called from a window thread with (wal id, None) once the SST landed, or with the error of a
+failed attempt: Fenced/WalEpochConflict are final, any other error is retried at the same id."""
+
+
+class WalWindow:
+    """Up to ``size`` WAL creates in flight at consecutive ids (seed 001, "Parallel Writes").
+
+    Sliding window: id x is issued only when every id <= x - size has landed, so in-flight and
+    lost writes always lie in the ``size`` ids after the contiguous prefix. A create that fails
+    with a store error is retried at the same id (never skipped: a skipped id would be a hole no
+    one fills) until it lands, the window halts, or it is closed. The first Fenced (or epoch
+    conflict) halts the window: nothing new is issued, creates in flight run to completion.
+    """
+
+    def __init__(self, writer: WalWriter, size: int, name: str = "slatedb-wal") -> None:
+        self.writer = writer
+        self.size = size
+        self._cv = threading.Condition()
+        self._pending: set[int] = set()  # issued, not landed
+        self._halted: BaseException | None = None
+        self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
+
+    @property
+    def halted(self) -> BaseException | None:
+        return self._halted
+
+    def in_flight(self) -> int:
+        with self._cv:
+            return len(self._pending)
+
+    def _has_room(self) -> bool:
+        return not self._pending or min(self._pending) > self.writer.next_id - self.size
+
+    def wait_for_room(self, timeout: float | None = None) -> bool:
+        """Block until the next id may be issued; False on timeout. Raises the halting error, or
+        ``closed`` if the window was closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while True:
+                if self._halted is not None:
+                    raise self._halted
+                if self._closed:
+                    raise WalWindowClosed("WAL window closed")
+                if self._has_room():
+                    return True
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cv.wait(0.05 if left is None else min(left, 0.05))
+
+    def submit(self, data: bytes, done: WalDone) -> int:
+        """Issue the next id for ``data`` (call :meth:`wait_for_room` first); returns the id."""
+        with self._cv:
+            if self._halted is not None:
+                raise self._halted
+            if self._closed:
+                raise WalWindowClosed("WAL window closed")
+            if not self._has_room():
+                raise WalWindowClosed("WAL window is full: call wait_for_room first")
+            wal_id = self.writer.next_id
+            self.writer.next_id = wal_id + 1
+            self._pending.add(wal_id)
+        self._pool.submit(self._run, wal_id, data, done)
+        return wal_id
+
+    def _run(self, wal_id: int, data: bytes, done: WalDone) -> None:
+        delay = 0.05
+        while True:
+            try:
+                self.writer.write_at(wal_id, data)
+            except (Fenced, WalEpochConflict) as e:
+                with self._cv:
+                    if self._halted is None:
+                        self._halted = e
+                    self._cv.notify_all()
+                done(wal_id, e)
+                return
+            except SlateDBError as e:
+                done(wal_id, e)
+                with self._cv:
+                    halted, closed = self._halted, self._closed
+                if halted is not None:
+                    done(wal_id, halted)  # never retried: the waiter learns it is fenced
+                    return
+                if closed:
+                    return
+                log.warning("WAL write of id %d failed, retrying at the same id: %s", wal_id, e)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            except BaseException as e:  # a bug: halt rather than leave a hole silently
+                with self._cv:
+                    if self._halted is None:
+                        self._halted = e
+                    self._cv.notify_all()
+                done(wal_id, e)
+                raise
+            with self._cv:
+                self._pending.discard(wal_id)
+                self._cv.notify_all()
+            done(wal_id, None)
+            return
+
+    def close(self, wait: bool = True) -> None:
+        """Stop retrying and issuing; ``wait`` joins the creates in flight (a crash does not)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        self._pool.shutdown(wait=wait, cancel_futures=False)

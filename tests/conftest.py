@@ -111,7 +111,10 @@ STORE_KINDS = [
 
 @pytest.fixture(params=STORE_KINDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    kind = request.param
+    return _store_url(request.param, request, tmp_path)
+
+
+def _store_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if kind == "memory":
         return f"memory://test-{uuid.uuid4().hex}"
     if kind == "local":
@@ -123,3 +126,69 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def store(store_url: str) -> ObjectStore:
     return open_store(store_url)
+
+
+# ---- two-phase CAS (slatedb_core.store.twophase) over stores without conditional writes ------
+
+TWO_PHASE_KINDS = [
+    pytest.param("twophase-sqlite", id="twophase-sqlite"),
+    pytest.param("twophase-postgres", id="twophase-postgres", marks=pytest.mark.postgres),
+    pytest.param("twophase-s3", id="twophase-s3", marks=pytest.mark.s3),
+]
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (tests/pgcluster.py). Skipped when the server
+    binaries are missing, except under CI=true, where that is a failure."""
+    from tests.pgcluster import PG_MISSING, PgCluster, find_pg_bin
+
+    if find_pg_bin() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(PG_MISSING)
+        pytest.skip(PG_MISSING)
+    cluster = PgCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Any) -> str:
+    """A fresh database in the session's cluster."""
+    url: str = pg_cluster.new_database()
+    return url
+
+
+def open_two_phase_kind(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A TwoPhaseStore over a store that ignores If-None-Match / If-Match."""
+    from slatedb_core.store.nocas import NoConditionalWrites
+    from slatedb_core.store.twophase import TwoPhaseStore
+    from slatedb_core.store.txn import open_txn_store
+
+    if kind == "twophase-s3":
+        moto: MotoS3 = request.getfixturevalue("moto_s3")
+        inner = open_store(moto.url(moto.new_bucket()))
+    else:
+        inner = open_store(f"memory://test-{uuid.uuid4().hex}")
+    if kind == "twophase-postgres":
+        txn_url = request.getfixturevalue("pg_url")
+    else:
+        txn_url = f"sqlite:///{tmp_path}/txn.sqlite"
+    return TwoPhaseStore(NoConditionalWrites(inner), open_txn_store(txn_url))
+
+
+@pytest.fixture(params=STORE_KINDS + TWO_PHASE_KINDS)
+def store_or_two_phase(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    """Every ``store`` kind plus two-phase CAS over SQLite, PostgreSQL and moto S3; a test module
+    opts in with ``store = store_or_two_phase`` as its own ``store`` fixture."""
+    kind = request.param
+    if not kind.startswith("twophase"):
+        yield open_store(_store_url(kind, request, tmp_path))
+        return
+    two_phase = open_two_phase_kind(kind, request, tmp_path)
+    try:
+        yield two_phase
+    finally:
+        two_phase.close()

@@ -17,6 +17,12 @@ from slatedb_core.wal.writer import WalEpochConflict
 OPTS = SstOptions()
 
 
+@pytest.fixture
+def store(store_or_two_phase: ObjectStore) -> ObjectStore:
+    """Also over two-phase CAS (SQLite, PostgreSQL, moto S3 without conditional writes)."""
+    return store_or_two_phase
+
+
 def put_wal(store: ObjectStore, wal: WalLog, wal_id: int, epoch: int, rows: int = 0) -> None:
     batch = (batch_from_lists([f"k{i}".encode() for i in range(rows)], list(range(rows)),
                               [0] * rows, [b"v"] * rows) if rows else empty_batch())

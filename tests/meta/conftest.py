@@ -1,0 +1,13 @@
+"""The sequenced store and boundary tests also run over two-phase CAS (SQLite, PostgreSQL, moto
+S3 without conditional writes): see ``store_or_two_phase`` in tests/conftest.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from slatedb_core.store.objectstore import ObjectStore
+
+
+@pytest.fixture
+def store(store_or_two_phase: ObjectStore) -> ObjectStore:
+    return store_or_two_phase

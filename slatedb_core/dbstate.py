@@ -4,7 +4,10 @@ lookups over it.
 A ``DbState`` is never changed in place; writers build a new one and swap the reference under the
 Db's lock (as mini-lsm does), so a reader that grabbed a state sees one consistent set of
 memtables and SSTs for its whole get or scan. The active memtable is the one mutable part: it only
-grows, and a get or scan of it is atomic under the GIL (see ``slatedb_core.memtable``).
+grows, and a get or scan of it is atomic under the GIL (see ``slatedb_core.memtable``), but
+several gets of it are not: a read of several keys must take their memtable entries at one
+instant (``Db.get_many`` does so under the writer lock, then uses :meth:`DbState.get_immutable`).
+A ``DbReader`` publishes states whose memtable is empty and frozen: no part of them changes.
 
 Read order, newest first: active memtable, immutable memtables (newest first), L0 SST views
 (newest first), then sorted runs (newest first). The first source that knows a key decides it; a
@@ -128,14 +131,18 @@ class DbState:
 
     def get(self, key: bytes) -> bytes | None:
         found = self.memtable.get(key)
-        if found is None:
-            for imm in self.imm:
-                found = imm.get(key)
-                if found is not None:
-                    break
         if found is not None:
-            value = found[1]
-            return value
+            return found[1]
+        return self.get_immutable(key)
+
+    def get_immutable(self, key: bytes) -> bytes | None:
+        """``get`` from everything but the active memtable: the part of a state that never
+        changes. With the active memtable's entries for several keys read at one instant (the
+        Db does it under its writer lock), this answers them all from one point in time."""
+        for imm in self.imm:
+            found = imm.get(key)
+            if found is not None:
+                return found[1]
         for h in self.l0:
             e = h.get(key)
             if e is not None:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from slatedb_core.db import Db, DbClosed
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
+from slatedb_core.memtable import Memtable
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -35,6 +36,82 @@ def test_write_batch_is_applied_atomically_and_in_order(store: ObjectStore) -> N
         db.put(b"b", b"old")
         db.write(WriteBatch().put(b"a", b"1").delete(b"b").put(b"c", b"x").put(b"c", b"3"))
         assert list(db.scan()) == [(b"a", b"1"), (b"c", b"3")]
+
+
+def test_get_many_never_sees_half_of_a_write_batch(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A get_many paused after its first key while a WriteBatch over both keys is written must
+    answer both from one point in time. (It used to look each key up in the live memtable in
+    turn, so the second key saw the batch and the first did not.)"""
+    result: list[list[bytes | None]] = []
+    paused, resume, written = threading.Event(), threading.Event(), threading.Event()
+    get = Memtable.get
+
+    def pausing_get(self: Memtable, key: bytes) -> tuple[int, bytes | None] | None:
+        entry = get(self, key)
+        if key == b"a" and threading.current_thread() is worker:
+            paused.set()
+            assert resume.wait(10)
+        return entry
+
+    def write() -> None:
+        db.write(WriteBatch().put(b"a", b"2").put(b"b", b"2"), await_durable=False)
+        written.set()
+
+    worker = threading.Thread(target=lambda: result.append(db.get_many([b"a", b"b"])))
+    writer = threading.Thread(target=write)
+    with Db.open("db", store, FAST) as db:
+        db.write(WriteBatch().put(b"a", b"1").put(b"b", b"1"))
+        monkeypatch.setattr(Memtable, "get", pausing_get)
+        worker.start()
+        assert paused.wait(10)
+        writer.start()
+        # Fixed: the batch waits until get_many holds its keys. Before: applied during the pause.
+        written.wait(0.5)
+        resume.set()
+        worker.join(10)
+        writer.join(10)
+        assert written.is_set() and db.get_many([b"a", b"b"]) == [b"2", b"2"]
+    assert result == [[b"1", b"1"]]
+
+
+def test_concurrent_reads_see_write_batches_whole() -> None:
+    """Stress: get_many / scan / scan_arrow from threads while batches rewrite every key and the
+    memtable is frozen and flushed under them."""
+    keys = [f"k{i}".encode() for i in range(10)]
+    stop = threading.Event()
+    torn: list[tuple[str, list[bytes | None]]] = []
+    options = DbOptions(flush_interval=timedelta(milliseconds=5), l0_sst_size_bytes=4096)
+
+    def read(db: Db, op: str) -> None:
+        while not stop.is_set():
+            if op == "get_many":
+                values = db.get_many(keys)
+            elif op == "scan":
+                values = [v for _, v in db.scan()]
+            else:
+                values = db.scan_arrow().read_all().column("value").to_pylist()
+            if len(set(values)) > 1 or (values and len(values) != len(keys)):
+                torn.append((op, values))
+
+    with Db.open("db", open_store("memory://"), options) as db:
+        threads = [
+            threading.Thread(target=read, args=(db, op))
+            for op in ("get_many", "scan", "scan_arrow")
+        ]
+        for t in threads:
+            t.start()
+        for version in range(1, 1500):
+            batch = WriteBatch()
+            for k in keys:
+                batch.put(k, f"{version:05}".encode())
+            db.write(batch, await_durable=False)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert db.get_many(keys) == [b"01499"] * len(keys)
+    assert torn == []
 
 
 def test_scan_bounds_are_start_inclusive_end_exclusive(store: ObjectStore) -> None:

@@ -31,6 +31,8 @@ Order of a pass, and why:
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
 9. Detach (seed 003 step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
    manifest of M has its final checkpoint deleted in that database, then is dropped.
+10. Two-phase CAS (only over a :class:`~slatedb_core.store.twophase.TwoPhaseStore`): seed 001's
+    transactional-store deletion, recovery of unfinished writes, orphaned temporary objects.
 
 Deletes go straight to the object store: ``SequencedStore.delete`` re-reads the boundary and the
 latest id for every object (two extra requests each), facts the pass has just established once.
@@ -59,6 +61,7 @@ from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectMeta, ObjectStore, join, validate_relative_path
+from slatedb_core.store.twophase import two_phase_of
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import wal_boundary
 
@@ -153,6 +156,8 @@ class Collector:
             self._collect_wal(wal, active, now_s, stats)
             self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
         self._collect_compactions(compactions, now_s, stats)
+        if active is not None:
+            self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
         if active is not None and latest.manifest.external_dbs and latest.manifest.initialized:
             self._detach(active, stats)
 
@@ -390,6 +395,32 @@ class Collector:
         except ValueError:
             return None
         return sst_id if str(sst_id) == stem else None
+
+    def _collect_two_phase(
+        self,
+        latest_id: int,
+        pinned: set[int],
+        active: Sequence[Manifest],
+        listed: Sequence[ObjectMeta],
+        now_s: float,
+        stats: GcStats,
+    ) -> None:
+        """Seed 001 "Transactional Store Deletion", when the store is two-phase CAS: the intents
+        of manifests at or behind the manifest boundary that nothing pins, of WAL SSTs below the
+        replay point and at or behind the WAL boundary this process last saw; orphaned
+        temporary objects (:meth:`TwoPhaseStore.collect_garbage`)."""
+        two_phase = two_phase_of(self.store)
+        if two_phase is None:
+            return
+        stats.two_phase = two_phase.collect_garbage(
+            self.path,
+            manifest_boundary=stats.manifest_boundary or 0,
+            keep_manifests=pinned | {latest_id},
+            wal_boundary=self.wal_boundary.cached,
+            wal_floor=min(m.replay_after_wal_id for m in active),
+            listed=listed,
+            now_s=now_s,
+        )
 
     # ---- deleting --------------------------------------------------------------------------
     def _delete(self, doomed: Sequence[tuple[str, int]], into: KindStats) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from slatedb_core.store.twophase import TwoPhaseGcStats
+
 Kind = Literal["manifest", "wal", "compacted", "compactions"]
 KINDS: tuple[Kind, ...] = ("manifest", "wal", "compacted", "compactions")
 
@@ -51,6 +53,8 @@ class GcStats:
     data_gc_skipped: str | None = None
     """Why WAL and compacted SSTs were left alone this pass, if they were (a pinned manifest
     could not be read, so the set of live SSTs was unknown)."""
+    two_phase: TwoPhaseGcStats | None = None
+    """Records and temporary objects of two-phase CAS (None unless the store uses it)."""
     duration_s: float = 0.0
     requests: dict[str, int] = field(default_factory=dict)
     """Object-store requests per operation during the pass (a delta of ``store.counters``; it

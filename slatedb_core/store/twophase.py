@@ -384,12 +384,16 @@ class TwoPhaseStore(ObjectStore):
     def recover(self, prefix: str = "") -> int:
         """Seed 001 "Recovery": complete every uncommitted intent under ``prefix``. Returns how
         many were completed."""
+        return len(self._recover(prefix))
+
+    def _recover(self, prefix: str) -> set[str]:
+        """The sources of the intents completed (their temporary objects are gone)."""
         norm = prefix.rstrip("/")
         lo, hi = (norm + "/", norm + "0") if norm else ("", None)
-        done = 0
+        done: set[str] = set()
         for intent in self.txn.pending_intents(self.ns, lo, hi):
             if self._roll_forward(intent) is not None:
-                done += 1
+                done.add(intent.source)
                 continue
             # Temporary gone. Completed by someone else, or deleted outright.
             now = self.txn.get_intent(self.ns, intent.dest)
@@ -397,7 +401,7 @@ class TwoPhaseStore(ObjectStore):
                 continue
             if self._inner.exists(intent.dest):
                 self.txn.commit_intent(self.ns, intent.dest, intent.source)
-                done += 1
+                done.add(intent.source)
             else:
                 log.warning("intent %s lost its temporary object %s; dropping it",
                             intent.dest, intent.source)
@@ -419,10 +423,12 @@ class TwoPhaseStore(ObjectStore):
         listings the caller already made (``wal/``, ``compacted/``); ``manifest/`` and
         ``compactions/`` are listed here."""
         stats = TwoPhaseGcStats()
+        recovered: set[str] = set()
         try:
-            stats.recovered = self.recover(db_path)
+            recovered = self._recover(db_path)
         except StoreError as e:
             stats.failed.append(f"recovery: {e}")
+        stats.recovered = len(recovered)
         mdir = join(db_path, "manifest")
         if manifest_boundary > 0:
             keep = [f"{mdir}/{i:020d}.manifest" for i in sorted(set(keep_manifests))]
@@ -435,7 +441,7 @@ class TwoPhaseStore(ObjectStore):
             stats.intents_deleted += self.txn.delete_committed_intents(
                 self.ns, wdir + "/", f"{wdir}/{wal_limit:020d}.sst"
             )
-        candidates = [m for m in listed if is_temp_name(m.path)]
+        candidates = [m for m in listed if is_temp_name(m.path) and m.path not in recovered]
         for sub in ("manifest", "compactions"):
             candidates += [
                 m for m in self._inner.list(join(db_path, sub)) if is_temp_name(m.path)

@@ -1,0 +1,420 @@
+"""Two-phase CAS (seed 001 pattern 5) over a store without conditional writes.
+
+The ``txn`` fixture is a real SQLite file or a real PostgreSQL database (a throwaway cluster on
+127.0.0.1); the object store is memory behind :class:`NoConditionalWrites`, which ignores
+If-None-Match / If-Match, so every "exactly one winner" below comes from the protocol, and the
+first test shows that without it there are several.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.errors import (
+    CorruptionError,
+    InvalidArgument,
+    ManifestVersionExists,
+    ObjectAlreadyExists,
+    ObjectNotFound,
+    PreconditionFailed,
+    StoreError,
+    UnsupportedOperation,
+)
+from slatedb_core.gc import run_gc_once
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta.envelope import seal
+from slatedb_core.meta.sequenced import SequencedStore
+from slatedb_core.options import GarbageCollectorOptions
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.nocas import NoConditionalWrites
+from slatedb_core.store.objectstore import ObjectVersion
+from slatedb_core.store.twophase import TwoPhaseStore, is_temp_name, temp_name, two_phase_of
+from slatedb_core.store.txn import SqliteTxnStore, TxnStore, open_txn_store
+from slatedb_core.store.url import open_store
+from slatedb_core.wal import WalLog
+from tests.gc import bump, commit, new_db
+
+TXN_KINDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=TXN_KINDS)
+def txn_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("pg_url")
+        return url
+    return f"sqlite:///{tmp_path}/txn.sqlite"
+
+
+@pytest.fixture
+def txn(txn_url: str) -> Iterator[TxnStore]:
+    store = open_txn_store(txn_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def raw() -> FaultyStore:
+    """The object store under the protocol: memory, no conditional writes, faults on demand."""
+    return FaultyStore(NoConditionalWrites(open_store("memory://")))
+
+
+@pytest.fixture
+def tp(raw: FaultyStore, txn: TxnStore) -> TwoPhaseStore:
+    return TwoPhaseStore(raw, txn, namespace="ns")
+
+
+def payload(i: int) -> bytes:
+    return seal(b"TEST", 1, f"v{i}".encode())
+
+
+def race(n: int, create: Callable[[int], None]) -> list[int]:
+    winners: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(n)
+
+    def run(t: int) -> None:
+        start.wait()
+        try:
+            create(t)
+        except (ManifestVersionExists, ObjectAlreadyExists):
+            return
+        with lock:
+            winners.append(t)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return winners
+
+
+# ---- the point of it ------------------------------------------------------------------------
+
+
+def test_without_two_phase_racing_creates_all_win() -> None:
+    store = NoConditionalWrites(open_store("memory://"))
+    datas = [payload(t) for t in range(8)]
+    winners = race(8, lambda t: SequencedStore(store, "db", "manifest", "manifest").create(
+        1, datas[t]))
+    assert len(winners) > 1  # the store "accepted" every create: several writers own id 1
+
+
+def test_with_two_phase_racing_creates_have_exactly_one_winner(
+    raw: FaultyStore, txn_url: str
+) -> None:
+    datas = [payload(t) for t in range(8)]
+
+    def create(t: int) -> None:  # one TwoPhaseStore (and connection pool) per writer
+        store = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns")
+        SequencedStore(store, "db", "manifest", "manifest").create(1, datas[t])
+
+    winners = race(8, create)
+    assert len(winners) == 1
+    check = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns")
+    assert check.get("db/manifest/00000000000000000001.manifest").data == datas[winners[0]]
+    # every loser removed its temporary object; the winner its own
+    assert [m.path for m in raw.list("db")] == ["db/manifest/00000000000000000001.manifest",
+                                                "db/manifest/_latest_version"]
+
+
+def test_racing_boundary_updates_from_one_version_have_one_winner(tp: TwoPhaseStore) -> None:
+    path = "db/gc/manifest.boundary"
+    tp.put_if_absent(path, b"1")
+    version = tp.get(path).version
+    wins = race(8, lambda t: _update(tp, path, str(10 + t).encode(), version))
+    assert len(wins) == 1
+    assert tp.get(path).data == str(10 + wins[0]).encode()
+    assert list(tp.inner.list("db/gc")) == []  # cells live in the transactional store only
+    assert [m.path for m in tp.list("db/gc")] == [path]
+
+
+def _update(tp: TwoPhaseStore, path: str, data: bytes, version: ObjectVersion) -> None:
+    try:
+        tp.put_if_match(path, data, version)
+    except PreconditionFailed:
+        raise ObjectAlreadyExists(path) from None
+
+
+def test_concurrent_boundary_advances_end_at_the_maximum(tp: TwoPhaseStore) -> None:
+    path = "db/gc/wal.boundary"
+
+    def advance(t: int) -> None:
+        BoundaryObject(tp, path).advance(t + 1)
+
+    race(12, advance)
+    assert BoundaryObject(tp, path).read() == 12
+
+
+def test_put_if_match_on_an_immutable_object_is_refused(tp: TwoPhaseStore) -> None:
+    v = tp.put_if_absent("db/manifest/00000000000000000001.manifest", b"x")
+    with pytest.raises(UnsupportedOperation):
+        tp.put_if_match("db/manifest/00000000000000000001.manifest", b"y", v)
+
+
+# ---- the write, step by step ----------------------------------------------------------------
+
+
+def test_a_write_costs_two_puts_two_statements_and_a_delete(tp: TwoPhaseStore) -> None:
+    raw = tp.inner
+    tp.put_if_absent("db/wal/00000000000000000001.sst", b"data")
+    assert raw.counters.snapshot() == {**dict.fromkeys(raw.counters.snapshot(), 0),
+                                       "put": 2, "delete": 1}
+    assert tp.txn.counters.snapshot() == {"select": 0, "insert": 1, "update": 1, "delete": 0}
+    assert [m.path for m in raw.list("db")] == ["db/wal/00000000000000000001.sst"]
+    intent = tp.txn.get_intent("ns", "db/wal/00000000000000000001.sst")
+    assert intent is not None and intent.committed and is_temp_name(intent.source)
+    with pytest.raises(ObjectAlreadyExists):
+        tp.put_if_absent("db/wal/00000000000000000001.sst", b"other")
+    assert tp.get("db/wal/00000000000000000001.sst").data == b"data"
+    assert [m.path for m in raw.list("db")] == ["db/wal/00000000000000000001.sst"]
+
+
+def test_the_write_is_durable_at_the_insert_and_readers_complete_it(tp: TwoPhaseStore) -> None:
+    """The copy stalls after the insert: a second writer loses, a reader and a listing see the
+    object (the reader completes the copy), and the stalled writer then finishes harmlessly."""
+    raw: FaultyStore = tp.inner  # type: ignore[assignment]
+    path = "db/manifest/00000000000000000007.manifest"
+    stall = raw.pause("copy", "put", path)
+    done: list[ObjectVersion] = []
+    writer = threading.Thread(target=lambda: done.append(tp.put_if_absent(path, b"first")))
+    writer.start()
+    assert stall.wait_reached()
+    assert not raw.inner.exists(path)
+    with pytest.raises(ObjectAlreadyExists):
+        tp.put_if_absent(path, b"second")
+    seq = SequencedStore(tp, "db", "manifest", "manifest")
+    assert [e.id for e in seq.list()] == [7]
+    assert seq.latest_id() == 7
+    assert tp.get(path).data == b"first"  # rolled forward by this read
+    assert raw.inner.get(path).data == b"first"
+    stall.release()
+    writer.join()
+    assert len(done) == 1
+    intent = tp.txn.get_intent("ns", path)
+    assert intent is not None and intent.committed
+    assert [m.path for m in raw.inner.list("db")] == [path]
+
+
+def test_a_failed_copy_does_not_fail_the_write(tp: TwoPhaseStore) -> None:
+    raw: FaultyStore = tp.inner  # type: ignore[assignment]
+    path = "db/wal/00000000000000000003.sst"
+    raw.fail_next("put", path)
+    tp.put_if_absent(path, b"w3")  # durable: the intent was inserted
+    assert not raw.exists(path)
+    assert tp.head(path).size == 2  # rolls forward
+    assert raw.get(path).data == b"w3"
+
+
+def test_a_crashed_writer_is_recovered(tp: TwoPhaseStore) -> None:
+    """The state a writer leaves when it dies right after the insert."""
+    path = "db/manifest/00000000000000000002.manifest"
+    data = payload(2)
+    source = temp_name(path, data)
+    tp.inner.put(source, data)
+    assert tp.txn.insert_intent("ns", path, source, len(data))
+    listed = list(tp.list("db/manifest"))
+    assert [m.path for m in listed] == [path, source]  # the temporary is a real object
+    assert SequencedStore(tp, "db", "manifest", "manifest").latest_id() == 2
+    assert tp.recover("db") == 1
+    assert tp.inner.get(path).data == data and not tp.inner.exists(source)
+    assert tp.recover("db") == 0
+
+
+def test_a_corrupt_temporary_is_not_copied(tp: TwoPhaseStore) -> None:
+    path = "db/wal/00000000000000000004.sst"
+    source = temp_name(path, b"good")
+    tp.inner.put(source, b"evil")
+    tp.txn.insert_intent("ns", path, source, 4)
+    with pytest.raises(CorruptionError):
+        tp.get(path)
+    assert not tp.inner.exists(path)
+
+
+class FlakyInsert(SqliteTxnStore):
+    """The insert takes effect and then the connection drops (an ambiguous outcome)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.fail_after = 1
+
+    def insert_intent(self, ns: str, dest: str, source: str, size: int) -> bool:
+        took = super().insert_intent(ns, dest, source, size)
+        if self.fail_after > 0:
+            self.fail_after -= 1
+            raise StoreError("connection reset after the insert")
+        return took
+
+
+def test_an_ambiguous_insert_is_resolved_by_reading_the_intent(tmp_path: Path) -> None:
+    txn = FlakyInsert(tmp_path / "t.sqlite")
+    tp = TwoPhaseStore(NoConditionalWrites(open_store("memory://")), txn)
+    seq = SequencedStore(tp, "db", "manifest", "manifest")
+    data = payload(1)
+    seq.create(1, data)
+    assert seq.read(1) == data
+    assert txn.fail_after == 0  # the failure happened, and was resolved
+    txn.fail_after = 1
+    with pytest.raises(ManifestVersionExists):
+        seq.create(1, payload(9))  # the insert "failed", but someone else owns id 1
+
+
+def test_an_ambiguous_create_above_the_wrapper_is_recognised_by_content(tp: TwoPhaseStore) -> None:
+    faulty = FaultyStore(tp)
+    faulty.fail_next("put_if_absent", "db/manifest/*", after_effect=True)
+    seq = SequencedStore(faulty, "db", "manifest", "manifest")
+    seq.create(1, payload(1))
+    assert seq.latest_id() == 1
+
+
+def test_a_failed_temporary_put_leaves_nothing_durable(tp: TwoPhaseStore) -> None:
+    raw: FaultyStore = tp.inner  # type: ignore[assignment]
+    raw.fail_next("put", "*.*.*.*")
+    with pytest.raises(StoreError):
+        tp.put_if_absent("db/wal/00000000000000000001.sst", b"x")
+    assert tp.txn.get_intent("ns", "db/wal/00000000000000000001.sst") is None
+    tp.put_if_absent("db/wal/00000000000000000001.sst", b"x")
+
+
+def test_delete_then_create_again_like_a_native_store(tp: TwoPhaseStore) -> None:
+    path = "db/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst"
+    tp.put_if_absent(path, b"a")
+    tp.delete(path)
+    assert tp.txn.get_intent("ns", path) is None
+    with pytest.raises(ObjectNotFound):
+        tp.get(path)
+    tp.put_if_absent(path, b"b")
+    assert tp.get(path).data == b"b"
+
+
+def test_an_intent_left_by_an_unfinished_delete_does_not_block_a_create(tp: TwoPhaseStore) -> None:
+    path = "db/wal/00000000000000000009.sst"
+    tp.put_if_absent(path, b"a")
+    tp.inner.delete(path)  # a delete that crashed between the object and the intent
+    with pytest.raises(ObjectNotFound):
+        tp.get(path)
+    tp.put_if_absent(path, b"b")
+    assert tp.get(path).data == b"b"
+
+
+def test_deleting_an_uncommitted_write_removes_intent_temporary_and_object(
+    tp: TwoPhaseStore,
+) -> None:
+    path = "db/wal/00000000000000000005.sst"
+    source = temp_name(path, b"x")
+    tp.inner.put(source, b"x")
+    tp.txn.insert_intent("ns", path, source, 1)
+    tp.delete(path)
+    assert list(tp.list("db")) == []
+    with pytest.raises(ObjectNotFound):
+        tp.get(path)
+
+
+def test_temporary_names_are_ignored_by_the_listings_that_parse_names(tp: TwoPhaseStore) -> None:
+    seq = SequencedStore(tp, "db", "manifest", "manifest")
+    seq.create(1, payload(1))
+    wal = WalLog(tp, "db")
+    tp.put_if_absent(wal.path(1), b"w")
+    for path in (seq.path(2), wal.path(2), "db/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst"):
+        tp.inner.put(temp_name(path, b"t"), b"t")  # orphans of writers that died
+    assert [e.id for e in seq.list()] == [1] and seq.latest_id() == 1
+    assert wal.list_ids() == [1]
+    with pytest.raises(InvalidArgument):
+        tp.put_if_absent(temp_name(seq.path(3), b"x"), b"x")
+
+
+def test_open_txn_store_urls(tmp_path: Path) -> None:
+    for bad in ["sqlite://rel.db", "sqlite:///:memory:", "sqlite:///tmp/", "mysql://h/db",
+                "postgresql://host", "postgresql:///db", "nonsense"]:
+        with pytest.raises(InvalidArgument):
+            open_txn_store(bad)
+    store = open_txn_store(f"sqlite:///{tmp_path}/a/b.sqlite")
+    assert isinstance(store, SqliteTxnStore) and (tmp_path / "a" / "b.sqlite").exists()
+    store.close()
+
+
+def test_two_stores_in_one_database_do_not_share_paths(txn: TxnStore) -> None:
+    a = TwoPhaseStore(NoConditionalWrites(open_store("memory://")), txn, namespace="s3://a")
+    b = TwoPhaseStore(NoConditionalWrites(open_store("memory://")), txn, namespace="s3://b")
+    a.put_if_absent("db/wal/00000000000000000001.sst", b"a")
+    b.put_if_absent("db/wal/00000000000000000001.sst", b"b")
+    assert b.get("db/wal/00000000000000000001.sst").data == b"b"
+
+
+# ---- GC -------------------------------------------------------------------------------------
+
+
+def test_gc_deletes_records_of_collected_manifests_and_wal_and_orphaned_temporaries(
+    tp: TwoPhaseStore,
+) -> None:
+    ms = new_db(tp)
+    latest = commit(ms, 5)  # 1..6
+    wal = WalLog(tp, "db")
+    for i in range(1, 6):
+        tp.put_if_absent(wal.path(i), b"w")
+    commit(ms, 1, lambda m: bump(_replay_after(m, 4)))
+    latest += 1
+    orphan = temp_name(wal.path(9), b"o")
+    tp.inner.put(orphan, b"o")
+    pending_path = wal.path(10)
+    pending_source = temp_name(pending_path, b"p")
+    tp.inner.put(pending_source, b"p")
+    tp.txn.insert_intent("ns", pending_path, pending_source, 1)
+    tp.temp_min_age_s = 0
+    stats = run_gc_once("db", tp, GarbageCollectorOptions(min_age=timedelta(0)),
+                        now=lambda: time.time() + 5)
+    assert stats.two_phase is not None
+    assert stats.two_phase.recovered == 1 and stats.two_phase.temps_deleted == 1
+    assert stats.manifest.deleted == latest - 1 and stats.wal.deleted == 3
+    rows = {r.path for r in tp.txn.listed_rows("ns", "", None, None)}
+    assert "db/gc/manifest.boundary" in rows
+    remaining = [m.path for m in tp.inner.list("db") if not m.path.startswith("db/gc")]
+    assert not any(is_temp_name(p) for p in remaining)
+    # the intents left are those of objects that still exist
+    for p in remaining:
+        if p.endswith((".manifest", ".sst")):
+            assert tp.txn.get_intent("ns", p) is not None, p
+    assert tp.txn.get_intent("ns", ms.seq.path(1)) is None
+    assert tp.txn.get_intent("ns", wal.path(1)) is None
+
+
+def _replay_after(m: object, wal_id: int) -> object:
+    import dataclasses
+
+    return dataclasses.replace(m, replay_after_wal_id=wal_id)  # type: ignore[type-var]
+
+
+def test_gc_deletes_intents_the_collector_could_not(tp: TwoPhaseStore) -> None:
+    """Seed 001 rules: records of dead manifests go even if their objects' deletes were lost."""
+    ms = new_db(tp)
+    commit(ms, 4)  # 1..5
+    for i in (1, 2):
+        tp.inner.delete(ms.seq.path(i))  # deleted behind the wrapper's back: intents remain
+    assert tp.txn.get_intent("ns", ms.seq.path(1)) is not None
+    stats = run_gc_once("db", tp, GarbageCollectorOptions(min_age=timedelta(0)))
+    assert stats.two_phase is not None and stats.two_phase.intents_deleted >= 2
+    for i in (1, 2, 3, 4):
+        assert tp.txn.get_intent("ns", ms.seq.path(i)) is None
+    assert tp.txn.get_intent("ns", ms.seq.path(5)) is not None
+
+
+def test_two_phase_of_finds_the_wrapper_under_other_wrappers(tp: TwoPhaseStore) -> None:
+    assert two_phase_of(FaultyStore(FaultyStore(tp))) is tp
+    assert two_phase_of(tp.inner) is None
+
+
+def test_manifest_store_over_two_phase(tp: TwoPhaseStore) -> None:
+    ms = new_db(tp)
+    commit(ms, 20)
+    again = ManifestStore(tp, "db")
+    assert again.read_latest().id == 21

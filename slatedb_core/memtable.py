@@ -257,6 +257,31 @@ class ImmutableMemtable:
     def get(self, key: bytes) -> Entry | None:
         return self._data.get(key)
 
+    def overlaid(self, newer: ImmutableMemtable) -> ImmutableMemtable:
+        """A new table with this table's entries and ``newer``'s on top (``newer`` wins per key).
+
+        Neither input changes, so states that hold them keep reading them: this is how a reader
+        merges its replayed WAL tables without ever writing to a published one. One dict copy plus
+        one pass over ``newer``; the sorted batch is built on first use, as for any frozen table.
+        """
+        data = self._data.copy()
+        fresh = newer._data
+        olds = list(map(data.get, fresh))
+        data.update(fresh)
+        size = self.size_bytes + newer.size_bytes
+        for k, o in zip(fresh, olds, strict=True):
+            if o is not None:
+                size -= len(k) + ENTRY_OVERHEAD + (0 if o[1] is None else len(o[1]))
+        lows = [s for s in (self.min_seq, newer.min_seq) if s is not None]
+        highs = [s for s in (self.max_seq, newer.max_seq) if s is not None]
+        return ImmutableMemtable(
+            data,
+            last_wal_id=max(self.last_wal_id, newer.last_wal_id),
+            size_bytes=size,
+            min_seq=min(lows) if lows else None,
+            max_seq=max(highs) if highs else None,
+        )
+
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[pa.RecordBatch]:

@@ -7,12 +7,12 @@ What a reader serves is always one *prefix of the write history*::
     L0 views + sorted runs of one manifest M   +   WAL SSTs (M.replay_after_wal_id, N], no gaps
 
 Everything up to ``replay_after_wal_id`` is in M's SSTs; the WAL SSTs after it are replayed in id
-order into in-memory tables (:class:`~slatedb_core.memtable.Memtable`, frozen into
-:class:`~slatedb_core.memtable.ImmutableMemtable` every ``max_memtable_bytes``, or after a replay
-round once a quarter full, so that scans reuse their sort), so reads go through
-the writer's own :class:`~slatedb_core.dbstate.DbState` with an empty active memtable. WAL SSTs are
-only ever taken in unbroken id order: with a gap the reader waits for it to fill (seed 001
-"Parallel Writes"), since serving SST n+1 without n would not be a prefix.
+order into immutable in-memory tables (:class:`~slatedb_core.memtable.ImmutableMemtable`, a new
+one per group of whole WAL SSTs, size-tiered up to ``max_memtable_bytes``, see
+:class:`~slatedb_core.reader_wal._WalTables`), so reads go through the writer's own
+:class:`~slatedb_core.dbstate.DbState` with an empty, frozen active memtable. WAL SSTs are only
+ever taken in unbroken id order: with a gap the reader waits for it to fill (seed 001 "Parallel
+Writes"), since serving SST n+1 without n would not be a prefix.
 
 Modes (:class:`~slatedb_core.options.ReaderMode`):
 
@@ -50,8 +50,14 @@ mode, or when the retry fails too, the read raises :class:`SstMissing` rather th
 incomplete state.
 
 Threading: one lock (``_refresh_lock``) serialises everything that changes the reader's state (the
-poll thread, :meth:`DbReader.refresh`, recovery from a missing SST, close); reads take no lock and
-use the :class:`_View` published last.
+poll thread, :meth:`DbReader.refresh`, recovery from a missing SST, close). What readers share is
+an immutable snapshot, a :class:`_View`, swapped in as one reference under that lock; nothing a
+view reaches is ever changed afterwards (replay builds new tables, it never adds to a published
+one). A read (``get``, ``get_many``, ``scan``, ``scan_arrow``) takes no lock: it takes the view
+published last once, at its start, and reads only from it, so it sees a prefix of the write
+history with every write batch whole, however replay interleaves with it. (Until 2026-11 the
+active replay table was shared with the published state and grew in place: a ``get_many``
+running across a replay saw half of a write batch.)
 """
 
 from __future__ import annotations
@@ -90,9 +96,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-WAL_FETCH_AHEAD = 8
-"""WAL SSTs fetched and decoded ahead of the one being replayed: GETs overlap, and SST decoding
-runs in Arrow without the GIL, so replaying a large WAL is bounded by applying it."""
 _RELOAD_ATTEMPTS = 5  # WAL vanishing between manifest read and WAL read means the manifest moved
 _scan_tokens = itertools.count(1)
 
@@ -112,6 +115,7 @@ from slatedb_core.reader_types import (  # noqa: E402
     refresh_change,
 )
 from slatedb_core.reader_wal import (  # noqa: E402
+    NO_MEMTABLE,
     _contiguous,
     _fetch_wal,
     _WalTables,
@@ -234,41 +238,40 @@ class DbReader:
             self.store, self.path, stored.manifest, self._cache, self._handles
         )
         t = self._tables
-        self._view = _View(DbState(stored, t.active, t.imms(), l0, runs), self._pin)
+        state = DbState(stored, NO_MEMTABLE, t.imms(), l0, runs)
+        self._view = _View(state, self._pin, t.last_wal_id)
 
     def _republish(self, stored: StoredManifest | None = None) -> None:
         """Publish the current tables (and optionally a manifest with the same SST set)."""
         view = self._current
         t = self._tables
         state = dataclasses.replace(
-            view.state,
-            manifest=stored or view.state.manifest,
-            memtable=t.active,
-            imm=t.imms(),
+            view.state, manifest=stored or view.state.manifest, imm=t.imms()
         )
-        self._view = _View(state, self._pin)
+        self._view = _View(state, self._pin, t.last_wal_id)
 
     def _replay(self, ids: Sequence[int]) -> None:
         """Apply WAL SSTs (contiguous, after the last applied); ObjectNotFound if one is gone,
-        after applying those before it. SSTs are grouped up to what fits the active table."""
-        t = self._tables
+        after applying those before it. SSTs are applied in groups of about ``max_bytes``, each
+        made visible in one step (a new table in a newly published state)."""
+        max_bytes = self._tables.max_bytes
         group: list[tuple[int, pa.RecordBatch]] = []
         size = 0
         try:
             for wal_id, entries in _fetch_wal(self._wal, ids):
-                if group and t.active.size_bytes + size + entries.nbytes > t.max_bytes:
-                    if t.add(group):
-                        self._republish()
+                if group and size + entries.nbytes > max_bytes:
+                    self._apply(group)
                     group, size = [], 0
                 group.append((wal_id, entries))
                 size += entries.nbytes
         except ObjectNotFound:
-            if t.add(group):  # keep the SSTs before the missing one
-                self._republish()
+            self._apply(group)  # keep the SSTs before the missing one
             raise
-        if t.add(group):
-            self._republish()
-        if t.settle():
+        self._apply(group)
+
+    def _apply(self, group: Sequence[tuple[int, pa.RecordBatch]]) -> None:
+        if group:
+            self._tables.add(group)
             self._republish()
 
     def _replay_new_wal(self) -> bool:
@@ -599,15 +602,16 @@ class DbReader:
         return None if pin is None else pin.id
 
     def stats(self) -> ReaderStats:
+        """Figures of one published state."""
         view = self._current
-        t = self._tables
+        imms = view.state.imm
         return ReaderStats(
             mode=self._mode,
             manifest_id=view.state.manifest.id,
             checkpoint_id=self.checkpoint_id,
-            last_wal_id=t.last_wal_id,
-            memtables=t.count(),
-            memtable_bytes=t.size_bytes(),
+            last_wal_id=view.last_wal_id,
+            memtables=len(imms),
+            memtable_bytes=sum(i.size_bytes for i in imms),
             l0_views=len(view.state.l0),
             sorted_runs=len(view.state.runs),
         )

@@ -65,8 +65,13 @@ class _Pin:
 
 @dataclass(frozen=True, slots=True)
 class _View:
+    """What a DbReader serves, published as one reference under the refresh lock: a read takes
+    one view at its start and reads only from it. Nothing reachable from it changes (the
+    memtable is an empty frozen one; WAL tables are immutable), except ``pin``'s scan set."""
+
     state: DbState
     pin: _Pin | None
+    last_wal_id: int  # every WAL SST <= this is in ``state`` (replayed, or in its SSTs)
 
 
 def _check_live(path: str, m: Manifest) -> None:

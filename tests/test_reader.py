@@ -12,7 +12,7 @@ import pytest
 from ulid import ULID
 
 from slatedb_core.db import KV_SCHEMA, Db
-from slatedb_core.dbstate import sst_path
+from slatedb_core.dbstate import DbState, sst_path
 from slatedb_core.entries import batch_from_lists
 from slatedb_core.errors import (
     CheckpointNotFound,
@@ -285,7 +285,11 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
     def read(reader: DbReader) -> None:
         last = -1
         while not stop.is_set():
-            for values in (reader.get_many(keys), [v for _, v in reader.scan()]):
+            for values in (
+                reader.get_many(keys),
+                [v for _, v in reader.scan()],
+                reader.scan_arrow().read_all().column("value").to_pylist(),
+            ):
                 seen = {v for v in values if v is not None}
                 if len(seen) > 1 or (seen and len(values) != len(keys)):
                     failures.append(f"torn state: {sorted(seen)}")
@@ -316,6 +320,70 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
             assert reader.stats().l0_views >= 4
     assert failures == []
     assert len(observed) > 10, "the readers saw the writer's progress"
+
+
+def test_get_many_paused_midway_by_a_replay_still_answers_from_one_state(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torn read above, made deterministic: a get_many paused after its first key while the
+    reader replays a WAL SST with a batch over both keys must answer both from the state it
+    started on. (The replay table used to be shared with the published state and grow in place,
+    so the second key saw the new batch and the first did not.)"""
+    keys = [b"a", b"b"]
+    result: list[list[bytes | None]] = []
+    paused, resume = threading.Event(), threading.Event()
+    get = DbState.get
+
+    def pausing_get(self: DbState, key: bytes) -> bytes | None:
+        value = get(self, key)
+        if key == b"a" and threading.current_thread() is worker:
+            paused.set()
+            assert resume.wait(10)
+        return value
+
+    worker = threading.Thread(target=lambda: result.append(reader.get_many(keys)))
+    with Db.open("db", store, WRITER) as db:
+        db.write(WriteBatch().put(b"a", b"1").put(b"b", b"1"))
+        with DbReader.open("db", store, options=MANUAL) as reader:
+            monkeypatch.setattr(DbState, "get", pausing_get)
+            worker.start()
+            assert paused.wait(10)
+            db.write(WriteBatch().put(b"a", b"2").put(b"b", b"2"))
+            reader.refresh()
+            assert reader.get_many(keys) == [b"2", b"2"]  # this thread does not pause
+            resume.set()
+            worker.join(10)
+    assert result == [[b"1", b"1"]]
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["scan", "scan_arrow"])
+def test_a_scan_keeps_reading_the_state_it_began_on(store: ObjectStore, arrow: bool) -> None:
+    """Batches replayed (and tables merged) while a scan is half read do not reach it."""
+    keys = [f"k{i:02}".encode() for i in range(20)]
+    with Db.open("db", store, WRITER) as db:
+        batch = WriteBatch()
+        for k in keys:
+            batch.put(k, b"old")
+        db.write(batch)
+        with DbReader.open("db", store, options=MANUAL) as reader:
+            if arrow:
+                batches = iter(reader.scan_arrow(batch_size=1))
+                seen = batches.__next__().column(1).to_pylist()
+            else:
+                rows = reader.scan()
+                seen = [next(rows)[1]]
+            for _ in range(3):
+                batch = WriteBatch()
+                for k in keys:
+                    batch.put(k, b"new")
+                db.write(batch)
+                reader.refresh()
+            if arrow:
+                seen += [v for b in batches for v in b.column(1).to_pylist()]
+            else:
+                seen += [v for _, v in rows]
+            assert dict(reader.scan()) == dict.fromkeys(keys, b"new")
+    assert seen == [b"old"] * len(keys)
 
 
 # ---- WAL replay ------------------------------------------------------------------------------
@@ -376,8 +444,8 @@ def test_purging_a_table_that_spans_the_replay_point_keeps_only_newer_entries() 
     tables.add([(2, batch_from_lists([b"b", b"c"], [3, 4], [0, 1], [b"b2", b""]))])
     tables.add([(3, batch_from_lists([b"d"], [5], [0], [b"d3"]))])
     tables.purge(2)
-    assert tables.active.get(b"a") is None and tables.active.get(b"b") is None
-    assert tables.active.get(b"d") == (5, b"d3") and tables.last_wal_id == 3
+    assert tables.get(b"a") is None and tables.get(b"b") is None
+    assert tables.get(b"d") == (5, b"d3") and tables.last_wal_id == 3
     tables.add([(4, batch_from_lists([b"e"], [6], [0], [b"e4"]))])
     tables.purge(9)
     assert tables.count() == 0 and tables.last_wal_id == 9
@@ -393,7 +461,7 @@ def test_wal_ssts_applied_together_keep_id_order() -> None:
             (4, batch_from_lists([b"x"], [4], [0], [b"new"])),
         ]
     )
-    assert tables.active.get(b"k") == (3, None) and tables.active.get(b"x") == (4, b"new")
+    assert tables.get(b"k") == (3, None) and tables.get(b"x") == (4, b"new")
     assert tables.last_wal_id == 4 and sorted(tables.seq_by_wal) == [1, 3, 4]
     with pytest.raises(AssertionError):
         tables.add([(6, batch_from_lists([b"y"], [5], [0], [b"y"]))])

@@ -38,9 +38,10 @@ write whose insert has happened:
   path is then free, a later ``put_if_absent`` deletes that stale intent (guarded by its source)
   and inserts again.
 
-``delete`` of a committed object deletes the object and then the intent (guarded by its source);
-of an uncommitted one, the intent first, then the temporary and the destination, so no intent is
-ever left pointing at a half-deleted write that a reader could roll forward again. One race is
+``delete`` deletes the object and then the intent (guarded by its source; a failure there is
+only logged, because a committed intent without its object frees itself as above). An
+uncommitted write is rolled forward first, so the delete is ordered after the create and a
+delete that raised leaves the object readable, as on a native store. One race is
 not closed, on this store as on a native one: a copy (by a stalled writer or reader) that lands
 *after* a delete of the same path recreates the object, without an intent. The protocol only
 deletes dead paths (behind a GC boundary, or unreferenced SSTs), which no live writer creates
@@ -370,15 +371,16 @@ class TwoPhaseStore(ObjectStore):
             self.txn.delete_cell(self.ns, path)
             return
         intent = None if is_temp_name(path) else self.txn.get_intent(self.ns, path)
-        if intent is None:
-            self._inner.delete(path)
-        elif intent.committed:
-            self._inner.delete(path)
-            self.txn.delete_intent(self.ns, path, intent.source)
-        else:
-            self.txn.delete_intent(self.ns, path, intent.source)
-            self._inner.delete(intent.source)
-            self._inner.delete(path)
+        if intent is not None and not intent.committed:
+            # Complete it first, so the delete is ordered after the create and a failed delete
+            # leaves the object readable, as on a native store.
+            self._roll_forward(intent)
+        self._inner.delete(path)  # the effect; what follows is bookkeeping
+        if intent is not None:
+            try:
+                self.txn.delete_intent(self.ns, path, intent.source)
+            except StoreError as e:  # a stale committed intent frees itself (see _insert) or GC
+                log.warning("could not delete the intent of %s (%s)", path, e)
 
     # ---- recovery and GC -----------------------------------------------------------------
     def recover(self, prefix: str = "") -> int:

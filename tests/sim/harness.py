@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -53,7 +55,10 @@ from slatedb_core.options import (
 )
 from slatedb_core.reader import DbReader, SstMissing
 from slatedb_core.store.faults import FaultRule, FaultyStore, When
+from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.twophase import TwoPhaseStore
+from slatedb_core.store.txn import open_txn_store
 from slatedb_core.store.url import open_store
 from slatedb_core.union import UnionSource, create_union
 from slatedb_core.writebatch import WriteBatch
@@ -147,13 +152,30 @@ class Config:
 
 
 class Simulation:
-    def __init__(self, seed: int, *, trace: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, seed: int, *, trace: Callable[[str], None] | None = None, two_phase: bool = False
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.config = Config.of(self.rng)
-        self.mem: ObjectStore = open_store("memory://")
-        self.rec = RecordingStore(self.mem)
         rate = self.config.fault_rate
+        self.two_phase: TwoPhaseStore | None = None
+        self.mem: ObjectStore = open_store("memory://")
+        if two_phase:
+            # A store that ignores If-None-Match / If-Match, made whole by two-phase CAS over
+            # SQLite. Its own PUTs (temporary, copy) and DELETEs fail too, from a second fault
+            # layer under the protocol; not its reads, which the fault-free judges go through,
+            # and DELETEs only before taking effect: the recorder sits above the protocol and
+            # would take a delete that raised after taking effect for one that did nothing.
+            rules = [
+                FaultRule("put", fail_before=rate / 2, fail_after=rate / 2),
+                FaultRule("delete", fail_before=rate / 2),
+            ] if rate else []
+            under = FaultyStore(NoConditionalWrites(self.mem), seed=seed + 1, rules=rules)
+            txn_dir = tempfile.mkdtemp(prefix="slatedb-sim-txn-")
+            self.two_phase = TwoPhaseStore(under, open_txn_store(f"sqlite:///{txn_dir}/txn.db"))
+            self.mem = self.two_phase
+        self.rec = RecordingStore(self.mem)
         rules = [FaultRule(fail_before=rate / 2, fail_after=rate / 2)] if rate else []
         if rate:
             rules.insert(0, FaultRule("put_if_absent", f"{DB}/manifest/*", latency_s=(0, 2e-4),
@@ -836,9 +858,15 @@ class Simulation:
                 self.verify_latest()
             self.finish()
         except InvariantViolation as e:
-            raise InvariantViolation(f"{REPRO.format(seed=self.seed)}  # {e}") from e
+            repro = REPRO.format(seed=self.seed) + (" --two-phase" if self.two_phase else "")
+            raise InvariantViolation(f"{repro}  # {e}") from e
         finally:
             self.cleanup()
+            if self.two_phase is not None:
+                self.two_phase.close()
+                txn_file = getattr(self.two_phase.txn, "path", None)
+                if txn_file is not None:
+                    shutil.rmtree(txn_file.parent, ignore_errors=True)
             self.figures.seconds = time.monotonic() - started
             self.figures.faults = sum(
                 1 for kind, _, _ in self.faulty.events if kind.startswith("fail_")
@@ -853,6 +881,8 @@ class Simulation:
         while self.stalls:
             self.stalls.pop(0).resume()
         self.faulty.clear_rules()
+        if self.two_phase is not None:
+            self.two_phase.inner.clear_rules()  # type: ignore[attr-defined]
         self.verify_latest()
         for w in self.idle_writers():  # zombies must not acknowledge anything new
             if w.state != "zombie" or w.db is None:
@@ -975,6 +1005,9 @@ class Simulation:
                 pass
 
 
-def run_schedule(seed: int, *, trace: Callable[[str], None] | None = None) -> Figures:
-    """Run one schedule; raises InvariantViolation (message starts with the repro command)."""
-    return Simulation(seed, trace=trace).run()
+def run_schedule(
+    seed: int, *, trace: Callable[[str], None] | None = None, two_phase: bool = False
+) -> Figures:
+    """Run one schedule; raises InvariantViolation (message starts with the repro command).
+    ``two_phase``: over two-phase CAS (SQLite) on a store without conditional writes."""
+    return Simulation(seed, trace=trace, two_phase=two_phase).run()

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import multiprocessing
 import sys
@@ -22,24 +23,28 @@ def _quiet() -> None:
     logging.basicConfig(level=logging.CRITICAL)
 
 
-def _one(seed: int) -> tuple[int, Figures | None, str | None]:
+def _one(seed: int, two_phase: bool = False) -> tuple[int, Figures | None, str | None]:
     try:
-        return seed, run_schedule(seed), None
+        return seed, run_schedule(seed, two_phase=two_phase), None
     except InvariantViolation as e:
         return seed, None, str(e)
     except Exception as e:  # an engine bug surfacing as a crash is a finding too
-        return seed, None, f".venv/bin/python -m tests.sim.run --seed {seed}  # {e!r}"
+        flag = " --two-phase" if two_phase else ""
+        return seed, None, f".venv/bin/python -m tests.sim.run --seed {seed}{flag}  # {e!r}"
 
 
-def campaign(seeds: Iterable[int], workers: int) -> tuple[Figures, list[str]]:
+def campaign(
+    seeds: Iterable[int], workers: int, *, two_phase: bool = False
+) -> tuple[Figures, list[str]]:
     total = Figures()
     failures: list[str] = []
     seeds = list(seeds)
+    one = functools.partial(_one, two_phase=two_phase)
     if workers <= 1:
-        results: Iterable[tuple[int, Figures | None, str | None]] = map(_one, seeds)
+        results: Iterable[tuple[int, Figures | None, str | None]] = map(one, seeds)
         return _collect(results, total, failures, len(seeds))
     with multiprocessing.get_context("spawn").Pool(workers, initializer=_quiet) as pool:
-        return _collect(pool.imap_unordered(_one, seeds, chunksize=8), total, failures, len(seeds))
+        return _collect(pool.imap_unordered(one, seeds, chunksize=8), total, failures, len(seeds))
 
 
 def _collect(
@@ -88,11 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--start-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--two-phase", action="store_true",
+                        help="over two-phase CAS (SQLite) on a store without conditional writes")
     args = parser.parse_args(argv)
     _quiet()
     if args.seed is not None:
         try:
-            figures = run_schedule(args.seed, trace=print)
+            figures = run_schedule(args.seed, trace=print, two_phase=args.two_phase)
         except InvariantViolation as e:
             print(f"FAIL {e}")
             return 1
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--schedules and --workers must be positive")
     started = time.monotonic()
     seeds = range(args.start_seed, args.start_seed + args.schedules)
-    total, failures = campaign(seeds, args.workers)
+    total, failures = campaign(seeds, args.workers, two_phase=args.two_phase)
     print(report(total, failures, time.monotonic() - started))
     for f in failures:
         print(f"FAIL {f}")

@@ -37,6 +37,21 @@ def test_default_campaign() -> None:
     assert total.outcomes["crash:ok"] > 0 and total.outcomes["clone:ok"] > 0
 
 
+TWO_PHASE_SCHEDULES = int(os.environ.get("SIM_TWO_PHASE_SCHEDULES", "200"))
+
+
+@pytest.mark.timeout(900)  # ~1 min on 2 cores
+def test_two_phase_campaign() -> None:
+    """The same schedules over a store that ignores If-None-Match / If-Match, made whole by
+    two-phase CAS over SQLite, with faults injected under the protocol as well."""
+    started = time.monotonic()
+    total, failures = campaign(range(TWO_PHASE_SCHEDULES), WORKERS, two_phase=True)
+    print("\n" + report(total, failures, time.monotonic() - started))
+    assert not failures, "\n".join(failures)
+    assert total.schedules == TWO_PHASE_SCHEDULES
+    assert total.faults > 0 and total.outcomes["fenced"] > 0 and total.outcomes["crash:ok"] > 0
+
+
 def _normalised(lines: list[str]) -> list[str]:
     """Traces without the ids and clocks that differ between runs by design."""
     out = []
@@ -47,12 +62,12 @@ def _normalised(lines: list[str]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("seed", [3, 17, 64])
-def test_a_seed_replays_the_same_schedule(seed: int) -> None:
+@pytest.mark.parametrize("seed, two_phase", [(3, False), (17, False), (64, False), (17, True)])
+def test_a_seed_replays_the_same_schedule(seed: int, two_phase: bool) -> None:
     runs: list[list[str]] = []
     for _ in range(2):
         trace: list[str] = []
-        run_schedule(seed, trace=trace.append)
+        run_schedule(seed, trace=trace.append, two_phase=two_phase)
         runs.append(_normalised(trace))
     assert runs[0] == runs[1]
     assert len(runs[0]) > 10

@@ -307,7 +307,7 @@ def test_an_intent_left_by_an_unfinished_delete_does_not_block_a_create(tp: TwoP
     assert tp.get(path).data == b"b"
 
 
-def test_deleting_an_uncommitted_write_removes_intent_temporary_and_object(
+def test_deleting_an_uncommitted_write_completes_it_then_deletes_it(
     tp: TwoPhaseStore,
 ) -> None:
     path = "db/wal/00000000000000000005.sst"

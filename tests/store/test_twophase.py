@@ -418,3 +418,39 @@ def test_manifest_store_over_two_phase(tp: TwoPhaseStore) -> None:
     commit(ms, 20)
     again = ManifestStore(tp, "db")
     assert again.read_latest().id == 21
+
+
+# ---- the engine on top ----------------------------------------------------------------------
+
+
+def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
+    """Writes, fencing, memtable flushes, compaction, GC and a reopen, all over the wrapper."""
+    from slatedb_core.compactor import Compactor
+    from slatedb_core.db import Db
+    from slatedb_core.errors import Fenced
+    from slatedb_core.options import CompactorOptions, DbOptions
+
+    opts = DbOptions(flush_interval=timedelta(milliseconds=10),
+                     manifest_poll_interval=timedelta(milliseconds=200))
+    first = Db.open("db", tp, opts)
+    for i in range(30):
+        first.put(f"k{i:02}".encode(), b"first")
+        if i % 10 == 9:
+            first.flush_memtable()
+    second = Db.open("db", tp, opts)
+    with pytest.raises(Fenced):
+        first.put(b"late", b"x")
+    first.close()
+    second.put(b"k00", b"second")
+    second.flush_memtable()
+    with Compactor("db", tp, CompactorOptions(l0_trigger=2, min_merge_width=2)) as compactor:
+        assert compactor.run_once().compactions > 0
+    stats = run_gc_once("db", tp, GarbageCollectorOptions(min_age=timedelta(0)))
+    assert stats.deleted > 0 and stats.two_phase is not None and not stats.two_phase.failed
+    second.close()
+    with Db.open("db", tp, opts) as third:
+        assert third.get(b"k00") == b"second" and third.get(b"k29") == b"first"
+        assert third.get(b"late") is None
+    # every create went through an intent, and no write was left half-done
+    assert tp.txn.pending_intents("ns") == []
+    assert not any(is_temp_name(m.path) for m in tp.inner.list("db"))

@@ -250,46 +250,53 @@ class WalWindow:
             wal_id = self.writer.next_id
             self.writer.next_id = wal_id + 1
             self._pending.add(wal_id)
-        self._pool.submit(self._run, wal_id, data, done)
+        self._start(wal_id, data, done)
         return wal_id
+
+    def _start(self, wal_id: int, data: bytes, done: WalDone) -> None:
+        """Run the create of ``wal_id`` (in the pool; a simulation queues it instead)."""
+        self._pool.submit(self._run, wal_id, data, done)
 
     def _run(self, wal_id: int, data: bytes, done: WalDone) -> None:
         delay = 0.05
-        while True:
-            try:
-                self.writer.write_at(wal_id, data)
-            except (Fenced, WalEpochConflict) as e:
-                with self._cv:
-                    if self._halted is None:
-                        self._halted = e
-                    self._cv.notify_all()
-                done(wal_id, e)
-                return
-            except SlateDBError as e:
-                done(wal_id, e)
-                with self._cv:
-                    halted, closed = self._halted, self._closed
-                if halted is not None:
-                    done(wal_id, halted)  # never retried: the waiter learns it is fenced
-                    return
-                if closed:
-                    return
-                log.warning("WAL write of id %d failed, retrying at the same id: %s", wal_id, e)
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            except BaseException as e:  # a bug: halt rather than leave a hole silently
-                with self._cv:
-                    if self._halted is None:
-                        self._halted = e
-                    self._cv.notify_all()
-                done(wal_id, e)
-                raise
+        while not self._attempt(wal_id, data, done):
             with self._cv:
-                self._pending.discard(wal_id)
-                self._cv.notify_all()
-            done(wal_id, None)
-            return
+                halted, closed = self._halted, self._closed
+            if halted is not None:
+                done(wal_id, halted)  # never retried: the waiter learns it is fenced
+                return
+            if closed:
+                return
+            log.warning("WAL write of id %d failed, retrying at the same id", wal_id)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _attempt(self, wal_id: int, data: bytes, done: WalDone) -> bool:
+        """One create of ``wal_id``, reported to ``done``; False when it is to be retried."""
+        try:
+            self.writer.write_at(wal_id, data)
+        except (Fenced, WalEpochConflict) as e:
+            self._halt(e)
+            done(wal_id, e)
+            return True
+        except SlateDBError as e:
+            done(wal_id, e)
+            return False
+        except BaseException as e:  # a bug: halt rather than leave a hole silently
+            self._halt(e)
+            done(wal_id, e)
+            raise
+        with self._cv:
+            self._pending.discard(wal_id)
+            self._cv.notify_all()
+        done(wal_id, None)
+        return True
+
+    def _halt(self, err: BaseException) -> None:
+        with self._cv:
+            if self._halted is None:
+                self._halted = err
+            self._cv.notify_all()
 
     def close(self, wait: bool = True) -> None:
         """Stop retrying and issuing; ``wait`` joins the creates in flight (a crash does not)."""

@@ -4,7 +4,10 @@
 flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
 ``flush_memtable`` and ``_refresh`` as steps, so the seed, not the OS scheduler, decides their
 order. The only behaviour replaced is how a durable write waits: instead of waking the WAL
-flusher thread and sleeping, it runs the same ``_flush_wal`` in the caller's thread.
+flusher thread and sleeping, it runs the same ``_flush_wal`` in the caller's thread. With
+``max_parallel_writes`` > 1 its WAL window is a :class:`SimWindow`: creates in flight wait in a
+queue and land one at a time in an order the seed decides, so later SSTs land before earlier
+ones and a stalled create leaves a hole that other actors see.
 
 A *stalled* operation runs in its own thread until it reaches a FaultyStore pause point, and
 parks there while the main thread runs other steps; releasing it later lets it finish while the
@@ -13,6 +16,7 @@ main thread waits. At any moment exactly one thread makes progress, so a schedul
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +26,8 @@ from slatedb_core.db import Db
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore, PausePoint, When
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.wal import WalWindow, WalWriter
+from slatedb_core.wal.writer import WalDone
 from tests.sim.recorder import InvariantViolation
 
 STALL_REACH_TIMEOUT_S = 20.0
@@ -31,6 +37,41 @@ RESUME_TIMEOUT_S = 30.0
 _MAX_FLUSH_ROUNDS = 1000
 
 
+class SimWindow(WalWindow):
+    """A WAL window without threads: creates queue up and land when :meth:`run_one` is called,
+    one at a time in a seeded order; a full window lands queued creates until there is room."""
+
+    def __init__(self, writer: WalWriter, size: int, rng: random.Random) -> None:
+        super().__init__(writer, size)
+        self.rng = rng
+        self.queue: list[tuple[int, bytes, WalDone]] = []
+
+    def _start(self, wal_id: int, data: bytes, done: WalDone) -> None:
+        self.queue.append((wal_id, data, done))
+
+    def run_one(self) -> bool:
+        """Attempt one queued create (seeded choice); False if it failed and was queued again."""
+        wal_id, data, done = item = self.queue.pop(self.rng.randrange(len(self.queue)))
+        if self._attempt(wal_id, data, done):
+            return True
+        if self.halted is not None:
+            done(wal_id, self.halted)
+            return True
+        self.queue.append(item)  # retried later, at the same id
+        return False
+
+    def wait_for_room(self, timeout: float | None = None) -> bool:
+        while not super().wait_for_room(0):
+            if not self.queue:
+                raise InvariantViolation("WAL window full with nothing in flight")
+            self.run_one()
+        return True
+
+    def close(self, wait: bool = True) -> None:
+        self.queue.clear()  # a crashed writer's creates in flight never land
+        super().close(wait)
+
+
 class SimDb(Db):
     """A Db whose background work runs only when the schedule says so."""
 
@@ -38,7 +79,34 @@ class SimDb(Db):
     def open_manual(cls, path: str, store: ObjectStore, options: DbOptions) -> SimDb:
         db = cls(path, store, options)
         db._recover()
+        if db._window is not None:
+            db._window.close()
+            rng = random.Random(f"{path}:{db.writer_epoch}")
+            db._window = SimWindow(db._wal_writer, db._window.size, rng)
         return db
+
+    def _flush_wal(self) -> None:
+        window = self._window
+        if window is None:
+            super()._flush_wal()
+            return
+        assert isinstance(window, SimWindow)
+        target = self._dispatch_wal(None)
+        for _ in range(_MAX_FLUSH_ROUNDS):
+            with self._lock:
+                if self._durable_gen >= target or self._error is not None:
+                    break
+            if not window.queue or not window.run_one():
+                break  # a failed create fails this flush, as it does without parallel writes
+        with self._lock:
+            if self._durable_gen >= target:
+                return
+            if self._error is not None:
+                raise self._error
+            failed = [g for g in self._gen_failures if g <= target]
+            if failed:
+                raise self._gen_failures[min(failed)]
+        raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
 
     def _await_durable(self, gen: int) -> None:
         for _ in range(_MAX_FLUSH_ROUNDS):

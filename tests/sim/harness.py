@@ -63,7 +63,7 @@ from slatedb_core.store.url import open_store
 from slatedb_core.union import UnionSource, create_union
 from slatedb_core.writebatch import WriteBatch
 from tests.sim import model as m
-from tests.sim.actors import Outcome, SimDb, Stalled, run_stalled
+from tests.sim.actors import Outcome, SimDb, SimWindow, Stalled, run_stalled
 from tests.sim.recorder import InvariantViolation, RecordingStore
 
 DB = "db"
@@ -203,7 +203,11 @@ class Simulation:
             l0_max_ssts=100_000,
             block_size=512,
             block_cache_bytes=1 << 20,
+            # seed 001's parallel WAL writes; its own generator, so the rest of a schedule stays
+            # what it was before this knob existed
+            max_parallel_writes=random.Random(seed * 7919 + 13).choice((1, 1, 2, 4)),
         )
+        self.figures.outcomes[f"parallel_writes:{self.options.max_parallel_writes}"] += 1
         self.compactor_options = CompactorOptions(
             poll_interval=LONG, l0_trigger=2, min_merge_width=2, max_sst_size_bytes=2048,
             block_size=512,
@@ -439,6 +443,27 @@ class Simulation:
             raise InvariantViolation(
                 f"{what} reported manifest {mid} committed, at or behind the boundary {boundary}"
             )
+
+    def step_wal_pipeline(self) -> None:
+        """Parallel WAL writes: a write that goes to the writer's window without waiting for it,
+        or one create in flight landing (in a seeded order), so later SSTs land first and holes
+        stay open while other actors (readers, new writers, GC, a crash) act."""
+        w = self.pick_writer()
+        if w is None or w.db is None or not isinstance(w.db._window, SimWindow):
+            return
+        db, window = w.db, w.db._window
+        if window.queue and self.rng.random() < 0.4:
+            self.note(f"wal_land w{w.id} ({w.state}), {len(window.queue)} in flight")
+            self.attempt("wal_land", window.run_one)
+            return
+        key = self.rng.choice(m.KEYS)
+        issue = self.model.next()
+        value = m.encode(issue, self.value(self.rng.randint(1, 300)))
+        self.note(f"wal_dispatch w{w.id} ({w.state}) {key!r} #{issue}, {len(window.queue)} in "
+                  "flight")
+        self.model.issue(w.id, [(key, value)])
+        if self.attempt("put", lambda: db.put(key, value, await_durable=False)).error is None:
+            self.attempt("wal_dispatch", lambda: db._dispatch_wal(window.size))
 
     def step_refresh(self) -> None:
         w = self.pick_writer()
@@ -826,6 +851,8 @@ class Simulation:
             "delete": (2, self.step_delete),
             "transfer": (8, self.step_transfer),
             "flush": (8, self.step_flush),
+            "wal_pipeline": (12 if self.options.max_parallel_writes > 1 else 0,
+                             self.step_wal_pipeline),
             "bulk_ingest": (2, self.step_bulk_ingest),
             "refresh": (2, self.step_refresh),
             "crash": (2, self.step_crash),

@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -58,13 +59,13 @@ from slatedb_core.store.faults import FaultRule, FaultyStore, When
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.twophase import TwoPhaseStore
-from slatedb_core.store.txn import open_txn_store
 from slatedb_core.store.url import open_store
 from slatedb_core.union import UnionSource, create_union
 from slatedb_core.writebatch import WriteBatch
 from tests.sim import model as m
 from tests.sim.actors import Outcome, SimDb, SimWindow, Stalled, run_stalled
 from tests.sim.recorder import InvariantViolation, RecordingStore
+from tests.sim.txnfaults import FaultySqliteTxnStore
 
 DB = "db"
 LONG = timedelta(days=1)
@@ -172,8 +173,9 @@ class Simulation:
                 FaultRule("delete", fail_before=rate / 2),
             ] if rate else []
             under = FaultyStore(NoConditionalWrites(self.mem), seed=seed + 1, rules=rules)
-            txn_dir = tempfile.mkdtemp(prefix="slatedb-sim-txn-")
-            self.two_phase = TwoPhaseStore(under, open_txn_store(f"sqlite:///{txn_dir}/txn.db"))
+            txn_dir = Path(tempfile.mkdtemp(prefix="slatedb-sim-txn-"))
+            txn = FaultySqliteTxnStore(txn_dir / "txn.db", seed=seed + 2, rate=rate)
+            self.two_phase = TwoPhaseStore(under, txn)
             self.mem = self.two_phase
         self.rec = RecordingStore(self.mem)
         rules = [FaultRule(fail_before=rate / 2, fail_after=rate / 2)] if rate else []
@@ -910,6 +912,7 @@ class Simulation:
         self.faulty.clear_rules()
         if self.two_phase is not None:
             self.two_phase.inner.clear_rules()  # type: ignore[attr-defined]
+            self.two_phase.txn.clear_rules()  # type: ignore[attr-defined]
         self.verify_latest()
         for w in self.idle_writers():  # zombies must not acknowledge anything new
             if w.state != "zombie" or w.db is None:

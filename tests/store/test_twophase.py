@@ -35,7 +35,13 @@ from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectVersion
-from slatedb_core.store.twophase import TwoPhaseStore, is_temp_name, temp_name, two_phase_of
+from slatedb_core.store.twophase import (
+    TwoPhaseStore,
+    is_temp_name,
+    open_two_phase,
+    temp_name,
+    two_phase_of,
+)
 from slatedb_core.store.txn import SqliteTxnStore, TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
@@ -454,3 +460,32 @@ def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     # every create went through an intent, and no write was left half-done
     assert tp.txn.pending_intents("ns") == []
     assert not any(is_temp_name(m.path) for m in tp.inner.list("db"))
+
+
+def _create_in_process(args: tuple[str, str, int]) -> bool:
+    store_dir, txn_url, t = args
+    store = open_two_phase(NoConditionalWrites(open_store(store_dir)), txn_url)
+    try:
+        SequencedStore(store, "db", "manifest", "manifest").create(1, f"process {t}".encode())
+    except ManifestVersionExists:
+        return False
+    finally:
+        store.close()
+    return True
+
+
+def test_racing_processes_on_one_machine_have_one_winner(tmp_path: Path) -> None:
+    """The single-machine setup: a local directory without conditional writes and one SQLite
+    file, shared by separate processes."""
+    import multiprocessing
+
+    store_dir, txn_url = str(tmp_path / "store"), f"sqlite:///{tmp_path}/txn.sqlite"
+    open_txn_store(txn_url).close()  # create the tables once, outside the race
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        won = pool.map(_create_in_process, [(store_dir, txn_url, t) for t in range(4)])
+    assert sum(won) == 1
+    store = open_two_phase(NoConditionalWrites(open_store(store_dir)), txn_url)
+    assert store.get("db/manifest/00000000000000000001.manifest").data == (
+        f"process {won.index(True)}".encode()
+    )
+    store.close()

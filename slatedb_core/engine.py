@@ -172,7 +172,8 @@ class WriterEngine:
         self._window: WalWindow | None = None
         self._landed_gens: set[int] = set()
         self._issued_gens: set[int] = set()
-        self._gen_failures: dict[int, BaseException] = {}
+        self._gen_failures: dict[int, tuple[int, BaseException]] = {}  # gen -> (serial, error)
+        self._failure_serial = 0
         self._imm_gen: dict[int, int] = {}  # id(ImmutableMemtable) -> last WAL generation
         # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
         self._imm_sst: dict[int, tuple[CompactedSst, bytes]] = {}
@@ -346,7 +347,7 @@ class WriterEngine:
                     return  # landed ahead of an earlier generation (parallel WAL writes)
                 lost = self._gen_failures.get(gen)
                 if lost is not None:
-                    raise lost
+                    raise lost[1]
                 # a fenced writer still acknowledges what it had in flight once it lands
                 if self._error is not None and gen not in self._issued_gens:
                     raise self._error
@@ -372,7 +373,8 @@ class WriterEngine:
 
     def _flush_wal(self) -> None:
         if self._window is not None:
-            self._wait_durable_upto(self._dispatch_wal(None))
+            since = self._failure_serial
+            self._wait_durable_upto(self._dispatch_wal(None, since), since)
             return
         with self._flush_lock:
             with self._lock:
@@ -399,12 +401,13 @@ class WriterEngine:
                     self._cv.notify_all()
 
     # ---- parallel WAL writes (seed 001, "Parallel Writes") ---------------------------------------
-    def _dispatch_wal(self, limit: int | None) -> int:
+    def _dispatch_wal(self, limit: int | None, since: int | None = None) -> int:
         """Seal buffered writes and issue them to the WAL window in generation order, one SST
         per generation, waiting for room in the window before sealing each. ``limit`` None:
         everything buffered now (returns that last generation); else at most ``limit`` SSTs,
         sealing the buffer afresh each time, so writes that arrive while the window is full
-        go out together in the next free slot."""
+        go out together in the next free slot. While the window is full, a create failing after
+        failure number ``since`` (default: any) is raised: it keeps being retried meanwhile."""
         window = self._window
         assert window is not None
         with self._flush_lock:
@@ -420,7 +423,15 @@ class WriterEngine:
                         todo = self._next_unissued_locked()
                 if todo is None or (limit is None and todo[0] > target):
                     break
-                window.wait_for_room()
+                while not window.wait_for_room(0.05):
+                    # a window stalled on a failing create must not hold _flush_lock forever:
+                    # report the failure (the create keeps being retried at its id)
+                    with self._lock:
+                        if self._error is not None:
+                            raise self._error
+                        failure = self._failure_locked(since or 0)
+                        if failure is not None:
+                            raise failure
                 gen, buf = todo
                 data = self._wal_writer.encode(buf.to_batch())
                 with self._lock:
@@ -458,7 +469,8 @@ class WriterEngine:
                     self._landed_gens.discard(self._durable_gen)
                     self._last_wal_id = self._wal_id_of_gen[self._durable_gen]
             else:
-                self._gen_failures[gen] = err
+                self._failure_serial += 1
+                self._gen_failures[gen] = (self._failure_serial, err)
                 if final:
                     self._issued_gens.discard(gen)
             self._cv.notify_all()
@@ -466,15 +478,26 @@ class WriterEngine:
             assert err is not None
             self._fail(err)
 
-    def _wait_durable_upto(self, target: int) -> None:
-        """Wait until every generation <= ``target`` is durable (contiguously in the WAL)."""
+    def _failure_locked(self, since: int, upto: int | None = None) -> BaseException | None:
+        """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
+        failed after failure number ``since``."""
+        failed = [
+            (g, err) for g, (serial, err) in self._gen_failures.items()
+            if serial > since and (upto is None or g <= upto)
+        ]
+        return min(failed, key=lambda f: f[0])[1] if failed else None
+
+    def _wait_durable_upto(self, target: int, since: int = 0) -> None:
+        """Wait until every generation <= ``target`` is durable (contiguously in the WAL); raise
+        a failure of one of them reported after failure number ``since`` (an older one is being
+        retried: its outcome is awaited)."""
         with self._lock:
             while self._durable_gen < target:
                 if self._error is not None:
                     raise self._error
-                failed = [g for g in self._gen_failures if g <= target]
-                if failed:
-                    raise self._gen_failures[min(failed)]
+                failure = self._failure_locked(since, target)
+                if failure is not None:
+                    raise failure
                 if self._closed and not self._threads:
                     raise DbClosed("database closed before the write became durable")
                 self._cv.wait(0.05)

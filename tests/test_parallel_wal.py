@@ -387,3 +387,25 @@ def test_options_bound_max_parallel_writes() -> None:
     for bad in (0, MAX_PARALLEL_WRITES + 1):
         with pytest.raises(InvalidArgument, match="max_parallel_writes"):
             DbOptions(max_parallel_writes=bad)
+
+
+def test_a_failing_wal_create_is_retried_at_its_id_and_later_ones_are_acked(
+    store: ObjectStore,
+) -> None:
+    """SST 3's create fails 8 times in a row (the create itself tries 5 times): its put gets
+    the store error (maybe durable), SST 4 lands and is acknowledged meanwhile, the window
+    retries 3 at the same id until it lands, and no hole is left."""
+    from slatedb_core.errors import StoreError
+
+    faulty = FaultyStore(store)
+    w1 = Db.open("db", faulty, PARALLEL)  # fences 1, 2
+    faulty.fail_next("put_if_absent", wal_path(3), times=8)
+    with pytest.raises(StoreError):
+        w1.put(b"a", b"1")  # SST 3: reported failed, still being retried
+    w1.put(b"b", b"2")  # SST 4, acknowledged
+    w1.flush()  # returns once 3 has landed too
+    assert sorted(epochs(store)) == [1, 2, 3, 4]
+    assert WalLog(store, "db").read(3).entries.column("key").to_pylist() == [b"a"]
+    w1.close()
+    with Db.open("db", store, DbOptions()) as w2:
+        assert w2.get_many([b"a", b"b"]) == [b"1", b"2"]

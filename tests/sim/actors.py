@@ -103,9 +103,9 @@ class SimDb(Db):
                 return
             if self._error is not None:
                 raise self._error
-            failed = [g for g in self._gen_failures if g <= target]
-            if failed:
-                raise self._gen_failures[min(failed)]
+            failure = self._failure_locked(0, target)
+            if failure is not None:
+                raise failure
         raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
 
     def _await_durable(self, gen: int) -> None:

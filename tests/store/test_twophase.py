@@ -123,12 +123,16 @@ def test_with_two_phase_racing_creates_have_exactly_one_winner(
 
     def create(t: int) -> None:  # one TwoPhaseStore (and connection pool) per writer
         store = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns")
-        SequencedStore(store, "db", "manifest", "manifest").create(1, datas[t])
+        try:
+            SequencedStore(store, "db", "manifest", "manifest").create(1, datas[t])
+        finally:
+            store.close()
 
     winners = race(8, create)
     assert len(winners) == 1
     check = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns")
     assert check.get("db/manifest/00000000000000000001.manifest").data == datas[winners[0]]
+    check.close()
     # every loser removed its temporary object; the winner its own
     assert [m.path for m in raw.list("db")] == ["db/manifest/00000000000000000001.manifest",
                                                 "db/manifest/_latest_version"]
@@ -489,3 +493,27 @@ def test_racing_processes_on_one_machine_have_one_winner(tmp_path: Path) -> None
         f"process {won.index(True)}".encode()
     )
     store.close()
+
+
+def test_a_listing_cannot_miss_a_write_that_completes_while_it_runs(tp: TwoPhaseStore) -> None:
+    """The listing reads the uncommitted intents before it lists the objects. Here the write
+    is inserted before the listing starts and copied + committed between the listing's two
+    reads; read the other way round, the object would be in neither."""
+    raw: FaultyStore = tp.inner  # type: ignore[assignment]
+    path = "db/manifest/00000000000000000003.manifest"
+    copy = raw.pause("copy", "put", path)
+    writer = threading.Thread(target=lambda: tp.put_if_absent(path, b"x"))
+    writer.start()
+    assert copy.wait_reached()
+    listed = raw.pause("listed", "list", "db/manifest", when="after")
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(m.path for m in tp.list("db/manifest")))
+    reader.start()
+    assert listed.wait_reached()
+    copy.release()
+    writer.join()
+    intent = tp.txn.get_intent("ns", path)
+    assert intent is not None and intent.committed
+    listed.release()
+    reader.join()
+    assert path in seen

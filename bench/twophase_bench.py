@@ -7,6 +7,9 @@ For each object store (memory, moto's S3 server on 127.0.0.1) three ways to get 
 * 2pc-sqlite   a store that ignores them, made whole by two-phase CAS over SQLite (a file in a
                temporary directory, WAL mode, synchronous=FULL)
 * 2pc-postgres the same over PostgreSQL (a throwaway cluster on 127.0.0.1, fsync on)
+* ...-bg       the same with ``complete_in_background=4``: a create returns once its intent is
+               inserted, and the copy, commit and delete of the temporary run on a pool (their
+               requests are counted: the pool is drained before the counters are read)
 
 One writer commits ``--updates`` manifest updates on top of the one it holds (the manifest store's
 update loop: create id+1, check the GC boundary, rewrite the latest pointer every 16th commit),
@@ -40,6 +43,12 @@ from slatedb_core.store.twophase import TwoPhaseStore
 from slatedb_core.store.txn import TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
 from tests.pgcluster import PgCluster
+
+MODES = ("native", "2pc-sqlite", "2pc-postgres", "2pc-sqlite-bg", "2pc-postgres-bg")
+
+
+def _nothing() -> None:
+    return None
 
 
 def incr(m: Manifest) -> Manifest:
@@ -79,6 +88,7 @@ def measure(
     txn: TxnStore | None,
     n: int,
     body: Callable[[], None],
+    settle: Callable[[], None] | None = None,
 ) -> Row:
     raw_before = raw.counters.snapshot()
     txn_before = txn.counters.snapshot() if txn is not None else {}
@@ -87,6 +97,8 @@ def measure(
         t = time.perf_counter()
         body()
         lat.append(time.perf_counter() - t)
+    if settle is not None:
+        settle()
     return Row(
         store_name,
         mode,
@@ -102,23 +114,29 @@ def run_one(
     store_name: str, mode: str, raw: ObjectStore, txn_url: str | None, updates: int, lookups: int
 ) -> list[Row]:
     txn = open_txn_store(txn_url) if txn_url is not None else None
-    store: ObjectStore = raw if txn is None else TwoPhaseStore(NoConditionalWrites(raw), txn)
+    store: ObjectStore = raw
+    settle: Callable[[], None] = _nothing
+    if txn is not None:
+        bg = 4 if mode.endswith("-bg") else 0
+        two_phase = TwoPhaseStore(NoConditionalWrites(raw), txn, complete_in_background=bg)
+        store, settle = two_phase, two_phase.drain
     ms = ManifestStore(store, "db")
     stored = ms.create_initial(Manifest())
     for _ in range(20):  # warm up connections and caches
         stored = ms.update(incr, base=stored)
+    settle()
 
     def update() -> None:
         nonlocal stored
         stored = ms.update(incr, base=stored)
 
-    rows = [measure(store_name, mode, "manifest update", raw, txn, updates, update)]
+    rows = [measure(store_name, mode, "manifest update", raw, txn, updates, update, settle)]
     reader = ManifestStore(store, "db")
     rows.append(
         measure(store_name, mode, "latest lookup", raw, txn, lookups, lambda: reader.latest_id())
     )
-    if txn is not None:
-        txn.close()
+    if isinstance(store, TwoPhaseStore):
+        store.close()
     return rows
 
 
@@ -144,30 +162,31 @@ def main() -> None:
     rows: list[Row] = []
     try:
         for store_name in stores:
-            for mode in ("native", "2pc-sqlite", "2pc-postgres"):
+            for mode in MODES:
                 if store_name == "s3":
                     assert moto is not None
                     raw = open_store(moto.new_bucket_url())
                 else:
                     raw = open_store("memory://")
-                txn_url = {
-                    "native": None,
-                    "2pc-sqlite": f"sqlite:///{tmp}/{store_name}.sqlite",
-                    "2pc-postgres": pg.new_database(),
-                }[mode]
+                if mode == "native":
+                    txn_url = None
+                elif "sqlite" in mode:
+                    txn_url = f"sqlite:///{tmp}/{store_name}-{mode}.sqlite"
+                else:
+                    txn_url = pg.new_database()
                 rows += run_one(store_name, mode, raw, txn_url, args.updates, args.lookups)
     finally:
         pg.stop()
         if moto is not None:
             moto.stop()
     print()
-    head = (f"{'store':7} {'mode':13} {'operation':16} {'obj req':>7} {'stmts':>6} "
+    head = (f"{'store':7} {'mode':15} {'operation':16} {'obj req':>7} {'stmts':>6} "
             f"{'mean ms':>7} {'p50':>6} {'p99':>6}  object requests / statements by kind")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r.store:7} {r.mode:13} {r.op:16} {r.total(r.requests):7.2f} "
+            f"{r.store:7} {r.mode:15} {r.op:16} {r.total(r.requests):7.2f} "
             f"{r.total(r.statements):6.2f} {fmt_ms(r.latencies)}  "
             f"{r.per_op(r.requests)} / {r.per_op(r.statements)}"
         )
@@ -175,10 +194,10 @@ def main() -> None:
     for store_name in stores:
         for op in ("manifest update", "latest lookup"):
             base = next(r for r in rows if (r.store, r.mode, r.op) == (store_name, "native", op))
-            for mode in ("2pc-sqlite", "2pc-postgres"):
+            for mode in MODES[1:]:
                 r = next(x for x in rows if (x.store, x.mode, x.op) == (store_name, mode, op))
                 print(
-                    f"{store_name:7} {op:16} {mode:13} requests x"
+                    f"{store_name:7} {op:16} {mode:15} requests x"
                     f"{r.total(r.requests) / base.total(base.requests):.2f} "
                     f"(+{r.total(r.statements):.2f} statements), mean latency x"
                     f"{statistics.mean(r.latencies) / statistics.mean(base.latencies):.2f}"

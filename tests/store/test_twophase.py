@@ -517,3 +517,25 @@ def test_a_listing_cannot_miss_a_write_that_completes_while_it_runs(tp: TwoPhase
     listed.release()
     reader.join()
     assert path in seen
+
+
+def test_background_completion_acknowledges_at_the_insert(raw: FaultyStore, txn_url: str) -> None:
+    tp = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns", complete_in_background=2)
+    path = "db/manifest/00000000000000000001.manifest"
+    copy = raw.pause("copy", "put", path)
+    seq = SequencedStore(tp, "db", "manifest", "manifest")
+    data = payload(1)
+    seq.create(1, data)  # returns while the copy is parked
+    assert copy.wait_reached() and not raw.inner.exists(path)
+    assert seq.latest_id() == 1 and seq.read(1) == data  # the read completes it
+    copy.release()
+    for i in range(2, 21):
+        seq.create(i, payload(i))
+    tp.close()  # waits for the background completions
+    txn = open_txn_store(txn_url)
+    assert txn.pending_intents("ns") == []
+    txn.close()
+    assert [e.id for e in SequencedStore(raw, "db", "manifest", "manifest").list()] == list(
+        range(1, 21)
+    )
+    assert not any(is_temp_name(m.path) for m in raw.list("db"))

@@ -40,7 +40,7 @@ def test_default_campaign() -> None:
 TWO_PHASE_SCHEDULES = int(os.environ.get("SIM_TWO_PHASE_SCHEDULES", "200"))
 
 
-@pytest.mark.timeout(900)  # ~1 min on 2 cores
+@pytest.mark.timeout(900)  # ~40 s on 2 cores
 def test_two_phase_campaign() -> None:
     """The same schedules over a store that ignores If-None-Match / If-Match, made whole by
     two-phase CAS over SQLite, with faults injected under the protocol as well."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -176,6 +177,7 @@ def main() -> None:
                     txn_url = pg.new_database()
                 rows += run_one(store_name, mode, raw, txn_url, args.updates, args.lookups)
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
         pg.stop()
         if moto is not None:
             moto.stop()

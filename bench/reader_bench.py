@@ -11,9 +11,12 @@
    ``scan`` over everything, first with the data in replayed WAL tables, then after a writer
    flushed it to L0 (reads through SSTs and the block cache). The first scan of replayed tables
    includes sorting them (once per frozen table).
+4. A follower in steady state: ``--polls`` polls (``refresh()``), each replaying one WAL SST of
+   a 50-row write batch, then the same read rates over the tables that leaves (replayed WAL
+   tables are immutable and size-tiered, so their number grows like log(polls)).
 
 Prints figures; asserts nothing. Usage:
-    python bench/reader_bench.py [--mb 100] [--stores local,memory,s3] [--gets 50000]
+    python bench/reader_bench.py [--mb 100] [--stores local,memory,s3] [--gets 50000] [--polls 1500]
 """
 
 from __future__ import annotations
@@ -170,17 +173,44 @@ def bench_store(kind: str, table: pa.Table, n_gets: int) -> None:
             read_rates(r, keys, n_gets if kind != "s3" else min(n_gets, 200), "L0 SSTs   ")
 
 
+def bench_follow(kind: str, polls: int, n_gets: int) -> None:
+    rows, rng = 50, np.random.default_rng(2)
+    print(f"\n== {kind} store: a FOLLOW_LATEST reader polling {polls} WAL SSTs of {rows} rows ==")
+    o = DbReaderOptions(manifest_poll_interval=timedelta(minutes=5), mode=ReaderMode.FOLLOW_LATEST)
+    keys: list[bytes] = []
+    with store_for(kind) as store, Db.open(DB, store, DbOptions()) as db:
+        with DbReader.open(DB, store, options=o) as reader:
+            times = []
+            for _ in range(polls):
+                table = make_table(rows, rng)
+                keys += table.column("key").to_pylist()
+                db.put_arrow(table)  # one WAL SST
+                dt, _ = timed(reader.refresh)
+                times.append(dt)
+            times.sort()
+            s = reader.stats()
+            print(
+                f"  replay per poll: median {times[len(times) // 2] * 1e3:.2f} ms, "
+                f"p99 {times[int(len(times) * 0.99)] * 1e3:.2f} ms; {s.memtables} tables, "
+                f"{s.memtable_bytes / MiB:.1f} MB accounted"
+            )
+            read_rates(reader, keys, n_gets, "followed  ")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--mb", type=float, default=100.0, help="MB of keys + values to write")
     ap.add_argument("--stores", default="local,memory", help="comma-separated: local,memory,s3")
     ap.add_argument("--gets", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--polls", type=int, default=1500, help="follower polls (0: skip)")
     args = ap.parse_args()
     rows = int(args.mb * MiB / (KEY_LEN + VALUE_LEN))
     table = make_table(rows, np.random.default_rng(args.seed))
     for kind in args.stores.split(","):
         bench_store(kind.strip(), table, args.gets)
+        if args.polls:
+            bench_follow(kind.strip(), args.polls, args.gets)
 
 
 if __name__ == "__main__":

@@ -131,9 +131,14 @@ class DbState:
 
     def get(self, key: bytes) -> bytes | None:
         found = self.memtable.get(key)
-        if found is not None:
-            return found[1]
-        return self.get_immutable(key)
+        if found is None:
+            for imm in self.imm:
+                found = imm.get(key)
+                if found is not None:
+                    break
+            else:
+                return self._get_sst(key)
+        return found[1]
 
     def get_immutable(self, key: bytes) -> bytes | None:
         """``get`` from everything but the active memtable: the part of a state that never
@@ -143,6 +148,9 @@ class DbState:
             found = imm.get(key)
             if found is not None:
                 return found[1]
+        return self._get_sst(key)
+
+    def _get_sst(self, key: bytes) -> bytes | None:
         for h in self.l0:
             e = h.get(key)
             if e is not None:

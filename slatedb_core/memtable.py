@@ -15,6 +15,9 @@ Concurrency contract (CPython with the GIL; free-threaded builds void it):
   ``put_many``/``put_batch`` builds a private dict first and publishes it in one C-level step
   (``dict.update`` from a dict, which allocates no GC-tracked object, so no collector, finalizer or
   thread switch can run inside it): readers see a write batch entirely or not at all.
+* **Several gets are not one snapshot**: a write batch can land between them. ``Db.get_many``
+  therefore reads its keys' memtable entries under the writer lock; a ``DbReader`` never writes to
+  a table it has published (its replayed tables are immutable).
 * **Scans copy.** ``Memtable.scan`` snapshots with one ``dict.copy()``, atomic for the same reason,
   and sorts the copy, so a scan is a point-in-time view unaffected by later writes. (``list(d.items())``
   would not be safe: each item tuple it allocates can trigger the GC, hence a thread switch and a

@@ -21,6 +21,8 @@ may be the one in flight).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -273,6 +275,59 @@ def open_writer(proc: Process, state: State) -> None:
 
 def op_open(proc: Process, state: State) -> None:
     proc.open_db("db", OPTS)
+
+
+PARALLEL = dataclasses.replace(OPTS, max_parallel_writes=4)
+
+
+def open_parallel_writer(proc: Process, state: State) -> None:
+    proc.open_db("db", PARALLEL)
+
+
+def op_open_parallel(proc: Process, state: State) -> None:
+    """A writer with 4 parallel WAL writes opens on a sequential one's database: it fences with
+    4 consecutive SSTs (and stores 4 in the manifest with its epoch)."""
+    proc.open_db("db", PARALLEL)
+
+
+def op_put_parallel(proc: Process, state: State) -> None:
+    """Four durable writes, each in its own WAL SST, up to four of them in flight at once and
+    landing in any order; each is acknowledged as its own SST lands (seed 001)."""
+    db = proc.dbs[0]
+    m = state.model
+    lock = threading.Lock()
+
+    def one(t: int) -> None:
+        items: dict[bytes, Value] = {key(60 + t): b"par%d" % t}
+        if t == 1:
+            items[key(0)] = None
+        with lock:
+            m.maybe.update(items)
+        batch = WriteBatch()
+        for k, v in items.items():
+            batch.put(k, v) if v is not None else batch.delete(k)
+        try:
+            db.write(batch)
+        except BaseException:  # the death, or a consequence of it: the write stays maybe
+            return
+        with lock:
+            m.acked.update(items)
+            for k in items:
+                m.maybe.pop(k, None)
+
+    threads = []
+    for t in range(4):
+        issued = db._wal_writer.next_id
+        th = threading.Thread(target=one, args=(t,), name=f"crash-put-{t}", daemon=True)
+        th.start()
+        threads.append(th)
+        deadline = time.monotonic() + 10
+        # the next write starts once this one has its own SST (so there are always 4 SSTs)
+        while th.is_alive() and db._wal_writer.next_id == issued and time.monotonic() < deadline:
+            time.sleep(0.001)
+    for th in threads:
+        th.join(10)
+    db.flush()
 
 
 def op_put(proc: Process, state: State) -> None:
@@ -535,6 +590,9 @@ SCENARIOS: dict[str, Scenario] = {
     for s in [
         Scenario("open", setup_base, op_open, recover_db),
         Scenario("put", setup_base, op_put, recover_db, open_writer),
+        Scenario("open_parallel", setup_base, op_open_parallel, recover_db),
+        Scenario("put_parallel", setup_base, op_put_parallel, recover_db, open_parallel_writer,
+                 ordered=False),
         Scenario(
             "flush_memtable", setup_base, op_flush_memtable, recover_db, prepare_flush_memtable
         ),

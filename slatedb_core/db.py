@@ -10,6 +10,11 @@ Write path (seed 001 "Writes", "Acknowledgements"; seed 003 "Writers")::
            view, advances replay_after_wal_id to the WAL id holding the memtable's last entries,
            raises last_l0_seq and re-establishes the writer checkpoint
 
+With ``DbOptions.max_parallel_writes`` N > 1 (seed 001 "Parallel Writes") the WAL flusher seals
+a generation whenever the WAL window has room and hands it to one of up to N creates in flight at
+consecutive ids; a durable put returns when *its* SST lands, possibly before an earlier one. The
+memtable flush still waits for the contiguous watermark, so the replay point never passes a hole.
+
 State shared with readers is an immutable :class:`~slatedb_core.dbstate.DbState` swapped under
 ``_lock``. Three background threads: WAL flusher, L0 flusher, manifest poller. Any of them that
 learns this writer is fenced records it; every later write raises ``Fenced`` and nothing more is

@@ -25,6 +25,9 @@ runs in Arrow without the GIL, so replaying a large WAL is bounded by applying i
 
 
 # ---- replayed WAL --------------------------------------------------------------------------
+_TIER_RATIO = 2
+"""The newest replayed table is merged into the one before it while ``_TIER_RATIO`` times its size
+reaches that one's: higher means fewer tables (cheaper gets) and more copying."""
 NO_MEMTABLE = Memtable()
 NO_MEMTABLE.freeze()
 """The active memtable of every state a reader publishes: empty and frozen (writes raise), since
@@ -91,7 +94,7 @@ class _WalTables:
         while len(tables) >= 2:
             older, newer = tables[-2], tables[-1]
             a, b = older.table.size_bytes, newer.table.size_bytes
-            if a + b > self.max_bytes or 2 * b < a:
+            if a + b > self.max_bytes or _TIER_RATIO * b < a:
                 return
             merged = older.table.overlaid(newer.table)
             tables[-2:] = [_Frozen(merged, older.first_wal_id, newer.last_wal_id)]

@@ -23,6 +23,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.memtable import ImmutableMemtable, Memtable
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader import DbReader, ReaderClosed, SstMissing, _WalTables
 from slatedb_core.sst import encode_sst
@@ -449,6 +450,38 @@ def test_purging_a_table_that_spans_the_replay_point_keeps_only_newer_entries() 
     tables.add([(4, batch_from_lists([b"e"], [6], [0], [b"e4"]))])
     tables.purge(9)
     assert tables.count() == 0 and tables.last_wal_id == 9
+
+
+def test_replayed_tables_never_change_once_published() -> None:
+    """Every add builds new tables (merging the newest ones into new tables): what an earlier
+    state holds keeps answering as it did, so no read of it can see a later batch."""
+
+    def lookup(imms: tuple[ImmutableMemtable, ...], key: bytes) -> bytes | None:
+        for t in imms:  # newest first, as DbState reads them
+            found = t.get(key)
+            if found is not None:
+                return found[1]
+        return None
+
+    tables = _WalTables(max_bytes=4096)
+    published = []
+    for i in range(1, 301):
+        keys, values = [b"k", f"x{i:03}".encode()], [f"v{i}".encode(), b"x" * 20]
+        tables.add([(i, batch_from_lists(keys, [2 * i - 1, 2 * i], [0, 0], values))])
+        imms = tables.imms()
+        published.append((i, imms, [(t.entry_count, t.size_bytes) for t in imms]))
+        assert tables.count() <= 12, "size-tiered: few tables"
+    for i, imms, figures in published:
+        assert [(t.entry_count, t.size_bytes) for t in imms] == figures
+        assert lookup(imms, b"k") == f"v{i}".encode()
+        assert lookup(imms, f"x{i:03}".encode()) == b"x" * 20
+        assert lookup(imms, f"x{i + 1:03}".encode()) is None
+    assert max(t.size_bytes for t in tables.imms()) <= 4096
+    # a merged table accounts its size as a memtable holding the same entries would
+    for t in tables.imms():
+        fresh = Memtable()
+        fresh.put_batch(t.batch)
+        assert t.size_bytes == fresh.size_bytes > 0 and t.entry_count == fresh.entry_count
 
 
 def test_wal_ssts_applied_together_keep_id_order() -> None:

@@ -401,37 +401,34 @@ class WriterEngine:
                     self._cv.notify_all()
 
     # ---- parallel WAL writes (seed 001, "Parallel Writes") ---------------------------------------
-    def _dispatch_wal(self, limit: int | None, since: int | None = None) -> int:
-        """Seal buffered writes and issue them to the WAL window in generation order, one SST
-        per generation, waiting for room in the window before sealing each. ``limit`` None:
-        everything buffered now (returns that last generation); else at most ``limit`` SSTs,
-        sealing the buffer afresh each time, so writes that arrive while the window is full
-        go out together in the next free slot. While the window is full, a create failing after
-        failure number ``since`` (default: any) is raised: it keeps being retried meanwhile."""
+    def _dispatch_wal(self, limit: int | None, since: int = 0) -> int:
+        """Issue sealed generations to the WAL window in order, one SST each, waiting for room
+        in the window before each. ``limit`` None (a flush): everything buffered now, sealed at
+        once; returns that last generation. Else (the flusher) at most ``limit`` SSTs, the
+        buffer sealed only once the window has room, so writes that arrive while it is full go
+        out together. While waiting for room, a create that failed after failure number
+        ``since`` is raised (it keeps being retried at its id)."""
         window = self._window
         assert window is not None
         with self._flush_lock:
             with self._lock:
-                self._seal_locked()
+                if limit is None:
+                    self._seal_locked()
                 target = self._gen - 1
             issued = 0
             while limit is None or issued < limit:
                 with self._lock:
                     todo = self._next_unissued_locked()
-                    if todo is None and limit is not None and not self._buf.empty():
+                    idle = todo is None and (limit is None or self._buf.empty())
+                if idle or (todo is not None and limit is None and todo[0] > target):
+                    break
+                self._wait_for_room(window, since)
+                if todo is None:
+                    with self._lock:
                         self._seal_locked()
                         todo = self._next_unissued_locked()
-                if todo is None or (limit is None and todo[0] > target):
-                    break
-                while not window.wait_for_room(0.05):
-                    # a window stalled on a failing create must not hold _flush_lock forever:
-                    # report the failure (the create keeps being retried at its id)
-                    with self._lock:
-                        if self._error is not None:
-                            raise self._error
-                        failure = self._failure_locked(since or 0)
-                        if failure is not None:
-                            raise failure
+                    if todo is None:
+                        break
                 gen, buf = todo
                 data = self._wal_writer.encode(buf.to_batch())
                 with self._lock:
@@ -444,6 +441,17 @@ class WriterEngine:
                     raise
                 issued += 1
             return target
+
+    def _wait_for_room(self, window: WalWindow, since: int) -> None:
+        while not window.wait_for_room(0.05):
+            # a window stalled on a failing create must not hold _flush_lock forever: report
+            # the failure (the create keeps being retried at its id)
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                failure = self._failure_locked(since)
+                if failure is not None:
+                    raise failure
 
     def _next_unissued_locked(self) -> tuple[int, _Buffer] | None:
         """The oldest sealed generation not yet given to the window (landed ones leave _sealed)."""
@@ -521,7 +529,7 @@ class WriterEngine:
                 break
             try:
                 if self._window is not None:
-                    self._dispatch_wal(self._window.size)
+                    self._dispatch_wal(self._window.size, self._failure_serial)
                 else:
                     self._flush_wal()
             except (Fenced, WalEpochConflict, WalWindowClosed):

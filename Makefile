@@ -57,6 +57,10 @@ ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one p
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+screenshot: $(STAMP) ## Retake docs/img/asset_graph.png: sample data, dagster dev, headless Chromium (OUT=...)
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	$(BIN)/python -m orchestration.screenshot --out $(or $(OUT),docs/img/asset_graph.png)
+
 crash: $(STAMP) ## Crash-point tests: every store call of every operation, killed before and after
 	$(BIN)/pytest -q tests/crash -m "not s3"
 	$(BIN)/python -m tests.crash.report
@@ -67,4 +71,4 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo demo-s3 sim test test-fast lint bench ui crash fuzz clean
+.PHONY: help setup demo demo-s3 sim test test-fast lint bench ui screenshot crash fuzz clean

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orchestration.devserver import free_port, stop_dagster_dev
 from orchestration.sample_data import write_database
 from slatedb_core import open_store
 from slatedb_core.inspect import inspect_database
@@ -26,30 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _processes_with(marker: str) -> list[int]:
-    """Pids of live processes whose environment contains ``marker`` (our DAGSTER_HOME): catches
-    children that left our process group too."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "environ").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state != "Z":
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @dataclass
@@ -98,7 +73,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
@@ -116,21 +91,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
     try:
         yield Server(f"http://127.0.0.1:{port}", home, proc)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:  # dagster dev stops its webserver, daemon and code servers on SIGTERM
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _processes_with(str(home)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = _processes_with(str(home))
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
+        # SIGTERM the group (dagster dev stops its webserver, daemon and code servers), SIGKILL
+        # after 10s; then SIGKILL whatever still has our DAGSTER_HOME in its environment.
+        left = stop_dagster_dev(proc, str(home), timeout_s=10)
         log.close()
         assert left == [], f"processes left running after dagster dev stopped: {left}"
 

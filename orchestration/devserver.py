@@ -1,0 +1,159 @@
+"""Start ``dagster dev`` in its own process group on 127.0.0.1, wait for it, and stop every process
+it started. Shared by ``orchestration.screenshot`` and the end-to-end test of ``dagster dev``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+REPO = Path(__file__).resolve().parents[1]
+DAGSTER = Path(sys.executable).with_name("dagster")
+
+T = TypeVar("T")
+
+LOCATIONS = """
+{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of live processes whose environment contains ``marker`` (our DAGSTER_HOME): catches
+    children that left our process group too."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def write_dagster_home(home: Path) -> None:
+    """A fresh DAGSTER_HOME with telemetry off and without the UI's "Join the Dagster community"
+    dialog (the ``nux``), which would otherwise cover the first page opened."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
+
+
+def start_dagster_dev(
+    port: int, env: Mapping[str, str], log: IO[bytes], workspace: str = "workspace.yaml"
+) -> subprocess.Popen[bytes]:
+    """``dagster dev -w workspace.yaml -h 127.0.0.1 -p port`` in the repository root, in a new
+    session (its own process group, so one killpg reaches webserver, daemon and code servers)."""
+    if not DAGSTER.exists():
+        raise FileNotFoundError(
+            f"{DAGSTER} not found: install the orchestration extra (pip install -e '.[orchestration]')"
+        )
+    return subprocess.Popen(
+        [str(DAGSTER), "dev", "-w", workspace, "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO,
+        env=dict(env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process_group(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> None:
+    """SIGTERM the process group led by ``proc``, SIGKILL it if it is not gone in ``timeout_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=timeout_s)
+    try:  # the leader may be gone while others in its group still run
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_dagster_dev(
+    proc: subprocess.Popen[bytes], marker: str, timeout_s: float = 10.0
+) -> list[int]:
+    """Stop ``dagster dev`` (it stops its webserver, daemon and code servers on SIGTERM), then
+    SIGKILL whatever still has ``marker`` (the DAGSTER_HOME path) in its environment. Returns the
+    pids that had to be killed that way: [] when everything stopped by itself."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_with(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def wait_for(
+    predicate: Callable[[], T | None], what: str, timeout_s: float, proc: subprocess.Popen[Any]
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; RuntimeError if ``proc`` exits first,
+    TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dagster dev exited with {proc.returncode} waiting for {what}")
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # not up yet
+            last = e
+        time.sleep(0.5)
+    raise TimeoutError(f"timed out after {timeout_s}s waiting for {what} (last error: {last})")
+
+
+def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> Any:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    request = urllib.request.Request(
+        f"{url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        payload = json.loads(response.read())
+    if "errors" in payload:
+        raise RuntimeError(f"GraphQL errors: {payload['errors']}")
+    return payload["data"]
+
+
+def server_up(url: str) -> bool:
+    with urllib.request.urlopen(f"{url}/server_info", timeout=5) as response:
+        return bool(response.status == 200)

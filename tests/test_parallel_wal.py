@@ -409,3 +409,44 @@ def test_a_failing_wal_create_is_retried_at_its_id_and_later_ones_are_acked(
     w1.close()
     with Db.open("db", store, DbOptions()) as w2:
         assert w2.get_many([b"a", b"b"]) == [b"1", b"2"]
+
+
+def test_an_opener_that_dies_mid_fence_leaves_the_old_window_in_the_manifest(
+    store: ObjectStore,
+) -> None:
+    """Writer 2 (window 1) bumps its epoch over writer 1 (window 4) and stalls after one of its
+    four fencing SSTs: the manifest says 4 (the maximum), so writer 3 (window 1) still fences
+    with 4 consecutive SSTs, which is what writer 1's window needs."""
+    w1 = Db.open("db", store, dataclasses.replace(PARALLEL, max_parallel_writes=4))  # 1..4
+    w1.put(b"x", b"1")  # 5
+    faulty = FaultyStore(store)
+    stalled = faulty.pause("w2", "put_if_absent", wal_path(7))
+    box: list[Db | BaseException] = []
+
+    def open_w2() -> None:
+        try:
+            box.append(Db.open("db", faulty, DbOptions(max_parallel_writes=1)))
+        except BaseException as e:
+            box.append(e)
+
+    t = threading.Thread(target=open_w2, daemon=True)
+    t.start()
+    try:
+        assert stalled.wait_reached(WAIT)  # writer 2 fenced 6 and waits before 7
+        m = Db.open("db", store, DbOptions(max_parallel_writes=1))
+        try:
+            assert epochs(store) == {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 3, 8: 3, 9: 3, 10: 3}
+            assert m.get(b"x") == b"1"
+            m.put(b"y", b"2")
+            m.flush_memtable()  # its fence is complete: the manifest carries its own window
+            assert m.manifest.manifest.max_parallel_writes == 1
+        finally:
+            m.close()
+        stalled.release()
+        t.join(WAIT)
+        assert len(box) == 1 and isinstance(box[0], Fenced)
+        with pytest.raises(Fenced):
+            w1.put(b"z", b"3")
+    finally:
+        faulty.release_all()
+        w1._simulate_crash()

@@ -267,7 +267,6 @@ class WalWindow:
                 return
             if closed:
                 return
-            log.warning("WAL write of id %d failed, retrying at the same id", wal_id)
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -280,6 +279,7 @@ class WalWindow:
             done(wal_id, e)
             return True
         except SlateDBError as e:
+            log.warning("WAL write of id %d failed (retried at the same id): %s", wal_id, e)
             done(wal_id, e)
             return False
         except BaseException as e:  # a bug: halt rather than leave a hole silently

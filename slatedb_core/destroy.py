@@ -108,8 +108,8 @@ def _soft(ms: ManifestStore, now: Clock) -> None:
         existing = wal.list_ids(after=m.replay_after_wal_id)
         start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
         try:
-            # as a writer's open does (engine._recover): stop if a newer writer exists, then
-            # fence the last writer's whole window of parallel WAL writes
+            # as a writer's open does (recovery.fence_older_writers): stop if a newer writer
+            # exists, then fence the last writer's whole window of parallel WAL writes
             fm.fence.check(ms.read_latest().manifest)
             fence_wal(wal, fm.epoch, start, SstOptions(), m.max_parallel_writes)
             fm.update(_mark_destroyed(now))

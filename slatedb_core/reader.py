@@ -58,68 +58,41 @@ published last once, at its start, and reads only from it, so it sees a prefix o
 history with every write batch whole, however replay interleaves with it. (Until 2026-11 the
 active replay table was shared with the published state and grew in place: a ``get_many``
 running across a replay saw half of a write batch.)
+
+Where it lives: this module has :class:`DbReader` (opening, reads and scans with their recovery
+from a missing SST, the poll thread, lifecycle); :mod:`slatedb_core.reader_refresh` builds the
+state served and keeps it current (each mode's opening and polling, establishing and
+re-establishing the checkpoint, WAL replay); :mod:`slatedb_core.reader_wal` holds the WAL tables
+and :mod:`slatedb_core.reader_types` the errors, views, pins and checkpoint manifest changes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
-import math
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 import pyarrow as pa
-from ulid import ULID
 
 from slatedb_core.db import KV_SCHEMA
-from slatedb_core.dbstate import DbState, SstHandle, build_handles
-from slatedb_core.errors import (
-    CheckpointNotFound,
-    DatabaseNotFound,
-    InvalidArgument,
-    ObjectNotFound,
-    SlateDBError,
-)
+from slatedb_core.dbstate import DbState
+from slatedb_core.errors import InvalidArgument, ObjectNotFound, SlateDBError
 from slatedb_core.iterators import iter_rows
-from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.sst import BlockCache
+from slatedb_core.reader_refresh import Refresher
+from slatedb_core.reader_types import ReaderClosed, ReaderStats, SstMissing, _as_key, _View
+from slatedb_core.reader_wal import _WalTables  # noqa: F401 (imported from here by tests)
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-from slatedb_core.wal import WalLog
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_RELOAD_ATTEMPTS = 5  # WAL vanishing between manifest read and WAL read means the manifest moved
 _scan_tokens = itertools.count(1)
-
-
-from slatedb_core.reader_types import (  # noqa: E402
-    ReaderClosed,
-    ReaderStats,
-    SstMissing,
-    _as_key,
-    _check_live,
-    _CheckpointLost,
-    _Pin,
-    _sst_set,
-    _View,
-    drop_change,
-    pin_change,
-    refresh_change,
-)
-from slatedb_core.reader_wal import (  # noqa: E402
-    NO_MEMTABLE,
-    _contiguous,
-    _fetch_wal,
-    _WalTables,
-)
 
 
 class DbReader:
@@ -139,15 +112,8 @@ class DbReader:
         self.options = options
         self._mode = mode
         self._given_checkpoint = checkpoint
-        self._manifests = ManifestStore(store, path)
-        self._wal = WalLog(store, path)
-        self._cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
-        self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
-        self._tables = _WalTables(options.max_memtable_bytes)
-        self._view: _View | None = None
-        self._pin: _Pin | None = None  # MANAGED: the checkpoint of the current state
-        self._retired: list[_Pin] = []  # MANAGED: older checkpoints kept for open scans
-        self._latest_seen = 0  # id of the newest manifest looked at
+        # the state served and what refreshes it (reader_refresh), changed under _refresh_lock
+        self._refresher = Refresher(path, store, options)
         self._refresh_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -179,43 +145,21 @@ class DbReader:
         with reader._refresh_lock:
             if mode is ReaderMode.CHECKPOINT:
                 assert checkpoint is not None
-                reader._open_checkpoint(checkpoint)
+                reader._refresher.open_checkpoint(checkpoint)
             elif mode is ReaderMode.MANAGED:
                 try:
-                    reader._establish()
+                    reader._refresher.establish()
                 except BaseException:
                     try:
-                        reader._drop_checkpoints()
+                        reader._refresher.drop_checkpoints()
                     except SlateDBError as e:  # it expires with its lifetime anyway
                         log.warning("reader of %r: could not delete its checkpoint: %s", path, e)
                     raise
             else:
-                reader._follow()
+                reader._refresher.follow()
         if mode is not ReaderMode.CHECKPOINT:
             reader._start()
         return reader
-
-    def _open_checkpoint(self, checkpoint_id: uuid.UUID) -> None:
-        latest = self._manifests.read_latest()
-        self._latest_seen = latest.id
-        cp = latest.manifest.checkpoint(checkpoint_id)
-        if cp is None or cp.is_expired(time.time()):
-            raise CheckpointNotFound(checkpoint_id)
-        try:
-            stored = latest if cp.manifest_id == latest.id else self._manifests.read(cp.manifest_id)
-        except ObjectNotFound:
-            # GC collects a pinned manifest only once its checkpoint is gone: it expired just now
-            again = self._manifests.read_latest().manifest.checkpoint(checkpoint_id)
-            if again is None or again.is_expired(time.time()):
-                raise CheckpointNotFound(checkpoint_id) from None
-            raise
-        m = stored.manifest
-        self._install(stored)
-        ids = range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
-        try:
-            self._replay(ids)
-        except ObjectNotFound as e:
-            raise SstMissing(e.path, f"WAL SST pinned by checkpoint {checkpoint_id}") from e
 
     def _start(self) -> None:
         self._thread = threading.Thread(
@@ -226,216 +170,14 @@ class DbReader:
     # ---- state -----------------------------------------------------------------------------
     @property
     def _current(self) -> _View:
-        view = self._view
-        assert view is not None, "a DbReader is only handed out once opened"
-        return view
-
-    def _install(self, stored: StoredManifest) -> None:
-        """Make ``stored`` the manifest served: new SST handles, WAL tables now in L0 dropped."""
-        m = stored.manifest
-        self._tables.purge(m.replay_after_wal_id, m.last_l0_seq)
-        l0, runs, self._handles = build_handles(
-            self.store, self.path, stored.manifest, self._cache, self._handles
-        )
-        t = self._tables
-        state = DbState(stored, NO_MEMTABLE, t.imms(), l0, runs)
-        self._view = _View(state, self._pin, t.last_wal_id)
-
-    def _republish(self, stored: StoredManifest | None = None) -> None:
-        """Publish the current tables (and optionally a manifest with the same SST set)."""
-        view = self._current
-        t = self._tables
-        state = dataclasses.replace(
-            view.state, manifest=stored or view.state.manifest, imm=t.imms()
-        )
-        self._view = _View(state, self._pin, t.last_wal_id)
-
-    def _replay(self, ids: Sequence[int]) -> None:
-        """Apply WAL SSTs (contiguous, after the last applied); ObjectNotFound if one is gone,
-        after applying those before it. SSTs are applied in groups of about ``max_bytes``, each
-        made visible in one step (a new table in a newly published state)."""
-        max_bytes = self._tables.max_bytes
-        group: list[tuple[int, pa.RecordBatch]] = []
-        size = 0
-        try:
-            for wal_id, entries in _fetch_wal(self._wal, ids):
-                if group and size + entries.nbytes > max_bytes:
-                    self._apply(group)
-                    group, size = [], 0
-                group.append((wal_id, entries))
-                size += entries.nbytes
-        except ObjectNotFound:
-            self._apply(group)  # keep the SSTs before the missing one
-            raise
-        self._apply(group)
-
-    def _apply(self, group: Sequence[tuple[int, pa.RecordBatch]]) -> None:
-        if group:
-            self._tables.add(group)
-            self._republish()
-
-    def _replay_new_wal(self) -> bool:
-        """Poll the WAL directory; False when an SST vanished (its manifest moved on)."""
-        after = self._tables.last_wal_id
-        ids = _contiguous(self._wal.list_ids(after=after), after)
-        try:
-            self._replay(ids)
-        except ObjectNotFound:
-            return False
-        return True
-
-    def _read_latest_if_changed(self) -> StoredManifest | None:
-        """The latest manifest, or None when it is the one seen last (2 requests, not 3)."""
-        latest_id = self._manifests.latest_id()
-        if latest_id is None:
-            raise DatabaseNotFound(f"no manifest under {self.path!r} in {self.store.url}")
-        if latest_id == self._latest_seen:
-            return None
-        try:
-            stored = self._manifests.read(latest_id)
-        except ObjectNotFound:  # superseded and collected meanwhile
-            stored = self._manifests.read_latest()
-        self._latest_seen = stored.id
-        return stored
-
-    # ---- FOLLOW_LATEST ---------------------------------------------------------------------
-    def _follow(self, latest: StoredManifest | None = None) -> None:
-        """Serve ``latest`` (or the latest manifest) and the WAL after it."""
-        for _ in range(_RELOAD_ATTEMPTS):
-            if latest is None:
-                latest = self._manifests.read_latest()
-                self._latest_seen = latest.id
-            _check_live(self.path, latest.manifest)
-            self._follow_to(latest)
-            if self._replay_new_wal():
-                return
-            latest = None  # a WAL SST went into L0 and was collected: look again
-        raise SstMissing(
-            self._wal.dir, f"WAL SSTs kept disappearing over {_RELOAD_ATTEMPTS} manifest reloads"
-        )
-
-    def _follow_to(self, latest: StoredManifest) -> None:
-        view = self._view
-        if view is None or _sst_set(latest.manifest) != _sst_set(view.state.manifest.manifest):
-            self._install(latest)
-        else:
-            self._republish(latest)
-
-    def _poll_follow(self) -> None:
-        latest = self._read_latest_if_changed()
-        if latest is not None:
-            m = latest.manifest
-            if m.destroyed_at_s is not None or not m.initialized:
-                log.warning("reader of %r: database destroyed or uninitialized", self.path)
-            self._follow_to(latest)
-        if not self._replay_new_wal():
-            self._follow()
-
-    # ---- MANAGED ---------------------------------------------------------------------------
-    def _pins(self) -> list[_Pin]:
-        return [p for p in (self._pin, *self._retired) if p is not None]
-
-    def _establish(self, base: StoredManifest | None = None) -> None:
-        """Seed 003 "Establishing the Checkpoint", also used to re-establish it."""
-        for _ in range(_RELOAD_ATTEMPTS):
-            if base is None:
-                base = self._manifests.read_latest()
-            _check_live(self.path, base.manifest)
-            after = base.manifest.replay_after_wal_id
-            listed = _contiguous(self._wal.list_ids(after=after), after)
-            stored = self._commit_checkpoint(base, listed[-1] if listed else after)
-            self._install(stored)
-            try:
-                self._replay([i for i in listed if i > self._tables.last_wal_id])
-                return
-            except ObjectNotFound:
-                base = None  # GC won a race against the new pin: establish again
-        raise SstMissing(
-            self._wal.dir, f"WAL SSTs kept disappearing over {_RELOAD_ATTEMPTS} checkpoints"
-        )
-
-    def _commit_checkpoint(self, base: StoredManifest, last_seen: int) -> StoredManifest:
-        """One update: our new checkpoint, ``wal_id_last_seen``, and deletion of our older
-        checkpoints that no open scan still reads."""
-        now = time.time()
-        lifetime = self.options.checkpoint_lifetime
-        expire = None if lifetime is None else math.ceil(now + lifetime.total_seconds())
-        new_id = uuid.uuid4()
-        old = self._pins()
-
-        drop = {p.id for p in old if not p.scans}
-        change = pin_change(self.path, new_id, int(now), expire, drop, last_seen)
-        stored = self._manifests.update_at(change, base=base)
-        self._latest_seen = stored.id
-        self._retired = [p for p in old if stored.manifest.checkpoint(p.id) is not None]
-        self._pin = _Pin(new_id, expire)
-        return stored
-
-    def _maintain(self) -> None:
-        """Refresh expiries with less than half the lifetime left; delete retired checkpoints
-        whose scans have finished. Raises _CheckpointLost."""
-        lifetime = self.options.checkpoint_lifetime
-        now = time.time()
-        stale: set[uuid.UUID] = set()
-        if lifetime is not None:
-            half = lifetime.total_seconds() / 2
-            stale = {
-                p.id
-                for p in self._pins()
-                if p.expire_time_s is not None and p.expire_time_s - now < half
-            }
-        done = {p.id for p in self._retired if not p.scans}
-        if not stale and not done:
-            return
-        expire = None if lifetime is None else math.ceil(now + lifetime.total_seconds())
-        assert self._pin is not None
-        ours = self._pin.id
-
-        change = refresh_change(ours, done, stale, expire)
-        stored = self._manifests.update_at(change)
-        self._latest_seen = stored.id
-        for p in self._pins():
-            c = stored.manifest.checkpoint(p.id)
-            if c is not None:
-                p.expire_time_s = c.expire_time_s
-        self._retired = [p for p in self._retired if p.id not in done]
-
-    def _poll_managed(self) -> None:
-        latest = self._read_latest_if_changed()
-        if latest is not None:
-            pinned = self._current.state.manifest.manifest
-            if (
-                self._pin is None
-                or latest.manifest.checkpoint(self._pin.id) is None
-                or _sst_set(latest.manifest) != _sst_set(pinned)
-            ):
-                self._establish(latest)
-                return
-        try:
-            self._maintain()
-        except _CheckpointLost:
-            self._establish()
-            return
-        if not self._replay_new_wal():
-            self._establish()
-
-    def _drop_checkpoints(self) -> None:
-        """Delete every checkpoint this reader created (close, failed open)."""
-        doomed = {p.id for p in self._pins()}
-        self._pin = None
-        self._retired = []
-        if not doomed:
-            return
-
-        change = drop_change(doomed)
-        self._manifests.update_at(change)
+        return self._refresher.current
 
     # ---- polling ---------------------------------------------------------------------------
     def _poll(self) -> None:
         if self._mode is ReaderMode.MANAGED:
-            self._poll_managed()
+            self._refresher.poll_managed()
         elif self._mode is ReaderMode.FOLLOW_LATEST:
-            self._poll_follow()
+            self._refresher.poll_follow()
 
     def _poll_loop(self) -> None:
         interval = self.options.manifest_poll_interval.total_seconds()
@@ -466,11 +208,11 @@ class DbReader:
         """After ``failed`` lost an SST: a state built from the latest manifest."""
         with self._refresh_lock:
             self._check_open()
-            if self._view is failed:
+            if self._refresher.view is failed:
                 if self._mode is ReaderMode.MANAGED:
-                    self._establish()
+                    self._refresher.establish()
                 else:
-                    self._follow()
+                    self._refresher.follow()
             return self._current
 
     # ---- reads -----------------------------------------------------------------------------
@@ -598,7 +340,7 @@ class DbReader:
         """The checkpoint read (CHECKPOINT) or held (MANAGED); None for FOLLOW_LATEST."""
         if self._mode is ReaderMode.CHECKPOINT:
             return self._given_checkpoint
-        pin = self._pin
+        pin = self._refresher.pin
         return None if pin is None else pin.id
 
     def stats(self) -> ReaderStats:
@@ -629,7 +371,7 @@ class DbReader:
             t.join(timeout=30)
         self._thread = None
         with self._refresh_lock:
-            self._drop_checkpoints()
+            self._refresher.drop_checkpoints()
 
     def __enter__(self) -> DbReader:
         return self
@@ -643,7 +385,7 @@ class DbReader:
         self.close()
 
     def __repr__(self) -> str:
-        view = self._view
+        view = self._refresher.view
         mid = None if view is None else view.state.manifest.id
         return f"DbReader({self.path!r}, mode={self._mode.name}, manifest={mid})"
 

@@ -1,4 +1,5 @@
-"""Errors, statistics and small helpers of :mod:`slatedb_core.reader`."""
+"""Errors, statistics and small helpers of :mod:`slatedb_core.reader` and
+:mod:`slatedb_core.reader_refresh`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The WAL a reader replays: contiguous WAL SSTs fetched ahead, held in bounded immutable
-in-memory tables and purged once their data reaches L0 (used by :mod:`slatedb_core.reader`)."""
+in-memory tables and purged once their data reaches L0 (used by :mod:`slatedb_core.reader_refresh`)."""
 
 from __future__ import annotations
 

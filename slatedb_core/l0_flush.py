@@ -1,0 +1,78 @@
+"""What a memtable flush to L0 commits (seed 001 "Writes", seed 003 "Writers"), as pure manifest
+changes; :meth:`~slatedb_core.engine.WriterEngine._flush_one` runs the steps:
+
+1. wait until the frozen memtable's last WAL generation is durable (contiguously);
+2. upload its L0 SST (kept for a retry of the flush, which must not name the rows twice);
+3. commit :func:`l0_flush_change`: the L0 view in front, ``last_l0_seq`` raised, the writer
+   checkpoint moved, and the replay point moved only as far as the *previous* flushes whose SSTs
+   passed their GC check;
+4. the post-commit GC check of the SST (:func:`~slatedb_core.gc_safety.secure_from_gc`); only
+   then may a later commit (the next flush, or :func:`replay_point_change`) move the replay point
+   past this flush's WAL SSTs. A writer that dies between 3 and 4 leaves an SST a GC pass may
+   delete, whose rows are then still in the replayed WAL (the next writer drops the SST, see
+   :func:`~slatedb_core.recovery.repair_l0_behind_gc_boundary`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from slatedb_core.gc_safety import writer_checkpoint
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
+from slatedb_core.manifest.store import IdChange
+from slatedb_core.memtable import ImmutableMemtable
+
+# Measured RSS of a dict memtable entry beyond its key and value bytes (dict slot, tuple, int and
+# bytes headers, WAL buffer copy): ~320 bytes against the 16 that size_bytes counts toward the SST size.
+RESIDENT_OVERHEAD_PER_ENTRY = 320
+
+
+def resident_bytes(imm: ImmutableMemtable) -> int:
+    """What a frozen memtable really holds in memory, for backpressure (not for SST sizing)."""
+    return int(imm.size_bytes + imm.entry_count * RESIDENT_OVERHEAD_PER_ENTRY)
+
+
+def l0_flush_change(
+    sst: CompactedSst,
+    *,
+    epoch: int,
+    confirmed_wal_id: int,
+    last_wal_id: Callable[[], int],
+    max_parallel_writes: int,
+    max_seq: int,
+) -> IdChange:
+    """Step 3: add ``sst`` as the newest L0 view. ``confirmed_wal_id``: the highest WAL id whose
+    rows are in an L0 SST that passed its GC check; ``last_wal_id`` gives the WAL id of the
+    writer's contiguous durable prefix when the change is applied."""
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if m.sst(sst.id) is not None:
+            return None  # committed by an earlier attempt of this flush
+        view = SstView(view_id=sst.id, sst_id=sst.id)
+        m = dataclasses.replace(
+            m,
+            ssts=(*m.ssts, sst),
+            l0=(view, *m.l0),
+            replay_after_wal_id=max(m.replay_after_wal_id, confirmed_wal_id),
+            # only the contiguous prefix: ids past it may be holes a next writer must fence
+            next_wal_sst_id=max(m.next_wal_sst_id, last_wal_id() + 1),
+            # our fence is complete: the next writer need only cover our own window
+            max_parallel_writes=max_parallel_writes,
+            last_l0_seq=max(m.last_l0_seq, max_seq),
+        )
+        return writer_checkpoint(m, next_id, epoch)
+
+    return change
+
+
+def replay_point_change(confirmed_wal_id: int, epoch: int) -> IdChange:
+    """Move the replay point up to ``confirmed_wal_id`` (after the GC check of the last flush)."""
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if m.replay_after_wal_id >= confirmed_wal_id:
+            return None
+        m = dataclasses.replace(m, replay_after_wal_id=confirmed_wal_id)
+        return writer_checkpoint(m, next_id, epoch)
+
+    return change

@@ -1,0 +1,154 @@
+"""A writer's recovery at open (seed 001 "Writer Fencing", seed 003 "Writers"), step by step;
+:meth:`~slatedb_core.engine.WriterEngine._recover` runs the steps in this order and installs the
+result:
+
+1. :func:`bump_epoch`: create the manifest if absent, then bump the writer epoch together with our
+   writer checkpoint;
+2. :func:`fence_older_writers`: write the fencing WAL SSTs that make every older writer stop;
+3. :func:`repair_l0_behind_gc_boundary`: finish the post-commit GC check an earlier writer may
+   have died before doing;
+4. :func:`replay_wal`: replay the WAL SSTs between the replay point and our fence into a memtable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+
+from ulid import ULID
+
+from slatedb_core.dbstate import resolve_sst_path, sst_path
+from slatedb_core.errors import ManifestVersionExists, ObjectNotFound
+from slatedb_core.gc_safety import Commit, secure_from_gc, writer_checkpoint
+from slatedb_core.manifest.model import CompactedSst, Manifest
+from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.memtable import Memtable
+from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.sst import SstOptions
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.wal import WalLog, fence_wal, first_open_slot
+
+log = logging.getLogger(__name__)
+
+
+def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedManifest:
+    """Step 1: create the manifest if absent, then bump the writer epoch together with our writer
+    checkpoint (seed 003). The manifest's ``max_parallel_writes`` becomes max(previous
+    writer's, ours) until our fence is complete (lowered to ours by our first memtable flush), so
+    that a writer opening after us while we fence still covers the previous writer's window."""
+    if manifests.try_read_latest() is None:
+        try:
+            manifests.create_initial(Manifest())
+        except ManifestVersionExists:
+            pass  # another opener created it first
+    own = max_parallel_writes
+
+    def bump(m: Manifest, next_id: int) -> Manifest:
+        m = writer_checkpoint(m, next_id, m.writer_epoch)
+        return dataclasses.replace(m, max_parallel_writes=max(m.max_parallel_writes, own))
+
+    return FencedManifest.init_writer(manifests, extra=bump)
+
+
+def fence_older_writers(
+    fm: FencedManifest, manifests: ManifestStore, wal: WalLog, sst_options: SstOptions
+) -> int:
+    """Step 2: fence older writers (seed 001) with ``max_parallel_writes`` (of the manifest our
+    bump committed) consecutive empty WAL SSTs from the first open slot, which fills any hole an
+    older writer may still be writing. Returns the id of our last fencing SST; raises ``Fenced``
+    if a newer writer exists."""
+    m = fm.stored.manifest
+    existing = wal.list_ids(after=m.replay_after_wal_id)
+    start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
+    # An opener that bumped before a newer writer and lists the WAL after that writer began
+    # writing would otherwise put its fencing SSTs into the holes of the newer writer's
+    # in-flight window; re-reading the manifest here makes it stop first.
+    fm.fence.check(manifests.read_latest().manifest)
+    fence_id = fence_wal(wal, fm.epoch, start, sst_options, m.max_parallel_writes)
+    # A newer writer that bumped its epoch and fenced while we were between our bump and our
+    # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
+    # tells. Without this check we would run as a second writer (seed 001's fence is only
+    # sound once no newer epoch exists when our fence lands).
+    fm.fence.check(manifests.read_latest().manifest)
+    return fence_id
+
+
+def repair_l0_behind_gc_boundary(
+    store: ObjectStore,
+    path: str,
+    m: Manifest,
+    boundary: BoundaryObject,
+    epoch: int,
+    commit: Commit,
+) -> None:
+    """Step 3: re-run the post-commit GC check (:func:`~slatedb_core.gc_safety.secure_from_gc`)
+    for our own L0 SSTs in ``m`` that a GC pass may have been allowed to delete, i.e. those at
+    or behind the compacted boundary.
+
+    A writer that died between committing an L0 SST and that check leaves an SST that a
+    concurrent GC pass may delete (or already has). One still present is re-homed under a
+    fresh id; one already gone is dropped from the manifest. Dropping loses nothing
+    acknowledged: a memtable flush moves the replay point past its WAL SSTs only in a later
+    commit, once the check has passed (see ``WriterEngine._flush_one``), so the rows of an
+    unchecked SST are still in the WAL we replay next; and a bulk ingest returns only after the
+    check. SSTs newer than the boundary are safe from every GC pass and cost nothing here.
+    """
+    limit = boundary.read()
+    at_risk: list[CompactedSst] = []
+    for view in m.l0:
+        sst = m.sst(view.sst_id)
+        if sst is None or sst.id.milliseconds > limit or sst in at_risk:
+            continue
+        own = sst_path(path, sst.original_id or sst.id)
+        if resolve_sst_path(path, m, sst) == own:  # not another database's SST
+            at_risk.append(sst)
+    missing: set[ULID] = set()
+    for sst in at_risk:
+        data = functools.partial(_read_object, store, resolve_sst_path(path, m, sst))
+        try:
+            secure_from_gc(store, path, boundary, epoch, commit, sst, data)
+        except ObjectNotFound:
+            missing.add(sst.id)
+    if not missing:
+        return
+    log.warning(
+        "%r: dropping %d L0 SST(s) a GC pass deleted before their writer had checked them "
+        "(their rows are replayed from the WAL): %s",
+        path,
+        len(missing),
+        ", ".join(map(str, sorted(missing))),
+    )
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if not any(m.sst(i) is not None for i in missing):
+            return None
+        l0 = tuple(v for v in m.l0 if v.sst_id not in missing)
+        used = {v.sst_id for v in l0} | {v.sst_id for r in m.compacted for v in r.views}
+        ssts = tuple(s for s in m.ssts if s.id not in missing or s.id in used)
+        return writer_checkpoint(dataclasses.replace(m, l0=l0, ssts=ssts), next_id, epoch)
+
+    commit(change)
+
+
+def _read_object(store: ObjectStore, path: str) -> bytes:
+    return store.get(path).data
+
+
+def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
+    """Step 4: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
+    again: older writers may have taken slots while we were fencing). The fence left no holes
+    below it; an older writer's SST that landed after a lost one of its window is replayed (seed
+    001: it may have been acknowledged)."""
+    memtable = Memtable()
+    expect = m.replay_after_wal_id + 1
+    for wal_id in wal.list_ids(after=m.replay_after_wal_id):
+        if wal_id >= fence_id:
+            break
+        if wal_id != expect and expect >= m.next_wal_sst_id:
+            log.warning("%r: WAL ids %d..%d are missing below our fence", path, expect,
+                        wal_id - 1)
+        expect = wal_id + 1
+        for batch in wal.read(wal_id).entries.to_batches():
+            memtable.put_batch(batch)
+    return memtable

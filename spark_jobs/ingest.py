@@ -9,12 +9,18 @@ The job, in three steps::
               that Spark's hash partitioner sends to partition == shard
     shuffle   repartition(n_shards, partition key): all blobs of a shard in ONE partition
     stage 2   mapInArrow(_WriteShards), per shard of the partition (normally exactly one):
+                the shard's rows, sorted      blobs read in place, one sort and one copy; the
+                                              first and last key must lie in the shard
                 Table.writer(planned shard)   Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
                 done marker of this job?      a finished attempt exists: write nothing
-                Db.bulk_ingest(all rows)      SSTs, then ONE fenced manifest update
+                Db.bulk_ingest(all rows)      SSTs (the rows are sorted already: no re-sort),
+                                              then ONE fenced manifest update
                 close, put the done marker    yield a statistics row
+
+While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS
+(``spark.sql.execution.arrow.maxRecordsPerBatch``, raised for the job only).
     driver    aggregate the rows into IngestStats; a refused shard raises ShardMapConflict
 
 Why retries and speculative copies are safe. A shard's rows all reach one task, and each attempt
@@ -48,6 +54,7 @@ A row whose ``tombstone_column`` is true deletes its key (its value is ignored).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -65,6 +72,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
+from slatedb_core.entries import binary_buffers, sortable_keys
 from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
@@ -88,7 +96,12 @@ _KEY, _VALUE, _TOMB, _SHARD, _PKEY, _DATA = (
 ENTRY_SCHEMA = pa.schema([(_KEY, pa.binary()), (_VALUE, pa.binary())])
 _BUCKETS_DDL = f"{_PKEY} bigint, {_SHARD} int, {_DATA} binary"
 BUCKET_ROWS = 100_000
-"""Input rows a stage-1 task gathers before cutting them into per-shard blobs."""
+BUCKET_BYTES = 64 << 20
+"""Input rows (or bytes) a stage-1 task gathers before cutting them into per-shard blobs."""
+ARROW_BATCH_ROWS = 100_000
+"""``spark.sql.execution.arrow.maxRecordsPerBatch`` while the job runs, unless the session's is
+larger (or unlimited): Spark hands rows to Python in batches of at most this many rows (and
+``maxBytesPerBatch``, 64 MiB by default), and its per-batch costs dominate at small batches."""
 STATS_SCHEMA = pa.schema(
     [
         ("shard_index", pa.int32()),
@@ -176,6 +189,79 @@ class IngestPlan:
     @property
     def shards(self) -> tuple[Shard, ...]:
         return self.shard_map.shards
+
+
+# ---- vectorised helpers of both stages -------------------------------------------------------------
+
+
+def _fixed_width(arr: pa.Array) -> int | None:
+    """The width of every value of a binary array without nulls, if they all have the same."""
+    if arr.null_count or not len(arr) or not pa.types.is_binary(arr.type):
+        return None
+    offs, _ = binary_buffers(arr)
+    width = int(offs[1] - offs[0])
+    if width <= 0 or int(offs[-1] - offs[0]) != width * len(arr):
+        return None
+    return width if bool(np.all(np.diff(offs) == width)) else None
+
+
+def _fixed_view(arr: pa.Array, width: int) -> np.ndarray:
+    """The values of a fixed-width binary array as a NumPy ``S<width>`` array (no copy); NumPy
+    orders equal-width ``S`` values byte by byte, like the keys."""
+    offs, data = binary_buffers(arr)
+    return data[int(offs[0]) : int(offs[-1])].view(f"S{width}")
+
+
+def _route(shard_map: ShardMap, keys: pa.Array) -> np.ndarray:
+    """``shard_map.route(keys)`` as NumPy. Keys of one width w (the usual case) take one binary
+    search each among the split points zero-padded to w: for a split point of at most w bytes,
+    ``key >= split`` exactly when ``key >= split + zeros``, as a key of w bytes that starts with
+    the split point is never below the padding."""
+    splits = shard_map.split_points
+    width = _fixed_width(keys)
+    if splits and width is not None and max(len(s) for s in splits) <= width:
+        padded = np.array(splits, dtype=f"S{width}")
+        return np.searchsorted(padded, _fixed_view(keys, width), side="right")
+    out: np.ndarray = shard_map.route(keys).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _take_binary(arr: pa.Array, order: np.ndarray) -> pa.Array:
+    width = _fixed_width(arr)
+    if width is None:
+        return arr.take(pa.array(order))
+    data = _fixed_view(arr, width)[order]  # NumPy gathers fixed-width rows much faster
+    offsets = np.arange(0, width * len(order) + 1, width, dtype=np.int32)
+    return pa.Array.from_buffers(
+        arr.type, len(order), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _take(batch: pa.RecordBatch, order: np.ndarray) -> pa.RecordBatch:
+    """``batch.take(order)`` for an ENTRY_SCHEMA batch and a permutation ``order`` of its rows
+    (so the fixed-width path's int32 offsets hold: the data is as large as the input's)."""
+    return pa.RecordBatch.from_arrays(
+        [_take_binary(batch.column(0), order), _take_binary(batch.column(1), order)],
+        schema=ENTRY_SCHEMA,
+    )
+
+
+def _sorted_rows(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One shard's rows as one ENTRY_SCHEMA batch sorted by key (duplicate keys adjacent, in no
+    particular order): bulk_ingest then finds them sorted and writes them without another copy."""
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=ENTRY_SCHEMA)
+    rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+    if rows.num_rows < 2:
+        return rows
+    keys = rows.column(0)
+    width = _fixed_width(keys)
+    skeys = _fixed_view(keys, width) if width is not None else sortable_keys([keys])
+    if skeys is not None:
+        order = np.argsort(skeys)
+    else:
+        order = pc.sort_indices(keys).to_numpy()
+    return _take(rows, order)
 
 
 # ---- planning ---------------------------------------------------------------------------------
@@ -289,36 +375,48 @@ class _Bucket:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[pa.RecordBatch] = []
-        count = 0
+        count = size = 0
         for b in batches:
             if b.num_rows:
-                pending.append(self.entries(b))
-                count += b.num_rows
-            if count >= BUCKET_ROWS:
+                e = self.entries(b)
+                pending.append(e)
+                count += e.num_rows
+                size += e.nbytes
+            if count >= BUCKET_ROWS or size >= BUCKET_BYTES:
                 yield self._buckets(pending)
-                pending, count = [], 0
+                pending, count, size = [], 0, 0
         if pending:
             yield self._buckets(pending)
 
     def _buckets(self, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-        rows = pa.Table.from_batches(batches, schema=ENTRY_SCHEMA).combine_chunks()
-        shard = self.plan.shard_map.route(rows.column(_KEY)).to_numpy(zero_copy_only=False)
-        order = np.argsort(shard, kind="stable")
-        bounds = np.searchsorted(shard[order], np.arange(len(self.plan.shards) + 1))
-        grouped = rows.take(pa.array(order))
-        out_shard, out_pkey, out_data = [], [], []
-        for i in range(len(self.plan.shards)):
-            lo, hi = int(bounds[i]), int(bounds[i + 1])
-            if hi > lo:
-                sink = pa.BufferOutputStream()
+        rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        n_shards = len(self.plan.shards)
+        shard = _route(self.plan.shard_map, rows.column(0))
+        counts = np.bincount(shard, minlength=n_shards)
+        # a stable sort of small ints is a radix sort: rows grouped by shard, in input order
+        order = np.argsort(shard.astype(np.uint8 if n_shards <= 256 else np.int32), kind="stable")
+        grouped = _take(rows, order)
+        # every shard's IPC stream into one buffer, sliced by offsets: no copy per blob
+        sink = pa.BufferOutputStream()
+        offsets, out_shard, out_pkey = [0], [], []
+        lo = 0
+        for i, c in enumerate(counts.tolist()):
+            if c:
                 with pa.ipc.new_stream(sink, ENTRY_SCHEMA) as w:
-                    w.write_table(grouped.slice(lo, hi - lo))
+                    w.write_batch(grouped.slice(lo, c))
+                offsets.append(sink.tell())
                 out_shard.append(i)
                 out_pkey.append(self.plan.partition_keys[i])
-                out_data.append(sink.getvalue().to_pybytes())
+                lo += c
+        if offsets[-1] >= 1 << 31:  # only if spark.sql.execution.arrow.maxBytesPerBatch >= 2 GiB
+            raise InvalidArgument(f"an Arrow batch of {offsets[-1]} bytes: keep them under 2 GiB")
+        blobs = pa.Array.from_buffers(
+            pa.binary(),
+            len(out_shard),
+            [None, pa.py_buffer(np.array(offsets, np.int32)), sink.getvalue()],
+        )
         return pa.RecordBatch.from_arrays(
-            [pa.array(out_pkey, pa.int64()), pa.array(out_shard, pa.int32()),
-             pa.array(out_data, pa.binary())],
+            [pa.array(out_pkey, pa.int64()), pa.array(out_shard, pa.int32()), blobs],
             [_PKEY, _SHARD, _DATA],
         )
 
@@ -339,22 +437,35 @@ class _WriteShards:
         attempt = ctx.attemptNumber() if ctx is not None else 0
         by_shard: dict[int, list[pa.RecordBatch]] = {}
         for b in batches:
-            shards = b.column(_SHARD).to_pylist()
-            for shard, blob in zip(shards, b.column(_DATA).to_pylist(), strict=True):
+            shards = b.column(_SHARD).to_numpy(zero_copy_only=False).tolist()
+            blobs = b.column(_DATA)
+            offs, _ = binary_buffers(blobs)
+            buf = blobs.buffers()[2]
+            for j, shard in enumerate(shards):
+                # zero-copy: the IPC reader's batches point into Spark's batch
+                blob = buf.slice(int(offs[j]), int(offs[j + 1] - offs[j]))
                 by_shard.setdefault(int(shard), []).extend(pa.ipc.open_stream(blob))
         if not by_shard:
             return
         store = self.store_factory()
         for index in sorted(by_shard):
-            rows = pa.Table.from_batches(by_shard.pop(index), schema=ENTRY_SCHEMA)
-            routed = self.plan.shard_map.route(rows.column(_KEY))
-            if len(rows) and pc.any(pc.not_equal(routed, pa.scalar(index, pa.int32()))).as_py():
+            rows = _sorted_rows(by_shard.pop(index))
+            shard = self.plan.shards[index]
+            if len(rows) and not (
+                shard.contains(rows.column(0)[0].as_py())
+                and shard.contains(rows.column(0)[-1].as_py())
+            ):
                 raise InvalidArgument(f"rows of another shard reached shard {index}'s task (bug)")
-            stats = self._write(store, self.plan.shards[index], rows, partition, attempt)
+            stats = self._write(store, shard, rows, partition, attempt)
             yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
 
     def _write(
-        self, store: ObjectStore, shard: Shard, rows: pa.Table, partition: int, attempt: int
+        self,
+        store: ObjectStore,
+        shard: Shard,
+        rows: pa.RecordBatch,
+        partition: int,
+        attempt: int,
     ) -> ShardIngestStats:
         started = time.monotonic()
 
@@ -386,7 +497,7 @@ class _WriteShards:
             if store.exists(marker):
                 return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                              writer_epoch=epoch)
-            result = db.bulk_ingest(rows.select([_KEY, _VALUE]), _KEY, _VALUE)
+            result = db.bulk_ingest(rows, _KEY, _VALUE)
         finally:
             db.close()
         body = json.dumps({"rows": result.rows, "manifest_id": result.manifest_id, "epoch": epoch})
@@ -465,6 +576,24 @@ def prepare_frame(
     return _Prepared(df.select(*cols), payload, tombstone_column is not None)
 
 
+@contextlib.contextmanager
+def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
+    """Raise the session's Arrow batch size (``maxRecordsPerBatch``) to ``rows`` meanwhile."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key, None)
+    if old is not None and (int(old) <= 0 or int(old) >= rows):
+        yield
+        return
+    spark.conf.set(key, str(rows))
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, old)
+
+
 def ingest(
     df: DataFrame,
     table_url: str,
@@ -499,7 +628,8 @@ def ingest(
         .repartition(len(plan.shards), _PKEY)
         .mapInArrow(_WriteShards(plan, factory, db_options), _STATS_DDL)
     )
-    rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
+    with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
+        rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
     out = IngestStats(job_id=plan.job_id, shard_map_id=plan.shard_map.id, shards=rows)
     for s in rows:
         out.rows += s.rows

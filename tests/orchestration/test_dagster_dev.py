@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestration.devserver import free_port, stop_dagster_dev
+from orchestration.devserver import free_port, stop_dagster_dev, wait_for
 from orchestration.sample_data import write_database
 from slatedb_core import open_store
 from slatedb_core.inspect import inspect_database
@@ -45,18 +45,7 @@ class Server:
 
 
 def _wait(predicate: Any, what: str, timeout_s: float, proc: subprocess.Popen[bytes]) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"dagster dev exited with {proc.returncode} waiting for {what}"
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # not up yet
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last error: {last})")
+    return wait_for(predicate, what, timeout_s, proc)
 
 
 @pytest.fixture

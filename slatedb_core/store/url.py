@@ -9,7 +9,10 @@ Accepted URLs:
   variables: ``endpoint`` (``AWS_ENDPOINT_URL``/``AWS_ENDPOINT``), ``region``
   (``AWS_REGION``/``AWS_DEFAULT_REGION``), ``access_key_id``, ``secret_access_key``,
   ``session_token`` (``AWS_ACCESS_KEY_ID`` ...), ``allow_http`` (``AWS_ALLOW_HTTP``) and
-  ``virtual_hosted_style`` (default false when an endpoint is given)
+  ``virtual_hosted_style`` (default false when an endpoint is given); for an S3-compatible store
+  without conditional writes, ``txn`` (or ``SLATEDB_TXN_URL``): a URL-encoded transactional-store
+  URL (``sqlite:///abs/path.db``, ``postgresql://user@host:port/db``) that turns on two-phase CAS
+  (:mod:`slatedb_core.store.twophase`)
 
 Anything else raises :class:`~slatedb_core.errors.InvalidArgument`.
 """
@@ -45,6 +48,9 @@ _FALSE = {"0", "false", "no", "off"}
 _SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # Lenient on case and '_' (legacy us-east-1 names, MinIO); rejects spaces, ':port', 'user@'.
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,62}$")
+
+TXN_ENV = "SLATEDB_TXN_URL"
+"""Transactional store for two-phase CAS on s3:// URLs that carry no ``txn`` query key."""
 
 _named_memory: dict[str, ObjectStore] = {}
 _named_lock = threading.Lock()
@@ -82,7 +88,14 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
     if scheme == "s3":
         if parts.fragment:
             raise InvalidArgument(f"s3 URL takes no fragment: {url!r}")
-        return _s3(parts.netloc, unquote(parts.path), dict(parse_qsl(parts.query)), overrides, url)
+        query = dict(parse_qsl(parts.query))
+        txn_url = overrides.pop("txn", None) or query.pop("txn", None) or os.environ.get(TXN_ENV)
+        store = _s3(parts.netloc, unquote(parts.path), query, overrides, url)
+        if txn_url:
+            from slatedb_core.store.twophase import open_two_phase
+
+            return open_two_phase(store, txn_url)
+        return store
     raise InvalidArgument(
         f"unsupported store URL {url!r}: use memory://, file:///abs/dir, a filesystem path, "
         "or s3://bucket/prefix"

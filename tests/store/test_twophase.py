@@ -539,3 +539,47 @@ def test_background_completion_acknowledges_at_the_insert(raw: FaultyStore, txn_
         range(1, 21)
     )
     assert not any(is_temp_name(m.path) for m in raw.list("db"))
+
+
+@pytest.mark.s3
+def test_an_s3_url_with_a_txn_key_opens_two_phase_cas_for_every_caller(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI, Dagster and Spark all take a store URL: ``txn`` (URL-encoded) or SLATEDB_TXN_URL
+    puts two-phase CAS under them; a bad transactional URL is refused before anything is written."""
+    from urllib.parse import quote
+
+    from click.testing import CliRunner
+
+    from slatedb_core.cli.main import cli
+    from slatedb_core.db import Db
+
+    txn = f"sqlite:///{tmp_path}/txn.db"
+    url = f"{s3_url}{'&' if '?' in s3_url else '?'}txn={quote(txn, safe='')}"
+    store = open_store(url)
+    assert isinstance(store, TwoPhaseStore)
+    try:
+        path = "db/manifest/00000000000000000001.manifest"
+        store.put_if_absent(path, b"first")
+        with pytest.raises(ObjectAlreadyExists):
+            store.put_if_absent(path, b"second")
+        assert store.get(path).data == b"first"
+        with Db.open("orders", store) as db:
+            db.put(b"k", b"v")
+    finally:
+        store.close()
+    result = CliRunner().invoke(cli, ["--url", url, "--path", "orders", "get", "k"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "v"
+
+    monkeypatch.setenv("SLATEDB_TXN_URL", txn)
+    from_env = open_store(s3_url)
+    assert isinstance(from_env, TwoPhaseStore)
+    from_env.close()
+    monkeypatch.delenv("SLATEDB_TXN_URL")
+
+    before = [(m.path, m.e_tag) for m in open_store(s3_url).list("")]
+    bad = f"{s3_url}{'&' if '?' in s3_url else '?'}txn=mysql%3A%2F%2Fh%2Fdb"
+    with pytest.raises(InvalidArgument, match="transactional store URL"):
+        open_store(bad)
+    assert [(m.path, m.e_tag) for m in open_store(s3_url).list("")] == before

@@ -30,8 +30,11 @@ demo-s3: $(STAMP) ## The main job against a real S3 server (SeaweedFS weed mini 
 sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
-test: $(STAMP) ## All tests CI runs (memory, local and moto-S3 stores)
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+test: $(STAMP) ## The default test run (~15 min): everything but the slow suites; CI runs both
+	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagster dev); CI runs them too
+	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
@@ -71,4 +74,4 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo demo-s3 sim test test-fast lint bench ui screenshot crash fuzz clean
+.PHONY: help setup demo demo-s3 sim test test-slow test-fast lint bench ui screenshot crash fuzz clean

@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core.entries import binary_buffers, sortable_keys
+from slatedb_core.entries import binary_buffers
 from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
@@ -83,6 +83,14 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore, join
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table
+from spark_jobs.routing import (
+    ENTRY_SCHEMA,
+    partition_keys,
+    route_keys,
+    sorted_rows,
+    take_rows,
+)
+from spark_jobs.routing import spark_hash_long as spark_hash_long  # re-exported
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +101,6 @@ StoreFactory = Callable[[], ObjectStore]
 _KEY, _VALUE, _TOMB, _SHARD, _PKEY, _DATA = (
     "key", "value", "__tombstone", "__shard", "__pkey", "__data"
 )
-ENTRY_SCHEMA = pa.schema([(_KEY, pa.binary()), (_VALUE, pa.binary())])
 _BUCKETS_DDL = f"{_PKEY} bigint, {_SHARD} int, {_DATA} binary"
 BUCKET_ROWS = 100_000
 BUCKET_BYTES = 64 << 20
@@ -191,125 +198,7 @@ class IngestPlan:
         return self.shard_map.shards
 
 
-# ---- vectorised helpers of both stages -------------------------------------------------------------
-
-
-def _fixed_width(arr: pa.Array) -> int | None:
-    """The width of every value of a binary array without nulls, if they all have the same."""
-    if arr.null_count or not len(arr) or not pa.types.is_binary(arr.type):
-        return None
-    offs, _ = binary_buffers(arr)
-    width = int(offs[1] - offs[0])
-    if width <= 0 or int(offs[-1] - offs[0]) != width * len(arr):
-        return None
-    return width if bool(np.all(np.diff(offs) == width)) else None
-
-
-def _fixed_view(arr: pa.Array, width: int) -> np.ndarray:
-    """The values of a fixed-width binary array as a NumPy ``S<width>`` array (no copy); NumPy
-    orders equal-width ``S`` values byte by byte, like the keys."""
-    offs, data = binary_buffers(arr)
-    return data[int(offs[0]) : int(offs[-1])].view(f"S{width}")
-
-
-def _route(shard_map: ShardMap, keys: pa.Array) -> np.ndarray:
-    """``shard_map.route(keys)`` as NumPy. Keys of one width w (the usual case) take one binary
-    search each among the split points zero-padded to w: for a split point of at most w bytes,
-    ``key >= split`` exactly when ``key >= split + zeros``, as a key of w bytes that starts with
-    the split point is never below the padding."""
-    splits = shard_map.split_points
-    width = _fixed_width(keys)
-    if splits and width is not None and max(len(s) for s in splits) <= width:
-        padded = np.array(splits, dtype=f"S{width}")
-        return np.searchsorted(padded, _fixed_view(keys, width), side="right")
-    out: np.ndarray = shard_map.route(keys).to_numpy(zero_copy_only=False)
-    return out
-
-
-def _take_binary(arr: pa.Array, order: np.ndarray) -> pa.Array:
-    width = _fixed_width(arr)
-    if width is None:
-        return arr.take(pa.array(order))
-    data = _fixed_view(arr, width)[order]  # NumPy gathers fixed-width rows much faster
-    offsets = np.arange(0, width * len(order) + 1, width, dtype=np.int32)
-    return pa.Array.from_buffers(
-        arr.type, len(order), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
-def _take(batch: pa.RecordBatch, order: np.ndarray) -> pa.RecordBatch:
-    """``batch.take(order)`` for an ENTRY_SCHEMA batch and a permutation ``order`` of its rows
-    (so the fixed-width path's int32 offsets hold: the data is as large as the input's)."""
-    return pa.RecordBatch.from_arrays(
-        [_take_binary(batch.column(0), order), _take_binary(batch.column(1), order)],
-        schema=ENTRY_SCHEMA,
-    )
-
-
-def _sorted_rows(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """One shard's rows as one ENTRY_SCHEMA batch sorted by key (duplicate keys adjacent, in no
-    particular order): bulk_ingest then finds them sorted and writes them without another copy."""
-    if not batches:
-        return pa.RecordBatch.from_pylist([], schema=ENTRY_SCHEMA)
-    rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-    if rows.num_rows < 2:
-        return rows
-    keys = rows.column(0)
-    width = _fixed_width(keys)
-    skeys = _fixed_view(keys, width) if width is not None else sortable_keys([keys])
-    if skeys is not None:
-        order = np.argsort(skeys)
-    else:
-        order = pc.sort_indices(keys).to_numpy()
-    return _take(rows, order)
-
-
 # ---- planning ---------------------------------------------------------------------------------
-
-
-_M32 = 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def _mix_k1(k1: int) -> int:
-    return (_rotl32((k1 * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
-
-
-def _mix_h1(h1: int, k1: int) -> int:
-    return (_rotl32(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
-
-
-def spark_hash_long(value: int, seed: int = 42) -> int:
-    """Spark's ``hash(bigint)``: Murmur3_x86_32.hashLong, as a signed 32-bit int."""
-    h1 = _mix_h1(seed & _M32, _mix_k1(value & _M32))
-    h1 = _mix_h1(h1, _mix_k1((value >> 32) & _M32)) ^ 8
-    h1 ^= h1 >> 16
-    h1 = (h1 * 0x85EBCA6B) & _M32
-    h1 ^= h1 >> 13
-    h1 = (h1 * 0xC2B2AE35) & _M32
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
-def partition_keys(partitions: int) -> tuple[int, ...]:
-    """For each partition p, a bigint that ``repartition(partitions, col)`` sends to p.
-
-    ``repartition(n, col)`` places a row in ``pmod(hash(col), n)`` (Murmur3, seed 42, the same
-    function as SQL's ``hash``; reproduced by :func:`spark_hash_long`), so the first small id
-    landing in each partition is kept. With one shard per partition, every task writes one shard
-    and no two shards share a task by accident of hashing.
-    """
-    if partitions < 1:
-        raise InvalidArgument(f"partitions must be >= 1, got {partitions}")
-    found: dict[int, int] = {}
-    for candidate in range(1 << 24):
-        found.setdefault(spark_hash_long(candidate) % partitions, candidate)
-        if len(found) == partitions:
-            return tuple(found[p] for p in range(partitions))
-    raise InvalidArgument(f"no hash key found for every one of {partitions} partitions")
 
 
 def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
@@ -391,11 +280,11 @@ class _Bucket:
     def _buckets(self, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
         rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
         n_shards = len(self.plan.shards)
-        shard = _route(self.plan.shard_map, rows.column(0))
+        shard = route_keys(self.plan.shard_map, rows.column(0))
         counts = np.bincount(shard, minlength=n_shards)
         # a stable sort of small ints is a radix sort: rows grouped by shard, in input order
         order = np.argsort(shard.astype(np.uint8 if n_shards <= 256 else np.int32), kind="stable")
-        grouped = _take(rows, order)
+        grouped = take_rows(rows, order)
         # every shard's IPC stream into one buffer, sliced by offsets: no copy per blob
         sink = pa.BufferOutputStream()
         offsets, out_shard, out_pkey = [0], [], []
@@ -449,7 +338,7 @@ class _WriteShards:
             return
         store = self.store_factory()
         for index in sorted(by_shard):
-            rows = _sorted_rows(by_shard.pop(index))
+            rows = sorted_rows(by_shard.pop(index))
             shard = self.plan.shards[index]
             if len(rows) and not (
                 shard.contains(rows.column(0)[0].as_py())

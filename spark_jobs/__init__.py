@@ -5,6 +5,7 @@
 * :mod:`spark_jobs.read`: a table (or a snapshot of it) as a DataFrame, one partition per SST;
 * :mod:`spark_jobs.compact`: compaction of a large database (or of every shard of a table) as
   key-range subcompaction tasks, committed by the driver under the compactor epoch;
+* :mod:`spark_jobs.routing`: vectorised routing of keys to shards and Spark partitions;
 * :mod:`spark_jobs.session`: a SparkSession bound to 127.0.0.1.
 
 Command lines: ``python -m spark_jobs {ingest,read,compact} --help`` (or each module with

@@ -9,6 +9,10 @@ incompressible and unique), cached and counted first, so both writers start from
 in-memory rows and neither pays for generating them. Both write to the local filesystem.
 The first writer of a session also pays the JIT warm-up and the ingest the Python workers' start;
 ``--repeat N`` runs N rounds of both and reports every round and the best of each.
+``--floors`` adds, per round, what no design of the job can beat on the same DataFrame: reading the
+cache (``noop`` write), handing every row to Python (``mapInArrow`` that only counts), and
+writing each input partition's rows as sorted, encoded SSTs per shard straight from stage 1
+(no shuffle, no commit: the data path of a shuffle-free design, its lower bound).
 ``--profile`` runs both stages' task code (``_Bucket`` then ``_WriteShards``) in this process on
 one shard's worth of Arrow batches under pyinstrument: all of the ingestion path's Python time.
 """
@@ -16,9 +20,13 @@ one shard's worth of Arrow batches under pyinstrument: all of the ingestion path
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +35,20 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slatedb_core.entries import ENTRY_SCHEMA as SST_ENTRY_SCHEMA
+from slatedb_core.sst.builder import encode_sst
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Table
-from spark_jobs.ingest import IngestPlan, _Bucket, _WriteShards, ingest, plan_ingest
+from slatedb_core.table import ShardMap, Table
+from spark_jobs.ingest import (
+    ARROW_BATCH_ROWS,
+    IngestPlan,
+    _arrow_batches,
+    _Bucket,
+    _WriteShards,
+    ingest,
+    plan_ingest,
+)
+from spark_jobs.routing import fixed_view, fixed_width, take_rows
 from spark_jobs.session import SessionOptions, get_session
 
 KEY_BYTES, VALUE_BYTES = 16, 100
@@ -48,6 +67,66 @@ def generate(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
 def split_points(shards: int) -> list[bytes]:
     """Keys are uniform (SHA-256 prefixes): cut the byte space evenly."""
     return [int(i * 65536 / shards).to_bytes(2, "big") for i in range(1, shards)]
+
+
+def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    n = sum(b.num_rows for b in batches)
+    yield pa.record_batch([pa.array([n], pa.int64())], ["n"])
+
+
+@dataclass(frozen=True)
+class _DirectSsts:
+    """Stage 1 of a shuffle-free design, without its commit: the partition's rows sorted once by
+    key (shards are key ranges, so this groups them by shard too), cut at the split points and
+    written as one SST per shard under ``<table>/_floor/``. Fixed-width keys only (the bench's)."""
+
+    url: str
+    shard_map: ShardMap
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = open_store(self.url)
+        rows = pa.concat_batches(list(batches)).select(["key", "value"])
+        width = fixed_width(rows.column(0))
+        assert width is not None, "the floor probe needs fixed-width keys"
+        rows = take_rows(rows, np.argsort(fixed_view(rows.column(0), width)))
+        splits = np.array(self.shard_map.split_points, dtype=f"S{width}")
+        cuts = [0, *np.searchsorted(fixed_view(rows.column(0), width), splits).tolist(),
+                rows.num_rows]
+        written = 0
+        for shard, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+            part, n = rows.slice(lo, hi - lo), hi - lo
+            entries = pa.RecordBatch.from_arrays(
+                [part.column(0), pa.array(np.ones(n, np.uint64)), pa.array(np.zeros(n, np.uint8)),
+                 part.column(1)],
+                schema=SST_ENTRY_SCHEMA,
+            )
+            data, _ = encode_sst(entries)
+            store.put_if_absent(f"t/_floor/{shard}/{uuid.uuid4().hex}.sst", data)
+            written += len(data)
+        yield pa.record_batch([pa.array([written], pa.int64())], ["n"])
+
+
+def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> None:
+    """Time the three floors of the module doc on ``df``; each printed with its ratio to
+    ``parquet_s``."""
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    noop_s = time.perf_counter() - started
+    with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
+        started = time.perf_counter()
+        counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
+        transfer_s = time.perf_counter() - started
+        started = time.perf_counter()
+        written = sum(
+            r.n for r in df.mapInArrow(_DirectSsts(url, shard_map), "n bigint").collect()
+        )
+        direct_s = time.perf_counter() - started
+    assert counted == df.count()
+    for name, took in (("read the cache (noop write)", noop_s),
+                       ("hand every row to Python (mapInArrow, count)", transfer_s),
+                       (f"stage 1 writes sorted SSTs ({written / 1e6:.0f} MB), no shuffle, no "
+                        "commit", direct_s)):
+        print(f"floor: {name}: {took:.1f}s, {took / parquet_s:.2f}x parquet")
 
 
 def profile_task(rows: int, shards: int) -> None:
@@ -98,6 +177,8 @@ def main() -> None:
                    help="rounds of (parquet, ingest) on the same cached DataFrame; the first "
                    "round also pays the JVM's JIT warm-up (mostly parquet, which runs first) and "
                    "the Python workers' start (the ingest)")
+    p.add_argument("--floors", action="store_true",
+                   help="also time the floors of the module doc in every round")
     p.add_argument("--profile", action="store_true", help="profile one writing task instead")
     args = p.parse_args()
     if args.profile:
@@ -141,11 +222,13 @@ def main() -> None:
             stats = ingest(df, url, "t", value_column="value", plan=plan)
             ingest_s = time.perf_counter() - started
             assert stats.rows == args.rows, stats.rows
-            shutil.rmtree(tmp / f"store{rep}", ignore_errors=True)
             print(stats.summary())
             print(f"ingest: {ingest_s:.1f}s (planning {plan_s:.1f}s of it), "
                   f"{stats.bytes / 1e6:.0f} MB in {stats.ssts} SSTs")
             print(f"ratio ingest / parquet: {ingest_s / parquet_s:.2f}x (target <= 1.5x)")
+            if args.floors:
+                floors(df, url, plan.shard_map, parquet_s)
+            shutil.rmtree(tmp / f"store{rep}", ignore_errors=True)
             results.append((parquet_s, ingest_s))
         if args.repeat > 1:
             best_p, best_i = min(r[0] for r in results), min(r[1] for r in results)

@@ -98,9 +98,17 @@ def stop_process_group(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> 
 def stop_dagster_dev(
     proc: subprocess.Popen[bytes], marker: str, timeout_s: float = 10.0
 ) -> list[int]:
-    """Stop ``dagster dev`` (it stops its webserver, daemon and code servers on SIGTERM), then
-    SIGKILL whatever still has ``marker`` (the DAGSTER_HOME path) in its environment. Returns the
-    pids that had to be killed that way: [] when everything stopped by itself."""
+    """Stop ``dagster dev`` and everything it started; returns the pids that ignored SIGTERM and
+    had to be SIGKILLed: [] when everything shut down cleanly.
+
+    1. SIGTERM the process group (``dagster dev`` stops its webserver, daemon and code servers),
+       SIGKILL the group after ``timeout_s``.
+    2. Processes that still have ``marker`` (the DAGSTER_HOME path) in their environment get
+       ``timeout_s`` to go, then SIGTERM of their own and ``timeout_s`` more, then SIGKILL. Step 2's
+       SIGTERM is needed: on shutdown, dagster dev's code-server manager can see its code server
+       exit (it got the group's SIGTERM) and start a new one, in a session of its own, before the
+       manager itself stops. That process never saw a signal, and it exits cleanly on SIGTERM.
+    """
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -110,16 +118,29 @@ def stop_dagster_dev(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=timeout_s)
-    deadline = time.monotonic() + timeout_s
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    if not _wait_gone(marker, timeout_s):
+        _signal_all(processes_with(marker), signal.SIGTERM)
+        _wait_gone(marker, timeout_s)
     left = processes_with(marker)
-    for pid in left:
+    _signal_all(left, signal.SIGKILL)
+    return left
+
+
+def _wait_gone(marker: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while processes_with(marker):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    return left
 
 
 def wait_for(

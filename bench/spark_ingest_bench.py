@@ -48,7 +48,7 @@ from spark_jobs.ingest import (
     ingest,
     plan_ingest,
 )
-from spark_jobs.routing import fixed_view, fixed_width, take_rows
+from spark_jobs.routing import fixed_view, fixed_width, sorted_rows
 from spark_jobs.session import SessionOptions, get_session
 
 KEY_BYTES, VALUE_BYTES = 16, 100
@@ -85,10 +85,9 @@ class _DirectSsts:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = open_store(self.url)
-        rows = pa.concat_batches(list(batches)).select(["key", "value"])
+        rows = sorted_rows([b.select(["key", "value"]) for b in batches])
         width = fixed_width(rows.column(0))
         assert width is not None, "the floor probe needs fixed-width keys"
-        rows = take_rows(rows, np.argsort(fixed_view(rows.column(0), width)))
         splits = np.array(self.shard_map.split_points, dtype=f"S{width}")
         cuts = [0, *np.searchsorted(fixed_view(rows.column(0), width), splits).tolist(),
                 rows.num_rows]

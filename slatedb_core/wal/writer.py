@@ -258,6 +258,13 @@ class WalWindow:
         self._pool.submit(self._run, wal_id, data, done)
 
     def _run(self, wal_id: int, data: bytes, done: WalDone) -> None:
+        with self._cv:
+            halted = self._halted
+        if halted is not None:
+            # another create was fenced (or the process died) while this one waited for a pool
+            # thread: issue nothing more, as after a failed attempt
+            done(wal_id, halted)
+            return
         delay = 0.05
         while not self._attempt(wal_id, data, done):
             with self._cv:

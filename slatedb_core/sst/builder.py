@@ -20,6 +20,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
+from slatedb_core.scratch import Scratch
 from slatedb_core.sst import bloom
 from slatedb_core.sst.format import (
     BLOCK_TRAILER,
@@ -139,6 +140,37 @@ def encode_sst(
     metadata: Mapping[str, int] | None = None,
 ) -> tuple[bytes, SstInfo]:
     """Encode entries already sorted by key (unique) into one SST object and what the manifest keeps."""
+    parts, info = _encode_parts(batch, options, metadata)
+    return b"".join(parts), info
+
+
+def encode_sst_into(
+    batch: pa.RecordBatch | pa.Table,
+    scratch: Scratch,
+    options: SstOptions = SstOptions(),
+    *,
+    metadata: Mapping[str, int] | None = None,
+) -> tuple[memoryview, SstInfo]:
+    """:func:`encode_sst` into ``scratch``'s buffer ``"sst"``: the same bytes, as a view that is
+    valid until that buffer is taken again (write it out first). Bulk encoders use it to skip
+    mapping a fresh buffer for every SST (see :mod:`slatedb_core.scratch`)."""
+    parts, info = _encode_parts(batch, options, metadata)
+    out = scratch.take("sst", info.size_bytes).data
+    pos = 0
+    for piece in parts:
+        mv = memoryview(piece).cast("B")
+        out[pos : pos + mv.nbytes] = mv
+        pos += mv.nbytes
+    assert pos == info.size_bytes
+    return out, info
+
+
+def _encode_parts(
+    batch: pa.RecordBatch | pa.Table,
+    options: SstOptions,
+    metadata: Mapping[str, int] | None,
+) -> tuple[list[bytes | memoryview], SstInfo]:
+    """The SST's bytes as a list of pieces to concatenate, and its SstInfo."""
     if not isinstance(batch, pa.RecordBatch | pa.Table):
         raise InvalidArgument(f"encode_sst needs a pyarrow RecordBatch or Table, got {type(batch)}")
     meta = encode_metadata(metadata)
@@ -201,12 +233,12 @@ def encode_sst(
         filter_len=len(filt), entry_count=n, meta_len=len(meta), codec=code,
         format_version=FORMAT_VERSION, block_count=len(counts),
     )
-    parts += (index, filt, encode_footer(tail, meta))
-    data = b"".join(parts)
+    footer = encode_footer(tail, meta)
+    parts += (index, filt, footer)
     info = SstInfo(
         first_key=firsts[0] if n else None, last_key=lasts[-1] if n else None,
         index_offset=tail.index_offset, index_len=tail.index_len,
         filter_offset=tail.filter_offset, filter_len=tail.filter_len,
-        compression=code, entry_count=n, size_bytes=len(data),
+        compression=code, entry_count=n, size_bytes=pos + len(index) + len(filt) + len(footer),
     )
-    return data, info
+    return parts, info

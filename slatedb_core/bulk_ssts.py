@@ -1,0 +1,185 @@
+"""Sorting user rows once and encoding them as SSTs cut at key-range boundaries, for bulk loads
+that write SSTs outside a writer (a Spark task per input partition) and attach them later with
+:meth:`slatedb_core.db.Db.ingest_ssts`.
+
+:func:`encode_ranges` takes the rows as they arrive (unsorted Arrow batches of ``key`` and a
+nullable ``value``, null deleting the key), sorts them by key once (a key sort also groups them by
+range, ranges being contiguous), keeps one row per key, cuts them at the split points and encodes
+each range's rows as SSTs of about ``target_sst_bytes``. Everything is vectorised; the large
+intermediate arrays (keys, values, their sorted copies, each SST's bytes) live on a
+:class:`~slatedb_core.scratch.Scratch`, so a process that encodes many partitions maps that memory
+once (fresh memory costs page faults that otherwise dominate the encoding).
+
+Duplicate keys: one row per key is kept, which one is unspecified (the sort is not stable).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.bulk import arrow_entries, split_for_ssts
+from slatedb_core.entries import ENTRY_SCHEMA, binary_buffers, sortable_keys
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.iterators import search_sorted
+from slatedb_core.manifest.model import SstInfo
+from slatedb_core.options import DbOptions
+from slatedb_core.scratch import Scratch
+from slatedb_core.sst.builder import SstOptions, encode_sst_into
+
+
+@dataclass(frozen=True)
+class RangeSst:
+    """One encoded SST of range ``range_index``; ``data`` is valid until the next one is made."""
+
+    range_index: int
+    part: int
+    """Position among the range's SSTs of this call (they are disjoint and ascending)."""
+    data: memoryview
+    info: SstInfo
+
+
+def _uniform_width(chunks: Sequence[pa.Array]) -> int | None:
+    """The one width of every value of these binary chunks (no nulls), if there is one."""
+    width: int | None = None
+    for c in chunks:
+        if c.null_count:
+            return None
+        offs, _ = binary_buffers(c)
+        if len(offs) < 2:
+            continue
+        w = int(offs[1] - offs[0])
+        if w <= 0 or (width is not None and w != width):
+            return None
+        if int(offs[-1] - offs[0]) != w * (len(offs) - 1) or not bool(np.all(np.diff(offs) == w)):
+            return None
+        width = w
+    return width
+
+
+def _flatten(
+    chunks: Sequence[pa.Array], width: int, n: int, scratch: Scratch, name: str
+) -> npt.NDArray[np.uint8]:
+    """The data of fixed-width binary ``chunks``, concatenated on scratch."""
+    flat = scratch.take(name, n * width)
+    row = 0
+    for c in chunks:
+        offs, data = binary_buffers(c)
+        m = len(offs) - 1
+        flat[row * width : (row + m) * width] = data[int(offs[0]) : int(offs[-1])]
+        row += m
+    return flat
+
+
+def _take_fixed(
+    flat: npt.NDArray[np.uint8], width: int, order: npt.NDArray[np.intp], scratch: Scratch,
+    name: str,
+) -> pa.Array:
+    """Rows ``order`` of the fixed-width values ``flat`` as a binary array on scratch."""
+    out = scratch.take(f"{name}.sorted", len(order) * width)
+    np.take(flat.view(f"S{width}"), order, out=out.view(f"S{width}"))
+    offsets = scratch.take_as(f"{name}.offs", np.int32, len(order) + 1)
+    np.multiply(np.arange(len(order) + 1, dtype=np.int32), width, out=offsets)
+    return pa.Array.from_buffers(
+        pa.binary(), len(order), [None, pa.py_buffer(offsets), pa.py_buffer(out)]
+    )
+
+
+def _sort_order(
+    key_chunks: Sequence[pa.Array], flat: npt.NDArray[np.uint8] | None, width: int | None
+) -> tuple[npt.NDArray[np.intp], np.ndarray | None]:
+    """A permutation sorting the keys, and (not for ``flat`` keys, whose sorted copy the caller
+    gathers itself) the sorted keys as an ``S`` array; None where only Arrow can compare them.
+    ``flat``: the keys concatenated, when they all have one ``width``."""
+    if flat is not None and width is not None:
+        if width >= 8:
+            # Sort by the leading 8 bytes as a big-endian integer (several times faster than
+            # comparing S values); exact whenever those are all distinct, as random keys are.
+            head = np.ascontiguousarray(flat.reshape(-1, width)[:, :8]).view(">u8").ravel()
+            lead = head.astype(np.uint64)
+            order = np.argsort(lead)
+            ordered = lead[order]
+            if not bool(np.any(ordered[1:] == ordered[:-1])):
+                return order, None
+        return np.argsort(flat.view(f"S{width}")), None
+    padded = sortable_keys(key_chunks)
+    if padded is not None:
+        order = np.argsort(padded)
+        return order, padded[order]
+    keys = pa.concat_arrays(list(key_chunks)) if len(key_chunks) != 1 else key_chunks[0]
+    return pc.sort_indices(keys).to_numpy(), None
+
+
+def encode_ranges(
+    batches: Sequence[pa.RecordBatch],
+    split_points: Sequence[bytes],
+    *,
+    seq: int = 0,
+    options: DbOptions | None = None,
+    scratch: Scratch | None = None,
+) -> Iterator[RangeSst]:
+    """Sort ``batches`` (``key`` binary, ``value`` binary, null = delete) and encode them as SSTs
+    per key range: range i holds keys in ``[split_points[i-1], split_points[i])``. Every entry
+    gets sequence number ``seq``. SSTs are about ``options.l0_sst_size_bytes`` each.
+
+    Raises InvalidArgument (before anything is yielded) for null or empty keys, keys or values
+    over the limits of ``options``, or split points that are not strictly ascending.
+    """
+    opts = options or DbOptions()
+    sopts = SstOptions(opts.block_size, opts.bloom_bits_per_key, opts.compression)
+    scratch = scratch or Scratch()
+    splits = list(split_points)
+    if any(not s for s in splits) or any(a >= b for a, b in itertools.pairwise(splits)):
+        raise InvalidArgument("split points must be non-empty and strictly ascending")
+    entries = [arrow_entries(b, "key", "value", opts) for b in batches if b.num_rows]
+    if not entries:
+        return
+    key_chunks = [e.column(0) for e in entries]
+    n = sum(len(c) for c in key_chunks)
+    width = _uniform_width(key_chunks)
+    kflat = _flatten(key_chunks, width, n, scratch, "keys") if width is not None else None
+    order, skeys = _sort_order(key_chunks, kflat, width)
+    if kflat is not None and width is not None:
+        keys_sorted = _take_fixed(kflat, width, order, scratch, "keys")
+        skeys = np.frombuffer(keys_sorted.buffers()[2], dtype=f"S{width}", count=n)
+    else:
+        keys_sorted = pa.chunked_array(key_chunks).take(pa.array(order)).combine_chunks()
+    # one row per key: the last of each run of equal keys
+    if skeys is not None:
+        dup = skeys[1:] == skeys[:-1]
+    else:
+        dup = pc.equal(keys_sorted.slice(1), keys_sorted.slice(0, n - 1)).to_numpy(
+            zero_copy_only=False
+        )
+    if bool(np.any(dup)):
+        keep = np.flatnonzero(np.append(~dup, True))
+        order = order[keep]
+        keys_sorted = keys_sorted.take(pa.array(keep))
+    m = len(order)
+    value_chunks = [e.column(3) for e in entries]
+    vwidth = _uniform_width(value_chunks)
+    values_sorted = (
+        _take_fixed(_flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order, scratch,
+                    "values")
+        if vwidth is not None
+        else pa.chunked_array(value_chunks).take(pa.array(order)).combine_chunks()
+    )
+    kinds = np.concatenate([e.column(2).to_numpy(zero_copy_only=False) for e in entries])[order]
+    seqs = scratch.take_as("seqs", np.uint64, m)
+    seqs.fill(seq)
+    rows = pa.RecordBatch.from_arrays(
+        [keys_sorted, pa.array(seqs), pa.array(kinds), values_sorted], schema=ENTRY_SCHEMA
+    )
+    cuts = [0, *(search_sorted(keys_sorted, s, "left") for s in splits), m]
+    for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        if hi <= lo:
+            continue
+        for part, piece in enumerate(split_for_ssts(rows.slice(lo, hi - lo), opts.l0_sst_size_bytes)):
+            data, info = encode_sst_into(piece, scratch, sopts)
+            yield RangeSst(index, part, data, info)

@@ -29,15 +29,17 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from ulid import ULID
 
 from slatedb_core.bulk import arrow_entries, split_for_ssts
 from slatedb_core.checkpoints import checkpoint_change
+from slatedb_core.dbstate import sst_path
 from slatedb_core.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
 from slatedb_core.engine import (
     KV_SCHEMA,
@@ -49,10 +51,11 @@ from slatedb_core.engine import (
 from slatedb_core.entries import sort_dedup
 from slatedb_core.errors import (
     InvalidArgument,
+    ObjectAlreadyExists,
 )
 from slatedb_core.iterators import iter_rows
 from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
     CheckpointCreateResult,
@@ -60,8 +63,8 @@ from slatedb_core.options import (
     CheckpointScope,
     DbOptions,
 )
-from slatedb_core.sst import encode_sst
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.sst import SstReader, encode_sst
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.writebatch import WriteBatch
 
 log = logging.getLogger(__name__)
@@ -297,13 +300,7 @@ class Db(WriterEngine):
 
     def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
         n = entries.num_rows
-        with self._lock:
-            self._check_usable()
-            first = self._seq + 1
-            self._seq += n
-            # Writes before this point are older than the ingested rows: they go to L0 first,
-            # so the new views can be put in front of them.
-            self._freeze_locked()
+        first = self._reserve_seqs_and_freeze(n)
         batch = entries.set_column(1, "seq", _seqs(first, n))
         sorted_batch = sort_dedup(batch)
         ssts: list[CompactedSst] = []
@@ -313,33 +310,139 @@ class Db(WriterEngine):
             blob, info = encode_sst(part, self._sst_options)
             ssts.append(self._write_sst(blob, info))
             written += len(blob)
+        # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
+        datas = [functools.partial(self._encode, part) for part in parts]
+        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas)
+        return BulkIngestStats(n, len(ssts), written, stored.id)
+
+    def _reserve_seqs_and_freeze(self, n: int) -> int:
+        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq. The
+        caller holds ``_l0_lock`` from here to :meth:`_commit_in_front_of_l0`, which keeps any
+        newer memtable from reaching L0 behind (i.e. older than) the ingested views."""
+        with self._lock:
+            self._check_usable()
+            first = self._seq + 1
+            self._seq += n
+            # Writes before this point are older than the ingested rows: they go to L0 first,
+            # so the new views can be put in front of them.
+            self._freeze_locked()
+        return first
+
+    def _commit_in_front_of_l0(
+        self,
+        ssts: Sequence[CompactedSst],
+        last_seq: int,
+        datas: Sequence[Callable[[], bytes]],
+    ) -> StoredManifest:
+        """The commit of an ingest (``_l0_lock`` held, seqs reserved by
+        :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
+        update putting ``ssts`` (oldest first, already written) in front of L0, newest first;
+        then the post-commit GC check of each (``datas[i]`` returns the bytes of ``ssts[i]`` for a
+        re-homing) and the install of the new state. Returns the newest manifest committed."""
         self._flush_imms_locked()
         self._check_usable()
         epoch = self._fm.epoch
-        last = first + n - 1
         # Every write older than the ingest is now in a checked L0 SST: move the replay point
         # past it in the same commit, or a reader (and the next writer) would replay those older
         # values from the WAL on top of the ingested ones.
         confirmed = self._confirmed_wal_id
+        added = tuple(ssts)
 
         def change(m: Manifest, next_id: int) -> Manifest:
-            views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(ssts))
+            views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(added))
             m = dataclasses.replace(
                 m,
-                ssts=(*m.ssts, *ssts),
+                ssts=(*m.ssts, *added),
                 l0=(*views, *m.l0),
-                last_l0_seq=max(m.last_l0_seq, last),
+                last_l0_seq=max(m.last_l0_seq, last_seq),
                 replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
             )
             return writer_checkpoint(m, next_id, epoch)
 
         stored = self._commit(change)
-        for sst, part in zip(ssts, parts, strict=True):
-            # encoding is deterministic: re-encode rather than hold every SST's bytes
-            self._secure_from_gc(sst, functools.partial(self._encode, part))
+        for sst, data in zip(added, datas, strict=True):
+            self._secure_from_gc(sst, data)
+        # A re-homing in the GC check swapped SSTs in later commits: serve (and report) the
+        # newest manifest, not the first commit's, which may name a copy GC is free to delete.
+        latest = self._fm.stored
+        if latest.id > stored.id:
+            stored = latest
         with self._lock:
             self._install_locked(stored, self._state.imm)
-        return BulkIngestStats(n, len(ssts), written, stored.id)
+        return stored
+
+    def ingest_ssts(self, sources: Sequence[str]) -> BulkIngestStats:
+        """Attach SST objects that were encoded elsewhere (e.g. by Spark tasks into a staging
+        prefix of the same store), oldest first, as L0 SSTs in ONE fenced manifest update.
+
+        Each source is an object path in this database's store, an SST as
+        :func:`~slatedb_core.sst.encode_sst` writes it (sorted, unique keys). All of them are
+        opened (footer and index) and checked against this database's key range before anything
+        is copied or committed: a bad path or a key outside the range raises
+        :class:`~slatedb_core.errors.InvalidArgument`, a garbled or truncated object
+        :class:`~slatedb_core.errors.CorruptionError`, a missing one ``ObjectNotFound``. Empty
+        SSTs are skipped. Each of the others is copied to ``compacted/<fresh ULID>.sst`` with
+        :meth:`~slatedb_core.store.objectstore.ObjectStore.copy_if_absent` (a hard link or a
+        server-side copy: the bytes do not pass through this process where the store can avoid
+        it), then all copies are committed at once exactly like :meth:`bulk_ingest`: newer than
+        every write made before the call (the memtable is flushed to L0 first) and older than
+        every write after it; among the sources a later one wins over an earlier one for the same
+        key.
+
+        Versions are ordered by their position in the LSM tree, not by seq, so the entries keep
+        whatever seqs they were encoded with; the ingest reserves one seq of this writer, which
+        becomes the manifest's ``last_l0_seq`` floor like the rows of a ``bulk_ingest``.
+
+        The sources stay where they are: the caller deletes the staging objects once this
+        returns (the post-commit GC check, which may rewrite a copy under a newer id, reads them
+        while it runs). A fenced writer's ingest raises ``Fenced`` and leaves nothing visible;
+        copies made by a failed ingest are unreferenced garbage for GC. Returns the rows (entries,
+        tombstones included), SSTs and bytes attached and the manifest id committed."""
+        if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
+            raise InvalidArgument(
+                f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
+            )
+        paths = [validate_relative_path(p, what="SST source path") for p in sources]
+        self._check_usable()
+        infos: list[tuple[str, SstInfo]] = []
+        for path in paths:
+            info = SstReader.open(self.store, path).info
+            if info.entry_count == 0 or info.first_key is None or info.last_key is None:
+                continue
+            if self._range is not None:
+                for key in (info.first_key, info.last_key):
+                    if not self._range.contains(key):
+                        raise InvalidArgument(
+                            f"SST {path!r} holds key {key[:64]!r}, outside this database's "
+                            f"range {self._range}"
+                        )
+            infos.append((path, info))
+        if not infos:
+            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+        ssts = [self._copy_sst(path, info) for path, info in infos]
+        datas = [functools.partial(self._read_object, path) for path, _ in infos]
+        with self._l0_lock:
+            seq = self._reserve_seqs_and_freeze(1)
+            stored = self._commit_in_front_of_l0(ssts, seq, datas)
+        rows = sum(info.entry_count for _, info in infos)
+        size = sum(info.size_bytes for _, info in infos)
+        return BulkIngestStats(rows, len(ssts), size, stored.id)
+
+    def _copy_sst(self, src: str, info: SstInfo) -> CompactedSst:
+        """Copy ``src`` to a fresh ULID under ``compacted/``. "Already exists" at a fresh name
+        can only be our own copy whose answer was lost and retried (as in
+        :func:`~slatedb_core.gc_safety.create_sst`): accepted once the bytes are checked."""
+        sst_id = ULID()
+        dst = sst_path(self.path, sst_id)
+        try:
+            self.store.copy_if_absent(src, dst)
+        except ObjectAlreadyExists:
+            if self.store.get(dst).data != self._read_object(src):
+                raise
+        return CompactedSst(id=sst_id, info=info)
+
+    def _read_object(self, path: str) -> bytes:
+        return self.store.get(path).data
 
     @staticmethod
     def destroy(path: str, store: ObjectStore, soft: bool = True) -> None:

@@ -37,20 +37,29 @@ def make_moto_conditional_puts_atomic() -> None:
     (``S3Response.put_object``) with no lock, so two racing requests can both pass the check. Real
     S3 (and MinIO, SeaweedFS) evaluate the condition atomically; serialising moto's handler makes
     the test server honour the contract we rely on, so a double winner can only come from our code.
+    CompleteMultipartUpload with ``If-None-Match: *`` (``ObjectStore.copy_if_absent`` on S3, see
+    ``S3Response._key_response_post``) has the same check-then-store gap and takes the same lock,
+    so a conditional copy and a conditional put of one key serialise too.
     """
     from moto.s3.responses import S3Response
 
     if getattr(S3Response.put_object, "_slatedb_atomic", False):
         return
-    original = S3Response.put_object
+    original_put = S3Response.put_object
+    original_post = S3Response._key_response_post
     lock = threading.Lock()
 
     def put_object(self: S3Response) -> Any:
         with lock:
-            return original(self)
+            return original_put(self)
+
+    def key_response_post(self: S3Response, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original_post(self, *args, **kwargs)
 
     put_object._slatedb_atomic = True  # type: ignore[attr-defined]
     S3Response.put_object = put_object  # type: ignore[method-assign]
+    S3Response._key_response_post = key_response_post  # type: ignore[method-assign]
 
 
 class MotoS3:

@@ -288,6 +288,10 @@ class FaultyStore(ObjectStore):
             "put_if_match", path, lambda: self._inner.put_if_match(path, data, expected)
         )
 
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        # Rules and pause points match the object the copy creates, ``dst``.
+        self._run("copy", dst, lambda: self._inner.copy_if_absent(src, dst))
+
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         # Materialised so that an after-effect fault covers the whole listing, not a lazy stub.
         items = self._run(

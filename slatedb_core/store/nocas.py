@@ -2,7 +2,9 @@
 
 Some S3-compatible stores accept ``If-None-Match: *`` and ``If-Match`` headers and ignore them (S3
 itself did until 2024). :class:`NoConditionalWrites` behaves like such a store: ``put_if_absent``
-and ``put_if_match`` are plain overwrites that always report success. Over it, racing creators of
+and ``put_if_match`` are plain overwrites that always report success, and so is
+``copy_if_absent`` (a GET of the source and a plain PUT of its bytes: this wrapper's inner store
+offers no unconditional copy). Over it, racing creators of
 one path all "win"; :class:`~slatedb_core.store.twophase.TwoPhaseStore` on top of it restores
 exactly one winner. Conditional GETs are passed through (stores honour those).
 """
@@ -56,6 +58,10 @@ class NoConditionalWrites(ObjectStore):
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         self.counters.incr("put_if_match")
         return self._inner.put(path, data)  # If-Match ignored
+
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        self.counters.incr("copy")
+        self._inner.put(dst, self._inner.get(src).data)  # If-None-Match ignored
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")

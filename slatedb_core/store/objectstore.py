@@ -9,6 +9,7 @@ store the same contract:
 * ``list`` returns objects sorted by path, strictly after ``start_after`` when given;
 * ``put_if_absent`` / ``put_if_match`` are atomic conditional writes on every store
   (the local filesystem gets them from :mod:`slatedb_core.store.local_cas`);
+* ``copy_if_absent`` is an atomic create of a copy, server-side where the store can do it;
 * failures are raised as :mod:`slatedb_core.errors` types only;
 * every request is counted per kind in :class:`RequestCounters`.
 """
@@ -35,7 +36,7 @@ from slatedb_core.errors import (
     UnsupportedOperation,
 )
 
-OPS = ("get", "head", "put", "put_if_absent", "put_if_match", "list", "delete")
+OPS = ("get", "head", "put", "put_if_absent", "put_if_match", "copy", "list", "delete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,16 @@ class ObjectStore(ABC):
     @abstractmethod
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         """Atomic update of an existing object. Raises PreconditionFailed if it changed or is gone."""
+
+    @abstractmethod
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        """Copy object ``src`` to a new object ``dst`` inside this store without moving its bytes
+        through this process where the store can (a hard link on a local filesystem, a server-side
+        copy on S3). Raises ObjectNotFound if ``src`` is missing and ObjectAlreadyExists if ``dst``
+        exists.
+
+        The create of ``dst`` is atomic like :meth:`put_if_absent`: of racing copies (or creates)
+        to one ``dst`` exactly one succeeds. Counted as one ``copy`` request."""
 
     @abstractmethod
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
@@ -298,6 +309,37 @@ class ObstoreObjectStore(ObjectStore):
             return self._put("put_if_match", path, data, mode)
         except ObjectNotFound as e:  # some servers answer 404 for If-Match on a missing key
             raise PreconditionFailed(path) from e
+
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        """``obstore.copy(..., overwrite=False)``: a hard link on LocalStore (so ``src`` and
+        ``dst`` share one inode, and LocalStore's inode-derived e-tag), a native copy-if-absent on
+        MemoryStore, and on S3 (configured with ``copy_if_not_exists = multipart`` by
+        :func:`~slatedb_core.store.url.open_store`) a multipart upload made of one server-side
+        ``UploadPartCopy`` of ``src``, completed with ``If-None-Match: *`` (S3 has no conditional
+        ``CopyObject``; single-part copies are limited to 5 GiB objects).
+
+        A store whose obstore backend has no conditional copy (``NotSupported``, e.g. an S3Store
+        built without ``copy_if_not_exists``) falls back to GET ``src`` + :meth:`put_if_absent`
+        ``dst``: the bytes pass through this process, but the create stays atomic. A head of
+        ``dst`` followed by an unconditional copy is not used, because a racing create between the
+        two would be silently overwritten. The fallback's requests are counted as a ``get`` and a
+        ``put_if_absent`` on top of the ``copy``.
+
+        Like ``put_if_absent``, a retried request whose first attempt landed answers
+        ObjectAlreadyExists; callers that copy to a fresh name treat that as their own copy (see
+        :meth:`slatedb_core.db.Db.ingest_ssts`)."""
+        self.counters.incr("copy")
+        try:
+            obstore.copy(self._inner, src, dst, overwrite=False)
+            return
+        except (obx.NotSupportedError, NotImplementedError):
+            pass  # no conditional copy on this backend: fall back below
+        except (FileNotFoundError, obx.NotFoundError) as e:
+            raise map_error(e, src, "copy") from e  # the missing object is the source
+        except Exception as e:
+            raise map_error(e, dst, "copy") from e
+        data = self.get(src).data
+        self.put_if_absent(dst, data)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")

@@ -63,6 +63,8 @@ conditional object fails its first test over this store rather than corrupting d
 in listings like objects.
 
 Plain ``put`` goes straight to the object store (the advisory ``_latest_version`` pointer, markers).
+``copy_if_absent`` reads the source and creates the destination with the two-phase write above
+(the temporary object's name carries the CRC of the bytes, so they pass through this process).
 
 Temporary names end in ``.<32 hex>.<8 hex>``: the manifest, compactions and WAL listings parse
 ``^\\d{20}\\.<suffix>$`` and the GC parses ``<ULID>.sst``, so they skip them. GC
@@ -305,6 +307,22 @@ class TwoPhaseStore(ObjectStore):
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
         self.counters.incr("put_if_absent")
+        return self._create(path, data)
+
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        """GET ``src`` (completing an uncommitted write of it, like :meth:`get`) and create ``dst``
+        with its bytes by the two-phase write of :meth:`put_if_absent`. Not a server-side copy:
+        the temporary object's name carries the CRC of the bytes (checked when a reader rolls the
+        write forward), so the writer must hold them, and a server-side copy to a temporary name
+        would cost as many requests as the upload it saves."""
+        self.counters.incr("copy")
+        if self._is_cell(src):
+            data = self._cell(src).data
+        else:
+            data = self._get_object(src, None).data
+        self._create(dst, data)
+
+    def _create(self, path: str, data: bytes) -> ObjectVersion:
         if self._is_cell(path):
             cell = self.txn.create_cell(self.ns, path, data)
             if cell is None:

@@ -175,7 +175,9 @@ def _s3(
     allow_http = _bool("allow_http", settings.get("allow_http", "false"))
     if endpoint and endpoint.startswith("http://") and not allow_http:
         raise InvalidArgument(f"endpoint {endpoint!r} is plain http: add allow_http=true")
-    config: dict[str, Any] = {"conditional_put": "etag"}
+    # copy_if_not_exists=multipart: ObjectStore.copy_if_absent as a one-part multipart upload
+    # (UploadPartCopy) completed with If-None-Match: *, the conditional copy S3 supports.
+    config: dict[str, Any] = {"conditional_put": "etag", "copy_if_not_exists": "multipart"}
     for key in ("endpoint", "region", "access_key_id", "secret_access_key", "session_token"):
         if key in settings:
             config[key] = settings[key]

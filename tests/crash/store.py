@@ -188,6 +188,10 @@ class CrashStore(ObjectStore):
             "put_if_match", path, lambda: self._inner.put_if_match(path, data, expected)
         )
 
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        # A crash point names the copy by the object it creates, ``dst``.
+        self._run("copy", dst, lambda: self._inner.copy_if_absent(src, dst))
+
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         # Materialised inside the call: a lazy listing would send its requests after the death.
         items = self._run(

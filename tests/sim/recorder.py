@@ -273,6 +273,19 @@ class RecordingStore(ObjectStore):
                 self._boundary_written(path, data)
         return version
 
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        """A create of ``dst`` like ``put_if_absent``, with the bytes of ``src`` (known from an
+        earlier write, or read back from ``dst`` once the copy has landed)."""
+        self.counters.incr("copy")
+        self._inner.copy_if_absent(src, dst)
+        with self._lock:
+            data = self._bytes.get(src)
+        if data is None:
+            data = self._inner.get(dst).data
+        with self._lock:
+            self._bytes[dst] = data
+            self._created(dst, data)
+
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")
         return self._inner.list(prefix, start_after=start_after)

@@ -69,6 +69,12 @@ def test_wrapper_delegates_everything(fs: FaultyStore) -> None:
         fs.get("a/y")
     with pytest.raises(ObjectAlreadyExists):
         fs.put_if_absent("a/x", b"again")
+    fs.copy_if_absent("a/x", "b/x")
+    assert fs.get("b/x").data == b"3"
+    with pytest.raises(ObjectAlreadyExists):
+        fs.copy_if_absent("a/x", "b/x")
+    with pytest.raises(ObjectNotFound):
+        fs.copy_if_absent("a/missing", "b/y")
     assert fs.events == []
 
 
@@ -110,6 +116,44 @@ def test_fail_after_delete_and_list(fs: FaultyStore) -> None:
     with pytest.raises(InjectedFault):
         fs.list("l")  # raised at call time, not when iterated
     assert [m.path for m in fs.list("l")] == ["l/1"]
+
+
+def test_faults_on_copy_match_the_destination(fs: FaultyStore) -> None:
+    fs.put("stage/s", b"sst")
+    fs.fail_next("copy", "db/compacted/*")
+    fs.copy_if_absent("stage/s", "elsewhere/c")  # other destination: untouched
+    fs.put_if_absent("db/compacted/p", b"x")  # other op: untouched
+    with pytest.raises(InjectedFault) as info:
+        fs.copy_if_absent("stage/s", "db/compacted/1")
+    assert info.value.took_effect is False and info.value.path == "db/compacted/1"
+    assert not fs.inner.exists("db/compacted/1")
+    assert fs.inner.counters.snapshot()["copy"] == 1  # only the untouched copy reached inner
+    fs.fail_next("copy", after_effect=True)
+    with pytest.raises(InjectedFault) as info:
+        fs.copy_if_absent("stage/s", "db/compacted/1")
+    assert info.value.took_effect is True
+    assert fs.inner.get("db/compacted/1").data == b"sst"
+    assert fs.inner.get("stage/s").data == b"sst"
+    # the retry of a copy whose answer was lost meets its own copy
+    with pytest.raises(ObjectAlreadyExists):
+        fs.copy_if_absent("stage/s", "db/compacted/1")
+    assert fs.events == [
+        ("fail_before", "copy", "db/compacted/1"),
+        ("fail_after", "copy", "db/compacted/1"),
+    ]
+    assert fs.counters.snapshot()["copy"] == 4
+
+
+def test_pause_a_copy(fs: FaultyStore) -> None:
+    fs.put("stage/s", b"sst")
+    pp = fs.pause("slow-copy", "copy", "db/*")
+    copier = Caller(lambda: fs.copy_if_absent("stage/s", "db/c"))
+    assert pp.wait_reached(5)
+    assert not copier.done and not fs.inner.exists("db/c")
+    pp.release()
+    copier.join()
+    assert copier.error is None
+    assert fs.inner.get("db/c").data == b"sst"
 
 
 def test_fail_next_matches_op_and_glob(fs: FaultyStore) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import threading
@@ -16,7 +17,12 @@ from slatedb_core.errors import (
     ObjectNotFound,
     PreconditionFailed,
 )
-from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, validate_relative_path
+from slatedb_core.store.objectstore import (
+    ObjectStore,
+    ObjectVersion,
+    ObstoreObjectStore,
+    validate_relative_path,
+)
 from slatedb_core.store.url import open_store
 from tests.conftest import MotoS3
 
@@ -178,6 +184,7 @@ def test_request_counters(store: ObjectStore) -> None:
     store.get("r/a")
     store.get_if_none_match("r/a", '"nope"')
     store.head("r/b")
+    store.copy_if_absent("r/b", "r/c")
     list(store.list("r"))
     store.delete("r/b")
     counts = store.counters.snapshot()
@@ -187,15 +194,118 @@ def test_request_counters(store: ObjectStore) -> None:
         "put": 1,
         "put_if_absent": 1,
         "put_if_match": 1,
+        "copy": 1,
         "list": 1,
         "delete": 1,
     }
-    assert store.counters.total() == 8
+    assert store.counters.total() == 9
     with pytest.raises(ObjectNotFound):
         store.get("r/missing")
     assert store.counters.snapshot()["get"] == 3  # failed requests are requests too
     store.counters.reset()
     assert store.counters.total() == 0
+
+
+# -- server-side copy --------------------------------------------------------------------------
+
+
+def test_copy_if_absent(store: ObjectStore) -> None:
+    data = bytes(range(256)) * 40
+    store.put("stage/part-0.sst", data)
+    store.copy_if_absent("stage/part-0.sst", "db/compacted/x.sst")
+    assert store.get("db/compacted/x.sst").data == data
+    assert store.head("db/compacted/x.sst").size == len(data)
+    assert store.get("stage/part-0.sst").data == data  # the source stays
+    # the copy is an object of its own: deleting the source leaves it readable
+    store.delete("stage/part-0.sst")
+    assert store.get("db/compacted/x.sst").data == data
+    assert [m.path for m in store.list("db/compacted")] == ["db/compacted/x.sst"]
+
+
+def test_copy_if_absent_missing_source(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound) as info:
+        store.copy_if_absent("stage/missing.sst", "db/y.sst")
+    assert info.value.path == "stage/missing.sst"
+    assert not store.exists("db/y.sst")
+
+
+def test_copy_if_absent_existing_destination_is_left_alone(store: ObjectStore) -> None:
+    store.put("stage/new", b"new bytes")
+    store.put_if_absent("db/taken", b"old bytes")
+    before = store.head("db/taken")
+    with pytest.raises(ObjectAlreadyExists) as info:
+        store.copy_if_absent("stage/new", "db/taken")
+    assert info.value.path == "db/taken"
+    assert store.get("db/taken").data == b"old bytes"
+    assert store.head("db/taken").e_tag == before.e_tag
+    # a copy onto an object that is itself a copy is refused too
+    store.copy_if_absent("stage/new", "db/copy")
+    with pytest.raises(ObjectAlreadyExists):
+        store.copy_if_absent("db/taken", "db/copy")
+    assert store.get("db/copy").data == b"new bytes"
+
+
+def test_copy_if_absent_on_a_local_filesystem_is_a_hard_link(tmp_path: Path) -> None:
+    store = open_store(tmp_path.as_uri())
+    store.put("stage/a.sst", b"sst bytes")
+    store.copy_if_absent("stage/a.sst", "db/compacted/b.sst")
+    src, dst = os.stat(tmp_path / "stage/a.sst"), os.stat(tmp_path / "db/compacted/b.sst")
+    assert (src.st_ino, src.st_dev) == (dst.st_ino, dst.st_dev)
+    assert src.st_nlink == 2
+    # objects are replaced, never written in place: an overwrite of the source (a new inode)
+    # and its delete leave the copy as it was
+    store.put("stage/a.sst", b"other bytes")
+    assert store.get("db/compacted/b.sst").data == b"sst bytes"
+    store.delete("stage/a.sst")
+    assert store.get("db/compacted/b.sst").data == b"sst bytes"
+    assert os.stat(tmp_path / "db/compacted/b.sst").st_nlink == 1
+
+
+def test_copy_if_absent_race_has_one_winner(store: ObjectStore) -> None:
+    for t in range(THREADS):
+        store.put(f"race/src{t}", f"source {t}".encode())
+
+    def attempt(i: int) -> bytes | None:
+        try:
+            store.copy_if_absent(f"race/src{i}", "race/dst")
+        except ObjectAlreadyExists:
+            return None
+        return f"source {i}".encode()
+
+    wins = _race(attempt)
+    assert len(wins) == 1, f"{len(wins)} winners"
+    assert store.get("race/dst").data == wins[0]
+
+
+@pytest.mark.s3
+def test_copy_if_absent_without_conditional_copy_falls_back(moto_s3: MotoS3) -> None:
+    """An S3Store configured without copy_if_not_exists answers NotSupported to a conditional
+    copy; the adapter then GETs the source and creates the copy with put_if_absent."""
+    from obstore.store import S3Store
+
+    inner = S3Store(
+        moto_s3.new_bucket(),
+        config={
+            "conditional_put": "etag",
+            "endpoint": moto_s3.endpoint,
+            "region": "us-east-1",
+            "access_key_id": "testing",
+            "secret_access_key": "testing",
+            "virtual_hosted_style_request": False,
+        },
+        client_options={"allow_http": True},
+    )
+    store = ObstoreObjectStore(inner, url="s3://plain", sorted_listing=True)
+    store.put("stage/s", b"payload")
+    store.copy_if_absent("stage/s", "db/d")
+    assert store.get("db/d").data == b"payload"
+    assert store.counters.snapshot()["copy"] == 1
+    assert store.counters.snapshot()["put_if_absent"] == 1  # the fallback's create
+    with pytest.raises(ObjectAlreadyExists):
+        store.copy_if_absent("stage/s", "db/d")
+    with pytest.raises(ObjectNotFound):
+        store.copy_if_absent("stage/missing", "db/e")
+    assert not store.exists("db/e")
 
 
 # -- races -------------------------------------------------------------------------------------

@@ -330,6 +330,34 @@ def test_deleting_an_uncommitted_write_completes_it_then_deletes_it(
         tp.get(path)
 
 
+def test_copy_if_absent_is_a_two_phase_create(tp: TwoPhaseStore, raw: FaultyStore) -> None:
+    data = payload(1)  # payloads are sealed with a fresh nonce: keep the bytes to compare
+    raw.put("stage/part.sst", data)
+    tp.copy_if_absent("stage/part.sst", "db/compacted/a.sst")
+    assert tp.get("db/compacted/a.sst").data == data
+    assert tp.txn.get_intent("ns", "db/compacted/a.sst") is not None  # created by an intent
+    assert tp.counters.snapshot()["copy"] == 1
+    with pytest.raises(ObjectAlreadyExists):
+        tp.copy_if_absent("stage/part.sst", "db/compacted/a.sst")
+    with pytest.raises(ObjectNotFound):
+        tp.copy_if_absent("stage/missing.sst", "db/compacted/b.sst")
+    assert not tp.exists("db/compacted/b.sst")
+    # the store below ignores If-None-Match: racing copies still have one winner
+    datas = [payload(t) for t in range(8)]
+    for t, d in enumerate(datas):
+        raw.put(f"stage/{t}", d)
+    winners = race(8, lambda t: tp.copy_if_absent(f"stage/{t}", "db/compacted/r.sst"))
+    assert len(winners) == 1
+    assert tp.get("db/compacted/r.sst").data == datas[winners[0]]
+    # and a copy of a write the reader must complete first sees its bytes
+    pending = payload(9)
+    raw.fail_next("put", "db/compacted/u.sst")  # the copy step of the two-phase write fails
+    tp.put_if_absent("db/compacted/u.sst", pending)
+    assert not raw.inner.exists("db/compacted/u.sst")
+    tp.copy_if_absent("db/compacted/u.sst", "db/compacted/v.sst")
+    assert tp.get("db/compacted/v.sst").data == pending
+
+
 def test_temporary_names_are_ignored_by_the_listings_that_parse_names(tp: TwoPhaseStore) -> None:
     seq = SequencedStore(tp, "db", "manifest", "manifest")
     seq.create(1, payload(1))

@@ -9,24 +9,24 @@ incompressible and unique), cached and counted first, so both writers start from
 in-memory rows and neither pays for generating them. Both write to the local filesystem.
 The first writer of a session also pays the JIT warm-up and the ingest the Python workers' start;
 ``--repeat N`` runs N rounds of both and reports every round and the best of each.
-``--floors`` adds, per round, what no design of the job can beat on the same DataFrame: reading the
-cache (``noop`` write), handing every row to Python (``mapInArrow`` that only counts), and
-writing each input partition's rows as sorted, encoded SSTs per shard straight from stage 1
-(no shuffle, no commit: the data path of a shuffle-free design, its lower bound).
-``--profile`` runs both stages' task code (``_Bucket`` then ``_WriteShards``) in this process on
-one shard's worth of Arrow batches under pyinstrument: all of the ingestion path's Python time.
+``--floors`` adds, per round, lower bounds on the same DataFrame: reading the cache (``noop``
+write), handing every row to Python (``mapInArrow`` that only counts; no design that processes
+rows in Python beats it), and the job's stage 1 alone (sorting, encoding and staging the SSTs,
+with no shuffle and no commit).
+``--profile`` runs both stages' task code (``_StageSsts`` then ``_CommitShards``) in this process
+on one shard's worth of Arrow batches under pyinstrument: all of the ingestion path's Python
+time.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import functools
 import shutil
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,20 +35,19 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slatedb_core.entries import ENTRY_SCHEMA as SST_ENTRY_SCHEMA
-from slatedb_core.sst.builder import encode_sst
 from slatedb_core.store.url import open_store
 from slatedb_core.table import ShardMap, Table
 from spark_jobs.ingest import (
+    _STAGED_DDL,
     ARROW_BATCH_ROWS,
     IngestPlan,
     _arrow_batches,
-    _Bucket,
-    _WriteShards,
+    _CommitShards,
+    _StageSsts,
     ingest,
     plan_ingest,
 )
-from spark_jobs.routing import fixed_view, fixed_width, sorted_rows
+from spark_jobs.routing import partition_keys
 from spark_jobs.session import SessionOptions, get_session
 
 KEY_BYTES, VALUE_BYTES = 16, 100
@@ -74,37 +73,6 @@ def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.record_batch([pa.array([n], pa.int64())], ["n"])
 
 
-@dataclass(frozen=True)
-class _DirectSsts:
-    """Stage 1 of a shuffle-free design, without its commit: the partition's rows sorted once by
-    key (shards are key ranges, so this groups them by shard too), cut at the split points and
-    written as one SST per shard under ``<table>/_floor/``. Fixed-width keys only (the bench's)."""
-
-    url: str
-    shard_map: ShardMap
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        store = open_store(self.url)
-        rows = sorted_rows([b.select(["key", "value"]) for b in batches])
-        width = fixed_width(rows.column(0))
-        assert width is not None, "the floor probe needs fixed-width keys"
-        splits = np.array(self.shard_map.split_points, dtype=f"S{width}")
-        cuts = [0, *np.searchsorted(fixed_view(rows.column(0), width), splits).tolist(),
-                rows.num_rows]
-        written = 0
-        for shard, (lo, hi) in enumerate(itertools.pairwise(cuts)):
-            part, n = rows.slice(lo, hi - lo), hi - lo
-            entries = pa.RecordBatch.from_arrays(
-                [part.column(0), pa.array(np.ones(n, np.uint64)), pa.array(np.zeros(n, np.uint8)),
-                 part.column(1)],
-                schema=SST_ENTRY_SCHEMA,
-            )
-            data, _ = encode_sst(entries)
-            store.put_if_absent(f"t/_floor/{shard}/{uuid.uuid4().hex}.sst", data)
-            written += len(data)
-        yield pa.record_batch([pa.array([written], pa.int64())], ["n"])
-
-
 def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> None:
     """Time the three floors of the module doc on ``df``; each printed with its ratio to
     ``parquet_s``."""
@@ -115,15 +83,16 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
         started = time.perf_counter()
         counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
         transfer_s = time.perf_counter() - started
+        plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map,
+                          partition_keys(len(shard_map.shards)))
+        stage = _StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None)
         started = time.perf_counter()
-        written = sum(
-            r.n for r in df.mapInArrow(_DirectSsts(url, shard_map), "n bigint").collect()
-        )
+        written = sum(r.bytes for r in df.mapInArrow(stage, _STAGED_DDL).collect())
         direct_s = time.perf_counter() - started
     assert counted == df.count()
     for name, took in (("read the cache (noop write)", noop_s),
                        ("hand every row to Python (mapInArrow, count)", transfer_s),
-                       (f"stage 1 writes sorted SSTs ({written / 1e6:.0f} MB), no shuffle, no "
+                       (f"stage 1 alone: sort, encode and stage SSTs ({written / 1e6:.0f} MB), no "
                         "commit", direct_s)):
         print(f"floor: {name}: {took:.1f}s, {took / parquet_s:.2f}x parquet")
 
@@ -152,12 +121,12 @@ def profile_task(rows: int, shards: int) -> None:
             pa.record_batch([karr.slice(i, 10000), varr.slice(i, 10000)], ["key", "value"])
             for i in range(0, n, 10000)
         ]
-        bucket = _Bucket(plan, (), False)
-        task = _WriteShards(plan, lambda: open_store(url), None)
+        stage = _StageSsts(plan, "profile", (), False, lambda: open_store(url), None)
+        commit = _CommitShards(plan, lambda: open_store(url), None)
         profiler = Profiler()
         started = time.perf_counter()
         with profiler:
-            out = list(task(bucket(iter(batches))))
+            out = list(commit(stage(iter(batches))))
         took = time.perf_counter() - started
         print(f"one writing task: {n} rows in {took:.2f}s ({n / took:,.0f} rows/s); {out[0]}")
         print(profiler.output_text(unicode=False, color=False, show_all=False))

@@ -91,21 +91,57 @@ def _take_fixed(
     )
 
 
+def _packed_order(
+    flat: npt.NDArray[np.uint8], width: int, n: int, scratch: Scratch
+) -> npt.NDArray[np.int64] | None:
+    """The sorting permutation of fixed-width keys of at least 8 bytes from ONE ``np.sort`` of
+    uint64 words packing each key's leading bits above its row number (a plain sort is about
+    twice as fast as an argsort, and works in place on scratch). Rows whose packed prefixes tie
+    are put in key order afterwards, run by run; None when that would be most of them (keys
+    sharing long prefixes), for the caller to sort the keys themselves."""
+    bits = max(1, int(n - 1).bit_length())
+    words = scratch.take_as("sort.words", np.uint64, n)
+    # the leading 8 bytes of each key, read big-endian: integer order is byte order
+    words.view(np.uint8).reshape(n, 8)[:] = flat.reshape(n, width)[:, :8]
+    words.byteswap(inplace=True)
+    words >>= np.uint64(bits)
+    words <<= np.uint64(bits)
+    words |= scratch.arange(n)
+    words.sort()
+    order = scratch.take_as("sort.order", np.int64, n)
+    np.bitwise_and(words, np.uint64((1 << bits) - 1), out=order.view(np.uint64))
+    if n < 2:
+        return order
+    gaps = scratch.take_as("sort.gaps", np.uint64, n - 1)
+    np.bitwise_xor(words[1:], words[:-1], out=gaps)
+    ties = np.flatnonzero(gaps < np.uint64(1 << bits))  # prefix equal to the next row's
+    if not len(ties):
+        return order
+    if len(ties) > n // 64:
+        return None
+    keys = flat.view(f"S{width}")
+    # runs of consecutive tied positions: run [s, e] covers rows s..e+1
+    breaks = np.flatnonzero(np.diff(ties) != 1)
+    starts = np.concatenate(([ties[0]], ties[breaks + 1]))
+    ends = np.concatenate((ties[breaks], [ties[-1]])) + 2
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        rows = order[s:e]
+        order[s:e] = rows[np.argsort(keys[rows], kind="stable")]
+    return order
+
+
 def _sort_order(
-    key_chunks: Sequence[pa.Array], flat: npt.NDArray[np.uint8] | None, width: int | None
+    key_chunks: Sequence[pa.Array], flat: npt.NDArray[np.uint8] | None, width: int | None,
+    scratch: Scratch,
 ) -> tuple[npt.NDArray[np.intp], np.ndarray | None]:
     """A permutation sorting the keys, and (not for ``flat`` keys, whose sorted copy the caller
     gathers itself) the sorted keys as an ``S`` array; None where only Arrow can compare them.
     ``flat``: the keys concatenated, when they all have one ``width``."""
     if flat is not None and width is not None:
-        if width >= 8:
-            # Sort by the leading 8 bytes as a big-endian integer (several times faster than
-            # comparing S values); exact whenever those are all distinct, as random keys are.
-            head = np.ascontiguousarray(flat.reshape(-1, width)[:, :8]).view(">u8").ravel()
-            lead = head.astype(np.uint64)
-            order = np.argsort(lead)
-            ordered = lead[order]
-            if not bool(np.any(ordered[1:] == ordered[:-1])):
+        n = len(flat) // width
+        if width >= 8 and n < 1 << 40:
+            order = _packed_order(flat, width, n, scratch)
+            if order is not None:
                 return order, None
         return np.argsort(flat.view(f"S{width}")), None
     padded = sortable_keys(key_chunks)
@@ -144,7 +180,7 @@ def encode_ranges(
     n = sum(len(c) for c in key_chunks)
     width = _uniform_width(key_chunks)
     kflat = _flatten(key_chunks, width, n, scratch, "keys") if width is not None else None
-    order, skeys = _sort_order(key_chunks, kflat, width)
+    order, skeys = _sort_order(key_chunks, kflat, width, scratch)
     if kflat is not None and width is not None:
         keys_sorted = _take_fixed(kflat, width, order, scratch, "keys")
         skeys = np.frombuffer(keys_sorted.buffers()[2], dtype=f"S{width}", count=n)

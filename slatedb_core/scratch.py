@@ -27,6 +27,7 @@ class Scratch:
 
     def __init__(self) -> None:
         self._bufs: dict[str, npt.NDArray[np.uint8]] = {}
+        self._arange: npt.NDArray[np.uint64] = np.arange(0, dtype=np.uint64)
 
     def take(self, name: str, nbytes: int) -> npt.NDArray[np.uint8]:
         """The first ``nbytes`` of buffer ``name`` (contents undefined), grown if needed."""
@@ -43,13 +44,21 @@ class Scratch:
         dt = np.dtype(dtype)
         return self.take(name, dt.itemsize * count).view(dt)
 
+    def arange(self, n: int) -> npt.NDArray[np.uint64]:
+        """``np.arange(n, dtype=uint64)``, kept between calls (read-only: do not write to it)."""
+        if self._arange.size < n:
+            self._arange = np.arange(max(n, int(self._arange.size * _GROWTH)), dtype=np.uint64)
+            self._arange.flags.writeable = False
+        return self._arange[:n]
+
     @property
     def nbytes(self) -> int:
-        return sum(b.size for b in self._bufs.values())
+        return sum(b.size for b in self._bufs.values()) + self._arange.nbytes
 
     def release(self) -> None:
         """Drop every buffer (views handed out stay valid: they keep their memory alive)."""
         self._bufs.clear()
+        self._arange = np.arange(0, dtype=np.uint64)
 
 
 _local = threading.local()

@@ -1,41 +1,60 @@
 """Batch ingestion of a Spark DataFrame into a sharded table, one fenced writer per shard.
 
-The job, in three steps::
+The job, in two Spark stages::
 
     driver    plan_ingest: read the shard map; pick one Spark partition per shard
-    stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(_Bucket): Arrow values
-              encoded, tombstones as null values, shard = ShardMap.route(keys) (vectorised), and
-              every ~100k rows cut into one Arrow IPC blob per shard, keyed by a partition key
-              that Spark's hash partitioner sends to partition == shard
-    shuffle   repartition(n_shards, partition key): all blobs of a shard in ONE partition
-    stage 2   mapInArrow(_WriteShards), per shard of the partition (normally exactly one):
-                the shard's rows, sorted      blobs read in place, one sort and one copy; the
-                                              first and last key must lie in the shard
+    stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(_StageSsts), per input
+              partition: values encoded (Arrow), tombstones as nulls; the partition's rows
+              sorted by key ONCE (shards are key ranges, so this also groups them by shard),
+              one row kept per key, cut at the split points and encoded as SSTs
+              (slatedb_core.bulk_ssts.encode_ranges), put under the run's staging prefix
+              <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/; out: one small
+              reference row per SST, keyed so that Spark's hash partitioner sends it to
+              partition == shard
+    shuffle   repartition(n_shards, partition key): only the references move, never the rows
+    stage 2   mapInArrow(_CommitShards), per shard of the partition (normally exactly one):
                 Table.writer(planned shard)   Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
                 done marker of this job?      a finished attempt exists: write nothing
-                Db.bulk_ingest(all rows)      SSTs (the rows are sorted already: no re-sort),
-                                              then ONE fenced manifest update
+                Db.ingest_ssts(references)    each staged SST copied into the database (a hard
+                                              link on a local disk, a server-side copy on S3:
+                                              its bytes are not read), then ONE fenced manifest
+                                              update adding them to L0, oldest partition first
                 close, put the done marker    yield a statistics row
+    driver    aggregate the rows into IngestStats (a refused shard raises ShardMapConflict);
+              delete the run's staging prefix
 
 While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS
-(``spark.sql.execution.arrow.maxRecordsPerBatch``, raised for the job only).
-    driver    aggregate the rows into IngestStats; a refused shard raises ShardMapConflict
+(``spark.sql.execution.arrow.maxRecordsPerBatch``, raised for the job only). A stage-1 task sorts
+up to RUN_BYTES of input at once; a larger partition is staged as several runs.
 
-Why retries and speculative copies are safe. A shard's rows all reach one task, and each attempt
-of that task writes ALL of them in one manifest update, so the shard's data is visible entirely
-from one attempt or not at all; attempts write identical rows, so a second commit of the same job
-changes no value. An attempt that is fenced (a later attempt opened the writer) fails its commit
-with Fenced: its SSTs stay unreferenced and the database GC collects them. An attempt that
-failed after its commit took effect is simply redone. The done marker closes the last gap: a
-zombie attempt (a speculative copy Spark failed to kill) that opens the writer after the job has
-finished would otherwise re-commit this job's values over a later job's; it finds the marker and
-writes nothing. (A zombie that opened the writer before the marker existed is fenced by the next
-job's writer, or commits before it, which is harmless.)
+Why one shuffle of references and not of rows: moving every row through Spark's shuffle (Arrow to
+JVM rows, shuffle files, back to Arrow) and sorting it twice cost more than half of the job's
+time (``bench/spark_ingest_bench.py``). The price: a shard's L0 gets one SST (more for large
+inputs) per input partition that had rows for it, overlapping each other, until the compactor
+merges them; with many input partitions, run the Spark compaction after a large ingest.
 
-Duplicate keys within one ingest: the shuffle does not keep row order, so which of two rows with
-the same key wins is unspecified. Deduplicate first when it matters.
+Why retries and speculative copies are safe. Stage 1 attempts write only under their own staging
+directory, and Spark hands stage 2 the references of exactly one successful attempt per input
+partition; the others' objects are deleted with the run's prefix. Every attempt of a shard's
+stage-2 task commits ALL of the shard's staged SSTs in one manifest update, so the shard's data
+is visible entirely from one attempt or not at all; attempts commit identical data, so a second
+commit of the same job changes no value. An attempt that is fenced (a later attempt opened the
+writer) fails its commit with Fenced: its copies stay unreferenced and the database GC collects
+them. An attempt that failed after its commit took effect is simply redone. The done marker
+closes the last gap: a zombie attempt (a speculative copy Spark failed to kill) that opens the
+writer after the job has finished would otherwise re-commit this job's values over a later
+job's; it finds the marker and writes nothing (and after the run ended, its copies fail: the
+staged objects are gone).
+
+Sequence numbers: the staged entries carry seq 0 (they are written before any writer is open);
+the commit reserves one sequence number of the database for the ingest. The engine orders
+versions by their position in the LSM tree, never by seq, so this only shows in the raw entries.
+
+Duplicate keys within one ingest: which of two rows with the same key wins is unspecified (the
+sort is not stable, and Spark does not order input partitions). Deduplicate first when it
+matters.
 
 Value encodings (``value_format``):
 
@@ -62,34 +81,30 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core.entries import binary_buffers
+from slatedb_core.bulk_ssts import encode_ranges
 from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
     ObjectAlreadyExists,
     ShardMapConflict,
+    SlateDBError,
 )
 from slatedb_core.options import DbOptions
+from slatedb_core.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, join
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table
-from spark_jobs.routing import (
-    ENTRY_SCHEMA,
-    partition_keys,
-    route_keys,
-    sorted_rows,
-    take_rows,
-)
+from spark_jobs.routing import ENTRY_SCHEMA, partition_keys
 from spark_jobs.routing import spark_hash_long as spark_hash_long  # re-exported
 
 log = logging.getLogger(__name__)
@@ -98,13 +113,28 @@ ValueFormat = Literal["binary", "arrow", "json"]
 VALUE_FORMATS: tuple[str, ...] = ("binary", "arrow", "json")
 StoreFactory = Callable[[], ObjectStore]
 
-_KEY, _VALUE, _TOMB, _SHARD, _PKEY, _DATA = (
-    "key", "value", "__tombstone", "__shard", "__pkey", "__data"
+_KEY, _VALUE, _TOMB, _SHARD, _PKEY = "key", "value", "__tombstone", "__shard", "__pkey"
+STAGED_SCHEMA = pa.schema(
+    [
+        (_PKEY, pa.int64()),
+        (_SHARD, pa.int32()),
+        ("partition", pa.int32()),
+        ("run", pa.int32()),
+        ("part", pa.int32()),
+        ("path", pa.string()),
+        ("rows", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
 )
-_BUCKETS_DDL = f"{_PKEY} bigint, {_SHARD} int, {_DATA} binary"
-BUCKET_ROWS = 100_000
-BUCKET_BYTES = 64 << 20
-"""Input rows (or bytes) a stage-1 task gathers before cutting them into per-shard blobs."""
+"""Stage 1's output: one row per staged SST."""
+_STAGED_COLUMNS = tuple(STAGED_SCHEMA.names)
+_STAGED_DDL = (
+    f"{_PKEY} bigint, {_SHARD} int, partition int, run int, part int, path string, rows bigint, "
+    "bytes bigint"
+)
+RUN_BYTES = 1 << 30
+"""Input bytes (as Arrow) a stage-1 task sorts at once: a larger partition is staged as several
+runs, each sorted on its own (later runs newer), which bounds the task's memory."""
 ARROW_BATCH_ROWS = 100_000
 """``spark.sql.execution.arrow.maxRecordsPerBatch`` while the job runs, unless the session's is
 larger (or unlimited): Spark hands rows to Python in batches of at most this many rows (and
@@ -212,7 +242,7 @@ def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) 
     )
 
 
-# ---- stage 1: route and encode ------------------------------------------------------------------
+# ---- value encodings ----------------------------------------------------------------------------
 
 
 def encode_arrow_rows(batch: pa.RecordBatch) -> pa.Array:
@@ -233,23 +263,38 @@ def decode_arrow_value(value: bytes) -> dict[str, object]:
     return rows[0]
 
 
-# ---- stage 2: one fenced bulk ingest per shard -----------------------------------------------------
+# ---- the two stages ------------------------------------------------------------------------------
 
 
 def marker_path(table_path: str, job_id: str, shard: Shard) -> str:
     return join(table_path, "_ingest", job_id, f"{shard.shard_id:010d}.done")
 
 
+def staging_prefix(table_path: str, job_id: str, run_id: str) -> str:
+    """Where one run of a job stages its SSTs (deleted when the run ends)."""
+    return join(table_path, "_ingest", job_id, "staged", run_id)
+
+
+def _task() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (-1, 0)
+
+
 @dataclass(frozen=True)
-class _Bucket:
-    """Stage 1: input rows -> one ``(partition key, shard, Arrow IPC blob)`` row per shard per
-    ~BUCKET_ROWS input rows. Spark then shuffles a few large rows instead of every row: its
-    per-row costs (row format, shuffle sort, Arrow conversions) were most of the job's time."""
+class _StageSsts:
+    """Stage 1: an input partition's rows -> sorted SSTs per shard under the run's staging
+    prefix, and one reference row per SST for stage 2 (keyed to reach the shard's partition)."""
 
     plan: IngestPlan
+    run_id: str
     payload: tuple[str, ...]
     """Columns to encode as Arrow IPC values (value_format "arrow"); empty: a value column."""
     tombstones: bool
+    store_factory: StoreFactory
+    db_options: DbOptions | None
+    run_bytes: int = RUN_BYTES
 
     def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
         """``(key, value)``: values encoded, tombstones as nulls."""
@@ -263,96 +308,79 @@ class _Bucket:
         return pa.RecordBatch.from_arrays([key, value], schema=ENTRY_SCHEMA)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition, attempt = _task()
+        store = self.store_factory()
+        # an attempt's own directory: retries and speculative copies never share an object
+        prefix = join(
+            staging_prefix(self.plan.table_path, self.plan.job_id, self.run_id),
+            f"{partition:05d}-{attempt}-{uuid.uuid4().hex[:8]}",
+        )
         pending: list[pa.RecordBatch] = []
-        count = size = 0
+        size = run = 0
         for b in batches:
             if b.num_rows:
                 e = self.entries(b)
                 pending.append(e)
-                count += e.num_rows
                 size += e.nbytes
-            if count >= BUCKET_ROWS or size >= BUCKET_BYTES:
-                yield self._buckets(pending)
-                pending, count, size = [], 0, 0
+            if size >= self.run_bytes:
+                yield self._stage(store, prefix, pending, partition, run)
+                pending, size, run = [], 0, run + 1
         if pending:
-            yield self._buckets(pending)
+            yield self._stage(store, prefix, pending, partition, run)
 
-    def _buckets(self, batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-        rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        n_shards = len(self.plan.shards)
-        shard = route_keys(self.plan.shard_map, rows.column(0))
-        counts = np.bincount(shard, minlength=n_shards)
-        # a stable sort of small ints is a radix sort: rows grouped by shard, in input order
-        order = np.argsort(shard.astype(np.uint8 if n_shards <= 256 else np.int32), kind="stable")
-        grouped = take_rows(rows, order)
-        # every shard's IPC stream into one buffer, sliced by offsets: no copy per blob
-        sink = pa.BufferOutputStream()
-        offsets, out_shard, out_pkey = [0], [], []
-        lo = 0
-        for i, c in enumerate(counts.tolist()):
-            if c:
-                with pa.ipc.new_stream(sink, ENTRY_SCHEMA) as w:
-                    w.write_batch(grouped.slice(lo, c))
-                offsets.append(sink.tell())
-                out_shard.append(i)
-                out_pkey.append(self.plan.partition_keys[i])
-                lo += c
-        if offsets[-1] >= 1 << 31:  # only if spark.sql.execution.arrow.maxBytesPerBatch >= 2 GiB
-            raise InvalidArgument(f"an Arrow batch of {offsets[-1]} bytes: keep them under 2 GiB")
-        blobs = pa.Array.from_buffers(
-            pa.binary(),
-            len(out_shard),
-            [None, pa.py_buffer(np.array(offsets, np.int32)), sink.getvalue()],
-        )
-        return pa.RecordBatch.from_arrays(
-            [pa.array(out_pkey, pa.int64()), pa.array(out_shard, pa.int32()), blobs],
-            [_PKEY, _SHARD, _DATA],
-        )
+    def _stage(
+        self, store: ObjectStore, prefix: str, rows: list[pa.RecordBatch], partition: int, run: int
+    ) -> pa.RecordBatch:
+        out: dict[str, list[object]] = {c: [] for c in _STAGED_COLUMNS}
+        for sst in encode_ranges(
+            rows, self.plan.shard_map.split_points, options=self.db_options,
+            scratch=thread_scratch(),
+        ):
+            shard = self.plan.shards[sst.range_index]
+            path = join(prefix, f"{run:05d}-{shard.shard_id:010d}-{sst.part:05d}.sst")
+            store.put_if_absent(path, sst.data)
+            for col, v in zip(
+                _STAGED_COLUMNS,
+                (self.plan.partition_keys[shard.index], shard.index, partition, run, sst.part, path,
+                 sst.info.entry_count, sst.info.size_bytes),
+                strict=True,
+            ):
+                out[col].append(v)
+        return pa.RecordBatch.from_pydict(out, schema=STAGED_SCHEMA)
 
 
 @dataclass(frozen=True)
-class _WriteShards:
-    """Stage 2: the blobs of one partition (one shard) -> one fenced bulk ingest per shard."""
+class _CommitShards:
+    """Stage 2: the staged SSTs of one partition's shard(s) -> one fenced commit per shard."""
 
     plan: IngestPlan
     store_factory: StoreFactory
     db_options: DbOptions | None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx is not None else -1
-        attempt = ctx.attemptNumber() if ctx is not None else 0
-        by_shard: dict[int, list[pa.RecordBatch]] = {}
+        partition, attempt = _task()
+        by_shard: dict[int, list[tuple[int, int, int, str]]] = {}
         for b in batches:
-            shards = b.column(_SHARD).to_numpy(zero_copy_only=False).tolist()
-            blobs = b.column(_DATA)
-            offs, _ = binary_buffers(blobs)
-            buf = blobs.buffers()[2]
-            for j, shard in enumerate(shards):
-                # zero-copy: the IPC reader's batches point into Spark's batch
-                blob = buf.slice(int(offs[j]), int(offs[j + 1] - offs[j]))
-                by_shard.setdefault(int(shard), []).extend(pa.ipc.open_stream(blob))
+            cols = b.to_pydict()
+            for shard, part_, run, piece, path in zip(
+                cols[_SHARD], cols["partition"], cols["run"], cols["part"], cols["path"],
+                strict=True,
+            ):
+                by_shard.setdefault(int(shard), []).append((part_, run, piece, path))
         if not by_shard:
             return
         store = self.store_factory()
         for index in sorted(by_shard):
-            rows = sorted_rows(by_shard.pop(index))
-            shard = self.plan.shards[index]
-            if len(rows) and not (
-                shard.contains(rows.column(0)[0].as_py())
-                and shard.contains(rows.column(0)[-1].as_py())
-            ):
-                raise InvalidArgument(f"rows of another shard reached shard {index}'s task (bug)")
-            stats = self._write(store, shard, rows, partition, attempt)
+            # oldest first: input partitions in order, and a partition's runs in order
+            sources = [ref[3] for ref in sorted(by_shard.pop(index))]
+            stats = self._write(store, self.plan.shards[index], sources, partition, attempt)
             yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
 
     def _write(
         self,
         store: ObjectStore,
         shard: Shard,
-        rows: pa.RecordBatch,
+        sources: list[str],
         partition: int,
         attempt: int,
     ) -> ShardIngestStats:
@@ -386,7 +414,7 @@ class _WriteShards:
             if store.exists(marker):
                 return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                              writer_epoch=epoch)
-            result = db.bulk_ingest(rows, _KEY, _VALUE)
+            result = db.ingest_ssts(sources)
         finally:
             db.close()
         body = json.dumps({"rows": result.rows, "manifest_id": result.manifest_id, "epoch": epoch})
@@ -402,6 +430,14 @@ class _WriteShards:
             manifest_id=result.manifest_id,
             writer_epoch=epoch,
         )
+
+
+def _delete_prefix(store: ObjectStore, prefix: str) -> int:
+    paths = [m.path for m in store.list(prefix + "/")]
+    if paths:
+        with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
+            list(pool.map(store.delete, paths))
+    return len(paths)
 
 
 # ---- the job -------------------------------------------------------------------------------------
@@ -495,12 +531,15 @@ def ingest(
     db_options: DbOptions | None = None,
     store_factory: StoreFactory | None = None,
     plan: IngestPlan | None = None,
+    run_bytes: int = RUN_BYTES,
 ) -> IngestStats:
     """Upsert the rows of ``df`` into the table at ``table_path`` (see the module doc).
 
     ``value_format`` defaults to ``binary`` when ``value_column`` is given, else ``arrow``.
     ``store_factory`` (default: ``open_store(table_url)``) builds the store in each task.
     ``plan`` (default: planned now) fixes the shard map the rows are routed by.
+    ``run_bytes`` bounds what a stage-1 task sorts at once (Arrow bytes of its input; a task
+    holds about three times that): a larger input partition is staged as several runs.
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
@@ -511,14 +550,28 @@ def ingest(
     if plan is None:
         plan = plan_ingest(table_path, factory())
     prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
-    bucket = _Bucket(plan, prepared.payload, prepared.tombstones)
-    written = (
-        prepared.frame.mapInArrow(bucket, _BUCKETS_DDL)
-        .repartition(len(plan.shards), _PKEY)
-        .mapInArrow(_WriteShards(plan, factory, db_options), _STATS_DDL)
+    run_id = uuid.uuid4().hex
+    if run_bytes < 1:
+        raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")
+    stage = _StageSsts(
+        plan, run_id, prepared.payload, prepared.tombstones, factory, db_options, run_bytes
     )
-    with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
-        rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
+    written = (
+        prepared.frame.mapInArrow(stage, _STAGED_DDL)
+        .repartition(len(plan.shards), _PKEY)
+        .mapInArrow(_CommitShards(plan, factory, db_options), _STATS_DDL)
+    )
+    staged = staging_prefix(table_path, plan.job_id, run_id)
+    try:
+        with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
+            rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
+    finally:
+        # every shard's commit has copied what it needed (or failed); a zombie task that
+        # copies later fails on a missing object and commits nothing
+        try:
+            _delete_prefix(factory(), staged)
+        except SlateDBError:  # leftovers are garbage, never worth failing the job over
+            log.warning("ingest %s: staged SSTs left under %s", plan.job_id, staged, exc_info=True)
     out = IngestStats(job_id=plan.job_id, shard_map_id=plan.shard_map.id, shards=rows)
     for s in rows:
         out.rows += s.rows
@@ -527,6 +580,14 @@ def ingest(
         out.shards_written += s.status == WRITTEN
     out.duration_s = time.monotonic() - started
     log.info("%s", out.summary())
+    l0_max = (db_options or DbOptions()).l0_max_ssts
+    crowded = [s.shard_index for s in rows if s.status == WRITTEN and s.ssts >= l0_max]
+    if crowded:
+        log.warning(
+            "ingest %s: shard(s) %s got %d+ L0 SSTs (one per input partition with rows for the "
+            "shard): their writers stall until a compaction (spark_jobs.compact) merges them; "
+            "ingest fewer, larger partitions to avoid it", plan.job_id, crowded, l0_max,
+        )
     refused = [s for s in rows if s.status == REFUSED]
     if refused:
         raise ShardMapConflict(

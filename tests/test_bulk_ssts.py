@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.bulk_ssts import RangeSst, encode_ranges
+from slatedb_core.bulk_ssts import RangeSst, _packed_order, encode_ranges
 from slatedb_core.entries import KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions
@@ -182,3 +182,26 @@ def test_matches_a_plain_model(
 ) -> None:
     items = list(rows.items())
     assert flatten(decoded(run(items, splits, size=size))) == expected_ranges(items, splits)
+
+
+def test_a_few_keys_tying_on_their_leading_bytes_are_ordered_by_the_rest() -> None:
+    rng = np.random.default_rng(11)
+    keys = {rng.bytes(16) for _ in range(4000)}
+    # 10 groups of keys sharing their first 12 bytes (ties in the packed sort words)
+    for g in range(10):
+        head = rng.bytes(12)
+        keys |= {head + bytes([g, i, 0, 0]) for i in rng.permutation(5).tolist()}
+    rows = [(k, k[::-1]) for k in keys]
+    rng.shuffle(rows)  # type: ignore[arg-type]
+    flat = np.frombuffer(b"".join(k for k, _ in rows), np.uint8).copy()
+    order = _packed_order(flat, 16, len(rows), Scratch())
+    assert order is not None, "few ties: fixed run by run, no fallback"
+    assert [rows[i][0] for i in order.tolist()] == sorted(keys)
+    splits = [b"\x55", b"\xaa"]
+    assert flatten(decoded(run(rows, splits, size=333))) == expected_ranges(rows, splits)
+
+
+def test_packed_order_gives_up_on_keys_that_mostly_tie() -> None:
+    keys = [b"same-8-b" + bytes([i % 251, i // 251]) * 4 for i in range(3000)]
+    flat = np.frombuffer(b"".join(keys), np.uint8).copy()
+    assert _packed_order(flat, 16, len(keys), Scratch()) is None

@@ -15,7 +15,7 @@ from slatedb_core.errors import InvalidArgument, ShardMapConflict
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
-from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from spark_jobs.ingest import (
@@ -147,6 +147,17 @@ class FaultyFirstAttempt:
         return FaultyStore(store, rules=rules)
 
 
+@dataclass(frozen=True)
+class FailingCopies:
+    """Store factory: every copy into a database fails, in every attempt."""
+
+    url: str
+
+    def __call__(self) -> ObjectStore:
+        rule = FaultRule(op="copy", path_glob="*/compacted/*", fail_before=1.0)
+        return FaultyStore(open_store(self.url), rules=[rule])
+
+
 def sst_objects(store: ObjectStore, db_path: str) -> set[str]:
     return {m.path.rsplit("/", 1)[1][:-4] for m in store.list(f"{db_path}/compacted/")}
 
@@ -158,11 +169,13 @@ def test_failed_attempts_leave_every_row_once_and_nothing_of_their_own(
     factory = FaultyFirstAttempt(
         store_url,
         {
-            # shard 0: the second SST upload fails: part of the data written, nothing committed
-            0: ({"op": "put_if_absent", "path_glob": "*/compacted/*", "skip": 1,
+            # shard 0: the second copy of a staged SST fails: part of the data copied into the
+            # database, nothing committed (stage 1's tasks never copy: rules keyed on stage-2
+            # operations leave them alone)
+            0: ({"op": "copy", "path_glob": "*/compacted/*", "skip": 1,
                  "fail_before": 1.0, "max_hits": 1},),
             # shard 1: the task dies after its commit took effect (the done marker fails)
-            1: ({"op": "put_if_absent", "path_glob": "*/_ingest/*", "fail_before": 1.0},),
+            1: ({"op": "put_if_absent", "path_glob": "*/_ingest/*.done", "fail_before": 1.0},),
         },
     )
     stats = ingest(
@@ -219,7 +232,7 @@ def test_a_rescale_after_planning_refuses_the_retired_shard(
 
 @dataclass(frozen=True)
 class StallFirstUpload:
-    """Store factory: attempt 0 of ``partition`` stalls its first SST upload until ``until``
+    """Store factory: attempt 0 of ``partition`` stalls its first SST copy until ``until``
     exists (bounded), so a concurrent copy of the task overtakes it at a known point."""
 
     url: str
@@ -242,13 +255,13 @@ class _Stalling(FaultyStore):
         self._until = until
         self._stalled = False
 
-    def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
-        if "/compacted/" in path and not self._stalled:
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        if "/compacted/" in dst and not self._stalled:
             self._stalled = True
             deadline = time.monotonic() + 90
             while not self.inner.exists(self._until) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return super().put_if_absent(path, data)
+        super().copy_if_absent(src, dst)
 
 
 def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
@@ -292,9 +305,53 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
     assert m1.writer_epoch == 3
     assert len(m1.l0) == copy1.ssts, "only the copy's commit is visible"
     assert sst_objects(store, shard.db_path) - {str(s.id) for s in m1.ssts}, (
-        "the fenced attempt uploaded SSTs that nothing references"
+        "the fenced attempt copied SSTs that nothing references"
     )
+    assert not staged_objects(store, plan.job_id), "both runs deleted their staged SSTs"
 
+
+
+def staged_objects(store: ObjectStore, job_id: str) -> list[str]:
+    return [m.path for m in store.list(f"{TABLE}/_ingest/{job_id}/staged/")]
+
+
+def test_staged_ssts_are_linked_into_l0_and_deleted_after_the_run(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    df = frame(spark, rows).repartition(3)
+    plan = plan_ingest(TABLE, store)
+    # a tiny run size: every input batch is sorted and staged on its own
+    stats = ingest(df, store_url, TABLE, value_column="value", plan=plan, run_bytes=1)
+    assert contents(store) == rows
+    assert not staged_objects(store, plan.job_id)
+    with Table.open(TABLE, store) as t:
+        for shard in t.shards:
+            m = ManifestStore(store, shard.db_path).read_latest().manifest
+            s = next(s for s in stats.shards if s.shard_index == shard.index)
+            assert len(m.l0) == s.ssts >= 3, "one SST per input partition and run at least"
+            assert sum(x.info.entry_count for x in m.ssts) == s.rows == 300
+    # the upsert of a later ingest wins over every staged run
+    newer = data(900, tag=b"newer")
+    ingest(frame(spark, newer).repartition(3), store_url, TABLE, value_column="value")
+    assert contents(store) == newer
+
+
+def test_a_failed_job_deletes_its_staged_ssts(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    plan = plan_ingest(TABLE, store)
+    with pytest.raises(Exception, match="InjectedFault"):  # every attempt of every commit fails
+        ingest(frame(spark, rows), store_url, TABLE, value_column="value", plan=plan,
+               store_factory=FailingCopies(store_url))
+    assert not staged_objects(store, plan.job_id)
+    assert contents(store) == {}
+
+
+def test_bad_run_bytes(spark: SparkSession, store_url: str, store: ObjectStore) -> None:
+    with pytest.raises(InvalidArgument):
+        ingest(frame(spark, data(3)), store_url, TABLE, value_column="value", run_bytes=0)
 
 
 def test_partition_keys_land_in_their_partitions(spark: SparkSession) -> None:

@@ -259,11 +259,16 @@ class WalWindow:
 
     def _run(self, wal_id: int, data: bytes, done: WalDone) -> None:
         with self._cv:
-            halted = self._halted
+            halted, closed = self._halted, self._closed
         if halted is not None:
             # another create was fenced (or the process died) while this one waited for a pool
             # thread: issue nothing more, as after a failed attempt
             done(wal_id, halted)
+            return
+        if closed:
+            # the window was closed (a crash, or a close that gave up) before this create got a
+            # pool thread: a stopped writer issues nothing new
+            done(wal_id, WalWindowClosed("WAL window closed"))
             return
         delay = 0.05
         while not self._attempt(wal_id, data, done):

@@ -46,12 +46,25 @@ class Outcome:
 
 
 def _alive_threads_of(dbs: list[Db]) -> list[threading.Thread]:
+    """Threads of these databases: ``slatedb-<role>-<path>`` and the WAL window's pool threads
+    ``slatedb-wal-<path>_<n>``."""
     names = {f"-{db.path}" for db in dbs}
     return [
         t
         for t in threading.enumerate()
-        if t.name.startswith("slatedb-") and any(t.name.endswith(n) for n in names) and t.is_alive()
+        if t.name.startswith("slatedb-")
+        and any(t.name.endswith(n) or t.name.rpartition("_")[0].endswith(n) for n in names)
+        and t.is_alive()
     ]
+
+
+def _reap(dbs: list[Db], timeout_s: float = 30.0) -> None:
+    """Wait for the dead process's threads to end, as the kernel ends them: a WAL create that was
+    in flight at the death finishes its call (the store refuses everything after it) and its
+    pool thread exits, before anything else (recovery) runs."""
+    deadline = time.monotonic() + timeout_s
+    for t in _alive_threads_of(dbs):
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 def run_process(store: CrashStore, body: Callable[[Process], None]) -> Outcome:
@@ -97,6 +110,7 @@ def run_process(store: CrashStore, body: Callable[[Process], None]) -> Outcome:
         else:
             for db in proc.dbs:  # a finished process exits cleanly
                 db._simulate_crash()
+        _reap(proc.dbs)
         alive = _alive_threads_of(proc.dbs)
         if alive:
             raise AssertionError(f"threads of the dead process still run: {alive}")

@@ -114,6 +114,8 @@ class CrashStore(ObjectStore):
         self.died = threading.Event()
         self.crashed_at: Call | None = None
         self.calls_after_death = 0
+        self.late_calls: list[tuple[str, str, str]] = []
+        """``(op, path, thread name)`` of every call the dead process attempted."""
         self._armed = False
         self._ordinals: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
@@ -140,6 +142,7 @@ class CrashStore(ObjectStore):
         with self._lock:
             if self.died.is_set():
                 self.calls_after_death += 1
+                self.late_calls.append((op, path, threading.current_thread().name))
                 raise ProcessKilled(f"dead process attempted {op} {path}")
             call: Call | None = None
             hit = False

@@ -66,4 +66,6 @@ def test_crash(point: Point, kind: str, tmp_path: Path, request: pytest.FixtureR
     assert out.error is None or isinstance(out.error, ProcessKilled | Exception)
     after_death = crashed.store.calls_after_death
     SCENARIOS[point.scenario].recover(store, crashed.state, out)
-    assert crashed.store.calls_after_death == after_death, "the dead process made calls later"
+    assert crashed.store.calls_after_death == after_death, (
+        f"the dead process made calls later: {crashed.store.late_calls[after_death:]}"
+    )

@@ -37,16 +37,8 @@ from pyspark.sql import functions as F
 
 from slatedb_core.store.url import open_store
 from slatedb_core.table import ShardMap, Table
-from spark_jobs.ingest import (
-    _STAGED_DDL,
-    ARROW_BATCH_ROWS,
-    IngestPlan,
-    _arrow_batches,
-    _CommitShards,
-    _StageSsts,
-    ingest,
-    plan_ingest,
-)
+from spark_jobs.ingest import ARROW_BATCH_ROWS, _arrow_batches, ingest, plan_ingest
+from spark_jobs.ingest_tasks import _STAGED_DDL, IngestPlan, _CommitShards, _StageSsts
 from spark_jobs.routing import partition_keys
 from spark_jobs.session import SessionOptions, get_session
 

@@ -372,32 +372,22 @@ class Db(WriterEngine):
         return stored
 
     def ingest_ssts(self, sources: Sequence[str]) -> BulkIngestStats:
-        """Attach SST objects that were encoded elsewhere (e.g. by Spark tasks into a staging
-        prefix of the same store), oldest first, as L0 SSTs in ONE fenced manifest update.
+        """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
+        store), oldest first, as L0 SSTs in ONE fenced manifest update.
 
-        Each source is an object path in this database's store, an SST as
-        :func:`~slatedb_core.sst.encode_sst` writes it (sorted, unique keys). All of them are
-        opened (footer and index) and checked against this database's key range before anything
-        is copied or committed: a bad path or a key outside the range raises
-        :class:`~slatedb_core.errors.InvalidArgument`, a garbled or truncated object
-        :class:`~slatedb_core.errors.CorruptionError`, a missing one ``ObjectNotFound``. Empty
-        SSTs are skipped. Each of the others is copied to ``compacted/<fresh ULID>.sst`` with
-        :meth:`~slatedb_core.store.objectstore.ObjectStore.copy_if_absent` (a hard link or a
-        server-side copy: the bytes do not pass through this process where the store can avoid
-        it), then all copies are committed at once exactly like :meth:`bulk_ingest`: newer than
-        every write made before the call (the memtable is flushed to L0 first) and older than
-        every write after it; among the sources a later one wins over an earlier one for the same
-        key.
+        Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
+        keys checked against this database's range before anything is copied: a bad path or an
+        outside key raises InvalidArgument, a garbled object CorruptionError, a missing one
+        ObjectNotFound. Empty SSTs are skipped; the others are copied to ``compacted/<ULID>.sst``
+        with ``copy_if_absent`` (a hard link or a server-side copy) and committed like
+        :meth:`bulk_ingest`: newer than every earlier write, older than every later one, a later
+        source winning over an earlier one. Entries keep the seqs they were encoded with (versions
+        are ordered by LSM position); the ingest reserves one seq, the new ``last_l0_seq`` floor.
 
-        Versions are ordered by their position in the LSM tree, not by seq, so the entries keep
-        whatever seqs they were encoded with; the ingest reserves one seq of this writer, which
-        becomes the manifest's ``last_l0_seq`` floor like the rows of a ``bulk_ingest``.
-
-        The sources stay where they are: the caller deletes the staging objects once this
-        returns (the post-commit GC check, which may rewrite a copy under a newer id, reads them
-        while it runs). A fenced writer's ingest raises ``Fenced`` and leaves nothing visible;
-        copies made by a failed ingest are unreferenced garbage for GC. Returns the rows (entries,
-        tombstones included), SSTs and bytes attached and the manifest id committed."""
+        The caller deletes the sources after this returns (the post-commit GC check may re-home a
+        copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
+        a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
+        the manifest id committed."""
         if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
             raise InvalidArgument(
                 f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"

@@ -1,11 +1,12 @@
 """Spark jobs on slatedb_core's public API: how data reaches the store, and how it scales out.
 
 * :mod:`spark_jobs.ingest`: upsert a DataFrame (or a Parquet/CSV path) into a sharded table,
-  one fenced bulk ingest per shard, safe under task retries and speculative execution;
+  sorted SSTs staged per input partition, one fenced commit per shard (task code in
+  :mod:`spark_jobs.ingest_tasks`), safe under task retries and speculative execution;
 * :mod:`spark_jobs.read`: a table (or a snapshot of it) as a DataFrame, one partition per SST;
 * :mod:`spark_jobs.compact`: compaction of a large database (or of every shard of a table) as
   key-range subcompaction tasks, committed by the driver under the compactor epoch;
-* :mod:`spark_jobs.routing`: vectorised routing of keys to shards and Spark partitions;
+* :mod:`spark_jobs.routing`: Spark's hash partitioning reproduced (shard -> partition key);
 * :mod:`spark_jobs.session`: a SparkSession bound to 127.0.0.1.
 
 Command lines: ``python -m spark_jobs {ingest,read,compact} --help`` (or each module with

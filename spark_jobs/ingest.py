@@ -75,114 +75,61 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import logging
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core.bulk_ssts import encode_ranges
 from slatedb_core.errors import (
-    DatabaseDestroyed,
     InvalidArgument,
-    ObjectAlreadyExists,
     ShardMapConflict,
     SlateDBError,
 )
 from slatedb_core.options import DbOptions
-from slatedb_core.scratch import thread_scratch
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Shard, ShardMap, Table
-from spark_jobs.routing import ENTRY_SCHEMA, partition_keys
-from spark_jobs.routing import spark_hash_long as spark_hash_long  # re-exported
+from slatedb_core.table import Table
+from spark_jobs.ingest_tasks import (
+    _KEY,
+    _PKEY,
+    _STAGED_DDL,
+    _STATS_DDL,
+    _TOMB,
+    _VALUE,
+    REFUSED,
+    RUN_BYTES,
+    WRITTEN,
+    IngestPlan,
+    ShardIngestStats,
+    StoreFactory,
+    _CommitShards,
+    _delete_prefix,
+    _StageSsts,
+    staging_prefix,
+)
+from spark_jobs.ingest_tasks import SKIPPED as SKIPPED
+from spark_jobs.ingest_tasks import decode_arrow_value as decode_arrow_value
+from spark_jobs.ingest_tasks import encode_arrow_rows as encode_arrow_rows
+from spark_jobs.ingest_tasks import marker_path as marker_path
+from spark_jobs.routing import partition_keys
+from spark_jobs.routing import spark_hash_long as spark_hash_long
 
 log = logging.getLogger(__name__)
 
 ValueFormat = Literal["binary", "arrow", "json"]
 VALUE_FORMATS: tuple[str, ...] = ("binary", "arrow", "json")
-StoreFactory = Callable[[], ObjectStore]
 
-_KEY, _VALUE, _TOMB, _SHARD, _PKEY = "key", "value", "__tombstone", "__shard", "__pkey"
-STAGED_SCHEMA = pa.schema(
-    [
-        (_PKEY, pa.int64()),
-        (_SHARD, pa.int32()),
-        ("partition", pa.int32()),
-        ("run", pa.int32()),
-        ("part", pa.int32()),
-        ("path", pa.string()),
-        ("rows", pa.int64()),
-        ("bytes", pa.int64()),
-    ]
-)
-"""Stage 1's output: one row per staged SST."""
-_STAGED_COLUMNS = tuple(STAGED_SCHEMA.names)
-_STAGED_DDL = (
-    f"{_PKEY} bigint, {_SHARD} int, partition int, run int, part int, path string, rows bigint, "
-    "bytes bigint"
-)
-RUN_BYTES = 1 << 30
-"""Input bytes (as Arrow) a stage-1 task sorts at once: a larger partition is staged as several
-runs, each sorted on its own (later runs newer), which bounds the task's memory."""
 ARROW_BATCH_ROWS = 100_000
 """``spark.sql.execution.arrow.maxRecordsPerBatch`` while the job runs, unless the session's is
 larger (or unlimited): Spark hands rows to Python in batches of at most this many rows (and
 ``maxBytesPerBatch``, 64 MiB by default), and its per-batch costs dominate at small batches."""
-STATS_SCHEMA = pa.schema(
-    [
-        ("shard_index", pa.int32()),
-        ("shard_id", pa.int64()),
-        ("db_path", pa.string()),
-        ("status", pa.string()),
-        ("message", pa.string()),
-        ("rows", pa.int64()),
-        ("ssts", pa.int64()),
-        ("bytes", pa.int64()),
-        ("manifest_id", pa.int64()),
-        ("writer_epoch", pa.int64()),
-        ("partition", pa.int32()),
-        ("attempt", pa.int32()),
-        ("duration_s", pa.float64()),
-    ]
-)
-_STATS_DDL = (
-    "shard_index int, shard_id bigint, db_path string, status string, message string, "
-    "rows bigint, ssts bigint, bytes bigint, manifest_id bigint, writer_epoch bigint, "
-    "partition int, attempt int, duration_s double"
-)
-WRITTEN, SKIPPED, REFUSED = "written", "skipped", "refused"
-"""Statuses of a shard's statistics row: committed by this attempt; an earlier attempt of the
-same job had already committed it; the shard map no longer routes to this shard."""
-
-
-@dataclass(frozen=True)
-class ShardIngestStats:
-    shard_index: int
-    shard_id: int
-    db_path: str
-    status: str
-    message: str
-    rows: int
-    ssts: int
-    bytes: int
-    manifest_id: int
-    writer_epoch: int
-    partition: int
-    attempt: int
-    duration_s: float
-
-
 @dataclass
 class IngestStats:
     job_id: str
@@ -212,22 +159,6 @@ class IngestStats:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class IngestPlan:
-    """What the tasks need, fixed on the driver before any task runs. Picklable."""
-
-    table_path: str
-    job_id: str
-    shard_map: ShardMap
-    partition_keys: tuple[int, ...]
-    """``partition_keys[i]`` is a bigint that Spark's hash partitioning into
-    ``len(shard_map.shards)`` partitions sends to partition i."""
-
-    @property
-    def shards(self) -> tuple[Shard, ...]:
-        return self.shard_map.shards
-
-
 # ---- planning ---------------------------------------------------------------------------------
 
 
@@ -240,204 +171,6 @@ def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) 
         shard_map=shard_map,
         partition_keys=partition_keys(len(shard_map.shards)),
     )
-
-
-# ---- value encodings ----------------------------------------------------------------------------
-
-
-def encode_arrow_rows(batch: pa.RecordBatch) -> pa.Array:
-    """Each row as a self-contained Arrow IPC stream (schema, one one-row batch, end marker)."""
-    head = batch.schema.serialize().to_pybytes()
-    eos = b"\xff\xff\xff\xff\x00\x00\x00\x00"
-    return pa.array(
-        [head + batch.slice(i, 1).serialize().to_pybytes() + eos for i in range(batch.num_rows)],
-        pa.binary(),
-    )
-
-
-def decode_arrow_value(value: bytes) -> dict[str, object]:
-    """The row a value of ``value_format="arrow"`` holds, as a dict."""
-    rows: list[dict[str, object]] = pa.ipc.open_stream(value).read_all().to_pylist()
-    if len(rows) != 1:
-        raise InvalidArgument(f"an arrow-encoded value holds one row, this one {len(rows)}")
-    return rows[0]
-
-
-# ---- the two stages ------------------------------------------------------------------------------
-
-
-def marker_path(table_path: str, job_id: str, shard: Shard) -> str:
-    return join(table_path, "_ingest", job_id, f"{shard.shard_id:010d}.done")
-
-
-def staging_prefix(table_path: str, job_id: str, run_id: str) -> str:
-    """Where one run of a job stages its SSTs (deleted when the run ends)."""
-    return join(table_path, "_ingest", job_id, "staged", run_id)
-
-
-def _task() -> tuple[int, int]:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return (ctx.partitionId(), ctx.attemptNumber()) if ctx is not None else (-1, 0)
-
-
-@dataclass(frozen=True)
-class _StageSsts:
-    """Stage 1: an input partition's rows -> sorted SSTs per shard under the run's staging
-    prefix, and one reference row per SST for stage 2 (keyed to reach the shard's partition)."""
-
-    plan: IngestPlan
-    run_id: str
-    payload: tuple[str, ...]
-    """Columns to encode as Arrow IPC values (value_format "arrow"); empty: a value column."""
-    tombstones: bool
-    store_factory: StoreFactory
-    db_options: DbOptions | None
-    run_bytes: int = RUN_BYTES
-
-    def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
-        """``(key, value)``: values encoded, tombstones as nulls."""
-        value = encode_arrow_rows(b.select(list(self.payload))) if self.payload else b[_VALUE]
-        if self.tombstones:
-            deleted = pc.fill_null(b[_TOMB], False)
-            value = pc.if_else(deleted, pa.scalar(None, pa.binary()), value)
-        key = b[_KEY]
-        if key.type != pa.binary() or value.type != pa.binary():  # large_binary from Spark
-            key, value = key.cast(pa.binary()), value.cast(pa.binary())
-        return pa.RecordBatch.from_arrays([key, value], schema=ENTRY_SCHEMA)
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        partition, attempt = _task()
-        store = self.store_factory()
-        # an attempt's own directory: retries and speculative copies never share an object
-        prefix = join(
-            staging_prefix(self.plan.table_path, self.plan.job_id, self.run_id),
-            f"{partition:05d}-{attempt}-{uuid.uuid4().hex[:8]}",
-        )
-        pending: list[pa.RecordBatch] = []
-        size = run = 0
-        for b in batches:
-            if b.num_rows:
-                e = self.entries(b)
-                pending.append(e)
-                size += e.nbytes
-            if size >= self.run_bytes:
-                yield self._stage(store, prefix, pending, partition, run)
-                pending, size, run = [], 0, run + 1
-        if pending:
-            yield self._stage(store, prefix, pending, partition, run)
-
-    def _stage(
-        self, store: ObjectStore, prefix: str, rows: list[pa.RecordBatch], partition: int, run: int
-    ) -> pa.RecordBatch:
-        out: dict[str, list[object]] = {c: [] for c in _STAGED_COLUMNS}
-        for sst in encode_ranges(
-            rows, self.plan.shard_map.split_points, options=self.db_options,
-            scratch=thread_scratch(),
-        ):
-            shard = self.plan.shards[sst.range_index]
-            path = join(prefix, f"{run:05d}-{shard.shard_id:010d}-{sst.part:05d}.sst")
-            store.put_if_absent(path, sst.data)
-            for col, v in zip(
-                _STAGED_COLUMNS,
-                (self.plan.partition_keys[shard.index], shard.index, partition, run, sst.part, path,
-                 sst.info.entry_count, sst.info.size_bytes),
-                strict=True,
-            ):
-                out[col].append(v)
-        return pa.RecordBatch.from_pydict(out, schema=STAGED_SCHEMA)
-
-
-@dataclass(frozen=True)
-class _CommitShards:
-    """Stage 2: the staged SSTs of one partition's shard(s) -> one fenced commit per shard."""
-
-    plan: IngestPlan
-    store_factory: StoreFactory
-    db_options: DbOptions | None
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        partition, attempt = _task()
-        by_shard: dict[int, list[tuple[int, int, int, str]]] = {}
-        for b in batches:
-            cols = b.to_pydict()
-            for shard, part_, run, piece, path in zip(
-                cols[_SHARD], cols["partition"], cols["run"], cols["part"], cols["path"],
-                strict=True,
-            ):
-                by_shard.setdefault(int(shard), []).append((part_, run, piece, path))
-        if not by_shard:
-            return
-        store = self.store_factory()
-        for index in sorted(by_shard):
-            # oldest first: input partitions in order, and a partition's runs in order
-            sources = [ref[3] for ref in sorted(by_shard.pop(index))]
-            stats = self._write(store, self.plan.shards[index], sources, partition, attempt)
-            yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
-
-    def _write(
-        self,
-        store: ObjectStore,
-        shard: Shard,
-        sources: list[str],
-        partition: int,
-        attempt: int,
-    ) -> ShardIngestStats:
-        started = time.monotonic()
-
-        def stats(status: str, message: str = "", **counts: int) -> ShardIngestStats:
-            return ShardIngestStats(
-                shard_index=shard.index,
-                shard_id=shard.shard_id,
-                db_path=shard.db_path,
-                status=status,
-                message=message,
-                rows=counts.get("rows", 0),
-                ssts=counts.get("ssts", 0),
-                bytes=counts.get("bytes", 0),
-                manifest_id=counts.get("manifest_id", 0),
-                writer_epoch=counts.get("writer_epoch", 0),
-                partition=partition,
-                attempt=attempt,
-                duration_s=time.monotonic() - started,
-            )
-
-        marker = marker_path(self.plan.table_path, self.plan.job_id, shard)
-        try:
-            with Table.open(self.plan.table_path, store) as table:
-                db = table.writer(shard, self.db_options)  # fences; then re-checks the map
-        except (ShardMapConflict, DatabaseDestroyed) as e:
-            return stats(REFUSED, f"{type(e).__name__}: {e}")
-        try:
-            epoch = db.writer_epoch
-            if store.exists(marker):
-                return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                             writer_epoch=epoch)
-            result = db.ingest_ssts(sources)
-        finally:
-            db.close()
-        body = json.dumps({"rows": result.rows, "manifest_id": result.manifest_id, "epoch": epoch})
-        try:
-            store.put_if_absent(marker, body.encode())
-        except ObjectAlreadyExists:
-            pass  # a concurrent attempt of the same job finished too: same rows, same outcome
-        return stats(
-            WRITTEN,
-            rows=result.rows,
-            ssts=result.ssts,
-            bytes=result.bytes_written,
-            manifest_id=result.manifest_id,
-            writer_epoch=epoch,
-        )
-
-
-def _delete_prefix(store: ObjectStore, prefix: str) -> int:
-    paths = [m.path for m in store.list(prefix + "/")]
-    if paths:
-        with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-            list(pool.map(store.delete, paths))
-    return len(paths)
 
 
 # ---- the job -------------------------------------------------------------------------------------

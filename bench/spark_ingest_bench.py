@@ -75,9 +75,10 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
         started = time.perf_counter()
         counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
         transfer_s = time.perf_counter() - started
-        plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map,
-                          partition_keys(len(shard_map.shards)))
-        stage = _StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None)
+        plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map)
+        n = len(shard_map.shards)
+        stage = _StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None,
+                           partition_keys(n))
         started = time.perf_counter()
         written = sum(r.bytes for r in df.mapInArrow(stage, _STAGED_DDL).collect())
         direct_s = time.perf_counter() - started
@@ -99,7 +100,7 @@ def profile_task(rows: int, shards: int) -> None:
         Table.create("t", store, split_points=split_points(shards)).close()
         with Table.open("t", store) as t:
             shard_map = t.shard_map
-        plan = IngestPlan("t", "profile", shard_map, tuple(range(shards)))
+        plan = IngestPlan("t", "profile", shard_map)
         n = rows // shards
         rng = np.random.default_rng(1)
         keys = rng.integers(0, 256, size=(n, KEY_BYTES), dtype=np.uint8)
@@ -113,8 +114,9 @@ def profile_task(rows: int, shards: int) -> None:
             pa.record_batch([karr.slice(i, 10000), varr.slice(i, 10000)], ["key", "value"])
             for i in range(0, n, 10000)
         ]
-        stage = _StageSsts(plan, "profile", (), False, lambda: open_store(url), None)
-        commit = _CommitShards(plan, lambda: open_store(url), None)
+        stage = _StageSsts(plan, "profile", (), False, lambda: open_store(url), None,
+                           tuple(range(shards)))
+        commit = _CommitShards(plan, "profile", lambda: open_store(url), None)
         profiler = Profiler()
         started = time.perf_counter()
         with profiler:

@@ -2,7 +2,8 @@
 
 The job, in two Spark stages::
 
-    driver    plan_ingest: read the shard map; pick one Spark partition per shard
+    driver    plan_ingest: read the shard map; T = min(shards, Spark's default parallelism)
+              commit tasks, shard i committed by task i % T
     stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(_StageSsts), per input
               partition: values encoded (Arrow), tombstones as nulls; the partition's rows
               sorted by key ONCE (shards are key ranges, so this also groups them by shard),
@@ -10,13 +11,14 @@ The job, in two Spark stages::
               (slatedb_core.bulk_ssts.encode_ranges), put under the run's staging prefix
               <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/; out: one small
               reference row per SST, keyed so that Spark's hash partitioner sends it to
-              partition == shard
-    shuffle   repartition(n_shards, partition key): only the references move, never the rows
-    stage 2   mapInArrow(_CommitShards), per shard of the partition (normally exactly one):
+              the shard's commit task
+    shuffle   repartition(T, partition key): only the references move, never the rows
+    stage 2   mapInArrow(_CommitShards), for each shard of the task (concurrently, threads):
                 Table.writer(planned shard)   Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
-                done marker of this job?      a finished attempt exists: write nothing
+                done marker of this job?      a finished attempt exists: write nothing (if
+                                              it is this run's, report its commit)
                 Db.ingest_ssts(references)    each staged SST copied into the database (a hard
                                               link on a local disk, a server-side copy on S3:
                                               its bytes are not read), then ONE fenced manifest
@@ -42,11 +44,13 @@ stage-2 task commits ALL of the shard's staged SSTs in one manifest update, so t
 is visible entirely from one attempt or not at all; attempts commit identical data, so a second
 commit of the same job changes no value. An attempt that is fenced (a later attempt opened the
 writer) fails its commit with Fenced: its copies stay unreferenced and the database GC collects
-them. An attempt that failed after its commit took effect is simply redone. The done marker
-closes the last gap: a zombie attempt (a speculative copy Spark failed to kill) that opens the
-writer after the job has finished would otherwise re-commit this job's values over a later
-job's; it finds the marker and writes nothing (and after the run ended, its copies fail: the
-staged objects are gone).
+them. An attempt that failed after its commit took effect is simply redone. A commit task whose
+other shards committed before one of its shards failed is retried as a whole: the retry finds
+their done markers, written by this run, and reports those commits instead of redoing them. The
+done marker closes the last gap: a zombie attempt (a speculative copy Spark failed to kill) that
+opens the writer after the job has finished would otherwise re-commit this job's values over a
+later job's; it finds the marker and writes nothing (and after the run ended, its copies fail:
+the staged objects are gone).
 
 Sequence numbers: the staged entries carry seq 0 (they are written before any writer is open);
 the commit reserves one sequence number of the database for the ingest. The engine orders
@@ -169,7 +173,6 @@ def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) 
         table_path=table_path,
         job_id=job_id or uuid.uuid4().hex,
         shard_map=shard_map,
-        partition_keys=partition_keys(len(shard_map.shards)),
     )
 
 
@@ -286,13 +289,20 @@ def ingest(
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")
+    # stage 2: as many tasks as the cluster runs at once (at most one per shard); shard i goes
+    # to task i % tasks
+    n_shards = len(plan.shards)
+    tasks = max(1, min(n_shards, df.sparkSession.sparkContext.defaultParallelism))
+    keys = partition_keys(tasks)
+    shard_keys = tuple(keys[i % tasks] for i in range(n_shards))
     stage = _StageSsts(
-        plan, run_id, prepared.payload, prepared.tombstones, factory, db_options, run_bytes
+        plan, run_id, prepared.payload, prepared.tombstones, factory, db_options, shard_keys,
+        run_bytes,
     )
     written = (
         prepared.frame.mapInArrow(stage, _STAGED_DDL)
-        .repartition(len(plan.shards), _PKEY)
-        .mapInArrow(_CommitShards(plan, factory, db_options), _STATS_DDL)
+        .repartition(tasks, _PKEY)
+        .mapInArrow(_CommitShards(plan, run_id, factory, db_options), _STATS_DDL)
     )
     staged = staging_prefix(table_path, plan.job_id, run_id)
     try:

@@ -4,6 +4,7 @@ staged SSTs through its fenced writer; the schemas and statistics rows they exch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -19,6 +20,7 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
     ObjectAlreadyExists,
+    ObjectNotFound,
     ShardMapConflict,
 )
 from slatedb_core.options import DbOptions
@@ -48,6 +50,8 @@ _STAGED_DDL = (
     f"{_PKEY} bigint, {_SHARD} int, partition int, run int, part int, path string, rows bigint, "
     "bytes bigint"
 )
+COMMIT_THREADS = 8
+"""Shards a stage-2 task commits at once."""
 RUN_BYTES = 1 << 30
 """Input bytes (as Arrow) a stage-1 task sorts at once: a larger partition is staged as several
 runs, each sorted on its own (later runs newer), which bounds the task's memory."""
@@ -102,9 +106,6 @@ class IngestPlan:
     table_path: str
     job_id: str
     shard_map: ShardMap
-    partition_keys: tuple[int, ...]
-    """``partition_keys[i]`` is a bigint that Spark's hash partitioning into
-    ``len(shard_map.shards)`` partitions sends to partition i."""
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -163,6 +164,9 @@ class _StageSsts:
     tombstones: bool
     store_factory: StoreFactory
     db_options: DbOptions | None
+    shard_keys: tuple[int, ...]
+    """``shard_keys[i]``: the partition key whose hash sends shard i's references to the stage-2
+    partition that commits shard i."""
     run_bytes: int = RUN_BYTES
 
     def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
@@ -210,7 +214,7 @@ class _StageSsts:
             store.put_if_absent(path, sst.data)
             for col, v in zip(
                 _STAGED_COLUMNS,
-                (self.plan.partition_keys[shard.index], shard.index, partition, run, sst.part, path,
+                (self.shard_keys[shard.index], shard.index, partition, run, sst.part, path,
                  sst.info.entry_count, sst.info.size_bytes),
                 strict=True,
             ):
@@ -220,9 +224,11 @@ class _StageSsts:
 
 @dataclass(frozen=True)
 class _CommitShards:
-    """Stage 2: the staged SSTs of one partition's shard(s) -> one fenced commit per shard."""
+    """Stage 2: the staged SSTs of one partition's shards -> one fenced commit per shard, the
+    shards of the partition committed concurrently (threads: the work is store round trips)."""
 
     plan: IngestPlan
+    run_id: str
     store_factory: StoreFactory
     db_options: DbOptions | None
 
@@ -239,10 +245,23 @@ class _CommitShards:
         if not by_shard:
             return
         store = self.store_factory()
-        for index in sorted(by_shard):
-            # oldest first: input partitions in order, and a partition's runs in order
-            sources = [ref[3] for ref in sorted(by_shard.pop(index))]
-            stats = self._write(store, self.plan.shards[index], sources, partition, attempt)
+        # oldest first: input partitions in order, and a partition's runs in order
+        work = [
+            (self.plan.shards[index], [ref[3] for ref in sorted(refs)])
+            for index, refs in sorted(by_shard.items())
+        ]
+        if len(work) == 1:
+            results = [self._write(store, work[0][0], work[0][1], partition, attempt)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(COMMIT_THREADS, len(work))) as pool:
+                futures = [
+                    pool.submit(self._write, store, shard, sources, partition, attempt)
+                    for shard, sources in work
+                ]
+            # every shard's commit has ended before a failure fails the task: the retry finds
+            # the others committed (their done markers) and reports those commits
+            results = [f.result() for f in futures]
+        for stats in results:
             yield pa.RecordBatch.from_pylist([stats.__dict__], schema=STATS_SCHEMA)
 
     def _write(
@@ -280,25 +299,44 @@ class _CommitShards:
             return stats(REFUSED, f"{type(e).__name__}: {e}")
         try:
             epoch = db.writer_epoch
-            if store.exists(marker):
+            done = _read_marker(store, marker)
+            if done is not None:
+                if done.get("run") == self.run_id:  # an earlier attempt of this very run
+                    return dataclasses.replace(
+                        stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
+                              **{k: int(done.get(k, 0)) for k in _MARKER_COUNTS}),
+                        writer_epoch=int(done.get("epoch", 0)),
+                        attempt=int(done.get("attempt", attempt)),
+                    )
                 return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                              writer_epoch=epoch)
             result = db.ingest_ssts(sources)
         finally:
             db.close()
-        body = json.dumps({"rows": result.rows, "manifest_id": result.manifest_id, "epoch": epoch})
+        counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
+                  "manifest_id": result.manifest_id}
+        body = {**counts, "epoch": epoch, "run": self.run_id, "attempt": attempt}
         try:
-            store.put_if_absent(marker, body.encode())
+            store.put_if_absent(marker, json.dumps(body).encode())
         except ObjectAlreadyExists:
             pass  # a concurrent attempt of the same job finished too: same rows, same outcome
-        return stats(
-            WRITTEN,
-            rows=result.rows,
-            ssts=result.ssts,
-            bytes=result.bytes_written,
-            manifest_id=result.manifest_id,
-            writer_epoch=epoch,
-        )
+        return stats(WRITTEN, writer_epoch=epoch, **counts)
+
+
+_MARKER_COUNTS = ("rows", "ssts", "bytes", "manifest_id")
+
+
+def _read_marker(store: ObjectStore, path: str) -> dict[str, object] | None:
+    """The done marker's body (``{}`` if unreadable), or None when there is none."""
+    try:
+        data = store.get(path).data
+    except ObjectNotFound:
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _delete_prefix(store: ObjectStore, prefix: str) -> int:

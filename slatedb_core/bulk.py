@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,18 +68,28 @@ def arrow_entries(
 
 def split_for_ssts(batch: pa.RecordBatch, target_bytes: int) -> Iterator[pa.RecordBatch]:
     """Contiguous slices of a sorted batch of about ``target_bytes`` each."""
-    n = batch.num_rows
-    if n == 0:
+    if batch.num_rows == 0:
         return
     sizes = (
         pc.binary_length(batch.column(0)).to_numpy(zero_copy_only=False).astype(np.int64)
         + pc.binary_length(batch.column(3)).to_numpy(zero_copy_only=False).astype(np.int64)
-        + 16
     )
-    cum = np.cumsum(sizes)
-    cuts = np.searchsorted(cum, np.arange(target_bytes, int(cum[-1]), target_bytes), side="left")
     start = 0
+    for cut in sst_cuts(sizes, target_bytes):
+        yield batch.slice(start, cut - start)
+        start = cut
+
+
+def sst_cuts(sizes: npt.NDArray[np.int64], target_bytes: int) -> list[int]:
+    """Where :func:`split_for_ssts` ends its slices of entries of these key + value sizes: the
+    end (exclusive) of each slice, the last one ``len(sizes)``."""
+    n = len(sizes)
+    if n == 0:
+        return []
+    cum = np.cumsum(sizes + 16)
+    cuts = np.searchsorted(cum, np.arange(target_bytes, int(cum[-1]), target_bytes), side="left")
+    out: list[int] = []
     for cut in [*(int(c) + 1 for c in cuts), n]:
-        if cut > start:
-            yield batch.slice(start, cut - start)
-            start = cut
+        if cut > (out[-1] if out else 0):
+            out.append(cut)
+    return out

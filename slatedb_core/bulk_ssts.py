@@ -24,7 +24,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.bulk import arrow_entries, split_for_ssts
+from slatedb_core.bulk import arrow_entries, split_for_ssts, sst_cuts
 from slatedb_core.entries import ENTRY_SCHEMA, binary_buffers, sortable_keys
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.iterators import search_sorted
@@ -32,6 +32,8 @@ from slatedb_core.manifest.model import SstInfo
 from slatedb_core.options import DbOptions
 from slatedb_core.scratch import Scratch
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
+from slatedb_core.sst.fixed_width import encode_fixed_sst_into
+from slatedb_core.sst.format import CODECS
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,15 @@ def encode_ranges(
     m = len(order)
     value_chunks = [e.column(3) for e in entries]
     vwidth = _uniform_width(value_chunks)
+    if width is not None and vwidth is not None and CODECS[sopts.compression][1] is None:
+        # one key width, one value width (so no tombstones: theirs are empty): the values go
+        # from the input straight into the SSTs
+        _, kdata = binary_buffers(keys_sorted)
+        yield from _encode_fixed(
+            kdata, width, _flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order,
+            _range_cuts(keys_sorted, splits), seq, opts, sopts, scratch,
+        )
+        return
     values_sorted = (
         _take_fixed(_flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order, scratch,
                     "values")
@@ -212,10 +223,37 @@ def encode_ranges(
     rows = pa.RecordBatch.from_arrays(
         [keys_sorted, pa.array(seqs), pa.array(kinds), values_sorted], schema=ENTRY_SCHEMA
     )
-    cuts = [0, *(search_sorted(keys_sorted, s, "left") for s in splits), m]
+    cuts = _range_cuts(keys_sorted, splits)
     for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
         if hi <= lo:
             continue
         for part, piece in enumerate(split_for_ssts(rows.slice(lo, hi - lo), opts.l0_sst_size_bytes)):
             data, info = encode_sst_into(piece, scratch, sopts)
             yield RangeSst(index, part, data, info)
+
+
+def _range_cuts(keys_sorted: pa.Array, splits: Sequence[bytes]) -> list[int]:
+    """Where each key range starts in ``keys_sorted``, and its end."""
+    return [0, *(search_sorted(keys_sorted, s, "left") for s in splits), len(keys_sorted)]
+
+
+def _encode_fixed(
+    keys: npt.NDArray[np.uint8], width: int, values: npt.NDArray[np.uint8], vwidth: int,
+    order: npt.NDArray[np.intp], cuts: Sequence[int], seq: int, opts: DbOptions,
+    sopts: SstOptions, scratch: Scratch,
+) -> Iterator[RangeSst]:
+    """:func:`encode_ranges`'s SSTs for sorted unique keys of one ``width`` (``keys``; entry i's
+    value is row ``order[i]`` of ``values``, ``vwidth`` bytes each)."""
+    rows = np.asarray(order, dtype=np.int64)
+    for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        if hi <= lo:
+            continue
+        start = lo
+        sizes = np.full(hi - lo, width + vwidth, dtype=np.int64)
+        for part, end in enumerate(c + lo for c in sst_cuts(sizes, opts.l0_sst_size_bytes)):
+            data, info = encode_fixed_sst_into(
+                keys[start * width : end * width], width, values, vwidth, rows[start:end], seq,
+                scratch, sopts,
+            )
+            yield RangeSst(index, part, data, info)
+            start = end

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import CorruptionError
 
 _HEADER = struct.Struct("<4sHH16sI")
@@ -41,7 +41,7 @@ def seal(magic: bytes, version: int, payload: bytes, nonce: bytes | None = None)
     if len(magic) != 4:
         raise ValueError("magic must be 4 bytes")
     body = _HEADER.pack(magic, version, 0, nonce or os.urandom(16), len(payload)) + payload
-    return body + _CRC.pack(zlib.crc32(body))
+    return body + _CRC.pack(crc32(body))
 
 
 def open_sealed(data: bytes, *, magic: bytes, name: str, versions: frozenset[int]) -> Opened:
@@ -58,7 +58,7 @@ def open_sealed(data: bytes, *, magic: bytes, name: str, versions: frozenset[int
             f"{len(data) - OVERHEAD}",
         )
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
-    if zlib.crc32(memoryview(data)[: len(data) - _CRC.size]) != crc:
+    if crc32(memoryview(data)[: len(data) - _CRC.size]) != crc:
         raise CorruptionError(name, "checksum mismatch")
     if flags != 0:
         raise CorruptionError(name, f"unknown flags {flags:#x}")

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 import struct
 import threading
-import zlib
 
 import numpy as np
 import numpy.typing as npt
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import CorruptionError
 
 HASH_VERSION = 1
@@ -177,7 +177,7 @@ def build_filter(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
         bits[((g >> s32) * mm) >> s32] = True
         g += h2
     body = HEADER.pack(HASH_VERSION, k, 0, m) + np.packbits(bits, bitorder="little").tobytes()
-    return body + struct.pack("<I", zlib.crc32(body))
+    return body + struct.pack("<I", crc32(body))
 
 
 class BloomFilter:
@@ -189,7 +189,7 @@ class BloomFilter:
         size = len(buf)
         if size < HEADER.size + 4:
             raise CorruptionError(name, f"bloom filter of {size} bytes is too short")
-        if zlib.crc32(buf[: size - 4]) != struct.unpack_from("<I", buf, size - 4)[0]:
+        if crc32(buf[: size - 4]) != struct.unpack_from("<I", buf, size - 4)[0]:
             raise CorruptionError(name, "bloom filter checksum mismatch")
         version, k, reserved, m = HEADER.unpack_from(buf, 0)
         if version != HASH_VERSION or reserved != 0 or not 1 <= k <= 30:

@@ -9,7 +9,6 @@ so the Python-level work is per block, never per entry.
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.scratch import Scratch
@@ -36,7 +36,7 @@ from slatedb_core.sst.format import (
 
 _MAX_BLOCK_SIZE = 1 << 30
 _ZEROS = bytes(8)
-_ENTRY_OVERHEAD = 17  # seq u64 + two i32 offsets + kind u8 per entry in a raw block
+ENTRY_OVERHEAD = 17  # seq u64 + two i32 offsets + kind u8 per entry in a raw block
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def _encode_parts(
     code, codec_name = CODECS[options.compression]
     codec = pa.Codec(codec_name) if codec_name else None
 
-    sizes = np.diff(k.offs) + np.diff(v.offs) + _ENTRY_OVERHEAD
+    sizes = np.diff(k.offs) + np.diff(v.offs) + ENTRY_OVERHEAD
     bounds = _block_bounds(sizes, options.block_size) if n else [0]
     kdata, vdata = k.data.data, v.data.data
     seqs_le = seqs.astype("<u8", copy=False)
@@ -216,8 +216,8 @@ def _encode_parts(
         head = BLOCK_TRAILER.pack(body_len, raw_len, e - s, 0)[:12]
         crc = 0
         for piece in body:
-            crc = zlib.crc32(piece, crc)
-        crc = zlib.crc32(head, zlib.crc32(pad, crc))
+            crc = crc32(piece, crc)
+        crc = crc32(head, crc32(pad, crc))
         parts += body
         parts += (pad, head, U32.pack(crc))
         pos += align8(body_len) + 16

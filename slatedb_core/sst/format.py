@@ -7,8 +7,8 @@ size_bytes)`` and no HEAD. Data blocks are columnar so both directions are a han
 ``pyarrow.Array.from_buffers`` calls per block instead of Python work per entry.
 
 All integers are little-endian. ``align8(x)`` rounds ``x`` up to a multiple of 8. Every byte of the
-object is covered by exactly one CRC-32 (``zlib.crc32``), and all padding is zero and checksummed, so
-a flipped byte anywhere is detected.
+object is covered by exactly one CRC-32 (zlib's polynomial, :mod:`slatedb_core.checksum`), and all
+padding is zero and checksummed, so a flipped byte anywhere is detected.
 
 Object::
 
@@ -60,7 +60,6 @@ SlateDB's compression enum so snappy (1) and zlib (2) could be added without ren
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -68,6 +67,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument
 
 ENTRY_SCHEMA = pa.schema(
@@ -126,7 +126,7 @@ def encode_footer(tail: Tail, meta: bytes) -> bytes:
         tail.index_offset, tail.index_len, tail.filter_offset, tail.filter_len, tail.entry_count,
         tail.meta_len, tail.codec, 0, tail.format_version, tail.block_count, 0, MAGIC,
     )[:52]
-    crc = zlib.crc32(head, zlib.crc32(meta))
+    crc = crc32(head, crc32(meta))
     return meta + head + U32.pack(crc) + MAGIC
 
 
@@ -147,7 +147,7 @@ def decode_tail(name: str, buf: bytes | memoryview, object_size: int) -> Tail:
     if meta_len > len(buf) - TAIL_LEN:
         raise CorruptionError(name, f"metadata length {meta_len} runs past the start of the object")
     meta_start = len(buf) - TAIL_LEN - meta_len
-    if zlib.crc32(raw[:52], zlib.crc32(buf[meta_start : len(buf) - TAIL_LEN])) != crc:
+    if crc32(raw[:52], crc32(buf[meta_start : len(buf) - TAIL_LEN])) != crc:
         raise CorruptionError(name, "footer checksum mismatch")
     if reserved != 0:
         raise CorruptionError(name, "reserved footer byte is not zero")
@@ -246,7 +246,7 @@ def encode_index(
             *keys,
         ]
     )
-    return body + U32.pack(zlib.crc32(body))
+    return body + U32.pack(crc32(body))
 
 
 def decode_index(name: str, buf: bytes | memoryview, tail: Tail) -> Index:
@@ -254,7 +254,7 @@ def decode_index(name: str, buf: bytes | memoryview, tail: Tail) -> Index:
     size = len(buf)
     if size != tail.index_len:
         raise CorruptionError(name, "index length does not match the footer")
-    if zlib.crc32(buf[: size - 4]) != U32.unpack_from(buf, size - 4)[0]:
+    if crc32(buf[: size - 4]) != U32.unpack_from(buf, size - 4)[0]:
         raise CorruptionError(name, "index checksum mismatch")
     count, reserved = INDEX_HEADER.unpack_from(buf, 0)
     if reserved != 0 or count != tail.block_count:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import struct
-import zlib
 from collections.abc import Iterator
 from typing import cast
 
@@ -19,6 +18,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument, StoreError
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.sst.bloom import BloomFilter
@@ -60,7 +60,7 @@ class Block:
     ) -> None:
         size = buf.size
         body_len, raw_len, n, crc = BLOCK_TRAILER.unpack_from(buf, size - BLOCK_TRAILER_LEN)
-        if zlib.crc32(memoryview(buf)[: size - 4]) != crc:
+        if crc32(memoryview(buf)[: size - 4]) != crc:
             raise CorruptionError(name, f"block {idx} checksum mismatch")
         if align8(body_len) + BLOCK_TRAILER_LEN != size or n != expect_n:
             raise CorruptionError(name, f"block {idx} length or entry count disagrees with the index")

@@ -84,12 +84,12 @@ import logging
 import re
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from slatedb_core.checksum import crc32
 from slatedb_core.errors import (
     CorruptionError,
     InvalidArgument,
@@ -117,7 +117,7 @@ DEFAULT_TEMP_MIN_AGE_S = 24 * 3600.0
 
 
 def temp_name(dest: str, data: bytes) -> str:
-    return f"{dest}.{uuid.uuid4().hex}.{zlib.crc32(data):08x}"
+    return f"{dest}.{uuid.uuid4().hex}.{crc32(data):08x}"
 
 
 def is_temp_name(path: str) -> bool:
@@ -408,7 +408,7 @@ class TwoPhaseStore(ObjectStore):
         except ObjectNotFound:
             return None
         m = _TEMP.search(intent.source)
-        if m is None or int(m.group(2), 16) != zlib.crc32(data):
+        if m is None or int(m.group(2), 16) != crc32(data):
             raise CorruptionError(intent.source, "two-phase temporary object fails its checksum")
         version = ObjectVersion()
         try:

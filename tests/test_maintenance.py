@@ -126,6 +126,9 @@ def test_gc_deleting_a_flushed_sst_before_its_commit_loses_nothing(store: Object
         assert not flusher.is_alive()
         m = ManifestStore(store, "db").read_latest().manifest
         assert len(m.l0) == 1 and store.exists(f"db/compacted/{m.l0[0].sst_id}.sst")
+        # the open writer serves the re-homed SST too, not the deleted one it first committed
+        assert db.manifest.manifest.l0 == m.l0
+        assert all(db.get(f"k{i:02}".encode()) == b"v" for i in range(50))
     finally:
         db.close()
     with Db.open("db", store, OPTS) as again:

@@ -8,7 +8,10 @@ range, ranges being contiguous), keeps one row per key, cuts them at the split p
 each range's rows as SSTs of about ``target_sst_bytes``. Everything is vectorised; the large
 intermediate arrays (keys, values, their sorted copies, each SST's bytes) live on a
 :class:`~slatedb_core.scratch.Scratch`, so a process that encodes many partitions maps that memory
-once (fresh memory costs page faults that otherwise dominate the encoding).
+once (fresh memory costs page faults that otherwise dominate the encoding). When every key has
+one width and every value another (no tombstones), the SSTs come from
+:mod:`slatedb_core.sst.fixed_width`, which gathers the values from the input straight into the SST
+bytes (no sorted copy of the values).
 
 Duplicate keys: one row per key is kept, which one is unspecified (the sort is not stable).
 """

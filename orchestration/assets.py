@@ -361,7 +361,9 @@ def _layout(shards: list[Any], sizes: list[int]) -> dg.MetadataValue:
     description=(
         "Sharded-table layout: splits a shard holding more than split_bytes (projection into "
         "two clones, at the estimated median key) and merges adjacent shards both under "
-        "merge_bytes (union), through the table's shard map. Records the new layout."
+        "merge_bytes (union), through the table's shard map; then deletes the table's own "
+        "garbage: shard-map versions older than gc_min_age and ingest leftovers older than "
+        "ingest_retention. Records the new layout and what was deleted."
     ),
 )
 def rescaling(
@@ -415,6 +417,9 @@ def rescaling(
             merges += 1
         layout = _layout(table.shards, sizes)
         shard_map = table.shard_map
+        gc = table.collect_garbage(
+            managed.gc_options().min_age, parse_duration(managed.ingest_retention, allow_zero=True)
+        )
     return dg.MaterializeResult(
         metadata={
             "splits": _int(splits),
@@ -425,6 +430,9 @@ def rescaling(
             "retired_shards": _int(len(shard_map.retired)),
             "resumed_pending": dg.MetadataValue.bool(resumed),
             "table_bytes": _int(sum(sizes)),
+            "shard_maps_deleted": _int(gc.shard_maps),
+            "ingest_leftovers_deleted": _int(gc.ingest_objects),
+            "ingest_leftover_bytes_freed": _int(gc.ingest_bytes),
             "layout": layout,
             "duration_s": _float(time.monotonic() - started),
         }

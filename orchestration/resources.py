@@ -122,6 +122,9 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
     # garbage collection
     gc_min_age: str = "1h"
     gc_db_delete_grace: str = "1d"
+    ingest_retention: str = "7d"
+    """``rescaling`` deletes a table's ingest leftovers (staged SSTs of zombie or crashed
+    attempts, done markers) this old; longer than any ingest job runs."""
 
     # checkpoints
     checkpoints: list[CheckpointPolicy] = Field(default_factory=list)
@@ -160,6 +163,7 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
     def check_settings(self) -> None:
         """Parse every duration and threshold once; raises InvalidArgument on the first bad one."""
         self.gc_options()
+        parse_duration(self.ingest_retention, allow_zero=True)
         self.compactor_options()
         parse_duration(self.export_checkpoint_lifetime)
         parse_duration(self.expired_checkpoint_grace, allow_zero=True)

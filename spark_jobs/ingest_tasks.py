@@ -26,7 +26,7 @@ from slatedb_core.errors import (
 from slatedb_core.options import DbOptions
 from slatedb_core.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, join
-from slatedb_core.table import Shard, ShardMap, Table
+from slatedb_core.table import Shard, ShardMap, Table, ingest_prefix
 from spark_jobs.routing import ENTRY_SCHEMA
 
 StoreFactory = Callable[[], ObjectStore]
@@ -137,12 +137,12 @@ def decode_arrow_value(value: bytes) -> dict[str, object]:
 
 
 def marker_path(table_path: str, job_id: str, shard: Shard) -> str:
-    return join(table_path, "_ingest", job_id, f"{shard.shard_id:010d}.done")
+    return join(ingest_prefix(table_path), job_id, f"{shard.shard_id:010d}.done")
 
 
 def staging_prefix(table_path: str, job_id: str, run_id: str) -> str:
     """Where one run of a job stages its SSTs (deleted when the run ends)."""
-    return join(table_path, "_ingest", job_id, "staged", run_id)
+    return join(ingest_prefix(table_path), job_id, "staged", run_id)
 
 
 def _task() -> tuple[int, int]:

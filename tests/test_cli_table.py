@@ -114,3 +114,21 @@ def test_split_merge_and_resume(tmp_path: Path) -> None:
     code, out, _ = run(url, "resume", "--json")
     assert code == 0 and json.loads(out)["pending"] == []
     assert run(url, "scan")[1] == "a\t1\nh\t2\nm\t3\nq\t4\n"
+
+
+def test_gc_deletes_old_maps_and_ingest_leftovers(tmp_path: Path) -> None:
+    url = lake(tmp_path, {b"a": b"1", b"z": b"2"})
+    store = open_store(url)
+    assert run(url, "split", "0", "--at", "c")[0] == 0
+    store.put_if_absent("t/_ingest/job/0000000001.done", b"{}")
+    code, out, err = run(url, "gc", "--json")  # defaults: nothing is old enough
+    assert code == 0, err
+    assert json.loads(out) == {"shard_maps": 0, "ingest_objects": 0, "ingest_bytes": 0}
+    code, out, err = run(url, "gc", "--min-age", "0s", "--ingest-min-age", "0s")
+    assert code == 0, err
+    assert "deleted 2 shard-map version(s), 1 ingest leftover(s) (2 bytes)" in out  # split: 2
+    assert not list(store.list("t/_ingest/"))
+    code, out, _ = run(url, "get", "z")
+    assert code == 0 and "2" in out
+    code, _, err = run(url, "gc", "--ingest-min-age", "soon")
+    assert code == 2 and "soon" in err

@@ -559,14 +559,41 @@ def test_a_well_sealed_but_invalid_map_is_a_corruption_error(mem: ObjectStore, d
         Table.open("t", mem, OPTS)
 
 
+def test_ingest_leftovers_older_than_ingest_min_age_are_collected(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    """Staged SSTs a zombie attempt left and old done markers go; young ones, the shard
+    databases and the map stay."""
+    store = open_store(f"file://{tmp_path}")
+    with Table.create("t", store, [b"m"], OPTS) as t:
+        t.writer(0).close()
+        with t.writer(1) as db:
+            db.put(b"x", b"1")
+        leftovers = {
+            "t/_ingest/job1/0000000001.done": b"{}",
+            "t/_ingest/job1/staged/run1/00003-1-ab/00000-0000000002-00000.sst": b"s" * 100,
+        }
+        for path, data in leftovers.items():
+            store.put_if_absent(path, data)
+        before = sorted(m.path for m in store.list("t/") if "/_ingest/" not in m.path)
+        assert t.collect_garbage(ingest_min_age=timedelta(hours=1)).ingest_objects == 0
+        stats = t.collect_garbage(ingest_min_age=timedelta(0))
+        assert (stats.ingest_objects, stats.ingest_bytes, stats.shard_maps) == (2, 102, 0)
+        assert not list(store.list("t/_ingest/"))
+        assert sorted(m.path for m in store.list("t/")) == before
+        assert t.get(b"x") == b"1"
+        with pytest.raises(InvalidArgument):
+            t.collect_garbage(ingest_min_age=timedelta(seconds=-1))
+
+
 def test_old_maps_are_collected_behind_the_boundary_never_the_latest(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
         t.split(0, b"f")
         t.merge(0)
         maps = ShardMapStore(mem, "t")
         assert [e.id for e in maps.seq.list()] == [1, 2, 3, 4, 5]
-        assert t.collect_garbage(timedelta(hours=1)) == 0
-        assert t.collect_garbage(timedelta(0)) == 4
+        assert t.collect_garbage(timedelta(hours=1)).shard_maps == 0
+        assert t.collect_garbage(timedelta(0)).shard_maps == 4
         assert [e.id for e in maps.seq.list()] == [5]
         assert maps.seq.boundary.read() == 4
         stale = dataclasses.replace(maps.read(5))

@@ -13,6 +13,7 @@ success; 1 a SlateDB error (e.g. ``ShardMapConflict``) or ``get`` of a missing k
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from datetime import timedelta
@@ -22,6 +23,7 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from slatedb_core.cli.checkpoints import DurationType
 from slatedb_core.cli.read import _handle_errors, _NotFound, parse_key, show
 from slatedb_core.keys import KeyRange
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
@@ -255,6 +257,39 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Finish splits/merges a crashed run left pending; soft-destroy retired shards."""
     with Table.open(obj.path, obj.store, _READ_ONLY) as t:
         _print_map(obj.path, t.resume(), fmt, as_json)
+
+
+@table_group.command("gc")
+@click.option(
+    "--min-age",
+    type=DurationType(allow_zero=True),
+    default="1h",
+    show_default=True,
+    help="Delete shard-map versions (never the latest) older than this.",
+)
+@click.option(
+    "--ingest-min-age",
+    type=DurationType(allow_zero=True),
+    default="7d",
+    show_default=True,
+    help="Delete ingest leftovers (_ingest/: staged SSTs, done markers) older than this; "
+    "longer than any ingest job runs.",
+)
+@_json_option
+@click.pass_obj
+@_handle_errors
+def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: bool) -> None:
+    """Delete the table's own garbage: old shard-map versions and ingest leftovers. (The shards
+    are databases: collect them with ``slatedb --path <shard> gc``.)"""
+    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+        stats = t.collect_garbage(min_age, ingest_min_age)
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(stats)))
+        return
+    click.echo(
+        f"{obj.path}: deleted {stats.shard_maps} shard-map version(s), {stats.ingest_objects} "
+        f"ingest leftover(s) ({stats.ingest_bytes:,} bytes)"
+    )
 
 
 def register(cli: click.Group) -> None:

@@ -8,15 +8,25 @@ sequenced store: :mod:`.shardmap`; routing, reads and writers: :mod:`.table`; sp
 from __future__ import annotations
 
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, route
-from slatedb_core.table.table import Table, TableOptions, TableSnapshot
+from slatedb_core.table.table import (
+    INGEST_DIR,
+    Table,
+    TableGcStats,
+    TableOptions,
+    TableSnapshot,
+    ingest_prefix,
+)
 
 __all__ = [
+    "INGEST_DIR",
     "PendingOp",
     "Shard",
     "ShardMap",
     "ShardMapStore",
     "Table",
+    "TableGcStats",
     "TableOptions",
     "TableSnapshot",
+    "ingest_prefix",
     "route",
 ]

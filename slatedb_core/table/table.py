@@ -47,6 +47,7 @@ from slatedb_core.errors import (
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
+    ObjectNotFound,
     ShardMapConflict,
     SlateDBError,
 )
@@ -67,7 +68,30 @@ from slatedb_core.table.shardmap import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Table", "TableOptions", "TableSnapshot"]
+__all__ = ["INGEST_DIR", "Table", "TableGcStats", "TableOptions", "TableSnapshot", "ingest_prefix"]
+
+INGEST_DIR = "_ingest"
+"""Under a table's root: what batch ingest jobs keep while they run (``spark_jobs.ingest``: SSTs
+staged by a run, one done marker per committed shard of a job)."""
+
+
+def ingest_prefix(table_path: str) -> str:
+    return join(table_path, INGEST_DIR)
+
+
+@dataclass(frozen=True)
+class TableGcStats:
+    """What :meth:`Table.collect_garbage` deleted."""
+
+    shard_maps: int = 0
+    """Shard-map versions."""
+    ingest_objects: int = 0
+    """Leftovers of ingest jobs under ``<table>/_ingest/``."""
+    ingest_bytes: int = 0
+
+    @property
+    def deleted(self) -> int:
+        return self.shard_maps + self.ingest_objects
 
 
 @dataclass(frozen=True)
@@ -493,12 +517,44 @@ class Table:
         self._install(m)
         return m
 
-    def collect_garbage(self, min_age: timedelta = timedelta(hours=1)) -> int:
-        """Delete shard-map versions older than ``min_age`` (never the latest), behind the map's
-        GC boundary. Retired shard databases are collected by the database GC
-        (``run_gc_once`` on each path of ``shard_map.retired``)."""
+    def collect_garbage(
+        self,
+        min_age: timedelta = timedelta(hours=1),
+        ingest_min_age: timedelta = timedelta(days=7),
+    ) -> TableGcStats:
+        """Delete the table's own garbage (the shards are databases: their GC is ``run_gc_once``
+        on each shard path, and on each path of ``shard_map.retired``):
+
+        * shard-map versions older than ``min_age`` (never the latest), behind the map's GC
+          boundary;
+        * ingest leftovers under ``<table>/_ingest/`` older than ``ingest_min_age``: SSTs a
+          zombie or crashed ingest attempt staged after (or without) its run's cleanup, and the
+          jobs' done markers. A marker only matters while its job can still run: it keeps a late
+          attempt of that job from committing again, and such an attempt fails anyway once its
+          run's staged SSTs are gone. So ``ingest_min_age`` must exceed the longest ingest job
+          (a shorter one fails a running job's commits, which loses nothing: nothing of the
+          shard is committed and the job can be run again).
+        """
         self._check_writable()
-        return self.maps.collect(min_age)
+        if ingest_min_age < timedelta(0):
+            raise InvalidArgument(f"ingest_min_age must be >= 0, got {ingest_min_age}")
+        maps = self.maps.collect(min_age)
+        cutoff = time.time() - ingest_min_age.total_seconds()
+        old = [
+            m for m in self.store.list(ingest_prefix(self.path) + "/")
+            if m.last_modified.timestamp() <= cutoff
+        ]
+        deleted = freed = 0
+        for m in old:
+            try:
+                self.store.delete(m.path)
+            except ObjectNotFound:
+                continue
+            deleted += 1
+            freed += m.size
+        if deleted:
+            log.info("table %r: deleted %d ingest leftover(s), %d bytes", self.path, deleted, freed)
+        return TableGcStats(shard_maps=maps, ingest_objects=deleted, ingest_bytes=freed)
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import logging
 import sys
@@ -98,10 +99,12 @@ from slatedb_core.errors import (
     ShardMapConflict,
     SlateDBError,
 )
-from slatedb_core.options import DbOptions
+from slatedb_core.inspect import inspect_database
+from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
+from spark_jobs.compact import SparkCompactionStats, compact
 from spark_jobs.ingest_tasks import (
     _KEY,
     _PKEY,
@@ -146,6 +149,8 @@ class IngestStats:
     bytes: int = 0
     duration_s: float = 0.0
     shards: list[ShardIngestStats] = field(default_factory=list)
+    compactions: dict[int, SparkCompactionStats] = field(default_factory=dict)
+    """By shard index: the Spark compactions ``compact_l0_at`` ran after the ingest."""
 
     def summary(self) -> str:
         mb = self.bytes / 1e6
@@ -162,6 +167,8 @@ class IngestStats:
                 f"{s.writer_epoch}, partition {s.partition} attempt {s.attempt}, "
                 f"{s.duration_s:.2f}s"
             )
+        for index, c in sorted(self.compactions.items()):
+            lines.append(f"  shard {index}: {c.summary()}")
         return "\n".join(lines)
 
 
@@ -270,6 +277,8 @@ def ingest(
     store_factory: StoreFactory | None = None,
     plan: IngestPlan | None = None,
     run_bytes: int = RUN_BYTES,
+    compact_l0_at: int | None = None,
+    compactor_options: CompactorOptions | None = None,
 ) -> IngestStats:
     """Upsert the rows of ``df`` into the table at ``table_path`` (see the module doc).
 
@@ -278,6 +287,11 @@ def ingest(
     ``plan`` (default: planned now) fixes the shard map the rows are routed by.
     ``run_bytes`` bounds what a stage-1 task sorts at once (Arrow bytes of its input; a task
     holds about three times that): a larger input partition is staged as several runs.
+    ``compact_l0_at``: afterwards, compact on Spark (:func:`spark_jobs.compact.compact`, with
+    ``compactor_options``) every shard written whose L0 then holds at least this many SSTs (the
+    ingest adds one per input partition with rows for the shard; writers stall at
+    ``DbOptions.l0_max_ssts``). The compaction takes over as the shard's compactor, fencing a
+    compactor running elsewhere, hence off by default.
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
@@ -291,6 +305,8 @@ def ingest(
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")
+    if compact_l0_at is not None and compact_l0_at < 1:
+        raise InvalidArgument(f"compact_l0_at must be >= 1, got {compact_l0_at}")
     # stage 2: as many tasks as the cluster runs at once (at most one per shard); shard i goes
     # to task i % tasks
     n_shards = len(plan.shards)
@@ -325,13 +341,21 @@ def ingest(
         out.shards_written += s.status == WRITTEN
     out.duration_s = time.monotonic() - started
     log.info("%s", out.summary())
+    if compact_l0_at is not None:
+        out.compactions = _compact_crowded(
+            df.sparkSession, table_url, rows, compact_l0_at, factory, compactor_options
+        )
     l0_max = (db_options or DbOptions()).l0_max_ssts
-    crowded = [s.shard_index for s in rows if s.status == WRITTEN and s.ssts >= l0_max]
+    crowded = [
+        s.shard_index for s in rows
+        if s.status == WRITTEN and s.ssts >= l0_max and s.shard_index not in out.compactions
+    ]
     if crowded:
         log.warning(
             "ingest %s: shard(s) %s got %d+ L0 SSTs (one per input partition with rows for the "
             "shard): their writers stall until a compaction (spark_jobs.compact) merges them; "
-            "ingest fewer, larger partitions to avoid it", plan.job_id, crowded, l0_max,
+            "pass compact_l0_at, or ingest fewer, larger partitions", plan.job_id, crowded,
+            l0_max,
         )
     refused = [s for s in rows if s.status == REFUSED]
     if refused:
@@ -341,6 +365,33 @@ def ingest(
             + "; ".join(f"shard {s.shard_index}: {s.message}" for s in refused)
         )
     return out
+
+
+def _compact_crowded(
+    spark: SparkSession,
+    url: str,
+    rows: Sequence[ShardIngestStats],
+    l0_at: int,
+    factory: StoreFactory,
+    options: CompactorOptions | None,
+) -> dict[int, SparkCompactionStats]:
+    """Compact on Spark each written shard whose L0 holds ``l0_at`` SSTs or more."""
+    store = factory()
+    done: dict[int, SparkCompactionStats] = {}
+    for s in sorted(rows, key=lambda r: r.shard_index):
+        if s.status != WRITTEN:
+            continue
+        _, health = inspect_database(store, s.db_path)
+        if health.l0_ssts < l0_at:
+            continue
+        # the scheduler must want to compact an L0 this size, whatever its own trigger
+        opts = options or CompactorOptions()
+        if opts.l0_trigger > l0_at:
+            opts = dataclasses.replace(opts, l0_trigger=l0_at)
+        stats = compact(spark, url, s.db_path, options=opts, store_factory=factory)
+        if stats is not None:
+            done[s.shard_index] = stats
+    return done
 
 
 # ---- spark-submit entry point ----------------------------------------------------------------------
@@ -366,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tombstone-column", default=None)
     p.add_argument("--value-format", choices=VALUE_FORMATS, default=None)
     p.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
+    p.add_argument("--compact-l0-at", type=int, default=None, metavar="N",
+                   help="afterwards, compact (on Spark) each shard whose L0 holds N+ SSTs")
     p.add_argument("--create", default=None, metavar="SPLITS",
                    help="create the table first, split at these comma-separated UTF-8 keys")
     args = p.parse_args(argv)
@@ -383,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         value_column=args.value_column,
         tombstone_column=args.tombstone_column,
         value_format=args.value_format,
+        compact_l0_at=args.compact_l0_at,
     )
     print(stats.summary())
     return 0

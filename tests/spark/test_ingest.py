@@ -346,6 +346,29 @@ def test_staged_ssts_are_linked_into_l0_and_deleted_after_the_run(
     assert contents(store) == newer
 
 
+def test_compact_l0_at_compacts_the_crowded_shards_after_the_ingest(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    rows = data(900)
+    df = frame(spark, rows).repartition(6)  # six L0 SSTs per shard
+    with pytest.raises(InvalidArgument):
+        ingest(df, store_url, TABLE, value_column="value", compact_l0_at=0)
+    stats = ingest(df, store_url, TABLE, value_column="value", compact_l0_at=4)
+    assert contents(store) == rows
+    assert sorted(stats.compactions) == [0, 1, 2]
+    with Table.open(TABLE, store) as t:
+        for shard in t.shards:
+            m = ManifestStore(store, shard.db_path).read_latest().manifest
+            assert len(m.l0) < 4 and m.compactor_epoch == 1
+            c = stats.compactions[shard.index]
+            assert c.input_ssts >= 6 and c.rows_out == 300
+    assert "spark compaction" in stats.summary()
+    # under the threshold: nothing is compacted
+    again = ingest(frame(spark, data(900, b"w")).repartition(2), store_url, TABLE,
+                   value_column="value", compact_l0_at=4)
+    assert again.compactions == {} and contents(store) == data(900, b"w")
+
+
 def test_a_failed_job_deletes_its_staged_ssts(
     spark: SparkSession, store_url: str, store: ObjectStore
 ) -> None:
@@ -404,3 +427,22 @@ def test_ingest_into_a_table_on_s3(spark: SparkSession, s3_url: str) -> None:
             first = next(s for s in stats.shards if s.shard_index == shard.index)
             assert sst_objects(store, shard.db_path) >= {str(s.id) for s in m.ssts}
             assert len(m.l0) >= first.ssts >= 1
+
+
+def test_the_spark_submit_entry_point_ingests_a_parquet_file(
+    spark: SparkSession, store_url: str, tmp_path: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spark_jobs.ingest import main
+
+    rows = data(600)
+    source = f"{tmp_path}/in.parquet"
+    frame(spark, rows).repartition(3).write.parquet(source)
+    assert main(["--input", source, "--url", store_url, "--path", "cli", "--value-column",
+                 "value", "--create", "k0300", "--compact-l0-at", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "600 rows into 2 shard(s)" in out and "spark compaction" in out
+    with Table.open("cli", open_store(store_url)) as t:
+        assert dict(t.scan()) == rows and len(t.shards) == 2
+    with pytest.raises(InvalidArgument):
+        main(["--input", f"{tmp_path}/in.json", "--url", store_url, "--path", "cli"])

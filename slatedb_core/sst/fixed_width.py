@@ -1,13 +1,14 @@
 """SST encoding for entries whose keys all have one width and whose values all have one width:
 the common shape of bulk loads (hashes or ids as keys, fixed-size records as values).
 
-Why a second encoder: with both widths fixed, every full block has the same layout, so
-everything but the key and value bytes (sequence numbers, offsets, kinds, padding, trailer) is one
-template copied into all blocks at once, and the values are gathered from the unsorted input
-straight into their places in the SST (one pass over the value bytes instead of three: a sorted
-copy, the block pieces, and the joined object). The output is byte for byte what
-:func:`slatedb_core.sst.builder.encode_sst_into` makes of the same entries (the tests check this),
-so readers cannot tell the two apart.
+Why a second encoder: with both widths fixed, an SST can use format version 2, whose blocks hold
+the widths and the one sequence number once instead of 17 bytes of seq, offsets and kind per entry
+(``slatedb_core.sst.format``): about 13% fewer bytes to write and read for 16-byte keys and
+100-byte values. Every full block then has the same layout, so everything but the key and value
+bytes (header, padding, trailer) is one template copied into all blocks at once, and the values
+are gathered from the unsorted input straight into their places in the SST (one pass over the
+value bytes instead of three: a sorted copy, the block pieces, and the joined object). Readers
+decode both versions into the same entries (the tests check it against the general encoder).
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.scratch import Scratch
 from slatedb_core.sst import bloom
-from slatedb_core.sst.builder import ENTRY_OVERHEAD, SstOptions
+from slatedb_core.sst.builder import SstOptions
 from slatedb_core.sst.format import (
     BLOCK_TRAILER,
     CODECS,
-    FORMAT_VERSION,
+    FIXED_FORMAT_VERSION,
+    FIXED_HEADER,
     Tail,
     align8,
     encode_footer,
@@ -34,8 +36,8 @@ from slatedb_core.sst.format import (
 
 
 def block_entries(key_width: int, value_width: int, block_size: int) -> int:
-    """Entries per full block: what the general encoder's greedy fill puts in one."""
-    return max(1, (block_size - 8) // (key_width + value_width + ENTRY_OVERHEAD))
+    """Entries per full block: as many as fit in ``block_size`` raw bytes (at least one)."""
+    return max(1, (block_size - FIXED_HEADER.size) // (key_width + value_width))
 
 
 def _blocks(
@@ -53,18 +55,14 @@ def _blocks(
     nblocks = len(rows) // count
     if nblocks == 0:
         return 0
-    raw = count * (key_width + value_width + ENTRY_OVERHEAD) + 8
+    raw = FIXED_HEADER.size + count * (key_width + value_width)
     size = align8(raw) + 16
     grid = out[: nblocks * size].reshape(nblocks, size)
-    kstart = 17 * count + 8
+    kstart = FIXED_HEADER.size
     vstart = kstart + count * key_width
     # the template: everything of a block but its key and value bytes and its checksum
     template = np.zeros(size, dtype=np.uint8)
-    template[: 8 * count].view("<u8")[:] = seq
-    ends = np.arange(count + 1, dtype="<i4")
-    template[8 * count : 12 * count + 4].view("<i4")[:] = ends * key_width
-    template[12 * count + 4 : 16 * count + 8].view("<i4")[:] = ends * value_width
-    # kinds (16 * count + 8 ...) stay 0: every entry is a value
+    template[:kstart] = np.frombuffer(FIXED_HEADER.pack(seq, key_width, value_width), np.uint8)
     trailer = align8(raw)
     template[trailer : trailer + 12] = np.frombuffer(
         BLOCK_TRAILER.pack(raw, raw, count, 0)[:12], dtype=np.uint8
@@ -107,9 +105,11 @@ def encode_fixed_sst_into(
         raise InvalidArgument("encode_fixed_sst_into needs entries with non-empty keys and values")
     count = block_entries(key_width, value_width, options.block_size)
     full, rest = divmod(n, count)
-    entry = key_width + value_width + ENTRY_OVERHEAD
-    full_size = align8(count * entry + 8) + 16
-    rest_size = align8(rest * entry + 8) + 16 if rest else 0
+    entry = key_width + value_width
+    if count * max(key_width, value_width) >= 1 << 31:
+        raise InvalidArgument("an SST block of fixed-width entries would exceed 2 GiB")
+    full_size = align8(FIXED_HEADER.size + count * entry) + 16
+    rest_size = align8(FIXED_HEADER.size + rest * entry) + 16 if rest else 0
     data_len = full * full_size + rest_size
 
     keys2d = keys[: n * key_width].reshape(n, key_width)
@@ -127,7 +127,7 @@ def encode_fixed_sst_into(
     tail = Tail(
         index_offset=data_len, index_len=len(index), filter_offset=data_len + len(index),
         filter_len=len(filt), entry_count=n, meta_len=len(meta), codec=CODECS["none"][0],
-        format_version=FORMAT_VERSION, block_count=len(counts),
+        format_version=FIXED_FORMAT_VERSION, block_count=len(counts),
     )
     footer = encode_footer(tail, meta)
     total = data_len + len(index) + len(filt) + len(footer)

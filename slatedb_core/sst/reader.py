@@ -29,6 +29,9 @@ from slatedb_core.sst.format import (
     CODEC_NAMES,
     CODECS,
     ENTRY_SCHEMA,
+    FIXED_FORMAT_VERSION,
+    FIXED_HEADER,
+    FORMAT_VERSION,
     MAGIC,
     TAIL,
     TAIL_LEN,
@@ -56,7 +59,8 @@ class Block:
                  "nbytes")
 
     def __init__(
-        self, name: str, idx: int, buf: pa.Buffer, expect_n: int, codec: pa.Codec | None
+        self, name: str, idx: int, buf: pa.Buffer, expect_n: int, codec: pa.Codec | None,
+        layout: int = FORMAT_VERSION,
     ) -> None:
         size = buf.size
         body_len, raw_len, n, crc = BLOCK_TRAILER.unpack_from(buf, size - BLOCK_TRAILER_LEN)
@@ -64,8 +68,7 @@ class Block:
             raise CorruptionError(name, f"block {idx} checksum mismatch")
         if align8(body_len) + BLOCK_TRAILER_LEN != size or n != expect_n:
             raise CorruptionError(name, f"block {idx} length or entry count disagrees with the index")
-        ko_at, vo_at, kind_at, key_at = raw_layout(n)
-        if raw_len < key_at:
+        if raw_len < (FIXED_HEADER.size if layout == FIXED_FORMAT_VERSION else raw_layout(n)[3]):
             raise CorruptionError(name, f"block {idx} is too short for {n} entries")
         raw = buf.slice(0, body_len)
         if codec is None:
@@ -76,24 +79,40 @@ class Block:
                 raw = codec.decompress(raw, decompressed_size=raw_len)
             except (OSError, pa.ArrowException) as e:
                 raise CorruptionError(name, f"block {idx} does not decompress: {e}") from None
-        koffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=ko_at)
-        voffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=vo_at)
-        klen, vlen = int(koffs[n]), int(voffs[n])
-        if (
-            koffs[0] != 0 or voffs[0] != 0 or key_at + klen + vlen != raw_len
-            or np.any(koffs[1:] <= koffs[:-1]) or np.any(voffs[1:] < voffs[:-1])
-        ):
-            raise CorruptionError(name, f"block {idx} has inconsistent key or value offsets")
-        kinds = np.frombuffer(raw, dtype=np.uint8, count=n, offset=kind_at)
-        if int(kinds.max()) > 1:
-            raise CorruptionError(name, f"block {idx} has an unknown entry kind")
+        if layout == FIXED_FORMAT_VERSION:
+            seq, kw, vw = FIXED_HEADER.unpack_from(raw, 0)
+            if kw < 1 or FIXED_HEADER.size + n * (kw + vw) != raw_len or n * max(kw, vw) >= 1 << 31:
+                raise CorruptionError(name, f"block {idx} widths disagree with its length")
+            ends = np.arange(n + 1, dtype="<i4")
+            koffs, voffs = ends * np.int32(kw), ends * np.int32(vw)
+            seqs = np.full(n, seq, dtype="<u8")
+            kinds = np.zeros(n, dtype=np.uint8)
+            key_at, klen, vlen = FIXED_HEADER.size, n * kw, n * vw
+            ko_buf, vo_buf = pa.py_buffer(koffs), pa.py_buffer(voffs)
+            seq_buf, kind_buf = pa.py_buffer(seqs), pa.py_buffer(kinds)
+        else:
+            ko_at, vo_at, kind_at, key_at = raw_layout(n)
+            koffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=ko_at)
+            voffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=vo_at)
+            klen, vlen = int(koffs[n]), int(voffs[n])
+            if (
+                koffs[0] != 0 or voffs[0] != 0 or key_at + klen + vlen != raw_len
+                or np.any(koffs[1:] <= koffs[:-1]) or np.any(voffs[1:] < voffs[:-1])
+            ):
+                raise CorruptionError(name, f"block {idx} has inconsistent key or value offsets")
+            kinds = np.frombuffer(raw, dtype=np.uint8, count=n, offset=kind_at)
+            if int(kinds.max()) > 1:
+                raise CorruptionError(name, f"block {idx} has an unknown entry kind")
+            seqs = np.frombuffer(raw, dtype="<u8", count=n, offset=0)
+            ko_buf, vo_buf = raw.slice(ko_at, 4 * n + 4), raw.slice(vo_at, 4 * n + 4)
+            seq_buf, kind_buf = raw.slice(0, 8 * n), raw.slice(kind_at, n)
         kbuf = raw.slice(key_at, klen)
         vbuf = raw.slice(key_at + klen, vlen)
         arrays = [
-            pa.Array.from_buffers(pa.binary(), n, [None, raw.slice(ko_at, 4 * n + 4), kbuf]),
-            pa.Array.from_buffers(pa.uint64(), n, [None, raw.slice(0, 8 * n)]),
-            pa.Array.from_buffers(pa.uint8(), n, [None, raw.slice(kind_at, n)]),
-            pa.Array.from_buffers(pa.binary(), n, [None, raw.slice(vo_at, 4 * n + 4), vbuf]),
+            pa.Array.from_buffers(pa.binary(), n, [None, ko_buf, kbuf]),
+            pa.Array.from_buffers(pa.uint64(), n, [None, seq_buf]),
+            pa.Array.from_buffers(pa.uint8(), n, [None, kind_buf]),
+            pa.Array.from_buffers(pa.binary(), n, [None, vo_buf, vbuf]),
         ]
         # The CRC proves the block is what the writer wrote, not that the writer sorted it; every
         # lookup bisects, so out-of-order keys would silently hide entries (~15 us per 1k keys).
@@ -105,7 +124,7 @@ class Block:
         self._koffs = koffs
         self._kmv = memoryview(kbuf)
         self._search: list[bytes] | None = None
-        self._seqs = np.frombuffer(raw, dtype="<u8", count=n, offset=0)
+        self._seqs = seqs
         self._kinds = kinds
         self._values = memoryview(vbuf)
         self._voffs = voffs
@@ -180,6 +199,7 @@ class SstReader:
         self._counts: list[int] = index.entry_counts.tolist()
         codec_name = CODECS[CODEC_NAMES[tail.codec]][1]
         self._codec = pa.Codec(codec_name) if codec_name else None
+        self._layout = tail.format_version
         self.entry_count = tail.entry_count
         self.block_count = tail.block_count
         self.first_key: bytes | None = index.first_keys[0] if tail.block_count else None
@@ -285,7 +305,7 @@ class SstReader:
 
     def _decode(self, b: int, buf: pa.Buffer) -> Block:
         try:
-            return Block(self.name, b, buf, self._counts[b], self._codec)
+            return Block(self.name, b, buf, self._counts[b], self._codec, self._layout)
         except _DECODE_ERRORS as e:
             raise CorruptionError(self.name, f"block {b} is malformed: {e}") from None
 

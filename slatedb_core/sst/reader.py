@@ -120,7 +120,9 @@ class Block:
             raise CorruptionError(name, f"block {idx} keys are not strictly increasing")
         self.batch = pa.RecordBatch.from_arrays(arrays, schema=ENTRY_SCHEMA)
         self.n = n
-        self.nbytes = raw_len + _BLOCK_OVERHEAD
+        # a fixed-width block's offsets, seqs and kinds are rebuilt, not views of the block
+        rebuilt = 17 * n + 8 if layout == FIXED_FORMAT_VERSION else 0
+        self.nbytes = raw_len + rebuilt + _BLOCK_OVERHEAD
         self._koffs = koffs
         self._kmv = memoryview(kbuf)
         self._search: list[bytes] | None = None

@@ -15,7 +15,7 @@ from slatedb_core.scratch import Scratch
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
 from slatedb_core.sst.fixed_width import block_entries, encode_fixed_sst_into
 from slatedb_core.sst.format import ENTRY_SCHEMA
-from slatedb_core.sst.reader import SstReader
+from slatedb_core.sst.reader import Block, SstReader
 
 
 def _fixed(data: bytes, n: int, width: int) -> pa.Array:
@@ -122,3 +122,20 @@ def test_refuses_what_it_cannot_encode() -> None:
         encode_fixed_sst_into(keys, 4, values, 4, rows, 0, Scratch(), SstOptions(compression="lz4"))
     with pytest.raises(InvalidArgument):
         encode_fixed_sst_into(keys, 4, values, 4, rows[:0], 0, Scratch())
+
+
+def test_a_decoded_block_counts_its_rebuilt_columns() -> None:
+    """The block cache's budget sees the offsets, seqs and kinds a reader rebuilds."""
+    keys, values, rows = _case(2000, 16, 100, 5)
+    data, _ = encode_fixed_sst_into(keys, 16, values, 100, rows, 1, Scratch(),
+                                    SstOptions(block_size=4096))
+    general, _ = _general(keys, 16, values, 100, rows, 1, SstOptions(block_size=4096))
+    fixed_reader = SstReader.from_bytes(bytes(data), "f")
+    general_reader = SstReader.from_bytes(general, "g")
+    def decoded(reader: SstReader) -> Block:  # not yet searched: no lookup list counted
+        return reader._decode(0, reader._read(reader._offs[0], reader._offs[1]))
+
+    fixed_block, general_block = decoded(fixed_reader), decoded(general_reader)
+    per_entry = 16 + 100 + 17  # both hold keys, values and the four columns of each entry
+    assert fixed_block.nbytes - 512 == 16 + fixed_block.n * per_entry + 8
+    assert general_block.nbytes - 512 == general_block.n * per_entry + 8

@@ -7,15 +7,9 @@ sequenced store: :mod:`.shardmap`; routing, reads and writers: :mod:`.table`; sp
 
 from __future__ import annotations
 
+from slatedb_core.table.gc import INGEST_DIR, TableGcStats, ingest_prefix
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, route
-from slatedb_core.table.table import (
-    INGEST_DIR,
-    Table,
-    TableGcStats,
-    TableOptions,
-    TableSnapshot,
-    ingest_prefix,
-)
+from slatedb_core.table.table import Table, TableOptions, TableSnapshot
 
 __all__ = [
     "INGEST_DIR",

@@ -47,7 +47,6 @@ from slatedb_core.errors import (
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
-    ObjectNotFound,
     ShardMapConflict,
     SlateDBError,
 )
@@ -57,6 +56,7 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
 from slatedb_core.table.shardmap import (
     Shard,
     ShardMap,
@@ -68,31 +68,7 @@ from slatedb_core.table.shardmap import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INGEST_DIR", "Table", "TableGcStats", "TableOptions", "TableSnapshot", "ingest_prefix"]
-
-INGEST_DIR = "_ingest"
-"""Under a table's root: what batch ingest jobs keep while they run (``spark_jobs.ingest``: SSTs
-staged by a run, one done marker per committed shard of a job)."""
-
-
-def ingest_prefix(table_path: str) -> str:
-    return join(table_path, INGEST_DIR)
-
-
-@dataclass(frozen=True)
-class TableGcStats:
-    """What :meth:`Table.collect_garbage` deleted."""
-
-    shard_maps: int = 0
-    """Shard-map versions."""
-    ingest_objects: int = 0
-    """Leftovers of ingest jobs under ``<table>/_ingest/``."""
-    ingest_bytes: int = 0
-
-    @property
-    def deleted(self) -> int:
-        return self.shard_maps + self.ingest_objects
-
+__all__ = ["Table", "TableOptions", "TableSnapshot"]
 
 @dataclass(frozen=True)
 class TableOptions:
@@ -536,24 +512,8 @@ class Table:
           shard is committed and the job can be run again).
         """
         self._check_writable()
-        if ingest_min_age < timedelta(0):
-            raise InvalidArgument(f"ingest_min_age must be >= 0, got {ingest_min_age}")
+        deleted, freed = collect_ingest_leftovers(self.store, self.path, ingest_min_age)
         maps = self.maps.collect(min_age)
-        cutoff = time.time() - ingest_min_age.total_seconds()
-        old = [
-            m for m in self.store.list(ingest_prefix(self.path) + "/")
-            if m.last_modified.timestamp() <= cutoff
-        ]
-        deleted = freed = 0
-        for m in old:
-            try:
-                self.store.delete(m.path)
-            except ObjectNotFound:
-                continue
-            deleted += 1
-            freed += m.size
-        if deleted:
-            log.info("table %r: deleted %d ingest leftover(s), %d bytes", self.path, deleted, freed)
         return TableGcStats(shard_maps=maps, ingest_objects=deleted, ingest_bytes=freed)
 
     # ---- lifecycle -------------------------------------------------------------------------

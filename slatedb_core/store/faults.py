@@ -301,3 +301,6 @@ class FaultyStore(ObjectStore):
 
     def delete(self, path: str) -> None:
         self._run("delete", path, lambda: self._inner.delete(path))
+
+    def flush_and_evict(self, paths: Sequence[str]) -> None:
+        self._inner.flush_and_evict(paths)  # a cache hint: no rules or pause points

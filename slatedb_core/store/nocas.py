@@ -11,7 +11,7 @@ exactly one winner. Conditional GETs are passed through (stores honour those).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from slatedb_core.store.objectstore import (
     GetResult,
@@ -70,3 +70,6 @@ class NoConditionalWrites(ObjectStore):
     def delete(self, path: str) -> None:
         self.counters.incr("delete")
         self._inner.delete(path)
+
+    def flush_and_evict(self, paths: Sequence[str]) -> None:
+        self._inner.flush_and_evict(paths)

@@ -10,15 +10,18 @@ store the same contract:
 * ``put_if_absent`` / ``put_if_match`` are atomic conditional writes on every store
   (the local filesystem gets them from :mod:`slatedb_core.store.local_cas`);
 * ``copy_if_absent`` is an atomic create of a copy, server-side where the store can do it;
+* ``flush_and_evict`` writes bulk outputs to the device and drops them from the page cache (local
+  filesystem only; see there why);
 * failures are raised as :mod:`slatedb_core.errors` types only;
 * every request is counted per kind in :class:`RequestCounters`.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -177,6 +180,14 @@ class ObjectStore(ABC):
             return False
         return True
 
+    def flush_and_evict(self, paths: Sequence[str]) -> None:
+        """Write these objects' data to the storage device and drop it from the operating
+        system's page cache, for bulk outputs that will not be read back soon (staged ingest SSTs).
+        Only a store on a local filesystem does anything; an object store keeps nothing in this
+        machine's page cache, and this default does nothing. Raises ObjectNotFound for a missing
+        object (on stores that act)."""
+        return None  # a hint most stores ignore; wrappers pass it on
+
 
 def _meta(m: Any) -> ObjectMeta:
     return ObjectMeta(
@@ -219,7 +230,13 @@ class ObstoreObjectStore(ObjectStore):
     """Adapter over an obstore store (memory, local filesystem, S3)."""
 
     def __init__(
-        self, inner: Any, *, url: str, sorted_listing: bool, local_cas: Any = None
+        self,
+        inner: Any,
+        *,
+        url: str,
+        sorted_listing: bool,
+        local_cas: Any = None,
+        local_root: os.PathLike[str] | str | None = None,
     ) -> None:
         self._inner = inner
         self.url = url
@@ -227,6 +244,8 @@ class ObstoreObjectStore(ObjectStore):
         self._sorted_listing = sorted_listing
         # On LocalStore, obstore has no PutMode::Update; local_cas provides a cross-process one.
         self._local_cas = local_cas
+        # the directory a LocalStore keeps its objects in (None: not a local filesystem)
+        self._local_root = None if local_root is None else os.fspath(local_root)
 
     @property
     def inner(self) -> Any:
@@ -340,6 +359,40 @@ class ObstoreObjectStore(ObjectStore):
             raise map_error(e, dst, "copy") from e
         data = self.get(src).data
         self.put_if_absent(dst, data)
+
+    def flush_and_evict(self, paths: Sequence[str]) -> None:
+        """On a local filesystem: ``fdatasync`` each object's file, then
+        ``posix_fadvise(DONTNEED)`` its pages (clean now, so the kernel frees them at once).
+
+        Why: a bulk writer (a Spark ingest task stages hundreds of MB of SSTs) otherwise leaves
+        every byte it wrote in the page cache, where it crowds out data that is read, and grows
+        the cache by fresh pages on every write. On virtual machines that back guest memory
+        lazily, a fresh page costs a host allocation on first touch: writing 18 MB files took
+        0.9 s of CPU per 432 MB into fresh page cache here, and 0.1 s when each file was flushed
+        and evicted before the next was written, because the next write reuses the freed pages
+        (plus 0.17 s of waiting for the device, at 2.5 GB/s). RocksDB's
+        ``use_direct_io_for_flush_and_compaction`` serves the same purpose.
+
+        The data is on the device when this returns; the directory entries naming the files are
+        not synced (obstore's LocalStore syncs nothing, and neither does the rest of this store).
+        """
+        if self._local_root is None:
+            return
+        for path in paths:  # not counted: no request reaches a store
+            full = os.path.join(self._local_root, validate_relative_path(path))
+            try:
+                fd = os.open(full, os.O_RDONLY)
+            except FileNotFoundError as e:
+                raise ObjectNotFound(path) from e
+            except OSError as e:
+                raise StoreError(f"flush {path}: {e}", path=path) from e
+            try:
+                os.fdatasync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError as e:
+                raise StoreError(f"flush {path}: {e}", path=path) from e
+            finally:
+                os.close(fd)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")

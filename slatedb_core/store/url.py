@@ -130,7 +130,8 @@ def _local(path: Path, *, original: str) -> ObjectStore:
     inner = LocalStore(root, mkdir=True)
     # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
     return ObstoreObjectStore(
-        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, root)
+        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, root),
+        local_root=root,
     )
 
 

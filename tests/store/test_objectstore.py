@@ -496,3 +496,60 @@ def test_validate_relative_path_empty_allowed() -> None:
     assert validate_relative_path("", allow_empty=True) == ""
     with pytest.raises(InvalidArgument):
         validate_relative_path(123)  # type: ignore[arg-type]
+
+
+# -- flush_and_evict -------------------------------------------------------------------------
+
+
+def _resident_pages(path: Path) -> int:
+    """Pages of ``path`` in the page cache: mincore(2) on a fresh private mapping (mapping a file
+    reads none of it)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        anchor = ctypes.c_char.from_buffer(m)
+        try:
+            rc = libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec)
+        finally:
+            del anchor
+            m.close()
+    if rc != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec)
+
+
+def test_flush_and_evict_leaves_the_objects_as_they_were(store: ObjectStore) -> None:
+    store.put("bulk/a.sst", b"a" * 10_000)
+    store.put_if_absent("bulk/b.sst", b"b")
+    store.counters.reset()
+    store.flush_and_evict(["bulk/a.sst", "bulk/b.sst"])
+    assert store.counters.total() == 0  # no request reaches the store
+    assert store.get("bulk/a.sst").data == b"a" * 10_000
+    assert store.get("bulk/b.sst").data == b"b"
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise (Linux)")
+def test_flush_and_evict_drops_a_local_file_from_the_page_cache(tmp_path: Path) -> None:
+    from slatedb_core.store.faults import FaultyStore
+    from slatedb_core.store.nocas import NoConditionalWrites
+
+    store = open_store(tmp_path.as_uri())
+    data = os.urandom(4 << 20)
+    for wrapped in (store, FaultyStore(store), NoConditionalWrites(store)):  # wrappers pass it on
+        name = f"stage/{type(wrapped).__name__}.sst"
+        wrapped.put_if_absent(name, data)
+        assert _resident_pages(tmp_path / name) > 0  # just written: cached
+        wrapped.flush_and_evict([name])
+        assert _resident_pages(tmp_path / name) == 0
+        assert wrapped.get(name).data == data  # read back from the device
+    with pytest.raises(ObjectNotFound):
+        store.flush_and_evict(["stage/missing.sst"])
+    for bad in ("../outside", "/etc/passwd", "a//b"):
+        with pytest.raises(InvalidArgument):
+            store.flush_and_evict([bad])

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from slatedb_core.store.url import open_store
 from slatedb_core.table import ShardMap, Table
-from spark_jobs.ingest import ARROW_BATCH_ROWS, _arrow_batches, ingest, plan_ingest
+from spark_jobs.ingest import _arrow_batches, ingest, plan_ingest
 from spark_jobs.ingest_tasks import _STAGED_DDL, IngestPlan, _CommitShards, _StageSsts
 from spark_jobs.routing import partition_keys
 from spark_jobs.session import SessionOptions, get_session
@@ -71,7 +71,7 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     noop_s = time.perf_counter() - started
-    with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
+    with _arrow_batches(df.sparkSession):
         started = time.perf_counter()
         counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
         transfer_s = time.perf_counter() - started

@@ -27,9 +27,10 @@ The job, in two Spark stages::
     driver    aggregate the rows into IngestStats (a refused shard raises ShardMapConflict);
               delete the run's staging prefix
 
-While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS
-(``spark.sql.execution.arrow.maxRecordsPerBatch``, raised for the job only). A stage-1 task sorts
-up to RUN_BYTES of input at once; a larger partition is staged as several runs.
+While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS rows
+(``spark.sql.execution.arrow.maxRecordsPerBatch``) and, unless the caller or the session sets a
+byte bound, with no bound on their bytes (see ARROW_BATCH_ROWS); both for the job only. A stage-1
+task sorts up to RUN_BYTES of input at once; a larger partition is staged as several runs.
 
 Why one shuffle of references and not of rows: moving every row through Spark's shuffle (Arrow to
 JVM rows, shuffle files, back to Arrow) and sorting it twice cost more than half of the job's
@@ -137,8 +138,20 @@ VALUE_FORMATS: tuple[str, ...] = ("binary", "arrow", "json")
 
 ARROW_BATCH_ROWS = 100_000
 """``spark.sql.execution.arrow.maxRecordsPerBatch`` while the job runs, unless the session's is
-larger (or unlimited): Spark hands rows to Python in batches of at most this many rows (and
-``maxBytesPerBatch``, 64 MiB by default), and its per-batch costs dominate at small batches."""
+larger (or unlimited): Spark hands rows to Python in batches of at most this many rows, and its
+per-batch costs dominate at small batches.
+
+Spark's byte bound on a batch (``spark.sql.execution.arrow.maxBytesPerBatch``, 64 MiB by default)
+is lifted for the job unless the caller passes ``arrow_batch_bytes`` or the session sets it:
+Spark enforces it by measuring the batch's vectors after EVERY row, which took about a quarter of
+the JVM's time handing rows to Python (JFR, 10M rows of 116 B: the hand-over alone 2.45 s with
+the bound, 1.7-1.9 s without). Batches are then bounded by rows only: at 100k rows they stay
+under 64 MiB while rows average under 670 B; pass a smaller ``arrow_batch_rows`` (or a byte
+bound) for wider rows. An Arrow batch cannot exceed 2 GiB of values in any case."""
+NO_BYTE_BOUND = 2**31 - 1
+"""``maxBytesPerBatch`` at exactly Int.MaxValue: Spark skips its per-row size check."""
+_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_BYTES_CONF = "spark.sql.execution.arrow.maxBytesPerBatch"
 @dataclass
 class IngestStats:
     job_id: str
@@ -247,21 +260,39 @@ def prepare_frame(
 
 
 @contextlib.contextmanager
-def _arrow_batches(spark: SparkSession, rows: int) -> Iterator[None]:
-    """Raise the session's Arrow batch size (``maxRecordsPerBatch``) to ``rows`` meanwhile."""
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    old = spark.conf.get(key, None)
-    if old is not None and (int(old) <= 0 or int(old) >= rows):
-        yield
-        return
-    spark.conf.set(key, str(rows))
+def _arrow_batches(
+    spark: SparkSession, rows: int | None = None, max_bytes: int | None = None
+) -> Iterator[None]:
+    """The job's Arrow batch bounds, set on the session meanwhile (see ARROW_BATCH_ROWS).
+
+    ``rows``: at most this many rows per batch (None: ARROW_BATCH_ROWS, unless the session's
+    bound is larger or off). ``max_bytes``: at most this many bytes (None: the session's bound if
+    it sets one, else none)."""
+    if rows is not None and rows < 1:
+        raise InvalidArgument(f"arrow_batch_rows must be >= 1, got {rows}")
+    if max_bytes is not None and not 1 <= max_bytes <= NO_BYTE_BOUND:
+        raise InvalidArgument(f"arrow_batch_bytes must be in [1, {NO_BYTE_BOUND}], got {max_bytes}")
+    wanted: dict[str, str] = {}
+    session_rows = spark.conf.get(_ROWS_CONF, None)
+    if rows is not None:
+        wanted[_ROWS_CONF] = str(rows)
+    elif session_rows is None or 0 < int(session_rows) < ARROW_BATCH_ROWS:
+        wanted[_ROWS_CONF] = str(ARROW_BATCH_ROWS)
+    if max_bytes is not None:
+        wanted[_BYTES_CONF] = str(max_bytes)
+    elif spark.conf.get(_BYTES_CONF, None) is None:
+        wanted[_BYTES_CONF] = str(NO_BYTE_BOUND)
+    previous = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def ingest(
@@ -279,6 +310,8 @@ def ingest(
     run_bytes: int = RUN_BYTES,
     compact_l0_at: int | None = None,
     compactor_options: CompactorOptions | None = None,
+    arrow_batch_rows: int | None = None,
+    arrow_batch_bytes: int | None = None,
 ) -> IngestStats:
     """Upsert the rows of ``df`` into the table at ``table_path`` (see the module doc).
 
@@ -292,6 +325,8 @@ def ingest(
     ingest adds one per input partition with rows for the shard; writers stall at
     ``DbOptions.l0_max_ssts``). The compaction takes over as the shard's compactor, fencing a
     compactor running elsewhere, hence off by default.
+    ``arrow_batch_rows`` / ``arrow_batch_bytes``: bounds on the Arrow batches Spark hands to the
+    tasks (defaults: see ARROW_BATCH_ROWS; pass a byte bound, or fewer rows, when rows are wide).
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
@@ -324,7 +359,7 @@ def ingest(
     )
     staged = staging_prefix(table_path, plan.job_id, run_id)
     try:
-        with _arrow_batches(df.sparkSession, ARROW_BATCH_ROWS):
+        with _arrow_batches(df.sparkSession, arrow_batch_rows, arrow_batch_bytes):
             rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
     finally:
         # every shard's commit has copied what it needed (or failed); a zombie task that
@@ -419,6 +454,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
     p.add_argument("--compact-l0-at", type=int, default=None, metavar="N",
                    help="afterwards, compact (on Spark) each shard whose L0 holds N+ SSTs")
+    p.add_argument("--arrow-batch-rows", type=int, default=None, metavar="N",
+                   help=f"rows per Arrow batch handed to Python (default {ARROW_BATCH_ROWS:,})")
+    p.add_argument("--arrow-batch-bytes", type=int, default=None, metavar="B",
+                   help="bytes per Arrow batch (default: no bound; see ARROW_BATCH_ROWS)")
     p.add_argument("--create", default=None, metavar="SPLITS",
                    help="create the table first, split at these comma-separated UTF-8 keys")
     args = p.parse_args(argv)
@@ -437,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tombstone_column=args.tombstone_column,
         value_format=args.value_format,
         compact_l0_at=args.compact_l0_at,
+        arrow_batch_rows=args.arrow_batch_rows,
+        arrow_batch_bytes=args.arrow_batch_bytes,
     )
     print(stats.summary())
     return 0

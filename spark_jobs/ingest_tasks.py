@@ -212,6 +212,9 @@ class _StageSsts:
             shard = self.plan.shards[sst.range_index]
             path = join(prefix, f"{run:05d}-{shard.shard_id:010d}-{sst.part:05d}.sst")
             store.put_if_absent(path, sst.data)
+            # written once, never read here, linked into the database by stage 2: out of the
+            # page cache with it (on a local disk), so that the next SST reuses its pages
+            store.flush_and_evict([path])
             for col, v in zip(
                 _STAGED_COLUMNS,
                 (self.shard_keys[shard.index], shard.index, partition, run, sst.part, path,

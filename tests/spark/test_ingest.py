@@ -386,6 +386,45 @@ def test_bad_run_bytes(spark: SparkSession, store_url: str, store: ObjectStore) 
         ingest(frame(spark, data(3)), store_url, TABLE, value_column="value", run_bytes=0)
 
 
+def test_arrow_batch_bounds_are_set_for_the_job_only(spark: SparkSession) -> None:
+    from spark_jobs.ingest import ARROW_BATCH_ROWS, NO_BYTE_BOUND, _arrow_batches
+
+    rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    bytes_key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    session_rows = spark.conf.get(rows_key, None)
+    assert spark.conf.get(bytes_key, None) is None
+    with _arrow_batches(spark):  # the defaults: many rows, no byte bound (no per-row check)
+        assert spark.conf.get(rows_key) == str(ARROW_BATCH_ROWS)
+        assert spark.conf.get(bytes_key) == str(NO_BYTE_BOUND)
+    assert spark.conf.get(rows_key, None) == session_rows
+    assert spark.conf.get(bytes_key, None) is None
+    with _arrow_batches(spark, 7, 4096):  # the caller's bounds
+        assert (spark.conf.get(rows_key), spark.conf.get(bytes_key)) == ("7", "4096")
+    spark.conf.set(bytes_key, "1048576")  # the session's own byte bound is kept
+    try:
+        with _arrow_batches(spark):
+            assert spark.conf.get(bytes_key) == "1048576"
+        assert spark.conf.get(bytes_key) == "1048576"
+    finally:
+        spark.conf.unset(bytes_key)
+    for rows, max_bytes in ((0, None), (None, 0), (None, NO_BYTE_BOUND + 1)):
+        with pytest.raises(InvalidArgument), _arrow_batches(spark, rows, max_bytes):
+            pass
+    assert spark.conf.get(rows_key, None) == session_rows
+
+
+def test_ingest_with_small_arrow_batches(
+    spark: SparkSession, store_url: str, store: ObjectStore
+) -> None:
+    """Bounded by bytes (Spark's per-row check) and by rows: the same rows land."""
+    rows = data(900)
+    ingest(frame(spark, rows).repartition(2), store_url, TABLE, value_column="value",
+           arrow_batch_rows=50, arrow_batch_bytes=2048)
+    assert contents(store) == rows
+    with pytest.raises(InvalidArgument):
+        ingest(frame(spark, rows), store_url, TABLE, value_column="value", arrow_batch_rows=0)
+
+
 def test_partition_keys_land_in_their_partitions(spark: SparkSession) -> None:
     from pyspark.sql import functions as F
 
@@ -439,7 +478,8 @@ def test_the_spark_submit_entry_point_ingests_a_parquet_file(
     source = f"{tmp_path}/in.parquet"
     frame(spark, rows).repartition(3).write.parquet(source)
     assert main(["--input", source, "--url", store_url, "--path", "cli", "--value-column",
-                 "value", "--create", "k0300", "--compact-l0-at", "2"]) == 0
+                 "value", "--create", "k0300", "--compact-l0-at", "2", "--arrow-batch-rows",
+                 "100", "--arrow-batch-bytes", "65536"]) == 0
     out = capsys.readouterr().out
     assert "600 rows into 2 shard(s)" in out and "spark compaction" in out
     with Table.open("cli", open_store(store_url)) as t:

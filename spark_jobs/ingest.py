@@ -9,7 +9,8 @@ The job, in two Spark stages::
               sorted by key ONCE (shards are key ranges, so this also groups them by shard),
               one row kept per key, cut at the split points and encoded as SSTs
               (slatedb_core.bulk_ssts.encode_ranges), put under the run's staging prefix
-              <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/; out: one small
+              <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/ (on a local
+              disk each synced and dropped from the page cache once put); out: one small
               reference row per SST, keyed so that Spark's hash partitioner sends it to
               the shard's commit task
     shuffle   repartition(T, partition key): only the references move, never the rows

@@ -211,7 +211,9 @@ class _StageSsts:
         ):
             shard = self.plan.shards[sst.range_index]
             path = join(prefix, f"{run:05d}-{shard.shard_id:010d}-{sst.part:05d}.sst")
-            store.put_if_absent(path, sst.data)
+            # sst.data is a memoryview of the encoder's scratch: every store passes it to obstore,
+            # which takes any buffer (a bytes copy would cost fresh memory per SST)
+            store.put_if_absent(path, sst.data)  # type: ignore[arg-type]
             # written once, never read here, linked into the database by stage 2: out of the
             # page cache with it (on a local disk), so that the next SST reuses its pages
             store.flush_and_evict([path])
@@ -277,7 +279,7 @@ class _CommitShards:
     ) -> ShardIngestStats:
         started = time.monotonic()
 
-        def stats(status: str, message: str = "", **counts: int) -> ShardIngestStats:
+        def stats(status: str, message: str, **counts: int) -> ShardIngestStats:
             return ShardIngestStats(
                 shard_index=shard.index,
                 shard_id=shard.shard_id,
@@ -307,9 +309,9 @@ class _CommitShards:
                 if done.get("run") == self.run_id:  # an earlier attempt of this very run
                     return dataclasses.replace(
                         stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
-                              **{k: int(done.get(k, 0)) for k in _MARKER_COUNTS}),
-                        writer_epoch=int(done.get("epoch", 0)),
-                        attempt=int(done.get("attempt", attempt)),
+                              **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
+                        writer_epoch=_marker_int(done, "epoch", 0),
+                        attempt=_marker_int(done, "attempt", attempt),
                     )
                 return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                              writer_epoch=epoch)
@@ -323,10 +325,16 @@ class _CommitShards:
             store.put_if_absent(marker, json.dumps(body).encode())
         except ObjectAlreadyExists:
             pass  # a concurrent attempt of the same job finished too: same rows, same outcome
-        return stats(WRITTEN, writer_epoch=epoch, **counts)
+        return stats(WRITTEN, "", writer_epoch=epoch, **counts)
 
 
 _MARKER_COUNTS = ("rows", "ssts", "bytes", "manifest_id")
+
+
+def _marker_int(body: dict[str, object], key: str, default: int) -> int:
+    """An integer field of a done marker; ``default`` when it is missing or not an integer."""
+    v = body.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
 def _read_marker(store: ObjectStore, path: str) -> dict[str, object] | None:

@@ -338,6 +338,10 @@ class TwoPhaseStore(ObjectStore):
             self._drop(source)
             raise
         if self._pool is not None:
+            if not isinstance(data, bytes):
+                # the caller may reuse its buffer (a memoryview of an encoder's scratch) once
+                # this returns, before the background copy has read it
+                data = bytes(data)
             try:
                 future = self._pool.submit(self._complete, path, source, data)
             except RuntimeError:  # shut down: complete it here

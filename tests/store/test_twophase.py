@@ -611,3 +611,19 @@ def test_an_s3_url_with_a_txn_key_opens_two_phase_cas_for_every_caller(
     with pytest.raises(InvalidArgument, match="transactional store URL"):
         open_store(bad)
     assert [(m.path, m.e_tag) for m in open_store(s3_url).list("")] == before
+
+
+def test_background_completion_keeps_the_bytes_of_a_reused_buffer(
+    raw: FaultyStore, txn_url: str
+) -> None:
+    """A caller's buffer (a memoryview of scratch, as the bulk SST encoder hands out) may change
+    as soon as put_if_absent returns; the background copy still writes the bytes it was given."""
+    tp = TwoPhaseStore(raw, open_txn_store(txn_url), namespace="ns", complete_in_background=1)
+    copy = raw.pause("copy", "put", "bulk/a.sst")
+    buf = bytearray(b"A" * 4096)
+    tp.put_if_absent("bulk/a.sst", memoryview(buf))  # type: ignore[arg-type]
+    assert copy.wait_reached()
+    buf[:] = b"B" * 4096  # the next SST is encoded into the same scratch
+    copy.release()
+    tp.close()
+    assert raw.inner.get("bulk/a.sst").data == b"A" * 4096

@@ -41,7 +41,7 @@ test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
-	$(BIN)/mypy slatedb_core
+	$(BIN)/mypy slatedb_core spark_jobs orchestration
 
 bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
 	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,bench]'

@@ -39,6 +39,9 @@ from slatedb_core.errors import (
     UnsupportedOperation,
 )
 
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+_fadvise = getattr(os, "posix_fadvise", None)
+
 OPS = ("get", "head", "put", "put_if_absent", "put_if_match", "copy", "list", "delete")
 
 
@@ -387,8 +390,9 @@ class ObstoreObjectStore(ObjectStore):
             except OSError as e:
                 raise StoreError(f"flush {path}: {e}", path=path) from e
             try:
-                os.fdatasync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                _datasync(fd)
+                if _fadvise is not None:  # not on macOS: the data is synced, the cache kept
+                    _fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             except OSError as e:
                 raise StoreError(f"flush {path}: {e}", path=path) from e
             finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import cast
 
 import numpy as np
@@ -52,6 +53,22 @@ _KEY_OBJECT_OVERHEAD = 40  # a bytes object's header, per key in a block's looku
 _DECODE_ERRORS = (ValueError, IndexError, struct.error, OverflowError, pa.ArrowException)
 
 
+
+@lru_cache(maxsize=64)
+def _fixed_offsets(n: int, width: int) -> tuple[np.ndarray, pa.Buffer]:
+    """Offsets ``0, width, .., n * width`` of a fixed-width block column (read-only, shared)."""
+    offs = np.arange(n + 1, dtype="<i4") * np.int32(width)
+    offs.flags.writeable = False
+    return offs, pa.py_buffer(offs)
+
+
+@lru_cache(maxsize=64)
+def _fixed_seqs(n: int, value: int, dtype: type = np.uint64) -> tuple[np.ndarray, pa.Buffer]:
+    """``n`` copies of ``value`` (a block's seqs, or its kinds as uint8; read-only, shared)."""
+    arr = np.full(n, value, dtype=np.dtype(dtype).newbyteorder("<"))
+    arr.flags.writeable = False
+    return arr, pa.py_buffer(arr)
+
 class Block:
     """One decoded data block: an Arrow batch plus what a point lookup needs to binary-search it."""
 
@@ -83,13 +100,12 @@ class Block:
             seq, kw, vw = FIXED_HEADER.unpack_from(raw, 0)
             if kw < 1 or FIXED_HEADER.size + n * (kw + vw) != raw_len or n * max(kw, vw) >= 1 << 31:
                 raise CorruptionError(name, f"block {idx} widths disagree with its length")
-            ends = np.arange(n + 1, dtype="<i4")
-            koffs, voffs = ends * np.int32(kw), ends * np.int32(vw)
-            seqs = np.full(n, seq, dtype="<u8")
-            kinds = np.zeros(n, dtype=np.uint8)
+            # every full block of an SST has one shape: its rebuilt columns are shared
+            koffs, ko_buf = _fixed_offsets(n, kw)
+            voffs, vo_buf = _fixed_offsets(n, vw)
+            seqs, seq_buf = _fixed_seqs(n, seq)
+            kinds, kind_buf = _fixed_seqs(n, 0, np.uint8)
             key_at, klen, vlen = FIXED_HEADER.size, n * kw, n * vw
-            ko_buf, vo_buf = pa.py_buffer(koffs), pa.py_buffer(voffs)
-            seq_buf, kind_buf = pa.py_buffer(seqs), pa.py_buffer(kinds)
         else:
             ko_at, vo_at, kind_at, key_at = raw_layout(n)
             koffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=ko_at)
@@ -121,6 +137,7 @@ class Block:
         self.batch = pa.RecordBatch.from_arrays(arrays, schema=ENTRY_SCHEMA)
         self.n = n
         # a fixed-width block's offsets, seqs and kinds are rebuilt, not views of the block
+        # (shared by blocks of one shape, so counting them per block over-counts: within budget)
         rebuilt = 17 * n + 8 if layout == FIXED_FORMAT_VERSION else 0
         self.nbytes = raw_len + rebuilt + _BLOCK_OVERHEAD
         self._koffs = koffs

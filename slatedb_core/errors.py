@@ -168,3 +168,31 @@ class ShardMapConflict(SlateDBError):
 def is_retryable(err: BaseException) -> bool:
     """True for errors where repeating the same request may succeed."""
     return isinstance(err, StoreError) and err.retryable
+
+
+class WalSstMissing(CorruptionError):
+    """WAL SSTs that must exist are gone (seed 001 "Parallel Writes"): a hole in the WAL below
+    the in-flight window of its last writer, or below an SST the manifest records as written.
+    Opening past it would drop the acknowledged writes in it (and replay later ones on top of
+    older values), so the writer (and recovery) stop: restore the objects named here."""
+
+    def __init__(self, name: str, holes: tuple[tuple[int, int], ...], reason: str) -> None:
+        super().__init__(name, reason)
+        self.holes = holes  # (first, last) WAL id ranges, ascending
+
+    @property
+    def wal_ids(self) -> list[int]:
+        """Every missing WAL id."""
+        return [i for lo, hi in self.holes for i in range(lo, hi + 1)]
+
+
+class BackgroundThreadDied(SlateDBError):
+    """A background thread of a writer (WAL flusher, memtable flusher, manifest poller, a WAL
+    create of the parallel window) stopped on an unexpected error. The writer is failed with
+    this error: every waiter (durable puts, ``flush()``, ``close()``) and every later call
+    raises it; the original error is its ``__cause__``."""
+
+    def __init__(self, thread: str, error: BaseException) -> None:
+        super().__init__(f"background thread {thread} died: {type(error).__name__}: {error}")
+        self.thread = thread
+        self.error = error

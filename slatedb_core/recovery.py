@@ -27,7 +27,7 @@ from slatedb_core.memtable import Memtable
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.wal import WalLog, fence_wal, first_open_slot
+from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,24 @@ def fence_older_writers(
     m = fm.stored.manifest
     existing = wal.list_ids(after=m.replay_after_wal_id)
     start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
+    # A hole outside the last writer's in-flight window is damage, not a write in flight:
+    # fencing into it would hide every SST after it from our replay (issue 19 item 7). The
+    # window is the manifest's max_parallel_writes (max of the last writer's and ours, seed
+    # 001 "Parallel Writes"; see bump_epoch).
+    holes = damaged_holes(
+        existing, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
+        m.wal_id_last_seen,
+    )
     # An opener that bumped before a newer writer and lists the WAL after that writer began
     # writing would otherwise put its fencing SSTs into the holes of the newer writer's
-    # in-flight window; re-reading the manifest here makes it stop first.
+    # in-flight window; re-reading the manifest here makes it stop first. (It also makes an
+    # opener that a newer writer fenced report Fenced, not the holes GC may have made since.)
     fm.fence.check(manifests.read_latest().manifest)
+    if holes:
+        raise missing_error(
+            wal, holes, f"outside the in-flight window of the last writer: max_parallel_writes "
+            f"{m.max_parallel_writes}, highest WAL id {existing[-1]}"
+        )
     fence_id = fence_wal(wal, fm.epoch, start, sst_options, m.max_parallel_writes)
     # A newer writer that bumped its epoch and fenced while we were between our bump and our
     # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
@@ -139,16 +153,23 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
     """Step 4: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
     again: older writers may have taken slots while we were fencing). The fence left no holes
     below it; an older writer's SST that landed after a lost one of its window is replayed (seed
-    001: it may have been acknowledged)."""
+    001: it may have been acknowledged). An SST missing below the fence (it vanished since
+    :func:`fence_older_writers` listed the WAL) raises ``WalSstMissing`` rather than replaying
+    later SSTs over older values; a clone's legal gap below ``next_wal_sst_id`` is skipped (see
+    :func:`~slatedb_core.wal.writer.damaged_holes`)."""
+    ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
+    # with our fence as the top and a window of 1, every hole below the fence is damage
+    holes = damaged_holes(
+        [*ids, fence_id], m.replay_after_wal_id, m.next_wal_sst_id, 1, m.wal_id_last_seen
+    )
+    if holes:
+        raise missing_error(wal, holes, f"below the fence of {path!r}'s writer at open")
     memtable = Memtable()
-    expect = m.replay_after_wal_id + 1
-    for wal_id in wal.list_ids(after=m.replay_after_wal_id):
-        if wal_id >= fence_id:
-            break
-        if wal_id != expect and expect >= m.next_wal_sst_id:
-            log.warning("%r: WAL ids %d..%d are missing below our fence", path, expect,
-                        wal_id - 1)
-        expect = wal_id + 1
-        for batch in wal.read(wal_id).entries.to_batches():
+    for wal_id in ids:
+        try:
+            entries = wal.read(wal_id).entries
+        except ObjectNotFound:
+            raise missing_error(wal, [(wal_id, wal_id)], "vanished during replay") from None
+        for batch in entries.to_batches():
             memtable.put_batch(batch)
     return memtable

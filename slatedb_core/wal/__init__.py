@@ -6,6 +6,22 @@ buffered generations and which of them are durable.
 """
 
 from slatedb_core.wal.log import WalLog, WalSst
-from slatedb_core.wal.writer import WalWindow, WalWriter, fence_wal, first_open_slot
+from slatedb_core.wal.writer import (
+    WalWindow,
+    WalWriter,
+    damaged_holes,
+    fence_wal,
+    first_open_slot,
+    missing_error,
+)
 
-__all__ = ["WalLog", "WalSst", "WalWindow", "WalWriter", "fence_wal", "first_open_slot"]
+__all__ = [
+    "WalLog",
+    "WalSst",
+    "WalWindow",
+    "WalWriter",
+    "damaged_holes",
+    "fence_wal",
+    "first_open_slot",
+    "missing_error",
+]

@@ -41,6 +41,7 @@ from slatedb_core.errors import (
     ObjectVersionBehindBoundary,
     SlateDBError,
     StoreError,
+    WalSstMissing,
 )
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions, encode_sst
@@ -112,6 +113,63 @@ def first_open_slot(existing: Sequence[int], replay_after: int, next_wal_sst_id:
             break
         slot += 1
     return slot
+
+
+def damaged_holes(
+    existing: Sequence[int],
+    replay_after: int,
+    next_wal_sst_id: int,
+    window: int,
+    last_seen: int = 0,
+) -> list[tuple[int, int]]:
+    """The holes (``(first, last)`` id ranges) in ``existing`` (ascending WAL ids after
+    ``replay_after``) that no writer can have left: damage (seed 001). ``window``, ``last_seen``:
+    the manifest's ``max_parallel_writes`` and ``wal_id_last_seen``.
+
+    Legal holes are ids at or below ``replay_after`` (GC collects those, behind gc/wal.boundary;
+    they are never listed), and:
+
+    * above ``next_wal_sst_id``: ids above ``top - window``, ``top`` the highest id present:
+      writes possibly still in flight in the last writer's window (a writer issues id x only
+      once every id <= x - window has landed, see :class:`WalWindow`; an opener fences one id
+      at a time and leaves none). An id at or below ``top - window`` had landed before ``top``
+      was issued.
+    * below it: only the ids after ``last_seen`` up to ``next_wal_sst_id`` (seed 003: a clone
+      copies its parent's WAL up to its ``wal_id_last_seen``, the last SST with data for it,
+      and keeps the parent's ``next_wal_sst_id``). Any other: a writer records there only the
+      end of its contiguous prefix, so every id below it was written.
+    """
+    if not existing:
+        return []
+    top = existing[-1]
+    copied_to = max(last_seen, replay_after)
+    out: list[tuple[int, int]] = []
+    prev = replay_after
+    for wal_id in existing:
+        lo, hi = prev + 1, wal_id - 1
+        prev = wal_id
+        if lo > hi:
+            continue
+        if lo < next_wal_sst_id and (wal_id < next_wal_sst_id or lo != copied_to + 1):
+            out.append((lo, min(hi, next_wal_sst_id - 1)))
+        lo = max(lo, next_wal_sst_id)
+        hi = min(hi, top - window)
+        if lo <= hi:
+            if out and out[-1][1] == lo - 1:
+                lo = out.pop()[0]
+            out.append((lo, hi))
+    return out
+
+
+def missing_error(wal: WalLog, holes: Sequence[tuple[int, int]], why: str) -> WalSstMissing:
+    """A :class:`~slatedb_core.errors.WalSstMissing` naming the WAL SSTs in ``holes``."""
+    spans = ", ".join(str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in holes)
+    return WalSstMissing(
+        wal.path(holes[0][0]),
+        tuple(holes),
+        f"WAL id(s) {spans} missing ({why}): the writes in them were acknowledged, and going "
+        f"on without them would lose them or serve older values; restore them under {wal.dir}/",
+    )
 
 
 def fence_wal(wal: WalLog, epoch: int, start_id: int, options: SstOptions, count: int = 1) -> int:

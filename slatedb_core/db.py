@@ -54,7 +54,7 @@ from slatedb_core.errors import (
     ObjectAlreadyExists,
 )
 from slatedb_core.iterators import iter_rows
-from slatedb_core.keys import KeyRange
+from slatedb_core.keys import check_in_range, clip_scan, outside_range
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
@@ -91,18 +91,11 @@ class Db(WriterEngine):
 
     # ---- checks ----------------------------------------------------------------------------
     def _outside(self, key: bytes) -> InvalidArgument:
-        return InvalidArgument(
-            f"key {key[:64]!r} is outside this database's range {self._range} (a projected "
-            "database only holds the keys of its projection)"
-        )
+        assert self._range is not None
+        return outside_range(key, self._range)  # shared with DbReader (keys.py)
 
     def _check_range_keys(self, keys: Sequence[bytes]) -> None:
-        rng = self._range
-        if rng is None:
-            return
-        for k in keys:
-            if not rng.contains(k):
-                raise self._outside(k)
+        check_in_range(self._range, keys)
 
     def _check_range_array(self, keys: pa.Array) -> None:
         rng = self._range
@@ -502,14 +495,7 @@ class Db(WriterEngine):
                 raise InvalidArgument(f"scan {name} must be bytes or None")
         if start is not None and end is not None and end < start:
             raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
-        if self._range is None:
-            return start, end
-        clipped = self._range.intersect(KeyRange(start, end))
-        if clipped.is_empty() and not KeyRange(start, end).is_empty():
-            raise InvalidArgument(
-                f"scan [{start!r}, {end!r}) is wholly outside this database's range {self._range}"
-            )
-        return clipped.start, clipped.end
+        return clip_scan(self._range, start, end)  # shared with DbReader (keys.py)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None

@@ -8,6 +8,7 @@ onto a half-open range without loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slatedb_core.errors import InvalidArgument
@@ -83,3 +84,38 @@ def _min_end(a: bytes | None, b: bytes | None) -> bytes | None:
     if b is None:
         return a
     return min(a, b)
+
+
+# ---- a projected database's range (seed 003 "Projection": reads and writes wholly outside the
+# visible range fail; a scan that partly overlaps it is clipped). One check, shared by the writer
+# (Db) and DbReader, so the CLI's get/scan (which read through DbReader) answer as Db does.
+def outside_range(key: bytes, rng: KeyRange) -> InvalidArgument:
+    """The error for ``key`` outside a projected database's range ``rng``."""
+    return InvalidArgument(
+        f"key {key[:64]!r} is outside this database's range {rng} (a projected "
+        "database only holds the keys of its projection)"
+    )
+
+
+def check_in_range(rng: KeyRange | None, keys: Iterable[bytes]) -> None:
+    """InvalidArgument for the first of ``keys`` outside ``rng`` (None: every key is in)."""
+    if rng is None:
+        return
+    for k in keys:
+        if not rng.contains(k):
+            raise outside_range(k, rng)
+
+
+def clip_scan(
+    rng: KeyRange | None, start: bytes | None, end: bytes | None
+) -> tuple[bytes | None, bytes | None]:
+    """Validated scan bounds clipped to ``rng``; InvalidArgument when the (non-empty) scan lies
+    wholly outside it. An empty scan stays empty wherever it is."""
+    if rng is None:
+        return start, end
+    clipped = rng.intersect(KeyRange(start, end))
+    if clipped.is_empty() and not KeyRange(start, end).is_empty():
+        raise InvalidArgument(
+            f"scan [{start!r}, {end!r}) is wholly outside this database's range {rng}"
+        )
+    return clipped.start, clipped.end

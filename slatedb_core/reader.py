@@ -82,6 +82,7 @@ from slatedb_core.db import KV_SCHEMA
 from slatedb_core.dbstate import DbState
 from slatedb_core.errors import InvalidArgument, ObjectNotFound, SlateDBError
 from slatedb_core.iterators import iter_rows
+from slatedb_core.keys import KeyRange, check_in_range, clip_scan
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader_refresh import Refresher
 from slatedb_core.reader_types import ReaderClosed, ReaderStats, SstMissing, _as_key, _View
@@ -242,34 +243,48 @@ class DbReader:
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` in the reader's state, or None."""
         k = _as_key(key)
+        self._check_open()
+        check_in_range(self._key_range(), (k,))
         return self._read(lambda s: s.get(k))
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys``, all from one state."""
         ks = [_as_key(k) for k in keys]
+        self._check_open()
+        check_in_range(self._key_range(), ks)
         return self._read(lambda s: [s.get(k) for k in ks])
 
-    def _check_range(self, start: bytes | None, end: bytes | None) -> None:
+    def _key_range(self) -> KeyRange | None:
+        """The keys the database may hold (a projected database's range, seed 003): reads wholly
+        outside it fail and scans are clipped to it, with the writer's own check (keys.py)."""
+        r = self._current.state.manifest.manifest.key_range
+        return None if r is None else KeyRange.of(r)
+
+    def _check_range(
+        self, start: bytes | None, end: bytes | None
+    ) -> tuple[bytes | None, bytes | None]:
+        """Validated scan bounds, clipped to the database's range."""
         self._check_open()
         for name, b in (("start", start), ("end", end)):
             if b is not None and not isinstance(b, bytes):
                 raise InvalidArgument(f"scan {name} must be bytes or None")
         if start is not None and end is not None and end < start:
             raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
+        return clip_scan(self._key_range(), start, end)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs with ``start <= key < end`` in key order (None = unbounded), from
         the state current when iteration begins."""
-        self._check_range(start, end)
+        start, end = self._check_range(start, end)
         return iter_rows(self._scan_batches(start, end, 65536))
 
     def scan_arrow(
         self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
     ) -> pa.RecordBatchReader:
         """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
-        self._check_range(start, end)
+        start, end = self._check_range(start, end)
         if batch_size <= 0:
             raise InvalidArgument("batch_size must be > 0")
         return pa.RecordBatchReader.from_batches(

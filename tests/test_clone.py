@@ -346,7 +346,9 @@ def test_projected_clone_serves_only_its_range(store: ObjectStore) -> None:
                 assert rng.contains(s.info.first_key) and rng.contains(s.info.last_key)
     options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
     with DbReader.open("shard", store, options=options) as reader:
-        assert reader.get(key(1)) is None and reader.get(key(65)) is None
+        for outside in (key(1), key(65)):  # seed 003: reads wholly outside the range fail
+            with pytest.raises(InvalidArgument):
+                reader.get(outside)
         assert reader.get(key(10)) == expected[key(10)]
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.meta.boundary import U64_MAX
+from slatedb_core.options import check_int, check_optional
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +23,14 @@ class ManifestListing:
 
 def manifest_store(store: ObjectStore, path: str) -> ManifestStore:
     validate_relative_path(path, what="database path")
-    return ManifestStore(store, path)
+    return ManifestStore(check_store(store), path)
 
 
 def read_manifest(store: ObjectStore, path: str, manifest_id: int | None = None) -> StoredManifest:
-    """The latest manifest, or the one with ``manifest_id``. Raises DatabaseNotFound /
-    ObjectNotFound / CorruptionError."""
+    """The latest manifest, or the one with ``manifest_id`` (an int >= 1). Raises
+    DatabaseNotFound / ObjectNotFound / CorruptionError."""
+    if manifest_id is not None:
+        manifest_id = check_int("manifest_id", manifest_id, lo=1, hi=U64_MAX)
     ms = manifest_store(store, path)
     return ms.read_latest() if manifest_id is None else ms.read(manifest_id)
 
@@ -36,9 +39,10 @@ def list_manifests(
     store: ObjectStore, path: str, start: int | None = None, end: int | None = None
 ) -> list[ManifestListing]:
     """Manifests with ``start <= id < end``, oldest first."""
-    for name, value in (("start", start), ("end", end)):
-        if value is not None and (type(value) is not int or value < 0):
-            raise InvalidArgument(f"{name} must be a non-negative int or None, got {value!r}")
+    if start is not None:
+        start = check_int("start", start, lo=0)
+    if end is not None:
+        end = check_int("end", end, lo=0)
     ms = manifest_store(store, path)
     return [ManifestListing(e.id, e.path, e.size, e.last_modified) for e in ms.list(start, end)]
 
@@ -47,6 +51,7 @@ def create_database_metadata(
     store: ObjectStore, path: str, manifest: Manifest | None = None
 ) -> StoredManifest:
     """Write the first manifest of a new, empty database (ManifestVersionExists if it exists)."""
+    check_optional("manifest", manifest, Manifest)
     return manifest_store(store, path).create_initial(manifest or Manifest())
 
 

@@ -27,8 +27,14 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
-from slatedb_core.options import CheckpointCreateResult, CheckpointOptions
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.options import (
+    CheckpointCreateResult,
+    CheckpointOptions,
+    check_instance,
+    check_optional,
+    check_optional_duration,
+)
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 
 Clock = Callable[[], float]
 """Wall-clock seconds since the epoch; injectable so tests can move time."""
@@ -89,6 +95,7 @@ def checkpoint_change(
     """
     if not isinstance(checkpoint_id, uuid.UUID):
         raise InvalidArgument("checkpoint id must be a uuid.UUID")
+    check_instance("checkpoint options", options, CheckpointOptions)
     expire = expire_time_s(now_s, options.lifetime)
 
     def change(m: Manifest, next_id: int) -> Manifest:
@@ -135,8 +142,7 @@ def refresh_change(
     have treated it as gone and collected what it pinned.
     """
     _check_id(checkpoint_id)
-    if lifetime is not None and lifetime.total_seconds() <= 0:
-        raise InvalidArgument("checkpoint lifetime must be positive")
+    check_optional_duration("checkpoint lifetime", lifetime)
     expire = expire_time_s(now_s, lifetime)
 
     def change(m: Manifest) -> Manifest:
@@ -170,7 +176,7 @@ def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest]:
 
 def _manifests(path: str, store: ObjectStore) -> ManifestStore:
     validate_relative_path(path, what="database path")
-    return ManifestStore(store, path)
+    return ManifestStore(check_store(store), path)
 
 
 def _committed(stored: StoredManifest, checkpoint_id: uuid.UUID) -> Checkpoint:
@@ -238,5 +244,6 @@ def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> 
     (check ``Checkpoint.is_expired``): they stay listed until the GC removes them, and an operator
     wondering why data is still retained needs to see them. ``name`` keeps exact matches only;
     names are not unique, so several may match."""
+    check_optional("name", name, str)
     checkpoints = _manifests(path, store).read_latest().manifest.checkpoints
     return [c for c in checkpoints if name is None or c.name == name]

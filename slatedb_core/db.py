@@ -62,9 +62,13 @@ from slatedb_core.options import (
     CheckpointOptions,
     CheckpointScope,
     DbOptions,
+    check_instance,
+    check_int,
+    check_key_list,
+    check_optional,
 )
 from slatedb_core.sst import SstReader, encode_sst
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.writebatch import WriteBatch
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,8 @@ class Db(WriterEngine):
     @classmethod
     def open(cls, path: str, store: ObjectStore, options: DbOptions | None = None) -> Db:
         """Open (creating if absent) the database at ``path`` as its writer, fencing older ones."""
+        check_store(store)
+        check_optional("options", options, DbOptions)
         db = cls(path, store, options or DbOptions())
         db._recover()
         db._start()
@@ -444,6 +450,8 @@ class Db(WriterEngine):
         """Pin the database as of now (seed 003). ALL flushes the WAL and the memtable first, so the
         checkpoint holds every write issued before the call; DURABLE takes what the manifest holds."""
         self._check_usable()
+        check_instance("scope", scope, CheckpointScope)
+        check_optional("options", options, CheckpointOptions)
         if scope is CheckpointScope.ALL:
             self.flush()
             self.flush_memtable()
@@ -471,7 +479,7 @@ class Db(WriterEngine):
         """Values of ``keys``, all from one point in time: never half of a write batch."""
         if self._closed:
             raise DbClosed(f"database {self.path!r} is closed")
-        checked = [self._check_key(k) for k in keys]
+        checked = [self._check_key(k) for k in check_key_list("keys", keys)]
         self._check_range_keys(checked)
         # The active memtable is the one part of a state that changes, always under _lock: take
         # the state and every key's memtable entry at one instant under it (dict lookups only),
@@ -509,8 +517,7 @@ class Db(WriterEngine):
     ) -> pa.RecordBatchReader:
         """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
         start, end = self._check_range(start, end)
-        if batch_size <= 0:
-            raise InvalidArgument("batch_size must be > 0")
+        batch_size = check_int("batch_size", batch_size, lo=1)
         batches = self._state.scan(start, end, batch_size=batch_size)
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,

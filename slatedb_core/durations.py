@@ -6,6 +6,12 @@ rather than guessing: a checkpoint lifetime read wrongly either pins data far to
 cost) or lets it expire early (readers lose their SSTs to GC). That is why units are lowercase
 only ("M" could be minutes or months) and why months are not offered at all (their length varies).
 A year is 365 days.
+
+Every duration the engine takes (options' intervals, lifetimes, grace periods and min ages, and
+the CLI's duration flags) is at most :data:`MAX_DURATION`, one year: a longer poll interval or
+flush interval is never meant (and beyond ``threading.TIMEOUT_MAX`` it killed the background
+thread that waited on it, issue 19 item 15), and a checkpoint meant to outlive a year is one
+without a lifetime (it never expires; delete it explicitly).
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from slatedb_core.errors import InvalidArgument
+
+MAX_DURATION = timedelta(days=365)
+"""The longest duration any option, argument or CLI flag accepts (one year; see above)."""
 
 _US_PER: dict[str, int] = {
     "us": 1,
@@ -52,12 +61,15 @@ def _invalid(text: str, why: str) -> InvalidArgument:
     return InvalidArgument(f"invalid duration {text!r}: {why}; expected {FORMAT_HELP}")
 
 
-def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
+def parse_duration(
+    text: str, *, allow_zero: bool = False, maximum: timedelta | None = None
+) -> timedelta:
     """Parse a positive duration such as ``"7days 30min 10s"``.
 
-    Raises InvalidArgument (naming the accepted format) for anything unparsable and for zero
+    Raises InvalidArgument (naming the accepted format) for anything unparsable, for zero
     unless ``allow_zero`` (a GC ``min_age`` of 0 is meaningful; a zero checkpoint lifetime would
-    create a checkpoint that is already expired).
+    create a checkpoint that is already expired), and for more than ``maximum`` if given (the CLI
+    passes :data:`MAX_DURATION`).
     """
     if not isinstance(text, str):
         raise InvalidArgument(f"duration must be a str, got {type(text).__name__}")
@@ -83,9 +95,12 @@ def parse_duration(text: str, *, allow_zero: bool = False) -> timedelta:
         raise _invalid(text, "it must be greater than zero")
     try:
         # Sub-microsecond fractions ("1.5us") round up so a lifetime is never shortened.
-        return timedelta(microseconds=int(total_us.to_integral_value(rounding="ROUND_CEILING")))
+        value = timedelta(microseconds=int(total_us.to_integral_value(rounding="ROUND_CEILING")))
     except OverflowError as e:
         raise _invalid(text, "it is too large") from e
+    if maximum is not None and value > maximum:
+        raise _invalid(text, f"it is too large (at most {format_duration(maximum)})")
+    return value
 
 
 def format_duration(td: timedelta) -> str:

@@ -1,13 +1,26 @@
 """Typed options. Every knob of the engine lives in one of these dataclasses, validated on
-construction so a bad value fails where it is written, not deep inside a background thread."""
+construction so a bad value fails where it is written, not deep inside a background thread.
+
+The ``check_*`` helpers below are the one place the public API checks the type and range of an
+argument (issue 19 item 14): the options' ``__post_init__`` and the public entry points (``Db``,
+``DbReader``, ``Table``, ``admin``) call them, so a wrong type is an :class:`InvalidArgument`
+naming the field or argument, never a raw TypeError/AttributeError from deep inside. A ``bool``
+is never accepted where a count is expected, nor a number where a ``timedelta`` is. Every
+duration is bounded by :data:`slatedb_core.durations.MAX_DURATION` (one year; issue 19 item 15).
+"""
 
 from __future__ import annotations
 
 import enum
+import math
+import numbers
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
+from slatedb_core.durations import MAX_DURATION, format_duration
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 
@@ -23,16 +36,104 @@ MAX_VALUE_BYTES = 64 * MiB
 
 COMPRESSIONS = ("none", "lz4", "zstd")
 
-
-def _check_type(name: str, value: object, kind: type) -> None:
-    """Wrong types otherwise fail later as raw TypeError/AttributeError (``flush_interval=5``)."""
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise InvalidArgument(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+T = TypeVar("T")
 
 
-def _positive(name: str, value: float) -> None:
-    if value <= 0:
-        raise InvalidArgument(f"{name} must be > 0, got {value!r}")
+# ---- shared argument checks ----------------------------------------------------------------
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def check_instance(name: str, value: object, kind: type[T]) -> T:
+    """``value`` if it is a ``kind``; else InvalidArgument naming ``name``."""
+    if not isinstance(value, kind):
+        raise InvalidArgument(f"{name} must be a {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def check_optional(name: str, value: object, kind: type[T]) -> T | None:
+    """None, or ``value`` if it is a ``kind``."""
+    return None if value is None else check_instance(name, value, kind)
+
+
+def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer in ``lo..hi`` (inclusive), as an ``int``; numpy integers are accepted, a bool
+    never is (``True`` is 1 to Python but never a count)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgument(f"{name} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        want = f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in {lo}..{hi}"
+        raise InvalidArgument(f"{name} must be {want}, got {v}")
+    return v
+
+
+def check_number(name: str, value: object, *, lo: float) -> float:
+    """A finite real number >= ``lo`` (an int or a float, never a bool, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgument(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v < lo:
+        raise InvalidArgument(f"{name} must be a finite number >= {lo}, got {value!r}")
+    return v
+
+
+def check_duration(name: str, value: object, *, allow_zero: bool = False) -> timedelta:
+    """A ``timedelta`` in ``(0, MAX_DURATION]`` (``[0, MAX_DURATION]`` with ``allow_zero``)."""
+    td = check_instance(name, value, timedelta)
+    if td < timedelta(0) or (td == timedelta(0) and not allow_zero):
+        raise InvalidArgument(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {td}")
+    if td > MAX_DURATION:
+        raise InvalidArgument(
+            f"{name} must be at most {format_duration(MAX_DURATION)} "
+            f"({MAX_DURATION.days} days), got {td}"
+        )
+    return td
+
+
+def check_optional_duration(
+    name: str, value: object, *, allow_zero: bool = False
+) -> timedelta | None:
+    """None, or a duration as :func:`check_duration` accepts."""
+    return None if value is None else check_duration(name, value, allow_zero=allow_zero)
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    text = check_instance(name, value, str)
+    if text not in choices:
+        raise InvalidArgument(f"{name} must be one of {tuple(choices)}, got {text!r}")
+    return text
+
+
+def check_key_list(name: str, keys: object) -> list[Any]:
+    """The items of a sequence (or other iterable) of keys; one key or a non-iterable is refused
+    (the items themselves are checked by the caller)."""
+    if isinstance(keys, bytes | bytearray | memoryview | str) or not hasattr(keys, "__iter__"):
+        raise InvalidArgument(f"{name} must be a sequence of keys, got {type(keys).__name__}")
+    return list(keys)
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    """Store a normalised field value on a frozen dataclass (``__post_init__`` only)."""
+    object.__setattr__(obj, name, value)
+
+
+def _check_fields(
+    obj: object,
+    *,
+    durations: Sequence[str] = (),
+    optional_durations: Sequence[str] = (),
+    allow_zero: bool = False,
+    ints: dict[str, tuple[int | None, int | None]] | None = None,
+) -> None:
+    """Check (and normalise) the named fields of ``obj`` with the helpers above."""
+    for name in durations:
+        check_duration(name, getattr(obj, name), allow_zero=allow_zero)
+    for name in optional_durations:
+        check_optional_duration(name, getattr(obj, name), allow_zero=allow_zero)
+    for name, (lo, hi) in (ints or {}).items():
+        _set(obj, name, check_int(name, getattr(obj, name), lo=lo, hi=hi))
 
 
 @dataclass(frozen=True)
@@ -72,45 +173,27 @@ class DbOptions:
     writes stall once L0 holds ``l0_max_ssts`` SSTs."""
 
     def __post_init__(self) -> None:
-        for name in ("flush_interval", "manifest_poll_interval"):
-            _check_type(name, getattr(self, name), timedelta)
-        for name in ("wal_sst_size_bytes", "l0_sst_size_bytes", "memtable_memory_bytes",
-                     "max_unflushed_bytes", "l0_max_ssts", "block_size", "bloom_bits_per_key",
-                     "block_cache_bytes", "manifest_format_version", "max_key_bytes",
-                     "max_value_bytes", "max_parallel_writes"):
-            _check_type(name, getattr(self, name), int)
-        _positive("flush_interval", self.flush_interval.total_seconds())
-        _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
-        for name in (
-            "wal_sst_size_bytes",
-            "l0_sst_size_bytes",
-            "max_unflushed_bytes",
-            "memtable_memory_bytes",
-            "l0_max_ssts",
-            "block_size",
-            "max_key_bytes",
-            "max_value_bytes",
-        ):
-            _positive(name, getattr(self, name))
-        if self.bloom_bits_per_key < 0:
-            raise InvalidArgument("bloom_bits_per_key must be >= 0")
-        if self.block_cache_bytes < 0:
-            raise InvalidArgument("block_cache_bytes must be >= 0")
-        if self.compression not in COMPRESSIONS:
-            raise InvalidArgument(
-                f"compression must be one of {COMPRESSIONS}, got {self.compression!r}"
-            )
-        if self.manifest_format_version not in (1, 2):
-            raise InvalidArgument("manifest_format_version must be 1 or 2")
-        if not 1 <= self.max_parallel_writes <= MAX_PARALLEL_WRITES:
-            raise InvalidArgument(
-                f"max_parallel_writes must be 1..{MAX_PARALLEL_WRITES}, "
-                f"got {self.max_parallel_writes}"
-            )
-        if self.max_key_bytes > MAX_KEY_BYTES or self.max_value_bytes > MAX_VALUE_BYTES:
-            raise InvalidArgument(
-                f"limits may not exceed {MAX_KEY_BYTES} (key) and {MAX_VALUE_BYTES} (value) bytes"
-            )
+        _check_fields(
+            self,
+            durations=("flush_interval", "manifest_poll_interval"),
+            ints={
+                "wal_sst_size_bytes": (1, None),
+                "l0_sst_size_bytes": (1, None),
+                "memtable_memory_bytes": (1, None),
+                "max_unflushed_bytes": (1, None),
+                "l0_max_ssts": (1, None),
+                "block_size": (1, None),
+                "bloom_bits_per_key": (0, None),
+                "block_cache_bytes": (0, None),
+                "manifest_format_version": (1, 2),
+                "max_key_bytes": (1, MAX_KEY_BYTES),
+                "max_value_bytes": (1, MAX_VALUE_BYTES),
+                "max_parallel_writes": (1, MAX_PARALLEL_WRITES),
+            },
+        )
+        check_choice("compression", self.compression, COMPRESSIONS)
+        # checked here, not when Db.open starts the compactor (issue 19 item 14)
+        check_optional("compactor", self.compactor, CompactorOptions)
 
 
 class CheckpointScope(enum.Enum):
@@ -131,14 +214,10 @@ class CheckpointOptions:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        if self.lifetime is not None:
-            _check_type("checkpoint lifetime", self.lifetime, timedelta)
-        if self.lifetime is not None and self.lifetime.total_seconds() <= 0:
-            raise InvalidArgument("checkpoint lifetime must be positive")
-        if self.source is not None and not isinstance(self.source, uuid.UUID):
-            raise InvalidArgument("checkpoint source must be a uuid.UUID")
+        check_optional_duration("checkpoint lifetime", self.lifetime)
+        check_optional("checkpoint source", self.source, uuid.UUID)
         if self.name is not None:  # stored as a FlatBuffers string: must be encodable UTF-8
-            _check_type("checkpoint name", self.name, str)
+            check_instance("checkpoint name", self.name, str)
             try:
                 self.name.encode("utf-8")
             except UnicodeEncodeError as e:
@@ -165,18 +244,18 @@ class GarbageCollectorOptions:
     """Pause between passes of the long-running ``GarbageCollector``."""
 
     def __post_init__(self) -> None:
-        for name in (
-            "min_age",
-            "db_delete_grace",
-            "manifest_min_age",
-            "wal_min_age",
-            "compacted_min_age",
-            "compactions_min_age",
-        ):
-            v = getattr(self, name)
-            if v is not None and v.total_seconds() < 0:
-                raise InvalidArgument(f"{name} must not be negative")
-        _positive("interval", self.interval.total_seconds())
+        _check_fields(
+            self,
+            durations=("min_age", "db_delete_grace"),
+            optional_durations=(
+                "manifest_min_age",
+                "wal_min_age",
+                "compacted_min_age",
+                "compactions_min_age",
+            ),
+            allow_zero=True,
+        )
+        check_duration("interval", self.interval)
 
     def min_age_for(self, kind: str) -> timedelta:
         """``kind`` is one of manifest, wal, compacted, compactions."""
@@ -203,21 +282,20 @@ class CompactorOptions:
     compression: str = "none"
 
     def __post_init__(self) -> None:
-        _positive("poll_interval", self.poll_interval.total_seconds())
-        for name in (
-            "l0_trigger",
-            "max_sst_size_bytes",
-            "min_merge_width",
-            "max_sorted_runs",
-            "block_size",
-        ):
-            _positive(name, getattr(self, name))
-        if self.min_merge_width < 2:
-            raise InvalidArgument("min_merge_width must be >= 2")
-        if self.size_ratio < 1:
-            raise InvalidArgument("size_ratio must be >= 1")
-        if self.compression not in COMPRESSIONS:
-            raise InvalidArgument(f"compression must be one of {COMPRESSIONS}")
+        _check_fields(
+            self,
+            durations=("poll_interval",),
+            ints={
+                "l0_trigger": (1, None),
+                "max_sst_size_bytes": (1, None),
+                "min_merge_width": (2, None),
+                "max_sorted_runs": (1, None),
+                "block_size": (1, None),
+                "bloom_bits_per_key": (0, None),
+            },
+        )
+        _set(self, "size_ratio", check_number("size_ratio", self.size_ratio, lo=1))
+        check_choice("compression", self.compression, COMPRESSIONS)
 
 
 class ReaderMode(enum.Enum):
@@ -242,8 +320,13 @@ class DbReaderOptions:
     block_cache_bytes: int = 64 * MiB
 
     def __post_init__(self) -> None:
-        _positive("manifest_poll_interval", self.manifest_poll_interval.total_seconds())
-        _positive("max_memtable_bytes", self.max_memtable_bytes)
+        _check_fields(
+            self,
+            durations=("manifest_poll_interval",),
+            optional_durations=("checkpoint_lifetime",),
+            ints={"max_memtable_bytes": (1, None), "block_cache_bytes": (0, None)},
+        )
+        check_optional("mode", self.mode, ReaderMode)
         if (
             self.mode in (None, ReaderMode.MANAGED)
             and self.checkpoint_lifetime is not None

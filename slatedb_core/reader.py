@@ -83,11 +83,17 @@ from slatedb_core.dbstate import DbState
 from slatedb_core.errors import InvalidArgument, ObjectNotFound, SlateDBError
 from slatedb_core.iterators import iter_rows
 from slatedb_core.keys import KeyRange, check_in_range, clip_scan
-from slatedb_core.options import DbReaderOptions, ReaderMode
+from slatedb_core.options import (
+    DbReaderOptions,
+    ReaderMode,
+    check_int,
+    check_key_list,
+    check_optional,
+)
 from slatedb_core.reader_refresh import Refresher
 from slatedb_core.reader_types import ReaderClosed, ReaderStats, SstMissing, _as_key, _View
 from slatedb_core.reader_wal import _WalTables  # noqa: F401 (imported from here by tests)
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +138,8 @@ class DbReader:
     ) -> DbReader:
         """Open a reader. Raises DatabaseNotFound / DatabaseNotInitialized / DatabaseDestroyed
         (MANAGED, FOLLOW_LATEST), CheckpointNotFound (CHECKPOINT) or SstMissing."""
+        check_store(store)
+        check_optional("options", options, DbReaderOptions)
         options = options or DbReaderOptions()
         if checkpoint is not None and not isinstance(checkpoint, uuid.UUID):
             raise InvalidArgument(
@@ -249,7 +257,7 @@ class DbReader:
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys``, all from one state."""
-        ks = [_as_key(k) for k in keys]
+        ks = [_as_key(k) for k in check_key_list("keys", keys)]
         self._check_open()
         check_in_range(self._key_range(), ks)
         return self._read(lambda s: [s.get(k) for k in ks])
@@ -285,8 +293,7 @@ class DbReader:
     ) -> pa.RecordBatchReader:
         """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
         start, end = self._check_range(start, end)
-        if batch_size <= 0:
-            raise InvalidArgument("batch_size must be > 0")
+        batch_size = check_int("batch_size", batch_size, lo=1)
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,
             (

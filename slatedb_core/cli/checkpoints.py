@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slatedb_core import checkpoints as api
-from slatedb_core.durations import format_duration, parse_duration
+from slatedb_core.durations import MAX_DURATION, format_duration, parse_duration
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.options import CheckpointOptions
@@ -30,14 +30,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 _LIFETIME_HELP = (
     'a human-friendly duration summed from its parts, e.g. "7days 30min 10s", "1h" or "2d" '
     "(units: y, w, d, h, min, s, ms). The expiry becomes the current wall-clock time plus this "
-    "lifetime. Without it the checkpoint never expires and has to be deleted explicitly."
+    "lifetime (at most 1y). Without it the checkpoint never expires and has to be deleted "
+    "explicitly."
 )
 _ID_HELP = "UUID of the checkpoint, e.g. 01740ee5-6459-44af-9a45-85deb6e468e3."
 _NAME_NOTE = "Names need not be unique: several checkpoints may share one."
 
 
 class DurationType(click.ParamType[timedelta]):
-    """A ``--lifetime`` value; a bad one is a usage error, reported before touching the store."""
+    """A ``--lifetime`` value; a bad one (or one over a year, ``MAX_DURATION``) is a usage error,
+    reported before touching the store."""
 
     name = "LIFETIME"
 
@@ -52,7 +54,7 @@ class DurationType(click.ParamType[timedelta]):
         if isinstance(value, timedelta):
             return value
         try:
-            return parse_duration(str(value), allow_zero=self.allow_zero)
+            return parse_duration(str(value), allow_zero=self.allow_zero, maximum=MAX_DURATION)
         except InvalidArgument as e:
             self.fail(str(e), param, ctx)
 

@@ -17,6 +17,7 @@ import click
 
 from slatedb_core.cli.checkpoints import DurationType
 from slatedb_core.compactor import run_compaction_once
+from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.gc import run_gc_once
 from slatedb_core.gc.stats import KINDS
 from slatedb_core.options import GarbageCollectorOptions
@@ -86,14 +87,15 @@ def compact_cmd(obj: Any, as_json: bool) -> None:
 @_handled
 def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bool) -> None:
     """Run one garbage-collection pass (seed 003 and 004 rules: boundaries advance before any
-    delete; the latest manifest and everything a checkpoint pins are kept)."""
+    delete; the latest manifest and everything a checkpoint pins are kept). A path holding no
+    database is DatabaseNotFound (exit 1), as for ``compact``."""
     options = GarbageCollectorOptions(min_age=min_age, db_delete_grace=db_delete_grace)
     stats = run_gc_once(obj.path, obj.store, options)
+    if stats.latest_manifest_id is None and not stats.database_deleted:
+        # the message ManifestStore.read_latest gives `compact` (issue 19 item 18)
+        raise DatabaseNotFound(f"no manifest under {obj.path!r} in {obj.store.url}")
     if as_json:
         _emit(dataclasses.asdict(stats))
-        return
-    if stats.latest_manifest_id is None and not stats.database_deleted:
-        click.echo(f"{obj.path}: no database here")
         return
     if stats.database_deleted:
         click.echo(

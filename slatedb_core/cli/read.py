@@ -14,6 +14,10 @@ Keys and values are printed per ``--format``:
 
 Human output of ``scan`` is one ``KEY<TAB>VALUE`` line per key; of ``get``, the value alone.
 ``--json`` prints ``[{"key": ..., "value": ...}, ...]`` / ``{"key": ..., "value": ...}``.
+A ``scan`` that fails midway (an SST gone or damaged) exits 1 with the error on stderr: human
+output streams, so the lines of the keys read before the failure stay printed (each complete);
+``--json`` prints nothing on stdout (the array is built first and printed whole, as ``slatedb
+table scan`` does, so a consumer never parses a truncated document).
 
 Exit codes: 0 success; 1 a SlateDB error, or ``get`` of a key that is not there (stderr says
 ``not found: KEY``; with ``--json`` stdout is ``null``); 2 bad usage (bad hex, bad UUID, ``--prefix``
@@ -183,21 +187,19 @@ def scan_command(
         hi = None if end is None else parse_key(end, fmt, "--to")
         if lo is not None and hi is not None and hi < lo:
             raise click.BadParameter("--to is before --from", param_hint="--to")
+    items: list[str] = []  # --json: the whole array is printed only once the scan succeeded
     with _open(obj, checkpoint) as reader:
         rows = reader.scan(lo, hi)
         limited = rows if max_keys is None else itertools.islice(rows, max_keys)
         n = 0
-        if as_json:
-            click.echo("[", nl=False)
         for k, v in limited:
             if as_json:
-                item = json.dumps({"key": show(k, fmt), "value": show(v, fmt)})
-                click.echo(("\n  " if n == 0 else ",\n  ") + item, nl=False)
+                items.append(json.dumps({"key": show(k, fmt), "value": show(v, fmt)}))
             else:
                 click.echo(f"{show(k, fmt)}\t{show(v, fmt)}")
             n += 1
         if as_json:
-            click.echo("\n]" if n else "]")
+            click.echo("[\n  " + ",\n  ".join(items) + "\n]" if items else "[]")
         if max_keys is not None and n == max_keys:
             click.echo(f"(stopped after --max-keys {max_keys})", err=True)
 

@@ -20,11 +20,38 @@ in milliseconds; ``gc/compacted.boundary`` holds a millisecond value B:
 
 from __future__ import annotations
 
+from slatedb_core.errors import CorruptionError
 from slatedb_core.meta.boundary import BoundaryObject
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, join
+
+ULID_MS_MAX = 2**48 - 1
+"""The largest time a ULID can carry (48 bits of milliseconds), so the largest valid compacted
+boundary. A boundary of exactly this value is valid: it covers every SST id there can be."""
 
 
-def compacted_boundary(store: ObjectStore, db_path: str) -> BoundaryObject:
+class CompactedBoundary(BoundaryObject):
+    """A :class:`BoundaryObject` whose value is a ULID time: a stored value above
+    :data:`ULID_MS_MAX` names no SST and is damage, reported as :class:`CorruptionError` naming
+    the object on every read (issue 19 item 16: it used to reach ``ULID.from_timestamp`` in the
+    writer's re-homing and fail ``Db.open`` with a raw ValueError; GC would have taken it as
+    permission to delete every unreferenced SST)."""
+
+    def _read(self) -> tuple[int, ObjectVersion | None]:
+        with self._lock:
+            seen = (self._value, self._e_tag, self._observed)
+        value, version = super()._read()
+        if value > ULID_MS_MAX:
+            with self._lock:  # keep the damaged value out of the cache: every read re-checks it
+                self._value, self._e_tag, self._observed = seen
+            raise CorruptionError(
+                self.path,
+                f"compacted boundary {value} exceeds the largest ULID time {ULID_MS_MAX} "
+                "(48-bit milliseconds)",
+            )
+        return value, version
+
+
+def compacted_boundary(store: ObjectStore, db_path: str) -> CompactedBoundary:
     """``<db>/gc/compacted.boundary``: ULID milliseconds; SSTs created at or before it may be
     deleted by GC if no manifest it read references them."""
-    return BoundaryObject(store, join(db_path, "gc", "compacted.boundary"))
+    return CompactedBoundary(store, join(db_path, "gc", "compacted.boundary"))

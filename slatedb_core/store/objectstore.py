@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -116,12 +117,29 @@ def validate_relative_path(path: str, *, what: str = "path", allow_empty: bool =
         raise InvalidArgument(f"{what} must be relative, got absolute {path!r}")
     if "\\" in path or "\x00" in path:
         raise InvalidArgument(f"{what} contains a backslash or NUL: {path!r}")
+    if not path.isprintable():
+        _check_characters(path, what)
     for seg in path.split("/"):
         if seg in ("", ".", ".."):
             raise InvalidArgument(
                 f"{what} {path!r} has an empty, '.' or '..' segment; use a plain relative path"
             )
     return path
+
+
+def _check_characters(path: str, what: str) -> None:
+    """Control characters (``\\t``, ``\\x01``, ``\\x7f``, C1) and lone surrogates (argv bytes
+    that are not UTF-8 arrive as ``\\udcXX``) make no valid object key: obstore rejects the first
+    and cannot encode the second, which used to surface as a retryable StoreError (issue 19
+    item 17). Other non-printable characters (format marks, separators) are valid keys."""
+    for ch in path:
+        category = unicodedata.category(ch)
+        if category == "Cc":
+            raise InvalidArgument(f"{what} contains the control character {ch!r}: {path!r}")
+        if category == "Cs":
+            raise InvalidArgument(
+                f"{what} contains the lone surrogate {ch!r} (not valid UTF-8 text): {path!r}"
+            )
 
 
 def join(*parts: str) -> str:
@@ -222,6 +240,17 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
     if isinstance(err, obx.UnknownConfigurationKeyError):
         return InvalidArgument(f"object store configuration: {_short(err)}")
     return StoreError(f"{op} {where} failed: {_short(err)}", path=path)
+
+
+def check_store(store: object) -> ObjectStore:
+    """``store`` if it is an :class:`ObjectStore`; else InvalidArgument (a URL string passed where
+    a store is expected used to fail later as a raw AttributeError, issue 19 item 14)."""
+    if not isinstance(store, ObjectStore):
+        raise InvalidArgument(
+            f"store must be an ObjectStore (see slatedb_core.open_store), got "
+            f"{type(store).__name__}"
+        )
+    return store
 
 
 def _short(err: BaseException) -> str:

@@ -173,7 +173,7 @@ def _as_binary(keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Array:
     if not isinstance(keys, pa.Array):
         try:
             keys = pa.array(keys, type=pa.binary())
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:  # TypeError: not a sequence
             raise InvalidArgument(f"keys must be bytes: {e}") from None
     if pa.types.is_large_binary(keys.type) or pa.types.is_binary(keys.type):
         pass

@@ -53,9 +53,19 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions, ReaderMode
+from slatedb_core.options import (
+    CheckpointOptions,
+    DbOptions,
+    DbReaderOptions,
+    ReaderMode,
+    check_duration,
+    check_instance,
+    check_int,
+    check_key_list,
+    check_optional,
+)
 from slatedb_core.reader import DbReader
-from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, join, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
 from slatedb_core.table.shardmap import (
     Shard,
@@ -85,10 +95,10 @@ class TableOptions:
     """Shard-map commits retried after losing a race to an unrelated change."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.writer, DbOptions) or not isinstance(self.reader, DbReaderOptions):
-            raise InvalidArgument("TableOptions.writer/reader must be DbOptions/DbReaderOptions")
-        if self.fence_attempts < 1 or self.map_commit_attempts < 1:
-            raise InvalidArgument("fence_attempts and map_commit_attempts must be >= 1")
+        check_instance("TableOptions.writer", self.writer, DbOptions)
+        check_instance("TableOptions.reader", self.reader, DbReaderOptions)
+        for name in ("fence_attempts", "map_commit_attempts"):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), lo=1))
 
 
 @dataclass(frozen=True)
@@ -187,10 +197,11 @@ class Table:
         enforces on every write), then shard map 1 by create-if-absent. A crash in between leaves
         databases that no map names; re-running the same create adopts them."""
         validate_relative_path(path, what="table path")
-        if isinstance(split_points, bytes | str):
+        check_store(store)
+        if isinstance(split_points, bytes | str) or not hasattr(split_points, "__iter__"):
             raise InvalidArgument("split_points must be a sequence of bytes, not one key")
         points = check_split_points(split_points)
-        options = options or TableOptions()
+        options = check_optional("options", options, TableOptions) or TableOptions()
         maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
         if maps.seq.latest_id() is not None:
             raise ObjectAlreadyExists(maps.seq.path(1))
@@ -219,7 +230,9 @@ class Table:
         """Open the table at ``path`` (DatabaseNotFound if there is none). With ``snapshot``,
         reads serve its checkpoints and its shard map; writes and rescaling are refused."""
         validate_relative_path(path, what="table path")
-        options = options or TableOptions()
+        check_store(store)
+        options = check_optional("options", options, TableOptions) or TableOptions()
+        check_optional("snapshot", snapshot, TableSnapshot)
         maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
         if snapshot is not None:
             if snapshot.table_path != path:
@@ -321,7 +334,7 @@ class Table:
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys`` (in order); one ``get_many`` per shard involved."""
-        ks = list(keys)
+        ks = check_key_list("keys", keys)
         if not ks:
             return []
         m = self._map
@@ -397,8 +410,7 @@ class Table:
         ``Db.scan_arrow`` returns. Batches never span two shards."""
         self._check_open()
         self._check_bounds(start, end)
-        if batch_size <= 0:
-            raise InvalidArgument("batch_size must be > 0")
+        batch_size = check_int("batch_size", batch_size, lo=1)
 
         def batches() -> Iterator[pa.RecordBatch]:
             for reader, lo, hi in self._shard_scans(start, end):
@@ -413,6 +425,7 @@ class Table:
         ShardMapConflict, without writing anything, if after fencing the latest map no longer
         has the shard or a split/merge has sealed it: re-read the map and re-route."""
         self._check_writable()
+        check_optional("options", options, DbOptions)
         target = self._resolve(shard)
         latest = self.maps.read_latest()
         _check_live_shard(latest, target)  # cheap early refusal; the check that counts is below
@@ -459,6 +472,7 @@ class Table:
 
     def release_snapshot(self, snapshot: TableSnapshot) -> None:
         """Delete the snapshot's checkpoints (those already gone are skipped)."""
+        check_instance("snapshot", snapshot, TableSnapshot)
         for s, cid in zip(snapshot.shards, snapshot.checkpoints, strict=True):
             _delete_checkpoint_quietly(self.store, s.db_path, cid)
 
@@ -479,6 +493,9 @@ class Table:
         from slatedb_core.table.rescale import merge
 
         self._check_writable()
+        shard_index = check_int("shard_index", shard_index)
+        if expected_map_id is not None:
+            expected_map_id = check_int("expected_map_id", expected_map_id, lo=1)
         m = merge(self, shard_index, expected_map_id=expected_map_id)
         self._install(m)
         return m
@@ -512,6 +529,8 @@ class Table:
           shard is committed and the job can be run again).
         """
         self._check_writable()
+        check_duration("min_age", min_age, allow_zero=True)
+        check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
         deleted, freed = collect_ingest_leftovers(self.store, self.path, ingest_min_age)
         maps = self.maps.collect(min_age)
         return TableGcStats(shard_maps=maps, ingest_objects=deleted, ingest_bytes=freed)

@@ -1,0 +1,355 @@
+"""Bad input found by the review of issue 19 (items 14-17): a typed error naming the field or
+argument, and the store byte-for-byte as it was (the harness of ``test_bad_input``).
+
+* 14: wrong types in options and arguments used to escape as raw TypeError/AttributeError/
+  ValueError (or, for ``DbOptions(compactor="yes")``, only at ``Db.open``);
+* 15: durations are bounded (``MAX_DURATION``, one year): ``flush_interval=999999999 days`` was
+  accepted and killed the WAL thread with OverflowError;
+* 16: a ``gc/compacted.boundary`` beyond a ULID's 48-bit time made ``Db.open`` raise ValueError;
+* 17: control characters or a lone surrogate in a path gave a retryable StoreError.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+
+from slatedb_core import (
+    CheckpointOptions,
+    CheckpointScope,
+    CompactorOptions,
+    CorruptionError,
+    Db,
+    DbOptions,
+    DbReader,
+    DbReaderOptions,
+    GarbageCollectorOptions,
+    InvalidArgument,
+    ObjectStore,
+    Table,
+    TableOptions,
+    TableSnapshot,
+    admin,
+    open_store,
+    run_gc_once,
+)
+from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
+from slatedb_core.meta.compacted_boundary import compacted_boundary
+from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
+
+IA = InvalidArgument
+MAX_DURATION = timedelta(days=365)  # slatedb_core.durations.MAX_DURATION (checked below)
+ULID_MS_MAX = 2**48 - 1  # the largest time a ULID carries: 48 bits of milliseconds
+TABLE = "tbl"
+OVER = MAX_DURATION + timedelta(microseconds=1)
+
+
+@pytest.fixture
+def lake(store: ObjectStore) -> Iterator[tuple[ObjectStore, uuid.UUID, Db, Table]]:
+    """``good`` with data in L0 and the WAL, a checkpoint, an open writer, and a 2-shard table."""
+    db = Db.open(GOOD, store)
+    db.put(b"k1", b"v1")
+    db.flush_memtable()
+    db.put(b"k2", b"v2")
+    cp = db.create_checkpoint(CheckpointScope.DURABLE)
+    db.flush()
+    table = Table.create(TABLE, store, [b"m"])
+    try:
+        yield store, cp.id, db, table
+    finally:
+        table.close()
+        db.close()
+
+
+# ---- item 14: options -----------------------------------------------------------------------
+OPTION_CASES: list[tuple[str, Callable[[], object]]] = [
+    # (the field the message must name, the construction)
+    ("poll_interval", lambda: CompactorOptions(poll_interval=5)),  # type: ignore[arg-type]
+    ("l0_trigger", lambda: CompactorOptions(l0_trigger="4")),  # type: ignore[arg-type]
+    ("l0_trigger", lambda: CompactorOptions(l0_trigger=True)),
+    ("max_sst_size_bytes", lambda: CompactorOptions(max_sst_size_bytes=1.5)),  # type: ignore[arg-type]
+    ("min_merge_width", lambda: CompactorOptions(min_merge_width=None)),  # type: ignore[arg-type]
+    ("size_ratio", lambda: CompactorOptions(size_ratio="2")),  # type: ignore[arg-type]
+    ("size_ratio", lambda: CompactorOptions(size_ratio=float("nan"))),
+    ("size_ratio", lambda: CompactorOptions(size_ratio=float("inf"))),
+    ("max_sorted_runs", lambda: CompactorOptions(max_sorted_runs="12")),  # type: ignore[arg-type]
+    ("bloom_bits_per_key", lambda: CompactorOptions(bloom_bits_per_key=-1)),
+    ("compression", lambda: CompactorOptions(compression=None)),  # type: ignore[arg-type]
+    ("min_age", lambda: GarbageCollectorOptions(min_age=5)),  # type: ignore[arg-type]
+    ("db_delete_grace", lambda: GarbageCollectorOptions(db_delete_grace=3600)),  # type: ignore[arg-type]
+    ("wal_min_age", lambda: GarbageCollectorOptions(wal_min_age="1h")),  # type: ignore[arg-type]
+    ("compacted_min_age", lambda: GarbageCollectorOptions(compacted_min_age=0)),  # type: ignore[arg-type]
+    ("interval", lambda: GarbageCollectorOptions(interval=60.0)),  # type: ignore[arg-type]
+    ("manifest_poll_interval", lambda: DbReaderOptions(manifest_poll_interval=1)),  # type: ignore[arg-type]
+    ("checkpoint_lifetime", lambda: DbReaderOptions(checkpoint_lifetime=600)),  # type: ignore[arg-type]
+    ("max_memtable_bytes", lambda: DbReaderOptions(max_memtable_bytes="64")),  # type: ignore[arg-type]
+    ("block_cache_bytes", lambda: DbReaderOptions(block_cache_bytes=-1)),
+    ("block_cache_bytes", lambda: DbReaderOptions(block_cache_bytes=True)),
+    ("mode", lambda: DbReaderOptions(mode="managed")),  # type: ignore[arg-type]
+    ("fence_attempts", lambda: TableOptions(fence_attempts="5")),  # type: ignore[arg-type]
+    ("fence_attempts", lambda: TableOptions(fence_attempts=True)),
+    ("map_commit_attempts", lambda: TableOptions(map_commit_attempts=2.0)),  # type: ignore[arg-type]
+    ("TableOptions.writer", lambda: TableOptions(writer=DbReaderOptions())),  # type: ignore[arg-type]
+    ("compactor", lambda: DbOptions(compactor="yes")),  # type: ignore[arg-type]
+    ("compactor", lambda: DbOptions(compactor=GarbageCollectorOptions())),  # type: ignore[arg-type]
+    ("flush_interval", lambda: DbOptions(flush_interval=0.1)),  # type: ignore[arg-type]
+    ("l0_max_ssts", lambda: DbOptions(l0_max_ssts=True)),
+    ("block_size", lambda: DbOptions(block_size="64k")),  # type: ignore[arg-type]
+    ("compression", lambda: DbOptions(compression=["lz4"])),  # type: ignore[arg-type]
+    ("max_parallel_writes", lambda: DbOptions(max_parallel_writes=2.0)),  # type: ignore[arg-type]
+    ("checkpoint lifetime", lambda: CheckpointOptions(lifetime=60)),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("field", "make"), OPTION_CASES)
+def test_options_of_the_wrong_type_are_invalid_argument_naming_the_field(
+    field: str, make: Callable[[], object]
+) -> None:
+    with pytest.raises(InvalidArgument, match=field):
+        make()
+
+
+def test_numpy_integers_are_counts_but_bools_are_not() -> None:
+    np = pytest.importorskip("numpy")
+    opts = CompactorOptions(l0_trigger=np.int64(3))
+    assert opts.l0_trigger == 3 and type(opts.l0_trigger) is int
+    with pytest.raises(InvalidArgument, match="l0_trigger"):
+        CompactorOptions(l0_trigger=np.bool_(True))
+
+
+# ---- item 15: every duration is bounded -----------------------------------------------------
+DURATIONS: list[tuple[str, Callable[[timedelta], object], bool]] = [
+    # (field, construct with the value, whether 0 is meaningful)
+    ("flush_interval", lambda d: DbOptions(flush_interval=d), False),
+    ("manifest_poll_interval", lambda d: DbOptions(manifest_poll_interval=d), False),
+    ("poll_interval", lambda d: CompactorOptions(poll_interval=d), False),
+    ("min_age", lambda d: GarbageCollectorOptions(min_age=d), True),
+    ("db_delete_grace", lambda d: GarbageCollectorOptions(db_delete_grace=d), True),
+    ("manifest_min_age", lambda d: GarbageCollectorOptions(manifest_min_age=d), True),
+    ("wal_min_age", lambda d: GarbageCollectorOptions(wal_min_age=d), True),
+    ("compacted_min_age", lambda d: GarbageCollectorOptions(compacted_min_age=d), True),
+    ("compactions_min_age", lambda d: GarbageCollectorOptions(compactions_min_age=d), True),
+    ("interval", lambda d: GarbageCollectorOptions(interval=d), False),
+    ("manifest_poll_interval",
+     lambda d: DbReaderOptions(manifest_poll_interval=d, checkpoint_lifetime=None), False),
+    ("checkpoint_lifetime",
+     lambda d: DbReaderOptions(checkpoint_lifetime=d, manifest_poll_interval=timedelta.resolution),
+     False),
+    ("checkpoint lifetime", lambda d: CheckpointOptions(lifetime=d), False),
+]
+
+
+@pytest.mark.parametrize(("field", "make", "zero_ok"), DURATIONS)
+def test_every_duration_is_bounded_by_a_year(
+    field: str, make: Callable[[timedelta], object], zero_ok: bool
+) -> None:
+    make(MAX_DURATION)  # the maximum itself is accepted
+    make(timedelta(microseconds=3))
+    with pytest.raises(InvalidArgument, match=f"{field} must be at most 1y"):
+        make(OVER)
+    with pytest.raises(InvalidArgument, match=field):
+        make(timedelta(days=999_999_999))
+    with pytest.raises(InvalidArgument, match=field):
+        make(timedelta(microseconds=-1))
+    if zero_ok:
+        make(timedelta(0))
+    else:
+        with pytest.raises(InvalidArgument, match=f"{field} must be > 0"):
+            make(timedelta(0))
+
+
+def test_the_duration_bound_is_one_a_background_thread_can_wait() -> None:
+    """Beyond ``threading.TIMEOUT_MAX`` an ``Event.wait`` raises OverflowError: that is what
+    killed the WAL thread. A writer with the longest flush interval still makes durable writes."""
+    from slatedb_core.durations import MAX_DURATION as documented
+
+    assert documented == MAX_DURATION
+    assert MAX_DURATION.total_seconds() < threading.TIMEOUT_MAX
+    store_ = open_store(f"memory://review-{uuid.uuid4().hex}")
+    with Db.open("d", store_, DbOptions(flush_interval=MAX_DURATION)) as db:
+        db.put(b"k", b"v")  # await_durable: must not wait for the interval
+        assert db.get(b"k") == b"v"
+    with DbReader.open("d", store_) as reader:
+        assert reader.get(b"k") == b"v"
+
+
+# ---- item 14: arguments ---------------------------------------------------------------------
+def test_arguments_of_the_wrong_type_are_invalid_argument_and_write_nothing(
+    lake: tuple[ObjectStore, uuid.UUID, Db, Table],
+) -> None:
+    store, cp, db, table = lake
+    reader = DbReader.open(GOOD, store, cp)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("manifest_id", lambda: admin.read_manifest(store, GOOD, "1")),  # type: ignore[arg-type]
+        ("manifest_id", lambda: admin.read_manifest(store, GOOD, True)),
+        ("manifest_id", lambda: admin.read_manifest(store, GOOD, 0)),
+        ("start", lambda: admin.list_manifests(store, GOOD, 1.0)),  # type: ignore[arg-type]
+        ("manifest", lambda: admin.create_database_metadata(store, "new", 5)),  # type: ignore[arg-type]
+        ("store", lambda: admin.read_manifest("memory://", GOOD)),  # type: ignore[arg-type]
+        ("checkpoint lifetime", lambda: refresh_checkpoint(GOOD, store, cp, lifetime=60)),  # type: ignore[arg-type]
+        ("checkpoint lifetime", lambda: refresh_checkpoint(GOOD, store, cp, lifetime=OVER)),
+        ("checkpoint lifetime",
+         lambda: refresh_checkpoint(GOOD, store, cp, lifetime=timedelta(0))),
+        ("checkpoint options", lambda: create_checkpoint(GOOD, store, 5)),  # type: ignore[arg-type]
+        ("name", lambda: list_checkpoints(GOOD, store, name=5)),  # type: ignore[arg-type]
+        ("store", lambda: Db.open(GOOD, "memory://")),  # type: ignore[arg-type]
+        ("options", lambda: Db.open(GOOD, store, 5)),  # type: ignore[arg-type]
+        ("options", lambda: Db.open(GOOD, store, DbReaderOptions())),  # type: ignore[arg-type]
+        ("store", lambda: DbReader.open(GOOD, None)),  # type: ignore[arg-type]
+        ("options", lambda: DbReader.open(GOOD, store, None, DbOptions())),  # type: ignore[arg-type]
+        # a str scope used to be taken silently as DURABLE (no flush)
+        ("scope", lambda: db.create_checkpoint("all")),  # type: ignore[arg-type]
+        ("options", lambda: db.create_checkpoint(CheckpointScope.ALL, 5)),  # type: ignore[arg-type]
+        ("batch_size", lambda: db.scan_arrow(batch_size="10")),  # type: ignore[arg-type]
+        ("batch_size", lambda: db.scan_arrow(batch_size=True)),
+        ("batch_size", lambda: db.scan_arrow(batch_size=1.5)),  # type: ignore[arg-type]
+        ("batch_size", lambda: db.scan_arrow(batch_size=0)),
+        ("keys", lambda: db.get_many(None)),  # type: ignore[arg-type]
+        ("keys", lambda: db.get_many(b"k1")),  # type: ignore[arg-type]
+        ("batch_size", lambda: reader.scan_arrow(batch_size="10")),  # type: ignore[arg-type]
+        ("keys", lambda: reader.get_many(None)),  # type: ignore[arg-type]
+        ("keys", lambda: reader.get_many(5)),  # type: ignore[arg-type]
+        ("batch_size", lambda: table.scan_arrow(batch_size="10")),  # type: ignore[arg-type]
+        ("keys", lambda: table.get_many(None)),  # type: ignore[arg-type]
+        ("keys", lambda: table.route(None)),
+        ("shard_index", lambda: table.merge("0")),  # type: ignore[arg-type]
+        ("shard_index", lambda: table.merge(False)),
+        ("expected_map_id", lambda: table.merge(0, expected_map_id="1")),  # type: ignore[arg-type]
+        ("options", lambda: table.writer(0, 5)),  # type: ignore[arg-type]
+        ("snapshot", lambda: table.release_snapshot("x")),  # type: ignore[arg-type]
+        ("checkpoint lifetime", lambda: table.snapshot(3600)),  # type: ignore[arg-type]
+        ("min_age", lambda: table.collect_garbage(60)),  # type: ignore[arg-type]
+        ("min_age", lambda: table.collect_garbage(timedelta(seconds=-1))),
+        ("ingest_min_age", lambda: table.collect_garbage(timedelta(0), 60)),  # type: ignore[arg-type]
+        ("ingest_min_age", lambda: table.collect_garbage(timedelta(0), OVER)),
+        ("options", lambda: Table.create("t2", store, [], 5)),  # type: ignore[arg-type]
+        ("split_points", lambda: Table.create("t2", store, None)),  # type: ignore[arg-type]
+        ("store", lambda: Table.create("t2", "memory://")),  # type: ignore[arg-type]
+        ("options", lambda: Table.open(TABLE, store, 5)),  # type: ignore[arg-type]
+        ("snapshot", lambda: Table.open(TABLE, store, snapshot="x")),  # type: ignore[arg-type]
+        ("store", lambda: Table.open(TABLE, None)),  # type: ignore[arg-type]
+    ]
+    try:
+        run_cases(store, [(f"{i}: {field}", call, IA) for i, (field, call) in enumerate(cases)])
+        for field, call in cases:  # and each message names what was wrong
+            with pytest.raises(InvalidArgument) as info:
+                call()
+            assert field in str(info.value), (field, str(info.value))
+    finally:
+        reader.close()
+    assert db.get(b"k2") == b"v2" and table.get(b"k1") is None
+
+
+def test_well_typed_arguments_still_work(lake: tuple[ObjectStore, uuid.UUID, Db, Table]) -> None:
+    """The checks accept what the signatures promise (and numpy integers where Table did)."""
+    store, cp, db, table = lake
+    assert admin.read_manifest(store, GOOD, 1).id == 1
+    assert db.get_many((b"k1", b"k2")) == [b"v1", b"v2"]
+    assert db.get_many(iter([b"k1"])) == [b"v1"]  # type: ignore[arg-type]
+    assert db.scan_arrow(batch_size=1).read_all().num_rows == 2
+    refreshed = refresh_checkpoint(GOOD, store, cp, lifetime=MAX_DURATION)
+    assert refreshed.expire_time_s is not None
+    snap = table.snapshot(timedelta(minutes=5))
+    assert isinstance(snap, TableSnapshot)
+    table.release_snapshot(snap)
+    assert table.get_many([b"a", b"z"]) == [None, None]
+    table.collect_garbage(timedelta(0), timedelta(0))
+
+
+# ---- item 16: a compacted boundary beyond a ULID's time ---------------------------------------
+def _with_boundary(store: ObjectStore, value: int) -> str:
+    store.put(f"{GOOD}/gc/compacted.boundary", str(value).encode())
+    return f"{GOOD}/gc/compacted.boundary"
+
+
+@pytest.mark.parametrize("value", [2**48, 2**48 + 1, 2**64 - 1])
+def test_a_compacted_boundary_past_48_bits_is_corruption_naming_it(
+    store: ObjectStore, value: int
+) -> None:
+    with Db.open(GOOD, store) as db:
+        db.put(b"k1", b"v1")
+        db.flush_memtable()
+        db.put(b"k2", b"v2")
+    name = _with_boundary(store, value)
+    with pytest.raises(CorruptionError) as info:
+        compacted_boundary(store, GOOD).read()
+    assert info.value.name == name and str(value) in str(info.value)
+    # a writer: its open, or its first L0 SST (secured against the boundary), fails typed
+    with pytest.raises(CorruptionError, match=r"compacted\.boundary"):
+        with Db.open(GOOD, store) as db:
+            db.put(b"k3", b"v3")
+            db.flush_memtable()
+    # GC with min_age 0 must not take the value as leave to delete every unreferenced SST
+    store.put(f"{GOOD}/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", b"an old unreferenced SST")
+    with pytest.raises(CorruptionError, match=r"compacted\.boundary"):
+        run_gc_once(GOOD, store, GarbageCollectorOptions(min_age=timedelta(0)))
+    assert store.get(f"{GOOD}/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst").data
+    assert store.get(name).data == str(value).encode()
+
+
+def test_the_largest_ulid_time_is_a_valid_compacted_boundary(store: ObjectStore) -> None:
+    """2^48-1 covers every SST id there can be (destroy's tombstone): valid, not corruption."""
+    from slatedb_core.meta.compacted_boundary import ULID_MS_MAX as documented
+
+    assert documented == ULID_MS_MAX
+    with Db.open(GOOD, store) as db:
+        db.put(b"k1", b"v1")
+    _with_boundary(store, ULID_MS_MAX)
+    boundary = compacted_boundary(store, GOOD)
+    assert boundary.read() == ULID_MS_MAX
+    assert boundary.cached == ULID_MS_MAX
+
+
+def test_a_corrupt_boundary_is_not_cached(store: ObjectStore) -> None:
+    """Repairing the object (restoring the value GC wrote) makes the same process read it again,
+    rather than reporting the repaired value as a boundary that moved backwards."""
+    _with_boundary(store, 1_000)
+    boundary = compacted_boundary(store, GOOD)
+    assert boundary.read() == 1_000
+    _with_boundary(store, 2**50)
+    for _ in range(2):
+        with pytest.raises(CorruptionError):
+            boundary.read()
+    assert boundary.cached == 1_000
+    _with_boundary(store, 2_000)
+    assert boundary.read() == 2_000
+
+
+# ---- item 17: control characters and lone surrogates in paths ---------------------------------
+BAD_CHARACTER_PATHS = ["a\tb", "a\x01b", "a\udcffb", "a\nb", "a\x7fb", "good/\x1b[31m", "a\x85b",
+                       "\udc80"]
+
+
+def _table_cases(store: ObjectStore, p: str) -> list[Case]:
+    return [
+        (f"Table.create({p!r})", lambda: Table.create(p, store), IA),
+        (f"Table.open({p!r})", lambda: Table.open(p, store), IA),
+        (f"list_checkpoints({p!r})", lambda: list_checkpoints(p, store), IA),
+    ]
+
+
+def test_paths_with_control_characters_or_surrogates_are_invalid_argument(
+    lake: tuple[ObjectStore, uuid.UUID, Db, Table],
+) -> None:
+    store, cp, _, _ = lake
+    cases: list[Case] = [c for p in BAD_CHARACTER_PATHS for c in _path_cases(store, p, cp)]
+    for p in BAD_CHARACTER_PATHS:
+        cases += _table_cases(store, p)
+    run_cases(store, cases)
+    for p in BAD_CHARACTER_PATHS:
+        with pytest.raises(InvalidArgument, match=r"control character|lone surrogate"):
+            Db.open(p, store)
+
+
+def test_other_unusual_but_valid_characters_are_still_accepted(store: ObjectStore) -> None:
+    """Only what no store can hold is refused: spaces, non-ASCII letters and format marks
+    remain valid database names."""
+    for p in ["a b", "é/ü", "a\u200bb", "naïve-日本"]:
+        with Db.open(p, store) as db:
+            db.put(b"k", b"v")
+        with DbReader.open(p, store) as reader:
+            assert reader.get(b"k") == b"v"

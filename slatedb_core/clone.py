@@ -62,7 +62,7 @@ from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import CheckpointOptions
 from slatedb_core.sst import SstOptions, encode_sst
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.wal.log import EPOCH_KEY, WalLog
 
 log = logging.getLogger(__name__)
@@ -455,6 +455,7 @@ def create_clone_stored(
 ) -> StoredManifest:
     """:func:`create_clone`, returning the committed manifest with its id."""
     check_paths(clone_path, [parent_path])
+    check_store(store)
     if parent_checkpoint is not None and not isinstance(parent_checkpoint, uuid.UUID):
         raise InvalidArgument("parent_checkpoint must be a uuid.UUID")
     if projection is not None and not isinstance(projection, KeyRange):

@@ -40,8 +40,9 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.options import check_instance
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import fence_wal, first_open_slot
 
@@ -62,6 +63,8 @@ def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = ti
     is active. Soft-destroying an already destroyed database does nothing.
     """
     validate_relative_path(path, what="database path")
+    check_store(store)
+    check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (issue 19)
     ms = ManifestStore(store, path)
     if soft:
         _soft(ms, now)

@@ -106,12 +106,17 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     return text
 
 
+def check_sequence(name: str, items: object, *, of: str = "items") -> list[Any]:
+    """The items of a sequence (or other iterable); a non-iterable, or a str or bytes (one key
+    or one path, not a sequence of them), is refused. The items are checked by the caller."""
+    if isinstance(items, bytes | bytearray | memoryview | str) or not hasattr(items, "__iter__"):
+        raise InvalidArgument(f"{name} must be a sequence of {of}, got {type(items).__name__}")
+    return list(items)
+
+
 def check_key_list(name: str, keys: object) -> list[Any]:
-    """The items of a sequence (or other iterable) of keys; one key or a non-iterable is refused
-    (the items themselves are checked by the caller)."""
-    if isinstance(keys, bytes | bytearray | memoryview | str) or not hasattr(keys, "__iter__"):
-        raise InvalidArgument(f"{name} must be a sequence of keys, got {type(keys).__name__}")
-    return list(keys)
+    """The items of a sequence (or other iterable) of keys (see :func:`check_sequence`)."""
+    return check_sequence(name, keys, of="keys")
 
 
 def _set(obj: object, name: str, value: object) -> None:

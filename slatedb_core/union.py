@@ -50,7 +50,8 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.projection import UnionError, UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.sequenced import FIRST_ID
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.options import check_sequence
+from slatedb_core.store.objectstore import ObjectStore, check_store
 
 __all__ = ["UnionError", "UnionSource", "create_union", "create_union_stored"]
 
@@ -67,7 +68,7 @@ class UnionSource:
 
 
 def _check_sources(sources: Sequence[UnionSource]) -> list[UnionSource]:
-    out = list(sources)
+    out = check_sequence("sources", sources, of="UnionSource")  # not None (issue 19)
     if not out:
         raise InvalidArgument("a union needs at least one source")
     for s in out:
@@ -143,6 +144,7 @@ def create_union_stored(
     """:func:`create_union`, returning the committed manifest with its id."""
     srcs = _check_sources(sources)
     check_paths(dest_path, [s.path for s in srcs])
+    check_store(store)
     dms = ManifestStore(store, dest_path)
     for _ in range(5):
         stored = dms.try_read_latest()

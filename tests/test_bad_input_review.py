@@ -21,23 +21,28 @@ import pytest
 from slatedb_core import (
     CheckpointOptions,
     CheckpointScope,
+    Compactor,
     CompactorOptions,
     CorruptionError,
     Db,
     DbOptions,
     DbReader,
     DbReaderOptions,
+    GarbageCollector,
     GarbageCollectorOptions,
     InvalidArgument,
     ObjectStore,
     Table,
     TableOptions,
     TableSnapshot,
+    UnionSource,
     admin,
     open_store,
+    run_compaction_once,
     run_gc_once,
 )
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
+from slatedb_core.destroy import destroy
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
 
@@ -242,6 +247,41 @@ def test_arguments_of_the_wrong_type_are_invalid_argument_and_write_nothing(
     finally:
         reader.close()
     assert db.get(b"k2") == b"v2" and table.get(b"k1") is None
+
+
+def test_maintenance_entry_points_check_their_arguments_before_any_request(
+    lake: tuple[ObjectStore, uuid.UUID, Db, Table],
+) -> None:
+    """A Compactor given options of the wrong type used to take over the compactor epoch (a
+    manifest write) before failing with AttributeError; GC, clone and union failed raw."""
+    store, _, _, _ = lake
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("options", lambda: run_gc_once(GOOD, store, 5)),  # type: ignore[arg-type]
+        ("options", lambda: GarbageCollector(GOOD, store, CompactorOptions())),  # type: ignore[arg-type]
+        ("store", lambda: run_gc_once(GOOD, "memory://")),  # type: ignore[arg-type]
+        ("options", lambda: run_compaction_once(GOOD, store, 5)),  # type: ignore[arg-type]
+        ("options", lambda: Compactor(GOOD, store, GarbageCollectorOptions())),  # type: ignore[arg-type]
+        ("store", lambda: Compactor(GOOD, None)),  # type: ignore[arg-type]
+        ("store", lambda: admin.create_clone("c", GOOD, None)),  # type: ignore[arg-type]
+        ("sources", lambda: admin.create_union("u", None, store)),  # type: ignore[arg-type]
+        ("store", lambda: admin.create_union("u", [UnionSource(GOOD)], None)),  # type: ignore[arg-type]
+        ("soft", lambda: destroy(GOOD, store, "yes")),  # type: ignore[arg-type]
+    ]
+    run_cases(store, [(f"{i}: {field}", call, IA) for i, (field, call) in enumerate(cases)])
+    for field, call in cases:
+        with pytest.raises(InvalidArgument, match=field):
+            call()
+
+
+@pytest.mark.parametrize("soft", [None, 0, ""])
+def test_a_falsy_soft_is_not_a_hard_destroy(
+    lake: tuple[ObjectStore, uuid.UUID, Db, Table], soft: object
+) -> None:
+    """``destroy(path, store, None)`` used to delete every object of the database at once."""
+    store, _, db, _ = lake
+    run_cases(store, [("destroy", lambda: destroy(GOOD, store, soft), IA)])  # type: ignore[arg-type]
+    assert db.get(b"k1") == b"v1"
+    assert admin.read_manifest(store, GOOD).manifest.destroyed_at_s is None
 
 
 def test_well_typed_arguments_still_work(lake: tuple[ObjectStore, uuid.UUID, Db, Table]) -> None:

@@ -29,8 +29,8 @@ from slatedb_core.compactor.executor import (
 from slatedb_core.compactor.scheduler import plan_compaction
 from slatedb_core.errors import Fenced, SlateDBError
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
-from slatedb_core.options import CompactorOptions
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.options import CompactorOptions, check_optional
+from slatedb_core.store.objectstore import ObjectStore, check_store
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,8 @@ def run_compaction_once(
     Takes over as THE compactor (bumps the epoch, fencing any running one) only after seeing
     work, so an idle scheduled run writes nothing.
     """
-    options = options or CompactorOptions()
+    check_store(store)
+    options = check_optional("options", options, CompactorOptions) or CompactorOptions()
     latest = ManifestStore(store, path).read_latest()
     if plan_compaction(latest.manifest, options) is None:
         return None
@@ -160,9 +161,10 @@ class Compactor:
     def __init__(
         self, path: str, store: ObjectStore, options: CompactorOptions | None = None
     ) -> None:
+        check_store(store)  # checked before _Session takes over the compactor epoch
         self.path = path
         self.store = store
-        self.options = options or CompactorOptions()
+        self.options = check_optional("options", options, CompactorOptions) or CompactorOptions()
         self._stop = threading.Event()
         self._session = _Session(path, store, self.options, cancel=self._stop)
         self._lock = threading.Lock()

@@ -59,8 +59,14 @@ from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
-from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.objectstore import ObjectMeta, ObjectStore, join, validate_relative_path
+from slatedb_core.options import GarbageCollectorOptions, check_optional
+from slatedb_core.store.objectstore import (
+    ObjectMeta,
+    ObjectStore,
+    check_store,
+    join,
+    validate_relative_path,
+)
 from slatedb_core.store.twophase import two_phase_of
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import wal_boundary
@@ -92,6 +98,8 @@ class Collector:
         delete_concurrency: int = DELETE_CONCURRENCY,
     ) -> None:
         validate_relative_path(path, what="database path")
+        check_store(store)
+        check_optional("options", options, GarbageCollectorOptions)  # issue 19 item 14
         self.path = path
         self.store = store
         self.options = options or GarbageCollectorOptions()

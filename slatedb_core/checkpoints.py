@@ -159,14 +159,23 @@ def refresh_change(
     return change
 
 
-def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest]:
+def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest | None]:
     """The edit that drops a checkpoint. Allowed on destroyed and uninitialized databases: the GC
-    waits for their checkpoints to go, so operators must be able to remove them."""
-    _check_id(checkpoint_id)
+    waits for their checkpoints to go, so operators must be able to remove them.
 
-    def change(m: Manifest) -> Manifest:
+    CheckpointNotFound only if the first manifest it is applied to lacks the checkpoint: once it
+    has seen it, a later attempt that finds it gone (our earlier attempt landed, see
+    ``ManifestStore``'s settling of commits behind the boundary) commits nothing and succeeds."""
+    _check_id(checkpoint_id)
+    seen = False
+
+    def change(m: Manifest) -> Manifest | None:
+        nonlocal seen
         if m.checkpoint(checkpoint_id) is None:
+            if seen:
+                return None
             raise CheckpointNotFound(checkpoint_id)
+        seen = True
         return dataclasses.replace(
             m, checkpoints=tuple(c for c in m.checkpoints if c.id != checkpoint_id)
         )

@@ -335,9 +335,10 @@ class Db(WriterEngine):
     ) -> StoredManifest:
         """The commit of an ingest (``_l0_lock`` held, seqs reserved by
         :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
-        update putting ``ssts`` (oldest first, already written) in front of L0, newest first;
-        then the post-commit GC check of each (``datas[i]`` returns the bytes of ``ssts[i]`` for a
-        re-homing) and the install of the new state. Returns the newest manifest committed."""
+        update putting ``ssts`` (oldest first, already written) in front of L0, newest first,
+        each checked against the GC boundary inside every attempt (``datas[i]`` returns the bytes
+        of ``ssts[i]`` for a re-homing, see :class:`~slatedb_core.gc_safety.NewSsts`); then the
+        install of the new state. Returns the manifest committed."""
         self._flush_imms_locked()
         self._check_usable()
         epoch = self._fm.epoch
@@ -345,9 +346,12 @@ class Db(WriterEngine):
         # past it in the same commit, or a reader (and the next writer) would replay those older
         # values from the WAL on top of the ingested ones.
         confirmed = self._confirmed_wal_id
-        added = tuple(ssts)
+        new = self._new_ssts(list(ssts), list(datas))
 
-        def change(m: Manifest, next_id: int) -> Manifest:
+        def change(m: Manifest, next_id: int) -> Manifest | None:
+            if new.committed_in(m):
+                return None  # an earlier attempt's commit landed (an ambiguous answer)
+            added = new.secure()
             views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(added))
             m = dataclasses.replace(
                 m,
@@ -359,13 +363,6 @@ class Db(WriterEngine):
             return writer_checkpoint(m, next_id, epoch)
 
         stored = self._commit(change)
-        for sst, data in zip(added, datas, strict=True):
-            self._secure_from_gc(sst, data)
-        # A re-homing in the GC check swapped SSTs in later commits: serve (and report) the
-        # newest manifest, not the first commit's, which may name a copy GC is free to delete.
-        latest = self._fm.stored
-        if latest.id > stored.id:
-            stored = latest
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return stored
@@ -383,7 +380,7 @@ class Db(WriterEngine):
         source winning over an earlier one. Entries keep the seqs they were encoded with (versions
         are ordered by LSM position); the ingest reserves one seq, the new ``last_l0_seq`` floor.
 
-        The caller deletes the sources after this returns (the post-commit GC check may re-home a
+        The caller deletes the sources after this returns (the pre-commit GC check may re-home a
         copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
         a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
         the manifest id committed."""
@@ -538,17 +535,37 @@ class Db(WriterEngine):
         return self._state.manifest
 
     # ---- lifecycle -------------------------------------------------------------------------
+    _close_error: BaseException | None = None  # what the first close() raised
+
     def close(self) -> None:
-        """Flush buffered writes to the WAL and stop background work. Idempotent."""
+        """Flush buffered writes to the WAL and stop background work (both threads and WAL
+        creates in flight are joined).
+
+        Raises whatever kept buffered writes from becoming durable, so that none is dropped
+        silently (issue 19 item 8): ``Fenced`` if this writer has been fenced, whether it learned
+        that earlier (from a write, a commit or its manifest poller) or learns it now, flushing
+        what was buffered; ``BackgroundThreadDied`` if a background thread died; the store's
+        error if the last WAL flush failed. Background work is stopped either way. A second
+        ``close()`` raises the same error object again (the outcome of closing does not change);
+        after a clean close, or a crash, it returns at once."""
         if self._closed:
+            if self._close_error is not None:
+                raise self._close_error
             return
+        failure: BaseException | None = None
         try:
             if self._compactor is not None:
                 self._compactor.stop()
             if self._error is None:
                 self._flush_wal()
+        except Exception as e:
+            failure = e
         finally:
             self._stop_background()
+        failure = self._error or failure  # a fencing learned while flushing recorded it too
+        if failure is not None:
+            self._close_error = failure
+            raise failure
 
     def _simulate_crash(self) -> None:
         """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""
@@ -583,7 +600,12 @@ class Db(WriterEngine):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        try:
+            self.close()
+        except BaseException as e:
+            if e is not exc:
+                raise
+            # the body's own error (e.g. the Fenced a put raised) propagates as it is
 
     def __repr__(self) -> str:
         return f"Db({self.path!r}, store={self.store.url!r}, epoch={self._fm.epoch})"

@@ -16,7 +16,20 @@ Hard destroy deletes at once. It is the caller's job to make sure no writer is r
 2. set ``destroyed_at_s`` if unset, dropping writer checkpoints in the same update (re-checked on
    every CAS retry);
 3. if the database is a clone, delete its final checkpoints in the databases it references;
-4. delete every object under ``<path>/`` except the latest manifest, then that manifest.
+4. delete the database's objects (:func:`delete_database_objects`).
+
+A destroyed path remembers that it was destroyed. Before any object goes, every boundary of the
+database moves to its tombstone value (the sequenced namespaces to 2^64-1, ``compacted`` to
+2^48-1) and the ``gc/*.boundary`` files are never deleted (seed 004: GC never deletes
+boundaries). A writer that stalled through the destroy and the deletion then fails the boundary
+check of its next WAL SST (``Fenced``) or manifest (``DatabaseDestroyed``) instead of writing a
+new database into the empty path, and opening the path raises ``DatabaseDestroyed``. Reusing the
+path for a new database is an operator's decision: delete ``<path>/gc/`` once no process of the old
+database can still be running (docs/clones-and-destroy.md).
+
+Only the database's own objects are deleted: the direct children of ``manifest/``, ``wal/``,
+``compacted/``, ``compactions/`` and ``gc/``. A database or table nested under the path
+(``<path>/b/...``, or even ``<path>/wal/<db>/...``) is another database and is left alone.
 
 Writer checkpoints are not counted in step 1: every database a ``Db`` has written holds one that
 never expires, and it pins only this database's own objects, which are about to go.
@@ -40,17 +53,35 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
+from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import check_instance
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.store.objectstore import (
+    ObjectMeta,
+    ObjectStore,
+    check_store,
+    join,
+    validate_relative_path,
+)
 from slatedb_core.wal.log import WalLog
-from slatedb_core.wal.writer import fence_wal, first_open_slot
+from slatedb_core.wal.writer import fence_wal, first_open_slot, wal_boundary
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
-__all__ = ["delete_database_objects", "destroy", "release_external_checkpoints"]
+__all__ = [
+    "OWN_DIRS",
+    "delete_database_objects",
+    "destroy",
+    "is_own_object",
+    "release_external_checkpoints",
+    "write_tombstone",
+]
+
+OWN_DIRS = frozenset({"manifest", "wal", "compacted", "compactions", "gc"})
+"""The directories of a database's own objects (see the module docstring)."""
 
 _SOFT_ATTEMPTS = 10
 _DELETE_CONCURRENCY = 16
@@ -60,16 +91,23 @@ def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = ti
     """Destroy the database at ``path`` (see the module docstring).
 
     Raises DatabaseNotFound if there is none; InvalidDeletion (hard) while a non-writer checkpoint
-    is active. Soft-destroying an already destroyed database does nothing.
+    is active. Soft-destroying an already destroyed database does nothing; hard-destroying one
+    whose objects are already gone deletes any stray object a stalled writer left.
     """
     validate_relative_path(path, what="database path")
     check_store(store)
     check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (issue 19)
     ms = ManifestStore(store, path)
-    if soft:
-        _soft(ms, now)
-    else:
-        _hard(ms, now)
+    try:
+        if soft:
+            _soft(ms, now)
+        else:
+            _hard(ms, now)
+    except DatabaseDestroyed:
+        if not ms.is_tombstone():
+            raise
+        if not soft:
+            delete_database_objects(ms)
 
 
 # ---- soft -----------------------------------------------------------------------------------
@@ -163,7 +201,7 @@ def release_external_checkpoints(store: ObjectStore, path: str, m: Manifest) -> 
             ems, latest = same_format_store(store, entry.path)
             ems.update(delete_change(entry.final_checkpoint_id), base=latest)
             n += 1
-        except (CheckpointNotFound, DatabaseNotFound):
+        except (CheckpointNotFound, DatabaseNotFound, DatabaseDestroyed):
             log.info(
                 "final checkpoint %s of %r in %r is already gone",
                 entry.final_checkpoint_id,
@@ -173,20 +211,51 @@ def release_external_checkpoints(store: ObjectStore, path: str, m: Manifest) -> 
     return n
 
 
+def is_own_object(db_path: str, path: str) -> bool:
+    """True if ``path`` is one of the database's own objects (module docstring): a direct child
+    of one of :data:`OWN_DIRS`, and no boundary file (those stay as the tombstone)."""
+    prefix = db_path.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        return False
+    parts = path[len(prefix) :].split("/")
+    if len(parts) != 2 or parts[0] not in OWN_DIRS or not parts[1]:
+        return False
+    return not (parts[0] == "gc" and parts[1].endswith(".boundary"))
+
+
+def _boundaries(ms: ManifestStore) -> list[tuple[BoundaryObject, int]]:
+    store, path = ms.store, ms.db_path
+    return [
+        (ms.seq.boundary, TOMBSTONE),
+        (BoundaryObject(store, join(path, "gc", "compactions.boundary")), TOMBSTONE),
+        (wal_boundary(WalLog(store, path)), TOMBSTONE),
+        (compacted_boundary(store, path), ULID_MS_TOMBSTONE),
+    ]
+
+
+def write_tombstone(ms: ManifestStore) -> None:
+    """Move every boundary of the database to its tombstone value (module docstring). Only for
+    a database that is destroyed: afterwards nothing can be committed at this path."""
+    for boundary, value in _boundaries(ms):
+        boundary.advance(value)
+
+
 def delete_database_objects(
     ms: ManifestStore, *, concurrency: int = _DELETE_CONCURRENCY
 ) -> tuple[int, int]:
-    """Delete every object under ``<db>/``: all but the latest manifest first, then that one, so
-    the database reads as destroyed (not missing) until its last object goes. Objects of other
-    databases are never touched (``a/b`` does not own ``a/bc/...``). Returns (objects, bytes).
+    """Write the tombstone, then delete the database's own objects: all but the latest manifest
+    first, then that one, so the database reads as destroyed until its last object goes, and
+    as destroyed afterwards through the tombstone. Objects of other databases, nested ones
+    included, are never touched. Returns (objects, bytes).
 
     If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
     manifest is kept for the next round."""
+    write_tombstone(ms)
     store = ms.store
     prefix = ms.db_path.rstrip("/") + "/"
     count = size = 0
     for _ in range(100):
-        listing = [o for o in store.list(prefix) if o.path.startswith(prefix)]
+        listing = _own_objects(store, ms.db_path)
         manifests = {i: o for o in listing if (i := ms.seq.parse(o.path)) is not None}
         if not manifests:
             doomed = listing
@@ -210,3 +279,10 @@ def delete_database_objects(
         if not manifests:
             return count, size
     raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
+
+
+def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:
+    out: list[ObjectMeta] = []
+    for sub in sorted(OWN_DIRS):
+        out.extend(o for o in store.list(join(db_path, sub)) if is_own_object(db_path, o.path))
+    return out

@@ -31,8 +31,14 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.dbstate import DbState, SstHandle, build_handles
-from slatedb_core.errors import Fenced, SlateDBError, StoreError
-from slatedb_core.gc_safety import replace_sst, secure_from_gc, write_new_sst, writer_checkpoint
+from slatedb_core.errors import (
+    BackgroundThreadDied,
+    DatabaseDestroyed,
+    Fenced,
+    SlateDBError,
+    StoreError,
+)
+from slatedb_core.gc_safety import NewSsts, write_new_sst, writer_checkpoint
 from slatedb_core.keys import KeyRange
 from slatedb_core.l0_flush import (
     RESIDENT_OVERHEAD_PER_ENTRY,
@@ -48,7 +54,6 @@ from slatedb_core.options import DbOptions
 from slatedb_core.recovery import (
     bump_epoch,
     fence_older_writers,
-    repair_l0_behind_gc_boundary,
     replay_wal,
 )
 from slatedb_core.sst import BlockCache, SstOptions, encode_sst
@@ -66,7 +71,6 @@ __all__ = [
     "BulkIngestStats",
     "DbClosed",
     "WriterEngine",
-    "replace_sst",
     "writer_checkpoint",
 ]
 
@@ -107,7 +111,7 @@ class WriterEngine:
         self._window: WalWindow | None = None
         self._imm_gen: dict[int, int] = {}  # id(ImmutableMemtable) -> last WAL generation
         # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
-        self._imm_sst: dict[int, tuple[CompactedSst, bytes]] = {}
+        self._imm_sst: dict[int, NewSsts] = {}
         # Highest WAL id whose rows are in an L0 SST that is safe from GC (see _flush_one): the
         # replay point never moves past it.
         self._confirmed_wal_id = 0
@@ -142,12 +146,10 @@ class WriterEngine:
         m = self._fm.stored.manifest
         # 2. fence older writers (seed 001)
         fence_id = fence_older_writers(self._fm, self.manifests, self.wal, self._sst_options)
-        # 3. an earlier writer may have died between committing an L0 SST and making sure no GC
-        #    pass had already decided to delete it: finish that check for it
-        repair_l0_behind_gc_boundary(
-            self.store, self.path, m, self._compacted_boundary, epoch, self._commit
-        )
-        # 4. replay every WAL SST after replay_after_wal_id up to our fence
+        # 3. replay every WAL SST after replay_after_wal_id up to our fence. No L0 SST needs a
+        #    repair: every commit checked its new SSTs against the GC boundary before naming them
+        #    (slatedb_core.gc_safety), so a missing or damaged one is damage, reported by the reads
+        #    that need it, never silently dropped.
         memtable = replay_wal(self.path, self.wal, m, fence_id)
         top = memtable.max_seq
         self._seq = max(m.last_l0_seq, top if top is not None else 0)
@@ -165,6 +167,22 @@ class WriterEngine:
             # replayed entries are durable already: they live in WAL SSTs <= fence_id
             self._acks.wal_id_of_gen[0] = fence_id
 
+    def _guarded(self, name: str, loop: Callable[[], None]) -> Callable[[], None]:
+        """``loop`` as a thread target that fails the writer with BackgroundThreadDied if it dies
+        on an unexpected error: every waiter and every later call raises it, none hangs (issue 19
+        item 15). A loop that stops on a protocol error (Fenced) has failed the writer itself."""
+
+        def run() -> None:
+            try:
+                loop()
+            except BaseException as e:
+                log.exception("%s thread of %r died", name, self.path)
+                err = BackgroundThreadDied(f"{name} of {self.path!r}", e)
+                err.__cause__ = e
+                self._fail(err)
+
+        return run
+
     def _start(self) -> None:
         if self.options.compactor is not None:
             from slatedb_core.compactor import Compactor
@@ -175,7 +193,9 @@ class WriterEngine:
             ("l0-flusher", self._l0_loop),
             ("manifest-poller", self._poll_loop),
         ):
-            t = threading.Thread(target=target, name=f"slatedb-{name}-{self.path}", daemon=True)
+            t = threading.Thread(
+                target=self._guarded(name, target), name=f"slatedb-{name}-{self.path}", daemon=True
+            )
             t.start()
             self._threads.append(t)
 
@@ -286,7 +306,8 @@ class WriterEngine:
     def _on_wal_done(self, gen: int, wal_id: int, err: BaseException | None) -> None:
         """A window thread's report on generation ``gen`` at ``wal_id``."""
         final = err is not None and (
-            isinstance(err, (Fenced, WalEpochConflict)) or not isinstance(err, SlateDBError)
+            isinstance(err, (Fenced, WalEpochConflict, BackgroundThreadDied))
+            or not isinstance(err, SlateDBError)
         )
         with self._lock:
             if err is None:
@@ -340,7 +361,10 @@ class WriterEngine:
                     self._dispatch_wal(self._window.size, self._acks.failure_serial)
                 else:
                     self._flush_wal()
-            except (Fenced, WalEpochConflict, WalWindowClosed):
+            except WalWindowClosed:
+                return
+            except (Fenced, WalEpochConflict) as e:
+                self._fail(e)  # durable puts waiting on this flusher must not hang
                 return
             except SlateDBError as e:
                 log.warning("WAL flush of %r failed, retrying: %s", self.path, e)
@@ -371,8 +395,8 @@ class WriterEngine:
         self._check_usable()
 
     def _advance_replay_point(self) -> None:
-        """Commit the replay point up to the last WAL id whose L0 SST has passed its GC check
-        (a memtable flush's own commit carries only the previous flushes', see _flush_one)."""
+        """Commit the replay point up to the last WAL id whose L0 SST is committed (a memtable
+        flush's own commit carries only the previous flushes', see slatedb_core.l0_flush)."""
         confirmed = self._confirmed_wal_id
         if self._error is not None or confirmed <= self._fm.stored.manifest.replay_after_wal_id:
             return
@@ -400,19 +424,18 @@ class WriterEngine:
         acks = self._acks
         wal_id = acks.wal_id_of_gen.get(gen, acks.last_wal_id if gen == 0 else 0)
         self._await_l0_room()
-        # A retry of this flush reuses the SST of the failed attempt: that attempt's commit may
-        # have landed (an ambiguous answer, or a failure after it such as the GC-boundary
-        # read), and a fresh SST would name the same rows twice and leave the first one never
-        # checked against the GC boundary (it could be deleted while the manifest names it).
+        # A retry of this flush reuses the SST (and any re-homed copy) of the failed attempt:
+        # that attempt's commit may have landed (an ambiguous answer), and a fresh SST would name
+        # the same rows twice.
         pending = self._imm_sst.get(id(imm))
         if pending is None:
             data, info = encode_sst(imm.batch, self._sst_options)
-            pending = self._imm_sst[id(imm)] = (self._write_sst(data, info), data)
-        sst, data = pending
-        # the replay point moves past this flush's WAL SSTs only in a later commit, after the GC
-        # check below (see slatedb_core.l0_flush)
+            sst = self._write_sst(data, info)
+            pending = self._imm_sst[id(imm)] = self._new_ssts([sst], [lambda: data])
+        # the replay point moves past this flush's WAL SSTs only in a later commit (see
+        # slatedb_core.l0_flush)
         change = l0_flush_change(
-            sst,
+            pending,
             epoch=self._fm.epoch,
             confirmed_wal_id=self._confirmed_wal_id,
             last_wal_id=lambda: acks.last_wal_id,
@@ -420,7 +443,6 @@ class WriterEngine:
             max_seq=imm.max_seq or 0,
         )
         stored = self._commit(change)
-        self._secure_from_gc(sst, lambda: data)
         self._confirmed_wal_id = max(self._confirmed_wal_id, wal_id)
         with self._lock:
             state = self._state
@@ -463,12 +485,12 @@ class WriterEngine:
             self._refresh()
             time.sleep(self.options.manifest_poll_interval.total_seconds())
 
-    def _secure_from_gc(self, sst: CompactedSst, data: Callable[[], bytes]) -> None:
-        """After committing ``sst``, make sure no GC pass can have decided to delete it
-        (:func:`~slatedb_core.gc_safety.secure_from_gc`)."""
-        secure_from_gc(
-            self.store, self.path, self._compacted_boundary, self._fm.epoch, self._commit, sst, data
-        )
+    def _new_ssts(
+        self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]
+    ) -> NewSsts:
+        """Uploaded SSTs about to be committed, checked against the GC boundary inside each
+        commit attempt (:class:`~slatedb_core.gc_safety.NewSsts`)."""
+        return NewSsts(self.store, self.path, self._compacted_boundary, ssts, datas)
 
     def _write_sst(self, data: bytes, info: SstInfo) -> CompactedSst:
         return write_new_sst(self.store, self.path, data, info)
@@ -476,7 +498,7 @@ class WriterEngine:
     def _commit(self, change: IdChange) -> StoredManifest:
         try:
             return self._fm.update_at(change)
-        except Fenced as e:
+        except (Fenced, DatabaseDestroyed) as e:
             self._fail(e)
             raise
 
@@ -499,7 +521,8 @@ class WriterEngine:
                 break
             try:
                 self._flush_imms()
-            except Fenced:
+            except Fenced as e:
+                self._fail(e)
                 return
             except SlateDBError as e:
                 log.warning("memtable flush of %r failed, retrying: %s", self.path, e)

@@ -148,7 +148,8 @@ class InvalidDeletion(SlateDBError):
 
 
 class DatabaseDestroyed(SlateDBError):
-    """The database has been destroyed (``destroyed_at_s`` is set)."""
+    """The database has been destroyed: its manifest has ``destroyed_at_s`` set, or its objects
+    are gone and its path keeps the tombstone boundaries (docs/clones-and-destroy.md)."""
 
 
 class DatabaseNotFound(SlateDBError):

@@ -1,12 +1,13 @@
 """How a writer keeps what it reads and writes safe from GC (used by
-:class:`~slatedb_core.engine.WriterEngine`, :mod:`slatedb_core.recovery` and ``Db``):
+:class:`~slatedb_core.engine.WriterEngine` and ``Db``):
 
 * its *writer checkpoint* (seed 003): every commit of the writer replaces it with one pinning the
   manifest being committed (:func:`writer_checkpoint`);
-* the *post-commit check* of each SST it wrote (protocol in
-  :mod:`slatedb_core.meta.compacted_boundary`): an SST whose creation time is at or behind the
-  compacted boundary may already have been judged garbage by a GC pass, so it is rewritten under a
-  newer id and the manifest's references swapped (:func:`secure_from_gc`, :func:`replace_sst`);
+* the *pre-commit check* of the SSTs it is about to name (protocol in
+  :mod:`slatedb_core.meta.compacted_boundary`): inside every commit attempt, after the attempt's
+  base manifest is known and before its create, an SST whose creation time is at or behind the
+  compacted boundary is rewritten under a newer id first (:class:`NewSsts`), so no manifest ever
+  names an SST a GC pass may already have deleted;
 * creating the writer's SSTs by create-if-absent (:func:`create_sst`, :func:`write_new_sst`).
 """
 
@@ -16,29 +17,22 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ulid import ULID
 
 from slatedb_core.dbstate import sst_path
-from slatedb_core.errors import ObjectAlreadyExists
+from slatedb_core.errors import DatabaseDestroyed, ObjectAlreadyExists
 from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,
     Manifest,
-    SortedRun,
     SstInfo,
-    SstView,
 )
-from slatedb_core.manifest.store import IdChange, StoredManifest
-from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta.boundary import ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
-
-Commit = Callable[[IdChange], StoredManifest]
-"""A fenced manifest update of the writer (``WriterEngine._commit``)."""
-
 
 def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
     """Replace any writer checkpoint with one of ``epoch`` pinning ``manifest_id`` (seed 003)."""
@@ -51,25 +45,6 @@ def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
         writer_epoch=epoch,
     )
     return dataclasses.replace(m, checkpoints=(*others, cp))
-
-
-def replace_sst(m: Manifest, old_id: ULID, new: CompactedSst) -> Manifest | None:
-    """``m`` with every reference to SST ``old_id`` pointing at ``new`` instead (views whose id
-    was the SST's id take the new id too); None if ``m`` does not reference ``old_id``."""
-    if m.sst(old_id) is None:
-        return None
-
-    def view(v: SstView) -> SstView:
-        if v.sst_id != old_id:
-            return v
-        return SstView(new.id if v.view_id == old_id else v.view_id, new.id, v.visible_range)
-
-    return dataclasses.replace(
-        m,
-        ssts=tuple(new if s.id == old_id else s for s in m.ssts),
-        l0=tuple(view(v) for v in m.l0),
-        compacted=tuple(SortedRun(r.id, tuple(view(v) for v in r.views)) for r in m.compacted),
-    )
 
 
 def create_sst(store: ObjectStore, path: str, data: bytes) -> None:
@@ -90,43 +65,61 @@ def write_new_sst(store: ObjectStore, db_path: str, data: bytes, info: SstInfo) 
     return CompactedSst(id=sst_id, info=info)
 
 
-def secure_from_gc(
-    store: ObjectStore,
-    db_path: str,
-    boundary: BoundaryObject,
-    epoch: int,
-    commit: Commit,
-    sst: CompactedSst,
-    data: Callable[[], bytes],
-) -> None:
-    """After committing ``sst``, make sure no GC pass can have decided to delete it
-    (protocol in :mod:`slatedb_core.meta.compacted_boundary`): if its creation time is at or
-    behind the compacted boundary, rewrite it under a newer id and swap the reference (each swap
-    a ``commit`` that also moves the writer checkpoint of ``epoch``)."""
-    current = sst
-    while True:
-        behind = boundary.read()
-        if current.id.milliseconds > behind:
-            return
-        fresh = dataclasses.replace(
-            current, id=ULID.from_timestamp(max(time.time(), (behind + 1.5) / 1000))
-        )
-        log.warning(
-            "SST %s is behind the GC boundary %d; re-homing it as %s",
-            current.id,
-            behind,
-            fresh.id,
-        )
-        create_sst(store, sst_path(db_path, fresh.id), data())
-        old_id = current.id
+class NewSsts:
+    """SSTs a writer has uploaded and is about to commit, with the means to re-home them.
 
-        def change(
-            m: Manifest, next_id: int, old_id: ULID = old_id, fresh: CompactedSst = fresh
-        ) -> Manifest | None:
-            swapped = replace_sst(m, old_id, fresh)
-            return None if swapped is None else writer_checkpoint(swapped, next_id, epoch)
+    :meth:`secure` runs inside each commit attempt (the change function calls it): it reads the
+    compacted boundary and rewrites every SST at or behind it under a fresh id above it. A GC pass
+    deletes an unreferenced SST only after advancing the boundary over it *and* committing a
+    barrier manifest (:meth:`~slatedb_core.gc.collector.Collector.run`), so an attempt whose
+    create succeeds either read the boundary after that advance (and re-homed) or committed
+    before the barrier (and the pass sees the reference).
+    """
 
-        stored = commit(change)
-        if stored.manifest.sst(fresh.id) is None:
-            return  # the old id was compacted away meanwhile: nothing references it
-        current = fresh
+    def __init__(
+        self,
+        store: ObjectStore,
+        db_path: str,
+        boundary: BoundaryObject,
+        ssts: Sequence[CompactedSst],
+        datas: Sequence[Callable[[], bytes]],
+    ) -> None:
+        if len(ssts) != len(datas):
+            raise ValueError("one data source per SST")
+        self._store = store
+        self._db_path = db_path
+        self._boundary = boundary
+        self._ssts = list(ssts)
+        self._datas = list(datas)
+        self._ids = {s.id for s in ssts}
+
+    @property
+    def ssts(self) -> tuple[CompactedSst, ...]:
+        """The SSTs as last secured (oldest first, as given)."""
+        return tuple(self._ssts)
+
+    def committed_in(self, m: Manifest) -> bool:
+        """True if ``m`` names any id these SSTs ever had (an earlier attempt's commit landed)."""
+        return any(m.sst(i) is not None for i in self._ids)
+
+    def secure(self) -> tuple[CompactedSst, ...]:
+        """Re-home every SST at or behind the compacted boundary; returns the SSTs to name."""
+        behind = self._boundary.read()
+        if behind >= ULID_MS_TOMBSTONE:
+            raise DatabaseDestroyed(f"database {self._db_path!r} was destroyed")
+        for i, sst in enumerate(self._ssts):
+            if sst.id.milliseconds > behind:
+                continue
+            fresh = dataclasses.replace(
+                sst, id=ULID.from_timestamp(max(time.time(), (behind + 1.5) / 1000))
+            )
+            log.warning(
+                "SST %s is behind the GC boundary %d; re-homing it as %s before committing it",
+                sst.id,
+                behind,
+                fresh.id,
+            )
+            create_sst(self._store, sst_path(self._db_path, fresh.id), self._datas[i]())
+            self._ssts[i] = fresh
+            self._ids.add(fresh.id)
+        return tuple(self._ssts)

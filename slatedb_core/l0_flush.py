@@ -3,14 +3,12 @@ changes; :meth:`~slatedb_core.engine.WriterEngine._flush_one` runs the steps:
 
 1. wait until the frozen memtable's last WAL generation is durable (contiguously);
 2. upload its L0 SST (kept for a retry of the flush, which must not name the rows twice);
-3. commit :func:`l0_flush_change`: the L0 view in front, ``last_l0_seq`` raised, the writer
-   checkpoint moved, and the replay point moved only as far as the *previous* flushes whose SSTs
-   passed their GC check;
-4. the post-commit GC check of the SST (:func:`~slatedb_core.gc_safety.secure_from_gc`); only
-   then may a later commit (the next flush, or :func:`replay_point_change`) move the replay point
-   past this flush's WAL SSTs. A writer that dies between 3 and 4 leaves an SST a GC pass may
-   delete, whose rows are then still in the replayed WAL (the next writer drops the SST, see
-   :func:`~slatedb_core.recovery.repair_l0_behind_gc_boundary`).
+3. commit :func:`l0_flush_change`: inside each attempt, the SST is checked against the GC
+   boundary and re-homed if it fell behind (:class:`~slatedb_core.gc_safety.NewSsts`); then the
+   L0 view goes in front, ``last_l0_seq`` is raised, the writer checkpoint moved, and the replay
+   point moved only as far as the *previous* flushes; a later commit (the next flush, or
+   :func:`replay_point_change`) moves it past this flush's WAL SSTs. The lag costs a little
+   replay at the next open and keeps the WAL as a second copy of the newest L0 SST.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from slatedb_core.gc_safety import writer_checkpoint
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
+from slatedb_core.gc_safety import NewSsts, writer_checkpoint
+from slatedb_core.manifest.model import Manifest, SstView
 from slatedb_core.manifest.store import IdChange
 from slatedb_core.memtable import ImmutableMemtable
 
@@ -34,7 +32,7 @@ def resident_bytes(imm: ImmutableMemtable) -> int:
 
 
 def l0_flush_change(
-    sst: CompactedSst,
+    new: NewSsts,
     *,
     epoch: int,
     confirmed_wal_id: int,
@@ -42,13 +40,14 @@ def l0_flush_change(
     max_parallel_writes: int,
     max_seq: int,
 ) -> IdChange:
-    """Step 3: add ``sst`` as the newest L0 view. ``confirmed_wal_id``: the highest WAL id whose
-    rows are in an L0 SST that passed its GC check; ``last_wal_id`` gives the WAL id of the
-    writer's contiguous durable prefix when the change is applied."""
+    """Step 3: add the one SST of ``new`` as the newest L0 view. ``confirmed_wal_id``: the
+    highest WAL id whose rows are in an earlier flush's committed L0 SST; ``last_wal_id`` gives
+    the WAL id of the writer's contiguous durable prefix when the change is applied."""
 
     def change(m: Manifest, next_id: int) -> Manifest | None:
-        if m.sst(sst.id) is not None:
+        if new.committed_in(m):
             return None  # committed by an earlier attempt of this flush
+        (sst,) = new.secure()
         view = SstView(view_id=sst.id, sst_id=sst.id)
         m = dataclasses.replace(
             m,
@@ -67,7 +66,7 @@ def l0_flush_change(
 
 
 def replay_point_change(confirmed_wal_id: int, epoch: int) -> IdChange:
-    """Move the replay point up to ``confirmed_wal_id`` (after the GC check of the last flush)."""
+    """Move the replay point up to ``confirmed_wal_id`` (the WAL ids of committed flushes)."""
 
     def change(m: Manifest, next_id: int) -> Manifest | None:
         if m.replay_after_wal_id >= confirmed_wal_id:

@@ -106,11 +106,14 @@ def pin_change(
     expire_s: int | None,
     drop: set[uuid.UUID],
     last_seen: int,
-) -> Callable[[Manifest, int], Manifest]:
+) -> Callable[[Manifest, int], Manifest | None]:
     """A new checkpoint pinning the manifest being written, ``wal_id_last_seen`` recorded in the
-    same update, and the reader's older checkpoints in ``drop`` deleted."""
+    same update, and the reader's older checkpoints in ``drop`` deleted. Re-applied on a manifest
+    that already holds ``new_id`` (an earlier attempt that landed) it changes nothing."""
 
-    def change(m: Manifest, next_id: int) -> Manifest:
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if m.checkpoint(new_id) is not None:
+            return None
         _check_live(path, m)
         cp = Checkpoint(id=new_id, manifest_id=next_id, create_time_s=now_s, expire_time_s=expire_s)
         return dataclasses.replace(

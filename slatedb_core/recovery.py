@@ -5,28 +5,20 @@ result:
 1. :func:`bump_epoch`: create the manifest if absent, then bump the writer epoch together with our
    writer checkpoint;
 2. :func:`fence_older_writers`: write the fencing WAL SSTs that make every older writer stop;
-3. :func:`repair_l0_behind_gc_boundary`: finish the post-commit GC check an earlier writer may
-   have died before doing;
-4. :func:`replay_wal`: replay the WAL SSTs between the replay point and our fence into a memtable.
+3. :func:`replay_wal`: replay the WAL SSTs between the replay point and our fence into a memtable.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 
-from ulid import ULID
-
-from slatedb_core.dbstate import resolve_sst_path, sst_path
 from slatedb_core.errors import ManifestVersionExists, ObjectNotFound
-from slatedb_core.gc_safety import Commit, secure_from_gc, writer_checkpoint
-from slatedb_core.manifest.model import CompactedSst, Manifest
+from slatedb_core.gc_safety import writer_checkpoint
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.memtable import Memtable
-from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
 
 log = logging.getLogger(__name__)
@@ -88,69 +80,8 @@ def fence_older_writers(
     return fence_id
 
 
-def repair_l0_behind_gc_boundary(
-    store: ObjectStore,
-    path: str,
-    m: Manifest,
-    boundary: BoundaryObject,
-    epoch: int,
-    commit: Commit,
-) -> None:
-    """Step 3: re-run the post-commit GC check (:func:`~slatedb_core.gc_safety.secure_from_gc`)
-    for our own L0 SSTs in ``m`` that a GC pass may have been allowed to delete, i.e. those at
-    or behind the compacted boundary.
-
-    A writer that died between committing an L0 SST and that check leaves an SST that a
-    concurrent GC pass may delete (or already has). One still present is re-homed under a
-    fresh id; one already gone is dropped from the manifest. Dropping loses nothing
-    acknowledged: a memtable flush moves the replay point past its WAL SSTs only in a later
-    commit, once the check has passed (see ``WriterEngine._flush_one``), so the rows of an
-    unchecked SST are still in the WAL we replay next; and a bulk ingest returns only after the
-    check. SSTs newer than the boundary are safe from every GC pass and cost nothing here.
-    """
-    limit = boundary.read()
-    at_risk: list[CompactedSst] = []
-    for view in m.l0:
-        sst = m.sst(view.sst_id)
-        if sst is None or sst.id.milliseconds > limit or sst in at_risk:
-            continue
-        own = sst_path(path, sst.original_id or sst.id)
-        if resolve_sst_path(path, m, sst) == own:  # not another database's SST
-            at_risk.append(sst)
-    missing: set[ULID] = set()
-    for sst in at_risk:
-        data = functools.partial(_read_object, store, resolve_sst_path(path, m, sst))
-        try:
-            secure_from_gc(store, path, boundary, epoch, commit, sst, data)
-        except ObjectNotFound:
-            missing.add(sst.id)
-    if not missing:
-        return
-    log.warning(
-        "%r: dropping %d L0 SST(s) a GC pass deleted before their writer had checked them "
-        "(their rows are replayed from the WAL): %s",
-        path,
-        len(missing),
-        ", ".join(map(str, sorted(missing))),
-    )
-
-    def change(m: Manifest, next_id: int) -> Manifest | None:
-        if not any(m.sst(i) is not None for i in missing):
-            return None
-        l0 = tuple(v for v in m.l0 if v.sst_id not in missing)
-        used = {v.sst_id for v in l0} | {v.sst_id for r in m.compacted for v in r.views}
-        ssts = tuple(s for s in m.ssts if s.id not in missing or s.id in used)
-        return writer_checkpoint(dataclasses.replace(m, l0=l0, ssts=ssts), next_id, epoch)
-
-    commit(change)
-
-
-def _read_object(store: ObjectStore, path: str) -> bytes:
-    return store.get(path).data
-
-
 def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
-    """Step 4: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
+    """Step 3: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
     again: older writers may have taken slots while we were fencing). The fence left no holes
     below it; an older writer's SST that landed after a lost one of its window is replayed (seed
     001: it may have been acknowledged). An SST missing below the fence (it vanished since

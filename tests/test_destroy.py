@@ -27,6 +27,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
@@ -40,6 +41,17 @@ GRACE_DAY = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timede
 
 def objects(store: ObjectStore, prefix: str = "") -> dict[str, int]:
     return {m.path: m.size for m in store.list(prefix)}
+
+
+def assert_tombstone(store: ObjectStore, path: str) -> None:
+    """Only the tombstone is left: the four boundary files, moved past every id."""
+    left = {m.path: store.get(m.path).data for m in store.list(path + "/")}
+    assert left == {
+        f"{path}/gc/manifest.boundary": str(TOMBSTONE).encode(),
+        f"{path}/gc/compactions.boundary": str(TOMBSTONE).encode(),
+        f"{path}/gc/wal.boundary": str(TOMBSTONE).encode(),
+        f"{path}/gc/compacted.boundary": str(ULID_MS_TOMBSTONE).encode(),
+    }
 
 
 def outside(store: ObjectStore, path: str) -> dict[str, int]:
@@ -109,7 +121,7 @@ def test_gc_waits_for_grace_and_checkpoints_then_deletes_everything(store: Objec
     later = time.time() + 2 * 3600
     stats = run_gc_once("db", store, GRACE0, now=lambda: later)
     assert stats.database_deleted and stats.database_objects.deleted > 0
-    assert objects(store, "db/") == {}
+    assert_tombstone(store, "db")
     assert outside(store, "db") == others
     with Db.open("dbx", store, FAST) as db:
         assert db.get(b"k1") == b"v1" and db.get(b"wal-only") == b"v"
@@ -123,7 +135,7 @@ def test_gc_deletes_after_the_checkpoint_is_deleted(store: ObjectStore) -> None:
     assert not run_gc_once("db", store, GRACE0).database_deleted
     delete_checkpoint("db", store, cp.id)  # allowed on a destroyed database
     assert run_gc_once("db", store, GRACE0).database_deleted
-    assert objects(store, "db/") == {}
+    assert_tombstone(store, "db")
 
 
 def test_hard_destroy_is_refused_with_an_active_checkpoint(store: ObjectStore) -> None:
@@ -139,11 +151,11 @@ def test_hard_destroy_is_refused_with_an_active_checkpoint(store: ObjectStore) -
     delete_checkpoint("db", store, cp.id)
     others = outside(store, "db")
     destroy("db", store, soft=False)  # the (never expiring) writer checkpoint does not block
-    assert objects(store, "db/") == {}
+    assert_tombstone(store, "db")
     assert outside(store, "db") == others
-    with pytest.raises(DatabaseNotFound):
+    with pytest.raises(DatabaseDestroyed):  # the tombstone remembers (item 1 of issue 19)
         create_checkpoint("db", store)
-    with pytest.raises(DatabaseNotFound):
+    with pytest.raises((DatabaseNotFound, DatabaseDestroyed)):
         create_clone("c", "db", store)
 
 
@@ -151,7 +163,7 @@ def test_hard_destroy_after_soft_destroy_finishes_the_job(store: ObjectStore) ->
     make_db(store, "db")
     destroy("db", store)
     destroy("db", store, soft=False)
-    assert objects(store, "db/") == {}
+    assert_tombstone(store, "db")
 
 
 def test_destroying_a_parent_keeps_its_clones_working(store: ObjectStore) -> None:
@@ -189,7 +201,7 @@ def test_destroying_a_clone_releases_its_final_checkpoint(store: ObjectStore, so
         assert pm.read_latest().manifest.checkpoint(entry.final_checkpoint_id) is not None
         stats = run_gc_once("clone", store, GRACE0)
         assert stats.database_deleted and stats.external_checkpoints_released == 1
-    assert objects(store, "clone/") == {}
+    assert_tombstone(store, "clone")
     parent = pm.read_latest().manifest
     assert parent.checkpoint(entry.final_checkpoint_id) is None
     # nothing of the clone pins the parent any more (the clone's ephemeral source checkpoint
@@ -197,7 +209,7 @@ def test_destroying_a_clone_releases_its_final_checkpoint(store: ObjectStore, so
     with Db.open("parent", store, FAST) as db:
         assert db.get(b"k0") == b"v0"
     destroy("parent", store, soft=False, now=lambda: time.time() + 3600)
-    assert objects(store, "parent/") == {}
+    assert_tombstone(store, "parent")
 
 
 # ---- CLI ------------------------------------------------------------------------------------
@@ -243,6 +255,6 @@ def test_cli_destroy(tmp_path: Path) -> None:
     delete_checkpoint("db", store, cp.id)
     code, out, _ = run_cli(url, "destroy", "--hard", "--yes")
     assert code == 0 and "hard" in out
-    assert objects(store, "db/") == {}
+    assert_tombstone(store, "db")
     code, _, err = run_cli(url, "destroy", "--soft", "--yes")
-    assert code == 1 and "DatabaseNotFound" in err
+    assert code == 1 and "DatabaseDestroyed" in err

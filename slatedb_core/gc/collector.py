@@ -7,12 +7,15 @@ Order of a pass, and why:
    reading the in-flight set and the manifest is what makes an SST that a compactor is still
    committing safe: an SST seen by the LIST was written before it, its in-flight record was
    written before the SST, and that record is only cleared after the manifest naming the SST is
-   committed, so whichever of the two reads comes later sees the SST. (The writer's own L0 SSTs
-   have no such record; between their upload and their manifest commit only ``min_age``
-   protects them, as in seed 003.)
+   committed, so whichever of the two reads comes later sees the SST. The writer's own L0 and
+   ingested SSTs have no such record; the compacted boundary and the barrier of step 7 cover
+   them at any ``min_age``, 0 included.
 2. A soft-destroyed database (``destroyed_at_s``) is deleted once ``db_delete_grace`` has passed
-   and no checkpoint is active (a clone first releases its final checkpoints in its parents),
-   everything but the latest manifest first; until then it is reported and left alone.
+   and no checkpoint is active (a clone first releases its final checkpoints in its parents):
+   the tombstone boundaries first, then everything but the latest manifest, then that manifest
+   (:func:`~slatedb_core.destroy.delete_database_objects`); until then it is reported and left
+   alone. A path without manifests that holds the tombstone is swept of the stray objects a
+   stalled writer of the destroyed database may have left.
 3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
    so a checkpoint refreshed meanwhile is no longer expired and survives.
 4. Manifests: the boundary target is the largest listed id older than ``min_age`` except the
@@ -27,7 +30,10 @@ Order of a pass, and why:
    :mod:`slatedb_core.wal.writer`: a zombie writer that then creates one of those ids is fenced).
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
    ``original_id`` or view), that are not in-flight compaction outputs and are past ``min_age``.
-   SSTs of other databases are never listed, so never deleted.
+   SSTs of other databases are never listed, so never deleted. Before deciding, the pass moves
+   ``gc/compacted.boundary`` over the candidates and, if any candidate is unreferenced, commits
+   a *barrier*: a manifest with the same content on top of the latest (protocol in
+   :mod:`slatedb_core.meta.compacted_boundary`), and M is read from it or later.
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
 9. Detach (seed 003 step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
    manifest of M has its final checkpoint deleted in that database, then is dropped.
@@ -86,6 +92,15 @@ def _age_s(last_modified: datetime, now_s: float) -> float:
     return now_s - last_modified.timestamp()
 
 
+def _referenced(m: Manifest) -> set[ULID]:
+    """Every SST id ``m`` references: by id, ``original_id`` or view."""
+    live = {sst.id for sst in m.ssts}
+    live.update(sst.original_id for sst in m.ssts if sst.original_id is not None)
+    live.update(v.sst_id for v in m.l0)
+    live.update(v.sst_id for run in m.compacted for v in run.views)
+    return live
+
+
 class Collector:
     """The stores of one database, kept across passes so boundary reads can reuse cached e-tags."""
 
@@ -110,6 +125,8 @@ class Collector:
         self.compacted_dir = join(path, "compacted")
         self.compacted_boundary = compacted_boundary(store, path)
         self._delete_concurrency = max(1, delete_concurrency)
+        self._barrier_at = -1
+        """The compacted boundary value a barrier of this collector was committed after."""
 
     def _min_age_s(self, kind: Kind) -> float:
         return self.options.min_age_for(kind).total_seconds()
@@ -138,6 +155,7 @@ class Collector:
         in_flight = in_flight_output_ids(self.store, self.path) if compactions else set()
         entries = self.manifests.list()
         if not entries:
+            self._sweep_tombstone(stats)
             return
         latest = self._read_listed_latest(entries)
         stats.latest_manifest_id = latest.id
@@ -149,14 +167,18 @@ class Collector:
         if latest.manifest.destroyed_at_s is not None:
             self._destroyed(latest, now_s, stats)  # destroyed while we were removing checkpoints
             return
-        # Declare which SSTs this pass may delete BEFORE reading the manifest that decides it
-        # (slatedb_core.meta.compacted_boundary has the writer's side). If the boundary moved,
-        # the manifest read above predates it: read the latest again.
-        before = self.compacted_boundary.cached
+        # Declare which SSTs this pass may delete, then commit the barrier that makes every
+        # writer commit after it see the declaration, BEFORE reading the manifests that decide
+        # (slatedb_core.meta.compacted_boundary has the protocol, gc_safety the writer's side).
         compacted_limit = self._advance_compacted_boundary(compacted, now_s)
-        if compacted_limit != before:
-            latest = self.manifests.read_latest()
+        if compacted_limit > self._barrier_at and self._unreferenced(
+            compacted, latest.manifest, in_flight, compacted_limit
+        ):
+            latest = self.manifests.update(lambda m: m, base=latest, force=True)
+            self._barrier_at = compacted_limit
             stats.latest_manifest_id = latest.id
+        elif compacted_limit > self._barrier_at:
+            compacted_limit = self._barrier_at  # nothing to delete: no barrier, no deletes
         pinned = {c.manifest_id for c in latest.manifest.checkpoints if not c.is_expired(now_s)}
         self._collect_manifests(entries, latest.id, pinned, now_s, stats)
         active = self._read_active(latest, pinned, stats)
@@ -168,6 +190,33 @@ class Collector:
             self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
         if active is not None and latest.manifest.external_dbs and latest.manifest.initialized:
             self._detach(active, stats)
+
+    def _unreferenced(
+        self,
+        listing: Sequence[ObjectMeta],
+        m: Manifest,
+        in_flight: set[ULID],
+        limit: int,
+    ) -> bool:
+        """True if some listed SST at or behind ``limit`` is not referenced by ``m`` (so this
+        pass may delete something and needs a barrier first)."""
+        live = set(in_flight) | _referenced(m)
+        for meta in listing:
+            sst_id = self._parse_sst(meta.path)
+            if sst_id is not None and sst_id not in live and sst_id.milliseconds <= limit:
+                return True
+        return False
+
+    def _sweep_tombstone(self, stats: GcStats) -> None:
+        """A path without manifests: if it holds a destroyed database's tombstone, delete the
+        stray objects a writer that stalled through the destroy may have left (its commits
+        fail, see slatedb_core.destroy)."""
+        if not self.manifests.is_tombstone():
+            return
+        stats.destroyed = True
+        n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
+        stats.database_objects.deleted += n
+        stats.database_objects.bytes_freed += size
 
     # ---- destroyed databases and clones (seed 003 steps 2 and 8) ---------------------------
     def _destroyed(self, latest: StoredManifest, now_s: float, stats: GcStats) -> None:
@@ -374,12 +423,7 @@ class Collector:
     ) -> None:
         live = set(in_flight)
         for m in active:
-            for sst in m.ssts:
-                live.add(sst.id)
-                if sst.original_id is not None:
-                    live.add(sst.original_id)
-            live.update(v.sst_id for v in m.l0)
-            live.update(v.sst_id for run in m.compacted for v in run.views)
+            live |= _referenced(m)
         min_age = self._min_age_s("compacted")
         doomed = []
         for meta in listing:

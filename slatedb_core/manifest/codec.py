@@ -28,7 +28,7 @@ from slatedb_core.manifest.fb_layout import (
     MANIFEST_MAGIC,
     SUPPORTED_VERSIONS,
 )
-from slatedb_core.manifest.fb_reader import decode_manifest
+from slatedb_core.manifest.fb_reader import decode_manifest, decode_sealed_manifest
 from slatedb_core.manifest.fb_writer import encode_manifest
 
 __all__ = [
@@ -36,5 +36,6 @@ __all__ = [
     "MANIFEST_MAGIC",
     "SUPPORTED_VERSIONS",
     "decode_manifest",
+    "decode_sealed_manifest",
     "encode_manifest",
 ]

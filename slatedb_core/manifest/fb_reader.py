@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import struct
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import add
@@ -211,8 +212,21 @@ def _read_head(r: _Reader, head: Sequence[Any], cps: int | None) -> dict[str, An
         "initialized": bool(initialized), "destroyed_at_s": destroyed,
         "writer_epoch": writer_epoch, "compactor_epoch": compactor_epoch,
         "replay_after_wal_id": replay, "wal_id_last_seen": seen, "next_wal_sst_id": next_wal,
-        "checkpoints": tuple(_read_checkpoint(r, p) for p in r.tables(cps, "checkpoints")),
+        "checkpoints": _unique_checkpoints(
+            [_read_checkpoint(r, p) for p in r.tables(cps, "checkpoints")]
+        ),
     }
+
+
+def _unique_checkpoints(cps: list[Checkpoint]) -> tuple[Checkpoint, ...]:
+    """Checkpoint ids name one checkpoint: a manifest holding an id twice is damaged."""
+    if len({c.id for c in cps}) != len(cps):
+        seen: set[uuid.UUID] = set()
+        for c in cps:
+            if c.id in seen:
+                raise _Malformed(f"checkpoint {c.id} appears twice")
+            seen.add(c.id)
+    return tuple(cps)
 
 
 def _decode_v2(r: _Reader) -> Manifest:
@@ -290,9 +304,14 @@ def _gc_paused() -> Iterator[None]:
 def decode_manifest(data: bytes, *, name: str) -> Manifest:
     """Open the envelope and decode its payload; ``name`` (usually the object path) goes into every
     ``CorruptionError`` so an operator knows which object to look at."""
+    return decode_sealed_manifest(data, name=name)[0]
+
+
+def decode_sealed_manifest(data: bytes, *, name: str) -> tuple[Manifest, envelope.Opened]:
+    """:func:`decode_manifest`, also returning the envelope (format version, nonce, parent)."""
     opened = envelope.open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
     try:
         with _gc_paused():
-            return _DECODERS[opened.version](_Reader(opened.payload))
+            return _DECODERS[opened.version](_Reader(opened.payload)), opened
     except (_Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
         raise CorruptionError(name, f"malformed ManifestV{opened.version} payload: {e}") from e

@@ -270,7 +270,11 @@ def _check_parallel_writes(m: Manifest) -> None:
 
 
 def encode_manifest(
-    manifest: Manifest, *, format_version: int = DEFAULT_FORMAT_VERSION, nonce: bytes | None = None
+    manifest: Manifest,
+    *,
+    format_version: int = DEFAULT_FORMAT_VERSION,
+    nonce: bytes | None = None,
+    parent: bytes | None = None,
 ) -> bytes:
     """Serialise ``manifest`` as ManifestV1 or V2 inside the manifest envelope.
 
@@ -282,9 +286,11 @@ def encode_manifest(
     if format_version not in SUPPORTED_VERSIONS:
         raise InvalidArgument(f"unsupported manifest format version {format_version}")
     _check_parallel_writes(manifest)
+    if len({c.id for c in manifest.checkpoints}) != len(manifest.checkpoints):
+        raise InvalidArgument("manifest lists a checkpoint id twice")
     try:
         payload = _encode_v1(manifest) if format_version == 1 else _encode_v2(manifest)
     except (struct.error, OverflowError) as e:
         raise InvalidArgument(f"manifest has a value that does not fit its field: {e}") from e
-    return envelope.seal(MANIFEST_MAGIC, format_version, payload, nonce)
+    return envelope.seal(MANIFEST_MAGIC, format_version, payload, nonce, parent=parent)
 

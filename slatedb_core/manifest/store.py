@@ -21,6 +21,27 @@ The update loop, drawn::
 
 An epoch older than the stored one is always raised to the caller as :class:`Fenced`; it is never
 logged and dropped (seed 000 describes how that lost writes in the original).
+
+**A create behind the boundary is settled, never re-applied blindly.** Seed 004 treats a create
+whose id is at or behind the boundary as failed. But the create may have been a real commit that
+others built on before GC passed it while its committer was slow to check; re-applying the change
+on the latest manifest would then apply it twice. Every manifest records the nonce of the manifest
+it was built on (its envelope's ``parent``), so the committer reads the next id: built on our
+nonce means committed (success, reported once); built on another means our object is a void write
+(deleted, and the change re-applied). When GC has collected the next id too, the change is
+re-applied on the latest manifest, and it is the change's job to notice that its effect is
+already there (every change of the engine does: an SST or checkpoint already named makes it
+return None, and the codec refuses a manifest naming an SST or a checkpoint id twice, so a
+change is never applied twice). See docs/manifest-and-fencing.md.
+
+**Each database keeps its format.** A manifest is committed in the format version of the manifest
+it was built on (seed 003 migration, phase 1), unless the store was given an explicit version (the
+writer's ``manifest_format_version``, which is how a database is migrated).
+
+**A destroyed path stays destroyed.** Deleting a destroyed database moves the boundaries to
+:data:`~slatedb_core.meta.boundary.TOMBSTONE` and keeps them: every create there then fails its
+boundary check, and reading the path reports :class:`DatabaseDestroyed`
+(docs/clones-and-destroy.md).
 """
 
 from __future__ import annotations
@@ -31,7 +52,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 from slatedb_core.errors import (
     CommitRetriesExhausted,
@@ -41,10 +62,17 @@ from slatedb_core.errors import (
     DatabaseNotInitialized,
     Fenced,
     ManifestVersionExists,
+    ObjectNotFound,
     ObjectVersionBehindBoundary,
 )
-from slatedb_core.manifest.codec import DEFAULT_FORMAT_VERSION, decode_manifest, encode_manifest
+from slatedb_core.manifest.codec import (
+    DEFAULT_FORMAT_VERSION,
+    decode_sealed_manifest,
+    encode_manifest,
+)
 from slatedb_core.manifest.model import Manifest
+from slatedb_core.meta.boundary import TOMBSTONE
+from slatedb_core.meta.envelope import new_nonce
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -58,10 +86,14 @@ IdChange = Callable[[Manifest, int], Manifest | None]
 
 @dataclass(frozen=True, slots=True)
 class StoredManifest:
-    """A manifest together with the id it was read from or committed as."""
+    """A manifest together with the id it was read from or committed as, and (when known) the
+    format version and envelope nonce of that object: a commit built on it records the nonce as
+    its parent and keeps the version."""
 
     id: int
     manifest: Manifest
+    version: int | None = None
+    nonce: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +127,7 @@ class ManifestStore:
         store: ObjectStore,
         db_path: str,
         *,
-        format_version: int = DEFAULT_FORMAT_VERSION,
+        format_version: int | None = None,
         retry: RetryPolicy | None = None,
         pointer_stride: int = 16,
     ) -> None:
@@ -108,24 +140,41 @@ class ManifestStore:
         )
 
     # ---- reads ---------------------------------------------------------------------------
-    def _decode(self, object_id: int, data: bytes) -> Manifest:
-        return decode_manifest(data, name=self.seq.path(object_id))
+    def _decode(self, object_id: int, data: bytes) -> StoredManifest:
+        manifest, opened = decode_sealed_manifest(data, name=self.seq.path(object_id))
+        return StoredManifest(object_id, manifest, opened.version, opened.nonce)
 
     def try_read_latest(self) -> StoredManifest | None:
+        """The latest manifest, or None if there is none (see :meth:`read_latest` for a
+        destroyed path, which this also reports as None)."""
         found = self.seq.read_latest()
         if found is None:
             return None
-        object_id, data = found
-        return StoredManifest(object_id, self._decode(object_id, data))
+        return self._decode(*found)
 
     def read_latest(self) -> StoredManifest:
+        """The latest manifest. DatabaseDestroyed if the path holds the tombstone of a destroyed
+        and collected database, DatabaseNotFound if it never held one."""
         stored = self.try_read_latest()
         if stored is None:
-            raise DatabaseNotFound(f"no manifest under {self.db_path!r} in {self.store.url}")
+            self.raise_missing()
         return stored
 
+    def is_tombstone(self) -> bool:
+        """True if this path's database was destroyed and collected (one boundary read)."""
+        return self.seq.boundary.read() >= TOMBSTONE
+
+    def raise_missing(self) -> NoReturn:
+        """Raise the error for a path without manifests: DatabaseDestroyed or DatabaseNotFound."""
+        if self.is_tombstone():
+            raise DatabaseDestroyed(
+                f"database {self.db_path!r} in {self.store.url} was destroyed; its path keeps "
+                "the tombstone (docs/clones-and-destroy.md)"
+            )
+        raise DatabaseNotFound(f"no manifest under {self.db_path!r} in {self.store.url}")
+
     def read(self, object_id: int) -> StoredManifest:
-        return StoredManifest(object_id, self._decode(object_id, self.seq.read(object_id)))
+        return self._decode(object_id, self.seq.read(object_id))
 
     def list(self, start: int | None = None, end: int | None = None) -> list[SequencedEntry]:
         return self.seq.list(start, end)
@@ -134,30 +183,69 @@ class ManifestStore:
         return self.seq.latest_id()
 
     # ---- writes --------------------------------------------------------------------------
-    def _commit(self, object_id: int, manifest: Manifest) -> StoredManifest:
-        data = encode_manifest(manifest, format_version=self.format_version)
+    def _commit(
+        self, object_id: int, manifest: Manifest, base: StoredManifest | None
+    ) -> StoredManifest:
+        version = self.format_version or (base and base.version) or DEFAULT_FORMAT_VERSION
+        nonce = new_nonce()
+        parent = None if base is None else base.nonce
+        data = encode_manifest(manifest, format_version=version, nonce=nonce, parent=parent)
         try:
             self.seq.create(object_id, data)
-        except ObjectVersionBehindBoundary:
-            # Our object sits at an id GC had declared dead. Usually it is a void write at an id
-            # GC had collected: garbage, removed so nobody mistakes it for history. But it may be
-            # a commit that landed first, that newer manifests were built on, and that GC passed
-            # while we were slow to check; if a checkpoint pins it, deleting it would leave the
-            # checkpoint pointing at nothing. A void write never sits at a pinned id (GC never
-            # collects one, and a new checkpoint pins only the latest or a pinned id), so a pin
-            # means the object is history: keep it.
-            try:
-                latest = self.read_latest().manifest
-                if not any(c.manifest_id == object_id for c in latest.checkpoints):
-                    self.seq.store.delete(self.seq.path(object_id))
-            except Exception as e:  # GC will collect it anyway
-                log.warning("could not delete stale manifest %d: %s", object_id, e)
+        except ObjectVersionBehindBoundary as e:
+            if self._settle_behind_boundary(object_id, nonce, e):
+                return StoredManifest(object_id, manifest, version, nonce)
             raise
-        return StoredManifest(object_id, manifest)
+        return StoredManifest(object_id, manifest, version, nonce)
+
+    def _settle_behind_boundary(
+        self, object_id: int, nonce: bytes, err: ObjectVersionBehindBoundary
+    ) -> bool:
+        """Our create at ``object_id`` succeeded but the id is at or behind the boundary (module
+        docstring). True: manifest ``object_id + 1`` was built on it, so it is committed. False:
+        a void write, or no evidence left; our object is deleted and the caller re-applies its
+        change on the latest manifest. Raises DatabaseDestroyed on a tombstone."""
+        path = self.seq.path(object_id)
+        if err.boundary >= TOMBSTONE:
+            self._delete_void(object_id)
+            raise DatabaseDestroyed(
+                f"database {self.db_path!r} was destroyed while {path} was being committed"
+            ) from err
+        parent: bytes | None = None
+        try:
+            data = self.seq.read(object_id + 1)
+            parent = decode_sealed_manifest(data, name=self.seq.path(object_id + 1))[1].parent
+        except (ObjectNotFound, CorruptionError):
+            pass  # no evidence: the change decides on the latest manifest
+        if parent == nonce:
+            log.warning(
+                "manifest %d of %r: GC passed it before its committer checked, but manifest %d "
+                "was built on it: committed",
+                object_id,
+                self.db_path,
+                object_id + 1,
+            )
+            return True
+        self._delete_void(object_id)
+        return False
+
+    def _delete_void(self, object_id: int) -> None:
+        """Remove our void write at ``object_id`` so nobody mistakes it for history. A void
+        write never sits at a pinned id (a new checkpoint pins only the latest or a pinned id),
+        but a pin is checked anyway: deleting a pinned manifest would break its checkpoint."""
+        try:
+            latest = self.try_read_latest()
+            if latest is None or not any(
+                c.manifest_id == object_id for c in latest.manifest.checkpoints
+            ):
+                self.seq.store.delete(self.seq.path(object_id))
+        except Exception as e:  # GC will collect it anyway
+            log.warning("could not delete stale manifest %d: %s", object_id, e)
 
     def create_initial(self, manifest: Manifest) -> StoredManifest:
-        """Write the first manifest of a new database; ManifestVersionExists if one exists."""
-        return self._commit(FIRST_ID, manifest)
+        """Write the first manifest of a new database; ManifestVersionExists if one exists,
+        DatabaseDestroyed if the path holds a destroyed database's tombstone."""
+        return self._commit(FIRST_ID, manifest, None)
 
     def update(
         self,
@@ -165,9 +253,10 @@ class ManifestStore:
         *,
         base: StoredManifest | None = None,
         fence: Fence | None = None,
+        force: bool = False,
     ) -> StoredManifest:
         """Apply ``change`` to the latest manifest and commit it as the next id (see update_at)."""
-        return self.update_at(lambda m, _next_id: change(m), base=base, fence=fence)
+        return self.update_at(lambda m, _next_id: change(m), base=base, fence=fence, force=force)
 
     def update_at(
         self,
@@ -175,13 +264,16 @@ class ManifestStore:
         *,
         base: StoredManifest | None = None,
         fence: Fence | None = None,
+        force: bool = False,
     ) -> StoredManifest:
         """Apply ``change(manifest, next_id)`` to the latest manifest and commit it as ``next_id``,
         retrying on conflict. ``base`` is an optimistic guess of the latest (saves the read when
         right).
 
         ``change`` must be a pure function of its argument: it is re-applied to each newer
-        manifest after a conflict. Returning None or its argument unchanged commits nothing.
+        manifest after a conflict. Returning None commits nothing; so does returning its argument
+        unchanged, unless ``force`` (a new version with the same content: GC's barrier, see
+        :mod:`slatedb_core.meta.compacted_boundary`).
         """
         current = base if base is not None else self.read_latest()
         first_attempt_s: float | None = None
@@ -189,11 +281,11 @@ class ManifestStore:
             if fence is not None:
                 fence.check(current.manifest)
             new = change(current.manifest, current.id + 1)
-            if new is None or new == current.manifest:
+            if new is None or (new == current.manifest and not force):
                 return current
             started = time.monotonic()
             try:
-                return self._commit(current.id + 1, new)
+                return self._commit(current.id + 1, new, current)
             except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
                 # Behind the boundary means our base was stale long enough for GC to collect
                 # id+1: the write is void (never reported), and like any conflict we re-read the
@@ -231,7 +323,7 @@ class ManifestStore:
             and current.id + 1 > self.seq.boundary.read()
         ):
             try:
-                return StoredManifest(current.id + 1, self._decode(current.id + 1, existing))
+                return self._decode(current.id + 1, existing)
             except CorruptionError:
                 pass  # let read_latest report it properly if it is the latest
         return self.read_latest()

@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 U64_MAX = 2**64 - 1
 _MAX_DIGITS = len(str(U64_MAX))
 
+TOMBSTONE = U64_MAX
+"""The boundary of every sequenced namespace (manifest, compactions, WAL) of a destroyed and
+collected database: no id can be created there again (docs/clones-and-destroy.md)."""
+ULID_MS_TOMBSTONE = 2**48 - 1
+"""The same for ``gc/compacted.boundary``, whose values are ULID milliseconds (48 bits)."""
+
 
 def parse_boundary(data: bytes, name: str) -> int:
     text = data.strip(b"\n")

@@ -4,10 +4,14 @@ Layout (little-endian)::
 
     magic        4 bytes   identifies the object kind, e.g. b"SDBM" for manifests
     version      u16       format version of the payload (1 = ManifestV1, 2 = ManifestV2, ...)
-    flags        u16       reserved, must be 0
+    flags        u16       bit 0 = a parent nonce follows the header; other bits must be 0
     nonce        16 bytes  random per write: makes every write's bytes unique, so a writer whose
                            create-if-absent came back ambiguous can recognise its own object
     payload_len  u32
+    parent       16 bytes  only with flag bit 0: the nonce of the object this one was built on
+                           (the previous manifest), so a committer whose id GC has already passed
+                           can tell whether later history was built on its object (see
+                           ``docs/manifest-and-fencing.md``, "Commits behind the boundary")
     payload      payload_len bytes
     crc32        u32       zlib CRC-32 of every byte before it
 
@@ -28,6 +32,8 @@ _HEADER = struct.Struct("<4sHH16sI")
 _CRC = struct.Struct("<I")
 HEADER_SIZE = _HEADER.size
 OVERHEAD = _HEADER.size + _CRC.size
+NONCE_SIZE = 16
+FLAG_PARENT = 0x1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +41,29 @@ class Opened:
     version: int
     nonce: bytes
     payload: bytes
+    parent: bytes | None = None
+    """The nonce of the object this one was built on, if the writer recorded it."""
 
 
-def seal(magic: bytes, version: int, payload: bytes, nonce: bytes | None = None) -> bytes:
+def new_nonce() -> bytes:
+    return os.urandom(NONCE_SIZE)
+
+
+def seal(
+    magic: bytes,
+    version: int,
+    payload: bytes,
+    nonce: bytes | None = None,
+    *,
+    parent: bytes | None = None,
+) -> bytes:
     if len(magic) != 4:
         raise ValueError("magic must be 4 bytes")
-    body = _HEADER.pack(magic, version, 0, nonce or os.urandom(16), len(payload)) + payload
+    if parent is not None and len(parent) != NONCE_SIZE:
+        raise ValueError(f"a parent nonce is {NONCE_SIZE} bytes")
+    flags = 0 if parent is None else FLAG_PARENT
+    head = _HEADER.pack(magic, version, flags, nonce or new_nonce(), len(payload))
+    body = head + (parent or b"") + payload
     return body + _CRC.pack(crc32(body))
 
 
@@ -51,17 +74,20 @@ def open_sealed(data: bytes, *, magic: bytes, name: str, versions: frozenset[int
     got_magic, version, flags, nonce, payload_len = _HEADER.unpack_from(data, 0)
     if got_magic != magic:
         raise CorruptionError(name, f"bad magic {got_magic!r}, expected {magic!r}")
-    if HEADER_SIZE + payload_len + _CRC.size != len(data):
+    extra = NONCE_SIZE if flags & FLAG_PARENT else 0
+    if HEADER_SIZE + extra + payload_len + _CRC.size != len(data):
         raise CorruptionError(
             name,
             f"length mismatch: header says {payload_len} payload bytes, object has "
-            f"{len(data) - OVERHEAD}",
+            f"{len(data) - OVERHEAD - extra}",
         )
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
     if crc32(memoryview(data)[: len(data) - _CRC.size]) != crc:
         raise CorruptionError(name, "checksum mismatch")
-    if flags != 0:
+    if flags & ~FLAG_PARENT:
         raise CorruptionError(name, f"unknown flags {flags:#x}")
     if version not in versions:
         raise CorruptionError(name, f"unsupported format version {version}")
-    return Opened(version, nonce, bytes(data[HEADER_SIZE : HEADER_SIZE + payload_len]))
+    start = HEADER_SIZE + extra
+    parent = bytes(data[HEADER_SIZE:start]) if extra else None
+    return Opened(version, nonce, bytes(data[start : start + payload_len]), parent)

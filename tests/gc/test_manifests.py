@@ -142,7 +142,8 @@ def test_expired_checkpoints_are_removed_and_what_they_pinned_is_then_collected(
 
     before = run_gc_once("db", store, ZERO)
     assert before.expired_checkpoints_removed == 0
-    assert manifest_ids(ms) == [2, latest]
+    # and GC's barrier on top (old_sst is an unreferenced candidate, collector step 7)
+    assert manifest_ids(ms) == [2, latest, latest + 1]
     assert names(store, "db/compacted") == sorted(
         f"db/compacted/{s}.sst" for s in (old_sst, new_sst)
     )
@@ -151,10 +152,12 @@ def test_expired_checkpoints_are_removed_and_what_they_pinned_is_then_collected(
 
     assert after.expired_checkpoints_removed == 1
     m = ms.read_latest()
-    assert m.id == latest + 1 and after.latest_manifest_id == latest + 1
+    # +2: the checkpoint removal, +3: this pass's barrier
+    assert m.id == latest + 3 and after.latest_manifest_id == latest + 3
     assert [c.id for c in m.manifest.checkpoints] == [forever_id]
     assert cp_id not in {c.id for c in m.manifest.checkpoints}
-    assert manifest_ids(ms) == [latest, latest + 1]  # 2 went in the same pass
+    # 2 went in the same pass; 7 was committed after the pass listed the manifests
+    assert manifest_ids(ms) == [latest, latest + 2, latest + 3]
     assert names(store, "db/compacted") == [f"db/compacted/{new_sst}.sst"]
     assert after.compacted.deleted == 1
 
@@ -225,7 +228,8 @@ def test_per_kind_min_age_overrides_apply_to_their_kind_only(
 
     stats = run_gc_once("db", store, options)
 
-    assert manifest_ids(ms) == [latest] and stats.manifest.deleted == 2
+    # the orphan is a candidate: GC's barrier (collector step 7) is the latest now
+    assert manifest_ids(ms) == [latest + 1] and stats.manifest.deleted == 3
     assert wal_ids(store) == [1, 2, 3, 4, 5, 6] and stats.wal.deleted == 0
     assert str(orphan) not in "".join(names(store, "db/compacted"))
 

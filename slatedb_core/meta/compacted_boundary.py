@@ -6,25 +6,31 @@ possibly after the commit: the manifest then points at nothing, and acknowledged
 ``min_age`` only makes the window unlikely; compaction outputs are covered by the ``.compactions``
 in-flight record, but a writer's memtable flushes and bulk ingests are not.
 
-The fix is seed 004's boundary again, over SST creation times. X's ULID carries its creation time
-in milliseconds; ``gc/compacted.boundary`` holds a millisecond value B:
+The fix is seed 004's boundary again, over SST creation times, plus a barrier commit. X's ULID
+carries its creation time in milliseconds; ``gc/compacted.boundary`` holds a millisecond value B:
 
-* GC advances B to cover an SST *before* it reads the manifest, and deletes only SSTs whose ULID
-  time is <= the durable B;
-* a writer, *after* committing a manifest that references X, reads B. If X's time is > B, no GC
-  pass can delete X: any later pass reads the manifest only after moving B, so it sees the
-  reference. If X's time is <= B, some pass may already have decided to delete X, so the writer
-  writes the same bytes under a fresh id Y with time > B, commits the manifest swapping X for Y,
-  and checks again.
+* GC advances B over its candidates; if any candidate is unreferenced, it commits a *barrier* (a
+  manifest with unchanged content on top of the latest) and only then reads the manifests that
+  decide; it deletes only SSTs whose ULID time is <= the durable B;
+* a writer reads B inside every commit attempt, after the attempt's base manifest is known and
+  before its create (:class:`~slatedb_core.gc_safety.NewSsts`). If X's time is <= B it writes the
+  same bytes under a fresh id Y with time > B first, and names Y instead.
+
+An attempt whose create succeeds on a base at or after the barrier read B after GC moved it, so
+it named no SST GC may delete. An attempt that created an id below the barrier committed before
+it, so the pass reads its reference (in the latest manifest, or in a checkpointed one). So no
+manifest, latest or checkpointed, ever names an SST GC may already have deleted, at any
+``min_age`` (issue 19 item 2). The tombstone of a destroyed database sets B to 2^48-1
+(:data:`~slatedb_core.meta.boundary.ULID_MS_TOMBSTONE`): every later commit of an SST is refused.
 """
 
 from __future__ import annotations
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta.boundary import ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, join
 
-ULID_MS_MAX = 2**48 - 1
+ULID_MS_MAX = ULID_MS_TOMBSTONE
 """The largest time a ULID can carry (48 bits of milliseconds), so the largest valid compacted
 boundary. A boundary of exactly this value is valid: it covers every SST id there can be."""
 

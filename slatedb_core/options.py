@@ -40,15 +40,10 @@ T = TypeVar("T")
 
 
 # ---- shared argument checks ----------------------------------------------------------------
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(k.__name__ for k in kinds)
-
-
 def check_instance(name: str, value: object, kind: type[T]) -> T:
     """``value`` if it is a ``kind``; else InvalidArgument naming ``name``."""
     if not isinstance(value, kind):
-        raise InvalidArgument(f"{name} must be a {_kind_name(kind)}, got {type(value).__name__}")
+        raise InvalidArgument(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     return value
 
 

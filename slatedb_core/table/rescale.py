@@ -54,6 +54,7 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.options import check_int
 from slatedb_core.store.objectstore import join
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, shard_db_name
 from slatedb_core.table.table import Table
@@ -113,6 +114,9 @@ def split(table: Table, shard_index: int, at: bytes) -> ShardMap:
 def merge(table: Table, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
     """Merge shard ``shard_index`` with shard ``shard_index + 1`` (of the map ``table`` read
     last) into one database."""
+    shard_index = check_int("shard_index", shard_index)  # issue 19 item 14: merge("0")
+    if expected_map_id is not None:
+        expected_map_id = check_int("expected_map_id", expected_map_id, lo=1)
     shards = table.shard_map.shards
     if not 0 <= shard_index < len(shards) - 1:
         raise InvalidArgument(

@@ -493,9 +493,6 @@ class Table:
         from slatedb_core.table.rescale import merge
 
         self._check_writable()
-        shard_index = check_int("shard_index", shard_index)
-        if expected_map_id is not None:
-            expected_map_id = check_int("expected_map_id", expected_map_id, lo=1)
         m = merge(self, shard_index, expected_map_id=expected_map_id)
         self._install(m)
         return m

@@ -28,7 +28,7 @@ path for a new database is an operator's decision: delete ``<path>/gc/`` once no
 database can still be running (docs/clones-and-destroy.md).
 
 Only the database's own objects are deleted: the direct children of ``manifest/``, ``wal/``,
-``compacted/``, ``compactions/`` and ``gc/``. A database or table nested under the path
+``compacted/``, ``compactions/`` and ``gc/``, and ``clone.origin``. A database or table nested under the path
 (``<path>/b/...``, or even ``<path>/wal/<db>/...``) is another database and is left alone.
 
 Writer checkpoints are not counted in step 1: every database a ``Db`` has written holds one that
@@ -43,12 +43,15 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from slatedb_core.clone_origin import ORIGIN_NAME
 from slatedb_core.errors import (
     CheckpointNotFound,
+    CorruptionError,
     DatabaseDestroyed,
     DatabaseNotFound,
     Fenced,
     InvalidDeletion,
+    ObjectNotFound,
     SlateDBError,
 )
 from slatedb_core.manifest.model import Manifest
@@ -82,6 +85,8 @@ __all__ = [
 
 OWN_DIRS = frozenset({"manifest", "wal", "compacted", "compactions", "gc"})
 """The directories of a database's own objects (see the module docstring)."""
+OWN_FILES = frozenset({ORIGIN_NAME})
+"""Objects of the database directly under its path (a clone's or union's origin record)."""
 
 _SOFT_ATTEMPTS = 10
 _DELETE_CONCURRENCY = 16
@@ -218,6 +223,8 @@ def is_own_object(db_path: str, path: str) -> bool:
     if not path.startswith(prefix):
         return False
     parts = path[len(prefix) :].split("/")
+    if len(parts) == 1:
+        return parts[0] in OWN_FILES
     if len(parts) != 2 or parts[0] not in OWN_DIRS or not parts[1]:
         return False
     return not (parts[0] == "gc" and parts[1].endswith(".boundary"))
@@ -248,9 +255,37 @@ def delete_database_objects(
     as destroyed afterwards through the tombstone. Objects of other databases, nested ones
     included, are never touched. Returns (objects, bytes).
 
+    A database that was never initialized (an unfinished clone or union: no writer or reader can
+    ever have run on it) gets no tombstone: its boundary files go last, so the path can be used
+    again, as the message of a clone whose source checkpoint expired tells the operator to do.
+
     If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
     manifest is kept for the next round."""
-    write_tombstone(ms)
+    tombstone = _needs_tombstone(ms)
+    if tombstone:
+        write_tombstone(ms)
+    count, size = _delete_own(ms, concurrency)
+    if not tombstone:
+        for o in _own_objects(ms.store, ms.db_path, boundaries=True):
+            ms.store.delete(o.path)
+            count += 1
+            size += o.size
+    return count, size
+
+
+def _needs_tombstone(ms: ManifestStore) -> bool:
+    """True unless the latest manifest says the database was never initialized (or there is
+    no manifest and no tombstone: nothing of an initialized database is left to protect)."""
+    try:
+        latest = ms.try_read_latest()
+    except CorruptionError:
+        return True  # cannot tell: the safe side
+    if latest is None:
+        return ms.is_tombstone()
+    return latest.manifest.initialized
+
+
+def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
     store = ms.store
     prefix = ms.db_path.rstrip("/") + "/"
     count = size = 0
@@ -281,8 +316,18 @@ def delete_database_objects(
     raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
 
 
-def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:
+def _own_objects(store: ObjectStore, db_path: str, *, boundaries: bool = False) -> list[ObjectMeta]:
+    """The database's own objects (:func:`is_own_object`), or with ``boundaries`` only its
+    ``gc/*.boundary`` files."""
+    if boundaries:
+        return [o for o in store.list(join(db_path, "gc")) if o.path.endswith(".boundary")
+                and o.path.count("/") == db_path.rstrip("/").count("/") + 2]
     out: list[ObjectMeta] = []
     for sub in sorted(OWN_DIRS):
         out.extend(o for o in store.list(join(db_path, sub)) if is_own_object(db_path, o.path))
+    for name in sorted(OWN_FILES):
+        try:
+            out.append(store.head(join(db_path, name)))
+        except ObjectNotFound:
+            pass
     return out

@@ -4,8 +4,10 @@
 each of which can be interrupted and redone::
 
     1-5  read the clone's manifest (maybe left by a crashed attempt) and the parent's (which must
-         be initialized, not destroyed). A clone manifest must name this parent (and checkpoint);
-         initialized -> check its final checkpoints exist, done; else go to 9
+         be initialized, not destroyed). An existing M_c must be this clone: of this parent (and
+         checkpoint, and within the projection) by its origin record ``<clone>/clone.origin``
+         (:mod:`slatedb_core.clone_origin`; written right after M_c, it outlives GC detaching the
+         parent); initialized -> check its final checkpoints exist, done; else go to 9
     6-8  source checkpoint (the given one, or an ephemeral one of the latest, 5 min); M_c from
          the manifest it pins (projected if asked), initialized=False, created if absent
          (losing that race -> back to 1, finishing the winner's M_c)
@@ -33,15 +35,14 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from ulid import ULID
 
 from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
+from slatedb_core.clone_origin import clone_mismatch, clone_origin_of, establish
+from slatedb_core.clone_wal import clip, last_with_data
 from slatedb_core.errors import (
     CheckpointNotFound,
     CorruptionError,
@@ -61,9 +62,8 @@ from slatedb_core.manifest.projection import project_manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import CheckpointOptions
-from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
-from slatedb_core.wal.log import EPOCH_KEY, WalLog
+from slatedb_core.wal.log import WalLog
 
 log = logging.getLogger(__name__)
 
@@ -125,26 +125,6 @@ class Snapshot:
     latest: Latest
 
 
-def _last_with_data(
-    wal: WalLog, ids: Sequence[int], rng: KeyRange | None, *, missing_ok: bool = False
-) -> int | None:
-    """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end.
-    Trailing empty SSTs are fences of writers that opened and wrote nothing: counting them
-    would make an idle, fully flushed database look as if it had WAL data, which union refuses.
-    ``missing_ok``: a missing SST counts as data (GC took it, so it is already below the
-    latest replay_after_wal_id and the caller's max() makes it harmless)."""
-    for wal_id in reversed(ids):
-        try:
-            data = wal.store.get(wal.path(wal_id)).data
-        except ObjectNotFound:
-            if missing_ok:
-                return wal_id
-            raise
-        if _clip(wal, wal_id, data, rng)[1]:
-            return wal_id
-    return None
-
-
 def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, int]:
     """The manifest and the format version it was written in."""
     name = ms.seq.path(object_id)
@@ -172,7 +152,7 @@ def _ephemeral(
     wal = WalLog(ms.store, ms.db_path)
     listed = enumerate(wal.list_ids(after=after), start=after + 1)
     run = [i for n, i in itertools.takewhile(lambda p: p[0] == p[1], listed)]  # stop at a gap
-    last_seen = _last_with_data(wal, run, None, missing_ok=True) or after
+    last_seen = last_with_data(wal, run, None, missing_ok=True) or after
     read_to = run[-1] if run else after  # every WAL SST up to here was just read for data
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
     cid = uuid.uuid4()
@@ -243,13 +223,6 @@ def drop_ephemeral(store: ObjectStore, snap: Snapshot) -> None:
         log.info(
             "left ephemeral checkpoint %s of %r to expire: %s", snap.checkpoint_id, snap.path, e
         )
-
-
-def find_entry(m: Manifest, path: str, checkpoint: uuid.UUID | None) -> ExternalDb | None:
-    for e in m.external_dbs:
-        if e.path == path and (checkpoint is None or e.source_checkpoint_id == checkpoint):
-            return e
-    return None
 
 
 class Fallbacks:
@@ -377,25 +350,6 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
     )
 
 
-def _clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[bytes, int]:
-    """The WAL SST with only the keys in ``rng``, and how many entries it keeps. A projected
-    clone must not replay the parent's writes outside its range: they would reach its L0 SSTs,
-    which carry no visible range."""
-    sst = wal.decode(wal_id, data)
-    rows = sst.entries.num_rows
-    if rng is None or rng == KeyRange():
-        return data, rows
-    keys = sst.entries.column("key")
-    mask = pc.and_(
-        pc.greater_equal(keys, pa.scalar(rng.start or b"", keys.type)),
-        pc.less(keys, pa.scalar(rng.end, keys.type)) if rng.end is not None else True,
-    )
-    kept = sst.entries.filter(mask)
-    if kept.num_rows == rows:
-        return data, rows
-    return encode_sst(kept, SstOptions(), metadata={EPOCH_KEY: sst.writer_epoch})[0], kept.num_rows
-
-
 def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> int:
     """The clone's ``wal_id_last_seen``: the pinned one, less trailing WAL SSTs with nothing for
     the clone (fences, or only keys outside its projection), so that a clone with no WAL data of
@@ -405,7 +359,7 @@ def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> 
     wal = WalLog(store, snap.path)
     try:
         ids = range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
-        return _last_with_data(wal, ids, rng) or m.replay_after_wal_id
+        return last_with_data(wal, ids, rng) or m.replay_after_wal_id
     except ObjectNotFound as e:
         raise _lost(snap.path, snap.checkpoint_id, f"needs {e.path}, which is gone") from None
 
@@ -424,7 +378,7 @@ def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
                 + start_over(clone)
             ) from None
         if rng is not None:
-            data = _clip(src, wal_id, data, rng)[0]
+            data = clip(src, wal_id, data, rng)[0]
         try:
             store.put_if_absent(dst.path(wal_id), data)
         except ObjectAlreadyExists:
@@ -433,15 +387,26 @@ def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
 
 
 def _check_existing(
-    m: Manifest, clone: str, parent: str, checkpoint: uuid.UUID | None, projection: KeyRange | None
+    cms: ManifestStore,
+    m: Manifest,
+    parent: str,
+    checkpoint: uuid.UUID | None,
+    projection: KeyRange | None,
 ) -> None:
-    if find_entry(m, parent, checkpoint) is None:
+    """Steps 3-4 for an existing M_c, by its origin record (slatedb_core.clone_origin), which
+    outlives GC detaching the parent and collecting manifest 1 (issue 19 items 9, 13)."""
+    why = establish(
+        cms,
+        m,
+        lambda first: clone_origin_of(first, first=True),
+        lambda latest: clone_origin_of(latest, first=False),
+        lambda o: clone_mismatch(o, parent, checkpoint, projection),
+    )
+    if why is not None:
         what = parent if checkpoint is None else f"{parent} at checkpoint {checkpoint}"
-        raise CloneConflict(f"a database exists at {clone!r} and is not a clone of {what}")
-    if projection is not None:
-        have = KeyRange.of(m.key_range)
-        if have.intersect(projection) != have:
-            raise CloneConflict(f"the clone at {clone!r} covers {have}, not within {projection}")
+        raise CloneConflict(
+            f"a database exists at {cms.db_path!r} and is not a clone of {what}: {why}"
+        )
 
 
 def create_clone_stored(
@@ -479,7 +444,7 @@ def create_clone_stored(
                 continue
             parent = snap.latest
         m = stored.manifest
-        _check_existing(m, clone_path, parent_path, parent_checkpoint, projection)
+        _check_existing(cms, m, parent_path, parent_checkpoint, projection)
         if m.initialized:
             verify_final_checkpoints(store, clone_path, m)
             return stored

@@ -4,14 +4,16 @@ Projection and Union"), e.g. to merge shards made by projected clones back into 
 The manifest arithmetic is :func:`slatedb_core.manifest.projection.union_manifests`; this module
 runs it the way a clone runs, so that it survives a crash at any step::
 
-    1  read the destination's manifest (maybe left by a crashed attempt): present and
-       initialized -> check it is this union and its final checkpoints exist, done;
-       present and not initialized -> go to 4
+    1  read the destination's manifest (maybe left by a crashed attempt): present -> it must be
+       this union (its origin record, or the final checkpoint ids of its manifest 1, see
+       :mod:`slatedb_core.clone_origin`); initialized -> check its final checkpoints exist,
+       done; not initialized -> go to 4
     2  per source: its checkpoint (given, or an ephemeral one of the latest, 5 min) and the
        manifest it pins, which must be format V2 (V1 has no visible ranges, so views over the
        same SST from different shards could not be told apart)
-    3  union_manifests (refuses overlap and uncompacted WAL), written with initialized=False
-       by create-if-absent; losing the race -> back to 1 on the winner's manifest
+    3  union_manifests (refuses overlap and uncompacted WAL), each entry's final checkpoint id
+       derived from the request, written with initialized=False by create-if-absent (losing
+       the race -> back to 1 on the winner's manifest); then its origin record
     4  the final checkpoint of every external db: every source, and the databases the sources
        themselves reference
     5  set initialized=True
@@ -38,18 +40,24 @@ from slatedb_core.clone import (
     check_paths,
     drop_ephemeral,
     ensure_final_checkpoints,
-    find_entry,
     mark_initialized,
     same_format_store,
     take_snapshot,
     verify_final_checkpoints,
 )
-from slatedb_core.errors import InvalidArgument, ManifestVersionExists, ObjectNotFound
+from slatedb_core.clone_origin import (
+    Signature,
+    establish,
+    signature,
+    union_final_id,
+    union_mismatch,
+    union_origin_of,
+)
+from slatedb_core.errors import InvalidArgument, ManifestVersionExists
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.projection import UnionError, UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
-from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.options import check_sequence
 from slatedb_core.store.objectstore import ObjectStore, check_store
 
@@ -81,24 +89,27 @@ def _check_sources(sources: Sequence[UnionSource]) -> list[UnionSource]:
     return out
 
 
-def _check_existing(ms: ManifestStore, m: Manifest, dest: str, sources: list[UnionSource]) -> None:
-    """Is the database at ``dest`` a union that a re-run may finish or return? Weaker than a
-    clone's check, because union drops a source's entry when the source owns none of the SSTs:
-    it must have been born uninitialized (so clone or union made it; a database a writer created
-    starts initialized), and a source given with a checkpoint must not appear with another one."""
-    try:
-        first = ms.read(FIRST_ID).manifest
-    except ObjectNotFound:
-        first = None  # collected by GC; nothing more to learn from it
-    if first is not None and first.initialized:
-        raise CloneConflict(f"a database that is not a union already exists at {dest!r}")
-    for s in sources:
-        named = [e for e in m.external_dbs if e.path == s.path]
-        if s.checkpoint is not None and named and find_entry(m, s.path, s.checkpoint) is None:
-            raise CloneConflict(
-                f"the union at {dest!r} was made from {s.path!r} at another checkpoint than "
-                f"{s.checkpoint}"
-            )
+def _check_existing(
+    ms: ManifestStore, m: Manifest, sources: list[UnionSource], sig: Signature
+) -> None:
+    """Is the database at the destination exactly this union (its earlier attempt, finished or
+    not)? Only if its origin record says so, or, before the record is written, its manifest 1
+    carries this request's final checkpoint ids (slatedb_core.clone_origin). Anything else (an
+    ordinary database, with or without manifest 1; a clone; a union of other sources or ranges;
+    a union from before origin records) is refused: issue 19 item 9."""
+    dest = ms.db_path
+    why = establish(
+        ms,
+        m,
+        lambda first: union_origin_of(first, dest, sig),
+        None,
+        lambda o: union_mismatch(o, sig, [(s.path, s.checkpoint) for s in sources]),
+    )
+    if why is not None:
+        raise CloneConflict(
+            f"a database exists at {dest!r} and is not this union: {why}; choose another "
+            "destination"
+        )
 
 
 def _snapshots(
@@ -123,15 +134,27 @@ def _snapshots(
     return snaps
 
 
-def _union_manifest(snaps: list[Snapshot], sources: list[UnionSource]) -> Manifest:
+def _union_manifest(
+    dest: str, snaps: list[Snapshot], sources: list[UnionSource], sig: Signature
+) -> Manifest:
     inputs = [
         UnionInput(snap.manifest, snap.path, snap.checkpoint_id, src.range)
         for snap, src in zip(snaps, sources, strict=True)
     ]
     merged = union_manifests(inputs)
+    # Final checkpoint ids a re-run can recompute: until the origin record is written, they
+    # are what tells this union's manifest 1 from any other (slatedb_core.clone_origin).
+    entries = tuple(
+        dataclasses.replace(
+            e, final_checkpoint_id=union_final_id(dest, sig, e.path, e.source_checkpoint_id)
+        )
+        for e in merged.external_dbs
+    )
     # Defensive: whatever union_manifests returns, the new database starts unfinished and
     # without checkpoints of its own.
-    return dataclasses.replace(merged, initialized=False, destroyed_at_s=None, checkpoints=())
+    return dataclasses.replace(
+        merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=()
+    )
 
 
 def create_union_stored(
@@ -146,15 +169,14 @@ def create_union_stored(
     check_paths(dest_path, [s.path for s in srcs])
     check_store(store)
     dms = ManifestStore(store, dest_path)
+    sig = signature([(s.path, s.range) for s in srcs])
     for _ in range(5):
         stored = dms.try_read_latest()
         known: dict[str, Latest] = {}
-        if stored is not None:
-            _check_existing(dms, stored.manifest, dest_path, srcs)
-        else:
+        if stored is None:
             snaps = _snapshots(store, dest_path, srcs, now())
             try:
-                initial = _union_manifest(snaps, srcs)
+                initial = _union_manifest(dest_path, snaps, srcs, sig)
             except BaseException:
                 for snap in snaps:
                     drop_ephemeral(store, snap)
@@ -166,6 +188,7 @@ def create_union_stored(
                     drop_ephemeral(store, snap)
                 continue
             known = {snap.path: snap.latest for snap in snaps}
+        _check_existing(dms, stored.manifest, srcs, sig)  # and write the origin record
         m = stored.manifest
         if m.initialized:
             verify_final_checkpoints(store, dest_path, m)

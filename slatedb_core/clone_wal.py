@@ -1,0 +1,53 @@
+"""WAL helpers of clones and unions (seed 003 "Clones": the clone's WAL is the parent's tail,
+copied): which WAL SSTs hold writes, and a WAL SST clipped to a projection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.errors import ObjectNotFound
+from slatedb_core.keys import KeyRange
+from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.wal.log import EPOCH_KEY, WalLog
+
+
+def last_with_data(
+    wal: WalLog, ids: Sequence[int], rng: KeyRange | None, *, missing_ok: bool = False
+) -> int | None:
+    """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end.
+    Trailing empty SSTs are fences of writers that opened and wrote nothing: counting them
+    would make an idle, fully flushed database look as if it had WAL data, which union refuses.
+    ``missing_ok``: a missing SST counts as data (GC took it, so it is already below the
+    latest replay_after_wal_id and the caller's max() makes it harmless)."""
+    for wal_id in reversed(ids):
+        try:
+            data = wal.store.get(wal.path(wal_id)).data
+        except ObjectNotFound:
+            if missing_ok:
+                return wal_id
+            raise
+        if clip(wal, wal_id, data, rng)[1]:
+            return wal_id
+    return None
+
+
+def clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[bytes, int]:
+    """The WAL SST with only the keys in ``rng``, and how many entries it keeps. A projected
+    clone must not replay the parent's writes outside its range: they would reach its L0 SSTs,
+    which carry no visible range."""
+    sst = wal.decode(wal_id, data)
+    rows = sst.entries.num_rows
+    if rng is None or rng == KeyRange():
+        return data, rows
+    keys = sst.entries.column("key")
+    mask = pc.and_(
+        pc.greater_equal(keys, pa.scalar(rng.start or b"", keys.type)),
+        pc.less(keys, pa.scalar(rng.end, keys.type)) if rng.end is not None else True,
+    )
+    kept = sst.entries.filter(mask)
+    if kept.num_rows == rows:
+        return data, rows
+    return encode_sst(kept, SstOptions(), metadata={EPOCH_KEY: sst.writer_epoch})[0], kept.num_rows

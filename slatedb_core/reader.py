@@ -42,6 +42,10 @@ still open, the old checkpoint is kept (and refreshed) until the scan finishes, 
 next poll after that (seed 003: "removes the previous checkpoint once any ongoing reads have
 completed"). Point reads are too short to be worth a reference.
 
+A projected database (``key_range`` in its manifest, seed 003 "Projection"): a read wholly
+outside the range raises ``InvalidArgument`` and a scan that overlaps it is clipped to it, by the
+same check as the writer's (:func:`slatedb_core.keys.check_in_range`, ``clip_scan``).
+
 Missing SSTs: a read that finds an SST gone (``ObjectNotFound``: GC removed it after compaction)
 reloads the latest manifest (MANAGED: re-establishes) and retries once; a scan resumes after the last
 key it returned, on the newer state (so such a scan is not one point-in-time view: each key still

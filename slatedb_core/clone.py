@@ -47,7 +47,6 @@ from slatedb_core.errors import (
     CheckpointNotFound,
     CorruptionError,
     DatabaseDestroyed,
-    DatabaseNotFound,
     DatabaseNotInitialized,
     InvalidArgument,
     ManifestVersionExists,
@@ -56,7 +55,12 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS, decode_manifest
+from slatedb_core.manifest.codec import (
+    DEFAULT_FORMAT_VERSION,
+    MANIFEST_MAGIC,
+    SUPPORTED_VERSIONS,
+    decode_manifest,
+)
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.projection import project_manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -135,12 +139,10 @@ def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, i
 def same_format_store(store: ObjectStore, path: str) -> Latest:
     """The latest manifest, and a manifest store that commits in its format: our checkpoint
     commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
-    ms = ManifestStore(store, path)
-    found = ms.seq.read_latest()
-    if found is None:
-        raise DatabaseNotFound(f"no manifest under {path!r} in {store.url}")
-    m, version = _decode(ms, *found)
-    return ManifestStore(store, path, format_version=version), StoredManifest(found[0], m)
+    ms = ManifestStore(store, path)  # commits keep the format of their base (issue 19 item 11)
+    # read_latest: the base carries its nonce (a commit on it records its parent, see
+    # ManifestStore) and a destroyed, collected path raises DatabaseDestroyed
+    return ms, ms.read_latest()
 
 
 def _ephemeral(
@@ -174,7 +176,8 @@ def _ephemeral(
 def start_over(dest: str) -> str:
     return (
         f"hard-destroy the unfinished {dest!r} (initialized=false; `slatedb destroy --hard`, "
-        "which also releases the final checkpoints it took) and create it again"
+        "which also releases the final checkpoints it took) and create the clone at a new path "
+        "(a destroyed path keeps its tombstone, docs/clones-and-destroy.md)"
     )
 
 
@@ -201,7 +204,8 @@ def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: 
     if cp.is_expired(now):
         raise _lost(path, cid, f"expired at {cp.expire_time_s}")
     if cp.manifest_id == latest.id:  # our ephemeral checkpoint pins what we just wrote
-        pinned, version = latest.manifest, ms.format_version
+        pinned = latest.manifest
+        version = latest.version or ms.format_version or DEFAULT_FORMAT_VERSION
     else:
         try:
             pinned, version = _decode(ms, cp.manifest_id, ms.seq.read(cp.manifest_id))

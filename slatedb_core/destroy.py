@@ -46,7 +46,6 @@ from concurrent.futures import ThreadPoolExecutor
 from slatedb_core.clone_origin import ORIGIN_NAME
 from slatedb_core.errors import (
     CheckpointNotFound,
-    CorruptionError,
     DatabaseDestroyed,
     DatabaseNotFound,
     Fenced,
@@ -255,34 +254,13 @@ def delete_database_objects(
     as destroyed afterwards through the tombstone. Objects of other databases, nested ones
     included, are never touched. Returns (objects, bytes).
 
-    A database that was never initialized (an unfinished clone or union: no writer or reader can
-    ever have run on it) gets no tombstone: its boundary files go last, so the path can be used
-    again, as the message of a clone whose source checkpoint expired tells the operator to do.
+    Every database gets the tombstone, an unfinished clone or union too: its creator may be
+    stalled between two of its steps and would otherwise finish it in the emptied path.
 
     If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
     manifest is kept for the next round."""
-    tombstone = _needs_tombstone(ms)
-    if tombstone:
-        write_tombstone(ms)
-    count, size = _delete_own(ms, concurrency)
-    if not tombstone:
-        for o in _own_objects(ms.store, ms.db_path, boundaries=True):
-            ms.store.delete(o.path)
-            count += 1
-            size += o.size
-    return count, size
-
-
-def _needs_tombstone(ms: ManifestStore) -> bool:
-    """True unless the latest manifest says the database was never initialized (or there is
-    no manifest and no tombstone: nothing of an initialized database is left to protect)."""
-    try:
-        latest = ms.try_read_latest()
-    except CorruptionError:
-        return True  # cannot tell: the safe side
-    if latest is None:
-        return ms.is_tombstone()
-    return latest.manifest.initialized
+    write_tombstone(ms)
+    return _delete_own(ms, concurrency)
 
 
 def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
@@ -316,12 +294,8 @@ def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
     raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
 
 
-def _own_objects(store: ObjectStore, db_path: str, *, boundaries: bool = False) -> list[ObjectMeta]:
-    """The database's own objects (:func:`is_own_object`), or with ``boundaries`` only its
-    ``gc/*.boundary`` files."""
-    if boundaries:
-        return [o for o in store.list(join(db_path, "gc")) if o.path.endswith(".boundary")
-                and o.path.count("/") == db_path.rstrip("/").count("/") + 2]
+def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:
+    """The database's own objects (:func:`is_own_object`)."""
     out: list[ObjectMeta] = []
     for sub in sorted(OWN_DIRS):
         out.extend(o for o in store.list(join(db_path, sub)) if is_own_object(db_path, o.path))

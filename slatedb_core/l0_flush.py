@@ -45,8 +45,10 @@ def l0_flush_change(
     the WAL id of the writer's contiguous durable prefix when the change is applied."""
 
     def change(m: Manifest, next_id: int) -> Manifest | None:
-        if new.committed_in(m):
-            return None  # committed by an earlier attempt of this flush
+        if new.committed_in(m) or 0 < max_seq <= m.last_l0_seq:
+            # committed by an earlier attempt of this flush, whose SST may since have been
+            # compacted away: last_l0_seq covers every seq of it (flushes commit in seq order)
+            return None
         (sst,) = new.secure()
         view = SstView(view_id=sst.id, sst_id=sst.id)
         m = dataclasses.replace(

@@ -159,7 +159,10 @@ class DbOptions:
     compression: str = "none"
     block_cache_bytes: int = 256 * MiB
     manifest_poll_interval: timedelta = timedelta(seconds=1)
-    manifest_format_version: int = 2
+    manifest_format_version: int | None = None
+    """The manifest format (1 or 2) this writer commits in; it migrates the database to it. None
+    (the default): keep the format the database is in (seed 003 migration, phase 1), 2 for a new
+    one."""
     max_key_bytes: int = MAX_KEY_BYTES
     max_value_bytes: int = MAX_VALUE_BYTES
     max_parallel_writes: int = 1
@@ -185,12 +188,13 @@ class DbOptions:
                 "block_size": (1, None),
                 "bloom_bits_per_key": (0, None),
                 "block_cache_bytes": (0, None),
-                "manifest_format_version": (1, 2),
                 "max_key_bytes": (1, MAX_KEY_BYTES),
                 "max_value_bytes": (1, MAX_VALUE_BYTES),
                 "max_parallel_writes": (1, MAX_PARALLEL_WRITES),
             },
         )
+        if self.manifest_format_version is not None:
+            check_int("manifest_format_version", self.manifest_format_version, lo=1, hi=2)
         check_choice("compression", self.compression, COMPRESSIONS)
         # checked here, not when Db.open starts the compactor (issue 19 item 14)
         check_optional("compactor", self.compactor, CompactorOptions)

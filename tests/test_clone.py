@@ -226,7 +226,7 @@ def test_rerun_after_the_ephemeral_checkpoint_expired_says_to_start_over() -> No
         create_clone("clone", "parent", inner, now=lambda: later)
     assert not manifest(inner, "clone").initialized
     destroy("clone", inner, soft=False)  # what the message says to do
-    assert create_clone("clone", "parent", inner, now=lambda: later).initialized
+    assert create_clone("clone2", "parent", inner, now=lambda: later).initialized
 
 
 # ---- crashes ---------------------------------------------------------------------------------

@@ -272,5 +272,9 @@ def test_a_v1_database_stays_v1_through_checkpoints_readers_gc_and_destroy(
     delete_checkpoint("db", store, cp.id)
     run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(hours=1)))
     assert versions() == {1}
+    with Db.open("db", store, QUIET) as db:  # a writer with default options keeps V1 too
+        db.put(b"k2", b"v2")
+        db.flush_memtable()
+    assert versions() == {1}
     destroy("db", store)
     assert versions() == {1}

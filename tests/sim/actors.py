@@ -145,6 +145,23 @@ class Stalled:
         self.on_done(outcome)
         return outcome
 
+    def run_to(self, faulty: FaultyStore, name: str, op: str, glob: str, when: When) -> bool:
+        """Let the operation run on to a second pause point (e.g. from its SST upload to its
+        manifest create, then to its boundary check). True if it parked there, and this object
+        now waits at it; False if it finished (call :meth:`resume` for its outcome)."""
+        point = faulty.pause(name, op, glob, when=when)
+        self.point.release()
+        deadline = time.monotonic() + STALL_REACH_TIMEOUT_S
+        while self.thread.is_alive() and not point.wait_reached(0.001):
+            if time.monotonic() > deadline:
+                point.release()
+                raise InvariantViolation(f"{self.label}: neither paused nor finished (hang?)")
+        if point.reached:
+            self.point = point
+            return True
+        point.release()
+        return False
+
 
 def run_stalled(
     faulty: FaultyStore,

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 
 from ulid import ULID
 
+from slatedb_core.dbstate import resolve_sst_path
 from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.codec import decode_manifest
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.boundary import parse_boundary
 from slatedb_core.store.objectstore import (
     GetResult,
@@ -54,6 +56,9 @@ class DbRecord:
     """The newest manifest says initialized: False while a clone is still copying its WAL."""
     max_parallel_writes: int = 1
     """The largest ``max_parallel_writes`` any committed manifest of it held."""
+    collected_at: int | None = None
+    """Event number at which the last manifest of the destroyed database was deleted (by GC or
+    hard destroy): from then on nothing may be committed there again (issue 19 item 1)."""
 
 
 class RecordingStore(ObjectStore):
@@ -70,7 +75,16 @@ class RecordingStore(ObjectStore):
         self.violations: list[str] = []
         self.checks = 0
         self.released: set[str] = set()
-        """Databases the harness is hard-destroying: every delete under them is allowed."""
+        """Databases the harness is hard-destroying: every delete under them is allowed (but
+        never of a boundary file)."""
+        self.events = 0
+        """Counts successful creates and deletes; :meth:`mark` reads it."""
+        self.creates: list[tuple[int, str, str]] = []
+        """(event number, thread name, path) of every successful create of a sequenced object."""
+        self.damaged: set[str] = set()
+        """Objects the harness deleted or corrupted at rest (tests.sim.damage): judged by what
+        reads return, not by the namespace rules."""
+        self._decoded: dict[str, Manifest] = {}
 
     @property
     def inner(self) -> ObjectStore:
@@ -97,8 +111,10 @@ class RecordingStore(ObjectStore):
             db, ns, oid = m["db"], m["ns"], int(m["id"])
             rec = self._db(db)
             boundary = rec.boundaries.get(ns, 0)
+            self.events += 1
+            self.creates.append((self.events, threading.current_thread().name, path))
             earlier = self._history.get(path, [])
-            if earlier and earlier[-1] != data and oid > boundary:
+            if earlier and earlier[-1] != data and oid > boundary and path not in self.damaged:
                 self._violate(
                     f"two different objects committed at {path} (id {oid} > {ns} boundary "
                     f"{boundary})"
@@ -117,6 +133,15 @@ class RecordingStore(ObjectStore):
         except CorruptionError as e:
             self._violate(f"committed manifest {path} does not decode: {e}")
             return
+        self._decoded[path] = manifest
+        # A change applied twice (issue 19 item 3: a committer that re-applied its change after
+        # GC passed its create) shows as a duplicate; the codec should refuse one anyway.
+        for what, ids in (("checkpoint", [str(c.id) for c in manifest.checkpoints]),
+                          ("SST", [str(x.id) for x in manifest.ssts])):
+            dup = next((i for i in ids if ids.count(i) > 1), None)
+            if dup is not None:
+                self._violate(f"committed manifest {path} lists {what} {dup} twice (a change "
+                              "applied twice)")
         epochs = (manifest.writer_epoch, manifest.compactor_epoch)
         prev = rec.epochs.get(oid - 1)
         if prev is not None and (epochs[0] < prev[0] or epochs[1] < prev[1]):
@@ -146,6 +171,7 @@ class RecordingStore(ObjectStore):
 
     def _deleted(self, path: str) -> None:
         self.checks += 1
+        self.events += 1
         m = SEQUENCED.match(path)
         if m is not None:
             db, ns, oid = m["db"], m["ns"], int(m["id"])
@@ -158,6 +184,8 @@ class RecordingStore(ObjectStore):
                 if ns == "manifest" and existing and oid == max(existing):
                     self._violate(f"deleted the latest manifest {path}")
             existing.discard(oid)
+            if ns == "manifest" and rec.destroyed and not existing and rec.collected_at is None:
+                rec.collected_at = self.events
             return
         m = COMPACTED.match(path)
         if m is not None:
@@ -169,8 +197,9 @@ class RecordingStore(ObjectStore):
             if ms > limit:
                 self._violate(f"deleted {path} (time {ms}) ahead of the compacted boundary {limit}")
             return
-        m = BOUNDARY.match(path)
-        if m is not None and not self._may_delete_anything(m["db"]):
+        # Never, not even when the database is destroyed: the boundaries are what keeps a stale
+        # writer from committing into the emptied path (seed 004; issue 19 item 1).
+        if BOUNDARY.match(path) is not None:
             self._violate(f"deleted boundary file {path}")
 
     def _read(self, path: str, data: bytes, whole: bool) -> None:
@@ -212,6 +241,104 @@ class RecordingStore(ObjectStore):
                     )
             self.violations.extend(new)
             return new
+
+    # ---- questions the harness asks -----------------------------------------------------------
+    def mark(self) -> int:
+        with self._lock:
+            return self.events
+
+    def collected(self, db: str) -> bool:
+        with self._lock:
+            return self._db(db).collected_at is not None
+
+    def late_creates(self, db: str, *, thread: str, since: int = 0) -> list[str]:
+        """Sequenced objects of ``db`` that ``thread`` created after event ``since`` and after
+        the destroyed database was collected (issue 19 item 1: none may be acknowledged)."""
+        with self._lock:
+            at = self._db(db).collected_at
+            if at is None:
+                return []
+            after = max(at, since)
+            return [p for n, t, p in self.creates if n > after and t == thread
+                    and p.startswith(db + "/")]
+
+    def damage(self, path: str, data: bytes | None, raw: ObjectStore) -> None:
+        """Delete (``data`` None) or overwrite ``path`` behind the engine's back, in ``raw`` (the
+        store under every fault and protocol layer), as a failing disk, an operator or a bug
+        would, while nothing runs (tests.sim.damage)."""
+        if data is None:
+            raw.delete(path)
+        else:
+            raw.put(path, data)
+        with self._lock:
+            self.damaged.add(path)
+            self._decoded.pop(path, None)
+            if data is None:
+                self._bytes.pop(path, None)
+            else:
+                self._bytes[path] = data
+
+    def stored(self, path: str) -> bytes | None:
+        with self._lock:
+            return self._bytes.get(path)
+
+    def latest_manifest(self, db: str) -> tuple[int, Manifest] | None:
+        """The newest manifest of ``db`` in the store, decoded (None if none, or undecodable)."""
+        with self._lock:
+            ids = sorted(self._db(db).existing["manifest"], reverse=True)
+        for oid in ids:
+            path = f"{db}/manifest/{oid:020d}.manifest"
+            got = self._manifest(path)
+            if got is not None:
+                return oid, got
+            if self.stored(path) is not None:
+                return None  # the newest one is corrupt
+        return None
+
+    def _manifest(self, path: str) -> Manifest | None:
+        with self._lock:
+            known = self._decoded.get(path)
+            data = self._bytes.get(path)
+        if known is not None or data is None:
+            return known
+        try:
+            manifest = decode_manifest(data, name=path)
+        except CorruptionError:
+            return None
+        with self._lock:
+            self._decoded[path] = manifest
+        return manifest
+
+    def dangling(self, db: str) -> list[str]:
+        """What the latest manifest of ``db``, and every manifest a checkpoint in it pins, names
+        but the store does not hold: an SST, or a pinned manifest (issue 19 item 2: a commit that
+        named an SST a GC pass had already deleted). Damaged objects are left out."""
+        with self._lock:
+            if self._db(db).destroyed:
+                return []
+        latest = self.latest_manifest(db)
+        if latest is None:
+            return []
+        oid, manifest = latest
+        out: list[str] = []
+        pinned = {c.manifest_id: str(c.id) for c in manifest.checkpoints}
+        todo: list[tuple[str, Manifest]] = [(f"manifest {oid}", manifest)]
+        for mid, cid in sorted(pinned.items()):
+            if mid == oid:
+                continue
+            path = f"{db}/manifest/{mid:020d}.manifest"
+            pinned_manifest = self._manifest(path)
+            if pinned_manifest is not None:
+                todo.append((f"manifest {mid} (checkpoint {cid})", pinned_manifest))
+            elif self.stored(path) is None and path not in self.damaged:
+                out.append(f"checkpoint {cid} in manifest {oid} pins missing {path}")
+        for where, mf in todo:
+            for sst in mf.ssts:
+                path = resolve_sst_path(db, mf, sst)
+                if self.stored(path) is None and path not in self.damaged:
+                    out.append(f"{where} names missing SST {path}")
+        self.checks += 1
+        return out
 
     def boundary(self, db: str, ns: str) -> int:
         with self._lock:

@@ -47,7 +47,7 @@ def test_recorder_allows_holes_only_within_the_parallel_window() -> None:
 
 def test_sim_window_lands_creates_in_a_seeded_order() -> None:
     store = open_store("memory://")
-    orders = []
+    orders: list[list[int]] = []
     for _ in range(2):
         wal = WalLog(store, f"db{len(orders)}")
         window = SimWindow(WalWriter(wal, 1, 1, SstOptions()), 4, random.Random("x"))

@@ -36,8 +36,11 @@ class FaultySqliteTxnStore(SqliteTxnStore):
         return conn
 
     def clear_rules(self) -> None:
+        self.set_rate(0.0)
+
+    def set_rate(self, rate: float) -> None:
         with self._lock:
-            self._rate = 0.0
+            self._rate = rate
 
     def _run(self, kind: str, text: str, params: Sequence[Any]) -> tuple[list[Any], int]:
         if kind == "select":

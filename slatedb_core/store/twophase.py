@@ -41,52 +41,36 @@ write whose insert has happened:
   path is then free, a later ``put_if_absent`` deletes that stale intent (guarded by its source)
   and inserts again.
 
-``delete`` deletes the object and then the intent (guarded by its source; a failure there is
-only logged, because a committed intent without its object frees itself as above). An
-uncommitted write is rolled forward first, so the delete is ordered after the create and a
-delete that raised leaves the object readable, as on a native store. One race is
-not closed, on this store as on a native one: a copy (by a stalled writer or reader) that lands
-*after* a delete of the same path recreates the object, without an intent. The protocol only
-deletes dead paths (behind a GC boundary, or unreferenced SSTs), which no live writer creates
-again, so such an object is garbage that the next GC pass deletes again.
+``delete`` rolls an uncommitted write forward first (so it is ordered after the create), then
+deletes the object and the intent (guarded by its source; a committed intent left without its
+object frees itself as above). Not closed, here as on a native store: a stalled copy landing
+after a delete of the same path recreates the object, without an intent; only dead paths are
+ever deleted, so it is garbage that the next GC pass deletes again.
 
-**Mutable conditional objects** cannot use pattern 5 (an unconditional copy of version 2 could
-land after the copy of version 3). The protocol's only ones are the GC boundary files
-``<db>/gc/<namespace>.boundary`` (created with ``put_if_absent``, advanced with ``put_if_match``,
-read with a conditional GET). They are kept whole in the transactional store (seed pattern 2, a
-few bytes each): a row with the data, a random e-tag and a version; ``put_if_match`` is one
-``UPDATE ... WHERE etag = expected``, which the database executes atomically, so exactly one of
-two racing updates from the same version succeeds. Which paths are such cells is a predicate
-(``cell_paths``, default :func:`is_boundary_path`); a ``put_if_match`` on any other path raises
-``UnsupportedOperation`` instead of silently degrading to an unconditional write, so a new mutable
-conditional object fails its first test over this store rather than corrupting data. Cells appear
-in listings like objects.
+**Mutable conditional objects** (the GC boundary files ``<db>/gc/<namespace>.boundary``) cannot
+use pattern 5 (a copy of version 2 could land after the copy of version 3): they are kept whole in
+the transactional store (pattern 2), and ``put_if_match`` is one ``UPDATE ... WHERE etag = ?``.
+``cell_paths`` (default :func:`is_boundary_path`) says which paths are cells; ``put_if_match`` on
+any other path raises ``UnsupportedOperation``, never an unconditional write. Cells are listed.
+
+**Keys**: rows are keyed by the object's absolute location (``s3://bucket`` + ``lake/prod/x``),
+not by the URL of the store that named it, so every URL reaching one object shares its intent
+(:mod:`slatedb_core.store.twophase_keys`, which also moves rows stored under the old keys).
 
 Plain ``put`` goes straight to the object store (the advisory ``_latest_version`` pointer, markers).
 ``copy_if_absent`` reads the source and creates the destination with the two-phase write above
 (the temporary object's name carries the CRC of the bytes, so they pass through this process).
 
-Temporary names end in ``.<32 hex>.<8 hex>``: the manifest, compactions and WAL listings parse
-``^\\d{20}\\.<suffix>$`` and the GC parses ``<ULID>.sst``, so they skip them. GC
-(:meth:`TwoPhaseStore.collect_garbage`, called by :mod:`slatedb_core.gc.collector` through
-:func:`two_phase_of`) rolls forward uncommitted intents, deletes the intents of manifests at or
-behind the manifest boundary that no checkpoint pins and of WAL SSTs below the replay point and at
-or behind the WAL boundary (seed 001 "Transactional Store Deletion"), and deletes temporary
-objects older than ``temp_min_age_s`` that no uncommitted intent names.
-
-Counters: :attr:`counters` counts calls of this interface (like every store), ``inner.counters``
-the object-store requests they cost, ``txn.counters`` the SQL statements.
+Temporary names and GC: :mod:`slatedb_core.store.twophase_gc`. Counters: :attr:`counters` (calls
+of this interface), ``inner.counters`` (object-store requests), ``txn.counters`` (statements).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from slatedb_core.checksum import crc32
@@ -105,24 +89,24 @@ from slatedb_core.store.objectstore import (
     ObjectStore,
     ObjectVersion,
     RequestCounters,
-    join,
 )
+from slatedb_core.store.twophase_gc import (
+    DEFAULT_TEMP_MIN_AGE_S,
+    TEMP,
+    GcWindow,
+    TwoPhaseGcStats,
+    collect_garbage,
+    is_temp_name,
+    temp_name,
+)
+from slatedb_core.store.twophase_keys import KeyedRows, ensure_location_keys
 from slatedb_core.store.txn import Cell, Intent, TxnStore, open_txn_store
+from slatedb_core.store.url import StoreLocation, store_location
 
 log = logging.getLogger(__name__)
 
-_TEMP = re.compile(r"\.([0-9a-f]{32})\.([0-9a-f]{8})$")
-DEFAULT_TEMP_MIN_AGE_S = 24 * 3600.0
-"""Seed 001: "any other file ... older than a day"."""
-
-
-def temp_name(dest: str, data: bytes) -> str:
-    return f"{dest}.{uuid.uuid4().hex}.{crc32(data):08x}"
-
-
-def is_temp_name(path: str) -> bool:
-    return _TEMP.search(path) is not None
-
+__all__ = ["DEFAULT_TEMP_MIN_AGE_S", "TwoPhaseGcStats", "TwoPhaseStore", "is_boundary_path"]
+__all__ += ["is_temp_name", "open_two_phase", "temp_name", "two_phase_of"]
 
 def is_boundary_path(path: str) -> bool:
     """``.../gc/<name>.boundary``: the GC boundary files, the protocol's mutable CAS objects."""
@@ -147,14 +131,6 @@ def _slice(data: bytes, byte_range: tuple[int, int] | None, path: str) -> bytes:
     return data[start:end]
 
 
-@dataclass
-class TwoPhaseGcStats:
-    recovered: int = 0
-    intents_deleted: int = 0
-    temps_deleted: int = 0
-    failed: list[str] = field(default_factory=list)
-
-
 class TwoPhaseStore(ObjectStore):
     """``ObjectStore`` over ``inner`` (plain writes only) and ``txn`` (intents and cells)."""
 
@@ -171,7 +147,11 @@ class TwoPhaseStore(ObjectStore):
     ) -> None:
         self._inner = inner
         self.txn = txn
-        self.ns = namespace if namespace is not None else inner.url
+        # keys: absolute locations (twophase_keys); an explicit namespace is a root of its own
+        loc = StoreLocation(namespace) if namespace is not None else store_location(inner.url)
+        self.location, self.ns = loc, loc.root
+        ensure_location_keys(txn)  # rows under the old keys move once
+        self._rows = KeyedRows(txn, loc)
         self.url = f"twophase+{inner.url}"
         self.counters = RequestCounters()
         self._is_cell = cell_paths
@@ -217,7 +197,7 @@ class TwoPhaseStore(ObjectStore):
         )
 
     def _cell(self, path: str) -> Cell:
-        cell = self.txn.get_cell(self.ns, path)
+        cell = self._rows.get_cell(path)
         if cell is None:
             raise ObjectNotFound(path)
         return cell
@@ -236,7 +216,7 @@ class TwoPhaseStore(ObjectStore):
                 return self._inner.get(path, byte_range=byte_range)
             except ObjectNotFound:
                 pass
-            intent = self.txn.get_intent(self.ns, path)
+            intent = self._rows.get_intent(path)
             if intent is None or intent.committed:
                 raise ObjectNotFound(path)
             done = self._roll_forward(intent)
@@ -268,10 +248,8 @@ class TwoPhaseStore(ObjectStore):
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")
-        norm = prefix.rstrip("/")
-        lo, hi = (norm + "/", norm + "0") if norm else ("", None)  # '0' follows '/'
         # The intents first, the objects second: see the module docstring.
-        rows = self.txn.listed_rows(self.ns, lo, hi, start_after)
+        rows = self._rows.listed_rows(prefix, start_after)
         found = {m.path: m for m in self._inner.list(prefix, start_after=start_after)}
         for r in rows:
             if r.is_cell or r.path not in found:
@@ -282,7 +260,7 @@ class TwoPhaseStore(ObjectStore):
     def put(self, path: str, data: bytes) -> ObjectVersion:
         self.counters.incr("put")
         if self._is_cell(path):
-            cell = self.txn.put_cell(self.ns, path, data)
+            cell = self._rows.put_cell(path, data)
             return ObjectVersion(cell.etag, str(cell.version))
         return self._inner.put(path, data)
 
@@ -300,7 +278,7 @@ class TwoPhaseStore(ObjectStore):
             if not expected.version.isdigit():
                 raise PreconditionFailed(path)
             version = int(expected.version)
-        cell = self.txn.update_cell(self.ns, path, data, etag=expected.e_tag, version=version)
+        cell = self._rows.update_cell(path, data, etag=expected.e_tag, version=version)
         if cell is None:
             raise PreconditionFailed(path)
         return ObjectVersion(cell.etag, str(cell.version))
@@ -324,7 +302,7 @@ class TwoPhaseStore(ObjectStore):
 
     def _create(self, path: str, data: bytes) -> ObjectVersion:
         if self._is_cell(path):
-            cell = self.txn.create_cell(self.ns, path, data)
+            cell = self._rows.create_cell(path, data)
             if cell is None:
                 raise ObjectAlreadyExists(path)
             return ObjectVersion(cell.etag, str(cell.version))
@@ -357,7 +335,7 @@ class TwoPhaseStore(ObjectStore):
         last: StoreError | None = None
         for _ in range(self._insert_attempts):
             try:
-                if self.txn.insert_intent(self.ns, dest, source, size):
+                if self._rows.insert_intent(dest, source, size):
                     return
             except StoreError as e:
                 if not e.retryable:
@@ -365,7 +343,7 @@ class TwoPhaseStore(ObjectStore):
                 last = e
                 log.info("intent insert for %s came back ambiguous (%s); reading it", dest, e)
             try:
-                existing = self.txn.get_intent(self.ns, dest)
+                existing = self._rows.get_intent(dest)
             except StoreError as e:
                 last = e
                 continue
@@ -376,7 +354,7 @@ class TwoPhaseStore(ObjectStore):
             if existing.committed and not self._inner.exists(dest):
                 # A delete took the object and has not (yet) removed the intent: the path is
                 # free on a native store, so free it here too (guarded by the stale source).
-                self.txn.delete_intent(self.ns, dest, existing.source)
+                self._rows.delete_intent(dest, existing.source)
                 continue
             raise ObjectAlreadyExists(dest)
         if last is None:
@@ -390,7 +368,7 @@ class TwoPhaseStore(ObjectStore):
             log.warning("copy to %s failed (%s); the intent is durable, readers complete it", dest, e)
             return ObjectVersion()
         try:
-            self.txn.commit_intent(self.ns, dest, source)
+            self._rows.commit_intent(dest, source)
         except StoreError as e:
             log.warning("marking %s committed failed (%s); recovery completes it", dest, e)
             return version  # the temporary object stays until the intent is committed
@@ -411,13 +389,13 @@ class TwoPhaseStore(ObjectStore):
             data = self._inner.get(intent.source).data
         except ObjectNotFound:
             return None
-        m = _TEMP.search(intent.source)
+        m = TEMP.search(intent.source)
         if m is None or int(m.group(2), 16) != crc32(data):
             raise CorruptionError(intent.source, "two-phase temporary object fails its checksum")
         version = ObjectVersion()
         try:
             version = self._inner.put(intent.dest, data)
-            self.txn.commit_intent(self.ns, intent.dest, intent.source)
+            self._rows.commit_intent(intent.dest, intent.source)
         except StoreError as e:  # e.g. a read-only reader: the bytes are still the answer
             log.info("could not complete %s (%s); serving it from %s", intent.dest, e,
                      intent.source)
@@ -428,9 +406,9 @@ class TwoPhaseStore(ObjectStore):
     def delete(self, path: str) -> None:
         self.counters.incr("delete")
         if self._is_cell(path):
-            self.txn.delete_cell(self.ns, path)
+            self._rows.delete_cell(path)
             return
-        intent = None if is_temp_name(path) else self.txn.get_intent(self.ns, path)
+        intent = None if is_temp_name(path) else self._rows.get_intent(path)
         if intent is not None and not intent.committed:
             # Complete it first, so the delete is ordered after the create and a failed delete
             # leaves the object readable, as on a native store.
@@ -438,7 +416,7 @@ class TwoPhaseStore(ObjectStore):
         self._inner.delete(path)  # the effect; what follows is bookkeeping
         if intent is not None:
             try:
-                self.txn.delete_intent(self.ns, path, intent.source)
+                self._rows.delete_intent(path, intent.source)
             except StoreError as e:  # a stale committed intent frees itself (see _insert) or GC
                 log.warning("could not delete the intent of %s (%s)", path, e)
 
@@ -450,24 +428,22 @@ class TwoPhaseStore(ObjectStore):
 
     def _recover(self, prefix: str) -> set[str]:
         """The sources of the intents completed (their temporary objects are gone)."""
-        norm = prefix.rstrip("/")
-        lo, hi = (norm + "/", norm + "0") if norm else ("", None)
         done: set[str] = set()
-        for intent in self.txn.pending_intents(self.ns, lo, hi):
+        for intent in self._rows.pending_intents(prefix):
             if self._roll_forward(intent) is not None:
                 done.add(intent.source)
                 continue
             # Temporary gone. Completed by someone else, or deleted outright.
-            now = self.txn.get_intent(self.ns, intent.dest)
+            now = self._rows.get_intent(intent.dest)
             if now is None or now.committed or now.source != intent.source:
                 continue
             if self._inner.exists(intent.dest):
-                self.txn.commit_intent(self.ns, intent.dest, intent.source)
+                self._rows.commit_intent(intent.dest, intent.source)
                 done.add(intent.source)
             else:
                 log.warning("intent %s lost its temporary object %s; dropping it",
                             intent.dest, intent.source)
-                self.txn.delete_intent(self.ns, intent.dest, intent.source)
+                self._rows.delete_intent(intent.dest, intent.source)
         return done
 
     def collect_garbage(
@@ -481,47 +457,11 @@ class TwoPhaseStore(ObjectStore):
         listed: Iterable[ObjectMeta] = (),
         now_s: float,
     ) -> TwoPhaseGcStats:
-        """One GC pass over the records of ``db_path`` (module docstring). ``listed`` are object
-        listings the caller already made (``wal/``, ``compacted/``); ``manifest/`` and
-        ``compactions/`` are listed here."""
-        stats = TwoPhaseGcStats()
-        recovered: set[str] = set()
-        try:
-            recovered = self._recover(db_path)
-        except StoreError as e:
-            stats.failed.append(f"recovery: {e}")
-        stats.recovered = len(recovered)
-        mdir = join(db_path, "manifest")
-        if manifest_boundary > 0:
-            keep = [f"{mdir}/{i:020d}.manifest" for i in sorted(set(keep_manifests))]
-            stats.intents_deleted += self.txn.delete_committed_intents(
-                self.ns, mdir + "/", f"{mdir}/{manifest_boundary:020d}.manifest", keep
-            )
-        wal_limit = min(wal_boundary, wal_floor - 1)
-        if wal_limit > 0:
-            wdir = join(db_path, "wal")
-            stats.intents_deleted += self.txn.delete_committed_intents(
-                self.ns, wdir + "/", f"{wdir}/{wal_limit:020d}.sst"
-            )
-        candidates = [m for m in listed if is_temp_name(m.path) and m.path not in recovered]
-        for sub in ("manifest", "compactions"):
-            candidates += [
-                m for m in self._inner.list(join(db_path, sub)) if is_temp_name(m.path)
-            ]
-        old = [m for m in candidates if now_s - m.last_modified.timestamp() >= self.temp_min_age_s]
-        if old:
-            pending = {
-                i.source for i in self.txn.pending_intents(self.ns, db_path + "/", db_path + "0")
-            }
-            for m in old:
-                if m.path in pending:
-                    continue
-                try:
-                    self._inner.delete(m.path)
-                    stats.temps_deleted += 1
-                except StoreError as e:
-                    stats.failed.append(f"{m.path}: {e}")
-        return stats
+        """One GC pass over the records of ``db_path`` (:mod:`slatedb_core.store.twophase_gc`)."""
+        window = GcWindow(manifest_boundary, keep_manifests, wal_boundary, wal_floor, listed, now_s)
+        return collect_garbage(
+            self._rows, self._inner, self._recover, self.temp_min_age_s, db_path, window
+        )
 
 
 def two_phase_of(store: ObjectStore) -> TwoPhaseStore | None:

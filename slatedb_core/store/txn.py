@@ -4,7 +4,9 @@
 
 * **intents** (pattern 5): ``(ns, dest) -> source, committed, size``. ``(ns, dest)`` is the primary
   key, so inserting an intent is the create-if-absent of ``dest``: exactly one writer's insert
-  succeeds. ``ns`` names the object store (its URL), so one database can serve several buckets.
+  succeeds. The key is the object's absolute location (``ns`` a root such as ``s3://bucket``,
+  ``dest`` the name from it: :mod:`slatedb_core.store.twophase_keys`), so one database serves
+  several buckets and every URL that reaches an object uses one key for it.
 * **cells** (pattern 2): small mutable objects that need compare-and-swap (GC boundary files),
   stored whole: ``(ns, path) -> data, etag, version``. A conditional update is one ``UPDATE ...
   WHERE etag = expected``.
@@ -164,6 +166,11 @@ class TxnStore(ABC):
                 return rows, cur.rowcount
         except self._driver_errors() as e:
             raise StoreError(f"{self.url}: {kind} failed: {e}".strip(), retryable=True) from e
+
+    def execute(self, kind: str, text: str, params: Sequence[Any]) -> tuple[list[Any], int]:
+        """One statement with ``?`` placeholders (maintenance: the key migration of
+        :mod:`slatedb_core.store.twophase_keys`); returns (rows, rowcount)."""
+        return self._run(kind, text, params)
 
     # ---- intents (pattern 5) -------------------------------------------------------------
     def insert_intent(self, ns: str, dest: str, source: str, size: int) -> bool:

@@ -272,3 +272,43 @@ def test_the_migration_runs_once_and_keeps_the_new_row_on_a_conflict(
     before = txn.counters.snapshot()["select"]
     two_phase((lake / "prod").as_uri(), txn)
     assert txn.counters.snapshot()["select"] - before == 1  # only the marker is read
+
+
+# ---- S3: bucket + prefix, and the location of every URL shape -------------------------------------
+@pytest.mark.s3
+def test_s3_bucket_and_prefix_split_anywhere_is_one_object(
+    request: pytest.FixtureRequest, txn: TxnStore
+) -> None:
+    moto = request.getfixturevalue("moto_s3")
+    bucket = moto.new_bucket()
+    deep = two_phase(moto.url(bucket, "lake/prod/"), txn)
+    shallow = two_phase(moto.url(bucket, "lake"), txn)
+    root = two_phase(moto.url(bucket), txn)
+    deep.put_if_absent(OBJ, b"first")
+    for store, path in ((shallow, f"prod/{OBJ}"), (root, f"lake/prod/{OBJ}")):
+        with pytest.raises(ObjectAlreadyExists):
+            store.put_if_absent(path, b"second")
+        assert store.get(path).data == b"first"
+
+
+@pytest.mark.parametrize(
+    ("url", "root", "base"),
+    [
+        ("s3://bucket/lake/prod", "s3://bucket", "lake/prod"),
+        ("s3://Bucket/lake/prod/", "s3://bucket", "lake/prod"),
+        ("s3://bucket", "s3://bucket", ""),
+        ("faulty+nocas+s3://bucket/a?b", "s3://bucket", "a?b"),  # a prefix is shown unquoted
+        ("file:///data/my%20lake/", "file://", "data/my lake"),
+        ("file://", "file://", ""),
+        ("memory://name", "memory://name", ""),
+        ("nocas+memory://name", "memory://name", ""),
+        ("ns", "ns", ""),
+    ],
+)
+def test_store_location_of_each_url_shape(url: str, root: str, base: str) -> None:
+    from slatedb_core.store.url import store_location
+
+    loc = store_location(url)
+    assert (loc.root, loc.base) == (root, base)
+    assert store_location(loc.root) == type(loc)(root)  # a root is a fixed point (the migration)
+    assert loc.rel(loc.key("x/y")) == "x/y"

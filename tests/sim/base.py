@@ -283,6 +283,7 @@ class SimBase:
             return
         point, thread, box = parked
         self.figures.pauses += 1
+        self.figures.outcomes[f"pause:{when} {op} {glob}"] += 1
         self.stalls.append(Stalled(label, point, thread, box, judged, extra={"pause": pause}))
 
     def resume_stall(self, s: Stalled, to: tuple[str, str, str] | None = None) -> None:
@@ -295,6 +296,7 @@ class SimBase:
             if s.run_to(self.faulty, self.name("stall"), op, glob, when):
                 self.note(f"  {s.label} parked again at {when} {op} {glob}")
                 s.extra["pause"] = to
+                self.figures.outcomes[f"pause:{when} {op} {glob}"] += 1
                 self.figures.pauses += 1
                 self.stalls.append(s)
                 return

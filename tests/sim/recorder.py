@@ -134,14 +134,8 @@ class RecordingStore(ObjectStore):
             self._violate(f"committed manifest {path} does not decode: {e}")
             return
         self._decoded[path] = manifest
-        # A change applied twice (issue 19 item 3: a committer that re-applied its change after
-        # GC passed its create) shows as a duplicate; the codec should refuse one anyway.
-        for what, ids in (("checkpoint", [str(c.id) for c in manifest.checkpoints]),
-                          ("SST", [str(x.id) for x in manifest.ssts])):
-            dup = next((i for i in ids if ids.count(i) > 1), None)
-            if dup is not None:
-                self._violate(f"committed manifest {path} lists {what} {dup} twice (a change "
-                              "applied twice)")
+        for dup in duplicates(manifest):
+            self._violate(f"committed manifest {path} lists {dup} twice (a change applied twice)")
         epochs = (manifest.writer_epoch, manifest.compactor_epoch)
         prev = rec.epochs.get(oid - 1)
         if prev is not None and (epochs[0] < prev[0] or epochs[1] < prev[1]):
@@ -299,8 +293,8 @@ class RecordingStore(ObjectStore):
         with self._lock:
             known = self._decoded.get(path)
             data = self._bytes.get(path)
-        if known is not None or data is None:
-            return known
+        if data is None or known is not None:
+            return None if data is None else known
         try:
             manifest = decode_manifest(data, name=path)
         except CorruptionError:
@@ -423,6 +417,17 @@ class RecordingStore(ObjectStore):
         with self._lock:
             if self._bytes.pop(path, None) is not None:
                 self._deleted(path)
+
+
+def duplicates(manifest: Manifest) -> list[str]:
+    """Checkpoints and SSTs ``manifest`` lists more than once: a change applied twice (issue 19
+    item 3: a committer that re-applied its change after GC passed its create). The codec refuses
+    them since; this judges what reached the store."""
+    out = []
+    for what, ids in (("checkpoint", [str(c.id) for c in manifest.checkpoints]),
+                      ("SST", [str(x.id) for x in manifest.ssts])):
+        out += [f"{what} {i}" for i in sorted(set(ids)) if ids.count(i) > 1]
+    return out
 
 
 def _contiguous_end(ids: list[int]) -> int:

@@ -1,0 +1,73 @@
+"""Schedules in which the simulation found, by itself, the holes an outside review found in
+issue 19 (items 1, 2, 3, 5 and 7), pinned so CI replays them. Each failed on b693a53 with the
+message quoted (``python -m tests.sim.run --seed N`` replays it with its trace) and passes with the
+fixes. Each test also checks that the schedule still does what found the hole, so that a change of
+the harness that reshuffles schedules shows here instead of silently pinning nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from tests.sim.harness import Simulation
+from tests.sim.state import Profile
+
+
+@dataclass(frozen=True)
+class Found:
+    seed: int
+    item: int
+    profile: Profile
+    did: tuple[str, ...]
+    """Outcome counters (prefixes) the schedule must still hit: what found the hole."""
+    on_b693a53: str
+
+
+FOUND = [
+    Found(637, 1, Profile("soft", False),
+          ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "gc_destroyed:ok"),
+          "stalled_bulk_ingest reported success after creating db/manifest/00000000000000000003"
+          ".manifest in the destroyed and collected database 'db': the path came back to life"),
+    Found(564, 1, Profile("soft", False),
+          ("pause:after put_if_absent db/manifest/*", "stalled_checkpoint:", "gc_destroyed:ok"),
+          "stalled_checkpoint reported success after creating db/manifest/00000000000000000004"
+          ".manifest in the destroyed and collected database 'db': the path came back to life"),
+    Found(423, 2, Profile("none", False),
+          ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "stalled_gc:ok"),
+          "manifest 8 names missing SST db/compacted/<ULID>.sst"),
+    Found(402, 2, Profile("soft", False),
+          ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
+          "manifest 11 names missing SST db/compacted/<ULID>.sst"),
+    Found(415, 3, Profile("none", False),
+          ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
+          "stalled_bulk_ingest raised InvalidArgument on valid input (a committed change applied "
+          "again?): manifest lists SST <ULID> twice in ssts"),
+    Found(103, 3, Profile("none", False),
+          ("pause:before get db/gc/manifest.boundary", "stalled_checkpoint_delete:", "gc:ok"),
+          "the only delete of checkpoint <UUID> raised CheckpointNotFound: checkpoint not found"),
+    Found(730, 3, Profile("none", True),
+          ("pause:after put_if_absent db/manifest/*", "stalled_reader_open:", "gc:ok"),
+          "committed manifest db/manifest/00000000000000000007.manifest lists checkpoint <UUID> "
+          "twice (a change applied twice)"),
+    Found(616, 5, Profile("none", True), ("damage:delete_sst", "gc:ok"),
+          "latest state (after damage at rest): b'acct0' = None, expected one of [b'1:100'] "
+          "(acknowledged write lost or stale)"),
+    Found(767, 7, Profile("none", True), ("damage:delete_wal",),
+          "writer w2 after damage at rest: b'k3' = None, expected one of [b'1:xxx...'] "
+          "(acknowledged write lost or stale)"),
+    Found(501, 7, Profile("none", True), ("damage:delete_wal",),
+          "final writer: state is not a prefix of the write history: {...}"),
+]
+
+
+@pytest.mark.parametrize("found", FOUND, ids=[f"item{f.item}-seed{f.seed}" for f in FOUND])
+def test_schedule_that_found_an_issue_19_hole_runs_clean(found: Found) -> None:
+    sim = Simulation(found.seed)
+    assert sim.profile == found.profile
+    figures = sim.run()
+    for prefix in found.did:
+        assert any(k.startswith(prefix) and n for k, n in figures.outcomes.items()), (
+            f"seed {found.seed} no longer does {prefix!r}: it stopped pinning item {found.item}"
+        )

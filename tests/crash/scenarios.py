@@ -46,6 +46,7 @@ from slatedb_core.errors import (
 from slatedb_core.gc.collector import Collector
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE
 from slatedb_core.options import (
     CheckpointOptions,
     CompactorOptions,
@@ -511,6 +512,23 @@ def recover_clone_projected(store: ObjectStore, state: State, outcome: Outcome) 
     verify(store, "clone", clone_model, "the projected clone after GC of its parent")
 
 
+def assert_tombstone_only(store: ObjectStore, path: str) -> None:
+    """A destroyed, collected database: only its four boundary files, at their tombstone values
+    (docs/clones-and-destroy.md), and opening the path is refused."""
+    left = {m.path: store.get(m.path).data for m in store.list(path + "/")}
+    assert left == {
+        f"{path}/gc/{name}.boundary": str(value).encode()
+        for name, value in (
+            ("manifest", TOMBSTONE),
+            ("compactions", TOMBSTONE),
+            ("wal", TOMBSTONE),
+            ("compacted", ULID_MS_TOMBSTONE),
+        )
+    }, left
+    with pytest.raises(DatabaseDestroyed):
+        Db.open(path, store, OPTS)
+
+
 def recover_gc_destroyed(store: ObjectStore, state: State, outcome: Outcome) -> None:
     stored = ManifestStore(store, "db").try_read_latest()
     if stored is not None:
@@ -518,7 +536,7 @@ def recover_gc_destroyed(store: ObjectStore, state: State, outcome: Outcome) -> 
         with pytest.raises(DatabaseDestroyed):
             Db.open("db", store, OPTS)
     gc(store, "db")  # the retry finishes the deletion
-    assert list(store.list("db/")) == []
+    assert_tombstone_only(store, "db")
 
 
 def recover_gc_clone(store: ObjectStore, state: State, outcome: Outcome) -> None:
@@ -547,7 +565,7 @@ def recover_destroy_soft(store: ObjectStore, state: State, outcome: Outcome) -> 
         Db.open("db", store, OPTS)
     check_database(store, "db")
     gc(store, "db")  # grace 0, no checkpoints: the GC deletes it all
-    assert list(store.list("db/")) == []
+    assert_tombstone_only(store, "db")
 
 
 def recover_destroy_hard(store: ObjectStore, state: State, outcome: Outcome) -> None:
@@ -562,7 +580,7 @@ def recover_destroy_hard(store: ObjectStore, state: State, outcome: Outcome) -> 
         destroy("db", store, soft=False)
     except DatabaseNotFound:
         assert outcome.died and stored is None, "the database vanished before its destroy ran"
-    assert list(store.list("db/")) == []
+    assert_tombstone_only(store, "db")
 
 
 # ---- the table ------------------------------------------------------------------------------

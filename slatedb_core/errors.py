@@ -156,6 +156,12 @@ class DatabaseNotFound(SlateDBError):
     """No manifest exists at the database path."""
 
 
+class DatabaseDeleted(DatabaseDestroyed, DatabaseNotFound):
+    """The database was destroyed and its objects are gone: the path holds only the tombstone
+    boundaries (docs/clones-and-destroy.md). Both a :class:`DatabaseDestroyed` (nothing may be
+    created there again) and a :class:`DatabaseNotFound` (there is no database to read)."""
+
+
 class DatabaseNotInitialized(SlateDBError):
     """The database's manifest says ``initialized=False`` (e.g. an unfinished clone)."""
 

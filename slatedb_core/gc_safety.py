@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from ulid import ULID
 
 from slatedb_core.dbstate import sst_path
-from slatedb_core.errors import DatabaseDestroyed, ObjectAlreadyExists
+from slatedb_core.errors import DatabaseDeleted, ObjectAlreadyExists
 from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,
@@ -106,7 +106,7 @@ class NewSsts:
         """Re-home every SST at or behind the compacted boundary; returns the SSTs to name."""
         behind = self._boundary.read()
         if behind >= ULID_MS_TOMBSTONE:
-            raise DatabaseDestroyed(f"database {self._db_path!r} was destroyed")
+            raise DatabaseDeleted(f"database {self._db_path!r} was destroyed")
         for i, sst in enumerate(self._ssts):
             if sst.id.milliseconds > behind:
                 continue

@@ -257,4 +257,4 @@ def test_cli_destroy(tmp_path: Path) -> None:
     assert code == 0 and "hard" in out
     assert_tombstone(store, "db")
     code, _, err = run_cli(url, "destroy", "--soft", "--yes")
-    assert code == 1 and "DatabaseDestroyed" in err
+    assert code == 1 and "DatabaseDeleted" in err

@@ -57,6 +57,7 @@ from typing import Literal, NoReturn
 from slatedb_core.errors import (
     CommitRetriesExhausted,
     CorruptionError,
+    DatabaseDeleted,
     DatabaseDestroyed,
     DatabaseNotFound,
     DatabaseNotInitialized,
@@ -167,7 +168,7 @@ class ManifestStore:
     def raise_missing(self) -> NoReturn:
         """Raise the error for a path without manifests: DatabaseDestroyed or DatabaseNotFound."""
         if self.is_tombstone():
-            raise DatabaseDestroyed(
+            raise DatabaseDeleted(
                 f"database {self.db_path!r} in {self.store.url} was destroyed; its path keeps "
                 "the tombstone (docs/clones-and-destroy.md)"
             )
@@ -208,7 +209,7 @@ class ManifestStore:
         path = self.seq.path(object_id)
         if err.boundary >= TOMBSTONE:
             self._delete_void(object_id)
-            raise DatabaseDestroyed(
+            raise DatabaseDeleted(
                 f"database {self.db_path!r} was destroyed while {path} was being committed"
             ) from err
         parent: bytes | None = None

@@ -149,7 +149,10 @@ def test_gc_deletes_soft_destroyed_database_past_grace(
     result = garbage_collection(context=ctx, store=store_resource, managed=managed)
     assert _value(result, "database_deleted") is True
     assert _value(result, "database_objects_deleted") > 0
-    assert list(store.list("legacy")) == []
+    # only the tombstone is left (docs/clones-and-destroy.md)
+    assert sorted(m.path for m in store.list("legacy")) == [
+        f"legacy/gc/{ns}.boundary" for ns in ("compacted", "compactions", "manifest", "wal")
+    ]
     gone = garbage_collection(context=ctx, store=store_resource, managed=managed)
     assert _value(gone, "skipped") == "database not found (already deleted)"
 

@@ -170,12 +170,14 @@ class WriterEngine:
     def _guarded(self, name: str, loop: Callable[[], None]) -> Callable[[], None]:
         """``loop`` as a thread target that fails the writer with BackgroundThreadDied if it dies
         on an unexpected error: every waiter and every later call raises it, none hangs (issue 19
-        item 15). A loop that stops on a protocol error (Fenced) has failed the writer itself."""
+        item 15). A loop that stops on a protocol error (Fenced) has failed the writer itself. A
+        BaseException that is no Exception (a simulated kill -9) is not handled: it ends the
+        thread as the process would end."""
 
         def run() -> None:
             try:
                 loop()
-            except BaseException as e:
+            except Exception as e:
                 log.exception("%s thread of %r died", name, self.path)
                 err = BackgroundThreadDied(f"{name} of {self.path!r}", e)
                 err.__cause__ = e

@@ -10,22 +10,29 @@ writer, and background threads that die.
 
 from __future__ import annotations
 
+import fnmatch
+import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from slatedb_core.clone import create_clone
 from slatedb_core.db import Db
-from slatedb_core.errors import CorruptionError, WalSstMissing
+from slatedb_core.errors import BackgroundThreadDied, CorruptionError, Fenced, WalSstMissing
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, GarbageCollectorOptions
+from slatedb_core.options import CheckpointScope, DbOptions, GarbageCollectorOptions
+from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog, damaged_holes
+
+T = TypeVar("T")
 
 # the background WAL flusher never runs on its own: every WAL SST is a durable put's
 QUIET = timedelta(hours=1)
@@ -187,3 +194,214 @@ def test_damaged_holes(
     holes: list[tuple[int, int]],
 ) -> None:
     assert damaged_holes(existing, replay_after, next_id, window, last_seen) == holes
+
+
+# ---- item 8: close() of a fenced writer -----------------------------------------------------
+def quiet_writer(store: ObjectStore, poll: timedelta = QUIET) -> Db:
+    """A writer whose background threads do nothing by themselves."""
+    return Db.open("db", store, DbOptions(flush_interval=QUIET, manifest_poll_interval=poll))
+
+
+def test_close_of_a_fenced_writer_that_had_not_learned_it_raises_fenced_every_time(
+    store: ObjectStore,
+) -> None:
+    old = quiet_writer(store)
+    old.put(b"k", b"buffered", await_durable=False)
+    Db.open("db", store, opts()).close()  # fences old
+    with pytest.raises(Fenced) as first:
+        old.close()  # its flush finds the fence: the buffered write is not durable
+    with pytest.raises(Fenced) as second:
+        old.close()  # the outcome of closing does not change
+    assert second.value is first.value
+    with Db.open("db", store, opts()) as db:
+        assert db.get(b"k") is None
+
+
+def test_close_of_a_fenced_writer_that_learned_it_from_a_commit_raises_fenced(
+    store: ObjectStore,
+) -> None:
+    """The review's case: the writer learned of the fencing (here from a checkpoint commit)
+    with a write still buffered; the old close() returned normally and dropped it."""
+    old = quiet_writer(store)
+    old.put(b"k", b"buffered", await_durable=False)
+    Db.open("db", store, opts()).close()
+    with pytest.raises(Fenced) as learned:
+        old.create_checkpoint(CheckpointScope.DURABLE)
+    with pytest.raises(Fenced) as closing:
+        old.close()
+    assert closing.value is learned.value
+    with pytest.raises(Fenced):
+        old.close()
+    with Db.open("db", store, opts()) as db:
+        assert db.get(b"k") is None
+
+
+def test_close_of_a_writer_whose_poller_learned_the_fencing_raises_fenced(
+    store: ObjectStore,
+) -> None:
+    old = quiet_writer(store, poll=timedelta(milliseconds=20))
+    Db.open("db", store, opts()).close()
+    deadline = time.monotonic() + 10
+    while True:  # until the manifest poller has seen the newer epoch
+        try:
+            old.flush()
+        except Fenced:
+            break
+        assert time.monotonic() < deadline, "the poller never learned of the fencing"
+        time.sleep(0.02)
+    with pytest.raises(Fenced):
+        old.close()
+
+
+def test_a_with_block_ending_in_fenced_raises_that_fenced(store: ObjectStore) -> None:
+    with pytest.raises(Fenced) as ei:
+        with quiet_writer(store) as old:
+            Db.open("db", store, opts()).close()
+            try:
+                old.put(b"k", b"v")
+            except Fenced as e:
+                raised = e
+                raise
+    assert ei.value is raised
+    with pytest.raises(Fenced):
+        old.close()
+
+
+def test_a_clean_close_is_idempotent(store: ObjectStore) -> None:
+    db = quiet_writer(store)
+    db.put(b"k", b"v", await_durable=False)
+    db.close()
+    db.close()
+    with Db.open("db", store, opts()) as again:
+        assert again.get(b"k") == b"v"
+
+
+# ---- item 15: a background thread that dies fails its waiters --------------------------------
+class BreakingStore(FaultyStore):
+    """Raises RuntimeError (not a StoreError: a store breaking its contract, or a bug) for the
+    operations and paths armed with :meth:`arm`."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.armed: list[tuple[str, str]] = []
+
+    def arm(self, op: str, glob: str) -> None:
+        self.armed.append((op, glob))
+
+    def _run(self, op: str, path: str, call: Callable[[], T]) -> T:
+        for o, glob in self.armed:
+            if o == op and fnmatch.fnmatchcase(path, glob):
+                raise RuntimeError(f"unexpected failure of {op} {path}")
+        return super()._run(op, path, call)
+
+
+def within(seconds: float, call: Callable[[], object]) -> BaseException | None:
+    """Run ``call`` in a thread; the error it raised (None if it returned). Fails the test if it
+    is still running after ``seconds`` (the old code hung here forever)."""
+    box: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:
+            box.append(e)
+        else:
+            box.append(None)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still waiting after {seconds} s: a waiter hangs"
+    return box[0]
+
+
+def assert_failed(db: Db, err: BaseException | None, thread: str) -> None:
+    """``err`` is the typed error of the dead thread; every later call raises it too."""
+    assert isinstance(err, BackgroundThreadDied), repr(err)
+    assert thread in err.thread and isinstance(err.__cause__, RuntimeError)
+    calls: list[Callable[[], object]] = [
+        lambda: db.put(b"later", b"v", await_durable=False),
+        db.flush,
+        lambda: db.put(b"later", b"v"),
+    ]
+    for call in calls:
+        with pytest.raises(BackgroundThreadDied):
+            call()
+    with pytest.raises(BackgroundThreadDied) as closing:
+        db.close()
+    assert closing.value is err
+    with pytest.raises(BackgroundThreadDied):
+        db.close()
+
+
+@pytest.fixture
+def breaking(store: ObjectStore) -> BreakingStore:
+    return BreakingStore(store)
+
+
+def test_a_dead_wal_flusher_fails_the_durable_put_waiting_for_it(
+    breaking: BreakingStore,
+) -> None:
+    db = Db.open("db", breaking, DbOptions(flush_interval=timedelta(milliseconds=20)))
+    try:
+        breaking.arm("put_if_absent", "db/wal/*")
+        err = within(10, lambda: db.put(b"k", b"v"))
+        assert_failed(db, err, "wal-flusher")
+    finally:
+        db._simulate_crash()  # the old code: release the thread stuck in put
+
+
+def test_a_dead_parallel_wal_create_fails_its_waiter_with_a_typed_error(
+    breaking: BreakingStore,
+) -> None:
+    """max_parallel_writes 4: the create runs in the window's pool; the old code failed the
+    waiter with the raw RuntimeError."""
+    db = Db.open("db", breaking, opts(window=4))
+    try:
+        breaking.arm("put_if_absent", "db/wal/*")
+        err = within(10, lambda: db.put(b"k", b"v"))
+        assert_failed(db, err, "WAL create")
+    finally:
+        db._simulate_crash()
+
+
+def test_a_dead_memtable_flusher_fails_the_writer_held_back_by_it(
+    breaking: BreakingStore,
+) -> None:
+    """Frozen memtables past max_unflushed_bytes hold writers back until the L0 flusher has
+    written them: a dead flusher must release them with its error."""
+    options = DbOptions(
+        flush_interval=timedelta(milliseconds=20), l0_sst_size_bytes=4096,
+        max_unflushed_bytes=4096,
+    )
+    db = Db.open("db", breaking, options)
+    try:
+        breaking.arm("put_if_absent", "db/compacted/*")
+        breaking.arm("put", "db/compacted/*")
+
+        def fill() -> None:
+            for i in range(1000):
+                db.put(b"k%04d" % i, b"x" * 512, await_durable=False)
+
+        err = within(10, fill)
+        assert_failed(db, err, "l0-flusher")
+    finally:
+        db._simulate_crash()
+
+
+def test_a_dead_manifest_poller_fails_the_writer(breaking: BreakingStore) -> None:
+    db = Db.open("db", breaking, DbOptions(manifest_poll_interval=timedelta(milliseconds=20)))
+    try:
+        breaking.arm("list", "db/manifest*")
+        breaking.arm("get", "db/manifest/*")
+
+        def until_failed() -> None:
+            deadline = time.monotonic() + 9
+            while time.monotonic() < deadline:
+                db.put(b"k", b"v")
+                time.sleep(0.02)
+
+        err = within(10, until_failed)
+        assert_failed(db, err, "manifest-poller")
+    finally:
+        db._simulate_crash()

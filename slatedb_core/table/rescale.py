@@ -241,7 +241,10 @@ def _fence(table: Table, shard: Shard) -> None:
             last = e
             log.info("table %r: fencing %r: %s; again", table.path, shard.db_path, e)
         finally:
-            db.close()
+            try:
+                db.close()
+            except Fenced:
+                pass  # close() reports the fencing again (issue 19 item 8); we wrote nothing
     assert last is not None
     raise last
 

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from slatedb_core.entries import empty_batch
 from slatedb_core.errors import (
+    BackgroundThreadDied,
     Fenced,
     ObjectAlreadyExists,
     ObjectNotFound,
@@ -246,7 +247,8 @@ def wal_boundary(wal: WalLog) -> BoundaryObject:
 
 WalDone = Callable[[int, BaseException | None], None]
 """Called from a window thread with (wal id, None) once the SST landed, or with the error of a
-failed attempt: Fenced/WalEpochConflict are final, any other error is retried at the same id."""
+failed attempt: Fenced/WalEpochConflict/BackgroundThreadDied (an unexpected error) are final,
+any other error is retried at the same id."""
 
 
 class WalWindow:
@@ -256,7 +258,8 @@ class WalWindow:
     lost writes always lie in the ``size`` ids after the contiguous prefix. A create that fails
     with a store error is retried at the same id (never skipped: a skipped id would be a hole no
     one fills) until it lands, the window halts, or it is closed. The first Fenced (or epoch
-    conflict) halts the window: nothing new is issued, creates in flight run to completion.
+    conflict, or unexpected error) halts the window: nothing new is issued, creates in flight
+    run to completion.
     """
 
     def __init__(self, writer: WalWriter, size: int, name: str = "slatedb-wal") -> None:
@@ -352,7 +355,16 @@ class WalWindow:
             log.warning("WAL write of id %d failed (retried at the same id): %s", wal_id, e)
             done(wal_id, e)
             return False
-        except BaseException as e:  # a bug: halt rather than leave a hole silently
+        except Exception as e:
+            # a bug or a store breaking its contract: halt rather than leave a hole silently, and
+            # tell the waiter with a typed error (re-raised, it would die in the pool's Future)
+            log.exception("WAL create of id %d died", wal_id)
+            err = BackgroundThreadDied(f"WAL create of {self.writer.wal.path(wal_id)}", e)
+            err.__cause__ = e
+            self._halt(err)
+            done(wal_id, err)
+            return True
+        except BaseException as e:  # a simulated kill: halt, as the process would stop
             self._halt(e)
             done(wal_id, e)
             raise

@@ -82,8 +82,9 @@ class SimBase:
             self._under = FaultyStore(NoConditionalWrites(self.mem), seed=seed + 1, rules=rules)
             self._under_rules = rules
             txn_dir = Path(tempfile.mkdtemp(prefix="slatedb-sim-txn-"))
-            self._txn = FaultySqliteTxnStore(txn_dir / "txn.db", seed=seed + 2, rate=rate)
+            self._txn = FaultySqliteTxnStore(txn_dir / "txn.db", seed=seed + 2, rate=0.0)
             self.two_phase = TwoPhaseStore(self._under, self._txn)
+            self._txn.set_rate(rate)  # after the store's own setup (it writes a marker row)
             self.mem = self.two_phase
         self.rec = RecordingStore(self.mem)
         rules = [FaultRule(fail_before=rate / 2, fail_after=rate / 2)] if rate else []

@@ -164,7 +164,6 @@ class EndingSteps(DamageSteps):
                 self.outcome("hard_destroy_checkpoints", e)
                 continue
             self.rec.released.add(name)
-            initialized = self.rec.dbs[name].initialized if name in self.rec.dbs else False
             try:
                 destroy(name, self.faulty, soft=False)
             except DatabaseNotFound:
@@ -178,6 +177,5 @@ class EndingSteps(DamageSteps):
             left = [p for p in self.rec.paths_under(name) if not BOUNDARY.match(p)]
             if left:
                 raise InvariantViolation(f"hard destroy of {name} left {left[:5]}")
-            if initialized:  # an unfinished clone or union may be started over on its path
-                self.check_stays_destroyed(name)
+            self.check_stays_destroyed(name)
         self.destroyed = True

@@ -18,7 +18,8 @@ memtable flush still waits for the contiguous watermark, so the replay point nev
 State shared with readers is an immutable :class:`~slatedb_core.dbstate.DbState` swapped under
 ``_lock``. Three background threads: WAL flusher, L0 flusher, manifest poller. Any of them that
 learns this writer is fenced records it; every later write raises ``Fenced`` and nothing more is
-acknowledged.
+acknowledged, and ``close()`` raises it too (buffered writes are never dropped silently). A thread
+that dies on an unexpected error fails the writer the same way with ``BackgroundThreadDied``.
 """
 
 from __future__ import annotations

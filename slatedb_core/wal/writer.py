@@ -21,6 +21,11 @@ fills every hole below its fence (an old write still in flight there finds the s
 an older writer could only issue an id past the fence after one of the N fence slots had
 answered it "taken by a newer epoch", which halts it. N is the larger of the value in the
 manifest (the previous writer's window) and the new writer's own.
+
+So a hole *outside* that window (below the highest id present by at least N, or below
+``next_wal_sst_id`` with an SST after it) is no write in flight but damage: the writes in it may
+have been acknowledged. An opener must not fence into it (it would replay nothing after it): it
+raises ``WalSstMissing`` naming the ids (:func:`damaged_holes`, issue 19 item 7).
 """
 
 from __future__ import annotations

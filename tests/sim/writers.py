@@ -254,9 +254,15 @@ class WriterSteps(SimBase):
         db = w.db
         assert db is not None
         had = self.model.has_pending(w.id)
-        failed_before = db._error is not None
+        failed_before = db._error
         out = self.attempt(step, db.close)
-        if out.error is None and not failed_before:
+        if out.error is None and failed_before is not None:
+            # issue 19 item 8: a fenced writer's close dropped its buffered writes silently
+            raise InvariantViolation(
+                f"close of w{w.id} returned normally though the writer had failed "
+                f"({failed_before!r}): what it buffered was dropped without a word"
+            )
+        if out.error is None:
             self._acked(w, had, step)
         w.state = "closed"
         self.model.forget(w.id)

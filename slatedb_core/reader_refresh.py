@@ -22,6 +22,7 @@ from ulid import ULID
 
 from slatedb_core.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, ObjectNotFound
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions
 from slatedb_core.reader_types import (
@@ -39,6 +40,7 @@ from slatedb_core.reader_wal import NO_MEMTABLE, _contiguous, _fetch_wal, _WalTa
 from slatedb_core.sst import BlockCache
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
+from slatedb_core.wal.writer import damaged_holes, missing_error
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +139,32 @@ class Refresher:
             self._tables.add(group)
             self._republish()
 
+    def _checked_run(self, listed: Sequence[int], after: int, m: Manifest) -> list[int]:
+        """The contiguous run of ``listed`` after ``after``; WalSstMissing if the hole that ends
+        it is one no writer can have left (issue 19 item 7): stopping there would serve older
+        values for the keys of every acknowledged SST after it, for good."""
+        run = _contiguous(listed, after)
+        if len(run) < len(listed) and self._damage(listed, after, m):
+            # judged again on the latest manifest: a newer writer's window may be wider
+            latest = self._manifests.read_latest().manifest
+            bad = self._damage(listed, after, latest)
+            if bad:
+                raise missing_error(self._wal, bad, "a hole a reader cannot step over")
+        return run
+
+    @staticmethod
+    def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, int]]:
+        holes = damaged_holes(
+            listed, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
+            m.wal_id_last_seen,
+        )
+        return [(max(lo, after + 1), hi) for lo, hi in holes if hi > after]
+
     def _replay_new_wal(self) -> bool:
         """Poll the WAL directory; False when an SST vanished (its manifest moved on)."""
         after = self._tables.last_wal_id
-        ids = _contiguous(self._wal.list_ids(after=after), after)
+        m = self.current.state.manifest.manifest
+        ids = self._checked_run(self._wal.list_ids(after=after), after, m)
         try:
             self._replay(ids)
         except ObjectNotFound:
@@ -205,7 +229,7 @@ class Refresher:
                 base = self._manifests.read_latest()
             _check_live(self.path, base.manifest)
             after = base.manifest.replay_after_wal_id
-            listed = _contiguous(self._wal.list_ids(after=after), after)
+            listed = self._checked_run(self._wal.list_ids(after=after), after, base.manifest)
             stored = self._commit_checkpoint(base, listed[-1] if listed else after)
             self._install(stored)
             try:

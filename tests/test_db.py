@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import timedelta
 
@@ -450,7 +451,8 @@ def test_database_written_under_phase_1_keeps_working_under_phase_2(store: Objec
         latest = db.manifest.id
     raw = store.get(f"db/manifest/{latest:020d}.manifest").data
     assert open_sealed(raw, magic=b"SDBM", name="m", versions=frozenset({1, 2})).version == 1
-    with Db.open("db", store, FAST) as db:  # phase 2 writes V2
+    v2 = dataclasses.replace(FAST, manifest_format_version=2)
+    with Db.open("db", store, v2) as db:  # phase 2: a writer told to write V2 migrates it
         assert db.get(b"a") == b"1"
         db.put(b"b", b"2")
         db.flush_memtable()

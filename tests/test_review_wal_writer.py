@@ -405,3 +405,27 @@ def test_a_dead_manifest_poller_fails_the_writer(breaking: BreakingStore) -> Non
         assert_failed(db, err, "manifest-poller")
     finally:
         db._simulate_crash()
+
+
+# ---- item 7 for readers: a FOLLOW_LATEST or MANAGED reader never steps over damage ---------
+@pytest.mark.parametrize("mode", ["follow", "managed"])
+def test_a_reader_refuses_a_wal_hole_instead_of_serving_older_values(
+    store: ObjectStore, mode: str
+) -> None:
+    """The same damage as above, seen by a reader that replays the WAL: it used to stop at the
+    hole and serve "old" for k01..k09 for good, though "new" is stored and was acknowledged."""
+    from slatedb_core.options import DbReaderOptions, ReaderMode
+    from slatedb_core.reader import DbReader
+
+    write_old_then_new(store)
+    wal = WalLog(store, "db")
+    saved = store.get(wal.path(13)).data
+    store.delete(wal.path(13))
+    reader_mode = ReaderMode.FOLLOW_LATEST if mode == "follow" else ReaderMode.MANAGED
+    options = DbReaderOptions(mode=reader_mode)
+    with pytest.raises(WalSstMissing) as ei:
+        DbReader.open("db", store, options=options)
+    assert ei.value.wal_ids == [13]
+    store.put(wal.path(13), saved)
+    with DbReader.open("db", store, options=options) as reader:
+        assert [reader.get(k) for k in keys(10)] == [b"new"] * 10

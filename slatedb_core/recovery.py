@@ -30,6 +30,10 @@ def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedMani
     writer's, ours) until our fence is complete (lowered to ours by our first memtable flush), so
     that a writer opening after us while we fence still covers the previous writer's window."""
     if manifests.try_read_latest() is None:
+        if manifests.is_tombstone():
+            # refuse before creating anything a reader could glimpse; a tombstone written after
+            # this check still fails the create's boundary check
+            manifests.raise_missing()
         try:
             manifests.create_initial(Manifest())
         except ManifestVersionExists:

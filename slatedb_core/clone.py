@@ -31,10 +31,12 @@ them to L0 first).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -303,12 +305,45 @@ def verify_final_checkpoints(store: ObjectStore, dest: str, m: Manifest) -> None
 
 
 def mark_initialized(ms: ManifestStore) -> StoredManifest:
-    """Step 11; a retry that finds it already set commits nothing."""
+    """Step 11; a retry that finds it already set commits nothing. DatabaseDestroyed if the
+    unfinished database was destroyed meanwhile (a destroyed database never comes back)."""
 
     def change(m: Manifest) -> Manifest:
+        if m.destroyed_at_s is not None:
+            raise DatabaseDestroyed(f"{ms.db_path!r} was destroyed before it was finished")
         return m if m.initialized else dataclasses.replace(m, initialized=True)
 
     return ms.update(change)
+
+
+def finish(
+    store: ObjectStore,
+    dest: str,
+    ms: ManifestStore,
+    m: Manifest,
+    fallbacks: Fallbacks,
+    now: float,
+    copy: Callable[[], None] | None = None,
+) -> StoredManifest:
+    """Steps 9-11 of an unfinished clone or union ``m`` at ``dest``: final checkpoints, the WAL
+    copy (``copy``), initialized. If ``dest`` is destroyed meanwhile (its creator stalled while
+    an operator destroyed it), the final checkpoints this run may have committed in the sources
+    after the destroy released them are released again, so none pins a source for ever."""
+    try:
+        latest = ms.try_read_latest()
+        if latest is None:
+            ms.raise_missing()
+        if latest.manifest.destroyed_at_s is not None:
+            raise DatabaseDestroyed(f"{dest!r} was destroyed before it was finished")
+        ensure_final_checkpoints(store, dest, m, fallbacks, now)
+        if copy is not None:
+            copy()
+        return mark_initialized(ms)
+    except DatabaseDestroyed:
+        from slatedb_core.destroy import release_external_checkpoints
+
+        release_external_checkpoints(store, dest, m)
+        raise
 
 
 # ---- clone-only steps ------------------------------------------------------------------------
@@ -453,9 +488,10 @@ def create_clone_stored(
             verify_final_checkpoints(store, clone_path, m)
             return stored
         fallbacks = Fallbacks(store, [parent_path], {parent_path: parent})
-        ensure_final_checkpoints(store, clone_path, m, fallbacks, now())
-        copy_wal(store, parent_path, clone_path, m)
-        return mark_initialized(cms)
+        return finish(
+            store, clone_path, cms, m, fallbacks, now(),
+            functools.partial(copy_wal, store, parent_path, clone_path, m),
+        )
     raise CloneConflict(f"kept losing the race to create the clone at {clone_path!r}")
 
 

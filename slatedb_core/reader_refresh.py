@@ -154,8 +154,10 @@ class Refresher:
 
     @staticmethod
     def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, int]]:
+        # ids at or below the replay point are GC's to delete in any order: never damage
+        alive = [i for i in listed if i > m.replay_after_wal_id]
         holes = damaged_holes(
-            listed, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
+            alive, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
             m.wal_id_last_seen,
         )
         return [(max(lo, after + 1), hi) for lo, hi in holes if hi > after]

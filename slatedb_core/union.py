@@ -39,8 +39,7 @@ from slatedb_core.clone import (
     Snapshot,
     check_paths,
     drop_ephemeral,
-    ensure_final_checkpoints,
-    mark_initialized,
+    finish,
     same_format_store,
     take_snapshot,
     verify_final_checkpoints,
@@ -194,8 +193,7 @@ def create_union_stored(
             verify_final_checkpoints(store, dest_path, m)
             return stored
         paths = list(dict.fromkeys(s.path for s in srcs))
-        ensure_final_checkpoints(store, dest_path, m, Fallbacks(store, paths, known), now())
-        return mark_initialized(dms)
+        return finish(store, dest_path, dms, m, Fallbacks(store, paths, known), now())
     raise CloneConflict(f"kept losing the race to create the union at {dest_path!r}")
 
 

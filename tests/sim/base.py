@@ -46,6 +46,12 @@ from tests.sim.state import (
 )
 from tests.sim.txnfaults import FaultySqliteTxnStore
 
+ACKNOWLEDGING = frozenset({
+    "put_durable", "delete", "transfer", "flush", "flush_memtable", "bulk_ingest", "checkpoint",
+    "checkpoint_all", "close", "zombie_put", "bank_open",
+})
+"""Writer operations whose success acknowledges writes (or a commit) to their caller."""
+
 VALID_INPUT = frozenset({
     "bulk_ingest", "checkpoint_admin", "checkpoint_all", "checkpoint_delete", "checkpoint",
     "reader_open", "flush", "flush_memtable", "put", "put_durable", "delete", "transfer",
@@ -174,10 +180,12 @@ class SimBase:
                 f"again?): {out.error}"
             )
         if out.error is None and step != "wal_land":  # landing a create acknowledges nothing
-            late = self.rec.late_creates(DB, thread=thread, since=since)
+            reads = base in ACKNOWLEDGING  # a writer's check of a boundary there must fail it
+            late = self.rec.late_creates(DB, thread=thread, since=since, reads=reads)
             if late:
+                did = "reading" if "/gc/" in late[0] else "creating"
                 raise InvariantViolation(
-                    f"{step} reported success after creating {late[0]} in the destroyed and "
+                    f"{step} reported success after {did} {late[0]} in the destroyed and "
                     f"collected database {DB!r}: the path came back to life"
                 )
 

@@ -81,6 +81,8 @@ class RecordingStore(ObjectStore):
         """Counts successful creates and deletes; :meth:`mark` reads it."""
         self.creates: list[tuple[int, str, str]] = []
         """(event number, thread name, path) of every successful create of a sequenced object."""
+        self.boundary_reads: list[tuple[int, str, str]] = []
+        """(event number, thread name, path) of every read of a ``gc/*.boundary`` file."""
         self.damaged: set[str] = set()
         """Objects the harness deleted or corrupted at rest (tests.sim.damage): judged by what
         reads return, not by the namespace rules."""
@@ -245,15 +247,20 @@ class RecordingStore(ObjectStore):
         with self._lock:
             return self._db(db).collected_at is not None
 
-    def late_creates(self, db: str, *, thread: str, since: int = 0) -> list[str]:
-        """Sequenced objects of ``db`` that ``thread`` created after event ``since`` and after
-        the destroyed database was collected (issue 19 item 1: none may be acknowledged)."""
+    def late_creates(
+        self, db: str, *, thread: str, since: int = 0, reads: bool = False
+    ) -> list[str]:
+        """Sequenced objects of ``db`` that ``thread`` created (and with ``reads``, boundary files
+        it read) after event ``since`` and after the destroyed database was collected: an
+        operation that did either has run into the collected path, and may acknowledge nothing
+        (issue 19 item 1; its check must find the tombstone)."""
         with self._lock:
             at = self._db(db).collected_at
             if at is None:
                 return []
             after = max(at, since)
-            return [p for n, t, p in self.creates if n > after and t == thread
+            events = self.creates + self.boundary_reads if reads else self.creates
+            return [p for n, t, p in sorted(events) if n > after and t == thread
                     and p.startswith(db + "/")]
 
     def damage(self, path: str, data: bytes | None, raw: ObjectStore) -> None:
@@ -343,8 +350,15 @@ class RecordingStore(ObjectStore):
             return sorted(p for p in self._bytes if p.startswith(db + "/"))
 
     # ---- the ObjectStore interface -------------------------------------------------------------
+    def _boundary_read(self, path: str) -> None:
+        if BOUNDARY.match(path) is not None:
+            with self._lock:
+                self.events += 1
+                self.boundary_reads.append((self.events, threading.current_thread().name, path))
+
     def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
         self.counters.incr("get")
+        self._boundary_read(path)
         res = self._inner.get(path, byte_range=byte_range)
         with self._lock:
             self._read(path, res.data, byte_range is None)
@@ -352,6 +366,7 @@ class RecordingStore(ObjectStore):
 
     def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
         self.counters.incr("get")
+        self._boundary_read(path)
         res = self._inner.get_if_none_match(path, e_tag)
         if res is not None:
             with self._lock:

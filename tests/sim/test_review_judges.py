@@ -13,7 +13,7 @@ from ulid import ULID
 
 from slatedb_core.db import Db
 from slatedb_core.entries import empty_batch
-from slatedb_core.errors import CheckpointNotFound, Fenced, InvalidArgument
+from slatedb_core.errors import CheckpointNotFound, Fenced, InvalidArgument, ObjectNotFound
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
 from slatedb_core.sst import SstOptions, encode_sst
@@ -100,8 +100,14 @@ def test_judge_outcome_flags_invalid_argument_and_success_after_a_collection() -
     sim.rec.put_if_absent(WAL.format(5), b"w")
     sim.judge_outcome("put_durable", Outcome(error=Fenced("writer", 1, 2)), ME, since)
     sim.judge_outcome("wal_land", Outcome(), ME, since)  # landing a create acknowledges nothing
-    with pytest.raises(InvariantViolation, match="the path came back to life"):
+    with pytest.raises(InvariantViolation, match=r"after creating .* came back to life"):
         sim.judge_outcome("put_durable", Outcome(), ME, since)
+    since = sim.rec.mark()
+    with pytest.raises(ObjectNotFound):  # a boundary check that ran into the collected path
+        sim.rec.get("db/gc/wal.boundary")
+    sim.judge_outcome("gc", Outcome(), ME, since)  # no acknowledgement: nothing to judge
+    with pytest.raises(InvariantViolation, match=r"after reading db/gc/wal\.boundary"):
+        sim.judge_outcome("stalled_put_durable", Outcome(), ME, since)
 
 
 def test_only_a_second_delete_may_find_a_checkpoint_gone() -> None:

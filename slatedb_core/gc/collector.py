@@ -11,37 +11,31 @@ Order of a pass, and why:
    ingested SSTs have no such record; the compacted boundary and the barrier of step 7 cover
    them at any ``min_age``, 0 included.
 2. A soft-destroyed database (``destroyed_at_s``) is deleted once ``db_delete_grace`` has passed
-   and no checkpoint is active (a clone first releases its final checkpoints in its parents):
-   the tombstone boundaries first, then everything but the latest manifest, then that manifest
-   (:func:`~slatedb_core.destroy.delete_database_objects`); until then it is reported and left
-   alone. A path without manifests that holds the tombstone is swept of the stray objects a
-   stalled writer of the destroyed database may have left.
+   and no checkpoint is active (a clone first releases its final checkpoints in its parents),
+   tombstone first (:func:`~slatedb_core.destroy.delete_database_objects`). A path holding only
+   a tombstone is swept of the strays a stalled writer may have left.
 3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
    so a checkpoint refreshed meanwhile is no longer expired and survives.
 4. Manifests: the boundary target is the largest listed id older than ``min_age`` except the
    latest (seed 004; the listed latest counts once step 3 committed a newer one). The boundary is
    advanced *before* any delete; then the old manifests no unexpired checkpoint pins are deleted.
 5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
-6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept. Seed 001 keeps the SST *at*
-   the replay point (``>= wal_id_last_compacted``) so the last writer's epoch stays readable; this
-   writer does not need it (``next_wal_sst_id`` is in the manifest), but it costs one small object
-   and covers a manifest whose replay point was set from an id it never wrote, so we keep it.
-   Older WAL SSTs past ``min_age`` are deleted after advancing ``gc/wal.boundary`` (see
-   :mod:`slatedb_core.wal.writer`: a zombie writer that then creates one of those ids is fenced).
+6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (seed 001 keeps the SST *at*
+   the replay point; so do we: one small object). Older WAL SSTs past ``min_age`` are deleted
+   after advancing ``gc/wal.boundary`` (a zombie that then creates one is fenced).
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
-   ``original_id`` or view), that are not in-flight compaction outputs and are past ``min_age``.
-   SSTs of other databases are never listed, so never deleted. Before deciding, the pass moves
-   ``gc/compacted.boundary`` over the candidates and, if any candidate is unreferenced, commits
-   a *barrier*: a manifest with the same content on top of the latest (protocol in
-   :mod:`slatedb_core.meta.compacted_boundary`), and M is read from it or later.
+   ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
+   ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
+   (same content, on top of the latest; :mod:`slatedb_core.meta.compacted_boundary`) and reads
+   M again from it.
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
 9. Detach (seed 003 step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
    manifest of M has its final checkpoint deleted in that database, then is dropped.
 10. Two-phase CAS (only over a :class:`~slatedb_core.store.twophase.TwoPhaseStore`): seed 001's
     transactional-store deletion, recovery of unfinished writes, orphaned temporary objects.
 
-Deletes go straight to the object store: ``SequencedStore.delete`` re-reads the boundary and the
-latest id for every object (two extra requests each), facts the pass has just established once.
+Deletes go straight to the object store (``SequencedStore.delete`` would re-read facts the pass
+has just established once, two requests per object).
 """
 
 from __future__ import annotations
@@ -92,6 +86,9 @@ def _age_s(last_modified: datetime, now_s: float) -> float:
     return now_s - last_modified.timestamp()
 
 
+Active = list[Manifest] | None
+
+
 def _referenced(m: Manifest) -> set[ULID]:
     """Every SST id ``m`` references: by id, ``original_id`` or view."""
     live = {sst.id for sst in m.ssts}
@@ -125,8 +122,7 @@ class Collector:
         self.compacted_dir = join(path, "compacted")
         self.compacted_boundary = compacted_boundary(store, path)
         self._delete_concurrency = max(1, delete_concurrency)
-        self._barrier_at = -1
-        """The compacted boundary value a barrier of this collector was committed after."""
+        self._barrier_at = -1  # the compacted boundary our last barrier was committed after
 
     def _min_age_s(self, kind: Kind) -> float:
         return self.options.min_age_for(kind).total_seconds()
@@ -171,17 +167,18 @@ class Collector:
         # writer commit after it see the declaration, BEFORE reading the manifests that decide
         # (slatedb_core.meta.compacted_boundary has the protocol, gc_safety the writer's side).
         compacted_limit = self._advance_compacted_boundary(compacted, now_s)
-        if compacted_limit > self._barrier_at and self._unreferenced(
-            compacted, latest.manifest, in_flight, compacted_limit
-        ):
-            latest = self.manifests.update(lambda m: m, base=latest, force=True)
-            self._barrier_at = compacted_limit
-            stats.latest_manifest_id = latest.id
-        elif compacted_limit > self._barrier_at:
-            compacted_limit = self._barrier_at  # nothing to delete: no barrier, no deletes
-        pinned = {c.manifest_id for c in latest.manifest.checkpoints if not c.is_expired(now_s)}
+        pinned, active = self._read_active(latest, now_s, stats)
+        if compacted_limit > self._barrier_at:
+            if active is not None and self._unreferenced(
+                compacted, active, in_flight, compacted_limit
+            ):
+                latest = self.manifests.update(lambda m: m, base=latest, force=True)
+                self._barrier_at = compacted_limit
+                stats.latest_manifest_id = latest.id
+                pinned, active = self._read_active(latest, now_s, stats)
+            else:
+                compacted_limit = self._barrier_at  # nothing to delete: no barrier, no deletes
         self._collect_manifests(entries, latest.id, pinned, now_s, stats)
-        active = self._read_active(latest, pinned, stats)
         if active is not None:
             self._collect_wal(wal, active, now_s, stats)
             self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
@@ -194,13 +191,15 @@ class Collector:
     def _unreferenced(
         self,
         listing: Sequence[ObjectMeta],
-        m: Manifest,
+        active: Sequence[Manifest],
         in_flight: set[ULID],
         limit: int,
     ) -> bool:
-        """True if some listed SST at or behind ``limit`` is not referenced by ``m`` (so this
-        pass may delete something and needs a barrier first)."""
-        live = set(in_flight) | _referenced(m)
+        """True if some listed SST at or behind ``limit`` is referenced by none of ``active``:
+        this pass may delete something, so it needs a barrier first."""
+        live = set(in_flight)
+        for m in active:
+            live |= _referenced(m)
         for meta in listing:
             sst_id = self._parse_sst(meta.path)
             if sst_id is not None and sst_id not in live and sst_id.milliseconds <= limit:
@@ -208,9 +207,8 @@ class Collector:
         return False
 
     def _sweep_tombstone(self, stats: GcStats) -> None:
-        """A path without manifests: if it holds a destroyed database's tombstone, delete the
-        stray objects a writer that stalled through the destroy may have left (its commits
-        fail, see slatedb_core.destroy)."""
+        """A path without manifests: if it holds a destroyed database's tombstone, delete what a
+        writer that stalled through the destroy may have left (slatedb_core.destroy)."""
         if not self.manifests.is_tombstone():
             return
         stats.destroyed = True
@@ -305,10 +303,14 @@ class Collector:
         return stored
 
     def _read_active(
-        self, latest: StoredManifest, pinned: set[int], stats: GcStats
-    ) -> list[Manifest] | None:
-        """M of the module docstring, or None if a pinned manifest is unreadable: then the live
-        set of WAL and compacted SSTs is unknown and nothing of them may be deleted."""
+        self, latest: StoredManifest, now_s: float, stats: GcStats
+    ) -> tuple[set[int], Active]:
+        """The ids unexpired checkpoints pin, and M of the module docstring (None if a pinned
+        manifest is unreadable: the live set is unknown, no WAL or compacted SST may go)."""
+        pinned = {c.manifest_id for c in latest.manifest.checkpoints if not c.is_expired(now_s)}
+        return pinned, self._read_pinned(latest, pinned, stats)
+
+    def _read_pinned(self, latest: StoredManifest, pinned: set[int], stats: GcStats) -> Active:
         active = [latest.manifest]
         for manifest_id in sorted(pinned - {latest.id}):
             try:

@@ -142,8 +142,7 @@ def test_expired_checkpoints_are_removed_and_what_they_pinned_is_then_collected(
 
     before = run_gc_once("db", store, ZERO)
     assert before.expired_checkpoints_removed == 0
-    # and GC's barrier on top (old_sst is an unreferenced candidate, collector step 7)
-    assert manifest_ids(ms) == [2, latest, latest + 1]
+    assert manifest_ids(ms) == [2, latest]
     assert names(store, "db/compacted") == sorted(
         f"db/compacted/{s}.sst" for s in (old_sst, new_sst)
     )
@@ -152,12 +151,12 @@ def test_expired_checkpoints_are_removed_and_what_they_pinned_is_then_collected(
 
     assert after.expired_checkpoints_removed == 1
     m = ms.read_latest()
-    # +2: the checkpoint removal, +3: this pass's barrier
-    assert m.id == latest + 3 and after.latest_manifest_id == latest + 3
+    # +1: the checkpoint removal, +2: the barrier old_sst, now deletable, called for (step 7)
+    assert m.id == latest + 2 and after.latest_manifest_id == latest + 2
     assert [c.id for c in m.manifest.checkpoints] == [forever_id]
     assert cp_id not in {c.id for c in m.manifest.checkpoints}
-    # 2 went in the same pass; 7 was committed after the pass listed the manifests
-    assert manifest_ids(ms) == [latest, latest + 2, latest + 3]
+    # 2 went in the same pass; latest + 1 was committed after the pass listed the manifests
+    assert manifest_ids(ms) == [latest, latest + 1, latest + 2]
     assert names(store, "db/compacted") == [f"db/compacted/{new_sst}.sst"]
     assert after.compacted.deleted == 1
 
@@ -228,7 +227,7 @@ def test_per_kind_min_age_overrides_apply_to_their_kind_only(
 
     stats = run_gc_once("db", store, options)
 
-    # the orphan is a candidate: GC's barrier (collector step 7) is the latest now
+    # the orphan is deletable: GC's barrier (collector step 7) is the latest now
     assert manifest_ids(ms) == [latest + 1] and stats.manifest.deleted == 3
     assert wal_ids(store) == [1, 2, 3, 4, 5, 6] and stats.wal.deleted == 0
     assert str(orphan) not in "".join(names(store, "db/compacted"))

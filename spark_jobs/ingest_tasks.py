@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from slatedb_core.bulk_ssts import encode_ranges
 from slatedb_core.errors import (
     DatabaseDestroyed,
+    Fenced,
     InvalidArgument,
     ObjectAlreadyExists,
     ObjectNotFound,
@@ -302,6 +303,7 @@ class _CommitShards:
                 db = table.writer(shard, self.db_options)  # fences; then re-checks the map
         except (ShardMapConflict, DatabaseDestroyed) as e:
             return stats(REFUSED, f"{type(e).__name__}: {e}")
+        result = None
         try:
             epoch = db.writer_epoch
             done = _read_marker(store, marker)
@@ -317,7 +319,14 @@ class _CommitShards:
                              writer_epoch=epoch)
             result = db.ingest_ssts(sources)
         finally:
-            db.close()
+            try:
+                db.close()
+            except Fenced:
+                # A writer fenced after our ingest committed: close reports it (issue 19 item
+                # 8), but this task buffered nothing, so the commit stands and the marker must
+                # be written (a retry would ingest the shard again).
+                if result is None:
+                    raise
         counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
                   "manifest_id": result.manifest_id}
         body = {**counts, "epoch": epoch, "run": self.run_id, "attempt": attempt}

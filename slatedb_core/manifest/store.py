@@ -148,10 +148,17 @@ class ManifestStore:
     def try_read_latest(self) -> StoredManifest | None:
         """The latest manifest, or None if there is none (see :meth:`read_latest` for a
         destroyed path, which this also reports as None)."""
-        found = self.seq.read_latest()
+        found = self.seq.read_latest_hinted()
         if found is None:
             return None
-        return self._decode(*found)
+        object_id, data, pointed = found
+        stored = self._decode(object_id, data)
+        # A latest at or behind the boundary is a void write (seed 004): only a stalled zombie's,
+        # into a destroyed and collected path, can be the latest, and it is not the database.
+        # Such a path has no pointer (destroy deletes it, a void create never writes it).
+        if not pointed and self.is_tombstone():
+            return None
+        return stored
 
     def read_latest(self) -> StoredManifest:
         """The latest manifest. DatabaseDestroyed if the path holds the tombstone of a destroyed
@@ -235,9 +242,11 @@ class ManifestStore:
         write never sits at a pinned id (a new checkpoint pins only the latest or a pinned id),
         but a pin is checked anyway: deleting a pinned manifest would break its checkpoint."""
         try:
-            latest = self.try_read_latest()
-            if latest is None or not any(
-                c.manifest_id == object_id for c in latest.manifest.checkpoints
+            latest = self.try_read_latest()  # None on a tombstone, even if ours is all there is
+            if (
+                latest is None
+                or latest.id == object_id  # a pin inside the void object itself pins nothing
+                or not any(c.manifest_id == object_id for c in latest.manifest.checkpoints)
             ):
                 self.seq.store.delete(self.seq.path(object_id))
         except Exception as e:  # GC will collect it anyway

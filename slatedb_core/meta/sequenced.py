@@ -122,29 +122,40 @@ class SequencedStore:
     def latest_id(self) -> int | None:
         """The highest existing id, or None for an empty namespace. Two requests when the pointer
         is sane; a full listing otherwise."""
+        return self._lookup()[0]
+
+    def _lookup(self) -> tuple[int | None, bool]:
+        """(:meth:`latest_id`, whether a sane pointer found it)."""
         pointer = self._read_pointer()
         if pointer is not None and pointer >= FIRST_ID:
             ids = [e.id for e in self.list(start=pointer)]
             if ids:
-                return ids[-1]
+                return ids[-1], True
             # Nothing at or after the pointer: it points past reality. Ignore it.
             log.warning(
                 "latest pointer %s=%d names no object; listing all", self.pointer_path, pointer
             )
         ids = [e.id for e in self.list()]
-        return ids[-1] if ids else None
+        return (ids[-1] if ids else None), False
 
     def read(self, object_id: int) -> bytes:
         return self.store.get(self.path(object_id)).data
 
     def read_latest(self, max_attempts: int = 10) -> tuple[int, bytes] | None:
         """(id, bytes) of the latest object. Retries if GC deleted the id between LIST and GET."""
+        found = self.read_latest_hinted(max_attempts)
+        return None if found is None else found[:2]
+
+    def read_latest_hinted(self, max_attempts: int = 10) -> tuple[int, bytes, bool] | None:
+        """:meth:`read_latest`, and whether the pointer found it. Only a creator that passed its
+        boundary check writes the pointer, and destroy deletes it: a latest found without one
+        may be a void write (a zombie's, into a destroyed path) and deserves a boundary read."""
         for _ in range(max_attempts):
-            latest = self.latest_id()
+            latest, pointed = self._lookup()
             if latest is None:
                 return None
             try:
-                return latest, self.read(latest)
+                return latest, self.read(latest), pointed
             except ObjectNotFound:
                 continue  # superseded and collected meanwhile: look again
         raise StoreError(f"latest object in {self.dir} kept disappearing while being read")

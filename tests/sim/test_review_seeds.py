@@ -60,6 +60,19 @@ FOUND = [
           "(acknowledged write lost or stale)"),
     Found(501, 7, Profile("none", True), ("damage:delete_wal",),
           "final writer: state is not a prefix of the write history: {...}"),
+    # found by the 10,000-schedule campaign on the fixed code (5c6e3b9): a zombie's void
+    # manifest in a destroyed, collected path was served by a fresh DbReader (its own writer
+    # checkpoint pinned it, so it was not deleted either); passes since try_read_latest ignores
+    # a latest at or behind a tombstone
+    Found(800391, 1, Profile("soft", False),
+          ("pause:before get db/gc/manifest.boundary", "gc_destroyed:ok",
+           "DbReader.open_destroyed:ok"),
+          "destroyed database 'db' came back: a fresh reader opened it at manifest 9 and reads SST "
+          "missing under the reader"),
+    Found(805188, 1, Profile("soft", False),
+          ("gc_destroyed:ok", "DbReader.open_destroyed:ok"),
+          "destroyed database 'db' came back: a fresh reader opened it at manifest 3 and reads "
+          "{b'acct0': None, ...}"),
     # not asked of the harness, found on the way: a fenced writer's close() returned normally
     Found(62, 8, Profile("none", False), ("close:Fenced",),
           "close of w1 returned normally though the writer had failed (Fenced('writer fenced: our "

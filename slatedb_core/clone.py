@@ -384,7 +384,9 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
         external_dbs=tuple(entries),
         replay_after_wal_id=pinned.replay_after_wal_id,
         wal_id_last_seen=wal_end,
-        next_wal_sst_id=pinned.next_wal_sst_id,
+        # the clone's WAL is what is copied, (replay_after, wal_end]: its writers continue right
+        # after it, so no gap is left that readers' contiguous replay would stop at for good
+        next_wal_sst_id=max(wal_end, pinned.replay_after_wal_id) + 1,
         checkpoints=(),
     )
 

@@ -73,6 +73,11 @@ FOUND = [
           ("gc_destroyed:ok", "DbReader.open_destroyed:ok"),
           "destroyed database 'db' came back: a fresh reader opened it at manifest 3 and reads "
           "{b'acct0': None, ...}"),
+    # found by the campaign on 4be7c4a: a projected clone kept its parent's next WAL id past
+    # the SSTs it copied, leaving a gap that stopped every reader's replay of the clone
+    Found(900032, 7, Profile("none", False), ("clone:ok", "union_prepare:ok"),
+          "clone2: WAL ids above the boundary 0 have holes beyond a window of 1 parallel "
+          "writes: [1, 2, 4]"),
     # not asked of the harness, found on the way: a fenced writer's close() returned normally
     Found(62, 8, Profile("none", False), ("close:Fenced",),
           "close of w1 returned normally though the writer had failed (Fenced('writer fenced: our "

@@ -508,8 +508,14 @@ def rescaled_table(
     return _result(out)
 
 
-def _objects(store: ObjectStore, prefix: str) -> int:
-    return sum(1 for _ in store.list(prefix))
+def _objects(store: ObjectStore, prefix: str, *, tombstone: bool = False) -> int:
+    """Objects under ``prefix``: the database's own, or (``tombstone``) only the boundary files
+    a destroyed path keeps (docs/clones-and-destroy.md)."""
+    return sum(1 for o in store.list(prefix) if _is_boundary(o.path) == tombstone)
+
+
+def _is_boundary(path: str) -> bool:
+    return "/gc/" in path and path.endswith(".boundary")
 
 
 @dg.asset(group_name=GROUP, kinds={"slatedb"})
@@ -542,6 +548,7 @@ def scratch_clone_gc(
     progress.advance(step, 1, "GC after the grace")
     second = admin.run_gc_once(clone, store, gc_options)
     left = _objects(store, clone)
+    tombstone = _objects(store, clone, tombstone=True)
     retired = []
     for db in rescaled_table["retired"]:
         st = admin.run_gc_once(db, store, gc_options)
@@ -559,6 +566,7 @@ def scratch_clone_gc(
         "objects_deleted": second.database_objects.deleted,
         "bytes_freed": second.database_objects.bytes_freed,
         "objects_left": left,
+        "tombstone_objects": tombstone,
         "parent_checkpoints_released": second.external_checkpoints_released,
         "retired": retired,
         "retired_deleted": sum(1 for r in retired if r["deleted"]),

@@ -77,7 +77,8 @@ def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tu
         ("scratch_clone_gc", f"{gc['duration_s']:.1f}",
          f"clone of {gc['clone_of']} ({gc['clone_rows']:,} rows); GC inside "
          f"{gc['gc_grace_s']:g}s grace kept it ({gc['objects_after_first_pass']} objects), "
-         f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left; retired "
+         f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left (and "
+         f"{gc.get('tombstone_objects', 0)} tombstone boundaries); retired "
          f"shards: {gc['retired_deleted']} of {len(gc['retired'])} deleted (the rest still "
          f"pinned by checkpoints)"),
         ("orders_delta_export", f"{dx['duration_s']:.1f}",

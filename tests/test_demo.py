@@ -64,6 +64,7 @@ def _check_run(r: DemoRun, text: str) -> None:
     assert gc["clone_objects"] > 0
     assert gc["first_pass_deleted_db"] is False and gc["objects_after_first_pass"] > 0
     assert gc["second_pass_deleted_db"] is True and gc["objects_left"] == 0
+    assert gc["tombstone_objects"] == 4  # the destroyed path remembers it was destroyed
 
     dx = out["orders_delta_export"]
     assert dx["rows_read_back"] == dx["rows_written"] == cp["rows"]

@@ -61,6 +61,10 @@ engine bug (issue 19 item 3: a bulk ingest whose commit GC passed re-applied it 
 that already listed its SST, and raised ``manifest lists SST ... twice``)."""
 
 
+CROSS_PARK_S = 2.0
+"""How long a resumed operation may run before it is taken as parked at another stall's point."""
+
+
 class SimBase:
     """Stores, options and records of one schedule (see :mod:`tests.sim.harness`)."""
 
@@ -311,6 +315,19 @@ class SimBase:
                 return
             self.note("  (finished before reaching the next pause)")
         s.resume()
+
+    def resume_all(self) -> None:
+        """Resume every stalled operation, in order. An operation's helper threads (a reader's
+        parallel WAL fetches) can park at a later stall's pause point: one still running a while
+        after its own release gets every point released, instead of waiting for ever on a
+        point that would be released only after it."""
+        while self.stalls:
+            s = self.stalls.pop(0)
+            s.point.release()
+            s.thread.join(CROSS_PARK_S)
+            if s.thread.is_alive():
+                self.faulty.release_all()
+            s.resume()
 
     # ---- checks after every step -----------------------------------------------------------
     def verify_latest(self, *, final: bool = False) -> None:

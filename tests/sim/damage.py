@@ -36,8 +36,7 @@ class DamageSteps(DestroySteps):
     def step_damage(self) -> None:
         if self.destroyed:
             return
-        while self.stalls:  # "at rest": whatever was running finishes first
-            self.stalls.pop(0).resume()
+        self.resume_all()  # "at rest": whatever was running finishes first
         for w in self.writers:
             if w.db is None or w.state not in ("live", "zombie"):
                 continue

@@ -31,8 +31,7 @@ from tests.sim.state import DB, LONG, Writer
 class EndingSteps(DamageSteps):
     def finish(self) -> None:
         self.note("finish: resume every stall, stop faults")
-        while self.stalls:
-            self.stalls.pop(0).resume()
+        self.resume_all()
         self.stop_faults()
         self.verify_latest()
         for w in self.idle_writers():  # zombies must not acknowledge anything new

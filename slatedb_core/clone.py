@@ -44,17 +44,19 @@ from ulid import ULID
 
 from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
 from slatedb_core.clone_origin import clone_mismatch, clone_origin_of, establish
-from slatedb_core.clone_wal import clip, last_with_data
+from slatedb_core.clone_wal import copy_wal, last_with_data, start_over
 from slatedb_core.errors import (
     CheckpointNotFound,
+    CloneConflict,
+    CloneIncomplete,
     CorruptionError,
     DatabaseDestroyed,
     DatabaseNotInitialized,
     InvalidArgument,
     ManifestVersionExists,
-    ObjectAlreadyExists,
     ObjectNotFound,
     SlateDBError,
+    SourceCheckpointLost,
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.codec import (
@@ -79,20 +81,6 @@ clone or union before its source is gone."""
 
 __all__ = ["EPHEMERAL_LIFETIME", "CloneConflict", "CloneIncomplete", "SourceCheckpointLost"]
 __all__ += ["create_clone", "create_clone_stored"]
-
-
-class CloneConflict(SlateDBError):
-    """The destination already holds a database that is not this clone (or union)."""
-
-
-class CloneIncomplete(SlateDBError):
-    """A clone or union cannot be completed or validated as it stands (a final checkpoint or a
-    WAL SST it needs is gone)."""
-
-
-class SourceCheckpointLost(CheckpointNotFound):
-    """The source checkpoint is missing or expired. Subclasses CheckpointNotFound so callers that
-    already handle that keep working; the message says how to recover."""
 
 
 # ---- shared with union.py --------------------------------------------------------------------
@@ -173,14 +161,6 @@ def _ephemeral(
         return dataclasses.replace(new, wal_id_last_seen=seen)
 
     return cid, ms.update_at(change, base=latest)
-
-
-def start_over(dest: str) -> str:
-    return (
-        f"hard-destroy the unfinished {dest!r} (initialized=false; `slatedb destroy --hard`, "
-        "which also releases the final checkpoints it took) and create the clone at a new path "
-        "(a destroyed path keeps its tombstone, docs/clones-and-destroy.md)"
-    )
 
 
 def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:
@@ -403,28 +383,6 @@ def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> 
         return last_with_data(wal, ids, rng) or m.replay_after_wal_id
     except ObjectNotFound as e:
         raise _lost(snap.path, snap.checkpoint_id, f"needs {e.path}, which is gone") from None
-
-
-def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
-    """Step 10. Create-if-absent: an earlier attempt's identical object is accepted, anything
-    else is not ours and is refused."""
-    src, dst = WalLog(store, parent), WalLog(store, clone)
-    rng = None if m.key_range is None else KeyRange.of(m.key_range)
-    for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
-        try:
-            data = store.get(src.path(wal_id)).data
-        except ObjectNotFound:
-            raise CloneIncomplete(
-                f"WAL SST {src.path(wal_id)} needed by the clone {clone!r} is gone; "
-                + start_over(clone)
-            ) from None
-        if rng is not None:
-            data = clip(src, wal_id, data, rng)[0]
-        try:
-            store.put_if_absent(dst.path(wal_id), data)
-        except ObjectAlreadyExists:
-            if store.get(dst.path(wal_id)).data != data:
-                raise CloneConflict(f"{dst.path(wal_id)} exists with other content") from None
 
 
 def _check_existing(

@@ -1,5 +1,5 @@
 """WAL helpers of clones and unions (seed 003 "Clones": the clone's WAL is the parent's tail,
-copied): which WAL SSTs hold writes, and a WAL SST clipped to a projection."""
+copied): which WAL SSTs hold writes, a WAL SST clipped to a projection, and the copy (step 10)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.errors import ObjectNotFound
+from slatedb_core.errors import CloneConflict, CloneIncomplete, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal.log import EPOCH_KEY, WalLog
 
 
@@ -51,3 +53,33 @@ def clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[b
     if kept.num_rows == rows:
         return data, rows
     return encode_sst(kept, SstOptions(), metadata={EPOCH_KEY: sst.writer_epoch})[0], kept.num_rows
+
+
+def start_over(dest: str) -> str:
+    return (
+        f"hard-destroy the unfinished {dest!r} (initialized=false; `slatedb destroy --hard`, "
+        "which also releases the final checkpoints it took) and create the clone at a new path "
+        "(a destroyed path keeps its tombstone, docs/clones-and-destroy.md)"
+    )
+
+
+def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
+    """Step 10. Create-if-absent: an earlier attempt's identical object is accepted, anything
+    else is not ours and is refused."""
+    src, dst = WalLog(store, parent), WalLog(store, clone)
+    rng = None if m.key_range is None else KeyRange.of(m.key_range)
+    for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
+        try:
+            data = store.get(src.path(wal_id)).data
+        except ObjectNotFound:
+            raise CloneIncomplete(
+                f"WAL SST {src.path(wal_id)} needed by the clone {clone!r} is gone; "
+                + start_over(clone)
+            ) from None
+        if rng is not None:
+            data = clip(src, wal_id, data, rng)[0]
+        try:
+            store.put_if_absent(dst.path(wal_id), data)
+        except ObjectAlreadyExists:
+            if store.get(dst.path(wal_id)).data != data:
+                raise CloneConflict(f"{dst.path(wal_id)} exists with other content") from None

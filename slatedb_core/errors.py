@@ -172,6 +172,20 @@ class ShardMapConflict(SlateDBError):
     the latest map or is being split or merged (re-read the map and re-route)."""
 
 
+class CloneConflict(SlateDBError):
+    """The destination already holds a database that is not this clone (or union)."""
+
+
+class CloneIncomplete(SlateDBError):
+    """A clone or union cannot be completed or validated as it stands (a final checkpoint or a
+    WAL SST it needs is gone)."""
+
+
+class SourceCheckpointLost(CheckpointNotFound):
+    """The source checkpoint is missing or expired. Subclasses CheckpointNotFound so callers that
+    already handle that keep working; the message says how to recover."""
+
+
 def is_retryable(err: BaseException) -> bool:
     """True for errors where repeating the same request may succeed."""
     return isinstance(err, StoreError) and err.retryable

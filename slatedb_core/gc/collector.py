@@ -317,11 +317,7 @@ class Collector:
                 active.append(self.manifests.read(manifest_id).manifest)
             except ObjectNotFound:
                 stats.data_gc_skipped = f"checkpointed manifest {manifest_id} is missing"
-                log.error(
-                    "gc %r: %s; leaving WAL and compacted SSTs alone",
-                    self.path,
-                    stats.data_gc_skipped,
-                )
+                log.error("gc %r: %s; no WAL or SST deleted", self.path, stats.data_gc_skipped)
                 return None
         return active
 

@@ -22,14 +22,14 @@ A destroyed path remembers that it was destroyed. Before any object goes, every 
 database moves to its tombstone value (the sequenced namespaces to 2^64-1, ``compacted`` to
 2^48-1) and the ``gc/*.boundary`` files are never deleted (seed 004: GC never deletes
 boundaries). A writer that stalled through the destroy and the deletion then fails the boundary
-check of its next WAL SST (``Fenced``) or manifest (``DatabaseDestroyed``) instead of writing a
-new database into the empty path, and opening the path raises ``DatabaseDestroyed``. Reusing the
+check of its next WAL SST (``Fenced``) or manifest (``DatabaseDeleted``) instead of writing a
+new database into the empty path, and opening the path raises ``DatabaseDeleted``. Reusing the
 path for a new database is an operator's decision: delete ``<path>/gc/`` once no process of the old
 database can still be running (docs/clones-and-destroy.md).
 
 Only the database's own objects are deleted: the direct children of ``manifest/``, ``wal/``,
-``compacted/``, ``compactions/`` and ``gc/``, and ``clone.origin``. A database or table nested under the path
-(``<path>/b/...``, or even ``<path>/wal/<db>/...``) is another database and is left alone.
+``compacted/``, ``compactions/`` and ``gc/``, and ``clone.origin``. A database or table nested
+under the path (``<path>/b/...``, even ``<path>/wal/<db>/...``) is another one and is left alone.
 
 Writer checkpoints are not counted in step 1: every database a ``Db`` has written holds one that
 never expires, and it pins only this database's own objects, which are about to go.
@@ -57,6 +57,7 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
+from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import check_instance
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import (
@@ -233,7 +234,7 @@ def _boundaries(ms: ManifestStore) -> list[tuple[BoundaryObject, int]]:
     store, path = ms.store, ms.db_path
     return [
         (ms.seq.boundary, TOMBSTONE),
-        (BoundaryObject(store, join(path, "gc", "compactions.boundary")), TOMBSTONE),
+        (SequencedStore(store, path, "compactions", "compactions").boundary, TOMBSTONE),
         (wal_boundary(WalLog(store, path)), TOMBSTONE),
         (compacted_boundary(store, path), ULID_MS_TOMBSTONE),
     ]

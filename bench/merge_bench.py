@@ -25,9 +25,9 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slatedb_core.entries import ENTRY_SCHEMA, sort_dedup, sortable_keys
-from slatedb_core.iterators import iter_rows, merge_sorted
-from slatedb_core.memtable import ImmutableMemtable, Memtable
+from slatedb_core.lsm.entries import ENTRY_SCHEMA, sort_dedup, sortable_keys
+from slatedb_core.lsm.iterators import iter_rows, merge_sorted
+from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 
 KEY_LEN = 16
 VALUE_LEN = 100

@@ -19,9 +19,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slatedb_core import Db, DbOptions, KeyRange, open_store
-from slatedb_core.clone import create_clone
+from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 
 
 def table(n: int, start: int) -> pa.Table:

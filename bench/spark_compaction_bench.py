@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store

@@ -30,7 +30,7 @@ from slatedb_core import (
 )
 from slatedb_core.durations import parse_duration
 from slatedb_core.gc import KINDS
-from slatedb_core.inspect import DatabaseHealth, inspect_database, split_key
+from slatedb_core.health import DatabaseHealth, inspect_database, split_key
 from slatedb_core.table import Table
 
 MAINTENANCE = "slatedb_maintenance"

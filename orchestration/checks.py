@@ -13,7 +13,7 @@ from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CorruptionError, DatabaseNotFound
 from slatedb_core.durations import parse_duration
-from slatedb_core.inspect import (
+from slatedb_core.health import (
     check_boundaries,
     inspect_database,
     latest_ids,

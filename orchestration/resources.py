@@ -20,7 +20,7 @@ from slatedb_core import (
     open_store,
 )
 from slatedb_core.durations import parse_duration
-from slatedb_core.inspect import list_databases
+from slatedb_core.health import list_databases
 
 MiB = 1024 * 1024
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, admin, open_store
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.table import Table
 
 DEFAULT_DIR = Path("demo-data/dagster-store")

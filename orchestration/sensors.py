@@ -22,7 +22,7 @@ from orchestration.partitions import (
 )
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import BoundaryMissing, CorruptionError, DatabaseNotFound, SlateDBError
-from slatedb_core.inspect import inspect_database, read_boundaries
+from slatedb_core.health import inspect_database, read_boundaries
 from slatedb_core.table import Table
 
 DISCOVERY_INTERVAL_S = 60

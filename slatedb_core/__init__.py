@@ -5,9 +5,10 @@ The public API is what this module re-exports; everything else is internal and m
 
 from __future__ import annotations
 
-from slatedb_core import admin, errors, inspect
+from slatedb_core import admin, errors, health
+from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
-from slatedb_core.db import BulkIngestStats, Db, DbClosed
+from slatedb_core.writer.db import BulkIngestStats, Db, DbClosed
 from slatedb_core.errors import (
     BoundaryMissing,
     CheckpointNotFound,
@@ -40,13 +41,13 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
+from slatedb_core.reader.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot
-from slatedb_core.union import UnionSource
-from slatedb_core.writebatch import WriteBatch
+from slatedb_core.lifecycle.union import UnionSource
+from slatedb_core.writer.batch import WriteBatch
 
 __version__ = "0.1.0"
 
@@ -107,6 +108,7 @@ __all__ = [
     "__version__",
     "admin",
     "errors",
+    "health",
     "inspect",
     "open_store",
     "run_compaction_once",

@@ -8,7 +8,7 @@ The job, in two Spark stages::
               partition: values encoded (Arrow), tombstones as nulls; the partition's rows
               sorted by key ONCE (shards are key ranges, so this also groups them by shard),
               one row kept per key, cut at the split points and encoded as SSTs
-              (slatedb_core.bulk_ssts.encode_ranges), put under the run's staging prefix
+              (slatedb_core.table.staged.encode_ranges), put under the run's staging prefix
               <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/ (on a local
               disk each synced and dropped from the page cache once put); out: one small
               reference row per SST, keyed so that Spark's hash partitioner sends it to
@@ -101,7 +101,7 @@ from slatedb_core.errors import (
     ShardMapConflict,
     SlateDBError,
 )
-from slatedb_core.inspect import inspect_database
+from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

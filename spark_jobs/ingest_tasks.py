@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.bulk_ssts import encode_ranges
+from slatedb_core.table.staged import encode_ranges
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
@@ -25,7 +25,7 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.options import DbOptions
-from slatedb_core.scratch import thread_scratch
+from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, join
 from slatedb_core.table import Shard, ShardMap, Table, ingest_prefix
 from spark_jobs.routing import ENTRY_SCHEMA

@@ -40,7 +40,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, Table, TableSnapshot

@@ -1,6 +1,6 @@
 """Routing to Spark partitions: :func:`spark_hash_long` / :func:`partition_keys` reproduce Spark's
 Murmur3 hash partitioning, so the driver knows which partition key sends a shard's staged SSTs to
-which partition. (Rows are routed to shards by sorting them: see ``slatedb_core.bulk_ssts``.)
+which partition. (Rows are routed to shards by sorting them: see ``slatedb_core.table.staged``.)
 """
 
 from __future__ import annotations

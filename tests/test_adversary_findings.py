@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.clone import create_clone
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import DatabaseDestroyed
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS

@@ -39,7 +39,7 @@ from slatedb_core.checkpoints import (
     list_checkpoints,
     refresh_checkpoint,
 )
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
 
 BAD_PATHS: list[Any] = [

@@ -42,7 +42,7 @@ from slatedb_core import (
     run_gc_once,
 )
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
 

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 
 
 @given(data=st.binary(max_size=5000), start=st.integers(0, (1 << 32) - 1), cut=st.integers(0, 5000))

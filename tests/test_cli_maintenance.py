@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from slatedb_core.cli.main import cli
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store

@@ -11,15 +11,15 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.clone import (
+from slatedb_core.lifecycle.clone import (
     EPHEMERAL_LIFETIME,
     CloneConflict,
     SourceCheckpointLost,
     create_clone,
 )
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -38,7 +38,7 @@ from slatedb_core.options import (
     DbReaderOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.cli.destroy import register
 from slatedb_core.cli.main import cli
-from slatedb_core.clone import create_clone
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,

@@ -15,7 +15,7 @@ from slatedb_core.compactor.distributed import (
     SubcompactionResult,
     execute_subcompaction,
 )
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced, InvalidArgument
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore

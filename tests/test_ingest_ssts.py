@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 from ulid import ULID
 
-import slatedb_core.db as db_module
-from slatedb_core.db import Db
+import slatedb_core.writer.db as db_module
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import (
     CorruptionError,
     Fenced,
@@ -32,7 +32,7 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import DbOptions, GarbageCollectorOptions
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore

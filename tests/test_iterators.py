@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slatedb_core import iterators
-from slatedb_core.entries import (
+from slatedb_core.lsm import iterators
+from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     KIND_TOMBSTONE,
     KIND_VALUE,
@@ -21,7 +21,7 @@ from slatedb_core.entries import (
     sortable_keys,
 )
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.iterators import iter_rows, merge_sorted, range_filter, search_sorted
+from slatedb_core.lsm.iterators import iter_rows, merge_sorted, range_filter, search_sorted
 
 Row = tuple[bytes, int, int, bytes | None]  # key, seq, kind, value
 

@@ -8,7 +8,7 @@ import time
 from datetime import timedelta
 
 from slatedb_core.compactor import Compactor
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -20,7 +20,7 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 
 OPTS = DbOptions(

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint, list_checkpoints
-from slatedb_core.db import Db
-from slatedb_core.dbstate import sst_path
-from slatedb_core.destroy import destroy
+from slatedb_core.writer.db import Db
+from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CorruptionError,
     DatabaseDestroyed,
@@ -27,7 +27,7 @@ from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from tests.gc import ZERO, Background, commit, manifest_ids, new_db

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.main import cli
 from slatedb_core.cli.read import register
-from slatedb_core.clone import CloneConflict, create_clone
+from slatedb_core.lifecycle.clone import CloneConflict, create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import CorruptionError, InvalidArgument, ObjectNotFound, SlateDBError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
@@ -36,11 +36,11 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.union import UnionSource, create_union
+from slatedb_core.lifecycle.union import UnionSource, create_union
 
 register(cli)
 
@@ -260,7 +260,7 @@ def test_clone_refuses_an_ordinary_database_whose_manifest_1_was_collected() -> 
 
 
 def read_origin(store: ObjectStore, path: str) -> bytes | None:
-    """The raw origin record of ``path`` (slatedb_core.clone_origin), None if there is none."""
+    """The raw origin record of ``path`` (slatedb_core.lifecycle.origin), None if there is none."""
     try:
         return store.get(f"{path}/clone.origin").data
     except ObjectNotFound:

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import pytest
 
-from slatedb_core.clone import create_clone
-from slatedb_core.db import Db
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import BackgroundThreadDied, CorruptionError, Fenced, WalSstMissing
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
@@ -415,7 +415,7 @@ def test_a_reader_refuses_a_wal_hole_instead_of_serving_older_values(
     """The same damage as above, seen by a reader that replays the WAL: it used to stop at the
     hole and serve "old" for k01..k09 for good, though "new" is stored and was acknowledged."""
     from slatedb_core.options import DbReaderOptions, ReaderMode
-    from slatedb_core.reader import DbReader
+    from slatedb_core.reader.reader import DbReader
 
     write_old_then_new(store)
     wal = WalLog(store, "db")

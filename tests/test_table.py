@@ -11,9 +11,9 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
-from slatedb_core.clone import create_clone
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CorruptionError,
     DatabaseNotFound,
@@ -28,7 +28,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import seal
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
@@ -626,7 +626,7 @@ def test_union_accepts_a_flushed_source_after_a_reader_named_its_fence_wal(
 ) -> None:
     """Regression: a managed reader records the last WAL SST it listed, a writer's empty fence
     included, in wal_id_last_seen; union then refused the fully flushed source for good."""
-    from slatedb_core.union import UnionSource, create_union
+    from slatedb_core.lifecycle.union import UnionSource, create_union
 
     for path, key in (("a", b"a"), ("b", b"x")):
         with Db.open(path, mem, OPTS.writer) as db:

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.clone import CloneConflict, SourceCheckpointLost, create_clone
+from slatedb_core.lifecycle.clone import CloneConflict, SourceCheckpointLost, create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import DatabaseNotInitialized, SlateDBError
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
@@ -24,11 +24,11 @@ from slatedb_core.options import (
     DbReaderOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.union import UnionError, UnionSource, create_union
+from slatedb_core.lifecycle.union import UnionError, UnionSource, create_union
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 BOUNDS: list[bytes | None] = [None, b"k025", b"k050", b"k075", None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from slatedb_core.entries import batch_from_lists, empty_batch
+from slatedb_core.lsm.entries import batch_from_lists, empty_batch
 from slatedb_core.errors import CorruptionError, Fenced
 from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.faults import FaultyStore

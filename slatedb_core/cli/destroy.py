@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 
 F = TypeVar("F", bound=Callable[..., Any])

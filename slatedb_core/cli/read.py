@@ -39,7 +39,7 @@ import click
 
 from slatedb_core.errors import SlateDBError
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -39,9 +39,9 @@ from slatedb_core.compactor.compactions import (
     now_ms,
 )
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
-from slatedb_core.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
+from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
 from slatedb_core.errors import CorruptionError, Fenced, ObjectAlreadyExists, SlateDBError
-from slatedb_core.iterators import merge_sorted
+from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions

@@ -12,7 +12,7 @@ Order of a pass, and why:
    them at any ``min_age``, 0 included.
 2. A soft-destroyed database (``destroyed_at_s``) is deleted once ``db_delete_grace`` has passed
    and no checkpoint is active (a clone first releases its final checkpoints in its parents),
-   tombstone first (:func:`~slatedb_core.destroy.delete_database_objects`). A path holding only
+   tombstone first (:func:`~slatedb_core.lifecycle.destroy.delete_database_objects`). A path holding only
    a tombstone is swept of the strays a stalled writer may have left.
 3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
    so a checkpoint refreshed meanwhile is no longer expired and survives.
@@ -51,7 +51,7 @@ from datetime import datetime
 from ulid import ULID
 
 from slatedb_core.compactor.compactions import in_flight_output_ids
-from slatedb_core.destroy import delete_database_objects, release_external_checkpoints
+from slatedb_core.lifecycle.destroy import delete_database_objects, release_external_checkpoints
 from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.manifest.model import ExternalDb, Manifest
@@ -208,7 +208,7 @@ class Collector:
 
     def _sweep_tombstone(self, stats: GcStats) -> None:
         """A path without manifests: if it holds a destroyed database's tombstone, delete what a
-        writer that stalled through the destroy may have left (slatedb_core.destroy)."""
+        writer that stalled through the destroy may have left (slatedb_core.lifecycle.destroy)."""
         if not self.manifests.is_tombstone():
             return
         stats.destroyed = True

@@ -4,7 +4,7 @@ Stored manifests are a FlatBuffers payload (``schema/manifest.fbs``) inside the 
 of :mod:`slatedb_core.meta.envelope`, whose version field says which root table the payload holds.
 
 Why this module writes and reads FlatBuffers itself instead of calling the flatc output in
-``generated/``: that code is correct with the pinned runtime but costs ~25 us per SST per direction
+``tests/manifest/generated/``: that code is correct with the pinned runtime but costs ~25 us per SST per direction
 (measured: 2.5 s to encode and 3.6 s to decode only the SST table of a 100k-SST manifest), and a
 manifest is rewritten on every flush and compaction. The small writer and reader it uses implement
 just the parts of the format the schema uses (tables with shared vtables, vectors of offsets,

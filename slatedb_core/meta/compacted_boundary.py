@@ -13,7 +13,7 @@ carries its creation time in milliseconds; ``gc/compacted.boundary`` holds a mil
   manifest with unchanged content on top of the latest) and only then reads the manifests that
   decide; it deletes only SSTs whose ULID time is <= the durable B;
 * a writer reads B inside every commit attempt, after the attempt's base manifest is known and
-  before its create (:class:`~slatedb_core.gc_safety.NewSsts`). If X's time is <= B it writes the
+  before its create (:class:`~slatedb_core.writer.gc_safety.NewSsts`). If X's time is <= B it writes the
   same bytes under a fresh id Y with time > B first, and names Y instead.
 
 An attempt whose create succeeds on a base at or after the barrier read B after GC moved it, so

@@ -25,7 +25,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError
 
 _HEADER = struct.Struct("<4sHH16sI")

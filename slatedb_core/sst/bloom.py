@@ -26,7 +26,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError
 
 HASH_VERSION = 1

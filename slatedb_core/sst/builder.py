@@ -17,10 +17,10 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
-from slatedb_core.scratch import Scratch
+from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst import bloom
 from slatedb_core.sst.format import (
     BLOCK_TRAILER,
@@ -153,7 +153,7 @@ def encode_sst_into(
 ) -> tuple[memoryview, SstInfo]:
     """:func:`encode_sst` into ``scratch``'s buffer ``"sst"``: the same bytes, as a view that is
     valid until that buffer is taken again (write it out first). Bulk encoders use it to skip
-    mapping a fresh buffer for every SST (see :mod:`slatedb_core.scratch`)."""
+    mapping a fresh buffer for every SST (see :mod:`slatedb_core.sst.scratch`)."""
     parts, info = _encode_parts(batch, options, metadata)
     out = scratch.take("sst", info.size_bytes).data
     pos = 0

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
-from slatedb_core.scratch import Scratch
+from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst import bloom
 from slatedb_core.sst.builder import SstOptions
 from slatedb_core.sst.format import (

@@ -7,7 +7,7 @@ size_bytes)`` and no HEAD. Data blocks are columnar so both directions are a han
 ``pyarrow.Array.from_buffers`` calls per block instead of Python work per entry.
 
 All integers are little-endian. ``align8(x)`` rounds ``x`` up to a multiple of 8. Every byte of the
-object is covered by exactly one CRC-32 (zlib's polynomial, :mod:`slatedb_core.checksum`), and all
+object is covered by exactly one CRC-32 (zlib's polynomial, :mod:`slatedb_core.store.checksum`), and all
 padding is zero and checksummed, so a flipped byte anywhere is detected.
 
 Object::
@@ -81,7 +81,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument
 
 ENTRY_SCHEMA = pa.schema(

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument, StoreError
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.sst.bloom import BloomFilter

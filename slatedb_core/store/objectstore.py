@@ -378,7 +378,7 @@ class ObstoreObjectStore(ObjectStore):
 
         Like ``put_if_absent``, a retried request whose first attempt landed answers
         ObjectAlreadyExists; callers that copy to a fresh name treat that as their own copy (see
-        :meth:`slatedb_core.db.Db.ingest_ssts`)."""
+        :meth:`slatedb_core.writer.db.Db.ingest_ssts`)."""
         self.counters.incr("copy")
         try:
             obstore.copy(self._inner, src, dst, overwrite=False)

@@ -61,7 +61,7 @@ Plain ``put`` goes straight to the object store (the advisory ``_latest_version`
 ``copy_if_absent`` reads the source and creates the destination with the two-phase write above
 (the temporary object's name carries the CRC of the bytes, so they pass through this process).
 
-Temporary names and GC: :mod:`slatedb_core.store.twophase_gc`. Counters: :attr:`counters` (calls
+Temporary names and GC: :mod:`slatedb_core.gc.twophase`. Counters: :attr:`counters` (calls
 of this interface), ``inner.counters`` (object-store requests), ``txn.counters`` (statements).
 """
 
@@ -73,7 +73,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
-from slatedb_core.checksum import crc32
+from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import (
     CorruptionError,
     InvalidArgument,
@@ -90,7 +90,7 @@ from slatedb_core.store.objectstore import (
     ObjectVersion,
     RequestCounters,
 )
-from slatedb_core.store.twophase_gc import (
+from slatedb_core.gc.twophase import (
     DEFAULT_TEMP_MIN_AGE_S,
     TEMP,
     GcWindow,
@@ -457,7 +457,7 @@ class TwoPhaseStore(ObjectStore):
         listed: Iterable[ObjectMeta] = (),
         now_s: float,
     ) -> TwoPhaseGcStats:
-        """One GC pass over the records of ``db_path`` (:mod:`slatedb_core.store.twophase_gc`)."""
+        """One GC pass over the records of ``db_path`` (:mod:`slatedb_core.gc.twophase`)."""
         window = GcWindow(manifest_boundary, keep_manifests, wal_boundary, wal_floor, listed, now_s)
         return collect_garbage(
             self._rows, self._inner, self._recover, self.temp_min_age_s, db_path, window

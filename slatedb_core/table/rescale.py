@@ -19,7 +19,7 @@ changed twice, and every writer re-reads the map *after* fencing (``Table.writer
                  writing: we fence again (``TableOptions.fence_attempts``).
     3  clone     split: two clones of the source projected to [start, at) and [at, end);
                  merge: one union of the two sources with their ranges (checked adjacent).
-                 Resumable (slatedb_core.clone / union), destinations named by the target ids.
+                 Resumable (slatedb_core.lifecycle.clone / union), destinations named by the target ids.
     4  commit    map N+2: the targets replace the sources, the op is dropped, the sources are
                  listed as retired.
     5  retire    soft-destroy the sources (the GC deletes them after db_delete_grace, once the
@@ -43,9 +43,9 @@ import logging
 import time
 import uuid
 
-from slatedb_core.clone import create_clone
-from slatedb_core.db import Db
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.writer.db import Db
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
@@ -58,7 +58,7 @@ from slatedb_core.options import check_int
 from slatedb_core.store.objectstore import join
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, shard_db_name
 from slatedb_core.table.table import Table
-from slatedb_core.union import UnionSource, create_union
+from slatedb_core.lifecycle.union import UnionSource, create_union
 
 log = logging.getLogger(__name__)
 

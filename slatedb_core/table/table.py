@@ -5,13 +5,13 @@ SlateDB instances and supply them to Projection and Union").
 The map itself is :mod:`slatedb_core.table.shardmap`; rescaling is :mod:`slatedb_core.table.
 rescale`. This module routes reads and writes:
 
-* **Reads** go through one :class:`~slatedb_core.reader.DbReader` per shard, opened on first use
+* **Reads** go through one :class:`~slatedb_core.reader.reader.DbReader` per shard, opened on first use
   with ``TableOptions.reader`` (default MANAGED: each reader pins its state with a checkpoint, so
   GC cannot pull SSTs from under a long scan; FOLLOW_LATEST never writes). A scan walks the
   shards overlapping ``[start, end)`` in key order, each clipped to its range. A table opened on a
   :class:`TableSnapshot` reads a checkpoint of every shard instead: one consistent, repeatable
   view per shard, of a shard map that cannot change under it.
-* **Writes** go through ``writer(shard)``, the shard's :class:`~slatedb_core.db.Db`. Opening it
+* **Writes** go through ``writer(shard)``, the shard's :class:`~slatedb_core.writer.db.Db`. Opening it
   fences every earlier writer of that shard; *then* the latest map is read again, and a shard
   that is gone or sealed by a split/merge is refused (:class:`ShardMapConflict`) before anything
   is written. That order is what makes rescaling safe (see :mod:`slatedb_core.table.rescale`).
@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
-from slatedb_core.db import KV_SCHEMA, Db
+from slatedb_core.writer.db import KV_SCHEMA, Db
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -64,7 +64,7 @@ from slatedb_core.options import (
     check_key_list,
     check_optional,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore, check_store, join, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
 from slatedb_core.table.shardmap import (

@@ -9,7 +9,7 @@ to it is in the WAL); a generation that landed ahead of it is acknowledged at on
 memtable flush waits for the watermark, so the replay point never passes a hole.
 
 Everything here is bookkeeping without I/O or locking: its one user,
-:class:`~slatedb_core.engine.WriterEngine`, holds its ``_lock`` around every call and does the
+:class:`~slatedb_core.writer.engine.WriterEngine`, holds its ``_lock`` around every call and does the
 writing, dispatching to the window and waiting.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from slatedb_core.entries import ENTRY_SCHEMA, batch_from_lists, sort_dedup
+from slatedb_core.lsm.entries import ENTRY_SCHEMA, batch_from_lists, sort_dedup
 
 
 @dataclass

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from slatedb_core.entries import empty_batch
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import (
     BackgroundThreadDied,
     Fenced,

@@ -7,7 +7,7 @@ import itertools
 import random
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import SortedRun
 from slatedb_core.manifest.store import ManifestStore

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from slatedb_core.compactor.compactions import compactions_seq
-from slatedb_core.dbstate import resolve_sst_path
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.store.objectstore import ObjectStore

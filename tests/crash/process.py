@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions
 from tests.crash.store import CrashStore, ProcessKilled
 

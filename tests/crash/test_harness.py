@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from slatedb_core.db import Db, DbClosed
+from slatedb_core.writer.db import Db, DbClosed
 from slatedb_core.store.url import open_store
 from tests.crash.enumerate import SIDES, points, record
 from tests.crash.process import Process, run_process

@@ -143,7 +143,7 @@ def test_compactions_record_fields_are_read_strictly(field: str, value: object) 
 def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption() -> None:
     """Swap the first two keys of a block (same length) and fix the CRC: the lookup would bisect
     past entries a scan returns. The reader must call it corruption."""
-    from slatedb_core.entries import batch_from_lists
+    from slatedb_core.lsm.entries import batch_from_lists
 
     batch = batch_from_lists([b"ka", b"kb", b"kc"], [1, 2, 3], [0, 0, 0], [b"1", b"2", b"3"])
     data, _ = encode_sst(batch, SstOptions(bloom_bits_per_key=0))

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from ulid import ULID
 
-from slatedb_core.db import Db
-from slatedb_core.dbstate import sst_path
-from slatedb_core.entries import empty_batch
+from slatedb_core.writer.db import Db
+from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import collector as gc_collector
 from slatedb_core.gc import run_gc_once

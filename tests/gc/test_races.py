@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import timedelta
 
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import BoundaryMissing, Fenced, ObjectVersionBehindBoundary
 from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.manifest.codec import encode_manifest

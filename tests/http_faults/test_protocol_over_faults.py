@@ -17,8 +17,8 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.db import Db
-from slatedb_core.entries import empty_batch
+from slatedb_core.writer.db import Db
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import (
     ManifestVersionExists,
     PreconditionFailed,

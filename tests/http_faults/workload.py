@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from slatedb_core.compactor import Compactor
-from slatedb_core.db import Db, DbClosed
-from slatedb_core.dbstate import sst_path
+from slatedb_core.writer.db import Db, DbClosed
+from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.errors import (
     CheckpointNotFound,
     Fenced,
@@ -50,9 +50,9 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader, SstMissing
+from slatedb_core.reader.reader import DbReader, SstMissing
 from slatedb_core.store.objectstore import ObjectStore, join
-from slatedb_core.writebatch import WriteBatch
+from slatedb_core.writer.batch import WriteBatch
 
 DB = "db"
 ACCOUNTS = 16

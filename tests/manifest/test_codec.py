@@ -30,46 +30,46 @@ from slatedb_core.manifest.codec import (
     decode_manifest,
     encode_manifest,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     BytesBound as FbBound,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     BytesRange as FbRange,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     Checkpoint as FbCheckpoint,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     CompactedSsTable as FbSst,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     CompactedSsTableView as FbView,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     ExternalDb as FbExternalDb,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     ManifestV1 as FbManifestV1,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     ManifestV2 as FbManifestV2,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     SortedRunV1 as FbRunV1,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     SortedRunV2 as FbRunV2,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     SsTableInfo as FbInfo,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     Ulid as FbUlid,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     Uuid as FbUuid,
 )
-from slatedb_core.manifest.generated import (
+from tests.manifest.generated import (
     WriterCheckpoint as FbWriterCheckpoint,
 )
 from slatedb_core.manifest.model import (

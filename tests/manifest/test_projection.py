@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ulid import ULID
 
-from slatedb_core.dbstate import resolve_sst_path
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import (

@@ -19,7 +19,7 @@ import pytest
 from orchestration.devserver import free_port, stop_dagster_dev, wait_for
 from orchestration.sample_data import write_database
 from slatedb_core import open_store
-from slatedb_core.inspect import inspect_database
+from slatedb_core.health import inspect_database
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")

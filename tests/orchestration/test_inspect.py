@@ -1,4 +1,4 @@
-"""slatedb_core.inspect: the read-only figures the orchestration acts on, on real databases."""
+"""slatedb_core.health: the read-only figures the orchestration acts on, on real databases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from orchestration.sample_data import write_database
 from slatedb_core import ObjectStore, admin, run_gc_once
-from slatedb_core.inspect import (
+from slatedb_core.health import (
     boundary_path,
     check_boundaries,
     inspect_database,

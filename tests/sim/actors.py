@@ -1,6 +1,6 @@
 """The pieces actors are made of: a writer without background threads, and stalled operations.
 
-``SimDb`` is the real :class:`~slatedb_core.db.Db` with its three background threads (WAL
+``SimDb`` is the real :class:`~slatedb_core.writer.db.Db` with its three background threads (WAL
 flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
 ``flush_memtable`` and ``_refresh`` as steps, so the seed, not the OS scheduler, decides their
 order. The only behaviour replaced is how a durable write waits: instead of waking the WAL
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore, PausePoint, When
 from slatedb_core.store.objectstore import ObjectStore

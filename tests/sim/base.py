@@ -24,7 +24,7 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore, When
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import OPS, ObjectStore

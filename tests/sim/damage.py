@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from slatedb_core.dbstate import resolve_sst_path
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.sim import model as m
 from tests.sim.destroy_actors import DestroySteps
 from tests.sim.state import DB, Writer

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from slatedb_core.checkpoints import delete_checkpoint, list_checkpoints
 from slatedb_core.compactor import Compactor
-from slatedb_core.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -20,7 +20,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.gc.collector import Collector
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader import DbReader, SstMissing
+from slatedb_core.reader.reader import DbReader, SstMissing
 from tests.sim import model as m
 from tests.sim.actors import Outcome, SimDb
 from tests.sim.damage import DamageSteps

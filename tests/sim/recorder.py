@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ulid import ULID
 
-from slatedb_core.dbstate import resolve_sst_path
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.codec import decode_manifest
 from slatedb_core.manifest.model import Manifest

@@ -20,7 +20,7 @@ import pyarrow as pa
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.gc.collector import Collector
 from slatedb_core.options import CheckpointOptions, CheckpointScope, DbReaderOptions, ReaderMode
-from slatedb_core.reader import DbReader
+from slatedb_core.reader.reader import DbReader
 from tests.sim import model as m
 from tests.sim.actors import Outcome
 from tests.sim.maintenance import MaintenanceSteps

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from slatedb_core.entries import empty_batch
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.sst import SstOptions, encode_sst

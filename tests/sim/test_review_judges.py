@@ -11,8 +11,8 @@ import uuid
 import pytest
 from ulid import ULID
 
-from slatedb_core.db import Db
-from slatedb_core.entries import empty_batch
+from slatedb_core.writer.db import Db
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import CheckpointNotFound, Fenced, InvalidArgument, ObjectNotFound
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from slatedb_core.errors import SlateDBError
-from slatedb_core.writebatch import WriteBatch
+from slatedb_core.writer.batch import WriteBatch
 from tests.sim import model as m
 from tests.sim.actors import Outcome, SimDb, SimWindow
 from tests.sim.base import SimBase

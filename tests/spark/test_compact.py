@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from slatedb_core.compactor import Compactor, read_latest_state
 from slatedb_core.compactor.distributed import DistributedCompactor
-from slatedb_core.db import Db
+from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore

@@ -465,7 +465,7 @@ def test_manifest_store_over_two_phase(tp: TwoPhaseStore) -> None:
 def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     """Writes, fencing, memtable flushes, compaction, GC and a reopen, all over the wrapper."""
     from slatedb_core.compactor import Compactor
-    from slatedb_core.db import Db
+    from slatedb_core.writer.db import Db
     from slatedb_core.errors import Fenced
     from slatedb_core.options import CompactorOptions, DbOptions
 
@@ -582,7 +582,7 @@ def test_an_s3_url_with_a_txn_key_opens_two_phase_cas_for_every_caller(
     from click.testing import CliRunner
 
     from slatedb_core.cli.main import cli
-    from slatedb_core.db import Db
+    from slatedb_core.writer.db import Db
 
     txn = f"sqlite:///{tmp_path}/txn.db"
     url = f"{s3_url}{'&' if '?' in s3_url else '?'}txn={quote(txn, safe='')}"

@@ -1,0 +1,479 @@
+"""Clones: a new database that starts as a shallow copy of a checkpoint of another (seed 003
+"Clones", "SST Path Resolution"). Its manifest references the parent's SSTs through
+``external_dbs``; only the parent's WAL tail is copied. :func:`create_clone` runs seed 003's steps,
+each of which can be interrupted and redone::
+
+    1-5  read the clone's manifest (maybe left by a crashed attempt) and the parent's (which must
+         be initialized, not destroyed). An existing M_c must be this clone: of this parent (and
+         checkpoint, and within the projection) by its origin record ``<clone>/clone.origin``
+         (:mod:`slatedb_core.lifecycle.origin`; written right after M_c, it outlives GC detaching the
+         parent); initialized -> check its final checkpoints exist, done; else go to 9
+    6-8  source checkpoint (the given one, or an ephemeral one of the latest, 5 min); M_c from
+         the manifest it pins (projected if asked), initialized=False, created if absent
+         (losing that race -> back to 1, finishing the winner's M_c)
+    9    in every external db, the final checkpoint, from the entry's source checkpoint
+    10   copy the parent's WAL SSTs (replay_after_wal_id, wal_id_last_seen] into the clone
+    11   set initialized=True
+
+``initialized`` is written last, so a crash anywhere leaves either no clone or one that refuses
+writers (``DatabaseNotInitialized``) until a re-run completes it.
+
+The clone's WAL is exactly ``(replay_after_wal_id, wal_id_last_seen]`` of the pinned manifest,
+what a checkpoint-mode reader serves. A checkpoint records no WAL of its own (``wal_id_last_seen``
+is 0 unless a reader set it), so the ephemeral checkpoint is committed as a managed reader commits
+its own: the same update sets ``wal_id_last_seen`` to the last WAL SST listed just before. The
+clone then holds every write durable when it started, and GC keeps those WAL SSTs while the
+checkpoint lives (seed 003's ``referenced_wal``). A given checkpoint is taken as it is: writes only
+in the WAL when it was made are not part of it (``Db.create_checkpoint`` with scope ALL flushes
+them to L0 first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ulid import ULID
+
+from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
+from slatedb_core.lifecycle.origin import clone_mismatch, clone_origin_of, establish
+from slatedb_core.lifecycle.clone_wal import copy_wal, last_with_data, start_over
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    CloneConflict,
+    CloneIncomplete,
+    CorruptionError,
+    DatabaseDestroyed,
+    DatabaseNotInitialized,
+    InvalidArgument,
+    ManifestVersionExists,
+    ObjectNotFound,
+    SlateDBError,
+    SourceCheckpointLost,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.codec import (
+    DEFAULT_FORMAT_VERSION,
+    MANIFEST_MAGIC,
+    SUPPORTED_VERSIONS,
+    decode_manifest,
+)
+from slatedb_core.manifest.model import ExternalDb, Manifest
+from slatedb_core.manifest.projection import project_manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.meta.envelope import open_sealed
+from slatedb_core.options import CheckpointOptions
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.wal.log import WalLog
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL_LIFETIME = timedelta(minutes=5)
+"""How long an ephemeral source checkpoint lives: the window for re-running an interrupted
+clone or union before its source is gone."""
+
+__all__ = ["EPHEMERAL_LIFETIME", "CloneConflict", "CloneIncomplete", "SourceCheckpointLost"]
+__all__ += ["create_clone", "create_clone_stored"]
+
+
+# ---- shared with union.py --------------------------------------------------------------------
+def check_paths(dest: str, sources: list[str]) -> None:
+    """A destination inside a source (or the reverse) would put one database's objects under the
+    other's prefix, where its listing and GC would treat them as its own."""
+    validate_relative_path(dest, what="destination path")
+    for src in sources:
+        validate_relative_path(src, what="source path")
+        a, b = dest.rstrip("/") + "/", src.rstrip("/") + "/"
+        if a.startswith(b) or b.startswith(a):
+            raise InvalidArgument(f"{dest!r} and source {src!r} must not contain one another")
+
+
+def check_live(path: str, m: Manifest) -> None:
+    if m.destroyed_at_s is not None:
+        raise DatabaseDestroyed(f"source database {path!r} was destroyed at {m.destroyed_at_s}")
+    if not m.initialized:
+        raise DatabaseNotInitialized(f"source database {path!r} is not initialized")
+
+
+Latest = tuple[ManifestStore, StoredManifest]
+"""A database's latest manifest, with a store that commits in that manifest's format."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A source database pinned by a checkpoint: what a clone or union is built from."""
+
+    path: str
+    checkpoint_id: uuid.UUID
+    ephemeral: bool
+    manifest_id: int
+    manifest: Manifest
+    format_version: int
+    latest: Latest
+
+
+def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, int]:
+    """The manifest and the format version it was written in."""
+    name = ms.seq.path(object_id)
+    opened = open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
+    return decode_manifest(data, name=name), opened.version
+
+
+def same_format_store(store: ObjectStore, path: str) -> Latest:
+    """The latest manifest, and a manifest store that commits in its format: our checkpoint
+    commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
+    ms = ManifestStore(store, path)  # commits keep the format of their base (issue 19 item 11)
+    # read_latest: the base carries its nonce (a commit on it records its parent, see
+    # ManifestStore) and a destroyed, collected path raises DatabaseDestroyed
+    return ms, ms.read_latest()
+
+
+def _ephemeral(
+    ms: ManifestStore, latest: StoredManifest, dest: str, now: float
+) -> tuple[uuid.UUID, StoredManifest]:
+    """An ephemeral checkpoint of the latest manifest that also names the WAL SSTs durable now
+    (see the module docstring)."""
+    after = latest.manifest.replay_after_wal_id
+    wal = WalLog(ms.store, ms.db_path)
+    listed = enumerate(wal.list_ids(after=after), start=after + 1)
+    run = [i for n, i in itertools.takewhile(lambda p: p[0] == p[1], listed)]  # stop at a gap
+    last_seen = last_with_data(wal, run, None, missing_ok=True) or after
+    read_to = run[-1] if run else after  # every WAL SST up to here was just read for data
+    options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
+    cid = uuid.uuid4()
+    add = checkpoint_change(options, now, cid)
+
+    def change(m: Manifest, next_id: int) -> Manifest:
+        new = add(m, next_id)
+        if new is m:
+            return m
+        # A reader may have named trailing fence-only WAL SSTs in wal_id_last_seen; those we
+        # read hold nothing, and counting them would make union refuse a fully flushed source.
+        named = m.wal_id_last_seen if m.wal_id_last_seen > read_to else 0
+        seen = max(named, last_seen, m.replay_after_wal_id)
+        return dataclasses.replace(new, wal_id_last_seen=seen)
+
+    return cid, ms.update_at(change, base=latest)
+
+
+def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:
+    return SourceCheckpointLost(
+        cid,
+        f"source checkpoint {cid} of {path!r} {why}; retry without it (an ephemeral checkpoint of "
+        "the latest state is taken) or with a live checkpoint",
+    )
+
+
+def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: float) -> Snapshot:
+    """Steps 6-7 for one source (``source``: its latest manifest): its checkpoint (created if
+    None) and the manifest it pins, with that manifest's format version (union refuses V1)."""
+    ms, latest = source
+    path = ms.db_path
+    check_live(path, latest.manifest)
+    cid = checkpoint
+    if cid is None:
+        cid, latest = _ephemeral(ms, latest, dest, now)
+    cp = latest.manifest.checkpoint(cid)
+    if cp is None:
+        raise _lost(path, cid, "does not exist")
+    if cp.is_expired(now):
+        raise _lost(path, cid, f"expired at {cp.expire_time_s}")
+    if cp.manifest_id == latest.id:  # our ephemeral checkpoint pins what we just wrote
+        pinned = latest.manifest
+        version = latest.version or ms.format_version or DEFAULT_FORMAT_VERSION
+    else:
+        try:
+            pinned, version = _decode(ms, cp.manifest_id, ms.seq.read(cp.manifest_id))
+        except ObjectNotFound:
+            raise _lost(path, cid, f"pins manifest {cp.manifest_id}, which is gone") from None
+    if not pinned.initialized:
+        raise DatabaseNotInitialized(f"checkpoint {cid} of {path!r} pins an uninitialized state")
+    return Snapshot(path, cid, checkpoint is None, cp.manifest_id, pinned, version, (ms, latest))
+
+
+def drop_ephemeral(store: ObjectStore, snap: Snapshot) -> None:
+    """Best effort: an unused ephemeral checkpoint would otherwise pin the source for 5 minutes."""
+    if not snap.ephemeral:
+        return
+    try:
+        ms, latest = same_format_store(store, snap.path)
+        ms.update(delete_change(snap.checkpoint_id), base=latest)
+    except SlateDBError as e:
+        log.info(
+            "left ephemeral checkpoint %s of %r to expire: %s", snap.checkpoint_id, snap.path, e
+        )
+
+
+class Fallbacks:
+    """The latest manifests of the sources, read once and shared by step 9, which uses them as
+    commit bases and for fallback source checkpoints: the final checkpoints the sources
+    themselves hold for an entry. A nested clone inherits entries whose source checkpoint may
+    have been an ephemeral one long expired; the parent's own final checkpoint pins the same
+    manifest and lives as long as the parent references it."""
+
+    def __init__(self, store: ObjectStore, paths: list[str], known: dict[str, Latest]) -> None:
+        self.store = store
+        self.paths = paths
+        self.known = dict(known)
+
+    def candidates(self, entry: ExternalDb) -> list[uuid.UUID]:
+        out = []
+        for path in self.paths:
+            if path not in self.known:
+                self.known[path] = same_format_store(self.store, path)
+            for e in self.known[path][1].manifest.external_dbs:
+                same = (e.path, e.source_checkpoint_id) == (entry.path, entry.source_checkpoint_id)
+                if same and e.final_checkpoint_id is not None:
+                    out.append(e.final_checkpoint_id)
+        return out
+
+
+def _commit_final(base: Latest, final: uuid.UUID, source: uuid.UUID, dest: str, now: float) -> bool:
+    options = CheckpointOptions(lifetime=None, source=source, name=f"clone:{dest}")
+    try:
+        change = checkpoint_change(options, now, final, derived_on_destroyed=True)
+        base[0].update_at(change, base=base[1])
+        return True
+    except CheckpointNotFound:
+        return False
+
+
+def ensure_final_checkpoints(
+    store: ObjectStore, dest: str, m: Manifest, fallbacks: Fallbacks, now: float
+) -> None:
+    """Step 9: a never-expiring checkpoint in every external db, pinning what the entry's source
+    checkpoint pins; creating one that exists is a no-op (its id is fixed in M_c)."""
+    for entry in m.external_dbs:
+        final = entry.final_checkpoint_id
+        if final is None:
+            raise CorruptionError(dest, f"external db {entry.path!r} has no final checkpoint id")
+        base = fallbacks.known.get(entry.path) or same_format_store(store, entry.path)
+        if base[1].manifest.checkpoint(final) is not None:
+            continue
+        if _commit_final(base, final, entry.source_checkpoint_id, dest, now):
+            continue
+        alts = fallbacks.candidates(entry)
+        if any(_commit_final(base, final, alt, dest, now) for alt in alts):
+            continue
+        raise _lost(
+            entry.path,
+            entry.source_checkpoint_id,
+            f"is gone, so {dest!r} cannot take its final checkpoint there; {start_over(dest)}",
+        )
+
+
+def verify_final_checkpoints(store: ObjectStore, dest: str, m: Manifest) -> None:
+    """Step 5 for an initialized clone. An entry without SSTs may already have lost its
+    checkpoint to GC detaching it (the checkpoint goes first, then the entry)."""
+    for entry in m.external_dbs:
+        final = entry.final_checkpoint_id
+        ok = final is not None and (
+            ManifestStore(store, entry.path).read_latest().manifest.checkpoint(final) is not None
+        )
+        if not ok and (entry.sst_ids or final is None):
+            raise CloneIncomplete(
+                f"{dest!r} is initialized but its final checkpoint {final} in {entry.path!r} "
+                "is missing"
+            )
+
+
+def mark_initialized(ms: ManifestStore) -> StoredManifest:
+    """Step 11; a retry that finds it already set commits nothing. DatabaseDestroyed if the
+    unfinished database was destroyed meanwhile (a destroyed database never comes back)."""
+
+    def change(m: Manifest) -> Manifest:
+        if m.destroyed_at_s is not None:
+            raise DatabaseDestroyed(f"{ms.db_path!r} was destroyed before it was finished")
+        return m if m.initialized else dataclasses.replace(m, initialized=True)
+
+    return ms.update(change)
+
+
+def finish(
+    store: ObjectStore,
+    dest: str,
+    ms: ManifestStore,
+    m: Manifest,
+    fallbacks: Fallbacks,
+    now: float,
+    copy: Callable[[], None] | None = None,
+) -> StoredManifest:
+    """Steps 9-11 of an unfinished clone or union ``m`` at ``dest``: final checkpoints, the WAL
+    copy (``copy``), initialized. If ``dest`` is destroyed meanwhile (its creator stalled while
+    an operator destroyed it), the final checkpoints this run may have committed in the sources
+    after the destroy released them are released again, so none pins a source for ever."""
+    try:
+        latest = ms.try_read_latest()
+        if latest is None:
+            ms.raise_missing()
+        if latest.manifest.destroyed_at_s is not None:
+            raise DatabaseDestroyed(f"{dest!r} was destroyed before it was finished")
+        ensure_final_checkpoints(store, dest, m, fallbacks, now)
+        if copy is not None:
+            copy()
+        return mark_initialized(ms)
+    except DatabaseDestroyed:
+        from slatedb_core.lifecycle.destroy import release_external_checkpoints
+
+        release_external_checkpoints(store, dest, m)
+        raise
+
+
+# ---- clone-only steps ------------------------------------------------------------------------
+def _owned(m: Manifest) -> tuple[ULID, ...]:
+    """Ids of the SSTs referenced by ``m`` that live under its own path (not resolved through
+    any external db, the same test as ``dbstate.resolve_sst_path``)."""
+    referenced = {v.sst_id for v in m.l0} | {v.sst_id for r in m.compacted for v in r.views}
+    external = {i for e in m.external_dbs for i in e.sst_ids}
+    out = []
+    for s in m.ssts:
+        physical = s.original_id or s.id
+        if s.id in referenced and physical not in external and s.id not in external:
+            out.append(s.id)
+    return tuple(out)
+
+
+def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) -> Manifest:
+    """Step 7. All entries share one new final checkpoint id as the seed has it, except that an
+    entry whose path already used it gets its own: two checkpoints with one id cannot coexist in
+    one database (several entries per path arise after unions of different checkpoints)."""
+    pinned = snap.manifest
+    if projection is not None and KeyRange.of(pinned.key_range).intersect(projection).is_empty():
+        raise InvalidArgument(f"projection {projection} holds none of {snap.path!r}'s keys")
+    base = pinned if projection is None else project_manifest(pinned, projection)
+    final = uuid.uuid4()
+    used: set[str] = set()
+    entries = []
+    for e in (*base.external_dbs, ExternalDb(snap.path, snap.checkpoint_id, None, _owned(base))):
+        fid = final if e.path not in used else uuid.uuid4()
+        used.add(e.path)
+        entries.append(dataclasses.replace(e, final_checkpoint_id=fid))
+    return dataclasses.replace(
+        base,
+        writer_epoch=pinned.writer_epoch + 1,
+        compactor_epoch=pinned.compactor_epoch,
+        initialized=False,
+        destroyed_at_s=None,
+        external_dbs=tuple(entries),
+        replay_after_wal_id=pinned.replay_after_wal_id,
+        wal_id_last_seen=wal_end,
+        # the clone's WAL is what is copied, (replay_after, wal_end]: its writers continue right
+        # after it, so no gap is left that readers' contiguous replay would stop at for good
+        next_wal_sst_id=max(wal_end, pinned.replay_after_wal_id) + 1,
+        checkpoints=(),
+    )
+
+
+def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> int:
+    """The clone's ``wal_id_last_seen``: the pinned one, less trailing WAL SSTs with nothing for
+    the clone (fences, or only keys outside its projection), so that a clone with no WAL data of
+    its own counts as fully flushed and can be a union source without ever being opened."""
+    m = snap.manifest
+    rng = KeyRange.of(m.key_range).intersect(projection or KeyRange())
+    wal = WalLog(store, snap.path)
+    try:
+        ids = range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
+        return last_with_data(wal, ids, rng) or m.replay_after_wal_id
+    except ObjectNotFound as e:
+        raise _lost(snap.path, snap.checkpoint_id, f"needs {e.path}, which is gone") from None
+
+
+def _check_existing(
+    cms: ManifestStore,
+    m: Manifest,
+    parent: str,
+    checkpoint: uuid.UUID | None,
+    projection: KeyRange | None,
+) -> None:
+    """Steps 3-4 for an existing M_c, by its origin record (slatedb_core.lifecycle.origin), which
+    outlives GC detaching the parent and collecting manifest 1 (issue 19 items 9, 13)."""
+    why = establish(
+        cms,
+        m,
+        lambda first: clone_origin_of(first, first=True),
+        lambda latest: clone_origin_of(latest, first=False),
+        lambda o: clone_mismatch(o, parent, checkpoint, projection),
+    )
+    if why is not None:
+        what = parent if checkpoint is None else f"{parent} at checkpoint {checkpoint}"
+        raise CloneConflict(
+            f"a database exists at {cms.db_path!r} and is not a clone of {what}: {why}"
+        )
+
+
+def create_clone_stored(
+    clone_path: str,
+    parent_path: str,
+    store: ObjectStore,
+    parent_checkpoint: uuid.UUID | None = None,
+    projection: KeyRange | None = None,
+    *,
+    now: Clock = time.time,
+) -> StoredManifest:
+    """:func:`create_clone`, returning the committed manifest with its id."""
+    check_paths(clone_path, [parent_path])
+    check_store(store)
+    if parent_checkpoint is not None and not isinstance(parent_checkpoint, uuid.UUID):
+        raise InvalidArgument("parent_checkpoint must be a uuid.UUID")
+    if projection is not None and not isinstance(projection, KeyRange):
+        raise InvalidArgument("projection must be a KeyRange")
+    cms = ManifestStore(store, clone_path)
+    for _ in range(5):
+        stored = cms.try_read_latest()
+        parent = same_format_store(store, parent_path)
+        check_live(parent_path, parent[1].manifest)
+        if stored is None:
+            snap = take_snapshot(parent, parent_checkpoint, clone_path, now())
+            try:
+                initial = clone_manifest(snap, projection, wal_end(store, snap, projection))
+            except BaseException:
+                drop_ephemeral(store, snap)
+                raise
+            try:
+                stored = cms.create_initial(initial)
+            except ManifestVersionExists:
+                drop_ephemeral(store, snap)  # another run won; finish its clone instead
+                continue
+            parent = snap.latest
+        m = stored.manifest
+        _check_existing(cms, m, parent_path, parent_checkpoint, projection)
+        if m.initialized:
+            verify_final_checkpoints(store, clone_path, m)
+            return stored
+        fallbacks = Fallbacks(store, [parent_path], {parent_path: parent})
+        return finish(
+            store, clone_path, cms, m, fallbacks, now(),
+            functools.partial(copy_wal, store, parent_path, clone_path, m),
+        )
+    raise CloneConflict(f"kept losing the race to create the clone at {clone_path!r}")
+
+
+def create_clone(
+    clone_path: str,
+    parent_path: str,
+    store: ObjectStore,
+    parent_checkpoint: uuid.UUID | None = None,
+    projection: KeyRange | None = None,
+    *,
+    now: Clock = time.time,
+) -> Manifest:
+    """Create (or finish creating) the clone at ``clone_path`` of ``parent_path`` as of
+    ``parent_checkpoint`` (default: an ephemeral checkpoint of the latest state), restricted to
+    ``projection`` when given. Safe to re-run after a crash at any point; a finished clone is
+    returned as is.
+
+    Raises DatabaseNotFound / DatabaseNotInitialized / DatabaseDestroyed for an unusable parent,
+    SourceCheckpointLost when the source checkpoint is missing or expired, CloneConflict when
+    ``clone_path`` holds something else, CloneIncomplete when a finished clone lost a final
+    checkpoint.
+    """
+    return create_clone_stored(
+        clone_path, parent_path, store, parent_checkpoint, projection, now=now
+    ).manifest

@@ -1,0 +1,308 @@
+"""Destroying a database (seed 003 "Deleting a Database").
+
+Soft destroy (the default) marks the database destroyed and leaves the deletion of its objects to
+the garbage collector, which waits for ``db_delete_grace`` and for every checkpoint to go:
+
+1. fence any writer: bump ``writer_epoch`` and write an empty fencing WAL SST at the next free id
+   (what a new writer does on open, without replaying anything);
+2. in one fenced update, drop the writer's checkpoint(s) and set ``destroyed_at_s``.
+
+A writer opening between 1 and 2 fences us; the procedure then starts again and fences it.
+
+Hard destroy deletes at once. It is the caller's job to make sure no writer is running:
+
+1. refuse with :class:`InvalidDeletion` while a checkpoint other than a writer checkpoint is
+   unexpired (someone else relies on it: a reader, a clone's final checkpoint, an operator);
+2. set ``destroyed_at_s`` if unset, dropping writer checkpoints in the same update (re-checked on
+   every CAS retry);
+3. if the database is a clone, delete its final checkpoints in the databases it references;
+4. delete the database's objects (:func:`delete_database_objects`).
+
+A destroyed path remembers that it was destroyed. Before any object goes, every boundary of the
+database moves to its tombstone value (the sequenced namespaces to 2^64-1, ``compacted`` to
+2^48-1) and the ``gc/*.boundary`` files are never deleted (seed 004: GC never deletes
+boundaries). A writer that stalled through the destroy and the deletion then fails the boundary
+check of its next WAL SST (``Fenced``) or manifest (``DatabaseDeleted``) instead of writing a
+new database into the empty path, and opening the path raises ``DatabaseDeleted``. Reusing the
+path for a new database is an operator's decision: delete ``<path>/gc/`` once no process of the old
+database can still be running (docs/clones-and-destroy.md).
+
+Only the database's own objects are deleted: the direct children of ``manifest/``, ``wal/``,
+``compacted/``, ``compactions/`` and ``gc/``, and ``clone.origin``. A database or table nested
+under the path (``<path>/b/...``, even ``<path>/wal/<db>/...``) is another one and is left alone.
+
+Writer checkpoints are not counted in step 1: every database a ``Db`` has written holds one that
+never expires, and it pins only this database's own objects, which are about to go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from slatedb_core.lifecycle.origin import ORIGIN_NAME
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    Fenced,
+    InvalidDeletion,
+    ObjectNotFound,
+    SlateDBError,
+)
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
+from slatedb_core.meta.compacted_boundary import compacted_boundary
+from slatedb_core.meta.sequenced import SequencedStore
+from slatedb_core.options import check_instance
+from slatedb_core.sst import SstOptions
+from slatedb_core.store.objectstore import (
+    ObjectMeta,
+    ObjectStore,
+    check_store,
+    join,
+    validate_relative_path,
+)
+from slatedb_core.wal.log import WalLog
+from slatedb_core.wal.writer import fence_wal, first_open_slot, wal_boundary
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+__all__ = [
+    "OWN_DIRS",
+    "delete_database_objects",
+    "destroy",
+    "is_own_object",
+    "release_external_checkpoints",
+    "write_tombstone",
+]
+
+OWN_DIRS = frozenset({"manifest", "wal", "compacted", "compactions", "gc"})
+"""The directories of a database's own objects (see the module docstring)."""
+OWN_FILES = frozenset({ORIGIN_NAME})
+"""Objects of the database directly under its path (a clone's or union's origin record)."""
+
+_SOFT_ATTEMPTS = 10
+_DELETE_CONCURRENCY = 16
+
+
+def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = time.time) -> None:
+    """Destroy the database at ``path`` (see the module docstring).
+
+    Raises DatabaseNotFound if there is none; InvalidDeletion (hard) while a non-writer checkpoint
+    is active. Soft-destroying an already destroyed database does nothing; hard-destroying one
+    whose objects are already gone deletes any stray object a stalled writer left.
+    """
+    validate_relative_path(path, what="database path")
+    check_store(store)
+    check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (issue 19)
+    ms = ManifestStore(store, path)
+    try:
+        if soft:
+            _soft(ms, now)
+        else:
+            _hard(ms, now)
+    except DatabaseDestroyed:
+        if not ms.is_tombstone():
+            raise
+        if not soft:
+            delete_database_objects(ms)
+
+
+# ---- soft -----------------------------------------------------------------------------------
+def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
+    def change(m: Manifest) -> Manifest | None:
+        if m.destroyed_at_s is not None:
+            return None
+        keep = tuple(c for c in m.checkpoints if c.writer_epoch is None)
+        return dataclasses.replace(m, checkpoints=keep, destroyed_at_s=int(now()))
+
+    return change
+
+
+def _soft(ms: ManifestStore, now: Clock) -> None:
+    wal = WalLog(ms.store, ms.db_path)
+    fenced: Fenced | None = None
+    for _ in range(_SOFT_ATTEMPTS):
+        latest = ms.read_latest()  # DatabaseNotFound
+        if latest.manifest.destroyed_at_s is not None:
+            return
+        if not latest.manifest.initialized:
+            # No writer can run on an uninitialized database (an unfinished clone): nothing to
+            # fence. The change re-checks on conflict; a clone finished meanwhile is retried.
+            def uninit(m: Manifest) -> Manifest | None:
+                if m.initialized and m.destroyed_at_s is None:
+                    raise _Initialized
+                return _mark_destroyed(now)(m)
+
+            try:
+                ms.update(uninit, base=latest)
+                return
+            except _Initialized:
+                continue
+        try:
+            fm = FencedManifest.init_writer(ms)
+        except DatabaseDestroyed:
+            return  # destroyed concurrently: done
+        m = fm.stored.manifest
+        existing = wal.list_ids(after=m.replay_after_wal_id)
+        start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
+        try:
+            # as a writer's open does (recovery.fence_older_writers): stop if a newer writer
+            # exists, then fence the last writer's whole window of parallel WAL writes
+            fm.fence.check(ms.read_latest().manifest)
+            fence_wal(wal, fm.epoch, start, SstOptions(), m.max_parallel_writes)
+            fm.update(_mark_destroyed(now))
+            return
+        except Fenced as e:
+            fenced = e
+            log.info("destroy of %r: a writer opened meanwhile; fencing again", ms.db_path)
+    if fenced is not None:
+        raise fenced
+    raise InvalidDeletion(f"database {ms.db_path!r} kept changing state while being destroyed")
+
+
+class _Initialized(SlateDBError):
+    """Internal: the database got initialized while we treated it as unfinished."""
+
+
+# ---- hard -----------------------------------------------------------------------------------
+def _hard(ms: ManifestStore, now: Clock) -> None:
+    now_s = now()
+
+    def change(m: Manifest) -> Manifest | None:
+        active = [c for c in m.checkpoints if c.writer_epoch is None and not c.is_expired(now_s)]
+        if active:
+            ids = ", ".join(str(c.id) for c in active)
+            raise InvalidDeletion(
+                f"database {ms.db_path!r} has {len(active)} active checkpoint(s): {ids}"
+            )
+        return _mark_destroyed(lambda: now_s)(m)
+
+    stored = ms.update(change)  # DatabaseNotFound; CAS conflicts re-run the check
+    release_external_checkpoints(ms.store, ms.db_path, stored.manifest)
+    delete_database_objects(ms)
+
+
+# ---- shared with the garbage collector ------------------------------------------------------
+def release_external_checkpoints(store: ObjectStore, path: str, m: Manifest) -> int:
+    """Delete the final checkpoints that ``m`` (a clone's manifest) holds in the databases it
+    references, so those can be collected. Missing checkpoints or databases are fine (an earlier
+    attempt got there). Returns how many were deleted."""
+    from slatedb_core.checkpoints import delete_change
+    from slatedb_core.lifecycle.clone import same_format_store
+
+    n = 0
+    for entry in m.external_dbs:
+        if entry.final_checkpoint_id is None:
+            continue
+        try:
+            ems, latest = same_format_store(store, entry.path)
+            ems.update(delete_change(entry.final_checkpoint_id), base=latest)
+            n += 1
+        except (CheckpointNotFound, DatabaseNotFound, DatabaseDestroyed):
+            log.info(
+                "final checkpoint %s of %r in %r is already gone",
+                entry.final_checkpoint_id,
+                path,
+                entry.path,
+            )
+    return n
+
+
+def is_own_object(db_path: str, path: str) -> bool:
+    """True if ``path`` is one of the database's own objects (module docstring): a direct child
+    of one of :data:`OWN_DIRS`, and no boundary file (those stay as the tombstone)."""
+    prefix = db_path.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        return False
+    parts = path[len(prefix) :].split("/")
+    if len(parts) == 1:
+        return parts[0] in OWN_FILES
+    if len(parts) != 2 or parts[0] not in OWN_DIRS or not parts[1]:
+        return False
+    return not (parts[0] == "gc" and parts[1].endswith(".boundary"))
+
+
+def _boundaries(ms: ManifestStore) -> list[tuple[BoundaryObject, int]]:
+    store, path = ms.store, ms.db_path
+    return [
+        (ms.seq.boundary, TOMBSTONE),
+        (SequencedStore(store, path, "compactions", "compactions").boundary, TOMBSTONE),
+        (wal_boundary(WalLog(store, path)), TOMBSTONE),
+        (compacted_boundary(store, path), ULID_MS_TOMBSTONE),
+    ]
+
+
+def write_tombstone(ms: ManifestStore) -> None:
+    """Move every boundary of the database to its tombstone value (module docstring). Only for
+    a database that is destroyed: afterwards nothing can be committed at this path."""
+    for boundary, value in _boundaries(ms):
+        boundary.advance(value)
+
+
+def delete_database_objects(
+    ms: ManifestStore, *, concurrency: int = _DELETE_CONCURRENCY
+) -> tuple[int, int]:
+    """Write the tombstone, then delete the database's own objects: all but the latest manifest
+    first, then that one, so the database reads as destroyed until its last object goes, and
+    as destroyed afterwards through the tombstone. Objects of other databases, nested ones
+    included, are never touched. Returns (objects, bytes).
+
+    Every database gets the tombstone, an unfinished clone or union too: its creator may be
+    stalled between two of its steps and would otherwise finish it in the emptied path.
+
+    If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
+    manifest is kept for the next round."""
+    write_tombstone(ms)
+    return _delete_own(ms, concurrency)
+
+
+def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
+    store = ms.store
+    prefix = ms.db_path.rstrip("/") + "/"
+    count = size = 0
+    for _ in range(100):
+        listing = _own_objects(store, ms.db_path)
+        manifests = {i: o for o in listing if (i := ms.seq.parse(o.path)) is not None}
+        if not manifests:
+            doomed = listing
+        else:
+            keep = manifests[max(manifests)]
+            doomed = [o for o in listing if o.path != keep.path]
+            if not doomed:
+                store.delete(keep.path)
+                return count + 1, size + keep.size
+        if not doomed:
+            return count, size
+        paths = [o.path for o in doomed]
+        if len(paths) == 1 or concurrency <= 1:
+            for p in paths:
+                store.delete(p)
+        else:
+            with ThreadPoolExecutor(min(concurrency, len(paths))) as pool:
+                list(pool.map(store.delete, paths))
+        count += len(doomed)
+        size += sum(o.size for o in doomed)
+        if not manifests:
+            return count, size
+    raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
+
+
+def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:
+    """The database's own objects (:func:`is_own_object`)."""
+    out: list[ObjectMeta] = []
+    for sub in sorted(OWN_DIRS):
+        out.extend(o for o in store.list(join(db_path, sub)) if is_own_object(db_path, o.path))
+    for name in sorted(OWN_FILES):
+        try:
+            out.append(store.head(join(db_path, name)))
+        except ObjectNotFound:
+            pass
+    return out

@@ -1,0 +1,200 @@
+"""The read side of a database: an immutable snapshot of everything a read consults, and the
+lookups over it.
+
+A ``DbState`` is never changed in place; writers build a new one and swap the reference under the
+Db's lock (as mini-lsm does), so a reader that grabbed a state sees one consistent set of
+memtables and SSTs for its whole get or scan. The active memtable is the one mutable part: it only
+grows, and a get or scan of it is atomic under the GIL (see ``slatedb_core.lsm.memtable``), but
+several gets of it are not: a read of several keys must take their memtable entries at one
+instant (``Db.get_many`` does so under the writer lock, then uses :meth:`DbState.get_immutable`).
+A ``DbReader`` publishes states whose memtable is empty and frozen: no part of them changes.
+
+Read order, newest first: active memtable, immutable memtables (newest first), L0 SST views
+(newest first), then sorted runs (newest first). The first source that knows a key decides it; a
+tombstone decides "absent".
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from ulid import ULID
+
+from slatedb_core.lsm.entries import KIND_TOMBSTONE
+from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.keys import KeyRange
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
+from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
+from slatedb_core.sst import BlockCache, SstReader
+from slatedb_core.store.objectstore import ObjectStore, join
+
+
+def sst_path(db_path: str, sst_id: ULID) -> str:
+    return join(db_path, "compacted", f"{sst_id}.sst")
+
+
+def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str:
+    """SSTs owned by an external database (clones, union) live under that database's path."""
+    physical = sst.original_id or sst.id
+    # Match the manifest's own id first: after a union renames a clashing SST, its old id may be
+    # listed by another external database for a different file.
+    for ext in manifest.external_dbs:
+        if sst.id in ext.sst_ids:
+            return sst_path(ext.path, physical)
+    if sst.original_id is not None:
+        for ext in manifest.external_dbs:
+            if sst.original_id in ext.sst_ids:
+                return sst_path(ext.path, physical)
+    return sst_path(db_path, physical)
+
+
+class SstHandle:
+    """One view of one SST; the reader is opened on first use and shared by later states."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        path: str,
+        sst: CompactedSst,
+        view: SstView,
+        cache: BlockCache | None,
+    ) -> None:
+        self.store = store
+        self.path = path
+        self.sst = sst
+        self.view = view
+        self.cache = cache
+        physical = KeyRange(
+            sst.info.first_key, None if sst.info.last_key is None else sst.info.last_key + b"\x00"
+        )
+        self.range = physical.intersect(KeyRange.of(view.visible_range))
+        self._reader: SstReader | None = None
+        self._lock = threading.Lock()
+
+    def reader(self) -> SstReader:
+        r = self._reader
+        if r is None:
+            with self._lock:
+                if self._reader is None:
+                    self._reader = SstReader.open(
+                        self.store, self.path, self.sst.info, cache=self.cache
+                    )
+                r = self._reader
+        return r
+
+    def get(self, key: bytes) -> tuple[int, int, bytes] | None:
+        if not self.range.contains(key):
+            return None
+        return self.reader().get(key)  # consults the bloom filter itself
+
+    def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
+        clip = self.range.intersect(KeyRange(start, end))
+        if clip.is_empty():
+            return iter(())
+        return self.reader().scan(clip.start, clip.end)
+
+
+class SortedRunHandle:
+    """A sorted run: views ordered by key, non-overlapping."""
+
+    def __init__(self, run_id: int, views: list[SstHandle]) -> None:
+        self.id = run_id
+        self.views = sorted(views, key=lambda h: h.range.start or b"")
+        self._starts = [h.range.start or b"" for h in self.views]
+
+    def get(self, key: bytes) -> tuple[int, int, bytes] | None:
+        i = bisect.bisect_right(self._starts, key) - 1
+        if i < 0:
+            return None
+        return self.views[i].get(key)
+
+    def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
+        first = 0 if start is None else max(0, bisect.bisect_right(self._starts, start) - 1)
+        for h in self.views[first:]:
+            if end is not None and h.range.start is not None and h.range.start >= end:
+                break
+            yield from h.scan(start, end)
+
+
+@dataclass(frozen=True)
+class DbState:
+    manifest: StoredManifest
+    memtable: Memtable
+    imm: tuple[ImmutableMemtable, ...]  # newest first
+    l0: tuple[SstHandle, ...]  # newest first
+    runs: tuple[SortedRunHandle, ...]  # newest first
+
+    def get(self, key: bytes) -> bytes | None:
+        found = self.memtable.get(key)
+        if found is None:
+            for imm in self.imm:
+                found = imm.get(key)
+                if found is not None:
+                    break
+            else:
+                return self._get_sst(key)
+        return found[1]
+
+    def get_immutable(self, key: bytes) -> bytes | None:
+        """``get`` from everything but the active memtable: the part of a state that never
+        changes. With the active memtable's entries for several keys read at one instant (the
+        Db does it under its writer lock), this answers them all from one point in time."""
+        for imm in self.imm:
+            found = imm.get(key)
+            if found is not None:
+                return found[1]
+        return self._get_sst(key)
+
+    def _get_sst(self, key: bytes) -> bytes | None:
+        for h in self.l0:
+            e = h.get(key)
+            if e is not None:
+                return None if e[1] == KIND_TOMBSTONE else e[2]
+        for run in self.runs:
+            e = run.get(key)
+            if e is not None:
+                return None if e[1] == KIND_TOMBSTONE else e[2]
+        return None
+
+    def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
+        out: list[Iterable[pa.RecordBatch]] = [self.memtable.scan(start, end)]
+        out += [imm.scan(start, end) for imm in self.imm]
+        out += [h.scan(start, end) for h in self.l0]
+        out += [run.scan(start, end) for run in self.runs]
+        return out
+
+    def scan(
+        self, start: bytes | None, end: bytes | None, batch_size: int = 65536
+    ) -> Iterator[pa.RecordBatch]:
+        """ENTRY_SCHEMA batches in key order, newest version per key, tombstones dropped."""
+        return merge_sorted(self.sources(start, end), drop_tombstones=True, batch_size=batch_size)
+
+
+def build_handles(
+    store: ObjectStore,
+    db_path: str,
+    manifest: Manifest,
+    cache: BlockCache | None,
+    previous: dict[tuple[ULID, ULID], SstHandle] | None = None,
+) -> tuple[tuple[SstHandle, ...], tuple[SortedRunHandle, ...], dict[tuple[ULID, ULID], SstHandle]]:
+    """Handles for every view of ``manifest``, reusing open readers from ``previous``."""
+    ssts = {s.id: s for s in manifest.ssts}
+    known: dict[tuple[ULID, ULID], SstHandle] = {}
+
+    def handle(view: SstView) -> SstHandle:
+        k = (view.view_id, view.sst_id)
+        h = previous.get(k) if previous else None
+        if h is None or h.view != view:
+            sst = ssts[view.sst_id]
+            h = SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, cache)
+        known[k] = h
+        return h
+
+    l0 = tuple(handle(v) for v in manifest.l0)
+    runs = tuple(SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in manifest.compacted)
+    return l0, runs, known

@@ -1,0 +1,316 @@
+"""Streaming, vectorised k-way merge of sorted ENTRY_SCHEMA batch streams.
+
+A row-at-a-time heap merge costs microseconds per row in Python; this merge works in *rounds* so
+that all per-row work happens inside NumPy/Arrow kernels. Each source keeps a small buffer of its
+next batches. In a round, ``bound`` = the smallest "last buffered key" over the live sources: every
+row with key <= bound is already buffered in every source (unbuffered rows of a source lie above its
+last buffered key), so those rows can be merged now and never need revisiting. They are sorted with
+one stable sort over the concatenation in source order (newest first), so the first row of each key
+is the newest source's entry; the rest of each key is dropped, and tombstones too when asked.
+
+Two fast paths skip the sort: a lone live source is passed through (tombstones filtered), and when
+one source's leading rows lie below every other source's first key they are emitted as they are,
+which makes merging sources with disjoint key ranges (L0 SSTs of separate ranges, runs) nearly free.
+Sources are only ever read a few batches ahead, so memory stays bounded whatever their size.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.lsm.entries import (
+    ENTRY_SCHEMA,
+    KIND_VALUE,
+    arrow_first_of_runs,
+    conform,
+    first_of_runs,
+    sortable_keys,
+)
+from slatedb_core.errors import InvalidArgument
+
+# Rows each source buffers before a round: a round's fixed cost (a dozen kernel calls) is then
+# spread over enough rows even when a source yields tiny batches (e.g. one per 4 KiB SST block).
+_MIN_BUFFERED_ROWS = 8192
+# Batches averaging fewer rows than this are concatenated as they are buffered.
+_SMALL_BATCH_ROWS = 2048
+# A prefix shorter than this is merged in the next round rather than emitted on its own.
+_MIN_PASSTHROUGH_ROWS = 1024
+
+
+def key_reader(keys: pa.Array) -> Callable[[int], bytes]:
+    """``i -> keys[i]`` as bytes, read through memoryviews of the Arrow buffers.
+
+    About 0.3 µs a key, several times cheaper than ``keys[i].as_py()`` or NumPy scalar indexing,
+    which matters in bisection where this is the whole cost.
+    """
+    large = pa.types.is_large_binary(keys.type)
+    if not (large or pa.types.is_binary(keys.type)):
+        raise InvalidArgument(f"expected a binary array, got {keys.type}")
+    _, offs_buf, data_buf = keys.buffers()
+    if offs_buf is None:
+        raise InvalidArgument("binary array without offsets")
+    raw = memoryview(offs_buf)
+    offs = raw[: len(raw) // 8 * 8].cast("q") if large else raw[: len(raw) // 4 * 4].cast("i")
+    data = memoryview(data_buf) if data_buf is not None else memoryview(b"")
+    base = keys.offset
+
+    def read(i: int) -> bytes:
+        j = base + i
+        return bytes(data[offs[j] : offs[j + 1]])
+
+    return read
+
+
+def search_sorted(keys: pa.Array, needle: bytes, side: Literal["left", "right"] = "left") -> int:
+    """Index at which ``needle`` would be inserted into sorted ``keys`` (NumPy ``searchsorted``).
+
+    Measured on 64k 16-byte keys: ~7 µs (bisect over :func:`key_reader`), against ~8 µs bisecting
+    over ``.as_py()`` and ~150 µs for a vectorised ``pc.less_equal`` + ``pc.sum``. Both ends are
+    checked first because merge rounds and range filters mostly ask about the ends.
+    """
+    n = len(keys)
+    if n == 0:
+        return 0
+    key_at = key_reader(keys)
+    if side == "left":
+        if needle <= key_at(0):
+            return 0
+        if key_at(n - 1) < needle:
+            return n
+        return bisect_left(range(n), needle, key=key_at)
+    if side == "right":
+        if needle < key_at(0):
+            return 0
+        if key_at(n - 1) <= needle:
+            return n
+        return bisect_right(range(n), needle, key=key_at)
+    raise InvalidArgument(f"search_sorted: side must be 'left' or 'right', not {side!r}")
+
+
+def _first_key(batch: pa.RecordBatch) -> bytes:
+    return key_reader(batch.column(0))(0)
+
+
+def _last_key(batch: pa.RecordBatch) -> bytes:
+    return key_reader(batch.column(0))(batch.num_rows - 1)
+
+
+class _Source:
+    """One input stream with a look-ahead buffer of non-empty batches, in key order."""
+
+    __slots__ = ("buf", "it", "rows")
+
+    def __init__(self, batches: Iterable[pa.RecordBatch]) -> None:
+        self.it: Iterator[pa.RecordBatch] | None = iter(batches)
+        self.buf: deque[pa.RecordBatch] = deque()
+        self.rows = 0
+
+    def fill(self, want: int) -> None:
+        """Pull batches until ``want`` rows are buffered or the stream ends."""
+        it = self.it
+        fresh: list[pa.RecordBatch] = []
+        before = self.rows
+        while it is not None and self.rows < want:
+            b = next(it, None)
+            if b is None:
+                it = self.it = None
+            elif b.num_rows:
+                if not b.schema.equals(ENTRY_SCHEMA):
+                    b = conform(b)
+                fresh.append(b)
+                self.rows += b.num_rows
+        if len(fresh) > 2 and self.rows - before < _SMALL_BATCH_ROWS * len(fresh):
+            # many tiny batches (one per SST block, say): glue them once, so that every later
+            # step of the round deals with one array instead of hundreds
+            fresh = [pa.concat_batches(fresh)]
+        self.buf.extend(fresh)
+
+    def first_key(self) -> bytes:
+        return _first_key(self.buf[0])
+
+    def last_key(self) -> bytes:
+        return _last_key(self.buf[-1])
+
+    def count(self, bound: bytes, side: Literal["left", "right"]) -> int:
+        """Buffered rows with key < bound (left) or <= bound (right)."""
+        total = 0
+        for b in self.buf:
+            keys = b.column(0)
+            i = search_sorted(keys, bound, side)
+            total += i
+            if i < len(keys):
+                break
+        return total
+
+    def take(self, rows: int, out: list[pa.RecordBatch]) -> None:
+        """Move the first ``rows`` buffered rows to ``out`` as zero-copy batches."""
+        self.rows -= rows
+        buf = self.buf
+        while rows:
+            b = buf[0]
+            if b.num_rows <= rows:
+                out.append(buf.popleft())
+                rows -= b.num_rows
+            else:
+                out.append(b.slice(0, rows))
+                buf[0] = b.slice(rows)
+                rows = 0
+
+    def drain(self) -> Iterator[pa.RecordBatch]:
+        """Everything left, buffered then unread: for when no other source is live."""
+        yield from self.buf
+        self.buf.clear()
+        self.rows = 0
+        if self.it is not None:
+            for b in self.it:
+                if b.num_rows:
+                    yield b if b.schema.equals(ENTRY_SCHEMA) else conform(b)
+            self.it = None
+
+
+def merge_sorted(
+    sources: Sequence[Iterable[pa.RecordBatch]],
+    *,
+    drop_tombstones: bool = True,
+    batch_size: int = 65536,
+) -> Iterator[pa.RecordBatch]:
+    """Merge key-sorted, key-unique ENTRY_SCHEMA streams given NEWEST FIRST into one such stream.
+
+    For a key in several sources the entry of the earliest source wins; tombstones still hide older
+    entries when ``drop_tombstones`` removes them from the output. Output batches hold about
+    ``batch_size`` rows.
+    """
+    if batch_size <= 0:
+        raise InvalidArgument("merge_sorted: batch_size must be positive")
+    return _rechunk(_merge(sources, drop_tombstones), batch_size)
+
+
+def _merge(
+    sources: Sequence[Iterable[pa.RecordBatch]], drop_tombstones: bool
+) -> Iterator[pa.RecordBatch]:
+    live: list[_Source] = []
+    for src in sources:
+        s = _Source(src)
+        s.fill(_MIN_BUFFERED_ROWS)
+        if s.rows:
+            live.append(s)
+    while live:
+        if len(live) == 1:
+            for b in live[0].drain():
+                yield _drop_tombstones(b) if drop_tombstones else b
+            return
+        firsts = [s.first_key() for s in live]
+        lowest = min(range(len(live)), key=firsts.__getitem__)
+        others = min(f for i, f in enumerate(firsts) if i != lowest)
+        pieces: list[pa.RecordBatch] = []
+        ahead = live[lowest].count(others, "left") if firsts[lowest] < others else 0
+        if ahead >= _MIN_PASSTHROUGH_ROWS or (ahead and ahead == live[lowest].rows):
+            live[lowest].take(ahead, pieces)
+            for b in pieces:
+                yield _drop_tombstones(b) if drop_tombstones else b
+        else:
+            bound = min(s.last_key() for s in live)
+            for s in live:  # in source order, so the stable sort keeps the newest entry first
+                s.take(s.count(bound, "right"), pieces)
+            yield _merge_pieces(pieces, drop_tombstones)
+        for s in live:
+            if s.rows < _MIN_BUFFERED_ROWS:
+                s.fill(_MIN_BUFFERED_ROWS)
+        live = [s for s in live if s.rows]
+
+
+def _merge_pieces(pieces: list[pa.RecordBatch], drop_tombstones: bool) -> pa.RecordBatch:
+    """Sort the round's rows by key (stable, so source order breaks ties) and keep the newest."""
+    key_chunks = [p.column(0) for p in pieces]
+    skeys = sortable_keys(key_chunks)
+    if skeys is not None:
+        order = np.argsort(skeys, kind="stable")
+        keep = first_of_runs(skeys[order])
+    else:
+        chunked = pa.chunked_array(key_chunks, pa.binary())
+        arrow_order = pc.sort_indices(chunked)
+        order = arrow_order.to_numpy()
+        keep = arrow_first_of_runs(pc.take(chunked, arrow_order))
+    if drop_tombstones:
+        kinds = np.concatenate([p.column(2).to_numpy(zero_copy_only=False) for p in pieces])
+        keep &= kinds[order] == KIND_VALUE
+    rows = order[keep]
+    combined = pa.concat_batches(pieces)
+    if len(rows) == combined.num_rows and bool(np.all(rows[1:] > rows[:-1])):
+        return combined  # the pieces were already in order with nothing to drop
+    return combined.take(pa.array(rows))
+
+
+def _drop_tombstones(batch: pa.RecordBatch) -> pa.RecordBatch:
+    kinds = batch.column(2).to_numpy(zero_copy_only=False)
+    values = kinds == KIND_VALUE
+    if values.all():
+        return batch
+    return batch.filter(pa.array(values))
+
+
+def _rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Regroup into batches of about ``size`` rows, copying only to glue small pieces together."""
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        if not pending and size // 2 <= n <= size:
+            yield b
+            continue
+        pending.append(b)
+        pending_rows += n
+        if pending_rows >= size:
+            glued = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            off = 0
+            while pending_rows - off >= size:
+                yield glued.slice(off, size)
+                off += size
+            pending = [glued.slice(off)] if off < pending_rows else []
+            pending_rows -= off
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+
+def range_filter(
+    batches: Iterable[pa.RecordBatch], start: bytes | None, end: bytes | None
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a key-sorted stream within ``[start, end)``, as zero-copy slices.
+
+    Stops reading the stream at the first key >= end, so a bounded scan never pulls (and never
+    fetches from object storage) batches past its range.
+    """
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        keys = b.column(0)
+        lo = 0 if start is None else search_sorted(keys, start, "left")
+        hi = n if end is None else search_sorted(keys, end, "left")
+        if lo < hi:
+            yield b if lo == 0 and hi == n else b.slice(lo, hi - lo)
+        if hi < n:
+            return
+
+
+def iter_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, value)`` pairs of live entries, converting a whole batch per step (for Db.scan)."""
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        b = _drop_tombstones(b)
+        keys: list[bytes] = b.column(0).to_pylist()
+        value_col = b.column(3)
+        if value_col.null_count:  # a live entry with a null value reads as empty
+            value_col = pc.fill_null(value_col, pa.scalar(b"", pa.binary()))
+        values: list[bytes] = value_col.to_pylist()
+        yield from zip(keys, values, strict=True)

@@ -1,0 +1,79 @@
+"""What a memtable flush to L0 commits (seed 001 "Writes", seed 003 "Writers"), as pure manifest
+changes; :meth:`~slatedb_core.writer.engine.WriterEngine._flush_one` runs the steps:
+
+1. wait until the frozen memtable's last WAL generation is durable (contiguously);
+2. upload its L0 SST (kept for a retry of the flush, which must not name the rows twice);
+3. commit :func:`l0_flush_change`: inside each attempt, the SST is checked against the GC
+   boundary and re-homed if it fell behind (:class:`~slatedb_core.writer.gc_safety.NewSsts`); then the
+   L0 view goes in front, ``last_l0_seq`` is raised, the writer checkpoint moved, and the replay
+   point moved only as far as the *previous* flushes; a later commit (the next flush, or
+   :func:`replay_point_change`) moves it past this flush's WAL SSTs. The lag costs a little
+   replay at the next open and keeps the WAL as a second copy of the newest L0 SST.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from slatedb_core.writer.gc_safety import NewSsts, writer_checkpoint
+from slatedb_core.manifest.model import Manifest, SstView
+from slatedb_core.manifest.store import IdChange
+from slatedb_core.lsm.memtable import ImmutableMemtable
+
+# Measured RSS of a dict memtable entry beyond its key and value bytes (dict slot, tuple, int and
+# bytes headers, WAL buffer copy): ~320 bytes against the 16 that size_bytes counts toward the SST size.
+RESIDENT_OVERHEAD_PER_ENTRY = 320
+
+
+def resident_bytes(imm: ImmutableMemtable) -> int:
+    """What a frozen memtable really holds in memory, for backpressure (not for SST sizing)."""
+    return int(imm.size_bytes + imm.entry_count * RESIDENT_OVERHEAD_PER_ENTRY)
+
+
+def l0_flush_change(
+    new: NewSsts,
+    *,
+    epoch: int,
+    confirmed_wal_id: int,
+    last_wal_id: Callable[[], int],
+    max_parallel_writes: int,
+    max_seq: int,
+) -> IdChange:
+    """Step 3: add the one SST of ``new`` as the newest L0 view. ``confirmed_wal_id``: the
+    highest WAL id whose rows are in an earlier flush's committed L0 SST; ``last_wal_id`` gives
+    the WAL id of the writer's contiguous durable prefix when the change is applied."""
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if new.committed_in(m) or 0 < max_seq <= m.last_l0_seq:
+            # committed by an earlier attempt of this flush, whose SST may since have been
+            # compacted away: last_l0_seq covers every seq of it (flushes commit in seq order)
+            return None
+        (sst,) = new.secure()
+        view = SstView(view_id=sst.id, sst_id=sst.id)
+        m = dataclasses.replace(
+            m,
+            ssts=(*m.ssts, sst),
+            l0=(view, *m.l0),
+            replay_after_wal_id=max(m.replay_after_wal_id, confirmed_wal_id),
+            # only the contiguous prefix: ids past it may be holes a next writer must fence
+            next_wal_sst_id=max(m.next_wal_sst_id, last_wal_id() + 1),
+            # our fence is complete: the next writer need only cover our own window
+            max_parallel_writes=max_parallel_writes,
+            last_l0_seq=max(m.last_l0_seq, max_seq),
+        )
+        return writer_checkpoint(m, next_id, epoch)
+
+    return change
+
+
+def replay_point_change(confirmed_wal_id: int, epoch: int) -> IdChange:
+    """Move the replay point up to ``confirmed_wal_id`` (the WAL ids of committed flushes)."""
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if m.replay_after_wal_id >= confirmed_wal_id:
+            return None
+        m = dataclasses.replace(m, replay_after_wal_id=confirmed_wal_id)
+        return writer_checkpoint(m, next_id, epoch)
+
+    return change

@@ -29,17 +29,17 @@ import pyarrow as pa
 
 from bench._moto import MotoServer
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.lifecycle.union import UnionSource, create_union
+from slatedb_core.writer.db import Db
 
 T = TypeVar("T")
 ROWS_PER_SST = 100

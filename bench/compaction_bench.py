@@ -28,9 +28,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.options import CompactorOptions, DbOptions, MiB
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 KEY_LEN = 16
 VALUE_LEN = 100

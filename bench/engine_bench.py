@@ -55,10 +55,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 KEY_LEN = 16
 VALUE_LEN = 100

@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._moto import MotoServer
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.gc import Collector, GcStats
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.sequenced import SequencedStore

@@ -31,11 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._moto import MotoServer
-from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
+from slatedb_core.writer.db import Db
 
 
 @dataclass

@@ -40,12 +40,12 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
+from slatedb_core.writer.db import Db
 
 KEY_LEN = 16
 VALUE_LEN = 100

@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._moto import MotoServer
 from bench.manifest_bench import incr, naive_latest, seed_versions
 from lakehouse_demo.s3server import SeaweedFS
-from slatedb_core.writer.db import Db
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 Factory = Callable[[], str]
 Row = dict[str, str]

@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 from spark_jobs.compact import compact
 from spark_jobs.session import SessionOptions, get_session
 

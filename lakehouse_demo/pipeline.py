@@ -40,15 +40,15 @@ from lakehouse_demo.dataset import (
     split_points,
 )
 from slatedb_core import admin
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument, ShardMapConflict
 from slatedb_core.health import inspect_database, split_key
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import CheckpointOptions, CompactorOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableSnapshot
+from slatedb_core.writer.db import Db
 
 GROUP = "lakehouse_demo"
 CHECKPOINT_NAME = "demo-end-of-day"

@@ -8,7 +8,6 @@ from __future__ import annotations
 from slatedb_core import admin, errors, health
 from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
-from slatedb_core.writer.db import BulkIngestStats, Db, DbClosed
 from slatedb_core.errors import (
     BoundaryMissing,
     CheckpointNotFound,
@@ -17,18 +16,22 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
     DatabaseNotInitialized,
+    DbClosed,
     Fenced,
     InvalidArgument,
     InvalidDeletion,
     ManifestVersionExists,
     ObjectNotFound,
     ObjectVersionBehindBoundary,
+    ReaderClosed,
     ShardMapConflict,
     SlateDBError,
+    SstMissing,
     StoreError,
 )
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.union import UnionSource
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
 from slatedb_core.options import (
@@ -41,13 +44,13 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader.reader import DbReader, ReaderClosed, ReaderStats, SstMissing
+from slatedb_core.reader.reader import DbReader, ReaderStats
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot
-from slatedb_core.lifecycle.union import UnionSource
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import BulkIngestStats, Db
 
 __version__ = "0.1.0"
 

@@ -62,9 +62,9 @@ from slatedb_core.checkpoints import (  # noqa: E402
     list_checkpoints,
     refresh_checkpoint,
 )
-from slatedb_core.lifecycle.clone import create_clone  # noqa: E402
 from slatedb_core.compactor import run_compaction_once  # noqa: E402
 from slatedb_core.gc import run_gc_once  # noqa: E402
+from slatedb_core.lifecycle.clone import create_clone  # noqa: E402
 from slatedb_core.lifecycle.union import UnionSource, create_union  # noqa: E402
 
 __all__ = [

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 
 class SlateDBError(Exception):
-    """Base class of every error raised by slatedb_core."""
+    """Base class of every error raised by slatedb_core. Catch it to handle "anything from the
+    store" in one clause; branch on the subclasses below for what to do."""
 
 
 class InvalidArgument(SlateDBError, ValueError):
-    """A caller passed something unusable: a bad URL, path, key, option or CLI argument."""
+    """A caller passed something unusable: a bad URL, path, key, option or CLI argument.
+
+    Nothing was changed. Fix the argument the message names; retrying as is fails again."""
 
 
 class ObjectNotFound(SlateDBError, FileNotFoundError):
-    """The named object does not exist in the object store."""
+    """The named object does not exist in the object store. Check the path (or the id) asked for;
+    nothing was changed."""
 
     def __init__(self, path: str, message: str | None = None) -> None:
         super().__init__(message or f"object not found: {path}")
@@ -26,7 +30,8 @@ class ObjectNotFound(SlateDBError, FileNotFoundError):
 
 
 class ObjectAlreadyExists(SlateDBError):
-    """A create-if-absent put found an object already at the path."""
+    """A create-if-absent put found an object already at the path: somebody else created it first.
+    Read what is there before deciding; the engine's own callers treat it as a lost race."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"object already exists: {path}")
@@ -34,7 +39,8 @@ class ObjectAlreadyExists(SlateDBError):
 
 
 class PreconditionFailed(SlateDBError):
-    """A conditional update's expected version no longer matches the stored object."""
+    """A conditional update's expected version no longer matches the stored object. Read the
+    object again and redo the update on what is there."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"precondition failed (object changed or missing): {path}")
@@ -42,13 +48,16 @@ class PreconditionFailed(SlateDBError):
 
 
 class UnsupportedOperation(SlateDBError):
-    """The object store cannot do what was asked (e.g. a conditional write it does not implement)."""
+    """The object store cannot do what was asked (e.g. a conditional write it does not implement).
+    Use a store that can, or the two-phase CAS wrapper (docs/two-phase-cas.md)."""
 
 
 class StoreError(SlateDBError, OSError):
     """An object-store request failed for a reason outside our control (I/O, network, server).
 
-    The outcome of a write that raised this may be unknown: it may or may not have taken effect.
+    Retry when ``retryable`` is set. The outcome of a write that raised this may be unknown: it
+    may or may not have taken effect, so a retry must be idempotent (every engine write is: it
+    settles an ambiguous outcome before reporting one).
     """
 
     def __init__(self, message: str, *, path: str | None = None, retryable: bool = True) -> None:
@@ -65,11 +74,13 @@ class InjectedFault(StoreError):
         self.took_effect = took_effect
 
 
-class ManifestVersionExists(SlateDBError):
-    """Another writer committed this sequenced id first (a lost create-if-absent race).
+class VersionExists(SlateDBError):
+    """Another actor created this sequenced object's id first (a lost create-if-absent race on a
+    manifest, ``.compactions`` or shard map: docs/manifest-and-fencing.md).
 
-    ``existing`` holds the winner's bytes when they were read while resolving the conflict, so the
-    loser can retry on top of them without reading the latest version again.
+    The update loop (``slatedb_core.meta.versioned``) catches it and retries on the newer version;
+    a caller sees it only from a single create. Read the latest version and redo the change on it.
+    ``existing`` holds the winner's bytes when they were read while resolving the conflict.
     """
 
     def __init__(self, path: str, object_id: int, existing: bytes | None = None) -> None:
@@ -79,11 +90,17 @@ class ManifestVersionExists(SlateDBError):
         self.existing = existing
 
 
+class ManifestVersionExists(VersionExists):
+    """Another writer committed this manifest id first. Read the latest manifest and redo the
+    change on it (``ManifestStore.update`` does so itself)."""
+
+
 class ObjectVersionBehindBoundary(SlateDBError):
     """A sequenced object was created at an id the garbage collector has declared dead.
 
     The create itself succeeded, but only because GC had already deleted the earlier object with the
-    same id: the write is stale and must never be reported as committed (seed 004).
+    same id: the write is stale and must never be reported as committed (RFC 0004, GC boundary
+    files; docs/gc-and-boundaries.md). Read the latest version and redo the change on it.
     """
 
     def __init__(self, path: str, object_id: int, boundary: int) -> None:
@@ -99,12 +116,17 @@ class BoundaryMissing(SlateDBError):
     """A boundary file that this process observed earlier has disappeared.
 
     GC never deletes boundary files, so this means the store was tampered with or is inconsistent;
-    continuing could let a stale writer succeed, so it is a hard error.
+    continuing could let a stale writer succeed, so it is a hard error. Stop and investigate the
+    store; restore the boundary files from ``gc/`` before any actor runs again.
     """
 
 
 class Fenced(SlateDBError):
-    """A newer writer or compactor has taken over; this holder must stop."""
+    """A newer writer or compactor has taken over; this holder must stop.
+
+    Writes not acknowledged before this error are not durable. Reopen (``Db.open``) to become the
+    writer again, which fences the other one in turn, or leave the database to the newer holder.
+    """
 
     def __init__(self, role: str, our_epoch: int, current_epoch: int) -> None:
         super().__init__(
@@ -116,7 +138,10 @@ class Fenced(SlateDBError):
 
 
 class CorruptionError(SlateDBError):
-    """Stored bytes failed validation (bad magic, version, checksum, length or structure)."""
+    """Stored bytes failed validation (bad magic, version, checksum, length or structure).
+
+    Stop and repair: retrying reads the same damaged bytes. Restore the object named here from a
+    copy, or restore the database from a checkpoint or clone. Nothing was written over it."""
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"corrupt object {name}: {reason}")
@@ -125,7 +150,8 @@ class CorruptionError(SlateDBError):
 
 
 class CommitRetriesExhausted(SlateDBError):
-    """A conditional metadata update kept losing races and gave up."""
+    """A conditional metadata update kept losing races and gave up; nothing was committed.
+    Retry later, or reduce the number of actors updating the same object at once."""
 
     def __init__(self, what: str, attempts: int) -> None:
         super().__init__(f"{what}: gave up after {attempts} conflicting attempts")
@@ -133,7 +159,8 @@ class CommitRetriesExhausted(SlateDBError):
 
 
 class CheckpointNotFound(SlateDBError, KeyError):
-    """No checkpoint with the given id exists (or it has expired)."""
+    """No checkpoint with the given id exists (or it has expired). List the checkpoints
+    (``slatedb list-checkpoints``) and use one that exists, or create a new one."""
 
     def __init__(self, checkpoint_id: object, message: str | None = None) -> None:
         super().__init__(message or f"checkpoint not found: {checkpoint_id}")
@@ -144,7 +171,8 @@ class CheckpointNotFound(SlateDBError, KeyError):
 
 
 class InvalidDeletion(SlateDBError):
-    """A deletion was refused because it would break an invariant (latest object, live checkpoint)."""
+    """A deletion was refused because it would break an invariant (latest object, live
+    checkpoint). Nothing was deleted; remove what the message names first."""
 
 
 class DatabaseDestroyed(SlateDBError):
@@ -153,7 +181,8 @@ class DatabaseDestroyed(SlateDBError):
 
 
 class DatabaseNotFound(SlateDBError):
-    """No manifest exists at the database path."""
+    """No manifest exists at the database path. Check the path, or create the database by
+    opening a writer there."""
 
 
 class DatabaseDeleted(DatabaseDestroyed, DatabaseNotFound):
@@ -163,7 +192,8 @@ class DatabaseDeleted(DatabaseDestroyed, DatabaseNotFound):
 
 
 class DatabaseNotInitialized(SlateDBError):
-    """The database's manifest says ``initialized=False`` (e.g. an unfinished clone)."""
+    """The database's manifest says ``initialized=False`` (e.g. an unfinished clone). Finish it
+    by running the same clone or union again, or destroy it."""
 
 
 class ShardMapConflict(SlateDBError):
@@ -173,7 +203,8 @@ class ShardMapConflict(SlateDBError):
 
 
 class CloneConflict(SlateDBError):
-    """The destination already holds a database that is not this clone (or union)."""
+    """The destination already holds a database that is not this clone (or union). Choose
+    another destination, or destroy what is there first."""
 
 
 class CloneIncomplete(SlateDBError):
@@ -192,8 +223,8 @@ def is_retryable(err: BaseException) -> bool:
 
 
 class WalSstMissing(CorruptionError):
-    """WAL SSTs that must exist are gone (seed 001 "Parallel Writes"): a hole in the WAL below
-    the in-flight window of its last writer, or below an SST the manifest records as written.
+    """WAL SSTs that must exist are gone (docs/manifest-and-fencing.md, parallel writes): a hole
+    in the WAL below the in-flight window of its last writer, or below an SST the manifest records as written.
     Opening past it would drop the acknowledged writes in it (and replay later ones on top of
     older values), so the writer (and recovery) stop: restore the objects named here."""
 
@@ -217,3 +248,50 @@ class BackgroundThreadDied(SlateDBError):
         super().__init__(f"background thread {thread} died: {type(error).__name__}: {error}")
         self.thread = thread
         self.error = error
+
+
+class DbClosed(SlateDBError):
+    """The Db was closed (or failed and was closed); open it again to use it. Writes acknowledged
+    before the close are durable; others may not be."""
+
+
+class ReaderClosed(DbClosed):
+    """The DbReader was closed; open a new one to read."""
+
+
+class SstMissing(SlateDBError):
+    """An SST or WAL SST that the reader's state references is gone from the object store.
+
+    GC removed it (its checkpoint expired or was deleted, or an unpinned reader fell behind a
+    compaction). Answering from what is left could return an older value or miss a key, so the
+    read fails instead. Reopen the reader (on a newer checkpoint, or with a pinning reader mode).
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"SST missing under the reader: {path}: {detail}")
+        self.path = path
+
+
+class UnionError(InvalidArgument):
+    """The inputs of a union cannot be combined (overlap, gaps, uncompacted WAL, ...). Nothing was
+    written; fix the inputs the message names (compact or flush them first, or choose ranges that
+    tile)."""
+
+
+class CompactionSourceChanged(SlateDBError):
+    """The latest manifest no longer holds a compaction's sources as planned; nothing was committed
+    and the outputs are garbage (GC collects them). Expected now and then (another tool edited the
+    tree): plan again."""
+
+
+class CompactionCancelled(SlateDBError):
+    """The compactor was stopped while the compaction ran; nothing was committed. Run it again."""
+
+
+class WalEpochConflict(SlateDBError):
+    """Two writers hold the same epoch: impossible unless the manifest protocol was bypassed.
+    Stop every writer of the database and investigate."""
+
+
+class WalWindowClosed(SlateDBError):
+    """The WAL window was closed (its Db closed or crashed). Reopen the Db."""

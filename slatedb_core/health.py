@@ -22,13 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from slatedb_core.compactor.compactions import compactions_seq
-from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.errors import ObjectNotFound
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import parse_boundary
-from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal.log import WalLog
 
 __all__ = [

@@ -32,8 +32,7 @@ from slatedb_core.compactor.distributed import (
     SubcompactionResult,
     execute_subcompaction,
 )
-from slatedb_core.compactor.executor import CompactionSourceChanged
-from slatedb_core.errors import Fenced, InvalidArgument
+from slatedb_core.errors import CompactionSourceChanged, Fenced, InvalidArgument
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.table.staged import encode_ranges
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
@@ -24,10 +23,12 @@ from slatedb_core.errors import (
     ObjectNotFound,
     ShardMapConflict,
 )
+from slatedb_core.layout import join
 from slatedb_core.options import DbOptions
 from slatedb_core.sst.scratch import thread_scratch
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Shard, ShardMap, Table, ingest_prefix
+from slatedb_core.table.staged import encode_ranges
 from spark_jobs.routing import ENTRY_SCHEMA
 
 StoreFactory = Callable[[], ObjectStore]

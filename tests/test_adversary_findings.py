@@ -11,11 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import DatabaseDestroyed
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
@@ -24,6 +23,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background
 
 QUIET = DbOptions(

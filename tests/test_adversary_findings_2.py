@@ -10,18 +10,18 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.wal.log import WalLog
+from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background
 
 QUIET = DbOptions(

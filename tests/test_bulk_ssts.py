@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.table.staged import RangeSst, _packed_order, encode_ranges
-from slatedb_core.lsm.entries import KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.entries import KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.options import DbOptions
-from slatedb_core.sst.scratch import Scratch, thread_scratch
 from slatedb_core.sst.builder import SstOptions, encode_sst
 from slatedb_core.sst.format import FIXED_FORMAT_VERSION
 from slatedb_core.sst.reader import SstReader
+from slatedb_core.sst.scratch import Scratch, thread_scratch
+from slatedb_core.table.staged import RangeSst, _packed_order, encode_ranges
 
 SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary())])
 

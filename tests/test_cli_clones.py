@@ -15,13 +15,13 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.clones import COMMANDS, parse_source, register
 from slatedb_core.cli.main import cli
-from slatedb_core.writer.db import Db
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.union import UnionSource
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.lifecycle.union import UnionSource
+from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from slatedb_core.cli.main import cli
-from slatedb_core.writer.db import Db
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 
 def _run(root: Path, path: str, *args: str) -> tuple[int, str]:

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from slatedb_core.cli.main import cli
 from slatedb_core.cli.read import parse_key, prefix_end, register, show
-from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 register(cli)
 

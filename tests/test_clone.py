@@ -11,15 +11,7 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.lifecycle.clone import (
-    EPHEMERAL_LIFETIME,
-    CloneConflict,
-    SourceCheckpointLost,
-    create_clone,
-)
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -29,6 +21,13 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import (
+    EPHEMERAL_LIFETIME,
+    CloneConflict,
+    SourceCheckpointLost,
+    create_clone,
+)
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -42,6 +41,7 @@ from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.writer.db import Db, DbClosed
-from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
+from slatedb_core.errors import CorruptionError, DbClosed, Fenced, InvalidArgument
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 FAST = DbOptions(flush_interval=timedelta(milliseconds=10),
                  manifest_poll_interval=timedelta(milliseconds=200))

@@ -15,9 +15,6 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.cli.destroy import register
 from slatedb_core.cli.main import cli
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
@@ -26,11 +23,14 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)

@@ -15,12 +15,12 @@ from slatedb_core.compactor.distributed import (
     SubcompactionResult,
     execute_subcompaction,
 )
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced, InvalidArgument
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 
 PATH = "db"
 SMALL_SSTS = CompactorOptions(l0_trigger=2, max_sst_size_bytes=64 * 1024, block_size=4096)

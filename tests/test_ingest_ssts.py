@@ -17,7 +17,6 @@ import pytest
 from ulid import ULID
 
 import slatedb_core.writer.db as db_module
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import (
     CorruptionError,
     Fenced,
@@ -37,6 +36,7 @@ from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_ss
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)

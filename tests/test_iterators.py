@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm import iterators
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
@@ -20,7 +21,6 @@ from slatedb_core.lsm.entries import (
     sort_dedup,
     sortable_keys,
 )
-from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.iterators import iter_rows, merge_sorted, range_filter, search_sorted
 
 Row = tuple[bytes, int, int, bytes | None]  # key, seq, kind, value

@@ -8,7 +8,6 @@ import time
 from datetime import timedelta
 
 from slatedb_core.compactor import Compactor
-from slatedb_core.writer.db import Db
 from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -22,6 +21,7 @@ from slatedb_core.options import (
 )
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=50)

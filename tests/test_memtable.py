@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm import memtable as memtable_mod
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, batch_from_lists
-from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.memtable import ENTRY_OVERHEAD, ImmutableMemtable, Memtable
 
 Entry = tuple[int, bytes | None]

@@ -16,9 +16,8 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.writer.db import Db
-from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.errors import Fenced, InvalidArgument
+from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
@@ -26,6 +25,7 @@ from slatedb_core.sst import SstOptions
 from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
+from slatedb_core.writer.db import Db
 
 pytestmark = pytest.mark.timeout(120)
 

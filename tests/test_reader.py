@@ -11,27 +11,29 @@ import pyarrow as pa
 import pytest
 from ulid import ULID
 
-from slatedb_core.writer.db import KV_SCHEMA, Db
-from slatedb_core.lsm.dbstate import DbState, sst_path
-from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
     DatabaseNotFound,
     DatabaseNotInitialized,
     InvalidArgument,
+    ReaderClosed,
+    SstMissing,
 )
+from slatedb_core.lsm.dbstate import DbState, sst_path
+from slatedb_core.lsm.entries import KV_SCHEMA, batch_from_lists
+from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader, ReaderClosed, SstMissing, _WalTables
+from slatedb_core.reader.reader import DbReader, _WalTables
 from slatedb_core.sst import encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import EPOCH_KEY, WalLog
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 WRITER = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)

@@ -11,9 +11,6 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint, list_checkpoints
-from slatedb_core.writer.db import Db
-from slatedb_core.lsm.dbstate import sst_path
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CorruptionError,
     DatabaseDestroyed,
@@ -22,6 +19,8 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS, encode_manifest
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
@@ -30,6 +29,7 @@ from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorO
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background, commit, manifest_ids, new_db
 
 GRACE0 = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.main import cli
 from slatedb_core.cli.read import register
-from slatedb_core.lifecycle.clone import CloneConflict, create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import CorruptionError, InvalidArgument, ObjectNotFound, SlateDBError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import CloneConflict, create_clone
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -40,7 +40,7 @@ from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.lifecycle.union import UnionSource, create_union
+from slatedb_core.writer.db import Db
 
 register(cli)
 

@@ -20,17 +20,17 @@ from typing import TypeVar
 
 import pytest
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import BackgroundThreadDied, CorruptionError, Fenced, WalSstMissing
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CheckpointScope, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog, damaged_holes
+from slatedb_core.writer.db import Db
 
 T = TypeVar("T")
 

@@ -18,11 +18,11 @@ import pytest
 
 from lakehouse_demo.s3server import SeaweedFS, weed_binary
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced, ObjectAlreadyExists, PreconditionFailed, StoreError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
+from slatedb_core.writer.db import Db
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 

@@ -11,9 +11,6 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CorruptionError,
     DatabaseNotFound,
@@ -25,6 +22,8 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import seal
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
@@ -34,6 +33,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions
 from slatedb_core.table.shardmap import SHARDMAP_MAGIC, ShardMapStore, route
+from slatedb_core.writer.db import Db
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.lifecycle.clone import CloneConflict, SourceCheckpointLost, create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
-from slatedb_core.errors import DatabaseNotInitialized, SlateDBError
+from slatedb_core.errors import DatabaseNotInitialized, SlateDBError, UnionError
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import CloneConflict, SourceCheckpointLost, create_clone
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -28,7 +28,7 @@ from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.lifecycle.union import UnionError, UnionSource, create_union
+from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 BOUNDS: list[bytes | None] = [None, b"k025", b"k050", b"k075", None]

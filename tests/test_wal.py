@@ -5,14 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from slatedb_core.errors import CorruptionError, Fenced, WalEpochConflict
 from slatedb_core.lsm.entries import batch_from_lists, empty_batch
-from slatedb_core.errors import CorruptionError, Fenced
 from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
 from slatedb_core.wal.log import EPOCH_KEY
-from slatedb_core.wal.writer import WalEpochConflict
 
 OPTS = SstOptions()
 

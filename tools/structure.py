@@ -3,8 +3,8 @@ modules at ``slatedb_core/``'s top level and the modules over the line limit (se
 
     python tools/structure.py          # prints the figures; exits 1 when a rule is broken
 
-Every import counts, including those inside functions and under ``TYPE_CHECKING``: an import placed late to dodge a
-cycle is still a cycle. Imports of third-party packages are ignored.
+Every import counts, including those inside functions and under ``TYPE_CHECKING``: an import
+placed late to dodge a cycle is still a cycle. Imports of third-party packages are ignored.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _is_ancestor_package(importer: str, imported: str) -> bool:
-    """A package's ``__init__`` importing its own submodules (or a module importing its package) is no cycle."""
+    """A package's ``__init__`` importing its own submodules (or a module its package) is no cycle."""
     return importer.startswith(imported + ".") or imported.startswith(importer + ".")
 
 
@@ -118,7 +118,8 @@ def main() -> int:
             where = f"{path.relative_to(ROOT)}:{line}"
             if name.startswith("_") and not name.startswith("__"):
                 private.append(f"{where} imports {target}.{name}")
-            private_module = next((p for p in target.split(".")[1:] if p.startswith("_") and p != "__init__"), None)
+            parts = target.split(".")[1:]
+            private_module = next((p for p in parts if p.startswith("_")), None)
             if private_module is not None:
                 owner = target[: target.index("." + private_module)]
                 if not module.startswith(owner + ".") and module != owner:

@@ -21,10 +21,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slatedb_core.lifecycle.clone import create_clone_stored
 from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.lifecycle.clone import create_clone_stored
 from slatedb_core.lifecycle.union import UnionSource, create_union_stored
+from slatedb_core.manifest.store import StoredManifest
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,14 +18,9 @@ from slatedb_core.compactor.compactions import (
     read_latest_state,
 )
 from slatedb_core.compactor.compactor import CompactionStats, Compactor, run_compaction_once
-from slatedb_core.compactor.executor import (
-    CompactionCancelled,
-    CompactionExecutor,
-    CompactionResult,
-    CompactionSourceChanged,
-    apply_compaction,
-)
+from slatedb_core.compactor.executor import CompactionExecutor, CompactionResult, apply_compaction
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
+from slatedb_core.errors import CompactionCancelled, CompactionSourceChanged
 
 __all__ = [
     "CompactionCancelled",

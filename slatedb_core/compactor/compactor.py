@@ -20,14 +20,9 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from slatedb_core.compactor.compactions import CompactionsStore
-from slatedb_core.compactor.executor import (
-    CompactionCancelled,
-    CompactionExecutor,
-    CompactionResult,
-    CompactionSourceChanged,
-)
+from slatedb_core.compactor.executor import CompactionExecutor, CompactionResult
 from slatedb_core.compactor.scheduler import plan_compaction
-from slatedb_core.errors import Fenced, SlateDBError
+from slatedb_core.errors import CompactionCancelled, CompactionSourceChanged, Fenced, SlateDBError
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store

@@ -39,8 +39,14 @@ from slatedb_core.compactor.compactions import (
     now_ms,
 )
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
+from slatedb_core.errors import (
+    CompactionCancelled,
+    CompactionSourceChanged,
+    CorruptionError,
+    Fenced,
+    ObjectAlreadyExists,
+)
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
-from slatedb_core.errors import CorruptionError, Fenced, ObjectAlreadyExists, SlateDBError
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
@@ -51,15 +57,6 @@ from slatedb_core.store.objectstore import ObjectStore
 log = logging.getLogger(__name__)
 
 _ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see sst.format)
-
-
-class CompactionSourceChanged(SlateDBError):
-    """The latest manifest no longer holds a compaction's sources as planned; nothing was committed
-    and the outputs are garbage. Expected now and then (another tool edited the tree); re-plan."""
-
-
-class CompactionCancelled(SlateDBError):
-    """The compactor was stopped while the compaction ran; nothing was committed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,9 +51,10 @@ from datetime import datetime
 from ulid import ULID
 
 from slatedb_core.compactor.compactions import in_flight_output_ids
-from slatedb_core.lifecycle.destroy import delete_database_objects, release_external_checkpoints
 from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
+from slatedb_core.layout import join
+from slatedb_core.lifecycle.destroy import delete_database_objects, release_external_checkpoints
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import BoundaryObject
@@ -64,7 +65,6 @@ from slatedb_core.store.objectstore import (
     ObjectMeta,
     ObjectStore,
     check_store,
-    join,
     validate_relative_path,
 )
 from slatedb_core.store.twophase import two_phase_of

@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import StoreError
-from slatedb_core.store.objectstore import ObjectMeta, ObjectStore, join
+from slatedb_core.layout import join
+from slatedb_core.store.checksum import crc32
+from slatedb_core.store.objectstore import ObjectMeta, ObjectStore
 from slatedb_core.store.twophase_keys import KeyedRows
 
 TEMP = re.compile(r"\.([0-9a-f]{32})\.([0-9a-f]{8})$")

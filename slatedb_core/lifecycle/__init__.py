@@ -1,1 +1,2 @@
-"""Lifecycle of databases: clones, unions (projection and union, RFC 0017), hard and soft destroy, and the steps they share."""
+"""Lifecycle of databases: clones, unions (projection and union, SlateDB RFC 0004), hard and soft
+destroy, and the steps they share."""

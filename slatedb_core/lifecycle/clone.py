@@ -43,8 +43,6 @@ from datetime import timedelta
 from ulid import ULID
 
 from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
-from slatedb_core.lifecycle.origin import clone_mismatch, clone_origin_of, establish
-from slatedb_core.lifecycle.clone_wal import copy_wal, last_with_data, start_over
 from slatedb_core.errors import (
     CheckpointNotFound,
     CloneConflict,
@@ -59,6 +57,8 @@ from slatedb_core.errors import (
     SourceCheckpointLost,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone_wal import copy_wal, last_with_data, start_over
+from slatedb_core.lifecycle.origin import clone_mismatch, clone_origin_of, establish
 from slatedb_core.manifest.codec import (
     DEFAULT_FORMAT_VERSION,
     MANIFEST_MAGIC,

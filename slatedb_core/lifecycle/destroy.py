@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from slatedb_core.lifecycle.origin import ORIGIN_NAME
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -53,6 +52,8 @@ from slatedb_core.errors import (
     ObjectNotFound,
     SlateDBError,
 )
+from slatedb_core.layout import join
+from slatedb_core.lifecycle.origin import ORIGIN_NAME
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
@@ -64,7 +65,6 @@ from slatedb_core.store.objectstore import (
     ObjectMeta,
     ObjectStore,
     check_store,
-    join,
     validate_relative_path,
 )
 from slatedb_core.wal.log import WalLog

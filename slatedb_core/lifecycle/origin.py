@@ -44,11 +44,12 @@ from dataclasses import dataclass
 
 from slatedb_core.errors import CorruptionError, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore
 
 ORIGIN_NAME = "clone.origin"
 MAGIC = b"SDBO"

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slatedb_core.checkpoints import Clock
+from slatedb_core.errors import InvalidArgument, ManifestVersionExists, UnionError
+from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import (
     CloneConflict,
     Fallbacks,
@@ -52,10 +54,8 @@ from slatedb_core.lifecycle.origin import (
     union_mismatch,
     union_origin_of,
 )
-from slatedb_core.errors import InvalidArgument, ManifestVersionExists
-from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.manifest.projection import UnionError, UnionInput, union_manifests
+from slatedb_core.manifest.projection import UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import check_sequence
 from slatedb_core.store.objectstore import ObjectStore, check_store

@@ -1,1 +1,2 @@
-"""The LSM pieces in memory: entries as Arrow batches, memtables, merge iterators and the immutable read state."""
+"""The LSM pieces in memory: entries as Arrow batches, memtables, merge iterators and the
+immutable read state."""

@@ -9,8 +9,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.lsm.entries import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, empty_batch
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.entries import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, empty_batch
 from slatedb_core.options import DbOptions
 
 

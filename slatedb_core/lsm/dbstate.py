@@ -24,14 +24,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 from ulid import ULID
 
+from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
 from slatedb_core.lsm.entries import KIND_TOMBSTONE
 from slatedb_core.lsm.iterators import merge_sorted
-from slatedb_core.keys import KeyRange
+from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
-from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.sst import BlockCache, SstReader
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore
 
 
 def sst_path(db_path: str, sst_id: ULID) -> str:

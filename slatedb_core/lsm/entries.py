@@ -26,6 +26,12 @@ from slatedb_core.errors import InvalidArgument
 # One definition, owned by the SST format (the on-disk columns); re-exported for the engine.
 from slatedb_core.sst.format import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE
 
+# The user-facing rows of ``put_arrow``, ``scan_arrow`` and bulk ingest: a key and a nullable
+# value (null deletes the key).
+KV_SCHEMA = pa.schema(
+    [pa.field("key", pa.binary(), nullable=False), pa.field("value", pa.binary())]
+)
+
 __all__ = ["ENTRY_SCHEMA", "KIND_TOMBSTONE", "KIND_VALUE"]
 
 # Variable-width keys are zero-padded to the widest key for the NumPy sort; past this width the

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     KIND_VALUE,
@@ -33,7 +34,6 @@ from slatedb_core.lsm.entries import (
     first_of_runs,
     sortable_keys,
 )
-from slatedb_core.errors import InvalidArgument
 
 # Rows each source buffers before a round: a round's fixed cost (a dozen kernel calls) is then
 # spread over enough rows even when a source yields tiny batches (e.g. one per 4 KiB SST block).

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     KIND_TOMBSTONE,
@@ -45,7 +46,6 @@ from slatedb_core.lsm.entries import (
     empty_batch,
     sortable_keys,
 )
-from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.iterators import search_sorted
 
 # Per-entry bytes beyond key and value: roughly what an entry costs once flushed (seq, kind and

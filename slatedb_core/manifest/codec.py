@@ -3,10 +3,11 @@
 Stored manifests are a FlatBuffers payload (``schema/manifest.fbs``) inside the checksummed envelope
 of :mod:`slatedb_core.meta.envelope`, whose version field says which root table the payload holds.
 
-Why this module writes and reads FlatBuffers itself instead of calling the flatc output in
-``tests/manifest/generated/``: that code is correct with the pinned runtime but costs ~25 us per SST per direction
-(measured: 2.5 s to encode and 3.6 s to decode only the SST table of a 100k-SST manifest), and a
-manifest is rewritten on every flush and compaction. The small writer and reader it uses implement
+Why this module writes and reads FlatBuffers itself instead of calling the flatc output (kept
+in ``tests/manifest/generated/``): that code is correct with the pinned runtime but costs ~25 us
+per SST per direction (measured: 2.5 s to encode and 3.6 s to decode only the SST table of a
+100k-SST manifest), and a manifest is rewritten on every flush and compaction. The small writer
+and reader it uses implement
 just the parts of the format the schema uses (tables with shared vtables, vectors of offsets,
 structs and bytes, strings), driven by a per-table list of field kinds that mirrors the schema's
 field order. ``tests/manifest/test_codec.py`` checks both directions against the generated bindings,

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
-from slatedb_core.errors import CorruptionError, InvalidArgument
+from slatedb_core.errors import CorruptionError, UnionError
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import (
     BytesRange,
@@ -53,10 +53,6 @@ from slatedb_core.manifest.model import (
     SortedRun,
     SstView,
 )
-
-
-class UnionError(InvalidArgument):
-    """The inputs of a union cannot be combined (overlap, gaps, uncompacted WAL, ...)."""
 
 
 def effective_range(view: SstView, sst: CompactedSst) -> KeyRange:

@@ -27,8 +27,9 @@ manifest, latest or checkpointed, ever names an SST GC may already have deleted,
 from __future__ import annotations
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.layout import join
 from slatedb_core.meta.boundary import ULID_MS_TOMBSTONE, BoundaryObject
-from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, join
+from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 
 ULID_MS_MAX = ULID_MS_TOMBSTONE
 """The largest time a ULID can carry (48 bits of milliseconds), so the largest valid compacted

@@ -25,8 +25,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError
+from slatedb_core.store.checksum import crc32
 
 _HEADER = struct.Struct("<4sHH16sI")
 _CRC = struct.Struct("<I")

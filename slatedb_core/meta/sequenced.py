@@ -35,8 +35,9 @@ from slatedb_core.errors import (
     ObjectNotFound,
     StoreError,
 )
+from slatedb_core.layout import join
 from slatedb_core.meta.boundary import U64_MAX, BoundaryObject
-from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,2 @@
-"""The reader: ``DbReader`` over a checkpoint, a managed checkpoint or the latest manifest, with WAL replay."""
+"""The reader: ``DbReader`` over a checkpoint, a managed checkpoint or the latest manifest, with
+WAL replay."""

@@ -82,11 +82,17 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from slatedb_core.writer.db import KV_SCHEMA
-from slatedb_core.lsm.dbstate import DbState
-from slatedb_core.errors import InvalidArgument, ObjectNotFound, SlateDBError
-from slatedb_core.lsm.iterators import iter_rows
+from slatedb_core.errors import (
+    InvalidArgument,
+    ObjectNotFound,
+    ReaderClosed,
+    SlateDBError,
+    SstMissing,
+)
 from slatedb_core.keys import KeyRange, check_in_range, clip_scan
+from slatedb_core.lsm.dbstate import DbState
+from slatedb_core.lsm.entries import KV_SCHEMA
+from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.options import (
     DbReaderOptions,
     ReaderMode,
@@ -95,7 +101,7 @@ from slatedb_core.options import (
     check_optional,
 )
 from slatedb_core.reader.refresh import Refresher
-from slatedb_core.reader.view import ReaderClosed, ReaderStats, SstMissing, _as_key, _View
+from slatedb_core.reader.view import ReaderStats, _as_key, _View
 from slatedb_core.reader.wal_tables import _WalTables  # noqa: F401 (imported from here by tests)
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 

@@ -20,13 +20,12 @@ from collections.abc import Sequence
 import pyarrow as pa
 from ulid import ULID
 
+from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, ObjectNotFound, SstMissing
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
-from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, ObjectNotFound
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions
 from slatedb_core.reader.view import (
-    SstMissing,
     _check_live,
     _CheckpointLost,
     _Pin,

@@ -8,33 +8,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slatedb_core.writer.db import DbClosed
-from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotInitialized,
     InvalidArgument,
-    SlateDBError,
 )
+from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.options import ReaderMode
-
-
-class SstMissing(SlateDBError):
-    """An SST or WAL SST that the reader's state references is gone from the object store.
-
-    GC removed it (its checkpoint expired or was deleted, or an unpinned reader fell behind a
-    compaction). Answering from what is left could return an older value or miss a key, so the
-    read fails instead.
-    """
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"SST missing under the reader: {path}: {detail}")
-        self.path = path
-
-
-class ReaderClosed(DbClosed):
-    """The DbReader was closed; open a new one to read."""
 
 
 class _CheckpointLost(Exception):

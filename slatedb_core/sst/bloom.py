@@ -26,8 +26,8 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError
+from slatedb_core.store.checksum import crc32
 
 HASH_VERSION = 1
 HEADER = struct.Struct("<BBHI")

@@ -17,10 +17,8 @@ import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
-from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst import bloom
 from slatedb_core.sst.format import (
     BLOCK_TRAILER,
@@ -33,6 +31,8 @@ from slatedb_core.sst.format import (
     encode_index,
     encode_metadata,
 )
+from slatedb_core.sst.scratch import Scratch
+from slatedb_core.store.checksum import crc32
 
 _MAX_BLOCK_SIZE = 1 << 30
 _ZEROS = bytes(8)

@@ -16,10 +16,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
-from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst import bloom
 from slatedb_core.sst.builder import SstOptions
 from slatedb_core.sst.format import (
@@ -33,6 +31,8 @@ from slatedb_core.sst.format import (
     encode_index,
     encode_metadata,
 )
+from slatedb_core.sst.scratch import Scratch
+from slatedb_core.store.checksum import crc32
 
 
 def block_entries(key_width: int, value_width: int, block_size: int) -> int:

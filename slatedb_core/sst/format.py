@@ -81,8 +81,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument
+from slatedb_core.store.checksum import crc32
 
 ENTRY_SCHEMA = pa.schema(
     [

@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument, StoreError
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.sst.bloom import BloomFilter
@@ -43,6 +42,7 @@ from slatedb_core.sst.format import (
     decode_tail,
     raw_layout,
 )
+from slatedb_core.store.checksum import crc32
 from slatedb_core.store.objectstore import ObjectStore
 
 TAIL_READ = 64 * 1024  # without SstInfo: bytes read from the end, hoping to cover index + filter

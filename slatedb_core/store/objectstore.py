@@ -142,10 +142,6 @@ def _check_characters(path: str, what: str) -> None:
             )
 
 
-def join(*parts: str) -> str:
-    return "/".join(p.strip("/") for p in parts if p)
-
-
 class ObjectStore(ABC):
     """The interface. Implementations: :class:`ObstoreObjectStore`, wrappers in ``faults``."""
 

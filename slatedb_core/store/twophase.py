@@ -73,7 +73,6 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import (
     CorruptionError,
     InvalidArgument,
@@ -83,13 +82,6 @@ from slatedb_core.errors import (
     StoreError,
     UnsupportedOperation,
 )
-from slatedb_core.store.objectstore import (
-    GetResult,
-    ObjectMeta,
-    ObjectStore,
-    ObjectVersion,
-    RequestCounters,
-)
 from slatedb_core.gc.twophase import (
     DEFAULT_TEMP_MIN_AGE_S,
     TEMP,
@@ -98,6 +90,14 @@ from slatedb_core.gc.twophase import (
     collect_garbage,
     is_temp_name,
     temp_name,
+)
+from slatedb_core.store.checksum import crc32
+from slatedb_core.store.objectstore import (
+    GetResult,
+    ObjectMeta,
+    ObjectStore,
+    ObjectVersion,
+    RequestCounters,
 )
 from slatedb_core.store.twophase_keys import KeyedRows, ensure_location_keys
 from slatedb_core.store.txn import Cell, Intent, TxnStore, open_txn_store

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from slatedb_core.errors import InvalidArgument, ObjectNotFound
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.layout import join
+from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,6 @@ import logging
 import time
 import uuid
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
@@ -54,11 +51,14 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.options import check_int
-from slatedb_core.store.objectstore import join
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, shard_db_name
 from slatedb_core.table.table import Table
-from slatedb_core.lifecycle.union import UnionSource, create_union
+from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 

@@ -53,9 +53,10 @@ from slatedb_core.errors import (
     ObjectVersionBehindBoundary,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
-from slatedb_core.store.objectstore import ObjectStore, join, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 
 log = logging.getLogger(__name__)
 

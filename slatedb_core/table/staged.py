@@ -27,16 +27,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts, sst_cuts
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, binary_buffers, sortable_keys
-from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.iterators import search_sorted
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.options import DbOptions
-from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
 from slatedb_core.sst.fixed_width import encode_fixed_sst_into
 from slatedb_core.sst.format import CODECS
+from slatedb_core.sst.scratch import Scratch
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ import numpy as np
 import pyarrow as pa
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
-from slatedb_core.writer.db import KV_SCHEMA, Db
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -51,6 +50,8 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
+from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
@@ -65,7 +66,7 @@ from slatedb_core.options import (
     check_optional,
 )
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.objectstore import ObjectStore, check_store, join, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
 from slatedb_core.table.shardmap import (
     Shard,
@@ -75,6 +76,7 @@ from slatedb_core.table.shardmap import (
     ranges_for,
     shard_db_name,
 )
+from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.layout import join
 from slatedb_core.sst import SstReader
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.store.objectstore import ObjectStore
 
 EPOCH_KEY = "writer_epoch"
 _NAME = re.compile(r"^(\d{20})\.sst$")

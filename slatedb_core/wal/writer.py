@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import (
     BackgroundThreadDied,
     Fenced,
@@ -47,22 +46,17 @@ from slatedb_core.errors import (
     ObjectVersionBehindBoundary,
     SlateDBError,
     StoreError,
+    WalEpochConflict,
     WalSstMissing,
+    WalWindowClosed,
 )
+from slatedb_core.layout import join
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions, encode_sst
-from slatedb_core.store.objectstore import join
 from slatedb_core.wal.log import EPOCH_KEY, WalLog
 
 log = logging.getLogger(__name__)
-
-
-class WalEpochConflict(SlateDBError):
-    """Two writers hold the same epoch: impossible unless the manifest protocol was bypassed."""
-
-
-class WalWindowClosed(SlateDBError):
-    """The WAL window was closed (its Db closed or crashed)."""
 
 
 class _Outcome:

@@ -38,24 +38,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from ulid import ULID
 
-from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts
 from slatedb_core.checkpoints import checkpoint_change
-from slatedb_core.lsm.dbstate import sst_path
-from slatedb_core.writer.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
-from slatedb_core.writer.engine import (
-    KV_SCHEMA,
-    BulkIngestStats,
-    DbClosed,
-    WriterEngine,
-    writer_checkpoint,
-)
-from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.errors import (
+    DbClosed,
     InvalidArgument,
     ObjectAlreadyExists,
 )
-from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.keys import check_in_range, clip_scan, outside_range
+from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts
+from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.lsm.entries import KV_SCHEMA, sort_dedup
+from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
@@ -71,6 +64,8 @@ from slatedb_core.options import (
 from slatedb_core.sst import SstReader, encode_sst
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
+from slatedb_core.writer.engine import BulkIngestStats, WriterEngine, writer_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -30,38 +30,41 @@ from typing import Any
 
 from ulid import ULID
 
-from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.errors import (
     BackgroundThreadDied,
     DatabaseDestroyed,
+    DbClosed,
     Fenced,
     SlateDBError,
     StoreError,
+    WalEpochConflict,
+    WalWindowClosed,
 )
-from slatedb_core.writer.gc_safety import NewSsts, write_new_sst, writer_checkpoint
 from slatedb_core.keys import KeyRange
+from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
+from slatedb_core.lsm.entries import KV_SCHEMA
+from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
+from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
+from slatedb_core.meta.compacted_boundary import compacted_boundary
+from slatedb_core.options import DbOptions
+from slatedb_core.sst import BlockCache, SstOptions, encode_sst
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.wal import WalLog, WalWindow, WalWriter
+from slatedb_core.wal.pipeline import WalAcks, WalBuffer
+from slatedb_core.writer.gc_safety import NewSsts, write_new_sst, writer_checkpoint
 from slatedb_core.writer.l0_flush import (
     RESIDENT_OVERHEAD_PER_ENTRY,
     l0_flush_change,
     replay_point_change,
     resident_bytes,
 )
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
-from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
-from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
-from slatedb_core.meta.compacted_boundary import compacted_boundary
-from slatedb_core.options import DbOptions
 from slatedb_core.writer.recovery import (
     bump_epoch,
     fence_older_writers,
     replay_wal,
 )
-from slatedb_core.sst import BlockCache, SstOptions, encode_sst
-from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-from slatedb_core.wal import WalLog, WalWindow, WalWriter
-from slatedb_core.wal.pipeline import WalAcks, WalBuffer
-from slatedb_core.wal.writer import WalEpochConflict, WalWindowClosed
-from slatedb_core.writer.types import KV_SCHEMA, BulkIngestStats, DbClosed
+from slatedb_core.writer.types import BulkIngestStats
 
 log = logging.getLogger(__name__)
 

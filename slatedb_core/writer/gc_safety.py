@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 from ulid import ULID
 
-from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.errors import DatabaseDeleted, ObjectAlreadyExists
+from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,

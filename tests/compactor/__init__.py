@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pyarrow as pa
 
-from slatedb_core.writer.db import Db
 from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.manifest.model import Manifest, SortedRun
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10),

@@ -8,8 +8,9 @@ import uuid
 import pytest
 from ulid import ULID
 
-from slatedb_core.compactor.executor import CompactionSourceChanged, apply_compaction
+from slatedb_core.compactor.executor import apply_compaction
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
+from slatedb_core.errors import CompactionSourceChanged
 from slatedb_core.manifest.model import (
     BytesBound,
     BytesRange,

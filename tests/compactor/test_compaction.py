@@ -7,12 +7,12 @@ import itertools
 import random
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import SortedRun
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 
 from . import FAST, key, read_back, run_entries, tombstones, write_l0s
 

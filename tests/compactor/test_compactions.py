@@ -8,7 +8,6 @@ import pytest
 from ulid import ULID
 
 from slatedb_core.compactor import (
-    CompactionCancelled,
     CompactionExecutor,
     CompactionRecord,
     CompactionsState,
@@ -18,7 +17,7 @@ from slatedb_core.compactor import (
     read_latest_state,
 )
 from slatedb_core.compactor.compactions import compactions_seq, decode_state, encode_state
-from slatedb_core.errors import CorruptionError, ObjectNotFound
+from slatedb_core.errors import CompactionCancelled, CorruptionError, ObjectNotFound
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore

@@ -14,7 +14,6 @@ from ulid import ULID
 
 from slatedb_core.compactor import (
     CompactionExecutor,
-    CompactionSourceChanged,
     CompactionsState,
     CompactionsStore,
     Compactor,
@@ -23,13 +22,13 @@ from slatedb_core.compactor import (
     read_latest_state,
 )
 from slatedb_core.compactor.compactions import compactions_seq, decode_state
-from slatedb_core.writer.db import Db
-from slatedb_core.errors import Fenced
+from slatedb_core.errors import CompactionSourceChanged, Fenced
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 from . import FAST, key, read_back, seed_l0s
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slatedb_core.writer.db import Db
 from slatedb_core.options import DbOptions
+from slatedb_core.writer.db import Db
 from tests.crash.store import CrashStore, ProcessKilled
 
 PROCESS_TIMEOUT_S = 60.0

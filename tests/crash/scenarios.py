@@ -33,10 +33,7 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
-from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
@@ -45,6 +42,9 @@ from slatedb_core.errors import (
 )
 from slatedb_core.gc.collector import Collector
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE
 from slatedb_core.options import (
@@ -54,8 +54,8 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
 )
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 from tests.crash.invariants import Epochs, check_database, epochs
 from tests.crash.process import Outcome, Process
 from tests.crash.store import ProcessKilled

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from slatedb_core.writer.db import Db, DbClosed
+from slatedb_core.errors import DbClosed
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 from tests.crash.enumerate import SIDES, points, record
 from tests.crash.process import Process, run_process
 from tests.crash.scenarios import OPTS, SCENARIOS, Model

@@ -9,12 +9,11 @@ from datetime import timedelta
 import pytest
 from ulid import ULID
 
-from slatedb_core.writer.db import Db
-from slatedb_core.lsm.dbstate import sst_path
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import collector as gc_collector
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.model import CompactedSst, ExternalDb, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.sequenced import SequencedStore
@@ -22,6 +21,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, WalWriter
+from slatedb_core.writer.db import Db
 from tests.gc import (
     ZERO,
     add_checkpoint,

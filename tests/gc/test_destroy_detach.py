@@ -8,14 +8,14 @@ import uuid
 from datetime import timedelta
 
 from slatedb_core.checkpoints import delete_checkpoint
-from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.writer.db import Db
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 from tests.gc import ZERO, add_checkpoint, new_db, put_sst
 
 FAST = DbOptions(

@@ -8,7 +8,6 @@ import threading
 import time
 from datetime import timedelta
 
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import BoundaryMissing, Fenced, ObjectVersionBehindBoundary
 from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.manifest.codec import encode_manifest
@@ -19,6 +18,7 @@ from slatedb_core.options import DbOptions, GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background, bump, commit, manifest_ids, new_db, wal_ids
 
 MANIFEST_4 = "db/manifest/00000000000000000004.manifest"

@@ -17,8 +17,6 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.writer.db import Db
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import (
     ManifestVersionExists,
     PreconditionFailed,
@@ -26,6 +24,7 @@ from slatedb_core.errors import (
     StoreError,
 )
 from slatedb_core.gc import run_gc_once
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.sequenced import SequencedStore
@@ -36,6 +35,7 @@ from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import WalWriter
+from slatedb_core.writer.db import Db
 from tests.conftest import MotoS3
 from tests.http_faults.proxy import Fault, FaultProxy
 from tests.http_faults.test_workload import _url

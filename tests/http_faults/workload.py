@@ -31,15 +31,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from slatedb_core.compactor import Compactor
-from slatedb_core.writer.db import Db, DbClosed
-from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.errors import (
     CheckpointNotFound,
+    DbClosed,
     Fenced,
     SlateDBError,
+    SstMissing,
     StoreError,
 )
 from slatedb_core.gc import GarbageCollector
+from slatedb_core.layout import join
+from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.options import (
@@ -50,9 +52,10 @@ from slatedb_core.options import (
     GarbageCollectorOptions,
     ReaderMode,
 )
-from slatedb_core.reader.reader import DbReader, SstMissing
-from slatedb_core.store.objectstore import ObjectStore, join
+from slatedb_core.reader.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 
 DB = "db"
 ACCOUNTS = 16

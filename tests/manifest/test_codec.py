@@ -30,6 +30,20 @@ from slatedb_core.manifest.codec import (
     decode_manifest,
     encode_manifest,
 )
+from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
+    BoundKind,
+    BytesBound,
+    BytesRange,
+    Checkpoint,
+    CompactedSst,
+    ExternalDb,
+    Manifest,
+    SortedRun,
+    SstInfo,
+    SstView,
+)
+from slatedb_core.meta import envelope
 from tests.manifest.generated import (
     BytesBound as FbBound,
 )
@@ -72,20 +86,6 @@ from tests.manifest.generated import (
 from tests.manifest.generated import (
     WriterCheckpoint as FbWriterCheckpoint,
 )
-from slatedb_core.manifest.model import (
-    MAX_PARALLEL_WRITES,
-    BoundKind,
-    BytesBound,
-    BytesRange,
-    Checkpoint,
-    CompactedSst,
-    ExternalDb,
-    Manifest,
-    SortedRun,
-    SstInfo,
-    SstView,
-)
-from slatedb_core.meta import envelope
 
 NAME = "db/manifest/00000000000000000007.manifest"
 U64 = 2**64 - 1

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ulid import ULID
 
-from slatedb_core.lsm.dbstate import resolve_sst_path
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, UnionError
 from slatedb_core.keys import KeyRange
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import (
     BytesBound,
     BytesRange,
@@ -27,7 +27,6 @@ from slatedb_core.manifest.model import (
     SstView,
 )
 from slatedb_core.manifest.projection import (
-    UnionError,
     UnionInput,
     effective_range,
     project_manifest,

@@ -22,8 +22,8 @@ from orchestration.checks import CHECKS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.sample_data import write_database
 from slatedb_core import DbReader, ObjectStore, admin
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.health import inspect_database
+from slatedb_core.lifecycle.destroy import destroy
 from tests.orchestration.conftest import add_partitions
 
 

@@ -4,14 +4,14 @@ checkpoint, resumed after a failure), unions of projected clones, and soft destr
 
 from __future__ import annotations
 
-from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.gc.collector import Collector
 from slatedb_core.keys import KeyRange
+from slatedb_core.lifecycle.clone import create_clone
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.lifecycle.union import UnionSource, create_union
 from tests.sim import model as m
 from tests.sim.actors import SimDb
 from tests.sim.recorder import InvariantViolation

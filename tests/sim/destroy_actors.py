@@ -24,11 +24,11 @@ import functools
 from collections.abc import Callable
 
 from slatedb_core.checkpoints import delete_checkpoint, list_checkpoints
-from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.errors import CheckpointNotFound, DatabaseDestroyed, SlateDBError
+from slatedb_core.errors import CheckpointNotFound, DatabaseDestroyed, SlateDBError, SstMissing
 from slatedb_core.gc.collector import Collector
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader, SstMissing
+from slatedb_core.reader.reader import DbReader
 from tests.sim.actors import SimDb
 from tests.sim.clones import CloneSteps
 from tests.sim.recorder import InvariantViolation

@@ -11,16 +11,17 @@ from collections.abc import Callable
 
 from slatedb_core.checkpoints import delete_checkpoint, list_checkpoints
 from slatedb_core.compactor import Compactor
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.errors import (
     CheckpointNotFound,
     DatabaseDestroyed,
     DatabaseNotFound,
     SlateDBError,
+    SstMissing,
 )
 from slatedb_core.gc.collector import Collector
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader, SstMissing
+from slatedb_core.reader.reader import DbReader
 from tests.sim import model as m
 from tests.sim.actors import Outcome, SimDb
 from tests.sim.damage import DamageSteps

@@ -11,10 +11,10 @@ from datetime import timedelta
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.compactor import CompactionStats, Compactor
-from slatedb_core.errors import CheckpointNotFound, SlateDBError
+from slatedb_core.errors import CheckpointNotFound, SlateDBError, SstMissing
 from slatedb_core.gc.collector import Collector
 from slatedb_core.options import CheckpointOptions, DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader, SstMissing
+from slatedb_core.reader.reader import DbReader
 from tests.sim import model as m
 from tests.sim.actors import Outcome
 from tests.sim.recorder import InvariantViolation

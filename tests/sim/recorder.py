@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from ulid import ULID
 
-from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.errors import CorruptionError
+from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.codec import decode_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.boundary import parse_boundary

@@ -11,7 +11,6 @@ import threading
 from datetime import timedelta
 
 from slatedb_core.checkpoints import create_checkpoint
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced, StoreError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.model import Manifest
@@ -26,6 +25,7 @@ from slatedb_core.options import (
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 

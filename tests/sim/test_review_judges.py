@@ -11,14 +11,14 @@ import uuid
 import pytest
 from ulid import ULID
 
-from slatedb_core.writer.db import Db
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.errors import CheckpointNotFound, Fenced, InvalidArgument, ObjectNotFound
+from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
 from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import EPOCH_KEY
+from slatedb_core.writer.db import Db
 from tests.sim.actors import Outcome
 from tests.sim.harness import Simulation
 from tests.sim.recorder import InvariantViolation, RecordingStore, duplicates

@@ -11,13 +11,13 @@ from pyspark.sql import SparkSession
 
 from slatedb_core.compactor import Compactor, read_latest_state
 from slatedb_core.compactor.distributed import DistributedCompactor
-from slatedb_core.writer.db import Db
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
 from spark_jobs.compact import compact, run_subcompactions
 
 pytestmark = pytest.mark.spark

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.store.checksum import crc32
 from slatedb_core.errors import CorruptionError, InvalidArgument
-from slatedb_core.sst.scratch import Scratch
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
 from slatedb_core.sst.fixed_width import block_entries, encode_fixed_sst_into
 from slatedb_core.sst.format import ENTRY_SCHEMA
 from slatedb_core.sst.reader import Block, SstReader
+from slatedb_core.sst.scratch import Scratch
+from slatedb_core.store.checksum import crc32
 
 
 def _fixed(data: bytes, n: int, width: int) -> pa.Array:

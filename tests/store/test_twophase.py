@@ -465,9 +465,9 @@ def test_manifest_store_over_two_phase(tp: TwoPhaseStore) -> None:
 def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     """Writes, fencing, memtable flushes, compaction, GC and a reopen, all over the wrapper."""
     from slatedb_core.compactor import Compactor
-    from slatedb_core.writer.db import Db
     from slatedb_core.errors import Fenced
     from slatedb_core.options import CompactorOptions, DbOptions
+    from slatedb_core.writer.db import Db
 
     opts = DbOptions(flush_interval=timedelta(milliseconds=10),
                      manifest_poll_interval=timedelta(milliseconds=200))

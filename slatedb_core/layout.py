@@ -1,0 +1,117 @@
+"""Every object name of a database and of a sharded table, in one place (what SlateDB's
+``paths.rs`` is to SlateDB). Nothing else in the package spells a directory, suffix or file name.
+
+A database at ``<db>`` (SlateDB RFC 0001, "File Layout"; docs/manifest-and-fencing.md)::
+
+    <db>/manifest/{id:020}.manifest       sequenced manifests (create-if-absent by id)
+    <db>/manifest/_latest_version         advisory pointer to a recent id (Lance issue #1362)
+    <db>/compactions/{id:020}.compactions sequenced compaction records, same rules
+    <db>/wal/{id:020}.sst                 WAL SSTs (create-if-absent: "exists" means fenced)
+    <db>/compacted/{ULID}.sst             L0 SSTs and sorted-run SSTs
+    <db>/gc/{name}.boundary               GC boundary files (SlateDB RFC 0026; docs/gc-and-boundaries.md)
+    <db>/clone.origin                     a clone's or union's origin record (docs/clones-and-destroy.md)
+
+A sharded table at ``<table>`` (docs/projection-and-union.md)::
+
+    <table>/shardmap/{id:020}.shardmap    the shard map, sequenced like the manifest
+    <table>/shards/{shard_id:010}/        one database per shard
+    <table>/_ingest/<job>/...             staged SSTs and done markers of Spark ingest jobs
+
+Names are ``/``-separated and relative to the store's root; :func:`join` builds them.
+"""
+
+from __future__ import annotations
+
+from ulid import ULID
+
+# ---- a database ---------------------------------------------------------------------------
+MANIFEST_DIR = "manifest"
+MANIFEST_SUFFIX = "manifest"
+COMPACTIONS_DIR = "compactions"
+COMPACTIONS_SUFFIX = "compactions"
+WAL_DIR = "wal"
+COMPACTED_DIR = "compacted"
+GC_DIR = "gc"
+SST_SUFFIX = ".sst"
+BOUNDARY_SUFFIX = ".boundary"
+LATEST_POINTER = "_latest_version"
+CLONE_ORIGIN = "clone.origin"
+
+# Boundary names, one per kind of object GC deletes (docs/gc-and-boundaries.md).
+MANIFEST_BOUNDARY = "manifest"
+COMPACTIONS_BOUNDARY = "compactions"
+WAL_BOUNDARY = "wal"
+COMPACTED_BOUNDARY = "compacted"
+
+# Everything a database owns under its path: a hard destroy deletes these and nothing else, so a
+# database or table nested under another's path survives it (docs/clones-and-destroy.md).
+OWN_DIRS = frozenset({MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR})
+OWN_FILES = frozenset({CLONE_ORIGIN})
+
+# ---- a sharded table ----------------------------------------------------------------------
+SHARDMAP_DIR = "shardmap"
+SHARDMAP_SUFFIX = "shardmap"
+SHARDS_DIR = "shards"
+INGEST_DIR = "_ingest"
+
+
+def join(*parts: str) -> str:
+    """``parts`` joined with ``/``, empty parts skipped and each part's outer slashes dropped."""
+    return "/".join(p.strip("/") for p in parts if p)
+
+
+def sequenced_name(object_id: int, suffix: str) -> str:
+    """The file name of sequenced object ``object_id`` (zero-padded so names sort as ids)."""
+    return f"{object_id:020d}.{suffix}"
+
+
+def boundary_path(db_path: str, name: str) -> str:
+    """The GC boundary file ``name`` (one of the ``*_BOUNDARY`` names) of the database."""
+    return join(db_path, GC_DIR, name + BOUNDARY_SUFFIX)
+
+
+def is_boundary(relative: str) -> bool:
+    """Whether ``relative`` (a name inside a database's path) is one of its boundary files."""
+    parts = relative.strip("/").split("/")
+    return len(parts) == 2 and parts[0] == GC_DIR and parts[1].endswith(BOUNDARY_SUFFIX)
+
+
+def ends_in_boundary(path: str) -> bool:
+    """Whether ``path`` (a full name) ends in ``gc/<name>.boundary`` of some database."""
+    parts = path.split("/")
+    return len(parts) >= 2 and parts[-2] == GC_DIR and parts[-1].endswith(BOUNDARY_SUFFIX)
+
+
+def wal_dir(db_path: str) -> str:
+    return join(db_path, WAL_DIR)
+
+
+def wal_sst_name(wal_id: int) -> str:
+    return f"{wal_id:020d}{SST_SUFFIX}"
+
+
+def compacted_dir(db_path: str) -> str:
+    return join(db_path, COMPACTED_DIR)
+
+
+def sst_path(db_path: str, sst_id: ULID) -> str:
+    """The compacted (L0 or sorted-run) SST ``sst_id`` of the database at ``db_path``."""
+    return join(db_path, COMPACTED_DIR, f"{sst_id}{SST_SUFFIX}")
+
+
+def clone_origin_path(db_path: str) -> str:
+    return join(db_path, CLONE_ORIGIN)
+
+
+def shard_db_name(shard_id: int) -> str:
+    """The database of shard ``shard_id``, relative to the table root."""
+    return f"{SHARDS_DIR}/{shard_id:010d}"
+
+
+def ingest_job_dir(table_path: str, job_id: str) -> str:
+    """Where a Spark ingest job stages its SSTs and done markers."""
+    return join(table_path, INGEST_DIR, job_id)
+
+
+def ingest_dir(table_path: str) -> str:
+    return join(table_path, INGEST_DIR)

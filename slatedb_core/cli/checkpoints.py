@@ -1,7 +1,5 @@
 """``create-checkpoint``, ``refresh-checkpoint``, ``delete-checkpoint``, ``list-checkpoints``.
 
-Kept apart from ``cli/main.py`` and attached with :func:`register` so the main module can import
-this one without a cycle: everything taken from ``cli.main`` is imported when a command runs.
 Malformed ids and lifetimes are rejected by click (exit 2) before any request is made; errors from
 the store (missing checkpoint, destroyed database) go through ``handle_errors`` (exit 1).
 """
@@ -12,7 +10,6 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
@@ -20,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from slatedb_core import checkpoints as api
-from slatedb_core.durations import MAX_DURATION, format_duration, parse_duration
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.cli.output import DURATION, emit_json, handle_errors
+from slatedb_core.durations import format_duration
 from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.options import CheckpointOptions
 
@@ -35,50 +32,6 @@ _LIFETIME_HELP = (
 )
 _ID_HELP = "UUID of the checkpoint, e.g. 01740ee5-6459-44af-9a45-85deb6e468e3."
 _NAME_NOTE = "Names need not be unique: several checkpoints may share one."
-
-
-class DurationType(click.ParamType[timedelta]):
-    """A ``--lifetime`` value; a bad one (or one over a year, ``MAX_DURATION``) is a usage error,
-    reported before touching the store."""
-
-    name = "LIFETIME"
-
-    def __init__(self, *, allow_zero: bool = False) -> None:
-        self.allow_zero = allow_zero
-        if allow_zero:
-            self.name = "DURATION"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> timedelta:
-        if isinstance(value, timedelta):
-            return value
-        try:
-            return parse_duration(str(value), allow_zero=self.allow_zero, maximum=MAX_DURATION)
-        except InvalidArgument as e:
-            self.fail(str(e), param, ctx)
-
-
-DURATION = DurationType()
-
-
-def _handled(fn: F) -> F:
-    """``cli.main.handle_errors``, looked up at call time so importing this module never imports
-    ``cli.main`` (which will import this module to register the commands)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from slatedb_core.cli.main import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _emit(obj: Any) -> None:
-    from slatedb_core.cli.main import _emit_json
-
-    _emit_json(obj)
 
 
 def _iso(ts: int | None) -> str | None:
@@ -158,7 +111,7 @@ def _show_one(title: str, cp: Checkpoint, now_s: float) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def create_checkpoint_cmd(
     obj: Any, lifetime: timedelta | None, source: uuid.UUID | None, name: str | None, as_json: bool
 ) -> None:
@@ -167,7 +120,7 @@ def create_checkpoint_cmd(
     options = CheckpointOptions(lifetime=lifetime, source=source, name=name)
     cp = api.add_checkpoint(obj.path, obj.store, options, now=lambda: now_s)
     if as_json:
-        _emit(checkpoint_to_dict(cp, now_s))
+        emit_json(checkpoint_to_dict(cp, now_s))
         return
     _show_one(f"{obj.path}: created checkpoint", cp, now_s)
 
@@ -183,7 +136,7 @@ def create_checkpoint_cmd(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def refresh_checkpoint_cmd(
     obj: Any, checkpoint_id: uuid.UUID, lifetime: timedelta | None, as_json: bool
 ) -> None:
@@ -191,7 +144,7 @@ def refresh_checkpoint_cmd(
     now_s = time.time()
     cp = api.refresh_checkpoint(obj.path, obj.store, checkpoint_id, lifetime, now=lambda: now_s)
     if as_json:
-        _emit(checkpoint_to_dict(cp, now_s))
+        emit_json(checkpoint_to_dict(cp, now_s))
         return
     _show_one(f"{obj.path}: refreshed checkpoint", cp, now_s)
 
@@ -200,12 +153,12 @@ def refresh_checkpoint_cmd(
 @click.option("-i", "--id", "checkpoint_id", type=click.UUID, required=True, help=_ID_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def delete_checkpoint_cmd(obj: Any, checkpoint_id: uuid.UUID, as_json: bool) -> None:
     """Delete a checkpoint, letting the GC collect what only it kept."""
     api.delete_checkpoint(obj.path, obj.store, checkpoint_id)
     if as_json:
-        _emit({"deleted": str(checkpoint_id)})
+        emit_json({"deleted": str(checkpoint_id)})
         return
     click.echo(f"deleted checkpoint {checkpoint_id}")
 
@@ -220,13 +173,13 @@ def delete_checkpoint_cmd(obj: Any, checkpoint_id: uuid.UUID, as_json: bool) -> 
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def list_checkpoints_cmd(obj: Any, name: str | None, as_json: bool) -> None:
     """List the database's checkpoints, expired ones marked."""
     now_s = time.time()
     cps = api.list_checkpoints(obj.path, obj.store, name)
     if as_json:
-        _emit([checkpoint_to_dict(c, now_s) for c in cps])
+        emit_json([checkpoint_to_dict(c, now_s) for c in cps])
         return
     t = Table(title=f"{obj.path}: {len(cps)} checkpoint(s)")
     for col in ("id", "manifest_id", "name", "created", "expires", "writer_epoch"):

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from slatedb_core.cli.output import emit_json, handle_errors
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone_stored
 from slatedb_core.lifecycle.union import UnionSource, create_union_stored
@@ -35,19 +35,6 @@ latest state). FROM..TO is the source's key range, FROM inclusive and TO exclusi
 empty for unbounded (e.g. 'shard-a@..m', 'shard-b:UUID@m..'); with ranges, union also checks
 the sources are adjacent. Keys as for --from; a key containing '..' must be given in hex. PATH
 must not contain ':' or '@'."""
-
-
-def _handled(fn: F) -> F:
-    """``cli.main.handle_errors``, looked up when the command runs so that ``cli.main`` can import
-    this module to register the commands."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from slatedb_core.cli.main import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
 
 
 # ---- parsing ---------------------------------------------------------------------------------
@@ -149,9 +136,7 @@ def summary(path: str, stored: StoredManifest) -> dict[str, Any]:
 
 def _show(d: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
-        from slatedb_core.cli.main import _emit_json
-
-        _emit_json(d)
+        emit_json(d)
         return
     console = Console()
     if not console.is_terminal:  # keep UUIDs on one line in piped output
@@ -209,7 +194,7 @@ _checkpoint = click.option(
 )
 @_json
 @click.pass_obj
-@_handled
+@handle_errors
 def clone_cmd(
     obj: Any,
     parent: str,
@@ -244,7 +229,7 @@ def clone_cmd(
 @_checkpoint
 @_json
 @click.pass_obj
-@_handled
+@handle_errors
 def project_cmd(
     obj: Any,
     source: str,
@@ -268,7 +253,7 @@ def project_cmd(
 )
 @_json
 @click.pass_obj
-@_handled
+@handle_errors
 def union_cmd(obj: Any, sources: tuple[str, ...], as_json: bool) -> None:
     """Create the database at --path as the union of non-overlapping sources (e.g. shards made
     with project). Each source's WAL must be flushed into L0 first."""

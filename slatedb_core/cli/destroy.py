@@ -11,33 +11,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
+from slatedb_core.cli.output import emit_json, handle_errors
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _handled(fn: F) -> F:
-    """``cli.main.handle_errors``, looked up at call time (``cli.main`` imports this module)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from slatedb_core.cli.main import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _emit(obj: Any) -> None:
-    from slatedb_core.cli.main import _emit_json
-
-    _emit_json(obj)
 
 
 @click.command("destroy")
@@ -56,7 +38,7 @@ def _emit(obj: Any) -> None:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def destroy_cmd(obj: Any, soft: bool, hard: bool, yes: bool, as_json: bool) -> None:
     """Destroy the database (cannot be undone)."""
     if soft == hard:
@@ -75,7 +57,7 @@ def destroy_cmd(obj: Any, soft: bool, hard: bool, yes: bool, as_json: bool) -> N
     else:
         out["deleted"] = True
     if as_json:
-        _emit(out)
+        emit_json(out)
         return
     if soft:
         click.echo(

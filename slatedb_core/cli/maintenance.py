@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
-from slatedb_core.cli.checkpoints import DurationType
+from slatedb_core.cli.output import DurationType, emit_json, handle_errors
 from slatedb_core.compactor import run_compaction_once
 from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.gc import run_gc_once
@@ -25,28 +24,10 @@ from slatedb_core.options import GarbageCollectorOptions
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _handled(fn: F) -> F:
-    """``cli.main.handle_errors``, looked up at call time (``cli.main`` imports this module)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from slatedb_core.cli.main import handle_errors
-
-        return handle_errors(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _emit(obj: Any) -> None:
-    from slatedb_core.cli.main import _emit_json
-
-    _emit_json(obj)
-
-
 @click.command("compact")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def compact_cmd(obj: Any, as_json: bool) -> None:
     """Compact until the scheduler has nothing left (takes over the compactor epoch if there is
     work; an idle database is left untouched)."""
@@ -55,7 +36,7 @@ def compact_cmd(obj: Any, as_json: bool) -> None:
     if stats is not None:
         out.update(dataclasses.asdict(stats))
     if as_json:
-        _emit(out)
+        emit_json(out)
         return
     if stats is None:
         click.echo(f"{obj.path}: nothing to compact")
@@ -84,7 +65,7 @@ def compact_cmd(obj: Any, as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-@_handled
+@handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bool) -> None:
     """Run one garbage-collection pass (seed 003 and 004 rules: boundaries advance before any
     delete; the latest manifest and everything a checkpoint pins are kept). A path holding no
@@ -95,7 +76,7 @@ def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bo
         # the message ManifestStore.read_latest gives `compact` (issue 19 item 18)
         raise DatabaseNotFound(f"no manifest under {obj.path!r} in {obj.store.url}")
     if as_json:
-        _emit(dataclasses.asdict(stats))
+        emit_json(dataclasses.asdict(stats))
         return
     if stats.database_deleted:
         click.echo(

@@ -28,53 +28,20 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from functools import wraps
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from slatedb_core.errors import SlateDBError
+from slatedb_core.cli.output import Ctx, NotFound, handle_errors
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.objectstore import ObjectStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("utf8", "hex")
 _ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
-
-
-class _DbContext(Protocol):
-    """What the ``slatedb`` group puts in ``ctx.obj`` (``slatedb_core.cli.main.Ctx``)."""
-
-    path: str
-
-    @property
-    def store(self) -> ObjectStore: ...
-
-
-class _NotFound(Exception):
-    pass
-
-
-def _handle_errors(fn: F) -> F:
-    """Like ``main.handle_errors`` (kept here so that main can import this module at its top)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except _NotFound as e:
-            click.echo(f"not found: {e}", err=True)
-            sys.exit(1)
-        except SlateDBError as e:
-            click.echo(f"error: {type(e).__name__}: {e}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
 
 
 # ---- formats ---------------------------------------------------------------------------------
@@ -127,7 +94,7 @@ def prefix_end(prefix: bytes) -> bytes | None:
     return head[:-1] + bytes([head[-1] + 1])
 
 
-def _open(obj: _DbContext, checkpoint: uuid.UUID | None) -> DbReader:
+def _open(obj: Ctx, checkpoint: uuid.UUID | None) -> DbReader:
     options = DbReaderOptions(
         mode=ReaderMode.FOLLOW_LATEST if checkpoint is None else ReaderMode.CHECKPOINT,
         manifest_poll_interval=timedelta(hours=1),  # one command: no polling
@@ -163,9 +130,9 @@ _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def scan_command(
-    obj: _DbContext,
+    obj: Ctx,
     prefix: str | None,
     start: str | None,
     end: str | None,
@@ -210,9 +177,9 @@ def scan_command(
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def get_command(
-    obj: _DbContext, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool
+    obj: Ctx, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool
 ) -> None:
     """Print the value of KEY (exit 1 when it is not there)."""
     k = parse_key(key, fmt, "KEY")
@@ -221,7 +188,7 @@ def get_command(
     if value is None:
         if as_json:
             click.echo("null")
-        raise _NotFound(show(k, fmt))
+        raise NotFound(show(k, fmt))
     if as_json:
         click.echo(json.dumps({"key": show(k, fmt), "value": show(value, fmt)}, indent=2))
     else:

@@ -23,8 +23,8 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from slatedb_core.cli.checkpoints import DurationType
-from slatedb_core.cli.read import _handle_errors, _NotFound, parse_key, show
+from slatedb_core.cli.output import DurationType, NotFound, handle_errors
+from slatedb_core.cli.read import parse_key, show
 from slatedb_core.keys import KeyRange
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
 from slatedb_core.table import ShardMap, Table, TableOptions
@@ -124,7 +124,7 @@ def table_group() -> None:
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> None:
     """Create a table with one shard per range between the split points (given in order)."""
     points = [parse_key(s, fmt, "--split") for s in splits]
@@ -136,7 +136,7 @@ def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> No
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def show_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Print the latest shard map."""
     with Table.open(obj.path, obj.store, _READ_ONLY) as t:
@@ -151,7 +151,7 @@ table_group.add_command(show_cmd, "shards")
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
     """Print the value of KEY (exit 1 if it is not there)."""
     k = parse_key(key, fmt, "KEY")
@@ -164,7 +164,7 @@ def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
     elif value is not None:
         click.echo(show(value, fmt))
     if value is None:
-        raise _NotFound(show(k, fmt))
+        raise NotFound(show(k, fmt))
 
 
 @table_group.command("scan")
@@ -174,7 +174,7 @@ def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def scan_cmd(
     obj: Any, start: str | None, end: str | None, max_keys: int | None, fmt: str, as_json: bool
 ) -> None:
@@ -200,7 +200,7 @@ def scan_cmd(
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
     """Split shard INDEX at --at into two shards (re-running a finished split is a no-op)."""
     key = parse_key(at, fmt, "--at")
@@ -240,7 +240,7 @@ def _show_range(r: KeyRange, fmt: str) -> str:
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: bool) -> None:
     """Merge shard INDEX with shard INDEX+1 into one shard."""
     with Table.open(obj.path, obj.store, _READ_ONLY) as t:
@@ -252,7 +252,7 @@ def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: boo
 @_format_option
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Finish splits/merges a crashed run left pending; soft-destroy retired shards."""
     with Table.open(obj.path, obj.store, _READ_ONLY) as t:
@@ -277,7 +277,7 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
 )
 @_json_option
 @click.pass_obj
-@_handle_errors
+@handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: bool) -> None:
     """Delete the table's own garbage: old shard-map versions and ingest leftovers. (The shards
     are databases: collect them with ``slatedb --path <shard> gc``.)"""

@@ -1,0 +1,92 @@
+"""What every ``slatedb`` subcommand shares: the group's context (URL, database path, the store
+opened once), error handling with its exit codes, JSON output and the duration parameter.
+
+Subcommand modules import this one and never ``cli.main``, which imports them to register their
+commands (``register(cli)``).
+
+Exit codes: 0 success; 1 a SlateDB error (``error: <Type>: <message>`` on stderr) or a key that is
+not there (``not found: KEY``); 2 bad usage (click's own).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from slatedb_core.durations import MAX_DURATION, parse_duration
+from slatedb_core.errors import InvalidArgument, SlateDBError
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ctx:
+    """What the ``slatedb`` group puts in ``ctx.obj``: the store is opened on first use."""
+
+    def __init__(self, url: str, path: str) -> None:
+        self.url = url
+        self.path = path
+        self._store: ObjectStore | None = None
+
+    @property
+    def store(self) -> ObjectStore:
+        if self._store is None:
+            self._store = open_store(self.url)
+        return self._store
+
+
+class NotFound(Exception):
+    """A key asked for is not there: ``not found: KEY`` on stderr, exit 1."""
+
+
+def handle_errors(fn: F) -> F:
+    """Turn a :class:`SlateDBError` or :class:`NotFound` into a one-line message and exit 1."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NotFound as e:
+            click.echo(f"not found: {e}", err=True)
+            sys.exit(1)
+        except SlateDBError as e:
+            click.echo(f"error: {type(e).__name__}: {e}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+
+
+class DurationType(click.ParamType[timedelta]):
+    """A ``--lifetime`` value; a bad one (or one over a year, ``MAX_DURATION``) is a usage error,
+    reported before touching the store."""
+
+    name = "LIFETIME"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+        if allow_zero:
+            self.name = "DURATION"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value), allow_zero=self.allow_zero, maximum=MAX_DURATION)
+        except InvalidArgument as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = DurationType()

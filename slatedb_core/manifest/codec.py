@@ -17,20 +17,19 @@ The reader bounds-checks every offset itself: the Python runtime has no verifier
 negative indexing would silently wrap a bad offset. Any malformed payload therefore surfaces as
 ``CorruptionError`` naming the object, never as a raw ``IndexError`` or ``struct.error``.
 
-The code lives in three modules: :mod:`~slatedb_core.manifest.fb_layout` (the tables' field
-kinds), :mod:`~slatedb_core.manifest.fb_writer` and :mod:`~slatedb_core.manifest.fb_reader`; this
-module is their public face.
+The code lives in three modules private to this package: ``_fb_layout`` (the tables' field
+kinds), ``_fb_writer`` and ``_fb_reader``; this module is their public face.
 """
 
 from __future__ import annotations
 
-from slatedb_core.manifest.fb_layout import (
+from slatedb_core.manifest._fb_layout import (
     DEFAULT_FORMAT_VERSION,
     MANIFEST_MAGIC,
     SUPPORTED_VERSIONS,
 )
-from slatedb_core.manifest.fb_reader import decode_manifest, decode_sealed_manifest
-from slatedb_core.manifest.fb_writer import encode_manifest
+from slatedb_core.manifest._fb_reader import decode_manifest, decode_sealed_manifest
+from slatedb_core.manifest._fb_writer import encode_manifest
 
 __all__ = [
     "DEFAULT_FORMAT_VERSION",

@@ -13,34 +13,34 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.manifest.fb_layout import (
-    _BOUND,
-    _CP,
-    _EXT,
-    _FMT,
-    _I32,
-    _IDENT,
-    _INFO,
-    _M1,
-    _M2,
-    _RANGE,
-    _RUN1,
-    _RUN2,
-    _SST,
-    _U32,
-    _VIEW,
-    _VT_HEAD,
-    _WCP,
-    _WIDTH,
-    _WRITER_CHECKPOINT,
+from slatedb_core.manifest._fb_layout import (
+    BOUND,
+    CP,
+    EXT,
+    FMT,
+    I32,
+    IDENT,
+    INFO,
+    M1,
+    M2,
     MANIFEST_MAGIC,
+    RANGE,
+    RUN1,
+    RUN2,
+    SST,
     SUPPORTED_VERSIONS,
-    _Malformed,
-    _parallel_writes,
-    _picker,
-    _Table,
-    _ulid,
-    _uuid,
+    U32,
+    VIEW,
+    VT_HEAD,
+    WCP,
+    WIDTH,
+    WRITER_CHECKPOINT,
+    FbTable,
+    Malformed,
+    parallel_writes_of,
+    picker,
+    ulid_of,
+    uuid_of,
 )
 from slatedb_core.manifest.model import (
     BoundKind,
@@ -60,24 +60,24 @@ from slatedb_core.meta import envelope
 class _ReadLayout:
     """A vtable as found in the buffer, compiled to one struct call that reads every field."""
 
-    def __init__(self, table: _Table, offs: Sequence[int], tsize: int) -> None:
+    def __init__(self, table: FbTable, offs: Sequence[int], tsize: int) -> None:
         fields = sorted((off, s, table.kinds[s]) for s, off in enumerate(offs) if off)
         fmt, end = ["<"], fields[0][0] if fields else 0
         self.first = end
         index: dict[int, int] = {}
         self.rel: list[tuple[int, int]] = []
         for i, (off, slot, kind) in enumerate(fields):
-            if off < end or off + _WIDTH[kind] > tsize:
-                raise _Malformed(f"{table.name} field {slot} overlaps or lies outside its table")
-            fmt.append("x" * (off - end) + _FMT[kind])
-            end = off + _WIDTH[kind]
+            if off < end or off + WIDTH[kind] > tsize:
+                raise Malformed(f"{table.name} field {slot} overlaps or lies outside its table")
+            fmt.append("x" * (off - end) + FMT[kind])
+            end = off + WIDTH[kind]
             index[slot] = i
             if kind == "O":
                 self.rel.append((slot, off))
         self.struct = struct.Struct("".join(fmt))
         self.tsize = tsize
         n = len(fields)
-        self.pick = _picker([index.get(s, n + s) for s in range(len(table.kinds))])
+        self.pick = picker([index.get(s, n + s) for s in range(len(table.kinds))])
 
 
 class _Reader:
@@ -90,31 +90,31 @@ class _Reader:
 
     def root(self, ident: bytes) -> int:
         if self._n < 8:
-            raise _Malformed(f"payload of {self._n} bytes is too short")
+            raise Malformed(f"payload of {self._n} bytes is too short")
         if self._buf[4:8] != ident:
-            raise _Malformed(f"file identifier {self._buf[4:8]!r}, expected {ident!r}")
-        return int(_U32.unpack_from(self._buf, 0)[0])
+            raise Malformed(f"file identifier {self._buf[4:8]!r}, expected {ident!r}")
+        return int(U32.unpack_from(self._buf, 0)[0])
 
-    def _layout(self, table: _Table, vt: int) -> _ReadLayout:
+    def _layout(self, table: FbTable, vt: int) -> _ReadLayout:
         if vt < 0 or vt + 4 > self._n:
-            raise _Malformed(f"{table.name} vtable at {vt} is out of bounds")
-        vsize, tsize = _VT_HEAD.unpack_from(self._buf, vt)
+            raise Malformed(f"{table.name} vtable at {vt} is out of bounds")
+        vsize, tsize = VT_HEAD.unpack_from(self._buf, vt)
         if vsize < 4 or vsize % 2 or vt + vsize > self._n or tsize < 4:
-            raise _Malformed(f"{table.name} vtable at {vt} is malformed")
+            raise Malformed(f"{table.name} vtable at {vt} is malformed")
         k = min((vsize - 4) // 2, len(table.kinds))
         offs = struct.unpack_from(f"<{k}H", self._buf, vt + 4)
         lay = self._layouts[table.name, vt] = _ReadLayout(table, offs, tsize)
         return lay
 
-    def table(self, table: _Table, pos: int) -> list[Any]:
+    def table(self, table: FbTable, pos: int) -> list[Any]:
         """Field values by slot; offset fields come back as absolute positions, absent ones as the
         schema default (0 for plain scalars, None for optional scalars, offsets and structs)."""
         if pos < 0 or pos + 4 > self._n:
-            raise _Malformed(f"{table.name} table at {pos} is out of bounds")
-        vt = pos - _I32.unpack_from(self._buf, pos)[0]
+            raise Malformed(f"{table.name} table at {pos} is out of bounds")
+        vt = pos - I32.unpack_from(self._buf, pos)[0]
         lay = self._layouts.get((table.name, vt)) or self._layout(table, vt)
         if pos + lay.tsize > self._n:
-            raise _Malformed(f"{table.name} table at {pos} runs past the payload")
+            raise Malformed(f"{table.name} table at {pos} runs past the payload")
         vals = list(lay.pick(lay.struct.unpack_from(self._buf, pos + lay.first) + table.absent))
         for slot, off in lay.rel:
             vals[slot] += pos + off
@@ -122,15 +122,15 @@ class _Reader:
 
     def _vector(self, pos: int, width: int) -> tuple[int, int]:
         if pos < 0 or pos + 4 > self._n:
-            raise _Malformed(f"vector at {pos} is out of bounds")
-        count = _U32.unpack_from(self._buf, pos)[0]
+            raise Malformed(f"vector at {pos} is out of bounds")
+        count = U32.unpack_from(self._buf, pos)[0]
         if pos + 4 + count * width > self._n:
-            raise _Malformed(f"vector at {pos} of {count} elements runs past the payload")
+            raise Malformed(f"vector at {pos} of {count} elements runs past the payload")
         return pos + 4, count
 
     def tables(self, pos: int | None, what: str) -> list[int]:
         if pos is None:
-            raise _Malformed(f"required field {what} is missing")
+            raise Malformed(f"required field {what} is missing")
         start, n = self._vector(pos, 4)
         rel = struct.unpack_from(f"<{n}I", self._buf, start)
         return list(map(add, rel, range(start, start + 4 * n, 4)))
@@ -146,60 +146,60 @@ class _Reader:
 
 def _need(value: Any, what: str) -> Any:
     if value is None:
-        raise _Malformed(f"required field {what} is missing")
+        raise Malformed(f"required field {what} is missing")
     return value
 
 
 def _read_sst(r: _Reader, pos: int) -> tuple[bytes, CompactedSst]:
-    raw, info_pos, fmt_version, orig = r.table(_SST, pos)
-    fk, lk, io, il, fo, fl, cc, ec, sb = r.table(_INFO, _need(info_pos, "CompactedSsTable.info"))
+    raw, info_pos, fmt_version, orig = r.table(SST, pos)
+    fk, lk, io, il, fo, fl, cc, ec, sb = r.table(INFO, _need(info_pos, "CompactedSsTable.info"))
     info = SstInfo(
         None if fk is None else r.blob(fk), None if lk is None else r.blob(lk),
         io, il, fo, fl, cc, ec, sb,
     )
-    sst_id = _ulid(_need(raw, "CompactedSsTable.id"))
-    return raw, CompactedSst(sst_id, info, fmt_version, None if orig is None else _ulid(orig))
+    sst_id = ulid_of(_need(raw, "CompactedSsTable.id"))
+    return raw, CompactedSst(sst_id, info, fmt_version, None if orig is None else ulid_of(orig))
 
 
 def _read_bound(r: _Reader, pos: int | None) -> BytesBound:
-    kind, key = r.table(_BOUND, _need(pos, "BytesRange bound"))
+    kind, key = r.table(BOUND, _need(pos, "BytesRange bound"))
     if kind > BoundKind.EXCLUDED:
-        raise _Malformed(f"BoundKind {kind} is out of range")
+        raise Malformed(f"BoundKind {kind} is out of range")
     return BytesBound(BoundKind(kind), None if key is None else r.blob(key))
 
 
 def _read_view(r: _Reader, pos: int, ids: dict[bytes, ULID]) -> SstView:
-    vid, sid, rng = r.table(_VIEW, pos)
+    vid, sid, rng = r.table(VIEW, pos)
     sst_id = ids.get(_need(sid, "CompactedSsTableView.sst_id"))
     if sst_id is None:
-        raise _Malformed(f"view references SST {_ulid(sid)}, which is not in ssts")
+        raise Malformed(f"view references SST {ulid_of(sid)}, which is not in ssts")
     view_id = ids.get(_need(vid, "CompactedSsTableView.id"))
     if view_id is None:
-        view_id = _ulid(vid)
+        view_id = ulid_of(vid)
     if rng is None:
         return SstView(view_id, sst_id)
-    start, end = r.table(_RANGE, rng)
+    start, end = r.table(RANGE, rng)
     return SstView(view_id, sst_id, BytesRange(_read_bound(r, start), _read_bound(r, end)))
 
 
 def _read_checkpoint(r: _Reader, pos: int) -> Checkpoint:
-    raw, manifest_id, expire, create, tag, meta, name = r.table(_CP, pos)
+    raw, manifest_id, expire, create, tag, meta, name = r.table(CP, pos)
     epoch = None
-    if tag == _WRITER_CHECKPOINT:
-        epoch = r.table(_WCP, _need(meta, "Checkpoint.metadata"))[0]
+    if tag == WRITER_CHECKPOINT:
+        epoch = r.table(WCP, _need(meta, "Checkpoint.metadata"))[0]
     elif tag != 0:
-        raise _Malformed(f"CheckpointMetadata type {tag} is out of range")
-    return Checkpoint(_uuid(_need(raw, "Checkpoint.id")), manifest_id, create, expire, epoch,
+        raise Malformed(f"CheckpointMetadata type {tag} is out of range")
+    return Checkpoint(uuid_of(_need(raw, "Checkpoint.id")), manifest_id, create, expire, epoch,
                       None if name is None else r.blob(name).decode())
 
 
 def _read_external_db(r: _Reader, pos: int) -> ExternalDb:
-    path, source, final, ids = r.table(_EXT, pos)
+    path, source, final, ids = r.table(EXT, pos)
     return ExternalDb(
         r.blob(_need(path, "ExternalDb.path")).decode(),
-        _uuid(_need(source, "ExternalDb.source_checkpoint_id")),
-        None if final is None else _uuid(final),
-        tuple(map(_ulid, r.structs16(_need(ids, "ExternalDb.sst_ids")))),
+        uuid_of(_need(source, "ExternalDb.source_checkpoint_id")),
+        None if final is None else uuid_of(final),
+        tuple(map(ulid_of, r.structs16(_need(ids, "ExternalDb.sst_ids")))),
     )
 
 
@@ -224,45 +224,45 @@ def _unique_checkpoints(cps: list[Checkpoint]) -> tuple[Checkpoint, ...]:
         seen: set[uuid.UUID] = set()
         for c in cps:
             if c.id in seen:
-                raise _Malformed(f"checkpoint {c.id} appears twice")
+                raise Malformed(f"checkpoint {c.id} appears twice")
             seen.add(c.id)
     return tuple(cps)
 
 
 def _decode_v2(r: _Reader) -> Manifest:
-    fields = r.table(_M2, r.root(_IDENT[2]))
+    fields = r.table(M2, r.root(IDENT[2]))
     (ssts_pos, l0_pos, runs_pos, cps_pos, last_l0_seq, lc_view, lc_sst, max_parallel,
      range_pos) = fields[8:]
     key_range = None
     if range_pos is not None:
-        start, end = r.table(_RANGE, range_pos)
+        start, end = r.table(RANGE, range_pos)
         key_range = BytesRange(_read_bound(r, start), _read_bound(r, end))
     ids: dict[bytes, ULID] = {}
     ssts = []
     for pos in r.tables(ssts_pos, "ssts"):
         raw, sst = _read_sst(r, pos)
         if raw in ids:
-            raise _Malformed(f"SST {sst.id} appears twice in ssts")
+            raise Malformed(f"SST {sst.id} appears twice in ssts")
         ids[raw] = sst.id
         ssts.append(sst)
     runs = []
     for pos in r.tables(runs_pos, "compacted"):
-        run_id, views = r.table(_RUN2, pos)
+        run_id, views = r.table(RUN2, pos)
         vs = tuple(_read_view(r, p, ids) for p in r.tables(views, "SortedRunV2.views"))
         runs.append(SortedRun(run_id, vs))
     return Manifest(
         ssts=tuple(ssts), l0=tuple(_read_view(r, p, ids) for p in r.tables(l0_pos, "l0")),
         compacted=tuple(runs), last_l0_seq=last_l0_seq,
-        last_compacted_l0_view_id=None if lc_view is None else _ulid(lc_view),
-        last_compacted_l0_sst_id=None if lc_sst is None else _ulid(lc_sst),
-        max_parallel_writes=_parallel_writes(max_parallel), key_range=key_range,
+        last_compacted_l0_view_id=None if lc_view is None else ulid_of(lc_view),
+        last_compacted_l0_sst_id=None if lc_sst is None else ulid_of(lc_sst),
+        max_parallel_writes=parallel_writes_of(max_parallel), key_range=key_range,
         **_read_head(r, fields[:8], cps_pos),
     )
 
 
 def _decode_v1(r: _Reader) -> Manifest:
     """Views get their SST's id and no range; ``ssts`` lists SSTs in order of first appearance."""
-    fields = r.table(_M1, r.root(_IDENT[1]))
+    fields = r.table(M1, r.root(IDENT[1]))
     last_compacted, l0_pos, runs_pos, cps_pos, last_l0_seq, max_parallel = fields[8:]
     ssts: dict[bytes, CompactedSst] = {}
 
@@ -274,13 +274,13 @@ def _decode_v1(r: _Reader) -> Manifest:
     l0 = tuple(view(p) for p in r.tables(l0_pos, "l0"))
     runs = []
     for pos in r.tables(runs_pos, "compacted"):
-        run_id, inline = r.table(_RUN1, pos)
+        run_id, inline = r.table(RUN1, pos)
         runs.append(SortedRun(run_id, tuple(view(p) for p in r.tables(inline, "SortedRunV1.ssts"))))
-    lc = None if last_compacted is None else _ulid(last_compacted)
+    lc = None if last_compacted is None else ulid_of(last_compacted)
     return Manifest(
         ssts=tuple(ssts.values()), l0=l0, compacted=tuple(runs), last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=lc, last_compacted_l0_sst_id=lc,
-        max_parallel_writes=_parallel_writes(max_parallel), **_read_head(r, fields[:8], cps_pos),
+        max_parallel_writes=parallel_writes_of(max_parallel), **_read_head(r, fields[:8], cps_pos),
     )
 
 
@@ -313,5 +313,5 @@ def decode_sealed_manifest(data: bytes, *, name: str) -> tuple[Manifest, envelop
     try:
         with _gc_paused():
             return _DECODERS[opened.version](_Reader(opened.payload)), opened
-    except (_Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
+    except (Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
         raise CorruptionError(name, f"malformed ManifestV{opened.version} payload: {e}") from e

@@ -10,32 +10,32 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.manifest.fb_layout import (
-    _ALIGN,
-    _BOUND,
-    _CP,
-    _EXT,
-    _FMT,
-    _IDENT,
-    _INFO,
-    _M1,
-    _M2,
-    _NONES,
-    _RANGE,
-    _RUN1,
-    _RUN2,
-    _SST,
-    _U32,
-    _VIEW,
-    _WCP,
-    _WIDTH,
-    _WRITER_CHECKPOINT,
+from slatedb_core.manifest._fb_layout import (
+    ALIGN,
+    BOUND,
+    CP,
     DEFAULT_FORMAT_VERSION,
+    EXT,
+    FMT,
+    IDENT,
+    INFO,
+    M1,
+    M2,
     MANIFEST_MAGIC,
+    NONES,
+    RANGE,
+    RUN1,
+    RUN2,
+    SST,
     SUPPORTED_VERSIONS,
-    _picker,
-    _swap,
-    _Table,
+    U32,
+    VIEW,
+    WCP,
+    WIDTH,
+    WRITER_CHECKPOINT,
+    FbTable,
+    picker,
+    swap_halves,
 )
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
@@ -47,26 +47,26 @@ from slatedb_core.manifest.model import (
 from slatedb_core.meta import envelope
 
 
-class _WriteLayout:
+class WriteLayout:
     """How a table with a given set of present fields is packed: one struct call per table."""
 
-    def __init__(self, table: _Table, present: tuple[bool, ...]) -> None:
+    def __init__(self, table: FbTable, present: tuple[bool, ...]) -> None:
         slots = [s for s, p in enumerate(present) if p]
-        order = sorted(slots, key=lambda s: (_ALIGN[table.kinds[s]] != 4, -_ALIGN[table.kinds[s]]))
+        order = sorted(slots, key=lambda s: (ALIGN[table.kinds[s]] != 4, -ALIGN[table.kinds[s]]))
         fmt, pos, offs = ["<i"], 4, [0] * (max(slots) + 1 if slots else 0)
         self.rel: list[tuple[int, int]] = []  # (index in packing order, position) of offset fields
         for i, s in enumerate(order):
             kind = table.kinds[s]
-            pad = -pos % _ALIGN[kind]
-            fmt.append("x" * pad + _FMT[kind])
+            pad = -pos % ALIGN[kind]
+            fmt.append("x" * pad + FMT[kind])
             pos += pad
             offs[s] = pos
             if kind == "O":
                 self.rel.append((i, pos))
-            pos += _WIDTH[kind]
-        self.pick = _picker(order)
+            pos += WIDTH[kind]
+        self.pick = picker(order)
         self.struct = struct.Struct("".join(fmt))
-        self.align = 8 if any(_ALIGN[table.kinds[s]] == 8 for s in slots) else 4
+        self.align = 8 if any(ALIGN[table.kinds[s]] == 8 for s in slots) else 4
         self.vtable = struct.pack(f"<HH{len(offs)}H", 4 + 2 * len(offs), pos, *offs)
 
 
@@ -86,12 +86,12 @@ class _Writer:
         self._size += pad + len(data)
         return self._size
 
-    def table(self, table: _Table, values: Sequence[Any]) -> int:
+    def table(self, table: FbTable, values: Sequence[Any]) -> int:
         """Children (offset values) must already be written; ``None`` leaves a field absent."""
-        present = tuple(map(is_not, values, _NONES))
+        present = tuple(map(is_not, values, NONES))
         lay = table.layouts.get(present)
         if lay is None:
-            lay = table.layouts[present] = _WriteLayout(table, present)
+            lay = table.layouts[present] = WriteLayout(table, present)
         vt = self._vtables.get(lay.vtable)
         if vt is None:
             vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
@@ -117,18 +117,18 @@ class _Writer:
         return self._put(struct.pack(f"<I{n}I", n, *rel), 4)
 
     def blob(self, data: bytes) -> int:
-        return self._put(_U32.pack(len(data)) + data, 4)
+        return self._put(U32.pack(len(data)) + data, 4)
 
     def string(self, text: str) -> int:
         data = text.encode("utf-8")
-        return self._put(_U32.pack(len(data)) + data + b"\0", 4)
+        return self._put(U32.pack(len(data)) + data + b"\0", 4)
 
     def structs16(self, raws: Sequence[bytes]) -> int:
-        return self._put(_U32.pack(len(raws)) + b"".join(raws), 8, shift=4)
+        return self._put(U32.pack(len(raws)) + b"".join(raws), 8, shift=4)
 
     def finish(self, root: int, ident: bytes) -> bytes:
         start = self._size + (-self._size - 8) % 8 + 8
-        self._put(_U32.pack(start - root) + ident, 8)
+        self._put(U32.pack(start - root) + ident, 8)
         return b"".join(reversed(self._chunks))
 
 
@@ -136,15 +136,15 @@ def _write_sst(w: _Writer, sst: CompactedSst) -> int:
     i = sst.info
     fk = None if i.first_key is None else w.blob(i.first_key)
     lk = None if i.last_key is None else w.blob(i.last_key)
-    info = w.table(_INFO, (fk, lk, i.index_offset, i.index_len, i.filter_offset, i.filter_len,
+    info = w.table(INFO, (fk, lk, i.index_offset, i.index_len, i.filter_offset, i.filter_len,
                            i.compression, i.entry_count, i.size_bytes))
-    orig = None if sst.original_id is None else _swap(sst.original_id.bytes)
-    return w.table(_SST, (_swap(sst.id.bytes), info, sst.format_version, orig))
+    orig = None if sst.original_id is None else swap_halves(sst.original_id.bytes)
+    return w.table(SST, (swap_halves(sst.id.bytes), info, sst.format_version, orig))
 
 
 def _write_bound(w: _Writer, bound: BytesBound) -> int:
     key = None if bound.key is None else w.blob(bound.key)
-    return w.table(_BOUND, (int(bound.kind), key))
+    return w.table(BOUND, (int(bound.kind), key))
 
 
 def _write_view(w: _Writer, view: SstView) -> int:
@@ -152,8 +152,8 @@ def _write_view(w: _Writer, view: SstView) -> int:
     r = None
     if rng is not None:
         start, end = _write_bound(w, rng.start), _write_bound(w, rng.end)
-        r = w.table(_RANGE, (start, end))
-    return w.table(_VIEW, (_swap(view.view_id.bytes), _swap(view.sst_id.bytes), r))
+        r = w.table(RANGE, (start, end))
+    return w.table(VIEW, (swap_halves(view.view_id.bytes), swap_halves(view.sst_id.bytes), r))
 
 
 def _write_head(w: _Writer, m: Manifest) -> tuple[Any, ...]:
@@ -161,16 +161,16 @@ def _write_head(w: _Writer, m: Manifest) -> tuple[Any, ...]:
     which both store alike, and returns its offset last."""
     exts = []
     for e in m.external_dbs:
-        final = None if e.final_checkpoint_id is None else _swap(e.final_checkpoint_id.bytes)
-        ids = w.structs16([_swap(s.bytes) for s in e.sst_ids])
+        final = None if e.final_checkpoint_id is None else swap_halves(e.final_checkpoint_id.bytes)
+        ids = w.structs16([swap_halves(s.bytes) for s in e.sst_ids])
         path = w.string(e.path)
-        exts.append(w.table(_EXT, (path, _swap(e.source_checkpoint_id.bytes), final, ids)))
+        exts.append(w.table(EXT, (path, swap_halves(e.source_checkpoint_id.bytes), final, ids)))
     cps = []
     for cp in m.checkpoints:
         name = None if cp.name is None else w.string(cp.name)
-        meta = None if cp.writer_epoch is None else w.table(_WCP, (cp.writer_epoch,))
-        tag = None if meta is None else _WRITER_CHECKPOINT
-        cps.append(w.table(_CP, (_swap(cp.id.bytes), cp.manifest_id, cp.expire_time_s,
+        meta = None if cp.writer_epoch is None else w.table(WCP, (cp.writer_epoch,))
+        tag = None if meta is None else WRITER_CHECKPOINT
+        cps.append(w.table(CP, (swap_halves(cp.id.bytes), cp.manifest_id, cp.expire_time_s,
                                  cp.create_time_s, tag, meta, name)))
     return (w.tables(exts) if exts else None, m.initialized, m.destroyed_at_s, m.writer_epoch,
             m.compactor_epoch, m.replay_after_wal_id, m.wal_id_last_seen, m.next_wal_sst_id,
@@ -178,7 +178,7 @@ def _write_head(w: _Writer, m: Manifest) -> tuple[Any, ...]:
 
 
 def _opt_id(u: ULID | None) -> bytes | None:
-    return None if u is None else _swap(u.bytes)
+    return None if u is None else swap_halves(u.bytes)
 
 
 def _sst_index(m: Manifest) -> dict[bytes, CompactedSst]:
@@ -204,17 +204,17 @@ def _encode_v2(m: Manifest) -> bytes:
     w = _Writer()
     ssts = w.tables([_write_sst(w, s) for s in m.ssts])
     l0 = w.tables([_write_view(w, v) for v in m.l0])
-    runs = w.tables([w.table(_RUN2, (r.id, w.tables([_write_view(w, v) for v in r.views])))
+    runs = w.tables([w.table(RUN2, (r.id, w.tables([_write_view(w, v) for v in r.views])))
                      for r in m.compacted])
     *head, cps = _write_head(w, m)
     key_range = None
     if m.key_range is not None:
         bounds = (_write_bound(w, m.key_range.start), _write_bound(w, m.key_range.end))
-        key_range = w.table(_RANGE, bounds)
-    root = w.table(_M2, (*head, ssts, l0, runs, cps, m.last_l0_seq,
+        key_range = w.table(RANGE, bounds)
+    root = w.table(M2, (*head, ssts, l0, runs, cps, m.last_l0_seq,
                          _opt_id(m.last_compacted_l0_view_id),
                          _opt_id(m.last_compacted_l0_sst_id), m.max_parallel_writes, key_range))
-    return w.finish(root, _IDENT[2])
+    return w.finish(root, IDENT[2])
 
 
 def _check_v1(m: Manifest, known: dict[bytes, CompactedSst]) -> None:
@@ -253,13 +253,13 @@ def _encode_v1(m: Manifest) -> bytes:
     w = _Writer()
     l0 = w.tables([_write_sst(w, known[v.sst_id.bytes]) for v in m.l0])
     runs = w.tables([
-        w.table(_RUN1, (r.id, w.tables([_write_sst(w, known[v.sst_id.bytes]) for v in r.views])))
+        w.table(RUN1, (r.id, w.tables([_write_sst(w, known[v.sst_id.bytes]) for v in r.views])))
         for r in m.compacted
     ])
     *head, cps = _write_head(w, m)
-    root = w.table(_M1, (*head, _opt_id(m.last_compacted_l0_sst_id), l0, runs, cps,
+    root = w.table(M1, (*head, _opt_id(m.last_compacted_l0_sst_id), l0, runs, cps,
                          m.last_l0_seq, m.max_parallel_writes))
-    return w.finish(root, _IDENT[1])
+    return w.finish(root, IDENT[1])
 
 
 def _check_parallel_writes(m: Manifest) -> None:

@@ -1,0 +1,76 @@
+"""Creating an SST object: the one create-if-absent every SST writer uses.
+
+Every SST the engine writes goes to a name nobody else writes: a fresh ULID under a database's
+``compacted/`` directory (SlateDB RFC 0001, "File Layout"), or a staged name of one Spark task's
+attempt. The create is conditional (``put_if_absent`` / ``copy_if_absent``) all the same, so that
+a write can never replace an object; "already exists" at such a name can only be this writer's
+own earlier attempt that landed although its answer was lost (obstore retries a 5xx that came
+after the write landed, and the retry meets it). When the bytes there are ours, the create
+succeeded; when they are not, the error stands.
+
+Used by the writer (memtable flushes, re-homing behind the GC boundary, ``ingest_ssts``), the
+compactors (local and distributed) and the Spark ingest's staging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ulid import ULID
+
+from slatedb_core.errors import ObjectAlreadyExists
+from slatedb_core.layout import sst_path
+from slatedb_core.manifest.model import CompactedSst, SstInfo
+from slatedb_core.store.objectstore import ObjectStore
+
+
+def create_sst(store: ObjectStore, path: str, data: bytes | memoryview) -> None:
+    """Create ``path`` holding ``data`` if absent; the same bytes already there are ours.
+
+    ``data`` may be a memoryview (an encoder's scratch buffer): every store hands it to obstore,
+    which takes any buffer, so no copy is made.
+    """
+    try:
+        store.put_if_absent(path, data)  # type: ignore[arg-type]  # any buffer: see above
+    except ObjectAlreadyExists:
+        if store.get(path).data != data:
+            raise
+
+
+def write_new_sst(
+    store: ObjectStore,
+    db_path: str,
+    data: bytes,
+    info: SstInfo,
+    sst_id: ULID | None = None,
+) -> CompactedSst:
+    """Create the encoded SST ``data`` in ``db_path``'s ``compacted/`` directory under
+    ``sst_id`` (a fresh ULID unless given: a compactor announces its ids before it writes)."""
+    if sst_id is None:
+        sst_id = ULID()
+    create_sst(store, sst_path(db_path, sst_id), data)
+    return CompactedSst(id=sst_id, info=info)
+
+
+def copy_sst(
+    store: ObjectStore,
+    src: str,
+    db_path: str,
+    info: SstInfo,
+    read_src: Callable[[], bytes] | None = None,
+) -> CompactedSst:
+    """Copy the SST object ``src`` to a fresh ULID in ``db_path``'s ``compacted/`` directory
+    with ``copy_if_absent`` (a hard link or a server-side copy where the store can).
+
+    "Already exists" at the fresh name is accepted once its bytes equal ``src``'s (read by
+    ``read_src``, by default a GET of ``src``).
+    """
+    sst_id = ULID()
+    dst = sst_path(db_path, sst_id)
+    try:
+        store.copy_if_absent(src, dst)
+    except ObjectAlreadyExists:
+        expected = read_src() if read_src is not None else store.get(src).data
+        if store.get(dst).data != expected:
+            raise
+    return CompactedSst(id=sst_id, info=info)

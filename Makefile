@@ -41,7 +41,7 @@ test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 
 lint: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
-	$(BIN)/mypy slatedb_core spark_jobs orchestration
+	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools
 
 bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
 	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,bench]'
@@ -56,13 +56,13 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset)
 	mkdir -p $(CURDIR)/$(DEMO_DIR)/dagster-home
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
-	  $(BIN)/python -m orchestration.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize
+	  $(BIN)/python -m devtools.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 screenshot: $(STAMP) ## Retake docs/img/asset_graph.png: sample data, dagster dev, headless Chromium (OUT=...)
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
-	$(BIN)/python -m orchestration.screenshot --out $(or $(OUT),docs/img/asset_graph.png)
+	$(BIN)/python -m devtools.screenshot --out $(or $(OUT),docs/img/asset_graph.png)
 
 crash: $(STAMP) ## Crash-point tests: every store call of every operation, killed before and after
 	$(BIN)/pytest -q tests/crash -m "not s3"

@@ -1,5 +1,5 @@
 """Start ``dagster dev`` in its own process group on 127.0.0.1, wait for it, and stop every process
-it started. Shared by ``orchestration.screenshot`` and the end-to-end test of ``dagster dev``."""
+it started. Shared by ``devtools.screenshot`` and the end-to-end test of ``dagster dev``."""
 
 from __future__ import annotations
 

@@ -4,26 +4,25 @@ maintenance assets have something to do with.
 * ``orders``: several L0 SSTs (compaction has work) and a few writes only in the WAL;
 * ``customers``: a small, already tidy database with a named checkpoint;
 * ``legacy``: soft-destroyed, so garbage collection deletes it once its grace has passed;
-* ``events``: a sharded table (when ``slatedb_core.table`` is available), three shards.
+* ``events``: a sharded table, three shards.
 
 ``--register`` also adds the Dagster partitions at once (``DAGSTER_HOME`` must be set), so the UI
 lists every database before the discovery sensor's first tick.
 
-    python -m orchestration.sample_data --dir demo-data/dagster-store --reset --register
+    python -m devtools.sample_data --dir demo-data/dagster-store --reset --register
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
 
-from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, admin, open_store
-from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.table import Table
+from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, Table, admin, open_store
 
 DEFAULT_DIR = Path("demo-data/dagster-store")
 
@@ -68,7 +67,7 @@ def create_sample(store: ObjectStore, *, with_table: bool = True) -> list[str]:
         "customers", store, CheckpointOptions(lifetime=timedelta(days=2), name="retention")
     )
     write_database(store, "legacy", prefix="old-", l0_ssts=1, rows_per_sst=200, wal_rows=0)
-    destroy("legacy", store, soft=True)
+    Db.destroy("legacy", store, soft=True)
     written = ["orders", "customers", "legacy"]
     if with_table:
         written.extend(create_table(store, "events"))
@@ -91,8 +90,8 @@ def register_partitions(store_url: str, materialize: bool = False) -> int:
     (the settings file decides what is managed); with ``materialize``, also run one pass of
     every asset and check per partition, so the UI opens on real history. Returns the number of
     partitions added."""
-    import dataclasses
-
+    # Late: dagster, and the code location, which reads its settings file when imported; writing
+    # the sample databases needs neither.
     import dagster as dg
 
     from orchestration.assets import ASSETS, rescaling

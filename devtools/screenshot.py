@@ -6,7 +6,7 @@ every asset and check, so the graph shows real status), starts ``dagster dev`` o
 127.0.0.1 with its own DAGSTER_HOME (telemetry off), waits for it and its code location, has
 Chromium screenshot the lineage page, and stops every process it started.
 
-    python -m orchestration.screenshot --out docs/img/asset_graph.png
+    python -m devtools.screenshot --out docs/img/asset_graph.png
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from orchestration.devserver import (
+from devtools.devserver import (
     LOCATIONS,
     REPO,
     free_port,
@@ -85,7 +85,7 @@ def _config(work: Path) -> Path:
 
 
 def _sample_data(env: dict[str, str], work: Path, timeout_s: float) -> None:
-    command = [sys.executable, "-m", "orchestration.sample_data", "--dir", str(work / "store"),
+    command = [sys.executable, "-m", "devtools.sample_data", "--dir", str(work / "store"),
                "--register", "--materialize"]
     try:
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.devserver import processes_with, stop_dagster_dev
+from devtools.devserver import processes_with, stop_dagster_dev
 
 LEADER = """
 import os, signal, subprocess, sys, time

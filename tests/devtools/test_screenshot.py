@@ -1,4 +1,4 @@
-"""``python -m orchestration.screenshot``: sample databases, ``dagster dev`` and headless Chromium
+"""``python -m devtools.screenshot``: sample databases, ``dagster dev`` and headless Chromium
 produce a PNG of the asset graph of the requested size that is not blank, and no process is left.
 Needs Debian's chromium (``make screenshot`` installs it; CI does not), so it skips without it."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.devserver import REPO, processes_with
-from orchestration.screenshot import CHROMIUM
+from devtools.devserver import REPO, processes_with
+from devtools.screenshot import CHROMIUM
 
 pytestmark = [
     pytest.mark.slow,
@@ -82,7 +82,7 @@ def test_screenshot_of_the_asset_graph(tmp_path: Path) -> None:
     work = tmp_path / "tmp"  # TMPDIR of the script: in the environment of all it starts
     work.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "orchestration.screenshot", "--out", str(out),
+        [sys.executable, "-m", "devtools.screenshot", "--out", str(out),
          "--width", str(width), "--height", str(height)],
         cwd=REPO, env={**os.environ, "TMPDIR": str(work)}, capture_output=True, text=True,
         timeout=540,

@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from devtools.sample_data import write_database
 from orchestration.partitions import DATABASES
 from orchestration.resources import CheckpointPolicy, ManagedDatabasesResource, ObjectStoreResource
-from orchestration.sample_data import write_database
 from slatedb_core import ObjectStore
 
 

@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
+from devtools.sample_data import write_database
 from orchestration.assets import (
     EXPORT_CHECKPOINT_NAME,
     checkpoint_refresh,
@@ -20,7 +21,6 @@ from orchestration.assets import (
 )
 from orchestration.checks import CHECKS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from orchestration.sample_data import write_database
 from slatedb_core import DbReader, ObjectStore, admin
 from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy

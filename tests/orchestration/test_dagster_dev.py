@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from orchestration.devserver import free_port, stop_dagster_dev, wait_for
-from orchestration.sample_data import write_database
+from devtools.devserver import free_port, stop_dagster_dev, wait_for
+from devtools.sample_data import write_database
 from slatedb_core import open_store
 from slatedb_core.health import inspect_database
 

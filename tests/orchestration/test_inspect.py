@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from orchestration.sample_data import write_database
+from devtools.sample_data import write_database
 from slatedb_core import ObjectStore, admin, run_gc_once
 from slatedb_core.health import (
     boundary_path,

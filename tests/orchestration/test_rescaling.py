@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dagster as dg
 
+from devtools.sample_data import rows
 from orchestration.assets import rescaling
 from orchestration.partitions import DATABASES, TABLES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from orchestration.sample_data import rows
 from orchestration.sensors import discovery_requests
 from slatedb_core import ObjectStore
 from slatedb_core.table import Table

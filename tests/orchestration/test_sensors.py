@@ -8,11 +8,11 @@ import json
 import dagster as dg
 import pytest
 
+from devtools.sample_data import write_database
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG
 from orchestration.assets import compaction, garbage_collection
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from orchestration.sample_data import write_database
 from orchestration.sensors import build_sensors, evaluate_boundaries, evaluate_lag, tag_alert
 from slatedb_core import BoundaryMissing, CorruptionError, ObjectStore, run_gc_once
 from slatedb_core.health import boundary_path, inspect_database

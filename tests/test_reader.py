@@ -20,7 +20,8 @@ from slatedb_core.errors import (
     ReaderClosed,
     SstMissing,
 )
-from slatedb_core.lsm.dbstate import DbState, sst_path
+from slatedb_core.layout import sst_path
+from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.lsm.entries import KV_SCHEMA, batch_from_lists
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SortedRun, SstView

@@ -19,8 +19,8 @@ from slatedb_core.errors import (
     SlateDBError,
 )
 from slatedb_core.gc import run_gc_once
+from slatedb_core.layout import sst_path
 from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS, encode_manifest
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore

@@ -60,7 +60,8 @@ from slatedb_core.compactor.executor import (
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument, ObjectAlreadyExists
 from slatedb_core.keys import KeyRange
-from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
+from slatedb_core.layout import sst_path
+from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest

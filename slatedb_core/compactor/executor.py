@@ -46,7 +46,8 @@ from slatedb_core.errors import (
     Fenced,
     ObjectAlreadyExists,
 )
-from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path, sst_path
+from slatedb_core.layout import sst_path
+from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest

@@ -25,7 +25,7 @@ import pyarrow as pa
 from ulid import ULID
 
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import KIND_TOMBSTONE
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
@@ -33,10 +33,6 @@ from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.sst import BlockCache, SstReader
 from slatedb_core.store.objectstore import ObjectStore
-
-
-def sst_path(db_path: str, sst_id: ULID) -> str:
-    return join(db_path, "compacted", f"{sst_id}.sst")
 
 
 def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str:

@@ -45,8 +45,8 @@ from slatedb_core.errors import (
     ObjectAlreadyExists,
 )
 from slatedb_core.keys import check_in_range, clip_scan, outside_range
+from slatedb_core.layout import sst_path
 from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts
-from slatedb_core.lsm.dbstate import sst_path
 from slatedb_core.lsm.entries import KV_SCHEMA, sort_dedup
 from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView

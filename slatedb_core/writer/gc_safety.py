@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from ulid import ULID
 
 from slatedb_core.errors import DatabaseDeleted, ObjectAlreadyExists
-from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 
-from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import Manifest, SortedRun
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import SstReader

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from ulid import ULID
 
-from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import GarbageCollectorOptions

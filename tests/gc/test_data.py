@@ -12,7 +12,7 @@ from ulid import ULID
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import collector as gc_collector
 from slatedb_core.gc import run_gc_once
-from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.model import CompactedSst, ExternalDb, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import ManifestStore

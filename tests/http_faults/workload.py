@@ -40,8 +40,7 @@ from slatedb_core.errors import (
     StoreError,
 )
 from slatedb_core.gc import GarbageCollector
-from slatedb_core.layout import join
-from slatedb_core.lsm.dbstate import sst_path
+from slatedb_core.layout import join, sst_path
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.options import (

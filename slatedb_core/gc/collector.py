@@ -53,6 +53,8 @@ from ulid import ULID
 from slatedb_core.compactor.compactions import in_flight_output_ids
 from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
+from slatedb_core.gc.twophase import GcWindow
+from slatedb_core.gc.twophase import collect_garbage as collect_two_phase_garbage
 from slatedb_core.layout import join
 from slatedb_core.lifecycle.destroy import delete_database_objects, release_external_checkpoints
 from slatedb_core.manifest.model import ExternalDb, Manifest
@@ -458,12 +460,11 @@ class Collector:
         """Seed 001 "Transactional Store Deletion", when the store is two-phase CAS: the intents
         of manifests at or behind the manifest boundary that nothing pins, of WAL SSTs below the
         replay point and at or behind the WAL boundary this process last saw; orphaned
-        temporary objects (:meth:`TwoPhaseStore.collect_garbage`)."""
+        temporary objects (:func:`slatedb_core.gc.twophase.collect_garbage`)."""
         two_phase = two_phase_of(self.store)
         if two_phase is None:
             return
-        stats.two_phase = two_phase.collect_garbage(
-            self.path,
+        window = GcWindow(
             manifest_boundary=stats.manifest_boundary or 0,
             keep_manifests=pinned | {latest_id},
             wal_boundary=self.wal_boundary.cached,
@@ -471,6 +472,7 @@ class Collector:
             listed=listed,
             now_s=now_s,
         )
+        stats.two_phase = collect_two_phase_garbage(two_phase, self.path, window)
 
     # ---- deleting --------------------------------------------------------------------------
     def _delete(self, doomed: Sequence[tuple[str, int]], into: KindStats) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from slatedb_core.store.twophase import TwoPhaseGcStats
+from slatedb_core.gc.twophase import TwoPhaseGcStats
 
 Kind = Literal["manifest", "wal", "compacted", "compactions"]
 KINDS: tuple[Kind, ...] = ("manifest", "wal", "compacted", "compactions")

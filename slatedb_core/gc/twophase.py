@@ -1,6 +1,6 @@
 """GC of two-phase CAS (seed 001 "Transactional Store Deletion"), one database at a time: called
-by :mod:`slatedb_core.gc.collector` through
-:meth:`slatedb_core.store.twophase.TwoPhaseStore.collect_garbage`.
+by :mod:`slatedb_core.gc.collector` for a database whose store is a
+:class:`~slatedb_core.store.twophase.TwoPhaseStore`.
 
 It rolls forward uncommitted intents, deletes the intents of manifests at or behind the manifest
 boundary that no checkpoint pins and of WAL SSTs below the replay point and at or behind the WAL
@@ -12,28 +12,14 @@ Temporary names end in ``.<32 hex>.<8 hex>``: the manifest, compactions and WAL 
 
 from __future__ import annotations
 
-import re
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from slatedb_core.errors import StoreError
 from slatedb_core.layout import join
-from slatedb_core.store.checksum import crc32
-from slatedb_core.store.objectstore import ObjectMeta, ObjectStore
-from slatedb_core.store.twophase_keys import KeyedRows
-
-TEMP = re.compile(r"\.([0-9a-f]{32})\.([0-9a-f]{8})$")
-DEFAULT_TEMP_MIN_AGE_S = 24 * 3600.0
-"""Seed 001: "any other file ... older than a day"."""
-
-
-def temp_name(dest: str, data: bytes) -> str:
-    return f"{dest}.{uuid.uuid4().hex}.{crc32(data):08x}"
-
-
-def is_temp_name(path: str) -> bool:
-    return TEMP.search(path) is not None
+from slatedb_core.store.objectstore import ObjectMeta
+from slatedb_core.store.twophase import TwoPhaseStore
+from slatedb_core.store.twophase_keys import is_temp_name
 
 
 @dataclass
@@ -56,21 +42,15 @@ class GcWindow:
     now_s: float
 
 
-def collect_garbage(
-    rows: KeyedRows,
-    inner: ObjectStore,
-    recover: Callable[[str], set[str]],
-    temp_min_age_s: float,
-    db_path: str,
-    w: GcWindow,
-) -> TwoPhaseGcStats:
-    """One pass over the records of ``db_path``; ``recover(prefix)`` completes the uncommitted
-    intents under it and returns their sources. ``w.listed`` are object listings the caller
-    already made (``wal/``, ``compacted/``); ``manifest/`` and ``compactions/`` are listed here."""
+def collect_garbage(two_phase: TwoPhaseStore, db_path: str, w: GcWindow) -> TwoPhaseGcStats:
+    """One pass over the records of ``db_path``: the uncommitted intents under it are completed
+    first. ``w.listed`` are object listings the caller already made (``wal/``, ``compacted/``);
+    ``manifest/`` and ``compactions/`` are listed here."""
+    rows, inner = two_phase.rows, two_phase.inner
     stats = TwoPhaseGcStats()
     recovered: set[str] = set()
     try:
-        recovered = recover(db_path)
+        recovered = two_phase.recover_sources(db_path)
     except StoreError as e:
         stats.failed.append(f"recovery: {e}")
     stats.recovered = len(recovered)
@@ -89,7 +69,7 @@ def collect_garbage(
     candidates = [m for m in w.listed if is_temp_name(m.path) and m.path not in recovered]
     for sub in ("manifest", "compactions"):
         candidates += [m for m in inner.list(join(db_path, sub)) if is_temp_name(m.path)]
-    old = [m for m in candidates if w.now_s - m.last_modified.timestamp() >= temp_min_age_s]
+    old = [m for m in candidates if w.now_s - m.last_modified.timestamp() >= two_phase.temp_min_age_s]
     if old:
         pending = {i.source for i in rows.pending_intents(db_path)}
         for m in old:

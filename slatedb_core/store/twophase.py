@@ -50,7 +50,8 @@ ever deleted, so it is garbage that the next GC pass deletes again.
 **Mutable conditional objects** (the GC boundary files ``<db>/gc/<namespace>.boundary``) cannot
 use pattern 5 (a copy of version 2 could land after the copy of version 3): they are kept whole in
 the transactional store (pattern 2), and ``put_if_match`` is one ``UPDATE ... WHERE etag = ?``.
-``cell_paths`` (default :func:`is_boundary_path`) says which paths are cells; ``put_if_match`` on
+``cell_paths`` (default :func:`~slatedb_core.layout.ends_in_boundary`: the GC boundary files,
+the protocol's mutable CAS objects) says which paths are cells; ``put_if_match`` on
 any other path raises ``UnsupportedOperation``, never an unconditional write. Cells are listed.
 
 **Keys**: rows are keyed by the object's absolute location (``s3://bucket`` + ``lake/prod/x``),
@@ -69,7 +70,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
@@ -82,16 +83,9 @@ from slatedb_core.errors import (
     StoreError,
     UnsupportedOperation,
 )
-from slatedb_core.gc.twophase import (
-    DEFAULT_TEMP_MIN_AGE_S,
-    TEMP,
-    GcWindow,
-    TwoPhaseGcStats,
-    collect_garbage,
-    is_temp_name,
-    temp_name,
-)
+from slatedb_core.layout import ends_in_boundary
 from slatedb_core.store.checksum import crc32
+from slatedb_core.store.location import StoreLocation, store_location
 from slatedb_core.store.objectstore import (
     GetResult,
     ObjectMeta,
@@ -99,19 +93,19 @@ from slatedb_core.store.objectstore import (
     ObjectVersion,
     RequestCounters,
 )
-from slatedb_core.store.twophase_keys import KeyedRows, ensure_location_keys
+from slatedb_core.store.twophase_keys import (
+    DEFAULT_TEMP_MIN_AGE_S,
+    TEMP,
+    KeyedRows,
+    ensure_location_keys,
+    is_temp_name,
+    temp_name,
+)
 from slatedb_core.store.txn import Cell, Intent, TxnStore, open_txn_store
-from slatedb_core.store.url import StoreLocation, store_location
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_TEMP_MIN_AGE_S", "TwoPhaseGcStats", "TwoPhaseStore", "is_boundary_path"]
-__all__ += ["is_temp_name", "open_two_phase", "temp_name", "two_phase_of"]
 
-def is_boundary_path(path: str) -> bool:
-    """``.../gc/<name>.boundary``: the GC boundary files, the protocol's mutable CAS objects."""
-    parts = path.split("/")
-    return len(parts) >= 2 and parts[-2] == "gc" and parts[-1].endswith(".boundary")
 
 
 def _dt(ms: int) -> datetime:
@@ -140,7 +134,7 @@ class TwoPhaseStore(ObjectStore):
         txn: TxnStore,
         *,
         namespace: str | None = None,
-        cell_paths: Callable[[str], bool] = is_boundary_path,
+        cell_paths: Callable[[str], bool] = ends_in_boundary,
         temp_min_age_s: float = DEFAULT_TEMP_MIN_AGE_S,
         insert_attempts: int = 5,
         complete_in_background: int = 0,
@@ -170,6 +164,11 @@ class TwoPhaseStore(ObjectStore):
     @property
     def inner(self) -> ObjectStore:
         return self._inner
+
+    @property
+    def rows(self) -> KeyedRows:
+        """The transactional rows of this store's objects (its GC pass reads and deletes them)."""
+        return self._rows
 
     def __repr__(self) -> str:
         return f"TwoPhaseStore({self._inner!r}, {self.txn!r})"
@@ -424,10 +423,11 @@ class TwoPhaseStore(ObjectStore):
     def recover(self, prefix: str = "") -> int:
         """Seed 001 "Recovery": complete every uncommitted intent under ``prefix``. Returns how
         many were completed."""
-        return len(self._recover(prefix))
+        return len(self.recover_sources(prefix))
 
-    def _recover(self, prefix: str) -> set[str]:
-        """The sources of the intents completed (their temporary objects are gone)."""
+    def recover_sources(self, prefix: str) -> set[str]:
+        """Complete every uncommitted intent under ``prefix``; the sources of those completed
+        (their temporary objects are gone)."""
         done: set[str] = set()
         for intent in self._rows.pending_intents(prefix):
             if self._roll_forward(intent) is not None:
@@ -446,24 +446,6 @@ class TwoPhaseStore(ObjectStore):
                 self._rows.delete_intent(intent.dest, intent.source)
         return done
 
-    def collect_garbage(
-        self,
-        db_path: str,
-        *,
-        manifest_boundary: int,
-        keep_manifests: Iterable[int],
-        wal_boundary: int,
-        wal_floor: int,
-        listed: Iterable[ObjectMeta] = (),
-        now_s: float,
-    ) -> TwoPhaseGcStats:
-        """One GC pass over the records of ``db_path`` (:mod:`slatedb_core.gc.twophase`)."""
-        window = GcWindow(manifest_boundary, keep_manifests, wal_boundary, wal_floor, listed, now_s)
-        return collect_garbage(
-            self._rows, self._inner, self._recover, self.temp_min_age_s, db_path, window
-        )
-
-
 def two_phase_of(store: ObjectStore) -> TwoPhaseStore | None:
     """The :class:`TwoPhaseStore` under ``store`` (following wrappers' ``inner``), if any."""
     current: object = store
@@ -477,19 +459,15 @@ def two_phase_of(store: ObjectStore) -> TwoPhaseStore | None:
 
 
 def open_two_phase(
-    store: ObjectStore | str,
+    store: ObjectStore,
     txn_url: str,
     *,
     temp_min_age_s: float = DEFAULT_TEMP_MIN_AGE_S,
     complete_in_background: int = 0,
 ) -> TwoPhaseStore:
-    """Two-phase CAS over ``store`` (an object store or its URL, see
-    :func:`~slatedb_core.store.url.open_store`) with the transactional store at ``txn_url``
-    (``sqlite:///abs/path.db`` or ``postgresql://user@host:port/db``)."""
-    if isinstance(store, str):
-        from slatedb_core.store.url import open_store
-
-        store = open_store(store)
+    """Two-phase CAS over ``store`` with the transactional store at ``txn_url``
+    (``sqlite:///abs/path.db`` or ``postgresql://user@host:port/db``). A ``twophase+`` or
+    ``?txn=`` URL given to :func:`~slatedb_core.store.url.open_store` opens one."""
     return TwoPhaseStore(
         store,
         open_txn_store(txn_url),

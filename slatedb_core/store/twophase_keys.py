@@ -22,16 +22,33 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import uuid
 from dataclasses import dataclass
 
+from slatedb_core.store.checksum import crc32
+from slatedb_core.store.location import StoreLocation, store_location
 from slatedb_core.store.txn import CELLS, INTENTS, Cell, Intent, ListedRow, TxnStore
-from slatedb_core.store.url import StoreLocation, store_location
 
 log = logging.getLogger(__name__)
 
 META_NS = "slatedb:meta"
 MARKER = "intent-keys"
 MARKER_VALUE = b"location-v1"
+
+
+# ---- temporary objects: ``<dest>.<32 hex>.<crc32 8 hex>`` -----------------------------------
+TEMP = re.compile(r"\.([0-9a-f]{32})\.([0-9a-f]{8})$")
+DEFAULT_TEMP_MIN_AGE_S = 24 * 3600.0
+"""SlateDB RFC 0001, "Transactional Store Deletion": "any other file ... older than a day"."""
+
+
+def temp_name(dest: str, data: bytes) -> str:
+    return f"{dest}.{uuid.uuid4().hex}.{crc32(data):08x}"
+
+
+def is_temp_name(path: str) -> bool:
+    return TEMP.search(path) is not None
 
 
 class KeyedRows:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from obstore.store import LocalStore, MemoryStore, S3Store
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.store.local_cas import LocalCas
 from slatedb_core.store.objectstore import ObjectStore, ObstoreObjectStore, validate_relative_path
+from slatedb_core.store.twophase import open_two_phase
 
 _S3_KEYS = {
     "endpoint": ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"),
@@ -96,8 +96,6 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
         txn_url = overrides.pop("txn", None) or query.pop("txn", None) or os.environ.get(TXN_ENV)
         store = _s3(parts.netloc, unquote(parts.path), query, overrides, url)
         if txn_url:
-            from slatedb_core.store.twophase import open_two_phase
-
             return open_two_phase(store, txn_url)
         return store
     raise InvalidArgument(
@@ -211,58 +209,3 @@ def _s3(
         raise InvalidArgument(f"cannot configure S3 store for s3://{bucket}: {e}") from e
     shown = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     return ObstoreObjectStore(inner, url=shown, sorted_listing=True)
-
-
-# ---- where a store's objects live -------------------------------------------------------------
-_WRAPPERS = re.compile(r"^(?:[a-z][a-z0-9_-]*\+)+(?=[a-z][a-z0-9+.-]*://)")
-"""Wrapper stores prefix the URL of what they wrap (``faulty+``, ``nocas+``, ``twophase+``) and
-keep its paths: the objects are the wrapped store's."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoreLocation:
-    """Where a store's objects live: ``root`` names a namespace of absolute object names
-    (``s3://bucket``, ``file://`` for the local filesystem, ``memory://name``) and ``base`` is the
-    store's prefix inside it ("" or ``a/b``), so path ``p`` of the store is object
-    ``key(p)`` = ``base/p`` of ``root``. Equivalent URLs give one location for one object:
-    ``s3://b/lake/prod`` + ``orders`` and ``s3://b/lake`` + ``prod/orders`` are both
-    ``lake/prod/orders`` of ``s3://b``; ``file:///d/lake/`` and the plain path ``/d/lake``
-    (symlinks resolved when the store was opened) both ``d/lake/...`` of ``file://``."""
-
-    root: str
-    base: str = ""
-
-    def key(self, path: str) -> str:
-        return f"{self.base}/{path}" if self.base and path else (self.base or path)
-
-    def rel(self, key: str) -> str:
-        """The store path of absolute name ``key`` (which lies under ``base``)."""
-        if not self.base:
-            return key
-        if key == self.base:
-            return ""
-        if not key.startswith(self.base + "/"):
-            raise ValueError(f"{key!r} is not under {self.base!r}")
-        return key[len(self.base) + 1 :]
-
-
-def store_location(url: str) -> StoreLocation:
-    """The location of the store whose ``url`` (``ObjectStore.url``) is given: see
-    :class:`StoreLocation`. Not an S3 endpoint: one bucket name is one location, whichever
-    endpoint reaches it (two servers with a bucket of the same name would share keys, which
-    refuses writes but never lets two win); bucket names compare case-insensitively for the same
-    reason. Any other scheme (or an explicit namespace) is a root of its own."""
-    url = _WRAPPERS.sub("", url.strip())
-    scheme, sep, rest = url.partition("://")
-    scheme = scheme.lower()
-    if not sep:
-        return StoreLocation(url)
-    if scheme == "file":
-        return StoreLocation("file://", unquote(urlsplit(url).path).strip("/"))
-    if scheme == "s3":
-        # not urlsplit: a prefix is shown as given (unquoted), and may hold '?' or '#'
-        bucket, _, prefix = rest.partition("/")
-        return StoreLocation(f"s3://{bucket.lower()}", prefix.strip("/"))
-    if scheme == "memory":
-        return StoreLocation(f"memory://{rest.rstrip('/')}")
-    return StoreLocation(f"{scheme}://{rest}")

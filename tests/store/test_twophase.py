@@ -35,13 +35,8 @@ from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectVersion
-from slatedb_core.store.twophase import (
-    TwoPhaseStore,
-    is_temp_name,
-    open_two_phase,
-    temp_name,
-    two_phase_of,
-)
+from slatedb_core.store.twophase import TwoPhaseStore, open_two_phase, two_phase_of
+from slatedb_core.store.twophase_keys import is_temp_name, temp_name
 from slatedb_core.store.txn import SqliteTxnStore, TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog

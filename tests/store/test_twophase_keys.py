@@ -25,7 +25,8 @@ from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
-from slatedb_core.store.twophase import TwoPhaseStore, is_temp_name, temp_name
+from slatedb_core.store.twophase import TwoPhaseStore
+from slatedb_core.store.twophase_keys import is_temp_name, temp_name
 from slatedb_core.store.txn import TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
 from tests.gc import commit, new_db
@@ -306,7 +307,7 @@ def test_s3_bucket_and_prefix_split_anywhere_is_one_object(
     ],
 )
 def test_store_location_of_each_url_shape(url: str, root: str, base: str) -> None:
-    from slatedb_core.store.url import store_location
+    from slatedb_core.store.location import store_location
 
     loc = store_location(url)
     assert (loc.root, loc.base) == (root, base)

@@ -39,6 +39,7 @@ from lakehouse_demo.dataset import (
     generate,
     split_points,
 )
+from orchestration.delta import export_to_delta
 from slatedb_core import admin
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument, ShardMapConflict
 from slatedb_core.health import inspect_database, split_key
@@ -590,50 +591,32 @@ def orders_delta_export(
 ) -> Output[dict[str, Any]]:
     """The checkpoint (taken before the new orders and the rescale) as a Delta table of orders,
     written with deltalake and read back with deltalake to count its rows."""
-    from deltalake import CommitProperties, DeltaTable, write_deltalake
-
     step = "7 Delta export"
-    store = demo.store()
     started = time.monotonic()
     snap = TableSnapshot.from_json(daily_checkpoint["snapshot"])
     progress.start(step, daily_checkpoint["rows"], "")
-    uri = str(Path(demo.delta_dir).resolve())
-    counts = {"rows": 0}
-
-    def batches(table: Table) -> Any:
-        for kv in table.scan_arrow(batch_size=65536):
-            orders = decode_orders(kv)
-            counts["rows"] += orders.num_rows
-            progress.advance(step, orders.num_rows)
-            yield from orders.to_batches()
-
-    with Table.open(demo.table_path, store, snapshot=snap) as at_cp:
-        write_deltalake(
-            uri,
-            pa.RecordBatchReader.from_batches(SCHEMA, batches(at_cp)),
-            mode="overwrite",
-            commit_properties=CommitProperties(
-                custom_metadata={
-                    "slatedb.table": demo.table_path,
-                    "slatedb.shard_map_id": str(snap.shard_map_id),
-                    "slatedb.checkpoints": ",".join(str(c) for c in snap.checkpoints),
-                }
-            ),
-        )
-    dt = DeltaTable(uri)
-    read_back = dt.to_pyarrow_dataset().count_rows()
+    export = export_to_delta(
+        demo.store(),
+        snap,
+        str(Path(demo.delta_dir).resolve()),
+        decode=decode_orders,
+        schema=SCHEMA,
+        on_rows=lambda n: progress.advance(step, n),
+    )
     out = {
-        "uri": uri,
-        "rows_written": counts["rows"],
-        "rows_read_back": read_back,
+        "uri": export.uri,
+        "rows_written": export.rows,
+        "rows_read_back": export.rows_read_back,
         "checkpoint_rows": daily_checkpoint["rows"],
-        "matches_checkpoint": read_back == daily_checkpoint["rows"],
-        "delta_version": dt.version(),
-        "files": len(dt.file_uris()),
+        "matches_checkpoint": export.rows_read_back == daily_checkpoint["rows"],
+        "delta_version": export.version,
+        "files": export.files,
         "duration_s": time.monotonic() - started,
     }
     context.log.info(json.dumps(out))
-    progress.finish(step, f"{read_back:,} rows read back with deltalake (version {dt.version()})")
+    progress.finish(
+        step, f"{export.rows_read_back:,} rows read back with deltalake (version {export.version})"
+    )
     return _result(out)
 
 

@@ -8,22 +8,19 @@ that ``garbage_collection`` deletes; ``checkpoint_refresh`` keeps the named snap
 
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
 
 from orchestration.alerts import surface_alerts
 from orchestration.checkpoint_policy import plan_checkpoints
+from orchestration.delta import export_to_delta, export_uri
 from orchestration.partitions import databases_partitions, tables_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import (
     CheckpointNotFound,
     CheckpointOptions,
     DatabaseNotFound,
-    DbReader,
     admin,
     run_compaction_once,
     run_gc_once,
@@ -228,20 +225,6 @@ def checkpoint_refresh(
     )
 
 
-def _counted(reader: pa.RecordBatchReader, counts: dict[str, int]) -> Iterator[pa.RecordBatch]:
-    for batch in reader:
-        counts["rows"] += batch.num_rows
-        counts["bytes"] += batch.nbytes
-        yield batch
-
-
-def export_uri(root: str, db: str) -> str:
-    """Where the Delta table of ``db`` lives: ``<root>/<db>``; a plain directory is made absolute."""
-    if "://" in root:
-        return f"{root.rstrip('/')}/{db}"
-    return str((Path(root) / db).resolve())
-
-
 @dg.asset(
     partitions_def=databases_partitions,
     group_name=EXPORT,
@@ -258,8 +241,6 @@ def delta_export(
     store: ObjectStoreResource,
     managed: ManagedDatabasesResource,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    from deltalake import CommitProperties, DeltaTable, write_deltalake
-
     db = context.partition_key
     s = store.open()
     started = time.monotonic()
@@ -287,40 +268,26 @@ def delta_export(
             checkpoint_id, manifest_id = result.id, result.manifest_id
         else:
             checkpoint_id, manifest_id = snapshot.id, snapshot.manifest_id
-        uri = export_uri(managed.export_root, db)
-        counts = {"rows": 0, "bytes": 0}
         try:
-            with DbReader.open(db, s, checkpoint=checkpoint_id) as reader:
-                data = reader.scan_arrow()
-                write_deltalake(
-                    uri,
-                    pa.RecordBatchReader.from_batches(data.schema, _counted(data, counts)),
-                    mode="overwrite",
-                    commit_properties=CommitProperties(
-                        custom_metadata={
-                            "slatedb.database": db,
-                            "slatedb.checkpoint_id": str(checkpoint_id),
-                            "slatedb.manifest_id": str(manifest_id),
-                        }
-                    ),
-                )
+            export = export_to_delta(
+                s, db, export_uri(managed.export_root, db), checkpoint=checkpoint_id
+            )
         finally:
             if temporary:
                 try:
                     admin.delete_checkpoint(db, s, checkpoint_id)
                 except CheckpointNotFound:
                     pass
-    version = DeltaTable(uri).version()
-    context.log.info(f"{db}: exported {counts['rows']} rows at manifest {manifest_id} to {uri}")
+    context.log.info(f"{db}: exported {export.rows} rows at manifest {manifest_id} to {export.uri}")
     return dg.MaterializeResult(
         metadata={
-            "rows": _int(counts["rows"]),
-            "bytes": _int(counts["bytes"]),
-            "delta_version": _int(version),
+            "rows": _int(export.rows),
+            "bytes": _int(export.bytes),
+            "delta_version": _int(export.version),
             "manifest_id": _int(manifest_id),
             "checkpoint_id": dg.MetadataValue.text(str(checkpoint_id)),
             "snapshot": dg.MetadataValue.text("temporary" if temporary else "named"),
-            "table_uri": dg.MetadataValue.path(uri),
+            "table_uri": dg.MetadataValue.path(export.uri),
             "duration_s": _float(time.monotonic() - started),
         }
     )

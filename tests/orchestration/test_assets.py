@@ -16,10 +16,10 @@ from orchestration.assets import (
     checkpoint_refresh,
     compaction,
     delta_export,
-    export_uri,
     garbage_collection,
 )
 from orchestration.checks import CHECKS
+from orchestration.delta import export_uri
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import DbReader, ObjectStore, admin
 from slatedb_core.health import inspect_database

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from ulid import ULID
 
-import slatedb_core.writer.db as db_module
+import slatedb_core.sst.create as sst_create
 from slatedb_core.errors import (
     CorruptionError,
     Fenced,
@@ -261,7 +261,7 @@ def test_a_copy_behind_the_gc_boundary_is_rehomed_from_its_source(
     with Db.open("db", store, FAST) as db:
         compacted_boundary(store, "db").advance(int(time.time() * 1000))
         hour_ago = time.time() - 3600
-        monkeypatch.setattr(db_module, "ULID", lambda: ULID.from_timestamp(hour_ago))
+        monkeypatch.setattr(sst_create, "ULID", lambda: ULID.from_timestamp(hour_ago))
         db.ingest_ssts([src])
         monkeypatch.undo()
         (sst,) = db.manifest.manifest.ssts

@@ -58,15 +58,15 @@ from slatedb_core.compactor.executor import (
     split_by_size,
 )
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
-from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument, ObjectAlreadyExists
+from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import sst_path
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -232,13 +232,7 @@ def execute_subcompaction(
         sst_id = ULID()
         _announce(records, plan.compaction_id, sst_id)  # before the object exists
         data, info = encode_sst(part, sst_options)
-        path = sst_path(plan.db_path, sst_id)
-        try:
-            store.put_if_absent(path, data)
-        except ObjectAlreadyExists:
-            if store.get(path).data != data:  # ULIDs do not collide: our own retried put
-                raise
-        outputs.append(CompactedSst(id=sst_id, info=info))
+        outputs.append(write_new_sst(store, plan.db_path, data, info, sst_id))
         rows_out += part.num_rows
         bytes_out += len(data)
         del part, data

@@ -44,15 +44,14 @@ from slatedb_core.errors import (
     CompactionSourceChanged,
     CorruptionError,
     Fenced,
-    ObjectAlreadyExists,
 )
-from slatedb_core.layout import sst_path
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, encode_sst
+from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -339,13 +338,4 @@ class CompactionExecutor:
 
     def _write_sst(self, sst_id: ULID, part: pa.Table) -> CompactedSst:
         data, info = encode_sst(part, self.sst_options)
-        self._put(sst_path(self.db_path, sst_id), data)
-        return CompactedSst(id=sst_id, info=info)
-
-    def _put(self, path: str, data: bytes) -> None:
-        try:
-            self.store.put_if_absent(path, data)
-        except ObjectAlreadyExists:
-            # ULIDs do not collide: this is our own earlier attempt landing after all
-            if self.store.get(path).data != data:
-                raise
+        return write_new_sst(self.store, self.db_path, data, info, sst_id)

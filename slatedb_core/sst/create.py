@@ -14,8 +14,6 @@ compactors (local and distributed) and the Spark ingest's staging.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ulid import ULID
 
 from slatedb_core.errors import ObjectAlreadyExists
@@ -52,25 +50,17 @@ def write_new_sst(
     return CompactedSst(id=sst_id, info=info)
 
 
-def copy_sst(
-    store: ObjectStore,
-    src: str,
-    db_path: str,
-    info: SstInfo,
-    read_src: Callable[[], bytes] | None = None,
-) -> CompactedSst:
+def copy_sst(store: ObjectStore, src: str, db_path: str, info: SstInfo) -> CompactedSst:
     """Copy the SST object ``src`` to a fresh ULID in ``db_path``'s ``compacted/`` directory
     with ``copy_if_absent`` (a hard link or a server-side copy where the store can).
 
-    "Already exists" at the fresh name is accepted once its bytes equal ``src``'s (read by
-    ``read_src``, by default a GET of ``src``).
+    "Already exists" at the fresh name is accepted once its bytes equal ``src``'s.
     """
     sst_id = ULID()
     dst = sst_path(db_path, sst_id)
     try:
         store.copy_if_absent(src, dst)
     except ObjectAlreadyExists:
-        expected = read_src() if read_src is not None else store.get(src).data
-        if store.get(dst).data != expected:
+        if store.get(dst).data != store.get(src).data:
             raise
     return CompactedSst(id=sst_id, info=info)

@@ -36,16 +36,13 @@ from types import TracebackType
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from ulid import ULID
 
 from slatedb_core.checkpoints import checkpoint_change
 from slatedb_core.errors import (
     DbClosed,
     InvalidArgument,
-    ObjectAlreadyExists,
 )
 from slatedb_core.keys import check_in_range, clip_scan, outside_range
-from slatedb_core.layout import sst_path
 from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts
 from slatedb_core.lsm.entries import KV_SCHEMA, sort_dedup
 from slatedb_core.lsm.iterators import iter_rows
@@ -62,6 +59,7 @@ from slatedb_core.options import (
     check_optional,
 )
 from slatedb_core.sst import SstReader, encode_sst
+from slatedb_core.sst.create import copy_sst
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
@@ -401,7 +399,7 @@ class Db(WriterEngine):
             infos.append((path, info))
         if not infos:
             return BulkIngestStats(0, 0, 0, self._state.manifest.id)
-        ssts = [self._copy_sst(path, info) for path, info in infos]
+        ssts = [copy_sst(self.store, path, self.path, info) for path, info in infos]
         datas = [functools.partial(self._read_object, path) for path, _ in infos]
         with self._l0_lock:
             seq = self._reserve_seqs_and_freeze(1)
@@ -409,19 +407,6 @@ class Db(WriterEngine):
         rows = sum(info.entry_count for _, info in infos)
         size = sum(info.size_bytes for _, info in infos)
         return BulkIngestStats(rows, len(ssts), size, stored.id)
-
-    def _copy_sst(self, src: str, info: SstInfo) -> CompactedSst:
-        """Copy ``src`` to a fresh ULID under ``compacted/``. "Already exists" at a fresh name
-        can only be our own copy whose answer was lost and retried (as in
-        :func:`~slatedb_core.writer.gc_safety.create_sst`): accepted once the bytes are checked."""
-        sst_id = ULID()
-        dst = sst_path(self.path, sst_id)
-        try:
-            self.store.copy_if_absent(src, dst)
-        except ObjectAlreadyExists:
-            if self.store.get(dst).data != self._read_object(src):
-                raise
-        return CompactedSst(id=sst_id, info=info)
 
     def _read_object(self, path: str) -> bytes:
         return self.store.get(path).data

@@ -49,10 +49,11 @@ from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore,
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import BlockCache, SstOptions, encode_sst
+from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWindow, WalWriter
 from slatedb_core.wal.pipeline import WalAcks, WalBuffer
-from slatedb_core.writer.gc_safety import NewSsts, write_new_sst, writer_checkpoint
+from slatedb_core.writer.gc_safety import NewSsts, writer_checkpoint
 from slatedb_core.writer.l0_flush import (
     RESIDENT_OVERHEAD_PER_ENTRY,
     l0_flush_change,

@@ -8,7 +8,7 @@
   base manifest is known and before its create, an SST whose creation time is at or behind the
   compacted boundary is rewritten under a newer id first (:class:`NewSsts`), so no manifest ever
   names an SST a GC pass may already have deleted;
-* creating the writer's SSTs by create-if-absent (:func:`create_sst`, :func:`write_new_sst`).
+* creating the writer's SSTs by create-if-absent (:mod:`slatedb_core.sst.create`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from collections.abc import Callable, Sequence
 
 from ulid import ULID
 
-from slatedb_core.errors import DatabaseDeleted, ObjectAlreadyExists
+from slatedb_core.errors import DatabaseDeleted
 from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,
     Manifest,
-    SstInfo,
 )
 from slatedb_core.meta.boundary import ULID_MS_TOMBSTONE, BoundaryObject
+from slatedb_core.sst.create import create_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -45,24 +45,6 @@ def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
         writer_epoch=epoch,
     )
     return dataclasses.replace(m, checkpoints=(*others, cp))
-
-
-def create_sst(store: ObjectStore, path: str, data: bytes) -> None:
-    """Create-if-absent under a fresh ULID. "Already exists" with our bytes is our own
-    earlier attempt (obstore retries a 5xx that came after the write landed, and the
-    retry meets it), so it is success."""
-    try:
-        store.put_if_absent(path, data)
-    except ObjectAlreadyExists:
-        if store.get(path).data != data:
-            raise
-
-
-def write_new_sst(store: ObjectStore, db_path: str, data: bytes, info: SstInfo) -> CompactedSst:
-    """Create the encoded SST ``data`` under a fresh ULID in ``db_path``'s compacted directory."""
-    sst_id = ULID()
-    create_sst(store, sst_path(db_path, sst_id), data)
-    return CompactedSst(id=sst_id, info=info)
 
 
 class NewSsts:

@@ -56,7 +56,8 @@ from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.gc.twophase import GcWindow
 from slatedb_core.gc.twophase import collect_garbage as collect_two_phase_garbage
 from slatedb_core.layout import join
-from slatedb_core.lifecycle.destroy import delete_database_objects, release_external_checkpoints
+from slatedb_core.lifecycle.destroy import delete_database_objects
+from slatedb_core.lifecycle.external import release_external_checkpoints
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import BoundaryObject

@@ -58,6 +58,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone_wal import copy_wal, last_with_data, start_over
+from slatedb_core.lifecycle.external import Latest, release_external_checkpoints, same_format_store
 from slatedb_core.lifecycle.origin import clone_mismatch, clone_origin_of, establish
 from slatedb_core.manifest.codec import (
     DEFAULT_FORMAT_VERSION,
@@ -102,7 +103,6 @@ def check_live(path: str, m: Manifest) -> None:
         raise DatabaseNotInitialized(f"source database {path!r} is not initialized")
 
 
-Latest = tuple[ManifestStore, StoredManifest]
 """A database's latest manifest, with a store that commits in that manifest's format."""
 
 
@@ -124,15 +124,6 @@ def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, i
     name = ms.seq.path(object_id)
     opened = open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
     return decode_manifest(data, name=name), opened.version
-
-
-def same_format_store(store: ObjectStore, path: str) -> Latest:
-    """The latest manifest, and a manifest store that commits in its format: our checkpoint
-    commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
-    ms = ManifestStore(store, path)  # commits keep the format of their base (issue 19 item 11)
-    # read_latest: the base carries its nonce (a commit on it records its parent, see
-    # ManifestStore) and a destroyed, collected path raises DatabaseDestroyed
-    return ms, ms.read_latest()
 
 
 def _ephemeral(
@@ -320,8 +311,6 @@ def finish(
             copy()
         return mark_initialized(ms)
     except DatabaseDestroyed:
-        from slatedb_core.lifecycle.destroy import release_external_checkpoints
-
         release_external_checkpoints(store, dest, m)
         raise
 

@@ -44,21 +44,25 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from slatedb_core.errors import (
-    CheckpointNotFound,
     DatabaseDestroyed,
-    DatabaseNotFound,
     Fenced,
     InvalidDeletion,
     ObjectNotFound,
     SlateDBError,
 )
-from slatedb_core.layout import join
-from slatedb_core.lifecycle.origin import ORIGIN_NAME
+from slatedb_core.layout import (
+    COMPACTIONS_BOUNDARY,
+    OWN_DIRS,
+    OWN_FILES,
+    boundary_path,
+    is_boundary,
+    join,
+)
+from slatedb_core.lifecycle.external import release_external_checkpoints
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
-from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import check_instance
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import (
@@ -75,18 +79,12 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 __all__ = [
-    "OWN_DIRS",
     "delete_database_objects",
     "destroy",
     "is_own_object",
-    "release_external_checkpoints",
     "write_tombstone",
 ]
 
-OWN_DIRS = frozenset({"manifest", "wal", "compacted", "compactions", "gc"})
-"""The directories of a database's own objects (see the module docstring)."""
-OWN_FILES = frozenset({ORIGIN_NAME})
-"""Objects of the database directly under its path (a clone's or union's origin record)."""
 
 _SOFT_ATTEMPTS = 10
 _DELETE_CONCURRENCY = 16
@@ -190,32 +188,6 @@ def _hard(ms: ManifestStore, now: Clock) -> None:
     delete_database_objects(ms)
 
 
-# ---- shared with the garbage collector ------------------------------------------------------
-def release_external_checkpoints(store: ObjectStore, path: str, m: Manifest) -> int:
-    """Delete the final checkpoints that ``m`` (a clone's manifest) holds in the databases it
-    references, so those can be collected. Missing checkpoints or databases are fine (an earlier
-    attempt got there). Returns how many were deleted."""
-    from slatedb_core.checkpoints import delete_change
-    from slatedb_core.lifecycle.clone import same_format_store
-
-    n = 0
-    for entry in m.external_dbs:
-        if entry.final_checkpoint_id is None:
-            continue
-        try:
-            ems, latest = same_format_store(store, entry.path)
-            ems.update(delete_change(entry.final_checkpoint_id), base=latest)
-            n += 1
-        except (CheckpointNotFound, DatabaseNotFound, DatabaseDestroyed):
-            log.info(
-                "final checkpoint %s of %r in %r is already gone",
-                entry.final_checkpoint_id,
-                path,
-                entry.path,
-            )
-    return n
-
-
 def is_own_object(db_path: str, path: str) -> bool:
     """True if ``path`` is one of the database's own objects (module docstring): a direct child
     of one of :data:`OWN_DIRS`, and no boundary file (those stay as the tombstone)."""
@@ -227,14 +199,14 @@ def is_own_object(db_path: str, path: str) -> bool:
         return parts[0] in OWN_FILES
     if len(parts) != 2 or parts[0] not in OWN_DIRS or not parts[1]:
         return False
-    return not (parts[0] == "gc" and parts[1].endswith(".boundary"))
+    return not is_boundary(path[len(prefix) :])
 
 
 def _boundaries(ms: ManifestStore) -> list[tuple[BoundaryObject, int]]:
     store, path = ms.store, ms.db_path
     return [
         (ms.seq.boundary, TOMBSTONE),
-        (SequencedStore(store, path, "compactions", "compactions").boundary, TOMBSTONE),
+        (BoundaryObject(store, boundary_path(path, COMPACTIONS_BOUNDARY)), TOMBSTONE),
         (wal_boundary(WalLog(store, path)), TOMBSTONE),
         (compacted_boundary(store, path), ULID_MS_TOMBSTONE),
     ]

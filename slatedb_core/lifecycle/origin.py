@@ -44,14 +44,13 @@ from dataclasses import dataclass
 
 from slatedb_core.errors import CorruptionError, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import clone_origin_path
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.store.objectstore import ObjectStore
 
-ORIGIN_NAME = "clone.origin"
 MAGIC = b"SDBO"
 VERSION = 1
 _UNION_NS = uuid.UUID("6f1c3d52-5b0e-4a55-9a43-2d8e0d9c7f10")
@@ -79,7 +78,7 @@ Origin = CloneOrigin | UnionOrigin
 
 
 def origin_path(db_path: str) -> str:
-    return join(db_path, ORIGIN_NAME)
+    return clone_origin_path(db_path)
 
 
 def range_key(rng: KeyRange | None) -> RangeKey:

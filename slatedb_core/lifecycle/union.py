@@ -37,15 +37,14 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import (
     CloneConflict,
     Fallbacks,
-    Latest,
     Snapshot,
     check_paths,
     drop_ephemeral,
     finish,
-    same_format_store,
     take_snapshot,
     verify_final_checkpoints,
 )
+from slatedb_core.lifecycle.external import Latest, same_format_store
 from slatedb_core.lifecycle.origin import (
     Signature,
     establish,

@@ -39,9 +39,11 @@ test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagst
 test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff and mypy
+lint: $(STAMP) ## ruff, strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
-	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools
+	$(BIN)/mypy slatedb_core spark_jobs orchestration
+	$(BIN)/lint-imports
+	$(BIN)/python tools/structure.py devtools
 
 bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
 	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,bench]'

@@ -8,13 +8,51 @@ onto a half-open range without loss.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.manifest.model import BoundKind, BytesBound, BytesRange
 
 
+# ---- the manifest's bounds (SlateDB RFC 0004, ``BytesRange`` of a view's visible range) ----------
+class BoundKind(enum.IntEnum):
+    UNBOUNDED = 0
+    INCLUDED = 1
+    EXCLUDED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class BytesBound:
+    kind: BoundKind = BoundKind.UNBOUNDED
+    key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind == BoundKind.UNBOUNDED) != (self.key is None):
+            raise ValueError("an UNBOUNDED bound has no key; INCLUDED/EXCLUDED bounds need one")
+
+    @staticmethod
+    def unbounded() -> BytesBound:
+        return BytesBound(BoundKind.UNBOUNDED, None)
+
+    @staticmethod
+    def included(key: bytes) -> BytesBound:
+        return BytesBound(BoundKind.INCLUDED, bytes(key))
+
+    @staticmethod
+    def excluded(key: bytes) -> BytesBound:
+        return BytesBound(BoundKind.EXCLUDED, bytes(key))
+
+
+@dataclass(frozen=True, slots=True)
+class BytesRange:
+    """A key range with explicit bound kinds (the manifest's ``visible_range``)."""
+
+    start: BytesBound = field(default_factory=BytesBound.unbounded)
+    end: BytesBound = field(default_factory=BytesBound.unbounded)
+
+
+# ---- half-open ranges, the public API's --------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class KeyRange:
     """``start`` inclusive, ``end`` exclusive; None is unbounded."""

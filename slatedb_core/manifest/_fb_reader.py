@@ -13,6 +13,7 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.keys import BoundKind, BytesBound, BytesRange
 from slatedb_core.manifest._fb_layout import (
     BOUND,
     CP,
@@ -43,9 +44,6 @@ from slatedb_core.manifest._fb_layout import (
     uuid_of,
 )
 from slatedb_core.manifest.model import (
-    BoundKind,
-    BytesBound,
-    BytesRange,
     Checkpoint,
     CompactedSst,
     ExternalDb,

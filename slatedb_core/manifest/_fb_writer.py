@@ -10,6 +10,7 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.keys import BytesBound
 from slatedb_core.manifest._fb_layout import (
     ALIGN,
     BOUND,
@@ -37,13 +38,7 @@ from slatedb_core.manifest._fb_layout import (
     picker,
     swap_halves,
 )
-from slatedb_core.manifest.model import (
-    MAX_PARALLEL_WRITES,
-    BytesBound,
-    CompactedSst,
-    Manifest,
-    SstView,
-)
+from slatedb_core.manifest.model import MAX_PARALLEL_WRITES, CompactedSst, Manifest, SstView
 from slatedb_core.meta import envelope
 
 

@@ -7,51 +7,16 @@ between threads as an immutable snapshot and changed only with ``dataclasses.rep
 
 from __future__ import annotations
 
-import enum
 import uuid
 from dataclasses import dataclass, field
 
 from ulid import ULID
 
+from slatedb_core.keys import BytesRange
+
 MAX_PARALLEL_WRITES = 64
 """Upper bound of ``Manifest.max_parallel_writes`` (and ``DbOptions.max_parallel_writes``): a new
 writer writes that many fencing SSTs at open, so the value must stay small."""
-
-
-class BoundKind(enum.IntEnum):
-    UNBOUNDED = 0
-    INCLUDED = 1
-    EXCLUDED = 2
-
-
-@dataclass(frozen=True, slots=True)
-class BytesBound:
-    kind: BoundKind = BoundKind.UNBOUNDED
-    key: bytes | None = None
-
-    def __post_init__(self) -> None:
-        if (self.kind == BoundKind.UNBOUNDED) != (self.key is None):
-            raise ValueError("an UNBOUNDED bound has no key; INCLUDED/EXCLUDED bounds need one")
-
-    @staticmethod
-    def unbounded() -> BytesBound:
-        return BytesBound(BoundKind.UNBOUNDED, None)
-
-    @staticmethod
-    def included(key: bytes) -> BytesBound:
-        return BytesBound(BoundKind.INCLUDED, bytes(key))
-
-    @staticmethod
-    def excluded(key: bytes) -> BytesBound:
-        return BytesBound(BoundKind.EXCLUDED, bytes(key))
-
-
-@dataclass(frozen=True, slots=True)
-class BytesRange:
-    """A key range with explicit bound kinds (the manifest's ``visible_range``)."""
-
-    start: BytesBound = field(default_factory=BytesBound.unbounded)
-    end: BytesBound = field(default_factory=BytesBound.unbounded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,15 +44,8 @@ from dataclasses import dataclass
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, UnionError
-from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.model import (
-    BytesRange,
-    CompactedSst,
-    ExternalDb,
-    Manifest,
-    SortedRun,
-    SstView,
-)
+from slatedb_core.keys import BytesRange, KeyRange
+from slatedb_core.manifest.model import CompactedSst, ExternalDb, Manifest, SortedRun, SstView
 
 
 def effective_range(view: SstView, sst: CompactedSst) -> KeyRange:

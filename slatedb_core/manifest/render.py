@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from slatedb_core.manifest.model import (
-    BoundKind,
-    BytesBound,
-    BytesRange,
-    Checkpoint,
-    CompactedSst,
-    Manifest,
-    SstView,
-)
+from slatedb_core.keys import BoundKind, BytesBound, BytesRange
+from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SstView
 
 
 def _key(k: bytes | None) -> str | None:

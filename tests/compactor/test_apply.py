@@ -11,9 +11,8 @@ from ulid import ULID
 from slatedb_core.compactor.executor import apply_compaction
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.errors import CompactionSourceChanged
+from slatedb_core.keys import BytesBound, BytesRange
 from slatedb_core.manifest.model import (
-    BytesBound,
-    BytesRange,
     CompactedSst,
     ExternalDb,
     Manifest,

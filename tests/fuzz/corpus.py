@@ -17,13 +17,11 @@ import pyarrow as pa
 from ulid import ULID
 
 from slatedb_core.compactor.compactions import CompactionRecord, CompactionsState, encode_state
-from slatedb_core.keys import KeyRange
+from slatedb_core.keys import BytesBound, BytesRange, KeyRange
 from slatedb_core.lsm.entries import batch_from_lists, sort_dedup
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
-    BytesBound,
-    BytesRange,
     Checkpoint,
     CompactedSst,
     ExternalDb,

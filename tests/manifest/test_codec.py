@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, InvalidArgument
+from slatedb_core.keys import BoundKind, BytesBound, BytesRange
 from slatedb_core.manifest.codec import (
     DEFAULT_FORMAT_VERSION,
     MANIFEST_MAGIC,
@@ -32,9 +33,6 @@ from slatedb_core.manifest.codec import (
 )
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
-    BoundKind,
-    BytesBound,
-    BytesRange,
     Checkpoint,
     CompactedSst,
     ExternalDb,
@@ -800,7 +798,8 @@ def test_structurally_invalid_v2_payload_is_corruption(manifest: Manifest, kwarg
 
 
 def test_v2_round_trips_a_projected_key_range() -> None:
-    from slatedb_core.manifest.model import BytesBound, BytesRange, Manifest
+    from slatedb_core.keys import BytesBound, BytesRange
+    from slatedb_core.manifest.model import Manifest
 
     rng = BytesRange(BytesBound.included(b"g"), BytesBound.excluded(b"p"))
     m = Manifest(key_range=rng)
@@ -809,7 +808,8 @@ def test_v2_round_trips_a_projected_key_range() -> None:
 
 
 def test_v1_cannot_store_a_key_range() -> None:
-    from slatedb_core.manifest.model import BytesBound, BytesRange, Manifest
+    from slatedb_core.keys import BytesBound, BytesRange
+    from slatedb_core.manifest.model import Manifest
 
     m = Manifest(key_range=BytesRange(BytesBound.included(b"a"), BytesBound.unbounded()))
     with pytest.raises(InvalidArgument):

@@ -13,11 +13,9 @@ from hypothesis import strategies as st
 from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument, UnionError
-from slatedb_core.keys import KeyRange
+from slatedb_core.keys import BytesBound, BytesRange, KeyRange
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import (
-    BytesBound,
-    BytesRange,
     Checkpoint,
     CompactedSst,
     ExternalDb,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from lakehouse_demo.pipeline import ASSETS, DemoResource, demo_job
+from lakehouse_demo.pipeline import ASSETS, demo_job
+from lakehouse_demo.resource import DemoResource
 
 
 def resource_for(

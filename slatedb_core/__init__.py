@@ -5,7 +5,7 @@ The public API is what this module re-exports; everything else is internal and m
 
 from __future__ import annotations
 
-from slatedb_core import admin, errors, health
+from slatedb_core import admin, errors, health, layout
 from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.errors import (
@@ -50,7 +50,8 @@ from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot
 from slatedb_core.writer.batch import WriteBatch
-from slatedb_core.writer.db import BulkIngestStats, Db
+from slatedb_core.writer.db import Db
+from slatedb_core.writer.types import BulkIngestStats
 
 __version__ = "0.1.0"
 
@@ -113,6 +114,7 @@ __all__ = [
     "errors",
     "health",
     "inspect",
+    "layout",
     "open_store",
     "run_compaction_once",
     "run_gc_once",

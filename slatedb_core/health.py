@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from slatedb_core.compactor.compactions import compactions_seq
 from slatedb_core.errors import ObjectNotFound
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import (
+    COMPACTED_BOUNDARY,
+    COMPACTIONS_BOUNDARY,
+    MANIFEST_BOUNDARY,
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    WAL_BOUNDARY,
+    boundary_path,
+)
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -36,7 +44,6 @@ __all__ = [
     "BOUNDARY_NAMESPACES",
     "BoundaryViolation",
     "DatabaseHealth",
-    "boundary_path",
     "check_boundaries",
     "database_health",
     "inspect_database",
@@ -50,10 +57,10 @@ __all__ = [
 
 Clock = Callable[[], float]
 
-BOUNDARY_NAMESPACES = ("manifest", "wal", "compactions", "compacted")
+BOUNDARY_NAMESPACES = (MANIFEST_BOUNDARY, WAL_BOUNDARY, COMPACTIONS_BOUNDARY, COMPACTED_BOUNDARY)
 """The ``gc/<namespace>.boundary`` files. ``compacted`` holds ULID milliseconds, the others ids."""
 
-_MANIFEST_NAME = re.compile(r"^\d{20}\.manifest$")
+_MANIFEST_NAME = re.compile(r"^\d{20}\." + re.escape(MANIFEST_SUFFIX) + "$")
 _HEAD_CONCURRENCY = 16
 _CLOCK_SKEW_MS = 5 * 60 * 1000
 """How far ahead of our clock ``gc/compacted.boundary`` may be before we call it wrong: it is set
@@ -161,13 +168,9 @@ def list_databases(store: ObjectStore, prefix: str = "") -> list[str]:
     found: set[str] = set()
     for meta in store.list(prefix.strip("/")):
         parts = meta.path.rsplit("/", 2)
-        if len(parts) == 3 and parts[1] == "manifest" and _MANIFEST_NAME.match(parts[2]):
+        if len(parts) == 3 and parts[1] == MANIFEST_DIR and _MANIFEST_NAME.match(parts[2]):
             found.add(parts[0])
     return sorted(found)
-
-
-def boundary_path(db_path: str, namespace: str) -> str:
-    return join(db_path, "gc", f"{namespace}.boundary")
 
 
 def read_boundaries(store: ObjectStore, db_path: str) -> dict[str, int | None]:
@@ -194,10 +197,10 @@ def latest_ids(
     listed_wal = WalLog(store, db_path).list_ids(after=m.wal_id_last_seen)
     wal = max([m.wal_id_last_seen, m.next_wal_sst_id - 1, *listed_wal])
     return {
-        "manifest": stored.id,
-        "wal": wal if wal > 0 else None,
-        "compactions": compactions_seq(store, db_path).latest_id(),
-        "compacted": int(time.time() * 1000),
+        MANIFEST_BOUNDARY: stored.id,
+        WAL_BOUNDARY: wal if wal > 0 else None,
+        COMPACTIONS_BOUNDARY: compactions_seq(store, db_path).latest_id(),
+        COMPACTED_BOUNDARY: int(time.time() * 1000),
     }
 
 
@@ -220,13 +223,13 @@ def check_boundaries(
         if value is None or value == 0:
             continue
         newest = latest.get(ns)
-        if ns == "compacted":
+        if ns == COMPACTED_BOUNDARY:
             assert newest is not None
             if value > newest + _CLOCK_SKEW_MS:
                 out.append(BoundaryViolation(ns, value, newest, "boundary is in the future"))
         elif newest is None:
             out.append(BoundaryViolation(ns, value, None, "boundary set but namespace is empty"))
-        elif ns in ("manifest", "compactions") and value >= newest:
+        elif ns in (MANIFEST_BOUNDARY, COMPACTIONS_BOUNDARY) and value >= newest:
             out.append(BoundaryViolation(ns, value, newest, "boundary covers the latest object"))
         elif value > newest:
             out.append(BoundaryViolation(ns, value, newest, "boundary is past the newest id"))

@@ -16,7 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from slatedb_core.errors import StoreError
-from slatedb_core.layout import join
+from slatedb_core.layout import (
+    COMPACTIONS_DIR,
+    MANIFEST_DIR,
+    MANIFEST_SUFFIX,
+    join,
+    sequenced_name,
+    wal_dir,
+    wal_sst_name,
+)
 from slatedb_core.store.objectstore import ObjectMeta
 from slatedb_core.store.twophase import TwoPhaseStore
 from slatedb_core.store.twophase_keys import is_temp_name
@@ -54,20 +62,20 @@ def collect_garbage(two_phase: TwoPhaseStore, db_path: str, w: GcWindow) -> TwoP
     except StoreError as e:
         stats.failed.append(f"recovery: {e}")
     stats.recovered = len(recovered)
-    mdir = join(db_path, "manifest")
+    mdir = join(db_path, MANIFEST_DIR)
     if w.manifest_boundary > 0:
-        keep = [f"{mdir}/{i:020d}.manifest" for i in sorted(set(w.keep_manifests))]
+        keep = [join(mdir, sequenced_name(i, MANIFEST_SUFFIX)) for i in sorted(set(w.keep_manifests))]
         stats.intents_deleted += rows.delete_committed_intents(
-            mdir, f"{mdir}/{w.manifest_boundary:020d}.manifest", keep
+            mdir, join(mdir, sequenced_name(w.manifest_boundary, MANIFEST_SUFFIX)), keep
         )
     wal_limit = min(w.wal_boundary, w.wal_floor - 1)
     if wal_limit > 0:
-        wdir = join(db_path, "wal")
+        wdir = wal_dir(db_path)
         stats.intents_deleted += rows.delete_committed_intents(
-            wdir, f"{wdir}/{wal_limit:020d}.sst"
+            wdir, join(wdir, wal_sst_name(wal_limit))
         )
     candidates = [m for m in w.listed if is_temp_name(m.path) and m.path not in recovered]
-    for sub in ("manifest", "compactions"):
+    for sub in (MANIFEST_DIR, COMPACTIONS_DIR):
         candidates += [m for m in inner.list(join(db_path, sub)) if is_temp_name(m.path)]
     old = [m for m in candidates if w.now_s - m.last_modified.timestamp() >= two_phase.temp_min_age_s]
     if old:

@@ -7,7 +7,6 @@ from datetime import timedelta
 from devtools.sample_data import write_database
 from slatedb_core import ObjectStore, admin, run_gc_once
 from slatedb_core.health import (
-    boundary_path,
     check_boundaries,
     inspect_database,
     latest_ids,
@@ -17,6 +16,7 @@ from slatedb_core.health import (
     split_key,
 )
 from slatedb_core.keys import KeyRange
+from slatedb_core.layout import boundary_path
 from slatedb_core.options import GarbageCollectorOptions
 
 

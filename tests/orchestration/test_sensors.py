@@ -15,7 +15,8 @@ from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.sensors import build_sensors, evaluate_boundaries, evaluate_lag, tag_alert
 from slatedb_core import BoundaryMissing, CorruptionError, ObjectStore, run_gc_once
-from slatedb_core.health import boundary_path, inspect_database
+from slatedb_core.health import inspect_database
+from slatedb_core.layout import boundary_path
 from slatedb_core.lifecycle.destroy import destroy
 from tests.orchestration.conftest import add_partitions
 

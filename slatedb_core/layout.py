@@ -16,6 +16,7 @@ A sharded table at ``<table>`` (docs/projection-and-union.md)::
     <table>/shardmap/{id:020}.shardmap    the shard map, sequenced like the manifest
     <table>/shards/{shard_id:010}/        one database per shard
     <table>/_ingest/<job>/...             staged SSTs and done markers of Spark ingest jobs
+    <table>/snapshots/{name}.snapshot     named table snapshots (slatedb_core.table.snapshot)
 
 Names are ``/``-separated and relative to the store's root; :func:`join` builds them.
 """
@@ -53,6 +54,8 @@ SHARDMAP_DIR = "shardmap"
 SHARDMAP_SUFFIX = "shardmap"
 SHARDS_DIR = "shards"
 INGEST_DIR = "_ingest"
+SNAPSHOTS_DIR = "snapshots"
+SNAPSHOT_SUFFIX = ".snapshot"
 
 
 def join(*parts: str) -> str:
@@ -115,3 +118,13 @@ def ingest_job_dir(table_path: str, job_id: str) -> str:
 
 def ingest_dir(table_path: str) -> str:
     return join(table_path, INGEST_DIR)
+
+
+def snapshot_dir(table_path: str) -> str:
+    """Where a table keeps the records of its named snapshots."""
+    return join(table_path, SNAPSHOTS_DIR)
+
+
+def snapshot_record_path(table_path: str, name: str) -> str:
+    """The record of the table's snapshot named ``name``."""
+    return join(table_path, SNAPSHOTS_DIR, name + SNAPSHOT_SUFFIX)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from slatedb_core.table.gc import INGEST_DIR, TableGcStats, ingest_prefix
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, route
-from slatedb_core.table.table import Table, TableOptions, TableSnapshot
+from slatedb_core.table.snapshot import TableSnapshot
+from slatedb_core.table.table import Table, TableOptions
 
 __all__ = [
     "INGEST_DIR",

@@ -24,11 +24,9 @@ re-routes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,9 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.errors import (
-    CheckpointNotFound,
     DatabaseDestroyed,
     DatabaseNotFound,
     InvalidArgument,
@@ -55,7 +51,6 @@ from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
-    CheckpointOptions,
     DbOptions,
     DbReaderOptions,
     ReaderMode,
@@ -75,6 +70,16 @@ from slatedb_core.table.shardmap import (
     check_split_points,
     ranges_for,
     shard_db_name,
+)
+from slatedb_core.table.snapshot import (
+    TableSnapshot,
+    delete_named,
+    read_named,
+    refresh_snapshot,
+    release_snapshot,
+    snapshot_names,
+    take_named,
+    take_snapshot,
 )
 from slatedb_core.writer.db import Db
 
@@ -101,63 +106,6 @@ class TableOptions:
         check_instance("TableOptions.reader", self.reader, DbReaderOptions)
         for name in ("fence_attempts", "map_commit_attempts"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), lo=1))
-
-
-@dataclass(frozen=True)
-class TableSnapshot:
-    """A checkpoint of every shard of one shard-map version: a consistent, repeatable view of
-    each shard that survives rescaling (the checkpoints keep the retired databases' SSTs) until
-    :meth:`Table.release_snapshot` or their lifetime. Self-contained and JSON-serialisable, so a
-    driver can hand it to tasks (``to_json``/``from_json``).
-
-    Each checkpoint holds what its shard's manifest held when it was taken: data ingested with
-    ``bulk_ingest`` or flushed to L0; writes still only in a live writer's WAL are not in it."""
-
-    table_path: str
-    shard_map_id: int
-    shards: tuple[Shard, ...]
-    checkpoints: tuple[uuid.UUID, ...]
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "table_path": self.table_path,
-                "shard_map_id": self.shard_map_id,
-                "shards": [
-                    {
-                        "index": s.index,
-                        "id": s.shard_id,
-                        "start": None if s.key_range.start is None else s.key_range.start.hex(),
-                        "end": None if s.key_range.end is None else s.key_range.end.hex(),
-                        "db": s.db_path,
-                        "checkpoint": str(c),
-                    }
-                    for s, c in zip(self.shards, self.checkpoints, strict=True)
-                ],
-            }
-        )
-
-    @staticmethod
-    def from_json(text: str) -> TableSnapshot:
-        try:
-            d = json.loads(text)
-            shards = tuple(
-                Shard(
-                    int(s["index"]),
-                    KeyRange(
-                        None if s["start"] is None else bytes.fromhex(s["start"]),
-                        None if s["end"] is None else bytes.fromhex(s["end"]),
-                    ),
-                    validate_relative_path(str(s["db"]), what="shard database path"),
-                    int(s["id"]),
-                )
-                for s in d["shards"]
-            )
-            cps = tuple(uuid.UUID(s["checkpoint"]) for s in d["shards"])
-            return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps)
-        # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400.
-        except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as e:
-            raise InvalidArgument(f"not a table snapshot: {type(e).__name__}: {e}") from None
 
 
 class Table:
@@ -452,31 +400,67 @@ class Table:
         return shards[int(shard)]
 
     # ---- snapshots -------------------------------------------------------------------------
-    def snapshot(self, lifetime: timedelta | None = timedelta(hours=1)) -> TableSnapshot:
-        """A checkpoint of every shard of the latest map (see :class:`TableSnapshot`). If a
-        rescale commits meanwhile, the checkpoints are dropped and taken again on the new map."""
-        self._check_writable()
-        for _ in range(self.options.map_commit_attempts):
-            m = self.maps.read_latest()
-            taken: list[tuple[str, uuid.UUID]] = []
-            try:
-                for s in m.shards:
-                    opts = CheckpointOptions(lifetime=lifetime, name=f"table-snapshot:{self.path}")
-                    taken.append((s.db_path, create_checkpoint(s.db_path, self.store, opts).id))
-                if self.maps.seq.latest_id() == m.id:
-                    self._install(m)
-                    return TableSnapshot(self.path, m.id, m.shards, tuple(c for _, c in taken))
-            except (DatabaseDestroyed, DatabaseNotFound):
-                pass
-            for db_path, cid in taken:
-                _delete_checkpoint_quietly(self.store, db_path, cid)
-        raise ShardMapConflict(f"table {self.path!r}: the shard map kept changing during snapshot")
+    def snapshot(
+        self, lifetime: timedelta | None = timedelta(hours=1), *, name: str | None = None
+    ) -> TableSnapshot:
+        """A checkpoint of every shard of the latest map (see :class:`TableSnapshot`), expiring
+        after ``lifetime`` (None: never). If a rescale commits meanwhile, the checkpoints are
+        dropped and taken again on the new map.
 
-    def release_snapshot(self, snapshot: TableSnapshot) -> None:
-        """Delete the snapshot's checkpoints (those already gone are skipped)."""
+        With ``name`` (1-128 of ``[A-Za-z0-9._-]``), the snapshot is recorded under that name:
+        :meth:`named_snapshot` finds it again, from any process. Taking a snapshot under a name
+        already in use replaces the one it found and releases that one's checkpoints (see
+        :mod:`slatedb_core.table.snapshot`)."""
+        self._check_writable()
+        attempts = self.options.map_commit_attempts
+        if name is None:
+            snap, m = take_snapshot(self.maps, lifetime, None, attempts)
+        else:
+            snap, m = take_named(self.maps, lifetime, name, attempts)
+        self._install(m)
+        return snap
+
+    def named_snapshot(self, name: str) -> TableSnapshot | None:
+        """The snapshot last taken under ``name`` (None if there is none, or it was released).
+        Its checkpoints may have expired since: reading them then raises CheckpointNotFound."""
+        self._check_open()
+        return read_named(self.store, self.path, name)
+
+    def snapshot_names(self) -> list[str]:
+        """The names of the table's snapshots, sorted."""
+        self._check_open()
+        return snapshot_names(self.store, self.path)
+
+    def refresh_snapshot(
+        self, snapshot: TableSnapshot | str, lifetime: timedelta | None = timedelta(hours=1)
+    ) -> TableSnapshot:
+        """Extend the life of the snapshot's checkpoints to now + ``lifetime`` (None: never);
+        ``snapshot`` may be a name. Raises CheckpointNotFound if a checkpoint is gone or has
+        expired (take a new snapshot), InvalidArgument for a name that names none."""
+        self._check_open()
+        snap = self._named_or(snapshot)
+        refresh_snapshot(self.store, snap, lifetime)
+        return snap
+
+    def release_snapshot(self, snapshot: TableSnapshot | str) -> None:
+        """Delete the snapshot's checkpoints (those already gone are skipped). A name, or a
+        snapshot taken under a name that still finds it, also deletes the name."""
+        self._check_open()
+        if isinstance(snapshot, str):
+            delete_named(self.maps, snapshot, self.options.map_commit_attempts)
+            return
         check_instance("snapshot", snapshot, TableSnapshot)
-        for s, cid in zip(snapshot.shards, snapshot.checkpoints, strict=True):
-            _delete_checkpoint_quietly(self.store, s.db_path, cid)
+        if snapshot.name is not None and self.named_snapshot(snapshot.name) == snapshot:
+            delete_named(self.maps, snapshot.name, self.options.map_commit_attempts)
+        release_snapshot(self.store, snapshot)
+
+    def _named_or(self, snapshot: TableSnapshot | str) -> TableSnapshot:
+        if not isinstance(snapshot, str):
+            return check_instance("snapshot", snapshot, TableSnapshot)
+        found = read_named(self.store, self.path, snapshot)
+        if found is None:
+            raise InvalidArgument(f"table {self.path!r} has no snapshot named {snapshot!r}")
+        return found
 
     # ---- rescaling -------------------------------------------------------------------------
     def split(self, shard_index: int, at: bytes) -> ShardMap:
@@ -604,11 +588,3 @@ def _close_quietly(r: DbReader) -> None:
     except SlateDBError as e:
         log.info("closing reader of %r: %s", r.path, e)
 
-
-def _delete_checkpoint_quietly(store: ObjectStore, db_path: str, cid: uuid.UUID) -> None:
-    try:
-        delete_checkpoint(db_path, store, cid)
-    except (CheckpointNotFound, DatabaseNotFound):
-        pass
-    except SlateDBError as e:
-        log.warning("could not delete checkpoint %s of %r (it expires): %s", cid, db_path, e)

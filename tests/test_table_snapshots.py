@@ -1,0 +1,249 @@
+"""Table snapshots taken under a name: found again by name, replaced without leaking checkpoints
+(one after another, concurrently, after an ambiguous write), refreshed and released."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from slatedb_core.checkpoints import create_checkpoint, list_checkpoints
+from slatedb_core.errors import CheckpointNotFound, CorruptionError, InvalidArgument
+from slatedb_core.layout import snapshot_record_path
+from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table, TableOptions, TableSnapshot
+from slatedb_core.table.snapshot import SWEEP_MIN_AGE, snapshot_checkpoint_name
+
+OPTS = TableOptions(
+    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
+    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
+)
+NAME = "end-of-day"
+
+
+@pytest.fixture
+def mem() -> ObjectStore:
+    return open_store(f"memory://snapshots-{random.getrandbits(64):x}")
+
+
+def put_rows(table: Table, rows: dict[bytes, bytes]) -> None:
+    for shard in table.shards:
+        mine = {k: v for k, v in rows.items() if shard.contains(k)}
+        if mine:
+            with table.writer(shard.index) as db:
+                for k, v in mine.items():
+                    db.put(k, v, await_durable=False)
+                db.flush()
+                db.flush_memtable()
+    table.refresh()
+
+
+def named_checkpoints(store: ObjectStore, table: Table, db_paths: list[str]) -> set[uuid.UUID]:
+    """Every checkpoint of the snapshot named NAME, on the given shard databases."""
+    cp_name = snapshot_checkpoint_name(table.path, NAME)
+    return {c.id for p in db_paths for c in list_checkpoints(p, store, cp_name)}
+
+
+def test_a_named_snapshot_is_found_again_from_another_table_handle(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1", b"x": b"2"})
+        snap = t.snapshot(timedelta(days=1), name=NAME)
+        assert snap.name == NAME
+        put_rows(t, {b"a": b"changed"})
+        t.split(0, b"c")
+    with Table.open("t", mem, OPTS) as other:
+        found = other.named_snapshot(NAME)
+        assert found == snap and other.snapshot_names() == [NAME]
+        assert other.named_snapshot("no-such-name") is None
+    assert TableSnapshot.from_json(snap.to_json()) == snap
+    with Table.open("t", mem, OPTS, snapshot=found) as old:
+        assert list(old.scan()) == [(b"a", b"1"), (b"x", b"2")]
+
+
+def test_taking_a_name_again_releases_the_snapshot_it_replaces(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1", b"x": b"2"})
+        first = t.snapshot(None, name=NAME)
+        t.split(1, b"q")  # the first snapshot now pins a retired shard
+        retired = [s.db_path for s in first.shards]
+        second = t.snapshot(None, name=NAME)
+        third = t.snapshot(None, name=NAME)
+        live = [s.db_path for s in t.shards]
+        assert named_checkpoints(mem, t, retired + live) == set(third.checkpoints)
+        assert t.named_snapshot(NAME) == third
+        assert not set(first.checkpoints) & set(second.checkpoints)
+        # the unnamed snapshot of the same table is not touched by the name
+        plain = t.snapshot()
+        t.snapshot(None, name=NAME)
+        assert all(
+            any(c.id == cid for c in list_checkpoints(s.db_path, mem))
+            for s, cid in zip(plain.shards, plain.checkpoints, strict=True)
+        )
+
+
+def test_concurrent_takers_of_one_name_leave_exactly_one_snapshot(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"g", b"p"], OPTS) as t:
+        put_rows(t, {b"a": b"1", b"h": b"2", b"z": b"3"})
+        errors: list[BaseException] = []
+        start = threading.Barrier(6)
+
+        def take() -> None:
+            try:
+                with Table.open("t", mem, OPTS) as mine:
+                    start.wait()
+                    for _ in range(3):
+                        mine.snapshot(None, name=NAME)
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=take) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors
+        final = t.named_snapshot(NAME)
+        assert final is not None
+        shards = [s.db_path for s in t.shards]
+        assert named_checkpoints(mem, t, shards) == set(final.checkpoints)
+
+
+def test_a_taker_that_read_a_stale_record_releases_the_one_it_replaces(mem: ObjectStore) -> None:
+    """Taker A reads the record, stalls; taker B replaces it meanwhile. A's write must replace
+    (and release) B's snapshot, not the one A read: B's checkpoints would otherwise leak."""
+    faulty = FaultyStore(mem)
+    with Table.create("t", mem, [b"m"], OPTS) as b:
+        put_rows(b, {b"a": b"1"})
+        b.snapshot(None, name=NAME)
+        pause = faulty.pause("a-read", "get", snapshot_record_path("t", NAME), when="after")
+        with Table.open("t", faulty, OPTS) as a:
+            th = threading.Thread(target=lambda: a.snapshot(None, name=NAME))
+            th.start()
+            assert pause.wait_reached()
+            b.snapshot(None, name=NAME)
+            pause.release()
+            th.join()
+        final = b.named_snapshot(NAME)
+        assert final is not None
+        assert named_checkpoints(mem, b, [s.db_path for s in b.shards]) == set(final.checkpoints)
+
+
+def test_a_record_write_that_landed_but_reported_failure_is_settled(mem: ObjectStore) -> None:
+    faulty = FaultyStore(mem)
+    with Table.create("t", faulty, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        first = t.snapshot(None, name=NAME)
+        faulty.fail_next("put_if_match", "t/snapshots/*", after_effect=True)
+        second = t.snapshot(None, name=NAME)
+        assert t.named_snapshot(NAME) == second
+        shards = [s.db_path for s in t.shards]
+        assert named_checkpoints(mem, t, shards) == set(second.checkpoints)
+        assert not set(first.checkpoints) & set(second.checkpoints)
+
+
+def test_a_landed_write_replaced_before_its_retry_does_not_leave_a_dead_record(
+    mem: ObjectStore,
+) -> None:
+    """Taker A's record write lands but reports failure; before A re-reads, taker B replaces A's
+    record (releasing A's checkpoints). A's retry then wins the name: it must not hold A's
+    released checkpoints."""
+    faulty = FaultyStore(mem)
+    with Table.create("t", mem, [b"m"], OPTS) as b:
+        put_rows(b, {b"a": b"1", b"x": b"2"})
+        b.snapshot(None, name=NAME)
+        record = snapshot_record_path("t", NAME)
+        pause = faulty.pause("a-landed", "put_if_match", record, when="after")
+        faulty.fail_next("put_if_match", record, after_effect=True)
+        result: list[TableSnapshot] = []
+        with Table.open("t", faulty, OPTS) as a:
+            th = threading.Thread(target=lambda: result.append(a.snapshot(None, name=NAME)))
+            th.start()
+            assert pause.wait_reached()
+            b.snapshot(None, name=NAME)  # replaces A's landed record, releases its checkpoints
+            pause.release()
+            th.join()
+        final = b.named_snapshot(NAME)
+        assert final is not None and result == [final]
+        shards = [s.db_path for s in b.shards]
+        assert named_checkpoints(mem, b, shards) == set(final.checkpoints)
+        with Table.open("t", mem, OPTS, snapshot=final) as view:
+            assert dict(view.scan()) == {b"a": b"1", b"x": b"2"}
+
+
+def test_leftovers_of_a_taker_that_died_are_swept_once_old(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        shard = t.shards[0].db_path
+        opts = CheckpointOptions(name=snapshot_checkpoint_name("t", NAME))
+        long_ago = time.time() - SWEEP_MIN_AGE.total_seconds() - 60
+        dead = create_checkpoint(shard, mem, opts, now=lambda: long_ago).id
+        young = create_checkpoint(shard, mem, opts).id  # may be a taker still running
+        snap = t.snapshot(None, name=NAME)
+        left = named_checkpoints(mem, t, [s.db_path for s in t.shards])
+        assert dead not in left and young in left and set(snap.checkpoints) <= left
+
+
+def test_releasing_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        snap = t.snapshot(None, name=NAME)
+        other = t.snapshot(None, name="other")
+        t.release_snapshot(NAME)
+        assert t.named_snapshot(NAME) is None and t.snapshot_names() == ["other"]
+        assert named_checkpoints(mem, t, [s.db_path for s in snap.shards]) == set()
+        t.release_snapshot(NAME)  # releasing again: nothing to do
+        t.release_snapshot(other)  # a snapshot object taken under a name deletes the name too
+        assert t.snapshot_names() == []
+        again = t.snapshot(None, name=NAME)  # the name can be taken again after a release
+        assert t.named_snapshot(NAME) == again
+
+
+def test_refreshing_a_named_snapshot_extends_its_checkpoints(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        snap = t.snapshot(timedelta(minutes=5), name=NAME)
+        assert t.refresh_snapshot(NAME, timedelta(days=2)) == snap
+        soon = time.time() + timedelta(days=1).total_seconds()
+        for s, cid in zip(snap.shards, snap.checkpoints, strict=True):
+            (cp,) = [c for c in list_checkpoints(s.db_path, mem) if c.id == cid]
+            assert cp.expire_time_s is not None and cp.expire_time_s > soon
+        t.refresh_snapshot(snap, None)
+        assert all(
+            c.expire_time_s is None
+            for s in snap.shards for c in list_checkpoints(s.db_path, mem) if c.id in snap.checkpoints
+        )
+        with pytest.raises(InvalidArgument):
+            t.refresh_snapshot("never-taken")
+        t.release_snapshot(NAME)
+        with pytest.raises(CheckpointNotFound):
+            t.refresh_snapshot(snap)
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", ".hidden", "x" * 129, "é", 7, b"bytes"])
+def test_bad_snapshot_names_are_invalid_arguments(mem: ObjectStore, bad: object) -> None:
+    with Table.create("t", mem, [], OPTS) as t:
+        with pytest.raises(InvalidArgument):
+            t.snapshot(name=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            t.named_snapshot(bad)  # type: ignore[arg-type]
+        assert t.snapshot_names() == []
+
+
+def test_a_damaged_record_is_a_corruption_error(mem: ObjectStore) -> None:
+    with Table.create("t", mem, [], OPTS) as t:
+        t.snapshot(name=NAME)
+        path = snapshot_record_path("t", NAME)
+        mem.put(path, json.dumps({"format": 1, "nonce": "n", "snapshot": {"shards": 3}}).encode())
+        with pytest.raises(CorruptionError):
+            t.named_snapshot(NAME)
+        mem.put(path, b"\xff not json")
+        with pytest.raises(CorruptionError):
+            t.named_snapshot(NAME)

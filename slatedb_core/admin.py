@@ -55,7 +55,7 @@ def create_database_metadata(
     return manifest_store(store, path).create_initial(manifest or Manifest())
 
 
-# Operator entry points implemented in their own modules, gathered here as seed 003's `admin`.
+# Operator entry points implemented in their own modules, gathered here as SlateDB RFC 0004's `admin`.
 from slatedb_core.checkpoints import (  # noqa: E402
     create_checkpoint,
     delete_checkpoint,

@@ -1,4 +1,4 @@
-"""Human-friendly durations for the CLI (seed 003: ``--lifetime "7days 30min 10s"``).
+"""Human-friendly durations for the CLI (SlateDB RFC 0004: ``--lifetime "7days 30min 10s"``).
 
 Operators type lifetimes by hand, so the parser accepts the spellings people reach for ("1h",
 "2 days", "90s", "7days 30min 10s") and sums every token. It rejects anything it is not sure about
@@ -10,7 +10,7 @@ A year is 365 days.
 Every duration the engine takes (options' intervals, lifetimes, grace periods and min ages, and
 the CLI's duration flags) is at most :data:`MAX_DURATION`, one year: a longer poll interval or
 flush interval is never meant (and beyond ``threading.TIMEOUT_MAX`` it killed the background
-thread that waited on it, issue 19 item 15), and a checkpoint meant to outlive a year is one
+thread that waited on it, RELIABILITY.md, review finding 15), and a checkpoint meant to outlive a year is one
 without a lifetime (it never expires; delete it explicitly).
 """
 

@@ -216,7 +216,7 @@ def check_boundaries(
     boundaries: dict[str, int | None], latest: dict[str, int | None]
 ) -> list[BoundaryViolation]:
     """Boundaries that are ahead of what they may cover. GC never moves the manifest or
-    compactions boundary onto the latest object (seed 004), the WAL boundary stays behind the
+    compactions boundary onto the latest object (SlateDB RFC 0026), the WAL boundary stays behind the
     replay point, and the compacted boundary is a past SST creation time."""
     out: list[BoundaryViolation] = []
     for ns, value in boundaries.items():

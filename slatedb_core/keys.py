@@ -124,7 +124,7 @@ def _min_end(a: bytes | None, b: bytes | None) -> bytes | None:
     return min(a, b)
 
 
-# ---- a projected database's range (seed 003 "Projection": reads and writes wholly outside the
+# ---- a projected database's range (SlateDB RFC 0004, "Projection": reads and writes wholly outside the
 # visible range fail; a scan that partly overlaps it is clipped). One check, shared by the writer
 # (Db) and DbReader, so the CLI's get/scan (which read through DbReader) answer as Db does.
 def outside_range(key: bytes, rng: KeyRange) -> InvalidArgument:

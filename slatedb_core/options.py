@@ -2,11 +2,12 @@
 construction so a bad value fails where it is written, not deep inside a background thread.
 
 The ``check_*`` helpers below are the one place the public API checks the type and range of an
-argument (issue 19 item 14): the options' ``__post_init__`` and the public entry points (``Db``,
-``DbReader``, ``Table``, ``admin``) call them, so a wrong type is an :class:`InvalidArgument`
+argument (RELIABILITY.md, review finding 14): the options' ``__post_init__`` and the public
+entry points (``Db``, ``DbReader``, ``Table``, ``admin``) call them, so a wrong type is an :class:`InvalidArgument`
 naming the field or argument, never a raw TypeError/AttributeError from deep inside. A ``bool``
 is never accepted where a count is expected, nor a number where a ``timedelta`` is. Every
-duration is bounded by :data:`slatedb_core.durations.MAX_DURATION` (one year; issue 19 item 15).
+duration is bounded by :data:`slatedb_core.durations.MAX_DURATION` (one year; RELIABILITY.md,
+review finding 15).
 """
 
 from __future__ import annotations
@@ -161,12 +162,12 @@ class DbOptions:
     manifest_poll_interval: timedelta = timedelta(seconds=1)
     manifest_format_version: int | None = None
     """The manifest format (1 or 2) this writer commits in; it migrates the database to it. None
-    (the default): keep the format the database is in (seed 003 migration, phase 1), 2 for a new
+    (the default): keep the format the database is in (SlateDB RFC 0004 migration, phase 1), 2 for a new
     one."""
     max_key_bytes: int = MAX_KEY_BYTES
     max_value_bytes: int = MAX_VALUE_BYTES
     max_parallel_writes: int = 1
-    """WAL SSTs this writer may have in flight at once (seed 001 "Parallel Writes"), at
+    """WAL SSTs this writer may have in flight at once (SlateDB RFC 0001, "Parallel Writes"), at
     consecutive ids; each durable write is acknowledged as soon as its own SST lands. Stored in
     the manifest when the writer opens; the next writer fences with that many consecutive
     SSTs. 1..64; 1 keeps the strictly sequential WAL."""
@@ -196,12 +197,12 @@ class DbOptions:
         if self.manifest_format_version is not None:
             check_int("manifest_format_version", self.manifest_format_version, lo=1, hi=2)
         check_choice("compression", self.compression, COMPRESSIONS)
-        # checked here, not when Db.open starts the compactor (issue 19 item 14)
+        # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)
 
 
 class CheckpointScope(enum.Enum):
-    """What a checkpoint taken through an open Db covers (seed 003)."""
+    """What a checkpoint taken through an open Db covers (SlateDB RFC 0004)."""
 
     ALL = "all"
     """Every write issued before the call: flushes the WAL and the memtable first."""
@@ -307,7 +308,7 @@ class ReaderMode(enum.Enum):
     """Read the given checkpoint; never refreshed, never writes."""
     MANAGED = "managed"
     """Create a checkpoint at open, refresh it before half its lifetime, re-establish it when the
-    SST set changes and delete the old one (seed 003)."""
+    SST set changes and delete the old one (SlateDB RFC 0004)."""
     FOLLOW_LATEST = "follow_latest"
     """Follow the latest manifest and WAL without ever writing (read-only buckets, many readers)."""
 

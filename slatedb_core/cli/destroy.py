@@ -1,4 +1,4 @@
-"""``destroy (--soft | --hard) [--yes] [--json]`` (seed 003 "Deleting a Database").
+"""``destroy (--soft | --hard) [--yes] [--json]`` (SlateDB RFC 0004, "Deleting a Database").
 
 Attached with :func:`register` like the checkpoint commands. Destroying cannot be undone, so the
 command asks for confirmation on a terminal and, when nobody can answer (no terminal on stdin),

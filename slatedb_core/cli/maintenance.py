@@ -2,7 +2,8 @@
 
 Both are safe to run while a writer is open: ``compact`` takes over the compactor epoch only when
 there is work (fencing a running compactor, whose next commit then fails), and a GC pass deletes
-only what seed 003/004's rules allow. Attached with :func:`register` like the other command groups.
+only what the rules of SlateDB RFCs 0004 and 0026 allow. Attached with :func:`register` like the
+other command groups.
 """
 
 from __future__ import annotations
@@ -67,13 +68,13 @@ def compact_cmd(obj: Any, as_json: bool) -> None:
 @click.pass_obj
 @handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bool) -> None:
-    """Run one garbage-collection pass (seed 003 and 004 rules: boundaries advance before any
+    """Run one garbage-collection pass (SlateDB RFC 0004 and 0026 rules: boundaries advance before any
     delete; the latest manifest and everything a checkpoint pins are kept). A path holding no
     database is DatabaseNotFound (exit 1), as for ``compact``."""
     options = GarbageCollectorOptions(min_age=min_age, db_delete_grace=db_delete_grace)
     stats = run_gc_once(obj.path, obj.store, options)
     if stats.latest_manifest_id is None and not stats.database_deleted:
-        # the message ManifestStore.read_latest gives `compact` (issue 19 item 18)
+        # the message ManifestStore.read_latest gives `compact` (RELIABILITY.md, review finding 18)
         raise DatabaseNotFound(f"no manifest under {obj.path!r} in {obj.store.url}")
     if as_json:
         emit_json(dataclasses.asdict(stats))

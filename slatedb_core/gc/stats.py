@@ -38,7 +38,7 @@ class GcStats:
     """Final checkpoints this database held in the databases it was cloned from that this pass
     deleted (when deleting a destroyed clone, or detaching)."""
     detached: tuple[str, ...] = ()
-    """Paths of the external databases this pass detached (seed 003 step 8)."""
+    """Paths of the external databases this pass detached (SlateDB RFC 0004 step 8)."""
     expired_checkpoints_removed: int = 0
     manifest: KindStats = field(default_factory=KindStats)
     wal: KindStats = field(default_factory=KindStats)

@@ -1,4 +1,4 @@
-"""GC of two-phase CAS (seed 001 "Transactional Store Deletion"), one database at a time: called
+"""GC of two-phase CAS (SlateDB RFC 0001, "Transactional Store Deletion"), one database at a time: called
 by :mod:`slatedb_core.gc.collector` for a database whose store is a
 :class:`~slatedb_core.store.twophase.TwoPhaseStore`.
 

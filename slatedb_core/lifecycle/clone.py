@@ -1,6 +1,6 @@
-"""Clones: a new database that starts as a shallow copy of a checkpoint of another (seed 003
+"""Clones: a new database that starts as a shallow copy of a checkpoint of another (SlateDB RFC 0004
 "Clones", "SST Path Resolution"). Its manifest references the parent's SSTs through
-``external_dbs``; only the parent's WAL tail is copied. :func:`create_clone` runs seed 003's steps,
+``external_dbs``; only the parent's WAL tail is copied. :func:`create_clone` runs SlateDB RFC 0004's steps,
 each of which can be interrupted and redone::
 
     1-5  read the clone's manifest (maybe left by a crashed attempt) and the parent's (which must
@@ -23,7 +23,7 @@ what a checkpoint-mode reader serves. A checkpoint records no WAL of its own (``
 is 0 unless a reader set it), so the ephemeral checkpoint is committed as a managed reader commits
 its own: the same update sets ``wal_id_last_seen`` to the last WAL SST listed just before. The
 clone then holds every write durable when it started, and GC keeps those WAL SSTs while the
-checkpoint lives (seed 003's ``referenced_wal``). A given checkpoint is taken as it is: writes only
+checkpoint lives (SlateDB RFC 0004's ``referenced_wal``). A given checkpoint is taken as it is: writes only
 in the WAL when it was made are not part of it (``Db.create_checkpoint`` with scope ALL flushes
 them to L0 first).
 """
@@ -382,7 +382,7 @@ def _check_existing(
     projection: KeyRange | None,
 ) -> None:
     """Steps 3-4 for an existing M_c, by its origin record (slatedb_core.lifecycle.origin), which
-    outlives GC detaching the parent and collecting manifest 1 (issue 19 items 9, 13)."""
+    outlives GC detaching the parent and collecting manifest 1 (RELIABILITY.md, review findings 9, 13)."""
     why = establish(
         cms,
         m,

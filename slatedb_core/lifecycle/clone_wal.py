@@ -1,4 +1,4 @@
-"""WAL helpers of clones and unions (seed 003 "Clones": the clone's WAL is the parent's tail,
+"""WAL helpers of clones and unions (SlateDB RFC 0004, "Clones": the clone's WAL is the parent's tail,
 copied): which WAL SSTs hold writes, a WAL SST clipped to a projection, and the copy (step 10)."""
 
 from __future__ import annotations

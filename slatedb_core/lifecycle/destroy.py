@@ -1,4 +1,4 @@
-"""Destroying a database (seed 003 "Deleting a Database").
+"""Destroying a database (SlateDB RFC 0004, "Deleting a Database").
 
 Soft destroy (the default) marks the database destroyed and leaves the deletion of its objects to
 the garbage collector, which waits for ``db_delete_grace`` and for every checkpoint to go:
@@ -20,7 +20,7 @@ Hard destroy deletes at once. It is the caller's job to make sure no writer is r
 
 A destroyed path remembers that it was destroyed. Before any object goes, every boundary of the
 database moves to its tombstone value (the sequenced namespaces to 2^64-1, ``compacted`` to
-2^48-1) and the ``gc/*.boundary`` files are never deleted (seed 004: GC never deletes
+2^48-1) and the ``gc/*.boundary`` files are never deleted (SlateDB RFC 0026: GC never deletes
 boundaries). A writer that stalled through the destroy and the deletion then fails the boundary
 check of its next WAL SST (``Fenced``) or manifest (``DatabaseDeleted``) instead of writing a
 new database into the empty path, and opening the path raises ``DatabaseDeleted``. Reusing the
@@ -99,7 +99,7 @@ def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = ti
     """
     validate_relative_path(path, what="database path")
     check_store(store)
-    check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (issue 19)
+    check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (RELIABILITY.md)
     ms = ManifestStore(store, path)
     try:
         if soft:

@@ -21,7 +21,8 @@ Latest = tuple[ManifestStore, StoredManifest]
 def same_format_store(store: ObjectStore, path: str) -> Latest:
     """The latest manifest, and a manifest store that commits in its format: our checkpoint
     commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
-    ms = ManifestStore(store, path)  # commits keep the format of their base (issue 19 item 11)
+    # commits keep the format of their base (RELIABILITY.md, review finding 11)
+    ms = ManifestStore(store, path)
     # read_latest: the base carries its nonce (a commit on it records its parent, see
     # ManifestStore) and a destroyed, collected path raises DatabaseDestroyed
     return ms, ms.read_latest()

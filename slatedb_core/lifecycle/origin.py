@@ -1,7 +1,7 @@
 """Where a clone or a union came from, so that a re-run can tell its own database (finished or
-not) from anything else at the destination (seed 003 "Clones": "Validate parent_path and
-parent_checkpoint are contained in M_c.external_dbs. If not, exit with error"; issue 19 items 9
-and 13).
+not) from anything else at the destination (SlateDB RFC 0004, "Clones": "Validate parent_path and
+parent_checkpoint are contained in M_c.external_dbs. If not, exit with error"; RELIABILITY.md,
+review findings 9 and 13).
 
 The manifests cannot answer that for the life of the database: GC collects manifest 1 (min_age),
 and it *detaches* a clone from an external database whose SSTs it no longer references (the
@@ -236,7 +236,7 @@ def clone_mismatch(
     o: Origin, parent: str, checkpoint: uuid.UUID | None, projection: KeyRange | None
 ) -> str | None:
     """Why ``o`` is not a clone of ``parent`` (at ``checkpoint``, within ``projection``, when
-    given: seed 003 accepts any checkpoint when none is given); None if it is."""
+    given: SlateDB RFC 0004 accepts any checkpoint when none is given); None if it is."""
     if isinstance(o, UnionOrigin) or o.parent != parent:
         return f"it is {describe(o)}"
     if checkpoint is not None and checkpoint != o.checkpoint:

@@ -1,4 +1,4 @@
-"""Union: one new database over several non-overlapping source databases (seed 003 "Manifest
+"""Union: one new database over several non-overlapping source databases (SlateDB RFC 0004, "Manifest
 Projection and Union"), e.g. to merge shards made by projected clones back into one.
 
 The manifest arithmetic is :func:`slatedb_core.manifest.projection.union_manifests`; this module
@@ -74,7 +74,7 @@ class UnionSource:
 
 
 def _check_sources(sources: Sequence[UnionSource]) -> list[UnionSource]:
-    out = check_sequence("sources", sources, of="UnionSource")  # not None (issue 19)
+    out = check_sequence("sources", sources, of="UnionSource")  # not None (RELIABILITY.md)
     if not out:
         raise InvalidArgument("a union needs at least one source")
     for s in out:
@@ -94,7 +94,7 @@ def _check_existing(
     not)? Only if its origin record says so, or, before the record is written, its manifest 1
     carries this request's final checkpoint ids (slatedb_core.lifecycle.origin). Anything else (an
     ordinary database, with or without manifest 1; a clone; a union of other sources or ranges;
-    a union from before origin records) is refused: issue 19 item 9."""
+    a union from before origin records) is refused: RELIABILITY.md, review finding 9."""
     dest = ms.db_path
     why = establish(
         ms,

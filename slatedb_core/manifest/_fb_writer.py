@@ -273,7 +273,7 @@ def encode_manifest(
 ) -> bytes:
     """Serialise ``manifest`` as ManifestV1 or V2 inside the manifest envelope.
 
-    V1 (seed 003, phase 1: "write V1") is refused with ``InvalidArgument`` for anything it would
+    V1 (SlateDB RFC 0004, phase 1: "write V1") is refused with ``InvalidArgument`` for anything it would
     silently lose: visible ranges, views whose id is not their SST's id, an SST behind two views or
     behind none, and a last-compacted view id that differs from the last-compacted SST id. External
     databases are kept: ManifestV1 has the same ``external_dbs`` field as V2.

@@ -1,4 +1,4 @@
-"""Plain, immutable Python objects describing a manifest (seed 003's ManifestV2).
+"""Plain, immutable Python objects describing a manifest (SlateDB RFC 0004's ManifestV2).
 
 The rest of the code only ever sees these dataclasses; the FlatBuffers types stay inside
 ``slatedb_core.manifest.codec``. Everything is frozen and uses tuples, so a ``Manifest`` can be shared
@@ -46,7 +46,7 @@ class CompactedSst:
 
 @dataclass(frozen=True, slots=True)
 class SstView:
-    """A reference to an SST with an optional visible range (seed 003's CompactedSsTableView)."""
+    """A reference to an SST with an optional visible range (SlateDB RFC 0004's CompactedSsTableView)."""
 
     view_id: ULID
     sst_id: ULID
@@ -102,9 +102,9 @@ class Manifest:
     checkpoints: tuple[Checkpoint, ...] = ()
     last_l0_seq: int = 0
     last_compacted_l0_view_id: ULID | None = None
-    last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (seed 003 phase 1)
+    last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (SlateDB RFC 0004 phase 1)
     max_parallel_writes: int = 1
-    """WAL writes the current writer may have in flight (seed 001 "Parallel Writes"); the next
+    """WAL writes the current writer may have in flight (SlateDB RFC 0001, "Parallel Writes"); the next
     writer fences with this many consecutive SSTs. Stored 0 or absent decodes as 1."""
     key_range: BytesRange | None = None
     """The keys this database may hold (set by projection and union); None = all keys. Kept at

@@ -1,4 +1,4 @@
-"""Projection and union of manifests (seed 003, "Manifest Projection and Union").
+"""Projection and union of manifests (SlateDB RFC 0004, "Manifest Projection and Union").
 
 Both are pure functions over :class:`Manifest` values; the admin operations that read source
 manifests, create checkpoints and write the result live elsewhere. They exist for rescaling: a
@@ -166,7 +166,7 @@ def _label(i: UnionInput) -> str:
 
 
 def union_manifests(inputs: Sequence[UnionInput]) -> Manifest:
-    """One manifest over the combined key space of non-overlapping inputs (seed 003 "Union").
+    """One manifest over the combined key space of non-overlapping inputs (SlateDB RFC 0004, "Union").
 
     The result is a new, uninitialized database that references every input's SSTs where they
     lie; the caller creates the final checkpoints on the external databases and then sets
@@ -280,7 +280,7 @@ def _result_key_range(sources: Sequence[_Source]) -> BytesRange | None:
 
 class _FreshIds:
     """New ULIDs above every id of every input, increasing, so a re-id'd SST sorts after the
-    SSTs it was written after (seed 003: ULID order within one database is kept)."""
+    SSTs it was written after (SlateDB RFC 0004: ULID order within one database is kept)."""
 
     def __init__(self, sources: Sequence[_Source]) -> None:
         top = 0

@@ -130,7 +130,7 @@ def validate_relative_path(path: str, *, what: str = "path", allow_empty: bool =
 def _check_characters(path: str, what: str) -> None:
     """Control characters (``\\t``, ``\\x01``, ``\\x7f``, C1) and lone surrogates (argv bytes
     that are not UTF-8 arrive as ``\\udcXX``) make no valid object key: obstore rejects the first
-    and cannot encode the second, which used to surface as a retryable StoreError (issue 19
+    and cannot encode the second, which used to surface as a retryable StoreError (RELIABILITY.md
     item 17). Other non-printable characters (format marks, separators) are valid keys."""
     for ch in path:
         category = unicodedata.category(ch)
@@ -240,7 +240,7 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
 
 def check_store(store: object) -> ObjectStore:
     """``store`` if it is an :class:`ObjectStore`; else InvalidArgument (a URL string passed where
-    a store is expected used to fail later as a raw AttributeError, issue 19 item 14)."""
+    a store is expected used to fail later as a raw AttributeError, RELIABILITY.md, review finding 14)."""
     if not isinstance(store, ObjectStore):
         raise InvalidArgument(
             f"store must be an ObjectStore (see slatedb_core.open_store), got "

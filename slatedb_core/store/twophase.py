@@ -1,4 +1,4 @@
-"""Two-phase CAS (seed 001 "CAS on S3", pattern 5): create-if-absent without conditional writes.
+"""Two-phase CAS (SlateDB RFC 0001, "CAS on S3", pattern 5): create-if-absent without conditional writes.
 
 :class:`TwoPhaseStore` wraps an object store that lacks conditional writes (an S3-compatible store
 that ignores ``If-None-Match``) and gives it the full :class:`ObjectStore` contract with the help of
@@ -151,7 +151,7 @@ class TwoPhaseStore(ObjectStore):
         self._is_cell = cell_paths
         self.temp_min_age_s = temp_min_age_s
         self._insert_attempts = max(1, insert_attempts)
-        # Steps 3-5 on a pool: put_if_absent then returns once the intent is durable (seed 001:
+        # Steps 3-5 on a pool: put_if_absent then returns once the intent is durable (SlateDB RFC 0001:
         # "the write is considered durable after one S3 write and one DynamoDB write").
         self._pool = (
             ThreadPoolExecutor(complete_in_background, thread_name_prefix="slatedb-2pc")
@@ -421,7 +421,7 @@ class TwoPhaseStore(ObjectStore):
 
     # ---- recovery and GC -----------------------------------------------------------------
     def recover(self, prefix: str = "") -> int:
-        """Seed 001 "Recovery": complete every uncommitted intent under ``prefix``. Returns how
+        """SlateDB RFC 0001, "Recovery": complete every uncommitted intent under ``prefix``. Returns how
         many were completed."""
         return len(self.recover_sources(prefix))
 

@@ -1,5 +1,5 @@
 """The keys of two-phase CAS rows: the absolute location of an object, not the URL of the store
-that named it (issue 19 item 12; docs/two-phase-cas.md "Keys").
+that named it (RELIABILITY.md, review finding 12; docs/two-phase-cas.md "Keys").
 
 An intent (or cell) is the create-if-absent of one *object*, so its key must be the same from every
 store that reaches the object. Keyed by (store URL, relative path), ``s3://b/lake/prod`` +

@@ -1,4 +1,4 @@
-"""Transactional stores for two-phase CAS (seed 001 "CAS on S3"): SQLite and PostgreSQL.
+"""Transactional stores for two-phase CAS (SlateDB RFC 0001, "CAS on S3"): SQLite and PostgreSQL.
 
 :class:`~slatedb_core.store.twophase.TwoPhaseStore` keeps two kinds of rows here:
 

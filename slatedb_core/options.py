@@ -3,7 +3,8 @@ construction so a bad value fails where it is written, not deep inside a backgro
 
 The ``check_*`` helpers below are the one place the public API checks the type and range of an
 argument (RELIABILITY.md, review finding 14): the options' ``__post_init__`` and the public
-entry points (``Db``, ``DbReader``, ``Table``, ``admin``) call them, so a wrong type is an :class:`InvalidArgument`
+entry points (``Db``, ``DbReader``, ``Table``, ``admin``) call them, so a wrong type is an
+:class:`InvalidArgument`
 naming the field or argument, never a raw TypeError/AttributeError from deep inside. A ``bool``
 is never accepted where a count is expected, nor a number where a ``timedelta`` is. Every
 duration is bounded by :data:`slatedb_core.durations.MAX_DURATION` (one year; RELIABILITY.md,

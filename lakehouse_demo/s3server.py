@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from slatedb_core import ObjectStore, open_store
 from slatedb_core.errors import SlateDBError, StoreError
-from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 
 ACCESS_KEY = "demo-access-key"
 SECRET_KEY = "demo-secret-key-not-for-production"

@@ -21,6 +21,7 @@ from slatedb_core import (
     CheckpointNotFound,
     CheckpointOptions,
     DatabaseNotFound,
+    Table,
     admin,
     run_compaction_once,
     run_gc_once,
@@ -28,7 +29,6 @@ from slatedb_core import (
 from slatedb_core.durations import parse_duration
 from slatedb_core.gc import KINDS
 from slatedb_core.health import DatabaseHealth, inspect_database, split_key
-from slatedb_core.table import Table
 
 MAINTENANCE = "slatedb_maintenance"
 LAYOUT = "slatedb_layout"

@@ -21,9 +21,14 @@ from orchestration.partitions import (
     tables_partitions,
 )
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import BoundaryMissing, CorruptionError, DatabaseNotFound, SlateDBError
+from slatedb_core import (
+    BoundaryMissing,
+    CorruptionError,
+    DatabaseNotFound,
+    SlateDBError,
+    Table,
+)
 from slatedb_core.health import inspect_database, read_boundaries
-from slatedb_core.table import Table
 
 DISCOVERY_INTERVAL_S = 60
 WATCH_INTERVAL_S = 30

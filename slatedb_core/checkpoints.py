@@ -1,9 +1,15 @@
-"""Checkpoints of a database that is not open here (seed 003 "Public API", "Creating a Checkpoint").
+"""Every checkpoint edit of a manifest, in one place (SlateDB RFC 0004, "Public API", "Creating a
+Checkpoint", "Writers", "Readers"; docs/manifest-and-fencing.md):
 
-A checkpoint pins one manifest version so the garbage collector keeps its SSTs. These functions
-are what the admin API and the ``create/refresh/delete/list-checkpoints`` CLI commands run; the
-open ``Db`` uses :func:`checkpoint_change` directly so that the rules live in one place whether
-or not the checkpoint is committed together with other manifest edits.
+* user checkpoints: :func:`checkpoint_change`, :func:`refresh_change`, :func:`delete_change`, and
+  the functions the admin API and the ``create/refresh/delete/list-checkpoints`` CLI commands run
+  on a database that is not open here (:func:`create_checkpoint` and the others below); the open
+  ``Db`` uses :func:`checkpoint_change` directly, so that the rules live in one place whether or
+  not the checkpoint is committed together with other manifest edits;
+* the writer's checkpoint, moved by every commit of the writer (:func:`writer_checkpoint`);
+* a MANAGED reader's pins: :func:`pin_change`, :func:`extend_pins_change`,
+  :func:`drop_pins_change` (and :func:`check_live`, what a pin requires of the database);
+* the garbage collector's removal of expired checkpoints (:func:`expire_change`).
 
 Every change is a pure function of the manifest it is applied to, because the manifest store
 re-applies it to the newer manifest after losing a commit race: a checkpoint of the latest
@@ -40,15 +46,23 @@ Clock = Callable[[], float]
 """Wall-clock seconds since the epoch; injectable so tests can move time."""
 
 __all__ = [
+    "ExpireChange",
     "add_checkpoint",
+    "check_live",
     "checkpoint_change",
     "create_checkpoint",
     "delete_change",
     "delete_checkpoint",
+    "drop_pins_change",
+    "expire_change",
     "expire_time_s",
+    "extend_pins_change",
     "list_checkpoints",
+    "pin_change",
     "refresh_change",
     "refresh_checkpoint",
+    "writer_checkpoint",
+    "writer_checkpoint_change",
 ]
 
 
@@ -78,7 +92,8 @@ def checkpoint_change(
     *,
     derived_on_destroyed: bool = False,
 ) -> Callable[[Manifest, int], Manifest]:
-    """The manifest edit that adds checkpoint ``checkpoint_id`` (seed 003's two procedures), for
+    """The manifest edit that adds checkpoint ``checkpoint_id`` (SlateDB RFC 0004's two
+    procedures), for
     ``ManifestStore.update_at`` / ``FencedManifest.update_at``.
 
     Without ``options.source`` it pins the id the manifest is being committed as (V+1), so the
@@ -183,6 +198,127 @@ def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest | N
     return change
 
 
+# ---- the writer's checkpoint ----------------------------------------------------------------
+def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
+    """Replace any writer checkpoint in ``m`` with one of ``epoch`` pinning ``manifest_id`` (SlateDB
+    RFC 0004, "Writers": every commit of the writer pins the manifest it commits)."""
+    others = tuple(c for c in m.checkpoints if c.writer_epoch is None)
+    cp = Checkpoint(
+        id=uuid.uuid4(),
+        manifest_id=manifest_id,
+        create_time_s=int(time.time()),
+        expire_time_s=None,
+        writer_epoch=epoch,
+    )
+    return dataclasses.replace(m, checkpoints=(*others, cp))
+
+
+def writer_checkpoint_change(epoch: int) -> Callable[[Manifest, int], Manifest]:
+    """The edit that only moves the writer checkpoint of ``epoch`` to the manifest being
+    committed (a writer that picked up a new set of SSTs pins it)."""
+
+    def change(m: Manifest, next_id: int) -> Manifest:
+        return writer_checkpoint(m, next_id, epoch)
+
+    return change
+
+
+# ---- a MANAGED reader's pins (for ManifestStore.update_at) ------------------------------------
+def check_live(path: str, m: Manifest) -> None:
+    """What a reader requires of the database it pins or follows: not destroyed, initialized."""
+    if m.destroyed_at_s is not None:
+        raise DatabaseDestroyed(f"database {path!r} was destroyed at {m.destroyed_at_s}")
+    if not m.initialized:
+        raise DatabaseNotInitialized(f"database {path!r} is not initialized")
+
+
+def pin_change(
+    path: str,
+    new_id: uuid.UUID,
+    now_s: int,
+    expire_s: int | None,
+    drop: set[uuid.UUID],
+    last_seen: int,
+) -> Callable[[Manifest, int], Manifest | None]:
+    """A reader's new checkpoint pinning the manifest being written, ``wal_id_last_seen``
+    recorded in the same update, and the reader's older checkpoints in ``drop`` deleted (SlateDB
+    RFC 0004, "Establishing the Checkpoint"). Re-applied on a manifest that already holds
+    ``new_id`` (an earlier attempt that landed) it changes nothing."""
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        if m.checkpoint(new_id) is not None:
+            return None
+        check_live(path, m)
+        cp = Checkpoint(id=new_id, manifest_id=next_id, create_time_s=now_s, expire_time_s=expire_s)
+        return dataclasses.replace(
+            m,
+            checkpoints=(*(c for c in m.checkpoints if c.id not in drop), cp),
+            wal_id_last_seen=max(last_seen, m.replay_after_wal_id),
+        )
+
+    return change
+
+
+def extend_pins_change(
+    ours: uuid.UUID, done: set[uuid.UUID], stale: set[uuid.UUID], expire_s: int | None
+) -> Callable[[Manifest, int], Manifest]:
+    """A reader's upkeep of its pins: extend the ``stale`` checkpoints to ``expire_s`` and delete
+    the retired ``done`` ones. Raises CheckpointNotFound when ``ours``, the reader's current
+    checkpoint, is gone (GC removed it once expired): the reader must establish a new one."""
+
+    def change(m: Manifest, _next_id: int) -> Manifest:
+        if m.checkpoint(ours) is None:
+            raise CheckpointNotFound(ours)
+        cps = []
+        for c in m.checkpoints:
+            if c.id in done:
+                continue
+            if c.id in stale and c.expire_time_s is not None and expire_s is not None:
+                c = dataclasses.replace(c, expire_time_s=max(c.expire_time_s, expire_s))
+            cps.append(c)
+        return dataclasses.replace(m, checkpoints=tuple(cps))
+
+    return change
+
+
+def drop_pins_change(doomed: set[uuid.UUID]) -> Callable[[Manifest, int], Manifest | None]:
+    """Delete a reader's checkpoints in ``doomed``; nothing is committed if none is there."""
+
+    def change(m: Manifest, _next_id: int) -> Manifest | None:
+        kept = tuple(c for c in m.checkpoints if c.id not in doomed)
+        if len(kept) == len(m.checkpoints):
+            return None
+        return dataclasses.replace(m, checkpoints=kept)
+
+    return change
+
+
+# ---- the garbage collector's expiry ------------------------------------------------------------
+class ExpireChange:
+    """The edit by which a GC pass removes the checkpoints expired at ``now_s`` (SlateDB RFC
+    0004: an expired checkpoint no longer pins anything). A destroyed database keeps its
+    checkpoints (destroy waits for them); nothing is committed when none has expired.
+    ``removed`` is how many the last application removed, for the pass's statistics."""
+
+    def __init__(self, now_s: float) -> None:
+        self.now_s = now_s
+        self.removed = 0
+
+    def __call__(self, m: Manifest) -> Manifest | None:
+        keep = tuple(c for c in m.checkpoints if not c.is_expired(self.now_s))
+        self.removed = len(m.checkpoints) - len(keep)
+        if m.destroyed_at_s is not None or not self.removed:
+            self.removed = 0
+            return None
+        return dataclasses.replace(m, checkpoints=keep)
+
+
+def expire_change(now_s: float) -> ExpireChange:
+    """The GC's removal of the checkpoints expired at ``now_s`` (see :class:`ExpireChange`)."""
+    return ExpireChange(now_s)
+
+
+# ---- a database that is not open here ----------------------------------------------------------
 def _manifests(path: str, store: ObjectStore) -> ManifestStore:
     validate_relative_path(path, what="database path")
     return ManifestStore(check_store(store), path)

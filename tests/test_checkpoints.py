@@ -12,8 +12,14 @@ from slatedb_core.checkpoints import (
     checkpoint_change,
     create_checkpoint,
     delete_checkpoint,
+    drop_pins_change,
+    expire_change,
+    extend_pins_change,
     list_checkpoints,
+    pin_change,
     refresh_checkpoint,
+    writer_checkpoint,
+    writer_checkpoint_change,
 )
 from slatedb_core.errors import (
     CheckpointNotFound,
@@ -22,7 +28,7 @@ from slatedb_core.errors import (
     DatabaseNotInitialized,
     InvalidArgument,
 )
-from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CheckpointCreateResult, CheckpointOptions
 from slatedb_core.store.objectstore import ObjectStore
@@ -290,3 +296,63 @@ def test_stored_manifest_unchanged_when_change_is_noop(
     first = ms.update_at(change)
     again = ms.update_at(change)
     assert isinstance(again, StoredManifest) and again.id == first.id == 2
+
+
+# ---- the writer's checkpoint, a reader's pins, GC's expiry (all in slatedb_core.checkpoints) ----
+def _cp(expire: int | None, *, epoch: int | None = None) -> Checkpoint:
+    return Checkpoint(uuid.uuid4(), 1, int(T0), expire_time_s=expire, writer_epoch=epoch)
+
+
+def test_writer_checkpoint_replaces_the_writer_s_and_keeps_the_others() -> None:
+    user = _cp(None)
+    m = dataclasses.replace(Manifest(), checkpoints=(user, _cp(None, epoch=3)))
+    out = writer_checkpoint(m, 7, 4)
+    assert out.checkpoints[0] is user and len(out.checkpoints) == 2
+    (writer,) = [c for c in out.checkpoints if c.writer_epoch is not None]
+    assert writer.writer_epoch == 4 and writer.manifest_id == 7 and writer.expire_time_s is None
+    moved = writer_checkpoint_change(5)(out, 8)
+    assert [(c.writer_epoch, c.manifest_id) for c in moved.checkpoints] == [(None, 1), (5, 8)]
+
+
+def test_a_reader_pin_replaces_its_unread_pins_and_records_the_wal_it_saw() -> None:
+    old, kept, other = _cp(None), _cp(None), _cp(None)
+    m = dataclasses.replace(Manifest(), checkpoints=(old, kept, other), replay_after_wal_id=4)
+    new_id = uuid.uuid4()
+    change = pin_change(DB, new_id, int(T0), int(T0) + 60, {old.id}, 9)
+    out = change(m, 6)
+    assert out is not None and out.wal_id_last_seen == 9
+    assert [c.id for c in out.checkpoints] == [kept.id, other.id, new_id]
+    assert out.checkpoints[-1].manifest_id == 6
+    assert change(out, 7) is None  # an earlier attempt landed: nothing more
+    # a replay point past what the reader saw wins: the manifest's SSTs hold those WAL SSTs
+    assert pin_change(DB, uuid.uuid4(), 0, None, set(), 2)(m, 6).wal_id_last_seen == 4  # type: ignore[union-attr]
+    for dead in (dataclasses.replace(m, destroyed_at_s=1), dataclasses.replace(m, initialized=False)):
+        with pytest.raises((DatabaseDestroyed, DatabaseNotInitialized)):
+            pin_change(DB, uuid.uuid4(), 0, None, set(), 2)(dead, 6)
+
+
+def test_a_reader_extends_its_stale_pins_drops_its_retired_ones_and_learns_of_a_lost_pin() -> None:
+    ours, stale, done, never = _cp(100), _cp(50), _cp(100), _cp(None)
+    m = dataclasses.replace(Manifest(), checkpoints=(ours, stale, done, never))
+    out = extend_pins_change(ours.id, {done.id}, {stale.id, never.id}, 200)(m, 2)
+    assert [(c.id, c.expire_time_s) for c in out.checkpoints] == [
+        (ours.id, 100), (stale.id, 200), (never.id, None)
+    ]
+    lost = dataclasses.replace(m, checkpoints=(stale,))
+    with pytest.raises(CheckpointNotFound):
+        extend_pins_change(ours.id, set(), {stale.id}, 200)(lost, 2)
+    dropped = drop_pins_change({ours.id, done.id})(m, 2)
+    assert dropped is not None and [c.id for c in dropped.checkpoints] == [stale.id, never.id]
+    assert drop_pins_change({uuid.uuid4()})(m, 2) is None
+
+
+def test_gc_expiry_removes_expired_checkpoints_except_on_a_destroyed_database() -> None:
+    live, expired, forever = _cp(int(T0) + 10), _cp(int(T0) - 1), _cp(None)
+    m = dataclasses.replace(Manifest(), checkpoints=(live, expired, forever))
+    change = expire_change(T0)
+    out = change(m)
+    assert out is not None and change.removed == 1
+    assert [c.id for c in out.checkpoints] == [live.id, forever.id]
+    assert change(out) is None and change.removed == 0
+    destroyed = dataclasses.replace(m, destroyed_at_s=1)
+    assert change(destroyed) is None and change.removed == 0

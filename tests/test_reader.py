@@ -27,7 +27,8 @@ from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader, _WalTables
+from slatedb_core.reader.reader import DbReader
+from slatedb_core.reader.wal_tables import WalTables
 from slatedb_core.sst import encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -445,7 +446,7 @@ def test_reestablish_drops_replayed_wal_that_a_bulk_ingest_overwrote(store: Obje
 
 
 def test_purging_a_table_that_spans_the_replay_point_keeps_only_newer_entries() -> None:
-    tables = _WalTables(max_bytes=1 << 20)
+    tables = WalTables(max_bytes=1 << 20)
     tables.add([(1, batch_from_lists([b"a", b"b"], [1, 2], [0, 0], [b"a1", b"b1"]))])
     tables.add([(2, batch_from_lists([b"b", b"c"], [3, 4], [0, 1], [b"b2", b""]))])
     tables.add([(3, batch_from_lists([b"d"], [5], [0], [b"d3"]))])
@@ -468,7 +469,7 @@ def test_replayed_tables_never_change_once_published() -> None:
                 return found[1]
         return None
 
-    tables = _WalTables(max_bytes=4096)
+    tables = WalTables(max_bytes=4096)
     published = []
     for i in range(1, 301):
         keys, values = [b"k", f"x{i:03}".encode()], [f"v{i}".encode(), b"x" * 20]
@@ -490,7 +491,7 @@ def test_replayed_tables_never_change_once_published() -> None:
 
 
 def test_wal_ssts_applied_together_keep_id_order() -> None:
-    tables = _WalTables(max_bytes=1 << 20)
+    tables = WalTables(max_bytes=1 << 20)
     tables.add(
         [
             (1, batch_from_lists([b"k", b"x"], [1, 2], [0, 0], [b"old", b"x"])),

@@ -50,6 +50,7 @@ from datetime import datetime
 
 from ulid import ULID
 
+from slatedb_core.checkpoints import expire_change
 from slatedb_core.compactor.compactions import in_flight_output_ids
 from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
@@ -290,19 +291,9 @@ class Collector:
     ) -> StoredManifest:
         if not any(c.is_expired(now_s) for c in latest.manifest.checkpoints):
             return latest
-        removed = 0
-
-        def change(m: Manifest) -> Manifest | None:
-            nonlocal removed
-            keep = tuple(c for c in m.checkpoints if not c.is_expired(now_s))
-            removed = len(m.checkpoints) - len(keep)
-            if m.destroyed_at_s is not None or not removed:
-                removed = 0
-                return None
-            return dataclasses.replace(m, checkpoints=keep)
-
+        change = expire_change(now_s)
         stored = self.manifests.update(change, base=latest)
-        stats.expired_checkpoints_removed = removed
+        stats.expired_checkpoints_removed = change.removed
         return stored
 
     def _read_active(

@@ -9,7 +9,7 @@ What a reader serves is always one *prefix of the write history*::
 Everything up to ``replay_after_wal_id`` is in M's SSTs; the WAL SSTs after it are replayed in id
 order into immutable in-memory tables (:class:`~slatedb_core.lsm.memtable.ImmutableMemtable`, a new
 one per group of whole WAL SSTs, size-tiered up to ``max_memtable_bytes``, see
-:class:`~slatedb_core.reader.wal_tables._WalTables`), so reads go through the writer's own
+:class:`~slatedb_core.reader.wal_tables.WalTables`), so reads go through the writer's own
 :class:`~slatedb_core.lsm.dbstate.DbState` with an empty, frozen active memtable. WAL SSTs are only
 ever taken in unbroken id order: with a gap the reader waits for it to fill (seed 001 "Parallel
 Writes"), since serving SST n+1 without n would not be a prefix.
@@ -55,7 +55,7 @@ incomplete state.
 
 Threading: one lock (``_refresh_lock``) serialises everything that changes the reader's state (the
 poll thread, :meth:`DbReader.refresh`, recovery from a missing SST, close). What readers share is
-an immutable snapshot, a :class:`_View`, swapped in as one reference under that lock; nothing a
+an immutable snapshot, a :class:`View`, swapped in as one reference under that lock; nothing a
 view reaches is ever changed afterwards (replay builds new tables, it never adds to a published
 one). A read (``get``, ``get_many``, ``scan``, ``scan_arrow``) takes no lock: it takes the view
 published last once, at its start, and reads only from it, so it sees a prefix of the write
@@ -101,8 +101,7 @@ from slatedb_core.options import (
     check_optional,
 )
 from slatedb_core.reader.refresh import Refresher
-from slatedb_core.reader.view import ReaderStats, _as_key, _View
-from slatedb_core.reader.wal_tables import _WalTables  # noqa: F401 (imported from here by tests)
+from slatedb_core.reader.view import ReaderStats, View, as_key
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 
 log = logging.getLogger(__name__)
@@ -188,7 +187,7 @@ class DbReader:
 
     # ---- state -----------------------------------------------------------------------------
     @property
-    def _current(self) -> _View:
+    def _current(self) -> View:
         return self._refresher.current
 
     # ---- polling ---------------------------------------------------------------------------
@@ -223,7 +222,7 @@ class DbReader:
             self._check_open()
             self._poll()
 
-    def _recover(self, failed: _View) -> _View:
+    def _recover(self, failed: View) -> View:
         """After ``failed`` lost an SST: a state built from the latest manifest."""
         with self._refresh_lock:
             self._check_open()
@@ -260,14 +259,14 @@ class DbReader:
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` in the reader's state, or None."""
-        k = _as_key(key)
+        k = as_key(key)
         self._check_open()
         check_in_range(self._key_range(), (k,))
         return self._read(lambda s: s.get(k))
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys``, all from one state."""
-        ks = [_as_key(k) for k in check_key_list("keys", keys)]
+        ks = [as_key(k) for k in check_key_list("keys", keys)]
         self._check_open()
         check_in_range(self._key_range(), ks)
         return self._read(lambda s: [s.get(k) for k in ks])

@@ -4,7 +4,7 @@ the latest manifest, establishing and re-establishing the MANAGED checkpoint (an
 deleting the checkpoints it holds), and replaying the WAL after the manifest's replay point.
 
 :class:`Refresher` owns everything that changes when the state is refreshed and publishes each
-new state as one immutable :class:`~slatedb_core.reader.view._View` (``view``). It takes no
+new state as one immutable :class:`~slatedb_core.reader.view.View` (``view``). It takes no
 lock: the reader calls it only under its ``_refresh_lock``.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -20,22 +19,20 @@ from collections.abc import Sequence
 import pyarrow as pa
 from ulid import ULID
 
+from slatedb_core.checkpoints import (
+    check_live,
+    drop_pins_change,
+    expire_time_s,
+    extend_pins_change,
+    pin_change,
+)
 from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, ObjectNotFound, SstMissing
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions
-from slatedb_core.reader.view import (
-    _check_live,
-    _CheckpointLost,
-    _Pin,
-    _sst_set,
-    _View,
-    drop_change,
-    pin_change,
-    refresh_change,
-)
-from slatedb_core.reader.wal_tables import NO_MEMTABLE, _contiguous, _fetch_wal, _WalTables
+from slatedb_core.reader.view import Pin, View, sst_set
+from slatedb_core.reader.wal_tables import NO_MEMTABLE, WalTables, contiguous, fetch_wal
 from slatedb_core.sst import BlockCache
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
@@ -57,14 +54,14 @@ class Refresher:
         self._wal = WalLog(store, path)
         self._cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
-        self._tables = _WalTables(options.max_memtable_bytes)
-        self.view: _View | None = None  # the state published last
-        self.pin: _Pin | None = None  # MANAGED: the checkpoint of the current state
-        self._retired: list[_Pin] = []  # MANAGED: older checkpoints kept for open scans
+        self._tables = WalTables(options.max_memtable_bytes)
+        self.view: View | None = None  # the state published last
+        self.pin: Pin | None = None  # MANAGED: the checkpoint of the current state
+        self._retired: list[Pin] = []  # MANAGED: older checkpoints kept for open scans
         self._latest_seen = 0  # id of the newest manifest looked at
 
     @property
-    def current(self) -> _View:
+    def current(self) -> View:
         view = self.view
         assert view is not None, "a DbReader is only handed out once opened"
         return view
@@ -103,7 +100,7 @@ class Refresher:
         )
         t = self._tables
         state = DbState(stored, NO_MEMTABLE, t.imms(), l0, runs)
-        self.view = _View(state, self.pin, t.last_wal_id)
+        self.view = View(state, self.pin, t.last_wal_id)
 
     def _republish(self, stored: StoredManifest | None = None) -> None:
         """Publish the current tables (and optionally a manifest with the same SST set)."""
@@ -112,7 +109,7 @@ class Refresher:
         state = dataclasses.replace(
             view.state, manifest=stored or view.state.manifest, imm=t.imms()
         )
-        self.view = _View(state, self.pin, t.last_wal_id)
+        self.view = View(state, self.pin, t.last_wal_id)
 
     def _replay(self, ids: Sequence[int]) -> None:
         """Apply WAL SSTs (contiguous, after the last applied); ObjectNotFound if one is gone,
@@ -122,7 +119,7 @@ class Refresher:
         group: list[tuple[int, pa.RecordBatch]] = []
         size = 0
         try:
-            for wal_id, entries in _fetch_wal(self._wal, ids):
+            for wal_id, entries in fetch_wal(self._wal, ids):
                 if group and size + entries.nbytes > max_bytes:
                     self._apply(group)
                     group, size = [], 0
@@ -142,7 +139,7 @@ class Refresher:
         """The contiguous run of ``listed`` after ``after``; WalSstMissing if the hole that ends
         it is one no writer can have left (issue 19 item 7): stopping there would serve older
         values for the keys of every acknowledged SST after it, for good."""
-        run = _contiguous(listed, after)
+        run = contiguous(listed, after)
         if len(run) < len(listed) and self._damage(listed, after, m):
             # judged again on the latest manifest: a newer writer's window may be wider
             latest = self._manifests.read_latest().manifest
@@ -193,7 +190,7 @@ class Refresher:
             if latest is None:
                 latest = self._manifests.read_latest()
                 self._latest_seen = latest.id
-            _check_live(self.path, latest.manifest)
+            check_live(self.path, latest.manifest)
             self._follow_to(latest)
             if self._replay_new_wal():
                 return
@@ -204,7 +201,7 @@ class Refresher:
 
     def _follow_to(self, latest: StoredManifest) -> None:
         view = self.view
-        if view is None or _sst_set(latest.manifest) != _sst_set(view.state.manifest.manifest):
+        if view is None or sst_set(latest.manifest) != sst_set(view.state.manifest.manifest):
             self._install(latest)
         else:
             self._republish(latest)
@@ -220,7 +217,7 @@ class Refresher:
             self.follow()
 
     # ---- MANAGED ---------------------------------------------------------------------------
-    def _pins(self) -> list[_Pin]:
+    def _pins(self) -> list[Pin]:
         return [p for p in (self.pin, *self._retired) if p is not None]
 
     def establish(self, base: StoredManifest | None = None) -> None:
@@ -228,7 +225,7 @@ class Refresher:
         for _ in range(_RELOAD_ATTEMPTS):
             if base is None:
                 base = self._manifests.read_latest()
-            _check_live(self.path, base.manifest)
+            check_live(self.path, base.manifest)
             after = base.manifest.replay_after_wal_id
             listed = self._checked_run(self._wal.list_ids(after=after), after, base.manifest)
             stored = self._commit_checkpoint(base, listed[-1] if listed else after)
@@ -247,7 +244,7 @@ class Refresher:
         checkpoints that no open scan still reads."""
         now = time.time()
         lifetime = self.options.checkpoint_lifetime
-        expire = None if lifetime is None else math.ceil(now + lifetime.total_seconds())
+        expire = expire_time_s(now, lifetime)
         new_id = uuid.uuid4()
         old = self._pins()
 
@@ -256,12 +253,12 @@ class Refresher:
         stored = self._manifests.update_at(change, base=base)
         self._latest_seen = stored.id
         self._retired = [p for p in old if stored.manifest.checkpoint(p.id) is not None]
-        self.pin = _Pin(new_id, expire)
+        self.pin = Pin(new_id, expire)
         return stored
 
     def _maintain(self) -> None:
         """Refresh expiries with less than half the lifetime left; delete retired checkpoints
-        whose scans have finished. Raises _CheckpointLost."""
+        whose scans have finished. Raises CheckpointNotFound when GC removed our checkpoint."""
         lifetime = self.options.checkpoint_lifetime
         now = time.time()
         stale: set[uuid.UUID] = set()
@@ -275,11 +272,11 @@ class Refresher:
         done = {p.id for p in self._retired if not p.scans}
         if not stale and not done:
             return
-        expire = None if lifetime is None else math.ceil(now + lifetime.total_seconds())
+        expire = expire_time_s(now, lifetime)
         assert self.pin is not None
         ours = self.pin.id
 
-        change = refresh_change(ours, done, stale, expire)
+        change = extend_pins_change(ours, done, stale, expire)
         stored = self._manifests.update_at(change)
         self._latest_seen = stored.id
         for p in self._pins():
@@ -295,13 +292,13 @@ class Refresher:
             if (
                 self.pin is None
                 or latest.manifest.checkpoint(self.pin.id) is None
-                or _sst_set(latest.manifest) != _sst_set(pinned)
+                or sst_set(latest.manifest) != sst_set(pinned)
             ):
                 self.establish(latest)
                 return
         try:
             self._maintain()
-        except _CheckpointLost:
+        except CheckpointNotFound:  # our checkpoint expired and GC removed it
             self.establish()
             return
         if not self._replay_new_wal():
@@ -315,5 +312,5 @@ class Refresher:
         if not doomed:
             return
 
-        change = drop_change(doomed)
+        change = drop_pins_change(doomed)
         self._manifests.update_at(change)

@@ -41,7 +41,7 @@ class _Frozen:
     last_wal_id: int
 
 
-class _WalTables:
+class WalTables:
     """The replayed WAL: whole WAL SSTs in id order, in immutable tables of at most about
     ``max_bytes`` each.
 
@@ -184,7 +184,7 @@ def _load_wal(wal: WalLog, wal_id: int) -> pa.RecordBatch:
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-def _fetch_wal(wal: WalLog, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
+def fetch_wal(wal: WalLog, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
     """``(id, entries)`` in id order; a missing SST raises ObjectNotFound at its position."""
     if len(ids) <= 1:
         for wal_id in ids:
@@ -207,7 +207,7 @@ def _fetch_wal(wal: WalLog, ids: Sequence[int]) -> Iterator[tuple[int, pa.Record
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _contiguous(ids: Sequence[int], after: int) -> list[int]:
+def contiguous(ids: Sequence[int], after: int) -> list[int]:
     """The unbroken run ``after+1, after+2, ...`` at the start of the sorted ``ids``."""
     out: list[int] = []
     expect = after + 1

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.checkpoints import checkpoint_change
+from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
 from slatedb_core.errors import (
     DbClosed,
     InvalidArgument,
@@ -62,12 +62,13 @@ from slatedb_core.sst import SstReader, encode_sst
 from slatedb_core.sst.create import copy_sst
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.writer.batch import WriteBatch
-from slatedb_core.writer.engine import _RESIDENT_OVERHEAD_PER_ENTRY as _RESIDENT
-from slatedb_core.writer.engine import BulkIngestStats, WriterEngine, writer_checkpoint
+from slatedb_core.writer.engine import WriterEngine
+from slatedb_core.writer.l0_flush import RESIDENT_OVERHEAD_PER_ENTRY
+from slatedb_core.writer.types import BulkIngestStats
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KV_SCHEMA", "BulkIngestStats", "Db", "DbClosed", "writer_checkpoint"]
+__all__ = ["Db"]
 
 
 
@@ -159,7 +160,8 @@ class Db(WriterEngine):
                 self._wake.set()
             if (
                 memtable.size_bytes >= self._l0_size
-                or memtable.size_bytes + memtable.entry_count * _RESIDENT >= self._mem_budget
+                or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
+                >= self._mem_budget
             ):
                 self._freeze_locked()
         if await_durable:
@@ -225,7 +227,8 @@ class Db(WriterEngine):
         memtable = self._state.memtable
         if (
             memtable.size_bytes >= self._l0_size
-            or memtable.size_bytes + memtable.entry_count * _RESIDENT >= self._mem_budget
+            or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
+            >= self._mem_budget
         ):
             self._freeze_locked()
         return gen

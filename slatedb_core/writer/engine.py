@@ -30,6 +30,7 @@ from typing import Any
 
 from ulid import ULID
 
+from slatedb_core.checkpoints import writer_checkpoint_change
 from slatedb_core.errors import (
     BackgroundThreadDied,
     DatabaseDestroyed,
@@ -42,7 +43,6 @@ from slatedb_core.errors import (
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
-from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
 from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
@@ -53,9 +53,8 @@ from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWindow, WalWriter
 from slatedb_core.wal.pipeline import WalAcks, WalBuffer
-from slatedb_core.writer.gc_safety import NewSsts, writer_checkpoint
+from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.writer.l0_flush import (
-    RESIDENT_OVERHEAD_PER_ENTRY,
     l0_flush_change,
     replay_point_change,
     resident_bytes,
@@ -65,20 +64,8 @@ from slatedb_core.writer.recovery import (
     fence_older_writers,
     replay_wal,
 )
-from slatedb_core.writer.types import BulkIngestStats
 
 log = logging.getLogger(__name__)
-
-# What other modules import from here (all but WriterEngine re-exported from the modules above)
-__all__ = [
-    "KV_SCHEMA",
-    "BulkIngestStats",
-    "DbClosed",
-    "WriterEngine",
-    "writer_checkpoint",
-]
-
-_RESIDENT_OVERHEAD_PER_ENTRY = RESIDENT_OVERHEAD_PER_ENTRY  # imported by slatedb_core.writer.db
 
 
 def _sst_views(m: Manifest) -> tuple[object, ...]:
@@ -550,7 +537,7 @@ class WriterEngine:
         if _sst_views(latest.manifest) != _sst_views(previous.manifest):
             epoch = self._fm.epoch
             try:
-                latest = self._commit(lambda m, next_id: writer_checkpoint(m, next_id, epoch))
+                latest = self._commit(writer_checkpoint_change(epoch))
             except Fenced:
                 return
         with self._lock:

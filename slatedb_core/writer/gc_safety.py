@@ -1,8 +1,9 @@
 """How a writer keeps what it reads and writes safe from GC (used by
 :class:`~slatedb_core.writer.engine.WriterEngine` and ``Db``):
 
-* its *writer checkpoint* (seed 003): every commit of the writer replaces it with one pinning the
-  manifest being committed (:func:`writer_checkpoint`);
+* its *writer checkpoint* (SlateDB RFC 0004, "Writers"): every commit of the writer replaces it
+  with one pinning the manifest being committed
+  (:func:`~slatedb_core.checkpoints.writer_checkpoint`);
 * the *pre-commit check* of the SSTs it is about to name (protocol in
   :mod:`slatedb_core.meta.compacted_boundary`): inside every commit attempt, after the attempt's
   base manifest is known and before its create, an SST whose creation time is at or behind the
@@ -16,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
 
 from ulid import ULID
@@ -24,7 +24,6 @@ from ulid import ULID
 from slatedb_core.errors import DatabaseDeleted
 from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import (
-    Checkpoint,
     CompactedSst,
     Manifest,
 )
@@ -33,19 +32,6 @@ from slatedb_core.sst.create import create_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
-
-def writer_checkpoint(m: Manifest, manifest_id: int, epoch: int) -> Manifest:
-    """Replace any writer checkpoint with one of ``epoch`` pinning ``manifest_id`` (seed 003)."""
-    others = tuple(c for c in m.checkpoints if c.writer_epoch is None)
-    cp = Checkpoint(
-        id=uuid.uuid4(),
-        manifest_id=manifest_id,
-        create_time_s=int(time.time()),
-        expire_time_s=None,
-        writer_epoch=epoch,
-    )
-    return dataclasses.replace(m, checkpoints=(*others, cp))
-
 
 class NewSsts:
     """SSTs a writer has uploaded and is about to commit, with the means to re-home them.

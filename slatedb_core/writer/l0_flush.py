@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from slatedb_core.checkpoints import writer_checkpoint
 from slatedb_core.lsm.memtable import ImmutableMemtable
 from slatedb_core.manifest.model import Manifest, SstView
 from slatedb_core.manifest.store import IdChange
-from slatedb_core.writer.gc_safety import NewSsts, writer_checkpoint
+from slatedb_core.writer.gc_safety import NewSsts
 
 # Measured RSS of a dict memtable entry beyond its key and value bytes (dict slot, tuple, int and
 # bytes headers, WAL buffer copy): ~320 bytes against the 16 that size_bytes counts toward the SST size.

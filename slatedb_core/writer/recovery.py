@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from slatedb_core.checkpoints import writer_checkpoint
 from slatedb_core.errors import ManifestVersionExists, ObjectNotFound
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.sst import SstOptions
 from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
-from slatedb_core.writer.gc_safety import writer_checkpoint
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,12 @@ from slatedb_core.errors import (
     ObjectNotFound,
     ShardMapConflict,
 )
+from slatedb_core.layout import ingest_dir as ingest_prefix
 from slatedb_core.layout import join
 from slatedb_core.options import DbOptions
 from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.table import Shard, ShardMap, Table, ingest_prefix
+from slatedb_core.table import Shard, ShardMap, Table
 from slatedb_core.table.staged import encode_ranges
 from spark_jobs.routing import ENTRY_SCHEMA
 

@@ -1,19 +1,22 @@
-"""Sharded tables: a shard map of contiguous key ranges, one database per range (issue 7).
+"""Sharded tables: a shard map of contiguous key ranges, one database per range
+(docs/projection-and-union.md).
 
-``from slatedb_core.table import Table, Shard, ShardMap, TableOptions``. The map format and its
-sequenced store: :mod:`.shardmap`; routing, reads and writers: :mod:`.table`; split and merge:
-:mod:`.rescale`.
+``from slatedb_core.table import Table, Shard, ShardMap, TableOptions, TableSnapshot``. The map
+format and its sequenced store: :mod:`.shardmap`; the table, its routing and writers:
+:mod:`.table`; reads across shards: :mod:`.reads`; split and merge: :mod:`.rescale`; snapshots,
+named or not: :mod:`.snapshot`; batch ingest (staged SSTs, the exactly-once per-shard commit):
+:mod:`.staged`, :mod:`.ingest`.
 """
 
 from __future__ import annotations
 
-from slatedb_core.table.gc import INGEST_DIR, TableGcStats, ingest_prefix
+from slatedb_core.table.gc import TableGcStats
+from slatedb_core.table.options import TableOptions
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, route
 from slatedb_core.table.snapshot import TableSnapshot
-from slatedb_core.table.table import Table, TableOptions
+from slatedb_core.table.table import Table
 
 __all__ = [
-    "INGEST_DIR",
     "PendingOp",
     "Shard",
     "ShardMap",
@@ -22,6 +25,5 @@ __all__ = [
     "TableGcStats",
     "TableOptions",
     "TableSnapshot",
-    "ingest_prefix",
     "route",
 ]

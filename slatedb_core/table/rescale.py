@@ -1,5 +1,5 @@
 """Rescaling a sharded table: split a shard through projected clones, merge two through union
-(seed 003 "Manifest Projection and Union"), without losing an acknowledged write.
+(SlateDB RFC 0004, "Manifest Projection and Union"), without losing an acknowledged write.
 
 The danger is a write that lands in the old shard's database after the clone (or union) took its
 snapshot: it is acknowledged, then destroyed with the old database. Fencing the old writer just
@@ -42,6 +42,7 @@ import dataclasses
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 
 from slatedb_core.errors import (
     DatabaseDestroyed,
@@ -51,23 +52,36 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.options import check_int
-from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, shard_db_name
-from slatedb_core.table.table import Table
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table.options import TableOptions
+from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
-__all__ = ["merge", "resume", "split"]
+__all__ = ["RescaleContext", "merge", "resume", "split"]
 
 _NO_L0_LIMIT = 1 << 30
 
 
-def split(table: Table, shard_index: int, at: bytes) -> ShardMap:
+@dataclass(frozen=True)
+class RescaleContext:
+    """What rescaling needs of a table: where it is, its options, its map store, and the map its
+    caller read last (which ``shard_index`` arguments index)."""
+
+    path: str
+    store: ObjectStore
+    options: TableOptions
+    maps: ShardMapStore
+    shard_map: ShardMap
+
+
+def split(table: RescaleContext, shard_index: int, at: bytes) -> ShardMap:
     """Split shard ``shard_index`` (of the map ``table`` read last) at ``at``.
 
     Raises InvalidArgument if ``at`` is not inside the shard, ShardMapConflict if another
@@ -111,10 +125,10 @@ def split(table: Table, shard_index: int, at: bytes) -> ShardMap:
     return _run(table, latest, op)
 
 
-def merge(table: Table, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
+def merge(table: RescaleContext, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
     """Merge shard ``shard_index`` with shard ``shard_index + 1`` (of the map ``table`` read
     last) into one database."""
-    shard_index = check_int("shard_index", shard_index)  # issue 19 item 14: merge("0")
+    shard_index = check_int("shard_index", shard_index)  # merge("0") (RELIABILITY.md: bad input)
     if expected_map_id is not None:
         expected_map_id = check_int("expected_map_id", expected_map_id, lo=1)
     shards = table.shard_map.shards
@@ -161,7 +175,7 @@ def merge(table: Table, shard_index: int, *, expected_map_id: int | None = None)
     return _run(table, latest, op)
 
 
-def resume(table: Table, latest: ShardMap | None = None) -> ShardMap:
+def resume(table: RescaleContext, latest: ShardMap | None = None) -> ShardMap:
     """Finish every pending operation and soft-destroy every retired database that is not yet;
     retired databases the GC has deleted are dropped from the map."""
     m = latest if latest is not None else table.maps.read_latest()
@@ -179,7 +193,7 @@ def resume(table: Table, latest: ShardMap | None = None) -> ShardMap:
 
 
 # ---- the steps -------------------------------------------------------------------------------
-def _run(table: Table, m: ShardMap, op: PendingOp) -> ShardMap:
+def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
     """Steps 2-5 of ``op``, which ``m`` holds as pending."""
     sources = [m.by_id(i) for i in op.sources]
     if any(s is None for s in sources):  # pragma: no cover - the map codec refuses such maps
@@ -225,7 +239,7 @@ def _run(table: Table, m: ShardMap, op: PendingOp) -> ShardMap:
     return m
 
 
-def _fence(table: Table, shard: Shard) -> None:
+def _fence(table: RescaleContext, shard: Shard) -> None:
     """Step 2: after this, the shard's manifest holds every acknowledged write and no writer
     that opened before the seal can add one."""
     # One flush, no compactor: it must not stall behind l0_max_ssts waiting for a compactor that
@@ -244,12 +258,12 @@ def _fence(table: Table, shard: Shard) -> None:
             try:
                 db.close()
             except Fenced:
-                pass  # close() reports the fencing again (issue 19 item 8); we wrote nothing
+                pass  # close() reports the fencing again (RELIABILITY.md, bugs table); we wrote nothing
     assert last is not None
     raise last
 
 
-def _retire(table: Table, db_path: str) -> bool:
+def _retire(table: RescaleContext, db_path: str) -> bool:
     """Step 5; False if the database is gone already (collected)."""
     try:
         destroy(db_path, table.store, soft=True)
@@ -261,7 +275,7 @@ def _retire(table: Table, db_path: str) -> bool:
 
 
 # ---- helpers -------------------------------------------------------------------------------
-def _seen(table: Table, index: int) -> Shard:
+def _seen(table: RescaleContext, index: int) -> Shard:
     shards = table.shard_map.shards
     if isinstance(index, bool) or not isinstance(index, int):
         raise InvalidArgument(f"shard index must be an int, got {type(index).__name__}")

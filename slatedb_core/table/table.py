@@ -1,20 +1,19 @@
-"""``Table``: a sharded table, one database per contiguous key range (issue 7; the duty seed 003
-leaves to "the client": "it is the client responsibility to maintain the ranges associated with
-SlateDB instances and supply them to Projection and Union").
+"""``Table``: a sharded table, one database per contiguous key range: the duty SlateDB RFC 0004
+leaves to "the client" ("it is the client responsibility to maintain the ranges associated with
+SlateDB instances and supply them to Projection and Union"; docs/projection-and-union.md).
 
 The map itself is :mod:`slatedb_core.table.shardmap`; rescaling is :mod:`slatedb_core.table.
-rescale`. This module routes reads and writes:
+rescale`; reads are :mod:`slatedb_core.table.reads`; snapshots :mod:`slatedb_core.table.snapshot`.
+This module holds the table together and routes writes:
 
-* **Reads** go through one :class:`~slatedb_core.reader.reader.DbReader` per shard, opened on first use
-  with ``TableOptions.reader`` (default MANAGED: each reader pins its state with a checkpoint, so
-  GC cannot pull SSTs from under a long scan; FOLLOW_LATEST never writes). A scan walks the
-  shards overlapping ``[start, end)`` in key order, each clipped to its range. A table opened on a
-  :class:`TableSnapshot` reads a checkpoint of every shard instead: one consistent, repeatable
-  view per shard, of a shard map that cannot change under it.
-* **Writes** go through ``writer(shard)``, the shard's :class:`~slatedb_core.writer.db.Db`. Opening it
-  fences every earlier writer of that shard; *then* the latest map is read again, and a shard
-  that is gone or sealed by a split/merge is refused (:class:`ShardMapConflict`) before anything
-  is written. That order is what makes rescaling safe (see :mod:`slatedb_core.table.rescale`).
+* **Reads** go through one :class:`~slatedb_core.reader.reader.DbReader` per shard (see
+  :mod:`~slatedb_core.table.reads`); a table opened on a :class:`TableSnapshot` reads a
+  checkpoint of every shard instead.
+* **Writes** go through ``writer(shard)``, the shard's :class:`~slatedb_core.writer.db.Db`.
+  Opening it fences every earlier writer of that shard; *then* the latest map is read again, and
+  a shard that is gone or sealed by a split/merge is refused (:class:`ShardMapConflict`) before
+  anything is written. That order is what makes rescaling safe (see
+  :mod:`slatedb_core.table.rescale`).
 
 A ``Table`` holds the map version it read last; :meth:`Table.refresh` reads the latest. A read
 that finds its shard's database destroyed (a rescale finished meanwhile) refreshes once and
@@ -23,53 +22,39 @@ re-routes.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from slatedb_core.errors import (
-    DatabaseDestroyed,
-    DatabaseNotFound,
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
     ShardMapConflict,
-    SlateDBError,
+    VersionExists,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
-from slatedb_core.lsm.entries import KV_SCHEMA
+from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import (
-    DbOptions,
-    DbReaderOptions,
-    ReaderMode,
-    check_duration,
-    check_instance,
-    check_int,
-    check_key_list,
-    check_optional,
-)
-from slatedb_core.reader.reader import DbReader
+from slatedb_core.options import DbOptions, check_duration, check_instance, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
+from slatedb_core.table.options import TableOptions
+from slatedb_core.table.reads import ShardReaders
+from slatedb_core.table.rescale import RescaleContext, merge, resume, split
 from slatedb_core.table.shardmap import (
     Shard,
     ShardMap,
     ShardMapStore,
     check_split_points,
     ranges_for,
-    shard_db_name,
 )
 from slatedb_core.table.snapshot import (
     TableSnapshot,
@@ -85,27 +70,7 @@ from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Table", "TableOptions", "TableSnapshot"]
-
-@dataclass(frozen=True)
-class TableOptions:
-    writer: DbOptions = field(default_factory=DbOptions)
-    """Options of the shard writers :meth:`Table.writer` opens (and of the fencing writer that
-    split/merge open on a source shard)."""
-    reader: DbReaderOptions = field(default_factory=DbReaderOptions)
-    """Options of the per-shard readers behind get/scan (the mode is forced to CHECKPOINT for a
-    table opened on a snapshot)."""
-    fence_attempts: int = 5
-    """Split/merge: how often to re-fence a source shard whose fencing writer was itself fenced
-    (a writer that opened meanwhile, saw the seal and left)."""
-    map_commit_attempts: int = 20
-    """Shard-map commits retried after losing a race to an unrelated change."""
-
-    def __post_init__(self) -> None:
-        check_instance("TableOptions.writer", self.writer, DbOptions)
-        check_instance("TableOptions.reader", self.reader, DbReaderOptions)
-        for name in ("fence_attempts", "map_commit_attempts"):
-            object.__setattr__(self, name, check_int(name, getattr(self, name), lo=1))
+__all__ = ["Table"]
 
 
 class Table:
@@ -127,7 +92,9 @@ class Table:
         self._map = current
         self._snapshot = snapshot
         self._lock = threading.Lock()
-        self._readers: dict[str, DbReader] = {}
+        self._reads = ShardReaders(
+            path, store, options.reader, snapshot, lambda: self._map, self.refresh
+        )
         self._closed = False
 
     # ---- creating and opening --------------------------------------------------------------
@@ -164,7 +131,7 @@ class Table:
         initial = ShardMap(0, shards, time.time(), len(shards) + 1)
         try:
             committed = maps.create_initial(initial)
-        except ManifestVersionExists:
+        except VersionExists:
             raise ObjectAlreadyExists(maps.seq.path(1)) from None
         return cls(path, store, options, maps, committed)
 
@@ -222,13 +189,7 @@ class Table:
             return self._map
         latest = self.maps.read_latest()
         self._install(latest)
-        with self._lock:
-            readers = list(self._readers.values())
-        for r in readers:
-            try:
-                r.refresh()
-            except SlateDBError as e:
-                log.info("table %r: refreshing reader of %r: %s", self.path, r.path, e)
+        self._reads.refresh_all()
         return latest
 
     def _install(self, latest: ShardMap) -> None:
@@ -236,108 +197,18 @@ class Table:
             if latest.id < self._map.id:
                 return
             self._map = latest
-            live = {s.db_path for s in latest.shards}
-            gone = [p for p in self._readers if p not in live]
-            stale = [self._readers.pop(p) for p in gone]
-        for r in stale:
-            _close_quietly(r)
+        self._reads.retain({s.db_path for s in latest.shards})
 
     # ---- reads -----------------------------------------------------------------------------
-    def _reader(self, shard: Shard) -> DbReader:
-        self._check_open()
-        with self._lock:
-            r = self._readers.get(shard.db_path)
-        if r is not None:
-            return r
-        if self._snapshot is not None:
-            cid = self._snapshot.checkpoints[shard.index]
-            opts = dataclasses.replace(self.options.reader, mode=ReaderMode.CHECKPOINT)
-            r = DbReader.open(shard.db_path, self.store, cid, opts)
-        else:
-            r = DbReader.open(shard.db_path, self.store, None, self.options.reader)
-        with self._lock:
-            closed = self._closed
-            existing = self._readers.get(shard.db_path)
-            if existing is None and not closed:
-                self._readers[shard.db_path] = r
-                return r
-        _close_quietly(r)  # another thread opened one first, or the table closed meanwhile
-        if existing is None:
-            raise InvalidArgument(f"table {self.path!r} is closed")
-        return existing
-
-    def _with_reroute(self, key: bytes, fn: Any) -> Any:
-        """Run ``fn(reader)`` on the reader of ``key``'s shard; once, after a rescale destroyed
-        that shard, on the latest map."""
-        shard = self.shard_for(key)
-        try:
-            return fn(self._reader(shard))
-        except (DatabaseDestroyed, DatabaseNotFound):
-            if self._snapshot is not None:
-                raise
-            self.refresh()
-            return fn(self._reader(self.shard_for(key)))
-
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` in its shard, or None."""
-        return self._with_reroute(key, lambda r: r.get(key))  # type: ignore[no-any-return]
+        self._check_open()
+        return self._reads.get(key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys`` (in order); one ``get_many`` per shard involved."""
-        ks = check_key_list("keys", keys)
-        if not ks:
-            return []
-        m = self._map
-        idx = m.route(ks).to_numpy()
-        out: list[bytes | None] = [None] * len(ks)
-        for i in np.unique(idx):
-            positions = np.flatnonzero(idx == i)
-            shard = m.shards[int(i)]
-            group = [ks[p] for p in positions]
-            try:
-                values = self._reader(shard).get_many(group)
-            except (DatabaseDestroyed, DatabaseNotFound):
-                if self._snapshot is not None:
-                    raise
-                self.refresh()
-                values = [self.get(k) for k in group]
-            for p, v in zip(positions, values, strict=True):
-                out[int(p)] = v
-        return out
-
-    def _check_bounds(self, start: bytes | None, end: bytes | None) -> None:
-        for name, b in (("start", start), ("end", end)):
-            if b is not None and not isinstance(b, bytes):
-                raise InvalidArgument(f"scan {name} must be bytes or None")
-        if start is not None and end is not None and end < start:
-            raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
-
-    def _shard_scans(
-        self, start: bytes | None, end: bytes | None
-    ) -> Iterator[tuple[DbReader, bytes | None, bytes | None]]:
-        """(reader, clipped start, clipped end) per shard overlapping ``[start, end)``, in key
-        order; the map is the one current when the scan starts, re-read once if a shard turns
-        out to be destroyed."""
-        m = self._map
-        resume = start
-        refreshed = False
-        while True:
-            for shard in m.overlapping(resume, end):
-                clip = shard.key_range.intersect(KeyRange(resume, end))
-                if clip.is_empty():
-                    continue
-                try:
-                    reader = self._reader(shard)
-                except (DatabaseDestroyed, DatabaseNotFound):
-                    if self._snapshot is not None or refreshed:
-                        raise
-                    refreshed = True
-                    m = self.refresh()
-                    resume = clip.start  # the shards before this one were read completely
-                    break
-                yield reader, clip.start, clip.end
-            else:
-                return
+        self._check_open()
+        return self._reads.get_many(keys)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
@@ -345,13 +216,7 @@ class Table:
         """(key, value) pairs with ``start <= key < end`` (None unbounded) across all shards, in
         key order."""
         self._check_open()
-        self._check_bounds(start, end)
-
-        def rows() -> Iterator[tuple[bytes, bytes]]:
-            for reader, lo, hi in self._shard_scans(start, end):
-                yield from reader.scan(lo, hi)
-
-        return rows()
+        return self._reads.scan(start, end)
 
     def scan_arrow(
         self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
@@ -359,14 +224,7 @@ class Table:
         """The same as :meth:`scan`, as Arrow record batches of (key, value): the type
         ``Db.scan_arrow`` returns. Batches never span two shards."""
         self._check_open()
-        self._check_bounds(start, end)
-        batch_size = check_int("batch_size", batch_size, lo=1)
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for reader, lo, hi in self._shard_scans(start, end):
-                yield from reader.scan_arrow(lo, hi, batch_size)
-
-        return pa.RecordBatchReader.from_batches(KV_SCHEMA, batches())
+        return self._reads.scan_arrow(start, end, batch_size)
 
     # ---- writes ----------------------------------------------------------------------------
     def writer(self, shard: int | Shard, options: DbOptions | None = None) -> Db:
@@ -466,32 +324,29 @@ class Table:
     def split(self, shard_index: int, at: bytes) -> ShardMap:
         """Split shard ``shard_index`` at ``at`` into ``[start, at)`` and ``[at, end)``; see
         :func:`slatedb_core.table.rescale.split`."""
-        from slatedb_core.table.rescale import split
-
         self._check_writable()
-        m = split(self, shard_index, at)
+        m = split(self._rescaling(), shard_index, at)
         self._install(m)
         return m
 
     def merge(self, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
         """Merge shard ``shard_index`` with the next one; see
         :func:`slatedb_core.table.rescale.merge`."""
-        from slatedb_core.table.rescale import merge
-
         self._check_writable()
-        m = merge(self, shard_index, expected_map_id=expected_map_id)
+        m = merge(self._rescaling(), shard_index, expected_map_id=expected_map_id)
         self._install(m)
         return m
 
     def resume(self) -> ShardMap:
         """Finish every split/merge a crashed run left pending, and soft-destroy retired
         shards that are not yet destroyed; see :func:`slatedb_core.table.rescale.resume`."""
-        from slatedb_core.table.rescale import resume
-
         self._check_writable()
-        m = resume(self)
+        m = resume(self._rescaling())
         self._install(m)
         return m
+
+    def _rescaling(self) -> RescaleContext:
+        return RescaleContext(self.path, self.store, self.options, self.maps, self._map)
 
     def collect_garbage(
         self,
@@ -530,12 +385,8 @@ class Table:
 
     def close(self) -> None:
         """Close the per-shard readers (deleting their checkpoints). Idempotent."""
-        with self._lock:
-            self._closed = True
-            readers = list(self._readers.values())
-            self._readers.clear()
-        for r in readers:
-            _close_quietly(r)
+        self._closed = True
+        self._reads.close()
 
     def __enter__(self) -> Table:
         return self
@@ -580,11 +431,4 @@ def _check_live_shard(m: ShardMap, shard: Shard) -> None:
             f"shard {shard.shard_id} ({shard.db_path!r}) is sealed by {what} in shard map {m.id}; "
             "wait for it to finish (or Table.resume() a crashed one) and re-route"
         )
-
-
-def _close_quietly(r: DbReader) -> None:
-    try:
-        r.close()
-    except SlateDBError as e:
-        log.info("closing reader of %r: %s", r.path, e)
 

@@ -23,6 +23,10 @@ from pathlib import Path
 ROW = re.compile(r"^(?P<op>[^|]+?)\s*\|\s*(?P<ours>[\d,.]+) (?P<unit>[a-z/]+)\s*\|\s*(?P<theirs>[\d,.]+)")
 
 
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
 def run_once(tree: Path, rows: int) -> dict[str, tuple[float, float, str]]:
     """{operation: (ours, theirs, unit)} from one run of ``tree``'s engine bench."""
     done = subprocess.run(
@@ -36,8 +40,7 @@ def run_once(tree: Path, rows: int) -> dict[str, tuple[float, float, str]]:
     for line in done.stdout.splitlines():
         m = ROW.match(line)
         if m:
-            num = lambda s: float(s.replace(",", ""))  # noqa: E731
-            out[m["op"].strip()] = (num(m["ours"]), num(m["theirs"]), m["unit"])
+            out[m["op"].strip()] = (_num(m["ours"]), _num(m["theirs"]), m["unit"])
     if not out:
         raise SystemExit(f"no figures from {tree}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return out

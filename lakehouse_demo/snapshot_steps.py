@@ -19,9 +19,7 @@ from lakehouse_demo.dataset import FIRST_DAY, SCHEMA, DatasetOptions
 from lakehouse_demo.orders import decode_orders, new_orders, query
 from lakehouse_demo.resource import GROUP, DemoResource, step_output
 from orchestration.delta import export_to_delta
-from slatedb_core import Db, Table, TableSnapshot, admin
-from slatedb_core.errors import ShardMapConflict
-from slatedb_core.options import CheckpointOptions
+from slatedb_core import Db, Table, TableSnapshot
 
 CHECKPOINT_NAME = "demo-end-of-day"
 
@@ -30,49 +28,32 @@ CHECKPOINT_NAME = "demo-end-of-day"
 def daily_checkpoint(
     context: AssetExecutionContext, demo: DemoResource, compacted_shards: dict[str, Any]
 ) -> Output[dict[str, Any]]:
-    """A named checkpoint on every shard of one shard-map version: the table as of now,
-    readable (and exportable) whatever happens to the shards later."""
+    """A named snapshot of the table: a checkpoint on every shard of one shard-map version, the
+    table as of now, readable (and exportable) whatever happens to the shards later. Taking it
+    again under the same name (a run with --reuse) releases the one it replaces."""
     step = "3 named checkpoint"
     store = demo.store()
     started = time.monotonic()
     lifetime = timedelta(hours=demo.checkpoint_lifetime_h)
+    progress.start(step, None, CHECKPOINT_NAME)
     with Table.open(demo.table_path, store) as table:
-        for _ in range(5):
-            m = table.maps.read_latest()
-            progress.start(step, len(m.shards), CHECKPOINT_NAME)
-            ids = []
-            for s in m.shards:
-                cp = admin.create_checkpoint(
-                    s.db_path, store, CheckpointOptions(lifetime=lifetime, name=CHECKPOINT_NAME)
-                )
-                ids.append(cp.id)
-                progress.advance(step)
-            if table.maps.seq.latest_id() == m.id:
-                break
-            for s, cid in zip(m.shards, ids, strict=True):  # a rescale meanwhile: again
-                admin.delete_checkpoint(s.db_path, store, cid)
-        else:
-            raise ShardMapConflict("the shard map kept changing while checkpointing")
-        replaced = 0
-        for s, cid in zip(m.shards, ids, strict=True):  # an earlier run's (with --reuse)
-            for old in admin.list_checkpoints(s.db_path, store, CHECKPOINT_NAME):
-                if old.id != cid:
-                    admin.delete_checkpoint(s.db_path, store, old.id)
-                    replaced += 1
-    snap = TableSnapshot(demo.table_path, m.id, m.shards, tuple(ids))
+        earlier = table.named_snapshot(CHECKPOINT_NAME)
+        snap = table.snapshot(lifetime, name=CHECKPOINT_NAME)
+    replaced = 0 if earlier is None else len(earlier.checkpoints)
     with Table.open(demo.table_path, store, snapshot=snap) as at_cp:
         rows = sum(b.num_rows for b in at_cp.scan_arrow())
     out = {
         "name": CHECKPOINT_NAME,
-        "shard_map_id": m.id,
-        "checkpoints": [str(c) for c in ids],
+        "shard_map_id": snap.shard_map_id,
+        "checkpoints": [str(c) for c in snap.checkpoints],
         "rows": rows,
         "replaced_older": replaced,
         "snapshot": snap.to_json(),
         "duration_s": time.monotonic() - started,
     }
-    context.log.info(f"checkpoint {CHECKPOINT_NAME} on {len(ids)} shards: {rows} rows")
-    progress.finish(step, f"{len(ids)} shards, {rows:,} rows pinned")
+    shards = len(snap.checkpoints)
+    context.log.info(f"snapshot {CHECKPOINT_NAME} on {shards} shards: {rows} rows")
+    progress.finish(step, f"{shards} shards, {rows:,} rows pinned")
     return step_output(out)
 
 

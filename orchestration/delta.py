@@ -102,6 +102,8 @@ def export_to_delta(
             "slatedb.shard_map_id": str(source.shard_map_id),
             "slatedb.checkpoints": ",".join(str(c) for c in source.checkpoints),
         }
+        if source.name is not None:
+            metadata["slatedb.snapshot"] = source.name
         with Table.open(source.table_path, store, snapshot=source) as table:
             write(table.scan_arrow(batch_size=batch_size), metadata)
     else:

@@ -72,9 +72,9 @@ def test_the_steps_after_spark_on_a_small_table(tmp_path: Path) -> None:
         assert cp["name"] == CHECKPOINT_NAME and cp["rows"] == ROWS
         assert len(cp["checkpoints"]) == 5
         snap = TableSnapshot.from_json(cp["snapshot"])
-        for shard, checkpoint in zip(snap.shards, snap.checkpoints, strict=True):
-            (named,) = admin.list_checkpoints(shard.db_path, store, CHECKPOINT_NAME)
-            assert named.id == checkpoint
+        assert snap.name == CHECKPOINT_NAME and cp["replaced_older"] == 0
+        with Table.open("orders", store) as table:
+            assert table.named_snapshot(CHECKPOINT_NAME) == snap
 
         rd = _value(checkpoint_read_under_writes(context=ctx, demo=demo, daily_checkpoint=cp))
         assert rd["checkpoint_unchanged"] is True and rd["new_orders"] > 0
@@ -95,6 +95,17 @@ def test_the_steps_after_spark_on_a_small_table(tmp_path: Path) -> None:
         assert dx["rows_written"] == dx["rows_read_back"] == ROWS and dx["matches_checkpoint"]
         exported = DeltaTable(dx["uri"]).to_pyarrow_table()
         assert exported.column_names == SCHEMA.names and exported.num_rows == ROWS
+
+        # Taken again (a run with --reuse): the new snapshot replaces the name and the earlier
+        # one's checkpoints are released.
+        again = _value(daily_checkpoint(context=ctx, demo=demo, compacted_shards={}))
+        assert again["replaced_older"] == 5 and again["rows"] >= ROWS
+        second = TableSnapshot.from_json(again["snapshot"])
+        with Table.open("orders", store) as table:
+            assert table.named_snapshot(CHECKPOINT_NAME) == second
+        for shard in second.shards:
+            live = {c.id for c in admin.list_checkpoints(shard.db_path, store)}
+            assert live.isdisjoint(snap.checkpoints) and live & set(second.checkpoints)
 
     with Table.open("orders", store) as table:
         assert sum(b.num_rows for b in table.scan_arrow()) == ROWS + rd["new_orders"]

@@ -58,7 +58,7 @@ def test_a_table_is_exported_as_of_its_snapshot_through_decode(
             with table.writer(shard) as db:
                 db.put_arrow(rows("event-", 0 if shard.index == 0 else 100, 100))
                 db.flush_memtable()
-        snap = table.snapshot()
+        snap = table.snapshot(name="daily")
         with table.writer(1) as db:  # after the snapshot: not exported
             db.put_arrow(rows("event-", 200, 50))
             db.flush_memtable()
@@ -81,6 +81,7 @@ def test_a_table_is_exported_as_of_its_snapshot_through_decode(
     assert commit["slatedb.table"] == "events"
     assert commit["slatedb.shard_map_id"] == str(snap.shard_map_id)
     assert commit["slatedb.checkpoints"] == ",".join(str(c) for c in snap.checkpoints)
+    assert commit["slatedb.snapshot"] == "daily"
 
 
 def test_the_snapshot_to_read_must_be_named(store: ObjectStore, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from lakehouse_demo.resource import GROUP, DemoResource, step_output
 from lakehouse_demo.shards import layout, real_key_at, show_key, totals
 from slatedb_core import Db, DbReader, ObjectStore, Table, admin
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.health import BOUNDARY_NAMESPACES, boundary_path, inspect_database, split_key
+from slatedb_core.health import inspect_database, split_key
+from slatedb_core.layout import ends_in_boundary
 from slatedb_core.options import GarbageCollectorOptions
 
 
@@ -75,8 +76,7 @@ def rescaled_table(
 def count_objects(store: ObjectStore, db: str, *, tombstone: bool = False) -> int:
     """Objects under ``db``: the database's own, or (``tombstone``) only the GC boundary files a
     destroyed path keeps (docs/clones-and-destroy.md)."""
-    boundaries = {boundary_path(db, ns) for ns in BOUNDARY_NAMESPACES}
-    return sum(1 for o in store.list(db) if (o.path in boundaries) == tombstone)
+    return sum(1 for o in store.list(db) if ends_in_boundary(o.path) == tombstone)
 
 
 @dg.asset(group_name=GROUP, kinds={"slatedb"})

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("slatedb_core", "spark_jobs", "orchestration", "lakehouse_demo")
+PACKAGES = ("slatedb_core", "spark_jobs", "orchestration", "lakehouse_demo", "devtools")
 MAX_LINES = 500
 MAX_TOP_LEVEL = 12
 

@@ -41,9 +41,9 @@ test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 
 lint: $(STAMP) ## ruff, strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
-	$(BIN)/mypy slatedb_core spark_jobs orchestration
+	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools
 	$(BIN)/lint-imports
-	$(BIN)/python tools/structure.py devtools
+	$(BIN)/python tools/structure.py
 
 bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several minutes
 	$(BIN)/python -m pip install -q -e '.[dev,spark,orchestration,bench]'

@@ -41,7 +41,7 @@ test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 
 lint: $(STAMP) ## ruff, strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
-	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools
+	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools lakehouse_demo
 	$(BIN)/lint-imports
 	$(BIN)/python tools/structure.py
 

@@ -1,5 +1,6 @@
-"""Dagster definitions of the demo, for ``dagster dev`` (a second ``workspace.yaml`` entry) and
-for the CLI, which runs the same job in-process.
+"""Dagster definitions of the demo, for ``dagster dev -m lakehouse_demo.definitions`` (the
+repository's ``workspace.yaml`` loads only the maintenance definitions) and for the CLI, which
+runs the same job in-process.
 
 Under ``dagster dev`` the resource is read from the environment: ``LAKEHOUSE_DEMO_DIR`` (default
 ``demo-data``) and ``LAKEHOUSE_DEMO_STORE_URL`` (default ``<dir>/store``), so the job launched from

@@ -13,7 +13,7 @@ The first writer of a session also pays the JIT warm-up and the ingest the Pytho
 write), handing every row to Python (``mapInArrow`` that only counts; no design that processes
 rows in Python beats it), and the job's stage 1 alone (sorting, encoding and staging the SSTs,
 with no shuffle and no commit).
-``--profile`` runs both stages' task code (``_StageSsts`` then ``_CommitShards``) in this process
+``--profile`` runs both stages' task code (``StageSsts`` then ``CommitShards``) in this process
 on one shard's worth of Arrow batches under pyinstrument: all of the ingestion path's Python
 time.
 """
@@ -37,8 +37,9 @@ from pyspark.sql import functions as F
 
 from slatedb_core.store.url import open_store
 from slatedb_core.table import ShardMap, Table
-from spark_jobs.ingest import _arrow_batches, ingest, plan_ingest
-from spark_jobs.ingest_tasks import _STAGED_DDL, IngestPlan, _CommitShards, _StageSsts
+from slatedb_core.table.ingest import IngestPlan, plan_ingest
+from spark_jobs.ingest import arrow_batches, ingest
+from spark_jobs.ingest_tasks import STAGED_DDL, CommitShards, StageSsts
 from spark_jobs.routing import partition_keys
 from spark_jobs.session import SessionOptions, get_session
 
@@ -71,16 +72,16 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     noop_s = time.perf_counter() - started
-    with _arrow_batches(df.sparkSession):
+    with arrow_batches(df.sparkSession):
         started = time.perf_counter()
         counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
         transfer_s = time.perf_counter() - started
         plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map)
         n = len(shard_map.shards)
-        stage = _StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None,
-                           partition_keys(n))
+        stage = StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None,
+                          partition_keys(n))
         started = time.perf_counter()
-        written = sum(r.bytes for r in df.mapInArrow(stage, _STAGED_DDL).collect())
+        written = sum(r.bytes for r in df.mapInArrow(stage, STAGED_DDL).collect())
         direct_s = time.perf_counter() - started
     assert counted == df.count()
     for name, took in (("read the cache (noop write)", noop_s),
@@ -114,9 +115,9 @@ def profile_task(rows: int, shards: int) -> None:
             pa.record_batch([karr.slice(i, 10000), varr.slice(i, 10000)], ["key", "value"])
             for i in range(0, n, 10000)
         ]
-        stage = _StageSsts(plan, "profile", (), False, lambda: open_store(url), None,
-                           tuple(range(shards)))
-        commit = _CommitShards(plan, "profile", lambda: open_store(url), None)
+        stage = StageSsts(plan, "profile", (), False, lambda: open_store(url), None,
+                          tuple(range(shards)))
+        commit = CommitShards(plan, "profile", lambda: open_store(url), None)
         profiler = Profiler()
         started = time.perf_counter()
         with profiler:

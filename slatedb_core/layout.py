@@ -15,7 +15,9 @@ A sharded table at ``<table>`` (docs/projection-and-union.md)::
 
     <table>/shardmap/{id:020}.shardmap    the shard map, sequenced like the manifest
     <table>/shards/{shard_id:010}/        one database per shard
-    <table>/_ingest/<job>/...             staged SSTs and done markers of Spark ingest jobs
+    <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/<run>-<shard_id>-<part>.sst
+                                          SSTs a batch ingest run staged (slatedb_core.table.ingest)
+    <table>/_ingest/<job>/{shard_id:010}.done  done markers: the job committed that shard
     <table>/snapshots/{name}.snapshot     named table snapshots (slatedb_core.table.snapshot)
 
 Names are ``/``-separated and relative to the store's root; :func:`join` builds them.
@@ -54,6 +56,8 @@ SHARDMAP_DIR = "shardmap"
 SHARDMAP_SUFFIX = "shardmap"
 SHARDS_DIR = "shards"
 INGEST_DIR = "_ingest"
+INGEST_STAGED_DIR = "staged"
+INGEST_DONE_SUFFIX = ".done"
 SNAPSHOTS_DIR = "snapshots"
 SNAPSHOT_SUFFIX = ".snapshot"
 
@@ -118,6 +122,26 @@ def ingest_job_dir(table_path: str, job_id: str) -> str:
 
 def ingest_dir(table_path: str) -> str:
     return join(table_path, INGEST_DIR)
+
+
+def ingest_staging_dir(table_path: str, job_id: str, run_id: str) -> str:
+    """Where one run of an ingest job stages its SSTs (deleted when the run ends)."""
+    return join(ingest_job_dir(table_path, job_id), INGEST_STAGED_DIR, run_id)
+
+
+def ingest_attempt_dir(staging_dir: str, partition: int, attempt: int, nonce: str) -> str:
+    """One task attempt's own directory under a run's staging directory."""
+    return join(staging_dir, f"{partition:05d}-{attempt}-{nonce}")
+
+
+def staged_sst_name(run: int, shard_id: int, part: int) -> str:
+    """A staged SST of shard ``shard_id``: part ``part`` of a task's run ``run``."""
+    return f"{run:05d}-{shard_id:010d}-{part:05d}{SST_SUFFIX}"
+
+
+def ingest_done_marker(table_path: str, job_id: str, shard_id: int) -> str:
+    """The marker an ingest job writes once shard ``shard_id`` is committed."""
+    return join(ingest_job_dir(table_path, job_id), f"{shard_id:010d}{INGEST_DONE_SUFFIX}")
 
 
 def snapshot_dir(table_path: str) -> str:

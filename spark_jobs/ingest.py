@@ -1,21 +1,24 @@
-"""Batch ingestion of a Spark DataFrame into a sharded table, one fenced writer per shard.
+"""Batch ingestion of a Spark DataFrame into a sharded table, one fenced writer per shard: the
+Spark wiring of :mod:`slatedb_core.table.ingest`, which stages the SSTs and commits each shard
+exactly once.
 
 The job, in two Spark stages::
 
     driver    plan_ingest: read the shard map; T = min(shards, Spark's default parallelism)
               commit tasks, shard i committed by task i % T
-    stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(_StageSsts), per input
+    stage 1   Spark SQL: keys -> binary, JSON values; then mapInArrow(StageSsts), per input
               partition: values encoded (Arrow), tombstones as nulls; the partition's rows
               sorted by key ONCE (shards are key ranges, so this also groups them by shard),
               one row kept per key, cut at the split points and encoded as SSTs
-              (slatedb_core.table.staged.encode_ranges), put under the run's staging prefix
+              (slatedb_core.table.ingest.stage_ssts), put under the run's staging prefix
               <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/ (on a local
               disk each synced and dropped from the page cache once put); out: one small
               reference row per SST, keyed so that Spark's hash partitioner sends it to
               the shard's commit task
     shuffle   repartition(T, partition key): only the references move, never the rows
-    stage 2   mapInArrow(_CommitShards), for each shard of the task (concurrently, threads):
-                Table.writer(planned shard)   Db.open fences every earlier attempt; then the
+    stage 2   mapInArrow(CommitShards): slatedb_core.table.ingest.commit_shard for each shard
+              of the task (concurrently, threads):
+                open the fenced writer        Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
                 done marker of this job?      a finished attempt exists: write nothing (if
@@ -72,8 +75,8 @@ Value encodings (``value_format``):
   omitted, binary fields base64, timestamps ISO-8601. Decode: ``json.loads(value)``.
 * ``arrow``: the row's other columns as a complete Arrow IPC *stream* holding the schema and one
   record batch of one row. Decode: ``pa.ipc.open_stream(value).read_all()`` (a one-row Table),
-  or :func:`decode_arrow_value`. Self-describing at ~300 bytes of schema per value; prefer
-  ``binary`` with your own encoding for small values.
+  or :func:`spark_jobs.ingest_tasks.decode_arrow_value`. Self-describing at ~300 bytes of schema
+  per value; prefer ``binary`` with your own encoding for small values.
 
 A row whose ``tombstone_column`` is true deletes its key (its value is ignored).
 """
@@ -96,41 +99,32 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core.errors import (
-    InvalidArgument,
-    ShardMapConflict,
-    SlateDBError,
-)
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument, ShardMapConflict, SlateDBError
 from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
-from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
-from slatedb_core.table import Table
-from spark_jobs.compact import SparkCompactionStats, compact
-from spark_jobs.ingest_tasks import (
-    _KEY,
-    _PKEY,
-    _STAGED_DDL,
-    _STATS_DDL,
-    _TOMB,
-    _VALUE,
+from slatedb_core.table.ingest import (
     REFUSED,
-    RUN_BYTES,
     WRITTEN,
     IngestPlan,
     ShardIngestStats,
-    StoreFactory,
-    _CommitShards,
-    _delete_prefix,
-    _StageSsts,
-    staging_prefix,
+    delete_staging,
+    plan_ingest,
 )
-from spark_jobs.ingest_tasks import SKIPPED as SKIPPED
-from spark_jobs.ingest_tasks import decode_arrow_value as decode_arrow_value
-from spark_jobs.ingest_tasks import encode_arrow_rows as encode_arrow_rows
-from spark_jobs.ingest_tasks import marker_path as marker_path
+from spark_jobs.compact import SparkCompactionStats, compact
+from spark_jobs.ingest_tasks import (
+    KEY,
+    PARTITION_KEY,
+    RUN_BYTES,
+    STAGED_DDL,
+    STATS_DDL,
+    TOMBSTONE,
+    VALUE,
+    CommitShards,
+    StageSsts,
+    StoreFactory,
+)
 from spark_jobs.routing import partition_keys
-from spark_jobs.routing import spark_hash_long as spark_hash_long
 
 log = logging.getLogger(__name__)
 
@@ -189,19 +183,6 @@ class IngestStats:
         return "\n".join(lines)
 
 
-# ---- planning ---------------------------------------------------------------------------------
-
-
-def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
-    with Table.open(table_path, store) as table:
-        shard_map = table.shard_map
-    return IngestPlan(
-        table_path=table_path,
-        job_id=job_id or uuid.uuid4().hex,
-        shard_map=shard_map,
-    )
-
-
 # ---- the job -------------------------------------------------------------------------------------
 
 
@@ -239,26 +220,26 @@ def prepare_frame(
         raise InvalidArgument(f"value_format must be one of {VALUE_FORMATS}, got {fmt!r}")
     if (fmt == "binary") != (value_column is not None):
         raise InvalidArgument("value_format 'binary' needs value_column; 'arrow'/'json' take none")
-    key = _binary(df, key_column).alias(_KEY)
+    key = _binary(df, key_column).alias(KEY)
     cols = [key]
     if tombstone_column is not None:
         if tombstone_column not in df.columns:
             raise InvalidArgument(f"no column {tombstone_column!r} in {df.columns}")
-        cols.append(F.col(tombstone_column).cast("boolean").alias(_TOMB))
+        cols.append(F.col(tombstone_column).cast("boolean").alias(TOMBSTONE))
     skip = {key_column, tombstone_column}
     payload = tuple(c for c in df.columns if c not in skip)
     if fmt != "binary" and not payload:
         raise InvalidArgument(f"value_format {fmt!r} needs columns besides the key")
     if fmt == "binary":
         assert value_column is not None
-        cols.append(_binary(df, value_column).alias(_VALUE))
+        cols.append(_binary(df, value_column).alias(VALUE))
         payload = ()
     elif fmt == "json":
-        cols.append(F.to_json(F.struct(*[F.col(c) for c in payload])).cast("binary").alias(_VALUE))
+        cols.append(F.to_json(F.struct(*[F.col(c) for c in payload])).cast("binary").alias(VALUE))
         payload = ()
     else:
-        if {_KEY, _TOMB} & set(payload):
-            raise InvalidArgument(f"payload columns may not be named {_KEY!r} or {_TOMB!r}")
+        if {KEY, TOMBSTONE} & set(payload):
+            raise InvalidArgument(f"payload columns may not be named {KEY!r} or {TOMBSTONE!r}")
         cols += [F.col(c).alias(c) for c in payload]
     return _Prepared(df.select(*cols), payload, tombstone_column is not None)
 
@@ -271,7 +252,7 @@ def _check_batch_bounds(rows: int | None, max_bytes: int | None) -> None:
 
 
 @contextlib.contextmanager
-def _arrow_batches(
+def arrow_batches(
     spark: SparkSession, rows: int | None = None, max_bytes: int | None = None
 ) -> Iterator[None]:
     """The job's Arrow batch bounds, set on the session meanwhile (see ARROW_BATCH_ROWS).
@@ -357,26 +338,23 @@ def ingest(
     tasks = max(1, min(n_shards, df.sparkSession.sparkContext.defaultParallelism))
     keys = partition_keys(tasks)
     shard_keys = tuple(keys[i % tasks] for i in range(n_shards))
-    stage = _StageSsts(
+    stage = StageSsts(
         plan, run_id, prepared.payload, prepared.tombstones, factory, db_options, shard_keys,
         run_bytes,
     )
     written = (
-        prepared.frame.mapInArrow(stage, _STAGED_DDL)
-        .repartition(tasks, _PKEY)
-        .mapInArrow(_CommitShards(plan, run_id, factory, db_options), _STATS_DDL)
+        prepared.frame.mapInArrow(stage, STAGED_DDL)
+        .repartition(tasks, PARTITION_KEY)
+        .mapInArrow(CommitShards(plan, run_id, factory, db_options), STATS_DDL)
     )
-    staged = staging_prefix(table_path, plan.job_id, run_id)
     try:
-        with _arrow_batches(df.sparkSession, arrow_batch_rows, arrow_batch_bytes):
+        with arrow_batches(df.sparkSession, arrow_batch_rows, arrow_batch_bytes):
             rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
     finally:
-        # every shard's commit has copied what it needed (or failed); a zombie task that
-        # copies later fails on a missing object and commits nothing
         try:
-            _delete_prefix(factory(), staged)
+            delete_staging(factory(), table_path, plan.job_id, run_id)
         except SlateDBError:  # leftovers are garbage, never worth failing the job over
-            log.warning("ingest %s: staged SSTs left under %s", plan.job_id, staged, exc_info=True)
+            log.warning("ingest %s: run %s left staged SSTs", plan.job_id, run_id, exc_info=True)
     out = IngestStats(job_id=plan.job_id, shard_map_id=plan.shard_map.id, shards=rows)
     for s in rows:
         out.rows += s.rows

@@ -1,33 +1,24 @@
-"""A sharded table's own garbage, besides its shard databases (collected by the database GC):
-what batch ingest jobs leave under the table's root. Shard-map versions are collected by
-:meth:`slatedb_core.table.shardmap.ShardMapStore.collect`; :meth:`Table.collect_garbage
-<slatedb_core.table.table.Table.collect_garbage>` does both."""
+"""A sharded table's own garbage, besides its shard databases (collected by the database GC,
+docs/gc-and-boundaries.md): shard-map versions (:meth:`ShardMapStore.collect
+<slatedb_core.table.shardmap.ShardMapStore.collect>`) and what batch ingest jobs leave under the
+table's root (:func:`slatedb_core.table.ingest.collect_leftovers`)."""
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from slatedb_core.errors import InvalidArgument, ObjectNotFound
-from slatedb_core.layout import join
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.options import check_duration
+from slatedb_core.table.ingest import collect_leftovers
+from slatedb_core.table.shardmap import ShardMapStore
 
-log = logging.getLogger(__name__)
-
-INGEST_DIR = "_ingest"
-"""Under a table's root: what batch ingest jobs keep while they run (``spark_jobs.ingest``: SSTs
-staged by a run, one done marker per committed shard of a job)."""
-
-
-def ingest_prefix(table_path: str) -> str:
-    return join(table_path, INGEST_DIR)
+__all__ = ["TableGcStats", "collect_table_garbage"]
 
 
 @dataclass(frozen=True)
 class TableGcStats:
-    """What :meth:`Table.collect_garbage` deleted."""
+    """What :meth:`Table.collect_garbage <slatedb_core.table.table.Table.collect_garbage>`
+    deleted."""
 
     shard_maps: int = 0
     """Shard-map versions."""
@@ -40,27 +31,13 @@ class TableGcStats:
         return self.shard_maps + self.ingest_objects
 
 
-def collect_ingest_leftovers(
-    store: ObjectStore, table_path: str, min_age: timedelta
-) -> tuple[int, int]:
-    """Delete every object under ``<table>/_ingest/`` older than ``min_age``; returns how many
-    were deleted and their bytes (see :meth:`Table.collect_garbage
-    <slatedb_core.table.table.Table.collect_garbage>` for why that is safe)."""
-    if min_age < timedelta(0):
-        raise InvalidArgument(f"ingest_min_age must be >= 0, got {min_age}")
-    cutoff = time.time() - min_age.total_seconds()
-    old = [
-        m for m in store.list(ingest_prefix(table_path) + "/")
-        if m.last_modified.timestamp() <= cutoff
-    ]
-    deleted = freed = 0
-    for m in old:
-        try:
-            store.delete(m.path)
-        except ObjectNotFound:
-            continue
-        deleted += 1
-        freed += m.size
-    if deleted:
-        log.info("table %r: deleted %d ingest leftover(s), %d bytes", table_path, deleted, freed)
-    return deleted, freed
+def collect_table_garbage(
+    maps: ShardMapStore, min_age: timedelta, ingest_min_age: timedelta
+) -> TableGcStats:
+    """Shard-map versions older than ``min_age`` (never the latest), behind the map's GC
+    boundary; ingest leftovers older than ``ingest_min_age`` (see ``collect_leftovers``)."""
+    check_duration("min_age", min_age, allow_zero=True)
+    check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
+    deleted, freed = collect_leftovers(maps.store, maps.table_path, ingest_min_age)
+    collected = maps.collect(min_age)
+    return TableGcStats(shard_maps=collected, ingest_objects=deleted, ingest_bytes=freed)

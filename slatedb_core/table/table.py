@@ -36,16 +36,15 @@ from slatedb_core.errors import (
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
-    ShardMapConflict,
     VersionExists,
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, check_duration, check_instance, check_optional
+from slatedb_core.options import DbOptions, check_instance, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
-from slatedb_core.table.gc import TableGcStats, collect_ingest_leftovers
+from slatedb_core.table.gc import TableGcStats, collect_table_garbage
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.reads import ShardReaders
 from slatedb_core.table.rescale import RescaleContext, merge, resume, split
@@ -66,6 +65,7 @@ from slatedb_core.table.snapshot import (
     take_named,
     take_snapshot,
 )
+from slatedb_core.table.writers import open_shard_writer
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
@@ -235,15 +235,7 @@ class Table:
         self._check_writable()
         check_optional("options", options, DbOptions)
         target = self._resolve(shard)
-        latest = self.maps.read_latest()
-        _check_live_shard(latest, target)  # cheap early refusal; the check that counts is below
-        db = Db.open(target.db_path, self.store, options or self.options.writer)
-        try:
-            latest = self.maps.read_latest()
-            _check_live_shard(latest, target)
-        except BaseException:
-            db.close()
-            raise
+        db, latest = open_shard_writer(self.maps, target, options or self.options.writer)
         self._install(latest)
         return db
 
@@ -367,11 +359,7 @@ class Table:
           shard is committed and the job can be run again).
         """
         self._check_writable()
-        check_duration("min_age", min_age, allow_zero=True)
-        check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
-        deleted, freed = collect_ingest_leftovers(self.store, self.path, ingest_min_age)
-        maps = self.maps.collect(min_age)
-        return TableGcStats(shard_maps=maps, ingest_objects=deleted, ingest_bytes=freed)
+        return collect_table_garbage(self.maps, min_age, ingest_min_age)
 
     # ---- lifecycle -------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -415,20 +403,4 @@ def _create_shard_db(store: ObjectStore, shard: Shard) -> None:
         have = ms.read_latest().manifest
         if KeyRange.of(have.key_range) != rng:
             raise ObjectAlreadyExists(shard.db_path) from None
-
-
-def _check_live_shard(m: ShardMap, shard: Shard) -> None:
-    current = m.by_id(shard.shard_id)
-    if current is None or current.db_path != shard.db_path:
-        raise ShardMapConflict(
-            f"shard {shard.shard_id} ({shard.db_path!r}) is no longer in shard map {m.id}; "
-            "re-read the map and re-route"
-        )
-    if current.sealed:
-        op = m.pending_for(shard.shard_id)
-        what = "a rescale" if op is None else f"a {op.kind} ({op.op_id})"
-        raise ShardMapConflict(
-            f"shard {shard.shard_id} ({shard.db_path!r}) is sealed by {what} in shard map {m.id}; "
-            "wait for it to finish (or Table.resume() a crashed one) and re-route"
-        )
 

@@ -12,25 +12,17 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from slatedb_core.errors import InvalidArgument, ShardMapConflict
+from slatedb_core.layout import ingest_done_marker
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
-from spark_jobs.ingest import (
-    REFUSED,
-    SKIPPED,
-    WRITTEN,
-    IngestStats,
-    decode_arrow_value,
-    encode_arrow_rows,
-    ingest,
-    marker_path,
-    partition_keys,
-    plan_ingest,
-    spark_hash_long,
-)
+from slatedb_core.table.ingest import REFUSED, SKIPPED, WRITTEN, plan_ingest
+from spark_jobs.ingest import IngestStats, ingest
+from spark_jobs.ingest_tasks import decode_arrow_value, encode_arrow_rows
+from spark_jobs.routing import partition_keys, spark_hash_long
 
 pytestmark = pytest.mark.spark
 
@@ -283,7 +275,7 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
     rows = data(900)
     plan = plan_ingest(TABLE, store, job_id="spec")
     shard = plan.shards[1]
-    slow = StallFirstUpload(store_url, 1, marker_path(TABLE, plan.job_id, shard))
+    slow = StallFirstUpload(store_url, 1, ingest_done_marker(TABLE, plan.job_id, shard.shard_id))
     outcome: list[object] = []
 
     def run_slow() -> None:
@@ -387,28 +379,28 @@ def test_bad_run_bytes(spark: SparkSession, store_url: str, store: ObjectStore) 
 
 
 def test_arrow_batch_bounds_are_set_for_the_job_only(spark: SparkSession) -> None:
-    from spark_jobs.ingest import ARROW_BATCH_ROWS, NO_BYTE_BOUND, _arrow_batches
+    from spark_jobs.ingest import ARROW_BATCH_ROWS, NO_BYTE_BOUND, arrow_batches
 
     rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     bytes_key = "spark.sql.execution.arrow.maxBytesPerBatch"
     session_rows = spark.conf.get(rows_key, None)
     assert spark.conf.get(bytes_key, None) is None
-    with _arrow_batches(spark):  # the defaults: many rows, no byte bound (no per-row check)
+    with arrow_batches(spark):  # the defaults: many rows, no byte bound (no per-row check)
         assert spark.conf.get(rows_key) == str(ARROW_BATCH_ROWS)
         assert spark.conf.get(bytes_key) == str(NO_BYTE_BOUND)
     assert spark.conf.get(rows_key, None) == session_rows
     assert spark.conf.get(bytes_key, None) is None
-    with _arrow_batches(spark, 7, 4096):  # the caller's bounds
+    with arrow_batches(spark, 7, 4096):  # the caller's bounds
         assert (spark.conf.get(rows_key), spark.conf.get(bytes_key)) == ("7", "4096")
     spark.conf.set(bytes_key, "1048576")  # the session's own byte bound is kept
     try:
-        with _arrow_batches(spark):
+        with arrow_batches(spark):
             assert spark.conf.get(bytes_key) == "1048576"
         assert spark.conf.get(bytes_key) == "1048576"
     finally:
         spark.conf.unset(bytes_key)
     for rows, max_bytes in ((0, None), (None, 0), (None, NO_BYTE_BOUND + 1)):
-        with pytest.raises(InvalidArgument), _arrow_batches(spark, rows, max_bytes):
+        with pytest.raises(InvalidArgument), arrow_batches(spark, rows, max_bytes):
             pass
     assert spark.conf.get(rows_key, None) == session_rows
 
@@ -431,7 +423,7 @@ def test_partition_keys_land_in_their_partitions(spark: SparkSession) -> None:
     for n in (1, 3, 8, 17):
         keys = partition_keys(n)
         df = spark.createDataFrame([(k,) for k in keys], "k bigint").repartition(n, "k")
-        got = dict(df.select("k", F.spark_partition_id().alias("p")).collect())  # type: ignore[arg-type]
+        got: dict[int, int] = dict(df.select("k", F.spark_partition_id().alias("p")).collect())
         assert got == {k: p for p, k in enumerate(keys)}
     values = [0, 1, -1, 2**40 + 7, -(2**63)]
     hashed = spark.createDataFrame([(v,) for v in values], "v bigint").select(F.hash("v"))

@@ -1,4 +1,8 @@
 """Spark jobs on slatedb_core's public API: how data reaches the store, and how it scales out.
+Spark wiring only: the protocols they run live in slatedb_core (the batch ingest and its
+exactly-once commit in :mod:`slatedb_core.table.ingest`, distributed compaction in
+:mod:`slatedb_core.compactor.distributed`, the manifest arithmetic in
+:mod:`slatedb_core.manifest.projection`).
 
 * :mod:`spark_jobs.ingest`: upsert a DataFrame (or a Parquet/CSV path) into a sharded table,
   sorted SSTs staged per input partition, one fenced commit per shard (task code in

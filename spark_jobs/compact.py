@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from slatedb_core import ObjectStore, Table, open_store
 from slatedb_core.compactor.compactor import MAX_CONSECUTIVE_CONFLICTS
 from slatedb_core.compactor.distributed import (
     DistributedCompactor,
@@ -34,9 +35,6 @@ from slatedb_core.compactor.distributed import (
 )
 from slatedb_core.errors import CompactionSourceChanged, Fenced, InvalidArgument
 from slatedb_core.options import CompactorOptions
-from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
-from slatedb_core.table import Table
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core import ObjectStore
+from slatedb_core import ObjectStore, Shard
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions
-from slatedb_core.table import Shard
 from slatedb_core.table.ingest import (
     IngestPlan,
     ShardIngestStats,

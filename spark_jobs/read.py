@@ -35,15 +35,21 @@ from typing import Literal
 import pyarrow as pa
 from pyspark.sql import DataFrame, Row, SparkSession
 
+from slatedb_core import (
+    DbReader,
+    DbReaderOptions,
+    KeyRange,
+    Manifest,
+    ManifestStore,
+    ObjectStore,
+    ReaderMode,
+    Shard,
+    Table,
+    TableSnapshot,
+    open_store,
+)
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.keys import KeyRange
-from slatedb_core.manifest.model import Manifest
-from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbReaderOptions, ReaderMode
-from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
-from slatedb_core.table import Shard, Table, TableSnapshot
+from slatedb_core.manifest.projection import effective_range
 
 StoreFactory = Callable[[], ObjectStore]
 KV_DDL = "key binary, value binary"
@@ -61,7 +67,8 @@ class ReadPartition:
 
 def sst_cuts(manifest: Manifest, rng: KeyRange, max_parts: int) -> list[bytes]:
     """Increasing keys strictly inside ``rng`` at which the SSTs of ``manifest`` start (each
-    view's visible start when it has one), thinned evenly to at most ``max_parts - 1``."""
+    view's visible start when it has one: the start of its effective range, as projection
+    computes it), thinned evenly to at most ``max_parts - 1``."""
     ssts = {s.id: s for s in manifest.ssts}
     views = [*manifest.l0, *(v for r in manifest.compacted for v in r.views)]
     starts: set[bytes] = set()
@@ -69,7 +76,7 @@ def sst_cuts(manifest: Manifest, rng: KeyRange, max_parts: int) -> list[bytes]:
         sst = ssts.get(v.sst_id)
         if sst is None or sst.info.first_key is None:
             continue
-        first = KeyRange(sst.info.first_key, None).intersect(KeyRange.of(v.visible_range)).start
+        first = effective_range(v, sst).start
         if first is not None and rng.contains(first) and first != rng.start:
             starts.add(first)
     cuts = sorted(starts)

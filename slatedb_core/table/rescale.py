@@ -125,10 +125,13 @@ def split(table: RescaleContext, shard_index: int, at: bytes) -> ShardMap:
     return _run(table, latest, op)
 
 
-def merge(table: RescaleContext, shard_index: int, *, expected_map_id: int | None = None) -> ShardMap:
+def merge(
+    table: RescaleContext, shard_index: int, *, expected_map_id: int | None = None
+) -> ShardMap:
     """Merge shard ``shard_index`` with shard ``shard_index + 1`` (of the map ``table`` read
     last) into one database."""
-    shard_index = check_int("shard_index", shard_index)  # merge("0") (RELIABILITY.md: bad input)
+    # merge("0") is InvalidArgument (RELIABILITY.md, review finding 14)
+    shard_index = check_int("shard_index", shard_index)
     if expected_map_id is not None:
         expected_map_id = check_int("expected_map_id", expected_map_id, lo=1)
     shards = table.shard_map.shards
@@ -258,7 +261,9 @@ def _fence(table: RescaleContext, shard: Shard) -> None:
             try:
                 db.close()
             except Fenced:
-                pass  # close() reports the fencing again (RELIABILITY.md, bugs table); we wrote nothing
+                # close() reports the fencing again (RELIABILITY.md, review finding 8); we
+                # wrote nothing
+                pass
     assert last is not None
     raise last
 

@@ -191,15 +191,15 @@ def test_leftovers_of_a_taker_that_died_are_swept_once_old(mem: ObjectStore) -> 
         assert dead not in left and young in left and set(snap.checkpoints) <= left
 
 
-def test_releasing_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
+def test_deleting_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
         put_rows(t, {b"a": b"1"})
         snap = t.snapshot(None, name=NAME)
         other = t.snapshot(None, name="other")
-        t.release_snapshot(NAME)
+        assert t.delete_snapshot(NAME) == snap
         assert t.named_snapshot(NAME) is None and t.snapshot_names() == ["other"]
         assert named_checkpoints(mem, t, [s.db_path for s in snap.shards]) == set()
-        t.release_snapshot(NAME)  # releasing again: nothing to do
+        assert t.delete_snapshot(NAME) is None  # deleting again: nothing to do
         t.release_snapshot(other)  # a snapshot object taken under a name deletes the name too
         assert t.snapshot_names() == []
         again = t.snapshot(None, name=NAME)  # the name can be taken again after a release
@@ -210,7 +210,7 @@ def test_refreshing_a_named_snapshot_extends_its_checkpoints(mem: ObjectStore) -
     with Table.create("t", mem, [b"m"], OPTS) as t:
         put_rows(t, {b"a": b"1"})
         snap = t.snapshot(timedelta(minutes=5), name=NAME)
-        assert t.refresh_snapshot(NAME, timedelta(days=2)) == snap
+        t.refresh_snapshot(snap, timedelta(days=2))
         soon = time.time() + timedelta(days=1).total_seconds()
         for s, cid in zip(snap.shards, snap.checkpoints, strict=True):
             (cp,) = [c for c in list_checkpoints(s.db_path, mem) if c.id == cid]
@@ -221,8 +221,8 @@ def test_refreshing_a_named_snapshot_extends_its_checkpoints(mem: ObjectStore) -
             for s in snap.shards for c in list_checkpoints(s.db_path, mem) if c.id in snap.checkpoints
         )
         with pytest.raises(InvalidArgument):
-            t.refresh_snapshot("never-taken")
-        t.release_snapshot(NAME)
+            t.refresh_snapshot(NAME)  # type: ignore[arg-type]  # a name is not a snapshot
+        t.delete_snapshot(NAME)
         with pytest.raises(CheckpointNotFound):
             t.refresh_snapshot(snap)
 
@@ -234,6 +234,8 @@ def test_bad_snapshot_names_are_invalid_arguments(mem: ObjectStore, bad: object)
             t.snapshot(name=bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgument):
             t.named_snapshot(bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            t.delete_snapshot(bad)  # type: ignore[arg-type]
         assert t.snapshot_names() == []
 
 

@@ -186,7 +186,7 @@ def take_snapshot(
 ) -> tuple[TableSnapshot, ShardMap]:
     """A checkpoint of every shard of the latest map, and that map. ShardMapConflict if a rescale
     committed during each of ``attempts`` tries."""
-    check_optional_duration("snapshot lifetime", lifetime)
+    check_optional_duration("checkpoint lifetime", lifetime)
     store, path = maps.store, maps.table_path
     opts = CheckpointOptions(lifetime=lifetime, name=snapshot_checkpoint_name(path, name))
     for _ in range(attempts):
@@ -213,7 +213,7 @@ def refresh_snapshot(
     """Move the expiry of every checkpoint of ``snapshot`` to now + ``lifetime`` (None: never).
     CheckpointNotFound if one is gone or already expired (the snapshot is then incomplete:
     release it and take a new one)."""
-    check_optional_duration("snapshot lifetime", lifetime)
+    check_optional_duration("checkpoint lifetime", lifetime)
     for s, cid in zip(snapshot.shards, snapshot.checkpoints, strict=True):
         try:
             refresh_shard_checkpoint(s.db_path, store, cid, lifetime)

@@ -259,8 +259,8 @@ class Table:
 
         With ``name`` (1-128 of ``[A-Za-z0-9._-]``), the snapshot is recorded under that name:
         :meth:`named_snapshot` finds it again, from any process. Taking a snapshot under a name
-        already in use replaces the one it found and releases that one's checkpoints (see
-        :mod:`slatedb_core.table.snapshot`)."""
+        already in use replaces the one it found and releases that one's checkpoints;
+        :meth:`delete_snapshot` deletes the name (see :mod:`slatedb_core.table.snapshot`)."""
         self._check_writable()
         attempts = self.options.map_commit_attempts
         if name is None:
@@ -271,7 +271,7 @@ class Table:
         return snap
 
     def named_snapshot(self, name: str) -> TableSnapshot | None:
-        """The snapshot last taken under ``name`` (None if there is none, or it was released).
+        """The snapshot last taken under ``name`` (None if there is none, or it was deleted).
         Its checkpoints may have expired since: reading them then raises CheckpointNotFound."""
         self._check_open()
         return read_named(self.store, self.path, name)
@@ -282,35 +282,27 @@ class Table:
         return snapshot_names(self.store, self.path)
 
     def refresh_snapshot(
-        self, snapshot: TableSnapshot | str, lifetime: timedelta | None = timedelta(hours=1)
-    ) -> TableSnapshot:
-        """Extend the life of the snapshot's checkpoints to now + ``lifetime`` (None: never);
-        ``snapshot`` may be a name. Raises CheckpointNotFound if a checkpoint is gone or has
-        expired (take a new snapshot), InvalidArgument for a name that names none."""
+        self, snapshot: TableSnapshot, lifetime: timedelta | None = timedelta(hours=1)
+    ) -> None:
+        """Extend the life of the snapshot's checkpoints to now + ``lifetime`` (None: never).
+        Raises CheckpointNotFound if a checkpoint is gone or has expired (take a new one)."""
         self._check_open()
-        snap = self._named_or(snapshot)
-        refresh_snapshot(self.store, snap, lifetime)
-        return snap
+        refresh_snapshot(self.store, check_instance("snapshot", snapshot, TableSnapshot), lifetime)
 
-    def release_snapshot(self, snapshot: TableSnapshot | str) -> None:
-        """Delete the snapshot's checkpoints (those already gone are skipped). A name, or a
-        snapshot taken under a name that still finds it, also deletes the name."""
+    def release_snapshot(self, snapshot: TableSnapshot) -> None:
+        """Delete the snapshot's checkpoints (those already gone are skipped). A snapshot taken
+        under a name that still finds it also deletes the name."""
         self._check_open()
-        if isinstance(snapshot, str):
-            delete_named(self.maps, snapshot, self.options.map_commit_attempts)
-            return
         check_instance("snapshot", snapshot, TableSnapshot)
         if snapshot.name is not None and self.named_snapshot(snapshot.name) == snapshot:
             delete_named(self.maps, snapshot.name, self.options.map_commit_attempts)
         release_snapshot(self.store, snapshot)
 
-    def _named_or(self, snapshot: TableSnapshot | str) -> TableSnapshot:
-        if not isinstance(snapshot, str):
-            return check_instance("snapshot", snapshot, TableSnapshot)
-        found = read_named(self.store, self.path, snapshot)
-        if found is None:
-            raise InvalidArgument(f"table {self.path!r} has no snapshot named {snapshot!r}")
-        return found
+    def delete_snapshot(self, name: str) -> TableSnapshot | None:
+        """Delete the snapshot named ``name`` and release its checkpoints; returns it (None if
+        no snapshot has that name: deleting is idempotent)."""
+        self._check_open()
+        return delete_named(self.maps, name, self.options.map_commit_attempts)
 
     # ---- rescaling -------------------------------------------------------------------------
     def split(self, shard_index: int, at: bytes) -> ShardMap:

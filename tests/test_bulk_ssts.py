@@ -17,7 +17,7 @@ from slatedb_core.sst.builder import SstOptions, encode_sst
 from slatedb_core.sst.format import FIXED_FORMAT_VERSION
 from slatedb_core.sst.reader import SstReader
 from slatedb_core.sst.scratch import Scratch, thread_scratch
-from slatedb_core.table.staged import RangeSst, _packed_order, encode_ranges
+from slatedb_core.table.staged import RangeSst, encode_ranges, packed_order
 
 SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary())])
 
@@ -195,7 +195,7 @@ def test_a_few_keys_tying_on_their_leading_bytes_are_ordered_by_the_rest() -> No
     rows = [(k, k[::-1]) for k in keys]
     rng.shuffle(rows)  # type: ignore[arg-type]
     flat = np.frombuffer(b"".join(k for k, _ in rows), np.uint8).copy()
-    order = _packed_order(flat, 16, len(rows), Scratch())
+    order = packed_order(flat, 16, len(rows), Scratch())
     assert order is not None, "few ties: fixed run by run, no fallback"
     assert [rows[i][0] for i in order.tolist()] == sorted(keys)
     splits = [b"\x55", b"\xaa"]
@@ -205,7 +205,7 @@ def test_a_few_keys_tying_on_their_leading_bytes_are_ordered_by_the_rest() -> No
 def test_packed_order_gives_up_on_keys_that_mostly_tie() -> None:
     keys = [b"same-8-b" + bytes([i % 251, i // 251]) * 4 for i in range(3000)]
     flat = np.frombuffer(b"".join(keys), np.uint8).copy()
-    assert _packed_order(flat, 16, len(keys), Scratch()) is None
+    assert packed_order(flat, 16, len(keys), Scratch()) is None
 
 
 @settings(max_examples=100, deadline=None)

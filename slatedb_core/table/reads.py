@@ -79,7 +79,7 @@ class ShardReaders:
             if existing is None and not closed:
                 self._readers[shard.db_path] = r
                 return r
-        close_quietly(r)  # another thread opened one first, or the table closed meanwhile
+        _close_quietly(r)  # another thread opened one first, or the table closed meanwhile
         if existing is None:
             raise InvalidArgument(f"table {self.path!r} is closed")
         return existing
@@ -89,7 +89,7 @@ class ShardReaders:
         with self._lock:
             stale = [self._readers.pop(p) for p in list(self._readers) if p not in live]
         for r in stale:
-            close_quietly(r)
+            _close_quietly(r)
 
     def refresh_all(self) -> None:
         """Bring every open reader up to date."""
@@ -108,7 +108,7 @@ class ShardReaders:
             readers = list(self._readers.values())
             self._readers.clear()
         for r in readers:
-            close_quietly(r)
+            _close_quietly(r)
 
     # ---- reads -------------------------------------------------------------------------------
     def _with_reroute(self, key: bytes, fn: Any) -> Any:
@@ -175,7 +175,7 @@ class ShardReaders:
                 return
 
     def scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-        check_bounds(start, end)
+        _check_bounds(start, end)
 
         def rows() -> Iterator[tuple[bytes, bytes]]:
             for reader, lo, hi in self._shard_scans(start, end):
@@ -186,7 +186,7 @@ class ShardReaders:
     def scan_arrow(
         self, start: bytes | None, end: bytes | None, batch_size: int
     ) -> pa.RecordBatchReader:
-        check_bounds(start, end)
+        _check_bounds(start, end)
         batch_size = check_int("batch_size", batch_size, lo=1)
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -196,7 +196,7 @@ class ShardReaders:
         return pa.RecordBatchReader.from_batches(KV_SCHEMA, batches())
 
 
-def check_bounds(start: bytes | None, end: bytes | None) -> None:
+def _check_bounds(start: bytes | None, end: bytes | None) -> None:
     for name, b in (("start", start), ("end", end)):
         if b is not None and not isinstance(b, bytes):
             raise InvalidArgument(f"scan {name} must be bytes or None")
@@ -204,7 +204,7 @@ def check_bounds(start: bytes | None, end: bytes | None) -> None:
         raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
 
 
-def close_quietly(r: DbReader) -> None:
+def _close_quietly(r: DbReader) -> None:
     try:
         r.close()
     except SlateDBError as e:

@@ -96,7 +96,7 @@ def _take_fixed(
     )
 
 
-def _packed_order(
+def packed_order(
     flat: npt.NDArray[np.uint8], width: int, n: int, scratch: Scratch
 ) -> npt.NDArray[np.int64] | None:
     """The sorting permutation of fixed-width keys of at least 8 bytes from ONE ``np.sort`` of
@@ -145,7 +145,7 @@ def _sort_order(
     if flat is not None and width is not None:
         n = len(flat) // width
         if width >= 8 and n < 1 << 40:
-            order = _packed_order(flat, width, n, scratch)
+            order = packed_order(flat, width, n, scratch)
             if order is not None:
                 return order, None
         return np.argsort(flat.view(f"S{width}")), None

@@ -304,7 +304,9 @@ def snapshot_names(store: ObjectStore, table_path: str) -> list[str]:
     for meta in store.list(snapshot_dir(table_path) + "/"):
         file = meta.path.rsplit("/", 1)[-1]
         name = file.removesuffix(SNAPSHOT_SUFFIX)
-        if name != file and _NAME.fullmatch(name) and read_named(store, table_path, name) is not None:
+        if name == file or not _NAME.fullmatch(name):
+            continue
+        if read_named(store, table_path, name) is not None:
             out.append(name)
     return out
 
@@ -386,6 +388,16 @@ def delete_named(maps: ShardMapStore, name: str, attempts: int) -> TableSnapshot
 
 
 def _sweep(
+    maps: ShardMapStore, name: str, known: Iterable[TableSnapshot | None], now: float
+) -> None:
+    """Step 4, best effort (what it misses, the next one finds)."""
+    try:
+        _sweep_shards(maps, name, known, now)
+    except SlateDBError as e:
+        log.warning("table %r: sweeping leftovers of snapshot %r: %s", maps.table_path, name, e)
+
+
+def _sweep_shards(
     maps: ShardMapStore, name: str, known: Iterable[TableSnapshot | None], now: float
 ) -> None:
     """Step 4 on every shard the latest map names (live or retired) or ``known`` covers."""

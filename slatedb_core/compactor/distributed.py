@@ -53,8 +53,8 @@ from slatedb_core.compactor.compactions import (
 )
 from slatedb_core.compactor.executor import (
     CompactionResult,
-    _counted,
     apply_compaction,
+    counted,
     split_by_size,
 )
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
@@ -220,7 +220,7 @@ def execute_subcompaction(
     records = CompactionsStore(store, plan.db_path, plan.compactor_epoch)
     rows_in = [0]
     streams = [
-        _counted(s, rows_in)
+        counted(s, rows_in)
         for s in range_streams(
             store, plan.db_path, plan.planned_on.manifest, plan.plan, plan.ranges[index]
         )

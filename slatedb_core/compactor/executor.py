@@ -167,7 +167,7 @@ def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:
     yield from h.scan(None, None)
 
 
-def _counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:
+def counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         rows[0] += b.num_rows
         yield b
@@ -298,7 +298,7 @@ class CompactionExecutor:
         manifest = planned_on.manifest
         rows_in = [0]
         streams = [
-            _counted(s, rows_in)
+            counted(s, rows_in)
             for s in source_streams(self.store, self.db_path, manifest, plan)
         ]
         merged = merge_sorted(streams, drop_tombstones=plan.drop_tombstones)

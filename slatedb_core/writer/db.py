@@ -1,6 +1,6 @@
 """``Db``: the writer of one database.
 
-Write path (seed 001 "Writes", "Acknowledgements"; seed 003 "Writers")::
+Write path (SlateDB RFC 0001 "Writes", "Acknowledgements"; SlateDB RFC 0004 "Writers")::
 
     put -> memtable (visible to reads at once) + WAL buffer (generation g)
         -> WAL flusher: seal buffer g, write wal/{id}.sst by create-if-absent, mark g durable
@@ -10,7 +10,7 @@ Write path (seed 001 "Writes", "Acknowledgements"; seed 003 "Writers")::
            view, advances replay_after_wal_id to the WAL id holding the memtable's last entries,
            raises last_l0_seq and re-establishes the writer checkpoint
 
-With ``DbOptions.max_parallel_writes`` N > 1 (seed 001 "Parallel Writes") the WAL flusher seals
+With ``DbOptions.max_parallel_writes`` N > 1 (SlateDB RFC 0001 "Parallel Writes") the WAL flusher seals
 a generation whenever the WAL window has room and hands it to one of up to N creates in flight at
 consecutive ids; a durable put returns when *its* SST lands, possibly before an earlier one. The
 memtable flush still waits for the contiguous watermark, so the replay point never passes a hole.
@@ -20,33 +20,35 @@ State shared with readers is an immutable :class:`~slatedb_core.lsm.dbstate.DbSt
 learns this writer is fenced records it; every later write raises ``Fenced`` and nothing more is
 acknowledged, and ``close()`` raises it too (buffered writes are never dropped silently). A thread
 that dies on an unexpected error fails the writer the same way with ``BackgroundThreadDied``.
+
+Where it lives: this module has ``Db``'s public API (opening, writes, checkpoints, reads,
+closing); ``Db`` is a :class:`~slatedb_core.writer.ingest.WriterIngest` (bulk ingest and
+``ingest_ssts``), which is a :class:`~slatedb_core.writer.engine.WriterEngine` (state, memtable
+and L0 flushes, manifest commits and polling), which is a
+:class:`~slatedb_core.wal.flusher.WalFlusher` (the WAL buffer, its flush and durability).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
+from slatedb_core.checkpoints import checkpoint_change
 from slatedb_core.errors import (
     DbClosed,
     InvalidArgument,
 )
-from slatedb_core.keys import check_in_range, clip_scan, outside_range
-from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts
-from slatedb_core.lsm.entries import KV_SCHEMA, sort_dedup
+from slatedb_core.keys import clip_scan
+from slatedb_core.lifecycle.destroy import destroy as destroy_database
+from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range
+from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.lsm.iterators import iter_rows
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
     CheckpointCreateResult,
@@ -58,25 +60,17 @@ from slatedb_core.options import (
     check_key_list,
     check_optional,
 )
-from slatedb_core.sst import SstReader, encode_sst
-from slatedb_core.sst.create import copy_sst
-from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.writer.batch import WriteBatch
-from slatedb_core.writer.engine import WriterEngine
+from slatedb_core.writer.ingest import WriterIngest
 from slatedb_core.writer.l0_flush import RESIDENT_OVERHEAD_PER_ENTRY
-from slatedb_core.writer.types import BulkIngestStats
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Db"]
 
 
-
-def _seqs(first: int, n: int) -> pa.Array:
-    """Sequence numbers first .. first+n-1 as a uint64 array (numpy: ~7x faster than a range)."""
-    return pa.array(np.arange(first, first + n, dtype=np.uint64))
-
-class Db(WriterEngine):
+class Db(WriterIngest):
     """The single writer of a database. Use :meth:`open`; thread-safe."""
 
     # ---- opening ---------------------------------------------------------------------------
@@ -91,21 +85,8 @@ class Db(WriterEngine):
         return db
 
     # ---- checks ----------------------------------------------------------------------------
-    def _outside(self, key: bytes) -> InvalidArgument:
-        assert self._range is not None
-        return outside_range(key, self._range)  # shared with DbReader (keys.py)
 
-    def _check_range_keys(self, keys: Sequence[bytes]) -> None:
-        check_in_range(self._range, keys)
 
-    def _check_range_array(self, keys: pa.Array) -> None:
-        rng = self._range
-        if rng is None or len(keys) == 0:
-            return
-        lo, hi = pc.min_max(keys).values()
-        for k in (lo.as_py(), hi.as_py()):
-            if not rng.contains(k):
-                raise self._outside(k)
 
     def _check_key(self, key: object) -> bytes:
         if type(key) is not bytes:
@@ -266,7 +247,7 @@ class Db(WriterEngine):
             self._backpressure_locked()
             first = self._seq + 1
             self._seq += n
-            batch = entries.set_column(1, "seq", _seqs(first, n))
+            batch = entries.set_column(1, "seq", seq_range(first, n))
             self._state.memtable.put_batch(batch)
             self._buf.batches.append(batch)
             self._buf.nbytes += batch.nbytes
@@ -275,152 +256,11 @@ class Db(WriterEngine):
             self._await_durable(gen)
         return n
 
-    # ---- bulk ingest -----------------------------------------------------------------------
-    def bulk_ingest(
-        self, data: pa.Table | pa.RecordBatch, key_column: str = "key", value_column: str = "value"
-    ) -> BulkIngestStats:
-        """Sort ``data``, write it as SSTs directly and commit them with one fenced manifest
-        update (no WAL). For large inputs; a fenced writer's ingest fails and leaves nothing
-        visible (its SSTs are unreferenced garbage for GC)."""
-        entries = arrow_entries(data, key_column, value_column, self.options)
-        self._check_range_array(entries.column(0))
-        if entries.num_rows == 0:
-            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
-        # Holding the L0 lock from the reservation to the commit keeps any newer memtable from
-        # reaching L0 behind (i.e. older than) the ingested views.
-        with self._l0_lock:
-            return self._bulk_ingest_locked(entries)
-
-    def _encode(self, part: pa.RecordBatch) -> bytes:
-        return encode_sst(part, self._sst_options)[0]
-
-    def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
-        n = entries.num_rows
-        first = self._reserve_seqs_and_freeze(n)
-        batch = entries.set_column(1, "seq", _seqs(first, n))
-        sorted_batch = sort_dedup(batch)
-        ssts: list[CompactedSst] = []
-        written = 0
-        parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
-        for part in parts:
-            blob, info = encode_sst(part, self._sst_options)
-            ssts.append(self._write_sst(blob, info))
-            written += len(blob)
-        # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
-        datas = [functools.partial(self._encode, part) for part in parts]
-        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas)
-        return BulkIngestStats(n, len(ssts), written, stored.id)
-
-    def _reserve_seqs_and_freeze(self, n: int) -> int:
-        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq. The
-        caller holds ``_l0_lock`` from here to :meth:`_commit_in_front_of_l0`, which keeps any
-        newer memtable from reaching L0 behind (i.e. older than) the ingested views."""
-        with self._lock:
-            self._check_usable()
-            first = self._seq + 1
-            self._seq += n
-            # Writes before this point are older than the ingested rows: they go to L0 first,
-            # so the new views can be put in front of them.
-            self._freeze_locked()
-        return first
-
-    def _commit_in_front_of_l0(
-        self,
-        ssts: Sequence[CompactedSst],
-        last_seq: int,
-        datas: Sequence[Callable[[], bytes]],
-    ) -> StoredManifest:
-        """The commit of an ingest (``_l0_lock`` held, seqs reserved by
-        :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
-        update putting ``ssts`` (oldest first, already written) in front of L0, newest first,
-        each checked against the GC boundary inside every attempt (``datas[i]`` returns the bytes
-        of ``ssts[i]`` for a re-homing, see :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the
-        install of the new state. Returns the manifest committed."""
-        self._flush_imms_locked()
-        self._check_usable()
-        epoch = self._fm.epoch
-        # Every write older than the ingest is now in a checked L0 SST: move the replay point
-        # past it in the same commit, or a reader (and the next writer) would replay those older
-        # values from the WAL on top of the ingested ones.
-        confirmed = self._confirmed_wal_id
-        new = self._new_ssts(list(ssts), list(datas))
-
-        def change(m: Manifest, next_id: int) -> Manifest | None:
-            if new.committed_in(m):
-                return None  # an earlier attempt's commit landed (an ambiguous answer)
-            added = new.secure()
-            views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(added))
-            m = dataclasses.replace(
-                m,
-                ssts=(*m.ssts, *added),
-                l0=(*views, *m.l0),
-                last_l0_seq=max(m.last_l0_seq, last_seq),
-                replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
-            )
-            return writer_checkpoint(m, next_id, epoch)
-
-        stored = self._commit(change)
-        with self._lock:
-            self._install_locked(stored, self._state.imm)
-        return stored
-
-    def ingest_ssts(self, sources: Sequence[str]) -> BulkIngestStats:
-        """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
-        store), oldest first, as L0 SSTs in ONE fenced manifest update.
-
-        Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
-        keys checked against this database's range before anything is copied: a bad path or an
-        outside key raises InvalidArgument, a garbled object CorruptionError, a missing one
-        ObjectNotFound. Empty SSTs are skipped; the others are copied to ``compacted/<ULID>.sst``
-        with ``copy_if_absent`` (a hard link or a server-side copy) and committed like
-        :meth:`bulk_ingest`: newer than every earlier write, older than every later one, a later
-        source winning over an earlier one. Entries keep the seqs they were encoded with (versions
-        are ordered by LSM position); the ingest reserves one seq, the new ``last_l0_seq`` floor.
-
-        The caller deletes the sources after this returns (the pre-commit GC check may re-home a
-        copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
-        a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
-        the manifest id committed."""
-        if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
-            raise InvalidArgument(
-                f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
-            )
-        paths = [validate_relative_path(p, what="SST source path") for p in sources]
-        self._check_usable()
-        infos: list[tuple[str, SstInfo]] = []
-        for path in paths:
-            info = SstReader.open(self.store, path).info
-            if info.entry_count == 0 or info.first_key is None or info.last_key is None:
-                continue
-            if self._range is not None:
-                for key in (info.first_key, info.last_key):
-                    if not self._range.contains(key):
-                        raise InvalidArgument(
-                            f"SST {path!r} holds key {key[:64]!r}, outside this database's "
-                            f"range {self._range}"
-                        )
-            infos.append((path, info))
-        if not infos:
-            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
-        ssts = [copy_sst(self.store, path, self.path, info) for path, info in infos]
-        datas = [functools.partial(self._read_object, path) for path, _ in infos]
-        with self._l0_lock:
-            seq = self._reserve_seqs_and_freeze(1)
-            stored = self._commit_in_front_of_l0(ssts, seq, datas)
-        rows = sum(info.entry_count for _, info in infos)
-        size = sum(info.size_bytes for _, info in infos)
-        return BulkIngestStats(rows, len(ssts), size, stored.id)
-
-    def _read_object(self, path: str) -> bytes:
-        return self.store.get(path).data
-
     @staticmethod
     def destroy(path: str, store: ObjectStore, soft: bool = True) -> None:
-        """Destroy the database at ``path`` (seed 003): soft marks it for the GC after fencing any
+        """Destroy the database at ``path`` (SlateDB RFC 0004): soft marks it for the GC after fencing any
         writer; hard deletes it now (refused while a checkpoint is active)."""
-        from slatedb_core.lifecycle.destroy import destroy
-
-        destroy(path, store, soft)
+        destroy_database(path, store, soft)
 
     # ---- checkpoints -----------------------------------------------------------------------
     def create_checkpoint(
@@ -428,7 +268,7 @@ class Db(WriterEngine):
         scope: CheckpointScope = CheckpointScope.ALL,
         options: CheckpointOptions | None = None,
     ) -> CheckpointCreateResult:
-        """Pin the database as of now (seed 003). ALL flushes the WAL and the memtable first, so the
+        """Pin the database as of now (SlateDB RFC 0004). ALL flushes the WAL and the memtable first, so the
         checkpoint holds every write issued before the call; DURABLE takes what the manifest holds."""
         self._check_usable()
         check_instance("scope", scope, CheckpointScope)
@@ -525,11 +365,11 @@ class Db(WriterEngine):
         """Flush buffered writes to the WAL and stop background work (both threads and WAL
         creates in flight are joined).
 
-        Raises whatever kept buffered writes from becoming durable, so that none is dropped
-        silently (issue 19 item 8): ``Fenced`` if this writer has been fenced, whether it learned
-        that earlier (from a write, a commit or its manifest poller) or learns it now, flushing
-        what was buffered; ``BackgroundThreadDied`` if a background thread died; the store's
-        error if the last WAL flush failed. Background work is stopped either way. A second
+        Raises whatever kept buffered writes from becoming durable, so that none is dropped silently
+        (review finding 8 in RELIABILITY.md): ``Fenced`` if this writer has been fenced, whether it
+        learned that earlier (from a write, a commit or its manifest poller) or learns it now,
+        flushing what was buffered; ``BackgroundThreadDied`` if a background thread died; the
+        store's error if the last WAL flush failed. Background work is stopped either way. A second
         ``close()`` raises the same error object again (the outcome of closing does not change);
         after a clean close, or a crash, it returns at once."""
         if self._closed:

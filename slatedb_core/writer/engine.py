@@ -1,19 +1,19 @@
-"""The writer's machinery behind ``Db``: its state and locks, the three background threads, the
-WAL flush and dispatch to the parallel WAL window, memtable freeze and L0 flush, and manifest
-polling. ``Db`` (in :mod:`slatedb_core.writer.db`) adds the public API.
+"""The writer's machinery behind ``Db``: its state, the L0 and manifest-poller threads (the WAL
+flusher's is :class:`~slatedb_core.wal.flusher.WalFlusher`'s, the base class), memtable freeze
+and L0 flush, manifest commits and polling, and the embedded compactor. ``Db`` (in
+:mod:`slatedb_core.writer.db`) adds the public API, :mod:`slatedb_core.writer.ingest` the bulk
+paths.
 
 The steps of the protocol that need no writer state live beside it:
 
-* :mod:`slatedb_core.writer.recovery`: recovery at open (epoch bump, fencing, GC repair, WAL replay),
-  run in order by :meth:`WriterEngine._recover`;
-* :mod:`slatedb_core.wal.pipeline`: the WAL buffer of a generation and the bookkeeping of which
-  generations are durable (:class:`~slatedb_core.wal.pipeline.WalAcks`);
-* :mod:`slatedb_core.writer.l0_flush`: the steps of a memtable flush to L0 and the manifest changes it
-  commits (run by :meth:`WriterEngine._flush_one`);
-* :mod:`slatedb_core.writer.gc_safety`: the writer checkpoint and the post-commit GC check of the
-  writer's own SSTs;
-* :mod:`slatedb_core.writer.types`: ``DbClosed``, ``BulkIngestStats``, ``KV_SCHEMA`` (re-exported
-  here and by :mod:`slatedb_core.writer.db`).
+* :mod:`slatedb_core.writer.recovery`: recovery at open (epoch bump, fencing, WAL replay), run in
+  order by :meth:`WriterEngine._recover`;
+* :mod:`slatedb_core.wal.flusher` and :mod:`slatedb_core.wal.pipeline`: the WAL buffer of a
+  generation, its flush, and the bookkeeping of which generations are durable;
+* :mod:`slatedb_core.writer.l0_flush`: the steps of a memtable flush to L0 and the manifest changes
+  it commits (run by :meth:`WriterEngine._flush_one`);
+* :mod:`slatedb_core.writer.gc_safety`: the pre-commit GC check of the writer's own SSTs; the
+  writer checkpoint is :func:`slatedb_core.checkpoints.writer_checkpoint`.
 
 See :mod:`slatedb_core.writer.db` for the write path as a whole.
 """
@@ -21,27 +21,25 @@ See :mod:`slatedb_core.writer.db` for the write path as a whole.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from ulid import ULID
 
 from slatedb_core.checkpoints import writer_checkpoint_change
+from slatedb_core.compactor import Compactor
 from slatedb_core.errors import (
     BackgroundThreadDied,
     DatabaseDestroyed,
-    DbClosed,
     Fenced,
+    InvalidArgument,
     SlateDBError,
-    StoreError,
-    WalEpochConflict,
-    WalWindowClosed,
 )
-from slatedb_core.keys import KeyRange
+from slatedb_core.keys import KeyRange, check_in_range, outside_range
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
@@ -51,8 +49,8 @@ from slatedb_core.options import DbOptions
 from slatedb_core.sst import BlockCache, SstOptions, encode_sst
 from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-from slatedb_core.wal import WalLog, WalWindow, WalWriter
-from slatedb_core.wal.pipeline import WalAcks, WalBuffer
+from slatedb_core.wal import WalLog, WalWriter
+from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.writer.l0_flush import (
     l0_flush_change,
@@ -75,31 +73,20 @@ def _sst_views(m: Manifest) -> tuple[object, ...]:
     )
 
 
-class WriterEngine:
+class WriterEngine(WalFlusher):
     """State and background work of a writer; not used directly (see ``Db``)."""
 
     def __init__(self, path: str, store: ObjectStore, options: DbOptions) -> None:
         validate_relative_path(path, what="database path")
-        self.path = path
+        super().__init__(path, options.flush_interval)
         self.store = store
         self.options = options
         self._sst_options = SstOptions(
             options.block_size, options.bloom_bits_per_key, options.compression
         )
         self._cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
-        self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
-        self._flush_lock = threading.Lock()  # one WAL writer at a time
         self._l0_lock = threading.Lock()  # one memtable flush at a time
-        self._error: BaseException | None = None
-        self._closed = False
         self._seq = 0
-        self._gen = 1  # generation of the current WAL buffer
-        self._buf = WalBuffer()
-        # sealed generations and which of them are durable (under _lock); parallel WAL writes
-        # (max_parallel_writes > 1, see _dispatch_wal) go through _window
-        self._acks = WalAcks()
-        self._window: WalWindow | None = None
         self._imm_gen: dict[int, int] = {}  # id(ImmutableMemtable) -> last WAL generation
         # id(ImmutableMemtable) -> its uploaded L0 SST, kept until the flush is installed
         self._imm_sst: dict[int, NewSsts] = {}
@@ -107,11 +94,8 @@ class WriterEngine:
         # replay point never moves past it.
         self._confirmed_wal_id = 0
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
-        self._wake = threading.Event()
         self._l0_wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._compactor: Any = None
+        self._compactor: Compactor | None = None
         # hot-path copies of options and of the unflushed-bytes total
         self._max_key = options.max_key_bytes
         self._max_value = options.max_value_bytes
@@ -125,17 +109,16 @@ class WriterEngine:
         self.manifests = ManifestStore(store, path, format_version=options.manifest_format_version)
         self.wal = WalLog(store, path)
         self._fm: FencedManifest
-        self._wal_writer: WalWriter
         self._state: DbState
 
     def _recover(self) -> None:
         """Recovery at open, the steps of :mod:`slatedb_core.writer.recovery` in order."""
         own = self.options.max_parallel_writes
-        # 1. bump the writer epoch together with our writer checkpoint (seed 003)
+        # 1. bump the writer epoch together with our writer checkpoint (SlateDB RFC 0004)
         self._fm = bump_epoch(self.manifests, own)
         epoch = self._fm.epoch
         m = self._fm.stored.manifest
-        # 2. fence older writers (seed 001)
+        # 2. fence older writers (SlateDB RFC 0001)
         fence_id = fence_older_writers(self._fm, self.manifests, self.wal, self._sst_options)
         # 3. replay every WAL SST after replay_after_wal_id up to our fence. No L0 SST needs a
         #    repair: every commit checked its new SSTs against the GC boundary before naming them
@@ -146,9 +129,7 @@ class WriterEngine:
         self._seq = max(m.last_l0_seq, top if top is not None else 0)
         self._acks.last_wal_id = fence_id
         self._confirmed_wal_id = m.replay_after_wal_id
-        self._wal_writer = WalWriter(self.wal, epoch, fence_id + 1, self._sst_options)
-        if own > 1:
-            self._window = WalWindow(self._wal_writer, own, name=f"slatedb-wal-{self.path}")
+        self._start_wal(WalWriter(self.wal, epoch, fence_id + 1, self._sst_options), own)
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)
         self._handles = handles
@@ -159,11 +140,11 @@ class WriterEngine:
             self._acks.wal_id_of_gen[0] = fence_id
 
     def _guarded(self, name: str, loop: Callable[[], None]) -> Callable[[], None]:
-        """``loop`` as a thread target that fails the writer with BackgroundThreadDied if it dies
-        on an unexpected error: every waiter and every later call raises it, none hangs (issue 19
-        item 15). A loop that stops on a protocol error (Fenced) has failed the writer itself. A
-        BaseException that is no Exception (a simulated kill -9) is not handled: it ends the
-        thread as the process would end."""
+        """``loop`` as a thread target that fails the writer with BackgroundThreadDied if it dies on
+        an unexpected error: every waiter and every later call raises it, none hangs (review finding
+        15 in RELIABILITY.md). A loop that stops on a protocol error (Fenced) has failed the writer
+        itself. A BaseException that is no Exception (a simulated kill -9) is not handled: it ends
+        the thread as the process would end."""
 
         def run() -> None:
             try:
@@ -176,10 +157,12 @@ class WriterEngine:
 
         return run
 
+    def _fail(self, err: BaseException) -> None:
+        super()._fail(err)
+        self._l0_wake.set()
+
     def _start(self) -> None:
         if self.options.compactor is not None:
-            from slatedb_core.compactor import Compactor
-
             self._compactor = Compactor(self.path, self.store, self.options.compactor).start()
         for name, target in (
             ("wal-flusher", self._wal_loop),
@@ -191,177 +174,6 @@ class WriterEngine:
             )
             t.start()
             self._threads.append(t)
-
-    # ---- durability ------------------------------------------------------------------------
-    @property
-    def _durable_gen(self) -> int:
-        """Every generation <= this one is in the WAL (read under _lock)."""
-        return self._acks.durable_gen
-
-    def _await_durable(self, gen: int) -> None:
-        with self._lock:
-            while not self._acks.acknowledged(gen, self._error):
-                if self._closed and not self._threads:
-                    raise DbClosed("database closed before the write became durable")
-                self._wake.set()
-                self._cv.wait(0.05)
-
-    def _seal_locked(self) -> None:
-        if not self._buf.empty():
-            self._acks.seal(self._gen, self._buf)
-            self._buf = WalBuffer()
-            self._gen += 1
-
-    def flush(self) -> None:
-        """Write everything buffered to the WAL now and wait until it is durable."""
-        self._check_usable()
-        self._flush_wal()
-        self._check_usable()
-
-    def _flush_wal(self) -> None:
-        if self._window is not None:
-            since = self._acks.failure_serial
-            self._wait_durable_upto(self._dispatch_wal(None, since), since)
-            return
-        with self._flush_lock:
-            with self._lock:
-                self._seal_locked()
-                pending = list(self._acks.sealed)
-            for gen, buf in pending:
-                try:
-                    wal_id = self._wal_writer.write(buf.to_batch())
-                except Fenced as e:
-                    self._fail(e)
-                    raise
-                except StoreError as e:
-                    with self._lock:
-                        self._acks.write_failed(gen, e)
-                        self._cv.notify_all()
-                    raise
-                with self._lock:
-                    self._acks.written(gen, wal_id)
-                    self._cv.notify_all()
-
-    # ---- parallel WAL writes (seed 001, "Parallel Writes") ---------------------------------------
-    def _dispatch_wal(self, limit: int | None, since: int = 0) -> int:
-        """Issue sealed generations to the WAL window in order, one SST each, waiting for room
-        in the window before each. ``limit`` None (a flush): everything buffered now, sealed at
-        once; returns that last generation. Else (the flusher) at most ``limit`` SSTs, the
-        buffer sealed only once the window has room, so writes that arrive while it is full go
-        out together. While waiting for room, a create that failed after failure number
-        ``since`` is raised (it keeps being retried at its id)."""
-        window = self._window
-        assert window is not None
-        acks = self._acks
-        with self._flush_lock:
-            with self._lock:
-                if limit is None:
-                    self._seal_locked()
-                target = self._gen - 1
-            issued = 0
-            while limit is None or issued < limit:
-                with self._lock:
-                    todo = acks.next_unissued()
-                    idle = todo is None and (limit is None or self._buf.empty())
-                if idle or (todo is not None and limit is None and todo[0] > target):
-                    break
-                self._wait_for_room(window, since)
-                if todo is None:
-                    with self._lock:
-                        self._seal_locked()
-                        todo = acks.next_unissued()
-                    if todo is None:
-                        break
-                gen, buf = todo
-                data = self._wal_writer.encode(buf.to_batch())
-                with self._lock:
-                    acks.issued.add(gen)
-                try:
-                    window.submit(data, functools.partial(self._on_wal_done, gen))
-                except BaseException:
-                    with self._lock:
-                        acks.issued.discard(gen)
-                    raise
-                issued += 1
-            return target
-
-    def _wait_for_room(self, window: WalWindow, since: int) -> None:
-        while not window.wait_for_room(0.05):
-            # a window stalled on a failing create must not hold _flush_lock forever: report
-            # the failure (the create keeps being retried at its id)
-            with self._lock:
-                if self._error is not None:
-                    raise self._error
-                failure = self._acks.failure(since)
-                if failure is not None:
-                    raise failure
-
-    def _on_wal_done(self, gen: int, wal_id: int, err: BaseException | None) -> None:
-        """A window thread's report on generation ``gen`` at ``wal_id``."""
-        final = err is not None and (
-            isinstance(err, (Fenced, WalEpochConflict, BackgroundThreadDied))
-            or not isinstance(err, SlateDBError)
-        )
-        with self._lock:
-            if err is None:
-                self._acks.landed_at(gen, wal_id)
-            else:
-                self._acks.create_failed(gen, err, final)
-            self._cv.notify_all()
-        if final:
-            assert err is not None
-            self._fail(err)
-
-    def _failure_locked(self, since: int, upto: int | None = None) -> BaseException | None:
-        """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
-        failed after failure number ``since``."""
-        return self._acks.failure(since, upto)
-
-    def _wait_durable_upto(self, target: int, since: int = 0) -> None:
-        """Wait until every generation <= ``target`` is durable (contiguously in the WAL); raise
-        a failure of one of them reported after failure number ``since`` (an older one is being
-        retried: its outcome is awaited)."""
-        with self._lock:
-            while self._acks.durable_gen < target:
-                if self._error is not None:
-                    raise self._error
-                failure = self._acks.failure(since, target)
-                if failure is not None:
-                    raise failure
-                if self._closed and not self._threads:
-                    raise DbClosed("database closed before the write became durable")
-                self._cv.wait(0.05)
-
-    def _fail(self, err: BaseException) -> None:
-        with self._lock:
-            if self._error is None:
-                self._error = err
-                log.error("database %r stops: %s", self.path, err)
-            self._cv.notify_all()
-        self._stop.set()
-        self._wake.set()
-        self._l0_wake.set()
-
-    def _wal_loop(self) -> None:
-        interval = self.options.flush_interval.total_seconds()
-        while not self._stop.is_set():
-            self._wake.wait(interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                if self._window is not None:
-                    self._dispatch_wal(self._window.size, self._acks.failure_serial)
-                else:
-                    self._flush_wal()
-            except WalWindowClosed:
-                return
-            except (Fenced, WalEpochConflict) as e:
-                self._fail(e)  # durable puts waiting on this flusher must not hang
-                return
-            except SlateDBError as e:
-                log.warning("WAL flush of %r failed, retrying: %s", self.path, e)
-                time.sleep(min(interval, 0.5))
 
     # ---- memtable flush --------------------------------------------------------------------
     def _freeze_locked(self) -> ImmutableMemtable | None:
@@ -447,20 +259,6 @@ class WriterEngine:
             acks.forget_before(gen)
             self._cv.notify_all()
 
-    def _await_wal(self, gen: int) -> None:
-        while True:
-            with self._lock:
-                if self._acks.durable_gen >= gen or self._error is not None:
-                    break
-            try:
-                self._flush_wal()
-            except Fenced:
-                break
-            except StoreError as e:
-                log.warning("WAL flush before memtable flush failed, retrying: %s", e)
-                time.sleep(0.1)
-        if self._error is not None:
-            raise self._error
 
     def _await_l0_room(self) -> None:
         """Stall while L0 is full, until a compactor (another process) shrinks it."""
@@ -524,7 +322,7 @@ class WriterEngine:
     # ---- manifest polling ------------------------------------------------------------------
     def _refresh(self) -> None:
         """Pick up manifests written by others (compactor, checkpoint makers); if they changed the
-        set of SSTs we read, move our writer checkpoint to pin the new set (seed 003)."""
+        set of SSTs we read, move our writer checkpoint to pin the new set (SlateDB RFC 0004)."""
         try:
             latest = self._fm.refresh()
         except Fenced as e:
@@ -552,11 +350,23 @@ class WriterEngine:
             except SlateDBError as e:
                 log.warning("manifest poll of %r failed: %s", self.path, e)
 
+    # ---- key range of a projected database --------------------------------------------------
     def _set_range(self, m: Manifest) -> None:
         self._range = None if m.key_range is None else KeyRange.of(m.key_range)
 
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise DbClosed(f"database {self.path!r} is closed")
-        if self._error is not None:
-            raise self._error
+    def _outside(self, key: bytes) -> InvalidArgument:
+        assert self._range is not None
+        return outside_range(key, self._range)  # shared with DbReader (keys.py)
+
+    def _check_range_keys(self, keys: Sequence[bytes]) -> None:
+        check_in_range(self._range, keys)
+
+    def _check_range_array(self, keys: pa.Array) -> None:
+        rng = self._range
+        if rng is None or len(keys) == 0:
+            return
+        lo, hi = pc.min_max(keys).values()
+        for k in (lo.as_py(), hi.as_py()):
+            if not rng.contains(k):
+                raise self._outside(k)
+

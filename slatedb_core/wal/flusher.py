@@ -1,0 +1,263 @@
+"""The WAL flusher of a writer (SlateDB RFC 0001, "Writes", "Acknowledgements", "Parallel
+Writes"): the writes buffered by generation, sealing a generation into one WAL SST, writing it
+(one create at a time, or through the :class:`~slatedb_core.wal.writer.WalWindow` of parallel
+writes), and waiting until a generation is durable; the background thread that flushes every
+``flush_interval`` or once a buffer reaches ``wal_sst_size_bytes``.
+
+:class:`WalFlusher` is the base class of the writer's engine
+(:class:`~slatedb_core.writer.engine.WriterEngine`), not a separate object: a put appends to the
+memtable and to the WAL buffer of the current generation under one lock, so that seqs enter
+the WAL in the order they were assigned, and it does so with no indirection on the hottest path
+of the engine. The flusher holds that lock, the state every part of the writer consults to stop
+(the first error it fails with, closed, the stop event and its background threads) and
+:meth:`WalFlusher._fail`, which records that error; the engine adds the memtable, L0 and
+manifest side. The flusher knows nothing of them: it imports nothing above ``wal/``.
+
+Locks: ``_lock`` (with its condition ``_cv``) guards the buffer, the generation counter and
+:class:`~slatedb_core.wal.pipeline.WalAcks`; ``_flush_lock`` lets one flush write or dispatch at
+a time (it is taken before ``_lock``, never inside it).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from slatedb_core.errors import (
+    BackgroundThreadDied,
+    DbClosed,
+    Fenced,
+    SlateDBError,
+    StoreError,
+    WalEpochConflict,
+    WalWindowClosed,
+)
+from slatedb_core.wal.pipeline import WalAcks, WalBuffer
+from slatedb_core.wal.writer import WalWindow, WalWriter
+
+log = logging.getLogger(__name__)
+
+
+class WalFlusher:
+    """The WAL side of a writer and the failure state it shares; see the module docstring."""
+
+    def __init__(self, path: str, flush_interval: timedelta) -> None:
+        self.path = path
+        self._flush_interval = flush_interval
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._flush_lock = threading.Lock()  # one WAL writer at a time
+        self._error: BaseException | None = None
+        self._closed = False
+        self._gen = 1  # generation of the current WAL buffer
+        self._buf = WalBuffer()
+        # sealed generations and which of them are durable (under _lock); parallel WAL writes
+        # (max_parallel_writes > 1, see _dispatch_wal) go through _window
+        self._acks = WalAcks()
+        self._window: WalWindow | None = None
+        self._wake = threading.Event()  # wakes the WAL flusher thread
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._wal_writer: WalWriter
+
+    def _start_wal(self, writer: WalWriter, window: int) -> None:
+        """Write through ``writer`` from now on; ``window`` > 1: that many creates in flight."""
+        self._wal_writer = writer
+        if window > 1:
+            self._window = WalWindow(writer, window, name=f"slatedb-wal-{self.path}")
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise DbClosed(f"database {self.path!r} is closed")
+        if self._error is not None:
+            raise self._error
+
+    def _fail(self, err: BaseException) -> None:
+        """Stop the writer with ``err``: every waiter and every later call raises it."""
+        with self._lock:
+            if self._error is None:
+                self._error = err
+                log.error("database %r stops: %s", self.path, err)
+            self._cv.notify_all()
+        self._stop.set()
+        self._wake.set()
+
+    # ---- durability ------------------------------------------------------------------------
+    @property
+    def _durable_gen(self) -> int:
+        """Every generation <= this one is in the WAL (read under _lock)."""
+        return self._acks.durable_gen
+
+    def _await_durable(self, gen: int) -> None:
+        with self._lock:
+            while not self._acks.acknowledged(gen, self._error):
+                if self._closed and not self._threads:
+                    raise DbClosed("database closed before the write became durable")
+                self._wake.set()
+                self._cv.wait(0.05)
+
+    def _seal_locked(self) -> None:
+        if not self._buf.empty():
+            self._acks.seal(self._gen, self._buf)
+            self._buf = WalBuffer()
+            self._gen += 1
+
+    def flush(self) -> None:
+        """Write everything buffered to the WAL now and wait until it is durable."""
+        self._check_usable()
+        self._flush_wal()
+        self._check_usable()
+
+    def _flush_wal(self) -> None:
+        if self._window is not None:
+            since = self._acks.failure_serial
+            self._wait_durable_upto(self._dispatch_wal(None, since), since)
+            return
+        with self._flush_lock:
+            with self._lock:
+                self._seal_locked()
+                pending = list(self._acks.sealed)
+            for gen, buf in pending:
+                try:
+                    wal_id = self._wal_writer.write(buf.to_batch())
+                except Fenced as e:
+                    self._fail(e)
+                    raise
+                except StoreError as e:
+                    with self._lock:
+                        self._acks.write_failed(gen, e)
+                        self._cv.notify_all()
+                    raise
+                with self._lock:
+                    self._acks.written(gen, wal_id)
+                    self._cv.notify_all()
+
+    def _await_wal(self, gen: int) -> None:
+        while True:
+            with self._lock:
+                if self._acks.durable_gen >= gen or self._error is not None:
+                    break
+            try:
+                self._flush_wal()
+            except Fenced:
+                break
+            except StoreError as e:
+                log.warning("WAL flush before memtable flush failed, retrying: %s", e)
+                time.sleep(0.1)
+        if self._error is not None:
+            raise self._error
+
+    # ---- parallel WAL writes (SlateDB RFC 0001, "Parallel Writes") ----------------------------
+    def _dispatch_wal(self, limit: int | None, since: int = 0) -> int:
+        """Issue sealed generations to the WAL window in order, one SST each, waiting for room
+        in the window before each. ``limit`` None (a flush): everything buffered now, sealed at
+        once; returns that last generation. Else (the flusher) at most ``limit`` SSTs, the
+        buffer sealed only once the window has room, so writes that arrive while it is full go
+        out together. While waiting for room, a create that failed after failure number
+        ``since`` is raised (it keeps being retried at its id)."""
+        window = self._window
+        assert window is not None
+        acks = self._acks
+        with self._flush_lock:
+            with self._lock:
+                if limit is None:
+                    self._seal_locked()
+                target = self._gen - 1
+            issued = 0
+            while limit is None or issued < limit:
+                with self._lock:
+                    todo = acks.next_unissued()
+                    idle = todo is None and (limit is None or self._buf.empty())
+                if idle or (todo is not None and limit is None and todo[0] > target):
+                    break
+                self._wait_for_room(window, since)
+                if todo is None:
+                    with self._lock:
+                        self._seal_locked()
+                        todo = acks.next_unissued()
+                    if todo is None:
+                        break
+                gen, buf = todo
+                data = self._wal_writer.encode(buf.to_batch())
+                with self._lock:
+                    acks.issued.add(gen)
+                try:
+                    window.submit(data, functools.partial(self._on_wal_done, gen))
+                except BaseException:
+                    with self._lock:
+                        acks.issued.discard(gen)
+                    raise
+                issued += 1
+            return target
+
+    def _wait_for_room(self, window: WalWindow, since: int) -> None:
+        while not window.wait_for_room(0.05):
+            # a window stalled on a failing create must not hold _flush_lock forever: report
+            # the failure (the create keeps being retried at its id)
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                failure = self._acks.failure(since)
+                if failure is not None:
+                    raise failure
+
+    def _on_wal_done(self, gen: int, wal_id: int, err: BaseException | None) -> None:
+        """A window thread's report on generation ``gen`` at ``wal_id``."""
+        final = err is not None and (
+            isinstance(err, (Fenced, WalEpochConflict, BackgroundThreadDied))
+            or not isinstance(err, SlateDBError)
+        )
+        with self._lock:
+            if err is None:
+                self._acks.landed_at(gen, wal_id)
+            else:
+                self._acks.create_failed(gen, err, final)
+            self._cv.notify_all()
+        if final:
+            assert err is not None
+            self._fail(err)
+
+    def _failure_locked(self, since: int, upto: int | None = None) -> BaseException | None:
+        """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
+        failed after failure number ``since``."""
+        return self._acks.failure(since, upto)
+
+    def _wait_durable_upto(self, target: int, since: int = 0) -> None:
+        """Wait until every generation <= ``target`` is durable (contiguously in the WAL); raise
+        a failure of one of them reported after failure number ``since`` (an older one is being
+        retried: its outcome is awaited)."""
+        with self._lock:
+            while self._acks.durable_gen < target:
+                if self._error is not None:
+                    raise self._error
+                failure = self._acks.failure(since, target)
+                if failure is not None:
+                    raise failure
+                if self._closed and not self._threads:
+                    raise DbClosed("database closed before the write became durable")
+                self._cv.wait(0.05)
+
+    # ---- the flusher thread ----------------------------------------------------------------
+    def _wal_loop(self) -> None:
+        interval = self._flush_interval.total_seconds()
+        while not self._stop.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                if self._window is not None:
+                    self._dispatch_wal(self._window.size, self._acks.failure_serial)
+                else:
+                    self._flush_wal()
+            except WalWindowClosed:
+                return
+            except (Fenced, WalEpochConflict) as e:
+                self._fail(e)  # durable puts waiting on this flusher must not hang
+                return
+            except SlateDBError as e:
+                log.warning("WAL flush of %r failed, retrying: %s", self.path, e)
+                time.sleep(min(interval, 0.5))

@@ -1,0 +1,169 @@
+"""The writer's bulk paths, which bypass the WAL: :meth:`WriterIngest.bulk_ingest` writes Arrow
+data as SSTs directly, :meth:`WriterIngest.ingest_ssts` attaches SSTs encoded elsewhere (a Spark
+ingest's staged SSTs); both commit the new SSTs in front of L0 with ONE fenced manifest update
+(SlateDB RFC 0001, "Writes"), checked against the GC boundary inside every commit attempt
+(:class:`~slatedb_core.writer.gc_safety.NewSsts`). ``Db`` (:mod:`slatedb_core.writer.db`) is a
+:class:`WriterIngest`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+
+from slatedb_core.checkpoints import writer_checkpoint
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
+from slatedb_core.lsm.entries import sort_dedup
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
+from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.sst import SstReader, encode_sst
+from slatedb_core.sst.create import copy_sst
+from slatedb_core.store.objectstore import validate_relative_path
+from slatedb_core.writer.engine import WriterEngine
+from slatedb_core.writer.types import BulkIngestStats
+
+
+class WriterIngest(WriterEngine):
+    """Bulk ingest of a writer; see the module docstring."""
+
+    def bulk_ingest(
+        self, data: pa.Table | pa.RecordBatch, key_column: str = "key", value_column: str = "value"
+    ) -> BulkIngestStats:
+        """Sort ``data``, write it as SSTs directly and commit them with one fenced manifest
+        update (no WAL). For large inputs; a fenced writer's ingest fails and leaves nothing
+        visible (its SSTs are unreferenced garbage for GC)."""
+        entries = arrow_entries(data, key_column, value_column, self.options)
+        self._check_range_array(entries.column(0))
+        if entries.num_rows == 0:
+            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+        # Holding the L0 lock from the reservation to the commit keeps any newer memtable from
+        # reaching L0 behind (i.e. older than) the ingested views.
+        with self._l0_lock:
+            return self._bulk_ingest_locked(entries)
+
+    def _encode(self, part: pa.RecordBatch) -> bytes:
+        return encode_sst(part, self._sst_options)[0]
+
+    def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
+        n = entries.num_rows
+        first = self._reserve_seqs_and_freeze(n)
+        batch = entries.set_column(1, "seq", seq_range(first, n))
+        sorted_batch = sort_dedup(batch)
+        ssts: list[CompactedSst] = []
+        written = 0
+        parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
+        for part in parts:
+            blob, info = encode_sst(part, self._sst_options)
+            ssts.append(self._write_sst(blob, info))
+            written += len(blob)
+        # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
+        datas = [functools.partial(self._encode, part) for part in parts]
+        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas)
+        return BulkIngestStats(n, len(ssts), written, stored.id)
+
+    def _reserve_seqs_and_freeze(self, n: int) -> int:
+        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq. The
+        caller holds ``_l0_lock`` from here to :meth:`_commit_in_front_of_l0`, which keeps any
+        newer memtable from reaching L0 behind (i.e. older than) the ingested views."""
+        with self._lock:
+            self._check_usable()
+            first = self._seq + 1
+            self._seq += n
+            # Writes before this point are older than the ingested rows: they go to L0 first,
+            # so the new views can be put in front of them.
+            self._freeze_locked()
+        return first
+
+    def _commit_in_front_of_l0(
+        self,
+        ssts: Sequence[CompactedSst],
+        last_seq: int,
+        datas: Sequence[Callable[[], bytes]],
+    ) -> StoredManifest:
+        """The commit of an ingest (``_l0_lock`` held, seqs reserved by
+        :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
+        update putting ``ssts`` (oldest first, already written) in front of L0, newest first,
+        each checked against the GC boundary inside every attempt (``datas[i]`` returns the bytes
+        of ``ssts[i]`` for a re-homing, see :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the
+        install of the new state. Returns the manifest committed."""
+        self._flush_imms_locked()
+        self._check_usable()
+        epoch = self._fm.epoch
+        # Every write older than the ingest is now in a checked L0 SST: move the replay point
+        # past it in the same commit, or a reader (and the next writer) would replay those older
+        # values from the WAL on top of the ingested ones.
+        confirmed = self._confirmed_wal_id
+        new = self._new_ssts(list(ssts), list(datas))
+
+        def change(m: Manifest, next_id: int) -> Manifest | None:
+            if new.committed_in(m):
+                return None  # an earlier attempt's commit landed (an ambiguous answer)
+            added = new.secure()
+            views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(added))
+            m = dataclasses.replace(
+                m,
+                ssts=(*m.ssts, *added),
+                l0=(*views, *m.l0),
+                last_l0_seq=max(m.last_l0_seq, last_seq),
+                replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
+            )
+            return writer_checkpoint(m, next_id, epoch)
+
+        stored = self._commit(change)
+        with self._lock:
+            self._install_locked(stored, self._state.imm)
+        return stored
+
+    def ingest_ssts(self, sources: Sequence[str]) -> BulkIngestStats:
+        """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
+        store), oldest first, as L0 SSTs in ONE fenced manifest update.
+
+        Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
+        keys checked against this database's range before anything is copied: a bad path or an
+        outside key raises InvalidArgument, a garbled object CorruptionError, a missing one
+        ObjectNotFound. Empty SSTs are skipped; the others are copied to ``compacted/<ULID>.sst``
+        with ``copy_if_absent`` (a hard link or a server-side copy) and committed like
+        :meth:`bulk_ingest`: newer than every earlier write, older than every later one, a later
+        source winning over an earlier one. Entries keep the seqs they were encoded with (versions
+        are ordered by LSM position); the ingest reserves one seq, the new ``last_l0_seq`` floor.
+
+        The caller deletes the sources after this returns (the pre-commit GC check may re-home a
+        copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
+        a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
+        the manifest id committed."""
+        if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
+            raise InvalidArgument(
+                f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
+            )
+        paths = [validate_relative_path(p, what="SST source path") for p in sources]
+        self._check_usable()
+        infos: list[tuple[str, SstInfo]] = []
+        for path in paths:
+            info = SstReader.open(self.store, path).info
+            if info.entry_count == 0 or info.first_key is None or info.last_key is None:
+                continue
+            if self._range is not None:
+                for key in (info.first_key, info.last_key):
+                    if not self._range.contains(key):
+                        raise InvalidArgument(
+                            f"SST {path!r} holds key {key[:64]!r}, outside this database's "
+                            f"range {self._range}"
+                        )
+            infos.append((path, info))
+        if not infos:
+            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+        ssts = [copy_sst(self.store, path, self.path, info) for path, info in infos]
+        datas = [functools.partial(self._read_object, path) for path, _ in infos]
+        with self._l0_lock:
+            seq = self._reserve_seqs_and_freeze(1)
+            stored = self._commit_in_front_of_l0(ssts, seq, datas)
+        rows = sum(info.entry_count for _, info in infos)
+        size = sum(info.size_bytes for _, info in infos)
+        return BulkIngestStats(rows, len(ssts), size, stored.id)
+
+    def _read_object(self, path: str) -> bytes:
+        return self.store.get(path).data

@@ -22,7 +22,6 @@ re-routes.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -67,8 +66,6 @@ from slatedb_core.table.snapshot import (
 )
 from slatedb_core.table.writers import open_shard_writer
 from slatedb_core.writer.db import Db
-
-log = logging.getLogger(__name__)
 
 __all__ = ["Table"]
 

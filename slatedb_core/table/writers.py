@@ -18,7 +18,9 @@ from slatedb_core.writer.db import Db
 __all__ = ["check_live_shard", "open_shard_writer"]
 
 
-def open_shard_writer(maps: ShardMapStore, shard: Shard, options: DbOptions) -> tuple[Db, ShardMap]:
+def open_shard_writer(
+    maps: ShardMapStore, shard: Shard, options: DbOptions
+) -> tuple[Db, ShardMap]:
     """The fenced writer of ``shard`` and the latest map, read after fencing. ShardMapConflict,
     without writing anything, if that map no longer has the shard or a split/merge has sealed
     it: re-read the map and re-route."""

@@ -1,6 +1,6 @@
 """The compactor process: one epoch, then compactions until the scheduler has nothing left.
 
-Starting a compactor bumps ``compactor_epoch`` in the manifest (seed 001 "Compactors") and then
+Starting a compactor bumps ``compactor_epoch`` in the manifest (SlateDB RFC 0001 "Compactors") and then
 stamps the ``.compactions`` namespace with it. From then on every manifest commit and every
 ``.compactions`` write is fenced on that epoch: once a newer compactor starts, the older one's next
 commit raises :class:`Fenced`, and it stops for good, so two compactors never both change the tree.

@@ -1,6 +1,6 @@
 """``DbReader``: a read-only client of a database, usually in another process than its writer
-(seed 003 "Readers", seed 001 "Reader Protocol"). It takes no lock of the writer; all it shares
-with the writer is the object store.
+(SlateDB RFC 0004 "Readers", SlateDB RFC 0001 "Reader Protocol"). It takes no lock of the
+writer; all it shares with the writer is the object store.
 
 What a reader serves is always one *prefix of the write history*::
 
@@ -11,7 +11,7 @@ order into immutable in-memory tables (:class:`~slatedb_core.lsm.memtable.Immuta
 one per group of whole WAL SSTs, size-tiered up to ``max_memtable_bytes``, see
 :class:`~slatedb_core.reader.wal_tables.WalTables`), so reads go through the writer's own
 :class:`~slatedb_core.lsm.dbstate.DbState` with an empty, frozen active memtable. WAL SSTs are only
-ever taken in unbroken id order: with a gap the reader waits for it to fill (seed 001 "Parallel
+ever taken in unbroken id order: with a gap the reader waits for it to fill (SlateDB RFC 0001 "Parallel
 Writes"), since serving SST n+1 without n would not be a prefix.
 
 Modes (:class:`~slatedb_core.options.ReaderMode`):
@@ -39,10 +39,10 @@ newer value that reached L0 another way (a bulk ingest puts its rows straight in
 
 Scans hold their checkpoint: when the checkpoint is re-established while a scan of the old state is
 still open, the old checkpoint is kept (and refreshed) until the scan finishes, and deleted by the
-next poll after that (seed 003: "removes the previous checkpoint once any ongoing reads have
+next poll after that (SlateDB RFC 0004: "removes the previous checkpoint once any ongoing reads have
 completed"). Point reads are too short to be worth a reference.
 
-A projected database (``key_range`` in its manifest, seed 003 "Projection"): a read wholly
+A projected database (``key_range`` in its manifest, SlateDB RFC 0004 "Projection"): a read wholly
 outside the range raises ``InvalidArgument`` and a scan that overlaps it is clipped to it, by the
 same check as the writer's (:func:`slatedb_core.keys.check_in_range`, ``clip_scan``).
 
@@ -272,7 +272,7 @@ class DbReader:
         return self._read(lambda s: [s.get(k) for k in ks])
 
     def _key_range(self) -> KeyRange | None:
-        """The keys the database may hold (a projected database's range, seed 003): reads wholly
+        """The keys the database may hold (a projected database's range, SlateDB RFC 0004): reads wholly
         outside it fail and scans are clipped to it, with the writer's own check (keys.py)."""
         r = self._current.state.manifest.manifest.key_range
         return None if r is None else KeyRange.of(r)

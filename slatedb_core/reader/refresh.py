@@ -137,8 +137,8 @@ class Refresher:
 
     def _checked_run(self, listed: Sequence[int], after: int, m: Manifest) -> list[int]:
         """The contiguous run of ``listed`` after ``after``; WalSstMissing if the hole that ends
-        it is one no writer can have left (issue 19 item 7): stopping there would serve older
-        values for the keys of every acknowledged SST after it, for good."""
+        it is one no writer can have left (review finding 7 in RELIABILITY.md): stopping there
+        would serve older values for the keys of every acknowledged SST after it, for good."""
         run = contiguous(listed, after)
         if len(run) < len(listed) and self._damage(listed, after, m):
             # judged again on the latest manifest: a newer writer's window may be wider
@@ -221,7 +221,7 @@ class Refresher:
         return [p for p in (self.pin, *self._retired) if p is not None]
 
     def establish(self, base: StoredManifest | None = None) -> None:
-        """Seed 003 "Establishing the Checkpoint", also used to re-establish it."""
+        """SlateDB RFC 0004 "Establishing the Checkpoint", also used to re-establish it."""
         for _ in range(_RELOAD_ATTEMPTS):
             if base is None:
                 base = self._manifests.read_latest()

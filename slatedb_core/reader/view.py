@@ -49,7 +49,7 @@ class View:
 
 
 def sst_set(m: Manifest) -> tuple[object, ...]:
-    """What decides whether a state must be rebuilt (seed 003: the set of L0 SSTs and runs)."""
+    """What decides whether a state must be rebuilt (SlateDB RFC 0004: the set of L0 SSTs and runs)."""
     return (m.l0, m.compacted, m.replay_after_wal_id)
 
 

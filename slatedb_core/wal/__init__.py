@@ -1,4 +1,4 @@
-"""The write-ahead log: ``<db>/wal/{id:020}.sst``, one SST per flush, created if absent (seed 001).
+"""The write-ahead log: ``<db>/wal/{id:020}.sst``, one SST per flush, created if absent (SlateDB RFC 0001).
 
 :mod:`~slatedb_core.wal.log` reads and lists it, :mod:`~slatedb_core.wal.writer` writes and fences
 it (one SST at a time or a window in parallel), :mod:`~slatedb_core.wal.pipeline` holds a writer's

@@ -2,7 +2,7 @@
 
 Each WAL SST carries the epoch of the writer that created it in its footer metadata
 (``writer_epoch``), which is how a writer that loses a create-if-absent race learns whether it
-lost to an older writer (try the next id) or was fenced by a newer one (seed 001, "Writer
+lost to an older writer (try the next id) or was fenced by a newer one (SlateDB RFC 0001, "Writer
 Protocol"). An SST with no entries is a fencing SST.
 """
 
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.layout import join
+from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
 from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 
 EPOCH_KEY = "writer_epoch"
-_NAME = re.compile(r"^(\d{20})\.sst$")
+_NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +37,10 @@ class WalLog:
     def __init__(self, store: ObjectStore, db_path: str) -> None:
         self.store = store
         self.db_path = db_path
-        self.dir = join(db_path, "wal")
+        self.dir = wal_dir(db_path)
 
     def path(self, wal_id: int) -> str:
-        return f"{self.dir}/{wal_id:020d}.sst"
+        return f"{self.dir}/{wal_sst_name(wal_id)}"
 
     def parse(self, path: str) -> int | None:
         if not path.startswith(self.dir + "/"):

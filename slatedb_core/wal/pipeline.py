@@ -1,5 +1,5 @@
 """The writer's WAL pipeline state: buffered writes by *generation*, and which generations are
-durable (seed 001 "Writes", "Acknowledgements", "Parallel Writes").
+durable (SlateDB RFC 0001 "Writes", "Acknowledgements", "Parallel Writes").
 
 Writes enter the current :class:`WalBuffer` (generation g); sealing it makes g one WAL SST to
 write. :class:`WalAcks` records what became of each sealed generation: written in order by one

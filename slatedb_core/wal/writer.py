@@ -1,18 +1,18 @@
-"""Fencing the WAL and writing to it (seed 001, "Writers" and "Acknowledgements").
+"""Fencing the WAL and writing to it (SlateDB RFC 0001, "Writers" and "Acknowledgements").
 
 Create-if-absent on ``wal/{id}.sst`` is the fencing point: after a new writer has created its empty
 fencing SST at id F, an older writer can never create any id >= F, because it writes ids in order
 and finds F taken. An older writer that finds a slot taken reads the slot's epoch: newer means it
 is fenced, and it must stop without acknowledging anything more.
 
-That argument fails once GC has deleted F (seed 004's race, for the WAL): a zombie stalled before
+That argument fails once GC has deleted F (SlateDB RFC 0026's race, for the WAL): a zombie stalled before
 writing F could then create it, and acknowledge writes no one will ever replay. So the WAL has a
 boundary file like the sequenced namespaces (``gc/wal.boundary``): GC advances it before deleting
 WAL SSTs, and every WAL write checks it after the create (a conditional GET, usually a bodiless
 304). A live writer's next id is always above anything GC may delete, so a write at or behind
 the boundary can only come from a zombie: it is reported as ``Fenced``.
 
-Parallel writes (seed 001, "Parallel Writes"): with ``max_parallel_writes`` N > 1 a writer keeps
+Parallel writes (SlateDB RFC 0001, "Parallel Writes"): with ``max_parallel_writes`` N > 1 a writer keeps
 up to N creates in flight (:class:`WalWindow`), at consecutive ids and within a sliding window:
 id x is issued only once every id <= x - N has landed. So the holes a writer leaves (in flight,
 or lost when it died) all lie in the N ids after its last contiguous SST. A new writer therefore
@@ -25,7 +25,7 @@ manifest (the previous writer's window) and the new writer's own.
 So a hole *outside* that window (below the highest id present by at least N, or below
 ``next_wal_sst_id`` with an SST after it) is no write in flight but damage: the writes in it may
 have been acknowledged. An opener must not fence into it (it would replay nothing after it): it
-raises ``WalSstMissing`` naming the ids (:func:`damaged_holes`, issue 19 item 7).
+raises ``WalSstMissing`` naming the ids (:func:`damaged_holes`, review finding 7 in RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from slatedb_core.errors import (
     WalSstMissing,
     WalWindowClosed,
 )
-from slatedb_core.layout import join
+from slatedb_core.layout import WAL_BOUNDARY, boundary_path
 from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.sst import SstOptions, encode_sst
@@ -104,7 +104,7 @@ def first_open_slot(existing: Sequence[int], replay_after: int, next_wal_sst_id:
 
     Every id below ``next_wal_sst_id`` holds an SST or was collected: writers record there only
     the end of their contiguous prefix. Above it, a hole is a write a previous writer may still
-    have in flight; fencing it is what keeps that write from landing (seed 001)."""
+    have in flight; fencing it is what keeps that write from landing (SlateDB RFC 0001)."""
     slot = max(replay_after + 1, next_wal_sst_id)
     for wal_id in existing:
         if wal_id < slot:
@@ -123,7 +123,7 @@ def damaged_holes(
     last_seen: int = 0,
 ) -> list[tuple[int, int]]:
     """The holes (``(first, last)`` id ranges) in ``existing`` (ascending WAL ids after
-    ``replay_after``) that no writer can have left: damage (seed 001). ``window``, ``last_seen``:
+    ``replay_after``) that no writer can have left: damage (SlateDB RFC 0001). ``window``, ``last_seen``:
     the manifest's ``max_parallel_writes`` and ``wal_id_last_seen``.
 
     Legal holes are ids at or below ``replay_after`` (GC collects those, behind gc/wal.boundary;
@@ -134,7 +134,7 @@ def damaged_holes(
       once every id <= x - window has landed, see :class:`WalWindow`; an opener fences one id
       at a time and leaves none). An id at or below ``top - window`` had landed before ``top``
       was issued.
-    * below it: only the ids after ``last_seen`` up to ``next_wal_sst_id`` (seed 003: a clone
+    * below it: only the ids after ``last_seen`` up to ``next_wal_sst_id`` (SlateDB RFC 0004: a clone
       copies its parent's WAL up to its ``wal_id_last_seen``, the last SST with data for it,
       and keeps the parent's ``next_wal_sst_id``). Any other: a writer records there only the
       end of its contiguous prefix, so every id below it was written.
@@ -175,7 +175,7 @@ def missing_error(wal: WalLog, holes: Sequence[tuple[int, int]], why: str) -> Wa
 def fence_wal(wal: WalLog, epoch: int, start_id: int, options: SstOptions, count: int = 1) -> int:
     """Write ``count`` consecutive empty fencing SSTs from the first free id >= ``start_id``;
     returns the id of the last one. A slot an older writer holds is stepped over and restarts
-    the run (seed 001: "writer 2 begins again at position 4"); a newer one raises Fenced."""
+    the run (SlateDB RFC 0001: "writer 2 begins again at position 4"); a newer one raises Fenced."""
     data, _ = encode_sst(empty_batch(), options, metadata={EPOCH_KEY: epoch})
     wal_id = start_id
     run = 0
@@ -241,7 +241,7 @@ class WalWriter:
 
 def wal_boundary(wal: WalLog) -> BoundaryObject:
     """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC."""
-    return BoundaryObject(wal.store, join(wal.db_path, "gc", "wal.boundary"))
+    return BoundaryObject(wal.store, boundary_path(wal.db_path, WAL_BOUNDARY))
 
 
 WalDone = Callable[[int, BaseException | None], None]
@@ -251,7 +251,7 @@ any other error is retried at the same id."""
 
 
 class WalWindow:
-    """Up to ``size`` WAL creates in flight at consecutive ids (seed 001, "Parallel Writes").
+    """Up to ``size`` WAL creates in flight at consecutive ids (SlateDB RFC 0001, "Parallel Writes").
 
     Sliding window: id x is issued only when every id <= x - size has landed, so in-flight and
     lost writes always lie in the ``size`` ids after the contiguous prefix. A create that fails

@@ -1,5 +1,5 @@
-"""What a memtable flush to L0 commits (seed 001 "Writes", seed 003 "Writers"), as pure manifest
-changes; :meth:`~slatedb_core.writer.engine.WriterEngine._flush_one` runs the steps:
+"""What a memtable flush to L0 commits (SlateDB RFC 0001 "Writes", SlateDB RFC 0004 "Writers"), as
+pure manifest changes; :meth:`~slatedb_core.writer.engine.WriterEngine._flush_one` runs the steps:
 
 1. wait until the frozen memtable's last WAL generation is durable (contiguously);
 2. upload its L0 SST (kept for a retry of the flush, which must not name the rows twice);

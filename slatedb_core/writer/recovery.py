@@ -1,6 +1,6 @@
-"""A writer's recovery at open (seed 001 "Writer Fencing", seed 003 "Writers"), step by step;
-:meth:`~slatedb_core.writer.engine.WriterEngine._recover` runs the steps in this order and installs the
-result:
+"""A writer's recovery at open (SlateDB RFC 0001 "Writer Fencing", SlateDB RFC 0004 "Writers"),
+step by step; :meth:`~slatedb_core.writer.engine.WriterEngine._recover` runs the steps in this
+order and installs the result:
 
 1. :func:`bump_epoch`: create the manifest if absent, then bump the writer epoch together with our
    writer checkpoint;
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedManifest:
     """Step 1: create the manifest if absent, then bump the writer epoch together with our writer
-    checkpoint (seed 003). The manifest's ``max_parallel_writes`` becomes max(previous
+    checkpoint (SlateDB RFC 0004). The manifest's ``max_parallel_writes`` becomes max(previous
     writer's, ours) until our fence is complete (lowered to ours by our first memtable flush), so
     that a writer opening after us while we fence still covers the previous writer's window."""
     if manifests.try_read_latest() is None:
@@ -50,17 +50,17 @@ def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedMani
 def fence_older_writers(
     fm: FencedManifest, manifests: ManifestStore, wal: WalLog, sst_options: SstOptions
 ) -> int:
-    """Step 2: fence older writers (seed 001) with ``max_parallel_writes`` (of the manifest our
-    bump committed) consecutive empty WAL SSTs from the first open slot, which fills any hole an
-    older writer may still be writing. Returns the id of our last fencing SST; raises ``Fenced``
-    if a newer writer exists."""
+    """Step 2: fence older writers (SlateDB RFC 0001) with ``max_parallel_writes`` (of the
+    manifest our bump committed) consecutive empty WAL SSTs from the first open slot, which fills
+    any hole an older writer may still be writing. Returns the id of our last fencing SST; raises
+    ``Fenced`` if a newer writer exists."""
     m = fm.stored.manifest
     existing = wal.list_ids(after=m.replay_after_wal_id)
     start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
     # A hole outside the last writer's in-flight window is damage, not a write in flight:
-    # fencing into it would hide every SST after it from our replay (issue 19 item 7). The
-    # window is the manifest's max_parallel_writes (max of the last writer's and ours, seed
-    # 001 "Parallel Writes"; see bump_epoch).
+    # fencing into it would hide every SST after it from our replay (review finding 7 in
+    # RELIABILITY.md). The window is the manifest's max_parallel_writes (max of the last
+    # writer's and ours, SlateDB RFC 0001 "Parallel Writes"; see bump_epoch).
     holes = damaged_holes(
         existing, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
         m.wal_id_last_seen,
@@ -78,7 +78,7 @@ def fence_older_writers(
     fence_id = fence_wal(wal, fm.epoch, start, sst_options, m.max_parallel_writes)
     # A newer writer that bumped its epoch and fenced while we were between our bump and our
     # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
-    # tells. Without this check we would run as a second writer (seed 001's fence is only
+    # tells. Without this check we would run as a second writer (SlateDB RFC 0001's fence is only
     # sound once no newer epoch exists when our fence lands).
     fm.fence.check(manifests.read_latest().manifest)
     return fence_id
@@ -87,8 +87,8 @@ def fence_older_writers(
 def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
     """Step 3: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
     again: older writers may have taken slots while we were fencing). The fence left no holes
-    below it; an older writer's SST that landed after a lost one of its window is replayed (seed
-    001: it may have been acknowledged). An SST missing below the fence (it vanished since
+    below it; an older writer's SST that landed after a lost one of its window is replayed
+    (SlateDB RFC 0001: it may have been acknowledged). An SST missing below the fence (it vanished since
     :func:`fence_older_writers` listed the WAL) raises ``WalSstMissing`` rather than replaying
     later SSTs over older values; a clone's legal gap below ``next_wal_sst_id`` is skipped (see
     :func:`~slatedb_core.wal.writer.damaged_holes`)."""

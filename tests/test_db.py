@@ -151,7 +151,7 @@ def test_older_writer_is_fenced_and_newer_sees_its_acknowledged_writes(store: Ob
     assert all(second.get(f"k{i:02}".encode()) == b"first" for i in range(20))
     assert second.get(b"late") is None
     second.put(b"k00", b"second")
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (issue 19 item 8)
+    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
         first.close()
     second.close()
     with Db.open("db", store, FAST) as third:
@@ -165,7 +165,7 @@ def test_unflushed_writes_of_a_fenced_writer_are_never_acknowledged(store: Objec
     with pytest.raises(Fenced):
         first.flush()
     assert second.get(b"buffered") is None
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (issue 19 item 8)
+    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
         first.close()
     second.close()
 
@@ -271,7 +271,7 @@ def test_fenced_bulk_ingest_leaves_nothing_visible(store: ObjectStore) -> None:
     with pytest.raises(Fenced):
         first.bulk_ingest(pa.table({"key": [b"x1", b"x2"], "value": [b"1", b"2"]}))
     assert second.get(b"x1") is None
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (issue 19 item 8)
+    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
         first.close()
     second.close()
 

@@ -218,7 +218,7 @@ def test_a_fenced_writer_ingests_nothing(store: ObjectStore) -> None:
         with pytest.raises(Fenced):  # and it stays fenced
             first.ingest_ssts([src])
     finally:
-        with pytest.raises(Fenced):  # close() of a fenced writer reports it (issue 19 item 8)
+        with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
             first.close()
         second.close()
     with Db.open("db", store, FAST) as db:

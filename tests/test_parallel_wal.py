@@ -1,4 +1,4 @@
-"""Seed 001's "Parallel Writes": its 2-writer and 3-writer tables step by step, acknowledgements
+"""SlateDB RFC 0001's "Parallel Writes": its 2-writer and 3-writer tables step by step, acknowledgements
 as each SST lands, fencing that fills a dead writer's holes, readers waiting for a gap to fill.
 
 The seed numbers WAL SSTs from 0; ours start at 1 (id 0 is "no WAL SST" in the manifest), so the
@@ -124,7 +124,7 @@ class OldWriter:
 
 
 def test_seed_two_writer_table(store: ObjectStore) -> None:
-    """max_parallel_writes = 2 (seed 001, Writers / Parallel Writes), ids shifted by one."""
+    """max_parallel_writes = 2 (SlateDB RFC 0001, Writers / Parallel Writes), ids shifted by one."""
     w1 = OldWriter(store, epoch=1, next_id=1, size=2, held=(3, 4))
     try:
         # time 0, 1: writer 1 writes SSTs 0 and 1

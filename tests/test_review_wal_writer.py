@@ -1,7 +1,7 @@
-"""Issue 19, items 7, 8 and 15 (the writer's half): WAL holes at open, close() of a fenced
-writer, and background threads that die.
+"""RELIABILITY.md review findings 7, 8 and 15 (the writer's half): WAL holes at open, close() of
+a fenced writer, and background threads that die.
 
-* 7: a WAL SST missing below the in-flight window of the last writer (seed 001 "Parallel
+* 7: a WAL SST missing below the in-flight window of the last writer (SlateDB RFC 0001 "Parallel
   Writes") is damage: ``Db.open`` raises ``WalSstMissing`` naming it, instead of fencing into the
   hole and dropping every later (acknowledged) WAL SST.
 * 8: ``close()`` of a fenced writer raises ``Fenced`` whether or not it had learned of the fencing.
@@ -106,7 +106,7 @@ def test_every_missing_id_is_named(store: ObjectStore) -> None:
 def test_a_hole_within_the_last_writers_window_is_filled_by_the_fence(
     store: ObjectStore,
 ) -> None:
-    """max_parallel_writes 4: id top-1 (in flight when the writer died, seed 001) is legal;
+    """max_parallel_writes 4: id top-1 (in flight when the writer died, SlateDB RFC 0001) is legal;
     the next writer fences it and replays the SST after it (acknowledged ahead of it)."""
     ids = write_old_then_new(store, window=4)
     top = ids[-1]
@@ -173,7 +173,7 @@ def test_a_projected_clone_reopens_over_the_wal_it_did_not_copy(store: ObjectSto
         ([], 0, 1, 1, 0, []),
         ([1, 2, 3], 0, 1, 1, 0, []),
         ([1, 2, 4], 0, 1, 1, 0, [(3, 3)]),  # below the top: damage with a window of 1
-        ([1, 2, 4], 0, 1, 2, 0, []),  # seed 001's example: 3 in flight, 4 acknowledged
+        ([1, 2, 4], 0, 1, 2, 0, []),  # SlateDB RFC 0001's example: 3 in flight, 4 acknowledged
         ([1, 2, 5, 6], 0, 1, 2, 0, [(3, 4)]),
         ([1, 2, 5, 6], 0, 1, 4, 0, []),
         ([6, 7], 5, 1, 1, 0, []),  # ids <= replay_after: collected by GC

@@ -1,4 +1,4 @@
-"""Seed 001's writer protocol: the four outcomes of a fencing write, step by step."""
+"""SlateDB RFC 0001's writer protocol: the four outcomes of a fencing write, step by step."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_slot_taken_by_an_older_writer_moves_the_fence_forward(store: ObjectStor
     wal = WalLog(store, "db")
     for i in (1, 2, 3):
         put_wal(store, wal, i, epoch=1, rows=1)
-    assert fence_wal(wal, 2, 2, OPTS) == 4  # seed 001 example: writer 2 retries at the next id
+    assert fence_wal(wal, 2, 2, OPTS) == 4  # SlateDB RFC 0001 example: writer 2 retries at the next id
     assert wal.list_ids() == [1, 2, 3, 4]
 
 
@@ -99,7 +99,7 @@ def test_listing_ignores_foreign_names_and_starts_after(store: ObjectStore) -> N
 
 
 def test_zombie_cannot_write_into_a_collected_fence_slot(store: ObjectStore) -> None:
-    """Seed 004's race for the WAL: GC deleted the fencing SST the zombie would have hit."""
+    """SlateDB RFC 0026's race for the WAL: GC deleted the fencing SST the zombie would have hit."""
     from slatedb_core.wal.writer import wal_boundary
 
     wal = WalLog(store, "db")

@@ -33,7 +33,8 @@ from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.union import UnionSource
 from slatedb_core.manifest.model import Checkpoint, Manifest
-from slatedb_core.manifest.store import FencedManifest, ManifestStore, RetryPolicy, StoredManifest
+from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
+from slatedb_core.meta.versioned import RetryPolicy
 from slatedb_core.options import (
     CheckpointCreateResult,
     CheckpointOptions,

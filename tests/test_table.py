@@ -32,7 +32,8 @@ from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions
-from slatedb_core.table.shardmap import SHARDMAP_MAGIC, ShardMapStore, route
+from slatedb_core.table.routing import route
+from slatedb_core.table.shardmap import SHARDMAP_MAGIC, ShardMapStore
 from slatedb_core.writer.db import Db
 
 OPTS = TableOptions(
@@ -599,7 +600,7 @@ def test_old_maps_are_collected_behind_the_boundary_never_the_latest(mem: Object
         assert maps.seq.boundary.read() == 4
         stale = dataclasses.replace(maps.read(5))
         with pytest.raises(ObjectVersionBehindBoundary):
-            maps._commit(3, stale)  # a writer stalled since map 2 must not succeed
+            maps.versions.commit(3, stale, None)  # a writer stalled since map 2 must not succeed
         assert Table.open("t", mem, OPTS).shard_map.id == 5
 
 

@@ -6,7 +6,9 @@ So the compactor records each compaction here first, and announces every output 
 writes the SST; the GC subtracts :func:`in_flight_output_ids` from what it may delete.
 
 Each state change is a new sequenced object ``<db>/compactions/{id:020}.compactions`` created with
-create-if-absent and checked against ``gc/compactions.boundary`` (seed 004), exactly like manifests.
+create-if-absent and checked against ``gc/compactions.boundary`` (SlateDB RFC 0026), through the
+update loop manifests use (:mod:`slatedb_core.meta.versioned`: a loser backs off, then retries on
+the latest record).
 The record carries the writer's ``compactor_epoch``: a compactor that finds a newer epoch in the
 latest record has been replaced and raises :class:`Fenced`. A new compactor's first record closes
 the records its predecessors left ``running`` (they can never commit: the manifest fences them) as
@@ -23,31 +25,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ulid import ULID
 
-from slatedb_core.errors import (
-    CommitRetriesExhausted,
-    CorruptionError,
-    Fenced,
-    ManifestVersionExists,
-    ObjectVersionBehindBoundary,
-)
+from slatedb_core.errors import CorruptionError, Fenced
+from slatedb_core.layout import COMPACTIONS_DIR, COMPACTIONS_SUFFIX
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
+from slatedb_core.meta.versioned import RetryPolicy, VersionedStore
 from slatedb_core.store.objectstore import ObjectStore
-
-log = logging.getLogger(__name__)
 
 MAGIC = b"SDBC"
 VERSION = 1
-NAMESPACE = "compactions"
 KEEP_FINISHED = 32
 """Finished compactions kept in each record, for operators; older ones are dropped."""
 
@@ -176,7 +170,7 @@ def decode_state(data: bytes, name: str) -> CompactionsState:
 
 
 def compactions_seq(store: ObjectStore, db_path: str) -> SequencedStore:
-    return SequencedStore(store, db_path, NAMESPACE, NAMESPACE)
+    return SequencedStore(store, db_path, COMPACTIONS_DIR, COMPACTIONS_SUFFIX)
 
 
 def read_latest_state(store: ObjectStore, db_path: str) -> tuple[int, CompactionsState] | None:
@@ -204,54 +198,68 @@ def in_flight_output_ids(store: ObjectStore, db_path: str) -> set[ULID]:
 StateChange = Callable[[CompactionsState], CompactionsState]
 
 
+class StoredState(NamedTuple):
+    """A version of the namespace: its id (0 before the first record) and its state."""
+
+    id: int
+    state: CompactionsState
+
+
+MAX_ATTEMPTS = 50
+
+
 class CompactionsStore:
     """One compactor's fenced writer of the namespace, optimistic on its last known version."""
 
     def __init__(
-        self, store: ObjectStore, db_path: str, epoch: int, *, max_attempts: int = 50
+        self,
+        store: ObjectStore,
+        db_path: str,
+        epoch: int,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.seq = compactions_seq(store, db_path)
         self.epoch = epoch
-        self._max_attempts = max_attempts
-        self._base: tuple[int, CompactionsState] | None = None
+        self._versions: VersionedStore[StoredState, CompactionsState] = VersionedStore(
+            self.seq,
+            what=f"compactions update of {db_path!r}",
+            read_latest=self._read_latest,
+            decode=self._decode,
+            encode=lambda object_id, state, _base: (
+                encode_state(state),
+                StoredState(object_id, state),
+            ),
+            retry=RetryPolicy(max_attempts=max_attempts),
+        )
+        self._base: StoredState | None = None
 
     @property
     def state(self) -> CompactionsState:
-        return self._base[1] if self._base is not None else CompactionsState()
+        return self._base.state if self._base is not None else CompactionsState()
 
-    def _read_latest(self) -> tuple[int, CompactionsState]:
+    def _decode(self, object_id: int, data: bytes) -> StoredState:
+        return StoredState(object_id, decode_state(data, self.seq.path(object_id)))
+
+    def _read_latest(self) -> StoredState:
         found = self.seq.read_latest()
         if found is None:
-            return FIRST_ID - 1, CompactionsState()
-        object_id, data = found
-        return object_id, decode_state(data, self.seq.path(object_id))
+            return StoredState(FIRST_ID - 1, CompactionsState())
+        return self._decode(*found)
 
-    def _check_fence(self, state: CompactionsState) -> None:
-        if state.compactor_epoch > self.epoch:
-            raise Fenced("compactor", self.epoch, state.compactor_epoch)
+    def _check_fence(self, base: StoredState) -> None:
+        if base.state.compactor_epoch > self.epoch:
+            raise Fenced("compactor", self.epoch, base.state.compactor_epoch)
 
     def update(self, change: StateChange) -> CompactionsState:
-        """Commit ``change(latest)`` as the next id, re-applying it to newer versions on conflict."""
-        base = self._base if self._base is not None else self._read_latest()
-        for _ in range(self._max_attempts):
-            object_id, state = base
-            self._check_fence(state)
-            new = dataclasses.replace(change(state), compactor_epoch=self.epoch)
-            try:
-                self.seq.create(object_id + 1, encode_state(new))
-            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
-                if isinstance(e, ObjectVersionBehindBoundary):
-                    try:  # void and behind the boundary: remove it so nobody reads it as history
-                        self.seq.store.delete(self.seq.path(object_id + 1))
-                    except Exception as err:
-                        log.warning("could not delete stale compactions record: %s", err)
-                base = self._read_latest()
-                continue
-            self._base = (object_id + 1, new)
-            return new
-        raise CommitRetriesExhausted(
-            f"compactions update of {self.seq.db_path!r}", self._max_attempts
+        """Commit ``change(latest)`` as the next id, re-applying it to newer versions on conflict
+        (after backing off); a record behind the GC boundary is void, deleted and retried."""
+        self._base = self._versions.update(
+            lambda base: dataclasses.replace(change(base.state), compactor_epoch=self.epoch),
+            base=self._base,
+            fence=self._check_fence,
         )
+        return self._base.state
 
     def take_over(self, manifest: Manifest) -> CompactionsState:
         """First record of a new holder: stamps our epoch and closes predecessors' running

@@ -1,42 +1,27 @@
-"""Fenced, retried manifest updates (seeds 000, 001 "Manifest Updates", 003).
+"""Fenced, retried manifest updates (docs/manifest-and-fencing.md; SlateDB RFC 0001 "Manifest
+Updates"; SlateDB RFC 0004 for format versions).
 
-The update loop, drawn::
+The update loop itself (read the latest, check the fence, apply the change, create id+1, back off
+and retry) is :mod:`slatedb_core.meta.versioned`, shared with ``.compactions`` and the shard map;
+its picture is drawn there. This module brings what is particular to manifests: the writer's and
+compactor's fence (:class:`Fence`, :class:`FencedManifest`), the codec, the parent nonce, and the
+settlement of a commit behind the boundary.
 
-        +-----------------------------+
-        | base = local copy or latest |<--------------------------------+
-        +--------------+--------------+                                 |
-                       v                                                |
-        fence check: epoch in base newer than ours? ---yes---> raise Fenced
-                       | no                                             |
-                       v                                                |
-        new = change(base)   (None / unchanged -> done, nothing written) |
-                       v                                                |
-        create-if-absent  manifest/{base.id+1:020}.manifest             |
-           |            |                 |                             |
-        success   ManifestVersionExists   ObjectVersionBehindBoundary   |
-           |            |                 | (void: our base was stale)  |
-           |            +-----------------+--> backoff, re-read latest --+
-           v                (after max_attempts: CommitRetriesExhausted)
-        return StoredManifest(base.id+1, new)
-
-An epoch older than the stored one is always raised to the caller as :class:`Fenced`; it is never
-logged and dropped (seed 000 describes how that lost writes in the original).
-
-**A create behind the boundary is settled, never re-applied blindly.** Seed 004 treats a create
-whose id is at or behind the boundary as failed. But the create may have been a real commit that
-others built on before GC passed it while its committer was slow to check; re-applying the change
-on the latest manifest would then apply it twice. Every manifest records the nonce of the manifest
-it was built on (its envelope's ``parent``), so the committer reads the next id: built on our
-nonce means committed (success, reported once); built on another means our object is a void write
-(deleted, and the change re-applied). When GC has collected the next id too, the change is
-re-applied on the latest manifest, and it is the change's job to notice that its effect is
-already there (every change of the engine does: an SST or checkpoint already named makes it
-return None, and the codec refuses a manifest naming an SST or a checkpoint id twice, so a
-change is never applied twice). See docs/manifest-and-fencing.md.
+**A create behind the boundary is settled, never re-applied blindly.** SlateDB RFC 0026 treats a
+create whose id is at or behind the boundary as failed. But the create may have been a real
+commit that others built on before GC passed it while its committer was slow to check;
+re-applying the change on the latest manifest would then apply it twice. Every manifest records
+the nonce of the manifest it was built on (its envelope's ``parent``), so the committer reads the
+next id: built on our nonce means committed (success, reported once); built on another means our
+object is a void write (deleted, and the change re-applied). When GC has collected the next id
+too, the change is re-applied on the latest manifest, and it is the change's job to notice that
+its effect is already there (every change of the engine does: an SST or checkpoint already named
+makes it return None, and the codec refuses a manifest naming an SST or a checkpoint id twice, so
+a change is never applied twice). See docs/manifest-and-fencing.md.
 
 **Each database keeps its format.** A manifest is committed in the format version of the manifest
-it was built on (seed 003 migration, phase 1), unless the store was given an explicit version (the
-writer's ``manifest_format_version``, which is how a database is migrated).
+it was built on (SlateDB RFC 0004, migration phase 1), unless the store was given an explicit
+version (the writer's ``manifest_format_version``, which is how a database is migrated).
 
 **A destroyed path stays destroyed.** Deleting a destroyed database moves the boundaries to
 :data:`~slatedb_core.meta.boundary.TOMBSTONE` and keeps them: every create there then fails its
@@ -48,14 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from slatedb_core.errors import (
-    CommitRetriesExhausted,
     CorruptionError,
     DatabaseDeleted,
     DatabaseDestroyed,
@@ -66,6 +48,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
     ObjectVersionBehindBoundary,
 )
+from slatedb_core.layout import MANIFEST_DIR, MANIFEST_SUFFIX
 from slatedb_core.manifest.codec import (
     DEFAULT_FORMAT_VERSION,
     decode_sealed_manifest,
@@ -75,6 +58,7 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.boundary import TOMBSTONE
 from slatedb_core.meta.envelope import new_nonce
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
+from slatedb_core.meta.versioned import RetryPolicy, VersionedStore
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -113,13 +97,6 @@ class Fence:
             )
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    max_attempts: int = 100
-    max_backoff_s: float = 0.2
-    min_backoff_s: float = 0.001
-
-
 class ManifestStore:
     """All manifest reads and writes of one database."""
 
@@ -135,10 +112,28 @@ class ManifestStore:
         self.store = store
         self.db_path = db_path
         self.format_version = format_version
-        self.retry = retry or RetryPolicy()
         self.seq = SequencedStore(
-            store, db_path, "manifest", "manifest", pointer_stride=pointer_stride
+            store,
+            db_path,
+            MANIFEST_DIR,
+            MANIFEST_SUFFIX,
+            pointer_stride=pointer_stride,
+            conflict=ManifestVersionExists,
         )
+        self.versions: VersionedStore[StoredManifest, Manifest] = VersionedStore(
+            self.seq,
+            what=f"manifest update of {db_path!r}",
+            read_latest=self.read_latest,
+            decode=self._decode,
+            encode=self._encode,
+            retry=retry,
+            settle=self._settle_behind_boundary,
+            build_on_winner=3,
+        )
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.versions.retry
 
     # ---- reads ---------------------------------------------------------------------------
     def _decode(self, object_id: int, data: bytes) -> StoredManifest:
@@ -153,9 +148,9 @@ class ManifestStore:
             return None
         object_id, data, pointed = found
         stored = self._decode(object_id, data)
-        # A latest at or behind the boundary is a void write (seed 004): only a stalled zombie's,
-        # into a destroyed and collected path, can be the latest, and it is not the database.
-        # Such a path has no pointer (destroy deletes it, a void create never writes it).
+        # A latest at or behind the boundary is a void write (SlateDB RFC 0026): only a stalled
+        # zombie's, into a destroyed and collected path, can be the latest, and it is not the
+        # database. Such a path has no pointer (destroy deletes it, a void create never writes it).
         if not pointed and self.is_tombstone():
             return None
         return stored
@@ -191,28 +186,25 @@ class ManifestStore:
         return self.seq.latest_id()
 
     # ---- writes --------------------------------------------------------------------------
-    def _commit(
+    def _encode(
         self, object_id: int, manifest: Manifest, base: StoredManifest | None
-    ) -> StoredManifest:
+    ) -> tuple[bytes, StoredManifest]:
+        """The bytes of ``manifest`` built on ``base``: its format version, a fresh nonce and the
+        base's nonce as parent (module docstring)."""
         version = self.format_version or (base and base.version) or DEFAULT_FORMAT_VERSION
         nonce = new_nonce()
         parent = None if base is None else base.nonce
         data = encode_manifest(manifest, format_version=version, nonce=nonce, parent=parent)
-        try:
-            self.seq.create(object_id, data)
-        except ObjectVersionBehindBoundary as e:
-            if self._settle_behind_boundary(object_id, nonce, e):
-                return StoredManifest(object_id, manifest, version, nonce)
-            raise
-        return StoredManifest(object_id, manifest, version, nonce)
+        return data, StoredManifest(object_id, manifest, version, nonce)
 
     def _settle_behind_boundary(
-        self, object_id: int, nonce: bytes, err: ObjectVersionBehindBoundary
+        self, ours: StoredManifest, err: ObjectVersionBehindBoundary
     ) -> bool:
-        """Our create at ``object_id`` succeeded but the id is at or behind the boundary (module
-        docstring). True: manifest ``object_id + 1`` was built on it, so it is committed. False:
-        a void write, or no evidence left; our object is deleted and the caller re-applies its
-        change on the latest manifest. Raises DatabaseDestroyed on a tombstone."""
+        """Our create of ``ours`` succeeded but its id is at or behind the boundary (module
+        docstring). True: manifest ``ours.id + 1`` was built on it, so it is committed. False:
+        a void write, or no evidence left; our object is deleted and the update loop re-applies
+        the change on the latest manifest. Raises DatabaseDestroyed on a tombstone."""
+        object_id, nonce = ours.id, ours.nonce
         path = self.seq.path(object_id)
         if err.boundary >= TOMBSTONE:
             self._delete_void(object_id)
@@ -255,7 +247,7 @@ class ManifestStore:
     def create_initial(self, manifest: Manifest) -> StoredManifest:
         """Write the first manifest of a new database; ManifestVersionExists if one exists,
         DatabaseDestroyed if the path holds a destroyed database's tombstone."""
-        return self._commit(FIRST_ID, manifest, None)
+        return self.versions.commit(FIRST_ID, manifest, None)
 
     def update(
         self,
@@ -285,64 +277,15 @@ class ManifestStore:
         unchanged, unless ``force`` (a new version with the same content: GC's barrier, see
         :mod:`slatedb_core.meta.compacted_boundary`).
         """
-        current = base if base is not None else self.read_latest()
-        first_attempt_s: float | None = None
-        for attempt in range(1, self.retry.max_attempts + 1):
-            if fence is not None:
-                fence.check(current.manifest)
+
+        def attempt(current: StoredManifest) -> Manifest | None:
             new = change(current.manifest, current.id + 1)
             if new is None or (new == current.manifest and not force):
-                return current
-            started = time.monotonic()
-            try:
-                return self._commit(current.id + 1, new, current)
-            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
-                # Behind the boundary means our base was stale long enough for GC to collect
-                # id+1: the write is void (never reported), and like any conflict we re-read the
-                # true latest, re-check the fence and re-apply the change there.
-                if isinstance(e, ObjectVersionBehindBoundary):
-                    log.warning(
-                        "manifest update of %r landed behind the GC boundary; retrying "
-                        "on the latest manifest",
-                        self.db_path,
-                    )
-                if first_attempt_s is None:
-                    first_attempt_s = time.monotonic() - started
-                if attempt == self.retry.max_attempts:
-                    break
-                self._backoff(attempt, first_attempt_s)
-                current = self._next_base(current, e, attempt)
-        raise CommitRetriesExhausted(
-            f"manifest update of {self.db_path!r}", self.retry.max_attempts
-        )
+                return None
+            return new
 
-    def _next_base(self, current: StoredManifest, err: Exception, attempt: int) -> StoredManifest:
-        """Where to retry after losing. The winner's bytes were already read to rule out an
-        ambiguous create of our own, so the first few retries build on them directly (2 requests
-        per attempt instead of 5); after that, or if they were not available, read the latest.
-
-        Only a winner above the boundary is history: one at or behind it is a void stale write
-        (possibly our own earlier attempt, whose boundary check failed), and building on it could
-        report a change as committed that is in no real manifest. The boundary read is a
-        conditional GET, usually a bodiless 304."""
-        existing = getattr(err, "existing", None)
-        if (
-            isinstance(err, ManifestVersionExists)
-            and existing is not None
-            and attempt <= 3
-            and current.id + 1 > self.seq.boundary.read()
-        ):
-            try:
-                return self._decode(current.id + 1, existing)
-            except CorruptionError:
-                pass  # let read_latest report it properly if it is the latest
-        return self.read_latest()
-
-    def _backoff(self, attempt: int, slot_s: float) -> None:
-        """Full-jitter exponential backoff in slots sized from the first attempt (as Lance does)."""
-        slot = min(max(slot_s, self.retry.min_backoff_s), self.retry.max_backoff_s)
-        cap = min(self.retry.max_backoff_s, slot * (2 ** min(attempt, 10)))
-        time.sleep(random.uniform(0, cap))
+        check = None if fence is None else (lambda current: fence.check(current.manifest))
+        return self.versions.update(attempt, base=base, fence=check)
 
     # ---- GC hooks ------------------------------------------------------------------------
     def advance_boundary(self, target: int) -> int:

@@ -1,20 +1,25 @@
 """Sequenced metadata objects: ``<db>/<namespace>/{id:020}.<suffix>``, written only by create-if-absent.
 
-The filename is the commit point (seeds 000/001): whoever creates id ``N+1`` first owns that version.
+The filename is the commit point (SlateDB RFC 0001 "Manifest Updates"; docs/manifest-and-fencing.md):
+whoever creates id ``N+1`` first owns that version.
 This module adds three things to the bare protocol:
 
-* **Cheap latest lookup** (seed 002). An advisory pointer ``<namespace>/_latest_version`` holds a
+* **Cheap latest lookup** (Lance issue #1362). An advisory pointer ``<namespace>/_latest_version`` holds a
   recent id as ASCII. Lookup = GET pointer + one LIST starting just below it, so it costs 2 requests
   whatever the history length. Correctness never depends on the pointer: a missing or garbage pointer
   falls back to a full listing, a stale one only makes the LIST return a few more names, and one
   that points past the real latest is detected (nothing listed at or after it) and ignored. It is
   rewritten every ``pointer_stride`` commits, so commits rarely pay for it.
-* **Boundary check after every create** (seed 004). See :mod:`slatedb_core.meta.boundary`.
+* **Boundary check after every create** (SlateDB RFC 0026). See :mod:`slatedb_core.meta.boundary`.
 * **Ambiguous creates resolved by content.** A create can fail after taking effect (a lost response,
   a client-side retry that then sees its own object). Every payload carries a random nonce (see
   :mod:`slatedb_core.meta.envelope`), so on ``AlreadyExists`` or an I/O error we read the object back:
   identical bytes mean the object is ours and the create succeeded; different bytes mean we lost.
   The writer neither re-applies its change on top of itself nor reports a false conflict.
+
+A lost race raises the generic :class:`VersionExists`; the manifest store asks for its subclass
+:class:`ManifestVersionExists` (``conflict=``). The update loop over these objects is
+:mod:`slatedb_core.meta.versioned`; names come from :mod:`slatedb_core.layout`.
 
 Ids start at 1: the boundary's "missing = 0" is inclusive, so id 0 would be born behind it.
 """
@@ -30,19 +35,18 @@ from datetime import datetime
 from slatedb_core.errors import (
     InvalidArgument,
     InvalidDeletion,
-    ManifestVersionExists,
     ObjectAlreadyExists,
     ObjectNotFound,
     StoreError,
+    VersionExists,
 )
-from slatedb_core.layout import join
+from slatedb_core.layout import LATEST_POINTER, boundary_path, join, sequenced_name
 from slatedb_core.meta.boundary import U64_MAX, BoundaryObject
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 
 log = logging.getLogger(__name__)
 
 FIRST_ID = 1
-POINTER_NAME = "_latest_version"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +58,8 @@ class SequencedEntry:
 
 
 class SequencedStore:
-    """One namespace of sequenced objects of one database."""
+    """One namespace of sequenced objects of one database (or table): ``<db_path>/<namespace>/``,
+    its boundary ``<db_path>/gc/<namespace>.boundary``. A lost race raises ``conflict``."""
 
     def __init__(
         self,
@@ -65,6 +70,7 @@ class SequencedStore:
         *,
         pointer_stride: int = 16,
         ambiguity_retries: int = 5,
+        conflict: type[VersionExists] = VersionExists,
     ) -> None:
         validate_relative_path(db_path, what="database path")
         self.store = store
@@ -72,17 +78,18 @@ class SequencedStore:
         self.namespace = namespace
         self.suffix = suffix
         self.dir = join(db_path, namespace)
-        self.pointer_path = join(self.dir, POINTER_NAME)
-        self.boundary = BoundaryObject(store, join(db_path, "gc", f"{namespace}.boundary"))
+        self.pointer_path = join(self.dir, LATEST_POINTER)
+        self.boundary = BoundaryObject(store, boundary_path(db_path, namespace))
         self._pointer_stride = max(1, pointer_stride)
         self._ambiguity_retries = ambiguity_retries
+        self._conflict = conflict
         self._name_re = re.compile(r"^(\d{20})\." + re.escape(suffix) + r"$")
 
     # ---- names ---------------------------------------------------------------------------
     def path(self, object_id: int) -> str:
         if not 0 <= object_id <= U64_MAX:
             raise InvalidArgument(f"sequenced id {object_id} out of u64 range")
-        return f"{self.dir}/{object_id:020d}.{self.suffix}"
+        return f"{self.dir}/{sequenced_name(object_id, self.suffix)}"
 
     def parse(self, path: str) -> int | None:
         """The id named by ``path``, or None for anything that is not one of ours."""
@@ -165,7 +172,7 @@ class SequencedStore:
     def create(self, object_id: int, data: bytes) -> None:
         """Commit ``data`` as ``object_id``.
 
-        Raises ManifestVersionExists when another writer owns the id, ObjectVersionBehindBoundary
+        Raises VersionExists (``conflict``) when another writer owns the id, ObjectVersionBehindBoundary
         when the id is at or behind the GC boundary (a stale writer), and StoreError only when the
         outcome stayed unknown after ``ambiguity_retries`` attempts to find out.
         """
@@ -186,7 +193,7 @@ class SequencedStore:
             except ObjectAlreadyExists:
                 if self._holds(path, data, on_missing=lambda: False):
                     return  # an earlier attempt of ours landed
-                raise ManifestVersionExists(path, object_id) from None
+                raise self._conflict(path, object_id) from None
             except StoreError as e:
                 if not e.retryable:
                     raise
@@ -195,7 +202,7 @@ class SequencedStore:
                 try:
                     if self._holds(path, data, on_missing=lambda: None):
                         return
-                except ManifestVersionExists:
+                except VersionExists:
                     raise
                 except StoreError as read_error:
                     last_error = read_error
@@ -205,7 +212,7 @@ class SequencedStore:
         raise last_error
 
     def _holds(self, path: str, data: bytes, on_missing: Callable[[], bool | None]) -> bool | None:
-        """True if ``path`` holds exactly ``data``; raises ManifestVersionExists if it holds
+        """True if ``path`` holds exactly ``data``; raises VersionExists if it holds
         something else; ``on_missing()`` if it does not exist."""
         try:
             stored = self.store.get(path).data
@@ -214,7 +221,7 @@ class SequencedStore:
         if stored == data:
             return True
         oid = self.parse(path)
-        raise ManifestVersionExists(path, oid if oid is not None else -1, existing=stored)
+        raise self._conflict(path, oid if oid is not None else -1, existing=stored)
 
     def _write_pointer(self, object_id: int) -> None:
         try:

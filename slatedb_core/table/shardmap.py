@@ -3,14 +3,15 @@
 A table lives under one root prefix::
 
     <table>/shardmap/{id:020}.shardmap     the map, one sequenced object per version
-    <table>/shardmap/_latest_version       advisory pointer (seed 002)
-    <table>/gc/shardmap.boundary           GC boundary of the map namespace (seed 004)
+    <table>/shardmap/_latest_version       advisory pointer (Lance issue #1362)
+    <table>/gc/shardmap.boundary           GC boundary of the map namespace (SlateDB RFC 0026)
     <table>/shards/{shard_id:010}/         one database per shard, ever (ids are never reused)
 
-Versions are committed exactly like manifests, through :class:`~slatedb_core.meta.sequenced.
-SequencedStore`: the filename is the commit point (create-if-absent), every create is checked
-against the boundary, and old versions are deleted only behind it and never the latest. So of
-two jobs that change the map from the same version, exactly one wins.
+(names from :mod:`slatedb_core.layout`). Versions are committed exactly like manifests, through
+the update loop of :mod:`slatedb_core.meta.versioned`: the filename is the commit point
+(create-if-absent), every create is checked against the boundary, and old versions are deleted
+only behind it and never the latest. So of two jobs that change the map from the same version,
+exactly one wins; the other backs off and re-applies its change to the winner's map.
 
 Encoding: the sealed envelope of :mod:`slatedb_core.meta.envelope` (magic ``SDBT``, format
 version 1, nonce, CRC-32) around UTF-8 JSON. Keys are hex in the JSON; databases are named by
@@ -30,8 +31,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -39,41 +38,26 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from slatedb_core.errors import (
-    CommitRetriesExhausted,
     CorruptionError,
     DatabaseNotFound,
     InvalidArgument,
-    ManifestVersionExists,
     ObjectNotFound,
-    ObjectVersionBehindBoundary,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import SHARDMAP_DIR, SHARDMAP_SUFFIX, join
 from slatedb_core.meta.envelope import open_sealed, seal
-from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
+from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
+from slatedb_core.meta.versioned import RetryPolicy, VersionedStore, collect_old_versions
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-
-log = logging.getLogger(__name__)
+from slatedb_core.table.routing import route
 
 SHARDMAP_MAGIC = b"SDBT"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
-NAMESPACE = "shardmap"
-SHARDS_DIR = "shards"
 
-_COMPARE_ROUTE_MAX = 32
-"""Up to this many split points, :func:`route` compares every key with every split point (one
-vectorised pass each); beyond, it sorts the keys once and binary-searches the split points."""
-
-
-def shard_db_name(shard_id: int) -> str:
-    """The database of shard ``shard_id``, relative to the table root."""
-    return f"{SHARDS_DIR}/{shard_id:010d}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,67 +149,6 @@ class ShardMap:
             if shard_id in op.sources:
                 return op
         return None
-
-
-# ---- routing ---------------------------------------------------------------------------------
-def _as_binary(keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Array:
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if not isinstance(keys, pa.Array):
-        try:
-            keys = pa.array(keys, type=pa.binary())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:  # TypeError: not a sequence
-            raise InvalidArgument(f"keys must be bytes: {e}") from None
-    if pa.types.is_large_binary(keys.type) or pa.types.is_binary(keys.type):
-        pass
-    elif pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
-        keys = keys.cast(pa.large_binary() if pa.types.is_large_string(keys.type) else pa.binary())
-    elif pa.types.is_fixed_size_binary(keys.type) or pa.types.is_binary_view(keys.type):
-        keys = keys.cast(pa.binary())
-    else:
-        raise InvalidArgument(f"keys must be a binary array, got {keys.type}")
-    if keys.null_count:
-        raise InvalidArgument(f"keys must not be null ({keys.null_count} nulls)")
-    return keys
-
-
-def route(
-    split_points: Sequence[bytes], keys: pa.Array | pa.ChunkedArray | Sequence[bytes]
-) -> pa.Int32Array:
-    """The shard index of every key: the number of split points ``<= key``. Vectorised: either
-    one Arrow comparison per split point, or one sort of the keys plus a binary search per split
-    point, whichever is cheaper."""
-    arr = _as_binary(keys)
-    n = len(arr)
-    if not split_points or n == 0:
-        return pa.array(np.zeros(n, dtype=np.int32))
-    if len(split_points) <= _COMPARE_ROUTE_MAX:
-        out = np.zeros(n, dtype=np.int32)
-        for sp in split_points:
-            ge = pc.greater_equal(arr, pa.scalar(sp, arr.type))
-            out += ge.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        return pa.array(out)
-    order = pc.sort_indices(arr)
-    ordered = arr.take(order)
-    cuts = [_lower_bound(ordered, sp) for sp in split_points]
-    by_rank = np.repeat(
-        np.arange(len(cuts) + 1, dtype=np.int32), np.diff([0, *cuts, n]).astype(np.int64)
-    )
-    out = np.empty(n, dtype=np.int32)
-    out[order.to_numpy()] = by_rank
-    return pa.array(out)
-
-
-def _lower_bound(ordered: pa.Array, key: bytes) -> int:
-    """First position in sorted ``ordered`` whose key is ``>= key``."""
-    lo, hi = 0, len(ordered)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ordered[mid].as_py() < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 # ---- validation ------------------------------------------------------------------------------
@@ -418,14 +341,28 @@ class ShardMapStore:
         self.store = store
         self.table_path = table_path
         self.seq = SequencedStore(
-            store, table_path, NAMESPACE, NAMESPACE, pointer_stride=pointer_stride
+            store, table_path, SHARDMAP_DIR, SHARDMAP_SUFFIX, pointer_stride=pointer_stride
         )
-        self._max_attempts = max_attempts
+        self.versions: VersionedStore[ShardMap, ShardMap] = VersionedStore(
+            self.seq,
+            what=f"shard map update of {table_path!r}",
+            read_latest=self.read_latest,
+            decode=self._decode,
+            encode=self._encode,
+            retry=RetryPolicy(max_attempts=max_attempts),
+        )
 
     def _decode(self, map_id: int, data: bytes) -> ShardMap:
         return decode_shard_map(
             data, map_id=map_id, table_path=self.table_path, name=self.seq.path(map_id)
         )
+
+    def _encode(self, map_id: int, m: ShardMap, _base: ShardMap | None) -> tuple[bytes, ShardMap]:
+        problem = layout_problem(m)
+        if problem is not None:
+            raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
+        committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired)
+        return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
         found = self.seq.read_latest()
@@ -435,46 +372,19 @@ class ShardMapStore:
         return self._decode(map_id, self.seq.read(map_id))
 
     def create_initial(self, m: ShardMap) -> ShardMap:
-        """Commit version 1; ManifestVersionExists if the table exists."""
-        return self._commit(FIRST_ID, m)
-
-    def _commit(self, map_id: int, m: ShardMap) -> ShardMap:
-        problem = layout_problem(m)
-        if problem is not None:
-            raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
-        data = encode_shard_map(m, self.table_path)
-        try:
-            self.seq.create(map_id, data)
-        except ObjectVersionBehindBoundary:
-            try:  # garbage at an id GC declared dead; nobody may mistake it for history
-                self.store.delete(self.seq.path(map_id))
-            except Exception as e:
-                log.warning("could not delete stale shard map %d: %s", map_id, e)
-            raise
-        return ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired)
+        """Commit version 1; VersionExists if the table exists."""
+        return self.versions.commit(FIRST_ID, m, None)
 
     def update(self, change: MapChange, base: ShardMap | None = None) -> ShardMap:
         """Apply ``change`` to the latest map and commit it as the next version, re-applying it
         to the winner's map after losing a race. ``change`` returns None (or its argument) to
         commit nothing, and raises to refuse (e.g. ShardMapConflict)."""
-        current = base if base is not None else self.read_latest()
-        for attempt in range(1, self._max_attempts + 1):
+
+        def attempt(current: ShardMap) -> ShardMap | None:
             new = change(current)
-            if new is None or new is current:
-                return current
-            new = _renumbered(new)
-            try:
-                return self._commit(current.id + 1, new)
-            except (ManifestVersionExists, ObjectVersionBehindBoundary) as e:
-                log.info(
-                    "shard map commit %d of %r lost (%s); retrying",
-                    current.id + 1,
-                    self.table_path,
-                    type(e).__name__,
-                )
-                time.sleep(min(0.2, 0.005 * 2**attempt) * (0.5 + random.random()))
-                current = self.read_latest()
-        raise CommitRetriesExhausted(f"shard map update of {self.table_path!r}", self._max_attempts)
+            return None if new is None or new is current else _renumbered(new)
+
+        return self.versions.update(attempt, base=base)
 
     def read_latest(self) -> ShardMap:
         m = self.try_read_latest()
@@ -487,28 +397,30 @@ class ShardMapStore:
     # ---- GC ---------------------------------------------------------------------------------
     def collect(self, min_age: timedelta, now: float | None = None) -> int:
         """Delete map versions older than ``min_age``, never the latest: first advance the
-        boundary over them (seed 004), then delete. Returns how many were deleted."""
-        now_s = time.time() if now is None else now
+        boundary over them (SlateDB RFC 0026), then delete. Returns how many were deleted."""
         entries = self.seq.list()
-        if len(entries) < 2:
+        if not entries:
             return 0
-        latest = entries[-1].id
-        old = [
-            e.id
-            for e in entries[:-1]
-            if now_s - e.last_modified.timestamp() >= min_age.total_seconds()
-        ]
-        if not old:
-            return 0
-        self.seq.advance_boundary(max(old))
-        n = 0
-        for oid in old:
-            try:
-                self.seq.delete(oid, latest=latest)
-                n += 1
-            except ObjectNotFound:
-                pass
-        return n
+        deleted = 0
+
+        def delete(doomed: Sequence[SequencedEntry]) -> None:
+            nonlocal deleted
+            for e in doomed:
+                try:
+                    self.store.delete(e.path)
+                    deleted += 1
+                except ObjectNotFound:
+                    pass
+
+        collect_old_versions(
+            self.seq.boundary,
+            entries,
+            entries[-1].id,
+            min_age_s=min_age.total_seconds(),
+            now_s=time.time() if now is None else now,
+            delete=delete,
+        )
+        return deleted
 
 
 def _renumbered(m: ShardMap) -> ShardMap:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 from ulid import ULID
@@ -20,7 +21,9 @@ from slatedb_core.compactor.compactions import compactions_seq, decode_state, en
 from slatedb_core.errors import CompactionCancelled, CorruptionError, ObjectNotFound
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions
+from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
 
 from . import seed_l0s
 
@@ -121,3 +124,45 @@ def test_a_cancelled_compaction_commits_nothing_and_is_recorded_failed(
     assert after.id == planned_on.id
     _, state = latest(store)
     assert [c.status for c in state.compactions] == ["failed"]
+
+
+def test_eight_contending_compactors_all_commit_without_exhausting_their_retries() -> None:
+    """Distributed compaction puts every executor's records through one ``.compactions``
+    namespace. A loser must back off before retrying (the shared update loop of
+    slatedb_core.meta.versioned): the winner's next update builds on its cached copy without a
+    read, so a loser that retries at once reads, loses and reads again while the winner commits
+    record after record, and gives up with CommitRetriesExhausted (on the loop that retried 50
+    times at once, 7 runs in 7 failed so; with the backoff the longest losing streak is ~20).
+
+    Each request takes a millisecond, as over a network (so threads interleave as they would
+    there), and reading a record takes 3 ms more; the store under the latency is in memory."""
+    threads, per_thread = 8, 40
+    store = FaultyStore(
+        open_store(f"memory://contention-{uuid.uuid4().hex}"),
+        rules=[
+            FaultRule(latency_s=0.001),
+            FaultRule(op="get", path_glob="db/compactions/0*", latency_s=0.003),
+        ],
+    )
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+    records = [[running((ULID(),)) for _ in range(per_thread)] for _ in range(threads)]
+
+    def run(t: int) -> None:
+        writer = CompactionsStore(store, "db", epoch=1)
+        start.wait()
+        try:
+            for rec in records[t]:
+                writer.put(rec)
+        except BaseException as e:  # reported below, with every other thread's
+            errors.append(e)
+
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    object_id, state = latest(store)
+    assert object_id == threads * per_thread
+    assert {c.id for c in state.running()} == {r.id for rs in records for r in rs}

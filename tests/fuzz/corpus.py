@@ -18,6 +18,7 @@ from ulid import ULID
 
 from slatedb_core.compactor.compactions import CompactionRecord, CompactionsState, encode_state
 from slatedb_core.keys import BytesBound, BytesRange, KeyRange
+from slatedb_core.layout import shard_db_name
 from slatedb_core.lsm.entries import batch_from_lists, sort_dedup
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import (
@@ -33,14 +34,7 @@ from slatedb_core.manifest.model import (
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, bloom, encode_sst
 from slatedb_core.sst.format import encode_metadata
-from slatedb_core.table.shardmap import (
-    PendingOp,
-    Shard,
-    ShardMap,
-    encode_shard_map,
-    ranges_for,
-    shard_db_name,
-)
+from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, encode_shard_map, ranges_for
 from slatedb_core.wal.log import EPOCH_KEY
 
 U64_MAX = 2**64 - 1

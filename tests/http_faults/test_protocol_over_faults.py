@@ -18,10 +18,10 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.errors import (
-    ManifestVersionExists,
     PreconditionFailed,
     SlateDBError,
     StoreError,
+    VersionExists,
 )
 from slatedb_core.gc import run_gc_once
 from slatedb_core.lsm.entries import empty_batch
@@ -91,10 +91,10 @@ def test_sequenced_create_succeeds_once_whatever_happens_to_its_put(
     seq = SequencedStore(faulty, "db", "manifest", "manifest")
     seq.create(1, b"first")
     proxy.force(fault, method="PUT", path_contains="manifest/00000000000000000002")
-    seq.create(2, b"second: ours")  # no ManifestVersionExists for our own object
+    seq.create(2, b"second: ours")  # no VersionExists for our own object
     assert direct.get(seq.path(2)).data == b"second: ours"
     assert proxy.pending_forced() == 0
-    with pytest.raises(ManifestVersionExists):
+    with pytest.raises(VersionExists):
         SequencedStore(faulty, "db", "manifest", "manifest").create(2, b"someone else")
 
 

@@ -9,6 +9,7 @@ from slatedb_core.errors import (
     InvalidDeletion,
     ManifestVersionExists,
     ObjectVersionBehindBoundary,
+    VersionExists,
 )
 from slatedb_core.meta.envelope import seal
 from slatedb_core.meta.sequenced import SequencedStore
@@ -56,7 +57,7 @@ def test_second_create_of_an_id_loses(store: ObjectStore) -> None:
     seq = SequencedStore(store, "db", "manifest", "manifest")
     first = payload(1)
     seq.create(1, first)
-    with pytest.raises(ManifestVersionExists) as ei:
+    with pytest.raises(VersionExists) as ei:
         seq.create(1, payload(99))
     assert ei.value.object_id == 1
     assert seq.read(1) == first
@@ -161,7 +162,7 @@ def test_racing_creates_have_exactly_one_winner_per_id(store: ObjectStore) -> No
             s.create(1, datas[t])
             with lock:
                 winners.append(t)
-        except ManifestVersionExists:
+        except VersionExists:
             pass
 
     threads = [threading.Thread(target=run, args=(t,)) for t in range(8)]
@@ -193,3 +194,21 @@ def test_compactions_namespace_has_its_own_ids_and_boundary(store: ObjectStore) 
     compactions.delete(4)
     with pytest.raises(ObjectVersionBehindBoundary):
         compactions.create(4, payload(4))
+
+
+def test_a_lost_race_raises_the_generic_error_unless_the_store_asks_for_its_own(
+    store: ObjectStore,
+) -> None:
+    compactions = SequencedStore(store, "db", "compactions", "compactions")
+    compactions.create(1, payload(1))
+    with pytest.raises(VersionExists) as generic:
+        compactions.create(1, payload(2))
+    assert type(generic.value) is VersionExists  # not a manifest conflict
+    manifests = SequencedStore(
+        store, "db", "manifest", "manifest", conflict=ManifestVersionExists
+    )
+    first = payload(1)
+    manifests.create(1, first)
+    with pytest.raises(ManifestVersionExists) as own:
+        manifests.create(1, payload(2))
+    assert own.value.existing == first

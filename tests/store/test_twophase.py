@@ -19,12 +19,12 @@ import pytest
 from slatedb_core.errors import (
     CorruptionError,
     InvalidArgument,
-    ManifestVersionExists,
     ObjectAlreadyExists,
     ObjectNotFound,
     PreconditionFailed,
     StoreError,
     UnsupportedOperation,
+    VersionExists,
 )
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
@@ -87,7 +87,7 @@ def race(n: int, create: Callable[[int], None]) -> list[int]:
         start.wait()
         try:
             create(t)
-        except (ManifestVersionExists, ObjectAlreadyExists):
+        except (VersionExists, ObjectAlreadyExists):
             return
         with lock:
             winners.append(t)
@@ -271,7 +271,7 @@ def test_an_ambiguous_insert_is_resolved_by_reading_the_intent(tmp_path: Path) -
     assert seq.read(1) == data
     assert txn.fail_after == 0  # the failure happened, and was resolved
     txn.fail_after = 1
-    with pytest.raises(ManifestVersionExists):
+    with pytest.raises(VersionExists):
         seq.create(1, payload(9))  # the insert "failed", but someone else owns id 1
 
 
@@ -496,7 +496,7 @@ def _create_in_process(args: tuple[str, str, int]) -> bool:
     store = open_two_phase(NoConditionalWrites(open_store(store_dir)), txn_url)
     try:
         SequencedStore(store, "db", "manifest", "manifest").create(1, f"process {t}".encode())
-    except ManifestVersionExists:
+    except VersionExists:
         return False
     finally:
         store.close()

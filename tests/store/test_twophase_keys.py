@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from slatedb_core.errors import ManifestVersionExists, ObjectAlreadyExists, PreconditionFailed
+from slatedb_core.errors import ObjectAlreadyExists, PreconditionFailed, VersionExists
 from slatedb_core.gc import run_gc_once
 from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.sequenced import SequencedStore
@@ -92,7 +92,7 @@ def test_racing_sequenced_creates_through_two_urls_have_exactly_one_winner(
         try:
             start.wait()
             SequencedStore(store, paths[t % 2], "manifest", "manifest").create(1, b"w%d" % t)
-        except (ManifestVersionExists, ObjectAlreadyExists):
+        except (VersionExists, ObjectAlreadyExists):
             return
         finally:
             store.close()

@@ -1,4 +1,5 @@
-"""One garbage-collection pass over one database (seed 003 "Garbage Collector", seed 004).
+"""One garbage-collection pass over one database (SlateDB RFC 0004 "Garbage Collector", SlateDB
+RFC 0026; docs/gc-and-boundaries.md).
 
 Order of a pass, and why:
 
@@ -12,15 +13,17 @@ Order of a pass, and why:
    them at any ``min_age``, 0 included.
 2. A soft-destroyed database (``destroyed_at_s``) is deleted once ``db_delete_grace`` has passed
    and no checkpoint is active (a clone first releases its final checkpoints in its parents),
-   tombstone first (:func:`~slatedb_core.lifecycle.destroy.delete_database_objects`). A path holding only
-   a tombstone is swept of the strays a stalled writer may have left.
+   tombstone first (:func:`~slatedb_core.lifecycle.destroy.delete_database_objects`). A path
+   holding only a tombstone is swept of the strays a stalled writer may have left.
 3. Expired checkpoints are dropped in one manifest update; the change is re-applied on conflict,
    so a checkpoint refreshed meanwhile is no longer expired and survives.
 4. Manifests: the boundary target is the largest listed id older than ``min_age`` except the
-   latest (seed 004; the listed latest counts once step 3 committed a newer one). The boundary is
-   advanced *before* any delete; then the old manifests no unexpired checkpoint pins are deleted.
+   latest (SlateDB RFC 0026; the listed latest counts once step 3 committed a newer one). The
+   boundary is advanced *before* any delete; then the old manifests no unexpired checkpoint pins
+   are deleted (:func:`~slatedb_core.meta.versioned.collect_old_versions`, shared with the
+   shard map).
 5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
-6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (seed 001 keeps the SST *at*
+6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (RFC 0001 keeps the SST *at*
    the replay point; so do we: one small object). Older WAL SSTs past ``min_age`` are deleted
    after advancing ``gc/wal.boundary`` (a zombie that then creates one is fenced).
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
@@ -29,9 +32,9 @@ Order of a pass, and why:
    (same content, on top of the latest; :mod:`slatedb_core.meta.compacted_boundary`) and reads
    M again from it.
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
-9. Detach (seed 003 step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
+9. Detach (RFC 0004, GC step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
    manifest of M has its final checkpoint deleted in that database, then is dropped.
-10. Two-phase CAS (only over a :class:`~slatedb_core.store.twophase.TwoPhaseStore`): seed 001's
+10. Two-phase CAS (only over a :class:`~slatedb_core.store.twophase.TwoPhaseStore`): RFC 0001's
     transactional-store deletion, recovery of unfinished writes, orphaned temporary objects.
 
 Deletes go straight to the object store (``SequencedStore.delete`` would re-read facts the pass
@@ -51,19 +54,19 @@ from datetime import datetime
 from ulid import ULID
 
 from slatedb_core.checkpoints import expire_change
-from slatedb_core.compactor.compactions import in_flight_output_ids
-from slatedb_core.errors import InvalidDeletion, ObjectNotFound, StoreError
+from slatedb_core.compactor.compactions import compactions_seq, in_flight_output_ids
+from slatedb_core.errors import ObjectNotFound, StoreError
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.gc.twophase import GcWindow
 from slatedb_core.gc.twophase import collect_garbage as collect_two_phase_garbage
-from slatedb_core.layout import join
+from slatedb_core.layout import SST_SUFFIX, compacted_dir
 from slatedb_core.lifecycle.destroy import delete_database_objects
 from slatedb_core.lifecycle.external import release_external_checkpoints
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
-from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
-from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
+from slatedb_core.meta.sequenced import SequencedEntry
+from slatedb_core.meta.versioned import collect_old_versions
 from slatedb_core.options import GarbageCollectorOptions, check_optional
 from slatedb_core.store.objectstore import (
     ObjectMeta,
@@ -115,15 +118,15 @@ class Collector:
     ) -> None:
         validate_relative_path(path, what="database path")
         check_store(store)
-        check_optional("options", options, GarbageCollectorOptions)  # issue 19 item 14
+        check_optional("options", options, GarbageCollectorOptions)  # RELIABILITY.md, bad input
         self.path = path
         self.store = store
         self.options = options or GarbageCollectorOptions()
         self.manifests = ManifestStore(store, path)
-        self.compactions = SequencedStore(store, path, "compactions", "compactions")
+        self.compactions = compactions_seq(store, path)
         self.wal = WalLog(store, path)
         self.wal_boundary = wal_boundary(self.wal)
-        self.compacted_dir = join(path, "compacted")
+        self.compacted_dir = compacted_dir(path)
         self.compacted_boundary = compacted_boundary(store, path)
         self._delete_concurrency = max(1, delete_concurrency)
         self._barrier_at = -1  # the compacted boundary our last barrier was committed after
@@ -220,7 +223,7 @@ class Collector:
         stats.database_objects.deleted += n
         stats.database_objects.bytes_freed += size
 
-    # ---- destroyed databases and clones (seed 003 steps 2 and 8) ---------------------------
+    # ---- destroyed databases and clones (RFC 0004, GC steps 2 and 8) -----------------------
     def _destroyed(self, latest: StoredManifest, now_s: float, stats: GcStats) -> None:
         """Step 2: delete a soft-destroyed database once its grace period is over and no
         checkpoint is active; otherwise report it and leave it. A destroyed database only admits
@@ -316,13 +319,8 @@ class Collector:
         return active
 
     # ---- sequenced namespaces --------------------------------------------------------------
-    def _advance(self, boundary: BoundaryObject, target: int | None, latest: int) -> int:
-        """Durable boundary after moving it to ``target`` (or just reading it: None)."""
-        if target is None:
-            return boundary.read()
-        if target >= latest:  # the callers exclude the latest; this guards the invariant
-            raise InvalidDeletion(f"boundary {target} would cover the latest object {latest}")
-        return boundary.advance(target)
+    def _delete_entries(self, into: KindStats) -> Callable[[Sequence[SequencedEntry]], None]:
+        return lambda doomed: self._delete([(e.path, e.size) for e in doomed], into)
 
     def _collect_manifests(
         self,
@@ -335,26 +333,33 @@ class Collector:
         # The listed latest stops being the latest once this pass committed a newer manifest
         # (checkpoint removal); it can then go in this same pass.
         latest_id = max(latest_id, entries[-1].id)
-        min_age = self._min_age_s("manifest")
-        old = [e for e in entries if e.id < latest_id and _age_s(e.last_modified, now_s) >= min_age]
-        target = max((e.id for e in old), default=None)
-        boundary = self._advance(self.manifests.seq.boundary, target, latest_id)
-        stats.manifest_boundary = boundary
-        doomed = [e for e in old if e.id not in pinned and e.id <= boundary]
-        self._delete([(e.path, e.size) for e in doomed], stats.manifest)
+        boundary = self.manifests.seq.boundary
+        durable = collect_old_versions(
+            boundary,
+            entries,
+            latest_id,
+            min_age_s=self._min_age_s("manifest"),
+            now_s=now_s,
+            delete=self._delete_entries(stats.manifest),
+            keep=pinned,
+        )
+        stats.manifest_boundary = boundary.read() if durable is None else durable
 
     def _collect_compactions(
         self, entries: Sequence[SequencedEntry], now_s: float, stats: GcStats
     ) -> None:
         if not entries:
             return  # no compactor has run: no boundary to read or move
-        latest = entries[-1].id
-        min_age = self._min_age_s("compactions")
-        old = [e for e in entries[:-1] if _age_s(e.last_modified, now_s) >= min_age]
-        target = max((e.id for e in old), default=None)
-        boundary = self._advance(self.compactions.boundary, target, latest)
-        stats.compactions_boundary = boundary
-        self._delete([(e.path, e.size) for e in old if e.id <= boundary], stats.compactions)
+        boundary = self.compactions.boundary
+        durable = collect_old_versions(
+            boundary,
+            entries,
+            entries[-1].id,
+            min_age_s=self._min_age_s("compactions"),
+            now_s=now_s,
+            delete=self._delete_entries(stats.compactions),
+        )
+        stats.compactions_boundary = boundary.read() if durable is None else durable
 
     # ---- data ------------------------------------------------------------------------------
     def _collect_wal(
@@ -429,9 +434,9 @@ class Collector:
     def _parse_sst(self, path: str) -> ULID | None:
         """The id of ``<db>/compacted/<ULID>.sst``; None for anything else, which GC leaves be."""
         prefix = self.compacted_dir + "/"
-        if not path.startswith(prefix) or not path.endswith(".sst"):
+        if not path.startswith(prefix) or not path.endswith(SST_SUFFIX):
             return None
-        stem = path[len(prefix) : -len(".sst")]
+        stem = path[len(prefix) : -len(SST_SUFFIX)]
         if len(stem) != _ULID_LEN:
             return None
         try:

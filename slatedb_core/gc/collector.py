@@ -454,7 +454,7 @@ class Collector:
         now_s: float,
         stats: GcStats,
     ) -> None:
-        """Seed 001 "Transactional Store Deletion", when the store is two-phase CAS: the intents
+        """SlateDB RFC 0001 "Transactional Store Deletion", when the store is two-phase CAS: the intents
         of manifests at or behind the manifest boundary that nothing pins, of WAL SSTs below the
         replay point and at or behind the WAL boundary this process last saw; orphaned
         temporary objects (:func:`slatedb_core.gc.twophase.collect_garbage`)."""

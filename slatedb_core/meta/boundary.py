@@ -1,4 +1,4 @@
-"""GC boundary files for sequenced metadata (seed 004).
+"""GC boundary files for sequenced metadata (SlateDB RFC 0026; docs/gc-and-boundaries.md).
 
 ``<db>/gc/<namespace>.boundary`` holds one ASCII u64, an inclusive high-watermark: ids ``<= B`` may
 already be deleted, so a create-if-absent that "succeeds" at such an id proves nothing (the earlier

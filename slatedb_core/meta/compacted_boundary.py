@@ -6,28 +6,30 @@ possibly after the commit: the manifest then points at nothing, and acknowledged
 ``min_age`` only makes the window unlikely; compaction outputs are covered by the ``.compactions``
 in-flight record, but a writer's memtable flushes and bulk ingests are not.
 
-The fix is seed 004's boundary again, over SST creation times, plus a barrier commit. X's ULID
-carries its creation time in milliseconds; ``gc/compacted.boundary`` holds a millisecond value B:
+The fix is SlateDB RFC 0026's boundary again, over SST creation times, plus a barrier commit.
+X's ULID carries its creation time in milliseconds; ``gc/compacted.boundary`` holds a millisecond
+value B:
 
 * GC advances B over its candidates; if any candidate is unreferenced, it commits a *barrier* (a
   manifest with unchanged content on top of the latest) and only then reads the manifests that
   decide; it deletes only SSTs whose ULID time is <= the durable B;
 * a writer reads B inside every commit attempt, after the attempt's base manifest is known and
-  before its create (:class:`~slatedb_core.writer.gc_safety.NewSsts`). If X's time is <= B it writes the
-  same bytes under a fresh id Y with time > B first, and names Y instead.
+  before its create (:class:`~slatedb_core.writer.gc_safety.NewSsts`). If X's time is <= B it
+  writes the same bytes under a fresh id Y with time > B first, and names Y instead.
 
 An attempt whose create succeeds on a base at or after the barrier read B after GC moved it, so
 it named no SST GC may delete. An attempt that created an id below the barrier committed before
 it, so the pass reads its reference (in the latest manifest, or in a checkpointed one). So no
 manifest, latest or checkpointed, ever names an SST GC may already have deleted, at any
-``min_age`` (issue 19 item 2). The tombstone of a destroyed database sets B to 2^48-1
-(:data:`~slatedb_core.meta.boundary.ULID_MS_TOMBSTONE`): every later commit of an SST is refused.
+``min_age`` (RELIABILITY.md, review item 2). The tombstone of a destroyed database sets B to
+2^48-1 (:data:`~slatedb_core.meta.boundary.ULID_MS_TOMBSTONE`): every later commit of an SST is
+refused.
 """
 
 from __future__ import annotations
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.layout import join
+from slatedb_core.layout import COMPACTED_BOUNDARY, boundary_path
 from slatedb_core.meta.boundary import ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 
@@ -39,7 +41,7 @@ boundary. A boundary of exactly this value is valid: it covers every SST id ther
 class CompactedBoundary(BoundaryObject):
     """A :class:`BoundaryObject` whose value is a ULID time: a stored value above
     :data:`ULID_MS_MAX` names no SST and is damage, reported as :class:`CorruptionError` naming
-    the object on every read (issue 19 item 16: it used to reach ``ULID.from_timestamp`` in the
+    the object on every read (found by review: it used to reach ``ULID.from_timestamp`` in the
     writer's re-homing and fail ``Db.open`` with a raw ValueError; GC would have taken it as
     permission to delete every unreferenced SST)."""
 
@@ -61,4 +63,4 @@ class CompactedBoundary(BoundaryObject):
 def compacted_boundary(store: ObjectStore, db_path: str) -> CompactedBoundary:
     """``<db>/gc/compacted.boundary``: ULID milliseconds; SSTs created at or before it may be
     deleted by GC if no manifest it read references them."""
-    return CompactedBoundary(store, join(db_path, "gc", "compacted.boundary"))
+    return CompactedBoundary(store, boundary_path(db_path, COMPACTED_BOUNDARY))

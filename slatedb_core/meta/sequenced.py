@@ -1,21 +1,23 @@
-"""Sequenced metadata objects: ``<db>/<namespace>/{id:020}.<suffix>``, written only by create-if-absent.
+"""Sequenced metadata objects: ``<db>/<namespace>/{id:020}.<suffix>``, written only by
+create-if-absent.
 
-The filename is the commit point (SlateDB RFC 0001 "Manifest Updates"; docs/manifest-and-fencing.md):
-whoever creates id ``N+1`` first owns that version.
-This module adds three things to the bare protocol:
+The filename is the commit point (SlateDB RFC 0001 "Manifest Updates";
+docs/manifest-and-fencing.md): whoever creates id ``N+1`` first owns that version. This module
+adds three things to the bare protocol:
 
-* **Cheap latest lookup** (Lance issue #1362). An advisory pointer ``<namespace>/_latest_version`` holds a
-  recent id as ASCII. Lookup = GET pointer + one LIST starting just below it, so it costs 2 requests
-  whatever the history length. Correctness never depends on the pointer: a missing or garbage pointer
-  falls back to a full listing, a stale one only makes the LIST return a few more names, and one
-  that points past the real latest is detected (nothing listed at or after it) and ignored. It is
-  rewritten every ``pointer_stride`` commits, so commits rarely pay for it.
+* **Cheap latest lookup** (Lance issue #1362). An advisory pointer ``<namespace>/_latest_version``
+  holds a recent id as ASCII. Lookup = GET pointer + one LIST starting just below it, so it costs
+  2 requests whatever the history length. Correctness never depends on the pointer: a missing or
+  garbage pointer falls back to a full listing, a stale one only makes the LIST return a few more
+  names, and one that points past the real latest is detected (nothing listed at or after it) and
+  ignored. It is rewritten every ``pointer_stride`` commits, so commits rarely pay for it.
 * **Boundary check after every create** (SlateDB RFC 0026). See :mod:`slatedb_core.meta.boundary`.
-* **Ambiguous creates resolved by content.** A create can fail after taking effect (a lost response,
-  a client-side retry that then sees its own object). Every payload carries a random nonce (see
-  :mod:`slatedb_core.meta.envelope`), so on ``AlreadyExists`` or an I/O error we read the object back:
-  identical bytes mean the object is ours and the create succeeded; different bytes mean we lost.
-  The writer neither re-applies its change on top of itself nor reports a false conflict.
+* **Ambiguous creates resolved by content.** A create can fail after taking effect (a lost
+  response, a client-side retry that then sees its own object). Every payload carries a random
+  nonce (see :mod:`slatedb_core.meta.envelope`), so on ``AlreadyExists`` or an I/O error we read
+  the object back: identical bytes mean the object is ours and the create succeeded; different
+  bytes mean we lost. The writer neither re-applies its change on top of itself nor reports a
+  false conflict.
 
 A lost race raises the generic :class:`VersionExists`; the manifest store asks for its subclass
 :class:`ManifestVersionExists` (``conflict=``). The update loop over these objects is

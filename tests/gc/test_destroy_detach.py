@@ -1,5 +1,5 @@
 """GC detaching a clone from its parent once no manifest it keeps references the parent's SSTs
-(seed 003 "Garbage Collector", step 8)."""
+(SlateDB RFC 0004 "Garbage Collector", step 8)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""GC racing writers: seed 004's stalled writer end to end, a live Db under a looping collector,
-and the long-running collector's lifecycle."""
+"""GC racing writers: SlateDB RFC 0026's stalled writer end to end, a live Db under a looping
+collector, and the long-running collector's lifecycle."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_a_db_writing_under_a_looping_collector_loses_no_acknowledged_write(
 ) -> None:
     # min_age 0 for manifests and WAL: the boundary protocol and the replay point make that safe.
     # Not for compacted SSTs: between a writer's L0 upload and its manifest commit nothing but
-    # min_age protects the SST (seed 003), so that one kind keeps a realistic age here.
+    # min_age protects the SST (SlateDB RFC 0004), so that one kind keeps a realistic age here.
     options = GarbageCollectorOptions(
         min_age=timedelta(0), compacted_min_age=timedelta(hours=1), interval=timedelta(seconds=0.01)
     )

@@ -203,7 +203,7 @@ def test_unresolvable_create_surfaces_the_store_error(store: ObjectStore) -> Non
 
 
 def _stall_then_collect(store: ObjectStore) -> tuple[FaultyStore, ManifestStore]:
-    """Seed 004's race, steps 1-4: the stalled actor has read N=1 and prepared N+1=2."""
+    """SlateDB RFC 0026's race, steps 1-4: the stalled actor has read N=1 and prepared N+1=2."""
     new_db(store)
     faulty = FaultyStore(store)
     return faulty, ManifestStore(faulty, "db")

@@ -66,8 +66,10 @@ running across a replay saw half of a write batch.)
 Where it lives: this module has :class:`DbReader` (opening, reads and scans with their recovery
 from a missing SST, the poll thread, lifecycle); :mod:`slatedb_core.reader.refresh` builds the
 state served and keeps it current (each mode's opening and polling, establishing and
-re-establishing the checkpoint, WAL replay); :mod:`slatedb_core.reader.wal_tables` holds the WAL tables
-and :mod:`slatedb_core.reader.view` the errors, views, pins and checkpoint manifest changes.
+re-establishing the checkpoint, WAL replay); :mod:`slatedb_core.reader.wal_tables` holds the WAL
+tables and :mod:`slatedb_core.reader.view` the views, pins and statistics. The manifest edits of
+the reader's checkpoints are in :mod:`slatedb_core.checkpoints` (:func:`~slatedb_core.checkpoints.pin_change`
+and the others).
 """
 
 from __future__ import annotations

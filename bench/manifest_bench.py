@@ -2,7 +2,7 @@
 
 1. Latest-manifest lookup at 10 / 1,000 / 10,000 versions on the local filesystem and on moto's S3:
    requests and time of ours (pointer + start-after LIST) next to the naive full listing that
-   SlateDB's original protocol does (seed 001 step 1).
+   SlateDB's original protocol does (SlateDB RFC 0001 step 1).
 2. Manifest-update throughput with 1, 2, 4 and 8 threads contending on one database: commits/s,
    conflicts and object-store requests per commit.
 

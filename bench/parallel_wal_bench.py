@@ -1,4 +1,4 @@
-"""Parallel WAL writes (seed 001): durable-put throughput and latency with 1, 2, 4 and 8 WAL
+"""Parallel WAL writes (SlateDB RFC 0001): durable-put throughput and latency with 1, 2, 4 and 8 WAL
 writes in flight, side by side, on moto's S3 (127.0.0.1) behind an added latency per request.
 
 Every store request sleeps ``--latency-ms`` first (a FaultyStore latency rule), standing in for

@@ -1,7 +1,7 @@
 """Garbage collection: old manifests, WAL SSTs, compacted SSTs and compactions records.
 
-Boundary-first for the sequenced namespaces (seed 004), retention by the latest manifest and the
-manifests its unexpired checkpoints pin (seed 003). See :mod:`slatedb_core.gc.collector`.
+Boundary-first for the sequenced namespaces (SlateDB RFC 0026), retention by the latest manifest and the
+manifests its unexpired checkpoints pin (SlateDB RFC 0004). See :mod:`slatedb_core.gc.collector`.
 """
 
 from slatedb_core.compactor.compactions import in_flight_output_ids

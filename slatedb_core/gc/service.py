@@ -1,6 +1,6 @@
 """The long-running garbage collector: one pass every ``options.interval`` on a daemon thread.
 
-Seed 003 runs GC as its own task, possibly in its own process, one per database. A failed pass is
+SlateDB RFC 0004 runs GC as its own task, possibly in its own process, one per database. A failed pass is
 logged and retried at the next tick, because every step is idempotent and a half-done pass leaves
 only objects the next one finishes. The one exception is :class:`BoundaryMissing`: GC never
 deletes boundary files, so a vanished one means the store is not what we think it is, and

@@ -1,4 +1,5 @@
-"""Projection benchmark (docs/projection-and-union.md): a database of N rows is projected into 4 shards (clones with
+"""Projection benchmark (docs/projection-and-union.md): a database of N rows is projected into 4
+shards (clones with
 a key range); then point reads per second and a full scan against one projected shard next to the
 original. Prints figures; asserts nothing.
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import obstore
 from obstore import exceptions as obx
+from obstore.store import MemoryStore
 
 from slatedb_core.errors import (
     InvalidArgument,
@@ -274,6 +275,10 @@ class ObstoreObjectStore(ObjectStore):
         self._local_cas = local_cas
         # the directory a LocalStore keeps its objects in (None: not a local filesystem)
         self._local_root = None if local_root is None else os.fspath(local_root)
+        # obstore's MemoryStore keeps the buffer it is given, without a copy: a caller reusing a
+        # bytearray (the bulk encoders' scratch) would rewrite an object already acknowledged.
+        # Local files and S3 uploads copy the bytes out before the put returns.
+        self._keeps_buffers = isinstance(inner, MemoryStore)
 
     @property
     def inner(self) -> Any:
@@ -318,6 +323,8 @@ class ObstoreObjectStore(ObjectStore):
 
     def _put(self, op: str, path: str, data: bytes, mode: Any) -> ObjectVersion:
         self.counters.incr(op)
+        if self._keeps_buffers and type(data) is not bytes:
+            data = bytes(data)  # bytes are immutable: only other buffers need the copy
         try:
             r = obstore.put(self._inner, path, data, mode=mode, use_multipart=False)
             return ObjectVersion(r.get("e_tag"), r.get("version"))

@@ -553,3 +553,21 @@ def test_flush_and_evict_drops_a_local_file_from_the_page_cache(tmp_path: Path) 
     for bad in ("../outside", "/etc/passwd", "a//b"):
         with pytest.raises(InvalidArgument):
             store.flush_and_evict([bad])
+
+
+@pytest.mark.parametrize("method", ["put", "put_if_absent"])
+def test_a_written_buffer_reused_by_the_caller_does_not_change_the_stored_object(
+    store: ObjectStore, method: str
+) -> None:
+    """Writers hand the store reusable scratch buffers (a bytearray or a memoryview of one: the
+    bulk SST encoder does). Once a write returns, the object must hold the bytes it was given,
+    whatever the caller then does with its buffer; the memory store used to keep a reference to
+    the caller's buffer, so the next SST encoded into it silently rewrote an acknowledged one."""
+    scratch = bytearray(b"first SST bytes")
+    getattr(store, method)("staged/a.sst", memoryview(scratch))
+    scratch[:] = b"the next SST..."
+    assert store.get("staged/a.sst").data == b"first SST bytes"
+    other = bytearray(b"second")
+    getattr(store, method)("staged/b.sst", other)
+    other[:] = b"XXXXXX"
+    assert store.get("staged/b.sst").data == b"second"

@@ -25,8 +25,9 @@ from slatedb_core.store.objectstore import ObjectStore
 def create_sst(store: ObjectStore, path: str, data: bytes | memoryview) -> None:
     """Create ``path`` holding ``data`` if absent; the same bytes already there are ours.
 
-    ``data`` may be a memoryview (an encoder's scratch buffer): every store hands it to obstore,
-    which takes any buffer, so no copy is made.
+    ``data`` may be a memoryview (an encoder's scratch buffer): every store takes any buffer
+    (obstore does; the memory store copies a mutable one, since it would keep it), so the caller
+    need not copy it into bytes first.
     """
     try:
         store.put_if_absent(path, data)  # type: ignore[arg-type]  # any buffer: see above

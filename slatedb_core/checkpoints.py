@@ -6,7 +6,8 @@ Checkpoint", "Writers", "Readers"; docs/manifest-and-fencing.md):
   on a database that is not open here (:func:`create_checkpoint` and the others below); the open
   ``Db`` uses :func:`checkpoint_change` directly, so that the rules live in one place whether or
   not the checkpoint is committed together with other manifest edits;
-* the writer's checkpoint, moved by every commit of the writer (:func:`writer_checkpoint`);
+* the writer's checkpoint, moved by every commit of the writer (:func:`writer_checkpoint`) and
+  dropped when the database is destroyed (:func:`without_writer_checkpoints`);
 * a MANAGED reader's pins: :func:`pin_change`, :func:`extend_pins_change`,
   :func:`drop_pins_change` (and :func:`check_live`, what a pin requires of the database);
 * the garbage collector's removal of expired checkpoints (:func:`expire_change`).
@@ -221,6 +222,13 @@ def writer_checkpoint_change(epoch: int) -> Callable[[Manifest, int], Manifest]:
         return writer_checkpoint(m, next_id, epoch)
 
     return change
+
+
+def without_writer_checkpoints(m: Manifest) -> Manifest:
+    """``m`` without any writer's checkpoint: a destroyed database has no writer to pin for
+    (SlateDB RFC 0004, "Deleting a Database"; user checkpoints stay and block a hard destroy)."""
+    keep = tuple(c for c in m.checkpoints if c.writer_epoch is None)
+    return m if len(keep) == len(m.checkpoints) else dataclasses.replace(m, checkpoints=keep)
 
 
 # ---- a MANAGED reader's pins (for ManifestStore.update_at) ------------------------------------

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from slatedb_core.checkpoints import without_writer_checkpoints
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
@@ -118,8 +119,7 @@ def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
     def change(m: Manifest) -> Manifest | None:
         if m.destroyed_at_s is not None:
             return None
-        keep = tuple(c for c in m.checkpoints if c.writer_epoch is None)
-        return dataclasses.replace(m, checkpoints=keep, destroyed_at_s=int(now()))
+        return dataclasses.replace(without_writer_checkpoints(m), destroyed_at_s=int(now()))
 
     return change
 

@@ -1,4 +1,4 @@
-"""Adversarial review of the issue 19 commits (1351034, 0fe1a63, d6f00c7): each test is a
+"""Adversarial review of the RELIABILITY.md commits (1351034, 0fe1a63, d6f00c7): each test is a
 deterministic scenario (FaultyStore pause points) that failed on the code it was written against
 and passes since the fixes that followed (a tombstone for every destroyed database, bases that
 carry their nonce, compactions and flushes that recognise their own landed commit)."""

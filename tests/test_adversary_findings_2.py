@@ -1,4 +1,4 @@
-"""Second adversarial review (issue 19, commits 75d9b85..c37bcdc): each test is a deterministic
+"""Second adversarial review (RELIABILITY.md, commits 75d9b85..c37bcdc): each test is a deterministic
 scenario (FaultyStore pause points) that failed on the code it was written against (c37bcdc) and
 passes since the fixes that followed (a destroyed destination releases the final checkpoints its
 stalled creator committed; the reader's WAL hole check ignores ids behind the replay point)."""

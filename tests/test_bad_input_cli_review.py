@@ -1,4 +1,4 @@
-"""The ``slatedb`` CLI cases of issue 19 (items 15, 17, 18), in the style of
+"""The ``slatedb`` CLI cases of RELIABILITY.md (items 15, 17, 18), in the style of
 ``test_bad_input_cli``: exit 1 with ``error: <Type>: ...`` on stderr for a typed error, exit 2 for
 what click rejects, never a traceback, and the store untouched.
 

@@ -1,4 +1,4 @@
-"""Bad input found by the review of issue 19 (items 14-17): a typed error naming the field or
+"""Bad input found by the review of RELIABILITY.md (items 14-17): a typed error naming the field or
 argument, and the store byte-for-byte as it was (the harness of ``test_bad_input``).
 
 * 14: wrong types in options and arguments used to escape as raw TypeError/AttributeError/

@@ -89,6 +89,6 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     code, out = _run(tmp_path, "orders", "gc", "--min-age", "-5m")
     assert code == 2
     code, out = _run(tmp_path, "nothing-here", "gc", "--min-age", "0s")
-    # like `compact`, a missing database is DatabaseNotFound, exit 1 (issue 19 item 18)
+    # like `compact`, a missing database is DatabaseNotFound, exit 1 (RELIABILITY.md, review finding 18)
     assert code == 1 and "error: DatabaseNotFound: " in out
     assert not (tmp_path / "nothing-here").exists()

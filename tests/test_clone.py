@@ -1,4 +1,4 @@
-"""Clones (seed 003 "Clones"): content, isolation, nesting, projection, and re-runs after a crash
+"""Clones (SlateDB RFC 0004, "Clones"): content, isolation, nesting, projection, and re-runs after a crash
 at every step."""
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ def test_projected_clone_serves_only_its_range(store: ObjectStore) -> None:
                 assert rng.contains(s.info.first_key) and rng.contains(s.info.last_key)
     options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
     with DbReader.open("shard", store, options=options) as reader:
-        for outside in (key(1), key(65)):  # seed 003: reads wholly outside the range fail
+        for outside in (key(1), key(65)):  # SlateDB RFC 0004: reads wholly outside the range fail
             with pytest.raises(InvalidArgument):
                 reader.get(outside)
         assert reader.get(key(10)) == expected[key(10)]

@@ -1,4 +1,4 @@
-"""Db destroy (seed 003 "Deleting a Database"): soft and hard, and what GC does afterwards."""
+"""Db destroy (SlateDB RFC 0004, "Deleting a Database"): soft and hard, and what GC does afterwards."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def test_hard_destroy_is_refused_with_an_active_checkpoint(store: ObjectStore) -
     destroy("db", store, soft=False)  # the (never expiring) writer checkpoint does not block
     assert_tombstone(store, "db")
     assert outside(store, "db") == others
-    with pytest.raises(DatabaseDestroyed):  # the tombstone remembers (item 1 of issue 19)
+    with pytest.raises(DatabaseDestroyed):  # the tombstone remembers (item 1 of RELIABILITY.md)
         create_checkpoint("db", store)
     with pytest.raises((DatabaseNotFound, DatabaseDestroyed)):
         create_clone("c", "db", store)

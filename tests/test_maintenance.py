@@ -1,4 +1,4 @@
-"""Issue 4's end-to-end scenario: a writer, a compactor and GC with min_age 0 all running, while
+"""The end-to-end scenario: a writer, a compactor and GC with min_age 0 all running, while
 readers on checkpoints keep reading exactly their snapshot."""
 
 from __future__ import annotations

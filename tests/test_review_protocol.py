@@ -1,6 +1,6 @@
-"""Issue 19, items 1-6 and 11: the holes an outside review found in destroy, GC at ``min_age`` 0,
-commits behind the boundary, nested databases, recovery, and manifest formats. Each test failed
-on b693a53 (see RELIABILITY.md)."""
+"""Review findings 1-6 and 11 (RELIABILITY.md): the holes an outside review found in destroy, GC
+at ``min_age`` 0, commits behind the boundary, nested databases, recovery, and manifest formats.
+Each test failed on b693a53 (see RELIABILITY.md)."""
 
 from __future__ import annotations
 

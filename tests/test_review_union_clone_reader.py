@@ -1,4 +1,4 @@
-"""Issue 19, items 9, 10 and 13 (seed 003 "Clones", "Projection", "Union"):
+"""RELIABILITY.md, review findings 9, 10 and 13 (SlateDB RFC 0004, "Clones", "Projection", "Union"):
 
 * 9: ``create_union`` refuses a destination that holds another database (an ordinary one whose
   manifest 1 GC collected, a clone of something else, a union of other sources), and still

@@ -118,7 +118,7 @@ def test_db_write_fence_reopen_read_compact_gc(store: ObjectStore) -> None:
         second.put(b"after-fence", b"ok")
         second.close()
     finally:
-        with contextlib.suppress(Fenced):  # a fenced writer's close reports it (issue 19 item 8)
+        with contextlib.suppress(Fenced):  # a fenced writer's close reports it (review finding 8)
             db.close()
 
     stats = run_compaction_once("db", store, CompactorOptions(l0_trigger=2))

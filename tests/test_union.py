@@ -1,4 +1,4 @@
-"""Union of databases (seed 003 "Manifest Projection and Union"): shards made by projected clones
+"""Union of databases (SlateDB RFC 0004, "Manifest Projection and Union"): shards made by projected clones
 merge back into one database, with the same re-run guarantees as a clone."""
 
 from __future__ import annotations

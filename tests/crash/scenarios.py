@@ -293,7 +293,7 @@ def op_open_parallel(proc: Process, state: State) -> None:
 
 def op_put_parallel(proc: Process, state: State) -> None:
     """Four durable writes, each in its own WAL SST, up to four of them in flight at once and
-    landing in any order; each is acknowledged as its own SST lands (seed 001)."""
+    landing in any order; each is acknowledged as its own SST lands (SlateDB RFC 0001)."""
     db = proc.dbs[0]
     m = state.model
     lock = threading.Lock()

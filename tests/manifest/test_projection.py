@@ -1,4 +1,4 @@
-"""Projection and union of manifests (seed 003): pure functions, so every case is built by hand."""
+"""Projection and union of manifests (SlateDB RFC 0004): pure functions, so every case is built by hand."""
 
 from __future__ import annotations
 

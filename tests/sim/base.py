@@ -57,7 +57,7 @@ VALID_INPUT = frozenset({
     "reader_open", "flush", "flush_memtable", "put", "put_durable", "delete", "transfer",
 })
 """Steps the schedule only ever gives valid input: ``InvalidArgument`` from one of them is an
-engine bug (issue 19 item 3: a bulk ingest whose commit GC passed re-applied it on a manifest
+engine bug (RELIABILITY.md, review finding 3: a bulk ingest whose commit GC passed re-applied it on a manifest
 that already listed its SST, and raised ``manifest lists SST ... twice``)."""
 
 
@@ -133,7 +133,7 @@ class SimBase:
             l0_max_ssts=100_000,
             block_size=512,
             block_cache_bytes=1 << 20,
-            # seed 001's parallel WAL writes; its own generator, so the rest of a schedule stays
+            # SlateDB RFC 0001's parallel WAL writes; its own generator, so the rest of a schedule stays
             # what it was before this knob existed
             max_parallel_writes=random.Random(seed * 7919 + 13).choice((1, 1, 2, 4)),
         )
@@ -176,7 +176,7 @@ class SimBase:
     def judge_outcome(self, step: str, out: Outcome, thread: str, since: int) -> None:
         """Rules about any operation's outcome: no ``InvalidArgument`` for valid input, and no
         success for an operation that committed into the emptied path of a destroyed database
-        (issue 19 item 1: a stalled writer brought it back to life)."""
+        (RELIABILITY.md, review finding 1: a stalled writer brought it back to life)."""
         base = step.removeprefix("stalled_")
         if isinstance(out.error, InvalidArgument) and base in VALID_INPUT:
             raise InvariantViolation(
@@ -338,7 +338,7 @@ class SimBase:
         self.figures.checks += 1
         if dangling:
             # No tolerance, not even for a moment: a checkpoint taken then keeps the missing
-            # SST forever (issue 19 item 2; GC commits a barrier before it deletes anything).
+            # SST forever (RELIABILITY.md, review finding 2; GC commits a barrier before it deletes anything).
             raise InvariantViolation("; ".join(dangling))
         if self.destroyed:
             self._check_not_resurrected()
@@ -370,7 +370,7 @@ class SimBase:
         self.model.check_durable(state, where)
 
     def _check_not_resurrected(self) -> None:
-        """While the database is destroyed, no fresh reader opens it (issue 19 item 1). Which
+        """While the database is destroyed, no fresh reader opens it (RELIABILITY.md, review finding 1). Which
         error it raises is judged at the end, once every stalled operation has finished."""
         opts = DbReaderOptions(manifest_poll_interval=LONG, mode=ReaderMode.FOLLOW_LATEST)
         try:

@@ -45,7 +45,7 @@ class CloneSteps(StallSteps):
 
     def _clone_state(self, path: str, rng: KeyRange | None = None) -> dict[bytes, bytes | None]:
         """The keys inside ``rng`` as the clone holds them; a key outside reads as absent or
-        raises InvalidArgument (seed 003: reads outside a projection fail), never a value."""
+        raises InvalidArgument (SlateDB RFC 0004: reads outside a projection fail), never a value."""
         rng = rng or KeyRange()
         inside = [k for k in m.ALL_KEYS if rng.contains(k)]
         opts = DbReaderOptions(manifest_poll_interval=LONG, mode=ReaderMode.FOLLOW_LATEST)

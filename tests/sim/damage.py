@@ -1,4 +1,4 @@
-"""Objects damaged at rest between two writer runs (issue 19 items 5, 6 and 7), in schedules
+"""Objects damaged at rest between two writer runs (RELIABILITY.md, review findings 5, 6 and 7), in schedules
 whose :class:`~tests.sim.state.Profile` says so.
 
 Every stalled operation finishes and every writer stops (crashes or closes), zombies too; then
@@ -15,7 +15,7 @@ Only damage that some engine could tell from a legal state is done, since an und
 loss would fail any engine: the latest manifest is never deleted (the one before it would
 pass for the latest), and a WAL SST is deleted only if it is at least ``max_parallel_writes``
 ids below the highest one present (a hole closer to the top may be a write the last writer had
-in flight when it died, seed 001 "Parallel Writes"). Anything can be corrupted: every object
+in flight when it died, SlateDB RFC 0001, "Parallel Writes"). Anything can be corrupted: every object
 carries CRCs.
 """
 

@@ -1,4 +1,4 @@
-"""Destroying the database in the middle of a schedule (issue 19 item 1), in schedules whose
+"""Destroying the database in the middle of a schedule (RELIABILITY.md, review finding 1), in schedules whose
 :class:`~tests.sim.state.Profile` says so: soft destroy (then GC at ``db_delete_grace`` 0
 collects it once its checkpoints are gone) or hard destroy, while writers, compactors and GC
 passes may be stalled anywhere, e.g. a durable put before its WAL create or between the create
@@ -124,7 +124,7 @@ class DestroySteps(CloneSteps):
         self.check_stays_destroyed(DB)
 
     def check_stays_destroyed(self, path: str) -> None:
-        """Opening a destroyed and collected path raises DatabaseDestroyed (issue 19 item 1:
+        """Opening a destroyed and collected path raises DatabaseDestroyed (RELIABILITY.md, review finding 1:
         not DatabaseNotFound, and never a new or resurrected database)."""
         opts = DbReaderOptions(manifest_poll_interval=LONG, mode=ReaderMode.FOLLOW_LATEST)
         openers: dict[str, Callable[[], SimDb | DbReader]] = {

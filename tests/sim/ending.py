@@ -173,7 +173,7 @@ class EndingSteps(DamageSteps):
                     raise
                 self.outcome("hard_destroy", e)
                 continue
-            # the gc/*.boundary files stay, as the tombstone (issue 19 item 1)
+            # the gc/*.boundary files stay, as the tombstone (RELIABILITY.md, review finding 1)
             left = [p for p in self.rec.paths_under(name) if not BOUNDARY.match(p)]
             if left:
                 raise InvariantViolation(f"hard destroy of {name} left {left[:5]}")

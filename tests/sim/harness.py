@@ -7,10 +7,10 @@ Actors (one module each, chained as mixins on :class:`~tests.sim.base.SimBase`):
 * :mod:`~tests.sim.maintenance`: a compactor that restarts, GC with ``min_age`` 0, checkpoint
   creators and deleters, readers on checkpoints and following the latest state;
 * :mod:`~tests.sim.stalls`: any of those operations parked at a chosen store request (half of
-  the time one of the races of issue 19) and resumed later, possibly up to a second pause point;
+  the time one of the races of RELIABILITY.md) and resumed later, possibly up to a second pause point;
 * :mod:`~tests.sim.clones`: clones (whole and projected), unions of projected clones;
 * :mod:`~tests.sim.destroy_actors`: soft or hard destroy of the database mid-schedule, GC at grace
-  0, with operations stalled through it (issue 19 item 1);
+  0, with operations stalled through it (RELIABILITY.md, review finding 1);
 * :mod:`~tests.sim.damage`: objects deleted or corrupted at rest between writer runs (items 5-7);
 * :mod:`~tests.sim.ending`: the end of a schedule.
 

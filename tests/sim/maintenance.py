@@ -117,7 +117,7 @@ class MaintenanceSteps(WriterSteps):
 
     def _checkpoint_deleted(self, c: CheckpointRec, out: Outcome) -> None:
         """Only a delete can remove one of our checkpoints (the clock never moves, so none
-        expires): its only delete must not report it missing. (Issue 19 item 3: a delete
+        expires): its only delete must not report it missing. (RELIABILITY.md, review finding 3: a delete
         whose commit GC passed before its committer checked re-applied itself on a manifest that
         already lacked the checkpoint, and raised CheckpointNotFound though it had committed.)"""
         if out.error is None:

@@ -58,7 +58,7 @@ class DbRecord:
     """The largest ``max_parallel_writes`` any committed manifest of it held."""
     collected_at: int | None = None
     """Event number at which the last manifest of the destroyed database was deleted (by GC or
-    hard destroy): from then on nothing may be committed there again (issue 19 item 1)."""
+    hard destroy): from then on nothing may be committed there again (RELIABILITY.md, review finding 1)."""
 
 
 class RecordingStore(ObjectStore):
@@ -194,7 +194,7 @@ class RecordingStore(ObjectStore):
                 self._violate(f"deleted {path} (time {ms}) ahead of the compacted boundary {limit}")
             return
         # Never, not even when the database is destroyed: the boundaries are what keeps a stale
-        # writer from committing into the emptied path (seed 004; issue 19 item 1).
+        # writer from committing into the emptied path (SlateDB RFC 0026; RELIABILITY.md, review finding 1).
         if BOUNDARY.match(path) is not None:
             self._violate(f"deleted boundary file {path}")
 
@@ -253,7 +253,7 @@ class RecordingStore(ObjectStore):
         """Sequenced objects of ``db`` that ``thread`` created (and with ``reads``, boundary files
         it read) after event ``since`` and after the destroyed database was collected: an
         operation that did either has run into the collected path, and may acknowledge nothing
-        (issue 19 item 1; its check must find the tombstone)."""
+        (RELIABILITY.md, review finding 1; its check must find the tombstone)."""
         with self._lock:
             at = self._db(db).collected_at
             if at is None:
@@ -312,8 +312,9 @@ class RecordingStore(ObjectStore):
 
     def dangling(self, db: str) -> list[str]:
         """What the latest manifest of ``db``, and every manifest a checkpoint in it pins, names
-        but the store does not hold: an SST, or a pinned manifest (issue 19 item 2: a commit that
-        named an SST a GC pass had already deleted). Damaged objects are left out."""
+        but the store does not hold: an SST, or a pinned manifest (review finding 2 of
+        RELIABILITY.md: a commit that named an SST a GC pass had already deleted). Damaged objects
+        are left out."""
         with self._lock:
             if self._db(db).destroyed:
                 return []
@@ -435,7 +436,7 @@ class RecordingStore(ObjectStore):
 
 
 def duplicates(manifest: Manifest) -> list[str]:
-    """Checkpoints and SSTs ``manifest`` lists more than once: a change applied twice (issue 19
+    """Checkpoints and SSTs ``manifest`` lists more than once: a change applied twice (RELIABILITY.md
     item 3: a committer that re-applied its change after GC passed its create). The codec refuses
     them since; this judges what reached the store."""
     out = []

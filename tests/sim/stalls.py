@@ -4,7 +4,7 @@ compaction pass or a GC pass, parked at a chosen store request while other actor
 later, possibly only up to a second pause point where it parks again.
 
 Half of the pause points are drawn at random over every namespace; the other half are the
-moments issue 19 found unguarded (:data:`RACES`): between an SST's upload and the manifest
+moments RELIABILITY.md found unguarded (:data:`RACES`): between an SST's upload and the manifest
 commit that names it, between a sequenced create and its boundary check, between a WAL create
 and its check, and before a WAL create. With GC at ``min_age`` 0 and commits by other actors
 in between, those are where a commit can name a deleted SST (item 2), be passed by the boundary
@@ -47,7 +47,7 @@ NEXT = {
 }
 """Where a resumed operation parked at a race may park next: the moments after it in a commit
 (an SST is named by a manifest create, which is checked against the manifest boundary; before
-issue 19 the SST was checked against the compacted boundary only after that)."""
+RELIABILITY.md the SST was checked against the compacted boundary only after that)."""
 
 WRITER_OPS = ("flush", "flush_memtable", "checkpoint", "put_durable", "bulk_ingest")
 RACE_OPS = ("flush_memtable", "bulk_ingest", "checkpoint", "checkpoint_admin",
@@ -192,8 +192,8 @@ class StallSteps(MaintenanceSteps):
                     cdone, "stalled_checkpoint_admin")
 
     def _stall_managed_reader(self, pause: tuple[str, str, str]) -> None:
-        """A managed reader's open commits its own checkpoint (issue 19 item 3: re-applied after
-        GC passed the commit, it left two checkpoints with one id)."""
+        """A managed reader's open commits its own checkpoint (review finding 3 of RELIABILITY.md:
+        re-applied after GC passed the commit, it left two checkpoints with one id)."""
         opts = DbReaderOptions(manifest_poll_interval=LONG, checkpoint_lifetime=None,
                                mode=ReaderMode.MANAGED)
 

@@ -108,7 +108,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Profile:
-    """Which of the issue-19 actors a schedule runs (each schedule draws its own, from a generator
+    """Which of the review actors a schedule runs (each schedule draws its own, from a generator
     of its own so that :class:`Config` stays what the seed gave it before they existed).
 
     ``destroy``: the database is destroyed mid-schedule (soft, then GC at grace 0; or hard) while

@@ -1,4 +1,4 @@
-"""The judges added for issue 19 can fail: each is fed the state or outcome it exists to catch.
+"""The judges added for RELIABILITY.md can fail: each is fed the state or outcome it exists to catch.
 (:mod:`tests.sim.test_review_seeds` has the schedules that caught the engine with them.)"""
 
 from __future__ import annotations

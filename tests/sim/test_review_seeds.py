@@ -1,5 +1,5 @@
 """Schedules in which the simulation found, by itself, the holes an outside review found in
-issue 19 (items 1, 2, 3, 5 and 7; 8 on the way), pinned so CI replays them. Each failed on b693a53
+RELIABILITY.md (items 1, 2, 3, 5 and 7; 8 on the way), pinned so CI replays them. Each failed on b693a53
 with the message quoted (``python -m tests.sim.run --seed N`` replays it with its trace) and
 passes with the fixes. Each test also checks that the schedule still does what found the hole, so
 that a change of the harness that reshuffles schedules shows here instead of silently pinning

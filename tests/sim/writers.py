@@ -257,7 +257,7 @@ class WriterSteps(SimBase):
         failed_before = db._error
         out = self.attempt(step, db.close)
         if out.error is None and failed_before is not None:
-            # issue 19 item 8: a fenced writer's close dropped its buffered writes silently
+            # RELIABILITY.md, review finding 8: a fenced writer's close dropped its buffered writes silently
             raise InvariantViolation(
                 f"close of w{w.id} returned normally though the writer had failed "
                 f"({failed_before!r}): what it buffered was dropped without a word"

@@ -1,4 +1,4 @@
-"""Two-phase CAS (seed 001 pattern 5) over a store without conditional writes.
+"""Two-phase CAS (SlateDB RFC 0001 pattern 5) over a store without conditional writes.
 
 The ``txn`` fixture is a real SQLite file or a real PostgreSQL database (a throwaway cluster on
 127.0.0.1); the object store is memory behind :class:`NoConditionalWrites`, which ignores
@@ -429,7 +429,7 @@ def _replay_after(m: object, wal_id: int) -> object:
 
 
 def test_gc_deletes_intents_the_collector_could_not(tp: TwoPhaseStore) -> None:
-    """Seed 001 rules: records of dead manifests go even if their objects' deletes were lost."""
+    """SlateDB RFC 0001 rules: records of dead manifests go even if their objects' deletes were lost."""
     ms = new_db(tp)
     commit(ms, 4)  # 1..5
     for i in (1, 2):
@@ -474,7 +474,7 @@ def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     second = Db.open("db", tp, opts)
     with pytest.raises(Fenced):
         first.put(b"late", b"x")
-    with pytest.raises(Fenced):  # a fenced writer's close() says so (issue 19 item 8)
+    with pytest.raises(Fenced):  # a fenced writer's close() says so (RELIABILITY.md, review finding 8)
         first.close()
     second.put(b"k00", b"second")
     second.flush_memtable()

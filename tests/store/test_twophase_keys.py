@@ -1,6 +1,6 @@
-"""Issue 19 item 12: two-phase CAS rows are keyed by the absolute location of the object, so
+"""RELIABILITY.md, review finding 12: two-phase CAS rows are keyed by the absolute location of the object, so
 stores opened with different URLs over one object store and one transactional store never let
-two writers win one object (seed 001 pattern 5: "destination unique"). Also: equivalent URLs,
+two writers win one object (SlateDB RFC 0001 pattern 5: "destination unique"). Also: equivalent URLs,
 rows stored under the old (store URL, relative path) keys, and GC under a prefixed store.
 
 The object stores are real local directories (and memory) behind :class:`NoConditionalWrites`,
@@ -193,7 +193,7 @@ def test_boundary_cells_are_shared_by_both_urls(lake: Path, txn: TxnStore) -> No
 
 # ---- GC under a prefixed store -------------------------------------------------------------------
 def test_gc_deletes_the_records_of_a_prefixed_store(lake: Path, txn: TxnStore) -> None:
-    """Seed 001 "Transactional Store Deletion" through a store with a prefix: the records of
+    """SlateDB RFC 0001, "Transactional Store Deletion" through a store with a prefix: the records of
     dead manifests go (even where the objects were deleted behind the wrapper's back), orphaned
     temporaries too, and the live manifest keeps its record."""
     prod = two_phase((lake / "prod").as_uri(), txn)

@@ -56,10 +56,10 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/reader_bench.py
 
 ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset)
-	mkdir -p $(CURDIR)/$(DEMO_DIR)/dagster-home
-	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
+	mkdir -p $(CURDIR)/$(DEMO_DIR)/dagster_home
+	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/python -m devtools.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize
-	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster-home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
+	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 screenshot: $(STAMP) ## Retake docs/img/asset_graph.png: sample data, dagster dev, headless Chromium (OUT=...)

@@ -18,7 +18,10 @@ A sharded table at ``<table>`` (docs/projection-and-union.md)::
     <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/<run>-<shard_id>-<part>.sst
                                           SSTs a batch ingest run staged (slatedb_core.table.ingest)
     <table>/_ingest/<job>/{shard_id:010}.done  done markers: the job committed that shard
-    <table>/snapshots/{name}.snapshot     named table snapshots (slatedb_core.table.snapshot)
+    <table>/snapshots/<name>/record/{id:020}.snapshot
+                                          the record of a named table snapshot, sequenced like
+                                          the manifest (slatedb_core.table.named_snapshots)
+    <table>/snapshots/<name>/gc/record.boundary  its GC boundary
 
 Names are ``/``-separated and relative to the store's root; :func:`join` builds them.
 """
@@ -59,7 +62,8 @@ INGEST_DIR = "_ingest"
 INGEST_STAGED_DIR = "staged"
 INGEST_DONE_SUFFIX = ".done"
 SNAPSHOTS_DIR = "snapshots"
-SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_RECORD_DIR = "record"
+SNAPSHOT_SUFFIX = "snapshot"
 
 
 def join(*parts: str) -> str:
@@ -149,6 +153,16 @@ def snapshot_dir(table_path: str) -> str:
     return join(table_path, SNAPSHOTS_DIR)
 
 
-def snapshot_record_path(table_path: str, name: str) -> str:
-    """The record of the table's snapshot named ``name``."""
-    return join(table_path, SNAPSHOTS_DIR, name + SNAPSHOT_SUFFIX)
+def snapshot_name_dir(table_path: str, name: str) -> str:
+    """Everything of the table's snapshot named ``name``: its record's versions (namespace
+    :data:`SNAPSHOT_RECORD_DIR`, suffix :data:`SNAPSHOT_SUFFIX`) and their GC boundary."""
+    return join(table_path, SNAPSHOTS_DIR, name)
+
+
+def snapshot_record_path(table_path: str, name: str, record_id: int) -> str:
+    """Version ``record_id`` of the record of the table's snapshot named ``name``."""
+    return join(
+        snapshot_name_dir(table_path, name),
+        SNAPSHOT_RECORD_DIR,
+        sequenced_name(record_id, SNAPSHOT_SUFFIX),
+    )

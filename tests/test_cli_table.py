@@ -123,7 +123,9 @@ def test_gc_deletes_old_maps_and_ingest_leftovers(tmp_path: Path) -> None:
     store.put_if_absent("t/_ingest/job/0000000001.done", b"{}")
     code, out, err = run(url, "gc", "--json")  # defaults: nothing is old enough
     assert code == 0, err
-    assert json.loads(out) == {"shard_maps": 0, "ingest_objects": 0, "ingest_bytes": 0}
+    assert json.loads(out) == {
+        "shard_maps": 0, "ingest_objects": 0, "ingest_bytes": 0, "snapshot_records": 0
+    }
     code, out, err = run(url, "gc", "--min-age", "0s", "--ingest-min-age", "0s")
     assert code == 0, err
     assert "deleted 2 shard-map version(s), 1 ingest leftover(s) (2 bytes)" in out  # split: 2

@@ -1,5 +1,6 @@
 """Table snapshots taken under a name: found again by name, replaced without leaking checkpoints
-(one after another, concurrently, after an ambiguous write), refreshed and released."""
+(one after another, concurrently, after an ambiguous write), refreshed, released, and their
+record's old versions collected."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ import json
 import random
 import threading
 import time
+import types
 import uuid
 from datetime import timedelta
 
 import pytest
 
+import slatedb_core.table.named_snapshots as named_mod
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints
 from slatedb_core.errors import CheckpointNotFound, CorruptionError, InvalidArgument
 from slatedb_core.layout import snapshot_record_path
+from slatedb_core.meta.envelope import seal
 from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions, TableSnapshot
-from slatedb_core.table.snapshot import SWEEP_MIN_AGE, snapshot_checkpoint_name
+from slatedb_core.table.named_snapshots import SWEEP_MIN_AGE, TAKE_MAX_AGE
+from slatedb_core.table.snapshot import snapshot_checkpoint_name, take_snapshot
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
@@ -123,7 +128,8 @@ def test_a_taker_that_read_a_stale_record_releases_the_one_it_replaces(mem: Obje
     with Table.create("t", mem, [b"m"], OPTS) as b:
         put_rows(b, {b"a": b"1"})
         b.snapshot(None, name=NAME)
-        pause = faulty.pause("a-read", "get", snapshot_record_path("t", NAME), when="after")
+        # A reads version 1 of the record (B's first snapshot) and stalls; B commits version 2
+        pause = faulty.pause("a-read", "get", snapshot_record_path("t", NAME, 1), when="after")
         with Table.open("t", faulty, OPTS) as a:
             th = threading.Thread(target=lambda: a.snapshot(None, name=NAME))
             th.start()
@@ -141,7 +147,7 @@ def test_a_record_write_that_landed_but_reported_failure_is_settled(mem: ObjectS
     with Table.create("t", faulty, [b"m"], OPTS) as t:
         put_rows(t, {b"a": b"1"})
         first = t.snapshot(None, name=NAME)
-        faulty.fail_next("put_if_match", "t/snapshots/*", after_effect=True)
+        faulty.fail_next("put_if_absent", "t/snapshots/*", after_effect=True)
         second = t.snapshot(None, name=NAME)
         assert t.named_snapshot(NAME) == second
         shards = [s.db_path for s in t.shards]
@@ -152,16 +158,16 @@ def test_a_record_write_that_landed_but_reported_failure_is_settled(mem: ObjectS
 def test_a_landed_write_replaced_before_its_retry_does_not_leave_a_dead_record(
     mem: ObjectStore,
 ) -> None:
-    """Taker A's record write lands but reports failure; before A re-reads, taker B replaces A's
-    record (releasing A's checkpoints). A's retry then wins the name: it must not hold A's
-    released checkpoints."""
+    """Taker A's create of record version 2 lands but reports failure; before A reads it back,
+    taker B builds version 3 on it (releasing A's checkpoints). A settles its create as landed
+    and superseded: the name must hold B's live snapshot and no other checkpoint."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
         put_rows(b, {b"a": b"1", b"x": b"2"})
         b.snapshot(None, name=NAME)
-        record = snapshot_record_path("t", NAME)
-        pause = faulty.pause("a-landed", "put_if_match", record, when="after")
-        faulty.fail_next("put_if_match", record, after_effect=True)
+        record = snapshot_record_path("t", NAME, 2)
+        pause = faulty.pause("a-landed", "put_if_absent", record, when="after")
+        faulty.fail_next("put_if_absent", record, after_effect=True)
         result: list[TableSnapshot] = []
         with Table.open("t", faulty, OPTS) as a:
             th = threading.Thread(target=lambda: result.append(a.snapshot(None, name=NAME)))
@@ -171,7 +177,7 @@ def test_a_landed_write_replaced_before_its_retry_does_not_leave_a_dead_record(
             pause.release()
             th.join()
         final = b.named_snapshot(NAME)
-        assert final is not None and result == [final]
+        assert final is not None and len(result) == 1
         shards = [s.db_path for s in b.shards]
         assert named_checkpoints(mem, b, shards) == set(final.checkpoints)
         with Table.open("t", mem, OPTS, snapshot=final) as view:
@@ -189,6 +195,40 @@ def test_leftovers_of_a_taker_that_died_are_swept_once_old(mem: ObjectStore) -> 
         snap = t.snapshot(None, name=NAME)
         left = named_checkpoints(mem, t, [s.db_path for s in t.shards])
         assert dead not in left and young in left and set(snap.checkpoints) <= left
+
+
+def test_a_taker_whose_record_lands_late_takes_again(
+    mem: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A taker whose record version lands TAKE_MAX_AGE after it began may hold checkpoints a
+    sweep took for a dead taker's (one that read the record before it landed): it takes again,
+    even though its checkpoints are all still there."""
+    faulty = FaultyStore(mem)
+    takes: list[object] = []
+    real_take = take_snapshot
+
+    def counting_take(*args: object, **kwargs: object) -> object:
+        takes.append(args)
+        return real_take(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(named_mod, "take_snapshot", counting_take)
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        pause = faulty.pause("stall", "get", snapshot_record_path("t", NAME, 1), when="before")
+        t.snapshot(None, name=NAME)
+        takes.clear()
+        result: list[TableSnapshot] = []
+        with Table.open("t", faulty, OPTS) as a:
+            th = threading.Thread(target=lambda: result.append(a.snapshot(None, name=NAME)))
+            th.start()
+            assert pause.wait_reached()
+            late = time.time() + TAKE_MAX_AGE.total_seconds() + 60
+            monkeypatch.setattr(named_mod, "time", types.SimpleNamespace(time=lambda: late))
+            pause.release()
+            th.join()
+        assert len(takes) == 2 and len(result) == 1
+        assert t.named_snapshot(NAME) == result[0]
+        assert named_checkpoints(mem, t, [s.db_path for s in t.shards]) == set(result[0].checkpoints)
 
 
 def test_deleting_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
@@ -242,10 +282,40 @@ def test_bad_snapshot_names_are_invalid_arguments(mem: ObjectStore, bad: object)
 def test_a_damaged_record_is_a_corruption_error(mem: ObjectStore) -> None:
     with Table.create("t", mem, [], OPTS) as t:
         t.snapshot(name=NAME)
-        path = snapshot_record_path("t", NAME)
-        mem.put(path, json.dumps({"format": 1, "nonce": "n", "snapshot": {"shards": 3}}).encode())
+        path = snapshot_record_path("t", NAME, 1)
+        good = mem.get(path).data
+        # a sound envelope (the record's own magic) around a document that is not a record
+        mem.put(path, seal(good[:4], 1, json.dumps({"snapshot": {"shards": 3}}).encode()))
         with pytest.raises(CorruptionError):
             t.named_snapshot(NAME)
-        mem.put(path, b"\xff not json")
+        mem.put(path, good[:-1] + bytes([good[-1] ^ 1]))  # a flipped bit
         with pytest.raises(CorruptionError):
             t.named_snapshot(NAME)
+        mem.put(path, b"\xff not a record")
+        with pytest.raises(CorruptionError):
+            t.named_snapshot(NAME)
+
+
+def test_collecting_garbage_deletes_old_versions_of_a_record_but_never_the_latest(
+    mem: ObjectStore,
+) -> None:
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1"})
+        for _ in range(3):
+            t.snapshot(None, name=NAME)
+        last = t.snapshot(None, name=NAME)
+        t.snapshot(None, name="gone")
+        t.delete_snapshot("gone")  # a tombstone is a latest version too: it stays
+        assert t.collect_garbage(min_age=timedelta(hours=1)).snapshot_records == 0  # too young
+        stats = t.collect_garbage(min_age=timedelta(0))
+        assert stats.snapshot_records == 3 + 1
+        records = [m.path for m in mem.list("t/snapshots/") if m.path.endswith(".snapshot")]
+        assert sorted(records) == [
+            snapshot_record_path("t", "end-of-day", 4), snapshot_record_path("t", "gone", 2)
+        ]
+        assert t.named_snapshot(NAME) == last and t.snapshot_names() == [NAME]
+        again = t.snapshot(None, name=NAME)  # the name carries on above the boundary
+        assert t.named_snapshot(NAME) == again
+        assert named_checkpoints(mem, t, [s.db_path for s in t.shards]) == set(again.checkpoints)
+        t.snapshot(None, name="gone")
+        assert t.snapshot_names() == [NAME, "gone"]

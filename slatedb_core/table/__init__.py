@@ -3,9 +3,9 @@
 
 ``from slatedb_core.table import Table, Shard, ShardMap, TableOptions, TableSnapshot``. The map
 format and its sequenced store: :mod:`.shardmap`; the table, its routing and writers:
-:mod:`.table`; reads across shards: :mod:`.reads`; split and merge: :mod:`.rescale`; snapshots,
-named or not: :mod:`.snapshot`; batch ingest (staged SSTs, the exactly-once per-shard commit):
-:mod:`.staged`, :mod:`.ingest`.
+:mod:`.table`; reads across shards: :mod:`.reads`; split and merge: :mod:`.rescale`; snapshots:
+:mod:`.snapshot`, named ones: :mod:`.named_snapshots`; batch ingest (staged SSTs, the
+exactly-once per-shard commit): :mod:`.staged`, :mod:`.ingest`.
 """
 
 from __future__ import annotations

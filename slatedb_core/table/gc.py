@@ -1,7 +1,8 @@
 """A sharded table's own garbage, besides its shard databases (collected by the database GC,
 docs/gc-and-boundaries.md): shard-map versions (:meth:`ShardMapStore.collect
-<slatedb_core.table.shardmap.ShardMapStore.collect>`) and what batch ingest jobs leave under the
-table's root (:func:`slatedb_core.table.ingest.collect_leftovers`)."""
+<slatedb_core.table.shardmap.ShardMapStore.collect>`), old versions of named snapshots' records
+(:func:`slatedb_core.table.named_snapshots.collect_snapshot_records`) and what batch ingest jobs
+leave under the table's root (:func:`slatedb_core.table.ingest.collect_leftovers`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import timedelta
 
 from slatedb_core.options import check_duration
 from slatedb_core.table.ingest import collect_leftovers
+from slatedb_core.table.named_snapshots import collect_snapshot_records
 from slatedb_core.table.shardmap import ShardMapStore
 
 __all__ = ["TableGcStats", "collect_table_garbage"]
@@ -25,19 +27,25 @@ class TableGcStats:
     ingest_objects: int = 0
     """Leftovers of ingest jobs under ``<table>/_ingest/``."""
     ingest_bytes: int = 0
+    snapshot_records: int = 0
+    """Old versions of named snapshots' records."""
 
     @property
     def deleted(self) -> int:
-        return self.shard_maps + self.ingest_objects
+        return self.shard_maps + self.ingest_objects + self.snapshot_records
 
 
 def collect_table_garbage(
     maps: ShardMapStore, min_age: timedelta, ingest_min_age: timedelta
 ) -> TableGcStats:
-    """Shard-map versions older than ``min_age`` (never the latest), behind the map's GC
-    boundary; ingest leftovers older than ``ingest_min_age`` (see ``collect_leftovers``)."""
+    """Shard-map versions and named snapshots' record versions older than ``min_age`` (never a
+    latest one), behind their GC boundaries; ingest leftovers older than ``ingest_min_age`` (see
+    ``collect_leftovers``)."""
     check_duration("min_age", min_age, allow_zero=True)
     check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
     deleted, freed = collect_leftovers(maps.store, maps.table_path, ingest_min_age)
     collected = maps.collect(min_age)
-    return TableGcStats(shard_maps=collected, ingest_objects=deleted, ingest_bytes=freed)
+    records = collect_snapshot_records(maps.store, maps.table_path, min_age)
+    return TableGcStats(
+        shard_maps=collected, ingest_objects=deleted, ingest_bytes=freed, snapshot_records=records
+    )

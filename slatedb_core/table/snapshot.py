@@ -1,6 +1,5 @@
 """Table snapshots: one checkpoint of every shard of one shard-map version, taken, refreshed and
-released together (:class:`TableSnapshot`), and named snapshots, which a table keeps a record of
-so they can be found again by name.
+released together (:class:`TableSnapshot`).
 
 Taking one (:func:`take_snapshot`): a checkpoint of each shard of the latest map, then the map is
 read again; if a rescale committed meanwhile the checkpoints are dropped and taken again on the
@@ -8,23 +7,8 @@ new map, so every checkpoint belongs to one map version. The checkpoints keep wh
 pinned (SlateDB RFC 0004, "Creating a Checkpoint"), retired shards included, until they are
 released or their lifetime ends.
 
-A named snapshot ``N`` is the record ``<table>/snapshots/N.snapshot`` (:func:`slatedb_core.layout.
-snapshot_record_path`) holding the snapshot, its checkpoints named ``table-snapshot:<table>:N``.
-(Re-)creating ``N``::
-
-    1  take     checkpoints of every shard (as above), with the lifetime asked
-    2  record   replace the record by a conditional write (put_if_match on the version read,
-                put_if_absent when there is none): creators of one name are serialised, the
-                last one wins
-    3  release  the checkpoints of the record that step 2 replaced: every record is released
-                by exactly the creator that replaced it, so re-creating a name, even from
-                several processes at once, leaks no checkpoint
-    4  sweep    checkpoints of the name that no record holds and older than SWEEP_MIN_AGE:
-                what a creator that died between 1 and 3 left (a running creator is younger)
-
-Deleting ``N`` replaces its record by a tombstone the same way, then releases and sweeps. The
-tombstone stays (a few bytes): deleting the object could erase a record a concurrent creator
-has just written, since the store has no conditional delete.
+Named snapshots, which a table records so they can be found again by name, are
+:mod:`slatedb_core.table.named_snapshots`.
 """
 
 from __future__ import annotations
@@ -32,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,47 +26,34 @@ from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint, list_
 from slatedb_core.checkpoints import refresh_checkpoint as refresh_shard_checkpoint
 from slatedb_core.errors import (
     CheckpointNotFound,
-    CommitRetriesExhausted,
-    CorruptionError,
     DatabaseDestroyed,
     DatabaseNotFound,
     InvalidArgument,
-    ObjectAlreadyExists,
-    ObjectNotFound,
-    PreconditionFailed,
     ShardMapConflict,
     SlateDBError,
-    StoreError,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import SNAPSHOT_SUFFIX, snapshot_dir, snapshot_record_path
 from slatedb_core.options import CheckpointOptions, check_instance, check_optional_duration
-from slatedb_core.store.objectstore import ObjectStore, ObjectVersion, validate_relative_path
+from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SWEEP_MIN_AGE",
     "TableSnapshot",
     "check_snapshot_name",
-    "delete_named",
-    "read_named",
+    "checkpoint_pairs",
+    "is_snapshot_name",
     "refresh_snapshot",
+    "release_checkpoints",
     "release_snapshot",
+    "same_snapshot",
     "snapshot_checkpoint_name",
-    "snapshot_names",
-    "take_named",
+    "snapshot_present",
     "take_snapshot",
 ]
 
-SWEEP_MIN_AGE = timedelta(hours=1)
-"""A checkpoint of a named snapshot that no record holds is deleted by the next (re-)creation or
-deletion of that name only once it is this old: younger, it may belong to a creator still
-running (taking checkpoints of every shard takes seconds, not an hour)."""
-
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_RECORD_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -115,6 +85,7 @@ class TableSnapshot:
                     "start": None if s.key_range.start is None else s.key_range.start.hex(),
                     "end": None if s.key_range.end is None else s.key_range.end.hex(),
                     "db": s.db_path,
+                    "sealed": s.sealed,
                     "checkpoint": str(c),
                 }
                 for s, c in zip(self.shards, self.checkpoints, strict=True)
@@ -138,6 +109,7 @@ class TableSnapshot:
                     ),
                     validate_relative_path(str(s["db"]), what="shard database path"),
                     int(s["id"]),
+                    _flag(s.get("sealed", False)),
                 )
                 for s in d["shards"]
             )
@@ -160,6 +132,25 @@ class TableSnapshot:
         except (ValueError, TypeError, RecursionError) as e:
             raise InvalidArgument(f"not a table snapshot: {type(e).__name__}: {e}") from None
         return TableSnapshot.from_dict(d)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"sealed must be true or false, got {value!r}")
+    return value
+
+
+def same_snapshot(a: TableSnapshot | None, b: TableSnapshot | None) -> bool:
+    """Whether ``a`` and ``b`` are one snapshot: the same checkpoints of the same table. (Not
+    ``==``: the shards' seal flags or a copy's name do not make it another snapshot.)"""
+    if a is None or b is None:
+        return False
+    return a.table_path == b.table_path and a.checkpoints == b.checkpoints
+
+
+def is_snapshot_name(name: str) -> bool:
+    """Whether ``name`` passes :func:`check_snapshot_name`."""
+    return _NAME.fullmatch(name) is not None
 
 
 def check_snapshot_name(name: object) -> str:
@@ -201,9 +192,9 @@ def take_snapshot(
         except (DatabaseDestroyed, DatabaseNotFound):
             pass  # a rescale retired a shard under us: the map has moved on
         except BaseException:
-            _release(store, taken)
+            release_checkpoints(store, taken)
             raise
-        _release(store, taken)
+        release_checkpoints(store, taken)
     raise ShardMapConflict(f"table {path!r}: the shard map kept changing during snapshot")
 
 
@@ -224,14 +215,14 @@ def refresh_snapshot(
 
 def release_snapshot(store: ObjectStore, snapshot: TableSnapshot) -> None:
     """Delete the snapshot's checkpoints (those already gone are skipped)."""
-    _release(store, _pairs(snapshot))
+    release_checkpoints(store, checkpoint_pairs(snapshot))
 
 
-def _pairs(snapshot: TableSnapshot) -> list[tuple[str, uuid.UUID]]:
+def checkpoint_pairs(snapshot: TableSnapshot) -> list[tuple[str, uuid.UUID]]:
     return [(s.db_path, c) for s, c in zip(snapshot.shards, snapshot.checkpoints, strict=True)]
 
 
-def _release(store: ObjectStore, pairs: Iterable[tuple[str, uuid.UUID]]) -> None:
+def release_checkpoints(store: ObjectStore, pairs: Iterable[tuple[str, uuid.UUID]]) -> None:
     for db_path, cid in pairs:
         try:
             delete_checkpoint(db_path, store, cid)
@@ -241,9 +232,9 @@ def _release(store: ObjectStore, pairs: Iterable[tuple[str, uuid.UUID]]) -> None
             log.warning("could not delete checkpoint %s of %r (it expires): %s", cid, db_path, e)
 
 
-def _present(store: ObjectStore, snapshot: TableSnapshot) -> bool:
+def snapshot_present(store: ObjectStore, snapshot: TableSnapshot) -> bool:
     """Whether every checkpoint of ``snapshot`` is still there."""
-    for db_path, cid in _pairs(snapshot):
+    for db_path, cid in checkpoint_pairs(snapshot):
         try:
             names = list_checkpoints(db_path, store, None)
         except DatabaseNotFound:
@@ -251,173 +242,3 @@ def _present(store: ObjectStore, snapshot: TableSnapshot) -> bool:
         if all(c.id != cid for c in names):
             return False
     return True
-
-
-# ---- named snapshots -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Record:
-    snapshot: TableSnapshot | None
-    """None: a tombstone (the name was deleted)."""
-    nonce: str
-    """Unique per write: tells a writer whether a write of unknown outcome landed."""
-    version: ObjectVersion | None
-
-
-_NO_RECORD = _Record(None, "", None)
-
-
-def _encode_record(snapshot: TableSnapshot | None, nonce: str) -> bytes:
-    body = {
-        "format": _RECORD_FORMAT,
-        "nonce": nonce,
-        "written_at": time.time(),
-        "snapshot": None if snapshot is None else snapshot.to_dict(),
-    }
-    return json.dumps(body).encode()
-
-
-def _read_record(store: ObjectStore, path: str) -> _Record:
-    try:
-        got = store.get(path)
-    except ObjectNotFound:
-        return _NO_RECORD
-    try:
-        body = json.loads(got.data)
-        if body.get("format") != _RECORD_FORMAT:
-            raise ValueError(f"unknown record format {body.get('format')!r}")
-        raw = body["snapshot"]
-        snapshot = None if raw is None else TableSnapshot.from_dict(raw)
-        return _Record(snapshot, str(body["nonce"]), got.version)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, InvalidArgument) as e:
-        raise CorruptionError(path, f"not a snapshot record: {e}") from None
-
-
-def read_named(store: ObjectStore, table_path: str, name: str) -> TableSnapshot | None:
-    """The snapshot last taken under ``name`` (None: none, or deleted)."""
-    path = snapshot_record_path(table_path, check_snapshot_name(name))
-    return _read_record(store, path).snapshot
-
-
-def snapshot_names(store: ObjectStore, table_path: str) -> list[str]:
-    """The names of the table's snapshots, sorted (deleted names left out)."""
-    out = []
-    for meta in store.list(snapshot_dir(table_path) + "/"):
-        file = meta.path.rsplit("/", 1)[-1]
-        name = file.removesuffix(SNAPSHOT_SUFFIX)
-        if name == file or not _NAME.fullmatch(name):
-            continue
-        if read_named(store, table_path, name) is not None:
-            out.append(name)
-    return out
-
-
-def _replace_record(
-    store: ObjectStore, path: str, new: TableSnapshot | None, attempts: int
-) -> tuple[list[TableSnapshot], bool]:
-    """Step 2: write ``new`` (None: a tombstone) over the record. Returns the snapshots to
-    release, and whether an earlier attempt may have landed and been replaced since by another
-    creator (who then released ``new``'s checkpoints: the caller checks).
-
-    A conflict or a store error leaves the attempt's outcome unknown (a store retries a request
-    whose first try landed and reports the conflict with itself); the next read settles it by
-    the write's nonce: found there, it landed on the version read before it. Whether or not
-    such an attempt landed, the version it read is not the record once a later attempt has
-    landed: the write replaced it, or another creator did and released it; so every version
-    read is released (releasing twice is harmless)."""
-    nonce = uuid.uuid4().hex
-    data = _encode_record(new, nonce)
-    read: list[TableSnapshot] = []
-    unsettled = False
-    for _ in range(attempts):
-        current = _read_record(store, path)
-        if unsettled and current.nonce == nonce:
-            return read, False  # an earlier attempt landed; nobody replaced it since
-        if current.snapshot is not None and current.snapshot not in read:
-            read.append(current.snapshot)
-        try:
-            if current.version is None:
-                store.put_if_absent(path, data)
-            else:
-                store.put_if_match(path, data, current.version)
-            return read, unsettled
-        except (ObjectAlreadyExists, PreconditionFailed, StoreError) as e:
-            if isinstance(e, StoreError) and not e.retryable:
-                raise
-            unsettled = True
-    raise CommitRetriesExhausted(f"named snapshot {path}", attempts)
-
-
-def take_named(
-    maps: ShardMapStore, lifetime: timedelta | None, name: str, attempts: int
-) -> tuple[TableSnapshot, ShardMap]:
-    """Steps 1-4: take a snapshot and make it the one ``name`` finds."""
-    check_snapshot_name(name)
-    store, path = maps.store, snapshot_record_path(maps.table_path, name)
-    for _ in range(attempts):
-        snapshot, m = take_snapshot(maps, lifetime, name, attempts)
-        try:
-            replaced, uncertain = _replace_record(store, path, snapshot, attempts)
-        except BaseException:
-            try:
-                holds = _read_record(store, path).snapshot == snapshot
-            except SlateDBError:
-                raise  # cannot tell whether the record holds them: they expire or are swept
-            if not holds:
-                release_snapshot(store, snapshot)
-            raise
-        for old in replaced:
-            release_snapshot(store, old)
-        if uncertain and not _present(store, snapshot):
-            continue  # superseded and released meanwhile: the record holds a dead snapshot
-        _sweep(maps, name, (snapshot, *replaced), time.time())
-        return snapshot, m
-    raise CommitRetriesExhausted(f"named snapshot {path}", attempts)
-
-
-def delete_named(maps: ShardMapStore, name: str, attempts: int) -> TableSnapshot | None:
-    """Delete the snapshot named ``name``: tombstone its record, release its checkpoints, sweep.
-    Returns what was deleted (None: nothing was named so)."""
-    store, path = maps.store, snapshot_record_path(maps.table_path, check_snapshot_name(name))
-    if _read_record(store, path).snapshot is None:
-        return None
-    replaced, _ = _replace_record(store, path, None, attempts)
-    for old in replaced:
-        release_snapshot(store, old)
-    _sweep(maps, name, replaced, time.time())
-    return replaced[-1] if replaced else None
-
-
-def _sweep(
-    maps: ShardMapStore, name: str, known: Iterable[TableSnapshot | None], now: float
-) -> None:
-    """Step 4, best effort (what it misses, the next one finds)."""
-    try:
-        _sweep_shards(maps, name, known, now)
-    except SlateDBError as e:
-        log.warning("table %r: sweeping leftovers of snapshot %r: %s", maps.table_path, name, e)
-
-
-def _sweep_shards(
-    maps: ShardMapStore, name: str, known: Iterable[TableSnapshot | None], now: float
-) -> None:
-    """Step 4 on every shard the latest map names (live or retired) or ``known`` covers."""
-    store, table_path = maps.store, maps.table_path
-    current = _read_record(store, snapshot_record_path(table_path, name)).snapshot
-    keep = set() if current is None else set(current.checkpoints)
-    latest = maps.read_latest()
-    paths = dict.fromkeys([*(s.db_path for s in latest.shards), *latest.retired])
-    for snap in known:
-        if snap is not None:
-            paths.update(dict.fromkeys(s.db_path for s in snap.shards))
-    cp_name = snapshot_checkpoint_name(table_path, name)
-    cutoff = now - SWEEP_MIN_AGE.total_seconds()
-    for db_path in paths:
-        try:
-            found = list_checkpoints(db_path, store, cp_name)
-        except (DatabaseNotFound, DatabaseDestroyed):
-            continue
-        old = [(db_path, c.id) for c in found if c.id not in keep and c.create_time_s <= cutoff]
-        if old:
-            log.info("table %r: deleting %d leftover checkpoint(s) of snapshot %r in %r",
-                     table_path, len(old), name, db_path)
-            _release(store, old)

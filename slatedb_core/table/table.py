@@ -3,7 +3,8 @@ leaves to "the client" ("it is the client responsibility to maintain the ranges 
 SlateDB instances and supply them to Projection and Union"; docs/projection-and-union.md).
 
 The map itself is :mod:`slatedb_core.table.shardmap`; rescaling is :mod:`slatedb_core.table.
-rescale`; reads are :mod:`slatedb_core.table.reads`; snapshots :mod:`slatedb_core.table.snapshot`.
+rescale`; reads are :mod:`slatedb_core.table.reads`; snapshots :mod:`slatedb_core.table.snapshot`
+and :mod:`slatedb_core.table.named_snapshots`.
 This module holds the table together and routes writes:
 
 * **Reads** go through one :class:`~slatedb_core.reader.reader.DbReader` per shard (see
@@ -44,6 +45,13 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, check_instance, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_table_garbage
+from slatedb_core.table.named_snapshots import (
+    delete_named,
+    read_named,
+    release_named,
+    snapshot_names,
+    take_named,
+)
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.reads import ShardReaders
 from slatedb_core.table.rescale import RescaleContext, merge, resume, split
@@ -56,12 +64,8 @@ from slatedb_core.table.shardmap import (
 )
 from slatedb_core.table.snapshot import (
     TableSnapshot,
-    delete_named,
-    read_named,
     refresh_snapshot,
     release_snapshot,
-    snapshot_names,
-    take_named,
     take_snapshot,
 )
 from slatedb_core.table.writers import open_shard_writer
@@ -257,7 +261,9 @@ class Table:
         With ``name`` (1-128 of ``[A-Za-z0-9._-]``), the snapshot is recorded under that name:
         :meth:`named_snapshot` finds it again, from any process. Taking a snapshot under a name
         already in use replaces the one it found and releases that one's checkpoints;
-        :meth:`delete_snapshot` deletes the name (see :mod:`slatedb_core.table.snapshot`)."""
+        :meth:`delete_snapshot` deletes the name (see :mod:`slatedb_core.table.named_snapshots`).
+        A snapshot that may have been swept while being recorded (its taker stalled for about
+        half an hour) is taken again; CommitRetriesExhausted if that keeps happening."""
         self._check_writable()
         attempts = self.options.map_commit_attempts
         if name is None:
@@ -288,11 +294,11 @@ class Table:
 
     def release_snapshot(self, snapshot: TableSnapshot) -> None:
         """Delete the snapshot's checkpoints (those already gone are skipped). A snapshot taken
-        under a name that still finds it also deletes the name."""
+        under a name that still finds it (the same checkpoints) also deletes the name; a newer
+        snapshot taken under that name meanwhile is left alone."""
         self._check_open()
         check_instance("snapshot", snapshot, TableSnapshot)
-        if snapshot.name is not None and self.named_snapshot(snapshot.name) == snapshot:
-            delete_named(self.maps, snapshot.name, self.options.map_commit_attempts)
+        release_named(self.maps, snapshot, self.options.map_commit_attempts)
         release_snapshot(self.store, snapshot)
 
     def delete_snapshot(self, name: str) -> TableSnapshot | None:
@@ -338,7 +344,7 @@ class Table:
         on each shard path, and on each path of ``shard_map.retired``):
 
         * shard-map versions older than ``min_age`` (never the latest), behind the map's GC
-          boundary;
+          boundary, and likewise old versions of each named snapshot's record;
         * ingest leftovers under ``<table>/_ingest/`` older than ``ingest_min_age``: SSTs a
           zombie or crashed ingest attempt staged after (or without) its run's cleanup, and the
           jobs' done markers. A marker only matters while its job can still run: it keeps a late

@@ -1,7 +1,8 @@
 """Every checkpoint edit of a manifest, in one place (SlateDB RFC 0004, "Public API", "Creating a
 Checkpoint", "Writers", "Readers"; docs/manifest-and-fencing.md):
 
-* user checkpoints: :func:`checkpoint_change`, :func:`refresh_change`, :func:`delete_change`, and
+* user checkpoints: :func:`checkpoint_change`, :func:`refresh_change`, :func:`delete_change`,
+  :func:`drop_named_change` (a table ingest's checkpoint, once its done marker is written), and
   the functions the admin API and the ``create/refresh/delete/list-checkpoints`` CLI commands run
   on a database that is not open here (:func:`create_checkpoint` and the others below); the open
   ``Db`` uses :func:`checkpoint_change` directly, so that the rules live in one place whether or
@@ -54,6 +55,8 @@ __all__ = [
     "create_checkpoint",
     "delete_change",
     "delete_checkpoint",
+    "drop_named_change",
+    "drop_named_checkpoints",
     "drop_pins_change",
     "expire_change",
     "expire_time_s",
@@ -195,6 +198,21 @@ def delete_change(checkpoint_id: uuid.UUID) -> Callable[[Manifest], Manifest | N
         return dataclasses.replace(
             m, checkpoints=tuple(c for c in m.checkpoints if c.id != checkpoint_id)
         )
+
+    return change
+
+
+def drop_named_change(name: str) -> Callable[[Manifest], Manifest | None]:
+    """The edit that drops every checkpoint named ``name``; nothing is committed when there is
+    none (so it may be applied again, or after another attempt dropped them). Allowed on any
+    manifest, like :func:`delete_change`."""
+    check_instance("checkpoint name", name, str)
+
+    def change(m: Manifest) -> Manifest | None:
+        kept = tuple(c for c in m.checkpoints if c.name != name)
+        if len(kept) == len(m.checkpoints):
+            return None
+        return dataclasses.replace(m, checkpoints=kept)
 
     return change
 
@@ -390,6 +408,11 @@ def delete_checkpoint(path: str, store: ObjectStore, checkpoint_id: uuid.UUID) -
     """Remove the checkpoint so the GC may collect what only it pinned. CheckpointNotFound if
     there is no such checkpoint (an expired one can still be deleted)."""
     _manifests(path, store).update(delete_change(checkpoint_id))
+
+
+def drop_named_checkpoints(path: str, store: ObjectStore, name: str) -> None:
+    """Remove every checkpoint named ``name``, if any (see :func:`drop_named_change`)."""
+    _manifests(path, store).update(drop_named_change(name))
 
 
 def list_checkpoints(path: str, store: ObjectStore, name: str | None = None) -> list[Checkpoint]:

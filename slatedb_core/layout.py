@@ -18,6 +18,8 @@ A sharded table at ``<table>`` (docs/projection-and-union.md)::
     <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/<run>-<shard_id>-<part>.sst
                                           SSTs a batch ingest run staged (slatedb_core.table.ingest)
     <table>/_ingest/<job>/{shard_id:010}.done  done markers: the job committed that shard
+    ingest:<job>:<run>:{shard_id:010}    not an object: the checkpoint an ingest commits into the
+                                          shard's manifest with its SSTs (ingest_checkpoint_name)
     <table>/snapshots/<name>/record/{id:020}.snapshot
                                           the record of a named table snapshot, sequenced like
                                           the manifest (slatedb_core.table.named_snapshots)
@@ -27,6 +29,8 @@ Names are ``/``-separated and relative to the store's root; :func:`join` builds 
 """
 
 from __future__ import annotations
+
+from urllib.parse import quote, unquote
 
 from ulid import ULID
 
@@ -61,6 +65,7 @@ SHARDS_DIR = "shards"
 INGEST_DIR = "_ingest"
 INGEST_STAGED_DIR = "staged"
 INGEST_DONE_SUFFIX = ".done"
+INGEST_CHECKPOINT_PREFIX = "ingest"
 SNAPSHOTS_DIR = "snapshots"
 SNAPSHOT_RECORD_DIR = "record"
 SNAPSHOT_SUFFIX = "snapshot"
@@ -146,6 +151,25 @@ def staged_sst_name(run: int, shard_id: int, part: int) -> str:
 def ingest_done_marker(table_path: str, job_id: str, shard_id: int) -> str:
     """The marker an ingest job writes once shard ``shard_id`` is committed."""
     return join(ingest_job_dir(table_path, job_id), f"{shard_id:010d}{INGEST_DONE_SUFFIX}")
+
+
+def ingest_checkpoint_name(job_id: str, run_id: str, shard_id: int) -> str:
+    """The name of the checkpoint that run ``run_id`` of ingest job ``job_id`` commits into shard
+    ``shard_id``'s manifest together with its SSTs (slatedb_core.table.ingest). Job and run ids
+    are percent-encoded, so the name splits back into its parts at ``:``."""
+    return ":".join(
+        (INGEST_CHECKPOINT_PREFIX, quote(job_id, safe=""), quote(run_id, safe=""),
+         f"{shard_id:010d}")
+    )
+
+
+def parse_ingest_checkpoint_name(name: str | None) -> tuple[str, str, int] | None:
+    """The job id, run id and shard id of an :func:`ingest_checkpoint_name`; None for any other
+    checkpoint name."""
+    parts = (name or "").split(":")
+    if len(parts) != 4 or parts[0] != INGEST_CHECKPOINT_PREFIX or not parts[3].isdigit():
+        return None
+    return unquote(parts[1]), unquote(parts[2]), int(parts[3])
 
 
 def snapshot_dir(table_path: str) -> str:

@@ -21,13 +21,16 @@ The job, in two Spark stages::
                 open the fenced writer        Db.open fences every earlier attempt; then the
                                               latest map is re-read: a shard that was split,
                                               merged or sealed meanwhile is refused
-                done marker of this job?      a finished attempt exists: write nothing (if
-                                              it is this run's, report its commit)
-                Db.ingest_ssts(references)    each staged SST copied into the database (a hard
-                                              link on a local disk, a server-side copy on S3:
+                this job's commit checkpoint  in the manifest as of the fence, then the
+                or done marker?               done marker: an earlier attempt committed: write
+                                              no data (if it was this run's, report its commit)
+                Db.ingest_ssts(references,    each staged SST copied into the database (a hard
+                  checkpoint)                 link on a local disk, a server-side copy on S3:
                                               its bytes are not read), then ONE fenced manifest
-                                              update adding them to L0, oldest partition first
-                close, put the done marker    yield a statistics row
+                                              update adding them to L0, oldest partition first,
+                                              with the job's checkpoint ingest:<job>:<run>:<shard>
+                close, put the done marker,   yield a statistics row
+                drop the checkpoint
     driver    aggregate the rows into IngestStats (a refused shard raises ShardMapConflict);
               delete the run's staging prefix
 
@@ -46,10 +49,13 @@ Why retries and speculative copies are safe. Stage 1 attempts write only under t
 directory, and Spark hands stage 2 the references of exactly one successful attempt per input
 partition; the others' objects are deleted with the run's prefix. Every attempt of a shard's
 stage-2 task commits ALL of the shard's staged SSTs in one manifest update, so the shard's data
-is visible entirely from one attempt or not at all; attempts commit identical data, so a second
-commit of the same job changes no value. An attempt that is fenced (a later attempt opened the
-writer) fails its commit with Fenced: its copies stay unreferenced and the database GC collects
-them. An attempt that failed after its commit took effect is simply redone. A commit task whose
+is visible entirely from one attempt or not at all. An attempt that is fenced (a later attempt
+opened the writer) fails its commit with Fenced: its copies stay unreferenced and the database GC
+collects them. An attempt that failed (or stalled) after its commit took effect is never redone:
+the commit put the job's checkpoint into the shard's manifest with the SSTs, the next attempt
+sees it after fencing and writes the marker instead of committing the same rows again over
+whatever was written to the shard in between (slatedb_core.table.ingest tells why this closes
+the gap between the commit and the marker). A commit task whose
 other shards committed before one of its shards failed is retried as a whole: the retry finds
 their done markers, written by this run, and reports those commits instead of redoing them. The
 done marker closes the last gap: a zombie attempt (a speculative copy Spark failed to kill) that

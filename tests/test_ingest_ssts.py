@@ -7,7 +7,9 @@ and checks what readers see, what the manifest says and which objects exist afte
 from __future__ import annotations
 
 import os
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from ulid import ULID
 
 import slatedb_core.sst.create as sst_create
+from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.errors import (
     CorruptionError,
     Fenced,
@@ -30,7 +33,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.compacted_boundary import compacted_boundary
-from slatedb_core.options import DbOptions, GarbageCollectorOptions
+from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
 from slatedb_core.store.faults import FaultyStore
@@ -320,3 +323,71 @@ def test_an_ambiguous_copy_is_recognised_by_its_bytes(
         monkeypatch.setattr(store, "copy_if_absent", landed_then_conflict)
         stats = db.ingest_ssts([src])
         assert stats.ssts == 1 and db.get(b"k") == b"v"
+
+
+# ---- a checkpoint committed with the SSTs (what a table ingest's exactly-once commit reads) ----
+def ingest_checkpoints(m: Manifest, name: str) -> list[int]:
+    """The manifest ids pinned by the checkpoints named ``name`` in ``m``."""
+    return [c.manifest_id for c in m.checkpoints if c.name == name]
+
+
+def test_a_checkpoint_lands_in_the_same_manifest_update_as_the_ssts(store: ObjectStore) -> None:
+    src = stage(store, "s", [(b"k", b"v")])
+    empty = stage(store, "empty", [])
+    with Db.open("db", store, FAST) as db:
+        before = db.manifest.id
+        # nothing to ingest: nothing committed, the checkpoint included
+        db.ingest_ssts([empty], checkpoint=CheckpointOptions(name="ingest"))
+        assert db.manifest.id == before and ingest_checkpoints(db.manifest.manifest, "ingest") == []
+        with pytest.raises(InvalidArgument):  # it pins the ingest's manifest, not a source's
+            db.ingest_ssts([src], checkpoint=CheckpointOptions(name="x", source=uuid.uuid4()))
+        stats = db.ingest_ssts(
+            [src], checkpoint=CheckpointOptions(name="ingest", lifetime=timedelta(days=7))
+        )
+        assert stats.manifest_id == before + 1 == db.manifest.id
+    ms = ManifestStore(store, "db")
+    committed = ms.read(stats.manifest_id).manifest
+    assert ingest_checkpoints(committed, "ingest") == [stats.manifest_id]
+    (cp,) = [c for c in committed.checkpoints if c.name == "ingest"]
+    assert cp.expire_time_s is not None and cp.expire_time_s >= time.time() + 6.9 * 86400
+    assert [s.info.entry_count for s in committed.ssts] == [1]
+    # the manifest before holds neither
+    parent = ms.read(before).manifest
+    assert parent.ssts == () and ingest_checkpoints(parent, "ingest") == []
+
+
+def test_an_ingest_checkpoint_follows_its_commit_through_a_lost_race_and_a_lost_answer(
+    tmp_path: Path,
+) -> None:
+    """The change is re-applied on the newer manifest after a lost race (the checkpoint pins the
+    id finally committed) and an attempt whose answer was lost is found, not repeated."""
+    local = open_store(tmp_path.as_uri())
+    fs = FaultyStore(local)
+    src = stage(local, "s", [(b"k", b"v")])
+    with Db.open("db", fs, FAST) as db:
+        before = db.manifest.id
+        pause = fs.pause("commit", "put_if_absent", f"db/manifest/{before + 1:020d}.manifest")
+        out: list[int] = []
+        th = threading.Thread(
+            target=lambda: out.append(
+                db.ingest_ssts([src], checkpoint=CheckpointOptions(name="ingest")).manifest_id
+            )
+        )
+        th.start()
+        assert pause.wait_reached()
+        create_checkpoint("db", local, CheckpointOptions(name="other"))  # takes id before + 1
+        pause.release()
+        th.join()
+        assert out == [before + 2]
+        m = db.manifest.manifest
+        assert ingest_checkpoints(m, "ingest") == [before + 2]
+        assert ingest_checkpoints(m, "other") == [before + 1]
+        # the answer of the next commit is lost after it landed: settled, not committed twice
+        fs.fail_next("put_if_absent", "db/manifest/*.manifest", after_effect=True)
+        stats = db.ingest_ssts([src], checkpoint=CheckpointOptions(name="again"))
+        assert [e for e in fs.events if e[0] == "fail_after"] == [
+            ("fail_after", "put_if_absent", f"db/manifest/{stats.manifest_id:020d}.manifest")
+        ]
+        m = db.manifest.manifest
+        assert ingest_checkpoints(m, "again") == [stats.manifest_id]
+        assert len(m.l0) == 2 and len(m.ssts) == 2

@@ -1,5 +1,6 @@
 """The batch ingest of a sharded table without Spark: staging SSTs, the exactly-once per-shard
-commit (done markers), the run's cleanup and the leftovers' GC (slatedb_core.table.ingest)."""
+commit (done markers and the checkpoint committed with the SSTs), the run's cleanup and the
+leftovers' GC (slatedb_core.table.ingest)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from slatedb_core.errors import Fenced
-from slatedb_core.layout import ingest_dir, ingest_done_marker, ingest_staging_dir
+from slatedb_core.checkpoints import list_checkpoints
+from slatedb_core.errors import Fenced, InjectedFault
+from slatedb_core.layout import (
+    ingest_checkpoint_name,
+    ingest_dir,
+    ingest_done_marker,
+    ingest_staging_dir,
+)
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
@@ -62,6 +69,8 @@ def test_each_shard_is_committed_once_per_job(local: ObjectStore) -> None:
     first = commit_shard(local, plan, "run-1", shard0, sources(staged, 0), attempt=0)
     assert first.status == WRITTEN and first.rows == 2 and first.ssts == 1
     assert local.exists(ingest_done_marker("t", "job", shard0.shard_id))
+    # the checkpoint committed with the SSTs is dropped once the marker is written
+    assert ingest_checkpoints(local, shard0.db_path) == []
     # a retry of the same run reports the commit the marker records, writing nothing
     again = commit_shard(local, plan, "run-1", shard0, sources(staged, 0), attempt=1)
     assert again.status == WRITTEN and again.attempt == 0 and again.rows == 2
@@ -126,3 +135,74 @@ def test_the_runs_cleanup_and_the_leftovers_gc(local: ObjectStore) -> None:
     assert collect_leftovers(local, "t", timedelta(days=1)) == (0, 0)
     deleted, _ = collect_leftovers(local, "t", timedelta(0))
     assert deleted == 1 and list(local.list(ingest_dir("t") + "/")) == []
+
+
+# ---- the commit's checkpoint: an attempt that stopped before its marker ----------------------
+def ingest_checkpoints(store: ObjectStore, db_path: str) -> list[str | None]:
+    return [c.name for c in list_checkpoints(db_path, store) if c.writer_epoch is None]
+
+
+def test_another_run_finding_a_commit_without_its_marker_skips_the_shard(
+    local: ObjectStore,
+) -> None:
+    """Run 1 commits the shard and stops before its marker; run 2 of the same job (a zombie, or
+    the job run again) finds the commit's checkpoint: it writes no data, writes the marker for
+    run 1's commit and drops the checkpoint."""
+    Table.create("t", local, []).close()
+    plan = plan_ingest("t", local, job_id="job")
+    shard = plan.shards[0]
+    staged = stage(local, plan, "run-1", b"1")
+    faulty = FaultyStore(local)
+    marker = ingest_done_marker("t", "job", shard.shard_id)
+    faulty.fail_next("put_if_absent", marker)  # run 1 stops between its commit and its marker
+    with pytest.raises(InjectedFault):
+        commit_shard(faulty, plan, "run-1", shard, sources(staged, 0))
+    assert ingest_checkpoints(local, shard.db_path) == [
+        ingest_checkpoint_name("job", "run-1", shard.shard_id)
+    ]
+    with Table.open("t", local) as t:
+        with t.writer(0) as db:
+            db.put(b"a", b"later")  # written after run 1's commit
+    later = stage(local, plan, "run-2", b"2")
+    out = commit_shard(local, plan, "run-2", shard, sources(later, 0))
+    assert out.status == SKIPPED and out.rows == 0
+    assert local.exists(marker) and ingest_checkpoints(local, shard.db_path) == []
+    with Table.open("t", local) as t:
+        assert t.get(b"a") == b"later" and t.get(b"b") == b"1"
+
+
+def test_a_checkpoint_left_beside_its_marker_is_dropped_by_the_next_attempt(
+    local: ObjectStore,
+) -> None:
+    """An attempt that wrote its marker and failed to drop its checkpoint: the next attempt
+    reports the commit from the marker and drops the checkpoint (it pins a manifest)."""
+    Table.create("t", local, []).close()
+    plan = plan_ingest("t", local, job_id="job")
+    shard = plan.shards[0]
+    staged = stage(local, plan, "run", b"1")
+    faulty = FaultyStore(local)
+    marker = ingest_done_marker("t", "job", shard.shard_id)
+    pause = faulty.pause("marker", "put_if_absent", marker, when="after")
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            commit_shard(faulty, plan, "run", shard, sources(staged, 0))
+        except BaseException as e:
+            errors.append(e)
+
+    th = threading.Thread(target=attempt)
+    th.start()
+    assert pause.wait_reached()  # the marker is written; the checkpoint's drop comes next
+    # every retry of the drop's manifest update fails
+    faulty.fail_next("put_if_absent", f"{shard.db_path}/manifest/*", times=1000)
+    pause.release()
+    th.join()
+    assert len(errors) == 1 and isinstance(errors[0], InjectedFault)
+    assert local.exists(marker)
+    assert ingest_checkpoints(local, shard.db_path) == [
+        ingest_checkpoint_name("job", "run", shard.shard_id)
+    ]
+    again = commit_shard(local, plan, "run", shard, sources(staged, 0), attempt=1)
+    assert (again.status, again.attempt, again.rows) == (WRITTEN, 0, 4)
+    assert ingest_checkpoints(local, shard.db_path) == []

@@ -14,16 +14,34 @@ Everything an ingest keeps lives under ``<table>/_ingest/<job>/`` (names in
     {shard_id:010}.done
                       the done marker: the job committed that shard (commit_shard)
 
+Besides these objects, a commit leaves one checkpoint in the shard's manifest, named
+``ingest:<job>:<run>:<shard_id>`` (:func:`~slatedb_core.layout.ingest_checkpoint_name`), from
+its commit until its done marker is written.
+
 The commit of one shard (:func:`commit_shard`)::
 
     open the fenced writer     Db.open fences every earlier attempt; then the latest map is
                                read again: a shard split, merged or sealed meanwhile is refused
                                (slatedb_core.table.writers)
-    done marker of this job?   a finished attempt exists: write nothing (if it is this run's,
-                               report its commit)
-    Db.ingest_ssts(staged)     each staged SST copied into the database, then ONE fenced
-                               manifest update adding them all to L0, oldest first
+    this job's checkpoint?     read in the manifest as of the fence, BEFORE the marker
+    done marker of this job?   either one: an earlier attempt committed: write no data (if it
+                               was this run's, report its commit); with a checkpoint and no
+                               marker, write the marker and drop the checkpoint for it
+    Db.ingest_ssts(staged,     each staged SST copied into the database, then ONE fenced
+      checkpoint)              manifest update adding them all to L0, oldest first, AND the
+                               job's checkpoint pinning that manifest (7 days' lifetime)
     close, put the marker      create-if-absent: a concurrent attempt's marker is the same outcome
+    drop the checkpoint        it pins a manifest, so it must not linger
+
+Why a checkpoint as well as the marker: an attempt may commit and then stop before its marker
+(a lost executor, a stall). The marker alone cannot tell the next attempt that the SSTs are in:
+it would commit them again, on top of whatever was written to the shard in between (a delete
+would be undone). The checkpoint is committed in the same manifest update as the SSTs (both land
+or neither, however the update's retries and ambiguous answers are settled), and an attempt that
+has fenced the writer sees every commit of the attempts it fenced in the manifest it opened; it
+reads that manifest before the marker, and the checkpoint is dropped only after the marker is
+written, so no commit is missed. (SlateDB RFC 0004: a named checkpoint is what a manifest offers
+for such a record; its lifetime is the safety net when every attempt stops in between.)
 
 A run's staged SSTs are deleted when the run ends (:func:`delete_staging`); what a zombie attempt
 stages after that, and the done markers, are deleted by :func:`collect_leftovers` (through
@@ -44,6 +62,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 
+from slatedb_core.checkpoints import drop_named_checkpoints
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
@@ -54,13 +73,17 @@ from slatedb_core.errors import (
 )
 from slatedb_core.layout import (
     ingest_attempt_dir,
+    ingest_checkpoint_name,
     ingest_dir,
     ingest_done_marker,
     ingest_staging_dir,
     join,
+    parse_ingest_checkpoint_name,
     staged_sst_name,
 )
-from slatedb_core.options import DbOptions
+from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.options import CheckpointOptions, DbOptions
+from slatedb_core.sst import SstReader
 from slatedb_core.sst.create import create_sst
 from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, check_store
@@ -90,6 +113,12 @@ WRITTEN, SKIPPED, REFUSED = "written", "skipped", "refused"
 had already committed it; the shard map no longer routes to this shard."""
 
 _MARKER_COUNTS = ("rows", "ssts", "bytes", "manifest_id")
+
+INGEST_CHECKPOINT_LIFETIME = timedelta(days=7)
+"""How long a commit's checkpoint may outlive its attempt: it is dropped once the done marker is
+written, so it lingers only when every attempt stopped in between; the GC then expires it (the
+default ``ingest_min_age`` of ``Table.collect_garbage``, after which no attempt of the job can
+commit anyway: its staged SSTs are gone)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +237,7 @@ def commit_shard(
         )
 
     marker = ingest_done_marker(plan.table_path, plan.job_id, shard.shard_id)
+    name = ingest_checkpoint_name(plan.job_id, run_id, shard.shard_id)
     maps = ShardMapStore(store, plan.table_path)
     try:
         db, _ = open_shard_writer(maps, shard, options or DbOptions())  # fences; then re-checks
@@ -216,18 +246,15 @@ def commit_shard(
     result = None
     try:
         epoch = db.writer_epoch
+        # The manifest first (as of our fence: no earlier attempt commits after it), the marker
+        # second: a commit's checkpoint is dropped only once its marker exists, so one of the
+        # two shows any commit of this job.
+        earlier = _job_checkpoint(db.manifest.manifest, plan.job_id, shard.shard_id)
         done = _read_marker(store, marker)
-        if done is not None:
-            if done.get("run") == run_id:  # an earlier attempt of this very run
-                return dataclasses.replace(
-                    stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
-                          **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
-                    writer_epoch=_marker_int(done, "epoch", 0),
-                    attempt=_marker_int(done, "attempt", attempt),
-                )
-            return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                         writer_epoch=epoch)
-        result = db.ingest_ssts(sources)
+        if done is None and earlier is None:
+            result = db.ingest_ssts(
+                sources, checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name)
+            )
     finally:
         try:
             db.close()
@@ -237,14 +264,66 @@ def commit_shard(
             # marker must be written (a retry would ingest the shard again).
             if result is None:
                 raise
+    if done is not None:
+        if earlier is not None:  # its attempt stopped between the marker and the drop
+            drop_named_checkpoints(shard.db_path, store, earlier.name or "")
+        if done.get("run") == run_id:  # an earlier attempt of this very run
+            return dataclasses.replace(
+                stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
+                      **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
+                writer_epoch=_marker_int(done, "epoch", 0),
+                attempt=_marker_int(done, "attempt", attempt),
+            )
+        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
+                     writer_epoch=epoch)
+    if result is None:
+        # An earlier attempt committed the shard and stopped before its marker: settle it (the
+        # marker, then the drop) and report that commit; this attempt writes no data.
+        assert earlier is not None
+        parsed = parse_ingest_checkpoint_name(earlier.name)
+        earlier_run = parsed[1] if parsed is not None else ""
+        if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
+            counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
+            _put_marker(store, marker, {**counts, "run": run_id})
+            drop_named_checkpoints(shard.db_path, store, earlier.name or "")
+            return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
+        _put_marker(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
+        drop_named_checkpoints(shard.db_path, store, earlier.name or "")
+        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
+                     writer_epoch=epoch)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}
-    body = {**counts, "epoch": epoch, "run": run_id, "attempt": attempt}
-    try:
-        store.put_if_absent(marker, json.dumps(body).encode())
-    except ObjectAlreadyExists:
-        pass  # a concurrent attempt of the same job finished too: same rows, same outcome
+    _put_marker(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
+    drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
     return stats(WRITTEN, "", writer_epoch=epoch, **counts)
+
+
+def _job_checkpoint(m: Manifest, job_id: str, shard_id: int) -> Checkpoint | None:
+    """The checkpoint a commit of job ``job_id`` left in shard ``shard_id``'s manifest, if any
+    (of any run of the job: a job commits each shard once)."""
+    for c in m.checkpoints:
+        parsed = parse_ingest_checkpoint_name(c.name)
+        if parsed is not None and parsed[0] == job_id and parsed[2] == shard_id:
+            return c
+    return None
+
+
+def _source_counts(store: ObjectStore, sources: list[str]) -> dict[str, int]:
+    """Rows, SSTs and bytes that ``Db.ingest_ssts`` reports for ``sources`` (empty SSTs are
+    skipped there), read from their footers."""
+    infos = [SstReader.open(store, p).info for p in sources]
+    infos = [i for i in infos if i.entry_count > 0]
+    return {"rows": sum(i.entry_count for i in infos), "ssts": len(infos),
+            "bytes": sum(i.size_bytes for i in infos)}
+
+
+def _put_marker(store: ObjectStore, path: str, body: dict[str, object]) -> None:
+    """Write the done marker unless one exists: a concurrent attempt of the same job that
+    finished too committed the same rows, the same outcome."""
+    try:
+        store.put_if_absent(path, json.dumps(body).encode())
+    except ObjectAlreadyExists:
+        pass
 
 
 def _marker_int(body: dict[str, object], key: str, default: int) -> int:

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
+import uuid
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
-from slatedb_core.checkpoints import writer_checkpoint
+from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.options import CheckpointOptions, check_optional
 from slatedb_core.sst import SstReader, encode_sst
 from slatedb_core.sst.create import copy_sst
 from slatedb_core.store.objectstore import validate_relative_path
@@ -83,13 +86,15 @@ class WriterIngest(WriterEngine):
         ssts: Sequence[CompactedSst],
         last_seq: int,
         datas: Sequence[Callable[[], bytes]],
+        also: Callable[[Manifest, int], Manifest] | None = None,
     ) -> StoredManifest:
         """The commit of an ingest (``_l0_lock`` held, seqs reserved by
         :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
         update putting ``ssts`` (oldest first, already written) in front of L0, newest first,
         each checked against the GC boundary inside every attempt (``datas[i]`` returns the bytes
         of ``ssts[i]`` for a re-homing, see :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the
-        install of the new state. Returns the manifest committed."""
+        install of the new state. ``also``, if given, is applied in the same update after the
+        SSTs' edit, so that both land or neither. Returns the manifest committed."""
         self._flush_imms_locked()
         self._check_usable()
         epoch = self._fm.epoch
@@ -111,14 +116,17 @@ class WriterIngest(WriterEngine):
                 last_l0_seq=max(m.last_l0_seq, last_seq),
                 replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
             )
-            return writer_checkpoint(m, next_id, epoch)
+            m = writer_checkpoint(m, next_id, epoch)
+            return m if also is None else also(m, next_id)
 
         stored = self._commit(change)
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return stored
 
-    def ingest_ssts(self, sources: Sequence[str]) -> BulkIngestStats:
+    def ingest_ssts(
+        self, sources: Sequence[str], *, checkpoint: CheckpointOptions | None = None
+    ) -> BulkIngestStats:
         """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
         store), oldest first, as L0 SSTs in ONE fenced manifest update.
 
@@ -134,12 +142,27 @@ class WriterIngest(WriterEngine):
         The caller deletes the sources after this returns (the pre-commit GC check may re-home a
         copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
         a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
-        the manifest id committed."""
+        the manifest id committed.
+
+        ``checkpoint``: options of a checkpoint (no ``source``) committed in the SAME manifest
+        update as the SSTs, pinning that manifest (SlateDB RFC 0004, "Creating a Checkpoint";
+        :func:`~slatedb_core.checkpoints.checkpoint_change`): whoever reads a manifest holding
+        it knows the SSTs were committed, even if this call never returned (a table ingest
+        names it to commit each shard exactly once, :mod:`slatedb_core.table.ingest`). Nothing
+        is committed, the checkpoint included, when there is nothing to ingest."""
         if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
             raise InvalidArgument(
                 f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
             )
         paths = [validate_relative_path(p, what="SST source path") for p in sources]
+        check_optional("checkpoint", checkpoint, CheckpointOptions)
+        if checkpoint is not None and checkpoint.source is not None:
+            raise InvalidArgument("an ingest's checkpoint pins the ingest's manifest: no source")
+        also = None
+        if checkpoint is not None:
+            # its id is chosen once: an attempt re-applied after a lost race, or settled after
+            # an ambiguous answer, finds it rather than adding it twice
+            also = checkpoint_change(checkpoint, time.time(), uuid.uuid4())
         self._check_usable()
         infos: list[tuple[str, SstInfo]] = []
         for path in paths:
@@ -160,7 +183,7 @@ class WriterIngest(WriterEngine):
         datas = [functools.partial(self._read_object, path) for path, _ in infos]
         with self._l0_lock:
             seq = self._reserve_seqs_and_freeze(1)
-            stored = self._commit_in_front_of_l0(ssts, seq, datas)
+            stored = self._commit_in_front_of_l0(ssts, seq, datas, also)
         rows = sum(info.entry_count for _, info in infos)
         size = sum(info.size_bytes for _, info in infos)
         return BulkIngestStats(rows, len(ssts), size, stored.id)

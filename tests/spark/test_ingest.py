@@ -191,9 +191,12 @@ def test_failed_attempts_leave_every_row_once_and_nothing_of_their_own(
     orphans = sst_objects(store, shard0.db_path) - live0
     assert len(orphans) == 1, "the failed attempt's first SST exists but is not referenced"
     assert m0.writer_epoch == 2
-    # shard 1 was committed twice with the same rows: same values, both attempts' SSTs live
+    # shard 1 was committed once: attempt 1 found attempt 0's commit checkpoint (no marker),
+    # reported that commit and dropped the checkpoint
+    assert "committed by an earlier attempt of this run" in by_shard[1].message
     m1 = ManifestStore(store, shard1.db_path).read_latest().manifest
-    assert m1.writer_epoch == 2 and len(m1.l0) == 2 * by_shard[1].ssts
+    assert m1.writer_epoch == 2 and len(m1.l0) == by_shard[1].ssts, "shard 1 was committed once"
+    assert [c for c in m1.checkpoints if c.writer_epoch is None] == []
     with Table.open(TABLE, store) as t:
         m2 = ManifestStore(store, t.shards[2].db_path).read_latest().manifest
     assert len(m2.l0) == by_shard[2].ssts, "shard 2 was committed once"

@@ -398,6 +398,7 @@ def rescaling(
             "resumed_pending": dg.MetadataValue.bool(resumed),
             "table_bytes": _int(sum(sizes)),
             "shard_maps_deleted": _int(gc.shard_maps),
+            "snapshot_records_deleted": _int(gc.snapshot_records),
             "ingest_leftovers_deleted": _int(gc.ingest_objects),
             "ingest_leftover_bytes_freed": _int(gc.ingest_bytes),
             "layout": layout,

@@ -22,7 +22,9 @@ The commit of one shard (:func:`commit_shard`)::
 
     open the fenced writer     Db.open fences every earlier attempt; then the latest map is
                                read again: a shard split, merged or sealed meanwhile is refused
-                               (slatedb_core.table.writers)
+                               (slatedb_core.table.writers), but its manifest is still read (as
+                               of a fence: the rescale's, a destroy's or ours) for this job's
+                               checkpoint, and with it or a marker the commit is settled below
     this job's checkpoint?     read in the manifest as of the fence, BEFORE the marker
     done marker of this job?   either one: an earlier attempt committed: write no data (if it
                                was this run's, report its commit); with a checkpoint and no
@@ -82,6 +84,7 @@ from slatedb_core.layout import (
     staged_sst_name,
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CheckpointOptions, DbOptions
 from slatedb_core.sst import SstReader
 from slatedb_core.sst.create import create_sst
@@ -90,6 +93,7 @@ from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
 from slatedb_core.table.writers import open_shard_writer
+from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
@@ -239,10 +243,48 @@ def commit_shard(
     marker = ingest_done_marker(plan.table_path, plan.job_id, shard.shard_id)
     name = ingest_checkpoint_name(plan.job_id, run_id, shard.shard_id)
     maps = ShardMapStore(store, plan.table_path)
+    opts = options or DbOptions()
+
+    def settle(done: dict[str, object] | None, earlier: Checkpoint | None, epoch: int
+               ) -> ShardIngestStats:
+        """Report (and finish: marker, then drop) an earlier attempt's commit of this job."""
+        if done is not None:
+            if earlier is not None:  # its attempt stopped between the marker and the drop
+                _drop_checkpoint(store, shard.db_path, earlier.name or "")
+            if done.get("run") == run_id:  # an earlier attempt of this very run
+                return dataclasses.replace(
+                    stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
+                          **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
+                    writer_epoch=_marker_int(done, "epoch", 0),
+                    attempt=_marker_int(done, "attempt", attempt),
+                )
+            return stats(SKIPPED, "an earlier attempt of this job committed the shard",
+                         writer_epoch=epoch)
+        # An earlier attempt committed the shard and stopped before its marker: settle it (the
+        # marker, then the drop) and report that commit; this attempt writes no data.
+        assert earlier is not None
+        parsed = parse_ingest_checkpoint_name(earlier.name)
+        earlier_run = parsed[1] if parsed is not None else ""
+        if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
+            counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
+            _put_marker(store, marker, {**counts, "run": run_id})
+            _drop_checkpoint(store, shard.db_path, earlier.name or "")
+            return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
+        _put_marker(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
+        _drop_checkpoint(store, shard.db_path, earlier.name or "")
+        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
+                     writer_epoch=epoch)
+
     try:
-        db, _ = open_shard_writer(maps, shard, options or DbOptions())  # fences; then re-checks
+        db, _ = open_shard_writer(maps, shard, opts)  # fences; then re-checks
     except (ShardMapConflict, DatabaseDestroyed) as e:
-        return stats(REFUSED, f"{type(e).__name__}: {e}")
+        # Refused, possibly after an earlier attempt committed (a split or merge between its
+        # commit and its marker): look for that commit before reporting the shard not written.
+        earlier = _refused_checkpoint(maps, shard, opts, plan.job_id)
+        done = _read_marker(store, marker)
+        if done is None and earlier is None:
+            return stats(REFUSED, f"{type(e).__name__}: {e}")
+        return settle(done, earlier, 0)
     result = None
     try:
         epoch = db.writer_epoch
@@ -264,38 +306,58 @@ def commit_shard(
             # marker must be written (a retry would ingest the shard again).
             if result is None:
                 raise
-    if done is not None:
-        if earlier is not None:  # its attempt stopped between the marker and the drop
-            drop_named_checkpoints(shard.db_path, store, earlier.name or "")
-        if done.get("run") == run_id:  # an earlier attempt of this very run
-            return dataclasses.replace(
-                stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
-                      **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
-                writer_epoch=_marker_int(done, "epoch", 0),
-                attempt=_marker_int(done, "attempt", attempt),
-            )
-        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                     writer_epoch=epoch)
     if result is None:
-        # An earlier attempt committed the shard and stopped before its marker: settle it (the
-        # marker, then the drop) and report that commit; this attempt writes no data.
-        assert earlier is not None
-        parsed = parse_ingest_checkpoint_name(earlier.name)
-        earlier_run = parsed[1] if parsed is not None else ""
-        if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
-            counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
-            _put_marker(store, marker, {**counts, "run": run_id})
-            drop_named_checkpoints(shard.db_path, store, earlier.name or "")
-            return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
-        _put_marker(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
-        drop_named_checkpoints(shard.db_path, store, earlier.name or "")
-        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                     writer_epoch=epoch)
+        return settle(done, earlier, epoch)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}
     _put_marker(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
     drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
     return stats(WRITTEN, "", writer_epoch=epoch, **counts)
+
+
+def _refused_checkpoint(
+    maps: ShardMapStore, shard: Shard, options: DbOptions, job_id: str
+) -> Checkpoint | None:
+    """This job's checkpoint in a refused shard's manifest, read once no earlier attempt can
+    commit there any more; None if there is none or the database is gone (its checkpoints
+    with it).
+
+    A shard no longer in the latest map was fenced by the rescale that replaced it before that
+    map was committed (step 2 of slatedb_core.table.rescale), and a destroyed one by its destroy:
+    the latest manifest, read without a writer, holds every commit. A shard still in the map but
+    sealed by a pending rescale may not be fenced yet: we fence it (opening its writer, which
+    writes nothing; the rescale fences again, as it does for any writer that opened after its
+    seal) and read the manifest as of that fence."""
+    ms = ManifestStore(maps.store, shard.db_path)
+    try:
+        current = maps.read_latest().by_id(shard.shard_id)
+        if current is not None and current.db_path == shard.db_path:
+            db = Db.open(shard.db_path, maps.store, dataclasses.replace(options, compactor=None))
+            try:
+                manifest = db.manifest.manifest
+            finally:
+                try:
+                    db.close()
+                except Fenced:  # the rescale fenced us again; we wrote nothing
+                    pass
+        else:
+            manifest = ms.read_latest().manifest
+    except DatabaseDestroyed:  # soft-destroyed since, or gone: the destroy fenced every writer
+        stored = ms.try_read_latest()
+        if stored is None:
+            return None
+        manifest = stored.manifest
+    return _job_checkpoint(manifest, job_id, shard.shard_id)
+
+
+def _drop_checkpoint(store: ObjectStore, db_path: str, name: str) -> None:
+    """Drop a commit's checkpoint once its marker exists. Allowed in a retired (soft-destroyed)
+    shard too, where it would otherwise hold back the GC's deletion of the database until it
+    expires; in a database the GC already deleted, it went with the database."""
+    try:
+        drop_named_checkpoints(db_path, store, name)
+    except DatabaseDestroyed:
+        pass
 
 
 def _job_checkpoint(m: Manifest, job_id: str, shard_id: int) -> Checkpoint | None:
@@ -362,11 +424,15 @@ def collect_leftovers(
     store: ObjectStore, table_path: str, min_age: timedelta
 ) -> tuple[int, int]:
     """Delete every object under ``<table>/_ingest/`` older than ``min_age``; returns how many
-    were deleted and their bytes. Safe once ``min_age`` exceeds the longest ingest job: a done
-    marker only matters while its job can still run (it keeps a late attempt of that job from
-    committing again, and such an attempt fails anyway once its run's staged SSTs are gone). A
-    shorter ``min_age`` fails a running job's commits, which loses nothing: nothing of the shard
-    is committed and the job can be run again."""
+    were deleted and their bytes.
+
+    The caller must guarantee that ``min_age`` is longer than any ingest job's life (from its
+    plan to the end of its last task attempt): a done marker is the only record of a shard's
+    commit once its checkpoint is dropped, and it must outlive every attempt of its job. With a
+    shorter ``min_age`` a marker may go while its job still runs, and an attempt that staged its
+    SSTs afresh (Spark re-running a map stage) finds neither marker nor checkpoint and commits
+    the shard again, over whatever was written to it since (a delete is undone). Nothing here
+    can tell a finished job from a running one: the age is the whole guarantee."""
     if min_age < timedelta(0):
         raise InvalidArgument(f"ingest_min_age must be >= 0, got {min_age}")
     cutoff = time.time() - min_age.total_seconds()

@@ -25,7 +25,11 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions, TableSnapshot
 from slatedb_core.table.named_snapshots import SWEEP_MIN_AGE, TAKE_MAX_AGE
-from slatedb_core.table.snapshot import snapshot_checkpoint_name, take_snapshot
+from slatedb_core.table.snapshot import (
+    snapshot_checkpoint_name,
+    snapshot_present,
+    take_snapshot,
+)
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
@@ -319,3 +323,37 @@ def test_collecting_garbage_deletes_old_versions_of_a_record_but_never_the_lates
         assert named_checkpoints(mem, t, [s.db_path for s in t.shards]) == set(again.checkpoints)
         t.snapshot(None, name="gone")
         assert t.snapshot_names() == [NAME, "gone"]
+
+
+def test_table_gc_sweeps_checkpoints_dead_creators_left_under_every_name(
+    mem: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A creator of a new name dies after taking its checkpoints (lifetime None), before the
+    name's first record: only the shards know the name. Table GC deletes them once older than
+    SWEEP_MIN_AGE, and leaves every checkpoint a name's latest record holds."""
+    faulty = FaultyStore(mem)
+    with Table.create("t", mem, [b"m"], OPTS) as t:
+        put_rows(t, {b"a": b"1", b"z": b"2"})
+        kept = t.snapshot(None, name=NAME)
+        dead = faulty.pause("dies", "put_if_absent", "t/snapshots/*")
+        with Table.open("t", faulty, OPTS) as a:
+            th = threading.Thread(target=lambda: a.snapshot(None, name="fresh"), daemon=True)
+            th.start()
+            try:
+                assert dead.wait_reached()  # its checkpoints are taken; it is dead from here on
+                cp_name = snapshot_checkpoint_name("t", "fresh")
+                paths = [s.db_path for s in t.shards]
+                left = [c for p in paths for c in list_checkpoints(p, mem, cp_name)]
+                assert len(left) == len(paths) and "fresh" not in t.snapshot_names()
+                assert t.collect_garbage(min_age=timedelta(0)).snapshot_checkpoints == 0  # young
+                later = types.SimpleNamespace(time=lambda: time.time() + 2 * SWEEP_MIN_AGE.seconds)
+                monkeypatch.setattr(named_mod, "time", later)
+                stats = t.collect_garbage(min_age=timedelta(0))
+                monkeypatch.undo()
+                swept = [c for p in paths for c in list_checkpoints(p, mem, cp_name)]
+            finally:
+                faulty.clear_rules()
+                dead.release()
+                th.join(10)
+        assert stats.snapshot_checkpoints == len(paths) and swept == []
+        assert t.named_snapshot(NAME) == kept and snapshot_present(mem, kept)

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from slatedb_core.options import check_duration
 from slatedb_core.table.ingest import collect_leftovers
-from slatedb_core.table.named_snapshots import collect_snapshot_records
+from slatedb_core.table.named_snapshots import collect_snapshot_records, sweep_snapshot_leftovers
 from slatedb_core.table.shardmap import ShardMapStore
 
 __all__ = ["TableGcStats", "collect_table_garbage"]
@@ -29,6 +29,9 @@ class TableGcStats:
     ingest_bytes: int = 0
     snapshot_records: int = 0
     """Old versions of named snapshots' records."""
+    snapshot_checkpoints: int = 0
+    """Shard checkpoints that dead creators of named snapshots left (deleted from the shards'
+    manifests, not objects: not counted in :attr:`deleted`)."""
 
     @property
     def deleted(self) -> int:
@@ -40,12 +43,18 @@ def collect_table_garbage(
 ) -> TableGcStats:
     """Shard-map versions and named snapshots' record versions older than ``min_age`` (never a
     latest one), behind their GC boundaries; ingest leftovers older than ``ingest_min_age`` (see
-    ``collect_leftovers``)."""
+    ``collect_leftovers``); named snapshots' leftover checkpoints (``sweep_snapshot_leftovers``,
+    by their own SWEEP_MIN_AGE)."""
     check_duration("min_age", min_age, allow_zero=True)
     check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
     deleted, freed = collect_leftovers(maps.store, maps.table_path, ingest_min_age)
     collected = maps.collect(min_age)
     records = collect_snapshot_records(maps.store, maps.table_path, min_age)
+    swept = sweep_snapshot_leftovers(maps)
     return TableGcStats(
-        shard_maps=collected, ingest_objects=deleted, ingest_bytes=freed, snapshot_records=records
+        shard_maps=collected,
+        ingest_objects=deleted,
+        ingest_bytes=freed,
+        snapshot_records=records,
+        snapshot_checkpoints=swept,
     )

@@ -12,7 +12,9 @@ shards' seal flags. (Re-)creating ``N``::
 
     1  take     checkpoints of every shard (:func:`~slatedb_core.table.snapshot.take_snapshot`)
     2  record   commit a version holding them on top of the latest: creators of one name are
-                serialised, the last one wins
+                serialised, the last one wins. The change that builds the version refuses to
+                if TAKE_MAX_AGE or more has passed since step 1 began (the creator takes
+                again): a creator stalled before its commit writes no record
     3  release  the checkpoints of the version that step 2 built on: every version is released
                 by exactly the creator that built on it, so re-creating a name, even from
                 several processes at once, leaks no checkpoint
@@ -24,14 +26,20 @@ shards' seal flags. (Re-)creating ``N``::
 
 Step 5 reads the clock before it reads the latest version. So a checkpoint it deletes was
 SWEEP_MIN_AGE old before that read; a version that holds it and that the sweep did not see
-landed after the read, when the checkpoint was older than TAKE_MAX_AGE: its creator takes again
-at step 4 (with clocks up to SWEEP_MIN_AGE - TAKE_MAX_AGE apart).
+is built after the read, when the checkpoint was older than TAKE_MAX_AGE: step 2's change
+refuses to build it, or, if the create request itself outlasted the margin, its creator takes
+again at step 4 (with clocks up to SWEEP_MIN_AGE - TAKE_MAX_AGE apart). What remains is a
+creator that dies right after such a create (the one request of step 2 stalled past the
+margin): its name then finds swept checkpoints until the name is taken again.
 
-Deleting ``N`` commits a tombstone the same way, then releases and sweeps. Releasing a snapshot
+Deleting ``N`` commits a tombstone the same way, then releases and sweeps; releasing a snapshot
 taken under ``N`` commits a tombstone only if the latest version still holds that snapshot (a
-conditional delete): a newer snapshot under ``N`` is left alone. Old versions are collected
-boundary-first by :func:`collect_snapshot_records` (SlateDB RFC 0026); the latest, tombstone or
-not, stays.
+conditional delete): a newer snapshot under ``N`` is left alone. Both sweep whether or not they
+committed, so deleting a name that is already deleted still sweeps what dead creators left
+under it. Table GC sweeps every name (:func:`sweep_snapshot_leftovers`), those found only on
+shard checkpoints included (a creator that died before the name's first record). Old versions
+are collected boundary-first by :func:`collect_snapshot_records` (SlateDB RFC 0026); the latest,
+tombstone or not, stays.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -88,18 +97,21 @@ __all__ = [
     "read_named",
     "release_named",
     "snapshot_names",
+    "sweep_snapshot_leftovers",
     "take_named",
 ]
 
 SWEEP_MIN_AGE = timedelta(hours=1)
 """A checkpoint of a named snapshot that the latest version of its record does not hold is
-deleted by the next (re-)creation, deletion or release of that name only once it is this old:
+deleted by the next (re-)creation, deletion or release of that name, or the next table GC,
+only once it is this old:
 younger, it may belong to a creator still running (taking checkpoints of every shard takes
 seconds, not an hour)."""
 
 TAKE_MAX_AGE = SWEEP_MIN_AGE / 2
-"""A creator whose record version lands this long or longer after it began taking its
-checkpoints takes again: a sweep may have deleted them as a dead creator's. The margin to
+"""A creator that would build its record version this long or longer after it began taking its
+checkpoints, or whose version landed so late, takes again: a sweep may have deleted them as a
+dead creator's. The margin to
 SWEEP_MIN_AGE absorbs clock differences between processes."""
 
 _RECORD_MAGIC = b"SDBN"
@@ -142,16 +154,20 @@ class NamedSnapshotRecords:
         return NameRecord(0, None) if found is None else self._decode(*found)
 
     def update(self, holds: TableSnapshot | None, *, only_over: TableSnapshot | None = None,
-               only_if_named: bool = False) -> NameRecord:
+               only_if_named: bool = False, taken_at: float | None = None) -> NameRecord:
         """Commit a version holding ``holds`` (None: a tombstone) on top of the latest; with
         ``only_over``, only if the latest holds that snapshot; with ``only_if_named``, only if it
-        holds one. The version committed, or the latest if nothing was."""
+        holds one; with ``taken_at`` (when taking ``holds`` began, by ``time.time()``), only
+        while that is less than TAKE_MAX_AGE ago, checked on each attempt just before its
+        create (step 2). The version committed, or the latest if nothing was."""
 
         def change(base: NameRecord) -> NameRecord | None:
             if only_over is not None and not same_snapshot(base.snapshot, only_over):
                 return None
             if only_if_named and base.snapshot is None:
                 return None
+            if taken_at is not None and _too_old(taken_at):
+                return None  # a sweep may have deleted its checkpoints: the creator takes again
             return NameRecord(0, holds)
 
         return self.versions.update(change)
@@ -203,10 +219,15 @@ def take_named(
         started = time.time()
         snapshot, m = take_snapshot(maps, lifetime, name, attempts)
         try:
-            ours = records.update(snapshot)
+            ours = records.update(snapshot, taken_at=started)
         except BaseException:
             _release_unless_recorded(records, snapshot)
             raise
+        if not same_snapshot(ours.snapshot, snapshot):
+            release_snapshot(maps.store, snapshot)  # step 2 refused: too old to record
+            log.warning("table %r: snapshot %r took too long to record; taking it again",
+                        maps.table_path, name)
+            continue
         if ours.replaced is not None:
             release_snapshot(maps.store, ours.replaced)
         if _alive(records, ours, started):
@@ -217,9 +238,14 @@ def take_named(
     raise CommitRetriesExhausted(f"named snapshot {name!r} of table {maps.table_path!r}", attempts)
 
 
+def _too_old(started: float) -> bool:
+    """Whether checkpoints taken from ``started`` on may have been swept as a dead creator's."""
+    return time.time() - started >= TAKE_MAX_AGE.total_seconds()
+
+
 def _alive(records: NamedSnapshotRecords, ours: NameRecord, started: float) -> bool:
     """Step 4: whether ``ours``, just committed, needs no new take."""
-    if time.time() - started >= TAKE_MAX_AGE.total_seconds():
+    if _too_old(started):
         return False  # a sweep that did not see our version may have deleted its checkpoints
     if records.seq.latest_id() != ours.id:
         return True  # a later creator built on it and released it: the last one wins
@@ -241,66 +267,96 @@ def _release_unless_recorded(records: NamedSnapshotRecords, snapshot: TableSnaps
 
 
 def delete_named(maps: ShardMapStore, name: str, attempts: int) -> TableSnapshot | None:
-    """Delete the snapshot named ``name``: commit a tombstone, release its checkpoints, sweep.
+    """Delete the snapshot named ``name``: commit a tombstone, release its checkpoints, sweep
+    (even if nothing was named so: dead creators may have left checkpoints under the name).
     Returns what was deleted (None: nothing was named so)."""
     records = NamedSnapshotRecords(maps.store, maps.table_path, name, attempts)
     committed = records.update(None, only_if_named=True)
     if committed.replaced is not None:
         release_snapshot(maps.store, committed.replaced)
-        _sweep(maps, records, (committed.replaced,))
+    _sweep(maps, records, (committed.replaced,))
     return committed.replaced
 
 
 def release_named(maps: ShardMapStore, snapshot: TableSnapshot, attempts: int) -> bool:
     """Delete the name ``snapshot`` was taken under if, and only if, it still finds that
     snapshot (a newer snapshot under the name is left alone). Whether it was deleted. The
-    caller releases ``snapshot``'s checkpoints."""
+    caller releases ``snapshot``'s checkpoints. Sweeps the name either way."""
     if snapshot.name is None:
         return False
     records = NamedSnapshotRecords(maps.store, maps.table_path, snapshot.name, attempts)
     committed = records.update(None, only_over=snapshot)
-    if committed.replaced is None:
-        return False
-    release_snapshot(maps.store, committed.replaced)
-    _sweep(maps, records, (committed.replaced,))
-    return True
+    if committed.replaced is not None:
+        release_snapshot(maps.store, committed.replaced)
+    _sweep(maps, records, (snapshot,))
+    return committed.replaced is not None
 
 
 def _sweep(
     maps: ShardMapStore, records: NamedSnapshotRecords, known: Iterable[TableSnapshot | None]
 ) -> None:
-    """Step 5, best effort (what it misses, the next one finds)."""
+    """Step 5, best effort (what it misses, the next one or table GC finds)."""
     try:
-        _sweep_shards(maps, records, known)
+        _sweep_shards(maps, frozenset({records.name}), known)
     except SlateDBError as e:
         log.warning("table %r: sweeping leftovers of snapshot %r: %s",
                     maps.table_path, records.name, e)
 
 
+def sweep_snapshot_leftovers(maps: ShardMapStore) -> int:
+    """Step 5 for every name: the names that have a record, and those found only on shard
+    checkpoints (a creator that died before its name's first record). Returns how many
+    checkpoints were deleted."""
+    store, table_path = maps.store, maps.table_path
+    known = [read_named(store, table_path, n) for n in _listed_names(store, table_path)]
+    return _sweep_shards(maps, None, known)  # reads the records it keeps again, after its clock
+
+
 def _sweep_shards(
-    maps: ShardMapStore, records: NamedSnapshotRecords, known: Iterable[TableSnapshot | None]
-) -> None:
-    """Step 5 on every shard the latest map names (live or retired) or ``known`` covers."""
-    now = time.time()  # before the record is read (module docstring)
-    current = records.read_latest().snapshot
-    keep = set() if current is None else set(current.checkpoints)
+    maps: ShardMapStore, names: frozenset[str] | None, known: Iterable[TableSnapshot | None]
+) -> int:
+    """Step 5 for ``names`` (None: every name) on every shard the latest map names (live or
+    retired) or ``known`` covers; how many checkpoints it deleted."""
+    now = time.time()  # before any record is read (module docstring)
     latest = maps.read_latest()
     paths = dict.fromkeys([*(s.db_path for s in latest.shards), *latest.retired])
     for snap in known:
         if snap is not None:
             paths.update(dict.fromkeys(s.db_path for s in snap.shards))
-    cp_name = snapshot_checkpoint_name(maps.table_path, records.name)
     cutoff = now - SWEEP_MIN_AGE.total_seconds()
+    old: dict[str, list[tuple[str, uuid.UUID]]] = {}
     for db_path in paths:
         try:
-            found = list_checkpoints(db_path, maps.store, cp_name)
+            found = list_checkpoints(db_path, maps.store)
         except (DatabaseNotFound, DatabaseDestroyed):
             continue
-        old = [(db_path, c.id) for c in found if c.id not in keep and c.create_time_s <= cutoff]
-        if old:
-            log.info("table %r: deleting %d leftover checkpoint(s) of snapshot %r in %r",
-                     maps.table_path, len(old), records.name, db_path)
-            release_checkpoints(maps.store, old)
+        for c in found:
+            name = _snapshot_name_of(maps.table_path, c.name)
+            if name is not None and (names is None or name in names) and (
+                c.create_time_s <= cutoff
+            ):
+                old.setdefault(name, []).append((db_path, c.id))
+    deleted = 0
+    for name, pairs in sorted(old.items()):
+        current = read_named(maps.store, maps.table_path, name)
+        keep = set() if current is None else set(current.checkpoints)
+        doomed = [(db_path, cid) for db_path, cid in pairs if cid not in keep]
+        if doomed:
+            log.info("table %r: deleting %d leftover checkpoint(s) of snapshot %r",
+                     maps.table_path, len(doomed), name)
+            release_checkpoints(maps.store, doomed)
+            deleted += len(doomed)
+    return deleted
+
+
+def _snapshot_name_of(table_path: str, checkpoint_name: str | None) -> str | None:
+    """The snapshot name a shard checkpoint named ``checkpoint_name`` was taken under (None: it
+    belongs to no named snapshot of ``table_path``)."""
+    prefix = snapshot_checkpoint_name(table_path, None) + ":"
+    if checkpoint_name is None or not checkpoint_name.startswith(prefix):
+        return None
+    name = checkpoint_name[len(prefix) :]
+    return name if is_snapshot_name(name) else None
 
 
 def collect_snapshot_records(

@@ -345,6 +345,9 @@ class Table:
 
         * shard-map versions older than ``min_age`` (never the latest), behind the map's GC
           boundary, and likewise old versions of each named snapshot's record;
+        * checkpoints of named snapshots that dead creators left on the shards (those the
+          latest version of their name's record does not hold, once ``SWEEP_MIN_AGE`` old:
+          :mod:`slatedb_core.table.named_snapshots`), names without a record included;
         * ingest leftovers under ``<table>/_ingest/`` older than ``ingest_min_age``: SSTs a
           zombie or crashed ingest attempt staged after (or without) its run's cleanup, and the
           jobs' done markers. A marker only matters while its job can still run: it keeps a late

@@ -399,6 +399,7 @@ def rescaling(
             "table_bytes": _int(sum(sizes)),
             "shard_maps_deleted": _int(gc.shard_maps),
             "snapshot_records_deleted": _int(gc.snapshot_records),
+            "snapshot_checkpoints_swept": _int(gc.snapshot_checkpoints),
             "ingest_leftovers_deleted": _int(gc.ingest_objects),
             "ingest_leftover_bytes_freed": _int(gc.ingest_bytes),
             "layout": layout,

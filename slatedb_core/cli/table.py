@@ -290,7 +290,7 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
     click.echo(
         f"{obj.path}: deleted {stats.shard_maps} shard-map version(s), {stats.ingest_objects} "
         f"ingest leftover(s) ({stats.ingest_bytes:,} bytes), {stats.snapshot_records} snapshot "
-        "record version(s)"
+        f"record version(s); swept {stats.snapshot_checkpoints} checkpoint(s) of dead snapshot takers"
     )
 
 

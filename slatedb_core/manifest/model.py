@@ -21,17 +21,26 @@ writer writes that many fencing SSTs at open, so the value must stay small."""
 
 @dataclass(frozen=True, slots=True)
 class SstInfo:
-    """Where an SST's index and filter live, and what it covers. Filled in by the SST writer."""
+    """SlateDB's ``SsTableInfo`` (``schemas/sst.fbs`` of SlateDB 0.17; docs/format.md): where an
+    SST's index, filter and stats live, and what it covers. Filled in by the SST writer, stored
+    both in the SST's own footer and in the manifest.
 
-    first_key: bytes | None = None
-    last_key: bytes | None = None
+    ``entry_count`` and ``size_bytes`` are ours: appended fields SlateDB ignores (and drops when it
+    rewrites a manifest). 0 means unknown, and readers then learn the size from the object."""
+
+    first_key: bytes | None = None  # SlateDB's first_entry (a WAL SST's: its first seq, u64 BE)
+    last_key: bytes | None = None  # SlateDB's last_entry
     index_offset: int = 0
     index_len: int = 0
     filter_offset: int = 0
     filter_len: int = 0
-    compression: int = 0  # 0 = none; the SST module defines the codes
-    entry_count: int = 0
-    size_bytes: int = 0
+    compression: int = 0  # SlateDB's CompressionFormat: 0 none, 1 snappy, 2 zlib, 3 lz4, 4 zstd
+    entry_count: int = 0  # ours; 0 = unknown
+    size_bytes: int = 0  # ours; 0 = unknown
+    sst_type: int = 0  # SlateDB's SstType: 0 compacted, 1 WAL
+    stats_offset: int = 0
+    stats_len: int = 0  # 0 = no stats block
+    filter_format: int = 0  # SlateDB's FilterFormat: 0 legacy (one raw bloom filter), 1 composite
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,7 @@ class DatabaseHealth:
 def database_health(stored: StoredManifest, path: str, now_s: float) -> DatabaseHealth:
     """The figures of an already read manifest (no request)."""
     m = stored.manifest
-    sizes = {s.id: s.info.size_bytes for s in m.ssts}
+    sizes = {s.id: s.info.estimated_size for s in m.ssts}
     pinned = [
         c.manifest_id
         for c in m.checkpoints
@@ -262,7 +262,7 @@ def _in_range(sst: CompactedSst, kr: KeyRange) -> tuple[bytes, bytes, float] | N
     first, last = sst.info.first_key, sst.info.last_key
     if first is None or last is None:
         return None
-    size = float(max(1, sst.info.size_bytes))
+    size = float(max(1, sst.info.estimated_size))
     lo = first if kr.start is None else max(first, kr.start)
     hi = last if kr.end is None else min(last, kr.end)
     if hi < lo or (kr.end is not None and lo >= kr.end):
@@ -277,7 +277,7 @@ def range_bytes(manifest: Manifest) -> int:
     is unbounded). Overwritten and deleted versions still count until compaction drops them."""
     kr = KeyRange.of(manifest.key_range)
     if kr == KeyRange():
-        return sum(s.info.size_bytes for s in manifest.ssts)
+        return sum(s.info.estimated_size for s in manifest.ssts)
     parts = (_in_range(s, kr) for s in manifest.ssts)
     return int(sum(p[2] for p in parts if p is not None))
 

@@ -331,7 +331,7 @@ class DistributedCompactor:
         self._finish(plan, "committed", None)
         manifest = plan.planned_on.manifest
         sources = {v.sst_id for v in _source_views(plan.plan)}
-        size_of = {s.id: s.info.size_bytes for s in manifest.ssts}
+        size_of = {s.id: s.info.estimated_size for s in manifest.ssts}
         return CompactionResult(
             compaction_id=plan.compaction_id,
             plan=plan.plan,
@@ -340,7 +340,7 @@ class DistributedCompactor:
             input_ssts=len(sources),
             bytes_in=sum(size_of.get(i, 0) for i in sources),
             rows_in=sum(r.rows_in for r in results),
-            bytes_out=sum(s.info.size_bytes for s in outputs),
+            bytes_out=sum(s.info.estimated_size for s in outputs),
             rows_out=sum(r.rows_out for r in results),
             duration_s=max((r.duration_s for r in results), default=0.0),
         )

@@ -318,7 +318,7 @@ class CompactionExecutor:
         self._check_cancelled(record)
         stored = self.manifest.update_at(lambda m, _next: apply_compaction(m, plan, final))
         sources = {v.sst_id for v in _source_ssts(plan)}
-        size_of = {s.id: s.info.size_bytes for s in manifest.ssts}
+        size_of = {s.id: s.info.estimated_size for s in manifest.ssts}
         return CompactionResult(
             compaction_id=record.id,
             plan=plan,
@@ -327,7 +327,7 @@ class CompactionExecutor:
             input_ssts=len(sources),
             bytes_in=sum(size_of.get(i, 0) for i in sources),
             rows_in=rows_in[0],
-            bytes_out=sum(s.info.size_bytes for s in final),
+            bytes_out=sum(s.info.estimated_size for s in final),
             rows_out=rows_out,
             duration_s=time.monotonic() - started,
         )

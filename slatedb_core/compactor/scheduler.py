@@ -66,7 +66,7 @@ def next_run_id(manifest: Manifest) -> int:
 
 def run_sizes(manifest: Manifest) -> list[int]:
     """Bytes of each run in ``compacted`` order (physical SST sizes; views count in full)."""
-    size_of = {s.id: s.info.size_bytes for s in manifest.ssts}
+    size_of = {s.id: s.info.estimated_size for s in manifest.ssts}
     return [sum(size_of.get(v.sst_id, 0) for v in r.views) for r in manifest.compacted]
 
 

@@ -42,6 +42,19 @@ class SstInfo:
     stats_len: int = 0  # 0 = no stats block
     filter_format: int = 0  # SlateDB's FilterFormat: 0 legacy (one raw bloom filter), 1 composite
 
+    @property
+    def estimated_size(self) -> int:
+        """The object's size in bytes: ``size_bytes`` when we wrote the SST, else the end of its
+        last metadata block (index, filter or stats; SlateDB writes them after the data blocks),
+        which is the size less the few dozen bytes of footer. For compaction sizing and health."""
+        if self.size_bytes:
+            return self.size_bytes
+        return max(
+            self.index_offset + self.index_len,
+            self.filter_offset + self.filter_len,
+            self.stats_offset + self.stats_len,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class CompactedSst:

@@ -28,6 +28,7 @@ from slatedb_core.errors import (
     SlateDBError,
     SstMissing,
     StoreError,
+    UnsupportedFeature,
 )
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
@@ -109,6 +110,7 @@ __all__ = [
     "TableOptions",
     "TableSnapshot",
     "UnionSource",
+    "UnsupportedFeature",
     "WriteBatch",
     "__version__",
     "admin",

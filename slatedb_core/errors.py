@@ -52,6 +52,17 @@ class UnsupportedOperation(SlateDBError):
     Use a store that can, or the two-phase CAS wrapper (docs/two-phase-cas.md)."""
 
 
+class UnsupportedFeature(SlateDBError):
+    """The database uses a SlateDB feature this engine does not implement (docs/format.md, "What
+    each engine ignores of the other's"): merge operands (no merge operator here), segmented
+    manifests (SlateDB RFC 0024), or rewriting rows that carry a TTL. Nothing was changed; use
+    SlateDB's own engine for this database or this operation."""
+
+    def __init__(self, feature: str, detail: str) -> None:
+        super().__init__(f"unsupported SlateDB feature: {feature}: {detail}")
+        self.feature = feature
+
+
 class StoreError(SlateDBError, OSError):
     """An object-store request failed for a reason outside our control (I/O, network, server).
 

@@ -1,0 +1,100 @@
+"""SlateDB 0.17 writes, we read: its L0 SSTs (memtable flushes), its sorted runs (its own
+compactor), its WAL SSTs (a tail the writer never flushed to L0), its tombstones and overwrites;
+our ``Db`` and ``DbReader`` must answer every key and scan the same rows in the same order
+(docs/format.md)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.reader.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
+from tests.interop.expect import Model, check_reads, rows
+from tests.interop.oracle import Oracle, SlateWriter, settings
+
+pytestmark = pytest.mark.slatedb
+
+FAST = DbOptions(
+    flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)
+)
+READER = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=100))
+
+
+def slate_rounds(w: SlateWriter, model: Model, rounds: int, *, first: int = 0) -> None:
+    """Each round: 1200 puts over a range overlapping the previous round's (overwrites), 40
+    deletes spread over it, then a memtable flush (one L0 SST of > 1000 keys, so SlateDB writes
+    its bloom filter)."""
+    for r in range(first, first + rounds):
+        w.write(model.apply(rows(r, 1200, start=r * 300)))
+        w.write(model.apply((k, None) for k, _ in rows(r, 40, step=29, start=r * 300 + 5)))
+        w.flush_memtable()
+
+
+def slate_tail(w: SlateWriter, model: Model) -> None:
+    """Durable writes that stay in SlateDB's WAL (no memtable flush after them): puts, an
+    overwrite of a flushed key, deletes of flushed keys, a delete of a never-written key."""
+    for key, value in [(b"k/00002", b"tail-overwrite"), (b"t/new", b"tail"), (b"t/empty", b"")]:
+        w.put(key, value)
+        model.put(key, value)
+    for key in (b"k/00003", b"k/00600", b"t/never"):
+        w.delete(key)
+        model.delete(key)
+
+
+def read_with_ours(store: ObjectStore, model: Model) -> None:
+    with DbReader.open("db", store, options=READER) as reader:
+        check_reads(model, reader.get, lambda: list(reader.scan()), who="our DbReader")
+    with Db.open("db", store, FAST) as db:  # fences SlateDB's writer, replays its WAL
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+
+
+def test_slatedb_l0_and_wal_tail_read_by_our_reader_and_db(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=False))
+    slate_rounds(w, model, 3)
+    slate_tail(w, model)
+    check_reads(model, w.get, w.scan, who="SlateDB Db (the oracle itself)")
+    m = oracle.admin().latest()
+    assert len(m.l0) == 3 and not m.compacted and m.replay_after_wal_id < m.next_wal_sst_id - 1
+    read_with_ours(store, model)
+
+
+def test_slatedb_compacted_runs_read_by_our_reader_and_db(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB's compactor merges its L0 SSTs into a sorted run; more L0 SSTs and a WAL tail
+    land on top of it."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=True))
+    slate_rounds(w, model, 4)
+    admin = oracle.admin()
+    admin.wait_until(lambda m: len(m.compacted) >= 1 and len(m.l0) == 0)
+    slate_rounds(w, model, 2, first=4)
+    slate_tail(w, model)
+    check_reads(model, w.get, w.scan, who="SlateDB Db (the oracle itself)")
+    m = admin.latest()
+    assert m.compacted and m.l0
+    read_with_ours(store, model)
+
+
+def test_slatedb_clean_shutdown_read_by_our_reader_and_db(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """A writer that shut down cleanly (SlateDB flushes its memtable to L0 on shutdown), then a
+    reopen by SlateDB that only overwrites and deletes."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=False))
+    slate_rounds(w, model, 2)
+    w.write(model.apply(rows(9, 50, step=3)))
+    w.shutdown()
+    w = oracle.open_db(s=settings(compactor=False))
+    w.write(model.apply((k, None) for k, _ in rows(9, 25, step=6)))
+    w.write(model.apply(rows(10, 30, step=5, start=1)))
+    w.shutdown()
+    read_with_ours(store, model)

@@ -8,9 +8,19 @@ scan, which must return the live rows in key order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 import pyarrow as pa
+
+
+class Scannable(Protocol):
+    def scan(self) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+def scanner(db: Scannable) -> Callable[[], list[tuple[bytes, bytes]]]:
+    """A full scan of our ``Db`` or ``DbReader`` as a list."""
+    return lambda: list(db.scan())
 
 
 class Model:

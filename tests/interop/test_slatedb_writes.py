@@ -13,7 +13,7 @@ from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
-from tests.interop.expect import Model, check_reads, rows
+from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, SlateWriter, settings
 
 pytestmark = pytest.mark.slatedb
@@ -47,9 +47,9 @@ def slate_tail(w: SlateWriter, model: Model) -> None:
 
 def read_with_ours(store: ObjectStore, model: Model) -> None:
     with DbReader.open("db", store, options=READER) as reader:
-        check_reads(model, reader.get, lambda: list(reader.scan()), who="our DbReader")
+        check_reads(model, reader.get, scanner(reader), who="our DbReader")
     with Db.open("db", store, FAST) as db:  # fences SlateDB's writer, replays its WAL
-        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+        check_reads(model, db.get, scanner(db), who="our Db")
 
 
 def test_slatedb_l0_and_wal_tail_read_by_our_reader_and_db(

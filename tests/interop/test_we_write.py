@@ -20,7 +20,7 @@ from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_ss
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
-from tests.interop.expect import Model, check_reads, rows
+from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
@@ -85,7 +85,7 @@ def test_our_writes_wal_l0_put_arrow_bulk_ingest_read_by_slatedb(
         db.delete(b"k/00160")
         model.delete(b"k/00160")
         db.put_arrow(arrow(model.apply(rows(7, 30, step=11))))
-        check_reads(model, db.get, lambda: list(db.scan()), who="our Db (the writer itself)")
+        check_reads(model, db.get, scanner(db), who="our Db (the writer itself)")
     read_with_slatedb(oracle, model)
 
 

@@ -1,0 +1,120 @@
+"""Our maintenance on databases SlateDB 0.17 writes: our GC (boundary files, ``min_age`` 0) run
+while SlateDB writes and compacts loses nothing SlateDB acknowledged; our compactor, and the
+Dagster compaction asset, compact a SlateDB-written database, and SlateDB then reads it
+(docs/format.md, docs/gc-and-boundaries.md)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from orchestration.assets import compaction
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from slatedb_core.compactor import run_compaction_once
+from slatedb_core.gc import GcStats, run_gc_once
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import CompactorOptions, DbReaderOptions, GarbageCollectorOptions
+from slatedb_core.reader.reader import DbReader
+from slatedb_core.store.objectstore import ObjectStore
+from tests.interop.expect import Model, check_reads, scanner
+from tests.interop.oracle import Oracle, SlateWriter, settings
+from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
+
+pytestmark = pytest.mark.slatedb
+
+GC_NOW = GarbageCollectorOptions(min_age=timedelta(0))
+COMPACT_NOW = CompactorOptions(l0_trigger=2, min_merge_width=2)
+READER = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=100))
+
+
+def read_everywhere(oracle: Oracle, store: ObjectStore, model: Model, w: SlateWriter) -> None:
+    """The writer itself, a fresh SlateDB DbReader, our DbReader, then a SlateDB writer opened
+    anew (it reads the GC boundaries and the manifest we last wrote)."""
+    check_reads(model, w.get, w.scan, who="SlateDB's running Db")
+    r = oracle.open_reader()
+    check_reads(model, r.get, r.scan, who="a new SlateDB DbReader")
+    r.shutdown()
+    with DbReader.open("db", store, options=READER) as reader:
+        check_reads(model, reader.get, scanner(reader), who="our DbReader")
+    w.shutdown()
+    w = oracle.open_db(s=settings(compactor=False))
+    check_reads(model, w.get, w.scan, who="SlateDB Db reopened")
+    w.shutdown()
+
+
+def test_our_gc_during_slatedb_writes_and_compactions_loses_nothing(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """GC passes back to back in a thread while SlateDB writes, flushes and compacts."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=True))
+    stop = threading.Event()
+    passes: list[GcStats] = []
+    errors: list[BaseException] = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            try:
+                passes.append(run_gc_once("db", store, GC_NOW))
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+                return
+
+    gc = threading.Thread(target=collect, daemon=True)
+    gc.start()
+    try:
+        slate_rounds(w, model, 4)
+        oracle.admin().wait_until(lambda m: bool(m.compacted))
+        slate_rounds(w, model, 4, first=4)
+        slate_tail(w, model)
+    finally:
+        stop.set()
+        gc.join(30)
+    assert not errors, f"our GC failed on SlateDB's database: {errors[0]!r}"
+    passes.append(run_gc_once("db", store, GC_NOW))
+    deleted = {k: sum(getattr(p, k).deleted for p in passes) for k in ("manifest", "wal",
+                                                                      "compacted")}
+    assert all(deleted.values()), f"the GC collected nothing of some kind: {deleted}"
+    assert (Path(oracle.root) / "db" / "gc" / "manifest.boundary").exists()
+    read_everywhere(oracle, store, model, w)
+
+
+def test_our_compactor_compacts_slatedb_database(oracle: Oracle, store: ObjectStore) -> None:
+    """SlateDB's writer stays open (its own compactor off) while ours merges its L0 into a
+    sorted run; it then flushes on top of our manifest."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=False))
+    slate_rounds(w, model, 4)
+    stats = run_compaction_once("db", store, COMPACT_NOW)
+    assert stats is not None and stats.compactions >= 1
+    slate_rounds(w, model, 1, first=4)
+    slate_tail(w, model)
+    latest = oracle.admin().latest()
+    assert latest.compacted and len(latest.l0) == 1, latest
+    read_everywhere(oracle, store, model, w)
+
+
+def test_dagster_compaction_asset_on_slatedb_database(
+    oracle: Oracle, store: ObjectStore, root: Path
+) -> None:
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=False))
+    slate_rounds(w, model, 5)
+    w.shutdown()
+    managed = ManagedDatabasesResource(databases=["db"], compactor_l0_trigger=4, gc_min_age="0s")
+    result = compaction(
+        context=dg.build_asset_context(partition_key="db"),
+        store=ObjectStoreResource(url=root.as_uri()),
+        managed=managed,
+    )
+    assert isinstance(result, dg.MaterializeResult)
+    meta = result.metadata or {}
+    assert meta["before_l0_ssts"].value == 5 and meta["l0_ssts"].value == 0, meta
+    m = ManifestStore(store, "db").read_latest().manifest
+    assert m.compacted and not m.l0
+    w = oracle.open_db(s=settings(compactor=False))
+    read_everywhere(oracle, store, model, w)

@@ -111,9 +111,9 @@ def test_dagster_compaction_asset_on_slatedb_database(
         store=ObjectStoreResource(url=root.as_uri()),
         managed=managed,
     )
-    assert isinstance(result, dg.MaterializeResult)
-    meta = result.metadata or {}
-    assert meta["before_l0_ssts"].value == 5 and meta["l0_ssts"].value == 0, meta
+    assert isinstance(result, dg.MaterializeResult) and result.metadata is not None
+    meta = {k: v.value if isinstance(v, dg.MetadataValue) else v for k, v in result.metadata.items()}
+    assert meta["before_l0_ssts"] == 5 and meta["l0_ssts"] == 0 and meta["compactions"], meta
     m = ManifestStore(store, "db").read_latest().manifest
     assert m.compacted and not m.l0
     w = oracle.open_db(s=settings(compactor=False))

@@ -129,6 +129,12 @@ class SlateWriter:
     def put(self, key: bytes, value: bytes, *, durable: bool = True) -> None:
         self._durable(self.db.put(key, value), durable)
 
+    def put_ttl(self, key: bytes, value: bytes, ttl_ms: int, *, durable: bool = True) -> None:
+        """A put that expires ``ttl_ms`` after SlateDB's clock at the write (the row stores its
+        expire_ts)."""
+        options = sdb.PutOptions(ttl=sdb.Ttl.EXPIRE_AFTER_MILLIS(ttl_ms))
+        self._durable(self.db.put_with_options(key, value, options, sdb.WriteOptions()), durable)
+
     def delete(self, key: bytes, *, durable: bool = True) -> None:
         self._durable(self.db.delete(key), durable)
 

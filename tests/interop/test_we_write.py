@@ -5,6 +5,7 @@ clones, projections, unions and a Spark ingest) must be read by SlateDB's own ``
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CompactorOptions, DbOptions
+from slatedb_core.options import COMPRESSIONS, CompactorOptions, DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.batch import WriteBatch
@@ -177,3 +178,18 @@ def test_our_union_read_by_slatedb(oracle: Oracle, store: ObjectStore) -> None:
     union = Model()
     union.rows = {**left.rows, **right.rows}
     read_with_slatedb(oracle, union, "union")
+
+
+@pytest.mark.parametrize("compression", [c for c in COMPRESSIONS if c != "none"])
+def test_our_compressed_ssts_read_by_slatedb(
+    oracle: Oracle, store: ObjectStore, compression: str
+) -> None:
+    """Every codec our writer offers (``DbOptions.compression``) on L0 SSTs, ingested SSTs and
+    the WAL, read by SlateDB."""
+    model = Model()
+    with Db.open("db", store, dataclasses.replace(FAST, compression=compression)) as db:
+        our_rounds(db, model, 2)
+        db.bulk_ingest(arrow(model.apply(rows(6, 1500, start=150))))
+        db.put(b"k/00002", b"tail-overwrite")
+        model.put(b"k/00002", b"tail-overwrite")
+    read_with_slatedb(oracle, model)

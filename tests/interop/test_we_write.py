@@ -87,6 +87,12 @@ def test_our_writes_wal_l0_put_arrow_bulk_ingest_read_by_slatedb(
         model.delete(b"k/00160")
         db.put_arrow(arrow(model.apply(rows(7, 30, step=11))))
         check_reads(model, db.get, scanner(db), who="our Db (the writer itself)")
+        # SlateDB's reader while our writer runs (its managed checkpoint lands in our manifest)
+        live = oracle.open_reader()
+        check_reads(model, live.get, live.scan, who="SlateDB DbReader beside our writer")
+        live.shutdown()
+        db.put(b"after/live", b"x")
+        model.put(b"after/live", b"x")
     read_with_slatedb(oracle, model)
 
 

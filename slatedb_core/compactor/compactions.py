@@ -11,162 +11,57 @@ update loop manifests use (:mod:`slatedb_core.meta.versioned`: a loser backs off
 the latest record).
 The record carries the writer's ``compactor_epoch``: a compactor that finds a newer epoch in the
 latest record has been replaced and raises :class:`Fenced`. A new compactor's first record closes
-the records its predecessors left ``running`` (they can never commit: the manifest fences them) as
-``committed`` if their outputs made it into the manifest, ``failed`` otherwise.
+the compactions its predecessors left under way (they can never commit: the manifest fences them)
+as ``committed`` if their outputs made it into the manifest, ``failed`` otherwise; SlateDB's
+``submitted`` requests are left for a SlateDB coordinator to validate.
 
 Ordering rule for readers such as the GC: read this namespace BEFORE the manifest. A compaction is
 marked ``committed`` only after its manifest commit, so "not running here" then implies "already in
 the manifest you read next".
 
-Payload: UTF-8 JSON inside ``envelope.seal(b"SDBC", 1, ...)``.
+The bytes are SlateDB 0.17's (:mod:`slatedb_core.compactor.compactions_codec`), so SlateDB's
+compactor and ours can take turns on one database (docs/format.md, "Compactions").
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import NamedTuple
 
 from ulid import ULID
 
-from slatedb_core.errors import CorruptionError, Fenced
+from slatedb_core.compactor.compactions_codec import decode_state, encode_state
+from slatedb_core.compactor.compactions_model import (
+    KEEP_FINISHED,
+    CompactionRecord,
+    CompactionsState,
+    Kind,
+    Status,
+    now_ms,
+)
+from slatedb_core.errors import Fenced
 from slatedb_core.layout import COMPACTIONS_DIR, COMPACTIONS_SUFFIX
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore
 from slatedb_core.store.objectstore import ObjectStore
 
-MAGIC = b"SDBC"
-VERSION = 1
-KEEP_FINISHED = 32
-"""Finished compactions kept in each record, for operators; older ones are dropped."""
-
-Kind = Literal["l0", "sorted-runs"]
-Status = Literal["running", "committed", "failed"]
-_KINDS = ("l0", "sorted-runs")
-_STATUSES = ("running", "committed", "failed")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionRecord:
-    id: ULID
-    kind: Kind
-    source_view_ids: tuple[ULID, ...]
-    source_run_ids: tuple[int, ...]
-    destination: int
-    outputs: tuple[ULID, ...] = ()
-    status: Status = "running"
-    created_at_ms: int = 0
-    updated_at_ms: int = 0
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": str(self.id),
-            "kind": self.kind,
-            "source_view_ids": [str(v) for v in self.source_view_ids],
-            "source_run_ids": list(self.source_run_ids),
-            "destination": self.destination,
-            "outputs": [str(o) for o in self.outputs],
-            "status": self.status,
-            "created_at_ms": self.created_at_ms,
-            "updated_at_ms": self.updated_at_ms,
-            "error": self.error,
-        }
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> CompactionRecord:
-        """Strict: exactly the types ``to_json`` writes, so a decoded record re-encodes to itself
-        (no ``True`` read as 1, ``1.5`` truncated, ``"12"`` parsed or a 2**64 epoch let through)."""
-        kind, status = d["kind"], d["status"]
-        if kind not in _KINDS or status not in _STATUSES:
-            raise ValueError(f"unknown kind {kind!r} or status {status!r}")
-        error = d.get("error")
-        if error is not None and type(error) is not str:
-            raise ValueError(f"error must be a string or null, got {type(error).__name__}")
-        return CompactionRecord(
-            id=_ulid(d["id"]),
-            kind=kind,
-            source_view_ids=tuple(_ulid(v) for v in _list(d["source_view_ids"])),
-            source_run_ids=tuple(_u64(r) for r in _list(d["source_run_ids"])),
-            destination=_u64(d["destination"]),
-            outputs=tuple(_ulid(o) for o in _list(d["outputs"])),
-            status=status,
-            created_at_ms=_u64(d["created_at_ms"]),
-            updated_at_ms=_u64(d["updated_at_ms"]),
-            error=error,
-        )
-
-
-def _u64(value: object) -> int:
-    if type(value) is not int or not 0 <= value < 2**64:
-        raise ValueError(f"expected a u64, got {value!r:.40}")
-    return value
-
-
-def _ulid(value: object) -> ULID:
-    if type(value) is not str:
-        raise ValueError(f"expected a ULID string, got {type(value).__name__}")
-    return ULID.from_str(value)
-
-
-def _list(value: object) -> list[Any]:
-    if type(value) is not list:
-        raise ValueError(f"expected a list, got {type(value).__name__}")
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionsState:
-    """One version of the namespace: the holder's epoch and its recent compactions."""
-
-    compactor_epoch: int = 0
-    compactions: tuple[CompactionRecord, ...] = ()
-
-    def get(self, compaction_id: ULID) -> CompactionRecord | None:
-        return next((c for c in self.compactions if c.id == compaction_id), None)
-
-    def running(self) -> tuple[CompactionRecord, ...]:
-        return tuple(c for c in self.compactions if c.status == "running")
-
-    def with_record(self, record: CompactionRecord) -> CompactionsState:
-        """Insert or replace ``record``, dropping the oldest finished ones past KEEP_FINISHED."""
-        others = [c for c in self.compactions if c.id != record.id]
-        merged = [*others, record]
-        finished = [c for c in merged if c.status != "running"]
-        drop = {c.id for c in finished[: max(0, len(finished) - KEEP_FINISHED)]}
-        return dataclasses.replace(
-            self, compactions=tuple(c for c in merged if c.id not in drop)
-        )
-
-
-def encode_state(state: CompactionsState) -> bytes:
-    body = {
-        "compactor_epoch": state.compactor_epoch,
-        "compactions": [c.to_json() for c in state.compactions],
-    }
-    return seal(MAGIC, VERSION, json.dumps(body, sort_keys=True).encode("utf-8"))
-
-
-def decode_state(data: bytes, name: str) -> CompactionsState:
-    opened = open_sealed(data, magic=MAGIC, name=name, versions=frozenset({VERSION}))
-    try:
-        body = json.loads(opened.payload.decode("utf-8"))
-        return CompactionsState(
-            compactor_epoch=_u64(body["compactor_epoch"]),
-            compactions=tuple(CompactionRecord.from_json(c) for c in _list(body["compactions"])),
-        )
-    # RecursionError: deeply nested JSON; OverflowError: a float such as Infinity or 1e400.
-    except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as e:
-        raise CorruptionError(name, f"malformed compactions record: {e}") from None
+__all__ = [
+    "KEEP_FINISHED",
+    "CompactionRecord",
+    "CompactionsState",
+    "CompactionsStore",
+    "Kind",
+    "Status",
+    "StoredState",
+    "compactions_seq",
+    "decode_state",
+    "encode_state",
+    "in_flight_output_ids",
+    "now_ms",
+    "read_latest_state",
+]
 
 
 def compactions_seq(store: ObjectStore, db_path: str) -> SequencedStore:
@@ -192,7 +87,7 @@ def in_flight_output_ids(store: ObjectStore, db_path: str) -> set[ULID]:
     latest = read_latest_state(store, db_path)
     if latest is None:
         return set()
-    return {o for c in latest[1].running() for o in c.outputs}
+    return {o for c in latest[1].running() for o in c.written_output_ids()}
 
 
 StateChange = Callable[[CompactionsState], CompactionsState]
@@ -273,7 +168,8 @@ class CompactionsStore:
                 sources_gone = not any(v in l0_views for v in c.source_view_ids) and not any(
                     r in runs for r in c.source_run_ids
                 )
-                done = sources_gone and all(o in present for o in c.outputs)
+                outputs = c.written_output_ids()
+                done = sources_gone and all(o in present for o in outputs)
                 state = state.with_record(
                     dataclasses.replace(
                         c,

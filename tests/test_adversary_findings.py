@@ -15,10 +15,9 @@ from slatedb_core.errors import DatabaseDestroyed
 from slatedb_core.gc import run_gc_once
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS
+from slatedb_core.manifest.codec import decode_stamped_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -116,8 +115,7 @@ def test_a_commit_passed_by_gc_is_not_reapplied_when_a_clone_built_on_it(mem: Ob
     committer.join()
     assert committer.error is None
     parents = [
-        open_sealed(ms.seq.read(e.id), magic=MANIFEST_MAGIC, name="m", versions=SUPPORTED_VERSIONS)
-        .parent
+        decode_stamped_manifest(ms.seq.read(e.id), name="m")[1].parent
         for e in ms.list()[1:]
     ]
     assert ms.read_latest().manifest.last_l0_seq == before + 100, "the change was applied twice"

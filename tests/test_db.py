@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 import threading
 from datetime import timedelta
 
@@ -439,25 +438,3 @@ def test_projected_database_rejects_writes_and_reads_outside_its_range(store: Ob
         assert list(db.scan(b"a", b"i")) == [(b"h", b"1")]  # partly outside: clipped
         assert db.get(b"h2") is None and db.get(b"h3") is None
         assert dc.replace(db.manifest.manifest).key_range is not None
-
-
-def test_database_written_under_phase_1_keeps_working_under_phase_2(store: ObjectStore) -> None:
-    from slatedb_core.meta.envelope import open_sealed
-
-    v1 = DbOptions(flush_interval=timedelta(milliseconds=10), manifest_format_version=1)
-    with Db.open("db", store, v1) as db:
-        db.put(b"a", b"1")
-        db.flush_memtable()
-        latest = db.manifest.id
-    raw = store.get(f"db/manifest/{latest:020d}.manifest").data
-    assert open_sealed(raw, magic=b"SDBM", name="m", versions=frozenset({1, 2})).version == 1
-    v2 = dataclasses.replace(FAST, manifest_format_version=2)
-    with Db.open("db", store, v2) as db:  # phase 2: a writer told to write V2 migrates it
-        assert db.get(b"a") == b"1"
-        db.put(b"b", b"2")
-        db.flush_memtable()
-        latest = db.manifest.id
-    raw = store.get(f"db/manifest/{latest:020d}.manifest").data
-    assert open_sealed(raw, magic=b"SDBM", name="m", versions=frozenset({1, 2})).version == 2
-    with Db.open("db", store, FAST) as db:
-        assert dict(db.scan()) == {b"a": b"1", b"b": b"2"}

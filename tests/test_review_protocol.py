@@ -21,16 +21,15 @@ from slatedb_core.errors import (
 from slatedb_core.gc import run_gc_once
 from slatedb_core.layout import sst_path
 from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.manifest.codec import MANIFEST_MAGIC, SUPPORTED_VERSIONS, encode_manifest
+from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
-from tests.gc import ZERO, Background, commit, manifest_ids, new_db
+from tests.gc import ZERO, Background, commit, new_db
 
 GRACE0 = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
 QUIET = DbOptions(
@@ -247,34 +246,3 @@ def test_a_plain_open_rewrites_no_l0_sst(store: ObjectStore) -> None:
     with Db.open("db", store, QUIET):
         pass
     assert [p for p in _own(store, "db") if "/compacted/" in p] == before
-
-
-# ---- item 11: every component keeps a V1 database in V1 -------------------------------------
-def test_a_v1_database_stays_v1_through_checkpoints_readers_gc_and_destroy(
-    store: ObjectStore,
-) -> None:
-    v1 = dataclasses.replace(QUIET, manifest_format_version=1)
-    with Db.open("db", store, v1) as db:
-        db.put(b"k", b"v")
-        db.flush_memtable()
-    ms = ManifestStore(store, "db")
-
-    def versions() -> set[int]:
-        return {
-            open_sealed(ms.seq.read(i), magic=MANIFEST_MAGIC, name="m", versions=SUPPORTED_VERSIONS)
-            .version
-            for i in manifest_ids(ms)
-        }
-
-    cp = create_checkpoint("db", store, CheckpointOptions(lifetime=timedelta(hours=1)))
-    with DbReader.open("db", store) as reader:
-        assert reader.get(b"k") == b"v"
-    delete_checkpoint("db", store, cp.id)
-    run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(hours=1)))
-    assert versions() == {1}
-    with Db.open("db", store, QUIET) as db:  # a writer with default options keeps V1 too
-        db.put(b"k2", b"v2")
-        db.flush_memtable()
-    assert versions() == {1}
-    destroy("db", store)
-    assert versions() == {1}

@@ -178,13 +178,6 @@ def test_reopened_idle_source_is_not_mistaken_for_one_with_wal_data() -> None:
     assert content(store, "merged") == content(store, "db")
 
 
-def test_v1_manifest_source_is_refused() -> None:
-    store = mem()
-    make_db(store, "old", DbOptions(manifest_format_version=1))
-    with pytest.raises(UnionError, match="V1"):
-        create_union("merged", [UnionSource("old")], store)
-
-
 def test_overlapping_or_gapped_sources_are_refused() -> None:
     store = mem()
     make_db(store)

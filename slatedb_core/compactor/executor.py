@@ -123,9 +123,7 @@ def apply_compaction(
     new = dataclasses.replace(m, l0=l0, compacted=compacted, ssts=ssts, external_dbs=external)
     if plan.kind == "l0":
         newest = plan.source_views[0]
-        new = dataclasses.replace(
-            new, last_compacted_l0_view_id=newest.view_id, last_compacted_l0_sst_id=newest.sst_id
-        )
+        new = dataclasses.replace(new, last_compacted_l0_view_id=newest.view_id)
     return new
 
 

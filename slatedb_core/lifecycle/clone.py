@@ -60,16 +60,10 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone_wal import copy_wal, last_with_data, start_over
 from slatedb_core.lifecycle.external import Latest, release_external_checkpoints, same_format_store
 from slatedb_core.lifecycle.origin import clone_mismatch, clone_origin_of, establish
-from slatedb_core.manifest.codec import (
-    DEFAULT_FORMAT_VERSION,
-    MANIFEST_MAGIC,
-    SUPPORTED_VERSIONS,
-    decode_manifest,
-)
+from slatedb_core.manifest.codec import FORMAT_VERSION, decode_stamped_manifest
 from slatedb_core.manifest.model import ExternalDb, Manifest
 from slatedb_core.manifest.projection import project_manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
-from slatedb_core.meta.envelope import open_sealed
 from slatedb_core.options import CheckpointOptions
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.wal.log import WalLog
@@ -121,9 +115,8 @@ class Snapshot:
 
 def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, int]:
     """The manifest and the format version it was written in."""
-    name = ms.seq.path(object_id)
-    opened = open_sealed(data, magic=MANIFEST_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
-    return decode_manifest(data, name=name), opened.version
+    manifest, stamp = decode_stamped_manifest(data, name=ms.seq.path(object_id))
+    return manifest, stamp.version
 
 
 def _ephemeral(
@@ -178,7 +171,7 @@ def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: 
         raise _lost(path, cid, f"expired at {cp.expire_time_s}")
     if cp.manifest_id == latest.id:  # our ephemeral checkpoint pins what we just wrote
         pinned = latest.manifest
-        version = latest.version or ms.format_version or DEFAULT_FORMAT_VERSION
+        version = latest.version or FORMAT_VERSION
     else:
         try:
             pinned, version = _decode(ms, cp.manifest_id, ms.seq.read(cp.manifest_id))

@@ -40,6 +40,7 @@ class WriteLayout:
         self.pick = picker(order)
         self.struct = struct.Struct("".join(fmt))
         self.align = 8 if any(WIDTH[table.kinds[s]] == 8 for s in slots) else 4
+        self.offs = tuple(offs)  # each slot's position in the table (0 = absent)
         self.vtable = struct.pack(f"<HH{len(offs)}H", 4 + 2 * len(offs), pos, *offs)
 
 
@@ -50,6 +51,8 @@ class FbWriter:
         self._chunks: list[bytes] = []
         self._size = 0
         self._vtables: dict[bytes, int] = {}
+        self.last: WriteLayout | None = None
+        """The layout of the table written last (where each of its fields lies)."""
 
     def _put(self, data: bytes, align: int, shift: int = 0) -> int:
         pad = (shift - self._size - len(data)) % align
@@ -81,6 +84,7 @@ class FbWriter:
             self._chunks.append(bytes(pad))
         self._chunks.append(lay.struct.pack(vt - start, *args))
         self._size = start
+        self.last = lay
         return start
 
     def tables(self, offsets: Sequence[int]) -> int:

@@ -87,6 +87,16 @@ class FbReader:
             vals[slot] += pos + off
         return vals
 
+    def slot_position(self, table: FbTable, pos: int, slot: int) -> int | None:
+        """Where field ``slot`` of the table at ``pos`` lies (None if absent); the table must
+        have been read with :meth:`table` already."""
+        vt = pos - I32.unpack_from(self.buf, pos)[0]
+        vsize = VT_HEAD.unpack_from(self.buf, vt)[0]
+        if 4 + 2 * slot + 2 > vsize:
+            return None
+        off = struct.unpack_from("<H", self.buf, vt + 4 + 2 * slot)[0]
+        return pos + off if off else None
+
     def _vector(self, pos: int, width: int) -> tuple[int, int]:
         if pos < 0 or pos + 4 > self._n:
             raise Malformed(f"vector at {pos} is out of bounds")

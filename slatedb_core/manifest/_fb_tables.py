@@ -42,8 +42,8 @@ def _past(used: str, first_ours: int, ours: str) -> str:
 
 
 # SlateDB 0.17's schemas/common.fbs: 128-bit ids are tables of two u64 halves (high, low).
-ULID = FbTable("Ulid", "QQ")
-UUID = FbTable("Uuid", "QQ")
+ULID_TABLE = FbTable("Ulid", "QQ")
+UUID_TABLE = FbTable("Uuid", "QQ")
 BOUND = FbTable("BytesBound", "OB")  # key, bound_type
 RANGE = FbTable("BytesRange", "OO")  # start_bound, end_bound (both required)
 
@@ -69,9 +69,10 @@ CP = FbTable("Checkpoint", "OQIIBOO")
 # sequence_tracker, segments, segment_extractor_name; ours: one table at slot 32.
 MANIFEST_OURS = 32
 MANIFEST = FbTable("ManifestV2", _past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
-# Ours (docs/format.md, "Manifest"): destroyed_at_s, max_parallel_writes, key_range, nonce,
-# parent, next_wal_sst_id, crc32.
-OURS = FbTable("SlateDbCoreManifest", "qIOOOqI")
+# Ours (docs/format.md, "Manifest"): max_parallel_writes, key_range, nonce, parent,
+# next_wal_sst_id, crc32.
+OURS = FbTable("SlateDbCoreManifest", "IOOOqI")
+OURS_CRC_SLOT = 5
 
 
 class Malformed(Exception):

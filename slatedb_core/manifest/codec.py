@@ -1,41 +1,48 @@
-"""Manifest bytes <-> :class:`~slatedb_core.manifest.model.Manifest`, for ManifestV1 and ManifestV2.
+"""Manifest bytes <-> :class:`~slatedb_core.manifest.model.Manifest`, in SlateDB 0.17's format
+(docs/format.md, "Manifest").
 
-Stored manifests are a FlatBuffers payload (``schema/manifest.fbs``) inside the checksummed envelope
-of :mod:`slatedb_core.meta.envelope`, whose version field says which root table the payload holds.
+An object ``manifest/{id:020}.manifest`` is a big-endian u16 format version (2) followed by a
+FlatBuffers ``ManifestV2`` root with SlateDB 0.17's field ids and types (its
+``schemas/manifest.fbs``, ``schemas/sst.fbs``, ``schemas/common.fbs``). Both engines read and
+write it. What this engine keeps and SlateDB lacks lies where SlateDB ignores it:
 
-Why this module writes and reads FlatBuffers itself instead of calling the flatc output (kept
-in ``tests/manifest/generated/``): that code is correct with the pinned runtime but costs ~25 us
-per SST per direction (measured: 2.5 s to encode and 3.6 s to decode only the SST table of a
-100k-SST manifest), and a manifest is rewritten on every flush and compaction. The small writer
-and reader it uses implement
-just the parts of the format the schema uses (tables with shared vtables, vectors of offsets,
-structs and bytes, strings), driven by a per-table list of field kinds that mirrors the schema's
-field order. ``tests/manifest/test_codec.py`` checks both directions against the generated bindings,
-which stay the reference for the layout.
+* one table of ours at ManifestV2 slot 32: ``max_parallel_writes``, ``key_range``, the nonce of
+  this write and of the manifest it was built on (settling ambiguous creates,
+  :mod:`slatedb_core.manifest.store`), ``next_wal_sst_id`` and a CRC-32 of the whole object
+  (computed with the CRC field zeroed);
+* ``CompactedSst.original_id`` at CompactedSsTableV2 slot 8, and ``SstInfo``'s
+  ``entry_count``/``size_bytes`` at SsTableInfo slots 16-17 (:mod:`.sst_info`);
+* ``destroyed_at_s`` as a checkpoint (:data:`DESTROYED_CHECKPOINT_NAME`), which SlateDB keeps
+  when it rewrites a manifest, so a destroyed database stays destroyed.
 
-The reader bounds-checks every offset itself: the Python runtime has no verifier, and Python's
-negative indexing would silently wrap a bad offset. Any malformed payload therefore surfaces as
-``CorruptionError`` naming the object, never as a raw ``IndexError`` or ``struct.error``.
+SlateDB drops the rest when it rewrites a manifest; decoding such a manifest yields what SlateDB
+means (one write in flight, no key range, ``next_wal_sst_id = wal_id_last_seen + 1``) and a
+:class:`Stamp` without nonces.
 
-The code lives in three modules private to this package: ``_fb_layout`` (the tables' field
-kinds), ``_fb_writer`` and ``_fb_reader``; this module is their public face.
+Why this package writes and reads FlatBuffers itself (``_fb_build``, ``_fb_read``, tables
+described once in ``_fb_tables``) instead of generated code: the flatc Python output costs ~25 us
+per SST per direction, and a manifest is rewritten on every flush and compaction. The reader
+bounds-checks every offset, so a malformed object surfaces as ``CorruptionError`` naming it.
 """
 
 from __future__ import annotations
 
-from slatedb_core.manifest._fb_layout import (
-    DEFAULT_FORMAT_VERSION,
-    MANIFEST_MAGIC,
-    SUPPORTED_VERSIONS,
+from slatedb_core.manifest._decode import Stamp, decode_manifest, decode_stamped_manifest
+from slatedb_core.manifest._encode import (
+    DESTROYED_CHECKPOINT_ID,
+    DESTROYED_CHECKPOINT_NAME,
+    FORMAT_VERSION,
+    NONCE_SIZE,
+    encode_manifest,
 )
-from slatedb_core.manifest._fb_reader import decode_manifest, decode_sealed_manifest
-from slatedb_core.manifest._fb_writer import encode_manifest
 
 __all__ = [
-    "DEFAULT_FORMAT_VERSION",
-    "MANIFEST_MAGIC",
-    "SUPPORTED_VERSIONS",
+    "DESTROYED_CHECKPOINT_ID",
+    "DESTROYED_CHECKPOINT_NAME",
+    "FORMAT_VERSION",
+    "NONCE_SIZE",
+    "Stamp",
     "decode_manifest",
-    "decode_sealed_manifest",
+    "decode_stamped_manifest",
     "encode_manifest",
 ]

@@ -1,4 +1,5 @@
-"""Plain, immutable Python objects describing a manifest (SlateDB RFC 0004's ManifestV2).
+"""Plain, immutable Python objects describing a manifest (SlateDB RFC 0004's ManifestV2, as
+SlateDB 0.17 stores it: docs/format.md, "Manifest").
 
 The rest of the code only ever sees these dataclasses; the FlatBuffers types stay inside
 ``slatedb_core.manifest.codec``. Everything is frozen and uses tuples, so a ``Manifest`` can be shared
@@ -62,8 +63,11 @@ class CompactedSst:
 
     id: ULID
     info: SstInfo = field(default_factory=SstInfo)
-    format_version: int = 1
+    format_version: int = 2
+    """The SST's format version (SlateDB's ``CompactedSsTableV2.format_version``: 2 is what SlateDB
+    0.17 writes and reads; stored absent reads as 1, SlateDB's original SST format)."""
     original_id: ULID | None = None  # set when union had to re-id an SST; used for path resolution
+    """Ours (docs/format.md, "Manifest"): SlateDB does not store it and drops it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,8 @@ class ExternalDb:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """A pinned manifest version. ``expire_time_s`` None means it never expires."""
+    """A pinned manifest version. ``expire_time_s`` None means it never expires. SlateDB stores
+    both times as u32 seconds (``expire_time_s`` 0 = never)."""
 
     id: uuid.UUID
     manifest_id: int
@@ -114,23 +119,33 @@ class Manifest:
     compactor_epoch: int = 0
     initialized: bool = True
     destroyed_at_s: int | None = None
+    """Ours; stored as a checkpoint SlateDB keeps (docs/format.md, "Manifest")."""
     external_dbs: tuple[ExternalDb, ...] = ()
     replay_after_wal_id: int = 0
     wal_id_last_seen: int = 0
     next_wal_sst_id: int = 1
+    """Ours; absent (SlateDB wrote the manifest) it is ``wal_id_last_seen + 1``, as SlateDB
+    derives it."""
     ssts: tuple[CompactedSst, ...] = ()
     l0: tuple[SstView, ...] = ()  # newest first
     compacted: tuple[SortedRun, ...] = ()  # newest first
     checkpoints: tuple[Checkpoint, ...] = ()
     last_l0_seq: int = 0
     last_compacted_l0_view_id: ULID | None = None
-    last_compacted_l0_sst_id: ULID | None = None  # kept for V1 writers (SlateDB RFC 0004 phase 1)
+    last_l0_clock_tick: int = 0
+    """SlateDB's: the clock tick of the last row flushed to L0 (kept as read)."""
+    recent_snapshot_min_seq: int = 0
+    """SlateDB's: the lowest seq its in-memory snapshots still read (kept as read)."""
+    sequence_tracker: bytes | None = None
+    """SlateDB's seq-to-time tracker (its RFC 0012), opaque here (kept as read)."""
     max_parallel_writes: int = 1
     """WAL writes the current writer may have in flight (SlateDB RFC 0001, "Parallel Writes"); the next
-    writer fences with this many consecutive SSTs. Stored 0 or absent decodes as 1."""
+    writer fences with this many consecutive SSTs. Ours: absent (SlateDB wrote the manifest, one
+    write in flight) decodes as 1."""
     key_range: BytesRange | None = None
     """The keys this database may hold (set by projection and union); None = all keys. Kept at
-    the manifest level because SSTs written after a projection carry no visible range."""
+    the manifest level because SSTs written after a projection carry no visible range. Ours:
+    SlateDB drops it when it rewrites the manifest (docs/format.md, "Manifest")."""
 
     def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
         for cp in self.checkpoints:

@@ -1,5 +1,5 @@
 """Fenced, retried manifest updates (docs/manifest-and-fencing.md; SlateDB RFC 0001 "Manifest
-Updates"; SlateDB RFC 0004 for format versions).
+Updates"; the format is SlateDB 0.17's, docs/format.md "Manifest").
 
 The update loop itself (read the latest, check the fence, apply the change, create id+1, back off
 and retry) is :mod:`slatedb_core.meta.versioned`, shared with ``.compactions`` and the shard map;
@@ -10,18 +10,19 @@ settlement of a commit behind the boundary.
 **A create behind the boundary is settled, never re-applied blindly.** SlateDB RFC 0026 treats a
 create whose id is at or behind the boundary as failed. But the create may have been a real
 commit that others built on before GC passed it while its committer was slow to check;
-re-applying the change on the latest manifest would then apply it twice. Every manifest records
-the nonce of the manifest it was built on (its envelope's ``parent``), so the committer reads the
-next id: built on our nonce means committed (success, reported once); built on another means our
-object is a void write (deleted, and the change re-applied). When GC has collected the next id
-too, the change is re-applied on the latest manifest, and it is the change's job to notice that
+re-applying the change on the latest manifest would then apply it twice. Every manifest we write
+records the nonce of the manifest it was built on (the ``parent`` of its
+:class:`~slatedb_core.manifest.codec.Stamp`), so the committer reads the next id: built on our
+nonce means committed (success, reported once); built on another means our object is a void
+write (deleted, and the change re-applied). When GC has collected the next id too, or SlateDB
+wrote it (SlateDB stores no nonces), the change is re-applied on the latest manifest, and it is
+the change's job to notice that
 its effect is already there (every change of the engine does: an SST or checkpoint already named
 makes it return None, and the codec refuses a manifest naming an SST or a checkpoint id twice, so
 a change is never applied twice). See docs/manifest-and-fencing.md.
 
-**Each database keeps its format.** A manifest is committed in the format version of the manifest
-it was built on (SlateDB RFC 0004, migration phase 1), unless the store was given an explicit
-version (the writer's ``manifest_format_version``, which is how a database is migrated).
+**One format.** Every manifest is committed as SlateDB 0.17 writes one (format version 2); a
+store given another ``format_version`` refuses to open.
 
 **A destroyed path stays destroyed.** Deleting a destroyed database moves the boundaries to
 :data:`~slatedb_core.meta.boundary.TOMBSTONE` and keeps them: every create there then fails its
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -44,19 +46,20 @@ from slatedb_core.errors import (
     DatabaseNotFound,
     DatabaseNotInitialized,
     Fenced,
+    InvalidArgument,
     ManifestVersionExists,
     ObjectNotFound,
     ObjectVersionBehindBoundary,
 )
 from slatedb_core.layout import MANIFEST_DIR, MANIFEST_SUFFIX
 from slatedb_core.manifest.codec import (
-    DEFAULT_FORMAT_VERSION,
-    decode_sealed_manifest,
+    FORMAT_VERSION,
+    NONCE_SIZE,
+    decode_stamped_manifest,
     encode_manifest,
 )
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.boundary import TOMBSTONE
-from slatedb_core.meta.envelope import new_nonce
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -72,8 +75,8 @@ IdChange = Callable[[Manifest, int], Manifest | None]
 @dataclass(frozen=True, slots=True)
 class StoredManifest:
     """A manifest together with the id it was read from or committed as, and (when known) the
-    format version and envelope nonce of that object: a commit built on it records the nonce as
-    its parent and keeps the version."""
+    format version and nonce of that object (None if SlateDB wrote it): a commit built on it
+    records the nonce as its parent."""
 
     id: int
     manifest: Manifest
@@ -109,6 +112,11 @@ class ManifestStore:
         retry: RetryPolicy | None = None,
         pointer_stride: int = 16,
     ) -> None:
+        if format_version not in (None, FORMAT_VERSION):
+            raise InvalidArgument(
+                f"manifest format version {format_version}: only {FORMAT_VERSION} (SlateDB 0.17's) "
+                "is written"
+            )
         self.store = store
         self.db_path = db_path
         self.format_version = format_version
@@ -137,8 +145,8 @@ class ManifestStore:
 
     # ---- reads ---------------------------------------------------------------------------
     def _decode(self, object_id: int, data: bytes) -> StoredManifest:
-        manifest, opened = decode_sealed_manifest(data, name=self.seq.path(object_id))
-        return StoredManifest(object_id, manifest, opened.version, opened.nonce)
+        manifest, stamp = decode_stamped_manifest(data, name=self.seq.path(object_id))
+        return StoredManifest(object_id, manifest, stamp.version, stamp.nonce)
 
     def try_read_latest(self) -> StoredManifest | None:
         """The latest manifest, or None if there is none (see :meth:`read_latest` for a
@@ -189,13 +197,12 @@ class ManifestStore:
     def _encode(
         self, object_id: int, manifest: Manifest, base: StoredManifest | None
     ) -> tuple[bytes, StoredManifest]:
-        """The bytes of ``manifest`` built on ``base``: its format version, a fresh nonce and the
-        base's nonce as parent (module docstring)."""
-        version = self.format_version or (base and base.version) or DEFAULT_FORMAT_VERSION
-        nonce = new_nonce()
+        """The bytes of ``manifest`` built on ``base``: a fresh nonce and the base's nonce as
+        parent (module docstring)."""
+        nonce = os.urandom(NONCE_SIZE)
         parent = None if base is None else base.nonce
-        data = encode_manifest(manifest, format_version=version, nonce=nonce, parent=parent)
-        return data, StoredManifest(object_id, manifest, version, nonce)
+        data = encode_manifest(manifest, manifest_id=object_id, nonce=nonce, parent=parent)
+        return data, StoredManifest(object_id, manifest, FORMAT_VERSION, nonce)
 
     def _settle_behind_boundary(
         self, ours: StoredManifest, err: ObjectVersionBehindBoundary
@@ -214,7 +221,7 @@ class ManifestStore:
         parent: bytes | None = None
         try:
             data = self.seq.read(object_id + 1)
-            parent = decode_sealed_manifest(data, name=self.seq.path(object_id + 1))[1].parent
+            parent = decode_stamped_manifest(data, name=self.seq.path(object_id + 1))[1].parent
         except (ObjectNotFound, CorruptionError):
             pass  # no evidence: the change decides on the latest manifest
         if parent == nonce:

@@ -54,7 +54,6 @@ def test_l0_compaction_keeps_views_the_writer_added_meanwhile() -> None:
     assert [v.sst_id for v in new.compacted[0].views] == [o.id for o in out]
     assert {s.id for s in new.ssts} == {fresh.id, *(o.id for o in out)}
     assert new.last_compacted_l0_view_id == m.l0[0].view_id
-    assert new.last_compacted_l0_sst_id == m.l0[0].sst_id
 
 
 def test_l0_output_goes_above_every_existing_run() -> None:

@@ -35,7 +35,8 @@ from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, bloom, encode_sst
 from slatedb_core.sst.format import encode_metadata
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, encode_shard_map, ranges_for
-from slatedb_core.wal.log import EPOCH_KEY
+from slatedb_core.wal.log import FENCE, encode_wal_sst
+from tests.manifest.fbtools import drop_slot
 
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
@@ -86,10 +87,12 @@ def _sst(rng: random.Random) -> CompactedSst:
         first_key=key(rng) if rng.random() < 0.8 else None,
         last_key=key(rng) if rng.random() < 0.8 else None,
         index_offset=u64(rng), index_len=u64(rng), filter_offset=u64(rng), filter_len=u64(rng),
-        compression=u32(rng), entry_count=u64(rng), size_bytes=u64(rng),
+        compression=rng.randrange(5), entry_count=u64(rng), size_bytes=u64(rng),
+        sst_type=rng.randrange(2), stats_offset=u64(rng), stats_len=u64(rng),
+        filter_format=rng.randrange(2),
     )
     original = ulid(rng) if rng.random() < 0.2 else None
-    return CompactedSst(ulid(rng), info, u32(rng), original)
+    return CompactedSst(ulid(rng), info, rng.randrange(2**16), original)
 
 
 def _ssts(rng: random.Random) -> tuple[CompactedSst, ...]:
@@ -100,8 +103,8 @@ def _ssts(rng: random.Random) -> tuple[CompactedSst, ...]:
 
 def _checkpoint(rng: random.Random) -> Checkpoint:
     return Checkpoint(
-        id=_uuid(rng), manifest_id=u64(rng), create_time_s=u64(rng),
-        expire_time_s=u64(rng) if rng.random() < 0.5 else None,
+        id=_uuid(rng), manifest_id=u64(rng), create_time_s=u32(rng),
+        expire_time_s=max(1, u32(rng)) if rng.random() < 0.5 else None,
         writer_epoch=u64(rng) if rng.random() < 0.5 else None,
         name=rng.choice((None, "", "nightly", "ünï/cøde")),
     )
@@ -120,7 +123,7 @@ def _head(rng: random.Random) -> dict[str, object]:
     return {
         "writer_epoch": u64(rng), "compactor_epoch": u64(rng),
         "initialized": rng.random() < 0.8,
-        "destroyed_at_s": u64(rng) if rng.random() < 0.2 else None,
+        "destroyed_at_s": u32(rng) if rng.random() < 0.2 else None,
         "external_dbs": tuple(_external(rng) for _ in range(rng.randrange(3))),
         "replay_after_wal_id": u64(rng), "wal_id_last_seen": u64(rng),
         "next_wal_sst_id": u64(rng),
@@ -146,48 +149,22 @@ def manifest_v2_model(rng: random.Random) -> Manifest:
     return Manifest(
         ssts=ssts, l0=l0, compacted=runs,
         last_compacted_l0_view_id=ulid(rng) if rng.random() < 0.5 else None,
-        last_compacted_l0_sst_id=ulid(rng) if rng.random() < 0.5 else None,
+        last_l0_clock_tick=rng.randrange(-(2**63), 2**63),
+        recent_snapshot_min_seq=u64(rng),
+        sequence_tracker=rng.randbytes(rng.randrange(20)) if rng.random() < 0.5 else None,
         key_range=_range(rng) if rng.random() < 0.3 else None,
         **_head(rng),  # type: ignore[arg-type]
     )
 
 
-def manifest_v1_model(rng: random.Random) -> Manifest:
-    """What ManifestV1 can hold: one plain view per SST, no ranges, one last-compacted id."""
-    ssts = list(_ssts(rng))
-    views = [SstView(s.id, s.id) for s in ssts]
-    cut = rng.randrange(len(views) + 1)
-    l0, rest = tuple(views[:cut]), views[cut:]
-    runs = []
-    while rest:
-        take = rng.randrange(1, len(rest) + 1)
-        runs.append(SortedRun(u32(rng), tuple(rest[:take])))
-        rest = rest[take:]
-    last = ulid(rng) if rng.random() < 0.5 else None
-    return Manifest(
-        ssts=tuple(ssts), l0=l0, compacted=tuple(runs),
-        last_compacted_l0_view_id=last, last_compacted_l0_sst_id=last, **_head(rng),  # type: ignore[arg-type]
-    )
+def manifest(rng: random.Random) -> bytes:
+    """One of ours: SlateDB 0.17's ManifestV2 with our table (and its CRC) at slot 32."""
+    return encode_manifest(manifest_v2_model(rng), manifest_id=u64(rng), nonce=rng.randbytes(16))
 
 
-def _relabel(rng: random.Random, sealed_manifest: bytes) -> bytes:
-    """One seed in ten claims the other format version in its (valid) envelope."""
-    if rng.random() >= 0.1:
-        return sealed_manifest
-    opened = envelope.open_sealed(
-        sealed_manifest, magic=b"SDBM", name="seed", versions=frozenset({1, 2})
-    )
-    return envelope.seal(b"SDBM", 3 - opened.version, opened.payload, opened.nonce)
-
-
-def manifest_v1(rng: random.Random) -> bytes:
-    m = manifest_v1_model(rng)
-    return _relabel(rng, encode_manifest(m, format_version=1, nonce=rng.randbytes(16)))
-
-
-def manifest_v2(rng: random.Random) -> bytes:
-    m = manifest_v2_model(rng)
-    return _relabel(rng, encode_manifest(m, format_version=2, nonce=rng.randbytes(16)))
+def manifest_slatedb(rng: random.Random) -> bytes:
+    """As SlateDB writes one: no table of ours, so no checksum stands before the reader."""
+    return drop_slot(manifest(rng), 32)
 
 
 def compactions_model(rng: random.Random) -> CompactionsState:
@@ -236,10 +213,10 @@ def sst(rng: random.Random) -> bytes:
 
 
 def wal_sst(rng: random.Random) -> bytes:
-    """A WAL SST as the writer makes it; one in five is an empty fencing SST."""
-    batch = entries(rng, 20) if rng.random() < 0.8 else entries(rng, 0)
-    data, _ = encode_sst(batch, sst_options(rng), metadata={EPOCH_KEY: u64(rng)})
-    return data
+    """A WAL object as the writer makes it; one in five is a fence (zero bytes, SlateDB 0.17's)."""
+    if rng.random() >= 0.8:
+        return FENCE
+    return encode_wal_sst(entries(rng, 20), sst_options(rng))
 
 
 def sst_metadata(rng: random.Random) -> bytes:

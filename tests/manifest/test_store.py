@@ -14,6 +14,7 @@ from slatedb_core.errors import (
     DatabaseNotInitialized,
     Fenced,
     InjectedFault,
+    InvalidArgument,
     ManifestVersionExists,
     ObjectVersionBehindBoundary,
 )
@@ -320,14 +321,13 @@ def test_truncated_manifest_is_a_typed_error(store: ObjectStore) -> None:
         ms.read_latest()
 
 
-def test_v1_writers_and_v2_readers_share_a_database(store: ObjectStore) -> None:
-    v1 = ManifestStore(store, "db", format_version=1)
-    v1.create_initial(Manifest())
-    v1.update(incr)
-    v2 = ManifestStore(store, "db", format_version=2)
-    assert v2.read_latest().manifest.last_l0_seq == 1
-    v2.update(incr)
-    assert v1.read_latest().manifest.last_l0_seq == 2
+def test_only_slatedbs_format_version_is_written(store: ObjectStore) -> None:
+    """One format (docs/format.md, "Manifest"): a store asked for another version refuses."""
+    with pytest.raises(InvalidArgument, match="format version 1"):
+        ManifestStore(store, "db", format_version=1)
+    ms = ManifestStore(store, "db", format_version=2)
+    stored = ms.create_initial(Manifest())
+    assert stored.version == 2 and store.get(ms.seq.path(1)).data[:2] == b"\x00\x02"
 
 
 def test_update_cost_in_requests_when_uncontended(store: ObjectStore) -> None:

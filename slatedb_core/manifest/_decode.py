@@ -1,0 +1,258 @@
+"""Bytes -> Manifest, for manifests either engine wrote (see :mod:`slatedb_core.manifest.codec`)."""
+
+from __future__ import annotations
+
+import gc
+import struct
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ulid import ULID
+
+from slatedb_core.errors import CorruptionError, UnsupportedFeature
+from slatedb_core.keys import BoundKind, BytesBound, BytesRange
+from slatedb_core.manifest._encode import (
+    DESTROYED_CHECKPOINT_ID,
+    FORMAT_VERSION,
+    HALVES,
+)
+from slatedb_core.manifest._fb_read import FbReader, need
+from slatedb_core.manifest._fb_tables import (
+    BOUND,
+    CP,
+    EXT_DB,
+    MANIFEST,
+    MANIFEST_OURS,
+    OURS,
+    OURS_CRC_SLOT,
+    RANGE,
+    RUN,
+    SST,
+    SST_OURS,
+    ULID_TABLE,
+    UUID_TABLE,
+    VIEW,
+    WRITER_CHECKPOINT,
+    WRITER_CP,
+    Malformed,
+)
+from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
+    Checkpoint,
+    CompactedSst,
+    ExternalDb,
+    Manifest,
+    SortedRun,
+    SstView,
+)
+from slatedb_core.manifest.sst_info import read_sst_info
+from slatedb_core.store.checksum import crc32
+
+BOUND_KIND = {1: BoundKind.UNBOUNDED, 2: BoundKind.INCLUDED, 3: BoundKind.EXCLUDED}
+_ZERO_CRC = bytes(4)
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a manifest object says about its writing, beside the manifest: the format version
+    and, when this engine wrote it, the nonce of this write and of the manifest it was built on
+    (None when SlateDB wrote it)."""
+
+    version: int
+    nonce: bytes | None = None
+    parent: bytes | None = None
+
+
+class _Reader(FbReader):
+    """The generic reader plus id tables, decoded once per position."""
+
+    def __init__(self, buf: memoryview) -> None:
+        super().__init__(buf)
+        self.ulids: dict[int, ULID] = {}
+
+    def ulid(self, pos: int) -> ULID:
+        u = self.ulids.get(pos)
+        if u is None:
+            u = self.ulids[pos] = ULID(HALVES.pack(*self.table(ULID_TABLE, pos)))
+        return u
+
+    def uuid(self, pos: int) -> uuid.UUID:
+        return uuid.UUID(bytes=HALVES.pack(*self.table(UUID_TABLE, pos)))
+
+    def range(self, pos: int) -> BytesRange:
+        start, end = self.table(RANGE, pos)
+        return BytesRange(self.bound(need(start, "BytesRange.start_bound")),
+                          self.bound(need(end, "BytesRange.end_bound")))
+
+    def bound(self, pos: int) -> BytesBound:
+        key, kind = self.table(BOUND, pos)
+        if kind not in BOUND_KIND:
+            raise Malformed(f"BoundType {kind} is out of range")
+        return BytesBound(BOUND_KIND[kind], None if key is None else self.blob(key))
+
+
+def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[ULID, ULID]]:
+    ssts: list[CompactedSst] = []
+    for p in r.tables(pos, "ssts"):
+        raw_id, info, version, *rest = r.table(SST, p)
+        orig = rest[SST_OURS - 3]
+        ssts.append(CompactedSst(
+            r.ulid(need(raw_id, "CompactedSsTableV2.id")),
+            read_sst_info(r, need(info, "CompactedSsTableV2.info")),
+            1 if version is None else version,
+            None if orig is None else r.ulid(orig),
+        ))
+    ids = {s.id: s.id for s in ssts}
+    if len(ids) != len(ssts):
+        raise Malformed("an SST appears twice in ssts")
+    return ssts, ids
+
+
+def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -> tuple[SstView, ...]:
+    out = []
+    for p in r.tables(pos, what):
+        vid, sid, rng = r.table(VIEW, p)
+        sst_id = ids.get(r.ulid(need(sid, "CompactedSsTableView.sst_id")))
+        if sst_id is None:
+            raise Malformed(f"a view references SST {r.ulid(sid)}, which is not in ssts")
+        view_id = r.ulid(need(vid, "CompactedSsTableView.id"))
+        out.append(SstView(view_id, sst_id, None if rng is None else r.range(rng)))
+    return tuple(out)
+
+
+def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[Checkpoint, ...], int | None]:
+    """The checkpoints, and ``destroyed_at_s`` from the destroyed marker among them."""
+    cps: list[Checkpoint] = []
+    destroyed = None
+    for p in r.tables(pos, "checkpoints"):
+        raw, manifest_id, expire, create, tag, meta, name = r.table(CP, p)
+        cid = r.uuid(need(raw, "Checkpoint.id"))
+        if cid == DESTROYED_CHECKPOINT_ID:
+            destroyed = create
+            continue
+        epoch = None
+        if tag == WRITER_CHECKPOINT:
+            epoch = r.table(WRITER_CP, need(meta, "Checkpoint.metadata"))[0]
+        elif tag != 0:
+            raise Malformed(f"CheckpointMetadata type {tag} is out of range")
+        cps.append(Checkpoint(cid, manifest_id, create, expire or None, epoch,
+                              None if name is None else r.string(name)))
+    if len({c.id for c in cps}) != len(cps):
+        raise Malformed("a checkpoint id appears twice")
+    return tuple(cps), destroyed
+
+
+def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[ExternalDb, ...]:
+    if pos is None:
+        return ()
+    out = []
+    for p in r.tables(pos, "external_dbs"):
+        path, source, final, sst_ids = r.table(EXT_DB, p)
+        out.append(ExternalDb(
+            r.string(need(path, "ExternalDb.path")),
+            r.uuid(need(source, "ExternalDb.source_checkpoint_id")),
+            None if final is None else r.uuid(final),
+            tuple(map(r.ulid, r.tables(sst_ids, "ExternalDb.sst_ids"))),
+        ))
+    return tuple(out)
+
+
+def _check_crc(data: memoryview, r: _Reader, ours: int, stored: int) -> None:
+    at = r.slot_position(OURS, ours, OURS_CRC_SLOT)
+    if at is None:
+        raise Malformed("our table has no checksum")
+    at += 2  # the version prefix
+    crc = crc32(data[at + 4 :], crc32(_ZERO_CRC, crc32(data[:at])))
+    if crc != stored:
+        raise Malformed("checksum mismatch")
+
+
+def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) -> None:
+    if extractor is not None or (segments is not None and r.tables(segments, "segments")):
+        raise UnsupportedFeature(
+            "segmented manifests (SlateDB RFC 0024)",
+            "the manifest has segments or a segment extractor; this engine does not split its "
+            "LSM tree by key prefix",
+        )
+
+
+def _decode(data: memoryview) -> tuple[Manifest, Stamp]:
+    r = _Reader(data[2:])
+    f = r.table(MANIFEST, r.root())
+    (_, exts, initialized, writer_epoch, compactor_epoch, replay, seen, last_view, ssts_pos,
+     l0_pos, runs_pos, clock_tick, cps_pos, last_l0_seq, min_seq, tracker, segments,
+     extractor) = f[:18]
+    ours = f[MANIFEST_OURS]
+    ours_fields = None if ours is None else r.table(OURS, ours)
+    if ours_fields is not None:  # our checksum first: then every other check reads sound bytes
+        _check_crc(data, r, ours, ours_fields[OURS_CRC_SLOT])
+    _refuse_segments(r, segments, extractor)
+    ssts, ids = _read_ssts(r, ssts_pos)
+    runs = []
+    for p in r.tables(runs_pos, "compacted"):
+        run_id, views = r.table(RUN, p)
+        runs.append(SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
+    checkpoints, destroyed = _read_checkpoints(r, cps_pos)
+    extra: dict[str, Any] = {"next_wal_sst_id": seen + 1}
+    stamp = Stamp(FORMAT_VERSION)
+    if ours_fields is not None:
+        parallel, key_range, nonce, parent, next_wal, _ = ours_fields
+        if not 0 <= parallel <= MAX_PARALLEL_WRITES:
+            raise Malformed(f"max_parallel_writes {parallel} exceeds {MAX_PARALLEL_WRITES}")
+        extra["max_parallel_writes"] = parallel or 1
+        if key_range is not None:
+            extra["key_range"] = r.range(key_range)
+        if next_wal is not None:
+            extra["next_wal_sst_id"] = next_wal
+        stamp = Stamp(FORMAT_VERSION, None if nonce is None else r.blob(nonce),
+                      None if parent is None else r.blob(parent))
+    manifest = Manifest(
+        writer_epoch=writer_epoch, compactor_epoch=compactor_epoch, initialized=bool(initialized),
+        destroyed_at_s=destroyed, external_dbs=_read_external_dbs(r, exts),
+        replay_after_wal_id=replay, wal_id_last_seen=seen, ssts=tuple(ssts),
+        l0=_read_views(r, l0_pos, "l0", ids), compacted=tuple(runs), checkpoints=checkpoints,
+        last_l0_seq=last_l0_seq,
+        last_compacted_l0_view_id=None if last_view is None else r.ulid(last_view),
+        last_l0_clock_tick=clock_tick, recent_snapshot_min_seq=min_seq,
+        sequence_tracker=None if tracker is None else r.blob(tracker), **extra,
+    )
+    return manifest, stamp
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding a 100k-SST manifest allocates ~500k acyclic objects; with the cyclic collector
+    running, its repeated full passes over them (and over the previous manifest, still alive) more
+    than double the decode time while finding nothing to free. Only re-enables what it disabled."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]:
+    """The manifest in ``data`` and its :class:`Stamp`; ``name`` (usually the object path) goes
+    into every ``CorruptionError``. A segmented manifest raises ``UnsupportedFeature``."""
+    if len(data) < 2:
+        raise CorruptionError(name, f"truncated: {len(data)} bytes")
+    version = struct.unpack_from(">H", data, 0)[0]
+    if version != FORMAT_VERSION:
+        raise CorruptionError(
+            name, f"unsupported manifest format version {version} (SlateDB 0.17 writes 2)"
+        )
+    try:
+        with _gc_paused():
+            return _decode(memoryview(data))
+    except (Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
+        raise CorruptionError(name, f"malformed ManifestV2: {e}") from e
+
+
+def decode_manifest(data: bytes, *, name: str) -> Manifest:
+    """:func:`decode_stamped_manifest` without the stamp."""
+    return decode_stamped_manifest(data, name=name)[0]

@@ -29,16 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._moto import MotoServer
 from slatedb_core.gc import Collector, GcStats
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.wal.log import EPOCH_KEY, WalLog
+from slatedb_core.wal.log import FENCE, WalLog
 
 ZERO = GarbageCollectorOptions(min_age=timedelta(0))
 
@@ -48,7 +46,7 @@ def seed(store: ObjectStore, db: str, manifests: int, wal: int, threads: int = 3
     seq = SequencedStore(store, db, "manifest", "manifest")
     log = WalLog(store, db)
     manifest = encode_manifest(Manifest(replay_after_wal_id=wal, next_wal_sst_id=wal + 1))
-    wal_sst, _ = encode_sst(empty_batch(), SstOptions(), metadata={EPOCH_KEY: 1})
+    wal_sst = FENCE
     jobs = [(seq.path(i), manifest) for i in range(1, manifests + 1)]
     jobs += [(log.path(i), wal_sst) for i in range(1, wal + 1)]
     t0 = time.perf_counter()

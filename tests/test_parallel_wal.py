@@ -26,17 +26,12 @@ from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
 from slatedb_core.writer.db import Db
+from tests.wal_support import Recorder, epochs, is_fence, set_writer_epoch
 
 pytestmark = pytest.mark.timeout(120)
 
 OPTS = SstOptions()
 WAIT = 10.0
-
-
-def epochs(store: ObjectStore) -> dict[int, int]:
-    """``{wal id: writer_epoch}`` of every WAL SST of ``db``."""
-    wal = WalLog(store, "db")
-    return {i: wal.read_epoch(i) for i in wal.list_ids()}
 
 
 def wal_path(wal_id: int) -> str:
@@ -48,7 +43,7 @@ class Opener:
     before each of its creates so that a test can release them one at a time."""
 
     def __init__(self, store: ObjectStore, epoch: int, start: int, ids: range, count: int) -> None:
-        self.faulty = FaultyStore(store)
+        self.faulty = Recorder(store, epoch)
         self.pauses = {i: self.faulty.pause(f"e{epoch}-{i}", "put_if_absent", wal_path(i))
                        for i in ids}
         self.result: int | BaseException | None = None
@@ -56,7 +51,7 @@ class Opener:
 
         def run() -> None:
             try:
-                self.result = fence_wal(WalLog(self.faulty, "db"), epoch, start, OPTS, count)
+                self.result = fence_wal(WalLog(self.faulty, "db"), epoch, start, count)
             except BaseException as e:
                 self.result = e
             finally:
@@ -88,7 +83,7 @@ class OldWriter:
 
     def __init__(self, store: ObjectStore, epoch: int, next_id: int, size: int,
                  held: tuple[int, ...]) -> None:
-        self.faulty = FaultyStore(store)
+        self.faulty = Recorder(store, epoch)
         self.pauses: dict[int, PausePoint] = {
             i: self.faulty.pause(f"e{epoch}-{i}", "put_if_absent", wal_path(i)) for i in held
         }
@@ -125,6 +120,7 @@ class OldWriter:
 
 def test_seed_two_writer_table(store: ObjectStore) -> None:
     """max_parallel_writes = 2 (SlateDB RFC 0001, Writers / Parallel Writes), ids shifted by one."""
+    set_writer_epoch(store, 1)
     w1 = OldWriter(store, epoch=1, next_id=1, size=2, held=(3, 4))
     try:
         # time 0, 1: writer 1 writes SSTs 0 and 1
@@ -134,25 +130,29 @@ def test_seed_two_writer_table(store: ObjectStore) -> None:
         assert (w1.put(b"s2", 3), w1.put(b"s3", 4)) == (3, 4)
         assert w1.pauses[3].wait_reached(WAIT) and w1.pauses[4].wait_reached(WAIT)
         assert w1.window.wait_for_room(0.05) is False  # a window of 2: nothing more goes out
-        # writer 2 lists the WAL ({0, 1}) and fences from the first open position, SST 2
+        # writer 2 bumps the epoch, lists the WAL ({0, 1}) and fences from the first open
+        # position, SST 2
+        set_writer_epoch(store, 2)
         start = first_open_slot(WalLog(store, "db").list_ids(), 0, 1)
         assert start == 3
         w2 = Opener(store, epoch=2, start=start, ids=range(3, 7), count=2)
         w2.step(3)  # time 2: SST 2, epoch 2
-        assert epochs(store) == {1: 1, 2: 1, 3: 2}
+        assert epochs(store, w1.faulty, w2.faulty) == {1: 1, 2: 1, 3: 2}
         assert w1.release(4) is None  # time 3: SST 3, epoch 1, acknowledged as it lands
-        assert epochs(store) == {1: 1, 2: 1, 3: 2, 4: 1}
+        assert epochs(store, w1.faulty, w2.faulty) == {1: 1, 2: 1, 3: 2, 4: 1}
         err = w1.release(3)  # time 4: writer 1's SST 2 fails: writer 2 took it; writer 1 halts
         assert isinstance(err, Fenced) and (err.our_epoch, err.current_epoch) == (1, 2)
         with pytest.raises(Fenced):
             w1.window.wait_for_room(WAIT)
         w2.step(4)  # time 5: writer 2's SST 3 fails (older epoch): it begins again at 4
-        assert epochs(store) == {1: 1, 2: 1, 3: 2, 4: 1}
+        assert epochs(store, w1.faulty, w2.faulty) == {1: 1, 2: 1, 3: 2, 4: 1}
         w2.step(5)  # time 6: SST 4, epoch 2
-        assert epochs(store)[5] == 2 and w2.thread.is_alive()  # one in a row is not enough
+        # one in a row is not enough
+        assert epochs(store, w1.faulty, w2.faulty)[5] == 2 and w2.thread.is_alive()
         w2.step(6)  # time 7: SST 5, epoch 2: two in a row, writer 1 is fenced
         assert w2.finished() == 6
-        assert epochs(store) == {1: 1, 2: 1, 3: 2, 4: 1, 5: 2, 6: 2}
+        assert epochs(store, w1.faulty, w2.faulty) == {1: 1, 2: 1, 3: 2, 4: 1, 5: 2, 6: 2}
+        assert all(is_fence(store, i) for i in (3, 5, 6))
         # a.await() -> failed, b.await() -> succeeded: SST 2's put Fenced, SST 3's acknowledged
         assert {i: e is None for i, e in w1.outcome.items()} == {
             1: True, 2: True, 3: False, 4: True}
@@ -165,7 +165,15 @@ def test_seed_two_writer_table(store: ObjectStore) -> None:
 
 
 def test_seed_three_writer_table(store: ObjectStore) -> None:
-    """Writer 1 is the old writer (window of 2); writers 2 and 3 race to fence it."""
+    """Writer 1 is the old writer (window of 2); writers 2 and 3 race to fence it.
+
+    Writers 2 and 3 both bumped the epoch before fencing, so the manifest holds 3 from time 2 on.
+    In the RFC's table writer 2 compares its epoch with the *slot's* and goes on fencing until
+    time 10; WAL objects carry no epoch here (SlateDB 0.17's), so a writer that loses a slot
+    reads the manifest, as SlateDB 0.17's writer does: writer 2 learns of writer 3 at its first
+    lost race (time 5) and stops there, earlier than the RFC's, which only shortens the time two
+    openers race. Writer 3 then fences SSTs 4 and 5 (our 5, 6) without meeting writer 2."""
+    set_writer_epoch(store, 1)
     w1 = OldWriter(store, epoch=1, next_id=1, size=2, held=(3, 4))
     w3: Opener | None = None
     w2: Opener | None = None
@@ -174,29 +182,28 @@ def test_seed_three_writer_table(store: ObjectStore) -> None:
         assert w1.wait(w1.put(b"s1", 2)) is None  # time 1
         assert (w1.put(b"s2", 3), w1.put(b"s3", 4)) == (3, 4)
         assert w1.pauses[3].wait_reached(WAIT) and w1.pauses[4].wait_reached(WAIT)
+        set_writer_epoch(store, 2)  # writer 2's bump
+        set_writer_epoch(store, 3)  # writer 3's bump
         w3 = Opener(store, epoch=3, start=3, ids=range(3, 8), count=2)
         w3.step(3)  # time 2: SST 2, epoch 3, success
-        assert epochs(store) == {1: 1, 2: 1, 3: 3}
+        assert epochs(store, w1.faulty, w3.faulty) == {1: 1, 2: 1, 3: 3}
         assert w1.release(4) is None  # time 3: SST 3, epoch 1, success
         err = w1.release(3)  # time 4: failure (writer 3 won at time 2), writer 1 halts
         assert isinstance(err, Fenced) and err.current_epoch == 3
         # writer 2 listed {0, 1, 2} after time 2: its first open position is SST 3
         w2 = Opener(store, epoch=2, start=4, ids=range(4, 7), count=2)
-        w2.step(4)  # time 5: failure (writer 1 won at time 3)
-        w3.step(4)  # time 6: failure (writer 1 won at time 3)
-        assert epochs(store) == {1: 1, 2: 1, 3: 3, 4: 1}
-        w2.step(5)  # time 7: SST 4, epoch 2, success
-        assert epochs(store)[5] == 2
-        w3.step(5)  # time 8: failure (writer 2 won at time 7): older, writer 3 begins again
-        assert w3.thread.is_alive()
-        w3.step(6)  # time 9: SST 5, epoch 3, success
-        w2.step(6)  # time 10: failure (writer 3 won at time 9), writer 2 halts
+        w2.step(4)  # time 5: failure (writer 1 won at time 3); the manifest holds 3: fenced
         halted = w2.finished()
         assert isinstance(halted, Fenced) and (halted.our_epoch, halted.current_epoch) == (2, 3)
-        w3.step(7)  # time 11: SST 6, epoch 3, success: writers 1 and 2 are fenced
-        assert w3.finished() == 7
-        assert epochs(store) == {1: 1, 2: 1, 3: 3, 4: 1, 5: 2, 6: 3, 7: 3}
-        # "readers will consider all SSTs valid from 0-6, though only SSTs 0, 1, and 3 will have
+        w3.step(4)  # time 6: failure (writer 1 won at time 3), older: writer 3 begins again
+        assert epochs(store, w1.faulty, w2.faulty, w3.faulty) == {1: 1, 2: 1, 3: 3, 4: 1}
+        w3.step(5)  # SST 4, epoch 3, success
+        assert w3.thread.is_alive()
+        w3.step(6)  # SST 5, epoch 3, success: writers 1 and 2 are fenced
+        assert w3.finished() == 6
+        assert epochs(store, w1.faulty, w2.faulty, w3.faulty) == {
+            1: 1, 2: 1, 3: 3, 4: 1, 5: 3, 6: 3}
+        # "readers will consider all SSTs valid [...], though only SSTs 0, 1, and 3 will have
         # key-value pairs"
         wal = WalLog(store, "db")
         with_data = [i for i in wal.list_ids() if not wal.read(i).is_fence]
@@ -238,17 +245,18 @@ def test_db_acknowledges_each_put_as_its_sst_lands_and_the_next_writer_fences_th
 ) -> None:
     """The seed's ``a.await() -> failed, b.await() -> succeeded`` through Db, with a reader
     that waits for the gap to fill."""
-    faulty = FaultyStore(store)
+    faulty = Recorder(store, 1)
     w1 = Db.open("db", faulty, PARALLEL)
     try:
-        # a fresh database: two fencing SSTs (max(1 in the manifest, our 2)), ids 1 and 2
-        assert epochs(store) == {1: 1, 2: 1}
+        # a fresh database: two fences (max(1 in the manifest, our 2)), ids 1 and 2
+        assert epochs(store, faulty) == {1: 1, 2: 1}
+        assert is_fence(store, 1) and is_fence(store, 2)
         assert w1.manifest.manifest.max_parallel_writes == 2
         held = faulty.pause("a", "put_if_absent", wal_path(3))
         a, a_out = _in_thread(lambda: w1.put(b"a", b"1"))
         assert held.wait_reached(WAIT)  # SST 3 (a) in flight
         w1.put(b"b", b"2")  # SST 4 lands and b is acknowledged while a is still in flight
-        assert a.is_alive() and epochs(store) == {1: 1, 2: 1, 4: 1}
+        assert a.is_alive() and epochs(store, faulty) == {1: 1, 2: 1, 4: 1}
         follower = DbReaderOptions(
             manifest_poll_interval=timedelta(minutes=5), checkpoint_lifetime=None,
             mode=ReaderMode.FOLLOW_LATEST,
@@ -257,9 +265,10 @@ def test_db_acknowledges_each_put_as_its_sst_lands_and_the_next_writer_fences_th
             assert reader.get(b"b") is None  # SST 4 waits for the gap at SST 3
             # a new writer fences from the first open slot: 3 (fills the hole), 4 is the old
             # writer's (the run restarts), then 5 and 6
-            w2 = Db.open("db", store, DbOptions(manifest_poll_interval=timedelta(minutes=5)))
+            second = Recorder(store, 2)
+            w2 = Db.open("db", second, DbOptions(manifest_poll_interval=timedelta(minutes=5)))
             try:
-                assert epochs(store) == {1: 1, 2: 1, 3: 2, 4: 1, 5: 2, 6: 2}
+                assert epochs(store, faulty, second) == {1: 1, 2: 1, 3: 2, 4: 1, 5: 2, 6: 2}
                 assert w2.get(b"b") == b"2" and w2.get(b"a") is None  # b replayed, a lost
                 held.release()
                 a.join(WAIT)
@@ -323,7 +332,7 @@ def test_writer_killed_with_holes_in_flight_is_recovered_by_the_next_writer(
     """The dead writer's window holds a hole (a create that never landed) below an SST that did;
     the next writer fills the hole, replays the landed SST, and a late create finds its slot
     taken."""
-    faulty = FaultyStore(store)
+    faulty = Recorder(store, 1)
     opts = dataclasses.replace(PARALLEL, max_parallel_writes=4)
     w1 = Db.open("db", faulty, opts)  # fences 1..4
     w1.put(b"x", b"0")  # 5
@@ -332,18 +341,19 @@ def test_writer_killed_with_holes_in_flight_is_recovered_by_the_next_writer(
     assert held.wait_reached(WAIT)
     w1.put(b"y", b"2")  # 7
     w1.put(b"z", b"3")  # 8
-    assert sorted(epochs(store)) == [1, 2, 3, 4, 5, 7, 8]
+    assert sorted(epochs(store, faulty)) == [1, 2, 3, 4, 5, 7, 8]
     w1._simulate_crash()  # the create of 6 is still in flight, as in a killed process
-    w2 = Db.open("db", store, DbOptions(max_parallel_writes=2))
+    second = Recorder(store, 2)
+    w2 = Db.open("db", second, DbOptions(max_parallel_writes=2))
     try:
         # fences: 6 (the hole), then 9..12: the old window was 4, so four in a row
-        assert epochs(store) == {**{i: 1 for i in (1, 2, 3, 4, 5, 7, 8)},
+        assert epochs(store, faulty, second) == {**{i: 1 for i in (1, 2, 3, 4, 5, 7, 8)},
                                  6: 2, 9: 2, 10: 2, 11: 2, 12: 2}
         assert w2.get_many([b"x", b"y", b"z", b"lost"]) == [b"0", b"2", b"3", None]
         assert w2.manifest.manifest.max_parallel_writes == 4  # until its fence is in a flush
         held.release()  # the late create meets the fence
         lost.join(WAIT)
-        assert WalLog(store, "db").read(6).writer_epoch == 2
+        assert epochs(store, faulty, second)[6] == 2 and is_fence(store, 6)
         w2.put(b"after", b"4")
     finally:
         faulty.release_all()
@@ -397,14 +407,14 @@ def test_a_failing_wal_create_is_retried_at_its_id_and_later_ones_are_acked(
     retries 3 at the same id until it lands, and no hole is left."""
     from slatedb_core.errors import StoreError
 
-    faulty = FaultyStore(store)
+    faulty = Recorder(store, 1)
     w1 = Db.open("db", faulty, PARALLEL)  # fences 1, 2
     faulty.fail_next("put_if_absent", wal_path(3), times=8)
     with pytest.raises(StoreError):
         w1.put(b"a", b"1")  # SST 3: reported failed, still being retried
     w1.put(b"b", b"2")  # SST 4, acknowledged
     w1.flush()  # returns once 3 has landed too
-    assert sorted(epochs(store)) == [1, 2, 3, 4]
+    assert sorted(epochs(store, faulty)) == [1, 2, 3, 4]
     assert WalLog(store, "db").read(3).entries.column("key").to_pylist() == [b"a"]
     w1.close()
     with Db.open("db", store, DbOptions()) as w2:
@@ -417,9 +427,10 @@ def test_an_opener_that_dies_mid_fence_leaves_the_old_window_in_the_manifest(
     """Writer 2 (window 1) bumps its epoch over writer 1 (window 4) and stalls after one of its
     four fencing SSTs: the manifest says 4 (the maximum), so writer 3 (window 1) still fences
     with 4 consecutive SSTs, which is what writer 1's window needs."""
-    w1 = Db.open("db", store, dataclasses.replace(PARALLEL, max_parallel_writes=4))  # 1..4
+    first = Recorder(store, 1)
+    w1 = Db.open("db", first, dataclasses.replace(PARALLEL, max_parallel_writes=4))  # 1..4
     w1.put(b"x", b"1")  # 5
-    faulty = FaultyStore(store)
+    faulty = Recorder(store, 2)
     stalled = faulty.pause("w2", "put_if_absent", wal_path(7))
     box: list[Db | BaseException] = []
 
@@ -433,9 +444,11 @@ def test_an_opener_that_dies_mid_fence_leaves_the_old_window_in_the_manifest(
     t.start()
     try:
         assert stalled.wait_reached(WAIT)  # writer 2 fenced 6 and waits before 7
-        m = Db.open("db", store, DbOptions(max_parallel_writes=1))
+        third = Recorder(store, 3)
+        m = Db.open("db", third, DbOptions(max_parallel_writes=1))
         try:
-            assert epochs(store) == {1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 3, 8: 3, 9: 3, 10: 3}
+            assert epochs(store, first, faulty, third) == {
+                1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 3, 8: 3, 9: 3, 10: 3}
             assert m.get(b"x") == b"1"
             m.put(b"y", b"2")
             m.flush_memtable()  # its fence is complete: the manifest carries its own window

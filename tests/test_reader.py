@@ -29,11 +29,11 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.reader.wal_tables import WalTables
-from slatedb_core.sst import encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.wal.log import EPOCH_KEY, WalLog
+from slatedb_core.wal.log import WalLog, encode_wal_sst
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 
@@ -413,14 +413,11 @@ def test_reader_waits_for_a_gap_in_the_wal_to_fill(store: ObjectStore) -> None:
     # tests/test_review_wal_writer.py)
     with Db.open("db", store, dataclasses.replace(WRITER, max_parallel_writes=2)) as db:
         db.put(b"a", b"1")
-        epoch = db.writer_epoch
     wal = WalLog(store, "db")
     last = wal.list_ids()[-1]
 
     def write_wal(wal_id: int, key: bytes, seq: int) -> None:
-        data, _ = encode_sst(
-            batch_from_lists([key], [seq], [0], [b"v"]), metadata={EPOCH_KEY: epoch}
-        )
+        data = encode_wal_sst(batch_from_lists([key], [seq], [0], [b"v"]), SstOptions())
         store.put_if_absent(wal.path(wal_id), data)
 
     options = dataclasses.replace(MANUAL, mode=ReaderMode.FOLLOW_LATEST)

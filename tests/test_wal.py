@@ -1,4 +1,5 @@
-"""SlateDB RFC 0001's writer protocol: the four outcomes of a fencing write, step by step."""
+"""SlateDB RFC 0001's writer protocol: the four outcomes of a fencing write, step by step, with
+SlateDB 0.17's fences (zero-byte WAL objects) and the epoch read from the manifest, not the SST."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import CorruptionError, Fenced, WalEpochConflict
-from slatedb_core.lsm.entries import batch_from_lists, empty_batch
-from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.lsm.entries import batch_from_lists
+from slatedb_core.sst import SstOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
-from slatedb_core.wal.log import EPOCH_KEY
+from slatedb_core.wal.log import FENCE, encode_wal_sst
+from slatedb_core.wal.writer import wal_boundary
+from tests.wal_support import is_fence, set_writer_epoch
 
 OPTS = SstOptions()
 
@@ -22,52 +25,92 @@ def store(store_or_two_phase: ObjectStore) -> ObjectStore:
     return store_or_two_phase
 
 
-def put_wal(store: ObjectStore, wal: WalLog, wal_id: int, epoch: int, rows: int = 0) -> None:
-    batch = (batch_from_lists([f"k{i}".encode() for i in range(rows)], list(range(rows)),
-                              [0] * rows, [b"v"] * rows) if rows else empty_batch())
-    data, _ = encode_sst(batch, OPTS, metadata={EPOCH_KEY: epoch})
+def put_wal(store: ObjectStore, wal: WalLog, wal_id: int, rows: int = 0) -> None:
+    """Rows ``k0..`` in a WAL SST, or with ``rows`` 0 a fence."""
+    data = FENCE
+    if rows:
+        data = encode_wal_sst(batch_from_lists([f"k{i}".encode() for i in range(rows)],
+                                               list(range(1, rows + 1)), [0] * rows,
+                                               [b"v"] * rows), OPTS)
     store.put_if_absent(wal.path(wal_id), data)
 
 
-def test_fencing_into_a_free_slot_succeeds(store: ObjectStore) -> None:
+def test_fencing_into_a_free_slot_creates_a_zero_byte_object(store: ObjectStore) -> None:
     wal = WalLog(store, "db")
-    put_wal(store, wal, 1, epoch=1, rows=3)
-    assert fence_wal(wal, 2, 2, OPTS) == 2
+    set_writer_epoch(store, 2)
+    put_wal(store, wal, 1, rows=3)
+    assert fence_wal(wal, 2, 2) == 2
+    assert is_fence(store, 2)
     fence = wal.read(2)
-    assert fence.is_fence and fence.writer_epoch == 2
+    assert fence.is_fence and not fence.holds_rows and fence.entries.num_rows == 0
+    assert wal.read(1).holds_rows and not wal.read(1).is_fence
 
 
 def test_slot_taken_by_an_older_writer_moves_the_fence_forward(store: ObjectStore) -> None:
     wal = WalLog(store, "db")
+    set_writer_epoch(store, 2)
     for i in (1, 2, 3):
-        put_wal(store, wal, i, epoch=1, rows=1)
-    assert fence_wal(wal, 2, 2, OPTS) == 4  # SlateDB RFC 0001 example: writer 2 retries at the next id
+        put_wal(store, wal, i, rows=1)
+    assert fence_wal(wal, 2, 2) == 4  # SlateDB RFC 0001 example: writer 2 retries at the next id
     assert wal.list_ids() == [1, 2, 3, 4]
 
 
-def test_slot_taken_by_a_newer_writer_means_fenced(store: ObjectStore) -> None:
+def test_slot_taken_by_an_older_openers_fence_moves_the_fence_forward(store: ObjectStore) -> None:
     wal = WalLog(store, "db")
-    put_wal(store, wal, 1, epoch=1)
-    put_wal(store, wal, 2, epoch=3)
-    with pytest.raises(Fenced) as ei:
-        fence_wal(wal, 2, 2, OPTS)
-    assert (ei.value.our_epoch, ei.value.current_epoch) == (2, 3)
+    set_writer_epoch(store, 2)
+    put_wal(store, wal, 2)  # an older opener's fence: the manifest holds no newer epoch
+    assert fence_wal(wal, 2, 2) == 3
 
 
-def test_slot_taken_by_the_same_epoch_is_an_illegal_state(store: ObjectStore) -> None:
+def test_slot_taken_when_the_manifest_holds_a_newer_epoch_means_fenced(store: ObjectStore) -> None:
+    """The newer writer bumped ``writer_epoch`` before creating its fence (SlateDB RFC 0001), so
+    the slot's contents do not matter: its fence, or rows it wrote after it."""
     wal = WalLog(store, "db")
-    put_wal(store, wal, 1, epoch=2, rows=1)
+    put_wal(store, wal, 1)
+    put_wal(store, wal, 2)
+    put_wal(store, wal, 3, rows=1)
+    set_writer_epoch(store, 3)
+    for start in (2, 3):
+        with pytest.raises(Fenced) as ei:
+            fence_wal(wal, 2, start)
+        assert (ei.value.our_epoch, ei.value.current_epoch) == (2, 3)
+    assert wal.list_ids() == [1, 2, 3]
+
+
+def test_writer_meeting_rows_after_its_fence_with_no_newer_epoch_is_an_illegal_state(
+    store: ObjectStore,
+) -> None:
+    """Rows no newer writer wrote past our fence: another writer with our epoch, or an older one
+    that was not fenced; either way not a slot to step over."""
+    wal = WalLog(store, "db")
+    set_writer_epoch(store, 2)
+    put_wal(store, wal, 1, rows=1)
+    writer = WalWriter(wal, epoch=2, next_id=1, options=OPTS)
     with pytest.raises(WalEpochConflict):
-        fence_wal(wal, 2, 1, OPTS)
+        writer.write(batch_from_lists([b"a"], [5], [0], [b"1"]))
+
+
+def test_writer_steps_over_a_stale_openers_fence(store: ObjectStore) -> None:
+    """An opener that bumped before us and fenced after our fence left a fence at our next id;
+    nothing of it was acknowledged."""
+    wal = WalLog(store, "db")
+    set_writer_epoch(store, 2)
+    put_wal(store, wal, 1)
+    writer = WalWriter(wal, epoch=2, next_id=1, options=OPTS)
+    assert writer.write(batch_from_lists([b"a"], [5], [0], [b"1"])) == 2
+    assert writer.next_id == 3
 
 
 def test_zombie_writer_stops_at_the_fence(store: ObjectStore) -> None:
     wal = WalLog(store, "db")
+    set_writer_epoch(store, 1)
     zombie = WalWriter(wal, epoch=1, next_id=1, options=OPTS)
     assert zombie.write(batch_from_lists([b"a"], [1], [0], [b"1"])) == 1
-    assert fence_wal(wal, 2, 2, OPTS) == 2
-    with pytest.raises(Fenced):
+    set_writer_epoch(store, 2)
+    assert fence_wal(wal, 2, 2) == 2
+    with pytest.raises(Fenced) as ei:
         zombie.write(batch_from_lists([b"b"], [2], [0], [b"2"]))
+    assert (ei.value.our_epoch, ei.value.current_epoch) == (1, 2)
     assert wal.list_ids() == [1, 2]
 
 
@@ -81,18 +124,31 @@ def test_ambiguous_wal_create_is_recognised_as_ours(store: ObjectStore) -> None:
     assert WalLog(store, "db").read(1).entries.column("key").to_pylist() == [b"a"]
 
 
-def test_wal_sst_without_epoch_is_corruption(store: ObjectStore) -> None:
+def test_ambiguous_fence_create_is_recognised_as_ours(store: ObjectStore) -> None:
+    """A fence has no bytes to tell it from another's: after an attempt of ours that may have
+    landed, a fence in the slot counts as ours (it fences older writers all the same)."""
+    set_writer_epoch(store, 1)
+    faulty = FaultyStore(store)
+    faulty.fail_next("put_if_absent", "db/wal/*", after_effect=True)
+    assert fence_wal(WalLog(faulty, "db"), 1, 1, count=2) == 2
+    assert WalLog(store, "db").list_ids() == [1, 2]
+
+
+def test_a_zero_byte_wal_object_holds_no_rows_and_garbage_is_corruption(
+    store: ObjectStore,
+) -> None:
     wal = WalLog(store, "db")
-    data, _ = encode_sst(empty_batch(), OPTS)
-    store.put(wal.path(1), data)
+    store.put(wal.path(1), b"")
+    assert wal.read(1).is_fence and wal.read(1).entries.num_rows == 0
+    store.put(wal.path(2), b"not an SST")
     with pytest.raises(CorruptionError):
-        wal.read(1)
+        wal.read(2)
 
 
 def test_listing_ignores_foreign_names_and_starts_after(store: ObjectStore) -> None:
     wal = WalLog(store, "db")
     for i in (1, 2, 3):
-        put_wal(store, wal, i, epoch=1)
+        put_wal(store, wal, i, rows=1)
     store.put("db/wal/notes.txt", b"x")
     assert wal.list_ids(after=1) == [2, 3]
     assert pa.types.is_binary(wal.read(2).entries.schema.field("key").type)
@@ -100,13 +156,12 @@ def test_listing_ignores_foreign_names_and_starts_after(store: ObjectStore) -> N
 
 def test_zombie_cannot_write_into_a_collected_fence_slot(store: ObjectStore) -> None:
     """SlateDB RFC 0026's race for the WAL: GC deleted the fencing SST the zombie would have hit."""
-    from slatedb_core.wal.writer import wal_boundary
-
     wal = WalLog(store, "db")
     zombie = WalWriter(wal, epoch=1, next_id=2, options=OPTS)  # stalled before writing id 2
-    put_wal(store, wal, 1, epoch=1, rows=1)
-    assert fence_wal(wal, 2, 2, OPTS) == 2
-    put_wal(store, wal, 3, epoch=2, rows=1)
+    put_wal(store, wal, 1, rows=1)
+    set_writer_epoch(store, 2)
+    assert fence_wal(wal, 2, 2) == 2
+    put_wal(store, wal, 3, rows=1)
     # the new writer flushed past id 3; GC advances the WAL boundary, then deletes 1..3
     wal_boundary(wal).advance(3)
     for i in (1, 2, 3):

@@ -11,17 +11,18 @@ import pyarrow.compute as pc
 from slatedb_core.errors import CloneConflict, CloneIncomplete, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.wal.log import EPOCH_KEY, WalLog
+from slatedb_core.wal.log import FENCE, WalLog, encode_wal_sst
 
 
 def last_with_data(
     wal: WalLog, ids: Sequence[int], rng: KeyRange | None, *, missing_ok: bool = False
 ) -> int | None:
     """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end.
-    Trailing empty SSTs are fences of writers that opened and wrote nothing: counting them
-    would make an idle, fully flushed database look as if it had WAL data, which union refuses.
+    Trailing fences (zero-byte objects, left by writers that opened and wrote nothing) are
+    skipped, and so are SSTs with nothing in ``rng``: counting them would make an idle, fully
+    flushed database look as if it had WAL data, which union refuses.
     ``missing_ok``: a missing SST counts as data (GC took it, so it is already below the
     latest replay_after_wal_id and the caller's max() makes it harmless)."""
     for wal_id in reversed(ids):
@@ -39,10 +40,11 @@ def last_with_data(
 def clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[bytes, int]:
     """The WAL SST with only the keys in ``rng``, and how many entries it keeps. A projected
     clone must not replay the parent's writes outside its range: they would reach its L0 SSTs,
-    which carry no visible range."""
+    which carry no visible range. The SST is re-encoded with the clone's rows only; one left with
+    none becomes a zero-byte object (SlateDB 0.17's fence: a WAL object that holds no rows)."""
     sst = wal.decode(wal_id, data)
     rows = sst.entries.num_rows
-    if rng is None or rng == KeyRange():
+    if rng is None or rng == KeyRange() or rows == 0:
         return data, rows
     keys = sst.entries.column("key")
     mask = pc.and_(
@@ -52,7 +54,9 @@ def clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[b
     kept = sst.entries.filter(mask)
     if kept.num_rows == rows:
         return data, rows
-    return encode_sst(kept, SstOptions(), metadata={EPOCH_KEY: sst.writer_epoch})[0], kept.num_rows
+    if kept.num_rows == 0:
+        return FENCE, 0  # no rows for the clone: a zero-byte object, which holds none
+    return encode_wal_sst(kept, SstOptions()), kept.num_rows
 
 
 def start_over(dest: str) -> str:

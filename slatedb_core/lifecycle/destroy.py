@@ -3,7 +3,7 @@
 Soft destroy (the default) marks the database destroyed and leaves the deletion of its objects to
 the garbage collector, which waits for ``db_delete_grace`` and for every checkpoint to go:
 
-1. fence any writer: bump ``writer_epoch`` and write an empty fencing WAL SST at the next free id
+1. fence any writer: bump ``writer_epoch`` and create a fence (a zero-byte WAL object) at the next free id
    (what a new writer does on open, without replaying anything);
 2. in one fenced update, drop the writer's checkpoint(s) and set ``destroyed_at_s``.
 
@@ -65,7 +65,6 @@ from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.boundary import TOMBSTONE, ULID_MS_TOMBSTONE, BoundaryObject
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import check_instance
-from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import (
     ObjectMeta,
     ObjectStore,
@@ -155,7 +154,7 @@ def _soft(ms: ManifestStore, now: Clock) -> None:
             # as a writer's open does (recovery.fence_older_writers): stop if a newer writer
             # exists, then fence the last writer's whole window of parallel WAL writes
             fm.fence.check(ms.read_latest().manifest)
-            fence_wal(wal, fm.epoch, start, SstOptions(), m.max_parallel_writes)
+            fence_wal(wal, fm.epoch, start, m.max_parallel_writes)
             fm.update(_mark_destroyed(now))
             return
         except Fenced as e:

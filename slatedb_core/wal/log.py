@@ -1,9 +1,15 @@
-"""Naming, listing and reading WAL SSTs.
+"""Naming, listing and reading WAL SSTs (``<db>/wal/{id:020}.sst``, SlateDB 0.17's layout).
 
-Each WAL SST carries the epoch of the writer that created it in its footer metadata
-(``writer_epoch``), which is how a writer that loses a create-if-absent race learns whether it
-lost to an older writer (try the next id) or was fenced by a newer one (SlateDB RFC 0001, "Writer
-Protocol"). An SST with no entries is a fencing SST.
+A WAL object is either an SST holding rows (SlateDB 0.17's SST format, ``sst_type`` WAL in
+``schemas/sst.fbs``) or a *fence*: a zero-byte object, which is how SlateDB 0.17 fences (its
+writer creates one, create-if-absent, at the first free id after bumping ``writer_epoch``; SlateDB
+RFC 0001, "Writer Protocol"). A fence holds no rows; every reader of the WAL (replay, readers, the
+clone's WAL copy) treats it so.
+
+The objects carry no epoch. A writer that loses a create-if-absent race learns who holds the slot
+from the manifest instead (:meth:`WalLog.latest_writer_epoch`): every writer bumps
+``writer_epoch`` in the manifest *before* it creates its fence, so once a slot is seen taken, a
+newer writer, if there is one, is already in the latest manifest (docs/manifest-and-fencing.md).
 """
 
 from __future__ import annotations
@@ -13,24 +19,34 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from slatedb_core.errors import CorruptionError
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
-from slatedb_core.sst import SstReader
+from slatedb_core.lsm.entries import ENTRY_SCHEMA
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 
-EPOCH_KEY = "writer_epoch"
+FENCE = b""
+"""The bytes of a fencing WAL object: none (SlateDB 0.17's fence)."""
+
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
+_NO_ROWS = ENTRY_SCHEMA.empty_table()
+
+
+def encode_wal_sst(entries: pa.RecordBatch | pa.Table, options: SstOptions) -> bytes:
+    """One WAL SST holding ``entries`` (sorted by key, unique, at least one row)."""
+    return encode_sst(entries, options)[0]
 
 
 @dataclass(frozen=True, slots=True)
 class WalSst:
     id: int
-    writer_epoch: int
     entries: pa.Table
+    is_fence: bool = False
+    """A zero-byte object: some writer's fence (SlateDB 0.17's), no rows."""
 
     @property
-    def is_fence(self) -> bool:
-        return bool(self.entries.num_rows == 0)
+    def holds_rows(self) -> bool:
+        return bool(self.entries.num_rows)
 
 
 class WalLog:
@@ -62,15 +78,13 @@ class WalLog:
         return ids
 
     def decode(self, wal_id: int, data: bytes) -> WalSst:
-        name = self.path(wal_id)
-        reader = SstReader.from_bytes(data, name)
-        epoch = reader.metadata.get(EPOCH_KEY)
-        if epoch is None:
-            raise CorruptionError(name, f"WAL SST has no {EPOCH_KEY} in its metadata")
-        return WalSst(wal_id, epoch, reader.read_all())
+        if len(data) == 0:
+            return WalSst(wal_id, _NO_ROWS, is_fence=True)
+        return WalSst(wal_id, SstReader.from_bytes(data, self.path(wal_id)).read_all())
 
     def read(self, wal_id: int) -> WalSst:
         return self.decode(wal_id, self.store.get(self.path(wal_id)).data)
 
-    def read_epoch(self, wal_id: int) -> int:
-        return self.read(wal_id).writer_epoch
+    def latest_writer_epoch(self) -> int:
+        """``writer_epoch`` of the latest manifest: who may hold a WAL slot we found taken."""
+        return ManifestStore(self.store, self.db_path).read_latest().manifest.writer_epoch

@@ -1,9 +1,16 @@
 """Fencing the WAL and writing to it (SlateDB RFC 0001, "Writers" and "Acknowledgements").
 
-Create-if-absent on ``wal/{id}.sst`` is the fencing point: after a new writer has created its empty
-fencing SST at id F, an older writer can never create any id >= F, because it writes ids in order
-and finds F taken. An older writer that finds a slot taken reads the slot's epoch: newer means it
-is fenced, and it must stop without acknowledging anything more.
+Create-if-absent on ``wal/{id}.sst`` is the fencing point: after a new writer has bumped
+``writer_epoch`` in the manifest and then created its fence at id F (SlateDB 0.17's fence: a
+zero-byte object, see :mod:`slatedb_core.wal.log`), an older writer can never create any id >= F,
+because it writes ids in order and finds F taken. WAL objects carry no epoch, so a writer that
+finds a slot taken re-reads the latest manifest, as SlateDB 0.17's writer does when its fence
+create loses: a ``writer_epoch`` above ours means a newer writer exists (the bump precedes its
+fence), and we are fenced and must stop without acknowledging anything more. Otherwise the slot
+holds an older opener's fence (nothing of it was acknowledged: step over it) or an older writer's
+rows (a fence steps over them, and the new writer replays them; a running writer meeting them
+after its own fence is an illegal state, ``WalEpochConflict``). Both engines fence each other
+this way: SlateDB 0.17's writer fails with "fenced" on any WAL create that finds its slot taken.
 
 That argument fails once GC has deleted F (SlateDB RFC 0026's race, for the WAL): a zombie stalled before
 writing F could then create it, and acknowledge writes no one will ever replay. So the WAL has a
@@ -16,11 +23,11 @@ Parallel writes (SlateDB RFC 0001, "Parallel Writes"): with ``max_parallel_write
 up to N creates in flight (:class:`WalWindow`), at consecutive ids and within a sliding window:
 id x is issued only once every id <= x - N has landed. So the holes a writer leaves (in flight,
 or lost when it died) all lie in the N ids after its last contiguous SST. A new writer therefore
-fences with N *consecutive* SSTs starting at the first open slot (:func:`first_open_slot`): that
+fences with N *consecutive* fences starting at the first open slot (:func:`first_open_slot`): that
 fills every hole below its fence (an old write still in flight there finds the slot taken), and
 an older writer could only issue an id past the fence after one of the N fence slots had
-answered it "taken by a newer epoch", which halts it. N is the larger of the value in the
-manifest (the previous writer's window) and the new writer's own.
+answered it "taken, and the manifest holds a newer epoch", which halts it. N is the larger of
+the value in the manifest (the previous writer's window) and the new writer's own.
 
 So a hole *outside* that window (below the highest id present by at least N, or below
 ``next_wal_sst_id`` with an SST after it) is no write in flight but damage: the writes in it may
@@ -51,24 +58,31 @@ from slatedb_core.errors import (
     WalWindowClosed,
 )
 from slatedb_core.layout import WAL_BOUNDARY, boundary_path
-from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.meta.boundary import BoundaryObject
-from slatedb_core.sst import SstOptions, encode_sst
-from slatedb_core.wal.log import EPOCH_KEY, WalLog
+from slatedb_core.sst import SstOptions
+from slatedb_core.wal.log import FENCE, WalLog, encode_wal_sst
 
 log = logging.getLogger(__name__)
 
 
 class _Outcome:
     OURS = "ours"
-    OLDER = "older"
+    OLDER_FENCE = "older fence"  # an older opener's fence: nothing of it was acknowledged
+    OLDER_ROWS = "older rows"  # rows of a writer whose epoch is not above ours
 
 
 def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5) -> str:
-    """Create ``wal/{wal_id}.sst``. Returns OURS, or OLDER when an older writer holds the slot.
-    Raises Fenced when a newer writer holds it. Resolves ambiguous outcomes by reading back."""
+    """Create ``wal/{wal_id}.sst``. Returns OURS, or who else holds the slot (an older fence or
+    older rows). Raises Fenced when the latest manifest holds a newer ``writer_epoch``.
+
+    An ambiguous create (a retryable error that may have taken effect) is resolved by reading
+    the slot back: our bytes there are ours. A fence has no bytes to tell it from another
+    fence, so a zero-byte slot counts as our fence only after an ambiguous attempt of ours;
+    any other fence in the slot fences older writers just as well (and the opener re-checks
+    the manifest after fencing, see ``recovery.fence_older_writers``)."""
     path = wal.path(wal_id)
     last: StoreError | None = None
+    maybe_ours = False  # an attempt of ours may have landed
     for _ in range(retries):
         try:
             wal.store.put_if_absent(path, data)
@@ -79,6 +93,7 @@ def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5)
             if not e.retryable:
                 raise
             last = e
+            maybe_ours = True
         try:
             existing = wal.store.get(path).data
         except ObjectNotFound:
@@ -86,14 +101,12 @@ def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5)
         except StoreError as e:
             last = e
             continue
-        if existing == data:
+        if existing == data and (data or maybe_ours):
             return _Outcome.OURS  # an earlier attempt of ours landed
-        other = wal.decode(wal_id, existing).writer_epoch
-        if other > epoch:
-            raise Fenced("writer", epoch, other)
-        if other == epoch:
-            raise WalEpochConflict(f"{path} was written by another writer with our epoch {epoch}")
-        return _Outcome.OLDER
+        current = wal.latest_writer_epoch()
+        if current > epoch:
+            raise Fenced("writer", epoch, current)
+        return _Outcome.OLDER_FENCE if len(existing) == 0 else _Outcome.OLDER_ROWS
     assert last is not None
     raise last
 
@@ -172,20 +185,22 @@ def missing_error(wal: WalLog, holes: Sequence[tuple[int, int]], why: str) -> Wa
     )
 
 
-def fence_wal(wal: WalLog, epoch: int, start_id: int, options: SstOptions, count: int = 1) -> int:
-    """Write ``count`` consecutive empty fencing SSTs from the first free id >= ``start_id``;
-    returns the id of the last one. A slot an older writer holds is stepped over and restarts
-    the run (SlateDB RFC 0001: "writer 2 begins again at position 4"); a newer one raises Fenced."""
-    data, _ = encode_sst(empty_batch(), options, metadata={EPOCH_KEY: epoch})
+def fence_wal(wal: WalLog, epoch: int, start_id: int, count: int = 1) -> int:
+    """Create ``count`` consecutive fences (zero-byte WAL objects, SlateDB 0.17's) from the first
+    free id >= ``start_id``; returns the id of the last one. Call it only after committing
+    ``epoch`` as the manifest's ``writer_epoch``. A slot someone else holds is stepped over and
+    restarts the run (SlateDB RFC 0001: "writer 2 begins again at position 4"), unless the
+    latest manifest holds a newer epoch: then it raises Fenced."""
     wal_id = start_id
     run = 0
     while True:
-        if _create(wal, wal_id, data, epoch) == _Outcome.OURS:
+        if _create(wal, wal_id, FENCE, epoch) == _Outcome.OURS:
             run += 1
             if run >= count:
                 return wal_id
         else:
-            log.info("WAL slot %d held by an older writer; fencing at the next id", wal_id)
+            log.info("WAL slot %d held by an older writer or opener; fencing at the next id",
+                     wal_id)
             run = 0
         wal_id += 1
 
@@ -201,7 +216,7 @@ class WalWriter:
         self.boundary = wal_boundary(wal)
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
-        return encode_sst(batch, self.options, metadata={EPOCH_KEY: self.epoch})[0]
+        return encode_wal_sst(batch, self.options)
 
     def write_at(self, wal_id: int, data: bytes) -> None:
         """Create ``wal/{wal_id}.sst`` (for :class:`WalWindow`: no stepping over, since later ids
@@ -210,7 +225,9 @@ class WalWriter:
             # An older writer or opener inside our window is impossible: the fence keeps older
             # writers below it, and an opener re-reads the manifest between listing the WAL and
             # fencing (so one that lists after our fence sees our epoch and stops).
-            raise WalEpochConflict(f"{self.wal.path(wal_id)} holds an older epoch after our fence")
+            raise WalEpochConflict(
+                f"{self.wal.path(wal_id)} is held by an older writer or opener after our fence"
+            )
         try:
             self.boundary.check(wal_id, self.wal.path(wal_id))
         except ObjectVersionBehindBoundary as e:
@@ -218,16 +235,17 @@ class WalWriter:
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
-        data, _ = encode_sst(batch, self.options, metadata={EPOCH_KEY: self.epoch})
+        data = self.encode(batch)
         wal_id = self.next_id
-        while _create(self.wal, wal_id, data, self.epoch) != _Outcome.OURS:
+        while (outcome := _create(self.wal, wal_id, data, self.epoch)) != _Outcome.OURS:
             # An older *writer* past our fence is impossible with one write in flight, but an
             # older *opener* is not: one that bumped its epoch before us and listed the WAL after
-            # our fence leaves its empty fencing SST here before it finds out it is fenced.
-            # Nothing of it was acknowledged, so step over it; anything else is a real conflict.
-            if not self.wal.read(wal_id).is_fence:
+            # our fence leaves its fence here before it finds out it is fenced. Nothing of it
+            # was acknowledged, so step over it; anything else is a real conflict.
+            if outcome != _Outcome.OLDER_FENCE:
                 raise WalEpochConflict(
-                    f"{self.wal.path(wal_id)} holds an older epoch after our fence"
+                    f"{self.wal.path(wal_id)} holds another writer's rows after our fence, and "
+                    f"the manifest holds no epoch above ours ({self.epoch})"
                 )
             log.info("WAL slot %d holds a stale opener's fencing SST; using the next id", wal_id)
             wal_id += 1

@@ -119,7 +119,7 @@ class WriterEngine(WalFlusher):
         epoch = self._fm.epoch
         m = self._fm.stored.manifest
         # 2. fence older writers (SlateDB RFC 0001)
-        fence_id = fence_older_writers(self._fm, self.manifests, self.wal, self._sst_options)
+        fence_id = fence_older_writers(self._fm, self.manifests, self.wal)
         # 3. replay every WAL SST after replay_after_wal_id up to our fence. No L0 SST needs a
         #    repair: every commit checked its new SSTs against the GC boundary before naming them
         #    (slatedb_core.writer.gc_safety), so a missing or damaged one is damage, reported by the reads

@@ -4,8 +4,10 @@ order and installs the result:
 
 1. :func:`bump_epoch`: create the manifest if absent, then bump the writer epoch together with our
    writer checkpoint;
-2. :func:`fence_older_writers`: write the fencing WAL SSTs that make every older writer stop;
-3. :func:`replay_wal`: replay the WAL SSTs between the replay point and our fence into a memtable.
+2. :func:`fence_older_writers`: create the fences (zero-byte WAL objects, SlateDB 0.17's) that make
+   every older writer stop, ours or SlateDB's;
+3. :func:`replay_wal`: replay the WAL SSTs between the replay point and our fence into a memtable,
+   rows above the manifest's ``last_l0_seq`` only (SlateDB 0.17's replay does the same).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from slatedb_core.checkpoints import writer_checkpoint
 from slatedb_core.errors import ManifestVersionExists, ObjectNotFound
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
-from slatedb_core.sst import SstOptions
 from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
 
 log = logging.getLogger(__name__)
@@ -47,11 +51,9 @@ def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedMani
     return FencedManifest.init_writer(manifests, extra=bump)
 
 
-def fence_older_writers(
-    fm: FencedManifest, manifests: ManifestStore, wal: WalLog, sst_options: SstOptions
-) -> int:
+def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLog) -> int:
     """Step 2: fence older writers (SlateDB RFC 0001) with ``max_parallel_writes`` (of the
-    manifest our bump committed) consecutive empty WAL SSTs from the first open slot, which fills
+    manifest our bump committed) consecutive fences from the first open slot, which fills
     any hole an older writer may still be writing. Returns the id of our last fencing SST; raises
     ``Fenced`` if a newer writer exists."""
     m = fm.stored.manifest
@@ -75,7 +77,7 @@ def fence_older_writers(
             wal, holes, f"outside the in-flight window of the last writer: max_parallel_writes "
             f"{m.max_parallel_writes}, highest WAL id {existing[-1]}"
         )
-    fence_id = fence_wal(wal, fm.epoch, start, sst_options, m.max_parallel_writes)
+    fence_id = fence_wal(wal, fm.epoch, start, m.max_parallel_writes)
     # A newer writer that bumped its epoch and fenced while we were between our bump and our
     # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
     # tells. Without this check we would run as a second writer (SlateDB RFC 0001's fence is only
@@ -91,7 +93,12 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
     (SlateDB RFC 0001: it may have been acknowledged). An SST missing below the fence (it vanished since
     :func:`fence_older_writers` listed the WAL) raises ``WalSstMissing`` rather than replaying
     later SSTs over older values; a clone's legal gap below ``next_wal_sst_id`` is skipped (see
-    :func:`~slatedb_core.wal.writer.damaged_holes`)."""
+    :func:`~slatedb_core.wal.writer.damaged_holes`). Fences hold no rows.
+
+    Rows with a seq at or below ``m.last_l0_seq`` are skipped: they are in the manifest's SSTs
+    already. A WAL SST after the replay point can hold such rows (SlateDB 0.17 moves
+    ``replay_after_wal_id`` only to the last WAL SST a flushed memtable covers whole, while the
+    memtable may hold rows of the next one), and its replay skips them too."""
     ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
     # with our fence as the top and a window of 1, every hole below the fence is damage
     holes = damaged_holes(
@@ -100,11 +107,17 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
     if holes:
         raise missing_error(wal, holes, f"below the fence of {path!r}'s writer at open")
     memtable = Memtable()
+    floor = pa.scalar(m.last_l0_seq, pa.uint64())
     for wal_id in ids:
         try:
             entries = wal.read(wal_id).entries
         except ObjectNotFound:
             raise missing_error(wal, [(wal_id, wal_id)], "vanished during replay") from None
+        if not entries.num_rows:
+            continue
+        if m.last_l0_seq:
+            entries = entries.filter(pc.greater(entries.column("seq"), floor))
         for batch in entries.to_batches():
-            memtable.put_batch(batch)
+            if batch.num_rows:
+                memtable.put_batch(batch)
     return memtable

@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-from slatedb_core.lsm.entries import empty_batch
+from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog, WalWriter
-from slatedb_core.wal.log import EPOCH_KEY
+from slatedb_core.wal.log import FENCE
 from tests.sim.actors import SimWindow
 from tests.sim.harness import Simulation
 from tests.sim.recorder import RecordingStore
@@ -23,7 +23,7 @@ WAL = "db/wal/{:020d}.sst"
 
 
 def _wal_sst() -> bytes:
-    return encode_sst(empty_batch(), SstOptions(), metadata={EPOCH_KEY: 1})[0]
+    return FENCE  # SlateDB 0.17's fence: a zero-byte WAL object
 
 
 def _with_wal(window: int, ids: list[int]) -> list[str]:
@@ -59,7 +59,7 @@ def test_sim_window_lands_creates_in_a_seeded_order() -> None:
 
         for _ in range(4):
             window.wait_for_room()
-            window.submit(window.writer.encode(empty_batch()), done)
+            window.submit(window.writer.encode(batch_from_lists([b"k"], [1], [0], [b"v"])), done)
         assert len(window.queue) == 4 and not landed  # nothing lands until the schedule says so
         window.wait_for_room()  # full: lands creates in flight until id 1 (the window's base) has
         assert landed[-1] == 1 and len(window.queue) == 4 - len(landed)

@@ -12,12 +12,12 @@ import pytest
 from ulid import ULID
 
 from slatedb_core.errors import CheckpointNotFound, Fenced, InvalidArgument, ObjectNotFound
-from slatedb_core.lsm.entries import empty_batch
+from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
-from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.store.url import open_store
-from slatedb_core.wal.log import EPOCH_KEY
+from slatedb_core.wal.log import encode_wal_sst
 from slatedb_core.writer.db import Db
 from tests.sim.actors import Outcome
 from tests.sim.harness import Simulation
@@ -132,7 +132,7 @@ def test_a_path_that_opens_is_not_destroyed() -> None:
 
 def test_damage_deletes_wal_ssts_only_below_the_in_flight_window_and_never_the_latest() -> None:
     sim = Simulation(0)
-    wal = encode_sst(empty_batch(), SstOptions(), metadata={EPOCH_KEY: 1})[0]
+    wal = encode_wal_sst(batch_from_lists([b"k"], [1], [0], [b"v"]), SstOptions())
     sim.rec.put_if_absent(MANIFEST.format(1), encode_manifest(Manifest()))
     sim.rec.put_if_absent(MANIFEST.format(2), encode_manifest(Manifest(max_parallel_writes=4)))
     for i in range(1, 9):

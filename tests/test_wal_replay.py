@@ -1,0 +1,45 @@
+"""A writer's WAL replay at open (``recovery.replay_wal``) over SlateDB 0.17's WAL objects: fences
+(zero-byte objects) hold no rows, and rows at or below the manifest's ``last_l0_seq`` are in its
+SSTs already, so they are skipped, as SlateDB 0.17's replay skips them."""
+
+from __future__ import annotations
+
+from slatedb_core.lsm.entries import batch_from_lists
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.sst import SstOptions
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.wal import WalLog
+from slatedb_core.wal.log import FENCE, encode_wal_sst
+from slatedb_core.writer.recovery import replay_wal
+
+
+def put_rows(store: ObjectStore, wal: WalLog, wal_id: int, rows: list[tuple[bytes, int]]) -> None:
+    keys = [k for k, _ in rows]
+    seqs = [s for _, s in rows]
+    batch = batch_from_lists(keys, seqs, [0] * len(rows), [b"v%d" % s for s in seqs])
+    store.put_if_absent(wal.path(wal_id), encode_wal_sst(batch, SstOptions()))
+
+
+def test_replay_skips_fences_and_rows_the_manifests_ssts_hold() -> None:
+    store = open_store("memory://")
+    wal = WalLog(store, "db")
+    store.put_if_absent(wal.path(1), FENCE)
+    # SST 2: a memtable flushed after id 1 took k1 (seq 4) and k2 (seq 5) to L0 already
+    put_rows(store, wal, 2, [(b"k1", 4), (b"k2", 5), (b"k3", 6)])
+    store.put_if_absent(wal.path(3), FENCE)  # an opener that wrote nothing
+    put_rows(store, wal, 4, [(b"k4", 7)])
+    m = Manifest(replay_after_wal_id=1, next_wal_sst_id=2, last_l0_seq=5)
+    memtable = replay_wal("db", wal, m, fence_id=5)
+    assert memtable.get(b"k1") is None and memtable.get(b"k2") is None
+    assert memtable.get(b"k3") == (6, b"v6") and memtable.get(b"k4") == (7, b"v7")
+    assert memtable.max_seq == 7
+
+
+def test_replay_of_a_wal_holding_only_fences_is_empty() -> None:
+    store = open_store("memory://")
+    wal = WalLog(store, "db")
+    for wal_id in (1, 2, 3):
+        store.put_if_absent(wal.path(wal_id), FENCE)
+    memtable = replay_wal("db", wal, Manifest(next_wal_sst_id=1), fence_id=4)
+    assert memtable.is_empty() and memtable.max_seq is None

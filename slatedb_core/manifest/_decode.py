@@ -69,18 +69,20 @@ class Stamp:
 class _Reader(FbReader):
     """The generic reader plus id tables, decoded once per position."""
 
-    def __init__(self, buf: memoryview) -> None:
+    def __init__(self, buf: bytes) -> None:
         super().__init__(buf)
         self.ulids: dict[int, ULID] = {}
+        self.sst_at: dict[int, ULID] = {}
+        """SST ids by the position of their id table: our views share it (no hashing)."""
 
     def ulid(self, pos: int) -> ULID:
         u = self.ulids.get(pos)
         if u is None:
-            u = self.ulids[pos] = ULID(HALVES.pack(*self.table(ULID_TABLE, pos)))
+            u = self.ulids[pos] = ULID(HALVES.pack(*self.pair(ULID_TABLE, pos)))
         return u
 
     def uuid(self, pos: int) -> uuid.UUID:
-        return uuid.UUID(bytes=HALVES.pack(*self.table(UUID_TABLE, pos)))
+        return uuid.UUID(bytes=HALVES.pack(*self.pair(UUID_TABLE, pos)))
 
     def range(self, pos: int) -> BytesRange:
         start, end = self.table(RANGE, pos)
@@ -99,8 +101,9 @@ def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[UL
     for p in r.tables(pos, "ssts"):
         raw_id, info, version, *rest = r.table(SST, p)
         orig = rest[SST_OURS - 3]
+        sst_id = r.sst_at[raw_id] = r.ulid(need(raw_id, "CompactedSsTableV2.id"))
         ssts.append(CompactedSst(
-            r.ulid(need(raw_id, "CompactedSsTableV2.id")),
+            sst_id,
             read_sst_info(r, need(info, "CompactedSsTableV2.info")),
             1 if version is None else version,
             None if orig is None else r.ulid(orig),
@@ -115,7 +118,7 @@ def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -
     out = []
     for p in r.tables(pos, what):
         vid, sid, rng = r.table(VIEW, p)
-        sst_id = ids.get(r.ulid(need(sid, "CompactedSsTableView.sst_id")))
+        sst_id = r.sst_at.get(sid) or ids.get(r.ulid(need(sid, "CompactedSsTableView.sst_id")))
         if sst_id is None:
             raise Malformed(f"a view references SST {r.ulid(sid)}, which is not in ssts")
         view_id = r.ulid(need(vid, "CompactedSsTableView.id"))
@@ -160,7 +163,7 @@ def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[ExternalDb, ...]:
     return tuple(out)
 
 
-def _check_crc(data: memoryview, r: _Reader, ours: int, stored: int) -> None:
+def _check_crc(data: bytes, r: _Reader, ours: int, stored: int) -> None:
     at = r.slot_position(OURS, ours, OURS_CRC_SLOT)
     if at is None:
         raise Malformed("our table has no checksum")
@@ -179,7 +182,7 @@ def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) ->
         )
 
 
-def _decode(data: memoryview) -> tuple[Manifest, Stamp]:
+def _decode(data: bytes) -> tuple[Manifest, Stamp]:
     r = _Reader(data[2:])
     f = r.table(MANIFEST, r.root())
     (_, exts, initialized, writer_epoch, compactor_epoch, replay, seen, last_view, ssts_pos,
@@ -248,7 +251,7 @@ def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]
         )
     try:
         with _gc_paused():
-            return _decode(memoryview(data))
+            return _decode(bytes(data))
     except (Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
         raise CorruptionError(name, f"malformed ManifestV2: {e}") from e
 

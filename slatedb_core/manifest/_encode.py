@@ -72,7 +72,7 @@ class _Ids:
     def of(self, raw: bytes) -> int:
         pos = self._written.get(raw)
         if pos is None:
-            pos = self._written[raw] = self._w.table(ULID_TABLE, HALVES.unpack(raw))
+            pos = self._written[raw] = self._w.pair(ULID_TABLE, *HALVES.unpack(raw))
         return pos
 
     def opt(self, u: ULID | None) -> int | None:
@@ -112,7 +112,7 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
     meta = None if cp.writer_epoch is None else w.table(WRITER_CP, (cp.writer_epoch,))
     expire = 0 if cp.expire_time_s is None else max(1, _u32(cp.expire_time_s, "expire time"))
     return w.table(CP, (
-        w.table(UUID_TABLE, HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
+        w.pair(UUID_TABLE, *HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
         _u32(cp.create_time_s, "create time"), None if meta is None else WRITER_CHECKPOINT,
         meta, name,
     ))
@@ -122,7 +122,7 @@ def _destroyed_marker(w: FbWriter, destroyed_at_s: int, manifest_id: int | None)
     if manifest_id is None:
         raise InvalidArgument("a destroyed manifest is encoded with its id (its marker pins it)")
     return w.table(CP, (
-        w.table(UUID_TABLE, HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)), manifest_id, 0,
+        w.pair(UUID_TABLE, *HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)), manifest_id, 0,
         _u32(destroyed_at_s, "destroyed_at_s"), None, None, w.string(DESTROYED_CHECKPOINT_NAME),
     ))
 
@@ -134,8 +134,8 @@ def _write_external_dbs(w: FbWriter, ids: _Ids, m: Manifest) -> int | None:
     for e in m.external_dbs:
         final = e.final_checkpoint_id
         out.append(w.table(EXT_DB, (
-            w.string(e.path), w.table(UUID_TABLE, HALVES.unpack(e.source_checkpoint_id.bytes)),
-            None if final is None else w.table(UUID_TABLE, HALVES.unpack(final.bytes)),
+            w.string(e.path), w.pair(UUID_TABLE, *HALVES.unpack(e.source_checkpoint_id.bytes)),
+            None if final is None else w.pair(UUID_TABLE, *HALVES.unpack(final.bytes)),
             w.tables([ids.of(s.bytes) for s in e.sst_ids]),
         )))
     return w.tables(out)

@@ -24,6 +24,8 @@ from slatedb_core.manifest._fb_tables import (
     picker,
 )
 
+U64X2 = struct.Struct("<QQ")
+
 
 class ReadLayout:
     """A vtable as found in the buffer, compiled to one struct call that reads every field."""
@@ -56,6 +58,7 @@ class FbReader:
         self.buf = buf
         self._n = len(buf)
         self._layouts: dict[tuple[str, int], ReadLayout] = {}
+        self._pairs: dict[int, tuple[int, int]] = {}
 
     def root(self) -> int:
         if self._n < 8:
@@ -86,6 +89,24 @@ class FbReader:
         for slot, off in lay.rel:
             vals[slot] += pos + off
         return vals
+
+    def pair(self, table: FbTable, pos: int) -> tuple[int, int]:
+        """The two u64 fields of a Ulid or Uuid table: :meth:`table`'s checks, with a fast path
+        for the usual layout (both fields present, high before low)."""
+        if pos < 0 or pos + 4 > self._n:
+            raise Malformed(f"{table.name} table at {pos} is out of bounds")
+        vt = pos - I32.unpack_from(self.buf, pos)[0]
+        fast = self._pairs.get(vt)
+        if fast is None:
+            lay = self._layouts.get((table.name, vt)) or self._layout(table, vt)
+            usual = lay.struct.format == "<QQ" and lay.pick((1, 2, 3, 4)) == (1, 2)
+            fast = self._pairs[vt] = (lay.first if usual else -1, lay.tsize)
+        first, tsize = fast
+        if first < 0 or pos + tsize > self._n:
+            high, low = self.table(table, pos)
+            return high, low
+        high, low = U64X2.unpack_from(self.buf, pos + first)
+        return high, low
 
     def slot_position(self, table: FbTable, pos: int, slot: int) -> int | None:
         """Where field ``slot`` of the table at ``pos`` lies (None if absent); the table must

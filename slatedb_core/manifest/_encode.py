@@ -105,12 +105,20 @@ def _u32(value: int, what: str) -> int:
     return value
 
 
+def _expiry(expire_time_s: int) -> int:
+    """SlateDB's u32 expiry: 0 means never, so an expiry at 0 is stored as 1 (still expired);
+    one past the last second a u32 holds (2106-02-07) is stored as that second."""
+    if expire_time_s < 0:
+        raise InvalidArgument(f"expire time {expire_time_s} is negative")
+    return min(max(1, expire_time_s), U32_MAX)
+
+
 def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
     if cp.id == DESTROYED_CHECKPOINT_ID:
         raise InvalidArgument(f"checkpoint id {cp.id} is reserved for {DESTROYED_CHECKPOINT_NAME}")
     name = None if cp.name is None else w.string(cp.name)
     meta = None if cp.writer_epoch is None else w.table(WRITER_CP, (cp.writer_epoch,))
-    expire = 0 if cp.expire_time_s is None else max(1, _u32(cp.expire_time_s, "expire time"))
+    expire = 0 if cp.expire_time_s is None else _expiry(cp.expire_time_s)
     return w.table(CP, (
         w.pair(UUID_TABLE, *HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
         _u32(cp.create_time_s, "create time"), None if meta is None else WRITER_CHECKPOINT,

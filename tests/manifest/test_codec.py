@@ -127,6 +127,11 @@ def test_expiry_at_time_zero_stays_expired() -> None:
     assert cp.expire_time_s == 1 and cp.is_expired(2)
 
 
+def test_expiry_past_what_u32_holds_is_stored_as_its_last_second() -> None:
+    m = Manifest(checkpoints=(Checkpoint(uuid.UUID(int=1), 1, 0, 2**40),))
+    assert decode_manifest(encode_manifest(m), name=NAME).checkpoints[0].expire_time_s == U32
+
+
 def test_stamp_carries_nonce_and_parent() -> None:
     nonce, parent = bytes(range(16)), bytes(range(16, 32))
     _, stamp = decode_stamped_manifest(encode_manifest(Manifest(), nonce=nonce, parent=parent),
@@ -241,7 +246,7 @@ def test_the_destroyed_checkpoint_id_is_reserved() -> None:
         ({"writer_epoch": 2**64}, "does not fit"),
         ({"last_l0_clock_tick": 2**63}, "does not fit"),
         ({"checkpoints": (Checkpoint(uuid.UUID(int=1), 1, 2**32),)}, "u32"),
-        ({"checkpoints": (Checkpoint(uuid.UUID(int=1), 1, 1, 2**32),)}, "u32"),
+        ({"checkpoints": (Checkpoint(uuid.UUID(int=1), 1, 1, -1),)}, "negative"),
         ({"ssts": (CompactedSst(_ulid(1), SstInfo(), 2**16),)}, "does not fit"),
         ({"compacted": (SortedRun(2**32),)}, "does not fit"),
     ],

@@ -114,6 +114,16 @@ def test_zombie_writer_stops_at_the_fence(store: ObjectStore) -> None:
     assert wal.list_ids() == [1, 2]
 
 
+def test_a_taken_slot_without_any_manifest_means_fenced(store: ObjectStore) -> None:
+    """A hard destroy deletes the manifests before the WAL: a writer meeting a taken slot then
+    finds no manifest to ask, and stops."""
+    wal = WalLog(store, "db")
+    put_wal(store, wal, 1)
+    writer = WalWriter(wal, epoch=1, next_id=1, options=OPTS)
+    with pytest.raises(Fenced):
+        writer.write(batch_from_lists([b"a"], [1], [0], [b"1"]))
+
+
 def test_ambiguous_wal_create_is_recognised_as_ours(store: ObjectStore) -> None:
     faulty = FaultyStore(store)
     wal = WalLog(faulty, "db")

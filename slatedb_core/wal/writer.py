@@ -47,6 +47,7 @@ import pyarrow as pa
 
 from slatedb_core.errors import (
     BackgroundThreadDied,
+    DatabaseNotFound,
     Fenced,
     ObjectAlreadyExists,
     ObjectNotFound,
@@ -103,7 +104,12 @@ def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5)
             continue
         if existing == data and (data or maybe_ours):
             return _Outcome.OURS  # an earlier attempt of ours landed
-        current = wal.latest_writer_epoch()
+        try:
+            current = wal.latest_writer_epoch()
+        except DatabaseNotFound as e:
+            # no manifest, yet the slot is taken: a hard destroy is deleting the database (its
+            # manifests go first), so this writer must stop as if fenced
+            raise Fenced("writer", epoch, epoch + 1) from e
         if current > epoch:
             raise Fenced("writer", epoch, current)
         return _Outcome.OLDER_FENCE if len(existing) == 0 else _Outcome.OLDER_ROWS

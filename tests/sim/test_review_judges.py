@@ -36,7 +36,7 @@ def _recorder() -> RecordingStore:
 def _collected(rec: RecordingStore) -> None:
     """db with manifests 1 and 2 (destroyed), then both deleted, as GC of a destroyed db does."""
     rec.put_if_absent(MANIFEST.format(1), encode_manifest(Manifest()))
-    rec.put_if_absent(MANIFEST.format(2), encode_manifest(Manifest(destroyed_at_s=1)))
+    rec.put_if_absent(MANIFEST.format(2), encode_manifest(Manifest(destroyed_at_s=1), manifest_id=2))
     rec.delete(MANIFEST.format(1))
     assert not rec.collected("db")
     rec.delete(MANIFEST.format(2))

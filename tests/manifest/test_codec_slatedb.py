@@ -32,7 +32,9 @@ from slatedb_core.manifest.model import (
     SstView,
 )
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
+from tests.gc import Background
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
@@ -270,3 +272,33 @@ def test_a_destroyed_database_stays_destroyed_after_slatedb_writes_it(oracle: Or
     assert DESTROYED_CHECKPOINT_NAME in {c.name for c in oracle.admin().checkpoints()}
     with pytest.raises(DatabaseDestroyed):
         FencedManifest.init_writer(ManifestStore(store, "db"))
+
+
+def test_a_commit_gc_passed_whose_successor_slatedb_wrote_is_applied_once(oracle: Oracle) -> None:
+    """SlateDB writes no parent nonce, so the successor proves nothing: our create behind the
+    boundary is then settled as void and the change re-applied on the latest manifest, where it
+    finds its effect already present (SlateDB built on it) and commits nothing."""
+    store = open_store(oracle.root)
+    ManifestStore(store, "db").create_initial(Manifest(writer_epoch=1))
+    ours = Checkpoint(uuid.uuid4(), 1, int(time.time()), None, None, "ours-once")
+
+    def add(m: Manifest) -> Manifest | None:
+        if m.checkpoint(ours.id) is not None:
+            return None  # already there
+        return dataclasses.replace(m, checkpoints=(*m.checkpoints, ours))
+
+    faulty = FaultyStore(store)
+    checking = faulty.pause("check", "put_if_absent", "db/manifest/*", when="after")
+    committer = Background(lambda: ManifestStore(faulty, "db").update(add))
+    assert checking.wait_reached()  # manifest 2 (ours) created, its boundary not yet checked
+    oracle.admin().create_checkpoint("theirs")  # SlateDB writes manifest 3 on top of it
+    gc = ManifestStore(store, "db")
+    gc.advance_boundary(2)  # GC passes our id before our check
+    checking.release()
+    committer.join()
+    assert committer.error is None
+    latest = ManifestStore(store, "db").read_latest()
+    assert latest.id == 3 and latest.nonce is None  # nothing of ours committed after SlateDB's
+    assert not store.exists(gc.seq.path(2)), "settled as void: our object behind the boundary goes"
+    assert [c.name for c in latest.manifest.checkpoints].count("ours-once") == 1
+    assert {c.name for c in oracle.admin().checkpoints()} == {"ours-once", "theirs"}

@@ -46,6 +46,8 @@ def _sst(s: CompactedSst) -> dict[str, Any]:
         "last_key": _key(i.last_key),
         "entries": i.entry_count,
         "size_bytes": i.size_bytes,
+        "sst_type": i.sst_type,
+        "compression": i.compression,
     }
 
 
@@ -75,6 +77,8 @@ def manifest_to_dict(manifest_id: int, m: Manifest) -> dict[str, Any]:
         if m.last_compacted_l0_view_id
         else None,
         "max_parallel_writes": m.max_parallel_writes,
+        "last_l0_clock_tick": m.last_l0_clock_tick,
+        "recent_snapshot_min_seq": m.recent_snapshot_min_seq,
         "external_dbs": [
             {
                 "path": e.path,

@@ -19,6 +19,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
+from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
@@ -65,3 +66,56 @@ def test_our_writer_opening_fences_slatedb_with_a_zero_byte_wal_object(
         ours.put(b"ours", b"acknowledged")
         assert ours.get(b"ours") == b"acknowledged" and ours.get(b"late/slatedb") is None
         assert set(wal_sizes(store)) == {1, 2, 3}
+
+
+def test_slatedb_replays_our_wal_tail_when_it_fences_us_and_we_replay_its_tail_in_turn(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """Our writer's acknowledged writes, some flushed to L0 and the rest only in WAL SSTs, are all
+    read by SlateDB's writer that fences it; SlateDB's own acknowledged tail (WAL only, with a
+    flush before part of it) is read by our writer that fences it in turn. Every late write of
+    a fenced writer lands nowhere."""
+    model = Model()
+    ours = Db.open("db", store, QUIET)
+    for key, value in model.apply(rows(0, 200)):
+        assert value is not None
+        ours.put(key, value, await_durable=False)
+    ours.flush_memtable()  # in L0; replay_after_wal_id moves past their WAL SSTs
+    for key, value in model.apply(rows(1, 50, step=3)):  # overwrites, only in the WAL
+        assert value is not None
+        ours.put(key, value)
+    ours.delete(b"k/00004")
+    model.delete(b"k/00004")
+    w = oracle.open_db(s=settings(compactor=False))
+    with pytest.raises(Fenced):
+        ours.put(b"late/ours", b"must-not-land")
+    with contextlib.suppress(Fenced):
+        ours.close()
+    check_reads(model, w.get, w.scan, who="SlateDB's writer after fencing ours")
+    w.write(model.apply(rows(2, 100, step=2)))
+    w.flush_memtable()
+    w.write(model.apply([(b"k/00006", b"slate-tail"), (b"k/00008", None)]))
+    w.put(b"k/00006", b"slate-tail-2")  # the same key again, in a later WAL SST
+    model.put(b"k/00006", b"slate-tail-2")
+    with Db.open("db", store, QUIET) as again:
+        with pytest.raises(sdb.Error.Closed) as e:
+            w.put(b"late/slatedb", b"must-not-land")
+        assert e.value.reason == sdb.CloseReason.FENCED, e.value
+        check_reads(model, again.get, scanner(again), who="our writer after fencing SlateDB's")
+
+
+def test_we_replay_a_slatedb_wal_sst_holding_one_key_twice(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB's WAL SSTs keep every write in seq order, one key possibly several times (no
+    dedup, unlike ours); replay keeps the highest seq of each key."""
+    w = oracle.open_db(s=settings(compactor=False, flush_interval="1h"))
+    w.put(b"k", b"1", durable=False)
+    w.put(b"k", b"2", durable=False)
+    w.delete(b"gone", durable=False)
+    w.put(b"gone", b"back", durable=False)
+    w.put(b"k", b"3", durable=False)
+    w.flush_wal()
+    with Db.open("db", store, QUIET) as ours:
+        assert ours.get(b"k") == b"3" and ours.get(b"gone") == b"back"
+        assert [k for k, _ in ours.scan()] == [b"gone", b"k"]

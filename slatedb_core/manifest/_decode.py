@@ -53,6 +53,7 @@ from slatedb_core.store.checksum import crc32
 
 BOUND_KIND = {1: BoundKind.UNBOUNDED, 2: BoundKind.INCLUDED, 3: BoundKind.EXCLUDED}
 _ZERO_CRC = bytes(4)
+U64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,8 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
         runs.append(SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
     checkpoints, destroyed = _read_checkpoints(r, cps_pos)
     extra: dict[str, Any] = {"next_wal_sst_id": seen + 1}
+    if ours_fields is None and seen == U64_MAX:
+        raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
     stamp = Stamp(FORMAT_VERSION)
     if ours_fields is not None:
         parallel, key_range, nonce, parent, next_wal, _ = ours_fields

@@ -4,13 +4,16 @@ SSTs already, so they are skipped, as SlateDB 0.17's replay skips them."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from slatedb_core.lsm.entries import batch_from_lists
+from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
-from slatedb_core.wal.log import FENCE, encode_wal_sst
+from slatedb_core.wal.log import FENCE, encode_wal_sst, in_seq_order
 from slatedb_core.writer.recovery import replay_wal
 
 
@@ -43,3 +46,20 @@ def test_replay_of_a_wal_holding_only_fences_is_empty() -> None:
         store.put_if_absent(wal.path(wal_id), FENCE)
     memtable = replay_wal("db", wal, Manifest(next_wal_sst_id=1), fence_id=4)
     assert memtable.is_empty() and memtable.max_seq is None
+
+
+def test_wal_rows_are_put_in_seq_order_so_a_repeated_key_replays_to_its_newest() -> None:
+    """SlateDB 0.17's WAL SSTs may hold a key several times, in seq order; rows read in another
+    order (key order, say) are put back in seq order, and a memtable fed them keeps the newest."""
+    rows = pa.Table.from_batches([batch_from_lists(
+        [b"a", b"a", b"b", b"k", b"k"], [9, 2, 5, 7, 3], [0, 0, 1, 0, 0],
+        [b"a9", b"a2", b"", b"k7", b"k3"])])
+    ordered = in_seq_order(rows)
+    assert ordered.column("seq").to_pylist() == [2, 3, 5, 7, 9]
+    memtable = Memtable()
+    for batch in ordered.to_batches():
+        memtable.put_batch(batch)
+    assert memtable.get(b"a") == (9, b"a9") and memtable.get(b"k") == (7, b"k7")
+    assert memtable.get(b"b") == (5, None)
+    in_order = ordered.slice(1)
+    assert in_seq_order(in_order) is in_order  # already in seq order: no copy

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
@@ -35,6 +36,18 @@ _NO_ROWS = ENTRY_SCHEMA.empty_table()
 def encode_wal_sst(entries: pa.RecordBatch | pa.Table, options: SstOptions) -> bytes:
     """One WAL SST holding ``entries`` (sorted by key, unique, at least one row)."""
     return encode_sst(entries, options)[0]
+
+
+def in_seq_order(rows: pa.Table) -> pa.Table:
+    """``rows`` ordered by seq (stable). SlateDB 0.17 writes a WAL SST's rows in seq order and may
+    repeat a key in it; replay applies rows in order, so the last row of a key must be its newest
+    (SlateDB's replay keeps the highest seq). Our WAL SSTs hold one row per key, in any order."""
+    if rows.num_rows < 2:
+        return rows
+    seqs = np.asarray(rows.column("seq").to_numpy(), dtype=np.uint64)
+    if bool(np.all(seqs[1:] >= seqs[:-1])):
+        return rows
+    return rows.take(pa.array(np.argsort(seqs, kind="stable")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +91,11 @@ class WalLog:
         return ids
 
     def decode(self, wal_id: int, data: bytes) -> WalSst:
+        """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`)."""
         if len(data) == 0:
             return WalSst(wal_id, _NO_ROWS, is_fence=True)
-        return WalSst(wal_id, SstReader.from_bytes(data, self.path(wal_id)).read_all())
+        rows = SstReader.from_bytes(data, self.path(wal_id)).read_all()
+        return WalSst(wal_id, in_seq_order(rows))
 
     def read(self, wal_id: int) -> WalSst:
         return self.decode(wal_id, self.store.get(self.path(wal_id)).data)

@@ -1,15 +1,18 @@
-"""The byte envelope around every sequenced metadata object (manifests, compactions).
+"""The byte envelope around this engine's own metadata objects (a table's shard maps and named
+snapshots, a clone's origin record). Manifests and ``.compactions`` records are not in it: they
+are SlateDB 0.17's objects and carry their nonces and checksums in fields of their own
+(docs/format.md).
 
 Layout (little-endian)::
 
-    magic        4 bytes   identifies the object kind, e.g. b"SDBM" for manifests
-    version      u16       format version of the payload (1 = ManifestV1, 2 = ManifestV2, ...)
+    magic        4 bytes   identifies the object kind, e.g. b"SDBT" for shard maps
+    version      u16       format version of the payload
     flags        u16       bit 0 = a parent nonce follows the header; other bits must be 0
     nonce        16 bytes  random per write: makes every write's bytes unique, so a writer whose
                            create-if-absent came back ambiguous can recognise its own object
     payload_len  u32
     parent       16 bytes  only with flag bit 0: the nonce of the object this one was built on
-                           (the previous manifest), so a committer whose id GC has already passed
+                           (the previous version), so a committer whose id GC has already passed
                            can tell whether later history was built on its object (see
                            ``docs/manifest-and-fencing.md``, "Commits behind the boundary")
     payload      payload_len bytes

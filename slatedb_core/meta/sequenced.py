@@ -13,8 +13,9 @@ adds three things to the bare protocol:
   ignored. It is rewritten every ``pointer_stride`` commits, so commits rarely pay for it.
 * **Boundary check after every create** (SlateDB RFC 0026). See :mod:`slatedb_core.meta.boundary`.
 * **Ambiguous creates resolved by content.** A create can fail after taking effect (a lost
-  response, a client-side retry that then sees its own object). Every payload carries a random
-  nonce (see :mod:`slatedb_core.meta.envelope`), so on ``AlreadyExists`` or an I/O error we read
+  response, a client-side retry that then sees its own object). Every object we write carries a
+  random nonce (a manifest's in its table of ours, docs/format.md "Manifest"; our own objects' in
+  :mod:`slatedb_core.meta.envelope`), so on ``AlreadyExists`` or an I/O error we read
   the object back: identical bytes mean the object is ours and the create succeeded; different
   bytes mean we lost. The writer neither re-applies its change on top of itself nor reports a
   false conflict.

@@ -162,9 +162,8 @@ class DbOptions:
     block_cache_bytes: int = 256 * MiB
     manifest_poll_interval: timedelta = timedelta(seconds=1)
     manifest_format_version: int | None = None
-    """The manifest format (1 or 2) this writer commits in; it migrates the database to it. None
-    (the default): keep the format the database is in (SlateDB RFC 0004 migration, phase 1), 2 for a new
-    one."""
+    """The manifest format this writer commits in. Only 2 exists: SlateDB 0.17's (docs/format.md,
+    "Manifest"). None (the default) means the same."""
     max_key_bytes: int = MAX_KEY_BYTES
     max_value_bytes: int = MAX_VALUE_BYTES
     max_parallel_writes: int = 1
@@ -196,7 +195,7 @@ class DbOptions:
             },
         )
         if self.manifest_format_version is not None:
-            check_int("manifest_format_version", self.manifest_format_version, lo=1, hi=2)
+            check_int("manifest_format_version", self.manifest_format_version, lo=2, hi=2)
         check_choice("compression", self.compression, COMPRESSIONS)
         # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)

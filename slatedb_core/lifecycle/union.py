@@ -119,12 +119,6 @@ def _snapshots(
         for s in sources:
             snap = take_snapshot(same_format_store(store, s.path), s.checkpoint, dest, now)
             snaps.append(snap)
-            if snap.format_version < 2:
-                raise UnionError(
-                    f"source {s.path!r}: manifest {snap.manifest_id} is format V{snap.format_version}"
-                    "; union needs V2 manifests (SST views with visible ranges). Let its writer "
-                    "commit once with manifest_format_version=2 and retry"
-                )
     except BaseException:
         for snap in snaps:
             drop_ephemeral(store, snap)

@@ -1,7 +1,9 @@
-"""Sorted string tables: the immutable, sorted, columnar files the LSM tree is made of.
+"""Sorted string tables in SlateDB 0.17's SST format: the immutable, sorted files the LSM tree
+is made of, and the WAL's SSTs.
 
-The byte layout is documented in :mod:`slatedb_core.sst.format`. Entries travel in and out as Arrow
-record batches with :data:`ENTRY_SCHEMA`, so the engine never touches entries one at a time.
+The byte layout is documented in :mod:`slatedb_core.sst.format` (and docs/format.md). Rows travel
+in and out as Arrow record batches with :data:`ENTRY_SCHEMA`, so the engine never touches rows
+one at a time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from slatedb_core.sst.format import (
     CODECS,
     ENTRY_SCHEMA,
     FORMAT_VERSION,
+    KIND_MERGE,
     KIND_TOMBSTONE,
     KIND_VALUE,
 )
@@ -21,6 +24,7 @@ __all__ = [
     "CODECS",
     "ENTRY_SCHEMA",
     "FORMAT_VERSION",
+    "KIND_MERGE",
     "KIND_TOMBSTONE",
     "KIND_VALUE",
     "BlockCache",

@@ -1,221 +1,257 @@
-"""A bloom filter over an SST's keys, built for a whole batch in numpy.
+"""SlateDB's bloom filter, bit for bit, built for a whole batch of keys in numpy.
 
-Why this hash: keys have variable length, so a per-key hash in Python would cost ~1 µs per key and
-dominate an SST build. Instead each key is read as little-endian u64 words (the last one zero-padded)
-and hashed as the polynomial ``sum(word[t] * P**t) + len * C mod 2**64``: a dot product with a power
-table, which numpy evaluates for a whole batch at once (a reshape when all keys have one length, a
-scatter into padded words plus ``np.add.reduceat`` otherwise). The length term keeps keys that
-differ only in trailing zero bytes apart. The sum is finalised with the SplitMix64 mixer twice (with
-different inputs) into two 64-bit hashes, and probe ``i`` is ``h1 + i * h2`` (Kirsch-Mitzenmacher
-double hashing), mapped onto ``m`` bits with a multiply-shift instead of a modulo. The single-key
-path computes exactly the same arithmetic with Python ints (a couple of words for typical keys).
+What SlateDB 0.17 stores (its ``filter.rs`` and ``filter_policy.rs``; checked against the wheel's
+bytes): each key's hash is SipHash-1-3 with a zero key over the key's bytes alone. A filter over
+``n`` hashes with ``b`` bits per key has ``ceil(n * b / 8)`` bytes (``m`` bits) and
+``k = int(float32(b) * 0.69)`` probes (6 for the default 10). Probes are enhanced double
+hashing: ``h = lo32(hash) % m``, ``d = hi32(hash) % m``; for ``i`` in ``0..k``:
+``d = (d + i) % m``, set bit ``h``, ``h = (h + d) % m``. Bit ``p`` is
+``byte[p // 8] >> (p % 8) & 1``. The filter's bytes are ``u16 k`` (big-endian) then the bits.
 
-Filter section layout (little-endian)::
+The SST's filter section is a composite block (``FilterFormat::Composite``)::
 
-    u8 hash_version = 1, u8 k (probes), u16 reserved = 0, u32 m (bits)
-    ceil(m / 8) bytes of bits; bit p is (byte[p >> 3] >> (p & 7)) & 1
-    u32 crc32 of everything above
+    u16 filter_count | per filter: u16 name_len, name, u64 data_len, data
+
+with one filter named ``_bf`` (SlateDB's BloomFilterPolicy with whole-key filtering). All
+integers big-endian. Filters of other names are skipped by both engines.
+
+SipHash runs on all keys at once: keys are grouped by their number of 8-byte words, and each
+group is one matrix whose columns are hashed with numpy's wrapping u64 arithmetic.
 """
 
 from __future__ import annotations
 
-import math
 import struct
-import threading
 
 import numpy as np
 import numpy.typing as npt
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.store.checksum import crc32
 
-HASH_VERSION = 1
-HEADER = struct.Struct("<BBHI")
+BLOOM_NAME = b"_bf"
 _MASK = (1 << 64) - 1
-_P = 0x9E3779B97F4A7C15
-_LEN_MULT = 0xC2B2AE3D27D4EB4F
-_H2_SALT = 0x165667B19E3779F9
-_MAX_BITS = (1 << 32) - 64
-_CHUNK_BYTES = 1 << 16  # key bytes hashed per numpy pass: keeps temporaries in cache
-_SHORT_KEY = 64  # longer single keys are hashed with numpy rather than a Python loop
-
-_pow_lock = threading.Lock()
-_pow: npt.NDArray[np.uint64] = np.ones(1, dtype=np.uint64)
-
-
-def _powers(n: int) -> npt.NDArray[np.uint64]:
-    """P**j mod 2**64 for j < n, grown on demand and shared (keys can be up to 64 KiB or more)."""
-    global _pow
-    table = _pow
-    if len(table) >= n:
-        return table
-    with _pow_lock:
-        if len(_pow) < n:
-            size = max(n, 2 * len(_pow), 1024)
-            grown = np.empty(size, dtype=np.uint64)
-            grown[0] = 1
-            np.cumprod(np.full(size - 1, _P, dtype=np.uint64), out=grown[1:])
-            _pow = grown
-        return _pow
-
-
-def _mix(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _mix_int(z: int) -> int:
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def _poly(data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-    """Word-polynomial hash of each key ``data[offs[i]:offs[i+1]]``."""
-    n = len(offs) - 1
-    if n == 0:
-        return np.empty(0, dtype=np.uint64)
-    lens = np.diff(offs)
-    width = int(lens[0])
-    if int(lens.min()) == int(lens.max()) and width > 0:
-        out = _poly_fixed(data[int(offs[0]) : int(offs[n])], n, width)
-    else:
-        out = _poly_general(data, offs, lens)
-    out += lens.astype(np.uint64) * np.uint64(_LEN_MULT)
-    return out
-
-
-def _poly_fixed(data: npt.NDArray[np.uint8], n: int, width: int) -> npt.NDArray[np.uint64]:
-    """All keys ``width`` bytes long: pad each row to whole words, then one column op per word."""
-    words = (width + 7) >> 3
-    rows = data.reshape(n, width)
-    if width != 8 * words:
-        padded = np.zeros((n, 8 * words), dtype=np.uint8)
-        padded[:, :width] = rows
-        rows = padded
-    else:
-        rows = np.ascontiguousarray(rows)
-    cols = rows.view("<u8")
-    pw = _powers(words)
-    out = np.zeros(n, dtype=np.uint64)
-    for t in range(words):
-        out += cols[:, t] * pw[t]
-    return out
-
-
-def _poly_general(
-    data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.uint64]:
-    """Variable lengths: scatter keys into zero-padded words, ~_CHUNK_BYTES of keys per pass."""
-    n = len(offs) - 1
-    out = np.empty(n, dtype=np.uint64)
-    nwords = (lens + 7) >> 3
-    pw = _powers(int(nwords.max()))
-    i = 0
-    while i < n:
-        j = int(np.searchsorted(offs, offs[i] + _CHUNK_BYTES, side="right")) - 1
-        j = min(max(j, i + 1), n)
-        a, b = int(offs[i]), int(offs[j])
-        wl = nwords[i:j]
-        wstart = np.zeros(j - i, dtype=np.int64)
-        np.cumsum(wl[:-1], out=wstart[1:])
-        total = int(wstart[-1] + wl[-1])
-        padded = np.zeros(8 * total, dtype=np.uint8)
-        dest = np.arange(b - a, dtype=np.int64) + np.repeat(8 * wstart - (offs[i:j] - a), lens[i:j])
-        padded[dest] = data[a:b]
-        words = padded.view("<u8")
-        words *= pw[np.arange(total, dtype=np.int64) - np.repeat(wstart, wl)]
-        out[i:j] = np.add.reduceat(words, wstart) if total else 0
-        i = j
-    return out
-
-
-def hash_keys(data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-    """The 64-bit key hash of every key in a batch (``offs`` index into ``data``)."""
-    return _poly(data, offs)
-
-
-_WORDS = [struct.Struct(f"<{i}Q") for i in range(_SHORT_KEY // 8 + 1)]
-
-
-def hash_key(key: bytes) -> int:
-    """The same hash as :func:`hash_keys`, for one key, without numpy's per-call overhead."""
-    n = len(key)
-    if n > _SHORT_KEY:
-        arr = np.frombuffer(key, dtype=np.uint8)
-        return int(_poly(arr, np.array([0, n], dtype=np.int64))[0])
-    full = n >> 3
-    h = 0
-    pw = 1
-    for word in _WORDS[full].unpack_from(key):
-        h += word * pw
-        pw = (pw * _P) & _MASK
-    if n & 7:
-        h += int.from_bytes(key[8 * full :], "little") * pw
-    return (h + n * _LEN_MULT) & _MASK
+_C0, _C1, _C2, _C3 = 0x736F6D6570736575, 0x646F72616E646F6D, 0x6C7967656E657261, 0x7465646279746573
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+_WORDS = [struct.Struct(f"<{i}Q") for i in range(65)]
+_CHUNK = 1 << 20  # key bytes per matrix, to bound temporaries
 
 
 def num_probes(bits_per_key: int) -> int:
-    return max(1, min(30, round(bits_per_key * math.log(2))))
+    return int(np.float32(bits_per_key) * np.float32(0.69))
 
 
-def build_filter(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
-    """The encoded filter section for these key hashes; empty when disabled or there are no keys."""
+def _rotl(x: npt.NDArray[np.uint64], b: int) -> npt.NDArray[np.uint64]:
+    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
+
+
+def _sip_words(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """SipHash-1-3 (zero key) of rows of u64 words already in message order, final word last."""
+    n, w = words.shape
+    v0 = np.full(n, _C0, dtype=np.uint64)
+    v1 = np.full(n, _C1, dtype=np.uint64)
+    v2 = np.full(n, _C2, dtype=np.uint64)
+    v3 = np.full(n, _C3, dtype=np.uint64)
+
+    def rnd() -> None:
+        nonlocal v0, v1, v2, v3
+        v0 += v1
+        v1 = _rotl(v1, 13)
+        v1 ^= v0
+        v0 = _rotl(v0, 32)
+        v2 += v3
+        v3 = _rotl(v3, 16)
+        v3 ^= v2
+        v0 += v3
+        v3 = _rotl(v3, 21)
+        v3 ^= v0
+        v2 += v1
+        v1 = _rotl(v1, 17)
+        v1 ^= v2
+        v2 = _rotl(v2, 32)
+
+    for t in range(w):
+        m = words[:, t]
+        v3 ^= m
+        rnd()
+        v0 ^= m
+    v2 ^= np.uint64(0xFF)
+    rnd()
+    rnd()
+    rnd()
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def _group_matrix(
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64],
+    nwords: int,
+) -> npt.NDArray[np.uint64]:
+    """Keys (all with ``nwords`` message words) as rows of LE words, the length byte on top."""
+    width = 8 * nwords
+    padded = np.concatenate([data, np.zeros(width, dtype=np.uint8)])
+    mat = np.lib.stride_tricks.sliding_window_view(padded, width)[starts]
+    mat *= np.arange(width)[None, :] < lens[:, None]
+    mat[:, width - 1] = (lens & 0xFF).astype(np.uint8)
+    return mat.view("<u8").astype(np.uint64, copy=False)
+
+
+def hash_keys(data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """SipHash-1-3 of every key ``data[offs[i]:offs[i+1]]``."""
+    n = len(offs) - 1
+    out = np.empty(n, dtype=np.uint64)
+    if n == 0:
+        return out
+    starts = offs[:-1].astype(np.int64, copy=False)
+    lens = np.diff(offs).astype(np.int64, copy=False)
+    nwords = lens // 8 + 1
+    lo, hi = int(nwords.min()), int(nwords.max())
+    if lo == hi and int(lens.min()) == int(lens.max()):
+        width = int(lens[0])
+        step = max(1, _CHUNK // max(width, 1))
+        base = int(offs[0])
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            mat = np.zeros((b - a, 8 * lo), dtype=np.uint8)
+            if width:
+                mat[:, :width] = data[base + a * width : base + b * width].reshape(b - a, width)
+            mat[:, 8 * lo - 1] = width & 0xFF
+            out[a:b] = _sip_words(mat.view("<u8").astype(np.uint64, copy=False))
+        return out
+    for w in np.unique(nwords).tolist():
+        idx = np.flatnonzero(nwords == w)
+        step = max(1, _CHUNK // (8 * w))
+        for a in range(0, len(idx), step):
+            part = idx[a : a + step]
+            out[part] = _sip_words(_group_matrix(data, starts[part], lens[part], w))
+    return out
+
+
+def hash_key(key: bytes) -> int:
+    """:func:`hash_keys` of one key, with Python ints (a point lookup hashes one key)."""
+    n = len(key)
+    full = n >> 3
+    v0, v1, v2, v3 = _C0, _C1, _C2, _C3
+    words = list(_WORDS[full].unpack_from(key)) if full <= 64 else list(
+        struct.unpack_from(f"<{full}Q", key))
+    words.append(int.from_bytes(key[8 * full :], "little") | ((n & 0xFF) << 56))
+    for m in words:
+        v3 ^= m
+        v0 = (v0 + v1) & _MASK
+        v1 = ((v1 << 13) | (v1 >> 51)) & _MASK ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & _MASK
+        v2 = (v2 + v3) & _MASK
+        v3 = ((v3 << 16) | (v3 >> 48)) & _MASK ^ v2
+        v0 = (v0 + v3) & _MASK
+        v3 = ((v3 << 21) | (v3 >> 43)) & _MASK ^ v0
+        v2 = (v2 + v1) & _MASK
+        v1 = ((v1 << 17) | (v1 >> 47)) & _MASK ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & _MASK
+        v0 ^= m
+    v2 ^= 0xFF
+    for _ in range(3):
+        v0 = (v0 + v1) & _MASK
+        v1 = ((v1 << 13) | (v1 >> 51)) & _MASK ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & _MASK
+        v2 = (v2 + v3) & _MASK
+        v3 = ((v3 << 16) | (v3 >> 48)) & _MASK ^ v2
+        v0 = (v0 + v3) & _MASK
+        v3 = ((v3 << 21) | (v3 >> 43)) & _MASK ^ v0
+        v2 = (v2 + v1) & _MASK
+        v1 = ((v1 << 17) | (v1 >> 47)) & _MASK ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & _MASK
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def build_bloom(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
+    """One bloom filter's bytes (``u16 k`` + bits) over these key hashes."""
     n = len(hashes)
-    if bits_per_key <= 0 or n == 0:
-        return b""
-    m = min(max(64, n * bits_per_key), _MAX_BITS)
+    nbytes = (((n * bits_per_key) & 0xFFFFFFFF) + 7) // 8
     k = num_probes(bits_per_key)
-    h1 = _mix(hashes)
-    h2 = _mix(hashes ^ np.uint64(_H2_SALT))
-    bits = np.zeros(m, dtype=np.bool_)
-    mm = np.uint64(m)
-    s32 = np.uint64(32)
-    g = h1.copy()
-    for _ in range(k):
-        bits[((g >> s32) * mm) >> s32] = True
-        g += h2
-    body = HEADER.pack(HASH_VERSION, k, 0, m) + np.packbits(bits, bitorder="little").tobytes()
-    return body + struct.pack("<I", crc32(body))
+    if nbytes == 0:
+        return _U16.pack(k)
+    m = np.uint64(8 * nbytes)
+    bits = np.zeros(8 * nbytes, dtype=np.bool_)
+    h = (hashes & np.uint64(0xFFFFFFFF)) % m
+    d = (hashes >> np.uint64(32)) % m
+    for i in range(k):
+        d = (d + np.uint64(i)) % m
+        bits[h] = True
+        h = (h + d) % m
+    return _U16.pack(k) + np.packbits(bits, bitorder="little").tobytes()
+
+
+def build_filter_block(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
+    """The composite filter block holding one ``_bf`` bloom filter (before compression)."""
+    data = build_bloom(hashes, bits_per_key)
+    return b"".join(
+        [_U16.pack(1), _U16.pack(len(BLOOM_NAME)), BLOOM_NAME, _U64.pack(len(data)), data]
+    )
+
+
+def bloom_from_filter_block(name: str, buf: bytes | memoryview, composite: bool) -> BloomFilter | None:
+    """The ``_bf`` filter of a filter section (already checked and decompressed), or None."""
+    data = bytes(buf)
+    if not composite:
+        return BloomFilter(name, data)
+    try:
+        (count,) = _U16.unpack_from(data, 0)
+        pos = 2
+        found: BloomFilter | None = None
+        for _ in range(count):
+            (nlen,) = _U16.unpack_from(data, pos)
+            fname = data[pos + 2 : pos + 2 + nlen]
+            pos += 2 + nlen
+            (dlen,) = _U64.unpack_from(data, pos)
+            pos += 8
+            if len(fname) != nlen or pos + dlen > len(data):
+                raise CorruptionError(name, "composite filter block entry runs past its end")
+            if fname == BLOOM_NAME:
+                found = BloomFilter(name, data[pos : pos + dlen])
+            pos += dlen
+    except struct.error:
+        raise CorruptionError(name, "composite filter block is truncated") from None
+    return found
 
 
 class BloomFilter:
-    """A decoded filter section; :meth:`may_contain` answers for one key."""
+    """A decoded bloom filter; :meth:`may_contain` answers for one key."""
 
     __slots__ = ("_bits", "_k", "_m")
 
-    def __init__(self, name: str, buf: bytes | memoryview) -> None:
-        size = len(buf)
-        if size < HEADER.size + 4:
-            raise CorruptionError(name, f"bloom filter of {size} bytes is too short")
-        if crc32(buf[: size - 4]) != struct.unpack_from("<I", buf, size - 4)[0]:
-            raise CorruptionError(name, "bloom filter checksum mismatch")
-        version, k, reserved, m = HEADER.unpack_from(buf, 0)
-        if version != HASH_VERSION or reserved != 0 or not 1 <= k <= 30:
-            raise CorruptionError(name, f"unsupported bloom filter (version {version}, k {k})")
-        if not 64 <= m <= _MAX_BITS or HEADER.size + (m + 7) // 8 + 4 != size:
-            raise CorruptionError(name, f"bloom filter size does not match its {m} bits")
-        self._bits = bytes(buf[HEADER.size : size - 4])
-        self._k = k
-        self._m = m
+    def __init__(self, name: str, buf: bytes) -> None:
+        if len(buf) < 2:
+            raise CorruptionError(name, f"bloom filter of {len(buf)} bytes is too short")
+        (self._k,) = _U16.unpack_from(buf, 0)
+        self._bits = buf[2:]
+        self._m = 8 * len(self._bits)
 
     def may_contain(self, key: bytes) -> bool:
         return self.may_contain_hash(hash_key(key))
 
     def may_contain_hash(self, h: int) -> bool:
-        # _mix_int twice, inlined: this runs on every point lookup.
-        z = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-        h1 = z ^ (z >> 31)
-        z = h ^ _H2_SALT
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-        h2 = z ^ (z >> 31)
-        bits, m = self._bits, self._m
-        for _ in range(self._k):
-            p = ((h1 >> 32) * m) >> 32
+        m = self._m
+        if m == 0:
+            return False
+        bits = self._bits
+        p = (h & 0xFFFFFFFF) % m
+        d = (h >> 32) % m
+        for i in range(self._k):
+            d = (d + i) % m
             if not (bits[p >> 3] >> (p & 7)) & 1:
                 return False
-            h1 = (h1 + h2) & _MASK
+            p = (p + d) % m
         return True
+
+    def may_contain_many(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        out = np.ones(len(hashes), dtype=np.bool_)
+        if self._m == 0:
+            return ~out
+        m = np.uint64(self._m)
+        bits = np.frombuffer(self._bits, dtype=np.uint8)
+        h = (hashes & np.uint64(0xFFFFFFFF)) % m
+        d = (hashes >> np.uint64(32)) % m
+        for i in range(self._k):
+            d = (d + np.uint64(i)) % m
+            out &= ((bits[h >> np.uint64(3)] >> (h & np.uint64(7)).astype(np.uint8)) & 1) == 1
+            h = (h + d) % m
+        return out

@@ -1,84 +1,91 @@
-"""SST encoding for entries whose keys all have one width and whose values all have one width:
-the common shape of bulk loads (hashes or ids as keys, fixed-size records as values).
+"""SST encoding for rows whose keys all have one width and whose values all have one width: the
+common shape of bulk loads (hashes or ids as keys, fixed-size records as values).
 
-Why a second encoder: with both widths fixed, an SST can use format version 2, whose blocks hold
-the widths and the one sequence number once instead of 17 bytes of seq, offsets and kind per entry
-(``slatedb_core.sst.format``): about 13% fewer bytes to write and read for 16-byte keys and
-100-byte values. Every full block then has the same layout, so everything but the key and value
-bytes (header, padding, trailer) is one template copied into all blocks at once, and the values
-are gathered from the unsorted input straight into their places in the SST (one pass over the
-value bytes instead of three: a sorted copy, the block pieces, and the joined object). Readers
-decode both versions into the same entries (the tests check it against the general encoder).
+Why a second encoder: the rows are written in SlateDB's row codec v2 without prefix compression
+(every key stored whole, ``shared`` 0, which SlateDB reads like any other row), so every row has
+the same length and every full block the same layout. Everything of a block but its keys,
+values and CRC (row headers, seq and flags, the restart trailer) is one template copied into all
+blocks at once, and the values are gathered from the unsorted input straight into their places
+in the SST (one pass over the value bytes). Readers decode these SSTs like any other (the tests
+check them against the general encoder's rows).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import numpy.typing as npt
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest.model import SstInfo
+from slatedb_core.manifest.sst_info import encode_sst_info
 from slatedb_core.sst import bloom
 from slatedb_core.sst.builder import SstOptions
 from slatedb_core.sst.format import (
-    BLOCK_TRAILER,
     CODECS,
-    FIXED_FORMAT_VERSION,
-    FIXED_HEADER,
-    Tail,
-    align8,
+    FILTER_FORMAT_COMPOSITE,
+    FOOTER_LEN,
+    RESTART_INTERVAL,
+    SST_TYPE_COMPACTED,
     encode_footer,
-    encode_index,
-    encode_metadata,
+    seal,
 )
+from slatedb_core.sst.index import encode_index, encode_stats, separator
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.checksum import crc32
 
 
+def _varint(x: int) -> bytes:
+    out = bytearray()
+    while x >= 0x80:
+        out.append((x & 0x7F) | 0x80)
+        x >>= 7
+    out.append(x)
+    return bytes(out)
+
+
 def block_entries(key_width: int, value_width: int, block_size: int) -> int:
-    """Entries per full block: as many as fit in ``block_size`` raw bytes (at least one)."""
-    return max(1, (block_size - FIXED_HEADER.size) // (key_width + value_width))
+    """Rows per full block: as many as fit in ``block_size`` with the trailer (at least one)."""
+    row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
+    c = max(1, (block_size - 2) // (row + 2))
+    while c * row + 2 * ((c + RESTART_INTERVAL - 1) // RESTART_INTERVAL) + 2 <= block_size:
+        c += 1
+    return max(1, c - 1)
 
 
 def _blocks(
-    out: npt.NDArray[np.uint8],
-    keys: npt.NDArray[np.uint8],
-    key_width: int,
-    values: npt.NDArray[np.uint8],
-    value_width: int,
-    rows: npt.NDArray[np.int64],
-    seq: int,
+    out: npt.NDArray[np.uint8], keys: npt.NDArray[np.uint8], key_width: int,
+    values: npt.NDArray[np.uint8], value_width: int, rows: npt.NDArray[np.int64], seq: int,
     count: int,
 ) -> int:
-    """Write ``len(rows) // count`` blocks of ``count`` entries each at the start of ``out``
-    (entry i: key ``keys[i]``, value ``values[rows[i]]``); returns the bytes written."""
+    """Write ``len(rows) // count`` blocks of ``count`` rows each at the start of ``out``
+    (row i: key ``keys[i]``, value ``values[rows[i]]``); returns the bytes written."""
     nblocks = len(rows) // count
     if nblocks == 0:
         return 0
-    raw = FIXED_HEADER.size + count * (key_width + value_width)
-    size = align8(raw) + 16
+    head = b"\x00" + _varint(key_width) + _varint(value_width)
+    row = len(head) + key_width + value_width + 9
+    restarts = np.arange(0, count, RESTART_INTERVAL, dtype=np.int64) * row
+    trailer = restarts.astype(">u2").tobytes() + len(restarts).to_bytes(2, "big")
+    size = count * row + len(trailer) + 4
     grid = out[: nblocks * size].reshape(nblocks, size)
-    kstart = FIXED_HEADER.size
-    vstart = kstart + count * key_width
-    # the template: everything of a block but its key and value bytes and its checksum
-    template = np.zeros(size, dtype=np.uint8)
-    template[:kstart] = np.frombuffer(FIXED_HEADER.pack(seq, key_width, value_width), np.uint8)
-    trailer = align8(raw)
-    template[trailer : trailer + 12] = np.frombuffer(
-        BLOCK_TRAILER.pack(raw, raw, count, 0)[:12], dtype=np.uint8
-    )
-    grid[:, :kstart] = template[:kstart]
-    grid[:, vstart + count * value_width :] = template[vstart + count * value_width :]
-    grid[:, kstart:vstart] = keys[: nblocks * count * key_width].reshape(nblocks, -1)
-    # per block: numpy's take buffers any output that is not contiguous, so one call per block
+    body = np.lib.stride_tricks.as_strided(grid, shape=(nblocks, count, row), strides=(size, row, 1))
+    body[:, :, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    k0 = len(head)
+    v0 = k0 + key_width
+    body[:, :, v0 + value_width : v0 + value_width + 8] = np.frombuffer(
+        seq.to_bytes(8, "big"), dtype=np.uint8)
+    body[:, :, row - 1] = 0
+    grid[:, count * row : size - 4] = np.frombuffer(trailer, dtype=np.uint8)
+    body[:, :, k0:v0] = keys[: nblocks * count * key_width].reshape(nblocks, count, key_width)
     vals = values.view(f"V{value_width}")
-    vend = vstart + count * value_width
-    crcs = grid[:, size - 4 :].view("<u4")
+    crcs = grid[:, size - 4 :]
     for b in range(nblocks):
-        block = grid[b]
-        np.take(vals, rows[b * count : (b + 1) * count], out=block[vstart:vend].view(vals.dtype),
-                mode="clip")  # indices are in range; "raise" would buffer the output too
-        crcs[b, 0] = crc32(block[: size - 4])
+        # one take per block: numpy buffers a take whose output is not contiguous anyway
+        vb = body[b, :, v0 : v0 + value_width]
+        vb[...] = vals[rows[b * count : (b + 1) * count]].view(np.uint8).reshape(count, value_width)
+        crcs[b] = np.frombuffer(crc32(grid[b, : size - 4]).to_bytes(4, "big"), dtype=np.uint8)
     return nblocks * size
 
 
@@ -92,45 +99,64 @@ def encode_fixed_sst_into(
     scratch: Scratch,
     options: SstOptions | None = None,
 ) -> tuple[memoryview, SstInfo]:
-    """The SST of ``len(rows)`` entries: entry i has key ``keys[i * key_width:(i + 1) *
-    key_width]`` (keys sorted ascending and unique), the value that is row ``rows[i]`` of
-    ``values`` (``value_width`` bytes per row, rows in any order), sequence number ``seq`` and
-    kind "value". Uncompressed only. Returns a view of ``scratch``'s buffer ``"sst"`` (valid until
+    """The SST of ``len(rows)`` rows: row i has key ``keys[i * key_width:(i + 1) * key_width]``
+    (keys sorted ascending and unique), the value that is row ``rows[i]`` of ``values``
+    (``value_width`` bytes per row, rows in any order), sequence number ``seq`` and kind
+    "value". Uncompressed only. Returns a view of ``scratch``'s buffer ``"sst"`` (valid until
     that buffer is taken again) and the SST's info."""
     n = len(rows)
     options = options or SstOptions()
     if CODECS[options.compression][1] is not None:
         raise InvalidArgument("the fixed-width encoder writes uncompressed SSTs only")
     if n == 0 or key_width < 1 or value_width < 1 or len(keys) < n * key_width:
-        raise InvalidArgument("encode_fixed_sst_into needs entries with non-empty keys and values")
+        raise InvalidArgument("encode_fixed_sst_into needs rows with non-empty keys and values")
+    if key_width >= 1 << 16:
+        raise InvalidArgument("SST keys must be shorter than 64 KiB")
     count = block_entries(key_width, value_width, options.block_size)
     full, rest = divmod(n, count)
-    entry = key_width + value_width
-    if count * max(key_width, value_width) >= 1 << 31:
-        raise InvalidArgument("an SST block of fixed-width entries would exceed 2 GiB")
-    full_size = align8(FIXED_HEADER.size + count * entry) + 16
-    rest_size = align8(FIXED_HEADER.size + rest * entry) + 16 if rest else 0
-    data_len = full * full_size + rest_size
+    row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
 
+    def block_len(c: int) -> int:
+        return c * row + 2 * ((c + RESTART_INTERVAL - 1) // RESTART_INTERVAL) + 2 + 4
+
+    counts = [count] * full + ([rest] if rest else [])
+    offsets = [0, *itertools.accumulate(block_len(c) for c in counts)]
+    data_len = offsets[-1]
     keys2d = keys[: n * key_width].reshape(n, key_width)
     starts = np.arange(0, n, count)
-    ends = np.minimum(starts + count, n) - 1
-    firsts = [keys2d[i].tobytes() for i in starts.tolist()]
-    lasts = [keys2d[i].tobytes() for i in ends.tolist()]
-    counts = [count] * full + ([rest] if rest else [])
-    block_offs = [*range(0, full * full_size + 1, full_size)] + ([data_len] if rest else [])
-    index = encode_index(block_offs, counts, firsts, lasts)
-    key_offs = np.arange(n + 1, dtype=np.int64) * key_width
-    filt = bloom.build_filter(bloom.hash_keys(keys[: n * key_width], key_offs),
-                              options.bloom_bits_per_key)
-    meta = encode_metadata(None)
-    tail = Tail(
-        index_offset=data_len, index_len=len(index), filter_offset=data_len + len(index),
-        filter_len=len(filt), entry_count=n, meta_len=len(meta), codec=CODECS["none"][0],
-        format_version=FIXED_FORMAT_VERSION, block_count=len(counts),
+    index_keys = [b""] + [separator(keys2d[s - 1].tobytes(), keys2d[s].tobytes())
+                          for s in starts[1:].tolist()]
+    filt: list[bytes | memoryview] = []
+    if options.bloom_bits_per_key and n >= options.min_filter_keys:
+        koffs = np.arange(n + 1, dtype=np.int64) * key_width
+        filt = seal(0, bloom.build_filter_block(bloom.hash_keys(keys[: n * key_width], koffs),
+                                                options.bloom_bits_per_key))
+    filter_len = sum(len(p) for p in filt)
+    index = seal(0, encode_index(offsets[:-1], index_keys))
+    index_len = sum(len(p) for p in index)
+    zeros = np.zeros(len(counts), dtype=np.int64)
+    stats = seal(0, encode_stats(np.asarray(counts, dtype=np.int64), zeros, zeros,
+                                 n * key_width, n * value_width))
+    stats_len = sum(len(p) for p in stats)
+    index_offset = data_len + filter_len
+    meta_offset = index_offset + index_len + stats_len
+    info = SstInfo(
+        first_key=keys2d[0].tobytes(), last_key=keys2d[n - 1].tobytes(),
+        index_offset=index_offset, index_len=index_len, filter_offset=data_len,
+        filter_len=filter_len, compression=0, entry_count=n, size_bytes=1,
+        sst_type=SST_TYPE_COMPACTED, stats_offset=index_offset + index_len, stats_len=stats_len,
+        filter_format=FILTER_FORMAT_COMPOSITE,
     )
-    footer = encode_footer(tail, meta)
-    total = data_len + len(index) + len(filt) + len(footer)
+    probe = encode_sst_info(info)
+    total = meta_offset + len(probe) + 4 + FOOTER_LEN
+    info = SstInfo(
+        first_key=info.first_key, last_key=info.last_key, index_offset=index_offset,
+        index_len=index_len, filter_offset=data_len, filter_len=filter_len, compression=0,
+        entry_count=n, size_bytes=total, sst_type=SST_TYPE_COMPACTED,
+        stats_offset=index_offset + index_len, stats_len=stats_len,
+        filter_format=FILTER_FORMAT_COMPOSITE,
+    )
+    footer = encode_footer(encode_sst_info(info), meta_offset)
 
     out = scratch.take("sst", total)
     pos = _blocks(out, keys, key_width, values, value_width, rows, seq, count)
@@ -138,13 +164,9 @@ def encode_fixed_sst_into(
         pos += _blocks(out[pos:], keys[full * count * key_width :], key_width, values,
                        value_width, rows[full * count :], seq, rest)
     assert pos == data_len
-    for piece in (index, filt, footer):
-        out[pos : pos + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
-        pos += len(piece)
-    info = SstInfo(
-        first_key=firsts[0], last_key=lasts[-1],
-        index_offset=tail.index_offset, index_len=tail.index_len,
-        filter_offset=tail.filter_offset, filter_len=tail.filter_len,
-        compression=tail.codec, entry_count=n, size_bytes=total,
-    )
+    for piece in (*filt, *index, *stats, footer):
+        mv = memoryview(piece).cast("B")
+        out[pos : pos + mv.nbytes] = np.frombuffer(mv, dtype=np.uint8)
+        pos += mv.nbytes
+    assert pos == total
     return out.data, info

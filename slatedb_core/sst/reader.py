@@ -1,182 +1,49 @@
 """Reading SSTs: open with one ranged GET, point lookups through the block cache, lazy range scans.
 
-Why it is shaped like this: with the manifest's ``SstInfo`` the reader already knows where the index
-starts and how long the object is, so opening costs exactly one request; blocks are fetched only when
-a lookup or scan needs them. A decoded block is a zero-copy view over the fetched (or decompressed)
-bytes, and is validated before anything is built from it, so a damaged object surfaces as
-``CorruptionError`` and never as wrong data or a stray ``IndexError``/``ArrowInvalid``.
+Why it is shaped like this: with the manifest's ``SstInfo`` the reader knows where the filter
+starts (the metadata sections follow the data blocks: filter, index, stats, info) and, for SSTs
+we wrote, how long the object is, so opening costs one request; without the size (SSTs SlateDB
+wrote) it costs a HEAD and a read of the end. Blocks are fetched only when a lookup or scan needs
+them, decoded many at a time (:mod:`slatedb_core.sst.decode`), and checked before anything is
+built from them, so a damaged object surfaces as ``CorruptionError``.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
+import time
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import cast
 
-import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
-import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError, InvalidArgument, StoreError
 from slatedb_core.manifest.model import SstInfo
-from slatedb_core.sst.bloom import BloomFilter
+from slatedb_core.manifest.sst_info import decode_sst_info
+from slatedb_core.sst.block import Block, decode_group
+from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.format import (
-    BLOCK_TRAILER,
-    BLOCK_TRAILER_LEN,
     CODEC_NAMES,
-    CODECS,
+    CRC_LEN,
     ENTRY_SCHEMA,
-    FIXED_FORMAT_VERSION,
-    FIXED_HEADER,
-    FORMAT_VERSION,
-    MAGIC,
-    TAIL,
-    TAIL_LEN,
-    Index,
-    align8,
-    decode_index,
-    decode_metadata,
-    decode_tail,
-    raw_layout,
+    FILTER_FORMAT_COMPOSITE,
+    FOOTER_LEN,
+    SST_TYPE_WAL,
+    decode_footer,
+    unseal,
 )
-from slatedb_core.store.checksum import crc32
+from slatedb_core.sst.index import Stats, decode_index, decode_stats
 from slatedb_core.store.objectstore import ObjectStore
 
-TAIL_READ = 64 * 1024  # without SstInfo: bytes read from the end, hoping to cover index + filter
+TAIL_READ = 64 * 1024  # without a known size: bytes read from the end, hoping to cover the footer
 READAHEAD_START = 256 * 1024  # a scan's first GET; doubles per GET up to READAHEAD_MAX
 READAHEAD_MAX = 8 * 1024 * 1024
-_BLOCK_OVERHEAD = 512  # rough Python/Arrow object overhead per cached block
-_KEY_OBJECT_OVERHEAD = 40  # a bytes object's header, per key in a block's lookup list
+TS_SCHEMA = ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
+    pa.field("create_ts", pa.int64()))
 _DECODE_ERRORS = (ValueError, IndexError, struct.error, OverflowError, pa.ArrowException)
-
-
-
-@lru_cache(maxsize=64)
-def _fixed_offsets(n: int, width: int) -> tuple[np.ndarray, pa.Buffer]:
-    """Offsets ``0, width, .., n * width`` of a fixed-width block column (read-only, shared)."""
-    offs = np.arange(n + 1, dtype="<i4") * np.int32(width)
-    offs.flags.writeable = False
-    return offs, pa.py_buffer(offs)
-
-
-@lru_cache(maxsize=64)
-def _fixed_seqs(n: int, value: int, dtype: type = np.uint64) -> tuple[np.ndarray, pa.Buffer]:
-    """``n`` copies of ``value`` (a block's seqs, or its kinds as uint8; read-only, shared)."""
-    arr = np.full(n, value, dtype=np.dtype(dtype).newbyteorder("<"))
-    arr.flags.writeable = False
-    return arr, pa.py_buffer(arr)
-
-class Block:
-    """One decoded data block: an Arrow batch plus what a point lookup needs to binary-search it."""
-
-    __slots__ = ("_kinds", "_kmv", "_koffs", "_search", "_seqs", "_values", "_voffs", "batch", "n",
-                 "nbytes")
-
-    def __init__(
-        self, name: str, idx: int, buf: pa.Buffer, expect_n: int, codec: pa.Codec | None,
-        layout: int = FORMAT_VERSION,
-    ) -> None:
-        size = buf.size
-        body_len, raw_len, n, crc = BLOCK_TRAILER.unpack_from(buf, size - BLOCK_TRAILER_LEN)
-        if crc32(memoryview(buf)[: size - 4]) != crc:
-            raise CorruptionError(name, f"block {idx} checksum mismatch")
-        if align8(body_len) + BLOCK_TRAILER_LEN != size or n != expect_n:
-            raise CorruptionError(name, f"block {idx} length or entry count disagrees with the index")
-        if raw_len < (FIXED_HEADER.size if layout == FIXED_FORMAT_VERSION else raw_layout(n)[3]):
-            raise CorruptionError(name, f"block {idx} is too short for {n} entries")
-        raw = buf.slice(0, body_len)
-        if codec is None:
-            if raw_len != body_len:
-                raise CorruptionError(name, f"block {idx} raw length disagrees with its body")
-        else:
-            try:
-                raw = codec.decompress(raw, decompressed_size=raw_len)
-            except (OSError, pa.ArrowException) as e:
-                raise CorruptionError(name, f"block {idx} does not decompress: {e}") from None
-        if layout == FIXED_FORMAT_VERSION:
-            seq, kw, vw = FIXED_HEADER.unpack_from(raw, 0)
-            if kw < 1 or FIXED_HEADER.size + n * (kw + vw) != raw_len or n * max(kw, vw) >= 1 << 31:
-                raise CorruptionError(name, f"block {idx} widths disagree with its length")
-            # every full block of an SST has one shape: its rebuilt columns are shared
-            koffs, ko_buf = _fixed_offsets(n, kw)
-            voffs, vo_buf = _fixed_offsets(n, vw)
-            seqs, seq_buf = _fixed_seqs(n, seq)
-            kinds, kind_buf = _fixed_seqs(n, 0, np.uint8)
-            key_at, klen, vlen = FIXED_HEADER.size, n * kw, n * vw
-        else:
-            ko_at, vo_at, kind_at, key_at = raw_layout(n)
-            koffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=ko_at)
-            voffs = np.frombuffer(raw, dtype="<i4", count=n + 1, offset=vo_at)
-            klen, vlen = int(koffs[n]), int(voffs[n])
-            if (
-                koffs[0] != 0 or voffs[0] != 0 or key_at + klen + vlen != raw_len
-                or np.any(koffs[1:] <= koffs[:-1]) or np.any(voffs[1:] < voffs[:-1])
-            ):
-                raise CorruptionError(name, f"block {idx} has inconsistent key or value offsets")
-            kinds = np.frombuffer(raw, dtype=np.uint8, count=n, offset=kind_at)
-            if int(kinds.max()) > 1:
-                raise CorruptionError(name, f"block {idx} has an unknown entry kind")
-            seqs = np.frombuffer(raw, dtype="<u8", count=n, offset=0)
-            ko_buf, vo_buf = raw.slice(ko_at, 4 * n + 4), raw.slice(vo_at, 4 * n + 4)
-            seq_buf, kind_buf = raw.slice(0, 8 * n), raw.slice(kind_at, n)
-        kbuf = raw.slice(key_at, klen)
-        vbuf = raw.slice(key_at + klen, vlen)
-        arrays = [
-            pa.Array.from_buffers(pa.binary(), n, [None, ko_buf, kbuf]),
-            pa.Array.from_buffers(pa.uint64(), n, [None, seq_buf]),
-            pa.Array.from_buffers(pa.uint8(), n, [None, kind_buf]),
-            pa.Array.from_buffers(pa.binary(), n, [None, vo_buf, vbuf]),
-        ]
-        # The CRC proves the block is what the writer wrote, not that the writer sorted it; every
-        # lookup bisects, so out-of-order keys would silently hide entries (~15 us per 1k keys).
-        if n > 1 and not pc.all(pc.less(arrays[0].slice(0, n - 1), arrays[0].slice(1))).as_py():
-            raise CorruptionError(name, f"block {idx} keys are not strictly increasing")
-        self.batch = pa.RecordBatch.from_arrays(arrays, schema=ENTRY_SCHEMA)
-        self.n = n
-        # a fixed-width block's offsets, seqs and kinds are rebuilt, not views of the block
-        # (shared by blocks of one shape, so counting them per block over-counts: within budget)
-        rebuilt = 17 * n + 8 if layout == FIXED_FORMAT_VERSION else 0
-        self.nbytes = raw_len + rebuilt + _BLOCK_OVERHEAD
-        self._koffs = koffs
-        self._kmv = memoryview(kbuf)
-        self._search: list[bytes] | None = None
-        self._seqs = seqs
-        self._kinds = kinds
-        self._values = memoryview(vbuf)
-        self._voffs = voffs
-
-    def key(self, i: int) -> bytes:
-        ko = self._koffs
-        return self._kmv[int(ko[i]) : int(ko[i + 1])].tobytes()
-
-    def searchable(self) -> list[bytes]:
-        """The keys as a Python list, so a lookup is one C-level ``bisect`` (~1 µs).
-
-        Built on the first lookup (a plain scan never needs it) and counted in ``nbytes``; the
-        reader builds it before caching a block so the cache's accounting stays exact.
-        """
-        s = self._search
-        if s is None:
-            s = self._search = self.batch.column(0).to_pylist()
-            self.nbytes += 8 * self.n + _KEY_OBJECT_OVERHEAD * self.n + len(self._kmv)
-        return s
-
-    def lower_bound(self, key: bytes) -> int:
-        """Index of the first entry whose key is >= ``key`` (n if none)."""
-        return bisect.bisect_left(self.searchable(), key)
-
-    def find(self, key: bytes) -> int | None:
-        """Index of the entry with exactly ``key``, or None."""
-        keys = self.searchable()
-        i = bisect.bisect_left(keys, key)
-        return i if i < self.n and keys[i] == key else None
-
-    def entry(self, i: int) -> tuple[int, int, bytes]:
-        vo = self._voffs
-        return int(self._seqs[i]), int(self._kinds[i]), self._values[vo[i] : vo[i + 1]].tobytes()
 
 
 def _as_key(key: object, what: str) -> bytes:
@@ -187,113 +54,209 @@ def _as_key(key: object, what: str) -> bytes:
     raise InvalidArgument(f"{what} must be bytes, got {type(key).__name__}")
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class SstReader:
-    """An open SST. Immutable after opening, so one reader can serve many threads at once."""
+    """An open SST. Immutable after opening, so one reader can serve many threads at once.
+
+    ``now_ms`` fixes the clock rows' expire_ts are compared with (SlateDB's: ms since the
+    epoch); by default the wall clock at each decode."""
 
     def __init__(
         self, name: str, region: pa.Buffer, region_start: int, object_size: int, *,
         store: ObjectStore | None = None, whole: pa.Buffer | None = None,
-        cache: BlockCache | None = None,
+        cache: BlockCache | None = None, now_ms: int | None = None,
     ) -> None:
-        """Parse index, filter and footer from ``region``: bytes [region_start, object_size)."""
+        """Parse filter, index, stats and info from ``region``: bytes [region_start, object_size)."""
         self.name = name
         self._store = store
         self._whole = whole
         self._cache = cache
+        self._now = now_ms
+        self._expiring: bool | None = None
         try:
             mv = memoryview(region)
-            tail = decode_tail(name, mv, object_size)
-            rel = tail.index_offset - region_start
+            info_offset, _ = decode_footer(name, mv, object_size)
+            rel = info_offset - region_start
             if rel < 0:
-                raise CorruptionError(name, "index starts before the bytes fetched for it")
-            index = decode_index(name, mv[rel : rel + tail.index_len], tail)
-            frel = tail.filter_offset - region_start
-            self._bloom = BloomFilter(name, mv[frel : frel + tail.filter_len]) if tail.filter_len else None
-            meta_at = len(mv) - TAIL_LEN - tail.meta_len
-            self.metadata: dict[str, int] = decode_metadata(name, mv[meta_at : len(mv) - TAIL_LEN])
+                raise CorruptionError(name, "SST info starts before the bytes fetched for it")
+            raw_info = mv[rel : len(mv) - FOOTER_LEN]
+            unsealed = unseal(0, raw_info, name, "SST info")
+            info = decode_sst_info(unsealed, name)
+            self._check_layout(info, info_offset)
+            if info.size_bytes and info.size_bytes != object_size:
+                raise CorruptionError(name, f"SST info records {info.size_bytes} bytes, the "
+                                            f"object has {object_size}")
+            code = info.compression
+            if code not in CODEC_NAMES:
+                raise CorruptionError(name, f"unknown compression codec {code}")
+
+            def section(off: int, length: int, what: str) -> bytes | memoryview:
+                if off < region_start:
+                    raise CorruptionError(name, f"{what} starts before the bytes fetched for it")
+                return unseal(code, mv[off - region_start : off - region_start + length], name,
+                              what)
+
+            offsets, keys = decode_index(name, section(info.index_offset, info.index_len, "index"))
+            self._bloom: BloomFilter | None = None
+            if info.filter_len:
+                self._bloom = bloom_from_filter_block(
+                    name, section(info.filter_offset, info.filter_len, "filter"),
+                    info.filter_format == FILTER_FORMAT_COMPOSITE)
+            self.stats: Stats | None = None
+            if info.stats_len:
+                self.stats = decode_stats(name, section(info.stats_offset, info.stats_len, "stats"))
         except _DECODE_ERRORS as e:
-            raise CorruptionError(name, f"malformed footer or index: {e}") from None
-        self._index: Index = index
-        self._offs: list[int] = index.block_offs.tolist()
-        self._counts: list[int] = index.entry_counts.tolist()
-        codec_name = CODECS[CODEC_NAMES[tail.codec]][1]
-        self._codec = pa.Codec(codec_name) if codec_name else None
-        self._layout = tail.format_version
-        self.entry_count = tail.entry_count
-        self.block_count = tail.block_count
-        self.first_key: bytes | None = index.first_keys[0] if tail.block_count else None
-        self.last_key: bytes | None = index.last_keys[-1] if tail.block_count else None
-        self.info = SstInfo(
-            first_key=self.first_key, last_key=self.last_key,
-            index_offset=tail.index_offset, index_len=tail.index_len,
-            filter_offset=tail.filter_offset, filter_len=tail.filter_len,
-            compression=tail.codec, entry_count=tail.entry_count, size_bytes=object_size,
-        )
+            raise CorruptionError(name, f"malformed SST footer: {e}") from None
+        data_end = _data_end(info)
+        if offsets and (offsets[0] != 0 or any(b <= a for a, b in itertools.pairwise(offsets))
+                        or offsets[-1] >= data_end):
+            raise CorruptionError(name, "index block offsets do not tile the data region")
+        if not offsets and data_end:
+            raise CorruptionError(name, "data region without an index entry")
+        if any(b < a for a, b in itertools.pairwise(keys)) and info.sst_type != SST_TYPE_WAL:
+            raise CorruptionError(name, "index keys are out of order")
+        self._offs: list[int] = [*offsets, data_end]
+        self._index_keys = keys
+        self._codec = info.compression
+        self.wal = info.sst_type == SST_TYPE_WAL
+        self.block_count = len(offsets)
+        stats_rows = (self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
+                      if self.stats else 0)
+        self.entry_count = info.entry_count or stats_rows
+        self.first_key: bytes | None = None if self.wal else info.first_key
+        self.last_key: bytes | None = None if self.wal else info.last_key
+        self.info = info
+
+    def _check_layout(self, info: SstInfo, info_offset: int) -> None:
+        """Filter, index and stats lie between the data blocks and the info (SlateDB's order)."""
+        sections = [(info.filter_offset, info.filter_len), (info.index_offset, info.index_len),
+                    (info.stats_offset, info.stats_len)]
+        data_end = _data_end(info)
+        for off, length in sections:
+            if length and (length <= CRC_LEN or off < data_end or off + length > info_offset):
+                raise CorruptionError(self.name, f"SST section [{off}, +{length}) is outside "
+                                                 f"the metadata region")
+        if info.index_len == 0:
+            raise CorruptionError(self.name, "SST has no index")
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str, *, cache: BlockCache | None = None) -> SstReader:
+    def from_bytes(cls, data: bytes, name: str, *, cache: BlockCache | None = None,
+                   now_ms: int | None = None) -> SstReader:
         """A reader over an object already in memory (a just-written SST, a WAL file read whole)."""
         whole = pa.py_buffer(data)
-        return cls(name, whole, 0, whole.size, whole=whole, cache=cache)
+        return cls(name, whole, 0, whole.size, whole=whole, cache=cache, now_ms=now_ms)
 
     @classmethod
     def open(
         cls, store: ObjectStore, path: str, info: SstInfo | None = None, *,
-        cache: BlockCache | None = None,
+        cache: BlockCache | None = None, now_ms: int | None = None,
     ) -> SstReader:
-        """With ``info``: one ranged GET of index + filter + footer. Without: a HEAD, then the end."""
+        """With ``info`` of a known size: one ranged GET of filter, index, stats and info.
+        Otherwise a HEAD, then the end of the object (and the rest of the footer if longer)."""
         if info is not None and info.size_bytes > 0:
             size = info.size_bytes
-            if not 0 <= info.index_offset < size:
-                raise CorruptionError(path, f"SstInfo index offset {info.index_offset} is outside "
-                                            f"the {size}-byte object")
-            region = _get(store, path, info.index_offset, size, known_size=False)
-            reader = cls(path, region, info.index_offset, size, store=store, cache=cache)
+            start = _data_end(info)
+            if not 0 <= start < size:
+                raise CorruptionError(path, f"SstInfo metadata offset {start} is outside the "
+                                            f"{size}-byte object")
+            region = _get(store, path, start, size, known_size=False)
+            reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
             if reader.info != info:
                 raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
             return reader
         size = store.head(path).size
-        if size < TAIL_LEN:
-            raise CorruptionError(path, f"object of {size} bytes is too short for an SST footer")
+        if size <= FOOTER_LEN:
+            raise CorruptionError(path, f"object of {size} bytes is too short for an SST")
         start = max(0, size - TAIL_READ)
         region = _get(store, path, start, size)
-        fields = TAIL.unpack_from(region, region.size - TAIL_LEN)
-        if fields[-1] == MAGIC and fields[0] < start:  # the index begins before what we fetched
-            start = fields[0]
+        info_offset, _ = decode_footer(path, memoryview(region), size)
+        if info_offset < start:
+            start = info_offset
             region = _get(store, path, start, size)
-        return cls(path, region, start, size, store=store, cache=cache)
+        head = decode_sst_info(
+            unseal(0, memoryview(region)[info_offset - start : region.size - FOOTER_LEN], path,
+                   "SST info"), path)
+        meta_start = _data_end(head)
+        if 0 <= meta_start < start:
+            region = _get(store, path, meta_start, start).to_pybytes() + region.to_pybytes()
+            region, start = pa.py_buffer(region), meta_start
+        reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
+        if info is not None and reader.info != info:
+            raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
+        return reader
 
     def __repr__(self) -> str:
         return f"SstReader({self.name!r}, entries={self.entry_count}, blocks={self.block_count})"
 
+    @property
+    def index_keys(self) -> list[bytes]:
+        """Each block's index key (block 0's is empty; a WAL SST's are first seqs, u64 BE)."""
+        return list(self._index_keys)
+
+    @property
+    def block_offsets(self) -> list[int]:
+        """Where each data block starts, plus the end of the last."""
+        return list(self._offs)
+
+    @property
+    def has_expiring_rows(self) -> bool:
+        """Whether any row of the SST carries an expire_ts (decodes every block once)."""
+        if self._expiring is None:
+            found = False
+            for _, block in self._blocks(0, self.block_count, False):
+                found = found or block.has_expire
+            self._expiring = found
+        return self._expiring
+
     def may_contain(self, key: bytes) -> bool:
         key = _as_key(key, "key")
         if self.first_key is None or self.last_key is None:
-            return False
+            return self.wal and self.block_count > 0
         if key < self.first_key or key > self.last_key:
             return False
         return self._bloom is None or self._bloom.may_contain(key)
 
     def get(self, key: bytes) -> tuple[int, int, bytes] | None:
-        """``(seq, kind, value)`` for ``key``, or None; reads at most one block."""
+        """``(seq, kind, value)`` of the newest row of ``key``, or None; reads one block
+        (two when the key's versions straddle a block boundary)."""
         if type(key) is not bytes:
             key = _as_key(key, "key")
+        if self.wal:
+            return self._get_wal(key)
         first, last = self.first_key, self.last_key
         if first is None or last is None or key < first or key > last:
             return None
         if self._bloom is not None and not self._bloom.may_contain(key):
             return None
-        b = bisect.bisect_left(self._index.last_keys, key)
-        if b >= self.block_count or key < self._index.first_keys[b]:
-            return None
-        block = self._block(b)
-        i = block.find(key)
-        return None if i is None else block.entry(i)
+        keys = self._index_keys
+        b = max(0, bisect.bisect_left(keys, key) - 1)
+        while b < self.block_count:
+            block = self._block(b)
+            i = block.find(key)
+            if i is not None:
+                return block.entry(i)
+            b += 1
+            if b >= self.block_count or keys[b] > key or block.lower_bound(key) < block.n:
+                return None
+        return None
+
+    def _get_wal(self, key: bytes) -> tuple[int, int, bytes] | None:
+        """A WAL SST's rows are in write order: the last row of ``key`` is its newest."""
+        found = None
+        for _, block in self._blocks(0, self.block_count, False):
+            i = block.last_index_of(key)
+            if i is not None:
+                found = block.entry(i)
+        return found
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, *, fill_cache: bool = False
     ) -> Iterator[pa.RecordBatch]:
-        """Entries with ``start <= key < end``, one batch per block, blocks fetched lazily.
+        """Rows with ``start <= key < end`` (a WAL SST's: every row, in write order), one batch
+        per block, blocks fetched lazily.
 
         Consecutive uncached blocks are fetched with one GET whose size doubles up to
         READAHEAD_MAX. Scanned blocks go into the cache only with ``fill_cache`` so that a
@@ -303,16 +266,45 @@ class SstReader:
         hi_key = None if end is None else _as_key(end, "end")
         if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
             return
-        b0 = 0 if lo_key is None else bisect.bisect_left(self._index.last_keys, lo_key)
-        b1 = self.block_count if hi_key is None else bisect.bisect_left(self._index.first_keys, hi_key)
-        for b, block in self._blocks(b0, b1, fill_cache):
-            lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
-            hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
+        if self.wal:
+            for _, block in self._blocks(0, self.block_count, fill_cache):
+                yield block.batch
+            return
+        keys = self._index_keys
+        b0 = 0 if lo_key is None else max(0, bisect.bisect_left(keys, lo_key) - 1)
+        b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
+        for _, block in self._blocks(b0, b1, fill_cache):
+            lo = block.lower_bound(lo_key) if lo_key is not None else 0
+            hi = block.lower_bound(hi_key) if hi_key is not None else block.n
             if hi > lo:
                 yield block.batch if hi - lo == block.n else block.batch.slice(lo, hi - lo)
 
-    def read_all(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.scan()), schema=ENTRY_SCHEMA)
+    def read_all(self, *, timestamps: bool = False) -> pa.Table:
+        """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``
+        columns (int64 ms since the epoch, null where a row has none)."""
+        if not timestamps:
+            table = pa.Table.from_batches(list(self.scan()), schema=ENTRY_SCHEMA)
+            self._check_totals(table)
+            return table
+        batches = []
+        for _, block in self._blocks(0, self.block_count, False):
+            expire, create = block.timestamps(0, block.n)
+            batches.append(pa.RecordBatch.from_arrays(
+                [*block.batch.columns, expire, create], schema=TS_SCHEMA))
+        return pa.Table.from_batches(batches, schema=TS_SCHEMA)
+
+    def _check_totals(self, table: pa.Table) -> None:
+        """Every row read: the counts and key range the info records must be the rows'."""
+        n = table.num_rows
+        if self.info.entry_count and n != self.info.entry_count:
+            raise CorruptionError(self.name, f"{n} rows, the SST info records "
+                                             f"{self.info.entry_count}")
+        if self.stats is not None and n != (self.stats.num_puts + self.stats.num_deletes
+                                            + self.stats.num_merges):
+            raise CorruptionError(self.name, f"{n} rows disagree with the SST stats")
+        if n and not self.wal and (table.column(0)[0].as_py() != self.first_key
+                                   or table.column(0)[n - 1].as_py() != self.last_key):
+            raise CorruptionError(self.name, "the first or last key disagrees with the SST info")
 
     # -- blocks -----------------------------------------------------------------------------
 
@@ -322,11 +314,23 @@ class SstReader:
         assert self._store is not None
         return _get(self._store, self.name, start, end)
 
-    def _decode(self, b: int, buf: pa.Buffer) -> Block:
+    def _decode(self, b0: int, b1: int, buf: pa.Buffer) -> list[Block]:
+        base = self._offs[b0]
+        rel = [o - base for o in self._offs[b0 : b1 + 1]]
+        now = self._now if self._now is not None else _now_ms()
         try:
-            return Block(self.name, b, buf, self._counts[b], self._codec, self._layout)
-        except _DECODE_ERRORS as e:
-            raise CorruptionError(self.name, f"block {b} is malformed: {e}") from None
+            try:
+                blocks = decode_group(self.name, buf, rel, b0, self._codec, not self.wal, now)
+            except _DECODE_ERRORS as e:
+                raise CorruptionError(self.name, f"block {b0}+ is malformed: {e}") from None
+        except CorruptionError:
+            if b1 - b0 > 1:  # name the damaged block: decode the group's blocks one by one
+                for b in range(b0, b1):
+                    self._decode(b, b + 1, buf.slice(rel[b - b0], rel[b - b0 + 1] - rel[b - b0]))
+            raise
+        for i, block in enumerate(blocks):
+            self._check_bounds(b0 + i, block)
+        return blocks
 
     def _block(self, b: int) -> Block:
         cache = self._cache
@@ -334,17 +338,21 @@ class SstReader:
             hit = cache.get(self.name, b)
             if hit is not None:
                 return cast(Block, hit)
-        block = self._decode(b, self._read(self._offs[b], self._offs[b + 1]))
-        self._check_bounds(b, block)
+        block = self._decode(b, b + 1, self._read(self._offs[b], self._offs[b + 1]))[0]
         block.searchable()  # before caching, so the cached size is final
         if cache is not None:
             cache.put(self.name, b, block)
         return block
 
     def _check_bounds(self, b: int, block: Block) -> None:
-        """A block must hold exactly the key range the index promised (catches misplaced blocks)."""
-        index = self._index
-        if block.key(0) != index.first_keys[b] or block.key(block.n - 1) != index.last_keys[b]:
+        """A block's keys must lie between its index key and the next (catches misplaced
+        blocks); a WAL block's first seq must be its index key."""
+        keys = self._index_keys
+        if self.wal:
+            if block.first_seq().to_bytes(8, "big") != keys[b]:
+                raise CorruptionError(self.name, f"block {b} seqs disagree with the index")
+            return
+        if block.key(0) < keys[b] or (b + 1 < len(keys) and block.key(block.n - 1) > keys[b + 1]):
             raise CorruptionError(self.name, f"block {b} keys disagree with the index")
 
     def _blocks(self, b0: int, b1: int, fill_cache: bool) -> Iterator[tuple[int, Block]]:
@@ -365,17 +373,17 @@ class SstReader:
                 stop += 1
             group = self._read(offs[b], offs[stop])
             budget = min(budget * 2, READAHEAD_MAX) if self._whole is None else budget
-            for i in range(b, stop):
-                buf = group.slice(offs[i] - offs[b], offs[i + 1] - offs[i])
-                if fill_cache and cache is not None and stop - b > 1 and self._codec is None:
-                    buf = pa.py_buffer(buf.to_pybytes())  # don't pin the whole read-ahead buffer
-                block = self._decode(i, buf)
-                self._check_bounds(i, block)
+            for i, block in enumerate(self._decode(b, stop, group)):
                 if fill_cache and cache is not None:
                     block.searchable()
-                    cache.put(path, i, block)
-                yield i, block
+                    cache.put(path, b + i, block)
+                yield b + i, block
             b = stop
+
+
+def _data_end(info: SstInfo) -> int:
+    """Where the data blocks end: the filter, or without one the index, starts there."""
+    return info.filter_offset if info.filter_len else info.index_offset
 
 
 def _get(store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True) -> pa.Buffer:

@@ -33,7 +33,6 @@ from slatedb_core.manifest.model import (
 )
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, bloom, encode_sst
-from slatedb_core.sst.format import encode_metadata
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, encode_shard_map, ranges_for
 from slatedb_core.wal.log import FENCE, encode_wal_sst
 from tests.manifest.fbtools import drop_slot
@@ -202,13 +201,12 @@ def sst_options(rng: random.Random) -> SstOptions:
     return SstOptions(
         block_size=rng.choice((1, 64, 256, 4096)),
         bloom_bits_per_key=rng.choice((0, 1, 10)),
-        compression=rng.choice(("none", "none", "lz4", "zstd")),
+        compression=rng.choice(("none", "none", "snappy", "zlib", "lz4", "zstd")),
     )
 
 
 def sst(rng: random.Random) -> bytes:
-    meta = {"m": u64(rng), "writer_epoch": u64(rng)} if rng.random() < 0.4 else None
-    data, _ = encode_sst(entries(rng), sst_options(rng), metadata=meta)
+    data, _ = encode_sst(entries(rng), sst_options(rng))
     return data
 
 
@@ -219,17 +217,12 @@ def wal_sst(rng: random.Random) -> bytes:
     return encode_wal_sst(entries(rng, 20), sst_options(rng))
 
 
-def sst_metadata(rng: random.Random) -> bytes:
-    names = {rng.choice(("writer_epoch", "a", "z" * 255, "é")) for _ in range(rng.randrange(4))}
-    return encode_metadata({n: u64(rng) for n in names})
-
-
 def bloom_section(rng: random.Random) -> bytes:
     keys = [key(rng, 16) for _ in range(rng.randrange(1, 60))]
     offs = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum([len(k) for k in keys], out=offs[1:])
     data = np.frombuffer(b"".join(keys), dtype=np.uint8)
-    return bloom.build_filter(bloom.hash_keys(data, offs), rng.choice((1, 4, 10, 20)))
+    return bloom.build_bloom(bloom.hash_keys(data, offs), rng.choice((1, 4, 10, 20)))
 
 
 TABLE = "tables/t"

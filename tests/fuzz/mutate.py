@@ -17,14 +17,10 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from slatedb_core.errors import CorruptionError
+from slatedb_core.manifest.sst_info import decode_sst_info
 from slatedb_core.meta import envelope
-from slatedb_core.sst.format import (
-    BLOCK_TRAILER_LEN,
-    INDEX_HEADER,
-    MAGIC,
-    TAIL,
-    TAIL_LEN,
-)
+from slatedb_core.sst.index import decode_index
 
 Mutation = tuple[str, int, int, bytes]
 """(op, a, b, blob). Ops: flip (pos a, bit b), set (pos a, byte b), int (pos a, interesting value
@@ -42,7 +38,7 @@ def interesting(data_len: int) -> list[int]:
     return [
         0, 1, 2, 7, 8, 16, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000,
         0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
-        data_len, data_len - 1, data_len + 1, data_len // 2, data_len - TAIL_LEN,
+        data_len, data_len - 1, data_len + 1, data_len // 2, data_len - 10, data_len - 14,
     ]
 
 
@@ -165,37 +161,40 @@ def repair_crc_tail(data: bytes) -> bytes:
 
 
 def _fix_crc_at(buf: bytearray, start: int, end: int) -> None:
-    """The u32 at ``end - 4`` becomes the CRC of ``buf[start:end-4]``, if the range is inside."""
+    """The u32 (big-endian, as SlateDB's SST sections) at ``end - 4`` becomes the CRC of
+    ``buf[start:end-4]``, if the range is inside."""
     if 0 <= start <= end - 4 and end <= len(buf):
-        struct.pack_into("<I", buf, end - 4, zlib.crc32(bytes(buf[start : end - 4])))
+        struct.pack_into(">I", buf, end - 4, zlib.crc32(bytes(buf[start : end - 4])))
 
 
 def repair_sst(data: bytes) -> bytes:
-    """Recompute every CRC of an SST that its (possibly mutated) footer and index still locate:
-    each block trailer, the index, the bloom filter and the footer. Best effort: where an offset
-    points outside the object, that checksum is left as it is."""
+    """Recompute every CRC of an SST that its (possibly mutated) footer, info and index still
+    locate: the info, the filter, the index, the stats and each data block. Best effort: where an
+    offset points outside the object or a section does not parse, the rest is left as it is."""
     buf = bytearray(data)
     size = len(buf)
-    if size < TAIL_LEN:
+    if size < 14:
         return data
-    fields = TAIL.unpack_from(buf, size - TAIL_LEN)
-    io, il, fo, fl, _count, meta_len, *_rest, magic = fields
-    if magic != MAGIC:
+    info_at = struct.unpack_from(">Q", buf, size - 10)[0]
+    if not 0 <= info_at <= size - 14:
         return data
-    if 0 <= io and io + il <= size and il >= INDEX_HEADER.size:
-        count = INDEX_HEADER.unpack_from(buf, io)[0]
-        offs_end = io + INDEX_HEADER.size + 8 * (count + 1)
-        if count < 10_000 and offs_end <= io + il:
-            offs = struct.unpack_from(f"<{count + 1}Q", buf, io + INDEX_HEADER.size)
-            for lo, hi in itertools.pairwise(offs):
-                if lo < hi <= io and hi - lo >= BLOCK_TRAILER_LEN:
-                    _fix_crc_at(buf, lo, hi)
-        _fix_crc_at(buf, io, io + il)
-    if fl and fo + fl <= size:
-        _fix_crc_at(buf, fo, fo + fl)
-    meta_start = size - TAIL_LEN - meta_len
-    if meta_start >= 0:
-        tail_at = size - TAIL_LEN
-        crc = zlib.crc32(bytes(buf[tail_at : tail_at + 52]), zlib.crc32(bytes(buf[meta_start:tail_at])))
-        struct.pack_into("<I", buf, tail_at + 52, crc)
+    _fix_crc_at(buf, info_at, size - 10)
+    try:
+        info = decode_sst_info(bytes(buf[info_at : size - 14]), "x")
+    except CorruptionError:
+        return bytes(buf)
+    for off, length in ((info.filter_offset, info.filter_len), (info.index_offset, info.index_len),
+                        (info.stats_offset, info.stats_len)):
+        if length:
+            _fix_crc_at(buf, off, off + length)
+    end = info.index_offset + info.index_len
+    if info.compression == 0 and 4 < info.index_len and end <= size:
+        try:
+            offsets, _ = decode_index("x", bytes(buf[info.index_offset : end - 4]))
+        except CorruptionError:
+            return bytes(buf)
+        data_end = info.filter_offset if info.filter_len else info.index_offset
+        for lo, hi in itertools.pairwise([*offsets, data_end]):
+            if lo < hi <= data_end and len(offsets) < 10_000:
+                _fix_crc_at(buf, lo, hi)
     return bytes(buf)

@@ -23,7 +23,6 @@ from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.codec import decode_manifest
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
-from slatedb_core.sst.format import BLOCK_TRAILER
 from slatedb_core.table.shardmap import decode_shard_map
 from tests.fuzz import corpus
 from tests.fuzz.mutate import OPS, Mutation, apply, repair_sst
@@ -140,22 +139,18 @@ def test_compactions_record_fields_are_read_strictly(field: str, value: object) 
 
 
 def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption() -> None:
-    """Swap the first two keys of a block (same length) and fix the CRC: the lookup would bisect
-    past entries a scan returns. The reader must call it corruption."""
+    """Make the second key of a block sort before the first and fix the CRC: the lookup would
+    bisect past rows a scan returns. The reader must call it corruption."""
     from slatedb_core.lsm.entries import batch_from_lists
 
     batch = batch_from_lists([b"ka", b"kb", b"kc"], [1, 2, 3], [0, 0, 0], [b"1", b"2", b"3"])
-    data, _ = encode_sst(batch, SstOptions(bloom_bits_per_key=0))
-    at = data.index(b"kakbkc")
+    data, info = encode_sst(batch, SstOptions(bloom_bits_per_key=0))
+    at = data.index(b"\x01\x01\x01b2")  # row 1: shares "k", suffix "b", value "2"
     broken = bytearray(data)
-    broken[at : at + 4] = b"kbka"
-    body_len = BLOCK_TRAILER.unpack_from(broken, SstReader.from_bytes(data, "x").info.index_offset
-                                         - BLOCK_TRAILER.size)[0]
-    trailer = SstReader.from_bytes(data, "x").info.index_offset - BLOCK_TRAILER.size
-    assert body_len > 0
-    broken[trailer + 12 : trailer + 16] = zlib.crc32(bytes(broken[: trailer + 12])).to_bytes(
-        4, "little")
-    with pytest.raises(CorruptionError, match="not strictly increasing"):
+    broken[at + 3] = ord("0")  # "k0" < "ka"
+    end = info.index_offset  # the one data block ends where the index starts
+    broken[end - 4 : end] = zlib.crc32(bytes(broken[: end - 4])).to_bytes(4, "big")
+    with pytest.raises(CorruptionError, match="not in order"):
         SstReader.from_bytes(bytes(broken), "x").read_all()
 
 

@@ -7,7 +7,15 @@ from hypothesis import strategies as st
 
 from slatedb_core.errors import CorruptionError
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
-from slatedb_core.sst.bloom import BloomFilter, _mix, _mix_int, build_filter, hash_key, hash_keys
+from slatedb_core.sst.bloom import (
+    BloomFilter,
+    bloom_from_filter_block,
+    build_bloom,
+    build_filter_block,
+    hash_key,
+    hash_keys,
+    num_probes,
+)
 from tests.sst import batch_of
 
 
@@ -42,14 +50,25 @@ def test_trailing_and_leading_zero_bytes_change_the_hash() -> None:
     assert len(hashes) == 6
 
 
-def test_numpy_and_python_mixers_agree() -> None:
-    xs = [0, 1, 2**63, 2**64 - 1, 0x0123456789ABCDEF]
-    assert _mix(np.array(xs, dtype=np.uint64)).tolist() == [_mix_int(x) for x in xs]
+def test_probe_count_and_filter_size_follow_slatedb() -> None:
+    """k = int(f32(bits) * 0.69) probes; ceil(n * bits / 8) bytes after the u16 probe count."""
+    assert [num_probes(b) for b in (1, 2, 5, 10, 16)] == [0, 1, 3, 6, 11]
+    data = build_bloom(hash_keys(*concat(counter_keys(1001))), 10)
+    assert data[:2] == (6).to_bytes(2, "big") and len(data) == 2 + 1252
+    block = build_filter_block(hash_keys(*concat(counter_keys(3))), 10)
+    assert block[:7] == b"\x00\x01\x00\x03_bf" and int.from_bytes(block[7:15], "big") == 6
+
+
+def test_a_composite_block_without_a_bloom_filter_of_ours_has_none() -> None:
+    other = b"\x00\x01\x00\x03xyz" + (3).to_bytes(8, "big") + b"abc"
+    assert bloom_from_filter_block("t", other, True) is None
+    with pytest.raises(CorruptionError):
+        bloom_from_filter_block("t", other[:-1], True)
 
 
 def test_false_positive_rate_is_near_one_percent_at_ten_bits_per_key() -> None:
     members = counter_keys(50_000)
-    bf = BloomFilter("t", build_filter(hash_keys(*concat(members)), 10))
+    bf = BloomFilter("t", build_bloom(hash_keys(*concat(members)), 10))
     assert all(bf.may_contain(k) for k in members[::7])  # no false negatives
     others = counter_keys(50_000, odd=True)
     rate = sum(bf.may_contain(k) for k in others) / len(others)
@@ -60,7 +79,7 @@ def test_fewer_bits_per_key_give_more_false_positives() -> None:
     members, others = counter_keys(20_000), counter_keys(20_000, odd=True)
     rates = []
     for bits in (2, 5, 10, 16):
-        bf = BloomFilter("t", build_filter(hash_keys(*concat(members)), bits))
+        bf = BloomFilter("t", build_bloom(hash_keys(*concat(members)), bits))
         rates.append(sum(bf.may_contain(k) for k in others) / len(others))
     assert rates == sorted(rates, reverse=True) and rates[-1] < 0.002
 
@@ -78,8 +97,6 @@ def test_the_reader_consults_the_filter_and_zero_bits_disables_it() -> None:
 
 
 def test_a_damaged_filter_section_is_corruption() -> None:
-    filt = build_filter(hash_keys(*concat(counter_keys(100))), 10)
-    BloomFilter("t", filt)
-    for bad in (filt[:-1], filt[:7], b"", filt[:8] + b"\x00" + filt[9:]):
+    for bad in (b"", b"\x00"):
         with pytest.raises(CorruptionError):
             BloomFilter("t", bad)

@@ -3,13 +3,16 @@ from __future__ import annotations
 import dataclasses
 import struct
 import zlib
+from typing import Any
 
 import pytest
 
 from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.model import SstInfo
+from slatedb_core.manifest.sst_info import encode_sst_info
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
-from slatedb_core.sst.format import TAIL, TAIL_LEN, Tail, encode_footer
+from slatedb_core.sst.format import FOOTER_LEN, encode_footer, seal
+from slatedb_core.sst.index import decode_index, encode_index
 from slatedb_core.store.url import open_store
 from tests.sst import batch_of, entries_of, numbered
 
@@ -19,7 +22,7 @@ NAME = "compacted/01J0000000000000000000000.sst"
 
 def small_sst(codec: str) -> tuple[bytes, SstInfo]:
     opts = SstOptions(block_size=120, compression=codec)
-    return encode_sst(batch_of(ENTRIES), opts, metadata={"writer_epoch": 3})
+    return encode_sst(batch_of(ENTRIES), opts)
 
 
 def read_everything(data: bytes) -> None:
@@ -27,7 +30,6 @@ def read_everything(data: bytes) -> None:
     assert entries_of(reader.read_all()) == ENTRIES  # a wrong answer fails the test outright
     for key, seq, kind, value in ENTRIES:
         assert reader.get(key) == (seq, kind, value)
-    assert reader.metadata == {"writer_epoch": 3}
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd"])
@@ -48,14 +50,14 @@ def test_a_flip_inside_a_block_surfaces_only_when_that_block_is_read() -> None:
     data, _ = small_sst("none")
     good = SstReader.from_bytes(data, NAME)
     assert good.block_count >= 3
-    block1 = good._offs[1]
+    block1 = good.block_offsets[1]
     bad = bytearray(data)
     bad[block1 + 3] ^= 0x10
     reader = SstReader.from_bytes(bytes(bad), NAME)  # index and footer are intact: opens fine
-    first_key = good._index.first_keys[0]
+    first_key = ENTRIES[0][0]
     assert reader.get(first_key) == good.get(first_key)  # block 0 is unaffected
     with pytest.raises(CorruptionError, match="block 1"):
-        reader.get(good._index.first_keys[1])
+        reader.get(block_first_key(good, 1))
     with pytest.raises(CorruptionError, match="block 1"):
         list(reader.scan())
 
@@ -105,25 +107,34 @@ def test_garbage_and_foreign_objects_raise_corruption() -> None:
             SstReader.from_bytes(blob, NAME)
 
 
+def block_first_key(reader: SstReader, b: int) -> bytes:
+    return bytes(list(reader.scan())[b].column(0)[0].as_py())
+
+
 def reseal_block(data: bytearray, start: int, end: int) -> None:
     """Recompute a block's CRC after editing it, as a buggy writer (not bit rot) would leave it."""
-    data[end - 4 : end] = struct.pack("<I", zlib.crc32(bytes(data[start : end - 4])))
+    data[end - 4 : end] = struct.pack(">I", zlib.crc32(bytes(data[start : end - 4])))
 
 
 def test_blocks_with_valid_checksums_but_impossible_structure_are_corruption() -> None:
     data, _ = small_sst("none")
     good = SstReader.from_bytes(data, NAME)
-    start, end = good._offs[1], good._offs[2]
-    n = good._counts[1]
+    start, end = good.block_offsets[1], good.block_offsets[2]
+    first = block_first_key(good, 1)
+    unshared, vlen = data[start + 1], data[start + 2]  # row 0: shared, unshared, value_len
+    flags_at = 3 + unshared + vlen + 8
+    trailer = end - 4 - start  # restart offsets, then their count, end here
     edits = {
-        "key offset past the end": (8 * n + 4, struct.pack("<i", 10_000)),
-        "empty key": (8 * n + 4, struct.pack("<i", 0)),
-        "value offsets decrease": (12 * n + 8, struct.pack("<i", -1)),
-        "unknown kind": (16 * n + 8, b"\x07"),
-        "entry count": (end - start - 8, struct.pack("<I", n + 1)),
-        "raw length": (end - start - 12, struct.pack("<I", 3)),
-        "body length": (end - start - 16, struct.pack("<I", 1 << 30)),
-        "first key": (17 * n + 8, b"A"),
+        "restart row shares a prefix": (0, b"\x01"),
+        "key runs past the block": (1, b"\x7f"),
+        "value runs past the block": (2, b"\x7f"),
+        "empty key": (1, b"\x00"),
+        "unknown flags": (flags_at, b"\x10"),
+        "tombstone and merge": (flags_at, b"\x09"),
+        "no restart points": (trailer - 2, b"\x00\x00"),
+        "restart offset past the rows": (trailer - 4, b"\xff\xff"),
+        "first key below the index key": (3, b"A"),
+        "a varint of six bytes": (1, b"\xff\xff\xff\xff\xff\xff"),
     }
     for what, (at, patch) in edits.items():
         bad = bytearray(data)
@@ -133,25 +144,30 @@ def test_blocks_with_valid_checksums_but_impossible_structure_are_corruption() -
         with pytest.raises(CorruptionError, match="block 1"):
             list(reader.scan())
         with pytest.raises(CorruptionError, match="block 1"):
-            reader.get(good._index.first_keys[1])
+            reader.get(first)
         assert what
 
 
 def test_footer_and_index_with_valid_checksums_but_wrong_offsets_are_corruption() -> None:
     data, info = small_sst("none")
-    tail_at = len(data) - TAIL_LEN
-    fields = list(TAIL.unpack_from(data, tail_at))
-    meta = data[tail_at - fields[5] : tail_at]
-    for field, delta in ((0, 8), (1, 1), (2, -1), (3, 2), (4, 1), (5, 1), (9, 1), (9, -1)):
-        forged = fields.copy()
-        forged[field] += delta
-        io, il, fo, fl, count, meta_len, codec, _, version, blocks = forged[:10]
-        tail = Tail(io, il, fo, fl, count, meta_len, codec, version, blocks)
-        bad = data[: tail_at - fields[5]] + encode_footer(tail, meta)
+    info_at = int.from_bytes(data[-FOOTER_LEN:-2], "big")
+    changes: list[dict[str, Any]] = [
+        {"index_offset": info.index_offset + 8}, {"index_len": info.index_len + 1},
+        {"filter_offset": info.filter_offset - 1}, {"filter_len": info.filter_len + 2},
+        {"stats_len": info.stats_len + 1}, {"compression": 9}, {"index_len": 0},
+        {"stats_offset": len(data)},
+    ]
+    for change in changes:
+        forged = encode_sst_info(dataclasses.replace(info, **change))
         with pytest.raises(CorruptionError):
-            read_everything(bad)
-    index = bytearray(data[info.index_offset : info.filter_offset])
-    index[8:16] = struct.pack("<Q", 8)  # block 0 no longer starts at 0
-    index[-4:] = struct.pack("<I", zlib.crc32(bytes(index[:-4])))
-    with pytest.raises(CorruptionError, match="index"):
-        read_everything(data[: info.index_offset] + bytes(index) + data[info.filter_offset :])
+            read_everything(data[:info_at] + encode_footer(forged, info_at))
+    for version in (1, 3):
+        with pytest.raises(CorruptionError, match="version"):
+            read_everything(data[:-2] + version.to_bytes(2, "big"))
+    end = info.index_offset + info.index_len
+    offsets, keys = decode_index(NAME, data[info.index_offset : end - 4])
+    for wrong in ([8, *offsets[1:]], [offsets[0], offsets[2], offsets[1], *offsets[3:]]):
+        index = b"".join(seal(0, encode_index(wrong, keys)))
+        assert len(index) == info.index_len
+        with pytest.raises(CorruptionError, match="index"):
+            read_everything(data[: info.index_offset] + index + data[end:])

@@ -1,5 +1,5 @@
-"""The fixed-width SST encoder (format version 2): the same entries as the general encoder, in
-fewer bytes, decoded by the same reader; corruption is detected."""
+"""The fixed-width SST encoder (SlateDB's row codec v2, every key stored whole): the same rows as
+the general encoder, decoded by the same reader; corruption is detected."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
+from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.fixed_width import block_entries, encode_fixed_sst_into
 from slatedb_core.sst.format import ENTRY_SCHEMA
-from slatedb_core.sst.reader import Block, SstReader
+from slatedb_core.sst.reader import SstReader
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.checksum import crc32
 
@@ -71,7 +72,7 @@ def test_same_entries_as_the_general_encoder(
     reader = SstReader.from_bytes(got, "fixed")
     assert reader.read_all().equals(SstReader.from_bytes(want, "general").read_all())
     n = len(rows)
-    assert len(got) == info.size_bytes < want_info.size_bytes  # 17 bytes less per entry
+    assert len(got) == info.size_bytes
     assert (info.first_key, info.last_key, info.entry_count) == (
         want_info.first_key, want_info.last_key, want_info.entry_count)
     assert reader.info == info
@@ -94,7 +95,8 @@ def test_reads_back_and_reuses_the_scratch_buffer() -> None:
         ]
         assert set(table.column("seq").to_pylist()) == {seq}
         assert info.entry_count == 5000 and info.size_bytes == len(data)
-    assert block_entries(16, 100, 4096) == (4096 - 16) // 116
+    # 128-byte rows (3 varint bytes, key, value, seq, flags) and 2 restarts + count in 4096
+    assert block_entries(16, 100, 4096) == 31
 
 
 def test_a_damaged_block_is_a_corruption_error() -> None:
@@ -106,13 +108,12 @@ def test_a_damaged_block_is_a_corruption_error() -> None:
     flipped[100] ^= 1  # a key byte of block 0
     with pytest.raises(CorruptionError, match="checksum"):
         SstReader.from_bytes(bytes(flipped), "t").read_all()
-    # a header that lies about the widths, checksummed again: caught by the length check
+    # a row header that lies about the key's length, checksummed again: caught by the walk
     lying = bytearray(good)
-    lying[8:12] = (9).to_bytes(4, "little")
-    reader = SstReader.from_bytes(good, "t")
-    size = int(reader._index.block_offs[1])
-    lying[size - 4 : size] = crc32(bytes(lying[: size - 4])).to_bytes(4, "little")
-    with pytest.raises(CorruptionError, match="widths"):
+    lying[1] = 9
+    size = SstReader.from_bytes(good, "t").block_offsets[1]
+    lying[size - 4 : size] = crc32(bytes(lying[: size - 4])).to_bytes(4, "big")
+    with pytest.raises(CorruptionError, match="block 0"):
         SstReader.from_bytes(bytes(lying), "t").read_all()
 
 
@@ -124,18 +125,13 @@ def test_refuses_what_it_cannot_encode() -> None:
         encode_fixed_sst_into(keys, 4, values, 4, rows[:0], 0, Scratch())
 
 
-def test_a_decoded_block_counts_its_rebuilt_columns() -> None:
-    """The block cache's budget sees the offsets, seqs and kinds a reader rebuilds."""
+def test_a_cached_block_counts_its_columns() -> None:
+    """The block cache's budget sees every column a reader builds for a block."""
     keys, values, rows = _case(2000, 16, 100, 5)
     data, _ = encode_fixed_sst_into(keys, 16, values, 100, rows, 1, Scratch(),
                                     SstOptions(block_size=4096))
-    general, _ = _general(keys, 16, values, 100, rows, 1, SstOptions(block_size=4096))
-    fixed_reader = SstReader.from_bytes(bytes(data), "f")
-    general_reader = SstReader.from_bytes(general, "g")
-    def decoded(reader: SstReader) -> Block:  # not yet searched: no lookup list counted
-        return reader._decode(0, reader._read(reader._offs[0], reader._offs[1]))
-
-    fixed_block, general_block = decoded(fixed_reader), decoded(general_reader)
-    per_entry = 16 + 100 + 17  # both hold keys, values and the four columns of each entry
-    assert fixed_block.nbytes - 512 == 16 + fixed_block.n * per_entry + 8
-    assert general_block.nbytes - 512 == general_block.n * per_entry + 8
+    cache = BlockCache(1 << 30)
+    reader = SstReader.from_bytes(bytes(data), "f", cache=cache)
+    assert reader.get(keys[:16].tobytes()) == (1, 0, values.reshape(-1, 100)[rows[0]].tobytes())
+    per_row = 16 + 100 + 8 + 1 + 4 + 4  # keys, values, seq, kind and two offsets
+    assert len(cache) == 1 and cache.size_bytes > block_entries(16, 100, 4096) * per_row

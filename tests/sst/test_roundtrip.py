@@ -11,7 +11,7 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, SstReader, encode_sst
 from tests.sst import Entry, batch_of, entries_of, numbered
 
-CODECS = ["none", "lz4", "zstd"]
+CODECS = ["none", "snappy", "zlib", "lz4", "zstd"]
 
 
 @st.composite
@@ -56,8 +56,11 @@ def test_info_records_first_and_last_key_and_the_codec() -> None:
     data, info = encode_sst(batch_of(entries), SstOptions(block_size=256, compression="zstd"))
     assert (info.first_key, info.last_key) == (entries[0][0], entries[-1][0])
     assert info.compression == 4
-    assert info.filter_offset == info.index_offset + info.index_len
-    assert info.filter_len > 0
+    # SlateDB's order after the data blocks: filter, index, stats, then the info
+    assert info.index_offset == info.filter_offset + info.filter_len
+    assert info.stats_offset == info.index_offset + info.index_len
+    assert info.filter_len > 0 and info.stats_len > 0 and info.filter_format == 1
+    assert info.sst_type == 0
     reader = SstReader.from_bytes(data, "t")
     assert reader.block_count > 10
     assert (reader.first_key, reader.last_key, reader.entry_count) == (
@@ -96,27 +99,42 @@ def test_every_codec_round_trips_and_compressible_data_shrinks(codec: str) -> No
         assert len(data) < len(plain) / 3
 
 
-def test_an_empty_sst_still_has_a_footer_and_its_metadata() -> None:
-    empty = batch_of([])
-    data, info = encode_sst(empty, metadata={"writer_epoch": 42, "zero": 0, "max": 2**64 - 1})
+def test_an_empty_sst_still_has_a_footer_and_an_index() -> None:
+    data, info = encode_sst(batch_of([]))
     assert info.entry_count == 0 and info.first_key is None and info.last_key is None
-    assert info.filter_len == 0
+    assert info.filter_len == 0 and info.index_len > 0
     reader = SstReader.from_bytes(data, "wal/00001.sst")
-    assert reader.metadata == {"writer_epoch": 42, "zero": 0, "max": 2**64 - 1}
-    assert reader.read_all().num_rows == 0
+    assert reader.read_all().num_rows == 0 and reader.block_count == 0
     assert reader.read_all().schema == ENTRY_SCHEMA
     assert reader.get(b"k") is None and not reader.may_contain(b"k")
     assert list(reader.scan(b"a", b"z")) == []
-    assert len(data) < 150
+    assert len(data) < 200
 
 
-def test_metadata_is_stored_compactly_and_validated() -> None:
-    plain, _ = encode_sst(batch_of([]))
-    data, _ = encode_sst(batch_of([]), metadata={"writer_epoch": 5})
-    assert len(data) - len(plain) == 1 + len("writer_epoch") + 1
-    for bad in ({"": 1}, {"x" * 256: 1}, {"neg": -1}, {"big": 2**64}, {"s": "1"}, {"b": True}):
-        with pytest.raises(InvalidArgument):
-            encode_sst(batch_of([]), metadata=bad)  # type: ignore[arg-type]
+def test_merge_operands_empty_values_and_long_keys_round_trip() -> None:
+    long_key = b"d" + bytes(range(256)) * 200  # 51,201 bytes: varints of three bytes
+    entries = [(b"a", 9, 2, b"operand"), (b"b", 8, 0, b""), (b"c", 7, 2, b""),
+               (long_key, 6, 0, b"v" * 300), (long_key + b"\x00", 5, 1, b"")]
+    data, _ = encode_sst(batch_of(entries), SstOptions(block_size=512))
+    reader = SstReader.from_bytes(data, "t")
+    assert entries_of(reader.read_all()) == entries
+    assert reader.get(b"a") == (9, 2, b"operand") and reader.get(long_key) == (6, 0, b"v" * 300)
+    assert reader.stats is not None
+    assert (reader.stats.num_puts, reader.stats.num_deletes, reader.stats.num_merges) == (2, 1, 2)
+
+
+def test_versions_of_a_key_newest_first_are_kept_and_get_returns_the_newest() -> None:
+    """SlateDB keeps several versions of a key in one SST (newest first); lookups return the
+    newest even when the versions straddle a block boundary."""
+    entries = [(b"k%03d" % (i // 4), 1000 - i, i % 2, b"" if i % 2 else b"v%d" % i)
+               for i in range(400)]
+    data, _ = encode_sst(batch_of(entries), SstOptions(block_size=64))
+    reader = SstReader.from_bytes(data, "t")
+    assert reader.block_count > 20 and entries_of(reader.read_all()) == entries
+    for i in range(0, 400, 4):
+        assert reader.get(entries[i][0]) == entries[i][1:]
+        assert [r[0] for b in reader.scan(entries[i][0], entries[i][0] + b"\x00")
+                for r in entries_of(b)] == [entries[i][0]] * 4
 
 
 @pytest.mark.parametrize(
@@ -124,8 +142,8 @@ def test_metadata_is_stored_compactly_and_validated() -> None:
     [[b"b", b"a"], [b"a", b"a"], [b"a", b"c", b"b"], [b"a", b"b", b"b", b"c"]],
     ids=["descending", "duplicate-pair", "out-of-order-tail", "duplicate-middle"],
 )
-def test_unsorted_or_duplicate_keys_are_rejected(keys: list[bytes]) -> None:
-    with pytest.raises(InvalidArgument, match="sorted"):
+def test_unsorted_keys_or_versions_of_one_seq_are_rejected(keys: list[bytes]) -> None:
+    with pytest.raises(InvalidArgument, match=r"sorted|descending seqs"):
         encode_sst(batch_of([(k, 1, 0, b"v") for k in keys]))
 
 
@@ -133,7 +151,7 @@ def test_bad_entries_and_options_are_rejected() -> None:
     with pytest.raises(InvalidArgument, match="empty"):
         encode_sst(batch_of([(b"", 1, 0, b"v")]))
     with pytest.raises(InvalidArgument, match="kind"):
-        encode_sst(batch_of([(b"a", 1, 2, b"v")]))
+        encode_sst(batch_of([(b"a", 1, 3, b"v")]))
     with pytest.raises(InvalidArgument, match="tombstone"):
         encode_sst(batch_of([(b"a", 1, 1, b"v")]))
     with pytest.raises(InvalidArgument, match="no 'seq'"):
@@ -146,7 +164,8 @@ def test_bad_entries_and_options_are_rejected() -> None:
         encode_sst(pa.RecordBatch.from_pydict(
             {"key": [b"a", None], "seq": [1, 2], "kind": [0, 0], "value": [b"", b""]}
         ))
-    for bad in ({"block_size": 0}, {"bloom_bits_per_key": -1}, {"compression": "gzip"}):
+    for bad in ({"block_size": 0}, {"block_size": 65537}, {"bloom_bits_per_key": -1},
+                {"compression": "gzip"}, {"min_filter_keys": -1}):
         with pytest.raises(InvalidArgument):
             SstOptions(**bad)
 
@@ -173,16 +192,16 @@ def test_tables_sliced_batches_large_binary_and_null_values_are_accepted() -> No
 def test_encoding_is_deterministic() -> None:
     batch = batch_of(numbered(1000))
     opts = SstOptions(block_size=1000, compression="lz4")
-    assert encode_sst(batch, opts, metadata={"a": 1, "b": 2}) == encode_sst(
-        batch, opts, metadata={"b": 2, "a": 1}
-    )
+    assert encode_sst(batch, opts) == encode_sst(batch, opts)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=4), max_size=12))
-def test_input_is_accepted_exactly_when_keys_are_strictly_ascending(keys: list[bytes]) -> None:
-    batch = batch_of([(k, 1, 0, b"") for k in keys])
-    if all(a < b for a, b in itertools.pairwise(keys)):
+def test_input_is_accepted_exactly_when_rows_are_in_key_then_descending_seq_order(
+    keys: list[bytes],
+) -> None:
+    batch = batch_of([(k, 100 - i, 0, b"") for i, k in enumerate(keys)])
+    if all(a <= b for a, b in itertools.pairwise(keys)):
         data, _ = encode_sst(batch)
         assert [e[0] for e in entries_of(SstReader.from_bytes(data, "t").read_all())] == keys
     else:

@@ -27,8 +27,10 @@ def bound_candidates(r: SstReader) -> list[bytes | None]:
     out: list[bytes | None] = [None, b"", b"a", b"key-", b"zzz", b"key-000058\x00", b"key-000059"]
     out += KEYS
     out += [b"key-%06d" % (2 * i + 1) for i in range(30)]
-    for first, last in zip(r._index.first_keys, r._index.last_keys, strict=True):
+    for batch in r.scan():
+        first, last = batch.column(0)[0].as_py(), batch.column(0)[-1].as_py()
         out += [first, last, first[:-1], last + b"\x00"]
+    out += r.index_keys
     return list(dict.fromkeys(out))
 
 
@@ -50,8 +52,9 @@ def test_scan_matches_a_sorted_list_model_for_every_pair_of_bounds(reader: SstRe
 
 def test_scan_yields_one_batch_per_block_touched(reader: SstReader) -> None:
     assert len(list(reader.scan())) == reader.block_count
-    first_block_last = reader._index.last_keys[0]
-    second_block_first = reader._index.first_keys[1]
+    blocks = list(reader.scan())
+    first_block_last = blocks[0].column(0)[-1].as_py()
+    second_block_first = blocks[1].column(0)[0].as_py()
     assert len(list(reader.scan(first_block_last, second_block_first))) == 1
     assert len(list(reader.scan(first_block_last, second_block_first + b"\x00"))) == 2
 

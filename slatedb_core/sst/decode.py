@@ -1,0 +1,278 @@
+"""Decoding data blocks (SlateDB 0.17's block format v2, row codec v2; layout in
+:mod:`slatedb_core.sst.rows`) into Arrow columns, many blocks at once.
+
+The rows of a restart interval can only be found one after another (each row's length is in its
+own header), so the walk is vectorised across intervals instead: step ``t`` parses row ``t`` of
+every interval of every block being decoded (16 steps for SlateDB's restart interval). Keys are
+then rebuilt: every suffix in one ragged copy, and the shared prefixes step by step (row ``t``'s
+prefix comes from row ``t-1``, finished in the step before). Values are sliced out of the block
+bytes through a binary-view array and made a plain binary column by one Arrow cast.
+
+Anything inconsistent (a varint or row running past its interval, unknown flags, a restart row
+that shares a prefix, a prefix longer than the previous key) is a :class:`CorruptionError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+
+from slatedb_core.errors import CorruptionError
+from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE
+from slatedb_core.sst.rows import F_CREATE, F_EXPIRE, F_MERGE, F_TOMBSTONE
+
+I64 = npt.NDArray[np.int64]
+_U16 = struct.Struct(">H")
+_KNOWN = F_TOMBSTONE | F_EXPIRE | F_CREATE | F_MERGE
+
+
+@dataclass(slots=True)
+class Decoded:
+    keys: pa.Array
+    seqs: npt.NDArray[np.uint64]
+    kinds: npt.NDArray[np.uint8]
+    values: pa.Array
+    counts: list[int]  # rows per block
+    expire: I64  # per row; int64 min where the row has none
+    create: I64  # likewise
+    has_expire: bool
+
+
+def _varints(buf: npt.NDArray[np.uint8], pos: I64, end: I64) -> tuple[I64, I64]:
+    """LEB128 u32 varints at ``pos`` (each must end before ``end``): values and new positions."""
+    b = buf[np.minimum(pos, len(buf) - 1)].astype(np.int64)
+    val = b & 0x7F
+    ln = np.ones(len(pos), dtype=np.int64)
+    cont = np.flatnonzero(b >= 0x80)
+    shift = 7
+    while len(cont):
+        if shift > 28:
+            raise ValueError("a varint is longer than 5 bytes")
+        at = pos[cont] + ln[cont]
+        nb = buf[np.minimum(at, len(buf) - 1)].astype(np.int64)
+        val[cont] |= (nb & 0x7F) << shift
+        ln[cont] += 1
+        cont = cont[nb >= 0x80]
+        shift += 7
+    new = pos + ln
+    if np.any(new > end):
+        raise ValueError("a row header runs past its restart interval")
+    return val, new
+
+
+def _ragged_copy(dst: npt.NDArray[np.uint8], dst_at: I64, src: npt.NDArray[np.uint8],
+                 src_at: I64, lens: I64) -> None:
+    total = int(lens.sum())
+    if total == 0:
+        return
+    keep = lens > 0
+    dst_at, src_at, lens = dst_at[keep], src_at[keep], lens[keep]
+    first = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=first[1:])
+    step = np.arange(total, dtype=np.int64) - np.repeat(first, lens)
+    dst[np.repeat(dst_at, lens) + step] = src[np.repeat(src_at, lens) + step]
+
+
+def decode_blocks(
+    name: str, raw: pa.Buffer, spans: list[tuple[int, int]], first_block: int, now_ms: int,
+) -> Decoded:
+    """Rows of the blocks ``raw[a:b]`` for each ``(a, b)`` in ``spans`` (uncompressed, without
+    their CRCs), in order. Rows whose expire_ts is at or before ``now_ms`` decode as tombstones."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    istart: list[I64] = []
+    iend: list[I64] = []
+    iblock: list[I64] = []
+    for j, (a, b) in enumerate(spans):
+        if b - a < 2:
+            raise CorruptionError(name, f"block {first_block + j} is too short")
+        (r,) = _U16.unpack_from(raw, b - 2)
+        data_end = b - 2 - 2 * r
+        if r == 0 or data_end < a:
+            raise CorruptionError(name, f"block {first_block + j} has {r} restart points")
+        rs = np.frombuffer(raw, dtype=">u2", count=r, offset=data_end).astype(np.int64) + a
+        if rs[0] != a or np.any(np.diff(rs) <= 0) or rs[-1] >= data_end:
+            raise CorruptionError(name, f"block {first_block + j} has bad restart offsets")
+        istart.append(rs)
+        iend.append(np.append(rs[1:], data_end))
+        iblock.append(np.full(r, j, dtype=np.int64))
+    p = np.concatenate(istart)
+    e = np.concatenate(iend)
+    try:
+        return _walk(name, raw, buf, p, e, np.concatenate(iblock), len(spans), now_ms)
+    except (ValueError, IndexError, pa.ArrowException) as err:
+        where = f"block {first_block}" if len(spans) == 1 else f"block {first_block}+"
+        raise CorruptionError(name, f"{where} is malformed: {err}") from None
+
+
+_C3 = np.arange(3, dtype=np.int64)
+
+
+_PAD = 64  # zero bytes before and after a read's bytes, so fixed-width gathers never clip
+_MATRIX_KEYS = 1 << 26  # key matrix cells (rows x longest key) up to which keys are rebuilt at once
+
+
+def _win(padded: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
+    """``_win(p, w)[i + _PAD]`` is the ``w`` bytes at position ``i`` of the unpadded buffer."""
+    return np.lib.stride_tricks.sliding_window_view(padded, width)
+
+
+def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
+             win3: npt.NDArray[np.uint8]) -> tuple[I64, I64, I64, I64]:
+    """``(shared, unshared, value_len, key position)`` of the rows starting at ``at``."""
+    h = win3[np.minimum(at, len(buf)) + _PAD]
+    if not (h >= 0x80).any():
+        h64 = h.astype(np.int64)
+        return h64[:, 0], h64[:, 1], h64[:, 2], at + 3
+    shared, q = _varints(buf, at, end)
+    unshared, q = _varints(buf, q, end)
+    vlen, q = _varints(buf, q, end)
+    return shared, unshared, vlen, q
+
+
+def _walk(
+    name: str, raw: pa.Buffer, buf: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64,
+    nblocks: int, now_ms: int,
+) -> Decoded:
+    del name
+    last = len(buf) - 1
+    padded = np.concatenate([np.zeros(_PAD, np.uint8), buf, np.zeros(_PAD, np.uint8)])
+    win3 = _win(padded, 3)
+    live = np.arange(len(p))
+    found: list[tuple[I64, I64, I64, I64, I64, I64]] = []
+    pos = p.copy()
+    while len(live):
+        end = e[live]
+        shared, unshared, vlen, kpos = _headers(buf, pos[live], end, win3)
+        seqpos = kpos + unshared + vlen
+        flags = buf[np.minimum(seqpos + 8, last)]
+        nxt = seqpos + 9 + ((flags & F_EXPIRE) << 2) + ((flags & F_CREATE) << 1)
+        found.append((live, shared, unshared, kpos, seqpos, nxt))
+        pos[live] = nxt
+        live = live[nxt < end]
+    # rows in order: by interval, then step
+    nint = len(p)
+    per_int = np.zeros(nint, dtype=np.int64)
+    for live_t, *_ in found:
+        per_int[live_t] += 1
+    int_first = np.zeros(nint + 1, dtype=np.int64)
+    np.cumsum(per_int, out=int_first[1:])
+    n = int(int_first[-1])
+    rank = [int_first[f[0]] + t for t, f in enumerate(found)]
+    order = np.concatenate(rank)
+    cols = []
+    for j in range(1, 6):
+        col = np.empty(n, dtype=np.int64)
+        col[order] = np.concatenate([f[j] for f in found])
+        cols.append(col)
+    shared, unshared, kpos, seqpos, nxt = cols
+    row_end = np.repeat(e, per_int)
+    if np.any(nxt > row_end) or np.any(seqpos + 9 > row_end):
+        raise ValueError("a row runs past its restart interval")
+    if np.any(shared[int_first[:-1]]):
+        raise ValueError("a restart row shares a prefix")
+    klen = shared + unshared
+    if n > 1 and np.any(shared[1:] > klen[:-1]):
+        raise ValueError("a row shares more bytes than the previous key has")
+    if np.any(klen == 0):
+        raise ValueError("a row has an empty key")
+    koffs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(klen, out=koffs[1:])
+    if koffs[-1] >= 1 << 31:
+        raise ValueError("the keys of one read exceed 2 GiB")
+    longest = int(klen.max(initial=0))
+    if longest <= _PAD and n * longest <= _MATRIX_KEYS:
+        kbytes = _keys_matrix(padded, shared, kpos, klen, longest)
+    else:
+        kbytes = _keys_steps(buf, koffs, shared, unshared, kpos, rank)
+    keys = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(koffs.astype(np.int32)), pa.py_buffer(kbytes)])
+
+    flags = buf[seqpos + 8]
+    if np.any(flags & np.uint8(0xFF ^ _KNOWN)) or np.any((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)):
+        raise ValueError("a row has unknown flags, or is both a tombstone and a merge operand")
+    win8 = _win(padded, 8)
+    seqs = win8[seqpos + _PAD].view(">u8").reshape(n).astype(np.uint64)
+    kinds = np.full(n, KIND_VALUE, dtype=np.uint8)
+    kinds[(flags & F_TOMBSTONE) > 0] = KIND_TOMBSTONE
+    kinds[(flags & F_MERGE) > 0] = KIND_MERGE
+    vpos = kpos + unshared
+    vlen = seqpos - vpos
+    has_e = (flags & F_EXPIRE) > 0
+    expire = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    any_e = bool(has_e.any())
+    if any_e:
+        rows_e = np.flatnonzero(has_e)
+        at = seqpos[rows_e] + 9
+        expire[rows_e] = win8[at + _PAD].view(">i8").reshape(len(rows_e))
+        dead = rows_e[expire[rows_e] <= now_ms]
+        kinds[dead] = KIND_TOMBSTONE
+        vlen = vlen.copy()
+        vlen[dead] = 0
+    vlen[kinds == KIND_TOMBSTONE] = 0
+    create = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    has_c = np.flatnonzero((flags & F_CREATE) > 0)
+    if len(has_c):
+        at = seqpos[has_c] + 9 + 8 * has_e[has_c]
+        create[has_c] = win8[at + _PAD].view(">i8").reshape(len(has_c))
+    values = _values(raw, _win(padded, 12), vpos, vlen)
+    counts = np.bincount(iblock, weights=per_int, minlength=nblocks).astype(np.int64).tolist()
+    if 0 in counts:
+        raise ValueError("a block has no rows")
+    return Decoded(keys, seqs, kinds, values, counts, expire, create, any_e)
+
+
+def _keys_matrix(padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I64,
+                 longest: int) -> npt.NDArray[np.uint8]:
+    """Every key at once as a (rows, longest) matrix: each row's suffix in place, then each
+    shared byte taken from the latest row whose own suffix holds that column (a restart row
+    holds every column of its key, so the search never leaves the restart interval)."""
+    n = len(shared)
+    cols = np.arange(longest, dtype=np.int64)
+    mat = _win(padded, longest)[np.maximum(kpos - shared + _PAD, 0)]
+    most = int(shared.max(initial=0))
+    if most:
+        pc_ = cols[:most].astype(np.int32)
+        src = np.where(shared[:, None] <= pc_[None, :], np.arange(n, dtype=np.int32)[:, None],
+                       np.int32(0))
+        np.maximum.accumulate(src, axis=0, out=src)
+        flat = src.astype(np.int64) * longest + pc_[None, :]
+        mat[:, :most] = np.take(mat.reshape(-1), flat)
+    if int(klen.min(initial=longest)) == longest:
+        return np.ascontiguousarray(mat, dtype=np.uint8).reshape(-1)
+    return np.asarray(mat[cols[None, :] < klen[:, None]], dtype=np.uint8)
+
+
+def _keys_steps(buf: npt.NDArray[np.uint8], koffs: I64, shared: I64, unshared: I64, kpos: I64,
+                rank: list[I64]) -> npt.NDArray[np.uint8]:
+    """Long keys: suffixes in one ragged copy, then shared prefixes step by step (row ``t`` of
+    every interval takes its prefix from row ``t-1``, finished in the step before)."""
+    kbytes = np.empty(int(koffs[-1]), dtype=np.uint8)
+    _ragged_copy(kbytes, koffs[:-1] + shared, buf, kpos, unshared)
+    for r in rank[1:]:
+        _ragged_copy(kbytes, koffs[r], kbytes, koffs[r - 1], shared[r])
+    return kbytes
+
+
+def _values(raw: pa.Buffer, win12: npt.NDArray[np.uint8], vpos: I64, vlen: I64) -> pa.Array:
+    """The values as a binary array: binary views into ``raw``, cast (copied) to binary."""
+    n = len(vpos)
+    if n == 0:
+        return pa.array([], pa.binary())
+    if int(vpos.max(initial=0)) >= 1 << 31:
+        raise ValueError("a read of 2 GiB or more")
+    views = np.zeros((n, 16), dtype=np.uint8)
+    views[:, 0:4] = vlen.astype("<i4").view(np.uint8).reshape(n, 4)
+    head = win12[vpos + _PAD]
+    short = vlen <= 12
+    if short.any():
+        views[short, 4:16] = head[short] * (np.arange(12)[None, :] < vlen[short][:, None])
+    long_ = ~short
+    if long_.any():
+        views[long_, 4:8] = head[long_, 0:4]
+        views[long_, 12:16] = vpos[long_].astype("<i4").view(np.uint8).reshape(-1, 4)
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), raw])
+    return arr.cast(pa.binary())

@@ -1,0 +1,201 @@
+"""The SST's index and stats sections: SlateDB 0.17's ``SsTableIndex`` and ``SstStats``
+FlatBuffers tables (``schemas/sst.fbs``), written with the ``flatbuffers`` builder in the order
+SlateDB's writer builds them (so the bytes match the wheel's) and read by hand.
+
+``SsTableIndex { block_meta: [BlockMeta] (required) }``,
+``BlockMeta { offset: ulong; first_key: [ubyte] (required) }``: block i's first_key is the
+shortest key greater than every key of block i-1 and not above block i's first key (empty for
+block 0); a WAL SST's is the block's first seq as u64 big-endian.
+
+``SstStats { num_puts, num_deletes, num_merges, raw_key_size, raw_val_size: ulong;
+block_stats: [BlockStats] }``, ``BlockStats { num_puts, num_deletes, num_merges: ushort }``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import flatbuffers  # type: ignore[import-untyped, unused-ignore]
+import numpy as np
+import numpy.typing as npt
+
+from slatedb_core.errors import CorruptionError
+
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U16 = struct.Struct("<H")
+_U64 = struct.Struct("<Q")
+
+
+def separator(prev_last: bytes, first: bytes) -> bytes:
+    """The shortest key ``k`` with ``prev_last < k <= first`` that is a prefix of ``first``
+    (SlateDB's index key of a block after the first)."""
+    n = min(len(prev_last), len(first))
+    i = 0
+    while i < n and prev_last[i] == first[i]:
+        i += 1
+    if i < len(prev_last):
+        return first[: i + 1]
+    return first if len(prev_last) == len(first) else first[: len(prev_last) + 1]
+
+
+def encode_index(offsets: list[int], first_keys: list[bytes]) -> bytes:
+    """The SsTableIndex of blocks at ``offsets`` with index keys ``first_keys``."""
+    b = flatbuffers.Builder(64 + 32 * len(offsets) + sum(len(k) for k in first_keys))
+    metas = []
+    for off, key in zip(offsets, first_keys, strict=True):
+        vec = b.CreateByteVector(key)
+        b.StartObject(2)
+        b.PrependUint64Slot(0, off, 0)
+        b.PrependUOffsetTRelativeSlot(1, vec, 0)
+        metas.append(b.EndObject())
+    b.StartVector(4, len(metas), 4)
+    for m in reversed(metas):
+        b.PrependUOffsetTRelative(m)
+    vec = b.EndVector()
+    b.StartObject(1)
+    b.PrependUOffsetTRelativeSlot(0, vec, 0)
+    b.Finish(b.EndObject())
+    return bytes(b.Output())
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    num_puts: int = 0
+    num_deletes: int = 0
+    num_merges: int = 0
+    raw_key_size: int = 0
+    raw_val_size: int = 0
+    block_puts: tuple[int, ...] = ()
+    block_deletes: tuple[int, ...] = ()
+    block_merges: tuple[int, ...] = ()
+
+
+def encode_stats(
+    block_puts: npt.NDArray[np.int64], block_deletes: npt.NDArray[np.int64],
+    block_merges: npt.NDArray[np.int64], raw_key_size: int, raw_val_size: int,
+) -> bytes:
+    """The SstStats table (per-block counts are u16, as SlateDB stores them)."""
+    nblocks = len(block_puts)
+    b = flatbuffers.Builder(128 + 16 * nblocks)
+    tables = []
+    for p, d, m in zip(block_puts.tolist(), block_deletes.tolist(), block_merges.tolist(),
+                       strict=True):
+        b.StartObject(3)
+        b.PrependUint16Slot(2, m, 0)
+        b.PrependUint16Slot(1, d, 0)
+        b.PrependUint16Slot(0, p, 0)
+        tables.append(b.EndObject())
+    vec = None
+    if tables:
+        b.StartVector(4, len(tables), 4)
+        for t in reversed(tables):
+            b.PrependUOffsetTRelative(t)
+        vec = b.EndVector()
+    b.StartObject(6)
+    b.PrependUint64Slot(4, raw_val_size, 0)
+    b.PrependUint64Slot(3, raw_key_size, 0)
+    b.PrependUint64Slot(2, int(block_merges.sum()), 0)
+    b.PrependUint64Slot(1, int(block_deletes.sum()), 0)
+    b.PrependUint64Slot(0, int(block_puts.sum()), 0)
+    if vec is not None:
+        b.PrependUOffsetTRelativeSlot(5, vec, 0)
+    b.Finish(b.EndObject())
+    return bytes(b.Output())
+
+
+class _Fb:
+    """Bounds-checked reads of a FlatBuffers buffer (every failure is ``ValueError``)."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+
+    def u32(self, pos: int) -> int:
+        if not 0 <= pos <= len(self.buf) - 4:
+            raise ValueError(f"offset {pos} is outside the table")
+        return int(_U32.unpack_from(self.buf, pos)[0])
+
+    def field(self, table: int, slot: int) -> int:
+        """Absolute position of a table's field, or 0 when absent."""
+        self.u32(table)  # bounds
+        vt = table - _I32.unpack_from(self.buf, table)[0]
+        if not 0 <= vt <= len(self.buf) - 4:
+            raise ValueError("vtable is outside the buffer")
+        vt_len = _U16.unpack_from(self.buf, vt)[0]
+        at = 4 + 2 * slot
+        if at + 2 > vt_len or vt + vt_len > len(self.buf):
+            return 0
+        rel = _U16.unpack_from(self.buf, vt + at)[0]
+        return table + rel if rel else 0
+
+    def deref(self, pos: int) -> int:
+        return pos + self.u32(pos)
+
+    def vector(self, pos: int) -> tuple[int, int]:
+        start = self.deref(pos)
+        n = self.u32(start)
+        return start + 4, n
+
+    def u64(self, pos: int) -> int:
+        if not pos:
+            return 0
+        if pos + 8 > len(self.buf):
+            raise ValueError("field is outside the buffer")
+        return int(_U64.unpack_from(self.buf, pos)[0])
+
+    def u16(self, pos: int) -> int:
+        if not pos:
+            return 0
+        if pos + 2 > len(self.buf):
+            raise ValueError("field is outside the buffer")
+        return int(_U16.unpack_from(self.buf, pos)[0])
+
+
+def decode_index(name: str, buf: bytes | memoryview) -> tuple[list[int], list[bytes]]:
+    """``(block offsets, index keys)`` of an SsTableIndex."""
+    fb = _Fb(bytes(buf))
+    try:
+        root = fb.u32(0)
+        metas = fb.field(root, 0)
+        if not metas:
+            raise ValueError("block_meta is missing")
+        start, n = fb.vector(metas)
+        if n > len(fb.buf) // 4:
+            raise ValueError(f"{n} blocks cannot fit")
+        offsets: list[int] = []
+        keys: list[bytes] = []
+        for i in range(n):
+            t = fb.deref(start + 4 * i)
+            key_at = fb.field(t, 1)
+            if not key_at:
+                raise ValueError(f"block {i} has no first_key")
+            kstart, klen = fb.vector(key_at)
+            if kstart + klen > len(fb.buf):
+                raise ValueError(f"first_key of block {i} runs past the index")
+            offsets.append(fb.u64(fb.field(t, 0)))
+            keys.append(fb.buf[kstart : kstart + klen])
+    except (ValueError, struct.error) as e:
+        raise CorruptionError(name, f"malformed SST index: {e}") from None
+    return offsets, keys
+
+
+def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
+    fb = _Fb(bytes(buf))
+    try:
+        root = fb.u32(0)
+        counts: list[list[int]] = [[], [], []]
+        vec = fb.field(root, 5)
+        if vec:
+            start, n = fb.vector(vec)
+            if n > len(fb.buf) // 4:
+                raise ValueError(f"{n} block stats cannot fit")
+            for i in range(n):
+                t = fb.deref(start + 4 * i)
+                for slot in range(3):
+                    counts[slot].append(fb.u16(fb.field(t, slot)))
+        totals = [fb.u64(fb.field(root, slot)) for slot in range(5)]
+        return Stats(totals[0], totals[1], totals[2], totals[3], totals[4],
+                     tuple(counts[0]), tuple(counts[1]), tuple(counts[2]))
+    except (ValueError, struct.error) as e:
+        raise CorruptionError(name, f"malformed SST stats: {e}") from None

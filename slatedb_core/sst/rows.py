@@ -1,0 +1,223 @@
+"""SlateDB's row codec v2 and block format v2 for whole batches of rows, in numpy and pyarrow.
+
+A row (SlateDB 0.17's ``row_codec_v2``; integers big-endian, varints LEB128 u32)::
+
+    varint shared | varint unshared | varint value_len | key[shared:] | value | u64 seq |
+    u8 flags | [i64 expire_ts] | [i64 create_ts]
+
+``shared`` is the length of the prefix the key shares with the previous row's key (0 at a
+restart point: every 16th row of a block). Flags: 1 tombstone, 2 has expire_ts, 4 has
+create_ts, 8 merge operand. A block is its rows, ``u16`` restart offsets and ``u16`` their
+count; a row is added while the block, with its trailer, stays within ``block_size`` (the first
+row of a block always is).
+
+Encoding: the block boundaries are planned per block with cumulative sums over a window of rows
+(a row's size depends on whether it is a restart point); every row's bytes are then built at
+once (varint headers and tails as small byte matrices, key suffixes by a mask over the key
+bytes) and interleaved with the values by one ``binary_join_element_wise`` call.
+
+Decoding: the restart points of all blocks of a read are walked together, one numpy step per
+row position within an interval (16 steps), so the work is per interval position, never per
+row; keys are rebuilt from their suffixes and the previous key's prefix in the same 16 steps,
+and values are sliced out of the block bytes through a binary-view array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
+
+from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE, RESTART_INTERVAL
+
+F_TOMBSTONE, F_EXPIRE, F_CREATE, F_MERGE = 1, 2, 4, 8
+I64 = npt.NDArray[np.int64]
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
+def varint_len(x: I64) -> I64:
+    return 1 + (x >= 1 << 7) + (x >= 1 << 14) + (x >= 1 << 21) + (x >= 1 << 28)
+
+
+def _varint_matrix(x: I64) -> tuple[npt.NDArray[np.uint8], I64]:
+    """LEB128 bytes of each value as a (n, 5) matrix, and each varint's length."""
+    n = len(x)
+    ln = varint_len(x)
+    mat = np.empty((n, 5), dtype=np.uint8)
+    for j in range(5):
+        more = (ln > j + 1).astype(np.uint8) << 7
+        mat[:, j] = ((x >> (7 * j)) & 0x7F).astype(np.uint8) | more
+    return mat, ln
+
+
+def _compact(mat: npt.NDArray[np.uint8], keep: npt.NDArray[np.bool_], lens: I64) -> pa.Array:
+    """Row i of the binary array is the bytes of ``mat[i]`` where ``keep[i]`` (``lens[i]`` of
+    them)."""
+    n = len(mat)
+    data = mat[keep]
+    offs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offs[1:])
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+
+
+def windows(data: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
+    """Every ``width``-byte window of ``data`` (zero-padded past its end), as a read-only view:
+    ``windows(d, w)[starts]`` gathers ``w`` bytes at each start with one index per row."""
+    padded = np.concatenate([data, np.zeros(width, dtype=np.uint8)])
+    return np.lib.stride_tricks.sliding_window_view(padded, width)
+
+
+def lcp(kdata: npt.NDArray[np.uint8], koffs: I64) -> I64:
+    """Length of the prefix key i shares with key i-1 (0 for key 0)."""
+    n = len(koffs) - 1
+    out = np.zeros(n, dtype=np.int64)
+    if n < 2 or len(kdata) == 0:
+        return out
+    klen = np.diff(koffs)
+    limit = np.minimum(klen[1:], klen[:-1])
+    win = windows(kdata, 8)
+    a0, b0 = koffs[:-2], koffs[1:-1]
+    active = np.arange(n - 1)
+    done = np.zeros(n - 1, dtype=np.int64)
+    while len(active):
+        at = done[active]
+        x = (win[a0[active] + at].view(">u8") ^ win[b0[active] + at].view(">u8")).ravel()
+        xb = x.astype(">u8").view(np.uint8).reshape(-1, 8) != 0
+        anyneq = x != 0
+        done[active] = at + np.where(anyneq, xb.argmax(axis=1), 8)
+        active = active[(~anyneq) & (done[active] < limit[active])]
+    out[1:] = np.minimum(done, limit)
+    return out
+
+
+def plan_blocks(rsize: I64, nsize: I64, block_size: int) -> list[int]:
+    """Row indices where blocks start (plus the end), filled as SlateDB's block builder fills:
+    a row is added while data + 2 bytes per restart + 2 stays within ``block_size``."""
+    n = len(rsize)
+    cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nsize, out=cum[1:])
+    bounds = [0]
+    s = 0
+    while s < n:
+        hi = int(np.searchsorted(cum, cum[s] + block_size, side="right"))
+        w = max(1, min(n, hi + 1) - s)
+        pos = np.arange(w)
+        sizes = np.where(pos % RESTART_INTERVAL == 0, rsize[s : s + w], nsize[s : s + w])
+        tot = np.cumsum(sizes) + 2 * (pos // RESTART_INTERVAL + 1) + 2
+        e = s + max(1, int(np.searchsorted(tot, block_size, side="right")))
+        bounds.append(e)
+        s = e
+    return bounds
+
+
+def _fixed(mat: npt.NDArray[np.uint8]) -> pa.Array:
+    """Each row of a C-contiguous byte matrix as one binary value (no copy)."""
+    n, w = mat.shape
+    offs = np.arange(0, (n + 1) * w, w, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(mat)])
+
+
+def _headers(shared: I64, unshared: I64, vlen: I64) -> pa.Array:
+    """Each row's three varints; one byte each (the common case) without any mask."""
+    cols = (shared, unshared, vlen)
+    if all(len(c) == 0 or int(c.max()) < 0x80 for c in cols):
+        mat = np.empty((len(shared), 3), dtype=np.uint8)
+        for j, c in enumerate(cols):
+            mat[:, j] = c
+        return _fixed(mat)
+    mats = [_varint_matrix(x) for x in cols]
+    hdr = np.concatenate([m for m, _ in mats], axis=1)
+    keep = np.concatenate([np.arange(5)[None, :] < ln[:, None] for _, ln in mats], axis=1)
+    return _compact(hdr, keep, mats[0][1] + mats[1][1] + mats[2][1])
+
+
+def _tails(
+    seqs: npt.NDArray[np.uint64], flags: npt.NDArray[np.uint8], expire: I64 | None,
+    has_e: npt.NDArray[np.bool_] | None, create: I64 | None, has_c: npt.NDArray[np.bool_] | None,
+    tail: I64,
+) -> pa.Array:
+    """Each row's seq, flags and timestamps."""
+    n = len(seqs)
+    width = 9 if has_e is None and has_c is None else 25
+    tmat = np.zeros((n, width), dtype=np.uint8)
+    tmat[:, 0:8] = seqs.astype(">u8").view(np.uint8).reshape(n, 8)
+    tmat[:, 8] = flags
+    if width == 9:
+        return _fixed(tmat)
+    tkeep = np.ones((n, 25), dtype=np.bool_)
+    for at, ts, has in ((9, expire, has_e), (17, create, has_c)):
+        if ts is None or has is None:
+            tkeep[:, at : at + 8] = False
+        else:
+            tmat[:, at : at + 8] = ts.astype(">i8").view(np.uint8).reshape(n, 8)
+            tkeep[:, at : at + 8] = has[:, None]
+    return _compact(tmat, tkeep, tail)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRows:
+    data: pa.Buffer  # every row's bytes, concatenated
+    row_offs: I64  # row i is data[row_offs[i]:row_offs[i+1]]
+    bounds: list[int]  # block b holds rows bounds[b]..bounds[b+1]
+    restart: npt.NDArray[np.bool_]
+
+
+def encode_rows(
+    kdata: npt.NDArray[np.uint8], koffs: I64, values: pa.Array, seqs: npt.NDArray[np.uint64],
+    kinds: npt.NDArray[np.uint8], expire: I64 | None, create: I64 | None, block_size: int,
+    *, prefix: bool = True,
+) -> EncodedRows:
+    """Rows in the given order (keys as ``kdata``/``koffs``), cut into blocks. ``expire`` and
+    ``create`` hold a timestamp per row or None; a row has one where the array is not the
+    minimum int64. ``prefix=False`` stores every key whole (SlateDB reads that too)."""
+    n = len(seqs)
+    klen = np.diff(koffs)
+    voffs = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset)
+    vlen = np.diff(voffs).astype(np.int64)
+    shared_nr = lcp(kdata, koffs) if prefix else np.zeros(n, dtype=np.int64)
+    flags = np.where(kinds == KIND_TOMBSTONE, F_TOMBSTONE, np.where(kinds == KIND_MERGE, F_MERGE, 0))
+    flags = flags.astype(np.uint8)
+    tail = np.full(n, 9, dtype=np.int64)
+    has_e = has_c = None
+    if expire is not None:
+        has_e = expire != np.iinfo(np.int64).min
+        flags |= has_e.astype(np.uint8) * F_EXPIRE
+        tail += 8 * has_e
+    if create is not None:
+        has_c = create != np.iinfo(np.int64).min
+        flags |= has_c.astype(np.uint8) * F_CREATE
+        tail += 8 * has_c
+    common = varint_len(vlen) + vlen + tail
+    rsize = 1 + varint_len(klen) + klen + common
+    nsize = varint_len(shared_nr) + varint_len(klen - shared_nr) + klen - shared_nr + common
+    bounds = plan_blocks(rsize, nsize, block_size)
+    starts = np.zeros(n, dtype=np.int64)
+    starts[np.asarray(bounds[1:-1], dtype=np.int64)] = 1
+    block_start = np.asarray(bounds[:-1], dtype=np.int64)[np.cumsum(starts)]
+    restart = (np.arange(n) - block_start) % RESTART_INTERVAL == 0
+    shared = np.where(restart, 0, shared_nr)
+    unshared = klen - shared
+
+    header = _headers(shared, unshared, vlen)
+    keep = np.repeat(np.tile(np.array([False, True]), n), np.column_stack([shared, unshared]).ravel())
+    suffix_data = kdata[int(koffs[0]) : int(koffs[-1])][keep] if n else kdata[:0]
+    soffs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(unshared, out=soffs[1:])
+    suffix = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
+    joined = pc.binary_join_element_wise(header, suffix, values, _tails(seqs, flags, expire, has_e,
+                                                                       create, has_c, tail), _EMPTY)
+    bufs = joined.buffers()
+    row_offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1).astype(np.int64)
+    data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
+    return EncodedRows(data, row_offs, bounds, restart)
+
+
+def block_trailer(enc: EncodedRows, s: int, e: int) -> bytes:
+    """A block's restart offsets and their count (u16 big-endian)."""
+    ro = enc.row_offs
+    rs = np.flatnonzero(enc.restart[s:e]) + s
+    offs = (ro[rs] - ro[s]).astype(">u2")
+    return bytes(offs.tobytes()) + len(rs).to_bytes(2, "big")

@@ -212,6 +212,14 @@ class SlateAdmin:
         result = self.oracle.run(self.admin.create_detached_checkpoint(options))
         return uuid.UUID(result.id)
 
+    def run_gc(self, min_age_ms: int = 0) -> None:
+        """One pass of SlateDB's own GC over every directory, with this ``min_age``."""
+        d = sdb.GarbageCollectorDirectoryOptions(min_age_ms=min_age_ms, dry_run=False)
+        options = sdb.GarbageCollectorOptions(
+            manifest_options=d, wal_options=d, compacted_options=d, compactions_options=d
+        )
+        self.oracle.run(self.admin.run_gc_once(options))
+
     def compactions(self) -> list[sdb.VersionedCompactions]:
         return self.oracle.run(self.admin.list_compactions(None, None))
 

@@ -38,7 +38,8 @@ def cli_get(root: Path, key: bytes, path: str = "db") -> bytes | None:
         cli, ["--url", str(root), "--path", path, "get", "--format", "hex", "0x" + key.hex(),
               "--json"]
     )
-    assert r.exit_code in (0, 1), (key, r.stdout, r.stderr, r.exception)
+    # exit 1 with JSON null: not found; anything else is an error (its message on stderr)
+    assert r.exit_code in (0, 1) and r.stdout.strip(), (key, r.stdout, r.stderr, r.exception)
     found = json.loads(r.stdout)
     return None if found is None else bytes.fromhex(found["value"])
 

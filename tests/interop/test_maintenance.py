@@ -5,12 +5,15 @@ Dagster compaction asset, compact a SlateDB-written database, and SlateDB then r
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from ulid import ULID
 
 from orchestration.assets import compaction
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -51,7 +54,9 @@ def test_our_gc_during_slatedb_writes_and_compactions_loses_nothing(
 ) -> None:
     """GC passes back to back in a thread while SlateDB writes, flushes and compacts."""
     model = Model()
-    w = oracle.open_db(s=settings(compactor=True))
+    # SlateDB's compactor pins the manifest it compacts with a checkpoint (900 s by default):
+    # a short one lets the last pass collect the L0 SSTs it replaced
+    w = oracle.open_db(s=settings(compactor=True, compactor_options__checkpoint_lifetime="1s"))
     stop = threading.Event()
     passes: list[GcStats] = []
     errors: list[BaseException] = []
@@ -75,12 +80,45 @@ def test_our_gc_during_slatedb_writes_and_compactions_loses_nothing(
         stop.set()
         gc.join(30)
     assert not errors, f"our GC failed on SlateDB's database: {errors[0]!r}"
+    time.sleep(1.2)  # SlateDB's compaction checkpoints expire
     passes.append(run_gc_once("db", store, GC_NOW))
     deleted = {k: sum(getattr(p, k).deleted for p in passes) for k in ("manifest", "wal",
                                                                       "compacted")}
     assert all(deleted.values()), f"the GC collected nothing of some kind: {deleted}"
     assert (Path(oracle.root) / "db" / "gc" / "manifest.boundary").exists()
     read_everywhere(oracle, store, model, w)
+
+
+def test_our_gc_keeps_an_sst_slatedb_has_written_but_not_committed(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """Deterministic form of the race above. SlateDB writes an SST (an L0 flush, a compaction's
+    output) before the manifest naming it; its GC never deletes an SST newer than the newest L0
+    of the manifest it read (nor newer than the oldest running compaction), whatever min_age,
+    and neither may ours: SlateDB's writer does not know our gc/compacted.boundary. Staged: a
+    copy of one of its L0 SSTs under a fresh ULID, as its next flush leaves it before the
+    commit; an unreferenced copy older than its L0 SSTs is garbage for both GCs."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=True, compactor_options__checkpoint_lifetime="1s"))
+    slate_rounds(w, model, 4)
+    admin = oracle.admin()
+    admin.wait_until(lambda m: bool(m.compacted))
+    slate_rounds(w, model, 1, first=4)
+    w.shutdown()
+    time.sleep(1.2)  # SlateDB's compaction checkpoints expire
+    compacted = oracle.root / "db" / "compacted"
+    newest = max(compacted.iterdir())  # its last L0 flush
+    stale = compacted / f"{ULID.from_timestamp(ULID.from_str(newest.stem).timestamp - 60)}.sst"
+    shutil.copy(newest, stale)
+    in_flight = compacted / f"{ULID()}.sst"
+    shutil.copy(newest, in_flight)
+    admin.run_gc(min_age_ms=0)
+    assert in_flight.exists() and not stale.exists()  # the oracle's rule
+    shutil.copy(newest, stale)
+    stats = run_gc_once("db", store, GC_NOW)
+    assert in_flight.exists(), f"our GC deleted SlateDB's uncommitted SST: {stats.compacted}"
+    r = oracle.open_reader()
+    check_reads(model, r.get, r.scan, who="SlateDB DbReader after both GCs")
 
 
 def test_our_compactor_compacts_slatedb_database(oracle: Oracle, store: ObjectStore) -> None:

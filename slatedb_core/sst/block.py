@@ -28,8 +28,8 @@ _KEY_OBJECT_OVERHEAD = 40  # a bytes object's header, per key in a block's looku
 class Block:
     """One decoded data block."""
 
-    __slots__ = ("_kinds", "_search", "_seqs", "_values", "batch", "create", "expire",
-                 "has_expire", "n", "nbytes")
+    __slots__ = ("_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch", "create",
+                 "expire", "has_expire", "n", "nbytes")
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
@@ -43,6 +43,8 @@ class Block:
         self._seqs = seqs
         self._kinds = kinds
         self._values = batch.column(3)
+        self._voffs: list[int] | None = None  # built by the first entry() (point lookups)
+        self._vdata = memoryview(b"")
         self._search: list[bytes] | None = None
 
     def key(self, i: int) -> bytes:
@@ -57,7 +59,9 @@ class Block:
         if s is None:
             col = self.batch.column(0)
             s = self._search = col.to_pylist()
+            # the key list, and the value offsets list entry() builds (counted here, up front)
             self.nbytes += 8 * self.n + _KEY_OBJECT_OVERHEAD * self.n + col.nbytes
+            self.nbytes += 8 * (self.n + 1) + 32 * (self.n + 1)
         return s
 
     def lower_bound(self, key: bytes) -> int:
@@ -87,7 +91,13 @@ class Block:
         return out[0], out[1]
 
     def entry(self, i: int) -> tuple[int, int, bytes]:
-        return int(self._seqs[i]), int(self._kinds[i]), self._values[i].as_py()
+        vo = self._voffs
+        if vo is None:
+            bufs = self._values.buffers()
+            vo = self._voffs = np.frombuffer(bufs[1], dtype=np.int32, count=self.n + 1,
+                                             offset=4 * self._values.offset).tolist()
+            self._vdata = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+        return int(self._seqs[i]), int(self._kinds[i]), self._vdata[vo[i] : vo[i + 1]].tobytes()
 
 
 def decode_group(

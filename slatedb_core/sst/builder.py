@@ -170,11 +170,12 @@ def _check_input(keys: pa.Array, koffs: npt.NDArray[np.int64], seqs: npt.NDArray
                 raise InvalidArgument("WAL SST rows must have ascending seqs")
         else:
             a, b = keys.slice(0, len(keys) - 1), keys.slice(1)
-            if not pc.all(pc.less_equal(a, b)).as_py():
-                raise InvalidArgument("SST input keys must be sorted ascending")
-            same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
-            if same.any() and np.any(seqs[1:][same] >= seqs[:-1][same]):
-                raise InvalidArgument("SST rows of one key must have descending seqs")
+            if not pc.all(pc.less(a, b)).as_py():  # unique keys (the common case) end here
+                if not pc.all(pc.less_equal(a, b)).as_py():
+                    raise InvalidArgument("SST input keys must be sorted ascending")
+                same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
+                if np.any(seqs[1:][same] >= seqs[:-1][same]):
+                    raise InvalidArgument("SST rows of one key must have descending seqs")
     if len(kinds) and int(kinds.max()) > KIND_MERGE:
         raise InvalidArgument("SST row kind must be 0 (value), 1 (tombstone) or 2 (merge)")
     if np.any(vlen[kinds == KIND_TOMBSTONE]):

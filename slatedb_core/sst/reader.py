@@ -229,10 +229,13 @@ class SstReader:
         first, last = self.first_key, self.last_key
         if first is None or last is None or key < first or key > last:
             return None
-        if self._bloom is not None and not self._bloom.may_contain(key):
-            return None
         keys = self._index_keys
         b = max(0, bisect.bisect_left(keys, key) - 1)
+        cache = self._cache
+        # a cached block answers faster than the bloom filter (SipHash in Python): skip it then
+        if (self._bloom is not None and (cache is None or not cache.contains(self.name, b))
+                and not self._bloom.may_contain(key)):
+            return None
         while b < self.block_count:
             block = self._block(b)
             i = block.find(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,22 +30,25 @@ from slatedb_core.store.objectstore import ObjectStore
 FENCE = b""
 """The bytes of a fencing WAL object: none (SlateDB 0.17's fence)."""
 
+Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
+
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
 _NO_ROWS = ENTRY_SCHEMA.empty_table()
 
 
 def encode_wal_sst(entries: pa.RecordBatch | pa.Table, options: SstOptions) -> bytes:
-    """One WAL SST holding ``entries`` (sorted by key, unique, at least one row)."""
-    return encode_sst(entries, options)[0]
+    """One WAL SST holding ``entries`` (at least one row, distinct seqs, in any order): SlateDB
+    0.17's WAL SST (``sst_type`` WAL in ``schemas/sst.fbs``), its rows in seq order."""
+    return encode_sst(in_seq_order(entries), options, wal=True)[0]
 
 
-def in_seq_order(rows: pa.Table) -> pa.Table:
+def in_seq_order(rows: Rows) -> Rows:
     """``rows`` ordered by seq (stable). SlateDB 0.17 writes a WAL SST's rows in seq order and may
     repeat a key in it; replay applies rows in order, so the last row of a key must be its newest
     (SlateDB's replay keeps the highest seq). Our WAL SSTs hold one row per key, in any order."""
     if rows.num_rows < 2:
         return rows
-    seqs = np.asarray(rows.column("seq").to_numpy(), dtype=np.uint64)
+    seqs = np.asarray(rows.column("seq").to_numpy(), dtype=np.uint64)  # no nulls: no copy
     if bool(np.all(seqs[1:] >= seqs[:-1])):
         return rows
     return rows.take(pa.array(np.argsort(seqs, kind="stable")))

@@ -7,7 +7,8 @@ drops them when it rewrites the namespace:
 
 * ``CompactionsV1`` 2: a random nonce (16 bytes), so two writers never create byte-identical
   versions (:mod:`slatedb_core.meta.sequenced` settles an ambiguous create by comparing bytes);
-  3: a CRC-32 of the whole object with these four bytes zeroed (absent on SlateDB's objects).
+  3: a CRC-32 of the whole object with these four bytes zeroed (absent on SlateDB's objects;
+  required once any compaction carries our slots).
 * ``Compaction`` 8: the output SST ids our compactor announces before writing each SST;
   9: kind (0 l0, 1 sorted runs); 10 and 11: created/updated, ms since the epoch; 12: error.
 * ``SsTableInfo`` 11 and 12: our entry count and size in bytes, as in the manifest.
@@ -317,6 +318,10 @@ def decode_state(data: bytes, name: str) -> CompactionsState:
             if zlib.crc32(data[: 2 + at] + bytes(4) + data[6 + at :]) != stored:
                 raise Malformed("checksum mismatch")
         records = r.tables(_req(root.ref(1), "recent_compactions"), "Compaction")
+        if at is None and any(t.ref(8) is not None for t in records):
+            # SlateDB drops all of our fields at once when it rewrites; ours without the
+            # checksum is damage (a cut root vtable), not a record SlateDB wrote
+            raise Malformed("our compaction fields without our checksum")
         return CompactionsState(
             compactor_epoch=root.scalar(0, U64) or 0,
             compactions=tuple(_read_compaction(r, t, version) for t in records),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 
@@ -18,7 +19,20 @@ from slatedb_core.compactor import (
     read_latest_state,
 )
 from slatedb_core.compactor.compactions import compactions_seq, decode_state, encode_state
-from slatedb_core.errors import CompactionCancelled, CorruptionError, ObjectNotFound
+from slatedb_core.compactor.compactions_model import (
+    CompactionContext,
+    Subcompaction,
+    WorkerSpec,
+)
+from slatedb_core.compactor.flatbuf import REF, U8, U32, U64, Builder, Reader
+from slatedb_core.errors import (
+    CompactionCancelled,
+    CorruptionError,
+    InvalidArgument,
+    ObjectNotFound,
+)
+from slatedb_core.keys import BytesBound, BytesRange
+from slatedb_core.manifest.model import CompactedSst, SstInfo
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
@@ -51,6 +65,137 @@ def test_records_round_trip_and_damage_is_a_typed_error() -> None:
         decode_state(bytes(broken), "x")
 
 
+def _sst(sst_id: ULID | None = None) -> CompactedSst:
+    info = SstInfo(
+        first_key=b"a", last_key=b"z", index_offset=100, index_len=20, filter_offset=120,
+        filter_len=8, compression=3, entry_count=7, size_bytes=200, stats_offset=128,
+        stats_len=16, filter_format=1,
+    )
+    return CompactedSst(sst_id or ULID(), info, format_version=2)
+
+
+def _every_kind_of_record() -> CompactionsState:
+    """Ours in each of our statuses, and SlateDB's with every field its 0.17 writer fills."""
+    ctx = CompactionContext(
+        (
+            Subcompaction(BytesRange(BytesBound.unbounded(), BytesBound.excluded(b"m")), (_sst(),)),
+            Subcompaction(BytesRange(BytesBound.included(b"m"), BytesBound.unbounded())),
+        ),
+        retention_min_seq=42,
+    )
+    return CompactionsState(7, (
+        running((ULID(),), (ULID(), ULID())),
+        CompactionRecord(ULID(), "sorted-runs", (), (3, 2), 2, (ULID(),), "committed", 1, 2),
+        CompactionRecord(ULID(), "l0", (ULID(),), (), 4, status="failed", error="boom"),
+        CompactionRecord(ULID(), "l0", (ULID(),), (1,), 1, status="compacted",
+                         worker=WorkerSpec("01M86BHEHJH5B5G160ZSA7SN9H", 17),
+                         output_ssts=(_sst(), _sst()), context=ctx),
+        CompactionRecord(ULID(), "l0", (ULID(),), (), 5, status="scheduled", segment=b"tenant/"),
+        CompactionRecord(ULID(), "sorted-runs", (), (6,), 0, status="submitted",
+                         segment=b"old/", drain=True),
+        CompactionRecord(ULID(), "l0", (ULID(),), (), 3, status="running",
+                         worker=WorkerSpec("w", 1)),
+    ))
+
+
+def test_every_field_of_both_engines_round_trips() -> None:
+    state = _every_kind_of_record()
+    assert decode_state(encode_state(state), "x") == state
+    assert decode_state(encode_state(CompactionsState()), "x") == CompactionsState()
+
+
+def test_the_bytes_are_slatedb_0_17s_compactions_v1() -> None:
+    """SlateDB's schemas/compactor.fbs, as its 0.17 wheel lays it out (docs/format.md,
+    "Compactions"): a big-endian u16 version 2, then the FlatBuffer; our running compaction is
+    its Submitted (0) with our slot 13 set; committed is its Completed (2), failed its Failed (3)."""
+    views = (ULID(), ULID())
+    ours = running((ULID(),), views)
+    done = CompactionRecord(ULID(), "sorted-runs", (), (4, 3), 3, status="committed")
+    data = encode_state(CompactionsState(9, (ours, done)))
+    assert data[:2] == b"\x00\x02"
+    r = Reader(data[2:])
+    root = r.root("CompactionsV1")
+    assert root.scalar(0, U64) == 9
+    first, second = r.tables(root.ref(1) or -1, "Compaction")
+
+    def ulid_at(pos: int) -> ULID:
+        t = r.table(pos, "Ulid")
+        return ULID((t.scalar(0, U64) or 0).to_bytes(8, "big") + (t.scalar(1, U64) or 0).to_bytes(8, "big"))
+
+    assert ulid_at(first.ref(0) or -1) == ours.id
+    assert first.scalar(1, U8) == 1  # TieredCompactionSpec
+    assert (first.scalar(3, U8) or 0) == 0 and first.scalar(13, U8) == 1
+    spec = r.table(first.ref(2) or -1, "TieredCompactionSpec")
+    assert tuple(ulid_at(t.pos) for t in r.tables(spec.ref(2) or -1, "Ulid")) == views
+    assert spec.ref(1) is None and r.blob(spec.ref(3) or -1) == b""
+    assert (spec.scalar(4, U32) or 0) == 0
+    assert r.tables(first.ref(4) or -1, "CompactedSsTable") == []
+    assert second.scalar(3, U8) == 2 and second.scalar(13, U8) is None
+    spec2 = r.table(second.ref(2) or -1, "TieredCompactionSpec")
+    assert r.u32s(spec2.ref(1) or -1) == (4, 3) and spec2.scalar(4, U32) == 3
+    failed = dataclasses.replace(done, status="failed")
+    again = Reader(encode_state(CompactionsState(9, (failed,)))[2:])
+    (only,) = again.tables(again.root("x").ref(1) or -1, "Compaction")
+    assert only.scalar(3, U8) == 3
+
+
+def _slatedb_style(version: int, *, legacy_ssts: bool = False) -> bytes:
+    """An object as SlateDB writes it: none of our slots, no nonce, no checksum."""
+    b = Builder()
+
+    def ulid(u: ULID) -> int:
+        raw = u.bytes
+        return b.table([(0, U64, int.from_bytes(raw[:8], "big")), (1, U64, int.from_bytes(raw[8:], "big"))])
+
+    view = ulid(VIEW)
+    views = b.refs([view])
+    runs = b.u32s([5, 4])
+    spec = b.table([(0 if legacy_ssts else 2, REF, views), (1, REF, runs), (3, REF, b.blob(b"")),
+                    (4, U32, 9 if version >= 2 else None)])
+    compaction = b.table([(0, REF, ulid(CID)), (1, U8, 1), (2, REF, spec), (3, U8, 5),
+                          (4, REF, b.refs([]))])
+    root = b.table([(0, U64, 3), (1, REF, b.refs([compaction]))])
+    data, _ = b.finish(root, version.to_bytes(2, "big"))
+    return data
+
+
+VIEW, CID = ULID(), ULID()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_records_slatedb_wrote_decode_as_slatedb_reads_them(version: int) -> None:
+    """Version 1 has no destination: SlateDB takes the lowest source run; the deprecated ``ssts``
+    field stands in for ``l0_view_ids``."""
+    for legacy in (False, True):
+        state = decode_state(_slatedb_style(version, legacy_ssts=legacy), "x")
+        (c,) = state.compactions
+        assert state.compactor_epoch == 3 and c.id == CID and c.status == "scheduled"
+        assert c.source_view_ids == (VIEW,) and c.source_run_ids == (5, 4)
+        assert c.destination == (9 if version == 2 else 4) and c.kind == "l0"
+        assert c.outputs == () and c.created_at_ms == 0 and c.error is None
+
+
+def test_every_bit_flip_is_a_typed_error() -> None:
+    """The CRC-32 in our root slot 3 covers every byte; a flip that hides it (a cut vtable)
+    leaves our compaction slots without it, which is refused too."""
+    data = encode_state(CompactionsState(3, (running((ULID(),), (ULID(),)),)))
+    for i in range(len(data)):
+        for bit in (0, 3, 7):
+            broken = bytearray(data)
+            broken[i] ^= 1 << bit
+            with pytest.raises(CorruptionError):
+                decode_state(bytes(broken), "x")
+
+
+def test_values_past_slatedbs_field_widths_are_refused() -> None:
+    """Sorted run ids are u32 in SlateDB's schema."""
+    too_big = CompactionRecord(ULID(), "sorted-runs", (), (2**32,), 0)
+    with pytest.raises(InvalidArgument):
+        encode_state(CompactionsState(1, (too_big,)))
+    with pytest.raises(InvalidArgument):
+        encode_state(CompactionsState(2**64, ()))
+
+
 def test_only_a_bounded_history_of_finished_compactions_is_kept() -> None:
     state = CompactionsState(1)
     live = running((ULID(),))
@@ -79,6 +224,41 @@ def test_a_successor_closes_running_records_by_what_the_manifest_holds(
     assert state.compactor_epoch == 2
     statuses = {c.id: c.status for c in state.compactions}
     assert statuses == {landed.id: "committed", lost.id: "failed"}
+    assert in_flight_output_ids(store, "db") == set()
+
+
+def test_a_successor_closes_slatedbs_unfinished_compactions_and_keeps_its_requests(
+    store: ObjectStore,
+) -> None:
+    """A compactor that takes over from SlateDB's coordinator (fenced by the epoch bump) closes
+    what that coordinator had under way, judged like ours; a ``submitted`` request is left for
+    a SlateDB coordinator to validate later."""
+    seed_l0s(store, flushes=2)
+    m = ManifestStore(store, "db").read_latest().manifest
+    landed_sst = m.ssts[0]
+    landed = CompactionRecord(ULID(), "l0", (ULID(),), (), 0, status="compacted",
+                              worker=WorkerSpec("w", 1), output_ssts=(_sst(landed_sst.id),))
+    lost = CompactionRecord(ULID(), "l0", (ULID(),), (), 0, status="compacted",
+                            output_ssts=(_sst(),))
+    claimed = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="running",
+                               worker=WorkerSpec("w", 1), context=CompactionContext(
+                                   (Subcompaction(BytesRange(), (_sst(),)),), 0))
+    waiting = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="scheduled")
+    asked = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="submitted")
+    old = CompactionsStore(store, "db", epoch=1)
+    for r in (landed, lost, claimed, waiting, asked):
+        old.put(r)
+    assert in_flight_output_ids(store, "db") == {
+        landed_sst.id, *lost.written_output_ids(), *claimed.written_output_ids()
+    }
+    CompactionsStore(store, "db", epoch=2).take_over(m)
+    _, state = latest(store)
+    statuses = {c.id: c.status for c in state.compactions}
+    assert statuses == {landed.id: "committed", lost.id: "failed", claimed.id: "failed",
+                        waiting.id: "failed", asked.id: "submitted"}
+    assert state.get(landed.id) == dataclasses.replace(
+        landed, status="committed", updated_at_ms=state.get(landed.id).updated_at_ms  # type: ignore[union-attr]
+    )
     assert in_flight_output_ids(store, "db") == set()
 
 

@@ -116,14 +116,16 @@ _MATRIX_KEYS = 1 << 26  # key matrix cells (rows x longest key) up to which keys
 
 
 def _win(padded: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
-    """``_win(p, w)[i + _PAD]`` is the ``w`` bytes at position ``i`` of the unpadded buffer."""
-    return np.lib.stride_tricks.sliding_window_view(padded, width)
+    """``_win(p, w)[i + _PAD]`` is the ``w`` bytes at position ``i`` of the unpadded buffer
+    (a read-only strided view: gathering rows of it takes one index per row)."""
+    return np.lib.stride_tricks.as_strided(padded, shape=(len(padded) - width + 1, width),
+                                           strides=(1, 1), writeable=False)
 
 
 def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
              win3: npt.NDArray[np.uint8]) -> tuple[I64, I64, I64, I64]:
     """``(shared, unshared, value_len, key position)`` of the rows starting at ``at``."""
-    h = win3[np.minimum(at, len(buf)) + _PAD]
+    h = win3[at + _PAD]
     if not (h >= 0x80).any():
         h64 = h.astype(np.int64)
         return h64[:, 0], h64[:, 1], h64[:, 2], at + 3
@@ -133,44 +135,68 @@ def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
     return shared, unshared, vlen, q
 
 
+_TAIL = np.array([9 + 8 * ((f & F_EXPIRE) > 0) + 8 * ((f & F_CREATE) > 0) for f in range(256)],
+                 dtype=np.int64)  # seq + flags + timestamps, by flags byte
+
+
+def _next_rows(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], at: I64,
+               end: I64) -> I64:
+    """Where the rows starting at ``at`` end (an index error or a varint past ``end`` is
+    corruption, raised by the caller's conversion)."""
+    h = win3[at + _PAD]
+    if (h >= 0x80).any():
+        buf = padded[_PAD : len(padded) - _PAD]
+        _, q = _varints(buf, at, end)
+        unshared, q = _varints(buf, q, end)
+        vlen, q = _varints(buf, q, end)
+        seqpos = q + unshared + vlen
+    else:
+        seqpos = at + 3 + h[:, 1] + h[:, 2].astype(np.int64)
+    out: I64 = seqpos + _TAIL[padded[seqpos + 8 + _PAD]]
+    return out
+
+
+def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64) -> list[tuple[I64, I64]]:
+    """``(intervals, row starts)`` of row ``t`` of every interval that has one, for t = 0, 1..;
+    each interval's rows must end exactly at its end."""
+    win3 = _win(padded, 3)
+    live = np.arange(len(p))
+    at, end = p, e
+    steps: list[tuple[I64, I64]] = []
+    while len(at):
+        steps.append((live, at))
+        nxt = _next_rows(padded, win3, at, end)
+        keep = nxt < end
+        if not keep.all():
+            if np.any(nxt[~keep] != end[~keep]):
+                raise ValueError("a row runs past its restart interval")
+            at, end, live = nxt[keep], end[keep], live[keep]
+        else:
+            at = nxt
+    return steps
+
+
 def _walk(
     name: str, raw: pa.Buffer, buf: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64,
     nblocks: int, now_ms: int,
 ) -> Decoded:
     del name
-    last = len(buf) - 1
     padded = np.concatenate([np.zeros(_PAD, np.uint8), buf, np.zeros(_PAD, np.uint8)])
-    win3 = _win(padded, 3)
-    live = np.arange(len(p))
-    found: list[tuple[I64, I64, I64, I64, I64, I64]] = []
-    pos = p.copy()
-    while len(live):
-        end = e[live]
-        shared, unshared, vlen, kpos = _headers(buf, pos[live], end, win3)
-        seqpos = kpos + unshared + vlen
-        flags = buf[np.minimum(seqpos + 8, last)]
-        nxt = seqpos + 9 + ((flags & F_EXPIRE) << 2) + ((flags & F_CREATE) << 1)
-        found.append((live, shared, unshared, kpos, seqpos, nxt))
-        pos[live] = nxt
-        live = live[nxt < end]
-    # rows in order: by interval, then step
+    steps = _row_starts(padded, p, e)
     nint = len(p)
     per_int = np.zeros(nint, dtype=np.int64)
-    for live_t, *_ in found:
+    for live_t, _ in steps:
         per_int[live_t] += 1
     int_first = np.zeros(nint + 1, dtype=np.int64)
     np.cumsum(per_int, out=int_first[1:])
     n = int(int_first[-1])
-    rank = [int_first[f[0]] + t for t, f in enumerate(found)]
-    order = np.concatenate(rank)
-    cols = []
-    for j in range(1, 6):
-        col = np.empty(n, dtype=np.int64)
-        col[order] = np.concatenate([f[j] for f in found])
-        cols.append(col)
-    shared, unshared, kpos, seqpos, nxt = cols
+    rank = [int_first[live_t] + t for t, (live_t, _) in enumerate(steps)]
+    rowpos = np.empty(n, dtype=np.int64)
+    rowpos[np.concatenate(rank)] = np.concatenate([at for _, at in steps])
     row_end = np.repeat(e, per_int)
-    if np.any(nxt > row_end) or np.any(seqpos + 9 > row_end):
+    shared, unshared, vlen, kpos = _headers(buf, rowpos, row_end, _win(padded, 3))
+    seqpos = kpos + unshared + vlen
+    if np.any(seqpos + 9 > row_end):
         raise ValueError("a row runs past its restart interval")
     if np.any(shared[int_first[:-1]]):
         raise ValueError("a restart row shares a prefix")

@@ -214,7 +214,12 @@ def wal_sst(rng: random.Random) -> bytes:
     """A WAL object as the writer makes it; one in five is a fence (zero bytes, SlateDB 0.17's)."""
     if rng.random() >= 0.8:
         return FENCE
-    return encode_wal_sst(entries(rng, 20), sst_options(rng))
+    batch = entries(rng, 20)
+    # every write has a seq of its own: distinct seqs (the rows are put in seq order)
+    seqs = pa.array(rng.sample(range(1, 2**62), batch.num_rows), pa.uint64())
+    batch = pa.RecordBatch.from_arrays(
+        [batch.column(0), seqs, batch.column(2), batch.column(3)], schema=batch.schema)
+    return encode_wal_sst(batch, sst_options(rng))
 
 
 def bloom_section(rng: random.Random) -> bytes:

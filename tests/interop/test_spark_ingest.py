@@ -40,15 +40,25 @@ def test_spark_ingest_read_by_slatedb(
     spark: SparkSession, oracle: Oracle, store: ObjectStore, root: Path
 ) -> None:
     Table.create(TABLE, store, split_points=SPLITS).close()
-    data = {b"k%04d" % i: b"v%d" % i * (i % 7) for i in range(900)}
+    data: dict[bytes, bytes] = {b"k%04d" % i: b"v%d" % i * (i % 7) for i in range(900)}
     df = spark.createDataFrame(list(data.items()), "key binary, value binary")
     stats = ingest(df, root.as_uri(), TABLE, value_column="value")
     assert stats.rows == 900 and stats.shards_written == 3
+    # a second job over the same keys: upserts and deletes (its SSTs land on top of the first's)
+    changes = [(b"k%04d" % i, b"new%d" % i, i % 3 == 0) for i in range(0, 1200, 2)]
+    df = spark.createDataFrame(changes, "key binary, value binary, deleted boolean")
+    ingest(df, root.as_uri(), TABLE, value_column="value", tombstone_column="deleted")
+    for key, value, deleted in changes:
+        if deleted:
+            data.pop(key, None)
+        else:
+            data[key] = value
     with Table.open(TABLE, store) as t:
         shards = list(t.shards)
     for shard in shards:
         model = Model()
         model.rows = {k: v for k, v in data.items() if shard.contains(k)}
+        model.rows.update({k: None for k, _, d in changes if d and shard.contains(k)})
         reader = oracle.open_reader(shard.db_path)
         check_reads(model, reader.get, reader.scan, who=f"SlateDB DbReader of {shard.db_path}")
         reader.shutdown()

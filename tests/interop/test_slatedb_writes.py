@@ -125,8 +125,9 @@ def test_slatedb_compressed_ssts_read_by_our_reader_and_db(
 def test_slatedb_ttl_rows_read_by_our_reader_and_db(oracle: Oracle, store: ObjectStore) -> None:
     """Rows SlateDB stores with an expire_ts. SlateDB 0.17 applies expiry when it rewrites rows
     (a memtable flush or a compaction turns a value expired by its clock's last tick, the newest
-    write's timestamp, into a tombstone), not at reads: a row that expired in the WAL still
-    reads as its value there, and we must read what SlateDB reads."""
+    write's timestamp, into a tombstone), not at reads: a row that expired in the WAL, or in an
+    L0 SST flushed before it expired, still reads as its value, and we must read what SlateDB
+    reads."""
     model = Model()
     w = oracle.open_db(s=settings(compactor=False))
     w.write(model.apply(rows(0, 1200)))
@@ -139,6 +140,13 @@ def test_slatedb_ttl_rows_read_by_our_reader_and_db(oracle: Oracle, store: Objec
     w.put(b"clock", b"tick")  # moves SlateDB's clock past every "expires-now"
     model.put(b"clock", b"tick")
     w.flush_memtable()  # the expired rows reach L0 as tombstones
+    w.put_ttl(b"l0/expired-after-flush", b"expires-soon", 5)
+    w.flush_memtable()  # flushed before it expired: L0 holds the value and its expire_ts
+    time.sleep(0.05)
+    w.put(b"clock", b"tick2")
+    model.put(b"clock", b"tick2")
+    assert w.get(b"l0/expired-after-flush") == b"expires-soon"  # SlateDB still reads it
+    model.put(b"l0/expired-after-flush", b"expires-soon")
     w.put_ttl(b"wal/live", b"expires-in-an-hour", 3_600_000)
     model.put(b"wal/live", b"expires-in-an-hour")
     w.put_ttl(b"wal/expired", b"expires-now", 1)

@@ -5,11 +5,13 @@ SSTs already, so they are skipped, as SlateDB 0.17's replay skips them."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
+from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.sst import SstOptions
+from slatedb_core.sst import KIND_MERGE, SstOptions, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
@@ -63,3 +65,31 @@ def test_wal_rows_are_put_in_seq_order_so_a_repeated_key_replays_to_its_newest()
     assert memtable.get(b"b") == (5, None)
     in_order = ordered.slice(1)
     assert in_seq_order(in_order) is in_order  # already in seq order: no copy
+
+
+def _wal_sst(kinds: list[int], expire_ts: list[int | None]) -> bytes:
+    n = len(kinds)
+    table = pa.table({
+        "key": pa.array([b"k%d" % i for i in range(n)], pa.binary()),
+        "seq": pa.array(range(1, n + 1), pa.uint64()),
+        "kind": pa.array(kinds, pa.uint8()),
+        "value": pa.array([b"" if k == 1 else b"v%d" % i for i, k in enumerate(kinds)]),
+        "expire_ts": pa.array(expire_ts, pa.int64()),
+    })
+    return encode_sst(table, SstOptions(), wal=True)[0]
+
+
+def test_a_wal_row_past_its_expire_ts_reads_as_written() -> None:
+    """SlateDB 0.17 applies a TTL when it rewrites rows, not when it replays the WAL: a row that
+    expired in the WAL still reads as its value (tests/interop/test_slatedb_writes.py checks it
+    against the wheel)."""
+    wal = WalLog(open_store("memory://"), "db")
+    rows = wal.decode(1, _wal_sst([0, 0, 1], [1, None, None])).entries  # k0 expired in 1970
+    assert rows.column("kind").to_pylist() == [0, 0, 1]
+    assert rows.column("value").to_pylist()[:2] == [b"v0", b"v1"]
+
+
+def test_a_wal_sst_with_merge_operands_is_refused() -> None:
+    wal = WalLog(open_store("memory://"), "db")
+    with pytest.raises(UnsupportedFeature, match="merge operands"):
+        wal.decode(1, _wal_sst([0, KIND_MERGE], [None, None]))

@@ -20,17 +20,25 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.sst import SstOptions, SstReader, encode_sst
+from slatedb_core.sst import KIND_MERGE, SstOptions, SstReader, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 FENCE = b""
 """The bytes of a fencing WAL object: none (SlateDB 0.17's fence)."""
 
 Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
+
+_AS_WRITTEN = 0
+"""The clock WAL rows are decoded at: none expires (an SST reader decodes a row whose expire_ts
+is at or before it as a tombstone). SlateDB 0.17 applies a TTL when it rewrites rows (a memtable
+flush, a compaction), not when it replays or reads the WAL, so a row that expired in the WAL
+still reads as its value, and so it does here."""
 
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
 _NO_ROWS = ENTRY_SCHEMA.empty_table()
@@ -98,7 +106,12 @@ class WalLog:
         """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`)."""
         if len(data) == 0:
             return WalSst(wal_id, _NO_ROWS, is_fence=True)
-        rows = SstReader.from_bytes(data, self.path(wal_id)).read_all()
+        name = self.path(wal_id)
+        rows = SstReader.from_bytes(data, name, now_ms=_AS_WRITTEN).read_all()
+        if rows.num_rows and pc.any(pc.equal(rows.column("kind"), KIND_MERGE)).as_py():
+            raise UnsupportedFeature(
+                "merge operands", f"{name} holds merge operands, and this engine has no merge "
+                "operator to apply them with")
         return WalSst(wal_id, in_seq_order(rows))
 
     def read(self, wal_id: int) -> WalSst:

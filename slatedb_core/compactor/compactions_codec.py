@@ -2,18 +2,19 @@
 FlatBuffer whose root is ``CompactionsV1`` (SlateDB's schemas/compactor.fbs, common.fbs and
 sst.fbs; docs/format.md, "Compactions").
 
-Slots past every slot 0.17 uses hold what is ours; SlateDB's reader skips them, and its writer
-drops them when it rewrites the namespace:
+Slots past every slot 0.17 uses, after a gap left for SlateDB's own growth, hold what is ours;
+SlateDB's reader skips them, and its writer drops them when it rewrites the namespace:
 
-* ``CompactionsV1`` 2: a random nonce (16 bytes), so two writers never create byte-identical
+* ``CompactionsV1`` 8: a random nonce (16 bytes), so two writers never create byte-identical
   versions (:mod:`slatedb_core.meta.sequenced` settles an ambiguous create by comparing bytes);
-  3: a CRC-32 of the whole object with these four bytes zeroed (absent on SlateDB's objects;
+  9: a CRC-32 of the whole object with these four bytes zeroed (absent on SlateDB's objects;
   required once any compaction carries our slots).
-* ``Compaction`` 8: the output SST ids our compactor announces before writing each SST;
-  9: kind (0 l0, 1 sorted runs); 10 and 11: created/updated, ms since the epoch; 12: error.
-* ``SsTableInfo`` 11 and 12: our entry count and size in bytes, as in the manifest.
+* ``Compaction`` 16: the output SST ids our compactor announces before writing each one;
+  17: kind (0 l0, 1 sorted runs); 18 and 19: created/updated, ms since the epoch; 20: error;
+  21: 1 on our running compactions (see below).
+* ``SsTableInfo`` 16 and 17: our entry count and size in bytes, as in the manifest.
 
-Our ``running`` compaction is written as SlateDB's ``Submitted`` with our slot 13 set (1). A
+Our ``running`` compaction is written as SlateDB's ``Submitted`` with our slot 21 set (1). A
 SlateDB coordinator can only see it once it has fenced our compactor (it bumps the compactor
 epoch first), and it then validates a ``Submitted`` spec against its manifest before anything
 else: the spec runs again if its sources are still there and fails if they are gone. Written as
@@ -48,7 +49,7 @@ FORMAT_VERSION = 2
 """SlateDB 0.17's ``COMPACTIONS_FORMAT_VERSION``; 1 (no explicit destination) is still read."""
 SUPPORTED_VERSIONS = frozenset({1, 2})
 SUBMITTED = 0
-OURS_RUNNING = 1  # Compaction slot 13
+OURS_RUNNING = 1  # in Compaction slot _RUNNING
 
 STATUS_CODE: dict[str, int] = {
     "submitted": 0, "running": 1, "committed": 2, "failed": 3, "compacted": 4, "scheduled": 5,
@@ -61,7 +62,10 @@ KIND_OF: dict[int, Kind] = {0: "l0", 1: "sorted-runs"}
 TIERED, DRAIN = 1, 2  # the CompactionSpec union's tags
 TIERED_CONTEXT = 1  # the CompactionContext union's tag
 _U32_MAX = 2**32 - 1
-_CHECKSUM_SLOT = 3
+# Our slots, past a gap left for SlateDB's own growth (as the manifest codec leaves one):
+_NONCE, _CHECKSUM = 8, 9  # CompactionsV1
+_OUTPUTS, _KIND, _CREATED, _UPDATED, _ERROR, _RUNNING = 16, 17, 18, 19, 20, 21  # Compaction
+_ENTRIES, _SIZE = 16, 17  # SsTableInfo, as slatedb_core.manifest.sst_info writes them
 _VERSION = struct.Struct(">H")
 
 
@@ -93,8 +97,8 @@ def _sst(b: Builder, sst: CompactedSst) -> int:
         (0, REF, first), (1, U64, i.index_offset), (2, U64, i.index_len),
         (3, U64, i.filter_offset), (4, U64, i.filter_len), (5, U8, i.compression),
         (6, U8, i.sst_type), (7, REF, last), (8, U64, i.stats_offset), (9, U64, i.stats_len),
-        (10, U8, i.filter_format), (11, U64, i.entry_count or None),
-        (12, U64, i.size_bytes or None),
+        (10, U8, i.filter_format), (_ENTRIES, U64, i.entry_count or None),
+        (_SIZE, U64, i.size_bytes or None),
     ])
     return b.table([(0, REF, _ulid(b, sst.id)), (1, REF, info), (3, U16, sst.format_version)])
 
@@ -141,12 +145,12 @@ def _compaction(b: Builder, c: CompactionRecord) -> int:
         (5, REF, worker_at),
         (6, U8, None if ctx is None else TIERED_CONTEXT),
         (7, REF, ctx),
-        (8, REF, _ulids(b, c.outputs)),
-        (9, U8, KIND_CODE[c.kind]),
-        (10, U64, c.created_at_ms),
-        (11, U64, c.updated_at_ms),
-        (12, REF, error),
-        (13, U8, OURS_RUNNING if c.status == "running" else None),
+        (_OUTPUTS, REF, _ulids(b, c.outputs)),
+        (_KIND, U8, KIND_CODE[c.kind]),
+        (_CREATED, U64, c.created_at_ms),
+        (_UPDATED, U64, c.updated_at_ms),
+        (_ERROR, REF, error),
+        (_RUNNING, U8, OURS_RUNNING if c.status == "running" else None),
     ])
 
 
@@ -157,14 +161,14 @@ def encode_state(state: CompactionsState, *, nonce: bytes | None = None) -> byte
         records = b.refs([_compaction(b, c) for c in state.compactions])
         nonce_at = b.blob(os.urandom(16) if nonce is None else nonce)
         root = b.table([
-            (0, U64, state.compactor_epoch), (1, REF, records), (2, REF, nonce_at),
-            (_CHECKSUM_SLOT, U32, 0),
+            (0, U64, state.compactor_epoch), (1, REF, records), (_NONCE, REF, nonce_at),
+            (_CHECKSUM, U32, 0),
         ])
         data, fb_len = b.finish(root, _VERSION.pack(FORMAT_VERSION))
     except (struct.error, OverflowError) as e:
         raise InvalidArgument(f"compactions record has a value that does not fit: {e}") from e
     start = len(data) - fb_len
-    at = Reader(data[start:]).root("CompactionsV1").field_offset(_CHECKSUM_SLOT, U32)
+    at = Reader(data[start:]).root("CompactionsV1").field_offset(_CHECKSUM, U32)
     assert at is not None
     return data[: start + at] + struct.pack("<I", zlib.crc32(data)) + data[start + at + 4 :]
 
@@ -220,7 +224,7 @@ def _read_sst(r: Reader, t: Table) -> CompactedSst:
         compression=i.scalar(5, U8) or 0, sst_type=i.scalar(6, U8) or 0,
         stats_offset=i.scalar(8, U64) or 0, stats_len=i.scalar(9, U64) or 0,
         filter_format=i.scalar(10, U8) or 0,
-        entry_count=i.scalar(11, U64) or 0, size_bytes=i.scalar(12, U64) or 0,
+        entry_count=i.scalar(_ENTRIES, U64) or 0, size_bytes=i.scalar(_SIZE, U64) or 0,
     )
     version = t.scalar(3, U16)
     return CompactedSst(
@@ -266,7 +270,7 @@ def _read_compaction(r: Reader, t: Table, version: int) -> CompactionRecord:
     code = t.scalar(3, U8) or 0
     if code not in STATUS_OF:
         raise Malformed(f"compaction {cid}: unknown status {code}")
-    ours = t.scalar(13, U8)
+    ours = t.scalar(_RUNNING, U8)
     if ours is not None and (ours != OURS_RUNNING or code != SUBMITTED):
         raise Malformed(f"compaction {cid}: our running mark {ours} on status {code}")
     status: Status = "running" if ours is not None else STATUS_OF[code]
@@ -279,20 +283,20 @@ def _read_compaction(r: Reader, t: Table, version: int) -> CompactionRecord:
     if ctx_tag not in (0, TIERED_CONTEXT):
         raise Malformed(f"compaction {cid}: unknown context type {ctx_tag}")
     ctx = t.ref(7)
-    kind_code = t.scalar(9, U8)
+    kind_code = t.scalar(_KIND, U8)
     if kind_code is not None and kind_code not in KIND_OF:
         raise Malformed(f"compaction {cid}: unknown kind {kind_code}")
-    error = t.ref(12)
+    error = t.ref(_ERROR)
     return CompactionRecord(
         id=cid,
         kind=KIND_OF[kind_code] if kind_code is not None else ("l0" if views else "sorted-runs"),
         source_view_ids=views,
         source_run_ids=runs,
         destination=destination,
-        outputs=_read_ulids(r, t.ref(8)),
+        outputs=_read_ulids(r, t.ref(_OUTPUTS)),
         status=status,
-        created_at_ms=t.scalar(10, U64) or 0,
-        updated_at_ms=t.scalar(11, U64) or 0,
+        created_at_ms=t.scalar(_CREATED, U64) or 0,
+        updated_at_ms=t.scalar(_UPDATED, U64) or 0,
         error=None if error is None else r.string(error),
         segment=segment,
         drain=tag == DRAIN,
@@ -312,13 +316,13 @@ def decode_state(data: bytes, name: str) -> CompactionsState:
     try:
         r = Reader(data[2:])
         root = r.root("CompactionsV1")
-        at = root.field_offset(_CHECKSUM_SLOT, U32)
+        at = root.field_offset(_CHECKSUM, U32)
         if at is not None:
             stored = struct.unpack_from("<I", data, 2 + at)[0]
             if zlib.crc32(data[: 2 + at] + bytes(4) + data[6 + at :]) != stored:
                 raise Malformed("checksum mismatch")
         records = r.tables(_req(root.ref(1), "recent_compactions"), "Compaction")
-        if at is None and any(t.ref(8) is not None for t in records):
+        if at is None and any(t.ref(_OUTPUTS) is not None for t in records):
             # SlateDB drops all of our fields at once when it rewrites; ours without the
             # checksum is damage (a cut root vtable), not a record SlateDB wrote
             raise Malformed("our compaction fields without our checksum")

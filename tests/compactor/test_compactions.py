@@ -107,7 +107,7 @@ def test_every_field_of_both_engines_round_trips() -> None:
 def test_the_bytes_are_slatedb_0_17s_compactions_v1() -> None:
     """SlateDB's schemas/compactor.fbs, as its 0.17 wheel lays it out (docs/format.md,
     "Compactions"): a big-endian u16 version 2, then the FlatBuffer; our running compaction is
-    its Submitted (0) with our slot 13 set; committed is its Completed (2), failed its Failed (3)."""
+    its Submitted (0) with our slot 21 set; committed is its Completed (2), failed its Failed (3)."""
     views = (ULID(), ULID())
     ours = running((ULID(),), views)
     done = CompactionRecord(ULID(), "sorted-runs", (), (4, 3), 3, status="committed")
@@ -124,13 +124,15 @@ def test_the_bytes_are_slatedb_0_17s_compactions_v1() -> None:
 
     assert ulid_at(first.ref(0) or -1) == ours.id
     assert first.scalar(1, U8) == 1  # TieredCompactionSpec
-    assert (first.scalar(3, U8) or 0) == 0 and first.scalar(13, U8) == 1
+    assert (first.scalar(3, U8) or 0) == 0 and first.scalar(21, U8) == 1
     spec = r.table(first.ref(2) or -1, "TieredCompactionSpec")
     assert tuple(ulid_at(t.pos) for t in r.tables(spec.ref(2) or -1, "Ulid")) == views
     assert spec.ref(1) is None and r.blob(spec.ref(3) or -1) == b""
     assert (spec.scalar(4, U32) or 0) == 0
     assert r.tables(first.ref(4) or -1, "CompactedSsTable") == []
-    assert second.scalar(3, U8) == 2 and second.scalar(13, U8) is None
+    assert [ulid_at(t.pos) for t in r.tables(first.ref(16) or -1, "Ulid")] == list(ours.outputs)
+    assert root.ref(8) is not None and root.scalar(9, U32) is not None  # nonce, CRC-32
+    assert second.scalar(3, U8) == 2 and second.scalar(21, U8) is None
     spec2 = r.table(second.ref(2) or -1, "TieredCompactionSpec")
     assert r.u32s(spec2.ref(1) or -1) == (4, 3) and spec2.scalar(4, U32) == 3
     failed = dataclasses.replace(done, status="failed")

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.compactor.compactions import MAGIC as COMPACTIONS_MAGIC
-from slatedb_core.compactor.compactions import decode_state, encode_state
+from slatedb_core.compactor.compactions import decode_state
+from slatedb_core.compactor.flatbuf import REF, U8, U32, U64, Builder
 from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.codec import decode_manifest
 from slatedb_core.meta import envelope
@@ -94,48 +94,48 @@ def test_long_run_cli_reports_inputs_and_no_findings(capsys: pytest.CaptureFixtu
 
 # ------------------------------------------------------------------------------- regressions
 
-def _sealed_compactions(body: bytes) -> bytes:
-    return envelope.seal(COMPACTIONS_MAGIC, 1, body)
-
-
-def _record() -> dict[str, object]:
-    state = corpus.compactions_model(random.Random(5))
-    while not state.compactions:
-        state = corpus.compactions_model(random.Random(len(state.compactions) + 6))
-    doc = json.loads(envelope.open_sealed(encode_state(state), magic=COMPACTIONS_MAGIC, name="x",
-                                          versions=frozenset({1})).payload)
-    record: dict[str, object] = doc["compactions"][0]
-    return record
+def _slatedb_style_compactions(
+    *, status: int = 1, spec_type: int = 1, bound: int = 1, worker: bytes = b"w"
+) -> bytes:
+    """A ``.compactions`` object as SlateDB writes it (no checksum of ours to stop damage)."""
+    b = Builder()
+    ulid = b.table([(0, U64, 1), (1, U64, 2)])
+    key = b.blob(b"k")
+    start = b.table([(0, REF, key), (1, U8, bound)])
+    end = b.table([(1, U8, 1)])
+    rng = b.table([(0, REF, start), (1, REF, end)])
+    sub = b.table([(0, REF, rng)])
+    ctx = b.table([(0, REF, b.refs([sub])), (1, U64, 5)])
+    wid = b.blob(worker)  # a string is a byte vector and a NUL (here the padding after it)
+    wk = b.table([(0, REF, wid), (1, U64, 7)])
+    spec = b.table([(1, REF, b.u32s([3])), (3, REF, b.blob(b"")), (4, U32, 3)])
+    c = b.table([(0, REF, ulid), (1, U8, spec_type), (2, REF, spec), (3, U8, status),
+                 (4, REF, b.refs([])), (5, REF, wk), (6, U8, 1), (7, REF, ctx)])
+    data, _ = b.finish(b.table([(0, U64, 1), (1, REF, b.refs([c]))]), b"\x00\x02")
+    return data
 
 
 @pytest.mark.parametrize(
-    "body",
+    "data",
     [
-        b'{"compactor_epoch": Infinity, "compactions": []}',  # was OverflowError
-        b'{"compactor_epoch": 1e400, "compactions": []}',  # was OverflowError
-        b"[" * 50_000 + b"]" * 50_000,  # was RecursionError
-        b'{"compactor_epoch": -1, "compactions": []}',  # was accepted: not a u64
-        b'{"compactor_epoch": 18446744073709551616, "compactions": []}',  # was accepted
-        b'{"compactor_epoch": "12", "compactions": []}',  # was read as 12
-        b'{"compactor_epoch": true, "compactions": []}',  # was read as 1
-        b'{"compactor_epoch": 1, "compactions": "abc"}',
+        _slatedb_style_compactions(status=6),  # no such CompactionStatus
+        _slatedb_style_compactions(spec_type=3),  # no such CompactionSpec
+        _slatedb_style_compactions(bound=0),  # BoundType Unknown
+        b"\x00\x03" + _slatedb_style_compactions()[2:],  # format version 3
+        _slatedb_style_compactions()[:-8],  # cut short
+        b"\x00",
     ],
 )
-def test_compactions_garbage_fields_are_corruption(body: bytes) -> None:
+def test_compactions_structural_damage_is_corruption(data: bytes) -> None:
     with pytest.raises(CorruptionError):
-        decode_state(_sealed_compactions(body), "x")
+        decode_state(data, "x")
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("destination", 1.5), ("source_run_ids", [True]), ("error", {"a": 1}), ("id", 5),
-     ("source_view_ids", {"a": 1}), ("created_at_ms", -1)],
-)
-def test_compactions_record_fields_are_read_strictly(field: str, value: object) -> None:
-    record = dict(_record(), **{field: value})
-    body = json.dumps({"compactor_epoch": 1, "compactions": [record]}).encode()
+def test_compactions_worker_id_must_be_utf8() -> None:
+    """SlateDB's worker ids are FlatBuffers strings: bytes that are not UTF-8 are damage."""
+    assert decode_state(_slatedb_style_compactions(), "x").compactions[0].status == "running"
     with pytest.raises(CorruptionError):
-        decode_state(_sealed_compactions(body), "x")
+        decode_state(_slatedb_style_compactions(worker=b"\xff\xfe"), "x")
 
 
 def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption() -> None:

@@ -30,7 +30,8 @@ Order of a pass, and why:
    ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
    ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
    (same content, on top of the latest; :mod:`slatedb_core.meta.compacted_boundary`) and reads
-   M again from it.
+   M again from it. While a SlateDB writer or compactor may hold the database, SlateDB's own
+   cutoff applies too (:mod:`slatedb_core.gc.cutoffs`).
 8. Compactions records: the same boundary-first procedure as manifests, never the latest.
 9. Detach (RFC 0004, GC step 8): an ``external_dbs`` entry whose ``sst_ids`` is empty in every
    manifest of M has its final checkpoint deleted in that database, then is dropped.
@@ -54,8 +55,13 @@ from datetime import datetime
 from ulid import ULID
 
 from slatedb_core.checkpoints import expire_change
-from slatedb_core.compactor.compactions import compactions_seq, in_flight_output_ids
+from slatedb_core.compactor.compactions import (
+    compactions_seq,
+    in_flight_output_ids,
+    read_latest_state,
+)
 from slatedb_core.errors import ObjectNotFound, StoreError
+from slatedb_core.gc.cutoffs import referenced, slatedb_cutoff_ms
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.gc.twophase import GcWindow
 from slatedb_core.gc.twophase import collect_garbage as collect_two_phase_garbage
@@ -94,15 +100,6 @@ def _age_s(last_modified: datetime, now_s: float) -> float:
 
 
 Active = list[Manifest] | None
-
-
-def _referenced(m: Manifest) -> set[ULID]:
-    """Every SST id ``m`` references: by id, ``original_id`` or view."""
-    live = {sst.id for sst in m.ssts}
-    live.update(sst.original_id for sst in m.ssts if sst.original_id is not None)
-    live.update(v.sst_id for v in m.l0)
-    live.update(v.sst_id for run in m.compacted for v in run.views)
-    return live
 
 
 class Collector:
@@ -188,6 +185,9 @@ class Collector:
         self._collect_manifests(entries, latest.id, pinned, now_s, stats)
         if active is not None:
             self._collect_wal(wal, active, now_s, stats)
+            held = latest.manifest.our_compactor_epoch != latest.manifest.compactor_epoch
+            record = read_latest_state(self.store, self.path) if compactions and held else None
+            compacted_limit = min(compacted_limit, slatedb_cutoff_ms(latest.manifest, record))
             self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
         self._collect_compactions(compactions, now_s, stats)
         if active is not None:
@@ -206,7 +206,7 @@ class Collector:
         this pass may delete something, so it needs a barrier first."""
         live = set(in_flight)
         for m in active:
-            live |= _referenced(m)
+            live |= referenced(m)
         for meta in listing:
             sst_id = self._parse_sst(meta.path)
             if sst_id is not None and sst_id not in live and sst_id.milliseconds <= limit:
@@ -420,7 +420,7 @@ class Collector:
     ) -> None:
         live = set(in_flight)
         for m in active:
-            live |= _referenced(m)
+            live |= referenced(m)
         min_age = self._min_age_s("compacted")
         doomed = []
         for meta in listing:

@@ -341,6 +341,9 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
         base,
         writer_epoch=pinned.writer_epoch + 1,
         compactor_epoch=pinned.compactor_epoch,
+        # nothing of SlateDB's runs in a new clone (our GC's conservative rule is not needed)
+        our_writer_epoch=pinned.writer_epoch + 1,
+        our_compactor_epoch=pinned.compactor_epoch,
         initialized=False,
         destroyed_at_s=None,
         external_dbs=tuple(entries),

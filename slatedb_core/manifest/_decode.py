@@ -205,7 +205,9 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
         raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
     stamp = Stamp(FORMAT_VERSION)
     if ours_fields is not None:
-        parallel, key_range, nonce, parent, next_wal, _ = ours_fields
+        parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor = ours_fields
+        extra["our_writer_epoch"] = our_writer or 0
+        extra["our_compactor_epoch"] = our_compactor or 0
         if not 0 <= parallel <= MAX_PARALLEL_WRITES:
             raise Malformed(f"max_parallel_writes {parallel} exceeds {MAX_PARALLEL_WRITES}")
         extra["max_parallel_writes"] = parallel or 1

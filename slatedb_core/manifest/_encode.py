@@ -174,7 +174,7 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
     rng = None if m.key_range is None else _write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
     return w.table(OURS, (m.max_parallel_writes, rng, w.blob(nonce), parent_pos,
-                          m.next_wal_sst_id, 0))
+                          m.next_wal_sst_id, 0, m.our_writer_epoch, m.our_compactor_epoch))
 
 
 def encode_manifest(

@@ -70,8 +70,8 @@ CP = FbTable("Checkpoint", "OQIIBOO")
 MANIFEST_OURS = 32
 MANIFEST = FbTable("ManifestV2", _past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
 # Ours (docs/format.md, "Manifest"): max_parallel_writes, key_range, nonce, parent,
-# next_wal_sst_id, crc32.
-OURS = FbTable("SlateDbCoreManifest", "IOOOqI")
+# next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch.
+OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQ")
 OURS_CRC_SLOT = 5
 
 

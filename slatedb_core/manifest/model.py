@@ -142,6 +142,13 @@ class Manifest:
     """WAL writes the current writer may have in flight (SlateDB RFC 0001, "Parallel Writes"); the next
     writer fences with this many consecutive SSTs. Ours: absent (SlateDB wrote the manifest, one
     write in flight) decodes as 1."""
+    our_writer_epoch: int = 0
+    """Ours: the last writer epoch this engine's writer took. When it is not ``writer_epoch``, a
+    SlateDB writer holds the database (or held it last; SlateDB drops this field when it rewrites
+    the manifest, so it then reads 0), and our GC keeps SSTs as SlateDB's own GC does
+    (docs/format.md, "What each engine ignores of the other's")."""
+    our_compactor_epoch: int = 0
+    """Ours: the same for the compactor epoch."""
     key_range: BytesRange | None = None
     """The keys this database may hold (set by projection and union); None = all keys. Kept at
     the manifest level because SSTs written after a projection carry no visible range. Ours:

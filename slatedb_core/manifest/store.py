@@ -334,7 +334,9 @@ class FencedManifest:
                 raise DatabaseDestroyed(f"database {store.db_path!r} was destroyed")
             if not m.initialized:
                 raise DatabaseNotInitialized(f"database {store.db_path!r} is not initialized")
-            bumped = dataclasses.replace(m, **{field: getattr(m, field) + 1})
+            epoch = getattr(m, field) + 1
+            ours = "our_writer_epoch" if role == "writer" else "our_compactor_epoch"
+            bumped = dataclasses.replace(m, **{field: epoch, ours: epoch})
             if extra is None:
                 return bumped
             return extra(bumped, next_id) or bumped

@@ -44,7 +44,13 @@ def test_spark_ingest_read_by_slatedb(
     df = spark.createDataFrame(list(data.items()), "key binary, value binary")
     stats = ingest(df, root.as_uri(), TABLE, value_column="value")
     assert stats.rows == 900 and stats.shards_written == 3
-    # a second job over the same keys: upserts and deletes (its SSTs land on top of the first's)
+    # a writer of one shard between the jobs: its rows carry seqs of that database
+    with Table.open(TABLE, store) as t, t.writer(0) as db:
+        for i in range(0, 300, 4):
+            db.put(b"k%04d" % i, b"writer%d" % i)
+            data[b"k%04d" % i] = b"writer%d" % i
+    # a second job over the same keys: upserts and deletes (its SSTs land on top of the first's
+    # and the writer's)
     changes = [(b"k%04d" % i, b"new%d" % i, i % 3 == 0) for i in range(0, 1200, 2)]
     df = spark.createDataFrame(changes, "key binary, value binary, deleted boolean")
     ingest(df, root.as_uri(), TABLE, value_column="value", tombstone_column="deleted")

@@ -135,9 +135,11 @@ def choose_split_keys(
     for view in _source_views(plan):
         h = _handle(store, db_path, manifest, view)
         reader = h.reader()
-        index = reader._index  # block first keys and offsets: the SST's own size histogram
-        offs = [int(o) for o in index.block_offs]  # block_count + 1 boundaries
-        for key, start, end in zip(index.first_keys, offs[:-1], offs[1:], strict=True):
+        # block index keys and offsets: the SST's own size histogram (block 0's index key is
+        # empty in SlateDB's index: its first key stands in)
+        first_keys = reader.index_keys[:1] and [reader.first_key or b"", *reader.index_keys[1:]]
+        offs = reader.block_offsets  # block_count + 1 boundaries
+        for key, start, end in zip(first_keys, offs[:-1], offs[1:], strict=True):
             if h.range.contains(key) or (h.range.start is not None and key < h.range.start):
                 weighted.append((max(key, h.range.start or b""), end - start))
     if not weighted:

@@ -3,9 +3,10 @@
 Why it is shaped like this: with the manifest's ``SstInfo`` the reader knows where the filter
 starts (the metadata sections follow the data blocks: filter, index, stats, info) and, for SSTs
 we wrote, how long the object is, so opening costs one request; without the size (SSTs SlateDB
-wrote) it costs a HEAD and a read of the end. Blocks are fetched only when a lookup or scan needs
-them, decoded many at a time (:mod:`slatedb_core.sst.decode`), and checked before anything is
-built from them, so a damaged object surfaces as ``CorruptionError``.
+wrote) it costs a suffix read of the end (and a second read when the metadata is longer).
+Blocks are fetched only when a lookup or scan needs them, decoded many at a time
+(:mod:`slatedb_core.sst.decode`), and checked before anything is built from them, so a damaged
+object surfaces as ``CorruptionError``.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ class SstReader:
         cache: BlockCache | None = None, now_ms: int | None = None,
     ) -> SstReader:
         """With ``info`` of a known size: one ranged GET of filter, index, stats and info.
-        Otherwise a HEAD, then the end of the object (and the rest of the footer if longer)."""
+        Otherwise one suffix GET of the object's end (and a ranged GET of the rest of the
+        metadata when it is longer)."""
         if info is not None and info.size_bytes > 0:
             size = info.size_bytes
             start = _data_end(info)
@@ -167,11 +169,13 @@ class SstReader:
             if reader.info != info:
                 raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
             return reader
-        size = store.head(path).size
-        if size <= FOOTER_LEN:
-            raise CorruptionError(path, f"object of {size} bytes is too short for an SST")
-        start = max(0, size - TAIL_READ)
-        region = _get(store, path, start, size)
+        got = store.get_suffix(path, TAIL_READ)
+        size = got.meta.size
+        if size <= FOOTER_LEN or len(got.data) != min(size, TAIL_READ):
+            raise CorruptionError(path, f"object of {size} bytes is too short for an SST, or "
+                                        f"its suffix read returned {len(got.data)} bytes")
+        start = size - len(got.data)
+        region = pa.py_buffer(got.data)
         info_offset, _ = decode_footer(path, memoryview(region), size)
         if info_offset < start:
             start = info_offset

@@ -153,6 +153,13 @@ class ObjectStore(ABC):
     def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
         """Whole object, or bytes [start, end) of it. Raises ObjectNotFound."""
 
+    def get_suffix(self, path: str, length: int) -> GetResult:
+        """The last ``length`` bytes of an object (all of it when it is shorter); ``meta.size``
+        is the whole object's. One suffix-range GET where the store has one (obstore); here a
+        HEAD and a ranged GET, through the wrapper's own ``head`` and ``get``."""
+        size = self.head(path).size
+        return self.get(path, byte_range=(max(0, size - length), size))
+
     @abstractmethod
     def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
         """Conditional GET: None when the stored e-tag still equals ``e_tag`` (HTTP 304)."""
@@ -300,6 +307,16 @@ class ObstoreObjectStore(ObjectStore):
             if end == start:
                 return GetResult(b"", self.head(path))
             res = obstore.get(self._inner, path, options={"range": (start, end)})
+            return GetResult(bytes(res.bytes()), _meta(res.meta))
+        except Exception as e:
+            raise map_error(e, path, "get") from e
+
+    def get_suffix(self, path: str, length: int) -> GetResult:
+        self.counters.incr("get")
+        if length <= 0:
+            raise InvalidArgument(f"bad suffix length {length} for {path}")
+        try:
+            res = obstore.get(self._inner, path, options={"range": {"suffix": length}})
             return GetResult(bytes(res.bytes()), _meta(res.meta))
         except Exception as e:
             raise map_error(e, path, "get") from e

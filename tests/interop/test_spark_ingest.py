@@ -20,7 +20,8 @@ from spark_jobs.session import SessionOptions, get_session
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
 
-pytestmark = [pytest.mark.slatedb, pytest.mark.spark]
+# slow: Spark's start and two jobs take 30-70 s on the shared 2 cores (`make test-slow`, CI)
+pytestmark = [pytest.mark.slatedb, pytest.mark.spark, pytest.mark.slow]
 
 TABLE = "t"
 SPLITS = [b"k0300", b"k0600"]

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 from ulid import ULID
 
+from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import sst_path
-from slatedb_core.lsm.entries import KIND_TOMBSTONE
+from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
@@ -151,11 +152,11 @@ class DbState:
         for h in self.l0:
             e = h.get(key)
             if e is not None:
-                return None if e[1] == KIND_TOMBSTONE else e[2]
+                return _resolved(key, e)
         for run in self.runs:
             e = run.get(key)
             if e is not None:
-                return None if e[1] == KIND_TOMBSTONE else e[2]
+                return _resolved(key, e)
         return None
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
@@ -195,3 +196,13 @@ def build_handles(
     l0 = tuple(handle(v) for v in manifest.l0)
     runs = tuple(SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in manifest.compacted)
     return l0, runs, known
+
+
+def _resolved(key: bytes, entry: tuple[int, int, bytes]) -> bytes | None:
+    """The value of an SST's newest ``(seq, kind, value)`` of ``key``: None for a tombstone. A
+    SlateDB merge operand is refused: this engine has no merge operator to resolve it with."""
+    if entry[1] == KIND_MERGE:
+        raise UnsupportedFeature(
+            "merge operands", f"key {key!r} holds a merge operand, and this engine has no merge "
+            "operator to apply it with")
+    return None if entry[1] == KIND_TOMBSTONE else entry[2]

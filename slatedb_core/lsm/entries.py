@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from slatedb_core.errors import InvalidArgument
 
 # One definition, owned by the SST format (the on-disk columns); re-exported for the engine.
-from slatedb_core.sst.format import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE
+from slatedb_core.sst.format import ENTRY_SCHEMA, KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE
 
 # The user-facing rows of ``put_arrow``, ``scan_arrow`` and bulk ingest: a key and a nullable
 # value (null deletes the key).
@@ -32,7 +32,7 @@ KV_SCHEMA = pa.schema(
     [pa.field("key", pa.binary(), nullable=False), pa.field("value", pa.binary())]
 )
 
-__all__ = ["ENTRY_SCHEMA", "KIND_TOMBSTONE", "KIND_VALUE"]
+__all__ = ["ENTRY_SCHEMA", "KIND_MERGE", "KIND_TOMBSTONE", "KIND_VALUE"]
 
 # Variable-width keys are zero-padded to the widest key for the NumPy sort; past this width the
 # padding costs more memory than Arrow's slower sort costs time.

@@ -25,9 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
+    KIND_MERGE,
     KIND_VALUE,
     arrow_first_of_runs,
     conform,
@@ -204,7 +205,7 @@ def _merge(
     while live:
         if len(live) == 1:
             for b in live[0].drain():
-                yield _drop_tombstones(b) if drop_tombstones else b
+                yield _drop_tombstones(b) if drop_tombstones else _refuse_merges(b)
             return
         firsts = [s.first_key() for s in live]
         lowest = min(range(len(live)), key=firsts.__getitem__)
@@ -214,12 +215,13 @@ def _merge(
         if ahead >= _MIN_PASSTHROUGH_ROWS or (ahead and ahead == live[lowest].rows):
             live[lowest].take(ahead, pieces)
             for b in pieces:
-                yield _drop_tombstones(b) if drop_tombstones else b
+                yield _drop_tombstones(b) if drop_tombstones else _refuse_merges(b)
         else:
             bound = min(s.last_key() for s in live)
             for s in live:  # in source order, so the stable sort keeps the newest entry first
                 s.take(s.count(bound, "right"), pieces)
-            yield _merge_pieces(pieces, drop_tombstones)
+            merged = _merge_pieces(pieces, drop_tombstones)
+            yield merged if drop_tombstones else _refuse_merges(merged)
         for s in live:
             if s.rows < _MIN_BUFFERED_ROWS:
                 s.fill(_MIN_BUFFERED_ROWS)
@@ -239,8 +241,11 @@ def _merge_pieces(pieces: list[pa.RecordBatch], drop_tombstones: bool) -> pa.Rec
         order = arrow_order.to_numpy()
         keep = arrow_first_of_runs(pc.take(chunked, arrow_order))
     if drop_tombstones:
-        kinds = np.concatenate([p.column(2).to_numpy(zero_copy_only=False) for p in pieces])
-        keep &= kinds[order] == KIND_VALUE
+        kinds = np.concatenate([p.column(2).to_numpy(zero_copy_only=False) for p in pieces])[order]
+        values = kinds == KIND_VALUE
+        if not values[keep].all() and (kinds[keep] == KIND_MERGE).any():
+            _refuse_merges(pa.concat_batches(pieces).take(pa.array(order[keep])))
+        keep &= values
     rows = order[keep]
     combined = pa.concat_batches(pieces)
     if len(rows) == combined.num_rows and bool(np.all(rows[1:] > rows[:-1])):
@@ -253,7 +258,20 @@ def _drop_tombstones(batch: pa.RecordBatch) -> pa.RecordBatch:
     values = kinds == KIND_VALUE
     if values.all():
         return batch
+    _refuse_merges(batch)
     return batch.filter(pa.array(values))
+
+
+def _refuse_merges(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` (newest rows only) unless one is a SlateDB merge operand, which this engine has
+    no merge operator to resolve: reads and compactions stop there rather than serve or keep an
+    operand as if it were the value (docs/format.md, "What each engine ignores of the other's")."""
+    if batch.num_rows and pc.any(pc.equal(batch.column(2), KIND_MERGE)).as_py():
+        key = batch.filter(pc.equal(batch.column(2), KIND_MERGE)).column(0)[0].as_py()
+        raise UnsupportedFeature(
+            "merge operands", f"key {key!r} holds a merge operand, and this engine has no merge "
+            "operator to apply it with")
+    return batch
 
 
 def _rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

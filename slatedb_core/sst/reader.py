@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import struct
-import time
 from collections.abc import Iterator
 from typing import cast
 
@@ -55,15 +54,17 @@ def _as_key(key: object, what: str) -> bytes:
     raise InvalidArgument(f"{what} must be bytes, got {type(key).__name__}")
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+_NO_CLOCK = -(1 << 63)  # before every expire_ts: nothing expires
 
 
 class SstReader:
     """An open SST. Immutable after opening, so one reader can serve many threads at once.
 
-    ``now_ms`` fixes the clock rows' expire_ts are compared with (SlateDB's: ms since the
-    epoch); by default the wall clock at each decode."""
+    ``now_ms``: a clock (SlateDB's: ms since the epoch) at or past which a row's expire_ts makes
+    it read as a tombstone. By default none: SlateDB 0.17 applies expiry when it rewrites rows
+    (a memtable flush or a compaction, by its clock's last tick), not when it reads them, and a
+    reader that must read what SlateDB reads leaves them as they are (``has_expiring_rows`` says
+    whether there are any). A rewrite that expires rows as SlateDB does passes its clock."""
 
     def __init__(
         self, name: str, region: pa.Buffer, region_start: int, object_size: int, *,
@@ -324,7 +325,7 @@ class SstReader:
     def _decode(self, b0: int, b1: int, buf: pa.Buffer) -> list[Block]:
         base = self._offs[b0]
         rel = [o - base for o in self._offs[b0 : b1 + 1]]
-        now = self._now if self._now is not None else _now_ms()
+        now = self._now if self._now is not None else _NO_CLOCK
         try:
             try:
                 blocks = decode_group(self.name, buf, rel, b0, self._codec, not self.wal, now)

@@ -207,3 +207,29 @@ def test_input_is_accepted_exactly_when_rows_are_in_key_then_descending_seq_orde
     else:
         with pytest.raises(InvalidArgument):
             encode_sst(batch)
+
+
+def test_timestamps_round_trip_and_expired_rows_read_as_tombstones_at_a_given_clock() -> None:
+    """expire_ts / create_ts (SlateDB's ms) are stored per row when present; a row expires when
+    the reader is given a clock at or past its expire_ts, and only then (SlateDB's reads leave
+    expired rows to its rewrites)."""
+    table = pa.table({
+        "key": pa.array([b"a", b"b", b"c", b"d"], pa.binary()),
+        "seq": pa.array([4, 3, 2, 1], pa.uint64()),
+        "kind": pa.array([0, 0, 1, 0], pa.uint8()),
+        "value": pa.array([b"live", b"dies", b"", b"plain"], pa.binary()),
+        "expire_ts": pa.array([2_000, 1_000, None, None], pa.int64()),
+        "create_ts": pa.array([10, None, 30, 40], pa.int64()),
+    })
+    data, _ = encode_sst(table, SstOptions(block_size=64))
+    plain = encode_sst(table.drop_columns(["expire_ts", "create_ts"]))[0]
+    assert not SstReader.from_bytes(plain, "t").has_expiring_rows
+    reader = SstReader.from_bytes(data, "t")
+    assert reader.has_expiring_rows
+    assert reader.read_all(timestamps=True).to_pylist() == table.to_pylist()
+    assert reader.get(b"b") == (3, 0, b"dies")  # no clock: nothing expires
+    at = SstReader.from_bytes(data, "t", now_ms=1_000)
+    assert entries_of(at.read_all()) == [(b"a", 4, 0, b"live"), (b"b", 3, 1, b""),
+                                         (b"c", 2, 1, b""), (b"d", 1, 0, b"plain")]
+    assert at.get(b"b") == (3, 1, b"") and at.get(b"a") == (4, 0, b"live")
+    assert SstReader.from_bytes(data, "t", now_ms=2_000).get(b"a") == (4, 1, b"")

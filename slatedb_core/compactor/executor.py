@@ -44,6 +44,7 @@ from slatedb_core.errors import (
     CompactionSourceChanged,
     CorruptionError,
     Fenced,
+    UnsupportedFeature,
 )
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
@@ -154,15 +155,28 @@ def source_streams(
 
     if plan.kind == "l0":
         return [_lazy_view(handle(v)) for v in plan.source_views]
-    return [
-        SortedRunHandle(r.id, [handle(v) for v in r.views]).scan(None, None)
-        for r in plan.source_runs
-    ]
+    runs = [SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in plan.source_runs]
+    for run in runs:
+        for h in run.views:
+            _refuse_ttl_rows(h)
+    return [run.scan(None, None) for run in runs]
 
 
 def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:
     """Open the SST only when the merge first pulls from it."""
+    _refuse_ttl_rows(h)
     yield from h.scan(None, None)
+
+
+def _refuse_ttl_rows(h: SstHandle) -> None:
+    """Refuse to rewrite an SST whose rows carry SlateDB's expire_ts: our rows have no TTL, so the
+    rewrite would make them live for ever (docs/format.md, "What each engine ignores of the
+    other's"). Only SSTs without our size in the manifest are checked (SlateDB wrote them, or a
+    SlateDB rewrite dropped it): this engine never writes a TTL."""
+    if h.sst.info.size_bytes == 0 and h.reader().has_expiring_rows:
+        raise UnsupportedFeature(
+            "rows with a TTL", f"{h.path} holds rows with an expire time, which our compaction "
+            "cannot keep; compact this database with SlateDB's compactor")
 
 
 def counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:

@@ -1,6 +1,7 @@
-"""SlateDB merge operands (its merge operator, which this engine does not have): our reads and our
-compactor refuse them with a typed error instead of serving an operand as the value or dropping
-the values beneath it (docs/format.md, "What each engine ignores of the other's")."""
+"""SlateDB features this engine does not implement: merge operands (its merge operator) and rows
+with a TTL. Our reads and our compactor refuse them with a typed error instead of serving an
+operand as the value, dropping the values beneath it, or making an expiring row live for ever
+(docs/format.md, "What each engine ignores of the other's")."""
 
 from __future__ import annotations
 
@@ -59,3 +60,16 @@ def test_our_reads_and_compactor_refuse_merge_operands(oracle: Oracle, store: Ob
         assert oracle.run(r.get(b"merged")) == b"ab"
     finally:
         oracle.run(r.shutdown())
+
+
+def test_our_compactor_refuses_rows_with_a_ttl(oracle: Oracle, store: ObjectStore) -> None:
+    w = oracle.open_db(s=settings(compactor=False))
+    w.put(b"plain", b"v")
+    w.flush_memtable()
+    w.put_ttl(b"ttl", b"expires-in-an-hour", 3_600_000)
+    w.flush_memtable()
+    w.shutdown()
+    with pytest.raises(UnsupportedFeature, match="TTL"):
+        run_compaction_once("db", store, CompactorOptions(l0_trigger=1))
+    r = oracle.open_reader()
+    assert r.get(b"ttl") == b"expires-in-an-hour"  # nothing was rewritten

@@ -178,3 +178,21 @@ def test_zombie_cannot_write_into_a_collected_fence_slot(store: ObjectStore) -> 
         store.delete(wal.path(i))
     with pytest.raises(Fenced):
         zombie.write(batch_from_lists([b"late"], [9], [0], [b"x"]))
+
+
+def test_every_wal_row_carries_the_writers_clock_tick(store: ObjectStore) -> None:
+    """SlateDB 0.17 needs a create_ts on WAL rows it replays (tests/interop/test_wal_fences.py);
+    ticks never go back within a writer."""
+    wal = WalLog(store, "db")
+    writer = WalWriter(wal, epoch=1, next_id=1, options=OPTS)
+    before = writer.tick()
+    writer.write(batch_from_lists([b"a", b"b"], [1, 2], [0, 1], [b"1", b""]))
+    writer._last_tick += 60_000  # a tick given earlier, ahead of the wall clock
+    ahead = writer._last_tick
+    writer.write(batch_from_lists([b"c"], [3], [0], [b"3"]))
+    first = wal.decode(1, store.get(wal.path(1)).data, timestamps=True).entries
+    second = wal.decode(2, store.get(wal.path(2)).data, timestamps=True).entries
+    stamps = first.column("create_ts").to_pylist()
+    assert len(set(stamps)) == 1 and stamps[0] >= before
+    assert second.column("create_ts").to_pylist() == [ahead]
+    assert first.column("expire_ts").to_pylist() == [None, None]

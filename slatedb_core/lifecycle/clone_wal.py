@@ -42,7 +42,7 @@ def clip(wal: WalLog, wal_id: int, data: bytes, rng: KeyRange | None) -> tuple[b
     clone must not replay the parent's writes outside its range: they would reach its L0 SSTs,
     which carry no visible range. The SST is re-encoded with the clone's rows only; one left with
     none becomes a zero-byte object (SlateDB 0.17's fence: a WAL object that holds no rows)."""
-    sst = wal.decode(wal_id, data)
+    sst = wal.decode(wal_id, data, timestamps=True)  # re-encoded with its rows' timestamps
     rows = sst.entries.num_rows
     if rng is None or rng == KeyRange() or rows == 0:
         return data, rows

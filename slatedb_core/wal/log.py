@@ -27,6 +27,7 @@ from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.sst import KIND_MERGE, SstOptions, SstReader, encode_sst
+from slatedb_core.sst.reader import TS_SCHEMA
 from slatedb_core.store.objectstore import ObjectStore
 
 FENCE = b""
@@ -42,12 +43,29 @@ still reads as its value, and so it does here."""
 
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
 _NO_ROWS = ENTRY_SCHEMA.empty_table()
+_NO_TS_ROWS = TS_SCHEMA.empty_table()
 
 
-def encode_wal_sst(entries: pa.RecordBatch | pa.Table, options: SstOptions) -> bytes:
+def encode_wal_sst(
+    entries: pa.RecordBatch | pa.Table, options: SstOptions, create_ts: int | None = None
+) -> bytes:
     """One WAL SST holding ``entries`` (at least one row, distinct seqs, in any order): SlateDB
-    0.17's WAL SST (``sst_type`` WAL in ``schemas/sst.fbs``), its rows in seq order."""
-    return encode_sst(in_seq_order(entries), options, wal=True)[0]
+    0.17's WAL SST (``sst_type`` WAL in ``schemas/sst.fbs``), its rows in seq order.
+
+    ``create_ts`` (ms since the epoch) stamps every row that has none. SlateDB 0.17 stamps each
+    row it writes with its clock's tick and, replaying a WAL, carries the newest tick into the
+    memtable it flushes; a replayed memtable with no tick at all fails its flush ("invalid clock
+    tick, must be monotonic"), so every WAL row of ours carries one."""
+    rows = in_seq_order(entries)
+    if create_ts is not None and rows.num_rows:
+        stamp = pa.array(np.full(rows.num_rows, create_ts, dtype=np.int64))
+        at = rows.schema.get_field_index("create_ts")
+        if at < 0:
+            rows = rows.append_column(pa.field("create_ts", pa.int64()), stamp)
+        else:
+            col = rows.column(at)
+            rows = rows.set_column(at, "create_ts", pc.coalesce(col, stamp))
+    return encode_sst(rows, options, wal=True)[0]
 
 
 def in_seq_order(rows: Rows) -> Rows:
@@ -102,12 +120,14 @@ class WalLog:
                 ids.append(wal_id)
         return ids
 
-    def decode(self, wal_id: int, data: bytes) -> WalSst:
-        """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`)."""
+    def decode(self, wal_id: int, data: bytes, *, timestamps: bool = False) -> WalSst:
+        """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`);
+        ``timestamps``: with SlateDB's ``expire_ts`` and ``create_ts`` columns (to re-encode)."""
         if len(data) == 0:
-            return WalSst(wal_id, _NO_ROWS, is_fence=True)
+            return WalSst(wal_id, _NO_TS_ROWS if timestamps else _NO_ROWS, is_fence=True)
         name = self.path(wal_id)
-        rows = SstReader.from_bytes(data, name, now_ms=_AS_WRITTEN).read_all()
+        reader = SstReader.from_bytes(data, name, now_ms=_AS_WRITTEN)
+        rows = reader.read_all(timestamps=timestamps)
         if rows.num_rows and pc.any(pc.equal(rows.column("kind"), KIND_MERGE)).as_py():
             raise UnsupportedFeature(
                 "merge operands", f"{name} holds merge operands, and this engine has no merge "

@@ -220,9 +220,18 @@ class WalWriter:
         self.next_id = next_id
         self.options = options
         self.boundary = wal_boundary(wal)
+        self._last_tick = 0
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
-        return encode_wal_sst(batch, self.options)
+        """``batch`` as a WAL SST, every row stamped with this writer's clock tick (see
+        :func:`~slatedb_core.wal.log.encode_wal_sst`)."""
+        return encode_wal_sst(batch, self.options, self.tick())
+
+    def tick(self) -> int:
+        """Now in ms since the epoch, never below a tick this writer gave before (SlateDB 0.17's
+        clock is monotonic)."""
+        self._last_tick = max(self._last_tick, time.time_ns() // 1_000_000)
+        return self._last_tick
 
     def write_at(self, wal_id: int, data: bytes) -> None:
         """Create ``wal/{wal_id}.sst`` (for :class:`WalWindow`: no stepping over, since later ids

@@ -119,3 +119,25 @@ def test_we_replay_a_slatedb_wal_sst_holding_one_key_twice(
     with Db.open("db", store, QUIET) as ours:
         assert ours.get(b"k") == b"3" and ours.get(b"gone") == b"back"
         assert [k for k, _ in ours.scan()] == [b"gone", b"k"]
+
+
+def test_slatedb_flushes_the_memtable_it_replayed_from_our_wal(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB 0.17 carries the newest clock tick of the rows it replays into the memtable it
+    flushes; rows without a create_ts made that flush fail ("invalid clock tick, must be
+    monotonic"), so our WAL rows carry one. Its flush then records our seqs as last_l0_seq, and
+    its next writes continue above them."""
+    ours = Db.open("db", store, QUIET)
+    ours.put(b"a", b"1")
+    ours.put(b"b", b"2")
+    ours._simulate_crash()  # nothing of ours reached L0: all of it is in the WAL
+    w = oracle.open_db(s=settings(compactor=False))
+    assert (w.get(b"a"), w.get(b"b")) == (b"1", b"2")
+    w.flush_memtable()
+    m = oracle.admin().latest()
+    assert len(m.l0) == 1 and m.last_l0_seq == 2 and m.last_l0_clock_tick > 0
+    w.put(b"a", b"3")
+    w.flush_memtable()
+    assert oracle.admin().latest().last_l0_seq == 3
+    assert (w.get(b"a"), w.get(b"b")) == (b"3", b"2")

@@ -224,7 +224,7 @@ class SlateAdmin:
         return self.oracle.run(self.admin.list_compactions(None, None))
 
     def wait_until(
-        self, done: Callable[[sdb.VersionedManifest], bool], timeout_s: float = 8.0
+        self, done: Callable[[sdb.VersionedManifest], bool], timeout_s: float = 20.0
     ) -> sdb.VersionedManifest:
         """Poll the latest manifest until ``done`` holds (e.g. SlateDB's compactor has moved
         L0 into a sorted run); AssertionError after ``timeout_s``."""

@@ -133,11 +133,12 @@ def decode_group(
     if sorted_keys and batch.num_rows > 1:
         keys = batch.column(0)
         a, b = keys.slice(0, batch.num_rows - 1), keys.slice(1)
-        if not pc.all(pc.less_equal(a, b)).as_py():
-            raise CorruptionError(name, f"{where} keys are not in order")
-        same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
-        if same.any() and np.any(dec.seqs[1:][same] >= dec.seqs[:-1][same]):
-            raise CorruptionError(name, f"{where} has versions of a key out of order")
+        if not pc.all(pc.less(a, b)).as_py():  # unique keys (the common case) end here
+            if not pc.all(pc.less_equal(a, b)).as_py():
+                raise CorruptionError(name, f"{where} keys are not in order")
+            same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
+            if np.any(dec.seqs[1:][same] >= dec.seqs[:-1][same]):
+                raise CorruptionError(name, f"{where} has versions of a key out of order")
     out: list[Block] = []
     at = 0
     for count in dec.counts:

@@ -41,37 +41,42 @@ def num_probes(bits_per_key: int) -> int:
     return int(np.float32(bits_per_key) * np.float32(0.69))
 
 
-def _rotl(x: npt.NDArray[np.uint64], b: int) -> npt.NDArray[np.uint64]:
-    return (x << np.uint64(b)) | (x >> np.uint64(64 - b))
-
-
 def _sip_words(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """SipHash-1-3 (zero key) of rows of u64 words already in message order, final word last."""
+    """SipHash-1-3 (zero key) of rows of u64 words already in message order, final word last.
+    In-place numpy arithmetic (wrapping u64), one temporary for the rotations."""
     n, w = words.shape
     v0 = np.full(n, _C0, dtype=np.uint64)
     v1 = np.full(n, _C1, dtype=np.uint64)
     v2 = np.full(n, _C2, dtype=np.uint64)
     v3 = np.full(n, _C3, dtype=np.uint64)
+    tmp = np.empty(n, dtype=np.uint64)
+    shifts = {b: (np.uint64(b), np.uint64(64 - b)) for b in (13, 16, 17, 21, 32)}
+
+    def rotl(x: npt.NDArray[np.uint64], b: int) -> None:
+        left, right = shifts[b]
+        np.right_shift(x, right, out=tmp)
+        np.left_shift(x, left, out=x)
+        x |= tmp
 
     def rnd() -> None:
-        nonlocal v0, v1, v2, v3
+        nonlocal v0, v1, v2, v3  # in-place updates: the same arrays throughout
         v0 += v1
-        v1 = _rotl(v1, 13)
+        rotl(v1, 13)
         v1 ^= v0
-        v0 = _rotl(v0, 32)
+        rotl(v0, 32)
         v2 += v3
-        v3 = _rotl(v3, 16)
+        rotl(v3, 16)
         v3 ^= v2
         v0 += v3
-        v3 = _rotl(v3, 21)
+        rotl(v3, 21)
         v3 ^= v0
         v2 += v1
-        v1 = _rotl(v1, 17)
+        rotl(v1, 17)
         v1 ^= v2
-        v2 = _rotl(v2, 32)
+        rotl(v2, 32)
 
     for t in range(w):
-        m = words[:, t]
+        m = np.ascontiguousarray(words[:, t])
         v3 ^= m
         rnd()
         v0 ^= m
@@ -79,7 +84,10 @@ def _sip_words(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     rnd()
     rnd()
     rnd()
-    return v0 ^ v1 ^ v2 ^ v3
+    v0 ^= v1
+    v0 ^= v2
+    v0 ^= v3
+    return v0
 
 
 def _group_matrix(

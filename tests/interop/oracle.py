@@ -158,6 +158,11 @@ class SlateWriter:
 
         return self.oracle.run(scan())
 
+    def snapshot(self) -> sdb.DbSnapshot:
+        """A snapshot: while it is held, SlateDB's flushes and compactions keep the versions it
+        sees, so one SST holds several versions of a key (newest first)."""
+        return self.oracle.run(self.db.snapshot())
+
     def flush_wal(self) -> None:
         self.oracle.run(self.db.flush_with_options(sdb.FlushOptions(flush_type=sdb.FlushType.WAL)))
 

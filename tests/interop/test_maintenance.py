@@ -23,9 +23,11 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbReaderOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from tests.interop.expect import Model, check_reads, scanner
+from slatedb_core.writer.db import Db
+from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, SlateWriter, settings
 from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
+from tests.interop.test_we_write import FAST, arrow, our_rounds
 
 pytestmark = pytest.mark.slatedb
 
@@ -156,3 +158,64 @@ def test_dagster_compaction_asset_on_slatedb_database(
     assert m.compacted and not m.l0
     w = oracle.open_db(s=settings(compactor=False))
     read_everywhere(oracle, store, model, w)
+
+
+def test_slatedb_compactor_compacts_our_database(oracle: Oracle, store: ObjectStore) -> None:
+    """The other way round: SlateDB's compactor merges the L0 SSTs our writer flushed (and an
+    ingest's) into a sorted run of its own; our DbReader and Db then read it."""
+    model = Model()
+    with Db.open("db", store, FAST) as db:
+        our_rounds(db, model, 4)
+        db.bulk_ingest(arrow(model.apply(rows(8, 600, start=50))))
+    w = oracle.open_db(s=settings(compactor=True))
+    oracle.admin().wait_until(lambda m: bool(m.compacted) and not m.l0)
+    w.shutdown()
+    with DbReader.open("db", store, options=READER) as reader:
+        check_reads(model, reader.get, scanner(reader), who="our DbReader")
+    with Db.open("db", store, FAST) as db:
+        check_reads(model, db.get, scanner(db), who="our Db")
+
+
+def test_slatedb_gc_during_our_writes_and_compactions_loses_nothing(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB's GC (min_age 0, passes back to back) while our writer flushes and ingests and
+    our compactor compacts: it must keep what we have written and not yet committed, and our
+    own objects it does not know (docs/format.md)."""
+    model = Model()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    admin = oracle.admin()
+
+    def collect() -> None:
+        while not stop.is_set():
+            try:
+                admin.run_gc(min_age_ms=0)
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+                return
+
+    with Db.open("db", store, FAST) as db:
+        # the GC thread drives the wheel on its own event loop
+        gc_oracle = Oracle(oracle.root)
+        admin = gc_oracle.admin()
+        gc = threading.Thread(target=collect, daemon=True)
+        gc.start()
+        try:
+            our_rounds(db, model, 3)
+            run_compaction_once("db", store, COMPACT_NOW)
+            db.bulk_ingest(arrow(model.apply(rows(9, 800, start=20))))
+            our_rounds(db, model, 3, first=3)
+            run_compaction_once("db", store, COMPACT_NOW)
+            db.put(b"k/00004", b"tail")
+            model.put(b"k/00004", b"tail")
+        finally:
+            stop.set()
+            gc.join(30)
+            gc_oracle.close()
+        assert not errors, f"SlateDB's GC failed on our database: {errors[0]!r}"
+        check_reads(model, db.get, scanner(db), who="our running Db")
+    with DbReader.open("db", store, options=READER) as reader:
+        check_reads(model, reader.get, scanner(reader), who="our DbReader")
+    r = oracle.open_reader()
+    check_reads(model, r.get, r.scan, who="SlateDB DbReader")

@@ -12,6 +12,7 @@ import pytest
 
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
+from slatedb_core.sst.reader import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner
@@ -155,3 +156,24 @@ def test_slatedb_ttl_rows_read_by_our_reader_and_db(oracle: Oracle, store: Objec
     model.put(b"wal/expired", b"expires-now")
     check_reads(model, w.get, w.scan, who="SlateDB Db (the oracle itself)")
     read_with_ours(store, model)
+
+
+def test_slatedb_multi_version_ssts_read_by_our_reader_and_db(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """An SST holding several versions of a key: SlateDB keeps every version a live snapshot
+    may read (its manifest's recent_snapshot_min_seq) when it flushes, newest first; a reader
+    answers with the newest only, and a tombstone hides what is under it."""
+    model = Model()
+    w = oracle.open_db(s=settings(compactor=False))
+    w.write(model.apply(rows(0, 1200)))
+    snapshot = w.snapshot()
+    w.write(model.apply(rows(1, 600, step=2)))
+    w.write(model.apply((k, None) for k, _ in rows(1, 300, step=4, start=1)))
+    w.flush_memtable()
+    check_reads(model, w.get, w.scan, who="SlateDB Db (the oracle itself)")
+    (sst,) = (oracle.root / "db" / "compacted").iterdir()
+    keys = SstReader.open(store, f"db/compacted/{sst.name}").read_all().column("key")
+    assert len(keys) == 1200 + 600 + 300  # every version kept: 1200 keys, 900 newer versions
+    read_with_ours(store, model)
+    del snapshot

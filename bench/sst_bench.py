@@ -24,7 +24,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slatedb_core.sst import ENTRY_SCHEMA, BlockCache, SstOptions, SstReader, encode_sst
-from slatedb_core.sst.bloom import BloomFilter, build_filter, hash_keys
+from slatedb_core.sst.bloom import BloomFilter, build_bloom, hash_keys
 from slatedb_core.store.url import open_store
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ def bench_codec(batch: pa.RecordBatch, codec: str, gets: int) -> None:
     raw_bytes = batch.nbytes
     print(f"\n## codec={codec}  entries={n:,}  input={raw_bytes / 1e6:.0f} MB")
     opts = SstOptions(compression=codec)
-    secs, (data, info) = timed(lambda: encode_sst(batch, opts, metadata={"writer_epoch": 1}))
+    secs, (data, info) = timed(lambda: encode_sst(batch, opts))
     line("encode", secs, n, raw_bytes)
     print(f"  object {len(data) / 1e6:.1f} MB, index {info.index_len / 1e3:.1f} KB, "
           f"filter {info.filter_len / 1e3:.1f} KB")
@@ -119,9 +119,9 @@ def bench_bloom(batch: pa.RecordBatch) -> None:
     print(f"\n## bloom filter, {n:,} keys, 10 bits/key")
     secs, hashes = timed(lambda: hash_keys(data, offs))
     line("hash keys", secs, n)
-    secs, filt = timed(lambda: build_filter(hashes, 10))
+    secs, filt = timed(lambda: build_bloom(hashes, 10))
     line("build bits", secs, n)
-    secs, _ = timed(lambda: build_filter(hash_keys(data, offs), 10))
+    secs, _ = timed(lambda: build_bloom(hash_keys(data, offs), 10))
     line("hash + build", secs, n)
     bf = BloomFilter("bench", filt)
     probes = [b"k" * 8 + (2 * i + 1).to_bytes(8, "big") for i in range(200_000)]

@@ -25,7 +25,9 @@ from slatedb_core.sst import (
     encode_sst,
 )
 from slatedb_core.sst.bloom import build_filter_block, hash_keys
+from slatedb_core.sst.fixed_width import encode_fixed_sst_into
 from slatedb_core.sst.format import CODECS, unseal
+from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
@@ -203,5 +205,28 @@ def test_ssts_we_encode_with_every_codec_are_read_by_slatedb(
     for key in keys[::7]:
         assert reader.get(key) == want.get(key), key
     assert reader.get(b"s/000001") is None
+    assert reader.scan() == sorted(want.items())
+    reader.shutdown()
+
+
+def test_ssts_of_the_fixed_width_encoder_are_read_by_slatedb(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """The bulk encoder stores every key whole (``shared`` 0); SlateDB reads that like its own."""
+    n, kw, vw = 3000, 12, 40
+    rng = np.random.default_rng(3)
+    keys = np.unique(rng.integers(0, 256, (2 * n, kw), dtype=np.uint8), axis=0)[:n]
+    values = rng.integers(0, 256, n * vw, dtype=np.uint8)
+    rows = rng.permutation(n).astype(np.int64)
+    data, info = encode_fixed_sst_into(keys.reshape(-1), kw, values, vw, rows, 1, Scratch(),
+                                       SstOptions(block_size=4096))
+    assert info.entry_count == n
+    store.put("staging/fixed.sst", bytes(data))
+    with Db.open("db", store, DbOptions(flush_interval=timedelta(milliseconds=10))) as db:
+        db.ingest_ssts(["staging/fixed.sst"])
+    reader = oracle.open_reader()
+    want = {keys[i].tobytes(): values.reshape(-1, vw)[rows[i]].tobytes() for i in range(n)}
+    for i in range(0, n, 97):
+        assert reader.get(keys[i].tobytes()) == want[keys[i].tobytes()]
     assert reader.scan() == sorted(want.items())
     reader.shutdown()

@@ -33,10 +33,10 @@ class Block:
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
-                 create: npt.NDArray[np.int64]) -> None:
+                 create: npt.NDArray[np.int64], nbytes: int) -> None:
         self.batch = batch
         self.n = batch.num_rows
-        self.nbytes = batch.nbytes + _BLOCK_OVERHEAD
+        self.nbytes = nbytes + _BLOCK_OVERHEAD  # the batch's bytes (the decoder counts them)
         self.expire = expire  # per row, int64 min where absent (SlateDB's ms)
         self.create = create
         self.has_expire = bool(np.any(expire != _NO_TS))
@@ -139,11 +139,18 @@ def decode_group(
             same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
             if np.any(dec.seqs[1:][same] >= dec.seqs[:-1][same]):
                 raise CorruptionError(name, f"{where} has versions of a key out of order")
+    # each block's share of the columns: key and value bytes, offsets, seq and kind per row
+    ends = np.cumsum(dec.counts)
+    bounds = np.concatenate([[0], ends])
+    kinds_of = (_offsets(dec.keys), _offsets(dec.values))
+    sizes = sum(np.diff(offs[bounds]) for offs in kinds_of) + 17 * np.asarray(dec.counts) + 8
     out: list[Block] = []
-    at = 0
-    for count in dec.counts:
-        end = at + count
-        out.append(Block(batch.slice(at, count), dec.seqs[at:end], dec.kinds[at:end],
-                         dec.expire[at:end], dec.create[at:end]))
-        at = end
+    for at, end, size in zip(bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), strict=True):
+        out.append(Block(batch.slice(at, end - at), dec.seqs[at:end], dec.kinds[at:end],
+                         dec.expire[at:end], dec.create[at:end], size))
     return out
+
+
+def _offsets(arr: pa.Array) -> npt.NDArray[np.int64]:
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
+                         offset=4 * arr.offset).astype(np.int64)

@@ -244,7 +244,7 @@ def _walk(
     if len(has_c):
         at = seqpos[has_c] + 9 + 8 * has_e[has_c]
         create[has_c] = win8[at + _PAD].view(">i8").reshape(len(has_c))
-    values = _values(raw, _win(padded, 12), vpos, vlen)
+    values = _values(raw, padded, vpos, vlen)
     counts = np.bincount(iblock, weights=per_int, minlength=nblocks).astype(np.int64).tolist()
     if 0 in counts:
         raise ValueError("a block has no rows")
@@ -283,22 +283,27 @@ def _keys_steps(buf: npt.NDArray[np.uint8], koffs: I64, shared: I64, unshared: I
     return kbytes
 
 
-def _values(raw: pa.Buffer, win12: npt.NDArray[np.uint8], vpos: I64, vlen: I64) -> pa.Array:
-    """The values as a binary array: binary views into ``raw``, cast (copied) to binary."""
+def _values(raw: pa.Buffer, padded: npt.NDArray[np.uint8], vpos: I64, vlen: I64) -> pa.Array:
+    """The values as a binary array: binary views into ``raw``, cast (copied) to binary.
+
+    A view is four int32: the length, then up to 12 bytes inline (short values) or the first 4
+    bytes, buffer 0 and the offset (long values)."""
     n = len(vpos)
     if n == 0:
         return pa.array([], pa.binary())
     if int(vpos.max(initial=0)) >= 1 << 31:
         raise ValueError("a read of 2 GiB or more")
-    views = np.zeros((n, 16), dtype=np.uint8)
-    views[:, 0:4] = vlen.astype("<i4").view(np.uint8).reshape(n, 4)
-    head = win12[vpos + _PAD]
-    short = vlen <= 12
-    if short.any():
-        views[short, 4:16] = head[short] * (np.arange(12)[None, :] < vlen[short][:, None])
-    long_ = ~short
-    if long_.any():
-        views[long_, 4:8] = head[long_, 0:4]
-        views[long_, 12:16] = vpos[long_].astype("<i4").view(np.uint8).reshape(-1, 4)
+    views = np.zeros((n, 4), dtype="<i4")
+    views[:, 0] = vlen
+    short = np.flatnonzero(vlen <= 12)
+    if len(short) < n:
+        long_ = np.flatnonzero(vlen > 12) if len(short) else np.arange(n)
+        at = vpos[long_]
+        views[long_, 1] = _win(padded, 4)[at + _PAD].view("<i4").reshape(-1)
+        views[long_, 3] = at
+    if len(short):
+        head = _win(padded, 12)[vpos[short] + _PAD]
+        head *= np.arange(12)[None, :] < vlen[short][:, None]
+        views[short, 1:4] = head.view("<i4")
     arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), raw])
     return arr.cast(pa.binary())

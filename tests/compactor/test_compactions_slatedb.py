@@ -13,6 +13,7 @@ import pytest
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # the wheel ships no py.typed
 from ulid import ULID
 
+from slatedb_core.compactor import run_compaction_once
 from slatedb_core.compactor.compactions import (
     CompactionRecord,
     CompactionsState,
@@ -25,6 +26,7 @@ from slatedb_core.compactor.compactions import (
 )
 from slatedb_core.compactor.compactions_model import WorkerSpec
 from slatedb_core.manifest.model import CompactedSst, SstInfo
+from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from tests.interop.oracle import Oracle, SlateWriter, settings
@@ -223,3 +225,36 @@ def _latest_bytes(store: ObjectStore) -> tuple[str, bytes]:
     assert found is not None
     return seq.path(found[0]), found[1]
 
+
+
+def test_the_compactors_take_turns(oracle: Oracle, store: ObjectStore) -> None:
+    """SlateDB's compactor, then ours, then SlateDB's again on one database: ours takes over
+    SlateDB's record (its epoch stamped, nothing left under way, its compaction recorded
+    committed), and SlateDB's coordinator then decodes our record, fences ours and goes on."""
+    slatedb_compacted_database(oracle)
+    found = read_latest_state(store, "db")
+    assert found is not None
+    slatedb_epoch = found[1].compactor_epoch
+    db = oracle.open_db(s=settings(compactor=False))
+    model = fill(db, 3, "ours")
+    db.shutdown()
+
+    stats = run_compaction_once("db", store, CompactorOptions(l0_trigger=2, min_merge_width=2))
+    assert stats is not None and stats.compactions >= 1
+    after = read_latest_state(store, "db")
+    assert after is not None
+    ours = after[1]
+    assert ours.compactor_epoch > slatedb_epoch and ours.running() == ()
+    mine = [c for c in ours.compactions if c.created_at_ms]
+    assert mine and all(c.status == "committed" and c.outputs for c in mine)
+    wheel = oracle.run(oracle.admin().admin.read_compactions(None))
+    assert_same(ours, wheel)
+
+    db = oracle.open_db()
+    model.update(fill(db, 10, "slatedb-again"))
+    admin = oracle.admin()
+    admin.wait_until(lambda m: len(m.l0) < 8)
+    assert admin.compactions()[-1].compactor_epoch > ours.compactor_epoch
+    for k, v in model.items():
+        assert db.get(k) == v
+    db.shutdown()

@@ -47,7 +47,7 @@ from slatedb_core.errors import (
     UnsupportedFeature,
 )
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
-from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
@@ -154,12 +154,12 @@ def source_streams(
         return SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, None)
 
     if plan.kind == "l0":
-        return [_lazy_view(handle(v)) for v in plan.source_views]
+        return [newest_versions(_lazy_view(handle(v))) for v in plan.source_views]
     runs = [SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in plan.source_runs]
     for run in runs:
         for h in run.views:
             _refuse_ttl_rows(h)
-    return [run.scan(None, None) for run in runs]
+    return [newest_versions(run.scan(None, None)) for run in runs]
 
 
 def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:

@@ -28,7 +28,7 @@ from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE
-from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
@@ -162,8 +162,8 @@ class DbState:
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
         out: list[Iterable[pa.RecordBatch]] = [self.memtable.scan(start, end)]
         out += [imm.scan(start, end) for imm in self.imm]
-        out += [h.scan(start, end) for h in self.l0]
-        out += [run.scan(start, end) for run in self.runs]
+        out += [newest_versions(h.scan(start, end)) for h in self.l0]
+        out += [newest_versions(run.scan(start, end)) for run in self.runs]
         return out
 
     def scan(

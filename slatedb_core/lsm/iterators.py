@@ -176,6 +176,31 @@ class _Source:
             self.it = None
 
 
+def newest_versions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A key-sorted ENTRY_SCHEMA stream with only the first (newest) row of each key.
+
+    SlateDB keeps several versions of a key in one SST, newest first, while a snapshot of its may
+    read them (docs/format.md, "SSTs and WAL SSTs"); the merge takes each source to hold a key
+    once. One vectorised comparison of neighbouring keys per batch; rows are dropped only where a
+    key repeats, across batch boundaries too."""
+    last: bytes | None = None
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        keys = b.column(0)
+        repeats = pc.equal(keys.slice(1), keys.slice(0, n - 1))
+        first_repeats = last is not None and keys[0].as_py() == last
+        last = keys[n - 1].as_py()
+        if first_repeats or pc.any(repeats).as_py():
+            keep = np.empty(n, dtype=bool)
+            keep[0] = not first_repeats
+            keep[1:] = ~repeats.to_numpy(zero_copy_only=False)
+            b = b.filter(pa.array(keep))
+        if b.num_rows:
+            yield b
+
+
 def merge_sorted(
     sources: Sequence[Iterable[pa.RecordBatch]],
     *,

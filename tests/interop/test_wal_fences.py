@@ -8,7 +8,10 @@ acknowledged writes stay readable."""
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # the wheel ships no py.typed
@@ -18,6 +21,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
+from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
@@ -25,6 +29,8 @@ from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
+
+T = TypeVar("T")
 
 # our WAL flusher runs only for durable puts: every WAL object in these tests is accounted for
 QUIET = DbOptions(flush_interval=timedelta(hours=1), manifest_poll_interval=timedelta(hours=1))
@@ -169,3 +175,65 @@ def test_our_projected_clone_of_a_slatedb_wal_tail_is_read_by_both_engines(
         assert list(ours.scan()) == want
     c = oracle.open_db("proj", s=settings(compactor=False))
     assert c.scan() == want
+
+
+def _in_thread(fn: Callable[[], T]) -> tuple[threading.Thread, list[T | BaseException]]:
+    out: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_our_write_in_flight_when_slatedb_fences_is_not_acknowledged(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """Our create of WAL 2 is held while SlateDB opens: SlateDB lists {1} and fences at 2; our
+    create then finds 2 taken, reads SlateDB's newer epoch in the manifest and reports Fenced,
+    so the put is never acknowledged, and SlateDB never sees it."""
+    faulty = FaultyStore(store)
+    ours = Db.open("db", faulty, QUIET)
+    held = faulty.pause("racing", "put_if_absent", WalLog(store, "db").path(2))
+    put, result = _in_thread(lambda: ours.put(b"racing", b"never-acknowledged"))
+    assert held.wait_reached(10)
+    w = oracle.open_db(s=settings(compactor=False))
+    assert wal_sizes(store) == {1: 0, 2: 0}  # SlateDB's fence took the slot
+    held.release()
+    put.join(10)
+    assert len(result) == 1 and isinstance(result[0], Fenced)
+    with contextlib.suppress(Fenced):
+        ours.close()
+    assert w.get(b"racing") is None
+    w.put(b"after", b"acknowledged")
+    assert w.get(b"after") == b"acknowledged"
+
+
+def test_slatedb_write_landing_before_our_fence_is_stepped_over_and_replayed(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """Our opener has bumped the epoch and is held before creating its fence at WAL 2; SlateDB's
+    writer, not yet fenced, lands an acknowledged write there. Our fence finds rows in the slot
+    and no epoch above ours in the manifest: an older writer's, stepped over (fence at 3) and
+    replayed, so SlateDB's acknowledged write survives, and SlateDB's next write meets our fence."""
+    w = oracle.open_db(s=settings(compactor=False))
+    faulty = FaultyStore(store)
+    held = faulty.pause("fence", "put_if_absent", WalLog(store, "db").path(2))
+    opening, result = _in_thread(lambda: Db.open("db", faulty, QUIET))
+    assert held.wait_reached(10)
+    w.put(b"slate/acked", b"before-our-fence")  # durable: WAL 2
+    held.release()
+    opening.join(20)
+    assert len(result) == 1 and isinstance(result[0], Db), result
+    with result[0] as ours:
+        assert wal_sizes(store)[3] == 0 and wal_sizes(store)[2] > 0
+        assert ours.get(b"slate/acked") == b"before-our-fence"
+        with pytest.raises(sdb.Error.Closed) as e:
+            w.put(b"late/slatedb", b"must-not-land")
+        assert e.value.reason == sdb.CloseReason.FENCED, e.value
+        assert ours.get(b"late/slatedb") is None

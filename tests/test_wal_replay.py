@@ -4,6 +4,10 @@ SSTs already, so they are skipped, as SlateDB 0.17's replay skips them."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -11,11 +15,14 @@ from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbOptions
 from slatedb_core.sst import KIND_MERGE, SstOptions, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
 from slatedb_core.wal.log import FENCE, encode_wal_sst, in_seq_order
+from slatedb_core.writer.db import Db
 from slatedb_core.writer.recovery import replay_wal
 
 
@@ -35,7 +42,9 @@ def test_replay_skips_fences_and_rows_the_manifests_ssts_hold() -> None:
     store.put_if_absent(wal.path(3), FENCE)  # an opener that wrote nothing
     put_rows(store, wal, 4, [(b"k4", 7)])
     m = Manifest(replay_after_wal_id=1, next_wal_sst_id=2, last_l0_seq=5)
-    memtable = replay_wal("db", wal, m, fence_id=5)
+    replayed = replay_wal("db", wal, m, fence_id=5)
+    memtable = replayed.memtable
+    assert replayed.in_l0_upto == 1  # SST 2 holds rows above last_l0_seq: no move
     assert memtable.get(b"k1") is None and memtable.get(b"k2") is None
     assert memtable.get(b"k3") == (6, b"v6") and memtable.get(b"k4") == (7, b"v7")
     assert memtable.max_seq == 7
@@ -46,8 +55,9 @@ def test_replay_of_a_wal_holding_only_fences_is_empty() -> None:
     wal = WalLog(store, "db")
     for wal_id in (1, 2, 3):
         store.put_if_absent(wal.path(wal_id), FENCE)
-    memtable = replay_wal("db", wal, Manifest(next_wal_sst_id=1), fence_id=4)
-    assert memtable.is_empty() and memtable.max_seq is None
+    replayed = replay_wal("db", wal, Manifest(next_wal_sst_id=1), fence_id=4)
+    assert replayed.memtable.is_empty() and replayed.memtable.max_seq is None
+    assert replayed.in_l0_upto == 0  # fences alone never move the replay point
 
 
 def test_wal_rows_are_put_in_seq_order_so_a_repeated_key_replays_to_its_newest() -> None:
@@ -93,3 +103,25 @@ def test_a_wal_sst_with_merge_operands_is_refused() -> None:
     wal = WalLog(open_store("memory://"), "db")
     with pytest.raises(UnsupportedFeature, match="merge operands"):
         wal.decode(1, _wal_sst([0, KIND_MERGE], [None, None]))
+
+
+def test_wal_ssts_whose_rows_are_all_in_l0_are_passed_by_the_next_flush(tmp_path: Path) -> None:
+    """A WAL tail whose rows are all at or below last_l0_seq (SlateDB 0.17 moves the replay point
+    only to the last WAL SST a flush covers whole) replays nothing; the writer's next flush must
+    still move the replay point past it, or a union of the database refuses it as unflushed."""
+    store = open_store(f"file://{tmp_path}/lake")
+    quiet = DbOptions(flush_interval=timedelta(hours=1))
+    with Db.open("db", store, quiet) as db:
+        db.put(b"a", b"1")  # WAL 2
+        db.put(b"b", b"2")  # WAL 3
+        db.flush_memtable()
+    ms = ManifestStore(store, "db")
+    m = ms.read_latest().manifest
+    assert (m.replay_after_wal_id, m.last_l0_seq) == (3, 2)
+    ms.update(lambda m: dataclasses.replace(m, replay_after_wal_id=1), force=True)
+    with Db.open("db", store, quiet) as db:
+        assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
+        db.flush_memtable()  # nothing to flush, but WAL 2 and 3 are in L0 already
+        m = db.manifest.manifest
+        assert m.replay_after_wal_id == 4 and m.next_wal_sst_id <= 5  # past our fence (4)
+        assert len(m.l0) == 1

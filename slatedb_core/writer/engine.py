@@ -124,11 +124,12 @@ class WriterEngine(WalFlusher):
         #    repair: every commit checked its new SSTs against the GC boundary before naming them
         #    (slatedb_core.writer.gc_safety), so a missing or damaged one is damage, reported by the reads
         #    that need it, never silently dropped.
-        memtable = replay_wal(self.path, self.wal, m, fence_id)
+        replayed = replay_wal(self.path, self.wal, m, fence_id)
+        memtable = replayed.memtable
         top = memtable.max_seq
         self._seq = max(m.last_l0_seq, top if top is not None else 0)
         self._acks.last_wal_id = fence_id
-        self._confirmed_wal_id = m.replay_after_wal_id
+        self._confirmed_wal_id = replayed.in_l0_upto
         self._start_wal(WalWriter(self.wal, epoch, fence_id + 1, self._sst_options), own)
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)

@@ -86,7 +86,18 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
     return fence_id
 
 
-def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Replayed:
+    memtable: Memtable
+    """The rows replayed, above ``last_l0_seq``."""
+    in_l0_upto: int
+    """The highest WAL id up to which every replayed SST's rows are in the manifest's SSTs
+    already (at or below ``last_l0_seq``): the replay point may move there with no flush (our
+    fence, when nothing was left to replay). At least ``replay_after_wal_id``; fences alone never
+    move it."""
+
+
+def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
     """Step 3: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
     again: older writers may have taken slots while we were fencing). The fence left no holes
     below it; an older writer's SST that landed after a lost one of its window is replayed
@@ -98,7 +109,9 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
     Rows with a seq at or below ``m.last_l0_seq`` are skipped: they are in the manifest's SSTs
     already. A WAL SST after the replay point can hold such rows (SlateDB 0.17 moves
     ``replay_after_wal_id`` only to the last WAL SST a flushed memtable covers whole, while the
-    memtable may hold rows of the next one), and its replay skips them too."""
+    memtable may hold rows of the next one), and its replay skips them too. The writer's next
+    flush moves the replay point past the WAL SSTs that held nothing else
+    (:attr:`Replayed.in_l0_upto`), even when nothing is left to flush."""
     ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
     # with our fence as the top and a window of 1, every hole below the fence is damage
     holes = damaged_holes(
@@ -108,6 +121,7 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
         raise missing_error(wal, holes, f"below the fence of {path!r}'s writer at open")
     memtable = Memtable()
     floor = pa.scalar(m.last_l0_seq, pa.uint64())
+    in_l0_upto = m.replay_after_wal_id
     for wal_id in ids:
         try:
             entries = wal.read(wal_id).entries
@@ -117,7 +131,11 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Memtable:
             continue
         if m.last_l0_seq:
             entries = entries.filter(pc.greater(entries.column("seq"), floor))
+            if not entries.num_rows and memtable.is_empty():
+                in_l0_upto = wal_id
         for batch in entries.to_batches():
             if batch.num_rows:
                 memtable.put_batch(batch)
-    return memtable
+    if memtable.is_empty() and in_l0_upto > m.replay_after_wal_id:
+        in_l0_upto = fence_id  # every row below our fence is in L0: the fences after them too
+    return Replayed(memtable, in_l0_upto)

@@ -282,9 +282,11 @@ class SstReader:
         keys = self._index_keys
         b0 = 0 if lo_key is None else max(0, bisect.bisect_left(keys, lo_key) - 1)
         b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
-        for _, block in self._blocks(b0, b1, fill_cache):
-            lo = block.lower_bound(lo_key) if lo_key is not None else 0
-            hi = block.lower_bound(hi_key) if hi_key is not None else block.n
+        # Only the first block can hold keys below ``start`` (every later block's index key, a
+        # bound of its keys from below, is >= start) and only the last keys >= ``end``.
+        for b, block in self._blocks(b0, b1, fill_cache):
+            lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
+            hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
             if hi > lo:
                 yield block.batch if hi - lo == block.n else block.batch.slice(lo, hi - lo)
 

@@ -19,8 +19,18 @@ from slatedb_core.manifest._encode import (
     FORMAT_VERSION,
     HALVES,
 )
-from slatedb_core.manifest._fb_read import FbReader, need
-from slatedb_core.manifest._fb_tables import (
+from slatedb_core.manifest.flatbuf import FbReader, Malformed, need
+from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
+    Checkpoint,
+    CompactedSst,
+    ExternalDb,
+    Manifest,
+    SortedRun,
+    SstView,
+)
+from slatedb_core.manifest.sst_info import read_sst_info
+from slatedb_core.manifest.tables import (
     BOUND,
     CP,
     EXT_DB,
@@ -37,18 +47,7 @@ from slatedb_core.manifest._fb_tables import (
     VIEW,
     WRITER_CHECKPOINT,
     WRITER_CP,
-    Malformed,
 )
-from slatedb_core.manifest.model import (
-    MAX_PARALLEL_WRITES,
-    Checkpoint,
-    CompactedSst,
-    ExternalDb,
-    Manifest,
-    SortedRun,
-    SstView,
-)
-from slatedb_core.manifest.sst_info import read_sst_info
 from slatedb_core.store.checksum import crc32
 
 BOUND_KIND = {1: BoundKind.UNBOUNDED, 2: BoundKind.INCLUDED, 3: BoundKind.EXCLUDED}

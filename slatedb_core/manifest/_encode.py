@@ -11,8 +11,16 @@ from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.keys import BoundKind, BytesBound, BytesRange
-from slatedb_core.manifest._fb_build import FbWriter
-from slatedb_core.manifest._fb_tables import (
+from slatedb_core.manifest.flatbuf import FbWriter
+from slatedb_core.manifest.model import (
+    MAX_PARALLEL_WRITES,
+    Checkpoint,
+    CompactedSst,
+    Manifest,
+    SstView,
+)
+from slatedb_core.manifest.sst_info import write_sst_info
+from slatedb_core.manifest.tables import (
     BOUND,
     CP,
     EXT_DB,
@@ -30,14 +38,6 @@ from slatedb_core.manifest._fb_tables import (
     WRITER_CHECKPOINT,
     WRITER_CP,
 )
-from slatedb_core.manifest.model import (
-    MAX_PARALLEL_WRITES,
-    Checkpoint,
-    CompactedSst,
-    Manifest,
-    SstView,
-)
-from slatedb_core.manifest.sst_info import write_sst_info
 from slatedb_core.store.checksum import crc32
 
 FORMAT_VERSION = 2

@@ -19,8 +19,8 @@ SlateDB drops the rest when it rewrites a manifest; decoding such a manifest yie
 means (one write in flight, no key range, ``next_wal_sst_id = wal_id_last_seen + 1``) and a
 :class:`Stamp` without nonces.
 
-Why this package writes and reads FlatBuffers itself (``_fb_build``, ``_fb_read``, tables
-described once in ``_fb_tables``) instead of generated code: the flatc Python output costs ~25 us
+Why this package writes and reads FlatBuffers itself (:mod:`.flatbuf`, tables described once
+in :mod:`.tables`) instead of generated code: the flatc Python output costs ~25 us
 per SST per direction, and a manifest is rewritten on every flush and compaction. The reader
 bounds-checks every offset, so a malformed object surfaces as ``CorruptionError`` naming it.
 """

@@ -15,10 +15,9 @@ from __future__ import annotations
 import struct
 
 from slatedb_core.errors import CorruptionError, InvalidArgument
-from slatedb_core.manifest._fb_build import FbWriter
-from slatedb_core.manifest._fb_read import FbReader
-from slatedb_core.manifest._fb_tables import INFO, INFO_OURS, Malformed
+from slatedb_core.manifest.flatbuf import FbReader, FbWriter, Malformed
 from slatedb_core.manifest.model import SstInfo
+from slatedb_core.manifest.tables import INFO, INFO_OURS
 
 _GAP = (None,) * (INFO_OURS - 11)
 

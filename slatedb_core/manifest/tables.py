@@ -1,5 +1,5 @@
-"""The FlatBuffers tables of SlateDB 0.17's manifest and SST info as the hand-written codec sees
-them: one field-kind string per table, in vtable-slot order (docs/format.md, "Manifest").
+"""The FlatBuffers tables of SlateDB 0.17's manifest and SST info as :mod:`.flatbuf` sees them:
+one field-kind string per table, in vtable-slot order (docs/format.md, "Manifest").
 
 The slots are SlateDB 0.17's (its ``schemas/manifest.fbs``, ``schemas/sst.fbs`` and
 ``schemas/common.fbs``, checked against the bytes the 0.17 wheel writes). What this engine keeps
@@ -9,37 +9,7 @@ between), so SlateDB's reader, which ignores slots it does not know, decodes our
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Sequence
-from operator import itemgetter
-from typing import Any
-
-# Field kinds: B u8 (bool, byte enums; absent = 0), H optional u16 (absent = None), I u32, Q u64,
-# l i64 (absent = 0), q optional u64 (absent = None), O offset to a table, vector or string
-# (absent = None), x a slot this codec neither writes nor reads.
-WIDTH = {"B": 1, "H": 2, "I": 4, "Q": 8, "l": 8, "q": 8, "O": 4, "x": 0}
-FMT = {"B": "B", "H": "H", "I": "I", "Q": "Q", "l": "q", "q": "Q", "O": "I"}
-U32 = struct.Struct("<I")
-I32 = struct.Struct("<i")
-VT_HEAD = struct.Struct("<HH")
-NONES = (None,) * 64
-
-
-class FbTable:
-    """One table: field kinds in vtable-slot order."""
-
-    def __init__(self, name: str, kinds: str) -> None:
-        self.name = name
-        self.kinds = kinds
-        self.absent = tuple(0 if k in "BIQl" else None for k in kinds)
-        # the writer's encoding plans, one per set of present fields (``_fb_build.WriteLayout``)
-        self.layouts: dict[tuple[bool, ...], Any] = {}
-
-
-def _past(used: str, first_ours: int, ours: str) -> str:
-    """``used`` (SlateDB's slots), unused slots up to ``first_ours``, then ``ours``."""
-    return used + "x" * (first_ours - len(used)) + ours
-
+from slatedb_core.manifest.flatbuf import FbTable, past
 
 # SlateDB 0.17's schemas/common.fbs: 128-bit ids are tables of two u64 halves (high, low).
 ULID_TABLE = FbTable("Ulid", "QQ")
@@ -51,10 +21,10 @@ RANGE = FbTable("BytesRange", "OO")  # start_bound, end_bound (both required)
 # filter_offset, filter_len, compression_format, sst_type, last_entry, stats_offset, stats_len,
 # filter_format (11 slots); ours from slot 16: entry_count, size_bytes.
 INFO_OURS = 16
-INFO = FbTable("SsTableInfo", _past("OQQQQBBOQQB", INFO_OURS, "QQ"))
+INFO = FbTable("SsTableInfo", past("OQQQQBBOQQB", INFO_OURS, "QQ"))
 # CompactedSsTableV2: id, info, format_version (uint16 = null); ours from slot 8: original_id.
 SST_OURS = 8
-SST = FbTable("CompactedSsTableV2", _past("OOH", SST_OURS, "O"))
+SST = FbTable("CompactedSsTableV2", past("OOH", SST_OURS, "O"))
 VIEW = FbTable("CompactedSsTableView", "OOO")  # id, sst_id, visible_range
 RUN = FbTable("SortedRunV2", "IO")  # id, ssts (views)
 SEGMENT = FbTable("Segment", "OOOO")  # prefix, last_compacted_l0_sst_view_id, l0, compacted
@@ -68,22 +38,8 @@ CP = FbTable("Checkpoint", "OQIIBOO")
 # l0, compacted, last_l0_clock_tick, checkpoints, last_l0_seq, recent_snapshot_min_seq,
 # sequence_tracker, segments, segment_extractor_name; ours: one table at slot 32.
 MANIFEST_OURS = 32
-MANIFEST = FbTable("ManifestV2", _past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
+MANIFEST = FbTable("ManifestV2", past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
 # Ours (docs/format.md, "Manifest"): max_parallel_writes, key_range, nonce, parent,
 # next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch.
 OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQ")
 OURS_CRC_SLOT = 5
-
-
-class Malformed(Exception):
-    """Raised inside the readers; the public decoders turn it into CorruptionError."""
-
-
-def picker(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """An itemgetter that always returns a tuple, whatever the number of indices."""
-    if len(indices) == 1:
-        only = indices[0]
-        return lambda seq: (seq[only],)
-    if not indices:
-        return lambda seq: ()
-    return itemgetter(*indices)

@@ -1,0 +1,320 @@
+"""FlatBuffers, written and read by hand: the one builder and bounds-checked reader of this
+engine's FlatBuffers objects (the manifest, SST info in SST footers, ``.compactions``).
+
+The layout rules are FlatBuffers' own (https://flatbuffers.dev/internals/): a buffer starts with
+the root table's u32 offset; a table starts with an i32 back to its vtable (u16 vtable size, u16
+table size, one u16 field offset per slot, 0 = absent); offsets to tables, vectors and strings are
+u32 and point forwards; every scalar sits at a multiple of its width from the buffer's start,
+which SlateDB's verifier checks. A table is described once as an :class:`FbTable` (one field kind
+per vtable slot); the tables of SlateDB 0.17's schemas are in :mod:`slatedb_core.manifest.tables`.
+
+Writing packs each table with one ``struct`` call, its plan compiled once per set of present
+fields; reading compiles each vtable met to one ``struct`` call that reads every field. This is
+what keeps encoding and decoding a 100k-SST manifest fast (see :mod:`slatedb_core.manifest.codec`).
+The Python runtime has no verifier, and Python's negative indexing would silently wrap a bad
+offset, so every offset is checked: a malformed buffer raises :class:`Malformed`, which the
+public decoders turn into ``CorruptionError`` naming the object. Slots a table's description does
+not know (SlateDB's future fields, or ours seen by an older description) are skipped.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from operator import add, is_not, itemgetter
+from typing import Any
+
+# Field kinds: B u8 (bool, byte enums; absent = 0), b optional u8 (absent = None), H optional u16
+# (absent = None), I u32, Q u64, l i64 (absent = 0), q optional u64 (absent = None), O offset to a
+# table, vector or string (absent = None), x a slot this codec neither writes nor reads.
+WIDTH = {"B": 1, "b": 1, "H": 2, "I": 4, "Q": 8, "l": 8, "q": 8, "O": 4, "x": 0}
+FMT = {"B": "B", "b": "B", "H": "H", "I": "I", "Q": "Q", "l": "q", "q": "Q", "O": "I"}
+U32 = struct.Struct("<I")
+I32 = struct.Struct("<i")
+VT_HEAD = struct.Struct("<HH")
+NONES = (None,) * 64
+
+
+class FbTable:
+    """One table: field kinds in vtable-slot order."""
+
+    def __init__(self, name: str, kinds: str) -> None:
+        self.name = name
+        self.kinds = kinds
+        self.absent = tuple(0 if k in "BIQl" else None for k in kinds)
+        # the writer's encoding plans, one per set of present fields (:class:`WriteLayout`)
+        self.layouts: dict[tuple[bool, ...], Any] = {}
+
+
+def past(used: str, first_ours: int, ours: str) -> str:
+    """Field kinds: ``used`` (SlateDB's slots), unused slots up to ``first_ours``, then ``ours``
+    (what this engine keeps and SlateDB lacks, in slots past every slot SlateDB 0.17 uses)."""
+    return used + "x" * (first_ours - len(used)) + ours
+
+
+class Malformed(Exception):
+    """Raised inside the readers; the public decoders turn it into CorruptionError."""
+
+
+def picker(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """An itemgetter that always returns a tuple, whatever the number of indices."""
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda seq: (seq[only],)
+    if not indices:
+        return lambda seq: ()
+    return itemgetter(*indices)
+
+
+_BOTH = (True, True)
+
+
+class WriteLayout:
+    """How a table with a given set of present fields is packed: one struct call per table."""
+
+    def __init__(self, table: FbTable, present: tuple[bool, ...]) -> None:
+        slots = [s for s, p in enumerate(present) if p]
+        for s in slots:
+            if table.kinds[s] == "x":
+                raise ValueError(f"{table.name} slot {s} is not written by this codec")
+        # 4-byte fields first (they follow the 4-byte vtable offset), then 8, 2 and 1 bytes.
+        order = sorted(slots, key=lambda s: (WIDTH[table.kinds[s]] != 4, -WIDTH[table.kinds[s]]))
+        fmt, pos, offs = ["<i"], 4, [0] * (max(slots) + 1 if slots else 0)
+        self.rel: list[tuple[int, int]] = []  # (index in packing order, position) of offsets
+        for i, s in enumerate(order):
+            kind = table.kinds[s]
+            pad = -pos % WIDTH[kind]
+            fmt.append("x" * pad + FMT[kind])
+            pos += pad
+            offs[s] = pos
+            if kind == "O":
+                self.rel.append((i, pos))
+            pos += WIDTH[kind]
+        self.pick = picker(order)
+        self.struct = struct.Struct("".join(fmt))
+        self.align = 8 if any(WIDTH[table.kinds[s]] == 8 for s in slots) else 4
+        self.offs = tuple(offs)  # each slot's position in the table (0 = absent)
+        self.vtable = struct.pack(f"<HH{len(offs)}H", 4 + 2 * len(offs), pos, *offs)
+
+
+class FbWriter:
+    """The builder; positions are byte counts from the end of the buffer, as in FlatBuffers."""
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._vtables: dict[bytes, int] = {}
+        self.last: WriteLayout | None = None
+        """The layout of the table written last (where each of its fields lies)."""
+
+    def _put(self, data: bytes, align: int, shift: int = 0) -> int:
+        pad = (shift - self._size - len(data)) % align
+        if pad:
+            self._chunks.append(bytes(pad))
+        self._chunks.append(data)
+        self._size += pad + len(data)
+        return self._size
+
+    def table(self, table: FbTable, values: Sequence[Any]) -> int:
+        """Children (offset values) must already be written; ``None`` leaves a field absent."""
+        present = tuple(map(is_not, values, NONES))
+        lay = table.layouts.get(present)
+        if lay is None:
+            lay = table.layouts[present] = WriteLayout(table, present)
+        vt = self._vtables.get(lay.vtable)
+        if vt is None:
+            vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
+        size = lay.struct.size
+        pad = (-self._size - size) % lay.align
+        start = self._size + pad + size
+        args: Sequence[Any] = lay.pick(values)
+        if lay.rel:
+            fixed = list(args)
+            for i, pos in lay.rel:
+                fixed[i] = start - pos - fixed[i]
+            args = fixed
+        if pad:
+            self._chunks.append(bytes(pad))
+        self._chunks.append(lay.struct.pack(vt - start, *args))
+        self._size = start
+        self.last = lay
+        return start
+
+    def pair(self, table: FbTable, high: int, low: int) -> int:
+        """A table of two u64 fields, both present (Ulid, Uuid): :meth:`table` without its
+        per-call planning, for the one table written most often."""
+        lay = table.layouts.get(_BOTH)
+        if lay is None:
+            lay = table.layouts[_BOTH] = WriteLayout(table, _BOTH)
+        vt = self._vtables.get(lay.vtable)
+        if vt is None:
+            vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
+        size = lay.struct.size
+        pad = -(self._size + size) % 8
+        start = self._size + pad + size
+        if pad:
+            self._chunks.append(bytes(pad))
+        self._chunks.append(lay.struct.pack(vt - start, high, low))
+        self._size = start
+        return start
+
+    def tables(self, offsets: Sequence[int]) -> int:
+        """A vector of tables (``offsets`` as returned by :meth:`table`)."""
+        n = len(offsets)
+        start = self._size + (-self._size) % 4 + 4 + 4 * n
+        rel = map(int.__sub__, range(start - 4, start - 4 - 4 * n, -4), offsets)
+        return self._put(struct.pack(f"<I{n}I", n, *rel), 4)
+
+    def blob(self, data: bytes) -> int:
+        """A ``[ubyte]`` vector."""
+        return self._put(U32.pack(len(data)) + data, 4)
+
+    def u32s(self, values: Sequence[int]) -> int:
+        """A ``[uint32]`` vector."""
+        return self._put(struct.pack(f"<I{len(values)}I", len(values), *values), 4)
+
+    def string(self, text: str) -> int:
+        data = text.encode("utf-8")
+        return self._put(U32.pack(len(data)) + data + b"\0", 4)
+
+    def finish(self, root: int) -> bytes:
+        """The buffer: the root offset, then everything written (no file identifier: SlateDB
+        0.17 writes none), its length a multiple of 8 so 8-byte fields stay aligned."""
+        start = self._size + (-self._size - 4) % 8 + 4
+        self._put(U32.pack(start - root), 8)
+        return b"".join(reversed(self._chunks))
+
+
+U64X2 = struct.Struct("<QQ")
+
+
+class ReadLayout:
+    """A vtable as found in the buffer, compiled to one struct call that reads every field."""
+
+    def __init__(self, table: FbTable, offs: Sequence[int], tsize: int) -> None:
+        kinds = table.kinds
+        fields = sorted((off, s, kinds[s]) for s, off in enumerate(offs) if off and kinds[s] != "x")
+        fmt, end = ["<"], fields[0][0] if fields else 0
+        self.first = end
+        index: dict[int, int] = {}
+        self.rel: list[tuple[int, int]] = []
+        for i, (off, slot, kind) in enumerate(fields):
+            if off < end or off + WIDTH[kind] > tsize:
+                raise Malformed(f"{table.name} field {slot} overlaps or lies outside its table")
+            fmt.append("x" * (off - end) + FMT[kind])
+            end = off + WIDTH[kind]
+            index[slot] = i
+            if kind == "O":
+                self.rel.append((slot, off))
+        self.struct = struct.Struct("".join(fmt))
+        self.tsize = tsize
+        n = len(fields)
+        self.pick = picker([index.get(s, n + s) for s in range(len(kinds))])
+
+
+class FbReader:
+    """Bounds-checked access to one buffer; vtable layouts are compiled once and shared."""
+
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = buf
+        self._n = len(buf)
+        self._layouts: dict[tuple[str, int], ReadLayout] = {}
+        self._pairs: dict[int, tuple[int, int]] = {}
+
+    def root(self) -> int:
+        if self._n < 8:
+            raise Malformed(f"buffer of {self._n} bytes is too short")
+        return int(U32.unpack_from(self.buf, 0)[0])
+
+    def _layout(self, table: FbTable, vt: int) -> ReadLayout:
+        if vt < 0 or vt + 4 > self._n:
+            raise Malformed(f"{table.name} vtable at {vt} is out of bounds")
+        vsize, tsize = VT_HEAD.unpack_from(self.buf, vt)
+        if vsize < 4 or vsize % 2 or vt + vsize > self._n or tsize < 4:
+            raise Malformed(f"{table.name} vtable at {vt} is malformed")
+        k = min((vsize - 4) // 2, len(table.kinds))
+        offs = struct.unpack_from(f"<{k}H", self.buf, vt + 4)
+        lay = self._layouts[table.name, vt] = ReadLayout(table, offs, tsize)
+        return lay
+
+    def table(self, table: FbTable, pos: int) -> list[Any]:
+        """Field values by slot; offset fields come back as absolute positions, absent ones as the
+        schema default (0 for plain scalars, None for optional scalars and offsets)."""
+        if pos < 0 or pos + 4 > self._n:
+            raise Malformed(f"{table.name} table at {pos} is out of bounds")
+        vt = pos - I32.unpack_from(self.buf, pos)[0]
+        lay = self._layouts.get((table.name, vt)) or self._layout(table, vt)
+        if pos + lay.tsize > self._n:
+            raise Malformed(f"{table.name} table at {pos} runs past the buffer")
+        vals = list(lay.pick(lay.struct.unpack_from(self.buf, pos + lay.first) + table.absent))
+        for slot, off in lay.rel:
+            vals[slot] += pos + off
+        return vals
+
+    def pair(self, table: FbTable, pos: int) -> tuple[int, int]:
+        """The two u64 fields of a Ulid or Uuid table: :meth:`table`'s checks, with a fast path
+        for the usual layout (both fields present, high before low)."""
+        if pos < 0 or pos + 4 > self._n:
+            raise Malformed(f"{table.name} table at {pos} is out of bounds")
+        vt = pos - I32.unpack_from(self.buf, pos)[0]
+        fast = self._pairs.get(vt)
+        if fast is None:
+            lay = self._layouts.get((table.name, vt)) or self._layout(table, vt)
+            usual = lay.struct.format == "<QQ" and lay.pick((1, 2, 3, 4)) == (1, 2)
+            fast = self._pairs[vt] = (lay.first if usual else -1, lay.tsize)
+        first, tsize = fast
+        if first < 0 or pos + tsize > self._n:
+            high, low = self.table(table, pos)
+            return high, low
+        high, low = U64X2.unpack_from(self.buf, pos + first)
+        return high, low
+
+    def slot_position(self, table: FbTable, pos: int, slot: int) -> int | None:
+        """Where field ``slot`` of the table at ``pos`` lies (None if absent); the table must
+        have been read with :meth:`table` already."""
+        vt = pos - I32.unpack_from(self.buf, pos)[0]
+        vsize = VT_HEAD.unpack_from(self.buf, vt)[0]
+        if 4 + 2 * slot + 2 > vsize:
+            return None
+        off = struct.unpack_from("<H", self.buf, vt + 4 + 2 * slot)[0]
+        return pos + off if off else None
+
+    def _vector(self, pos: int, width: int) -> tuple[int, int]:
+        if pos < 0 or pos + 4 > self._n:
+            raise Malformed(f"vector at {pos} is out of bounds")
+        count = U32.unpack_from(self.buf, pos)[0]
+        if pos + 4 + count * width > self._n:
+            raise Malformed(f"vector at {pos} of {count} elements runs past the buffer")
+        return pos + 4, count
+
+    def tables(self, pos: int | None, what: str) -> list[int]:
+        """Absolute positions of the tables of a vector; a missing vector is an error."""
+        if pos is None:
+            raise Malformed(f"required field {what} is missing")
+        start, n = self._vector(pos, 4)
+        rel = struct.unpack_from(f"<{n}I", self.buf, start)
+        return list(map(add, rel, range(start, start + 4 * n, 4)))
+
+    def blob(self, pos: int) -> bytes:
+        """A ``[ubyte]`` vector."""
+        start, n = self._vector(pos, 1)
+        return bytes(self.buf[start : start + n])
+
+    def u32s(self, pos: int) -> tuple[int, ...]:
+        """A ``[uint32]`` vector."""
+        start, n = self._vector(pos, 4)
+        return tuple(struct.unpack_from(f"<{n}I", self.buf, start))
+
+    def string(self, pos: int) -> str:
+        """A string: UTF-8 bytes, then the NUL FlatBuffers puts after them."""
+        start, n = self._vector(pos, 1)
+        if start + n >= self._n or self.buf[start + n] != 0:
+            raise Malformed(f"string at {pos} is not NUL-terminated")
+        return bytes(self.buf[start : start + n]).decode("utf-8")
+
+
+def need(value: Any, what: str) -> Any:
+    """``value``, or Malformed if a required field is absent."""
+    if value is None:
+        raise Malformed(f"required field {what} is missing")
+    return value

@@ -36,7 +36,9 @@ MAX_KEY_BYTES = 2**16 - 1
 MAX_VALUE_BYTES = 64 * MiB
 """Values may be empty and at most this long (one value must fit in one WAL SST write)."""
 
-COMPRESSIONS = ("none", "lz4", "zstd")
+COMPRESSIONS = ("none", "snappy", "zlib", "lz4", "zstd")  # SlateDB 0.17's codecs (docs/format.md)
+MAX_BLOCK_SIZE = 64 * KiB
+"""A block's rows are addressed by u16 offsets in SlateDB's block format (docs/format.md)."""
 
 T = TypeVar("T")
 
@@ -186,7 +188,7 @@ class DbOptions:
                 "memtable_memory_bytes": (1, None),
                 "max_unflushed_bytes": (1, None),
                 "l0_max_ssts": (1, None),
-                "block_size": (1, None),
+                "block_size": (1, MAX_BLOCK_SIZE),
                 "bloom_bits_per_key": (0, None),
                 "block_cache_bytes": (0, None),
                 "max_key_bytes": (1, MAX_KEY_BYTES),
@@ -295,7 +297,7 @@ class CompactorOptions:
                 "max_sst_size_bytes": (1, None),
                 "min_merge_width": (2, None),
                 "max_sorted_runs": (1, None),
-                "block_size": (1, None),
+                "block_size": (1, MAX_BLOCK_SIZE),
                 "bloom_bits_per_key": (0, None),
             },
         )

@@ -40,16 +40,17 @@ from slatedb_core.compactor.compactions_model import (
     Subcompaction,
     WorkerSpec,
 )
-from slatedb_core.compactor.flatbuf import REF, U8, U16, U32, U64, Builder, Malformed, Reader, Table
 from slatedb_core.errors import CorruptionError, InvalidArgument
-from slatedb_core.keys import BoundKind, BytesBound, BytesRange
-from slatedb_core.manifest.model import CompactedSst, SstInfo
+from slatedb_core.manifest.flatbuf import FbReader, FbTable, FbWriter, Malformed, need, past
+from slatedb_core.manifest.model import CompactedSst
+from slatedb_core.manifest.sst_info import read_sst_info, write_sst_info
+from slatedb_core.manifest.tables import read_range, read_ulid, write_range, write_ulid
 
 FORMAT_VERSION = 2
 """SlateDB 0.17's ``COMPACTIONS_FORMAT_VERSION``; 1 (no explicit destination) is still read."""
 SUPPORTED_VERSIONS = frozenset({1, 2})
 SUBMITTED = 0
-OURS_RUNNING = 1  # in Compaction slot _RUNNING
+OURS_RUNNING = 1  # in Compaction slot 21
 
 STATUS_CODE: dict[str, int] = {
     "submitted": 0, "running": 1, "committed": 2, "failed": 3, "compacted": 4, "scheduled": 5,
@@ -62,246 +63,188 @@ KIND_OF: dict[int, Kind] = {0: "l0", 1: "sorted-runs"}
 TIERED, DRAIN = 1, 2  # the CompactionSpec union's tags
 TIERED_CONTEXT = 1  # the CompactionContext union's tag
 _U32_MAX = 2**32 - 1
-# Our slots, past a gap left for SlateDB's own growth (as the manifest codec leaves one):
-_NONCE, _CHECKSUM = 8, 9  # CompactionsV1
-_OUTPUTS, _KIND, _CREATED, _UPDATED, _ERROR, _RUNNING = 16, 17, 18, 19, 20, 21  # Compaction
-_ENTRIES, _SIZE = 16, 17  # SsTableInfo, as slatedb_core.manifest.sst_info writes them
 _VERSION = struct.Struct(">H")
+_GAP = (None,) * 8  # Compaction slots 8-15
+
+# The tables (SlateDB 0.17's schemas/compactor.fbs and sst.fbs), field kinds as in
+# slatedb_core.manifest.flatbuf; ours past a gap left for SlateDB's own growth, as the manifest's:
+# CompactionsV1: compactor_epoch, recent_compactions; ours from slot 8: nonce, checksum.
+CHECKSUM_SLOT = 9
+COMPACTIONS = FbTable("CompactionsV1", past("QO", 8, "OI"))
+# Compaction: id, spec_type, spec, status, output_ssts, worker, ctx_type, ctx; ours from slot 16:
+# outputs, kind, created_at_ms, updated_at_ms, error, running mark.
+COMPACTION = FbTable("Compaction", past("OBOBOOBO", 16, "ObQQOb"))
+# TieredCompactionSpec: ssts (deprecated: SST ids in place of view ids), sorted_runs,
+# l0_view_ids, segment, destination.
+TIERED_SPEC = FbTable("TieredCompactionSpec", "OOOOI")
+DRAIN_SPEC = FbTable("DrainSegmentSpec", "OOO")  # segment, l0_view_ids, sorted_runs
+WORKER = FbTable("WorkerSpec", "OQ")  # worker_id, last_heartbeat_ms
+CONTEXT = FbTable("TieredCompactionContext", "OQ")  # subcompactions, retention_min_seq
+SUBCOMPACTION = FbTable("Subcompaction", "OO")  # range, output_ssts
+# CompactedSsTable (schemas/sst.fbs): id, info, visible_range (not used here), format_version.
+COMPACTED_SST = FbTable("CompactedSsTable", "OOxH")
 
 
 # ---- writing ----------------------------------------------------------------------------------
-def _ulid(b: Builder, u: ULID) -> int:
-    raw = u.bytes
-    return b.table([(0, U64, int.from_bytes(raw[:8], "big")), (1, U64, int.from_bytes(raw[8:], "big"))])
+def _ulids(w: FbWriter, ids: tuple[ULID, ...]) -> int:
+    return w.tables([write_ulid(w, u) for u in ids])
 
 
-def _ulids(b: Builder, ids: tuple[ULID, ...]) -> int:
-    return b.refs([_ulid(b, u) for u in ids])
+def _sst(w: FbWriter, sst: CompactedSst) -> int:
+    info = write_sst_info(w, sst.info)
+    return w.table(COMPACTED_SST, (write_ulid(w, sst.id), info, None, sst.format_version))
 
 
-def _bound(b: Builder, bound: BytesBound) -> int:
-    key = None if bound.key is None else b.blob(bound.key)
-    return b.table([(0, REF, key), (1, U8, int(bound.kind) + 1)])
+def _ssts(w: FbWriter, ssts: tuple[CompactedSst, ...]) -> int:
+    return w.tables([_sst(w, s) for s in ssts])
 
 
-def _range(b: Builder, r: BytesRange) -> int:
-    start, end = _bound(b, r.start), _bound(b, r.end)
-    return b.table([(0, REF, start), (1, REF, end)])
-
-
-def _sst(b: Builder, sst: CompactedSst) -> int:
-    i = sst.info
-    first = None if i.first_key is None else b.blob(i.first_key)
-    last = None if i.last_key is None else b.blob(i.last_key)
-    info = b.table([
-        (0, REF, first), (1, U64, i.index_offset), (2, U64, i.index_len),
-        (3, U64, i.filter_offset), (4, U64, i.filter_len), (5, U8, i.compression),
-        (6, U8, i.sst_type), (7, REF, last), (8, U64, i.stats_offset), (9, U64, i.stats_len),
-        (10, U8, i.filter_format), (_ENTRIES, U64, i.entry_count or None),
-        (_SIZE, U64, i.size_bytes or None),
-    ])
-    return b.table([(0, REF, _ulid(b, sst.id)), (1, REF, info), (3, U16, sst.format_version)])
-
-
-def _ssts(b: Builder, ssts: tuple[CompactedSst, ...]) -> int:
-    return b.refs([_sst(b, s) for s in ssts])
-
-
-def _context(b: Builder, ctx: CompactionContext) -> int:
+def _context(w: FbWriter, ctx: CompactionContext) -> int:
     subs = None
     if ctx.subcompactions:
-        subs = b.refs([
-            b.table([
-                (0, REF, _range(b, s.range)),
-                (1, REF, _ssts(b, s.output_ssts) if s.output_ssts else None),
-            ])
+        subs = w.tables([
+            w.table(SUBCOMPACTION, (
+                write_range(w, s.range), _ssts(w, s.output_ssts) if s.output_ssts else None,
+            ))
             for s in ctx.subcompactions
         ])
-    return b.table([(0, REF, subs), (1, U64, ctx.retention_min_seq)])
+    return w.table(CONTEXT, (subs, ctx.retention_min_seq))
 
 
-def _compaction(b: Builder, c: CompactionRecord) -> int:
+def _compaction(w: FbWriter, c: CompactionRecord) -> int:
     if c.destination > _U32_MAX or any(r > _U32_MAX for r in c.source_run_ids):
         raise InvalidArgument(f"compaction {c.id}: sorted run ids are u32 in SlateDB's format")
-    views = _ulids(b, c.source_view_ids) if c.source_view_ids else None
-    runs = b.u32s(c.source_run_ids) if c.source_run_ids else None
-    segment = b.blob(c.segment)
+    views = _ulids(w, c.source_view_ids) if c.source_view_ids else None
+    runs = w.u32s(c.source_run_ids) if c.source_run_ids else None
+    segment = w.blob(c.segment)
     if c.drain:
-        spec = b.table([(0, REF, segment), (1, REF, views), (2, REF, runs)])
+        spec = w.table(DRAIN_SPEC, (segment, views, runs))
     else:
-        spec = b.table([(1, REF, runs), (2, REF, views), (3, REF, segment), (4, U32, c.destination)])
+        spec = w.table(TIERED_SPEC, (None, runs, views, segment, c.destination))
     worker = c.worker
     worker_at = None
     if worker is not None:
-        worker_at = b.table([(0, REF, b.string(worker.worker_id)), (1, U64, worker.last_heartbeat_ms)])
-    ctx = None if c.context is None else _context(b, c.context)
-    error = None if c.error is None else b.string(c.error)
-    return b.table([
-        (0, REF, _ulid(b, c.id)),
-        (1, U8, DRAIN if c.drain else TIERED),
-        (2, REF, spec),
-        (3, U8, SUBMITTED if c.status == "running" else STATUS_CODE[c.status]),
-        (4, REF, _ssts(b, c.output_ssts)),
-        (5, REF, worker_at),
-        (6, U8, None if ctx is None else TIERED_CONTEXT),
-        (7, REF, ctx),
-        (_OUTPUTS, REF, _ulids(b, c.outputs)),
-        (_KIND, U8, KIND_CODE[c.kind]),
-        (_CREATED, U64, c.created_at_ms),
-        (_UPDATED, U64, c.updated_at_ms),
-        (_ERROR, REF, error),
-        (_RUNNING, U8, OURS_RUNNING if c.status == "running" else None),
-    ])
+        worker_at = w.table(WORKER, (w.string(worker.worker_id), worker.last_heartbeat_ms))
+    ctx = None if c.context is None else _context(w, c.context)
+    error = None if c.error is None else w.string(c.error)
+    running = c.status == "running"
+    return w.table(COMPACTION, (
+        write_ulid(w, c.id), DRAIN if c.drain else TIERED, spec,
+        SUBMITTED if running else STATUS_CODE[c.status], _ssts(w, c.output_ssts), worker_at,
+        None if ctx is None else TIERED_CONTEXT, ctx, *_GAP,
+        _ulids(w, c.outputs), KIND_CODE[c.kind], c.created_at_ms, c.updated_at_ms, error,
+        OURS_RUNNING if running else None,
+    ))
+
 
 
 def encode_state(state: CompactionsState, *, nonce: bytes | None = None) -> bytes:
     """``state`` as SlateDB 0.17's ``.compactions`` bytes, with our fields appended."""
-    b = Builder()
+    w = FbWriter()
     try:
-        records = b.refs([_compaction(b, c) for c in state.compactions])
-        nonce_at = b.blob(os.urandom(16) if nonce is None else nonce)
-        root = b.table([
-            (0, U64, state.compactor_epoch), (1, REF, records), (_NONCE, REF, nonce_at),
-            (_CHECKSUM, U32, 0),
-        ])
-        data, fb_len = b.finish(root, _VERSION.pack(FORMAT_VERSION))
+        records = w.tables([_compaction(w, c) for c in state.compactions])
+        nonce_at = w.blob(os.urandom(16) if nonce is None else nonce)
+        root = w.table(COMPACTIONS, (
+            state.compactor_epoch, records, *(None,) * 6, nonce_at, 0,
+        ))
+        assert w.last is not None
+        crc_at = root - w.last.offs[CHECKSUM_SLOT]  # from the buffer's end
+        data = bytearray(_VERSION.pack(FORMAT_VERSION) + w.finish(root))
     except (struct.error, OverflowError) as e:
         raise InvalidArgument(f"compactions record has a value that does not fit: {e}") from e
-    start = len(data) - fb_len
-    at = Reader(data[start:]).root("CompactionsV1").field_offset(_CHECKSUM, U32)
-    assert at is not None
-    return data[: start + at] + struct.pack("<I", zlib.crc32(data)) + data[start + at + 4 :]
+    struct.pack_into("<I", data, len(data) - crc_at, zlib.crc32(data))
+    return bytes(data)
 
 
 # ---- reading ----------------------------------------------------------------------------------
-def _req(value: int | None, what: str) -> int:
-    if value is None:
-        raise Malformed(f"required field {what} is missing")
-    return value
-
-
-def _read_ulid(r: Reader, pos: int) -> ULID:
-    t = r.table(pos, "Ulid")
-    high, low = t.scalar(0, U64) or 0, t.scalar(1, U64) or 0
-    return ULID(high.to_bytes(8, "big") + low.to_bytes(8, "big"))
-
-
-def _read_ulids(r: Reader, pos: int | None) -> tuple[ULID, ...]:
+def _read_ulids(r: FbReader, pos: int | None) -> tuple[ULID, ...]:
     if pos is None:
         return ()
-    return tuple(_read_ulid(r, t.pos) for t in r.tables(pos, "Ulid"))
+    return tuple(read_ulid(r, p) for p in r.tables(pos, "[Ulid]"))
 
 
-def _read_blob(r: Reader, pos: int | None) -> bytes | None:
+def _read_blob(r: FbReader, pos: int | None) -> bytes | None:
     return None if pos is None else r.blob(pos)
 
 
-def _read_bound(r: Reader, pos: int) -> BytesBound:
-    t = r.table(pos, "BytesBound")
-    code = t.scalar(1, U8) or 0
-    if code not in (1, 2, 3):
-        raise Malformed(f"bound type {code} is not Unbounded, Included or Excluded")
-    kind = BoundKind(code - 1)
-    key = _read_blob(r, t.ref(0))
-    if kind == BoundKind.UNBOUNDED:
-        return BytesBound.unbounded()
-    return BytesBound(kind, b"" if key is None else key)
-
-
-def _read_range(r: Reader, pos: int) -> BytesRange:
-    t = r.table(pos, "BytesRange")
-    return BytesRange(
-        _read_bound(r, _req(t.ref(0), "start_bound")), _read_bound(r, _req(t.ref(1), "end_bound"))
-    )
-
-
-def _read_sst(r: Reader, t: Table) -> CompactedSst:
-    i = r.table(_req(t.ref(1), "CompactedSsTable.info"), "SsTableInfo")
-    info = SstInfo(
-        first_key=_read_blob(r, i.ref(0)), last_key=_read_blob(r, i.ref(7)),
-        index_offset=i.scalar(1, U64) or 0, index_len=i.scalar(2, U64) or 0,
-        filter_offset=i.scalar(3, U64) or 0, filter_len=i.scalar(4, U64) or 0,
-        compression=i.scalar(5, U8) or 0, sst_type=i.scalar(6, U8) or 0,
-        stats_offset=i.scalar(8, U64) or 0, stats_len=i.scalar(9, U64) or 0,
-        filter_format=i.scalar(10, U8) or 0,
-        entry_count=i.scalar(_ENTRIES, U64) or 0, size_bytes=i.scalar(_SIZE, U64) or 0,
-    )
-    version = t.scalar(3, U16)
+def _read_sst(r: FbReader, pos: int) -> CompactedSst:
+    sid, info, _, version = r.table(COMPACTED_SST, pos)
     return CompactedSst(
-        id=_read_ulid(r, _req(t.ref(0), "CompactedSsTable.id")), info=info,
+        id=read_ulid(r, need(sid, "CompactedSsTable.id")),
+        info=read_sst_info(r, need(info, "CompactedSsTable.info")),
         format_version=1 if version is None else version,
     )
 
 
-def _read_ssts(r: Reader, pos: int | None) -> tuple[CompactedSst, ...]:
+def _read_ssts(r: FbReader, pos: int | None) -> tuple[CompactedSst, ...]:
     if pos is None:
         return ()
-    return tuple(_read_sst(r, t) for t in r.tables(pos, "CompactedSsTable"))
+    return tuple(_read_sst(r, p) for p in r.tables(pos, "[CompactedSsTable]"))
 
 
-def _read_context(r: Reader, pos: int) -> CompactionContext:
-    t = r.table(pos, "TieredCompactionContext")
+def _read_context(r: FbReader, pos: int) -> CompactionContext:
+    subs_at, retention = r.table(CONTEXT, pos)
     subs: list[Subcompaction] = []
-    if (subs_at := t.ref(0)) is not None:
-        for s in r.tables(subs_at, "Subcompaction"):
-            rng = _read_range(r, _req(s.ref(0), "Subcompaction.range"))
-            subs.append(Subcompaction(rng, _read_ssts(r, s.ref(1))))
-    return CompactionContext(tuple(subs), t.scalar(1, U64) or 0)
+    if subs_at is not None:
+        for p in r.tables(subs_at, "subcompactions"):
+            rng, outputs = r.table(SUBCOMPACTION, p)
+            subs.append(Subcompaction(read_range(r, need(rng, "Subcompaction.range")),
+                                      _read_ssts(r, outputs)))
+    return CompactionContext(tuple(subs), retention)
 
 
-def _read_compaction(r: Reader, t: Table, version: int) -> CompactionRecord:
-    cid = _read_ulid(r, _req(t.ref(0), "Compaction.id"))
-    tag = t.scalar(1, U8) or 0
+def _read_spec(
+    r: FbReader, tag: int, pos: int, version: int
+) -> tuple[tuple[ULID, ...], tuple[int, ...], bytes, int]:
+    """Source views, source runs, segment and destination of either CompactionSpec."""
+    if tag == TIERED:
+        legacy, runs_at, views_at, segment, destination = r.table(TIERED_SPEC, pos)
+        # SlateDB's deprecated `ssts`: SST ids in place of view ids
+        views = _read_ulids(r, legacy if views_at is None else views_at)
+        runs = () if runs_at is None else r.u32s(runs_at)
+        dest = destination if version >= 2 else min(runs, default=0)
+        return views, runs, _read_blob(r, segment) or b"", dest
+    segment, views_at, runs_at = r.table(DRAIN_SPEC, pos)
+    runs = () if runs_at is None else r.u32s(runs_at)
+    return _read_ulids(r, views_at), runs, r.blob(need(segment, "DrainSegmentSpec.segment")), 0
+
+
+def _read_compaction(r: FbReader, pos: int, version: int) -> CompactionRecord:
+    (cid_at, tag, spec, code, outputs_at, worker_at, ctx_tag, ctx, *_, ours_outputs, kind_code,
+     created, updated, error, ours) = r.table(COMPACTION, pos)
+    cid = read_ulid(r, need(cid_at, "Compaction.id"))
     if tag not in (TIERED, DRAIN):
         raise Malformed(f"compaction {cid}: unknown spec type {tag}")
-    spec = r.table(_req(t.ref(2), "Compaction.spec"), "CompactionSpec")
-    if tag == TIERED:
-        views = _read_ulids(r, spec.ref(2))
-        if spec.ref(2) is None:  # SlateDB's deprecated `ssts`: SST ids in place of view ids
-            views = _read_ulids(r, spec.ref(0))
-        runs = r.u32s(p) if (p := spec.ref(1)) is not None else ()
-        segment = _read_blob(r, spec.ref(3)) or b""
-        destination = (spec.scalar(4, U32) or 0) if version >= 2 else min(runs, default=0)
-    else:
-        segment = r.blob(_req(spec.ref(0), "DrainSegmentSpec.segment"))
-        views = _read_ulids(r, spec.ref(1))
-        runs = r.u32s(p) if (p := spec.ref(2)) is not None else ()
-        destination = 0
-    code = t.scalar(3, U8) or 0
+    views, runs, segment, destination = _read_spec(r, tag, need(spec, "Compaction.spec"), version)
     if code not in STATUS_OF:
         raise Malformed(f"compaction {cid}: unknown status {code}")
-    ours = t.scalar(_RUNNING, U8)
     if ours is not None and (ours != OURS_RUNNING or code != SUBMITTED):
         raise Malformed(f"compaction {cid}: our running mark {ours} on status {code}")
     status: Status = "running" if ours is not None else STATUS_OF[code]
     worker = None
-    if (w := t.ref(5)) is not None:
-        wt = r.table(w, "WorkerSpec")
-        if (wid := wt.ref(0)) is not None:  # SlateDB: no worker id = unclaimed
-            worker = WorkerSpec(r.string(wid), wt.scalar(1, U64) or 0)
-    ctx_tag = t.scalar(6, U8) or 0
+    if worker_at is not None:
+        wid, heartbeat = r.table(WORKER, worker_at)
+        if wid is not None:  # SlateDB: no worker id = unclaimed
+            worker = WorkerSpec(r.string(wid), heartbeat)
     if ctx_tag not in (0, TIERED_CONTEXT):
         raise Malformed(f"compaction {cid}: unknown context type {ctx_tag}")
-    ctx = t.ref(7)
-    kind_code = t.scalar(_KIND, U8)
     if kind_code is not None and kind_code not in KIND_OF:
         raise Malformed(f"compaction {cid}: unknown kind {kind_code}")
-    error = t.ref(_ERROR)
     return CompactionRecord(
         id=cid,
         kind=KIND_OF[kind_code] if kind_code is not None else ("l0" if views else "sorted-runs"),
         source_view_ids=views,
         source_run_ids=runs,
         destination=destination,
-        outputs=_read_ulids(r, t.ref(_OUTPUTS)),
+        outputs=_read_ulids(r, ours_outputs),
         status=status,
-        created_at_ms=t.scalar(_CREATED, U64) or 0,
-        updated_at_ms=t.scalar(_UPDATED, U64) or 0,
+        created_at_ms=created,
+        updated_at_ms=updated,
         error=None if error is None else r.string(error),
         segment=segment,
         drain=tag == DRAIN,
         worker=worker,
-        output_ssts=_read_ssts(r, t.ref(4)),
+        output_ssts=_read_ssts(r, outputs_at),
         context=None if ctx_tag == 0 or ctx is None else _read_context(r, ctx),
     )
 
@@ -314,21 +257,20 @@ def decode_state(data: bytes, name: str) -> CompactionsState:
     if version not in SUPPORTED_VERSIONS:
         raise CorruptionError(name, f"unsupported compactions format version {version}")
     try:
-        r = Reader(data[2:])
-        root = r.root("CompactionsV1")
-        at = root.field_offset(_CHECKSUM, U32)
-        if at is not None:
-            stored = struct.unpack_from("<I", data, 2 + at)[0]
-            if zlib.crc32(data[: 2 + at] + bytes(4) + data[6 + at :]) != stored:
-                raise Malformed("checksum mismatch")
-        records = r.tables(_req(root.ref(1), "recent_compactions"), "Compaction")
-        if at is None and any(t.ref(_OUTPUTS) is not None for t in records):
+        r = FbReader(data[2:])
+        root = r.root()
+        epoch, records_at, *_, stored = r.table(COMPACTIONS, root)
+        at = r.slot_position(COMPACTIONS, root, CHECKSUM_SLOT)
+        if at is not None and zlib.crc32(data[: 2 + at] + bytes(4) + data[6 + at :]) != stored:
+            raise Malformed("checksum mismatch")
+        records = r.tables(records_at, "recent_compactions")
+        if at is None and any(r.table(COMPACTION, p)[16] is not None for p in records):
             # SlateDB drops all of our fields at once when it rewrites; ours without the
             # checksum is damage (a cut root vtable), not a record SlateDB wrote
             raise Malformed("our compaction fields without our checksum")
         return CompactionsState(
-            compactor_epoch=root.scalar(0, U64) or 0,
-            compactions=tuple(_read_compaction(r, t, version) for t in records),
+            compactor_epoch=epoch,
+            compactions=tuple(_read_compaction(r, p, version) for p in records),
         )
-    except (Malformed, ValueError, struct.error) as e:
+    except (Malformed, ValueError, TypeError, IndexError, OverflowError, struct.error) as e:
         raise CorruptionError(name, f"malformed compactions record: {e}") from None

@@ -13,12 +13,7 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, UnsupportedFeature
-from slatedb_core.keys import BoundKind, BytesBound, BytesRange
-from slatedb_core.manifest._encode import (
-    DESTROYED_CHECKPOINT_ID,
-    FORMAT_VERSION,
-    HALVES,
-)
+from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID, FORMAT_VERSION
 from slatedb_core.manifest.flatbuf import FbReader, Malformed, need
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
@@ -31,14 +26,13 @@ from slatedb_core.manifest.model import (
 )
 from slatedb_core.manifest.sst_info import read_sst_info
 from slatedb_core.manifest.tables import (
-    BOUND,
     CP,
     EXT_DB,
+    HALVES,
     MANIFEST,
     MANIFEST_OURS,
     OURS,
     OURS_CRC_SLOT,
-    RANGE,
     RUN,
     SST,
     SST_OURS,
@@ -47,10 +41,10 @@ from slatedb_core.manifest.tables import (
     VIEW,
     WRITER_CHECKPOINT,
     WRITER_CP,
+    read_range,
 )
 from slatedb_core.store.checksum import crc32
 
-BOUND_KIND = {1: BoundKind.UNBOUNDED, 2: BoundKind.INCLUDED, 3: BoundKind.EXCLUDED}
 _ZERO_CRC = bytes(4)
 U64_MAX = 2**64 - 1
 
@@ -84,17 +78,6 @@ class _Reader(FbReader):
     def uuid(self, pos: int) -> uuid.UUID:
         return uuid.UUID(bytes=HALVES.pack(*self.pair(UUID_TABLE, pos)))
 
-    def range(self, pos: int) -> BytesRange:
-        start, end = self.table(RANGE, pos)
-        return BytesRange(self.bound(need(start, "BytesRange.start_bound")),
-                          self.bound(need(end, "BytesRange.end_bound")))
-
-    def bound(self, pos: int) -> BytesBound:
-        key, kind = self.table(BOUND, pos)
-        if kind not in BOUND_KIND:
-            raise Malformed(f"BoundType {kind} is out of range")
-        return BytesBound(BOUND_KIND[kind], None if key is None else self.blob(key))
-
 
 def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[ULID, ULID]]:
     ssts: list[CompactedSst] = []
@@ -122,7 +105,7 @@ def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -
         if sst_id is None:
             raise Malformed(f"a view references SST {r.ulid(sid)}, which is not in ssts")
         view_id = r.ulid(need(vid, "CompactedSsTableView.id"))
-        out.append(SstView(view_id, sst_id, None if rng is None else r.range(rng)))
+        out.append(SstView(view_id, sst_id, None if rng is None else read_range(r, rng)))
     return tuple(out)
 
 
@@ -211,7 +194,7 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
             raise Malformed(f"max_parallel_writes {parallel} exceeds {MAX_PARALLEL_WRITES}")
         extra["max_parallel_writes"] = parallel or 1
         if key_range is not None:
-            extra["key_range"] = r.range(key_range)
+            extra["key_range"] = read_range(r, key_range)
         if next_wal is not None:
             extra["next_wal_sst_id"] = next_wal
         stamp = Stamp(FORMAT_VERSION, None if nonce is None else r.blob(nonce),

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.keys import BoundKind, BytesBound, BytesRange
+from slatedb_core.manifest import tables as tb
 from slatedb_core.manifest.flatbuf import FbWriter
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
@@ -20,24 +20,6 @@ from slatedb_core.manifest.model import (
     SstView,
 )
 from slatedb_core.manifest.sst_info import write_sst_info
-from slatedb_core.manifest.tables import (
-    BOUND,
-    CP,
-    EXT_DB,
-    MANIFEST,
-    MANIFEST_OURS,
-    OURS,
-    OURS_CRC_SLOT,
-    RANGE,
-    RUN,
-    SST,
-    SST_OURS,
-    ULID_TABLE,
-    UUID_TABLE,
-    VIEW,
-    WRITER_CHECKPOINT,
-    WRITER_CP,
-)
 from slatedb_core.store.checksum import crc32
 
 FORMAT_VERSION = 2
@@ -45,12 +27,8 @@ FORMAT_VERSION = 2
 VERSION_PREFIX = struct.pack(">H", FORMAT_VERSION)
 NONCE_SIZE = 16
 U32_MAX = 2**32 - 1
-HALVES = struct.Struct(">QQ")
-# Bound kinds: SlateDB's BoundType (schemas/common.fbs) is Unknown = 0, Unbounded, Included,
-# Excluded; ours has no Unknown.
-BOUND_TYPE = {BoundKind.UNBOUNDED: 1, BoundKind.INCLUDED: 2, BoundKind.EXCLUDED: 3}
-_SST_GAP = (None,) * (SST_OURS - 3)
-_MANIFEST_GAP = (None,) * (MANIFEST_OURS - 18)
+_SST_GAP = (None,) * (tb.SST_OURS - 3)
+_MANIFEST_GAP = (None,) * (tb.MANIFEST_OURS - 18)
 
 DESTROYED_CHECKPOINT_NAME = "slatedb-lakehouse:destroyed"
 """How ``Manifest.destroyed_at_s`` is stored: a checkpoint of this name and id that never expires,
@@ -72,31 +50,22 @@ class _Ids:
     def of(self, raw: bytes) -> int:
         pos = self._written.get(raw)
         if pos is None:
-            pos = self._written[raw] = self._w.pair(ULID_TABLE, *HALVES.unpack(raw))
+            pos = self._written[raw] = self._w.pair(tb.ULID_TABLE, *tb.HALVES.unpack(raw))
         return pos
 
     def opt(self, u: ULID | None) -> int | None:
         return None if u is None else self.of(u.bytes)
 
 
-def _write_range(w: FbWriter, rng: BytesRange) -> int:
-    return w.table(RANGE, (_write_bound(w, rng.start), _write_bound(w, rng.end)))
-
-
-def _write_bound(w: FbWriter, bound: BytesBound) -> int:
-    key = None if bound.key is None else w.blob(bound.key)
-    return w.table(BOUND, (key, BOUND_TYPE[bound.kind]))
-
-
 def _write_sst(w: FbWriter, ids: _Ids, sst: CompactedSst) -> int:
     info = write_sst_info(w, sst.info)
-    return w.table(SST, (ids.of(sst.id.bytes), info, sst.format_version, *_SST_GAP,
+    return w.table(tb.SST, (ids.of(sst.id.bytes), info, sst.format_version, *_SST_GAP,
                          ids.opt(sst.original_id)))
 
 
 def _write_view(w: FbWriter, ids: _Ids, view: SstView) -> int:
-    rng = None if view.visible_range is None else _write_range(w, view.visible_range)
-    return w.table(VIEW, (ids.of(view.view_id.bytes), ids.of(view.sst_id.bytes), rng))
+    rng = None if view.visible_range is None else tb.write_range(w, view.visible_range)
+    return w.table(tb.VIEW, (ids.of(view.view_id.bytes), ids.of(view.sst_id.bytes), rng))
 
 
 def _u32(value: int, what: str) -> int:
@@ -117,11 +86,11 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
     if cp.id == DESTROYED_CHECKPOINT_ID:
         raise InvalidArgument(f"checkpoint id {cp.id} is reserved for {DESTROYED_CHECKPOINT_NAME}")
     name = None if cp.name is None else w.string(cp.name)
-    meta = None if cp.writer_epoch is None else w.table(WRITER_CP, (cp.writer_epoch,))
+    meta = None if cp.writer_epoch is None else w.table(tb.WRITER_CP, (cp.writer_epoch,))
     expire = 0 if cp.expire_time_s is None else _expiry(cp.expire_time_s)
-    return w.table(CP, (
-        w.pair(UUID_TABLE, *HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
-        _u32(cp.create_time_s, "create time"), None if meta is None else WRITER_CHECKPOINT,
+    return w.table(tb.CP, (
+        w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
+        _u32(cp.create_time_s, "create time"), None if meta is None else tb.WRITER_CHECKPOINT,
         meta, name,
     ))
 
@@ -129,8 +98,8 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
 def _destroyed_marker(w: FbWriter, destroyed_at_s: int, manifest_id: int | None) -> int:
     if manifest_id is None:
         raise InvalidArgument("a destroyed manifest is encoded with its id (its marker pins it)")
-    return w.table(CP, (
-        w.pair(UUID_TABLE, *HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)), manifest_id, 0,
+    return w.table(tb.CP, (
+        w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)), manifest_id, 0,
         _u32(destroyed_at_s, "destroyed_at_s"), None, None, w.string(DESTROYED_CHECKPOINT_NAME),
     ))
 
@@ -141,9 +110,9 @@ def _write_external_dbs(w: FbWriter, ids: _Ids, m: Manifest) -> int | None:
     out = []
     for e in m.external_dbs:
         final = e.final_checkpoint_id
-        out.append(w.table(EXT_DB, (
-            w.string(e.path), w.pair(UUID_TABLE, *HALVES.unpack(e.source_checkpoint_id.bytes)),
-            None if final is None else w.pair(UUID_TABLE, *HALVES.unpack(final.bytes)),
+        out.append(w.table(tb.EXT_DB, (
+            w.string(e.path), w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(e.source_checkpoint_id.bytes)),
+            None if final is None else w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(final.bytes)),
             w.tables([ids.of(s.bytes) for s in e.sst_ids]),
         )))
     return w.tables(out)
@@ -171,9 +140,9 @@ def _check(m: Manifest) -> None:
 
 
 def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) -> int:
-    rng = None if m.key_range is None else _write_range(w, m.key_range)
+    rng = None if m.key_range is None else tb.write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
-    return w.table(OURS, (m.max_parallel_writes, rng, w.blob(nonce), parent_pos,
+    return w.table(tb.OURS, (m.max_parallel_writes, rng, w.blob(nonce), parent_pos,
                           m.next_wal_sst_id, 0, m.our_writer_epoch, m.our_compactor_epoch))
 
 
@@ -204,7 +173,7 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
     ids = _Ids(w)
     ssts = w.tables([_write_sst(w, ids, s) for s in m.ssts])
     l0 = w.tables([_write_view(w, ids, v) for v in m.l0])
-    runs = w.tables([w.table(RUN, (r.id, w.tables([_write_view(w, ids, v) for v in r.views])))
+    runs = w.tables([w.table(tb.RUN, (r.id, w.tables([_write_view(w, ids, v) for v in r.views])))
                      for r in m.compacted])
     cps = [_write_checkpoint(w, c) for c in m.checkpoints]
     if m.destroyed_at_s is not None:
@@ -212,8 +181,8 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
     tracker = None if m.sequence_tracker is None else w.blob(m.sequence_tracker)
     ours = _write_ours(w, m, nonce, parent)
     assert w.last is not None
-    crc_at = ours - w.last.offs[OURS_CRC_SLOT]  # from the buffer's end
-    root = w.table(MANIFEST, (
+    crc_at = ours - w.last.offs[tb.OURS_CRC_SLOT]  # from the buffer's end
+    root = w.table(tb.MANIFEST, (
         None, _write_external_dbs(w, ids, m), m.initialized, m.writer_epoch, m.compactor_epoch,
         m.replay_after_wal_id, m.wal_id_last_seen, ids.opt(m.last_compacted_l0_view_id), ssts,
         l0, runs, m.last_l0_clock_tick, w.tables(cps), m.last_l0_seq, m.recent_snapshot_min_seq,

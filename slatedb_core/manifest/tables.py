@@ -9,7 +9,19 @@ between), so SlateDB's reader, which ignores slots it does not know, decodes our
 
 from __future__ import annotations
 
-from slatedb_core.manifest.flatbuf import FbTable, past
+import struct
+
+from ulid import ULID
+
+from slatedb_core.keys import BoundKind, BytesBound, BytesRange
+from slatedb_core.manifest.flatbuf import FbReader, FbTable, FbWriter, Malformed, need, past
+
+HALVES = struct.Struct(">QQ")
+"""A 128-bit id's bytes as its table's two u64 halves (high, low)."""
+# Bound kinds: SlateDB's BoundType (schemas/common.fbs) is Unknown = 0, Unbounded, Included,
+# Excluded; ours has no Unknown.
+BOUND_TYPE = {BoundKind.UNBOUNDED: 1, BoundKind.INCLUDED: 2, BoundKind.EXCLUDED: 3}
+BOUND_KIND = {code: kind for kind, code in BOUND_TYPE.items()}
 
 # SlateDB 0.17's schemas/common.fbs: 128-bit ids are tables of two u64 halves (high, low).
 ULID_TABLE = FbTable("Ulid", "QQ")
@@ -43,3 +55,35 @@ MANIFEST = FbTable("ManifestV2", past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
 # next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch.
 OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQ")
 OURS_CRC_SLOT = 5
+
+
+def write_ulid(w: FbWriter, u: ULID) -> int:
+    """A Ulid table (schemas/common.fbs)."""
+    return w.pair(ULID_TABLE, *HALVES.unpack(u.bytes))
+
+
+def read_ulid(r: FbReader, pos: int) -> ULID:
+    return ULID(HALVES.pack(*r.pair(ULID_TABLE, pos)))
+
+
+def write_range(w: FbWriter, rng: BytesRange) -> int:
+    """A BytesRange table and its two BytesBound tables (schemas/common.fbs)."""
+    return w.table(RANGE, (_write_bound(w, rng.start), _write_bound(w, rng.end)))
+
+
+def _write_bound(w: FbWriter, bound: BytesBound) -> int:
+    key = None if bound.key is None else w.blob(bound.key)
+    return w.table(BOUND, (key, BOUND_TYPE[bound.kind]))
+
+
+def read_range(r: FbReader, pos: int) -> BytesRange:
+    start, end = r.table(RANGE, pos)
+    return BytesRange(_read_bound(r, need(start, "BytesRange.start_bound")),
+                      _read_bound(r, need(end, "BytesRange.end_bound")))
+
+
+def _read_bound(r: FbReader, pos: int) -> BytesBound:
+    key, kind = r.table(BOUND, pos)
+    if kind not in BOUND_KIND:
+        raise Malformed(f"BoundType {kind} is out of range")
+    return BytesBound(BOUND_KIND[kind], None if key is None else r.blob(key))

@@ -19,12 +19,17 @@ from slatedb_core.compactor import (
     read_latest_state,
 )
 from slatedb_core.compactor.compactions import compactions_seq, decode_state, encode_state
+from slatedb_core.compactor.compactions_codec import (
+    CHECKSUM_SLOT,
+    COMPACTION,
+    COMPACTIONS,
+    TIERED_SPEC,
+)
 from slatedb_core.compactor.compactions_model import (
     CompactionContext,
     Subcompaction,
     WorkerSpec,
 )
-from slatedb_core.compactor.flatbuf import REF, U8, U32, U64, Builder, Reader
 from slatedb_core.errors import (
     CompactionCancelled,
     CorruptionError,
@@ -32,8 +37,10 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.keys import BytesBound, BytesRange
+from slatedb_core.manifest.flatbuf import FbReader, FbWriter
 from slatedb_core.manifest.model import CompactedSst, SstInfo
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.manifest.tables import read_ulid, write_ulid
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -113,52 +120,41 @@ def test_the_bytes_are_slatedb_0_17s_compactions_v1() -> None:
     done = CompactionRecord(ULID(), "sorted-runs", (), (4, 3), 3, status="committed")
     data = encode_state(CompactionsState(9, (ours, done)))
     assert data[:2] == b"\x00\x02"
-    r = Reader(data[2:])
-    root = r.root("CompactionsV1")
-    assert root.scalar(0, U64) == 9
-    first, second = r.tables(root.ref(1) or -1, "Compaction")
-
-    def ulid_at(pos: int) -> ULID:
-        t = r.table(pos, "Ulid")
-        return ULID((t.scalar(0, U64) or 0).to_bytes(8, "big") + (t.scalar(1, U64) or 0).to_bytes(8, "big"))
-
-    assert ulid_at(first.ref(0) or -1) == ours.id
-    assert first.scalar(1, U8) == 1  # TieredCompactionSpec
-    assert (first.scalar(3, U8) or 0) == 0 and first.scalar(21, U8) == 1
-    spec = r.table(first.ref(2) or -1, "TieredCompactionSpec")
-    assert tuple(ulid_at(t.pos) for t in r.tables(spec.ref(2) or -1, "Ulid")) == views
-    assert spec.ref(1) is None and r.blob(spec.ref(3) or -1) == b""
-    assert (spec.scalar(4, U32) or 0) == 0
-    assert r.tables(first.ref(4) or -1, "CompactedSsTable") == []
-    assert [ulid_at(t.pos) for t in r.tables(first.ref(16) or -1, "Ulid")] == list(ours.outputs)
-    assert root.ref(8) is not None and root.scalar(9, U32) is not None  # nonce, CRC-32
-    assert second.scalar(3, U8) == 2 and second.scalar(21, U8) is None
-    spec2 = r.table(second.ref(2) or -1, "TieredCompactionSpec")
-    assert r.u32s(spec2.ref(1) or -1) == (4, 3) and spec2.scalar(4, U32) == 3
+    r = FbReader(data[2:])
+    epoch, records, *_, nonce, crc = r.table(COMPACTIONS, r.root())
+    assert epoch == 9
+    first, second = (r.table(COMPACTION, p) for p in r.tables(records, "Compaction"))
+    assert read_ulid(r, first[0]) == ours.id
+    assert first[1] == 1  # TieredCompactionSpec
+    assert first[3] == 0 and first[21] == 1
+    legacy, runs, views_at, segment, destination = r.table(TIERED_SPEC, first[2])
+    assert tuple(read_ulid(r, p) for p in r.tables(views_at, "l0_view_ids")) == views
+    assert legacy is None and runs is None and r.blob(segment) == b"" and destination == 0
+    assert r.tables(first[4], "output_ssts") == []
+    assert [read_ulid(r, p) for p in r.tables(first[16], "outputs")] == list(ours.outputs)
+    assert nonce is not None and r.slot_position(COMPACTIONS, r.root(), CHECKSUM_SLOT) is not None
+    assert crc != 0
+    assert second[3] == 2 and second[21] is None
+    _, runs2, _, _, destination2 = r.table(TIERED_SPEC, second[2])
+    assert r.u32s(runs2) == (4, 3) and destination2 == 3
     failed = dataclasses.replace(done, status="failed")
-    again = Reader(encode_state(CompactionsState(9, (failed,)))[2:])
-    (only,) = again.tables(again.root("x").ref(1) or -1, "Compaction")
-    assert only.scalar(3, U8) == 3
+    again = FbReader(encode_state(CompactionsState(9, (failed,)))[2:])
+    (only,) = again.tables(again.table(COMPACTIONS, again.root())[1], "Compaction")
+    assert again.table(COMPACTION, only)[3] == 3
 
 
 def _slatedb_style(version: int, *, legacy_ssts: bool = False) -> bytes:
     """An object as SlateDB writes it: none of our slots, no nonce, no checksum."""
-    b = Builder()
-
-    def ulid(u: ULID) -> int:
-        raw = u.bytes
-        return b.table([(0, U64, int.from_bytes(raw[:8], "big")), (1, U64, int.from_bytes(raw[8:], "big"))])
-
-    view = ulid(VIEW)
-    views = b.refs([view])
-    runs = b.u32s([5, 4])
-    spec = b.table([(0 if legacy_ssts else 2, REF, views), (1, REF, runs), (3, REF, b.blob(b"")),
-                    (4, U32, 9 if version >= 2 else None)])
-    compaction = b.table([(0, REF, ulid(CID)), (1, U8, 1), (2, REF, spec), (3, U8, 5),
-                          (4, REF, b.refs([]))])
-    root = b.table([(0, U64, 3), (1, REF, b.refs([compaction]))])
-    data, _ = b.finish(root, version.to_bytes(2, "big"))
-    return data
+    w = FbWriter()
+    views = w.tables([write_ulid(w, VIEW)])
+    runs = w.u32s([5, 4])
+    destination = 9 if version >= 2 else None
+    spec_fields = [None, runs, None, w.blob(b""), destination]
+    spec_fields[0 if legacy_ssts else 2] = views
+    spec = w.table(TIERED_SPEC, spec_fields)
+    compaction = w.table(COMPACTION, (write_ulid(w, CID), 1, spec, 5, w.tables([])))
+    root = w.table(COMPACTIONS, (3, w.tables([compaction])))
+    return version.to_bytes(2, "big") + w.finish(root)
 
 
 VIEW, CID = ULID(), ULID()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slatedb_core.compactor.compactions import decode_state, encode_state
-from slatedb_core.compactor.compactions_codec import STATUS_CODE
-from slatedb_core.compactor.flatbuf import U32, Malformed, Reader
+from slatedb_core.compactor.compactions_codec import CHECKSUM_SLOT, COMPACTIONS, STATUS_CODE
 from slatedb_core.errors import CorruptionError, UnsupportedFeature
 from slatedb_core.manifest.codec import decode_manifest, encode_manifest
+from slatedb_core.manifest.flatbuf import FbReader, Malformed
 from slatedb_core.meta import envelope
 from slatedb_core.meta.boundary import parse_boundary
 from slatedb_core.meta.sequenced import SequencedStore
@@ -286,7 +286,10 @@ def _repair_compactions(original: bytes, mutated: bytes) -> bytes:
     """Make our CRC-32 (CompactionsV1 slot 9) right again where the mutated root still locates
     it, so the FlatBuffers reader itself sees the mutation."""
     try:
-        at = Reader(mutated[2:]).root("CompactionsV1").field_offset(9, U32)
+        r = FbReader(mutated[2:])
+        root = r.root()
+        r.table(COMPACTIONS, root)
+        at = r.slot_position(COMPACTIONS, root, CHECKSUM_SLOT)
     except (Malformed, struct.error):
         return mutated
     if at is None:

@@ -18,9 +18,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slatedb_core.compactor.compactions import decode_state
-from slatedb_core.compactor.flatbuf import REF, U8, U32, U64, Builder
+from slatedb_core.compactor.compactions_codec import (
+    COMPACTION,
+    COMPACTIONS,
+    CONTEXT,
+    SUBCOMPACTION,
+    TIERED_SPEC,
+    WORKER,
+)
 from slatedb_core.errors import CorruptionError
 from slatedb_core.manifest.codec import decode_manifest
+from slatedb_core.manifest.flatbuf import FbWriter
+from slatedb_core.manifest.tables import BOUND, RANGE, ULID_TABLE
 from slatedb_core.meta import envelope
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.table.shardmap import decode_shard_map
@@ -95,24 +104,19 @@ def test_long_run_cli_reports_inputs_and_no_findings(capsys: pytest.CaptureFixtu
 # ------------------------------------------------------------------------------- regressions
 
 def _slatedb_style_compactions(
-    *, status: int = 1, spec_type: int = 1, bound: int = 1, worker: bytes = b"w"
+    *, status: int = 1, spec_type: int = 1, bound: int = 2, worker: bytes = b"w"
 ) -> bytes:
     """A ``.compactions`` object as SlateDB writes it (no checksum of ours to stop damage)."""
-    b = Builder()
-    ulid = b.table([(0, U64, 1), (1, U64, 2)])
-    key = b.blob(b"k")
-    start = b.table([(0, REF, key), (1, U8, bound)])
-    end = b.table([(1, U8, 1)])
-    rng = b.table([(0, REF, start), (1, REF, end)])
-    sub = b.table([(0, REF, rng)])
-    ctx = b.table([(0, REF, b.refs([sub])), (1, U64, 5)])
-    wid = b.blob(worker)  # a string is a byte vector and a NUL (here the padding after it)
-    wk = b.table([(0, REF, wid), (1, U64, 7)])
-    spec = b.table([(1, REF, b.u32s([3])), (3, REF, b.blob(b"")), (4, U32, 3)])
-    c = b.table([(0, REF, ulid), (1, U8, spec_type), (2, REF, spec), (3, U8, status),
-                 (4, REF, b.refs([])), (5, REF, wk), (6, U8, 1), (7, REF, ctx)])
-    data, _ = b.finish(b.table([(0, U64, 1), (1, REF, b.refs([c]))]), b"\x00\x02")
-    return data
+    w = FbWriter()
+    start = w.table(BOUND, (w.blob(b"k"), bound))
+    rng = w.table(RANGE, (start, w.table(BOUND, (None, 1))))
+    ctx = w.table(CONTEXT, (w.tables([w.table(SUBCOMPACTION, (rng,))]), 5))
+    wid = w.blob(worker)  # a string is a byte vector and a NUL (here the padding after it)
+    wk = w.table(WORKER, (wid, 7))
+    spec = w.table(TIERED_SPEC, (None, w.u32s([3]), None, w.blob(b""), 3))
+    c = w.table(COMPACTION, (w.pair(ULID_TABLE, 1, 2), spec_type, spec, status, w.tables([]), wk,
+                             1, ctx))
+    return b"\x00\x02" + w.finish(w.table(COMPACTIONS, (1, w.tables([c]))))
 
 
 @pytest.mark.parametrize(
@@ -121,6 +125,7 @@ def _slatedb_style_compactions(
         _slatedb_style_compactions(status=6),  # no such CompactionStatus
         _slatedb_style_compactions(spec_type=3),  # no such CompactionSpec
         _slatedb_style_compactions(bound=0),  # BoundType Unknown
+        _slatedb_style_compactions(bound=1),  # Unbounded with a key: SlateDB refuses it too
         b"\x00\x03" + _slatedb_style_compactions()[2:],  # format version 3
         _slatedb_style_compactions()[:-8],  # cut short
         b"\x00",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # the wheel ships no py.typed
@@ -28,37 +26,20 @@ from slatedb_core.compactor.compactions_model import WorkerSpec
 from slatedb_core.manifest.model import CompactedSst, SstInfo
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
+from tests.interop import conftest as interop
 from tests.interop.oracle import Oracle, SlateWriter, settings
 
 pytestmark = pytest.mark.slatedb
+# the cross-engine tests' fixtures: a directory both engines open, the wheel on it
+oracle = interop.oracle
+root = interop.root
+store = interop.store
 
 # the wheel's CompactionStatus names, ours beside them (its Completed is our committed)
 STATUS = {
     "SUBMITTED": "submitted", "SCHEDULED": "scheduled", "RUNNING": "running",
     "COMPACTED": "compacted", "COMPLETED": "committed", "FAILED": "failed",
 }
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    d = tmp_path / "store"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
-def oracle(root: Path) -> Iterator[Oracle]:
-    o = Oracle(root)
-    try:
-        yield o
-    finally:
-        o.close()
-
-
-@pytest.fixture
-def store(root: Path) -> ObjectStore:
-    return open_store(root)
 
 
 def fill(db: SlateWriter, rounds: int, tag: str) -> dict[bytes, bytes]:

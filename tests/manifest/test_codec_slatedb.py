@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,20 +34,15 @@ from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
 from tests.gc import Background
+from tests.interop import conftest as interop
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
+# the cross-engine tests' fixtures: a directory both engines open, the wheel on it
+oracle = interop.oracle
+root = interop.root
 
 CODECS = {None: 0, "SNAPPY": 1, "ZLIB": 2, "LZ4": 3, "ZSTD": 4}
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 def _manifests(root: Path, db: str = "db") -> dict[int, bytes]:

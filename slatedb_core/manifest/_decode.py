@@ -13,17 +13,10 @@ from typing import Any
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, UnsupportedFeature
+from slatedb_core.manifest import model
 from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID, FORMAT_VERSION
 from slatedb_core.manifest.flatbuf import FbReader, Malformed, need
-from slatedb_core.manifest.model import (
-    MAX_PARALLEL_WRITES,
-    Checkpoint,
-    CompactedSst,
-    ExternalDb,
-    Manifest,
-    SortedRun,
-    SstView,
-)
+from slatedb_core.manifest.model import CompactedSst, SstView
 from slatedb_core.manifest.sst_info import read_sst_info
 from slatedb_core.manifest.tables import (
     CP,
@@ -109,9 +102,9 @@ def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -
     return tuple(out)
 
 
-def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[Checkpoint, ...], int | None]:
+def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[model.Checkpoint, ...], int | None]:
     """The checkpoints, and ``destroyed_at_s`` from the destroyed marker among them."""
-    cps: list[Checkpoint] = []
+    cps: list[model.Checkpoint] = []
     destroyed = None
     for p in r.tables(pos, "checkpoints"):
         raw, manifest_id, expire, create, tag, meta, name = r.table(CP, p)
@@ -124,20 +117,20 @@ def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[Checkpoint, ..
             epoch = r.table(WRITER_CP, need(meta, "Checkpoint.metadata"))[0]
         elif tag != 0:
             raise Malformed(f"CheckpointMetadata type {tag} is out of range")
-        cps.append(Checkpoint(cid, manifest_id, create, expire or None, epoch,
+        cps.append(model.Checkpoint(cid, manifest_id, create, expire or None, epoch,
                               None if name is None else r.string(name)))
     if len({c.id for c in cps}) != len(cps):
         raise Malformed("a checkpoint id appears twice")
     return tuple(cps), destroyed
 
 
-def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[ExternalDb, ...]:
+def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[model.ExternalDb, ...]:
     if pos is None:
         return ()
     out = []
     for p in r.tables(pos, "external_dbs"):
         path, source, final, sst_ids = r.table(EXT_DB, p)
-        out.append(ExternalDb(
+        out.append(model.ExternalDb(
             r.string(need(path, "ExternalDb.path")),
             r.uuid(need(source, "ExternalDb.source_checkpoint_id")),
             None if final is None else r.uuid(final),
@@ -165,7 +158,7 @@ def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) ->
         )
 
 
-def _decode(data: bytes) -> tuple[Manifest, Stamp]:
+def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     r = _Reader(data[2:])
     f = r.table(MANIFEST, r.root())
     (_, exts, initialized, writer_epoch, compactor_epoch, replay, seen, last_view, ssts_pos,
@@ -180,7 +173,7 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
     runs = []
     for p in r.tables(runs_pos, "compacted"):
         run_id, views = r.table(RUN, p)
-        runs.append(SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
+        runs.append(model.SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
     checkpoints, destroyed = _read_checkpoints(r, cps_pos)
     extra: dict[str, Any] = {"next_wal_sst_id": seen + 1}
     if ours_fields is None and seen == U64_MAX:
@@ -190,8 +183,8 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
         parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor = ours_fields
         extra["our_writer_epoch"] = our_writer or 0
         extra["our_compactor_epoch"] = our_compactor or 0
-        if not 0 <= parallel <= MAX_PARALLEL_WRITES:
-            raise Malformed(f"max_parallel_writes {parallel} exceeds {MAX_PARALLEL_WRITES}")
+        if not 0 <= parallel <= model.MAX_PARALLEL_WRITES:
+            raise Malformed(f"max_parallel_writes {parallel} exceeds {model.MAX_PARALLEL_WRITES}")
         extra["max_parallel_writes"] = parallel or 1
         if key_range is not None:
             extra["key_range"] = read_range(r, key_range)
@@ -199,7 +192,7 @@ def _decode(data: bytes) -> tuple[Manifest, Stamp]:
             extra["next_wal_sst_id"] = next_wal
         stamp = Stamp(FORMAT_VERSION, None if nonce is None else r.blob(nonce),
                       None if parent is None else r.blob(parent))
-    manifest = Manifest(
+    manifest = model.Manifest(
         writer_epoch=writer_epoch, compactor_epoch=compactor_epoch, initialized=bool(initialized),
         destroyed_at_s=destroyed, external_dbs=_read_external_dbs(r, exts),
         replay_after_wal_id=replay, wal_id_last_seen=seen, ssts=tuple(ssts),
@@ -226,7 +219,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]:
+def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[model.Manifest, Stamp]:
     """The manifest in ``data`` and its :class:`Stamp`; ``name`` (usually the object path) goes
     into every ``CorruptionError``. A segmented manifest raises ``UnsupportedFeature``."""
     if len(data) < 2:
@@ -243,6 +236,6 @@ def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]
         raise CorruptionError(name, f"malformed ManifestV2: {e}") from e
 
 
-def decode_manifest(data: bytes, *, name: str) -> Manifest:
+def decode_manifest(data: bytes, *, name: str) -> model.Manifest:
     """:func:`decode_stamped_manifest` without the stamp."""
     return decode_stamped_manifest(data, name=name)[0]

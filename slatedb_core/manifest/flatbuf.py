@@ -104,6 +104,7 @@ class FbWriter:
         self._chunks: list[bytes] = []
         self._size = 0
         self._vtables: dict[bytes, int] = {}
+        self._pairs: dict[str, tuple[struct.Struct, int]] = {}
         self.last: WriteLayout | None = None
         """The layout of the table written last (where each of its fields lies)."""
 
@@ -115,15 +116,20 @@ class FbWriter:
         self._size += pad + len(data)
         return self._size
 
-    def table(self, table: FbTable, values: Sequence[Any]) -> int:
-        """Children (offset values) must already be written; ``None`` leaves a field absent."""
-        present = tuple(map(is_not, values, NONES))
+    def _plan(self, table: FbTable, present: tuple[bool, ...]) -> tuple[WriteLayout, int]:
+        """How to pack ``table`` with these fields present, and where its vtable is (written
+        once per buffer: tables of one layout share it)."""
         lay = table.layouts.get(present)
         if lay is None:
             lay = table.layouts[present] = WriteLayout(table, present)
         vt = self._vtables.get(lay.vtable)
         if vt is None:
             vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
+        return lay, vt
+
+    def table(self, table: FbTable, values: Sequence[Any]) -> int:
+        """Children (offset values) must already be written; ``None`` leaves a field absent."""
+        lay, vt = self._plan(table, tuple(map(is_not, values, NONES)))
         size = lay.struct.size
         pad = (-self._size - size) % lay.align
         start = self._size + pad + size
@@ -143,18 +149,17 @@ class FbWriter:
     def pair(self, table: FbTable, high: int, low: int) -> int:
         """A table of two u64 fields, both present (Ulid, Uuid): :meth:`table` without its
         per-call planning, for the one table written most often."""
-        lay = table.layouts.get(_BOTH)
-        if lay is None:
-            lay = table.layouts[_BOTH] = WriteLayout(table, _BOTH)
-        vt = self._vtables.get(lay.vtable)
-        if vt is None:
-            vt = self._vtables[lay.vtable] = self._put(lay.vtable, 2)
-        size = lay.struct.size
+        plan = self._pairs.get(table.name)
+        if plan is None:
+            lay, vt = self._plan(table, _BOTH)
+            plan = self._pairs[table.name] = (lay.struct, vt)
+        packer, vt = plan
+        size = packer.size
         pad = -(self._size + size) % 8
         start = self._size + pad + size
         if pad:
             self._chunks.append(bytes(pad))
-        self._chunks.append(lay.struct.pack(vt - start, high, low))
+        self._chunks.append(packer.pack(vt - start, high, low))
         self._size = start
         return start
 

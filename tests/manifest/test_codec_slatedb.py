@@ -15,21 +15,14 @@ from ulid import ULID
 
 from slatedb_core.errors import DatabaseDestroyed, UnsupportedFeature
 from slatedb_core.keys import BoundKind, BytesBound, BytesRange
+from slatedb_core.manifest import model
 from slatedb_core.manifest.codec import (
     DESTROYED_CHECKPOINT_ID,
     DESTROYED_CHECKPOINT_NAME,
     decode_manifest,
     decode_stamped_manifest,
 )
-from slatedb_core.manifest.model import (
-    Checkpoint,
-    CompactedSst,
-    ExternalDb,
-    Manifest,
-    SortedRun,
-    SstInfo,
-    SstView,
-)
+from slatedb_core.manifest.model import Checkpoint, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
@@ -192,18 +185,18 @@ def _ours() -> Manifest:
     manifest)."""
     now = int(time.time())
     ssts = (
-        CompactedSst(_ulid(1), SstInfo(b"a", b"m", 100, 10, 110, 20, 0, 7, 200, 0, 130, 9, 1)),
-        CompactedSst(_ulid(2), SstInfo(b"n", b"z", 50, 5, 55, 0, 4, 3, 90), original_id=_ulid(9)),
+        model.CompactedSst(_ulid(1), SstInfo(b"a", b"m", 100, 10, 110, 20, 0, 7, 200, 0, 130, 9, 1)),
+        model.CompactedSst(_ulid(2), SstInfo(b"n", b"z", 50, 5, 55, 0, 4, 3, 90), original_id=_ulid(9)),
     )
     ranged = BytesRange(BytesBound.included(b"b"), BytesBound.excluded(b"k"))
     return Manifest(
         writer_epoch=3, compactor_epoch=2, replay_after_wal_id=4, wal_id_last_seen=4,
         next_wal_sst_id=5, ssts=ssts,
         l0=(SstView(_ulid(5), _ulid(1), ranged),),
-        compacted=(SortedRun(7, (SstView(_ulid(2), _ulid(2)),
+        compacted=(model.SortedRun(7, (SstView(_ulid(2), _ulid(2)),
                                  SstView(_ulid(6), _ulid(1), BytesRange(
                                      BytesBound.included(b"k"), BytesBound.unbounded())))),),
-        external_dbs=(ExternalDb("other", uuid.uuid4(), uuid.uuid4(), (_ulid(2),)),),
+        external_dbs=(model.ExternalDb("other", uuid.uuid4(), uuid.uuid4(), (_ulid(2),)),),
         checkpoints=(
             Checkpoint(uuid.uuid4(), 1, now, None, None, "forever"),
             Checkpoint(uuid.uuid4(), 1, now, now + 3600, 3, None),

@@ -47,12 +47,20 @@ class SstOptions:
     """How to build an SST. Readers need none of this: everything is recorded in the object.
 
     ``min_filter_keys``: SSTs with fewer rows get no bloom filter (SlateDB's setting of the same
-    name; its default is 1000, ours 0: a filter on every SST that has rows)."""
+    name; its default is 1000, ours 0: a filter on every SST that has rows).
+
+    ``restart_interval``: rows per restart point of a data block. SlateDB writes 16 (each
+    restart row stores its key whole, the rows after it only what differs from the previous
+    key); its reader accepts any interval, as it finds rows through the restart offsets. Ours
+    is 1 by default: every key stored whole (2 bytes more per row for its restart offset), so
+    a block's rows are all found at once from its restart array when decoding, and encoding
+    needs no shared prefixes. 16 writes exactly SlateDB's bytes."""
 
     block_size: int = 65536
     bloom_bits_per_key: int = 10
     compression: str = "none"
     min_filter_keys: int = 0
+    restart_interval: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.block_size, int) or not 1 <= self.block_size <= MAX_BLOCK_SIZE:
@@ -67,6 +75,8 @@ class SstOptions:
             )
         if not isinstance(self.min_filter_keys, int) or self.min_filter_keys < 0:
             raise InvalidArgument(f"min_filter_keys must be >= 0, got {self.min_filter_keys}")
+        if not isinstance(self.restart_interval, int) or not 1 <= self.restart_interval <= 1 << 16:
+            raise InvalidArgument(f"restart_interval must be 1..65536, got {self.restart_interval}")
 
 
 def _column(batch: pa.RecordBatch | pa.Table, name: str, want: pa.DataType) -> pa.Array | None:
@@ -222,7 +232,8 @@ def _encode_parts(
     n = len(keys)
     code = CODECS[options.compression][0]
     enc = encode_rows(kdata, koffs, values, seqs, kinds, _timestamps(batch, "expire_ts"),
-                      _timestamps(batch, "create_ts"), options.block_size)
+                      _timestamps(batch, "create_ts"), options.block_size,
+                      interval=options.restart_interval)
     parts, offsets = _blocks(enc, code)
     starts = enc.bounds[:-1]
     data_len = offsets[-1]

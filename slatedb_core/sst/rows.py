@@ -6,7 +6,8 @@ A row (SlateDB 0.17's ``row_codec_v2``; integers big-endian, varints LEB128 u32)
     u8 flags | [i64 expire_ts] | [i64 create_ts]
 
 ``shared`` is the length of the prefix the key shares with the previous row's key (0 at a
-restart point: every 16th row of a block). Flags: 1 tombstone, 2 has expire_ts, 4 has
+restart point: every 16th row of a block in SlateDB's SSTs, every row in ours by default, see
+``SstOptions.restart_interval``). Flags: 1 tombstone, 2 has expire_ts, 4 has
 create_ts, 8 merge operand. A block is its rows, ``u16`` restart offsets and ``u16`` their
 count; a row is added while the block, with its trailer, stays within ``block_size`` (the first
 row of a block always is).
@@ -93,10 +94,23 @@ def lcp(kdata: npt.NDArray[np.uint8], koffs: I64) -> I64:
     return out
 
 
-def plan_blocks(rsize: I64, nsize: I64, block_size: int) -> list[int]:
+def plan_blocks(rsize: I64, nsize: I64, block_size: int, interval: int = RESTART_INTERVAL) -> list[int]:
     """Row indices where blocks start (plus the end), filled as SlateDB's block builder fills:
-    a row is added while data + 2 bytes per restart + 2 stays within ``block_size``."""
+    a row is added while data + 2 bytes per restart + 2 stays within ``block_size``. A restart
+    point every ``interval`` rows (a restart row is ``rsize`` bytes, any other ``nsize``)."""
     n = len(rsize)
+    if interval == 1:
+        # every row a restart point: a block of rows s..e costs cum[e] - cum[s] + 2, so each
+        # block end is one binary search over the cumulative (row + restart offset) sizes
+        cum1 = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(rsize + 2, out=cum1[1:])
+        bounds1 = [0]
+        s1 = 0
+        while s1 < n:
+            e1 = int(np.searchsorted(cum1, int(cum1[s1]) + block_size - 2, side="right")) - 1
+            s1 = max(s1 + 1, min(n, e1))
+            bounds1.append(s1)
+        return bounds1
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(nsize, out=cum[1:])
     bounds = [0]
@@ -105,8 +119,8 @@ def plan_blocks(rsize: I64, nsize: I64, block_size: int) -> list[int]:
         hi = int(np.searchsorted(cum, cum[s] + block_size, side="right"))
         w = max(1, min(n, hi + 1) - s)
         pos = np.arange(w)
-        sizes = np.where(pos % RESTART_INTERVAL == 0, rsize[s : s + w], nsize[s : s + w])
-        tot = np.cumsum(sizes) + 2 * (pos // RESTART_INTERVAL + 1) + 2
+        sizes = np.where(pos % interval == 0, rsize[s : s + w], nsize[s : s + w])
+        tot = np.cumsum(sizes) + 2 * (pos // interval + 1) + 2
         e = s + max(1, int(np.searchsorted(tot, block_size, side="right")))
         bounds.append(e)
         s = e
@@ -157,6 +171,14 @@ def _tails(
     return _compact(tmat, tkeep, tail)
 
 
+def _key_array(kdata: npt.NDArray[np.uint8], koffs: I64) -> pa.Array:
+    """The keys as a binary array over ``kdata`` (offsets rebased to 0, data not copied)."""
+    n = len(koffs) - 1
+    offs = (koffs - koffs[0]).astype(np.int32)
+    data = kdata[int(koffs[0]) : int(koffs[-1])] if n else kdata[:0]
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedRows:
     data: pa.Buffer  # every row's bytes, concatenated
@@ -168,16 +190,17 @@ class EncodedRows:
 def encode_rows(
     kdata: npt.NDArray[np.uint8], koffs: I64, values: pa.Array, seqs: npt.NDArray[np.uint64],
     kinds: npt.NDArray[np.uint8], expire: I64 | None, create: I64 | None, block_size: int,
-    *, prefix: bool = True,
+    *, interval: int = RESTART_INTERVAL,
 ) -> EncodedRows:
     """Rows in the given order (keys as ``kdata``/``koffs``), cut into blocks. ``expire`` and
     ``create`` hold a timestamp per row or None; a row has one where the array is not the
-    minimum int64. ``prefix=False`` stores every key whole (SlateDB reads that too)."""
+    minimum int64. A restart point every ``interval`` rows; ``interval=1`` stores every key whole
+    (no prefix compression; SlateDB's reader accepts any interval)."""
     n = len(seqs)
     klen = np.diff(koffs)
     voffs = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset)
     vlen = np.diff(voffs).astype(np.int64)
-    shared_nr = lcp(kdata, koffs) if prefix else np.zeros(n, dtype=np.int64)
+    shared_nr = lcp(kdata, koffs) if interval > 1 else np.zeros(n, dtype=np.int64)
     flags = np.where(kinds == KIND_TOMBSTONE, F_TOMBSTONE, np.where(kinds == KIND_MERGE, F_MERGE, 0))
     flags = flags.astype(np.uint8)
     tail = np.full(n, 9, dtype=np.int64)
@@ -193,20 +216,27 @@ def encode_rows(
     common = varint_len(vlen) + vlen + tail
     rsize = 1 + varint_len(klen) + klen + common
     nsize = varint_len(shared_nr) + varint_len(klen - shared_nr) + klen - shared_nr + common
-    bounds = plan_blocks(rsize, nsize, block_size)
-    starts = np.zeros(n, dtype=np.int64)
-    starts[np.asarray(bounds[1:-1], dtype=np.int64)] = 1
-    block_start = np.asarray(bounds[:-1], dtype=np.int64)[np.cumsum(starts)]
-    restart = (np.arange(n) - block_start) % RESTART_INTERVAL == 0
-    shared = np.where(restart, 0, shared_nr)
-    unshared = klen - shared
-
+    bounds = plan_blocks(rsize, nsize, block_size, interval)
+    if interval == 1:
+        restart = np.ones(n, dtype=np.bool_)
+        shared = shared_nr
+        unshared = klen
+        suffix = _key_array(kdata, koffs)
+    else:
+        starts = np.zeros(n, dtype=np.int64)
+        starts[np.asarray(bounds[1:-1], dtype=np.int64)] = 1
+        block_start = np.asarray(bounds[:-1], dtype=np.int64)[np.cumsum(starts)]
+        restart = (np.arange(n) - block_start) % interval == 0
+        shared = np.where(restart, 0, shared_nr)
+        unshared = klen - shared
+        keep = np.repeat(np.tile(np.array([False, True]), n),
+                         np.column_stack([shared, unshared]).ravel())
+        suffix_data = kdata[int(koffs[0]) : int(koffs[-1])][keep] if n else kdata[:0]
+        soffs = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(unshared, out=soffs[1:])
+        suffix = pa.Array.from_buffers(pa.binary(), n,
+                                       [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
     header = _headers(shared, unshared, vlen)
-    keep = np.repeat(np.tile(np.array([False, True]), n), np.column_stack([shared, unshared]).ravel())
-    suffix_data = kdata[int(koffs[0]) : int(koffs[-1])][keep] if n else kdata[:0]
-    soffs = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(unshared, out=soffs[1:])
-    suffix = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
     joined = pc.binary_join_element_wise(header, suffix, values, _tails(seqs, flags, expire, has_e,
                                                                        create, has_c, tail), _EMPTY)
     bufs = joined.buffers()

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import itertools
+import struct
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, SstReader, encode_sst
+from slatedb_core.sst.rows import plan_blocks
 from tests.sst import Entry, batch_of, entries_of, numbered
 
 CODECS = ["none", "snappy", "zlib", "lz4", "zstd"]
@@ -35,11 +38,13 @@ def sorted_entries(draw: st.DrawFn) -> list[Entry]:
     block_size=st.sampled_from([1, 64, 512, 4096, 65536]),
     codec=st.sampled_from(CODECS),
     bits=st.sampled_from([0, 1, 10]),
+    interval=st.sampled_from([1, 2, 16]),
 )
 def test_random_sorted_batches_round_trip_through_every_read_path(
-    entries: list[Entry], block_size: int, codec: str, bits: int
+    entries: list[Entry], block_size: int, codec: str, bits: int, interval: int
 ) -> None:
-    opts = SstOptions(block_size=block_size, bloom_bits_per_key=bits, compression=codec)
+    opts = SstOptions(block_size=block_size, bloom_bits_per_key=bits, compression=codec,
+                      restart_interval=interval)
     data, info = encode_sst(batch_of(entries), opts)
     reader = SstReader.from_bytes(data, "t")
     assert entries_of(reader.read_all()) == entries
@@ -233,3 +238,52 @@ def test_timestamps_round_trip_and_expired_rows_read_as_tombstones_at_a_given_cl
                                          (b"c", 2, 1, b""), (b"d", 1, 0, b"plain")]
     assert at.get(b"b") == (3, 1, b"") and at.get(b"a") == (4, 0, b"live")
     assert SstReader.from_bytes(data, "t", now_ms=2_000).get(b"a") == (4, 1, b"")
+
+
+def _naive_plan(sizes: list[int], block_size: int) -> list[int]:
+    """SlateDB's block builder, row by row: a row joins the block while rows + a u16 restart
+    offset per row + the u16 count fit in ``block_size`` (the first row always joins)."""
+    bounds, used, rows = [0], 0, 0
+    for i, size in enumerate(sizes):
+        if rows and used + size + 2 * (rows + 1) + 2 > block_size:
+            bounds.append(i)
+            used, rows = 0, 0
+        used += size
+        rows += 1
+    if sizes:
+        bounds.append(len(sizes))
+    return bounds
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.integers(1, 300), max_size=200),
+       block_size=st.sampled_from([1, 50, 256, 1000, 4096]))
+def test_block_plan_with_a_restart_every_row_matches_a_row_by_row_builder(
+    sizes: list[int], block_size: int
+) -> None:
+    rsize = np.asarray(sizes, dtype=np.int64)
+    assert plan_blocks(rsize, rsize, block_size, 1) == _naive_plan(sizes, block_size)
+
+
+@pytest.mark.parametrize("interval", [1, 16])
+def test_restart_interval_sets_the_restart_points_and_keys_are_whole_at_each(
+    interval: int,
+) -> None:
+    entries = numbered(100)
+    data, info = encode_sst(batch_of(entries), SstOptions(block_size=65536, restart_interval=interval))
+    reader = SstReader.from_bytes(data, "t")
+    assert reader.block_count == 1 and entries_of(reader.read_all()) == entries
+    end = info.filter_offset - 4  # the single block's CRC follows its restart count
+    (count,) = struct.unpack_from(">H", data, end - 2)
+    assert count == -(-100 // interval)
+    restarts = struct.unpack_from(f">{count}H", data, end - 2 - 2 * count)
+    for j, off in enumerate(restarts):  # shared 0, then the whole key of row j * interval
+        key = entries[j * interval][0]
+        assert data[off] == 0 and data[off + 1] == len(key)
+        assert data[off + 3 : off + 3 + len(key)] == key
+
+
+def test_restart_interval_out_of_range_is_refused() -> None:
+    for bad in (0, -1, 1 << 17):
+        with pytest.raises(InvalidArgument):
+            SstOptions(restart_interval=bad)

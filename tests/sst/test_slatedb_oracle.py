@@ -35,7 +35,7 @@ from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
 
-SLATE = SstOptions(block_size=4096, min_filter_keys=1000)  # SlateDB 0.17's defaults
+SLATE = SstOptions(block_size=4096, min_filter_keys=1000, restart_interval=16)  # SlateDB 0.17's defaults
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def test_every_codec_slatedb_writes_decodes(oracle: Oracle, root: Path, codec: s
     assert rows.column("key").to_pylist() == [b"c/%05d" % i for i in range(3000)]
     assert rows.column("value").to_pylist() == [bytes([i % 7]) * 120 for i in range(3000)]
     # ours with the same codec holds the same rows (compressed bytes may differ by library)
-    ours, _ = encode_sst(rows, SstOptions(4096, 10, codec.lower(), 1000))
+    ours, _ = encode_sst(rows, SstOptions(4096, 10, codec.lower(), 1000, 16))
     assert SstReader.from_bytes(ours, "ours").read_all(timestamps=True).equals(rows)
     for data in objects(root, "wal"):
         assert SstReader.from_bytes(data, "wal").read_all().num_rows > 0

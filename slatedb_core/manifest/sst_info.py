@@ -1,8 +1,10 @@
 """SlateDB 0.17's ``SsTableInfo`` FlatBuffers table <-> :class:`SstInfo` (docs/format.md).
 
 The one codec of the table: an SST's footer holds it as a standalone root (no file identifier,
-no checksum: the SST format adds its CRC around it), and the manifest holds one per SST inside
-``CompactedSsTableV2.info``; both go through :func:`write_sst_info` and :func:`read_sst_info`.
+no checksum: the SST format adds its CRC around it), the manifest holds one per SST inside
+``CompactedSsTableV2.info`` and ``.compactions`` one per output SST inside
+``CompactedSsTable.info``; all go through :func:`write_sst_info` and :func:`read_sst_info`, which
+write and read the table inside any buffer of :mod:`slatedb_core.manifest.flatbuf`.
 
 Slots 0-10 are SlateDB 0.17's (``schemas/sst.fbs``): first_entry, index_offset, index_len,
 filter_offset, filter_len, compression_format, sst_type, last_entry, stats_offset, stats_len,

@@ -1,5 +1,5 @@
 """The SST's index and stats sections: SlateDB 0.17's ``SsTableIndex`` and ``SstStats``
-FlatBuffers tables (``schemas/sst.fbs``), written with the ``flatbuffers`` builder in the order
+FlatBuffers tables (``schemas/sst.fbs``), written (:mod:`slatedb_core.sst.fbwrite`) in the order
 SlateDB's writer builds them (so the bytes match the wheel's) and read by hand.
 
 ``SsTableIndex { block_meta: [BlockMeta] (required) }``,
@@ -16,11 +16,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import flatbuffers  # type: ignore[import-untyped, unused-ignore]
 import numpy as np
 import numpy.typing as npt
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.sst.fbwrite import BackWriter
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -42,22 +42,18 @@ def separator(prev_last: bytes, first: bytes) -> bytes:
 
 def encode_index(offsets: list[int], first_keys: list[bytes]) -> bytes:
     """The SsTableIndex of blocks at ``offsets`` with index keys ``first_keys``."""
-    b = flatbuffers.Builder(64 + 32 * len(offsets) + sum(len(k) for k in first_keys))
+    w = BackWriter()
     metas = []
     for off, key in zip(offsets, first_keys, strict=True):
-        vec = b.CreateByteVector(key)
-        b.StartObject(2)
-        b.PrependUint64Slot(0, off, 0)
-        b.PrependUOffsetTRelativeSlot(1, vec, 0)
-        metas.append(b.EndObject())
-    b.StartVector(4, len(metas), 4)
-    for m in reversed(metas):
-        b.PrependUOffsetTRelative(m)
-    vec = b.EndVector()
-    b.StartObject(1)
-    b.PrependUOffsetTRelativeSlot(0, vec, 0)
-    b.Finish(b.EndObject())
-    return bytes(b.Output())
+        vec = w.byte_vector(key)
+        w.start(2)
+        w.u64_slot(0, off)
+        w.offset_slot(1, vec)
+        metas.append(w.end())
+    vec = w.offset_vector(metas)
+    w.start(1)
+    w.offset_slot(0, vec)
+    return w.finish(w.end())
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,32 +73,25 @@ def encode_stats(
     block_merges: npt.NDArray[np.int64], raw_key_size: int, raw_val_size: int,
 ) -> bytes:
     """The SstStats table (per-block counts are u16, as SlateDB stores them)."""
-    nblocks = len(block_puts)
-    b = flatbuffers.Builder(128 + 16 * nblocks)
+    w = BackWriter()
     tables = []
     for p, d, m in zip(block_puts.tolist(), block_deletes.tolist(), block_merges.tolist(),
                        strict=True):
-        b.StartObject(3)
-        b.PrependUint16Slot(2, m, 0)
-        b.PrependUint16Slot(1, d, 0)
-        b.PrependUint16Slot(0, p, 0)
-        tables.append(b.EndObject())
-    vec = None
-    if tables:
-        b.StartVector(4, len(tables), 4)
-        for t in reversed(tables):
-            b.PrependUOffsetTRelative(t)
-        vec = b.EndVector()
-    b.StartObject(6)
-    b.PrependUint64Slot(4, raw_val_size, 0)
-    b.PrependUint64Slot(3, raw_key_size, 0)
-    b.PrependUint64Slot(2, int(block_merges.sum()), 0)
-    b.PrependUint64Slot(1, int(block_deletes.sum()), 0)
-    b.PrependUint64Slot(0, int(block_puts.sum()), 0)
+        w.start(3)
+        w.u16_slot(2, m)
+        w.u16_slot(1, d)
+        w.u16_slot(0, p)
+        tables.append(w.end())
+    vec = w.offset_vector(tables) if tables else None
+    w.start(6)
+    w.u64_slot(4, raw_val_size)
+    w.u64_slot(3, raw_key_size)
+    w.u64_slot(2, int(block_merges.sum()))
+    w.u64_slot(1, int(block_deletes.sum()))
+    w.u64_slot(0, int(block_puts.sum()))
     if vec is not None:
-        b.PrependUOffsetTRelativeSlot(5, vec, 0)
-    b.Finish(b.EndObject())
-    return bytes(b.Output())
+        w.offset_slot(5, vec)
+    return w.finish(w.end())
 
 
 class _Fb:

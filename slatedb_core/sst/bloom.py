@@ -177,14 +177,25 @@ def build_bloom(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
     k = num_probes(bits_per_key)
     if nbytes == 0:
         return _U16.pack(k)
-    m = np.uint64(8 * nbytes)
-    bits = np.zeros(8 * nbytes, dtype=np.bool_)
-    h = (hashes & np.uint64(0xFFFFFFFF)) % m
-    d = (hashes >> np.uint64(32)) % m
+    m = 8 * nbytes
+    bits = np.zeros(m, dtype=np.bool_)
+    # the probes: one u32 modulo each to start, then h + d (and d + i) below 2 * m, brought
+    # under m by min(x, x - m) in wrapping u64 (k < m always: k = 0.69 * bits per key and
+    # m >= 8 * bits per key)
+    m32 = np.uint32(m)
+    h = ((hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32) % m32).astype(np.uint64)
+    d = ((hashes >> np.uint64(32)).astype(np.uint32) % m32).astype(np.uint64)
+    mu = np.uint64(m)
+    tmp = np.empty(n, dtype=np.uint64)
     for i in range(k):
-        d = (d + np.uint64(i)) % m
+        if i:
+            d += np.uint64(i)
+            np.subtract(d, mu, out=tmp)
+            np.minimum(d, tmp, out=d)
         bits[h] = True
-        h = (h + d) % m
+        h += d
+        np.subtract(h, mu, out=tmp)
+        np.minimum(h, tmp, out=h)
     return _U16.pack(k) + np.packbits(bits, bitorder="little").tobytes()
 
 

@@ -100,3 +100,21 @@ def test_a_damaged_filter_section_is_corruption() -> None:
     for bad in (b"", b"\x00"):
         with pytest.raises(CorruptionError):
             BloomFilter("t", bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hashes=st.lists(st.integers(0, 2**64 - 1), max_size=50), bits=st.integers(1, 64))
+def test_filter_bits_are_exactly_the_probes_of_slatedbs_double_hashing(
+    hashes: list[int], bits: int
+) -> None:
+    data = build_bloom(np.asarray(hashes, dtype=np.uint64), bits)
+    k = num_probes(bits)
+    m = 8 * (len(data) - 2)
+    want = bytearray(m // 8)
+    for x in hashes:  # SlateDB's probe sequence, in Python integers
+        h, d = (x & 0xFFFFFFFF) % m, (x >> 32) % m
+        for i in range(k):
+            d = (d + i) % m
+            want[h // 8] |= 1 << (h % 8)
+            h = (h + d) % m
+    assert data == k.to_bytes(2, "big") + bytes(want)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from slatedb_core.errors import CorruptionError, Fenced, WalEpochConflict
+from slatedb_core.errors import CorruptionError, Fenced, StoreError, WalEpochConflict
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.faults import FaultyStore
@@ -132,6 +132,25 @@ def test_ambiguous_wal_create_is_recognised_as_ours(store: ObjectStore) -> None:
     assert writer.write(batch_from_lists([b"a"], [1], [0], [b"1"])) == 1
     assert writer.next_id == 2
     assert WalLog(store, "db").read(1).entries.column("key").to_pylist() == [b"a"]
+
+
+def test_a_write_retried_after_its_landed_create_failed_later_is_recognised_as_ours(
+    store: ObjectStore,
+) -> None:
+    """The create landed, then the boundary check after it failed: the writer's retry of the same
+    batch must send the same bytes (a fresh encode has a new clock tick) and find them its own,
+    not another writer's rows (seen under the HTTP-fault workload)."""
+    faulty = FaultyStore(store)
+    wal = WalLog(faulty, "db")
+    writer = WalWriter(wal, epoch=1, next_id=1, options=OPTS)
+    faulty.fail_next("get", "db/gc/wal.boundary", times=20)
+    batch = batch_from_lists([b"a"], [1], [0], [b"1"])
+    with pytest.raises(StoreError):
+        writer.write(batch)
+    faulty.clear_rules()
+    writer._last_tick += 5  # the retry's encode would stamp a later tick
+    assert writer.write(batch) == 1
+    assert writer.next_id == 2
 
 
 def test_ambiguous_fence_create_is_recognised_as_ours(store: ObjectStore) -> None:

@@ -221,6 +221,10 @@ class WalWriter:
         self.options = options
         self.boundary = wal_boundary(wal)
         self._last_tick = 0
+        # the batch and bytes of a write whose create failed ambiguously: its retry must send
+        # the same bytes (a fresh encode has a new clock tick), or the attempt that did land
+        # would not be recognised as ours
+        self._unsettled: tuple[pa.RecordBatch, bytes] | None = None
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
         """``batch`` as a WAL SST, every row stamped with this writer's clock tick (see
@@ -250,8 +254,16 @@ class WalWriter:
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
-        data = self.encode(batch)
+        unsettled, self._unsettled = self._unsettled, None
+        data = unsettled[1] if unsettled and unsettled[0].equals(batch) else self.encode(batch)
         wal_id = self.next_id
+        try:
+            return self._write(wal_id, data)
+        except StoreError:
+            self._unsettled = (batch, data)
+            raise
+
+    def _write(self, wal_id: int, data: bytes) -> int:
         while (outcome := _create(self.wal, wal_id, data, self.epoch)) != _Outcome.OURS:
             # An older *writer* past our fence is impossible with one write in flight, but an
             # older *opener* is not: one that bumped its epoch before us and listed the WAL after

@@ -168,6 +168,19 @@ def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:
     yield from h.scan(None, None)
 
 
+def _refuse_slatedb_snapshots(m: Manifest) -> None:
+    """Refuse to compact while a SlateDB writer holds the database and one of its in-memory
+    snapshots may read versions older than the newest flushed ones (``recent_snapshot_min_seq``
+    below ``last_l0_seq``): our compaction keeps one version per key, so the snapshot would read
+    wrong values (docs/format.md, "What each engine ignores of the other's")."""
+    if m.our_writer_epoch != m.writer_epoch and m.recent_snapshot_min_seq < m.last_l0_seq:
+        raise UnsupportedFeature(
+            "SlateDB snapshots", f"a SlateDB writer holds the database and a snapshot of its reads "
+            f"at seq {m.recent_snapshot_min_seq} (flushed up to {m.last_l0_seq}): our compaction "
+            "keeps one version per key; compact this database with SlateDB's compactor, or "
+            "after its snapshots are released")
+
+
 def _refuse_ttl_rows(h: SstHandle) -> None:
     """Refuse to rewrite an SST whose rows carry SlateDB's expire_ts: our rows have no TTL, so the
     rewrite would make them live for ever (docs/format.md, "What each engine ignores of the
@@ -257,6 +270,7 @@ class CompactionExecutor:
         any other failure marks the record failed before it propagates.
         """
         started = time.monotonic()
+        _refuse_slatedb_snapshots(planned_on.manifest)
         self._retry_unclosed()
         record = CompactionRecord(
             id=ULID(),

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from slatedb_core.compactor import run_compaction_once
+from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.options import DbReaderOptions
+from slatedb_core.options import CompactorOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from tests.interop.oracle import Oracle, settings
@@ -29,3 +31,22 @@ def test_projected_clone_of_a_wal_tail_batch_with_one_seq(oracle: Oracle, store:
         reader.close()
     theirs = oracle.open_reader("clone")
     assert theirs.scan() == [(b"m", b"2"), (b"n", b"3")]
+
+
+def test_our_compactor_refuses_while_a_slatedb_snapshot_reads_older_versions(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """A SlateDB snapshot at seq s must keep reading the versions it saw: our compaction keeps
+    one version per key, so it refuses while SlateDB's manifest says a snapshot reads below the
+    flushed seqs (it dropped k=v1 and d's value under the snapshot before)."""
+    w = oracle.open_db(s=settings(compactor=False))
+    w.put(b"k", b"v1")
+    w.put(b"d", b"alive")
+    w.flush_memtable()
+    snap = w.snapshot()
+    w.put(b"k", b"v2")
+    w.delete(b"d")
+    w.flush_memtable()
+    with pytest.raises(UnsupportedFeature, match="snapshot"):
+        run_compaction_once("db", store, CompactorOptions(l0_trigger=1))
+    assert (oracle.run(snap.get(b"k")), oracle.run(snap.get(b"d"))) == (b"v1", b"alive")

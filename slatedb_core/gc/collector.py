@@ -225,10 +225,9 @@ class Collector:
 
     # ---- destroyed databases and clones (RFC 0004, GC steps 2 and 8) -----------------------
     def _destroyed(self, latest: StoredManifest, now_s: float, stats: GcStats) -> None:
-        """Step 2: delete a soft-destroyed database once its grace period is over and no
-        checkpoint is active; otherwise report it and leave it. A destroyed database only admits
-        (clones' final) checkpoints derived from an active one, so the check cannot go stale
-        before the deletes."""
+        """Step 2: delete a soft-destroyed database once its grace period is over, no checkpoint
+        is active and no SlateDB actor (which does not know it is destroyed) used it since. A
+        destroyed database only admits (clones' final) checkpoints derived from an active one."""
         stats.destroyed = True
         m = latest.manifest
         assert m.destroyed_at_s is not None
@@ -239,9 +238,10 @@ class Collector:
         if any(not c.is_expired(now_s) for c in m.checkpoints):
             log.info("gc %r: destroyed, but checkpoints are still active", self.path)
             return
-        stats.external_checkpoints_released += release_external_checkpoints(
-            self.store, self.path, m
-        )
+        if (m.our_writer_epoch, m.our_compactor_epoch) != (m.writer_epoch, m.compactor_epoch):
+            log.warning("gc %r: destroyed, but a SlateDB actor used it since: kept", self.path)
+            return
+        stats.external_checkpoints_released += release_external_checkpoints(self.store, self.path, m)
         n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
         stats.database_objects.deleted += n
         stats.database_objects.bytes_freed += size

@@ -118,7 +118,12 @@ def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
     def change(m: Manifest) -> Manifest | None:
         if m.destroyed_at_s is not None:
             return None
-        return dataclasses.replace(without_writer_checkpoints(m), destroyed_at_s=int(now()))
+        # the destroy takes both roles for this engine: a SlateDB writer or compactor that opens
+        # the database later moves an epoch past these (and drops them), which our GC sees
+        return dataclasses.replace(
+            without_writer_checkpoints(m), destroyed_at_s=int(now()),
+            our_writer_epoch=m.writer_epoch, our_compactor_epoch=m.compactor_epoch,
+        )
 
     return change
 

@@ -3,15 +3,19 @@ with SlateDB 0.17"), each checked against the real wheel."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.errors import UnsupportedFeature
+from slatedb_core.errors import DatabaseDestroyed, UnsupportedFeature
+from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.options import CompactorOptions, DbReaderOptions
+from slatedb_core.options import CompactorOptions, DbReaderOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
@@ -50,3 +54,24 @@ def test_our_compactor_refuses_while_a_slatedb_snapshot_reads_older_versions(
     with pytest.raises(UnsupportedFeature, match="snapshot"):
         run_compaction_once("db", store, CompactorOptions(l0_trigger=1))
     assert (oracle.run(snap.get(b"k")), oracle.run(snap.get(b"d"))) == (b"v1", b"alive")
+
+
+def test_our_gc_keeps_a_destroyed_database_a_slatedb_writer_used_since(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB does not know a database is soft-destroyed: its writer opens it and acknowledges
+    writes. Our GC must not then delete what it acknowledged (it deleted every object before)."""
+    with Db.open("db", store) as db:
+        db.put(b"a", b"1")
+    Db.destroy("db", store, soft=True)
+    w = oracle.open_db(s=settings(compactor=False))
+    w.put(b"after-destroy", b"acked")
+    w.flush_memtable()
+    stats = run_gc_once("db", store, GarbageCollectorOptions(
+        min_age=timedelta(0), db_delete_grace=timedelta(0)))
+    assert stats.destroyed and not stats.database_deleted
+    assert w.get(b"after-destroy") == b"acked"
+    w.shutdown()
+    assert oracle.open_reader().get(b"after-destroy") == b"acked"
+    with pytest.raises(DatabaseDestroyed):  # still destroyed for this engine
+        Db.open("db", store)

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import writer_checkpoint
-from slatedb_core.errors import ManifestVersionExists, ObjectNotFound
+from slatedb_core.errors import ManifestVersionExists, ObjectNotFound, UnsupportedFeature
+from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
@@ -124,7 +125,7 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
     in_l0_upto = m.replay_after_wal_id
     for wal_id in ids:
         try:
-            entries = wal.read(wal_id).entries
+            entries = wal.decode(wal_id, wal.store.get(wal.path(wal_id)).data, timestamps=True).entries
         except ObjectNotFound:
             raise missing_error(wal, [(wal_id, wal_id)], "vanished during replay") from None
         if not entries.num_rows:
@@ -133,6 +134,12 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
             entries = entries.filter(pc.greater(entries.column("seq"), floor))
             if not entries.num_rows and memtable.is_empty():
                 in_l0_upto = wal_id
+        if entries.column("expire_ts").null_count != entries.num_rows:
+            # our memtable and L0 SSTs carry no TTL: flushing this row would make it live for ever
+            raise UnsupportedFeature(
+                "rows with a TTL", f"{wal.path(wal_id)} holds rows with an expire time, which our "
+                "writer cannot keep; open this database with SlateDB's writer")
+        entries = entries.select(ENTRY_SCHEMA.names)
         for batch in entries.to_batches():
             if batch.num_rows:
                 memtable.put_batch(batch)

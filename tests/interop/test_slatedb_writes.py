@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst.reader import SstReader
@@ -155,7 +156,14 @@ def test_slatedb_ttl_rows_read_by_our_reader_and_db(oracle: Oracle, store: Objec
     assert w.get(b"wal/expired") == b"expires-now"  # as said above: still there in the WAL
     model.put(b"wal/expired", b"expires-now")
     check_reads(model, w.get, w.scan, who="SlateDB Db (the oracle itself)")
-    read_with_ours(store, model)
+    with DbReader.open("db", store, options=READER) as reader:
+        check_reads(model, reader.get, scanner(reader), who="our DbReader")
+    # our writer would replay the WAL's TTL rows into SSTs without their expire_ts (they would
+    # never expire): it refuses, and SlateDB's writer takes the database back with nothing lost
+    with pytest.raises(UnsupportedFeature, match="TTL"):
+        Db.open("db", store, FAST)
+    again = oracle.open_db(s=settings(compactor=False))
+    check_reads(model, again.get, again.scan, who="SlateDB Db after our refused open")
 
 
 def test_slatedb_multi_version_ssts_read_by_our_reader_and_db(

@@ -143,16 +143,22 @@ def test_compactions_worker_id_must_be_utf8() -> None:
         decode_state(_slatedb_style_compactions(worker=b"\xff\xfe"), "x")
 
 
-def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption() -> None:
+@pytest.mark.parametrize(("interval", "row", "suffix_at"), [
+    (16, b"\x01\x01\x01b2", 3),  # row 1 shares "k": suffix "b", value "2"
+    (1, b"\x00\x02\x01kb2", 4),  # every row a restart point: key "kb" whole
+])
+def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption(
+    interval: int, row: bytes, suffix_at: int
+) -> None:
     """Make the second key of a block sort before the first and fix the CRC: the lookup would
     bisect past rows a scan returns. The reader must call it corruption."""
     from slatedb_core.lsm.entries import batch_from_lists
 
     batch = batch_from_lists([b"ka", b"kb", b"kc"], [1, 2, 3], [0, 0, 0], [b"1", b"2", b"3"])
-    data, info = encode_sst(batch, SstOptions(bloom_bits_per_key=0))
-    at = data.index(b"\x01\x01\x01b2")  # row 1: shares "k", suffix "b", value "2"
+    data, info = encode_sst(batch, SstOptions(bloom_bits_per_key=0, restart_interval=interval))
+    at = data.index(row)
     broken = bytearray(data)
-    broken[at + 3] = ord("0")  # "k0" < "ka"
+    broken[at + suffix_at] = ord("0")  # "k0" < "ka"
     end = info.index_offset  # the one data block ends where the index starts
     broken[end - 4 : end] = zlib.crc32(bytes(broken[: end - 4])).to_bytes(4, "big")
     with pytest.raises(CorruptionError, match="not in order"):

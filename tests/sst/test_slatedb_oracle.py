@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,8 +28,8 @@ from slatedb_core.sst.fixed_width import encode_fixed_sst_into
 from slatedb_core.sst.format import CODECS, unseal
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
+from tests.interop import conftest as interop
 from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
@@ -38,25 +37,10 @@ pytestmark = pytest.mark.slatedb
 SLATE = SstOptions(block_size=4096, min_filter_keys=1000, restart_interval=16)  # SlateDB 0.17's defaults
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    d = tmp_path / "store"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
-def oracle(root: Path) -> Iterator[Oracle]:
-    o = Oracle(root)
-    try:
-        yield o
-    finally:
-        o.close()
-
-
-@pytest.fixture
-def store(root: Path) -> ObjectStore:
-    return open_store(root)
+# the wheel's fixtures, shared with tests/interop (one harness)
+oracle = interop.oracle
+root = interop.root
+store = interop.store
 
 
 def slate_writes(oracle: Oracle) -> dict[bytes, bytes | None]:

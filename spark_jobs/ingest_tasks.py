@@ -161,7 +161,8 @@ class StageSsts:
         run: int,
     ) -> pa.RecordBatch:
         out: dict[str, list[object]] = {c: [] for c in _STAGED_COLUMNS}
-        for sst in stage_ssts(store, self.plan, directory, run, rows, self.db_options):
+        for sst in stage_ssts(store, self.plan, directory, run, rows, self.db_options,
+                              partition=partition):
             shard = sst.shard
             for col, v in zip(
                 _STAGED_COLUMNS,
@@ -199,15 +200,16 @@ class CommitShards:
         store = self.store_factory()
         # oldest first: input partitions in order, and a partition's runs in order
         work = [
-            (self.plan.shards[index], [ref[3] for ref in sorted(refs)])
-            for index, refs in sorted(by_shard.items())
+            (self.plan.shards[index], sorted(refs)) for index, refs in sorted(by_shard.items())
         ]
 
-        def commit(shard_sources: tuple[Shard, list[str]]) -> ShardIngestStats:
-            shard, sources = shard_sources
+        def commit(shard_refs: tuple[Shard, list[tuple[int, int, int, str]]]) -> ShardIngestStats:
+            shard, refs = shard_refs
             return commit_shard(
-                store, self.plan, self.run_id, shard, sources, partition=partition,
-                attempt=attempt, options=self.db_options,
+                store, self.plan, self.run_id, shard, [ref[3] for ref in refs],
+                partition=partition, attempt=attempt, options=self.db_options,
+                # the seqs the stage gave the rows (IngestPlan.staged_seq)
+                seqs=[self.plan.staged_seq(ref[0], ref[1]) for ref in refs],
             )
 
         if len(work) == 1:

@@ -70,6 +70,10 @@ def stage(store: ObjectStore, name: str, rows: Sequence[Row], seq: int = 1) -> s
     return path
 
 
+LINKED = 1 << 40
+"""A seq above every test writer's: sources staged at it are copied as they are."""
+
+
 def compacted(store: ObjectStore, db: str = "db") -> list[str]:
     return [m.path for m in store.list(f"{db}/compacted")]
 
@@ -230,9 +234,9 @@ def test_a_fenced_writer_ingests_nothing(store: ObjectStore) -> None:
 
 def test_on_a_local_filesystem_the_copy_is_a_hard_link(tmp_path: Path) -> None:
     store = open_store(tmp_path.as_uri())
-    src = stage(store, "s", [(b"k", b"v")])
+    src = stage(store, "s", [(b"k", b"v")], seq=LINKED)
     with Db.open("db", store, FAST) as db:
-        db.ingest_ssts([src])
+        db.ingest_ssts([src], seqs=[LINKED])
         (copy,) = compacted(store)
         assert db.get(b"k") == b"v"
     assert os.stat(tmp_path / src).st_ino == os.stat(tmp_path / copy).st_ino
@@ -279,19 +283,19 @@ def test_a_copy_behind_the_gc_boundary_is_rehomed_from_its_source(
 
 def test_a_failed_copy_commits_nothing_and_a_retry_succeeds(store: ObjectStore) -> None:
     fs = FaultyStore(store)
-    src = stage(store, "s", [(b"k", b"v")])
+    src = stage(store, "s", [(b"k", b"v")], seq=LINKED)
     with Db.open("db", fs, FAST) as db:
         before = db.manifest.id
         fs.fail_next("copy", "db/compacted/*")
         with pytest.raises(InjectedFault):
-            db.ingest_ssts([src])
+            db.ingest_ssts([src], seqs=[LINKED])
         assert db.manifest.id == before and db.get(b"k") is None
         fs.fail_next("copy", "db/compacted/*", after_effect=True)  # landed, answer lost
         with pytest.raises(InjectedFault):
-            db.ingest_ssts([src])
+            db.ingest_ssts([src], seqs=[LINKED])
         assert db.manifest.id == before and db.get(b"k") is None
         assert len(compacted(store)) == 1  # an unreferenced copy: garbage for GC
-        db.ingest_ssts([src])
+        db.ingest_ssts([src], seqs=[LINKED])
         assert db.get(b"k") == b"v"
     run_gc_once("db", store, GC_NOW)
     assert len(compacted(store)) == 1
@@ -304,7 +308,7 @@ def test_an_ambiguous_copy_is_recognised_by_its_bytes(
 ) -> None:
     """A copy retried after its first attempt landed answers "already exists" (a fresh ULID can
     only collide with itself): accepted when the bytes are the source's, refused otherwise."""
-    src = stage(store, "s", [(b"k", b"v")])
+    src = stage(store, "s", [(b"k", b"v")], seq=LINKED)
     copy = store.copy_if_absent
 
     def landed_then_conflict(s: str, d: str) -> None:
@@ -318,10 +322,10 @@ def test_an_ambiguous_copy_is_recognised_by_its_bytes(
     with Db.open("db", store, FAST) as db:
         monkeypatch.setattr(store, "copy_if_absent", someone_else_s)
         with pytest.raises(ObjectAlreadyExists):
-            db.ingest_ssts([src])
+            db.ingest_ssts([src], seqs=[LINKED])
         assert db.get(b"k") is None
         monkeypatch.setattr(store, "copy_if_absent", landed_then_conflict)
-        stats = db.ingest_ssts([src])
+        stats = db.ingest_ssts([src], seqs=[LINKED])
         assert stats.ssts == 1 and db.get(b"k") == b"v"
 
 

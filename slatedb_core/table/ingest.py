@@ -125,24 +125,59 @@ default ``ingest_min_age`` of ``Table.collect_garbage``, after which no attempt 
 commit anyway: its staged SSTs are gone)."""
 
 
+SEQ_GAP = 1 << 32
+"""How far above the shards' ``last_l0_seq`` at planning a job's staged seqs start: the writes a
+shard takes while the job runs would have to outnumber it before the commit has to re-encode."""
+
+_RUN_BITS = 12  # a staged SST's seq: the job's base + (partition << _RUN_BITS) + run
+
+
 @dataclass(frozen=True)
 class IngestPlan:
-    """What an ingest job's tasks need, fixed before any task runs. Picklable."""
+    """What an ingest job's tasks need, fixed before any task runs. Picklable.
+
+    ``seq_base``: the seqs the job's staged rows carry start here (0: unknown, staged rows carry
+    seq 0 and each commit re-encodes them with fresh seqs). SlateDB orders a key's versions by
+    seq (docs/format.md, "Ingested SSTs"), so the rows must reach the database with seqs above
+    everything written before the commit and ascending with the sources' order: staging them
+    at ``seq_base + (partition << 12) + run`` does that without reading them again, unless a
+    shard's writes passed ``seq_base`` meanwhile (then :meth:`Db.ingest_ssts
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>` re-encodes)."""
 
     table_path: str
     job_id: str
     shard_map: ShardMap
+    seq_base: int = 0
 
     @property
     def shards(self) -> tuple[Shard, ...]:
         return self.shard_map.shards
 
+    def staged_seq(self, partition: int, run: int) -> int:
+        """The seq of every row that run ``run`` of input partition ``partition`` stages (0
+        without a base)."""
+        if not self.seq_base:
+            return 0
+        return self.seq_base + (partition << _RUN_BITS) + run
+
 
 def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
     """The plan of a job ingesting into ``table_path`` now: its latest shard map routes the rows
-    (a fresh job id unless given)."""
-    shard_map = ShardMapStore(check_store(store), table_path).read_latest()
-    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map)
+    (a fresh job id unless given); the staged seqs start :data:`SEQ_GAP` above the highest
+    ``last_l0_seq`` of the shards' latest manifests (read concurrently)."""
+    store = check_store(store)
+    shard_map = ShardMapStore(store, table_path).read_latest()
+
+    def last_seq(shard: Shard) -> int:
+        try:
+            stored = ManifestStore(store, shard.db_path).try_read_latest()
+        except DatabaseDestroyed:
+            return 0
+        return 0 if stored is None else stored.manifest.last_l0_seq
+
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(shard_map.shards)))) as pool:
+        highest = max(pool.map(last_seq, shard_map.shards), default=0)
+    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, highest + SEQ_GAP)
 
 
 @dataclass(frozen=True)
@@ -173,6 +208,7 @@ class StagedSst:
     path: str
     rows: int
     bytes: int
+    seq: int = 0  # of every row (IngestPlan.staged_seq)
 
 
 def attempt_dir(plan: IngestPlan, run_id: str, partition: int, attempt: int) -> str:
@@ -188,12 +224,16 @@ def stage_ssts(
     run: int,
     rows: Sequence[pa.RecordBatch],
     options: DbOptions | None = None,
+    *,
+    partition: int | None = None,
 ) -> Iterator[StagedSst]:
     """Sort ``rows`` (``key`` binary, ``value`` binary, null = delete) once, cut them at the
     plan's shard boundaries and stage them as SSTs under ``directory`` (an :func:`attempt_dir`),
-    as run ``run`` of the attempt (later runs are newer)."""
+    as run ``run`` of the attempt (later runs are newer). With the input ``partition``, the rows
+    carry the plan's :meth:`~IngestPlan.staged_seq` (else seq 0: the commit re-encodes them)."""
+    seq = 0 if partition is None else plan.staged_seq(partition, run)
     for sst in encode_ranges(
-        rows, plan.shard_map.split_points, options=options, scratch=thread_scratch()
+        rows, plan.shard_map.split_points, seq=seq, options=options, scratch=thread_scratch()
     ):
         shard = plan.shards[sst.range_index]
         path = join(directory, staged_sst_name(run, shard.shard_id, sst.part))
@@ -202,7 +242,8 @@ def stage_ssts(
         # written once, never read here, linked into the database by the commit: out of the
         # page cache with it (on a local disk), so that the next SST reuses its pages
         store.flush_and_evict([path])
-        yield StagedSst(shard, run, sst.part, path, sst.info.entry_count, sst.info.size_bytes)
+        yield StagedSst(shard, run, sst.part, path, sst.info.entry_count, sst.info.size_bytes,
+                        seq)
 
 
 # ---- the commit ------------------------------------------------------------------------------
@@ -216,11 +257,15 @@ def commit_shard(
     partition: int = -1,
     attempt: int = 0,
     options: DbOptions | None = None,
+    seqs: Sequence[int] | None = None,
 ) -> ShardIngestStats:
     """Commit the staged SSTs ``sources`` (oldest first) of ``shard`` through its fenced writer,
     exactly once per job (see the module doc). ``partition``/``attempt``: the task doing it, as
-    reported in the statistics and the done marker. Raises Fenced if a later attempt fenced this
-    one before its commit."""
+    reported in the statistics and the done marker. ``seqs``: the seq the rows of each source
+    were staged with (:attr:`StagedSst.seq`), if known: the writer then links the sources as
+    they are when it can (:meth:`Db.ingest_ssts
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`). Raises Fenced if a later attempt
+    fenced this one before its commit."""
     started = time.monotonic()
 
     def stats(status: str, message: str, **counts: int) -> ShardIngestStats:
@@ -295,7 +340,9 @@ def commit_shard(
         done = _read_marker(store, marker)
         if done is None and earlier is None:
             result = db.ingest_ssts(
-                sources, checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name)
+                sources,
+                checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
+                seqs=seqs if seqs is not None and all(seqs) else None,
             )
     finally:
         try:

@@ -10,21 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
+from slatedb_core.lsm.iterators import newest_versions
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import CheckpointOptions, check_optional
 from slatedb_core.sst import SstReader, encode_sst
 from slatedb_core.sst.create import copy_sst
+from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE
 from slatedb_core.store.objectstore import validate_relative_path
 from slatedb_core.writer.engine import WriterEngine
 from slatedb_core.writer.types import BulkIngestStats
@@ -125,7 +130,11 @@ class WriterIngest(WriterEngine):
         return stored
 
     def ingest_ssts(
-        self, sources: Sequence[str], *, checkpoint: CheckpointOptions | None = None
+        self,
+        sources: Sequence[str],
+        *,
+        checkpoint: CheckpointOptions | None = None,
+        seqs: Sequence[int] | None = None,
     ) -> BulkIngestStats:
         """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
         store), oldest first, as L0 SSTs in ONE fenced manifest update.
@@ -133,11 +142,21 @@ class WriterIngest(WriterEngine):
         Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
         keys checked against this database's range before anything is copied: a bad path or an
         outside key raises InvalidArgument, a garbled object CorruptionError, a missing one
-        ObjectNotFound. Empty SSTs are skipped; the others are copied to ``compacted/<ULID>.sst``
-        with ``copy_if_absent`` (a hard link or a server-side copy) and committed like
-        :meth:`bulk_ingest`: newer than every earlier write, older than every later one, a later
-        source winning over an earlier one. Entries keep the seqs they were encoded with (versions
-        are ordered by LSM position); the ingest reserves one seq, the new ``last_l0_seq`` floor.
+        ObjectNotFound. Empty SSTs are skipped. The rows are committed like :meth:`bulk_ingest`:
+        newer than every earlier write, older than every later one, a later source winning over
+        an earlier one.
+
+        Seqs: SlateDB orders a key's versions by seq, not by LSM position (docs/format.md,
+        "Ingested SSTs"), so the ingested rows must carry seqs above every earlier write's, and
+        a later source's above an earlier one's. Each source is therefore re-encoded into
+        ``compacted/<ULID>.sst`` with one fresh seq (per source, ascending; a key's older versions
+        within a source are dropped), unless ``seqs`` says which seq every row of each source
+        already carries (``seqs[i]`` for ``sources[i]``, as a table ingest's staging encodes
+        them) and those are usable: ascending (equal only between sources with disjoint keys)
+        and above this writer's last seq when the commit starts. Then the sources are copied as
+        they are with ``copy_if_absent`` (a hard link or a server-side copy) and the writer's
+        seq moves past them. ``seqs`` that do not describe the sources' rows break the order
+        SlateDB reads them in.
 
         The caller deletes the sources after this returns (the pre-commit GC check may re-home a
         copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
@@ -156,6 +175,7 @@ class WriterIngest(WriterEngine):
             )
         paths = [validate_relative_path(p, what="SST source path") for p in sources]
         check_optional("checkpoint", checkpoint, CheckpointOptions)
+        stated = _stated_seqs(seqs, len(paths))
         if checkpoint is not None and checkpoint.source is not None:
             raise InvalidArgument("an ingest's checkpoint pins the ingest's manifest: no source")
         also = None
@@ -164,8 +184,8 @@ class WriterIngest(WriterEngine):
             # an ambiguous answer, finds it rather than adding it twice
             also = checkpoint_change(checkpoint, time.time(), uuid.uuid4())
         self._check_usable()
-        infos: list[tuple[str, SstInfo]] = []
-        for path in paths:
+        infos: list[tuple[str, SstInfo, int]] = []
+        for i, path in enumerate(paths):
             info = SstReader.open(self.store, path).info
             if info.entry_count == 0 or info.first_key is None or info.last_key is None:
                 continue
@@ -176,17 +196,94 @@ class WriterIngest(WriterEngine):
                             f"SST {path!r} holds key {key[:64]!r}, outside this database's "
                             f"range {self._range}"
                         )
-            infos.append((path, info))
+            infos.append((path, info, stated[i] if stated is not None else 0))
         if not infos:
             return BulkIngestStats(0, 0, 0, self._state.manifest.id)
-        ssts = [copy_sst(self.store, path, self.path, info) for path, info in infos]
-        datas = [functools.partial(self._read_object, path) for path, _ in infos]
+        linkable = stated is not None and _ordered(infos)
+        copies: list[CompactedSst] = []
+        if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
+            copies = [copy_sst(self.store, path, self.path, info) for path, info, _ in infos]
         with self._l0_lock:
-            seq = self._reserve_seqs_and_freeze(1)
-            stored = self._commit_in_front_of_l0(ssts, seq, datas, also)
-        rows = sum(info.entry_count for _, info in infos)
-        size = sum(info.size_bytes for _, info in infos)
+            if copies and self._reserve_through(infos[0][2], infos[-1][2]):
+                ssts = copies
+                last = infos[-1][2]
+                datas = [functools.partial(self._read_object, path) for path, _, _ in infos]
+            else:
+                # copies made before a write moved past their seqs are garbage for GC
+                first = self._reserve_seqs_and_freeze(len(infos))
+                last = first + len(infos) - 1
+                ssts, datas = [], []
+                for i, (path, _, _) in enumerate(infos):
+                    encode = functools.partial(self._restamped, path, first + i)
+                    blob, info = encode()
+                    ssts.append(self._write_sst(blob, info))
+                    datas.append(functools.partial(_bytes_of, encode))
+            stored = self._commit_in_front_of_l0(ssts, last, datas, also)
+        rows = sum(s.info.entry_count for s in ssts)
+        size = sum(s.info.size_bytes for s in ssts)
         return BulkIngestStats(rows, len(ssts), size, stored.id)
+
+    def _reserve_through(self, lowest: int, highest: int) -> bool:
+        """For sources whose rows already carry seqs ``lowest..highest``: if every seq this
+        writer gave is below ``lowest``, move its seq to ``highest`` and freeze the memtable
+        (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and say so."""
+        with self._lock:
+            self._check_usable()
+            if self._seq >= lowest:
+                return False
+            self._seq = highest
+            self._freeze_locked()
+        return True
+
+    def _restamped(self, path: str, seq: int) -> tuple[bytes, SstInfo]:
+        """The source SST ``path`` encoded again with every row at ``seq`` (a key's newest
+        version only; a version below it in the same SST is what that SST's own writer
+        overwrote). Merge operands are refused: their order is their meaning."""
+        table = SstReader.open(self.store, path).read_all(timestamps=True)
+        kinds = table.column("kind").to_numpy()
+        if bool(np.any(kinds == KIND_MERGE)):
+            raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
+        newest = pa.Table.from_batches(list(newest_versions(table.to_batches())), table.schema)
+        newest = newest.set_column(1, "seq", pa.array(np.full(newest.num_rows, seq, np.uint64)))
+        # a row that expired reads as a tombstone: it is ingested as one, without its expire_ts
+        at = newest.schema.get_field_index("expire_ts")
+        dead = pc.equal(newest.column("kind"), KIND_TOMBSTONE)
+        newest = newest.set_column(at, "expire_ts", pc.if_else(
+            dead, pa.scalar(None, pa.int64()), newest.column("expire_ts")))
+        return encode_sst(newest, self._sst_options)
 
     def _read_object(self, path: str) -> bytes:
         return self.store.get(path).data
+
+
+def _bytes_of(encode: Callable[[], tuple[bytes, SstInfo]]) -> bytes:
+    return encode()[0]
+
+
+def _stated_seqs(seqs: Sequence[int] | None, n: int) -> list[int] | None:
+    if seqs is None:
+        return None
+    if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
+        raise InvalidArgument(f"seqs must be a sequence of ints, got {type(seqs).__name__}")
+    if len(seqs) != n:
+        raise InvalidArgument(f"{len(seqs)} seqs for {n} sources")
+    for s in seqs:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 < s < 1 << 63:
+            raise InvalidArgument(f"a seq must be an int in [1, 2**63), got {s!r}")
+    return list(seqs)
+
+
+def _ordered(infos: Sequence[tuple[str, SstInfo, int]]) -> bool:
+    """Whether the stated seqs order the sources as their list does: ascending, and equal only
+    among sources whose key ranges are disjoint (SlateDB could not tell their versions apart)."""
+    for (_, _a, sa), (_, _b, sb) in itertools.pairwise(infos):
+        if sb < sa:
+            return False
+    groups: dict[int, list[SstInfo]] = {}
+    for _, info, s in infos:
+        groups.setdefault(s, []).append(info)
+    for group in groups.values():
+        spans = sorted((g.first_key or b"", g.last_key or b"") for g in group)
+        if any(nxt[0] <= prev[1] for prev, nxt in itertools.pairwise(spans)):
+            return False
+    return True

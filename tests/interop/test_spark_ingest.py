@@ -37,10 +37,6 @@ def spark() -> Iterator[SparkSession]:
     yield session
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ingested SSTs keep the seqs they were encoded with (Spark's staged SSTs: 0); SlateDB orders a "
-    "key's versions by seq, we by LSM position, so SlateDB serves older writer rows over ingested "
-    "ones (RELIABILITY.md, 'Interop with SlateDB 0.17')"))
 def test_spark_ingest_read_by_slatedb(
     spark: SparkSession, oracle: Oracle, store: ObjectStore, root: Path
 ) -> None:

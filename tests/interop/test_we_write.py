@@ -99,10 +99,6 @@ def test_our_writes_wal_l0_put_arrow_bulk_ingest_read_by_slatedb(
     read_with_slatedb(oracle, model)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ingested SSTs keep the seqs they were encoded with (Spark's staged SSTs: 0); SlateDB orders a "
-    "key's versions by seq, we by LSM position, so SlateDB serves older writer rows over ingested "
-    "ones (RELIABILITY.md, 'Interop with SlateDB 0.17')"))
 def test_our_ingest_ssts_read_by_slatedb(oracle: Oracle, store: ObjectStore) -> None:
     """SSTs encoded by :func:`encode_sst` (as Spark tasks do), attached by ``ingest_ssts``."""
     model = Model()

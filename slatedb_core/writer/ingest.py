@@ -24,6 +24,7 @@ from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.lsm.iterators import newest_versions
+from slatedb_core.lsm.memtable import ImmutableMemtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import CheckpointOptions, check_optional
@@ -58,7 +59,7 @@ class WriterIngest(WriterEngine):
 
     def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
         n = entries.num_rows
-        first = self._reserve_seqs_and_freeze(n)
+        first, older = self._reserve_seqs_and_freeze(n)
         batch = entries.set_column(1, "seq", seq_range(first, n))
         sorted_batch = sort_dedup(batch)
         ssts: list[CompactedSst] = []
@@ -70,13 +71,14 @@ class WriterIngest(WriterEngine):
             written += len(blob)
         # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
         datas = [functools.partial(self._encode, part) for part in parts]
-        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas)
+        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas, older)
         return BulkIngestStats(n, len(ssts), written, stored.id)
 
-    def _reserve_seqs_and_freeze(self, n: int) -> int:
-        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq. The
-        caller holds ``_l0_lock`` from here to :meth:`_commit_in_front_of_l0`, which keeps any
-        newer memtable from reaching L0 behind (i.e. older than) the ingested views."""
+    def _reserve_seqs_and_freeze(self, n: int) -> tuple[int, tuple[ImmutableMemtable, ...]]:
+        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq and
+        the frozen memtables older than the ingest. The caller holds ``_l0_lock`` from here to
+        :meth:`_commit_in_front_of_l0`, which keeps any newer memtable from reaching L0 behind
+        (i.e. older than) the ingested views."""
         with self._lock:
             self._check_usable()
             first = self._seq + 1
@@ -84,23 +86,30 @@ class WriterIngest(WriterEngine):
             # Writes before this point are older than the ingested rows: they go to L0 first,
             # so the new views can be put in front of them.
             self._freeze_locked()
-        return first
+            older = self._state.imm
+        return first, older
 
     def _commit_in_front_of_l0(
         self,
         ssts: Sequence[CompactedSst],
         last_seq: int,
         datas: Sequence[Callable[[], bytes]],
+        older: tuple[ImmutableMemtable, ...],
         also: Callable[[Manifest, int], Manifest] | None = None,
     ) -> StoredManifest:
         """The commit of an ingest (``_l0_lock`` held, seqs reserved by
-        :meth:`_reserve_seqs_and_freeze`): flush the frozen memtables, then ONE fenced manifest
-        update putting ``ssts`` (oldest first, already written) in front of L0, newest first,
-        each checked against the GC boundary inside every attempt (``datas[i]`` returns the bytes
-        of ``ssts[i]`` for a re-homing, see :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the
-        install of the new state. ``also``, if given, is applied in the same update after the
-        SSTs' edit, so that both land or neither. Returns the manifest committed."""
-        self._flush_imms_locked()
+        :meth:`_reserve_seqs_and_freeze`, which froze the memtables ``older``): flush those,
+        then ONE fenced manifest update putting ``ssts`` (oldest first, already written) in
+        front of L0, newest first, each checked against the GC boundary inside every attempt
+        (``datas[i]`` returns the bytes of ``ssts[i]`` for a re-homing, see
+        :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the install of the new state.
+        ``also``, if given, is applied in the same update after the SSTs' edit, so that both
+        land or neither. Returns the manifest committed.
+
+        A memtable frozen after the reservation holds writes newer than the ingest (seqs above
+        its, which SlateDB reads as newer): it stays frozen until the commit is done and then
+        reaches L0 in front of the ingested views, never behind them."""
+        self._flush_older_locked(older)
         self._check_usable()
         epoch = self._fm.epoch
         # Every write older than the ingest is now in a checked L0 SST: move the replay point
@@ -128,6 +137,18 @@ class WriterIngest(WriterEngine):
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return stored
+
+    def _flush_older_locked(self, older: tuple[ImmutableMemtable, ...]) -> None:
+        """Flush the frozen memtables of ``older`` (``_l0_lock`` held), oldest first: those
+        frozen since are newer than them and wait (a memtable flush takes the oldest first, so
+        ``older`` is the tail of the frozen memtables until it is flushed)."""
+        ids = {id(imm) for imm in older}  # ``older`` holds them: no id is reused meanwhile
+        while True:
+            with self._lock:
+                imms = self._state.imm
+            if not imms or self._error is not None or id(imms[-1]) not in ids:
+                return
+            self._flush_one(imms[-1])
 
     def ingest_ssts(
         self,
@@ -204,13 +225,14 @@ class WriterIngest(WriterEngine):
         if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
             copies = [copy_sst(self.store, path, self.path, info) for path, info, _ in infos]
         with self._l0_lock:
-            if copies and self._reserve_through(infos[0][2], infos[-1][2]):
+            older = self._reserve_through(infos[0][2], infos[-1][2]) if copies else None
+            if older is not None:
                 ssts = copies
                 last = infos[-1][2]
                 datas = [functools.partial(self._read_object, path) for path, _, _ in infos]
             else:
                 # copies made before a write moved past their seqs are garbage for GC
-                first = self._reserve_seqs_and_freeze(len(infos))
+                first, older = self._reserve_seqs_and_freeze(len(infos))
                 last = first + len(infos) - 1
                 ssts, datas = [], []
                 for i, (path, _, _) in enumerate(infos):
@@ -218,22 +240,25 @@ class WriterIngest(WriterEngine):
                     blob, info = encode()
                     ssts.append(self._write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
-            stored = self._commit_in_front_of_l0(ssts, last, datas, also)
+            stored = self._commit_in_front_of_l0(ssts, last, datas, older, also)
         rows = sum(s.info.entry_count for s in ssts)
         size = sum(s.info.size_bytes for s in ssts)
         return BulkIngestStats(rows, len(ssts), size, stored.id)
 
-    def _reserve_through(self, lowest: int, highest: int) -> bool:
+    def _reserve_through(
+        self, lowest: int, highest: int
+    ) -> tuple[ImmutableMemtable, ...] | None:
         """For sources whose rows already carry seqs ``lowest..highest``: if every seq this
         writer gave is below ``lowest``, move its seq to ``highest`` and freeze the memtable
-        (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and say so."""
+        (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and return the frozen
+        memtables older than the ingest; else None."""
         with self._lock:
             self._check_usable()
             if self._seq >= lowest:
-                return False
+                return None
             self._seq = highest
             self._freeze_locked()
-        return True
+            return self._state.imm
 
     def _restamped(self, path: str, seq: int) -> tuple[bytes, SstInfo]:
         """The source SST ``path`` encoded again with every row at ``seq`` (a key's newest

@@ -90,6 +90,7 @@ from slatedb_core.sst import SstReader
 from slatedb_core.sst.create import create_sst
 from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, check_store
+from slatedb_core.table.ingest_seqs import SEQ_GAP, plan_seq_base, staged_seq, usable_seqs
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
 from slatedb_core.table.writers import open_shard_writer
@@ -99,6 +100,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "REFUSED",
+    "SEQ_GAP",
     "SKIPPED",
     "WRITTEN",
     "IngestPlan",
@@ -125,13 +127,6 @@ default ``ingest_min_age`` of ``Table.collect_garbage``, after which no attempt 
 commit anyway: its staged SSTs are gone)."""
 
 
-SEQ_GAP = 1 << 32
-"""How far above the shards' ``last_l0_seq`` at planning a job's staged seqs start: the writes a
-shard takes while the job runs would have to outnumber it before the commit has to re-encode."""
-
-_RUN_BITS = 12  # a staged SST's seq: the job's base + (partition << _RUN_BITS) + run
-
-
 @dataclass(frozen=True)
 class IngestPlan:
     """What an ingest job's tasks need, fixed before any task runs. Picklable.
@@ -155,29 +150,18 @@ class IngestPlan:
 
     def staged_seq(self, partition: int, run: int) -> int:
         """The seq of every row that run ``run`` of input partition ``partition`` stages (0
-        without a base)."""
-        if not self.seq_base:
-            return 0
-        return self.seq_base + (partition << _RUN_BITS) + run
+        without a base: :func:`~slatedb_core.table.ingest_seqs.staged_seq`)."""
+        return staged_seq(self.seq_base, partition, run)
 
 
 def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
     """The plan of a job ingesting into ``table_path`` now: its latest shard map routes the rows
     (a fresh job id unless given); the staged seqs start :data:`SEQ_GAP` above the highest
-    ``last_l0_seq`` of the shards' latest manifests (read concurrently)."""
+    ``last_l0_seq`` of the shards' latest manifests (:func:`plan_seq_base`)."""
     store = check_store(store)
     shard_map = ShardMapStore(store, table_path).read_latest()
-
-    def last_seq(shard: Shard) -> int:
-        try:
-            stored = ManifestStore(store, shard.db_path).try_read_latest()
-        except DatabaseDestroyed:
-            return 0
-        return 0 if stored is None else stored.manifest.last_l0_seq
-
-    with ThreadPoolExecutor(max_workers=min(16, max(1, len(shard_map.shards)))) as pool:
-        highest = max(pool.map(last_seq, shard_map.shards), default=0)
-    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, highest + SEQ_GAP)
+    base = plan_seq_base(store, shard_map.shards)
+    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base)
 
 
 @dataclass(frozen=True)
@@ -342,7 +326,7 @@ def commit_shard(
             result = db.ingest_ssts(
                 sources,
                 checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
-                seqs=seqs if seqs is not None and all(seqs) else None,
+                seqs=usable_seqs(seqs),
             )
     finally:
         try:

@@ -15,6 +15,8 @@ import pytest
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table
+from slatedb_core.table.ingest import WRITTEN, attempt_dir, commit_shard, plan_ingest, stage_ssts
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
@@ -104,3 +106,41 @@ def test_a_write_frozen_while_an_ingest_commits_stays_newer(
     with Db.open("db", store, FAST) as db:
         check_reads(model, db.get, lambda: list(db.scan()), who="our Db reopened")
 
+
+
+def _batch(ops: list[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"key": [k for k, _ in ops], "value": [v for _, v in ops]},
+        schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
+    )
+
+
+def test_a_table_ingest_commits_on_a_shard_whose_seqs_are_near_the_top(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """``ingest_ssts`` takes stated seqs up to 2^63 - 1, so a shard's ``last_l0_seq`` can be
+    there; a job planned on it staged at seqs past that bound and every commit failed with
+    InvalidArgument (after the whole input was staged). It must re-encode instead."""
+    model = Model()
+    Table.create("t", store).close()
+    top = (1 << 63) - 1
+    store.put("staging/a.sst", _sst([(b"k1", top, KIND_VALUE, b"stated")]))
+    with Table.open("t", store) as t:
+        path = t.shards[0].db_path
+        with t.writer(0) as db:
+            db.put(b"k0", b"w")
+            db.ingest_ssts(["staging/a.sst"], seqs=[top])
+    model.apply([(b"k0", b"w"), (b"k1", b"stated")])
+    plan = plan_ingest("t", store)
+    ops: list[tuple[bytes, bytes | None]] = [(b"k0", None), (b"k1", b"job"), (b"k2", b"job")]
+    staged = list(stage_ssts(store, plan, attempt_dir(plan, "r", 0, 0), 0, [_batch(ops)],
+                             partition=0))
+    out = commit_shard(store, plan, "r", plan.shards[0], [s.path for s in staged],
+                       seqs=[s.seq for s in staged])
+    assert out.status == WRITTEN
+    model.apply(ops)
+    with Db.open(path, store, FAST) as db:
+        db.put(b"k2", b"after")
+        model.put(b"k2", b"after")
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+    _read_both(oracle, model, path)

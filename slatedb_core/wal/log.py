@@ -49,7 +49,7 @@ _NO_TS_ROWS = TS_SCHEMA.empty_table()
 def encode_wal_sst(
     entries: pa.RecordBatch | pa.Table, options: SstOptions, create_ts: int | None = None
 ) -> bytes:
-    """One WAL SST holding ``entries`` (at least one row, distinct seqs, in any order): SlateDB
+    """One WAL SST holding ``entries`` (at least one row, in any order; a key may repeat): SlateDB
     0.17's WAL SST (``sst_type`` WAL in ``schemas/sst.fbs``), its rows in seq order.
 
     ``create_ts`` (ms since the epoch) stamps every row that has none. SlateDB 0.17 stamps each
@@ -71,7 +71,8 @@ def encode_wal_sst(
 def in_seq_order(rows: Rows) -> Rows:
     """``rows`` ordered by seq (stable). SlateDB 0.17 writes a WAL SST's rows in seq order and may
     repeat a key in it; replay applies rows in order, so the last row of a key must be its newest
-    (SlateDB's replay keeps the highest seq). Our WAL SSTs hold one row per key, in any order."""
+    (SlateDB's replay keeps the highest seq). Ours are written the same way
+    (one row per write, in seq order, see ``WalBuffer.to_batch``)."""
     if rows.num_rows < 2:
         return rows
     seqs = np.asarray(rows.column("seq").to_numpy(), dtype=np.uint64)  # no nulls: no copy

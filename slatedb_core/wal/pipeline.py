@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from slatedb_core.lsm.entries import ENTRY_SCHEMA, batch_from_lists, sort_dedup
+from slatedb_core.lsm.entries import ENTRY_SCHEMA, batch_from_lists
 
 
 @dataclass
@@ -37,14 +37,22 @@ class WalBuffer:
         return not self.keys and not self.batches
 
     def to_batch(self) -> pa.RecordBatch:
+        """Every buffered write, one row each, in seq order: the rows of a WAL SST.
+
+        Nothing is sorted by key or deduplicated: SlateDB 0.17's WAL SSTs hold a batch's rows in
+        seq order and repeat a key written more than once; replay applies them in order, so the
+        last row of a key (its newest) wins. Each part (a ``put_arrow`` batch, the single puts
+        and write batches in ``keys``) is in seq order already; only a buffer holding both kinds
+        of write can need a reordering, which :func:`~slatedb_core.wal.log.in_seq_order` does."""
         parts: list[pa.RecordBatch] = list(self.batches)
         if self.keys:
             kinds = [1 if v is None else 0 for v in self.values]
             vals = [b"" if v is None else v for v in self.values]
             parts.append(batch_from_lists(self.keys, self.seqs, kinds, vals))
         if len(parts) == 1:
-            return sort_dedup(parts[0])
-        return sort_dedup(pa.Table.from_batches(parts, schema=ENTRY_SCHEMA))
+            return parts[0]
+        rows = pa.Table.from_batches(parts, schema=ENTRY_SCHEMA).combine_chunks()
+        return rows.to_batches()[0]
 
 
 class WalAcks:

@@ -1,0 +1,1 @@
+"""Tests of the WAL: its SSTs, buffers and writers."""

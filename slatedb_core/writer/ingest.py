@@ -161,9 +161,10 @@ class WriterIngest(WriterEngine):
         store), oldest first, as L0 SSTs in ONE fenced manifest update.
 
         Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
-        keys checked against this database's range before anything is copied: a bad path or an
-        outside key raises InvalidArgument, a garbled object CorruptionError, a missing one
-        ObjectNotFound. Empty SSTs are skipped. The rows are committed like :meth:`bulk_ingest`:
+        keys checked against this database's range before anything is copied: a bad path, a WAL
+        SST or an outside key raises InvalidArgument, merge operands (their stats count them, or
+        the re-encode finds them) UnsupportedFeature, a garbled object CorruptionError, a
+        missing one ObjectNotFound. Empty SSTs are skipped. The rows are committed like :meth:`bulk_ingest`:
         newer than every earlier write, older than every later one, a later source winning over
         an earlier one.
 
@@ -206,8 +207,19 @@ class WriterIngest(WriterEngine):
             also = checkpoint_change(checkpoint, time.time(), uuid.uuid4())
         self._check_usable()
         infos: list[tuple[str, SstInfo, int]] = []
+        merges_known = True  # every source's stats say whether it holds merge operands
         for i, path in enumerate(paths):
-            info = SstReader.open(self.store, path).info
+            reader = SstReader.open(self.store, path)
+            info = reader.info
+            if reader.wal:  # its info has no key range: it is no empty SST
+                raise InvalidArgument(
+                    f"SST {path!r} is a WAL SST (rows in seq order): ingest_ssts takes SSTs of "
+                    "key-sorted rows"
+                )
+            if reader.stats is None:
+                merges_known = False  # the re-encode reads its rows and refuses any
+            elif reader.stats.num_merges:
+                raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
             if info.entry_count == 0 or info.first_key is None or info.last_key is None:
                 continue
             if self._range is not None:
@@ -220,7 +232,7 @@ class WriterIngest(WriterEngine):
             infos.append((path, info, stated[i] if stated is not None else 0))
         if not infos:
             return BulkIngestStats(0, 0, 0, self._state.manifest.id)
-        linkable = stated is not None and _ordered(infos)
+        linkable = stated is not None and merges_known and _ordered(infos)
         copies: list[CompactedSst] = []
         if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
             copies = [copy_sst(self.store, path, self.path, info) for path, info, _ in infos]

@@ -35,6 +35,7 @@ from slatedb_core.lsm.entries import (
     first_of_runs,
     sortable_keys,
 )
+from slatedb_core.sst.reader import SstScan
 
 # Rows each source buffers before a round: a round's fixed cost (a dozen kernel calls) is then
 # spread over enough rows even when a source yields tiny batches (e.g. one per 4 KiB SST block).
@@ -181,22 +182,29 @@ def newest_versions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
     SlateDB keeps several versions of a key in one SST, newest first, while a snapshot of its may
     read them (docs/format.md, "SSTs and WAL SSTs"); the merge takes each source to hold a key
-    once. One vectorised comparison of neighbouring keys per batch; rows are dropped only where a
-    key repeats, across batch boundaries too."""
+    once. One vectorised comparison of neighbouring keys per batch, skipped for the batches an
+    :class:`SstScan` says hold distinct keys (every block of an SST we wrote); rows are dropped
+    only where a key repeats, across batch boundaries too."""
+    flagged = (batches.flagged() if isinstance(batches, SstScan)
+               else ((b, False) for b in batches))
     last: bytes | None = None
-    for b in batches:
+    for b, distinct in flagged:
         n = b.num_rows
         if n == 0:
             continue
         keys = b.column(0)
-        repeats = pc.equal(keys.slice(1), keys.slice(0, n - 1))
         first_repeats = last is not None and keys[0].as_py() == last
         last = keys[n - 1].as_py()
-        if first_repeats or pc.any(repeats).as_py():
-            keep = np.empty(n, dtype=bool)
-            keep[0] = not first_repeats
-            keep[1:] = ~repeats.to_numpy(zero_copy_only=False)
-            b = b.filter(pa.array(keep))
+        if distinct:
+            if first_repeats:
+                b = b.slice(1)
+        else:
+            repeats = pc.equal(keys.slice(1), keys.slice(0, n - 1))
+            if first_repeats or pc.any(repeats).as_py():
+                keep = np.empty(n, dtype=bool)
+                keep[0] = not first_repeats
+                keep[1:] = ~repeats.to_numpy(zero_copy_only=False)
+                b = b.filter(pa.array(keep))
         if b.num_rows:
             yield b
 

@@ -29,13 +29,16 @@ class Block:
     """One decoded data block."""
 
     __slots__ = ("_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch", "create",
-                 "expire", "has_expire", "n", "nbytes")
+                 "distinct", "expire", "has_expire", "n", "nbytes")
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
-                 create: npt.NDArray[np.int64], nbytes: int) -> None:
+                 create: npt.NDArray[np.int64], nbytes: int, distinct: bool = False) -> None:
         self.batch = batch
         self.n = batch.num_rows
+        # keys strictly increasing: every key once (the decoder knows it from its order check),
+        # so a scan need not look for older versions inside the block
+        self.distinct = distinct
         self.nbytes = nbytes + _BLOCK_OVERHEAD  # the batch's bytes (the decoder counts them)
         self.expire = expire  # per row, int64 min where absent (SlateDB's ms)
         self.create = create
@@ -130,6 +133,9 @@ def decode_group(
         dec.keys, pa.array(dec.seqs, pa.uint64()), pa.array(dec.kinds, pa.uint8()), dec.values,
     ], schema=ENTRY_SCHEMA)
     where = f"block {first}" if len(rel) == 2 else f"block {first}+"
+    ends = np.cumsum(dec.counts)
+    bounds = np.concatenate([[0], ends])
+    distinct = [sorted_keys] * len(dec.counts)
     if sorted_keys and batch.num_rows > 1:
         keys = batch.column(0)
         a, b = keys.slice(0, batch.num_rows - 1), keys.slice(1)
@@ -139,15 +145,19 @@ def decode_group(
             same = np.asarray(pc.equal(a, b).to_numpy(zero_copy_only=False), dtype=np.bool_)
             if np.any(dec.seqs[1:][same] >= dec.seqs[:-1][same]):
                 raise CorruptionError(name, f"{where} has versions of a key out of order")
+            # repeats per block: row i repeats row i-1; a block's first row is not compared
+            # with the block before (that boundary is the scan's to check)
+            rep = np.concatenate([[0], np.cumsum(same)])
+            inner = rep[ends - 1] - rep[bounds[:-1]]
+            distinct = (inner == 0).tolist()
     # each block's share of the columns: key and value bytes, offsets, seq and kind per row
-    ends = np.cumsum(dec.counts)
-    bounds = np.concatenate([[0], ends])
     kinds_of = (_offsets(dec.keys), _offsets(dec.values))
     sizes = sum(np.diff(offs[bounds]) for offs in kinds_of) + 17 * np.asarray(dec.counts) + 8
     out: list[Block] = []
-    for at, end, size in zip(bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), strict=True):
+    for at, end, size, dist in zip(bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), distinct,
+                                   strict=True):
         out.append(Block(batch.slice(at, end - at), dec.seqs[at:end], dec.kinds[at:end],
-                         dec.expire[at:end], dec.create[at:end], size))
+                         dec.expire[at:end], dec.create[at:end], size, dist))
     return out
 
 

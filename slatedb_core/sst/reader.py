@@ -58,6 +58,25 @@ def _as_key(key: object, what: str) -> bytes:
 _NO_CLOCK = -(1 << 63)  # before every expire_ts: nothing expires
 
 
+class SstScan(Iterator[pa.RecordBatch]):
+    """The batches of :meth:`SstReader.scan`. :meth:`flagged` yields each with whether its keys
+    are distinct (strictly increasing, as the block decoder found them), so that dropping older
+    versions (SlateDB's SSTs may hold several of a key, newest first: docs/format.md) need not
+    compare neighbouring keys inside a block that has none."""
+
+    __slots__ = ("_flagged",)
+
+    def __init__(self, flagged: Iterator[tuple[pa.RecordBatch, bool]]) -> None:
+        self._flagged = flagged
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._flagged)[0]
+
+    def flagged(self) -> Iterator[tuple[pa.RecordBatch, bool]]:
+        """``(batch, keys distinct)`` pairs, sharing the position of this iterator."""
+        return self._flagged
+
+
 class SstReader:
     """An open SST. Immutable after opening, so one reader can serve many threads at once.
 
@@ -263,7 +282,7 @@ class SstReader:
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, *, fill_cache: bool = False
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> SstScan:
         """Rows with ``start <= key < end`` (a WAL SST's: every row, in write order), one batch
         per block, blocks fetched lazily.
 
@@ -273,11 +292,16 @@ class SstReader:
         """
         lo_key = None if start is None else _as_key(start, "start")
         hi_key = None if end is None else _as_key(end, "end")
+        return SstScan(self._scan(lo_key, hi_key, fill_cache))
+
+    def _scan(
+        self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool
+    ) -> Iterator[tuple[pa.RecordBatch, bool]]:
         if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
             return
         if self.wal:
             for _, block in self._blocks(0, self.block_count, fill_cache):
-                yield block.batch
+                yield block.batch, False
             return
         keys = self._index_keys
         b0 = 0 if lo_key is None else max(0, bisect.bisect_left(keys, lo_key) - 1)
@@ -288,7 +312,8 @@ class SstReader:
             lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
             hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
             if hi > lo:
-                yield block.batch if hi - lo == block.n else block.batch.slice(lo, hi - lo)
+                batch = block.batch if hi - lo == block.n else block.batch.slice(lo, hi - lo)
+                yield batch, block.distinct
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
         """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``

@@ -282,7 +282,11 @@ class WriterIngest(WriterEngine):
             raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
         newest = pa.Table.from_batches(list(newest_versions(table.to_batches())), table.schema)
         newest = newest.set_column(1, "seq", pa.array(np.full(newest.num_rows, seq, np.uint64)))
-        # a row that expired reads as a tombstone: it is ingested as one, without its expire_ts
+        # The source is read without a clock (SstReader's default): a row with an expire_ts keeps
+        # it, expired or not, as SlateDB 0.17 reads it until a rewrite applies the expiry
+        # (docs/format.md, "SSTs and WAL SSTs"), and the encode is deterministic, which a GC
+        # re-homing relies on (it encodes again and names the bytes with the first encode's
+        # info). A tombstone is written without one.
         at = newest.schema.get_field_index("expire_ts")
         dead = pc.equal(newest.column("kind"), KIND_TOMBSTONE)
         newest = newest.set_column(at, "expire_ts", pc.if_else(

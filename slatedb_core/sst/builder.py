@@ -35,7 +35,7 @@ from slatedb_core.sst.format import (
     seal,
 )
 from slatedb_core.sst.index import encode_index, encode_stats, separator
-from slatedb_core.sst.rows import EncodedRows, block_trailer, encode_rows
+from slatedb_core.sst.rows import EncodedRows, block_trailers, encode_rows
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.checksum import crc32
 
@@ -199,10 +199,12 @@ def _blocks(enc: EncodedRows, code: int) -> tuple[list[bytes | memoryview], list
     parts: list[bytes | memoryview] = []
     offsets = [0]
     mv = memoryview(enc.data)
-    ro = enc.row_offs
-    for s, e in itertools.pairwise(enc.bounds):
-        rows = mv[int(ro[s]) : int(ro[e])]
-        trailer = block_trailer(enc, s, e)
+    ro = enc.row_offs.tolist()
+    trailers, tstarts = block_trailers(enc)
+    tmv = memoryview(trailers)
+    for b, (s, e) in enumerate(itertools.pairwise(enc.bounds)):
+        rows = mv[ro[s] : ro[e]]
+        trailer = tmv[tstarts[b] : tstarts[b + 1]]
         if code:
             sealed = seal(code, b"".join([rows, trailer]))
             parts += sealed

@@ -148,27 +148,67 @@ def _headers(shared: I64, unshared: I64, vlen: I64) -> pa.Array:
     return _compact(hdr, keep, mats[0][1] + mats[1][1] + mats[2][1])
 
 
-def _tails(
+def _tail_matrix(
     seqs: npt.NDArray[np.uint64], flags: npt.NDArray[np.uint8], expire: I64 | None,
     has_e: npt.NDArray[np.bool_] | None, create: I64 | None, has_c: npt.NDArray[np.bool_] | None,
-    tail: I64,
-) -> pa.Array:
-    """Each row's seq, flags and timestamps."""
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_] | None]:
+    """Each row's seq, flags and timestamps as a byte matrix, and which of its bytes a row keeps
+    (None: all of them, every row has the same timestamps present)."""
     n = len(seqs)
-    width = 9 if has_e is None and has_c is None else 25
-    tmat = np.zeros((n, width), dtype=np.uint8)
+    cols = [(has, ts) for has, ts in ((has_e, expire), (has_c, create)) if has is not None]
+    uniform = all(bool(has.all()) or not bool(has.any()) for has, _ in cols)
+    present = [(has, ts) for has, ts in cols if bool(has.any())] if uniform else cols
+    tmat = np.empty((n, 9 + 8 * len(present)), dtype=np.uint8)
     tmat[:, 0:8] = seqs.astype(">u8").view(np.uint8).reshape(n, 8)
     tmat[:, 8] = flags
-    if width == 9:
-        return _fixed(tmat)
-    tkeep = np.ones((n, 25), dtype=np.bool_)
-    for at, ts, has in ((9, expire, has_e), (17, create, has_c)):
-        if ts is None or has is None:
-            tkeep[:, at : at + 8] = False
-        else:
-            tmat[:, at : at + 8] = ts.astype(">i8").view(np.uint8).reshape(n, 8)
-            tkeep[:, at : at + 8] = has[:, None]
-    return _compact(tmat, tkeep, tail)
+    tkeep = None if uniform else np.ones(tmat.shape, dtype=np.bool_)
+    for j, (has, ts) in enumerate(present):
+        assert ts is not None
+        tmat[:, 9 + 8 * j : 17 + 8 * j] = ts.astype(">i8").view(np.uint8).reshape(n, 8)
+        if tkeep is not None:
+            tkeep[:, 9 + 8 * j : 17 + 8 * j] = has[:, None]
+    return tmat, tkeep
+
+
+def _tails(tmat: npt.NDArray[np.uint8], tkeep: npt.NDArray[np.bool_] | None, tail: I64) -> pa.Array:
+    """Each row's seq, flags and timestamps as a binary array."""
+    return _fixed(tmat) if tkeep is None else _compact(tmat, tkeep, tail)
+
+
+def _uniform(x: I64) -> int | None:
+    """The one value every element of ``x`` has, or None."""
+    if len(x) == 0:
+        return None
+    v = int(x[0])
+    return v if bool(np.all(x == v)) else None
+
+
+def _fixed_width_rows(
+    kdata: npt.NDArray[np.uint8], koffs: I64, kw: int, voffs: npt.NDArray[np.int32],
+    values: pa.Array, vw: int, tmat: npt.NDArray[np.uint8],
+) -> npt.NDArray[np.uint8]:
+    """Rows whose keys all have ``kw`` bytes and values ``vw`` (every key whole): one byte
+    matrix, a row per row, filled column range by column range (no per-row gather)."""
+    n = len(tmat)
+    head = np.frombuffer(b"\x00" + _varint_bytes(kw) + _varint_bytes(vw), dtype=np.uint8)
+    h = len(head)
+    mat = np.empty((n, h + kw + vw + tmat.shape[1]), dtype=np.uint8)
+    mat[:, :h] = head
+    mat[:, h : h + kw] = kdata[int(koffs[0]) : int(koffs[0]) + n * kw].reshape(n, kw)
+    if vw:
+        vdata = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+        mat[:, h + kw : h + kw + vw] = vdata[int(voffs[0]) : int(voffs[0]) + n * vw].reshape(n, vw)
+    mat[:, h + kw + vw :] = tmat
+    return mat
+
+
+def _varint_bytes(x: int) -> bytes:
+    out = bytearray()
+    while x >= 0x80:
+        out.append((x & 0x7F) | 0x80)
+        x >>= 7
+    out.append(x)
+    return bytes(out)
 
 
 def _key_array(kdata: npt.NDArray[np.uint8], koffs: I64) -> pa.Array:
@@ -236,18 +276,34 @@ def encode_rows(
         np.cumsum(unshared, out=soffs[1:])
         suffix = pa.Array.from_buffers(pa.binary(), n,
                                        [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
+    tmat, tkeep = _tail_matrix(seqs, flags, expire, has_e, create, has_c)
+    kw, vw = (_uniform(klen), _uniform(vlen)) if interval == 1 and tkeep is None else (None, None)
+    if kw is not None and vw is not None:
+        mat = _fixed_width_rows(kdata, koffs, kw, voffs, values, vw, tmat)
+        row_offs = np.arange(n + 1, dtype=np.int64) * mat.shape[1]
+        return EncodedRows(pa.py_buffer(mat), row_offs, bounds, restart)
     header = _headers(shared, unshared, vlen)
-    joined = pc.binary_join_element_wise(header, suffix, values, _tails(seqs, flags, expire, has_e,
-                                                                       create, has_c, tail), _EMPTY)
+    joined = pc.binary_join_element_wise(header, suffix, values, _tails(tmat, tkeep, tail), _EMPTY)
     bufs = joined.buffers()
     row_offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1).astype(np.int64)
     data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")
     return EncodedRows(data, row_offs, bounds, restart)
 
 
-def block_trailer(enc: EncodedRows, s: int, e: int) -> bytes:
-    """A block's restart offsets and their count (u16 big-endian)."""
-    ro = enc.row_offs
-    rs = np.flatnonzero(enc.restart[s:e]) + s
-    offs = (ro[rs] - ro[s]).astype(">u2")
-    return bytes(offs.tobytes()) + len(rs).to_bytes(2, "big")
+def block_trailers(enc: EncodedRows) -> tuple[bytes, list[int]]:
+    """Every block's restart offsets and their count (u16 big-endian), all computed at once:
+    the bytes of all trailers, and where each block's trailer starts in them (plus the end)."""
+    ro, bounds = enc.row_offs, np.asarray(enc.bounds, dtype=np.int64)
+    nb = len(bounds) - 1
+    rs = np.flatnonzero(enc.restart)
+    block = np.searchsorted(bounds, rs, side="right") - 1
+    counts = np.bincount(block, minlength=nb)
+    at_count = np.cumsum(counts) + np.arange(nb)  # each block's count follows its offsets
+    out = np.empty(len(rs) + nb, dtype=">u2")
+    is_offset = np.ones(len(out), dtype=np.bool_)
+    is_offset[at_count] = False
+    out[is_offset] = ro[rs] - ro[bounds[block]]
+    out[at_count] = counts
+    starts = np.zeros(nb + 1, dtype=np.int64)
+    starts[1:] = 2 * (at_count + 1)
+    return out.tobytes(), starts.tolist()

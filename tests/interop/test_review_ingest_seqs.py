@@ -5,6 +5,7 @@ those rows must be the ones the writes acknowledged."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -12,11 +13,21 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
+from slatedb_core.errors import InjectedFault
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, encode_sst
+from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import WRITTEN, attempt_dir, commit_shard, plan_ingest, stage_ssts
+from slatedb_core.table.ingest import (
+    WRITTEN,
+    IngestPlan,
+    StagedSst,
+    attempt_dir,
+    commit_shard,
+    plan_ingest,
+    stage_ssts,
+)
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
@@ -142,5 +153,128 @@ def test_a_table_ingest_commits_on_a_shard_whose_seqs_are_near_the_top(
     with Db.open(path, store, FAST) as db:
         db.put(b"k2", b"after")
         model.put(b"k2", b"after")
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+    _read_both(oracle, model, path)
+
+
+Ops = list[tuple[bytes, bytes | None]]
+
+
+def _stage(store: ObjectStore, plan: IngestPlan, inputs: dict[int, Ops]) -> list[StagedSst]:
+    """Input partition -> its rows, staged (run 0) in partition order."""
+    out: list[StagedSst] = []
+    for partition, ops in sorted(inputs.items()):
+        out += stage_ssts(store, plan, attempt_dir(plan, "run", partition, 0), 0, [_batch(ops)],
+                          partition=partition)
+    return out
+
+
+def _commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst], attempt: int = 0
+            ) -> str:
+    out = commit_shard(store, plan, "run", plan.shards[0], [s.path for s in staged],
+                       seqs=[s.seq for s in staged], attempt=attempt)
+    assert out.status == WRITTEN
+    return out.message
+
+
+def _one_shard(store: ObjectStore, model: Model) -> str:
+    """A one-shard table whose writer wrote (and flushed) k1; returns the shard's path."""
+    Table.create("t", store).close()
+    with Table.open("t", store) as t, t.writer(0) as db:
+        db.put(b"k1", b"w")
+        db.flush_memtable()
+        model.put(b"k1", b"w")
+        return t.shards[0].db_path
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_two_jobs_planned_together_on_one_shard(
+    oracle: Oracle, store: ObjectStore, first: int
+) -> None:
+    """Two jobs planned at once share a seq base; whichever commits second must win in both
+    engines, whether its staged seqs are above the first's (linked) or not (re-encoded)."""
+    model = Model()
+    path = _one_shard(store, model)
+    plans = [plan_ingest("t", store), plan_ingest("t", store)]
+    assert plans[0].seq_base == plans[1].seq_base
+    inputs: list[dict[int, Ops]] = [
+        {0: [(b"k1", b"j0p0"), (b"k2", b"j0p0")], 3: [(b"k2", b"j0p3")]},
+        {1: [(b"k1", b"j1p1"), (b"k2", b"j1p1"), (b"k3", b"j1")], 2: [(b"k3", None)]},
+    ]
+    staged = [_stage(store, plan, ins) for plan, ins in zip(plans, inputs, strict=True)]
+    for job in (first, 1 - first):
+        _commit(store, plans[job], staged[job])
+        for _, ops in sorted(inputs[job].items()):
+            model.apply(ops)
+    with Db.open(path, store, FAST) as db:
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+    _read_both(oracle, model, path)
+
+
+def test_a_slatedb_writer_between_plan_and_commit_and_after(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB writes between the plan and the commit (flushed, and a WAL tail our fenced writer
+    replays at the commit); the commit links the staged SSTs above them, and a SlateDB writer
+    after the commit continues above the job's seqs (the manifest's last_l0_seq)."""
+    model = Model()
+    path = _one_shard(store, model)
+    plan = plan_ingest("t", store)
+    ops: Ops = [(b"k1", b"job"), (b"k2", b"job")]
+    staged = _stage(store, plan, {0: ops})
+    w = oracle.open_db(path, settings(compactor=False))
+    w.put(b"k2", b"sdb")
+    w.put(b"k3", b"sdb")
+    w.flush_memtable()
+    w.put(b"k3", b"tail")
+    w.delete(b"k1")
+    model.apply([(b"k2", b"sdb"), (b"k3", b"tail"), (b"k1", None)])
+    _commit(store, plan, staged)
+    model.apply(ops)
+    w = oracle.open_db(path, settings(compactor=False))
+    w.put(b"k1", b"sdb-after")
+    w.delete(b"k2")
+    model.apply([(b"k1", b"sdb-after"), (b"k2", None)])
+    w.shutdown()
+    with Db.open(path, store, FAST) as db:
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+    _read_both(oracle, model, path)
+
+
+@pytest.mark.parametrize("linked", [True, False])
+def test_a_commit_whose_manifest_landed_unacknowledged_is_not_redone(
+    oracle: Oracle, store: ObjectStore, linked: bool
+) -> None:
+    """The commit's manifest update lands but its answer is lost and cannot be settled (reads
+    of it fail): the attempt fails; a user deletes an ingested key; the retry finds the commit
+    (its checkpoint) and ingests nothing, so the delete stands in both engines."""
+    model = Model()
+    path = _one_shard(store, model)
+    plan = plan_ingest("t", store)
+    if not linked:  # staged at seq 0: the commit re-encodes
+        plan = dataclasses.replace(plan, seq_base=0)
+    ops: Ops = [(b"k1", b"job"), (b"k2", b"job")]
+    staged = _stage(store, plan, {0: ops})
+    model.apply(ops)
+    faulty = FaultyStore(store)
+    # armed once the commit writes its SSTs (the copy, or the re-encoded SST's create)
+    pause = faulty.pause("armed", "copy" if linked else "put_if_absent", f"{path}/compacted/*")
+
+    def arm() -> None:
+        assert pause.wait_reached()
+        faulty.fail_next("put_if_absent", f"{path}/manifest/0*", after_effect=True)
+        faulty.fail_next("get", f"{path}/manifest/0*", times=100)
+        pause.release()
+
+    th = threading.Thread(target=arm)
+    th.start()
+    with pytest.raises(InjectedFault):
+        _commit(faulty, plan, staged)
+    th.join()
+    with Table.open("t", store) as t, t.writer(0) as db:
+        db.delete(b"k2")
+        model.delete(b"k2")
+    assert "earlier attempt" in _commit(store, plan, staged, attempt=1)
+    with Db.open(path, store, FAST) as db:
         check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
     _read_both(oracle, model, path)

@@ -33,7 +33,8 @@ class Block:
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
-                 create: npt.NDArray[np.int64], nbytes: int, distinct: bool = False) -> None:
+                 create: npt.NDArray[np.int64], nbytes: int, distinct: bool = False,
+                 has_expire: bool | None = None) -> None:
         self.batch = batch
         self.n = batch.num_rows
         # keys strictly increasing: every key once (the decoder knows it from its order check),
@@ -42,7 +43,8 @@ class Block:
         self.nbytes = nbytes + _BLOCK_OVERHEAD  # the batch's bytes (the decoder counts them)
         self.expire = expire  # per row, int64 min where absent (SlateDB's ms)
         self.create = create
-        self.has_expire = bool(np.any(expire != _NO_TS))
+        self.has_expire = (bool((expire != _NO_TS).any()) if has_expire is None
+                           else has_expire)
         self._seqs = seqs
         self._kinds = kinds
         self._values = batch.column(3)
@@ -133,9 +135,8 @@ def decode_group(
         dec.keys, pa.array(dec.seqs, pa.uint64()), pa.array(dec.kinds, pa.uint8()), dec.values,
     ], schema=ENTRY_SCHEMA)
     where = f"block {first}" if len(rel) == 2 else f"block {first}+"
-    ends = np.cumsum(dec.counts)
-    bounds = np.concatenate([[0], ends])
-    distinct = [sorted_keys] * len(dec.counts)
+    nblocks = len(dec.counts)
+    distinct = [sorted_keys] * nblocks
     if sorted_keys and batch.num_rows > 1:
         keys = batch.column(0)
         a, b = keys.slice(0, batch.num_rows - 1), keys.slice(1)
@@ -147,17 +148,24 @@ def decode_group(
                 raise CorruptionError(name, f"{where} has versions of a key out of order")
             # repeats per block: row i repeats row i-1; a block's first row is not compared
             # with the block before (that boundary is the scan's to check)
+            ends = np.cumsum(dec.counts)
             rep = np.concatenate([[0], np.cumsum(same)])
-            inner = rep[ends - 1] - rep[bounds[:-1]]
-            distinct = (inner == 0).tolist()
+            distinct = (rep[ends - 1] - rep[ends - dec.counts] == 0).tolist()
+    if nblocks == 1:  # a point lookup's block: the whole batch
+        size = dec.keys.nbytes + dec.values.nbytes + 17 * batch.num_rows + 8
+        return [Block(batch, dec.seqs, dec.kinds, dec.expire, dec.create, size, distinct[0],
+                      dec.has_expire)]
     # each block's share of the columns: key and value bytes, offsets, seq and kind per row
+    ends = np.cumsum(dec.counts)
+    bounds = np.concatenate([[0], ends])
     kinds_of = (_offsets(dec.keys), _offsets(dec.values))
     sizes = sum(np.diff(offs[bounds]) for offs in kinds_of) + 17 * np.asarray(dec.counts) + 8
     out: list[Block] = []
     for at, end, size, dist in zip(bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), distinct,
                                    strict=True):
         out.append(Block(batch.slice(at, end - at), dec.seqs[at:end], dec.kinds[at:end],
-                         dec.expire[at:end], dec.create[at:end], size, dist))
+                         dec.expire[at:end], dec.create[at:end], size, dist,
+                         dec.has_expire and bool((dec.expire[at:end] != _NO_TS).any())))
     return out
 
 

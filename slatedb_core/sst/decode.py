@@ -84,8 +84,8 @@ def decode_blocks(
     their CRCs), in order. Rows whose expire_ts is at or before ``now_ms`` decode as tombstones."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     istart: list[I64] = []
-    iend: list[I64] = []
-    iblock: list[I64] = []
+    iblock: list[int] = []
+    ends: list[int] = []
     for j, (a, b) in enumerate(spans):
         if b - a < 2:
             raise CorruptionError(name, f"block {first_block + j} is too short")
@@ -93,16 +93,23 @@ def decode_blocks(
         data_end = b - 2 - 2 * r
         if r == 0 or data_end < a:
             raise CorruptionError(name, f"block {first_block + j} has {r} restart points")
-        rs = np.frombuffer(raw, dtype=">u2", count=r, offset=data_end).astype(np.int64) + a
-        if rs[0] != a or np.any(np.diff(rs) <= 0) or rs[-1] >= data_end:
+        rs = np.frombuffer(raw, dtype=">u2", count=r, offset=data_end).astype(np.int64)
+        if rs[0] != 0 or (rs[1:] <= rs[:-1]).any() or rs[-1] >= data_end - a:
             raise CorruptionError(name, f"block {first_block + j} has bad restart offsets")
-        istart.append(rs)
-        iend.append(np.append(rs[1:], data_end))
-        iblock.append(np.full(r, j, dtype=np.int64))
-    p = np.concatenate(istart)
-    e = np.concatenate(iend)
+        istart.append(rs + a if a else rs)
+        iblock.append(r)
+        ends.append(data_end)
+    if len(istart) == 1:
+        p = istart[0]
+        blocks = np.zeros(len(p), dtype=np.int64)
+    else:
+        p = np.concatenate(istart)
+        blocks = np.repeat(np.arange(len(spans), dtype=np.int64), iblock)
+    e = np.empty_like(p)  # each interval ends where the next starts, the last at its block's end
+    e[:-1] = p[1:]
+    e[np.cumsum(iblock) - 1] = ends
     try:
-        return _walk(name, raw, buf, p, e, np.concatenate(iblock), len(spans), now_ms)
+        return _walk(name, raw, buf, p, e, blocks, len(spans), now_ms)
     except (ValueError, IndexError, pa.ArrowException) as err:
         where = f"block {first_block}" if len(spans) == 1 else f"block {first_block}+"
         raise CorruptionError(name, f"{where} is malformed: {err}") from None
@@ -179,40 +186,71 @@ def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64) -> list[tuple[I64
     return steps
 
 
+def _one_row_each(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], p: I64,
+                  e: I64) -> tuple[I64, I64, I64, I64] | None:
+    """``(shared, unshared, value_len, seq position)`` when every interval is one row whose
+    header varints are one byte each (restart interval 1, our default: docs/format.md), else
+    None (the general walk then parses the rows, and reports any damage)."""
+    h = win3[p + _PAD]
+    if h.max() >= 0x80:
+        return None
+    h64 = h.astype(np.int64)
+    unshared, vlen = h64[:, 1], h64[:, 2]
+    seqpos = p + 3 + unshared + vlen
+    if not np.array_equal(seqpos + _TAIL[padded[seqpos + 8 + _PAD]], e):
+        return None
+    return h64[:, 0], unshared, vlen, seqpos
+
+
 def _walk(
     name: str, raw: pa.Buffer, buf: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64,
     nblocks: int, now_ms: int,
 ) -> Decoded:
     del name
     padded = np.concatenate([np.zeros(_PAD, np.uint8), buf, np.zeros(_PAD, np.uint8)])
-    steps = _row_starts(padded, p, e)
-    nint = len(p)
-    per_int = np.zeros(nint, dtype=np.int64)
-    for live_t, _ in steps:
-        per_int[live_t] += 1
-    int_first = np.zeros(nint + 1, dtype=np.int64)
-    np.cumsum(per_int, out=int_first[1:])
-    n = int(int_first[-1])
-    rank = [int_first[live_t] + t for t, (live_t, _) in enumerate(steps)]
-    rowpos = np.empty(n, dtype=np.int64)
-    rowpos[np.concatenate(rank)] = np.concatenate([at for _, at in steps])
-    row_end = np.repeat(e, per_int)
-    shared, unshared, vlen, kpos = _headers(buf, rowpos, row_end, _win(padded, 3))
-    seqpos = kpos + unshared + vlen
-    if np.any(seqpos + 9 > row_end):
-        raise ValueError("a row runs past its restart interval")
-    if np.any(shared[int_first[:-1]]):
-        raise ValueError("a restart row shares a prefix")
-    klen = shared + unshared
-    if n > 1 and np.any(shared[1:] > klen[:-1]):
-        raise ValueError("a row shares more bytes than the previous key has")
-    if np.any(klen == 0):
+    win3 = _win(padded, 3)
+    single = _one_row_each(padded, win3, p, e)
+    if single is not None:  # every row a restart point: its key is whole, shares nothing
+        shared, unshared, vlen, seqpos = single
+        n = len(p)
+        kpos = p + 3
+        rank = [np.arange(n)]
+        counts = np.bincount(iblock, minlength=nblocks).tolist()
+        if shared.any():
+            raise ValueError("a restart row shares a prefix")
+        klen = unshared
+    else:
+        steps = _row_starts(padded, p, e)
+        nint = len(p)
+        per_int = np.zeros(nint, dtype=np.int64)
+        for live_t, _ in steps:
+            per_int[live_t] += 1
+        int_first = np.zeros(nint + 1, dtype=np.int64)
+        np.cumsum(per_int, out=int_first[1:])
+        n = int(int_first[-1])
+        rank = [int_first[live_t] + t for t, (live_t, _) in enumerate(steps)]
+        rowpos = np.empty(n, dtype=np.int64)
+        rowpos[np.concatenate(rank)] = np.concatenate([at for _, at in steps])
+        row_end = np.repeat(e, per_int)
+        shared, unshared, vlen, kpos = _headers(buf, rowpos, row_end, win3)
+        seqpos = kpos + unshared + vlen
+        if (seqpos + 9 > row_end).any():
+            raise ValueError("a row runs past its restart interval")
+        if shared[int_first[:-1]].any():
+            raise ValueError("a restart row shares a prefix")
+        klen = shared + unshared
+        if n > 1 and (shared[1:] > klen[:-1]).any():
+            raise ValueError("a row shares more bytes than the previous key has")
+        counts = np.bincount(iblock, weights=per_int, minlength=nblocks).astype(np.int64).tolist()
+    if 0 in counts:
+        raise ValueError("a block has no rows")
+    if klen.min() == 0:
         raise ValueError("a row has an empty key")
     koffs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(klen, out=koffs[1:])
     if koffs[-1] >= 1 << 31:
         raise ValueError("the keys of one read exceed 2 GiB")
-    longest = int(klen.max(initial=0))
+    longest = int(klen.max())
     if longest <= _PAD and n * longest <= _MATRIX_KEYS:
         kbytes = _keys_matrix(padded, shared, kpos, klen, longest)
     else:
@@ -220,37 +258,39 @@ def _walk(
     keys = pa.Array.from_buffers(
         pa.binary(), n, [None, pa.py_buffer(koffs.astype(np.int32)), pa.py_buffer(kbytes)])
 
-    flags = buf[seqpos + 8]
-    if np.any(flags & np.uint8(0xFF ^ _KNOWN)) or np.any((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)):
+    flags = padded[seqpos + (8 + _PAD)]
+    seen = int(np.bitwise_or.reduce(flags))  # every flag some row has
+    if seen & (0xFF ^ _KNOWN) or (
+            seen & F_TOMBSTONE and seen & F_MERGE
+            and ((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)).any()):
         raise ValueError("a row has unknown flags, or is both a tombstone and a merge operand")
     win8 = _win(padded, 8)
     seqs = win8[seqpos + _PAD].view(">u8").reshape(n).astype(np.uint64)
+    vpos = kpos + unshared
+    vlen = seqpos - vpos
+    expire = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    create = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    if not seen & (F_TOMBSTONE | F_MERGE | F_EXPIRE | F_CREATE):  # plain values only
+        kinds = np.zeros(n, dtype=np.uint8)
+        values = _values(raw, padded, vpos, vlen)
+        return Decoded(keys, seqs, kinds, values, counts, expire, create, False)
     kinds = np.full(n, KIND_VALUE, dtype=np.uint8)
     kinds[(flags & F_TOMBSTONE) > 0] = KIND_TOMBSTONE
     kinds[(flags & F_MERGE) > 0] = KIND_MERGE
-    vpos = kpos + unshared
-    vlen = seqpos - vpos
     has_e = (flags & F_EXPIRE) > 0
-    expire = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    any_e = bool(has_e.any())
+    any_e = bool(seen & F_EXPIRE)
     if any_e:
         rows_e = np.flatnonzero(has_e)
         at = seqpos[rows_e] + 9
         expire[rows_e] = win8[at + _PAD].view(">i8").reshape(len(rows_e))
         dead = rows_e[expire[rows_e] <= now_ms]
         kinds[dead] = KIND_TOMBSTONE
-        vlen = vlen.copy()
-        vlen[dead] = 0
     vlen[kinds == KIND_TOMBSTONE] = 0
-    create = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    has_c = np.flatnonzero((flags & F_CREATE) > 0)
-    if len(has_c):
+    if seen & F_CREATE:
+        has_c = np.flatnonzero((flags & F_CREATE) > 0)
         at = seqpos[has_c] + 9 + 8 * has_e[has_c]
         create[has_c] = win8[at + _PAD].view(">i8").reshape(len(has_c))
     values = _values(raw, padded, vpos, vlen)
-    counts = np.bincount(iblock, weights=per_int, minlength=nblocks).astype(np.int64).tolist()
-    if 0 in counts:
-        raise ValueError("a block has no rows")
     return Decoded(keys, seqs, kinds, values, counts, expire, create, any_e)
 
 
@@ -294,19 +334,24 @@ def _values(raw: pa.Buffer, padded: npt.NDArray[np.uint8], vpos: I64, vlen: I64)
     n = len(vpos)
     if n == 0:
         return pa.array([], pa.binary())
-    if int(vpos.max(initial=0)) >= 1 << 31:
+    if int(vpos.max()) >= 1 << 31:
         raise ValueError("a read of 2 GiB or more")
     views = np.zeros((n, 4), dtype="<i4")
     views[:, 0] = vlen
-    short = np.flatnonzero(vlen <= 12)
-    if len(short) < n:
-        long_ = np.flatnonzero(vlen > 12) if len(short) else np.arange(n)
+    is_short = vlen <= 12
+    nshort = int(np.count_nonzero(is_short))
+    if nshort < n:
+        long_ = np.flatnonzero(~is_short) if nshort else slice(None)
         at = vpos[long_]
         views[long_, 1] = _win(padded, 4)[at + _PAD].view("<i4").reshape(-1)
         views[long_, 3] = at
-    if len(short):
+    if nshort:
+        short = np.flatnonzero(is_short) if nshort < n else slice(None)
         head = _win(padded, 12)[vpos[short] + _PAD]
-        head *= np.arange(12)[None, :] < vlen[short][:, None]
+        head *= _C12[None, :] < vlen[short][:, None]
         views[short, 1:4] = head.view("<i4")
     arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), raw])
     return arr.cast(pa.binary())
+
+
+_C12 = np.arange(12)

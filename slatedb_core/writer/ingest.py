@@ -207,6 +207,7 @@ class WriterIngest(WriterEngine):
             also = checkpoint_change(checkpoint, time.time(), uuid.uuid4())
         self._check_usable()
         infos: list[tuple[str, SstInfo, int]] = []
+        counts: list[int] = []  # rows of each of infos (0: unknown)
         merges_known = True  # every source's stats say whether it holds merge operands
         for i, path in enumerate(paths):
             reader = SstReader.open(self.store, path)
@@ -220,7 +221,11 @@ class WriterIngest(WriterEngine):
                 merges_known = False  # the re-encode reads its rows and refuses any
             elif reader.stats.num_merges:
                 raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
-            if info.entry_count == 0 or info.first_key is None or info.last_key is None:
+            # no rows: no key range, or a count of 0 (SlateDB's SSTs record none in their info,
+            # ours 0 then, unknown; their stats count the rows)
+            if info.first_key is None or info.last_key is None or (
+                reader.entry_count == 0 and (info.entry_count or reader.stats is not None)
+            ):
                 continue
             if self._range is not None:
                 for key in (info.first_key, info.last_key):
@@ -230,6 +235,7 @@ class WriterIngest(WriterEngine):
                             f"range {self._range}"
                         )
             infos.append((path, info, stated[i] if stated is not None else 0))
+            counts.append(reader.entry_count)
         if not infos:
             return BulkIngestStats(0, 0, 0, self._state.manifest.id)
         linkable = stated is not None and merges_known and _ordered(infos)
@@ -241,6 +247,7 @@ class WriterIngest(WriterEngine):
             if older is not None:
                 ssts = copies
                 last = infos[-1][2]
+                rows = sum(counts)
                 datas = [functools.partial(self._read_object, path) for path, _, _ in infos]
             else:
                 # copies made before a write moved past their seqs are garbage for GC
@@ -252,8 +259,8 @@ class WriterIngest(WriterEngine):
                     blob, info = encode()
                     ssts.append(self._write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
+                rows = sum(s.info.entry_count for s in ssts)
             stored = self._commit_in_front_of_l0(ssts, last, datas, older, also)
-        rows = sum(s.info.entry_count for s in ssts)
         size = sum(s.info.size_bytes for s in ssts)
         return BulkIngestStats(rows, len(ssts), size, stored.id)
 

@@ -15,7 +15,8 @@ import pytest
 
 from slatedb_core.errors import InjectedFault
 from slatedb_core.options import DbOptions
-from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, encode_sst
+from slatedb_core.layout import sst_path
+from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstReader, encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
@@ -278,3 +279,37 @@ def test_a_commit_whose_manifest_landed_unacknowledged_is_not_redone(
     with Db.open(path, store, FAST) as db:
         check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
     _read_both(oracle, model, path)
+
+
+@pytest.mark.parametrize("stated", [False, True])
+def test_an_sst_slatedb_wrote_is_ingested_not_skipped_as_empty(
+    oracle: Oracle, store: ObjectStore, stated: bool
+) -> None:
+    """SlateDB 0.17 writes no entry count in an SST's info (ours: 0, unknown; its stats count
+    the rows): ``ingest_ssts`` took such a source for an empty one, skipped it and reported
+    success with 0 rows ingested. (Stated: one WriteBatch's rows, which share one seq, above
+    every seq of our writer.)"""
+    w = oracle.open_db("src", settings(compactor=False))
+    for i in range(10):
+        w.put(b"a%d" % i, b"x")
+    w.flush_memtable()
+    w.write([(b"k1", b"sdb1"), (b"k3", None), (b"k2", b"sdb2")])
+    w.flush_memtable()
+    w.shutdown()
+    ssts = [m.path for m in store.list("src/compacted/")]
+    (sst,) = [p for p in ssts if SstReader.open(store, p).info.first_key == b"k1"]
+    assert SstReader.open(store, sst).info.entry_count == 0  # unknown
+    (seq,) = set(SstReader.open(store, sst).read_all().column("seq").to_pylist())
+    store.put("staging/s.sst", bytes(store.get(sst).data))
+    model = Model()
+    with Db.open("db", store, FAST) as db:
+        for k in (b"k1", b"k3", b"k4"):
+            db.put(k, b"before")
+            model.put(k, b"before")
+        stats = db.ingest_ssts(["staging/s.sst"], seqs=[seq] if stated else None)
+        model.apply([(b"k1", b"sdb1"), (b"k2", b"sdb2"), (b"k3", None)])
+        assert (stats.rows, stats.ssts) == (3, 1)
+        l0 = [bytes(store.get(sst_path("db", v.sst_id)).data) for v in db.manifest.manifest.l0]
+        assert (bytes(store.get(sst).data) in l0) == stated  # linked only when stated
+        check_reads(model, db.get, lambda: list(db.scan()), who="our Db")
+    _read_both(oracle, model, "db")

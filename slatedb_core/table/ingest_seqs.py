@@ -18,6 +18,7 @@ from slatedb_core.errors import DatabaseDestroyed
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.shardmap import Shard
+from slatedb_core.writer.ingest import MAX_STATED_SEQ
 
 __all__ = ["MAX_STATED_SEQ", "RUN_BITS", "SEQ_GAP", "plan_seq_base", "staged_seq", "usable_seqs"]
 
@@ -27,9 +28,6 @@ shard takes while the job runs would have to outnumber it before the commit has 
 
 RUN_BITS = 12
 """A staged SST's seq: the job's base + (partition << RUN_BITS) + run."""
-
-MAX_STATED_SEQ = (1 << 63) - 1
-"""The highest seq ``Db.ingest_ssts`` takes as stated (its ``seqs``)."""
 
 _HEADROOM = 1 << (31 + RUN_BITS + 1)
 """Room above a job's base for the staged seqs of every input partition (Spark numbers them

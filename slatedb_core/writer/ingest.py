@@ -35,6 +35,9 @@ from slatedb_core.store.objectstore import validate_relative_path
 from slatedb_core.writer.engine import WriterEngine
 from slatedb_core.writer.types import BulkIngestStats
 
+MAX_STATED_SEQ = (1 << 63) - 1
+"""The highest seq :meth:`WriterIngest.ingest_ssts` takes in its ``seqs``."""
+
 
 class WriterIngest(WriterEngine):
     """Bulk ingest of a writer; see the module docstring."""
@@ -316,7 +319,7 @@ def _stated_seqs(seqs: Sequence[int] | None, n: int) -> list[int] | None:
     if len(seqs) != n:
         raise InvalidArgument(f"{len(seqs)} seqs for {n} sources")
     for s in seqs:
-        if isinstance(s, bool) or not isinstance(s, int) or not 0 < s < 1 << 63:
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 < s <= MAX_STATED_SEQ:
             raise InvalidArgument(f"a seq must be an int in [1, 2**63), got {s!r}")
     return list(seqs)
 

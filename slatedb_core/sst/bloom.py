@@ -22,6 +22,7 @@ group is one matrix whose columns are hashed with numpy's wrapping u64 arithmeti
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -180,16 +181,17 @@ def build_bloom(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
     m = 8 * nbytes
     bits = np.zeros(m, dtype=np.bool_)
     # the probes: one u32 modulo each to start, then h + d (and d + i) below 2 * m, brought
-    # under m by min(x, x - m) in wrapping u64 (k < m always: k = 0.69 * bits per key and
-    # m >= 8 * bits per key)
+    # under m by min(x, x - m) in wrapping arithmetic (k < m always: k = 0.69 * bits per key
+    # and m >= 8 * bits per key); in u32 (half the memory traffic) while 2 * m fits
+    dt: type[np.unsignedinteger[Any]] = np.uint32 if m < 1 << 31 else np.uint64
     m32 = np.uint32(m)
-    h = ((hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32) % m32).astype(np.uint64)
-    d = ((hashes >> np.uint64(32)).astype(np.uint32) % m32).astype(np.uint64)
-    mu = np.uint64(m)
-    tmp = np.empty(n, dtype=np.uint64)
+    h = (hashes.astype(np.uint32) % m32).astype(dt, copy=False)
+    d = ((hashes >> np.uint64(32)).astype(np.uint32) % m32).astype(dt, copy=False)
+    mu = dt(m)
+    tmp = np.empty(n, dtype=dt)
     for i in range(k):
         if i:
-            d += np.uint64(i)
+            d += dt(i)
             np.subtract(d, mu, out=tmp)
             np.minimum(d, tmp, out=d)
         bits[h] = True

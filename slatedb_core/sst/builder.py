@@ -9,7 +9,6 @@ CRCs, and the index keys.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,11 +198,11 @@ def _blocks(enc: EncodedRows, code: int) -> tuple[list[bytes | memoryview], list
     parts: list[bytes | memoryview] = []
     offsets = [0]
     mv = memoryview(enc.data)
-    ro = enc.row_offs.tolist()
+    at = enc.row_offs[np.asarray(enc.bounds, dtype=np.int64)].tolist()  # where blocks' rows start
     trailers, tstarts = block_trailers(enc)
     tmv = memoryview(trailers)
-    for b, (s, e) in enumerate(itertools.pairwise(enc.bounds)):
-        rows = mv[ro[s] : ro[e]]
+    for b in range(len(enc.bounds) - 1):
+        rows = mv[at[b] : at[b + 1]]
         trailer = tmv[tstarts[b] : tstarts[b + 1]]
         if code:
             sealed = seal(code, b"".join([rows, trailer]))

@@ -186,20 +186,24 @@ def _uniform(x: I64) -> int | None:
 def _fixed_width_rows(
     kdata: npt.NDArray[np.uint8], koffs: I64, kw: int, voffs: npt.NDArray[np.int32],
     values: pa.Array, vw: int, tmat: npt.NDArray[np.uint8],
-) -> npt.NDArray[np.uint8]:
+) -> tuple[pa.Buffer, npt.NDArray[np.uint8]]:
     """Rows whose keys all have ``kw`` bytes and values ``vw`` (every key whole): one byte
     matrix, a row per row, filled column range by column range (no per-row gather)."""
     n = len(tmat)
     head = np.frombuffer(b"\x00" + _varint_bytes(kw) + _varint_bytes(vw), dtype=np.uint8)
     h = len(head)
-    mat = np.empty((n, h + kw + vw + tmat.shape[1]), dtype=np.uint8)
+    width = h + kw + vw + tmat.shape[1]
+    # from Arrow's memory pool, which keeps freed memory mapped: a fresh numpy array this size
+    # would be mapped anew for every SST and fault in page by page
+    buf = pa.allocate_buffer(n * width)
+    mat = np.frombuffer(buf, dtype=np.uint8).reshape(n, width)
     mat[:, :h] = head
     mat[:, h : h + kw] = kdata[int(koffs[0]) : int(koffs[0]) + n * kw].reshape(n, kw)
     if vw:
         vdata = np.frombuffer(values.buffers()[2], dtype=np.uint8)
         mat[:, h + kw : h + kw + vw] = vdata[int(voffs[0]) : int(voffs[0]) + n * vw].reshape(n, vw)
     mat[:, h + kw + vw :] = tmat
-    return mat
+    return buf, mat
 
 
 def _varint_bytes(x: int) -> bytes:
@@ -253,6 +257,16 @@ def encode_rows(
         has_c = create != np.iinfo(np.int64).min
         flags |= has_c.astype(np.uint8) * F_CREATE
         tail += 8 * has_c
+    tmat, tkeep = _tail_matrix(seqs, flags, expire, has_e, create, has_c)
+    kw = _uniform(klen) if interval == 1 and tkeep is None else None
+    vw = _uniform(vlen) if kw is not None else None
+    if kw is not None and vw is not None:
+        # every row the same size: a block holds as many as fit with their restart offsets
+        buf, mat = _fixed_width_rows(kdata, koffs, kw, voffs, values, vw, tmat)
+        width = mat.shape[1]
+        per = max(1, (block_size - 2) // (width + 2))
+        return EncodedRows(buf, np.arange(n + 1, dtype=np.int64) * width,
+                           [*range(0, n, per), n], np.ones(n, dtype=np.bool_))
     common = varint_len(vlen) + vlen + tail
     rsize = 1 + varint_len(klen) + klen + common
     nsize = varint_len(shared_nr) + varint_len(klen - shared_nr) + klen - shared_nr + common
@@ -276,12 +290,6 @@ def encode_rows(
         np.cumsum(unshared, out=soffs[1:])
         suffix = pa.Array.from_buffers(pa.binary(), n,
                                        [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
-    tmat, tkeep = _tail_matrix(seqs, flags, expire, has_e, create, has_c)
-    kw, vw = (_uniform(klen), _uniform(vlen)) if interval == 1 and tkeep is None else (None, None)
-    if kw is not None and vw is not None:
-        mat = _fixed_width_rows(kdata, koffs, kw, voffs, values, vw, tmat)
-        row_offs = np.arange(n + 1, dtype=np.int64) * mat.shape[1]
-        return EncodedRows(pa.py_buffer(mat), row_offs, bounds, restart)
     header = _headers(shared, unshared, vlen)
     joined = pc.binary_join_element_wise(header, suffix, values, _tails(tmat, tkeep, tail), _EMPTY)
     bufs = joined.buffers()

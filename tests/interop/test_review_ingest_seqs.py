@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import InjectedFault
-from slatedb_core.options import DbOptions
 from slatedb_core.layout import sst_path
+from slatedb_core.options import DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstReader, encode_sst
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore

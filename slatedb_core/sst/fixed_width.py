@@ -3,7 +3,9 @@ common shape of bulk loads (hashes or ids as keys, fixed-size records as values)
 
 Why a second encoder: the rows are written in SlateDB's row codec v2 without prefix compression
 (every key stored whole, ``shared`` 0, which SlateDB reads like any other row), so every row has
-the same length and every full block the same layout. Everything of a block but its keys,
+the same length and every full block the same layout. Restart points every
+``SstOptions.restart_interval`` rows (1 by default, as the general encoder: then its bytes are the
+general encoder's for the same rows). Everything of a block but its keys,
 values and CRC (row headers, seq and flags, the restart trailer) is one template copied into all
 blocks at once, and the values are gathered from the unsorted input straight into their places
 in the SST (one pass over the value bytes). Readers decode these SSTs like any other (the tests
@@ -26,7 +28,6 @@ from slatedb_core.sst.format import (
     CODECS,
     FILTER_FORMAT_COMPOSITE,
     FOOTER_LEN,
-    RESTART_INTERVAL,
     SST_TYPE_COMPACTED,
     encode_footer,
     seal,
@@ -45,11 +46,12 @@ def _varint(x: int) -> bytes:
     return bytes(out)
 
 
-def block_entries(key_width: int, value_width: int, block_size: int) -> int:
-    """Rows per full block: as many as fit in ``block_size`` with the trailer (at least one)."""
+def block_entries(key_width: int, value_width: int, block_size: int, interval: int = 1) -> int:
+    """Rows per full block: as many as fit in ``block_size`` with the trailer (a restart offset
+    every ``interval`` rows, and their count; at least one row)."""
     row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
     c = max(1, (block_size - 2) // (row + 2))
-    while c * row + 2 * ((c + RESTART_INTERVAL - 1) // RESTART_INTERVAL) + 2 <= block_size:
+    while c * row + 2 * ((c + interval - 1) // interval) + 2 <= block_size:
         c += 1
     return max(1, c - 1)
 
@@ -57,7 +59,7 @@ def block_entries(key_width: int, value_width: int, block_size: int) -> int:
 def _blocks(
     out: npt.NDArray[np.uint8], keys: npt.NDArray[np.uint8], key_width: int,
     values: npt.NDArray[np.uint8], value_width: int, rows: npt.NDArray[np.int64], seq: int,
-    count: int,
+    count: int, interval: int,
 ) -> int:
     """Write ``len(rows) // count`` blocks of ``count`` rows each at the start of ``out``
     (row i: key ``keys[i]``, value ``values[rows[i]]``); returns the bytes written."""
@@ -66,7 +68,7 @@ def _blocks(
         return 0
     head = b"\x00" + _varint(key_width) + _varint(value_width)
     row = len(head) + key_width + value_width + 9
-    restarts = np.arange(0, count, RESTART_INTERVAL, dtype=np.int64) * row
+    restarts = np.arange(0, count, interval, dtype=np.int64) * row
     trailer = restarts.astype(">u2").tobytes() + len(restarts).to_bytes(2, "big")
     size = count * row + len(trailer) + 4
     grid = out[: nblocks * size].reshape(nblocks, size)
@@ -112,12 +114,13 @@ def encode_fixed_sst_into(
         raise InvalidArgument("encode_fixed_sst_into needs rows with non-empty keys and values")
     if key_width >= 1 << 16:
         raise InvalidArgument("SST keys must be shorter than 64 KiB")
-    count = block_entries(key_width, value_width, options.block_size)
+    interval = options.restart_interval
+    count = block_entries(key_width, value_width, options.block_size, interval)
     full, rest = divmod(n, count)
     row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
 
     def block_len(c: int) -> int:
-        return c * row + 2 * ((c + RESTART_INTERVAL - 1) // RESTART_INTERVAL) + 2 + 4
+        return c * row + 2 * ((c + interval - 1) // interval) + 2 + 4
 
     counts = [count] * full + ([rest] if rest else [])
     offsets = [0, *itertools.accumulate(block_len(c) for c in counts)]
@@ -159,10 +162,10 @@ def encode_fixed_sst_into(
     footer = encode_footer(encode_sst_info(info), meta_offset)
 
     out = scratch.take("sst", total)
-    pos = _blocks(out, keys, key_width, values, value_width, rows, seq, count)
+    pos = _blocks(out, keys, key_width, values, value_width, rows, seq, count, interval)
     if rest:
         pos += _blocks(out[pos:], keys[full * count * key_width :], key_width, values,
-                       value_width, rows[full * count :], seq, rest)
+                       value_width, rows[full * count :], seq, rest, interval)
     assert pos == data_len
     for piece in (*filt, *index, *stats, footer):
         mv = memoryview(piece).cast("B")

@@ -35,7 +35,7 @@ from slatedb_core.lsm.entries import (
     first_of_runs,
     sortable_keys,
 )
-from slatedb_core.sst.reader import SstScan
+from slatedb_core.sst.reader import Flagged, SstScan
 
 # Rows each source buffers before a round: a round's fixed cost (a dozen kernel calls) is then
 # spread over enough rows even when a source yields tiny batches (e.g. one per 4 KiB SST block).
@@ -185,28 +185,50 @@ def newest_versions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     once. One vectorised comparison of neighbouring keys per batch, skipped for the batches an
     :class:`SstScan` says hold distinct keys (every block of an SST we wrote); rows are dropped
     only where a key repeats, across batch boundaries too."""
-    flagged = (batches.flagged() if isinstance(batches, SstScan)
-               else ((b, False) for b in batches))
+    if isinstance(batches, SstScan):
+        yield from _newest_flagged(batches.flagged())
+        return
     last: bytes | None = None
-    for b, distinct in flagged:
+    for b in batches:
         n = b.num_rows
         if n == 0:
             continue
         keys = b.column(0)
         first_repeats = last is not None and keys[0].as_py() == last
         last = keys[n - 1].as_py()
+        b = _first_of_keys(b, first_repeats)
+        if b.num_rows:
+            yield b
+
+
+def _newest_flagged(flagged: Iterator[Flagged]) -> Iterator[pa.RecordBatch]:
+    """:func:`newest_versions` of an SST scan: a batch of distinct keys is compared only at its
+    first key, with the previous batch's last."""
+    last: bytes | None = None
+    for b, distinct, first_key, last_key in flagged:
+        first_repeats = first_key == last
+        last = last_key
         if distinct:
             if first_repeats:
                 b = b.slice(1)
         else:
-            repeats = pc.equal(keys.slice(1), keys.slice(0, n - 1))
-            if first_repeats or pc.any(repeats).as_py():
-                keep = np.empty(n, dtype=bool)
-                keep[0] = not first_repeats
-                keep[1:] = ~repeats.to_numpy(zero_copy_only=False)
-                b = b.filter(pa.array(keep))
+            b = _first_of_keys(b, first_repeats)
         if b.num_rows:
             yield b
+
+
+def _first_of_keys(b: pa.RecordBatch, first_repeats: bool) -> pa.RecordBatch:
+    """The first row of each key of a non-empty key-sorted batch (without the first row when
+    ``first_repeats``: its key ended the batch before)."""
+    n = b.num_rows
+    keys = b.column(0)
+    repeats = pc.equal(keys.slice(1), keys.slice(0, n - 1))
+    if first_repeats or pc.any(repeats).as_py():
+        keep = np.empty(n, dtype=bool)
+        keep[0] = not first_repeats
+        keep[1:] = ~repeats.to_numpy(zero_copy_only=False)
+        b = b.filter(pa.array(keep))
+    return b
 
 
 def merge_sorted(
@@ -289,7 +311,7 @@ def _merge_pieces(pieces: list[pa.RecordBatch], drop_tombstones: bool) -> pa.Rec
 def _drop_tombstones(batch: pa.RecordBatch) -> pa.RecordBatch:
     kinds = batch.column(2).to_numpy(zero_copy_only=False)
     values = kinds == KIND_VALUE
-    if values.all():
+    if np.count_nonzero(values) == len(values):  # all values (cheaper than values.all())
         return batch
     _refuse_merges(batch)
     return batch.filter(pa.array(values))

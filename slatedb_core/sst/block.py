@@ -28,8 +28,8 @@ _KEY_OBJECT_OVERHEAD = 40  # a bytes object's header, per key in a block's looku
 class Block:
     """One decoded data block."""
 
-    __slots__ = ("_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch", "create",
-                 "distinct", "expire", "has_expire", "n", "nbytes")
+    __slots__ = ("_ends", "_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch",
+                 "create", "distinct", "expire", "has_expire", "n", "nbytes")
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
@@ -51,9 +51,18 @@ class Block:
         self._voffs: list[int] | None = None  # built by the first entry() (point lookups)
         self._vdata = memoryview(b"")
         self._search: list[bytes] | None = None
+        self._ends: tuple[bytes, bytes] | None = None
 
     def key(self, i: int) -> bytes:
         return bytes(self.batch.column(0)[i].as_py())
+
+    def ends(self) -> tuple[bytes, bytes]:
+        """The first and last key (kept: every scan of the block compares them)."""
+        e = self._ends
+        if e is None:
+            keys = self.batch.column(0)
+            e = self._ends = (keys[0].as_py(), keys[self.n - 1].as_py())
+        return e
 
     def searchable(self) -> list[bytes]:
         """The keys as a Python list, so a lookup is one C-level ``bisect`` (~1 µs).

@@ -58,22 +58,25 @@ def _as_key(key: object, what: str) -> bytes:
 _NO_CLOCK = -(1 << 63)  # before every expire_ts: nothing expires
 
 
+Flagged = tuple[pa.RecordBatch, bool, bytes, bytes]  # batch, keys distinct, first key, last key
+
+
 class SstScan(Iterator[pa.RecordBatch]):
     """The batches of :meth:`SstReader.scan`. :meth:`flagged` yields each with whether its keys
-    are distinct (strictly increasing, as the block decoder found them), so that dropping older
-    versions (SlateDB's SSTs may hold several of a key, newest first: docs/format.md) need not
-    compare neighbouring keys inside a block that has none."""
+    are distinct (strictly increasing, as the block decoder found them) and its first and last
+    key, so that dropping older versions (SlateDB's SSTs may hold several of a key, newest
+    first: docs/format.md) need not compare neighbouring keys inside a block that has none."""
 
     __slots__ = ("_flagged",)
 
-    def __init__(self, flagged: Iterator[tuple[pa.RecordBatch, bool]]) -> None:
+    def __init__(self, flagged: Iterator[Flagged]) -> None:
         self._flagged = flagged
 
     def __next__(self) -> pa.RecordBatch:
         return next(self._flagged)[0]
 
-    def flagged(self) -> Iterator[tuple[pa.RecordBatch, bool]]:
-        """``(batch, keys distinct)`` pairs, sharing the position of this iterator."""
+    def flagged(self) -> Iterator[Flagged]:
+        """``(batch, keys distinct, first key, last key)``, sharing this iterator's position."""
         return self._flagged
 
 
@@ -296,12 +299,13 @@ class SstReader:
 
     def _scan(
         self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool
-    ) -> Iterator[tuple[pa.RecordBatch, bool]]:
+    ) -> Iterator[Flagged]:
         if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
             return
         if self.wal:
             for _, block in self._blocks(0, self.block_count, fill_cache):
-                yield block.batch, False
+                first, last = block.ends()
+                yield block.batch, False, first, last
             return
         keys = self._index_keys
         b0 = 0 if lo_key is None else max(0, bisect.bisect_left(keys, lo_key) - 1)
@@ -311,9 +315,12 @@ class SstReader:
         for b, block in self._blocks(b0, b1, fill_cache):
             lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
             hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
-            if hi > lo:
-                batch = block.batch if hi - lo == block.n else block.batch.slice(lo, hi - lo)
-                yield batch, block.distinct
+            if hi - lo == block.n:
+                first, last = block.ends()
+                yield block.batch, block.distinct, first, last
+            elif hi > lo:
+                batch = block.batch.slice(lo, hi - lo)
+                yield batch, block.distinct, block.key(lo), block.key(hi - 1)
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
         """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``
@@ -388,7 +395,8 @@ class SstReader:
             if block.first_seq().to_bytes(8, "big") != keys[b]:
                 raise CorruptionError(self.name, f"block {b} seqs disagree with the index")
             return
-        if block.key(0) < keys[b] or (b + 1 < len(keys) and block.key(block.n - 1) > keys[b + 1]):
+        first, last = block.ends()
+        if first < keys[b] or (b + 1 < len(keys) and last > keys[b + 1]):
             raise CorruptionError(self.name, f"block {b} keys disagree with the index")
 
     def _blocks(self, b0: int, b1: int, fill_cache: bool) -> Iterator[tuple[int, Block]]:

@@ -68,8 +68,9 @@ def test_distinct_flags_are_exact_and_newest_rows_match_the_plain_comparison(
     lo, hi = bounds
     for scan, whole in ((reader.scan(), True), (reader.scan(lo, hi), False)):
         assert isinstance(scan, SstScan)
-        for batch, distinct in scan.flagged():
+        for batch, distinct, first, last in scan.flagged():
             keys = batch.column(0).to_pylist()
+            assert (first, last) == (keys[0], keys[-1])
             increasing = all(a < b for a, b in itertools.pairwise(keys))
             # a whole block is flagged exactly when its keys strictly increase; a part of one
             # (a bounded scan's first or last block) keeps its block's flag, which may be False
@@ -87,7 +88,7 @@ def test_versions_straddling_blocks_are_dropped_at_the_boundary_of_distinct_bloc
     data, _ = encode_sst(batch_of(entries), SstOptions(block_size=1))
     reader = SstReader.from_bytes(data, "t")
     assert reader.block_count == 30
-    assert all(d for _, d in reader.scan().flagged())
+    assert all(d for _, d, _, _ in reader.scan().flagged())
     got = pa.Table.from_batches(list(newest_versions(reader.scan())))
     assert entries_of(got) == entries[::3]
 
@@ -96,5 +97,5 @@ def test_a_block_with_versions_inside_is_not_flagged() -> None:
     entries = [(b"a", 9, 0, b"new"), (b"a", 8, 0, b"old"), (b"b", 7, 0, b"x")]
     data, _ = encode_sst(batch_of(entries))
     reader = SstReader.from_bytes(data, "t")
-    assert [d for _, d in reader.scan().flagged()] == [False]
+    assert [d for _, d, _, _ in reader.scan().flagged()] == [False]
     assert _rows(newest_versions(reader.scan())) == [entries[0], entries[2]]

@@ -123,6 +123,11 @@ def _timestamps(batch: pa.RecordBatch | pa.Table, name: str) -> npt.NDArray[np.i
     arr = _column(batch, name, pa.int64())
     if arr is None or arr.null_count == len(arr):
         return None
+    if not arr.null_count:  # every row has one (a WAL SST's create_ts): a view, no mask
+        out = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if out.min() == _NO_TS:
+            raise InvalidArgument(f"SST input column {name!r} holds int64's minimum")
+        return out
     out = np.asarray(pc.fill_null(arr, _NO_TS).to_numpy(zero_copy_only=False), dtype=np.int64)
     if np.any(out[arr.is_valid().to_numpy(zero_copy_only=False)] == _NO_TS):
         raise InvalidArgument(f"SST input column {name!r} holds int64's minimum")

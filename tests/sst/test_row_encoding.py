@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst import rows as rows_mod
 from slatedb_core.sst.rows import EncodedRows, block_trailers, encode_rows
@@ -144,3 +145,23 @@ def test_fixed_width_sst_round_trips_from_sliced_columns() -> None:
     assert got.column("key").to_pylist() == table.column("key").to_pylist()
     assert got.column("value").to_pylist() == table.column("value").to_pylist()
     assert info.entry_count == 1000
+
+
+@pytest.mark.parametrize("with_nulls", [False, True])
+@pytest.mark.parametrize("column", ["expire_ts", "create_ts"])
+def test_a_timestamp_of_int64_minimum_is_refused(column: str, with_nulls: bool) -> None:
+    """int64's minimum marks "no timestamp" inside the encoder, so an input holding it is refused
+    (with every row holding a timestamp, and with some null)."""
+    stamps = [5, np.iinfo(np.int64).min, None if with_nulls else 7]
+    table = pa.table({
+        "key": pa.array([b"a", b"b", b"c"], pa.binary()),
+        "seq": pa.array([3, 2, 1], pa.uint64()),
+        "kind": pa.array([0, 0, 0], pa.uint8()),
+        "value": pa.array([b"x", b"y", b"z"], pa.binary()),
+        column: pa.array(stamps, pa.int64()),
+    })
+    with pytest.raises(InvalidArgument, match="int64's minimum"):
+        encode_sst(table)
+    ok = table.set_column(4, column, pa.array([5, 6, None if with_nulls else 7], pa.int64()))
+    got = SstReader.from_bytes(encode_sst(ok)[0], "t", now_ms=0).read_all(timestamps=True)
+    assert got.column(column).to_pylist() == [5, 6, None if with_nulls else 7]

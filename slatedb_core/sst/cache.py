@@ -45,12 +45,14 @@ class BlockCache:
         self.misses = 0
         self.evictions = 0
 
-    def get(self, path: str, block_index: int) -> Sized | None:
+    def get(self, path: str, block_index: int, *, count_miss: bool = True) -> Sized | None:
+        """The cached block, or None (counted as a miss unless ``count_miss`` is False: a
+        caller that may not read the block after all counts it when it does)."""
         key = (path, block_index)
         with self._lock:
             item = self._items.get(key)
             if item is None:
-                self.misses += 1
+                self.misses += count_miss
                 return None
             self._items.move_to_end(key)
             self.hits += 1

@@ -260,12 +260,14 @@ class SstReader:
         keys = self._index_keys
         b = max(0, bisect.bisect_left(keys, key) - 1)
         cache = self._cache
-        # a cached block answers faster than the bloom filter (SipHash in Python): skip it then
-        if (self._bloom is not None and (cache is None or not cache.contains(self.name, b))
-                and not self._bloom.may_contain(key)):
+        # one cache lookup: a cached block answers faster than the bloom filter (SipHash in
+        # Python), which is probed only before a block is read (a miss is counted then)
+        hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
+        if hit is None and self._bloom is not None and not self._bloom.may_contain(key):
             return None
         while b < self.block_count:
-            block = self._block(b)
+            block = cast(Block, hit) if hit is not None else self._block(b)
+            hit = None
             i = block.find(key)
             if i is not None:
                 return block.entry(i)

@@ -35,6 +35,7 @@ from operator import itemgetter
 from types import MappingProxyType
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -325,10 +326,28 @@ def _sorted_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Sort a batch whose keys are already unique (they come from a dict)."""
     skeys = sortable_keys([batch.column(0)])
     if skeys is not None:
-        order = pa.array(np.argsort(skeys, kind="stable"))
+        order = pa.array(unique_key_order(skeys))
     else:
         order = pc.sort_indices(batch.column(0))
     return batch.take(order)
+
+
+def unique_key_order(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:
+    """The order that sorts ``skeys`` (distinct byte strings of one width, ordered as bytes).
+
+    Keys are first sorted by their first 8 bytes as a big-endian u64, which orders them as the
+    bytes do and sorts several times faster than the strings; that is the answer when no two of
+    those prefixes are equal (random or hashed keys). Otherwise the strings are sorted whole."""
+    n, width = len(skeys), skeys.dtype.itemsize
+    if n < 2 or width < 8:
+        return np.argsort(skeys)
+    raw = skeys.view(np.uint8).reshape(n, width)
+    prefix = np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
+    order = np.argsort(prefix)
+    ordered = prefix[order]
+    if bool(np.any(ordered[1:] == ordered[:-1])):
+        return np.argsort(skeys)
+    return order
 
 
 def _chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:

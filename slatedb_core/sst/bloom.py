@@ -42,9 +42,11 @@ def num_probes(bits_per_key: int) -> int:
     return int(np.float32(bits_per_key) * np.float32(0.69))
 
 
-def _sip_words(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """SipHash-1-3 (zero key) of rows of u64 words already in message order, final word last.
-    In-place numpy arithmetic (wrapping u64), one temporary for the rotations."""
+def _sip_words(words: npt.NDArray[np.uint64], last: int | None = None) -> npt.NDArray[np.uint64]:
+    """SipHash-1-3 (zero key) of rows of u64 words already in message order, final word last,
+    or, given ``last``, that final word for every row (keys of one width a multiple of 8: it
+    holds only the length). In-place numpy arithmetic (wrapping u64), one temporary for the
+    rotations."""
     n, w = words.shape
     v0 = np.full(n, _C0, dtype=np.uint64)
     v1 = np.full(n, _C1, dtype=np.uint64)
@@ -81,6 +83,10 @@ def _sip_words(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         v3 ^= m
         rnd()
         v0 ^= m
+    if last is not None:
+        v3 ^= np.uint64(last)
+        rnd()
+        v0 ^= np.uint64(last)
     v2 ^= np.uint64(0xFF)
     rnd()
     rnd()
@@ -120,6 +126,12 @@ def hash_keys(data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64]) -> npt.N
         base = int(offs[0])
         for a in range(0, n, step):
             b = min(n, a + step)
+            if width and width % 8 == 0:
+                # the keys' own bytes are the message words; the final word is the length alone
+                rows = data[base + a * width : base + b * width].view("<u8")
+                out[a:b] = _sip_words(rows.reshape(b - a, width // 8).astype(np.uint64, copy=False),
+                                      (width & 0xFF) << 56)
+                continue
             mat = np.zeros((b - a, 8 * lo), dtype=np.uint8)
             if width:
                 mat[:, :width] = data[base + a * width : base + b * width].reshape(b - a, width)

@@ -76,7 +76,7 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
         started = time.perf_counter()
         counted = sum(r.n for r in df.mapInArrow(_count_rows, "n bigint").collect())
         transfer_s = time.perf_counter() - started
-        plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map)
+        plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map)  # stage 1 only
         n = len(shard_map.shards)
         stage = StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None,
                           partition_keys(n))
@@ -99,9 +99,7 @@ def profile_task(rows: int, shards: int) -> None:
         url = tmp.as_uri()
         store = open_store(url)
         Table.create("t", store, split_points=split_points(shards)).close()
-        with Table.open("t", store) as t:
-            shard_map = t.shard_map
-        plan = IngestPlan("t", "profile", shard_map)
+        plan = plan_ingest("t", store, job_id="profile")  # planned seqs: the commit links
         n = rows // shards
         rng = np.random.default_rng(1)
         keys = rng.integers(0, 256, size=(n, KEY_BYTES), dtype=np.uint8)

@@ -10,6 +10,7 @@ import argparse
 import functools
 import logging
 import multiprocessing
+import signal
 import sys
 import time
 from collections.abc import Iterable
@@ -19,7 +20,13 @@ from tests.sim.recorder import InvariantViolation
 
 
 def _quiet() -> None:
-    """The engine logs every injected fault it retries; a campaign wants only the figures."""
+    """The engine logs every injected fault it retries; a campaign wants only the figures.
+
+    A spawned worker inherits its parent's ignored signals. In one CI run of the whole suite the
+    pytest process had SIGTERM ignored (by which test is not known) and a worker had died: the
+    survivor, blocked on the task queue's lock, ignored ``Pool.terminate``'s SIGTERM and the
+    campaign hung in ``join``. The worker takes SIGTERM's default back."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     logging.basicConfig(level=logging.CRITICAL)
 
 

@@ -33,23 +33,15 @@ from slatedb_core.sst.format import (
     seal,
 )
 from slatedb_core.sst.index import encode_index, encode_stats, separator
+from slatedb_core.sst.rows import varint_bytes
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.checksum import crc32
-
-
-def _varint(x: int) -> bytes:
-    out = bytearray()
-    while x >= 0x80:
-        out.append((x & 0x7F) | 0x80)
-        x >>= 7
-    out.append(x)
-    return bytes(out)
 
 
 def block_entries(key_width: int, value_width: int, block_size: int, interval: int = 1) -> int:
     """Rows per full block: as many as fit in ``block_size`` with the trailer (a restart offset
     every ``interval`` rows, and their count; at least one row)."""
-    row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
+    row = 1 + len(varint_bytes(key_width)) + len(varint_bytes(value_width)) + key_width + value_width + 9
     c = max(1, (block_size - 2) // (row + 2))
     while c * row + 2 * ((c + interval - 1) // interval) + 2 <= block_size:
         c += 1
@@ -66,7 +58,7 @@ def _blocks(
     nblocks = len(rows) // count
     if nblocks == 0:
         return 0
-    head = b"\x00" + _varint(key_width) + _varint(value_width)
+    head = b"\x00" + varint_bytes(key_width) + varint_bytes(value_width)
     row = len(head) + key_width + value_width + 9
     restarts = np.arange(0, count, interval, dtype=np.int64) * row
     trailer = restarts.astype(">u2").tobytes() + len(restarts).to_bytes(2, "big")
@@ -117,7 +109,7 @@ def encode_fixed_sst_into(
     interval = options.restart_interval
     count = block_entries(key_width, value_width, options.block_size, interval)
     full, rest = divmod(n, count)
-    row = 1 + len(_varint(key_width)) + len(_varint(value_width)) + key_width + value_width + 9
+    row = 1 + len(varint_bytes(key_width)) + len(varint_bytes(value_width)) + key_width + value_width + 9
 
     def block_len(c: int) -> int:
         return c * row + 2 * ((c + interval - 1) // interval) + 2 + 4

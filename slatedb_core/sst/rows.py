@@ -190,7 +190,7 @@ def _fixed_width_rows(
     """Rows whose keys all have ``kw`` bytes and values ``vw`` (every key whole): one byte
     matrix, a row per row, filled column range by column range (no per-row gather)."""
     n = len(tmat)
-    head = np.frombuffer(b"\x00" + _varint_bytes(kw) + _varint_bytes(vw), dtype=np.uint8)
+    head = np.frombuffer(b"\x00" + varint_bytes(kw) + varint_bytes(vw), dtype=np.uint8)
     h = len(head)
     width = h + kw + vw + tmat.shape[1]
     # from Arrow's memory pool, which keeps freed memory mapped: a fresh numpy array this size
@@ -206,7 +206,8 @@ def _fixed_width_rows(
     return buf, mat
 
 
-def _varint_bytes(x: int) -> bytes:
+def varint_bytes(x: int) -> bytes:
+    """One LEB128 u32 varint (row codec v2's header fields)."""
     out = bytearray()
     while x >= 0x80:
         out.append((x & 0x7F) | 0x80)

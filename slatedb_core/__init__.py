@@ -50,7 +50,7 @@ from slatedb_core.reader.reader import DbReader, ReaderStats
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot
+from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot, ValueEncoding
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 from slatedb_core.writer.types import BulkIngestStats
@@ -111,6 +111,7 @@ __all__ = [
     "TableSnapshot",
     "UnionSource",
     "UnsupportedFeature",
+    "ValueEncoding",
     "WriteBatch",
     "__version__",
     "admin",

@@ -13,7 +13,13 @@ from __future__ import annotations
 from slatedb_core.table.gc import TableGcStats
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.routing import route
-from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore
+from slatedb_core.table.shardmap import (
+    PendingOp,
+    Shard,
+    ShardMap,
+    ShardMapStore,
+    ValueEncoding,
+)
 from slatedb_core.table.snapshot import TableSnapshot
 from slatedb_core.table.table import Table
 
@@ -26,5 +32,6 @@ __all__ = [
     "TableGcStats",
     "TableOptions",
     "TableSnapshot",
+    "ValueEncoding",
     "route",
 ]

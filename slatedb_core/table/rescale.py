@@ -320,6 +320,7 @@ def _with(m: ShardMap, **changes: object) -> ShardMap:
         "next_shard_id": m.next_shard_id,
         "pending": m.pending,
         "retired": m.retired,
+        "value_encoding": m.value_encoding,
     }
     fields.update(changes)
     return ShardMap(**fields)  # type: ignore[arg-type]

@@ -97,6 +97,35 @@ class PendingOp:
         return self.targets[1][1].start
 
 
+VALUE_ENCODINGS: tuple[str, ...] = ("json", "arrow")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueEncoding:
+    """How a table's values hold columns, recorded by the first write that encoded columns into
+    values (the Spark data source, docs/spark.md): ``format`` is ``json`` (one JSON object per
+    value) or ``arrow`` (one one-row Arrow IPC stream per value); ``schema`` describes the value
+    columns as Spark's StructType JSON, opaque to the engine (it is only checked to be a JSON
+    object). Tables whose values are plain bytes record none."""
+
+    format: str
+    schema: str
+
+    def __post_init__(self) -> None:
+        if self.format not in VALUE_ENCODINGS:
+            raise InvalidArgument(
+                f"value encoding must be one of {VALUE_ENCODINGS}, got {self.format!r}"
+            )
+        if not isinstance(self.schema, str):
+            raise InvalidArgument(f"value schema must be JSON text, got {type(self.schema)}")
+        try:
+            parsed = json.loads(self.schema)
+        except (ValueError, RecursionError) as e:
+            raise InvalidArgument(f"value schema is not JSON: {e}") from None
+        if not isinstance(parsed, dict):
+            raise InvalidArgument("value schema must be a JSON object")
+
+
 @dataclass(frozen=True, slots=True)
 class ShardMap:
     """One committed version of a table's shard map."""
@@ -109,6 +138,8 @@ class ShardMap:
     pending: tuple[PendingOp, ...] = ()
     retired: tuple[str, ...] = ()
     """Databases (paths) of former shards, soft-destroyed or about to be, until they are gone."""
+    value_encoding: ValueEncoding | None = None
+    """How values hold columns, if a write recorded it (kept by every later version)."""
     _starts: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +232,10 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
         ],
         "retired": [_relative(p, prefix) for p in m.retired],
     }
+    if m.value_encoding is not None:  # absent otherwise: maps without one keep their bytes
+        doc["value_encoding"] = {
+            "format": m.value_encoding.format, "schema": m.value_encoding.schema
+        }
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
 
@@ -277,11 +312,20 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
             join(table_path, validate_relative_path(str(p), what="retired database path"))
             for p in doc["retired"]
         ),
+        value_encoding=_value_encoding(doc.get("value_encoding")),
     )
     problem = layout_problem(m)
     if problem is not None:
         raise CorruptionError(name, problem)
     return m
+
+
+def _value_encoding(v: Any) -> ValueEncoding | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise TypeError(f"value_encoding must be an object, got {type(v).__name__}")
+    return ValueEncoding(str(v["format"]), str(v["schema"]))
 
 
 def layout_problem(m: ShardMap) -> str | None:
@@ -361,7 +405,8 @@ class ShardMapStore:
         problem = layout_problem(m)
         if problem is not None:
             raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
-        committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired)
+        committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
+                             m.value_encoding)
         return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
@@ -430,4 +475,5 @@ def _renumbered(m: ShardMap) -> ShardMap:
         Shard(i, s.key_range, s.db_path, s.shard_id, s.shard_id in sealed)
         for i, s in enumerate(m.shards)
     )
-    return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired)
+    return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired,
+                    m.value_encoding)

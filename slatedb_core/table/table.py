@@ -23,6 +23,7 @@ re-routes.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -59,6 +60,7 @@ from slatedb_core.table.shardmap import (
     Shard,
     ShardMap,
     ShardMapStore,
+    ValueEncoding,
     check_split_points,
     ranges_for,
 )
@@ -177,6 +179,34 @@ class Table:
 
     def shard_for(self, key: bytes) -> Shard:
         return self._map.shard_for(key)
+
+    @property
+    def value_encoding(self) -> ValueEncoding | None:
+        """How the table's values hold columns, if a write recorded it (of the latest map when
+        the table was opened on a snapshot: the record is set once, by the first such write)."""
+        if self._snapshot is not None:
+            return self.maps.read_latest().value_encoding
+        return self._map.value_encoding
+
+    def record_value_encoding(self, encoding: ValueEncoding) -> ValueEncoding:
+        """Record how the table's values hold columns, unless it is recorded already. Returns
+        the record; raises InvalidArgument if another encoding or schema is recorded (one
+        table holds one kind of value)."""
+        self._check_writable()
+        check_instance("encoding", encoding, ValueEncoding)
+
+        def change(m: ShardMap) -> ShardMap | None:
+            if m.value_encoding == encoding:
+                return None
+            if m.value_encoding is not None:
+                raise InvalidArgument(
+                    f"table {self.path!r} holds {m.value_encoding.format} values with columns "
+                    f"{m.value_encoding.schema}, not {encoding.format} values with {encoding.schema}"
+                )
+            return dataclasses.replace(m, created_at=time.time(), value_encoding=encoding)
+
+        self._install(self.maps.update(change))
+        return encoding
 
     def route(self, keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Int32Array:
         """The shard index of each key (vectorised; for repartitioning a batch by shard)."""

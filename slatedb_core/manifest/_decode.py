@@ -12,13 +12,14 @@ from typing import Any
 
 from ulid import ULID
 
-from slatedb_core.errors import CorruptionError, UnsupportedFeature
+from slatedb_core.errors import CorruptionError, InvalidArgument, UnsupportedFeature
 from slatedb_core.manifest import model
 from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID, FORMAT_VERSION
 from slatedb_core.manifest.flatbuf import FbReader, Malformed, need
 from slatedb_core.manifest.model import CompactedSst, SstView
 from slatedb_core.manifest.sst_info import read_sst_info
 from slatedb_core.manifest.tables import (
+    APP_VERSION,
     CP,
     EXT_DB,
     HALVES,
@@ -139,6 +140,22 @@ def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[model.ExternalDb, .
     return tuple(out)
 
 
+def _read_transactions(r: _Reader, pos: int | None) -> tuple[model.AppVersion, ...]:
+    if pos is None:
+        return ()
+    out = []
+    for p in r.tables(pos, "transactions"):
+        app_id, version = r.table(APP_VERSION, p)
+        try:
+            out.append(model.AppVersion(r.string(need(app_id, "AppVersion.app_id")), version))
+        except InvalidArgument as e:
+            raise Malformed(f"transaction record: {e}") from e
+    apps = [t.app_id for t in out]
+    if apps != sorted(set(apps)):
+        raise Malformed("transaction records are not sorted by app id, one per app")
+    return tuple(out)
+
+
 def _check_crc(data: bytes, r: _Reader, ours: int, stored: int) -> None:
     at = r.slot_position(OURS, ours, OURS_CRC_SLOT)
     if at is None:
@@ -180,7 +197,9 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
         raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
     stamp = Stamp(FORMAT_VERSION)
     if ours_fields is not None:
-        parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor = ours_fields
+        (parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor,
+         txns) = ours_fields
+        extra["transactions"] = _read_transactions(r, txns)
         extra["our_writer_epoch"] = our_writer or 0
         extra["our_compactor_epoch"] = our_compactor or 0
         if not 0 <= parallel <= model.MAX_PARALLEL_WRITES:

@@ -134,16 +134,27 @@ def _check(m: Manifest) -> None:
     known = {s.id.bytes for s in m.ssts}
     if len(known) != len(m.ssts):
         raise InvalidArgument("manifest lists an SST twice in ssts")
+    apps = [t.app_id for t in m.transactions]
+    if apps != sorted(set(apps)):
+        raise InvalidArgument("manifest transactions must be sorted by app id, one per app")
     for v in _all_views(m):
         if v.sst_id.bytes not in known:
             raise InvalidArgument(f"view {v.view_id} references SST {v.sst_id}, not in ssts")
 
 
+def _write_transactions(w: FbWriter, m: Manifest) -> int | None:
+    if not m.transactions:
+        return None
+    return w.tables([w.table(tb.APP_VERSION, (w.string(t.app_id), t.version))
+                     for t in m.transactions])
+
+
 def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) -> int:
     rng = None if m.key_range is None else tb.write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
+    txns = _write_transactions(w, m)
     return w.table(tb.OURS, (m.max_parallel_writes, rng, w.blob(nonce), parent_pos,
-                          m.next_wal_sst_id, 0, m.our_writer_epoch, m.our_compactor_epoch))
+                          m.next_wal_sst_id, 0, m.our_writer_epoch, m.our_compactor_epoch, txns))
 
 
 def encode_manifest(

@@ -9,15 +9,57 @@ between threads as an immutable snapshot and changed only with ``dataclasses.rep
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ulid import ULID
 
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.keys import BytesRange
 
 MAX_PARALLEL_WRITES = 64
 """Upper bound of ``Manifest.max_parallel_writes`` (and ``DbOptions.max_parallel_writes``): a new
 writer writes that many fencing SSTs at open, so the value must stay small."""
+
+
+MAX_APP_ID_CHARS = 256
+"""The longest ``AppVersion.app_id``, in characters."""
+MAX_APP_VERSION = (1 << 63) - 1
+"""The highest ``AppVersion.version`` (stored as a u64; kept below 2**63 for JVM callers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppVersion:
+    """An exactly-once record (the idea of Delta Lake's transaction identifiers, its ``txn``
+    action): the last batch ``version`` of the application ``app_id`` applied to this database.
+    A batch of an app at or below its recorded version is a no-op (docs/format.md, "What is
+    ours, and where it goes"; :meth:`Db.ingest_ssts
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`)."""
+
+    app_id: str
+    version: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.app_id, str) or not 0 < len(self.app_id) <= MAX_APP_ID_CHARS:
+            raise InvalidArgument(
+                f"app_id must be a non-empty str of at most {MAX_APP_ID_CHARS} characters, "
+                f"got {self.app_id!r:.300}"
+            )
+        v = self.version
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_APP_VERSION:
+            raise InvalidArgument(f"version must be an int in [0, 2**63), got {v!r}")
+
+
+def merge_transactions(
+    current: Iterable[AppVersion], records: Iterable[AppVersion]
+) -> tuple[AppVersion, ...]:
+    """``current`` and ``records`` merged: one record per app, the highest version, sorted by
+    app id (the order ``Manifest.transactions`` keeps)."""
+    best: dict[str, int] = {}
+    for r in (*current, *records):
+        if r.version >= best.get(r.app_id, -1):
+            best[r.app_id] = r.version
+    return tuple(AppVersion(app, best[app]) for app in sorted(best))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +195,17 @@ class Manifest:
     """The keys this database may hold (set by projection and union); None = all keys. Kept at
     the manifest level because SSTs written after a projection carry no visible range. Ours:
     SlateDB drops it when it rewrites the manifest (docs/format.md, "Manifest")."""
+    transactions: tuple[AppVersion, ...] = ()
+    """Ours: the exactly-once records, one per app, sorted by app id (:class:`AppVersion`).
+    SlateDB drops them when it rewrites the manifest (docs/format.md, "What a SlateDB rewrite
+    loses")."""
+
+    def app_version(self, app_id: str) -> int | None:
+        """The version recorded for ``app_id``; None when none is."""
+        for t in self.transactions:
+            if t.app_id == app_id:
+                return t.version
+        return None
 
     def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
         for cp in self.checkpoints:

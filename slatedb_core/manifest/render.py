@@ -94,4 +94,5 @@ def manifest_to_dict(manifest_id: int, m: Manifest) -> dict[str, Any]:
         "l0": [_view(v) for v in m.l0],
         "compacted": [{"id": r.id, "views": [_view(v) for v in r.views]} for r in m.compacted],
         "checkpoints": [_checkpoint(c) for c in m.checkpoints],
+        "transactions": [{"app_id": t.app_id, "version": t.version} for t in m.transactions],
     }

@@ -11,6 +11,7 @@ exactly-once per-shard commit): :mod:`.staged`, :mod:`.ingest`.
 from __future__ import annotations
 
 from slatedb_core.table.gc import TableGcStats
+from slatedb_core.table.ingest_txn import AppVersion, check_txn, table_app_versions
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.routing import route
 from slatedb_core.table.shardmap import (
@@ -24,6 +25,7 @@ from slatedb_core.table.snapshot import TableSnapshot
 from slatedb_core.table.table import Table
 
 __all__ = [
+    "AppVersion",
     "PendingOp",
     "Shard",
     "ShardMap",
@@ -33,5 +35,7 @@ __all__ = [
     "TableOptions",
     "TableSnapshot",
     "ValueEncoding",
+    "check_txn",
     "route",
+    "table_app_versions",
 ]

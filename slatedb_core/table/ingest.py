@@ -35,6 +35,13 @@ The commit of one shard (:func:`commit_shard`)::
     close, put the marker      create-if-absent: a concurrent attempt's marker is the same outcome
     drop the checkpoint        it pins a manifest, so it must not linger
 
+With a txn (``IngestPlan.txn``, an exactly-once batch: :mod:`.ingest_txn`), ``Db.ingest_ssts``
+also records the batch's version in that same manifest update, or, when the shard already
+records it or a later one (another job of the same batch committed it), commits nothing: the
+shard is SKIPPED, with neither checkpoint nor marker (a later attempt decides the same again from
+the manifest). The job's own checkpoint and marker are looked for first, so an earlier attempt
+of this job that committed is still reported as this job's commit.
+
 Why a checkpoint as well as the marker: an attempt may commit and then stop before its marker
 (a lost executor, a stall). The marker alone cannot tell the next attempt that the SSTs are in:
 it would commit them again, on top of whatever was written to the shard in between (a delete
@@ -58,7 +65,6 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -68,7 +74,6 @@ from slatedb_core.checkpoints import drop_named_checkpoints
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
-    InvalidArgument,
     ObjectAlreadyExists,
     ObjectNotFound,
     ShardMapConflict,
@@ -76,7 +81,6 @@ from slatedb_core.errors import (
 from slatedb_core.layout import (
     ingest_attempt_dir,
     ingest_checkpoint_name,
-    ingest_dir,
     ingest_done_marker,
     ingest_staging_dir,
     join,
@@ -85,12 +89,14 @@ from slatedb_core.layout import (
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CheckpointOptions, DbOptions
+from slatedb_core.options import CheckpointOptions, DbOptions, check_optional
 from slatedb_core.sst import SstReader
 from slatedb_core.sst.create import create_sst
 from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, check_store
+from slatedb_core.table.ingest_cleanup import collect_leftovers, delete_staging
 from slatedb_core.table.ingest_seqs import SEQ_GAP, plan_seq_base, staged_seq, usable_seqs
+from slatedb_core.table.ingest_txn import AppVersion, check_txn, table_app_versions
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
 from slatedb_core.table.writers import open_shard_writer
@@ -103,20 +109,24 @@ __all__ = [
     "SEQ_GAP",
     "SKIPPED",
     "WRITTEN",
+    "AppVersion",
     "IngestPlan",
     "ShardIngestStats",
     "StagedSst",
     "attempt_dir",
+    "check_txn",
     "collect_leftovers",
     "commit_shard",
     "delete_staging",
     "plan_ingest",
     "stage_ssts",
+    "table_app_versions",
 ]
 
 WRITTEN, SKIPPED, REFUSED = "written", "skipped", "refused"
 """Statuses of a shard's commit: committed by this attempt; an earlier attempt of the same job
-had already committed it; the shard map no longer routes to this shard."""
+had already committed it, or the shard already records the plan's txn (its message names the
+app and both versions); the shard map no longer routes to this shard."""
 
 _MARKER_COUNTS = ("rows", "ssts", "bytes", "manifest_id")
 
@@ -137,12 +147,15 @@ class IngestPlan:
     everything written before the commit and ascending with the sources' order: staging them
     at ``seq_base + (partition << 12) + run`` does that without reading them again, unless a
     shard's writes passed ``seq_base`` meanwhile (then :meth:`Db.ingest_ssts
-    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>` re-encodes)."""
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>` re-encodes).
+
+    ``txn``: the job's exactly-once batch (:mod:`.ingest_txn`), or None."""
 
     table_path: str
     job_id: str
     shard_map: ShardMap
     seq_base: int = 0
+    txn: AppVersion | None = None
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -154,14 +167,19 @@ class IngestPlan:
         return staged_seq(self.seq_base, partition, run)
 
 
-def plan_ingest(table_path: str, store: ObjectStore, job_id: str | None = None) -> IngestPlan:
+def plan_ingest(
+    table_path: str, store: ObjectStore, job_id: str | None = None, *,
+    txn: AppVersion | None = None,
+) -> IngestPlan:
     """The plan of a job ingesting into ``table_path`` now: its latest shard map routes the rows
     (a fresh job id unless given); the staged seqs start :data:`SEQ_GAP` above the highest
-    ``last_l0_seq`` of the shards' latest manifests (:func:`plan_seq_base`)."""
+    ``last_l0_seq`` of the shards' latest manifests (:func:`plan_seq_base`). ``txn``: the
+    job's exactly-once batch (:func:`check_txn` builds it from the options)."""
     store = check_store(store)
+    check_optional("txn", txn, AppVersion)
     shard_map = ShardMapStore(store, table_path).read_latest()
     base = plan_seq_base(store, shard_map.shards)
-    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base)
+    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base, txn)
 
 
 @dataclass(frozen=True)
@@ -248,8 +266,9 @@ def commit_shard(
     reported in the statistics and the done marker. ``seqs``: the seq the rows of each source
     were staged with (:attr:`StagedSst.seq`), if known: the writer then links the sources as
     they are when it can (:meth:`Db.ingest_ssts
-    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`). Raises Fenced if a later attempt
-    fenced this one before its commit."""
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`). With the plan's txn, a shard that
+    already records it is SKIPPED, and one with no ``sources`` still records it (the batch had
+    no rows for it). Raises Fenced if a later attempt fenced this one before its commit."""
     started = time.monotonic()
 
     def stats(status: str, message: str, **counts: int) -> ShardIngestStats:
@@ -327,6 +346,7 @@ def commit_shard(
                 sources,
                 checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
                 seqs=usable_seqs(seqs),
+                txn=plan.txn,
             )
     finally:
         try:
@@ -339,6 +359,11 @@ def commit_shard(
                 raise
     if result is None:
         return settle(done, earlier, epoch)
+    if result.already_applied:
+        assert plan.txn is not None
+        return stats(SKIPPED, f"app {plan.txn.app_id!r} batch {plan.txn.version} is already "
+                     f"applied: the shard records version {result.recorded_version}",
+                     writer_epoch=epoch, manifest_id=result.manifest_id)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}
     _put_marker(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
@@ -436,49 +461,3 @@ def _read_marker(store: ObjectStore, path: str) -> dict[str, object] | None:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
-
-
-# ---- cleanup ---------------------------------------------------------------------------------
-def delete_staging(store: ObjectStore, table_path: str, job_id: str, run_id: str) -> int:
-    """Delete what run ``run_id`` of the job staged (every commit of the run has copied what it
-    needed, or failed; an attempt that copies later fails on a missing object and commits
-    nothing). Returns how many objects were deleted."""
-    prefix = ingest_staging_dir(table_path, job_id, run_id)
-    paths = [m.path for m in store.list(prefix + "/")]
-    if paths:
-        with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-            list(pool.map(store.delete, paths))
-    return len(paths)
-
-
-def collect_leftovers(
-    store: ObjectStore, table_path: str, min_age: timedelta
-) -> tuple[int, int]:
-    """Delete every object under ``<table>/_ingest/`` older than ``min_age``; returns how many
-    were deleted and their bytes.
-
-    The caller must guarantee that ``min_age`` is longer than any ingest job's life (from its
-    plan to the end of its last task attempt): a done marker is the only record of a shard's
-    commit once its checkpoint is dropped, and it must outlive every attempt of its job. With a
-    shorter ``min_age`` a marker may go while its job still runs, and an attempt that staged its
-    SSTs afresh (Spark re-running a map stage) finds neither marker nor checkpoint and commits
-    the shard again, over whatever was written to it since (a delete is undone). Nothing here
-    can tell a finished job from a running one: the age is the whole guarantee."""
-    if min_age < timedelta(0):
-        raise InvalidArgument(f"ingest_min_age must be >= 0, got {min_age}")
-    cutoff = time.time() - min_age.total_seconds()
-    old = [
-        m for m in store.list(ingest_dir(table_path) + "/")
-        if m.last_modified.timestamp() <= cutoff
-    ]
-    deleted = freed = 0
-    for m in old:
-        try:
-            store.delete(m.path)
-        except ObjectNotFound:
-            continue
-        deleted += 1
-        freed += m.size
-    if deleted:
-        log.info("table %r: deleted %d ingest leftover(s), %d bytes", table_path, deleted, freed)
-    return deleted, freed

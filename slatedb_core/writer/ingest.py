@@ -13,7 +13,7 @@ import functools
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,14 @@ from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.lsm.iterators import newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
+from slatedb_core.manifest.model import (
+    AppVersion,
+    CompactedSst,
+    Manifest,
+    SstInfo,
+    SstView,
+    merge_transactions,
+)
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import CheckpointOptions, check_optional
 from slatedb_core.sst import SstReader, encode_sst
@@ -37,6 +44,40 @@ from slatedb_core.writer.types import BulkIngestStats
 
 MAX_STATED_SEQ = (1 << 63) - 1
 """The highest seq :meth:`WriterIngest.ingest_ssts` takes in its ``seqs``."""
+
+
+class _TxnGate:
+    """The exactly-once decision of one ingest with a ``txn`` (:class:`AppVersion`), taken
+    inside each attempt of its manifest update against the manifest that attempt builds on, so
+    that racing ingests of one txn apply it once: :meth:`blocks` says the app already has that
+    version or a later one recorded (and remembers it in ``found``); :meth:`apply` records the
+    txn in the same update as the data."""
+
+    def __init__(self, txn: AppVersion | None) -> None:
+        self.txn = txn
+        self.found: int | None = None
+
+    def blocks(self, m: Manifest) -> bool:
+        self.found = None
+        if self.txn is None:
+            return False
+        recorded = m.app_version(self.txn.app_id)
+        if recorded is not None and recorded >= self.txn.version:
+            self.found = recorded
+            return True
+        return False
+
+    def apply(self, m: Manifest) -> Manifest:
+        if self.txn is None:
+            return m
+        return dataclasses.replace(m, transactions=merge_transactions(m.transactions, (self.txn,)))
+
+    def stats(self, rows: int, ssts: int, size: int, manifest_id: int) -> BulkIngestStats:
+        """The result: a no-op when :meth:`blocks` said so in the attempt that ended it."""
+        if self.found is not None:
+            return BulkIngestStats(0, 0, 0, manifest_id, True, self.found)
+        return BulkIngestStats(rows, ssts, size, manifest_id, False,
+                               None if self.txn is None else self.txn.version)
 
 
 class WriterIngest(WriterEngine):
@@ -99,6 +140,7 @@ class WriterIngest(WriterEngine):
         datas: Sequence[Callable[[], bytes]],
         older: tuple[ImmutableMemtable, ...],
         also: Callable[[Manifest, int], Manifest] | None = None,
+        gate: _TxnGate | None = None,
     ) -> StoredManifest:
         """The commit of an ingest (``_l0_lock`` held, seqs reserved by
         :meth:`_reserve_seqs_and_freeze`, which froze the memtables ``older``): flush those,
@@ -107,7 +149,9 @@ class WriterIngest(WriterEngine):
         (``datas[i]`` returns the bytes of ``ssts[i]`` for a re-homing, see
         :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the install of the new state.
         ``also``, if given, is applied in the same update after the SSTs' edit, so that both
-        land or neither. Returns the manifest committed.
+        land or neither. ``gate``, if given, may refuse the update (an already applied txn:
+        nothing is committed, the manifest it was decided on is returned) or records its txn in
+        it. Returns the manifest committed.
 
         A memtable frozen after the reservation holds writes newer than the ingest (seqs above
         its, which SlateDB reads as newer): it stays frozen until the commit is done and then
@@ -122,8 +166,12 @@ class WriterIngest(WriterEngine):
         new = self._new_ssts(list(ssts), list(datas))
 
         def change(m: Manifest, next_id: int) -> Manifest | None:
+            if gate is not None:
+                gate.found = None
             if new.committed_in(m):
                 return None  # an earlier attempt's commit landed (an ambiguous answer)
+            if gate is not None and gate.blocks(m):
+                return None  # its txn is applied already: exactly once (docs/format.md)
             added = new.secure()
             views = tuple(SstView(view_id=s.id, sst_id=s.id) for s in reversed(added))
             m = dataclasses.replace(
@@ -134,6 +182,8 @@ class WriterIngest(WriterEngine):
                 replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
             )
             m = writer_checkpoint(m, next_id, epoch)
+            if gate is not None:
+                m = gate.apply(m)
             return m if also is None else also(m, next_id)
 
         stored = self._commit(change)
@@ -159,6 +209,7 @@ class WriterIngest(WriterEngine):
         *,
         checkpoint: CheckpointOptions | None = None,
         seqs: Sequence[int] | None = None,
+        txn: AppVersion | None = None,
     ) -> BulkIngestStats:
         """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
         store), oldest first, as L0 SSTs in ONE fenced manifest update.
@@ -193,22 +244,40 @@ class WriterIngest(WriterEngine):
         :func:`~slatedb_core.checkpoints.checkpoint_change`): whoever reads a manifest holding
         it knows the SSTs were committed, even if this call never returned (a table ingest
         names it to commit each shard exactly once, :mod:`slatedb_core.table.ingest`). Nothing
-        is committed, the checkpoint included, when there is nothing to ingest."""
+        is committed, the checkpoint included, when there is nothing to ingest and no ``txn``.
+
+        ``txn``: an exactly-once batch (:class:`~slatedb_core.manifest.model.AppVersion`, the
+        idea of Delta Lake's transaction identifiers). When the manifest already records that
+        version or a later one for ``txn.app_id``, the call is a no-op (no source is read or
+        copied when the writer's manifest says so up front) and its result says
+        ``already_applied`` with the ``recorded_version``. Otherwise the version is recorded in
+        the SAME fenced manifest update as the SSTs (and the checkpoint): both land or neither.
+        The decision is taken again in every attempt of that update, against the manifest the
+        attempt builds on, so ingests of one txn racing on this database apply it once (and
+        across writers, the fence decides: a fenced writer commits nothing). With nothing to
+        ingest, the record (and the checkpoint) is still committed, in an update with no data:
+        the batch is applied, empty. SlateDB drops the record when it rewrites the manifest
+        (docs/format.md, "What a SlateDB rewrite loses")."""
         if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
             raise InvalidArgument(
                 f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
             )
         paths = [validate_relative_path(p, what="SST source path") for p in sources]
         check_optional("checkpoint", checkpoint, CheckpointOptions)
+        check_optional("txn", txn, AppVersion)
         stated = _stated_seqs(seqs, len(paths))
         if checkpoint is not None and checkpoint.source is not None:
             raise InvalidArgument("an ingest's checkpoint pins the ingest's manifest: no source")
         also = None
+        cp_id = uuid.uuid4()
         if checkpoint is not None:
             # its id is chosen once: an attempt re-applied after a lost race, or settled after
             # an ambiguous answer, finds it rather than adding it twice
-            also = checkpoint_change(checkpoint, time.time(), uuid.uuid4())
+            also = checkpoint_change(checkpoint, time.time(), cp_id)
         self._check_usable()
+        gate = _TxnGate(txn)
+        if gate.blocks(self._state.manifest.manifest):  # a peek: decided again in the commit
+            return gate.stats(0, 0, 0, self._state.manifest.id)
         infos: list[tuple[str, SstInfo, int]] = []
         counts: list[int] = []  # rows of each of infos (0: unknown)
         merges_known = True  # every source's stats say whether it holds merge operands
@@ -240,7 +309,10 @@ class WriterIngest(WriterEngine):
             infos.append((path, info, stated[i] if stated is not None else 0))
             counts.append(reader.entry_count)
         if not infos:
-            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+            if txn is None:
+                return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+            stored = self._commit_records((txn,), gate, also, None if also is None else cp_id)
+            return gate.stats(0, 0, 0, stored.id)
         linkable = stated is not None and merges_known and _ordered(infos)
         copies: list[CompactedSst] = []
         if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
@@ -263,9 +335,52 @@ class WriterIngest(WriterEngine):
                     ssts.append(self._write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
                 rows = sum(s.info.entry_count for s in ssts)
-            stored = self._commit_in_front_of_l0(ssts, last, datas, older, also)
+            stored = self._commit_in_front_of_l0(ssts, last, datas, older, also, gate)
         size = sum(s.info.size_bytes for s in ssts)
-        return BulkIngestStats(rows, len(ssts), size, stored.id)
+        return gate.stats(rows, len(ssts), size, stored.id)
+
+    def record_transactions(self, records: Iterable[AppVersion]) -> None:
+        """Merge exactly-once ``records`` into this database's (the highest version of each
+        app wins) in one fenced manifest update with no data; nothing is committed when every
+        record is already there. Used to carry the records of a table's old databases to the
+        new ones that replace them (docs/format.md, "What is ours, and where it goes")."""
+        if isinstance(records, str | bytes | AppVersion):
+            raise InvalidArgument(
+                f"record_transactions takes an iterable of AppVersion, got {type(records).__name__}"
+            )
+        wanted = tuple(records)
+        for r in wanted:
+            check_optional("records", r, AppVersion)
+        if wanted:
+            self._commit_records(wanted, _TxnGate(None), None, None)
+
+    def _commit_records(
+        self,
+        records: tuple[AppVersion, ...],
+        gate: _TxnGate,
+        also: Callable[[Manifest, int], Manifest] | None,
+        cp_id: uuid.UUID | None,
+    ) -> StoredManifest:
+        """One fenced manifest update merging ``records`` (and applying ``also``), with no data;
+        ``gate`` may refuse it (see :meth:`_commit_in_front_of_l0`). ``cp_id``: the id of the
+        checkpoint ``also`` adds, whose presence shows that an earlier attempt landed."""
+        with self._l0_lock:
+            self._check_usable()
+
+            def change(m: Manifest, next_id: int) -> Manifest | None:
+                gate.found = None
+                if cp_id is not None and m.checkpoint(cp_id) is not None:
+                    return None  # an earlier attempt's commit landed (an ambiguous answer)
+                if gate.blocks(m):
+                    return None
+                m = dataclasses.replace(
+                    m, transactions=merge_transactions(m.transactions, records))
+                return m if also is None else also(m, next_id)
+
+            stored = self._commit(change)
+            with self._lock:
+                self._install_locked(stored, self._state.imm)
+        return stored
 
     def _reserve_through(
         self, lowest: int, highest: int

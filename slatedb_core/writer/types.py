@@ -11,3 +11,9 @@ class BulkIngestStats:
     ssts: int
     bytes_written: int
     manifest_id: int
+    already_applied: bool = False
+    """An ingest with a ``txn`` whose app already had that version or a later one recorded: a
+    no-op (nothing was committed; ``manifest_id`` is the manifest that said so)."""
+    recorded_version: int | None = None
+    """With a ``txn``: the version recorded for its app after the call (the txn's own when it
+    was applied, the higher or equal one found when ``already_applied``); else None."""

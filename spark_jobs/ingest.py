@@ -114,6 +114,7 @@ from slatedb_core.table.ingest import (
     WRITTEN,
     IngestPlan,
     ShardIngestStats,
+    check_txn,
     delete_staging,
     plan_ingest,
 )
@@ -129,6 +130,7 @@ from spark_jobs.ingest_tasks import (
     CommitShards,
     StageSsts,
     StoreFactory,
+    record_empty_shards,
 )
 from spark_jobs.routing import partition_keys
 
@@ -307,6 +309,8 @@ def ingest(
     compactor_options: CompactorOptions | None = None,
     arrow_batch_rows: int | None = None,
     arrow_batch_bytes: int | None = None,
+    app_id: str | None = None,
+    batch_version: int | None = None,
 ) -> IngestStats:
     """Upsert the rows of ``df`` into the table at ``table_path`` (see the module doc).
 
@@ -322,15 +326,24 @@ def ingest(
     compactor running elsewhere, hence off by default.
     ``arrow_batch_rows`` / ``arrow_batch_bytes``: bounds on the Arrow batches Spark hands to the
     tasks (defaults: see ARROW_BATCH_ROWS; pass a byte bound, or fewer rows, when rows are wide).
+    ``app_id`` / ``batch_version`` (both or neither): an exactly-once batch
+    (:mod:`slatedb_core.table.ingest_txn`): shards at this version of the app or later write
+    nothing (SKIPPED), the others record it with their commit, rows or none (a re-run completes
+    exactly the shards that are missing).
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
     an idempotent upsert). Task failures surface as Spark's own exceptions.
     """
     started = time.monotonic()
+    txn = check_txn(app_id, batch_version)  # before anything is written
     factory = store_factory or functools.partial(open_store, table_url)
     if plan is None:
-        plan = plan_ingest(table_path, factory())
+        plan = plan_ingest(table_path, factory(), txn=txn)
+    elif txn is not None:  # the plan's txn, if it has one, must be the same
+        if plan.txn not in (None, txn):
+            raise InvalidArgument(f"app_id/batch_version {txn} differ from the plan's {plan.txn}")
+        plan = dataclasses.replace(plan, txn=txn)
     prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
@@ -356,6 +369,7 @@ def ingest(
     try:
         with arrow_batches(df.sparkSession, arrow_batch_rows, arrow_batch_bytes):
             rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
+        rows += record_empty_shards(factory(), plan, run_id, {r.shard_index for r in rows}, db_options)
     finally:
         try:
             delete_staging(factory(), table_path, plan.job_id, run_id)
@@ -453,7 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="bytes per Arrow batch (default: no bound; see ARROW_BATCH_ROWS)")
     p.add_argument("--create", default=None, metavar="SPLITS",
                    help="create the table first, split at these comma-separated UTF-8 keys")
+    p.add_argument("--app-id", default=None, help="exactly-once batches: the batch's app")
+    p.add_argument("--batch-version", type=int, default=None, metavar="N",
+                   help="the batch's version: a no-op on every shard that has N or later for the app")
     args = p.parse_args(argv)
+    check_txn(args.app_id, args.batch_version)  # before --create writes anything
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-ingest"))
@@ -471,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         compact_l0_at=args.compact_l0_at,
         arrow_batch_rows=args.arrow_batch_rows,
         arrow_batch_bytes=args.arrow_batch_bytes,
+        app_id=args.app_id,
+        batch_version=args.batch_version,
     )
     print(stats.summary())
     return 0

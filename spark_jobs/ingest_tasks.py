@@ -17,6 +17,7 @@ from slatedb_core import ObjectStore, Shard
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest import (
+    WRITTEN,
     IngestPlan,
     ShardIngestStats,
     attempt_dir,
@@ -222,3 +223,27 @@ class CommitShards:
             results = [f.result() for f in futures]
         for stats in results:
             yield pa.RecordBatch.from_pylist([dataclasses.asdict(stats)], schema=STATS_SCHEMA)
+
+
+def record_empty_shards(
+    store: ObjectStore, plan: IngestPlan, run_id: str, done: set[int],
+    db_options: DbOptions | None,
+) -> list[ShardIngestStats]:
+    """With the plan's txn, after stage 2: commit the shards the batch had no rows for (their
+    indexes not in ``done``) with no sources, so that every shard records the batch
+    (:func:`~slatedb_core.table.ingest.commit_shard`): a re-run of the batch with other rows
+    then writes none of them either. Concurrent, from the driver (one manifest update each)."""
+    if plan.txn is None:
+        return []
+    empty = [s for s in plan.shards if s.index not in done]
+    if not empty:
+        return []
+
+    def commit(shard: Shard) -> ShardIngestStats:
+        stats = commit_shard(store, plan, run_id, shard, [], options=db_options)
+        if stats.status == WRITTEN and not stats.message:
+            stats = dataclasses.replace(stats, message="no rows in this batch: its version recorded")
+        return stats
+
+    with ThreadPoolExecutor(max_workers=min(COMMIT_THREADS, len(empty))) as pool:
+        return list(pool.map(commit, empty))

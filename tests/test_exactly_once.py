@@ -365,3 +365,29 @@ def test_racing_jobs_of_one_batch_commit_a_shard_once(local: ObjectStore) -> Non
     with Table.open("t", local) as t:
         manifest = ManifestStore(local, t.shard_map.shards[0].db_path).read_latest().manifest
     assert len(manifest.ssts) == 1 and manifest.app_version("app") == 9
+
+
+# ---- rescales keep the records -----------------------------------------------------------------
+def test_split_and_merge_keep_the_records(local: ObjectStore) -> None:
+    Table.create("t", local, []).close()
+    batch3 = plan_ingest("t", local, txn=AppVersion("app", 3))
+    assert commit(local, batch3, "run", stage(local, batch3, "run", b"3"), 0).status == WRITTEN
+    with Table.open("t", local) as t:
+        t.split(0, b"m")
+    assert table_app_versions(local, "t", "app") == {0: 3, 1: 3}
+    rerun = plan_ingest("t", local, txn=AppVersion("app", 3))
+    staged = stage(local, rerun, "run", b"again")
+    assert [commit(local, rerun, "run", staged, i).status for i in (0, 1)] == [SKIPPED, SKIPPED]
+    # batch 4 reaches shard 0 only, another app shard 1 only; a merge keeps the highest of each
+    batch4 = plan_ingest("t", local, txn=AppVersion("app", 4))
+    assert commit(local, batch4, "run", stage(local, batch4, "run", b"4"), 0).status == WRITTEN
+    other = plan_ingest("t", local, txn=AppVersion("other", 1))
+    assert commit(local, other, "run", stage(local, other, "run", b"o"), 1).status == WRITTEN
+    with Table.open("t", local) as t:
+        t.merge(0)
+    assert table_app_versions(local, "t", "app") == {0: 4}
+    assert table_app_versions(local, "t", "other") == {0: 1}
+    for txn in (AppVersion("app", 4), AppVersion("app", 3), AppVersion("other", 1)):
+        again = plan_ingest("t", local, txn=txn)
+        assert commit(local, again, "run", stage(local, again, "run", b"x"), 0).status == SKIPPED
+    assert values(local) == {b"a": b"4", b"b": b"4", b"x": b"o", b"y": b"o"}

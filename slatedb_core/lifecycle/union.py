@@ -53,7 +53,7 @@ from slatedb_core.lifecycle.origin import (
     union_mismatch,
     union_origin_of,
 )
-from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.model import Manifest, merge_transactions
 from slatedb_core.manifest.projection import UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import check_sequence
@@ -144,8 +144,13 @@ def _union_manifest(
     )
     # Defensive: whatever union_manifests returns, the new database starts unfinished and
     # without checkpoints of its own.
+    # The exactly-once records of every source, the highest version per app: a batch an app
+    # applied to any source is applied (as far as that source's keys go) to the union, and a
+    # merge of a table's shards then forgets none of their batches.
+    transactions = merge_transactions((), (t for snap in snaps for t in snap.manifest.transactions))
     return dataclasses.replace(
-        merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=()
+        merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=(),
+        transactions=transactions,
     )
 
 

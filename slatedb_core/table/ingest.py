@@ -149,13 +149,19 @@ class IngestPlan:
     shard's writes passed ``seq_base`` meanwhile (then :meth:`Db.ingest_ssts
     <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>` re-encodes).
 
-    ``txn``: the job's exactly-once batch (:mod:`.ingest_txn`), or None."""
+    ``txn``: the job's exactly-once batch (:mod:`.ingest_txn`), or None.
+
+    ``replaces``: set by :func:`~slatedb_core.table.overwrite.plan_overwrite` only: the id of
+    the shard map whose shards the job replaces; ``shard_map`` then holds the target shards
+    (fresh databases), which :func:`~slatedb_core.table.overwrite.commit_overwrite` commits
+    (never :func:`commit_shard`)."""
 
     table_path: str
     job_id: str
     shard_map: ShardMap
     seq_base: int = 0
     txn: AppVersion | None = None
+    replaces: int | None = None
 
     @property
     def shards(self) -> tuple[Shard, ...]:

@@ -25,6 +25,15 @@ changed twice, and every writer re-reads the map *after* fencing (``Table.writer
     5  retire    soft-destroy the sources (the GC deletes them after db_delete_grace, once the
                  targets' final checkpoints on them are released).
 
+A replace (an overwrite of the whole table, :mod:`slatedb_core.table.overwrite`) runs the same
+steps with every shard of the map as its sources, except 3: its targets were built before the
+seal and hold the new contents already. In its place, once the sources are fenced (their
+exactly-once records can no longer change): if the overwrite has a txn and a source records that
+version of its app or a later one, the replace is cancelled (the op dropped from the map, which
+unseals the sources, then the targets destroyed) and the table keeps its contents; otherwise every
+source's records (the highest version per app) are carried into every target. Step 4 also sets
+the map's value encoding to the replace's (None: plain values).
+
 A crash after 1 leaves the shards sealed (readable, not writable): re-running the same split, or
 ``Table.resume()``, runs 2-5 again; each step is idempotent. A crash after 4 leaves the new map
 with sources not yet destroyed: any later rescale or ``resume()`` finishes 5. Orphan clones of an
@@ -56,6 +65,8 @@ from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lifecycle.union import UnionSource, create_union
+from slatedb_core.manifest.model import AppVersion
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import check_int
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.options import TableOptions
@@ -64,7 +75,7 @@ from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RescaleContext", "merge", "resume", "split"]
+__all__ = ["RescaleContext", "discard_database", "merge", "resume", "split"]
 
 _NO_L0_LIMIT = 1 << 30
 
@@ -216,10 +227,12 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
     if op.kind == "split":
         for path, _, rng in targets:
             create_clone(path, srcs[0].db_path, table.store, projection=rng)
-    else:
+    elif op.kind == "merge":
         ((path, _, _),) = targets
         sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
         create_union(path, sources_, table.store)
+    elif not _carry_records(table, srcs, [t[0] for t in targets], op):
+        return _cancel(table, op, [t[0] for t in targets])
 
     def complete(cur: ShardMap) -> ShardMap | None:
         if all(p.op_id != op.op_id for p in cur.pending):
@@ -234,12 +247,83 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             shards=(*cur.shards[:lo], *new, *cur.shards[hi:]),
             pending=tuple(p for p in cur.pending if p.op_id != op.op_id),
             retired=(*cur.retired, *(s.db_path for s in srcs if s.db_path not in cur.retired)),
+            value_encoding=op.value_encoding if op.kind == "replace" else cur.value_encoding,
         )
 
     m = table.maps.update(complete)
     for s in srcs:
         _retire(table, s.db_path)
     return m
+
+
+def _carry_records(
+    table: RescaleContext, srcs: list[Shard], targets: list[str], op: PendingOp
+) -> bool:
+    """A replace's step 3: False if its txn is already applied (a fenced source records that
+    version of the app or a later one); else every source's exactly-once records are merged
+    into every target (Db.record_transactions keeps the highest version per app) and True."""
+    records: list[AppVersion] = []
+    for s in srcs:  # fenced: read without a writer, the latest manifest holds every commit
+        records.extend(ManifestStore(table.store, s.db_path).read_latest().manifest.transactions)
+    txn = op.txn
+    if txn is not None and any(
+        r.app_id == txn.app_id and r.version >= txn.version for r in records
+    ):
+        log.info("table %r: replace %s: app %r batch %s is already applied; cancelled",
+                 table.path, op.op_id, txn.app_id, txn.version)
+        return False
+    if records:
+        options = dataclasses.replace(table.options.writer, compactor=None)
+        for path in targets:
+            for attempt in range(table.options.fence_attempts):
+                db = Db.open(path, table.store, options)
+                try:
+                    db.record_transactions(records)
+                    break
+                except Fenced:  # another run of the same replace opened the target after us
+                    if attempt + 1 == table.options.fence_attempts:
+                        raise
+                finally:
+                    try:
+                        db.close()
+                    except Fenced:
+                        pass
+    return True
+
+
+def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMap:
+    """Drop the pending ``op`` (its sources are unsealed and keep their contents), then destroy
+    its targets. In that order: a concurrent run of ``op`` can no longer commit the targets
+    (its step 4 finds the op gone) once they are destroyed. A crash in between leaves targets no
+    map names, which :func:`slatedb_core.table.overwrite.abort_overwrite` or a retried commit
+    of the overwrite destroys."""
+
+    def drop(cur: ShardMap) -> ShardMap | None:
+        if all(p.op_id != op.op_id for p in cur.pending):
+            return None
+        return _with(cur, pending=tuple(p for p in cur.pending if p.op_id != op.op_id))
+
+    m = table.maps.update(drop)
+    if any(m.by_id(tid) is not None for tid, _ in op.targets):  # pragma: no cover - by design
+        raise ShardMapConflict(f"replace {op.op_id} was committed while being cancelled")
+    for path in targets:
+        discard_database(table.store, path)
+    return m
+
+
+def discard_database(store: ObjectStore, db_path: str) -> None:
+    """Hard-destroy ``db_path``, a database no shard map names (the target of an overwrite
+    that did not commit); nothing if there is none, or it is destroyed already."""
+    try:
+        stored = ManifestStore(store, db_path).try_read_latest()
+    except DatabaseDestroyed:
+        stored = None
+    if stored is None or stored.manifest.destroyed_at_s is not None:
+        return
+    try:
+        destroy(db_path, store, soft=False)
+    except (DatabaseNotFound, DatabaseDestroyed):
+        pass
 
 
 def _fence(table: RescaleContext, shard: Shard) -> None:

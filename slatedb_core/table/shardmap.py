@@ -20,9 +20,10 @@ is validated: its shards must tile the whole key space in order (first start and
 unbounded, each end the next start, none empty) and pending operations must name existing
 shards; anything else is a :class:`CorruptionError`.
 
-A map may carry *pending operations*: a split or merge that has sealed its source shards (their
-writers must refuse to write, see :mod:`slatedb_core.table.rescale`) and names the databases it
-will put in their place. It also lists the *retired* databases: former shards that were (or are
+A map may carry *pending operations*: a split, merge or replace (an overwrite of the whole
+table, :mod:`slatedb_core.table.overwrite`) that has sealed its source shards (their writers must
+refuse to write, see :mod:`slatedb_core.table.rescale`) and names the databases it will put in
+their place. It also lists the *retired* databases: former shards that were (or are
 about to be) soft-destroyed and are kept listed until they are gone, so that nothing needs to
 list the store to find them.
 """
@@ -48,6 +49,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import SHARDMAP_DIR, SHARDMAP_SUFFIX, join
+from slatedb_core.manifest.model import AppVersion
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore, collect_old_versions
@@ -78,17 +80,27 @@ class Shard:
         return self.key_range.contains(key)
 
 
+PENDING_KINDS: tuple[str, ...] = ("split", "merge", "replace")
+
+
 @dataclass(frozen=True, slots=True)
 class PendingOp:
-    """A split or merge that sealed ``sources`` and will replace them by ``targets``."""
+    """A split, merge or replace that sealed ``sources`` and will replace them by ``targets``.
+
+    A replace (an overwrite, :mod:`slatedb_core.table.overwrite`) names every shard of the map
+    as its sources; its targets are databases already holding the new contents. ``txn`` and
+    ``value_encoding`` belong to a replace only: the overwrite's exactly-once batch (decided
+    against the sources once they are fenced) and the value encoding the swap records."""
 
     op_id: uuid.UUID
-    kind: str  # "split" | "merge"
+    kind: str  # "split" | "merge" | "replace"
     sources: tuple[int, ...]
     """shard ids, in key order"""
     targets: tuple[tuple[int, KeyRange], ...]
     """(shard id, key range) of the new shards, in key order"""
     started_at: float
+    txn: AppVersion | None = None
+    value_encoding: ValueEncoding | None = None
 
     @property
     def split_at(self) -> bytes | None:
@@ -227,6 +239,7 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
                 "sources": list(op.sources),
                 "targets": [{"id": i, **_range_json(r)} for i, r in op.targets],
                 "started_at": op.started_at,
+                **_replace_json(op),
             }
             for op in m.pending
         ],
@@ -238,6 +251,17 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
         }
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
+
+
+def _replace_json(op: PendingOp) -> dict[str, Any]:
+    """A replace's own fields (absent from splits and merges: their bytes stay as they were)."""
+    if op.kind != "replace":
+        return {}
+    enc = op.value_encoding
+    return {
+        "txn": None if op.txn is None else {"app_id": op.txn.app_id, "version": op.txn.version},
+        "value_encoding": None if enc is None else {"format": enc.format, "schema": enc.schema},
+    }
 
 
 def _relative(db_path: str, prefix: str) -> str:
@@ -289,8 +313,10 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
             sources=tuple(int(i) for i in p["sources"]),
             targets=tuple((int(t["id"]), _range(t)) for t in p["targets"]),
             started_at=float(p["started_at"]),
+            txn=_txn(p.get("txn")),
+            value_encoding=_value_encoding(p.get("value_encoding")),
         )
-        if op.kind not in ("split", "merge"):
+        if op.kind not in PENDING_KINDS:
             raise CorruptionError(name, f"unknown pending operation kind {op.kind!r}")
         for sid in op.sources:
             if sid in pending_ids:
@@ -328,6 +354,17 @@ def _value_encoding(v: Any) -> ValueEncoding | None:
     return ValueEncoding(str(v["format"]), str(v["schema"]))
 
 
+def _txn(v: Any) -> AppVersion | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise TypeError(f"txn must be an object, got {type(v).__name__}")
+    app_id, version = v["app_id"], v["version"]
+    if not isinstance(app_id, str) or isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError("txn needs a str app_id and an int version")
+    return AppVersion(app_id, version)
+
+
 def layout_problem(m: ShardMap) -> str | None:
     """Why ``m`` is not a valid map, or None."""
     if not m.shards:
@@ -355,7 +392,12 @@ def layout_problem(m: ShardMap) -> str | None:
         if any(t_id >= m.next_shard_id for t_id, _ in op.targets):
             return f"pending {op.kind} {op.op_id} targets an id at or past next_shard_id"
         shape = (len(op.sources), len(op.targets))
-        if shape != ((1, 2) if op.kind == "split" else (2, 1)):
+        if op.kind == "replace":
+            if op.sources != tuple(s.shard_id for s in m.shards):
+                return f"pending replace {op.op_id} does not name every shard of the map"
+        elif op.kind not in ("split", "merge") or (op.txn, op.value_encoding) != (None, None):
+            return f"pending {op.kind} {op.op_id} is not a split, merge or replace"
+        elif shape != ((1, 2) if op.kind == "split" else (2, 1)):
             return f"pending {op.kind} {op.op_id} has {shape[0]} source(s), {shape[1]} target(s)"
         positions = [src.index for src in srcs if src is not None]
         if positions != list(range(positions[0], positions[0] + len(positions))):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
 
@@ -46,6 +46,7 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, check_instance, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_table_garbage
+from slatedb_core.table.ingest import AppVersion, ShardIngestStats
 from slatedb_core.table.named_snapshots import (
     delete_named,
     read_named,
@@ -54,6 +55,7 @@ from slatedb_core.table.named_snapshots import (
     take_named,
 )
 from slatedb_core.table.options import TableOptions
+from slatedb_core.table.overwrite import overwrite_table
 from slatedb_core.table.reads import ShardReaders
 from slatedb_core.table.rescale import RescaleContext, merge, resume, split
 from slatedb_core.table.shardmap import (
@@ -354,9 +356,32 @@ class Table:
         self._install(m)
         return m
 
+    def overwrite(
+        self,
+        batches: Iterable[pa.RecordBatch],
+        *,
+        value_encoding: ValueEncoding | None = None,
+        txn: AppVersion | None = None,
+    ) -> list[ShardIngestStats]:
+        """Replace the table's whole contents by the rows of ``batches`` (``key`` binary,
+        ``value`` binary) in one step that readers see as before or after, never between:
+        new shard databases swapped in through the shard map (docs/overwrite.md,
+        :func:`slatedb_core.table.overwrite.overwrite_table`; Spark jobs use its plan/commit
+        functions). ``value_encoding``: how the new values hold columns (None: plain values).
+        ``txn``: an exactly-once batch; the overwrite is a no-op (every shard SKIPPED) when the
+        table already records that version of its app or a later one. ShardMapConflict, with
+        the table unchanged, if a split or merge got in the way."""
+        self._check_writable()
+        check_optional("value_encoding", value_encoding, ValueEncoding)
+        stats = overwrite_table(self.path, self.store, batches, value_encoding=value_encoding,
+                                txn=txn, options=self.options.writer)
+        self.refresh()
+        return stats
+
     def resume(self) -> ShardMap:
-        """Finish every split/merge a crashed run left pending, and soft-destroy retired
-        shards that are not yet destroyed; see :func:`slatedb_core.table.rescale.resume`."""
+        """Finish every split/merge/overwrite a crashed run left pending (a pending overwrite
+        is one whose run sealed the table), and soft-destroy retired shards that are not yet
+        destroyed; see :func:`slatedb_core.table.rescale.resume`."""
         self._check_writable()
         m = resume(self._rescaling())
         self._install(m)

@@ -1,0 +1,450 @@
+"""Overwriting a sharded table: its whole contents replaced in one step that readers see as before
+or after, never between (docs/overwrite.md).
+
+An overwrite does not rewrite the shards in place. It builds new databases beside them and swaps
+them in through the shard map, with the protocol of a rescale (:mod:`slatedb_core.table.rescale`,
+SlateDB RFC 0004's "the client" keeping the ranges): the sources are every shard of the map, the
+targets fresh databases already holding the new rows::
+
+    plan     plan_overwrite: commit a map version that only advances next_shard_id, reserving
+             one fresh id per shard (no split, merge or other overwrite uses them). The plan's
+             shard_map holds the TARGET shards: the map's split points, the reserved ids, the
+             databases shard_db_name(id) under the table; IngestPlan.replaces is the id of the
+             reserving map. stage_ssts routes and names the staged SSTs by it unchanged.
+    stage    Spark tasks (or overwrite_table in-process) stage SSTs of the new rows
+             (slatedb_core.table.ingest.stage_ssts).
+    1 build  commit_overwrite: each target database is created with its key range (if absent)
+             and its staged SSTs ingested in ONE manifest update (Db.ingest_ssts), with the
+             plan's txn recorded; a target whose manifest (as of our fence) already holds data
+             or records was built by an earlier attempt and is left as it is.
+    2 txn    with a txn: if a current shard records that version of its app or a later one, the
+             overwrite is a no-op: the targets are destroyed, every shard reported SKIPPED.
+    3 seal   create-if-absent on the map: a pending op of kind "replace" naming every shard as
+             a source, the targets, the txn and the value encoding. If the map changed shape
+             since planning (a split, merge or overwrite committed: a shard id at or above the
+             reserved ones, or other split points), or a rescale holds a shard, the targets are
+             destroyed and ShardMapConflict raised: nothing changed.
+    4 fence  every source, as a rescale fences (rescale step 2): a writer opened before the seal
+             is fenced (its next write raises Fenced); one opened after it sees the seal and is
+             refused. Writes acknowledged before the fence are in the sources: the overwrite
+             replaces them; none can follow. With a txn, the decision of 2 is taken again
+             against the fenced sources (it is final now): already applied -> the op is
+             dropped (unsealing the sources) and the targets destroyed. Otherwise every
+             source's exactly-once records are carried into every target (highest per app).
+    5 swap   one map commit: the targets replace the sources, the op is dropped, the value
+             encoding is the overwrite's (None: plain values), the sources are listed retired.
+    6 retire soft-destroy the sources (slatedb_core.lifecycle.destroy); the GC deletes them once
+             db_delete_grace has passed and no checkpoint holds them.
+
+Readers: a :class:`~slatedb_core.table.snapshot.TableSnapshot` is one checkpoint per shard of one
+map version (taken again if the map changes while it is taken), so one taken before 5 reads the
+old contents to the end of its life (its checkpoints keep the retired databases' SSTs, SlateDB
+RFC 0004 "Creating a Checkpoint"), and one taken after 5 only the new.
+
+Crashes and retries: steps 4-6 are the pending op's, which ``Table.resume()``
+(:func:`slatedb_core.table.rescale.resume`) finishes from the map alone, as it finishes a split.
+A retried :func:`commit_overwrite` of the same plan finds where the first attempt stopped: the
+targets in the map (committed: it only finishes retirements), its op pending (it resumes it), or
+neither (it builds again, which skips the targets already built). :func:`abort_overwrite`
+undoes an overwrite that did not commit: it drops its pending op if there is one, then destroys
+the targets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from slatedb_core.errors import (
+    DatabaseDestroyed,
+    Fenced,
+    InvalidArgument,
+    ManifestVersionExists,
+    ShardMapConflict,
+)
+from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join, shard_db_name
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbOptions, check_instance, check_optional
+from slatedb_core.sst import SstReader
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.table.ingest import (
+    SEQ_GAP,
+    SKIPPED,
+    WRITTEN,
+    AppVersion,
+    IngestPlan,
+    ShardIngestStats,
+    attempt_dir,
+    delete_staging,
+    stage_ssts,
+)
+from slatedb_core.table.ingest_seqs import usable_seqs
+from slatedb_core.table.options import TableOptions
+from slatedb_core.table.rescale import RescaleContext, discard_database, resume
+from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, ValueEncoding
+from slatedb_core.writer.db import Db
+
+log = logging.getLogger(__name__)
+
+__all__ = ["abort_overwrite", "commit_overwrite", "overwrite_table", "plan_overwrite"]
+
+_COMMITTED, _PENDING, _FRESH = "committed", "pending", "fresh"
+
+
+# ---- planning --------------------------------------------------------------------------------
+def plan_overwrite(
+    table_path: str, store: ObjectStore, job_id: str | None = None, *,
+    txn: AppVersion | None = None,
+) -> IngestPlan:
+    """The plan of a job replacing the contents of ``table_path``: commits a shard-map version
+    reserving one fresh shard id per shard (module doc, "plan"). ShardMapConflict if a split,
+    merge or overwrite holds the table now (finish it, or ``Table.resume()`` a crashed one)."""
+    validate_relative_path(table_path, what="table path")
+    store = check_store(store)
+    check_optional("txn", txn, AppVersion)
+    maps = ShardMapStore(store, table_path)
+
+    def reserve(m: ShardMap) -> ShardMap:
+        if m.pending:
+            op = m.pending[0]
+            raise ShardMapConflict(
+                f"table {table_path!r}: a {op.kind} ({op.op_id}) holds shards {list(op.sources)}; "
+                "wait for it, or Table.resume() it if its run died, then overwrite"
+            )
+        return dataclasses.replace(
+            m, created_at=time.time(), next_shard_id=m.next_shard_id + len(m.shards)
+        )
+
+    reserved = maps.update(reserve)
+    first = reserved.next_shard_id - len(reserved.shards)
+    targets = tuple(
+        Shard(s.index, s.key_range, join(table_path, shard_db_name(first + s.index)),
+              first + s.index)
+        for s in reserved.shards
+    )
+    target_map = ShardMap(reserved.id, targets, time.time(), reserved.next_shard_id)
+    # the targets are fresh databases: every staged seq from SEQ_GAP up is above their writes
+    return IngestPlan(table_path, job_id or uuid.uuid4().hex, target_map, SEQ_GAP, txn,
+                      replaces=reserved.id)
+
+
+# ---- the commit ------------------------------------------------------------------------------
+def commit_overwrite(
+    store: ObjectStore,
+    plan: IngestPlan,
+    run_id: str,
+    staged: Mapping[int, Sequence[tuple[str, int]]],
+    *,
+    value_encoding: ValueEncoding | None = None,
+    options: DbOptions | None = None,
+) -> list[ShardIngestStats]:
+    """Replace the table's contents by the staged SSTs ``staged`` (target shard index -> (staged
+    SST path, staged seq), oldest first), steps 1-6 of the module doc; one statistics row per
+    target shard, WRITTEN, or SKIPPED when the plan's txn is already applied. ``value_encoding``:
+    how the new values hold columns (None: plain values). Idempotent: a retry after a failure
+    (or after success) finishes the same overwrite. Raises ShardMapConflict, having changed
+    nothing and destroyed the targets, if the map changed shape since planning."""
+    store = check_store(store)
+    plan = _check_plan(plan)
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgument(f"run_id must be a non-empty str, got {run_id!r}")
+    check_optional("value_encoding", value_encoding, ValueEncoding)
+    opts = dataclasses.replace(
+        check_optional("options", options, DbOptions) or DbOptions(), compactor=None
+    )
+    sources = _check_staged(plan, staged)
+    ctx = _context(store, plan, opts)
+    latest = ctx.maps.read_latest()
+    where = _where(latest, plan)
+    if where != _FRESH:
+        return _finish(ctx, plan, latest, None, "committed by an earlier attempt")
+    started = time.monotonic()
+    applied = _already_applied(store, latest, plan.txn)
+    if applied is not None:
+        _discard_targets(store, plan)
+        return _stats_all(plan, SKIPPED, applied, started)
+    problem = _shape_problem(latest, plan)
+    if problem is not None:
+        _discard_targets(store, plan)
+        raise ShardMapConflict(problem)
+    with ThreadPoolExecutor(max_workers=min(16, len(plan.shards))) as pool:
+        built = list(pool.map(
+            lambda t: _build(store, plan, t, sources[t.index], opts, started), plan.shards
+        ))
+    op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in latest.shards),
+                   tuple((t.shard_id, t.key_range) for t in plan.shards), time.time(),
+                   plan.txn, value_encoding)
+
+    def seal(cur: ShardMap) -> ShardMap | None:
+        if _where(cur, plan) != _FRESH:
+            return None  # a concurrent attempt of this commit sealed (or committed) it
+        why = _shape_problem(cur, plan)
+        if why is not None:
+            raise ShardMapConflict(why)
+        sealed = dataclasses.replace(op, sources=tuple(s.shard_id for s in cur.shards))
+        return dataclasses.replace(cur, created_at=time.time(), pending=(sealed,))
+
+    try:
+        latest = ctx.maps.update(seal, base=latest)
+    except ShardMapConflict:
+        _discard_targets(store, plan)
+        raise
+    return _finish(ctx, plan, latest, built, "")
+
+
+def abort_overwrite(store: ObjectStore, plan: IngestPlan) -> None:
+    """Undo the overwrite of ``plan`` unless it committed: drop its pending op if it sealed the
+    table (the shards keep their contents and take writes again), then destroy whatever targets
+    exist. Safe when none exist, and when called again. An overwrite that committed already is
+    left alone (logged): its new contents are the table's."""
+    store = check_store(store)
+    plan = _check_plan(plan)
+    maps = ShardMapStore(store, plan.table_path)
+    latest = maps.read_latest()
+    where = _where(latest, plan)
+    if where == _COMMITTED:
+        log.warning("table %r: overwrite job %s committed before its abort; kept",
+                    plan.table_path, plan.job_id)
+        return
+    if where == _PENDING:
+        ids = {s.shard_id for s in plan.shards}
+
+        def drop(cur: ShardMap) -> ShardMap | None:
+            if _where(cur, plan) == _COMMITTED:
+                raise ShardMapConflict(
+                    f"table {plan.table_path!r}: overwrite job {plan.job_id} committed while "
+                    "being aborted; kept"
+                )
+            keep = tuple(p for p in cur.pending if {i for i, _ in p.targets} != ids)
+            return None if keep == cur.pending else dataclasses.replace(
+                cur, created_at=time.time(), pending=keep
+            )
+
+        maps.update(drop, base=latest)
+    _discard_targets(store, plan)
+
+
+def overwrite_table(
+    table_path: str,
+    store: ObjectStore,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    value_encoding: ValueEncoding | None = None,
+    txn: AppVersion | None = None,
+    options: DbOptions | None = None,
+) -> list[ShardIngestStats]:
+    """Plan, stage and commit an overwrite in this process (for tests, the CLI and small
+    inputs): the table then holds exactly the rows of ``batches`` (``key`` binary, ``value``
+    binary; a null value deletes, i.e. the key is absent), sorted once in memory. On a failure
+    the overwrite is aborted (:func:`abort_overwrite`) before the error is raised, unless it
+    committed; a process that dies after the seal leaves it for ``Table.resume()``."""
+    rows = list(batches)
+    for b in rows:
+        check_instance("batches", b, pa.RecordBatch)
+    plan = plan_overwrite(table_path, store, txn=txn)
+    run_id = uuid.uuid4().hex
+    staged: dict[int, list[tuple[str, int]]] = {}
+    try:
+        directory = attempt_dir(plan, run_id, 0, 0)
+        for sst in stage_ssts(store, plan, directory, 0, rows, options, partition=0):
+            staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
+        return commit_overwrite(store, plan, run_id, staged, value_encoding=value_encoding,
+                                options=options)
+    except BaseException:
+        abort_overwrite(store, plan)
+        raise
+    finally:
+        delete_staging(store, table_path, plan.job_id, run_id)
+
+
+# ---- the steps -------------------------------------------------------------------------------
+def _build(
+    store: ObjectStore,
+    plan: IngestPlan,
+    target: Shard,
+    sources: Sequence[tuple[str, int]],
+    options: DbOptions,
+    started: float,
+) -> ShardIngestStats:
+    """Step 1 for one target: create its database (if absent) and ingest its staged SSTs, unless
+    an earlier attempt did (its manifest, read as of our fence, holds data or records)."""
+    _create_target(store, target)
+    db = Db.open(target.db_path, store, options)  # fences any earlier attempt on the target
+    result = None
+    try:
+        epoch = db.writer_epoch
+        stored = db.manifest
+        m = stored.manifest
+        if not (m.l0 or m.compacted or m.transactions):
+            result = db.ingest_ssts(
+                [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
+            )
+    finally:
+        try:
+            db.close()
+        except Fenced:  # fenced after our commit: it stands (we buffered nothing)
+            if result is None:
+                raise
+    if result is None:
+        counts = _counts(store, [p for p, _ in sources])
+        return _stats(target, WRITTEN, "built by an earlier attempt", started, epoch=epoch,
+                      manifest_id=stored.id, **counts)
+    return _stats(target, WRITTEN, "", started, rows=result.rows, ssts=result.ssts,
+                  bytes=result.bytes_written, manifest_id=result.manifest_id, epoch=epoch)
+
+
+def _finish(
+    ctx: RescaleContext,
+    plan: IngestPlan,
+    latest: ShardMap,
+    built: list[ShardIngestStats] | None,
+    message: str,
+) -> list[ShardIngestStats]:
+    """Steps 4-6 (the pending op's, run by rescale.resume) and the statistics: WRITTEN if the
+    targets are in the map, SKIPPED if the op was cancelled (its txn was applied)."""
+    started = time.monotonic()
+    m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
+    if _where(m, plan) != _COMMITTED:
+        txn = plan.txn
+        why = "cancelled" if txn is None else (
+            f"app {txn.app_id!r} batch {txn.version} is already applied")
+        return _stats_all(plan, SKIPPED, why, started)
+    if built is not None:
+        return built
+    return [_stats(t, WRITTEN, message, started) for t in plan.shards]
+
+
+def _create_target(store: ObjectStore, target: Shard) -> None:
+    """The first manifest of a target database, carrying its key range (as ``Table.create``
+    creates a shard's); an existing one with that range is accepted."""
+    ms = ManifestStore(store, target.db_path)
+    rng = target.key_range
+    try:
+        ms.create_initial(Manifest(key_range=None if rng == KeyRange() else rng.to_bytes_range()))
+    except ManifestVersionExists:
+        have = ms.read_latest().manifest  # DatabaseDestroyed: an abort destroyed it
+        if KeyRange.of(have.key_range) != rng:
+            raise InvalidArgument(
+                f"database {target.db_path!r} exists with another key range: not this "
+                "overwrite's target"
+            ) from None
+
+
+def _discard_targets(store: ObjectStore, plan: IngestPlan) -> None:
+    for t in plan.shards:
+        discard_database(store, t.db_path)
+
+
+def _already_applied(store: ObjectStore, m: ShardMap, txn: AppVersion | None) -> str | None:
+    """Step 2: why the txn is already applied (a shard of ``m`` records it or a later version
+    of its app), or None."""
+    if txn is None:
+        return None
+    for s in m.shards:
+        try:
+            stored = ManifestStore(store, s.db_path).try_read_latest()
+        except DatabaseDestroyed:  # a rescale replaced it meanwhile: step 3 refuses the map
+            continue
+        have = None if stored is None else stored.manifest.app_version(txn.app_id)
+        if have is not None and have >= txn.version:
+            return (f"app {txn.app_id!r} batch {txn.version} is already applied: shard "
+                    f"{s.shard_id} records version {have}")
+    return None
+
+
+def _where(m: ShardMap, plan: IngestPlan) -> str:
+    """How far the overwrite of ``plan`` got in map ``m``: its targets committed (in the map, or
+    retired since by a later rescale or overwrite), its replace pending, or neither."""
+    ids = {t.shard_id for t in plan.shards}
+    paths = {t.db_path for t in plan.shards}
+    if any(s.shard_id in ids for s in m.shards) or paths & set(m.retired):
+        return _COMMITTED
+    if any(op.kind == "replace" and {i for i, _ in op.targets} == ids for op in m.pending):
+        return _PENDING
+    return _FRESH
+
+
+def _shape_problem(m: ShardMap, plan: IngestPlan) -> str | None:
+    """Why ``plan``'s targets cannot replace the shards of ``m``, or None."""
+    first = min(t.shard_id for t in plan.shards)
+    if m.pending:
+        op = m.pending[0]
+        return (f"table {plan.table_path!r}: a {op.kind} ({op.op_id}) holds shards "
+                f"{list(op.sources)} in shard map {m.id}; the overwrite was not applied")
+    if m.split_points != plan.shard_map.split_points or any(
+        s.shard_id >= first for s in m.shards
+    ):
+        return (f"table {plan.table_path!r}: shard map {m.id} is not the one overwrite job "
+                f"{plan.job_id} planned on (map {plan.replaces}): a split, merge or overwrite "
+                "committed meanwhile; the overwrite was not applied, plan it again")
+    return None
+
+
+# ---- checks and statistics -------------------------------------------------------------------
+def _check_plan(plan: IngestPlan) -> IngestPlan:
+    check_instance("plan", plan, IngestPlan)
+    if plan.replaces is None:
+        raise InvalidArgument("plan is not an overwrite plan (plan_overwrite makes one)")
+    return plan
+
+
+def _check_staged(
+    plan: IngestPlan, staged: Mapping[int, Sequence[tuple[str, int]]]
+) -> list[list[tuple[str, int]]]:
+    if not isinstance(staged, Mapping):
+        raise InvalidArgument(f"staged must be a mapping of shard index, got {type(staged)}")
+    out: list[list[tuple[str, int]]] = [[] for _ in plan.shards]
+    for i, ssts in staged.items():
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(out):
+            raise InvalidArgument(
+                f"staged: shard index {i!r} out of range 0..{len(out) - 1}"
+            )
+        for entry in ssts:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                    and isinstance(entry[1], int) and not isinstance(entry[1], bool)):
+                raise InvalidArgument(f"staged: entries are (path, seq), got {entry!r}")
+            out[i].append(entry)
+    return out
+
+
+def _context(store: ObjectStore, plan: IngestPlan, options: DbOptions) -> RescaleContext:
+    maps = ShardMapStore(store, plan.table_path)
+    return RescaleContext(plan.table_path, store, TableOptions(writer=options), maps,
+                          plan.shard_map)
+
+
+def _counts(store: ObjectStore, paths: Sequence[str]) -> dict[str, int]:
+    """Rows, SSTs and bytes of the staged SSTs still there (as Db.ingest_ssts counts them)."""
+    rows = ssts = size = 0
+    for p in paths:
+        if not store.exists(p):
+            continue
+        info = SstReader.open(store, p).info
+        if info.entry_count > 0:
+            rows, ssts, size = rows + info.entry_count, ssts + 1, size + info.size_bytes
+    return {"rows": rows, "ssts": ssts, "bytes": size}
+
+
+def _stats(
+    target: Shard, status: str, message: str, started: float, *, rows: int = 0, ssts: int = 0,
+    bytes: int = 0, manifest_id: int = 0, epoch: int = 0,
+) -> ShardIngestStats:
+    return ShardIngestStats(
+        shard_index=target.index, shard_id=target.shard_id, db_path=target.db_path,
+        status=status, message=message, rows=rows, ssts=ssts, bytes=bytes,
+        manifest_id=manifest_id, writer_epoch=epoch, partition=-1, attempt=0,
+        duration_s=time.monotonic() - started,
+    )
+
+
+def _stats_all(plan: IngestPlan, status: str, message: str, started: float
+               ) -> list[ShardIngestStats]:
+    return [_stats(t, status, message, started) for t in plan.shards]

@@ -130,7 +130,9 @@ from spark_jobs.ingest_tasks import (
     CommitShards,
     StageSsts,
     StoreFactory,
+    applied_everywhere,
     record_empty_shards,
+    with_txn,
 )
 from spark_jobs.routing import partition_keys
 
@@ -327,9 +329,8 @@ def ingest(
     ``arrow_batch_rows`` / ``arrow_batch_bytes``: bounds on the Arrow batches Spark hands to the
     tasks (defaults: see ARROW_BATCH_ROWS; pass a byte bound, or fewer rows, when rows are wide).
     ``app_id`` / ``batch_version`` (both or neither): an exactly-once batch
-    (:mod:`slatedb_core.table.ingest_txn`): shards at this version of the app or later write
-    nothing (SKIPPED), the others record it with their commit, rows or none (a re-run completes
-    exactly the shards that are missing).
+    (:mod:`slatedb_core.table.ingest_txn`): shards at this version of the app or later are
+    SKIPPED (all of them: no Spark job), the others record it with their commit, rows or none.
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
@@ -340,10 +341,9 @@ def ingest(
     factory = store_factory or functools.partial(open_store, table_url)
     if plan is None:
         plan = plan_ingest(table_path, factory(), txn=txn)
-    elif txn is not None:  # the plan's txn, if it has one, must be the same
-        if plan.txn not in (None, txn):
-            raise InvalidArgument(f"app_id/batch_version {txn} differ from the plan's {plan.txn}")
-        plan = dataclasses.replace(plan, txn=txn)
+    plan = with_txn(plan, txn)
+    if skipped := applied_everywhere(factory(), plan):
+        return IngestStats(plan.job_id, plan.shard_map.id, shards=skipped)
     prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
     run_id = uuid.uuid4().hex
     if run_bytes < 1:

@@ -17,6 +17,7 @@ from slatedb_core import ObjectStore, Shard
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest import (
+    SKIPPED,
     WRITTEN,
     IngestPlan,
     ShardIngestStats,
@@ -24,6 +25,7 @@ from slatedb_core.table.ingest import (
     commit_shard,
     stage_ssts,
 )
+from slatedb_core.table.ingest_txn import AppVersion, applied_message, shard_app_versions
 from spark_jobs.routing import ENTRY_SCHEMA
 
 StoreFactory = Callable[[], ObjectStore]
@@ -247,3 +249,30 @@ def record_empty_shards(
 
     with ThreadPoolExecutor(max_workers=min(COMMIT_THREADS, len(empty))) as pool:
         return list(pool.map(commit, empty))
+
+
+def applied_everywhere(store: ObjectStore, plan: IngestPlan) -> list[ShardIngestStats]:
+    """With the plan's txn: when every shard of the plan already records that version of the
+    app or a later one, the SKIPPED statistics of every shard (the job has nothing to do, and
+    no Spark stage needs to run); else none. Only a shortcut: each commit decides again."""
+    txn = plan.txn
+    if txn is None:
+        return []
+    versions = shard_app_versions(store, plan.shards, txn.app_id)
+    if any(v is None or v < txn.version for v in versions.values()):
+        return []
+    return [
+        ShardIngestStats(s.index, s.shard_id, s.db_path, SKIPPED,
+                         applied_message(txn, versions[s.index]), 0, 0, 0, 0, 0, -1, 0, 0.0)
+        for s in plan.shards
+    ]
+
+
+def with_txn(plan: IngestPlan, txn: AppVersion | None) -> IngestPlan:
+    """``plan`` with the exactly-once batch of the call's options (None: the plan's own, if
+    any); InvalidArgument when the plan was made with another."""
+    if txn is None or plan.txn == txn:
+        return plan
+    if plan.txn is not None:
+        raise InvalidArgument(f"app_id/batch_version {txn} differ from the plan's {plan.txn}")
+    return dataclasses.replace(plan, txn=txn)

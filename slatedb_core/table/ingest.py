@@ -96,7 +96,12 @@ from slatedb_core.sst.scratch import thread_scratch
 from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.table.ingest_cleanup import collect_leftovers, delete_staging
 from slatedb_core.table.ingest_seqs import SEQ_GAP, plan_seq_base, staged_seq, usable_seqs
-from slatedb_core.table.ingest_txn import AppVersion, check_txn, table_app_versions
+from slatedb_core.table.ingest_txn import (
+    AppVersion,
+    applied_message,
+    check_txn,
+    table_app_versions,
+)
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
 from slatedb_core.table.writers import open_shard_writer
@@ -367,8 +372,7 @@ def commit_shard(
         return settle(done, earlier, epoch)
     if result.already_applied:
         assert plan.txn is not None
-        return stats(SKIPPED, f"app {plan.txn.app_id!r} batch {plan.txn.version} is already "
-                     f"applied: the shard records version {result.recorded_version}",
+        return stats(SKIPPED, applied_message(plan.txn, result.recorded_version),
                      writer_epoch=epoch, manifest_id=result.manifest_id)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}

@@ -13,6 +13,7 @@ where they are stored and what a SlateDB rewrite does to them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slatedb_core.errors import DatabaseDestroyed, InvalidArgument
@@ -21,7 +22,13 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.table.shardmap import Shard, ShardMapStore
 
-__all__ = ["AppVersion", "check_txn", "table_app_versions"]
+__all__ = [
+    "AppVersion",
+    "applied_message",
+    "check_txn",
+    "shard_app_versions",
+    "table_app_versions",
+]
 
 
 def check_txn(app_id: object, batch_version: object) -> AppVersion | None:
@@ -53,7 +60,13 @@ def table_app_versions(store: ObjectStore, table_path: str, app_id: str) -> dict
     concurrently, without a writer: a commit in flight may land after the read."""
     store = check_store(store)
     check_txn(app_id, 0)
-    shards = ShardMapStore(store, table_path).read_latest().shards
+    return shard_app_versions(store, ShardMapStore(store, table_path).read_latest().shards, app_id)
+
+
+def shard_app_versions(
+    store: ObjectStore, shards: Sequence[Shard], app_id: str
+) -> dict[int, int | None]:
+    """:func:`table_app_versions` of the given ``shards`` (of any map version)."""
 
     def recorded(shard: Shard) -> int | None:
         try:
@@ -65,3 +78,9 @@ def table_app_versions(store: ObjectStore, table_path: str, app_id: str) -> dict
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(shards)))) as pool:
         versions = list(pool.map(recorded, shards))
     return {shard.index: v for shard, v in zip(shards, versions, strict=True)}
+
+
+def applied_message(txn: AppVersion, recorded: int | None) -> str:
+    """Why a shard's commit of ``txn`` is SKIPPED: it records version ``recorded`` of the app."""
+    return (f"app {txn.app_id!r} batch {txn.version} is already applied: the shard records "
+            f"version {recorded}")

@@ -58,6 +58,7 @@ def test_a_batch_is_applied_once(spark: SparkSession, store_url: str, store: Obj
     again = ingest(frame(spark, data(900, b"w")), store_url, TABLE, value_column="value",
                    app_id="loader", batch_version=3)
     assert statuses(again) == [SKIPPED] * 3 and again.rows == 0 and again.shards_written == 0
+    assert all(s.partition == -1 for s in again.shards)  # decided up front: no Spark job ran
     assert all("'loader' batch 3" in s.message and "version 3" in s.message
                for s in again.shards)
     # an older batch after it: nothing either

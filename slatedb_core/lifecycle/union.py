@@ -144,9 +144,10 @@ def _union_manifest(
     )
     # Defensive: whatever union_manifests returns, the new database starts unfinished and
     # without checkpoints of its own.
-    # The exactly-once records of every source, the highest version per app: a batch an app
-    # applied to any source is applied (as far as that source's keys go) to the union, and a
-    # merge of a table's shards then forgets none of their batches.
+    # The exactly-once records of every source, the highest version per app, so that a merge
+    # of a table's shards forgets none of their batches. The price: a batch that reached one
+    # source and not another (a failed job not yet re-run) counts as applied to all of the
+    # union's keys, so its re-run writes nothing there; re-run a failed batch before a merge.
     transactions = merge_transactions((), (t for snap in snaps for t in snap.manifest.transactions))
     return dataclasses.replace(
         merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=(),

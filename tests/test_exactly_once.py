@@ -391,3 +391,52 @@ def test_split_and_merge_keep_the_records(local: ObjectStore) -> None:
         again = plan_ingest("t", local, txn=txn)
         assert commit(local, again, "run", stage(local, again, "run", b"x"), 0).status == SKIPPED
     assert values(local) == {b"a": b"4", b"b": b"4", b"x": b"o", b"y": b"o"}
+
+
+def test_a_commit_stalled_before_its_marker_is_this_jobs_not_another_batchs(
+    local: ObjectStore,
+) -> None:
+    """Attempt A of a job with a txn commits a shard and stalls before its done marker. The
+    job's next attempt finds A's checkpoint before looking at the txn: it reports A's commit
+    (WRITTEN, this run's counts) and settles the marker; another job of the same batch is
+    SKIPPED by the txn. Nothing is committed twice."""
+    Table.create("t", local, []).close()
+    txn = AppVersion("app", 1)
+    plan = plan_ingest("t", local, job_id="job", txn=txn)
+    staged = stage(local, plan, "run", b"1")
+    shard = plan.shards[0]
+    faulty = FaultyStore(local)
+    marker = ingest_done_marker("t", "job", shard.shard_id)
+    pause = faulty.pause("before-marker", "put_if_absent", marker)
+    out: list[ShardIngestStats] = []
+    th = threading.Thread(target=lambda: out.append(commit(faulty, plan, "run", staged, 0)))
+    th.start()
+    try:
+        assert pause.wait_reached()
+        other = plan_ingest("t", local, job_id="other", txn=txn)
+        skipped = commit(local, other, "run", stage(local, other, "run", b"2"), 0)
+        assert skipped.status == SKIPPED and "batch 1" in skipped.message
+        second = commit(local, plan, "run", staged, 0, attempt=1)
+        assert second.status == WRITTEN and second.rows == 4
+        assert second.message == "committed by an earlier attempt of this run"
+    finally:
+        pause.release()
+        th.join()
+    assert out[0].status == WRITTEN
+    manifest = ManifestStore(local, shard.db_path).read_latest().manifest
+    assert len(manifest.ssts) == 1 and manifest.app_version("app") == 1
+    assert values(local) == dict.fromkeys(KEYS, b"1")
+
+
+def test_a_shard_without_rows_records_the_batch_once(local: ObjectStore) -> None:
+    Table.create("t", local, [b"m"]).close()
+    plan = plan_ingest("t", local, job_id="job", txn=AppVersion("app", 2))
+    empty = commit_shard(local, plan, "run", plan.shards[1], [])
+    assert (empty.status, empty.rows) == (WRITTEN, 0)
+    assert table_app_versions(local, "t", "app") == {0: None, 1: 2}
+    again = commit_shard(local, plan, "run", plan.shards[1], [], attempt=1)
+    assert again.status == WRITTEN and again.manifest_id == empty.manifest_id  # its marker
+    other = plan_ingest("t", local, txn=AppVersion("app", 2))
+    staged = stage(local, other, "run", b"x")
+    assert commit(local, other, "run", staged, 1).status == SKIPPED
+    assert values(local)[b"x"] is None

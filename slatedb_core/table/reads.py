@@ -7,7 +7,10 @@ walks the shards overlapping ``[start, end)`` in key order, each clipped to its 
 :class:`~slatedb_core.table.snapshot.TableSnapshot` every reader reads its shard's checkpoint
 instead: one consistent, repeatable view per shard, of a shard map that cannot change under it.
 A read that finds its shard's database destroyed (a rescale finished meanwhile) refreshes the
-map once and re-routes.
+map once and re-routes. A scan or ``get_many`` opens the readers of every shard it needs before
+reading any, and re-routes from the start: it reads the shards of one map version, never some
+shards of a map that an overwrite replaced and some of the map that replaced them
+(docs/overwrite.md).
 """
 
 from __future__ import annotations
@@ -130,14 +133,21 @@ class ShardReaders:
         if not ks:
             return []
         m = self._current()
-        idx = m.route(ks).to_numpy()
+        for attempt in range(2):  # every reader first, on one map (module doc)
+            idx = m.route(ks).to_numpy()
+            try:
+                readers = {int(i): self.reader(m.shards[int(i)]) for i in np.unique(idx)}
+                break
+            except (DatabaseDestroyed, DatabaseNotFound):
+                if self.snapshot is not None or attempt:
+                    raise
+                m = self._refresh()
         out: list[bytes | None] = [None] * len(ks)
-        for i in np.unique(idx):
+        for i, reader in readers.items():
             positions = np.flatnonzero(idx == i)
-            shard = m.shards[int(i)]
             group = [ks[p] for p in positions]
             try:
-                values = self.reader(shard).get_many(group)
+                values = reader.get_many(group)
             except (DatabaseDestroyed, DatabaseNotFound):
                 if self.snapshot is not None:
                     raise
@@ -149,30 +159,24 @@ class ShardReaders:
 
     def _shard_scans(
         self, start: bytes | None, end: bytes | None
-    ) -> Iterator[tuple[DbReader, bytes | None, bytes | None]]:
+    ) -> list[tuple[DbReader, bytes | None, bytes | None]]:
         """(reader, clipped start, clipped end) per shard overlapping ``[start, end)``, in key
-        order; the map is the one current when the scan starts, re-read once if a shard turns
-        out to be destroyed."""
+        order, every reader opened before the scan reads (module doc); the map is the one
+        current when the scan starts, re-read once if a shard turns out to be destroyed."""
         m = self._current()
-        resume = start
-        refreshed = False
-        while True:
-            for shard in m.overlapping(resume, end):
-                clip = shard.key_range.intersect(KeyRange(resume, end))
-                if clip.is_empty():
-                    continue
-                try:
-                    reader = self.reader(shard)
-                except (DatabaseDestroyed, DatabaseNotFound):
-                    if self.snapshot is not None or refreshed:
-                        raise
-                    refreshed = True
-                    m = self._refresh()
-                    resume = clip.start  # the shards before this one were read completely
-                    break
-                yield reader, clip.start, clip.end
-            else:
-                return
+        for attempt in range(2):
+            scans: list[tuple[DbReader, bytes | None, bytes | None]] = []
+            try:
+                for shard in m.overlapping(start, end):
+                    clip = shard.key_range.intersect(KeyRange(start, end))
+                    if not clip.is_empty():
+                        scans.append((self.reader(shard), clip.start, clip.end))
+                return scans
+            except (DatabaseDestroyed, DatabaseNotFound):
+                if self.snapshot is not None or attempt:
+                    raise
+                m = self._refresh()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def scan(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         _check_bounds(start, end)

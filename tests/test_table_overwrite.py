@@ -4,8 +4,10 @@ the table unchanged, retries idempotent, old writers fenced, aborts leaving noth
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
+import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import (
+    CorruptionError,
     DatabaseDestroyed,
     Fenced,
     InvalidArgument,
@@ -37,7 +40,14 @@ from slatedb_core.table.ingest import (
     table_app_versions,
 )
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
-from slatedb_core.table.shardmap import ShardMapStore, ValueEncoding
+from slatedb_core.table.shardmap import (
+    PendingOp,
+    ShardMapStore,
+    ValueEncoding,
+    decode_shard_map,
+    encode_shard_map,
+    layout_problem,
+)
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
@@ -524,3 +534,31 @@ def test_plan_refuses_a_table_held_by_a_pending_rescale(mem: ObjectStore) -> Non
         t.resume()
         t.overwrite([batch(NEW)])
         assert dict(t.scan()) == NEW
+
+
+# ---- the map codec ----------------------------------------------------------------------------
+def test_a_pending_replace_round_trips_and_bad_ones_are_refused(mem: ObjectStore) -> None:
+    with old_table(mem) as t:
+        m = t.shard_map
+        enc = ValueEncoding("arrow", '{"type":"struct"}')
+        targets = tuple((10 + s.index, s.key_range) for s in m.shards)
+        op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in m.shards), targets,
+                       1.5, AppVersion("app", 7), enc)
+        sealed = dataclasses.replace(m, next_shard_id=20, pending=(op,))
+        data = encode_shard_map(sealed, "t")
+        back = decode_shard_map(data, map_id=9, table_path="t", name="x")
+        assert back.pending == (op,) and all(s.sealed for s in back.shards)
+        plain = dataclasses.replace(op, txn=None, value_encoding=None)
+        back = decode_shard_map(encode_shard_map(dataclasses.replace(sealed, pending=(plain,)),
+                                                 "t"), map_id=9, table_path="t", name="x")
+        assert back.pending == (plain,)
+        bad = [
+            dataclasses.replace(op, sources=op.sources[:2]),  # not every shard
+            dataclasses.replace(op, kind="split"),  # a split with a txn
+            dataclasses.replace(op, kind="swap", txn=None, value_encoding=None),
+        ]
+        for b in bad:
+            assert layout_problem(dataclasses.replace(sealed, pending=(b,))) is not None, b
+            with pytest.raises(CorruptionError):
+                decode_shard_map(encode_shard_map(dataclasses.replace(sealed, pending=(b,)), "t"),
+                                 map_id=9, table_path="t", name="x")

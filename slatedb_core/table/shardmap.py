@@ -54,6 +54,7 @@ from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore, collect_old_versions
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.table.map_json import range_json, range_of, txn_json, txn_of
 from slatedb_core.table.routing import route
 
 SHARDMAP_MAGIC = b"SDBT"
@@ -215,21 +216,13 @@ def ranges_for(split_points: Sequence[bytes]) -> list[KeyRange]:
 
 
 # ---- codec -----------------------------------------------------------------------------------
-def _hex(k: bytes | None) -> str | None:
-    return None if k is None else k.hex()
-
-
-def _range_json(r: KeyRange) -> dict[str, str | None]:
-    return {"start": _hex(r.start), "end": _hex(r.end)}
-
-
 def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
     prefix = table_path.rstrip("/") + "/"
     doc = {
         "created_at": m.created_at,
         "next_shard_id": m.next_shard_id,
         "shards": [
-            {"id": s.shard_id, **_range_json(s.key_range), "db": _relative(s.db_path, prefix)}
+            {"id": s.shard_id, **range_json(s.key_range), "db": _relative(s.db_path, prefix)}
             for s in m.shards
         ],
         "pending": [
@@ -237,7 +230,7 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
                 "op_id": str(op.op_id),
                 "kind": op.kind,
                 "sources": list(op.sources),
-                "targets": [{"id": i, **_range_json(r)} for i, r in op.targets],
+                "targets": [{"id": i, **range_json(r)} for i, r in op.targets],
                 "started_at": op.started_at,
                 **_replace_json(op),
             }
@@ -259,7 +252,7 @@ def _replace_json(op: PendingOp) -> dict[str, Any]:
         return {}
     enc = op.value_encoding
     return {
-        "txn": None if op.txn is None else {"app_id": op.txn.app_id, "version": op.txn.version},
+        "txn": txn_json(op.txn),
         "value_encoding": None if enc is None else {"format": enc.format, "schema": enc.schema},
     }
 
@@ -291,18 +284,6 @@ def decode_shard_map(data: bytes, *, map_id: int, table_path: str, name: str) ->
         raise CorruptionError(name, f"bad shard map document: {type(e).__name__}: {e}") from None
 
 
-def _key(v: Any) -> bytes | None:
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise TypeError(f"key must be hex text, got {type(v).__name__}")
-    return bytes.fromhex(v)
-
-
-def _range(d: dict[str, Any]) -> KeyRange:
-    return KeyRange(_key(d["start"]), _key(d["end"]))
-
-
 def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> ShardMap:
     pending_ids: dict[int, PendingOp] = {}
     pending: list[PendingOp] = []
@@ -311,9 +292,9 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
             op_id=uuid.UUID(p["op_id"]),
             kind=str(p["kind"]),
             sources=tuple(int(i) for i in p["sources"]),
-            targets=tuple((int(t["id"]), _range(t)) for t in p["targets"]),
+            targets=tuple((int(t["id"]), range_of(t)) for t in p["targets"]),
             started_at=float(p["started_at"]),
-            txn=_txn(p.get("txn")),
+            txn=txn_of(p.get("txn")),
             value_encoding=_value_encoding(p.get("value_encoding")),
         )
         if op.kind not in PENDING_KINDS:
@@ -327,7 +308,7 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
     for i, s in enumerate(doc["shards"]):
         rel = validate_relative_path(str(s["db"]), what="shard database path")
         sid = int(s["id"])
-        shards.append(Shard(i, _range(s), join(table_path, rel), sid, sid in pending_ids))
+        shards.append(Shard(i, range_of(s), join(table_path, rel), sid, sid in pending_ids))
     m = ShardMap(
         id=map_id,
         shards=tuple(shards),
@@ -352,17 +333,6 @@ def _value_encoding(v: Any) -> ValueEncoding | None:
     if not isinstance(v, dict):
         raise TypeError(f"value_encoding must be an object, got {type(v).__name__}")
     return ValueEncoding(str(v["format"]), str(v["schema"]))
-
-
-def _txn(v: Any) -> AppVersion | None:
-    if v is None:
-        return None
-    if not isinstance(v, dict):
-        raise TypeError(f"txn must be an object, got {type(v).__name__}")
-    app_id, version = v["app_id"], v["version"]
-    if not isinstance(app_id, str) or isinstance(version, bool) or not isinstance(version, int):
-        raise TypeError("txn needs a str app_id and an int version")
-    return AppVersion(app_id, version)
 
 
 def layout_problem(m: ShardMap) -> str | None:

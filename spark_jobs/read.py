@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
+import math
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,98 @@ def sst_cuts(manifest: Manifest, rng: KeyRange, max_parts: int) -> list[bytes]:
     return cuts
 
 
+def sst_sizes(manifest: Manifest) -> list[tuple[KeyRange, int]]:
+    """Each SST view's effective key range and its SST's estimated size in bytes (a view of
+    part of an SST counts the whole SST: its visible share is not known)."""
+    ssts = {s.id: s for s in manifest.ssts}
+    out: list[tuple[KeyRange, int]] = []
+    for v in [*manifest.l0, *(v for r in manifest.compacted for v in r.views)]:
+        sst = ssts.get(v.sst_id)
+        if sst is not None and sst.info.first_key is not None:
+            out.append((effective_range(v, sst), sst.info.estimated_size))
+    return out
+
+
+def size_cuts(manifest: Manifest, rng: KeyRange, target_bytes: int, max_parts: int
+              ) -> list[KeyRange]:
+    """``rng`` (clipped to the database's range) cut into ranges of about ``target_bytes`` of
+    SST data each, at most ``max_parts``, in order (none if the clipped range is empty).
+
+    The bytes of each SST (:func:`sst_sizes`) are taken as spread evenly over its keys' span,
+    keys read as numbers (their 8 bytes after the prefix every bound shares), so the cuts fall
+    inside SSTs as well as between them: overlapping L0 SSTs, which all start near the shard's
+    first key, are cut as evenly as a sorted run's SSTs."""
+    rng = rng.intersect(KeyRange.of(manifest.key_range))
+    if rng.is_empty():
+        return []
+    spans = [(r, n) for r, n in sst_sizes(manifest) if not r.intersect(rng).is_empty()]
+    starts = [b for r, _ in spans for b in (r.start, rng.start) if b is not None]
+    ends = [b for r, _ in spans for b in (r.end, rng.end) if b is not None]
+    if not starts or not ends:
+        return [rng]
+    lo, hi = min(starts), max(ends)
+    prefix = _common_prefix(lo, hi)
+    num = functools.partial(_key_number, prefix)
+    pieces = [(num(r.start or lo), num(r.end or hi), n) for r, n in spans]
+
+    def below(x: int) -> float:  # estimated bytes of keys below x
+        return sum(n * min(1.0, max(0.0, (x - a) / (b - a))) if b > a else (n if x > a else 0)
+                   for a, b, n in pieces)
+
+    a, b = num(rng.start or lo), num(rng.end or hi)
+    base, total = below(a), below(b) - below(a)
+    parts = min(max_parts, max(1, math.ceil(total / max(1, target_bytes))))
+    cuts: list[bytes] = []
+    for j in range(1, parts):
+        want, x0, x1 = base + total * j / parts, a, b
+        while x1 - x0 > 1:
+            mid = (x0 + x1) // 2
+            x0, x1 = (mid, x1) if below(mid) < want else (x0, mid)
+        cut = prefix + x1.to_bytes(8, "big")
+        if rng.contains(cut) and cut != rng.start and (not cuts or cut > cuts[-1]):
+            cuts.append(cut)
+    bounds: list[bytes | None] = [rng.start, *cuts, rng.end]
+    return [KeyRange(x, y) for x, y in itertools.pairwise(bounds)]
+
+
+def _common_prefix(a: bytes, b: bytes) -> bytes:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _key_number(prefix: bytes, key: bytes) -> int:
+    """``key`` (which starts with ``prefix`` or sorts outside it) as a number: its 8 bytes after
+    ``prefix``, zero-padded; keys below or above every key with the prefix map to 0 or 2^64-1."""
+    if not key.startswith(prefix):
+        return 0 if key < prefix else (1 << 64) - 1
+    return int.from_bytes(key[len(prefix) : len(prefix) + 8].ljust(8, b"\0"), "big")
+
+
+def shard_manifest(store: ObjectStore, db_path: str, checkpoint: uuid.UUID | None) -> Manifest:
+    """The manifest a shard is read at: the latest, or the one ``checkpoint`` pins (the latest
+    when the checkpoint is not found in it: the reader then reports it missing)."""
+    ms = ManifestStore(store, db_path)
+    latest = ms.read_latest()
+    manifest = latest.manifest
+    if checkpoint is not None:
+        cp = manifest.checkpoint(checkpoint)
+        if cp is not None and cp.manifest_id != latest.id:
+            manifest = ms.read(cp.manifest_id).manifest
+    return manifest
+
+
+def shard_ranges(manifest: Manifest, rng: KeyRange, max_parts: int) -> list[KeyRange]:
+    """``rng`` (clipped to the database's range) cut at its SSTs' starts: the key ranges of a
+    shard's partitions, in order (none if the clipped range is empty)."""
+    rng = rng.intersect(KeyRange.of(manifest.key_range))
+    if rng.is_empty():
+        return []
+    bounds: list[bytes | None] = [rng.start, *sst_cuts(manifest, rng, max_parts), rng.end]
+    return [KeyRange(lo, hi) for lo, hi in itertools.pairwise(bounds)]
+
+
 def plan_partitions(
     store: ObjectStore,
     shards: tuple[Shard, ...],
@@ -96,18 +189,9 @@ def plan_partitions(
     out: list[ReadPartition] = []
     for i, shard in enumerate(shards):
         cid = None if checkpoints is None else checkpoints[i]
-        ms = ManifestStore(store, shard.db_path)
-        latest = ms.read_latest()
-        manifest = latest.manifest
-        if cid is not None:
-            cp = manifest.checkpoint(cid)
-            if cp is not None and cp.manifest_id != latest.id:
-                manifest = ms.read(cp.manifest_id).manifest
-        rng = shard.key_range.intersect(KeyRange.of(manifest.key_range))
-        bounds: list[bytes | None] = [rng.start, *sst_cuts(manifest, rng, max_parts_per_shard),
-                                      rng.end]
-        for lo, hi in itertools.pairwise(bounds):
-            out.append(ReadPartition(shard.index, shard.db_path, cid, KeyRange(lo, hi)))
+        manifest = shard_manifest(store, shard.db_path, cid)
+        for r in shard_ranges(manifest, shard.key_range, max_parts_per_shard):
+            out.append(ReadPartition(shard.index, shard.db_path, cid, r))
     return out
 
 
@@ -214,7 +298,11 @@ __all__ = [
     "plan_partitions",
     "read_partitions",
     "read_table",
+    "shard_manifest",
+    "shard_ranges",
+    "size_cuts",
     "sst_cuts",
+    "sst_sizes",
 ]
 
 

@@ -1,0 +1,202 @@
+"""Spark reads of a sharded table: ``format("slatedb")``, the older ``read_table`` and Spark's own
+``spark.read.parquet`` of the same rows, side by side.
+
+    .venv/bin/python bench/spark_read_bench.py                   # 5M rows (16 B keys, 100 B values)
+    .venv/bin/python bench/spark_read_bench.py --rows 20000 --rounds 1
+    .venv/bin/python bench/spark_read_bench.py --dir /tmp/rb     # keep (or reuse) the data there
+
+The rows are those of bench/spark_ingest_bench.py (keys and values from SHA-2 of the row number,
+incompressible and unique), ingested into a table of ``--shards`` shards with
+:func:`spark_jobs.ingest.ingest` and written with ``df.write.parquet``, both on the local
+filesystem. Queries, each one Spark job timed from the call to its last row on the driver:
+
+* ``full``: ``count(*)`` and ``sum(length(value))`` over every row;
+* ``eq``: ``where(key == x)`` for one key in the table;
+* ``in``: ``where(key.isin(10 keys))``;
+* ``range``: ``where(key >= p and key < p')`` for a 2-byte prefix ``p`` (about rows / 65536 rows).
+
+Every round runs each query on each reader (slatedb, read_table, parquet) and prints the times
+and the ratio to Parquet's; ``--rounds`` rounds, then the best of each. ``read_table`` pushes no
+filter (its filters are applied by Spark after a full scan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.types import StructType
+
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table
+from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
+from spark_jobs.ingest import ingest
+from spark_jobs.read import read_table
+from spark_jobs.read_filters import prefix_end
+from spark_jobs.session import SessionOptions, get_session
+
+KEY_BYTES, VALUE_BYTES = 16, 100
+QUERIES = ("full", "eq", "in", "range")
+READERS = ("slatedb", "read_table", "parquet")
+
+
+class SlateDBDataSource(DataSource):
+    """TEMPORARY: the read side alone, until spark_jobs.datasource lands."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "slatedb"
+
+    def schema(self) -> StructType:
+        return read_schema(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        check_read_options(self.options)
+        return SlateDBReader(self.options, schema)
+
+
+def generate(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
+    """bench/spark_ingest_bench.py's rows: keys and values from SHA-2 of the row number."""
+    h = F.sha2(F.col("id").cast("string"), 512)  # 128 hex digits = 64 bytes
+    return spark.range(0, rows, numPartitions=partitions).select(
+        F.unhex(F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 2 * KEY_BYTES)).alias(
+            "key"
+        ),
+        F.unhex(F.concat(h, F.substring(h, 1, 2 * (VALUE_BYTES - 64)))).alias("value"),
+    )
+
+
+def split_points(shards: int) -> list[bytes]:
+    """Keys are uniform (SHA-256 prefixes): cut the byte space evenly."""
+    return [int(i * 65536 / shards).to_bytes(2, "big") for i in range(1, shards)]
+
+
+def key_of(i: int) -> bytes:
+    """The key generate() gives row ``i``."""
+    return hashlib.sha256(str(i).encode()).digest()[:KEY_BYTES]
+
+
+def build(spark: SparkSession, root: Path, rows: int, shards: int, partitions: int) -> None:
+    """The table (``root/store``, table ``t``) and the Parquet copy (``root/parquet``)."""
+    if (root / "done").exists():
+        print(f"reusing the data in {root}")
+        return
+    shutil.rmtree(root / "store", ignore_errors=True)
+    shutil.rmtree(root / "parquet", ignore_errors=True)
+    df = generate(spark, rows, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    assert df.count() == rows
+    started = time.perf_counter()
+    df.write.parquet(str(root / "parquet"))
+    print(f"parquet written in {time.perf_counter() - started:.1f}s")
+    url = (root / "store").as_uri()
+    Table.create("t", open_store(url), split_points=split_points(shards)).close()
+    started = time.perf_counter()
+    stats = ingest(df, url, "t", value_column="value")
+    assert stats.rows == rows, stats.rows
+    print(f"ingested in {time.perf_counter() - started:.1f}s: {stats.summary()}")
+    df.unpersist()
+    (root / "done").write_text(f"{rows} {shards}\n")
+
+
+def frames(spark: SparkSession, root: Path) -> dict[str, Callable[[], DataFrame]]:
+    url = (root / "store").as_uri()
+    return {
+        "slatedb": lambda: spark.read.format("slatedb").option("url", url).option("path", "t")
+        .load(),
+        "read_table": lambda: read_table(spark, url, "t"),
+        "parquet": lambda: spark.read.parquet(str(root / "parquet")),
+    }
+
+
+def run_query(df: DataFrame, query: str, rows: int) -> int:
+    """Run ``query`` on ``df``; the number of rows it found (checked by the caller)."""
+    key = F.col("key")
+    if query == "full":
+        r = df.agg(F.count(F.lit(1)).alias("n"), F.sum(F.length("value")).alias("b")).collect()
+        return int(r[0]["n"])
+    if query == "eq":
+        return len(df.where(key == F.lit(key_of(rows // 2))).collect())
+    if query == "in":
+        return len(df.where(key.isin([key_of(i * (rows // 10)) for i in range(10)])).collect())
+    p = key_of(0)[:2]
+    end = prefix_end(p)
+    assert end is not None
+    return len(df.where((key >= F.lit(p)) & (key < F.lit(end))).collect())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--partitions", type=int, default=8, help="partitions of the generated rows")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--dir", default=None, help="keep the data here (reused when complete)")
+    p.add_argument("--queries", default=",".join(QUERIES))
+    p.add_argument("--readers", default=",".join(READERS))
+    args = p.parse_args()
+    spark = get_session(
+        SessionOptions(
+            master=args.master,
+            app_name="spark-read-bench",
+            shuffle_partitions=args.shards,
+            conf={
+                "spark.driver.memory": args.driver_memory,
+                "spark.sql.python.filterPushdown.enabled": "true",
+            },
+        )
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(SlateDBDataSource)
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="spark-read-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    queries = args.queries.split(",")
+    readers = args.readers.split(",")
+    try:
+        build(spark, root, args.rows, args.shards, args.partitions)
+        make = frames(spark, root)
+        expected: dict[str, int] = {}
+        best: dict[tuple[str, str], float] = {}
+        for rnd in range(args.rounds):
+            print(f"-- round {rnd + 1} of {args.rounds}")
+            print(f"{'query':<8}" + "".join(f"{r:>14}" for r in readers)
+                  + "".join(f"{r + '/pq':>16}" for r in readers if r != "parquet"))
+            for q in queries:
+                took: dict[str, float] = {}
+                for r in readers:
+                    started = time.perf_counter()
+                    n = run_query(make[r](), q, args.rows)
+                    took[r] = time.perf_counter() - started
+                    if expected.setdefault(q, n) != n:
+                        raise AssertionError(f"{r} found {n} rows for {q}, not {expected[q]}")
+                    best[q, r] = min(best.get((q, r), took[r]), took[r])
+                line = f"{q:<8}" + "".join(f"{took[r]:>13.2f}s" for r in readers)
+                if "parquet" in took:
+                    line += "".join(f"{took[r] / took['parquet']:>15.2f}x" for r in readers
+                                    if r != "parquet")
+                print(line)
+        print(f"best of {args.rounds} (rows found: {expected})")
+        for q in queries:
+            line = f"{q:<8}" + "".join(f"{best[q, r]:>13.2f}s" for r in readers)
+            if "parquet" in readers:
+                line += "".join(f"{best[q, r] / best[q, 'parquet']:>15.2f}x" for r in readers
+                                if r != "parquet")
+            print(line)
+    finally:
+        spark.stop()
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

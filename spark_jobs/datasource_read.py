@@ -1,0 +1,331 @@
+"""The read side of ``spark.read.format("slatedb")`` (the data source itself, its options and its
+writers are :mod:`spark_jobs.datasource`; docs/spark.md).
+
+Options:
+
+* ``url`` (required): the object store's URL (:func:`slatedb_core.open_store`).
+* ``path`` (required): the table's path inside it.
+* ``checkpoint``: the name of a named table snapshot (``Table.snapshot(name=...)``); the query
+  reads it. Without it, the query reads a fresh :class:`~slatedb_core.TableSnapshot` taken when
+  the query is planned (in :meth:`SlateDBReader.partitions`): one checkpoint per shard of one
+  shard-map version, so every partition reads one repeatable view that writes, compactions,
+  rescales and the GC after planning cannot change. Nothing releases that snapshot when the query
+  ends (the data source API has no such hook): its checkpoints expire after
+  ``snapshot_lifetime_s`` seconds (default 3600), and their expiry is what releases them (SlateDB
+  RFC 0004: a checkpoint with an expiry is dropped by the next manifest writer after it).
+  A query running longer than that may find its SSTs collected: raise the option for such reads.
+* ``batch_size``: rows per Arrow batch handed to Spark (default 65536).
+* ``max_partitions_per_shard``: the most Spark partitions one shard is cut into (default 256).
+* ``partition_bytes``: partitions of a shard are merged until each reads about this many bytes
+  of SSTs (default 128 MiB, Spark's own ``spark.sql.files.maxPartitionBytes``): a Spark task
+  has a fixed cost, so a table of many small SSTs is not read by as many tasks.
+
+Partitions (:func:`plan_reads`): each shard's range, narrowed by the pushed key filters
+(:mod:`spark_jobs.read_filters`), cut at the starts of its SSTs (:func:`spark_jobs.read.sst_cuts`)
+and merged up to ``partition_bytes``. Exact keys (``=``, ``IN``) are read with
+:meth:`DbReader.get_many <slatedb_core.DbReader.get_many>` (SST index and bloom filters), in one
+partition for up to :data:`POINTS_PER_PARTITION` keys, never by a scan; ranges and prefixes by
+:meth:`DbReader.scan_arrow <slatedb_core.DbReader.scan_arrow>` of the narrowed range only.
+Filters that contradict each other plan no partition (and take no snapshot).
+
+Columns: ``key binary, value binary``; or, when the table records how its values hold columns
+(:attr:`Table.value_encoding <slatedb_core.Table.value_encoding>`), ``key binary`` and those
+columns, decoded per batch (:mod:`spark_jobs.read_values`).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from slatedb_core import (
+    DbReader,
+    DbReaderOptions,
+    KeyRange,
+    ObjectStore,
+    ReaderMode,
+    Table,
+    TableSnapshot,
+    open_store,
+)
+from slatedb_core.errors import DatabaseNotFound, InvalidArgument
+from slatedb_core.table import ValueEncoding
+from spark_jobs.read import shard_manifest, size_cuts
+from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
+from spark_jobs.read_values import decode_values, value_schema
+
+__all__ = [
+    "POINTS_PER_PARTITION",
+    "ReadOptions",
+    "ShardRead",
+    "SlateDBPartition",
+    "SlateDBReader",
+    "check_read_options",
+    "plan_reads",
+    "read_partition",
+    "read_schema",
+]
+
+POINTS_PER_PARTITION = 100_000
+"""Exact keys (``=``/``IN``) looked up by one task."""
+
+_DEFAULTS = {
+    "snapshot_lifetime_s": 3600.0,
+    "batch_size": 65536,
+    "max_partitions_per_shard": 256,
+    "partition_bytes": 128 * 1024 * 1024,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """The read options, checked (see the module doc)."""
+
+    url: str
+    path: str
+    checkpoint: str | None
+    snapshot_lifetime: timedelta
+    batch_size: int
+    max_partitions_per_shard: int
+    partition_bytes: int
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> ReadOptions:
+        """The options, or InvalidArgument naming the first bad one (nothing is opened)."""
+        url, path = _text(options, "url"), _text(options, "path")
+        if url is None:
+            raise InvalidArgument("option 'url' is required: the object store's URL")
+        if path is None:
+            raise InvalidArgument("option 'path' is required: the table's path in the store")
+        lifetime = _number(options, "snapshot_lifetime_s", float)
+        if not math.isfinite(lifetime) or lifetime <= 0:
+            raise InvalidArgument(
+                f"option 'snapshot_lifetime_s' must be a positive number of seconds, "
+                f"got {options.get('snapshot_lifetime_s')!r}"
+            )
+        return ReadOptions(
+            url,
+            path,
+            _text(options, "checkpoint"),
+            timedelta(seconds=lifetime),
+            int(_number(options, "batch_size", int)),
+            int(_number(options, "max_partitions_per_shard", int)),
+            int(_number(options, "partition_bytes", int)),
+        )
+
+
+def _text(options: Mapping[str, str], name: str) -> str | None:
+    v = options.get(name)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise InvalidArgument(f"option {name!r} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _number(options: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float:
+    raw = options.get(name)
+    if raw is None:
+        return _DEFAULTS[name]
+    try:
+        v = kind(str(raw).strip())
+    except ValueError:
+        raise InvalidArgument(f"option {name!r} must be a number, got {raw!r}") from None
+    if kind is int and v < 1:
+        raise InvalidArgument(f"option {name!r} must be >= 1, got {raw!r}")
+    return v
+
+
+def _open_table(opts: ReadOptions) -> Table:
+    try:
+        store = open_store(opts.url)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"option 'url': {e}") from None
+    try:
+        return Table.open(opts.path, store)
+    except (InvalidArgument, DatabaseNotFound) as e:
+        raise InvalidArgument(f"option 'path': {e}") from None
+
+
+def _named(table: Table, name: str) -> TableSnapshot:
+    try:
+        snap = table.named_snapshot(name)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"option 'checkpoint': {e}") from None
+    if snap is None:
+        raise InvalidArgument(
+            f"option 'checkpoint': no snapshot named {name!r} in table {table.path!r}"
+        )
+    return snap
+
+
+def check_read_options(options: Mapping[str, str]) -> None:
+    """Check the read options on the driver, before any task runs: InvalidArgument naming the
+    option (missing ``url``/``path``, a ``checkpoint`` naming no snapshot, a bad number)."""
+    opts = ReadOptions.parse(options)
+    with _open_table(opts) as table:
+        if opts.checkpoint is not None:
+            _named(table, opts.checkpoint)
+
+
+def _schema_of(encoding: ValueEncoding | None) -> StructType:
+    key = StructField(KEY_COLUMN, BinaryType(), True)
+    if encoding is None:
+        return StructType([key, StructField("value", BinaryType(), True)])
+    return StructType([key, *value_schema(encoding).fields])
+
+
+def read_schema(options: Mapping[str, str]) -> StructType:
+    """``key binary, value binary``, or ``key binary`` and the value columns the table records
+    (checks the options first, as :func:`check_read_options`)."""
+    opts = ReadOptions.parse(options)
+    with _open_table(opts) as table:
+        if opts.checkpoint is not None:
+            _named(table, opts.checkpoint)
+        return _schema_of(table.value_encoding)
+
+
+# ---- planning ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ShardRead:
+    """What one partition reads of one shard: the keys in ``key_range``, or only ``points``."""
+
+    db_path: str
+    checkpoint: str
+    key_range: KeyRange
+    points: tuple[bytes, ...] | None = None
+
+
+class SlateDBPartition(InputPartition):
+    """One Spark task's reads and how the table's values hold columns (``encoding``: None for
+    plain bytes). Picklable: the class is importable on the executors."""
+
+    def __init__(self, reads: tuple[ShardRead, ...], encoding: str | None) -> None:
+        super().__init__(reads)
+        self.reads = reads
+        self.encoding = encoding
+
+
+def plan_reads(
+    store: ObjectStore, snapshot: TableSnapshot, keys: KeySelection, opts: ReadOptions
+) -> list[tuple[ShardRead, ...]]:
+    """The partitions of a read of ``snapshot`` restricted to ``keys`` (see the module doc)."""
+    if keys.is_empty:
+        return []
+    out: list[tuple[ShardRead, ...]] = []
+    pending: list[ShardRead] = []
+    pending_points = 0
+    for shard, cid in zip(snapshot.shards, snapshot.checkpoints, strict=True):
+        rng = shard.key_range.intersect(keys.range)
+        if rng.is_empty():
+            continue
+        if keys.points is not None:
+            mine = tuple(k for k in keys.points if rng.contains(k))
+            for i in range(0, len(mine), POINTS_PER_PARTITION):
+                chunk = mine[i : i + POINTS_PER_PARTITION]
+                if pending_points + len(chunk) > POINTS_PER_PARTITION:
+                    out.append(tuple(pending))
+                    pending, pending_points = [], 0
+                pending.append(ShardRead(shard.db_path, str(cid), rng, chunk))
+                pending_points += len(chunk)
+            continue
+        manifest = shard_manifest(store, shard.db_path, cid)
+        for r in size_cuts(manifest, rng, opts.partition_bytes, opts.max_partitions_per_shard):
+            out.append((ShardRead(shard.db_path, str(cid), r),))
+    if pending:
+        out.append(tuple(pending))
+    return out
+
+
+# ---- the reader --------------------------------------------------------------------------------
+class SlateDBReader(DataSourceReader):
+    """Plans in the planning Python worker (:meth:`pushFilters`, :meth:`partitions`), reads in
+    the tasks (:meth:`read`). Picklable: Spark ships it to the executors with the read
+    function (as it was before :meth:`partitions` ran: the partitions carry all a task needs)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        self.options = ReadOptions.parse(options)
+        self.schema = schema
+        self.keys = KeySelection()
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Fold the key filters into :attr:`keys`; return the others, which Spark applies."""
+        self.keys, rest = select_keys(filters)
+        return rest
+
+    def partitions(self) -> list[InputPartition]:
+        """Take the snapshot (or find the named one) and plan the partitions."""
+        opts = self.options
+        with _open_table(opts) as table:
+            snap = None if opts.checkpoint is None else _named(table, opts.checkpoint)
+            if self.keys.is_empty:
+                return []
+            encoding = _decoding(table.value_encoding, self.schema)
+            if snap is None:
+                snap = table.snapshot(lifetime=opts.snapshot_lifetime)
+            reads = plan_reads(table.store, snap, self.keys, opts)
+        return [SlateDBPartition(r, encoding) for r in reads]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of ``partition`` as Arrow batches of the query's schema."""
+        if not isinstance(partition, SlateDBPartition):
+            return  # Spark's stand-in when no partition was planned
+        columns = StructType(self.schema.fields[1:])
+        for batch in read_partition(open_store(self.options.url), partition,
+                                    self.options.batch_size):
+            if partition.encoding is None:
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
+            else:
+                values = decode_values(batch.column(1), partition.encoding, columns)
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column(0), *(c.combine_chunks() for c in values.columns)],
+                    schema=self.arrow_schema,
+                )
+
+
+def _decoding(encoding: ValueEncoding | None, schema: StructType) -> str | None:
+    """How to turn the stored values into ``schema``'s columns: None (as they are: the table
+    records no encoding, or the query asks for ``key binary, value binary``) or the format."""
+    raw = _schema_of(None)
+    if schema.fieldNames() == raw.fieldNames() and schema == raw:
+        return None
+    if encoding is None or not schema.fields or schema.fields[0].name != KEY_COLUMN:
+        raise InvalidArgument(
+            f"the query's columns {schema.simpleString()} are not the table's "
+            f"{_schema_of(encoding).simpleString()}"
+        )
+    return encoding.format
+
+
+def read_partition(
+    store: ObjectStore, partition: SlateDBPartition, batch_size: int
+) -> Iterator[pa.RecordBatch]:
+    """The stored ``(key, value)`` rows of ``partition``, as non-empty Arrow batches: exact keys
+    by point lookups, ranges by a scan of the range only, each shard at its checkpoint."""
+    for r in partition.reads:
+        reader = DbReader.open(
+            r.db_path, store, uuid.UUID(r.checkpoint), DbReaderOptions(mode=ReaderMode.CHECKPOINT)
+        )
+        with reader:
+            if r.points is not None:
+                found = reader.get_many(list(r.points))
+                keys = [k for k, v in zip(r.points, found, strict=True) if v is not None]
+                if keys:
+                    values = [v for v in found if v is not None]
+                    yield pa.record_batch(
+                        [pa.array(keys, pa.binary()), pa.array(values, pa.binary())],
+                        ["key", "value"],
+                    )
+                continue
+            for b in reader.scan_arrow(r.key_range.start, r.key_range.end, batch_size):
+                if b.num_rows:
+                    yield b

@@ -29,7 +29,7 @@ from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Table, TableOptions
+from slatedb_core.table import Table, TableOptions, rescale
 from slatedb_core.table import overwrite as ow
 from slatedb_core.table.ingest import (
     SKIPPED,
@@ -468,6 +468,35 @@ def test_a_writer_on_an_old_shard_is_fenced_and_its_later_write_refused(
         assert contents(mem) == NEW
         with pytest.raises(ShardMapConflict):  # the old shard is gone from the map
             t.writer(old)
+
+
+def test_a_write_between_the_seal_and_the_swap_is_refused_not_lost(
+    mem: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer opened before the seal tries to write after the fence (step 4), before the
+    swap: it must raise, not be acknowledged into a database about to be retired."""
+    with old_table(mem) as t:
+        w = t.writer(2)
+        w.put(b"q9", b"acked before")
+        carry = rescale._carry_records
+        outcomes: list[str] = []
+
+        def write_then_carry(*args: object, **kwargs: object) -> bool:
+            try:
+                w.put(b"q10", b"between seal and swap")
+                outcomes.append("acknowledged")
+            except Fenced:
+                outcomes.append("fenced")
+            return carry(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(rescale, "_carry_records", write_then_carry)
+        t.overwrite([batch(NEW)])
+        assert outcomes == ["fenced"]
+        try:
+            w.close()
+        except Fenced:
+            pass
+        assert dict(t.scan()) == NEW
 
 
 # ---- exactly-once -----------------------------------------------------------------------------

@@ -28,6 +28,10 @@ partition for up to :data:`POINTS_PER_PARTITION` keys, never by a scan; ranges a
 :meth:`DbReader.scan_arrow <slatedb_core.DbReader.scan_arrow>` of the narrowed range only.
 Filters that contradict each other plan no partition (and take no snapshot).
 
+Filters reach the reader only with ``spark.sql.python.filterPushdown.enabled=true`` (off by default
+in PySpark 4; :func:`spark_jobs.session.get_session` turns it on). Without it PySpark refuses the
+read (``DATA_SOURCE_PUSHDOWN_DISABLED``, naming the setting) since this reader takes filters.
+
 Columns: ``key binary, value binary``; or, when the table records how its values hold columns
 (:attr:`Table.value_encoding <slatedb_core.Table.value_encoding>`), ``key binary`` and those
 columns, decoded per batch (:mod:`spark_jobs.read_values`).

@@ -23,6 +23,9 @@ LOCAL_CONF: dict[str, str] = {
     # Each ingest task holds its shard's rows as Arrow batches; 10k-row batches keep the
     # JVM -> Python hand-over cheap without large per-batch latency.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    # format("slatedb") reads take the key filters (spark_jobs.datasource_read); PySpark refuses
+    # a Python data source reader with pushFilters unless this is on (off by default in 4.x)
+    "spark.sql.python.filterPushdown.enabled": "true",
 }
 
 

@@ -65,7 +65,8 @@ class ReadSource(DataSource):
 
 @pytest.fixture(scope="module")
 def spark_ds(spark: SparkSession) -> Iterator[SparkSession]:
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    # spark_jobs.session turns on spark.sql.python.filterPushdown.enabled, without which PySpark
+    # refuses a reader that takes filters
     spark.dataSource.register(ReadSource)
     yield spark
 

@@ -9,6 +9,8 @@ incompressible and unique), cached and counted first, so both writers start from
 in-memory rows and neither pays for generating them. Both write to the local filesystem.
 The first writer of a session also pays the JIT warm-up and the ingest the Python workers' start;
 ``--repeat N`` runs N rounds of both and reports every round and the best of each.
+Each round also writes the same DataFrame through ``df.write.format("slatedb")`` (the data source
+of spark_jobs.datasource, which stages in tasks and commits on the driver) into a new table.
 ``--floors`` adds, per round, lower bounds on the same DataFrame: reading the cache (``noop``
 write), handing every row to Python (``mapInArrow`` that only counts; no design that processes
 rows in Python beats it), and the job's stage 1 alone (sorting, encoding and staging the SSTs,
@@ -38,6 +40,7 @@ from pyspark.sql import functions as F
 from slatedb_core.store.url import open_store
 from slatedb_core.table import ShardMap, Table
 from slatedb_core.table.ingest import IngestPlan, plan_ingest
+from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import arrow_batches, ingest
 from spark_jobs.ingest_tasks import STAGED_DDL, CommitShards, StageSsts
 from spark_jobs.routing import partition_keys
@@ -127,6 +130,22 @@ def profile_task(rows: int, shards: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def write_format(df: DataFrame, where: Path, shards: int, rows: int) -> float:
+    """Seconds to write ``df`` through ``format("slatedb")`` into a new table (checked)."""
+    url = where.as_uri()
+    store = open_store(url)
+    Table.create("t", store, split_points=split_points(shards)).close()
+    started = time.perf_counter()
+    (df.write.format("slatedb").option("url", url).option("path", "t").option("key", "key")
+     .option("value", "value").mode("append").save())
+    took = time.perf_counter() - started
+    with Table.open("t", store) as t:
+        written = sum(b.num_rows for b in t.scan_arrow())
+    assert written == rows, written
+    shutil.rmtree(where, ignore_errors=True)
+    return took
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=10_000_000)
@@ -154,6 +173,7 @@ def main() -> None:
         )
     )
     spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(SlateDBDataSource)
     tmp = Path(tempfile.mkdtemp(prefix="spark-ingest-bench-"))
     try:
         df = generate(spark, args.rows, args.partitions).persist(StorageLevel.MEMORY_AND_DISK)
@@ -162,7 +182,7 @@ def main() -> None:
         print(f"generated and cached {args.rows:,} rows in {time.perf_counter() - started:.1f}s "
               f"({args.partitions} partitions, {KEY_BYTES} B keys, {VALUE_BYTES} B values)")
 
-        results: list[tuple[float, float]] = []
+        results: list[tuple[float, float, float]] = []
         for rep in range(args.repeat):
             if args.repeat > 1:
                 print(f"-- round {rep + 1} of {args.repeat}")
@@ -190,13 +210,18 @@ def main() -> None:
             if args.floors:
                 floors(df, url, plan.shard_map, parquet_s)
             shutil.rmtree(tmp / f"store{rep}", ignore_errors=True)
-            results.append((parquet_s, ingest_s))
+            format_s = write_format(df, tmp / f"format{rep}", args.shards, args.rows)
+            print(f"format('slatedb'): {format_s:.1f}s, {format_s / parquet_s:.2f}x parquet, "
+                  f"{format_s / ingest_s:.2f}x the ingest (target: its ratio to parquet within "
+                  "1.2x of the ingest's)")
+            results.append((parquet_s, ingest_s, format_s))
         if args.repeat > 1:
             best_p, best_i = min(r[0] for r in results), min(r[1] for r in results)
-            print("rounds (parquet s, ingest s, ratio): " + ", ".join(
-                f"({p:.1f}, {i:.1f}, {i / p:.2f}x)" for p, i in results))
+            best_f = min(r[2] for r in results)
+            print("rounds (parquet s, ingest s, ratio, format s, ratio): " + ", ".join(
+                f"({p:.1f}, {i:.1f}, {i / p:.2f}x, {f:.1f}, {f / p:.2f}x)" for p, i, f in results))
             print(f"best of {args.repeat}: parquet {best_p:.1f}s, ingest {best_i:.1f}s, ratio "
-                  f"{best_i / best_p:.2f}x")
+                  f"{best_i / best_p:.2f}x; format {best_f:.1f}s, ratio {best_f / best_p:.2f}x")
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,103 @@
+"""``format("slatedb")``: a sharded table as a Spark data source (PySpark's Python Data Source
+API, ``pyspark.sql.datasource``). Register it once per session::
+
+    from spark_jobs.datasource import SlateDBDataSource
+    spark.dataSource.register(SlateDBDataSource)
+
+    (df.write.format("slatedb")
+       .option("url", "file:///data/lake").option("path", "orders")
+       .option("key", "order_id")                  # string (UTF-8) or binary
+       .option("value", "payload")                 # optional binary/string column
+       .option("app_id", "loader").option("batch_version", 42)   # optional: exactly once
+       .mode("append")                             # append (upsert by key) | overwrite
+       .save())
+    spark.read.format("slatedb").option("url", ...).option("path", "orders").load()
+
+What each option does (docs/spark.md has the whole story):
+
+==================  ============================================================================
+``url``             the object store (``file://``, ``s3://``, ``memory://`` is per process: no)
+``path``            the table's path inside the store
+``key``             write: the key column, string (stored as UTF-8) or binary
+``value``           write: the value column, binary or string. Without it, every other column
+                    is encoded into the value per row (``value_format``) and the table records
+                    those columns (:class:`~slatedb_core.ValueEncoding`): reads return them
+``value_format``    ``json`` (default) or ``arrow``, as ``spark_jobs.ingest`` and the CLI
+``tombstone``       write: a boolean column; true deletes the row's key
+``split_points``    write: comma-separated UTF-8 keys, only when the write creates the table
+``app_id``,         write: exactly-once batches (Delta's transaction app id and version): a
+``batch_version``   write whose version is at or below the last one a shard committed for the
+                    app is skipped on that shard, decided atomically with the shard's commit
+``mode``            write: ``error`` / ``errorifexists`` / ``ignore`` (Spark 4.3 refuses
+                    ``.mode("error")`` and ``.mode("ignore")`` for every Python data source, so
+                    these two travel as an option, with ``.mode("append")``)
+``run_bytes``       write: input bytes a task sorts at once (spark_jobs.ingest.RUN_BYTES)
+``checkpoint``      read: the name of a table snapshot (``Table.snapshot(name=...)``)
+==================  ============================================================================
+
+Writes are the staged-SST ingest of :mod:`spark_jobs.ingest` (see its module doc for why retries
+and speculative attempts are safe), with the commit moved to the driver: tasks stage SSTs and
+return references (:class:`~spark_jobs.datasource_write.StagedRefs`); ``commit()`` commits each
+shard once through its fenced writer; ``abort()`` deletes what the run staged. ``overwrite``
+builds new databases and swaps them in with one shard-map commit (docs/overwrite.md). Streams
+(``df.writeStream.format("slatedb")``) do the same per micro-batch, with the query's id as app
+id and the batch id as version, so a restarted query never applies a micro-batch twice.
+
+Options are checked on the driver, before any task runs; a bad one raises
+:class:`~slatedb_core.errors.InvalidArgument` naming it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+from spark_jobs.datasource_options import WriteOptions
+from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
+from spark_jobs.datasource_write import (
+    SlateDBBatchWriter,
+    SlateDBStreamWriter,
+    plan_write,
+)
+
+__all__ = ["PUSHDOWN_CONF", "SlateDBDataSource"]
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+class SlateDBDataSource(DataSource):
+    """The ``slatedb`` format (see the module doc)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """"slatedb". Called by ``spark.dataSource.register`` in the driver's process, where it
+        also turns on Spark's filter pushdown for Python data sources when the session leaves it
+        unset (:data:`PUSHDOWN_CONF`: off by default in Spark 4.3, and Spark then refuses every
+        reader that pushes filters, ours included). A session that sets it to false cannot read
+        the format."""
+        session = SparkSession.getActiveSession()
+        if session is not None and session.conf.get(PUSHDOWN_CONF, None) in (None, ""):
+            session.conf.set(PUSHDOWN_CONF, "true")
+        return "slatedb"
+
+    def schema(self) -> StructType:
+        check_read_options(self.options)
+        return read_schema(self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        check_read_options(self.options)
+        return SlateDBReader(self.options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return SlateDBBatchWriter(plan_write(WriteOptions.parse(self.options, schema, overwrite)))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return SlateDBStreamWriter(
+            plan_write(WriteOptions.parse(self.options, schema, overwrite, stream=True))
+        )

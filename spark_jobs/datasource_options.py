@@ -1,0 +1,172 @@
+"""The write options of ``format("slatedb")`` (:mod:`spark_jobs.datasource`), parsed and checked
+on the driver before any task runs: a bad option raises InvalidArgument naming it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.types import BinaryType, BooleanType, StringType, StructType
+
+from slatedb_core import InvalidArgument, ValueEncoding
+from slatedb_core.table.ingest_txn import check_txn
+from slatedb_core.table.shardmap import check_split_points
+from spark_jobs.ingest_tasks import RUN_BYTES
+
+__all__ = ["MODES", "WriteOptions"]
+
+MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+"""Save modes: Spark's ``.mode()`` passes append or overwrite; the ``mode`` option the others."""
+_VALUE_FORMATS = ("json", "arrow")
+_KNOWN = frozenset({
+    "url", "path", "key", "value", "value_format", "tombstone", "split_points", "app_id",
+    "batch_version", "mode", "run_bytes", "checkpointlocation", "checkpoint",
+})
+"""Every option a write reads (``checkpoint`` belongs to reads and is refused on writes)."""
+
+
+def _opt(options: Mapping[str, str], name: str) -> str | None:
+    v = options.get(name)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise InvalidArgument(f"option {name!r} must be text, got {type(v).__name__}")
+    return v
+
+
+def _required(options: Mapping[str, str], name: str, what: str) -> str:
+    v = _opt(options, name)
+    if v is None or not v.strip():
+        raise InvalidArgument(f"option {name!r} is required: {what}")
+    return v
+
+
+def _column(schema: StructType, option: str, name: str, kinds: tuple[type, ...]) -> None:
+    if name not in schema.names:
+        raise InvalidArgument(f"option {option!r}: no column {name!r} in {schema.names}")
+    t = schema[name].dataType
+    if not isinstance(t, kinds):
+        allowed = " or ".join(k.__name__.removesuffix("Type").lower() for k in kinds)
+        raise InvalidArgument(
+            f"option {option!r}: column {name!r} must be {allowed}, got {t.simpleString()}"
+        )
+
+
+def _int(options: Mapping[str, str], name: str) -> int | None:
+    v = _opt(options, name)
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise InvalidArgument(f"option {name!r} must be an integer, got {v!r}") from None
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A checked write (see :mod:`spark_jobs.datasource` for each option)."""
+
+    url: str
+    path: str
+    key: str
+    value: str | None
+    value_format: str
+    payload: tuple[str, ...]
+    """The columns encoded into each value (none with ``value``)."""
+    payload_schema: str | None
+    """Their StructType as JSON, recorded by the table (ValueEncoding)."""
+    tombstone: str | None
+    split_points: tuple[bytes, ...] | None
+    app_id: str | None
+    batch_version: int | None
+    mode: str
+    run_bytes: int
+    checkpoint_location: str | None
+    stream: bool = False
+    """A stream: its batches' versions are their batch ids (no ``batch_version``)."""
+
+    @property
+    def encoding(self) -> ValueEncoding | None:
+        if self.payload_schema is None:
+            return None
+        return ValueEncoding(self.value_format, self.payload_schema)
+
+    @classmethod
+    def parse(
+        cls, options: Mapping[str, str], schema: StructType, overwrite: bool, *,
+        stream: bool = False,
+    ) -> WriteOptions:
+        unknown = sorted(k for k in options if k.lower() not in _KNOWN)
+        if unknown:
+            raise InvalidArgument(f"unknown option(s) {unknown}; known: {sorted(_KNOWN)}")
+        if _opt(options, "checkpoint") is not None:
+            raise InvalidArgument("option 'checkpoint' names a snapshot to read; writes take none")
+        url = _required(options, "url", "the object store URL, e.g. file:///data/lake")
+        path = _required(options, "path", "the table's path inside the store")
+        key = _required(options, "key", "the key column (string or binary)")
+        _column(schema, "key", key, (StringType, BinaryType))
+        mode = (_opt(options, "mode") or ("overwrite" if overwrite else "append")).lower()
+        if mode not in MODES:
+            raise InvalidArgument(f"option 'mode' must be one of {MODES}, got {mode!r}")
+        if overwrite and mode != "overwrite":
+            raise InvalidArgument(f"option 'mode' is {mode!r} but Spark's mode is overwrite")
+        if stream and mode != "append":
+            raise InvalidArgument(f"option 'mode': a stream appends, got {mode!r}")
+        mode = "error" if mode == "errorifexists" else mode
+        tombstone = _opt(options, "tombstone")
+        if tombstone is not None:
+            _column(schema, "tombstone", tombstone, (BooleanType,))
+            if tombstone == key:
+                raise InvalidArgument("option 'tombstone' names the key column")
+        value = _opt(options, "value")
+        fmt = _opt(options, "value_format")
+        if value is not None:
+            _column(schema, "value", value, (BinaryType, StringType))
+            if value == key or value == tombstone:
+                raise InvalidArgument(f"option 'value' names the key or tombstone column {value!r}")
+            if fmt is not None:
+                raise InvalidArgument("option 'value_format' encodes columns; with 'value' none")
+            payload: tuple[str, ...] = ()
+            payload_schema = None
+            fmt = "binary"
+        else:
+            fmt = (fmt or "json").lower()
+            if fmt not in _VALUE_FORMATS:
+                raise InvalidArgument(f"option 'value_format' must be one of {_VALUE_FORMATS}, "
+                                      f"got {fmt!r}")
+            payload = tuple(c for c in schema.names if c not in (key, tombstone))
+            if not payload:
+                raise InvalidArgument("option 'value' is missing and there is no other column "
+                                      "to encode into values")
+            payload_schema = json.dumps(
+                StructType([schema[c] for c in payload]).jsonValue(), sort_keys=True
+            )
+        splits_text = _opt(options, "split_points")
+        splits = None
+        if splits_text is not None:
+            parts = splits_text.split(",")
+            if any(not p for p in parts):
+                raise InvalidArgument(f"option 'split_points': empty key in {splits_text!r}")
+            try:
+                splits = check_split_points([p.encode() for p in parts])
+            except InvalidArgument as e:
+                raise InvalidArgument(f"option 'split_points': {e}") from None
+        app_id = _opt(options, "app_id")
+        batch_version = _int(options, "batch_version")
+        if stream and batch_version is not None:
+            raise InvalidArgument("option 'batch_version': a stream's version is its batch id")
+        try:  # a stream's version is its batch id: only the app id is checked here
+            check_txn(app_id, 0 if stream and app_id is not None else batch_version)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"options 'app_id'/'batch_version': {e}") from None
+        run_bytes = _int(options, "run_bytes")
+        if run_bytes is not None and run_bytes < 1:
+            raise InvalidArgument(f"option 'run_bytes' must be >= 1, got {run_bytes}")
+        return cls(
+            url=url, path=path, key=key, value=value, value_format=fmt, payload=payload,
+            payload_schema=payload_schema, tombstone=tombstone, split_points=splits,
+            app_id=app_id, batch_version=batch_version, mode=mode,
+            run_bytes=run_bytes or RUN_BYTES,
+            checkpoint_location=_opt(options, "checkpointlocation"), stream=stream,
+        )

@@ -49,13 +49,13 @@ Options are checked on the driver, before any task runs; a bad one raises
 
 from __future__ import annotations
 
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamWriter,
     DataSourceWriter,
 )
-from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from spark_jobs.datasource_options import WriteOptions

@@ -15,6 +15,10 @@ filesystem. Queries, each one Spark job timed from the call to its last row on t
 * ``in``: ``where(key.isin(10 keys))``;
 * ``range``: ``where(key >= p and key < p')`` for a 2-byte prefix ``p`` (about rows / 65536 rows).
 
+First, a warm-up: ``eq`` then ``full`` on each reader, each printed: a session's first Python data
+source query starts its Python workers (each imports pyarrow and slatedb_core), Parquet's first
+pays the JIT. ``floor`` is a Python data source that reads nothing and yields ready-made batches
+of the same shape (``full`` only): what any Python data source pays to hand the rows to Spark.
 Every round runs each query on each reader (slatedb, read_table, parquet) and prints the times
 and the ratio to Parquet's; ``--rounds`` rounds, then the best of each. ``read_table`` pushes no
 filter (its filters are applied by Spark after a full scan).
@@ -24,21 +28,25 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
-from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
+from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import ingest
 from spark_jobs.read import read_table
 from spark_jobs.read_filters import prefix_end
@@ -46,22 +54,45 @@ from spark_jobs.session import SessionOptions, get_session
 
 KEY_BYTES, VALUE_BYTES = 16, 100
 QUERIES = ("full", "eq", "in", "range")
-READERS = ("slatedb", "read_table", "parquet")
+READERS = ("slatedb", "read_table", "parquet", "floor")
 
 
-class SlateDBDataSource(DataSource):
-    """TEMPORARY: the read side alone, until spark_jobs.datasource lands."""
+class FloorReader(DataSourceReader):
+    """Yields ready-made batches of the table's shape (16 B keys, 100 B values, 65536 rows):
+    what any Python data source pays to hand ``rows`` rows to Spark, with no reading at all."""
 
+    def __init__(self, rows: int, parts: int) -> None:
+        self.rows, self.parts = rows, parts
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        n, size = self.rows // self.parts + (partition.value < self.rows % self.parts), 65536
+        data = pa.py_buffer(os.urandom((KEY_BYTES + VALUE_BYTES) * size))
+        cols = [
+            pa.BinaryArray.from_buffers(
+                pa.binary(), size,
+                [None, pa.array(np.arange(0, w * size + 1, w, dtype=np.int32)).buffers()[1],
+                 data.slice(off, w * size)],
+            )
+            for off, w in ((0, KEY_BYTES), (KEY_BYTES * size, VALUE_BYTES))
+        ]
+        batch = pa.record_batch(cols, ["key", "value"])
+        for start in range(0, n, size):
+            yield batch.slice(0, min(size, n - start))
+
+
+class FloorSource(DataSource):
     @classmethod
     def name(cls) -> str:
-        return "slatedb"
+        return "python_floor"
 
-    def schema(self) -> StructType:
-        return read_schema(self.options)
+    def schema(self) -> str:
+        return "key binary, value binary"
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        check_read_options(self.options)
-        return SlateDBReader(self.options, schema)
+        return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
 
 
 def generate(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
@@ -107,9 +138,12 @@ def build(spark: SparkSession, root: Path, rows: int, shards: int, partitions: i
     (root / "done").write_text(f"{rows} {shards}\n")
 
 
-def frames(spark: SparkSession, root: Path) -> dict[str, Callable[[], DataFrame]]:
+def frames(spark: SparkSession, root: Path, rows: int, shards: int
+           ) -> dict[str, Callable[[], DataFrame]]:
     url = (root / "store").as_uri()
     return {
+        "floor": lambda: spark.read.format("python_floor").option("rows", rows)
+        .option("partitions", shards).load(),
         "slatedb": lambda: spark.read.format("slatedb").option("url", url).option("path", "t")
         .load(),
         "read_table": lambda: read_table(spark, url, "t"),
@@ -131,6 +165,18 @@ def run_query(df: DataFrame, query: str, rows: int) -> int:
     end = prefix_end(p)
     assert end is not None
     return len(df.where((key >= F.lit(p)) & (key < F.lit(end))).collect())
+
+
+def _line(query: str, took: dict[str, float], readers: list[str]) -> str:
+    line = f"{query:<8}" + "".join(
+        f"{'-':>14}" if math.isnan(took[r]) else f"{took[r]:>13.2f}s" for r in readers
+    )
+    if "parquet" in took:
+        line += "".join(
+            f"{'-':>16}" if math.isnan(took[r]) else f"{took[r] / took['parquet']:>15.2f}x"
+            for r in readers if r != "parquet"
+        )
+    return line
 
 
 def main() -> None:
@@ -158,13 +204,19 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SlateDBDataSource)
+    spark.dataSource.register(FloorSource)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="spark-read-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     queries = args.queries.split(",")
     readers = args.readers.split(",")
     try:
         build(spark, root, args.rows, args.shards, args.partitions)
-        make = frames(spark, root)
+        make = frames(spark, root, args.rows, args.shards)
+        for r in (r for r in readers if r != "floor"):  # first queries start workers, JIT
+            for q in ("eq", "full"):
+                started = time.perf_counter()
+                run_query(make[r](), q, args.rows)
+                print(f"warm-up ({r}, {q}): {time.perf_counter() - started:.2f}s")
         expected: dict[str, int] = {}
         best: dict[tuple[str, str], float] = {}
         for rnd in range(args.rounds):
@@ -174,24 +226,19 @@ def main() -> None:
             for q in queries:
                 took: dict[str, float] = {}
                 for r in readers:
+                    if r == "floor" and q != "full":
+                        took[r] = best[q, r] = math.nan
+                        continue
                     started = time.perf_counter()
                     n = run_query(make[r](), q, args.rows)
                     took[r] = time.perf_counter() - started
-                    if expected.setdefault(q, n) != n:
+                    if r != "floor" and expected.setdefault(q, n) != n:
                         raise AssertionError(f"{r} found {n} rows for {q}, not {expected[q]}")
                     best[q, r] = min(best.get((q, r), took[r]), took[r])
-                line = f"{q:<8}" + "".join(f"{took[r]:>13.2f}s" for r in readers)
-                if "parquet" in took:
-                    line += "".join(f"{took[r] / took['parquet']:>15.2f}x" for r in readers
-                                    if r != "parquet")
-                print(line)
+                print(_line(q, took, readers))
         print(f"best of {args.rounds} (rows found: {expected})")
         for q in queries:
-            line = f"{q:<8}" + "".join(f"{best[q, r]:>13.2f}s" for r in readers)
-            if "parquet" in readers:
-                line += "".join(f"{best[q, r] / best[q, 'parquet']:>15.2f}x" for r in readers
-                                if r != "parquet")
-            print(line)
+            print(_line(q, {r: best[q, r] for r in readers}, readers))
     finally:
         spark.stop()
         if not args.dir:

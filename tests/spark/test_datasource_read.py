@@ -11,8 +11,6 @@ import pytest
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -30,15 +28,14 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from slatedb_core import open_store
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions
-from slatedb_core.table import Table, ValueEncoding
+from slatedb_core.table import Table
+from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.datasource_read import (
     SlateDBPartition,
     SlateDBReader,
     check_read_options,
     read_partition,
-    read_schema,
 )
-from spark_jobs.ingest import ingest
 from spark_jobs.read_filters import KeySelection, prefix_end, select_keys
 
 pytestmark = pytest.mark.spark
@@ -47,33 +44,17 @@ TABLE = "t"
 KV = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
 
 
-class ReadSource(DataSource):
-    """The read side as the format's data source delegates to it (spark_jobs.datasource)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "slatedb_read_test"
-
-    def schema(self) -> StructType:
-        check_read_options(self.options)
-        return read_schema(self.options)
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        check_read_options(self.options)
-        return SlateDBReader(self.options, schema)
-
-
 @pytest.fixture(scope="module")
 def spark_ds(spark: SparkSession) -> Iterator[SparkSession]:
     # spark_jobs.session turns on spark.sql.python.filterPushdown.enabled, without which PySpark
     # refuses a reader that takes filters
-    spark.dataSource.register(ReadSource)
+    spark.dataSource.register(SlateDBDataSource)
     yield spark
 
 
 def load(spark: SparkSession, url: str, **options: str) -> DataFrame:
     return (
-        spark.read.format("slatedb_read_test")
+        spark.read.format("slatedb")
         .option("url", url)
         .option("path", TABLE)
         .options(**options)
@@ -302,7 +283,7 @@ def test_bad_options_fail_naming_the_option(
     with pytest.raises(InvalidArgument, match=f"option '{named}'"):
         check_read_options(opts)
     with pytest.raises(Exception, match=f"option '{named}'"):
-        spark_ds.read.format("slatedb_read_test").options(**opts).load().collect()
+        spark_ds.read.format("slatedb").options(**opts).load().collect()
 
 
 def _typed_frame(spark: SparkSession) -> DataFrame:
@@ -321,12 +302,14 @@ def test_encoded_values_read_back_as_their_columns(
     spark_ds: SparkSession, store_url: str, fmt: str
 ) -> None:
     df = _typed_frame(spark_ds)
-    store = open_store(store_url)
-    Table.create(TABLE, store, split_points=[b"k030"]).close()
-    ingest(df, store_url, TABLE, key_column="id", value_format=fmt)  # type: ignore[arg-type]
+    (df.write.format("slatedb").option("url", store_url).option("path", TABLE)
+     .option("key", "id").option("value_format", fmt).option("split_points", "k030")
+     .mode("append").save())
     columns = StructType(df.schema.fields[1:])
-    with Table.open(TABLE, store) as t:
-        t.record_value_encoding(ValueEncoding(fmt, json.dumps(columns.jsonValue())))
+    with Table.open(TABLE, open_store(store_url)) as t:
+        encoding = t.value_encoding
+    assert encoding is not None and encoding.format == fmt
+    assert StructType.fromJson(json.loads(encoding.schema)) == columns
     got = load(spark_ds, store_url)
     assert got.schema.fieldNames() == ["key", *columns.fieldNames()]
     assert got.schema.fields[1:] == columns.fields

@@ -157,11 +157,23 @@ def _open_or_create(opts: WriteOptions, store: ObjectStore) -> tuple[Table | Non
     return table, False
 
 
-def _check_encoding(opts: WriteOptions, table: Table) -> None:
-    """An append must bring what the table holds: its recorded columns, or plain values."""
+def _holds_rows(table: Table) -> bool:
+    """Whether any shard of ``table`` serves a row (a live read of the first one)."""
+    return next(iter(table.scan()), None) is not None
+
+
+def _check_encoding(opts: WriteOptions, table: Table, created: bool) -> None:
+    """An append must bring what the table holds: its recorded columns, or plain values. The
+    first append of columns records them, unless the table already holds plain values (which
+    would then be read as encoded rows)."""
     if opts.mode == "overwrite":
         return  # the overwrite records its own (docs/overwrite.md)
     if opts.encoding is not None:
+        if table.value_encoding is None and not created and _holds_rows(table):
+            raise InvalidArgument(
+                f"option 'value' is missing: table {opts.path!r} holds plain values (written "
+                "with 'value'), not encoded columns; write a 'value' column, or overwrite"
+            )
         table.record_value_encoding(opts.encoding)  # InvalidArgument if others are recorded
     elif table.value_encoding is not None:
         enc = table.value_encoding
@@ -175,12 +187,12 @@ def plan_write(opts: WriteOptions) -> WritePlan:
     """Create the table if missing, apply the save mode, record the value columns and plan the
     ingest, before any task runs."""
     store = open_store(opts.url)
-    table, _ = _open_or_create(opts, store)
+    table, created = _open_or_create(opts, store)
     run_id = uuid.uuid4().hex
     if table is None:
         return WritePlan(opts, None, run_id)
     with table:
-        _check_encoding(opts, table)
+        _check_encoding(opts, table, created)
     # a stream's batches carry their own versions (batch_plan)
     txn = None if opts.stream else check_txn(opts.app_id, opts.batch_version)
     if txn is not None and opts.mode != "overwrite":
@@ -193,6 +205,13 @@ def plan_write(opts: WriteOptions) -> WritePlan:
         plan = plan_overwrite(opts.path, store, txn=txn)
     else:
         plan = plan_ingest(opts.path, store, txn=txn)
+        if plan.shard_map.value_encoding != opts.encoding:
+            # an overwrite changed the table's values between the check and the plan: the
+            # rows would land in shards that hold another kind of value
+            raise ShardMapConflict(
+                f"table {opts.path!r}: its value encoding changed while this write was planned "
+                f"(an overwrite committed: now {plan.shard_map.value_encoding}); write again"
+            )
     return WritePlan(opts, plan, run_id)
 
 

@@ -313,10 +313,13 @@ def _finish(
     started = time.monotonic()
     m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
     if _where(m, plan) != _COMMITTED:
-        txn = plan.txn
-        why = "cancelled" if txn is None else (
-            f"app {txn.app_id!r} batch {txn.version} is already applied")
-        return _stats_all(plan, SKIPPED, why, started)
+        applied = _already_applied(ctx.store, m, plan.txn)
+        if applied is None:  # cancelled for another reason: its targets were aborted
+            raise ShardMapConflict(
+                f"table {plan.table_path!r}: overwrite job {plan.job_id} was cancelled (its "
+                "targets were aborted or lost before the swap); the table keeps its contents"
+            )
+        return _stats_all(plan, SKIPPED, applied, started)
     if built is not None:
         return built
     return [_stats(t, WRITTEN, message, started) for t in plan.shards]

@@ -231,7 +231,9 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
         ((path, _, _),) = targets
         sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
         create_union(path, sources_, table.store)
-    elif not _carry_records(table, srcs, [t[0] for t in targets], op):
+    elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
+        table, srcs, [t[0] for t in targets], op
+    ):
         return _cancel(table, op, [t[0] for t in targets])
 
     def complete(cur: ShardMap) -> ShardMap | None:
@@ -288,6 +290,22 @@ def _carry_records(
                         db.close()
                     except Fenced:
                         pass
+    return True
+
+
+def _targets_live(table: RescaleContext, op: PendingOp, targets: list[str]) -> bool:
+    """A replace's targets are all there, not destroyed: an abort of the overwrite (which
+    destroys them) or a lost database cancels the replace instead of swapping in databases
+    that hold nothing (docs/overwrite.md, "Retries")."""
+    for path in targets:
+        try:
+            stored = ManifestStore(table.store, path).try_read_latest()
+        except DatabaseDestroyed:
+            stored = None
+        if stored is None or stored.manifest.destroyed_at_s is not None:
+            log.warning("table %r: replace %s: target %r is gone (aborted?); cancelled",
+                        table.path, op.op_id, path)
+            return False
     return True
 
 

@@ -1,0 +1,235 @@
+"""Adversarial review of ``format("slatedb")``'s writers (spark_jobs.datasource_write,
+docs/spark.md): the driver's planning and commit under racing writers and odd inputs, stream
+batches with huge ids, task retries. The driver-side tests call the writer's own planning and
+commit functions (what ``writer()``/``commit()`` run) without a Spark session; the others run
+real Spark (``local[2,4]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table.ingest import (
+    SKIPPED,
+    WRITTEN,
+    IngestPlan,
+    attempt_dir,
+    plan_ingest,
+    stage_ssts,
+)
+from slatedb_core.table.ingest_seqs import MAX_STATED_SEQ
+from spark_jobs import datasource_write as dw
+from spark_jobs.datasource import SlateDBDataSource
+from spark_jobs.datasource_options import WriteOptions
+
+pytestmark = pytest.mark.spark
+
+PLAIN = StructType([StructField("k", StringType()), StructField("v", BinaryType())])
+COLUMNS = StructType([StructField("k", StringType()), StructField("n", LongType())])
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return (tmp_path / "store").as_uri()
+
+
+def contents(store: ObjectStore, path: str = "t") -> dict[bytes, bytes]:
+    with Table.open(path, store) as t:
+        return dict(t.scan())
+
+
+def options(url: str, schema: StructType, *, stream: bool = False, overwrite: bool = False,
+            **extra: str) -> WriteOptions:
+    opts = {"url": url, "path": "t", "key": "k", **extra}
+    if schema is PLAIN:
+        opts["value"] = "v"
+    return WriteOptions.parse(opts, schema, overwrite, stream=stream)
+
+
+def stage_rows(store: ObjectStore, wp: dw.WritePlan, plan: IngestPlan,
+               rows: Mapping[bytes, bytes], partition: int = 0) -> list[dw.StagedRef]:
+    """What one task of the writer stages, as the refs it hands to commit()."""
+    keys = sorted(rows)
+    b = pa.record_batch({"key": pa.array(keys, pa.binary()),
+                         "value": pa.array([rows[k] for k in keys], pa.binary())})
+    d = attempt_dir(plan, wp.run_id, partition, 0)
+    return [dw.StagedRef(s.shard.index, partition, 0, s.part, s.path, s.rows, s.bytes)
+            for s in stage_ssts(store, plan, d, 0, [b], partition=partition)]
+
+
+# ---- value encodings ----------------------------------------------------------------------------
+def test_an_encoded_append_into_a_table_of_plain_values_is_refused(url: str) -> None:
+    """FIXED. A table holding plain values (written with option 'value', the CLI or a Table
+    writer) records no encoding; an append of columns used to record its encoding over them,
+    after which every old value was read as a JSON row. Refused now, nothing recorded; an
+    empty table (or one this write creates) still takes it."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]) as t, t.writer(0) as db:
+        db.put(b"a", b"\x00plain bytes")
+    with pytest.raises(InvalidArgument, match=r"option 'value'.*plain values"):
+        dw.plan_write(options(url, COLUMNS))
+    with Table.open("t", store) as t:
+        assert t.value_encoding is None
+    # an empty table records it
+    with Table.create("e", store, [b"m"]):
+        pass
+    wp = dw.plan_write(WriteOptions.parse({"url": url, "path": "e", "key": "k"}, COLUMNS, False))
+    assert wp.plan is not None
+    with Table.open("e", store) as t:
+        assert t.value_encoding is not None and t.value_encoding.format == "json"
+
+
+def test_an_overwrite_swapped_in_while_an_append_plans_is_refused(
+    url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FIXED. An append checks the table's encoding, then plans on the latest map: an
+    overwrite (here of plain values over a table of JSON columns) committed in between used to
+    let the append's JSON rows into the new plain shards. The plan's map must hold the
+    encoding the append checked."""
+    store = open_store(url)
+    wp0 = dw.plan_write(options(url, COLUMNS))  # creates the table, records JSON columns
+    assert wp0.plan is not None
+
+    def racing(*args: object, **kwargs: object) -> IngestPlan:
+        with Table.open("t", store) as t:
+            t.overwrite([pa.record_batch({"key": pa.array([b"x"], pa.binary()),
+                                          "value": pa.array([b"raw"], pa.binary())})])
+        return plan_ingest(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("spark_jobs.datasource_write.plan_ingest", racing)
+    with pytest.raises(ShardMapConflict, match="value encoding"):
+        dw.plan_write(options(url, COLUMNS))
+    with Table.open("t", store) as t:
+        assert t.value_encoding is None
+    assert contents(store) == {b"x": b"raw"}
+
+
+# ---- exactly-once batches through the driver's commit -------------------------------------------
+def test_a_batch_committed_twice_by_the_driver_is_applied_once(url: str) -> None:
+    """Two writes of one (app_id, batch_version) planned together (a re-run started while
+    the first still ran) whose commits interleave: each shard applies the batch once, the
+    second write reports every shard SKIPPED, and a delete between them is not undone."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]):
+        pass
+    o = options(url, PLAIN, app_id="loader", batch_version="5")
+    first, second = dw.plan_write(o), dw.plan_write(o)
+    assert first.plan is not None and second.plan is not None
+    rows = {b"a": b"1", b"z": b"2"}
+    r1 = stage_rows(store, first, first.plan, rows)
+    r2 = stage_rows(store, second, second.plan, {b"a": b"other", b"z": b"other"})
+    s1 = dw.commit_refs(store, first.plan, first.run_id, r1)
+    assert [s.status for s in s1] == [WRITTEN, WRITTEN]
+    with Table.open("t", store) as t, t.writer(0) as db:
+        db.delete(b"a")
+    s2 = dw.commit_refs(store, second.plan, second.run_id, r2)
+    assert [s.status for s in s2] == [SKIPPED, SKIPPED]
+    assert contents(store) == {b"z": b"2"}
+    # a third plan of the same batch is settled on the driver: nothing to run
+    assert dw.plan_write(o).plan is None
+
+
+def test_stream_batches_with_huge_ids_keep_their_order(url: str) -> None:
+    """A stream stages batch b at seq_base + (b << 36): for ids whose seqs pass
+    MAX_STATED_SEQ the batch is staged at 0 and re-encoded at commit. Whatever the id, a later
+    batch's row wins over an earlier one's, and a delete written between batches is kept."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]):
+        pass
+    wp = dw.plan_write(options(url, PLAIN, stream=True))
+    assert wp.plan is not None and wp.plan.seq_base > 0
+    top = (MAX_STATED_SEQ - wp.plan.seq_base) >> 36  # the last id still staged at its seqs
+    ids = [0, 1, top - 1, top, top + 1, top + 2, 1 << 40]
+    for i, b in enumerate(ids):
+        plan = dw.batch_plan(wp, b, "app")
+        assert (plan.seq_base == 0) == (b > top - 1)
+        refs = stage_rows(store, wp, plan, {b"a": f"v{i}".encode(), b"z": f"v{i}".encode()})
+        stats = dw.commit_refs(store, plan, wp.run_id, refs)
+        assert {s.status for s in stats} == {WRITTEN}, stats
+        assert contents(store) == {b"a": f"v{i}".encode(), b"z": f"v{i}".encode()}, b
+        # the same batch re-run (a restarted query) is a no-op
+        again = stage_rows(store, wp, plan, {b"a": b"dup", b"z": b"dup"}, partition=1)
+        assert {s.status for s in dw.commit_refs(store, plan, wp.run_id, again)} == {SKIPPED}
+        with Table.open("t", store) as t, t.writer(1) as db:
+            db.delete(b"z")
+        assert b"z" not in contents(store)
+    with pytest.raises(InvalidArgument, match="batch id"):
+        dw.batch_plan(wp, -1, "app")
+
+
+# ---- real Spark ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def registered(spark: SparkSession) -> SparkSession:
+    spark.dataSource.register(SlateDBDataSource)
+    return spark
+
+
+def flaky_frame(spark: SparkSession, n: int, marker: Path) -> DataFrame:
+    """n rows in 4 partitions whose first attempt of partition 1 fails after producing some
+    rows (Spark retries it: local[2,4])."""
+
+    def fail_once(it):  # type: ignore[no-untyped-def]
+        ctx = TaskContext.get()
+        for i, row in enumerate(it):
+            if ctx is not None and ctx.partitionId() == 1 and ctx.attemptNumber() == 0 \
+                    and i == 3 and not marker.exists():
+                marker.write_text("failed once")
+                raise RuntimeError("injected task failure")
+            yield row
+
+    rows = [(f"k{i:04d}", f"v{i}".encode()) for i in range(n)]
+    df = spark.createDataFrame(rows, "k string, v binary").repartition(4, "k")
+    return df.rdd.mapPartitions(fail_once).toDF("k string, v binary")
+
+
+def test_a_retried_task_writes_its_rows_once(registered: SparkSession, url: str,
+                                             tmp_path: Path) -> None:
+    """A task attempt that fails mid-partition and is retried: the table holds every row
+    once, its staging is gone, and the same batch (app_id/batch_version) again is a no-op."""
+    spark = registered
+    marker = tmp_path / "failed"
+
+    def save(df: DataFrame, mode: str = "append") -> None:
+        (df.write.format("slatedb").option("url", url).option("path", "t").option("key", "k")
+         .option("value", "v").option("split_points", "k0100")
+         .option("app_id", "loader").option("batch_version", "1").mode(mode).save())
+
+    save(flaky_frame(spark, 200, marker))
+    assert marker.exists()
+    store = open_store(url)
+    want = {f"k{i:04d}".encode(): f"v{i}".encode() for i in range(200)}
+    assert contents(store) == want
+    assert not [m.path for m in store.list("t/_ingest/") if "/staged/" in m.path]
+    save(spark.createDataFrame([("k0001", b"again")], "k string, v binary"))
+    assert contents(store) == want
+    # an overwrite with a retried task too, and the version of the app moving on
+    marker.unlink()
+    (flaky_frame(spark, 50, marker).write.format("slatedb").option("url", url)
+     .option("path", "t").option("key", "k").option("value", "v")
+     .option("app_id", "loader").option("batch_version", "2").mode("overwrite").save())
+    assert marker.exists()
+    assert contents(store) == {f"k{i:04d}".encode(): f"v{i}".encode() for i in range(50)}
+    with Table.open("t", store) as t:
+        assert not t.shard_map.pending and t.value_encoding is None
+
+
+def test_spark_refuses_columns_into_a_plain_table(registered: SparkSession, url: str) -> None:
+    """FIXED (see the driver-side test): through real Spark, before any task runs."""
+    spark = registered
+    (spark.createDataFrame([("a", b"\x00raw")], "k string, v binary").write.format("slatedb")
+     .option("url", url).option("path", "t").option("key", "k").option("value", "v")
+     .mode("append").save())
+    with pytest.raises(Exception, match="plain values"):
+        (spark.createDataFrame([("b", 2)], "k string, n long").write.format("slatedb")
+         .option("url", url).option("path", "t").option("key", "k").mode("append").save())
+    got = spark.read.format("slatedb").option("url", url).option("path", "t").load()
+    assert got.columns == ["key", "value"]
+    assert [(bytes(r["key"]), bytes(r["value"])) for r in got.collect()] == [(b"a", b"\x00raw")]

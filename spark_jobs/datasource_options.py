@@ -4,6 +4,7 @@ on the driver before any task runs: a bad option raises InvalidArgument naming i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ __all__ = ["MODES", "WriteOptions"]
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 """Save modes: Spark's ``.mode()`` passes append or overwrite; the ``mode`` option the others."""
 _VALUE_FORMATS = ("json", "arrow")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _KNOWN = frozenset({
     "url", "path", "key", "value", "value_format", "tombstone", "split_points", "app_id",
     "batch_version", "mode", "run_bytes", "checkpointlocation", "checkpoint",
@@ -57,10 +59,10 @@ def _int(options: Mapping[str, str], name: str) -> int | None:
     v = _opt(options, name)
     if v is None:
         return None
-    try:
-        return int(v)
-    except ValueError:
-        raise InvalidArgument(f"option {name!r} must be an integer, got {v!r}") from None
+    # decimal ASCII digits only: int() also takes "1_0" and other scripts' digits
+    if _INTEGER.fullmatch(v.strip()) is None:
+        raise InvalidArgument(f"option {name!r} must be an integer, got {v!r}")
+    return int(v)
 
 
 @dataclass(frozen=True)

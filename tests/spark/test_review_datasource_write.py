@@ -22,6 +22,7 @@ from slatedb_core.table.ingest import (
     WRITTEN,
     IngestPlan,
     attempt_dir,
+    commit_shard,
     plan_ingest,
     stage_ssts,
 )
@@ -233,3 +234,57 @@ def test_spark_refuses_columns_into_a_plain_table(registered: SparkSession, url:
     got = spark.read.format("slatedb").option("url", url).option("path", "t").load()
     assert got.columns == ["key", "value"]
     assert [(bytes(r["key"]), bytes(r["value"])) for r in got.collect()] == [(b"a", b"\x00raw")]
+
+
+def test_a_stream_batch_rerun_after_a_partial_commit_and_a_split_is_completed_once(
+    url: str,
+) -> None:
+    """A micro-batch committed to shard 0 only (the driver died before shard 1); then shard 0
+    is split (its children carry the batch's record) and shard 1 too (they do not). The
+    restarted query (a new plan on the new map) re-runs the batch: the children of shard 0
+    skip it, those of shard 1 commit it, and a delete written into shard 0's range after the
+    partial commit is not undone."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]):
+        pass
+    o = options(url, PLAIN, stream=True)
+    wp = dw.plan_write(o)
+    assert wp.plan is not None
+    plan = dw.batch_plan(wp, 3, "stream:q")
+    rows = {b"a": b"3", b"c": b"3", b"n": b"3", b"x": b"3"}
+    refs = stage_rows(store, wp, plan, rows)
+    from_shard0 = [r for r in refs if r.shard == 0]
+    done = commit_shard(store, plan, wp.run_id, plan.shards[0], [r.path for r in from_shard0])
+    assert done.status == WRITTEN
+    with Table.open("t", store) as t:
+        with t.writer(0) as db:
+            db.delete(b"a")
+        t.split(0, b"b")
+        t.refresh()
+        t.split(2, b"w")
+    restarted = dw.plan_write(o)
+    assert restarted.plan is not None and len(restarted.plan.shards) == 4
+    plan2 = dw.batch_plan(restarted, 3, "stream:q")
+    stats = dw.commit_refs(store, plan2, restarted.run_id,
+                           stage_rows(store, restarted, plan2, rows))
+    assert [s.status for s in sorted(stats, key=lambda s: s.shard_index)] == [
+        SKIPPED, SKIPPED, WRITTEN, WRITTEN]
+    assert contents(store) == {b"c": b"3", b"n": b"3", b"x": b"3"}
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0664\u0662", "1e3", "0x10", "", " "])
+def test_batch_version_takes_plain_decimal_digits_only(url: str, text: str) -> None:
+    """FIXED. The option went through Python's int(), which also takes "1_0" (10) and other
+    scripts' digits ("\u0664\u0662" is 42): a typo became another batch version silently."""
+    with pytest.raises(InvalidArgument, match="option 'batch_version'"):
+        options(url, PLAIN, app_id="a", batch_version=text)
+
+
+def test_batch_version_edge_values(url: str) -> None:
+    """The version is 0..2**63-1 (Manifest.transactions), checked on the driver."""
+    assert options(url, PLAIN, app_id="a", batch_version="0").batch_version == 0
+    top = str((1 << 63) - 1)
+    assert options(url, PLAIN, app_id="a", batch_version=top).batch_version == (1 << 63) - 1
+    for bad in (str(1 << 63), "-1"):
+        with pytest.raises(InvalidArgument, match="batch_version"):
+            options(url, PLAIN, app_id="a", batch_version=bad)

@@ -26,6 +26,10 @@ LOCAL_CONF: dict[str, str] = {
     # format("slatedb") reads take the key filters (spark_jobs.datasource_read); PySpark refuses
     # a Python data source reader with pushFilters unless this is on (off by default in 4.x)
     "spark.sql.python.filterPushdown.enabled": "true",
+    # Python workers are forked from a daemon that has pyspark's worker modules, pyarrow and
+    # slatedb_core imported already (each new worker otherwise compiles pyspark from Spark's zip
+    # and imports the rest: ~2 s of CPU per worker; spark_jobs/worker_daemon.py)
+    "spark.python.daemon.module": "spark_jobs.worker_daemon",
 }
 
 

@@ -11,8 +11,10 @@ Options:
   shard-map version, so every partition reads one repeatable view that writes, compactions,
   rescales and the GC after planning cannot change. Nothing releases that snapshot when the query
   ends (the data source API has no such hook): its checkpoints expire after
-  ``snapshot_lifetime_s`` seconds (default 3600), and their expiry is what releases them (SlateDB
-  RFC 0004: a checkpoint with an expiry is dropped by the next manifest writer after it).
+  ``snapshot_lifetime_s`` seconds (default 3600), and their expiry is what releases them (an
+  expired checkpoint counts as gone and the garbage collector drops it: SlateDB RFC 0004,
+  :mod:`slatedb_core.checkpoints`). Each query without ``checkpoint`` adds one checkpoint per
+  shard until then: frequent queries may want a shorter lifetime.
   A query running longer than that may find its SSTs collected: raise the option for such reads.
 * ``batch_size``: rows per Arrow batch handed to Spark (default 65536).
 * ``max_partitions_per_shard``: the most Spark partitions one shard is cut into (default 256).
@@ -40,6 +42,7 @@ columns, decoded per batch (:mod:`spark_jobs.read_values`).
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -54,6 +57,7 @@ from slatedb_core import (
     DbReader,
     DbReaderOptions,
     KeyRange,
+    ManifestStore,
     ObjectStore,
     ReaderMode,
     Table,
@@ -276,6 +280,8 @@ class SlateDBReader(DataSourceReader):
             encoding = _decoding(table.value_encoding, self.schema)
             if snap is None:
                 snap = table.snapshot(lifetime=opts.snapshot_lifetime)
+            else:
+                _check_present(table.store, snap, opts.checkpoint)
             reads = plan_reads(table.store, snap, self.keys, opts)
         return [SlateDBPartition(r, encoding) for r in reads]
 
@@ -294,6 +300,18 @@ class SlateDBReader(DataSourceReader):
                     [batch.column(0), *(c.combine_chunks() for c in values.columns)],
                     schema=self.arrow_schema,
                 )
+
+
+def _check_present(store: ObjectStore, snap: TableSnapshot, name: str | None) -> None:
+    """InvalidArgument naming the option if a checkpoint of the named snapshot is gone (expired
+    or released): its reads would fail in the tasks."""
+    for shard, cid in zip(snap.shards, snap.checkpoints, strict=True):
+        cp = ManifestStore(store, shard.db_path).read_latest().manifest.checkpoint(cid)
+        if cp is None or cp.is_expired(time.time()):
+            raise InvalidArgument(
+                f"option 'checkpoint': snapshot {name!r} has expired or was released "
+                f"(checkpoint {cid} of {shard.db_path!r} is gone)"
+            )
 
 
 def _decoding(encoding: ValueEncoding | None, schema: StructType) -> str | None:

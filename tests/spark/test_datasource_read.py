@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
@@ -323,3 +324,14 @@ def test_encoded_values_read_back_as_their_columns(
     assert not want
     one = got.where((KEY() == _b("k007")) & (F.col("n") > 3)).collect()
     assert [r["n"] for r in one] == [7]
+
+
+def test_a_named_snapshot_that_expired_fails_naming_the_option(store_url: str) -> None:
+    make_table(store_url, 50)
+    store = open_store(store_url)
+    with Table.open(TABLE, store) as t:
+        t.snapshot(timedelta(seconds=1), name="brief")
+    time.sleep(2.1)  # expiry times are whole seconds
+    reader = SlateDBReader({"url": store_url, "path": TABLE, "checkpoint": "brief"}, KV)
+    with pytest.raises(InvalidArgument, match="option 'checkpoint': snapshot 'brief' has expired"):
+        reader.partitions()

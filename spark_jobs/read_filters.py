@@ -9,8 +9,12 @@ the partitions overlapping the range and answers exact keys with point lookups (
 bloom filters, docs/format.md) instead of a scan. Every folded filter is applied exactly, so none
 of them goes back to Spark; the others (value columns, ``NOT``, ``endswith``, ...) do.
 
-A binary column's literals arrive as ``bytes`` (or ``bytearray``); a filter whose literal is of
-another type (a string compared with the binary key after a cast, say) is left to Spark.
+A binary column's literals arrive as ``bytes`` (Spark 4.3: ``key == "k1"`` casts the string literal
+to binary, and ``IN`` lists arrive as lists of bytes); a filter whose literal is of another type
+is left to Spark. Spark 4.3 never pushes a prefix test on a binary column: ``startswith(key,
+X'6B30')`` stays a Spark filter over a full read, and ``key LIKE 'k0%'`` compares
+``cast(key as string)``; write ``key >= p AND key < p'`` (:func:`prefix_end`) for a narrowed scan.
+:class:`StringStartsWith` is still folded when it comes with bytes.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ identifiers): the manifest record (``Manifest.transactions``), ``Db.ingest_ssts(
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -345,13 +347,20 @@ def test_racing_jobs_of_one_batch_commit_a_shard_once(local: ObjectStore) -> Non
     barrier = threading.Barrier(len(plans))
 
     def run(i: int) -> None:
+        # Each attempt's open fences the others: without a pause they can fence each other
+        # for a long time (a CI run under load saw 20 attempts each fenced); like Spark's task
+        # retries, back off (with jitter) and retry until one wins.
+        rng = random.Random(i)
         barrier.wait()
-        for attempt in range(20):
+        deadline = time.monotonic() + 120
+        attempt = 0
+        while time.monotonic() < deadline:
             try:
                 results[i] = commit(local, plans[i], "run", staged[i], 0, attempt=attempt)
                 return
             except Fenced:
-                continue
+                attempt += 1
+                time.sleep(rng.uniform(0, 0.01 * min(attempt, 20)))
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(plans))]
     for th in threads:

@@ -16,6 +16,9 @@ Options:
   :mod:`slatedb_core.checkpoints`). Each query without ``checkpoint`` adds one checkpoint per
   shard until then: frequent queries may want a shorter lifetime.
   A query running longer than that may find its SSTs collected: raise the option for such reads.
+* ``key_type``: ``binary`` (default) or ``string``: the key column as UTF-8 text (a key that is
+  not UTF-8 fails the read). Spark 4.3 pushes ``startswith`` (and string comparisons) only on a
+  string column: read string keys as strings to have prefixes answered by a narrowed scan.
 * ``batch_size``: rows per Arrow batch handed to Spark (default 65536).
 * ``max_partitions_per_shard``: the most Spark partitions one shard is cut into (default 256).
 * ``partition_bytes``: partitions of a shard are merged until each reads about this many bytes
@@ -51,7 +54,7 @@ from datetime import timedelta
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from slatedb_core import (
     DbReader,
@@ -82,6 +85,8 @@ __all__ = [
     "read_schema",
 ]
 
+KEY_TYPES = ("binary", "string")
+"""How a read presents keys (option ``key_type``)."""
 POINTS_PER_PARTITION = 100_000
 """Exact keys (``=``/``IN``) looked up by one task."""
 
@@ -100,6 +105,7 @@ class ReadOptions:
     url: str
     path: str
     checkpoint: str | None
+    key_type: str
     snapshot_lifetime: timedelta
     batch_size: int
     max_partitions_per_shard: int
@@ -119,10 +125,16 @@ class ReadOptions:
                 f"option 'snapshot_lifetime_s' must be a positive number of seconds, "
                 f"got {options.get('snapshot_lifetime_s')!r}"
             )
+        key_type = (_text(options, "key_type") or "binary").lower()
+        if key_type not in KEY_TYPES:
+            raise InvalidArgument(
+                f"option 'key_type' must be one of {KEY_TYPES}, got {options.get('key_type')!r}"
+            )
         return ReadOptions(
             url,
             path,
             _text(options, "checkpoint"),
+            key_type,
             timedelta(seconds=lifetime),
             int(_number(options, "batch_size", int)),
             int(_number(options, "max_partitions_per_shard", int)),
@@ -184,8 +196,8 @@ def check_read_options(options: Mapping[str, str]) -> None:
             _named(table, opts.checkpoint)
 
 
-def _schema_of(encoding: ValueEncoding | None) -> StructType:
-    key = StructField(KEY_COLUMN, BinaryType(), True)
+def _schema_of(encoding: ValueEncoding | None, key_type: str = "binary") -> StructType:
+    key = StructField(KEY_COLUMN, StringType() if key_type == "string" else BinaryType(), True)
     if encoding is None:
         return StructType([key, StructField("value", BinaryType(), True)])
     return StructType([key, *value_schema(encoding).fields])
@@ -198,7 +210,7 @@ def read_schema(options: Mapping[str, str]) -> StructType:
     with _open_table(opts) as table:
         if opts.checkpoint is not None:
             _named(table, opts.checkpoint)
-        return _schema_of(table.value_encoding)
+        return _schema_of(table.value_encoding, opts.key_type)
 
 
 # ---- planning ----------------------------------------------------------------------------------
@@ -277,7 +289,7 @@ class SlateDBReader(DataSourceReader):
             snap = None if opts.checkpoint is None else _named(table, opts.checkpoint)
             if self.keys.is_empty:
                 return []
-            encoding = _decoding(table.value_encoding, self.schema)
+            encoding = _decoding(table.value_encoding, self.schema, opts.key_type)
             if snap is None:
                 snap = table.snapshot(lifetime=opts.snapshot_lifetime)
             else:
@@ -292,6 +304,8 @@ class SlateDBReader(DataSourceReader):
         columns = StructType(self.schema.fields[1:])
         for batch in read_partition(open_store(self.options.url), partition,
                                     self.options.batch_size):
+            if self.options.key_type == "string":
+                batch = _keys_as_text(batch)
             if partition.encoding is None:
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
             else:
@@ -300,6 +314,18 @@ class SlateDBReader(DataSourceReader):
                     [batch.column(0), *(c.combine_chunks() for c in values.columns)],
                     schema=self.arrow_schema,
                 )
+
+
+def _keys_as_text(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its keys as UTF-8 text (option key_type=string); InvalidArgument naming
+    the option for a key that is not UTF-8."""
+    try:
+        keys = batch.column(0).cast(pa.string())
+    except pa.ArrowInvalid as e:
+        raise InvalidArgument(
+            f"option 'key_type': a key is not UTF-8 text ({e}); read with key_type=binary"
+        ) from None
+    return pa.RecordBatch.from_arrays([keys, *batch.columns[1:]], names=batch.schema.names)
 
 
 def _check_present(store: ObjectStore, snap: TableSnapshot, name: str | None) -> None:
@@ -314,16 +340,16 @@ def _check_present(store: ObjectStore, snap: TableSnapshot, name: str | None) ->
             )
 
 
-def _decoding(encoding: ValueEncoding | None, schema: StructType) -> str | None:
+def _decoding(encoding: ValueEncoding | None, schema: StructType, key_type: str) -> str | None:
     """How to turn the stored values into ``schema``'s columns: None (as they are: the table
     records no encoding, or the query asks for ``key binary, value binary``) or the format."""
-    raw = _schema_of(None)
+    raw = _schema_of(None, key_type)
     if schema.fieldNames() == raw.fieldNames() and schema == raw:
         return None
     if encoding is None or not schema.fields or schema.fields[0].name != KEY_COLUMN:
         raise InvalidArgument(
             f"the query's columns {schema.simpleString()} are not the table's "
-            f"{_schema_of(encoding).simpleString()}"
+            f"{_schema_of(encoding, key_type).simpleString()}"
         )
     return encoding.format
 

@@ -71,6 +71,10 @@ def _literal(value: object) -> bytes | None:
         return value
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
+    if isinstance(value, str):
+        # a key read as a string (read option key_type=string): Spark orders strings by their
+        # UTF-8 bytes (the default UTF8_BINARY collation), as the keys are stored
+        return value.encode("utf-8")
     return None
 
 

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
     StringEndsWith,
     StringStartsWith,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from slatedb_core import open_store
 from slatedb_core.errors import InvalidArgument
@@ -160,7 +160,7 @@ def test_every_filter_returns_what_spark_alone_returns(
 def test_spark_passes_binary_literals_and_the_reader_keeps_only_what_it_cannot_apply() -> None:
     ends = StringEndsWith(("key",), "x")
     value = EqualTo(("value",), b"v")
-    text = EqualTo(("key",), "k1")  # not bytes: left to Spark
+    text = EqualTo(("key",), 1)  # neither bytes nor text: left to Spark
     filters: list[Filter] = [
         IsNotNull(("key",)),
         GreaterThanOrEqual(("key",), b"k0100"),
@@ -335,3 +335,40 @@ def test_a_named_snapshot_that_expired_fails_naming_the_option(store_url: str) -
     reader = SlateDBReader({"url": store_url, "path": TABLE, "checkpoint": "brief"}, KV)
     with pytest.raises(InvalidArgument, match="option 'checkpoint': snapshot 'brief' has expired"):
         reader.partitions()
+
+
+def test_string_keys_push_prefixes_and_comparisons(spark_ds: SparkSession, store_url: str) -> None:
+    """With key_type=string the key is text: Spark 4.3 then pushes startswith (it never does on a
+    binary column) and string comparisons, folded as their UTF-8 bytes."""
+    rows = make_table(store_url)
+    text = {k.decode(): v for k, v in rows.items()}
+    df = load(spark_ds, store_url, key_type="string")
+    assert df.schema["key"].dataType.simpleString() == "string"
+    assert {r["key"]: bytes(r["value"]) for r in df.collect()} == text
+    got = load(spark_ds, store_url, key_type="string").where(F.col("key").startswith("k01"))
+    assert {r["key"]: bytes(r["value"]) for r in got.collect()} == {
+        k: v for k, v in text.items() if k.startswith("k01")}
+    got = load(spark_ds, store_url, key_type="string").where(
+        (F.col("key") >= "k0390") | (F.col("key") == "k0007"))
+    assert {r["key"] for r in got.collect()} == {k for k in text if k >= "k0390" or k == "k0007"}
+    schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    reader = SlateDBReader({"url": store_url, "path": TABLE, "key_type": "string"}, schema)
+    assert list(reader.pushFilters([StringStartsWith(("key",), "k01")])) == []
+    parts = [p for p in reader.partitions() if isinstance(p, SlateDBPartition)]
+    ranges = [r.key_range for p in parts for r in p.reads]  # the prefix's range, per shard
+    assert ranges and all(
+        r.start is not None and r.end is not None and b"k01" <= r.start and r.end <= b"k02"
+        for r in ranges
+    )
+
+
+def test_a_key_that_is_not_utf8_fails_a_string_read(spark_ds: SparkSession, store_url: str) -> None:
+    Table.create(TABLE, open_store(store_url)).close()
+    with Table.open(TABLE, open_store(store_url)) as t, t.writer(0) as db:
+        db.put(b"\xff\xfe", b"v")
+        db.flush_memtable()
+    with pytest.raises(Exception, match="option 'key_type'"):
+        load(spark_ds, store_url, key_type="string").collect()
+    with pytest.raises(Exception, match="option 'key_type'"):
+        load(spark_ds, store_url, key_type="utf16").collect()
+    assert as_dict(load(spark_ds, store_url)) == {b"\xff\xfe": b"v"}

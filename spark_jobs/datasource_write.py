@@ -113,6 +113,8 @@ class StagedRefs(WriterCommitMessage):
     refs: tuple[StagedRef, ...]
     query_id: str | None = None
     """A stream task's query id (Spark's local property ``sql.streaming.queryId``)."""
+    plan: WritePlan | None = None
+    """A stream task's plan: the commit must use it (see SlateDBStreamWriter.commit)."""
 
 
 @dataclass(frozen=True)
@@ -444,7 +446,17 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRefs:
         plan = batch_plan(self.wp, self._batch_id(), None)
         return StagedRefs(stage_partition(self.wp, plan, iterator),
-                          _task_property("sql.streaming.queryId"))
+                          _task_property("sql.streaming.queryId"), self.wp)
+
+    def _staged_plan(self, messages: Sequence[WriterCommitMessage | None]) -> WritePlan:
+        """The plan the batch's tasks staged with. PySpark creates a new stream writer for each
+        commit (pyspark/sql/worker/python_streaming_sink_runner.py), so ``self.wp`` was planned
+        afresh at commit time: another seq base, shard map and job than the staged SSTs'."""
+        plans = {m.plan.run_id: m.plan for m in messages
+                 if isinstance(m, StagedRefs) and m.plan is not None}
+        if len(plans) > 1:
+            raise InvalidArgument(f"tasks of one micro-batch staged under runs {sorted(plans)}")
+        return plans.popitem()[1] if plans else self.wp
 
     def _app_id(self, messages: Sequence[WriterCommitMessage | None]) -> str:
         if self.wp.options.app_id is not None:
@@ -458,7 +470,9 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
         refs = _refs(messages)
         if not refs:
             return  # no rows in this micro-batch: nothing to commit
-        _commit(self.wp, batch_plan(self.wp, batchId, self._app_id(messages)), refs)
+        wp = self._staged_plan(messages)
+        _commit(wp, batch_plan(wp, batchId, self._app_id(messages)), refs)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _abort(self.wp, batch_plan(self.wp, batchId, None))
+        wp = self._staged_plan(messages)
+        _abort(wp, batch_plan(wp, batchId, None))

@@ -18,6 +18,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
+from slatedb_core.layout import sst_path
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.ingest import (
     SKIPPED,
@@ -297,9 +300,10 @@ def test_an_overwrite_under_a_running_stream_leaves_each_batch_applied_once(
     registered: SparkSession, url: str, tmp_path: Path,
 ) -> None:
     """A running query (file source) whose table is overwritten between two micro-batches:
-    the batch before is replaced by the overwrite (it came before it), the batch after lands
-    in the new shards (Spark asks the source for a writer per micro-batch, so each batch plans
-    on the map of its time: docs/spark.md says the next batch fails, it does better), and a
+    the batch before is replaced by the overwrite (it came before it); the batch after lands
+    in the new shards (PySpark plans the write of every micro-batch again: docs/spark.md says
+    the next batch fails, which only happens when the overwrite lands inside a batch, see
+    test_a_stream_commit_uses_the_plan_its_tasks_staged_with); a delete after it holds, and a
     restart from the checkpoint applies nothing twice."""
     spark = registered
     store = open_store(url)
@@ -336,6 +340,11 @@ def test_an_overwrite_under_a_running_stream_leaves_each_batch_applied_once(
         q.stop()
     after = {b"b": b"ow", b"y": b"ow", b"c": b"1", b"z": b"1"}
     assert contents(store) == after
+    with Table.open("t", store) as t, t.writer(1) as db:
+        db.delete(b"z")
+        db.flush_memtable()
+    assert b"z" not in contents(store)
+    assert_seqs_below_last_l0_seq(store)
     with Table.open("t", store) as t:
         t.overwrite([])  # empty the table: a restart that re-applied a batch would show it
     q = start()
@@ -345,3 +354,54 @@ def test_an_overwrite_under_a_running_stream_leaves_each_batch_applied_once(
     finally:
         q.stop()
     assert contents(store) == {b"d": b"2"}
+
+
+def assert_seqs_below_last_l0_seq(store: ObjectStore) -> None:
+    """Every row of every shard's L0 carries a seq at or below its manifest's last_l0_seq (a
+    writer opened later writes above that: docs/format.md, "Ingested SSTs")."""
+    with Table.open("t", store) as t:
+        for sh in t.shards:
+            m = ManifestStore(store, sh.db_path).read_latest().manifest
+            for sst in m.ssts:
+                rows = SstReader.open(store, sst_path(sh.db_path, sst.id)).read_all()
+                assert max(rows.column("seq").to_pylist()) <= m.last_l0_seq, sh.db_path
+
+
+def test_a_stream_commit_uses_the_plan_its_tasks_staged_with(url: str) -> None:
+    """FIXED. PySpark creates a NEW stream writer for every micro-batch commit
+    (pyspark/sql/worker/python_streaming_sink_runner.py calls ``streamWriter()`` again), so
+    ``commit()`` planned the write afresh: another seq base, shard map and job than the tasks
+    staged with. After an overwrite (fresh shards, low seqs) the commit stated seqs far below
+    the rows' own: the shard's last_l0_seq ended below its rows, a delete written afterwards
+    got a lower seq than the row it deletes (SlateDB orders versions by seq: the key comes
+    back for it and for compaction), and the batch went into shards its tasks never routed
+    for. The tasks' plan now travels in their messages and the commit uses it: a batch staged
+    on retired shards is refused (ShardMapConflict), and re-run after the restart."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]):
+        pass
+    o = options(url, PLAIN, stream=True, app_id="s")
+    first = dw.plan_write(o)
+    assert first.plan is not None
+    plan = dw.batch_plan(first, 1000, "s")  # a long-running query: the shards' seqs high
+    dw.commit_refs(store, plan, first.run_id, stage_rows(store, first, plan, {b"a": b"0"}))
+    started = dw.plan_write(o)  # the query restarts: its tasks get this plan
+    with Table.open("t", store) as t:
+        t.overwrite([])  # fresh shards, seqs from SEQ_GAP
+    rows = {b"a": b"1001", b"b": b"1001"}
+    plan = dw.batch_plan(started, 1001, None)
+    messages = [dw.StagedRefs(tuple(stage_rows(store, started, plan, rows)), None, started)]
+    with pytest.raises(ShardMapConflict):  # committed by the writer Spark creates for it
+        dw.SlateDBStreamWriter(dw.plan_write(o)).commit(list(messages), 1001)
+    assert contents(store) == {}
+    restarted = dw.plan_write(o)
+    plan = dw.batch_plan(restarted, 1001, None)
+    messages = [dw.StagedRefs(tuple(stage_rows(store, restarted, plan, rows)), None, restarted)]
+    dw.SlateDBStreamWriter(dw.plan_write(o)).commit(list(messages), 1001)
+    assert contents(store) == rows
+    assert_seqs_below_last_l0_seq(store)
+    with Table.open("t", store) as t, t.writer(0) as db:
+        db.delete(b"a")
+        db.flush_memtable()
+    assert contents(store) == {b"b": b"1001"}
+    assert_seqs_below_last_l0_seq(store)

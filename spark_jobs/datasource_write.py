@@ -62,7 +62,6 @@ from slatedb_core.table.ingest import (
     delete_staging,
     plan_ingest,
 )
-from slatedb_core.table.ingest_seqs import MAX_STATED_SEQ
 from slatedb_core.table.ingest_txn import check_txn, table_app_versions
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from spark_jobs.datasource_options import WriteOptions
@@ -86,12 +85,6 @@ __all__ = [
     "WritePlan",
     "plan_write",
 ]
-
-_BATCH_SEQ_BITS = 36
-"""A stream's batch ``b`` stages its rows at ``seq_base + (b << 36)`` onwards: each batch's
-seqs above the last one's (2^24 partitions of 2^12 runs per batch), so its SSTs link as staged;
-past MAX_STATED_SEQ they are re-encoded at commit (slatedb_core.table.ingest_seqs)."""
-
 
 @dataclass(frozen=True, slots=True)
 class StagedRef:
@@ -218,15 +211,18 @@ def plan_write(opts: WriteOptions) -> WritePlan:
 
 
 def batch_plan(wp: WritePlan, batch_id: int, app_id: str | None) -> IngestPlan:
-    """The ingest plan of micro-batch ``batch_id`` of a stream planned (:func:`plan_write`) when
-    the query (re)started: the table's shard map and seq base then, a job of its own."""
+    """The ingest plan of micro-batch ``batch_id`` of a stream planned by :func:`plan_write`
+    (for that batch: PySpark plans each one): the shard map and seq base then, a job of its
+    own."""
     assert wp.plan is not None
     if batch_id < 0:
         raise InvalidArgument(f"batch id must be >= 0, got {batch_id}")
-    base = wp.plan.seq_base
-    seq_base = base + (batch_id << _BATCH_SEQ_BITS) if base else 0
-    if seq_base + (1 << _BATCH_SEQ_BITS) > MAX_STATED_SEQ:
-        seq_base = 0  # staged at seq 0 and re-encoded at commit
+    # The plan's own base: PySpark plans every micro-batch's write again (plan_write), above
+    # the seqs of every batch before. (An offset per batch id on top of it made the seqs grow
+    # with the square of the batch count, past MAX_STATED_SEQ after some 10^4 batches, from
+    # when on every batch was re-encoded.) A plan used for several batches still orders them:
+    # the commit re-encodes rows staged below the shard's seqs (ingest_seqs).
+    seq_base = wp.plan.seq_base
     txn = None if app_id is None else AppVersion(app_id, batch_id)
     return dataclasses.replace(
         wp.plan, job_id=f"{wp.plan.job_id}b{batch_id}", seq_base=seq_base, txn=txn

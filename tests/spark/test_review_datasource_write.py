@@ -144,19 +144,18 @@ def test_a_batch_committed_twice_by_the_driver_is_applied_once(url: str) -> None
 
 
 def test_stream_batches_with_huge_ids_keep_their_order(url: str) -> None:
-    """A stream stages batch b at seq_base + (b << 36): for ids whose seqs pass
-    MAX_STATED_SEQ the batch is staged at 0 and re-encoded at commit. Whatever the id, a later
-    batch's row wins over an earlier one's, and a delete written between batches is kept."""
+    """Batch ids up to 2**40 through one plan (the ids once set the staged seqs: seq_base +
+    (b << 36), staged at 0 past MAX_STATED_SEQ): whatever the id, a later batch's row wins over
+    an earlier one's, a re-run is a no-op and a delete written between batches is kept."""
     store = open_store(url)
     with Table.create("t", store, [b"m"]):
         pass
     wp = dw.plan_write(options(url, PLAIN, stream=True))
     assert wp.plan is not None and wp.plan.seq_base > 0
-    top = (MAX_STATED_SEQ - wp.plan.seq_base) >> 36  # the last id still staged at its seqs
+    top = (MAX_STATED_SEQ - wp.plan.seq_base) >> 36
     ids = [0, 1, top - 1, top, top + 1, top + 2, 1 << 40]
     for i, b in enumerate(ids):
-        plan = dw.batch_plan(wp, b, "app")
-        assert (plan.seq_base == 0) == (b > top - 1)
+        plan = dw.batch_plan(wp, b, "app")  # one plan for every batch: later ones re-encode
         refs = stage_rows(store, wp, plan, {b"a": f"v{i}".encode(), b"z": f"v{i}".encode()})
         stats = dw.commit_refs(store, plan, wp.run_id, refs)
         assert {s.status for s in stats} == {WRITTEN}, stats
@@ -405,3 +404,22 @@ def test_a_stream_commit_uses_the_plan_its_tasks_staged_with(url: str) -> None:
         db.flush_memtable()
     assert contents(store) == {b"b": b"1001"}
     assert_seqs_below_last_l0_seq(store)
+
+
+def test_stream_seqs_grow_with_the_batch_count_not_its_square(url: str) -> None:
+    """FIXED. PySpark plans every micro-batch's write again, so each batch's base is already
+    above the batch before; the batch id added (b << 36) on top of it made the seqs grow with
+    the square of the batch count: about 2**43 after 12 batches, past MAX_STATED_SEQ after some
+    10^4, from when on every batch's SSTs were re-encoded at commit instead of linked."""
+    store = open_store(url)
+    with Table.create("t", store, [b"m"]):
+        pass
+    o = options(url, PLAIN, stream=True, app_id="s")
+    for b in range(12):
+        wp = dw.plan_write(o)  # what Spark does for every micro-batch
+        plan = dw.batch_plan(wp, b, "s")
+        stats = dw.commit_refs(store, plan, wp.run_id,
+                               stage_rows(store, wp, plan, {b"a": str(b).encode()}))
+        assert {s.status for s in stats} == {WRITTEN}
+    assert plan.seq_base < 13 << 32, plan.seq_base.bit_length()
+    assert contents(store) == {b"a": b"11"}

@@ -31,6 +31,7 @@ import hashlib
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.spark_ingest_bench import (  # the same rows as the ingest benchmark
+    KEY_BYTES,
+    VALUE_BYTES,
+    generate,
+    split_points,
+)
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from spark_jobs.datasource import SlateDBDataSource
@@ -52,7 +61,6 @@ from spark_jobs.read import read_table
 from spark_jobs.read_filters import prefix_end
 from spark_jobs.session import SessionOptions, get_session
 
-KEY_BYTES, VALUE_BYTES = 16, 100
 QUERIES = ("full", "eq", "in", "range")
 READERS = ("slatedb", "read_table", "parquet", "floor")
 
@@ -93,22 +101,6 @@ class FloorSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
-
-
-def generate(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
-    """bench/spark_ingest_bench.py's rows: keys and values from SHA-2 of the row number."""
-    h = F.sha2(F.col("id").cast("string"), 512)  # 128 hex digits = 64 bytes
-    return spark.range(0, rows, numPartitions=partitions).select(
-        F.unhex(F.substring(F.sha2(F.col("id").cast("string"), 256), 1, 2 * KEY_BYTES)).alias(
-            "key"
-        ),
-        F.unhex(F.concat(h, F.substring(h, 1, 2 * (VALUE_BYTES - 64)))).alias("value"),
-    )
-
-
-def split_points(shards: int) -> list[bytes]:
-    """Keys are uniform (SHA-256 prefixes): cut the byte space evenly."""
-    return [int(i * 65536 / shards).to_bytes(2, "big") for i in range(1, shards)]
 
 
 def key_of(i: int) -> bytes:

@@ -54,13 +54,13 @@ from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.ingest import (
-    REFUSED,
     SKIPPED,
     IngestPlan,
     ShardIngestStats,
     commit_shard,
     delete_staging,
     plan_ingest,
+    raise_if_refused,
 )
 from slatedb_core.table.ingest_txn import check_txn, table_app_versions
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
@@ -355,15 +355,7 @@ def commit_refs(
     stats = [*skipped, *(f.result() for f in futures)]
     # every shard records the batch, rows or none: a re-run with other rows writes none either
     stats += record_empty_shards(store, plan, run_id, {s.shard_index for s in stats}, None)
-    refused = [s for s in stats if s.status == REFUSED]
-    if refused:
-        raise ShardMapConflict(
-            f"write {plan.job_id}: the shard map changed after planning (map "
-            f"{plan.shard_map.id}); {len(refused)} shard(s) not written: "
-            + "; ".join(f"shard {s.shard_index}: {s.message}" for s in refused)
-            + "; the others are committed: write again (with the same app_id/batch_version, "
-            "only the missing shards are)"
-        )
+    raise_if_refused("write", plan, stats)
     return stats
 
 

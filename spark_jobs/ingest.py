@@ -106,17 +106,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from slatedb_core import Table, open_store
-from slatedb_core.errors import InvalidArgument, ShardMapConflict, SlateDBError
+from slatedb_core.errors import InvalidArgument, SlateDBError
 from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.table.ingest import (
-    REFUSED,
     WRITTEN,
     IngestPlan,
     ShardIngestStats,
     check_txn,
     delete_staging,
     plan_ingest,
+    raise_if_refused,
 )
 from spark_jobs.compact import SparkCompactionStats, compact
 from spark_jobs.ingest_tasks import (
@@ -399,13 +399,7 @@ def ingest(
             "pass compact_l0_at, or ingest fewer, larger partitions", plan.job_id, crowded,
             l0_max,
         )
-    refused = [s for s in rows if s.status == REFUSED]
-    if refused:
-        raise ShardMapConflict(
-            f"ingest {plan.job_id}: the shard map changed after planning (map {plan.shard_map.id});"
-            f" {len(refused)} shard(s) not written: "
-            + "; ".join(f"shard {s.shard_index}: {s.message}" for s in refused)
-        )
+    raise_if_refused("ingest", plan, rows)
     return out
 
 

@@ -124,6 +124,7 @@ __all__ = [
     "commit_shard",
     "delete_staging",
     "plan_ingest",
+    "raise_if_refused",
     "stage_ssts",
     "table_app_versions",
 ]
@@ -471,3 +472,18 @@ def _read_marker(store: ObjectStore, path: str) -> dict[str, object] | None:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
+
+
+def raise_if_refused(job: str, plan: IngestPlan, stats: Sequence[ShardIngestStats]) -> None:
+    """ShardMapConflict naming the shards a job's commits refused (the shard map changed after
+    planning), if any: the job's other shards are committed, so the caller writes again (with
+    an app id and batch version, only the missing shards are written)."""
+    refused = [s for s in stats if s.status == REFUSED]
+    if refused:
+        raise ShardMapConflict(
+            f"{job} {plan.job_id}: the shard map changed after planning (map "
+            f"{plan.shard_map.id}); {len(refused)} shard(s) not written: "
+            + "; ".join(f"shard {s.shard_index}: {s.message}" for s in refused)
+            + "; the others are committed: write again (with the same app_id/batch_version, "
+            "only the missing shards are)"
+        )

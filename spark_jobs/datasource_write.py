@@ -51,7 +51,6 @@ from pyspark.sql.datasource import (
 from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
 from slatedb_core.errors import DatabaseNotFound, ObjectAlreadyExists, SlateDBError
 from slatedb_core.manifest.model import AppVersion
-from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.ingest import (
     SKIPPED,
@@ -62,7 +61,12 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     raise_if_refused,
 )
-from slatedb_core.table.ingest_txn import check_txn, table_app_versions
+from slatedb_core.table.ingest_txn import (
+    applied_message,
+    check_txn,
+    shard_app_versions,
+    table_app_versions,
+)
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from spark_jobs.datasource_options import WriteOptions
 from spark_jobs.ingest_tasks import (
@@ -313,22 +317,19 @@ def _already_applied(
     a later one), read without opening a writer: records only grow, so this settles them, and a
     re-run of a committed batch fences no live writer. The others are decided by commit_shard,
     under the fence."""
-    assert plan.txn is not None
-    out = []
-    for index in indexes:
-        shard = plan.shards[index]
-        stored = ManifestStore(store, shard.db_path).try_read_latest()
-        recorded = None if stored is None else stored.manifest.app_version(plan.txn.app_id)
-        if recorded is not None and recorded >= plan.txn.version:
-            out.append(ShardIngestStats(
-                shard_index=index, shard_id=shard.shard_id, db_path=shard.db_path,
-                status=SKIPPED,
-                message=f"app {plan.txn.app_id!r} batch {plan.txn.version} already applied "
-                        f"(recorded {recorded})",
-                rows=0, ssts=0, bytes=0, manifest_id=stored.id if stored else 0,
-                writer_epoch=0, partition=-1, attempt=0, duration_s=0.0,
-            ))
-    return out
+    txn = plan.txn
+    assert txn is not None
+    shards = [plan.shards[i] for i in indexes]
+    recorded = shard_app_versions(store, shards, txn.app_id)  # concurrent manifest reads
+    return [
+        ShardIngestStats(
+            shard_index=s.index, shard_id=s.shard_id, db_path=s.db_path, status=SKIPPED,
+            message=applied_message(txn, recorded[s.index]), rows=0, ssts=0, bytes=0,
+            manifest_id=0, writer_epoch=0, partition=-1, attempt=0, duration_s=0.0,
+        )
+        for s in shards
+        if (v := recorded[s.index]) is not None and v >= txn.version
+    ]
 
 
 def commit_refs(

@@ -49,6 +49,10 @@ def settings(*, compactor: bool = True, gc: bool = False, **extra: Any) -> sdb.S
     return s
 
 
+SHUTDOWN_TIMEOUT_S = 60.0
+"""How long closing one SlateDB handle may take in a test's teardown."""
+
+
 class Oracle:
     """The wheel on the local directory ``root``: one event loop, closed by :meth:`close`."""
 
@@ -94,8 +98,10 @@ class Oracle:
         """Shut down whatever a test left open (errors of fenced or closed handles ignored)."""
         for shutdown in reversed(self._open):
             try:
-                self.run(shutdown())
-            except sdb.Error:
+                # bounded: a CI run saw a SlateDB handle's shutdown hang after its test had timed
+                # out, and the unbounded teardown held the whole run until CI's limit
+                self.run(asyncio.wait_for(shutdown(), SHUTDOWN_TIMEOUT_S))
+            except (sdb.Error, TimeoutError):
                 pass
         self._open.clear()
         self.loop.close()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -491,31 +492,49 @@ def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     assert not any(is_temp_name(m.path) for m in tp.inner.list("db"))
 
 
-def _create_in_process(args: tuple[str, str, int]) -> bool:
+def _create_in_process(args: tuple[str, str, int], results: Any) -> None:
     store_dir, txn_url, t = args
     store = open_two_phase(NoConditionalWrites(open_store(store_dir)), txn_url)
     try:
         SequencedStore(store, "db", "manifest", "manifest").create(1, f"process {t}".encode())
+        results.put((t, True))
     except VersionExists:
-        return False
+        results.put((t, False))
     finally:
         store.close()
-    return True
 
 
 def test_racing_processes_on_one_machine_have_one_winner(tmp_path: Path) -> None:
     """The single-machine setup: a local directory without conditional writes and one SQLite
-    file, shared by separate processes."""
+    file, shared by separate processes.
+
+    Plain processes with a bounded wait, killed in ``finally``: a ``multiprocessing.Pool`` whose
+    worker dies waits forever, and a test timeout then left its children holding the run's
+    output pipe open."""
     import multiprocessing
 
     store_dir, txn_url = str(tmp_path / "store"), f"sqlite:///{tmp_path}/txn.sqlite"
     open_txn_store(txn_url).close()  # create the tables once, outside the race
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        won = pool.map(_create_in_process, [(store_dir, txn_url, t) for t in range(4)])
-    assert sum(won) == 1
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=_create_in_process, args=((store_dir, txn_url, t), results), daemon=True)
+        for t in range(4)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        outcome = dict(results.get(timeout=240) for _ in procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join(10)
+    won = [t for t, w in outcome.items() if w]
+    assert len(won) == 1
     store = open_two_phase(NoConditionalWrites(open_store(store_dir)), txn_url)
     assert store.get("db/manifest/00000000000000000001.manifest").data == (
-        f"process {won.index(True)}".encode()
+        f"process {won[0]}".encode()
     )
     store.close()
 

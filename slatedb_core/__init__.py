@@ -5,7 +5,7 @@ The public API is what this module re-exports; everything else is internal and m
 
 from __future__ import annotations
 
-from slatedb_core import admin, errors, health, layout
+from slatedb_core import admin, errors, fleet, health, layout
 from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.errors import (
@@ -30,6 +30,7 @@ from slatedb_core.errors import (
     StoreError,
     UnsupportedFeature,
 )
+from slatedb_core.fleet import DatabaseStatus, FleetScanner
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.union import UnionSource
@@ -73,6 +74,7 @@ __all__ = [
     "DatabaseDestroyed",
     "DatabaseNotFound",
     "DatabaseNotInitialized",
+    "DatabaseStatus",
     "Db",
     "DbClosed",
     "DbOptions",
@@ -82,6 +84,7 @@ __all__ = [
     "FaultyStore",
     "Fenced",
     "FencedManifest",
+    "FleetScanner",
     "GarbageCollector",
     "GarbageCollectorOptions",
     "GcStats",
@@ -116,6 +119,7 @@ __all__ = [
     "__version__",
     "admin",
     "errors",
+    "fleet",
     "health",
     "inspect",
     "layout",

@@ -1,0 +1,324 @@
+"""One monitoring tick over a fleet of 10,000 databases on S3 with 20 ms added per request.
+
+SeaweedFS (lakehouse_demo.s3server) behind bench/delay_proxy.py. A few real databases are made
+with our API (templates: GC'd, pinned by a retention checkpoint, with many L0 SSTs, soft-destroyed)
+and their objects are copied to the other prefixes straight into SeaweedFS (no delay). Then, one
+after the other, through the delay:
+
+1. the old sequential path (``health.inspect_database`` + ``health.read_boundaries`` per
+   database, what the sensors did), timed on a sample and extrapolated to the fleet;
+2. ``FleetScanner.scan`` of every database: the first (cold) scan;
+3. a second scan with nothing changed;
+4. a scan after 1% of the live databases changed (a GC pass on those never collected, a new
+   manifest from a checkpoint on the others; made directly, not timed);
+5. when orchestration/sensors.py has ``evaluate_fleet(context, store, managed)``: one real tick
+   of it (``dg.build_sensor_context`` over an ephemeral instance holding the fleet's database
+   partitions), cold then warm.
+
+Prints wall time, requests and requests per database for each, side by side. The budget is
+Dagster's 60 s per sensor evaluation.
+
+Usage: python bench/fleet_bench.py [--databases 10000] [--delay-ms 20] [--concurrency 64]
+       [--sample 200] [--changed 0.01] [--no-dagster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dagster as dg
+
+from devtools.sample_data import write_database
+from lakehouse_demo.s3server import ACCESS_KEY, REGION, SECRET_KEY, SeaweedFS
+from orchestration import sensors
+from orchestration.partitions import DATABASES
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from slatedb_core import (
+    CheckpointOptions,
+    Db,
+    FleetScanner,
+    GarbageCollectorOptions,
+    ObjectStore,
+    SlateDBError,
+    admin,
+    open_store,
+    run_gc_once,
+)
+from slatedb_core.health import inspect_database, read_boundaries
+
+BUDGET_S = 60.0
+KINDS = ("gcd", "pinned", "l0", "destroyed")
+Row = tuple[str, float, int, int, str]  # what, seconds, requests, databases, note
+
+
+def make_templates(store: ObjectStore) -> dict[str, dict[str, bytes]]:
+    """The template databases, made with our API, and their objects (relative path -> bytes)."""
+    write_database(store, "tpl/gcd", prefix="o-", l0_ssts=3, rows_per_sst=500)
+    run_gc_once("tpl/gcd", store, GarbageCollectorOptions(min_age=timedelta()))
+    write_database(store, "tpl/pinned", prefix="c-", l0_ssts=2, rows_per_sst=300)
+    admin.create_checkpoint(
+        "tpl/pinned", store, CheckpointOptions(lifetime=timedelta(days=30), name="retention")
+    )
+    write_database(store, "tpl/pinned", prefix="d-", l0_ssts=1, rows_per_sst=100)
+    write_database(store, "tpl/l0", prefix="e-", l0_ssts=6, rows_per_sst=200)
+    write_database(store, "tpl/destroyed", prefix="f-", l0_ssts=1, rows_per_sst=100, wal_rows=0)
+    Db.destroy("tpl/destroyed", store, soft=True)
+    out: dict[str, dict[str, bytes]] = {}
+    for kind in KINDS:
+        prefix = f"tpl/{kind}/"
+        out[kind] = {m.path[len(prefix) :]: store.get(m.path).data for m in store.list(prefix)}
+    return out
+
+
+def db_path(i: int) -> str:
+    return f"fleet/{KINDS[i % len(KINDS)]}/db-{i:05d}"
+
+
+def copy_fleet(store: ObjectStore, templates: dict[str, dict[str, bytes]], n: int) -> float:
+    """Put every template object under each database's prefix (64 puts in flight)."""
+    jobs = [
+        (f"{db_path(i)}/{rel}", data)
+        for i in range(n)
+        for rel, data in templates[KINDS[i % len(KINDS)]].items()
+    ]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=64) as pool:
+        for done, _ in enumerate(pool.map(lambda j: store.put(*j), jobs), 1):
+            if done % 20000 == 0:
+                print(f"  copied {done}/{len(jobs)} objects", flush=True)
+    return time.perf_counter() - started
+
+
+def start_proxy(upstream_port: int, delay_ms: float) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("delay_proxy.py")),
+            "--upstream",
+            f"127.0.0.1:{upstream_port}",
+            "--delay-ms",
+            str(delay_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def proxied_store_url(s3: SeaweedFS, port: int) -> str:
+    return (
+        f"s3://{s3.bucket}?endpoint=http://127.0.0.1:{port}&region={REGION}&allow_http=true"
+        f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
+    )
+
+
+def request_latency_ms(store: ObjectStore, path: str, n: int = 30) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        store.head(path)
+        times.append(time.perf_counter() - t)
+    return sorted(times)[n // 2] * 1000
+
+
+def old_path(store: ObjectStore, paths: list[str]) -> tuple[float, int]:
+    """inspect_database + read_boundaries per database, one after another (errors included, as
+    the sensors caught them)."""
+    before = store.counters.total()
+    started = time.perf_counter()
+    for path in paths:
+        try:
+            inspect_database(store, path)
+        except SlateDBError:  # the old sensors logged it and went on
+            pass
+        try:
+            read_boundaries(store, path)
+        except SlateDBError:
+            pass
+    return time.perf_counter() - started, store.counters.total() - before
+
+
+def change(store: ObjectStore, paths: list[str]) -> None:
+    """A real change to each database: a GC pass where none ran yet (new boundaries, manifests
+    deleted), else a checkpoint (a new manifest)."""
+
+    def one(path: str) -> None:
+        if path.startswith("fleet/l0/"):  # never collected: GC moves its boundaries
+            run_gc_once(path, store, GarbageCollectorOptions(min_age=timedelta()))
+        else:
+            admin.create_checkpoint(path, store, CheckpointOptions(lifetime=timedelta(hours=1)))
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(one, paths))
+
+
+def timed_scan(scanner: FleetScanner, paths: list[str]) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    out = scanner.scan(paths)
+    return time.perf_counter() - started, out
+
+
+def dagster_rows(store_url: str, paths: list[str]) -> list[Row] | str:
+    """Two real ticks of orchestration.sensors.evaluate_fleet, if it exists."""
+    evaluate: Callable[..., Any] | None = getattr(sensors, "evaluate_fleet", None)
+    if evaluate is None:
+        return "orchestration/sensors.py has no evaluate_fleet(context, store, managed)"
+    store = ObjectStoreResource(url=store_url)
+    managed = ManagedDatabasesResource()  # the partitions below are the fleet
+    counters = store.open().counters  # every request of the tick goes through this store
+    rows: list[Row] = []
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(DATABASES, paths)
+        cursor: str | None = None
+        for label in ("cold", "warm"):
+            context = dg.build_sensor_context(instance=instance, cursor=cursor)
+            before = counters.total()
+            started = time.perf_counter()
+            result = evaluate(context, store, managed)
+            took = time.perf_counter() - started
+            made = counters.total() - before
+            if isinstance(result, dg.SensorResult):
+                cursor = result.cursor
+                note = (
+                    f"{len(result.run_requests or [])} run requests, "
+                    f"{len(result.asset_events or [])} asset events"
+                )
+            else:
+                note = f"skip: {str(getattr(result, 'skip_message', result))[:60]}"
+            rows.append((f"evaluate_fleet, one real tick ({label})", took, made, len(paths), note))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--databases", type=int, default=10_000)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--sample", type=int, default=200, help="databases for the old path")
+    parser.add_argument("--changed", type=float, default=0.01)
+    parser.add_argument("--no-dagster", action="store_true")
+    args = parser.parse_args()
+    n = args.databases
+    print(
+        f"fleet_bench: {n} databases, {args.delay_ms:g} ms added per request, "
+        f"concurrency {args.concurrency}, load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    with SeaweedFS() as s3:
+        direct = s3.store()
+        t = time.perf_counter()
+        templates = make_templates(direct)
+        sizes = {k: len(v) for k, v in templates.items()}
+        print(
+            f"templates made in {time.perf_counter() - t:.1f} s; objects per database {sizes}",
+            flush=True,
+        )
+        took = copy_fleet(direct, templates, n)
+        print(f"fleet copied in {took:.1f} s", flush=True)
+        paths = [db_path(i) for i in range(n)]
+        proxy, port = start_proxy(s3.ports["s3"], args.delay_ms)
+        try:
+            slow = open_store(proxied_store_url(s3, port))
+            latency = request_latency_ms(slow, f"{paths[0]}/manifest/_latest_version")
+            direct_latency = request_latency_ms(direct, f"{paths[0]}/manifest/_latest_version")
+            print(
+                f"one HEAD: {latency:.1f} ms through the proxy, {direct_latency:.1f} ms direct",
+                flush=True,
+            )
+            rows: list[Row] = []
+            step = max(1, n // args.sample)
+            sample = paths[::step][: args.sample]
+            secs, reqs = old_path(slow, sample)
+            rows.append(
+                (
+                    "old: inspect_database + read_boundaries, sequential",
+                    secs * n / len(sample),
+                    reqs * n // len(sample),
+                    n,
+                    f"measured on {len(sample)}, extrapolated x{n / len(sample):g}",
+                )
+            )
+            print(f"  {rows[-1]}", flush=True)
+            scanner = FleetScanner(slow, concurrency=args.concurrency)
+            secs, out = timed_scan(scanner, paths)
+            states: dict[str, int] = {}
+            for status in out.values():
+                states[status.state] = states.get(status.state, 0) + 1
+            rows.append(
+                (
+                    "FleetScanner: first scan (cold)",
+                    secs,
+                    scanner.last_scan_requests,
+                    n,
+                    f"states {states}",
+                )
+            )
+            print(f"  {rows[-1]}", flush=True)
+            secs, out = timed_scan(scanner, paths)
+            flagged = sum(1 for s in out.values() if s.changed)
+            rows.append(
+                (
+                    "FleetScanner: second scan, nothing changed",
+                    secs,
+                    scanner.last_scan_requests,
+                    n,
+                    f"changed flags {flagged}",
+                )
+            )
+            print(f"  {rows[-1]}", flush=True)
+            live = [p for p in paths if not p.startswith("fleet/destroyed/")]
+            k = max(1, int(n * args.changed))
+            chosen = live[:: max(1, len(live) // k)][:k]
+            t = time.perf_counter()
+            change(direct, chosen)
+            print(
+                f"changed {len(chosen)} databases in {time.perf_counter() - t:.1f} s "
+                "(direct, not timed)",
+                flush=True,
+            )
+            secs, out = timed_scan(scanner, paths)
+            flagged_paths = {p for p, s in out.items() if s.changed}
+            rows.append(
+                (
+                    f"FleetScanner: scan after {len(chosen)} changed",
+                    secs,
+                    scanner.last_scan_requests,
+                    n,
+                    f"changed flags {len(flagged_paths)}, of the changed "
+                    f"{len(flagged_paths & set(chosen))}",
+                )
+            )
+            print(f"  {rows[-1]}", flush=True)
+            if not args.no_dagster:
+                found = dagster_rows(proxied_store_url(s3, port), paths)
+                if isinstance(found, str):
+                    print(f"dagster tick: not measured: {found}")
+                else:
+                    rows.extend(found)
+        finally:
+            proxy.terminate()
+            proxy.wait(10)
+    print()
+    print(f"{'':54} {'wall s':>8} {'requests':>9} {'req/db':>7}  within {BUDGET_S:.0f} s")
+    for what, secs, reqs, dbs, note in rows:
+        per = f"{reqs / dbs:.2f}" if reqs >= 0 else "-"
+        shown = str(reqs) if reqs >= 0 else "-"
+        ok = "yes" if secs <= BUDGET_S else "NO"
+        print(f"{what:54} {secs:8.1f} {shown:>9} {per:>7}  {ok:>3}  {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

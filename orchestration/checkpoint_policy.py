@@ -5,7 +5,11 @@ The rules (per :class:`~orchestration.resources.CheckpointPolicy`):
 
 * retention (no ``every``): keep exactly one live checkpoint of that name. Create it when none is
   live; refresh the newest to a full ``lifetime`` once less than ``refresh_before`` remains;
-  delete older live duplicates (left by a run that died between create and delete).
+  delete older live duplicates (left by a run that died between create and delete). When the
+  newest pins a manifest more than ``manifest_lag_max`` versions behind the latest, it is re-taken
+  (a new one at the latest manifest, then the old one deleted): a refresh only extends its life,
+  and a checkpoint's pin keeps every manifest and SST since alive (SlateDB RFC 0004), so without
+  this the database's manifest lag grows without bound.
 * scheduled (``every``): take a new one when the newest is older than ``every``; delete those
   older than ``retain``.
 * either: delete expired ones of that name, so nobody mistakes them for a usable snapshot.
@@ -25,11 +29,21 @@ class CheckpointPlan:
     refresh: list[tuple[Checkpoint, CheckpointPolicy]] = field(default_factory=list)
     delete: list[tuple[Checkpoint, str]] = field(default_factory=list)
     """(checkpoint, why)"""
+    retake: list[tuple[Checkpoint, CheckpointPolicy]] = field(default_factory=list)
+    """Retention checkpoints to replace by a new one at the latest manifest (create the new one,
+    then delete the old one, so the name is never without a live checkpoint)."""
 
 
 def plan_checkpoints(
-    checkpoints: list[Checkpoint], policies: list[CheckpointPolicy], now_s: float
+    checkpoints: list[Checkpoint],
+    policies: list[CheckpointPolicy],
+    now_s: float,
+    *,
+    latest_manifest_id: int | None = None,
+    manifest_lag_max: int | None = None,
 ) -> CheckpointPlan:
+    """The plan at ``now_s``. Retention checkpoints are re-taken for lag only when both
+    ``latest_manifest_id`` and ``manifest_lag_max`` are given."""
     plan = CheckpointPlan()
     for policy in policies:
         mine = sorted(
@@ -44,6 +58,13 @@ def plan_checkpoints(
                 continue
             newest = live[-1]
             plan.delete.extend((c, "duplicate") for c in live[:-1])
+            if (
+                latest_manifest_id is not None
+                and manifest_lag_max is not None
+                and latest_manifest_id - newest.manifest_id > manifest_lag_max
+            ):
+                plan.retake.append((newest, policy))
+                continue
             remaining = (
                 None if newest.expire_time_s is None else newest.expire_time_s - now_s
             )

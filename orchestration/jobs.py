@@ -1,6 +1,10 @@
 """One asset job per maintenance kind, so schedules and sensors can request one kind of work for
 one database partition (and the runs list reads "compaction_job [orders]"). Each job's partitions
-are those of its asset: databases, or tables for rescaling."""
+are those of its asset: databases, or tables for rescaling.
+
+Each run is one step, so the jobs use the in-process executor: the multiprocess default starts a
+second Python process per step, which made a no-op run take seconds (bench/dagster_run_bench.py,
+bench/results/dagster_runs.txt)."""
 
 from __future__ import annotations
 
@@ -14,10 +18,18 @@ from orchestration.assets import (
     rescaling,
 )
 
-compaction_job = dg.define_asset_job("compaction_job", selection=[compaction])
-gc_job = dg.define_asset_job("gc_job", selection=[garbage_collection])
-checkpoint_job = dg.define_asset_job("checkpoint_job", selection=[checkpoint_refresh])
-export_job = dg.define_asset_job("export_job", selection=[delta_export])
-rescaling_job = dg.define_asset_job("rescaling_job", selection=[rescaling])
+_IN_PROCESS = dg.in_process_executor
+
+compaction_job = dg.define_asset_job(
+    "compaction_job", selection=[compaction], executor_def=_IN_PROCESS
+)
+gc_job = dg.define_asset_job("gc_job", selection=[garbage_collection], executor_def=_IN_PROCESS)
+checkpoint_job = dg.define_asset_job(
+    "checkpoint_job", selection=[checkpoint_refresh], executor_def=_IN_PROCESS
+)
+export_job = dg.define_asset_job("export_job", selection=[delta_export], executor_def=_IN_PROCESS)
+rescaling_job = dg.define_asset_job(
+    "rescaling_job", selection=[rescaling], executor_def=_IN_PROCESS
+)
 
 JOBS = [compaction_job, gc_job, checkpoint_job, export_job, rescaling_job]

@@ -18,7 +18,12 @@ from orchestration.assets import (
     delta_export,
     garbage_collection,
 )
-from orchestration.checks import CHECKS
+from orchestration.checks import (
+    CHECKS,
+    boundaries_behind_latest,
+    l0_under_threshold,
+    manifest_and_ssts_intact,
+)
 from orchestration.delta import export_uri
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import DbReader, ObjectStore, admin
@@ -26,8 +31,18 @@ from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy
 from tests.orchestration.conftest import add_partitions
 
+Event = dg.MaterializeResult | dg.AssetObservation  # type: ignore[type-arg]
 
-def _value(result: dg.MaterializeResult, key: str) -> Any:  # type: ignore[type-arg]
+
+def _pass(asset: Any, db: str, store: ObjectStoreResource, managed: ManagedDatabasesResource) -> Event:
+    """Run one pass of ``asset`` directly; it yields exactly one event."""
+    (event,) = list(asset(context=dg.build_asset_context(partition_key=db), store=store,
+                          managed=managed))
+    assert isinstance(event, dg.MaterializeResult | dg.AssetObservation)
+    return event
+
+
+def _value(result: Event, key: str) -> Any:
     assert result.metadata is not None
     v = result.metadata[key]
     return v.value if isinstance(v, dg.MetadataValue) else v
@@ -53,20 +68,25 @@ def test_compaction_merges_l0_and_keeps_every_row(
     orders: str,
 ) -> None:
     before_rows = _rows(store, orders)
-    ctx = dg.build_asset_context(partition_key=orders)
-    result = compaction(context=ctx, store=store_resource, managed=managed)
+    result = _pass(compaction, orders, store_resource, managed)
+    assert isinstance(result, dg.MaterializeResult)
     assert _value(result, "before_l0_ssts") == 6
     assert _value(result, "l0_ssts") == 0
     assert _value(result, "sorted_runs") >= 1
     assert _value(result, "compactions") >= 1
-    assert _value(result, "bytes_in") > _value(result, "bytes_out") > 0
+    assert _value(result, "input_bytes") > _value(result, "output_bytes") > 0
     # 6 flushes of 300 rows overlapping by half: the duplicates are dropped
-    assert _value(result, "rows_in") == 1800
-    assert _value(result, "rows_out") == len(before_rows)
+    assert _value(result, "input_rows") == 1800
+    assert _value(result, "output_rows") == len(before_rows)
+    assert isinstance(_value(result, "duration_ms"), int)
+    summary = _value(result, "summary")
+    assert summary.startswith("compacted L0 6 -> 0, sorted runs 0 -> ") and " ms" in summary
+    assert " KiB -> " in summary
     assert _rows(store, orders) == before_rows
-    again = compaction(context=dg.build_asset_context(partition_key=orders), store=store_resource,
-                       managed=managed)
+    again = _pass(compaction, orders, store_resource, managed)
+    assert isinstance(again, dg.MaterializeResult)
     assert _value(again, "compactions") == 0
+    assert _value(again, "summary").startswith("nothing to compact: L0 0 (trigger 4)")
 
 
 def test_materialize_compaction_then_gc_with_checks(
@@ -77,7 +97,8 @@ def test_materialize_compaction_then_gc_with_checks(
 ) -> None:
     add_partitions(instance, orders)
     result = dg.materialize(
-        [compaction, garbage_collection, *CHECKS[:2], CHECKS[3]],
+        [compaction, garbage_collection, manifest_and_ssts_intact, l0_under_threshold,
+         boundaries_behind_latest],
         partition_key=orders,
         resources=resources,
         instance=instance,
@@ -88,12 +109,17 @@ def test_materialize_compaction_then_gc_with_checks(
     ).metadata
     # the writer's checkpoint still pins the L0 SSTs compaction replaced; the manifests and WAL
     # SSTs before it are garbage
-    assert gc["manifest_deleted"].value >= 1
-    assert gc["wal_deleted"].value >= 1
-    assert gc["bytes_freed"].value == sum(
-        gc[f"{k}_bytes_freed"].value for k in ("manifest", "wal", "compacted", "compactions")
-    ) > 0
+    kinds = {r.data["kind"]: r.data for r in gc["per_kind"].value.records}
+    assert list(kinds) == ["manifest", "wal", "compacted", "compactions"]
+    assert kinds["manifest"]["deleted"] >= 1
+    assert kinds["wal"]["deleted"] >= 1
+    assert gc["freed_bytes"].value == sum(k["freed_bytes"] for k in kinds.values()) > 0
     assert gc["manifest_boundary"].value >= 1
+    assert isinstance(gc["manifest_boundary"], dg.IntMetadataValue)
+    # the compacted boundary is a ULID time (ms in the file): shown as a time, in seconds
+    assert isinstance(gc["compacted_boundary"], dg.TimestampMetadataValue)
+    assert abs(gc["compacted_boundary"].value - time.time()) < 600
+    assert gc["summary"].value.startswith("deleted manifest ")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {
         "manifest_and_ssts_intact",
@@ -101,7 +127,7 @@ def test_materialize_compaction_then_gc_with_checks(
         "boundaries_behind_latest",
     }
     assert all(e.passed for e in evaluations.values()), evaluations
-    assert evaluations["manifest_and_ssts_intact"].metadata["missing"].value == 0
+    assert evaluations["manifest_and_ssts_intact"].metadata["damaged"].value == 0
 
 
 def test_l0_check_fails_over_threshold_and_sst_check_names_missing_ssts(
@@ -116,7 +142,7 @@ def test_l0_check_fails_over_threshold_and_sst_check_names_missing_ssts(
     store.delete(victim)
     checks_only = dg.define_asset_job(
         "checks_only",
-        selection=dg.AssetSelection.checks(*CHECKS[:2]),
+        selection=dg.AssetSelection.checks(manifest_and_ssts_intact, l0_under_threshold),
     )
     defs = dg.Definitions(
         assets=[compaction, garbage_collection], asset_checks=CHECKS, jobs=[checks_only],
@@ -131,11 +157,11 @@ def test_l0_check_fails_over_threshold_and_sst_check_names_missing_ssts(
     assert result.get_asset_materialization_events() == []
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not evaluations["l0_under_threshold"].passed
-    assert evaluations["l0_under_threshold"].metadata["l0_ssts"].value == 6
+    assert evaluations["l0_under_threshold"].metadata["value"].value == 6
     sst = evaluations["manifest_and_ssts_intact"]
     assert not sst.passed
-    assert sst.metadata["missing"].value == 1
-    assert victim in sst.metadata["missing_paths"].value
+    assert sst.metadata["damaged"].value == 1
+    assert victim in sst.metadata["damaged_ssts"].value
 
 
 def test_gc_deletes_soft_destroyed_database_past_grace(
@@ -145,16 +171,22 @@ def test_gc_deletes_soft_destroyed_database_past_grace(
 ) -> None:
     write_database(store, "legacy", l0_ssts=1, rows_per_sst=100, wal_rows=0)
     destroy("legacy", store, soft=True)
-    ctx = dg.build_asset_context(partition_key="legacy")
-    result = garbage_collection(context=ctx, store=store_resource, managed=managed)
+    (destroyed_at,) = [inspect_database(store, "legacy")[1].destroyed_at_s]
+    result = _pass(garbage_collection, "legacy", store_resource, managed)
+    assert isinstance(result, dg.AssetObservation)  # a destroyed database is never "Materialized"
     assert _value(result, "database_deleted") is True
     assert _value(result, "database_objects_deleted") > 0
+    assert result.metadata is not None
+    assert result.metadata["destroyed_at"] == dg.MetadataValue.timestamp(float(destroyed_at))
+    assert _value(result, "deletable_after") == destroyed_at  # grace 0s
+    assert _value(result, "summary").startswith("skipped: database destroyed; deleted now (")
     # only the tombstone is left (docs/clones-and-destroy.md)
     assert sorted(m.path for m in store.list("legacy")) == [
         f"legacy/gc/{ns}.boundary" for ns in ("compacted", "compactions", "manifest", "wal")
     ]
-    gone = garbage_collection(context=ctx, store=store_resource, managed=managed)
-    assert _value(gone, "skipped") == "database not found (already deleted)"
+    gone = _pass(garbage_collection, "legacy", store_resource, managed)
+    assert isinstance(gone, dg.AssetObservation)
+    assert _value(gone, "skipped") == "database destroyed (only its tombstone is left)"
 
 
 def test_gc_keeps_soft_destroyed_database_within_grace(
@@ -163,12 +195,13 @@ def test_gc_keeps_soft_destroyed_database_within_grace(
     write_database(store, "legacy", l0_ssts=1, rows_per_sst=100, wal_rows=0)
     destroy("legacy", store, soft=True)
     patient = _with(managed, gc_db_delete_grace="1d")
-    result = garbage_collection(
-        context=dg.build_asset_context(partition_key="legacy"), store=store_resource,
-        managed=patient,
-    )
-    assert _value(result, "destroyed") is True
+    destroyed_at = inspect_database(store, "legacy")[1].destroyed_at_s
+    assert destroyed_at is not None
+    result = _pass(garbage_collection, "legacy", store_resource, patient)
+    assert isinstance(result, dg.AssetObservation)
     assert _value(result, "database_deleted") is False
+    assert _value(result, "deletable_after") == destroyed_at + 86400
+    assert "to be deleted after " in _value(result, "skipped")
     assert any(store.list("legacy/compacted"))
 
 
@@ -179,12 +212,11 @@ def test_checkpoint_refresh_creates_policies_once(
     orders: str,
 ) -> None:
     reader_cp = admin.create_checkpoint(orders, store)  # not ours: must survive
-    ctx = dg.build_asset_context(partition_key=orders)
-    first = checkpoint_refresh(context=ctx, store=store_resource, managed=managed)
+    first = _pass(checkpoint_refresh, orders, store_resource, managed)
     assert (_value(first, "created"), _value(first, "deleted")) == (2, 0)
     names = sorted(c.name or "" for c in admin.list_checkpoints(orders, store) if c.name)
     assert names == ["daily", "retention"]
-    second = checkpoint_refresh(context=ctx, store=store_resource, managed=managed)
+    second = _pass(checkpoint_refresh, orders, store_resource, managed)
     assert (_value(second, "created"), _value(second, "refreshed"), _value(second, "deleted")) == (
         0, 0, 0,
     )
@@ -204,11 +236,10 @@ def test_checkpoint_refresh_refreshes_before_expiry(
         managed,
         checkpoints=[CheckpointPolicy(name="retention", lifetime="1h", refresh_before="3599s")],
     )
-    ctx = dg.build_asset_context(partition_key=orders)
-    checkpoint_refresh(context=ctx, store=store_resource, managed=eager)
+    _pass(checkpoint_refresh, orders, store_resource, eager)
     (cp,) = admin.list_checkpoints(orders, store, "retention")
     time.sleep(2.1)
-    result = checkpoint_refresh(context=ctx, store=store_resource, managed=eager)
+    result = _pass(checkpoint_refresh, orders, store_resource, eager)
     assert _value(result, "refreshed") == 1
     (after,) = admin.list_checkpoints(orders, store, "retention")
     assert after.id == cp.id
@@ -223,8 +254,7 @@ def test_delta_export_writes_the_checkpoint_snapshot(
     orders: str,
 ) -> None:
     expected = _rows(store, orders)
-    ctx = dg.build_asset_context(partition_key=orders)
-    result = delta_export(context=ctx, store=store_resource, managed=managed)
+    result = _pass(delta_export, orders, store_resource, managed)
     assert _value(result, "rows") == len(expected)
     assert _value(result, "snapshot") == "temporary"
     table = DeltaTable(export_uri(managed.export_root, orders))
@@ -236,7 +266,7 @@ def test_delta_export_writes_the_checkpoint_snapshot(
     # the temporary checkpoint is gone again
     assert admin.list_checkpoints(orders, store, EXPORT_CHECKPOINT_NAME) == []
     # a second export overwrites: new Delta version, same rows
-    again = delta_export(context=ctx, store=store_resource, managed=managed)
+    again = _pass(delta_export, orders, store_resource, managed)
     assert _value(again, "delta_version") == _value(result, "delta_version") + 1
     assert DeltaTable(export_uri(managed.export_root, orders)).to_pyarrow_table().num_rows == len(
         expected
@@ -249,14 +279,24 @@ def test_delta_export_uses_the_named_snapshot_when_configured(
     managed: ManagedDatabasesResource,
     orders: str,
 ) -> None:
-    ctx = dg.build_asset_context(partition_key=orders)
-    checkpoint_refresh(context=ctx, store=store_resource, managed=managed)
+    _pass(checkpoint_refresh, orders, store_resource, managed)
     (daily,) = admin.list_checkpoints(orders, store, "daily")
     write_database(store, orders, prefix="late-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+    latest = inspect_database(store, orders)[0].id
     named = _with(managed, export_checkpoint_name="daily")
-    result = delta_export(context=ctx, store=store_resource, managed=named)
+    result = _pass(delta_export, orders, store_resource, named)
     assert _value(result, "snapshot") == "named"
     assert _value(result, "checkpoint_id") == str(daily.id)
+    # how old the snapshot is, and how far the database moved on since
+    assert _value(result, "snapshot_manifest_id") == daily.manifest_id
+    assert _value(result, "latest_manifest_id") == latest > daily.manifest_id
+    assert _value(result, "manifests_behind") == latest - daily.manifest_id
+    assert result.metadata is not None
+    assert result.metadata["snapshot_created"] == dg.MetadataValue.timestamp(
+        float(daily.create_time_s)
+    )
+    assert 0 <= _value(result, "snapshot_age_s") < 60
+    assert f"at manifest {daily.manifest_id} (database at {latest}" in _value(result, "summary")
     keys = DeltaTable(export_uri(managed.export_root, orders)).to_pyarrow_table().column("key")
     assert not any(k.startswith(b"late-") for k in keys.to_pylist())
 
@@ -268,7 +308,6 @@ def test_corrupt_manifest_fails_with_an_alert(
     stored, _ = inspect_database(store, orders)
     store.put(f"{orders}/manifest/{stored.id:020d}.manifest", b"not a manifest")
     with pytest.raises(dg.Failure) as info:
-        compaction(context=dg.build_asset_context(partition_key=orders), store=store_resource,
-                   managed=managed)
+        _pass(compaction, orders, store_resource, managed)
     assert "SLATEDB ALERT CorruptionError" in str(info.value.description)
     assert info.value.metadata["slatedb_error"].value == "CorruptionError"

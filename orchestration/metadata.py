@@ -1,0 +1,233 @@
+"""How the maintenance assets describe a pass to an operator (docs/orchestration.md): units in the
+key names (``*_bytes`` and ``*_ms`` integers, so Dagster still plots them) and in a one-line
+``summary``; times as ``MetadataValue.timestamp``; a boundary that is not set says why; GC per
+kind as one table.
+
+Also the asset attributes they share: groups, owners, tags and freshness policies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+from slatedb_core import CompactionStats, GcStats
+from slatedb_core.gc import KINDS
+from slatedb_core.health import DatabaseHealth
+
+MAINTENANCE = "slatedb_maintenance"
+LAYOUT = "slatedb_layout"
+EXPORT = "slatedb_export"
+
+DEFAULT_OWNERS: tuple[str, ...] = ("team:data-platform",)
+"""Owners of every asset unless the deployment names others (:func:`with_owners`)."""
+
+KIND_TAG = "slatedb/kind"
+"""Asset tag: which kind of maintenance (compaction, gc, checkpoints, export, rescaling)."""
+SCOPE_TAG = "slatedb/partition"
+"""Asset tag: what one partition is (database or table)."""
+
+SUMMARY = "summary"
+"""Metadata key of the one-line account of a pass, on every materialization and observation."""
+SKIPPED = "skipped"
+"""Metadata key (observations only) saying why a pass did nothing."""
+
+NOT_SET = {
+    "manifest": "not set yet: no GC pass has deleted a manifest",
+    "wal": "not set yet: no GC pass has deleted a WAL SST",
+    "compactions": "not set yet: no GC pass has deleted a compactions record",
+    "compacted": "not set yet: no GC pass has deleted a compacted SST",
+}
+"""Why a durable GC boundary (``gc/<namespace>.boundary``, docs/gc.md) can be absent."""
+
+
+def tags(kind: str, scope: str = "database") -> dict[str, str]:
+    return {KIND_TAG: kind, SCOPE_TAG: scope}
+
+
+def freshness(warn: dt.timedelta, fail: dt.timedelta) -> dg.FreshnessPolicy:
+    """Stale when no partition was materialized for ``fail`` (warn after ``warn``): a stopped
+    schedule or sensor shows on the asset instead of everything staying green. Skipped passes
+    record no materialization, so a fleet of only destroyed databases also turns stale."""
+    return dg.FreshnessPolicy.time_window(fail_window=fail, warn_window=warn)
+
+
+def with_owners(
+    assets: list[dg.AssetsDefinition], owners: list[str] | tuple[str, ...]
+) -> list[dg.AssetsDefinition]:
+    """The assets with other owners (e.g. from the deployment's settings file)."""
+    chosen = list(owners)
+    return [
+        a.map_asset_specs(lambda spec: spec.replace_attributes(owners=chosen)) for a in assets
+    ]
+
+
+def integer(value: int | None, why_none: str | None = None) -> dg.MetadataValue:
+    """An int; None is ``null``, or the text ``why_none`` when there is an explanation."""
+    if value is None:
+        return dg.MetadataValue.null() if why_none is None else dg.MetadataValue.text(why_none)
+    return dg.MetadataValue.int(int(value))
+
+
+def millis(seconds: float) -> dg.MetadataValue:
+    """A duration for a ``*_ms`` key."""
+    return dg.MetadataValue.int(round(seconds * 1000))
+
+
+def timestamp(seconds: float | None, why_none: str | None = None) -> dg.MetadataValue:
+    if seconds is None:
+        return integer(None, why_none)
+    return dg.MetadataValue.timestamp(float(seconds))
+
+
+def text(value: str) -> dg.MetadataValue:
+    return dg.MetadataValue.text(value)
+
+
+def size(n: int) -> str:
+    """Bytes for people: ``912 B``, ``1.2 KiB``, ``3.4 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def age(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3.5 h``, ``2.0 days``."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def skipped(
+    context: dg.AssetExecutionContext, why: str, extra: Mapping[str, Any] | None = None
+) -> dg.AssetObservation:
+    """The record of a pass that had nothing to work on: an observation, not a materialization,
+    so a destroyed or missing database never shows "Materialized"."""
+    db = context.partition_key
+    context.log.info(f"{db}: skipped, {why}")
+    return dg.AssetObservation(
+        asset_key=context.asset_key,
+        partition=db,
+        metadata={SUMMARY: text(f"skipped: {why}"), SKIPPED: text(why), **(extra or {})},
+    )
+
+
+def shape(prefix: str, h: DatabaseHealth) -> dict[str, dg.MetadataValue]:
+    return {
+        f"{prefix}l0_ssts": integer(h.l0_ssts),
+        f"{prefix}sorted_runs": integer(h.sorted_runs),
+        f"{prefix}sst_bytes": integer(h.sst_bytes),
+        f"{prefix}ssts": integer(h.ssts),
+    }
+
+
+def compaction_metadata(
+    before: DatabaseHealth,
+    after: DatabaseHealth,
+    stats: CompactionStats | None,
+    l0_trigger: int,
+    seconds: float,
+) -> dict[str, dg.MetadataValue]:
+    s = stats or CompactionStats()
+    if s.compactions:
+        summary = (
+            f"compacted L0 {before.l0_ssts} -> {after.l0_ssts}, sorted runs "
+            f"{before.sorted_runs} -> {after.sorted_runs} in {s.compactions} compactions, "
+            f"{size(before.sst_bytes)} -> {size(after.sst_bytes)}, {duration(seconds)}"
+        )
+        if s.failed:
+            summary += f"; {s.failed} compactions failed"
+    else:
+        summary = (
+            f"nothing to compact: L0 {after.l0_ssts} (trigger {l0_trigger}), "
+            f"{after.sorted_runs} sorted runs, {size(after.sst_bytes)}, {duration(seconds)}"
+        )
+    return {
+        SUMMARY: text(summary),
+        **shape("before_", before),
+        **shape("", after),
+        "compactions": integer(s.compactions),
+        "failed_compactions": integer(s.failed),
+        "input_bytes": integer(s.bytes_in),
+        "output_bytes": integer(s.bytes_out),
+        "input_rows": integer(s.rows_in),
+        "output_rows": integer(s.rows_out),
+        "manifest_id": integer(after.manifest_id),
+        "compactor_epoch": integer(after.compactor_epoch),
+        "duration_ms": millis(seconds),
+    }
+
+
+def gc_kinds_table(stats: GcStats) -> dg.MetadataValue:
+    """One row per GC namespace: what this pass deleted there."""
+    records = [
+        dg.TableRecord(
+            {
+                "kind": kind,
+                "deleted": stats.kind(kind).deleted,
+                "freed_bytes": stats.kind(kind).bytes_freed,
+                "freed": size(stats.kind(kind).bytes_freed),
+                "failed": stats.kind(kind).failed,
+            }
+        )
+        for kind in KINDS
+    ]
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("kind", "string"),
+            dg.TableColumn("deleted", "int"),
+            dg.TableColumn("freed_bytes", "int"),
+            dg.TableColumn("freed", "string"),
+            dg.TableColumn("failed", "int"),
+        ]
+    )
+    return dg.MetadataValue.table(records, schema)
+
+
+def boundaries(durable: Mapping[str, int | None]) -> dict[str, dg.MetadataValue]:
+    """The durable GC boundaries: ``compacted`` holds ULID milliseconds (a time), the others
+    ids (docs/gc.md)."""
+    out: dict[str, dg.MetadataValue] = {}
+    for ns, value in durable.items():
+        if ns == "compacted":
+            out["compacted_boundary"] = timestamp(
+                None if value is None else value / 1000, NOT_SET[ns]
+            )
+        else:
+            out[f"{ns}_boundary"] = integer(value, NOT_SET.get(ns))
+    return out
+
+
+def gc_summary(stats: GcStats) -> str:
+    parts = [f"{k} {stats.kind(k).deleted}" for k in KINDS if stats.kind(k).deleted]
+    what = "deleted " + ", ".join(parts) if parts else "nothing to delete"
+    if stats.failed:
+        what += f" ({stats.failed} deletes failed, retried next pass)"
+    if stats.expired_checkpoints_removed:
+        what += f"; {stats.expired_checkpoints_removed} expired checkpoints removed"
+    if stats.detached:
+        what += f"; detached from {', '.join(stats.detached)}"
+    if stats.data_gc_skipped:
+        what += f"; WAL and compacted SSTs left alone: {stats.data_gc_skipped}"
+    return (
+        f"{what}, {size(stats.bytes_freed)} freed, {stats.total_requests} requests, "
+        f"{duration(stats.duration_s)}"
+    )

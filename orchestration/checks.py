@@ -1,23 +1,39 @@
-"""Asset checks: invariants of a healthy database, evaluated per database partition after the
-maintenance asset they belong to (or on their own from the UI). Read-only."""
+"""Asset checks: invariants of a healthy database, one result per database partition.
+
+Two ways they are evaluated:
+
+* every tick, by ``fleet_sensor``, from the metadata it scanned (cheap: the manifest, boundary
+  files, and in rotation a HEAD of each SST); results are reported on the database's partition when
+  they change, with the severities below and a description naming the database;
+* on demand for one database: ``health_check_job`` (Jobs > health_check_job > pick the partition)
+  runs the same checks deeply, reading every SST whole (checksums), with the latest manifest's ids
+  behind the boundaries. "Execute" on a check in an asset's page runs it the same way.
+
+Severities: L0, WAL backlog and manifest lag WARN (maintenance is behind); a manifest that does not
+decode, a missing or corrupt SST and a GC boundary ahead of what it may cover ERROR (data at risk).
+Read-only.
+"""
 
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
+from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CorruptionError, DatabaseNotFound
 from slatedb_core.durations import parse_duration
 from slatedb_core.health import (
+    DatabaseHealth,
     check_boundaries,
+    damaged_ssts,
     inspect_database,
     latest_ids,
-    missing_ssts,
     read_boundaries,
 )
 
@@ -28,6 +44,18 @@ warnings.filterwarnings(
 )
 
 
+def _database(context: dg.AssetCheckExecutionContext) -> str:
+    """The partition (database) being checked; a run without one fails with what to do."""
+    if not context.has_partition_key:
+        raise dg.Failure(
+            description=(
+                "These checks are per database: launch them for one database partition "
+                "(health_check_job, or Materialize/Execute with a partition selected)."
+            )
+        )
+    return str(context.partition_key)
+
+
 def _gone(db: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=True, metadata={"database": db, "skipped": "database not found"}
@@ -36,13 +64,17 @@ def _gone(db: str) -> dg.AssetCheckResult:
 
 @dg.asset_check(
     asset=garbage_collection,
+    name=INTACT,
     partitions_def=databases_partitions,
-    description="The latest manifest decodes and every SST it references exists in the store.",
+    description=(
+        "ERROR: the latest manifest decodes and every SST it references exists (the sensor, "
+        "with HEADs in rotation) and reads back with valid checksums (on demand)."
+    ),
 )
 def manifest_and_ssts_intact(
     context: dg.AssetCheckExecutionContext, store: ObjectStoreResource
 ) -> dg.AssetCheckResult:
-    db = context.partition_key
+    db = _database(context)
     s = store.open()
     try:
         stored, health = inspect_database(s, db)
@@ -50,40 +82,119 @@ def manifest_and_ssts_intact(
         return _gone(db)
     except CorruptionError as e:
         return dg.AssetCheckResult(
-            passed=False, metadata={"database": db, "error": f"{type(e).__name__}: {e}"}
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{db}: latest manifest does not decode: {e}",
+            metadata={"database": db, "error": f"{type(e).__name__}: {e}"},
         )
-    missing = missing_ssts(s, db, stored.manifest)
+    damaged = damaged_ssts(s, db, stored.manifest)
     metadata: dict[str, Any] = {
+        "database": db,
         "manifest_id": dg.MetadataValue.int(stored.id),
         "ssts": dg.MetadataValue.int(health.ssts),
-        "missing": dg.MetadataValue.int(len(missing)),
+        "damaged": dg.MetadataValue.int(len(damaged)),
     }
-    if missing:
-        metadata["missing_paths"] = dg.MetadataValue.text("\n".join(missing[:50]))
-    return dg.AssetCheckResult(passed=not missing, metadata=metadata)
+    if damaged:
+        metadata["damaged_ssts"] = dg.MetadataValue.text(
+            "\n".join(f"{p}: {why}" for p, why in damaged[:50])
+        )
+    described = (
+        f"{db}: {len(damaged)} of {health.ssts} SSTs missing or corrupt: "
+        + ", ".join(f"{p} ({why[:80]})" for p, why in damaged[:3])
+        if damaged
+        else f"{db}: manifest #{stored.id} decodes; its {health.ssts} SSTs read back intact"
+    )
+    return dg.AssetCheckResult(
+        passed=not damaged,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=described,
+        metadata=metadata,
+    )
+
+
+def _figure_check(
+    context: dg.AssetCheckExecutionContext,
+    store: ObjectStoreResource,
+    what: str,
+    figure: Callable[[DatabaseHealth], int],
+    limit: int,
+) -> dg.AssetCheckResult:
+    db = _database(context)
+    try:
+        _, health = inspect_database(store.open(), db)
+    except DatabaseNotFound:
+        return _gone(db)
+    except CorruptionError as e:
+        return dg.AssetCheckResult(
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{db}: latest manifest does not decode: {e}",
+            metadata={"database": db},
+        )
+    value = figure(health)
+    ok = value <= limit
+    return dg.AssetCheckResult(
+        passed=ok,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{db}: {value} {what} (threshold {limit})" + ("" if ok else ": over"),
+        metadata={
+            "database": db,
+            "value": dg.MetadataValue.int(value),
+            "threshold": dg.MetadataValue.int(limit),
+        },
+    )
 
 
 @dg.asset_check(
     asset=compaction,
+    name=L0,
     partitions_def=databases_partitions,
-    description="L0 holds at most l0_max_ssts SSTs (more: compaction is not keeping up).",
+    description="WARN: L0 holds at most l0_max_ssts SSTs (more: compaction is not keeping up).",
 )
 def l0_under_threshold(
     context: dg.AssetCheckExecutionContext,
     store: ObjectStoreResource,
     managed: ManagedDatabasesResource,
 ) -> dg.AssetCheckResult:
-    db = context.partition_key
-    try:
-        _, health = inspect_database(store.open(), db)
-    except DatabaseNotFound:
-        return _gone(db)
-    return dg.AssetCheckResult(
-        passed=health.l0_ssts <= managed.l0_max_ssts,
-        metadata={
-            "l0_ssts": dg.MetadataValue.int(health.l0_ssts),
-            "threshold": dg.MetadataValue.int(managed.l0_max_ssts),
-        },
+    return _figure_check(context, store, "L0 SSTs", lambda h: h.l0_ssts, managed.l0_max_ssts)
+
+
+@dg.asset_check(
+    asset=compaction,
+    name=WAL,
+    partitions_def=databases_partitions,
+    description=(
+        "WARN: at most wal_backlog_max WAL SSTs wait for a recovering writer to replay them "
+        "(more: the writer's memtable flushes are not landing in L0)."
+    ),
+)
+def wal_backlog_under_threshold(
+    context: dg.AssetCheckExecutionContext,
+    store: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+) -> dg.AssetCheckResult:
+    return _figure_check(
+        context, store, "WAL SSTs to replay", lambda h: h.wal_backlog, managed.wal_backlog_max
+    )
+
+
+@dg.asset_check(
+    asset=checkpoint_refresh,
+    name=LAG,
+    partitions_def=databases_partitions,
+    description=(
+        "WARN: the oldest manifest a checkpoint pins is at most manifest_lag_max versions behind "
+        "the latest (more: a checkpoint keeps old SSTs from the GC; refresh or delete it)."
+    ),
+)
+def manifest_lag_under_threshold(
+    context: dg.AssetCheckExecutionContext,
+    store: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+) -> dg.AssetCheckResult:
+    return _figure_check(
+        context, store, "manifest versions of lag", lambda h: h.manifest_lag,
+        managed.manifest_lag_max,
     )
 
 
@@ -100,7 +211,7 @@ def no_expired_checkpoint_lingering(
     store: ObjectStoreResource,
     managed: ManagedDatabasesResource,
 ) -> dg.AssetCheckResult:
-    db = context.partition_key
+    db = _database(context)
     now = time.time()
     try:
         _, health = inspect_database(store.open(), db, now=lambda: now)
@@ -115,6 +226,8 @@ def no_expired_checkpoint_lingering(
     return dg.AssetCheckResult(
         passed=not lingering,
         severity=dg.AssetCheckSeverity.WARN,
+        description=f"{db}: {len(lingering)} checkpoints still listed longer than "
+        f"{managed.expired_checkpoint_grace} after they expired",
         metadata={
             "expired": dg.MetadataValue.int(len(health.expired_checkpoints)),
             "lingering": dg.MetadataValue.int(len(lingering)),
@@ -127,16 +240,17 @@ def no_expired_checkpoint_lingering(
 
 @dg.asset_check(
     asset=garbage_collection,
+    name=BOUNDARIES,
     partitions_def=databases_partitions,
     description=(
-        "Every gc/*.boundary is at or behind the newest id of its namespace (the manifest and "
+        "ERROR: every gc/*.boundary is at or behind the newest id of its namespace (the manifest and "
         "compactions boundaries strictly behind the latest object)."
     ),
 )
 def boundaries_behind_latest(
     context: dg.AssetCheckExecutionContext, store: ObjectStoreResource
 ) -> dg.AssetCheckResult:
-    db = context.partition_key
+    db = _database(context)
     s = store.open()
     try:
         stored, _ = inspect_database(s, db)
@@ -158,12 +272,35 @@ def boundaries_behind_latest(
         metadata["violations"] = dg.MetadataValue.text(
             "\n".join(f"{v.namespace}: {v.boundary} vs {v.latest}: {v.reason}" for v in violations)
         )
-    return dg.AssetCheckResult(passed=not violations, metadata=metadata)
+    return dg.AssetCheckResult(
+        passed=not violations,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{db}: "
+        + (
+            "; ".join(f"gc/{v.namespace}.boundary {v.boundary}: {v.reason}" for v in violations)
+            if violations
+            else "every GC boundary is behind what it may cover"
+        ),
+        metadata=metadata,
+    )
 
 
 CHECKS = [
     manifest_and_ssts_intact,
     l0_under_threshold,
+    wal_backlog_under_threshold,
+    manifest_lag_under_threshold,
     no_expired_checkpoint_lingering,
     boundaries_behind_latest,
 ]
+
+health_check_job = dg.define_asset_job(
+    "health_check_job",
+    selection=dg.AssetSelection.checks(*CHECKS),
+    partitions_def=databases_partitions,
+    executor_def=dg.in_process_executor,
+    description=(
+        "Every check of one database, deeply (each SST read whole): pick the database "
+        "partition in the launchpad. fleet_sensor evaluates the cheap form every tick."
+    ),
+)

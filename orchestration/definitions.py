@@ -10,7 +10,8 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.assets import ASSETS
-from orchestration.checks import CHECKS
+from orchestration.checks import CHECKS, health_check_job
+from orchestration.fleet_view import fleet_asset
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.schedules import build_schedules
@@ -22,9 +23,9 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     managed = ManagedDatabasesResource(**settings.managed)
     managed.check_settings()
     return dg.Definitions(
-        assets=ASSETS,
+        assets=[*ASSETS, fleet_asset],
         asset_checks=CHECKS,
-        jobs=JOBS,
+        jobs=[*JOBS, health_check_job],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
         resources={"store": ObjectStoreResource(**settings.store), "managed": managed},

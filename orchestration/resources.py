@@ -111,11 +111,21 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
     discover_prefix: str | None = None
     tables: list[str] = Field(default_factory=list)
 
-    # compaction and the lag sensor
-    l0_max_ssts: int = 8
-    """Request a compaction (sensor) / fail the check when L0 holds more SSTs than this."""
-    wal_backlog_max: int = 64
-    manifest_lag_max: int = 1000
+    # compaction and the fleet sensor
+    l0_max_ssts: int = Field(
+        default=8,
+        description="fleet_sensor requests compaction, and the L0 check warns, above this many L0 SSTs",
+    )
+    wal_backlog_max: int = Field(
+        default=64,
+        description="fleet_sensor requests compaction, and the WAL check warns, above this many "
+        "WAL SSTs a recovering writer would replay",
+    )
+    manifest_lag_max: int = Field(
+        default=1000,
+        description="The lag check warns when the oldest pinned manifest is this many versions "
+        "behind; a managed retention checkpoint pinning it is re-taken (not a compaction)",
+    )
     compactor_l0_trigger: int = 4
     compactor_max_sst_size_bytes: int = 256 * MiB
 
@@ -148,6 +158,36 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
     """The asset check fails for a checkpoint still listed this long after it expired (the GC
     should have removed it)."""
 
+    # the fleet sensor and the fleet view (slatedb_fleet)
+    fleet_scan_concurrency: int = Field(
+        default=64, description="Concurrent store requests of one fleet scan"
+    )
+    verify_ssts_per_tick: int = Field(
+        default=50,
+        description="Databases per tick whose SSTs are checked for existence (one HEAD per SST), "
+        "in rotation over the fleet",
+    )
+    fleet_refresh_s: int = Field(
+        default=300,
+        description="The fleet view is materialized at least this often (its plots and freshness)",
+    )
+    fleet_min_interval_s: int = Field(
+        default=30, description="... and at most this often when what it shows changed"
+    )
+    fleet_table_rows: int = Field(
+        default=500,
+        description="Rows of the fleet table; databases needing attention come first, the "
+        "healthy rest are counted",
+    )
+    trend_databases: list[str] = Field(
+        default_factory=list,
+        description="Databases with per-database trend plots on the fleet view (default: the "
+        "first trend_max_databases live ones)",
+    )
+    trend_max_databases: int = Field(
+        default=20, description="How many databases get trend plots when none are listed"
+    )
+
     def gc_options(self) -> GarbageCollectorOptions:
         return GarbageCollectorOptions(
             min_age=parse_duration(self.gc_min_age, allow_zero=True),
@@ -172,6 +212,12 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
         names = [p.name for p in self.checkpoints]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"checkpoint policy names must be unique, got {names}")
+        for name in ("fleet_scan_concurrency", "fleet_table_rows", "fleet_refresh_s"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("verify_ssts_per_tick", "fleet_min_interval_s", "trend_max_databases"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(f"{name} must not be negative, got {getattr(self, name)}")
         if self.merge_bytes * 2 > self.split_bytes:
             raise InvalidArgument("merge_bytes must be at most half of split_bytes")
 

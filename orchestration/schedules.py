@@ -1,35 +1,103 @@
-"""Cron schedules (from the settings file): each tick requests one run per known partition."""
+"""Cron schedules (from the settings file): each tick requests one run per database (or table)
+partition that has work of that kind, tagged with the database like the sensor's runs.
 
+Which databases: compaction, checkpoint refresh and export run for live databases only; GC also
+for retired shards and soft-destroyed databases (it deletes them once unreferenced / past their
+grace). Missing and damaged databases get none: their state comes from one fleet scan (shared
+with ``fleet_sensor``, so a tick right after the sensor's re-reads only what changed), and a tick
+that leaves databases out says which and why.
+"""
+
+from collections.abc import Collection
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
+from orchestration.alerts import DATABASE_TAG
+from orchestration.fleet_sensor import retired_shards, scanner_for
+from orchestration.fleet_state import GC_STATES, LIVE_STATES, state_of
 from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_job, rescaling_job
 from orchestration.partitions import DATABASES, TABLES
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.settings import ScheduleSettings
 
 
-def _per_partition(
+def _tick(context: dg.ScheduleEvaluationContext) -> str:
+    return context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else ""
+
+
+def _per_database(
     job: UnresolvedAssetJobDefinition,
-    partitions: str,
     cron: str,
     settings: ScheduleSettings,
+    states: Collection[str],
 ) -> dg.ScheduleDefinition:
     status = dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+    kind = job.name.removesuffix("_job")
 
     @dg.schedule(
-        name=f"{job.name.removesuffix('_job')}_schedule",
+        name=f"{kind}_schedule",
         cron_schedule=cron,
         job=job,
         execution_timezone=settings.timezone,
         default_status=status,
-        description=f"{job.name} for every {partitions} partition, on cron {cron!r}",
+        description=(
+            f"{job.name} for every database partition that is {' / '.join(sorted(states))}, "
+            f"on cron {cron!r}"
+        ),
+    )
+    def _schedule(
+        context: dg.ScheduleEvaluationContext,
+        store: ObjectStoreResource,
+        managed: ManagedDatabasesResource,
+    ) -> list[dg.RunRequest] | dg.SkipReason:
+        dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
+        retired = retired_shards(store, managed, context.log)
+        statuses = scanner_for(store, managed.fleet_scan_concurrency).scan(dbs)
+        runs, left_out = [], []
+        for db in dbs:
+            state = state_of(statuses[db], retired)
+            if state in states:
+                runs.append(
+                    dg.RunRequest(
+                        run_key=f"{db}@{_tick(context)}",
+                        partition_key=db,
+                        tags={DATABASE_TAG: db, "slatedb/reason": f"{kind}_schedule"},
+                    )
+                )
+            else:
+                left_out.append(f"{db} ({state})")
+        if left_out:
+            context.log.info(f"{kind}: left out {len(left_out)}: {', '.join(left_out[:20])}")
+        if not runs:
+            return dg.SkipReason(
+                f"no database needs {kind}: "
+                + (", ".join(left_out[:20]) if left_out else "no database partitions yet")
+            )
+        return runs
+
+    return _schedule
+
+
+def _per_table(cron: str, settings: ScheduleSettings) -> dg.ScheduleDefinition:
+    status = dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+
+    @dg.schedule(
+        name="rescaling_schedule",
+        cron_schedule=cron,
+        job=rescaling_job,
+        execution_timezone=settings.timezone,
+        default_status=status,
+        description=f"rescaling_job for every table partition, on cron {cron!r}",
     )
     def _schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
-        tick = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else ""
         return [
-            dg.RunRequest(run_key=f"{key}@{tick}", partition_key=key)
-            for key in context.instance.get_dynamic_partitions(partitions)
+            dg.RunRequest(
+                run_key=f"{key}@{_tick(context)}",
+                partition_key=key,
+                tags={"slatedb/table": key, "slatedb/reason": "rescaling_schedule"},
+            )
+            for key in context.instance.get_dynamic_partitions(TABLES)
         ]
 
     return _schedule
@@ -37,9 +105,9 @@ def _per_partition(
 
 def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
     return [
-        _per_partition(compaction_job, DATABASES, settings.compaction, settings),
-        _per_partition(gc_job, DATABASES, settings.garbage_collection, settings),
-        _per_partition(checkpoint_job, DATABASES, settings.checkpoint_refresh, settings),
-        _per_partition(export_job, DATABASES, settings.delta_export, settings),
-        _per_partition(rescaling_job, TABLES, settings.rescaling, settings),
+        _per_database(compaction_job, settings.compaction, settings, LIVE_STATES),
+        _per_database(gc_job, settings.garbage_collection, settings, GC_STATES),
+        _per_database(checkpoint_job, settings.checkpoint_refresh, settings, LIVE_STATES),
+        _per_database(export_job, settings.delta_export, settings, LIVE_STATES),
+        _per_table(settings.rescaling, settings),
     ]

@@ -1,8 +1,10 @@
-"""Sensors: keep the partitions in step with the store, watch the GC boundaries and the lag of
-every database, and make fencing and corruption failures stand out.
+"""Sensors: keep the partitions in step with the store, watch the fleet, and make fencing and
+corruption failures stand out.
 
-Cursors are JSON, so an operator can read (and, after fixing a store by hand, reset) them in the
-UI. Each sensor reads only metadata (manifests, boundary files), never SSTs.
+``fleet_sensor`` (see :mod:`orchestration.fleet_sensor`) is the one that reads every database each
+tick: checks of the current state, runs for live databases that need them (never a storm), the
+fleet view. Cursors are JSON, so an operator can read (and, after fixing a store by hand, reset)
+them in the UI. Sensors read only metadata (manifests, boundary files, listings), never SST data.
 """
 
 
@@ -12,8 +14,8 @@ from typing import Any
 import dagster as dg
 
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
-from orchestration.assets import compaction, garbage_collection
-from orchestration.jobs import compaction_job
+from orchestration.fleet_sensor import evaluate_fleet
+from orchestration.jobs import checkpoint_job, compaction_job
 from orchestration.partitions import (
     DATABASES,
     TABLES,
@@ -22,13 +24,9 @@ from orchestration.partitions import (
 )
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import (
-    BoundaryMissing,
-    CorruptionError,
-    DatabaseNotFound,
     SlateDBError,
     Table,
 )
-from slatedb_core.health import inspect_database, read_boundaries
 
 DISCOVERY_INTERVAL_S = 60
 WATCH_INTERVAL_S = 30
@@ -113,38 +111,26 @@ def build_sensors(running: bool = True) -> list[dg.SensorDefinition]:
         return dg.SensorResult(dynamic_partitions_requests=requests)
 
     @dg.sensor(
-        name="boundary_sensor",
+        name="fleet_sensor",
         minimum_interval_seconds=WATCH_INTERVAL_S,
         default_status=status,
-        asset_selection=[garbage_collection],
+        jobs=[compaction_job, checkpoint_job],
         description=(
-            "Watches gc/*.boundary of every database: records an observation on "
-            "garbage_collection when one advances; fails the tick when one moved backwards or "
-            "disappeared (the cursor keeps the last good values until an operator resets it)."
+            "Every tick, for every database: evaluates the checks of its current state (L0, WAL "
+            "backlog, manifest lag: WARN; a manifest that does not decode, missing SSTs, a GC "
+            "boundary that moved back: ERROR), requests compaction for live databases over "
+            "l0_max_ssts / wal_backlog_max (run key = the L0 SST ids; held back after a failure "
+            "with an alert until those SSTs change), re-takes a managed retention checkpoint that "
+            "pins a manifest past manifest_lag_max, and refreshes slatedb_fleet. A tick without "
+            "runs says why: the highest figures against their thresholds."
         ),
     )
-    def boundary_sensor(
-        context: dg.SensorEvaluationContext, store: ObjectStoreResource
-    ) -> dg.SensorResult | dg.SkipReason:
-        return evaluate_boundaries(context, store)
-
-    @dg.sensor(
-        name="manifest_lag_sensor",
-        minimum_interval_seconds=WATCH_INTERVAL_S,
-        default_status=status,
-        job=compaction_job,
-        description=(
-            "Per database: manifest lag behind the oldest pinned checkpoint, WAL backlog and L0 "
-            "count; requests a compaction run (run key = database + manifest id, so the same "
-            "state is never requested twice) when a threshold is exceeded."
-        ),
-    )
-    def manifest_lag_sensor(
+    def fleet_sensor(
         context: dg.SensorEvaluationContext,
         store: ObjectStoreResource,
         managed: ManagedDatabasesResource,
     ) -> dg.SensorResult | dg.SkipReason:
-        return evaluate_lag(context, store, managed)
+        return evaluate_fleet(context, store, managed)
 
     @dg.run_failure_sensor(
         name="slatedb_alert_sensor",
@@ -159,122 +145,9 @@ def build_sensors(running: bool = True) -> list[dg.SensorDefinition]:
 
     return [
         database_discovery_sensor,
-        boundary_sensor,
-        manifest_lag_sensor,
+        fleet_sensor,
         slatedb_alert_sensor,
     ]
-
-
-def evaluate_boundaries(
-    context: dg.SensorEvaluationContext, store: ObjectStoreResource
-) -> dg.SensorResult | dg.SkipReason:
-    s = store.open()
-    seen = _cursor(context)
-    cursor: dict[str, dict[str, int]] = {}
-    events: list[dg.AssetObservation] = []
-    backwards: list[str] = []
-    missing: list[str] = []
-    for db in context.instance.get_dynamic_partitions(DATABASES):
-        before: dict[str, int] = seen.get(db, {})
-        try:
-            inspect_database(s, db)
-        except DatabaseNotFound:
-            continue  # deleted (GC of a destroyed database): its boundaries went with it
-        except CorruptionError as e:
-            context.log.error(f"{db}: latest manifest does not decode: {e}")
-        now = read_boundaries(s, db)
-        advanced = []
-        kept = dict(before)
-        for ns, value in now.items():
-            last = before.get(ns)
-            if value is None:
-                if last is not None:
-                    missing.append(f"{db}: gc/{ns}.boundary disappeared (last seen {last})")
-                continue
-            if last is not None and value < last:
-                backwards.append(f"{db}: gc/{ns}.boundary moved back from {last} to {value}")
-                continue
-            if last is None or value > last:
-                advanced.append(ns)
-            kept[ns] = value
-        cursor[db] = kept
-        if advanced:
-            metadata: dict[str, Any] = {
-                f"{ns}_boundary": dg.MetadataValue.int(v) for ns, v in kept.items()
-            }
-            metadata["advanced"] = dg.MetadataValue.text(", ".join(advanced))
-            events.append(
-                dg.AssetObservation(
-                    asset_key=garbage_collection.key, partition=db, metadata=metadata
-                )
-            )
-    if backwards:
-        raise CorruptionError("gc boundaries", "; ".join(backwards + missing))
-    if missing:
-        raise BoundaryMissing("; ".join(missing))
-    new_cursor = json.dumps(cursor, sort_keys=True)
-    if not events and new_cursor == context.cursor:
-        return dg.SkipReason("no boundary moved")
-    return dg.SensorResult(asset_events=events, cursor=new_cursor)
-
-
-def evaluate_lag(
-    context: dg.SensorEvaluationContext,
-    store: ObjectStoreResource,
-    managed: ManagedDatabasesResource,
-) -> dg.SensorResult | dg.SkipReason:
-    s = store.open()
-    seen = _cursor(context)
-    cursor: dict[str, dict[str, int]] = {}
-    runs: list[dg.RunRequest] = []
-    events: list[dg.AssetObservation] = []
-    for db in context.instance.get_dynamic_partitions(DATABASES):
-        try:
-            stored, h = inspect_database(s, db)
-        except DatabaseNotFound:
-            continue
-        except CorruptionError as e:
-            context.log.error(f"{db}: latest manifest does not decode: {e}")
-            continue
-        if h.destroyed or not h.initialized:
-            continue
-        figures = {
-            "manifest_id": stored.id,
-            "l0_ssts": h.l0_ssts,
-            "wal_backlog": h.wal_backlog,
-            "manifest_lag": h.manifest_lag,
-        }
-        cursor[db] = figures
-        if seen.get(db) != figures:
-            events.append(
-                dg.AssetObservation(
-                    asset_key=compaction.key,
-                    partition=db,
-                    metadata={k: dg.MetadataValue.int(v) for k, v in figures.items()},
-                )
-            )
-        reasons = [
-            f"{name} {value} > {limit}"
-            for name, value, limit in (
-                ("l0_ssts", h.l0_ssts, managed.l0_max_ssts),
-                ("wal_backlog", h.wal_backlog, managed.wal_backlog_max),
-                ("manifest_lag", h.manifest_lag, managed.manifest_lag_max),
-            )
-            if value > limit
-        ]
-        if reasons:
-            context.log.info(f"{db}: compaction requested: {'; '.join(reasons)}")
-            runs.append(
-                dg.RunRequest(
-                    run_key=f"compaction:{db}:manifest-{stored.id}",
-                    partition_key=db,
-                    tags={"slatedb/reason": "; ".join(reasons), DATABASE_TAG: db},
-                )
-            )
-    new_cursor = json.dumps(cursor, sort_keys=True)
-    if not runs and not events and new_cursor == context.cursor:
-        return dg.SkipReason("no database changed")
-    return dg.SensorResult(run_requests=runs, asset_events=events, cursor=new_cursor)
 
 
 def tag_alert(context: dg.RunFailureSensorContext) -> str | None:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from slatedb_core.compactor.compactions import compactions_seq
-from slatedb_core.errors import ObjectNotFound
+from slatedb_core.errors import CorruptionError, ObjectNotFound
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import (
     COMPACTED_BOUNDARY,
@@ -37,6 +37,7 @@ from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import parse_boundary
+from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal.log import WalLog
 
@@ -45,6 +46,7 @@ __all__ = [
     "BoundaryViolation",
     "DatabaseHealth",
     "check_boundaries",
+    "damaged_ssts",
     "database_health",
     "inspect_database",
     "latest_ids",
@@ -253,6 +255,26 @@ def missing_ssts(store: ObjectStore, db_path: str, manifest: Manifest) -> list[s
     with ThreadPoolExecutor(max_workers=_HEAD_CONCURRENCY) as pool:
         gone = [p for p in pool.map(absent, manifest.ssts) if p is not None]
     return sorted(gone) + dangling
+
+
+def damaged_ssts(store: ObjectStore, db_path: str, manifest: Manifest) -> list[tuple[str, str]]:
+    """SSTs ``manifest`` lists that are missing or do not decode, as (path, error): each one is
+    read whole (footer, info, index and every block, with their checksums), so this costs the
+    database's size in GETs and is meant for an on-demand check, not a monitoring loop."""
+
+    def damage(sst: CompactedSst) -> tuple[str, str] | None:
+        path = resolve_sst_path(db_path, manifest, sst)
+        try:
+            SstReader.open(store, path, sst.info).read_all()
+        except ObjectNotFound:
+            return path, "missing"
+        except CorruptionError as e:
+            return path, f"CorruptionError: {e}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=_HEAD_CONCURRENCY) as pool:
+        found = [d for d in pool.map(damage, manifest.ssts) if d is not None]
+    return sorted(found)
 
 
 def _in_range(sst: CompactedSst, kr: KeyRange) -> tuple[bytes, bytes, float] | None:

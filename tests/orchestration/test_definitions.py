@@ -20,19 +20,21 @@ def test_default_definitions_load() -> None:
     repo = defs.get_repository_def()
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
         "compaction", "garbage_collection", "checkpoint_refresh", "delta_export", "rescaling",
+        "slatedb_fleet",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {
-        "manifest_and_ssts_intact", "l0_under_threshold", "no_expired_checkpoint_lingering",
+        "manifest_and_ssts_intact", "l0_under_threshold", "wal_backlog_under_threshold",
+        "manifest_lag_under_threshold", "no_expired_checkpoint_lingering",
         "boundaries_behind_latest",
     }
+    assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
     assert {s.name for s in repo.schedule_defs} == {
         "compaction_schedule", "gc_schedule", "checkpoint_schedule", "export_schedule",
         "rescaling_schedule",
     }
     assert {s.name for s in repo.sensor_defs} == {
-        "database_discovery_sensor", "boundary_sensor", "manifest_lag_sensor",
-        "slatedb_alert_sensor",
+        "database_discovery_sensor", "fleet_sensor", "slatedb_alert_sensor",
     }
 
 
@@ -55,7 +57,7 @@ def test_settings_file_drives_crons_and_resources(
     schedule = repo.get_schedule_def("compaction_schedule")
     assert schedule.cron_schedule == "*/5 * * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    sensor = repo.get_sensor_def("manifest_lag_sensor")
+    sensor = repo.get_sensor_def("fleet_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert defs.resources is not None
     assert defs.resources["managed"].l0_max_ssts == 3

@@ -1,0 +1,338 @@
+"""One tick of ``fleet_sensor``: scan every database partition, judge it, and report.
+
+Per tick, for every database partition (one concurrent scan through ``slatedb_core.FleetScanner``,
+which re-reads only what changed since the previous tick):
+
+* **checks of the current state** as asset check evaluations on the database's partition, sent
+  when a result changes (and once after a restart), each described with the database's name;
+* **runs for live databases only**: compaction when L0 or the WAL backlog is over its threshold,
+  keyed on the L0 SST ids and held back after a failure with an alert (see
+  :mod:`orchestration.fleet_state`); checkpoint_refresh when a managed retention checkpoint pins a
+  manifest lagging past ``manifest_lag_max``;
+* **observations**: the figures on ``compaction`` when they change, the boundaries on
+  ``garbage_collection`` when one advances;
+* **the fleet view** (``slatedb_fleet``) when what it shows changed, at most every
+  ``fleet_min_interval_s``, and at least every ``fleet_refresh_s`` so its plots and freshness hold;
+* a **skip reason** when nothing was requested: the worst figures against their thresholds and
+  the databases held back, so a grey tick still says why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import dagster as dg
+
+from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
+from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
+from orchestration.fleet_state import (
+    BOUNDARIES,
+    CHECK_ORDER,
+    ERROR,
+    INTACT,
+    L0,
+    LAG,
+    WAL,
+    Cursor,
+    Finding,
+    Memory,
+    Thresholds,
+    checkpoint_decision,
+    compaction_decision,
+    findings,
+    fold_run,
+    remember_boundaries,
+    state_of,
+)
+from orchestration.fleet_view import (
+    FLEET_KEY,
+    FleetRow,
+    digest,
+    fleet_metadata,
+    fleet_row,
+    headline,
+    trend_databases,
+)
+from orchestration.partitions import DATABASES
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from slatedb_core import DatabaseStatus, FleetScanner, SlateDBError, Table
+from slatedb_core.health import BOUNDARY_NAMESPACES
+
+CHECK_ASSET = {
+    INTACT: garbage_collection.key,
+    L0: compaction.key,
+    WAL: compaction.key,
+    LAG: checkpoint_refresh.key,
+    BOUNDARIES: garbage_collection.key,
+}
+COMPACTION_JOB = "compaction_job"
+CHECKPOINT_JOB = "checkpoint_job"
+GC_JOB = "gc_job"
+_FINISHED = [
+    dg.DagsterRunStatus.SUCCESS,
+    dg.DagsterRunStatus.FAILURE,
+    dg.DagsterRunStatus.CANCELED,
+]
+_RUN_OVERLAP_S = 120.0
+"""Runs updated this long before the last tick are read again (folding is idempotent), so a run
+whose record was written while the previous tick read cannot be missed."""
+
+_scanners: dict[tuple[str, int], FleetScanner] = {}
+_scanners_lock = threading.Lock()
+
+
+def scanner_for(store: ObjectStoreResource, concurrency: int) -> FleetScanner:
+    """One scanner per store for the life of the code server, so ticks (and schedules) reuse what
+    the previous tick read."""
+    key = (store.url, concurrency)
+    with _scanners_lock:
+        scanner = _scanners.get(key)
+        if scanner is None:
+            scanner = _scanners[key] = FleetScanner(store.open(), concurrency=concurrency)
+        return scanner
+
+
+def retired_shards(
+    store: ObjectStoreResource, managed: ManagedDatabasesResource, log: Any = None
+) -> frozenset[str]:
+    """Database paths the managed tables list as retired (kept until the GC deletes them)."""
+    out: set[str] = set()
+    for path in managed.tables:
+        try:
+            with Table.open(path, store.open()) as table:
+                out.update(table.shard_map.retired)
+        except SlateDBError as e:
+            if log is not None:
+                log.warning(f"table {path!r} not opened: {type(e).__name__}: {e}")
+    return frozenset(out)
+
+
+def limits_of(managed: ManagedDatabasesResource) -> Thresholds:
+    return Thresholds(
+        l0_max_ssts=managed.l0_max_ssts,
+        wal_backlog_max=managed.wal_backlog_max,
+        manifest_lag_max=managed.manifest_lag_max,
+        retention_checkpoints=frozenset(p.name for p in managed.checkpoints if p.every is None),
+    )
+
+
+def _verify_set(dbs: list[str], cursor: Cursor, per_tick: int) -> list[str]:
+    """A rotating slice of the databases whose SSTs this tick checks for existence (HEADs are
+    one request per SST, too many to repeat for every database every tick)."""
+    if per_tick <= 0 or not dbs:
+        return []
+    start = cursor.verify_from % len(dbs)
+    chosen = (dbs[start:] + dbs[:start])[:per_tick]
+    cursor.verify_from = (start + len(chosen)) % len(dbs)
+    return chosen
+
+
+def _run_alert(instance: dg.DagsterInstance, record: dg.RunRecord) -> str | None:
+    run = record.dagster_run
+    tagged = run.tags.get(ALERT_TAG)
+    if tagged or run.status != dg.DagsterRunStatus.FAILURE:
+        return tagged
+    for entry in instance.all_logs(
+        run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.STEP_FAILURE}
+    ):
+        data = entry.dagster_event.event_specific_data if entry.dagster_event else None
+        kind = alert_in(getattr(data, "error", None))
+        if kind is not None:
+            return kind
+    return None
+
+
+def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
+    """Fold the compaction and GC runs that finished since the last tick into the memories."""
+    since = cursor.runs_seen_until
+    after = None if since is None else dt.datetime.fromtimestamp(since - _RUN_OVERLAP_S, dt.UTC)
+    for job, kind in ((COMPACTION_JOB, "compaction"), (GC_JOB, "gc")):
+        records = instance.get_run_records(
+            filters=dg.RunsFilter(job_name=job, statuses=_FINISHED, updated_after=after),
+            limit=None if after is not None else 10_000,
+        )
+        for record in records:
+            run = record.dagster_run
+            db = run.tags.get(DATABASE_TAG) or run.tags.get("dagster/partition")
+            if db is None:
+                continue
+            end = record.end_time or record.update_timestamp.timestamp()
+            memory = cursor.dbs.setdefault(db, Memory())
+            fold_run(memory, kind, run.status.value, end, _run_alert(instance, record))
+    cursor.runs_seen_until = now
+
+
+def _check_event(db: str, f: Finding) -> dg.AssetCheckEvaluation:
+    metadata: dict[str, Any] = {"database": dg.MetadataValue.text(db)}
+    if f.figure is not None:
+        metadata["value"] = dg.MetadataValue.int(f.figure)
+    if f.limit is not None:
+        metadata["threshold"] = dg.MetadataValue.int(f.limit)
+    return dg.AssetCheckEvaluation(
+        asset_key=CHECK_ASSET[f.check],
+        check_name=f.check,
+        passed=f.passed,
+        severity=dg.AssetCheckSeverity.ERROR if f.severity == ERROR else dg.AssetCheckSeverity.WARN,
+        description=f.description,
+        partition=db,
+        metadata=metadata,
+    )
+
+
+def _bits(checks: Iterable[Finding], before: str) -> str:
+    now = {f.check: ("p" if f.passed else "f") for f in checks}
+    old = before.ljust(len(CHECK_ORDER), "-")
+    return "".join(now.get(name, old[i]) for i, name in enumerate(CHECK_ORDER))
+
+
+def _figures(status: DatabaseStatus) -> dict[str, dg.MetadataValue]:
+    h = status.health
+    assert h is not None
+    return {
+        "manifest_id": dg.MetadataValue.int(h.manifest_id),
+        "l0_ssts": dg.MetadataValue.int(h.l0_ssts),
+        "wal_backlog": dg.MetadataValue.int(h.wal_backlog),
+        "manifest_lag": dg.MetadataValue.int(h.manifest_lag),
+        "sst_bytes": dg.MetadataValue.int(h.sst_bytes),
+    }
+
+
+def _boundaries(status: DatabaseStatus, advanced: list[str]) -> dict[str, dg.MetadataValue]:
+    md: dict[str, dg.MetadataValue] = {"advanced": dg.MetadataValue.text(", ".join(advanced))}
+    for ns in BOUNDARY_NAMESPACES:
+        v = status.boundaries.get(ns)
+        if v is None:
+            md[f"{ns}_boundary"] = dg.MetadataValue.text("not set yet (no GC pass advanced it)")
+        elif ns == "compacted":  # a ULID time in milliseconds
+            md[f"{ns}_boundary"] = dg.MetadataValue.timestamp(v / 1000)
+        else:
+            md[f"{ns}_boundary"] = dg.MetadataValue.int(v)
+    return md
+
+
+def evaluate_fleet(
+    context: dg.SensorEvaluationContext,
+    store: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+) -> dg.SensorResult | dg.SkipReason:
+    now = time.time()
+    cursor = Cursor.loads(context.cursor)
+    dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
+    retired = retired_shards(store, managed, context.log)
+    scanner = scanner_for(store, managed.fleet_scan_concurrency)
+    statuses = scanner.scan(dbs, verify=_verify_set(dbs, cursor, managed.verify_ssts_per_tick))
+    fold_runs(context.instance, cursor, now)
+    limits = limits_of(managed)
+    runs: list[dg.RunRequest] = []
+    events: list[dg.AssetObservation | dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
+    held: list[str] = []
+    rows: list[FleetRow] = []
+    for db in dbs:
+        status = statuses[db]
+        memory = cursor.dbs.setdefault(db, Memory())
+        state = state_of(status, retired)
+        checks = findings(status, state, memory, limits)
+        before = memory.checks.ljust(len(CHECK_ORDER), "-")
+        bits = _bits(checks, memory.checks)
+        for f in checks:
+            i = CHECK_ORDER.index(f.check)
+            if before[i] != bits[i]:
+                events.append(_check_event(db, f))
+                if not f.passed and f.severity == ERROR:
+                    context.log.error(f"SLATEDB ALERT {f.check}: {f.description}")
+                    memory.alert = [status.error_kind or f.check, now, f.description.split(": ", 1)[-1]]
+        memory.checks = bits
+        advanced = remember_boundaries(status, memory, now)
+        if advanced and status.health is not None:
+            events.append(
+                dg.AssetObservation(
+                    asset_key=garbage_collection.key, partition=db,
+                    metadata=_boundaries(status, advanced),
+                )
+            )
+        if state == "live" and status.changed and status.health is not None:
+            events.append(
+                dg.AssetObservation(asset_key=compaction.key, partition=db, metadata=_figures(status))
+            )
+        if state == "live":
+            for decision in (
+                compaction_decision(status, memory, limits, now),
+                checkpoint_decision(status, limits),
+            ):
+                if decision is None:
+                    continue
+                if decision.held is not None:
+                    held.append(decision.held)
+                    continue
+                job = COMPACTION_JOB if decision.kind == "compaction" else CHECKPOINT_JOB
+                runs.append(
+                    dg.RunRequest(
+                        run_key=decision.run_key,
+                        job_name=job,
+                        partition_key=db,
+                        tags={"slatedb/reason": "; ".join(decision.reasons), DATABASE_TAG: db},
+                    )
+                )
+                if decision.kind == "compaction":
+                    memory.requested_l0 = list(status.l0_sst_ids)
+                    memory.requested_at = now
+        rows.append(fleet_row(status, retired, memory, checks, now))
+    cursor.dbs = {db: cursor.dbs[db] for db in dbs}
+    for line in held:
+        context.log.info(line)
+    view = digest(rows)
+    due = cursor.fleet_at is None or now - cursor.fleet_at >= managed.fleet_refresh_s
+    changed = view != cursor.fleet_digest and (
+        cursor.fleet_at is None or now - cursor.fleet_at >= managed.fleet_min_interval_s
+    )
+    if due or changed:
+        md = fleet_metadata(
+            rows,
+            l0_max=managed.l0_max_ssts,
+            wal_max=managed.wal_backlog_max,
+            lag_max=managed.manifest_lag_max,
+            table_rows=managed.fleet_table_rows,
+            trend_dbs=trend_databases(rows, managed.trend_databases, managed.trend_max_databases),
+        )
+        events.append(
+            dg.AssetMaterialization(asset_key=FLEET_KEY, description=headline(rows), metadata=md)
+        )
+        cursor.fleet_at, cursor.fleet_digest = now, view
+    context.log.info(
+        f"scanned {len(dbs)} databases in {time.time() - now:.2f} s "
+        f"({scanner.last_scan_requests} requests); {len(runs)} runs requested"
+    )
+    if runs:
+        return dg.SensorResult(run_requests=runs, asset_events=events, cursor=cursor.dumps())
+    return dg.SensorResult(
+        skip_reason=skip_reason(rows, held, limits), asset_events=events, cursor=cursor.dumps()
+    )
+
+
+def skip_reason(rows: list[FleetRow], held: list[str], limits: Thresholds) -> str:
+    """Why nothing was requested: the highest figures against their thresholds, and the
+    databases held back."""
+    live = [r for r in rows if r.state == "live"]
+    if not rows:
+        return "no database partitions yet (database_discovery_sensor adds them)"
+    over = "some over their thresholds but held back" if held else "none over its thresholds"
+    parts = [f"{len(live)} live of {len(rows)} databases, {over}"]
+    for name, attr, limit in (
+        ("L0", "l0_ssts", limits.l0_max_ssts),
+        ("WAL backlog", "wal_backlog", limits.wal_backlog_max),
+        ("manifest lag", "manifest_lag", limits.manifest_lag_max),
+    ):
+        top = max(live, key=lambda r: getattr(r, attr) or 0, default=None)
+        if top is not None:
+            parts.append(f"highest {name} {getattr(top, attr)}/{limit} ({top.database})")
+    text = "; ".join(parts)
+    if held:
+        text += f". Held back ({len(held)}): " + " | ".join(held[:5])
+    bad = [r for r in rows if r.severity == 2]
+    if bad:
+        text += f". Errors ({len(bad)}): " + ", ".join(f"{r.database} ({r.state})" for r in bad[:5])
+    return text

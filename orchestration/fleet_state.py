@@ -1,0 +1,367 @@
+"""How the fleet sensor judges each database, and what it remembers between ticks.
+
+Pure functions over one scan of the fleet (``slatedb_core.FleetScanner``) and the sensor's cursor,
+so every rule here is tested without a Dagster daemon:
+
+* the *findings*: the current-state checks of one database (L0, WAL backlog and manifest lag are
+  warnings; a manifest that does not decode, a missing SST or a GC boundary that moved backwards are
+  errors), each described with the database's name and its figure against the threshold;
+* the *compaction decision*: a run is keyed on the set of L0 SST ids, which a failing compactor does
+  not change (it only bumps its epoch and writes a manifest), and a database whose last compaction
+  failed with an alert is held back until one of the L0 SSTs present at that failure is gone (a
+  repair, or a successful run by hand) — never re-requested every tick;
+* manifest lag pinned by a checkpoint is not a reason to compact (compaction cannot move a
+  checkpoint): it is reported, and when the pinning checkpoint is a managed retention checkpoint a
+  ``checkpoint_refresh`` run re-takes it at the latest manifest.
+
+The cursor is compact JSON (a few numbers per database) so an operator can read and reset it in the
+UI; per-database entries are kept only for databases still in the partitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from slatedb_core import DatabaseStatus
+from slatedb_core.health import BOUNDARY_NAMESPACES
+
+# Check names: the asset checks declared in orchestration.checks carry the same names.
+INTACT = "manifest_and_ssts_intact"
+L0 = "l0_under_threshold"
+WAL = "wal_backlog_under_threshold"
+LAG = "manifest_lag_under_threshold"
+BOUNDARIES = "boundaries_behind_latest"
+CHECK_ORDER = (INTACT, L0, WAL, LAG, BOUNDARIES)
+
+WARN = "WARN"
+ERROR = "ERROR"
+
+LIVE_STATES = frozenset({"live"})
+GC_STATES = frozenset({"live", "retired", "destroyed"})
+"""Which states each kind of run is requested for: only GC has work on a retired shard (delete it
+once unreferenced) or a soft-destroyed database (delete it after the grace)."""
+
+CURSOR_VERSION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    l0_max_ssts: int
+    wal_backlog_max: int
+    manifest_lag_max: int
+    retention_checkpoints: frozenset[str] = frozenset()
+    """Names of the managed retention checkpoints (policies without ``every``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    severity: str
+    passed: bool
+    description: str
+    figure: int | None = None
+    limit: int | None = None
+
+
+@dataclass(slots=True)
+class Memory:
+    """What the sensor remembers of one database (one cursor entry)."""
+
+    boundaries: list[int | None] = field(default_factory=lambda: [None] * len(BOUNDARY_NAMESPACES))
+    checks: str = ""
+    """One character per CHECK_ORDER entry: p(assed), f(ailed), -(not evaluated)."""
+    requested_l0: list[str] | None = None
+    requested_at: float | None = None
+    compaction: list[Any] | None = None
+    """[status, end time, alert kind or None] of the latest finished compaction run."""
+    gc: list[Any] | None = None
+    boundary_advanced_at: float | None = None
+    alert: list[Any] | None = None
+    """[kind, time, message] of the latest alert seen for this database."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"b": self.boundaries, "k": self.checks}
+        for key, value in (
+            ("rl0", self.requested_l0),
+            ("rat", self.requested_at),
+            ("c", self.compaction),
+            ("g", self.gc),
+            ("adv", self.boundary_advanced_at),
+            ("alert", self.alert),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Memory:
+        b = raw.get("b")
+        bounds = list(b) if isinstance(b, list) and len(b) == len(BOUNDARY_NAMESPACES) else None
+        return cls(
+            boundaries=bounds or [None] * len(BOUNDARY_NAMESPACES),
+            checks=str(raw.get("k", "")),
+            requested_l0=raw.get("rl0"),
+            requested_at=raw.get("rat"),
+            compaction=raw.get("c"),
+            gc=raw.get("g"),
+            boundary_advanced_at=raw.get("adv"),
+            alert=raw.get("alert"),
+        )
+
+
+@dataclass(slots=True)
+class Cursor:
+    runs_seen_until: float | None = None
+    """Finished runs updated up to this time were folded into the memories."""
+    fleet_at: float | None = None
+    """When the fleet view was last materialized, and the digest of what it showed."""
+    fleet_digest: str = ""
+    verify_from: int = 0
+    """Where the next tick's slice of SST verification starts (see fleet_sensor)."""
+    dbs: dict[str, Memory] = field(default_factory=dict)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "v": CURSOR_VERSION,
+                "runs_until": self.runs_seen_until,
+                "fleet_at": self.fleet_at,
+                "fleet_digest": self.fleet_digest,
+                "verify_from": self.verify_from,
+                "dbs": {db: m.to_json() for db, m in sorted(self.dbs.items())},
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def loads(cls, text: str | None) -> Cursor:
+        """The cursor of an earlier tick; an empty, unreadable or older-format cursor starts
+        afresh (the first tick then re-reports every database once)."""
+        if not text:
+            return cls()
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            return cls()
+        if not isinstance(raw, dict) or raw.get("v") != CURSOR_VERSION:
+            return cls()
+        dbs = raw.get("dbs") if isinstance(raw.get("dbs"), dict) else {}
+        return cls(
+            runs_seen_until=raw.get("runs_until"),
+            fleet_at=raw.get("fleet_at"),
+            fleet_digest=str(raw.get("fleet_digest", "")),
+            verify_from=int(raw.get("verify_from") or 0),
+            dbs={
+                str(db): Memory.from_json(m) for db, m in (dbs or {}).items() if isinstance(m, dict)
+            },
+        )
+
+
+def state_of(status: DatabaseStatus, retired: frozenset[str]) -> str:
+    """live / retired / destroyed / damaged / missing / uninitialized (or unreachable)."""
+    if status.state == "live" and status.path in retired:
+        return "retired"
+    return status.state
+
+
+def l0_digest(ids: tuple[str, ...] | list[str]) -> str:
+    return hashlib.sha1("\n".join(sorted(ids)).encode()).hexdigest()[:12]
+
+
+def _pinned(status: DatabaseStatus) -> str:
+    cp = status.pinned_by
+    if cp is None:
+        return "nothing"
+    return f"checkpoint {cp.name or cp.id}" + ("" if cp.name else " (unnamed: a reader's or clone's)")
+
+
+def findings(
+    status: DatabaseStatus, state: str, memory: Memory, limits: Thresholds
+) -> list[Finding]:
+    """The current-state checks of one database. Missing and retired-but-gone databases have none;
+    SST existence is only judged when this scan verified it (``status.missing_ssts``)."""
+    db = status.path
+    out: list[Finding] = []
+    if state == "damaged":
+        out.append(
+            Finding(INTACT, ERROR, False, f"{db}: {status.error_kind}: {status.error}")
+        )
+        return out
+    h = status.health
+    if h is None or state in ("missing", "unreachable", "uninitialized"):
+        return out
+    if status.missing_ssts is not None:
+        gone = status.missing_ssts
+        out.append(
+            Finding(
+                INTACT,
+                ERROR,
+                not gone,
+                f"{db}: {len(gone)} of {h.ssts} SSTs the latest manifest (#{h.manifest_id}) "
+                f"references are missing: {', '.join(gone[:5])}"
+                if gone
+                else f"{db}: manifest #{h.manifest_id} decodes and its {h.ssts} SSTs exist",
+                len(gone),
+                0,
+            )
+        )
+    if state == "live":
+        for check, name, figure, limit in (
+            (L0, "L0 SSTs", h.l0_ssts, limits.l0_max_ssts),
+            (WAL, "WAL SSTs to replay", h.wal_backlog, limits.wal_backlog_max),
+        ):
+            ok = figure <= limit
+            out.append(
+                Finding(
+                    check, WARN, ok,
+                    f"{db}: {figure} {name} (threshold {limit})" + ("" if ok else ": over"),
+                    figure, limit,
+                )
+            )
+        lag_ok = h.manifest_lag <= limits.manifest_lag_max
+        out.append(
+            Finding(
+                LAG, WARN, lag_ok,
+                f"{db}: manifest lag {h.manifest_lag} (threshold {limits.manifest_lag_max}), "
+                f"oldest manifest pinned by {_pinned(status)}",
+                h.manifest_lag, limits.manifest_lag_max,
+            )
+        )
+    moved = boundary_problems(status, memory)
+    out.append(
+        Finding(
+            BOUNDARIES, ERROR, not moved,
+            f"{db}: " + ("; ".join(moved) if moved else "GC boundaries only moved forward"),
+        )
+    )
+    return out
+
+
+def boundary_problems(status: DatabaseStatus, memory: Memory) -> list[str]:
+    """GC boundaries that moved backwards or disappeared since the last tick, or that cover the
+    latest manifest (SlateDB RFC 0026: GC never moves the manifest boundary onto the latest)."""
+    problems = []
+    for i, ns in enumerate(BOUNDARY_NAMESPACES):
+        last, now = memory.boundaries[i], status.boundaries.get(ns)
+        if last is not None and now is None:
+            problems.append(f"gc/{ns}.boundary disappeared (was {last})")
+        elif last is not None and now is not None and now < last:
+            problems.append(f"gc/{ns}.boundary moved back from {last} to {now}")
+    h = status.health
+    manifest_boundary = status.boundaries.get(BOUNDARY_NAMESPACES[0])
+    if h is not None and manifest_boundary and manifest_boundary >= h.manifest_id:
+        problems.append(
+            f"gc/manifest.boundary {manifest_boundary} covers the latest manifest {h.manifest_id}"
+        )
+    return problems
+
+
+def remember_boundaries(status: DatabaseStatus, memory: Memory, now: float) -> list[str]:
+    """Fold the scanned boundaries into ``memory``; returns the namespaces that advanced. A value
+    that moved backwards or vanished is not taken, so the problem stays visible until an operator
+    resets the cursor."""
+    advanced = []
+    for i, ns in enumerate(BOUNDARY_NAMESPACES):
+        last, value = memory.boundaries[i], status.boundaries.get(ns)
+        if value is None or (last is not None and value < last):
+            continue
+        if last is None or value > last:
+            advanced.append(ns)
+            memory.boundaries[i] = value
+    if advanced:
+        memory.boundary_advanced_at = now
+    return advanced
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    kind: str
+    """"compaction" or "checkpoint"."""
+    run_key: str | None
+    reasons: tuple[str, ...]
+    held: str | None = None
+
+
+def compaction_decision(
+    status: DatabaseStatus, memory: Memory, limits: Thresholds, now: float
+) -> Decision | None:
+    """Whether to request a compaction run for a live database, and under which run key."""
+    h = status.health
+    if h is None:
+        return None
+    reasons = tuple(
+        f"{name} {value} > {limit}"
+        for name, value, limit in (
+            ("L0 SSTs", h.l0_ssts, limits.l0_max_ssts),
+            ("WAL backlog", h.wal_backlog, limits.wal_backlog_max),
+        )
+        if value > limit
+    )
+    if not reasons:
+        return None
+    ids = status.l0_sst_ids
+    last = memory.compaction
+    if (
+        last is not None
+        and last[0] == "FAILURE"
+        and last[2]
+        and memory.requested_l0 is not None
+        and set(memory.requested_l0) <= set(ids)
+    ):
+        return Decision(
+            "compaction",
+            None,
+            reasons,
+            held=(
+                f"{status.path}: compaction not requested: the last run failed with {last[2]} "
+                f"{ago(now, last[1])} and none of the L0 SSTs it failed on has changed since "
+                "(a run launched by hand that succeeds, or a repair, lifts this)"
+            ),
+        )
+    return Decision("compaction", f"compaction:{status.path}:l0-{l0_digest(ids)}", reasons)
+
+
+def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision | None:
+    """A checkpoint_refresh run when a managed retention checkpoint pins a manifest lagging past
+    the threshold (the refresh re-takes it at the latest manifest)."""
+    h, cp = status.health, status.pinned_by
+    if h is None or cp is None or h.manifest_lag <= limits.manifest_lag_max:
+        return None
+    if cp.name not in limits.retention_checkpoints:
+        return None
+    return Decision(
+        "checkpoint",
+        f"checkpoint:{status.path}:{cp.id}",
+        (f"manifest lag {h.manifest_lag} > {limits.manifest_lag_max}, pinned by {cp.name}",),
+    )
+
+
+def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | None) -> None:
+    """Record a finished compaction or GC run of this database (newest wins)."""
+    entry = [status, end, alert]
+    slot = memory.compaction if kind == "compaction" else memory.gc
+    if slot is not None and slot[1] > end:
+        return
+    if kind == "compaction":
+        memory.compaction = entry
+    else:
+        memory.gc = entry
+    if alert:
+        memory.alert = [alert, end, f"{kind} run failed"]
+
+
+def ago(now: float, then: float | None) -> str:
+    if then is None:
+        return "at an unknown time"
+    s = max(0, int(now - then))
+    if s < 120:
+        return f"{s} s ago"
+    if s < 7200:
+        return f"{s // 60} min ago"
+    if s < 172800:
+        return f"{s // 3600} h ago"
+    return f"{s // 86400} days ago"

@@ -214,6 +214,40 @@ def _boundaries(status: DatabaseStatus, advanced: list[str]) -> dict[str, dg.Met
     return md
 
 
+def _within_budget(
+    context: dg.SensorEvaluationContext,
+    cursor: Cursor,
+    changes: list[tuple[str, Finding, str | None]],
+    observations: list[dg.AssetObservation],
+    managed: ManagedDatabasesResource,
+    now: float,
+) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
+    """The tick's check results and observations, at most ``max_events_per_tick`` of them:
+    failing checks first, then passing ones, then observations. A check result left out keeps
+    its old value in the cursor, so it is reported by a later tick (the first tick over a large
+    fleet spreads its thousands of results over several ticks instead of writing them at once)."""
+    budget = managed.max_events_per_tick
+    changes.sort(key=lambda c: (c[1].passed, c[1].severity != ERROR, c[0]))
+    out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
+    for db, f, error_kind in changes[:budget]:
+        out.append(_check_event(db, f))
+        memory = cursor.dbs[db]
+        i = CHECK_ORDER.index(f.check)
+        memory.checks = memory.checks[:i] + ("p" if f.passed else "f") + memory.checks[i + 1 :]
+        if not f.passed and f.severity == ERROR:
+            context.log.error(f"SLATEDB ALERT {f.check}: {f.description}")
+            memory.alert = [error_kind or f.check, now, f.description.split(": ", 1)[-1]]
+    room = max(0, budget - len(out))
+    out.extend(observations[:room])
+    deferred = max(0, len(changes) - budget) + max(0, len(observations) - room)
+    if deferred:
+        context.log.info(
+            f"{deferred} check results and observations over max_events_per_tick ({budget}): "
+            "the check results follow in the next ticks"
+        )
+    return out
+
+
 def evaluate_fleet(
     context: dg.SensorEvaluationContext,
     store: ObjectStoreResource,
@@ -230,7 +264,9 @@ def evaluate_fleet(
     runs: list[dg.RunRequest] = []
     events: list[dg.AssetObservation | dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
     held: list[str] = []
-    rows: list[FleetRow] = []
+    judged: list[tuple[DatabaseStatus, Memory, list[Finding]]] = []
+    changes: list[tuple[str, Finding, str | None]] = []
+    observations: list[dg.AssetObservation] = []
     for db in dbs:
         status = statuses[db]
         memory = cursor.dbs.setdefault(db, Memory())
@@ -238,24 +274,21 @@ def evaluate_fleet(
         checks = findings(status, state, memory, limits)
         before = memory.checks.ljust(len(CHECK_ORDER), "-")
         bits = _bits(checks, memory.checks)
+        memory.checks = before
         for f in checks:
             i = CHECK_ORDER.index(f.check)
             if before[i] != bits[i]:
-                events.append(_check_event(db, f))
-                if not f.passed and f.severity == ERROR:
-                    context.log.error(f"SLATEDB ALERT {f.check}: {f.description}")
-                    memory.alert = [status.error_kind or f.check, now, f.description.split(": ", 1)[-1]]
-        memory.checks = bits
+                changes.append((db, f, status.error_kind))
         advanced = remember_boundaries(status, memory, now)
         if advanced and status.health is not None:
-            events.append(
+            observations.append(
                 dg.AssetObservation(
                     asset_key=garbage_collection.key, partition=db,
                     metadata=_boundaries(status, advanced),
                 )
             )
         if state == "live" and status.changed and status.health is not None:
-            events.append(
+            observations.append(
                 dg.AssetObservation(asset_key=compaction.key, partition=db, metadata=_figures(status))
             )
         if state == "live":
@@ -280,7 +313,9 @@ def evaluate_fleet(
                 if decision.kind == "compaction":
                     memory.requested_l0 = list(status.l0_sst_ids)
                     memory.requested_at = now
-        rows.append(fleet_row(status, retired, memory, checks, now))
+        judged.append((status, memory, checks))
+    events.extend(_within_budget(context, cursor, changes, observations, managed, now))
+    rows = [fleet_row(status, retired, memory, checks, now) for status, memory, checks in judged]
     cursor.dbs = {db: cursor.dbs[db] for db in dbs}
     for line in held:
         context.log.info(line)

@@ -184,6 +184,11 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
         description="Databases with per-database trend plots on the fleet view (default: the "
         "first trend_max_databases live ones)",
     )
+    max_events_per_tick: int = Field(
+        default=2000,
+        description="Check results and observations one fleet_sensor tick reports at most "
+        "(failing checks first); the rest follow in the next ticks",
+    )
     trend_max_databases: int = Field(
         default=20, description="How many databases get trend plots when none are listed"
     )
@@ -212,7 +217,9 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
         names = [p.name for p in self.checkpoints]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"checkpoint policy names must be unique, got {names}")
-        for name in ("fleet_scan_concurrency", "fleet_table_rows", "fleet_refresh_s"):
+        for name in (
+            "fleet_scan_concurrency", "fleet_table_rows", "fleet_refresh_s", "max_events_per_tick"
+        ):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("verify_ssts_per_tick", "fleet_min_interval_s", "trend_max_databases"):

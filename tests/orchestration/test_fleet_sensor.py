@@ -326,3 +326,28 @@ def test_absurd_fleet_settings_are_refused(
     with pytest.raises(InvalidArgument, match=next(iter(bad))):
         ManagedDatabasesResource(**{**managed.model_dump(), **bad}).check_settings()
 
+
+
+def test_a_large_first_tick_spreads_its_check_results_failures_first(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, orders, "tidy")
+    small = ManagedDatabasesResource(**{**managed.model_dump(), "max_events_per_tick": 3})
+    first = _tick(instance, store_resource, small)
+    reported = _checks(first)
+    assert len(reported) == 3
+    assert not reported.pop((orders, L0)).passed  # the failing one comes first
+    seen = set(_checks(first))
+    cursor = first.cursor
+    for _ in range(6):
+        tick = _tick(instance, store_resource, small, cursor)
+        batch = set(_checks(tick))
+        assert len(batch) <= 3 and not batch & seen  # each result reported once
+        seen |= batch
+        cursor = tick.cursor
+    assert seen == {(db, c) for db in (orders, "tidy") for c in (INTACT, L0, WAL, LAG, BOUNDARIES)}

@@ -31,8 +31,10 @@ class ScheduleSettings:
     delta_export: str = "0 3 * * *"
     rescaling: str = "0 4 * * *"
     timezone: str = "UTC"
-    running: bool = False
-    """Whether schedules start running when first deployed (the UI can toggle them)."""
+    running: bool = True
+    """Whether schedules start running when first deployed (the UI can toggle them). On unless
+    the deployment says otherwise: maintenance that silently never runs is the failure an
+    operator does not see (the maintenance assets' freshness policies make it visible)."""
 
 
 @dataclass(frozen=True)

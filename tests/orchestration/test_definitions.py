@@ -29,6 +29,8 @@ def test_default_definitions_load() -> None:
         "boundaries_behind_latest",
     }
     assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
+    # maintenance is on unless the deployment's settings say otherwise
+    assert {s.default_status for s in repo.schedule_defs} == {dg.DefaultScheduleStatus.RUNNING}
     assert {s.name for s in repo.schedule_defs} == {
         "compaction_schedule", "gc_schedule", "checkpoint_schedule", "export_schedule",
         "rescaling_schedule",

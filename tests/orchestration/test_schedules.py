@@ -1,0 +1,71 @@
+"""Schedules request runs for the databases that have that kind of work, tagged like the sensor's
+runs: compaction for live databases only, GC also for retired shards and destroyed databases."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+
+from devtools.sample_data import create_table, write_database
+from orchestration.alerts import DATABASE_TAG
+from orchestration.partitions import DATABASES
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from orchestration.schedules import build_schedules
+from orchestration.settings import ScheduleSettings
+from slatedb_core import ObjectStore, Table
+from slatedb_core.lifecycle.destroy import destroy
+
+
+@pytest.fixture
+def persistent_instance() -> Iterator[dg.DagsterInstance]:
+    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def _schedule(name: str) -> dg.ScheduleDefinition:
+    return next(s for s in build_schedules(ScheduleSettings()) if s.name == name)
+
+
+def test_schedules_request_live_databases_only_and_gc_also_retired_and_destroyed(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    persistent_instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    instance = persistent_instance
+    write_database(store, "legacy", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+    destroy("legacy", store, soft=True)
+    shards = create_table(store, "events")
+    with Table.open("events", store) as table:
+        table.merge(0, expected_map_id=table.shard_map.id)
+        retired = sorted(table.shard_map.retired)
+        live_shards = [s.db_path for s in table.shards]
+    assert retired and set(retired) <= set(shards)
+    with_table = ManagedDatabasesResource(**{**managed.model_dump(), "tables": ["events"]})
+    instance.add_dynamic_partitions(
+        DATABASES, sorted({orders, "legacy", "vanished", *shards, *live_shards})
+    )
+    resources = {"store": store_resource, "managed": with_table}
+    when = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+
+    def requested(name: str) -> dict[str, dg.RunRequest]:
+        ctx = dg.build_schedule_context(
+            instance=instance, resources=resources, scheduled_execution_time=when
+        )
+        result = _schedule(name)(ctx)
+        assert isinstance(result, list)
+        return {r.partition_key or "": r for r in result}
+
+    compaction = requested("compaction_schedule")
+    assert set(compaction) == {orders, *live_shards}
+    for db, run in compaction.items():
+        assert run.tags[DATABASE_TAG] == db
+        assert run.run_key == f"{db}@{when.isoformat()}"
+    gc = requested("gc_schedule")
+    assert set(gc) == {orders, "legacy", *live_shards, *retired}
+    assert "vanished" not in gc

@@ -1,4 +1,4 @@
-"""How the maintenance assets describe a pass to an operator (docs/orchestration.md): units in the
+"""How the maintenance assets describe a pass to an operator (docs/maintenance-assets.md): units in the
 key names (``*_bytes`` and ``*_ms`` integers, so Dagster still plots them) and in a one-line
 ``summary``; times as ``MetadataValue.timestamp``; a boundary that is not set says why; GC per
 kind as one table.
@@ -97,6 +97,11 @@ def size(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def count(n: int, noun: str) -> str:
+    """``1 compaction``, ``3 compactions``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def duration(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
@@ -150,11 +155,11 @@ def compaction_metadata(
     if s.compactions:
         summary = (
             f"compacted L0 {before.l0_ssts} -> {after.l0_ssts}, sorted runs "
-            f"{before.sorted_runs} -> {after.sorted_runs} in {s.compactions} compactions, "
+            f"{before.sorted_runs} -> {after.sorted_runs} in {count(s.compactions, 'compaction')}, "
             f"{size(before.sst_bytes)} -> {size(after.sst_bytes)}, {duration(seconds)}"
         )
         if s.failed:
-            summary += f"; {s.failed} compactions failed"
+            summary += f"; {count(s.failed, 'compaction')} failed"
     else:
         summary = (
             f"nothing to compact: L0 {after.l0_ssts} (trigger {l0_trigger}), "

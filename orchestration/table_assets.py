@@ -18,6 +18,7 @@ from orchestration.metadata import (
     LAYOUT,
     SUMMARY,
     age,
+    count,
     duration,
     freshness,
     integer,
@@ -237,7 +238,7 @@ def rescaling(
             managed.gc_options().min_age, parse_duration(managed.ingest_retention, allow_zero=True)
         )
     seconds = time.monotonic() - started
-    done = [f"{n} {w}" for n, w in ((splits, "splits"), (merges, "merges")) if n]
+    done = [count(n, w) for n, w in ((splits, "split"), (merges, "merge")) if n]
     summary = (
         f"{', '.join(done) or 'layout unchanged'}: {shards_before} -> "
         f"{len(shard_map.shards)} shards, {size(sum(sizes))}; deleted "

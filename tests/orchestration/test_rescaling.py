@@ -53,7 +53,7 @@ def test_rescaling_splits_the_big_shard_and_merges_the_small_ones(
         s.db_path for s in Table.open("events", store).shards
     ]
     assert metadata["ingest_leftovers_deleted"].value == 0
-    assert metadata["summary"].value.startswith("1 splits, 1 merges: 3 -> 3 shards, ")
+    assert metadata["summary"].value.startswith("1 split, 1 merge: 3 -> 3 shards, ")
     # a second pass finds a balanced table: nothing to do but the table's garbage
     store.put_if_absent("events/_ingest/job/staged/run/00000-1-ab/00000.sst", b"zombie")
     prompt = ManagedDatabasesResource(**{**managed.model_dump(), "ingest_retention": "0s"})

@@ -22,6 +22,8 @@ from orchestration.resources import CheckpointPolicy, ManagedDatabasesResource, 
 from slatedb_core import CheckpointOptions, ObjectStore, admin
 from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
 from tests.orchestration.conftest import add_partitions
 
 
@@ -48,9 +50,11 @@ def test_passes_on_a_destroyed_or_missing_database_are_observed_not_materialized
 ) -> None:
     write_database(store, "legacy", l0_ssts=1, rows_per_sst=50, wal_rows=0)
     destroy("legacy", store, soft=True)
-    add_partitions(instance, orders, "legacy", "gone")
+    # a clone being created: its first manifest is not initialized yet (SlateDB RFC 0004)
+    ManifestStore(store, "fresh").create_initial(Manifest(initialized=False))
+    add_partitions(instance, orders, "legacy", "gone", "fresh")
     per_db = [compaction, checkpoint_refresh, delta_export]
-    for db in (orders, "legacy", "gone"):
+    for db in (orders, "legacy", "gone", "fresh"):
         result = dg.materialize(per_db, partition_key=db, resources=resources, instance=instance)
         assert result.success
     for asset in per_db:
@@ -58,13 +62,22 @@ def test_passes_on_a_destroyed_or_missing_database_are_observed_not_materialized
         assert _observations(instance, asset) == {
             "legacy": "database destroyed",
             "gone": "database not found",
+            "fresh": "database not initialized",
         }, asset.key
+    for db in ("gone", "fresh"):
+        dg.materialize([garbage_collection], partition_key=db, resources=resources,
+                       instance=instance)
+    assert _materializations(instance, garbage_collection) == []
+    assert _observations(instance, garbage_collection) == {
+        "gone": "database not found",
+        "fresh": "database not initialized",
+    }
     status = instance.get_status_by_partition(
-        compaction.key, ["legacy", "gone", orders], compaction.partitions_def  # type: ignore[arg-type]
+        compaction.key, ["legacy", "gone", "fresh", orders], compaction.partitions_def  # type: ignore[arg-type]
     )
     assert status is not None
     assert status[orders] == dg.AssetPartitionStatus.MATERIALIZED
-    assert status["legacy"] is None and status["gone"] is None  # not "Materialized"
+    assert {status[db] for db in ("legacy", "gone", "fresh")} == {None}  # not "Materialized"
 
 
 def test_gc_of_a_destroyed_database_runs_and_observes_its_deletion_date(

@@ -14,15 +14,16 @@ what it saw, so that a database nothing happened to costs two LISTs on the next 
   ``<db>/manifest/`` starting at the previously latest id. Listed unchanged with nothing after it:
   the decoded manifest is reused. A newer id listed: it is read. The previous latest gone or
   rewritten with nothing newer (the database was deleted, or deleted and recreated): the latest is
-  looked up afresh like :class:`~slatedb_core.meta.sequenced.SequencedStore` does (the
-  ``_latest_version`` pointer, then a LIST from it). A manifest written between a LIST and the GET
+  looked up afresh, as on a first scan: one LIST of the manifests, unless they fill its first page
+  (1,000 names); then, like :class:`~slatedb_core.meta.sequenced.SequencedStore`, the
+  ``_latest_version`` pointer and a LIST from it. A manifest written between a LIST and the GET
   only makes this scan report the one before it; the next scan lists it.
 * The boundaries are read before the manifest, so a boundary is never compared with a manifest
   older than itself; a manifest boundary at the tombstone means the database was destroyed and
   collected (docs/clones-and-destroy.md), whatever manifest a stalled writer may have left there.
 
-A first scan costs what the old path did (pointer, LIST, GET of the manifest; LIST of ``gc/``
-and a GET per boundary file). ``verify`` adds, for the paths named, a check that every SST the
+A first scan costs about what the old path did: LIST and GET of the manifest, LIST of ``gc/``
+and a GET per boundary file there. ``verify`` adds, for the paths named, a check that every SST the
 latest manifest references exists: one LIST per SST directory (a HEAD per SST when a directory
 holds only one or two of them), never cached, since finding an SST deleted since is the point.
 
@@ -38,6 +39,7 @@ a bad argument (an invalid path, ``concurrency``) raises.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import threading
 import time
@@ -187,9 +189,12 @@ class _Reads:
         self._count("head")
         return self.store.head(path)
 
-    def list(self, prefix: str, start_after: str | None = None) -> list[ObjectMeta]:
-        """Everything listed, counted as one request per page of :data:`_LIST_PAGE` keys."""
-        items = list(self.store.list(prefix, start_after=start_after))
+    def list(
+        self, prefix: str, start_after: str | None = None, *, limit: int | None = None
+    ) -> list[ObjectMeta]:
+        """What is listed (the first ``limit`` objects: no further page is fetched), counted as
+        one request per page of :data:`_LIST_PAGE` keys."""
+        items = list(itertools.islice(self.store.list(prefix, start_after=start_after), limit))
         self._count("list", max(1, -(-len(items) // _LIST_PAGE)))
         return items
 
@@ -323,20 +328,21 @@ class FleetScanner:
         mdir = join(path, MANIFEST_DIR)
         cached = prev.latest if prev is not None else None
         if cached is not None:
-            listed = self._list_manifests(mdir, cached.id)
+            listed = self._list_manifests(mdir, cached.id)[0]
             if listed and listed[-1][0] == cached.id and listed[-1][1] == cached.identity:
                 return cached  # nothing newer and the same object: reuse its decode
             if listed and listed[-1][0] >= cached.id:
                 found = self._read(mdir, *listed[-1])
                 if found is not None:
                     return found
-        # First scan, or the previous latest is gone: look it up like SequencedStore does.
+        # First scan, or the previous latest is gone: one LIST finds it unless the history fills
+        # a page; then the pointer (as SequencedStore does) skips to near the end.
         for _ in range(_READ_ATTEMPTS):
-            use_pointer = prev is None or prev.latest is not None
-            start = self._pointer(mdir) if use_pointer else None
-            listed = self._list_manifests(mdir, start) if start is not None else []
-            if not listed:
-                listed = self._list_manifests(mdir, None)
+            listed, page_full = self._list_manifests(mdir, None, first_page=True)
+            if page_full:
+                start = self._pointer(mdir)
+                listed = self._list_manifests(mdir, start)[0] if start is not None else []
+                listed = listed or self._list_manifests(mdir, None)[0]
             if not listed:
                 return None
             found = self._read(mdir, *listed[-1])
@@ -353,16 +359,20 @@ class FleetScanner:
             return None  # garbage: advisory only (SequencedStore ignores it too)
         return int(text)
 
-    def _list_manifests(self, mdir: str, start: int | None) -> list[tuple[int, Identity]]:
-        """(id, identity) of the manifests with id >= ``start`` (all when None), by id."""
+    def _list_manifests(
+        self, mdir: str, start: int | None, *, first_page: bool = False
+    ) -> tuple[list[tuple[int, Identity]], bool]:
+        """(id, identity) of the manifests with id >= ``start`` (all when None), by id; and
+        whether only a first, full page was read (``first_page``: more may follow)."""
         after = join(mdir, sequenced_name(start - 1, MANIFEST_SUFFIX)) if start else None
+        metas = self._reads.list(mdir, after, limit=_LIST_PAGE if first_page else None)
         out: list[tuple[int, Identity]] = []
-        for meta in self._reads.list(mdir, after):
+        for meta in metas:
             m = _MANIFEST_NAME.match(meta.path[len(mdir) + 1 :])
             if m is not None and meta.path.startswith(mdir + "/") and int(m.group(1)) <= U64_MAX:
                 out.append((int(m.group(1)), _identity(meta)))
         out.sort()
-        return out
+        return out, first_page and len(metas) >= _LIST_PAGE
 
     def _read(self, mdir: str, manifest_id: int, identity: Identity) -> _Latest | None:
         name = join(mdir, sequenced_name(manifest_id, MANIFEST_SUFFIX))

@@ -98,7 +98,7 @@ def test_an_unchanged_fleet_costs_two_lists_per_database(
     first = scanner.scan(fleet)
     files = sum(v is not None for v in first["live"].boundaries.values())
     assert files == 3  # no compactions yet: no compactions boundary
-    assert first["live"].requests == 1 + files + 3  # LIST gc/, a GET each; pointer, LIST, GET
+    assert first["live"].requests == 1 + files + 2  # LIST gc/, a GET each; LIST, GET manifest
     before = store.counters.snapshot()
     scanner.scan(fleet)
     after = store.counters.snapshot()
@@ -299,6 +299,22 @@ def test_a_store_failure_is_unreachable_for_that_database_only(tmp_path: Path) -
     back = scanner.scan(["a", "b"])["b"]
     assert back.state == "live" and back.changed
     assert back.requests == 2  # what it knew before the failure was kept: still a warm scan
+
+
+def test_a_history_longer_than_a_page_is_skipped_with_the_pointer() -> None:
+    store = open_store("memory://fleet-long-history")
+    manifests = ManifestStore(store, "long")
+    manifests.create_initial(Manifest())
+    for _ in range(1005):
+        manifests.update(lambda m: m, force=True)
+    scanner = FleetScanner(store)
+    status = scanner.scan(["long"])["long"]
+    assert status.state == "live" and status.manifest_id == 1006
+    # LIST gc/; one page of manifest names (full: more follow), the pointer, LIST from it, GET
+    assert status.requests == 1 + 1 + 1 + 1 + 1
+    manifests.update(lambda m: m, force=True)
+    again = scanner.scan(["long"])["long"]
+    assert (again.manifest_id, again.changed, again.requests) == (1007, True, 3)
 
 
 def test_bad_arguments_name_the_option(store: ObjectStore) -> None:

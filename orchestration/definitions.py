@@ -13,6 +13,7 @@ from orchestration.assets import ASSETS
 from orchestration.checks import CHECKS, health_check_job
 from orchestration.fleet_view import fleet_asset
 from orchestration.jobs import JOBS
+from orchestration.metadata import with_owners
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.schedules import build_schedules
 from orchestration.sensors import build_sensors
@@ -23,7 +24,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     managed = ManagedDatabasesResource(**settings.managed)
     managed.check_settings()
     return dg.Definitions(
-        assets=[*ASSETS, fleet_asset],
+        assets=with_owners([*ASSETS, fleet_asset], settings.owners),
         asset_checks=CHECKS,
         jobs=[*JOBS, health_check_job],
         schedules=build_schedules(settings.schedules),

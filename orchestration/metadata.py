@@ -9,7 +9,7 @@ Also the asset attributes they share: groups, owners, tags and freshness policie
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -56,13 +56,15 @@ def freshness(warn: dt.timedelta, fail: dt.timedelta) -> dg.FreshnessPolicy:
 
 
 def with_owners(
-    assets: list[dg.AssetsDefinition], owners: list[str] | tuple[str, ...]
-) -> list[dg.AssetsDefinition]:
-    """The assets with other owners (e.g. from the deployment's settings file)."""
+    assets: Sequence[dg.AssetsDefinition | dg.AssetSpec], owners: Sequence[str]
+) -> list[dg.AssetsDefinition | dg.AssetSpec]:
+    """The assets with other owners (the settings file's ``owners``); unchanged for the default."""
     chosen = list(owners)
-    return [
-        a.map_asset_specs(lambda spec: spec.replace_attributes(owners=chosen)) for a in assets
-    ]
+    if tuple(chosen) == DEFAULT_OWNERS:
+        return list(assets)
+    return list(
+        dg.map_asset_specs(lambda spec: spec.replace_attributes(owners=chosen), list(assets))
+    )
 
 
 def integer(value: int | None, why_none: str | None = None) -> dg.MetadataValue:

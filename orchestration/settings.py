@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from orchestration.metadata import DEFAULT_OWNERS
 from slatedb_core import InvalidArgument
 
 CONFIG_ENV = "SLATEDB_ORCHESTRATION_CONFIG"
@@ -46,6 +47,8 @@ class Settings:
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     sensors_running: bool = True
     source: str = "<defaults>"
+    owners: tuple[str, ...] = DEFAULT_OWNERS
+    """Owners of every asset: e-mail addresses or ``team:<name>`` (Dagster's two forms)."""
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
@@ -56,7 +59,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         raise InvalidArgument(f"cannot read orchestration config {chosen}: {e}") from e
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{chosen}: expected a mapping at the top level")
-    known = {"store", "managed", "schedules", "sensors_running"}
+    known = {"store", "managed", "schedules", "sensors_running", "owners"}
     unknown = set(raw) - known
     if unknown:
         raise InvalidArgument(f"{chosen}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
@@ -69,7 +72,17 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     names = {f.name for f in fields(ScheduleSettings)}
     if set(sched_raw) - names:
         raise InvalidArgument(f"{chosen}: unknown schedules keys {sorted(set(sched_raw) - names)}")
+    owners = raw.get("owners", list(DEFAULT_OWNERS))
+    if not isinstance(owners, list) or not owners or not all(
+        isinstance(o, str) and ("@" in o or (o.startswith("team:") and len(o) > 5))
+        for o in owners
+    ):
+        raise InvalidArgument(
+            f"{chosen}: owners must be a non-empty list of e-mail addresses or team:<name>, "
+            f"got {owners!r}"
+        )
     return Settings(
+        owners=tuple(owners),
         store=store,
         managed=dict(raw.get("managed") or {}),
         schedules=ScheduleSettings(**sched_raw),

@@ -5,8 +5,10 @@ owners, tags and freshness on every asset; the maintenance jobs run in process."
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from devtools.sample_data import write_database
 from orchestration.assets import (
@@ -16,10 +18,12 @@ from orchestration.assets import (
     delta_export,
     garbage_collection,
 )
+from orchestration.definitions import build_definitions
 from orchestration.jobs import JOBS
-from orchestration.metadata import DEFAULT_OWNERS, KIND_TAG, boundaries, with_owners
+from orchestration.metadata import DEFAULT_OWNERS, KIND_TAG, boundaries
 from orchestration.resources import CheckpointPolicy, ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import CheckpointOptions, ObjectStore, admin
+from orchestration.settings import load_settings
+from slatedb_core import CheckpointOptions, InvalidArgument, ObjectStore, admin
 from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.model import Manifest
@@ -167,11 +171,27 @@ def test_no_data_dependency_between_passes_and_every_asset_is_owned_tagged_and_f
         assert list(spec.owners) == list(DEFAULT_OWNERS)
         assert spec.tags[KIND_TAG]
         assert isinstance(spec.freshness_policy, dg.FreshnessPolicy), spec.key
-    owned = with_owners(ASSETS, ["team:storage", "oncall@example.com"])
-    specs = dg.Definitions(assets=owned, resources=resources).resolve_all_asset_specs()
-    assert {tuple(s.owners) for s in specs} == {("team:storage", "oncall@example.com")}
     # the freshness policies load with the dynamic partitions
-    dg.Definitions.validate_loadable(dg.Definitions(assets=owned, jobs=JOBS, resources=resources))
+    dg.Definitions.validate_loadable(dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources))
+
+
+def test_owners_come_from_the_settings_file(tmp_path: Path) -> None:
+    config = tmp_path / "slatedb.yaml"
+    config.write_text(
+        "store: {url: memory://owners}\nowners: [team:storage, oncall@example.com]\n"
+    )
+    defs = build_definitions(load_settings(config))
+    specs = defs.resolve_all_asset_specs()
+    assert {s.key.to_user_string() for s in specs} >= {a.key.to_user_string() for a in ASSETS}
+    assert {tuple(s.owners) for s in specs} == {("team:storage", "oncall@example.com")}
+    dg.Definitions.validate_loadable(defs)
+    default = tmp_path / "default.yaml"
+    default.write_text("store: {url: memory://owners}\n")
+    assert load_settings(default).owners == DEFAULT_OWNERS
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("store: {url: memory://owners}\nowners: [storage]\n")
+    with pytest.raises(InvalidArgument, match="owners must be"):
+        load_settings(bad)
 
 
 def test_a_boundary_that_is_not_set_says_why() -> None:

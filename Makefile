@@ -55,8 +55,8 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/gc_bench.py
 	$(BIN)/python bench/reader_bench.py
 
-ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset)
-	mkdir -p $(CURDIR)/$(DEMO_DIR)/dagster_home
+ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset, fleet_sensor history)
+	$(BIN)/python -m devtools.devserver $(CURDIR)/$(DEMO_DIR)/dagster_home
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/python -m devtools.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \

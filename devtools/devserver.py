@@ -3,6 +3,7 @@ it started. Shared by ``devtools.screenshot`` and the end-to-end test of ``dagst
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -14,6 +15,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, TypeVar
+
+import yaml  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parents[1]
 DAGSTER = Path(sys.executable).with_name("dagster")
@@ -49,11 +52,30 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-def write_dagster_home(home: Path) -> None:
-    """A fresh DAGSTER_HOME with telemetry off and without the UI's "Join the Dagster community"
-    dialog (the ``nux``), which would otherwise cover the first page opened."""
+def write_dagster_home(home: Path) -> Path:
+    """A DAGSTER_HOME whose ``dagster.yaml`` turns off the UI's "Join the Dagster community" dialog
+    and telemetry (unless the file already says otherwise); returns the file's path.
+
+    The dialog (dagster-webserver 1.13's "communityNux") opens a second after the first page loads
+    when the page is served from 127.0.0.1 or localhost, the browser's localStorage has no
+    ``communityNux`` entry, and GraphQL's ``shouldShowNux`` is true: the instance's ``nux.enabled``
+    setting (default true) and no ``.nux/nux.yaml`` under DAGSTER_HOME (written when someone
+    dismisses it). ``nux: {enabled: false}`` turns it off for every browser, so a fresh profile
+    (a headless screenshot) does not see it either. Settings already in the file are kept."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
+    path = home / "dagster.yaml"
+    loaded = yaml.safe_load(path.read_text()) if path.exists() else None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    config: dict[str, Any] = loaded or {}
+    for section, force in (("telemetry", False), ("nux", True)):
+        entry = config.get(section)
+        entry = dict(entry) if isinstance(entry, dict) else {}
+        if force or "enabled" not in entry:
+            entry["enabled"] = False
+        config[section] = entry
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
 
 def start_dagster_dev(
@@ -178,3 +200,18 @@ def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> An
 def server_up(url: str) -> bool:
     with urllib.request.urlopen(f"{url}/server_info", timeout=5) as response:
         return bool(response.status == 200)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description="Prepare a DAGSTER_HOME for dagster dev (make ui): telemetry and the "
+        "'Join the Dagster community' dialog off, other settings in its dagster.yaml kept."
+    )
+    p.add_argument("home", type=Path, help="the DAGSTER_HOME directory (created if missing)")
+    a = p.parse_args(argv)
+    print(f"wrote {write_dagster_home(a.home)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

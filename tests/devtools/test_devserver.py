@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 
-from devtools.devserver import processes_with, stop_dagster_dev
+from devtools.devserver import main, processes_with, stop_dagster_dev, write_dagster_home
 
 LEADER = """
 import os, signal, subprocess, sys, time
@@ -60,3 +61,24 @@ def test_a_process_started_during_shutdown_is_stopped_too(
         time.sleep(0.05)
     assert processes_with(str(marker)) == []
     assert time.monotonic() - started < 10
+
+
+def test_dagster_home_turns_the_welcome_dialog_off_and_keeps_other_settings(tmp_path: Path) -> None:
+    fresh = write_dagster_home(tmp_path / "fresh")
+    assert yaml.safe_load(fresh.read_text()) == {
+        "telemetry": {"enabled": False}, "nux": {"enabled": False}
+    }
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "telemetry: {enabled: true}\nnux: {enabled: true}\nrun_monitoring: {enabled: true}\n"
+    )
+    assert main([str(home)]) == 0
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == {
+        "telemetry": {"enabled": True},  # the operator's choice
+        "nux": {"enabled": False},
+        "run_monitoring": {"enabled": True},
+    }
+    (home / "dagster.yaml").write_text("- not a mapping\n")
+    with pytest.raises(ValueError, match="mapping"):
+        write_dagster_home(home)

@@ -32,6 +32,8 @@ from orchestration.metadata import (
     age,
     boundaries,
     compaction_metadata,
+    count,
+    duration,
     freshness,
     gc_kinds_table,
     gc_summary,
@@ -308,16 +310,16 @@ def checkpoint_refresh(
     oldest = min(managed_cps, key=lambda c: c.create_time_s, default=None)
     lag = max((after_stored.id - c.manifest_id for c in managed_cps), default=None)
     seconds = time.monotonic() - started
-    done = [f"{n} {w}" for n, w in ((created, "created"), (refreshed, "refreshed"),
-                                     (deleted, "deleted")) if n]
-    summary = (", ".join(done) or "nothing to do") + (
-        f"; {len(managed_cps)} managed checkpoints live"
-        + ("" if oldest is None else f", oldest {age(now - oldest.create_time_s)} old")
-        + ("" if lag is None else f", pinning up to {lag} manifests behind")
-        + f", {int(seconds * 1000)} ms"
-    )
-    if retaken:
-        summary = "; ".join(retaken) + "; " + summary
+    parts = [f"{n} {w}" for n, w in ((created, "created"), (refreshed, "refreshed"),
+                                      (deleted, "deleted")) if n]
+    parts = [*retaken, ", ".join(parts) or "nothing to do"]
+    live = count(len(managed_cps), "managed checkpoint") + " live"
+    if oldest is not None and lag is not None:
+        live += (
+            f", the oldest {age(now - oldest.create_time_s)} old, pinning up to "
+            f"{count(lag, 'manifest')} behind"
+        )
+    summary = "; ".join([*parts, f"{live}, {duration(seconds)}"])
     yield dg.MaterializeResult(
         metadata={
             SUMMARY: text(summary),

@@ -214,6 +214,8 @@ def test_checkpoint_refresh_creates_policies_once(
     reader_cp = admin.create_checkpoint(orders, store)  # not ours: must survive
     first = _pass(checkpoint_refresh, orders, store_resource, managed)
     assert (_value(first, "created"), _value(first, "deleted")) == (2, 0)
+    assert _value(first, "summary").startswith("2 created; 2 managed checkpoints live, the oldest ")
+    assert _value(first, "managed_manifest_lag") >= 1  # the daily one pins the manifest before
     names = sorted(c.name or "" for c in admin.list_checkpoints(orders, store) if c.name)
     assert names == ["daily", "retention"]
     second = _pass(checkpoint_refresh, orders, store_resource, managed)

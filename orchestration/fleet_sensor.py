@@ -59,8 +59,9 @@ from orchestration.fleet_view import (
 )
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import DatabaseStatus, FleetScanner, SlateDBError, Table
+from slatedb_core import DatabaseStatus, FleetScanner, InvalidArgument, SlateDBError, Table
 from slatedb_core.health import BOUNDARY_NAMESPACES
+from slatedb_core.store.objectstore import validate_relative_path
 
 CHECK_ASSET = {
     INTACT: garbage_collection.key,
@@ -109,6 +110,29 @@ def retired_shards(
             if log is not None:
                 log.warning(f"table {path!r} not opened: {type(e).__name__}: {e}")
     return frozenset(out)
+
+
+def scan_fleet(
+    scanner: FleetScanner, dbs: list[str], verify: Iterable[str] = ()
+) -> dict[str, DatabaseStatus]:
+    """The status of every partition in ``dbs``. A partition that is not a database path (one
+    added by hand in the UI) gets an ``invalid`` status naming the error instead of making the
+    scan of every other database raise."""
+    valid: list[str] = []
+    out: dict[str, DatabaseStatus] = {}
+    for db in dbs:
+        try:
+            validate_relative_path(db, what="database path")
+        except InvalidArgument as e:
+            out[db] = DatabaseStatus(
+                path=db, state="invalid", health=None, checkpoints=(), pinned_by=None,
+                l0_sst_ids=(), boundaries=dict.fromkeys(BOUNDARY_NAMESPACES),
+                error_kind=type(e).__name__, error=str(e), missing_ssts=None, changed=False,
+            )
+        else:
+            valid.append(db)
+    out.update(scanner.scan(valid, verify=set(verify) - set(out)))
+    return out
 
 
 def limits_of(managed: ManagedDatabasesResource) -> Thresholds:
@@ -258,7 +282,12 @@ def evaluate_fleet(
     dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
     retired = retired_shards(store, managed, context.log)
     scanner = scanner_for(store, managed.fleet_scan_concurrency)
-    statuses = scanner.scan(dbs, verify=_verify_set(dbs, cursor, managed.verify_ssts_per_tick))
+    # Besides the rotating slice, every database whose intact check stands failed is verified
+    # again each tick: the scanner forgets a missing SST when the manifest changes or the code
+    # server restarts, and the check must only pass once the SST is back.
+    failed = [db for db in dbs if db in cursor.dbs and cursor.dbs[db].checks[:1] == "f"]
+    verify = {*_verify_set(dbs, cursor, managed.verify_ssts_per_tick), *failed}
+    statuses = scan_fleet(scanner, dbs, verify)
     fold_runs(context.instance, cursor, now)
     limits = limits_of(managed)
     runs: list[dg.RunRequest] = []

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from slatedb_core import DatabaseStatus
 from slatedb_core.health import BOUNDARY_NAMESPACES
@@ -45,6 +45,8 @@ GC_STATES = frozenset({"live", "retired", "destroyed"})
 once unreferenced) or a soft-destroyed database (delete it after the grace)."""
 
 CURSOR_VERSION = 2
+RETRY_BACKOFF_S = 60
+RETRY_BACKOFF_MAX_S = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +73,11 @@ def _seconds(t: float | None) -> int | None:
     return None if t is None else int(t)
 
 
-def _run_json(entry: list[Any] | None) -> list[Any] | None:
-    """[status or kind, time, detail] with the time to the second."""
+def _run_json(entry: list[Any] | None, ms: bool = False) -> list[Any] | None:
+    """[status or kind, time, detail] with the time to the second (or the millisecond)."""
     if entry is None:
         return None
-    return [entry[0], _seconds(entry[1]), *entry[2:]]
+    return [entry[0], round(entry[1], 3) if ms else _seconds(entry[1]), *entry[2:]]
 
 
 @dataclass(slots=True)
@@ -93,16 +95,19 @@ class Memory:
     boundary_advanced_at: float | None = None
     alert: list[Any] | None = None
     """[kind, time, message] of the latest alert seen for this database."""
+    compaction_failures: int = 0
+    """Compaction runs in a row that failed without an alert (retried with a backoff)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b": self.boundaries, "k": self.checks}
         for key, value in (
             ("rl0", self.requested_l0),
             ("rat", _seconds(self.requested_at)),
-            ("c", _run_json(self.compaction)),
+            ("c", _run_json(self.compaction, ms=True)),  # tells runs apart (fold_run)
             ("g", _run_json(self.gc)),
             ("adv", _seconds(self.boundary_advanced_at)),
             ("alert", _run_json(self.alert)),
+            ("cf", self.compaction_failures or None),
         ):
             if value is not None:
                 out[key] = value
@@ -110,18 +115,51 @@ class Memory:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Memory:
+        """Each field as :meth:`to_json` writes it; a field of any other shape (a hand-edited or
+        damaged cursor) is dropped, since a tick that raises keeps its cursor and would fail
+        again every tick."""
         b = raw.get("b")
-        bounds = list(b) if isinstance(b, list) and len(b) == len(BOUNDARY_NAMESPACES) else None
+        bounds: list[int | None] | None = (
+            [v if _is_int(v) else None for v in b]
+            if isinstance(b, list) and len(b) == len(BOUNDARY_NAMESPACES)
+            else None
+        )
+        k = raw.get("k")
+        checks = k if isinstance(k, str) and len(k) <= len(CHECK_ORDER) and set(k) <= set("pf-") else ""
+        rl0 = raw.get("rl0")
+        fails = raw.get("cf")
         return cls(
             boundaries=bounds or [None] * len(BOUNDARY_NAMESPACES),
-            checks=str(raw.get("k", "")),
-            requested_l0=raw.get("rl0"),
-            requested_at=raw.get("rat"),
-            compaction=raw.get("c"),
-            gc=raw.get("g"),
-            boundary_advanced_at=raw.get("adv"),
-            alert=raw.get("alert"),
+            checks=checks,
+            requested_l0=rl0 if isinstance(rl0, list) and all(isinstance(i, str) for i in rl0) else None,
+            requested_at=_number(raw.get("rat")),
+            compaction=_entry(raw.get("c")),
+            gc=_entry(raw.get("g")),
+            boundary_advanced_at=_number(raw.get("adv")),
+            alert=_entry(raw.get("alert")),
+            compaction_failures=fails if _is_int(fails) and fails >= 0 else 0,
         )
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if _is_int(value) or isinstance(value, float) else None
+
+
+def _entry(value: Any) -> list[Any] | None:
+    """A ``[status or kind, time, detail]`` entry as :func:`_run_json` writes it, else None."""
+    if (
+        isinstance(value, list)
+        and len(value) == 3
+        and isinstance(value[0], str)
+        and _number(value[1]) is not None
+        and (value[2] is None or isinstance(value[2], str))
+    ):
+        return list(value)
+    return None
 
 
 @dataclass(slots=True)
@@ -162,11 +200,12 @@ class Cursor:
         if not isinstance(raw, dict) or raw.get("v") != CURSOR_VERSION:
             return cls()
         dbs = raw.get("dbs") if isinstance(raw.get("dbs"), dict) else {}
+        digest, start = raw.get("fleet_digest"), raw.get("verify_from")
         return cls(
-            runs_seen_until=raw.get("runs_until"),
-            fleet_at=raw.get("fleet_at"),
-            fleet_digest=str(raw.get("fleet_digest", "")),
-            verify_from=int(raw.get("verify_from") or 0),
+            runs_seen_until=_number(raw.get("runs_until")),
+            fleet_at=_number(raw.get("fleet_at")),
+            fleet_digest=digest if isinstance(digest, str) else "",
+            verify_from=start if _is_int(start) and start >= 0 else 0,
             dbs={
                 str(db): Memory.from_json(m) for db, m in (dbs or {}).items() if isinstance(m, dict)
             },
@@ -203,8 +242,19 @@ def findings(
             Finding(INTACT, ERROR, False, f"{db}: {status.error_kind}: {status.error}")
         )
         return out
+    if state == "missing" and memory.checks[:1] in ("p", "f"):
+        # It was seen with a manifest before: deleted outside destroy (which leaves a tombstone,
+        # docs/clones-and-destroy.md), so the passing check it had must not stand.
+        out.append(
+            Finding(
+                INTACT, ERROR, False,
+                f"{db}: no manifest any more: the database was deleted without destroy "
+                "(or its manifest/ objects were); remove the partition if that was intended",
+            )
+        )
+        return out
     h = status.health
-    if h is None or state in ("missing", "unreachable", "uninitialized"):
+    if h is None or state in ("missing", "unreachable", "uninitialized", "invalid"):
         return out
     if status.missing_ssts is not None:
         gone = status.missing_ssts
@@ -334,7 +384,25 @@ def compaction_decision(
                 "(a run launched by hand that succeeds, or a repair, lifts this)"
             ),
         )
-    return Decision("compaction", f"compaction:{status.path}:l0-{l0_digest(ids)}", reasons)
+    key = f"compaction:{status.path}:l0-{l0_digest(ids)}"
+    if last is not None and last[0] == "FAILURE" and not last[2] and memory.compaction_failures:
+        # Dagster launches a run key once: without a new key a failure that is not an alert (a
+        # store error, a setting fixed since) would never be retried while L0 stays the same.
+        # One retry per failure, the first at once, then after 1, 2, 4 ... 60 min.
+        n = memory.compaction_failures
+        wait = 0 if n <= 1 else min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2 ** (n - 2))
+        if now - last[1] < wait:
+            return Decision(
+                "compaction",
+                None,
+                reasons,
+                held=(
+                    f"{status.path}: compaction retried in {int(wait - (now - last[1]))} s: "
+                    f"{n} runs in a row failed (without an alert), the last {ago(now, last[1])}"
+                ),
+            )
+        key += f":retry-{int(last[1] * 1000)}"
+    return Decision("compaction", key, reasons)
 
 
 def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision | None:
@@ -354,11 +422,15 @@ def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision 
 
 def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | None) -> None:
     """Record a finished compaction or GC run of this database (newest wins)."""
+    end = round(end, 3)  # as the cursor keeps it, so a run read again compares equal
     entry = [status, end, alert]
     slot = memory.compaction if kind == "compaction" else memory.gc
     if slot is not None and slot[1] > end:
         return
     if kind == "compaction":
+        if slot is None or end > slot[1]:  # a run read again (ticks overlap) counts once
+            failed = status == "FAILURE" and not alert
+            memory.compaction_failures = memory.compaction_failures + 1 if failed else 0
         memory.compaction = entry
     else:
         memory.gc = entry

@@ -94,11 +94,21 @@ def fleet_row(
     state = state_of(status, retired)
     failing = [f for f in checks if not f.passed]
     severity = max((2 if f.severity == ERROR else 1 for f in failing), default=0)
-    if state in ("missing", "unreachable") and status.error:
+    if state in ("missing", "unreachable", "invalid") and status.error:
         severity = 2
     attention = "; ".join(f.description.split(": ", 1)[-1] for f in failing)
-    if state in ("missing", "unreachable") and status.error:
+    if state in ("missing", "unreachable", "invalid") and status.error:
         attention = f"{status.error_kind}: {status.error}"
+    # A run that failed with an alert (a corrupt SST only the compactor reads, a fence) is an
+    # error until a later run of that kind succeeds: the checks only see what exists.
+    alerted = [
+        f"last {kind} run failed with {last[2]}"
+        for kind, last in (("compaction", memory.compaction), ("GC", memory.gc))
+        if last and last[0] == "FAILURE" and last[2]
+    ]
+    if alerted:
+        severity = 2
+        attention = "; ".join([*alerted, *([attention] if attention else [])])
     h = status.health
     pinned = ""
     if status.pinned_by is not None:
@@ -135,7 +145,9 @@ def fleet_row(
 _SCHEMA = dg.TableSchema(
     columns=[
         dg.TableColumn("database", "string"),
-        dg.TableColumn("state", "string", description="live, retired, destroyed, damaged, missing"),
+        dg.TableColumn(
+            "state", "string", description="live, retired, destroyed, damaged, missing, invalid"
+        ),
         dg.TableColumn("needs_attention", "string", description="failing checks, worst first"),
         dg.TableColumn("l0_ssts", "string", description="L0 SSTs / l0_max_ssts"),
         dg.TableColumn("wal_backlog", "string", description="WAL SSTs to replay / wal_backlog_max"),

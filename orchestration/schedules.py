@@ -14,7 +14,7 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from orchestration.alerts import DATABASE_TAG
-from orchestration.fleet_sensor import retired_shards, scanner_for
+from orchestration.fleet_sensor import retired_shards, scan_fleet, scanner_for
 from orchestration.fleet_state import GC_STATES, LIVE_STATES, state_of
 from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_job, rescaling_job
 from orchestration.partitions import DATABASES, TABLES
@@ -53,7 +53,7 @@ def _per_database(
     ) -> list[dg.RunRequest] | dg.SkipReason:
         dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
         retired = retired_shards(store, managed, context.log)
-        statuses = scanner_for(store, managed.fleet_scan_concurrency).scan(dbs)
+        statuses = scan_fleet(scanner_for(store, managed.fleet_scan_concurrency), dbs)
         runs, left_out = [], []
         for db in dbs:
             state = state_of(statuses[db], retired)

@@ -1,0 +1,270 @@
+"""Adversarial review of fleet monitoring: fleet_sensor ticks against real databases in a local
+store and real runs in an ephemeral instance, trying to make it report success wrongly, hide
+damage, lose an alert or storm (docs/operations.md describes what it must do instead)."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from devtools.sample_data import write_database
+from orchestration.alerts import DATABASE_TAG
+from orchestration.assets import ASSETS
+from orchestration.fleet_sensor import evaluate_fleet, scanner_for
+from orchestration.fleet_state import INTACT
+from orchestration.fleet_view import FLEET_KEY
+from orchestration.jobs import JOBS
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from slatedb_core import ObjectStore
+from slatedb_core.health import inspect_database
+from slatedb_core.lsm.dbstate import resolve_sst_path
+from tests.orchestration.conftest import add_partitions
+
+Result = dg.SensorResult
+
+
+@pytest.fixture
+def managed(managed: ManagedDatabasesResource) -> ManagedDatabasesResource:
+    """The shared settings, with the fleet view materialized on every change."""
+    return ManagedDatabasesResource(**{**managed.model_dump(), "fleet_min_interval_s": 0})
+
+
+def _with(managed: ManagedDatabasesResource, **changes: object) -> ManagedDatabasesResource:
+    return ManagedDatabasesResource(**{**managed.model_dump(), **changes})
+
+
+def _tick(
+    instance: dg.DagsterInstance,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    cursor: str | None = None,
+) -> Result:
+    result = evaluate_fleet(
+        dg.build_sensor_context(instance=instance, cursor=cursor), store_resource, managed
+    )
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def _checks(result: Result) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+    return {
+        (e.partition or "", e.check_name): e
+        for e in result.asset_events
+        if isinstance(e, dg.AssetCheckEvaluation)
+    }
+
+
+def _fleet(result: Result) -> dg.AssetMaterialization:
+    (m,) = [
+        e for e in result.asset_events
+        if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
+    ]
+    return m
+
+
+def _rows(m: dg.AssetMaterialization) -> dict[str, dict[str, object]]:
+    table = m.metadata["fleet"].value
+    return {r.data["database"]: r.data for r in table.records}  # type: ignore[union-attr]
+
+
+def _headline(result: Result) -> str:
+    return str(_fleet(result).metadata["headline"].value)
+
+
+def _requested(result: Result) -> list[str]:
+    return [str(r.partition_key) for r in result.run_requests or []]
+
+
+def _delete_an_sst(store: ObjectStore, db: str) -> str:
+    stored, _ = inspect_database(store, db)
+    path = resolve_sst_path(db, stored.manifest, stored.manifest.ssts[0])
+    store.delete(path)
+    return path
+
+
+def _run(
+    instance: dg.DagsterInstance, resources: dict[str, object], job: str, db: str
+) -> dg.ExecuteInProcessResult:
+    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    return defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=db, tags={DATABASE_TAG: db}, raise_on_error=False
+    )
+
+
+# ---- damage hidden --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["new manifest", "scanner restart"])
+def test_a_missing_sst_stays_an_error_when_its_database_is_outside_the_verify_slice(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    how: str,
+) -> None:
+    """SST existence is verified for a rotating slice of databases; the scanner keeps a database
+    damaged only while its manifest is the same object in the same process. A writer's next
+    manifest (or a code-server restart) must not turn a database with a missing SST back into a
+    healthy, live one that gets compaction runs."""
+    write_database(store, "alpha", l0_ssts=1, rows_per_sst=50)
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, "alpha", "tidy")
+    one = _with(managed, verify_ssts_per_tick=1, l0_max_ssts=1)
+    _delete_an_sst(store, "tidy")
+    t1 = _tick(instance, store_resource, one)  # verifies alpha
+    t2 = _tick(instance, store_resource, one, t1.cursor)  # verifies tidy
+    assert not _checks(t2)[("tidy", INTACT)].passed
+    assert "tidy" in _headline(t2)
+
+    if how == "new manifest":  # the writer goes on: one more L0 SST, a new manifest
+        write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+    else:
+        scanner_for(store_resource, one.fleet_scan_concurrency).forget(["tidy"])
+    t3 = _tick(instance, store_resource, one, t2.cursor)  # verifies alpha again
+    assert "tidy" not in _requested(t3), "a run was requested for a database with a missing SST"
+    assert t3.skip_reason is not None and "tidy (damaged)" in (t3.skip_reason.skip_message or "")
+    views = [e for e in t3.asset_events if isinstance(e, dg.AssetMaterialization)]
+    if views:  # the view changed (a new L0 SST): it still names the damage
+        assert "tidy" in _headline(t3), "the damaged database vanished from the headline"
+        assert "missing" in str(_rows(_fleet(t3))["tidy"]["needs_attention"]).lower()
+    assert ("tidy", INTACT) not in _checks(t3) or not _checks(t3)[("tidy", INTACT)].passed
+
+
+def test_a_database_deleted_outside_destroy_is_an_error_not_a_passing_check(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    """A database that was live and is now gone (objects deleted by hand or by a bucket rule,
+    not by destroy): its intact check must not stay "passed" and the view must name it."""
+    write_database(store, "alpha", l0_ssts=1, rows_per_sst=50)
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, "alpha", "tidy")
+    first = _tick(instance, store_resource, managed)
+    assert _checks(first)[("tidy", INTACT)].passed
+    for meta in list(store.list("tidy")):
+        store.delete(meta.path)
+    gone = _tick(instance, store_resource, managed, first.cursor)
+    assert _rows(_fleet(gone))["tidy"]["state"] == "missing"
+    intact = _checks(gone).get(("tidy", INTACT))
+    assert intact is not None and not intact.passed
+    assert intact.severity == dg.AssetCheckSeverity.ERROR and "tidy" in (intact.description or "")
+    assert "`tidy`" in _headline(gone)
+
+
+def test_a_compaction_that_failed_on_corruption_is_an_error_in_the_view(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """A corrupt L0 SST is only found by the compactor (the sensor's check sees that it exists):
+    the row must then be an error naming CorruptionError, not an L0 warning."""
+    add_partitions(instance, orders)
+    stored, _ = inspect_database(store, orders)
+    m = stored.manifest
+    sst = next(s for s in m.ssts if s.id == m.l0[-1].sst_id)
+    path = resolve_sst_path(orders, m, sst)
+    data = bytearray(store.get(path).data)
+    for i in range(64, min(len(data), 4096)):
+        data[i] ^= 0xFF
+    store.put(path, bytes(data))
+    first = _tick(instance, store_resource, managed)
+    assert _requested(first) == [orders]
+    assert not _run(instance, resources, "compaction_job", orders).success
+    after = _tick(instance, store_resource, managed, first.cursor)
+    fleet = _fleet(after)
+    assert fleet.metadata["databases_with_errors"].value == 1
+    assert "CorruptionError" in _headline(after)
+    assert "CorruptionError" in str(_rows(fleet)[orders]["needs_attention"])
+
+
+# ---- the tick fails for everyone ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        '{"v":2,"verify_from":"x"}',
+        '{"v":2,"runs_until":"yesterday"}',
+        '{"v":2,"fleet_at":"soon","fleet_digest":null}',
+        '{"v":2,"dbs":{"orders":{"b":["a","b","c"],"k":"ppppp"}}}',
+        '{"v":2,"dbs":{"orders":{"c":"FAILURE","rl0":"abc","k":5}}}',
+        '{"v":2,"dbs":{"orders":{"c":["FAILURE"],"alert":[1]}}}',
+        '{"v":2,"dbs":{"orders":{"c":["FAILURE","x","CorruptionError"],"rl0":[1,2]}}}',
+        '{"v":2,"dbs":[1,2]}',
+        "[]",
+        "null",
+    ],
+)
+def test_a_hand_edited_cursor_does_not_fail_every_tick(
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+    cursor: str,
+) -> None:
+    """A failed tick keeps its cursor, so a cursor the sensor cannot use would fail every later
+    tick until someone resets it by hand: what cannot be used is dropped instead."""
+    add_partitions(instance, orders)
+    tick = _tick(instance, store_resource, managed, cursor)
+    assert _requested(tick) == [orders]
+    again = _tick(instance, store_resource, managed, tick.cursor)
+    assert again.run_requests == [] or _requested(again) == [orders]
+
+
+def test_one_partition_that_is_not_a_valid_path_does_not_hide_the_others(
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """Partitions can be added by hand in the UI; one that is not a database path used to make
+    the scan raise, failing every tick for the whole fleet."""
+    add_partitions(instance, orders, "typo/", "../up")
+    tick = _tick(instance, store_resource, managed)
+    assert _requested(tick) == [orders]
+    rows = _rows(_fleet(tick))
+    assert rows["typo/"]["state"] == "invalid" and "typo/" in _headline(tick)
+    assert "InvalidArgument" in str(rows["../up"]["needs_attention"])
+
+
+# ---- storms and the opposite ----------------------------------------------------------------
+
+
+def test_a_compaction_that_failed_without_an_alert_is_requested_again(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """Dagster launches a sensor's run key once: after a failure that is not an alert (a
+    network error, a bad setting fixed since), keying on the unchanged L0 SSTs would mean the
+    database is never compacted again while no writer adds an L0 SST."""
+    add_partitions(instance, orders)
+    first = _tick(instance, store_resource, managed)
+    (request,) = first.run_requests or []
+    bad = _with(managed, compactor_max_sst_size_bytes=0)
+    failed = _run(instance, {"store": store_resource, "managed": bad}, "compaction_job", orders)
+    assert not failed.success
+    again = _tick(instance, store_resource, managed, first.cursor)
+    (retry,) = again.run_requests or []
+    assert retry.run_key != request.run_key
+    # one retry per failure, not one per tick
+    quiet = _tick(instance, store_resource, managed, again.cursor)
+    assert [r.run_key for r in quiet.run_requests or []] == [retry.run_key]
+    # the retry fails too: held back with a backoff that the tick explains, not a run per tick
+    assert not _run(instance, {"store": store_resource, "managed": bad}, "compaction_job", orders).success
+    backoff = _tick(instance, store_resource, managed, quiet.cursor)
+    assert backoff.run_requests == [] and backoff.skip_reason is not None
+    assert "2 runs in a row failed" in (backoff.skip_reason.skip_message or "")
+    # a success resets it: the next growth is requested under its own key
+    assert _run(instance, {"store": store_resource, "managed": managed}, "compaction_job", orders).success
+    write_database(store, orders, prefix="later-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
+    fresh = _tick(instance, store_resource, managed, backoff.cursor)
+    (request2,) = fresh.run_requests or []
+    assert request2.run_key and "retry" not in request2.run_key

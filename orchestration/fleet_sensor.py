@@ -19,6 +19,7 @@ which re-reads only what changed since the previous tick):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
@@ -73,10 +74,29 @@ CHECK_ASSET = {
 COMPACTION_JOB = "compaction_job"
 CHECKPOINT_JOB = "checkpoint_job"
 GC_JOB = "gc_job"
+EXPORT_JOB = "export_job"
+ASSET_JOB = "__ASSET_JOB"
+"""What "Materialize" on an asset's page launches."""
+_FOLDED = (
+    (COMPACTION_JOB, "compaction"),
+    (GC_JOB, "gc"),
+    (CHECKPOINT_JOB, "checkpoint"),
+    (EXPORT_JOB, "export"),
+    (ASSET_JOB, ""),
+)
+"""Jobs whose finished runs are folded into the memories: compaction and GC as the last run of
+their kind, every kind's alert as the database's latest alert."""
 _FINISHED = [
     dg.DagsterRunStatus.SUCCESS,
     dg.DagsterRunStatus.FAILURE,
     dg.DagsterRunStatus.CANCELED,
+]
+_IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
 ]
 _RUN_OVERLAP_S = 120.0
 """Runs updated this long before the last tick are read again (folding is idempotent), so a run
@@ -174,7 +194,7 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
     """Fold the compaction and GC runs that finished since the last tick into the memories."""
     since = cursor.runs_seen_until
     after = None if since is None else dt.datetime.fromtimestamp(since - _RUN_OVERLAP_S, dt.UTC)
-    for job, kind in ((COMPACTION_JOB, "compaction"), (GC_JOB, "gc")):
+    for job, kind in _FOLDED:
         records = instance.get_run_records(
             filters=dg.RunsFilter(job_name=job, statuses=_FINISHED, updated_after=after),
             limit=None if after is not None else 10_000,
@@ -186,8 +206,34 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
                 continue
             end = record.end_time or record.update_timestamp.timestamp()
             memory = cursor.dbs.setdefault(db, Memory())
-            fold_run(memory, kind, run.status.value, end, _run_alert(instance, record))
+            alert = _run_alert(instance, record)
+            fold_run(memory, kind or _kind_of(run), run.status.value, end, alert)
     cursor.runs_seen_until = now
+
+
+def _kind_of(run: dg.DagsterRun) -> str:
+    """compaction or gc for a run of that asset alone (from an asset's page), else "asset"."""
+    selected = run.asset_selection or frozenset()
+    for key, kind in ((compaction.key, "compaction"), (garbage_collection.key, "gc")):
+        if selected == {key}:
+            return kind
+    return "asset"
+
+
+def compactions_in_flight(instance: dg.DagsterInstance) -> dict[str, str]:
+    """Database -> status of a compaction run queued or running for it. While one is, no other
+    is requested: the L0 a writer keeps adding to would otherwise make a new run key every tick
+    (a queue of runs behind the per-database limit, or one compactor fencing the other)."""
+    out: dict[str, str] = {}
+    for job in (COMPACTION_JOB, ASSET_JOB):
+        for record in instance.get_run_records(
+            filters=dg.RunsFilter(job_name=job, statuses=_IN_FLIGHT)
+        ):
+            run = record.dagster_run
+            db = run.tags.get(DATABASE_TAG) or run.tags.get("dagster/partition")
+            if db is not None and (job == COMPACTION_JOB or _kind_of(run) == "compaction"):
+                out[db] = f"run {run.run_id[:8]} {run.status.value.lower()}"
+    return out
 
 
 def _check_event(db: str, f: Finding) -> dg.AssetCheckEvaluation:
@@ -289,6 +335,7 @@ def evaluate_fleet(
     verify = {*_verify_set(dbs, cursor, managed.verify_ssts_per_tick), *failed}
     statuses = scan_fleet(scanner, dbs, verify)
     fold_runs(context.instance, cursor, now)
+    busy = compactions_in_flight(context.instance)
     limits = limits_of(managed)
     runs: list[dg.RunRequest] = []
     events: list[dg.AssetObservation | dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
@@ -327,6 +374,11 @@ def evaluate_fleet(
             ):
                 if decision is None:
                     continue
+                if decision.held is None and decision.kind == "compaction" and db in busy:
+                    decision = dataclasses.replace(
+                        decision,
+                        held=f"{db}: compaction not requested: {busy[db]} is in progress",
+                    )
                 if decision.held is not None:
                     held.append(decision.held)
                     continue

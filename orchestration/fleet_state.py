@@ -421,7 +421,12 @@ def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision 
 
 
 def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | None) -> None:
-    """Record a finished compaction or GC run of this database (newest wins)."""
+    """Record a finished compaction or GC run of this database (newest wins); of any other
+    kind of run only its alert."""
+    if kind not in ("compaction", "gc"):
+        if alert and (memory.alert is None or memory.alert[1] <= end):
+            memory.alert = [alert, end, f"{kind} run failed"]
+        return
     end = round(end, 3)  # as the cursor keeps it, so a run read again compares equal
     entry = [status, end, alert]
     slot = memory.compaction if kind == "compaction" else memory.gc

@@ -101,10 +101,15 @@ def fleet_row(
         attention = f"{status.error_kind}: {status.error}"
     # A run that failed with an alert (a corrupt SST only the compactor reads, a fence) is an
     # error until a later run of that kind succeeds: the checks only see what exists.
+    # A compaction's stands while the L0 SSTs it was requested on are all there (as its hold).
+    l0_same = memory.requested_l0 is None or set(memory.requested_l0) <= set(status.l0_sst_ids)
     alerted = [
         f"last {kind} run failed with {last[2]}"
-        for kind, last in (("compaction", memory.compaction), ("GC", memory.gc))
-        if last and last[0] == "FAILURE" and last[2]
+        for kind, last, standing in (
+            ("compaction", memory.compaction, l0_same),
+            ("GC", memory.gc, True),
+        )
+        if last and last[0] == "FAILURE" and last[2] and standing
     ]
     if alerted:
         severity = 2

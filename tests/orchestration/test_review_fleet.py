@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
+from dagster._core.test_utils import create_run_for_test
 
 from devtools.sample_data import write_database
 from orchestration.alerts import DATABASE_TAG
-from orchestration.assets import ASSETS
+from orchestration.assets import ASSETS, compaction
 from orchestration.fleet_sensor import evaluate_fleet, scanner_for
 from orchestration.fleet_state import INTACT
 from orchestration.fleet_view import FLEET_KEY
@@ -168,7 +169,8 @@ def test_a_compaction_that_failed_on_corruption_is_an_error_in_the_view(
     m = stored.manifest
     sst = next(s for s in m.ssts if s.id == m.l0[-1].sst_id)
     path = resolve_sst_path(orders, m, sst)
-    data = bytearray(store.get(path).data)
+    original = store.get(path).data
+    data = bytearray(original)
     for i in range(64, min(len(data), 4096)):
         data[i] ^= 0xFF
     store.put(path, bytes(data))
@@ -180,6 +182,12 @@ def test_a_compaction_that_failed_on_corruption_is_an_error_in_the_view(
     assert fleet.metadata["databases_with_errors"].value == 1
     assert "CorruptionError" in _headline(after)
     assert "CorruptionError" in str(_rows(fleet)[orders]["needs_attention"])
+    # repaired and compacted: no longer an error (the alert stays in its column)
+    store.put(path, original)
+    assert _run(instance, resources, "compaction_job", orders).success
+    repaired = _fleet(_tick(instance, store_resource, managed, after.cursor))
+    assert repaired.metadata["databases_with_errors"].value == 0
+    assert "CorruptionError" in str(_rows(repaired)[orders]["latest_alert"])
 
 
 # ---- the tick fails for everyone ------------------------------------------------------------
@@ -268,3 +276,67 @@ def test_a_compaction_that_failed_without_an_alert_is_requested_again(
     fresh = _tick(instance, store_resource, managed, backoff.cursor)
     (request2,) = fresh.run_requests or []
     assert request2.run_key and "retry" not in request2.run_key
+
+
+def test_no_second_compaction_while_one_for_the_database_is_queued_or_running(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """A writer adds L0 SSTs while a long compaction runs: each tick saw a new set of L0 ids, so
+    a new run key, and requested another compaction of the same database every tick (queued
+    behind it by the per-database limit, or fencing it where there is none)."""
+    add_partitions(instance, orders)
+    first = _tick(instance, store_resource, managed)
+    (request,) = first.run_requests or []
+    for status in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTED):
+        # what the daemon does with the request: a run of compaction_job for the partition
+        run = create_run_for_test(
+            instance, job_name="compaction_job", status=status,
+            tags={**request.tags, "dagster/partition": orders, "dagster/run_key": request.run_key},
+        )
+        write_database(store, orders, prefix=f"{status.value}-", l0_ssts=1, wal_rows=0)
+        busy = _tick(instance, store_resource, managed, first.cursor)
+        assert busy.run_requests == []
+        assert busy.skip_reason is not None
+        assert "in progress" in (busy.skip_reason.skip_message or "")
+        instance.report_run_canceled(run)
+    # finished (here canceled): the next tick requests again
+    after = _tick(instance, store_resource, managed, first.cursor)
+    assert _requested(after) == [orders]
+
+
+def test_a_compaction_launched_from_the_asset_page_that_fails_on_corruption_shows_in_the_view(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+) -> None:
+    """"Materialize" on the compaction asset runs __ASSET_JOB, not compaction_job: its alert
+    must reach the fleet view like the sensor's own runs' alerts."""
+    write_database(store, "small", l0_ssts=5, rows_per_sst=50)  # over compactor_l0_trigger
+    add_partitions(instance, "small")
+    stored, _ = inspect_database(store, "small")
+    m = stored.manifest
+    path = resolve_sst_path("small", m, next(s for s in m.ssts if s.id == m.l0[-1].sst_id))
+    data = bytearray(store.get(path).data)
+    for i in range(64, min(len(data), 4096)):
+        data[i] ^= 0xFF
+    store.put(path, bytes(data))
+    first = _tick(instance, store_resource, managed)
+    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    job = defs.resolve_implicit_global_asset_job_def()
+    assert job.name == "__ASSET_JOB"
+    by_hand = job.execute_in_process(
+        instance=instance, partition_key="small", asset_selection=[compaction.key],
+        raise_on_error=False,
+    )
+    assert not by_hand.success
+    after = _tick(instance, store_resource, managed, first.cursor)
+    row = _rows(_fleet(after))["small"]
+    assert "CorruptionError" in str(row["latest_alert"])
+    assert "failed" in str(row["last_compaction"])
+    assert "`small`" in _headline(after)

@@ -437,6 +437,10 @@ def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | No
             failed = status == "FAILURE" and not alert
             memory.compaction_failures = memory.compaction_failures + 1 if failed else 0
         memory.compaction = entry
+        if status == "SUCCESS" and (memory.requested_at is None or memory.requested_at <= end):
+            # Only a failure is judged against the L0 it was requested on; the ids (~30 bytes
+            # each) would otherwise stay in the cursor of every database ever compacted.
+            memory.requested_l0 = memory.requested_at = None
     else:
         memory.gc = entry
     if alert:

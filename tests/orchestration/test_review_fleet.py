@@ -4,6 +4,8 @@ damage, lose an alert or storm (docs/operations.md describes what it must do ins
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import pytest
 from dagster._core.test_utils import create_run_for_test
@@ -340,3 +342,23 @@ def test_a_compaction_launched_from_the_asset_page_that_fails_on_corruption_show
     assert "CorruptionError" in str(row["latest_alert"])
     assert "failed" in str(row["last_compaction"])
     assert "`small`" in _headline(after)
+
+
+def test_the_cursor_keeps_no_l0_ids_once_a_compaction_succeeded(
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """Dagster stores the cursor with every tick (successful ticks are kept for good): at 10,000
+    databases each byte per database is 10 KB per tick. The L0 ids of a request (~30 bytes each)
+    are only needed until its run succeeded."""
+    add_partitions(instance, orders)
+    first = _tick(instance, store_resource, managed)
+    assert _requested(first) == [orders]
+    assert _run(instance, resources, "compaction_job", orders).success
+    after = _tick(instance, store_resource, managed, first.cursor)
+    entry = json.loads(after.cursor or "")["dbs"][orders]
+    assert "rl0" not in entry
+    assert len(json.dumps(entry, separators=(",", ":"))) < 200

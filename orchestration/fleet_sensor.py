@@ -60,7 +60,14 @@ from orchestration.fleet_view import (
 )
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import DatabaseStatus, FleetScanner, InvalidArgument, SlateDBError, Table
+from slatedb_core import (
+    DatabaseStatus,
+    FleetScanner,
+    InvalidArgument,
+    SlateDBError,
+    StoreError,
+    Table,
+)
 from slatedb_core.health import BOUNDARY_NAMESPACES
 from slatedb_core.store.objectstore import validate_relative_path
 
@@ -104,6 +111,12 @@ whose record was written while the previous tick read cannot be missed."""
 
 _scanners: dict[tuple[str, int], FleetScanner] = {}
 _scanners_lock = threading.Lock()
+_scanning: dict[int, tuple[threading.Lock, list[float]]] = {}
+"""Per scanner: held while a tick or schedule scans, and when that scan started."""
+SCAN_WAIT_S = 5.0
+"""How long a tick waits for another tick's or a schedule's scan before failing: Dagster gives
+up on a tick after its timeout but cannot stop its thread, so a scan stuck on a store that does
+not answer would otherwise hold every later tick (and a code-server worker each)."""
 
 
 def scanner_for(store: ObjectStoreResource, concurrency: int) -> FleetScanner:
@@ -151,7 +164,19 @@ def scan_fleet(
             )
         else:
             valid.append(db)
-    out.update(scanner.scan(valid, verify=set(verify) - set(out)))
+    with _scanners_lock:
+        guard, since = _scanning.setdefault(id(scanner), (threading.Lock(), [0.0]))
+    if not guard.acquire(timeout=SCAN_WAIT_S):
+        raise StoreError(
+            f"the previous scan of the store has been running for "
+            f"{time.time() - since[0]:.0f} s and is still running: the store is slow or does "
+            "not answer; this tick did not wait for it (nothing was scanned or judged)"
+        )
+    try:
+        since[0] = time.time()
+        out.update(scanner.scan(valid, verify=set(verify) - set(out)))
+    finally:
+        guard.release()
     return out
 
 

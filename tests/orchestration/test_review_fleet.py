@@ -5,6 +5,8 @@ damage, lose an alert or storm (docs/operations.md describes what it must do ins
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import dagster as dg
 import pytest
@@ -18,9 +20,10 @@ from orchestration.fleet_state import INTACT
 from orchestration.fleet_view import FLEET_KEY
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import ObjectStore
+from slatedb_core import ObjectStore, SlateDBError
 from slatedb_core.health import inspect_database
 from slatedb_core.lsm.dbstate import resolve_sst_path
+from slatedb_core.store.faults import FaultyStore
 from tests.orchestration.conftest import add_partitions
 
 Result = dg.SensorResult
@@ -362,3 +365,50 @@ def test_the_cursor_keeps_no_l0_ids_once_a_compaction_succeeded(
     entry = json.loads(after.cursor or "")["dbs"][orders]
     assert "rl0" not in entry
     assert len(json.dumps(entry, separators=(",", ":"))) < 200
+
+
+_HANGING: dict[str, FaultyStore] = {}
+
+
+class _HangingStoreResource(ObjectStoreResource):
+    """The test's store behind a FaultyStore whose pause point parks a request (a store that
+    accepted the request and never answers)."""
+
+    def open(self) -> ObjectStore:
+        return _HANGING[self.url]
+
+
+def test_a_tick_after_one_stuck_on_a_hanging_store_fails_quickly_and_says_why(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    """Dagster gives up on a tick after its timeout but cannot stop the code server's thread,
+    which keeps the scanner busy; every later tick (and schedule) waited for it, each holding a
+    gRPC worker of the code server, with nothing on the sensor page but timeouts."""
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, "tidy")
+    faulty = FaultyStore(store)
+    _HANGING[store_resource.url] = faulty
+    hanging = _HangingStoreResource(url=store_resource.url)
+    stuck = faulty.pause("hang", "list", "tidy/gc*")
+    first: list[object] = []
+    thread = threading.Thread(
+        target=lambda: first.append(
+            evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed)
+        ),
+        daemon=True,
+    )
+    thread.start()
+    try:
+        assert stuck.wait_reached(30)
+        started = time.monotonic()
+        with pytest.raises(SlateDBError, match="still running"):
+            evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed)
+        assert time.monotonic() - started < 20
+    finally:
+        stuck.release()
+        thread.join(60)
+        _HANGING.pop(store_resource.url)
+    assert first and isinstance(first[0], dg.SensorResult)  # the stuck tick itself completes

@@ -326,6 +326,9 @@ def remember_boundaries(status: DatabaseStatus, memory: Memory, now: float) -> l
     """Fold the scanned boundaries into ``memory``; returns the namespaces that advanced. A value
     that moved backwards or vanished is not taken, so the problem stays visible until an operator
     resets the cursor."""
+    if status.state == "missing":  # what it remembered belongs to a database that is gone
+        memory.boundaries = [None] * len(BOUNDARY_NAMESPACES)
+        return []
     advanced = []
     for i, ns in enumerate(BOUNDARY_NAMESPACES):
         last, value = memory.boundaries[i], status.boundaries.get(ns)

@@ -99,6 +99,8 @@ def fleet_row(
     attention = "; ".join(f.description.split(": ", 1)[-1] for f in failing)
     if state in ("missing", "unreachable", "invalid") and status.error:
         attention = f"{status.error_kind}: {status.error}"
+    elif state == "missing" and not failing:  # never seen with a manifest (a typo, not created)
+        severity, attention = 1, "no database at this path (no manifest)"
     # A run that failed with an alert (a corrupt SST only the compactor reads, a fence) is an
     # error until a later run of that kind succeeds: the checks only see what exists.
     # A compaction's stands while the L0 SSTs it was requested on are all there (as its hold).
@@ -176,8 +178,8 @@ def headline(rows: Sequence[FleetRow], shown: int = 8) -> str:
         return f"All {len(rows)} databases are healthy."
     parts = [f"`{r.database}` ({r.state}: {r.attention})" for r in bad[:shown]]
     more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
-    noun = "database needs" if len(bad) == 1 else "databases need"
-    return f"**{len(bad)} of {len(rows)} {noun} attention**: " + "; ".join(parts) + more
+    verb = "needs" if len(bad) == 1 else "need"
+    return f"**{len(bad)} of {len(rows)} databases {verb} attention**: " + "; ".join(parts) + more
 
 
 def fleet_metadata(

@@ -16,11 +16,11 @@ from devtools.sample_data import write_database
 from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction
 from orchestration.fleet_sensor import evaluate_fleet, scanner_for
-from orchestration.fleet_state import INTACT
+from orchestration.fleet_state import BOUNDARIES, INTACT
 from orchestration.fleet_view import FLEET_KEY
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import ObjectStore, SlateDBError
+from slatedb_core import ObjectStore, SlateDBError, run_gc_once
 from slatedb_core.health import inspect_database
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.store.faults import FaultyStore
@@ -412,3 +412,41 @@ def test_a_tick_after_one_stuck_on_a_hanging_store_fails_quickly_and_says_why(
         thread.join(60)
         _HANGING.pop(store_resource.url)
     assert first and isinstance(first[0], dg.SensorResult)  # the stuck tick itself completes
+
+
+def test_a_database_recreated_after_it_went_missing_has_no_stale_boundary_error(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    """The boundaries remembered of a database that went missing belong to that database: once
+    one is created again at the path, its own (unset) boundaries are no "moved back" or
+    "disappeared" error, which nothing but a cursor reset would clear."""
+    write_database(store, "tidy", l0_ssts=3, rows_per_sst=50)
+    add_partitions(instance, "tidy")
+    assert run_gc_once("tidy", store, managed.gc_options()).manifest_boundary
+    first = _tick(instance, store_resource, managed)
+    for meta in list(store.list("tidy")):
+        store.delete(meta.path)
+    gone = _tick(instance, store_resource, managed, first.cursor)
+    assert not _checks(gone)[("tidy", INTACT)].passed
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    again = _tick(instance, store_resource, managed, gone.cursor)
+    assert _checks(again)[("tidy", INTACT)].passed
+    assert ("tidy", BOUNDARIES) not in _checks(again) or _checks(again)[("tidy", BOUNDARIES)].passed
+    assert _rows(_fleet(again))["tidy"]["needs_attention"] == ""
+
+
+def test_a_partition_with_no_database_behind_it_is_named_in_the_headline(
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """A listed database that does not exist (a typo in the settings) must not read as
+    "All 2 databases are healthy"."""
+    add_partitions(instance, orders, "ordres")
+    tick = _tick(instance, store_resource, managed)
+    assert "`ordres`" in _headline(tick)
+    assert "no database" in str(_rows(_fleet(tick))["ordres"]["needs_attention"])

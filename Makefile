@@ -62,7 +62,7 @@ ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one p
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
-screenshot: $(STAMP) ## Retake docs/img/asset_graph.png: sample data, dagster dev, headless Chromium (OUT=...)
+screenshot: $(STAMP) ## Retake docs/img/{asset_graph,fleet_view,fleet_trend}.png: sample data, dagster dev, headless Chromium (OUT=dir/asset_graph.png)
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 	$(BIN)/python -m devtools.screenshot --out $(or $(OUT),docs/img/asset_graph.png)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -59,7 +60,44 @@ from slatedb_core.health import inspect_database, read_boundaries
 
 BUDGET_S = 60.0
 KINDS = ("gcd", "pinned", "l0", "destroyed")
-Row = tuple[str, float, int, int, str]  # what, seconds, requests, databases, note
+Row = tuple[str, float, int, int, str, str]  # what, seconds, requests, databases, CPU, note
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_with(arg: str) -> int | None:
+    """The process whose command line has the argument ``arg`` (the SeaweedFS server)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if arg.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+class Cpu:
+    """CPU seconds spent by this process, the S3 server and the delay proxy over a block: what
+    bounds the figures on a small machine (the three share its cores)."""
+
+    def __init__(self, server: int | None, proxy: int) -> None:
+        self.pids = {"server": server, "proxy": proxy}
+        self.spent = ""
+
+    def __enter__(self) -> Cpu:
+        self.start = (time.process_time(), {k: cpu_s(p) for k, p in self.pids.items() if p})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ours, theirs = self.start
+        parts = [f"ours {time.process_time() - ours:.1f}"]
+        parts += [f"{k} {cpu_s(p) - theirs[k]:.1f}" for k, p in self.pids.items() if p]
+        self.spent = ", ".join(parts)
 
 
 def make_templates(store: ObjectStore) -> dict[str, dict[str, bytes]]:
@@ -93,10 +131,13 @@ def copy_fleet(store: ObjectStore, templates: dict[str, dict[str, bytes]], n: in
         for rel, data in templates[KINDS[i % len(KINDS)]].items()
     ]
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=64) as pool:
+    pool = ThreadPoolExecutor(max_workers=64)
+    try:
         for done, _ in enumerate(pool.map(lambda j: store.put(*j), jobs), 1):
-            if done % 20000 == 0:
+            if done % 50000 == 0:
                 print(f"  copied {done}/{len(jobs)} objects", flush=True)
+    finally:
+        pool.shutdown(cancel_futures=True)  # on Ctrl-C, not the rest of the copies
     return time.perf_counter() - started
 
 
@@ -164,13 +205,7 @@ def change(store: ObjectStore, paths: list[str]) -> None:
         list(pool.map(one, paths))
 
 
-def timed_scan(scanner: FleetScanner, paths: list[str]) -> tuple[float, dict[str, Any]]:
-    started = time.perf_counter()
-    out = scanner.scan(paths)
-    return time.perf_counter() - started, out
-
-
-def dagster_rows(store_url: str, paths: list[str]) -> list[Row] | str:
+def dagster_rows(store_url: str, paths: list[str], cpu: Callable[[], Cpu]) -> list[Row] | str:
     """Two real ticks of orchestration.sensors.evaluate_fleet, if it exists."""
     evaluate: Callable[..., Any] | None = getattr(sensors, "evaluate_fleet", None)
     if evaluate is None:
@@ -185,10 +220,10 @@ def dagster_rows(store_url: str, paths: list[str]) -> list[Row] | str:
         for label in ("cold", "warm"):
             context = dg.build_sensor_context(instance=instance, cursor=cursor)
             before = counters.total()
-            started = time.perf_counter()
-            result = evaluate(context, store, managed)
-            took = time.perf_counter() - started
-            made = counters.total() - before
+            with cpu() as spent:
+                started = time.perf_counter()
+                result = evaluate(context, store, managed)
+                took = time.perf_counter() - started
             if isinstance(result, dg.SensorResult):
                 cursor = result.cursor
                 note = (
@@ -197,8 +232,25 @@ def dagster_rows(store_url: str, paths: list[str]) -> list[Row] | str:
                 )
             else:
                 note = f"skip: {str(getattr(result, 'skip_message', result))[:60]}"
-            rows.append((f"evaluate_fleet, one real tick ({label})", took, made, len(paths), note))
+            made = counters.total() - before
+            name = f"evaluate_fleet, one real tick ({label})"
+            rows.append((name, took, made, len(paths), spent.spent, note))
     return rows
+
+
+def scan_row(
+    what: str, scanner: FleetScanner, paths: list[str], cpu: Cpu
+) -> tuple[Row, dict[str, Any]]:
+    with cpu:
+        started = time.perf_counter()
+        out = scanner.scan(paths)
+        took = time.perf_counter() - started
+    states: dict[str, int] = {}
+    for status in out.values():
+        states[status.state] = states.get(status.state, 0) + 1
+    flagged = sum(1 for s in out.values() if s.changed)
+    note = f"changed flags {flagged}; states {states}"
+    return (what, took, scanner.last_scan_requests, len(paths), cpu.spent, note), out
 
 
 def main() -> int:
@@ -213,110 +265,74 @@ def main() -> int:
     n = args.databases
     print(
         f"fleet_bench: {n} databases, {args.delay_ms:g} ms added per request, "
-        f"concurrency {args.concurrency}, load average {os.getloadavg()[0]:.2f}",
+        f"concurrency {args.concurrency}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    rows: list[Row] = []
     with SeaweedFS() as s3:
         direct = s3.store()
         t = time.perf_counter()
         templates = make_templates(direct)
         sizes = {k: len(v) for k, v in templates.items()}
-        print(
-            f"templates made in {time.perf_counter() - t:.1f} s; objects per database {sizes}",
-            flush=True,
-        )
-        took = copy_fleet(direct, templates, n)
-        print(f"fleet copied in {took:.1f} s", flush=True)
+        print(f"templates made in {time.perf_counter() - t:.1f} s; objects per database {sizes}")
+        print(f"fleet copied in {copy_fleet(direct, templates, n):.1f} s", flush=True)
         paths = [db_path(i) for i in range(n)]
         proxy, port = start_proxy(s3.ports["s3"], args.delay_ms)
+        server = pid_with(f"-s3.port={s3.ports['s3']}")
         try:
             slow = open_store(proxied_store_url(s3, port))
-            latency = request_latency_ms(slow, f"{paths[0]}/manifest/_latest_version")
-            direct_latency = request_latency_ms(direct, f"{paths[0]}/manifest/_latest_version")
+            probe = f"{paths[0]}/manifest/_latest_version"
             print(
-                f"one HEAD: {latency:.1f} ms through the proxy, {direct_latency:.1f} ms direct",
+                f"one HEAD: {request_latency_ms(slow, probe):.1f} ms through the proxy, "
+                f"{request_latency_ms(direct, probe):.1f} ms direct",
                 flush=True,
             )
-            rows: list[Row] = []
-            step = max(1, n // args.sample)
-            sample = paths[::step][: args.sample]
-            secs, reqs = old_path(slow, sample)
-            rows.append(
-                (
-                    "old: inspect_database + read_boundaries, sequential",
-                    secs * n / len(sample),
-                    reqs * n // len(sample),
-                    n,
-                    f"measured on {len(sample)}, extrapolated x{n / len(sample):g}",
-                )
-            )
+            sample = paths[:: max(1, n // args.sample)][: args.sample]
+            with Cpu(server, proxy.pid) as cpu:
+                secs, reqs = old_path(slow, sample)
+            scale = n / len(sample)
+            note = f"measured on {len(sample)} databases, time and requests extrapolated x{scale:g}"
+            spent = f"{cpu.spent} (for {len(sample)})"
+            old = "old: inspect_database + read_boundaries, sequential"
+            rows.append((old, secs * scale, int(reqs * scale), n, spent, note))
             print(f"  {rows[-1]}", flush=True)
             scanner = FleetScanner(slow, concurrency=args.concurrency)
-            secs, out = timed_scan(scanner, paths)
-            states: dict[str, int] = {}
-            for status in out.values():
-                states[status.state] = states.get(status.state, 0) + 1
-            rows.append(
-                (
-                    "FleetScanner: first scan (cold)",
-                    secs,
-                    scanner.last_scan_requests,
-                    n,
-                    f"states {states}",
-                )
-            )
-            print(f"  {rows[-1]}", flush=True)
-            secs, out = timed_scan(scanner, paths)
-            flagged = sum(1 for s in out.values() if s.changed)
-            rows.append(
-                (
-                    "FleetScanner: second scan, nothing changed",
-                    secs,
-                    scanner.last_scan_requests,
-                    n,
-                    f"changed flags {flagged}",
-                )
-            )
-            print(f"  {rows[-1]}", flush=True)
+            for what in ("FleetScanner: first scan (cold)", "FleetScanner: nothing changed"):
+                row, _ = scan_row(what, scanner, paths, Cpu(server, proxy.pid))
+                rows.append(row)
+                print(f"  {rows[-1]}", flush=True)
             live = [p for p in paths if not p.startswith("fleet/destroyed/")]
             k = max(1, int(n * args.changed))
             chosen = live[:: max(1, len(live) // k)][:k]
             t = time.perf_counter()
             change(direct, chosen)
-            print(
-                f"changed {len(chosen)} databases in {time.perf_counter() - t:.1f} s "
-                "(direct, not timed)",
-                flush=True,
-            )
-            secs, out = timed_scan(scanner, paths)
-            flagged_paths = {p for p, s in out.items() if s.changed}
-            rows.append(
-                (
-                    f"FleetScanner: scan after {len(chosen)} changed",
-                    secs,
-                    scanner.last_scan_requests,
-                    n,
-                    f"changed flags {len(flagged_paths)}, of the changed "
-                    f"{len(flagged_paths & set(chosen))}",
-                )
-            )
+            took = time.perf_counter() - t
+            print(f"changed {len(chosen)} databases in {took:.1f} s (direct, not timed)")
+            what = f"FleetScanner: {len(chosen)} changed ({args.changed:.0%})"
+            row, out = scan_row(what, scanner, paths, Cpu(server, proxy.pid))
+            found = len({p for p, st in out.items() if st.changed} & set(chosen))
+            rows.append((*row[:5], f"{row[5]}; of the {len(chosen)} changed: {found}"))
             print(f"  {rows[-1]}", flush=True)
             if not args.no_dagster:
-                found = dagster_rows(proxied_store_url(s3, port), paths)
-                if isinstance(found, str):
-                    print(f"dagster tick: not measured: {found}")
+                ticks = dagster_rows(
+                    proxied_store_url(s3, port), paths, lambda: Cpu(server, proxy.pid)
+                )
+                if isinstance(ticks, str):
+                    print(f"dagster tick: not measured: {ticks}")
                 else:
-                    rows.extend(found)
+                    rows.extend(ticks)
         finally:
             proxy.terminate()
             proxy.wait(10)
-    print()
-    print(f"{'':54} {'wall s':>8} {'requests':>9} {'req/db':>7}  within {BUDGET_S:.0f} s")
-    for what, secs, reqs, dbs, note in rows:
-        per = f"{reqs / dbs:.2f}" if reqs >= 0 else "-"
-        shown = str(reqs) if reqs >= 0 else "-"
+    print(
+        f"\npeak RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
+    print(f"\n{'':52} {'wall s':>7} {'requests':>9} {'req/db':>6} {'<60s':>4}  CPU s")
+    for what, secs, reqs, dbs, spent, note in rows:
         ok = "yes" if secs <= BUDGET_S else "NO"
-        print(f"{what:54} {secs:8.1f} {shown:>9} {per:>7}  {ok:>3}  {note}")
+        print(f"{what:52} {secs:7.1f} {reqs:9d} {reqs / dbs:6.2f} {ok:>4}  {spent}")
+        print(f"{'':52} {note}")
     return 0
 
 

@@ -25,6 +25,7 @@ and values are sliced out of the block bytes through a binary-view array.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,12 @@ from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE, RESTART_INTERVAL
 
 F_TOMBSTONE, F_EXPIRE, F_CREATE, F_MERGE = 1, 2, 4, 8
 I64 = npt.NDArray[np.int64]
-_EMPTY = pa.scalar(b"", pa.binary())
+@functools.cache
+def _empty() -> pa.Scalar:
+    """The empty binary scalar, made on first use: building a pyarrow scalar imports pandas
+    (pyarrow checks whether the value is a pandas object), which would add about a third of a
+    second to every ``import slatedb_core`` (each Dagster run worker pays it)."""
+    return pa.scalar(b"", pa.binary())
 
 
 def varint_len(x: I64) -> I64:
@@ -292,7 +298,7 @@ def encode_rows(
         suffix = pa.Array.from_buffers(pa.binary(), n,
                                        [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
     header = _headers(shared, unshared, vlen)
-    joined = pc.binary_join_element_wise(header, suffix, values, _tails(tmat, tkeep, tail), _EMPTY)
+    joined = pc.binary_join_element_wise(header, suffix, values, _tails(tmat, tkeep, tail), _empty())
     bufs = joined.buffers()
     row_offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1).astype(np.int64)
     data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")

@@ -42,8 +42,6 @@ flush, a compaction), not when it replays or reads the WAL, so a row that expire
 still reads as its value, and so it does here."""
 
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
-_NO_ROWS = ENTRY_SCHEMA.empty_table()
-_NO_TS_ROWS = TS_SCHEMA.empty_table()
 
 
 def encode_wal_sst(
@@ -125,7 +123,10 @@ class WalLog:
         """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`);
         ``timestamps``: with SlateDB's ``expire_ts`` and ``create_ts`` columns (to re-encode)."""
         if len(data) == 0:
-            return WalSst(wal_id, _NO_TS_ROWS if timestamps else _NO_ROWS, is_fence=True)
+            # made here, not at import: building a pyarrow table imports pandas (about a third of
+            # a second of every ``import slatedb_core``)
+            empty = (TS_SCHEMA if timestamps else ENTRY_SCHEMA).empty_table()
+            return WalSst(wal_id, empty, is_fence=True)
         name = self.path(wal_id)
         reader = SstReader.from_bytes(data, name, now_ms=_AS_WRITTEN)
         rows = reader.read_all(timestamps=timestamps)

@@ -68,3 +68,20 @@ def test_without_a_partition_the_checks_fail_saying_what_to_do(
         data = event.step_failure_data
         said = data.user_failure_data.description if data.user_failure_data else None
         assert "launch them for one database partition" in (said or "")
+
+
+def test_maintenance_runs_do_not_run_the_checks(
+    resources: dict[str, object], instance: dg.DagsterInstance, orders: str
+) -> None:
+    """A check right after compaction measured the L0 the pass had just emptied (always passing),
+    and showed "Execution failed" without a database when the pass failed."""
+    from orchestration.jobs import JOBS
+
+    add_partitions(instance, orders)
+    defs = dg.Definitions(assets=ASSETS, asset_checks=CHECKS, jobs=JOBS, resources=resources)
+    result = defs.resolve_job_def("compaction_job").execute_in_process(
+        partition_key=orders, instance=instance
+    )
+    assert result.success
+    assert result.get_asset_check_evaluations() == []
+    assert len(result.get_asset_materialization_events()) == 1

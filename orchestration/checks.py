@@ -26,7 +26,7 @@ from orchestration.assets import checkpoint_refresh, compaction, garbage_collect
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import CorruptionError, DatabaseNotFound
+from slatedb_core import CorruptionError, DatabaseNotFound, FleetScanner, ObjectStore
 from slatedb_core.durations import parse_duration
 from slatedb_core.health import (
     DatabaseHealth,
@@ -56,9 +56,24 @@ def _database(context: dg.AssetCheckExecutionContext) -> str:
     return str(context.partition_key)
 
 
-def _gone(db: str) -> dg.AssetCheckResult:
+def _gone(
+    s: ObjectStore, db: str, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN
+) -> dg.AssetCheckResult:
+    """No manifest: a database destroyed and collected (only its tombstone is left,
+    docs/clones-and-destroy.md) passes; any other path has no database behind it, which no check
+    may call healthy (a database deleted outside destroy, or a partition with a typo)."""
+    if FleetScanner(s, concurrency=1).scan([db])[db].state == "destroyed":
+        return dg.AssetCheckResult(
+            passed=True,
+            description=f"{db}: destroyed (only its tombstone is left): nothing to check",
+            metadata={"database": db, "skipped": "database destroyed"},
+        )
     return dg.AssetCheckResult(
-        passed=True, metadata={"database": db, "skipped": "database not found"}
+        passed=False,
+        severity=severity,
+        description=f"{db}: no database at this path (no manifest): deleted outside destroy, "
+        "or never created",
+        metadata={"database": db},
     )
 
 
@@ -79,7 +94,7 @@ def manifest_and_ssts_intact(
     try:
         stored, health = inspect_database(s, db)
     except DatabaseNotFound:
-        return _gone(db)
+        return _gone(s, db, dg.AssetCheckSeverity.ERROR)
     except CorruptionError as e:
         return dg.AssetCheckResult(
             passed=False,
@@ -123,7 +138,7 @@ def _figure_check(
     try:
         _, health = inspect_database(store.open(), db)
     except DatabaseNotFound:
-        return _gone(db)
+        return _gone(store.open(), db)
     except CorruptionError as e:
         return dg.AssetCheckResult(
             passed=False,
@@ -216,7 +231,7 @@ def no_expired_checkpoint_lingering(
     try:
         _, health = inspect_database(store.open(), db, now=lambda: now)
     except DatabaseNotFound:
-        return _gone(db)
+        return _gone(store.open(), db)
     grace = parse_duration(managed.expired_checkpoint_grace, allow_zero=True).total_seconds()
     lingering = [
         c
@@ -255,7 +270,7 @@ def boundaries_behind_latest(
     try:
         stored, _ = inspect_database(s, db)
     except DatabaseNotFound:
-        return _gone(db)
+        return _gone(s, db, dg.AssetCheckSeverity.ERROR)
     boundaries = read_boundaries(s, db)
     latest = latest_ids(s, db, stored)
     violations = check_boundaries(boundaries, latest)

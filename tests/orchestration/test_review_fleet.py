@@ -15,6 +15,7 @@ from dagster._core.test_utils import create_run_for_test
 from devtools.sample_data import write_database
 from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction
+from orchestration.checks import CHECKS, health_check_job
 from orchestration.fleet_sensor import evaluate_fleet, scanner_for
 from orchestration.fleet_state import BOUNDARIES, INTACT
 from orchestration.fleet_view import FLEET_KEY
@@ -22,6 +23,7 @@ from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import ObjectStore, SlateDBError, run_gc_once
 from slatedb_core.health import inspect_database
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.store.faults import FaultyStore
 from tests.orchestration.conftest import add_partitions
@@ -450,3 +452,35 @@ def test_a_partition_with_no_database_behind_it_is_named_in_the_headline(
     tick = _tick(instance, store_resource, managed)
     assert "`ordres`" in _headline(tick)
     assert "no database" in str(_rows(_fleet(tick))["ordres"]["needs_attention"])
+
+
+
+def test_the_deep_intact_check_of_a_deleted_database_fails_and_of_a_destroyed_one_passes(
+    store: ObjectStore,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+) -> None:
+    """health_check_job (or "Execute" on a check) on a partition with no database behind it
+    passed its intact check ("skipped: database not found"), flipping the sensor's failure for
+    a database deleted outside destroy back to passed with nothing repaired."""
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    write_database(store, "legacy", l0_ssts=1, rows_per_sst=50)
+    destroy("legacy", store, soft=False)  # destroyed and collected: only the tombstone is left
+    for meta in list(store.list("tidy")):
+        store.delete(meta.path)
+    add_partitions(instance, "tidy", "legacy")
+    defs = dg.Definitions(
+        assets=ASSETS, asset_checks=CHECKS, jobs=[health_check_job], resources=resources
+    )
+    job = defs.resolve_job_def("health_check_job")
+    results = {}
+    for db in ("tidy", "legacy"):
+        run = job.execute_in_process(
+            tags={"dagster/partition": db}, instance=instance, raise_on_error=False
+        )
+        results[db] = {e.check_name: e for e in run.get_asset_check_evaluations()}
+    intact = results["tidy"][INTACT]
+    assert not intact.passed and intact.severity == dg.AssetCheckSeverity.ERROR
+    assert "tidy" in (intact.description or "") and "no database" in (intact.description or "")
+    assert results["legacy"][INTACT].passed
+    assert "destroyed" in (results["legacy"][INTACT].description or "")

@@ -91,21 +91,21 @@ def test_every_state_on_first_and_second_scan(store: ObjectStore, fleet: list[st
     assert second["live"].boundaries == live.boundaries
 
 
-def test_an_unchanged_fleet_costs_two_lists_per_database(
+def test_an_unchanged_fleet_costs_one_list_per_database(
     store: ObjectStore, fleet: list[str]
 ) -> None:
     scanner = FleetScanner(store)
     first = scanner.scan(fleet)
     files = sum(v is not None for v in first["live"].boundaries.values())
     assert files == 3  # no compactions yet: no compactions boundary
-    assert first["live"].requests == 1 + files + 2  # LIST gc/, a GET each; LIST, GET manifest
+    assert first["live"].requests == 1 + files + 1  # LIST, a GET per boundary file, manifest GET
     before = store.counters.snapshot()
     scanner.scan(fleet)
     after = store.counters.snapshot()
     made = {op: after[op] - before[op] for op in after if after[op] != before[op]}
-    # the tombstoned path: its gc/ LIST only; every other path: gc/ and manifest/ LISTs
-    assert made == {"list": 2 * len(fleet) - 1}
-    assert scanner.last_scan_requests == 2 * len(fleet) - 1
+    # one LIST of gc/ and manifest/ together (what follows them is on the same page)
+    assert made == {"list": len(fleet)}
+    assert scanner.last_scan_requests == len(fleet)
 
 
 def test_changes_are_seen_and_flagged(store: ObjectStore, fleet: list[str]) -> None:
@@ -290,7 +290,7 @@ def test_a_store_failure_is_unreachable_for_that_database_only(tmp_path: Path) -
     store = FaultyStore(inner)
     scanner = FleetScanner(store, concurrency=2)
     scanner.scan(["a", "b"])
-    store.fail_next("list", "b/gc*")
+    store.fail_next("list", "b")
     out = scanner.scan(["a", "b"])
     assert out["a"].state == "live" and not out["a"].changed
     b = out["b"]
@@ -298,7 +298,7 @@ def test_a_store_failure_is_unreachable_for_that_database_only(tmp_path: Path) -
     assert b.changed
     back = scanner.scan(["a", "b"])["b"]
     assert back.state == "live" and back.changed
-    assert back.requests == 2  # what it knew before the failure was kept: still a warm scan
+    assert back.requests == 1  # what it knew before the failure was kept: still a warm scan
 
 
 def test_a_history_longer_than_a_page_is_skipped_with_the_pointer() -> None:
@@ -310,11 +310,27 @@ def test_a_history_longer_than_a_page_is_skipped_with_the_pointer() -> None:
     scanner = FleetScanner(store)
     status = scanner.scan(["long"])["long"]
     assert status.state == "live" and status.manifest_id == 1006
-    # LIST gc/; one page of manifest names (full: more follow), the pointer, LIST from it, GET
-    assert status.requests == 1 + 1 + 1 + 1 + 1
+    # one LIST of the database (a full page of manifest names: more may follow), then per
+    # directory: LIST gc/, one page of manifest names (full), the pointer, LIST from it, GET
+    assert status.requests == 1 + 1 + 1 + 1 + 1 + 1
     manifests.update(lambda m: m, force=True)
-    again = scanner.scan(["long"])["long"]
+    again = scanner.scan(["long"])["long"]  # known to be long: LIST gc/, manifests from 1006
     assert (again.manifest_id, again.changed, again.requests) == (1007, True, 3)
+
+
+def test_a_nested_database_is_not_taken_for_the_outer_ones_objects(store: ObjectStore) -> None:
+    small(store, "a", l0=1)
+    small(store, "a/hello", l0=3)  # its keys sort between a/gc/ and a/manifest/
+    run_gc_once("a/hello", store, GC_NOW)
+    scanner = FleetScanner(store)
+    for _ in range(2):
+        out = scanner.scan(["a", "a/hello"])
+        a, hello = out["a"], out["a/hello"]
+        assert a.boundaries == dict.fromkeys(("manifest", "wal", "compactions", "compacted"))
+        assert hello.boundaries["manifest"] is not None
+        assert a.manifest_id == ManifestStore(store, "a").latest_id()
+        assert hello.manifest_id == ManifestStore(store, "a/hello").latest_id()
+        assert (len(a.l0_sst_ids), len(hello.l0_sst_ids)) == (1, 3)
 
 
 def test_bad_arguments_name_the_option(store: ObjectStore) -> None:

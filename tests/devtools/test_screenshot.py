@@ -1,6 +1,7 @@
 """``python -m devtools.screenshot``: sample databases, ``dagster dev`` and headless Chromium
-produce a PNG of the asset graph of the requested size that is not blank, and no process is left.
-Needs Debian's chromium (``make screenshot`` installs it; CI does not), so it skips without it."""
+produce PNGs of the asset graph, the fleet view and a per-database plot of the requested sizes that
+are not blank nor covered by a dialog, and no process is left. Needs Debian's chromium (``make
+screenshot`` installs it; CI does not), so it skips without it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.browser import CHROMIUM
 from devtools.devserver import REPO, processes_with
-from devtools.screenshot import CHROMIUM
 
 pytestmark = [
     pytest.mark.slow,
@@ -78,19 +79,32 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
     return width, height, rows
 
 
-def test_screenshot_of_the_asset_graph(tmp_path: Path) -> None:
+def _not_blank_nor_covered(rows: list[bytes], top: int, left_px: int, what: str) -> None:
+    pane = Counter(row[i : i + 3] for row in rows[top::4] for i in range(left_px * 3, len(row), 6))
+    assert len(pane) > 100, f"only {len(pane)} colours in {what}: nothing rendered?"
+    background, _ = pane.most_common(1)[0]
+    assert min(background) >= 230, f"{what} mostly {tuple(background)}: covered by a dialog?"
+
+
+def test_screenshots_of_the_asset_graph_the_fleet_view_and_a_trend(tmp_path: Path) -> None:
     out = tmp_path / "asset_graph.png"
-    width, height = 1280, 1000
+    sizes = {"asset_graph.png": (1280, 1000), "fleet_view.png": (1600, 1000),
+             "fleet_trend.png": (1400, 900)}
+    width, height = sizes["asset_graph.png"]
     work = tmp_path / "tmp"  # TMPDIR of the script: in the environment of all it starts
     work.mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "devtools.screenshot", "--out", str(out),
-         "--width", str(width), "--height", str(height)],
+         "--width", str(width), "--height", str(height),
+         "--fleet-size", "{}x{}".format(*sizes["fleet_view.png"]),
+         "--trend-size", "{}x{}".format(*sizes["fleet_trend.png"])],
         cwd=REPO, env={**os.environ, "TMPDIR": str(work)}, capture_output=True, text=True,
         timeout=540,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "/asset-groups" in done.stdout
+    assert "/assets/slatedb_fleet?view=events" in done.stdout
+    assert "scrolled to orders/l0_ssts" in done.stdout
     assert "SIGKILL" not in done.stderr, done.stderr  # dagster dev stopped by itself
     assert processes_with(str(work)) == [], "processes left running (dagster dev or chromium)"
     # Cleanup of dagster dev's temporary directories can trail its exit; under a loaded CI
@@ -102,13 +116,15 @@ def test_screenshot_of_the_asset_graph(tmp_path: Path) -> None:
     left = sorted(p.name for p in work.iterdir())
     if left:
         warnings.warn(f"temporary directories left behind by dagster dev: {left}", stacklevel=1)
-    got_w, got_h, rows = decode_png(out.read_bytes())
-    assert (got_w, got_h) == (width, height)
-    colours = {row[i : i + 3] for row in rows[::4] for i in range(0, len(row), 12)}
-    assert len(colours) > 100, f"only {len(colours)} distinct colours: a blank page?"
-    # The graph pane (right of the navigation and the group tree) has content, on the page's
-    # light background: not a flat colour, and not greyed out under a dialog.
-    pane = Counter(row[i : i + 3] for row in rows[height // 8 :: 4] for i in range(1800, len(row), 6))
-    assert len(pane) > 100, f"only {len(pane)} colours in the graph pane: nothing rendered?"
-    background, _ = pane.most_common(1)[0]
-    assert min(background) >= 230, f"graph pane mostly {tuple(background)}: covered by a dialog?"
+    decoded = {}
+    for name, size in sizes.items():
+        got_w, got_h, rows = decode_png((tmp_path / name).read_bytes())
+        assert (got_w, got_h) == size, name
+        colours = {row[i : i + 3] for row in rows[::4] for i in range(0, len(row), 12)}
+        assert len(colours) > 100, f"only {len(colours)} distinct colours in {name}: blank?"
+        decoded[name] = rows
+    # Right of the (hidden) navigation and the group tree: the graph; right of the event list:
+    # the latest materialization; the plots: on the page's light background, not under a dialog.
+    _not_blank_nor_covered(decoded["asset_graph.png"], height // 8, 600, "the graph pane")
+    _not_blank_nor_covered(decoded["fleet_view.png"], 150, 700, "the fleet view")
+    _not_blank_nor_covered(decoded["fleet_trend.png"], 150, 80, "the plots")

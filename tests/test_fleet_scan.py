@@ -196,6 +196,14 @@ def test_verify_finds_a_deleted_sst_and_the_damage_stays(store: ObjectStore) -> 
     assert found["two"].missing_ssts == (gone2,)
     later = scanner.scan(["db"])["db"]  # not verified again, same manifest: still damaged
     assert (later.state, later.missing_ssts, later.changed) == ("damaged", None, False)
+    small(store, "db", l0=1, prefix="more-")  # a newer manifest, still referring to it
+    newer = scanner.scan(["db"])["db"]
+    assert (newer.state, newer.error_kind) == ("damaged", "SstMissing")
+    assert newer.error is not None and gone in newer.error
+    for meta in list(store.list("db")):
+        store.delete(meta.path)
+    small(store, "db", l0=1)  # written again from scratch: the missing SST is referenced no more
+    assert scanner.scan(["db"])["db"].state == "live"
 
 
 def test_a_boundary_file_that_disappears_is_damage(store: ObjectStore) -> None:

@@ -185,6 +185,10 @@ class FleetScanner:
         elif latest is not None and prev is not None and prev.missing_at is not None:
             if prev.missing_at[0] == latest.identity:  # the same manifest: still damaged
                 seen.missing_at = prev.missing_at
+            elif latest.stored is not None:  # a newer one: still damaged where it still refers
+                refs = _references(path, latest.stored.manifest)
+                still = tuple(p for p in prev.missing_at[1] if p in refs)
+                seen.missing_at = (latest.identity, still) if still else None
         old = prev.latest if prev is not None else None
         lineage = (  # the same database as before, not one deleted and recreated
             old is not None
@@ -336,15 +340,26 @@ def _short_listing(prev: Seen | None) -> bool:
     return manifests + max(0, wals) < _ONE_LIST_KEYS
 
 
-def _verify(reads: _Reads, path: str, manifest: Manifest) -> tuple[str, ...]:
-    """SSTs ``manifest`` references that are absent, and views naming an SST it does not list
-    (like :func:`slatedb_core.health.missing_ssts`, but one LIST per directory)."""
+def _dangling(path: str, manifest: Manifest) -> list[str]:
+    """``<db>#<sst id>`` for each view naming an SST the manifest does not list."""
     listed = {s.id for s in manifest.ssts}
-    dangling = [
+    return [
         f"{path}#{v.sst_id}"
         for v in (*manifest.l0, *(v for run in manifest.compacted for v in run.views))
         if v.sst_id not in listed
     ]
+
+
+def _references(path: str, manifest: Manifest) -> set[str]:
+    """Everything :func:`_verify` could report missing for ``manifest`` (no request)."""
+    paths = {resolve_sst_path(path, manifest, sst) for sst in manifest.ssts}
+    return paths | set(_dangling(path, manifest))
+
+
+def _verify(reads: _Reads, path: str, manifest: Manifest) -> tuple[str, ...]:
+    """SSTs ``manifest`` references that are absent, and views naming an SST it does not list
+    (like :func:`slatedb_core.health.missing_ssts`, but one LIST per directory)."""
+    dangling = _dangling(path, manifest)
     by_dir: dict[str, list[str]] = {}
     for sst in manifest.ssts:
         full = resolve_sst_path(path, manifest, sst)

@@ -42,8 +42,9 @@ from slatedb_core import (
 from slatedb_core.layout import compacted_dir
 
 DEFAULT_DIR = Path("demo-data/dagster-store")
-PASS_JOBS = ("compaction_job", "gc_job", "checkpoint_job", "export_job")
-"""The jobs of one pass over a database partition (``--materialize``), in this order."""
+PASS_JOBS = ("compaction_job", "gc_job", "checkpoint_job", "export_job", "health_check_job")
+"""The jobs of one pass over a database partition (``--materialize``), in this order: the
+maintenance jobs (which run their assets without the checks), then every check, deeply."""
 
 
 def rows(prefix: str, start: int, count: int, value_bytes: int = 64) -> pa.Table:
@@ -151,7 +152,7 @@ def register_partitions(store_url: str, materialize: bool = False, history: bool
 
     def one_pass(instance: dg.DagsterInstance, keys: Sequence[str]) -> None:
         # The jobs a schedule launches (so the runs list and the fleet view's "last compaction"
-        # and "last GC" show them), each with its asset's checks.
+        # and "last GC" show them), then the checks.
         for key in keys:
             for job in PASS_JOBS:
                 run_job(defs, instance, job, key, {DATABASE_TAG: key})

@@ -100,8 +100,12 @@ def run_job(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, p
     """Run ``job_name`` for one partition in this process, recorded in ``instance`` like a launched
     run; returns "job [partition]: STATUS"."""
     job = defs.resolve_job_def(job_name)
+    # The partition as the run tag a launched run carries: execute_in_process(partition_key=...)
+    # refuses a job of checks only (health_check_job: "no PartitionsDefinition shared by all the
+    # provided assets"), though its runs take the partition from this tag.
     result = job.execute_in_process(
-        instance=instance, partition_key=partition, tags=dict(tags or {}), raise_on_error=False
+        instance=instance, tags={**(tags or {}), "dagster/partition": partition},
+        raise_on_error=False,
     )
     status = "SUCCESS" if result.success else "FAILURE"
     return f"{job_name} [{partition}]: {status}"

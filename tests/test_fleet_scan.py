@@ -4,12 +4,14 @@ database, ``changed`` flags, and the requests a second scan of an unchanged flee
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from devtools.sample_data import write_database
+from lakehouse_demo.s3server import SeaweedFS, weed_binary
 from slatedb_core import (
     CheckpointOptions,
     DatabaseStatus,
@@ -19,11 +21,13 @@ from slatedb_core import (
     Manifest,
     ManifestStore,
     ObjectStore,
+    StoreError,
     admin,
     open_store,
     run_gc_once,
 )
 from slatedb_core.fleet import STATES
+from slatedb_core.health import read_boundaries
 from slatedb_core.layout import boundary_path, sequenced_name
 from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
@@ -348,3 +352,30 @@ def test_bad_arguments_name_the_option(store: ObjectStore) -> None:
         FleetScanner(store).scan(["ok", "../escape"])
     with pytest.raises(InvalidArgument, match="ObjectStore"):
         FleetScanner("memory://x")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def seaweed() -> Iterator[SeaweedFS]:
+    try:
+        weed_binary()
+    except StoreError as e:
+        pytest.skip(str(e))
+    with SeaweedFS() as server:
+        yield server
+
+
+@pytest.mark.s3
+def test_one_listing_finds_the_boundaries_on_seaweedfs(seaweed: SeaweedFS) -> None:
+    """SeaweedFS takes LIST's start-after per path component: after ``<db>/gc`` it skips the
+    ``gc/`` directory itself, which plain S3 lists."""
+    store = seaweed.store()
+    small(store, "sw/db")
+    run_gc_once("sw/db", store, GC_NOW)
+    small(store, "sw/db/gcx", l0=1)  # a nested database named after gc
+    scanner = FleetScanner(store)
+    for _ in range(2):
+        out = scanner.scan(["sw/db", "sw/db/gcx"])
+        assert out["sw/db"].boundaries == read_boundaries(store, "sw/db")
+        assert out["sw/db"].boundaries["manifest"] is not None
+        assert out["sw/db"].manifest_id == ManifestStore(store, "sw/db").latest_id()
+        assert out["sw/db/gcx"].manifest_id == ManifestStore(store, "sw/db/gcx").latest_id()

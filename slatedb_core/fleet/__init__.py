@@ -5,15 +5,15 @@ cost about seven requests per database, one after another. A :class:`FleetScanne
 databases at once (a bounded thread pool; obstore releases the GIL while it waits) and remembers
 what it saw, so that a database nothing happened to costs one LIST on the next scan:
 
-* **One LIST** of ``<db>/`` starting after ``<db>/gc`` returns, in key order, the boundary files
-  (``gc/*.boundary``), every manifest and the WAL SSTs (``compacted/`` and ``compactions/`` sort
-  before ``gc/``). It is used when the first page (1,000 keys) should hold all of ``gc/`` and
-  ``manifest/``: always on a first scan, later when the last scan saw fewer than 200 manifests
-  and WAL SSTs ahead of their GC boundaries; and its result only when the page did reach past
-  the manifests. Otherwise (a busy database keeping thousands of recent manifests, a large WAL
-  backlog) there are two LISTs: ``<db>/gc/``, and ``<db>/manifest/`` from the previously latest
-  id (the first time: all of it, or, when the names fill a page, from the ``_latest_version``
-  pointer as :class:`~slatedb_core.meta.sequenced.SequencedStore` reads it).
+* **One LIST** of ``<db>/`` starting just before ``<db>/gc/`` returns, in key order, the
+  boundary files (``gc/*.boundary``), every manifest and the WAL SSTs (``compacted/`` and
+  ``compactions/`` sort before ``gc/``). It is used when the first page (1,000 keys) should hold
+  all of ``gc/`` and ``manifest/``: always on a first scan, later when the last scan saw fewer
+  than 200 manifests and WAL SSTs ahead of their GC boundaries; and its result only when the page
+  did reach past the manifests. Otherwise (a busy database keeping thousands of recent
+  manifests, a large WAL backlog) there are two LISTs: ``<db>/gc/``, and ``<db>/manifest/`` from
+  the previously latest id (the first time: all of it, or, when the names fill a page, from the
+  ``_latest_version`` pointer as :class:`~slatedb_core.meta.sequenced.SequencedStore` reads it).
 * **Boundaries** (SlateDB RFC 0026): a boundary file is read (GET) only when its listed identity
   (e-tag, size, last-modified) differs from the one the previous scan listed. S3's e-tag of a
   single-part object is its content's MD5 and the local filesystem's includes the modification

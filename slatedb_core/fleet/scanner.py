@@ -51,6 +51,10 @@ Listing = tuple[list[ObjectMeta], list[tuple[int, Identity]]]
 
 _LIST_PAGE = 1000
 """Keys per LIST response (S3's maximum, and what our obstore adapter asks for)."""
+_BEFORE_GC = "gb~"
+"""The one listing starts after ``<db>/gb~``: past ``compacted/`` and ``compactions/``, before
+``gc/``. Not after ``<db>/gc``, which S3 orders before every ``<db>/gc/`` key, but SeaweedFS
+compares start-after per path component, and there it skips the ``gc`` directory itself."""
 _ONE_LIST_KEYS = 200
 """Below this many expected manifests + WAL SSTs, ``gc/`` and ``manifest/`` are read with one
 LIST (see :func:`_short_listing`)."""
@@ -207,13 +211,13 @@ class FleetScanner:
 
     def _one_listing(self, path: str, prev: Seen | None) -> Listing | None:
         """The ``gc/`` files and every manifest (id, identity) from one LIST of ``<db>/``
-        starting after ``<db>/gc`` (``compacted/`` and ``compactions/`` sort before it), when
+        starting just before ``<db>/gc/`` (:data:`_BEFORE_GC`), when
         :func:`_short_listing` expects its first page to reach past the manifests. None when not
         tried, or when the page ended before the manifests did."""
         if not _short_listing(prev):
             return None
         mdir = join(path, MANIFEST_DIR)
-        metas = self._reads.list(path, join(path, GC_DIR), limit=_LIST_PAGE)
+        metas = self._reads.list(path, join(path, _BEFORE_GC), limit=_LIST_PAGE)
         if len(metas) >= _LIST_PAGE and not metas[-1].path > mdir + "/\U0010ffff":
             return None  # more manifests may follow on the next page
         gc_dir = join(path, GC_DIR) + "/"

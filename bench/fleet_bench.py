@@ -174,21 +174,28 @@ def request_latency_ms(store: ObjectStore, path: str, n: int = 30) -> float:
     return sorted(times)[n // 2] * 1000
 
 
-def old_path(store: ObjectStore, paths: list[str]) -> tuple[float, int]:
+Seen = dict[str, tuple[int | None, dict[str, int | None] | None]]
+
+
+def old_path(store: ObjectStore, paths: list[str]) -> tuple[float, int, Seen]:
     """inspect_database + read_boundaries per database, one after another (errors included, as
-    the sensors caught them)."""
+    the sensors caught them), and what they read: (manifest id, boundaries) per database."""
     before = store.counters.total()
     started = time.perf_counter()
+    seen: Seen = {}
     for path in paths:
+        manifest_id: int | None = None
+        boundaries: dict[str, int | None] | None = None
         try:
-            inspect_database(store, path)
+            manifest_id = inspect_database(store, path)[0].id
         except SlateDBError:  # the old sensors logged it and went on
             pass
         try:
-            read_boundaries(store, path)
+            boundaries = read_boundaries(store, path)
         except SlateDBError:
             pass
-    return time.perf_counter() - started, store.counters.total() - before
+        seen[path] = (manifest_id, boundaries)
+    return time.perf_counter() - started, store.counters.total() - before, seen
 
 
 def change(store: ObjectStore, paths: list[str]) -> None:
@@ -290,7 +297,7 @@ def main() -> int:
             )
             sample = paths[:: max(1, n // args.sample)][: args.sample]
             with Cpu(server, proxy.pid) as cpu:
-                secs, reqs = old_path(slow, sample)
+                secs, reqs, truth = old_path(slow, sample)
             scale = n / len(sample)
             note = f"measured on {len(sample)} databases, time and requests extrapolated x{scale:g}"
             spent = f"{cpu.spent} (for {len(sample)})"
@@ -299,8 +306,11 @@ def main() -> int:
             print(f"  {rows[-1]}", flush=True)
             scanner = FleetScanner(slow, concurrency=args.concurrency)
             for what in ("FleetScanner: first scan (cold)", "FleetScanner: nothing changed"):
-                row, _ = scan_row(what, scanner, paths, Cpu(server, proxy.pid))
-                rows.append(row)
+                row, out = scan_row(what, scanner, paths, Cpu(server, proxy.pid))
+                agree = sum((out[p].manifest_id, out[p].boundaries) == truth[p] for p in sample)
+                rows.append(
+                    (*row[:5], f"{row[5]}; agrees with the old path on {agree}/{len(sample)}")
+                )
                 print(f"  {rows[-1]}", flush=True)
             live = [p for p in paths if not p.startswith("fleet/destroyed/")]
             k = max(1, int(n * args.changed))

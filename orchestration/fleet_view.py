@@ -221,7 +221,10 @@ def fleet_metadata(
         "databases_needing_attention": dg.MetadataValue.int(sum(1 for r in rows if r.severity)),
         "databases_with_errors": dg.MetadataValue.int(sum(1 for r in rows if r.severity == 2)),
     }
-    for state in ("live", "retired", "destroyed", "damaged", "missing"):
+    for state in (
+        "live", "retired", "destroyed", "damaged", "missing", "uninitialized", "unreachable",
+        "invalid",
+    ):
         md[f"databases_{state}"] = dg.MetadataValue.int(states.get(state, 0))
     if len(rows) > len(listed):
         md["rows_not_listed"] = dg.MetadataValue.text(

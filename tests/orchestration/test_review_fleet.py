@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 
 import dagster as dg
 import pytest
@@ -54,12 +55,42 @@ def _tick(
     return result
 
 
-def _checks(result: Result) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
-    return {
-        (e.partition or "", e.check_name): e
+REPORT_JOB = "fleet_report_job"
+"""A run that only carries check results (when the sensor reports them through a run)."""
+
+
+@dataclass(frozen=True)
+class Reported:
+    partition: str
+    check_name: str
+    passed: bool
+    severity: dg.AssetCheckSeverity
+    description: str | None
+
+
+def _checks(result: Result) -> dict[tuple[str, str], Reported]:
+    """The check results a tick reports: as asset events, or in a report run's config."""
+    out = {
+        (e.partition or "", e.check_name): Reported(
+            e.partition or "", e.check_name, e.passed, e.severity, e.description
+        )
         for e in result.asset_events
         if isinstance(e, dg.AssetCheckEvaluation)
     }
+    for request in result.run_requests or []:
+        if request.job_name != REPORT_JOB:
+            continue
+        for op in request.run_config.get("ops", {}).values():
+            for r in op["config"]["results"]:
+                severity = dg.AssetCheckSeverity(r["severity"])
+                out[(r["database"], r["check"])] = Reported(
+                    r["database"], r["check"], r["passed"], severity, r["description"]
+                )
+    return out
+
+
+def _maintenance(result: Result) -> list[dg.RunRequest]:
+    return [r for r in result.run_requests or [] if r.job_name != REPORT_JOB]
 
 
 def _fleet(result: Result) -> dg.AssetMaterialization:
@@ -80,7 +111,7 @@ def _headline(result: Result) -> str:
 
 
 def _requested(result: Result) -> list[str]:
-    return [str(r.partition_key) for r in result.run_requests or []]
+    return [str(r.partition_key) for r in _maintenance(result)]
 
 
 def _delete_an_sst(store: ObjectStore, db: str) -> str:
@@ -228,7 +259,7 @@ def test_a_hand_edited_cursor_does_not_fail_every_tick(
     tick = _tick(instance, store_resource, managed, cursor)
     assert _requested(tick) == [orders]
     again = _tick(instance, store_resource, managed, tick.cursor)
-    assert again.run_requests == [] or _requested(again) == [orders]
+    assert _requested(again) in ([], [orders])
 
 
 def test_one_partition_that_is_not_a_valid_path_does_not_hide_the_others(
@@ -245,6 +276,7 @@ def test_one_partition_that_is_not_a_valid_path_does_not_hide_the_others(
     rows = _rows(_fleet(tick))
     assert rows["typo/"]["state"] == "invalid" and "typo/" in _headline(tick)
     assert "InvalidArgument" in str(rows["../up"]["needs_attention"])
+    assert _fleet(tick).metadata["databases_invalid"].value == 2
 
 
 # ---- storms and the opposite ----------------------------------------------------------------
@@ -262,26 +294,26 @@ def test_a_compaction_that_failed_without_an_alert_is_requested_again(
     database is never compacted again while no writer adds an L0 SST."""
     add_partitions(instance, orders)
     first = _tick(instance, store_resource, managed)
-    (request,) = first.run_requests or []
+    (request,) = _maintenance(first)
     bad = _with(managed, compactor_max_sst_size_bytes=0)
     failed = _run(instance, {"store": store_resource, "managed": bad}, "compaction_job", orders)
     assert not failed.success
     again = _tick(instance, store_resource, managed, first.cursor)
-    (retry,) = again.run_requests or []
+    (retry,) = _maintenance(again)
     assert retry.run_key != request.run_key
     # one retry per failure, not one per tick
     quiet = _tick(instance, store_resource, managed, again.cursor)
-    assert [r.run_key for r in quiet.run_requests or []] == [retry.run_key]
+    assert [r.run_key for r in _maintenance(quiet)] == [retry.run_key]
     # the retry fails too: held back with a backoff that the tick explains, not a run per tick
     assert not _run(instance, {"store": store_resource, "managed": bad}, "compaction_job", orders).success
     backoff = _tick(instance, store_resource, managed, quiet.cursor)
-    assert backoff.run_requests == [] and backoff.skip_reason is not None
+    assert _maintenance(backoff) == [] and backoff.skip_reason is not None
     assert "2 runs in a row failed" in (backoff.skip_reason.skip_message or "")
     # a success resets it: the next growth is requested under its own key
     assert _run(instance, {"store": store_resource, "managed": managed}, "compaction_job", orders).success
     write_database(store, orders, prefix="later-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
     fresh = _tick(instance, store_resource, managed, backoff.cursor)
-    (request2,) = fresh.run_requests or []
+    (request2,) = _maintenance(fresh)
     assert request2.run_key and "retry" not in request2.run_key
 
 
@@ -297,7 +329,7 @@ def test_no_second_compaction_while_one_for_the_database_is_queued_or_running(
     behind it by the per-database limit, or fencing it where there is none)."""
     add_partitions(instance, orders)
     first = _tick(instance, store_resource, managed)
-    (request,) = first.run_requests or []
+    (request,) = _maintenance(first)
     for status in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTED):
         # what the daemon does with the request: a run of compaction_job for the partition
         run = create_run_for_test(
@@ -306,7 +338,7 @@ def test_no_second_compaction_while_one_for_the_database_is_queued_or_running(
         )
         write_database(store, orders, prefix=f"{status.value}-", l0_ssts=1, wal_rows=0)
         busy = _tick(instance, store_resource, managed, first.cursor)
-        assert busy.run_requests == []
+        assert _maintenance(busy) == []
         assert busy.skip_reason is not None
         assert "in progress" in (busy.skip_reason.skip_message or "")
         instance.report_run_canceled(run)
@@ -394,17 +426,19 @@ def test_a_tick_after_one_stuck_on_a_hanging_store_fails_quickly_and_says_why(
     faulty = FaultyStore(store)
     _HANGING[store_resource.url] = faulty
     hanging = _HangingStoreResource(url=store_resource.url)
-    stuck = faulty.pause("hang", "list", "tidy/gc*")
+    stuck = faulty.pause("hang", "list", "tidy*")  # the scan's first request: a LIST under tidy
     first: list[object] = []
-    thread = threading.Thread(
-        target=lambda: first.append(
-            evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed)
-        ),
-        daemon=True,
-    )
+
+    def stuck_tick() -> None:
+        try:
+            first.append(evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed))
+        except Exception as e:  # shown by the assertions below
+            first.append(e)
+
+    thread = threading.Thread(target=stuck_tick, daemon=True)
     thread.start()
     try:
-        assert stuck.wait_reached(30)
+        assert stuck.wait_reached(30), first
         started = time.monotonic()
         with pytest.raises(SlateDBError, match="still running"):
             evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed)

@@ -1,0 +1,79 @@
+"""Review of slatedb_core.fleet through what the schedules and fleet_sensor see: damage the
+scanner found must not be forgotten because the writer wrote its next manifest."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from devtools.sample_data import write_database
+from orchestration.fleet_sensor import evaluate_fleet
+from orchestration.fleet_state import INTACT
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from orchestration.schedules import build_schedules
+from orchestration.settings import ScheduleSettings
+from slatedb_core import FleetScanner, ObjectStore
+from slatedb_core.health import inspect_database
+from slatedb_core.lsm.dbstate import resolve_sst_path
+from tests.orchestration.conftest import add_partitions
+
+
+def delete_an_sst(store: ObjectStore, db: str) -> str:
+    stored, _ = inspect_database(store, db)
+    path = resolve_sst_path(db, stored.manifest, stored.manifest.ssts[0])
+    store.delete(path)
+    return path
+
+
+def test_the_scanner_keeps_a_missing_sst_across_the_writers_next_manifest(store: ObjectStore) -> None:
+    """The scanner re-verifies SSTs only for the paths it is asked to; a missing SST found once
+    must not be forgotten because the writer wrote its next manifest, which still references it
+    (the schedules scan without verifying, and used to request runs for such a database)."""
+    write_database(store, "tidy", l0_ssts=2, rows_per_sst=50)
+    gone = delete_an_sst(store, "tidy")
+    scanner = FleetScanner(store, concurrency=2)
+    assert scanner.scan(["tidy"], verify=["tidy"])["tidy"].state == "damaged"
+    write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+    later = scanner.scan(["tidy"])["tidy"]
+    assert later.state == "damaged" and later.error_kind == "SstMissing"
+    assert gone in (later.error or "")
+    # repaired: the SST is referenced no more (the database is written again from scratch)
+    for meta in list(store.list("tidy")):
+        store.delete(meta.path)
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    assert scanner.scan(["tidy"])["tidy"].state == "live"
+
+
+def test_schedules_request_no_run_for_a_database_with_a_missing_sst_after_a_new_manifest(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+) -> None:
+    write_database(store, "alpha", l0_ssts=1, rows_per_sst=50)
+    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, "alpha", "tidy")
+        delete_an_sst(store, "tidy")
+        first = evaluate_fleet(  # verifies both: tidy is damaged
+            dg.build_sensor_context(instance=instance), store_resource, managed
+        )
+        assert isinstance(first, dg.SensorResult)
+        intact = [
+            e for e in first.asset_events
+            if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == INTACT
+            and e.partition == "tidy"
+        ]
+        assert [e.passed for e in intact] == [False]
+        write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+        schedule = next(
+            s for s in build_schedules(ScheduleSettings()) if s.name == "compaction_schedule"
+        )
+        ctx = dg.build_schedule_context(
+            instance=instance,
+            resources={"store": store_resource, "managed": managed},
+            scheduled_execution_time=dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC),
+        )
+        result = schedule(ctx)
+        assert isinstance(result, list)
+        assert sorted(str(r.partition_key) for r in result) == ["alpha"]

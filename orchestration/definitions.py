@@ -11,6 +11,7 @@ import dagster as dg
 
 from orchestration.assets import ASSETS
 from orchestration.checks import CHECKS, health_check_job
+from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_view import fleet_asset
 from orchestration.jobs import JOBS
 from orchestration.metadata import with_owners
@@ -26,7 +27,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=with_owners([*ASSETS, fleet_asset], settings.owners),
         asset_checks=CHECKS,
-        jobs=[*JOBS, health_check_job],
+        jobs=[*JOBS, health_check_job, fleet_report_job],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
         resources={"store": ObjectStoreResource(**settings.store), "managed": managed},

@@ -29,15 +29,11 @@ from typing import Any
 import dagster as dg
 
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
-from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
+from orchestration.assets import compaction, garbage_collection
+from orchestration.fleet_report import CheckResult, report_request, result_of
 from orchestration.fleet_state import (
-    BOUNDARIES,
     CHECK_ORDER,
     ERROR,
-    INTACT,
-    L0,
-    LAG,
-    WAL,
     Cursor,
     Finding,
     Memory,
@@ -71,13 +67,6 @@ from slatedb_core import (
 from slatedb_core.health import BOUNDARY_NAMESPACES
 from slatedb_core.store.objectstore import validate_relative_path
 
-CHECK_ASSET = {
-    INTACT: garbage_collection.key,
-    L0: compaction.key,
-    WAL: compaction.key,
-    LAG: checkpoint_refresh.key,
-    BOUNDARIES: garbage_collection.key,
-}
 COMPACTION_JOB = "compaction_job"
 CHECKPOINT_JOB = "checkpoint_job"
 GC_JOB = "gc_job"
@@ -261,23 +250,6 @@ def compactions_in_flight(instance: dg.DagsterInstance) -> dict[str, str]:
     return out
 
 
-def _check_event(db: str, f: Finding) -> dg.AssetCheckEvaluation:
-    metadata: dict[str, Any] = {"database": dg.MetadataValue.text(db)}
-    if f.figure is not None:
-        metadata["value"] = dg.MetadataValue.int(f.figure)
-    if f.limit is not None:
-        metadata["threshold"] = dg.MetadataValue.int(f.limit)
-    return dg.AssetCheckEvaluation(
-        asset_key=CHECK_ASSET[f.check],
-        check_name=f.check,
-        passed=f.passed,
-        severity=dg.AssetCheckSeverity.ERROR if f.severity == ERROR else dg.AssetCheckSeverity.WARN,
-        description=f.description,
-        partition=db,
-        metadata=metadata,
-    )
-
-
 def _bits(checks: Iterable[Finding], before: str) -> str:
     now = {f.check: ("p" if f.passed else "f") for f in checks}
     old = before.ljust(len(CHECK_ORDER), "-")
@@ -316,16 +288,17 @@ def _within_budget(
     observations: list[dg.AssetObservation],
     managed: ManagedDatabasesResource,
     now: float,
-) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
-    """The tick's check results and observations, at most ``max_events_per_tick`` of them:
-    failing checks first, then passing ones, then observations. A check result left out keeps
-    its old value in the cursor, so it is reported by a later tick (the first tick over a large
-    fleet spreads its thousands of results over several ticks instead of writing them at once)."""
+) -> tuple[list[CheckResult], list[dg.AssetObservation]]:
+    """The tick's check results (reported by one fleet_report_job run, see
+    :mod:`orchestration.fleet_report`) and observations, at most ``max_events_per_tick`` of
+    them: failing checks first, then passing ones, then observations. A check result left out
+    keeps its old value in the cursor, so it is reported by a later tick (the first tick over a
+    large fleet spreads its thousands of results over several ticks)."""
     budget = managed.max_events_per_tick
     changes.sort(key=lambda c: (c[1].passed, c[1].severity != ERROR, c[0]))
-    out: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
+    out: list[CheckResult] = []
     for db, f, error_kind in changes[:budget]:
-        out.append(_check_event(db, f))
+        out.append(result_of(db, f))
         memory = cursor.dbs[db]
         i = CHECK_ORDER.index(f.check)
         memory.checks = memory.checks[:i] + ("p" if f.passed else "f") + memory.checks[i + 1 :]
@@ -333,14 +306,13 @@ def _within_budget(
             context.log.error(f"SLATEDB ALERT {f.check}: {f.description}")
             memory.alert = [error_kind or f.check, now, f.description.split(": ", 1)[-1]]
     room = max(0, budget - len(out))
-    out.extend(observations[:room])
     deferred = max(0, len(changes) - budget) + max(0, len(observations) - room)
     if deferred:
         context.log.info(
             f"{deferred} check results and observations over max_events_per_tick ({budget}): "
             "the check results follow in the next ticks"
         )
-    return out
+    return out, observations[:room]
 
 
 def evaluate_fleet(
@@ -420,7 +392,10 @@ def evaluate_fleet(
                     memory.requested_l0 = list(status.l0_sst_ids)
                     memory.requested_at = now
         judged.append((status, memory, checks))
-    events.extend(_within_budget(context, cursor, changes, observations, managed, now))
+    results, kept = _within_budget(context, cursor, changes, observations, managed, now)
+    events.extend(kept)
+    if results:
+        runs.append(report_request(results))
     rows = [fleet_row(status, retired, memory, checks, now) for status, memory, checks in judged]
     cursor.dbs = {db: cursor.dbs[db] for db in dbs}
     for line in held:
@@ -447,11 +422,12 @@ def evaluate_fleet(
         f"scanned {len(dbs)} databases in {time.time() - now:.2f} s "
         f"({scanner.last_scan_requests} requests); {len(runs)} runs requested"
     )
+    why = skip_reason(rows, held, limits)
     if runs:
+        # a tick with runs cannot carry a skip reason: the explanation goes to the tick's log
+        context.log.info(why)
         return dg.SensorResult(run_requests=runs, asset_events=events, cursor=cursor.dumps())
-    return dg.SensorResult(
-        skip_reason=skip_reason(rows, held, limits), asset_events=events, cursor=cursor.dumps()
-    )
+    return dg.SensorResult(skip_reason=why, asset_events=events, cursor=cursor.dumps())
 
 
 def skip_reason(rows: list[FleetRow], held: list[str], limits: Thresholds) -> str:

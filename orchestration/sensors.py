@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
+from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_sensor import evaluate_fleet
 from orchestration.jobs import checkpoint_job, compaction_job
 from orchestration.partitions import (
@@ -114,7 +115,7 @@ def build_sensors(running: bool = True) -> list[dg.SensorDefinition]:
         name="fleet_sensor",
         minimum_interval_seconds=WATCH_INTERVAL_S,
         default_status=status,
-        jobs=[compaction_job, checkpoint_job],
+        jobs=[compaction_job, checkpoint_job, fleet_report_job],
         description=(
             "Every tick, for every database: evaluates the checks of its current state (L0, WAL "
             "backlog, manifest lag: WARN; a manifest that does not decode, missing SSTs, a GC "

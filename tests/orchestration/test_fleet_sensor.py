@@ -23,8 +23,9 @@ from slatedb_core.layout import boundary_path
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
+from tests.orchestration.fleet_ticks import Tick, tick
 
-Result = dg.SensorResult
+Result = Tick
 
 
 @pytest.fixture
@@ -34,17 +35,7 @@ def managed(managed: ManagedDatabasesResource) -> ManagedDatabasesResource:
     return ManagedDatabasesResource(**{**managed.model_dump(), "fleet_min_interval_s": 0})
 
 
-def _tick(
-    instance: dg.DagsterInstance,
-    store_resource: ObjectStoreResource,
-    managed: ManagedDatabasesResource,
-    cursor: str | None = None,
-) -> Result:
-    result = evaluate_fleet(
-        dg.build_sensor_context(instance=instance, cursor=cursor), store_resource, managed
-    )
-    assert isinstance(result, dg.SensorResult)
-    return result
+_tick = tick
 
 
 def _checks(result: Result, db: str | None = None) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
@@ -271,13 +262,13 @@ def test_a_quiet_tick_explains_itself_with_figures_against_thresholds(
     write_database(store, "small", l0_ssts=2, rows_per_sst=50)
     add_partitions(instance, "small")
     first = _tick(instance, store_resource, managed)
-    assert first.run_requests == [] and first.skip_reason is not None
-    text = first.skip_reason.skip_message or ""
+    assert first.run_requests == [] and len(first.reports) == 1  # only its check results
+    quiet = _tick(instance, store_resource, managed, first.cursor)
+    assert quiet.reports == [] and quiet.skip_reason is not None
+    text = quiet.skip_reason.skip_message or ""
     assert "highest L0 2/4 (small)" in text and "none over its thresholds" in text
-    empty = evaluate_fleet(
-        dg.build_sensor_context(instance=dg.DagsterInstance.ephemeral()), store_resource, managed
-    )
-    assert isinstance(empty, dg.SensorResult) and empty.skip_reason is not None
+    empty = _tick(dg.DagsterInstance.ephemeral(), store_resource, managed)
+    assert empty.skip_reason is not None
     assert "no database partitions" in (empty.skip_reason.skip_message or "")
 
 
@@ -351,3 +342,47 @@ def test_a_large_first_tick_spreads_its_check_results_failures_first(
         seen |= batch
         cursor = tick.cursor
     assert seen == {(db, c) for db in (orders, "tidy") for c in (INTACT, L0, WAL, LAG, BOUNDARIES)}
+
+
+def test_check_results_of_successive_ticks_are_stored_by_a_real_instance(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    orders: str,
+) -> None:
+    """What the daemon does with a tick, on a SQLite-backed instance: asset events reported
+    without a run, run requests launched. A second result for one check of one database,
+    reported without a run, broke the instance's unique index (and every later tick)."""
+    from orchestration.fleet_report import fleet_report_job
+
+    defs = dg.Definitions(
+        assets=ASSETS, jobs=[*JOBS, fleet_report_job], resources=resources
+    )
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, orders)
+
+        def daemon_tick(cursor: str | None) -> str | None:
+            result = evaluate_fleet(
+                dg.build_sensor_context(instance=instance, cursor=cursor), store_resource, managed
+            )
+            assert isinstance(result, dg.SensorResult)
+            for event in result.asset_events:
+                instance.report_runless_asset_event(event)
+            for request in result.run_requests or []:
+                if request.job_name == "fleet_report_job":
+                    job = defs.resolve_job_def("fleet_report_job")
+                    assert job.execute_in_process(
+                        run_config=request.run_config, instance=instance, tags=request.tags
+                    ).success
+            return result.cursor
+
+        cursor = daemon_tick(None)  # L0 6 > 4: the L0 check fails
+        dg.materialize([compaction], partition_key=orders, resources=resources, instance=instance)
+        cursor = daemon_tick(cursor)  # L0 0: the same check of the same database passes
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(compaction.key, L0), limit=10
+        )
+        assert [(r.partition, r.status.value) for r in history] == [
+            (orders, "SUCCEEDED"), (orders, "FAILED"),
+        ]

@@ -96,10 +96,17 @@ class TickReport:
 
 
 def run_job(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition: str,
-            tags: Mapping[str, str] | None = None) -> str:
-    """Run ``job_name`` for one partition in this process, recorded in ``instance`` like a launched
-    run; returns "job [partition]: STATUS"."""
+            tags: Mapping[str, str] | None = None,
+            run_config: Mapping[str, Any] | None = None) -> str:
+    """Run ``job_name`` for one partition (or none: fleet_report_job) in this process, recorded
+    in ``instance`` like a launched run; returns "job [partition]: STATUS"."""
     job = defs.resolve_job_def(job_name)
+    if not partition:
+        done = job.execute_in_process(
+            instance=instance, tags=dict(tags or {}), run_config=dict(run_config or {}),
+            raise_on_error=False,
+        )
+        return f"{job_name}: {'SUCCESS' if done.success else 'FAILURE'}"
     # The partition as the run tag a launched run carries: execute_in_process(partition_key=...)
     # refuses a job of checks only (health_check_job: "no PartitionsDefinition shared by all the
     # provided assets"), though its runs take the partition from this tag.
@@ -135,7 +142,7 @@ def tick(
             refused += 1
     runs = [
         run_job(defs, instance, r.job_name or "", r.partition_key or "",
-                {**r.tags, "dagster/sensor_name": "fleet_sensor"})
+                {**r.tags, "dagster/sensor_name": "fleet_sensor"}, r.run_config)
         for r in result.run_requests or []
     ]
     fleet = any(isinstance(e, dg.AssetMaterialization) for e in events)

@@ -168,7 +168,12 @@ class FleetScanner:
         now_s = self._now()
         try:
             listing = self._one_listing(path, prev)
-            boundaries = self._boundaries(path, prev, listing[0] if listing else None)
+            boundaries, fetched = self._boundaries(path, prev, listing[0] if listing else None)
+            if listing is not None and fetched and listing[1]:
+                # A boundary read after the listing may be a GC pass's that came after a newer
+                # manifest: list the manifests again, so the latest is found after the boundaries.
+                again = self._list_manifests(join(path, MANIFEST_DIR), listing[1][-1][0])[0]
+                listing = (listing[0], again) if again else None
             tombstone = (
                 b := boundaries.get(MANIFEST_BOUNDARY)
             ) is not None and b.value == TOMBSTONE
@@ -225,7 +230,8 @@ class FleetScanner:
 
     def _boundaries(
         self, path: str, prev: Seen | None, listed_gc: list[ObjectMeta] | None
-    ) -> dict[str, Boundary]:
+    ) -> tuple[dict[str, Boundary], bool]:
+        """The boundaries, and whether one was read (GET) rather than taken from the cache."""
         reads = self._reads
         prefix = join(path, GC_DIR) + "/"
         if listed_gc is None:
@@ -233,6 +239,7 @@ class FleetScanner:
         listed = {m.path[len(prefix) :]: m for m in listed_gc}
         old = prev.boundaries if prev is not None else {}
         out: dict[str, Boundary] = {}
+        fetched = False
         for ns in BOUNDARY_NAMESPACES:
             meta = listed.get(ns + BOUNDARY_SUFFIX)
             if meta is None:
@@ -242,6 +249,7 @@ class FleetScanner:
             if cached is not None and cached.identity == identity:
                 out[ns] = cached
                 continue
+            fetched = True
             try:
                 data = reads.get(meta.path).data
             except ObjectNotFound:
@@ -250,7 +258,7 @@ class FleetScanner:
                 out[ns] = Boundary(identity, parse_boundary(data, meta.path))
             except CorruptionError as e:
                 out[ns] = Boundary(identity, None, e)
-        return out
+        return out, fetched
 
     def _latest(self, path: str, prev: Seen | None, listing: Listing | None) -> Latest | None:
         """The latest manifest, decoded (or its decode error); None when there is none."""

@@ -24,17 +24,16 @@ what it saw, so that a database nothing happened to costs one LIST on the next s
   deleted and recreated (ids started again, or the same id holding another object) is therefore
   read afresh. A manifest written between the LIST and the GET only makes this scan report the
   one before it; the next scan lists it.
-* Boundaries are read before the latest manifest is listed, so a boundary is never compared
-  with a manifest older than itself (GC moves a boundary only below the latest of its time):
-  when the one listing's boundary files had to be read (GET), the manifests are listed again
-  from its latest id after them; a manifest boundary at the tombstone means the database was destroyed and
-  collected (docs/clones-and-destroy.md), whatever manifest a stalled writer may have left there.
+* Boundaries are read before the latest manifest is listed, so a boundary is never compared with a
+  manifest older than itself (GC moves a boundary only below the latest of its time): when the one
+  listing's boundary files had to be read (GET), the manifests are listed again from its latest id
+  after them; a manifest boundary at the tombstone means the database was destroyed and collected
+  (docs/clones-and-destroy.md), whatever manifest a stalled writer may have left there.
 
-A first scan costs one LIST, a GET per boundary file (and then a LIST of the manifests again)
-and the manifest's GET. ``verify`` adds,
-for the paths named, a check that every SST the latest manifest references exists: one LIST per
-SST directory (a HEAD per SST when a directory holds only one or two of them), never cached,
-since finding an SST deleted since is the point.
+A first scan costs one LIST, a GET per boundary file (and then a LIST of the manifests again) and
+the manifest's GET. ``verify`` adds, for the paths named, a check that every SST the latest
+manifest references exists: one LIST per SST directory (a HEAD per SST when a directory holds only
+one or two of them), never cached, since finding an SST deleted since is the point.
 
 Errors stay with their database, so one bad database cannot hide the others:
 ``DatabaseNotFound``-like absence is ``"missing"``; a manifest or boundary that does not decode

@@ -322,6 +322,7 @@ def evaluate_fleet(
 ) -> dg.SensorResult | dg.SkipReason:
     now = time.time()
     cursor = Cursor.loads(context.cursor)
+    known = frozenset(cursor.dbs)
     dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
     retired = retired_shards(store, managed, context.log)
     scanner = scanner_for(store, managed.fleet_scan_concurrency)
@@ -352,7 +353,7 @@ def evaluate_fleet(
             i = CHECK_ORDER.index(f.check)
             if before[i] != bits[i]:
                 changes.append((db, f, status.error_kind))
-        advanced = remember_boundaries(status, memory, now)
+        advanced = remember_boundaries(status, memory, now, first=db not in known)
         if advanced and status.health is not None:
             observations.append(
                 dg.AssetObservation(

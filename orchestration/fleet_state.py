@@ -322,10 +322,13 @@ def boundary_problems(status: DatabaseStatus, memory: Memory) -> list[str]:
     return problems
 
 
-def remember_boundaries(status: DatabaseStatus, memory: Memory, now: float) -> list[str]:
+def remember_boundaries(
+    status: DatabaseStatus, memory: Memory, now: float, *, first: bool = False
+) -> list[str]:
     """Fold the scanned boundaries into ``memory``; returns the namespaces that advanced. A value
     that moved backwards or vanished is not taken, so the problem stays visible until an operator
-    resets the cursor."""
+    resets the cursor. The ``first`` sighting of a database is learnt, not an advance (a fresh
+    cursor would otherwise date every database's last advance to the sensor's first tick)."""
     if status.state == "missing":  # what it remembered belongs to a database that is gone
         memory.boundaries = [None] * len(BOUNDARY_NAMESPACES)
         return []
@@ -335,8 +338,9 @@ def remember_boundaries(status: DatabaseStatus, memory: Memory, now: float) -> l
         if value is None or (last is not None and value < last):
             continue
         if last is None or value > last:
-            advanced.append(ns)
             memory.boundaries[i] = value
+            if not first:
+                advanced.append(ns)
     if advanced:
         memory.boundary_advanced_at = now
     return advanced

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from orchestration.fleet_state import ERROR, Finding, Memory, ago, state_of
+from orchestration.fleet_state import ERROR, Finding, Memory, state_of
 from slatedb_core import DatabaseStatus
 from slatedb_core.health import BOUNDARY_NAMESPACES
 
@@ -67,10 +67,11 @@ class FleetRow:
 
 
 def _when(now: float, t: float | None) -> str:
+    """An absolute time: a materialization is read long after it was made, when "3 min ago"
+    would be wrong (the headline and skip reasons, read at once, say how long ago)."""
     if t is None:
         return ""
-    stamp = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{stamp} ({ago(now, t)})"
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%m-%d %H:%M:%S UTC")
 
 
 def _run(now: float, last: list[object] | None) -> str:
@@ -120,7 +121,8 @@ def fleet_row(
     pinned = ""
     if status.pinned_by is not None:
         cp = status.pinned_by
-        pinned = f"{cp.name or 'unnamed'} {cp.id} at manifest {cp.manifest_id}"
+        who = cp.name or f"unnamed {cp.id}"  # a reader's or clone's: its id is what to act on
+        pinned = f"{who} at manifest {cp.manifest_id}"
     manifests = None
     if h is not None:
         floor = status.boundaries.get(BOUNDARY_NAMESPACES[0]) or 0
@@ -128,7 +130,9 @@ def fleet_row(
     alert = ""
     if memory.alert:
         kind, t, msg = memory.alert[0], memory.alert[1], memory.alert[2]
-        alert = f"{kind}: {msg}, {_when(now, t)}"
+        text = str(msg)
+        shown = text if text.startswith(f"{kind}:") else f"{kind}: {text}"
+        alert = f"{shown}, {_when(now, t)}"
     elif state == "damaged":
         alert = f"{status.error_kind}: {status.error}"
     return FleetRow(
@@ -257,13 +261,8 @@ def digest(rows: Sequence[FleetRow]) -> str:
         h.update(
             repr(
                 (r.database, r.state, r.severity, r.attention, r.l0_ssts, r.wal_backlog,
-                 r.manifest_lag, r.pinned_by, _absolute(r.last_compaction), _absolute(r.last_gc),
-                 _absolute(r.latest_alert), r.boundary_advanced != "", r.manifests, r.sst_bytes)
+                 r.manifest_lag, r.pinned_by, r.last_compaction, r.last_gc, r.latest_alert,
+                 r.boundary_advanced, r.manifests, r.sst_bytes)
             ).encode()
         )
     return h.hexdigest()[:16]
-
-
-def _absolute(text: str) -> str:
-    """``text`` without its trailing "(3 min ago)", which changes every tick."""
-    return text.rsplit(" (", 1)[0] if text.endswith("ago)") else text

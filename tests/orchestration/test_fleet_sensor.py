@@ -280,15 +280,18 @@ def test_boundaries_that_move_back_or_vanish_are_error_checks_and_advances_are_o
     orders: str,
 ) -> None:
     add_partitions(instance, orders)
+    learnt = _tick(instance, store_resource, managed)  # a first sighting is learnt, not an advance
+    assert _rows(_fleet(learnt))[orders]["boundary_advanced"] == ""
     stats = run_gc_once(orders, store, managed.gc_options())
     assert stats.manifest_boundary
-    first = _tick(instance, store_resource, managed)
+    first = _tick(instance, store_resource, managed, learnt.cursor)
+    assert _rows(_fleet(first))[orders]["boundary_advanced"] != ""
     (seen,) = [
         e for e in first.asset_events
         if isinstance(e, dg.AssetObservation) and e.asset_key == garbage_collection.key
     ]
     assert seen.metadata["manifest_boundary"].value == stats.manifest_boundary
-    assert _checks(first)[(orders, BOUNDARIES)].passed
+    assert _checks(learnt)[(orders, BOUNDARIES)].passed
 
     store.put(boundary_path(orders, "manifest"), b"1")
     back = _tick(instance, store_resource, managed, first.cursor)

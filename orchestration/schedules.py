@@ -1,14 +1,16 @@
 """Cron schedules (from the settings file): each tick requests one run per database (or table)
 partition that has work of that kind, tagged with the database like the sensor's runs.
 
-Which databases: compaction, checkpoint refresh and export run for live databases only; GC also
+Which databases: compaction (only where L0 has reached ``compactor_l0_trigger``: an idle
+database's run would do nothing, and 10,000 of them per tick would outrun the run queue),
+checkpoint refresh and export run for live databases only; GC also
 for retired shards and soft-destroyed databases (it deletes them once unreferenced / past their
 grace). Missing and damaged databases get none: their state comes from one fleet scan (shared
 with ``fleet_sensor``, so a tick right after the sensor's re-reads only what changed), and a tick
 that leaves databases out says which and why.
 """
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -20,10 +22,25 @@ from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_jo
 from orchestration.partitions import DATABASES, TABLES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.settings import ScheduleSettings
+from slatedb_core import DatabaseStatus
 
 
 def _tick(context: dg.ScheduleEvaluationContext) -> str:
     return context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else ""
+
+
+Idle = Callable[[DatabaseStatus, ManagedDatabasesResource], str | None]
+"""Why a database in the right state has no work of the kind (None: it has)."""
+
+
+def nothing_to_compact(status: DatabaseStatus, managed: ManagedDatabasesResource) -> str | None:
+    """A compaction pass starts with L0 (slatedb_core.compactor.scheduler): below
+    ``compactor_l0_trigger`` L0 SSTs it has nothing to do, and a run per idle database every
+    tick would be 10,000 runs per tick at fleet scale, more than the run queue drains."""
+    h = status.health
+    if h is not None and h.l0_ssts < managed.compactor_l0_trigger:
+        return f"L0 {h.l0_ssts} < compactor_l0_trigger {managed.compactor_l0_trigger}"
+    return None
 
 
 def _per_database(
@@ -31,6 +48,7 @@ def _per_database(
     cron: str,
     settings: ScheduleSettings,
     states: Collection[str],
+    idle: Idle | None = None,
 ) -> dg.ScheduleDefinition:
     status = dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
     kind = job.name.removesuffix("_job")
@@ -42,8 +60,9 @@ def _per_database(
         execution_timezone=settings.timezone,
         default_status=status,
         description=(
-            f"{job.name} for every database partition that is {' / '.join(sorted(states))}, "
-            f"on cron {cron!r}"
+            f"{job.name} for every database partition that is {' / '.join(sorted(states))}"
+            + (" and has work of that kind" if idle is not None else "")
+            + f", on cron {cron!r}"
         ),
     )
     def _schedule(
@@ -57,7 +76,10 @@ def _per_database(
         runs, left_out = [], []
         for db in dbs:
             state = state_of(statuses[db], retired)
-            if state in states:
+            why = idle(statuses[db], managed) if idle is not None and state in states else None
+            if why is not None:
+                left_out.append(f"{db} ({why})")
+            elif state in states:
                 runs.append(
                     dg.RunRequest(
                         run_key=f"{db}@{_tick(context)}",
@@ -105,7 +127,9 @@ def _per_table(cron: str, settings: ScheduleSettings) -> dg.ScheduleDefinition:
 
 def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
     return [
-        _per_database(compaction_job, settings.compaction, settings, LIVE_STATES),
+        _per_database(
+            compaction_job, settings.compaction, settings, LIVE_STATES, nothing_to_compact
+        ),
         _per_database(gc_job, settings.garbage_collection, settings, GC_STATES),
         _per_database(checkpoint_job, settings.checkpoint_refresh, settings, LIVE_STATES),
         _per_database(export_job, settings.delta_export, settings, LIVE_STATES),

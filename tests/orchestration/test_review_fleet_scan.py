@@ -4,12 +4,16 @@ scanner found must not be forgotten because the writer wrote its next manifest."
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 
 import dagster as dg
+import pytest
 
 from devtools.sample_data import write_database
+from orchestration.fleet_report import REPORT_JOB, reported
 from orchestration.fleet_sensor import evaluate_fleet
 from orchestration.fleet_state import INTACT
+from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.schedules import build_schedules
 from orchestration.settings import ScheduleSettings
@@ -17,6 +21,26 @@ from slatedb_core import FleetScanner, ObjectStore
 from slatedb_core.health import inspect_database
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
+
+
+@pytest.fixture
+def persistent_instance() -> Iterator[dg.DagsterInstance]:
+    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def evaluate(
+    schedule: dg.ScheduleDefinition, instance: dg.DagsterInstance, resources: dict[str, object]
+) -> object:
+    """One tick of ``schedule``; its context (and the instance it reopens) is closed before the
+    test's instance, or Dagster's current defs-state storage is left pointing at a closed one."""
+    with dg.build_schedule_context(
+        instance=instance,
+        resources=resources,
+        scheduled_execution_time=dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC),
+    ) as ctx:
+        return schedule(ctx)
 
 
 def delete_an_sst(store: ObjectStore, db: str) -> str:
@@ -49,31 +73,52 @@ def test_schedules_request_no_run_for_a_database_with_a_missing_sst_after_a_new_
     store: ObjectStore,
     store_resource: ObjectStoreResource,
     managed: ManagedDatabasesResource,
+    persistent_instance: dg.DagsterInstance,
 ) -> None:
-    write_database(store, "alpha", l0_ssts=1, rows_per_sst=50)
-    write_database(store, "tidy", l0_ssts=1, rows_per_sst=50)
-    with dg.instance_for_test() as instance:
-        add_partitions(instance, "alpha", "tidy")
-        delete_an_sst(store, "tidy")
-        first = evaluate_fleet(  # verifies both: tidy is damaged
-            dg.build_sensor_context(instance=instance), store_resource, managed
-        )
-        assert isinstance(first, dg.SensorResult)
-        intact = [
-            e for e in first.asset_events
-            if isinstance(e, dg.AssetCheckEvaluation) and e.check_name == INTACT
-            and e.partition == "tidy"
-        ]
-        assert [e.passed for e in intact] == [False]
-        write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
-        schedule = next(
-            s for s in build_schedules(ScheduleSettings()) if s.name == "compaction_schedule"
-        )
-        ctx = dg.build_schedule_context(
-            instance=instance,
-            resources={"store": store_resource, "managed": managed},
-            scheduled_execution_time=dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC),
-        )
-        result = schedule(ctx)
-        assert isinstance(result, list)
-        assert sorted(str(r.partition_key) for r in result) == ["alpha"]
+    instance = persistent_instance
+    # both with work for the compactor (L0 at compactor_l0_trigger)
+    write_database(store, "alpha", l0_ssts=managed.compactor_l0_trigger, rows_per_sst=50)
+    write_database(store, "tidy", l0_ssts=managed.compactor_l0_trigger, rows_per_sst=50)
+    add_partitions(instance, "alpha", "tidy")
+    delete_an_sst(store, "tidy")
+    first = evaluate_fleet(  # verifies both: tidy is damaged
+        dg.build_sensor_context(instance=instance), store_resource, managed
+    )
+    assert isinstance(first, dg.SensorResult)
+    intact = [
+        e for r in first.run_requests or [] if r.job_name == REPORT_JOB
+        for e in reported(r) if e.check_name == INTACT and e.partition == "tidy"
+    ]
+    assert [e.passed for e in intact] == [False]
+    write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
+    schedule = next(
+        s for s in build_schedules(ScheduleSettings()) if s.name == "compaction_schedule"
+    )
+    result = evaluate(schedule, instance, {"store": store_resource, "managed": managed})
+    assert isinstance(result, list)
+    assert sorted(str(r.partition_key) for r in result) == ["alpha"]
+
+
+def test_the_compaction_schedule_requests_no_run_for_a_database_with_nothing_to_compact(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    persistent_instance: dg.DagsterInstance,
+) -> None:
+    instance = persistent_instance
+    """Every 15 minutes a run per live database: at 10,000 databases that is 10,000 runs per
+    tick (a run is a process; four at a time), most of them no-ops, a queue that never drains.
+    A database whose L0 is under compactor_l0_trigger gives the compactor nothing to do."""
+    write_database(store, "busy", l0_ssts=managed.compactor_l0_trigger, rows_per_sst=50)
+    write_database(store, "idle", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, "busy", "idle")
+    schedule = next(
+        s for s in build_schedules(ScheduleSettings()) if s.name == "compaction_schedule"
+    )
+    result = evaluate(schedule, instance, {"store": store_resource, "managed": managed})
+    assert isinstance(result, list)
+    assert [str(r.partition_key) for r in result] == ["busy"]
+    instance.delete_dynamic_partition(DATABASES, "busy")
+    none = evaluate(schedule, instance, {"store": store_resource, "managed": managed})
+    assert isinstance(none, dg.SkipReason)
+    assert "idle (L0 1 < compactor_l0_trigger 4)" in (none.skip_message or "")

@@ -62,7 +62,8 @@ def test_schedules_request_live_databases_only_and_gc_also_retired_and_destroyed
         return {r.partition_key or "": r for r in result}
 
     compaction = requested("compaction_schedule")
-    assert set(compaction) == {orders, *live_shards}
+    # the table's live shards hold fewer L0 SSTs than compactor_l0_trigger: nothing to compact
+    assert set(compaction) == {orders}
     for db, run in compaction.items():
         assert run.tags[DATABASE_TAG] == db
         assert run.run_key == f"{db}@{when.isoformat()}"

@@ -54,10 +54,12 @@ def test_schedules_request_live_databases_only_and_gc_also_retired_and_destroyed
     when = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 
     def requested(name: str) -> dict[str, dg.RunRequest]:
-        ctx = dg.build_schedule_context(
+        # closed here: an open context's reopened instance outlived the test's and left Dagster's
+        # current defs-state storage on a closed instance for the tests after it
+        with dg.build_schedule_context(
             instance=instance, resources=resources, scheduled_execution_time=when
-        )
-        result = _schedule(name)(ctx)
+        ) as ctx:
+            result = _schedule(name)(ctx)
         assert isinstance(result, list)
         return {r.partition_key or "": r for r in result}
 

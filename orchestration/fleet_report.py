@@ -104,11 +104,14 @@ def result_of(db: str, f: Finding) -> CheckResult:
     )
 
 
-def report_request(results: Sequence[CheckResult]) -> dg.RunRequest:
-    """The run reporting ``results``; its key is the content's digest, so a tick re-evaluated
-    with the same results (a retried tick) does not report them twice."""
+def report_request(results: Sequence[CheckResult], basis: str = "") -> dg.RunRequest:
+    """The run reporting ``results``; its key digests them with ``basis`` (the sensor's previous
+    cursor), so a tick re-evaluated from the same cursor (a retried tick) does not report them
+    twice, while the same results reported again later (a check failing again with the same
+    figures after it had passed) get a new key: Dagster launches a sensor's run key once."""
     payload = [r.model_dump() for r in results]
-    digest = hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    keyed = json.dumps([payload, basis], sort_keys=True).encode()
+    digest = hashlib.sha1(keyed).hexdigest()[:16]
     failing = sum(1 for r in results if not r.passed)
     return dg.RunRequest(
         run_key=f"fleet-report:{digest}",

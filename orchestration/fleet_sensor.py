@@ -396,7 +396,7 @@ def evaluate_fleet(
     results, kept = _within_budget(context, cursor, changes, observations, managed, now)
     events.extend(kept)
     if results:
-        runs.append(report_request(results))
+        runs.append(report_request(results, context.cursor or ""))
     rows = [fleet_row(status, retired, memory, checks, now) for status, memory, checks in judged]
     cursor.dbs = {db: cursor.dbs[db] for db in dbs}
     for line in held:

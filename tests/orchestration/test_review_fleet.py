@@ -18,7 +18,7 @@ from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction
 from orchestration.checks import CHECKS, health_check_job
 from orchestration.fleet_sensor import evaluate_fleet, scanner_for
-from orchestration.fleet_state import BOUNDARIES, INTACT
+from orchestration.fleet_state import BOUNDARIES, INTACT, L0
 from orchestration.fleet_view import FLEET_KEY
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -518,3 +518,33 @@ def test_the_deep_intact_check_of_a_deleted_database_fails_and_of_a_destroyed_on
     assert "tidy" in (intact.description or "") and "no database" in (intact.description or "")
     assert results["legacy"][INTACT].passed
     assert "destroyed" in (results["legacy"][INTACT].description or "")
+
+
+def test_a_check_that_fails_again_with_the_same_figures_is_reported_again(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+) -> None:
+    """Dagster launches a sensor's run key once. A report keyed on its content alone is skipped
+    when a check fails again with the same figures as an earlier failure (L0 back at 6 after a
+    compaction): the check stays "passed" in Dagster while the sensor believes it reported the
+    failure, and it never reports it again."""
+    write_database(store, "small", l0_ssts=2, rows_per_sst=50)
+    add_partitions(instance, "small")
+    t1 = _tick(instance, store_resource, managed)
+    write_database(store, "small", prefix="a-", l0_ssts=4, rows_per_sst=50, wal_rows=0)
+    t2 = _tick(instance, store_resource, managed, t1.cursor)
+    assert not _checks(t2)[("small", L0)].passed
+    assert _run(instance, resources, "compaction_job", "small").success
+    t3 = _tick(instance, store_resource, managed, t2.cursor)
+    assert _checks(t3)[("small", L0)].passed
+    write_database(store, "small", prefix="b-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
+    t4 = _tick(instance, store_resource, managed, t3.cursor)
+    again = _checks(t4)[("small", L0)]
+    assert not again.passed and again.description == _checks(t2)[("small", L0)].description
+    keys = [
+        {r.run_key for r in t.run_requests or [] if r.job_name == REPORT_JOB} for t in (t2, t4)
+    ]
+    assert keys[0] and keys[1] and not keys[0] & keys[1], "the second report has a used run key"

@@ -121,6 +121,16 @@ def report_request(results: Sequence[CheckResult], basis: str = "") -> dg.RunReq
     )
 
 
+def reported_checks(run_config: Any) -> list[tuple[str, str]]:
+    """(database, check) of each result a report run's config carries (none for another
+    shape)."""
+    try:
+        results = run_config["ops"][REPORT_OP]["config"]["results"]
+        return [(str(r["database"]), str(r["check"])) for r in results]
+    except (KeyError, TypeError):
+        return []
+
+
 def reported(request: dg.RunRequest) -> list[dg.AssetCheckEvaluation]:
     """The evaluations a report run will log (for tests and the sample data's driver)."""
     config = request.run_config["ops"][REPORT_OP]["config"]

@@ -30,7 +30,13 @@ import dagster as dg
 
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
 from orchestration.assets import compaction, garbage_collection
-from orchestration.fleet_report import CheckResult, report_request, result_of
+from orchestration.fleet_report import (
+    REPORT_JOB,
+    CheckResult,
+    report_request,
+    reported_checks,
+    result_of,
+)
 from orchestration.fleet_state import (
     CHECK_ORDER,
     ERROR,
@@ -94,6 +100,8 @@ _IN_FLIGHT = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
+REREPORTED_TAG = "slatedb/rereported"
+"""On a failed report run whose results a later tick reported again."""
 _RUN_OVERLAP_S = 120.0
 """Runs updated this long before the last tick are read again (folding is idempotent), so a run
 whose record was written while the previous tick read cannot be missed."""
@@ -222,6 +230,18 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
             memory = cursor.dbs.setdefault(db, Memory())
             alert = _run_alert(instance, record)
             fold_run(memory, kind or _kind_of(run), run.status.value, end, alert)
+    # A report run that failed or was canceled recorded nothing: its results are reported again,
+    # once (the run is tagged so a later tick skips it).
+    for record in instance.get_run_records(
+        filters=dg.RunsFilter(job_name=REPORT_JOB, statuses=_FINISHED[1:], updated_after=after)
+    ):
+        if record.dagster_run.tags.get(REREPORTED_TAG):
+            continue
+        instance.add_run_tags(record.dagster_run.run_id, {REREPORTED_TAG: "true"})
+        for db, check in reported_checks(record.dagster_run.run_config):
+            if db in cursor.dbs and check in CHECK_ORDER:
+                bits, i = cursor.dbs[db].checks.ljust(len(CHECK_ORDER), "-"), CHECK_ORDER.index(check)
+                cursor.dbs[db].checks = bits[:i] + "-" + bits[i + 1 :]
     cursor.runs_seen_until = now
 
 

@@ -548,3 +548,27 @@ def test_a_check_that_fails_again_with_the_same_figures_is_reported_again(
         {r.run_key for r in t.run_requests or [] if r.job_name == REPORT_JOB} for t in (t2, t4)
     ]
     assert keys[0] and keys[1] and not keys[0] & keys[1], "the second report has a used run key"
+
+
+def test_results_of_a_report_run_that_failed_are_reported_again(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    """The cursor counts a result as reported when the tick requests its report run; a run that
+    then fails or is canceled (a worker lost, canceled from the queue) recorded nothing, and
+    the sensor would never report those results again."""
+    write_database(store, "small", l0_ssts=2, rows_per_sst=50)
+    add_partitions(instance, "small")
+    t1 = _tick(instance, store_resource, managed)
+    (report,) = [r for r in t1.run_requests or [] if r.job_name == REPORT_JOB]
+    assert ("small", L0) in _checks(t1)
+    create_run_for_test(  # what the daemon launched for the request, failed
+        instance, job_name=REPORT_JOB, status=dg.DagsterRunStatus.FAILURE,
+        run_config=report.run_config, tags={**report.tags, "dagster/run_key": report.run_key},
+    )
+    t2 = _tick(instance, store_resource, managed, t1.cursor)
+    assert set(_checks(t2)) == set(_checks(t1))
+    t3 = _tick(instance, store_resource, managed, t2.cursor)
+    assert ("small", L0) not in _checks(t3)  # reported again once, not every tick

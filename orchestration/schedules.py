@@ -3,19 +3,22 @@ partition that has work of that kind, tagged with the database like the sensor's
 
 Which databases: compaction (only where L0 has reached ``compactor_l0_trigger``: an idle
 database's run would do nothing, and 10,000 of them per tick would outrun the run queue),
-checkpoint refresh and export run for live databases only; GC also
+checkpoint refresh (only where the checkpoint policies have something to do) and export run
+for live databases only; GC also
 for retired shards and soft-destroyed databases (it deletes them once unreferenced / past their
 grace). Missing and damaged databases get none: their state comes from one fleet scan (shared
 with ``fleet_sensor``, so a tick right after the sensor's re-reads only what changed), and a tick
 that leaves databases out says which and why.
 """
 
+import time
 from collections.abc import Callable, Collection
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 from orchestration.alerts import DATABASE_TAG
+from orchestration.checkpoint_policy import plan_checkpoints
 from orchestration.fleet_sensor import retired_shards, scan_fleet, scanner_for
 from orchestration.fleet_state import GC_STATES, LIVE_STATES, state_of
 from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_job, rescaling_job
@@ -41,6 +44,23 @@ def nothing_to_compact(status: DatabaseStatus, managed: ManagedDatabasesResource
     if h is not None and h.l0_ssts < managed.compactor_l0_trigger:
         return f"L0 {h.l0_ssts} < compactor_l0_trigger {managed.compactor_l0_trigger}"
     return None
+
+
+def checkpoints_up_to_date(
+    status: DatabaseStatus, managed: ManagedDatabasesResource
+) -> str | None:
+    """The plan checkpoint_refresh would carry out, from the scanned manifest's checkpoints: an
+    empty one is a run that does nothing (one per database every 30 min at fleet scale)."""
+    h = status.health
+    if h is None:
+        return None
+    plan = plan_checkpoints(
+        list(status.checkpoints), managed.checkpoints, time.time(),
+        latest_manifest_id=h.manifest_id, manifest_lag_max=managed.manifest_lag_max,
+    )
+    if plan.create or plan.refresh or plan.delete or plan.retake:
+        return None
+    return "checkpoints up to date"
 
 
 def _per_database(
@@ -131,7 +151,10 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
             compaction_job, settings.compaction, settings, LIVE_STATES, nothing_to_compact
         ),
         _per_database(gc_job, settings.garbage_collection, settings, GC_STATES),
-        _per_database(checkpoint_job, settings.checkpoint_refresh, settings, LIVE_STATES),
+        _per_database(
+            checkpoint_job, settings.checkpoint_refresh, settings, LIVE_STATES,
+            checkpoints_up_to_date,
+        ),
         _per_database(export_job, settings.delta_export, settings, LIVE_STATES),
         _per_table(settings.rescaling, settings),
     ]

@@ -10,9 +10,11 @@ import dagster as dg
 import pytest
 
 from devtools.sample_data import write_database
+from orchestration.assets import ASSETS
 from orchestration.fleet_report import REPORT_JOB, reported
 from orchestration.fleet_sensor import evaluate_fleet
 from orchestration.fleet_state import INTACT
+from orchestration.jobs import JOBS
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.schedules import build_schedules
@@ -122,3 +124,28 @@ def test_the_compaction_schedule_requests_no_run_for_a_database_with_nothing_to_
     none = evaluate(schedule, instance, {"store": store_resource, "managed": managed})
     assert isinstance(none, dg.SkipReason)
     assert "idle (L0 1 < compactor_l0_trigger 4)" in (none.skip_message or "")
+
+
+def test_the_checkpoint_schedule_requests_no_run_where_the_policies_have_nothing_to_do(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    persistent_instance: dg.DagsterInstance,
+) -> None:
+    """checkpoint_schedule ran checkpoint_job for every live database every 30 minutes: 20,000
+    runs an hour at 10,000 databases, nearly all with nothing to create, refresh or delete."""
+    instance = persistent_instance
+    write_database(store, "done", l0_ssts=1, rows_per_sst=50)
+    write_database(store, "todo", l0_ssts=1, rows_per_sst=50)
+    add_partitions(instance, "done", "todo")
+    resources: dict[str, object] = {"store": store_resource, "managed": managed}
+    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    assert defs.resolve_job_def("checkpoint_job").execute_in_process(
+        instance=instance, partition_key="done"
+    ).success
+    schedule = next(
+        s for s in build_schedules(ScheduleSettings()) if s.name == "checkpoint_schedule"
+    )
+    result = evaluate(schedule, instance, resources)
+    assert isinstance(result, list)
+    assert [str(r.partition_key) for r in result] == ["todo"]

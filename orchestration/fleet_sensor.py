@@ -28,6 +28,7 @@ from typing import Any
 
 import dagster as dg
 
+from orchestration import fleet_memory
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
 from orchestration.assets import compaction, garbage_collection
 from orchestration.fleet_report import (
@@ -341,7 +342,7 @@ def evaluate_fleet(
     managed: ManagedDatabasesResource,
 ) -> dg.SensorResult | dg.SkipReason:
     now = time.time()
-    cursor = Cursor.loads(context.cursor)
+    cursor, slot = fleet_memory.load(context.instance, context.cursor)
     known = frozenset(cursor.dbs)
     dbs = sorted(context.instance.get_dynamic_partitions(DATABASES))
     retired = retired_shards(store, managed, context.log)
@@ -447,8 +448,14 @@ def evaluate_fleet(
     if runs:
         # a tick with runs cannot carry a skip reason: the explanation goes to the tick's log
         context.log.info(why)
-        return dg.SensorResult(run_requests=runs, asset_events=events, cursor=cursor.dumps())
-    return dg.SensorResult(skip_reason=why, asset_events=events, cursor=cursor.dumps())
+        return dg.SensorResult(
+            run_requests=runs, asset_events=events,
+            cursor=fleet_memory.save(context.instance, cursor, slot),
+        )
+    return dg.SensorResult(
+        skip_reason=why, asset_events=events,
+        cursor=fleet_memory.save(context.instance, cursor, slot),
+    )
 
 
 def skip_reason(rows: list[FleetRow], held: list[str], limits: Thresholds) -> str:

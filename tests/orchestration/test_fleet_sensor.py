@@ -389,3 +389,32 @@ def test_check_results_of_successive_ticks_are_stored_by_a_real_instance(
         assert [(r.partition, r.status.value) for r in history] == [
             (orders, "SUCCEEDED"), (orders, "FAILED"),
         ]
+
+
+def test_the_memory_lives_in_the_instance_and_the_cursor_stays_small(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """Dagster stores the cursor with every tick: only a pointer goes there. A slot overwritten
+    behind the cursor's back (a stale tick) is not trusted: the sensor starts afresh."""
+    from orchestration import fleet_memory
+
+    names = [f"db{i:03d}" for i in range(40)]
+    for name in names:
+        write_database(store, name, l0_ssts=1, rows_per_sst=10, wal_rows=0)
+    add_partitions(instance, orders, *names)
+    first = _tick(instance, store_resource, managed)
+    assert first.cursor is not None and len(first.cursor) < 200
+    memory, slot = fleet_memory.load(instance, first.cursor)
+    assert set(memory.dbs) == {orders, *names} and slot == "a"
+    second = _tick(instance, store_resource, managed, first.cursor)
+    assert fleet_memory.load(instance, second.cursor)[1] == "b"
+    # a failed tick writes the other slot; the cursor it could not save still reads its own
+    memory.verify_from += 1
+    fleet_memory.save(instance, memory, "b")  # overwrites slot a, as a stale tick would
+    assert fleet_memory.load(instance, second.cursor)[0].dbs  # slot b untouched
+    stale, _ = fleet_memory.load(instance, first.cursor)  # slot a no longer matches its pointer
+    assert stale.dbs == {}

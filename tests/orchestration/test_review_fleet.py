@@ -14,6 +14,7 @@ import pytest
 from dagster._core.test_utils import create_run_for_test
 
 from devtools.sample_data import write_database
+from orchestration import fleet_memory
 from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction
 from orchestration.checks import CHECKS, health_check_job
@@ -396,7 +397,8 @@ def test_the_cursor_keeps_no_l0_ids_once_a_compaction_succeeded(
     assert _requested(first) == [orders]
     assert _run(instance, resources, "compaction_job", orders).success
     after = _tick(instance, store_resource, managed, first.cursor)
-    entry = json.loads(after.cursor or "")["dbs"][orders]
+    memory, _ = fleet_memory.load(instance, after.cursor)
+    entry = memory.dbs[orders].to_json()
     assert "rl0" not in entry
     assert len(json.dumps(entry, separators=(",", ":"))) < 200
 

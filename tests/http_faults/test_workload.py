@@ -63,6 +63,7 @@ def _run(
     assert proxy.counters.faults() > 0
 
 
+@pytest.mark.slow  # moved to the slow suite: make test stays well under 20 minutes
 def test_mixed_workload_loses_nothing_through_5xx_resets_drops_and_latency(
     moto_s3: MotoS3, bucket: str, proxy: FaultProxy
 ) -> None:

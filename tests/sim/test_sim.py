@@ -26,6 +26,7 @@ MANIFEST = "db/manifest/{:020d}.manifest"
 
 
 @pytest.mark.timeout(900)  # ~1-2 min on 2 cores; headroom for a machine shared with other jobs
+@pytest.mark.slow  # moved to the slow suite: make test stays well under 20 minutes
 def test_default_campaign() -> None:
     started = time.monotonic()
     total, failures = campaign(range(DEFAULT_SCHEDULES), WORKERS)

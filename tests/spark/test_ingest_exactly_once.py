@@ -110,6 +110,7 @@ class FailingShard:
         return FaultyStore(store, rules=[rule])
 
 
+@pytest.mark.slow  # moved to the slow suite: make test stays well under 20 minutes
 def test_a_rerun_after_a_partial_failure_completes_exactly_the_missing_shard(
     spark: SparkSession, store_url: str, store: ObjectStore
 ) -> None:

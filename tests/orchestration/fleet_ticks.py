@@ -4,6 +4,7 @@ test looks for them beside the observations and the fleet view)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ import dagster as dg
 
 from orchestration.fleet_report import REPORT_JOB, reported
 from orchestration.fleet_sensor import evaluate_fleet
+from orchestration.fleet_view import FLEET_KEY
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 
 
@@ -45,3 +47,18 @@ def tick(
         cursor=result.cursor,
         reports=reports,
     )
+
+
+def fleet_view(events: Sequence[Any]) -> dg.AssetMaterialization:
+    """The one materialization of slatedb_fleet among a tick's events."""
+    (m,) = [
+        e for e in events
+        if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
+    ]
+    return m
+
+
+def fleet_rows(m: dg.AssetMaterialization) -> dict[str, dict[str, object]]:
+    """The fleet table's rows by database."""
+    table = m.metadata["fleet"].value
+    return {r.data["database"]: r.data for r in table.records}  # type: ignore[union-attr]

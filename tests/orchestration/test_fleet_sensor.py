@@ -14,7 +14,6 @@ from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction, garbage_collection
 from orchestration.fleet_sensor import evaluate_fleet
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
-from orchestration.fleet_view import FLEET_KEY
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CheckpointOptions, ObjectStore, admin, run_gc_once
@@ -23,7 +22,7 @@ from slatedb_core.layout import boundary_path
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
-from tests.orchestration.fleet_ticks import Tick, tick
+from tests.orchestration.fleet_ticks import Tick, fleet_rows, fleet_view, tick
 
 Result = Tick
 
@@ -47,16 +46,10 @@ def _checks(result: Result, db: str | None = None) -> dict[tuple[str, str], dg.A
 
 
 def _fleet(result: Result) -> dg.AssetMaterialization:
-    (m,) = [
-        e for e in result.asset_events
-        if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
-    ]
-    return m
+    return fleet_view(result.asset_events)
 
 
-def _rows(m: dg.AssetMaterialization) -> dict[str, dict[str, object]]:
-    table = m.metadata["fleet"].value
-    return {r.data["database"]: r.data for r in table.records}  # type: ignore[union-attr]
+_rows = fleet_rows
 
 
 def _run_compaction(

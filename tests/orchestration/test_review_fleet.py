@@ -18,9 +18,9 @@ from orchestration import fleet_memory
 from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction
 from orchestration.checks import CHECKS, health_check_job
+from orchestration.fleet_report import REPORT_JOB, reported
 from orchestration.fleet_sensor import evaluate_fleet, scanner_for
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0
-from orchestration.fleet_view import FLEET_KEY
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import ObjectStore, SlateDBError, run_gc_once
@@ -29,6 +29,7 @@ from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from slatedb_core.store.faults import FaultyStore
 from tests.orchestration.conftest import add_partitions
+from tests.orchestration.fleet_ticks import fleet_rows, fleet_view
 
 Result = dg.SensorResult
 
@@ -56,10 +57,6 @@ def _tick(
     return result
 
 
-REPORT_JOB = "fleet_report_job"
-"""A run that only carries check results (when the sensor reports them through a run)."""
-
-
 @dataclass(frozen=True)
 class Reported:
     partition: str
@@ -81,12 +78,10 @@ def _checks(result: Result) -> dict[tuple[str, str], Reported]:
     for request in result.run_requests or []:
         if request.job_name != REPORT_JOB:
             continue
-        for op in request.run_config.get("ops", {}).values():
-            for r in op["config"]["results"]:
-                severity = dg.AssetCheckSeverity(r["severity"])
-                out[(r["database"], r["check"])] = Reported(
-                    r["database"], r["check"], r["passed"], severity, r["description"]
-                )
+        for e in reported(request):
+            out[(e.partition or "", e.check_name)] = Reported(
+                e.partition or "", e.check_name, e.passed, e.severity, e.description
+            )
     return out
 
 
@@ -95,16 +90,10 @@ def _maintenance(result: Result) -> list[dg.RunRequest]:
 
 
 def _fleet(result: Result) -> dg.AssetMaterialization:
-    (m,) = [
-        e for e in result.asset_events
-        if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
-    ]
-    return m
+    return fleet_view(result.asset_events)
 
 
-def _rows(m: dg.AssetMaterialization) -> dict[str, dict[str, object]]:
-    table = m.metadata["fleet"].value
-    return {r.data["database"]: r.data for r in table.records}  # type: ignore[union-attr]
+_rows = fleet_rows
 
 
 def _headline(result: Result) -> str:

@@ -39,6 +39,7 @@ from orchestration.metadata import (
     gc_summary,
     integer,
     millis,
+    not_live,
     size,
     skipped,
     tags,
@@ -79,14 +80,6 @@ Pass = Iterator[dg.MaterializeResult | dg.AssetObservation]  # type: ignore[type
 HOUR = dt.timedelta(hours=1)
 
 
-def _not_live(health: DatabaseHealth) -> str | None:
-    if health.destroyed:
-        return "database destroyed"
-    if not health.initialized:
-        return "database not initialized"
-    return None
-
-
 @dg.asset(
     partitions_def=databases_partitions,
     group_name=MAINTENANCE,
@@ -116,7 +109,7 @@ def compaction(
         except DatabaseNotFound:
             yield skipped(context, "database not found")
             return
-        why = _not_live(before)
+        why = not_live(before)
         if why is not None:
             yield skipped(context, why)
             return
@@ -259,7 +252,7 @@ def checkpoint_refresh(
         except DatabaseNotFound:
             yield skipped(context, "database not found")
             return
-        why = _not_live(health)
+        why = not_live(health)
         if why is not None:
             yield skipped(context, why)
             return

@@ -123,6 +123,15 @@ def age(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def not_live(health: DatabaseHealth) -> str | None:
+    """Why a pass has nothing to work on in this database, or None when it is live."""
+    if health.destroyed:
+        return "database destroyed"
+    if not health.initialized:
+        return "database not initialized"
+    return None
+
+
 def skipped(
     context: dg.AssetExecutionContext, why: str, extra: Mapping[str, Any] | None = None
 ) -> dg.AssetObservation:

@@ -23,6 +23,7 @@ from orchestration.metadata import (
     freshness,
     integer,
     millis,
+    not_live,
     size,
     skipped,
     tags,
@@ -71,8 +72,8 @@ def delta_export(
         except DatabaseNotFound:
             yield skipped(context, "database not found")
             return
-        if health.destroyed or not health.initialized:
-            why = "database destroyed" if health.destroyed else "database not initialized"
+        why = not_live(health)
+        if why is not None:
             yield skipped(context, why)
             return
         snapshot = None

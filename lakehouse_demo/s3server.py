@@ -71,6 +71,14 @@ class SeaweedFS:
     data_dir: Path | None = None
     """Kept after stop when given; a temporary directory (removed on stop) otherwise."""
     start_timeout_s: float = 90.0
+    s3_port: int | None = None
+    """The S3 listener's port (a free one when None); every other listener takes a free port."""
+    access_key: str = ACCESS_KEY
+    secret_key: str = SECRET_KEY
+    """The one identity's keys. The defaults are the demo's; a deployment (``make cluster``)
+    passes its own, which go to SeaweedFS in a 0600 identity file, never on a command line."""
+    log_file: Path | None = None
+    """Where weed's output goes (``weed.log`` in the data directory when None)."""
     ports: dict[str, int] = field(default_factory=dict)
     _proc: subprocess.Popen[bytes] | None = None
     _tmp: str | None = None
@@ -87,7 +95,7 @@ class SeaweedFS:
         path = f"{self.bucket}/{prefix.strip('/')}".rstrip("/")
         url = f"s3://{path}?endpoint={self.endpoint}&region={REGION}&allow_http=true"
         if with_keys:
-            url += f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
+            url += f"&access_key_id={self.access_key}&secret_access_key={self.secret_key}"
         return url
 
     def store(self, prefix: str = "") -> ObjectStore:
@@ -98,8 +106,8 @@ class SeaweedFS:
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "AWS_ALLOW_HTTP": "true",
         }
 
@@ -119,12 +127,16 @@ class SeaweedFS:
         data = root / "data"
         data.mkdir(exist_ok=True)
         config = root / "s3-identities.json"
-        config.write_text(json.dumps(_identities()))
+        config.touch(mode=0o600)
+        config.chmod(0o600)
+        config.write_text(json.dumps(_identities(self.access_key, self.secret_key)))
         names = [
             "master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc",
             "s3", "s3_grpc", "admin", "admin_grpc", "metrics",
         ]
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        if self.s3_port is not None:
+            self.ports["s3"] = self.s3_port
         p = self.ports
         args = [
             weed_binary(), "mini",
@@ -145,7 +157,7 @@ class SeaweedFS:
             "-webdav=false",
             f"-bucket={self.bucket}",
         ]
-        self._log = root / "weed.log"
+        self._log = self.log_file or root / "weed.log"
         log = self._log.open("ab")
         env = {**os.environ, "S3_BUCKET": self.bucket}
         self._proc = subprocess.Popen(
@@ -179,6 +191,11 @@ class SeaweedFS:
             f"SeaweedFS not ready after {self.start_timeout_s:.0f}s ({last}): {self.log_tail()}"
         )
 
+    @property
+    def pid(self) -> int | None:
+        """The ``weed`` process (the leader of its own process group), while it runs."""
+        return None if self._proc is None else self._proc.pid
+
     def log_tail(self, n: int = 2000) -> str:
         if self._log is None or not self._log.exists():
             return ""
@@ -211,12 +228,12 @@ class SeaweedFS:
         self.stop()
 
 
-def _identities() -> dict[str, object]:
+def _identities(access_key: str, secret_key: str) -> dict[str, object]:
     return {
         "identities": [
             {
                 "name": "lakehouse",
-                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                 "actions": ["Admin", "Read", "List", "Tagging", "Write"],
             }
         ]

@@ -134,6 +134,7 @@ from spark_jobs.ingest_tasks import (
     record_empty_shards,
     with_txn,
 )
+from spark_jobs.parquet_input import read_input
 from spark_jobs.routing import partition_keys
 
 log = logging.getLogger(__name__)
@@ -433,19 +434,13 @@ def _compact_crowded(
 # ---- spark-submit entry point ----------------------------------------------------------------------
 
 
-def read_input(spark: SparkSession, path: str) -> DataFrame:
-    if path.endswith(".csv"):
-        return spark.read.option("header", True).option("inferSchema", True).csv(path)
-    if path.endswith(".parquet") or path.endswith("/"):
-        return spark.read.parquet(path)
-    raise InvalidArgument(f"input {path!r}: expected a .parquet or .csv path")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m spark_jobs.ingest", description="Upsert a Parquet/CSV file into a table."
     )
-    p.add_argument("--input", required=True, help="a .parquet (file or directory) or .csv path")
+    p.add_argument("--input", required=True,
+                   help="Parquet: s3://bucket/prefix (read through the object store), a path, "
+                        "or s3a://; or a .csv path")
     p.add_argument("--url", required=True, help="object store URL (file://, s3://, memory://)")
     p.add_argument("--path", required=True, help="table path inside the store")
     p.add_argument("--key-column", default="key")

@@ -12,12 +12,20 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-LOCAL_CONF: dict[str, str] = {
+NETWORK_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
+}
+"""Where the driver listens, for a session that picks its own (local) master. Under
+``spark-submit`` to a cluster these are left to the deployment: ``SPARK_LOCAL_IP`` (``make
+cluster`` sets 127.0.0.1) or its own ``--conf``, since executors on other hosts must reach the
+driver."""
+
+LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # Each ingest task holds its shard's rows as Arrow batches; 10k-row batches keep the
@@ -36,24 +44,40 @@ LOCAL_CONF: dict[str, str] = {
 @dataclass(frozen=True)
 class SessionOptions:
     master: str = "local[2]"
+    """Used only when nothing chose one: ``spark-submit --master`` (or its ``spark.master``)
+    wins."""
     app_name: str = "slatedb-spark"
     shuffle_partitions: int = 8
     conf: Mapping[str, str] = field(default_factory=dict)
     """Extra settings, applied last (they win over the defaults above)."""
 
 
+def submitted_conf() -> dict[str, str]:
+    """The settings ``spark-submit`` gave this driver (its ``--master``, ``--conf`` and
+    ``spark-defaults.conf``), or {} when this process was not started by ``spark-submit``."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; SparkConf reads it
+    return dict(SparkConf().getAll())
+
+
 def get_session(options: SessionOptions | None = None) -> SparkSession:
-    """A SparkSession bound to 127.0.0.1 (or the running one, as spark-submit creates it)."""
+    """A SparkSession: the running one, or a new one with our defaults filling in only what
+    ``spark-submit`` left unset. Without ``spark-submit`` it runs on ``options.master`` bound to
+    127.0.0.1."""
     options = options or SessionOptions()
     # Executors must run the same interpreter as the driver (the venv with slatedb_core).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(options.master).appName(options.app_name)
-    conf = {
-        **LOCAL_CONF,
-        "spark.sql.shuffle.partitions": str(options.shuffle_partitions),
-        **options.conf,
-    }
+    given = submitted_conf()
+    builder = SparkSession.builder.appName(given.get("spark.app.name", options.app_name))
+    master = given.get("spark.master")
+    defaults = {**LOCAL_CONF, "spark.sql.shuffle.partitions": str(options.shuffle_partitions)}
+    if master is None:
+        builder = builder.master(options.master)
+        defaults.update(NETWORK_CONF)
+    conf = {k: v for k, v in defaults.items() if k not in given}
+    conf.update(options.conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -1,5 +1,13 @@
 """Engine benchmark: our ``slatedb_core.Db`` next to PyPI ``slatedb`` (the Rust engine's own
-uniffi binding) in one run. Prints figures; asserts nothing.
+uniffi binding) and RocksDB (C++, through ``rocksdict``) in one run. Prints figures; asserts
+nothing.
+
+RocksDB is the ceiling an embedded LSM reaches from Python: its own defaults (WAL on, no fsync per
+write), raw bytes (``Options(raw_mode=True)``, no pickling), same data, a fresh directory. Its
+column and the ours/RocksDB ratio with its goal are printed beside the slatedb columns:
+single put, batch write (``put_arrow`` in 10k-row slices vs a 10k-row ``WriteBatch`` built from
+Python), warm random point get, ``get_many`` of 1,000 keys vs its multi-get (``get`` with a list)
+and full scan (``scan_arrow`` vs its ``items()`` iterator).
 
 Both engines get the same data (N rows of 16-byte random keys and 100-byte random values from a
 seeded numpy RNG), the local filesystem (a fresh temporary directory per engine and per write
@@ -63,6 +71,8 @@ from slatedb_core.writer.db import Db
 KEY_LEN = 16
 VALUE_LEN = 100
 BATCH_OPS = 1000
+ARROW_BATCH_ROWS = 10_000  # the batch-write row against RocksDB's 10k-row WriteBatch
+GET_PASSES = 2  # warm point gets and get_many: best of this many more passes
 DB_PATH = "db"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MiB = 1024 * 1024
@@ -126,11 +136,25 @@ class Result:
     target: str = ""
     check: Callable[[float, float], bool] | None = None  # (ours, theirs) -> met
     details: list[str] = field(default_factory=list)
+    rocks: float | None = None  # RocksDB (rocksdict), same unit
+    goal: float | None = None  # ours / RocksDB at least this (rates) or at most (times)
 
     def ratio(self) -> float | None:
         if self.ours is None or not self.theirs:
             return None
         return self.ours / self.theirs
+
+    def rocks_ratio(self) -> float | None:
+        if self.ours is None or not self.rocks:
+            return None
+        return self.ours / self.rocks
+
+    def goal_met(self) -> str:
+        r = self.rocks_ratio()
+        if self.goal is None or r is None:
+            return "-"
+        ok = r <= self.goal if self.unit == "s" else r >= self.goal
+        return "met" if ok else "NOT"
 
 
 class Runner:
@@ -172,6 +196,22 @@ class Theirs:
         return self.sdb.KeyRange(start=None, start_inclusive=True, end=None, end_inclusive=False)
 
 
+# ---- the RocksDB side (rocksdict) ----------------------------------------------------------
+class Rocks:
+    """RocksDB through rocksdict with its default options, raw bytes in and out."""
+
+    def __init__(self) -> None:
+        import rocksdict  # lazily: not needed by --rss-rows or --profile
+
+        self.rd = rocksdict
+
+    def open(self, d: str) -> Any:
+        return self.rd.Rdict(d, self.rd.Options(raw_mode=True))
+
+    def write_batch(self) -> Any:
+        return self.rd.WriteBatch(raw_mode=True)
+
+
 def rate(n: int, secs: float) -> float:
     return n / secs if secs > 0 else float("inf")
 
@@ -187,10 +227,12 @@ def bench(args: argparse.Namespace) -> None:
     )
     runner = Runner()
     th = Theirs(runner)
+    rocks = Rocks()
     import importlib.metadata as md
 
     print(
-        f"# slatedb (PyPI) {md.version('slatedb')}, pyarrow {pa.__version__}, "
+        f"# slatedb (PyPI) {md.version('slatedb')}, rocksdict {md.version('rocksdict')}, "
+        f"pyarrow {pa.__version__}, "
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
     )
     results: list[Result] = []
@@ -202,7 +244,7 @@ def bench(args: argparse.Namespace) -> None:
         return d
 
     try:
-        _bench(args, data, runner, th, results, newdir)
+        _bench(args, data, runner, th, rocks, results, newdir)
     finally:
         runner.close()
         if not args.keep:
@@ -218,6 +260,7 @@ def _bench(
     data: Data,
     runner: Runner,
     th: Theirs,
+    rocks: Rocks,
     results: list[Result],
     newdir: Callable[[str], str],
 ) -> None:
@@ -225,6 +268,7 @@ def _bench(
     keys, values = data.keys, data.values
     pairs = list(zip(keys, values, strict=True))
     warm_up(runner, th, newdir)
+    warm_up_rocks(rocks, newdir("rocks-warmup"))
 
     # 1. single puts ------------------------------------------------------------------------
     res = Result(
@@ -283,6 +327,14 @@ def _bench(
             "(order within a gather is not the call order)"
         )
         res.theirs = max(res.theirs, rate(n, secs))
+    rocks_main_dir = newdir("rocks-main")
+    rocks_main = rocks.open(rocks_main_dir)
+    t0 = time.perf_counter()
+    rput = rocks_main.put
+    for k, v in pairs:
+        rput(k, v)
+    rocks_main.flush_wal()
+    res.rocks, res.goal = rate(n, time.perf_counter() - t0), 1.0
     results.append(res)
     report(res)
 
@@ -321,6 +373,7 @@ def _bench(
         return secs
 
     res.theirs = rate(n, runner.run(their_wb()))
+    res.rocks = rocks_batches(rocks, newdir("rocks-wb"), pairs, BATCH_OPS)
     results.append(res)
     report(res)
 
@@ -343,6 +396,29 @@ def _bench(
         "theirs column = their WriteBatch x1000 (no Arrow path)"
     )
     db.close()
+    results.append(res)
+    report(res)
+
+    res = Result(
+        f"2d. put_arrow x{ARROW_BATCH_ROWS:,} (no await) + flush",
+        "rows/s",
+        goal=1.0,
+    )
+    db = ours_open(newdir("ours-arrow10k"))
+    slices = [data.table.slice(i, ARROW_BATCH_ROWS) for i in range(0, n, ARROW_BATCH_ROWS)]
+    t0 = time.perf_counter()
+    for t in slices:
+        db.put_arrow(t, await_durable=False)
+    t_put = time.perf_counter() - t0
+    db.flush()
+    secs = time.perf_counter() - t0
+    res.ours = rate(n, secs)
+    db.close()
+    res.rocks = rocks_batches(rocks, newdir("rocks-wb10k"), pairs, ARROW_BATCH_ROWS)
+    res.details.append(
+        f"ours: put_arrow {t_put:.3f} s + flush {secs - t_put:.3f} s; RocksDB: WriteBatch of "
+        f"{ARROW_BATCH_ROWS:,} built with wb.put per row (its only batch path), then flush_wal"
+    )
     results.append(res)
     report(res)
 
@@ -394,6 +470,9 @@ def _bench(
         return time.perf_counter() - t0
 
     res.theirs = runner.run(their_flush_mt())
+    t0 = time.perf_counter()
+    rocks_main.flush(True)
+    res.rocks = time.perf_counter() - t0
     results.append(res)
     report(res)
 
@@ -411,6 +490,25 @@ def _bench(
     bad = sum(1 for k, v in zip(gk, got, strict=True) if v != data.expected[k])
     if bad:
         res.details.append(f"ours: {bad} gets returned a wrong value!")
+    # warm: the best of GET_PASSES passes over the same keys, for ours and for RocksDB
+    o_best, r_best = res.ours, 0.0
+    rget = rocks_main.get
+    for _ in range(GET_PASSES):
+        t0 = time.perf_counter()
+        got = [get(k) for k in gk]
+        o_best = max(o_best, rate(len(gk), time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        rgot = [rget(k) for k in gk]
+        r_best = max(r_best, rate(len(gk), time.perf_counter() - t0))
+    res.rocks, res.goal = r_best, 0.5
+    res.details.append(
+        f"ours: first pass {res.ours:,.0f} gets/s, warm best of {GET_PASSES + 1} "
+        f"{o_best:,.0f} (the ours/RocksDB ratio uses the warm figure)"
+    )
+    res.ours = o_best
+    bad = sum(1 for k, v in zip(gk, rgot, strict=True) if v != data.expected[k])
+    if bad:
+        res.details.append(f"RocksDB: {bad} gets returned a wrong value!")
 
     async def their_gets() -> tuple[float, list[bytes | None]]:
         tget = their_main.get
@@ -448,6 +546,18 @@ def _bench(
     secs, got = runner.run(their_get_many())
     res.theirs = rate(len(gk), secs)
     res.details.append(f"theirs: asyncio.gather of {BATCH_OPS} gets (no batched get)")
+    rbest = 0.0
+    for _ in range(GET_PASSES):
+        t0 = time.perf_counter()
+        rgot = []
+        for i in range(0, len(gk), BATCH_OPS):
+            rgot += rocks_main.get(gk[i : i + BATCH_OPS])
+        rbest = max(rbest, rate(len(gk), time.perf_counter() - t0))
+    res.rocks, res.goal = rbest, 1.0
+    res.details.append(f"RocksDB: get() with a list of {BATCH_OPS} keys (multi-get)")
+    bad = sum(1 for k, v in zip(gk, rgot, strict=True) if v != data.expected[k])
+    if bad:
+        res.details.append(f"RocksDB: {bad} gets returned a wrong value!")
     bad = sum(1 for k, v in zip(gk, got, strict=True) if v != data.expected[k])
     if bad:
         res.details.append(f"theirs: {bad} gets returned a wrong value!")
@@ -496,6 +606,17 @@ def _bench(
         res.details.append(f"theirs next_batch({size}): {r_best:,.0f} rows/s")
         their_best = max(their_best, r_best)
     res.theirs = their_best
+    rbest = 0.0
+    for _ in range(args.scan_reps):
+        t0 = time.perf_counter()
+        rows = 0
+        for _kv in rocks_main.items():
+            rows += 1
+        rbest = max(rbest, rate(rows, time.perf_counter() - t0))
+        if rows != nuniq:
+            res.details.append(f"RocksDB items() returned {rows} rows, expected {nuniq}!")
+    res.rocks, res.goal = rbest, 1.0
+    res.details.append("RocksDB: items() iterator, (key, value) tuples")
     results.append(res)
     report(res)
 
@@ -508,6 +629,7 @@ def _bench(
             rows += 1
         best = max(best, rate(rows, time.perf_counter() - t0))
     res2.ours = best
+    res2.rocks = rbest
     res2.details.append("theirs column = their best next_batch scan (a list of KeyValue objects)")
     results.append(res2)
     report(res2)
@@ -524,11 +646,14 @@ def _bench(
         return time.perf_counter() - t0
 
     res.theirs = runner.run(their_close())
+    t0 = time.perf_counter()
+    rocks_main.close()
+    res.rocks = time.perf_counter() - t0
     results.append(res)
     report(res)
 
     res = Result("6. reopen (N rows)", "s", target="<= 2x theirs", check=lambda o, t: o <= 2 * t)
-    best_o, best_t = float("inf"), float("inf")
+    best_o, best_t, best_r = float("inf"), float("inf"), float("inf")
     for _ in range(args.reopen_reps):
         t0 = time.perf_counter()
         db = ours_open(ours_dir)
@@ -546,11 +671,18 @@ def _bench(
             await tdb.shutdown()
             return secs, ok
 
+        t0 = time.perf_counter()
+        rdb = rocks.open(rocks_main_dir)
+        best_r = min(best_r, time.perf_counter() - t0)
+        if rdb.get(keys[0]) != data.expected[keys[0]]:
+            res.details.append("RocksDB: first get after reopen returned a wrong value!")
+        rdb.close()
+
         secs, ok = runner.run(their_reopen())
         best_t = min(best_t, secs)
         if not ok:
             res.details.append("theirs: first get after reopen returned a wrong value!")
-    res.ours, res.theirs = best_o, best_t
+    res.ours, res.theirs, res.rocks = best_o, best_t, best_r
     res.details.append(
         f"best of {args.reopen_reps} reopens each; ours files: "
         f"{count_files(ours_dir)}, theirs: {count_files(their_dir)}"
@@ -577,6 +709,36 @@ def warm_up_ours(d: str) -> None:
     sum(b.num_rows for b in db.scan_arrow())
     sum(1 for _ in db.scan())
     db.close()
+
+
+def rocks_batches(rocks: Rocks, d: str, pairs: list[tuple[bytes, bytes]], size: int) -> float:
+    """RocksDB rows/s writing ``pairs`` as WriteBatches of ``size`` rows (built from Python, as a
+    user must) and one WAL flush at the end."""
+    rdb = rocks.open(d)
+    t0 = time.perf_counter()
+    for i in range(0, len(pairs), size):
+        wb = rocks.write_batch()
+        p = wb.put
+        for k, v in pairs[i : i + size]:
+            p(k, v)
+        rdb.write(wb)
+    rdb.flush_wal()
+    secs = time.perf_counter() - t0
+    rdb.close()
+    return rate(len(pairs), secs)
+
+
+def warm_up_rocks(rocks: Rocks, d: str) -> None:
+    t = make_table(1000, np.random.default_rng(12345))
+    pairs = list(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
+    rocks_batches(rocks, d + "-wb", pairs, 100)
+    rdb = rocks.open(d)
+    for k, v in pairs:
+        rdb.put(k, v)
+    rdb.flush(True)
+    rdb.get([k for k, _ in pairs[:100]])
+    sum(1 for _ in rdb.items())
+    rdb.close()
 
 
 def warm_up(runner: Runner, th: Theirs, newdir: Callable[[str], str]) -> None:
@@ -622,12 +784,13 @@ def fmt(v: float | None, unit: str) -> str:
 
 
 def report(r: Result) -> None:
-    ratio = r.ratio()
+    ratio, rr = r.ratio(), r.rocks_ratio()
     print(
         f"  {r.op:<46} ours {fmt(r.ours, r.unit):>18}  theirs {fmt(r.theirs, r.unit):>18}  "
-        f"ratio {ratio:.2f}"
-        if ratio is not None
-        else f"  {r.op}: {r.ours} / {r.theirs}",
+        + (f"ratio {ratio:.2f}" if ratio is not None else "ratio -")
+        + (
+            f"  RocksDB {fmt(r.rocks, r.unit):>18}  ours/RocksDB {rr:.2f}" if rr is not None else ""
+        ),
         flush=True,
     )
     for d in r.details:
@@ -636,7 +799,18 @@ def report(r: Result) -> None:
 
 def print_table(results: list[Result]) -> None:
     print()
-    hdr = ("operation", "ours", "slatedb (PyPI)", "ours/theirs", "target", "met")
+    hdr = (
+        "operation",
+        "ours",
+        "slatedb (PyPI)",
+        "ours/theirs",
+        "target",
+        "met",
+        "RocksDB",
+        "ours/RocksDB",
+        "goal",
+        "met",
+    )
     rows = []
     for r in results:
         ratio = r.ratio()
@@ -651,6 +825,10 @@ def print_table(results: list[Result]) -> None:
                 f"{ratio:.2f}" if ratio is not None else "-",
                 r.target or "-",
                 met or "-",
+                fmt(r.rocks, r.unit),
+                f"{r.rocks_ratio():.2f}x" if r.rocks_ratio() is not None else "-",
+                "-" if r.goal is None else f"{'<=' if r.unit == 's' else '>='} {r.goal:g}x",
+                r.goal_met(),
             )
         )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(hdr)]
@@ -658,7 +836,7 @@ def print_table(results: list[Result]) -> None:
 
     def line(cells: tuple[str, ...]) -> str:
         return " | ".join(
-            c.ljust(w) if i in (0, 4, 5) else c.rjust(w)
+            c.ljust(w) if i in (0, 4, 5, 8, 9) else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
@@ -667,8 +845,8 @@ def print_table(results: list[Result]) -> None:
     for row in rows:
         print(line(row))
     print(
-        "\nratio = ours / theirs of the figure shown: above 1 is better for ours on rates, "
-        "worse on times (ms)."
+        "\nratio = ours / theirs (slatedb) and ours / RocksDB of the figure shown: above 1 is "
+        "better for ours on rates, worse on times (ms)."
     )
 
 

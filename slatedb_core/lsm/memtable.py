@@ -1,82 +1,152 @@
-"""The LSM write buffer: a plain dict while it takes writes, a sorted Arrow batch once frozen.
+"""The LSM write buffer: a dict for single writes plus sorted Arrow runs for batches; a sorted
+Arrow batch once frozen.
 
-Why a dict and not a sorted structure: ``put`` sits on the hottest path of the engine and a dict
-assignment is the cheapest thing Python offers, while sorting is only needed twice in a memtable's
-life (flush and range scans), where it is done vectorised over all entries at once. Each entry maps
-``key -> (seq, value)``; ``value is None`` marks a tombstone. Only the latest write per key is kept.
+Why two structures: ``put`` sits on the hottest path of the engine and a dict assignment is the
+cheapest thing Python offers, while a batch (``Db.put_arrow``, a large ``WriteBatch``, a replayed
+WAL SST) is cheapest as one vectorised sort: it becomes a :class:`~slatedb_core.lsm.runs.Run`
+(sorted, one row per key) without a Python step per row (see :mod:`slatedb_core.lsm.runs`). Each
+dict entry maps ``key -> (seq, value)``; ``value is None`` marks a tombstone. Only the latest write
+per key is *live*; replaced run rows stay in their run, marked dead for the writer, until a merge.
+
+Order of the parts, newest first: the dict, then the runs newest first. A batch first turns the
+dict's entries into a run of their own ("seals" it), so every dict entry is newer than every run
+row: a get that finds its key in the dict stops there, and otherwise takes the newest run holding
+it. A single put of a key a run holds marks that row dead (exact ``size_bytes``).
 
 Concurrency contract (CPython with the GIL; free-threaded builds void it):
 
 * **One writer at a time.** ``put``/``put_many``/``put_batch``/``freeze`` take no lock; the Db
   serialises its writers under its own lock and applies writes in seq order (the memtable does not
   compare seqs: the last write to a key wins).
-* **Readers take no lock.** ``get`` is a single ``dict.get``, atomic under the GIL, and the stored
-  tuples are immutable, so a reader sees a key's previous or new entry, never a torn one. A
-  ``put_many``/``put_batch`` builds a private dict first and publishes it in one C-level step
-  (``dict.update`` from a dict, which allocates no GC-tracked object, so no collector, finalizer or
-  thread switch can run inside it): readers see a write batch entirely or not at all.
+* **Readers take no lock.** The dict and the runs are published together as one tuple
+  (``_view``), swapped in one step; a run's arrays never change. ``get`` reads the view once; a
+  dict ``get`` is atomic under the GIL and the stored tuples are immutable, so a reader sees a
+  key's previous or new entry, never a torn one. A batch is published whole: small ones as a
+  private dict merged in one C-level step (``dict.update`` from a dict, which allocates no
+  GC-tracked object, so no collector, finalizer or thread switch can run inside it), large ones
+  as a new view.
 * **Several gets are not one snapshot**: a write batch can land between them. ``Db.get_many``
   therefore reads its keys' memtable entries under the writer lock; a ``DbReader`` never writes to
   a table it has published (its replayed tables are immutable).
-* **Scans copy.** ``Memtable.scan`` snapshots with one ``dict.copy()``, atomic for the same reason,
-  and sorts the copy, so a scan is a point-in-time view unaffected by later writes. (``list(d.items())``
+* **Scans copy.** ``Memtable.scan`` snapshots the view and the dict (one ``dict.copy()``, atomic
+  for the same reason), so a scan is a point-in-time view unaffected by later writes. (``list(d.items())``
   would not be safe: each item tuple it allocates can trigger the GC, hence a thread switch and a
-  "dictionary changed size during iteration" error.)
+  "dictionary changed size during iteration" error.) Runs are merged newest first by key, never by
+  their ``live`` masks, which may already know about writes the snapshot does not hold.
 * ``size_bytes``/``entry_count``/seq bounds read from other threads may lag by the write in flight.
 * After ``freeze`` the memtable rejects writes (``TypeError``); it then serves reads until the Db
-  swaps in the :class:`ImmutableMemtable`, which shares the same dict, so there is no gap.
+  swaps in the :class:`ImmutableMemtable`, which shares the same dict and runs, so there is no gap.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from operator import itemgetter
 from types import MappingProxyType
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
-    KIND_TOMBSTONE,
     conform,
     empty_batch,
-    sortable_keys,
 )
-from slatedb_core.lsm.iterators import search_sorted
+from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.lsm.runs import (
+    ENTRY_OVERHEAD,
+    RUN_RESIDENT_OVERHEAD,
+    Run,
+    add_run,
+    build_run,
+    kill_key,
+    newest_wins,
+    normalised,
+)
+from slatedb_core.lsm.sorted_rows import (
+    chunks,
+    dict_batch,
+    entries_batch,
+    key_slice,
+    sorted_batch,
+    total_length,
+    unique_key_order,
+)
 
-# Per-entry bytes beyond key and value: roughly what an entry costs once flushed (seq, kind and
-# offsets), so size_bytes tracks the size of the L0 SST a flush will produce. The Python objects
-# behind a small entry take about 150 bytes more in RAM; budget memory with that in mind.
-ENTRY_OVERHEAD = 16
 SCAN_CHUNK_ROWS = 65536
+# A put_many of at least this many rows becomes a run (below it, dict entries are cheaper).
+RUN_MIN_ROWS = 256
+# Measured RSS of a dict entry beyond its key and value bytes (dict slot, tuple, int and bytes
+# headers): what ``resident_bytes`` adds per entry; a run row costs RUN_RESIDENT_OVERHEAD.
+DICT_RESIDENT_OVERHEAD = 320
 _NO_SEQ = 1 << 64
 
 Entry = tuple[int, bytes | None]
+Data = dict[bytes, Entry] | MappingProxyType[bytes, Entry]
+View = tuple[Data, tuple[Run, ...]]
+
+
+def _lookup(d: Data, runs: tuple[Run, ...], key: bytes) -> Entry | None:
+    e = d.get(key)
+    if e is not None or not runs:
+        return e
+    for r in reversed(runs):  # newest first: the first run holding the key has its latest entry
+        i = r.find(key)
+        if i >= 0:
+            return r.entry(i)
+    return None
+
+
+def _lookup_many(d: Data, runs: tuple[Run, ...], keys: Sequence[bytes]) -> list[Entry | None]:
+    found = list(map(d.get, keys))
+    if not runs:
+        return found
+    for j, e in enumerate(found):
+        if e is None:
+            for r in reversed(runs):
+                i = r.find(keys[j])
+                if i >= 0:
+                    found[j] = r.entry(i)
+                    break
+    return found
 
 
 class Memtable:
     """The active memtable. See the module docstring for the threading contract."""
 
-    __slots__ = ("_data", "_frozen", "_max_seq", "_min_seq", "last_wal_id", "size_bytes")
+    __slots__ = (
+        "_dict_only",
+        "_frozen",
+        "_max_seq",
+        "_min_seq",
+        "_run_rows",
+        "_view",
+        "last_wal_id",
+        "size_bytes",
+    )
 
     def __init__(self) -> None:
-        self._data: dict[bytes, Entry] | MappingProxyType[bytes, Entry] = {}
+        self._view: View = ({}, ())
         self._frozen: ImmutableMemtable | None = None
         self._min_seq = _NO_SEQ
         self._max_seq = -1
+        self._run_rows = 0  # live rows in runs
+        # set once the dict holds a key too wide to sort as NumPy bytes (see runs.build_run):
+        # it can no longer be sealed into a run, so batches go to the dict from then on
+        self._dict_only = False
         self.size_bytes = 0
         self.last_wal_id = 0  # the highest WAL SST holding entries of this memtable; set by the Db
 
     def put(self, key: bytes, seq: int, value: bytes | None) -> None:
         """Write one entry (``value=None`` is a tombstone); kept to a handful of bytecodes."""
-        d = self._data
+        d, runs = self._view
         old = d.get(key)
         d[key] = (seq, value)  # type: ignore[index]  # a frozen memtable's proxy raises TypeError here
+        if old is None and runs:
+            old = kill_key(runs, key)
+            if old is not None:
+                self._run_rows -= 1
         if old is None:
             self.size_bytes += len(key) + ENTRY_OVERHEAD + (0 if value is None else len(value))
         else:
@@ -90,37 +160,68 @@ class Memtable:
     def put_many(
         self, keys: Sequence[bytes], seqs: Sequence[int], values: Sequence[bytes | None]
     ) -> None:
-        """Apply a write batch atomically for readers (one ``dict.update``); later rows win."""
+        """Apply a write batch atomically for readers; later rows win."""
         if not len(keys) == len(seqs) == len(values):
             raise InvalidArgument("put_many: keys, seqs and values differ in length")
         if not keys:
             return
+        if len(keys) >= RUN_MIN_ROWS and not self._dict_only:
+            vals = pa.array(values, pa.binary())
+            kinds = pc.cast(pc.is_null(vals), pa.uint8())
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.binary()), pa.array(seqs, pa.uint64()), kinds, vals],
+                schema=ENTRY_SCHEMA,
+            )
+            self.put_batch(batch)
+            return
+        if self._frozen is not None:
+            raise TypeError("memtable is frozen")
         fresh = dict(zip(keys, zip(seqs, values, strict=True), strict=True))
         row_bytes = sum(map(len, keys)) + sum(map(len, filter(None, values)))
         self._apply(fresh, len(keys), row_bytes)
         self._note_seqs(min(seqs), max(seqs))
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
-        """Bulk insert of an ENTRY_SCHEMA batch: each column crosses into Python in one call.
+        """Bulk insert of an ENTRY_SCHEMA batch as one sorted run (see module docstring).
 
-        Rows are applied in order, so with repeated keys the last row wins (after sort_dedup keys
-        are unique and order does not matter). ``kind`` decides tombstones, whatever ``value`` says.
+        Rows are applied in order, so with repeated keys the last row wins. ``kind`` decides
+        tombstones, whatever ``value`` says.
         """
+        if self._frozen is not None:
+            raise TypeError("memtable is frozen")
         batch = conform(batch)
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             return
-        key_col, seq_col, kinds, value_col = batch.columns
-        is_tomb = pc.equal(kinds, KIND_TOMBSTONE)
-        if pc.any(is_tomb).as_py():
-            value_col = pc.if_else(is_tomb, pa.scalar(None, pa.binary()), value_col)
-        row_bytes = _total_length(key_col) + _total_length(value_col)
+        bounds = pc.min_max(batch.column(1))
+        run = None if self._dict_only else build_run(batch)
+        d, runs = self._view
+        sealed = _seal(d) if run is not None and d else None
+        if run is None or (d and sealed is None):
+            self._dict_only = True
+            self._put_batch_dict(batch)
+        else:
+            before = self._run_rows
+            added = run.live_bytes + ENTRY_OVERHEAD * run.rows
+            if sealed is not None:  # its entries are counted already, and replaced no run row
+                runs = (*runs, sealed)
+                before += sealed.rows
+            new_runs, freed = add_run(runs, run)
+            after = sum(r.live_rows for r in new_runs)
+            killed = before + run.rows - after
+            self._view = ({} if sealed is not None else d, new_runs)
+            self._run_rows = after
+            self.size_bytes += added - freed - ENTRY_OVERHEAD * killed
+        self._note_seqs(bounds["min"].as_py(), bounds["max"].as_py())
+
+    def _put_batch_dict(self, batch: pa.RecordBatch) -> None:
+        """``put_batch`` through dict entries (keys too wide for a run): one Python step a row."""
+        batch = normalised(batch)
+        key_col, seq_col, _, value_col = batch.columns
+        row_bytes = total_length(key_col) + total_length(value_col)
         keys: list[bytes] = key_col.to_pylist()
         seqs: list[int] = seq_col.to_numpy(zero_copy_only=False).tolist()
         fresh = dict(zip(keys, zip(seqs, value_col.to_pylist(), strict=True), strict=True))
-        self._apply(fresh, n, row_bytes)
-        bounds = pc.min_max(seq_col)
-        self._note_seqs(bounds["min"].as_py(), bounds["max"].as_py())
+        self._apply(fresh, batch.num_rows, row_bytes)
 
     def _apply(self, fresh: dict[bytes, Entry], rows: int, row_bytes: int) -> None:
         """Publish prepared entries in one step, then account their size exactly.
@@ -129,20 +230,27 @@ class Memtable:
         ``dict.update`` from a dict is a single C-level step that allocates no tracked objects, so no
         garbage collection, finalizer or thread switch can run in the middle of it. ``row_bytes``
         (key + value bytes of the ``rows`` input rows) is exact unless keys repeated within the
-        batch, which only then costs a Python pass over ``fresh``.
+        batch, which only then costs a Python pass over ``fresh``. Run rows the entries replace
+        are marked dead after publishing (a get finds the dict entry first).
         """
         if self._frozen is not None:
             raise TypeError("memtable is frozen")
-        d = self._data
+        d, runs = self._view
         assert isinstance(d, dict)
         if len(fresh) != rows:
             row_bytes = sum(map(len, fresh)) + sum(len(v) for _, v in fresh.values() if v)
         added = row_bytes + ENTRY_OVERHEAD * len(fresh)
-        if not d:
-            self._data = fresh
+        if not d and not runs:
+            self._view = (fresh, runs)
         else:
             olds = list(map(d.get, fresh))
             d.update(fresh)
+            if runs:
+                for j, k in enumerate(fresh):
+                    if olds[j] is None:
+                        olds[j] = kill_key(runs, k)
+                        if olds[j] is not None:
+                            self._run_rows -= 1
             if any(olds):
                 for k, o in zip(fresh, olds, strict=True):
                     if o is not None:
@@ -157,11 +265,26 @@ class Memtable:
 
     def get(self, key: bytes) -> Entry | None:
         """``(seq, value)`` with ``value=None`` for a tombstone; None when the key is not here."""
-        return self._data.get(key)
+        d, runs = self._view
+        e = d.get(key)
+        if e is not None or not runs:
+            return e
+        return _lookup(d, runs, key)
+
+    def get_many(self, keys: Sequence[bytes]) -> list[Entry | None]:
+        """``get`` of each key, all from one view of the memtable (atomic only if no write runs
+        meanwhile: the Db calls it under its writer lock)."""
+        d, runs = self._view
+        return _lookup_many(d, runs, keys)
 
     @property
     def entry_count(self) -> int:
-        return len(self._data)
+        return len(self._view[0]) + self._run_rows
+
+    @property
+    def resident_bytes(self) -> int:
+        """Estimated memory held: dict entries cost far more than run rows."""
+        return _resident(self._view, self.size_bytes)
 
     @property
     def min_seq(self) -> int | None:
@@ -172,28 +295,27 @@ class Memtable:
         return None if self._max_seq < 0 else self._max_seq
 
     def is_empty(self) -> bool:
-        return not self._data
+        d, runs = self._view
+        return not d and not runs
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[pa.RecordBatch]:
         """Sorted ENTRY_SCHEMA batches of ``[start, end)`` as of the call (see module docstring)."""
-        snapshot = self._data.copy()
-        keys = list(snapshot)
-        if not keys:
+        d, runs = self._view
+        snapshot = d.copy()
+        sources: list[pa.RecordBatch] = []
+        if snapshot:
+            sources.append(dict_batch(snapshot, start, end))
+        for r in reversed(runs):  # newest first
+            sources.append(key_slice(r.batch, start, end))
+        sources = [b for b in sources if b.num_rows]
+        if not sources:
             return iter(())
-        key_arr = pa.array(keys, pa.binary())
-        if start is not None or end is not None:
-            mask = _range_mask(key_arr, start, end)
-            selected = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-            if len(selected) == 0:
-                return iter(())
-            if len(selected) < len(keys):
-                key_arr = key_arr.take(pa.array(selected))
-                keys = list(map(keys.__getitem__, selected.tolist()))
-        entries = list(map(snapshot.__getitem__, keys))
-        batch = _sorted_batch(_entries_batch(key_arr, entries))
-        return _chunks(batch, SCAN_CHUNK_ROWS)
+        if len(sources) == 1:
+            return chunks(sources[0], SCAN_CHUNK_ROWS)
+        merged = list(merge_sorted([[b] for b in sources], drop_tombstones=False))
+        return chunks(pa.concat_batches(merged), SCAN_CHUNK_ROWS)
 
     def freeze(self) -> ImmutableMemtable:
         """Stop taking writes and hand the entries over; O(1), the sort happens on first use.
@@ -202,7 +324,7 @@ class Memtable:
         the sorted batch. Calling it again returns the same ImmutableMemtable.
         """
         if self._frozen is None:
-            data = self._data
+            data, runs = self._view
             assert isinstance(data, dict)
             self._frozen = ImmutableMemtable(
                 data,
@@ -210,15 +332,26 @@ class Memtable:
                 size_bytes=self.size_bytes,
                 min_seq=self.min_seq,
                 max_seq=self.max_seq,
+                runs=runs,
             )
-            self._data = MappingProxyType(data)
+            self._view = (MappingProxyType(data), runs)
         return self._frozen
 
 
 class ImmutableMemtable:
-    """A frozen memtable waiting for its flush: dict for point reads, sorted batch for scans."""
+    """A frozen memtable waiting for its flush: dict and runs for point reads, one sorted batch
+    (built once) for scans and the flush."""
 
-    __slots__ = ("_batch", "_data", "_lock", "last_wal_id", "max_seq", "min_seq", "size_bytes")
+    __slots__ = (
+        "_batch",
+        "_data",
+        "_lock",
+        "_runs",
+        "last_wal_id",
+        "max_seq",
+        "min_seq",
+        "size_bytes",
+    )
 
     def __init__(
         self,
@@ -228,8 +361,10 @@ class ImmutableMemtable:
         size_bytes: int,
         min_seq: int | None,
         max_seq: int | None,
+        runs: tuple[Run, ...] = (),
     ) -> None:
         self._data = data
+        self._runs = runs
         self._batch: pa.RecordBatch | None = None
         self._lock = threading.Lock()
         self.last_wal_id = last_wal_id
@@ -239,7 +374,12 @@ class ImmutableMemtable:
 
     @property
     def entry_count(self) -> int:
-        return len(self._data)
+        return len(self._data) + sum(r.live_rows for r in self._runs)
+
+    @property
+    def resident_bytes(self) -> int:
+        """Estimated memory held: dict entries cost far more than run rows."""
+        return _resident((self._data, self._runs), self.size_bytes)
 
     @property
     def batch(self) -> pa.RecordBatch:
@@ -249,42 +389,69 @@ class ImmutableMemtable:
             with self._lock:
                 b = self._batch
                 if b is None:
-                    data = self._data
-                    if not data:
-                        b = empty_batch()
-                    else:
-                        keys = pa.array(list(data), pa.binary())
-                        b = _sorted_batch(_entries_batch(keys, list(data.values())))
+                    b = self._build()
                     self._batch = b
         return b
 
+    def _build(self) -> pa.RecordBatch:
+        # the live masks are final: live run rows and dict entries hold distinct keys
+        data, runs = self._data, self._runs
+        parts = [r.live_batch() for r in runs if r.live_rows]
+        if data:
+            keys = pa.array(list(data), pa.binary())
+            parts.append(entries_batch(keys, list(data.values())))
+        if not parts:
+            return empty_batch()
+        if len(parts) == 1 and not data:
+            return parts[0]  # one run: sorted already
+        return sorted_batch(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
+
     def get(self, key: bytes) -> Entry | None:
-        return self._data.get(key)
+        return _lookup(self._data, self._runs, key)
+
+    def get_many(self, keys: Sequence[bytes]) -> list[Entry | None]:
+        return _lookup_many(self._data, self._runs, keys)
 
     def overlaid(self, newer: ImmutableMemtable) -> ImmutableMemtable:
         """A new table with this table's entries and ``newer``'s on top (``newer`` wins per key).
 
         Neither input changes, so states that hold them keep reading them: this is how a reader
-        merges its replayed WAL tables without ever writing to a published one. One dict copy plus
-        one pass over ``newer``; the sorted batch is built on first use, as for any frozen table.
+        merges its replayed WAL tables without ever writing to a published one. Tables of runs
+        merge as runs (vectorised); dict tables as dicts (one dict copy plus one pass over
+        ``newer``); the sorted batch is built on first use, as for any frozen table.
         """
-        data = self._data.copy()
-        fresh = newer._data
+        lows = [s for s in (self.min_seq, newer.min_seq) if s is not None]
+        highs = [s for s in (self.max_seq, newer.max_seq) if s is not None]
+        last_wal_id = max(self.last_wal_id, newer.last_wal_id)
+        lo, hi = (min(lows) if lows else None), (max(highs) if highs else None)
+        a = build_run(self.batch) if self._runs or newer._runs else None
+        b = build_run(newer.batch) if a is not None else None
+        if a is not None and b is not None:
+            run = newest_wins(a, b)
+            size = run.live_bytes + ENTRY_OVERHEAD * run.rows
+            return ImmutableMemtable(
+                {}, last_wal_id=last_wal_id, size_bytes=size, min_seq=lo, max_seq=hi, runs=(run,)
+            )
+        data = self._dict()
+        fresh = newer._dict()
         olds = list(map(data.get, fresh))
         data.update(fresh)
         size = self.size_bytes + newer.size_bytes
         for k, o in zip(fresh, olds, strict=True):
             if o is not None:
                 size -= len(k) + ENTRY_OVERHEAD + (0 if o[1] is None else len(o[1]))
-        lows = [s for s in (self.min_seq, newer.min_seq) if s is not None]
-        highs = [s for s in (self.max_seq, newer.max_seq) if s is not None]
         return ImmutableMemtable(
-            data,
-            last_wal_id=max(self.last_wal_id, newer.last_wal_id),
-            size_bytes=size,
-            min_seq=min(lows) if lows else None,
-            max_seq=max(highs) if highs else None,
+            data, last_wal_id=last_wal_id, size_bytes=size, min_seq=lo, max_seq=hi
         )
+
+    def _dict(self) -> dict[bytes, Entry]:
+        """A private dict of every entry."""
+        if not self._runs:
+            return self._data.copy()
+        b = self.batch
+        vals = b.column(3).to_pylist()
+        seqs = b.column(1).to_numpy(zero_copy_only=False).tolist()
+        return dict(zip(b.column(0).to_pylist(), zip(seqs, vals, strict=True), strict=True))
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
@@ -292,67 +459,32 @@ class ImmutableMemtable:
         """Zero-copy slices of the sorted batch covering ``[start, end)``, ~64k rows each."""
         batch = self.batch
         if start is None and end is None:
-            return _chunks(batch, SCAN_CHUNK_ROWS)
-        keys = batch.column(0)
-        lo = 0 if start is None else search_sorted(keys, start, "left")
-        hi = batch.num_rows if end is None else search_sorted(keys, end, "left")
-        return _chunks(batch.slice(lo, max(0, hi - lo)), SCAN_CHUNK_ROWS)
+            return chunks(batch, SCAN_CHUNK_ROWS)
+        return chunks(key_slice(batch, start, end), SCAN_CHUNK_ROWS)
 
 
-def _total_length(col: pa.Array) -> int:
-    """Bytes held by the non-null values of a binary column, without touching them."""
-    total = pc.sum(pc.binary_length(col)).as_py()
-    return int(total or 0)
+def _seal(d: Data) -> Run | None:
+    """The dict's entries as a run (None if a key is too wide for one)."""
+    snapshot = d.copy()
+    keys = pa.array(list(snapshot), pa.binary())
+    return build_run(entries_batch(keys, list(snapshot.values())))
 
 
-def _range_mask(keys: pa.Array, start: bytes | None, end: bytes | None) -> pa.Array:
-    conds = []
-    if start is not None:
-        conds.append(pc.greater_equal(keys, pa.scalar(start, pa.binary())))
-    if end is not None:
-        conds.append(pc.less(keys, pa.scalar(end, pa.binary())))
-    return conds[0] if len(conds) == 1 else pc.and_(conds[0], conds[1])
+def _resident(view: View, size_bytes: int) -> int:
+    d, runs = view
+    return (
+        size_bytes
+        + len(d) * DICT_RESIDENT_OVERHEAD
+        + sum(r.rows * RUN_RESIDENT_OVERHEAD for r in runs)
+    )
 
 
-def _entries_batch(keys: pa.Array, entries: list[Entry]) -> pa.RecordBatch:
-    """Unsorted ENTRY_SCHEMA batch from dict entries; tombstones get kind 1 and a null value."""
-    seqs = np.fromiter(map(itemgetter(0), entries), dtype=np.uint64, count=len(entries))
-    values = pa.array(list(map(itemgetter(1), entries)), pa.binary())
-    kinds = pc.cast(pc.is_null(values), pa.uint8())
-    return pa.RecordBatch.from_arrays([keys, pa.array(seqs), kinds, values], schema=ENTRY_SCHEMA)
-
-
-def _sorted_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Sort a batch whose keys are already unique (they come from a dict)."""
-    skeys = sortable_keys([batch.column(0)])
-    if skeys is not None:
-        order = pa.array(unique_key_order(skeys))
-    else:
-        order = pc.sort_indices(batch.column(0))
-    return batch.take(order)
-
-
-def unique_key_order(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:
-    """The order that sorts ``skeys`` (distinct byte strings of one width, ordered as bytes).
-
-    Keys are first sorted by their first 8 bytes as a big-endian u64, which orders them as the
-    bytes do and sorts several times faster than the strings; that is the answer when no two of
-    those prefixes are equal (random or hashed keys). Otherwise the strings are sorted whole."""
-    n, width = len(skeys), skeys.dtype.itemsize
-    if n < 2 or width < 8:
-        return np.argsort(skeys)
-    raw = skeys.view(np.uint8).reshape(n, width)
-    prefix = np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
-    order = np.argsort(prefix)
-    ordered = prefix[order]
-    if bool(np.any(ordered[1:] == ordered[:-1])):
-        return np.argsort(skeys)
-    return order
-
-
-def _chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
-    for off in range(0, batch.num_rows, rows):
-        yield batch.slice(off, rows)
-
-
-__all__ = ["ENTRY_OVERHEAD", "Entry", "ImmutableMemtable", "Memtable"]
+__all__ = [
+    "DICT_RESIDENT_OVERHEAD",
+    "ENTRY_OVERHEAD",
+    "RUN_MIN_ROWS",
+    "Entry",
+    "ImmutableMemtable",
+    "Memtable",
+    "unique_key_order",
+]

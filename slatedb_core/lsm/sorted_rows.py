@@ -1,0 +1,109 @@
+"""Sorted Arrow rows of memtable entries: dict entries to ENTRY_SCHEMA batches, the unique-key
+sort, key-range slices and scan chunks (shared by :mod:`slatedb_core.lsm.memtable`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from operator import itemgetter
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.lsm.entries import ENTRY_SCHEMA, empty_batch, sortable_keys
+from slatedb_core.lsm.iterators import search_sorted
+
+Entry = tuple[int, bytes | None]
+
+
+def key_slice(batch: pa.RecordBatch, start: bytes | None, end: bytes | None) -> pa.RecordBatch:
+    keys = batch.column(0)
+    lo = 0 if start is None else search_sorted(keys, start, "left")
+    hi = batch.num_rows if end is None else search_sorted(keys, end, "left")
+    return batch.slice(lo, max(0, hi - lo))
+
+
+def dict_batch(
+    snapshot: dict[bytes, Entry], start: bytes | None, end: bytes | None
+) -> pa.RecordBatch:
+    keys = list(snapshot)
+    key_arr = pa.array(keys, pa.binary())
+    if start is not None or end is not None:
+        mask = range_mask(key_arr, start, end)
+        selected = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+        if len(selected) == 0:
+            return empty_batch()
+        if len(selected) < len(keys):
+            key_arr = key_arr.take(pa.array(selected))
+            keys = list(map(keys.__getitem__, selected.tolist()))
+    entries = list(map(snapshot.__getitem__, keys))
+    return sorted_batch(entries_batch(key_arr, entries))
+
+
+def total_length(col: pa.Array) -> int:
+    """Bytes held by the non-null values of a binary column, without touching them."""
+    total = pc.sum(pc.binary_length(col)).as_py()
+    return int(total or 0)
+
+
+def range_mask(keys: pa.Array, start: bytes | None, end: bytes | None) -> pa.Array:
+    conds = []
+    if start is not None:
+        conds.append(pc.greater_equal(keys, pa.scalar(start, pa.binary())))
+    if end is not None:
+        conds.append(pc.less(keys, pa.scalar(end, pa.binary())))
+    return conds[0] if len(conds) == 1 else pc.and_(conds[0], conds[1])
+
+
+def entries_batch(keys: pa.Array, entries: list[Entry]) -> pa.RecordBatch:
+    """Unsorted ENTRY_SCHEMA batch from dict entries; tombstones get kind 1 and a null value."""
+    seqs = np.fromiter(map(itemgetter(0), entries), dtype=np.uint64, count=len(entries))
+    values = pa.array(list(map(itemgetter(1), entries)), pa.binary())
+    kinds = pc.cast(pc.is_null(values), pa.uint8())
+    return pa.RecordBatch.from_arrays([keys, pa.array(seqs), kinds, values], schema=ENTRY_SCHEMA)
+
+
+def sorted_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Sort a batch whose keys are already unique (they come from a dict)."""
+    skeys = sortable_keys([batch.column(0)])
+    if skeys is not None:
+        order = pa.array(unique_key_order(skeys))
+    else:
+        order = pc.sort_indices(batch.column(0))
+    return batch.take(order)
+
+
+def unique_key_order(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:
+    """The order that sorts ``skeys`` (distinct byte strings of one width, ordered as bytes).
+
+    Keys are first sorted by their first 8 bytes as a big-endian u64, which orders them as the
+    bytes do and sorts several times faster than the strings; that is the answer when no two of
+    those prefixes are equal (random or hashed keys). Otherwise the strings are sorted whole."""
+    n, width = len(skeys), skeys.dtype.itemsize
+    if n < 2 or width < 8:
+        return np.argsort(skeys)
+    raw = skeys.view(np.uint8).reshape(n, width)
+    prefix = np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
+    order = np.argsort(prefix)
+    ordered = prefix[order]
+    if bool(np.any(ordered[1:] == ordered[:-1])):
+        return np.argsort(skeys)
+    return order
+
+
+def chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
+    for off in range(0, batch.num_rows, rows):
+        yield batch.slice(off, rows)
+
+
+__all__ = [
+    "chunks",
+    "dict_batch",
+    "entries_batch",
+    "key_slice",
+    "range_mask",
+    "sorted_batch",
+    "total_length",
+    "unique_key_order",
+]

@@ -60,7 +60,7 @@ class Run:
     skeys: npt.NDArray[np.bytes_]
     width: int  # key width when ``uniform``; else the widest key (padded form, +2 length bytes)
     uniform: bool
-    prefix: npt.NDArray[np.uint64] | None  # first 8 bytes as big-endian u64 (when uniform >= 8)
+    prefix: npt.NDArray[np.uint64] | None  # first 8 bytes of ``skeys`` as big-endian u64
     seqs: npt.NDArray[np.uint64]
     tomb: Mask
     voffs: npt.NDArray[np.int64]
@@ -186,7 +186,8 @@ def build_run(batch: pa.RecordBatch) -> Run | None:
     klens = np.diff(binary_buffers(batch.column(0))[0])
     uniform = bool(klens.min() == klens.max()) and int(klens[0]) > 0
     width = int(klens.max())
-    prefix = _prefix(skeys, width) if uniform and width >= 8 else None
+    itemsize = skeys.dtype.itemsize
+    prefix = _prefix(skeys, itemsize) if itemsize >= 8 else None
     order = _last_of_key_order(skeys, prefix)
     if len(order) != n or bool(np.any(order[1:] < order[:-1])):
         batch = batch.take(pa.array(order))
@@ -230,8 +231,8 @@ def _make(
 
 def _common_keys(a: Run, b: Run) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[np.bytes_]] | None:
     """Both runs' sort keys in one encoding (each still sorted), or None if too wide."""
-    if a.uniform and b.uniform and a.width == b.width:
-        return a.skeys, b.skeys
+    if a.uniform == b.uniform and a.width == b.width:
+        return a.skeys, b.skeys  # one encoding already
     both = sortable_keys([a.batch.column(0), b.batch.column(0)])
     if both is None:
         return None
@@ -240,7 +241,8 @@ def _common_keys(a: Run, b: Run) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[np
 
 def overlap(older: Run, newer: Run) -> tuple[Positions, Positions]:
     """Rows of ``older`` and ``newer`` holding the same keys (pairwise), found vectorised."""
-    if older.prefix is not None and newer.prefix is not None and older.width == newer.width:
+    same = older.uniform == newer.uniform and older.width == newer.width
+    if same and older.prefix is not None and newer.prefix is not None:
         # candidates by the u64 prefix (fast), confirmed on the whole keys
         pos = np.searchsorted(older.prefix, newer.prefix)
         cand = np.flatnonzero(older.prefix[np.minimum(pos, older.rows - 1)] == newer.prefix)

@@ -76,7 +76,7 @@ from slatedb_core.lsm.sorted_rows import (
 
 SCAN_CHUNK_ROWS = 65536
 # A put_many of at least this many rows becomes a run (below it, dict entries are cheaper).
-RUN_MIN_ROWS = 256
+RUN_MIN_ROWS = 4096
 # Measured RSS of a dict entry beyond its key and value bytes (dict slot, tuple, int and bytes
 # headers): what ``resident_bytes`` adds per entry; a run row costs RUN_RESIDENT_OVERHEAD.
 DICT_RESIDENT_OVERHEAD = 320

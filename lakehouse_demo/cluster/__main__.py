@@ -1,0 +1,134 @@
+"""``python -m lakehouse_demo.cluster {start,stop,status}`` (``make cluster``, ``make cluster-stop``).
+
+``start`` starts what is not already running (so it also restarts a service that died or was
+killed), printing one status line per service once it answers; ``stop`` stops, in reverse order,
+only the processes this folder's ``state.json`` says it started; ``status`` prints the lines
+again. Credentials are never printed: they are in ``<dir>/cluster.env`` (mode 0600).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from lakehouse_demo.cluster.processes import ClusterError, alive, stop, wait_until
+from lakehouse_demo.cluster.services import services
+from lakehouse_demo.cluster.settings import (
+    INFRA,
+    ClusterSettings,
+    Ports,
+    client_env,
+    load_secrets,
+    load_state,
+    save_state,
+    write_env_file,
+)
+from slatedb_core.errors import InvalidArgument, SlateDBError
+
+
+def _settings(args: argparse.Namespace, *, for_start: bool) -> ClusterSettings:
+    dir = Path(args.dir).resolve()
+    ports, _ = load_state(dir)
+    if for_start and ports is None:
+        ports = Ports.free(args.workers) if args.ports == "auto" else Ports()
+    return ClusterSettings(
+        dir=dir, ports=ports or Ports(), workers=args.workers,
+        worker_cores=args.worker_cores, worker_memory=args.worker_memory,
+        config=Path(args.config).resolve(),
+    )
+
+
+def _line(name: str, state: str, detail: str, record: dict[str, object] | None) -> str:
+    pid = f"pid {record['pid']}" if record else ""
+    return f"  {name:<18} {state:<5} {detail}  {pid}".rstrip()
+
+
+def start(s: ClusterSettings) -> int:
+    s.dir.mkdir(parents=True, exist_ok=True)
+    s.dir.chmod(0o755)  # PostgreSQL runs as its own user and must reach its folder
+    s.logs.mkdir(exist_ok=True)
+    settings_env = client_env(s, load_secrets(s))
+    write_env_file(s, settings_env)  # first, so a retry after a failed start keeps the secrets
+    env = {**os.environ, **settings_env}
+    _, state = load_state(s.dir)
+    print(f"cluster in {s.dir} (logs: {s.logs})")
+    for svc in services(s):
+        record = state.get(svc.name)
+        if record is not None and alive(record) and svc.ready(s, env):
+            print(_line(svc.name, "up", svc.describe(s), record), flush=True)
+            continue
+        record = svc.start(s, env)
+        state[svc.name] = record
+        save_state(s, state)
+        log = Path(str(record["log"]))
+        wait_until(svc.name, functools.partial(svc.ready, s, env), record=record,
+                   timeout_s=svc.timeout_s, log=log)
+        print(_line(svc.name, "up", svc.describe(s), record), flush=True)
+    print(f"settings for clients (credentials included): source {s.env_file}")
+    return 0
+
+
+def stop_all(dir: Path) -> int:
+    _, state = load_state(dir)
+    if not state:
+        print(f"nothing started from {dir}")
+        return 0
+    for name in reversed(list(state)):
+        stopped = stop(state[name])
+        print(f"  {name:<18} {'stopped' if stopped else 'was not running'}", flush=True)
+    save_state_after_stop(dir)
+    return 0
+
+
+def save_state_after_stop(dir: Path) -> None:
+    # the ports stay (a restart reuses them, and cluster.env stays right); the processes go
+    ports, _ = load_state(dir)
+    if ports is not None:
+        s = ClusterSettings(dir=dir, ports=ports, config=INFRA / "slatedb.yaml")
+        save_state(s, {})
+
+
+def status(s: ClusterSettings) -> int:
+    _, state = load_state(s.dir)
+    env = {**os.environ, **client_env(s, load_secrets(s))}
+    down = 0
+    for svc in services(s):
+        record = state.get(svc.name)
+        up = record is not None and alive(record) and svc.ready(s, env)
+        down += not up
+        print(_line(svc.name, "up" if up else "DOWN", svc.describe(s), record if up else None))
+    return 1 if down else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lakehouse_demo.cluster",
+                                description="The deployment's services on 127.0.0.1.")
+    p.add_argument("command", choices=["start", "stop", "status"])
+    p.add_argument("--dir", default="cluster-data", help="the cluster's folder")
+    p.add_argument("--ports", choices=["default", "auto"], default="default",
+                   help="auto: free ports (for tests); kept for the folder's later commands")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-cores", type=int, default=1)
+    p.add_argument("--worker-memory", default="1g")
+    p.add_argument("--config", default=str(INFRA / "slatedb.yaml"),
+                   help="orchestration config (SLATEDB_ORCHESTRATION_CONFIG)")
+    args = p.parse_args(argv)
+    try:
+        if args.command == "stop":
+            return stop_all(Path(args.dir).resolve())
+        settings = _settings(args, for_start=args.command == "start")
+        return start(settings) if args.command == "start" else status(settings)
+    except (ClusterError, InvalidArgument) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except SlateDBError as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

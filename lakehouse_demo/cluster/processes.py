@@ -1,0 +1,130 @@
+"""The processes ``make cluster`` starts: each in its own session (so stopping one stops its
+children too: Spark executors and their Python workers, Dagster's code servers and run workers),
+its output appended to one log file, and identified afterwards by pid *and* start time, so that
+``make cluster-stop`` never signals a process it did not start (a pid can be reused)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from slatedb_core.errors import SlateDBError
+
+
+class ClusterError(SlateDBError):
+    """A service did not start, or did not become ready in time (the message names its log)."""
+
+
+def start_time(pid: int) -> float | None:
+    """The process's start (clock ticks since boot), or None when there is no such process or it
+    is a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return float(fields[19])
+
+
+def alive(record: Mapping[str, object]) -> bool:
+    """Whether the process a state record names is still the one that was started."""
+    pid, started = record.get("pid"), record.get("start_time")
+    return isinstance(pid, int) and start_time(pid) == started
+
+
+def spawn(
+    cmd: Sequence[str], *, log: Path, env: Mapping[str, str], cwd: Path
+) -> dict[str, object]:
+    """Start ``cmd`` in a new session, output appended to ``log``; returns its state record."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            list(cmd), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=cwd, env=dict(env), start_new_session=True,
+        )
+    return {"pid": proc.pid, "start_time": start_time(proc.pid), "log": str(log)}
+
+
+def stop(record: Mapping[str, object], *, timeout_s: float = 20.0) -> bool:
+    """Signal the record's process group (SIGTERM, or the record's ``stop_signal``), SIGKILL what
+    is left after ``timeout_s``. False when the process was not running (or is no longer the one
+    that was started). A record with ``group: false`` (PostgreSQL's postmaster) is signalled
+    alone and waited for: it stops its own children."""
+    if not alive(record):
+        return False
+    pid = record["pid"]
+    assert isinstance(pid, int)
+    group = record.get("group", True)
+    sig = signal.Signals[str(record.get("stop_signal", "SIGTERM"))]
+    kill = os.killpg if group else os.kill
+    try:
+        kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not (_group_alive(pid) if group else alive(record)):
+            return True
+        time.sleep(0.2)
+    try:
+        kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # a group whose members are all zombies is gone for our purposes
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                return True
+    return False
+
+
+def http_ok(url: str, *, timeout_s: float = 2.0) -> bytes | None:
+    """The body of a 200 answer from ``url``, or None."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body: bytes = resp.read()
+            return body if resp.status == 200 else None
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def wait_until(
+    what: str, ready: Callable[[], bool], *, record: Mapping[str, object] | None,
+    timeout_s: float, log: Path | None,
+) -> None:
+    """Poll ``ready`` until it holds; fail early if the process exited, with the log's tail."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if record is not None and not alive(record):
+            raise ClusterError(f"{what} exited during start-up; see {log}:\n{tail(log)}")
+        time.sleep(0.5)
+    raise ClusterError(f"{what} not ready after {timeout_s:.0f} s; see {log}:\n{tail(log)}")
+
+
+def tail(log: Path | None, n: int = 1500) -> str:
+    if log is None or not log.exists():
+        return ""
+    return log.read_bytes()[-n:].decode("utf-8", "replace")

@@ -1,0 +1,311 @@
+"""The services of ``make cluster``, each started from what the project installs, bound to
+127.0.0.1, logging under ``<dir>/logs``, and checked until it answers:
+
+* ``s3``: SeaweedFS ``weed mini`` (lakehouse_demo/s3server.py), bucket ``lake``;
+* ``postgres``: a PostgreSQL cluster of Debian's server binaries with password authentication
+  (scram-sha-256); the ``dagster`` role owns the ``dagster`` database, the superuser's password
+  is random and discarded after set-up;
+* ``spark-master`` and ``spark-worker-N``: pyspark's own ``spark-class`` through
+  infra/spark-entrypoint.sh, as in infra/docker-compose.yml;
+* ``dagster-webserver`` and ``dagster-daemon`` with infra/dagster.yaml and workspace.yaml.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from lakehouse_demo.cluster.processes import (
+    ClusterError,
+    http_ok,
+    spawn,
+    start_time,
+    tail,
+)
+from lakehouse_demo.cluster.settings import (
+    BUCKET,
+    HOST,
+    INFRA,
+    POSTGRES_DB,
+    POSTGRES_USER,
+    REPO,
+    ClusterSettings,
+)
+from lakehouse_demo.s3server import SeaweedFS
+
+Record = dict[str, object]
+Env = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    start: Callable[[ClusterSettings, Env], Record]
+    ready: Callable[[ClusterSettings, Env], bool]
+    describe: Callable[[ClusterSettings], str]
+    timeout_s: float = 120.0
+
+
+# ---- S3 ----------------------------------------------------------------------------------------
+def _start_s3(s: ClusterSettings, env: Env) -> Record:
+    log = s.logs / "s3.log"
+    weed = SeaweedFS(
+        bucket=BUCKET, data_dir=s.dir / "s3", s3_port=s.ports.s3,
+        access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
+        log_file=log,
+    )
+    weed.start()  # returns once a put/get/delete round trip with the keys works
+    assert weed.pid is not None
+    return {"pid": weed.pid, "start_time": start_time(weed.pid), "log": str(log)}
+
+
+def _s3_ready(s: ClusterSettings, env: Env) -> bool:
+    try:
+        urllib.request.urlopen(s.s3_endpoint, timeout=2)
+    except urllib.error.HTTPError:
+        return True  # 403 without credentials: the listener answers
+    except OSError:
+        return False
+    return True
+
+
+# ---- PostgreSQL --------------------------------------------------------------------------------
+def pg_bin() -> Path:
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(os.path.realpath(found)).parent
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(f"{d}/initdb") and os.path.exists(f"{d}/pg_ctl"):
+            return Path(d)
+    raise ClusterError(
+        "PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install -y postgresql"
+    )
+
+
+def _as_postgres(path: Path | None = None) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, run it as Debian's ``postgres`` user (and give
+    it ``path``)."""
+    if os.geteuid() != 0:
+        return []
+    user = pwd.getpwnam("postgres")
+    if path is not None:
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return ["runuser", "-u", "postgres", "--"]
+
+
+def _pg(cmd: list[str], s: ClusterSettings) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_pg_env())
+    if res.returncode != 0:
+        raise ClusterError(
+            f"{Path(cmd[len(_as_postgres())]).name} failed ({res.returncode}): "
+            f"{res.stderr.strip()}\n{tail(s.logs / 'postgres.log')}"
+        )
+
+
+def _pg_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PG", "AWS_", "DAGSTER_"))}
+
+
+def _start_postgres(s: ClusterSettings, env: Env) -> Record:
+    bin_dir, root = pg_bin(), s.dir / "postgres"
+    data, log = root / "data", s.logs / "postgres.log"
+    root.mkdir(mode=0o700, exist_ok=True)
+    log.touch()
+    as_pg = _as_postgres(root)
+    _as_postgres(log)
+    superuser_password = None
+    if not (data / "PG_VERSION").exists():
+        superuser_password = secrets.token_urlsafe(24)
+        pwfile = root / "initdb.pw"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(superuser_password + "\n")
+        _as_postgres(pwfile)
+        try:
+            _pg([*as_pg, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres",
+                 "-A", "scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-locale"], s)
+        finally:
+            pwfile.unlink(missing_ok=True)
+    opts = f"-p {s.ports.postgres} -k {root} -c listen_addresses={HOST}"
+    _pg([*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts,
+         "-w", "-t", "60", "start"], s)
+    pid = int((data / "postmaster.pid").read_text().split()[0])
+    if superuser_password is not None:
+        _create_dagster_database(s, superuser_password, env["DAGSTER_POSTGRES_PASSWORD"])
+    # SIGINT is PostgreSQL's fast shutdown; the postmaster stops its own children
+    return {"pid": pid, "start_time": start_time(pid), "log": str(log),
+            "stop_signal": "SIGINT", "group": False}
+
+
+def _create_dagster_database(s: ClusterSettings, superuser_password: str, password: str) -> None:
+    conninfo = psycopg.conninfo.make_conninfo(
+        host=HOST, port=s.ports.postgres, user="postgres", password=superuser_password,
+        dbname="postgres",
+    )
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+            sql.Identifier(POSTGRES_USER), sql.Literal(password)))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
+            sql.Identifier(POSTGRES_DB), sql.Identifier(POSTGRES_USER)))
+
+
+def _postgres_ready(s: ClusterSettings, env: Env) -> bool:
+    conninfo = psycopg.conninfo.make_conninfo(
+        host=HOST, port=s.ports.postgres, user=POSTGRES_USER,
+        password=env["DAGSTER_POSTGRES_PASSWORD"], dbname=POSTGRES_DB, connect_timeout=3,
+    )
+    try:
+        with psycopg.connect(conninfo) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
+
+
+# ---- Spark -------------------------------------------------------------------------------------
+def _spark_json(s: ClusterSettings) -> dict[str, object] | None:
+    body = http_ok(f"http://{HOST}:{s.ports.spark_master_ui}/json/")
+    if body is None:
+        return None
+    loaded = json.loads(body)
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _spark_env(s: ClusterSettings, env: Env) -> dict[str, str]:
+    return {
+        **env,
+        "SPARK_MASTER_HOST": HOST,
+        "SPARK_MASTER_PORT": str(s.ports.spark_master),
+        "SPARK_MASTER_WEBUI_PORT": str(s.ports.spark_master_ui),
+        "SPARK_LOG_DIR": str(s.logs),
+        "SPARK_DAEMON_MEMORY": "512m",
+        "SPARK_WORKER_CORES": str(s.worker_cores),
+        "SPARK_WORKER_MEMORY": s.worker_memory,
+    }
+
+
+def _start_master(s: ClusterSettings, env: Env) -> Record:
+    return spawn([str(INFRA / "spark-entrypoint.sh"), "master"], log=s.logs / "spark-master.log",
+                 env=_spark_env(s, env), cwd=s.dir)
+
+
+def _master_ready(s: ClusterSettings, env: Env) -> bool:
+    state = _spark_json(s)
+    return state is not None and state.get("status") == "ALIVE"
+
+
+def _worker(n: int) -> Service:
+    def start(s: ClusterSettings, env: Env) -> Record:
+        work = s.dir / f"spark-worker-{n}"
+        work.mkdir(exist_ok=True)
+        wenv = {**_spark_env(s, env), "SPARK_WORKER_DIR": str(work),
+                "SPARK_LOCAL_DIRS": str(work / "tmp"),
+                "SPARK_WORKER_WEBUI_PORT": str(s.ports.spark_worker_ui + n - 1)}
+        return spawn([str(INFRA / "spark-entrypoint.sh"), "worker"],
+                     log=s.logs / f"spark-worker-{n}.log", env=wenv, cwd=s.dir)
+
+    def ready(s: ClusterSettings, env: Env) -> bool:
+        state = _spark_json(s) or {}
+        ui = f":{s.ports.spark_worker_ui + n - 1}"
+        workers = state.get("workers")
+        return isinstance(workers, list) and any(
+            isinstance(w, dict) and w.get("state") == "ALIVE"
+            and str(w.get("webuiaddress", "")).endswith(ui)
+            for w in workers
+        )
+
+    def describe(s: ClusterSettings) -> str:
+        return (f"{s.worker_cores} core(s), {s.worker_memory}; "
+                f"ui http://{HOST}:{s.ports.spark_worker_ui + n - 1}")
+
+    return Service(f"spark-worker-{n}", start, ready, describe)
+
+
+# ---- Dagster -----------------------------------------------------------------------------------
+def _dagster_env(s: ClusterSettings, env: Env) -> dict[str, str]:
+    home = s.dagster_home
+    home.mkdir(exist_ok=True)
+    # the deployment's instance file, unchanged (tests/cluster checks they are identical)
+    shutil.copyfile(INFRA / "dagster.yaml", home / "dagster.yaml")
+    return dict(env)
+
+
+def _start_webserver(s: ClusterSettings, env: Env) -> Record:
+    cmd = ["dagster-webserver", "-h", HOST, "-p", str(s.ports.dagster), "-w",
+           str(REPO / "workspace.yaml")]
+    return spawn(cmd, log=s.logs / "dagster-webserver.log", env=_dagster_env(s, env), cwd=REPO)
+
+
+def _webserver_ready(s: ClusterSettings, env: Env) -> bool:
+    return http_ok(f"{s.dagster_url}/server_info") is not None
+
+
+def _start_daemon(s: ClusterSettings, env: Env) -> Record:
+    cmd = ["dagster-daemon", "run", "-w", str(REPO / "workspace.yaml")]
+    return spawn(cmd, log=s.logs / "dagster-daemon.log", env=_dagster_env(s, env), cwd=REPO)
+
+
+DAEMON_QUERY = "{ instance { daemonHealth { allDaemonStatuses { daemonType required healthy } } } }"
+
+
+def graphql(s: ClusterSettings, query: str, variables: Mapping[str, object] | None = None
+            ) -> dict[str, object]:
+    """One query to the webserver's GraphQL endpoint; its ``data``."""
+    body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
+    req = urllib.request.Request(f"{s.dagster_url}/graphql", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        answer = json.loads(resp.read())
+    if answer.get("errors"):
+        raise ClusterError(f"GraphQL errors: {answer['errors']}")
+    data: dict[str, object] = answer["data"]
+    return data
+
+
+def daemon_statuses(s: ClusterSettings) -> dict[str, bool]:
+    """Each required Dagster daemon (scheduler, sensors, run queue, monitoring, retries, ...)
+    and whether its heartbeat is fresh."""
+    data = graphql(s, DAEMON_QUERY)
+    statuses = data["instance"]["daemonHealth"]["allDaemonStatuses"]  # type: ignore[index]
+    return {d["daemonType"]: bool(d["healthy"]) for d in statuses if d["required"]}
+
+
+def _daemon_ready(s: ClusterSettings, env: Env) -> bool:
+    try:
+        statuses = daemon_statuses(s)
+    except (OSError, ClusterError, KeyError, TypeError):
+        return False
+    return bool(statuses) and all(statuses.values())
+
+
+def services(s: ClusterSettings) -> list[Service]:
+    """In start order; ``make cluster-stop`` stops them in the reverse order."""
+    return [
+        Service("s3", _start_s3, _s3_ready,
+                lambda s: f"{s.s3_endpoint} (SeaweedFS; bucket {BUCKET}, store {s.store_url})"),
+        Service("postgres", _start_postgres, _postgres_ready,
+                lambda s: f"{HOST}:{s.ports.postgres} (database {POSTGRES_DB}, "
+                          f"user {POSTGRES_USER}, password auth)"),
+        Service("spark-master", _start_master, _master_ready,
+                lambda s: f"{s.spark_master_url}; ui http://{HOST}:{s.ports.spark_master_ui}"),
+        *[_worker(n) for n in range(1, s.workers + 1)],
+        Service("dagster-webserver", _start_webserver, _webserver_ready,
+                lambda s: f"{s.dagster_url} (GraphQL {s.dagster_url}/graphql)", 180.0),
+        Service("dagster-daemon", _start_daemon, _daemon_ready,
+                lambda s: "scheduler, sensors, run queue (one run per database), "
+                          "run monitoring and retries", 180.0),
+    ]
+

@@ -19,7 +19,9 @@ def _binary_column(data: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
     if idx < 0:
         raise InvalidArgument(f"no column {name!r} in {data.schema.names}")
     col = data.column(idx)
-    arr: pa.Array = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    arr: pa.Array = col
+    if isinstance(col, pa.ChunkedArray):  # one chunk (a table's slice): no copy
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     if pa.types.is_large_binary(arr.type):
         arr = arr.cast(pa.binary())
     elif not pa.types.is_binary(arr.type):
@@ -75,10 +77,9 @@ def split_for_ssts(batch: pa.RecordBatch, target_bytes: int) -> Iterator[pa.Reco
     """Contiguous slices of a sorted batch of about ``target_bytes`` each."""
     if batch.num_rows == 0:
         return
-    sizes = (
-        pc.binary_length(batch.column(0)).to_numpy(zero_copy_only=False).astype(np.int64)
-        + pc.binary_length(batch.column(3)).to_numpy(zero_copy_only=False).astype(np.int64)
-    )
+    sizes = pc.binary_length(batch.column(0)).to_numpy(zero_copy_only=False).astype(
+        np.int64
+    ) + pc.binary_length(batch.column(3)).to_numpy(zero_copy_only=False).astype(np.int64)
     start = 0
     for cut in sst_cuts(sizes, target_bytes):
         yield batch.slice(start, cut - start)

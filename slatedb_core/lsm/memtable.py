@@ -51,7 +51,6 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     conform,
-    empty_batch,
 )
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.lsm.runs import (
@@ -63,6 +62,7 @@ from slatedb_core.lsm.runs import (
     kill_key,
     newest_wins,
     normalised,
+    runs_batch,
 )
 from slatedb_core.lsm.sorted_rows import (
     chunks,
@@ -308,7 +308,7 @@ class Memtable:
         if snapshot:
             sources.append(dict_batch(snapshot, start, end))
         for r in reversed(runs):  # newest first
-            sources.append(key_slice(r.batch, start, end))
+            sources.append(key_slice(r.sorted_batch, start, end))
         sources = [b for b in sources if b.num_rows]
         if not sources:
             return iter(())
@@ -394,16 +394,13 @@ class ImmutableMemtable:
         return b
 
     def _build(self) -> pa.RecordBatch:
-        # the live masks are final: live run rows and dict entries hold distinct keys
+        # the live masks are final: live run entries and dict entries hold distinct keys
         data, runs = self._data, self._runs
+        sealed = _seal(data) if data and runs else None
+        if sealed is not None or not data:
+            return runs_batch((*runs, sealed) if sealed is not None else runs)
         parts = [r.live_batch() for r in runs if r.live_rows]
-        if data:
-            keys = pa.array(list(data), pa.binary())
-            parts.append(entries_batch(keys, list(data.values())))
-        if not parts:
-            return empty_batch()
-        if len(parts) == 1 and not data:
-            return parts[0]  # one run: sorted already
+        parts.append(entries_batch(pa.array(list(data), pa.binary()), list(data.values())))
         return sorted_batch(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
 
     def get(self, key: bytes) -> Entry | None:

@@ -2,10 +2,13 @@
 
 A write batch (``Db.put_arrow``, a large ``WriteBatch``, a replayed WAL SST) enters the memtable
 as one :class:`Run`: its rows sorted by key once and deduplicated (the last row of a key wins),
-vectorised with NumPy, instead of one dict entry per row. Point reads binary-search a run's keys;
-scans and the L0 flush merge runs with vectorised kernels. A memtable keeps few runs: the newest is
-merged with the one before it while that one holds no more rows (a binary counter, so O(log n)
-runs and each row merged O(log n) times, see :func:`add_run`).
+vectorised with NumPy, instead of one dict entry per row. A run is an *index* over the batches it
+came from: its sorted keys (fixed-width NumPy bytes), their seqs, tombstone flags and sizes, and
+each key's row in the batches, which are kept as they came and copied once, in key order, when the
+memtable is flushed (or a scan needs the run's rows). Point reads binary-search the keys; merging
+runs merges only the index. A memtable keeps few runs: the newest ones are merged when
+``MERGE_FAN_IN`` runs of about the same size pile up (size tiers, see :func:`add_run`), so there
+are O(log n) runs and each row's index entry is merged O(log n) times.
 
 Keys are searched in their order-preserving fixed-width NumPy form (:func:`sortable_keys`). Runs of
 one memtable may encode keys differently (a uniform width, or zero padding plus a length suffix for
@@ -19,8 +22,10 @@ replacing write, so it must not drop rows by a mask that might already know abou
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,40 +48,47 @@ Mask = npt.NDArray[np.bool_]
 
 # Per-entry bytes beyond key and value that ``size_bytes`` counts (the flushed SST's share).
 ENTRY_OVERHEAD = 16
-# What a run really holds per row beyond key and value bytes: offsets (8), seq (8), kind (1),
-# live flag (1), the sort key copy of a merge and its prefix (~24).
-RUN_RESIDENT_OVERHEAD = 48
+# What a run holds per row beyond the key and value bytes of its batches: the sorted key copy
+# (~key bytes), its u64 prefix (8), row index (8), seq (8), sizes (8), flags (2), plus the WAL
+# buffer's share of the batch (16).
+RUN_RESIDENT_OVERHEAD = 70
+MERGE_FAN_IN = 4
 
 
 @dataclass(eq=False)
 class Run:
-    """A sorted, key-unique ENTRY_SCHEMA batch with NumPy views for point lookups.
+    """Sorted, key-unique entries over ``chunks`` (normalised ENTRY_SCHEMA batches, as written).
 
-    ``batch`` and the arrays are never changed; ``live`` and ``live_rows``/``live_bytes`` are the
+    Position ``i`` (in key order) is row ``rowids[i]`` of the chunks laid end to end. Nothing of a
+    run changes after it is built except ``live`` and the ``live_*`` counters, which are the
     writer's (see module docstring). Tombstones have kind KIND_TOMBSTONE and a null value.
     """
 
-    batch: pa.RecordBatch
+    chunks: tuple[pa.RecordBatch, ...]
+    starts: list[int]  # first row id of each chunk, then the total
     skeys: npt.NDArray[np.bytes_]
     width: int  # key width when ``uniform``; else the widest key (padded form, +2 length bytes)
     uniform: bool
     prefix: npt.NDArray[np.uint64] | None  # first 8 bytes of ``skeys`` as big-endian u64
+    rowids: Positions
     seqs: npt.NDArray[np.uint64]
     tomb: Mask
-    voffs: npt.NDArray[np.int64]
-    vdata: npt.NDArray[np.uint8]
-    sizes: npt.NDArray[np.int64]  # key + value bytes of each row
+    sizes: npt.NDArray[np.int64]  # key + value bytes of each entry
     live: Mask
     live_rows: int
     live_bytes: int  # sum of sizes of live rows (without ENTRY_OVERHEAD)
+    _values: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]] = field(default_factory=list)
+    _sorted: pa.RecordBatch | None = None
+
+    def __post_init__(self) -> None:
+        self._values = [binary_buffers(c.column(3)) for c in self.chunks]
 
     @property
     def rows(self) -> int:
-        n: int = self.batch.num_rows
-        return n
+        return len(self.skeys)
 
     def find(self, key: bytes) -> int:
-        """The row of ``key``, or -1."""
+        """The position of ``key``, or -1."""
         if self.uniform:
             if len(key) != self.width:
                 return -1
@@ -97,16 +109,19 @@ class Run:
         seq = int(self.seqs[i])
         if self.tomb[i]:
             return (seq, None)
-        o = self.voffs
-        return (seq, self.vdata[o[i] : o[i + 1]].tobytes())
+        row = int(self.rowids[i])
+        c = bisect.bisect_right(self.starts, row) - 1
+        row -= self.starts[c]
+        offs, data = self._values[c]
+        return (seq, data[offs[row] : offs[row + 1]].tobytes())
 
     def get(self, key: bytes) -> Entry | None:
         i = self.find(key)
         return None if i < 0 else self.entry(i)
 
     def kill(self, rows: Positions) -> int:
-        """Mark ``rows`` replaced (writer only); returns the key + value bytes of those that
-        were live."""
+        """Mark positions ``rows`` replaced (writer only); returns the key + value bytes of those
+        that were live."""
         rows = rows[self.live[rows]]
         if len(rows) == 0:
             return 0
@@ -116,33 +131,60 @@ class Run:
         self.live_bytes -= freed
         return freed
 
+    def _take(self, rowids: Positions) -> pa.RecordBatch:
+        if len(rowids) == 0:
+            return empty_batch()
+        if len(self.chunks) == 1:
+            src = self.chunks[0]
+            if len(rowids) == src.num_rows and bool(np.all(rowids[1:] > rowids[:-1])):
+                return src  # written in key order with unique keys: no copy
+            return src.take(pa.array(rowids))
+        t = pa.Table.from_batches(self.chunks).take(pa.array(rowids)).combine_chunks()
+        return t.to_batches()[0]
+
+    @property
+    def sorted_batch(self) -> pa.RecordBatch:
+        """Every entry of the run in key order (replaced ones too: readers must not use
+        ``live``); built once."""
+        b = self._sorted
+        if b is None:
+            b = self._sorted = self._take(self.rowids)
+        return b
+
     def live_batch(self) -> pa.RecordBatch:
+        """The live entries in key order (for the writer, or a frozen memtable)."""
         if self.live_rows == self.rows:
-            return self.batch
-        return self.batch.filter(pa.array(self.live))
+            return self.sorted_batch
+        if self._sorted is not None:
+            return self._sorted.filter(pa.array(self.live))
+        return self._take(self.rowids[self.live])
 
 
 def normalised(batch: pa.RecordBatch) -> pa.RecordBatch:
     """ENTRY_SCHEMA with kinds 0/1 only and a null value for every tombstone (``kind`` decides,
     whatever ``value`` says), as the memtable has always stored entries."""
     batch = conform(batch)
-    kinds = batch.column(2)
-    is_tomb = pc.equal(kinds, KIND_TOMBSTONE)
+    kinds = batch.column(2).to_numpy(zero_copy_only=False)
     values = batch.column(3)
-    if pc.any(is_tomb).as_py():
-        values = pc.if_else(is_tomb, pa.scalar(None, pa.binary()), values)
-        kinds = pc.cast(is_tomb, pa.uint8())
-    elif values.null_count or pc.any(pc.not_equal(kinds, KIND_VALUE)).as_py():
-        kinds = pa.array(np.zeros(batch.num_rows, dtype=np.uint8))
+    is_tomb = kinds == KIND_TOMBSTONE
+    if bool(is_tomb.any()):
+        mask = pa.array(is_tomb)
+        values = pc.if_else(mask, pa.scalar(None, pa.binary()), values)
+        new_kinds = pa.array(is_tomb.astype(np.uint8))
+    elif values.null_count or bool((kinds != KIND_VALUE).any()):
+        new_kinds = pa.array(np.zeros(batch.num_rows, dtype=np.uint8))
         values = pc.fill_null(values, b"")
     else:
         return batch
     return pa.RecordBatch.from_arrays(
-        [batch.column(0), batch.column(1), kinds, values], schema=ENTRY_SCHEMA
+        [batch.column(0), batch.column(1), new_kinds, values], schema=ENTRY_SCHEMA
     )
 
 
-def _prefix(skeys: npt.NDArray[np.bytes_], width: int) -> npt.NDArray[np.uint64]:
+def _prefix(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64] | None:
+    width = skeys.dtype.itemsize
+    if width < 8:
+        return None
     raw = skeys.view(np.uint8).reshape(len(skeys), width)
     return np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
 
@@ -183,66 +225,51 @@ def build_run(batch: pa.RecordBatch) -> Run | None:
     skeys = sortable_keys([batch.column(0)])
     if skeys is None:
         return None
-    klens = np.diff(binary_buffers(batch.column(0))[0])
+    koffs, _ = binary_buffers(batch.column(0))
+    klens = np.diff(koffs)
     uniform = bool(klens.min() == klens.max()) and int(klens[0]) > 0
     width = int(klens.max())
-    itemsize = skeys.dtype.itemsize
-    prefix = _prefix(skeys, itemsize) if itemsize >= 8 else None
+    prefix = _prefix(skeys)
     order = _last_of_key_order(skeys, prefix)
-    if len(order) != n or bool(np.any(order[1:] < order[:-1])):
-        batch = batch.take(pa.array(order))
-        resorted = skeys[order] if uniform else sortable_keys([batch.column(0)])
-        assert resorted is not None
-        skeys = resorted
-        if prefix is not None:
-            prefix = prefix[order]
-    return _make(batch, skeys, width, uniform, prefix)
-
-
-def _make(
-    batch: pa.RecordBatch,
-    skeys: npt.NDArray[np.bytes_],
-    width: int,
-    uniform: bool,
-    prefix: npt.NDArray[np.uint64] | None,
-) -> Run:
-    n = batch.num_rows
-    koffs, _ = binary_buffers(batch.column(0))
-    voffs, vdata = binary_buffers(batch.column(3))
-    sizes = np.diff(koffs) + np.diff(voffs)
-    tomb = batch.column(2).to_numpy(zero_copy_only=False) == KIND_TOMBSTONE
+    voffs, _ = binary_buffers(batch.column(3))
+    sizes = klens + np.diff(voffs)
     seqs = batch.column(1).to_numpy(zero_copy_only=False)
+    tomb = batch.column(2).to_numpy(zero_copy_only=False) == KIND_TOMBSTONE
+    sk = skeys[order]
     return Run(
-        batch=batch,
-        skeys=skeys,
+        chunks=(batch,),
+        starts=[0, n],
+        skeys=sk,
         width=width,
         uniform=uniform,
-        prefix=prefix,
-        seqs=seqs,
-        tomb=tomb,
-        voffs=voffs,
-        vdata=vdata,
-        sizes=sizes,
-        live=np.ones(n, dtype=np.bool_),
-        live_rows=n,
-        live_bytes=int(sizes.sum()),
+        prefix=None if prefix is None else prefix[order],
+        rowids=order,
+        seqs=seqs[order],
+        tomb=tomb[order],
+        sizes=sizes[order],
+        live=np.ones(len(order), dtype=np.bool_),
+        live_rows=len(order),
+        live_bytes=int(sizes[order].sum()),
     )
 
 
-def _common_keys(a: Run, b: Run) -> tuple[npt.NDArray[np.bytes_], npt.NDArray[np.bytes_]] | None:
-    """Both runs' sort keys in one encoding (each still sorted), or None if too wide."""
-    if a.uniform == b.uniform and a.width == b.width:
-        return a.skeys, b.skeys  # one encoding already
-    both = sortable_keys([a.batch.column(0), b.batch.column(0)])
-    if both is None:
-        return None
-    return both[: a.rows], both[a.rows :]
+def _same_encoding(runs: Sequence[Run]) -> bool:
+    r0 = runs[0]
+    return all(r.uniform == r0.uniform and r.width == r0.width for r in runs)
 
 
 def overlap(older: Run, newer: Run) -> tuple[Positions, Positions]:
-    """Rows of ``older`` and ``newer`` holding the same keys (pairwise), found vectorised."""
-    same = older.uniform == newer.uniform and older.width == newer.width
-    if same and older.prefix is not None and newer.prefix is not None:
+    """Positions in ``older`` and ``newer`` holding the same keys (pairwise), found vectorised."""
+    if not _same_encoding([older, newer]):
+        a, b = build_run(older.sorted_batch), build_run(newer.sorted_batch)
+        common = sortable_keys([older.sorted_batch.column(0), newer.sorted_batch.column(0)])
+        if a is None or b is None or common is None:  # pragma: no cover - both encoded once
+            raise AssertionError("memtable runs with keys too wide to compare")
+        ok, nk = common[: older.rows], common[older.rows :]
+        pos = np.searchsorted(ok, nk)
+        eq = ok[np.minimum(pos, older.rows - 1)] == nk
+        return pos[eq], np.flatnonzero(eq)
+    if older.prefix is not None and newer.prefix is not None:
         # candidates by the u64 prefix (fast), confirmed on the whole keys
         pos = np.searchsorted(older.prefix, newer.prefix)
         cand = np.flatnonzero(older.prefix[np.minimum(pos, older.rows - 1)] == newer.prefix)
@@ -252,25 +279,64 @@ def overlap(older: Run, newer: Run) -> tuple[Positions, Positions]:
         fpos = np.searchsorted(older.skeys, sub)
         eq = older.skeys[np.minimum(fpos, older.rows - 1)] == sub
         return fpos[eq], cand[eq]
-    common = _common_keys(older, newer)
-    if common is None:  # pragma: no cover - runs are only built from keys that encode
-        raise AssertionError("memtable runs with keys too wide to compare")
-    ok, nk = common
-    pos = np.searchsorted(ok, nk)
-    eq = ok[np.minimum(pos, older.rows - 1)] == nk
+    pos = np.searchsorted(older.skeys, newer.skeys)
+    eq = older.skeys[np.minimum(pos, older.rows - 1)] == newer.skeys
     return pos[eq], np.flatnonzero(eq)
 
 
 _EMPTY: Positions = np.zeros(0, dtype=np.intp)
 
 
-def merge_live(older: Run, newer: Run) -> Run:
-    """One run of the live rows of both (writer only; their live rows share no key)."""
-    parts = [r.live_batch() for r in (older, newer) if r.live_rows]
-    batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-    run = build_run(batch)
-    assert run is not None  # both inputs encoded
-    return run
+def merge_live(runs: Sequence[Run]) -> Run:
+    """One run of the live entries of ``runs`` (writer only: their live entries share no key).
+
+    Only the index is merged when the runs encode keys alike and at least half their rows are
+    live; otherwise the live rows are copied into one new batch first (which also lets go of
+    replaced values)."""
+    total = sum(r.rows for r in runs)
+    live = sum(r.live_rows for r in runs)
+    if not _same_encoding(runs) or 2 * live < total:
+        parts = [r.live_batch() for r in runs if r.live_rows]
+        run = build_run(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
+        assert run is not None  # the inputs encoded
+        return run
+    chunks: list[pa.RecordBatch] = []
+    starts: list[int] = [0]
+    rowids: list[Positions] = []
+    for r in runs:
+        base = starts[-1]
+        chunks.extend(r.chunks)
+        starts.extend(base + s for s in r.starts[1:])
+        rowids.append(r.rowids[r.live] + base)
+
+    def cat(name: str) -> npt.NDArray[Any]:
+        return np.concatenate([getattr(r, name)[r.live] for r in runs])
+
+    skeys = cat("skeys")
+    prefix = None if runs[0].prefix is None else cat("prefix")
+    if prefix is not None:
+        order: Positions = np.argsort(prefix, kind="stable")
+        p = prefix[order]
+        if bool(np.any(p[1:] == p[:-1])):
+            order = np.argsort(skeys, kind="stable")
+    else:
+        order = np.argsort(skeys, kind="stable")
+    sizes = cat("sizes")[order]
+    return Run(
+        chunks=tuple(chunks),
+        starts=starts,
+        skeys=skeys[order],
+        width=runs[0].width,
+        uniform=runs[0].uniform,
+        prefix=None if prefix is None else prefix[order],
+        rowids=np.concatenate(rowids)[order],
+        seqs=cat("seqs")[order],
+        tomb=cat("tomb")[order],
+        sizes=sizes,
+        live=np.ones(len(order), dtype=np.bool_),
+        live_rows=len(order),
+        live_bytes=int(sizes.sum()),
+    )
 
 
 def newest_wins(older: Run, newer: Run) -> Run:
@@ -279,17 +345,24 @@ def newest_wins(older: Run, newer: Run) -> Run:
     old_rows, _ = overlap(older, newer)
     keep = np.ones(older.rows, dtype=np.bool_)
     keep[old_rows] = False
-    a = older.batch if bool(keep.all()) else older.batch.filter(pa.array(keep))
-    batch = pa.concat_batches([a, newer.batch]) if a.num_rows else newer.batch
+    a = older.sorted_batch
+    if not bool(keep.all()):
+        a = a.filter(pa.array(keep))
+    batch = pa.concat_batches([a, newer.sorted_batch]) if a.num_rows else newer.sorted_batch
     run = build_run(batch)
     assert run is not None
     return run
 
 
+def _tier(rows: int) -> int:
+    return max(0, rows.bit_length() - 1) // 2  # tiers of 4x: MERGE_FAN_IN runs of one tier merge
+
+
 def add_run(runs: Sequence[Run], new: Run) -> tuple[tuple[Run, ...], int]:
-    """``runs`` (oldest first) with ``new`` on top: rows it replaces are marked dead, then the
-    newest runs merged while the one below the newest holds no more live rows than it (a binary
-    counter). Returns the runs and the key + value bytes the replaced rows held."""
+    """``runs`` (oldest first) with ``new`` on top: entries it replaces are marked dead, then the
+    newest runs merged while MERGE_FAN_IN of them are in the same size tier or the one below the
+    newest is no bigger than it. Returns the runs and the key + value bytes the replaced entries
+    held."""
     freed = 0
     for r in runs:
         if r.live_rows:
@@ -298,26 +371,28 @@ def add_run(runs: Sequence[Run], new: Run) -> tuple[tuple[Run, ...], int]:
                 freed += r.kill(old_rows)
     out = [r for r in runs if r.live_rows]
     out.append(new)
-    while len(out) >= 2 and out[-2].live_rows <= out[-1].live_rows:
-        top = out.pop()
-        out[-1] = merge_live(out[-1], top)
+    while len(out) >= 2:
+        tier = _tier(out[-1].live_rows)
+        k = 1
+        while k < len(out) and _tier(out[-1 - k].live_rows) <= tier:
+            k += 1
+        if k < MERGE_FAN_IN:
+            break
+        merged = merge_live(out[-k:])
+        out[-k:] = [merged]
     return tuple(out), freed
 
 
 def runs_batch(runs: Sequence[Run]) -> pa.RecordBatch:
     """All live rows of ``runs``, sorted (only for runs whose ``live`` masks are final)."""
-    parts = [r.live_batch() for r in runs if r.live_rows]
-    if not parts:
+    live = [r for r in runs if r.live_rows]
+    if not live:
         return empty_batch()
-    if len(parts) == 1:
-        return parts[0]
-    run = build_run(pa.concat_batches(parts))  # distinct keys: one sort, no dedup
-    assert run is not None
-    return run.batch
+    return merge_live(live).live_batch()
 
 
 def kill_key(runs: Sequence[Run], key: bytes) -> Entry | None:
-    """Mark ``key``'s live row dead in whichever run holds it (a single put replaced it);
+    """Mark ``key``'s live entry dead in whichever run holds it (a single put replaced it);
     returns that entry, for size accounting (at most one run holds a key live)."""
     for r in reversed(runs):
         i = r.find(key)
@@ -329,6 +404,7 @@ def kill_key(runs: Sequence[Run], key: bytes) -> Entry | None:
 
 __all__ = [
     "ENTRY_OVERHEAD",
+    "MERGE_FAN_IN",
     "RUN_RESIDENT_OVERHEAD",
     "Entry",
     "Run",
@@ -336,5 +412,6 @@ __all__ = [
     "build_run",
     "kill_key",
     "newest_wins",
+    "normalised",
     "runs_batch",
 ]

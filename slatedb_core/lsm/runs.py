@@ -261,9 +261,9 @@ def _same_encoding(runs: Sequence[Run]) -> bool:
 def overlap(older: Run, newer: Run) -> tuple[Positions, Positions]:
     """Positions in ``older`` and ``newer`` holding the same keys (pairwise), found vectorised."""
     if not _same_encoding([older, newer]):
-        a, b = build_run(older.sorted_batch), build_run(newer.sorted_batch)
+        # one common encoding of both (each run's sorted batch is in position order)
         common = sortable_keys([older.sorted_batch.column(0), newer.sorted_batch.column(0)])
-        if a is None or b is None or common is None:  # pragma: no cover - both encoded once
+        if common is None:  # pragma: no cover - runs are built only from keys that encode
             raise AssertionError("memtable runs with keys too wide to compare")
         ok, nk = common[: older.rows], common[older.rows :]
         pos = np.searchsorted(ok, nk)
@@ -360,9 +360,9 @@ def _tier(rows: int) -> int:
 
 def add_run(runs: Sequence[Run], new: Run) -> tuple[tuple[Run, ...], int]:
     """``runs`` (oldest first) with ``new`` on top: entries it replaces are marked dead, then the
-    newest runs merged while MERGE_FAN_IN of them are in the same size tier or the one below the
-    newest is no bigger than it. Returns the runs and the key + value bytes the replaced entries
-    held."""
+    newest runs merged while at least MERGE_FAN_IN of them are in the newest one's size tier or
+    below (tiers of 4x). Runs left with no live entry are dropped from the result (newer ones hold
+    all their keys). Returns the runs and the key + value bytes the replaced entries held."""
     freed = 0
     for r in runs:
         if r.live_rows:
@@ -388,6 +388,8 @@ def runs_batch(runs: Sequence[Run]) -> pa.RecordBatch:
     live = [r for r in runs if r.live_rows]
     if not live:
         return empty_batch()
+    if len(live) == 1:
+        return live[0].live_batch()
     return merge_live(live).live_batch()
 
 

@@ -16,6 +16,15 @@ manifest side. The flusher knows nothing of them: it imports nothing above ``wal
 Locks: ``_lock`` (with its condition ``_cv``) guards the buffer, the generation counter and
 :class:`~slatedb_core.wal.pipeline.WalAcks`; ``_flush_lock`` lets one flush write or dispatch at
 a time (it is taken before ``_lock``, never inside it).
+
+Group commit (docs/gc-and-boundaries.md, "What a durable put costs"): a durable put wakes the
+flusher thread at once instead of waiting for ``flush_interval``, but the thread first gathers
+the durable puts of the other writers. Writers acknowledged together by one WAL SST come back
+together, a few hundred microseconds apart; sealing at the first of them would split them over
+two SSTs (and each SST costs a create and a boundary read, SlateDB RFC 0026). So the thread seals
+once as many durable puts wait on the current generation as the largest recent group (see
+:class:`GroupCommit`), or after a short grace (a tenth of a recent WAL write, at most
+``flush_interval``) if fewer come: a lone writer is never delayed.
 """
 
 from __future__ import annotations
@@ -40,6 +49,36 @@ from slatedb_core.wal.writer import WalWindow, WalWriter
 
 log = logging.getLogger(__name__)
 
+GRACE_FRACTION = 0.1
+"""The longest a flusher waits for the rest of a group, as a fraction of a recent WAL write."""
+MIN_GRACE_S = 0.0002
+
+
+class GroupCommit:
+    """How many durable puts the flusher waits for before sealing a generation (module
+    docstring). Not thread-safe: the flusher's ``_lock`` guards it."""
+
+    def __init__(self, flush_interval_s: float) -> None:
+        self.waiting = 0  # durable puts waiting on the current (unsealed) generation
+        self.group = 1  # the largest recent group, shrinking by one per smaller group
+        self.write_s = 0.0  # a recent WAL write's duration (moving average)
+        self.max_grace_s = flush_interval_s
+
+    def sealed(self) -> None:
+        """The current generation was sealed with ``waiting`` durable puts on it."""
+        if self.waiting:
+            self.group = max(self.waiting, self.group - 1)
+        self.waiting = 0
+
+    def wrote(self, seconds: float) -> None:
+        self.write_s = seconds if self.write_s == 0 else 0.8 * self.write_s + 0.2 * seconds
+
+    def grace_s(self) -> float:
+        return min(self.max_grace_s, max(MIN_GRACE_S, GRACE_FRACTION * self.write_s))
+
+    def complete(self) -> bool:
+        return self.waiting >= self.group
+
 
 class WalFlusher:
     """The WAL side of a writer and the failure state it shares; see the module docstring."""
@@ -62,6 +101,8 @@ class WalFlusher:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._wal_writer: WalWriter
+        self._group = GroupCommit(flush_interval.total_seconds())
+        self._issued_at: dict[int, float] = {}  # generation -> when given to the window
 
     def _start_wal(self, writer: WalWriter, window: int) -> None:
         """Write through ``writer`` from now on; ``window`` > 1: that many creates in flight."""
@@ -93,6 +134,10 @@ class WalFlusher:
 
     def _await_durable(self, gen: int) -> None:
         with self._lock:
+            if gen == self._gen:
+                # one more durable put for the flusher's group commit to gather
+                self._group.waiting += 1
+                self._cv.notify_all()
             while not self._acks.acknowledged(gen, self._error):
                 if self._closed and not self._threads:
                     raise DbClosed("database closed before the write became durable")
@@ -104,6 +149,21 @@ class WalFlusher:
             self._acks.seal(self._gen, self._buf)
             self._buf = WalBuffer()
             self._gen += 1
+            self._group.sealed()
+
+    def _gather(self) -> None:
+        """Group commit: with durable puts waiting on the current generation, wait (at most a
+        short grace) until the rest of their usual group has joined them (module docstring)."""
+        with self._lock:
+            group = self._group
+            if group.waiting == 0 or group.complete():
+                return
+            deadline = time.monotonic() + group.grace_s()
+            while not group.complete() and self._error is None and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cv.wait(left)
 
     def flush(self) -> None:
         """Write everything buffered to the WAL now and wait until it is durable."""
@@ -121,6 +181,7 @@ class WalFlusher:
                 self._seal_locked()
                 pending = list(self._acks.sealed)
             for gen, buf in pending:
+                started = time.monotonic()
                 try:
                     wal_id = self._wal_writer.write(buf.to_batch())
                 except Fenced as e:
@@ -133,6 +194,7 @@ class WalFlusher:
                     raise
                 with self._lock:
                     self._acks.written(gen, wal_id)
+                    self._group.wrote(time.monotonic() - started)
                     self._cv.notify_all()
 
     def _await_wal(self, gen: int) -> None:
@@ -184,6 +246,7 @@ class WalFlusher:
                 data = self._wal_writer.encode(buf.to_batch())
                 with self._lock:
                     acks.issued.add(gen)
+                    self._issued_at[gen] = time.monotonic()
                 try:
                     window.submit(data, functools.partial(self._on_wal_done, gen))
                 except BaseException:
@@ -213,6 +276,9 @@ class WalFlusher:
         with self._lock:
             if err is None:
                 self._acks.landed_at(gen, wal_id)
+                issued = self._issued_at.pop(gen, None)
+                if issued is not None:
+                    self._group.wrote(time.monotonic() - issued)
             else:
                 self._acks.create_failed(gen, err, final)
             self._cv.notify_all()
@@ -248,6 +314,7 @@ class WalFlusher:
             self._wake.clear()
             if self._stop.is_set():
                 break
+            self._gather()
             try:
                 if self._window is not None:
                     self._dispatch_wal(self._window.size, self._acks.failure_serial)

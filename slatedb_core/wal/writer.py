@@ -19,6 +19,12 @@ WAL SSTs, and every WAL write checks it after the create (a conditional GET, usu
 304). A live writer's next id is always above anything GC may delete, so a write at or behind
 the boundary can only come from a zombie: it is reported as ``Fenced``.
 
+The read must be served after the create, for every WAL SST acknowledged: a boundary cached from
+before cannot stand in for it (docs/gc-and-boundaries.md, "What a durable put costs": the fence
+a zombie should collide with is exactly what GC at ``min_age`` 0 deletes once the newer writer's
+replay point passed it). What is saved instead is WAL SSTs: the flusher's group commit puts the
+concurrent durable puts of many writers into one (:mod:`slatedb_core.wal.flusher`).
+
 Parallel writes (SlateDB RFC 0001, "Parallel Writes"): with ``max_parallel_writes`` N > 1 a writer keeps
 up to N creates in flight (:class:`WalWindow`), at consecutive ids and within a sliding window:
 id x is issued only once every id <= x - N has landed. So the holes a writer leaves (in flight,

@@ -57,6 +57,7 @@ from slatedb_core.writer.l0_flush import (
     replay_point_change,
     resident_bytes,
 )
+from slatedb_core.writer.poll_schedule import PollSchedule
 from slatedb_core.writer.recovery import (
     bump_epoch,
     fence_older_writers,
@@ -344,8 +345,9 @@ class WriterEngine(WalFlusher):
                 self._install_locked(latest, self._state.imm)
 
     def _poll_loop(self) -> None:
-        interval = self.options.manifest_poll_interval.total_seconds()
-        while not self._stop.wait(interval):
+        o = self.options
+        schedule = PollSchedule(o.manifest_poll_interval, o.manifest_poll_idle_interval)
+        while not self._stop.wait(schedule.next_wait(self._seq, self._state.manifest.id)):
             try:
                 self._refresh()
             except SlateDBError as e:

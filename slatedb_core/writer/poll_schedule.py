@@ -1,0 +1,42 @@
+"""When the writer's manifest poller runs next (docs/gc-and-boundaries.md, "What a durable put
+costs").
+
+The poller (SlateDB RFC 0001, "Readers": "periodically refresh its state") picks up manifests
+other processes commit (a compactor's runs, checkpoints) and moves the writer checkpoint to pin
+them (SlateDB RFC 0004). None of that is needed for correctness: the writer's own commits and WAL
+creates detect a newer writer (``Fenced``) or a destroyed database themselves, and what it reads
+stays pinned by its checkpoint. So while the writer is idle (no write and no newer manifest since
+the last poll) the wait doubles, from ``manifest_poll_interval`` up to
+``manifest_poll_idle_interval``; any write or newer manifest brings it back at once (a write wakes
+nothing: the next poll after it just waits the base interval again).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+IDLE_FACTOR = 16
+"""``manifest_poll_idle_interval`` when it is None: this many times ``manifest_poll_interval``."""
+
+
+class PollSchedule:
+    """The poller's next wait, from what happened since its last poll."""
+
+    def __init__(self, interval: timedelta, idle_interval: timedelta | None) -> None:
+        self.base_s = interval.total_seconds()
+        self.max_s = (
+            self.base_s * IDLE_FACTOR if idle_interval is None else idle_interval.total_seconds()
+        )
+        self.wait_s = self.base_s
+        self._last: tuple[int, int] | None = None
+
+    def next_wait(self, last_seq: int, manifest_id: int) -> float:
+        """The wait before the next poll, given the writer's last assigned seq and the id of
+        the manifest it holds, both read after the poll that just ran."""
+        now = (last_seq, manifest_id)
+        if now == self._last:
+            self.wait_s = min(self.max_s, self.wait_s * 2)
+        else:
+            self.wait_s = self.base_s
+        self._last = now
+        return self.wait_s

@@ -107,13 +107,24 @@ def read_schema(store: ObjectStore, path: str, size: int) -> pa.Schema:
         raise InvalidArgument(f"input {path!r}: unreadable Parquet footer: {e}") from e
 
 
+def spark_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the types Spark's Arrow hand-over takes: timestamps in microseconds
+    (Parquet writers often store milliseconds; Spark refuses them in ``mapInArrow``)."""
+    fields = []
+    for f in schema:
+        if pa.types.is_timestamp(f.type) and f.type.unit != "us":
+            f = f.with_type(pa.timestamp("us", tz=f.type.tz))
+        fields.append(f)
+    return pa.schema(fields)
+
+
 def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
     """A DataFrame of every Parquet object under ``url``, one Spark task per object."""
     store, prefix = _store_and_prefix(url)
     objects = parquet_objects(store, prefix)
     if not objects:
         raise InvalidArgument(f"input {url!r}: no .parquet objects under it")
-    schema = read_schema(store, *objects[0])
+    schema = spark_schema(read_schema(store, *objects[0]))
     store_url = urlunsplit(urlsplit(url)._replace(path=""))
     paths = [p for p, _ in objects]
 
@@ -122,8 +133,8 @@ def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 data = task_store.get(paths[i]).data
-                table = pq.read_table(io.BytesIO(data), schema=schema)
-                yield from table.to_batches()
+                table = pq.read_table(io.BytesIO(data))
+                yield from table.cast(schema).to_batches()
 
     ids = spark.range(len(paths), numPartitions=len(paths))
     return ids.mapInArrow(read_objects, from_arrow_schema(schema))

@@ -10,23 +10,32 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from lakehouse_demo.cluster.processes import ClusterError, alive, stop, wait_until
 from lakehouse_demo.cluster.services import services
 from lakehouse_demo.cluster.settings import (
+    BUCKET,
     INFRA,
     ClusterSettings,
     Ports,
     client_env,
     load_secrets,
     load_state,
+    read_env_file,
     save_state,
     write_env_file,
 )
+from lakehouse_demo.dataset import DatasetOptions, generate
+from slatedb_core import open_store
 from slatedb_core.errors import InvalidArgument, SlateDBError
 
 
@@ -104,10 +113,45 @@ def status(s: ClusterSettings) -> int:
     return 1 if down else 0
 
 
+def orders_with_payload(orders: pa.Table) -> pa.Table:
+    """``order_id`` and ``payload``: the order's other columns as one JSON object, built with
+    Arrow's string kernels (no Python loop over the rows)."""
+    ts = pc.cast(pc.cast(orders["ts"], pa.int64()), pa.string())
+    parts = [
+        '{"customer_id":"', orders["customer_id"], '","amount":',
+        pc.cast(orders["amount"], pa.string()), ',"currency":"', orders["currency"],
+        '","status":"', orders["status"], '","ts_ms":', ts, "}",
+    ]
+    payload = pc.binary_join_element_wise(*parts, "")
+    return pa.table({"order_id": orders["order_id"], "payload": pc.cast(payload, pa.binary())})
+
+
+def dataset(s: ClusterSettings, rows: int, files: int, prefix: str) -> int:
+    """The demo's orders (lakehouse_demo/dataset.py) as ``files`` Parquet objects under
+    ``s3://lake/<prefix>/`` on the cluster's S3 server, two columns: ``order_id`` (the key) and
+    ``payload`` (the rest of the order as JSON bytes), input for the ingest job."""
+    env = read_env_file(s.env_file)
+    if not env:
+        raise InvalidArgument(f"no cluster in {s.dir}: run start first")
+    store = open_store(
+        f"s3://{BUCKET}/{prefix.strip('/')}", endpoint=env["AWS_ENDPOINT_URL"],
+        region=env["AWS_REGION"], access_key_id=env["AWS_ACCESS_KEY_ID"],
+        secret_access_key=env["AWS_SECRET_ACCESS_KEY"], allow_http="true",
+    )
+    table = orders_with_payload(generate(DatasetOptions(rows=rows, files=files)))
+    per = -(-table.num_rows // files)
+    for i in range(files):
+        buf = io.BytesIO()
+        pq.write_table(table.slice(i * per, per), buf, compression="zstd")
+        store.put(f"part-{i:05d}.parquet", buf.getvalue())
+    print(f"{table.num_rows:,} orders in {files} Parquet objects under s3://{BUCKET}/{prefix}/")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lakehouse_demo.cluster",
                                 description="The deployment's services on 127.0.0.1.")
-    p.add_argument("command", choices=["start", "stop", "status"])
+    p.add_argument("command", choices=["start", "stop", "status", "dataset"])
     p.add_argument("--dir", default="cluster-data", help="the cluster's folder")
     p.add_argument("--ports", choices=["default", "auto"], default="default",
                    help="auto: free ports (for tests); kept for the folder's later commands")
@@ -116,11 +160,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--worker-memory", default="1g")
     p.add_argument("--config", default=str(INFRA / "slatedb.yaml"),
                    help="orchestration config (SLATEDB_ORCHESTRATION_CONFIG)")
+    p.add_argument("--rows", type=int, default=2_000_000, help="dataset: orders to write")
+    p.add_argument("--files", type=int, default=8, help="dataset: Parquet objects")
+    p.add_argument("--prefix", default="input/orders", help="dataset: where in the bucket")
     args = p.parse_args(argv)
     try:
         if args.command == "stop":
             return stop_all(Path(args.dir).resolve())
         settings = _settings(args, for_start=args.command == "start")
+        if args.command == "dataset":
+            return dataset(settings, args.rows, args.files, args.prefix)
         return start(settings) if args.command == "start" else status(settings)
     except (ClusterError, InvalidArgument) as e:
         print(f"error: {e}", file=sys.stderr)

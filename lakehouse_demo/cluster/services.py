@@ -276,7 +276,7 @@ def graphql(s: ClusterSettings, query: str, variables: Mapping[str, object] | No
 
 
 def daemon_statuses(s: ClusterSettings) -> dict[str, bool]:
-    """Each required Dagster daemon (scheduler, sensors, run queue, monitoring, retries, ...)
+    """Each required Dagster daemon (scheduler, sensors, run queue, run monitoring, ...)
     and whether its heartbeat is fresh."""
     data = graphql(s, DAEMON_QUERY)
     statuses = data["instance"]["daemonHealth"]["allDaemonStatuses"]  # type: ignore[index]
@@ -306,6 +306,6 @@ def services(s: ClusterSettings) -> list[Service]:
                 lambda s: f"{s.dagster_url} (GraphQL {s.dagster_url}/graphql)", 180.0),
         Service("dagster-daemon", _start_daemon, _daemon_ready,
                 lambda s: "scheduler, sensors, run queue (one run per database), "
-                          "run monitoring and retries", 180.0),
+                          "run monitoring", 180.0),
     ]
 

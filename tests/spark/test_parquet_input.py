@@ -98,3 +98,12 @@ def test_ingest_command_line_reads_s3_input(spark: SparkSession, s3_url: str) ->
         rows = dict(table.scan())
     assert len(rows) == 1000
     assert rows[b"k000007"] == b"v7" * 3
+
+
+def test_millisecond_timestamps_reach_spark(spark: SparkSession, s3_url: str) -> None:
+    """Parquet often stores timestamp[ms]; Spark's Arrow hand-over takes microseconds only."""
+    store = open_store(s3_url)
+    ts = pa.array([0, 1_700_000_000_123], pa.timestamp("ms", tz="UTC"))
+    store.put("ts/part-0.parquet", _parquet(pa.table({"key": ["a", "b"], "ts": ts})))
+    rows = read_input(spark, _with_prefix(s3_url, "ts")).orderBy("key").collect()
+    assert [r.ts.timestamp() for r in rows] == [0.0, 1_700_000_000.123]

@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_DIR ?= demo-data
+CLUSTER_DIR ?= cluster-data
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -55,6 +56,18 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/gc_bench.py
 	$(BIN)/python bench/reader_bench.py
 
+cluster: $(STAMP) ## The deployment's real services on 127.0.0.1: SeaweedFS, PostgreSQL, Spark master + 2 workers, Dagster webserver + daemon (infra/README.md)
+	$(BIN)/python -m lakehouse_demo.cluster start --dir $(CLUSTER_DIR)
+
+cluster-status: $(STAMP) ## One line per service of make cluster: up or DOWN
+	$(BIN)/python -m lakehouse_demo.cluster status --dir $(CLUSTER_DIR)
+
+cluster-stop: $(STAMP) ## Stop what make cluster started (and nothing else)
+	$(BIN)/python -m lakehouse_demo.cluster stop --dir $(CLUSTER_DIR)
+
+cluster-test: $(STAMP) ## Its own cluster on free ports, driven end to end: spark-submit ingest, daemon runs, kills (~15 min; in test-slow)
+	$(BIN)/pytest -q tests/cluster $(PYTEST_ARGS)
+
 ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset, fleet_sensor history)
 	$(BIN)/python -m devtools.devserver $(CURDIR)/$(DEMO_DIR)/dagster_home
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
@@ -73,7 +86,8 @@ crash: $(STAMP) ## Crash-point tests: every store call of every operation, kille
 fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, default 100000)
 	$(BIN)/python -m tests.fuzz.run --inputs $(or $(N),100000)
 
-clean: ## Remove caches and demo data (keeps .venv)
+clean: ## Remove caches and demo data (keeps .venv; run make cluster-stop before removing a cluster)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo demo-s3 sim test test-slow test-fast lint bench ui screenshot crash fuzz clean
+.PHONY: help setup demo demo-s3 sim test test-slow test-fast lint bench cluster cluster-status \
+	cluster-stop cluster-test ui screenshot crash fuzz clean

@@ -16,6 +16,7 @@ from slatedb_core.options import DbOptions, GarbageCollectorOptions
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
+from slatedb_core.wal.flusher import MIN_GRACE_S, GroupCommit
 from slatedb_core.writer.db import Db
 from slatedb_core.writer.poll_schedule import PollSchedule
 
@@ -143,3 +144,19 @@ def test_a_zombie_writers_grouped_puts_into_a_collected_fence_slot_are_all_fence
         assert reopened.get(b"a-before") == b"1" and reopened.get(b"b-1") == b"1"
     finally:
         reopened.close()
+
+
+def test_the_expected_group_follows_the_writers_that_come() -> None:
+    g = GroupCommit(flush_interval_s=0.1)
+    assert g.complete() is False and g.grace_s() == MIN_GRACE_S  # nothing measured yet
+    g.waiting = 8
+    g.sealed()
+    assert (g.group, g.waiting) == (8, 0)
+    g.waiting = 3  # a burst of writers ended: the grace runs out once, then 3 is a group
+    assert not g.complete()
+    g.short()
+    assert g.group == 3 and g.complete()
+    g.wrote(0.05)
+    assert g.grace_s() == pytest.approx(0.005)
+    g.wrote(10.0)
+    assert g.grace_s() == 0.1  # never longer than flush_interval

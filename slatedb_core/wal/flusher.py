@@ -60,15 +60,19 @@ class GroupCommit:
 
     def __init__(self, flush_interval_s: float) -> None:
         self.waiting = 0  # durable puts waiting on the current (unsealed) generation
-        self.group = 1  # the largest recent group, shrinking by one per smaller group
+        self.group = 1  # durable puts expected per group: the largest since a grace ran out
         self.write_s = 0.0  # a recent WAL write's duration (moving average)
         self.max_grace_s = flush_interval_s
 
     def sealed(self) -> None:
         """The current generation was sealed with ``waiting`` durable puts on it."""
-        if self.waiting:
-            self.group = max(self.waiting, self.group - 1)
+        self.group = max(self.group, self.waiting)
         self.waiting = 0
+
+    def short(self) -> None:
+        """The grace ran out before the group was complete: fewer writers are left, so expect
+        as many as came (a burst of writers that ended costs one grace, not one per writer)."""
+        self.group = max(1, self.waiting)
 
     def wrote(self, seconds: float) -> None:
         self.write_s = seconds if self.write_s == 0 else 0.8 * self.write_s + 0.2 * seconds
@@ -162,6 +166,7 @@ class WalFlusher:
             while not group.complete() and self._error is None and not self._stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    group.short()
                     return
                 self._cv.wait(left)
 

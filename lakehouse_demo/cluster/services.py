@@ -209,10 +209,11 @@ def _master_ready(s: ClusterSettings, env: Env) -> bool:
 
 def _worker(n: int) -> Service:
     def start(s: ClusterSettings, env: Env) -> Record:
-        work = s.dir / f"spark-worker-{n}"
+        # the worker's folder holds its executors' stdout/stderr: with the other logs
+        work = s.logs / f"spark-worker-{n}"
         work.mkdir(exist_ok=True)
         wenv = {**_spark_env(s, env), "SPARK_WORKER_DIR": str(work),
-                "SPARK_LOCAL_DIRS": str(work / "tmp"),
+                "SPARK_LOCAL_DIRS": str(s.dir / "spark-tmp"),
                 "SPARK_WORKER_WEBUI_PORT": str(s.ports.spark_worker_ui + n - 1)}
         return spawn([str(INFRA / "spark-entrypoint.sh"), "worker"],
                      log=s.logs / f"spark-worker-{n}.log", env=wenv, cwd=s.dir)

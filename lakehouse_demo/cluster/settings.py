@@ -1,6 +1,7 @@
 """What ``make cluster`` runs, where, and with which credentials.
 
-One folder (``cluster-data/`` by default) holds everything: ``logs/`` (one file per service),
+One folder (``cluster-data/`` by default) holds everything: ``logs/`` (one file per service, the
+Dagster runs' output in ``dagster-runs/``, the Spark executors' in ``spark-worker-N/``),
 ``state.json`` (the processes this launcher started), ``cluster.env`` (the settings a client
 needs, credentials included: mode 0600, never printed, never logged), ``dagster_home/`` (a copy
 of infra/dagster.yaml), and each service's data. The config files are the deployment's own:
@@ -165,6 +166,7 @@ def client_env(settings: ClusterSettings, creds: dict[str, str]) -> dict[str, st
         "SLATEDB_STORE_URL": settings.store_url,
         "SLATEDB_ORCHESTRATION_CONFIG": str(settings.config),
         "DAGSTER_HOME": str(settings.dagster_home),
+        "DAGSTER_COMPUTE_LOG_DIR": str(settings.logs / "dagster-runs"),
         "DAGSTER_POSTGRES_HOST": HOST,
         "DAGSTER_POSTGRES_PORT": str(settings.ports.postgres),
         "DAGSTER_POSTGRES_DB": POSTGRES_DB,

@@ -242,7 +242,9 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
                        "missing_from_table": 0, "not_in_input": 0, "equal": True}
 
     # ---- no credential in any log --------------------------------------------------------------
-    for log in logs.iterdir():
+    assert list(logs.glob("spark-worker-1/app-*/*/stderr")), "executor logs not under logs/"
+    assert list(logs.glob("dagster-runs/**/*.err")), "run logs not under logs/"
+    for log in (p for p in logs.rglob("*") if p.is_file()):
         data = log.read_bytes()
         assert secret.encode() not in data and pg_password.encode() not in data, log
     assert (c.dir / "cluster.env").stat().st_mode & 0o077 == 0

@@ -84,6 +84,7 @@ def test_bad_input_is_refused_on_the_driver(spark: SparkSession, s3_url: str) ->
         read_input(spark, "/tmp/somewhere.json")
 
 
+@pytest.mark.slow  # a whole ingest job; the cluster test runs the same through spark-submit
 def test_ingest_command_line_reads_s3_input(spark: SparkSession, s3_url: str) -> None:
     """``--input s3://...`` end to end through the job's own entry point."""
     store = open_store(s3_url)

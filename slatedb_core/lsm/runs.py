@@ -195,12 +195,13 @@ def _last_of_key_order(
     """Row indices that sort ``skeys`` with one row per key: the last row of each repeated key.
 
     Sorting by the 8-byte prefix as a u64 is several times faster than sorting the strings and is
-    the whole answer when no two prefixes are equal (random or hashed keys); otherwise the strings
-    are sorted whole. Both sorts are stable, so the last row of a key comes last among its equals.
+    the whole answer when no two prefixes are equal (random or hashed keys), so that sort need not
+    be stable; otherwise the strings are sorted whole, stably, so the last row of a key comes last
+    among its equals.
     """
     n = len(skeys)
     if prefix is not None:
-        order: Positions = np.argsort(prefix, kind="stable")
+        order: Positions = np.argsort(prefix)
         p = prefix[order]
         if not bool(np.any(p[1:] == p[:-1])):
             return order

@@ -55,17 +55,17 @@ from slatedb_core.compactor.executor import (
     CompactionResult,
     apply_compaction,
     counted,
-    split_by_size,
 )
+from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
 from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CompactorOptions
-from slatedb_core.sst import SstOptions, encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -228,16 +228,14 @@ def execute_subcompaction(
         )
     ]
     merged = merge_sorted(streams, drop_tombstones=plan.plan.drop_tombstones)
-    outputs: list[CompactedSst] = []
-    rows_out = bytes_out = 0
-    for part in split_by_size(merged, options.max_sst_size_bytes):
+
+    def write(data: memoryview, info: SstInfo) -> CompactedSst:
         sst_id = ULID()
         _announce(records, plan.compaction_id, sst_id)  # before the object exists
-        data, info = encode_sst(part, sst_options)
-        outputs.append(write_new_sst(store, plan.db_path, data, info, sst_id))
-        rows_out += part.num_rows
-        bytes_out += len(data)
-        del part, data
+        return write_new_sst(store, plan.db_path, data, info, sst_id)
+
+    outputs, rows_out = write_ssts(merged, options.max_sst_size_bytes, sst_options, write)
+    bytes_out = sum(s.info.size_bytes for s in outputs)
     return SubcompactionResult(
         index=index,
         outputs=tuple(outputs),

@@ -4,7 +4,7 @@ Steps, and why in this order::
 
     record "running" in .compactions      (GC must learn about outputs before they exist)
     merge sources, newest first           (streamed: a few batches per source in memory)
-      every ~max_sst_size_bytes of output:
+      blocks encoded as rows arrive; every ~max_sst_size_bytes of output (compactor.output):
         announce the SST id in .compactions, then put_if_absent compacted/{ulid}.sst
     ONE fenced manifest update            (apply_compaction, re-applied on conflict)
     record "committed" (or "failed")
@@ -25,10 +25,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from ulid import ULID
 
 from slatedb_core.compactor.compactions import (
@@ -38,6 +35,7 @@ from slatedb_core.compactor.compactions import (
     Status,
     now_ms,
 )
+from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
 from slatedb_core.errors import (
     CompactionCancelled,
@@ -48,17 +46,14 @@ from slatedb_core.errors import (
 )
 from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
 from slatedb_core.lsm.iterators import merge_sorted, newest_versions
-from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
+from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
-from slatedb_core.sst import ENTRY_SCHEMA, SstOptions, encode_sst
+from slatedb_core.sst import SstOptions
 from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
-
-_ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see sst.format)
-
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
@@ -198,44 +193,6 @@ def counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.R
         yield b
 
 
-# ---- splitting the output -------------------------------------------------------------------------
-
-
-def _row_sizes(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
-    keys = pc.binary_length(batch.column(0)).fill_null(0).to_numpy(zero_copy_only=False)
-    values = pc.binary_length(batch.column(3)).fill_null(0).to_numpy(zero_copy_only=False)
-    sizes: npt.NDArray[np.int64] = keys.astype(np.int64) + values.astype(np.int64)
-    return sizes + _ROW_OVERHEAD
-
-
-def split_by_size(batches: Iterable[pa.RecordBatch], target: int) -> Iterator[pa.Table]:
-    """Regroup a key-sorted stream into tables of about ``target`` bytes of entries each.
-
-    A table is closed by the row that reaches ``target``, so every table but the last holds at
-    least ``target`` bytes and at most one row more. Only zero-copy slices are held.
-    """
-    pending: list[pa.RecordBatch] = []
-    acc = 0
-    for b in batches:
-        n = b.num_rows
-        if n == 0:
-            continue
-        cum = np.cumsum(_row_sizes(b))
-        start = 0
-        while start < n:
-            base = int(cum[start - 1]) if start else 0
-            end = int(np.searchsorted(cum, base + target - acc, side="left")) + 1
-            if end > n:
-                pending.append(b.slice(start) if start else b)
-                acc += int(cum[-1]) - base
-                break
-            pending.append(b.slice(start, end - start))
-            yield pa.Table.from_batches(pending, schema=ENTRY_SCHEMA)
-            pending, acc, start = [], 0, end
-    if pending:
-        yield pa.Table.from_batches(pending, schema=ENTRY_SCHEMA)
-
-
 # ---- the executor ---------------------------------------------------------------------------------
 
 
@@ -328,18 +285,19 @@ class CompactionExecutor:
             for s in source_streams(self.store, self.db_path, manifest, plan)
         ]
         merged = merge_sorted(streams, drop_tombstones=plan.drop_tombstones)
-        outputs: list[CompactedSst] = []
-        rows_out = 0
-        for part in split_by_size(merged, self.options.max_sst_size_bytes):
+
+        def write(data: memoryview, info: SstInfo) -> CompactedSst:
+            nonlocal record
             self._check_cancelled(record)
             sst_id = ULID()
             record = dataclasses.replace(
                 record, outputs=(*record.outputs, sst_id), updated_at_ms=now_ms()
             )
             self.records.put(record)  # announce before the object exists
-            outputs.append(self._write_sst(sst_id, part))
-            rows_out += part.num_rows
-            del part  # let the entries go before the merge buffers the next SST's worth
+            return write_new_sst(self.store, self.db_path, data, info, sst_id)
+
+        outputs, rows_out = write_ssts(merged, self.options.max_sst_size_bytes,
+                                       self.sst_options, write)
         final = tuple(outputs)
         self._check_cancelled(record)
         stored = self.manifest.update_at(lambda m, _next: apply_compaction(m, plan, final))
@@ -361,7 +319,3 @@ class CompactionExecutor:
     def _check_cancelled(self, record: CompactionRecord) -> None:
         if self.cancel is not None and self.cancel.is_set():
             raise CompactionCancelled(f"compaction {record.id} stopped before its commit")
-
-    def _write_sst(self, sst_id: ULID, part: pa.Table) -> CompactedSst:
-        data, info = encode_sst(part, self.sst_options)
-        return write_new_sst(self.store, self.db_path, data, info, sst_id)

@@ -220,10 +220,24 @@ def _blocks(enc: EncodedRows, code: int) -> tuple[list[bytes | memoryview], list
     return parts, offsets
 
 
-def _encode_parts(
-    batch: pa.RecordBatch | pa.Table, options: SstOptions, wal: bool
-) -> tuple[list[bytes | memoryview], SstInfo]:
-    """The SST's bytes as a list of pieces to concatenate, and its SstInfo."""
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A batch's columns as the encoder needs them (checked by :func:`_check_input`)."""
+
+    kdata: npt.NDArray[np.uint8]
+    koffs: npt.NDArray[np.int64]
+    values: pa.Array
+    seqs: npt.NDArray[np.uint64]
+    kinds: npt.NDArray[np.uint8]
+    vlen: npt.NDArray[np.int64]
+    expire: npt.NDArray[np.int64] | None
+    create: npt.NDArray[np.int64] | None
+
+    def key(self, i: int) -> bytes:
+        return self.kdata[int(self.koffs[i]) : int(self.koffs[i + 1])].tobytes()
+
+
+def _rows(batch: pa.RecordBatch | pa.Table, wal: bool) -> _Rows:
     if not isinstance(batch, pa.RecordBatch | pa.Table):
         raise InvalidArgument(f"encode_sst needs a pyarrow RecordBatch or Table, got {type(batch)}")
     keys = _column(batch, "key", pa.binary())
@@ -236,48 +250,61 @@ def _encode_parts(
     kdata, koffs = _binary(keys)
     vlen = np.diff(_binary(values)[1])
     _check_input(keys, koffs, seqs, kinds, vlen, wal)
-    n = len(keys)
-    code = CODECS[options.compression][0]
-    enc = encode_rows(kdata, koffs, values, seqs, kinds, _timestamps(batch, "expire_ts"),
-                      _timestamps(batch, "create_ts"), options.block_size,
-                      interval=options.restart_interval)
-    parts, offsets = _blocks(enc, code)
-    starts = enc.bounds[:-1]
-    data_len = offsets[-1]
+    return _Rows(kdata, koffs, values, seqs, kinds, vlen, _timestamps(batch, "expire_ts"),
+                 _timestamps(batch, "create_ts"))
 
-    def key(i: int) -> bytes:
-        return kdata[int(koffs[i]) : int(koffs[i + 1])].tobytes()
 
-    if wal:
-        index_keys = [int(seqs[s]).to_bytes(8, "big") for s in starts]
-    else:
-        index_keys = [b"" if b == 0 else separator(key(s - 1), key(s))
-                      for b, s in enumerate(starts)]
+def _encode(r: _Rows, options: SstOptions) -> EncodedRows:
+    return encode_rows(r.kdata, r.koffs, r.values, r.seqs, r.kinds, r.expire, r.create,
+                       options.block_size, interval=options.restart_interval)
+
+
+def _kind_counts(kinds: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+    """Values, tombstones and merge operands per block (blocks start at ``starts``)."""
+    if not len(kinds):
+        return [np.zeros(0, dtype=np.int64) for _ in range(3)]
+    return [np.add.reduceat((kinds == k).astype(np.int64), starts) for k in range(3)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    """What the SST's filter, index, stats and info are made of, besides its data blocks."""
+
+    n: int
+    data_len: int
+    block_offsets: list[int]  # where each data block starts
+    index_keys: list[bytes]
+    hashes: npt.NDArray[np.uint64] | None  # every key's bloom hash (None: a WAL SST)
+    per_block: list[npt.NDArray[np.int64]] | None  # _kind_counts (None: a WAL SST)
+    key_bytes: int
+    value_bytes: int
+    first: bytes | None
+    last: bytes | None
+
+
+def _meta_parts(
+    s: _Summary, options: SstOptions, code: int, wal: bool
+) -> tuple[list[bytes | memoryview], SstInfo]:
+    """The pieces after the data blocks (filter, index, stats, info and footer) and the info."""
     filt: list[bytes | memoryview] = []
-    if not wal and n and options.bloom_bits_per_key and n >= options.min_filter_keys:
-        hashes = bloom.hash_keys(kdata, koffs)
-        filt = seal(code, bloom.build_filter_block(hashes, options.bloom_bits_per_key))
+    if not wal and s.n and options.bloom_bits_per_key and s.n >= options.min_filter_keys:
+        assert s.hashes is not None
+        filt = seal(code, bloom.build_filter_block(s.hashes, options.bloom_bits_per_key))
     filter_len = sum(len(p) for p in filt)
-    index = seal(code, encode_index(offsets[:-1], index_keys))
-    index_offset = data_len + filter_len
+    index = seal(code, encode_index(s.block_offsets, s.index_keys))
+    index_offset = s.data_len + filter_len
     index_len = sum(len(p) for p in index)
     stats: list[bytes | memoryview] = []
     if not wal:
-        bounds = np.asarray(enc.bounds[:-1], dtype=np.int64)
-        per_block = [np.add.reduceat((kinds == k).astype(np.int64), bounds) if n
-                     else np.zeros(0, dtype=np.int64) for k in range(3)]
-        stats = seal(code, encode_stats(per_block[0], per_block[1], per_block[2],
-                                        int(koffs[-1] - koffs[0]), int(vlen.sum())))
+        assert s.per_block is not None
+        stats = seal(code, encode_stats(s.per_block[0], s.per_block[1], s.per_block[2],
+                                        s.key_bytes, s.value_bytes))
     stats_offset = index_offset + index_len if stats else 0
     stats_len = sum(len(p) for p in stats)
     meta_offset = index_offset + index_len + stats_len
-    if wal:
-        first, last = (int(seqs[0]).to_bytes(8, "big") if n else None), None
-    else:
-        first, last = (key(0), key(n - 1)) if n else (None, None)
     info = SstInfo(
-        first_key=first, last_key=last, index_offset=index_offset, index_len=index_len,
-        filter_offset=data_len, filter_len=filter_len, compression=code, entry_count=n,
+        first_key=s.first, last_key=s.last, index_offset=index_offset, index_len=index_len,
+        filter_offset=s.data_len, filter_len=filter_len, compression=code, entry_count=s.n,
         size_bytes=1, sst_type=SST_TYPE_WAL if wal else SST_TYPE_COMPACTED,
         stats_offset=stats_offset, stats_len=stats_len, filter_format=FILTER_FORMAT_COMPOSITE,
     )
@@ -286,6 +313,142 @@ def _encode_parts(
     info = dataclasses.replace(info, size_bytes=size)
     info_bytes = encode_sst_info(info)
     assert len(info_bytes) == len(probe)
-    parts += (*filt, *index, *stats, encode_footer(info_bytes, meta_offset))
-    return parts, info
+    return [*filt, *index, *stats, encode_footer(info_bytes, meta_offset)], info
 
+
+def _encode_parts(
+    batch: pa.RecordBatch | pa.Table, options: SstOptions, wal: bool
+) -> tuple[list[bytes | memoryview], SstInfo]:
+    """The SST's bytes as a list of pieces to concatenate, and its SstInfo."""
+    r = _rows(batch, wal)
+    n = len(r.seqs)
+    code = CODECS[options.compression][0]
+    enc = _encode(r, options)
+    parts, offsets = _blocks(enc, code)
+    starts = enc.bounds[:-1]
+    if wal:
+        index_keys = [int(r.seqs[s]).to_bytes(8, "big") for s in starts]
+        first, last = (int(r.seqs[0]).to_bytes(8, "big") if n else None), None
+    else:
+        index_keys = [b"" if b == 0 else separator(r.key(s - 1), r.key(s))
+                      for b, s in enumerate(starts)]
+        first, last = (r.key(0), r.key(n - 1)) if n else (None, None)
+    wants_filter = not wal and n and options.bloom_bits_per_key and n >= options.min_filter_keys
+    summary = _Summary(
+        n=n, data_len=offsets[-1], block_offsets=offsets[:-1], index_keys=index_keys,
+        hashes=bloom.hash_keys(r.kdata, r.koffs) if wants_filter else None,
+        per_block=None if wal else _kind_counts(r.kinds, np.asarray(starts, dtype=np.int64)),
+        key_bytes=int(r.koffs[-1] - r.koffs[0]), value_bytes=int(r.vlen.sum()),
+        first=first, last=last,
+    )
+    meta, info = _meta_parts(summary, options, code, wal)
+    return [*parts, *meta], info
+
+
+class SstStreamEncoder:
+    """A compacted SST built from key-sorted batches, block by block, with the bytes
+    :func:`encode_sst` makes of the batches' concatenation.
+
+    Each :meth:`add` encodes the rows it can place in finished blocks and appends those blocks'
+    bytes to the output; only the rows of the last, unfinished block are kept (copied out of
+    the batch, so the batch's buffers are not kept alive), and are encoded again with the next
+    batch (block boundaries only depend on the rows from a block's start on, so the blocks come
+    out as the one-shot encoder cuts them). What else is kept grows by a few bytes per row: each
+    key's bloom hash, per block its offset, index key and row counts. Compacted SSTs only."""
+
+    def __init__(self, options: SstOptions = SstOptions()) -> None:  # frozen, so sharing is safe
+        self.options = options
+        self._code = CODECS[options.compression][0]
+        self._out = bytearray()
+        self._offsets: list[int] = []
+        self._index_keys: list[bytes] = []
+        self._hashes: list[npt.NDArray[np.uint64]] = []
+        self._per_block: list[list[npt.NDArray[np.int64]]] = []
+        self._carry: pa.Table | None = None
+        self._rows = self._key_bytes = self._value_bytes = 0
+        self._first: bytes | None = None
+        self._last: bytes | None = None
+
+    @property
+    def rows(self) -> int:
+        """Rows added so far."""
+        return self._rows + self.buffered_rows
+
+    @property
+    def buffered_rows(self) -> int:
+        """Rows added but not yet encoded: at most those of one block."""
+        return 0 if self._carry is None else self._carry.num_rows
+
+    @property
+    def encoded_bytes(self) -> int:
+        """Bytes of the data blocks written so far."""
+        return len(self._out)
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add rows whose keys follow (are above) every key added before."""
+        if not isinstance(batch, pa.RecordBatch | pa.Table):
+            raise InvalidArgument(f"encode_sst needs a pyarrow RecordBatch or Table, got {type(batch)}")
+        if batch.num_rows == 0:
+            return
+        table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        if self._carry is not None:
+            table = pa.concat_tables([self._carry, table.select(self._carry.column_names)])
+        self._carry = None
+        self._encode_blocks(table, final=False)
+
+    def finish(self) -> tuple[memoryview, SstInfo]:
+        """The SST's bytes (a view of a buffer this encoder no longer uses) and its info."""
+        if self._carry is not None:
+            carry, self._carry = self._carry, None
+            self._encode_blocks(carry, final=True)
+        n = self._rows
+        wants_filter = n and self.options.bloom_bits_per_key and n >= self.options.min_filter_keys
+        empty = np.zeros(0, dtype=np.int64)
+        summary = _Summary(
+            n=n, data_len=len(self._out), block_offsets=self._offsets, index_keys=self._index_keys,
+            hashes=np.concatenate(self._hashes) if wants_filter else None,
+            per_block=[np.concatenate([p[k] for p in self._per_block]) if self._per_block
+                       else empty for k in range(3)],
+            key_bytes=self._key_bytes, value_bytes=self._value_bytes,
+            first=self._first, last=self._last,
+        )
+        meta, info = _meta_parts(summary, self.options, self._code, False)
+        out, self._out = self._out, bytearray()
+        for piece in meta:
+            out += piece
+        assert len(out) == info.size_bytes
+        return memoryview(out), info
+
+    def _encode_blocks(self, table: pa.Table, *, final: bool) -> None:
+        """Append the finished blocks of ``table``'s rows (all of them when ``final``) and keep
+        the rest as the carry."""
+        r = _rows(table, False)
+        enc = _encode(r, self.options)
+        keep = len(enc.bounds) - 1 if final else len(enc.bounds) - 2
+        end = enc.bounds[keep]
+        if keep == 0:
+            self._carry = table
+            return
+        if end < table.num_rows:  # a copy: a slice would keep the whole batch's buffers alive
+            self._carry = table.take(pa.array(np.arange(end, table.num_rows)))
+        done = EncodedRows(enc.data, enc.row_offs[: end + 1], enc.bounds[: keep + 1],
+                           enc.restart[:end])
+        parts, offsets = _blocks(done, self._code)
+        base = len(self._out)
+        for piece in parts:
+            self._out += piece
+        starts = done.bounds[:-1]
+        prev = self._last  # the key before row 0: the last key of the previous block
+        self._index_keys += [b"" if prev is None and s == 0
+                             else separator(r.key(s - 1) if s else prev or b"", r.key(s))
+                             for s in starts]
+        self._offsets += [base + o for o in offsets[:-1]]
+        if self.options.bloom_bits_per_key:
+            self._hashes.append(bloom.hash_keys(r.kdata, r.koffs[: end + 1]))
+        self._per_block.append(_kind_counts(r.kinds[:end], np.asarray(starts, dtype=np.int64)))
+        self._key_bytes += int(r.koffs[end] - r.koffs[0])
+        self._value_bytes += int(r.vlen[:end].sum())
+        if self._first is None:
+            self._first = r.key(0)
+        self._last = r.key(end - 1)
+        self._rows += end

@@ -39,7 +39,7 @@ def create_sst(store: ObjectStore, path: str, data: bytes | memoryview) -> None:
 def write_new_sst(
     store: ObjectStore,
     db_path: str,
-    data: bytes,
+    data: bytes | memoryview,
     info: SstInfo,
     sst_id: ULID | None = None,
 ) -> CompactedSst:

@@ -1,0 +1,88 @@
+"""A compaction's output: the merged stream cut into SSTs, each encoded as its rows arrive and
+written before the next one is started.
+
+Memory, whatever the size of the compaction: the merge's batches (a few per source), the rows of
+one unfinished block, and the encoded bytes of the one SST being built (about
+``max_sst_size_bytes``: an object is created with one request, so its bytes are held until
+then). Nothing holds the merged rows of a whole SST, let alone of a whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.manifest.model import CompactedSst, SstInfo
+from slatedb_core.sst import SstOptions
+from slatedb_core.sst.builder import SstStreamEncoder
+
+ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see sst.format)
+
+WriteSst = Callable[[memoryview, SstInfo], CompactedSst]
+"""Creates one output SST from its bytes (announcing its id first) and returns it; the bytes are
+a view of a buffer that is dropped once this returns."""
+
+
+def row_sizes(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
+    keys = pc.binary_length(batch.column(0)).fill_null(0).to_numpy(zero_copy_only=False)
+    values = pc.binary_length(batch.column(3)).fill_null(0).to_numpy(zero_copy_only=False)
+    sizes: npt.NDArray[np.int64] = keys.astype(np.int64) + values.astype(np.int64)
+    return sizes + ROW_OVERHEAD
+
+
+def split_stream(
+    batches: Iterable[pa.RecordBatch], target: int
+) -> Iterator[tuple[pa.RecordBatch, bool]]:
+    """A key-sorted stream as pieces (zero-copy slices of its batches), each with whether it
+    ends an output SST of about ``target`` bytes of entries.
+
+    An SST is ended by the row that reaches ``target``, so every SST but the last holds at least
+    ``target`` bytes and at most one row more; the last SST ends with the stream.
+    """
+    acc = 0
+    for b in batches:
+        n = b.num_rows
+        if n == 0:
+            continue
+        cum = np.cumsum(row_sizes(b))
+        start = 0
+        while start < n:
+            base = int(cum[start - 1]) if start else 0
+            end = int(np.searchsorted(cum, base + target - acc, side="left")) + 1
+            if end > n:
+                yield (b.slice(start) if start else b), False
+                acc += int(cum[-1]) - base
+                break
+            yield b.slice(start, end - start), True
+            acc, start = 0, end
+
+
+def write_ssts(
+    batches: Iterable[pa.RecordBatch], target: int, options: SstOptions, write: WriteSst
+) -> tuple[list[CompactedSst], int]:
+    """Encode a key-sorted stream into SSTs of about ``target`` bytes of entries, streaming:
+    each SST is written (``write``) as soon as its last row is encoded, and dropped before the
+    next is started. Returns the written SSTs in key order and the rows they hold."""
+    outputs: list[CompactedSst] = []
+    rows = 0
+    enc = SstStreamEncoder(options)
+    for piece, ends_sst in split_stream(batches, target):
+        enc.add(piece)
+        del piece  # the encoder copied what it keeps
+        if ends_sst:
+            rows += enc.rows
+            outputs.append(_write(enc, write))
+            enc = SstStreamEncoder(options)
+    if enc.rows:
+        rows += enc.rows
+        outputs.append(_write(enc, write))
+    return outputs, rows
+
+
+def _write(enc: SstStreamEncoder, write: WriteSst) -> CompactedSst:
+    data, info = enc.finish()
+    return write(data, info)

@@ -17,9 +17,13 @@ tombstone decides "absent".
 from __future__ import annotations
 
 import bisect
+import operator
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import itemgetter
+from typing import cast
 
 import pyarrow as pa
 from ulid import ULID
@@ -27,13 +31,15 @@ from ulid import ULID
 from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import sst_path
-from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE
+from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.sst import BlockCache, SstReader
 from slatedb_core.store.objectstore import ObjectStore
+
+Found = tuple[int, int, bytes | None]  # (seq, kind, value) of a key's newest row in a table
 
 
 def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str:
@@ -71,6 +77,8 @@ class SstHandle:
             sst.info.first_key, None if sst.info.last_key is None else sst.info.last_key + b"\x00"
         )
         self.range = physical.intersect(KeyRange.of(view.visible_range))
+        self._lo = self.range.start  # the range's bounds, unpacked for the point-read path
+        self._hi = self.range.end
         self._reader: SstReader | None = None
         self._lock = threading.Lock()
 
@@ -86,9 +94,22 @@ class SstHandle:
         return r
 
     def get(self, key: bytes) -> tuple[int, int, bytes] | None:
-        if not self.range.contains(key):
+        lo, hi = self._lo, self._hi
+        if (lo is not None and key < lo) or (hi is not None and key >= hi):
             return None
-        return self.reader().get(key)  # consults the bloom filter itself
+        return (self._reader or self.reader()).get(key)  # consults the bloom filter itself
+
+    def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
+        """:meth:`get` of each of ``keys`` (sorted, distinct), each block read once."""
+        lo, hi = self._lo, self._hi
+        a = 0 if lo is None else bisect.bisect_left(keys, lo)
+        z = len(keys) if hi is None else bisect.bisect_left(keys, hi)
+        if a >= z:
+            return [None] * len(keys)
+        inside = (self._reader or self.reader()).get_sorted(keys[a:z])
+        if a == 0 and z == len(keys):
+            return inside
+        return [None] * a + inside + [None] * (len(keys) - z)
 
     def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
         clip = self.range.intersect(KeyRange(start, end))
@@ -110,6 +131,20 @@ class SortedRunHandle:
         if i < 0:
             return None
         return self.views[i].get(key)
+
+    def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
+        """:meth:`get` of each of ``keys`` (sorted, distinct): each view gets its share."""
+        starts, views = self._starts, self.views
+        out: list[tuple[int, int, bytes] | None] = [None] * len(keys)
+        a = bisect.bisect_left(keys, starts[0]) if starts else len(keys)
+        for i, h in enumerate(views):
+            if a >= len(keys):
+                break
+            z = bisect.bisect_left(keys, starts[i + 1], a) if i + 1 < len(starts) else len(keys)
+            if z > a:
+                out[a:z] = h.get_sorted(keys[a:z])
+            a = z
+        return out
 
     def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
         first = 0 if start is None else max(0, bisect.bisect_right(self._starts, start) - 1)
@@ -148,15 +183,64 @@ class DbState:
                 return found[1]
         return self._get_sst(key)
 
+    def get_immutable_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """:meth:`get_immutable` of each of ``keys`` (sorted, distinct), walking each table
+        once: every immutable memtable, then every L0 view and sorted run, over the keys still
+        unresolved, each SST block read once (:meth:`SstReader.get_sorted`). Each walk is a
+        C-level pass (``map``/``compress``) over the keys, not a Python loop."""
+        n = len(keys)
+        found: list[Found | None] = [None] * n
+        todo: list[int] | None = None  # positions unresolved (None: all of them)
+        for imm in self.imm:
+            got = imm.get_many(keys if todo is None else list(map(keys.__getitem__, todo)))
+            entries = [None if f is None else (f[0], KIND_VALUE if f[1] is not None
+                                               else KIND_TOMBSTONE, f[1]) for f in got]
+            todo = _fill(found, todo, entries)
+            if not todo:
+                break
+        sources: tuple[SstHandle | SortedRunHandle, ...] = (*self.l0, *self.runs)
+        for source in sources:
+            if todo is not None and not todo:
+                break
+            got_sst = source.get_sorted(keys if todo is None else list(map(keys.__getitem__, todo)))
+            todo = _fill(found, todo, got_sst)
+        if todo is None or todo:
+            if todo is None or len(todo) == n:
+                return [None] * n
+            hit = list(map(operator.is_not, found, repeat(None)))
+            resolved = self._values(list(compress(keys, hit)),
+                                    cast(list[Found], list(compress(found, hit))))
+            out: list[bytes | None] = [None] * n
+            list(map(out.__setitem__, compress(range(n), hit), resolved))
+            return out
+        return self._values(keys, cast(list[Found], found))
+
+    @staticmethod
+    def _values(keys: list[bytes], entries: list[Found]) -> list[bytes | None]:
+        """The values of found ``(seq, kind, value)`` entries (None for tombstones)."""
+        if set(map(itemgetter(1), entries)) == {KIND_VALUE}:
+            return list(map(itemgetter(2), entries))
+        return list(map(_resolved, keys, entries))
+
     def _get_sst(self, key: bytes) -> bytes | None:
-        for h in self.l0:
-            e = h.get(key)
+        for h in self.l0:  # SstHandle.get, inlined: this is every point read's path
+            lo, hi = h._lo, h._hi
+            if (lo is not None and key < lo) or (hi is not None and key >= hi):
+                continue
+            e = (h._reader or h.reader()).get(key)
             if e is not None:
-                return _resolved(key, e)
-        for run in self.runs:
-            e = run.get(key)
+                return e[2] if e[1] == KIND_VALUE else _resolved(key, e)
+        for run in self.runs:  # SortedRunHandle.get, inlined
+            i = bisect.bisect_right(run._starts, key) - 1
+            if i < 0:
+                continue
+            h = run.views[i]
+            lo, hi = h._lo, h._hi
+            if (lo is not None and key < lo) or (hi is not None and key >= hi):
+                continue
+            e = (h._reader or h.reader()).get(key)
             if e is not None:
-                return _resolved(key, e)
+                return e[2] if e[1] == KIND_VALUE else _resolved(key, e)
         return None
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
@@ -198,11 +282,25 @@ def build_handles(
     return l0, runs, known
 
 
-def _resolved(key: bytes, entry: tuple[int, int, bytes]) -> bytes | None:
+def _fill(
+    found: list[Found | None], todo: list[int] | None, entries: Sequence[Found | None]
+) -> list[int]:
+    """Put a table's ``entries`` (one per position of ``todo``, None: all positions) into
+    ``found``; the positions still unresolved."""
+    if todo is None:
+        found[:] = entries
+        return list(compress(range(len(entries)), map(operator.is_, entries, repeat(None))))
+    list(map(found.__setitem__, todo, entries))
+    return list(compress(todo, map(operator.is_, entries, repeat(None))))
+
+
+def _resolved(key: bytes, entry: Found) -> bytes | None:
     """The value of an SST's newest ``(seq, kind, value)`` of ``key``: None for a tombstone. A
     SlateDB merge operand is refused: this engine has no merge operator to resolve it with."""
     if entry[1] == KIND_MERGE:
         raise UnsupportedFeature(
-            "merge operands", f"key {key!r} holds a merge operand, and this engine has no merge "
-            "operator to apply it with")
+            "merge operands",
+            f"key {key!r} holds a merge operand, and this engine has no merge "
+            "operator to apply it with",
+        )
     return None if entry[1] == KIND_TOMBSTONE else entry[2]

@@ -23,13 +23,16 @@ from slatedb_core.store.checksum import crc32
 _NO_TS = np.iinfo(np.int64).min
 _BLOCK_OVERHEAD = 512  # rough Python/Arrow object overhead per cached block
 _KEY_OBJECT_OVERHEAD = 40  # a bytes object's header, per key in a block's lookup list
+# per row of a point table: dict slot and index (~48), tuple (64), value bytes header (40), seq
+# int (32)
+_POINT_OVERHEAD = 184
 
 
 class Block:
     """One decoded data block."""
 
     __slots__ = ("_ends", "_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch",
-                 "create", "distinct", "expire", "has_expire", "n", "nbytes")
+                 "create", "distinct", "expire", "has_expire", "n", "nbytes", "points")
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
@@ -51,6 +54,8 @@ class Block:
         self._voffs: list[int] | None = None  # built by the first entry() (point lookups)
         self._vdata = memoryview(b"")
         self._search: list[bytes] | None = None
+        # what point_table() built (None until then): read directly on the point-read path
+        self.points: dict[bytes, tuple[int, int, bytes]] | None = None
         self._ends: tuple[bytes, bytes] | None = None
 
     def key(self, i: int) -> bytes:
@@ -77,6 +82,27 @@ class Block:
             self.nbytes += 8 * self.n + _KEY_OBJECT_OVERHEAD * self.n + col.nbytes
             self.nbytes += 8 * (self.n + 1) + 32 * (self.n + 1)
         return s
+
+    def point_table(self) -> dict[bytes, tuple[int, int, bytes]]:
+        """Each key's newest row as ``key -> (seq, kind, value)``: a point lookup in a cached
+        block is one dict probe returning a ready tuple (no search, no allocation).
+
+        Built with :meth:`searchable` (whose key objects it shares) before a block is cached,
+        and counted in ``nbytes``: a tuple, a value object, a seq int and a dict slot per row."""
+        p = self.points
+        if p is None:
+            keys = self.searchable()
+            values = self._values.to_pylist()
+            if self._values.null_count:
+                values = [b"" if v is None else v for v in values]
+            rows = zip(self._seqs.tolist(), self._kinds.tolist(), values, strict=True)
+            if self.distinct:
+                p = dict(zip(keys, rows, strict=True))
+            else:  # versions of a key newest first: the first row of each key must win
+                p = dict(zip(reversed(keys), reversed(list(rows)), strict=True))
+            self.points = p
+            self.nbytes += _POINT_OVERHEAD * self.n + self._values.nbytes
+        return p
 
     def lower_bound(self, key: bytes) -> int:
         """Index of the first row whose key is >= ``key`` (n if none)."""

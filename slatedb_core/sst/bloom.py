@@ -275,6 +275,16 @@ class BloomFilter:
             p = (p + d) % m
         return True
 
+    def may_contain_keys(self, keys: list[bytes]) -> list[bool]:
+        """:meth:`may_contain` of each key, hashed all at once (:func:`hash_keys`)."""
+        if len(keys) < 4:  # numpy's fixed cost exceeds a few scalar hashes
+            return [self.may_contain(k) for k in keys]
+        lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+        offs = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offs[1:])
+        data = np.frombuffer(b"".join(keys), dtype=np.uint8)
+        return self.may_contain_many(hash_keys(data, offs)).tolist()  # type: ignore[no-any-return]
+
     def may_contain_many(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
         out = np.ones(len(hashes), dtype=np.bool_)
         if self._m == 0:

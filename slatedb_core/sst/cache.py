@@ -4,14 +4,24 @@ Why bounded by bytes rather than entries: blocks vary from a few hundred bytes t
 large value gets a block of its own), so an entry count says nothing about memory. Each value
 reports its own decoded size through ``nbytes``. One lock guards the whole cache: the critical
 sections are a dict move and a few integer updates, far cheaper than anything done with a block.
+
+A hit takes no lock (it sits on every point read): under the GIL one ``OrderedDict.get`` is
+atomic against a concurrent ``put``, and instead of moving the entry to the back it sets the
+entry's "referenced" bit. Eviction is LRU with a second chance (CLOCK): an entry at the front
+that was referenced since it last passed there moves to the back with the bit cleared, the first
+unreferenced one goes. Entries never referenced leave in insertion order, and an entry read since
+it was stored outlives one that was not.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
+from operator import itemgetter
+from typing import Protocol, cast
 
 from slatedb_core.errors import InvalidArgument
 
@@ -40,6 +50,7 @@ class BlockCache:
         self.capacity_bytes = capacity_bytes
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, int], tuple[Sized, int]] = OrderedDict()
+        self._referenced: set[tuple[str, int]] = set()  # read since they last reached the front
         self._size = 0
         self.hits = 0
         self.misses = 0
@@ -49,30 +60,55 @@ class BlockCache:
         """The cached block, or None (counted as a miss unless ``count_miss`` is False: a
         caller that may not read the block after all counts it when it does)."""
         key = (path, block_index)
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += count_miss
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item[0]
+        item = self._items.get(key)
+        if item is None:
+            if count_miss:
+                with self._lock:
+                    self.misses += 1
+            return None
+        self._referenced.add(key)  # one C call: atomic under the GIL, as the get above
+        # a += on an int attribute is not split by a thread switch in CPython 3.11 (no
+        # eval-breaker check inside it); the hit itself needs no lock (see above)
+        self.hits += 1
+        return item[0]
+
+    def get_many(self, path: str, blocks: list[int]) -> list[Sized | None]:
+        """:meth:`get` of several blocks of one object in one pass; misses are not counted
+        (the caller counts those it reads, through :meth:`get`)."""
+        keys = list(zip(itertools.repeat(path), blocks))
+        items = list(map(self._items.get, keys))
+        if None not in items:
+            self._referenced.update(keys)
+            self.hits += len(keys)
+            return list(map(itemgetter(0), cast(list[tuple[Sized, int]], items)))
+        hit = list(map(operator.is_not, items, itertools.repeat(None)))
+        referenced = list(itertools.compress(keys, hit))
+        self._referenced.update(referenced)
+        self.hits += len(referenced)
+        return [None if item is None else item[0] for item in items]
 
     def put(self, path: str, block_index: int, block: Sized) -> None:
         size = max(1, int(block.nbytes))
         key = (path, block_index)
         with self._lock:
-            old = self._items.pop(key, None)
+            items = self._items
+            referenced = self._referenced
+            old = items.pop(key, None)
+            referenced.discard(key)
             if old is not None:
                 self._size -= old[1]
             if size > self.capacity_bytes:
                 return
-            self._items[key] = (block, size)
-            self._size += size
-            while self._size > self.capacity_bytes:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._size -= dropped
+            while self._size + size > self.capacity_bytes:  # make room, then insert
+                k, item = items.popitem(last=False)
+                if k in referenced:  # second chance: back of the queue, bit cleared
+                    referenced.discard(k)
+                    items[k] = item
+                    continue
+                self._size -= item[1]
                 self.evictions += 1
+            items[key] = (block, size)
+            self._size += size
 
     def contains(self, path: str, block_index: int) -> bool:
         """Membership without touching LRU order or the hit counters (used to plan read-ahead)."""
@@ -85,11 +121,13 @@ class BlockCache:
             doomed = [k for k in self._items if k[0] == path]
             for k in doomed:
                 self._size -= self._items.pop(k)[1]
+                self._referenced.discard(k)
             return len(doomed)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._referenced.clear()
             self._size = 0
 
     @property

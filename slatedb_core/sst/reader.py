@@ -12,20 +12,21 @@ object surfaces as ``CorruptionError``.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import itertools
+import operator
 import struct
 from collections.abc import Iterator
 from typing import cast
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
-from slatedb_core.errors import CorruptionError, InvalidArgument, StoreError
+from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.manifest.sst_info import decode_sst_info
 from slatedb_core.sst.block import Block, decode_group
 from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block
 from slatedb_core.sst.cache import BlockCache
+from slatedb_core.sst.fetch import get_range, info_agrees, metadata_start
 from slatedb_core.sst.format import (
     CODEC_NAMES,
     CRC_LEN,
@@ -135,7 +136,7 @@ class SstReader:
                 self.stats = decode_stats(name, section(info.stats_offset, info.stats_len, "stats"))
         except _DECODE_ERRORS as e:
             raise CorruptionError(name, f"malformed SST footer: {e}") from None
-        data_end = _data_end(info)
+        data_end = metadata_start(info)
         if offsets and (offsets[0] != 0 or any(b <= a for a, b in itertools.pairwise(offsets))
                         or offsets[-1] >= data_end):
             raise CorruptionError(name, "index block offsets do not tile the data region")
@@ -145,6 +146,7 @@ class SstReader:
             raise CorruptionError(name, "index keys are out of order")
         self._offs: list[int] = [*offsets, data_end]
         self._index_keys = keys
+        self._index_after = [*keys, b""]  # at a bisect's result: the next block's key, or b""
         self._codec = info.compression
         self.wal = info.sst_type == SST_TYPE_WAL
         self.block_count = len(offsets)
@@ -159,7 +161,7 @@ class SstReader:
         """Filter, index and stats lie between the data blocks and the info (SlateDB's order)."""
         sections = [(info.filter_offset, info.filter_len), (info.index_offset, info.index_len),
                     (info.stats_offset, info.stats_len)]
-        data_end = _data_end(info)
+        data_end = metadata_start(info)
         for off, length in sections:
             if length and (length <= CRC_LEN or off < data_end or off + length > info_offset):
                 raise CorruptionError(self.name, f"SST section [{off}, +{length}) is outside "
@@ -184,13 +186,13 @@ class SstReader:
         metadata when it is longer)."""
         if info is not None and info.size_bytes > 0:
             size = info.size_bytes
-            start = _data_end(info)
+            start = metadata_start(info)
             if not 0 <= start < size:
                 raise CorruptionError(path, f"SstInfo metadata offset {start} is outside the "
                                             f"{size}-byte object")
-            region = _get(store, path, start, size, known_size=False)
+            region = get_range(store, path, start, size, known_size=False)
             reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
-            if not _agrees(info, reader.info):
+            if not info_agrees(info, reader.info):
                 raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
             return reader
         got = store.get_suffix(path, TAIL_READ)
@@ -203,16 +205,16 @@ class SstReader:
         info_offset, _ = decode_footer(path, memoryview(region), size)
         if info_offset < start:
             start = info_offset
-            region = _get(store, path, start, size)
+            region = get_range(store, path, start, size)
         head = decode_sst_info(
             unseal(0, memoryview(region)[info_offset - start : region.size - FOOTER_LEN], path,
                    "SST info"), path)
-        meta_start = _data_end(head)
+        meta_start = metadata_start(head)
         if 0 <= meta_start < start:
-            region = _get(store, path, meta_start, start).to_pybytes() + region.to_pybytes()
+            region = get_range(store, path, meta_start, start).to_pybytes() + region.to_pybytes()
             region, start = pa.py_buffer(region), meta_start
         reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
-        if info is not None and not _agrees(info, reader.info):
+        if info is not None and not info_agrees(info, reader.info):
             raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
         return reader
 
@@ -257,24 +259,82 @@ class SstReader:
         first, last = self.first_key, self.last_key
         if first is None or last is None or key < first or key > last:
             return None
+        # Block i (the first whose index key is >= key) starts at or after key, so the newest
+        # row of key is in block i - 1, or in block i when its index key is key itself.
         keys = self._index_keys
-        b = max(0, bisect.bisect_left(keys, key) - 1)
+        i = bisect.bisect_left(keys, key)
+        b = i - 1 if i else 0
         cache = self._cache
-        # one cache lookup: a cached block answers faster than the bloom filter (SipHash in
-        # Python), which is probed only before a block is read (a miss is counted then)
-        hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
-        if hit is None and self._bloom is not None and not self._bloom.may_contain(key):
-            return None
-        while b < self.block_count:
-            block = cast(Block, hit) if hit is not None else self._block(b)
-            hit = None
-            i = block.find(key)
-            if i is not None:
-                return block.entry(i)
-            b += 1
-            if b >= self.block_count or keys[b] > key or block.lower_bound(key) < block.n:
+        # one cache probe: a cached block answers faster than the bloom filter (SipHash in
+        # Python), which is probed only before a block is read (a miss is counted then).
+        # Cached blocks are Blocks with their point table built (see _block).
+        hit: Block | None = (cache.get(self.name, b, count_miss=False)  # type: ignore[assignment]
+                             if cache is not None else None)
+        table = None if hit is None else hit.points
+        if table is None:
+            if self._bloom is not None and not self._bloom.may_contain(key):
                 return None
-        return None
+            table = self._block(b).point_table()
+        found = table.get(key)
+        if found is None and i != b and i < self.block_count and keys[i] == key:
+            found = self._block(i).point_table().get(key)
+        return found
+
+    def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
+        """:meth:`get` of each of ``keys`` (sorted, distinct bytes), each block read once.
+
+        Every step is one C-level pass over the keys: the index bisect of each key, one cache
+        probe of each distinct block (:meth:`BlockCache.get_many`), the bloom filter for the
+        keys of uncached blocks at once (vectorised SipHash), then one dict probe per key in
+        its block's point table. Only keys equal to the next block's index key (versions that
+        may straddle into it) are looked at one by one."""
+        n = len(keys)
+        if self.wal:
+            return [self._get_wal(k) for k in keys]
+        first, last = self.first_key, self.last_key
+        if first is None or last is None or not n:
+            return [None] * n
+        lo = bisect.bisect_left(keys, first)
+        hi = bisect.bisect_right(keys, last)
+        if lo >= hi:
+            return [None] * n
+        ks = keys if lo == 0 and hi == n else keys[lo:hi]
+        at = list(map(bisect.bisect_left, itertools.repeat(self._index_keys, len(ks)), ks))
+        bs = list(map(operator.sub, at, itertools.repeat(1)))
+        if bs[0] < 0:  # only the first key can equal index key 0 (keys are distinct)
+            bs[0] = 0
+        blocks = list(dict.fromkeys(bs))  # distinct, in order
+        cache = self._cache
+        hits = cache.get_many(self.name, blocks) if cache is not None else [None] * len(blocks)
+        maybe_tables: dict[int, dict[bytes, tuple[int, int, bytes]] | None]
+        maybe_tables = dict(zip(blocks, map(_points, hits), strict=True))
+        tables = cast(dict[int, dict[bytes, tuple[int, int, bytes]]], maybe_tables)
+        cold: set[int] = set()  # blocks not cached and not read (an empty table stands in)
+        if None in tables.values():  # blocks to read: only those the bloom filter allows
+            cold = {b for b, t in maybe_tables.items() if t is None}
+            want = [b in cold for b in bs]
+            probe = list(itertools.compress(ks, want))
+            maybe = (self._bloom.may_contain_keys(probe) if self._bloom is not None
+                     else [True] * len(probe))
+            for b in dict.fromkeys(itertools.compress(itertools.compress(bs, want), maybe)):
+                tables[b] = self._block(b).point_table()
+                cold.discard(b)
+            for b in cold:  # not read: the bloom filter ruled out every key looked for in it
+                tables[b] = {}
+        found = list(map(dict.get, map(tables.__getitem__, bs), ks))
+        # a key equal to the next block's index key may have its newest version there
+        nxt = map(self._index_after.__getitem__, at)
+        for j in itertools.compress(range(len(ks)), map(operator.eq, nxt, ks)):
+            i = at[j]
+            if found[j] is None and i != bs[j]:
+                t = tables.get(i)
+                if t is None or i in cold:  # an empty stand-in is not the block
+                    t = tables[i] = self._block(i).point_table()
+                    cold.discard(i)
+                found[j] = t.get(ks[j])
+        if lo == 0 and hi == n:
+            return found
+        return [None] * lo + found + [None] * (n - hi)
 
     def _get_wal(self, key: bytes) -> tuple[int, int, bytes] | None:
         """A WAL SST's rows are in write order: the last row of ``key`` is its newest."""
@@ -357,7 +417,7 @@ class SstReader:
         if self._whole is not None:
             return self._whole.slice(start, end - start)
         assert self._store is not None
-        return _get(self._store, self.name, start, end)
+        return get_range(self._store, self.name, start, end)
 
     def _decode(self, b0: int, b1: int, buf: pa.Buffer) -> list[Block]:
         base = self._offs[b0]
@@ -384,7 +444,7 @@ class SstReader:
             if hit is not None:
                 return cast(Block, hit)
         block = self._decode(b, b + 1, self._read(self._offs[b], self._offs[b + 1]))[0]
-        block.searchable()  # before caching, so the cached size is final
+        block.point_table()  # before caching, so the cached size is final (never a WAL block)
         if cache is not None:
             cache.put(self.name, b, block)
         return block
@@ -421,39 +481,15 @@ class SstReader:
             budget = min(budget * 2, READAHEAD_MAX) if self._whole is None else budget
             for i, block in enumerate(self._decode(b, stop, group)):
                 if fill_cache and cache is not None:
-                    block.searchable()
+                    if self.wal:
+                        block.searchable()
+                    else:
+                        block.point_table()
                     cache.put(path, b + i, block)
                 yield b + i, block
             b = stop
 
 
-def _data_end(info: SstInfo) -> int:
-    """Where the data blocks end: the filter, or without one the index, starts there."""
-    return info.filter_offset if info.filter_len else info.index_offset
-
-
-def _get(store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True) -> pa.Buffer:
-    """Bytes [start, end) of an object; a short object is corruption, not a transient failure."""
-    try:
-        data = store.get(path, byte_range=(start, end)).data
-    except StoreError:
-        if known_size:
-            raise
-        size = store.head(path).size  # the manifest's size may be past the end of a truncated object
-        if size < end:
-            raise CorruptionError(path, f"object is {size} bytes, expected {end}") from None
-        raise
-    if len(data) != end - start:
-        raise CorruptionError(path, f"read of [{start}, {end}) returned {len(data)} bytes")
-    return pa.py_buffer(data)
-
-
-def _agrees(listed: SstInfo, footer: SstInfo) -> bool:
-    """Whether the manifest's ``listed`` info is the footer's. Our ``entry_count`` and
-    ``size_bytes`` count only where the manifest has them: SlateDB drops them when it rewrites a
-    manifest (docs/format.md, "Manifest"), leaving 0, unknown."""
-    return listed == dataclasses.replace(
-        footer,
-        entry_count=footer.entry_count if listed.entry_count else 0,
-        size_bytes=footer.size_bytes if listed.size_bytes else 0,
-    )
+def _points(block: object) -> dict[bytes, tuple[int, int, bytes]] | None:
+    """A cached block's point table (None for a miss)."""
+    return None if block is None else cast(Block, block).points

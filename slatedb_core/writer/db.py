@@ -289,7 +289,8 @@ class Db(WriterIngest):
     # ---- reads -----------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         """The latest value of ``key`` (including writes not yet durable), or None."""
-        key = self._check_key(key)
+        if type(key) is not bytes or not 0 < len(key) <= self._max_key:
+            key = self._check_key(key)
         if self._closed:
             raise DbClosed(f"database {self.path!r} is closed")
         if self._range is not None and not self._range.contains(key):
@@ -297,21 +298,38 @@ class Db(WriterIngest):
         return self._state.get(key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        """Values of ``keys``, all from one point in time: never half of a write batch."""
+        """Values of ``keys``, all from one point in time: never half of a write batch.
+
+        The keys are sorted once (duplicates looked up once) and each table is walked once
+        over the keys it has not resolved yet (:meth:`DbState.get_immutable_many`)."""
         if self._closed:
             raise DbClosed(f"database {self.path!r} is closed")
-        checked = [self._check_key(k) for k in check_key_list("keys", keys)]
-        self._check_range_keys(checked)
+        checked = check_key_list("keys", keys)
+        if not checked:
+            return []
+        if set(map(type, checked)) != {bytes}:
+            checked = [self._check_key(k) for k in checked]
+        lens = list(map(len, checked))
+        if min(lens) == 0 or max(lens) > self._max_key:
+            checked = [self._check_key(k) for k in checked]  # raises for the first bad key
+        uniq = sorted(set(checked))
+        rng = self._range
+        if rng is not None and not (rng.contains(uniq[0]) and rng.contains(uniq[-1])):
+            self._check_range_keys(checked)  # raises for the first key outside, in call order
         # The active memtable is the one part of a state that changes, always under _lock: take
-        # the state and every key's memtable entry at one instant under it (dict lookups only),
-        # then read the rest, which never changes, without the lock.
+        # the state and every key's memtable entry at one instant under it, then read the rest,
+        # which never changes, without the lock.
         with self._lock:
             state = self._state
-            found = list(map(state.memtable.get, checked))
-        return [
-            state.get_immutable(k) if f is None else f[1]
-            for k, f in zip(checked, found, strict=True)
-        ]
+            found = list(map(state.memtable.get, uniq))
+        if any(found):  # entries are non-empty tuples
+            values = {k: f[1] for k, f in zip(uniq, found, strict=True) if f is not None}
+            todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
+            if todo:
+                values.update(zip(todo, state.get_immutable_many(todo), strict=True))
+        else:
+            values = dict(zip(uniq, state.get_immutable_many(uniq), strict=True))
+        return list(map(values.__getitem__, checked))
 
     def _check_range(
         self, start: bytes | None, end: bytes | None

@@ -1,0 +1,45 @@
+"""Fetching an SST's bytes: ranged reads that tell a short object (corruption) from a transient
+failure, where the metadata region starts, and whether the manifest's ``SstInfo`` is the
+footer's (see :mod:`slatedb_core.sst.reader`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+
+from slatedb_core.errors import CorruptionError, StoreError
+from slatedb_core.manifest.model import SstInfo
+from slatedb_core.store.objectstore import ObjectStore
+
+
+def metadata_start(info: SstInfo) -> int:
+    """Where the data blocks end: the filter, or without one the index, starts there."""
+    return info.filter_offset if info.filter_len else info.index_offset
+
+
+def get_range(store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True) -> pa.Buffer:
+    """Bytes [start, end) of an object; a short object is corruption, not a transient failure."""
+    try:
+        data = store.get(path, byte_range=(start, end)).data
+    except StoreError:
+        if known_size:
+            raise
+        size = store.head(path).size  # the manifest's size may be past the end of a truncated object
+        if size < end:
+            raise CorruptionError(path, f"object is {size} bytes, expected {end}") from None
+        raise
+    if len(data) != end - start:
+        raise CorruptionError(path, f"read of [{start}, {end}) returned {len(data)} bytes")
+    return pa.py_buffer(data)
+
+
+def info_agrees(listed: SstInfo, footer: SstInfo) -> bool:
+    """Whether the manifest's ``listed`` info is the footer's. Our ``entry_count`` and
+    ``size_bytes`` count only where the manifest has them: SlateDB drops them when it rewrites a
+    manifest (docs/format.md, "Manifest"), leaving 0, unknown."""
+    return listed == dataclasses.replace(
+        footer,
+        entry_count=footer.entry_count if listed.entry_count else 0,
+        size_bytes=footer.size_bytes if listed.size_bytes else 0,
+    )

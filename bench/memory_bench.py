@@ -62,6 +62,13 @@ def make_table(n: int, rng: np.random.Generator) -> pa.Table:
     return pa.table({"key": keys, "value": vals})
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process, all threads (a steadier figure than wall time on a shared
+    machine)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def rss_of(pid: int | str) -> int:
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE
@@ -109,6 +116,7 @@ def child_ingest(d: str, rows: int, compactor: bool, trace: bool, seed: int) -> 
     stop = threading.Event()
     holder: list[Db] = []
     t0 = time.perf_counter()
+    cpu0 = cpu_s()
     if trace:
         _instrument()
         threading.Thread(target=_tracer, args=(stop, holder, t0), daemon=True).start()
@@ -132,12 +140,14 @@ def child_ingest(d: str, rows: int, compactor: bool, trace: bool, seed: int) -> 
     engine += time.perf_counter() - t1
     stop.set()
     print(f"RESULT rows={done} wall={time.perf_counter() - t0:.3f} engine={engine:.3f} "
+          f"cpu={cpu_s() - cpu0:.3f} "
           f"maxrss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}", flush=True)
 
 
 def child_compact(d: str, trace: bool) -> None:
     stop = threading.Event()
     t0 = time.perf_counter()
+    cpu0 = cpu_s()
     if trace:
         _instrument()
         threading.Thread(target=_tracer, args=(stop, [], t0), daemon=True).start()
@@ -146,7 +156,7 @@ def child_compact(d: str, trace: bool) -> None:
     rows = stats.rows_in if stats else 0
     n = stats.compactions if stats else 0
     print(f"RESULT rows={rows} wall={time.perf_counter() - t0:.3f} engine="
-          f"{time.perf_counter() - t0:.3f} maxrss="
+          f"{time.perf_counter() - t0:.3f} cpu={cpu_s() - cpu0:.3f} maxrss="
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024} compactions={n}",
           flush=True)
 
@@ -186,7 +196,8 @@ def run_child(args: list[str], sample: bool = True) -> dict[str, float]:
 def report(name: str, r: dict[str, float]) -> None:
     peak = max(r["maxrss"], r["sampled"])
     print(f"  {name:8s} rows {int(r['rows']):>12,}  wall {r['wall']:7.1f} s  "
-          f"{r['rows'] / max(r['engine'], 1e-9):>10,.0f} rows/s (engine)  "
+          f"{r['rows'] / max(r['engine'], 1e-9):>10,.0f} rows/s (engine)  cpu {r['cpu']:6.1f} s "
+          f"({r['rows'] / max(r['cpu'], 1e-9):>9,.0f} rows/cpu-s)  load {os.getloadavg()[0]:4.1f}  "
           f"peak RSS {peak / MiB:7,.0f} MiB (ru_maxrss {r['maxrss'] / MiB:,.0f}, sampled "
           f"{r['sampled'] / MiB:,.0f})  goal < {GOAL / MiB:,.0f} MiB: "
           f"{'yes' if peak < GOAL else 'NO'}"

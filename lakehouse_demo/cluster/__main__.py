@@ -67,9 +67,18 @@ def start(s: ClusterSettings) -> int:
     print(f"cluster in {s.dir} (logs: {s.logs})")
     for svc in services(s):
         record = state.get(svc.name)
-        if record is not None and alive(record) and svc.ready(s, env):
-            print(_line(svc.name, "up", svc.describe(s), record), flush=True)
-            continue
+        if record is not None and alive(record):
+            # running, perhaps busy (a late daemon heartbeat): wait for it; a second copy would
+            # run beside it (two schedulers) and the first would be forgotten by cluster-stop
+            try:
+                wait_until(svc.name, functools.partial(svc.ready, s, env), record=record,
+                           timeout_s=svc.timeout_s, log=Path(str(record["log"])))
+            except ClusterError:
+                if alive(record):
+                    raise
+            else:
+                print(_line(svc.name, "up", svc.describe(s), record), flush=True)
+                continue
         record = svc.start(s, env)
         state[svc.name] = record
         save_state(s, state)

@@ -127,7 +127,16 @@ def _start_postgres(s: ClusterSettings, env: Env) -> Record:
     as_pg = _as_postgres(root)
     _as_postgres(log)
     superuser_password = None
+    # set-up (initdb .. the dagster role) runs once; a first start that failed half-way (port
+    # taken, killed) redoes it, else the role would never exist. The marker only ever names a
+    # cluster without the dagster role, hence without any Dagster data.
+    unfinished = root / "setup-unfinished"
+    if unfinished.exists() and data.exists():
+        subprocess.run([*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w",
+                        "stop"], capture_output=True, timeout=120, env=_pg_env())
+        shutil.rmtree(data)
     if not (data / "PG_VERSION").exists():
+        unfinished.touch()
         superuser_password = secrets.token_urlsafe(24)
         pwfile = root / "initdb.pw"
         fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -145,6 +154,7 @@ def _start_postgres(s: ClusterSettings, env: Env) -> Record:
     pid = int((data / "postmaster.pid").read_text().split()[0])
     if superuser_password is not None:
         _create_dagster_database(s, superuser_password, env["DAGSTER_POSTGRES_PASSWORD"])
+        unfinished.unlink()
     # SIGINT is PostgreSQL's fast shutdown; the postmaster stops its own children
     return {"pid": pid, "start_time": start_time(pid), "log": str(log),
             "stop_signal": "SIGINT", "group": False}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import socket
 import sys
 from dataclasses import asdict, dataclass, field
@@ -189,7 +190,7 @@ def write_env_file(settings: ClusterSettings, env: dict[str, str]) -> None:
         f.write("# make cluster's settings, credentials included: keep private (mode 0600).\n")
         f.write(f"# Use: source {path}\n")
         for name, value in env.items():
-            f.write(f"export {name}='{value}'\n")
+            f.write(f"export {name}={shlex.quote(value)}\n")
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -199,7 +200,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     for line in path.read_text().splitlines():
         if line.startswith("export ") and "=" in line:
             name, _, value = line[len("export "):].partition("=")
-            out[name] = value.strip("'")
+            out[name] = "".join(shlex.split(value))  # as written by shlex.quote
     return out
 
 

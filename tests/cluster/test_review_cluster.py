@@ -1,0 +1,143 @@
+"""Review of ``make cluster``'s launcher: a restart that finds a service running but busy, a first
+start that failed half-way, credentials that are not shell-safe. No full cluster: PostgreSQL alone
+(a few seconds), fake services otherwise."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import lakehouse_demo.cluster.__main__ as cluster_cli
+from lakehouse_demo.cluster.processes import alive, spawn, stop, wait_until
+from lakehouse_demo.cluster.services import (
+    Service,
+    _postgres_ready,
+    _start_postgres,
+    pg_bin,
+)
+from lakehouse_demo.cluster.settings import (
+    ClusterSettings,
+    Ports,
+    client_env,
+    load_secrets,
+    load_state,
+    read_env_file,
+    write_env_file,
+)
+from slatedb_core.errors import SlateDBError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ---- a service that is running but momentarily not ready is not started a second time ---------
+def test_restart_does_not_start_a_second_copy_of_a_busy_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make cluster`` again (e.g. to restart a killed worker) while the Dagster daemon is alive
+    but its heartbeat is late (a busy machine): the launcher must wait for it, not start a
+    second daemon (two schedulers, two sensors) and forget the first (cluster-stop then leaves it
+    running)."""
+    started: list[dict[str, object]] = []
+    answers = iter([True, False, False, True])  # start 1: ready; start 2: late twice, then ready
+
+    def start_fake(s: ClusterSettings, env: object) -> dict[str, object]:
+        record = spawn([sys.executable, "-c", "import time; time.sleep(120)"],
+                       log=s.logs / "fake.log", env=os.environ, cwd=s.dir)
+        started.append(record)
+        return record
+
+    def ready(s: ClusterSettings, env: object) -> bool:
+        return next(answers, True)
+
+    fake = Service("fake-daemon", start_fake, ready, lambda s: "fake", timeout_s=30)
+    monkeypatch.setattr(cluster_cli, "services", lambda s: [fake])
+    s = ClusterSettings(dir=tmp_path / "c", ports=Ports.free(1), workers=1)
+    try:
+        assert cluster_cli.start(s) == 0
+        assert len(started) == 1
+        assert cluster_cli.start(s) == 0
+        assert len(started) == 1, "a second copy of a running service was started"
+        _, state = load_state(s.dir)
+        assert state["fake-daemon"]["pid"] == started[0]["pid"]
+    finally:
+        for record in started:
+            stop(record, timeout_s=5)
+
+
+# ---- a first start that failed half-way does not brick the folder ------------------------------
+@pytest.fixture
+def pg_dir() -> Iterator[Path]:
+    try:
+        pg_bin()
+    except SlateDBError:
+        pytest.skip("no PostgreSQL server binaries")
+    # PostgreSQL runs as its own user when we are root: a folder it can reach (not pytest's 0700)
+    d = Path(tempfile.mkdtemp(prefix="review-pg-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_postgres_first_start_that_failed_can_be_retried(
+    pg_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start's initdb succeeds, then the server cannot start (its port is taken). The
+    user frees the port and runs ``make cluster`` again: the ``dagster`` role and database must
+    exist then (before: initdb was skipped because PG_VERSION existed, the role was never
+    created, and PostgreSQL stayed "not ready" on every later start, for ever)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_POSTGRES_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    s = ClusterSettings(dir=pg_dir, ports=Ports(postgres=_free_port()))
+    s.logs.mkdir()
+    env = client_env(s, load_secrets(s))
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", s.ports.postgres))
+    blocker.listen()
+    try:
+        with pytest.raises(SlateDBError):
+            _start_postgres(s, env)
+    finally:
+        blocker.close()
+    record = _start_postgres(s, env)
+    try:
+        assert alive(record)
+        wait_until("postgres", lambda: _postgres_ready(s, env), record=record, timeout_s=60,
+                   log=s.logs / "postgres.log")
+    finally:
+        stop(record)
+
+
+# ---- credentials that are not shell-safe -------------------------------------------------------
+@pytest.mark.parametrize("password", ["it's-secret", "a'; touch PWNED; echo '", "$(id)`id`\\n"])
+def test_env_file_survives_any_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str
+) -> None:
+    """A password taken from the environment is written so that both ``source cluster.env``
+    and the launcher's own reader give it back unchanged (before: a quote ended the shell
+    string, so sourcing the file ran the rest as a command, and the reader cut it)."""
+    monkeypatch.setenv("DAGSTER_POSTGRES_PASSWORD", password)
+    s = ClusterSettings(dir=tmp_path)
+    write_env_file(s, client_env(s, load_secrets(s)))
+    assert read_env_file(s.env_file)["DAGSTER_POSTGRES_PASSWORD"] == password
+    res = subprocess.run(
+        ["bash", "-c", f'source "{s.env_file}" && printf %s "$DAGSTER_POSTGRES_PASSWORD"'],
+        capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == password
+    assert not (tmp_path / "PWNED").exists(), "sourcing cluster.env ran a command"
+    assert load_secrets(s)["DAGSTER_POSTGRES_PASSWORD"] == password

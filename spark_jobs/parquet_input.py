@@ -35,6 +35,18 @@ def is_store_url(path: str) -> bool:
     return urlsplit(path).scheme.lower() in STORE_SCHEMES
 
 
+def redacted(url: str) -> str:
+    """``url`` without its query (which may hold the keys), for messages."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query="...")) if parts.query else url
+
+
+def _hidden(name: str) -> bool:
+    """A name Spark's file listing skips: ``_temporary``, ``_SUCCESS``, ``.spark-staging-*``,
+    ``.part.crc`` (but ``_col=1`` is a partition folder)."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
+
+
 def _store_and_prefix(url: str) -> tuple[ObjectStore, str]:
     """The store at the URL's bucket (with its query: endpoint, region, keys) and the prefix."""
     parts = urlsplit(url)
@@ -45,15 +57,24 @@ def _store_and_prefix(url: str) -> tuple[ObjectStore, str]:
 
 def parquet_objects(store: ObjectStore, prefix: str) -> list[tuple[str, int]]:
     """``(path, size)`` of every ``.parquet`` object under ``prefix`` (a single object when the
-    prefix names one), sorted by path; ``_``/``.``-prefixed files (Spark's markers) skipped."""
+    prefix names one), sorted by path. As Spark's own listing, anything under a ``_``/``.``
+    name below the prefix is skipped: markers (``_SUCCESS``) and, above all, the uncommitted
+    task outputs of a Spark write (``_temporary/0/...``, ``.spark-staging-*``), which would
+    otherwise be read beside the committed copies of the same rows. Partition folders
+    (``key=value``) are refused: their column would be lost."""
     if prefix.endswith(".parquet"):
         return [(prefix, store.head(prefix).size)]
     base = f"{prefix}/" if prefix else ""
     found = []
     for meta in store.list(base):
-        name = meta.path.rsplit("/", 1)[-1]
-        if name.endswith(".parquet") and not name.startswith(("_", ".")):
-            found.append((meta.path, meta.size))
+        names = meta.path[len(base):].split("/")
+        if not names[-1].endswith(".parquet") or any(_hidden(n) for n in names):
+            continue
+        if any("=" in n for n in names[:-1]):
+            raise InvalidArgument(
+                f"input {meta.path!r} is in a partition folder (key=value): its column would be "
+                "lost; read partitioned input through s3a:// (Spark's reader)")
+        found.append((meta.path, meta.size))
     return sorted(found)
 
 
@@ -109,13 +130,34 @@ def read_schema(store: ObjectStore, path: str, size: int) -> pa.Schema:
 
 def spark_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` with the types Spark's Arrow hand-over takes: timestamps in microseconds
-    (Parquet writers often store milliseconds; Spark refuses them in ``mapInArrow``)."""
+    (Parquet writers often store milliseconds; Spark refuses them in ``mapInArrow``); every
+    column nullable, as Spark's own Parquet reader makes them (one file's "not null" says
+    nothing of the others')."""
     fields = []
     for f in schema:
         if pa.types.is_timestamp(f.type) and f.type.unit != "us":
             f = f.with_type(pa.timestamp("us", tz=f.type.tz))
-        fields.append(f)
+        fields.append(f.with_nullable(True))
     return pa.schema(fields)
+
+
+def columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    """What every input object must agree on: names and types, in order (the types as Spark
+    sees them: a string is a string whether large, a view or dictionary-encoded, a timestamp
+    is one whatever its unit)."""
+    return [(f.name, _logical(f.type)) for f in schema]
+
+
+def _logical(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    return t
 
 
 def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
@@ -123,8 +165,10 @@ def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
     store, prefix = _store_and_prefix(url)
     objects = parquet_objects(store, prefix)
     if not objects:
-        raise InvalidArgument(f"input {url!r}: no .parquet objects under it")
-    schema = spark_schema(read_schema(store, *objects[0]))
+        raise InvalidArgument(f"input {redacted(url)!r}: no .parquet objects under it")
+    file_schema = read_schema(store, *objects[0])
+    expected = columns(file_schema)
+    schema = spark_schema(file_schema)
     store_url = urlunsplit(urlsplit(url)._replace(path=""))
     paths = [p for p, _ in objects]
 
@@ -134,6 +178,12 @@ def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
             for i in batch.column(0).to_pylist():
                 data = task_store.get(paths[i]).data
                 table = pq.read_table(io.BytesIO(data))
+                # the same columns as the first object, or nothing: a cast would turn "2.5"
+                # into 2.5 or 7 into "7" without a word
+                if columns(table.schema) != expected:
+                    raise InvalidArgument(
+                        f"input {paths[i]!r} has columns {columns(table.schema)}, "
+                        f"not those of {paths[0]!r}: {expected}")
                 yield from table.cast(schema).to_batches()
 
     ids = spark.range(len(paths), numPartitions=len(paths))

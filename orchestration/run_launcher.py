@@ -52,39 +52,68 @@ def _boot_time() -> float:
     raise OSError("no btime in /proc/stat")
 
 
-def process_start(pid: int) -> tuple[float, str] | None:
-    """(start time as a Unix timestamp, state letter) of ``pid``, or None if there is none."""
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start in clock ticks since boot) of ``pid``, or None if there is none."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
     # the command name (field 2) is in parentheses and may hold spaces
     fields = stat[stat.rindex(")") + 2 :].split()
-    state, start_ticks = fields[0], int(fields[19])
+    return fields[0], int(fields[19])
+
+
+def process_start(pid: int) -> tuple[float, str] | None:
+    """(start time as a Unix timestamp, state letter) of ``pid``, or None if there is none."""
+    found = _stat(pid)
+    if found is None:
+        return None
+    state, start_ticks = found
     return _boot_time() + start_ticks / os.sysconf("SC_CLK_TCK"), state
 
 
-def worker_health(pid: int | None, run_started_at: float | None) -> CheckRunHealthResult:
+def judge_worker(
+    pid: int | None, run_started_at: float | None, known_ticks: int | None = None
+) -> tuple[CheckRunHealthResult, int | None]:
+    """The health of the run worker ``pid``, and its start in ticks since boot when it is
+    running. ``known_ticks`` (from an earlier check of the same run) identifies the process
+    without the wall clock: a Unix start time moves with the clock (``btime`` follows every
+    step of it), so after a step forward a live worker would seem to have started after its
+    run."""
     if pid is None:
         # the worker reports its pid before the run can be STARTED: nothing to judge yet
-        return CheckRunHealthResult(WorkerStatus.RUNNING, "no run worker pid reported yet")
-    found = process_start(pid)
+        return CheckRunHealthResult(WorkerStatus.RUNNING, "no run worker pid reported yet"), None
+    found = _stat(pid)
     if found is None:
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is gone")
-    started, state = found
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is gone"), None
+    state, ticks = found
     if state in ("Z", "X"):
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is dead")
-    if run_started_at is not None and started > run_started_at + START_SLACK_S:
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"run worker process {pid} is dead"), None
+    if known_ticks is not None:
+        newer = ticks != known_ticks
+    else:
+        started = _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+        newer = run_started_at is not None and started > run_started_at + START_SLACK_S
+    if newer:
         return CheckRunHealthResult(
             WorkerStatus.FAILED,
             f"run worker process {pid} is gone (the pid now belongs to a newer process)",
-        )
-    return CheckRunHealthResult(WorkerStatus.RUNNING)
+        ), None
+    return CheckRunHealthResult(WorkerStatus.RUNNING), ticks
+
+
+def worker_health(pid: int | None, run_started_at: float | None) -> CheckRunHealthResult:
+    return judge_worker(pid, run_started_at)[0]
+
+
+SEEN_RUNS = 4096
+"""How many runs' worker identities a launcher remembers (oldest forgotten first)."""
 
 
 class LocalRunLauncher(DefaultRunLauncher):
     """``DefaultRunLauncher`` whose run workers the run monitoring daemon can check
-    (``run_monitoring`` in infra/dagster.yaml)."""
+    (``run_monitoring`` in infra/dagster.yaml). The first check of a run that finds its worker
+    alive remembers the worker's start (ticks since boot); later checks compare with that."""
 
     @property
     def supports_check_run_worker_health(self) -> bool:
@@ -92,6 +121,16 @@ class LocalRunLauncher(DefaultRunLauncher):
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         instance = self._instance
+        seen: dict[str, tuple[int, int]] = self.__dict__.setdefault("_workers_seen", {})
         record = instance.get_run_record_by_id(run.run_id)
         started_at = record.start_time if record is not None else None
-        return worker_health(run_worker_pid(instance, run.run_id), started_at)
+        pid = run_worker_pid(instance, run.run_id)
+        known = seen.get(run.run_id)
+        result, ticks = judge_worker(
+            pid, started_at, known[1] if known is not None and known[0] == pid else None)
+        seen.pop(run.run_id, None)
+        if pid is not None and ticks is not None:
+            seen[run.run_id] = (pid, ticks)
+            while len(seen) > SEEN_RUNS:
+                seen.pop(next(iter(seen)))
+        return result

@@ -141,3 +141,42 @@ def test_env_file_survives_any_password(
     assert res.stdout == password
     assert not (tmp_path / "PWNED").exists(), "sourcing cluster.env ran a command"
     assert load_secrets(s)["DAGSTER_POSTGRES_PASSWORD"] == password
+
+
+# ---- run monitoring: a wall clock step does not fail a healthy run -----------------------------
+def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/stat's btime follows every step of the wall clock, so after the clock jumps
+    forward (NTP after a paused VM) a live worker's start, as a Unix time, moves past its run's
+    start: before, the next health check failed a healthy run. The worker is still told apart
+    from a process that took its pid, and from its own death."""
+    from dagster import DagsterEventType, DagsterInstance, DagsterRun
+    from dagster._core.events import DagsterEvent, EngineEventData
+
+    import orchestration.run_launcher as rl
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        with DagsterInstance.ephemeral() as instance:
+            run = instance.add_run(DagsterRun(job_name="compact", run_id="review-run"))
+            instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run,
+                                         EngineEventData.in_process(worker.pid))
+            instance.handle_run_event(run.run_id, DagsterEvent(
+                event_type_value=DagsterEventType.RUN_START.value, job_name="compact"))
+            launcher = rl.LocalRunLauncher()
+            launcher.register_instance(instance)
+            assert launcher.check_run_worker_health(run).status.value == "RUNNING"
+            booted = rl._boot_time()
+            monkeypatch.setattr(rl, "_boot_time", lambda: booted + 3600)  # an hour forward
+            assert launcher.check_run_worker_health(run).status.value == "RUNNING"
+            # the pid taken by a newer process: a different start in ticks
+            real_stat = rl._stat
+            monkeypatch.setattr(rl, "_stat", lambda pid: (lambda f: f and (f[0], f[1] + 500))(
+                real_stat(pid)))
+            assert launcher.check_run_worker_health(run).status.value == "FAILED"
+            monkeypatch.setattr(rl, "_stat", real_stat)
+            worker.kill()
+            worker.wait()
+            assert launcher.check_run_worker_health(run).status.value == "FAILED"
+    finally:
+        if worker.poll() is None:
+            worker.kill()

@@ -180,3 +180,32 @@ def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+# ---- known gap: loopback is not a boundary between the machine's users -------------------------
+@pytest.mark.xfail(strict=True, reason="SeaweedFS's filer HTTP port (127.0.0.1, a free port "
+                   "named in weed's world-readable command line) serves and deletes every object "
+                   "without the S3 keys; closing it needs SeaweedFS's security.toml (JWT, gRPC "
+                   "TLS): not done. infra/README.md says so.")
+def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from lakehouse_demo.s3server import SeaweedFS
+
+    weed = SeaweedFS(bucket="lake", data_dir=tmp_path / "s3", access_key="AKREVIEW",
+                     secret_key="review-secret-not-known-to-the-attacker")
+    weed.start()
+    try:
+        weed.store().put("prod/manifest/00000000000000000001.manifest", b"acknowledged")
+        url = (f"http://127.0.0.1:{weed.ports['filer']}"
+               "/buckets/lake/prod/manifest/00000000000000000001.manifest")
+        req = urllib.request.Request(url, method="DELETE")
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+        except urllib.error.HTTPError:
+            pass  # refused: what we want
+        assert weed.store().get("prod/manifest/00000000000000000001.manifest").data \
+            == b"acknowledged", "deleted without credentials through the filer's HTTP port"
+    finally:
+        weed.stop()

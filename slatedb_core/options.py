@@ -165,12 +165,12 @@ class DbOptions:
     manifest_poll_interval: timedelta = timedelta(seconds=1)
     """How often the writer re-reads the latest manifest (a LIST and two GETs) while it writes."""
     manifest_poll_idle_interval: timedelta | None = None
-    """The longest the writer's manifest poll waits while the writer is idle (no write and no
-    newer manifest since its last poll): the wait doubles from ``manifest_poll_interval`` up to
-    this. None: 16 x ``manifest_poll_interval``. An idle writer then costs a LIST and two GETs
-    every 16 s by default (about $0.03 a day at S3 Standard prices) instead of every second;
-    fencing and destroy are still detected by the next write or commit (docs/gc-and-boundaries.md,
-    "What a durable put costs")."""
+    """The longest the writer's manifest poll waits while polls find nothing new (no newer
+    manifest since the last poll): the wait doubles from ``manifest_poll_interval`` up to this.
+    None: 16 x ``manifest_poll_interval``. An idle writer then costs a LIST and two GETs every
+    16 s by default (about $0.03 a day at S3 Standard prices) instead of every second; fencing
+    and destroy are still detected by the next write or commit (docs/gc-and-boundaries.md, "What
+    a durable put costs")."""
     manifest_format_version: int | None = None
     """The manifest format this writer commits in. Only 2 exists: SlateDB 0.17's (docs/format.md,
     "Manifest"). None (the default) means the same."""

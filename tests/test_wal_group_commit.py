@@ -87,15 +87,14 @@ def test_a_lone_durable_writer_is_not_delayed_by_the_gathering() -> None:
         db.close()
 
 
-def test_the_manifest_poll_backs_off_while_idle_and_returns_on_activity() -> None:
+def test_the_manifest_poll_backs_off_while_nothing_changes_and_returns_on_a_new_manifest() -> None:
     s = PollSchedule(timedelta(seconds=1), None)
-    waits = [s.next_wait(5, 3) for _ in range(7)]
+    waits = [s.next_wait(3) for _ in range(7)]
     assert waits == [1, 2, 4, 8, 16, 16, 16]
-    assert s.next_wait(6, 3) == 1  # a write since the last poll
-    assert s.next_wait(6, 3) == 2
-    assert s.next_wait(6, 4) == 1  # a newer manifest
+    assert s.next_wait(4) == 1  # a newer manifest (ours or another process's)
+    assert s.next_wait(4) == 2
     capped = PollSchedule(timedelta(seconds=1), timedelta(seconds=3))
-    assert [capped.next_wait(0, 0) for _ in range(4)] == [1, 2, 3, 3]
+    assert [capped.next_wait(0) for _ in range(4)] == [1, 2, 3, 3]
 
 
 def test_a_zombie_writers_grouped_puts_into_a_collected_fence_slot_are_all_fenced() -> None:

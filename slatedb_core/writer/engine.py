@@ -347,7 +347,7 @@ class WriterEngine(WalFlusher):
     def _poll_loop(self) -> None:
         o = self.options
         schedule = PollSchedule(o.manifest_poll_interval, o.manifest_poll_idle_interval)
-        while not self._stop.wait(schedule.next_wait(self._seq, self._state.manifest.id)):
+        while not self._stop.wait(schedule.next_wait(self._state.manifest.id)):
             try:
                 self._refresh()
             except SlateDBError as e:

@@ -5,10 +5,12 @@ The poller (SlateDB RFC 0001, "Readers": "periodically refresh its state") picks
 other processes commit (a compactor's runs, checkpoints) and moves the writer checkpoint to pin
 them (SlateDB RFC 0004). None of that is needed for correctness: the writer's own commits and WAL
 creates detect a newer writer (``Fenced``) or a destroyed database themselves, and what it reads
-stays pinned by its checkpoint. So while the writer is idle (no write and no newer manifest since
-the last poll) the wait doubles, from ``manifest_poll_interval`` up to
-``manifest_poll_idle_interval``; any write or newer manifest brings it back at once (a write wakes
-nothing: the next poll after it just waits the base interval again).
+stays pinned by its checkpoint. So while polls find nothing new (the manifest the writer holds is
+the one it held at the last poll: no commit of its own or of anyone else's came in between) the
+wait doubles, from ``manifest_poll_interval`` up to ``manifest_poll_idle_interval``; a newer
+manifest brings it back to ``manifest_poll_interval`` at once. The writer's own puts are no reason
+to poll: they neither need nor change what the poll picks up (measured: 18 of 271 requests per
+1,000 durable puts were polls at the base interval, bench/results/s3_requests.txt).
 """
 
 from __future__ import annotations
@@ -28,15 +30,14 @@ class PollSchedule:
             self.base_s * IDLE_FACTOR if idle_interval is None else idle_interval.total_seconds()
         )
         self.wait_s = self.base_s
-        self._last: tuple[int, int] | None = None
+        self._last: int | None = None
 
-    def next_wait(self, last_seq: int, manifest_id: int) -> float:
-        """The wait before the next poll, given the writer's last assigned seq and the id of
-        the manifest it holds, both read after the poll that just ran."""
-        now = (last_seq, manifest_id)
-        if now == self._last:
+    def next_wait(self, manifest_id: int) -> float:
+        """The wait before the next poll, given the id of the manifest the writer holds, read
+        after the poll that just ran."""
+        if manifest_id == self._last:
             self.wait_s = min(self.max_s, self.wait_s * 2)
         else:
             self.wait_s = self.base_s
-        self._last = now
+        self._last = manifest_id
         return self.wait_s

@@ -85,4 +85,11 @@ def write_ssts(
 
 def _write(enc: SstStreamEncoder, write: WriteSst) -> CompactedSst:
     data, info = enc.finish()
-    return write(data, info)
+    try:
+        return write(data, info)
+    finally:
+        del data
+        # Arrow's allocator (mimalloc) keeps pages the merge and the encoder freed resident for
+        # reuse; an SST's worth of them is handed back here (measured: ~80 MiB less peak RSS
+        # over a 10M-row ingest, bench/results/memory.txt)
+        pa.default_memory_pool().release_unused()

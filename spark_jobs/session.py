@@ -20,10 +20,10 @@ NETWORK_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
 }
-"""Where the driver listens, for a session that picks its own (local) master. Under
-``spark-submit`` to a cluster these are left to the deployment: ``SPARK_LOCAL_IP`` (``make
-cluster`` sets 127.0.0.1) or its own ``--conf``, since executors on other hosts must reach the
-driver."""
+"""Where the driver listens, for a session that picks its own (local) master or is submitted to
+one whose executors are all on loopback (:func:`on_loopback`), unless ``--conf`` says otherwise.
+Under ``spark-submit`` to another cluster these are left to the deployment: ``SPARK_LOCAL_IP`` or
+its own ``--conf``, since executors on other hosts must reach the driver."""
 
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
@@ -61,6 +61,19 @@ def submitted_conf() -> dict[str, str]:
     return dict(SparkConf().getAll())
 
 
+def on_loopback(master: str) -> bool:
+    """Whether every executor of ``master`` runs on this machine's loopback (``local[...]``, or
+    a standalone master on 127.0.0.1 as ``make cluster``'s), so the driver need not listen
+    anywhere else (``spark-submit --master local[2]`` without ``SPARK_LOCAL_IP`` would otherwise
+    put the driver on the host's address and its UI on 0.0.0.0:4040)."""
+    m = master.strip().lower()
+    return m.startswith("local") or m.startswith(("spark://127.0.0.1:", "spark://localhost:"))
+
+
+def _loopback_ip(ip: str) -> bool:
+    return ip.startswith("127.") or ip in ("localhost", "::1")
+
+
 def get_session(options: SessionOptions | None = None) -> SparkSession:
     """A SparkSession: the running one, or a new one with our defaults filling in only what
     ``spark-submit`` left unset. Without ``spark-submit`` it runs on ``options.master`` bound to
@@ -76,6 +89,10 @@ def get_session(options: SessionOptions | None = None) -> SparkSession:
     if master is None:
         builder = builder.master(options.master)
         defaults.update(NETWORK_CONF)
+    elif on_loopback(master):
+        defaults.update(NETWORK_CONF)
+        if _loopback_ip(os.environ.get("SPARK_LOCAL_IP", "")):
+            del defaults["spark.ui.enabled"]  # the UI binds to SPARK_LOCAL_IP: keep it
     conf = {k: v for k, v in defaults.items() if k not in given}
     conf.update(options.conf)
     for key, value in conf.items():

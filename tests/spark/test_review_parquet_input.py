@@ -128,3 +128,43 @@ def test_compare_never_converts_a_value_to_make_it_equal(spark: SparkSession) ->
     changed = spark.createDataFrame([("k1", 1), ("k2", 3)], "key string, amount int")
     got = compare(inp, changed, "order_id")
     assert (got["missing_from_table"], got["not_in_input"]) == (1, 1)
+
+
+# ---- spark-submit with a local master keeps the driver on loopback -----------------------------
+SUBMITTED = """
+import json
+from spark_jobs.session import get_session
+spark = get_session()
+conf = spark.sparkContext.getConf()
+print("RESULT " + json.dumps({
+    "bind": conf.get("spark.driver.bindAddress", None),
+    "host": conf.get("spark.driver.host", None),
+    "ui": spark.sparkContext.uiWebUrl,
+}))
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_submit_local_master_keeps_the_driver_on_loopback(tmp_path: Path) -> None:
+    """``spark-submit --master local[1] job.py`` on a machine without ``SPARK_LOCAL_IP``: the
+    session used to force 127.0.0.1 and no UI; since get_session defers to spark-submit, the
+    driver bound to the host's address and its UI to 0.0.0.0:4040."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(SUBMITTED)
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    submit = Path(sys.executable).parent / "spark-submit"
+    res = subprocess.run([str(submit), "--master", "local[1]", str(script)],
+                         capture_output=True, text=True, timeout=280, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
+    got = json.loads(line[len("RESULT "):])
+    assert got == {"bind": "127.0.0.1", "host": "127.0.0.1", "ui": None}

@@ -5,6 +5,7 @@ against ``get`` on SSTs holding several versions of a key across block boundarie
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from datetime import timedelta
 
@@ -20,6 +21,7 @@ from slatedb_core.options import CompactorOptions, DbOptions, DbReaderOptions, R
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.cache import BlockCache
+from slatedb_core.sst.index import bisect_all
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
@@ -170,3 +172,12 @@ def test_get_sorted_finds_a_key_that_starts_a_block_whose_other_probes_the_bloom
         absent = [start + b"\x00", start + b"\x01"]  # odd keys: absent, inside the same block
         want = [(s, k, v) for key, s, k, v in entries if key == start]
         assert reader.get_sorted([start, *absent]) == [want[0], None, None]
+
+
+@settings(max_examples=200, deadline=None)
+@given(index=st.lists(st.binary(max_size=3), max_size=40),
+       keys=st.sets(st.binary(min_size=1, max_size=3), max_size=60))
+def test_bisect_all_is_bisect_left_of_each_key(index: list[bytes], keys: set[bytes]) -> None:
+    index.sort()  # index keys: sorted, possibly repeated (SlateDB's), some equal to keys
+    ks = sorted(keys | set(index[::3]) - {b""})
+    assert bisect_all(index, ks) == [bisect.bisect_left(index, k) for k in ks]

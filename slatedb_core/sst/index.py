@@ -13,6 +13,8 @@ block_stats: [BlockStats] }``, ``BlockStats { num_puts, num_deletes, num_merges:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 from dataclasses import dataclass
 
@@ -188,3 +190,15 @@ def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
                      tuple(counts[0]), tuple(counts[1]), tuple(counts[2]))
     except (ValueError, struct.error) as e:
         raise CorruptionError(name, f"malformed SST stats: {e}") from None
+
+
+def bisect_all(index: list[bytes], keys: list[bytes]) -> list[int]:
+    """``bisect_left(index, k)`` of each of ``keys`` (sorted, distinct). Many keys: one stable
+    sort of both lists (two runs, which the sort merges in linear time; a key sorts before an
+    equal index key, so its position minus its rank counts the index keys below it)."""
+    n = len(keys)
+    if n * 8 < len(index):
+        return list(map(bisect.bisect_left, itertools.repeat(index, n), keys))
+    both = keys + index
+    order = np.array(sorted(range(len(both)), key=both.__getitem__))
+    return (np.flatnonzero(order < n) - np.arange(n)).tolist()  # type: ignore[no-any-return]

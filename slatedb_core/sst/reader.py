@@ -37,7 +37,7 @@ from slatedb_core.sst.format import (
     decode_footer,
     unseal,
 )
-from slatedb_core.sst.index import Stats, decode_index, decode_stats
+from slatedb_core.sst.index import Stats, bisect_all, decode_index, decode_stats
 from slatedb_core.store.objectstore import ObjectStore
 
 TAIL_READ = 64 * 1024  # without a known size: bytes read from the end, hoping to cover the footer
@@ -281,13 +281,10 @@ class SstReader:
         return found
 
     def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
-        """:meth:`get` of each of ``keys`` (sorted, distinct bytes), each block read once.
-
-        Every step is one C-level pass over the keys: the index bisect of each key, one cache
-        probe of each distinct block (:meth:`BlockCache.get_many`), the bloom filter for the
-        keys of uncached blocks at once (vectorised SipHash), then one dict probe per key in
-        its block's point table. Only keys equal to the next block's index key (versions that
-        may straddle into it) are looked at one by one."""
+        """:meth:`get` of each of ``keys`` (sorted, distinct bytes), each block read once. Each
+        step is a C-level pass over the keys: their blocks (:func:`bisect_all`), one cache probe
+        per block, the bloom filter for keys of uncached blocks at once (vectorised SipHash),
+        one dict probe per key in its block's point table."""
         n = len(keys)
         if self.wal:
             return [self._get_wal(k) for k in keys]
@@ -299,7 +296,7 @@ class SstReader:
         if lo >= hi:
             return [None] * n
         ks = keys if lo == 0 and hi == n else keys[lo:hi]
-        at = list(map(bisect.bisect_left, itertools.repeat(self._index_keys, len(ks)), ks))
+        at = bisect_all(self._index_keys, ks)
         bs = list(map(operator.sub, at, itertools.repeat(1)))
         if bs[0] < 0:  # only the first key can equal index key 0 (keys are distinct)
             bs[0] = 0
@@ -307,7 +304,8 @@ class SstReader:
         cache = self._cache
         hits = cache.get_many(self.name, blocks) if cache is not None else [None] * len(blocks)
         maybe_tables: dict[int, dict[bytes, tuple[int, int, bytes]] | None]
-        maybe_tables = dict(zip(blocks, map(_points, hits), strict=True))
+        maybe_tables = dict(zip(blocks, map(_POINTS if None not in hits else _points, hits),
+                                strict=True))
         tables = cast(dict[int, dict[bytes, tuple[int, int, bytes]]], maybe_tables)
         cold: set[int] = set()  # blocks not cached and not read (an empty table stands in)
         if None in tables.values():  # blocks to read: only those the bloom filter allows
@@ -322,11 +320,15 @@ class SstReader:
             for b in cold:  # not read: the bloom filter ruled out every key looked for in it
                 tables[b] = {}
         found = list(map(dict.get, map(tables.__getitem__, bs), ks))
-        # a key equal to the next block's index key may have its newest version there
-        nxt = map(self._index_after.__getitem__, at)
-        for j in itertools.compress(range(len(ks)), map(operator.eq, nxt, ks)):
+        # a key not found in its block that equals the next block's index key may have its
+        # newest version there (a key found in its block has its newest version there)
+        misses = (list(itertools.compress(range(len(ks)), map(operator.is_, found,
+                                                              itertools.repeat(None))))
+                  if None in found else [])
+        nxt = map(self._index_after.__getitem__, map(at.__getitem__, misses))
+        for j in itertools.compress(misses, map(operator.eq, nxt, map(ks.__getitem__, misses))):
             i = at[j]
-            if found[j] is None and i != bs[j]:
+            if i != bs[j]:
                 t = tables.get(i)
                 if t is None or i in cold:  # an empty stand-in is not the block
                     t = tables[i] = self._block(i).point_table()
@@ -493,3 +495,6 @@ class SstReader:
 def _points(block: object) -> dict[bytes, tuple[int, int, bytes]] | None:
     """A cached block's point table (None for a miss)."""
     return None if block is None else cast(Block, block).points
+
+
+_POINTS = operator.attrgetter("points")  # _points of a block known to be there

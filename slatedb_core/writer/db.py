@@ -321,14 +321,18 @@ class Db(WriterIngest):
         # which never changes, without the lock.
         with self._lock:
             state = self._state
-            found = list(map(state.memtable.get, uniq))
-        if any(found):  # entries are non-empty tuples
+            # (an empty memtable, as after a flush, has nothing to look up)
+            found = None if state.memtable.is_empty() else list(map(state.memtable.get, uniq))
+        if found is not None and any(found):  # entries are non-empty tuples
             values = {k: f[1] for k, f in zip(uniq, found, strict=True) if f is not None}
             todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
             if todo:
                 values.update(zip(todo, state.get_immutable_many(todo), strict=True))
         else:
-            values = dict(zip(uniq, state.get_immutable_many(uniq), strict=True))
+            got = state.get_immutable_many(uniq)
+            if uniq == checked:  # asked for sorted, distinct keys: the answer is in order
+                return got
+            values = dict(zip(uniq, got, strict=True))
         return list(map(values.__getitem__, checked))
 
     def _check_range(

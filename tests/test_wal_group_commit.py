@@ -6,6 +6,7 @@ is durable: a reopened writer replays all of them."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -82,7 +83,7 @@ def test_a_lone_durable_writer_is_not_delayed_by_the_gathering() -> None:
         for i in range(10):
             db.put(f"k{i}".encode(), b"v")
         assert WalLog(store, "db").list_ids()[-1] == first + 10
-        assert db._group.group == 1
+        assert db._group.expected(time.monotonic()) == 1
     finally:
         db.close()
 
@@ -145,17 +146,35 @@ def test_a_zombie_writers_grouped_puts_into_a_collected_fence_slot_are_all_fence
         reopened.close()
 
 
-def test_the_expected_group_follows_the_writers_that_come() -> None:
+def test_the_expected_group_is_every_recent_writer_not_waiting_on_a_sealed_generation() -> None:
     g = GroupCommit(flush_interval_s=0.1)
-    assert g.complete() is False and g.grace_s() == MIN_GRACE_S  # nothing measured yet
-    g.waiting = 8
-    g.sealed()
-    assert (g.group, g.waiting) == (8, 0)
-    g.waiting = 3  # a burst of writers ended: the grace runs out once, then 3 is a group
-    assert not g.complete()
-    g.short()
-    assert g.group == 3 and g.complete()
+    assert g.grace_s() == MIN_GRACE_S  # nothing measured yet
+    for t in range(8):
+        g.arrive(t, 0.0, gen=1, current=1)
+    assert g.complete(0.0)
+    g.sealed(1)  # generation 1 is being written: its 8 writers cannot join generation 2
+    assert (g.waiting, g.expected(0.01)) == (0, 1)
+    g.durable(1)
+    # the SST landed: 4 writers come back at once, 4 a moment later (the other 4 have not even
+    # left their wait yet). The group is not complete with the first 4: that is how 8 writers
+    # would stay split in two, each half sealing as the other's write lands.
+    for t in range(4):
+        g.leave(1, current=2)
+        g.arrive(t, 0.02, gen=2, current=2)
+    assert g.expected(0.02) == 8 and not g.complete(0.02)
+    for t in range(4, 8):
+        g.leave(1, current=2)
+        g.arrive(t, 0.021, gen=2, current=2)
+    assert g.complete(0.021)
+    g.sealed(2)
+    g.durable(2)
+    for _ in range(8):
+        g.leave(2, current=3)
+    # writers that stopped drop out after a few WAL writes (at least 50 ms)
+    g.arrive(0, 0.2, gen=3, current=3)
+    assert g.expected(0.2) == 1 and g.complete(0.2)
     g.wrote(0.05)
     assert g.grace_s() == pytest.approx(0.005)
+    assert g.horizon_s() == pytest.approx(0.165)
     g.wrote(10.0)
-    assert g.grace_s() == 0.1  # never longer than flush_interval
+    assert g.grace_s() == 0.1 and g.horizon_s() == 1.0  # at most flush_interval; a second

@@ -21,10 +21,11 @@ Group commit (docs/gc-and-boundaries.md, "What a durable put costs"): a durable 
 flusher thread at once instead of waiting for ``flush_interval``, but the thread first gathers
 the durable puts of the other writers. Writers acknowledged together by one WAL SST come back
 together, a few hundred microseconds apart; sealing at the first of them would split them over
-two SSTs (and each SST costs a create and a boundary read, SlateDB RFC 0026). So the thread seals
-once as many durable puts wait on the current generation as the largest recent group (see
-:class:`GroupCommit`), or after a short grace (a tenth of a recent WAL write, at most
-``flush_interval``) if fewer come: a lone writer is never delayed.
+two SSTs (and each SST costs a create and a boundary read, SlateDB RFC 0026), and once split
+they would stay split, each half sealing as the other's write lands. So the thread seals once
+every writer that made a durable put lately, and is not waiting on a generation already sealed,
+waits on the current one (see :class:`GroupCommit`), or after a short grace (a tenth of a recent
+WAL write, at most ``flush_interval``) if some do not come: a lone writer is never delayed.
 """
 
 from __future__ import annotations
@@ -56,23 +57,40 @@ MIN_GRACE_S = 0.0002
 
 class GroupCommit:
     """How many durable puts the flusher waits for before sealing a generation (module
-    docstring). Not thread-safe: the flusher's ``_lock`` guards it."""
+    docstring): every writer thread that began a durable wait within the last few WAL writes
+    (:meth:`expected`), less those waiting on sealed generations not yet durable. Not
+    thread-safe: the flusher's ``_lock`` guards it."""
 
     def __init__(self, flush_interval_s: float) -> None:
         self.waiting = 0  # durable puts waiting on the current (unsealed) generation
-        self.group = 1  # durable puts expected per group: the largest since a grace ran out
+        self.behind: dict[int, int] = {}  # sealed generation not yet durable -> its waiters
+        self.seen: dict[int, float] = {}  # writer thread -> when it last began a durable wait
         self.write_s = 0.0  # a recent WAL write's duration (moving average)
         self.max_grace_s = flush_interval_s
 
-    def sealed(self) -> None:
-        """The current generation was sealed with ``waiting`` durable puts on it."""
-        self.group = max(self.group, self.waiting)
+    def arrive(self, thread: int, now: float, gen: int, current: int) -> None:
+        """A durable wait on generation ``gen`` begins (``current``: the unsealed generation)."""
+        self.seen[thread] = now
+        if gen == current:
+            self.waiting += 1
+        elif gen in self.behind:
+            self.behind[gen] += 1
+
+    def leave(self, gen: int, current: int) -> None:
+        """A durable wait on ``gen`` ends (acknowledged, or failed)."""
+        if gen == current:
+            self.waiting -= 1
+        elif gen in self.behind:
+            self.behind[gen] -= 1
+
+    def sealed(self, gen: int) -> None:
+        """Generation ``gen``, the current one, was sealed."""
+        self.behind[gen] = self.waiting
         self.waiting = 0
 
-    def short(self) -> None:
-        """The grace ran out before the group was complete: fewer writers are left, so expect
-        as many as came (a burst of writers that ended costs one grace, not one per writer)."""
-        self.group = max(1, self.waiting)
+    def durable(self, gen: int) -> None:
+        """Generation ``gen`` is in the WAL: its waiters are about to come back."""
+        self.behind.pop(gen, None)
 
     def wrote(self, seconds: float) -> None:
         self.write_s = seconds if self.write_s == 0 else 0.8 * self.write_s + 0.2 * seconds
@@ -80,8 +98,20 @@ class GroupCommit:
     def grace_s(self) -> float:
         return min(self.max_grace_s, max(MIN_GRACE_S, GRACE_FRACTION * self.write_s))
 
-    def complete(self) -> bool:
-        return self.waiting >= self.group
+    def horizon_s(self) -> float:
+        """How recent a durable wait must be for its thread to count as a writer still writing:
+        a few WAL writes, at least 50 ms, at most a second."""
+        return min(1.0, max(0.05, 3 * (self.write_s + self.grace_s())))
+
+    def expected(self, now: float) -> int:
+        """Durable puts the current generation should gather (at least one)."""
+        cutoff = now - self.horizon_s()
+        for thread in [t for t, at in self.seen.items() if at < cutoff]:
+            del self.seen[thread]
+        return max(1, len(self.seen) - sum(self.behind.values()))
+
+    def complete(self, now: float) -> bool:
+        return self.waiting >= self.expected(now)
 
 
 class WalFlusher:
@@ -138,37 +168,39 @@ class WalFlusher:
 
     def _await_durable(self, gen: int) -> None:
         with self._lock:
-            if gen == self._gen:
-                # one more durable put for the flusher's group commit to gather
-                self._group.waiting += 1
-                self._cv.notify_all()
-            while not self._acks.acknowledged(gen, self._error):
-                if self._closed and not self._threads:
-                    raise DbClosed("database closed before the write became durable")
-                self._wake.set()
-                self._cv.wait(0.05)
+            # one more durable put for the flusher's group commit to gather (module docstring)
+            self._group.arrive(threading.get_ident(), time.monotonic(), gen, self._gen)
+            self._cv.notify_all()
+            try:
+                while not self._acks.acknowledged(gen, self._error):
+                    if self._closed and not self._threads:
+                        raise DbClosed("database closed before the write became durable")
+                    self._wake.set()
+                    self._cv.wait(0.05)
+            finally:
+                self._group.leave(gen, self._gen)
 
     def _seal_locked(self) -> None:
         if not self._buf.empty():
             self._acks.seal(self._gen, self._buf)
+            self._group.sealed(self._gen)
             self._buf = WalBuffer()
             self._gen += 1
-            self._group.sealed()
 
     def _gather(self) -> None:
         """Group commit: with durable puts waiting on the current generation, wait (at most a
-        short grace) until the rest of their usual group has joined them (module docstring)."""
+        short grace) until every writer expected has joined them (module docstring)."""
         with self._lock:
             group = self._group
-            if group.waiting == 0 or group.complete():
+            now = time.monotonic()
+            if group.waiting == 0 or group.complete(now):
                 return
-            deadline = time.monotonic() + group.grace_s()
-            while not group.complete() and self._error is None and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    group.short()
+            deadline = now + group.grace_s()
+            while self._error is None and not self._stop.is_set():
+                now = time.monotonic()
+                if now >= deadline or group.complete(now):
                     return
-                self._cv.wait(left)
+                self._cv.wait(deadline - now)
 
     def flush(self) -> None:
         """Write everything buffered to the WAL now and wait until it is durable."""
@@ -199,6 +231,7 @@ class WalFlusher:
                     raise
                 with self._lock:
                     self._acks.written(gen, wal_id)
+                    self._group.durable(gen)
                     self._group.wrote(time.monotonic() - started)
                     self._cv.notify_all()
 
@@ -281,6 +314,7 @@ class WalFlusher:
         with self._lock:
             if err is None:
                 self._acks.landed_at(gen, wal_id)
+                self._group.durable(gen)
                 issued = self._issued_at.pop(gen, None)
                 if issued is not None:
                     self._group.wrote(time.monotonic() - issued)

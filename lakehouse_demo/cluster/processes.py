@@ -21,17 +21,23 @@ class ClusterError(SlateDBError):
     """A service did not start, or did not become ready in time (the message names its log)."""
 
 
-def start_time(pid: int) -> float | None:
-    """The process's start (clock ticks since boot), or None when there is no such process or it
-    is a zombie."""
+def _stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, start in clock ticks since boot), or None when there is no such process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
+    return fields[0], float(fields[19])
+
+
+def start_time(pid: int) -> float | None:
+    """The process's start (clock ticks since boot), or None when there is no such process or it
+    is a zombie."""
+    found = _stat(pid)
+    if found is None or found[0] in ("Z", "X"):
         return None
-    return float(fields[19])
+    return found[1]
 
 
 def alive(record: Mapping[str, object]) -> bool:
@@ -58,11 +64,16 @@ def stop(record: Mapping[str, object], *, timeout_s: float = 20.0) -> bool:
     is left after ``timeout_s``. False when the process was not running (or is no longer the one
     that was started). A record with ``group: false`` (PostgreSQL's postmaster) is signalled
     alone and waited for: it stops its own children."""
-    if not alive(record):
-        return False
-    pid = record["pid"]
-    assert isinstance(pid, int)
+    pid = record.get("pid")
     group = record.get("group", True)
+    if not alive(record):
+        # the leader died (kill -9) but what it started may live on in its group (a daemon's
+        # code servers and run workers): the group is still ours while no process holds its
+        # pid, since Linux does not hand out a pid that is a live group's id
+        if not (group and isinstance(pid, int) and _leader_gone(pid, record.get("start_time"))
+                and _group_alive(pid)):
+            return False
+    assert isinstance(pid, int)
     sig = signal.Signals[str(record.get("stop_signal", "SIGTERM"))]
     kill = os.killpg if group else os.kill
     try:
@@ -79,6 +90,12 @@ def stop(record: Mapping[str, object], *, timeout_s: float = 20.0) -> bool:
     except ProcessLookupError:
         pass
     return True
+
+
+def _leader_gone(pid: int, started: object) -> bool:
+    """No process holds ``pid`` but our dead leader (a zombie, not yet reaped)."""
+    found = _stat(pid)
+    return found is None or (found[0] in ("Z", "X") and found[1] == started)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -209,3 +209,40 @@ def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) ->
             == b"acknowledged", "deleted without credentials through the filer's HTTP port"
     finally:
         weed.stop()
+
+
+# ---- cluster-stop after a leader was killed: what it started goes too ----------------------------
+def test_stop_takes_the_group_of_a_killed_leader(tmp_path: Path) -> None:
+    """The daemon killed -9 (the cluster test does it) leaves its code servers and run workers
+    in its process group; ``cluster-stop`` said "was not running" and left them running."""
+    import signal
+    import time
+
+    from lakehouse_demo.cluster.processes import start_time
+
+    script = ("import subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+              "print(p.pid, flush=True); time.sleep(120)")
+    log = tmp_path / "leader.log"
+    record = spawn([sys.executable, "-c", script], log=log, env=os.environ, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not log.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(log.read_text().split()[0])
+    pid = record["pid"]
+    assert isinstance(pid, int)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while alive(record) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(record) and start_time(child) is not None
+        assert stop(record, timeout_s=5) is True
+        deadline = time.monotonic() + 10
+        while start_time(child) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert start_time(child) is None, "the killed leader's child outlived cluster-stop"
+        assert stop(record) is False  # nothing left: nothing signalled
+    finally:
+        if start_time(child) is not None:
+            os.kill(child, signal.SIGKILL)

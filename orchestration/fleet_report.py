@@ -104,6 +104,9 @@ def result_of(db: str, f: Finding) -> CheckResult:
     )
 
 
+REPORT_PRIORITY = "10"
+
+
 def report_request(results: Sequence[CheckResult], basis: str = "") -> dg.RunRequest:
     """The run reporting ``results``; its key digests them with ``basis`` (the sensor's previous
     cursor), so a tick re-evaluated from the same cursor (a retried tick) does not report them
@@ -117,7 +120,12 @@ def report_request(results: Sequence[CheckResult], basis: str = "") -> dg.RunReq
         run_key=f"fleet-report:{digest}",
         job_name=REPORT_JOB,
         run_config={"ops": {REPORT_OP: {"config": {"results": payload}}}},
-        tags={"slatedb/reason": f"{len(results)} check results changed, {failing} failing"},
+        # ahead of maintenance runs in the queue: the checks' news must not wait behind a backlog
+        # of compactions and GC passes (the queued run coordinator takes higher priority first)
+        tags={
+            "slatedb/reason": f"{len(results)} check results changed, {failing} failing",
+            "dagster/priority": REPORT_PRIORITY,
+        },
     )
 
 

@@ -255,19 +255,31 @@ def _kind_of(run: dg.DagsterRun) -> str:
     return "asset"
 
 
+def runs_in_flight(instance: dg.DagsterInstance, job_name: str) -> dict[str, str]:
+    """Database -> status of a run of ``job_name`` queued or running for it (one query)."""
+    out: dict[str, str] = {}
+    for record in instance.get_run_records(
+        filters=dg.RunsFilter(job_name=job_name, statuses=_IN_FLIGHT)
+    ):
+        run = record.dagster_run
+        db = run.tags.get(DATABASE_TAG) or run.tags.get("dagster/partition")
+        if db is not None:
+            out[db] = f"run {run.run_id[:8]} {run.status.value.lower()}"
+    return out
+
+
 def compactions_in_flight(instance: dg.DagsterInstance) -> dict[str, str]:
     """Database -> status of a compaction run queued or running for it. While one is, no other
     is requested: the L0 a writer keeps adding to would otherwise make a new run key every tick
     (a queue of runs behind the per-database limit, or one compactor fencing the other)."""
-    out: dict[str, str] = {}
-    for job in (COMPACTION_JOB, ASSET_JOB):
-        for record in instance.get_run_records(
-            filters=dg.RunsFilter(job_name=job, statuses=_IN_FLIGHT)
-        ):
-            run = record.dagster_run
-            db = run.tags.get(DATABASE_TAG) or run.tags.get("dagster/partition")
-            if db is not None and (job == COMPACTION_JOB or _kind_of(run) == "compaction"):
-                out[db] = f"run {run.run_id[:8]} {run.status.value.lower()}"
+    out = runs_in_flight(instance, COMPACTION_JOB)
+    for record in instance.get_run_records(
+        filters=dg.RunsFilter(job_name=ASSET_JOB, statuses=_IN_FLIGHT)
+    ):
+        run = record.dagster_run
+        db = run.tags.get(DATABASE_TAG) or run.tags.get("dagster/partition")
+        if db is not None and _kind_of(run) == "compaction":
+            out[db] = f"run {run.run_id[:8]} {run.status.value.lower()}"
     return out
 
 

@@ -8,7 +8,9 @@ for live databases only; GC also
 for retired shards and soft-destroyed databases (it deletes them once unreferenced / past their
 grace). Missing and damaged databases get none: their state comes from one fleet scan (shared
 with ``fleet_sensor``, so a tick right after the sensor's re-reads only what changed), and a tick
-that leaves databases out says which and why.
+that leaves databases out says which and why. A database whose run of the kind is still queued or
+running gets no other: the run queue holds one run per database at a time, so a slow database
+(or a busy queue) would otherwise collect one run per tick.
 """
 
 import time
@@ -19,7 +21,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 
 from orchestration.alerts import DATABASE_TAG
 from orchestration.checkpoint_policy import plan_checkpoints
-from orchestration.fleet_sensor import retired_shards, scan_fleet, scanner_for
+from orchestration.fleet_sensor import retired_shards, runs_in_flight, scan_fleet, scanner_for
 from orchestration.fleet_state import GC_STATES, LIVE_STATES, state_of
 from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_job, rescaling_job
 from orchestration.partitions import DATABASES, TABLES
@@ -94,10 +96,15 @@ def _per_database(
         retired = retired_shards(store, managed, context.log)
         statuses = scan_fleet(scanner_for(store, managed.fleet_scan_concurrency), dbs)
         runs, left_out = [], []
+        busy = runs_in_flight(context.instance, job.name)
         for db in dbs:
             state = state_of(statuses[db], retired)
             why = idle(statuses[db], managed) if idle is not None and state in states else None
-            if why is not None:
+            if state in states and db in busy:
+                # the last tick's run has not finished: another would queue behind it (one run
+                # per database), and a slow database would collect a run per tick
+                left_out.append(f"{db} ({busy[db]})")
+            elif why is not None:
                 left_out.append(f"{db} ({why})")
             elif state in states:
                 runs.append(

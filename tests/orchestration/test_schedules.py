@@ -72,3 +72,33 @@ def test_schedules_request_live_databases_only_and_gc_also_retired_and_destroyed
     gc = requested("gc_schedule")
     assert set(gc) == {orders, "legacy", *live_shards, *retired}
     assert "vanished" not in gc
+
+
+def test_a_database_whose_run_is_still_in_flight_gets_no_other(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    persistent_instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """A tick while the last tick's GC run of a database is still queued (the run queue holds one
+    run per database, and a busy queue drains slower than a one-minute cron) requests none for
+    it: before, every tick added one, and the queue grew without end (seen on make cluster)."""
+    from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+
+    instance = persistent_instance
+    write_database(store, "other", l0_ssts=1, rows_per_sst=10, wal_rows=0)
+    instance.add_dynamic_partitions(DATABASES, [orders, "other"])
+    resources = {"store": store_resource, "managed": managed}
+    when = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+    instance.add_run(DagsterRun(job_name="gc_job", run_id="0" * 32 + "gc-q",
+                                status=DagsterRunStatus.STARTING, tags={DATABASE_TAG: orders}))
+    instance.add_run(DagsterRun(job_name="compaction_job", run_id="0" * 32 + "cp-s",
+                                status=DagsterRunStatus.STARTED, tags={DATABASE_TAG: "other"}))
+    with dg.build_schedule_context(
+        instance=instance, resources=resources, scheduled_execution_time=when
+    ) as ctx:
+        gc = _schedule("gc_schedule")(ctx)
+    assert isinstance(gc, list)
+    # orders' GC is still starting; other's compaction does not hold back its GC
+    assert {r.partition_key for r in gc} == {"other"}

@@ -324,8 +324,10 @@ def _refuse_merges(batch: pa.RecordBatch) -> pa.RecordBatch:
     if batch.num_rows and pc.any(pc.equal(batch.column(2), KIND_MERGE)).as_py():
         key = batch.filter(pc.equal(batch.column(2), KIND_MERGE)).column(0)[0].as_py()
         raise UnsupportedFeature(
-            "merge operands", f"key {key!r} holds a merge operand, and this engine has no merge "
-            "operator to apply it with")
+            "merge operands",
+            f"key {key!r} holds a merge operand, and this engine has no merge "
+            "operator to apply it with",
+        )
     return batch
 
 

@@ -8,7 +8,6 @@ inside that directory, trust authentication for the ``postgres`` role, and every
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -18,22 +17,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-PG_MISSING = (
-    "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's postgresql "
-    "package (apt-get install -y postgresql)"
-)
+from lakehouse_demo.cluster.services import PG_MISSING, find_pg_bin
 
-
-def find_pg_bin() -> Path | None:
-    """The directory holding ``initdb`` and ``pg_ctl``, or None."""
-    found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
-        return Path(os.path.realpath(found)).parent
-    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if os.path.exists(f"{d}/initdb") and os.path.exists(f"{d}/pg_ctl"):
-            return Path(d)
-    return None
-
+__all__ = ["PG_MISSING", "PgCluster", "find_pg_bin"]
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -83,16 +83,30 @@ def _s3_ready(s: ClusterSettings, env: Env) -> bool:
 
 
 # ---- PostgreSQL --------------------------------------------------------------------------------
-def pg_bin() -> Path:
+PG_MISSING = (
+    "PostgreSQL server binaries (initdb, pg_ctl) not found; install Debian's postgresql "
+    "package (apt-get install -y postgresql)"
+)
+
+
+def find_pg_bin() -> Path | None:
+    """The directory holding PostgreSQL's ``initdb`` and ``pg_ctl`` (PATH first, then Debian's
+    /usr/lib/postgresql/<version>/bin, newest first), or None. The tests' throwaway clusters
+    (tests/pgcluster.py) find theirs the same way."""
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return Path(os.path.realpath(found)).parent
     for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if os.path.exists(f"{d}/initdb") and os.path.exists(f"{d}/pg_ctl"):
             return Path(d)
-    raise ClusterError(
-        "PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install -y postgresql"
-    )
+    return None
+
+
+def pg_bin() -> Path:
+    found = find_pg_bin()
+    if found is None:
+        raise ClusterError(PG_MISSING)
+    return found
 
 
 def _as_postgres(path: Path | None = None) -> list[str]:

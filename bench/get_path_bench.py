@@ -22,29 +22,17 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-import pyarrow as pa
 from rocksdict import Options, Rdict, WriteBatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._data import make_table
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 
-KEY_LEN = 16
-VALUE_LEN = 100
 BATCH = 1000
-
-
-def make_table(n: int, rng: np.random.Generator) -> pa.Table:
-    kbuf = rng.integers(0, 256, n * KEY_LEN, dtype=np.uint8)
-    vbuf = rng.integers(0, 256, n * VALUE_LEN, dtype=np.uint8)
-    koffs = np.arange(n + 1, dtype=np.int32) * KEY_LEN
-    voffs = np.arange(n + 1, dtype=np.int32) * VALUE_LEN
-    keys = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(koffs), pa.py_buffer(kbuf)])
-    vals = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(voffs), pa.py_buffer(vbuf)])
-    return pa.table({"key": keys, "value": vals})
 
 
 Rate = tuple[float, float]  # (best rate, spread as (best - worst) / best)

@@ -36,30 +36,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import pyarrow as pa
 
+from bench._data import KEY_LEN, VALUE_LEN, make_table
 from slatedb_core.compactor import executor as executor_module
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 
-KEY_LEN = 16
-VALUE_LEN = 100
 CHUNK = 100_000
 FLUSH_EVERY = 1_000_000
 DB_PATH = "db"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MiB = 1024 * 1024
 GOAL = 1024 * MiB
-
-
-def make_table(n: int, rng: np.random.Generator) -> pa.Table:
-    kbuf = rng.integers(0, 256, n * KEY_LEN, dtype=np.uint8)
-    vbuf = rng.integers(0, 256, n * VALUE_LEN, dtype=np.uint8)
-    koffs = np.arange(n + 1, dtype=np.int32) * KEY_LEN
-    voffs = np.arange(n + 1, dtype=np.int32) * VALUE_LEN
-    keys = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(koffs), pa.py_buffer(kbuf)])
-    vals = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(voffs), pa.py_buffer(vbuf)])
-    return pa.table({"key": keys, "value": vals})
 
 
 def cpu_s() -> float:

@@ -40,6 +40,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._data import KEY_LEN, VALUE_LEN, make_table
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
@@ -47,22 +48,10 @@ from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
 
-KEY_LEN = 16
-VALUE_LEN = 100
 CHUNK_ROWS = 20_000
 DB = "db"
 REPEATS = 3
 MiB = 1024 * 1024
-
-
-def make_table(n: int, rng: np.random.Generator) -> pa.Table:
-    kbuf = rng.integers(0, 256, n * KEY_LEN, dtype=np.uint8)
-    vbuf = rng.integers(0, 256, n * VALUE_LEN, dtype=np.uint8)
-    koffs = np.arange(n + 1, dtype=np.int32) * KEY_LEN
-    voffs = np.arange(n + 1, dtype=np.int32) * VALUE_LEN
-    keys = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(koffs), pa.py_buffer(kbuf)])
-    vals = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(voffs), pa.py_buffer(vbuf)])
-    return pa.table({"key": keys, "value": vals})
 
 
 def rss_mib() -> float:

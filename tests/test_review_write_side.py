@@ -212,6 +212,74 @@ def test_concurrent_commits_of_one_overwrite_plan_never_report_a_wrong_outcome(
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
 
 
+def _commit_in_thread(store: ObjectStore, plan: IngestPlan,
+                      staged: Mapping[int, list[tuple[str, int]]]
+                      ) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append([s.status for s in commit_overwrite(store, plan, "r", staged)])
+        except SlateDBError as e:
+            out.append(e)
+
+    th = threading.Thread(target=run)
+    th.start()
+    return th, out
+
+
+def test_a_commit_fenced_on_a_target_by_a_concurrent_attempt_reports_the_swap(
+    mem: ObjectStore,
+) -> None:
+    """Attempt A parks just before ingesting into a target; attempt B (a retried commit) opens
+    that target, which fences A, and finishes the whole overwrite. A must report what happened
+    (WRITTEN), not fail. Fix: step 1 looks at the target again after being fenced on it; before
+    it, two attempts fenced on different targets both failed before either sealed, and the
+    table kept its old contents (seen once in CI in the racing test above)."""
+    faulty = FaultyStore(mem)
+    with old_table(mem) as t:
+        plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
+        staged = stage(mem, plan, "r", NEW)
+        target = plan.shards[0].db_path
+        # the target's manifests: 1 created, 2 the writer's epoch, 3 the ingest
+        pp = faulty.pause("ingest", "put_if_absent", f"{target}/manifest/*03.manifest")
+        th, out = _commit_in_thread(faulty, plan, staged)
+        assert pp.wait_reached(30)
+        assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
+        pp.release()
+        th.join(60)
+        assert not th.is_alive()
+        assert out == [[WRITTEN] * 3]
+        t.refresh()
+        assert contents(mem) == NEW
+        assert_map_is_live(mem)
+
+
+def test_a_commit_whose_sources_a_concurrent_attempt_retired_reports_the_swap(
+    mem: ObjectStore,
+) -> None:
+    """Attempt A seals, then parks before fencing the first source; attempt B finds the op
+    pending, runs it to the end and soft-destroys the sources. A's fence then meets a destroyed
+    source: that only happens once the op committed, so A reports WRITTEN. Fix: before it, A
+    raised DatabaseDestroyed for an overwrite that had committed."""
+    faulty = FaultyStore(mem)
+    with old_table(mem) as t:
+        plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
+        staged = stage(mem, plan, "r", NEW)
+        source = t.shards[0].db_path
+        pp = faulty.pause("fence", "put_if_absent", f"{source}/manifest/*")
+        th, out = _commit_in_thread(faulty, plan, staged)
+        assert pp.wait_reached(30)
+        assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
+        assert gone(mem, source)
+        pp.release()
+        th.join(60)
+        assert not th.is_alive()
+        assert out == [[WRITTEN] * 3]
+        assert contents(mem) == NEW
+        assert_map_is_live(mem)
+
+
 def test_an_abort_while_the_commit_stalls_before_its_seal_cancels_the_commit(
     mem: ObjectStore,
 ) -> None:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -177,7 +178,9 @@ def commit_overwrite(
         raise ShardMapConflict(problem)
     with ThreadPoolExecutor(max_workers=min(16, len(plan.shards))) as pool:
         built = list(pool.map(
-            lambda t: _build(store, plan, t, sources[t.index], opts, started), plan.shards
+            lambda t: _build(store, plan, t, sources[t.index], opts, started,
+                             ctx.options.fence_attempts),
+            plan.shards,
         ))
     op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in latest.shards),
                    tuple((t.shard_id, t.key_range) for t in plan.shards), time.time(),
@@ -273,17 +276,53 @@ def _build(
     sources: Sequence[tuple[str, int]],
     options: DbOptions,
     started: float,
+    attempts: int,
 ) -> ShardIngestStats:
     """Step 1 for one target: create its database (if absent) and ingest its staged SSTs, unless
-    an earlier attempt did (its manifest, read as of our fence, holds data or records)."""
+    an earlier attempt did (its manifest, read as of our fence, holds data or records). A
+    concurrent attempt of the same commit (a driver retrying while the first still runs) fences
+    us on the target before it ingests the same SSTs: we wait a little and look again, up to
+    ``attempts`` times (``TableOptions.fence_attempts``), so that two attempts racing on the
+    targets do not both fail before either sealed."""
     _create_target(store, target)
+    for attempt in range(attempts):
+        # Built already (by an earlier or a concurrent attempt: a fresh target's data only comes
+        # from this ingest): leave it alone, without opening a writer that would fence a writer
+        # of the new shard if the overwrite has been swapped in meanwhile.
+        stored = ManifestStore(store, target.db_path).read_latest()
+        if _holds_data(stored.manifest):
+            counts = _counts(store, [p for p, _ in sources])
+            return _stats(target, WRITTEN, "built by an earlier attempt", started,
+                          epoch=stored.manifest.writer_epoch, manifest_id=stored.id, **counts)
+        try:
+            return _build_once(store, plan, target, sources, options, started)
+        except Fenced as e:
+            if attempt + 1 == attempts:
+                raise
+            log.info("overwrite job %s: building %r: %s; again", plan.job_id, target.db_path, e)
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1 (TableOptions)
+
+
+def _holds_data(m: Manifest) -> bool:
+    return bool(m.l0 or m.compacted or m.transactions)
+
+
+def _build_once(
+    store: ObjectStore,
+    plan: IngestPlan,
+    target: Shard,
+    sources: Sequence[tuple[str, int]],
+    options: DbOptions,
+    started: float,
+) -> ShardIngestStats:
     db = Db.open(target.db_path, store, options)  # fences any earlier attempt on the target
     result = None
     try:
         epoch = db.writer_epoch
         stored = db.manifest
         m = stored.manifest
-        if not (m.l0 or m.compacted or m.transactions):
+        if not _holds_data(m):
             result = db.ingest_ssts(
                 [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
             )

@@ -222,8 +222,17 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
         [s.shard_id for s in srcs],
         [t[1] for t in targets],
     )
-    for s in srcs:
-        _fence(table, s)
+    try:
+        for s in srcs:
+            _fence(table, s)
+    except DatabaseDestroyed:
+        # Only the op's own commit (step 5) destroys its sources: a concurrent run of it (a
+        # driver's retried commit, an operator's resume) finished it while we fenced.
+        cur = table.maps.read_latest()
+        if any(p.op_id == op.op_id for p in cur.pending):
+            raise
+        log.info("table %r: %s %s finished by a concurrent run", table.path, op.kind, op.op_id)
+        return cur
     if op.kind == "split":
         for path, _, rng in targets:
             create_clone(path, srcs[0].db_path, table.store, projection=rng)

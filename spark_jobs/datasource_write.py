@@ -141,7 +141,7 @@ def _open_or_create(opts: WriteOptions, store: ObjectStore) -> tuple[Table | Non
     if opts.mode == "error":
         table.close()
         raise InvalidArgument(
-            f"option 'mode' is error and table {opts.path!r} exists in {opts.url}"
+            f"option 'mode' is error and table {opts.path!r} exists in {store.url}"
         )
     if opts.mode == "ignore":
         table.close()

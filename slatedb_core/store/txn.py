@@ -44,6 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 from slatedb_core.errors import InvalidArgument, StoreError, UnsupportedOperation
 from slatedb_core.store.objectstore import RequestCounters
+from slatedb_core.store.redact import redact_url
 
 STATEMENTS = ("select", "insert", "update", "delete")
 INTENTS = "slatedb_intents"
@@ -453,25 +454,25 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
         url = os.fspath(url)
     if not isinstance(url, str) or "://" not in url:
         raise InvalidArgument(
-            f"transactional store URL must be sqlite:///abs/path or postgresql://..., got {url!r}"
+            f"transactional store URL must be sqlite:///abs/path or postgresql://..., got {redact_url(url)!r}"
         )
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
         if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise InvalidArgument(f"sqlite URL must be sqlite:///absolute/path.db, got {url!r}")
+            raise InvalidArgument(f"sqlite URL must be sqlite:///absolute/path.db, got {redact_url(url)!r}")
         path = unquote(parts.path)
         if not path.startswith("/") or path.endswith("/") or ":memory:" in path:
             raise InvalidArgument(
                 f"sqlite URL needs an absolute file path (an in-memory database cannot be shared "
-                f"between connections): {url!r}"
+                f"between connections): {redact_url(url)!r}"
             )
         return SqliteTxnStore(Path(path), url=url)
     if scheme in ("postgresql", "postgres"):
         if not parts.hostname or not parts.path.strip("/"):
-            raise InvalidArgument(f"postgresql URL needs a host and a database name: {url!r}")
+            raise InvalidArgument(f"postgresql URL needs a host and a database name: {redact_url(url)!r}")
         return PostgresTxnStore(url)
     raise InvalidArgument(
-        f"unsupported transactional store URL {url!r}: use sqlite:///abs/path.db or "
+        f"unsupported transactional store URL {redact_url(url)!r}: use sqlite:///abs/path.db or "
         "postgresql://user@host:port/db"
     )

@@ -35,6 +35,7 @@ from obstore.store import LocalStore, MemoryStore, S3Store
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.store.local_cas import LocalCas
 from slatedb_core.store.objectstore import ObjectStore, ObstoreObjectStore, validate_relative_path
+from slatedb_core.store.redact import redact_url
 from slatedb_core.store.twophase import open_two_phase
 
 _S3_KEYS = {
@@ -70,7 +71,7 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
     if "://" not in url:
         if _SCHEME_LIKE.match(url):
             raise InvalidArgument(
-                f"{url!r} looks like a URL without '//' (e.g. file:relative); use "
+                f"{redact_url(url)!r} looks like a URL without '//' (e.g. file:relative); use "
                 "file:///absolute/path, or prefix a relative path that contains ':' with ./"
             )
         return _local(Path(url), original=url)
@@ -81,17 +82,17 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise InvalidArgument(
-                f"file URL must be file:///absolute/path (got host {parts.netloc!r} in {url!r})"
+                f"file URL must be file:///absolute/path (got host {parts.netloc!r} in {redact_url(url)!r})"
             )
         if parts.query or parts.fragment:
-            raise InvalidArgument(f"file URL takes no query or fragment: {url!r}")
+            raise InvalidArgument(f"file URL takes no query or fragment: {redact_url(url)!r}")
         path = unquote(parts.path)
         if not path.startswith("/"):
-            raise InvalidArgument(f"file URL needs an absolute path: {url!r}")
+            raise InvalidArgument(f"file URL needs an absolute path: {redact_url(url)!r}")
         return _local(Path(path), original=url)
     if scheme == "s3":
         if parts.fragment:
-            raise InvalidArgument(f"s3 URL takes no fragment: {url!r}")
+            raise InvalidArgument(f"s3 URL takes no fragment: {redact_url(url)!r}")
         query = dict(parse_qsl(parts.query))
         txn_url = overrides.pop("txn", None) or query.pop("txn", None) or os.environ.get(TXN_ENV)
         store = _s3(parts.netloc, unquote(parts.path), query, overrides, url)
@@ -99,7 +100,7 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
             return open_two_phase(store, txn_url)
         return store
     raise InvalidArgument(
-        f"unsupported store URL {url!r}: use memory://, file:///abs/dir, a filesystem path, "
+        f"unsupported store URL {redact_url(url)!r}: use memory://, file:///abs/dir, a filesystem path, "
         "or s3://bucket/prefix"
     )
 
@@ -150,10 +151,11 @@ def _s3(
     bucket: str, path: str, query: dict[str, str], overrides: dict[str, str], url: str
 ) -> ObjectStore:
     if not bucket:
-        raise InvalidArgument(f"s3 URL needs a bucket: {url!r}")
+        raise InvalidArgument(f"s3 URL needs a bucket: {redact_url(url)!r}")
     if not _BUCKET.match(bucket):
         raise InvalidArgument(
-            f"s3 bucket {bucket!r} is not a bucket name (3-63 of a-z, 0-9, '.', '-', '_'): {url!r}"
+            f"s3 bucket {bucket!r} is not a bucket name (3-63 of a-z, 0-9, '.', '-', '_'): "
+            f"{redact_url(url)!r}"
         )
     unknown = set(query) - set(_S3_KEYS)
     if unknown:
@@ -174,10 +176,10 @@ def _s3(
     if endpoint is not None:
         ep = urlsplit(endpoint)
         if ep.scheme not in ("http", "https") or not ep.netloc:
-            raise InvalidArgument(f"s3 endpoint must be an http(s) URL, got {endpoint!r}")
+            raise InvalidArgument(f"s3 endpoint must be an http(s) URL, got {redact_url(endpoint)!r}")
     allow_http = _bool("allow_http", settings.get("allow_http", "false"))
     if endpoint and endpoint.startswith("http://") and not allow_http:
-        raise InvalidArgument(f"endpoint {endpoint!r} is plain http: add allow_http=true")
+        raise InvalidArgument(f"endpoint {redact_url(endpoint)!r} is plain http: add allow_http=true")
     # copy_if_not_exists=multipart: ObjectStore.copy_if_absent as a one-part multipart upload
     # (UploadPartCopy) completed with If-None-Match: *, the conditional copy S3 supports.
     config: dict[str, Any] = {"conditional_put": "etag", "copy_if_not_exists": "multipart"}

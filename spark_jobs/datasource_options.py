@@ -3,7 +3,6 @@ on the driver before any task runs: a bad option raises InvalidArgument naming i
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from slatedb_core import InvalidArgument, ValueEncoding
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
 from spark_jobs.ingest_tasks import RUN_BYTES
+from spark_jobs.value_columns import payload_schema as value_payload_schema
 
 __all__ = ["MODES", "WriteOptions"]
 
@@ -141,9 +141,7 @@ class WriteOptions:
             if not payload:
                 raise InvalidArgument("option 'value' is missing and there is no other column "
                                       "to encode into values")
-            payload_schema = json.dumps(
-                StructType([schema[c] for c in payload]).jsonValue(), sort_keys=True
-            )
+            payload_schema = value_payload_schema(schema, payload)
         splits_text = _opt(options, "split_points")
         splits = None
         if splits_text is not None:

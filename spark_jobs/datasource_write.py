@@ -78,6 +78,7 @@ from spark_jobs.ingest_tasks import (
     encode_arrow_rows,
     record_empty_shards,
 )
+from spark_jobs.value_columns import check_value_encoding
 
 log = logging.getLogger(__name__)
 
@@ -156,30 +157,9 @@ def _open_or_create(opts: WriteOptions, store: ObjectStore) -> tuple[Table | Non
     return table, False
 
 
-def _holds_rows(table: Table) -> bool:
-    """Whether any shard of ``table`` serves a row (a live read of the first one)."""
-    return next(iter(table.scan()), None) is not None
-
-
 def _check_encoding(opts: WriteOptions, table: Table, created: bool) -> None:
-    """An append must bring what the table holds: its recorded columns, or plain values. The
-    first append of columns records them, unless the table already holds plain values (which
-    would then be read as encoded rows)."""
-    if opts.mode == "overwrite":
-        return  # the overwrite records its own (docs/overwrite.md)
-    if opts.encoding is not None:
-        if table.value_encoding is None and not created and _holds_rows(table):
-            raise InvalidArgument(
-                f"option 'value' is missing: table {opts.path!r} holds plain values (written "
-                "with 'value'), not encoded columns; write a 'value' column, or overwrite"
-            )
-        table.record_value_encoding(opts.encoding)  # InvalidArgument if others are recorded
-    elif table.value_encoding is not None:
-        enc = table.value_encoding
-        raise InvalidArgument(
-            f"option 'value': table {opts.path!r} holds {enc.format}-encoded columns "
-            f"{enc.schema}; write those columns (no 'value' option), or overwrite"
-        )
+    if opts.mode != "overwrite":  # the overwrite records its own (docs/overwrite.md)
+        check_value_encoding(table, opts.encoding, created=created, value_option="option 'value'")
 
 
 def plan_write(opts: WriteOptions) -> WritePlan:

@@ -105,7 +105,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core import Table, open_store
+from slatedb_core import ShardMapConflict, Table, ValueEncoding, open_store
 from slatedb_core.errors import InvalidArgument, SlateDBError
 from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
@@ -136,6 +136,7 @@ from spark_jobs.ingest_tasks import (
 )
 from spark_jobs.parquet_input import read_input
 from spark_jobs.routing import partition_keys
+from spark_jobs.value_columns import check_value_encoding, payload_schema
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +215,14 @@ class _Prepared:
     """key, value | payload columns, tombstone flag?"""
     payload: tuple[str, ...]
     tombstones: bool
+    encoded: str | None = None
+    """``json`` or ``arrow`` when the values encode columns (None: plain values)."""
+    encoded_columns: tuple[str, ...] = ()
+    """The columns encoded into each value."""
 
 
 def prepare_frame(
     df: DataFrame,
-    plan: IngestPlan,
     key_column: str = "key",
     value_column: str | None = None,
     tombstone_column: str | None = None,
@@ -241,6 +245,7 @@ def prepare_frame(
     payload = tuple(c for c in df.columns if c not in skip)
     if fmt != "binary" and not payload:
         raise InvalidArgument(f"value_format {fmt!r} needs columns besides the key")
+    encoded = () if fmt == "binary" else payload
     if fmt == "binary":
         assert value_column is not None
         cols.append(_binary(df, value_column).alias(VALUE))
@@ -252,7 +257,8 @@ def prepare_frame(
         if {KEY, TOMBSTONE} & set(payload):
             raise InvalidArgument(f"payload columns may not be named {KEY!r} or {TOMBSTONE!r}")
         cols += [F.col(c).alias(c) for c in payload]
-    return _Prepared(df.select(*cols), payload, tombstone_column is not None)
+    return _Prepared(df.select(*cols), payload, tombstone_column is not None,
+                     None if fmt == "binary" else fmt, encoded)
 
 
 def _check_batch_bounds(rows: int | None, max_bytes: int | None) -> None:
@@ -340,12 +346,23 @@ def ingest(
     started = time.monotonic()
     txn = check_txn(app_id, batch_version)  # before anything is written
     factory = store_factory or functools.partial(open_store, table_url)
+    prepared = prepare_frame(df, key_column, value_column, tombstone_column, value_format)
+    encoding = (None if not prepared.encoded else
+                ValueEncoding(prepared.encoded, payload_schema(df.schema, prepared.encoded_columns)))
+    with Table.open(table_path, factory()) as table:
+        check_value_encoding(table, encoding, created=False, value_option="value_column")
     if plan is None:
         plan = plan_ingest(table_path, factory(), txn=txn)
+        if plan.shard_map.value_encoding != encoding:
+            # an overwrite changed the table's values between the check and the plan
+            raise ShardMapConflict(
+                f"table {table_path!r}: its value encoding changed while this ingest was "
+                f"planned (an overwrite committed: now {plan.shard_map.value_encoding}); "
+                "ingest again"
+            )
     plan = with_txn(plan, txn)
     if skipped := applied_everywhere(factory(), plan):
         return IngestStats(plan.job_id, plan.shard_map.id, shards=skipped)
-    prepared = prepare_frame(df, plan, key_column, value_column, tombstone_column, value_format)
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")

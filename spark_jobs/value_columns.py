@@ -1,0 +1,47 @@
+"""Which value encoding a write brings, checked against (and recorded by) the table before any
+task runs: both Spark write paths (``format("slatedb")`` and :func:`spark_jobs.ingest.ingest`)
+encode columns into values the same way (docs/spark.md "Value columns"), so both record them,
+and a reader of the table sees the columns whichever path wrote it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pyspark.sql.types import StructType
+
+from slatedb_core import InvalidArgument, Table, ValueEncoding
+
+
+def payload_schema(schema: StructType, payload: Sequence[str]) -> str:
+    """The StructType of the columns encoded into each value, as the table records it."""
+    return json.dumps(StructType([schema[c] for c in payload]).jsonValue(), sort_keys=True)
+
+
+def check_value_encoding(
+    table: Table, encoding: ValueEncoding | None, *, created: bool, value_option: str
+) -> None:
+    """A write must bring what ``table`` holds: its recorded columns, or plain values. The first
+    write of encoded columns records them, unless the table already holds plain values (which
+    would then be read as encoded rows). ``value_option`` names the caller's setting for plain
+    values in the messages (``'value'``, ``value_column``)."""
+    if encoding is not None:
+        if table.value_encoding is None and not created and _holds_rows(table):
+            raise InvalidArgument(
+                f"{value_option} is missing: table {table.path!r} holds plain values, not "
+                f"encoded columns; give {value_option}, or overwrite (a table whose values "
+                "are these columns already, written before ingests recorded them, takes "
+                "Table.record_value_encoding once)"
+            )
+        table.record_value_encoding(encoding)  # InvalidArgument if others are recorded
+    elif table.value_encoding is not None:
+        enc = table.value_encoding
+        raise InvalidArgument(
+            f"{value_option}: table {table.path!r} holds {enc.format}-encoded columns "
+            f"{enc.schema}; write those columns (without {value_option}), or overwrite"
+        )
+
+
+def _holds_rows(table: Table) -> bool:
+    """Whether any shard of ``table`` serves a row (a live read of the first one)."""
+    return next(iter(table.scan()), None) is not None

@@ -50,7 +50,7 @@ def test_ingest_refuses_to_mix_plain_and_encoded_values(spark: SparkSession, sto
     plain = spark.createDataFrame([("k1", b"v1")], "id string, v binary")
     ingest(plain, store_url, "plain", key_column="id", value_column="v")
     cols = spark.createDataFrame(ROWS, "id string, qty int, colour string")
-    with pytest.raises(InvalidArgument, match="value_column is missing.*plain values"):
+    with pytest.raises(InvalidArgument, match=r"value_column is missing.*plain values"):
         ingest(cols, store_url, "plain", key_column="id", value_format="json")
     with Table.open("plain", store) as t:
         assert dict(t.scan()) == {b"k1": b"v1"}

@@ -285,12 +285,14 @@ def _build(
     ``attempts`` times (``TableOptions.fence_attempts``), so that two attempts racing on the
     targets do not both fail before either sealed."""
     _create_target(store, target)
+    maps = ShardMapStore(store, plan.table_path)
     for attempt in range(attempts):
         # Built already (by an earlier or a concurrent attempt: a fresh target's data only comes
-        # from this ingest): leave it alone, without opening a writer that would fence a writer
-        # of the new shard if the overwrite has been swapped in meanwhile.
+        # from this ingest), or sealed by a concurrent attempt (which built every target first):
+        # leave it alone, without opening a writer that would fence a writer of the new shard
+        # if the overwrite has been swapped in meanwhile.
         stored = ManifestStore(store, target.db_path).read_latest()
-        if _holds_data(stored.manifest):
+        if _holds_data(stored.manifest) or _where(maps.read_latest(), plan) != _FRESH:
             counts = _counts(store, [p for p, _ in sources])
             return _stats(target, WRITTEN, "built by an earlier attempt", started,
                           epoch=stored.manifest.writer_epoch, manifest_id=stored.id, **counts)
@@ -322,7 +324,13 @@ def _build_once(
         epoch = db.writer_epoch
         stored = db.manifest
         m = stored.manifest
-        if not _holds_data(m):
+        # Ingest only into a target that holds nothing and that, now that we fenced it, no
+        # attempt has sealed: once sealed (or swapped in) it was built, and its manifest may be
+        # empty because its own writers deleted everything since, which an ingest would undo.
+        # An attempt sealing after our fence built this target before it (we see its data or
+        # txn; an empty target gains nothing here either) or after it (fencing our ingest).
+        if not _holds_data(m) and _where(ShardMapStore(store, plan.table_path).read_latest(),
+                                         plan) == _FRESH:
             result = db.ingest_ssts(
                 [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
             )

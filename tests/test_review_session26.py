@@ -1,0 +1,81 @@
+"""Adversarial review of commits 2fb932a (overwrite step 1 looks before it opens a writer and
+again after being fenced; a rescale run whose fence meets a destroyed source reports the op's
+outcome) and aaabfcd (store URLs' credentials kept out of messages), docs/overwrite.md. Each
+test states the guarantee it checks; they held unless the docstring names a fix."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from slatedb_core.compactor.compactor import run_compaction_once
+from slatedb_core.errors import SlateDBError
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import CompactorOptions
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table
+from slatedb_core.table.ingest import WRITTEN
+from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
+from tests.test_review_write_side import (
+    NEW,
+    OPTS,
+    assert_map_is_live,
+    contents,
+    mem,
+    old_table,
+    stage,
+)
+
+__all__ = ["mem"]  # the fixture, re-exported for pytest
+
+
+@pytest.mark.parametrize("stall", ["01", "02"])
+def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap(
+    mem: ObjectStore, stall: str,
+) -> None:
+    """Attempt B of a commit (a driver's retry) reads the map before any attempt sealed, then
+    stalls creating target 0 (manifest 01: before step 1 looks at it) or opening its writer
+    (manifest 02: after it looked, found it empty and the map fresh). Attempt A commits the
+    whole overwrite. A user deletes every row of the new shard 0 and a compaction drops the
+    tombstones: its manifest holds nothing. B then goes on: the target "holds no data", so B
+    used to open a writer on the live shard (fencing its writer) and ingest the staged SSTs
+    again: the deleted rows came back, and B reported WRITTEN. Fix: step 1 builds a target only
+    if the map has the overwrite neither sealed nor committed, read before opening the writer
+    and again after it fenced the target (docs/overwrite.md, step 1)."""
+    faulty = FaultyStore(mem)
+    with old_table(mem):
+        plan = plan_overwrite("t", mem)
+        staged = stage(mem, plan, "r", NEW)
+        target = plan.shards[0].db_path
+        pp = faulty.pause("create", "put_if_absent", f"{target}/manifest/*{stall}.manifest")
+        out: list[object] = []
+
+        def run() -> None:
+            try:
+                out.append([s.status for s in commit_overwrite(faulty, plan, "r", staged)])
+            except SlateDBError as e:
+                out.append(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        assert pp.wait_reached(30)
+        assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
+        shard0 = {k: v for k, v in NEW.items() if k < b"g"}
+        with Table.open("t", mem, OPTS) as t, t.writer(0) as db:
+            for k in shard0:
+                db.delete(k)
+            db.flush_memtable()
+        run_compaction_once(target, mem, CompactorOptions(l0_trigger=1))
+        m = ManifestStore(mem, target).read_latest().manifest
+        assert not (m.l0 or m.compacted or m.transactions)  # the premise: nothing left
+        pp.release()
+        th.join(60)
+        assert not th.is_alive()
+        assert out == [[WRITTEN] * 3]
+        want = {k: v for k, v in NEW.items() if k not in shard0}
+        assert contents(mem) == want
+        assert_map_is_live(mem)
+        with Table.open("t", mem, OPTS) as t, t.writer(0) as db:
+            db.put(b"b0", b"after")  # the shard takes writes

@@ -10,11 +10,14 @@ import threading
 import pytest
 
 from slatedb_core.compactor.compactor import run_compaction_once
-from slatedb_core.errors import SlateDBError
+from slatedb_core.errors import InvalidArgument, SlateDBError
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.redact import redact_url
+from slatedb_core.store.txn import open_txn_store
+from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
@@ -79,3 +82,38 @@ def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap
         assert_map_is_live(mem)
         with Table.open("t", mem, OPTS) as t, t.writer(0) as db:
             db.put(b"b0", b"after")  # the shard takes writes
+
+
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("url", [
+    f"s3://AKIAEXAMPLE:{SECRET}@bucket/p",       # credentials as userinfo: the bucket echoed
+    f"s3://AKIAEXAMPLE:{SECRET}@/p",
+    f"my_s3://AKIAEXAMPLE:{SECRET}@bucket",      # not a valid scheme: urlsplit finds no netloc
+    f"s3:/AKIAEXAMPLE:{SECRET}@bucket/p",        # one slash short
+    f"s3:AKIAEXAMPLE:{SECRET}@bucket",
+])
+def test_credentials_in_a_misspelt_store_url_stay_out_of_the_error(url: str) -> None:
+    """aaabfcd masked the password of a URL urlsplit parses; fix: also in the bucket name the
+    s3 error echoes, and in URLs whose scheme or slashes are wrong (no netloc parsed)."""
+    with pytest.raises(SlateDBError) as info:
+        open_store(url)
+    assert SECRET not in str(info.value)
+    assert SECRET not in redact_url(url)
+
+
+@pytest.mark.parametrize("url", [f"post_gres://u:{SECRET}@h/db", f"postgresql:/u:{SECRET}@h/db"])
+def test_credentials_in_a_misspelt_txn_url_stay_out_of_the_error(url: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        open_txn_store(url)
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("url", [123, None, b"s3://u:pw@bucket", ["s3://x"]])
+def test_redact_url_never_raises_and_a_wrong_type_stays_invalid_argument(url: object) -> None:
+    """redact_url must not raise: open_txn_store(123) raised AttributeError (from urlsplit
+    inside redact_url) instead of InvalidArgument after aaabfcd. Fix: non-str input masked."""
+    assert "pw" not in redact_url(url)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        open_txn_store(url)  # type: ignore[arg-type]

@@ -8,18 +8,26 @@ caller gave names :func:`redact_url` of it.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 # Query keys whose values are not secret (everything else is shown as ***).
 _PLAIN_KEYS = frozenset({"endpoint", "region", "allow_http", "virtual_hosted_style"})
 _MASK = "***"
+_USERINFO = re.compile(r":[^/@]*@")
 
 
 def redact_url(url: str) -> str:
     """``url`` with its password and every query value but the plain settings masked; a string
-    that does not parse as a URL is masked whole after its scheme."""
+    that does not parse as a URL is masked whole after its scheme, anything but a str whole.
+    Never raises."""
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
     try:
         parts = urlsplit(url)
+        if not parts.scheme and "://" in url:  # a scheme urlsplit refuses (my_s3://): its own
+            head, rest = url.split("://", 1)
+            return head + redact_url("x://" + rest)[1:]
         netloc = parts.netloc
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
@@ -31,7 +39,9 @@ def redact_url(url: str) -> str:
         )
         if parts.query and not query:
             query = _MASK
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment and _MASK))
+        # no netloc (s3:/user:password@bucket, one slash short): a userinfo-like part masked
+        path = parts.path if parts.netloc else _USERINFO.sub(f":{_MASK}@", parts.path)
+        return urlunsplit((parts.scheme, netloc, path, query, parts.fragment and _MASK))
     except ValueError:
         head = url.split("://", 1)[0] if "://" in url else ""
         return f"{head}://{_MASK}" if head else _MASK

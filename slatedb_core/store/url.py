@@ -154,8 +154,8 @@ def _s3(
         raise InvalidArgument(f"s3 URL needs a bucket: {redact_url(url)!r}")
     if not _BUCKET.match(bucket):
         raise InvalidArgument(
-            f"s3 bucket {bucket!r} is not a bucket name (3-63 of a-z, 0-9, '.', '-', '_'): "
-            f"{redact_url(url)!r}"
+            f"s3 bucket {urlsplit(redact_url(url)).netloc!r} is not a bucket name (3-63 of "
+            f"a-z, 0-9, '.', '-', '_'): {redact_url(url)!r}"
         )
     unknown = set(query) - set(_S3_KEYS)
     if unknown:

@@ -7,7 +7,10 @@ Two measurements, each run in a fresh subprocess (so one's heap does not inflate
    in-process compactor on (``DbOptions(compactor=CompactorOptions())``), then ``close``.
 2. ``compact``: the same rows are first written to L0 with no compactor (a setup process, not
    measured), then a measured process runs ``run_compaction_once`` with ``l0_trigger=1``: L0
-   becomes one sorted run.
+   becomes one sorted run. It reports the store's requests (GETs, PUTs) besides memory and CPU.
+   With ``--l0 DIR`` the loaded L0 is kept in DIR (loaded there once, if DIR is missing) and
+   each of ``--repeat`` compactions runs on a fresh copy of it: only the compaction is timed,
+   and two checkouts (base and new) can be run alternately on the very same L0.
 
 The parent samples the child's RSS every 20 ms from ``/proc/<pid>/statm``; the child reports
 its own ``ru_maxrss`` (the kernel's exact peak) and, with ``--trace``, a timeline of its RSS,
@@ -16,6 +19,7 @@ buffers), immutable memtables, L0 SSTs and whether a compaction is running. Prin
 asserts nothing. The goal is a peak under 1 GiB for 10M rows.
 
 Usage: python bench/memory_bench.py [--rows 10000000] [--only ingest|compact] [--trace]
+                                    [--l0 DIR] [--repeat N]
 """
 
 from __future__ import annotations
@@ -140,13 +144,16 @@ def child_compact(d: str, trace: bool) -> None:
     if trace:
         _instrument()
         threading.Thread(target=_tracer, args=(stop, [], t0), daemon=True).start()
-    stats = run_compaction_once(DB_PATH, open_store(f"file://{d}"), CompactorOptions(l0_trigger=1))
+    store = open_store(f"file://{d}")
+    stats = run_compaction_once(DB_PATH, store, CompactorOptions(l0_trigger=1))
     stop.set()
     rows = stats.rows_in if stats else 0
     n = stats.compactions if stats else 0
+    requests = store.counters.snapshot()
     print(f"RESULT rows={rows} wall={time.perf_counter() - t0:.3f} engine="
           f"{time.perf_counter() - t0:.3f} cpu={cpu_s() - cpu0:.3f} maxrss="
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024} compactions={n}",
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024} compactions={n} "
+          f"gets={requests.get('get', 0)} puts={sum(v for k, v in requests.items() if 'put' in k)}",
           flush=True)
 
 
@@ -190,7 +197,8 @@ def report(name: str, r: dict[str, float]) -> None:
           f"peak RSS {peak / MiB:7,.0f} MiB (ru_maxrss {r['maxrss'] / MiB:,.0f}, sampled "
           f"{r['sampled'] / MiB:,.0f})  goal < {GOAL / MiB:,.0f} MiB: "
           f"{'yes' if peak < GOAL else 'NO'}"
-          + (f"  compactions {int(r['compactions'])}" if "compactions" in r else ""), flush=True)
+          + (f"  compactions {int(r['compactions'])}  GETs {int(r['gets']):,}  PUTs "
+             f"{int(r['puts']):,}" if "compactions" in r else ""), flush=True)
 
 
 def main() -> None:
@@ -198,6 +206,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--only", choices=("ingest", "compact"))
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--l0", help="keep the loaded L0 here (load once); compact copies of it")
+    ap.add_argument("--repeat", type=int, default=1, help="compactions of the kept L0 (--l0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--child", choices=("ingest", "load", "compact"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -219,7 +229,19 @@ def main() -> None:
             report("ingest", run_child(["--child", "ingest", "--dir", d, *common]))
         finally:
             shutil.rmtree(d, ignore_errors=True)
-    if args.only in (None, "compact"):
+    if args.only in (None, "compact") and args.l0:
+        if not Path(args.l0).exists():
+            run_child(["--child", "load", "--dir", args.l0, "--rows", str(args.rows),
+                       "--seed", str(args.seed)], sample=False)
+        for _ in range(args.repeat):
+            d = tempfile.mkdtemp(prefix="memory-bench-compact-", dir=Path(args.l0).parent)
+            try:
+                shutil.copytree(Path(args.l0) / DB_PATH, Path(d) / DB_PATH,
+                                ignore=shutil.ignore_patterns("wal"))
+                report("compact", run_child(["--child", "compact", "--dir", d, *trace]))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    elif args.only in (None, "compact"):
         d = tempfile.mkdtemp(prefix="memory-bench-compact-")
         try:
             run_child(["--child", "load", "--dir", d, "--rows", str(args.rows),

@@ -55,6 +55,7 @@ from slatedb_core.compactor.executor import (
     CompactionResult,
     apply_compaction,
     counted,
+    readahead_per_source,
 )
 from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
@@ -172,22 +173,25 @@ def ranges_from_keys(keys: Sequence[bytes]) -> tuple[KeyRange, ...]:
 def range_streams(
     store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, rng: KeyRange
 ) -> list[Iterable[pa.RecordBatch]]:
-    """One stream per source, newest first, clipped to the views' visible ranges and ``rng``."""
+    """One stream per source, newest first, clipped to the views' visible ranges and ``rng``,
+    the sources sharing the executor's read-ahead budget (:func:`readahead_per_source`)."""
     if plan.kind == "l0":
+        cap = readahead_per_source(len(plan.source_views))
         return [
-            _lazy(_handle(store, db_path, manifest, v), rng) for v in plan.source_views
+            _lazy(_handle(store, db_path, manifest, v), rng, cap) for v in plan.source_views
         ]
+    cap = readahead_per_source(len(plan.source_runs))
     return [
         SortedRunHandle(r.id, [_handle(store, db_path, manifest, v) for v in r.views]).scan(
-            rng.start, rng.end
+            rng.start, rng.end, readahead_max=cap
         )
         for r in plan.source_runs
     ]
 
 
-def _lazy(h: SstHandle, rng: KeyRange) -> Iterator[pa.RecordBatch]:
+def _lazy(h: SstHandle, rng: KeyRange, readahead_max: int) -> Iterator[pa.RecordBatch]:
     """Open the SST only when the merge first pulls from it."""
-    yield from h.scan(rng.start, rng.end)
+    yield from h.scan(rng.start, rng.end, readahead_max=readahead_max)
 
 
 def _announce(records: CompactionsStore, compaction_id: ULID, sst_id: ULID) -> None:

@@ -51,9 +51,22 @@ from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import SstOptions
 from slatedb_core.sst.create import write_new_sst
+from slatedb_core.sst.reader import READAHEAD_MAX
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
+
+# A merge holds about one read-ahead GET's worth of decoded rows per source: the sources of one
+# compaction share READAHEAD_BUDGET, each between READAHEAD_FLOOR (smaller GETs would cost many
+# more requests on S3 for little memory) and the reader's READAHEAD_MAX (few sources).
+READAHEAD_BUDGET = 64 * 1024 * 1024
+READAHEAD_FLOOR = 1024 * 1024
+
+
+def readahead_per_source(sources: int, budget: int = READAHEAD_BUDGET) -> int:
+    """The read-ahead cap of each of ``sources`` streams merged at once (bytes per GET)."""
+    return max(READAHEAD_FLOOR, min(READAHEAD_MAX, budget // max(1, sources)))
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
@@ -133,9 +146,12 @@ def _source_ssts(plan: CompactionPlan) -> list[SstView]:
 
 
 def source_streams(
-    store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan
+    store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, *,
+    readahead_max: int | None = None,
 ) -> list[Iterable[pa.RecordBatch]]:
-    """One stream per source, newest first, each clipped to its views' visible ranges.
+    """One stream per source, newest first, each clipped to its views' visible ranges, each
+    reading ahead at most ``readahead_max`` bytes per GET (by default
+    :func:`readahead_per_source` of the number of streams).
 
     Readers use no block cache: a compaction reads every block once, and caching them would only
     evict the point-lookup working set of a writer sharing the process.
@@ -149,18 +165,21 @@ def source_streams(
         return SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, None)
 
     if plan.kind == "l0":
-        return [newest_versions(_lazy_view(handle(v))) for v in plan.source_views]
+        n = len(plan.source_views)
+        cap = readahead_per_source(n) if readahead_max is None else readahead_max
+        return [newest_versions(_lazy_view(handle(v), cap)) for v in plan.source_views]
     runs = [SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in plan.source_runs]
     for run in runs:
         for h in run.views:
             _refuse_ttl_rows(h)
-    return [newest_versions(run.scan(None, None)) for run in runs]
+    cap = readahead_per_source(len(runs)) if readahead_max is None else readahead_max
+    return [newest_versions(run.scan(None, None, readahead_max=cap)) for run in runs]
 
 
-def _lazy_view(h: SstHandle) -> Iterator[pa.RecordBatch]:
+def _lazy_view(h: SstHandle, readahead_max: int) -> Iterator[pa.RecordBatch]:
     """Open the SST only when the merge first pulls from it."""
     _refuse_ttl_rows(h)
-    yield from h.scan(None, None)
+    yield from h.scan(None, None, readahead_max=readahead_max)
 
 
 def _refuse_slatedb_snapshots(m: Manifest) -> None:

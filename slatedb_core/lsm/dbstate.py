@@ -37,6 +37,7 @@ from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.sst import BlockCache, SstReader
+from slatedb_core.sst.reader import READAHEAD_MAX
 from slatedb_core.store.objectstore import ObjectStore
 
 Found = tuple[int, int, bytes | None]  # (seq, kind, value) of a key's newest row in a table
@@ -111,11 +112,13 @@ class SstHandle:
             return inside
         return [None] * a + inside + [None] * (len(keys) - z)
 
-    def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
+    def scan(
+        self, start: bytes | None, end: bytes | None, *, readahead_max: int = READAHEAD_MAX
+    ) -> Iterator[pa.RecordBatch]:
         clip = self.range.intersect(KeyRange(start, end))
         if clip.is_empty():
             return iter(())
-        return self.reader().scan(clip.start, clip.end)
+        return self.reader().scan(clip.start, clip.end, readahead_max=readahead_max)
 
 
 class SortedRunHandle:
@@ -146,12 +149,14 @@ class SortedRunHandle:
             a = z
         return out
 
-    def scan(self, start: bytes | None, end: bytes | None) -> Iterator[pa.RecordBatch]:
+    def scan(
+        self, start: bytes | None, end: bytes | None, *, readahead_max: int = READAHEAD_MAX
+    ) -> Iterator[pa.RecordBatch]:
         first = 0 if start is None else max(0, bisect.bisect_right(self._starts, start) - 1)
         for h in self.views[first:]:
             if end is not None and h.range.start is not None and h.range.start >= end:
                 break
-            yield from h.scan(start, end)
+            yield from h.scan(start, end, readahead_max=readahead_max)
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,24 @@ class DbState:
             else:
                 return self._get_sst(key)
         return found[1]
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """:meth:`get` of each of ``keys`` (any order, repeats allowed), the keys sorted once and
+        each table walked once (:meth:`get_immutable_many`). One point in time only for a state
+        whose active memtable nobody writes: a reader's (the Db reads its memtable under its
+        writer lock instead, ``Db.get_many``)."""
+        uniq = sorted(set(keys))
+        if self.memtable.is_empty():
+            got = self.get_immutable_many(uniq)
+        else:
+            found = self.memtable.get_many(uniq)
+            todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
+            rest = iter(self.get_immutable_many(todo) if todo else ())
+            got = [next(rest) if f is None else f[1] for f in found]
+        if len(uniq) == len(keys) and uniq == list(keys):
+            return got
+        values = dict(zip(uniq, got, strict=True))
+        return list(map(values.__getitem__, keys))
 
     def get_immutable(self, key: bytes) -> bytes | None:
         """``get`` from everything but the active memtable: the part of a state that never

@@ -1,0 +1,235 @@
+"""A compaction's read-ahead: each source's GETs are capped (the sources share the executor's
+budget), a GET's bytes are not held once decoded, and the output does not depend on the cap."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from ulid import ULID
+
+from slatedb_core.compactor import run_compaction_once
+from slatedb_core.compactor.distributed import DistributedCompactor, execute_subcompaction
+from slatedb_core.compactor.executor import (
+    READAHEAD_BUDGET,
+    READAHEAD_FLOOR,
+    readahead_per_source,
+    source_streams,
+)
+from slatedb_core.compactor.output import write_ssts
+from slatedb_core.compactor.scheduler import MAX_L0_SOURCES, CompactionPlan, plan_compaction
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import CompactorOptions, DbOptions
+from slatedb_core.sst import SstOptions, SstReader, encode_sst
+from slatedb_core.sst.reader import READAHEAD_MAX, READAHEAD_START
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.objectstore import GetResult, ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
+from tests.sst import batch_of, numbered
+
+PATH = "db"
+SST_OPTIONS = SstOptions(block_size=4096)
+
+
+class _Tracked(bytearray):
+    """A GET's bytes that a weak reference can watch (bytes and its subclasses take none); the
+    reader needs only their buffer (pa.py_buffer)."""
+
+
+class RecordingStore(FaultyStore):
+    """The real store underneath, with every GET's path and byte count recorded and its bytes
+    watchable: what the reader holds is what it got."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.gets: list[tuple[str, int]] = []
+        self.got: list[weakref.ref[_Tracked]] = []
+
+    def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        res = super().get(path, byte_range=byte_range)
+        data = _Tracked(res.data)
+        self.gets.append((path, len(data)))
+        self.got.append(weakref.ref(data))
+        return GetResult(cast(bytes, data), res.meta)
+
+    def sst_gets(self) -> list[int]:
+        return [n for p, n in self.gets if p.endswith(".sst") and "/compacted/" in p]
+
+
+def stored_sst(rows: int = 40_000) -> tuple[RecordingStore, SstReader]:
+    """An SST of ~4.5 MiB in 4 KiB blocks, opened through a recording store."""
+    inner = open_store("memory://")
+    data, info = encode_sst(batch_of(numbered(rows, value_len=100)), SST_OPTIONS)
+    inner.put(f"{PATH}/compacted/x.sst", data)
+    store = RecordingStore(inner)
+    reader = SstReader.open(store, f"{PATH}/compacted/x.sst", info)
+    store.gets.clear()
+    store.got.clear()
+    return store, reader
+
+
+# ---- the reader's cap ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cap", [8 * 1024, 64 * 1024, 1024 * 1024])
+def test_a_capped_scan_never_reads_more_than_its_cap_per_get(cap: int) -> None:
+    store, reader = stored_sst()
+    full = pa.Table.from_batches(list(reader.scan()))
+    uncapped = store.sst_gets()
+    assert max(uncapped) > cap  # the default read-ahead grows past the cap
+    store.gets.clear()
+    capped = pa.Table.from_batches(list(reader.scan(readahead_max=cap)))
+    sizes = store.sst_gets()
+    assert capped.equals(full)
+    assert max(sizes) <= cap
+    assert sizes[0] <= min(cap, READAHEAD_START)
+    # few wasted requests: every GET but the last is at least the cap less one block
+    block = max(b - a for a, b in zip(reader.block_offsets, reader.block_offsets[1:], strict=False))
+    assert all(n > min(cap, READAHEAD_START) - block for n in sizes[:-1])
+    assert sum(sizes) == sum(uncapped) == reader.block_offsets[-1]
+
+
+def test_a_block_larger_than_the_cap_is_read_whole() -> None:
+    store, reader = stored_sst(rows=2_000)
+    rows = pa.Table.from_batches(list(reader.scan(readahead_max=100)))
+    assert rows.num_rows == 2_000
+    assert len(store.sst_gets()) == reader.block_count  # one block per GET, none cut
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
+def test_the_cap_must_be_a_positive_int(bad: Any) -> None:
+    _, reader = stored_sst(rows=100)
+    with pytest.raises(InvalidArgument):
+        reader.scan(readahead_max=bad)
+
+
+def test_a_gets_bytes_are_released_once_its_blocks_are_decoded() -> None:
+    store, reader = stored_sst()
+    scan = reader.scan(readahead_max=64 * 1024)
+    next(scan)  # the first GET's group is decoded and its first block yielded
+    assert len(store.got) == 1
+    assert store.got[0]() is None  # nothing holds the raw bytes while the group is merged
+    for _ in scan:
+        assert all(ref() is None for ref in store.got)
+
+
+# ---- the executor's budget ---------------------------------------------------------------
+
+
+def test_the_budget_is_shared_by_the_sources_between_floor_and_max() -> None:
+    assert readahead_per_source(1) == READAHEAD_MAX
+    assert readahead_per_source(READAHEAD_BUDGET // READAHEAD_MAX) == READAHEAD_MAX
+    assert readahead_per_source(32) == READAHEAD_BUDGET // 32 == 2 * 1024 * 1024
+    assert readahead_per_source(33) == READAHEAD_BUDGET // 33
+    assert readahead_per_source(1000) == READAHEAD_FLOOR
+    assert readahead_per_source(0) == READAHEAD_MAX
+    assert all(readahead_per_source(n) * n <= READAHEAD_BUDGET
+               for n in range(READAHEAD_BUDGET // READAHEAD_MAX, READAHEAD_BUDGET // READAHEAD_FLOOR))
+
+
+def fill_l0(store: ObjectStore, ssts: int, rows: int = 6_000, seed: int = 3) -> None:
+    """``ssts`` overlapping L0 SSTs of ``rows`` random rows each (some overwrites, deletes)."""
+    rng = np.random.default_rng(seed)
+    with Db.open(PATH, store, DbOptions(l0_sst_size_bytes=64 * 1024 * 1024, block_size=4096)) as db:
+        for _ in range(ssts):
+            ks = sorted({bytes(k) for k in rng.integers(0, 256, (rows, 6), dtype=np.uint8)})
+            vals = [None if rng.random() < 0.05 else bytes(rng.integers(0, 256, 100,
+                                                                          dtype=np.uint8))
+                    for _ in ks]
+            db.bulk_ingest(pa.table({"key": pa.array(ks, pa.binary()),
+                                     "value": pa.array(vals, pa.binary())}))
+
+
+def manifest_of(store: ObjectStore) -> Manifest:
+    return ManifestStore(store, PATH).read_latest().manifest
+
+
+def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, cap: int | None) -> list[bytes]:
+    """The output SSTs' bytes of ``plan`` merged as the executor merges it."""
+    out: list[bytes] = []
+
+    def write(data: memoryview, info: SstInfo) -> CompactedSst:
+        out.append(bytes(data))
+        return CompactedSst(id=ULID(), info=info)
+
+    streams = source_streams(store, PATH, manifest_of(store), plan, readahead_max=cap)
+    write_ssts(merge_sorted(streams, drop_tombstones=plan.drop_tombstones), 256 * 1024,
+               SST_OPTIONS, write)
+    return out
+
+
+def test_l0_and_run_compaction_output_is_the_same_with_and_without_the_cap() -> None:
+    inner = open_store("memory://")
+    fill_l0(inner, 4)
+    store = RecordingStore(inner)
+    plan = plan_compaction(manifest_of(store), CompactorOptions(l0_trigger=2))
+    assert plan is not None and plan.kind == "l0" and len(plan.source_views) == 4
+    store.gets.clear()
+    want = compact_to_bytes(store, plan, None)
+    assert max(store.sst_gets()) > 16 * 1024
+    store.gets.clear()
+    assert compact_to_bytes(store, plan, 16 * 1024) == want
+    assert max(store.sst_gets()) <= 16 * 1024
+
+    # two sorted runs of several SSTs each: the cap holds across a run's SSTs
+    small = CompactorOptions(l0_trigger=2, max_sst_size_bytes=256 * 1024, block_size=4096)
+    assert run_compaction_once(PATH, inner, small) is not None
+    fill_l0(inner, 2, seed=4)
+    assert run_compaction_once(PATH, inner, small) is not None
+    m = manifest_of(store)
+    assert len(m.compacted) == 2 and all(len(r.views) > 1 for r in m.compacted)
+    plan = plan_compaction(m, CompactorOptions(l0_trigger=100, min_merge_width=2,
+                                               size_ratio=1000.0))
+    assert plan is not None and plan.kind == "sorted-runs"
+    store.gets.clear()
+    want = compact_to_bytes(store, plan, None)
+    assert max(store.sst_gets()) > 16 * 1024
+    store.gets.clear()
+    assert compact_to_bytes(store, plan, 16 * 1024) == want
+    assert max(store.sst_gets()) <= 16 * 1024
+
+
+def _record_caps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The readahead_max each real SstReader.scan is called with (the scan itself runs)."""
+    caps: list[int] = []
+    scan: Callable[..., Iterator[pa.RecordBatch]] = SstReader.scan
+
+    def recording(self: SstReader, *a: Any, **k: Any) -> Iterator[pa.RecordBatch]:
+        caps.append(k.get("readahead_max", READAHEAD_MAX))
+        return scan(self, *a, **k)
+
+    monkeypatch.setattr(SstReader, "scan", recording)
+    return caps
+
+
+def test_the_executor_caps_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store("memory://")
+    fill_l0(store, 40, rows=200)
+    caps = _record_caps(monkeypatch)
+    stats = run_compaction_once(PATH, store, CompactorOptions(l0_trigger=2))
+    assert stats is not None and stats.compactions == 2
+    # first the oldest MAX_L0_SOURCES views, then the other 8 into a second run
+    assert len(caps) == 40
+    assert set(caps[:MAX_L0_SOURCES]) == {readahead_per_source(MAX_L0_SOURCES)}
+    assert set(caps[MAX_L0_SOURCES:]) == {readahead_per_source(8)} == {READAHEAD_MAX}
+    assert readahead_per_source(MAX_L0_SOURCES) < READAHEAD_MAX
+
+
+def test_a_subcompaction_caps_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store("memory://")
+    fill_l0(store, 12, rows=300)
+    driver = DistributedCompactor(PATH, store, CompactorOptions(l0_trigger=2))
+    plan = driver.plan(2)
+    assert plan is not None and len(plan.plan.source_views) == 12
+    caps = _record_caps(monkeypatch)
+    results = [execute_subcompaction(store, plan, i) for i in range(plan.subcompactions)]
+    assert set(caps) == {readahead_per_source(12)} and readahead_per_source(12) < READAHEAD_MAX
+    driver.commit(plan, results)

@@ -37,7 +37,6 @@ from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.sst import BlockCache, SstReader
-from slatedb_core.sst.reader import READAHEAD_MAX
 from slatedb_core.store.objectstore import ObjectStore
 
 Found = tuple[int, int, bytes | None]  # (seq, kind, value) of a key's newest row in a table
@@ -113,12 +112,12 @@ class SstHandle:
         return [None] * a + inside + [None] * (len(keys) - z)
 
     def scan(
-        self, start: bytes | None, end: bytes | None, *, readahead_max: int = READAHEAD_MAX
+        self, start: bytes | None, end: bytes | None, *, readahead: int | None = None
     ) -> Iterator[pa.RecordBatch]:
         clip = self.range.intersect(KeyRange(start, end))
         if clip.is_empty():
             return iter(())
-        return self.reader().scan(clip.start, clip.end, readahead_max=readahead_max)
+        return self.reader().scan(clip.start, clip.end, readahead=readahead)
 
 
 class SortedRunHandle:
@@ -150,13 +149,13 @@ class SortedRunHandle:
         return out
 
     def scan(
-        self, start: bytes | None, end: bytes | None, *, readahead_max: int = READAHEAD_MAX
+        self, start: bytes | None, end: bytes | None, *, readahead: int | None = None
     ) -> Iterator[pa.RecordBatch]:
         first = 0 if start is None else max(0, bisect.bisect_right(self._starts, start) - 1)
         for h in self.views[first:]:
             if end is not None and h.range.start is not None and h.range.start >= end:
                 break
-            yield from h.scan(start, end, readahead_max=readahead_max)
+            yield from h.scan(start, end, readahead=readahead)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# get_many of fewer keys looks them up one at a time. Sorting once and walking each table once
+# (DbState.get_many) reads each SST block once: from a fresh reader on local disk, 10,000 random
+# keys of a 200k-row L0 SST took 0.92 s against 6.9 s one at a time, 16 keys 52 ms against 92 ms;
+# with every block cached it costs 2-5 us a key more below ~100 keys, 25% less above.
+GET_MANY_BATCH_MIN = 8
+
 _scan_tokens = itertools.count(1)
 
 
@@ -271,7 +277,9 @@ class DbReader:
         ks = [as_key(k) for k in check_key_list("keys", keys)]
         self._check_open()
         check_in_range(self._key_range(), ks)
-        return self._read(lambda s: [s.get(k) for k in ks])
+        if len(ks) < GET_MANY_BATCH_MIN:  # a few keys: the per-key path costs less than a sort
+            return self._read(lambda s: [s.get(k) for k in ks])
+        return self._read(lambda s: s.get_many(ks))
 
     def _key_range(self) -> KeyRange | None:
         """The keys the database may hold (a projected database's range, SlateDB RFC 0004): reads wholly

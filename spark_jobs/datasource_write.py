@@ -171,15 +171,15 @@ def plan_write(opts: WriteOptions) -> WritePlan:
     if table is None:
         return WritePlan(opts, None, run_id)
     with table:
+        # a stream's batches carry their own versions (batch_plan)
+        txn = None if opts.stream else check_txn(opts.app_id, opts.batch_version)
+        if txn is not None and opts.mode != "overwrite":
+            recorded = table_app_versions(store, opts.path, txn.app_id)
+            if all(v is not None and v >= txn.version for v in recorded.values()):
+                log.info("write into %r: app %r batch %d is in every shard already: nothing "
+                         "to do", opts.path, txn.app_id, txn.version)
+                return WritePlan(opts, None, run_id)  # whatever the table's values are now
         _check_encoding(opts, table, created)
-    # a stream's batches carry their own versions (batch_plan)
-    txn = None if opts.stream else check_txn(opts.app_id, opts.batch_version)
-    if txn is not None and opts.mode != "overwrite":
-        recorded = table_app_versions(store, opts.path, txn.app_id)
-        if all(v is not None and v >= txn.version for v in recorded.values()):
-            log.info("write into %r: app %r batch %d is in every shard already: nothing to do",
-                     opts.path, txn.app_id, txn.version)
-            return WritePlan(opts, None, run_id)
     if opts.mode == "overwrite":
         plan = plan_overwrite(opts.path, store, txn=txn)
     else:

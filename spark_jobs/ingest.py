@@ -105,7 +105,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
-from slatedb_core import ShardMapConflict, Table, ValueEncoding, open_store
+from slatedb_core import Table, open_store
 from slatedb_core.errors import InvalidArgument, SlateDBError
 from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
@@ -136,7 +136,7 @@ from spark_jobs.ingest_tasks import (
 )
 from spark_jobs.parquet_input import read_input
 from spark_jobs.routing import partition_keys
-from spark_jobs.value_columns import check_value_encoding, payload_schema
+from spark_jobs.value_columns import check_table_encoding, value_encoding_of
 
 log = logging.getLogger(__name__)
 
@@ -347,22 +347,16 @@ def ingest(
     txn = check_txn(app_id, batch_version)  # before anything is written
     factory = store_factory or functools.partial(open_store, table_url)
     prepared = prepare_frame(df, key_column, value_column, tombstone_column, value_format)
-    encoding = (None if not prepared.encoded else
-                ValueEncoding(prepared.encoded, payload_schema(df.schema, prepared.encoded_columns)))
-    with Table.open(table_path, factory()) as table:
-        check_value_encoding(table, encoding, created=False, value_option="value_column")
     if plan is None:
         plan = plan_ingest(table_path, factory(), txn=txn)
-        if plan.shard_map.value_encoding != encoding:
-            # an overwrite changed the table's values between the check and the plan
-            raise ShardMapConflict(
-                f"table {table_path!r}: its value encoding changed while this ingest was "
-                f"planned (an overwrite committed: now {plan.shard_map.value_encoding}); "
-                "ingest again"
-            )
     plan = with_txn(plan, txn)
     if skipped := applied_everywhere(factory(), plan):
         return IngestStats(plan.job_id, plan.shard_map.id, shards=skipped)
+    # After the exactly-once decision (a batch applied writes nothing, whatever the table holds
+    # now) and after the plan: an overwrite committing later retires the plan's shards, so every
+    # commit is REFUSED and no row lands beside values of another encoding.
+    check_table_encoding(factory(), table_path, value_encoding_of(
+        df.schema, prepared.encoded, prepared.encoded_columns), value_option="value_column")
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")

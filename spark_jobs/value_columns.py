@@ -11,11 +11,28 @@ from collections.abc import Sequence
 from pyspark.sql.types import StructType
 
 from slatedb_core import InvalidArgument, Table, ValueEncoding
+from slatedb_core.store.objectstore import ObjectStore
 
 
 def payload_schema(schema: StructType, payload: Sequence[str]) -> str:
     """The StructType of the columns encoded into each value, as the table records it."""
     return json.dumps(StructType([schema[c] for c in payload]).jsonValue(), sort_keys=True)
+
+
+def value_encoding_of(
+    schema: StructType, fmt: str | None, columns: Sequence[str]
+) -> ValueEncoding | None:
+    """The encoding of values holding ``columns`` of ``schema`` as ``fmt`` (``json``,
+    ``arrow``); None for plain values."""
+    return None if fmt is None else ValueEncoding(fmt, payload_schema(schema, columns))
+
+
+def check_table_encoding(
+    store: ObjectStore, table_path: str, encoding: ValueEncoding | None, *, value_option: str
+) -> None:
+    """:func:`check_value_encoding` against the table at ``table_path`` as it is now."""
+    with Table.open(table_path, store) as table:
+        check_value_encoding(table, encoding, created=False, value_option=value_option)
 
 
 def check_value_encoding(

@@ -6,13 +6,16 @@ test states the guarantee it checks; they held unless the docstring names a fix.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
 from slatedb_core.compactor.compactor import run_compaction_once
-from slatedb_core.errors import InvalidArgument, SlateDBError
+from slatedb_core.errors import DatabaseDestroyed, InvalidArgument, SlateDBError
+from slatedb_core.gc.service import run_gc_once
+from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CompactorOptions
+from slatedb_core.options import CompactorOptions, GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.redact import redact_url
@@ -117,3 +120,51 @@ def test_redact_url_never_raises_and_a_wrong_type_stays_invalid_argument(url: ob
     assert "pw" not in redact_url(url)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         open_txn_store(url)  # type: ignore[arg-type]
+
+
+GC_NOW = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
+
+
+@pytest.mark.parametrize("where", ["fence", "carry"])
+def test_a_stalled_run_whose_sources_were_retired_and_collected_reports_the_swap(
+    mem: ObjectStore, where: str
+) -> None:
+    """Attempt A of a commit seals, then stalls before fencing the first source ("fence") or
+    after fencing them all, reading their records (step 4, "carry"). Attempt B runs the op to
+    the end; the database GC (db_delete_grace 0) then deletes the retired sources, leaving their
+    tombstones. A must report WRITTEN, the overwrite committed."""
+    faulty = FaultyStore(mem)
+    with old_table(mem) as t:
+        plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
+        staged = stage(mem, plan, "r", NEW)
+        sources = [s.db_path for s in t.shards]
+        if where == "fence":
+            pp = faulty.pause("p", "put_if_absent", f"{sources[0]}/manifest/*")
+        else:  # once sealed, the first read of a target is step 4's, after every fence
+            sealed = faulty.pause("seal", "put_if_absent", "t/shardmap/*", when="after")
+        out: list[object] = []
+
+        def run() -> None:
+            try:
+                out.append([s.status for s in commit_overwrite(faulty, plan, "r", staged)])
+            except SlateDBError as e:
+                out.append(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        if where == "carry":
+            assert sealed.wait_reached(30)
+            pp = faulty.pause("p", "get", f"{plan.shards[0].db_path}/*")
+            sealed.release()
+        assert pp.wait_reached(30)
+        assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
+        for path in sources:
+            run_gc_once(path, mem, GC_NOW)
+            with pytest.raises(DatabaseDestroyed):
+                ManifestStore(mem, path).read_latest()
+        pp.release()
+        th.join(60)
+        assert not th.is_alive()
+        assert out == [[WRITTEN] * 3]
+        assert contents(mem) == NEW
+        assert_map_is_live(mem)

@@ -225,25 +225,27 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
     try:
         for s in srcs:
             _fence(table, s)
+        if op.kind == "split":
+            for path, _, rng in targets:
+                create_clone(path, srcs[0].db_path, table.store, projection=rng)
+        elif op.kind == "merge":
+            ((path, _, _),) = targets
+            sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
+            create_union(path, sources_, table.store)
+        elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
+            table, srcs, [t[0] for t in targets], op
+        ):
+            return _cancel(table, op, [t[0] for t in targets])
     except DatabaseDestroyed:
-        # Only the op's own commit (step 5) destroys its sources: a concurrent run of it (a
-        # driver's retried commit, an operator's resume) finished it while we fenced.
+        # While the op is pending only its own commit (step 4, then 5) destroys its sources,
+        # and only its cancel its targets: a concurrent run of it (a driver's retried commit,
+        # an operator's resume) finished it while we fenced or read them (the GC may have
+        # collected the retired sources since). Still pending: someone else destroyed them.
         cur = table.maps.read_latest()
         if any(p.op_id == op.op_id for p in cur.pending):
             raise
         log.info("table %r: %s %s finished by a concurrent run", table.path, op.kind, op.op_id)
         return cur
-    if op.kind == "split":
-        for path, _, rng in targets:
-            create_clone(path, srcs[0].db_path, table.store, projection=rng)
-    elif op.kind == "merge":
-        ((path, _, _),) = targets
-        sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
-        create_union(path, sources_, table.store)
-    elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
-        table, srcs, [t[0] for t in targets], op
-    ):
-        return _cancel(table, op, [t[0] for t in targets])
 
     def complete(cur: ShardMap) -> ShardMap | None:
         if all(p.op_id != op.op_id for p in cur.pending):

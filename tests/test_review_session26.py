@@ -13,6 +13,7 @@ import pytest
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.errors import DatabaseDestroyed, InvalidArgument, SlateDBError
 from slatedb_core.gc.service import run_gc_once
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, GarbageCollectorOptions
@@ -24,6 +25,7 @@ from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
+from slatedb_core.table.shardmap import ShardMapStore
 from tests.test_review_write_side import (
     NEW,
     OPTS,
@@ -168,3 +170,28 @@ def test_a_stalled_run_whose_sources_were_retired_and_collected_reports_the_swap
         assert out == [[WRITTEN] * 3]
         assert contents(mem) == NEW
         assert_map_is_live(mem)
+
+
+def test_a_pending_split_whose_source_someone_else_destroyed_is_not_reported_done(
+    mem: ObjectStore,
+) -> None:
+    """Held: a split sealed, then its run died before cloning; an operator destroys the source
+    shard's database (soft). Table.resume() meets the destroyed source,
+    re-reads the map, finds the op still pending and raises DatabaseDestroyed: it does not
+    report the split done, and the map keeps the op (nothing claims the split happened)."""
+    faulty = FaultyStore(mem)
+    with Table.create("t", mem, [b"m"], OPTS) as t0, t0.writer(0) as db:
+        db.put(b"a", b"1")
+    t = Table.open("t", faulty, OPTS)
+    faulty.fail_next("put_if_absent", "t/shards/0000000003/manifest/*", times=50)
+    with pytest.raises(SlateDBError):
+        t.split(0, b"f")
+    faulty.clear_rules()
+    t.close()
+    source = ShardMapStore(mem, "t").read_latest().shards[0].db_path
+    destroy(source, mem, soft=True)
+    with Table.open("t", mem, OPTS) as other:
+        with pytest.raises(DatabaseDestroyed):
+            other.resume()
+        m = ShardMapStore(mem, "t").read_latest()
+        assert m.pending and len(m.shards) == 2 and m.shards[0].db_path == source

@@ -195,3 +195,27 @@ def test_a_pending_split_whose_source_someone_else_destroyed_is_not_reported_don
             other.resume()
         m = ShardMapStore(mem, "t").read_latest()
         assert m.pending and len(m.shards) == 2 and m.shards[0].db_path == source
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://h:99999",             # port out of range: a Rust panic (BaseException) at the first
+    "http://h:abc",               # request, past every `except Exception`
+    "http://:80",                 # no host: the same panic
+    "http://h%20x:1",             # a character no host has: the same panic
+    "http://[::1",                # urlsplit's ValueError escaped open_store untyped
+    f"http://u:{SECRET}@127.0.0.1:1",  # userinfo: every request error showed it (GET http://u:...)
+])
+def test_a_bad_s3_endpoint_is_refused_when_the_store_is_opened(endpoint: str) -> None:
+    """Fix: open_store checks the endpoint's host and port and refuses credentials in it
+    (they go in access_key_id / secret_access_key), InvalidArgument with the URL redacted."""
+    url = (f"s3://bucket/p?endpoint={endpoint}&allow_http=true&access_key_id=a"
+           f"&secret_access_key={SECRET}")
+    with pytest.raises(InvalidArgument) as info:
+        open_store(url)
+    assert SECRET not in str(info.value)
+
+
+def test_a_good_s3_endpoint_is_accepted() -> None:
+    for ep in ("http://127.0.0.1:8333", "https://s3.eu-west-1.amazonaws.com", "http://[::1]:9000",
+               "http://seaweed-s3.local:8333/"):
+        assert open_store(f"s3://bucket/p?endpoint={ep}&allow_http=true").url == "s3://bucket/p"

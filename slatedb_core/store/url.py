@@ -22,6 +22,7 @@ opened it (two-phase CAS keys its intents by it: docs/two-phase-cas.md).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import threading
@@ -53,6 +54,7 @@ _FALSE = {"0", "false", "no", "off"}
 _SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # Lenient on case and '_' (legacy us-east-1 names, MinIO); rejects spaces, ':port', 'user@'.
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,62}$")
+_HOST = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9._-]*[A-Za-z0-9_])?$")
 
 TXN_ENV = "SLATEDB_TXN_URL"
 """Transactional store for two-phase CAS on s3:// URLs that carry no ``txn`` query key."""
@@ -138,6 +140,35 @@ def _local(path: Path, *, original: str) -> ObjectStore:
     )
 
 
+def _check_endpoint(endpoint: str) -> None:
+    """An http(s) URL with a host and a valid port, no credentials: obstore panics (a
+    BaseException) at the first request on a bad host or port, and shows the endpoint, userinfo
+    included, in every request error."""
+    try:
+        ep = urlsplit(endpoint)
+        host, _port = ep.hostname or "", ep.port  # .port raises ValueError if not 0-65535
+        ok = ep.scheme in ("http", "https") and bool(_HOST.match(host) or _is_ipv6(host))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidArgument(
+            f"s3 endpoint must be an http(s) URL with a host (and a port 0-65535), got "
+            f"{redact_url(endpoint)!r}"
+        )
+    if "@" in ep.netloc:
+        raise InvalidArgument(
+            f"s3 endpoint {redact_url(endpoint)!r} carries credentials: give them as "
+            "access_key_id and secret_access_key"
+        )
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
+
+
 def _bool(name: str, value: str) -> bool:
     v = value.strip().lower()
     if v in _TRUE:
@@ -174,9 +205,7 @@ def _s3(
             settings[key] = value
     endpoint = settings.get("endpoint")
     if endpoint is not None:
-        ep = urlsplit(endpoint)
-        if ep.scheme not in ("http", "https") or not ep.netloc:
-            raise InvalidArgument(f"s3 endpoint must be an http(s) URL, got {redact_url(endpoint)!r}")
+        _check_endpoint(endpoint)
     allow_http = _bool("allow_http", settings.get("allow_http", "false"))
     if endpoint and endpoint.startswith("http://") and not allow_http:
         raise InvalidArgument(f"endpoint {redact_url(endpoint)!r} is plain http: add allow_http=true")

@@ -85,6 +85,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from slatedb_core.errors import (
+    DatabaseDestroyed,
     InvalidArgument,
     ObjectNotFound,
     ReaderClosed,
@@ -260,7 +261,9 @@ class DbReader:
             return fn(view.state)
         except ObjectNotFound as e:
             raise SstMissing(e.path, "still missing after reloading the manifest") from e
-        except ReaderClosed:
+        except (ReaderClosed, DatabaseDestroyed):
+            # destroyed (and perhaps collected) under us: say so, so that a table read re-reads
+            # its shard map (an overwrite or rescale retired this shard) instead of failing
             raise
         except SlateDBError as e:
             raise SstMissing(missing.path, f"reloading the manifest failed: {e}") from e

@@ -134,25 +134,24 @@ class ShardReaders:
             return []
         m = self._current()
         for attempt in range(2):  # every reader first, on one map (module doc)
-            idx = m.route(ks).to_numpy()
             try:
-                readers = {int(i): self.reader(m.shards[int(i)]) for i in np.unique(idx)}
-                break
+                return self._get_many_on(m, ks)
             except (DatabaseDestroyed, DatabaseNotFound):
+                # a shard of ``m`` was replaced: read every key again on the new map, never
+                # some keys on the old map and some on the new (an overwrite between them
+                # would mix old and new contents, docs/overwrite.md "Readers")
                 if self.snapshot is not None or attempt:
                     raise
                 m = self._refresh()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _get_many_on(self, m: ShardMap, ks: list[bytes]) -> list[bytes | None]:
+        idx = m.route(ks).to_numpy()
+        readers = {int(i): self.reader(m.shards[int(i)]) for i in np.unique(idx)}
         out: list[bytes | None] = [None] * len(ks)
         for i, reader in readers.items():
             positions = np.flatnonzero(idx == i)
-            group = [ks[p] for p in positions]
-            try:
-                values = reader.get_many(group)
-            except (DatabaseDestroyed, DatabaseNotFound):
-                if self.snapshot is not None:
-                    raise
-                self._refresh()
-                values = [self.get(k) for k in group]
+            values = reader.get_many([ks[p] for p in positions])
             for p, v in zip(positions, values, strict=True):
                 out[int(p)] = v
         return out

@@ -1,8 +1,10 @@
-"""A compaction's read-ahead: each source's GETs are capped (the sources share the executor's
-budget), a GET's bytes are not held once decoded, and the output does not depend on the cap."""
+"""A compaction's read-ahead: each source reads GETs of its share of the executor's budget (no
+ramp: a compaction reads its views whole), a GET's bytes are not held once decoded, and the output
+does not depend on the GET size."""
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -76,44 +78,45 @@ def stored_sst(rows: int = 40_000) -> tuple[RecordingStore, SstReader]:
     return store, reader
 
 
-# ---- the reader's cap ----------------------------------------------------------------------
+# ---- the reader's GET size ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cap", [8 * 1024, 64 * 1024, 1024 * 1024])
-def test_a_capped_scan_never_reads_more_than_its_cap_per_get(cap: int) -> None:
+@pytest.mark.parametrize("size", [8 * 1024, 64 * 1024, 1024 * 1024])
+def test_a_scan_with_a_readahead_reads_gets_of_that_size(size: int) -> None:
     store, reader = stored_sst()
     full = pa.Table.from_batches(list(reader.scan()))
-    uncapped = store.sst_gets()
-    assert max(uncapped) > cap  # the default read-ahead grows past the cap
+    ramp = store.sst_gets()
+    assert ramp[0] <= READAHEAD_START and max(ramp) > size  # the default doubles past it
     store.gets.clear()
-    capped = pa.Table.from_batches(list(reader.scan(readahead_max=cap)))
+    got = pa.Table.from_batches(list(reader.scan(readahead=size)))
     sizes = store.sst_gets()
-    assert capped.equals(full)
-    assert max(sizes) <= cap
-    assert sizes[0] <= min(cap, READAHEAD_START)
-    # few wasted requests: every GET but the last is at least the cap less one block
-    block = max(b - a for a, b in zip(reader.block_offsets, reader.block_offsets[1:], strict=False))
-    assert all(n > min(cap, READAHEAD_START) - block for n in sizes[:-1])
-    assert sum(sizes) == sum(uncapped) == reader.block_offsets[-1]
+    assert got.equals(full)
+    assert sum(sizes) == sum(ramp) == reader.block_offsets[-1]
+    assert max(sizes) <= size
+    # no ramp and no waste: every GET but the last is short of the size by less than a block
+    offs = reader.block_offsets
+    block = max(b - a for a, b in itertools.pairwise(offs))
+    assert all(n > size - block for n in sizes[:-1])
+    assert len(sizes) <= -(-offs[-1] // (size - block))
 
 
-def test_a_block_larger_than_the_cap_is_read_whole() -> None:
+def test_a_block_larger_than_the_readahead_is_read_whole() -> None:
     store, reader = stored_sst(rows=2_000)
-    rows = pa.Table.from_batches(list(reader.scan(readahead_max=100)))
+    rows = pa.Table.from_batches(list(reader.scan(readahead=100)))
     assert rows.num_rows == 2_000
     assert len(store.sst_gets()) == reader.block_count  # one block per GET, none cut
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
-def test_the_cap_must_be_a_positive_int(bad: Any) -> None:
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
+def test_the_readahead_must_be_a_positive_int(bad: Any) -> None:
     _, reader = stored_sst(rows=100)
     with pytest.raises(InvalidArgument):
-        reader.scan(readahead_max=bad)
+        reader.scan(readahead=bad)
 
 
 def test_a_gets_bytes_are_released_once_its_blocks_are_decoded() -> None:
     store, reader = stored_sst()
-    scan = reader.scan(readahead_max=64 * 1024)
+    scan = reader.scan(readahead=64 * 1024)
     next(scan)  # the first GET's group is decoded and its first block yielded
     assert len(store.got) == 1
     assert store.got[0]() is None  # nothing holds the raw bytes while the group is merged
@@ -127,7 +130,8 @@ def test_a_gets_bytes_are_released_once_its_blocks_are_decoded() -> None:
 def test_the_budget_is_shared_by_the_sources_between_floor_and_max() -> None:
     assert readahead_per_source(1) == READAHEAD_MAX
     assert readahead_per_source(READAHEAD_BUDGET // READAHEAD_MAX) == READAHEAD_MAX
-    assert readahead_per_source(32) == READAHEAD_BUDGET // 32 == 2 * 1024 * 1024
+    assert readahead_per_source(MAX_L0_SOURCES) == READAHEAD_BUDGET // MAX_L0_SOURCES
+    assert readahead_per_source(MAX_L0_SOURCES) * MAX_L0_SOURCES <= 128 * 1024 * 1024
     assert readahead_per_source(33) == READAHEAD_BUDGET // 33
     assert readahead_per_source(1000) == READAHEAD_FLOOR
     assert readahead_per_source(0) == READAHEAD_MAX
@@ -152,7 +156,7 @@ def manifest_of(store: ObjectStore) -> Manifest:
     return ManifestStore(store, PATH).read_latest().manifest
 
 
-def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, cap: int | None) -> list[bytes]:
+def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, ra: int | None) -> list[bytes]:
     """The output SSTs' bytes of ``plan`` merged as the executor merges it."""
     out: list[bytes] = []
 
@@ -160,13 +164,13 @@ def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, cap: int | None) 
         out.append(bytes(data))
         return CompactedSst(id=ULID(), info=info)
 
-    streams = source_streams(store, PATH, manifest_of(store), plan, readahead_max=cap)
+    streams = source_streams(store, PATH, manifest_of(store), plan, readahead=ra)
     write_ssts(merge_sorted(streams, drop_tombstones=plan.drop_tombstones), 256 * 1024,
                SST_OPTIONS, write)
     return out
 
 
-def test_l0_and_run_compaction_output_is_the_same_with_and_without_the_cap() -> None:
+def test_l0_and_run_compaction_output_does_not_depend_on_the_get_size() -> None:
     inner = open_store("memory://")
     fill_l0(inner, 4)
     store = RecordingStore(inner)
@@ -179,7 +183,7 @@ def test_l0_and_run_compaction_output_is_the_same_with_and_without_the_cap() -> 
     assert compact_to_bytes(store, plan, 16 * 1024) == want
     assert max(store.sst_gets()) <= 16 * 1024
 
-    # two sorted runs of several SSTs each: the cap holds across a run's SSTs
+    # two sorted runs of several SSTs each: the GET size holds across a run's SSTs
     small = CompactorOptions(l0_trigger=2, max_sst_size_bytes=256 * 1024, block_size=4096)
     assert run_compaction_once(PATH, inner, small) is not None
     fill_l0(inner, 2, seed=4)
@@ -197,39 +201,40 @@ def test_l0_and_run_compaction_output_is_the_same_with_and_without_the_cap() -> 
     assert max(store.sst_gets()) <= 16 * 1024
 
 
-def _record_caps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The readahead_max each real SstReader.scan is called with (the scan itself runs)."""
-    caps: list[int] = []
+def _record_readaheads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The readahead each real SstReader.scan is called with (the scan itself runs)."""
+    sizes_asked: list[int | None] = []
     scan: Callable[..., Iterator[pa.RecordBatch]] = SstReader.scan
 
     def recording(self: SstReader, *a: Any, **k: Any) -> Iterator[pa.RecordBatch]:
-        caps.append(k.get("readahead_max", READAHEAD_MAX))
+        sizes_asked.append(k.get("readahead"))
         return scan(self, *a, **k)
 
     monkeypatch.setattr(SstReader, "scan", recording)
-    return caps
+    return sizes_asked
 
 
-def test_the_executor_caps_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_executor_reads_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store("memory://")
     fill_l0(store, 40, rows=200)
-    caps = _record_caps(monkeypatch)
+    sizes_asked = _record_readaheads(monkeypatch)
     stats = run_compaction_once(PATH, store, CompactorOptions(l0_trigger=2))
     assert stats is not None and stats.compactions == 2
     # first the oldest MAX_L0_SOURCES views, then the other 8 into a second run
-    assert len(caps) == 40
-    assert set(caps[:MAX_L0_SOURCES]) == {readahead_per_source(MAX_L0_SOURCES)}
-    assert set(caps[MAX_L0_SOURCES:]) == {readahead_per_source(8)} == {READAHEAD_MAX}
+    assert len(sizes_asked) == 40
+    assert set(sizes_asked[:MAX_L0_SOURCES]) == {readahead_per_source(MAX_L0_SOURCES)}
+    assert set(sizes_asked[MAX_L0_SOURCES:]) == {readahead_per_source(8)} == {READAHEAD_MAX}
     assert readahead_per_source(MAX_L0_SOURCES) < READAHEAD_MAX
 
 
-def test_a_subcompaction_caps_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_subcompaction_reads_each_source_at_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store("memory://")
-    fill_l0(store, 12, rows=300)
+    fill_l0(store, 20, rows=300)
     driver = DistributedCompactor(PATH, store, CompactorOptions(l0_trigger=2))
     plan = driver.plan(2)
-    assert plan is not None and len(plan.plan.source_views) == 12
-    caps = _record_caps(monkeypatch)
+    assert plan is not None and len(plan.plan.source_views) == 20
+    sizes_asked = _record_readaheads(monkeypatch)
     results = [execute_subcompaction(store, plan, i) for i in range(plan.subcompactions)]
-    assert set(caps) == {readahead_per_source(12)} and readahead_per_source(12) < READAHEAD_MAX
+    assert len(sizes_asked) == 2 * 20
+    assert set(sizes_asked) == {readahead_per_source(20)} and readahead_per_source(20) < READAHEAD_MAX
     driver.commit(plan, results)

@@ -176,22 +176,22 @@ def range_streams(
     """One stream per source, newest first, clipped to the views' visible ranges and ``rng``,
     the sources sharing the executor's read-ahead budget (:func:`readahead_per_source`)."""
     if plan.kind == "l0":
-        cap = readahead_per_source(len(plan.source_views))
+        ra = readahead_per_source(len(plan.source_views))
         return [
-            _lazy(_handle(store, db_path, manifest, v), rng, cap) for v in plan.source_views
+            _lazy(_handle(store, db_path, manifest, v), rng, ra) for v in plan.source_views
         ]
-    cap = readahead_per_source(len(plan.source_runs))
+    ra = readahead_per_source(len(plan.source_runs))
     return [
         SortedRunHandle(r.id, [_handle(store, db_path, manifest, v) for v in r.views]).scan(
-            rng.start, rng.end, readahead_max=cap
+            rng.start, rng.end, readahead=ra
         )
         for r in plan.source_runs
     ]
 
 
-def _lazy(h: SstHandle, rng: KeyRange, readahead_max: int) -> Iterator[pa.RecordBatch]:
+def _lazy(h: SstHandle, rng: KeyRange, readahead: int) -> Iterator[pa.RecordBatch]:
     """Open the SST only when the merge first pulls from it."""
-    yield from h.scan(rng.start, rng.end, readahead_max=readahead_max)
+    yield from h.scan(rng.start, rng.end, readahead=readahead)
 
 
 def _announce(records: CompactionsStore, compaction_id: ULID, sst_id: ULID) -> None:

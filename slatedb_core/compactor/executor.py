@@ -56,15 +56,17 @@ from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 
-# A merge holds about one read-ahead GET's worth of decoded rows per source: the sources of one
-# compaction share READAHEAD_BUDGET, each between READAHEAD_FLOOR (smaller GETs would cost many
-# more requests on S3 for little memory) and the reader's READAHEAD_MAX (few sources).
-READAHEAD_BUDGET = 64 * 1024 * 1024
+# A merge holds about one GET's worth of decoded rows per source (bench/results/memory.txt): the
+# sources of one compaction share READAHEAD_BUDGET, each between READAHEAD_FLOOR (smaller GETs
+# cost many more requests on S3 for little memory) and the reader's READAHEAD_MAX (few sources).
+# A compaction reads its views whole, so every GET is of that size: the reader's default ramp
+# from READAHEAD_START (for scans that may stop early) would add ~5 GETs per source.
+READAHEAD_BUDGET = 128 * 1024 * 1024
 READAHEAD_FLOOR = 1024 * 1024
 
 
 def readahead_per_source(sources: int, budget: int = READAHEAD_BUDGET) -> int:
-    """The read-ahead cap of each of ``sources`` streams merged at once (bytes per GET)."""
+    """The bytes per GET of each of ``sources`` streams merged at once."""
     return max(READAHEAD_FLOOR, min(READAHEAD_MAX, budget // max(1, sources)))
 
 
@@ -147,11 +149,11 @@ def _source_ssts(plan: CompactionPlan) -> list[SstView]:
 
 def source_streams(
     store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, *,
-    readahead_max: int | None = None,
+    readahead: int | None = None,
 ) -> list[Iterable[pa.RecordBatch]]:
     """One stream per source, newest first, each clipped to its views' visible ranges, each
-    reading ahead at most ``readahead_max`` bytes per GET (by default
-    :func:`readahead_per_source` of the number of streams).
+    reading ``readahead`` bytes per GET (by default :func:`readahead_per_source` of the number
+    of streams).
 
     Readers use no block cache: a compaction reads every block once, and caching them would only
     evict the point-lookup working set of a writer sharing the process.
@@ -166,20 +168,20 @@ def source_streams(
 
     if plan.kind == "l0":
         n = len(plan.source_views)
-        cap = readahead_per_source(n) if readahead_max is None else readahead_max
-        return [newest_versions(_lazy_view(handle(v), cap)) for v in plan.source_views]
+        ra = readahead_per_source(n) if readahead is None else readahead
+        return [newest_versions(_lazy_view(handle(v), ra)) for v in plan.source_views]
     runs = [SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in plan.source_runs]
     for run in runs:
         for h in run.views:
             _refuse_ttl_rows(h)
-    cap = readahead_per_source(len(runs)) if readahead_max is None else readahead_max
-    return [newest_versions(run.scan(None, None, readahead_max=cap)) for run in runs]
+    ra = readahead_per_source(len(runs)) if readahead is None else readahead
+    return [newest_versions(run.scan(None, None, readahead=ra)) for run in runs]
 
 
-def _lazy_view(h: SstHandle, readahead_max: int) -> Iterator[pa.RecordBatch]:
+def _lazy_view(h: SstHandle, readahead: int) -> Iterator[pa.RecordBatch]:
     """Open the SST only when the merge first pulls from it."""
     _refuse_ttl_rows(h)
-    yield from h.scan(None, None, readahead_max=readahead_max)
+    yield from h.scan(None, None, readahead=readahead)
 
 
 def _refuse_slatedb_snapshots(m: Manifest) -> None:

@@ -232,7 +232,7 @@ class SstReader:
         """Whether any row of the SST carries an expire_ts (decodes every block once)."""
         if self._expiring is None:
             found = False
-            for _, block in self._blocks(0, self.block_count, False, READAHEAD_MAX):
+            for _, block in self._blocks(0, self.block_count, False, None):
                 found = found or block.has_expire
             self._expiring = found
         return self._expiring
@@ -337,7 +337,7 @@ class SstReader:
     def _get_wal(self, key: bytes) -> tuple[int, int, bytes] | None:
         """A WAL SST's rows are in write order: the last row of ``key`` is its newest."""
         found = None
-        for _, block in self._blocks(0, self.block_count, False, READAHEAD_MAX):
+        for _, block in self._blocks(0, self.block_count, False, None):
             i = block.last_index_of(key)
             if i is not None:
                 found = block.entry(i)
@@ -345,28 +345,28 @@ class SstReader:
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, *, fill_cache: bool = False,
-        readahead_max: int = READAHEAD_MAX,
+        readahead: int | None = None,
     ) -> SstScan:
         """Rows with ``start <= key < end`` (a WAL SST's: every row, in write order), one batch
         per block, blocks fetched lazily.
 
-        Consecutive uncached blocks are fetched with one GET whose size doubles up to
-        ``readahead_max`` (never cut inside a block): about what the scan holds decoded, so a
-        merge of many sources passes less. Scanned blocks are cached only with ``fill_cache``:
-        a compaction-sized scan must not evict the point-lookup working set."""
+        Consecutive uncached blocks are fetched with one GET (never cut inside a block) of
+        ``readahead`` bytes, about what the scan holds decoded (a merge of many whole views
+        passes its share of a budget), by default doubling from READAHEAD_START to READAHEAD_MAX
+        for scans that may stop early. Scanned blocks are cached only with ``fill_cache``: a
+        compaction-sized scan must not evict the point-lookup working set."""
         lo_key = None if start is None else _as_key(start, "start")
         hi_key = None if end is None else _as_key(end, "end")
-        if type(readahead_max) is not int or readahead_max < 1:
-            raise InvalidArgument(f"readahead_max must be a positive int, got {readahead_max!r}")
-        return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead_max))
+        if readahead is not None and (type(readahead) is not int or readahead < 1):
+            raise InvalidArgument(f"readahead must be a positive int, got {readahead!r}")
+        return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead))
 
-    def _scan(
-        self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool, cap: int
-    ) -> Iterator[Flagged]:
+    def _scan(self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool,
+              ahead: int | None) -> Iterator[Flagged]:
         if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
             return
         if self.wal:
-            for _, block in self._blocks(0, self.block_count, fill_cache, cap):
+            for _, block in self._blocks(0, self.block_count, fill_cache, ahead):
                 first, last = block.ends()
                 yield block.batch, False, first, last
             return
@@ -375,7 +375,7 @@ class SstReader:
         b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
         # Only the first block can hold keys below ``start`` (every later block's index key, a
         # bound of its keys from below, is >= start) and only the last keys >= ``end``.
-        for b, block in self._blocks(b0, b1, fill_cache, cap):
+        for b, block in self._blocks(b0, b1, fill_cache, ahead):
             lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
             hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
             if hi - lo == block.n:
@@ -393,7 +393,7 @@ class SstReader:
             self._check_totals(table)
             return table
         batches = []
-        for _, block in self._blocks(0, self.block_count, False, READAHEAD_MAX):
+        for _, block in self._blocks(0, self.block_count, False, None):
             expire, create = block.timestamps(0, block.n)
             batches.append(pa.RecordBatch.from_arrays(
                 [*block.batch.columns, expire, create], schema=TS_SCHEMA))
@@ -462,9 +462,9 @@ class SstReader:
         if first < keys[b] or (b + 1 < len(keys) and last > keys[b + 1]):
             raise CorruptionError(self.name, f"block {b} keys disagree with the index")
 
-    def _blocks(self, b0: int, b1: int, fill: bool, cap: int) -> Iterator[tuple[int, Block]]:
-        offs, cache, path = self._offs, self._cache, self.name
-        budget = min(READAHEAD_START, cap) if self._whole is None else 1 << 62
+    def _blocks(self, b0: int, b1: int, fill: bool, ra: int | None) -> Iterator[tuple[int, Block]]:
+        offs, cache, path, whole = self._offs, self._cache, self.name, self._whole is not None
+        budget, cap = (READAHEAD_START, READAHEAD_MAX) if ra is None else (ra, ra)
         b = b0
         while b < b1:
             hit = cache.get(path, b) if cache is not None else None
@@ -474,13 +474,13 @@ class SstReader:
                 continue
             stop = b + 1  # extend the GET over following blocks that are not cached either
             while (
-                stop < b1 and offs[stop + 1] - offs[b] <= budget
+                stop < b1 and (whole or offs[stop + 1] - offs[b] <= budget)
                 and (cache is None or not cache.contains(path, stop))
             ):
                 stop += 1
             # the GET's bytes get no name: freed once decoded (keys and values are copies)
             blocks = self._decode(b, stop, self._read(offs[b], offs[stop]))
-            budget = min(budget * 2, cap) if self._whole is None else budget
+            budget = min(budget * 2, cap)
             for i, block in enumerate(blocks):
                 if fill and cache is not None:
                     if self.wal:

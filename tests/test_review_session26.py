@@ -219,3 +219,23 @@ def test_a_good_s3_endpoint_is_accepted() -> None:
     for ep in ("http://127.0.0.1:8333", "https://s3.eu-west-1.amazonaws.com", "http://[::1]:9000",
                "http://seaweed-s3.local:8333/"):
         assert open_store(f"s3://bucket/p?endpoint={ep}&allow_http=true").url == "s3://bucket/p"
+
+
+@pytest.mark.parametrize("url", [
+    f"postgresql://u:{SECRET}%ZZ@127.0.0.1:1/db",   # libpq quoted the bad %-token: the password
+    f"postgresql://u@127.0.0.1:1/db?password={SECRET}%ZZ",
+    f"postgresql://u:{SECRET}@127.0.0.1:1/db?sslmode=bogus",
+])
+def test_a_postgres_driver_error_does_not_show_the_password(url: str) -> None:
+    """Fix: the driver's message is scrubbed of the URL's password and query values, and not
+    chained as the cause (a traceback in a log or Dagster's event log showed it)."""
+    with pytest.raises(SlateDBError) as info:
+        open_txn_store(url)
+    assert SECRET not in str(info.value)
+    assert info.value.__cause__ is None or SECRET not in str(info.value.__cause__)
+
+
+def test_a_postgres_url_with_a_bad_port_is_invalid_argument() -> None:
+    with pytest.raises(InvalidArgument) as info:  # was urlsplit's ValueError
+        open_txn_store(f"postgresql://u:{SECRET}@h:99999/db")
+    assert SECRET not in str(info.value)

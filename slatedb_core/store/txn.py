@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import sqlite3
 import time
 import uuid
@@ -47,6 +48,7 @@ from slatedb_core.store.objectstore import RequestCounters
 from slatedb_core.store.redact import redact_url
 
 STATEMENTS = ("select", "insert", "update", "delete")
+_SECRET_KEY = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 INTENTS = "slatedb_intents"
 CELLS = "slatedb_cells"
 _POOL_IDLE = 8
@@ -439,7 +441,10 @@ class PostgresTxnStore(TxnStore):
                 self._dsn, autocommit=True, connect_timeout=self._connect_timeout
             )
         except self._psycopg.Error as e:
-            raise StoreError(f"cannot connect to {self.url}: {e}".strip()) from e
+            # not chained: libpq quotes the URL token it cannot parse (a password with a bad
+            # %-escape), and a traceback of the cause would show it
+            raise StoreError(f"cannot connect to {self.url}: {_scrub(str(e), self._dsn)}"
+                             .strip()) from None
 
     def _is_transient(self, err: BaseException) -> bool:
         return isinstance(err, self._psycopg.OperationalError | self._psycopg.InterfaceError)
@@ -469,6 +474,10 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
             )
         return SqliteTxnStore(Path(path), url=url)
     if scheme in ("postgresql", "postgres"):
+        try:
+            parts.port  # noqa: B018 - raises ValueError when it is not a port 0-65535
+        except ValueError:
+            raise InvalidArgument(f"postgresql URL has a bad port: {redact_url(url)!r}") from None
         if not parts.hostname or not parts.path.strip("/"):
             raise InvalidArgument(f"postgresql URL needs a host and a database name: {redact_url(url)!r}")
         return PostgresTxnStore(url)
@@ -476,3 +485,15 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
         f"unsupported transactional store URL {redact_url(url)!r}: use sqlite:///abs/path.db or "
         "postgresql://user@host:port/db"
     )
+
+
+def _scrub(message: str, url: str) -> str:
+    """A driver's ``message`` without the password of ``url``, in its userinfo or its query
+    (``password=``, or any key naming a secret)."""
+    parts = urlsplit(url)
+    values = [v for k, _, v in (q.partition("=") for q in parts.query.split("&"))
+              if _SECRET_KEY.search(k)]
+    secrets = {x for v in (parts.password or "", *values) for x in (v, unquote(v)) if x}
+    for secret in sorted(secrets, key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message

@@ -74,7 +74,6 @@ from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, check_instance, check_optional
-from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.ingest import (
     SEQ_GAP,
@@ -89,6 +88,7 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.table.ingest_seqs import usable_seqs
 from slatedb_core.table.options import TableOptions
+from slatedb_core.table.overwrite_stats import built_earlier, shard_stats, stats_all
 from slatedb_core.table.rescale import RescaleContext, discard_database, resume
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, ValueEncoding
 from slatedb_core.writer.db import Db
@@ -171,7 +171,7 @@ def commit_overwrite(
     applied = _already_applied(store, latest, plan.txn)
     if applied is not None:
         _discard_targets(store, plan)
-        return _stats_all(plan, SKIPPED, applied, started)
+        return stats_all(plan, SKIPPED, applied, started)
     problem = _shape_problem(latest, plan)
     if problem is not None:
         _discard_targets(store, plan)
@@ -293,9 +293,8 @@ def _build(
         # if the overwrite has been swapped in meanwhile.
         stored = ManifestStore(store, target.db_path).read_latest()
         if _holds_data(stored.manifest) or _where(maps.read_latest(), plan) != _FRESH:
-            counts = _counts(store, [p for p, _ in sources])
-            return _stats(target, WRITTEN, "built by an earlier attempt", started,
-                          epoch=stored.manifest.writer_epoch, manifest_id=stored.id, **counts)
+            return built_earlier(store, target, sources, started,
+                                  stored.manifest.writer_epoch, stored.id)
         try:
             return _build_once(store, plan, target, sources, options, started)
         except Fenced as e:
@@ -341,10 +340,8 @@ def _build_once(
             if result is None:
                 raise
     if result is None:
-        counts = _counts(store, [p for p, _ in sources])
-        return _stats(target, WRITTEN, "built by an earlier attempt", started, epoch=epoch,
-                      manifest_id=stored.id, **counts)
-    return _stats(target, WRITTEN, "", started, rows=result.rows, ssts=result.ssts,
+        return built_earlier(store, target, sources, started, epoch, stored.id)
+    return shard_stats(target, WRITTEN, "", started, rows=result.rows, ssts=result.ssts,
                   bytes=result.bytes_written, manifest_id=result.manifest_id, epoch=epoch)
 
 
@@ -366,10 +363,10 @@ def _finish(
                 f"table {plan.table_path!r}: overwrite job {plan.job_id} was cancelled (its "
                 "targets were aborted or lost before the swap); the table keeps its contents"
             )
-        return _stats_all(plan, SKIPPED, applied, started)
+        return stats_all(plan, SKIPPED, applied, started)
     if built is not None:
         return built
-    return [_stats(t, WRITTEN, message, started) for t in plan.shards]
+    return [shard_stats(t, WRITTEN, message, started) for t in plan.shards]
 
 
 def _create_target(store: ObjectStore, target: Shard) -> None:
@@ -469,32 +466,3 @@ def _context(store: ObjectStore, plan: IngestPlan, options: DbOptions) -> Rescal
     maps = ShardMapStore(store, plan.table_path)
     return RescaleContext(plan.table_path, store, TableOptions(writer=options), maps,
                           plan.shard_map)
-
-
-def _counts(store: ObjectStore, paths: Sequence[str]) -> dict[str, int]:
-    """Rows, SSTs and bytes of the staged SSTs still there (as Db.ingest_ssts counts them)."""
-    rows = ssts = size = 0
-    for p in paths:
-        if not store.exists(p):
-            continue
-        info = SstReader.open(store, p).info
-        if info.entry_count > 0:
-            rows, ssts, size = rows + info.entry_count, ssts + 1, size + info.size_bytes
-    return {"rows": rows, "ssts": ssts, "bytes": size}
-
-
-def _stats(
-    target: Shard, status: str, message: str, started: float, *, rows: int = 0, ssts: int = 0,
-    bytes: int = 0, manifest_id: int = 0, epoch: int = 0,
-) -> ShardIngestStats:
-    return ShardIngestStats(
-        shard_index=target.index, shard_id=target.shard_id, db_path=target.db_path,
-        status=status, message=message, rows=rows, ssts=ssts, bytes=bytes,
-        manifest_id=manifest_id, writer_epoch=epoch, partition=-1, attempt=0,
-        duration_s=time.monotonic() - started,
-    )
-
-
-def _stats_all(plan: IngestPlan, status: str, message: str, started: float
-               ) -> list[ShardIngestStats]:
-    return [_stats(t, status, message, started) for t in plan.shards]

@@ -17,8 +17,15 @@ from typing import Any
 
 import pytest
 
+from slatedb_core.meta import boundary as _boundaries
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+
+# The boundary lease (docs/gc-and-boundaries.md "The boundary lease") that gc/wal.boundary files
+# created by this process record: every GC pass that deletes WAL SSTs waits it out, so the
+# default 1 s would add minutes to the suite. The lease lives in the file, so a database made
+# here and used by another process (Spark, subprocess) stays consistent.
+_boundaries.DEFAULT_LEASE_S = 0.05
 
 # Keep any stray AWS configuration of the developer's shell away from the tests.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_SESSION_TOKEN"):

@@ -25,7 +25,8 @@ Order of a pass, and why:
 5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
 6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (RFC 0001 keeps the SST *at*
    the replay point; so do we: one small object). Older WAL SSTs past ``min_age`` are deleted
-   after advancing ``gc/wal.boundary`` (a zombie that then creates one is fenced).
+   after advancing ``gc/wal.boundary`` and waiting out the boundary lease (a zombie that then
+   creates one is fenced; :mod:`slatedb_core.meta.lease`).
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
    ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
    ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
@@ -385,6 +386,9 @@ class Collector:
             return  # nothing to delete: the steady state should not pay for a boundary GET
         boundary = self.wal_boundary.advance(target)
         stats.wal_boundary = boundary
+        # a writer's boundary read from before the advance vouches for its creates for the
+        # boundary lease (slatedb_core.meta.lease): the slots must outlive it
+        self.wal_boundary.wait_settled(min(boundary, target))
         self._delete([(m.path, m.size) for i, m in old if i <= boundary], stats.wal)
 
     def _advance_compacted_boundary(self, listing: Sequence[ObjectMeta], now_s: float) -> int:
@@ -464,7 +468,7 @@ class Collector:
         window = GcWindow(
             manifest_boundary=stats.manifest_boundary or 0,
             keep_manifests=pinned | {latest_id},
-            wal_boundary=self.wal_boundary.cached,
+            wal_boundary=self.wal_boundary.settled(),
             wal_floor=min(m.replay_after_wal_id for m in active),
             listed=listed,
             now_s=now_s,

@@ -58,6 +58,7 @@ from slatedb_core.layout import (
     boundary_path,
     is_boundary,
     join,
+    wal_dir,
 )
 from slatedb_core.lifecycle.external import release_external_checkpoints
 from slatedb_core.manifest.model import Manifest
@@ -206,21 +207,24 @@ def is_own_object(db_path: str, path: str) -> bool:
     return not is_boundary(path[len(prefix) :])
 
 
-def _boundaries(ms: ManifestStore) -> list[tuple[BoundaryObject, int]]:
+def _boundaries(ms: ManifestStore, wal: BoundaryObject) -> list[tuple[BoundaryObject, int]]:
     store, path = ms.store, ms.db_path
     return [
         (ms.seq.boundary, TOMBSTONE),
         (BoundaryObject(store, boundary_path(path, COMPACTIONS_BOUNDARY)), TOMBSTONE),
-        (wal_boundary(WalLog(store, path)), TOMBSTONE),
+        (wal, TOMBSTONE),
         (compacted_boundary(store, path), ULID_MS_TOMBSTONE),
     ]
 
 
-def write_tombstone(ms: ManifestStore) -> None:
+def write_tombstone(ms: ManifestStore) -> BoundaryObject:
     """Move every boundary of the database to its tombstone value (module docstring). Only for
-    a database that is destroyed: afterwards nothing can be committed at this path."""
-    for boundary, value in _boundaries(ms):
+    a database that is destroyed: afterwards nothing can be committed at this path. Returns the
+    WAL boundary, whose lease must run out before a WAL object goes (:func:`_delete_own`)."""
+    wal = wal_boundary(WalLog(ms.store, ms.db_path))
+    for boundary, value in _boundaries(ms, wal):
         boundary.advance(value)
+    return wal
 
 
 def delete_database_objects(
@@ -236,14 +240,18 @@ def delete_database_objects(
 
     If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
     manifest is kept for the next round."""
-    write_tombstone(ms)
-    return _delete_own(ms, concurrency)
+    wal_boundary_ = write_tombstone(ms)
+    return _delete_own(ms, concurrency, wal_boundary_)
 
 
-def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
+def _delete_own(
+    ms: ManifestStore, concurrency: int, wal_boundary_: BoundaryObject
+) -> tuple[int, int]:
     store = ms.store
     prefix = ms.db_path.rstrip("/") + "/"
+    wal_prefix = wal_dir(ms.db_path).rstrip("/") + "/"
     count = size = 0
+    lease_over = False
     for _ in range(100):
         listing = _own_objects(store, ms.db_path)
         manifests = {i: o for o in listing if (i := ms.seq.parse(o.path)) is not None}
@@ -258,6 +266,11 @@ def _delete_own(ms: ManifestStore, concurrency: int) -> tuple[int, int]:
         if not doomed:
             return count, size
         paths = [o.path for o in doomed]
+        if not lease_over and any(p.startswith(wal_prefix) for p in paths):
+            # a zombie writer's boundary read from before the tombstone vouches for its WAL
+            # creates for the boundary lease: its fence must outlive it (slatedb_core.meta.lease)
+            wal_boundary_.wait_settled(TOMBSTONE)
+            lease_over = True
         if len(paths) == 1 or concurrency <= 1:
             for p in paths:
                 store.delete(p)

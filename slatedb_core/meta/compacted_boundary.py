@@ -45,10 +45,10 @@ class CompactedBoundary(BoundaryObject):
     writer's re-homing and fail ``Db.open`` with a raw ValueError; GC would have taken it as
     permission to delete every unreferenced SST)."""
 
-    def _read(self) -> tuple[int, ObjectVersion | None]:
+    def _read(self) -> tuple[int, ObjectVersion | None, int | None]:
         with self._lock:
             seen = (self._value, self._e_tag, self._observed)
-        value, version = super()._read()
+        value, version, lease_ms = super()._read()
         if value > ULID_MS_MAX:
             with self._lock:  # keep the damaged value out of the cache: every read re-checks it
                 self._value, self._e_tag, self._observed = seen
@@ -57,7 +57,7 @@ class CompactedBoundary(BoundaryObject):
                 f"compacted boundary {value} exceeds the largest ULID time {ULID_MS_MAX} "
                 "(48-bit milliseconds)",
             )
-        return value, version
+        return value, version, lease_ms
 
 
 def compacted_boundary(store: ObjectStore, db_path: str) -> CompactedBoundary:

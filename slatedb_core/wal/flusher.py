@@ -21,7 +21,7 @@ Group commit (docs/gc-and-boundaries.md, "What a durable put costs"): a durable 
 flusher thread at once instead of waiting for ``flush_interval``, but the thread first gathers
 the durable puts of the other writers. Writers acknowledged together by one WAL SST come back
 together, a few hundred microseconds apart; sealing at the first of them would split them over
-two SSTs (and each SST costs a create and a boundary read, SlateDB RFC 0026), and once split
+two SSTs (and each SST costs a create), and once split
 they would stay split, each half sealing as the other's write lands. So the thread seals once
 every writer that made a durable put lately, and is not waiting on a generation already sealed,
 waits on the current one (see :class:`GroupCommit`), or after a short grace (a tenth of a recent

@@ -19,11 +19,15 @@ WAL SSTs, and every WAL write checks it after the create (a conditional GET, usu
 304). A live writer's next id is always above anything GC may delete, so a write at or behind
 the boundary can only come from a zombie: it is reported as ``Fenced``.
 
-The read must be served after the create, for every WAL SST acknowledged: a boundary cached from
-before cannot stand in for it (docs/gc-and-boundaries.md, "What a durable put costs": the fence
-a zombie should collide with is exactly what GC at ``min_age`` 0 deletes once the newer writer's
-replay point passed it). What is saved instead is WAL SSTs: the flusher's group commit puts the
-concurrent durable puts of many writers into one (:mod:`slatedb_core.wal.flusher`).
+A boundary cached from long before cannot stand in for that read (docs/gc-and-boundaries.md,
+"What a durable put costs": the fence a zombie should collide with is exactly what GC at
+``min_age`` 0 deletes once the newer writer's replay point passed it). A read made within the
+boundary lease can: GC deletes what a boundary covers only the lease recorded in the file (1 s)
+after advancing it, so a read started less than that before the create completed vouches for it
+(:mod:`slatedb_core.meta.lease`). The writer keeps such a read in hand, taken in the background,
+and a durable put costs one round trip, the create; a create nothing vouches for is checked by
+a read after it. The flusher's group commit also puts the concurrent durable puts of many
+writers into one WAL SST (:mod:`slatedb_core.wal.flusher`).
 
 Parallel writes (SlateDB RFC 0001, "Parallel Writes"): with ``max_parallel_writes`` N > 1 a writer keeps
 up to N creates in flight (:class:`WalWindow`), at consecutive ids and within a sliding window:
@@ -65,7 +69,9 @@ from slatedb_core.errors import (
     WalWindowClosed,
 )
 from slatedb_core.layout import WAL_BOUNDARY, boundary_path
-from slatedb_core.meta.boundary import BoundaryObject
+from slatedb_core.meta import boundary as boundaries
+from slatedb_core.meta.boundary import BoundaryObject, lease_clock
+from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.sst import SstOptions
 from slatedb_core.wal.log import FENCE, WalLog, encode_wal_sst
 
@@ -226,6 +232,7 @@ class WalWriter:
         self.next_id = next_id
         self.options = options
         self.boundary = wal_boundary(wal)
+        self.lease = LeasedBoundary(self.boundary)
         self._last_tick = 0
         # the batch and bytes of a write whose create failed ambiguously: its retry must send
         # the same bytes (a fresh encode has a new clock tick), or the attempt that did land
@@ -246,6 +253,7 @@ class WalWriter:
     def write_at(self, wal_id: int, data: bytes) -> None:
         """Create ``wal/{wal_id}.sst`` (for :class:`WalWindow`: no stepping over, since later ids
         are in flight). Raises Fenced when a newer writer holds the slot or GC passed it."""
+        self.lease.prepare()
         if _create(self.wal, wal_id, data, self.epoch) != _Outcome.OURS:
             # An older writer or opener inside our window is impossible: the fence keeps older
             # writers below it, and an opener re-reads the manifest between listing the WAL and
@@ -253,8 +261,12 @@ class WalWriter:
             raise WalEpochConflict(
                 f"{self.wal.path(wal_id)} is held by an older writer or opener after our fence"
             )
+        self._check(wal_id, lease_clock())
+
+    def _check(self, wal_id: int, created_at: float) -> None:
+        """The boundary check of the create of ``wal_id``, completed at ``created_at``."""
         try:
-            self.boundary.check(wal_id, self.wal.path(wal_id))
+            self.lease.check(wal_id, self.wal.path(wal_id), created_at)
         except ObjectVersionBehindBoundary as e:
             raise Fenced("writer", self.epoch, self.epoch + 1) from e
 
@@ -270,6 +282,7 @@ class WalWriter:
             raise
 
     def _write(self, wal_id: int, data: bytes) -> int:
+        self.lease.prepare()
         while (outcome := _create(self.wal, wal_id, data, self.epoch)) != _Outcome.OURS:
             # An older *writer* past our fence is impossible with one write in flight, but an
             # older *opener* is not: one that bumped its epoch before us and listed the WAL after
@@ -282,17 +295,16 @@ class WalWriter:
                 )
             log.info("WAL slot %d holds a stale opener's fencing SST; using the next id", wal_id)
             wal_id += 1
-        try:
-            self.boundary.check(wal_id, self.wal.path(wal_id))
-        except ObjectVersionBehindBoundary as e:
-            raise Fenced("writer", self.epoch, self.epoch + 1) from e
+        self._check(wal_id, lease_clock())
         self.next_id = wal_id + 1
         return wal_id
 
 
 def wal_boundary(wal: WalLog) -> BoundaryObject:
     """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC."""
-    return BoundaryObject(wal.store, boundary_path(wal.db_path, WAL_BOUNDARY))
+    return BoundaryObject(
+        wal.store, boundary_path(wal.db_path, WAL_BOUNDARY), lease_s=boundaries.DEFAULT_LEASE_S
+    )
 
 
 WalDone = Callable[[int, BaseException | None], None]

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from slatedb_core.meta import boundary as _boundaries
+# The boundary lease (docs/gc-and-boundaries.md "The boundary lease") that gc/wal.boundary files
+# created by the suite's processes record (this one, and the simulation's, Spark's and the CLI's
+# subprocesses, which inherit the environment): every GC pass that deletes WAL SSTs waits it
+# out, and the default 1 s would add many minutes. The lease lives in the file, so processes
+# with another default still agree on it. Set before slatedb_core is imported.
+os.environ["SLATEDB_WAL_LEASE_MS"] = "50"
+
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-
-# The boundary lease (docs/gc-and-boundaries.md "The boundary lease") that gc/wal.boundary files
-# created by this process record: every GC pass that deletes WAL SSTs waits it out, so the
-# default 1 s would add minutes to the suite. The lease lives in the file, so a database made
-# here and used by another process (Spark, subprocess) stays consistent.
-_boundaries.DEFAULT_LEASE_S = 0.05
 
 # Keep any stray AWS configuration of the developer's shell away from the tests.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_SESSION_TOKEN"):

@@ -209,3 +209,28 @@ def test_a_failed_background_read_is_not_trusted_and_the_next_create_reads_again
     lease.prepare()  # a failed newest read does not hold back a new one
     assert lease.background_reads == 2
     assert lease._reads[-1].done.wait(5) and lease._reads[-1].error is None
+
+
+def test_the_suite_and_its_subprocesses_record_a_short_lease() -> None:
+    """tests/conftest.py sets SLATEDB_WAL_LEASE_MS before slatedb_core is imported."""
+    import os
+    import subprocess
+    import sys
+
+    assert os.environ["SLATEDB_WAL_LEASE_MS"] == "50"
+    code = "from slatedb_core.meta import boundary; print(boundary.DEFAULT_LEASE_S)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0.05"
+
+
+@pytest.mark.parametrize("raw", ["0", "abc", "-5", "600001", "1.5"])
+def test_a_bad_lease_in_the_environment_is_refused_with_its_name(raw: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SLATEDB_WAL_LEASE_MS": raw}
+    out = subprocess.run([sys.executable, "-c", "import slatedb_core.meta.boundary"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode != 0
+    assert "InvalidArgument" in out.stderr and "SLATEDB_WAL_LEASE_MS" in out.stderr

@@ -23,6 +23,7 @@ Invariants kept here:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -30,6 +31,7 @@ from slatedb_core.errors import (
     BoundaryMissing,
     CommitRetriesExhausted,
     CorruptionError,
+    InvalidArgument,
     ObjectAlreadyExists,
     ObjectNotFound,
     ObjectVersionBehindBoundary,
@@ -50,15 +52,30 @@ ULID_MS_TOMBSTONE = 2**48 - 1
 """The same for ``gc/compacted.boundary``, whose values are ULID milliseconds (48 bits)."""
 
 
-DEFAULT_LEASE_S = 1.0
+LEASE_ENV = "SLATEDB_WAL_LEASE_MS"
+MAX_LEASE_MS = 600_000
+
+
+def _default_lease_s() -> float:
+    raw = os.environ.get(LEASE_ENV)
+    if raw is None:
+        return 1.0
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LEASE_MS:
+        raise InvalidArgument(
+            f"{LEASE_ENV}={raw!r}: want a whole number of milliseconds from 1 to {MAX_LEASE_MS}"
+        )
+    return int(raw) / 1000
+
+
+DEFAULT_LEASE_S = _default_lease_s()
 """The boundary lease recorded in a ``gc/wal.boundary`` this process creates (or upgrades from
 a file without one). A read of the boundary vouches that what it does not cover still exists
 for the lease: whoever deletes objects the boundary covers waits the lease after it first knew
 the covering value (:meth:`BoundaryObject.wait_settled`), so a create that completes within it
 of the start of a read showing the boundary below its id collided with the object if it was
 there (:mod:`slatedb_core.meta.lease`). The lease lives in the file, written once and kept by
-every advance, so every process of a database agrees on it whatever its own default."""
-MAX_LEASE_MS = 600_000
+every advance, so every process of a database agrees on it whatever its own default. 1 s, or
+:data:`LEASE_ENV` in ms (the test suite shortens it: GC passes that delete WAL SSTs wait it)."""
 
 
 def lease_clock() -> float:

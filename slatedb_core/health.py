@@ -177,13 +177,15 @@ def list_databases(store: ObjectStore, prefix: str = "") -> list[str]:
 
 def read_boundaries(store: ObjectStore, db_path: str) -> dict[str, int | None]:
     """The durable value of each GC boundary of ``db_path``; None where the file does not exist
-    (no GC pass has advanced it yet). Raises CorruptionError for a file that is not a u64."""
+    or holds 0 (no GC pass has advanced it yet). Raises CorruptionError for a file that is not a u64."""
     validate_relative_path(db_path, what="database path")
     out: dict[str, int | None] = {}
     for ns in BOUNDARY_NAMESPACES:
         name = boundary_path(db_path, ns)
         try:
-            out[ns] = parse_boundary(store.get(name).data, name)
+            # 0 covers nothing, like no file (a writer creates gc/wal.boundary at 0 to record
+            # its lease, docs/gc-and-boundaries.md "The boundary lease")
+            out[ns] = parse_boundary(store.get(name).data, name) or None
         except ObjectNotFound:
             out[ns] = None
     return out

@@ -106,7 +106,12 @@ def status_of(
     latest = seen.latest
     stored = latest.stored if latest is not None else None
     manifest = stored.manifest if stored is not None else None
-    values = {ns: b.value if (b := seen.boundaries.get(ns)) else None for ns in BOUNDARY_NAMESPACES}
+    # a boundary at 0 covers nothing: shown as no boundary (a writer creates gc/wal.boundary at
+    # 0 to record its lease, docs/gc-and-boundaries.md "The boundary lease")
+    values = {
+        ns: b.value or None if (b := seen.boundaries.get(ns)) else None
+        for ns in BOUNDARY_NAMESPACES
+    }
     err: SlateDBError | None = None
     if unreachable is not None:
         state, err = "unreachable", unreachable

@@ -176,6 +176,9 @@ class BoundaryObject:
     def _read(self) -> tuple[int, ObjectVersion | None, int | None]:
         with self._lock:
             e_tag = self._e_tag
+            # known before this request went out, so its answer cannot be below it; an answer
+            # below what other reads took in meanwhile was merely served before theirs
+            floor = self._value
         try:
             if e_tag is not None:
                 res = self.store.get_if_none_match(self.path, e_tag)
@@ -194,11 +197,16 @@ class BoundaryObject:
             return 0, None, None
         value, lease_ms = parse_boundary_lease(res.data, self.path)
         with self._lock:
-            self._lease_ms = lease_ms
-            if value < self._value:
+            if value < floor:
                 raise CorruptionError(
-                    self.path, f"boundary moved backwards from {self._value} to {value}"
+                    self.path, f"boundary moved backwards from {floor} to {value}"
                 )
+            if value < self._value:
+                # Concurrent reads (a writer's background read and its checks after creates)
+                # may be answered in one order and taken in in the other: this older answer
+                # is no corruption, and the newer value is as true for this read's caller.
+                return self._value, res.version, self._lease_ms
+            self._lease_ms = lease_ms
             self._value = value
             self._e_tag = res.meta.e_tag
             self._observed = True

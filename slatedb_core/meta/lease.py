@@ -100,11 +100,21 @@ class LeasedBoundary:
             read = _Read(now)
             self._reads.append(read)
             self.background_reads += 1
-        threading.Thread(
-            target=self._run, args=(read,), name="boundary-lease-read", daemon=True
-        ).start()
+        try:
+            threading.Thread(
+                target=self._run, args=(read,), name="boundary-lease-read", daemon=True
+            ).start()
+        except BaseException as e:
+            # No thread (the process is out of them): the read never runs, so it must not stay
+            # in flight, or every check would wait for it and no prepare would start another.
+            # The create goes ahead and is checked by a read after it (SlateDB RFC 0026).
+            self._finish(read, e)
+            if not isinstance(e, Exception):
+                raise
+            log.warning("boundary read of %s not started: %s", self.boundary.path, e)
 
     def _run(self, read: _Read) -> None:
+        error: BaseException | None = None
         try:
             value, lease_ms = self.boundary.read_lease()
             if lease_ms is None and value == 0:
@@ -113,14 +123,20 @@ class LeasedBoundary:
             read.value = value
             read.trust_s = (lease_ms or 0) / 1000 * TRUST_FRACTION
         except BaseException as e:
-            read.error = e
+            error = e
         finally:
-            read.done.set()
-            with self._lock:
-                # keep the newest completed read and everything after it
-                done = [i for i, r in enumerate(self._reads) if r.done.is_set()]
-                if done:
-                    del self._reads[: done[-1]]
+            self._finish(read, error)
+
+    def _finish(self, read: _Read, error: BaseException | None) -> None:
+        """Mark ``read`` done (failed with ``error`` if not None)."""
+        if error is not None:
+            read.error = error
+        read.done.set()
+        with self._lock:
+            # keep the newest completed read and everything after it
+            done = [i for i, r in enumerate(self._reads) if r.done.is_set()]
+            if done:
+                del self._reads[: done[-1]]
 
     def check(self, object_id: int, object_path: str, created_at: float) -> None:
         """Raise ObjectVersionBehindBoundary unless ``object_id`` is above the boundary, as seen

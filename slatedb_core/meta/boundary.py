@@ -9,8 +9,9 @@ Invariants kept here:
 * a missing file reads as 0, until this process has once seen it; after that, missing is a hard
   error (:class:`BoundaryMissing`), because GC never deletes boundary files;
 * the value only moves forward: :meth:`BoundaryObject.advance` uses create-if-absent or a conditional
-  update and re-reads until the durable value is at least the target; a read that goes backwards is
-  reported as corruption;
+  update and re-reads until the durable value is at least the target; a read answered below what
+  this process knew when it sent it is reported as corruption (one answered below what another
+  read took in meanwhile was only served first: the newer value stands);
 * ``check`` reads through a conditional GET (If-None-Match on the cached e-tag), so the common case
   costs one small request that returns no body, and is never served from a stale cache;
 * what a boundary with a lease (``<u64> <lease ms>``, ``gc/wal.boundary``) covers is deleted

@@ -48,7 +48,7 @@ def _boundary_gets(rec: FaultyStore) -> int:
     )
 
 
-def test_a_steady_writer_reads_the_boundary_once_per_quarter_lease_not_per_create() -> None:
+def test_a_steady_writer_reads_the_boundary_once_per_half_lease_not_per_create() -> None:
     store = recording(open_store("memory:///"))
     writer = WalWriter(WalLog(store, "db"), epoch=1, next_id=1, options=OPTS)
     for i in range(20):

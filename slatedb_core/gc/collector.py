@@ -25,8 +25,7 @@ Order of a pass, and why:
 5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
 6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (RFC 0001 keeps the SST *at*
    the replay point; so do we: one small object). Older WAL SSTs past ``min_age`` are deleted
-   after advancing ``gc/wal.boundary`` and waiting out the boundary lease (a zombie that then
-   creates one is fenced; :mod:`slatedb_core.meta.lease`).
+   after advancing ``gc/wal.boundary`` and waiting out its lease (:mod:`slatedb_core.meta.lease`).
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
    ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
    ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
@@ -364,11 +363,7 @@ class Collector:
 
     # ---- data ------------------------------------------------------------------------------
     def _collect_wal(
-        self,
-        listing: Sequence[ObjectMeta],
-        active: Sequence[Manifest],
-        now_s: float,
-        stats: GcStats,
+        self, listing: Sequence[ObjectMeta], active: Sequence[Manifest], now_s: float, stats: GcStats
     ) -> None:
         floor = min(m.replay_after_wal_id for m in active)
         min_age = self._min_age_s("wal")
@@ -383,11 +378,10 @@ class Collector:
                 old.append((wal_id, meta))
         target = max((i for i, _ in old), default=None)
         if target is None:
-            return  # nothing to delete: the steady state should not pay for a boundary GET
+            return  # nothing to delete: a quiet database pays for no boundary GET
         boundary = self.wal_boundary.advance(target)
         stats.wal_boundary = boundary
-        # a writer's boundary read from before the advance vouches for its creates for the
-        # boundary lease (slatedb_core.meta.lease): the slots must outlive it
+        # the slots must outlive the boundary lease (slatedb_core.meta.lease)
         self.wal_boundary.wait_settled(min(boundary, target))
         self._delete([(m.path, m.size) for i, m in old if i <= boundary], stats.wal)
 

@@ -20,8 +20,8 @@ one machine's clock, so clock offsets between machines do not matter; a margin
 (:data:`TRUST_FRACTION`) covers clocks that run at slightly different rates.
 
 :class:`LeasedBoundary` keeps a recent read in hand: before a create it starts a background
-read once the newest one is older than a quarter of the lease, so a steady writer pays one
-conditional GET (usually a bodiless 304) per quarter lease instead of one per create, and
+read once the newest one is older than half the lease, so a steady writer pays one
+conditional GET (usually a bodiless 304) per half lease instead of one per create, and
 never waits for it. A read that finds no file creates it at 0 with this process's lease
 (:meth:`~slatedb_core.meta.boundary.BoundaryObject.create_with_lease`; 0 covers nothing) and
 reads again; a file without a lease vouches for nothing. A create that no read vouches for
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 TRUST_FRACTION = 0.8
 """A read vouches for creates completed within this fraction of its lease of its start."""
-REFRESH_FRACTION = 0.25
+REFRESH_FRACTION = 0.5
 """A new background read starts once the newest read is older than this fraction of the lease."""
 IDLE_REFRESH_S = 1.0
 """How often a writer re-reads a boundary file that records no lease (written by an older

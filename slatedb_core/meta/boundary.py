@@ -164,15 +164,23 @@ class BoundaryObject:
         value, _, lease_ms = self._read()
         return value, lease_ms
 
-    def create_with_lease(self) -> None:
+    def create_with_lease(self) -> int | None:
         """Create the file at 0 with this process's lease if there is none (one request), so
-        that reads of it can vouch for creates; 0 covers nothing, so it is always true."""
+        that reads of it can vouch for creates; 0 covers nothing, so it is always true. Returns
+        the lease in ms if this call created the file (it held no boundary until then), else
+        None."""
         if self._new_lease_ms is None:
             raise ValueError(f"{self.path}: no lease to record")
         try:
             self.store.put_if_absent(self.path, f"0 {self._new_lease_ms}".encode("ascii"))
         except ObjectAlreadyExists:
-            pass
+            return None
+        with self._lock:
+            self._observed = True
+            self._lease_ms = self._new_lease_ms
+            self._e_tag = None  # unknown until the next read
+            self._note(0)
+        return self._new_lease_ms
 
     def _read(self) -> tuple[int, ObjectVersion | None, int | None]:
         with self._lock:

@@ -23,8 +23,8 @@ one machine's clock, so clock offsets between machines do not matter; a margin
 read once the newest one is older than half the lease, so a steady writer pays one
 conditional GET (usually a bodiless 304) per half lease instead of one per create, and
 never waits for it. A read that finds no file creates it at 0 with this process's lease
-(:meth:`~slatedb_core.meta.boundary.BoundaryObject.create_with_lease`; 0 covers nothing) and
-reads again; a file without a lease vouches for nothing. A create that no read vouches for
+(:meth:`~slatedb_core.meta.boundary.BoundaryObject.create_with_lease`; 0 covers nothing); a
+file without a lease vouches for nothing. A create that no read vouches for
 (the read failed, or the create took longer than the lease) falls back to a read made after it,
 the plain RFC 0026 check.
 """
@@ -118,8 +118,11 @@ class LeasedBoundary:
         try:
             value, lease_ms = self.boundary.read_lease()
             if lease_ms is None and value == 0:
-                self.boundary.create_with_lease()  # there was no file (or one at 0 without
-                value, lease_ms = self.boundary.read_lease()  # a lease): vouches for nothing
+                # no file (or one at 0 without a lease, which vouches for nothing): create it.
+                # Created by us, it held no boundary before, so this read still speaks from
+                # its start; otherwise read what is there.
+                created = self.boundary.create_with_lease()
+                value, lease_ms = (0, created) if created else self.boundary.read_lease()
             read.value = value
             read.trust_s = (lease_ms or 0) / 1000 * TRUST_FRACTION
         except BaseException as e:

@@ -41,7 +41,8 @@ def test_default_campaign() -> None:
 TWO_PHASE_SCHEDULES = int(os.environ.get("SIM_TWO_PHASE_SCHEDULES", "200"))
 
 
-@pytest.mark.timeout(900)  # ~40 s on 2 cores
+@pytest.mark.slow  # 30 s on 2 cores; CI's test-slow runs it (keeps make test under 20 min)
+@pytest.mark.timeout(900)
 def test_two_phase_campaign() -> None:
     """The same schedules over a store that ignores If-None-Match / If-Match, made whole by
     two-phase CAS over SQLite, with faults injected under the protocol as well."""

@@ -22,7 +22,7 @@ import pytest
 # subprocesses, which inherit the environment): every GC pass that deletes WAL SSTs waits it
 # out, and the default 1 s would add many minutes. The lease lives in the file, so processes
 # with another default still agree on it. Set before slatedb_core is imported.
-os.environ["SLATEDB_WAL_LEASE_MS"] = "20"
+os.environ["SLATEDB_WAL_LEASE_MS"] = "50"
 
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

@@ -117,6 +117,18 @@ def parse_boundary(data: bytes, name: str) -> int:
     return parse_boundary_lease(data, name)[0]
 
 
+def reject_if_covered(boundary: int, object_id: int, object_path: str) -> None:
+    """Raise ObjectVersionBehindBoundary if ``object_id`` is at or behind ``boundary``."""
+    if object_id <= boundary:
+        log.warning(
+            "stale sequenced write rejected: %s id %d <= boundary %d",
+            object_path,
+            object_id,
+            boundary,
+        )
+        raise ObjectVersionBehindBoundary(object_path, object_id, boundary)
+
+
 def _lease_ms(lease_s: float) -> int:
     ms = round(lease_s * 1000)
     if not 1 <= ms <= MAX_LEASE_MS:
@@ -260,14 +272,7 @@ class BoundaryObject:
     def check(self, object_id: int, object_path: str) -> int:
         """Raise ObjectVersionBehindBoundary if ``object_id`` is at or behind the boundary."""
         boundary = self.read()
-        if object_id <= boundary:
-            log.warning(
-                "stale sequenced write rejected: %s id %d <= boundary %d",
-                object_path,
-                object_id,
-                boundary,
-            )
-            raise ObjectVersionBehindBoundary(object_path, object_id, boundary)
+        reject_if_covered(boundary, object_id, object_path)
         return boundary
 
     def advance(self, target: int) -> int:

@@ -34,8 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from slatedb_core.errors import ObjectVersionBehindBoundary
-from slatedb_core.meta.boundary import BoundaryObject, lease_clock
+from slatedb_core.meta.boundary import BoundaryObject, lease_clock, reject_if_covered
 
 log = logging.getLogger(__name__)
 
@@ -153,16 +152,8 @@ class LeasedBoundary:
         for read in candidates:
             read.done.wait()
             if read.error is None and read.value is not None and read.vouches_for(created_at):
-                self._judge(read.value, object_id, object_path)
+                reject_if_covered(read.value, object_id, object_path)
                 return
         # nothing vouches for this create: a read served after it (SlateDB RFC 0026)
         self.checks_after_create += 1
         self.boundary.check(object_id, object_path)
-
-    @staticmethod
-    def _judge(boundary: int, object_id: int, object_path: str) -> None:
-        if object_id <= boundary:
-            log.warning(
-                "stale write rejected: %s id %d <= boundary %d", object_path, object_id, boundary
-            )
-            raise ObjectVersionBehindBoundary(object_path, object_id, boundary)

@@ -24,8 +24,10 @@ Order of a pass, and why:
    shard map).
 5. M = the latest manifest and every manifest an unexpired checkpoint pins, each read once.
 6. WAL: every id >= min over M of ``replay_after_wal_id`` is kept (RFC 0001 keeps the SST *at*
-   the replay point; so do we: one small object). Older WAL SSTs past ``min_age`` are deleted
-   after advancing ``gc/wal.boundary`` and waiting out its lease (:mod:`slatedb_core.meta.lease`).
+   the replay point; so do we: one small object). ``gc/wal.boundary`` is advanced over the older
+   WAL SSTs past ``min_age`` here, before any delete; they are deleted last, after step 8, once
+   the boundary's lease has passed (:mod:`slatedb_core.meta.lease`): the wait overlaps steps 4,
+   7 and 8 instead of adding to them.
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
    ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
    ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
@@ -182,14 +184,19 @@ class Collector:
                 pinned, active = self._read_active(latest, now_s, stats)
             else:
                 compacted_limit = self._barrier_at  # nothing to delete: no barrier, no deletes
+        # The WAL boundary moves now and its WAL SSTs go last: the lease it must outlive
+        # (slatedb_core.meta.lease) runs while the other kinds are collected.
+        wal_doomed = [] if active is None else self._advance_wal_boundary(wal, active, now_s, stats)
         self._collect_manifests(entries, latest.id, pinned, now_s, stats)
         if active is not None:
-            self._collect_wal(wal, active, now_s, stats)
             held = latest.manifest.our_compactor_epoch != latest.manifest.compactor_epoch
             record = read_latest_state(self.store, self.path) if compactions and held else None
             compacted_limit = min(compacted_limit, slatedb_cutoff_ms(latest.manifest, record))
             self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
         self._collect_compactions(compactions, now_s, stats)
+        if wal_doomed:
+            self.wal_boundary.wait_settled(wal_doomed[-1][0])
+            self._delete([(m.path, m.size) for _, m in wal_doomed], stats.wal)
         if active is not None:
             self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
         if active is not None and latest.manifest.external_dbs and latest.manifest.initialized:
@@ -362,9 +369,13 @@ class Collector:
         stats.compactions_boundary = boundary.read() if durable is None else durable
 
     # ---- data ------------------------------------------------------------------------------
-    def _collect_wal(
+    def _advance_wal_boundary(
         self, listing: Sequence[ObjectMeta], active: Sequence[Manifest], now_s: float, stats: GcStats
-    ) -> None:
+    ) -> list[tuple[int, ObjectMeta]]:
+        """Step 6's first half: durably move ``gc/wal.boundary`` over the WAL SSTs this pass may
+        delete; returns them by id (none: no request, so a quiet database pays for no GET). They
+        may only be deleted once the boundary's lease has passed, which :meth:`_run` waits for
+        after the other kinds are collected."""
         floor = min(m.replay_after_wal_id for m in active)
         min_age = self._min_age_s("wal")
         old: list[tuple[int, ObjectMeta]] = []
@@ -376,14 +387,12 @@ class Collector:
                 and _age_s(meta.last_modified, now_s) >= min_age
             ):
                 old.append((wal_id, meta))
-        target = max((i for i, _ in old), default=None)
-        if target is None:
-            return  # nothing to delete: a quiet database pays for no boundary GET
-        boundary = self.wal_boundary.advance(target)
+        if not old:
+            return []
+        old.sort(key=lambda item: item[0])
+        boundary = self.wal_boundary.advance(old[-1][0])
         stats.wal_boundary = boundary
-        # the slots must outlive the boundary lease (slatedb_core.meta.lease)
-        self.wal_boundary.wait_settled(min(boundary, target))
-        self._delete([(m.path, m.size) for i, m in old if i <= boundary], stats.wal)
+        return [(i, m) for i, m in old if i <= boundary]
 
     def _advance_compacted_boundary(self, listing: Sequence[ObjectMeta], now_s: float) -> int:
         """Move ``gc/compacted.boundary`` (ULID milliseconds) up to the newest listed SST old

@@ -266,22 +266,31 @@ def _delete_own(
         if not doomed:
             return count, size
         paths = [o.path for o in doomed]
-        if not lease_over and any(p.startswith(wal_prefix) for p in paths):
+        wal = [p for p in paths if p.startswith(wal_prefix)]
+        if wal and not lease_over:
             # a zombie writer's boundary read from before the tombstone vouches for its WAL
-            # creates for the boundary lease: its fence must outlive it (slatedb_core.meta.lease)
+            # creates for the boundary lease: its fence must outlive it (slatedb_core.meta.lease).
+            # The rest goes first, so the wait overlaps those deletes.
+            _delete_all(store, [p for p in paths if not p.startswith(wal_prefix)], concurrency)
             wal_boundary_.wait_settled(TOMBSTONE)
             lease_over = True
-        if len(paths) == 1 or concurrency <= 1:
-            for p in paths:
-                store.delete(p)
+            _delete_all(store, wal, concurrency)
         else:
-            with ThreadPoolExecutor(min(concurrency, len(paths))) as pool:
-                list(pool.map(store.delete, paths))
+            _delete_all(store, paths, concurrency)
         count += len(doomed)
         size += sum(o.size for o in doomed)
         if not manifests:
             return count, size
     raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
+
+
+def _delete_all(store: ObjectStore, paths: list[str], concurrency: int) -> None:
+    if len(paths) <= 1 or concurrency <= 1:
+        for p in paths:
+            store.delete(p)
+    else:
+        with ThreadPoolExecutor(min(concurrency, len(paths))) as pool:
+            list(pool.map(store.delete, paths))
 
 
 def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:

@@ -106,6 +106,30 @@ def test_wal_boundary_is_advanced_before_wal_deletes_and_fences_a_zombie_writer(
         zombie.write(empty_batch())
 
 
+def test_wal_ssts_go_last_so_the_lease_wait_overlaps_the_rest_of_the_pass(
+    store: ObjectStore,
+) -> None:
+    """The WAL boundary moves before any delete, but its WAL SSTs are deleted after the other
+    kinds: the boundary's lease (slatedb_core.meta.lease) runs while they are collected."""
+    ms = new_db(store)
+    put_wal(store, range(1, 6))
+    orphan = put_sst(store)
+    commit(ms, 3)
+    ms.update(replay_after(5))
+    rec = recording(store)
+
+    stats = run_gc_once("db", rec, ZERO)
+
+    assert stats.wal.deleted == 4 and stats.compacted.deleted == 1 and stats.manifest.deleted > 0
+    assert sst_path("db", orphan) not in names(store, "db/compacted")
+    calls = [(op, path) for kind, op, path in rec.events if kind == "latency"]
+    advance = max(i for i, (op, p) in enumerate(calls) if p == "db/gc/wal.boundary" and "put" in op)
+    deletes = [(i, p) for i, (op, p) in enumerate(calls) if op == "delete"]
+    wal = [i for i, p in deletes if "/wal/" in p]
+    others = [i for i, p in deletes if "/wal/" not in p]
+    assert others and advance < min(others) and max(others) < min(wal)
+
+
 def test_unreferenced_compacted_ssts_are_collected_and_referenced_ones_kept(
     store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -117,7 +117,7 @@ class SstHandle:
         clip = self.range.intersect(KeyRange(start, end))
         if clip.is_empty():
             return iter(())
-        return self.reader().scan(clip.start, clip.end, readahead=readahead)
+        return self.reader().scan(clip.start, clip.end, readahead=readahead, groups=True)
 
 
 class SortedRunHandle:

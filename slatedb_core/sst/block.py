@@ -9,6 +9,8 @@ parsed, so damage surfaces as :class:`CorruptionError`, never as wrong rows.
 from __future__ import annotations
 
 import bisect
+import itertools
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -31,15 +33,21 @@ _POINT_OVERHEAD = 184
 class Block:
     """One decoded data block."""
 
-    __slots__ = ("_ends", "_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "batch",
-                 "create", "distinct", "expire", "has_expire", "n", "nbytes", "points")
+    __slots__ = ("_ends", "_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "at",
+                 "batch", "create", "distinct", "expire", "group", "has_expire", "n", "nbytes",
+                 "points")
 
     def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
                  kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
                  create: npt.NDArray[np.int64], nbytes: int, distinct: bool = False,
-                 has_expire: bool | None = None) -> None:
+                 has_expire: bool | None = None, group: pa.RecordBatch | None = None,
+                 at: int = 0) -> None:
         self.batch = batch
         self.n = batch.num_rows
+        # the batch of the blocks decoded together (this one's rows are group[at : at + n]), so
+        # a scan can hand over neighbouring blocks of one group as one zero-copy slice
+        self.group = batch if group is None else group
+        self.at = at
         # keys strictly increasing: every key once (the decoder knows it from its order check),
         # so a scan need not look for older versions inside the block
         self.distinct = distinct
@@ -200,10 +208,59 @@ def decode_group(
                                    strict=True):
         out.append(Block(batch.slice(at, end - at), dec.seqs[at:end], dec.kinds[at:end],
                          dec.expire[at:end], dec.create[at:end], size, dist,
-                         dec.has_expire and bool((dec.expire[at:end] != _NO_TS).any())))
+                         dec.has_expire and bool((dec.expire[at:end] != _NO_TS).any()),
+                         batch, at))
     return out
 
 
 def _offsets(arr: pa.Array) -> npt.NDArray[np.int64]:
     return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
                          offset=4 * arr.offset).astype(np.int64)
+
+
+def flagged_pieces(
+    blocks: Iterable[tuple[int, Block]], b0: int, b1: int, lo_key: bytes | None,
+    hi_key: bytes | None, join: bool,
+) -> Iterator[tuple[pa.RecordBatch, bool, bytes, bytes]]:
+    """``(batch, keys distinct, first key, last key)`` of the rows of blocks ``b0..b1`` (numbered
+    in ``blocks``) in ``[lo_key, hi_key)``: only the first block can hold keys below ``lo_key``
+    (every later block's index key, a bound of its keys from below, is >= it), only the last
+    keys >= ``hi_key``. With ``join``, whole neighbouring blocks of one group batch come as one
+    zero-copy slice of it (a merge then takes a few large batches, never gluing, i.e. copying,
+    many small ones)."""
+    run: list[Block] = []
+    for b, block in blocks:
+        lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
+        hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
+        if hi <= lo:
+            continue
+        if lo == 0 and hi == block.n:
+            if not join:
+                yield block.batch, block.distinct, *block.ends()
+                continue
+            if run and (block.group is not run[-1].group or block.at != run[-1].at + run[-1].n):
+                yield _joined(run)
+                run = []
+            run.append(block)
+            continue
+        if run:
+            yield _joined(run)
+            run = []
+        yield block.batch.slice(lo, hi - lo), block.distinct, block.key(lo), block.key(hi - 1)
+    if run:
+        yield _joined(run)
+
+
+def _joined(run: list[Block]) -> tuple[pa.RecordBatch, bool, bytes, bytes]:
+    """Whole neighbouring blocks of one group batch as one slice of it. Its keys are distinct
+    when each block's are and no block starts with the key the one before ends with (keys are
+    sorted, so that is the only place a key can repeat across blocks)."""
+    first = run[0]
+    if len(run) == 1:
+        lo, hi = first.ends()
+        return first.batch, first.distinct, lo, hi
+    ends = [bl.ends() for bl in run]
+    distinct = all(bl.distinct for bl in run) and all(
+        a[1] != b[0] for a, b in itertools.pairwise(ends))
+    rows = run[-1].at + run[-1].n - first.at
+    return first.group.slice(first.at, rows), distinct, ends[0][0], ends[-1][1]

@@ -123,8 +123,10 @@ _MATRIX_KEYS = 1 << 26  # key matrix cells (rows x longest key) up to which keys
 
 
 def _win(padded: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
-    """``_win(p, w)[i + _PAD]`` is the ``w`` bytes at position ``i`` of the unpadded buffer
+    """``_win(p, w)[i + pad]`` is the ``w`` bytes at position ``i`` of the unpadded buffer
     (a read-only strided view: gathering rows of it takes one index per row)."""
+    if len(padded) < width:
+        raise IndexError("a fixed-width read is longer than the buffer")
     # np.ndarray over the buffer directly: as_strided costs ~10 us a call, a point lookup makes 5
     view: npt.NDArray[np.uint8] = np.ndarray((len(padded) - width + 1, width), dtype=np.uint8,
                                              buffer=padded, strides=(1, 1))
@@ -133,9 +135,9 @@ def _win(padded: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
 
 
 def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
-             win3: npt.NDArray[np.uint8]) -> tuple[I64, I64, I64, I64]:
+             win3: npt.NDArray[np.uint8], pad: int) -> tuple[I64, I64, I64, I64]:
     """``(shared, unshared, value_len, key position)`` of the rows starting at ``at``."""
-    h = win3[at + _PAD]
+    h = win3[at + pad]
     if not (h >= 0x80).any():
         h64 = h.astype(np.int64)
         return h64[:, 0], h64[:, 1], h64[:, 2], at + 3
@@ -150,23 +152,24 @@ _TAIL = np.array([9 + 8 * ((f & F_EXPIRE) > 0) + 8 * ((f & F_CREATE) > 0) for f 
 
 
 def _next_rows(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], at: I64,
-               end: I64) -> I64:
+               end: I64, pad: int) -> I64:
     """Where the rows starting at ``at`` end (an index error or a varint past ``end`` is
     corruption, raised by the caller's conversion)."""
-    h = win3[at + _PAD]
+    h = win3[at + pad]
     if (h >= 0x80).any():
-        buf = padded[_PAD : len(padded) - _PAD]
+        buf = padded[pad : len(padded) - pad]
         _, q = _varints(buf, at, end)
         unshared, q = _varints(buf, q, end)
         vlen, q = _varints(buf, q, end)
         seqpos = q + unshared + vlen
     else:
         seqpos = at + 3 + h[:, 1] + h[:, 2].astype(np.int64)
-    out: I64 = seqpos + _TAIL[padded[seqpos + 8 + _PAD]]
+    out: I64 = seqpos + _TAIL[padded[seqpos + 8 + pad]]
     return out
 
 
-def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64) -> list[tuple[I64, I64]]:
+def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64, pad: int
+                ) -> list[tuple[I64, I64]]:
     """``(intervals, row starts)`` of row ``t`` of every interval that has one, for t = 0, 1..;
     each interval's rows must end exactly at its end."""
     win3 = _win(padded, 3)
@@ -175,7 +178,7 @@ def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64) -> list[tuple[I64
     steps: list[tuple[I64, I64]] = []
     while len(at):
         steps.append((live, at))
-        nxt = _next_rows(padded, win3, at, end)
+        nxt = _next_rows(padded, win3, at, end, pad)
         keep = nxt < end
         if not keep.all():
             if np.any(nxt[~keep] != end[~keep]):
@@ -187,17 +190,17 @@ def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64) -> list[tuple[I64
 
 
 def _one_row_each(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], p: I64,
-                  e: I64) -> tuple[I64, I64, I64, I64] | None:
+                  e: I64, pad: int) -> tuple[I64, I64, I64, I64] | None:
     """``(shared, unshared, value_len, seq position)`` when every interval is one row whose
     header varints are one byte each (restart interval 1, our default: docs/format.md), else
     None (the general walk then parses the rows, and reports any damage)."""
-    h = win3[p + _PAD]
+    h = win3[p + pad]
     if h.max() >= 0x80:
         return None
     h64 = h.astype(np.int64)
     unshared, vlen = h64[:, 1], h64[:, 2]
     seqpos = p + 3 + unshared + vlen
-    if not np.array_equal(seqpos + _TAIL[padded[seqpos + 8 + _PAD]], e):
+    if not np.array_equal(seqpos + _TAIL[padded[seqpos + 8 + pad]], e):
         return None
     return h64[:, 0], unshared, vlen, seqpos
 
@@ -206,10 +209,26 @@ def _walk(
     name: str, raw: pa.Buffer, buf: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64,
     nblocks: int, now_ms: int,
 ) -> Decoded:
+    """The rows, read from ``buf`` itself (no copy); when a fixed-width gather runs past its
+    end (only ever at the last rows: short keys or values there), from a copy padded with
+    _PAD zero bytes on each side. Every position is the sum of non-negative parts, so without
+    padding a gather can only fail (IndexError), never read another position."""
     del name
-    padded = np.concatenate([np.zeros(_PAD, np.uint8), buf, np.zeros(_PAD, np.uint8)])
+    try:
+        return _walk_padded(raw, buf, p, e, iblock, nblocks, now_ms, 0)
+    except IndexError:
+        padded = np.concatenate([np.zeros(_PAD, np.uint8), buf, np.zeros(_PAD, np.uint8)])
+        return _walk_padded(raw, padded, p, e, iblock, nblocks, now_ms, _PAD)
+
+
+def _walk_padded(
+    raw: pa.Buffer, padded: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64, nblocks: int,
+    now_ms: int, pad: int,
+) -> Decoded:
+    """:func:`_walk` over ``padded``: the block bytes after ``pad`` bytes, and ``pad`` more."""
+    buf = padded[pad : len(padded) - pad] if pad else padded
     win3 = _win(padded, 3)
-    single = _one_row_each(padded, win3, p, e)
+    single = _one_row_each(padded, win3, p, e, pad)
     if single is not None:  # every row a restart point: its key is whole, shares nothing
         shared, unshared, vlen, seqpos = single
         n = len(p)
@@ -220,7 +239,7 @@ def _walk(
             raise ValueError("a restart row shares a prefix")
         klen = unshared
     else:
-        steps = _row_starts(padded, p, e)
+        steps = _row_starts(padded, p, e, pad)
         nint = len(p)
         per_int = np.zeros(nint, dtype=np.int64)
         for live_t, _ in steps:
@@ -232,7 +251,7 @@ def _walk(
         rowpos = np.empty(n, dtype=np.int64)
         rowpos[np.concatenate(rank)] = np.concatenate([at for _, at in steps])
         row_end = np.repeat(e, per_int)
-        shared, unshared, vlen, kpos = _headers(buf, rowpos, row_end, win3)
+        shared, unshared, vlen, kpos = _headers(buf, rowpos, row_end, win3, pad)
         seqpos = kpos + unshared + vlen
         if (seqpos + 9 > row_end).any():
             raise ValueError("a row runs past its restart interval")
@@ -252,27 +271,27 @@ def _walk(
         raise ValueError("the keys of one read exceed 2 GiB")
     longest = int(klen.max())
     if longest <= _PAD and n * longest <= _MATRIX_KEYS:
-        kbytes = _keys_matrix(padded, shared, kpos, klen, longest)
+        kbytes = _keys_matrix(padded, shared, kpos, klen, longest, pad)
     else:
         kbytes = _keys_steps(buf, koffs, shared, unshared, kpos, rank)
     keys = pa.Array.from_buffers(
         pa.binary(), n, [None, pa.py_buffer(koffs.astype(np.int32)), pa.py_buffer(kbytes)])
 
-    flags = padded[seqpos + (8 + _PAD)]
+    flags = padded[seqpos + (8 + pad)]
     seen = int(np.bitwise_or.reduce(flags))  # every flag some row has
     if seen & (0xFF ^ _KNOWN) or (
             seen & F_TOMBSTONE and seen & F_MERGE
             and ((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)).any()):
         raise ValueError("a row has unknown flags, or is both a tombstone and a merge operand")
     win8 = _win(padded, 8)
-    seqs = win8[seqpos + _PAD].view(">u8").reshape(n).astype(np.uint64)
+    seqs = win8[seqpos + pad].view(">u8").reshape(n).astype(np.uint64)
     vpos = kpos + unshared
     vlen = seqpos - vpos
     expire = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     create = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     if not seen & (F_TOMBSTONE | F_MERGE | F_EXPIRE | F_CREATE):  # plain values only
         kinds = np.zeros(n, dtype=np.uint8)
-        values = _values(raw, padded, vpos, vlen)
+        values = _values(raw, padded, vpos, vlen, pad)
         return Decoded(keys, seqs, kinds, values, counts, expire, create, False)
     kinds = np.full(n, KIND_VALUE, dtype=np.uint8)
     kinds[(flags & F_TOMBSTONE) > 0] = KIND_TOMBSTONE
@@ -282,26 +301,26 @@ def _walk(
     if any_e:
         rows_e = np.flatnonzero(has_e)
         at = seqpos[rows_e] + 9
-        expire[rows_e] = win8[at + _PAD].view(">i8").reshape(len(rows_e))
+        expire[rows_e] = win8[at + pad].view(">i8").reshape(len(rows_e))
         dead = rows_e[expire[rows_e] <= now_ms]
         kinds[dead] = KIND_TOMBSTONE
     vlen[kinds == KIND_TOMBSTONE] = 0
     if seen & F_CREATE:
         has_c = np.flatnonzero((flags & F_CREATE) > 0)
         at = seqpos[has_c] + 9 + 8 * has_e[has_c]
-        create[has_c] = win8[at + _PAD].view(">i8").reshape(len(has_c))
-    values = _values(raw, padded, vpos, vlen)
+        create[has_c] = win8[at + pad].view(">i8").reshape(len(has_c))
+    values = _values(raw, padded, vpos, vlen, pad)
     return Decoded(keys, seqs, kinds, values, counts, expire, create, any_e)
 
 
 def _keys_matrix(padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I64,
-                 longest: int) -> npt.NDArray[np.uint8]:
+                 longest: int, pad: int) -> npt.NDArray[np.uint8]:
     """Every key at once as a (rows, longest) matrix: each row's suffix in place, then each
     shared byte taken from the latest row whose own suffix holds that column (a restart row
     holds every column of its key, so the search never leaves the restart interval)."""
     n = len(shared)
     cols = np.arange(longest, dtype=np.int64)
-    mat = _win(padded, longest)[np.maximum(kpos - shared + _PAD, 0)]
+    mat = _win(padded, longest)[np.maximum(kpos - shared + pad, 0)]
     most = int(shared.max(initial=0))
     if most:
         pc_ = cols[:most].astype(np.int32)
@@ -326,7 +345,8 @@ def _keys_steps(buf: npt.NDArray[np.uint8], koffs: I64, shared: I64, unshared: I
     return kbytes
 
 
-def _values(raw: pa.Buffer, padded: npt.NDArray[np.uint8], vpos: I64, vlen: I64) -> pa.Array:
+def _values(raw: pa.Buffer, padded: npt.NDArray[np.uint8], vpos: I64, vlen: I64, pad: int
+            ) -> pa.Array:
     """The values as a binary array: binary views into ``raw``, cast (copied) to binary.
 
     A view is four int32: the length, then up to 12 bytes inline (short values) or the first 4
@@ -343,11 +363,11 @@ def _values(raw: pa.Buffer, padded: npt.NDArray[np.uint8], vpos: I64, vlen: I64)
     if nshort < n:
         long_ = np.flatnonzero(~is_short) if nshort else slice(None)
         at = vpos[long_]
-        views[long_, 1] = _win(padded, 4)[at + _PAD].view("<i4").reshape(-1)
+        views[long_, 1] = _win(padded, 4)[at + pad].view("<i4").reshape(-1)
         views[long_, 3] = at
     if nshort:
         short = np.flatnonzero(is_short) if nshort < n else slice(None)
-        head = _win(padded, 12)[vpos[short] + _PAD]
+        head = _win(padded, 12)[vpos[short] + pad]
         head *= _C12[None, :] < vlen[short][:, None]
         views[short, 1:4] = head.view("<i4")
     arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), raw])

@@ -23,7 +23,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.manifest.sst_info import decode_sst_info
-from slatedb_core.sst.block import Block, decode_group
+from slatedb_core.sst.block import Block, decode_group, flagged_pieces
 from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.fetch import get_range, info_agrees, metadata_start
@@ -345,7 +345,7 @@ class SstReader:
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, *, fill_cache: bool = False,
-        readahead: int | None = None,
+        readahead: int | None = None, groups: bool = False,
     ) -> SstScan:
         """Rows with ``start <= key < end`` (a WAL SST's: every row, in write order), one batch
         per block, blocks fetched lazily.
@@ -354,15 +354,16 @@ class SstReader:
         ``readahead`` bytes, about what the scan holds decoded (a merge of many whole views
         passes its share of a budget), by default doubling from READAHEAD_START to READAHEAD_MAX
         for scans that may stop early. Scanned blocks are cached only with ``fill_cache``: a
-        compaction-sized scan must not evict the point-lookup working set."""
+        compaction-sized scan must not evict the point-lookup working set. ``groups``: whole
+        blocks decoded together come as one batch (:func:`~slatedb_core.sst.block.flagged_pieces`)."""
         lo_key = None if start is None else _as_key(start, "start")
         hi_key = None if end is None else _as_key(end, "end")
         if readahead is not None and (type(readahead) is not int or readahead < 1):
             raise InvalidArgument(f"readahead must be a positive int, got {readahead!r}")
-        return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead))
+        return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead, groups))
 
     def _scan(self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool,
-              ahead: int | None) -> Iterator[Flagged]:
+              ahead: int | None, groups: bool = False) -> Iterator[Flagged]:
         if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
             return
         if self.wal:
@@ -375,15 +376,8 @@ class SstReader:
         b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
         # Only the first block can hold keys below ``start`` (every later block's index key, a
         # bound of its keys from below, is >= start) and only the last keys >= ``end``.
-        for b, block in self._blocks(b0, b1, fill_cache, ahead):
-            lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
-            hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
-            if hi - lo == block.n:
-                first, last = block.ends()
-                yield block.batch, block.distinct, first, last
-            elif hi > lo:
-                batch = block.batch.slice(lo, hi - lo)
-                yield batch, block.distinct, block.key(lo), block.key(hi - 1)
+        yield from flagged_pieces(self._blocks(b0, b1, fill_cache, ahead), b0, b1, lo_key,
+                                  hi_key, groups)
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
         """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``

@@ -199,8 +199,8 @@ class Collector:
             self._delete([(m.path, m.size) for _, m in wal_doomed], stats.wal)
         if active is not None:
             self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
-        if active is not None and latest.manifest.external_dbs and latest.manifest.initialized:
-            self._detach(active, stats)
+            if latest.manifest.external_dbs and latest.manifest.initialized:
+                self._detach(active, stats)
 
     def _unreferenced(
         self,
@@ -378,15 +378,9 @@ class Collector:
         after the other kinds are collected."""
         floor = min(m.replay_after_wal_id for m in active)
         min_age = self._min_age_s("wal")
-        old: list[tuple[int, ObjectMeta]] = []
-        for meta in listing:
-            wal_id = self.wal.parse(meta.path)
-            if (
-                wal_id is not None
-                and wal_id < floor
-                and _age_s(meta.last_modified, now_s) >= min_age
-            ):
-                old.append((wal_id, meta))
+        parsed = ((self.wal.parse(meta.path), meta) for meta in listing)
+        old = [(i, meta) for i, meta in parsed
+               if i is not None and i < floor and _age_s(meta.last_modified, now_s) >= min_age]
         if not old:
             return []
         old.sort(key=lambda item: item[0])

@@ -332,26 +332,34 @@ def _refuse_merges(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
-    """Regroup into batches of about ``size`` rows, copying only to glue small pieces together."""
+    """Regroup into batches of ``size // 2`` to ``size`` rows (the last may hold fewer), copying
+    only to glue small pieces together: a large batch is cut into equal zero-copy slices (a
+    remainder glued to the next batch would copy up to ``size`` rows each time)."""
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
+    half = max(1, size // 2)
     for b in batches:
         n = b.num_rows
         if n == 0:
             continue
-        if not pending and size // 2 <= n <= size:
-            yield b
+        if pending:
+            take = min(n, size - pending_rows)
+            pending.append(b if take == n else b.slice(0, take))
+            pending_rows += take
+            if pending_rows < half:
+                continue
+            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            pending, pending_rows = [], 0
+            if take == n:
+                continue
+            b, n = b.slice(take), n - take
+        if n < half:
+            pending, pending_rows = [b], n
             continue
-        pending.append(b)
-        pending_rows += n
-        if pending_rows >= size:
-            glued = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            off = 0
-            while pending_rows - off >= size:
-                yield glued.slice(off, size)
-                off += size
-            pending = [glued.slice(off)] if off < pending_rows else []
-            pending_rows -= off
+        parts = -(-n // size)
+        for j in range(parts):
+            lo, hi = n * j // parts, n * (j + 1) // parts
+            yield b if parts == 1 else b.slice(lo, hi - lo)
     if pending:
         yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 

@@ -27,7 +27,7 @@ Order of a pass, and why:
    the replay point; so do we: one small object). ``gc/wal.boundary`` is advanced over the older
    WAL SSTs past ``min_age`` here, before any delete; they are deleted last, after step 8, once
    the boundary's lease has passed (:mod:`slatedb_core.meta.lease`): the wait overlaps steps 4,
-   7 and 8 instead of adding to them.
+   7 and 8 instead of adding to them. They go even if one of those steps raises.
 7. Compacted SSTs under this database's ``compacted/`` that no manifest in M references (by id,
    ``original_id`` or view), not in flight, past ``min_age``. Before deciding, the pass moves
    ``gc/compacted.boundary`` over the candidates and, if one is unreferenced, commits a barrier
@@ -62,7 +62,7 @@ from slatedb_core.compactor.compactions import (
     in_flight_output_ids,
     read_latest_state,
 )
-from slatedb_core.errors import ObjectNotFound, StoreError
+from slatedb_core.errors import BoundaryMissing, ObjectNotFound, StoreError
 from slatedb_core.gc.cutoffs import referenced, slatedb_cutoff_ms
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.gc.twophase import GcWindow
@@ -187,16 +187,21 @@ class Collector:
         # The WAL boundary moves now and its WAL SSTs go last: the lease it must outlive
         # (slatedb_core.meta.lease) runs while the other kinds are collected.
         wal_doomed = [] if active is None else self._advance_wal_boundary(wal, active, now_s, stats)
-        self._collect_manifests(entries, latest.id, pinned, now_s, stats)
-        if active is not None:
-            held = latest.manifest.our_compactor_epoch != latest.manifest.compactor_epoch
-            record = read_latest_state(self.store, self.path) if compactions and held else None
-            compacted_limit = min(compacted_limit, slatedb_cutoff_ms(latest.manifest, record))
-            self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
-        self._collect_compactions(compactions, now_s, stats)
-        if wal_doomed:
-            self.wal_boundary.wait_settled(wal_doomed[-1][0])
-            self._delete([(m.path, m.size) for _, m in wal_doomed], stats.wal)
+        try:
+            self._collect_manifests(entries, latest.id, pinned, now_s, stats)
+            if active is not None:
+                held = latest.manifest.our_compactor_epoch != latest.manifest.compactor_epoch
+                record = read_latest_state(self.store, self.path) if compactions and held else None
+                compacted_limit = min(compacted_limit, slatedb_cutoff_ms(latest.manifest, record))
+                self._collect_compacted(compacted, active, in_flight, now_s, stats, compacted_limit)
+            self._collect_compactions(compactions, now_s, stats)
+        except Exception as e:
+            # M alone decided the WAL SSTs: a step failing every pass must not stop their
+            # collection; unless the store is not what we think it is (gc/service.py)
+            if not isinstance(e, BoundaryMissing):
+                self._delete_wal(wal_doomed, stats)
+            raise
+        self._delete_wal(wal_doomed, stats)
         if active is not None:
             self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
             if latest.manifest.external_dbs and latest.manifest.initialized:
@@ -208,17 +213,13 @@ class Collector:
         active: Sequence[Manifest],
         in_flight: set[ULID],
         limit: int,
-    ) -> bool:
-        """True if some listed SST at or behind ``limit`` is referenced by none of ``active``:
-        this pass may delete something, so it needs a barrier first."""
-        live = set(in_flight)
-        for m in active:
-            live |= referenced(m)
-        for meta in listing:
-            sst_id = self._parse_sst(meta.path)
-            if sst_id is not None and sst_id not in live and sst_id.milliseconds <= limit:
-                return True
-        return False
+    ) -> list[ObjectMeta]:
+        """The listed SSTs at or behind ``limit`` that none of ``active`` references and no
+        compaction has in flight. If there are any, this pass may delete something, so it needs
+        a barrier first; step 7 deletes those past ``min_age``."""
+        live = set(in_flight).union(*(referenced(m) for m in active))
+        ids = ((self._parse_sst(meta.path), meta) for meta in listing)
+        return [m for i, m in ids if i is not None and i not in live and i.milliseconds <= limit]
 
     def _sweep_tombstone(self, stats: GcStats) -> None:
         """A path without manifests: if it holds a destroyed database's tombstone, delete what a
@@ -374,8 +375,8 @@ class Collector:
     ) -> list[tuple[int, ObjectMeta]]:
         """Step 6's first half: durably move ``gc/wal.boundary`` over the WAL SSTs this pass may
         delete; returns them by id (none: no request, so a quiet database pays for no GET). They
-        may only be deleted once the boundary's lease has passed, which :meth:`_run` waits for
-        after the other kinds are collected."""
+        may only be deleted once the boundary's lease has passed: :meth:`_delete_wal`, after the
+        other kinds are collected (or failed)."""
         floor = min(m.replay_after_wal_id for m in active)
         min_age = self._min_age_s("wal")
         parsed = ((self.wal.parse(meta.path), meta) for meta in listing)
@@ -387,6 +388,12 @@ class Collector:
         boundary = self.wal_boundary.advance(old[-1][0])
         stats.wal_boundary = boundary
         return [(i, m) for i, m in old if i <= boundary]
+
+    def _delete_wal(self, doomed: Sequence[tuple[int, ObjectMeta]], stats: GcStats) -> None:
+        """Step 6's second half, once the boundary's lease has passed (slatedb_core.meta.lease)."""
+        if doomed:
+            self.wal_boundary.wait_settled(doomed[-1][0])
+            self._delete([(m.path, m.size) for _, m in doomed], stats.wal)
 
     def _advance_compacted_boundary(self, listing: Sequence[ObjectMeta], now_s: float) -> int:
         """Move ``gc/compacted.boundary`` (ULID milliseconds) up to the newest listed SST old
@@ -419,18 +426,10 @@ class Collector:
         stats: GcStats,
         limit: int,
     ) -> None:
-        live = set(in_flight)
-        for m in active:
-            live |= referenced(m)
         min_age = self._min_age_s("compacted")
-        doomed = []
-        for meta in listing:
-            sst_id = self._parse_sst(meta.path)
-            if sst_id is None or sst_id in live or sst_id.milliseconds > limit:
-                continue
-            if _age_s(meta.last_modified, now_s) >= min_age:
-                doomed.append((meta.path, meta.size))
-        self._delete(doomed, stats.compacted)
+        unreferenced = self._unreferenced(listing, active, in_flight, limit)
+        doomed = [m for m in unreferenced if _age_s(m.last_modified, now_s) >= min_age]
+        self._delete([(m.path, m.size) for m in doomed], stats.compacted)
 
     def _parse_sst(self, path: str) -> ULID | None:
         """The id of ``<db>/compacted/<ULID>.sst``; None for anything else, which GC leaves be."""

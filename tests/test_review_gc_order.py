@@ -15,9 +15,9 @@ import dataclasses
 
 import pytest
 
-from slatedb_core.errors import CommitRetriesExhausted
+from slatedb_core.errors import BoundaryMissing, CommitRetriesExhausted
+from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.gc import collector as gc_collector
-from slatedb_core.gc import run_gc_once
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -48,3 +48,26 @@ def test_a_failing_compactions_step_does_not_stop_wal_collection(
     # deleting them depends on nothing the failed step decides
     assert wal_ids(store) == [5]
     assert [e.id for e in seq.list()] == [1, 2, 3]  # the failed step deleted nothing
+
+
+def test_a_vanished_boundary_mid_pass_still_stops_the_pass_before_its_wal_deletes(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exception the fix above makes: a boundary file this process saw is gone, so the
+    store is not what GC thinks it is (gc/service.py); the pass deletes nothing more."""
+    monkeypatch.setattr(gc_collector, "in_flight_output_ids", lambda store, path: set())
+    ms = new_db(store)
+    seq = SequencedStore(store, "db", "compactions", "compactions")
+    for i in range(1, 4):
+        seq.create(i, b"record %d" % i)
+    gc = GarbageCollector("db", store, ZERO)
+    assert gc.run_once().compactions_boundary == 2  # this process has seen the boundary
+    store.delete("db/gc/compactions.boundary")
+    seq.create(4, b"record 4")
+    put_wal(store, range(1, 6))
+    ms.update(lambda m: dataclasses.replace(m, replay_after_wal_id=5))
+
+    with pytest.raises(BoundaryMissing):
+        gc.run_once()
+
+    assert wal_ids(store) == [1, 2, 3, 4, 5]

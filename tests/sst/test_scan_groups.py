@@ -154,3 +154,56 @@ def test_unpadded_and_padded_walks_decode_the_same_rows(
                                   np.zeros(len(starts), np.int64), 1, 0, decode_mod._PAD)
     assert dec.keys.equals(ref.keys) and dec.values.equals(ref.values)
     assert np.array_equal(dec.seqs, ref.seqs) and np.array_equal(dec.kinds, ref.kinds)
+
+
+def _decode_both(raw: bytes) -> tuple[object, object]:
+    """Block 0 of ``raw`` (a block without its CRC) decoded in place (what decode_blocks does)
+    and from a padded copy: each the Decoded, or the exception's class name."""
+    out: list[object] = []
+    for padded_walk in (False, True):
+        try:
+            if not padded_walk:
+                out.append(decode_mod.decode_blocks("t", pa.py_buffer(raw), [(0, len(raw))], 0, 0))
+                continue
+            buf = np.frombuffer(raw, dtype=np.uint8)
+            n_restarts = int.from_bytes(raw[-2:], "big")
+            data_end = len(raw) - 2 - 2 * n_restarts
+            if n_restarts == 0 or data_end < 0:
+                raise ValueError("restarts")
+            starts = np.frombuffer(raw[data_end : len(raw) - 2], dtype=">u2").astype(np.int64)
+            if starts[0] != 0 or (starts[1:] <= starts[:-1]).any() or starts[-1] >= data_end:
+                raise ValueError("restarts")
+            ends = np.append(starts[1:], data_end)
+            padded = np.concatenate([np.zeros(decode_mod._PAD, np.uint8), buf,
+                                     np.zeros(decode_mod._PAD, np.uint8)])
+            out.append(decode_mod._walk_padded(pa.py_buffer(raw), padded, starts, ends,
+                                               np.zeros(len(starts), np.int64), 1, 0,
+                                               decode_mod._PAD))
+        except Exception as e:  # any failure counts: both paths must agree
+            out.append("error" if isinstance(e, ValueError | IndexError | pa.ArrowException
+                                             | decode_mod.CorruptionError) else repr(e))
+    return out[0], out[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=versioned_entries(), interval=st.sampled_from([1, 16]),
+       flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)),
+                      min_size=1, max_size=3))
+def test_damaged_blocks_decode_in_place_as_from_a_padded_copy(
+    entries: list[Entry], interval: int, flips: list[tuple[float, int]],
+) -> None:
+    """Bytes of a block changed (as if under a valid checksum): decoding in place either fails
+    as the padded decode does, or gives exactly its rows; never other rows."""
+    data, _ = encode_sst(batch_of(entries),
+                         SstOptions(block_size=65536, restart_interval=interval))
+    offs = SstReader.from_bytes(data, "t").block_offsets
+    raw = bytearray(data[offs[0] : offs[1] - 4])
+    for at, byte in flips:
+        raw[int(at * len(raw))] = byte
+    in_place, padded = _decode_both(bytes(raw))
+    if isinstance(in_place, decode_mod.Decoded) and isinstance(padded, decode_mod.Decoded):
+        assert in_place.keys.equals(padded.keys) and in_place.values.equals(padded.values)
+        assert np.array_equal(in_place.seqs, padded.seqs)
+        assert np.array_equal(in_place.kinds, padded.kinds)
+    else:
+        assert in_place == "error" and padded == "error", (in_place, padded)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from slatedb_core.errors import CorruptionError
 from slatedb_core.lsm.iterators import newest_versions
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst import decode as decode_mod
@@ -181,7 +182,7 @@ def _decode_both(raw: bytes) -> tuple[object, object]:
                                                decode_mod._PAD))
         except Exception as e:  # any failure counts: both paths must agree
             out.append("error" if isinstance(e, ValueError | IndexError | pa.ArrowException
-                                             | decode_mod.CorruptionError) else repr(e))
+                                             | CorruptionError) else repr(e))
     return out[0], out[1]
 
 

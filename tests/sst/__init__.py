@@ -38,3 +38,16 @@ def numbered(n: int, *, value_len: int = 20, step: int = 2) -> list[Entry]:
         else:
             out.append((key, i + 1, 0, bytes([i % 251]) * value_len))
     return out
+
+
+def newest_in_range(entries: list[Entry], lo: bytes | None, hi: bytes | None) -> list[Entry]:
+    """The first (newest) entry of each key in ``[lo, hi)`` of entries sorted by key, newest
+    version first: what a scan of them returns, tombstones included."""
+    seen: set[bytes] = set()
+    out = []
+    for e in entries:
+        if e[0] in seen or (lo is not None and e[0] < lo) or (hi is not None and e[0] >= hi):
+            continue
+        seen.add(e[0])
+        out.append(e)
+    return out

@@ -14,7 +14,7 @@ from slatedb_core.lsm.iterators import newest_versions
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.reader import SstScan
-from tests.sst import Entry, batch_of, entries_of
+from tests.sst import Entry, batch_of, entries_of, newest_in_range
 
 
 @st.composite
@@ -28,17 +28,6 @@ def versioned_entries(draw: st.DrawFn) -> list[Entry]:
             tomb = draw(st.integers(0, 4)) == 0
             out.append((key, seq, 1 if tomb else 0, b"" if tomb else b"v%d" % seq))
             seq -= 1
-    return out
-
-
-def _newest(entries: list[Entry], lo: bytes | None, hi: bytes | None) -> list[Entry]:
-    seen: set[bytes] = set()
-    out = []
-    for e in entries:
-        if e[0] in seen or (lo is not None and e[0] < lo) or (hi is not None and e[0] >= hi):
-            continue
-        seen.add(e[0])
-        out.append(e)
     return out
 
 
@@ -75,7 +64,7 @@ def test_distinct_flags_are_exact_and_newest_rows_match_the_plain_comparison(
             # a whole block is flagged exactly when its keys strictly increase; a part of one
             # (a bounded scan's first or last block) keeps its block's flag, which may be False
             assert distinct == increasing if whole else (increasing or not distinct)
-    expected = _newest(entries, lo, hi)
+    expected = newest_in_range(entries, lo, hi)
     assert _rows(newest_versions(reader.scan(lo, hi))) == expected
     # the generic path (no flags: every batch compared) agrees
     assert _rows(newest_versions(list(reader.scan(lo, hi)))) == expected

@@ -20,7 +20,7 @@ from slatedb_core.sst import decode as decode_mod
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.reader import SstScan
 from slatedb_core.store.url import open_store
-from tests.sst import Entry, batch_of, entries_of
+from tests.sst import Entry, batch_of, entries_of, newest_in_range
 
 
 @st.composite
@@ -38,17 +38,6 @@ def versioned_entries(draw: st.DrawFn) -> list[Entry]:
             value = b"" if tomb else draw(st.binary(max_size=150))
             out.append((key, seq, 1 if tomb else 0, value))
             seq -= 1
-    return out
-
-
-def _newest(entries: list[Entry], lo: bytes | None, hi: bytes | None) -> list[Entry]:
-    seen: set[bytes] = set()
-    out = []
-    for e in entries:
-        if e[0] in seen or (lo is not None and e[0] < lo) or (hi is not None and e[0] >= hi):
-            continue
-        seen.add(e[0])
-        out.append(e)
     return out
 
 
@@ -89,7 +78,7 @@ def test_grouped_scans_hold_the_rows_flags_and_newest_versions_of_per_block_scan
     assert got == plain == [e for e in entries
                             if (lo is None or e[0] >= lo) and (hi is None or e[0] < hi)]
     scan = reader.scan(lo, hi, readahead=readahead, groups=True)
-    assert [r for b in newest_versions(scan) for r in entries_of(b)] == _newest(entries, lo, hi)
+    assert [r for b in newest_versions(scan) for r in entries_of(b)] == newest_in_range(entries, lo, hi)
 
 
 def test_versions_straddling_blocks_of_one_group_are_not_flagged_distinct() -> None:

@@ -131,6 +131,9 @@ class Block:
     def first_seq(self) -> int:
         return int(self._seqs[0])
 
+    def last_seq(self) -> int:
+        return int(self._seqs[self.n - 1])
+
     def timestamps(self, lo: int, hi: int) -> tuple[pa.Array, pa.Array]:
         """Rows ``lo..hi``'s expire_ts and create_ts (int64 ms; null where a row has none)."""
         out = []
@@ -219,7 +222,7 @@ def _offsets(arr: pa.Array) -> npt.NDArray[np.int64]:
 
 
 def flagged_pieces(
-    blocks: Iterable[tuple[int, Block]], b0: int, b1: int, lo_key: bytes | None,
+    name: str, blocks: Iterable[tuple[int, Block]], b0: int, b1: int, lo_key: bytes | None,
     hi_key: bytes | None, join: bool,
 ) -> Iterator[tuple[pa.RecordBatch, bool, bytes, bytes]]:
     """``(batch, keys distinct, first key, last key)`` of the rows of blocks ``b0..b1`` (numbered
@@ -227,9 +230,17 @@ def flagged_pieces(
     (every later block's index key, a bound of its keys from below, is >= it), only the last
     keys >= ``hi_key``. With ``join``, whole neighbouring blocks of one group batch come as one
     zero-copy slice of it (a merge then takes a few large batches, never gluing, i.e. copying,
-    many small ones)."""
+    many small ones). Versions of one key that straddle two blocks must be newest first
+    (a :class:`CorruptionError` otherwise), whether one GET decoded both blocks or not."""
     run: list[Block] = []
+    prev: tuple[bytes, int] | None = None  # the last key and seq of the block before
     for b, block in blocks:
+        first, last = block.ends()
+        if prev is not None and prev[0] == first and block.first_seq() >= prev[1]:
+            # versions of a key newest first (docs/format.md, "SSTs and WAL SSTs"): a GET's
+            # decode checks this inside its blocks, the boundary between GETs is checked here
+            raise CorruptionError(name, f"block {b} has versions of a key out of order")
+        prev = (last, block.last_seq())
         lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
         hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
         if hi <= lo:

@@ -376,8 +376,8 @@ class SstReader:
         b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
         # Only the first block can hold keys below ``start`` (every later block's index key, a
         # bound of its keys from below, is >= start) and only the last keys >= ``end``.
-        yield from flagged_pieces(self._blocks(b0, b1, fill_cache, ahead), b0, b1, lo_key,
-                                  hi_key, groups)
+        yield from flagged_pieces(self.name, self._blocks(b0, b1, fill_cache, ahead), b0, b1,
+                                  lo_key, hi_key, groups)
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
         """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``

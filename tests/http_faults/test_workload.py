@@ -78,6 +78,7 @@ def test_mixed_workload_loses_nothing_through_5xx_resets_drops_and_latency(
     assert all(proxy.counters[f.value] > 0 for f in injected) and proxy.counters["latency"] > 0
 
 
+@pytest.mark.slow  # ~20 s: the clean-clone CI's make test took 20 min 22 s with it
 def test_mixed_workload_where_every_put_answer_may_be_dropped(
     moto_s3: MotoS3, bucket: str, proxy: FaultProxy
 ) -> None:

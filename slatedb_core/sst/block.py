@@ -247,7 +247,7 @@ def flagged_pieces(
             continue
         if lo == 0 and hi == block.n:
             if not join:
-                yield block.batch, block.distinct, *block.ends()
+                yield block.batch, block.distinct, first, last
                 continue
             if run and (block.group is not run[-1].group or block.at != run[-1].at + run[-1].n):
                 yield _joined(run)

@@ -19,7 +19,10 @@ First, a warm-up: ``eq`` then ``full`` on each reader, each printed: a session's
 source query starts its Python workers (each imports pyarrow and slatedb_core), Parquet's first
 pays the JIT. ``floor`` is a Python data source that reads nothing and yields ready-made batches
 of the same shape (``full`` only): what any Python data source pays to hand the rows to Spark.
-Every round runs each query on each reader (slatedb, read_table, parquet) and prints the times
+``compacted`` (optional, ``--readers ...,compacted``): ``format("slatedb")`` of a second table
+``tc``, the same rows ingested the same way and then compacted on Spark, so each shard is one
+sorted run (what the compactor leaves) instead of the eight overlapping L0 SSTs the ingest
+writes. Every round runs each query on each reader (slatedb, read_table, parquet) and prints the times
 and the ratio to Parquet's; ``--rounds`` rounds, then the best of each. ``read_table`` pushes no
 filter (its filters are applied by Spark after a full scan).
 """
@@ -55,6 +58,7 @@ from bench.spark_ingest_bench import (  # the same rows as the ingest benchmark
 )
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
+from spark_jobs.compact import compact_table
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import ingest
 from spark_jobs.read import read_table
@@ -63,6 +67,7 @@ from spark_jobs.session import SessionOptions, get_session
 
 QUERIES = ("full", "eq", "in", "range")
 READERS = ("slatedb", "read_table", "parquet", "floor")
+OPTIONAL_READERS = ("compacted",)
 
 
 class FloorReader(DataSourceReader):
@@ -130,6 +135,25 @@ def build(spark: SparkSession, root: Path, rows: int, shards: int, partitions: i
     (root / "done").write_text(f"{rows} {shards}\n")
 
 
+def build_compacted(spark: SparkSession, root: Path, rows: int, shards: int, partitions: int
+                    ) -> None:
+    """Table ``tc`` beside ``t``: the same ingest, then every shard compacted on Spark
+    (:func:`spark_jobs.compact.compact_table`), as the table stands once the compactor (or the
+    Dagster compaction schedule) has run: a sorted run per shard instead of eight L0 SSTs."""
+    if (root / "compacted-done").exists():
+        return
+    url = (root / "store").as_uri()
+    shutil.rmtree(root / "store" / "tc", ignore_errors=True)  # an interrupted earlier build
+    Table.create("tc", open_store(url), split_points=split_points(shards)).close()
+    df = generate(spark, rows, partitions)
+    started = time.perf_counter()
+    stats = ingest(df, url, "tc", value_column="value")
+    assert stats.rows == rows, stats.rows
+    compact_table(spark, url, "tc")
+    print(f"ingested and compacted in {time.perf_counter() - started:.1f}s")
+    (root / "compacted-done").write_text(f"{rows} {shards}\n")
+
+
 def frames(spark: SparkSession, root: Path, rows: int, shards: int
            ) -> dict[str, Callable[[], DataFrame]]:
     url = (root / "store").as_uri()
@@ -137,6 +161,8 @@ def frames(spark: SparkSession, root: Path, rows: int, shards: int
         "floor": lambda: spark.read.format("python_floor").option("rows", rows)
         .option("partitions", shards).load(),
         "slatedb": lambda: spark.read.format("slatedb").option("url", url).option("path", "t")
+        .load(),
+        "compacted": lambda: spark.read.format("slatedb").option("url", url).option("path", "tc")
         .load(),
         "read_table": lambda: read_table(spark, url, "t"),
         "parquet": lambda: spark.read.parquet(str(root / "parquet")),
@@ -181,7 +207,8 @@ def main() -> None:
     p.add_argument("--driver-memory", default="6g")
     p.add_argument("--dir", default=None, help="keep the data here (reused when complete)")
     p.add_argument("--queries", default=",".join(QUERIES))
-    p.add_argument("--readers", default=",".join(READERS))
+    p.add_argument("--readers", default=",".join(READERS),
+                   help=f"of {', '.join(READERS + OPTIONAL_READERS)}")
     args = p.parse_args()
     spark = get_session(
         SessionOptions(
@@ -203,6 +230,8 @@ def main() -> None:
     readers = args.readers.split(",")
     try:
         build(spark, root, args.rows, args.shards, args.partitions)
+        if "compacted" in readers:
+            build_compacted(spark, root, args.rows, args.shards, args.partitions)
         make = frames(spark, root, args.rows, args.shards)
         for r in (r for r in readers if r != "floor"):  # first queries start workers, JIT
             for q in ("eq", "full"):

@@ -31,8 +31,8 @@ demo-s3: $(STAMP) ## The main job against a real S3 server (SeaweedFS weed mini 
 sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
-test: $(STAMP) ## The default test run (~15 min): everything but the slow suites; CI runs both
-	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+test: $(STAMP) ## The default test run (~20 min): everything but the slow suites; CI runs both (the 25 slowest tests listed, to keep it under 20 min)
+	$(BIN)/pytest -q -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagster dev); CI runs them too
 	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)

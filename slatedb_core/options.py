@@ -331,7 +331,10 @@ class ReaderMode(enum.Enum):
 class DbReaderOptions:
     manifest_poll_interval: timedelta = timedelta(seconds=1)
     checkpoint_lifetime: timedelta | None = timedelta(minutes=10)
-    """Lifetime of the managed checkpoint; must exceed twice the poll interval."""
+    """Lifetime of the managed checkpoint; must exceed twice the poll interval. None: the managed
+    checkpoint never expires. Only a clean close deletes it then, so a reader process that dies
+    with it open pins its manifest's SSTs against the GC until an operator deletes the
+    checkpoint (``slatedb delete-checkpoint``)."""
     max_memtable_bytes: int = 64 * MiB
     """WAL replay fills in-memory tables of at most this size each."""
     mode: ReaderMode | None = None

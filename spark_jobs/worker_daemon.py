@@ -29,8 +29,6 @@ from types import ModuleType
 
 def prepare() -> tuple[ModuleType, ...]:
     """Import what every worker runs, then freeze the collector's view of it; the modules."""
-    import pandas  # type: ignore[import-untyped]
-    import pyarrow.pandas_compat
     import pyspark.sql.worker.create_data_source
     import pyspark.sql.worker.data_source_pushdown_filters
     import pyspark.sql.worker.plan_data_source_read
@@ -39,9 +37,7 @@ def prepare() -> tuple[ModuleType, ...]:
 
     import spark_jobs.datasource
 
-    loaded = (
-        pandas,
-        pyarrow.pandas_compat,
+    loaded: tuple[ModuleType, ...] = (
         pyspark.worker,
         pyspark.sql.worker.create_data_source,
         pyspark.sql.worker.data_source_pushdown_filters,
@@ -49,6 +45,13 @@ def prepare() -> tuple[ModuleType, ...]:
         pyspark.sql.worker.write_into_data_source,
         spark_jobs.datasource,
     )
+    try:  # the spark extra installs pandas; without it pyarrow has nothing to import either
+        import pandas  # type: ignore[import-untyped]
+        import pyarrow.pandas_compat
+    except ImportError:
+        pass
+    else:
+        loaded += (pandas, pyarrow.pandas_compat)
     gc.collect()  # what is garbage now need not be frozen with the rest
     gc.freeze()
     return loaded

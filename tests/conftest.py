@@ -208,3 +208,10 @@ def store_or_two_phase(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         yield two_phase
     finally:
         two_phase.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m "not slow"`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests.make_test_budget import mark_slow
+
+    mark_slow(items)

@@ -211,7 +211,7 @@ def store_or_two_phase(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m "not slow"`` deselects by marker
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from tests.make_test_budget import mark_slow
 
-    mark_slow(items)
+    mark_slow(items, whole_modules=not any("::" in str(a) for a in config.args))

@@ -43,14 +43,17 @@ SLOW_IN_MAKE_TEST = frozenset({
 })
 
 
-def mark_slow(items: list[pytest.Item]) -> None:
-    """Mark the listed tests ``slow``; a listed id of a collected module that names no test is
-    a usage error."""
+def mark_slow(items: list[pytest.Item], whole_modules: bool) -> None:
+    """Mark the listed tests ``slow``; when whole modules were collected (no ``file::test``
+    argument picked single tests), a listed id of a collected module that names no test is a
+    usage error."""
     found = set()
     for item in items:
         if item.nodeid in SLOW_IN_MAKE_TEST:
             item.add_marker(pytest.mark.slow)
             found.add(item.nodeid)
+    if not whole_modules:
+        return
     modules = {item.nodeid.split("::", 1)[0] for item in items}
     stale = sorted(i for i in SLOW_IN_MAKE_TEST - found if i.split("::", 1)[0] in modules)
     if stale:

@@ -15,7 +15,6 @@ import struct
 
 import numpy as np
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -231,7 +230,6 @@ def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
         assert entry is not None and entry[1] == value, key
 
 
-@pytest.mark.slow  # ~13 s of make test's 20-minute budget; CI's test-slow runs it
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=sst_rows(), block_size=st.sampled_from([1, 60, 4096]),
        interval=st.sampled_from([1, 1, 4]), data=st.data())

@@ -153,7 +153,6 @@ def test_two_encodings_of_same_manifest_differ_by_nonce() -> None:
     assert sa.nonce != sb.nonce
 
 
-@pytest.mark.slow  # ~8 s of make test's 20-minute budget; CI's test-slow runs it
 def test_decodes_a_100k_sst_manifest_quickly() -> None:
     ssts = tuple(
         CompactedSst(ULID(os.urandom(16)), SstInfo(b"k%07d" % i, b"k%07dz" % i, i, 64, i + 64, 32,

@@ -51,6 +51,7 @@ __all__ = [
     "ExpireChange",
     "add_checkpoint",
     "check_live",
+    "check_not_destroyed",
     "checkpoint_change",
     "create_checkpoint",
     "delete_change",
@@ -89,6 +90,19 @@ def _expired(checkpoint: Checkpoint, now_s: float) -> CheckpointNotFound:
     )
 
 
+def check_not_destroyed(m: Manifest, path: str | None = None) -> None:
+    """What every checkpoint that is created, re-established or given a later expiry requires:
+    a database not (soft-)destroyed. SlateDB RFC 0004 refuses every checkpoint procedure once
+    ``destroyed_at_s`` is set, and its GC deletes a destroyed database only once every checkpoint
+    has expired or been deleted, so extending one would keep the database (and all it pins)
+    alive for ever. Deleting a checkpoint is the one edit still allowed (:func:`delete_change`).
+    The one check for :func:`checkpoint_change`, :func:`refresh_change`, :func:`check_live`
+    (a reader's pin) and :func:`extend_pins_change` (a reader's upkeep)."""
+    if m.destroyed_at_s is not None:
+        where = "database" if path is None else f"database {path!r}"
+        raise DatabaseDestroyed(f"{where} was destroyed at {m.destroyed_at_s}")
+
+
 def checkpoint_change(
     options: CheckpointOptions,
     now_s: float,
@@ -120,9 +134,8 @@ def checkpoint_change(
     def change(m: Manifest, next_id: int) -> Manifest:
         if m.checkpoint(checkpoint_id) is not None:
             return m
-        derived_ok = derived_on_destroyed and options.source is not None
-        if m.destroyed_at_s is not None and not derived_ok:
-            raise DatabaseDestroyed(f"database was destroyed at {m.destroyed_at_s}")
+        if not (derived_on_destroyed and options.source is not None):
+            check_not_destroyed(m)
         if options.source is None:
             if not m.initialized:
                 raise DatabaseNotInitialized("database is not initialized")
@@ -158,13 +171,15 @@ def refresh_change(
     """The edit that moves a checkpoint's expiry to ``now_s + lifetime`` (None: never expires).
 
     An already expired checkpoint is refused like a missing one rather than revived: the GC may
-    have treated it as gone and collected what it pinned.
+    have treated it as gone and collected what it pinned. A destroyed database's checkpoints are
+    refused too (DatabaseDestroyed, :func:`check_not_destroyed`): the GC waits for them to go.
     """
     _check_id(checkpoint_id)
     check_optional_duration("checkpoint lifetime", lifetime)
     expire = expire_time_s(now_s, lifetime)
 
     def change(m: Manifest) -> Manifest:
+        check_not_destroyed(m)
         current = m.checkpoint(checkpoint_id)
         if current is None:
             raise CheckpointNotFound(checkpoint_id)
@@ -252,8 +267,7 @@ def without_writer_checkpoints(m: Manifest) -> Manifest:
 # ---- a MANAGED reader's pins (for ManifestStore.update_at) ------------------------------------
 def check_live(path: str, m: Manifest) -> None:
     """What a reader requires of the database it pins or follows: not destroyed, initialized."""
-    if m.destroyed_at_s is not None:
-        raise DatabaseDestroyed(f"database {path!r} was destroyed at {m.destroyed_at_s}")
+    check_not_destroyed(m, path)
     if not m.initialized:
         raise DatabaseNotInitialized(f"database {path!r} is not initialized")
 
@@ -290,11 +304,15 @@ def extend_pins_change(
 ) -> Callable[[Manifest, int], Manifest]:
     """A reader's upkeep of its pins: extend the ``stale`` checkpoints to ``expire_s`` and delete
     the retired ``done`` ones. Raises CheckpointNotFound when ``ours``, the reader's current
-    checkpoint, is gone (GC removed it once expired): the reader must establish a new one."""
+    checkpoint, is gone (GC removed it once expired): the reader must establish a new one.
+    Raises DatabaseDestroyed when it would extend a checkpoint of a destroyed database
+    (:func:`check_not_destroyed`); deleting ``done`` alone is still allowed there."""
 
     def change(m: Manifest, _next_id: int) -> Manifest:
         if m.checkpoint(ours) is None:
             raise CheckpointNotFound(ours)
+        if stale and expire_s is not None and any(m.checkpoint(i) is not None for i in stale):
+            check_not_destroyed(m)
         cps = []
         for c in m.checkpoints:
             if c.id in done:

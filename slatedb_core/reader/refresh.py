@@ -26,7 +26,13 @@ from slatedb_core.checkpoints import (
     extend_pins_change,
     pin_change,
 )
-from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, ObjectNotFound, SstMissing
+from slatedb_core.errors import (
+    CheckpointNotFound,
+    DatabaseDestroyed,
+    DatabaseNotFound,
+    ObjectNotFound,
+    SstMissing,
+)
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -258,7 +264,9 @@ class Refresher:
 
     def _maintain(self) -> None:
         """Refresh expiries with less than half the lifetime left; delete retired checkpoints
-        whose scans have finished. Raises CheckpointNotFound when GC removed our checkpoint."""
+        whose scans have finished. Raises CheckpointNotFound when GC removed our checkpoint, and
+        DatabaseDestroyed instead of extending a checkpoint of a soft-destroyed database (SlateDB
+        RFC 0004: the GC waits for every checkpoint to expire; the retired ones still go)."""
         lifetime = self.options.checkpoint_lifetime
         now = time.time()
         stale: set[uuid.UUID] = set()
@@ -277,7 +285,13 @@ class Refresher:
         ours = self.pin.id
 
         change = extend_pins_change(ours, done, stale, expire)
-        stored = self._manifests.update_at(change)
+        try:
+            stored = self._manifests.update_at(change)
+        except DatabaseDestroyed:
+            if done:
+                self._manifests.update_at(drop_pins_change(done))
+                self._retired = [p for p in self._retired if p.id not in done]
+            raise
         self._latest_seen = stored.id
         for p in self._pins():
             c = stored.manifest.checkpoint(p.id)

@@ -11,6 +11,8 @@ targets fresh databases already holding the new rows::
              shard_map holds the TARGET shards: the map's split points, the reserved ids, the
              databases shard_db_name(id) under the table; IngestPlan.replaces is the id of the
              reserving map. stage_ssts routes and names the staged SSTs by it unchanged.
+             Every argument is checked before this commit (overwrite_table: check_rows), so
+             bad input leaves the store as it was (docs/overwrite.md, "The API").
     stage    Spark tasks (or overwrite_table in-process) stage SSTs of the new rows
              (slatedb_core.table.ingest.stage_ssts).
     1 build  commit_overwrite: each target database is created with its key range (if absent)
@@ -71,6 +73,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
+from slatedb_core.lsm.arrow_rows import arrow_entries
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, check_instance, check_optional
@@ -95,7 +98,9 @@ from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
-__all__ = ["abort_overwrite", "commit_overwrite", "overwrite_table", "plan_overwrite"]
+__all__ = [
+    "abort_overwrite", "check_rows", "commit_overwrite", "overwrite_table", "plan_overwrite",
+]
 
 _COMMITTED, _PENDING, _FRESH = "committed", "pending", "fresh"
 
@@ -249,9 +254,9 @@ def overwrite_table(
     binary; a null value deletes, i.e. the key is absent), sorted once in memory. On a failure
     the overwrite is aborted (:func:`abort_overwrite`) before the error is raised, unless it
     committed; a process that dies after the seal leaves it for ``Table.resume()``."""
-    rows = list(batches)
-    for b in rows:
-        check_instance("batches", b, pa.RecordBatch)
+    options = check_optional("options", options, DbOptions)
+    check_optional("value_encoding", value_encoding, ValueEncoding)
+    rows = check_rows(batches, options or DbOptions())
     plan = plan_overwrite(table_path, store, txn=txn)
     run_id = uuid.uuid4().hex
     staged: dict[int, list[tuple[str, int]]] = {}
@@ -266,6 +271,18 @@ def overwrite_table(
         raise
     finally:
         delete_staging(store, table_path, plan.job_id, run_id)
+
+
+def check_rows(batches: Iterable[pa.RecordBatch], options: DbOptions) -> list[pa.RecordBatch]:
+    """The rows of an overwrite, checked as staging checks them (``key`` and ``value`` binary
+    columns, keys non-null and 1..``max_key_bytes``, values up to ``max_value_bytes``; empty
+    batches too) BEFORE :func:`plan_overwrite` commits its map version, so that refused rows
+    leave the store unchanged (issue 37, hole 6). InvalidArgument says what is wrong."""
+    rows = list(batches)
+    for b in rows:
+        check_instance("batches", b, pa.RecordBatch)
+        arrow_entries(b, "key", "value", options)
+    return rows
 
 
 # ---- the steps -------------------------------------------------------------------------------

@@ -39,7 +39,11 @@ read (``DATA_SOURCE_PUSHDOWN_DISABLED``, naming the setting) since this reader t
 
 Columns: ``key binary, value binary``; or, when the table records how its values hold columns
 (:attr:`Table.value_encoding <slatedb_core.Table.value_encoding>`), ``key binary`` and those
-columns, decoded per batch (:mod:`spark_jobs.read_values`).
+columns, decoded per batch (:mod:`spark_jobs.read_values`). A read at a named snapshot decodes
+with the encoding of the snapshot's own map version
+(:func:`~slatedb_core.table.snapshot.snapshot_value_encoding`), not today's: an overwrite since
+may have recorded other columns. A query whose columns are not those of the snapshot it reads
+(an overwrite between its planning and its snapshot) fails and is run again.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from slatedb_core import (
 )
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument
 from slatedb_core.table import ValueEncoding
+from slatedb_core.table.snapshot import snapshot_value_encoding
 from spark_jobs.read import shard_manifest, size_cuts
 from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
 from spark_jobs.read_values import decode_values, value_schema
@@ -208,9 +213,20 @@ def read_schema(options: Mapping[str, str]) -> StructType:
     (checks the options first, as :func:`check_read_options`)."""
     opts = ReadOptions.parse(options)
     with _open_table(opts) as table:
-        if opts.checkpoint is not None:
-            _named(table, opts.checkpoint)
-        return _schema_of(table.value_encoding, opts.key_type)
+        if opts.checkpoint is None:
+            return _schema_of(table.value_encoding, opts.key_type)
+        snap = _named(table, opts.checkpoint)
+        return _schema_of(_encoding_of(table, snap), opts.key_type)
+
+
+def _encoding_of(table: Table, snap: TableSnapshot) -> ValueEncoding | None:
+    """The value encoding of ``snap``'s own map version (an overwrite since may have recorded
+    other columns): :func:`~slatedb_core.table.snapshot.snapshot_value_encoding`, its error
+    naming the option."""
+    try:
+        return snapshot_value_encoding(table.maps, snap)
+    except InvalidArgument as e:
+        raise InvalidArgument(f"option 'checkpoint': {e}") from None
 
 
 # ---- planning ----------------------------------------------------------------------------------
@@ -289,11 +305,16 @@ class SlateDBReader(DataSourceReader):
             snap = None if opts.checkpoint is None else _named(table, opts.checkpoint)
             if self.keys.is_empty:
                 return []
-            encoding = _decoding(table.value_encoding, self.schema, opts.key_type)
             if snap is None:
                 snap = table.snapshot(lifetime=opts.snapshot_lifetime)
             else:
                 _check_present(table.store, snap, opts.checkpoint)
+            try:
+                encoding = _decoding(table, snap, self.schema, opts.key_type)
+            except InvalidArgument:
+                if opts.checkpoint is None:
+                    table.release_snapshot(snap)  # taken for this query only
+                raise
             reads = plan_reads(table.store, snap, self.keys, opts)
         return [SlateDBPartition(r, encoding) for r in reads]
 
@@ -340,16 +361,25 @@ def _check_present(store: ObjectStore, snap: TableSnapshot, name: str | None) ->
             )
 
 
-def _decoding(encoding: ValueEncoding | None, schema: StructType, key_type: str) -> str | None:
-    """How to turn the stored values into ``schema``'s columns: None (as they are: the table
-    records no encoding, or the query asks for ``key binary, value binary``) or the format."""
+def _decoding(
+    table: Table, snap: TableSnapshot, schema: StructType, key_type: str
+) -> str | None:
+    """How to turn the values of ``snap`` into ``schema``'s columns: None (as they are: the
+    query asks for ``key binary, value binary``, which needs no encoding) or the format of the
+    snapshot's encoding."""
     raw = _schema_of(None, key_type)
     if schema.fieldNames() == raw.fieldNames() and schema == raw:
         return None
-    if encoding is None or not schema.fields or schema.fields[0].name != KEY_COLUMN:
+    encoding = _encoding_of(table, snap)
+    if encoding is None or not schema.fields or schema.fields[0].name != KEY_COLUMN or not (
+        set(schema.fieldNames()[1:]) <= set(value_schema(encoding).fieldNames())
+    ):
+        # e.g. an overwrite recorded other columns between the query's schema (read_schema) and
+        # its snapshot (partitions): they would all read as nulls
         raise InvalidArgument(
             f"the query's columns {schema.simpleString()} are not the table's "
-            f"{_schema_of(encoding, key_type).simpleString()}"
+            f"{_schema_of(encoding, key_type).simpleString()} at the snapshot it reads (an "
+            "overwrite since the query was planned may have changed them): run the query again"
         )
     return encoding.format
 

@@ -7,6 +7,11 @@ new map, so every checkpoint belongs to one map version. The checkpoints keep wh
 pinned (SlateDB RFC 0004, "Creating a Checkpoint"), retired shards included, until they are
 released or their lifetime ends.
 
+A snapshot carries the value encoding of its map version (:attr:`TableSnapshot.value_encoding`):
+an overwrite may record other columns later (docs/overwrite.md), and the GC may collect that map
+version, but the snapshot's values keep the encoding they were written with. Every read that
+decodes a snapshot's values takes it from :func:`snapshot_value_encoding`.
+
 Named snapshots, which a table records so they can be found again by name, are
 :mod:`slatedb_core.table.named_snapshots`.
 """
@@ -29,13 +34,14 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
     InvalidArgument,
+    ObjectNotFound,
     ShardMapConflict,
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.options import CheckpointOptions, check_instance, check_optional_duration
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
-from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
+from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore, ValueEncoding
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ __all__ = [
     "same_snapshot",
     "snapshot_checkpoint_name",
     "snapshot_present",
+    "snapshot_value_encoding",
     "take_snapshot",
 ]
 
@@ -72,9 +79,20 @@ class TableSnapshot:
     shards: tuple[Shard, ...]
     checkpoints: tuple[uuid.UUID, ...]
     name: str | None = None
+    value_encoding: ValueEncoding | None = None
+    """How the values of map version ``shard_map_id`` hold columns (None: plain values), when
+    :attr:`carries_encoding`; read it through :func:`snapshot_value_encoding`."""
+    carries_encoding: bool = False
+    """Whether :attr:`value_encoding` was recorded when the snapshot was taken (False for a
+    snapshot serialised before snapshots carried it: its map version tells)."""
 
     def to_dict(self) -> dict[str, Any]:
+        enc = self.value_encoding
+        carried = {"value_encoding": None if enc is None else {
+            "format": enc.format, "schema": enc.schema
+        }} if self.carries_encoding else {}  # absent: not known (as before it was carried)
         return {
+            **carried,
             "table_path": self.table_path,
             "shard_map_id": self.shard_map_id,
             "name": self.name,
@@ -117,7 +135,12 @@ class TableSnapshot:
             name = d.get("name")
             if name is not None:
                 check_snapshot_name(name)
-            return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps, name)
+            carried = "value_encoding" in d
+            enc = d.get("value_encoding")
+            encoding = None if enc is None else ValueEncoding(str(enc["format"]),
+                                                              str(enc["schema"]))
+            return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps, name,
+                                 encoding, carried)
         # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400;
         # AttributeError: a JSON value that is not an object.
         except (
@@ -188,7 +211,7 @@ def take_snapshot(
                 taken.append((s.db_path, create_checkpoint(s.db_path, store, opts).id))
             if maps.seq.latest_id() == m.id:
                 cps = tuple(c for _, c in taken)
-                return TableSnapshot(path, m.id, m.shards, cps, name), m
+                return TableSnapshot(path, m.id, m.shards, cps, name, m.value_encoding, True), m
         except (DatabaseDestroyed, DatabaseNotFound):
             pass  # a rescale retired a shard under us: the map has moved on
         except BaseException:
@@ -242,3 +265,36 @@ def snapshot_present(store: ObjectStore, snapshot: TableSnapshot) -> bool:
         if all(c.id != cid for c in names):
             return False
     return True
+
+
+def snapshot_value_encoding(maps: ShardMapStore, snapshot: TableSnapshot) -> ValueEncoding | None:
+    """How the values of ``snapshot`` hold columns (None: plain values): the encoding of its own
+    map version, not the latest's (an overwrite since may have recorded other columns).
+
+    A snapshot taken since snapshots carry it has it. One serialised before has it looked up:
+    in its map version, or, if the GC collected that version, in the oldest version left when
+    that one still names a shard of the snapshot's time (an id at or below the snapshot's
+    highest: only an overwrite changes the encoding, and its swap replaces every shard with
+    ones of fresh ids, docs/overwrite.md). Otherwise nothing tells it: InvalidArgument saying
+    to read the raw values or take the snapshot again."""
+    if snapshot.carries_encoding:
+        return snapshot.value_encoding
+    try:
+        return maps.read(snapshot.shard_map_id).value_encoding
+    except ObjectNotFound:
+        pass  # collected: a later version may still tell
+    newest_then = max(s.shard_id for s in snapshot.shards)
+    for entry in maps.seq.list(start=snapshot.shard_map_id + 1):
+        try:
+            later = maps.read(entry.id)
+        except ObjectNotFound:
+            continue  # collected meanwhile: the next one
+        if any(s.shard_id <= newest_then for s in later.shards):
+            return later.value_encoding
+        break
+    raise InvalidArgument(
+        f"snapshot {snapshot.name or ''!r} of table {snapshot.table_path!r}: its value encoding "
+        f"is unknown (it was recorded before snapshots carried it, its shard map version "
+        f"{snapshot.shard_map_id} was collected and the table was overwritten since); read its "
+        "raw values (schema 'key binary, value binary') or take the snapshot again"
+    )

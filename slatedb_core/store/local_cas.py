@@ -10,8 +10,9 @@ provide it with an advisory ``flock`` on the object's current inode:
    waited for the lock, so drop the lock and start again (otherwise two updaters could each hold a
    lock on a different inode and both succeed);
 4. compare the stored e-tag with the expected one;
-5. write through obstore's atomic overwrite (a staged file renamed over the path) while holding the
-   lock, so the lock holder is the only one that can replace the inode it locked.
+5. write through :meth:`~slatedb_core.store.local_fs.LocalFiles.overwrite` (a staged file, synced
+   and renamed over the path) while holding the lock, so the lock holder is the only one that can
+   replace the inode it locked.
 
 Unconditional overwrites and deletes of existing objects take the same lock, so they serialise
 with conditional updates instead of slipping between a check and its write.
@@ -22,24 +23,24 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import obstore
 
 from slatedb_core.errors import PreconditionFailed
+from slatedb_core.store.local_fs import LocalFiles
 from slatedb_core.store.objectstore import ObjectVersion
 
 T = TypeVar("T")
 
 
 class LocalCas:
-    def __init__(self, inner: Any, root: Path) -> None:
-        self._inner = inner
-        self._root = root
+    def __init__(self, inner: Any, files: LocalFiles) -> None:
+        self._inner = inner  # obstore's LocalStore over files.root, for reads
+        self.files = files  # every write
 
     def _with_lock(self, path: str, on_missing: Callable[[], T], body: Callable[[], T]) -> T:
-        full = self._root / path
+        full = self.files.full_path(path)
         while True:
             try:
                 fd = os.open(full, os.O_RDONLY)
@@ -66,15 +67,13 @@ class LocalCas:
             current = obstore.head(self._inner, path)
             if expected.e_tag is not None and current.get("e_tag") != expected.e_tag:
                 raise PreconditionFailed(path)
-            r = obstore.put(self._inner, path, data, mode="overwrite", use_multipart=False)
-            return ObjectVersion(r.get("e_tag"), r.get("version"))
+            return self.files.overwrite(path, data)
 
         return self._with_lock(path, missing, update)
 
     def put_overwrite(self, path: str, data: bytes) -> ObjectVersion:
         def write() -> ObjectVersion:
-            r = obstore.put(self._inner, path, data, mode="overwrite", use_multipart=False)
-            return ObjectVersion(r.get("e_tag"), r.get("version"))
+            return self.files.overwrite(path, data)
 
         return self._with_lock(path, write, write)
 
@@ -83,9 +82,6 @@ class LocalCas:
             return None
 
         def remove() -> None:
-            try:
-                obstore.delete(self._inner, path)
-            except FileNotFoundError:
-                pass
+            self.files.delete(path)
 
         self._with_lock(path, nothing, remove)

@@ -12,20 +12,23 @@ store the same contract:
 * ``copy_if_absent`` is an atomic create of a copy, server-side where the store can do it;
 * ``flush_and_evict`` writes bulk outputs to the device and drops them from the page cache (local
   filesystem only; see there why);
+* on a local filesystem every write is on the device before it returns (files and directory
+  entries synced, :mod:`slatedb_core.store.local_fs`; ``file:///dir?sync=false`` turns that off);
 * failures are raised as :mod:`slatedb_core.errors` types only;
 * every request is counted per kind in :class:`RequestCounters`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import obstore
 from obstore import exceptions as obx
@@ -43,6 +46,11 @@ from slatedb_core.errors import (
 
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 _fadvise = getattr(os, "posix_fadvise", None)
+
+if TYPE_CHECKING:
+    from slatedb_core.store.local_cas import LocalCas
+
+T = TypeVar("T")
 
 OPS = ("get", "head", "put", "put_if_absent", "put_if_match", "copy", "list", "delete")
 
@@ -271,14 +279,15 @@ class ObstoreObjectStore(ObjectStore):
         *,
         url: str,
         sorted_listing: bool,
-        local_cas: Any = None,
+        local_cas: LocalCas | None = None,
         local_root: os.PathLike[str] | str | None = None,
     ) -> None:
         self._inner = inner
         self.url = url
         self.counters = RequestCounters()
         self._sorted_listing = sorted_listing
-        # On LocalStore, obstore has no PutMode::Update; local_cas provides a cross-process one.
+        # On LocalStore, obstore has no PutMode::Update; local_cas provides a cross-process one,
+        # and does every write of a local store (local_cas.files: synced, see local_fs).
         self._local_cas = local_cas
         # the directory a LocalStore keeps its objects in (None: not a local filesystem)
         self._local_root = None if local_root is None else os.fspath(local_root)
@@ -348,29 +357,34 @@ class ObstoreObjectStore(ObjectStore):
         except Exception as e:
             raise map_error(e, path, op) from e
 
+    def _local(self, op: str, path: str, write: Callable[[LocalCas], T]) -> T:
+        """A write of a local-filesystem store: ``write(local_cas)``, which reaches the disk
+        through :class:`~slatedb_core.store.local_fs.LocalFiles` (synced unless the store was
+        opened with ``sync=false``), counted and with our errors."""
+        assert self._local_cas is not None
+        self.counters.incr(op)
+        try:
+            return write(self._local_cas)
+        except Exception as e:
+            raise map_error(e, path, op) from e
+
     def put(self, path: str, data: bytes) -> ObjectVersion:
         if self._local_cas is not None:
-            self.counters.incr("put")
-            try:
-                result: ObjectVersion = self._local_cas.put_overwrite(path, data)
-                return result
-            except Exception as e:
-                raise map_error(e, path, "put") from e
+            return self._local("put", path, lambda cas: cas.put_overwrite(path, data))
         return self._put("put", path, data, "overwrite")
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        if self._local_cas is not None:
+            return self._local("put_if_absent", path, lambda cas: cas.files.create(path, data))
         return self._put("put_if_absent", path, data, "create")
 
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         if expected.e_tag is None and expected.version is None:
             raise InvalidArgument("put_if_match needs an e-tag or a version to compare against")
         if self._local_cas is not None:
-            self.counters.incr("put_if_match")
-            try:
-                result: ObjectVersion = self._local_cas.put_if_match(path, data, expected)
-                return result
-            except Exception as e:
-                raise map_error(e, path, "put_if_match") from e
+            return self._local(
+                "put_if_match", path, lambda cas: cas.put_if_match(path, data, expected)
+            )
         mode: dict[str, str] = {}
         if expected.e_tag is not None:
             mode["e_tag"] = expected.e_tag
@@ -399,6 +413,9 @@ class ObstoreObjectStore(ObjectStore):
         Like ``put_if_absent``, a retried request whose first attempt landed answers
         ObjectAlreadyExists; callers that copy to a fresh name treat that as their own copy (see
         :meth:`slatedb_core.writer.db.Db.ingest_ssts`)."""
+        if self._local_cas is not None:
+            self._local("copy", dst, lambda cas: cas.files.link(src, dst))
+            return
         self.counters.incr("copy")
         try:
             obstore.copy(self._inner, src, dst, overwrite=False)
@@ -425,8 +442,9 @@ class ObstoreObjectStore(ObjectStore):
         (plus 0.17 s of waiting for the device, at 2.5 GB/s). RocksDB's
         ``use_direct_io_for_flush_and_compaction`` serves the same purpose.
 
-        The data is on the device when this returns; the directory entries naming the files are
-        not synced (obstore's LocalStore syncs nothing, and neither does the rest of this store).
+        The data is on the device when this returns. With the store's default ``sync=true``
+        the objects were synced, names included, when they were written
+        (:mod:`slatedb_core.store.local_fs`), and this only evicts them.
         """
         if self._local_root is None:
             return
@@ -477,11 +495,12 @@ class ObstoreObjectStore(ObjectStore):
             raise map_error(e, None, "list") from e
 
     def delete(self, path: str) -> None:
+        if self._local_cas is not None:
+            with contextlib.suppress(ObjectNotFound):
+                self._local("delete", path, lambda cas: cas.delete(path))
+            return
         self.counters.incr("delete")
         try:
-            if self._local_cas is not None:
-                self._local_cas.delete(path)
-                return
             obstore.delete(self._inner, path)
         except (FileNotFoundError, obx.NotFoundError):
             return

@@ -4,7 +4,9 @@ Accepted URLs:
 
 * ``memory://`` (a fresh in-memory store) or ``memory://NAME`` (one shared in-process store per name)
 * ``file:///abs/dir``, or a plain filesystem path (relative paths are resolved against the current
-  directory); the directory is created if missing
+  directory); the directory is created if missing. Every write is synced to the device, file and
+  directory entry, before it returns; ``file:///abs/dir?sync=false`` (or ``open_store(path,
+  sync="false")``) turns that off for tests and benchmarks (docs/operations.md)
 * ``s3://bucket[/prefix]`` with settings from the query string or the standard AWS environment
   variables: ``endpoint`` (``AWS_ENDPOINT_URL``/``AWS_ENDPOINT``), ``region``
   (``AWS_REGION``/``AWS_DEFAULT_REGION``), ``access_key_id``, ``secret_access_key``,
@@ -35,6 +37,7 @@ from obstore.store import LocalStore, MemoryStore, S3Store
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.store.local_cas import LocalCas
+from slatedb_core.store.local_fs import LocalFiles
 from slatedb_core.store.objectstore import ObjectStore, ObstoreObjectStore, validate_relative_path
 from slatedb_core.store.redact import redact_url
 from slatedb_core.store.twophase import open_two_phase
@@ -48,6 +51,9 @@ _S3_KEYS = {
     "allow_http": ("AWS_ALLOW_HTTP",),
     "virtual_hosted_style": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
 }
+_FILE_KEYS = ("sync",)
+"""file:// options: ``sync`` (default true) syncs every write, file and directory entry, before
+it returns (slatedb_core.store.local_fs); ``sync=false`` is for tests and benchmarks only."""
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -76,7 +82,7 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
                 f"{redact_url(url)!r} looks like a URL without '//' (e.g. file:relative); use "
                 "file:///absolute/path, or prefix a relative path that contains ':' with ./"
             )
-        return _local(Path(url), original=url)
+        return _local(Path(url), original=url, query={}, overrides=overrides)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
@@ -86,12 +92,13 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
             raise InvalidArgument(
                 f"file URL must be file:///absolute/path (got host {parts.netloc!r} in {redact_url(url)!r})"
             )
-        if parts.query or parts.fragment:
-            raise InvalidArgument(f"file URL takes no query or fragment: {redact_url(url)!r}")
+        if parts.fragment:
+            raise InvalidArgument(f"file URL takes no fragment: {redact_url(url)!r}")
         path = unquote(parts.path)
         if not path.startswith("/"):
             raise InvalidArgument(f"file URL needs an absolute path: {redact_url(url)!r}")
-        return _local(Path(path), original=url)
+        query = _query(parts.query, url)
+        return _local(Path(path), original=url, query=query, overrides=overrides)
     if scheme == "s3":
         if parts.fragment:
             raise InvalidArgument(f"s3 URL takes no fragment: {redact_url(url)!r}")
@@ -118,7 +125,29 @@ def _memory(name: str) -> ObjectStore:
         return store
 
 
-def _local(path: Path, *, original: str) -> ObjectStore:
+def _query(text: str, url: str) -> dict[str, str]:
+    """A URL's query keys; a malformed query or a repeated key is InvalidArgument."""
+    try:
+        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text))
+    except ValueError as e:
+        raise InvalidArgument(f"malformed query in {redact_url(url)!r}: {e}") from None
+    query = dict(pairs)
+    if len(query) != len(pairs):
+        raise InvalidArgument(f"repeated query key in {redact_url(url)!r}")
+    return query
+
+
+def _local(
+    path: Path, *, original: str, query: dict[str, str], overrides: dict[str, str]
+) -> ObjectStore:
+    unknown = (set(query) | set(overrides)) - set(_FILE_KEYS)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown file store option(s) {sorted(unknown)} in {redact_url(original)!r}; "
+            f"known: {sorted(_FILE_KEYS)}"
+        )
+    settings = {**query, **overrides}
+    sync = _bool("sync", settings.get("sync", "true"))
     if any(seg == ".." for seg in path.parts):
         raise InvalidArgument(f"store path must not contain '..': {original!r}")
     if "\x00" in str(path):
@@ -129,13 +158,15 @@ def _local(path: Path, *, original: str) -> ObjectStore:
         root = path.expanduser().resolve()
         if root.exists() and not root.is_dir():
             raise InvalidArgument(f"store path exists and is not a directory: {root}")
-        root.mkdir(parents=True, exist_ok=True)
+        files = LocalFiles(root, sync=sync)
+        files.ensure_root()
     except (OSError, RuntimeError) as e:
         raise InvalidArgument(f"cannot use {original!r} as a store directory: {e}") from e
+    # obstore's LocalStore reads and lists; LocalFiles does every write (synced: local_fs).
     inner = LocalStore(root, mkdir=True)
     # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
     return ObstoreObjectStore(
-        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, root),
+        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, files),
         local_root=root,
     )
 

@@ -130,6 +130,7 @@ class DbReader:
         mode: ReaderMode,
         options: DbReaderOptions,
         checkpoint: uuid.UUID | None,
+        on_destroyed: Callable[[], None] | None = None,
     ) -> None:
         validate_relative_path(path, what="database path")
         self.path = path
@@ -144,6 +145,7 @@ class DbReader:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._last_poll_error: str | None = None
+        self._on_destroyed = on_destroyed
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -153,9 +155,15 @@ class DbReader:
         store: ObjectStore,
         checkpoint: uuid.UUID | None = None,
         options: DbReaderOptions | None = None,
+        *,
+        on_destroyed: Callable[[], None] | None = None,
     ) -> DbReader:
         """Open a reader. Raises DatabaseNotFound / DatabaseNotInitialized / DatabaseDestroyed
-        (MANAGED, FOLLOW_LATEST), CheckpointNotFound (CHECKPOINT) or SstMissing."""
+        (MANAGED, FOLLOW_LATEST), CheckpointNotFound (CHECKPOINT) or SstMissing.
+
+        ``on_destroyed``: called in the poll thread after a poll found the database destroyed
+        (the reader keeps serving its last state); a sharded table re-reads its shard map then
+        (:mod:`slatedb_core.table.reads`)."""
         check_store(store)
         check_optional("options", options, DbReaderOptions)
         options = options or DbReaderOptions()
@@ -168,7 +176,7 @@ class DbReader:
             raise InvalidArgument("ReaderMode.CHECKPOINT needs the id of a checkpoint")
         if mode is not ReaderMode.CHECKPOINT and checkpoint is not None:
             raise InvalidArgument(f"a checkpoint id was given but the mode is {mode.name}")
-        reader = cls(path, store, mode, options, checkpoint)
+        reader = cls(path, store, mode, options, checkpoint, on_destroyed)
         with reader._refresh_lock:
             if mode is ReaderMode.CHECKPOINT:
                 assert checkpoint is not None
@@ -222,6 +230,8 @@ class DbReader:
                         "reader of %r: poll failed, serving the last state: %s", self.path, text
                     )
                 self._last_poll_error = text
+                if isinstance(e, DatabaseDestroyed) and self._on_destroyed is not None:
+                    self._on_destroyed()
             except Exception:
                 log.exception("reader of %r: poll failed unexpectedly", self.path)
 

@@ -16,15 +16,15 @@ This module holds the table together and routes writes:
   anything is written. That order is what makes rescaling safe (see
   :mod:`slatedb_core.table.rescale`).
 
-A ``Table`` holds the map version it read last; :meth:`Table.refresh` reads the latest. A read
-that finds its shard's database destroyed (a rescale finished meanwhile) refreshes once and
-re-routes.
+A ``Table`` holds the map version it read last. Reads look for a newer one once the last look
+is older than ``TableOptions.reader.manifest_poll_interval`` (see :class:`Table` for how stale a
+handle can be); :meth:`Table.refresh` looks now. A read that finds its shard's database destroyed
+(a rescale finished meanwhile) reads the map again and re-routes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
@@ -79,7 +79,17 @@ __all__ = ["Table"]
 
 
 class Table:
-    """A sharded table. Use :meth:`create` or :meth:`open`; thread-safe; close when done."""
+    """A sharded table. Use :meth:`create` or :meth:`open`; thread-safe; close when done.
+
+    How stale a live handle's reads can be (docs/projection-and-union.md, "A live table
+    handle"): with ``p = options.reader.manifest_poll_interval``, a read (get, get_many, scan,
+    scan_arrow) that starts at time t reads a shard map at least as new as the latest one at
+    t - p, and each shard through a reader at most about p behind that shard's writes (its own
+    poll). So after a split, merge or overwrite by another handle, writes acknowledged on the new
+    shards are seen by this handle's reads within about 2p, without :meth:`refresh`; and a
+    retired shard's reader (and its checkpoint, which keeps the GC off that shard) is closed
+    within about p of the shard being destroyed, even by a handle that serves no reads. A table
+    opened on a snapshot never changes its map."""
 
     def __init__(
         self,
@@ -94,12 +104,8 @@ class Table:
         self.store = store
         self.options = options
         self.maps = maps
-        self._map = current
         self._snapshot = snapshot
-        self._lock = threading.Lock()
-        self._reads = ShardReaders(
-            path, store, options.reader, snapshot, lambda: self._map, self.refresh
-        )
+        self._reads = ShardReaders(path, store, options.reader, snapshot, maps, current)
         self._closed = False
 
     # ---- creating and opening --------------------------------------------------------------
@@ -167,7 +173,19 @@ class Table:
 
     # ---- the map ---------------------------------------------------------------------------
     @property
+    def _map(self) -> ShardMap:
+        """The map this handle holds (one place: its reads' state, :mod:`~slatedb_core.table.
+        reads`)."""
+        return self._reads.map
+
+    @_map.setter
+    def _map(self, m: ShardMap) -> None:  # tests put an older map back
+        self._reads.install(m, force=True)
+
+    @property
     def shard_map(self) -> ShardMap:
+        """The map this handle holds: the latest it read (reads look again at most every
+        ``options.reader.manifest_poll_interval``; :meth:`refresh` looks now)."""
         return self._map
 
     @property
@@ -215,22 +233,14 @@ class Table:
         return self._map.route(keys)
 
     def refresh(self) -> ShardMap:
-        """Read the latest shard map; close readers of shards that left it and bring the others
-        up to date."""
+        """Read the latest shard map now (reads do so on their own once the last look is older
+        than the reader poll interval); close readers of shards that left it, once no read
+        uses them, and bring the others up to date."""
         self._check_open()
-        if self._snapshot is not None:
-            return self._map
-        latest = self.maps.read_latest()
-        self._install(latest)
-        self._reads.refresh_all()
-        return latest
+        return self._reads.refresh()
 
     def _install(self, latest: ShardMap) -> None:
-        with self._lock:
-            if latest.id < self._map.id:
-                return
-            self._map = latest
-        self._reads.retain({s.db_path for s in latest.shards})
+        self._reads.install(latest)
 
     # ---- reads -----------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:

@@ -1,6 +1,8 @@
 """The writers of ``format("slatedb")`` (:mod:`spark_jobs.datasource`): batch and stream.
 
-Planning (driver, :func:`plan_write`): the table is created if missing (``split_points``), the
+Planning (driver, :func:`plan_write`): the table is created if missing (``split_points``; a
+batch write into an existing table with other split points is refused, a stream's are ignored
+then, since its micro-batches keep planning after maintenance rescaled the table), the
 save mode applied, the value columns recorded (:class:`~slatedb_core.ValueEncoding`), and the
 ingest planned (:func:`~slatedb_core.table.ingest.plan_ingest`; for ``overwrite``
 :func:`~slatedb_core.table.overwrite.plan_overwrite`, whose shards are new databases).
@@ -147,7 +149,14 @@ def _open_or_create(opts: WriteOptions, store: ObjectStore) -> tuple[Table | Non
     if opts.mode == "ignore":
         table.close()
         return None, False
-    if opts.split_points is not None and opts.split_points != table.shard_map.split_points:
+    if (
+        opts.split_points is not None
+        and not opts.stream
+        and opts.split_points != table.shard_map.split_points
+    ):
+        # A stream's split_points only create the table: PySpark plans every micro-batch (and
+        # every restart) again, against a table that maintenance may have split or merged
+        # since, so the stream never checks them against an existing table (docs/spark.md).
         table.close()
         splits = [p.decode(errors="replace") for p in table.shard_map.split_points]
         raise InvalidArgument(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StringType, StructField, StructType
 
 from slatedb_core import Table, open_store

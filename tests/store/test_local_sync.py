@@ -15,7 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -78,7 +78,7 @@ def test_every_write_of_a_local_store_is_synced_before_it_returns(
     store = open_store(tmp_path)
     root = str(tmp_path)
     store.put_if_absent("d/a", b"1")
-    writes = {
+    writes: dict[str, Callable[[ObjectStore], object]] = {
         "put": lambda s: s.put("d/m", b"1"),
         "put over": lambda s: s.put("d/m", b"2"),
         "put_if_match": lambda s: s.put_if_match("d/m", b"3", ObjectVersion.of(s.head("d/m"))),

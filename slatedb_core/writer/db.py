@@ -17,7 +17,8 @@ memtable flush still waits for the contiguous watermark, so the replay point nev
 
 State shared with readers is an immutable :class:`~slatedb_core.lsm.dbstate.DbState` swapped under
 ``_lock``. Three background threads: WAL flusher, L0 flusher, manifest poller. Any of them that
-learns this writer is fenced records it; every later write raises ``Fenced`` and nothing more is
+learns this writer is fenced records it; every later write and read raises ``Fenced`` (a read
+would serve writes that never became durable, see ``Db._readable_state``) and nothing more is
 acknowledged, and ``close()`` raises it too (buffered writes are never dropped silently). A thread
 that dies on an unexpected error fails the writer the same way with ``BackgroundThreadDied``.
 
@@ -47,6 +48,7 @@ from slatedb_core.errors import (
 from slatedb_core.keys import clip_scan
 from slatedb_core.lifecycle.destroy import destroy as destroy_database
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range
+from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.manifest.store import StoredManifest
@@ -287,23 +289,37 @@ class Db(WriterIngest):
         return CheckpointCreateResult(cp.id, cp.manifest_id)
 
     # ---- reads -----------------------------------------------------------------------------
+    def _readable_state(self) -> DbState:
+        """The state a read answers from; every read (``get``, ``get_many``, ``scan``,
+        ``scan_arrow``) takes it here and nowhere else.
+
+        Reads pass the check writes pass (``_check_usable``): ``DbClosed`` once closed, and once
+        this writer has failed, the error it failed with. A fenced writer's memtable holds writes
+        that never became durable and never will (the newer writer's fence took their WAL id, or
+        they were acknowledged with ``await_durable=False`` and never written), so it raises
+        ``Fenced`` rather than serve them, as SlateDB's ``DbInner::check_closed`` answers every
+        call of a database closed by fencing with that error (SlateDB RFC 0001, "Writer
+        Protocol"; issue 37, item 8). A read that took its state before the writer learned of
+        the fencing (a scan being iterated) runs on: it began while the writer still owned it."""
+        self._check_usable()
+        return self._state
+
     def get(self, key: bytes) -> bytes | None:
-        """The latest value of ``key`` (including writes not yet durable), or None."""
+        """The latest value of ``key`` (including writes not yet durable), or None. Raises
+        ``Fenced`` once this writer knows it is fenced (see :meth:`_readable_state`)."""
         if type(key) is not bytes or not 0 < len(key) <= self._max_key:
             key = self._check_key(key)
-        if self._closed:
-            raise DbClosed(f"database {self.path!r} is closed")
+        state = self._readable_state()
         if self._range is not None and not self._range.contains(key):
             raise self._outside(key)
-        return self._state.get(key)
+        return state.get(key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys``, all from one point in time: never half of a write batch.
 
         The keys are sorted once (duplicates looked up once) and each table is walked once
         over the keys it has not resolved yet (:meth:`DbState.get_immutable_many`)."""
-        if self._closed:
-            raise DbClosed(f"database {self.path!r} is closed")
+        self._readable_state()  # refuse before validating: closed or fenced
         checked = check_key_list("keys", keys)
         if not checked:
             return []
@@ -320,7 +336,7 @@ class Db(WriterIngest):
         # the state and every key's memtable entry at one instant under it, then read the rest,
         # which never changes, without the lock.
         with self._lock:
-            state = self._state
+            state = self._readable_state()
             # (an empty memtable, as after a flush, has nothing to look up)
             found = None if state.memtable.is_empty() else list(map(state.memtable.get, uniq))
         if found is not None and any(found):  # entries are non-empty tuples
@@ -339,8 +355,7 @@ class Db(WriterIngest):
         self, start: bytes | None, end: bytes | None
     ) -> tuple[bytes | None, bytes | None]:
         """Validate scan bounds and clip them to a projected database's range."""
-        if self._closed:
-            raise DbClosed(f"database {self.path!r} is closed")
+        self._readable_state()  # refuse before validating: closed or fenced
         for name, b in (("start", start), ("end", end)):
             if b is not None and not isinstance(b, bytes):
                 raise InvalidArgument(f"scan {name} must be bytes or None")
@@ -353,7 +368,7 @@ class Db(WriterIngest):
     ) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs with ``start <= key < end`` in key order (None = unbounded)."""
         start, end = self._check_range(start, end)
-        return iter_rows(self._state.scan(start, end))
+        return iter_rows(self._readable_state().scan(start, end))
 
     def scan_arrow(
         self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
@@ -361,7 +376,7 @@ class Db(WriterIngest):
         """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
         start, end = self._check_range(start, end)
         batch_size = check_int("batch_size", batch_size, lo=1)
-        batches = self._state.scan(start, end, batch_size=batch_size)
+        batches = self._readable_state().scan(start, end, batch_size=batch_size)
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,
             (

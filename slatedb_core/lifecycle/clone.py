@@ -353,8 +353,10 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
         # after it, so no gap is left that readers' contiguous replay would stop at for good
         next_wal_sst_id=max(wal_end, pinned.replay_after_wal_id) + 1,
         checkpoints=(),
-        # the exactly-once records go with the data: a projection holds every batch its source
-        # applied (as far as its keys go), so a re-run of one must stay a no-op (a split)
+        # the exactly-once records go with the data: a record holds for every key of its
+        # database, so for any part of them too; a projection (a split) keeps its source's as
+        # they are, and a re-run of a batch the source had stays a no-op. (A database covering
+        # several sources' ranges records less: manifest.model.combined_range_transactions.)
         transactions=pinned.transactions,
     )
 

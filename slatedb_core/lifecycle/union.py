@@ -53,7 +53,7 @@ from slatedb_core.lifecycle.origin import (
     union_mismatch,
     union_origin_of,
 )
-from slatedb_core.manifest.model import Manifest, merge_transactions
+from slatedb_core.manifest.model import Manifest, combined_range_transactions
 from slatedb_core.manifest.projection import UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import check_sequence
@@ -144,11 +144,11 @@ def _union_manifest(
     )
     # Defensive: whatever union_manifests returns, the new database starts unfinished and
     # without checkpoints of its own.
-    # The exactly-once records of every source, the highest version per app, so that a merge
-    # of a table's shards forgets none of their batches. The price: a batch that reached one
-    # source and not another (a failed job not yet re-run) counts as applied to all of the
-    # union's keys, so its re-run writes nothing there; re-run a failed batch before a merge.
-    transactions = merge_transactions((), (t for snap in snaps for t in snap.manifest.transactions))
+    # The exactly-once records that hold for every source's keys (the lowest version per app,
+    # none for an app some source lacks): a batch that reached one source and not another (a
+    # failed job not yet re-run) is not applied to the union, so its re-run writes it there
+    # instead of being skipped with the other source's rows lost (docs/format.md).
+    transactions = combined_range_transactions(snap.manifest.transactions for snap in snaps)
     return dataclasses.replace(
         merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=(),
         transactions=transactions,

@@ -54,12 +54,45 @@ def merge_transactions(
     current: Iterable[AppVersion], records: Iterable[AppVersion]
 ) -> tuple[AppVersion, ...]:
     """``current`` and ``records`` merged: one record per app, the highest version, sorted by
-    app id (the order ``Manifest.transactions`` keeps)."""
+    app id (the order ``Manifest.transactions`` keeps).
+
+    For records that all hold for the SAME keys (one database's own records and a batch it
+    commits, or records already combined for its key range): each says "batches up to v of the
+    app are applied to these keys", so the highest wins. Records of different key ranges are
+    combined with :func:`combined_range_transactions` instead."""
     best: dict[str, int] = {}
     for r in (*current, *records):
         if r.version >= best.get(r.app_id, -1):
             best[r.app_id] = r.version
     return tuple(AppVersion(app, best[app]) for app in sorted(best))
+
+
+def combined_range_transactions(
+    ranges: Iterable[Iterable[AppVersion]],
+) -> tuple[AppVersion, ...]:
+    """What a database covering the key ranges of several databases may record, given the
+    exactly-once records of each (one iterable per database): per app, the LOWEST version
+    recorded, and no record for an app that any of them lacks; sorted by app id. None given:
+    no records.
+
+    A record (app, v) means "batches up to v of the app are applied to every key of this
+    database" (docs/format.md, "What is ours, and where it goes"). A batch that reached one of
+    the ranges and not another (its job failed between the shards' commits) is therefore not
+    applied to the combined range, and its re-run writes it there; the highest version would
+    make that re-run a no-op everywhere and lose the rows of the ranges it missed. The rule of
+    a union (a merge of shards, :mod:`slatedb_core.lifecycle.union`) and of the records an
+    overwrite carries into each new shard (:mod:`slatedb_core.table.rescale`); a projection
+    covers part of one range and keeps its source's records as they are."""
+    lowest: dict[str, int] = {}
+    everywhere: set[str] | None = None  # the apps every range records; None before the first
+    for records in ranges:
+        mine = tuple(records)
+        apps = {r.app_id for r in mine}
+        everywhere = apps if everywhere is None else everywhere & apps
+        for r in mine:
+            if r.version < lowest.get(r.app_id, MAX_APP_VERSION + 1):
+                lowest[r.app_id] = r.version
+    return tuple(AppVersion(app, lowest[app]) for app in sorted(everywhere or ()))
 
 
 @dataclass(frozen=True, slots=True)

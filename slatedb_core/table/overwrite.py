@@ -31,8 +31,8 @@ targets fresh databases already holding the new rows::
              refused. Writes acknowledged before the fence are in the sources: the overwrite
              replaces them; none can follow. With a txn, the decision of 2 is taken again
              against the fenced sources (it is final now): already applied -> the op is
-             dropped (unsealing the sources) and the targets destroyed. Otherwise every
-             source's exactly-once records are carried into every target (highest per app).
+             dropped (unsealing the sources) and the targets destroyed. Otherwise each target
+             gets the exactly-once records every source of its range applied (rescale step 3).
     5 swap   one map commit: the targets replace the sources, the op is dropped, the value
              encoding is the overwrite's (None: plain values), the sources are listed retired.
     6 retire soft-destroy the sources (slatedb_core.lifecycle.destroy); the GC deletes them once

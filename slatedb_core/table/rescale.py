@@ -16,7 +16,8 @@ changed twice, and every writer re-reads the map *after* fencing (``Table.writer
                  holds every acknowledged write and the WAL nothing more (union needs that).
                  A writer opened before 1 is fenced here (its next write raises Fenced); one
                  opened after 1 fences us but sees the seal after opening and leaves without
-                 writing: we fence again (``TableOptions.fence_attempts``).
+                 writing: we fence again (``TableOptions.fence_attempts``), also when it fences
+                 our writer while that one is still opening (``_as_writer``).
     3  clone     split: two clones of the source projected to [start, at) and [at, end);
                  merge: one union of the two sources with their ranges (checked adjacent).
                  Resumable (slatedb_core.lifecycle.clone / union), destinations named by the target ids.
@@ -30,9 +31,11 @@ steps with every shard of the map as its sources, except 3: its targets were bui
 seal and hold the new contents already. In its place, once the sources are fenced (their
 exactly-once records can no longer change): if the overwrite has a txn and a source records that
 version of its app or a later one, the replace is cancelled (the op dropped from the map, which
-unseals the sources, then the targets destroyed) and the table keeps its contents; otherwise every
-source's records (the highest version per app) are carried into every target. Step 4 also sets
-the map's value encoding to the replace's (None: plain values).
+unseals the sources, then the targets destroyed) and the table keeps its contents; otherwise each
+target gets the records that hold for every source overlapping its key range (the lowest version
+per app, none for an app one of them lacks: ``combined_range_transactions``, the rule of a merge
+too), so that a batch a failed job left on some shards only is still written by its re-run where
+it is missing. Step 4 also sets the map's value encoding to the replace's (None: plain values).
 
 A crash after 1 leaves the shards sealed (readable, not writable): re-running the same split, or
 ``Table.resume()``, runs 2-5 again; each step is idempotent. A crash after 4 leaves the new map
@@ -48,9 +51,12 @@ the caller decided on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slatedb_core.errors import (
@@ -65,9 +71,9 @@ from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lifecycle.union import UnionSource, create_union
-from slatedb_core.manifest.model import AppVersion
+from slatedb_core.manifest.model import AppVersion, combined_range_transactions
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import check_int
+from slatedb_core.options import DbOptions, check_int
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore
@@ -233,7 +239,7 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
             create_union(path, sources_, table.store)
         elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
-            table, srcs, [t[0] for t in targets], op
+            table, srcs, [(path, rng) for path, _, rng in targets], op
         ):
             return _cancel(table, op, [t[0] for t in targets])
     except DatabaseDestroyed:
@@ -270,38 +276,38 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
 
 
 def _carry_records(
-    table: RescaleContext, srcs: list[Shard], targets: list[str], op: PendingOp
+    table: RescaleContext, srcs: list[Shard], targets: list[tuple[str, KeyRange]], op: PendingOp
 ) -> bool:
     """A replace's step 3: False if its txn is already applied (a fenced source records that
-    version of the app or a later one); else every source's exactly-once records are merged
-    into every target (Db.record_transactions keeps the highest version per app) and True."""
-    records: list[AppVersion] = []
+    version of the app or a later one); else True, once each target (its database path, its key
+    range) holds the exactly-once records of the sources overlapping its range, combined as a
+    merge combines them (``combined_range_transactions``: what every one of them applied), on
+    top of its own (the replace's txn, recorded when it was built)."""
+    held: list[tuple[KeyRange, tuple[AppVersion, ...]]] = []
     for s in srcs:  # fenced: read without a writer, the latest manifest holds every commit
-        records.extend(ManifestStore(table.store, s.db_path).read_latest().manifest.transactions)
+        m = ManifestStore(table.store, s.db_path).read_latest().manifest
+        held.append((s.key_range, m.transactions))
     txn = op.txn
     if txn is not None and any(
-        r.app_id == txn.app_id and r.version >= txn.version for r in records
+        r.app_id == txn.app_id and r.version >= txn.version for _, records in held for r in records
     ):
         log.info("table %r: replace %s: app %r batch %s is already applied; cancelled",
                  table.path, op.op_id, txn.app_id, txn.version)
         return False
-    if records:
-        options = dataclasses.replace(table.options.writer, compactor=None)
-        for path in targets:
-            for attempt in range(table.options.fence_attempts):
-                db = Db.open(path, table.store, options)
-                try:
-                    db.record_transactions(records)
-                    break
-                except Fenced:  # another run of the same replace opened the target after us
-                    if attempt + 1 == table.options.fence_attempts:
-                        raise
-                finally:
-                    try:
-                        db.close()
-                    except Fenced:
-                        pass
+    options = dataclasses.replace(table.options.writer, compactor=None)
+    for path, rng in targets:
+        carried = combined_range_transactions(
+            records for src, records in held if not src.intersect(rng).is_empty()
+        )
+        if carried:
+            # a concurrent run of the same replace may open the target after us
+            _as_writer(table, path, options, "carrying records into",
+                       functools.partial(_record, carried))
     return True
+
+
+def _record(records: tuple[AppVersion, ...], db: Db) -> None:
+    db.record_transactions(records)
 
 
 def _targets_live(table: RescaleContext, op: PendingOp, targets: list[str]) -> bool:
@@ -361,21 +367,42 @@ def _fence(table: RescaleContext, shard: Shard) -> None:
     # One flush, no compactor: it must not stall behind l0_max_ssts waiting for a compactor that
     # may not run (the limit is backpressure for steady writers; one SST over it is harmless).
     options = dataclasses.replace(table.options.writer, compactor=None, l0_max_ssts=_NO_L0_LIMIT)
+    _as_writer(table, shard.db_path, options, "fencing", Db.flush_memtable)
+
+
+def _as_writer(
+    table: RescaleContext, db_path: str, options: DbOptions, what: str, act: Callable[[Db], object]
+) -> None:
+    """Open a writer on ``db_path`` and ``act`` with it; again, up to
+    ``TableOptions.fence_attempts`` times, while a writer opened after ours fences it, be it
+    while ours acts or while it is still opening (between its epoch bump and its fence, SlateDB
+    RFC 0001 "Writer Fencing"): a shard's writer opened after the seal (an ingest the seal
+    refused opens one to read its checkpoint), or a concurrent run of the same op. Each attempt
+    opens afresh, which re-checks the database: one a concurrent run of the op retired raises
+    DatabaseDestroyed, which ``_run`` settles from the map. ``act`` must be safe to repeat."""
     last: Fenced | None = None
-    for _ in range(table.options.fence_attempts):
-        db = Db.open(shard.db_path, table.store, options)
+    for attempt in range(table.options.fence_attempts):
+        if attempt:  # a little jitter, so that two openers do not keep fencing each other
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
         try:
-            db.flush_memtable()
-            return
-        except Fenced as e:  # a writer opened after us (and will leave: the shard is sealed)
+            db = Db.open(db_path, table.store, options)
+        except Fenced as e:
             last = e
-            log.info("table %r: fencing %r: %s; again", table.path, shard.db_path, e)
+            log.info("table %r: %s %r: fenced while opening: %s; again", table.path, what,
+                     db_path, e)
+            continue
+        try:
+            act(db)
+            return
+        except Fenced as e:
+            last = e
+            log.info("table %r: %s %r: %s; again", table.path, what, db_path, e)
         finally:
             try:
                 db.close()
             except Fenced:
-                # close() reports the fencing again (RELIABILITY.md, review finding 8); we
-                # wrote nothing
+                # close() reports the fencing again (RELIABILITY.md, review finding 8); what
+                # ``act`` committed stands, and we buffered nothing else
                 pass
     assert last is not None
     raise last

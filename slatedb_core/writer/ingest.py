@@ -342,8 +342,12 @@ class WriterIngest(WriterEngine):
     def record_transactions(self, records: Iterable[AppVersion]) -> None:
         """Merge exactly-once ``records`` into this database's (the highest version of each
         app wins) in one fenced manifest update with no data; nothing is committed when every
-        record is already there. Used to carry the records of a table's old databases to the
-        new ones that replace them (docs/format.md, "What is ours, and where it goes")."""
+        record is already there. Each record must hold for every key of this database: records
+        of several databases whose ranges it covers are combined first with
+        :func:`~slatedb_core.manifest.model.combined_range_transactions` (the lowest version,
+        only apps all of them have), as an overwrite's swap does when it carries the records of
+        a table's old databases into the new ones (docs/format.md, "What is ours, and where it
+        goes")."""
         if isinstance(records, str | bytes | AppVersion):
             raise InvalidArgument(
                 f"record_transactions takes an iterable of AppVersion, got {type(records).__name__}"

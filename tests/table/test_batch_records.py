@@ -1,0 +1,186 @@
+"""Exactly-once records through a merge, a split and an overwrite (issue 37, hole 1).
+
+A batch of an app (``app_id``, ``batch_version``) commits one shard of a table; a rescale or an
+overwrite then seals the other shard, whose commit is refused (``ShardMapConflict``). The re-run
+the error message advises must write what is missing: a database that covers several old key
+ranges records a batch as applied only where every one of them had it applied
+(:func:`slatedb_core.manifest.model.combined_range_transactions`). Before the fix a merge and an
+overwrite recorded the highest version of any source, so the re-run was SKIPPED everywhere and
+half of the batch was lost with the job reporting success.
+
+Driven through the real table ingest (``plan_ingest``/``stage_ssts``/``commit_shard``) on a
+local store (staging hands the encoder's scratch memory to the store uncopied, which a memory
+store would keep a reference to)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from slatedb_core.manifest.model import AppVersion, combined_range_transactions
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.table import Table, table_app_versions
+from slatedb_core.table.ingest import (
+    REFUSED,
+    SKIPPED,
+    WRITTEN,
+    IngestPlan,
+    ShardIngestStats,
+    StagedSst,
+    attempt_dir,
+    commit_shard,
+    plan_ingest,
+    stage_ssts,
+)
+from slatedb_core.table.overwrite import overwrite_table
+
+KEYS = [b"k%03d" % i for i in range(100)]
+MID = b"k050"  # shard 0: k000..k049, shard 1: k050..k099
+BATCH = AppVersion("loader", 7)
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> ObjectStore:
+    return open_store((tmp_path / "store").as_uri())
+
+
+def stage(store: ObjectStore, plan: IngestPlan, keys: Sequence[bytes] = KEYS) -> list[StagedSst]:
+    """The batch's rows (value: the key, as a re-run of the same batch stages them again)."""
+    batch = pa.record_batch([pa.array(list(keys), pa.binary()),
+                             pa.array([b"v-" + k for k in keys], pa.binary())], ["key", "value"])
+    return list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch],
+                           partition=0))
+
+
+def commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst],
+           index: int) -> ShardIngestStats:
+    mine = [s for s in staged if s.shard.index == index]
+    return commit_shard(store, plan, "run", plan.shards[index], [s.path for s in mine],
+                        seqs=[s.seq for s in mine])
+
+
+def rerun(store: ObjectStore, job_id: str) -> list[ShardIngestStats]:
+    """The re-run of the batch with a new job id, on the latest map: every shard committed."""
+    plan = plan_ingest("t", store, job_id=job_id, txn=BATCH)
+    staged = stage(store, plan)
+    return [commit(store, plan, staged, i) for i in range(len(plan.shards))]
+
+
+def contents(store: ObjectStore) -> dict[bytes, bytes]:
+    with Table.open("t", store) as t:
+        return dict(t.scan())
+
+
+def half_committed(store: ObjectStore) -> tuple[IngestPlan, list[StagedSst]]:
+    """A two-shard table and the batch's job, which committed shard 0 only (so far)."""
+    Table.create("t", store, [MID]).close()
+    plan = plan_ingest("t", store, job_id="job-1", txn=BATCH)
+    staged = stage(store, plan)
+    assert commit(store, plan, staged, 0).status == WRITTEN
+    return plan, staged
+
+
+ALL = {k: b"v-" + k for k in KEYS}
+
+
+# ---- the rule ---------------------------------------------------------------------------------
+def test_a_combined_range_records_the_lowest_version_and_only_apps_every_range_has() -> None:
+    a = (AppVersion("both", 5), AppVersion("only-a", 1), AppVersion("z", 9))
+    b = (AppVersion("both", 3), AppVersion("z", 9))
+    assert combined_range_transactions([a, b]) == (AppVersion("both", 3), AppVersion("z", 9))
+    assert combined_range_transactions([b, a]) == combined_range_transactions([a, b])
+    assert combined_range_transactions([a]) == a
+    assert combined_range_transactions([a, ()]) == ()
+    assert combined_range_transactions([]) == ()
+
+
+# ---- merge ------------------------------------------------------------------------------------
+def test_a_rerun_after_a_merge_writes_the_rows_the_refused_shard_missed(
+    local: ObjectStore,
+) -> None:
+    plan, staged = half_committed(local)
+    with Table.open("t", local) as t:
+        t.merge(0)
+    refused = commit(local, plan, staged, 1)
+    assert refused.status == REFUSED and "ShardMapConflict" in refused.message
+    assert len(contents(local)) == 50
+    # the merged shard covers shard 1's range, which never had the batch
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: None}
+    (merged,) = rerun(local, "job-2")
+    # One database now covers both old ranges: the re-run writes all of its rows (the 50 shard
+    # 0 had get the same values again); the records cannot tell the halves apart.
+    assert merged.status == WRITTEN and merged.rows == 100
+    assert contents(local) == ALL
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version}
+    (again,) = rerun(local, "job-3")
+    assert again.status == SKIPPED
+
+
+def test_a_merge_keeps_a_batch_both_shards_had(local: ObjectStore) -> None:
+    plan, staged = half_committed(local)
+    assert commit(local, plan, staged, 1).status == WRITTEN
+    with Table.open("t", local) as t:
+        t.merge(0)
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version}
+    assert [s.status for s in rerun(local, "job-2")] == [SKIPPED]
+    assert contents(local) == ALL
+
+
+# ---- split ------------------------------------------------------------------------------------
+def test_a_rerun_after_a_split_of_the_refused_shard_writes_exactly_its_rows(
+    local: ObjectStore,
+) -> None:
+    """A split child covers part of one old range: it keeps its source's records."""
+    plan, staged = half_committed(local)
+    with Table.open("t", local) as t:
+        t.split(1, b"k075")
+    assert commit(local, plan, staged, 1).status == REFUSED
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version, 1: None, 2: None}
+    out = rerun(local, "job-2")
+    assert [(s.status, s.rows) for s in out] == [(SKIPPED, 0), (WRITTEN, 25), (WRITTEN, 25)]
+    assert contents(local) == ALL
+
+
+def test_a_rerun_after_a_merge_and_a_split_back_writes_the_missing_rows(
+    local: ObjectStore,
+) -> None:
+    """The split children of a merged shard inherit what the merge recorded, so the batch is
+    not applied in either of them."""
+    plan, staged = half_committed(local)
+    with Table.open("t", local) as t:
+        t.merge(0)
+    assert commit(local, plan, staged, 1).status == REFUSED
+    with Table.open("t", local) as t:
+        t.split(0, MID)
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: None, 1: None}
+    out = rerun(local, "job-2")
+    assert [(s.status, s.rows) for s in out] == [(WRITTEN, 50), (WRITTEN, 50)]
+    assert contents(local) == ALL
+
+
+# ---- overwrite --------------------------------------------------------------------------------
+def test_an_overwrite_carries_into_each_target_only_what_its_range_had_applied(
+    local: ObjectStore,
+) -> None:
+    """The overwrite rewrites the table with its own contents (the half the batch wrote, as a
+    re-encoding would) under its own txn; the batch's re-run then writes the other half. The
+    overwrite's txn is recorded on every target."""
+    half_committed(local)
+    nightly = AppVersion("nightly", 1)
+    half = {k: v for k, v in ALL.items() if k < MID}
+    batch = pa.record_batch([pa.array(list(half), pa.binary()),
+                             pa.array(list(half.values()), pa.binary())], ["key", "value"])
+    out = overwrite_table("t", local, [batch], txn=nightly)
+    assert [s.status for s in out] == [WRITTEN, WRITTEN]
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version, 1: None}
+    assert table_app_versions(local, "t", nightly.app_id) == {0: 1, 1: 1}
+    assert [(s.status, s.rows) for s in rerun(local, "job-2")] == [(SKIPPED, 0), (WRITTEN, 50)]
+    assert contents(local) == ALL
+    # the overwrite itself stays applied: its re-run is a no-op
+    again = overwrite_table("t", local, [], txn=nightly)
+    assert {s.status for s in again} == {SKIPPED}
+    assert contents(local) == ALL

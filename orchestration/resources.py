@@ -134,7 +134,9 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
     gc_db_delete_grace: str = "1d"
     ingest_retention: str = "7d"
     """``rescaling`` deletes a table's ingest leftovers (staged SSTs of zombie or crashed
-    attempts, done markers) this old; longer than any ingest job runs."""
+    attempts, done markers, plan records) this old. Any age is safe, "0s" included (a job whose
+    plan record is gone never commits again: ``collect_leftovers``); one shorter than a running
+    ingest job makes that job fail, so keep it above the longest job."""
 
     # checkpoints
     checkpoints: list[CheckpointPolicy] = Field(default_factory=list)

@@ -213,6 +213,14 @@ class ShardMapConflict(SlateDBError):
     the latest map or is being split or merged (re-read the map and re-route)."""
 
 
+class IngestJobExpired(SlateDBError):
+    """An ingest job's plan record is gone: the table GC collected the job's leftovers
+    (``Table.collect_garbage``, older than ``ingest_min_age``), its done markers with them, so
+    nothing can tell any more which shards the job committed. Its commits are refused, so that
+    none applies twice; nothing was written. Plan the job again (a new job id), or give it an
+    app id and batch version (exactly-once batches), whose records live in the shards."""
+
+
 class CloneConflict(SlateDBError):
     """The destination already holds a database that is not this clone (or union). Choose
     another destination, or destroy what is there first."""

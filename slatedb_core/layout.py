@@ -18,6 +18,8 @@ A sharded table at ``<table>`` (docs/projection-and-union.md)::
     <table>/_ingest/<job>/staged/<run>/<partition>-<attempt>-<nonce>/<run>-<shard_id>-<part>.sst
                                           SSTs a batch ingest run staged (slatedb_core.table.ingest)
     <table>/_ingest/<job>/{shard_id:010}.done  done markers: the job committed that shard
+    <table>/_ingest/<job>/plan.json       the job's plan record: a job without a txn commits
+                                          only while it exists (ingest_plan_record)
     ingest:<job>:<run>:{shard_id:010}    not an object: the checkpoint an ingest commits into the
                                           shard's manifest with its SSTs (ingest_checkpoint_name)
     <table>/snapshots/<name>/record/{id:020}.snapshot
@@ -65,6 +67,7 @@ SHARDS_DIR = "shards"
 INGEST_DIR = "_ingest"
 INGEST_STAGED_DIR = "staged"
 INGEST_DONE_SUFFIX = ".done"
+INGEST_PLAN_RECORD = "plan.json"
 INGEST_CHECKPOINT_PREFIX = "ingest"
 SNAPSHOTS_DIR = "snapshots"
 SNAPSHOT_RECORD_DIR = "record"
@@ -151,6 +154,12 @@ def staged_sst_name(run: int, shard_id: int, part: int) -> str:
 def ingest_done_marker(table_path: str, job_id: str, shard_id: int) -> str:
     """The marker an ingest job writes once shard ``shard_id`` is committed."""
     return join(ingest_job_dir(table_path, job_id), f"{shard_id:010d}{INGEST_DONE_SUFFIX}")
+
+
+def ingest_plan_record(table_path: str, job_id: str) -> str:
+    """The record ``plan_ingest`` writes for job ``job_id``; the table GC deletes it before any
+    other object of the job (slatedb_core.table.ingest_cleanup)."""
+    return join(ingest_job_dir(table_path, job_id), INGEST_PLAN_RECORD)
 
 
 def ingest_checkpoint_name(job_id: str, run_id: str, shard_id: int) -> str:

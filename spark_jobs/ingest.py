@@ -61,9 +61,10 @@ their done markers, written by this run, and reports those commits instead of re
 done marker closes the last gap: a zombie attempt (a speculative copy Spark failed to kill) that
 opens the writer after the job has finished would otherwise re-commit this job's values over a
 later job's; it finds the marker and writes nothing (and after the run ended, its copies fail:
-the staged objects are gone). What zombies stage after the run's cleanup, and the done markers,
-stay under ``<table>/_ingest/`` until ``Table.collect_garbage`` deletes them (``ingest_min_age``,
-7 days by default; the rescaling asset and ``slatedb table gc`` call it).
+the staged objects are gone). What zombies stage after the run's cleanup, the done markers and
+the job's plan record stay under ``<table>/_ingest/`` until ``Table.collect_garbage`` deletes
+them (``ingest_min_age``, 7 days by default; the rescaling asset and ``slatedb table gc`` call
+it); a job whose plan record was collected commits nothing more (IngestJobExpired).
 
 Sequence numbers: the staged entries carry seq 0 (they are written before any writer is open);
 the commit reserves one sequence number of the database for the ingest. The engine orders

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.checkpoints import list_checkpoints
-from slatedb_core.errors import SlateDBError
+from slatedb_core.errors import IngestJobExpired, SlateDBError
 from slatedb_core.layout import ingest_done_marker
 from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.store.faults import FaultyStore
@@ -143,15 +143,15 @@ def test_a_sealed_shard_the_retry_finds_uncommitted_is_refused(tmp_path: Path) -
         assert t.get(b"a") is None
 
 
-def test_ingest_leftovers_are_safe_only_when_ingest_min_age_outlives_the_job(
+def test_a_job_outlived_by_its_marker_ingests_nothing_and_one_outliving_it_is_refused(
     tmp_path: Path,
 ) -> None:
-    """collect_leftovers' contract: ``ingest_min_age`` must be longer than any job's life. Kept,
-    the marker outlives the job and a stage-1 re-run of the same run (Spark recomputes map
-    output after a fetch failure: a fresh attempt directory, fresh staged SSTs) feeding a
-    stage-2 retry ingests nothing. Broken (the GC deletes the marker while the job runs), that
-    retry finds neither marker nor checkpoint and ingests the shard again over an acknowledged
-    delete, as the docstring warns."""
+    """Kept, the marker outlives the job and a stage-1 re-run of the same run (Spark recomputes
+    map output after a fetch failure: a fresh attempt directory, fresh staged SSTs) feeding a
+    stage-2 retry ingests nothing. With ``ingest_min_age`` shorter than the job, the GC deletes
+    the marker while the job runs, and its plan record first: the retry is refused
+    (IngestJobExpired) instead of ingesting the shard again over an acknowledged delete (issue
+    37, hole 4; tests/table/test_ingest_retention.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -171,9 +171,10 @@ def test_ingest_leftovers_are_safe_only_when_ingest_min_age_outlives_the_job(
         t.collect_garbage(ingest_min_age=timedelta(0))  # shorter than the job: contract broken
     again = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 2), 0,
                             [_batch([b"a"], b"1")]))
-    retry = commit_shard(local, plan, "run", shard, [s.path for s in again], attempt=2)
+    with pytest.raises(IngestJobExpired):
+        commit_shard(local, plan, "run", shard, [s.path for s in again], attempt=2)
     with Table.open("t", local) as t:
-        assert (retry.status, t.get(b"a")) == (WRITTEN, b"1")
+        assert t.get(b"a") is None
 
 
 def test_held_a_lost_answer_of_the_marker_is_settled_by_the_retry(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from slatedb_core.layout import (
     ingest_checkpoint_name,
     ingest_dir,
     ingest_done_marker,
+    ingest_plan_record,
     ingest_staging_dir,
 )
 from slatedb_core.store.faults import FaultyStore
@@ -134,10 +135,11 @@ def test_the_runs_cleanup_and_the_leftovers_gc(local: ObjectStore) -> None:
     assert delete_staging(local, "t", "job", "run") == len(staged)
     assert not any(local.exists(s.path) for s in staged)
     left = [m.path for m in local.list(ingest_dir("t") + "/")]
-    assert left == [ingest_done_marker("t", "job", plan.shards[0].shard_id)]
+    assert sorted(left) == [ingest_done_marker("t", "job", plan.shards[0].shard_id),
+                            ingest_plan_record("t", "job")]
     assert collect_leftovers(local, "t", timedelta(days=1)) == (0, 0)
     deleted, _ = collect_leftovers(local, "t", timedelta(0))
-    assert deleted == 1 and list(local.list(ingest_dir("t") + "/")) == []
+    assert deleted == 2 and list(local.list(ingest_dir("t") + "/")) == []
 
 
 # ---- the commit's checkpoint: an attempt that stopped before its marker ----------------------

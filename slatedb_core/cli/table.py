@@ -272,8 +272,9 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     type=DurationType(allow_zero=True),
     default="7d",
     show_default=True,
-    help="Delete ingest leftovers (_ingest/: staged SSTs, done markers) older than this; "
-    "longer than any ingest job runs.",
+    help="Delete ingest leftovers (_ingest/: staged SSTs, done markers, plan records) older "
+    "than this. Any age is safe (no job applies twice); one shorter than a running ingest job "
+    "makes that job fail.",
 )
 @_json_option
 @click.pass_obj

@@ -13,6 +13,8 @@ Everything an ingest keeps lives under ``<table>/_ingest/<job>/`` (names in
                       and speculative copies never share an object
     {shard_id:010}.done
                       the done marker: the job committed that shard (commit_shard)
+    plan.json         the plan record, written by plan_ingest: a job without a txn commits
+                      a shard only while it exists
 
 Besides these objects, a commit leaves one checkpoint in the shard's manifest, named
 ``ingest:<job>:<run>:<shard_id>`` (:func:`~slatedb_core.layout.ingest_checkpoint_name`), from
@@ -53,8 +55,15 @@ written, so no commit is missed. (SlateDB RFC 0004: a named checkpoint is what a
 for such a record; its lifetime is the safety net when every attempt stops in between.)
 
 A run's staged SSTs are deleted when the run ends (:func:`delete_staging`); what a zombie attempt
-stages after that, and the done markers, are deleted by :func:`collect_leftovers` (through
-``Table.collect_garbage``) once older than the longest job.
+stages after that, the done markers and the plan records are deleted by
+:func:`collect_leftovers` (through ``Table.collect_garbage``) once older than its
+``ingest_min_age``, which may be any age: collecting a marker can never let its job commit
+again. The marker is the only record of a commit once its checkpoint is dropped, so an attempt
+that finds neither (one that staged its rows afresh: Spark re-running a map stage) commits only
+while the job's plan record exists, looked for after the marker; the GC deletes a job's plan
+record before any of its markers, so the record found means no marker was collected (issue 37,
+hole 4). A job whose record was collected fails with IngestJobExpired instead, having written
+nothing. With a txn the shards' own records settle the job, and no plan record is needed.
 """
 
 from __future__ import annotations
@@ -74,6 +83,7 @@ from slatedb_core.checkpoints import drop_named_checkpoints
 from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
+    IngestJobExpired,
     ObjectAlreadyExists,
     ObjectNotFound,
     ShardMapConflict,
@@ -82,6 +92,7 @@ from slatedb_core.layout import (
     ingest_attempt_dir,
     ingest_checkpoint_name,
     ingest_done_marker,
+    ingest_plan_record,
     ingest_staging_dir,
     join,
     parse_ingest_checkpoint_name,
@@ -138,9 +149,9 @@ _MARKER_COUNTS = ("rows", "ssts", "bytes", "manifest_id")
 
 INGEST_CHECKPOINT_LIFETIME = timedelta(days=7)
 """How long a commit's checkpoint may outlive its attempt: it is dropped once the done marker is
-written, so it lingers only when every attempt stopped in between; the GC then expires it (the
-default ``ingest_min_age`` of ``Table.collect_garbage``, after which no attempt of the job can
-commit anyway: its staged SSTs are gone)."""
+written, so it lingers only when every attempt stopped in between; the GC then expires it. (The
+default ``ingest_min_age`` of ``Table.collect_garbage``: by then the job's plan record is
+collected too, and no attempt of the job can commit.)"""
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,12 @@ def plan_ingest(
     check_optional("txn", txn, AppVersion)
     shard_map = ShardMapStore(store, table_path).read_latest()
     base = plan_seq_base(store, shard_map.shards)
-    return IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base, txn)
+    plan = IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base, txn)
+    _put_once(store, ingest_plan_record(table_path, plan.job_id), {
+        "job": plan.job_id, "shard_map": shard_map.id, "seq_base": base,
+        "txn": None if txn is None else [txn.app_id, txn.version], "planned_at": time.time(),
+    })
+    return plan
 
 
 @dataclass(frozen=True)
@@ -327,10 +343,10 @@ def commit_shard(
         earlier_run = parsed[1] if parsed is not None else ""
         if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
             counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
-            _put_marker(store, marker, {**counts, "run": run_id})
+            _put_once(store, marker, {**counts, "run": run_id})
             _drop_checkpoint(store, shard.db_path, earlier.name or "")
             return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
-        _put_marker(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
+        _put_once(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
         _drop_checkpoint(store, shard.db_path, earlier.name or "")
         return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                      writer_epoch=epoch)
@@ -354,6 +370,8 @@ def commit_shard(
         earlier = _job_checkpoint(db.manifest.manifest, plan.job_id, shard.shard_id)
         done = _read_marker(store, marker)
         if done is None and earlier is None:
+            if plan.txn is None:  # no record in the shards: the plan record must still be there
+                _check_plan_record(store, plan)
             result = db.ingest_ssts(
                 sources,
                 checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
@@ -377,7 +395,7 @@ def commit_shard(
                      writer_epoch=epoch, manifest_id=result.manifest_id)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}
-    _put_marker(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
+    _put_once(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
     drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
     return stats(WRITTEN, "", writer_epoch=epoch, **counts)
 
@@ -446,13 +464,30 @@ def _source_counts(store: ObjectStore, sources: list[str]) -> dict[str, int]:
             "bytes": sum(i.size_bytes for i in infos)}
 
 
-def _put_marker(store: ObjectStore, path: str, body: dict[str, object]) -> None:
-    """Write the done marker unless one exists: a concurrent attempt of the same job that
-    finished too committed the same rows, the same outcome."""
+def _put_once(store: ObjectStore, path: str, body: dict[str, object]) -> None:
+    """Write a marker or plan record unless one exists: a concurrent attempt of the same job
+    that finished too committed the same rows (the same plan), the same outcome."""
     try:
         store.put_if_absent(path, json.dumps(body).encode())
     except ObjectAlreadyExists:
         pass
+
+
+
+def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
+    """IngestJobExpired unless the job's plan record exists. Called under the shard's fence,
+    after this job's checkpoint and done marker were looked for and neither found: the GC
+    deletes the plan record before any marker of its job (collect_leftovers), so a record there
+    now means no marker of the job was gone when it was read, and this shard is uncommitted.
+    Without it a marker may have been collected, and a commit could apply the job twice (issue
+    37, hole 4)."""
+    if not store.exists(ingest_plan_record(plan.table_path, plan.job_id)):
+        raise IngestJobExpired(
+            f"ingest job {plan.job_id} into table {plan.table_path!r}: its plan record is gone "
+            "(Table.collect_garbage collected the job's leftovers, its done markers with them), "
+            "so its commits are refused: none may apply twice; nothing was written. Plan the job "
+            "again (a new job id), or write with an app id and batch version"
+        )
 
 
 def _marker_int(body: dict[str, object], key: str, default: int) -> int:

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from slatedb_core.errors import InvalidArgument, ObjectNotFound
-from slatedb_core.layout import ingest_dir, ingest_staging_dir
-from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.layout import INGEST_DIR, INGEST_PLAN_RECORD, ingest_dir, ingest_staging_dir
+from slatedb_core.store.objectstore import ObjectMeta, ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -35,28 +35,56 @@ def collect_leftovers(
     """Delete every object under ``<table>/_ingest/`` older than ``min_age``; returns how many
     were deleted and their bytes.
 
-    The caller must guarantee that ``min_age`` is longer than any ingest job's life (from its
-    plan to the end of its last task attempt): a done marker is the only record of a shard's
-    commit once its checkpoint is dropped, and it must outlive every attempt of its job. With a
-    shorter ``min_age`` a marker may go while its job still runs, and an attempt that staged its
-    SSTs afresh (Spark re-running a map stage) finds neither marker nor checkpoint and commits
-    the shard again, over whatever was written to it since (a delete is undone). Nothing here
-    can tell a finished job from a running one: the age is the whole guarantee."""
+    Any ``min_age`` (0 included) is safe for the table's contents: a job without a txn commits a
+    shard only while its plan record exists (``commit_shard`` looks for it after its checkpoint
+    and done marker), and this deletes every old plan record BEFORE any other object, and none
+    of a job whose record it could not delete (or that is younger than ``min_age``), so a
+    marker is never gone while its plan record is there. A job with a txn is settled by its
+    shards' records. What a short ``min_age`` costs is the running jobs it catches: their
+    staged SSTs go, and their later commits are refused (IngestJobExpired) instead of applied;
+    nothing of them is applied twice. Keep it above the longest job (the default 7 days) so
+    that no job fails this way."""
     if min_age < timedelta(0):
         raise InvalidArgument(f"ingest_min_age must be >= 0, got {min_age}")
     cutoff = time.time() - min_age.total_seconds()
-    old = [
-        m for m in store.list(ingest_dir(table_path) + "/")
-        if m.last_modified.timestamp() <= cutoff
-    ]
+    listed = list(store.list(ingest_dir(table_path) + "/"))
+    records = {_job_dir(m.path): m for m in listed if _is_plan_record(m.path)}
+    old = [m for m in listed if m.last_modified.timestamp() <= cutoff]
     deleted = freed = 0
-    for m in old:
+
+    def delete(m: ObjectMeta) -> None:
+        nonlocal deleted, freed
         try:
             store.delete(m.path)
         except ObjectNotFound:
-            continue
+            return
         deleted += 1
         freed += m.size
+
+    # 1. the plan records: from now on their jobs cannot commit (an error stops the pass here)
+    gone = set()
+    for job, m in records.items():
+        if m.last_modified.timestamp() <= cutoff:
+            delete(m)
+            gone.add(job)
+    # 2. the rest, but nothing of a job whose plan record stays
+    for m in old:
+        if _is_plan_record(m.path):
+            continue
+        job = _job_dir(m.path)
+        if job in records and job not in gone:
+            continue
+        delete(m)
     if deleted:
         log.info("table %r: deleted %d ingest leftover(s), %d bytes", table_path, deleted, freed)
     return deleted, freed
+
+
+def _is_plan_record(path: str) -> bool:
+    return path.rsplit("/", 1)[-1] == INGEST_PLAN_RECORD
+
+
+def _job_dir(path: str) -> str:
+    """The ``<table>/_ingest/<job>`` an object under the table's ingest directory belongs to."""
+    head, sep, rest = path.partition("/" + INGEST_DIR + "/")
+    return head + sep + rest.split("/", 1)[0]

@@ -414,12 +414,12 @@ class Table:
           latest version of their name's record does not hold, once ``SWEEP_MIN_AGE`` old:
           :mod:`slatedb_core.table.named_snapshots`), names without a record included;
         * ingest leftovers under ``<table>/_ingest/`` older than ``ingest_min_age``: SSTs a
-          zombie or crashed ingest attempt staged after (or without) its run's cleanup, and the
-          jobs' done markers. A marker only matters while its job can still run: it keeps a late
-          attempt of that job from committing again, and such an attempt fails anyway once its
-          run's staged SSTs are gone. So ``ingest_min_age`` must exceed the longest ingest job
-          (a shorter one fails a running job's commits, which loses nothing: nothing of the
-          shard is committed and the job can be run again).
+          zombie or crashed ingest attempt staged after (or without) its run's cleanup, the
+          jobs' done markers and plan records. Any age is safe, 0 included: a job's plan record
+          goes first, and a job without it never commits again (IngestJobExpired), so no job
+          applies twice (:func:`slatedb_core.table.ingest_cleanup.collect_leftovers`). An age
+          shorter than a running job fails that job instead (nothing of it applied twice; run
+          it again), so the default outlives any job.
         """
         self._check_writable()
         return collect_table_garbage(self.maps, min_age, ingest_min_age)

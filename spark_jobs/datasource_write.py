@@ -19,7 +19,8 @@ retried commit, or a zombie attempt, write nothing twice); with ``app_id`` / ``b
 a shard that already holds that batch (or a later one) is skipped, decided in the same manifest
 update (docs/spark.md, "Exactly-once batches"). An overwrite commits its new databases and swaps
 them in with one shard-map commit (docs/overwrite.md). The run's staging prefix is deleted
-whatever happens; ``abort`` deletes it too, and the new databases of an overwrite.
+whatever happens; ``abort`` deletes it too, and the new databases of an overwrite (a stream's
+abort only when a task message names the run: :meth:`SlateDBStreamWriter.abort`).
 
 Streams: each micro-batch is one such job, named after the batch (``<job>b<batch id>``), its
 app id the ``app_id`` option or else the query's id (which Spark keeps across restarts in the
@@ -430,11 +431,17 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
         """The plan the batch's tasks staged with. PySpark creates a new stream writer for each
         commit (pyspark/sql/worker/python_streaming_sink_runner.py), so ``self.wp`` was planned
         afresh at commit time: another seq base, shard map and job than the staged SSTs'."""
+        wp = self._tasks_plan(messages)
+        return self.wp if wp is None else wp
+
+    @staticmethod
+    def _tasks_plan(messages: Sequence[WriterCommitMessage | None]) -> WritePlan | None:
+        """The plan the messages' tasks staged with (None: no message names one)."""
         plans = {m.plan.run_id: m.plan for m in messages
                  if isinstance(m, StagedRefs) and m.plan is not None}
         if len(plans) > 1:
             raise InvalidArgument(f"tasks of one micro-batch staged under runs {sorted(plans)}")
-        return plans.popitem()[1] if plans else self.wp
+        return plans.popitem()[1] if plans else None
 
     def _app_id(self, messages: Sequence[WriterCommitMessage | None]) -> str:
         if self.wp.options.app_id is not None:
@@ -452,5 +459,16 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
         _commit(wp, batch_plan(wp, batchId, self._app_id(messages)), refs)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        wp = self._staged_plan(messages)
+        """Delete what the batch's tasks staged, under the run their messages name. Without a
+        message that names it (every task failed) nothing is deleted: this writer's own plan
+        is not the one the tasks staged with (PySpark creates a new writer for the abort), so
+        it names no run of this batch, and a guess could be another run's staging, a run
+        still writing. What the failed attempts staged goes with the table's garbage
+        (``Table.collect_garbage``, ``ingest_min_age``)."""
+        wp = self._tasks_plan(messages)
+        if wp is None:
+            log.warning("write into %r: micro-batch %d aborted with no task message: its "
+                        "staged SSTs, if any, are left to Table.collect_garbage",
+                        self.wp.options.path, batchId)
+            return
         _abort(wp, batch_plan(wp, batchId, None))

@@ -37,6 +37,7 @@ from slatedb_core.errors import (
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
+    ObjectVersionBehindBoundary,
     VersionExists,
 )
 from slatedb_core.keys import KeyRange
@@ -119,11 +120,15 @@ class Table:
     ) -> Table:
         """Create a table of ``len(split_points) + 1`` shards tiling the key space. Raises
         InvalidArgument for split points that are not non-empty, strictly increasing bytes, and
-        ObjectAlreadyExists if a table exists at ``path``.
+        ObjectAlreadyExists if a table exists at ``path``. Of two creates at one path at once,
+        exactly one wins; the other gets ObjectAlreadyExists, whatever its split points
+        (tests/table/test_create_races.py).
 
         Order: the shard databases first (each created with its key range, which the engine
         enforces on every write), then shard map 1 by create-if-absent. A crash in between leaves
-        databases that no map names; re-running the same create adopts them."""
+        databases that no map names; re-running the same create adopts them. A database found
+        with another range is not adopted (ObjectAlreadyExists): two layouts differ first at
+        some shard i, both need database i, and only one creates it."""
         validate_relative_path(path, what="table path")
         check_store(store)
         if isinstance(split_points, bytes | str) or not hasattr(split_points, "__iter__"):
@@ -142,7 +147,9 @@ class Table:
         initial = ShardMap(0, shards, time.time(), len(shards) + 1)
         try:
             committed = maps.create_initial(initial)
-        except VersionExists:
+        except (VersionExists, ObjectVersionBehindBoundary):
+            # another create committed version 1 first (behind the boundary: long enough ago
+            # that the map moved on and its GC deleted version 1; our void copy is deleted)
             raise ObjectAlreadyExists(maps.seq.path(1)) from None
         return cls(path, store, options, maps, committed)
 

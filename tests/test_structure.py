@@ -1,6 +1,7 @@
 """The package's shape is checked like its behaviour (docs/architecture.md): the import contracts
 in pyproject.toml (import-linter) hold, and ``tools/structure.py`` finds no import cycle, no private
-name imported across modules, at most 12 top-level modules and none over 500 lines."""
+name imported across modules, and at most 12 top-level modules;
+module sizes are printed as a figure, not checked (docs/contributing.md)."""
 
 from __future__ import annotations
 
@@ -26,4 +27,4 @@ def test_structure_figures_are_zero() -> None:
     assert done.returncode == 0, done.stdout[-4000:]
     assert "cycles 0" in done.stdout
     assert "private cross-module imports 0" in done.stdout
-    assert "modules over 500 lines 0" in done.stdout
+    assert "size: " in done.stdout  # the largest modules are listed as a figure

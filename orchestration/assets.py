@@ -53,6 +53,7 @@ from orchestration.table_assets import EXPORT_CHECKPOINT_NAME, delta_export, res
 from slatedb_core import (
     CheckpointNotFound,
     CheckpointOptions,
+    DatabaseDestroyed,
     DatabaseNotFound,
     admin,
     run_compaction_once,
@@ -289,6 +290,11 @@ def checkpoint_refresh(
                 refreshed += 1
             except CheckpointNotFound:  # expired meanwhile: the next pass creates a new one
                 context.log.warning(f"{db}: checkpoint {cp.name} {cp.id} expired before refresh")
+            except DatabaseDestroyed:
+                # soft-destroyed since the inspection: its checkpoints may only run out now
+                # (seed 003; docs/clones-and-destroy.md), so the pass ends like one that saw it
+                yield skipped(context, "soft-destroyed during the pass; checkpoints left to expire")
+                return
         for policy in plan.create:
             result = admin.create_checkpoint(
                 db, s, CheckpointOptions(lifetime=policy.lifetime_td, name=policy.name)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
+import pytest
 
 from orchestration.assets import checkpoint_refresh
 from orchestration.checkpoint_policy import plan_checkpoints
 from orchestration.checks import no_expired_checkpoint_lingering
 from orchestration.resources import CheckpointPolicy
 from slatedb_core import Checkpoint, CheckpointOptions, ObjectStore, admin
+from slatedb_core.lifecycle.destroy import destroy
 from tests.orchestration.conftest import add_partitions
 
 DAY = 86_400
@@ -120,3 +124,39 @@ def test_lingering_expired_checkpoint_check(
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.WARN
     assert evaluation.metadata["lingering"].value == 1
+
+
+def test_a_database_soft_destroyed_during_the_pass_is_skipped_not_a_failed_run(
+    store: ObjectStore,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+    orders: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37, item 8's follow-up: refreshing a soft-destroyed database's checkpoint is an
+    error (seed 003), and a destroy landing between the asset's inspection and its refresh made the
+    run fail with DatabaseDestroyed. The pass now logs the destroy and ends as skipped."""
+    # a retention checkpoint in the second half of its 1 h lifetime: the plan refreshes it
+    admin.create_checkpoint(
+        orders,
+        store,
+        CheckpointOptions(lifetime=timedelta(hours=1), name="retention"),
+        now=lambda: time.time() - 45 * 60,
+    )
+    planned = plan_checkpoints
+
+    def plan_then_destroy(*args: Any, **kwargs: Any) -> Any:
+        plan = planned(*args, **kwargs)
+        assert plan.refresh, "the test needs a refresh in the plan"
+        destroy(orders, store, soft=True)  # a real soft destroy, between plan and refresh
+        return plan
+
+    monkeypatch.setattr("orchestration.assets.plan_checkpoints", plan_then_destroy)
+    add_partitions(instance, orders)
+    result = dg.materialize(
+        [checkpoint_refresh], partition_key=orders, resources=resources, instance=instance
+    )
+    assert result.success
+    assert result.asset_materializations_for_node("checkpoint_refresh") == []
+    (seen,) = result.asset_observations_for_node("checkpoint_refresh")
+    assert "soft-destroyed" in str(seen.metadata)

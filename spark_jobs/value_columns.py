@@ -39,24 +39,43 @@ def check_value_encoding(
     table: Table, encoding: ValueEncoding | None, *, created: bool, value_option: str
 ) -> None:
     """A write must bring what ``table`` holds: its recorded columns, or plain values. The first
-    write of encoded columns records them, unless the table already holds plain values (which
-    would then be read as encoded rows). ``value_option`` names the caller's setting for plain
-    values in the messages (``'value'``, ``value_column``)."""
+    write of either kind records it (:meth:`Table.record_value_encoding`, one shard-map commit),
+    so a plain and an encoded write racing on an empty table cannot both pass; an encoded write
+    is also refused by a table that holds plain values written before plain writes recorded
+    them. ``value_option`` names the caller's setting for plain values in the messages
+    (``'value'``, ``value_column``)."""
     if encoding is not None:
         if table.value_encoding is None and not created and _holds_rows(table):
-            raise InvalidArgument(
-                f"{value_option} is missing: table {table.path!r} holds plain values, not "
-                f"encoded columns; give {value_option}, or overwrite (a table whose values "
-                "are these columns already, written before ingests recorded them, takes "
-                "Table.record_value_encoding once)"
-            )
-        table.record_value_encoding(encoding)  # InvalidArgument if others are recorded
-    elif table.value_encoding is not None:
-        enc = table.value_encoding
-        raise InvalidArgument(
-            f"{value_option}: table {table.path!r} holds {enc.format}-encoded columns "
-            f"{enc.schema}; write those columns (without {value_option}), or overwrite"
-        )
+            raise _holds_plain(table, value_option)
+        try:
+            table.record_value_encoding(encoding)  # InvalidArgument if others are recorded
+        except InvalidArgument:
+            if table.maps.read_latest().plain_values:
+                raise _holds_plain(table, value_option) from None
+            raise
+        return
+    enc = table.value_encoding
+    if enc is None:
+        try:
+            table.record_value_encoding(None)
+            return
+        except InvalidArgument:  # columns recorded since this handle read the map
+            enc = table.maps.read_latest().value_encoding
+            if enc is None:
+                raise
+    raise InvalidArgument(
+        f"{value_option}: table {table.path!r} holds {enc.format}-encoded columns "
+        f"{enc.schema}; write those columns (without {value_option}), or overwrite"
+    )
+
+
+def _holds_plain(table: Table, value_option: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"{value_option} is missing: table {table.path!r} holds plain values, not "
+        f"encoded columns; give {value_option}, or overwrite (a table whose values "
+        "are these columns already, written before ingests recorded them, takes "
+        "Table.record_value_encoding once)"
+    )
 
 
 def _holds_rows(table: Table) -> bool:

@@ -153,6 +153,11 @@ class ShardMap:
     """Databases (paths) of former shards, soft-destroyed or about to be, until they are gone."""
     value_encoding: ValueEncoding | None = None
     """How values hold columns, if a write recorded it (kept by every later version)."""
+    plain_values: bool = False
+    """A write of plain values recorded that the table holds plain values, not encoded columns
+    (``Table.record_value_encoding(None)``): the first write of either kind records its kind, so
+    a plain and an encoded write racing on an empty table cannot both pass. Kept by every later
+    version that records no encoding (:meth:`ShardMapStore.update`)."""
     _starts: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +247,8 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
         doc["value_encoding"] = {
             "format": m.value_encoding.format, "schema": m.value_encoding.schema
         }
+    if m.plain_values:  # likewise
+        doc["plain_values"] = True
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
 
@@ -320,11 +327,18 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
             for p in doc["retired"]
         ),
         value_encoding=_value_encoding(doc.get("value_encoding")),
+        plain_values=_flag(doc.get("plain_values", False), "plain_values"),
     )
     problem = layout_problem(m)
     if problem is not None:
         raise CorruptionError(name, problem)
     return m
+
+
+def _flag(v: Any, what: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{what} must be true or false, got {v!r}")
+    return v
 
 
 def _value_encoding(v: Any) -> ValueEncoding | None:
@@ -351,6 +365,8 @@ def layout_problem(m: ShardMap) -> str | None:
             return f"shard {a.index} has an empty range"
     if m.shards[-1].key_range.is_empty():
         return "the last shard has an empty range"
+    if m.plain_values and m.value_encoding is not None:
+        return "a map records both plain values and a value encoding"
     for op in m.pending:
         srcs = [m.by_id(i) for i in op.sources]
         if not srcs or any(s is None for s in srcs):
@@ -418,7 +434,7 @@ class ShardMapStore:
         if problem is not None:
             raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
         committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                             m.value_encoding)
+                             m.value_encoding, m.plain_values)
         return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
@@ -439,7 +455,12 @@ class ShardMapStore:
 
         def attempt(current: ShardMap) -> ShardMap | None:
             new = change(current)
-            return None if new is None or new is current else _renumbered(new)
+            if new is None or new is current:
+                return None
+            # the plain-values record stays until a version records an encoding (an encoded
+            # overwrite): changes written before it existed need not know of it
+            plain = new.value_encoding is None and (new.plain_values or current.plain_values)
+            return _renumbered(new, plain)
 
         return self.versions.update(attempt, base=base)
 
@@ -480,12 +501,13 @@ class ShardMapStore:
         return deleted
 
 
-def _renumbered(m: ShardMap) -> ShardMap:
-    """``m`` with shard indexes equal to positions and seal flags derived from its pending ops."""
+def _renumbered(m: ShardMap, plain_values: bool) -> ShardMap:
+    """``m`` with shard indexes equal to positions and seal flags derived from its pending ops,
+    recording ``plain_values``."""
     sealed = {sid for op in m.pending for sid in op.sources}
     shards = tuple(
         Shard(i, s.key_range, s.db_path, s.shard_id, s.shard_id in sealed)
         for i, s in enumerate(m.shards)
     )
     return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                    m.value_encoding)
+                    m.value_encoding, plain_values)

@@ -215,16 +215,37 @@ class Table:
             return self.maps.read_latest().value_encoding
         return self._map.value_encoding
 
-    def record_value_encoding(self, encoding: ValueEncoding) -> ValueEncoding:
-        """Record how the table's values hold columns, unless it is recorded already. Returns
-        the record; raises InvalidArgument if another encoding or schema is recorded (one
-        table holds one kind of value)."""
+    def record_value_encoding(self, encoding: ValueEncoding | None) -> ValueEncoding | None:
+        """Record how the table's values hold columns (None: they are plain values), unless it
+        is recorded already: one map commit, then none. Returns ``encoding``; raises
+        InvalidArgument if another kind is recorded (one table holds one kind of value).
+
+        Every write that checks the kind of its values records it first (both Spark write
+        paths, ``spark_jobs.value_columns``), so of a plain and an encoded write racing on an
+        empty table exactly one passes: the record is one create-if-absent of the next map
+        version, which finds the other's record if it came first. (A plain record is kept by
+        later versions until an overwrite records an encoding; :meth:`writer` records nothing:
+        it does not know what its bytes are.)"""
         self._check_writable()
-        check_instance("encoding", encoding, ValueEncoding)
+        check_optional("encoding", encoding, ValueEncoding)
 
         def change(m: ShardMap) -> ShardMap | None:
+            if encoding is None:
+                if m.plain_values:
+                    return None
+                if m.value_encoding is not None:
+                    raise InvalidArgument(
+                        f"table {self.path!r} holds {m.value_encoding.format} values with "
+                        f"columns {m.value_encoding.schema}, not plain values"
+                    )
+                return dataclasses.replace(m, created_at=time.time(), plain_values=True)
             if m.value_encoding == encoding:
                 return None
+            if m.plain_values:
+                raise InvalidArgument(
+                    f"table {self.path!r} holds plain values, not {encoding.format} values "
+                    f"with columns {encoding.schema} (a plain write recorded it)"
+                )
             if m.value_encoding is not None:
                 raise InvalidArgument(
                     f"table {self.path!r} holds {m.value_encoding.format} values with columns "

@@ -162,6 +162,13 @@ def ingest_plan_record(table_path: str, job_id: str) -> str:
     return join(ingest_job_dir(table_path, job_id), INGEST_PLAN_RECORD)
 
 
+def ingest_overwrite_record(table_path: str, job_id: str) -> str:
+    """The record a commit of overwrite job ``job_id`` writes once it finds the overwrite
+    committed (slatedb_core.table.overwrite): a retry still recognises the commit once later
+    overwrites retired its targets and the GC pruned them from the map."""
+    return join(ingest_job_dir(table_path, job_id), "overwrite.done")
+
+
 def ingest_checkpoint_name(job_id: str, run_id: str, shard_id: int) -> str:
     """The name of the checkpoint that run ``run_id`` of ingest job ``job_id`` commits into shard
     ``shard_id``'s manifest together with its SSTs (slatedb_core.table.ingest). Job and run ids

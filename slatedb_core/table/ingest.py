@@ -135,6 +135,7 @@ __all__ = [
     "commit_shard",
     "delete_staging",
     "plan_ingest",
+    "put_once",
     "raise_if_refused",
     "stage_ssts",
     "table_app_versions",
@@ -203,7 +204,7 @@ def plan_ingest(
     shard_map = ShardMapStore(store, table_path).read_latest()
     base = plan_seq_base(store, shard_map.shards)
     plan = IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base, txn)
-    _put_once(store, ingest_plan_record(table_path, plan.job_id), {
+    put_once(store, ingest_plan_record(table_path, plan.job_id), {
         "job": plan.job_id, "shard_map": shard_map.id, "seq_base": base,
         "txn": None if txn is None else [txn.app_id, txn.version], "planned_at": time.time(),
     })
@@ -343,10 +344,10 @@ def commit_shard(
         earlier_run = parsed[1] if parsed is not None else ""
         if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
             counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
-            _put_once(store, marker, {**counts, "run": run_id})
+            put_once(store, marker, {**counts, "run": run_id})
             _drop_checkpoint(store, shard.db_path, earlier.name or "")
             return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
-        _put_once(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
+        put_once(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
         _drop_checkpoint(store, shard.db_path, earlier.name or "")
         return stats(SKIPPED, "an earlier attempt of this job committed the shard",
                      writer_epoch=epoch)
@@ -395,7 +396,7 @@ def commit_shard(
                      writer_epoch=epoch, manifest_id=result.manifest_id)
     counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
               "manifest_id": result.manifest_id}
-    _put_once(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
+    put_once(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
     drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
     return stats(WRITTEN, "", writer_epoch=epoch, **counts)
 
@@ -464,7 +465,7 @@ def _source_counts(store: ObjectStore, sources: list[str]) -> dict[str, int]:
             "bytes": sum(i.size_bytes for i in infos)}
 
 
-def _put_once(store: ObjectStore, path: str, body: dict[str, object]) -> None:
+def put_once(store: ObjectStore, path: str, body: dict[str, object]) -> None:
     """Write a marker or plan record unless one exists: a concurrent attempt of the same job
     that finished too committed the same rows (the same plan), the same outcome."""
     try:

@@ -72,7 +72,7 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join, shard_db_name
+from slatedb_core.layout import ingest_overwrite_record, join, shard_db_name
 from slatedb_core.lsm.arrow_rows import arrow_entries
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
@@ -87,6 +87,7 @@ from slatedb_core.table.ingest import (
     ShardIngestStats,
     attempt_dir,
     delete_staging,
+    put_once,
     stage_ssts,
 )
 from slatedb_core.table.ingest_seqs import usable_seqs
@@ -169,7 +170,7 @@ def commit_overwrite(
     sources = _check_staged(plan, staged)
     ctx = _context(store, plan, opts)
     latest = ctx.maps.read_latest()
-    where = _where(latest, plan)
+    where = _where_now(store, latest, plan)
     if where != _FRESH:
         return _finish(ctx, plan, latest, None, "committed by an earlier attempt")
     started = time.monotonic()
@@ -217,7 +218,7 @@ def abort_overwrite(store: ObjectStore, plan: IngestPlan) -> None:
     plan = _check_plan(plan)
     maps = ShardMapStore(store, plan.table_path)
     latest = maps.read_latest()
-    where = _where(latest, plan)
+    where = _where_now(store, latest, plan)
     if where == _COMMITTED:
         log.warning("table %r: overwrite job %s committed before its abort; kept",
                     plan.table_path, plan.job_id)
@@ -309,7 +310,7 @@ def _build(
         # leave it alone, without opening a writer that would fence a writer of the new shard
         # if the overwrite has been swapped in meanwhile.
         stored = ManifestStore(store, target.db_path).read_latest()
-        if _holds_data(stored.manifest) or _where(maps.read_latest(), plan) != _FRESH:
+        if _holds_data(stored.manifest) or _where_now(store, maps.read_latest(), plan) != _FRESH:
             return built_earlier(store, target, sources, started,
                                   stored.manifest.writer_epoch, stored.id)
         try:
@@ -345,8 +346,9 @@ def _build_once(
         # empty because its own writers deleted everything since, which an ingest would undo.
         # An attempt sealing after our fence built this target before it (we see its data or
         # txn; an empty target gains nothing here either) or after it (fencing our ingest).
-        if not _holds_data(m) and _where(ShardMapStore(store, plan.table_path).read_latest(),
-                                         plan) == _FRESH:
+        if not _holds_data(m) and _where_now(
+            store, ShardMapStore(store, plan.table_path).read_latest(), plan
+        ) == _FRESH:
             result = db.ingest_ssts(
                 [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
             )
@@ -370,10 +372,18 @@ def _finish(
     message: str,
 ) -> list[ShardIngestStats]:
     """Steps 4-6 (the pending op's, run by rescale.resume) and the statistics: WRITTEN if the
-    targets are in the map, SKIPPED if the op was cancelled (its txn was applied)."""
+    targets are in the map, SKIPPED if the op was cancelled (its txn was applied).
+
+    An overwrite found committed resumes nothing: its op is done, and the map's pending ops
+    are others' (a later split or overwrite, whose sources may be this one's targets); running
+    them from a stale attempt would fence writers of shards it no longer owns (issue 37, 7c).
+    Retired sources it left undestroyed are soft-destroyed by the next ``Table.resume()``."""
     started = time.monotonic()
-    m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
-    if _where(m, plan) != _COMMITTED:
+    if _where_now(ctx.store, latest, plan) == _COMMITTED:
+        m = latest
+    else:
+        m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
+    if _where_now(ctx.store, m, plan) != _COMMITTED:
         applied = _already_applied(ctx.store, m, plan.txn)
         if applied is None:  # cancelled for another reason: its targets were aborted
             raise ShardMapConflict(
@@ -381,6 +391,8 @@ def _finish(
                 "targets were aborted or lost before the swap); the table keeps its contents"
             )
         return stats_all(plan, SKIPPED, applied, started)
+    put_once(ctx.store, ingest_overwrite_record(plan.table_path, plan.job_id),
+              {"job": plan.job_id, "map": m.id, "targets": [t.shard_id for t in plan.shards]})
     if built is not None:
         return built
     return [shard_stats(t, WRITTEN, message, started) for t in plan.shards]
@@ -434,6 +446,17 @@ def _where(m: ShardMap, plan: IngestPlan) -> str:
     if any(op.kind == "replace" and {i for i, _ in op.targets} == ids for op in m.pending):
         return _PENDING
     return _FRESH
+
+
+def _where_now(store: ObjectStore, m: ShardMap, plan: IngestPlan) -> str:
+    """:func:`_where`, and committed as well when the overwrite's record says so: a commit that
+    saw it committed wrote it (``_finish``), and it stays when later overwrites retired the
+    targets and the GC pruned them from the map (issue 37, 7b), where ``_where`` alone would
+    call the overwrite fresh and its retry a ShardMapConflict."""
+    where = _where(m, plan)
+    if where == _FRESH and store.exists(ingest_overwrite_record(plan.table_path, plan.job_id)):
+        return _COMMITTED
+    return where
 
 
 def _shape_problem(m: ShardMap, plan: IngestPlan) -> str | None:

@@ -5,7 +5,10 @@ A named snapshot ``N`` is a sequenced object, ``<table>/snapshots/N/record/{id:0
 (:func:`slatedb_core.layout.snapshot_record_path`), committed like the manifest by create-if-absent
 through THE update loop (:mod:`slatedb_core.meta.versioned`; SlateDB RFC 0001 "Manifest
 Updates"), so it works on every store, two-phase CAS included (docs/two-phase-cas.md). Each
-version holds a snapshot, or nothing (a tombstone: the name was deleted); the snapshot's
+version holds a snapshot (with the value encoding of its shard-map version, which the map's GC
+may collect; a record written before snapshots carried it has none, and
+:func:`~slatedb_core.table.snapshot.snapshot_value_encoding` looks it up), or nothing (a
+tombstone: the name was deleted); the snapshot's
 checkpoints are named ``table-snapshot:<table>:N``. Whether a version holds a given snapshot is
 decided by checkpoint ids (:func:`~slatedb_core.table.snapshot.same_snapshot`), never by the
 shards' seal flags. (Re-)creating ``N``::

@@ -1,0 +1,36 @@
+"""Loaded (as ``sitecustomize``) by every Python process of a streaming test's driver, when this
+directory is on PYTHONPATH (tests/spark/test_stream_after_merge.py): with
+``SLATEDB_TEST_MERGE_AFTER_SHARD_COMMIT`` set (a marker file) and the marker absent, the stream
+writer's shard commits run one at a time, and right after the first one returns, shards 0 and 1
+of the table ``SLATEDB_TEST_MERGE_TABLE`` at ``SLATEDB_TEST_MERGE_URL`` are merged (as the
+Dagster rescaling asset merges small shards on its own): the batch's other shard commit is then
+refused with ``ShardMapConflict`` and the query fails (issue 37, hole 1)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_MARKER = os.environ.get("SLATEDB_TEST_MERGE_AFTER_SHARD_COMMIT")
+
+if _MARKER:
+    from typing import Any
+
+    import spark_jobs.datasource_write as _write
+    from slatedb_core import Table, open_store
+
+    _real = _write.commit_shard
+    _lock = threading.Lock()
+
+    def _commit_then_merge(*args: Any, **kwargs: Any) -> Any:
+        with _lock:
+            result = _real(*args, **kwargs)
+            if not os.path.exists(_MARKER):
+                store = open_store(os.environ["SLATEDB_TEST_MERGE_URL"])
+                with Table.open(os.environ["SLATEDB_TEST_MERGE_TABLE"], store) as t:
+                    t.merge(0)
+                with open(_MARKER, "w") as f:
+                    f.write(f"{result.shard_index}\n")
+            return result
+
+    _write.commit_shard = _commit_then_merge

@@ -19,18 +19,19 @@ if _MARKER:
     import spark_jobs.datasource_write as _write
     from slatedb_core import Table, open_store
 
-    _real = _write.commit_shard
+    _marker: str = _MARKER
+    _real = _write.commit_shard  # type: ignore[attr-defined]
     _lock = threading.Lock()
 
     def _commit_then_merge(*args: Any, **kwargs: Any) -> Any:
         with _lock:
             result = _real(*args, **kwargs)
-            if not os.path.exists(_MARKER):
+            if not os.path.exists(_marker):
                 store = open_store(os.environ["SLATEDB_TEST_MERGE_URL"])
                 with Table.open(os.environ["SLATEDB_TEST_MERGE_TABLE"], store) as t:
                     t.merge(0)
-                with open(_MARKER, "w") as f:
+                with open(_marker, "w") as f:
                     f.write(f"{result.shard_index}\n")
             return result
 
-    _write.commit_shard = _commit_then_merge
+    _write.commit_shard = _commit_then_merge  # type: ignore[attr-defined]

@@ -302,6 +302,8 @@ class Refresher:
     def poll_managed(self) -> None:
         latest = self._read_latest_if_changed()
         if latest is not None:
+            # destroyed: say so (DbReader's poll reports it), whether or not the SSTs changed
+            check_live(self.path, latest.manifest)
             pinned = self.current.state.manifest.manifest
             if (
                 self.pin is None

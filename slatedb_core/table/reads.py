@@ -110,15 +110,18 @@ class ShardReaders:
     def install(self, latest: ShardMap, *, force: bool = False) -> None:
         """Swap in a state of ``latest`` if it is newer than the map held (``force``: whatever
         its id); the readers of databases it keeps carry over."""
+        _close_all(self._swap(latest, force))
+
+    def _swap(self, latest: ShardMap, force: bool) -> list[DbReader]:
+        """:meth:`install`, but returns the readers to close (outside any lock)."""
         with self._lock:
             old = self._state
             if self._closed or latest is old.map or (latest.id <= old.map.id and not force):
-                return
+                return []
             live = {s.db_path for s in latest.shards}
             keep = {p: r for p, r in old.readers.items() if p in live}
             self._state = ReadState(latest, keep)
-            doomed = self._retire(old, [r for p, r in old.readers.items() if p not in live])
-        _close_all(doomed)
+            return self._retire(old, [r for p, r in old.readers.items() if p not in live])
 
     def _retire(self, old: ReadState, orphans: list[DbReader]) -> list[DbReader]:
         """Mark ``old`` swapped out (under the lock); the readers to close now."""
@@ -135,14 +138,21 @@ class ShardReaders:
         if self.snapshot is not None or not (force or self._due()):
             return
         with self._check_lock:
-            if not (force or self._due()):
-                return  # another thread looked while this one waited
-            started = time.monotonic()
-            self._look_now = False
-            latest_id = self.maps.seq.latest_id()
-            if latest_id is not None and latest_id > self._state.map.id:
-                self.install(self.maps.read_latest())
-            self._checked_at = started
+            doomed = self._look(force)
+        _close_all(doomed)  # closing joins poll threads, which may wait for _check_lock
+
+    def _look(self, force: bool) -> list[DbReader]:
+        """The map check, under ``_check_lock``; the readers to close."""
+        if not (force or self._due()):
+            return []  # another thread looked while this one waited
+        started = time.monotonic()
+        self._look_now = False
+        latest_id = self.maps.seq.latest_id()
+        doomed: list[DbReader] = []
+        if latest_id is not None and latest_id > self._state.map.id:
+            doomed = self._swap(self.maps.read_latest(), False)
+        self._checked_at = started
+        return doomed
 
     def _due(self) -> bool:
         return self._look_now or time.monotonic() - self._checked_at >= self._interval
@@ -152,7 +162,7 @@ class ShardReaders:
         look at the map now, from that poll thread, so an idle handle lets go of it too."""
         self._look_now = True
         try:
-            self.check_map()
+            self.check_map()  # closes readers after releasing its lock: no wait on this thread
         except Exception as e:  # never out of the reader's poll thread; the next read looks
             self._look_now = True
             log.warning("table %r: re-reading the shard map: %s", self.path, e)

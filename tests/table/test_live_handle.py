@@ -8,6 +8,7 @@ in their polls, served the retired shard for ever and their checkpoints kept the
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -16,10 +17,13 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core.gc.service import run_gc_once
+from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions, GarbageCollectorOptions
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, TableOptions
+from slatedb_core.writer.db import Db
 
 POLL = timedelta(milliseconds=50)
 LIVE = TableOptions(
@@ -32,26 +36,32 @@ OLD = {b"a": b"old-a", b"q": b"old-q"}
 NEW = {b"b": b"new-b", b"r": b"new-r"}
 
 
-def _checkpoints(store: ObjectStore, db_path: str) -> set[uuid.UUID]:
-    return {c.id for c in ManifestStore(store, db_path).read_latest().manifest.checkpoints}
+def _reader_checkpoints(store: ObjectStore, db_path: str) -> set[uuid.UUID]:
+    """The checkpoints of live readers on ``db_path`` (unnamed; a split's clones name theirs).
+    A reader re-establishes its checkpoint under a new id as its shard changes."""
+    m = ManifestStore(store, db_path).read_latest().manifest
+    return {c.id for c in m.checkpoints if c.name is None}
 
 
-def _open_old_handle(store: ObjectStore) -> tuple[Table, dict[str, set[uuid.UUID]]]:
-    """A handle whose readers of every shard are open; the checkpoints they hold, by shard."""
-    before = {s.db_path: _checkpoints(store, s.db_path) for s in Table.open("t", store).shards}
+def _open_old_handle(store: ObjectStore) -> Table:
+    """A handle whose readers of every shard are open (holding checkpoints)."""
     old = Table.open("t", store, LIVE)
     assert old.get(b"a") == b"old-a"
     assert old.get_many([b"q"]) == [b"old-q"]
-    held = {p: _checkpoints(store, p) - cps for p, cps in before.items()}
-    assert all(held.values()), held
-    return old, held
+    assert all(_reader_checkpoints(store, s.db_path) for s in old.shards)
+    return old
 
 
-def _let_go(store: ObjectStore, held: dict[str, set[uuid.UUID]], retired: list[str]) -> None:
-    """The old handle holds no checkpoint of a retired shard; after an overwrite (no clones
-    of the retired shards) the real GC deletes them."""
-    for path in retired:
-        assert not held[path] & _checkpoints(store, path), path
+def _holds(store: ObjectStore, retired: list[str]) -> bool:
+    """Whether a reader (only the old handle's are open) holds a retired shard."""
+    return any(_reader_checkpoints(store, p) for p in retired)
+
+
+def _wait_until_let_go(store: ObjectStore, retired: list[str]) -> None:
+    started = time.monotonic()
+    while _holds(store, retired):
+        assert time.monotonic() - started < 5, "the idle handle still holds its checkpoints"
+        time.sleep(POLL.total_seconds() / 5)
 
 
 def _collect(store: ObjectStore, retired: list[str]) -> None:
@@ -95,7 +105,7 @@ def test_an_old_handle_sees_writes_on_new_shards_within_its_poll_interval(
 ) -> None:
     with Table.create("t", mem, (), LIVE) as admin:
         _write_through_new_writers(admin, OLD)
-    old, held = _open_old_handle(mem)
+    old = _open_old_handle(mem)
     with old:
         with Table.open("t", mem, LIVE) as admin:
             retired = _replace_the_map(admin, how)
@@ -110,7 +120,7 @@ def test_an_old_handle_sees_writes_on_new_shards_within_its_poll_interval(
             "key": sorted(want), "value": [want[k] for k in sorted(want)]
         }
         assert old.shard_map.id == want_map
-        _let_go(mem, held, retired)
+        assert not _holds(mem, retired)
         if how == "overwrite":
             _collect(mem, retired)
             assert old.get(b"r") == b"new-r"
@@ -125,17 +135,29 @@ def test_an_idle_handle_lets_go_of_a_retired_shard_once_its_reader_finds_it_dest
     shard without serving a read, and the GC can delete it."""
     with Table.create("t", mem, (), LIVE) as admin:
         _write_through_new_writers(admin, OLD)
-    old, held = _open_old_handle(mem)
+    old = _open_old_handle(mem)
     with old:
         with Table.open("t", mem, LIVE) as admin:
             retired = _replace_the_map(admin, how)
-        deadline = time.monotonic() + 5
-        while any(held[p] & _checkpoints(mem, p) for p in retired):
-            assert time.monotonic() < deadline, "the idle handle still holds its checkpoints"
-            time.sleep(POLL.total_seconds() / 5)
+        _wait_until_let_go(mem, retired)
         if how == "overwrite":
             _collect(mem, retired)
         assert old.get(b"q") == b"old-q"
+
+
+def test_an_idle_handle_lets_go_of_two_retired_shards_at_once(mem: ObjectStore) -> None:
+    """Both readers' polls find their shards destroyed at about the same time; one of them
+    swaps the handle's state and closes the other (joining its poll thread), which must not
+    wait for the first to finish its look (that would hold both for the 30 s join timeout)."""
+    with Table.create("t", mem, [b"m"], LIVE) as admin:
+        _write_through_new_writers(admin, OLD)
+    old = _open_old_handle(mem)
+    with old:
+        with Table.open("t", mem, LIVE) as admin:
+            retired = _replace_the_map(admin, "overwrite")
+        assert len(retired) == 2
+        _wait_until_let_go(mem, retired)
+        _collect(mem, retired)
 
 
 def test_a_read_within_the_interval_may_serve_the_map_it_holds(mem: ObjectStore) -> None:
@@ -151,3 +173,19 @@ def test_a_read_within_the_interval_may_serve_the_map_it_holds(mem: ObjectStore)
         assert t.shard_map.id == held
         t.refresh()
         assert t.shard_map.id == other.shard_map.id
+
+
+def test_a_readers_poll_reports_its_database_destroyed_even_with_its_ssts_unchanged(
+    mem: ObjectStore,
+) -> None:
+    """The hook the handle relies on: a soft destroy changes only the manifest's
+    ``destroyed_at``, so a poll that finds the same SSTs (and its checkpoint) used to keep
+    serving without a word; it now reports the database destroyed."""
+    with Db.open("db", mem, LIVE.writer) as db:
+        db.put(b"a", b"1")
+        db.flush_memtable()
+    told = threading.Event()
+    with DbReader.open("db", mem, None, LIVE.reader, on_destroyed=told.set) as r:
+        assert r.get(b"a") == b"1"
+        destroy("db", mem, soft=True)
+        assert told.wait(5), "the reader's poll did not report its database destroyed"

@@ -15,7 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from slatedb_core.errors import CorruptionError, Fenced, InjectedFault, InvalidArgument
+from slatedb_core.errors import (
+    CorruptionError,
+    Fenced,
+    InjectedFault,
+    InvalidArgument,
+    ShardMapConflict,
+)
 from slatedb_core.layout import ingest_done_marker
 from slatedb_core.manifest.codec import decode_manifest, encode_manifest
 from slatedb_core.manifest.model import AppVersion, Manifest, merge_transactions
@@ -387,25 +393,30 @@ def test_split_and_merge_keep_the_records(local: ObjectStore) -> None:
     rerun = plan_ingest("t", local, txn=AppVersion("app", 3))
     staged = stage(local, rerun, "run", b"again")
     assert [commit(local, rerun, "run", staged, i).status for i in (0, 1)] == [SKIPPED, SKIPPED]
-    # batch 4 reaches shard 0 only, another app shard 1 only; the merged shard records what
-    # both had: app 3, not 4, nothing of the other app (issue 37, hole 1), so their re-runs
-    # write them (over the whole merged range) and batch 3's stays a no-op
+    # batch 4 reaches shard 0 only, another app shard 1 only: their records differ, so the
+    # merge is refused (a merged shard recording either would lose rows or apply them twice:
+    # tests/table/test_batch_rerun_after_merge.py); their re-runs write the missing shards
+    # only, and batch 3's stays a no-op; then the merge goes through and keeps both
     batch4 = plan_ingest("t", local, txn=AppVersion("app", 4))
     assert commit(local, batch4, "run", stage(local, batch4, "run", b"4"), 0).status == WRITTEN
     other = plan_ingest("t", local, txn=AppVersion("other", 1))
     assert commit(local, other, "run", stage(local, other, "run", b"o"), 1).status == WRITTEN
-    with Table.open("t", local) as t:
+    with Table.open("t", local) as t, pytest.raises(ShardMapConflict, match="refused"):
         t.merge(0)
-    assert table_app_versions(local, "t", "app") == {0: 3}
-    assert table_app_versions(local, "t", "other") == {0: None}
-    for txn, status in ((AppVersion("app", 3), SKIPPED), (AppVersion("app", 4), WRITTEN),
-                        (AppVersion("other", 1), WRITTEN)):
+    assert table_app_versions(local, "t", "app") == {0: 4, 1: 3}
+    for txn, statuses in ((AppVersion("app", 3), [SKIPPED, SKIPPED]),
+                          (AppVersion("app", 4), [SKIPPED, WRITTEN]),
+                          (AppVersion("other", 1), [WRITTEN, SKIPPED])):
         again = plan_ingest("t", local, txn=txn)
         value = b"4" if txn.app_id == "app" else b"o"
-        assert commit(local, again, "run", stage(local, again, "run", value), 0).status == status
+        staged = stage(local, again, "run", value)
+        assert [commit(local, again, "run", staged, i).status for i in (0, 1)] == statuses
+    with Table.open("t", local) as t:
+        t.merge(0)
     assert table_app_versions(local, "t", "app") == {0: 4}
     assert table_app_versions(local, "t", "other") == {0: 1}
-    assert values(local) == dict.fromkeys(KEYS, b"o")
+    # shard 0 had batch 4 before the other app's batch, shard 1 after it
+    assert values(local) == {k: b"o" if k < b"m" else b"4" for k in KEYS}
 
 
 def test_a_commit_stalled_before_its_marker_is_this_jobs_not_another_batchs(

@@ -19,7 +19,9 @@ changed twice, and every writer re-reads the map *after* fencing (``Table.writer
                  writing: we fence again (``TableOptions.fence_attempts``), also when it fences
                  our writer while that one is still opening (``_as_writer``).
     3  clone     split: two clones of the source projected to [start, at) and [at, end);
-                 merge: one union of the two sources with their ranges (checked adjacent).
+                 merge: one union of the two sources with their ranges (checked adjacent);
+                 refused (the op dropped, the sources unsealed) if their exactly-once records
+                 differ: a batch reached one and not the other, and must be re-run first.
                  Resumable (slatedb_core.lifecycle.clone / union), destinations named by the target ids.
     4  commit    map N+2: the targets replace the sources, the op is dropped, the sources are
                  listed as retired.
@@ -236,6 +238,10 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
                 create_clone(path, srcs[0].db_path, table.store, projection=rng)
         elif op.kind == "merge":
             ((path, _, _),) = targets
+            differ = _records_differ(table, srcs)
+            if differ is not None:
+                _cancel(table, op, [path])
+                raise ShardMapConflict(differ)
             sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
             create_union(path, sources_, table.store)
         elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
@@ -304,6 +310,33 @@ def _carry_records(
             _as_writer(table, path, options, "carrying records into",
                        functools.partial(_record, carried))
     return True
+
+
+def _records_differ(table: RescaleContext, srcs: list[Shard]) -> str | None:
+    """Why a merge of the fenced ``srcs`` is refused, or None: their exactly-once records
+    differ, so a batch reached one and not the other (its job failed between the shards'
+    commits, or this merge's seal refused one). A merged database records one version per app
+    for all its keys (``combined_range_transactions``): recording the batch would lose the rows
+    of the range it missed, not recording it would make its re-run write the other range's rows
+    a second time, over what was written there since (a deleted key would come back). So the
+    batch must be re-run (or a later one of its app committed) before the merge."""
+    held = [
+        (s, {r.app_id: r.version
+             for r in ManifestStore(table.store, s.db_path).read_latest().manifest.transactions})
+        for s in srcs
+    ]
+    (a, ra), (b, rb) = held[0], held[-1]
+    for app in sorted(ra.keys() | rb.keys()):
+        va, vb = ra.get(app), rb.get(app)
+        if va != vb:
+            return (
+                f"table {table.path!r}: merge of shards {a.shard_id} and {b.shard_id} refused: "
+                f"app {app!r} is at batch {va} in one and {vb} in the other (a batch that "
+                "reached one shard only); the shards keep their contents. Write that batch "
+                "again with the same app id and version (or the app's next batch), so that "
+                "every shard records it, then merge"
+            )
+    return None
 
 
 def _record(records: tuple[AppVersion, ...], db: Db) -> None:

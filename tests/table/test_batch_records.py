@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from slatedb_core.errors import ShardMapConflict
 from slatedb_core.manifest.model import AppVersion, combined_range_transactions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
@@ -99,25 +100,25 @@ def test_a_combined_range_records_the_lowest_version_and_only_apps_every_range_h
 
 
 # ---- merge ------------------------------------------------------------------------------------
-def test_a_rerun_after_a_merge_writes_the_rows_the_refused_shard_missed(
+def test_a_merge_of_shards_a_batch_reached_one_of_is_refused_until_its_rerun(
     local: ObjectStore,
 ) -> None:
+    """One merged database records one version per app for all its keys, so it can hold the
+    half-committed batch neither as applied (shard 1's rows lost) nor as not applied (its re-run
+    writes shard 0's rows a second time: tests/table/test_batch_rerun_after_merge.py). The
+    merge is refused, the shards unsealed; the re-run writes shard 1; then the merge goes
+    through."""
     plan, staged = half_committed(local)
+    with Table.open("t", local) as t, pytest.raises(ShardMapConflict, match="refused"):
+        t.merge(0)
+    assert commit(local, plan, staged, 1).status == WRITTEN  # unsealed: the job finishes
+    assert contents(local) == ALL
     with Table.open("t", local) as t:
         t.merge(0)
-    refused = commit(local, plan, staged, 1)
-    assert refused.status == REFUSED and "ShardMapConflict" in refused.message
-    assert len(contents(local)) == 50
-    # the merged shard covers shard 1's range, which never had the batch
-    assert table_app_versions(local, "t", BATCH.app_id) == {0: None}
-    (merged,) = rerun(local, "job-2")
-    # One database now covers both old ranges: the re-run writes all of its rows (the 50 shard
-    # 0 had get the same values again); the records cannot tell the halves apart.
-    assert merged.status == WRITTEN and merged.rows == 100
-    assert contents(local) == ALL
     assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version}
     (again,) = rerun(local, "job-3")
     assert again.status == SKIPPED
+    assert contents(local) == ALL
 
 
 def test_a_merge_keeps_a_batch_both_shards_had(local: ObjectStore) -> None:
@@ -145,20 +146,18 @@ def test_a_rerun_after_a_split_of_the_refused_shard_writes_exactly_its_rows(
     assert contents(local) == ALL
 
 
-def test_a_rerun_after_a_merge_and_a_split_back_writes_the_missing_rows(
+def test_a_merge_and_a_split_back_keep_a_batch_both_shards_had(
     local: ObjectStore,
 ) -> None:
-    """The split children of a merged shard inherit what the merge recorded, so the batch is
-    not applied in either of them."""
+    """The split children of a merged shard inherit what the merge recorded."""
     plan, staged = half_committed(local)
+    assert commit(local, plan, staged, 1).status == WRITTEN
     with Table.open("t", local) as t:
         t.merge(0)
-    assert commit(local, plan, staged, 1).status == REFUSED
     with Table.open("t", local) as t:
         t.split(0, MID)
-    assert table_app_versions(local, "t", BATCH.app_id) == {0: None, 1: None}
-    out = rerun(local, "job-2")
-    assert [(s.status, s.rows) for s in out] == [(WRITTEN, 50), (WRITTEN, 50)]
+    assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version, 1: BATCH.version}
+    assert [s.status for s in rerun(local, "job-2")] == [SKIPPED, SKIPPED]
     assert contents(local) == ALL
 
 

@@ -14,7 +14,9 @@ Everything an ingest keeps lives under ``<table>/_ingest/<job>/`` (names in
     {shard_id:010}.done
                       the done marker: the job committed that shard (commit_shard)
     plan.json         the plan record, written by plan_ingest: a job without a txn commits
-                      a shard only while it exists
+                      a shard only while it exists and holds its plan's token
+                      (IngestPlan.record; a job id planned again after the GC collected its
+                      record is a new job, and the collected plan's attempts stay expired)
 
 Besides these objects, a commit leaves one checkpoint in the shard's manifest, named
 ``ingest:<job>:<run>:<shard_id>`` (:func:`~slatedb_core.layout.ingest_checkpoint_name`), from
@@ -172,7 +174,11 @@ class IngestPlan:
     ``replaces``: set by :func:`~slatedb_core.table.overwrite.plan_overwrite` only: the id of
     the shard map whose shards the job replaces; ``shard_map`` then holds the target shards
     (fresh databases), which :func:`~slatedb_core.table.overwrite.commit_overwrite` commits
-    (never :func:`commit_shard`)."""
+    (never :func:`commit_shard`).
+
+    ``record``: the token of the job's plan record (``plan_ingest``): a job without a txn
+    commits only while the record holding it exists, so that a plan whose record the GC
+    collected stays expired when its job id is planned again (empty: any record of the job)."""
 
     table_path: str
     job_id: str
@@ -180,6 +186,7 @@ class IngestPlan:
     seq_base: int = 0
     txn: AppVersion | None = None
     replaces: int | None = None
+    record: str = ""
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -203,12 +210,19 @@ def plan_ingest(
     check_optional("txn", txn, AppVersion)
     shard_map = ShardMapStore(store, table_path).read_latest()
     base = plan_seq_base(store, shard_map.shards)
-    plan = IngestPlan(table_path, job_id or uuid.uuid4().hex, shard_map, base, txn)
-    put_once(store, ingest_plan_record(table_path, plan.job_id), {
-        "job": plan.job_id, "shard_map": shard_map.id, "seq_base": base,
+    job = job_id or uuid.uuid4().hex
+    record = ingest_plan_record(table_path, job)
+    put_once(store, record, {
+        "job": job, "shard_map": shard_map.id, "seq_base": base,
         "txn": None if txn is None else [txn.app_id, txn.version], "planned_at": time.time(),
+        "token": uuid.uuid4().hex,
     })
-    return plan
+    # planned again while its record is there: the same job (its markers settle its shards)
+    token = _record_token(store, record)
+    if token is None:  # collected at once (ingest_min_age=0 racing the plan)
+        raise IngestJobExpired(f"ingest job {job} into table {table_path!r}: its plan record "
+                               "was collected as it was planned; plan it again")
+    return IngestPlan(table_path, job, shard_map, base, txn, record=token)
 
 
 @dataclass(frozen=True)
@@ -482,13 +496,26 @@ def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
     now means no marker of the job was gone when it was read, and this shard is uncommitted.
     Without it a marker may have been collected, and a commit could apply the job twice (issue
     37, hole 4)."""
-    if not store.exists(ingest_plan_record(plan.table_path, plan.job_id)):
+    token = _record_token(store, ingest_plan_record(plan.table_path, plan.job_id))
+    # Another token: the job's record was collected and its id planned again since (the new
+    # plan's own, written after our markers were collected: issue 37, review of 104a7be).
+    if token is None or (plan.record and token != plan.record):
         raise IngestJobExpired(
             f"ingest job {plan.job_id} into table {plan.table_path!r}: its plan record is gone "
             "(Table.collect_garbage collected the job's leftovers, its done markers with them), "
             "so its commits are refused: none may apply twice; nothing was written. Plan the job "
             "again (a new job id), or write with an app id and batch version"
         )
+
+
+def _record_token(store: ObjectStore, path: str) -> str | None:
+    """The token of the plan record at ``path`` ("" for a record without one), or None when
+    there is no record."""
+    body = _read_marker(store, path)
+    if body is None:
+        return None
+    token = body.get("token")
+    return token if isinstance(token, str) else ""
 
 
 def _marker_int(body: dict[str, object], key: str, default: int) -> int:

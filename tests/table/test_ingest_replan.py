@@ -1,0 +1,73 @@
+"""A job whose plan record was collected stays expired when its id is planned again (issue 37,
+adversarial review of 104a7be, hole B).
+
+104a7be refuses the commits of a job without a txn once the table GC collected its plan record
+(and its done markers with it). But ``plan_ingest(job_id=...)`` wrote the record again for a
+job id given twice, and the COLLECTED plan's attempts (a Spark stage re-run staging its rows
+afresh, a zombie copy) then found "its" record and committed the shard a second time, over a
+delete acknowledged since. The record now carries a token its plan holds; an attempt commits
+only while the record is its own plan's."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pyarrow as pa
+
+from slatedb_core.errors import IngestJobExpired
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table
+from slatedb_core.table.ingest import (
+    SKIPPED,
+    WRITTEN,
+    IngestPlan,
+    attempt_dir,
+    commit_shard,
+    plan_ingest,
+    stage_ssts,
+)
+from tests.table.conftest import OPTS
+
+
+def _commit(store: ObjectStore, plan: IngestPlan, attempt: int) -> str:
+    """Stage the job's rows afresh (as a re-run Spark map stage does) and commit shard 0."""
+    rows = [pa.record_batch([pa.array([b"a"]), pa.array([b"1"])], ["key", "value"])]
+    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run", 0, attempt), 0,
+                                       rows, partition=0)]
+    return commit_shard(store, plan, "run", plan.shards[0], srcs, attempt=attempt).status
+
+
+def _get(store: ObjectStore) -> bytes | None:
+    with Table.open("t", store, OPTS) as t:
+        return t.get(b"a")
+
+
+def test_a_collected_plan_stays_expired_when_its_job_id_is_planned_again(
+    mem: ObjectStore,
+) -> None:
+    Table.create("t", mem, []).close()
+    old = plan_ingest("t", mem, job_id="nightly")
+    assert _commit(mem, old, 0) == WRITTEN
+    with Table.open("t", mem, OPTS) as t:
+        with t.writer(0) as db:
+            db.delete(b"a")  # acknowledged after the job's commit
+        t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
+    plan_ingest("t", mem, job_id="nightly")  # the id planned again: a new job
+    try:
+        status = _commit(mem, old, 1)  # an attempt of the collected plan
+    except IngestJobExpired:
+        status = "expired"
+    assert status in ("expired", SKIPPED)
+    assert _get(mem) is None
+
+
+def test_planning_a_live_job_again_keeps_it_one_job(mem: ObjectStore) -> None:
+    """Planned twice while its record is there: the same job, one commit per shard."""
+    Table.create("t", mem, []).close()
+    first = plan_ingest("t", mem, job_id="j")
+    again = plan_ingest("t", mem, job_id="j")
+    assert _commit(mem, first, 0) == WRITTEN
+    with Table.open("t", mem, OPTS) as t, t.writer(0) as db:
+        db.delete(b"a")
+    _commit(mem, again, 1)  # reports the first plan's commit, writes nothing
+    assert _get(mem) is None

@@ -71,6 +71,7 @@ from slatedb_core.table.snapshot import (
     TableSnapshot,
     refresh_snapshot,
     release_snapshot,
+    snapshot_value_encoding,
     take_snapshot,
 )
 from slatedb_core.table.writers import open_shard_writer
@@ -174,7 +175,8 @@ class Table:
                 raise InvalidArgument(
                     f"snapshot of table {snapshot.table_path!r} given to open {path!r}"
                 )
-            frozen = ShardMap(snapshot.shard_map_id, snapshot.shards, 0.0, 0)
+            frozen = ShardMap(snapshot.shard_map_id, snapshot.shards, 0.0, 0,
+                              value_encoding=_known_encoding(maps, snapshot))
             return cls(path, store, options, maps, frozen, snapshot)
         return cls(path, store, options, maps, maps.read_latest())
 
@@ -192,7 +194,8 @@ class Table:
     @property
     def shard_map(self) -> ShardMap:
         """The map this handle holds: the latest it read (reads look again at most every
-        ``options.reader.manifest_poll_interval``; :meth:`refresh` looks now)."""
+        ``options.reader.manifest_poll_interval``; :meth:`refresh` looks now). On a snapshot:
+        the snapshot's map version (its id, shards and value encoding), for good."""
         return self._map
 
     @property
@@ -209,10 +212,13 @@ class Table:
 
     @property
     def value_encoding(self) -> ValueEncoding | None:
-        """How the table's values hold columns, if a write recorded it (of the latest map when
-        the table was opened on a snapshot: the record is set once, by the first such write)."""
+        """How the table's values hold columns, if a write recorded it (None: plain values, or
+        nothing recorded). On a snapshot: the encoding of the snapshot's own map version, not
+        the latest's (an overwrite since may have recorded other columns), by the one lookup
+        every read of a snapshot uses, :func:`~slatedb_core.table.snapshot.
+        snapshot_value_encoding`; InvalidArgument if nothing tells it any more."""
         if self._snapshot is not None:
-            return self.maps.read_latest().value_encoding
+            return snapshot_value_encoding(self.maps, self._snapshot)
         return self._map.value_encoding
 
     def record_value_encoding(self, encoding: ValueEncoding | None) -> ValueEncoding | None:
@@ -483,6 +489,15 @@ class Table:
 
 
 # ---- helpers -------------------------------------------------------------------------------
+def _known_encoding(maps: ShardMapStore, snapshot: TableSnapshot) -> ValueEncoding | None:
+    """The snapshot's value encoding for its frozen map; None when nothing tells it any more
+    (:attr:`Table.value_encoding` then raises, saying so)."""
+    try:
+        return snapshot_value_encoding(maps, snapshot)
+    except InvalidArgument:
+        return None
+
+
 def _create_shard_db(store: ObjectStore, shard: Shard) -> None:
     """The first manifest of a shard database, carrying its key range (a re-run finding the same
     database accepts it; one with another range is not ours)."""

@@ -86,6 +86,7 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     Fenced,
     IngestJobExpired,
+    InvalidArgument,
     ObjectAlreadyExists,
     ObjectNotFound,
     ShardMapConflict,
@@ -132,6 +133,7 @@ __all__ = [
     "ShardIngestStats",
     "StagedSst",
     "attempt_dir",
+    "check_job_id",
     "check_txn",
     "collect_leftovers",
     "commit_shard",
@@ -188,6 +190,9 @@ class IngestPlan:
     replaces: int | None = None
     record: str = ""
 
+    def __post_init__(self) -> None:
+        check_job_id(self.job_id)
+
     @property
     def shards(self) -> tuple[Shard, ...]:
         return self.shard_map.shards
@@ -196,6 +201,19 @@ class IngestPlan:
         """The seq of every row that run ``run`` of input partition ``partition`` stages (0
         without a base: :func:`~slatedb_core.table.ingest_seqs.staged_seq`)."""
         return staged_seq(self.seq_base, partition, run)
+
+
+def check_job_id(job_id: object) -> str:
+    """``job_id`` if it names one directory under ``<table>/_ingest/``: a non-empty str without
+    ``/``, not ``.`` or ``..``. InvalidArgument otherwise: a job id with ``/`` nests one job's
+    objects inside another's, and the table GC, which groups them by that directory, could
+    collect a job's done markers while its plan record stays (issue 37, review of 104a7be)."""
+    if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
+        raise InvalidArgument(
+            f"ingest job id must be a non-empty str without '/' (not '.' or '..'), got "
+            f"{job_id!r}"
+        )
+    return job_id
 
 
 def plan_ingest(
@@ -210,7 +228,7 @@ def plan_ingest(
     check_optional("txn", txn, AppVersion)
     shard_map = ShardMapStore(store, table_path).read_latest()
     base = plan_seq_base(store, shard_map.shards)
-    job = job_id or uuid.uuid4().hex
+    job = uuid.uuid4().hex if job_id is None else check_job_id(job_id)
     record = ingest_plan_record(table_path, job)
     put_once(store, record, {
         "job": job, "shard_map": shard_map.id, "seq_base": base,

@@ -86,6 +86,7 @@ from slatedb_core.table.ingest import (
     IngestPlan,
     ShardIngestStats,
     attempt_dir,
+    check_job_id,
     delete_staging,
     put_once,
     stage_ssts,
@@ -117,6 +118,7 @@ def plan_overwrite(
     validate_relative_path(table_path, what="table path")
     store = check_store(store)
     check_optional("txn", txn, AppVersion)
+    job = uuid.uuid4().hex if job_id is None else check_job_id(job_id)  # before the map commit
     maps = ShardMapStore(store, table_path)
 
     def reserve(m: ShardMap) -> ShardMap:
@@ -139,7 +141,7 @@ def plan_overwrite(
     )
     target_map = ShardMap(reserved.id, targets, time.time(), reserved.next_shard_id)
     # the targets are fresh databases: every staged seq from SEQ_GAP up is above their writes
-    return IngestPlan(table_path, job_id or uuid.uuid4().hex, target_map, SEQ_GAP, txn,
+    return IngestPlan(table_path, job, target_map, SEQ_GAP, txn,
                       replaces=reserved.id)
 
 

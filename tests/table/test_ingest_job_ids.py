@@ -1,0 +1,67 @@
+"""Ingest job ids name one directory under ``<table>/_ingest/`` (issue 37, adversarial review of
+104a7be, hole D).
+
+Job ids were not checked: ``plan_ingest(job_id="a/b")`` put job ``a/b``'s objects inside job
+``a``'s directory, and the table GC, which groups a job's objects by the first directory under
+``_ingest/``, took ``a``'s plan record for ``a/b``'s: collecting ``a`` deleted ``a/b``'s done
+markers while ``a/b``'s own plan record stayed, so a fresh attempt of ``a/b`` committed its shard
+a second time, over a delete acknowledged since. A job id is now one path segment (any str
+without ``/``, not ``.`` or ``..``), checked wherever a plan is made."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+
+from slatedb_core.errors import IngestJobExpired, InvalidArgument
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table
+from slatedb_core.table.ingest import (
+    WRITTEN,
+    IngestPlan,
+    attempt_dir,
+    commit_shard,
+    plan_ingest,
+    stage_ssts,
+)
+from slatedb_core.table.overwrite import plan_overwrite
+from tests.table.conftest import OPTS
+
+
+def _commit(store: ObjectStore, plan: IngestPlan, attempt: int) -> str:
+    rows = [pa.record_batch([pa.array([b"a"]), pa.array([b"1"])], ["key", "value"])]
+    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run", 0, attempt), 0,
+                                       rows, partition=0)]
+    return commit_shard(store, plan, "run", plan.shards[0], srcs, attempt=attempt).status
+
+
+@pytest.mark.parametrize("job_id", ["a/b", "/a", "a/", ".", "..", 7, b"a"])
+def test_a_job_id_that_is_not_one_path_segment_is_refused(mem: ObjectStore,
+                                                          job_id: object) -> None:
+    Table.create("t", mem, []).close()
+    with pytest.raises(InvalidArgument, match="job id"):
+        plan_ingest("t", mem, job_id=job_id)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="job id"):
+        plan_overwrite("t", mem, job_id=job_id)  # type: ignore[arg-type]
+
+
+def test_a_nested_job_never_commits_twice_after_the_gc(mem: ObjectStore) -> None:
+    Table.create("t", mem, []).close()
+    try:
+        nested = plan_ingest("t", mem, job_id="a/b")
+    except InvalidArgument:
+        return  # refused up front: nothing can nest
+    assert _commit(mem, nested, 0) == WRITTEN
+    with Table.open("t", mem, OPTS) as t:
+        with t.writer(0) as db:
+            db.delete(b"a")
+        plan_ingest("t", mem, job_id="a")
+        t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
+    try:
+        _commit(mem, nested, 1)
+    except IngestJobExpired:
+        pass
+    with Table.open("t", mem, OPTS) as t:
+        assert t.get(b"a") is None

@@ -13,7 +13,6 @@ from lakehouse_demo.dataset import KEY_COLUMN, describe, split_points
 from lakehouse_demo.resource import GROUP, DemoResource, spark_session, step_output
 from lakehouse_demo.shards import layout, totals
 from slatedb_core import Table
-from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.options import CompactorOptions
 
 
@@ -29,12 +28,7 @@ def orders_table(context: AssetExecutionContext, demo: DemoResource) -> Output[d
     store = demo.store()
     started = time.monotonic()
     points = split_points(info)
-    try:
-        table = Table.open(demo.table_path, store)
-        created = False
-    except DatabaseNotFound:
-        table = Table.create(demo.table_path, store, split_points=points)
-        created = True
+    table, created = Table.open_or_create(demo.table_path, store, split_points=points)
     with table:
         spark = spark_session(demo.spark_master)
         progress.advance(step, 0, f"{info.rows:,} rows, Spark job running")

@@ -213,6 +213,13 @@ class ShardMapConflict(SlateDBError):
     the latest map or is being split or merged (re-read the map and re-route)."""
 
 
+class TableCreateIncomplete(DatabaseNotFound):
+    """``Table.open_or_create`` lost the create to another create (of other split points)
+    that made shard databases but did not commit the table's shard map within the wait: there
+    is no table yet. If that create is still running, try again later; if it crashed, run it
+    again (the same split points adopt the databases it made), then this open or write."""
+
+
 class IngestJobExpired(SlateDBError):
     """An ingest job's plan record is gone: the table GC collected the job's leftovers
     (``Table.collect_garbage``, older than ``ingest_min_age``), its done markers with them, so

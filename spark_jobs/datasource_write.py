@@ -52,7 +52,7 @@ from pyspark.sql.datasource import (
 )
 
 from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
-from slatedb_core.errors import DatabaseNotFound, ObjectAlreadyExists, SlateDBError
+from slatedb_core.errors import SlateDBError
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.ingest import (
@@ -135,13 +135,9 @@ class WritePlan:
 # ---- planning (driver) -------------------------------------------------------------------------
 def _open_or_create(opts: WriteOptions, store: ObjectStore) -> tuple[Table | None, bool]:
     """The table (None: mode ``ignore`` and it exists), and whether this write created it."""
-    try:
-        table = Table.open(opts.path, store)
-    except DatabaseNotFound:
-        try:
-            return Table.create(opts.path, store, split_points=opts.split_points or ()), True
-        except ObjectAlreadyExists:  # created meanwhile by another writer: it exists
-            table = Table.open(opts.path, store)
+    table, created = Table.open_or_create(opts.path, store, opts.split_points or ())
+    if created:
+        return table, True
     if opts.mode == "error":
         table.close()
         raise InvalidArgument(

@@ -34,17 +34,24 @@ import numpy as np
 import pyarrow as pa
 
 from slatedb_core.errors import (
+    DatabaseNotFound,
     InvalidArgument,
     ManifestVersionExists,
     ObjectAlreadyExists,
     ObjectVersionBehindBoundary,
+    TableCreateIncomplete,
     VersionExists,
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, check_instance, check_optional
+from slatedb_core.options import (
+    DbOptions,
+    check_instance,
+    check_optional,
+    check_optional_duration,
+)
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_table_garbage
 from slatedb_core.table.ingest import AppVersion, ShardIngestStats
@@ -77,7 +84,10 @@ from slatedb_core.table.snapshot import (
 from slatedb_core.table.writers import open_shard_writer
 from slatedb_core.writer.db import Db
 
-__all__ = ["Table"]
+__all__ = ["CREATE_WAIT", "Table"]
+
+CREATE_WAIT = timedelta(seconds=5)
+"""How long :meth:`Table.open_or_create` waits for the shard map of a create it lost to."""
 
 
 class Table:
@@ -153,6 +163,54 @@ class Table:
             # that the map moved on and its GC deleted version 1; our void copy is deleted)
             raise ObjectAlreadyExists(maps.seq.path(1)) from None
         return cls(path, store, options, maps, committed)
+
+    @classmethod
+    def open_or_create(
+        cls,
+        path: str,
+        store: ObjectStore,
+        split_points: Sequence[bytes] = (),
+        options: TableOptions | None = None,
+        *,
+        wait: timedelta | None = None,
+    ) -> tuple[Table, bool]:
+        """The table at ``path``, created with ``split_points`` if there is none, and whether
+        this call created it. An existing table is opened as it is, whatever its split points.
+
+        Another create of other split points racing this one may win the create (this one
+        gets ObjectAlreadyExists as soon as it meets one of its shard databases) before it has
+        committed the shard map: the open is then retried, backing off, for up to ``wait``
+        (default :data:`CREATE_WAIT`). A map that still does not exist raises
+        :class:`TableCreateIncomplete`: that create crashed or is slow; run it again, which
+        adopts the databases it made (:meth:`create`), then this call."""
+        waited = check_optional_duration("wait", wait, allow_zero=True)
+        wait = CREATE_WAIT if waited is None else waited  # (timedelta(0) is falsy)
+        try:
+            return cls.open(path, store, options), False
+        except DatabaseNotFound:
+            pass
+        try:
+            return cls.create(path, store, split_points, options), True
+        except ObjectAlreadyExists:
+            pass  # another create got there first: its map may not be committed yet
+        deadline = time.monotonic() + wait.total_seconds()
+        pause = 0.05
+        while True:
+            try:
+                return cls.open(path, store, options), False
+            except DatabaseNotFound:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+        raise TableCreateIncomplete(
+            f"table {path!r} in {store.url}: another create (of other split points) made shard "
+            f"databases under {path!r} but committed no shard map within "
+            f"{wait.total_seconds():g}s. If it is still running, try again; if it crashed, "
+            "run that create again (the same split points adopt the databases it made), then "
+            "this one"
+        )
 
     @classmethod
     def open(

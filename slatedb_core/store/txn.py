@@ -355,25 +355,43 @@ class SqliteTxnStore(TxnStore):
         self.url = url or f"sqlite://{path}"
         self._timeout = busy_timeout_s
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self._conn() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {INTENTS} (ns TEXT NOT NULL, dest TEXT NOT NULL, "
-                "source TEXT NOT NULL, committed INTEGER NOT NULL DEFAULT 0, "
-                "size INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (ns, dest))"
-            )
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {INTENTS}_pending ON {INTENTS} (ns, dest) "
-                "WHERE committed = 0"
-            )
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {CELLS} (ns TEXT NOT NULL, path TEXT NOT NULL, "
-                "data BLOB NOT NULL, etag TEXT NOT NULL, version INTEGER NOT NULL, "
-                "modified_ms INTEGER NOT NULL, PRIMARY KEY (ns, path))"
-            )
+        self._create_schema()
 
     def __repr__(self) -> str:
         return f"SqliteTxnStore({str(self.path)!r})"
+
+    def _create_schema(self) -> None:
+        """WAL mode and the tables, waiting up to ``busy_timeout_s`` for another connection's
+        write lock. SQLite's busy handler covers the CREATEs but not the switch to WAL mode,
+        which fails at once while another connection holds a write lock: retried here, with a
+        short backoff, until the deadline; then a StoreError that says what to do."""
+        deadline = time.monotonic() + self._timeout
+        delay = 0.005
+        while True:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=max(0.0, deadline - time.monotonic()),
+                    isolation_level=None, check_same_thread=False,
+                )
+                try:
+                    conn.execute("PRAGMA synchronous=FULL")
+                    for statement in _SQLITE_SCHEMA:
+                        conn.execute(statement)
+                finally:
+                    conn.close()
+                return
+            except sqlite3.Error as e:
+                if not _sqlite_locked(e):
+                    raise StoreError(f"cannot open {self.url}: {e}", retryable=False) from e
+                if time.monotonic() + delay > deadline:
+                    raise StoreError(
+                        f"cannot open {self.url}: the database is locked by another connection "
+                        f"and stayed locked for busy_timeout_s={self._timeout:g} s; let the "
+                        "process holding the lock finish (or close it) and retry, or open the "
+                        "store with a longer busy_timeout_s",
+                    ) from e
+                time.sleep(delay)
+                delay = min(2 * delay, 0.1)
 
     def _connect(self) -> Any:
         try:
@@ -390,6 +408,26 @@ class SqliteTxnStore(TxnStore):
 
     def _driver_errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
+
+
+_SQLITE_SCHEMA = (
+    "PRAGMA journal_mode=WAL",
+    f"CREATE TABLE IF NOT EXISTS {INTENTS} (ns TEXT NOT NULL, dest TEXT NOT NULL, "
+    "source TEXT NOT NULL, committed INTEGER NOT NULL DEFAULT 0, "
+    "size INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (ns, dest))",
+    f"CREATE INDEX IF NOT EXISTS {INTENTS}_pending ON {INTENTS} (ns, dest) WHERE committed = 0",
+    f"CREATE TABLE IF NOT EXISTS {CELLS} (ns TEXT NOT NULL, path TEXT NOT NULL, "
+    "data BLOB NOT NULL, etag TEXT NOT NULL, version INTEGER NOT NULL, "
+    "modified_ms INTEGER NOT NULL, PRIMARY KEY (ns, path))",
+)
+
+
+def _sqlite_locked(err: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (extended codes included): another connection's lock."""
+    name = getattr(err, "sqlite_errorname", "")
+    if name:
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+    return "locked" in str(err) or "busy" in str(err)
 
 
 # ---- PostgreSQL -----------------------------------------------------------------------------

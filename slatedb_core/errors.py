@@ -213,6 +213,15 @@ class ShardMapConflict(SlateDBError):
     the latest map or is being split or merged (re-read the map and re-route)."""
 
 
+class MergeBlockedByBatch(ShardMapConflict):
+    """A merge of two shards was refused (nothing changed, both shards writable again) because
+    their exactly-once records differ: a batch (app id, version) reached one shard and not the
+    other (its job failed between the shards' commits). One record per app for the merged range
+    could not say which half had it (docs/format.md, "What is ours, and where it goes"). Write
+    that batch again with the same app id and version (or the app's next batch), so every shard
+    records it, then merge."""
+
+
 class TableCreateIncomplete(DatabaseNotFound):
     """``Table.open_or_create`` lost the create to another create (of other split points)
     that made shard databases but did not commit the table's shard map within the wait: there

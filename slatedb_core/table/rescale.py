@@ -66,6 +66,7 @@ from slatedb_core.errors import (
     DatabaseNotFound,
     Fenced,
     InvalidArgument,
+    MergeBlockedByBatch,
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
@@ -241,7 +242,7 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             differ = _records_differ(table, srcs)
             if differ is not None:
                 _cancel(table, op, [path])
-                raise ShardMapConflict(differ)
+                raise MergeBlockedByBatch(differ)
             sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
             create_union(path, sources_, table.store)
         elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(

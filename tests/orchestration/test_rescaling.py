@@ -4,6 +4,7 @@ the new layout recorded, every row still readable; discovery manages the new sha
 from __future__ import annotations
 
 import dagster as dg
+import pyarrow as pa
 
 from devtools.sample_data import rows
 from orchestration.assets import rescaling
@@ -11,7 +12,9 @@ from orchestration.partitions import DATABASES, TABLES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.sensors import discovery_requests
 from slatedb_core import ObjectStore
+from slatedb_core.manifest.model import AppVersion
 from slatedb_core.table import Table
+from slatedb_core.table.ingest import attempt_dir, commit_shard, plan_ingest, stage_ssts
 
 
 def _table(store: ObjectStore) -> list[tuple[bytes, bytes]]:
@@ -75,3 +78,48 @@ def test_rescaling_splits_the_big_shard_and_merges_the_small_ones(
         assert added[DATABASES] == {s.db_path for s in table.shards} | set(
             table.shard_map.retired
         )
+
+
+def test_a_merge_a_half_applied_batch_blocks_is_reported_not_a_failed_run(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+) -> None:
+    """Issue 37, hole 1 (and the review's hole A): a merge of shards whose exactly-once records
+    differ is refused (MergeBlockedByBatch). The policy merges small shards on its own, so a
+    batch half applied by a failed job must neither fail every rescaling run nor be merged
+    over: the pass reports the blocked pair, leaves both shards writable, and merges them once
+    the batch's re-run has reached the missing shard."""
+    batch = AppVersion("loader", 3)
+    keys = [b"k%03d" % i for i in range(100)]
+    Table.create("half", store, [b"k050"]).close()
+
+    def commit(job: str, shards: list[int]) -> None:
+        plan = plan_ingest("half", store, job_id=job, txn=batch)
+        rows = pa.record_batch([pa.array(keys, pa.binary()), pa.array(keys, pa.binary())],
+                               ["key", "value"])
+        staged = list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [rows],
+                                 partition=0))
+        for i in shards:
+            mine = [s for s in staged if s.shard.index == i]
+            commit_shard(store, plan, "run", plan.shards[i], [s.path for s in mine],
+                         seqs=[s.seq for s in mine])
+
+    commit("job-1", [0])  # the job died before shard 1's commit
+    ctx = dg.build_asset_context(partition_key="half")
+    result = rescaling(context=ctx, store=store_resource, managed=managed)
+    metadata = result.metadata or {}
+    assert metadata["merges"].value == 0
+    assert metadata["merges_blocked"].value == 1
+    assert "'loader'" in metadata["merge_blocked_reasons"].value
+    with Table.open("half", store) as table:
+        assert len(table.shards) == 2 and not table.shard_map.pending
+        with table.writer(1) as db:  # unsealed: still writable
+            db.put(b"k099", b"x")
+    commit("job-2", [0, 1])  # the re-run: shard 0 skips, shard 1 gets the batch
+    again = rescaling(context=ctx, store=store_resource, managed=managed)
+    assert (again.metadata or {})["merges"].value == 1
+    assert (again.metadata or {})["merges_blocked"].value == 0
+    with Table.open("half", store) as table:
+        assert len(table.shards) == 1
+        assert dict(table.scan()) == {k: k for k in keys}

@@ -116,9 +116,10 @@ from slatedb_core.table.ingest_txn import (
     check_txn,
     table_app_versions,
 )
+from slatedb_core.table.options import TableOptions
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
-from slatedb_core.table.writers import open_shard_writer
+from slatedb_core.table.writers import act_as_writer, open_shard_writer
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
@@ -445,19 +446,20 @@ def _refused_checkpoint(
     the latest manifest, read without a writer, holds every commit. A shard still in the map but
     sealed by a pending rescale may not be fenced yet: we fence it (opening its writer, which
     writes nothing; the rescale fences again, as it does for any writer that opened after its
-    seal) and read the manifest as of that fence."""
+    seal) and read the manifest as of that fence. The rescale's fencing writer may fence ours
+    while it opens: the open is retried (``act_as_writer``); one retried after the rescale
+    retired the shard meets it destroyed, and reads it as such."""
     ms = ManifestStore(maps.store, shard.db_path)
     try:
         current = maps.read_latest().by_id(shard.shard_id)
         if current is not None and current.db_path == shard.db_path:
-            db = Db.open(shard.db_path, maps.store, dataclasses.replace(options, compactor=None))
-            try:
-                manifest = db.manifest.manifest
-            finally:
-                try:
-                    db.close()
-                except Fenced:  # the rescale fenced us again; we wrote nothing
-                    pass
+            fenced = act_as_writer(
+                maps.store, shard.db_path, dataclasses.replace(options, compactor=None),
+                TableOptions().fence_attempts, f"ingest job {job_id}: reading its checkpoint in",
+                _fenced_manifest,
+            )
+            assert fenced is not None
+            manifest = fenced
         else:
             manifest = ms.read_latest().manifest
     except DatabaseDestroyed:  # soft-destroyed since, or gone: the destroy fenced every writer
@@ -466,6 +468,10 @@ def _refused_checkpoint(
             return None
         manifest = stored.manifest
     return _job_checkpoint(manifest, job_id, shard.shard_id)
+
+
+def _fenced_manifest(db: Db) -> Manifest:
+    return db.manifest.manifest
 
 
 def _drop_checkpoint(store: ObjectStore, db_path: str, name: str) -> None:

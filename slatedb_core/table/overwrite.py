@@ -55,8 +55,8 @@ the targets.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-import random
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,7 +66,6 @@ import pyarrow as pa
 
 from slatedb_core.errors import (
     DatabaseDestroyed,
-    Fenced,
     InvalidArgument,
     ManifestVersionExists,
     ShardMapConflict,
@@ -75,7 +74,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.layout import ingest_overwrite_record, join, shard_db_name
 from slatedb_core.lsm.arrow_rows import arrow_entries
 from slatedb_core.manifest.model import Manifest
-from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbOptions, check_instance, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.ingest import (
@@ -96,6 +95,7 @@ from slatedb_core.table.options import TableOptions
 from slatedb_core.table.overwrite_stats import built_earlier, shard_stats, stats_all
 from slatedb_core.table.rescale import RescaleContext, discard_database, resume
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, ValueEncoding
+from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
@@ -303,67 +303,62 @@ def _build(
     concurrent attempt of the same commit (a driver retrying while the first still runs) fences
     us on the target before it ingests the same SSTs: we wait a little and look again, up to
     ``attempts`` times (``TableOptions.fence_attempts``), so that two attempts racing on the
-    targets do not both fail before either sealed."""
+    targets do not both fail before either sealed.
+
+    The writer is opened only on top of the manifest checked unbuilt, checked before the map
+    (``act_as_writer``'s ``only_if``): a stale attempt that saw the overwrite fresh never
+    fences the writer a user opened on the target once a concurrent attempt swapped it in
+    (issue 37, 7c): that writer's open, after the swap and so after our check, fails ours."""
     _create_target(store, target)
     maps = ShardMapStore(store, plan.table_path)
-    for attempt in range(attempts):
+
+    def unbuilt(stored: StoredManifest) -> bool:
         # Built already (by an earlier or a concurrent attempt: a fresh target's data only comes
         # from this ingest), or sealed by a concurrent attempt (which built every target first):
-        # leave it alone, without opening a writer that would fence a writer of the new shard
-        # if the overwrite has been swapped in meanwhile.
-        stored = ManifestStore(store, target.db_path).read_latest()
-        if _holds_data(stored.manifest) or _where_now(store, maps.read_latest(), plan) != _FRESH:
-            return built_earlier(store, target, sources, started,
-                                  stored.manifest.writer_epoch, stored.id)
-        try:
-            return _build_once(store, plan, target, sources, options, started)
-        except Fenced as e:
-            if attempt + 1 == attempts:
-                raise
-            log.info("overwrite job %s: building %r: %s; again", plan.job_id, target.db_path, e)
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1 (TableOptions)
+        # leave it alone.
+        return not _holds_data(stored.manifest) and _where_now(
+            store, maps.read_latest(), plan) == _FRESH
+
+    built = act_as_writer(store, target.db_path, options, attempts,
+                          f"overwrite job {plan.job_id}: building",
+                          functools.partial(_ingest, store, plan, target, sources, started),
+                          only_if=unbuilt)
+    if built is not None:
+        return built
+    stored = ManifestStore(store, target.db_path).read_latest()
+    return built_earlier(store, target, sources, started, stored.manifest.writer_epoch, stored.id)
 
 
 def _holds_data(m: Manifest) -> bool:
     return bool(m.l0 or m.compacted or m.transactions)
 
 
-def _build_once(
+def _ingest(
     store: ObjectStore,
     plan: IngestPlan,
     target: Shard,
     sources: Sequence[tuple[str, int]],
-    options: DbOptions,
     started: float,
+    db: Db,
 ) -> ShardIngestStats:
-    db = Db.open(target.db_path, store, options)  # fences any earlier attempt on the target
-    result = None
-    try:
-        epoch = db.writer_epoch
-        stored = db.manifest
-        m = stored.manifest
-        # Ingest only into a target that holds nothing and that, now that we fenced it, no
-        # attempt has sealed: once sealed (or swapped in) it was built, and its manifest may be
-        # empty because its own writers deleted everything since, which an ingest would undo.
-        # An attempt sealing after our fence built this target before it (we see its data or
-        # txn; an empty target gains nothing here either) or after it (fencing our ingest).
-        if not _holds_data(m) and _where_now(
-            store, ShardMapStore(store, plan.table_path).read_latest(), plan
-        ) == _FRESH:
-            result = db.ingest_ssts(
-                [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
-            )
-    finally:
-        try:
-            db.close()
-        except Fenced:  # fenced after our commit: it stands (we buffered nothing)
-            if result is None:
-                raise
-    if result is None:
+    """Step 1 with the target's writer ``db``, which fenced any earlier attempt on it."""
+    epoch = db.writer_epoch
+    stored = db.manifest
+    # Ingest only into a target that holds nothing and that, now that we fenced it, no attempt
+    # has sealed: once sealed (or swapped in) it was built, and its manifest may be empty
+    # because its own writers deleted everything since, which an ingest would undo. An attempt
+    # sealing after our fence built this target before it (we see its data or txn; an empty
+    # target gains nothing here either) or after it (fencing our ingest).
+    if _holds_data(stored.manifest) or _where_now(
+        store, ShardMapStore(store, plan.table_path).read_latest(), plan
+    ) != _FRESH:
         return built_earlier(store, target, sources, started, epoch, stored.id)
+    result = db.ingest_ssts(
+        [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
+    )
+    # a Fenced close after this commit is act_as_writer's to swallow: it stands
     return shard_stats(target, WRITTEN, "", started, rows=result.rows, ssts=result.ssts,
-                  bytes=result.bytes_written, manifest_id=result.manifest_id, epoch=epoch)
+                       bytes=result.bytes_written, manifest_id=result.manifest_id, epoch=epoch)
 
 
 def _finish(

@@ -55,16 +55,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
-    Fenced,
     InvalidArgument,
     MergeBlockedByBatch,
     ShardMapConflict,
@@ -75,11 +74,12 @@ from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.model import AppVersion, combined_range_transactions
-from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbOptions, check_int
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore
+from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ log = logging.getLogger(__name__)
 __all__ = ["RescaleContext", "discard_database", "merge", "resume", "split"]
 
 _NO_L0_LIMIT = 1 << 30
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,9 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             table, srcs, [(path, rng) for path, _, rng in targets], op
         ):
             return _cancel(table, op, [t[0] for t in targets])
+    except _OpGone:
+        log.info("table %r: %s %s finished by a concurrent run", table.path, op.kind, op.op_id)
+        return table.maps.read_latest()
     except DatabaseDestroyed:
         # While the op is pending only its own commit (step 4, then 5) destroys its sources,
         # and only its cancel its targets: a concurrent run of it (a driver's retried commit,
@@ -302,14 +306,21 @@ def _carry_records(
                  table.path, op.op_id, txn.app_id, txn.version)
         return False
     options = dataclasses.replace(table.options.writer, compactor=None)
+
+    def unswapped(_: StoredManifest) -> bool:
+        # Still pending: no map has the target as a shard yet, so no user writer can be on it.
+        # Once the op is gone (a concurrent run committed or cancelled it), opening the target
+        # could fence the writer of a live shard (issue 37, 7c): stop.
+        return any(p.op_id == op.op_id for p in table.maps.read_latest().pending)
+
     for path, rng in targets:
         carried = combined_range_transactions(
             records for src, records in held if not src.intersect(rng).is_empty()
         )
-        if carried:
-            # a concurrent run of the same replace may open the target after us
-            _as_writer(table, path, options, "carrying records into",
-                       functools.partial(_record, carried))
+        # a concurrent run of the same replace may open the target after us
+        if carried and _as_writer(table, path, options, "carrying records into",
+                                  functools.partial(_record, carried), only_if=unswapped) is None:
+            raise _OpGone
     return True
 
 
@@ -340,8 +351,14 @@ def _records_differ(table: RescaleContext, srcs: list[Shard]) -> str | None:
     return None
 
 
-def _record(records: tuple[AppVersion, ...], db: Db) -> None:
+def _record(records: tuple[AppVersion, ...], db: Db) -> bool:
     db.record_transactions(records)
+    return True
+
+
+class _OpGone(Exception):
+    """Internal: the pending op a run works on left the map (a concurrent run of it finished or
+    cancelled it); ``_run`` returns the latest map."""
 
 
 def _targets_live(table: RescaleContext, op: PendingOp, targets: list[str]) -> bool:
@@ -405,41 +422,22 @@ def _fence(table: RescaleContext, shard: Shard) -> None:
 
 
 def _as_writer(
-    table: RescaleContext, db_path: str, options: DbOptions, what: str, act: Callable[[Db], object]
-) -> None:
-    """Open a writer on ``db_path`` and ``act`` with it; again, up to
-    ``TableOptions.fence_attempts`` times, while a writer opened after ours fences it, be it
-    while ours acts or while it is still opening (between its epoch bump and its fence, SlateDB
-    RFC 0001 "Writer Fencing"): a shard's writer opened after the seal (an ingest the seal
-    refused opens one to read its checkpoint), or a concurrent run of the same op. Each attempt
-    opens afresh, which re-checks the database: one a concurrent run of the op retired raises
-    DatabaseDestroyed, which ``_run`` settles from the map. ``act`` must be safe to repeat."""
-    last: Fenced | None = None
-    for attempt in range(table.options.fence_attempts):
-        if attempt:  # a little jitter, so that two openers do not keep fencing each other
-            time.sleep(random.uniform(0.01, 0.05) * attempt)
-        try:
-            db = Db.open(db_path, table.store, options)
-        except Fenced as e:
-            last = e
-            log.info("table %r: %s %r: fenced while opening: %s; again", table.path, what,
-                     db_path, e)
-            continue
-        try:
-            act(db)
-            return
-        except Fenced as e:
-            last = e
-            log.info("table %r: %s %r: %s; again", table.path, what, db_path, e)
-        finally:
-            try:
-                db.close()
-            except Fenced:
-                # close() reports the fencing again (RELIABILITY.md, review finding 8); what
-                # ``act`` committed stands, and we buffered nothing else
-                pass
-    assert last is not None
-    raise last
+    table: RescaleContext,
+    db_path: str,
+    options: DbOptions,
+    what: str,
+    act: Callable[[Db], T],
+    *,
+    only_if: Callable[[StoredManifest], bool] | None = None,
+) -> T | None:
+    """Open a writer on ``db_path`` and ``act`` with it, retried while a writer opened after ours
+    fences it (:func:`slatedb_core.table.writers.act_as_writer`, ``TableOptions.fence_attempts``
+    times): a shard's writer opened after the seal (an ingest the seal refused opens one to read
+    its checkpoint), or a concurrent run of the same op. One a concurrent run of the op retired
+    raises DatabaseDestroyed, which ``_run`` settles from the map. ``only_if``: see there (a
+    target is opened only while no map has swapped it in)."""
+    return act_as_writer(table.store, db_path, options, table.options.fence_attempts,
+                         f"table {table.path!r}: {what}", act, only_if=only_if)
 
 
 def _retire(table: RescaleContext, db_path: str) -> bool:

@@ -6,16 +6,33 @@ gone or sealed by a split/merge is refused (:class:`~slatedb_core.errors.ShardMa
 before anything is written. That order is what makes rescaling safe: a rescale seals its source
 shards before it fences them, so a writer either opened before the seal (and the rescale's fence
 stops it) or sees the seal (see :mod:`slatedb_core.table.rescale`).
+
+:func:`act_as_writer` is the one open-with-retry of the table layer's own writers (a rescale's
+fence, an overwrite's build and record carrying, a refused ingest's fencing read): it retries a
+writer fenced by a concurrent opener, and with ``only_if`` it opens only on top of the manifest
+it checked, so that a stale attempt never fences the writer of a live shard.
 """
 
 from __future__ import annotations
 
-from slatedb_core.errors import ShardMapConflict
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from slatedb_core.errors import Fenced, PreconditionFailed, ShardMapConflict
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbOptions
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.writer.db import Db
 
-__all__ = ["check_live_shard", "open_shard_writer"]
+log = logging.getLogger(__name__)
+
+__all__ = ["act_as_writer", "check_live_shard", "open_shard_writer"]
+
+T = TypeVar("T")
 
 
 def open_shard_writer(
@@ -50,3 +67,59 @@ def check_live_shard(m: ShardMap, shard: Shard) -> None:
             f"shard {shard.shard_id} ({shard.db_path!r}) is sealed by {what} in shard map {m.id}; "
             "wait for it to finish (or Table.resume() a crashed one) and re-route"
         )
+
+
+def act_as_writer(
+    store: ObjectStore,
+    db_path: str,
+    options: DbOptions,
+    attempts: int,
+    what: str,
+    act: Callable[[Db], T],
+    *,
+    only_if: Callable[[StoredManifest], bool] | None = None,
+) -> T | None:
+    """Open a writer on ``db_path``, ``act`` with it and close it; again, up to ``attempts``
+    times (``TableOptions.fence_attempts``), while a writer opened after ours fences it, be it
+    while ours acts or while it is still opening (between its epoch bump and its fence, SlateDB
+    RFC 0001 "Writer Fencing"). Each attempt opens afresh, which re-checks the database (one
+    destroyed meanwhile raises DatabaseDestroyed). ``act`` must be safe to repeat; what it
+    committed stands when closing reports the fencing again. ``what`` names the act in logs.
+
+    ``only_if``: open only while it holds, None returned once it does not (``act`` must then
+    return something else than None). It is asked about the latest manifest, and the open
+    commits its epoch bump only on top of that very version (``Db.open(if_manifest_id=...)``),
+    so a writer that opened after the check is never fenced by ours: the open fails instead
+    and we ask again. This is how a stale attempt of an overwrite or rescale leaves alone a
+    target that has been swapped in (and given a writer) meanwhile: ``only_if`` reads the map
+    after the manifest, so a swap after that read is followed by an open that fails ours."""
+    last: Fenced | PreconditionFailed | None = None
+    for attempt in range(attempts):
+        if attempt:  # a little jitter, so that two openers do not keep fencing each other
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
+        expected = None
+        if only_if is not None:
+            stored = ManifestStore(store, db_path).read_latest()
+            if not only_if(stored):
+                return None
+            expected = stored.id
+        try:
+            db = Db.open(db_path, store, options, if_manifest_id=expected)
+        except (Fenced, PreconditionFailed) as e:
+            last = e
+            log.info("%s %r: %s while opening; again", what, db_path, e)
+            continue
+        try:
+            return act(db)
+        except Fenced as e:
+            last = e
+            log.info("%s %r: %s; again", what, db_path, e)
+        finally:
+            try:
+                db.close()
+            except Fenced:
+                # close() reports the fencing again (RELIABILITY.md, review finding 8); what
+                # ``act`` committed stands, and we buffered nothing else
+                pass
+    assert last is not None
+    raise last

@@ -77,12 +77,26 @@ class Db(WriterIngest):
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str, store: ObjectStore, options: DbOptions | None = None) -> Db:
-        """Open (creating if absent) the database at ``path`` as its writer, fencing older ones."""
+    def open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        options: DbOptions | None = None,
+        *,
+        if_manifest_id: int | None = None,
+    ) -> Db:
+        """Open (creating if absent) the database at ``path`` as its writer, fencing older ones.
+
+        ``if_manifest_id``: open only if the latest manifest is still that version (the epoch
+        bump is committed on top of it or not at all): PreconditionFailed, having written and
+        fenced nothing, if it changed (a writer opened since it was read, say). The database
+        must exist."""
         check_store(store)
         check_optional("options", options, DbOptions)
+        if if_manifest_id is not None:
+            if_manifest_id = check_int("if_manifest_id", if_manifest_id, lo=1)
         db = cls(path, store, options or DbOptions())
-        db._recover()
+        db._recover(if_manifest_id)
         db._start()
         return db
 

@@ -112,11 +112,11 @@ class WriterEngine(WalFlusher):
         self._fm: FencedManifest
         self._state: DbState
 
-    def _recover(self) -> None:
+    def _recover(self, if_manifest_id: int | None = None) -> None:
         """Recovery at open, the steps of :mod:`slatedb_core.writer.recovery` in order."""
         own = self.options.max_parallel_writes
         # 1. bump the writer epoch together with our writer checkpoint (SlateDB RFC 0004)
-        self._fm = bump_epoch(self.manifests, own)
+        self._fm = bump_epoch(self.manifests, own, if_manifest_id)
         epoch = self._fm.epoch
         m = self._fm.stored.manifest
         # 2. fence older writers (SlateDB RFC 0001)

@@ -19,7 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import writer_checkpoint
-from slatedb_core.errors import ManifestVersionExists, ObjectNotFound, UnsupportedFeature
+from slatedb_core.errors import (
+    ManifestVersionExists,
+    ObjectNotFound,
+    PreconditionFailed,
+    UnsupportedFeature,
+)
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
@@ -29,12 +34,19 @@ from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, 
 log = logging.getLogger(__name__)
 
 
-def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedManifest:
+def bump_epoch(
+    manifests: ManifestStore, max_parallel_writes: int, if_manifest_id: int | None = None
+) -> FencedManifest:
     """Step 1: create the manifest if absent, then bump the writer epoch together with our writer
     checkpoint (SlateDB RFC 0004). The manifest's ``max_parallel_writes`` becomes max(previous
     writer's, ours) until our fence is complete (lowered to ours by our first memtable flush), so
-    that a writer opening after us while we fence still covers the previous writer's window."""
-    if manifests.try_read_latest() is None:
+    that a writer opening after us while we fence still covers the previous writer's window.
+
+    ``if_manifest_id``: bump only on top of that manifest version (the bump is committed as the
+    next id, create-if-absent), else PreconditionFailed having written nothing: no writer that
+    opened after the caller read that version is fenced (the table layer's conditional open,
+    :func:`slatedb_core.table.writers.act_as_writer`)."""
+    if if_manifest_id is None and manifests.try_read_latest() is None:
         if manifests.is_tombstone():
             # refuse before creating anything a reader could glimpse; a tombstone written after
             # this check still fails the create's boundary check
@@ -46,6 +58,10 @@ def bump_epoch(manifests: ManifestStore, max_parallel_writes: int) -> FencedMani
     own = max_parallel_writes
 
     def bump(m: Manifest, next_id: int) -> Manifest:
+        if if_manifest_id is not None and next_id != if_manifest_id + 1:
+            raise PreconditionFailed(
+                f"{manifests.db_path}/manifest: the latest is {next_id - 1}, not {if_manifest_id}"
+            )
         m = writer_checkpoint(m, next_id, m.writer_epoch)
         return dataclasses.replace(m, max_parallel_writes=max(m.max_parallel_writes, own))
 

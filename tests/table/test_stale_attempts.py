@@ -1,0 +1,218 @@
+"""A stale attempt never fences the writer of a live shard; a refused ingest whose fencing read is
+fenced itself retries it (issue 37, known problem 7c, and its follow-ups).
+
+An overwrite's commit (or a run of its pending replace) opens a writer on a target to build it
+or to carry the exactly-once records into it. Two attempts can run at once (a driver's retry, an
+operator's ``Table.resume()``): the faster one swaps the targets in, and a user then opens a
+writer on a new shard. The stale attempt decided to open before the swap; its ``Db.open`` used
+to bump the target's writer epoch afterwards, so the user's next write raised ``Fenced``. The
+open is now conditional on the manifest the attempt checked (``Db.open(if_manifest_id=...)``):
+a writer opened since makes it fail without bumping anything, and the attempt looks again.
+
+The interleavings are made deterministic with :class:`FaultyStore` pause points: the stale
+attempt parks right before it writes its epoch bump (after every check it makes), the other
+attempt and the user's writer run through the real store, then the stale attempt goes on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pyarrow as pa
+import pytest
+
+from slatedb_core.errors import InjectedFault, PreconditionFailed
+from slatedb_core.manifest.model import AppVersion
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table, table_app_versions
+from slatedb_core.table.ingest import (
+    REFUSED,
+    WRITTEN,
+    IngestPlan,
+    attempt_dir,
+    commit_shard,
+    plan_ingest,
+    stage_ssts,
+)
+from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
+from slatedb_core.table.shardmap import ShardMap
+from slatedb_core.writer.db import Db
+from tests.table.conftest import OPTS, fill
+
+T = TypeVar("T")
+OLD = {b"k%03d" % i: b"old%03d" % i for i in range(20)}
+NEW = {b"k%03d" % i: b"new%03d" % i for i in range(0, 20, 2)}
+MID = b"k010"
+
+
+def in_thread(fn: Callable[[], T]) -> tuple[threading.Thread, list[T | BaseException]]:
+    """Run ``fn`` in a thread; its result, or the exception it raised, lands in the list."""
+    out: list[T | BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as e:  # reported by the test's assertion
+            out.append(e)
+
+    th = threading.Thread(target=run)
+    th.start()
+    return th, out
+
+
+def manifest_name(db_path: str, manifest_id: int) -> str:
+    return f"{db_path}/manifest/{manifest_id:020}.manifest"
+
+
+def staged_new_rows(store: ObjectStore, plan: IngestPlan) -> dict[int, list[tuple[str, int]]]:
+    batch = pa.record_batch([pa.array(list(NEW), pa.binary()),
+                             pa.array(list(NEW.values()), pa.binary())], ["key", "value"])
+    staged: dict[int, list[tuple[str, int]]] = {}
+    for sst in stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch], partition=0):
+        staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
+    return staged
+
+
+def test_a_stale_overwrite_attempt_building_a_target_fences_no_writer_of_the_new_shard(
+    mem: ObjectStore,
+) -> None:
+    """Issue 37, 7c (a): attempt B of an overwrite commit has checked that target 0 is unbuilt
+    and the overwrite unsealed, and is about to open the target; attempt A builds, seals and
+    swaps in the targets, and a user opens the new shard's writer. B must not fence it."""
+    with Table.create("t", mem, [], OPTS) as t:
+        fill(t, OLD)
+    plan = plan_overwrite("t", mem, job_id="job")
+    staged = staged_new_rows(mem, plan)
+    target0 = plan.shards[0].db_path
+    faulty = FaultyStore(mem)
+    # B creates the target (manifest 1), checks it, then its open bumps the epoch as manifest 2
+    pause = faulty.pause("stale", "put_if_absent", manifest_name(target0, 2))
+    th, out = in_thread(lambda: commit_overwrite(faulty, plan, "b", staged))
+    try:
+        assert pause.wait_reached()
+        assert {s.status for s in commit_overwrite(mem, plan, "a", staged)} == {WRITTEN}
+        with Table.open("t", mem, OPTS) as t:
+            assert [s.db_path for s in t.shards] == [target0]
+            writer = t.writer(0)
+            writer.put(b"user1", b"u1")
+    finally:
+        pause.release()
+        th.join()
+    (result,) = out
+    assert not isinstance(result, BaseException), result
+    assert {s.status for s in result} == {WRITTEN}
+    try:
+        writer.put(b"user2", b"u2")  # Fenced before the fix
+    finally:
+        writer.close()
+    with Table.open("t", mem, OPTS) as t:
+        assert dict(t.scan()) == {**NEW, b"user1": b"u1", b"user2": b"u2"}
+
+
+def test_a_second_run_of_a_replace_carrying_records_fences_no_writer_of_a_swapped_in_target(
+    mem: ObjectStore,
+) -> None:
+    """Issue 37, 7c (b): the overwrite's first commit stopped after the seal; run R2 of its
+    pending replace (``Table.resume()``) is about to open target 0 to carry the sources' records
+    into it when run R1 finishes the replace and a user opens the new shard's writer. R2 must
+    not fence it, and it reports the replace done."""
+    with Table.create("t", mem, [MID], OPTS) as t:
+        fill(t, OLD)
+        source0 = t.shards[0].db_path
+    earlier = plan_ingest("t", mem, txn=AppVersion("loader", 1))  # records to carry
+    for shard in earlier.shards:
+        commit_shard(mem, earlier, "run", shard, [])
+    plan = plan_overwrite("t", mem)
+    staged = staged_new_rows(mem, plan)
+    crashing = FaultyStore(mem)
+    crashing.fail_next("put_if_absent", f"{source0}/manifest/*", times=1000)  # the fence
+    with pytest.raises(InjectedFault):
+        commit_overwrite(crashing, plan, "run", staged)
+    target0 = plan.shards[0].db_path
+    built = ManifestStore(mem, target0).read_latest().id
+    faulty = FaultyStore(mem)
+    with Table.open("t", faulty, OPTS) as stale:
+        assert stale.shard_map.pending  # sealed, not swapped
+        pause = faulty.pause("stale", "put_if_absent", manifest_name(target0, built + 1))
+        th, out = in_thread(stale.resume)
+        try:
+            assert pause.wait_reached()
+            with Table.open("t", mem, OPTS) as t:
+                t.resume()
+                assert [s.db_path for s in t.shards] == [s.db_path for s in plan.shards]
+                writer = t.writer(0)
+                writer.put(b"k001", b"user1")
+        finally:
+            pause.release()
+            th.join()
+    (result,) = out
+    assert isinstance(result, ShardMap), result
+    assert [s.db_path for s in result.shards] == [s.db_path for s in plan.shards]
+    try:
+        writer.put(b"k003", b"user2")  # Fenced before the fix
+    finally:
+        writer.close()
+    with Table.open("t", mem, OPTS) as t:
+        assert dict(t.scan()) == {**NEW, b"k001": b"user1", b"k003": b"user2"}
+    assert table_app_versions(mem, "t", "loader") == {0: 1, 1: 1}
+
+
+def test_a_refused_commit_whose_fencing_read_is_fenced_by_the_rescale_still_reports_refused(
+    mem: ObjectStore,
+) -> None:
+    """Item 3 of the 7c follow-ups: an ingest planned before a merge commits shard 0 after the
+    merge sealed it; to read its own checkpoint as of a fence, the refused commit opens shard
+    0's writer, and the merge's fencing writer opens while that one sits between its epoch bump
+    and its fence. The refused commit's open raised ``Fenced`` out of ``commit_shard``; it now
+    retries (the shared open-with-Fenced-retry of slatedb_core.table.writers)."""
+    with Table.create("t", mem, [MID], OPTS) as t:
+        fill(t, OLD)
+        source0 = t.shards[0].db_path
+    plan = plan_ingest("t", mem, job_id="late")  # routes by the map before the merge
+    shard0 = plan.shards[0]
+    rescale_store, ingest_store = FaultyStore(mem), FaultyStore(mem)
+    with Table.open("t", rescale_store, OPTS) as t:
+        # the merge has sealed the map and waits before its fencing writer's epoch bump
+        sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
+        merge, merged = in_thread(lambda: t.merge(0))
+        # the refused commit's writer waits between its epoch bump and its fence
+        between = ingest_store.pause("between", "list", f"{source0}/wal*")
+        try:
+            assert sealed.wait_reached()
+            late, stats = in_thread(lambda: commit_shard(ingest_store, plan, "run", shard0, []))
+            assert between.wait_reached()
+            sealed.release()
+            merge.join()
+        finally:
+            sealed.release()
+            between.release()
+            merge.join()
+        late.join()
+    (result,) = merged
+    assert isinstance(result, ShardMap), result
+    assert len(result.shards) == 1
+    (refused,) = stats
+    assert not isinstance(refused, BaseException), refused  # Fenced before the fix
+    assert refused.status == REFUSED and "ShardMapConflict" in refused.message
+    with Table.open("t", mem, OPTS) as t:
+        assert dict(t.scan()) == OLD
+
+
+def test_a_conditional_open_on_a_manifest_that_changed_fences_no_writer(mem: ObjectStore) -> None:
+    """The primitive under the fixes above: ``Db.open(if_manifest_id=n)`` bumps the writer epoch
+    only on top of manifest ``n``; once a writer opened after ``n`` was read it fails, and that
+    writer goes on writing."""
+    with Db.open("db", mem) as first:
+        first.put(b"a", b"1")
+    checked = ManifestStore(mem, "db").read_latest().id
+    with Db.open("db", mem) as live:
+        with pytest.raises(PreconditionFailed):
+            Db.open("db", mem, if_manifest_id=checked)
+        live.put(b"b", b"2")  # not fenced
+        assert ManifestStore(mem, "db").read_latest().id > checked
+        current = ManifestStore(mem, "db").read_latest().id
+    with Db.open("db", mem, if_manifest_id=current) as db:  # unchanged since read: opens
+        assert db.get(b"a") == b"1" and db.get(b"b") == b"2"

@@ -241,16 +241,25 @@ class DbReader:
             self._check_open()
             self._poll()
 
-    def _recover(self, failed: View) -> View:
-        """After ``failed`` lost an SST: a state built from the latest manifest."""
-        with self._refresh_lock:
-            self._check_open()
-            if self._refresher.view is failed:
-                if self._mode is ReaderMode.MANAGED:
-                    self._refresher.establish()
-                else:
-                    self._refresher.follow()
-            return self._current
+    def _recover(self, failed: View, missing: str) -> View:
+        """After ``failed`` lost an SST (``missing``): a state built from the latest manifest.
+        ReaderClosed, or DatabaseDestroyed when the database is destroyed (perhaps collected)
+        under the reader: then a table read re-reads its shard map (an overwrite or rescale
+        retired this shard) instead of failing; any other failure to reload is SstMissing.
+        The one recovery of :meth:`_read` and :meth:`_scan_batches`."""
+        try:
+            with self._refresh_lock:
+                self._check_open()
+                if self._refresher.view is failed:
+                    if self._mode is ReaderMode.MANAGED:
+                        self._refresher.establish()
+                    else:
+                        self._refresher.follow()
+                return self._current
+        except (ReaderClosed, DatabaseDestroyed):
+            raise
+        except SlateDBError as e:
+            raise SstMissing(missing, f"reloading the manifest failed: {e}") from e
 
     # ---- reads -----------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -266,17 +275,11 @@ class DbReader:
             if self._mode is ReaderMode.CHECKPOINT:
                 raise SstMissing(e.path, f"checkpoint {self._given_checkpoint}") from e
             missing = e
+        view = self._recover(view, missing.path)
         try:
-            view = self._recover(view)
             return fn(view.state)
         except ObjectNotFound as e:
             raise SstMissing(e.path, "still missing after reloading the manifest") from e
-        except (ReaderClosed, DatabaseDestroyed):
-            # destroyed (and perhaps collected) under us: say so, so that a table read re-reads
-            # its shard map (an overwrite or rescale retired this shard) instead of failing
-            raise
-        except SlateDBError as e:
-            raise SstMissing(missing.path, f"reloading the manifest failed: {e}") from e
 
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` in the reader's state, or None."""
@@ -364,12 +367,7 @@ class DbReader:
                     retried = True
                     if resume is not None and end is not None and resume >= end:
                         return
-                    try:
-                        fresh = self._recover(view)
-                    except ReaderClosed:
-                        raise
-                    except SlateDBError as err:
-                        raise SstMissing(e.path, f"reloading the manifest failed: {err}") from err
+                    fresh = self._recover(view, e.path)
                     if fresh.pin is not None:
                         fresh.pin.scans.add(token)
                     if view.pin is not None:

@@ -321,7 +321,8 @@ class Refresher:
             self.establish()
 
     def drop_checkpoints(self) -> None:
-        """Delete every checkpoint this reader created (close, failed open)."""
+        """Delete every checkpoint this reader created (close, failed open); none is left to
+        delete when the database itself is gone (destroyed and collected)."""
         doomed = {p.id for p in self._pins()}
         self.pin = None
         self._retired = []
@@ -329,4 +330,7 @@ class Refresher:
             return
 
         change = drop_pins_change(doomed)
-        self._manifests.update_at(change)
+        try:
+            self._manifests.update_at(change)
+        except DatabaseNotFound:  # DatabaseDeleted included: its checkpoints went with it
+            pass

@@ -87,8 +87,8 @@ def test_a_managed_reader_never_extends_or_renews_its_checkpoint_after_a_soft_de
 def test_once_a_destroyed_databases_objects_are_gone_every_read_says_destroyed() -> None:
     """What the reader serves after the destroy lasts until the database's objects go (its
     checkpoint expired or was deleted, then the GC or a hard destroy): a read that finds an SST
-    gone then raises DatabaseDestroyed, a scan as well as a get (a scan said SstMissing, so a
-    table scan did not re-read its shard map), and closing the reader raises nothing (it raised
+    gone then raises DatabaseDestroyed, a scan as well as a get (a scan said SstMissing, which
+    names damage, not a destroyed database), and closing the reader raises nothing (it raised
     DatabaseDeleted deleting a checkpoint that went with the database). Both seen failing."""
     store = open_store(f"memory://reader-{random.getrandbits(64):x}")
     with Db.open(DB, store, DbOptions(flush_interval=timedelta(milliseconds=5))) as db:

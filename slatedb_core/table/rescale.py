@@ -71,7 +71,7 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.lifecycle.destroy import destroy, is_own_object
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.model import AppVersion, combined_range_transactions
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -441,14 +441,27 @@ def _as_writer(
 
 
 def _retire(table: RescaleContext, db_path: str) -> bool:
-    """Step 5; False if the database is gone already (collected)."""
+    """Step 5; False if the database is gone: never there, or deleted by the GC (which
+    ``destroy`` accepts without an error: a deleted path stays destroyed)."""
     try:
         destroy(db_path, table.store, soft=True)
     except DatabaseNotFound:
         return False
     except DatabaseDestroyed:
         pass
-    return True
+    return not _deleted(table.store, db_path)
+
+
+def _deleted(store: ObjectStore, db_path: str) -> bool:
+    """The GC deleted the database at ``db_path``, all of it: its path holds the tombstone and
+    none of its own objects. One whose deletion began (the tombstone is written first) but did
+    not finish is not: its retired entry is what makes the next GC pass finish it
+    (``delete_database_objects`` deletes the latest manifest last, SlateDB RFC 0004
+    "Deleting a Database")."""
+    if not ManifestStore(store, db_path).is_tombstone():
+        return False
+    prefix = db_path.rstrip("/") + "/"
+    return not any(is_own_object(db_path, o.path) for o in store.list(prefix))
 
 
 # ---- helpers -------------------------------------------------------------------------------

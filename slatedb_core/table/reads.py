@@ -25,7 +25,9 @@ then re-routes on the new map: at most :data:`REROUTES` times), a reader's poll 
 destroyed (the reader reports it; the handle then swaps in its poll thread, so even an idle
 handle lets go of a retired shard), and :meth:`ShardReaders.refresh`. A state swapped out closes
 the readers the new map does not use (deleting their checkpoints, so the GC can delete the
-retired shards) once no read still uses it.
+retired shards) once no read still uses it and no other state still in use holds them (a
+reader carried over from state to state is one object: a swap that retires it must not close
+it under an older state's scan that still has to read it).
 """
 
 from __future__ import annotations
@@ -63,16 +65,15 @@ class ReadState:
     """One shard-map version and the readers opened on its shards, by database path. The map
     never changes; readers are added (copy on write, under the owner's lock) as reads need
     them. ``users`` counts the reads using the state; once it is swapped out (``retired``) and
-    unused, the readers the new map does not use (``orphans``) are closed."""
+    unused, its readers that no state still alive holds are closed (:meth:`ShardReaders._die`)."""
 
-    __slots__ = ("map", "orphans", "readers", "retired", "users")
+    __slots__ = ("map", "readers", "retired", "users")
 
     def __init__(self, m: ShardMap, readers: dict[str, DbReader]) -> None:
         self.map = m
         self.readers = readers
         self.users = 0
         self.retired = False
-        self.orphans: list[DbReader] = []
 
 
 class ShardReaders:
@@ -97,6 +98,7 @@ class ShardReaders:
         self._lock = threading.Lock()
         self._check_lock = threading.Lock()  # one map check at a time
         self._state = ReadState(initial, {})
+        self._alive = [self._state]  # the current state and swapped-out ones reads still use
         self._checked_at = time.monotonic()
         self._look_now = False  # a reader found its database destroyed
         self._closed = False
@@ -121,16 +123,22 @@ class ShardReaders:
             live = {s.db_path for s in latest.shards}
             keep = {p: r for p, r in old.readers.items() if p in live}
             self._state = ReadState(latest, keep)
-            return self._retire(old, [r for p, r in old.readers.items() if p not in live])
+            self._alive.append(self._state)
+            return self._retire(old)
 
-    def _retire(self, old: ReadState, orphans: list[DbReader]) -> list[DbReader]:
+    def _retire(self, old: ReadState) -> list[DbReader]:
         """Mark ``old`` swapped out (under the lock); the readers to close now."""
         old.retired = True
-        old.orphans.extend(orphans)
-        if old.users:
-            return []
-        doomed, old.orphans = old.orphans, []
-        return doomed
+        return [] if old.users else self._die(old)
+
+    def _die(self, state: ReadState) -> list[DbReader]:
+        """``state`` is swapped out and no read uses it (under the lock): its readers that no
+        state still alive holds, to close. One reader object can be in several states (carried
+        over by each swap that keeps its shard), so a swap's leftovers are not enough: an older
+        state's scan may still have to read a reader the newer state retires."""
+        self._alive = [s for s in self._alive if s is not state]
+        held = {id(r) for s in self._alive for r in s.readers.values()}
+        return [r for r in state.readers.values() if id(r) not in held]
 
     def check_map(self, *, force: bool = False) -> None:
         """Re-read the latest map id if the last look is older than the poll interval (or
@@ -193,9 +201,7 @@ class ShardReaders:
     def _leave(self, state: ReadState) -> None:
         with self._lock:
             state.users -= 1
-            doomed: list[DbReader] = []
-            if state.retired and not state.users:
-                doomed, state.orphans = state.orphans, []
+            doomed = self._die(state) if state.retired and not state.users else []
         _close_all(doomed)
 
     def reader(self, state: ReadState, shard: Shard) -> DbReader:
@@ -213,9 +219,8 @@ class ShardReaders:
         with self._lock:
             existing = state.readers.get(shard.db_path)
             if existing is None and not self._closed:
+                # swapped out meanwhile: closed with the state, once its reads are done
                 state.readers = {**state.readers, shard.db_path: r}
-                if state.retired:  # swapped out meanwhile: closed when its reads are done
-                    state.orphans.append(r)
                 return r
         _close_quietly(r)  # another thread opened one first, or the table closed meanwhile
         if existing is None:
@@ -226,8 +231,7 @@ class ShardReaders:
         """Close every reader (deleting their checkpoints). Idempotent."""
         with self._lock:
             self._closed = True
-            state = self._state
-            doomed = self._retire(state, list(state.readers.values()))
+            doomed = self._retire(self._state)
         _close_all(doomed)
 
     # ---- reads -------------------------------------------------------------------------------

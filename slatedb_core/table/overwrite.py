@@ -105,6 +105,7 @@ __all__ = [
 ]
 
 _COMMITTED, _PENDING, _FRESH = "committed", "pending", "fresh"
+_CONCURRENT = "committed by a concurrent attempt"
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -178,11 +179,13 @@ def commit_overwrite(
     started = time.monotonic()
     applied = _already_applied(store, latest, plan.txn)
     if applied is not None:
-        _discard_targets(store, plan)
+        if not _discard_targets(store, plan):
+            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
         return stats_all(plan, SKIPPED, applied, started)
     problem = _shape_problem(latest, plan)
     if problem is not None:
-        _discard_targets(store, plan)
+        if not _discard_targets(store, plan):
+            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
         raise ShardMapConflict(problem)
     with ThreadPoolExecutor(max_workers=min(16, len(plan.shards))) as pool:
         built = list(pool.map(
@@ -206,7 +209,8 @@ def commit_overwrite(
     try:
         latest = ctx.maps.update(seal, base=latest)
     except ShardMapConflict:
-        _discard_targets(store, plan)
+        if not _discard_targets(store, plan):
+            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
         raise
     return _finish(ctx, plan, latest, built, "")
 
@@ -240,7 +244,15 @@ def abort_overwrite(store: ObjectStore, plan: IngestPlan) -> None:
             )
 
         maps.update(drop, base=latest)
-    _discard_targets(store, plan)
+    if not _discard_targets(store, plan):
+        if _where_now(store, maps.read_latest(), plan) == _COMMITTED:
+            log.warning("table %r: overwrite job %s committed while being aborted; kept",
+                        plan.table_path, plan.job_id)
+            return
+        raise ShardMapConflict(
+            f"table {plan.table_path!r}: overwrite job {plan.job_id} was sealed again by a "
+            "concurrent commit while being aborted; abort it again once that commit stopped"
+        )
 
 
 def overwrite_table(
@@ -411,9 +423,17 @@ def _create_target(store: ObjectStore, target: Shard) -> None:
             ) from None
 
 
-def _discard_targets(store: ObjectStore, plan: IngestPlan) -> None:
-    for t in plan.shards:
-        discard_database(store, t.db_path)
+def _discard_targets(store: ObjectStore, plan: IngestPlan) -> bool:
+    """Destroy the targets of an overwrite that did not commit; False, leaving them (or those
+    not destroyed yet), once the overwrite is sealed or committed: a stale attempt read the map
+    before a concurrent attempt sealed and swapped the targets in, and they may be live shards
+    with writers now (``discard_database``'s ``only_if``; issue 37, 7c)."""
+    maps = ShardMapStore(store, plan.table_path)
+
+    def fresh() -> bool:
+        return _where_now(store, maps.read_latest(), plan) == _FRESH
+
+    return all(discard_database(store, t.db_path, only_if=fresh) for t in plan.shards)
 
 
 def _already_applied(store: ObjectStore, m: ShardMap, txn: AppVersion | None) -> str | None:

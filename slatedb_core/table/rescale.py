@@ -66,6 +66,7 @@ from slatedb_core.errors import (
     DatabaseNotFound,
     InvalidArgument,
     MergeBlockedByBatch,
+    PreconditionFailed,
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
@@ -73,7 +74,7 @@ from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy, is_own_object
 from slatedb_core.lifecycle.union import UnionSource, create_union
-from slatedb_core.manifest.model import AppVersion, combined_range_transactions
+from slatedb_core.manifest.model import AppVersion, Manifest, combined_range_transactions
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbOptions, check_int
 from slatedb_core.store.objectstore import ObjectStore
@@ -397,19 +398,55 @@ def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMa
     return m
 
 
-def discard_database(store: ObjectStore, db_path: str) -> None:
+def discard_database(
+    store: ObjectStore, db_path: str, *, only_if: Callable[[], bool] | None = None
+) -> bool:
     """Hard-destroy ``db_path``, a database no shard map names (the target of an overwrite
-    that did not commit); nothing if there is none, or it is destroyed already."""
-    try:
-        stored = ManifestStore(store, db_path).try_read_latest()
-    except DatabaseDestroyed:
-        stored = None
-    if stored is None or stored.manifest.destroyed_at_s is not None:
-        return
-    try:
-        destroy(db_path, store, soft=False)
-    except (DatabaseNotFound, DatabaseDestroyed):
-        pass
+    that did not commit); nothing if there is none, or it is destroyed already. False if it
+    was left alone because ``only_if`` did not hold.
+
+    ``only_if`` (does no map name the database still?) is asked after the database's manifest
+    is read, and the destroy is committed only on top of that manifest (as ``act_as_writer``
+    opens): a writer opened on the database after the check, once a map named it, makes the
+    destroy look again, and ``only_if`` then says no. A stale attempt of an overwrite thus
+    never destroys a target a concurrent attempt swapped in (issue 37, 7c)."""
+    ms = ManifestStore(store, db_path)
+    for _ in range(_DISCARD_ATTEMPTS):
+        try:
+            stored = ms.try_read_latest()
+        except DatabaseDestroyed:
+            stored = None
+        if stored is None or stored.manifest.destroyed_at_s is not None:
+            return True
+        if only_if is not None:
+            if not only_if():
+                return False
+            try:
+                ms.update_at(_destroyed_on(stored.id), base=stored)
+            except PreconditionFailed:
+                continue
+        try:
+            destroy(db_path, store, soft=False)
+        except (DatabaseNotFound, DatabaseDestroyed):
+            pass
+        return True
+    log.warning("discarding %r: its manifest kept changing; left for abort_overwrite", db_path)
+    return False
+
+
+_DISCARD_ATTEMPTS = 5
+
+
+def _destroyed_on(base_id: int) -> Callable[[Manifest, int], Manifest]:
+    """A manifest change marking the database destroyed (``destroy`` deletes it next), only as
+    the version after ``base_id``: PreconditionFailed once another version came first."""
+
+    def change(m: Manifest, next_id: int) -> Manifest:
+        if next_id != base_id + 1:
+            raise PreconditionFailed(f"manifest: the latest is {next_id - 1}, not {base_id}")
+        return dataclasses.replace(m, destroyed_at_s=int(time.time()))
+
+    return change
 
 
 def _fence(table: RescaleContext, shard: Shard) -> None:

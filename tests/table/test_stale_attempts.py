@@ -216,3 +216,52 @@ def test_a_conditional_open_on_a_manifest_that_changed_fences_no_writer(mem: Obj
         current = ManifestStore(mem, "db").read_latest().id
     with Db.open("db", mem, if_manifest_id=current) as db:  # unchanged since read: opens
         assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
+
+
+def test_a_stale_overwrite_attempt_refused_by_a_pending_merge_destroys_no_swapped_in_target(
+    mem: ObjectStore,
+) -> None:
+    """A sibling of 7c (a): attempt B of an overwrite commit read the map while a merge held the
+    shards, so it gives up and destroys the targets; meanwhile the merge is refused (a batch
+    reached one shard only), attempt A commits the overwrite and a user writes to a new shard.
+    B must leave the targets alone (they are the table now) and report the overwrite
+    committed."""
+    with Table.create("t", mem, [MID], OPTS) as t:
+        fill(t, OLD)
+        source0 = t.shards[0].db_path
+    half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
+    commit_shard(mem, half, "run", half.shards[0], [])  # shard 0 only: the merge is refused
+    plan = plan_overwrite("t", mem, job_id="job")
+    staged = staged_new_rows(mem, plan)
+    target0 = plan.shards[0].db_path
+    rescale_store, stale_store = FaultyStore(mem), FaultyStore(mem)
+    with Table.open("t", rescale_store, OPTS) as t:
+        sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
+        merge, merged = in_thread(lambda: t.merge(0))
+        discarding = stale_store.pause("discarding", "get", f"{target0}/manifest/*")
+        try:
+            assert sealed.wait_reached()
+            th, out = in_thread(lambda: commit_overwrite(stale_store, plan, "b", staged))
+            assert discarding.wait_reached()
+            sealed.release()
+            merge.join()
+            assert {s.status for s in commit_overwrite(mem, plan, "a", staged)} == {WRITTEN}
+            with Table.open("t", mem, OPTS) as live:
+                writer = live.writer(0)
+                writer.put(b"k001", b"user1")
+        finally:
+            sealed.release()
+            discarding.release()
+            merge.join()
+        th.join()
+    try:
+        writer.put(b"k003", b"user2")  # DatabaseDestroyed before the fix
+    finally:
+        writer.close()
+    with Table.open("t", mem, OPTS) as t:
+        assert dict(t.scan()) == {**NEW, b"k001": b"user1", b"k003": b"user2"}
+    (refused,) = merged
+    assert isinstance(refused, BaseException) and "refused" in str(refused), refused
+    (result,) = out
+    assert not isinstance(result, BaseException), result  # ShardMapConflict before the fix
+    assert {s.status for s in result} == {WRITTEN}

@@ -233,8 +233,12 @@ class IngestJobExpired(SlateDBError):
     """An ingest job's plan record is gone: the table GC collected the job's leftovers
     (``Table.collect_garbage``, older than ``ingest_min_age``), its done markers with them, so
     nothing can tell any more which shards the job committed. Its commits are refused, so that
-    none applies twice; nothing was written. Plan the job again (a new job id), or give it an
-    app id and batch version (exactly-once batches), whose records live in the shards."""
+    none applies twice: the refused shard wrote nothing, but other shards of the job may have
+    committed before. A job without an app id and batch version cannot be completed exactly
+    once any more: planning it again (a new job id) writes those shards again. Write batches
+    that must apply once with an app id and batch version, whose records live in the shards and
+    make a re-run write only the missing shards; and keep ``ingest_min_age`` above the longest
+    job."""
 
 
 class CloneConflict(SlateDBError):

@@ -527,8 +527,10 @@ def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
         raise IngestJobExpired(
             f"ingest job {plan.job_id} into table {plan.table_path!r}: its plan record is gone "
             "(Table.collect_garbage collected the job's leftovers, its done markers with them), "
-            "so its commits are refused: none may apply twice; nothing was written. Plan the job "
-            "again (a new job id), or write with an app id and batch version"
+            "so its commits are refused: none may apply twice. This shard wrote nothing; other "
+            "shards of the job may have committed, and planning the job again writes them "
+            "again (check the table before re-running it). Give batches that must apply once "
+            "an app id and batch version, and keep ingest_min_age above the longest job"
         )
 
 

@@ -95,7 +95,7 @@ def test_a_job_whose_marker_was_collected_never_commits_again(gc: str) -> None:
     _committed_then_deleted(store, plan)
     GCS[gc](store)
     assert not store.exists(ingest_done_marker("t", "job", plan.shards[0].shard_id))
-    with pytest.raises(IngestJobExpired, match="Plan the job again"):
+    with pytest.raises(IngestJobExpired, match="planning the job again writes them again"):
         _commit(store, plan, 1)
     assert _get(store) is None  # the acknowledged delete stands
 

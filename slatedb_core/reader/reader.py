@@ -167,6 +167,10 @@ class DbReader:
         check_store(store)
         check_optional("options", options, DbReaderOptions)
         options = options or DbReaderOptions()
+        if on_destroyed is not None and not callable(on_destroyed):
+            raise InvalidArgument(
+                f"on_destroyed must be a callable or None, got {type(on_destroyed).__name__}"
+            )
         if checkpoint is not None and not isinstance(checkpoint, uuid.UUID):
             raise InvalidArgument(
                 f"checkpoint must be a uuid.UUID, got {type(checkpoint).__name__}"
@@ -230,10 +234,20 @@ class DbReader:
                         "reader of %r: poll failed, serving the last state: %s", self.path, text
                     )
                 self._last_poll_error = text
-                if isinstance(e, DatabaseDestroyed) and self._on_destroyed is not None:
-                    self._on_destroyed()
+                if isinstance(e, DatabaseDestroyed):
+                    self._report_destroyed()
             except Exception:
                 log.exception("reader of %r: poll failed unexpectedly", self.path)
+
+    def _report_destroyed(self) -> None:
+        """Call ``on_destroyed``; its error is logged, never the end of the poll thread (the
+        reader's upkeep still deletes its retired checkpoints of the destroyed database)."""
+        if self._on_destroyed is None:
+            return
+        try:
+            self._on_destroyed()
+        except Exception:
+            log.exception("reader of %r: its on_destroyed hook failed", self.path)
 
     def refresh(self) -> None:
         """Poll now instead of waiting for the next poll (a no-op in CHECKPOINT mode)."""

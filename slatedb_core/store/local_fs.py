@@ -13,8 +13,11 @@ use, and every one of them goes through :meth:`LocalFiles._commit`:
 1. stage the bytes in ``<path>#<digits>`` (a name obstore's listing hides) and ``fsync`` the file;
 2. create the name: ``link`` (create-if-absent, atomic: of racing creators exactly one wins) or
    ``rename`` (overwrite, atomic), or ``unlink`` for a delete, creating missing parent directories;
-3. ``fsync`` the parent directory, and the parent of every directory step 2 found missing (up to
-   the store root), so the new name and its path survive a crash.
+3. ``fsync`` the parent directory, and the parent of every directory on the path not yet known
+   synced (up to the store root), so the new name and its path survive a crash. "Known synced"
+   is per store object: a directory whose parent it synced after the directory existed. A
+   directory it found already there is not enough: another writer may have just made it and
+   not synced it yet (that writer's put has not returned, this one's would).
 
 An object is therefore either absent or whole after a crash, never empty or torn, and a put that
 returned is on the device. ``sync=False`` (``file:///dir?sync=false``, docs/operations.md) skips
@@ -62,6 +65,7 @@ class LocalFiles:
     def __init__(self, root: Path, *, sync: bool = True) -> None:
         self.root = str(root)
         self.sync = sync
+        self._synced_dirs: set[str] = set()  # directories whose entry this object synced
 
     def __repr__(self) -> str:
         return f"LocalFiles({self.root!r}, sync={self.sync})"
@@ -70,7 +74,8 @@ class LocalFiles:
     def _commit(self, path: str, apply: Callable[[str], T], *, create_parents: bool = True) -> T:
         """Run ``apply(full_path)`` (the link, rename or unlink that changes the name), creating
         missing parent directories first, then make the change durable: fsync the parent
-        directory and the parent of every directory that was missing."""
+        directory and the parent of every directory on the path not yet known synced (module
+        doc, step 3)."""
         full = self.full_path(path)
         parent = os.path.dirname(full)
         missing = self._missing_dirs(parent) if create_parents else []
@@ -81,8 +86,16 @@ class LocalFiles:
                 pass  # a racing writer made it; we still sync its entry below
         result = apply(full)
         self._sync(parent)
-        for d in missing:  # deepest first: each new directory's entry lives in its parent
-            self._sync(os.path.dirname(d))
+        if create_parents and self.sync:
+            self._synced_dirs.difference_update(missing)  # made again: not synced yet
+            chain: list[str] = []
+            d = parent
+            while d != self.root and d not in self._synced_dirs:  # deepest first
+                chain.append(d)
+                d = os.path.dirname(d)
+            for d in chain:
+                fsync_path(os.path.dirname(d))  # each directory's entry lives in its parent
+            self._synced_dirs.update(chain)  # only once the whole path is synced
         return result
 
     def _sync(self, path: str) -> None:

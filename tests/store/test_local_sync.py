@@ -162,10 +162,10 @@ import slatedb_core as sc
 with sc.Db.open("db", sc.open_store(sys.argv[1])) as db:
     db.put(b"k", b"v")
 """
-_FSYNC = re.compile(r'^(\d+) f(?:data)?sync\(\d+<([^>]*)>')
+_FSYNC = re.compile(r'^(\d+) +f(?:data)?sync\(\d+<([^>]*)>')
 # link or linkat (obstore's), maybe "<unfinished ...>"
 _DIRFD = r'(?:AT_FDCWD(?:<[^>]*>)?, )?'
-_LINK = re.compile(rf'^(\d+) link(?:at)?\({_DIRFD}"([^"]*)", {_DIRFD}"([^"]*)"')
+_LINK = re.compile(rf'^(\d+) +link(?:at)?\({_DIRFD}"([^"]*)", {_DIRFD}"([^"]*)"')
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")

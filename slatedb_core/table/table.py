@@ -142,9 +142,7 @@ class Table:
         some shard i, both need database i, and only one creates it."""
         validate_relative_path(path, what="table path")
         check_store(store)
-        if isinstance(split_points, bytes | str) or not hasattr(split_points, "__iter__"):
-            raise InvalidArgument("split_points must be a sequence of bytes, not one key")
-        points = check_split_points(split_points)
+        points = _checked_split_points(split_points)
         options = check_optional("options", options, TableOptions) or TableOptions()
         maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
         if maps.seq.latest_id() is not None:
@@ -183,6 +181,7 @@ class Table:
         (default :data:`CREATE_WAIT`). A map that still does not exist raises
         :class:`TableCreateIncomplete`: that create crashed or is slow; run it again, which
         adopts the databases it made (:meth:`create`), then this call."""
+        _checked_split_points(split_points)  # bad input is refused whether or not it is used
         waited = check_optional_duration("wait", wait, allow_zero=True)
         wait = CREATE_WAIT if waited is None else waited  # (timedelta(0) is falsy)
         try:
@@ -547,6 +546,13 @@ class Table:
 
 
 # ---- helpers -------------------------------------------------------------------------------
+def _checked_split_points(split_points: Sequence[bytes]) -> tuple[bytes, ...]:
+    """``split_points`` checked (InvalidArgument unless non-empty, strictly increasing bytes)."""
+    if isinstance(split_points, bytes | str) or not hasattr(split_points, "__iter__"):
+        raise InvalidArgument("split_points must be a sequence of bytes, not one key")
+    return check_split_points(split_points)
+
+
 def _known_encoding(maps: ShardMapStore, snapshot: TableSnapshot) -> ValueEncoding | None:
     """The snapshot's value encoding for its frozen map; None when nothing tells it any more
     (:attr:`Table.value_encoding` then raises, saying so)."""

@@ -241,6 +241,15 @@ class IngestJobExpired(SlateDBError):
     job."""
 
 
+class OverwriteTooOld(SlateDBError):
+    """A retried ``commit_overwrite`` (or ``abort_overwrite``) of an overwrite whose outcome the
+    shard map no longer records: the map keeps the last ``OVERWRITES_KEPT`` overwrite outcomes
+    (docs/overwrite.md, "Retries"), this one was pushed out (or predates the record), and its
+    targets are gone from the map, so nothing can tell whether it committed. Nothing was
+    changed. Do not plan it again blindly: that would apply it a second time over every write
+    since. Read the table and decide; retry overwrites long before that many others commit."""
+
+
 class CloneConflict(SlateDBError):
     """The destination already holds a database that is not this clone (or union). Choose
     another destination, or destroy what is there first."""

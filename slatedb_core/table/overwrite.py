@@ -68,6 +68,7 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     InvalidArgument,
     ManifestVersionExists,
+    OverwriteTooOld,
     ShardMapConflict,
 )
 from slatedb_core.keys import KeyRange
@@ -87,14 +88,24 @@ from slatedb_core.table.ingest import (
     attempt_dir,
     check_job_id,
     delete_staging,
-    put_once,
     stage_ssts,
 )
 from slatedb_core.table.ingest_seqs import usable_seqs
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.overwrite_stats import built_earlier, shard_stats, stats_all
 from slatedb_core.table.rescale import RescaleContext, discard_database, resume
-from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore, ValueEncoding
+from slatedb_core.table.shardmap import (
+    CANCELLED,
+    COMMITTED,
+    OVERWRITES_KEPT,
+    OverwriteOutcome,
+    PendingOp,
+    Shard,
+    ShardMap,
+    ShardMapStore,
+    ValueEncoding,
+    with_overwrite_outcome,
+)
 from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
@@ -104,7 +115,7 @@ __all__ = [
     "abort_overwrite", "check_rows", "commit_overwrite", "overwrite_table", "plan_overwrite",
 ]
 
-_COMMITTED, _PENDING, _FRESH = "committed", "pending", "fresh"
+_COMMITTED, _CANCELLED, _PENDING, _FRESH = COMMITTED, CANCELLED, "pending", "fresh"
 _CONCURRENT = "committed by a concurrent attempt"
 
 
@@ -175,17 +186,19 @@ def commit_overwrite(
     latest = ctx.maps.read_latest()
     where = _where_now(store, latest, plan)
     if where != _FRESH:
-        return _finish(ctx, plan, latest, None, "committed by an earlier attempt")
+        return _finish(ctx, plan, latest, where, None, "committed by an earlier attempt")
     started = time.monotonic()
     applied = _already_applied(store, latest, plan.txn)
     if applied is not None:
-        if not _discard_targets(store, plan):
-            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
+        where = _discard_targets(store, plan)
+        if where not in (_FRESH, _CANCELLED):
+            return _finish(ctx, plan, ctx.maps.read_latest(), where, None, _CONCURRENT)
         return stats_all(plan, SKIPPED, applied, started)
     problem = _shape_problem(latest, plan)
     if problem is not None:
-        if not _discard_targets(store, plan):
-            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
+        where = _discard_targets(store, plan)
+        if where not in (_FRESH, _CANCELLED):
+            return _finish(ctx, plan, ctx.maps.read_latest(), where, None, _CONCURRENT)
         raise ShardMapConflict(problem)
     with ThreadPoolExecutor(max_workers=min(16, len(plan.shards))) as pool:
         built = list(pool.map(
@@ -195,11 +208,11 @@ def commit_overwrite(
         ))
     op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in latest.shards),
                    tuple((t.shard_id, t.key_range) for t in plan.shards), time.time(),
-                   plan.txn, value_encoding)
+                   plan.txn, value_encoding, plan.job_id)
 
     def seal(cur: ShardMap) -> ShardMap | None:
-        if _where(cur, plan) != _FRESH:
-            return None  # a concurrent attempt of this commit sealed (or committed) it
+        if _where_now(store, cur, plan) != _FRESH:
+            return None  # sealed or committed by a concurrent attempt, or cancelled (aborted)
         why = _shape_problem(cur, plan)
         if why is not None:
             raise ShardMapConflict(why)
@@ -209,50 +222,27 @@ def commit_overwrite(
     try:
         latest = ctx.maps.update(seal, base=latest)
     except ShardMapConflict:
-        if not _discard_targets(store, plan):
-            return _finish(ctx, plan, ctx.maps.read_latest(), None, _CONCURRENT)
+        where = _discard_targets(store, plan)
+        if where not in (_FRESH, _CANCELLED):
+            return _finish(ctx, plan, ctx.maps.read_latest(), where, None, _CONCURRENT)
         raise
-    return _finish(ctx, plan, latest, built, "")
+    return _finish(ctx, plan, latest, _where_now(store, latest, plan), built, "")
 
 
 def abort_overwrite(store: ObjectStore, plan: IngestPlan) -> None:
-    """Undo the overwrite of ``plan`` unless it committed: drop its pending op if it sealed the
-    table (the shards keep their contents and take writes again), then destroy whatever targets
-    exist. Safe when none exist, and when called again. An overwrite that committed already is
-    left alone (logged): its new contents are the table's."""
+    """Undo the overwrite of ``plan`` unless it committed: record it cancelled in the shard map
+    (dropping its pending op if it sealed the table: the shards keep their contents and take
+    writes again), then destroy whatever targets exist. Safe when none exist (then nothing is
+    recorded: nothing was built), and when called again. Once recorded, no attempt of the plan
+    seals or swaps it (docs/overwrite.md, "Retries"). An overwrite that committed already is
+    left alone (logged): its new contents are the table's. OverwriteTooOld if the map no longer
+    tells whether it committed."""
     store = check_store(store)
     plan = _check_plan(plan)
-    maps = ShardMapStore(store, plan.table_path)
-    latest = maps.read_latest()
-    where = _where_now(store, latest, plan)
-    if where == _COMMITTED:
+    where = _where_now(store, ShardMapStore(store, plan.table_path).read_latest(), plan)
+    if where == _COMMITTED or _discard_targets(store, plan, abort=True) == _COMMITTED:
         log.warning("table %r: overwrite job %s committed before its abort; kept",
                     plan.table_path, plan.job_id)
-        return
-    if where == _PENDING:
-        ids = {s.shard_id for s in plan.shards}
-
-        def drop(cur: ShardMap) -> ShardMap | None:
-            if _where(cur, plan) == _COMMITTED:
-                raise ShardMapConflict(
-                    f"table {plan.table_path!r}: overwrite job {plan.job_id} committed while "
-                    "being aborted; kept"
-                )
-            keep = tuple(p for p in cur.pending if {i for i, _ in p.targets} != ids)
-            return None if keep == cur.pending else dataclasses.replace(
-                cur, created_at=time.time(), pending=keep
-            )
-
-        maps.update(drop, base=latest)
-    if not _discard_targets(store, plan):
-        if _where_now(store, maps.read_latest(), plan) == _COMMITTED:
-            log.warning("table %r: overwrite job %s committed while being aborted; kept",
-                        plan.table_path, plan.job_id)
-            return
-        raise ShardMapConflict(
-            f"table {plan.table_path!r}: overwrite job {plan.job_id} was sealed again by a "
-            "concurrent commit while being aborted; abort it again once that commit stopped"
-        )
 
 
 def overwrite_table(
@@ -377,22 +367,29 @@ def _finish(
     ctx: RescaleContext,
     plan: IngestPlan,
     latest: ShardMap,
+    where: str,
     built: list[ShardIngestStats] | None,
     message: str,
 ) -> list[ShardIngestStats]:
     """Steps 4-6 (the pending op's, run by rescale.resume) and the statistics: WRITTEN if the
-    targets are in the map, SKIPPED if the op was cancelled (its txn was applied).
+    overwrite committed, SKIPPED if it was cancelled because its txn was applied, else
+    ShardMapConflict (cancelled: aborted, or its targets lost). ``where``: how far it got in
+    ``latest``.
 
-    An overwrite found committed resumes nothing: its op is done, and the map's pending ops
-    are others' (a later split or overwrite, whose sources may be this one's targets); running
-    them from a stale attempt would fence writers of shards it no longer owns (issue 37, 7c).
-    Retired sources it left undestroyed are soft-destroyed by the next ``Table.resume()``."""
+    Only a pending overwrite is resumed. One found committed resumes nothing: its op is done,
+    and the map's pending ops are others' (a later split or overwrite, whose sources may be
+    this one's targets); running them from a stale attempt would fence writers of shards it no
+    longer owns (issue 37, 7c). Retired sources it left undestroyed are soft-destroyed by the
+    next ``Table.resume()``."""
     started = time.monotonic()
-    if _where_now(ctx.store, latest, plan) == _COMMITTED:
-        m = latest
-    else:
+    m = latest
+    if where == _PENDING:
         m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
-    if _where_now(ctx.store, m, plan) != _COMMITTED:
+        where = _where_now(ctx.store, m, plan)
+    if where == _CANCELLED:  # a crash may have left targets between the record and the destroy
+        for t in plan.shards:
+            discard_database(ctx.store, t.db_path)
+    if where != _COMMITTED:
         applied = _already_applied(ctx.store, m, plan.txn)
         if applied is None:  # cancelled for another reason: its targets were aborted
             raise ShardMapConflict(
@@ -400,8 +397,6 @@ def _finish(
                 "targets were aborted or lost before the swap); the table keeps its contents"
             )
         return stats_all(plan, SKIPPED, applied, started)
-    put_once(ctx.store, ingest_overwrite_record(plan.table_path, plan.job_id),
-              {"job": plan.job_id, "map": m.id, "targets": [t.shard_id for t in plan.shards]})
     if built is not None:
         return built
     return [shard_stats(t, WRITTEN, message, started) for t in plan.shards]
@@ -423,17 +418,55 @@ def _create_target(store: ObjectStore, target: Shard) -> None:
             ) from None
 
 
-def _discard_targets(store: ObjectStore, plan: IngestPlan) -> bool:
-    """Destroy the targets of an overwrite that did not commit; False, leaving them (or those
-    not destroyed yet), once the overwrite is sealed or committed: a stale attempt read the map
-    before a concurrent attempt sealed and swapped the targets in, and they may be live shards
-    with writers now (``discard_database``'s ``only_if``; issue 37, 7c)."""
+def _discard_targets(store: ObjectStore, plan: IngestPlan, *, abort: bool = False) -> str:
+    """Destroy the targets of an overwrite that did not commit, after recording it cancelled in
+    the shard map: a map commit that requires it still unsealed (for an ``abort``, it drops its
+    pending op instead, in the same commit). Returns where the overwrite stands then: cancelled
+    (its targets destroyed), committed or pending (a concurrent attempt sealed or swapped it:
+    its targets are left alone, they may be live shards with writers now), or fresh when no
+    target exists and the overwrite is not sealed (nothing to destroy, nothing recorded: an
+    attempt may still build and commit it, as if it had started after this call).
+
+    Recording first closes the window in which a run of the overwrite has checked its targets
+    live (``rescale._targets_live``) and is about to swap them in: a swap requires its op still
+    pending, and a seal an overwrite without an outcome, both checked atomically by the
+    versioned map update, so no run swaps in a target destroyed after its check (issue 37,
+    review of cc661bd, hole D). The targets are read first: with none built there is nothing
+    to destroy and nothing to record."""
     maps = ShardMapStore(store, plan.table_path)
+    if not any(_target_exists(store, t.db_path) for t in plan.shards) and (
+        not abort or _where_now(store, maps.read_latest(), plan) != _PENDING
+    ):
+        return _FRESH
+    ids = {t.shard_id for t in plan.shards}
 
-    def fresh() -> bool:
-        return _where_now(store, maps.read_latest(), plan) == _FRESH
+    def cancel(cur: ShardMap) -> ShardMap | None:
+        where = _where_now(store, cur, plan)
+        if where == _PENDING and abort:
+            keep = tuple(p for p in cur.pending if {i for i, _ in p.targets} != ids)
+            cur = dataclasses.replace(cur, created_at=time.time(), pending=keep)
+        elif where != _FRESH:
+            return None  # committed, or cancelled already; or sealed by a concurrent attempt
+        first = min(ids)
+        return with_overwrite_outcome(
+            dataclasses.replace(cur, created_at=time.time()),
+            OverwriteOutcome(plan.job_id, first, _CANCELLED),
+        )
 
-    return all(discard_database(store, t.db_path, only_if=fresh) for t in plan.shards)
+    where = _where_now(store, maps.update(cancel), plan)
+    if where == _CANCELLED:
+        for t in plan.shards:
+            discard_database(store, t.db_path)
+    return where
+
+
+def _target_exists(store: ObjectStore, db_path: str) -> bool:
+    """A target database is there and not destroyed."""
+    try:
+        stored = ManifestStore(store, db_path).try_read_latest()
+    except DatabaseDestroyed:
+        return False
+    return stored is not None and stored.manifest.destroyed_at_s is None
 
 
 def _already_applied(store: ObjectStore, m: ShardMap, txn: AppVersion | None) -> str | None:
@@ -454,26 +487,44 @@ def _already_applied(store: ObjectStore, m: ShardMap, txn: AppVersion | None) ->
 
 
 def _where(m: ShardMap, plan: IngestPlan) -> str:
-    """How far the overwrite of ``plan`` got in map ``m``: its targets committed (in the map, or
-    retired since by a later rescale or overwrite), its replace pending, or neither."""
+    """How far the overwrite of ``plan`` got in map ``m``: committed (its targets in the map,
+    retired since by a later rescale or overwrite, or its outcome recorded so), cancelled (its
+    outcome recorded so), its replace pending, or neither (fresh)."""
     ids = {t.shard_id for t in plan.shards}
     paths = {t.db_path for t in plan.shards}
     if any(s.shard_id in ids for s in m.shards) or paths & set(m.retired):
         return _COMMITTED
+    recorded = m.overwrite_outcome(min(ids))
+    if recorded is not None:
+        return recorded.outcome
     if any(op.kind == "replace" and {i for i, _ in op.targets} == ids for op in m.pending):
         return _PENDING
     return _FRESH
 
 
 def _where_now(store: ObjectStore, m: ShardMap, plan: IngestPlan) -> str:
-    """:func:`_where`, and committed as well when the overwrite's record says so: a commit that
-    saw it committed wrote it (``_finish``), and it stays when later overwrites retired the
-    targets and the GC pruned them from the map (issue 37, 7b), where ``_where`` alone would
-    call the overwrite fresh and its retry a ShardMapConflict."""
+    """:func:`_where`, from ``m`` alone whenever it can tell. It cannot when the overwrite is
+    neither named nor recorded by ``m``, its outcome may have been pushed out of the map's
+    bounded record (its first target id is below ``overwrites_forgotten_below``), and a shard
+    id at or above its targets' says something committed after it was planned (else it
+    committed nothing: its targets would be in the map, or below shards it put there). Then an
+    ``overwrite.done`` record (written by commits before the map recorded outcomes) says
+    committed; without one, OverwriteTooOld: neither "committed" nor "plan it again" (which
+    would re-apply it over every later write) can be said."""
     where = _where(m, plan)
-    if where == _FRESH and store.exists(ingest_overwrite_record(plan.table_path, plan.job_id)):
+    first = min(t.shard_id for t in plan.shards)
+    if where != _FRESH or first >= m.overwrites_forgotten_below or not any(
+        s.shard_id >= first for s in m.shards
+    ):
+        return where
+    if store.exists(ingest_overwrite_record(plan.table_path, plan.job_id)):
         return _COMMITTED
-    return where
+    raise OverwriteTooOld(
+        f"table {plan.table_path!r}: shard map {m.id} no longer records whether overwrite job "
+        f"{plan.job_id} committed (it keeps the last {OVERWRITES_KEPT} overwrite outcomes, and "
+        "its targets are gone from it); nothing was changed. Do not plan it again blindly: "
+        "read the table to decide"
+    )
 
 
 def _shape_problem(m: ShardMap, plan: IngestPlan) -> str | None:

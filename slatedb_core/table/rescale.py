@@ -79,7 +79,16 @@ from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbOptions, check_int
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.options import TableOptions
-from slatedb_core.table.shardmap import PendingOp, Shard, ShardMap, ShardMapStore
+from slatedb_core.table.shardmap import (
+    CANCELLED,
+    COMMITTED,
+    OverwriteOutcome,
+    PendingOp,
+    Shard,
+    ShardMap,
+    ShardMapStore,
+    with_overwrite_outcome,
+)
 from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
@@ -266,20 +275,27 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
         return cur
 
     def complete(cur: ShardMap) -> ShardMap | None:
+        # The swap requires the op still pending, checked atomically by the versioned update: a
+        # cancel or an abort drops it (recording the overwrite cancelled) before it destroys the
+        # targets, so no run swaps in a target destroyed after its _targets_live check.
         if all(p.op_id != op.op_id for p in cur.pending):
             if all(cur.by_id(tid) is not None for _, tid, _ in targets):
                 return None  # a concurrent run of the same op committed it
-            raise ShardMapConflict(f"{op.kind} {op.op_id} vanished from shard map {cur.id}")
+            raise ShardMapConflict(
+                f"{op.kind} {op.op_id} was dropped from shard map {cur.id} before its swap (an "
+                "abort or a concurrent run cancelled it); its sources keep their contents"
+            )
         pos = [s.index for s in (cur.by_id(i) for i in op.sources) if s is not None]
         lo, hi = min(pos), max(pos) + 1
         new = tuple(Shard(0, rng, path, tid) for path, tid, rng in targets)
-        return _with(
+        swapped = _with(
             cur,
             shards=(*cur.shards[:lo], *new, *cur.shards[hi:]),
             pending=tuple(p for p in cur.pending if p.op_id != op.op_id),
             retired=(*cur.retired, *(s.db_path for s in srcs if s.db_path not in cur.retired)),
             value_encoding=op.value_encoding if op.kind == "replace" else cur.value_encoding,
         )
+        return _outcome(swapped, op, COMMITTED)
 
     m = table.maps.update(complete)
     for s in srcs:
@@ -379,16 +395,19 @@ def _targets_live(table: RescaleContext, op: PendingOp, targets: list[str]) -> b
 
 
 def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMap:
-    """Drop the pending ``op`` (its sources are unsealed and keep their contents), then destroy
-    its targets. In that order: a concurrent run of ``op`` can no longer commit the targets
-    (its step 4 finds the op gone) once they are destroyed. A crash in between leaves targets no
-    map names, which :func:`slatedb_core.table.overwrite.abort_overwrite` or a retried commit
-    of the overwrite destroys."""
+    """Drop the pending ``op`` (its sources are unsealed and keep their contents), recording a
+    replace's overwrite cancelled in the same map commit, then destroy its targets. In that
+    order: a concurrent run of ``op`` can no longer commit the targets (its step 4 finds the op
+    gone) once they are destroyed, and no attempt of the overwrite seals it again (it finds its
+    outcome recorded). A crash in between leaves targets no map names, which
+    :func:`slatedb_core.table.overwrite.abort_overwrite` or a retried commit of the overwrite
+    destroys."""
 
     def drop(cur: ShardMap) -> ShardMap | None:
         if all(p.op_id != op.op_id for p in cur.pending):
             return None
-        return _with(cur, pending=tuple(p for p in cur.pending if p.op_id != op.op_id))
+        dropped = _with(cur, pending=tuple(p for p in cur.pending if p.op_id != op.op_id))
+        return _outcome(dropped, op, CANCELLED)
 
     m = table.maps.update(drop)
     if any(m.by_id(tid) is not None for tid, _ in op.targets):  # pragma: no cover - by design
@@ -396,6 +415,14 @@ def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMa
     for path in targets:
         discard_database(table.store, path)
     return m
+
+
+def _outcome(m: ShardMap, op: PendingOp, outcome: str) -> ShardMap:
+    """``m`` recording how a replace's overwrite ended (splits and merges record nothing)."""
+    if op.kind != "replace":
+        return m
+    first = min(tid for tid, _ in op.targets)
+    return with_overwrite_outcome(m, OverwriteOutcome(op.job_id or "", first, outcome))
 
 
 def discard_database(
@@ -543,6 +570,8 @@ def _with(m: ShardMap, **changes: object) -> ShardMap:
         "pending": m.pending,
         "retired": m.retired,
         "value_encoding": m.value_encoding,
+        "overwrites": m.overwrites,
+        "overwrites_forgotten_below": m.overwrites_forgotten_below,
     }
     fields.update(changes)
     return ShardMap(**fields)  # type: ignore[arg-type]

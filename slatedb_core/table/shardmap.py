@@ -25,7 +25,11 @@ table, :mod:`slatedb_core.table.overwrite`) that has sealed its source shards (t
 refuse to write, see :mod:`slatedb_core.table.rescale`) and names the databases it will put in
 their place. It also lists the *retired* databases: former shards that were (or are
 about to be) soft-destroyed and are kept listed until they are gone, so that nothing needs to
-list the store to find them.
+list the store to find them. And it keeps the *outcomes of the last overwrites*
+(:class:`OverwriteOutcome`, at most :data:`OVERWRITES_KEPT`): each written by the map commit that
+ended the overwrite (its swap, or the cancel or abort that dropped it), carried by every later
+version, so that a retry of an overwrite job tells from the latest map alone whether it committed
+(docs/overwrite.md, "Retries").
 """
 
 from __future__ import annotations
@@ -102,12 +106,37 @@ class PendingOp:
     started_at: float
     txn: AppVersion | None = None
     value_encoding: ValueEncoding | None = None
+    job_id: str | None = None
+    """A replace's overwrite job (None for splits, merges, and replaces sealed before ops
+    carried it); the swap records it with the outcome."""
 
     @property
     def split_at(self) -> bytes | None:
         if self.kind != "split":
             return None
         return self.targets[1][1].start
+
+
+OVERWRITES_KEPT = 1000
+"""How many overwrite outcomes a shard map keeps (:attr:`ShardMap.overwrites`). A retry of an
+overwrite that this many later outcomes pushed out, and whose targets the map no longer names,
+raises OverwriteTooOld (docs/overwrite.md, "Retries"). About 80 bytes each with uuid job ids."""
+COMMITTED, CANCELLED = "committed", "cancelled"
+OUTCOMES: tuple[str, ...] = (COMMITTED, CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class OverwriteOutcome:
+    """How one overwrite ended, recorded by the map commit that ended it: ``committed`` by its
+    swap (whoever ran it: the commit, ``Table.resume()``, a stale attempt), ``cancelled`` by the
+    commit that dropped its replace or recorded its abort (after which its targets are
+    destroyed, and no attempt of it seals or swaps again)."""
+
+    job_id: str
+    """The overwrite job ("" if its replace was sealed before ops carried job ids)."""
+    first_shard_id: int
+    """Its first target's shard id: ids are reserved per plan, so this names the plan."""
+    outcome: str
 
 
 VALUE_ENCODINGS: tuple[str, ...] = ("json", "arrow")
@@ -158,6 +187,15 @@ class ShardMap:
     (``Table.record_value_encoding(None)``): the first write of either kind records its kind, so
     a plain and an encoded write racing on an empty table cannot both pass. Kept by every later
     version that records no encoding (:meth:`ShardMapStore.update`)."""
+    overwrites: tuple[OverwriteOutcome, ...] = ()
+    """The outcomes of the last overwrites, oldest first, at most :data:`OVERWRITES_KEPT`; every
+    later version carries them (:meth:`ShardMapStore.update` keeps them whatever a change
+    returns)."""
+    overwrites_forgotten_below: int = 0
+    """An overwrite whose first target id is below this and that :attr:`overwrites` does not
+    list may have an outcome the map no longer records: one past the highest first target id of
+    the outcomes pushed out, or the next_shard_id of a map written before outcomes were
+    recorded."""
     _starts: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -198,6 +236,34 @@ class ShardMap:
             if shard_id in op.sources:
                 return op
         return None
+
+    def overwrite_outcome(self, first_shard_id: int) -> OverwriteOutcome | None:
+        """The recorded outcome of the overwrite whose first target is ``first_shard_id``."""
+        for o in self.overwrites:
+            if o.first_shard_id == first_shard_id:
+                return o
+        return None
+
+
+def with_overwrite_outcome(m: ShardMap, outcome: OverwriteOutcome) -> ShardMap:
+    """``m`` recording ``outcome`` (kept as it is if the overwrite has one already); the oldest
+    outcomes past :data:`OVERWRITES_KEPT` are pushed out (:func:`_kept_outcomes`)."""
+    if m.overwrite_outcome(outcome.first_shard_id) is not None:
+        return m
+    kept, below = _kept_outcomes((*m.overwrites, outcome), m.overwrites_forgotten_below)
+    return ShardMap(m.id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
+                    m.value_encoding, m.plain_values, kept, below)
+
+
+def _kept_outcomes(
+    outcomes: Sequence[OverwriteOutcome], forgotten_below: int
+) -> tuple[tuple[OverwriteOutcome, ...], int]:
+    """The last :data:`OVERWRITES_KEPT` of ``outcomes``, and the bound below which the ones
+    pushed out lie."""
+    cut = max(0, len(outcomes) - OVERWRITES_KEPT)
+    for o in outcomes[:cut]:
+        forgotten_below = max(forgotten_below, o.first_shard_id + 1)
+    return tuple(outcomes[cut:]), forgotten_below
 
 
 # ---- validation ------------------------------------------------------------------------------
@@ -249,6 +315,11 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
         }
     if m.plain_values:  # likewise
         doc["plain_values"] = True
+    # always written: a map without them was written before outcomes were recorded
+    doc["overwrites"] = [
+        {"job": o.job_id, "first": o.first_shard_id, "outcome": o.outcome} for o in m.overwrites
+    ]
+    doc["overwrites_forgotten_below"] = m.overwrites_forgotten_below
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
 
@@ -261,6 +332,7 @@ def _replace_json(op: PendingOp) -> dict[str, Any]:
     return {
         "txn": txn_json(op.txn),
         "value_encoding": None if enc is None else {"format": enc.format, "schema": enc.schema},
+        "job": op.job_id,
     }
 
 
@@ -303,6 +375,7 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
             started_at=float(p["started_at"]),
             txn=txn_of(p.get("txn")),
             value_encoding=_value_encoding(p.get("value_encoding")),
+            job_id=_optional_str(p.get("job"), "job"),
         )
         if op.kind not in PENDING_KINDS:
             raise CorruptionError(name, f"unknown pending operation kind {op.kind!r}")
@@ -328,11 +401,36 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
         ),
         value_encoding=_value_encoding(doc.get("value_encoding")),
         plain_values=_flag(doc.get("plain_values", False), "plain_values"),
+        **_outcomes_of(doc),
     )
     problem = layout_problem(m)
     if problem is not None:
         raise CorruptionError(name, problem)
     return m
+
+
+def _outcomes_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """The overwrite outcomes of a map document; a map written before they were recorded has
+    none, and nothing below its next_shard_id can be told (``overwrites_forgotten_below``)."""
+    if "overwrites" not in doc:
+        return {"overwrites": (), "overwrites_forgotten_below": int(doc["next_shard_id"])}
+    out = []
+    for o in doc["overwrites"]:
+        job = _optional_str(o["job"], "job")
+        first = o["first"]
+        if job is None or isinstance(first, bool) or not isinstance(first, int):
+            raise TypeError("an overwrite outcome needs a str job and an int first")
+        out.append(OverwriteOutcome(job, first, str(o["outcome"])))
+    below = doc["overwrites_forgotten_below"]
+    if isinstance(below, bool) or not isinstance(below, int):
+        raise TypeError(f"overwrites_forgotten_below must be an int, got {below!r}")
+    return {"overwrites": tuple(out), "overwrites_forgotten_below": below}
+
+
+def _optional_str(v: Any, what: str) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise TypeError(f"{what} must be a string or null, got {type(v).__name__}")
+    return v
 
 
 def _flag(v: Any, what: str) -> bool:
@@ -367,6 +465,9 @@ def layout_problem(m: ShardMap) -> str | None:
         return "the last shard has an empty range"
     if m.plain_values and m.value_encoding is not None:
         return "a map records both plain values and a value encoding"
+    problem = _outcomes_problem(m)
+    if problem is not None:
+        return problem
     for op in m.pending:
         srcs = [m.by_id(i) for i in op.sources]
         if not srcs or any(s is None for s in srcs):
@@ -381,7 +482,9 @@ def layout_problem(m: ShardMap) -> str | None:
         if op.kind == "replace":
             if op.sources != tuple(s.shard_id for s in m.shards):
                 return f"pending replace {op.op_id} does not name every shard of the map"
-        elif op.kind not in ("split", "merge") or (op.txn, op.value_encoding) != (None, None):
+        elif op.kind not in ("split", "merge") or (op.txn, op.value_encoding, op.job_id) != (
+            None, None, None
+        ):
             return f"pending {op.kind} {op.op_id} is not a split, merge or replace"
         elif shape != ((1, 2) if op.kind == "split" else (2, 1)):
             return f"pending {op.kind} {op.op_id} has {shape[0]} source(s), {shape[1]} target(s)"
@@ -391,6 +494,19 @@ def layout_problem(m: ShardMap) -> str | None:
         for (_, lo), (_, hi) in zip(op.targets, op.targets[1:], strict=False):
             if lo.end is None or lo.end != hi.start or lo.is_empty():
                 return f"pending {op.kind} {op.op_id} has targets that do not tile its range"
+    return None
+
+
+def _outcomes_problem(m: ShardMap) -> str | None:
+    firsts = [o.first_shard_id for o in m.overwrites]
+    if len(firsts) > OVERWRITES_KEPT or len(set(firsts)) != len(firsts):
+        return f"overwrite outcomes: more than {OVERWRITES_KEPT}, or one overwrite listed twice"
+    if any(not 0 <= f < m.next_shard_id for f in firsts):
+        return "an overwrite outcome names a shard id at or past next_shard_id"
+    if any(o.outcome not in OUTCOMES for o in m.overwrites):
+        return f"an overwrite outcome is not one of {OUTCOMES}"
+    if not 0 <= m.overwrites_forgotten_below <= m.next_shard_id:
+        return "overwrites_forgotten_below is not within 0..next_shard_id"
     return None
 
 
@@ -434,7 +550,8 @@ class ShardMapStore:
         if problem is not None:
             raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
         committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                             m.value_encoding, m.plain_values)
+                             m.value_encoding, m.plain_values, m.overwrites,
+                             m.overwrites_forgotten_below)
         return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
@@ -460,7 +577,14 @@ class ShardMapStore:
             # the plain-values record stays until a version records an encoding (an encoded
             # overwrite): changes written before it existed need not know of it
             plain = new.value_encoding is None and (new.plain_values or current.plain_values)
-            return _renumbered(new, plain)
+            # the overwrite outcomes only grow (the oldest pushed out past the bound): a change
+            # that did not build on them, or raced an outcome's commit, loses none
+            listed = {o.first_shard_id for o in current.overwrites}
+            outcomes, below = _kept_outcomes(
+                (*current.overwrites, *(o for o in new.overwrites if o.first_shard_id not in listed)),
+                max(current.overwrites_forgotten_below, new.overwrites_forgotten_below),
+            )
+            return _renumbered(new, plain, outcomes, below)
 
         return self.versions.update(attempt, base=base)
 
@@ -501,13 +625,16 @@ class ShardMapStore:
         return deleted
 
 
-def _renumbered(m: ShardMap, plain_values: bool) -> ShardMap:
+def _renumbered(
+    m: ShardMap, plain_values: bool, overwrites: tuple[OverwriteOutcome, ...],
+    overwrites_forgotten_below: int,
+) -> ShardMap:
     """``m`` with shard indexes equal to positions and seal flags derived from its pending ops,
-    recording ``plain_values``."""
+    recording ``plain_values`` and the overwrite outcomes."""
     sealed = {sid for op in m.pending for sid in op.sources}
     shards = tuple(
         Shard(i, s.key_range, s.db_path, s.shard_id, s.shard_id in sealed)
         for i, s in enumerate(m.shards)
     )
     return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                    m.value_encoding, plain_values)
+                    m.value_encoding, plain_values, overwrites, overwrites_forgotten_below)

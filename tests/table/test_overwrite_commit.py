@@ -37,17 +37,14 @@ def _stage(store: ObjectStore, plan: IngestPlan, value: bytes) -> dict[int, list
 
 
 def _prune_retired(t: Table, store: ObjectStore) -> None:
-    """Resume (soft-destroys the retired shards), GC them away, resume again (drops them from
-    the map), then collect the old map versions."""
+    """Resume (soft-destroys the retired shards), GC them away, resume again (drops the
+    databases the GC deleted from the map, rescale.resume), then collect the old map
+    versions."""
     t.resume()
     gc = GarbageCollectorOptions(min_age=ZERO, db_delete_grace=ZERO)
     for path in t.shard_map.retired:
         assert run_gc_once(path, store, gc).database_deleted
-    # What resume's prune does once the GC deleted them (rescale.resume; done by hand here:
-    # resume keeps a deleted database listed today, as destroy() accepts a deleted path)
-    ShardMapStore(store, "t").update(
-        lambda cur: dataclasses.replace(cur, created_at=time.time(), retired=())
-    )
+    t.resume()
     t.collect_garbage(min_age=ZERO)
     t.refresh()
     assert t.shard_map.retired == ()

@@ -16,16 +16,17 @@ attempt and the user's writer run through the real store, then the stale attempt
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import pyarrow as pa
 import pytest
 
-from slatedb_core.errors import InjectedFault, PreconditionFailed
+from slatedb_core.errors import InjectedFault, PreconditionFailed, ShardMapConflict
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import (
@@ -37,8 +38,8 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
-from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
-from slatedb_core.table.shardmap import ShardMap
+from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
+from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 from slatedb_core.writer.db import Db
 from tests.table.conftest import OPTS, fill
 
@@ -265,3 +266,136 @@ def test_a_stale_overwrite_attempt_refused_by_a_pending_merge_destroys_no_swappe
     (result,) = out
     assert not isinstance(result, BaseException), result  # ShardMapConflict before the fix
     assert {s.status for s in result} == {WRITTEN}
+
+
+def _run_until_paused_or_done(pause: PausePoint, th: threading.Thread) -> None:
+    """Wait until ``th`` parks at ``pause`` or ends (which run gets where first is the
+    protocol's choice; the test only fixes the interleaving it allows)."""
+    deadline = time.monotonic() + 30
+    while th.is_alive() and not pause.wait_reached(0.02):
+        assert time.monotonic() < deadline, "neither paused nor done"
+
+
+def _assert_table_whole(store: ObjectStore, committed: bool) -> None:
+    """The table reads the new rows if the overwrite committed, else the old ones, and takes a
+    write on every shard (no shard is a destroyed database)."""
+    with Table.open("t", store, OPTS) as t:
+        assert dict(t.scan()) == (NEW if committed else OLD)
+        for shard in t.shards:
+            with t.writer(shard.index) as db:
+                db.put(shard.key_range.start or b"k000", b"after")
+                db.flush()
+
+
+def test_an_abort_during_a_commit_between_its_live_check_and_its_swap_destroys_no_swapped_target(
+    mem: ObjectStore,
+) -> None:
+    """Issue 37, review of cc661bd, hole D: the abort found the overwrite unsealed and is about
+    to mark target 0 destroyed; attempt A seals, fences, checks every target live and is about
+    to swap. Before the fix the abort destroyed target 0 and A swapped it in: the table's shard
+    0 was a destroyed database. Now the abort first records the overwrite aborted in the map,
+    which A's seal (or its swap, for an op the abort dropped) checks."""
+    with Table.create("t", mem, [MID], OPTS) as t:
+        fill(t, OLD)
+    plan = plan_overwrite("t", mem, job_id="job")
+    staged = staged_new_rows(mem, plan)
+    crashing = FaultyStore(mem)
+    crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
+    with pytest.raises(InjectedFault):
+        commit_overwrite(crashing, plan, "first", staged)
+    target0 = plan.shards[0].db_path
+    built = ManifestStore(mem, target0).read_latest().id
+    latest = ShardMapStore(mem, "t").read_latest().id
+    abort_store, commit_store = FaultyStore(mem), FaultyStore(mem)
+    destroying = abort_store.pause("destroying", "put_if_absent", manifest_name(target0, built + 1))
+    swapping = commit_store.pause("swapping", "put_if_absent",
+                                  f"t/shardmap/{latest + 2:020}.shardmap")
+    ab, aborted = in_thread(lambda: abort_overwrite(abort_store, plan))
+    try:
+        assert destroying.wait_reached()
+        th, out = in_thread(lambda: commit_overwrite(commit_store, plan, "a", staged))
+        _run_until_paused_or_done(swapping, th)
+        destroying.release()
+        ab.join()
+    finally:
+        destroying.release()
+        swapping.release()
+        ab.join()
+    th.join()
+    (result,) = out
+    (abort_result,) = aborted
+    committed = not isinstance(result, BaseException)
+    if committed:
+        assert isinstance(result, list) and {s.status for s in result} == {WRITTEN}
+        assert isinstance(abort_result, ShardMapConflict) or abort_result is None
+    else:
+        assert isinstance(result, ShardMapConflict), result
+        assert abort_result is None, abort_result
+    _assert_table_whole(mem, committed)
+
+
+def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_destroys_nothing(
+    mem: ObjectStore,
+) -> None:
+    """Hole D, the stale discard: the targets are built (a first attempt died at its seal);
+    attempt B read the map while a merge held the shards and is about to mark target 0
+    destroyed (its check that the overwrite is unsealed passed); the merge is refused (a batch
+    reached shard 1 only, so target 0 gets no records carried and nobody opens it), attempt A
+    seals, checks every target live, and is about to swap. Before the fix B destroyed target 0
+    and A swapped it in (B's own resume of the op came too late to cancel it)."""
+    with Table.create("t", mem, [MID], OPTS) as t:
+        fill(t, OLD)
+        source0 = t.shards[0].db_path
+    half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
+    commit_shard(mem, half, "run", half.shards[1], [])  # shard 1 only: the merge is refused
+    plan = plan_overwrite("t", mem, job_id="job")
+    staged = staged_new_rows(mem, plan)
+    crashing = FaultyStore(mem)
+    crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
+    with pytest.raises(InjectedFault):
+        commit_overwrite(crashing, plan, "first", staged)
+    target0 = plan.shards[0].db_path
+    built = ManifestStore(mem, target0).read_latest().id
+    rescale_store, stale_store, commit_store = FaultyStore(mem), FaultyStore(mem), FaultyStore(mem)
+    with Table.open("t", rescale_store, OPTS) as t:
+        sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
+        merge, merged = in_thread(lambda: t.merge(0))
+        destroying = stale_store.pause("destroying", "put_if_absent",
+                                       manifest_name(target0, built + 1))
+        try:
+            assert sealed.wait_reached()
+            th_b, out_b = in_thread(lambda: commit_overwrite(stale_store, plan, "b", staged))
+            _run_until_paused_or_done(destroying, th_b)
+            sealed.release()
+            merge.join()
+            latest = ShardMapStore(mem, "t").read_latest().id
+            swapping = commit_store.pause("swapping", "put_if_absent",
+                                          f"t/shardmap/{latest + 2:020}.shardmap")
+            th_a, out_a = in_thread(lambda: commit_overwrite(commit_store, plan, "a", staged))
+            _run_until_paused_or_done(swapping, th_a)
+            # B's discard goes on; it parks again when it next writes to a source (its resume
+            # of the op it found sealed), before A swaps
+            fencing = stale_store.pause("fencing", "put_if_absent", f"{source0}/manifest/*")
+            destroying.release()
+            _run_until_paused_or_done(fencing, th_b)
+            swapping.release()
+            th_a.join()
+            fencing.release()
+            th_b.join()
+        finally:
+            sealed.release()
+            destroying.release()
+            stale_store.release_all()
+            commit_store.release_all()
+            merge.join()
+    (refused,) = merged
+    assert isinstance(refused, BaseException) and "refused" in str(refused), refused
+    (a,), (b,) = out_a, out_b
+    committed = not isinstance(a, BaseException)
+    if committed:
+        assert isinstance(a, list) and {s.status for s in a} == {WRITTEN}
+        assert isinstance(b, list) and {s.status for s in b} == {WRITTEN}, b
+    else:
+        assert isinstance(a, ShardMapConflict), a
+        assert isinstance(b, ShardMapConflict), b
+    _assert_table_whole(mem, committed)

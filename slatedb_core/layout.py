@@ -163,9 +163,9 @@ def ingest_plan_record(table_path: str, job_id: str) -> str:
 
 
 def ingest_overwrite_record(table_path: str, job_id: str) -> str:
-    """The record a commit of overwrite job ``job_id`` writes once it finds the overwrite
-    committed (slatedb_core.table.overwrite): a retry still recognises the commit once later
-    overwrites retired its targets and the GC pruned them from the map."""
+    """The record a commit of overwrite job ``job_id`` wrote once it found the overwrite
+    committed, before the shard map recorded overwrite outcomes; now only read, for maps written
+    before (slatedb_core.table.overwrite)."""
     return join(ingest_job_dir(table_path, job_id), "overwrite.done")
 
 

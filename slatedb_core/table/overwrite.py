@@ -33,8 +33,10 @@ targets fresh databases already holding the new rows::
              against the fenced sources (it is final now): already applied -> the op is
              dropped (unsealing the sources) and the targets destroyed. Otherwise each target
              gets the exactly-once records every source of its range applied (rescale step 3).
-    5 swap   one map commit: the targets replace the sources, the op is dropped, the value
-             encoding is the overwrite's (None: plain values), the sources are listed retired.
+    5 swap   one map commit, only while the op is pending: the targets replace the sources,
+             the op is dropped, the value encoding is the overwrite's (None: plain values), the
+             sources are listed retired, and the overwrite's outcome (job id, first target id,
+             committed) joins the map's record of the last OVERWRITES_KEPT outcomes.
     6 retire soft-destroy the sources (slatedb_core.lifecycle.destroy); the GC deletes them once
              db_delete_grace has passed and no checkpoint holds them.
 
@@ -45,11 +47,15 @@ RFC 0004 "Creating a Checkpoint"), and one taken after 5 only the new.
 
 Crashes and retries: steps 4-6 are the pending op's, which ``Table.resume()``
 (:func:`slatedb_core.table.rescale.resume`) finishes from the map alone, as it finishes a split.
-A retried :func:`commit_overwrite` of the same plan finds where the first attempt stopped: the
-targets in the map (committed: it only finishes retirements), its op pending (it resumes it), or
-neither (it builds again, which skips the targets already built). :func:`abort_overwrite`
-undoes an overwrite that did not commit: it drops its pending op if there is one, then destroys
-the targets.
+A retried :func:`commit_overwrite` of the same plan finds where the first attempt stopped, from
+the latest map alone: its outcome recorded, or its targets in the map (committed: it reports
+that and resumes nothing), its op pending (it resumes it), or neither (it builds again, which
+skips the targets already built). A map that no longer records an outcome the retry needs (more
+than OVERWRITES_KEPT later ones) makes it raise OverwriteTooOld. :func:`abort_overwrite`, and
+an attempt giving up on targets it built, undo an overwrite that did not commit: first a map
+commit recording it cancelled (an abort drops its pending op in it), only then the targets are
+destroyed; a seal refuses an overwrite with an outcome and a swap needs its op pending, so no
+run swaps in a target destroyed after it checked it live.
 """
 
 from __future__ import annotations

@@ -37,7 +37,10 @@ unseals the sources, then the targets destroyed) and the table keeps its content
 target gets the records that hold for every source overlapping its key range (the lowest version
 per app, none for an app one of them lacks: ``combined_range_transactions``, the rule of a merge
 too), so that a batch a failed job left on some shards only is still written by its re-run where
-it is missing. Step 4 also sets the map's value encoding to the replace's (None: plain values).
+it is missing. Step 4 also sets the map's value encoding to the replace's (None: plain values)
+and records the overwrite committed in the map (``ShardMap.overwrites``), as a cancel records it
+cancelled in the commit that drops the op: a retry of the overwrite job then tells its outcome
+from the map alone, whoever ran the op.
 
 A crash after 1 leaves the shards sealed (readable, not writable): re-running the same split, or
 ``Table.resume()``, runs 2-5 again; each step is idempotent. A crash after 4 leaves the new map

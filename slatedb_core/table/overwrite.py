@@ -177,8 +177,11 @@ def commit_overwrite(
     SST path, staged seq), oldest first), steps 1-6 of the module doc; one statistics row per
     target shard, WRITTEN, or SKIPPED when the plan's txn is already applied. ``value_encoding``:
     how the new values hold columns (None: plain values). Idempotent: a retry after a failure
-    (or after success) finishes the same overwrite. Raises ShardMapConflict, having changed
-    nothing and destroyed the targets, if the map changed shape since planning."""
+    (or after success) finishes the same overwrite, or reports it committed, from the latest
+    map alone. Raises ShardMapConflict, the table's contents unchanged and the targets destroyed
+    (the overwrite recorded cancelled first), if the map changed shape since planning, or if
+    the overwrite was aborted or cancelled; OverwriteTooOld, changing nothing, if the map no
+    longer records whether it committed (docs/overwrite.md, "Retries")."""
     store = check_store(store)
     plan = _check_plan(plan)
     if not isinstance(run_id, str) or not run_id:

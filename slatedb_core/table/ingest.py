@@ -204,15 +204,25 @@ class IngestPlan:
         return staged_seq(self.seq_base, partition, run)
 
 
+MAX_JOB_ID_CHARS = 200
+"""The longest ingest or overwrite job id (:func:`check_job_id`)."""
+
+
 def check_job_id(job_id: object) -> str:
     """``job_id`` if it names one directory under ``<table>/_ingest/``: a non-empty str without
     ``/``, not ``.`` or ``..``. InvalidArgument otherwise: a job id with ``/`` nests one job's
     objects inside another's, and the table GC, which groups them by that directory, could
-    collect a job's done markers while its plan record stays (issue 37, review of 104a7be)."""
+    collect a job's done markers while its plan record stays (issue 37, review of 104a7be).
+    At most :data:`MAX_JOB_ID_CHARS` characters: an overwrite's id is kept in the shard map's
+    bounded list of outcomes (docs/overwrite.md, "Retries"), which every map version carries."""
     if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
         raise InvalidArgument(
             f"ingest job id must be a non-empty str without '/' (not '.' or '..'), got "
             f"{job_id!r}"
+        )
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        raise InvalidArgument(
+            f"ingest job id must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}"
         )
     return job_id
 

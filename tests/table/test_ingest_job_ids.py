@@ -65,3 +65,19 @@ def test_a_nested_job_never_commits_twice_after_the_gc(mem: ObjectStore) -> None
         pass
     with Table.open("t", mem, OPTS) as t:
         assert t.get(b"a") is None
+
+
+def test_a_job_id_past_the_limit_is_refused_before_anything_is_written(
+    mem: ObjectStore,
+) -> None:
+    """An overwrite's job id is kept in every later shard map (its outcome record), so ids are
+    bounded (MAX_JOB_ID_CHARS); a longer one is InvalidArgument at planning, the store
+    untouched."""
+    from slatedb_core.table.ingest import MAX_JOB_ID_CHARS
+
+    Table.create("t", mem).close()
+    before = sorted((o.path, mem.get(o.path)) for o in mem.list(""))
+    with pytest.raises(InvalidArgument, match="at most"):
+        plan_ingest("t", mem, job_id="j" * (MAX_JOB_ID_CHARS + 1))
+    assert sorted((o.path, mem.get(o.path)) for o in mem.list("")) == before
+    plan_ingest("t", mem, job_id="j" * MAX_JOB_ID_CHARS)

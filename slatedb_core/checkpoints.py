@@ -11,7 +11,9 @@ Checkpoint", "Writers", "Readers"; docs/manifest-and-fencing.md):
   dropped when the database is destroyed (:func:`without_writer_checkpoints`);
 * a MANAGED reader's pins: :func:`pin_change`, :func:`extend_pins_change`,
   :func:`drop_pins_change` (and :func:`check_live`, what a pin requires of the database);
-* the garbage collector's removal of expired checkpoints (:func:`expire_change`).
+* the garbage collector's removal of expired checkpoints (:func:`expire_change`);
+* the WAL a checkpoint of the latest state covers (:func:`covered_wal`, SlateDB RFC 0004's
+  ``referenced_wal``) and the unbroken WAL run a reader may replay (:func:`checked_wal_run`).
 
 Every change is a pure function of the manifest it is applied to, because the manifest store
 re-applies it to the newer manifest after losing a commit race: a checkpoint of the latest
@@ -21,10 +23,11 @@ version then pins the id it is finally committed as, never the one first attempt
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from slatedb_core.errors import (
@@ -43,6 +46,8 @@ from slatedb_core.options import (
     check_optional_duration,
 )
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.wal.log import WalLog
+from slatedb_core.wal.writer import damaged_holes, missing_error
 
 Clock = Callable[[], float]
 """Wall-clock seconds since the epoch; injectable so tests can move time."""
@@ -52,7 +57,9 @@ __all__ = [
     "add_checkpoint",
     "check_live",
     "check_not_destroyed",
+    "checked_wal_run",
     "checkpoint_change",
+    "covered_wal",
     "create_checkpoint",
     "delete_change",
     "delete_checkpoint",
@@ -109,6 +116,7 @@ def checkpoint_change(
     checkpoint_id: uuid.UUID,
     *,
     derived_on_destroyed: bool = False,
+    covers_wal: Callable[[Manifest], int] | None = None,
 ) -> Callable[[Manifest, int], Manifest]:
     """The manifest edit that adds checkpoint ``checkpoint_id`` (SlateDB RFC 0004's two
     procedures), for
@@ -116,6 +124,11 @@ def checkpoint_change(
 
     Without ``options.source`` it pins the id the manifest is being committed as (V+1), so the
     checkpoint may share a commit with other edits; with a source it pins the source's manifest.
+    ``covers_wal`` (no source only; :func:`covered_wal` for a database not open here): the last
+    WAL SST the checkpoint holds, asked of each manifest the edit is applied to; the same update
+    raises ``wal_id_last_seen`` to it (never lowers it), the bound of a checkpoint reader's WAL
+    replay in both engines (docs/checkpoints-and-readers.md, "What a checkpoint holds"). Without
+    it the checkpoint holds the WAL the manifest already names (often none).
     ``now_s`` may carry a fraction: the create time is truncated to whole seconds but the expiry
     is rounded up from the exact time. The id is chosen once by the caller, so if a retried
     commit finds the checkpoint already present (an earlier attempt that did land) the manifest
@@ -140,6 +153,10 @@ def checkpoint_change(
             if not m.initialized:
                 raise DatabaseNotInitialized("database is not initialized")
             manifest_id = next_id
+            if covers_wal is not None:
+                seen = max(m.wal_id_last_seen, covers_wal(m))
+                if seen != m.wal_id_last_seen:
+                    m = dataclasses.replace(m, wal_id_last_seen=seen)
         else:
             source = m.checkpoint(options.source)
             if source is None:
@@ -362,6 +379,73 @@ def expire_change(now_s: float) -> ExpireChange:
     return ExpireChange(now_s)
 
 
+# ---- the WAL a checkpoint covers ----------------------------------------------------------------
+def checked_wal_run(
+    wal: WalLog,
+    listed: Sequence[int],
+    after: int,
+    m: Manifest,
+    latest: Callable[[], Manifest],
+) -> list[int]:
+    """The unbroken run ``after+1, after+2, ...`` at the start of ``listed`` (ascending WAL ids
+    after ``after``): what may be replayed after ``after`` with no gap (SlateDB RFC 0001, "Parallel
+    Writes": a hole in a writer's window is a write still in flight, and serving what follows it
+    would not be a prefix of the history).
+
+    WalSstMissing when the hole that ends the run is one no writer can have left, judged on
+    ``m`` and, when ``m`` finds one, again on ``latest()`` (a newer writer's window may be
+    wider): stopping there would drop, for good, the acknowledged writes after it (review
+    finding 7 in RELIABILITY.md). The one check of a reader's replay
+    (:mod:`slatedb_core.reader.refresh`) and of the WAL a checkpoint names (:func:`covered_wal`).
+    """
+    run: list[int] = []
+    for wal_id in listed:
+        if wal_id != after + 1 + len(run):
+            break
+        run.append(wal_id)
+    if len(run) < len(listed) and _damage(listed, after, m):
+        bad = _damage(listed, after, latest())
+        if bad:
+            raise missing_error(wal, bad, "a hole a reader cannot step over")
+    return run
+
+
+def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, int]]:
+    # ids at or below the replay point are GC's to delete in any order: never damage
+    alive = [i for i in listed if i > m.replay_after_wal_id]
+    holes = damaged_holes(
+        alive, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes, m.wal_id_last_seen
+    )
+    return [(max(lo, after + 1), hi) for lo, hi in holes if hi > after]
+
+
+def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
+    """The last WAL SST a checkpoint of ``m`` committed now holds: of the WAL SSTs listed now,
+    the unbroken run after ``m.replay_after_wal_id`` (:func:`checked_wal_run`), up to the last
+    one that holds rows; ``m.replay_after_wal_id`` when there is none.
+
+    That run holds every write acknowledged before the listing (a writer acknowledges a write
+    once every WAL SST up to the one holding it is written) and none acknowledged after the
+    checkpoint is committed (those go to ids past it). It is listed after ``m`` was read, so
+    when the checkpoint commits on ``m`` no GC can have collected any of it (GC deletes WAL
+    SSTs only at or below the latest replay point, which is then ``m``'s). Trailing fences
+    (zero-byte SSTs a writer leaves when it opens) hold no writes and are not named: a flushed
+    database must stay a union source (:mod:`slatedb_core.manifest.projection`). One LIST,
+    plus a manifest read when the run ends at a hole."""
+    wal = WalLog(store, path)
+    after = m.replay_after_wal_id
+    sizes: dict[int, int] = {}
+    for meta in store.list(wal.dir, start_after=wal.path(after) if after > 0 else None):
+        wal_id = wal.parse(meta.path)
+        if wal_id is not None and wal_id > after:
+            sizes[wal_id] = meta.size
+    run = checked_wal_run(
+        wal, sorted(sizes), after, m, lambda: _manifests(path, store).read_latest().manifest
+    )
+    with_rows = [i for i in run if sizes[i] > 0]
+    return with_rows[-1] if with_rows else after
+
+
 # ---- a database that is not open here ----------------------------------------------------------
 def _manifests(path: str, store: ObjectStore) -> ManifestStore:
     validate_relative_path(path, what="database path")
@@ -386,7 +470,9 @@ def add_checkpoint(
     report its times (the CLI) without reading the manifest again."""
     options = options or CheckpointOptions()
     checkpoint_id = uuid.uuid4()
-    stored = _manifests(path, store).update_at(checkpoint_change(options, now(), checkpoint_id))
+    cover = functools.partial(covered_wal, store, path)
+    change = checkpoint_change(options, now(), checkpoint_id, covers_wal=cover)
+    stored = _manifests(path, store).update_at(change)
     return _committed(stored, checkpoint_id)
 
 
@@ -399,8 +485,13 @@ def create_checkpoint(
 ) -> CheckpointCreateResult:
     """Checkpoint the database at ``path``: of its latest manifest, or of ``options.source``.
 
-    Raises DatabaseNotFound, DatabaseDestroyed, DatabaseNotInitialized (no source), or
-    CheckpointNotFound (source missing or expired).
+    A checkpoint of the latest manifest holds every write acknowledged before the call, the ones
+    still only in the WAL included (:func:`covered_wal`), and none acknowledged after it
+    returned; a checkpoint of a source holds what the source holds.
+
+    Raises DatabaseNotFound, DatabaseDestroyed, DatabaseNotInitialized (no source),
+    CheckpointNotFound (source missing or expired), or WalSstMissing (no source: a hole in the
+    WAL no writer can have left, which would drop the acknowledged writes after it).
     """
     cp = add_checkpoint(path, store, options, now=now)
     return CheckpointCreateResult(id=cp.id, manifest_id=cp.manifest_id)

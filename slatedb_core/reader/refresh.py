@@ -21,6 +21,7 @@ from ulid import ULID
 
 from slatedb_core.checkpoints import (
     check_live,
+    checked_wal_run,
     drop_pins_change,
     expire_time_s,
     extend_pins_change,
@@ -38,11 +39,10 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions
 from slatedb_core.reader.view import Pin, View, sst_set
-from slatedb_core.reader.wal_tables import NO_MEMTABLE, WalTables, contiguous, fetch_wal
+from slatedb_core.reader.wal_tables import NO_MEMTABLE, WalTables, fetch_wal
 from slatedb_core.sst import BlockCache
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
-from slatedb_core.wal.writer import damaged_holes, missing_error
 
 log = logging.getLogger(__name__)
 
@@ -142,27 +142,12 @@ class Refresher:
             self._republish()
 
     def _checked_run(self, listed: Sequence[int], after: int, m: Manifest) -> list[int]:
-        """The contiguous run of ``listed`` after ``after``; WalSstMissing if the hole that ends
-        it is one no writer can have left (review finding 7 in RELIABILITY.md): stopping there
-        would serve older values for the keys of every acknowledged SST after it, for good."""
-        run = contiguous(listed, after)
-        if len(run) < len(listed) and self._damage(listed, after, m):
-            # judged again on the latest manifest: a newer writer's window may be wider
-            latest = self._manifests.read_latest().manifest
-            bad = self._damage(listed, after, latest)
-            if bad:
-                raise missing_error(self._wal, bad, "a hole a reader cannot step over")
-        return run
-
-    @staticmethod
-    def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, int]]:
-        # ids at or below the replay point are GC's to delete in any order: never damage
-        alive = [i for i in listed if i > m.replay_after_wal_id]
-        holes = damaged_holes(
-            alive, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
-            m.wal_id_last_seen,
+        """The unbroken run of ``listed`` after ``after``, or WalSstMissing for a hole no writer
+        can have left (:func:`~slatedb_core.checkpoints.checked_wal_run`, the one check a
+        checkpoint's WAL passes too)."""
+        return checked_wal_run(
+            self._wal, listed, after, m, lambda: self._manifests.read_latest().manifest
         )
-        return [(max(lo, after + 1), hi) for lo, hi in holes if hi > after]
 
     def _replay_new_wal(self) -> bool:
         """Poll the WAL directory; False when an SST vanished (its manifest moved on)."""

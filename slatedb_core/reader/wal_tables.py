@@ -205,15 +205,3 @@ def fetch_wal(wal: WalLog, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordB
             yield wal_id, batch
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def contiguous(ids: Sequence[int], after: int) -> list[int]:
-    """The unbroken run ``after+1, after+2, ...`` at the start of the sorted ``ids``."""
-    out: list[int] = []
-    expect = after + 1
-    for i in ids:
-        if i != expect:
-            break
-        out.append(i)
-        expect += 1
-    return out

@@ -23,6 +23,10 @@ import pytest
 # out, and the default 1 s would add many minutes. The lease lives in the file, so processes
 # with another default still agree on it. Set before slatedb_core is imported.
 os.environ["SLATEDB_WAL_LEASE_MS"] = "50"
+# Local-filesystem stores fsync every write by default (docs/operations.md, "A database on the
+# local filesystem"): 74% more time for the crash tests on file:// (117 s) on a 2-core machine.
+# The suite and its subprocesses run without; tests/store/test_local_sync.py checks the syncs.
+os.environ["SLATEDB_FILE_SYNC"] = "false"
 
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

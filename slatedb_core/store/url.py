@@ -6,7 +6,8 @@ Accepted URLs:
 * ``file:///abs/dir``, or a plain filesystem path (relative paths are resolved against the current
   directory); the directory is created if missing. Every write is synced to the device, file and
   directory entry, before it returns; ``file:///abs/dir?sync=false`` (or ``open_store(path,
-  sync="false")``) turns that off for tests and benchmarks (docs/operations.md)
+  sync="false")``, or ``SLATEDB_FILE_SYNC=false`` for URLs that do not say) turns that off for
+  tests and benchmarks (docs/operations.md)
 * ``s3://bucket[/prefix]`` with settings from the query string or the standard AWS environment
   variables: ``endpoint`` (``AWS_ENDPOINT_URL``/``AWS_ENDPOINT``), ``region``
   (``AWS_REGION``/``AWS_DEFAULT_REGION``), ``access_key_id``, ``secret_access_key``,
@@ -54,6 +55,8 @@ _S3_KEYS = {
 _FILE_KEYS = ("sync",)
 """file:// options: ``sync`` (default true) syncs every write, file and directory entry, before
 it returns (slatedb_core.store.local_fs); ``sync=false`` is for tests and benchmarks only."""
+SYNC_ENV = "SLATEDB_FILE_SYNC"
+"""``sync`` of local-filesystem stores whose URL does not set it (the test suite sets false)."""
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -147,7 +150,10 @@ def _local(
             f"known: {sorted(_FILE_KEYS)}"
         )
     settings = {**query, **overrides}
-    sync = _bool("sync", settings.get("sync", "true"))
+    if "sync" in settings:
+        sync = _bool("sync", settings["sync"])
+    else:
+        sync = _bool(SYNC_ENV, os.environ.get(SYNC_ENV) or "true")
     if any(seg == ".." for seg in path.parts):
         raise InvalidArgument(f"store path must not contain '..': {original!r}")
     if "\x00" in str(path):

@@ -22,7 +22,7 @@ import pytest
 
 from slatedb_core.errors import InvalidArgument, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
-from slatedb_core.store.url import open_store
+from slatedb_core.store.url import SYNC_ENV, open_store
 
 _STAGED = re.compile(r"#\d+$")
 
@@ -58,6 +58,12 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Synced]:
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+
+
+@pytest.fixture(autouse=True)
+def default_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests see the default (sync on): the test suite turns it off (tests/conftest.py)."""
+    monkeypatch.delenv(SYNC_ENV, raising=False)
 
 
 def test_put_if_absent_syncs_the_file_its_directory_and_each_new_parent(
@@ -104,6 +110,19 @@ def test_sync_false_syncs_nothing(tmp_path: Path, synced: Synced) -> None:
         store.put("x/z", b"1")
         store.delete("x/y")
         assert synced.paths == []
+
+
+def test_the_environment_sets_sync_where_the_url_does_not(
+    tmp_path: Path, synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SYNC_ENV, "false")
+    open_store(tmp_path / "a").put("k", b"1")
+    assert synced.paths == []
+    open_store(f"{(tmp_path / 'b').as_uri()}?sync=true").put("k", b"1")
+    assert synced.files() == [str(tmp_path / "b" / "k")]
+    monkeypatch.setenv(SYNC_ENV, "sometimes")
+    with pytest.raises(InvalidArgument, match=SYNC_ENV):
+        open_store(tmp_path / "c")
 
 
 def test_a_new_store_directory_is_created_durably(tmp_path: Path, synced: Synced) -> None:

@@ -109,7 +109,7 @@ def _bench(base: Path, args: argparse.Namespace) -> None:
     n = 0
     for threads in (1, args.threads):
         for name, make in (
-            ("file:// sync=true", lambda d: d.as_uri()),
+            ("file:// sync=true", lambda d: d.as_uri() + "?sync=true"),
             ("file:// sync=false", lambda d: d.as_uri() + "?sync=false"),
             ("memory://", lambda d: "memory://"),
         ):

@@ -25,8 +25,9 @@ import pytest
 os.environ["SLATEDB_WAL_LEASE_MS"] = "50"
 # Local-filesystem stores fsync every write by default (docs/operations.md, "A database on the
 # local filesystem"): 74% more time for the crash tests on file:// (117 s) on a 2-core machine.
-# The suite and its subprocesses run without; tests/store/test_local_sync.py checks the syncs.
-os.environ["SLATEDB_FILE_SYNC"] = "false"
+# The suite and its subprocesses run without (SLATEDB_FILE_SYNC=true in the shell runs them
+# with); tests/store/test_local_sync.py checks the syncs.
+os.environ.setdefault("SLATEDB_FILE_SYNC", "false")
 
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store

@@ -123,7 +123,7 @@ class LocalFiles:
         while True:
             staged = f"{full}#{secrets.randbits(48)}"
             try:
-                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
                 break
             except FileExistsError:
                 continue

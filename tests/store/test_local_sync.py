@@ -172,7 +172,9 @@ def test_local_writes_keep_the_object_store_contract(tmp_path: Path) -> None:
     assert store.get("a/k").data == b"1"
     assert [m.path for m in store.list("a/")] == ["a/k"]  # no staged file left behind
     assert sorted(os.listdir(tmp_path / "a")) == ["k"]
-    assert stat.S_IMODE(os.stat(tmp_path / "a" / "k").st_mode) & 0o600 == 0o600
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "k").st_mode) == 0o666 & ~umask  # as obstore's
 
 
 _PUT_SCRIPT = """

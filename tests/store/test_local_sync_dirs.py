@@ -52,7 +52,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
 def test_a_put_into_a_directory_another_put_just_made_syncs_its_path(
     tmp_path: Path, held: Held
 ) -> None:
-    store = open_store(tmp_path.as_uri())
+    store = open_store(f"{tmp_path.as_uri()}?sync=true")  # the suite runs without (conftest)
     root = str(tmp_path.resolve())
     first = threading.Thread(target=store.put, args=("x/y/a", b"1"), name="held")
     first.start()

@@ -52,7 +52,7 @@ class TableSimulation(TableSteps):
         return {
             "ingest_start": (6, self.step_ingest_start),
             "ingest": (26, self.step_ingest),
-            "zombie_attempt": (2, self.step_zombie_attempt),
+            "zombie_attempt": (3, self.step_zombie_attempt),
             "write": (12, self.step_write),
             "rescale": (6, self.step_rescale),
             "stall_rescale": (5, self.step_stall_rescale),

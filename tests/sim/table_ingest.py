@@ -126,7 +126,7 @@ class IngestSteps(TableSimBase):
             self.stream_job = self._new_job("stream", AppVersion("stream", v), rows)
             return
         self._batches += 1
-        if self.rng.random() < 0.7:
+        if self.rng.random() < 0.6:
             app = f"batch-{self._batches}"
             self.note(f"staged ingest {app}")
             self._new_job("batch", AppVersion(app, 1), self._draw_rows(f"{app}/1"))
@@ -273,8 +273,8 @@ class IngestSteps(TableSimBase):
             self.reruns.append(job.batch)
 
     def step_zombie_attempt(self) -> None:
-        """A commit attempt of a job that is over (its run's staging is deleted): it must not
-        write anything again."""
+        """A commit attempt of a job that is over (its run's staging is deleted, unless the
+        attempt staged its rows again): a shard the job committed must not be written again."""
         over = [j for j in self.jobs if j.state in ("finished", "failed", "abandoned")
                 and j.plan is not None and j.staged is not None]
         if not over:
@@ -283,8 +283,20 @@ class IngestSteps(TableSimBase):
         assert job.plan is not None and job.staged is not None
         i = self.rng.randrange(len(job.plan.shards))
         job.attempts += 1
-        self.note(f"zombie attempt of {job.label} ({job.state})")
-        self._commit(job, i, job.staged, attempt=job.attempts)
+        staged = job.staged
+        if self.rng.random() < 0.5:
+            # a late speculative copy of a map task staged the rows again
+            self.note(f"zombie attempt of {job.label} ({job.state}), staged afresh")
+            try:
+                staged = self._stage(job, job.parts, attempt=job.attempts)
+            except SlateDBError as e:
+                self.outcome("ingest_restage", e)
+                return
+        else:
+            self.note(f"zombie attempt of {job.label} ({job.state})")
+        state = job.state
+        self._commit(job, i, staged, attempt=job.attempts)
+        job.state = state  # a zombie's failure fails no job
 
     def finish_ingests(self) -> None:
         """The end: every running job runs to its end, then every batch not yet applied is

@@ -29,7 +29,7 @@ import obstore
 
 from slatedb_core.errors import PreconditionFailed
 from slatedb_core.store.local_fs import LocalFiles
-from slatedb_core.store.objectstore import ObjectVersion
+from slatedb_core.store.objects import ObjectVersion
 
 T = TypeVar("T")
 

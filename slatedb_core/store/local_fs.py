@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from slatedb_core.errors import InvalidArgument, ObjectAlreadyExists, ObjectNotFound
-from slatedb_core.store.objectstore import ObjectVersion, validate_relative_path
+from slatedb_core.store.objects import ObjectVersion, validate_relative_path
 
 T = TypeVar("T")
 

@@ -41,6 +41,10 @@ SLOW_IN_MAKE_TEST = frozenset({
     "tests/sst/test_fixed_width.py::test_same_entries_as_the_general_encoder",
     "tests/orchestration/test_review_fleet.py::test_a_tick_after_one_stuck_on_a_hanging_store_fails_quickly_and_says_why",
     "tests/spark/test_datasource_read.py::test_a_read_from_s3_returns_the_table",
+    "tests/spark/test_stream_after_split.py::test_a_stream_with_split_points_writes_after_a_split_between_micro_batches",
+    "tests/spark/test_snapshot_encoding.py::test_spark_reads_a_named_snapshot_with_its_own_columns",
+    "tests/reader/test_destroyed_reader.py::test_a_managed_reader_never_extends_or_renews_its_checkpoint_after_a_soft_destroy",
+    "tests/sim/test_table_sim.py::test_table_campaign_long",
 })
 
 

@@ -424,9 +424,10 @@ def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
     the unbroken run after ``m.replay_after_wal_id`` (:func:`checked_wal_run`), up to the last
     one that holds rows; ``m.replay_after_wal_id`` when there is none.
 
-    That run holds every write acknowledged before the listing (a writer acknowledges a write
-    once every WAL SST up to the one holding it is written) and none acknowledged after the
-    checkpoint is committed (those go to ids past it). It is listed after ``m`` was read, so
+    That run holds every write acknowledged before the listing, except, with
+    ``max_parallel_writes`` above 1, one acknowledged while an earlier WAL SST was still in
+    flight and is still missing (no reader can replay across that hole), and none acknowledged
+    after the checkpoint is committed (those go to ids past it). It is listed after ``m`` was read, so
     when the checkpoint commits on ``m`` no GC can have collected any of it (GC deletes WAL
     SSTs only at or below the latest replay point, which is then ``m``'s). Trailing fences
     (zero-byte SSTs a writer leaves when it opens) hold no writes and are not named: a flushed

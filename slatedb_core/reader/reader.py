@@ -17,11 +17,14 @@ Writes"), since serving SST n+1 without n would not be a prefix.
 Modes (:class:`~slatedb_core.options.ReaderMode`):
 
 * ``CHECKPOINT``: the manifest a given checkpoint pins, plus the WAL SSTs that manifest names:
-  ``(replay_after_wal_id, wal_id_last_seen]``. ``wal_id_last_seen`` is what a reader wrote when it
-  established that checkpoint; for checkpoints made otherwise it is stale or 0, and then the range
-  is short or empty and the reader serves L0 + sorted runs (plus that older WAL prefix). Replaying
-  every WAL SST present instead would mix in writes made after the checkpoint. Never refreshed,
-  never writes.
+  ``(replay_after_wal_id, wal_id_last_seen]``, the bound SlateDB's checkpoint reader replays to
+  as well (its ``next_wal_sst_id``, decoded as ``wal_id_last_seen + 1``). A checkpoint of the
+  latest state made here (``admin.create_checkpoint``, table snapshots) sets it to the durable
+  WAL in the update that creates the checkpoint (:func:`~slatedb_core.checkpoints.covered_wal`);
+  so do a MANAGED reader's and SlateDB's writer's commits. A checkpoint made otherwise (a raw
+  manifest edit, SlateDB's ``create_detached_checkpoint``) holds the value the manifest had, and
+  then the range may be short or empty. Replaying every WAL SST present instead would mix in
+  writes made after the checkpoint. Never refreshed, never writes.
 * ``MANAGED``: at open, read the latest manifest V, list the WAL for the last contiguous id N,
   and commit V+1 with a new checkpoint (pinning V+1, expiring after ``checkpoint_lifetime``) and
   ``wal_id_last_seen = N`` in one update; then replay ``(replay_after_wal_id, N]``. A poll thread

@@ -4,7 +4,8 @@ released together (:class:`TableSnapshot`).
 Taking one (:func:`take_snapshot`): a checkpoint of each shard of the latest map, then the map is
 read again; if a rescale committed meanwhile the checkpoints are dropped and taken again on the
 new map, so every checkpoint belongs to one map version. The checkpoints keep what the manifests
-pinned (SlateDB RFC 0004, "Creating a Checkpoint"), retired shards included, until they are
+pinned (SlateDB RFC 0004, "Creating a Checkpoint") and the WAL SSTs each names
+(:func:`~slatedb_core.checkpoints.covered_wal`), retired shards included, until they are
 released or their lifetime ends.
 
 A snapshot carries the value encoding of its map version (:attr:`TableSnapshot.value_encoding`):
@@ -71,8 +72,17 @@ class TableSnapshot:
     lifetime. Self-contained and JSON-serialisable, so a driver can hand it to tasks
     (``to_json``/``from_json``). ``name``: the name it was taken under, if any.
 
-    Each checkpoint holds what its shard's manifest held when it was taken: data ingested with
-    ``bulk_ingest`` or flushed to L0; writes still only in a live writer's WAL are not in it."""
+    What it holds (docs/checkpoints-and-readers.md, "What a checkpoint holds"): every write
+    acknowledged before :meth:`Table.snapshot <slatedb_core.table.table.Table.snapshot>` was
+    called, whether in L0, in sorted runs or still only in its shard's WAL (a live writer's or a
+    closed one's), and no write acknowledged after it returned; a write acknowledged while it
+    ran may be in it or not, shard by shard. A write made with ``await_durable=False`` counts
+    once it is durable; with ``max_parallel_writes`` above 1, one acknowledged ahead of an
+    earlier write still in flight counts once that one has landed too. The same rows whatever
+    readers opened on the shards before: each shard's checkpoint names, in the update that
+    creates it, the WAL SSTs durable then
+    (:func:`~slatedb_core.checkpoints.covered_wal`), and a reader at it, ours or SlateDB's,
+    replays exactly those."""
 
     table_path: str
     shard_map_id: int

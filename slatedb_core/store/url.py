@@ -26,6 +26,7 @@ opened it (two-phase CAS keys its intents by it: docs/two-phase-cas.md).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import threading
@@ -55,6 +56,8 @@ _S3_KEYS = {
 _FILE_KEYS = ("sync",)
 """file:// options: ``sync`` (default true) syncs every write, file and directory entry, before
 it returns (slatedb_core.store.local_fs); ``sync=false`` is for tests and benchmarks only."""
+log = logging.getLogger(__name__)
+
 SYNC_ENV = "SLATEDB_FILE_SYNC"
 """``sync`` of local-filesystem stores whose URL does not set it (the test suite sets false)."""
 _TRUE = {"1", "true", "yes", "on"}
@@ -140,6 +143,23 @@ def _query(text: str, url: str) -> dict[str, str]:
     return query
 
 
+_warned_unsynced: set[str] = set()
+
+
+def _warn_unsynced(source: str) -> None:
+    """Say once per process and source that local writes are not synced: ``sync=false`` is for
+    tests and benchmarks, and a stray environment variable must not turn durability off
+    silently in production (docs/operations.md)."""
+    with _named_lock:
+        if source in _warned_unsynced:
+            return
+        _warned_unsynced.add(source)
+    log.warning(
+        "file:// stores opened with writes NOT synced to the device (%s): an acknowledged write "
+        "can be lost or left empty by a power loss; for tests and benchmarks only", source
+    )
+
+
 def _local(
     path: Path, *, original: str, query: dict[str, str], overrides: dict[str, str]
 ) -> ObjectStore:
@@ -152,8 +172,12 @@ def _local(
     settings = {**query, **overrides}
     if "sync" in settings:
         sync = _bool("sync", settings["sync"])
+        source = "the store's sync option"
     else:
         sync = _bool(SYNC_ENV, os.environ.get(SYNC_ENV) or "true")
+        source = f"{SYNC_ENV} in the environment"
+    if not sync:
+        _warn_unsynced(source)
     if any(seg == ".." for seg in path.parts):
         raise InvalidArgument(f"store path must not contain '..': {original!r}")
     if "\x00" in str(path):

@@ -210,3 +210,24 @@ def test_strace_sees_a_durable_put_sync_its_wal_sst_and_wal_dir(tmp_path: Path) 
         synced = [(j, f[2]) for j, c in enumerate(calls) if (f := _FSYNC.match(c)) and f[1] == pid]
         assert any(j < i and path == staged for j, path in synced), (staged, calls)
         assert any(j > i and path == wal for j, path in synced), (wal, calls)
+
+
+def test_an_unsynced_store_is_announced_once_per_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``SLATEDB_FILE_SYNC=false`` (which the test suite sets) or ``sync=false`` turns off what
+    makes an acknowledged write durable: it must never do so silently, or one stray variable in
+    a production environment loses writes on a power loss unnoticed. A warning names the source,
+    once per process and source."""
+    import slatedb_core.store.url as url
+
+    monkeypatch.setattr(url, "_warned_unsynced", set())
+    monkeypatch.setenv(SYNC_ENV, "false")
+    with caplog.at_level("WARNING", logger="slatedb_core.store.url"):
+        open_store((tmp_path / "a").as_uri())
+        open_store((tmp_path / "b").as_uri())
+        open_store((tmp_path / "c").as_uri() + "?sync=false")
+        open_store((tmp_path / "d").as_uri() + "?sync=true")
+    warned = [r.getMessage() for r in caplog.records if "NOT synced" in r.getMessage()]
+    assert len(warned) == 2
+    assert SYNC_ENV in warned[0] and "sync option" in warned[1]

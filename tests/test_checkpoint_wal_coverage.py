@@ -85,3 +85,19 @@ def test_a_checkpoint_refuses_a_wal_hole_no_writer_can_have_left(mem: ObjectStor
     mem.delete(wal.path(ids[1]))
     with pytest.raises(WalSstMissing):
         admin.create_checkpoint("db", mem)
+
+
+def test_a_writers_durable_checkpoint_holds_its_durable_wal_writes(mem: ObjectStore) -> None:
+    """``Db.create_checkpoint(DURABLE)`` (SlateDB's Durable scope): every write durable before
+    the call, WAL-only ones included, as ``admin.create_checkpoint`` holds them; it pinned only
+    what the manifest held, so a reader at it missed acknowledged WAL-only writes."""
+    from slatedb_core.options import CheckpointScope
+
+    with Db.open("db", mem, WRITER) as db:
+        db.put(b"flushed", b"1")
+        db.flush_memtable()
+        db.put(b"wal-only", b"2")  # durable: its WAL SST is written before put returns
+        cp = db.create_checkpoint(CheckpointScope.DURABLE).id
+        db.put(b"after", b"3")
+        with DbReader.open("db", mem, cp) as reader:
+            assert dict(reader.scan()) == {b"flushed": b"1", b"wal-only": b"2"}

@@ -40,7 +40,7 @@ from types import TracebackType
 
 import pyarrow as pa
 
-from slatedb_core.checkpoints import checkpoint_change
+from slatedb_core.checkpoints import checkpoint_change, covered_wal
 from slatedb_core.errors import (
     DbClosed,
     InvalidArgument,
@@ -285,7 +285,9 @@ class Db(WriterIngest):
         options: CheckpointOptions | None = None,
     ) -> CheckpointCreateResult:
         """Pin the database as of now (SlateDB RFC 0004). ALL flushes the WAL and the memtable first, so the
-        checkpoint holds every write issued before the call; DURABLE takes what the manifest holds."""
+        checkpoint holds every write issued before the call; DURABLE holds every write durable
+        before the call, those still only in the WAL included (the same update raises the
+        manifest's WAL bound, :func:`~slatedb_core.checkpoints.covered_wal`)."""
         self._check_usable()
         check_instance("scope", scope, CheckpointScope)
         check_optional("options", options, CheckpointOptions)
@@ -293,7 +295,10 @@ class Db(WriterIngest):
             self.flush()
             self.flush_memtable()
         cid = uuid.uuid4()
-        change = checkpoint_change(options or CheckpointOptions(), time.time(), cid)
+        change = checkpoint_change(
+            options or CheckpointOptions(), time.time(), cid,
+            covers_wal=lambda m: covered_wal(self.store, self.path, m),
+        )
         stored = self._commit(change)
         with self._lock:
             if stored.id > self._state.manifest.id:

@@ -514,17 +514,24 @@ def _where(m: ShardMap, plan: IngestPlan) -> str:
 def _where_now(store: ObjectStore, m: ShardMap, plan: IngestPlan) -> str:
     """:func:`_where`, from ``m`` alone whenever it can tell. It cannot when the overwrite is
     neither named nor recorded by ``m``, its outcome may have been pushed out of the map's
-    bounded record (its first target id is below ``overwrites_forgotten_below``), and a shard
-    id at or above its targets' says something committed after it was planned (else it
-    committed nothing: its targets would be in the map, or below shards it put there). Then an
+    bounded record (its first target id is below ``overwrites_forgotten_below``), and either a
+    shard id at or above its targets' says something committed after it was planned, or the
+    record is full, so that a cancel of it may have been pushed out (without either, the bound
+    is an old map's and it committed nothing: its targets would be in the map, or below shards
+    it put there). Then an
     ``overwrite.done`` record (written by commits before the map recorded outcomes) says
     committed; without one, OverwriteTooOld: neither "committed" nor "plan it again" (which
     would re-apply it over every later write) can be said."""
     where = _where(m, plan)
     first = min(t.shard_id for t in plan.shards)
-    if where != _FRESH or first >= m.overwrites_forgotten_below or not any(
-        s.shard_id >= first for s in m.shards
-    ):
+    if where != _FRESH or first >= m.overwrites_forgotten_below:
+        return where
+    # Nothing committed since (no shard id at or above ours) says "not committed", not "may
+    # commit": an outcome pushed out of a full record may have been a cancel whose target
+    # destroys a crash cut short, and sealing those targets would commit an aborted overwrite.
+    # A bound from a map written before outcomes were recorded (the record not full) hides no
+    # cancel: such maps recorded none.
+    if not any(s.shard_id >= first for s in m.shards) and len(m.overwrites) < OVERWRITES_KEPT:
         return where
     if store.exists(ingest_overwrite_record(plan.table_path, plan.job_id)):
         return _COMMITTED

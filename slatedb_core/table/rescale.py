@@ -185,6 +185,7 @@ def merge(
         if not (op.kind == "merge" and op.sources == (a.shard_id, b.shard_id)):
             raise _held(a if a.shard_id in op.sources else b, op)
         return _run(table, latest, op)
+    _refuse_if_records_differ(table, latest, a, b)
 
     def seal(m: ShardMap) -> ShardMap:
         sa, sb = m.by_id(a.shard_id), m.by_id(b.shard_id)
@@ -369,6 +370,24 @@ def _records_differ(table: RescaleContext, srcs: list[Shard]) -> str | None:
                 "every shard records it, then merge"
             )
     return None
+
+
+def _refuse_if_records_differ(table: RescaleContext, latest: ShardMap, a: Shard, b: Shard) -> None:
+    """MergeBlockedByBatch, before anything is sealed or fenced, if the latest manifests of the
+    two shards (both in ``latest``) already hold differing records: a batch that reached one of
+    them only blocks the merge until it is re-run (step 3), and the fenced look would only find
+    the same, after fencing both shards' writers and committing two map versions for nothing
+    (the rescaling asset tries a blocked pair on every pass). Records only grow, so a pair that
+    agrees here may still differ under the fence: step 3 looks again."""
+    sa, sb = latest.by_id(a.shard_id), latest.by_id(b.shard_id)
+    if sa is None or sb is None:
+        return  # the seal says it is gone
+    try:
+        differ = _records_differ(table, [sa, sb])
+    except DatabaseDestroyed:
+        return  # replaced meanwhile: the seal refuses the map
+    if differ is not None:
+        raise MergeBlockedByBatch(differ)
 
 
 def _record(records: tuple[AppVersion, ...], db: Db) -> bool:

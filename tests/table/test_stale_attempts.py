@@ -231,16 +231,21 @@ def test_a_stale_overwrite_attempt_refused_by_a_pending_merge_destroys_no_swappe
         fill(t, OLD)
         source0 = t.shards[0].db_path
     half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
-    commit_shard(mem, half, "run", half.shards[0], [])  # shard 0 only: the merge is refused
     plan = plan_overwrite("t", mem, job_id="job")
     staged = staged_new_rows(mem, plan)
     target0 = plan.shards[0].db_path
     rescale_store, stale_store = FaultyStore(mem), FaultyStore(mem)
     with Table.open("t", rescale_store, OPTS) as t:
+        sealing = rescale_store.pause("sealing", "put_if_absent", "t/shardmap/*")
         sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
         merge, merged = in_thread(lambda: t.merge(0))
         discarding = stale_store.pause("discarding", "get", f"{target0}/manifest/*")
         try:
+            # the batch reaches shard 0 only after the merge compared the records unfenced
+            # (they agreed) and before its seal: its look under the fence refuses it
+            assert sealing.wait_reached()
+            commit_shard(mem, half, "run", half.shards[0], [])
+            sealing.release()
             assert sealed.wait_reached()
             th, out = in_thread(lambda: commit_overwrite(stale_store, plan, "b", staged))
             assert discarding.wait_reached()
@@ -251,6 +256,7 @@ def test_a_stale_overwrite_attempt_refused_by_a_pending_merge_destroys_no_swappe
                 writer = live.writer(0)
                 writer.put(b"k001", b"user1")
         finally:
+            sealing.release()
             sealed.release()
             discarding.release()
             merge.join()
@@ -347,7 +353,6 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
         fill(t, OLD)
         source0 = t.shards[0].db_path
     half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
-    commit_shard(mem, half, "run", half.shards[1], [])  # shard 1 only: the merge is refused
     plan = plan_overwrite("t", mem, job_id="job")
     staged = staged_new_rows(mem, plan)
     crashing = FaultyStore(mem)
@@ -358,11 +363,17 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
     built = ManifestStore(mem, target0).read_latest().id
     rescale_store, stale_store, commit_store = FaultyStore(mem), FaultyStore(mem), FaultyStore(mem)
     with Table.open("t", rescale_store, OPTS) as t:
+        sealing = rescale_store.pause("sealing", "put_if_absent", "t/shardmap/*")
         sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
         merge, merged = in_thread(lambda: t.merge(0))
         destroying = stale_store.pause("destroying", "put_if_absent",
                                        manifest_name(target0, built + 1))
         try:
+            # the batch reaches shard 1 only after the merge compared the records unfenced
+            # (they agreed) and before its seal: its look under the fence refuses it
+            assert sealing.wait_reached()
+            commit_shard(mem, half, "run", half.shards[1], [])
+            sealing.release()
             assert sealed.wait_reached()
             th_b, out_b = in_thread(lambda: commit_overwrite(stale_store, plan, "b", staged))
             _run_until_paused_or_done(destroying, th_b)
@@ -383,6 +394,7 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
             fencing.release()
             th_b.join()
         finally:
+            sealing.release()
             sealed.release()
             destroying.release()
             stale_store.release_all()

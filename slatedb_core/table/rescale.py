@@ -21,7 +21,9 @@ changed twice, and every writer re-reads the map *after* fencing (``Table.writer
     3  clone     split: two clones of the source projected to [start, at) and [at, end);
                  merge: one union of the two sources with their ranges (checked adjacent);
                  refused (the op dropped, the sources unsealed) if their exactly-once records
-                 differ: a batch reached one and not the other, and must be re-run first.
+                 differ: a batch reached one and not the other, and must be re-run first
+                 (merge() compares them before step 1 too, so a pair already differing is
+                 refused with nothing sealed or fenced).
                  Resumable (slatedb_core.lifecycle.clone / union), destinations named by the target ids.
     4  commit    map N+2: the targets replace the sources, the op is dropped, the sources are
                  listed as retired.

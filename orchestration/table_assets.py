@@ -205,7 +205,16 @@ def rescaling(
         resumed = bool(table.shard_map.pending)
         if resumed:  # a run that died mid-rescale left shards sealed: finish it first
             context.log.warning(f"{path}: finishing {len(table.shard_map.pending)} pending ops")
-            table.resume()
+            merging = [op.sources for op in table.shard_map.pending if op.kind == "merge"]
+            paths = {sh.shard_id: sh.db_path for sh in table.shards}
+            try:
+                table.resume()
+            except MergeBlockedByBatch as e:  # raised once every other op was finished
+                table.refresh()
+                for a, b in merging:  # a cancelled merge left both its shards in the map
+                    if table.shard_map.by_id(a) and table.shard_map.by_id(b):
+                        blocked[(paths[a], paths[b])] = str(e)
+                context.log.warning(f"{path}: {e}")
         shards_before = len(table.shards)
         sizes: list[int] = []
         for _ in range(managed.max_rescale_operations + 1):

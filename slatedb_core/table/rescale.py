@@ -217,10 +217,20 @@ def merge(
 
 def resume(table: RescaleContext, latest: ShardMap | None = None) -> ShardMap:
     """Finish every pending operation and soft-destroy every retired database that is not yet;
-    retired databases the GC has deleted are dropped from the map."""
+    retired databases the GC has deleted are dropped from the map.
+
+    A pending merge that differing exactly-once records refuse (step 3) is cancelled, its shards
+    unsealed; every other op and every retirement is still finished, and only then is
+    MergeBlockedByBatch raised (one error, naming each blocked merge): the caller learns of it
+    without a second resume being needed for the rest."""
     m = latest if latest is not None else table.maps.read_latest()
+    blocked: list[str] = []
     for op in m.pending:
-        m = _run(table, m, op)
+        try:
+            m = _run(table, m, op)
+        except MergeBlockedByBatch as e:  # _run cancelled it: the shards take writes again
+            blocked.append(str(e))
+            m = table.maps.read_latest()
     gone = [p for p in m.retired if not _retire(table, p)]
     if gone:
 
@@ -229,6 +239,8 @@ def resume(table: RescaleContext, latest: ShardMap | None = None) -> ShardMap:
             return None if keep == cur.retired else _with(cur, retired=keep)
 
         m = table.maps.update(prune, base=m)
+    if blocked:
+        raise MergeBlockedByBatch("; ".join(blocked))
     return m
 
 

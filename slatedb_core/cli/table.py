@@ -281,8 +281,8 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
 @handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: bool) -> None:
     """Delete the table's own garbage: old shard-map versions, old versions of named snapshots'
-    records and ingest leftovers. (The shards are databases: collect them with
-    ``slatedb --path <shard> gc``.)"""
+    records, ingest leftovers and the targets of cancelled or abandoned overwrites. (The shards
+    are databases: collect them with ``slatedb --path <shard> gc``.)"""
     with Table.open(obj.path, obj.store, _READ_ONLY) as t:
         stats = t.collect_garbage(min_age, ingest_min_age)
     if as_json:
@@ -292,6 +292,7 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
         f"{obj.path}: deleted {stats.shard_maps} shard-map version(s), {stats.ingest_objects} "
         f"ingest leftover(s) ({stats.ingest_bytes:,} bytes), {stats.snapshot_records} snapshot "
         f"record version(s); swept {stats.snapshot_checkpoints} checkpoint(s) of dead snapshot takers"
+        f"; destroyed {stats.overwrite_targets} target database(s) of cancelled overwrites"
     )
 
 

@@ -99,13 +99,19 @@ from slatedb_core.table.ingest import (
 from slatedb_core.table.ingest_seqs import usable_seqs
 from slatedb_core.table.options import TableOptions
 from slatedb_core.table.overwrite_stats import built_earlier, shard_stats, stats_all
-from slatedb_core.table.rescale import RescaleContext, discard_database, resume
+from slatedb_core.table.rescale import (
+    RescaleContext,
+    destroy_cancelled_targets,
+    discard_database,
+    resume,
+)
 from slatedb_core.table.shardmap import (
     CANCELLED,
     COMMITTED,
     OVERWRITES_KEPT,
     OverwriteOutcome,
     PendingOp,
+    Reservation,
     Shard,
     ShardMap,
     ShardMapStore,
@@ -146,8 +152,11 @@ def plan_overwrite(
                 f"table {table_path!r}: a {op.kind} ({op.op_id}) holds shards {list(op.sources)}; "
                 "wait for it, or Table.resume() it if its run died, then overwrite"
             )
+        first = m.next_shard_id
+        held = Reservation(job, first, len(m.shards), time.time())
         return dataclasses.replace(
-            m, created_at=time.time(), next_shard_id=m.next_shard_id + len(m.shards)
+            m, created_at=time.time(), next_shard_id=first + len(m.shards),
+            reservations=(*m.reservations, held),
         )
 
     reserved = maps.update(reserve)
@@ -396,8 +405,7 @@ def _finish(
         m = resume(dataclasses.replace(ctx, shard_map=latest), latest)
         where = _where_now(ctx.store, m, plan)
     if where == _CANCELLED:  # a crash may have left targets between the record and the destroy
-        for t in plan.shards:
-            discard_database(ctx.store, t.db_path)
+        _destroy_targets(ctx.store, plan)
     if where != _COMMITTED:
         applied = _already_applied(ctx.store, m, plan.txn)
         if applied is None:  # cancelled for another reason: its targets were aborted
@@ -464,9 +472,23 @@ def _discard_targets(store: ObjectStore, plan: IngestPlan, *, abort: bool = Fals
 
     where = _where_now(store, maps.update(cancel), plan)
     if where == _CANCELLED:
-        for t in plan.shards:
-            discard_database(store, t.db_path)
+        _destroy_targets(store, plan)
     return where
+
+
+def _destroy_targets(store: ObjectStore, plan: IngestPlan) -> None:
+    """Destroy the targets of ``plan``'s overwrite, recorded cancelled, and drop its
+    reservation from the map (:func:`~slatedb_core.table.rescale.destroy_cancelled_targets`);
+    with no reservation (cleaned up already, or planned before maps kept reservations) destroy
+    whatever of them exists."""
+    maps = ShardMapStore(store, plan.table_path)
+    first = min(t.shard_id for t in plan.shards)
+    latest = maps.read_latest()
+    if latest.reservation(first) is not None:
+        destroy_cancelled_targets(store, maps, latest, only=first)
+        return
+    for t in plan.shards:
+        discard_database(store, t.db_path)
 
 
 def _target_exists(store: ObjectStore, db_path: str) -> bool:

@@ -70,6 +70,7 @@ from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
     InvalidArgument,
+    InvalidDeletion,
     MergeBlockedByBatch,
     PreconditionFailed,
     ShardMapConflict,
@@ -77,7 +78,7 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
-from slatedb_core.lifecycle.destroy import destroy, is_own_object
+from slatedb_core.lifecycle.destroy import delete_database_objects, destroy, is_own_object
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.model import AppVersion, Manifest, combined_range_transactions
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -93,13 +94,16 @@ from slatedb_core.table.shardmap import (
     ShardMap,
     ShardMapStore,
     with_overwrite_outcome,
+    without_reservations,
 )
 from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RescaleContext", "discard_database", "merge", "resume", "split"]
+__all__ = [
+    "RescaleContext", "destroy_cancelled_targets", "discard_database", "merge", "resume", "split",
+]
 
 _NO_L0_LIMIT = 1 << 30
 T = TypeVar("T")
@@ -217,7 +221,11 @@ def merge(
 
 def resume(table: RescaleContext, latest: ShardMap | None = None) -> ShardMap:
     """Finish every pending operation and soft-destroy every retired database that is not yet;
-    retired databases the GC has deleted are dropped from the map.
+    retired databases the GC has deleted are dropped from the map. Then destroy the targets of
+    every overwrite the map records cancelled but not yet cleaned up
+    (:func:`destroy_cancelled_targets`: a crash between a cancel's map commit and its destroys
+    left them). An overwrite reserved and never sealed is not resume's: its job may still be
+    running (the table GC cancels it once older than the ingest retention).
 
     A pending merge that differing exactly-once records refuse (step 3) is cancelled, its shards
     unsealed; every other op and every retirement is still finished, and only then is
@@ -239,6 +247,7 @@ def resume(table: RescaleContext, latest: ShardMap | None = None) -> ShardMap:
             return None if keep == cur.retired else _with(cur, retired=keep)
 
         m = table.maps.update(prune, base=m)
+    m, _ = destroy_cancelled_targets(table.store, table.maps, m)
     if blocked:
         raise MergeBlockedByBatch("; ".join(blocked))
     return m
@@ -435,9 +444,10 @@ def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMa
     replace's overwrite cancelled in the same map commit, then destroy its targets. In that
     order: a concurrent run of ``op`` can no longer commit the targets (its step 4 finds the op
     gone) once they are destroyed, and no attempt of the overwrite seals it again (it finds its
-    outcome recorded). A crash in between leaves targets no map names, which
-    :func:`slatedb_core.table.overwrite.abort_overwrite` or a retried commit of the overwrite
-    destroys."""
+    outcome recorded). A crash in between leaves targets no map names as shards, but the map's
+    reservation of the overwrite, marked cancelled by the drop, names them:
+    ``Table.resume()`` and the table GC destroy them (:func:`destroy_cancelled_targets`), as
+    do :func:`slatedb_core.table.overwrite.abort_overwrite` and a retried commit."""
 
     def drop(cur: ShardMap) -> ShardMap | None:
         if all(p.op_id != op.op_id for p in cur.pending):
@@ -448,9 +458,72 @@ def _cancel(table: RescaleContext, op: PendingOp, targets: list[str]) -> ShardMa
     m = table.maps.update(drop)
     if any(m.by_id(tid) is not None for tid, _ in op.targets):  # pragma: no cover - by design
         raise ShardMapConflict(f"replace {op.op_id} was committed while being cancelled")
-    for path in targets:
-        discard_database(table.store, path)
+    first = min(tid for tid, _ in op.targets)
+    if op.kind == "replace" and m.reservation(first) is not None:
+        m, _ = destroy_cancelled_targets(table.store, table.maps, m, only=first)
+    else:  # a merge's target; a replace planned before maps kept reservations
+        for path in targets:
+            discard_database(table.store, path)
     return m
+
+
+def destroy_cancelled_targets(
+    store: ObjectStore, maps: ShardMapStore, m: ShardMap, *, only: int | None = None
+) -> tuple[ShardMap, int]:
+    """Destroy the targets of every overwrite that ``m`` (the latest map, or one behind it)
+    lists reserved and cancelled (only the one whose first target id is ``only``, if given),
+    then drop their reservations in one map commit. Returns the map after it and how many
+    target databases were destroyed.
+
+    A cancel is final (no attempt seals or swaps a cancelled overwrite, checked atomically by
+    the versioned map update), so this needs no age and may run while stale attempts of the
+    overwrite still run: their builds fail on the destroyed targets. A target id that holds no
+    database gets the tombstone, so that a stale attempt cannot create it afterwards. A
+    reservation stays listed while one of its targets could not be destroyed (the next
+    ``Table.resume()`` or table GC tries again)."""
+    done: set[int] = set()
+    destroyed = 0
+    for r in m.reservations:
+        if not r.cancelled or (only is not None and r.first_shard_id != only):
+            continue
+        if any(m.by_id(i) is not None for i in r.shard_ids) or any(
+            i in r.shard_ids for op in m.pending for i, _ in op.targets
+        ):  # pragma: no cover - a cancelled overwrite's targets are never sealed or swapped in
+            log.error("table %r: cancelled overwrite %s names live shards; left alone",
+                      maps.table_path, r.job_id)
+            continue
+        buried = [_bury(store, join(maps.table_path, shard_db_name(i))) for i in r.shard_ids]
+        if None not in buried:
+            done.add(r.first_shard_id)
+        destroyed += sum(1 for b in buried if b)
+    if done:
+        log.info("table %r: destroyed %d target(s) of %d cancelled overwrite(s)",
+                 maps.table_path, destroyed, len(done))
+        m = maps.update(lambda cur: without_reservations(cur, done), base=m)
+    return m, destroyed
+
+
+def _bury(store: ObjectStore, db_path: str) -> bool | None:
+    """Hard-destroy the database at ``db_path``, a target of a cancelled overwrite: True if
+    there was one, False if there was none (the path gets the tombstone: none can be created
+    there any more), None if it could not be destroyed now (left for the next try)."""
+    ms = ManifestStore(store, db_path)
+    try:
+        stored = ms.try_read_latest()
+    except DatabaseDestroyed:
+        stored = None
+    try:
+        if stored is None:
+            delete_database_objects(ms)  # the tombstone, and any object of a racing create
+            return False
+        destroy(db_path, store, soft=False)
+    except (DatabaseNotFound, DatabaseDestroyed):
+        pass
+    except InvalidDeletion as e:  # a checkpoint holds it (never ours), or it kept changing
+        log.warning("destroying %r, a cancelled overwrite's target: %s; left for later",
+                    db_path, e)
+        return None
+    return True
 
 
 def _outcome(m: ShardMap, op: PendingOp, outcome: str) -> ShardMap:
@@ -608,6 +681,7 @@ def _with(m: ShardMap, **changes: object) -> ShardMap:
         "value_encoding": m.value_encoding,
         "overwrites": m.overwrites,
         "overwrites_forgotten_below": m.overwrites_forgotten_below,
+        "reservations": m.reservations,
     }
     fields.update(changes)
     return ShardMap(**fields)  # type: ignore[arg-type]

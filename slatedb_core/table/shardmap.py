@@ -29,12 +29,17 @@ list the store to find them. And it keeps the *outcomes of the last overwrites*
 (:class:`OverwriteOutcome`, at most :data:`OVERWRITES_KEPT`): each written by the map commit that
 ended the overwrite (its swap, or the cancel or abort that dropped it), carried by every later
 version, so that a retry of an overwrite job tells from the latest map alone whether it committed
-(docs/overwrite.md, "Retries").
+(docs/overwrite.md, "Retries"). Last, the *reservations* (:class:`Reservation`): the shard ids each
+overwrite plan reserved, kept until nothing can remain of their databases (the swap made them
+shards, or the overwrite was cancelled and its targets destroyed), so that ``Table.resume()`` and
+the table GC find the targets an overwrite left without listing the store (docs/overwrite.md,
+"Leftovers").
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import time
 import uuid
@@ -140,6 +145,30 @@ class OverwriteOutcome:
     outcome: str
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The shard ids an overwrite plan reserved (``plan_overwrite``): its targets are the
+    databases ``shard_db_name(id)`` of ``first_shard_id`` up to ``first_shard_id + count``. The
+    map keeps it until nothing can remain of them: the swap that makes them shards drops it; the
+    commit that records the overwrite cancelled marks it ``cancelled``
+    (:func:`with_overwrite_outcome`), and the commit after its targets were destroyed (by
+    whoever cancelled it, ``Table.resume()`` or the table GC) drops it. The table GC cancels one
+    older than its ``ingest_min_age`` that no pending op names: a plan whose driver died before
+    its seal (docs/overwrite.md, "Leftovers")."""
+
+    job_id: str
+    first_shard_id: int
+    count: int
+    reserved_at: float
+    """Wall-clock seconds of the plan's map commit (the planner's clock)."""
+    cancelled: bool = False
+    """The overwrite is cancelled: its targets must be destroyed, then this dropped."""
+
+    @property
+    def shard_ids(self) -> range:
+        return range(self.first_shard_id, self.first_shard_id + self.count)
+
+
 VALUE_ENCODINGS: tuple[str, ...] = ("json", "arrow")
 
 
@@ -197,6 +226,9 @@ class ShardMap:
     list may have an outcome the map no longer records: one past the highest first target id of
     the outcomes pushed out, or the next_shard_id of a map written before outcomes were
     recorded."""
+    reservations: tuple[Reservation, ...] = ()
+    """The shard ids of overwrite plans whose targets may still exist outside the map, in plan
+    order (:class:`Reservation`); maps written before they were recorded have none."""
     _starts: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -238,6 +270,13 @@ class ShardMap:
                 return op
         return None
 
+    def reservation(self, first_shard_id: int) -> Reservation | None:
+        """The reservation of the overwrite plan whose first target is ``first_shard_id``."""
+        for r in self.reservations:
+            if r.first_shard_id == first_shard_id:
+                return r
+        return None
+
     def overwrite_outcome(self, first_shard_id: int) -> OverwriteOutcome | None:
         """The recorded outcome of the overwrite whose first target is ``first_shard_id``."""
         for o in self.overwrites:
@@ -248,12 +287,32 @@ class ShardMap:
 
 def with_overwrite_outcome(m: ShardMap, outcome: OverwriteOutcome) -> ShardMap:
     """``m`` recording ``outcome`` (kept as it is if the overwrite has one already); the oldest
-    outcomes past :data:`OVERWRITES_KEPT` are pushed out (:func:`_kept_outcomes`)."""
-    if m.overwrite_outcome(outcome.first_shard_id) is not None:
+    outcomes past :data:`OVERWRITES_KEPT` are pushed out (:func:`_kept_outcomes`). The
+    overwrite's reservation goes with a committed outcome (its targets are shards now) and is
+    marked cancelled with a cancelled one (its targets are to be destroyed)."""
+    recorded = m.overwrite_outcome(outcome.first_shard_id)
+    if recorded is None:
+        kept, below = _kept_outcomes((*m.overwrites, outcome), m.overwrites_forgotten_below)
+    else:
+        kept, below, outcome = m.overwrites, m.overwrites_forgotten_below, recorded
+    reservations = tuple(
+        r if r.first_shard_id != outcome.first_shard_id
+        else dataclasses.replace(r, cancelled=True)
+        for r in m.reservations
+        if r.first_shard_id != outcome.first_shard_id or outcome.outcome == CANCELLED
+    )
+    if (kept, below, reservations) == (m.overwrites, m.overwrites_forgotten_below,
+                                       m.reservations):
         return m
-    kept, below = _kept_outcomes((*m.overwrites, outcome), m.overwrites_forgotten_below)
-    return ShardMap(m.id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                    m.value_encoding, m.plain_values, kept, below)
+    return dataclasses.replace(m, overwrites=kept, overwrites_forgotten_below=below,
+                               reservations=reservations)
+
+
+def without_reservations(m: ShardMap, firsts: set[int]) -> ShardMap:
+    """``m`` without the reservations whose first shard id is in ``firsts`` (their targets are
+    destroyed); ``m`` itself if it lists none of them."""
+    keep = tuple(r for r in m.reservations if r.first_shard_id not in firsts)
+    return m if keep == m.reservations else dataclasses.replace(m, reservations=keep)
 
 
 def _kept_outcomes(
@@ -321,6 +380,12 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
         {"job": o.job_id, "first": o.first_shard_id, "outcome": o.outcome} for o in m.overwrites
     ]
     doc["overwrites_forgotten_below"] = m.overwrites_forgotten_below
+    if m.reservations:  # absent otherwise: maps without any keep their bytes
+        doc["reservations"] = [
+            {"job": r.job_id, "first": r.first_shard_id, "count": r.count, "at": r.reserved_at,
+             "cancelled": r.cancelled}
+            for r in m.reservations
+        ]
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return seal(SHARDMAP_MAGIC, FORMAT_VERSION, payload)
 
@@ -403,6 +468,7 @@ def _from_doc(doc: dict[str, Any], map_id: int, table_path: str, name: str) -> S
         value_encoding=_value_encoding(doc.get("value_encoding")),
         plain_values=_flag(doc.get("plain_values", False), "plain_values"),
         **_outcomes_of(doc),
+        reservations=tuple(_reservation_of(r) for r in doc.get("reservations", ())),
     )
     problem = layout_problem(m)
     if problem is not None:
@@ -426,6 +492,16 @@ def _outcomes_of(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(below, bool) or not isinstance(below, int):
         raise TypeError(f"overwrites_forgotten_below must be an int, got {below!r}")
     return {"overwrites": tuple(out), "overwrites_forgotten_below": below}
+
+
+def _reservation_of(r: Any) -> Reservation:
+    job, first, count, at = r["job"], r["first"], r["count"], r["at"]
+    if not isinstance(job, str) or any(isinstance(v, bool) or not isinstance(v, int)
+                                       for v in (first, count)):
+        raise TypeError("a reservation needs a str job and int first and count")
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        raise TypeError(f"a reservation's time must be a number, got {at!r}")
+    return Reservation(job, first, count, float(at), _flag(r["cancelled"], "cancelled"))
 
 
 def _optional_str(v: Any, what: str) -> str | None:
@@ -508,6 +584,12 @@ def _outcomes_problem(m: ShardMap) -> str | None:
         return f"an overwrite outcome is not one of {OUTCOMES}"
     if not 0 <= m.overwrites_forgotten_below <= m.next_shard_id:
         return "overwrites_forgotten_below is not within 0..next_shard_id"
+    end = 0
+    for r in sorted(m.reservations, key=lambda r: r.first_shard_id):
+        if r.count < 1 or r.first_shard_id < end or r.first_shard_id + r.count > m.next_shard_id:
+            return ("a reservation is empty, overlaps another or reaches past next_shard_id: "
+                    f"{r.first_shard_id}+{r.count}")
+        end = r.first_shard_id + r.count
     return None
 
 
@@ -552,7 +634,7 @@ class ShardMapStore:
             raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
         committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
                              m.value_encoding, m.plain_values, m.overwrites,
-                             m.overwrites_forgotten_below)
+                             m.overwrites_forgotten_below, m.reservations)
         return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
@@ -585,7 +667,10 @@ class ShardMapStore:
                 (*current.overwrites, *(o for o in new.overwrites if o.first_shard_id not in listed)),
                 max(current.overwrites_forgotten_below, new.overwrites_forgotten_below),
             )
-            return _renumbered(new, plain, outcomes, below)
+            # a reservation whose targets are shards is done, whoever swapped them in
+            reserved = tuple(r for r in new.reservations if new.by_id(r.first_shard_id) is None)
+            return _renumbered(dataclasses.replace(new, reservations=reserved), plain, outcomes,
+                               below)
 
         return self.versions.update(attempt, base=base)
 
@@ -638,4 +723,5 @@ def _renumbered(
         for i, s in enumerate(m.shards)
     )
     return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                    m.value_encoding, plain_values, overwrites, overwrites_forgotten_below)
+                    m.value_encoding, plain_values, overwrites, overwrites_forgotten_below,
+                    m.reservations)

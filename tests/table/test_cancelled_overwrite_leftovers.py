@@ -10,10 +10,11 @@ by no map. Two consequences:
   committed since), found its targets built, sealed and swapped them in: the aborted overwrite
   replaced the table. Past the bound a retry now cannot tell "cancelled" from "still running"
   either, so it raises OverwriteTooOld (hole, fixed).
-- nothing but a retry or an abort of the same plan ever destroys those targets: ``Table.resume()``
-  and the table GC leave them, a whole copy of the new contents, for ever (a driver killed in
-  between leaves no one to retry). xfail: the map's outcome does not say how many targets an
-  overwrite has, so resume cannot find them without listing the store (a redesign)."""
+- nothing but a retry or an abort of the same plan ever destroyed those targets: ``Table.resume()``
+  and the table GC left them, a whole copy of the new contents, for ever (a driver killed in
+  between leaves no one to retry). The map now keeps each overwrite's reserved ids
+  (``ShardMap.reservations``) until its targets are swapped in or, cancelled, destroyed: resume
+  and the table GC destroy the targets of a cancelled one, then drop its reservation (fixed)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.errors import DatabaseDestroyed, InjectedFault, OverwriteTooOld
+from slatedb_core.errors import (
+    DatabaseDestroyed,
+    InjectedFault,
+    OverwriteTooOld,
+    ShardMapConflict,
+)
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -105,13 +111,28 @@ def test_an_aborted_overwrite_pushed_out_of_the_record_is_never_committed_by_a_l
         assert all(s.shard_id not in {p.shard_id for p in plan.shards} for s in t.shards)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "redesign: the map's outcome names only an overwrite's first target, not how many it has; "
-    "Table.resume() cannot find the targets a crashed cancel left without listing the store"))
 def test_resume_destroys_the_targets_a_crashed_cancel_left(mem: ObjectStore) -> None:
-    plan, _ = _aborted_with_live_targets(mem)
+    plan, staged = _aborted_with_live_targets(mem)
     with Table.open("t", mem, OPTS) as t:
         t.resume()
-        t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
+        assert not any(_target_alive(mem, s.db_path) for s in plan.shards)
+        assert ShardMapStore(mem, "t").read_latest().reservations == ()
+        t.resume()  # nothing left to do
+        t.refresh()
+        assert dict(t.scan()) == OLD
+    with pytest.raises(ShardMapConflict):  # still cancelled: a late retry commits nothing
+        commit_overwrite(mem, plan, "late", staged)
+    with Table.open("t", mem, OPTS) as t:
+        assert dict(t.scan()) == OLD
+
+
+def test_the_table_gc_destroys_the_targets_a_crashed_cancel_left(mem: ObjectStore) -> None:
+    """A cancelled overwrite is final: the GC needs no age to destroy what it left (the default
+    ``ingest_min_age`` of 7 days does not hold it back)."""
+    plan, _ = _aborted_with_live_targets(mem)
+    with Table.open("t", mem, OPTS) as t:
+        stats = t.collect_garbage(min_age=timedelta(0))
+        assert stats.overwrite_targets == len(plan.shards)
         assert dict(t.scan()) == OLD
     assert not any(_target_alive(mem, s.db_path) for s in plan.shards)
+    assert ShardMapStore(mem, "t").read_latest().reservations == ()

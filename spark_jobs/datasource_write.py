@@ -335,6 +335,7 @@ def commit_refs(
         return commit_shard(
             store, plan, run_id, plan.shards[index], [r.path for r in mine],
             seqs=[plan.staged_seq(r.partition, r.run) for r in mine],
+            counts=[(r.rows, r.bytes) for r in mine],
         )
 
     with ThreadPoolExecutor(max_workers=max(1, min(COMMIT_THREADS, len(by_shard)))) as pool:

@@ -190,14 +190,14 @@ class CommitShards:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, attempt = _task()
-        by_shard: dict[int, list[tuple[int, int, int, str]]] = {}
+        by_shard: dict[int, list[tuple[int, int, int, str, int, int]]] = {}
         for b in batches:
             cols = b.to_pydict()
-            for shard, part_, run, piece, path in zip(
+            for shard, part_, run, piece, path, rows, size in zip(
                 cols[_SHARD], cols["partition"], cols["run"], cols["part"], cols["path"],
-                strict=True,
+                cols["rows"], cols["bytes"], strict=True,
             ):
-                by_shard.setdefault(int(shard), []).append((part_, run, piece, path))
+                by_shard.setdefault(int(shard), []).append((part_, run, piece, path, rows, size))
         if not by_shard:
             return
         store = self.store_factory()
@@ -206,13 +206,18 @@ class CommitShards:
             (self.plan.shards[index], sorted(refs)) for index, refs in sorted(by_shard.items())
         ]
 
-        def commit(shard_refs: tuple[Shard, list[tuple[int, int, int, str]]]) -> ShardIngestStats:
+        def commit(
+            shard_refs: tuple[Shard, list[tuple[int, int, int, str, int, int]]]
+        ) -> ShardIngestStats:
             shard, refs = shard_refs
             return commit_shard(
                 store, self.plan, self.run_id, shard, [ref[3] for ref in refs],
                 partition=partition, attempt=attempt, options=self.db_options,
                 # the seqs the stage gave the rows (IngestPlan.staged_seq)
                 seqs=[self.plan.staged_seq(ref[0], ref[1]) for ref in refs],
+                # an earlier attempt's commit is reported with them even after the table GC
+                # collected the staged SSTs (ingest_min_age shorter than the job)
+                counts=[(ref[4], ref[5]) for ref in refs],
             )
 
         if len(work) == 1:

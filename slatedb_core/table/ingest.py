@@ -332,16 +332,23 @@ def commit_shard(
     attempt: int = 0,
     options: DbOptions | None = None,
     seqs: Sequence[int] | None = None,
+    counts: Sequence[tuple[int, int]] | None = None,
 ) -> ShardIngestStats:
     """Commit the staged SSTs ``sources`` (oldest first) of ``shard`` through its fenced writer,
     exactly once per job (see the module doc). ``partition``/``attempt``: the task doing it, as
     reported in the statistics and the done marker. ``seqs``: the seq the rows of each source
     were staged with (:attr:`StagedSst.seq`), if known: the writer then links the sources as
     they are when it can (:meth:`Db.ingest_ssts
-    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`). With the plan's txn, a shard that
+    <slatedb_core.writer.ingest.WriterIngest.ingest_ssts>`). ``counts``: the rows and bytes of
+    each source as staged (:attr:`StagedSst.rows`, :attr:`StagedSst.bytes`), if known: what an
+    attempt reports for an earlier attempt's commit of this run, which it otherwise reads from
+    the sources' footers (gone when the table GC collected the running job: with the counts,
+    that commit is still settled and reported). With the plan's txn, a shard that
     already records it is SKIPPED, and one with no ``sources`` still records it (the batch had
     no rows for it). Raises Fenced if a later attempt fenced this one before its commit."""
     started = time.monotonic()
+    if counts is not None and len(counts) != len(sources):
+        raise InvalidArgument(f"{len(counts)} counts for {len(sources)} sources")
 
     def stats(status: str, message: str, **counts: int) -> ShardIngestStats:
         return ShardIngestStats(
@@ -386,10 +393,11 @@ def commit_shard(
         parsed = parse_ingest_checkpoint_name(earlier.name)
         earlier_run = parsed[1] if parsed is not None else ""
         if earlier_run == run_id:  # the same staged SSTs: the commit's counts are theirs
-            counts = {**_source_counts(store, sources), "manifest_id": earlier.manifest_id}
-            put_once(store, marker, {**counts, "run": run_id})
+            staged = _source_counts(store, sources) if counts is None else _staged_counts(counts)
+            done_counts = {**staged, "manifest_id": earlier.manifest_id}
+            put_once(store, marker, {**done_counts, "run": run_id})
             _drop_checkpoint(store, shard.db_path, earlier.name or "")
-            return stats(WRITTEN, "committed by an earlier attempt of this run", **counts)
+            return stats(WRITTEN, "committed by an earlier attempt of this run", **done_counts)
         put_once(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
         _drop_checkpoint(store, shard.db_path, earlier.name or "")
         return stats(SKIPPED, "an earlier attempt of this job committed the shard",
@@ -437,11 +445,11 @@ def commit_shard(
         assert plan.txn is not None
         return stats(SKIPPED, applied_message(plan.txn, result.recorded_version),
                      writer_epoch=epoch, manifest_id=result.manifest_id)
-    counts = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
-              "manifest_id": result.manifest_id}
-    put_once(store, marker, {**counts, "epoch": epoch, "run": run_id, "attempt": attempt})
+    written = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
+               "manifest_id": result.manifest_id}
+    put_once(store, marker, {**written, "epoch": epoch, "run": run_id, "attempt": attempt})
     drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
-    return stats(WRITTEN, "", writer_epoch=epoch, **counts)
+    return stats(WRITTEN, "", writer_epoch=epoch, **written)
 
 
 def _refused_checkpoint(
@@ -511,6 +519,12 @@ def _source_counts(store: ObjectStore, sources: list[str]) -> dict[str, int]:
     infos = [i for i in infos if i.entry_count > 0]
     return {"rows": sum(i.entry_count for i in infos), "ssts": len(infos),
             "bytes": sum(i.size_bytes for i in infos)}
+
+
+def _staged_counts(counts: Sequence[tuple[int, int]]) -> dict[str, int]:
+    """What :func:`_source_counts` reads, from the staged SSTs' own counts (rows, bytes)."""
+    kept = [(rows, size) for rows, size in counts if rows > 0]
+    return {"rows": sum(r for r, _ in kept), "ssts": len(kept), "bytes": sum(b for _, b in kept)}
 
 
 def put_once(store: ObjectStore, path: str, body: dict[str, object]) -> None:

@@ -6,8 +6,10 @@ them in through the shard map, with the protocol of a rescale (:mod:`slatedb_cor
 SlateDB RFC 0004's "the client" keeping the ranges): the sources are every shard of the map, the
 targets fresh databases already holding the new rows::
 
-    plan     plan_overwrite: commit a map version that only advances next_shard_id, reserving
-             one fresh id per shard (no split, merge or other overwrite uses them). The plan's
+    plan     plan_overwrite: commit a map version that advances next_shard_id, reserving one
+             fresh id per shard (no split, merge or other overwrite uses them), and lists the
+             reservation (ShardMap.reservations: job, ids, time) until its ids are shards or,
+             cancelled, destroyed (docs/overwrite.md, "Leftovers"). The plan's
              shard_map holds the TARGET shards: the map's split points, the reserved ids, the
              databases shard_db_name(id) under the table; IngestPlan.replaces is the id of the
              reserving map. stage_ssts routes and names the staged SSTs by it unchanged.
@@ -35,8 +37,9 @@ targets fresh databases already holding the new rows::
              gets the exactly-once records every source of its range applied (rescale step 3).
     5 swap   one map commit, only while the op is pending: the targets replace the sources,
              the op is dropped, the value encoding is the overwrite's (None: plain values), the
-             sources are listed retired, and the overwrite's outcome (job id, first target id,
-             committed) joins the map's record of the last OVERWRITES_KEPT outcomes.
+             sources are listed retired, the overwrite's outcome (job id, first target id,
+             committed) joins the map's record of the last OVERWRITES_KEPT outcomes, and its
+             reservation is dropped.
     6 retire soft-destroy the sources (slatedb_core.lifecycle.destroy); the GC deletes them once
              db_delete_grace has passed and no checkpoint holds them.
 
@@ -55,7 +58,11 @@ than OVERWRITES_KEPT later ones) makes it raise OverwriteTooOld. :func:`abort_ov
 an attempt giving up on targets it built, undo an overwrite that did not commit: first a map
 commit recording it cancelled (an abort drops its pending op in it), only then the targets are
 destroyed; a seal refuses an overwrite with an outcome and a swap needs its op pending, so no
-run swaps in a target destroyed after it checked it live.
+run swaps in a target destroyed after it checked it live. The record marks the overwrite's
+reservation cancelled; the destroys end with a map commit dropping it, so targets a crash left
+in between are destroyed by ``Table.resume()`` or the table GC, which also cancels (then
+destroys) an overwrite reserved longer ago than its ingest retention and never sealed: a driver
+that died before the seal (docs/overwrite.md, "Leftovers").
 """
 
 from __future__ import annotations

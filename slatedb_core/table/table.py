@@ -37,6 +37,7 @@ from slatedb_core.errors import (
     DatabaseNotFound,
     InvalidArgument,
     ManifestVersionExists,
+    MergeBlockedByBatch,
     ObjectAlreadyExists,
     ObjectVersionBehindBoundary,
     TableCreateIncomplete,
@@ -482,9 +483,15 @@ class Table:
     def resume(self) -> ShardMap:
         """Finish every split/merge/overwrite a crashed run left pending (a pending overwrite
         is one whose run sealed the table), and soft-destroy retired shards that are not yet
-        destroyed; see :func:`slatedb_core.table.rescale.resume`."""
+        destroyed, and destroy the targets of cancelled overwrites; see
+        :func:`slatedb_core.table.rescale.resume`. MergeBlockedByBatch, once all the rest is
+        done, if a pending merge was refused (and cancelled) by a half-applied batch."""
         self._check_writable()
-        m = resume(self._rescaling())
+        try:
+            m = resume(self._rescaling())
+        except MergeBlockedByBatch:
+            self.refresh()  # the rest was done: this handle sees it
+            raise
         self._install(m)
         return m
 
@@ -510,7 +517,10 @@ class Table:
           goes first, and a job without it never commits again (IngestJobExpired), so no job
           applies twice (:func:`slatedb_core.table.ingest_cleanup.collect_leftovers`). An age
           shorter than a running job fails that job instead (nothing of it applied twice; run
-          it again), so the default outlives any job.
+          it again), so the default outlives any job;
+        * the target databases of cancelled overwrites, and of overwrites planned more than
+          ``ingest_min_age`` ago and never sealed (cancelled first: such a job, if still
+          running, fails at its seal; docs/overwrite.md, "Leftovers").
         """
         self._check_writable()
         return collect_table_garbage(self.maps, min_age, ingest_min_age)

@@ -14,6 +14,8 @@ job of the same plan."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from slatedb_core.errors import InjectedFault
+from slatedb_core.errors import InjectedFault, MergeBlockedByBatch
 from slatedb_core.layout import ingest_done_marker, parse_ingest_checkpoint_name
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
@@ -33,6 +35,7 @@ from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import WRITTEN, plan_ingest
+from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import IngestStats, ingest
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -275,3 +278,70 @@ def test_a_worker_killed_between_a_commit_and_its_marker(
     assert len(l0) == by_shard[0].ssts == 1, "shard 0 was committed once (the delete is in the WAL)"
     assert table_app_versions(store, TABLE, "loader") == {0: 1, 1: 1, 2: 1}
     assert ingest_checkpoints(store, db0) == []
+
+
+CRASH = Path(__file__).parent / "batch_crash"
+KILL_HOOK = Path(__file__).parent / "stream_crash"  # its sitecustomize kills after a commit
+
+
+def run_killed_write(url: str, version: int, n: int, marker: Path) -> int:
+    """The batch write of batch_crash/driver.py, its whole process group killed (SIGKILL)
+    right after its first shard commit."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(KILL_HOOK), str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
+    env["SLATEDB_TEST_KILL_AFTER_SHARD_COMMITS"] = str(marker)
+    proc = subprocess.run(
+        [sys.executable, str(CRASH / "driver.py"), url, "events", str(version), str(n)],
+        env=env, start_new_session=True, capture_output=True, text=True, timeout=600,
+    )
+    assert marker.exists(), f"the driver ended ({proc.returncode}) before a shard commit:\n" \
+        f"{proc.stderr[-3000:]}"
+    return proc.returncode
+
+
+def test_a_write_killed_after_one_shard_blocks_merges_until_its_rerun(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Attack 4: ``df.write.format("slatedb")`` of batch 5 of app ``loader``, its driver
+    killed right after one shard's commit; an acknowledged delete in that shard; a merge of
+    that shard with a neighbour is refused (MergeBlockedByBatch, nothing changed); the re-run
+    of the batch writes exactly the other shards; then the merge goes through, and every row
+    is there once, the deleted key still deleted."""
+    url = (tmp_path / "store").as_uri()
+    store = open_store(url)
+    n = 50
+    marker = tmp_path / "killed"
+    assert run_killed_write(url, 5, n, marker) != 0
+    committed = int(marker.read_text())
+    assert table_app_versions(store, "events", "loader") == {
+        i: (5 if i == committed else None) for i in range(3)}
+    victim = f"k{committed}-7".encode()
+    with Table.open("events", store) as t, t.writer(committed, DbOptions()) as db:
+        db.delete(victim)
+        db.flush()
+
+    pair = min(committed, 1)  # merge(i) merges shards i and i + 1
+    with Table.open("events", store) as t:
+        before = t.shard_map
+        with pytest.raises(MergeBlockedByBatch, match="loader"):
+            t.merge(pair)
+    with Table.open("events", store) as t:
+        assert t.shard_map.shards == before.shards and t.shard_map.pending == ()
+
+    spark.dataSource.register(SlateDBDataSource)
+    rows = [(f"k{s}-{i}", f"a{i}") for s in range(3) for i in range(n)]
+    (spark.createDataFrame(rows, "id string, v string").repartition(2)
+     .write.format("slatedb").option("url", url).option("path", "events")
+     .option("key", "id").option("value", "v").option("split_points", "k1,k2")
+     .option("app_id", "loader").option("batch_version", 5).mode("append").save())
+    assert table_app_versions(store, "events", "loader") == {0: 5, 1: 5, 2: 5}
+
+    with Table.open("events", store) as t:
+        t.merge(pair)
+    with Table.open("events", store) as t:
+        assert len(t.shards) == 2
+        got = dict(t.scan())
+    want = {k.encode(): v.encode() for k, v in rows}
+    del want[victim]
+    assert got == want and len(got) == 3 * n - 1

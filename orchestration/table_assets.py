@@ -41,7 +41,9 @@ from slatedb_core import (
     admin,
 )
 from slatedb_core.durations import parse_duration
-from slatedb_core.health import inspect_database, split_key
+from slatedb_core.health import DatabaseHealth, inspect_database, split_key
+from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.table.shardmap import Shard
 
 EXPORT_CHECKPOINT_NAME = "delta-export"
 """Name of the temporary checkpoint ``delta_export`` takes when no named snapshot is configured."""
@@ -216,11 +218,19 @@ def rescaling(
                         blocked[(paths[a], paths[b])] = str(e)
                 context.log.warning(f"{path}: {e}")
         shards_before = len(table.shards)
-        sizes: list[int] = []
-        for _ in range(managed.max_rescale_operations + 1):
+
+        def measure() -> tuple[list[Shard], list[tuple[StoredManifest, DatabaseHealth]], list[int]]:
+            """The latest shards and their sizes, read together: the layout pairs them."""
             table.refresh()
-            inspected = [inspect_database(s, sh.db_path) for sh in table.shards]
-            sizes = [h.data_bytes for _, h in inspected]
+            shards = list(table.shards)
+            inspected = [inspect_database(s, sh.db_path) for sh in shards]
+            return shards, inspected, [h.data_bytes for _, h in inspected]
+
+        measured, sizes = list(table.shards), [0] * len(table.shards)
+        changed = True  # the layout may differ from what `measured` and `sizes` describe
+        for _ in range(managed.max_rescale_operations + 1):
+            measured, inspected, sizes = measure()
+            changed = False
             if splits + merges >= managed.max_rescale_operations:
                 break
             at = None
@@ -232,10 +242,11 @@ def rescaling(
                     context.log.info(f"{path}: splitting shard {i} ({size_} bytes) at {at!r}")
                     table.split(i, at=at)
                     splits += 1
+                    changed = True
                     break
             if at is not None:
                 continue
-            shards = table.shards
+            shards = measured
             pair = next(
                 (
                     i
@@ -260,7 +271,10 @@ def rescaling(
                 context.log.warning(f"{path}: {e}")
                 continue
             merges += 1
-        layout = _layout(table.shards, sizes)
+            changed = True
+        if changed:  # the last round split or merged and the rounds ran out: measure again
+            measured, _, sizes = measure()
+        layout = _layout(measured, sizes)
         shard_map = table.shard_map
         gc = table.collect_garbage(
             managed.gc_options().min_age, parse_duration(managed.ingest_retention, allow_zero=True)

@@ -12,18 +12,30 @@ outcome, atomically."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
-from slatedb_core.errors import DatabaseDestroyed, InjectedFault, ShardMapConflict
+from slatedb_core.errors import (
+    CorruptionError,
+    DatabaseDestroyed,
+    InjectedFault,
+    ShardMapConflict,
+)
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN, IngestPlan
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
-from slatedb_core.table.shardmap import CANCELLED, ShardMapStore
+from slatedb_core.table.shardmap import (
+    CANCELLED,
+    Reservation,
+    ShardMapStore,
+    decode_shard_map,
+    encode_shard_map,
+)
 from tests.table.conftest import OPTS, fill
 from tests.table.test_overwrite_commit import _stage
 from tests.table.test_stale_attempts import in_thread
@@ -148,3 +160,21 @@ def test_the_gc_never_touches_a_sealed_overwrite_whatever_the_age(mem: ObjectSto
         assert all(_alive(mem, s.db_path) for s in plan.shards)
         t.resume()
         assert dict(t.scan()) == NEW
+
+
+def test_the_map_codec_keeps_reservations_and_refuses_overlapping_ones(mem: ObjectStore) -> None:
+    _table(mem)
+    plan = plan_overwrite("t", mem, job_id="job")
+    m = ShardMapStore(mem, "t").read_latest()
+    assert m.reservations == (
+        Reservation("job", plan.shards[0].shard_id, 2, m.reservations[0].reserved_at),
+    )
+    cancelled = dataclasses.replace(m.reservations[0], cancelled=True)
+    data = encode_shard_map(dataclasses.replace(m, reservations=(cancelled,)), "t")
+    back = decode_shard_map(data, map_id=m.id, table_path="t", name="x")
+    assert back.reservations == (cancelled,)
+    second = cancelled.first_shard_id + 1
+    overlapping = dataclasses.replace(cancelled, job_id="other", first_shard_id=second, count=1)
+    data = encode_shard_map(dataclasses.replace(m, reservations=(cancelled, overlapping)), "t")
+    with pytest.raises(CorruptionError, match="reservation"):
+        decode_shard_map(data, map_id=m.id, table_path="t", name="x")

@@ -4,7 +4,8 @@ attempt stops at a chosen point of a shard's commit (raising, or killing its Pyt
 ``os._exit``) while the test, between that failure and Spark's retry, runs the table GC with
 ``ingest_min_age=0`` and deletes a key the stopped attempt committed. No shard may be applied
 twice (the deleted key stays deleted), and the job either completes or fails with
-IngestJobExpired.
+IngestJobExpired. And a ``format("slatedb")`` batch write whose driver is killed after one
+shard's commit: merges stay blocked until its re-run completes the batch.
 
 Speculative copies are not attacked here: Spark never launches one on a single machine (local
 mode starts no speculation thread; local-cluster executors share one host, and a copy never runs

@@ -39,7 +39,7 @@ from slatedb_core.table.ingest import WRITTEN, plan_ingest
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import IngestStats, ingest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.spark
 
 TABLE = "t"
 SPLITS = [b"k0300", b"k0600"]

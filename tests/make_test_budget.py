@@ -45,6 +45,8 @@ SLOW_IN_MAKE_TEST = frozenset({
     "tests/spark/test_snapshot_encoding.py::test_spark_reads_a_named_snapshot_with_its_own_columns",
     "tests/reader/test_destroyed_reader.py::test_a_managed_reader_never_extends_or_renews_its_checkpoint_after_a_soft_destroy",
     "tests/sim/test_table_sim.py::test_table_campaign_long",
+    "tests/spark/test_ingest_failures.py::test_a_write_killed_after_one_shard_blocks_merges_until_its_rerun",
+    "tests/spark/test_ingest_failures.py::test_gc_between_a_commit_and_its_marker_then_the_retry",
 })
 
 

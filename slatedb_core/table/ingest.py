@@ -76,6 +76,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -95,6 +96,7 @@ from slatedb_core.layout import (
     ingest_attempt_dir,
     ingest_checkpoint_name,
     ingest_done_marker,
+    ingest_job_dir,
     ingest_plan_record,
     ingest_staging_dir,
     join,
@@ -241,6 +243,8 @@ def plan_ingest(
     base = plan_seq_base(store, shard_map.shards)
     job = uuid.uuid4().hex if job_id is None else check_job_id(job_id)
     record = ingest_plan_record(table_path, job)
+    if job_id is not None and _record_token(store, record) is None:
+        _check_no_leftovers(store, table_path, job, shard_map)
     put_once(store, record, {
         "job": job, "shard_map": shard_map.id, "seq_base": base,
         "txn": None if txn is None else [txn.app_id, txn.version], "planned_at": time.time(),
@@ -556,6 +560,39 @@ def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
             "again (check the table before re-running it). Give batches that must apply once "
             "an app id and batch version, and keep ingest_min_age above the longest job"
         )
+
+
+def _check_no_leftovers(
+    store: ObjectStore, table_path: str, job: str, shard_map: ShardMap
+) -> None:
+    """IngestJobExpired if job id ``job``, which has no plan record, still has objects under its
+    directory or a commit checkpoint in a shard's manifest: a job of that id whose record the
+    table GC collected (it goes first) and whose markers it has not collected yet. A new job of
+    the same id would take that job's done markers and checkpoints for its own commits and
+    report its shards SKIPPED, its rows lost under a success."""
+    left = next(iter(store.list(ingest_job_dir(table_path, job) + "/")), None)
+    if left is None:
+
+        def holds(shard: Shard) -> bool:
+            try:
+                stored = ManifestStore(store, shard.db_path).try_read_latest()
+            except DatabaseDestroyed:
+                return False
+            return stored is not None and any(
+                (parsed := parse_ingest_checkpoint_name(cp.name)) is not None
+                and parsed[0] == job
+                for cp in stored.manifest.checkpoints
+            )
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(shard_map.shards)))) as pool:
+            if not any(pool.map(holds, shard_map.shards)):
+                return
+    raise IngestJobExpired(
+        f"ingest job id {job!r} in table {table_path!r} was used by a job whose plan record the "
+        "table GC collected while its done markers or commit checkpoints remain: a job of the "
+        "same id would take them for its own commits and skip its rows. Plan with a new job id, "
+        "or after the next Table.collect_garbage has collected the old job"
+    )
 
 
 def _record_token(store: ObjectStore, path: str) -> str | None:

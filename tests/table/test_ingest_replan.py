@@ -13,8 +13,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pyarrow as pa
+import pytest
 
 from slatedb_core.errors import IngestJobExpired
+from slatedb_core.layout import ingest_plan_record
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -71,3 +73,34 @@ def test_planning_a_live_job_again_keeps_it_one_job(mem: ObjectStore) -> None:
         db.delete(b"a")
     _commit(mem, again, 1)  # reports the first plan's commit, writes nothing
     assert _get(mem) is None
+
+
+def _commit_rows(store: ObjectStore, plan: IngestPlan, value: bytes) -> str:
+    rows = [pa.record_batch([pa.array([b"a"]), pa.array([value])], ["key", "value"])]
+    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run2", 0, 0), 0,
+                                       rows, partition=0)]
+    return commit_shard(store, plan, "run2", plan.shards[0], srcs).status
+
+
+def test_a_job_id_whose_collected_job_left_markers_is_refused_not_skipped(
+    mem: ObjectStore,
+) -> None:
+    """Review of 548d195 with real Spark failures: a job id planned again after its plan record
+    was collected is a new job, but a done marker the collected job left (a GC that deleted the
+    record, which goes first, and stopped before the markers; or the marker a late retry writes)
+    made the new job's commit report SKIPPED, "an earlier attempt of this job committed it": its
+    rows were lost under a success. Planning such an id is refused now, before anything is
+    written, until the GC has collected the old job whole."""
+    Table.create("t", mem, []).close()
+    old = plan_ingest("t", mem, job_id="nightly")
+    assert _commit(mem, old, 0) == WRITTEN
+    mem.delete(ingest_plan_record("t", "nightly"))  # the GC's first deletion, then a stop
+    before = sorted(o.path for o in mem.list(""))
+    with pytest.raises(IngestJobExpired, match="new job id"):
+        plan_ingest("t", mem, job_id="nightly")
+    assert sorted(o.path for o in mem.list("")) == before
+    with Table.open("t", mem, OPTS) as t:  # once the GC finished, the id is free again
+        t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
+    fresh = plan_ingest("t", mem, job_id="nightly")
+    assert _commit_rows(mem, fresh, b"3") == WRITTEN
+    assert _get(mem) == b"3"

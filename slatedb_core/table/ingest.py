@@ -428,12 +428,23 @@ def commit_shard(
         if done is None and earlier is None:
             if plan.txn is None:  # no record in the shards: the plan record must still be there
                 _check_plan_record(store, plan)
-            result = db.ingest_ssts(
-                sources,
-                checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
-                seqs=usable_seqs(seqs),
-                txn=plan.txn,
-            )
+            try:
+                result = db.ingest_ssts(
+                    sources,
+                    checkpoint=CheckpointOptions(lifetime=INGEST_CHECKPOINT_LIFETIME, name=name),
+                    seqs=usable_seqs(seqs),
+                    txn=plan.txn,
+                )
+            except ObjectNotFound as e:
+                if not e.path.startswith(ingest_job_dir(plan.table_path, plan.job_id) + "/"):
+                    raise
+                raise IngestJobExpired(
+                    f"ingest job {plan.job_id} into table {plan.table_path!r}: its staged SST "
+                    f"{e.path!r} is gone: the table GC collected the job's leftovers while it "
+                    "ran (ingest_min_age shorter than the job). This shard wrote nothing; run "
+                    "the batch again (with its app id and batch version, only the shards "
+                    "missing it are written), and keep ingest_min_age above the longest job"
+                ) from e
     finally:
         try:
             db.close()

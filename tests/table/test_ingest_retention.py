@@ -137,3 +137,24 @@ def test_markers_are_kept_when_the_plan_record_could_not_be_deleted(mem: ObjectS
     collect_leftovers(mem, "t", timedelta(0))
     assert not mem.exists(ingest_done_marker("t", "job", plan.shards[0].shard_id))
     assert not mem.exists(ingest_plan_record("t", "job"))
+
+
+def test_staged_ssts_collected_under_a_running_job_are_a_typed_error(mem: ObjectStore) -> None:
+    """Review with real Spark failures: a table GC at ingest_min_age=0 collects the staged SSTs
+    of a job still running; its commit (with a txn, settled by the shards' records, so no plan
+    record check) failed with a bare ObjectNotFound on an ``_ingest/...`` path that said nothing
+    of the cause. It is IngestJobExpired now, which names it; the shard is left unwritten."""
+    from slatedb_core.manifest.model import AppVersion
+    from slatedb_core.table.ingest import attempt_dir, commit_shard, plan_ingest, stage_ssts
+
+    Table.create("t", mem).close()
+    plan = plan_ingest("t", mem, job_id="j", txn=AppVersion("app", 1))
+    rows = [pa.record_batch([pa.array([b"a"]), pa.array([b"1"])], ["key", "value"])]
+    staged = list(stage_ssts(mem, plan, attempt_dir(plan, "run", 0, 0), 0, rows, partition=0))
+    with Table.open("t", mem) as t:
+        t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
+    with pytest.raises(IngestJobExpired, match="staged"):
+        commit_shard(mem, plan, "run", plan.shards[0], [s.path for s in staged],
+                     seqs=[s.seq for s in staged])
+    with Table.open("t", mem) as t:
+        assert t.get(b"a") is None

@@ -124,11 +124,11 @@ def checkpoint_change(
 
     Without ``options.source`` it pins the id the manifest is being committed as (V+1), so the
     checkpoint may share a commit with other edits; with a source it pins the source's manifest.
-    ``covers_wal`` (no source only; :func:`covered_wal` for a database not open here): the last
-    WAL SST the checkpoint holds, asked of each manifest the edit is applied to; the same update
-    raises ``wal_id_last_seen`` to it (never lowers it), the bound of a checkpoint reader's WAL
-    replay in both engines (docs/checkpoints-and-readers.md, "What a checkpoint holds"). Without
-    it the checkpoint holds the WAL the manifest already names (often none).
+    ``covers_wal`` (no source only; :func:`covered_wal`): the ``wal_id_last_seen`` the checkpoint
+    records, asked of each manifest the edit is applied to and set in the same update: the last
+    WAL SST it holds, the bound of a checkpoint reader's WAL replay in both engines
+    (docs/checkpoints-and-readers.md, "What a checkpoint holds"). Without it the checkpoint
+    holds the WAL the manifest already names (often none).
     ``now_s`` may carry a fraction: the create time is truncated to whole seconds but the expiry
     is rounded up from the exact time. The id is chosen once by the caller, so if a retried
     commit finds the checkpoint already present (an earlier attempt that did land) the manifest
@@ -154,7 +154,7 @@ def checkpoint_change(
                 raise DatabaseNotInitialized("database is not initialized")
             manifest_id = next_id
             if covers_wal is not None:
-                seen = max(m.wal_id_last_seen, covers_wal(m))
+                seen = covers_wal(m)
                 if seen != m.wal_id_last_seen:
                     m = dataclasses.replace(m, wal_id_last_seen=seen)
         else:
@@ -420,9 +420,12 @@ def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, i
 
 
 def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
-    """The last WAL SST a checkpoint of ``m`` committed now holds: of the WAL SSTs listed now,
-    the unbroken run after ``m.replay_after_wal_id`` (:func:`checked_wal_run`), up to the last
-    one that holds rows; ``m.replay_after_wal_id`` when there is none.
+    """The last WAL SST a checkpoint of ``m`` committed now holds, the ``wal_id_last_seen`` it
+    records: of the WAL SSTs listed now, the unbroken run after ``m.replay_after_wal_id``
+    (:func:`checked_wal_run`), up to the last one that holds rows; ``m.replay_after_wal_id`` when
+    there is none; never below an id ``m.wal_id_last_seen`` names past that run. Every checkpoint
+    of the latest state uses it: ``admin.create_checkpoint``, ``Db.create_checkpoint``, a
+    clone's or union's ephemeral source checkpoint (:mod:`slatedb_core.lifecycle.clone`).
 
     That run holds every write acknowledged before the listing, except, with
     ``max_parallel_writes`` above 1, one acknowledged while an earlier WAL SST was still in
@@ -430,8 +433,10 @@ def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
     after the checkpoint is committed (those go to ids past it). It is listed after ``m`` was read, so
     when the checkpoint commits on ``m`` no GC can have collected any of it (GC deletes WAL
     SSTs only at or below the latest replay point, which is then ``m``'s). Trailing fences
-    (zero-byte SSTs a writer leaves when it opens) hold no writes and are not named: a flushed
-    database must stay a union source (:mod:`slatedb_core.manifest.projection`). One LIST,
+    (zero-byte SSTs a writer leaves when it opens) hold no writes and are not named, not even
+    when a managed reader named them in ``m.wal_id_last_seen`` (the end of its run, fences
+    included): a flushed database must stay a union source
+    (:mod:`slatedb_core.manifest.projection`; 74173c5 for the ephemeral checkpoint). One LIST,
     plus a manifest read when the run ends at a hole."""
     wal = WalLog(store, path)
     after = m.replay_after_wal_id
@@ -444,6 +449,8 @@ def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
         wal, sorted(sizes), after, m, lambda: _manifests(path, store).read_latest().manifest
     )
     with_rows = [i for i in run if sizes[i] > 0]
+    if m.wal_id_last_seen > (run[-1] if run else after):
+        return m.wal_id_last_seen  # named past the run: kept (only fences of the run go unnamed)
     return with_rows[-1] if with_rows else after
 
 

@@ -18,21 +18,28 @@ each of which can be interrupted and redone::
 ``initialized`` is written last, so a crash anywhere leaves either no clone or one that refuses
 writers (``DatabaseNotInitialized``) until a re-run completes it.
 
-The clone's WAL is exactly ``(replay_after_wal_id, wal_id_last_seen]`` of the pinned manifest,
-what a checkpoint-mode reader serves. A checkpoint records no WAL of its own (``wal_id_last_seen``
-is 0 unless a reader set it), so the ephemeral checkpoint is committed as a managed reader commits
-its own: the same update sets ``wal_id_last_seen`` to the last WAL SST listed just before. The
-clone then holds every write durable when it started, and GC keeps those WAL SSTs while the
-checkpoint lives (SlateDB RFC 0004's ``referenced_wal``). A given checkpoint is taken as it is: writes only
-in the WAL when it was made are not part of it (``Db.create_checkpoint`` with scope ALL flushes
-them to L0 first).
+The clone's WAL is ``(replay_after_wal_id, wal_id_last_seen]`` of the pinned manifest, what a
+checkpoint-mode reader serves, less trailing WAL SSTs with nothing for the clone
+(:func:`wal_end`). The ephemeral checkpoint is made as every checkpoint of the latest state is
+(:func:`~slatedb_core.checkpoints.covered_wal`, shared with ``admin.create_checkpoint`` and
+``Db.create_checkpoint``): the update that adds it sets ``wal_id_last_seen`` to the last WAL SST
+with rows in the unbroken run listed just before (a hole no writer can have left raises
+``WalSstMissing``; trailing fences are not named). The clone then holds every write durable when
+it started, and GC keeps those WAL SSTs while the checkpoint lives (SlateDB RFC 0004's
+``referenced_wal``). A given checkpoint is taken as it is: it holds the WAL it named when it was
+made (all of it, for one made through ``covered_wal``; a checkpoint made otherwise, e.g. by
+SlateDB's ``create_detached_checkpoint``, may name less).
+
+The clone's ``next_wal_sst_id`` follows the WAL it copied (ca19948), so its own writer's WAL
+continues that run with no gap, and readers and checkpoints of the clone see its writes before
+its first L0 flush. (A clone made before ca19948 kept its parent's ``next_wal_sst_id``: a gap
+``damaged_holes`` still accepts, but that readers' unbroken runs stop at.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import logging
 import time
 import uuid
@@ -42,7 +49,7 @@ from datetime import timedelta
 
 from ulid import ULID
 
-from slatedb_core.checkpoints import Clock, checkpoint_change, delete_change
+from slatedb_core.checkpoints import Clock, checkpoint_change, covered_wal, delete_change
 from slatedb_core.errors import (
     CheckpointNotFound,
     CloneConflict,
@@ -122,29 +129,13 @@ def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, i
 def _ephemeral(
     ms: ManifestStore, latest: StoredManifest, dest: str, now: float
 ) -> tuple[uuid.UUID, StoredManifest]:
-    """An ephemeral checkpoint of the latest manifest that also names the WAL SSTs durable now
-    (see the module docstring)."""
-    after = latest.manifest.replay_after_wal_id
-    wal = WalLog(ms.store, ms.db_path)
-    listed = enumerate(wal.list_ids(after=after), start=after + 1)
-    run = [i for n, i in itertools.takewhile(lambda p: p[0] == p[1], listed)]  # stop at a gap
-    last_seen = last_with_data(wal, run, None, missing_ok=True) or after
-    read_to = run[-1] if run else after  # every WAL SST up to here was just read for data
+    """An ephemeral checkpoint of the latest manifest that holds the WAL SSTs durable now, named
+    in ``wal_id_last_seen`` by the same update (:func:`~slatedb_core.checkpoints.covered_wal`, as
+    every checkpoint of the latest state; see the module docstring)."""
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
     cid = uuid.uuid4()
-    add = checkpoint_change(options, now, cid)
-
-    def change(m: Manifest, next_id: int) -> Manifest:
-        new = add(m, next_id)
-        if new is m:
-            return m
-        # A reader may have named trailing fence-only WAL SSTs in wal_id_last_seen; those we
-        # read hold nothing, and counting them would make union refuse a fully flushed source.
-        named = m.wal_id_last_seen if m.wal_id_last_seen > read_to else 0
-        seen = max(named, last_seen, m.replay_after_wal_id)
-        return dataclasses.replace(new, wal_id_last_seen=seen)
-
-    return cid, ms.update_at(change, base=latest)
+    cover = functools.partial(covered_wal, ms.store, ms.db_path)
+    return cid, ms.update_at(checkpoint_change(options, now, cid, covers_wal=cover), base=latest)
 
 
 def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:

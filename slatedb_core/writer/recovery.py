@@ -94,6 +94,7 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
             wal, holes, f"outside the in-flight window of the last writer: max_parallel_writes "
             f"{m.max_parallel_writes}, highest WAL id {existing[-1]}"
         )
+    _fill_clone_gap(fm, wal, m, existing)
     fence_id = fence_wal(wal, fm.epoch, start, m.max_parallel_writes)
     # A newer writer that bumped its epoch and fenced while we were between our bump and our
     # listing sits *below* our fence SST, so fence_wal never met it; the manifest still
@@ -101,6 +102,21 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
     # sound once no newer epoch exists when our fence lands).
     fm.fence.check(manifests.read_latest().manifest)
     return fence_id
+
+
+def _fill_clone_gap(fm: FencedManifest, wal: WalLog, m: Manifest, existing: list[int]) -> None:
+    """A clone made before ca19948 kept its parent's ``next_wal_sst_id``: the ids between the
+    WAL it copied (up to ``wal_id_last_seen``) and that id never existed in it. ``damaged_holes``
+    accepts the gap and our replay steps over it, but a reader's unbroken run
+    (:func:`~slatedb_core.checkpoints.checked_wal_run`), and so a checkpoint's WAL, stops there:
+    every write of ours after it would go unseen until our first L0 flush. No writer ever takes
+    those ids (each starts at ``next_wal_sst_id`` or above), so fences there (zero-byte WAL SSTs,
+    no rows) only make the run unbroken. Only in a clone (``external_dbs``): in any other
+    database a hole below ``next_wal_sst_id`` is damage and is left for readers to stop at."""
+    copied_to = max(m.wal_id_last_seen, m.replay_after_wal_id)
+    gap = range(copied_to + 1, m.next_wal_sst_id)
+    if m.external_dbs and gap and not set(gap) & set(existing):  # the whole gap, as left
+        fence_wal(wal, fm.epoch, gap[0], len(gap))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -16,22 +16,15 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal.log import FENCE, WalLog, encode_wal_sst
 
 
-def last_with_data(
-    wal: WalLog, ids: Sequence[int], rng: KeyRange | None, *, missing_ok: bool = False
-) -> int | None:
-    """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end.
-    Trailing fences (zero-byte objects, left by writers that opened and wrote nothing) are
-    skipped, and so are SSTs with nothing in ``rng``: counting them would make an idle, fully
-    flushed database look as if it had WAL data, which union refuses.
-    ``missing_ok``: a missing SST counts as data (GC took it, so it is already below the
-    latest replay_after_wal_id and the caller's max() makes it harmless)."""
+def last_with_data(wal: WalLog, ids: Sequence[int], rng: KeyRange | None) -> int | None:
+    """The last of ``ids`` whose WAL SST holds writes (in ``rng``), reading from the end: the
+    end of a clone's WAL (:func:`slatedb_core.lifecycle.clone.wal_end`). Trailing fences
+    (zero-byte objects, left by writers that opened and wrote nothing) are skipped, and so are
+    SSTs with nothing in ``rng``: counting them would make an idle, fully flushed database look
+    as if it had WAL data, which union refuses. ObjectNotFound when one is gone. (What a
+    checkpoint of the latest state covers is :func:`slatedb_core.checkpoints.covered_wal`.)"""
     for wal_id in reversed(ids):
-        try:
-            data = wal.store.get(wal.path(wal_id)).data
-        except ObjectNotFound:
-            if missing_ok:
-                return wal_id
-            raise
+        data = wal.store.get(wal.path(wal_id)).data
         if clip(wal, wal_id, data, rng)[1]:
             return wal_id
     return None

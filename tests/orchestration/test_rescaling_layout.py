@@ -6,6 +6,8 @@ shard list with the sizes measured before that merge)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 import pyarrow as pa
 
@@ -40,7 +42,8 @@ def test_a_pass_whose_last_round_merges_records_the_layout_it_leaves(
                                       merge_bytes=10**9, split_bytes=10**10)
     ctx = dg.build_asset_context(partition_key="t")
     result = rescaling(context=ctx, store=store_resource, managed=policy)
-    metadata = result.metadata or {}
+    assert isinstance(result, dg.MaterializeResult)
+    metadata: dict[str, Any] = dict(result.metadata or {})
     assert (metadata["merges"].value, metadata["merges_blocked"].value) == (2, 1)
     with Table.open("t", store) as table:
         assert metadata["shard_map_id"].value == table.shard_map.id

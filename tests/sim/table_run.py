@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Iterable
 
 from tests.sim.recorder import InvariantViolation
@@ -44,7 +46,16 @@ def _one(seed: int) -> Result:
     except InvariantViolation as e:
         return seed, None, ["other"], str(e)
     except Exception as e:  # an engine bug surfacing as a crash is a finding too
-        return seed, None, ["crash"], f"{REPRO.format(seed=seed)}  # {e!r}"
+        return seed, None, ["crash"], f"{REPRO.format(seed=seed)}  # {e!r} {_where(e)}"
+
+
+def _where(e: BaseException) -> str:
+    """Where a crash was raised: the innermost frames of the project's own code (a campaign
+    runs in worker processes, whose tracebacks are otherwise lost)."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "site-packages" not in f.filename]
+    return "at " + " <- ".join(
+        f"{os.path.relpath(f.filename)}:{f.lineno} {f.name}" for f in reversed(frames[-3:])
+    )
 
 
 def campaign(seeds: Iterable[int], workers: int

@@ -8,84 +8,29 @@ ranges records a batch as applied only where every one of them had it applied
 overwrite recorded the highest version of any source, so the re-run was SKIPPED everywhere and
 half of the batch was lost with the job reporting success.
 
-Driven through the real table ingest (``plan_ingest``/``stage_ssts``/``commit_shard``) on a
-local store (staging hands the encoder's scratch memory to the store uncopied, which a memory
-store would keep a reference to)."""
+Driven through the real table ingest (``plan_ingest``/``stage_ssts``/``commit_shard``, the steps
+of tests/table/ingest_steps.py) on a local store (see tests/table/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import ShardMapConflict
 from slatedb_core.manifest.model import AppVersion, combined_range_transactions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, table_app_versions
-from slatedb_core.table.ingest import (
-    REFUSED,
-    SKIPPED,
-    WRITTEN,
-    IngestPlan,
-    ShardIngestStats,
-    StagedSst,
-    attempt_dir,
-    commit_shard,
-    plan_ingest,
-    stage_ssts,
-)
+from slatedb_core.table.ingest import REFUSED, SKIPPED, WRITTEN
 from slatedb_core.table.overwrite import overwrite_table
-
-KEYS = [b"k%03d" % i for i in range(100)]
-MID = b"k050"  # shard 0: k000..k049, shard 1: k050..k099
-BATCH = AppVersion("loader", 7)
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> ObjectStore:
-    return open_store((tmp_path / "store").as_uri())
-
-
-def stage(store: ObjectStore, plan: IngestPlan, keys: Sequence[bytes] = KEYS) -> list[StagedSst]:
-    """The batch's rows (value: the key, as a re-run of the same batch stages them again)."""
-    batch = pa.record_batch([pa.array(list(keys), pa.binary()),
-                             pa.array([b"v-" + k for k in keys], pa.binary())], ["key", "value"])
-    return list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch],
-                           partition=0))
-
-
-def commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst],
-           index: int) -> ShardIngestStats:
-    mine = [s for s in staged if s.shard.index == index]
-    return commit_shard(store, plan, "run", plan.shards[index], [s.path for s in mine],
-                        seqs=[s.seq for s in mine])
-
-
-def rerun(store: ObjectStore, job_id: str) -> list[ShardIngestStats]:
-    """The re-run of the batch with a new job id, on the latest map: every shard committed."""
-    plan = plan_ingest("t", store, job_id=job_id, txn=BATCH)
-    staged = stage(store, plan)
-    return [commit(store, plan, staged, i) for i in range(len(plan.shards))]
-
-
-def contents(store: ObjectStore) -> dict[bytes, bytes]:
-    with Table.open("t", store) as t:
-        return dict(t.scan())
-
-
-def half_committed(store: ObjectStore) -> tuple[IngestPlan, list[StagedSst]]:
-    """A two-shard table and the batch's job, which committed shard 0 only (so far)."""
-    Table.create("t", store, [MID]).close()
-    plan = plan_ingest("t", store, job_id="job-1", txn=BATCH)
-    staged = stage(store, plan)
-    assert commit(store, plan, staged, 0).status == WRITTEN
-    return plan, staged
-
-
-ALL = {k: b"v-" + k for k in KEYS}
+from tests.table.ingest_steps import (
+    ALL,
+    BATCH,
+    MID,
+    commit,
+    contents,
+    half_committed,
+    rerun,
+    rows_batch,
+)
 
 
 # ---- the rule ---------------------------------------------------------------------------------
@@ -171,9 +116,7 @@ def test_an_overwrite_carries_into_each_target_only_what_its_range_had_applied(
     half_committed(local)
     nightly = AppVersion("nightly", 1)
     half = {k: v for k, v in ALL.items() if k < MID}
-    batch = pa.record_batch([pa.array(list(half), pa.binary()),
-                             pa.array(list(half.values()), pa.binary())], ["key", "value"])
-    out = overwrite_table("t", local, [batch], txn=nightly)
+    out = overwrite_table("t", local, [rows_batch(half)], txn=nightly)
     assert [s.status for s in out] == [WRITTEN, WRITTEN]
     assert table_app_versions(local, "t", BATCH.app_id) == {0: BATCH.version, 1: None}
     assert table_app_versions(local, "t", nightly.app_id) == {0: 1, 1: 1}

@@ -14,78 +14,19 @@ Driven through the real table ingest on a local store (see tests/table/test_batc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
-import pyarrow as pa
-import pytest
-
 from slatedb_core.errors import ShardMapConflict
-from slatedb_core.manifest.model import AppVersion
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, table_app_versions
-from slatedb_core.table.ingest import (
-    REFUSED,
-    SKIPPED,
-    WRITTEN,
-    IngestPlan,
-    ShardIngestStats,
-    StagedSst,
-    attempt_dir,
-    commit_shard,
-    plan_ingest,
-    stage_ssts,
+from slatedb_core.table.ingest import REFUSED, SKIPPED, WRITTEN
+from tests.table.ingest_steps import (
+    ALL,
+    BATCH,
+    commit,
+    contents,
+    delete,
+    half_committed,
+    rerun,
 )
-
-KEYS = [b"k%03d" % i for i in range(100)]
-MID = b"k050"  # shard 0: k000..k049, shard 1: k050..k099
-BATCH = AppVersion("loader", 7)
-ALL = {k: b"v-" + k for k in KEYS}
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> ObjectStore:
-    return open_store((tmp_path / "store").as_uri())
-
-
-def stage(store: ObjectStore, plan: IngestPlan, keys: Sequence[bytes] = KEYS) -> list[StagedSst]:
-    batch = pa.record_batch([pa.array(list(keys), pa.binary()),
-                             pa.array([b"v-" + k for k in keys], pa.binary())], ["key", "value"])
-    return list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch],
-                           partition=0))
-
-
-def commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst],
-           index: int) -> ShardIngestStats:
-    mine = [s for s in staged if s.shard.index == index]
-    return commit_shard(store, plan, "run", plan.shards[index], [s.path for s in mine],
-                        seqs=[s.seq for s in mine])
-
-
-def rerun(store: ObjectStore, job_id: str) -> list[ShardIngestStats]:
-    plan = plan_ingest("t", store, job_id=job_id, txn=BATCH)
-    staged = stage(store, plan)
-    return [commit(store, plan, staged, i) for i in range(len(plan.shards))]
-
-
-def contents(store: ObjectStore) -> dict[bytes, bytes]:
-    with Table.open("t", store) as t:
-        return dict(t.scan())
-
-
-def delete(store: ObjectStore, key: bytes) -> None:
-    with Table.open("t", store) as t, t.writer(t.shard_map.shard_for(key)) as db:
-        db.delete(key)
-        db.flush()
-
-
-def half_committed(store: ObjectStore) -> tuple[IngestPlan, list[StagedSst]]:
-    Table.create("t", store, [MID]).close()
-    plan = plan_ingest("t", store, job_id="job-1", txn=BATCH)
-    staged = stage(store, plan)
-    assert commit(store, plan, staged, 0).status == WRITTEN
-    return plan, staged
 
 
 def try_merge(store: ObjectStore, index: int) -> bool:

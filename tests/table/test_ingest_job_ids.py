@@ -12,29 +12,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import IngestJobExpired, InvalidArgument
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import (
-    WRITTEN,
-    IngestPlan,
-    attempt_dir,
-    commit_shard,
-    plan_ingest,
-    stage_ssts,
-)
+from slatedb_core.table.ingest import WRITTEN, plan_ingest
 from slatedb_core.table.overwrite import plan_overwrite
 from tests.table.conftest import OPTS
+from tests.table.ingest_steps import stage_and_commit
 
-
-def _commit(store: ObjectStore, plan: IngestPlan, attempt: int) -> str:
-    rows = [pa.record_batch([pa.array([b"a"]), pa.array([b"1"])], ["key", "value"])]
-    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run", 0, attempt), 0,
-                                       rows, partition=0)]
-    return commit_shard(store, plan, "run", plan.shards[0], srcs, attempt=attempt).status
+ROW = {b"a": b"1"}
 
 
 @pytest.mark.parametrize("job_id", ["a/b", "/a", "a/", ".", "..", 7, b"a"])
@@ -53,14 +41,14 @@ def test_a_nested_job_never_commits_twice_after_the_gc(mem: ObjectStore) -> None
         nested = plan_ingest("t", mem, job_id="a/b")
     except InvalidArgument:
         return  # refused up front: nothing can nest
-    assert _commit(mem, nested, 0) == WRITTEN
+    assert stage_and_commit(mem, nested, ROW) == WRITTEN
     with Table.open("t", mem, OPTS) as t:
         with t.writer(0) as db:
             db.delete(b"a")
         plan_ingest("t", mem, job_id="a")
         t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
     try:
-        _commit(mem, nested, 1)
+        stage_and_commit(mem, nested, ROW, attempt=1)
     except IngestJobExpired:
         pass
     with Table.open("t", mem, OPTS) as t:

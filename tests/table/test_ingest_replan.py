@@ -12,31 +12,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import IngestJobExpired
 from slatedb_core.layout import ingest_plan_record
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import (
-    SKIPPED,
-    WRITTEN,
-    IngestPlan,
-    attempt_dir,
-    commit_shard,
-    plan_ingest,
-    stage_ssts,
-)
+from slatedb_core.table.ingest import SKIPPED, WRITTEN, plan_ingest
 from tests.table.conftest import OPTS
+from tests.table.ingest_steps import stage_and_commit
 
-
-def _commit(store: ObjectStore, plan: IngestPlan, attempt: int) -> str:
-    """Stage the job's rows afresh (as a re-run Spark map stage does) and commit shard 0."""
-    rows = [pa.record_batch([pa.array([b"a"]), pa.array([b"1"])], ["key", "value"])]
-    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run", 0, attempt), 0,
-                                       rows, partition=0)]
-    return commit_shard(store, plan, "run", plan.shards[0], srcs, attempt=attempt).status
+ROW = {b"a": b"1"}
 
 
 def _get(store: ObjectStore) -> bytes | None:
@@ -49,14 +35,14 @@ def test_a_collected_plan_stays_expired_when_its_job_id_is_planned_again(
 ) -> None:
     Table.create("t", mem, []).close()
     old = plan_ingest("t", mem, job_id="nightly")
-    assert _commit(mem, old, 0) == WRITTEN
+    assert stage_and_commit(mem, old, ROW) == WRITTEN
     with Table.open("t", mem, OPTS) as t:
         with t.writer(0) as db:
             db.delete(b"a")  # acknowledged after the job's commit
         t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
     plan_ingest("t", mem, job_id="nightly")  # the id planned again: a new job
     try:
-        status = _commit(mem, old, 1)  # an attempt of the collected plan
+        status = stage_and_commit(mem, old, ROW, attempt=1)  # an attempt of the collected plan
     except IngestJobExpired:
         status = "expired"
     assert status in ("expired", SKIPPED)
@@ -68,18 +54,11 @@ def test_planning_a_live_job_again_keeps_it_one_job(mem: ObjectStore) -> None:
     Table.create("t", mem, []).close()
     first = plan_ingest("t", mem, job_id="j")
     again = plan_ingest("t", mem, job_id="j")
-    assert _commit(mem, first, 0) == WRITTEN
+    assert stage_and_commit(mem, first, ROW) == WRITTEN
     with Table.open("t", mem, OPTS) as t, t.writer(0) as db:
         db.delete(b"a")
-    _commit(mem, again, 1)  # reports the first plan's commit, writes nothing
+    stage_and_commit(mem, again, ROW, attempt=1)  # reports the first plan's commit, writes nothing
     assert _get(mem) is None
-
-
-def _commit_rows(store: ObjectStore, plan: IngestPlan, value: bytes) -> str:
-    rows = [pa.record_batch([pa.array([b"a"]), pa.array([value])], ["key", "value"])]
-    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run2", 0, 0), 0,
-                                       rows, partition=0)]
-    return commit_shard(store, plan, "run2", plan.shards[0], srcs).status
 
 
 def test_a_job_id_whose_collected_job_left_markers_is_refused_not_skipped(
@@ -93,7 +72,7 @@ def test_a_job_id_whose_collected_job_left_markers_is_refused_not_skipped(
     written, until the GC has collected the old job whole."""
     Table.create("t", mem, []).close()
     old = plan_ingest("t", mem, job_id="nightly")
-    assert _commit(mem, old, 0) == WRITTEN
+    assert stage_and_commit(mem, old, ROW) == WRITTEN
     mem.delete(ingest_plan_record("t", "nightly"))  # the GC's first deletion, then a stop
     before = sorted(o.path for o in mem.list(""))
     with pytest.raises(IngestJobExpired, match="new job id"):
@@ -102,5 +81,5 @@ def test_a_job_id_whose_collected_job_left_markers_is_refused_not_skipped(
     with Table.open("t", mem, OPTS) as t:  # once the GC finished, the id is free again
         t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
     fresh = plan_ingest("t", mem, job_id="nightly")
-    assert _commit_rows(mem, fresh, b"3") == WRITTEN
+    assert stage_and_commit(mem, fresh, {b"a": b"3"}, run="run2") == WRITTEN
     assert _get(mem) == b"3"

@@ -14,10 +14,8 @@ opener runs through the real store, then the rescale goes on."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import InjectedFault
@@ -25,29 +23,15 @@ from slatedb_core.manifest.model import AppVersion
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
-from slatedb_core.table.ingest import REFUSED, attempt_dir, commit_shard, plan_ingest, stage_ssts
+from slatedb_core.table.ingest import REFUSED, commit_shard, plan_ingest
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMap
 from slatedb_core.writer.db import Db
-from tests.table.conftest import OPTS, fill
+from tests.table.conftest import OPTS, fill, in_thread
+from tests.table.ingest_steps import by_shard, stage
 
 ROWS = {b"k%03d" % i: b"v%03d" % i for i in range(40)}
 MID = b"k020"
-
-
-def in_thread(fn: Callable[[], ShardMap]) -> tuple[threading.Thread, list[object]]:
-    """Run ``fn`` in a thread; its result, or the exception it raised, lands in the list."""
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as e:  # reported by the test's assertion
-            out.append(e)
-
-    th = threading.Thread(target=run)
-    th.start()
-    return th, out
 
 
 def table_with_rows(store: ObjectStore) -> None:
@@ -116,11 +100,7 @@ def test_an_overwrite_whose_target_writer_is_fenced_while_it_carries_records_com
     for shard in earlier.shards:
         commit_shard(mem, earlier, "run", shard, [])
     plan = plan_overwrite("t", mem)
-    batch = pa.record_batch([pa.array(list(ROWS), pa.binary()),
-                             pa.array(list(ROWS.values()), pa.binary())], ["key", "value"])
-    staged: dict[int, list[tuple[str, int]]] = {}
-    for sst in stage_ssts(mem, plan, attempt_dir(plan, "run", 0, 0), 0, [batch], partition=0):
-        staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
+    staged = by_shard(stage(mem, plan, ROWS))
     with Table.open("t", mem, OPTS) as t:
         source0 = t.shards[0].db_path
     crashing = FaultyStore(mem)

@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import InjectedFault, PreconditionFailed, ShardMapConflict
@@ -29,52 +26,20 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
-from slatedb_core.table.ingest import (
-    REFUSED,
-    WRITTEN,
-    IngestPlan,
-    attempt_dir,
-    commit_shard,
-    plan_ingest,
-    stage_ssts,
-)
+from slatedb_core.table.ingest import REFUSED, WRITTEN, commit_shard, plan_ingest
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 from slatedb_core.writer.db import Db
-from tests.table.conftest import OPTS, fill
+from tests.table.conftest import OPTS, fill, in_thread
+from tests.table.ingest_steps import by_shard, stage
 
-T = TypeVar("T")
 OLD = {b"k%03d" % i: b"old%03d" % i for i in range(20)}
 NEW = {b"k%03d" % i: b"new%03d" % i for i in range(0, 20, 2)}
 MID = b"k010"
 
 
-def in_thread(fn: Callable[[], T]) -> tuple[threading.Thread, list[T | BaseException]]:
-    """Run ``fn`` in a thread; its result, or the exception it raised, lands in the list."""
-    out: list[T | BaseException] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as e:  # reported by the test's assertion
-            out.append(e)
-
-    th = threading.Thread(target=run)
-    th.start()
-    return th, out
-
-
 def manifest_name(db_path: str, manifest_id: int) -> str:
     return f"{db_path}/manifest/{manifest_id:020}.manifest"
-
-
-def staged_new_rows(store: ObjectStore, plan: IngestPlan) -> dict[int, list[tuple[str, int]]]:
-    batch = pa.record_batch([pa.array(list(NEW), pa.binary()),
-                             pa.array(list(NEW.values()), pa.binary())], ["key", "value"])
-    staged: dict[int, list[tuple[str, int]]] = {}
-    for sst in stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch], partition=0):
-        staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
-    return staged
 
 
 def test_a_stale_overwrite_attempt_building_a_target_fences_no_writer_of_the_new_shard(
@@ -86,7 +51,7 @@ def test_a_stale_overwrite_attempt_building_a_target_fences_no_writer_of_the_new
     with Table.create("t", mem, [], OPTS) as t:
         fill(t, OLD)
     plan = plan_overwrite("t", mem, job_id="job")
-    staged = staged_new_rows(mem, plan)
+    staged = by_shard(stage(mem, plan, NEW))
     target0 = plan.shards[0].db_path
     faulty = FaultyStore(mem)
     # B creates the target (manifest 1), checks it, then its open bumps the epoch as manifest 2
@@ -127,7 +92,7 @@ def test_a_second_run_of_a_replace_carrying_records_fences_no_writer_of_a_swappe
     for shard in earlier.shards:
         commit_shard(mem, earlier, "run", shard, [])
     plan = plan_overwrite("t", mem)
-    staged = staged_new_rows(mem, plan)
+    staged = by_shard(stage(mem, plan, NEW))
     crashing = FaultyStore(mem)
     crashing.fail_next("put_if_absent", f"{source0}/manifest/*", times=1000)  # the fence
     with pytest.raises(InjectedFault):
@@ -232,7 +197,7 @@ def test_a_stale_overwrite_attempt_refused_by_a_pending_merge_destroys_no_swappe
         source0 = t.shards[0].db_path
     half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
     plan = plan_overwrite("t", mem, job_id="job")
-    staged = staged_new_rows(mem, plan)
+    staged = by_shard(stage(mem, plan, NEW))
     target0 = plan.shards[0].db_path
     rescale_store, stale_store = FaultyStore(mem), FaultyStore(mem)
     with Table.open("t", rescale_store, OPTS) as t:
@@ -304,7 +269,7 @@ def test_an_abort_during_a_commit_between_its_live_check_and_its_swap_destroys_n
     with Table.create("t", mem, [MID], OPTS) as t:
         fill(t, OLD)
     plan = plan_overwrite("t", mem, job_id="job")
-    staged = staged_new_rows(mem, plan)
+    staged = by_shard(stage(mem, plan, NEW))
     crashing = FaultyStore(mem)
     crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
     with pytest.raises(InjectedFault):
@@ -354,7 +319,7 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
         source0 = t.shards[0].db_path
     half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
     plan = plan_overwrite("t", mem, job_id="job")
-    staged = staged_new_rows(mem, plan)
+    staged = by_shard(stage(mem, plan, NEW))
     crashing = FaultyStore(mem)
     crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
     with pytest.raises(InjectedFault):

@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
+import pytest
 
+from slatedb_core.errors import InjectedFault
 from slatedb_core.manifest.model import AppVersion
+from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -25,6 +28,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
+from slatedb_core.table.overwrite import commit_overwrite
 
 KEYS = [b"k%03d" % i for i in range(100)]
 MID = b"k050"  # shard 0: k000..k049, shard 1: k050..k099
@@ -71,6 +75,17 @@ def by_shard(staged: Iterable[StagedSst]) -> dict[int, list[tuple[str, int]]]:
     for sst in staged:
         out.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
     return out
+
+
+def overwrite_dies_at(store: ObjectStore, plan: IngestPlan,
+                      staged: Mapping[int, list[tuple[str, int]]], put: str, *,
+                      run: str = "run") -> None:
+    """An attempt of the overwrite's commit that dies at its first ``put_if_absent`` of an
+    object matching ``put`` (every retry of it fails too), leaving what it did before."""
+    crashing = FaultyStore(store)
+    crashing.fail_next("put_if_absent", put, times=1000)
+    with pytest.raises(InjectedFault):
+        commit_overwrite(crashing, plan, run, staged)
 
 
 def rerun(store: ObjectStore, job_id: str, txn: AppVersion = BATCH,

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
-from slatedb_core.errors import InjectedFault
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import REFUSED, commit_shard, plan_ingest
-from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
+from slatedb_core.table.overwrite import plan_overwrite
 from slatedb_core.table.shardmap import ShardMap
 from slatedb_core.writer.db import Db
 from tests.table.conftest import OPTS, fill, in_thread
-from tests.table.ingest_steps import by_shard, stage
+from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage
 
 ROWS = {b"k%03d" % i: b"v%03d" % i for i in range(40)}
 MID = b"k020"
@@ -103,10 +100,7 @@ def test_an_overwrite_whose_target_writer_is_fenced_while_it_carries_records_com
     staged = by_shard(stage(mem, plan, ROWS))
     with Table.open("t", mem, OPTS) as t:
         source0 = t.shards[0].db_path
-    crashing = FaultyStore(mem)
-    crashing.fail_next("put_if_absent", f"{source0}/manifest/*", times=1000)  # the fence
-    with pytest.raises(InjectedFault):
-        commit_overwrite(crashing, plan, "run", staged)
+    overwrite_dies_at(mem, plan, staged, f"{source0}/manifest/*")  # at the fence
     with Table.open("t", mem, OPTS) as t:
         assert t.shard_map.pending  # sealed, not swapped
     target0 = plan.shards[0].db_path

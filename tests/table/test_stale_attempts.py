@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from slatedb_core.errors import InjectedFault, PreconditionFailed, ShardMapConflict
+from slatedb_core.errors import PreconditionFailed, ShardMapConflict
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.faults import FaultyStore, PausePoint
@@ -31,7 +31,7 @@ from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 from slatedb_core.writer.db import Db
 from tests.table.conftest import OPTS, fill, in_thread
-from tests.table.ingest_steps import by_shard, stage
+from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage
 
 OLD = {b"k%03d" % i: b"old%03d" % i for i in range(20)}
 NEW = {b"k%03d" % i: b"new%03d" % i for i in range(0, 20, 2)}
@@ -93,10 +93,7 @@ def test_a_second_run_of_a_replace_carrying_records_fences_no_writer_of_a_swappe
         commit_shard(mem, earlier, "run", shard, [])
     plan = plan_overwrite("t", mem)
     staged = by_shard(stage(mem, plan, NEW))
-    crashing = FaultyStore(mem)
-    crashing.fail_next("put_if_absent", f"{source0}/manifest/*", times=1000)  # the fence
-    with pytest.raises(InjectedFault):
-        commit_overwrite(crashing, plan, "run", staged)
+    overwrite_dies_at(mem, plan, staged, f"{source0}/manifest/*")  # at the fence
     target0 = plan.shards[0].db_path
     built = ManifestStore(mem, target0).read_latest().id
     faulty = FaultyStore(mem)
@@ -270,10 +267,7 @@ def test_an_abort_during_a_commit_between_its_live_check_and_its_swap_destroys_n
         fill(t, OLD)
     plan = plan_overwrite("t", mem, job_id="job")
     staged = by_shard(stage(mem, plan, NEW))
-    crashing = FaultyStore(mem)
-    crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
-    with pytest.raises(InjectedFault):
-        commit_overwrite(crashing, plan, "first", staged)
+    overwrite_dies_at(mem, plan, staged, "t/shardmap/*", run="first")  # the seal: targets built
     target0 = plan.shards[0].db_path
     built = ManifestStore(mem, target0).read_latest().id
     latest = ShardMapStore(mem, "t").read_latest().id
@@ -320,10 +314,7 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
     half = plan_ingest("t", mem, txn=AppVersion("loader", 1))
     plan = plan_overwrite("t", mem, job_id="job")
     staged = by_shard(stage(mem, plan, NEW))
-    crashing = FaultyStore(mem)
-    crashing.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # the seal: targets built
-    with pytest.raises(InjectedFault):
-        commit_overwrite(crashing, plan, "first", staged)
+    overwrite_dies_at(mem, plan, staged, "t/shardmap/*", run="first")  # the seal: targets built
     target0 = plan.shards[0].db_path
     built = ManifestStore(mem, target0).read_latest().id
     rescale_store, stale_store, commit_store = FaultyStore(mem), FaultyStore(mem), FaultyStore(mem)

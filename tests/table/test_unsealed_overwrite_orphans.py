@@ -17,17 +17,12 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.errors import (
-    CorruptionError,
-    DatabaseDestroyed,
-    InjectedFault,
-    ShardMapConflict,
-)
+from slatedb_core.errors import CorruptionError, DatabaseDestroyed, ShardMapConflict
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import WRITTEN, IngestPlan
+from slatedb_core.table.ingest import WRITTEN, IngestPlan, ShardIngestStats
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import (
     CANCELLED,
@@ -36,9 +31,8 @@ from slatedb_core.table.shardmap import (
     decode_shard_map,
     encode_shard_map,
 )
-from tests.table.conftest import OPTS, fill
-from tests.table.test_overwrite_commit import _stage
-from tests.table.test_stale_attempts import in_thread
+from tests.table.conftest import OPTS, fill, in_thread
+from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage
 
 OLD = {b"a": b"old", b"x": b"old"}
 NEW = {b"a": b"new", b"k": b"new", b"x": b"new"}
@@ -63,11 +57,8 @@ def _built_unsealed(mem: ObjectStore) -> tuple[IngestPlan, dict[int, list[tuple[
     seal (every seal attempt fails), leaving no one to retry or abort it."""
     _table(mem)
     plan = plan_overwrite("t", mem)
-    staged = _stage(mem, plan, b"new")
-    faulty = FaultyStore(mem)
-    faulty.fail_next("put_if_absent", "t/shardmap/*", times=1000)
-    with pytest.raises(InjectedFault):
-        commit_overwrite(faulty, plan, "run", staged)
+    staged = by_shard(stage(mem, plan, NEW))
+    overwrite_dies_at(mem, plan, staged, "t/shardmap/*")
     assert all(_alive(mem, s.db_path) for s in plan.shards)
     return plan, staged
 
@@ -95,25 +86,37 @@ def test_the_table_gc_destroys_targets_a_dead_driver_never_sealed_once_past_the_
         assert dict(t.scan()) == OLD
 
 
-def test_a_running_overwrite_younger_than_the_retention_is_left_alone_by_the_gc(
-    mem: ObjectStore,
-) -> None:
-    """The GC runs while the job's commit is parked between its build and its seal."""
+def _gc_while_sealing(
+    mem: ObjectStore, ingest_min_age: timedelta | None
+) -> tuple[IngestPlan, int, list[ShardIngestStats] | BaseException]:
+    """The table GC (at ``ingest_min_age``, None: its default retention) runs while an
+    overwrite's commit is parked between its build and its seal: the plan, the targets the GC
+    destroyed, and what the commit returned or raised."""
     _table(mem)
     plan = plan_overwrite("t", mem)
-    staged = _stage(mem, plan, b"new")
+    staged = by_shard(stage(mem, plan, NEW))
     faulty = FaultyStore(mem)
     sealing = faulty.pause("sealing", "put_if_absent", "t/shardmap/*")
     th, out = in_thread(lambda: commit_overwrite(faulty, plan, "run", staged))
     try:
         assert sealing.wait_reached()
         with Table.open("t", mem, OPTS) as t:
-            assert t.collect_garbage(ZERO).overwrite_targets == 0  # the default retention
+            gc = t.collect_garbage(ZERO) if ingest_min_age is None else \
+                t.collect_garbage(ZERO, ingest_min_age=ingest_min_age)
     finally:
         sealing.release()
         th.join()
-    assert not isinstance(out[0], BaseException), out[0]
-    assert {s.status for s in out[0]} == {WRITTEN}
+    return plan, gc.overwrite_targets, out[0]
+
+
+def test_a_running_overwrite_younger_than_the_retention_is_left_alone_by_the_gc(
+    mem: ObjectStore,
+) -> None:
+    """The GC runs while the job's commit is parked between its build and its seal."""
+    _, destroyed, result = _gc_while_sealing(mem, None)
+    assert destroyed == 0
+    assert not isinstance(result, BaseException), result
+    assert {s.status for s in result} == {WRITTEN}
     with Table.open("t", mem, OPTS) as t:
         assert dict(t.scan()) == NEW
     assert ShardMapStore(mem, "t").read_latest().reservations == ()  # the swap dropped it
@@ -124,20 +127,9 @@ def test_a_job_older_than_the_retention_fails_at_its_seal_and_never_swaps_a_dest
 ) -> None:
     """The contract of a short retention, as for ingest jobs: the running job fails, nothing of
     it is applied."""
-    _table(mem)
-    plan = plan_overwrite("t", mem)
-    staged = _stage(mem, plan, b"new")
-    faulty = FaultyStore(mem)
-    sealing = faulty.pause("sealing", "put_if_absent", "t/shardmap/*")
-    th, out = in_thread(lambda: commit_overwrite(faulty, plan, "run", staged))
-    try:
-        assert sealing.wait_reached()
-        with Table.open("t", mem, OPTS) as t:
-            assert t.collect_garbage(ZERO, ingest_min_age=ZERO).overwrite_targets == 2
-    finally:
-        sealing.release()
-        th.join()
-    assert isinstance(out[0], ShardMapConflict), out[0]
+    plan, destroyed, result = _gc_while_sealing(mem, ZERO)
+    assert destroyed == 2
+    assert isinstance(result, ShardMapConflict), result
     with Table.open("t", mem, OPTS) as t:
         assert dict(t.scan()) == OLD
     assert not any(_alive(mem, s.db_path) for s in plan.shards)
@@ -148,12 +140,9 @@ def test_the_gc_never_touches_a_sealed_overwrite_whatever_the_age(mem: ObjectSto
     swaps them in."""
     _table(mem)
     plan = plan_overwrite("t", mem)
-    staged = _stage(mem, plan, b"new")
-    faulty = FaultyStore(mem)
+    staged = by_shard(stage(mem, plan, NEW))
     source0 = ShardMapStore(mem, "t").read_latest().shards[0].db_path
-    faulty.fail_next("put_if_absent", f"{source0}/manifest/*", times=1000)  # the fence dies
-    with pytest.raises(InjectedFault):
-        commit_overwrite(faulty, plan, "run", staged)
+    overwrite_dies_at(mem, plan, staged, f"{source0}/manifest/*")  # the fence dies
     assert ShardMapStore(mem, "t").read_latest().pending
     with Table.open("t", mem, OPTS) as t:
         assert t.collect_garbage(ZERO, ingest_min_age=ZERO).overwrite_targets == 0

@@ -24,7 +24,7 @@ from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import WRITTEN
+from slatedb_core.table.ingest import WRITTEN, IngestPlan
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import (
     FORMAT_VERSION,
@@ -37,14 +37,26 @@ from slatedb_core.table.shardmap import (
     encode_shard_map,
 )
 from tests.table.conftest import OPTS
-from tests.table.test_overwrite_commit import _prune_retired, _rows, _stage
+from tests.table.ingest_steps import by_shard, overwrite_dies_at, rows_batch, stage
+from tests.table.test_overwrite_commit import _prune_retired
 
 ZERO = timedelta(0)
+FIRST = {b"a": b"1", b"k": b"1", b"x": b"1"}
 LATER = {b"a": b"2", b"k": b"2", b"x": b"2"}
 
 
 def _map_name(map_id: int) -> str:
     return f"t/shardmap/{map_id:020}.shardmap"
+
+
+def _late_retry_after_a_later_overwrite(t: Table, mem: ObjectStore, first: IngestPlan,
+                                        staged: dict[int, list[tuple[str, int]]]) -> None:
+    """A later overwrite retires ``first``'s targets and they are pruned from the map
+    (``_prune_retired``); then a late retry of ``first``'s commit says WRITTEN."""
+    t.overwrite([rows_batch(LATER)])
+    _prune_retired(t, mem)
+    retry = commit_overwrite(mem, first, "run", staged)
+    assert {s.status for s in retry} == {WRITTEN}
 
 
 def test_a_retry_after_a_resumed_swap_and_a_later_overwrite_reports_it_committed(
@@ -53,23 +65,17 @@ def test_a_retry_after_a_resumed_swap_and_a_later_overwrite_reports_it_committed
     """Table.resume() finishes the swap (the commit died after its seal); a later overwrite
     retires the targets, the GC deletes them and resume() prunes them, the old map versions are
     collected: the late retry still says WRITTEN, and the table keeps the later contents."""
-    faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         first = plan_overwrite("t", mem)
-        staged = _stage(mem, first, b"1")
+        staged = by_shard(stage(mem, first, FIRST))
         # the driver dies right after its seal (the fence's first writer open)
-        faulty.fail_next("put_if_absent", "t/shards/0000000001/*", times=1000)
-        with pytest.raises(InjectedFault):
-            commit_overwrite(faulty, first, "run", staged)
+        overwrite_dies_at(mem, first, staged, "t/shards/0000000001/*")
         t.refresh()
         assert t.shard_map.pending
         t.resume()  # the operator finishes the swap
         t.refresh()
-        assert dict(t.scan()) == {b"a": b"1", b"k": b"1", b"x": b"1"}
-        t.overwrite(_rows(b"2"))
-        _prune_retired(t, mem)
-        retry = commit_overwrite(mem, first, "run", staged)  # a late retry of the first
-        assert {s.status for s in retry} == {WRITTEN}
+        assert dict(t.scan()) == FIRST
+        _late_retry_after_a_later_overwrite(t, mem, first, staged)
         abort_overwrite(mem, first)  # committed: left alone
         t.refresh()
         assert dict(t.scan()) == LATER
@@ -83,7 +89,7 @@ def test_a_retry_after_a_crash_right_after_the_swap_reports_it_committed(
     late retry says WRITTEN."""
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         first = plan_overwrite("t", mem)  # map 2
-        staged = _stage(mem, first, b"1")
+        staged = by_shard(stage(mem, first, FIRST))
         faulty = FaultyStore(mem)
         # seal 3, swap 4: its create lands, then every call about it fails (read-back too)
         faulty.fail_next("put_if_absent", _map_name(4), after_effect=True, times=1000)
@@ -92,10 +98,7 @@ def test_a_retry_after_a_crash_right_after_the_swap_reports_it_committed(
             commit_overwrite(faulty, first, "run", staged)
         t.refresh()
         assert {s.shard_id for s in t.shards} == {s.shard_id for s in first.shards}
-        t.overwrite(_rows(b"2"))
-        _prune_retired(t, mem)
-        retry = commit_overwrite(mem, first, "run", staged)
-        assert {s.status for s in retry} == {WRITTEN}
+        _late_retry_after_a_later_overwrite(t, mem, first, staged)
         t.refresh()
         assert dict(t.scan()) == LATER
 
@@ -106,16 +109,13 @@ def test_a_retry_after_the_ingest_gc_at_zero_age_reports_it_committed(mem: Objec
     overwrite and pruning the late retry says WRITTEN."""
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         first = plan_overwrite("t", mem)
-        staged = _stage(mem, first, b"1")
+        staged = by_shard(stage(mem, first, FIRST))
         assert {s.status for s in commit_overwrite(mem, first, "run", staged)} == {WRITTEN}
         assert {s.status for s in commit_overwrite(mem, first, "run", staged)} == {WRITTEN}
         t.collect_garbage(min_age=ZERO, ingest_min_age=ZERO)
         assert not list(mem.list("t/_ingest/"))
         t.refresh()
-        t.overwrite(_rows(b"2"))
-        _prune_retired(t, mem)
-        retry = commit_overwrite(mem, first, "run", staged)
-        assert {s.status for s in retry} == {WRITTEN}
+        _late_retry_after_a_later_overwrite(t, mem, first, staged)
         t.refresh()
         assert dict(t.scan()) == LATER
 
@@ -126,10 +126,10 @@ def test_a_retry_whose_outcome_the_map_forgot_raises_overwrite_too_old(mem: Obje
     later contents (never 'plan it again', which would re-apply it over later writes)."""
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         first = plan_overwrite("t", mem)
-        staged = _stage(mem, first, b"1")
+        staged = by_shard(stage(mem, first, FIRST))
         commit_overwrite(mem, first, "run", staged)
         t.refresh()
-        t.overwrite(_rows(b"2"))
+        t.overwrite([rows_batch(LATER)])
         _prune_retired(t, mem)
         # OVERWRITES_KEPT later outcomes push the first overwrite's out of the list (ids that
         # no shard uses: as if that many overwrites had been planned and aborted since)

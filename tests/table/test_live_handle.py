@@ -13,7 +13,6 @@ import time
 import uuid
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.gc.service import run_gc_once
@@ -24,6 +23,7 @@ from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, TableOptions
 from slatedb_core.writer.db import Db
+from tests.table.ingest_steps import rows_batch
 
 POLL = timedelta(milliseconds=50)
 LIVE = TableOptions(
@@ -89,11 +89,7 @@ def _replace_the_map(admin: Table, how: str) -> list[str]:
     if how == "split":
         admin.split(0, b"m")
     else:
-        rows = dict(sorted(OLD.items()))
-        admin.overwrite([pa.record_batch({
-            "key": pa.array(list(rows), pa.binary()),
-            "value": pa.array(list(rows.values()), pa.binary()),
-        })])
+        admin.overwrite([rows_batch(OLD)])
     retired = sorted(before - {s.db_path for s in admin.shards})
     assert retired and set(retired) <= set(admin.shard_map.retired)
     return retired

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from slatedb_core.errors import SlateDBError
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.table.ingest import (
@@ -28,15 +26,13 @@ from slatedb_core.table.ingest import (
     IngestPlan,
     ShardIngestStats,
     StagedSst,
-    attempt_dir,
-    commit_shard,
     delete_staging,
     plan_ingest,
-    stage_ssts,
 )
 from slatedb_core.table.shardmap import Shard
 from tests.sim.table_base import TableSimBase
 from tests.sim.table_model import KEYS, Batch, TableViolation
+from tests.table.ingest_steps import commit, stage
 
 
 @dataclass
@@ -65,14 +61,6 @@ class Job:
     def label(self) -> str:
         txn = "" if self.txn is None else f" {self.txn.app_id}/{self.txn.version}"
         return f"{self.kind} {self.job_id}{txn}"
-
-
-def _rows_batch(rows: dict[bytes, bytes | None]) -> pa.RecordBatch:
-    keys = sorted(rows)
-    return pa.RecordBatch.from_pydict({
-        "key": pa.array(keys, pa.binary()),
-        "value": pa.array([rows[k] for k in keys], pa.binary()),
-    })
 
 
 def shard_rows(rows: dict[bytes, bytes | None], shard: Shard) -> dict[bytes, bytes | None]:
@@ -176,21 +164,28 @@ class IngestSteps(TableSimBase):
         assert job.plan is not None
         staged: list[StagedSst] = []
         for p, rows in enumerate(parts):
-            d = attempt_dir(job.plan, job.run_id, p, attempt)
-            staged.extend(stage_ssts(self.faulty, job.plan, d, 0, [_rows_batch(rows)],
-                                     partition=p))
+            staged.extend(stage(self.faulty, job.plan, rows, run=job.run_id, partition=p,
+                                attempt=attempt))
         return staged
+
+    def _restage(self, job: Job) -> list[StagedSst] | None:
+        """The job's map stage re-ran, as attempt ``job.attempts``: its rows staged again (None:
+        the staging failed)."""
+        try:
+            return self._stage(job, job.parts, attempt=job.attempts)
+        except SlateDBError as e:
+            self.outcome("ingest_restage", e)
+            return None
 
     def _commit(self, job: Job, i: int, staged: list[StagedSst], attempt: int) -> None:
         assert job.plan is not None
         shard = job.plan.shards[i]
-        mine = [s for s in staged if s.shard.shard_id == shard.shard_id]
         rows = shard_rows(job.rows, shard)
         self.note(f"{job.label}: commit shard {i} (id {shard.shard_id}, {len(rows)} rows, "
                   f"attempt {attempt})")
         try:
-            st = commit_shard(self.faulty, job.plan, job.run_id, shard, [s.path for s in mine],
-                              partition=0, attempt=attempt, seqs=[s.seq for s in mine])
+            st = commit(self.faulty, job.plan, staged, i, run=job.run_id, partition=0,
+                        attempt=attempt)
         except SlateDBError as e:
             self.outcome("ingest_commit", e)
             self._resolve_failed_commit(job, shard, rows)
@@ -232,11 +227,10 @@ class IngestSteps(TableSimBase):
         assert job.staged is not None
         if self.rng.random() < 0.5:
             self.note(f"{job.label}: map stage re-ran for a retried commit of shard {i}")
-            try:
-                staged = self._stage(job, job.parts, attempt=job.attempts)
-            except SlateDBError as e:
-                self.outcome("ingest_restage", e)
+            restaged = self._restage(job)
+            if restaged is None:
                 return
+            staged = restaged
         else:
             staged = job.staged
         self._commit(job, i, staged, attempt=job.attempts)
@@ -287,11 +281,10 @@ class IngestSteps(TableSimBase):
         if self.rng.random() < 0.5:
             # a late speculative copy of a map task staged the rows again
             self.note(f"zombie attempt of {job.label} ({job.state}), staged afresh")
-            try:
-                staged = self._stage(job, job.parts, attempt=job.attempts)
-            except SlateDBError as e:
-                self.outcome("ingest_restage", e)
+            restaged = self._restage(job)
+            if restaged is None:
                 return
+            staged = restaged
         else:
             self.note(f"zombie attempt of {job.label} ({job.state})")
         state = job.state

@@ -9,12 +9,15 @@ Also the one batch of the exactly-once tests (:data:`BATCH`: 100 keys over two s
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 
 import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import InjectedFault
+from slatedb_core.gc.service import run_gc_once
 from slatedb_core.manifest.model import AppVersion
+from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
@@ -118,3 +121,30 @@ def delete(store: ObjectStore, key: bytes) -> None:
     with Table.open("t", store) as t, t.writer(t.shard_map.shard_for(key)) as db:
         db.delete(key)
         db.flush()
+
+
+def stage_value(
+    store: ObjectStore, plan: IngestPlan, value: bytes
+) -> dict[int, list[tuple[str, int]]]:
+    """Stage keys ``a``, ``k`` and ``x`` at ``value`` for ``plan``; (path, seq) per shard index
+    (the sources an overwrite's commit takes)."""
+    keys = [b"a", b"k", b"x"]
+    batch = pa.record_batch([pa.array(keys), pa.array([value] * 3)], ["key", "value"])
+    staged: dict[int, list[tuple[str, int]]] = {}
+    for sst in stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch], partition=0):
+        staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
+    return staged
+
+
+def prune_retired(t: Table, store: ObjectStore) -> None:
+    """Resume (soft-destroys the retired shards), GC them away, resume again (drops the
+    databases the GC deleted from the map, rescale.resume), then collect the old map
+    versions."""
+    t.resume()
+    gc = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
+    for path in t.shard_map.retired:
+        assert run_gc_once(path, store, gc).database_deleted
+    t.resume()
+    t.collect_garbage(min_age=timedelta(0))
+    t.refresh()
+    assert t.shard_map.retired == ()

@@ -12,27 +12,18 @@ between that look and the fence is still caught by the look under the fence.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import MergeBlockedByBatch
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN, attempt_dir, commit_shard, plan_ingest, stage_ssts
 from slatedb_core.table.shardmap import ShardMapStore
 from tests.table.conftest import OPTS
 
 MID = b"m"
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> ObjectStore:
-    # staging hands the encoder's scratch to the store uncopied: a local store, not memory
-    return open_store((tmp_path / "store").as_uri())
 
 
 def half_applied(store: ObjectStore) -> None:

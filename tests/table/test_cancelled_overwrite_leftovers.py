@@ -44,7 +44,7 @@ from slatedb_core.table.shardmap import (
     ShardMapStore,
 )
 from tests.table.conftest import OPTS, fill
-from tests.table.test_overwrite_commit import _stage
+from tests.table.ingest_steps import stage_value
 
 OLD = {b"a": b"old", b"x": b"old"}
 
@@ -67,7 +67,7 @@ def _aborted_with_live_targets(
         fill(t, OLD, flush=True)
     faulty = FaultyStore(mem)
     plan = plan_overwrite("t", mem)
-    staged = _stage(mem, plan, b"new")
+    staged = stage_value(mem, plan, b"new")
     faulty.fail_next("put_if_absent", "t/shardmap/*", times=1000)  # every seal attempt fails
     with pytest.raises(InjectedFault):
         commit_overwrite(faulty, plan, "run", staged)

@@ -6,21 +6,17 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from datetime import timedelta
 
 import pyarrow as pa
 
-from slatedb_core.gc.service import run_gc_once
 from slatedb_core.keys import KeyRange
-from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import WRITTEN, IngestPlan, attempt_dir, stage_ssts
+from slatedb_core.table.ingest import WRITTEN
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import PendingOp, ShardMapStore
 from tests.table.conftest import OPTS
-
-ZERO = timedelta(0)
+from tests.table.ingest_steps import prune_retired, stage_value
 
 
 def _rows(value: bytes) -> list[pa.RecordBatch]:
@@ -28,38 +24,16 @@ def _rows(value: bytes) -> list[pa.RecordBatch]:
     return [pa.record_batch([pa.array(keys), pa.array([value] * 3)], ["key", "value"])]
 
 
-def _stage(store: ObjectStore, plan: IngestPlan, value: bytes) -> dict[int, list[tuple[str, int]]]:
-    staged: dict[int, list[tuple[str, int]]] = {}
-    directory = attempt_dir(plan, "run", 0, 0)
-    for sst in stage_ssts(store, plan, directory, 0, _rows(value), partition=0):
-        staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
-    return staged
-
-
-def _prune_retired(t: Table, store: ObjectStore) -> None:
-    """Resume (soft-destroys the retired shards), GC them away, resume again (drops the
-    databases the GC deleted from the map, rescale.resume), then collect the old map
-    versions."""
-    t.resume()
-    gc = GarbageCollectorOptions(min_age=ZERO, db_delete_grace=ZERO)
-    for path in t.shard_map.retired:
-        assert run_gc_once(path, store, gc).database_deleted
-    t.resume()
-    t.collect_garbage(min_age=ZERO)
-    t.refresh()
-    assert t.shard_map.retired == ()
-
-
 def test_a_retried_commit_reports_its_overwrite_committed_after_its_targets_were_pruned(
     mem: ObjectStore,
 ) -> None:
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         first = plan_overwrite("t", mem)
-        staged = _stage(mem, first, b"1")
+        staged = stage_value(mem, first, b"1")
         assert {s.status for s in commit_overwrite(mem, first, "run", staged)} == {WRITTEN}
         t.refresh()
         t.overwrite(_rows(b"2"))  # retires the first overwrite's targets
-        _prune_retired(t, mem)
+        prune_retired(t, mem)
         assert all(s.shard_id not in {x.shard_id for x in first.shards} for s in t.shards)
         retry = commit_overwrite(mem, first, "run", staged)
         assert {s.status for s in retry} == {WRITTEN}
@@ -78,7 +52,7 @@ def test_a_stale_commit_of_a_committed_overwrite_fences_no_writer_of_its_former_
     writer of that shard. It now resumes nothing."""
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         plan = plan_overwrite("t", mem)
-        staged = _stage(mem, plan, b"1")
+        staged = stage_value(mem, plan, b"1")
         commit_overwrite(mem, plan, "run", staged)
         t.refresh()
         with t.writer(0) as db:  # a writer of the overwrite's first target, opened after it

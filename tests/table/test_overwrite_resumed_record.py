@@ -37,8 +37,7 @@ from slatedb_core.table.shardmap import (
     encode_shard_map,
 )
 from tests.table.conftest import OPTS
-from tests.table.ingest_steps import by_shard, overwrite_dies_at, rows_batch, stage
-from tests.table.test_overwrite_commit import _prune_retired
+from tests.table.ingest_steps import by_shard, overwrite_dies_at, prune_retired, rows_batch, stage
 
 ZERO = timedelta(0)
 FIRST = {b"a": b"1", b"k": b"1", b"x": b"1"}
@@ -54,7 +53,7 @@ def _late_retry_after_a_later_overwrite(t: Table, mem: ObjectStore, first: Inges
     """A later overwrite retires ``first``'s targets and they are pruned from the map
     (``_prune_retired``); then a late retry of ``first``'s commit says WRITTEN."""
     t.overwrite([rows_batch(LATER)])
-    _prune_retired(t, mem)
+    prune_retired(t, mem)
     retry = commit_overwrite(mem, first, "run", staged)
     assert {s.status for s in retry} == {WRITTEN}
 
@@ -130,7 +129,7 @@ def test_a_retry_whose_outcome_the_map_forgot_raises_overwrite_too_old(mem: Obje
         commit_overwrite(mem, first, "run", staged)
         t.refresh()
         t.overwrite([rows_batch(LATER)])
-        _prune_retired(t, mem)
+        prune_retired(t, mem)
         # OVERWRITES_KEPT later outcomes push the first overwrite's out of the list (ids that
         # no shard uses: as if that many overwrites had been planned and aborted since)
         base = ShardMapStore(mem, "t").read_latest().next_shard_id

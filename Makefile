@@ -40,8 +40,9 @@ test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagst
 test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
 	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff, strict mypy, the import contracts (import-linter) and the structure figures
+lint: $(STAMP) ## ruff (lint and format), strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy slatedb_core spark_jobs orchestration devtools lakehouse_demo
 	$(BIN)/lint-imports
 	$(BIN)/python tools/structure.py

@@ -66,8 +66,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", default=None, help="store directory (default: a fresh temp dir)")
     ap.add_argument("--profile", action="store_true", help="pyinstrument the compaction")
-    ap.add_argument("--ingest-only", action="store_true",
-                    help="stop after writing L0 (keep --dir to compact copies of it)")
+    ap.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="stop after writing L0 (keep --dir to compact copies of it)",
+    )
     args = ap.parse_args()
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="compaction-bench-"))
@@ -76,9 +79,11 @@ def main() -> None:
     store = open_store(root.as_uri())
     rng = np.random.default_rng(args.seed)
     db_opts = DbOptions(l0_max_ssts=1024, compression=args.compression)
-    print(f"rows={args.rows:,} chunks={args.chunks} key={KEY_LEN}B value={VALUE_LEN}B "
-          f"max_sst={args.max_sst_mb}MiB compression={args.compression} "
-          f"overwrite={args.overwrite:.0%} store={root}")
+    print(
+        f"rows={args.rows:,} chunks={args.chunks} key={KEY_LEN}B value={VALUE_LEN}B "
+        f"max_sst={args.max_sst_mb}MiB compression={args.compression} "
+        f"overwrite={args.overwrite:.0%} store={root}"
+    )
 
     t0 = time.perf_counter()
     per_chunk = -(-args.rows // args.chunks)
@@ -100,8 +105,10 @@ def main() -> None:
         m = db.manifest.manifest
     ingest_s = time.perf_counter() - t0
     l0_bytes = sum(s.info.size_bytes for s in m.ssts)
-    print(f"ingest: {ingest_s:7.2f} s  {len(m.l0)} L0 SSTs, {l0_bytes / 1e6:,.1f} MB  "
-          f"({args.rows / ingest_s:,.0f} rows/s)")
+    print(
+        f"ingest: {ingest_s:7.2f} s  {len(m.l0)} L0 SSTs, {l0_bytes / 1e6:,.1f} MB  "
+        f"({args.rows / ingest_s:,.0f} rows/s)"
+    )
 
     if args.ingest_only:
         return
@@ -128,13 +135,20 @@ def main() -> None:
         return
     print(f"compaction: {wall:7.2f} s wall, {stats.compactions} compaction(s)")
     print(f"  in : {stats.input_ssts} SSTs, {stats.bytes_in / 1e6:,.1f} MB, {stats.rows_in:,} rows")
-    print(f"  out: {stats.output_ssts} SSTs, {stats.bytes_out / 1e6:,.1f} MB, "
-          f"{stats.rows_out:,} rows")
-    print(f"  throughput: {stats.bytes_in / 1e6 / wall:,.1f} MB/s in, "
-          f"{stats.bytes_out / 1e6 / wall:,.1f} MB/s out, {stats.rows_in / wall:,.0f} rows/s")
-    print(f"  cpu: {cpu1.ru_utime - cpu0.ru_utime:.2f} s user, "
-          f"{cpu1.ru_stime - cpu0.ru_stime:.2f} s system")
-    print(f"  peak RSS: {rss_before:,.0f} MB after ingest, {peak_rss_mb():,.0f} MB after compaction")
+    print(
+        f"  out: {stats.output_ssts} SSTs, {stats.bytes_out / 1e6:,.1f} MB, {stats.rows_out:,} rows"
+    )
+    print(
+        f"  throughput: {stats.bytes_in / 1e6 / wall:,.1f} MB/s in, "
+        f"{stats.bytes_out / 1e6 / wall:,.1f} MB/s out, {stats.rows_in / wall:,.0f} rows/s"
+    )
+    print(
+        f"  cpu: {cpu1.ru_utime - cpu0.ru_utime:.2f} s user, "
+        f"{cpu1.ru_stime - cpu0.ru_stime:.2f} s system"
+    )
+    print(
+        f"  peak RSS: {rss_before:,.0f} MB after ingest, {peak_rss_mb():,.0f} MB after compaction"
+    )
     if not args.dir:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -20,7 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-ROW = re.compile(r"^(?P<op>[^|]+?)\s*\|\s*(?P<ours>[\d,.]+) (?P<unit>[a-z/]+)\s*\|\s*(?P<theirs>[\d,.]+)")
+ROW = re.compile(
+    r"^(?P<op>[^|]+?)\s*\|\s*(?P<ours>[\d,.]+) (?P<unit>[a-z/]+)\s*\|\s*(?P<theirs>[\d,.]+)"
+)
 
 
 def _num(text: str) -> float:
@@ -57,7 +59,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, tuple[float, float, str]]]] = {k: [] for k in trees}
     started = time.perf_counter()
     for r in range(args.rounds):
-        for name in (("before", "after") if r % 2 == 0 else ("after", "before")):
+        for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
             t0 = time.perf_counter()
             runs[name].append(run_once(trees[name], args.rows))
             print(f"# round {r + 1} {name}: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -65,8 +67,12 @@ def main() -> None:
         f"# {args.rounds} rounds each, {args.rows:,} rows, alternating; "
         f"before = {trees['before']}, after = {trees['after']}; {time.perf_counter() - started:.0f} s"
     )
-    print("# median of the rounds [min-max]; after/before above 1 is better for rates, worse for ms")
-    header = f"{'operation':48} | {'before':>30} | {'after':>30} | after/before | theirs, all rounds"
+    print(
+        "# median of the rounds [min-max]; after/before above 1 is better for rates, worse for ms"
+    )
+    header = (
+        f"{'operation':48} | {'before':>30} | {'after':>30} | after/before | theirs, all rounds"
+    )
     print(header)
     print("-" * len(header))
     for op, (_, _, unit) in runs["before"][0].items():
@@ -86,6 +92,7 @@ def main() -> None:
             f"{op:48} | {b_text:>30} | {a_text:>30} | {a / b:12.2f} | "
             f"{min(theirs):,.{digits}f}-{max(theirs):,.{digits}f} {unit}"
         )
+
 
 if __name__ == "__main__":
     main()

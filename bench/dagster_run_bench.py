@@ -77,10 +77,23 @@ def launch(home: Path, env: dict[str, str], job: str) -> str:
     subprocess.run(
         [
             str(Path(sys.executable).with_name("dagster")),
-            "job", "launch", "-f", __file__, "-a", "defs", "-j", job,
-            "--run-id", run_id, "--tags", json.dumps({"dagster/partition": DB}),
+            "job",
+            "launch",
+            "-f",
+            __file__,
+            "-a",
+            "defs",
+            "-j",
+            job,
+            "--run-id",
+            run_id,
+            "--tags",
+            json.dumps({"dagster/partition": DB}),
         ],
-        env=env, cwd=ROOT, check=True, capture_output=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     return run_id
 
@@ -119,8 +132,13 @@ def import_cost(env: dict[str, str]) -> tuple[float, float]:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import bench.dagster_run_bench"], env=env, cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", "import bench.dagster_run_bench"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -145,15 +163,21 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(home)
         with dg.DagsterInstance.get() as instance:
             instance.add_dynamic_partitions("slatedb_databases", [DB])
-            print(f"dagster {dg.__version__}, python {sys.version.split()[0]}, "
-                  f"{os.cpu_count()} cpus, {args.runs} runs per job, one no-op compaction each")
-            print(f"run launcher: {type(instance.run_launcher).__name__}, "
-                  f"coordinator: {type(instance.run_coordinator).__name__}")
+            print(
+                f"dagster {dg.__version__}, python {sys.version.split()[0]}, "
+                f"{os.cpu_count()} cpus, {args.runs} runs per job, one no-op compaction each"
+            )
+            print(
+                f"run launcher: {type(instance.run_launcher).__name__}, "
+                f"coordinator: {type(instance.run_coordinator).__name__}"
+            )
             print(f"load average {os.getloadavg()[0]:.1f}")
             for _ in range(2):
                 wall, cpu = import_cost(env)
-                print(f"importing the code location in a fresh process: {wall:.2f} s wall, "
-                      f"{cpu:.2f} s CPU")
+                print(
+                    f"importing the code location in a fresh process: {wall:.2f} s wall, "
+                    f"{cpu:.2f} s CPU"
+                )
             for job in (MULTIPROCESS, "compaction_job"):
                 figures: list[dict[str, float]] = []
                 for _ in range(args.runs):
@@ -164,8 +188,10 @@ def main() -> None:
                 print(f"\n{job} (load average {os.getloadavg()[0]:.1f})")
                 for key in ("total", "worker start", "execution"):
                     values = [f[key] for f in figures]
-                    print(f"  {key:<13} median {statistics.median(values):6.2f} s   "
-                          f"min {min(values):6.2f} s   max {max(values):6.2f} s")
+                    print(
+                        f"  {key:<13} median {statistics.median(values):6.2f} s   "
+                        f"min {min(values):6.2f} s   max {max(values):6.2f} s"
+                    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,13 @@ BATCH = 1000
 Rate = tuple[float, float]  # (best rate, spread as (best - worst) / best)
 
 
-def best_of(reps: int, n: int, ours: Callable[[], object], theirs: Callable[[], object],
-            clock: Callable[[], float]) -> tuple[Rate, Rate]:
+def best_of(
+    reps: int,
+    n: int,
+    ours: Callable[[], object],
+    theirs: Callable[[], object],
+    clock: Callable[[], float],
+) -> tuple[Rate, Rate]:
     """Each side's best rate and spread over ``reps`` runs of ``n`` operations by ``clock``,
     the two sides alternating so that both see the same machine load."""
     rates: tuple[list[float], list[float]] = ([], [])
@@ -61,9 +66,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--gets", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="cpu: the calling thread's CPU time (time.thread_time), steadier on a "
-                         "shared machine; both sides make their calls on this thread")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: the calling thread's CPU time (time.thread_time), steadier on a "
+        "shared machine; both sides make their calls on this thread",
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(7)
     table = make_table(args.rows, rng)
@@ -109,8 +118,10 @@ def main() -> None:
         assert got == want
 
     clock = time.perf_counter if args.clock == "wall" else time.thread_time
-    print(f"{args.rows:,} rows, {args.gets:,} random gets; best of {args.reps} (spread), "
-          f"{args.clock} clock")
+    print(
+        f"{args.rows:,} rows, {args.gets:,} random gets; best of {args.reps} (spread), "
+        f"{args.clock} clock"
+    )
     print(f"{'layout':<14} {'op':<14} {'ours':>20} {'RocksDB':>20} {'ours/RocksDB':>13}")
     for layout in ("memtable", "L0", "sorted run"):
         if layout == "L0":
@@ -118,17 +129,21 @@ def main() -> None:
             rdb.flush()
         elif layout == "sorted run":
             db.close()
-            run_compaction_once("db", store, CompactorOptions(
-                l0_trigger=1, poll_interval=timedelta(seconds=1)))
+            run_compaction_once(
+                "db", store, CompactorOptions(l0_trigger=1, poll_interval=timedelta(seconds=1))
+            )
             db = Db.open("db", store)
             rdb.compact_range(None, None)
         ours_get()  # warm the caches
         rocks_get()
-        for op, o, r in (("get", ours_get, rocks_get), (f"get_many x{BATCH}", ours_many,
-                                                          rocks_many)):
+        for op, o, r in (
+            ("get", ours_get, rocks_get),
+            (f"get_many x{BATCH}", ours_many, rocks_many),
+        ):
             a, b = best_of(args.reps, len(gk), o, r, clock)
-            print(f"{layout:<14} {op:<14} {fmt(a):>20} {fmt(b):>20} {a[0] / b[0]:12.2f}x",
-                  flush=True)
+            print(
+                f"{layout:<14} {op:<14} {fmt(a):>20} {fmt(b):>20} {a[0] / b[0]:12.2f}x", flush=True
+            )
     m = db.manifest.manifest
     print(f"ours at the end: {len(m.l0)} L0 SSTs, {len(m.compacted)} sorted runs")
     db.close()

@@ -97,14 +97,16 @@ def _tracer(stop: threading.Event, db: list[Db], t0: float) -> None:
         if db:
             st = db[0]._state  # introspection for the trace only
             imm, l0 = len(st.imm), len(st.manifest.manifest.l0)
-        print(f"    t {time.perf_counter() - t0:6.1f} s  RSS {r / MiB:6,.0f} MiB  arrow "
-              f"{pa.total_allocated_bytes() / MiB:6,.0f} MiB  imm {imm:2d}  L0 {l0:3d}  "
-              f"compacting {_compacting[0]}", flush=True)
+        print(
+            f"    t {time.perf_counter() - t0:6.1f} s  RSS {r / MiB:6,.0f} MiB  arrow "
+            f"{pa.total_allocated_bytes() / MiB:6,.0f} MiB  imm {imm:2d}  L0 {l0:3d}  "
+            f"compacting {_compacting[0]}",
+            flush=True,
+        )
 
 
 def child_ingest(d: str, rows: int, compactor: bool, trace: bool, seed: int) -> None:
-    opts = (DbOptions(compactor=CompactorOptions()) if compactor
-            else DbOptions(l0_max_ssts=10_000))
+    opts = DbOptions(compactor=CompactorOptions()) if compactor else DbOptions(l0_max_ssts=10_000)
     rng = np.random.default_rng(seed)
     stop = threading.Event()
     holder: list[Db] = []
@@ -132,9 +134,12 @@ def child_ingest(d: str, rows: int, compactor: bool, trace: bool, seed: int) -> 
     db.close()
     engine += time.perf_counter() - t1
     stop.set()
-    print(f"RESULT rows={done} wall={time.perf_counter() - t0:.3f} engine={engine:.3f} "
-          f"cpu={cpu_s() - cpu0:.3f} "
-          f"maxrss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}", flush=True)
+    print(
+        f"RESULT rows={done} wall={time.perf_counter() - t0:.3f} engine={engine:.3f} "
+        f"cpu={cpu_s() - cpu0:.3f} "
+        f"maxrss={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}",
+        flush=True,
+    )
 
 
 def child_compact(d: str, trace: bool) -> None:
@@ -150,11 +155,13 @@ def child_compact(d: str, trace: bool) -> None:
     rows = stats.rows_in if stats else 0
     n = stats.compactions if stats else 0
     requests = store.counters.snapshot()
-    print(f"RESULT rows={rows} wall={time.perf_counter() - t0:.3f} engine="
-          f"{time.perf_counter() - t0:.3f} cpu={cpu_s() - cpu0:.3f} maxrss="
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024} compactions={n} "
-          f"gets={requests.get('get', 0)} puts={sum(v for k, v in requests.items() if 'put' in k)}",
-          flush=True)
+    print(
+        f"RESULT rows={rows} wall={time.perf_counter() - t0:.3f} engine="
+        f"{time.perf_counter() - t0:.3f} cpu={cpu_s() - cpu0:.3f} maxrss="
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024} compactions={n} "
+        f"gets={requests.get('get', 0)} puts={sum(v for k, v in requests.items() if 'put' in k)}",
+        flush=True,
+    )
 
 
 # ---- parent side -----------------------------------------------------------------------------
@@ -191,18 +198,27 @@ def run_child(args: list[str], sample: bool = True) -> dict[str, float]:
 
 def report(name: str, r: dict[str, float]) -> None:
     peak = max(r["maxrss"], r["sampled"])
-    print(f"  {name:8s} rows {int(r['rows']):>12,}  wall {r['wall']:7.1f} s  "
-          f"{r['rows'] / max(r['engine'], 1e-9):>10,.0f} rows/s (engine)  cpu {r['cpu']:6.1f} s "
-          f"({r['rows'] / max(r['cpu'], 1e-9):>9,.0f} rows/cpu-s)  load {os.getloadavg()[0]:4.1f}  "
-          f"peak RSS {peak / MiB:7,.0f} MiB (ru_maxrss {r['maxrss'] / MiB:,.0f}, sampled "
-          f"{r['sampled'] / MiB:,.0f})  goal < {GOAL / MiB:,.0f} MiB: "
-          f"{'yes' if peak < GOAL else 'NO'}"
-          + (f"  compactions {int(r['compactions'])}  GETs {int(r['gets']):,}  PUTs "
-             f"{int(r['puts']):,}" if "compactions" in r else ""), flush=True)
+    print(
+        f"  {name:8s} rows {int(r['rows']):>12,}  wall {r['wall']:7.1f} s  "
+        f"{r['rows'] / max(r['engine'], 1e-9):>10,.0f} rows/s (engine)  cpu {r['cpu']:6.1f} s "
+        f"({r['rows'] / max(r['cpu'], 1e-9):>9,.0f} rows/cpu-s)  load {os.getloadavg()[0]:4.1f}  "
+        f"peak RSS {peak / MiB:7,.0f} MiB (ru_maxrss {r['maxrss'] / MiB:,.0f}, sampled "
+        f"{r['sampled'] / MiB:,.0f})  goal < {GOAL / MiB:,.0f} MiB: "
+        f"{'yes' if peak < GOAL else 'NO'}"
+        + (
+            f"  compactions {int(r['compactions'])}  GETs {int(r['gets']):,}  PUTs "
+            f"{int(r['puts']):,}"
+            if "compactions" in r
+            else ""
+        ),
+        flush=True,
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--only", choices=("ingest", "compact"))
     ap.add_argument("--trace", action="store_true")
@@ -220,9 +236,11 @@ def main() -> None:
         return
     trace = ["--trace"] if args.trace else []
     common = ["--rows", str(args.rows), "--seed", str(args.seed), *trace]
-    print(f"# memory bench: {args.rows:,} rows of {KEY_LEN}-byte keys and {VALUE_LEN}-byte values, "
-          f"put_arrow chunks of {CHUNK:,}; Arrow pool {pa.default_memory_pool().backend_name}",
-          flush=True)
+    print(
+        f"# memory bench: {args.rows:,} rows of {KEY_LEN}-byte keys and {VALUE_LEN}-byte values, "
+        f"put_arrow chunks of {CHUNK:,}; Arrow pool {pa.default_memory_pool().backend_name}",
+        flush=True,
+    )
     if args.only in (None, "ingest"):
         d = tempfile.mkdtemp(prefix="memory-bench-ingest-")
         try:
@@ -231,21 +249,35 @@ def main() -> None:
             shutil.rmtree(d, ignore_errors=True)
     if args.only in (None, "compact") and args.l0:
         if not Path(args.l0).exists():
-            run_child(["--child", "load", "--dir", args.l0, "--rows", str(args.rows),
-                       "--seed", str(args.seed)], sample=False)
+            run_child(
+                [
+                    "--child",
+                    "load",
+                    "--dir",
+                    args.l0,
+                    "--rows",
+                    str(args.rows),
+                    "--seed",
+                    str(args.seed),
+                ],
+                sample=False,
+            )
         for _ in range(args.repeat):
             d = tempfile.mkdtemp(prefix="memory-bench-compact-", dir=Path(args.l0).parent)
             try:
-                shutil.copytree(Path(args.l0) / DB_PATH, Path(d) / DB_PATH,
-                                ignore=shutil.ignore_patterns("wal"))
+                shutil.copytree(
+                    Path(args.l0) / DB_PATH, Path(d) / DB_PATH, ignore=shutil.ignore_patterns("wal")
+                )
                 report("compact", run_child(["--child", "compact", "--dir", d, *trace]))
             finally:
                 shutil.rmtree(d, ignore_errors=True)
     elif args.only in (None, "compact"):
         d = tempfile.mkdtemp(prefix="memory-bench-compact-")
         try:
-            run_child(["--child", "load", "--dir", d, "--rows", str(args.rows),
-                       "--seed", str(args.seed)], sample=False)
+            run_child(
+                ["--child", "load", "--dir", d, "--rows", str(args.rows), "--seed", str(args.seed)],
+                sample=False,
+            )
             report("compact", run_child(["--child", "compact", "--dir", d, *trace]))
         finally:
             shutil.rmtree(d, ignore_errors=True)

@@ -148,8 +148,11 @@ def main() -> None:
         for putters in (int(x) for x in args.putters.split(",")):
             for n in (int(x) for x in args.writes.split(",")):
                 r = run_one(moto, n, putters, args)
-                print(f"{putters} putters, max_parallel_writes={n}: {r.rate:.0f} puts/s, p50 "
-                      f"{pct(r.latencies, 0.5) * 1e3:.1f} ms", flush=True)
+                print(
+                    f"{putters} putters, max_parallel_writes={n}: {r.rate:.0f} puts/s, p50 "
+                    f"{pct(r.latencies, 0.5) * 1e3:.1f} ms",
+                    flush=True,
+                )
                 results.append(r)
     finally:
         moto.stop()

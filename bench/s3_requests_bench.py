@@ -158,9 +158,7 @@ class Result:
 
 def header(per: str) -> str:
     cells = "".join(f"{op:>9}" for op in OPS)
-    return (
-        f"{'engine':<24} {'delay':>7}  {'rate':>11} {cells}  {'total':>9}  requests per {per}"
-    )
+    return f"{'engine':<24} {'delay':>7}  {'rate':>11} {cells}  {'total':>9}  requests per {per}"
 
 
 def keys_values(n: int, seed: int) -> tuple[list[bytes], list[bytes]]:
@@ -182,8 +180,9 @@ class Ours:
     def open(self, path: str) -> Db:
         return Db.open(path, open_store(self.url), self.options)
 
-    def durable_puts(self, db: Db, keys: list[bytes], values: list[bytes], threads: int
-                     ) -> tuple[float, list[float]]:
+    def durable_puts(
+        self, db: Db, keys: list[bytes], values: list[bytes], threads: int
+    ) -> tuple[float, list[float]]:
         lat: list[list[float]] = [[] for _ in range(threads)]
 
         def work(t: int) -> None:
@@ -205,8 +204,12 @@ class Ours:
         t0 = time.perf_counter()
         for i in range(0, len(keys), size):
             db.put_arrow(
-                pa.table({"key": pa.array(keys[i : i + size], pa.binary()),
-                          "value": pa.array(values[i : i + size], pa.binary())})
+                pa.table(
+                    {
+                        "key": pa.array(keys[i : i + size], pa.binary()),
+                        "value": pa.array(values[i : i + size], pa.binary()),
+                    }
+                )
             )
         return time.perf_counter() - t0
 
@@ -247,8 +250,9 @@ class Theirs:
         builder.with_settings(settings)
         return self.run(builder.build())
 
-    def durable_puts(self, db: Any, keys: list[bytes], values: list[bytes], threads: int
-                     ) -> tuple[float, list[float]]:
+    def durable_puts(
+        self, db: Any, keys: list[bytes], values: list[bytes], threads: int
+    ) -> tuple[float, list[float]]:
         lat: list[float] = []
 
         async def work(t: int) -> None:
@@ -285,8 +289,13 @@ class Theirs:
 Engine = Ours | Theirs
 
 
-def phase(engine: Engine, proxy: Proxy, phase_name: str, delay: float,
-          fn: Callable[[Any], tuple[int, float, list[float]]]) -> Result:
+def phase(
+    engine: Engine,
+    proxy: Proxy,
+    phase_name: str,
+    delay: float,
+    fn: Callable[[Any], tuple[int, float, list[float]]],
+) -> Result:
     path = f"bench-{uuid.uuid4().hex[:8]}"
     db = engine.open(path)
     try:
@@ -341,11 +350,20 @@ def main() -> int:
     return 0
 
 
-def run_engine(eng: Engine, proxy: Proxy, delay: float, phases: list[str],
-               args: argparse.Namespace, pk: list[bytes], pv: list[bytes],
-               rk: list[bytes], rv: list[bytes]) -> list[Result]:
+def run_engine(
+    eng: Engine,
+    proxy: Proxy,
+    delay: float,
+    phases: list[str],
+    args: argparse.Namespace,
+    pk: list[bytes],
+    pv: list[bytes],
+    rk: list[bytes],
+    rv: list[bytes],
+) -> list[Result]:
     out: list[Result] = []
     if "puts" in phases:
+
         def puts(db: Any) -> tuple[int, float, list[float]]:
             secs, lat = eng.durable_puts(db, pk, pv, args.threads)
             return len(pk), secs, lat
@@ -353,20 +371,25 @@ def run_engine(eng: Engine, proxy: Proxy, delay: float, phases: list[str],
         out.append(phase(eng, proxy, "puts", delay, puts))
         print(out[-1].line(1000), flush=True)
     if "batches" in phases:
+
         def batches(db: Any) -> tuple[int, float, list[float]]:
             return len(rk), eng.batches(db, rk, rv, args.batch_rows), []
 
         out.append(phase(eng, proxy, "batches", delay, batches))
         print(out[-1].line(1_000_000), flush=True)
     if "idle" in phases and delay == args.idle_delay:
+
         def idle(db: Any) -> tuple[int, float, list[float]]:
             time.sleep(args.idle_s)
             return 1, args.idle_s, []
 
         out.append(phase(eng, proxy, "idle", delay, idle))
         r = out[-1]
-        print(f"{r.engine} idle: {r.counts.total() * 60 / args.idle_s:.1f} req/min "
-              f"${r.counts.cost_per_day(args.idle_s):.3f}/day {r.counts.where()}", flush=True)
+        print(
+            f"{r.engine} idle: {r.counts.total() * 60 / args.idle_s:.1f} req/min "
+            f"${r.counts.cost_per_day(args.idle_s):.3f}/day {r.counts.where()}",
+            flush=True,
+        )
     return out
 
 
@@ -407,8 +430,10 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
         for k in keys:
             for r in by[k]:
                 per_min = r.counts.total() * 60 / args.idle_s
-                print(f"{r.engine:<24} {r.delay_ms:>4.0f} ms  {per_min:7.1f} req/min  "
-                      f"${r.counts.cost_per_day(args.idle_s):.3f}/day  {r.counts.where()}")
+                print(
+                    f"{r.engine:<24} {r.delay_ms:>4.0f} ms  {per_min:7.1f} req/min  "
+                    f"${r.counts.cost_per_day(args.idle_s):.3f}/day  {r.counts.where()}"
+                )
         print()
     print("## where each request goes (best run of each)")
     for k in by:

@@ -203,8 +203,12 @@ def main() -> None:
         )
         table(
             f"Db: {a.batches} durable batches of {a.batch_rows} rows, then {a.gets} gets",
-            [("db", {s: db_put_get(factories[s], a.batches, a.batch_rows, a.gets)
-                     for s in servers})],
+            [
+                (
+                    "db",
+                    {s: db_put_get(factories[s], a.batches, a.batch_rows, a.gets) for s in servers},
+                )
+            ],
             servers,
         )
     finally:

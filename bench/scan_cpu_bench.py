@@ -77,8 +77,10 @@ def main() -> None:
     url = (Path(args.dir) / "store").resolve().as_uri()
     reader, parts = plan(url)
     rows = check(reader, parts)
-    print(f"{len(parts)} partitions, {rows} rows (in key order), pid {os.getpid()}, "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(parts)} partitions, {rows} rows (in key order), pid {os.getpid()}, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     best_cpu = best_proc = best_wall = float("inf")
     for i in range(args.repeats):
         c0, p0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
@@ -88,11 +90,15 @@ def main() -> None:
         assert n == rows, (n, rows)
         best_cpu, best_proc = min(best_cpu, cpu), min(best_proc, proc)
         best_wall = min(best_wall, wall)
-        print(f"repeat {i + 1}: cpu {cpu:.3f}s process {proc:.3f}s wall {wall:.3f}s  "
-              f"{rows / cpu / 1e6:.2f}M rows/cpu-s")
-    print(f"best of {args.repeats}: cpu {best_cpu:.3f}s ({best_cpu / len(parts):.3f}s per "
-          f"partition) process {best_proc:.3f}s wall {best_wall:.3f}s  "
-          f"{rows / best_cpu / 1e6:.2f}M rows/cpu-s, load {os.getloadavg()[0]:.2f}")
+        print(
+            f"repeat {i + 1}: cpu {cpu:.3f}s process {proc:.3f}s wall {wall:.3f}s  "
+            f"{rows / cpu / 1e6:.2f}M rows/cpu-s"
+        )
+    print(
+        f"best of {args.repeats}: cpu {best_cpu:.3f}s ({best_cpu / len(parts):.3f}s per "
+        f"partition) process {best_proc:.3f}s wall {best_wall:.3f}s  "
+        f"{rows / best_cpu / 1e6:.2f}M rows/cpu-s, load {os.getloadavg()[0]:.2f}"
+    )
     if args.profile:
         from pyinstrument import Profiler
 

@@ -74,8 +74,10 @@ def main() -> None:
     try:
         started = time.perf_counter()
         build(tmp / "original", args.rows, args.ingests)
-        print(f"built {args.rows:,} rows in {time.perf_counter() - started:.1f}s: "
-              f"{describe(tmp / 'original')}")
+        print(
+            f"built {args.rows:,} rows in {time.perf_counter() - started:.1f}s: "
+            f"{describe(tmp / 'original')}"
+        )
         shutil.copytree(tmp / "original", tmp / "single")
         shutil.copytree(tmp / "original", tmp / "spark")
         shutil.rmtree(tmp / "original")
@@ -84,28 +86,39 @@ def main() -> None:
         single = run_compaction_once(PATH, open_store((tmp / "single").as_uri()), options)
         single_s = time.perf_counter() - started
         assert single is not None
-        print(f"single-process run_compaction_once: {single_s:.1f}s, {single.compactions} "
-              f"compaction(s), {single.rows_in:,} -> {single.rows_out:,} rows, "
-              f"{single.bytes_in / 1e6:.0f} -> {single.bytes_out / 1e6:.0f} MB; "
-              f"{describe(tmp / 'single')}")
+        print(
+            f"single-process run_compaction_once: {single_s:.1f}s, {single.compactions} "
+            f"compaction(s), {single.rows_in:,} -> {single.rows_out:,} rows, "
+            f"{single.bytes_in / 1e6:.0f} -> {single.bytes_out / 1e6:.0f} MB; "
+            f"{describe(tmp / 'single')}"
+        )
 
         spark = get_session(SessionOptions(master=args.master, app_name="spark-compaction-bench"))
         spark.sparkContext.setLogLevel("ERROR")
         try:
             spark.sparkContext.parallelize(range(4), 4).count()  # workers up before timing
             started = time.perf_counter()
-            stats = compact(spark, (tmp / "spark").as_uri(), PATH,
-                            subcompactions=args.subcompactions, options=options)
+            stats = compact(
+                spark,
+                (tmp / "spark").as_uri(),
+                PATH,
+                subcompactions=args.subcompactions,
+                options=options,
+            )
             spark_s = time.perf_counter() - started
         finally:
             spark.stop()
         assert stats is not None
         print(stats.summary())
-        print(f"spark compaction: {spark_s:.1f}s with {args.subcompactions} subcompactions on "
-              f"{args.master}; {describe(tmp / 'spark')}")
+        print(
+            f"spark compaction: {spark_s:.1f}s with {args.subcompactions} subcompactions on "
+            f"{args.master}; {describe(tmp / 'spark')}"
+        )
         assert stats.rows_out == single.rows_out, (stats.rows_out, single.rows_out)
-        print(f"ratio spark / single-process: {spark_s / single_s:.2f}x "
-              f"(same live rows: {stats.rows_out:,})")
+        print(
+            f"ratio spark / single-process: {spark_s / single_s:.2f}x "
+            f"(same live rows: {stats.rows_out:,})"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -81,16 +81,21 @@ def floors(df: DataFrame, url: str, shard_map: ShardMap, parquet_s: float) -> No
         transfer_s = time.perf_counter() - started
         plan = IngestPlan("t", f"floor-{uuid.uuid4().hex}", shard_map)  # stage 1 only
         n = len(shard_map.shards)
-        stage = StageSsts(plan, "floor", (), False, functools.partial(open_store, url), None,
-                          partition_keys(n))
+        stage = StageSsts(
+            plan, "floor", (), False, functools.partial(open_store, url), None, partition_keys(n)
+        )
         started = time.perf_counter()
         written = sum(r.bytes for r in df.mapInArrow(stage, STAGED_DDL).collect())
         direct_s = time.perf_counter() - started
     assert counted == df.count()
-    for name, took in (("read the cache (noop write)", noop_s),
-                       ("hand every row to Python (mapInArrow, count)", transfer_s),
-                       (f"stage 1 alone: sort, encode and stage SSTs ({written / 1e6:.0f} MB), no "
-                        "commit", direct_s)):
+    for name, took in (
+        ("read the cache (noop write)", noop_s),
+        ("hand every row to Python (mapInArrow, count)", transfer_s),
+        (
+            f"stage 1 alone: sort, encode and stage SSTs ({written / 1e6:.0f} MB), no commit",
+            direct_s,
+        ),
+    ):
         print(f"floor: {name}: {took:.1f}s, {took / parquet_s:.2f}x parquet")
 
 
@@ -116,8 +121,9 @@ def profile_task(rows: int, shards: int) -> None:
             pa.record_batch([karr.slice(i, 10000), varr.slice(i, 10000)], ["key", "value"])
             for i in range(0, n, 10000)
         ]
-        stage = StageSsts(plan, "profile", (), False, lambda: open_store(url), None,
-                          tuple(range(shards)))
+        stage = StageSsts(
+            plan, "profile", (), False, lambda: open_store(url), None, tuple(range(shards))
+        )
         commit = CommitShards(plan, "profile", lambda: open_store(url), None)
         profiler = Profiler()
         started = time.perf_counter()
@@ -136,8 +142,15 @@ def write_format(df: DataFrame, where: Path, shards: int, rows: int) -> float:
     store = open_store(url)
     Table.create("t", store, split_points=split_points(shards)).close()
     started = time.perf_counter()
-    (df.write.format("slatedb").option("url", url).option("path", "t").option("key", "key")
-     .option("value", "value").mode("append").save())
+    (
+        df.write.format("slatedb")
+        .option("url", url)
+        .option("path", "t")
+        .option("key", "key")
+        .option("value", "value")
+        .mode("append")
+        .save()
+    )
     took = time.perf_counter() - started
     with Table.open("t", store) as t:
         written = sum(b.num_rows for b in t.scan_arrow())
@@ -153,12 +166,19 @@ def main() -> None:
     p.add_argument("--partitions", type=int, default=8, help="input partitions")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="6g")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="rounds of (parquet, ingest) on the same cached DataFrame; the first "
-                   "round also pays the JVM's JIT warm-up (mostly parquet, which runs first) and "
-                   "the Python workers' start (the ingest)")
-    p.add_argument("--floors", action="store_true",
-                   help="also time the floors of the module doc in every round")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of (parquet, ingest) on the same cached DataFrame; the first "
+        "round also pays the JVM's JIT warm-up (mostly parquet, which runs first) and "
+        "the Python workers' start (the ingest)",
+    )
+    p.add_argument(
+        "--floors",
+        action="store_true",
+        help="also time the floors of the module doc in every round",
+    )
     p.add_argument("--profile", action="store_true", help="profile one writing task instead")
     args = p.parse_args()
     if args.profile:
@@ -179,8 +199,10 @@ def main() -> None:
         df = generate(spark, args.rows, args.partitions).persist(StorageLevel.MEMORY_AND_DISK)
         started = time.perf_counter()
         assert df.count() == args.rows
-        print(f"generated and cached {args.rows:,} rows in {time.perf_counter() - started:.1f}s "
-              f"({args.partitions} partitions, {KEY_BYTES} B keys, {VALUE_BYTES} B values)")
+        print(
+            f"generated and cached {args.rows:,} rows in {time.perf_counter() - started:.1f}s "
+            f"({args.partitions} partitions, {KEY_BYTES} B keys, {VALUE_BYTES} B values)"
+        )
 
         results: list[tuple[float, float, float]] = []
         for rep in range(args.repeat):
@@ -204,24 +226,35 @@ def main() -> None:
             ingest_s = time.perf_counter() - started
             assert stats.rows == args.rows, stats.rows
             print(stats.summary())
-            print(f"ingest: {ingest_s:.1f}s (planning {plan_s:.1f}s of it), "
-                  f"{stats.bytes / 1e6:.0f} MB in {stats.ssts} SSTs")
+            print(
+                f"ingest: {ingest_s:.1f}s (planning {plan_s:.1f}s of it), "
+                f"{stats.bytes / 1e6:.0f} MB in {stats.ssts} SSTs"
+            )
             print(f"ratio ingest / parquet: {ingest_s / parquet_s:.2f}x (target <= 1.5x)")
             if args.floors:
                 floors(df, url, plan.shard_map, parquet_s)
             shutil.rmtree(tmp / f"store{rep}", ignore_errors=True)
             format_s = write_format(df, tmp / f"format{rep}", args.shards, args.rows)
-            print(f"format('slatedb'): {format_s:.1f}s, {format_s / parquet_s:.2f}x parquet, "
-                  f"{format_s / ingest_s:.2f}x the ingest (target: its ratio to parquet within "
-                  "1.2x of the ingest's)")
+            print(
+                f"format('slatedb'): {format_s:.1f}s, {format_s / parquet_s:.2f}x parquet, "
+                f"{format_s / ingest_s:.2f}x the ingest (target: its ratio to parquet within "
+                "1.2x of the ingest's)"
+            )
             results.append((parquet_s, ingest_s, format_s))
         if args.repeat > 1:
             best_p, best_i = min(r[0] for r in results), min(r[1] for r in results)
             best_f = min(r[2] for r in results)
-            print("rounds (parquet s, ingest s, ratio, format s, ratio): " + ", ".join(
-                f"({p:.1f}, {i:.1f}, {i / p:.2f}x, {f:.1f}, {f / p:.2f}x)" for p, i, f in results))
-            print(f"best of {args.repeat}: parquet {best_p:.1f}s, ingest {best_i:.1f}s, ratio "
-                  f"{best_i / best_p:.2f}x; format {best_f:.1f}s, ratio {best_f / best_p:.2f}x")
+            print(
+                "rounds (parquet s, ingest s, ratio, format s, ratio): "
+                + ", ".join(
+                    f"({p:.1f}, {i:.1f}, {i / p:.2f}x, {f:.1f}, {f / p:.2f}x)"
+                    for p, i, f in results
+                )
+            )
+            print(
+                f"best of {args.repeat}: parquet {best_p:.1f}s, ingest {best_i:.1f}s, ratio "
+                f"{best_i / best_p:.2f}x; format {best_f:.1f}s, ratio {best_f / best_p:.2f}x"
+            )
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -85,9 +85,13 @@ class FloorReader(DataSourceReader):
         data = pa.py_buffer(os.urandom((KEY_BYTES + VALUE_BYTES) * size))
         cols = [
             pa.BinaryArray.from_buffers(
-                pa.binary(), size,
-                [None, pa.array(np.arange(0, w * size + 1, w, dtype=np.int32)).buffers()[1],
-                 data.slice(off, w * size)],
+                pa.binary(),
+                size,
+                [
+                    None,
+                    pa.array(np.arange(0, w * size + 1, w, dtype=np.int32)).buffers()[1],
+                    data.slice(off, w * size),
+                ],
             )
             for off, w in ((0, KEY_BYTES), (KEY_BYTES * size, VALUE_BYTES))
         ]
@@ -135,8 +139,9 @@ def build(spark: SparkSession, root: Path, rows: int, shards: int, partitions: i
     (root / "done").write_text(f"{rows} {shards}\n")
 
 
-def build_compacted(spark: SparkSession, root: Path, rows: int, shards: int, partitions: int
-                    ) -> None:
+def build_compacted(
+    spark: SparkSession, root: Path, rows: int, shards: int, partitions: int
+) -> None:
     """Table ``tc`` beside ``t``: the same ingest, then every shard compacted on Spark
     (:func:`spark_jobs.compact.compact_table`), as the table stands once the compactor (or the
     Dagster compaction schedule) has run: a sorted run per shard instead of eight L0 SSTs."""
@@ -154,16 +159,23 @@ def build_compacted(spark: SparkSession, root: Path, rows: int, shards: int, par
     (root / "compacted-done").write_text(f"{rows} {shards}\n")
 
 
-def frames(spark: SparkSession, root: Path, rows: int, shards: int
-           ) -> dict[str, Callable[[], DataFrame]]:
+def frames(
+    spark: SparkSession, root: Path, rows: int, shards: int
+) -> dict[str, Callable[[], DataFrame]]:
     url = (root / "store").as_uri()
     return {
-        "floor": lambda: spark.read.format("python_floor").option("rows", rows)
-        .option("partitions", shards).load(),
-        "slatedb": lambda: spark.read.format("slatedb").option("url", url).option("path", "t")
-        .load(),
-        "compacted": lambda: spark.read.format("slatedb").option("url", url).option("path", "tc")
-        .load(),
+        "floor": lambda: (
+            spark.read.format("python_floor")
+            .option("rows", rows)
+            .option("partitions", shards)
+            .load()
+        ),
+        "slatedb": lambda: (
+            spark.read.format("slatedb").option("url", url).option("path", "t").load()
+        ),
+        "compacted": lambda: (
+            spark.read.format("slatedb").option("url", url).option("path", "tc").load()
+        ),
         "read_table": lambda: read_table(spark, url, "t"),
         "parquet": lambda: spark.read.parquet(str(root / "parquet")),
     }
@@ -192,7 +204,8 @@ def _line(query: str, took: dict[str, float], readers: list[str]) -> str:
     if "parquet" in took:
         line += "".join(
             f"{'-':>16}" if math.isnan(took[r]) else f"{took[r] / took['parquet']:>15.2f}x"
-            for r in readers if r != "parquet"
+            for r in readers
+            if r != "parquet"
         )
     return line
 
@@ -207,8 +220,9 @@ def main() -> None:
     p.add_argument("--driver-memory", default="6g")
     p.add_argument("--dir", default=None, help="keep the data here (reused when complete)")
     p.add_argument("--queries", default=",".join(QUERIES))
-    p.add_argument("--readers", default=",".join(READERS),
-                   help=f"of {', '.join(READERS + OPTIONAL_READERS)}")
+    p.add_argument(
+        "--readers", default=",".join(READERS), help=f"of {', '.join(READERS + OPTIONAL_READERS)}"
+    )
     args = p.parse_args()
     spark = get_session(
         SessionOptions(
@@ -242,8 +256,11 @@ def main() -> None:
         best: dict[tuple[str, str], float] = {}
         for rnd in range(args.rounds):
             print(f"-- round {rnd + 1} of {args.rounds}")
-            print(f"{'query':<8}" + "".join(f"{r:>14}" for r in readers)
-                  + "".join(f"{r + '/pq':>16}" for r in readers if r != "parquet"))
+            print(
+                f"{'query':<8}"
+                + "".join(f"{r:>14}" for r in readers)
+                + "".join(f"{r + '/pq':>16}" for r in readers if r != "parquet")
+            )
             for q in queries:
                 took: dict[str, float] = {}
                 for r in readers:

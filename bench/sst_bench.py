@@ -76,8 +76,10 @@ def bench_codec(batch: pa.RecordBatch, codec: str, gets: int) -> None:
     opts = SstOptions(compression=codec)
     secs, (data, info) = timed(lambda: encode_sst(batch, opts))
     line("encode", secs, n, raw_bytes)
-    print(f"  object {len(data) / 1e6:.1f} MB, index {info.index_len / 1e3:.1f} KB, "
-          f"filter {info.filter_len / 1e3:.1f} KB")
+    print(
+        f"  object {len(data) / 1e6:.1f} MB, index {info.index_len / 1e3:.1f} KB, "
+        f"filter {info.filter_len / 1e3:.1f} KB"
+    )
 
     secs, table = timed(lambda: SstReader.from_bytes(data, "bench").read_all())
     line("decode read_all (from bytes)", secs, n, raw_bytes)

@@ -182,8 +182,10 @@ def main() -> None:
         if moto is not None:
             moto.stop()
     print()
-    head = (f"{'store':7} {'mode':15} {'operation':16} {'obj req':>7} {'stmts':>6} "
-            f"{'mean ms':>7} {'p50':>6} {'p99':>6}  object requests / statements by kind")
+    head = (
+        f"{'store':7} {'mode':15} {'operation':16} {'obj req':>7} {'stmts':>6} "
+        f"{'mean ms':>7} {'p50':>6} {'p99':>6}  object requests / statements by kind"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:

@@ -37,10 +37,19 @@ class BrowserError(RuntimeError):
 def chromium_flags(profile: Path, width: int, height: int) -> list[str]:
     """Headless, no first-run UI, no background traffic, DevTools on 127.0.0.1 only."""
     return [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
-        f"--window-size={width},{height}", "--remote-debugging-address=127.0.0.1",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        "--remote-debugging-address=127.0.0.1",
         "--remote-debugging-port=0",
     ]
 
@@ -64,9 +73,14 @@ class Browser:
             raise BrowserError(f"{CHROMIUM} not found: install Debian's chromium")
         with self._log_path.open("wb") as log:
             self._proc = subprocess.Popen(
-                [str(CHROMIUM), *chromium_flags(self._profile, self.width, self.height),
-                 "about:blank"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    str(CHROMIUM),
+                    *chromium_flags(self._profile, self.width, self.height),
+                    "about:blank",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "TMPDIR": str(self._short_tmp)},
                 start_new_session=True,  # its own process group: zygote, renderer and GPU go too
             )
@@ -74,15 +88,24 @@ class Browser:
             port = self._devtools_port()
             self._ws = connect(self._page_socket(port), max_size=None, open_timeout=self.timeout_s)
             self.call("Page.enable")
-            self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                      deviceScaleFactor=1, mobile=False)
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=self.width,
+                height=self.height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         except BaseException:
             self.close()
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -100,8 +123,10 @@ class Browser:
         while time.monotonic() < deadline:
             assert self._proc is not None
             if self._proc.poll() is not None:
-                raise BrowserError(f"chromium exited with {self._proc.returncode}: "
-                                   f"{self._log_path.read_text(errors='replace')[-2000:]}")
+                raise BrowserError(
+                    f"chromium exited with {self._proc.returncode}: "
+                    f"{self._log_path.read_text(errors='replace')[-2000:]}"
+                )
             if marker.exists():
                 lines = marker.read_text().split()
                 if lines:
@@ -142,8 +167,9 @@ class Browser:
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (awaited if it is a promise)."""
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise BrowserError(f"script failed: {result['exceptionDetails']}")
         return result.get("result", {}).get("value")
@@ -171,5 +197,10 @@ class Browser:
 
     def resize(self, width: int, height: int) -> None:
         self.width, self.height = width, height
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )

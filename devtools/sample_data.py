@@ -173,7 +173,11 @@ def register_partitions(store_url: str, materialize: bool = False, history: bool
                 reports = drive_history(instance, defs, resources["store"], resources["managed"])
                 for r in reports:
                     runs = f"; runs: {', '.join(r.runs)}" if r.runs else ""
-                    view = "fleet view materialized" if r.fleet_materialized else "fleet view unchanged"
+                    view = (
+                        "fleet view materialized"
+                        if r.fleet_materialized
+                        else "fleet view unchanged"
+                    )
                     refused = f"; {r.refused} check evaluations refused" if r.refused else ""
                     print(f"tick '{r.title}': {r.events} events, {view}{runs}{refused}")
                 if any(r.refused for r in reports):
@@ -187,7 +191,8 @@ def main() -> None:
     p.add_argument("--reset", action="store_true", help="delete the directory first")
     p.add_argument("--register", action="store_true", help="add the Dagster partitions now")
     p.add_argument(
-        "--materialize", action="store_true",
+        "--materialize",
+        action="store_true",
         help="with --register: run every asset once, then several fleet_sensor ticks",
     )
     p.add_argument(
@@ -203,7 +208,9 @@ def main() -> None:
         written = create_sample(store)
         print(f"wrote {len(written)} databases to {store.url}: {', '.join(written)}")
     if a.register:
-        print(f"registered {register_partitions(store.url, a.materialize, not a.no_history)} new partitions")
+        print(
+            f"registered {register_partitions(store.url, a.materialize, not a.no_history)} new partitions"
+        )
 
 
 if __name__ == "__main__":

@@ -58,9 +58,9 @@ def _rows(prefix: str, start: int, count: int) -> pa.Table:
     return pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
 
 
-def flushes(path: str, prefix: str, count: int, rows_per_flush: int, start: int) -> Callable[
-    [ObjectStore], None
-]:
+def flushes(
+    path: str, prefix: str, count: int, rows_per_flush: int, start: int
+) -> Callable[[ObjectStore], None]:
     """``count`` memtable flushes of ``rows_per_flush`` new keys each into ``path`` (L0 grows)."""
 
     def change(store: ObjectStore) -> None:
@@ -74,11 +74,15 @@ def flushes(path: str, prefix: str, count: int, rows_per_flush: int, start: int)
 
 STEPS: tuple[Step, ...] = (
     Step("first look at the fleet"),
-    Step("orders: 10 memtable flushes (L0 over its threshold)",
-         flushes("orders", "order-", 10, 400, 100_000)),
+    Step(
+        "orders: 10 memtable flushes (L0 over its threshold)",
+        flushes("orders", "order-", 10, 400, 100_000),
+    ),
     Step("after the compaction fleet_sensor requested"),
-    Step("the GC schedule's pass over orders and customers",
-         runs=(("gc_job", "orders"), ("gc_job", "customers"))),
+    Step(
+        "the GC schedule's pass over orders and customers",
+        runs=(("gc_job", "orders"), ("gc_job", "customers")),
+    ),
     Step("customers: 2 memtable flushes", flushes("customers", "customer-", 2, 300, 50_000)),
     Step("orders: 4 memtable flushes", flushes("orders", "order-", 4, 400, 200_000)),
 )
@@ -95,15 +99,22 @@ class TickReport:
     """Check evaluations the instance would not store (REFUSED)."""
 
 
-def run_job(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, partition: str,
-            tags: Mapping[str, str] | None = None,
-            run_config: Mapping[str, Any] | None = None) -> str:
+def run_job(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    job_name: str,
+    partition: str,
+    tags: Mapping[str, str] | None = None,
+    run_config: Mapping[str, Any] | None = None,
+) -> str:
     """Run ``job_name`` for one partition (or none: fleet_report_job) in this process, recorded
     in ``instance`` like a launched run; returns "job [partition]: STATUS"."""
     job = defs.resolve_job_def(job_name)
     if not partition:
         done = job.execute_in_process(
-            instance=instance, tags=dict(tags or {}), run_config=dict(run_config or {}),
+            instance=instance,
+            tags=dict(tags or {}),
+            run_config=dict(run_config or {}),
             raise_on_error=False,
         )
         return f"{job_name}: {'SUCCESS' if done.success else 'FAILURE'}"
@@ -111,7 +122,8 @@ def run_job(defs: dg.Definitions, instance: dg.DagsterInstance, job_name: str, p
     # refuses a job of checks only (health_check_job: "no PartitionsDefinition shared by all the
     # provided assets"), though its runs take the partition from this tag.
     result = job.execute_in_process(
-        instance=instance, tags={**(tags or {}), "dagster/partition": partition},
+        instance=instance,
+        tags={**(tags or {}), "dagster/partition": partition},
         raise_on_error=False,
     )
     status = "SUCCESS" if result.success else "FAILURE"
@@ -141,8 +153,14 @@ def tick(
                 raise
             refused += 1
     runs = [
-        run_job(defs, instance, r.job_name or "", r.partition_key or "",
-                {**r.tags, "dagster/sensor_name": "fleet_sensor"}, r.run_config)
+        run_job(
+            defs,
+            instance,
+            r.job_name or "",
+            r.partition_key or "",
+            {**r.tags, "dagster/sensor_name": "fleet_sensor"},
+            r.run_config,
+        )
         for r in result.run_requests or []
     ]
     fleet = any(isinstance(e, dg.AssetMaterialization) for e in events)
@@ -173,7 +191,13 @@ def drive_history(
         done = [run_job(defs, instance, job, part) for job, part in step.runs]
         cursor, report = tick(instance, defs, store, managed, cursor, step.title)
         reports.append(
-            TickReport(report.title, report.events, report.fleet_materialized,
-                       done + report.runs, report.skip_reason, report.refused)
+            TickReport(
+                report.title,
+                report.events,
+                report.fleet_materialized,
+                done + report.runs,
+                report.skip_reason,
+                report.refused,
+            )
         )
     return reports

@@ -103,13 +103,23 @@ def _config(work: Path) -> Path:
 
 
 def _sample_data(env: dict[str, str], work: Path, timeout_s: float) -> None:
-    command = [sys.executable, "-m", "devtools.sample_data", "--dir", str(work / "store"),
-               "--register", "--materialize"]
+    command = [
+        sys.executable,
+        "-m",
+        "devtools.sample_data",
+        "--dir",
+        str(work / "store"),
+        "--register",
+        "--materialize",
+    ]
     try:
-        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=timeout_s)
+        done = subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired as e:
-        raise ScreenshotError(f"sample data took more than {timeout_s}s: {' '.join(command)}") from e
+        raise ScreenshotError(
+            f"sample data took more than {timeout_s}s: {' '.join(command)}"
+        ) from e
     if done.returncode != 0:
         raise ScreenshotError(
             f"sample data failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
@@ -138,15 +148,17 @@ _TEXT_ELEMENT = (
 )
 
 
-def shoot_lineage(browser: Browser, url: str, assets: list[dict[str, Any]], shot: Shot,
-                  settle_s: float) -> str:
+def shoot_lineage(
+    browser: Browser, url: str, assets: list[dict[str, Any]], shot: Shot, settle_s: float
+) -> str:
     page = lineage_url(url, assets)
     browser.resize(shot.width, shot.height)
     browser.goto(page)
     # Nodes outside the viewport are not drawn: wait for any asset's name.
     names = sorted(n["assetKey"]["path"][-1] for n in assets if n.get("groupName"))
-    browser.wait_for(f"{json.dumps(names)}.some(n => document.body.innerText.includes(n))",
-                     "the asset graph")
+    browser.wait_for(
+        f"{json.dumps(names)}.some(n => document.body.innerText.includes(n))", "the asset graph"
+    )
     time.sleep(settle_s)  # charts and layout finish drawing
     browser.screenshot(shot.out)
     return page
@@ -156,8 +168,10 @@ def shoot_fleet_view(browser: Browser, url: str, shot: Shot, settle_s: float) ->
     page = f"{url}{FLEET_PATH}?view=events"
     browser.resize(shot.width, shot.height)
     browser.goto(page)
-    browser.wait_for("document.body.innerText.includes('needs_attention')",
-                     "the fleet table of slatedb_fleet (no materialization yet?)")
+    browser.wait_for(
+        "document.body.innerText.includes('needs_attention')",
+        "the fleet table of slatedb_fleet (no materialization yet?)",
+    )
     time.sleep(settle_s)  # charts and layout finish drawing
     browser.screenshot(shot.out)
     return page
@@ -202,12 +216,20 @@ def take_screenshot(
         home = work / "dagster_home"
         write_dagster_home(home)
         env = {k: v for k, v in os.environ.items() if k != STORE_URL_ENV}
-        env.update({"DAGSTER_HOME": str(home), CONFIG_ENV: str(_config(work)), WORK_ENV: str(work),
-                    "DAGSTER_DISABLE_TELEMETRY": "1"})
+        env.update(
+            {
+                "DAGSTER_HOME": str(home),
+                CONFIG_ENV: str(_config(work)),
+                WORK_ENV: str(work),
+                "DAGSTER_DISABLE_TELEMETRY": "1",
+            }
+        )
         started = time.monotonic()
         _sample_data(env, work, sample_timeout_s)
-        print(f"sample data, one pass of every asset, fleet_sensor ticks: "
-              f"{time.monotonic() - started:.0f}s")
+        print(
+            f"sample data, one pass of every asset, fleet_sensor ticks: "
+            f"{time.monotonic() - started:.0f}s"
+        )
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         log_path = work / "dagster_dev.log"
@@ -217,10 +239,18 @@ def take_screenshot(
             left: list[int] = []
             try:
                 wait_for(lambda: server_up(url), "/server_info", startup_timeout_s, proc)
-                wait_for(lambda: graphql(url, LOCATIONS)["repositoriesOrError"].get("nodes"),
-                         "the code location", startup_timeout_s, proc)
-                assets = wait_for(lambda: graphql(url, ASSET_GROUPS)["assetNodes"],
-                                  "the asset nodes", startup_timeout_s, proc)
+                wait_for(
+                    lambda: graphql(url, LOCATIONS)["repositoriesOrError"].get("nodes"),
+                    "the code location",
+                    startup_timeout_s,
+                    proc,
+                )
+                assets = wait_for(
+                    lambda: graphql(url, ASSET_GROUPS)["assetNodes"],
+                    "the asset nodes",
+                    startup_timeout_s,
+                    proc,
+                )
                 print(f"dagster dev up on {url} with {len(assets)} assets")
                 time.sleep(settle_s)  # the daemon's first sensor ticks
                 with Browser(work, graph.width, graph.height) as browser:
@@ -237,17 +267,22 @@ def take_screenshot(
                             (trend, shoot_fleet_trend(browser, url, trend, trend_key, settle_s))
                         )
             except BrowserError as e:
-                raise ScreenshotError(f"{e}\n--- chromium log (tail) ---\n"
-                                      f"{_tail(work / 'chromium.log')}") from e
+                raise ScreenshotError(
+                    f"{e}\n--- chromium log (tail) ---\n{_tail(work / 'chromium.log')}"
+                ) from e
             except ScreenshotError:
                 raise
             except (RuntimeError, TimeoutError) as e:
-                raise ScreenshotError(f"{e}\n--- dagster dev log (tail) ---\n{_tail(log_path)}") from e
+                raise ScreenshotError(
+                    f"{e}\n--- dagster dev log (tail) ---\n{_tail(log_path)}"
+                ) from e
             finally:
                 left = stop_dagster_dev(proc, str(home))
             if left:
-                print(f"warning: had to SIGKILL processes left by dagster dev: {left}",
-                      file=sys.stderr)
+                print(
+                    f"warning: had to SIGKILL processes left by dagster dev: {left}",
+                    file=sys.stderr,
+                )
         for shot, page in written:
             print(f"wrote {shot.out} ({shot.width}x{shot.height}) from {page}")
     finally:
@@ -263,20 +298,35 @@ def _tail(path: Path, chars: int = 3000) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", type=Path, default=REPO / "docs/img/asset_graph.png",
-                   help="the asset graph's PNG (default: docs/img/asset_graph.png); fleet_view.png "
-                   "and fleet_trend.png are written beside it")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "docs/img/asset_graph.png",
+        help="the asset graph's PNG (default: docs/img/asset_graph.png); fleet_view.png "
+        "and fleet_trend.png are written beside it",
+    )
     p.add_argument("--width", type=int, default=2560, help="of the asset graph")
     p.add_argument("--height", type=int, default=720, help="of the asset graph")
     p.add_argument("--graph-only", action="store_true", help="only the asset graph")
     p.add_argument("--fleet-size", default="2560x1200", help="viewport of fleet_view.png (WxH)")
     p.add_argument("--trend-size", default="1800x1000", help="viewport of fleet_trend.png (WxH)")
-    p.add_argument("--trend-key", default="orders/l0_ssts",
-                   help="the slatedb_fleet metadata key whose plot fleet_trend.png shows")
-    p.add_argument("--settle", type=float, default=3.0,
-                   help="seconds for a page to finish drawing after its content appeared")
-    p.add_argument("--startup-timeout", type=float, default=180.0,
-                   help="seconds to wait for dagster dev and its code location")
+    p.add_argument(
+        "--trend-key",
+        default="orders/l0_ssts",
+        help="the slatedb_fleet metadata key whose plot fleet_trend.png shows",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds for a page to finish drawing after its content appeared",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=180.0,
+        help="seconds to wait for dagster dev and its code location",
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (logs)")
     a = p.parse_args(argv)
     fleet = trend = None
@@ -284,9 +334,17 @@ def main(argv: list[str] | None = None) -> int:
         if not a.graph_only:
             fleet = Shot(a.out.resolve().with_name("fleet_view.png"), *_size(a.fleet_size))
             trend = Shot(a.out.resolve().with_name("fleet_trend.png"), *_size(a.trend_size))
-        take_screenshot(a.out, width=a.width, height=a.height, fleet=fleet, trend=trend,
-                        trend_key=a.trend_key, settle_s=a.settle,
-                        startup_timeout_s=a.startup_timeout, keep=a.keep)
+        take_screenshot(
+            a.out,
+            width=a.width,
+            height=a.height,
+            fleet=fleet,
+            trend=trend,
+            trend_key=a.trend_key,
+            settle_s=a.settle,
+            startup_timeout_s=a.startup_timeout,
+            keep=a.keep,
+        )
     except ScreenshotError as e:
         print(f"screenshot failed: {e}", file=sys.stderr)
         return 1

@@ -205,8 +205,13 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     ):
         setup = _setup_dataset(opts)
         new_orders = opts.new_orders or max(2_000, setup["rows"] // 100)
-        demo = resource_for(opts.data_dir, url, new_orders=new_orders,
-                            gc_grace_s=opts.gc_grace_s, spark_master=opts.spark_master)
+        demo = resource_for(
+            opts.data_dir,
+            url,
+            new_orders=new_orders,
+            gc_grace_s=opts.gc_grace_s,
+            spark_master=opts.spark_master,
+        )
         instance = _instance(opts.data_dir / "dagster_home")
         job = build_definitions(demo).resolve_job_def("lakehouse_demo_job")
         try:
@@ -262,23 +267,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", type=Path, default=Path("demo-data"), help="data directory")
     p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="orders to generate")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--reset", dest="reset", action="store_true", default=True,
-                   help="wipe --dir first (default)")
-    g.add_argument("--reuse", dest="reset", action="store_false",
-                   help="keep the data of an earlier run")
+    g.add_argument(
+        "--reset",
+        dest="reset",
+        action="store_true",
+        default=True,
+        help="wipe --dir first (default)",
+    )
+    g.add_argument(
+        "--reuse", dest="reset", action="store_false", help="keep the data of an earlier run"
+    )
     s = p.add_mutually_exclusive_group()
     s.add_argument("--store-url", default=None, help="object store URL (default: <dir>/store)")
-    s.add_argument("--s3", action="store_true",
-                   help="start SeaweedFS on 127.0.0.1 and run against it")
-    p.add_argument("--gc-grace", type=float, default=2.0,
-                   help="db_delete_grace in seconds for the scratch clone's GC (default 2)")
-    p.add_argument("--new-orders", type=int, default=None,
-                   help="orders written during the checkpoint read (default 1%% of --rows)")
+    s.add_argument(
+        "--s3", action="store_true", help="start SeaweedFS on 127.0.0.1 and run against it"
+    )
+    p.add_argument(
+        "--gc-grace",
+        type=float,
+        default=2.0,
+        help="db_delete_grace in seconds for the scratch clone's GC (default 2)",
+    )
+    p.add_argument(
+        "--new-orders",
+        type=int,
+        default=None,
+        help="orders written during the checkpoint read (default 1%% of --rows)",
+    )
     a = p.parse_args(argv)
     try:
         opts = DemoOptions(
-            data_dir=a.dir, rows=a.rows, reset=a.reset, store_url=a.store_url, s3=a.s3,
-            new_orders=a.new_orders, gc_grace_s=a.gc_grace,
+            data_dir=a.dir,
+            rows=a.rows,
+            reset=a.reset,
+            store_url=a.store_url,
+            s3=a.s3,
+            new_orders=a.new_orders,
+            gc_grace_s=a.gc_grace,
         )
     except InvalidArgument as e:
         p.error(str(e))

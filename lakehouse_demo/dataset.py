@@ -95,7 +95,10 @@ def order_ids(region: np.ndarray, day: np.ndarray, seq: np.ndarray) -> pa.Array:
     FIRST_DAY and sequence number."""
     names = pa.array([r for r, _, _ in REGIONS]).take(pa.array(region))
     dates = pa.array(
-        [(FIRST_DAY + dt.timedelta(days=int(d))).strftime("%Y%m%d") for d in range(int(day.max()) + 1)]
+        [
+            (FIRST_DAY + dt.timedelta(days=int(d))).strftime("%Y%m%d")
+            for d in range(int(day.max()) + 1)
+        ]
     ).take(pa.array(day))
     seqs = pc.utf8_lpad(pc.cast(pa.array(seq), pa.string()), SEQ_DIGITS, "0")
     return pc.binary_join_element_wise("ord", names, dates, seqs, "-")
@@ -170,9 +173,7 @@ def describe(path: Path) -> DatasetInfo:
     keys = pq.read_table(files, columns=[KEY_COLUMN]).column(KEY_COLUMN)
     region = pc.utf8_slice_codeunits(keys, 4, 6)
     counts = pc.value_counts(region)
-    region_rows = {
-        str(v["values"]): int(v["counts"]) for v in counts.to_pylist()
-    }
+    region_rows = {str(v["values"]): int(v["counts"]) for v in counts.to_pylist()}
     mm = pc.min_max(keys)
     return DatasetInfo(
         path=path,

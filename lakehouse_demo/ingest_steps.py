@@ -33,8 +33,9 @@ def orders_table(context: AssetExecutionContext, demo: DemoResource) -> Output[d
         spark = spark_session(demo.spark_master)
         progress.advance(step, 0, f"{info.rows:,} rows, Spark job running")
         df = spark.read.parquet(str(Path(demo.input_dir).resolve()))
-        stats = ingest(df, demo.store_url, demo.table_path, key_column=KEY_COLUMN,
-                       value_format="json")
+        stats = ingest(
+            df, demo.store_url, demo.table_path, key_column=KEY_COLUMN, value_format="json"
+        )
         shards = layout(table, store)
     ssts, nbytes = totals(shards)
     out = {

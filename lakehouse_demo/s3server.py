@@ -131,28 +131,46 @@ class SeaweedFS:
         config.chmod(0o600)
         config.write_text(json.dumps(_identities(self.access_key, self.secret_key)))
         names = [
-            "master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc",
-            "s3", "s3_grpc", "admin", "admin_grpc", "metrics",
+            "master",
+            "master_grpc",
+            "volume",
+            "volume_grpc",
+            "filer",
+            "filer_grpc",
+            "s3",
+            "s3_grpc",
+            "admin",
+            "admin_grpc",
+            "metrics",
         ]
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
         if self.s3_port is not None:
             self.ports["s3"] = self.s3_port
         p = self.ports
         args = [
-            weed_binary(), "mini",
+            weed_binary(),
+            "mini",
             f"-dir={data}",
-            f"-ip={HOST}", f"-ip.bind={HOST}", f"-metricsIp={HOST}",
+            f"-ip={HOST}",
+            f"-ip.bind={HOST}",
+            f"-metricsIp={HOST}",
             f"-metricsPort={p['metrics']}",
             "-master.telemetry=false",
-            f"-master.port={p['master']}", f"-master.port.grpc={p['master_grpc']}",
-            f"-volume.port={p['volume']}", f"-volume.port.grpc={p['volume_grpc']}",
-            f"-filer.port={p['filer']}", f"-filer.port.grpc={p['filer_grpc']}",
+            f"-master.port={p['master']}",
+            f"-master.port.grpc={p['master_grpc']}",
+            f"-volume.port={p['volume']}",
+            f"-volume.port.grpc={p['volume_grpc']}",
+            f"-filer.port={p['filer']}",
+            f"-filer.port.grpc={p['filer_grpc']}",
             f"-filer.localSocket={root / 'filer.sock'}",
-            f"-s3.port={p['s3']}", f"-s3.port.grpc={p['s3_grpc']}",
+            f"-s3.port={p['s3']}",
+            f"-s3.port.grpc={p['s3_grpc']}",
             f"-s3.localSocket={root / 's3.sock'}",
-            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
             f"-s3.config={config}",
-            f"-admin.port={p['admin']}", f"-admin.port.grpc={p['admin_grpc']}",
+            f"-admin.port={p['admin']}",
+            f"-admin.port.grpc={p['admin_grpc']}",
             f"-admin.dataDir={root / 'admin'}",
             "-webdav=false",
             f"-bucket={self.bucket}",
@@ -161,8 +179,13 @@ class SeaweedFS:
         log = self._log.open("ab")
         env = {**os.environ, "S3_BUCKET": self.bucket}
         self._proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=root, env=env, start_new_session=True,
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=root,
+            env=env,
+            start_new_session=True,
         )
         log.close()
         try:
@@ -178,7 +201,9 @@ class SeaweedFS:
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
-                raise StoreError(f"weed mini exited with {self._proc.returncode}: {self.log_tail()}")
+                raise StoreError(
+                    f"weed mini exited with {self._proc.returncode}: {self.log_tail()}"
+                )
             try:
                 store.put("_ready/probe", b"ok")
                 if store.get("_ready/probe").data == b"ok":

@@ -52,39 +52,63 @@ def step_lines(out: dict[str, dict[str, Any]], setup: dict[str, Any]) -> list[tu
     rs = out["rescaled_table"]
     gc = out["scratch_clone_gc"]
     dx = out["orders_delta_export"]
+    match = "= checkpoint" if dx["matches_checkpoint"] else f"!= CHECKPOINT {dx['checkpoint_rows']}"
     return [
-        ("setup", f"{setup['duration_s']:.1f}",
-         f"{setup['rows']:,} orders, {setup['files']} files, {_mb(setup['bytes'])} "
-         f"({setup['action']})"),
-        ("orders_table", f"{ing['duration_s']:.1f}",
-         f"{ing['rows']:,} rows -> {ing['shards']} shards, {ing['ssts']} SSTs, "
-         f"{_mb(ing['bytes'])} (Spark job {ing['spark_job_s']:.1f}s)"),
-        ("compacted_shards", f"{comp['duration_s']:.1f}",
-         f"{comp['compactions']} compactions: L0 {comp['l0_ssts_before']} -> "
-         f"{comp['l0_ssts']} SSTs, {comp['sorted_runs']} sorted runs of {comp['ssts']} SSTs, "
-         f"{_mb(comp['bytes_in'])} rewritten"),
-        ("daily_checkpoint", f"{cp['duration_s']:.1f}",
-         f"'{cp['name']}' on {len(cp['checkpoints'])} shards (map {cp['shard_map_id']}), "
-         f"{cp['rows']:,} rows"),
-        ("checkpoint_read_under_writes", f"{rd['duration_s']:.1f}",
-         f"{rd['query']}: checkpoint {rd['checkpoint_rows']:,} rows in all "
-         f"{rd['observations']} reads ({'unchanged' if rd['checkpoint_unchanged'] else 'CHANGED'})"
-         f"; latest {rd['latest_rows_first']:,} -> {rd['latest_rows_last']:,} while "
-         f"{rd['new_orders']:,} new orders arrived"),
-        ("rescaled_table", f"{rs['duration_s']:.1f}",
-         f"split {rs['split']} ({rs['split_s']:.1f}s); merged {rs['merged']} "
-         f"({rs['merge_s']:.1f}s); {rs['shards_before']} -> {rs['shards']} shards"),
-        ("scratch_clone_gc", f"{gc['duration_s']:.1f}",
-         f"clone of {gc['clone_of']} ({gc['clone_rows']:,} rows); GC inside "
-         f"{gc['gc_grace_s']:g}s grace kept it ({gc['objects_after_first_pass']} objects), "
-         f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left (and "
-         f"{gc.get('tombstone_objects', 0)} tombstone boundaries); retired "
-         f"shards: {gc['retired_deleted']} of {len(gc['retired'])} deleted (the rest still "
-         f"pinned by checkpoints)"),
-        ("orders_delta_export", f"{dx['duration_s']:.1f}",
-         f"{dx['rows_read_back']:,} rows read back with deltalake "
-         f"({'= checkpoint' if dx['matches_checkpoint'] else '!= CHECKPOINT ' + str(dx['checkpoint_rows'])}"
-         f"), {dx['files']} files, version {dx['delta_version']}"),
+        (
+            "setup",
+            f"{setup['duration_s']:.1f}",
+            f"{setup['rows']:,} orders, {setup['files']} files, {_mb(setup['bytes'])} "
+            f"({setup['action']})",
+        ),
+        (
+            "orders_table",
+            f"{ing['duration_s']:.1f}",
+            f"{ing['rows']:,} rows -> {ing['shards']} shards, {ing['ssts']} SSTs, "
+            f"{_mb(ing['bytes'])} (Spark job {ing['spark_job_s']:.1f}s)",
+        ),
+        (
+            "compacted_shards",
+            f"{comp['duration_s']:.1f}",
+            f"{comp['compactions']} compactions: L0 {comp['l0_ssts_before']} -> "
+            f"{comp['l0_ssts']} SSTs, {comp['sorted_runs']} sorted runs of {comp['ssts']} SSTs, "
+            f"{_mb(comp['bytes_in'])} rewritten",
+        ),
+        (
+            "daily_checkpoint",
+            f"{cp['duration_s']:.1f}",
+            f"'{cp['name']}' on {len(cp['checkpoints'])} shards (map {cp['shard_map_id']}), "
+            f"{cp['rows']:,} rows",
+        ),
+        (
+            "checkpoint_read_under_writes",
+            f"{rd['duration_s']:.1f}",
+            f"{rd['query']}: checkpoint {rd['checkpoint_rows']:,} rows in all "
+            f"{rd['observations']} reads ({'unchanged' if rd['checkpoint_unchanged'] else 'CHANGED'})"
+            f"; latest {rd['latest_rows_first']:,} -> {rd['latest_rows_last']:,} while "
+            f"{rd['new_orders']:,} new orders arrived",
+        ),
+        (
+            "rescaled_table",
+            f"{rs['duration_s']:.1f}",
+            f"split {rs['split']} ({rs['split_s']:.1f}s); merged {rs['merged']} "
+            f"({rs['merge_s']:.1f}s); {rs['shards_before']} -> {rs['shards']} shards",
+        ),
+        (
+            "scratch_clone_gc",
+            f"{gc['duration_s']:.1f}",
+            f"clone of {gc['clone_of']} ({gc['clone_rows']:,} rows); GC inside "
+            f"{gc['gc_grace_s']:g}s grace kept it ({gc['objects_after_first_pass']} objects), "
+            f"after: deleted {gc['objects_deleted']} objects, {gc['objects_left']} left (and "
+            f"{gc.get('tombstone_objects', 0)} tombstone boundaries); retired "
+            f"shards: {gc['retired_deleted']} of {len(gc['retired'])} deleted (the rest still "
+            f"pinned by checkpoints)",
+        ),
+        (
+            "orders_delta_export",
+            f"{dx['duration_s']:.1f}",
+            f"{dx['rows_read_back']:,} rows read back with deltalake "
+            f"({match}), {dx['files']} files, version {dx['delta_version']}",
+        ),
     ]
 
 

@@ -14,7 +14,6 @@ snapshot ``delta_export`` may read (``export_checkpoint_name``); ``rescaling`` w
 whose shards are databases of their own. The descriptions say so.
 """
 
-
 import datetime as dt
 import time
 from collections.abc import Iterator
@@ -309,8 +308,11 @@ def checkpoint_refresh(
     oldest = min(managed_cps, key=lambda c: c.create_time_s, default=None)
     lag = max((after_stored.id - c.manifest_id for c in managed_cps), default=None)
     seconds = time.monotonic() - started
-    parts = [f"{n} {w}" for n, w in ((created, "created"), (refreshed, "refreshed"),
-                                      (deleted, "deleted")) if n]
+    parts = [
+        f"{n} {w}"
+        for n, w in ((created, "created"), (refreshed, "refreshed"), (deleted, "deleted"))
+        if n
+    ]
     parts = [*retaken, ", ".join(parts) or "nothing to do"]
     live = count(len(managed_cps), "managed checkpoint") + " live"
     if oldest is not None and lag is not None:

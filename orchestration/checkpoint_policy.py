@@ -65,9 +65,7 @@ def plan_checkpoints(
             ):
                 plan.retake.append((newest, policy))
                 continue
-            remaining = (
-                None if newest.expire_time_s is None else newest.expire_time_s - now_s
-            )
+            remaining = None if newest.expire_time_s is None else newest.expire_time_s - now_s
             if remaining is not None and remaining < policy.refresh_before_td.total_seconds():
                 plan.refresh.append((newest, policy))
             continue

@@ -14,7 +14,6 @@ decode, a missing or corrupt SST and a GC boundary ahead of what it may cover ER
 Read-only.
 """
 
-
 import time
 import warnings
 from collections.abc import Callable
@@ -208,7 +207,10 @@ def manifest_lag_under_threshold(
     managed: ManagedDatabasesResource,
 ) -> dg.AssetCheckResult:
     return _figure_check(
-        context, store, "manifest versions of lag", lambda h: h.manifest_lag,
+        context,
+        store,
+        "manifest versions of lag",
+        lambda h: h.manifest_lag,
         managed.manifest_lag_max,
     )
 

@@ -11,7 +11,6 @@ keyed by that run's id, so each tick's run adds a row of history per database an
 the UI links each result to the run that reported it.
 """
 
-
 import hashlib
 import json
 from collections.abc import Sequence

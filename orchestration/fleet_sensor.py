@@ -156,9 +156,17 @@ def scan_fleet(
             validate_relative_path(db, what="database path")
         except InvalidArgument as e:
             out[db] = DatabaseStatus(
-                path=db, state="invalid", health=None, checkpoints=(), pinned_by=None,
-                l0_sst_ids=(), boundaries=dict.fromkeys(BOUNDARY_NAMESPACES),
-                error_kind=type(e).__name__, error=str(e), missing_ssts=None, changed=False,
+                path=db,
+                state="invalid",
+                health=None,
+                checkpoints=(),
+                pinned_by=None,
+                l0_sst_ids=(),
+                boundaries=dict.fromkeys(BOUNDARY_NAMESPACES),
+                error_kind=type(e).__name__,
+                error=str(e),
+                missing_ssts=None,
+                changed=False,
             )
         else:
             valid.append(db)
@@ -241,7 +249,10 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
         instance.add_run_tags(record.dagster_run.run_id, {REREPORTED_TAG: "true"})
         for db, check in reported_checks(record.dagster_run.run_config):
             if db in cursor.dbs and check in CHECK_ORDER:
-                bits, i = cursor.dbs[db].checks.ljust(len(CHECK_ORDER), "-"), CHECK_ORDER.index(check)
+                bits, i = (
+                    cursor.dbs[db].checks.ljust(len(CHECK_ORDER), "-"),
+                    CHECK_ORDER.index(check),
+                )
                 cursor.dbs[db].checks = bits[:i] + "-" + bits[i + 1 :]
     cursor.runs_seen_until = now
 
@@ -390,13 +401,16 @@ def evaluate_fleet(
         if advanced and status.health is not None:
             observations.append(
                 dg.AssetObservation(
-                    asset_key=garbage_collection.key, partition=db,
+                    asset_key=garbage_collection.key,
+                    partition=db,
                     metadata=_boundaries(status, advanced),
                 )
             )
         if state == "live" and status.changed and status.health is not None:
             observations.append(
-                dg.AssetObservation(asset_key=compaction.key, partition=db, metadata=_figures(status))
+                dg.AssetObservation(
+                    asset_key=compaction.key, partition=db, metadata=_figures(status)
+                )
             )
         if state == "live":
             for decision in (
@@ -461,11 +475,13 @@ def evaluate_fleet(
         # a tick with runs cannot carry a skip reason: the explanation goes to the tick's log
         context.log.info(why)
         return dg.SensorResult(
-            run_requests=runs, asset_events=events,
+            run_requests=runs,
+            asset_events=events,
             cursor=fleet_memory.save(context.instance, cursor, slot),
         )
     return dg.SensorResult(
-        skip_reason=why, asset_events=events,
+        skip_reason=why,
+        asset_events=events,
         cursor=fleet_memory.save(context.instance, cursor, slot),
     )
 

@@ -125,13 +125,17 @@ class Memory:
             else None
         )
         k = raw.get("k")
-        checks = k if isinstance(k, str) and len(k) <= len(CHECK_ORDER) and set(k) <= set("pf-") else ""
+        checks = (
+            k if isinstance(k, str) and len(k) <= len(CHECK_ORDER) and set(k) <= set("pf-") else ""
+        )
         rl0 = raw.get("rl0")
         fails = raw.get("cf")
         return cls(
             boundaries=bounds or [None] * len(BOUNDARY_NAMESPACES),
             checks=checks,
-            requested_l0=rl0 if isinstance(rl0, list) and all(isinstance(i, str) for i in rl0) else None,
+            requested_l0=rl0
+            if isinstance(rl0, list) and all(isinstance(i, str) for i in rl0)
+            else None,
             requested_at=_number(raw.get("rat")),
             compaction=_entry(raw.get("c")),
             gc=_entry(raw.get("g")),
@@ -227,7 +231,9 @@ def _pinned(status: DatabaseStatus) -> str:
     cp = status.pinned_by
     if cp is None:
         return "nothing"
-    return f"checkpoint {cp.name or cp.id}" + ("" if cp.name else " (unnamed: a reader's or clone's)")
+    return f"checkpoint {cp.name or cp.id}" + (
+        "" if cp.name else " (unnamed: a reader's or clone's)"
+    )
 
 
 def findings(
@@ -238,16 +244,16 @@ def findings(
     db = status.path
     out: list[Finding] = []
     if state == "damaged":
-        out.append(
-            Finding(INTACT, ERROR, False, f"{db}: {status.error_kind}: {status.error}")
-        )
+        out.append(Finding(INTACT, ERROR, False, f"{db}: {status.error_kind}: {status.error}"))
         return out
     if state == "missing" and memory.checks[:1] in ("p", "f"):
         # It was seen with a manifest before: deleted outside destroy (which leaves a tombstone,
         # docs/clones-and-destroy.md), so the passing check it had must not stand.
         out.append(
             Finding(
-                INTACT, ERROR, False,
+                INTACT,
+                ERROR,
+                False,
                 f"{db}: no manifest any more: the database was deleted without destroy "
                 "(or its manifest/ objects were); remove the partition if that was intended",
             )
@@ -279,24 +285,32 @@ def findings(
             ok = figure <= limit
             out.append(
                 Finding(
-                    check, WARN, ok,
+                    check,
+                    WARN,
+                    ok,
                     f"{db}: {figure} {name} (threshold {limit})" + ("" if ok else ": over"),
-                    figure, limit,
+                    figure,
+                    limit,
                 )
             )
         lag_ok = h.manifest_lag <= limits.manifest_lag_max
         out.append(
             Finding(
-                LAG, WARN, lag_ok,
+                LAG,
+                WARN,
+                lag_ok,
                 f"{db}: manifest lag {h.manifest_lag} (threshold {limits.manifest_lag_max}), "
                 f"oldest manifest pinned by {_pinned(status)}",
-                h.manifest_lag, limits.manifest_lag_max,
+                h.manifest_lag,
+                limits.manifest_lag_max,
             )
         )
     moved = boundary_problems(status, memory)
     out.append(
         Finding(
-            BOUNDARIES, ERROR, not moved,
+            BOUNDARIES,
+            ERROR,
+            not moved,
             f"{db}: " + ("; ".join(moved) if moved else "GC boundaries only moved forward"),
         )
     )

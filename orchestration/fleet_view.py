@@ -163,7 +163,9 @@ _SCHEMA = dg.TableSchema(
         dg.TableColumn("l0_ssts", "string", description="L0 SSTs / l0_max_ssts"),
         dg.TableColumn("wal_backlog", "string", description="WAL SSTs to replay / wal_backlog_max"),
         dg.TableColumn("manifest_lag", "string", description="versions behind / manifest_lag_max"),
-        dg.TableColumn("lag_pinned_by", "string", description="checkpoint holding the oldest manifest"),
+        dg.TableColumn(
+            "lag_pinned_by", "string", description="checkpoint holding the oldest manifest"
+        ),
         dg.TableColumn("last_compaction", "string"),
         dg.TableColumn("last_gc", "string"),
         dg.TableColumn("boundary_advanced", "string", description="last GC boundary advance"),
@@ -226,7 +228,13 @@ def fleet_metadata(
         "databases_with_errors": dg.MetadataValue.int(sum(1 for r in rows if r.severity == 2)),
     }
     for state in (
-        "live", "retired", "destroyed", "damaged", "missing", "uninitialized", "unreachable",
+        "live",
+        "retired",
+        "destroyed",
+        "damaged",
+        "missing",
+        "uninitialized",
+        "unreachable",
         "invalid",
     ):
         md[f"databases_{state}"] = dg.MetadataValue.int(states.get(state, 0))
@@ -260,9 +268,22 @@ def digest(rows: Sequence[FleetRow]) -> str:
     for r in sorted(rows, key=lambda r: r.database):
         h.update(
             repr(
-                (r.database, r.state, r.severity, r.attention, r.l0_ssts, r.wal_backlog,
-                 r.manifest_lag, r.pinned_by, r.last_compaction, r.last_gc, r.latest_alert,
-                 r.boundary_advanced, r.manifests, r.sst_bytes)
+                (
+                    r.database,
+                    r.state,
+                    r.severity,
+                    r.attention,
+                    r.l0_ssts,
+                    r.wal_backlog,
+                    r.manifest_lag,
+                    r.pinned_by,
+                    r.last_compaction,
+                    r.last_gc,
+                    r.latest_alert,
+                    r.boundary_advanced,
+                    r.manifests,
+                    r.sst_bytes,
+                )
             ).encode()
         )
     return h.hexdigest()[:16]

@@ -32,11 +32,15 @@ def _only(asset: dg.AssetsDefinition) -> dg.AssetSelection:
 compaction_job = dg.define_asset_job(
     "compaction_job", selection=_only(compaction), executor_def=_IN_PROCESS
 )
-gc_job = dg.define_asset_job("gc_job", selection=_only(garbage_collection), executor_def=_IN_PROCESS)
+gc_job = dg.define_asset_job(
+    "gc_job", selection=_only(garbage_collection), executor_def=_IN_PROCESS
+)
 checkpoint_job = dg.define_asset_job(
     "checkpoint_job", selection=_only(checkpoint_refresh), executor_def=_IN_PROCESS
 )
-export_job = dg.define_asset_job("export_job", selection=_only(delta_export), executor_def=_IN_PROCESS)
+export_job = dg.define_asset_job(
+    "export_job", selection=_only(delta_export), executor_def=_IN_PROCESS
+)
 rescaling_job = dg.define_asset_job(
     "rescaling_job", selection=_only(rescaling), executor_def=_IN_PROCESS
 )

@@ -220,7 +220,10 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
         if len(set(names)) != len(names):
             raise InvalidArgument(f"checkpoint policy names must be unique, got {names}")
         for name in (
-            "fleet_scan_concurrency", "fleet_table_rows", "fleet_refresh_s", "max_events_per_tick"
+            "fleet_scan_concurrency",
+            "fleet_table_rows",
+            "fleet_refresh_s",
+            "max_events_per_tick",
         ):
             if getattr(self, name) < 1:
                 raise InvalidArgument(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -230,7 +233,9 @@ class ManagedDatabasesResource(dg.ConfigurableResource):  # type: ignore[type-ar
         if self.merge_bytes * 2 > self.split_bytes:
             raise InvalidArgument("merge_bytes must be at most half of split_bytes")
 
-    def database_paths(self, store: ObjectStore, table_shards: list[str] | None = None) -> list[str]:
+    def database_paths(
+        self, store: ObjectStore, table_shards: list[str] | None = None
+    ) -> list[str]:
         """Every managed database path, sorted: listed, discovered and table shards."""
         found = set(self.databases)
         if self.discover_prefix is not None:

@@ -127,7 +127,8 @@ class LocalRunLauncher(DefaultRunLauncher):
         pid = run_worker_pid(instance, run.run_id)
         known = seen.get(run.run_id)
         result, ticks = judge_worker(
-            pid, started_at, known[1] if known is not None and known[0] == pid else None)
+            pid, started_at, known[1] if known is not None and known[0] == pid else None
+        )
         seen.pop(run.run_id, None)
         if pid is not None and ticks is not None:
             seen[run.run_id] = (pid, ticks)

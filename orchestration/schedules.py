@@ -48,17 +48,18 @@ def nothing_to_compact(status: DatabaseStatus, managed: ManagedDatabasesResource
     return None
 
 
-def checkpoints_up_to_date(
-    status: DatabaseStatus, managed: ManagedDatabasesResource
-) -> str | None:
+def checkpoints_up_to_date(status: DatabaseStatus, managed: ManagedDatabasesResource) -> str | None:
     """The plan checkpoint_refresh would carry out, from the scanned manifest's checkpoints: an
     empty one is a run that does nothing (one per database every 30 min at fleet scale)."""
     h = status.health
     if h is None:
         return None
     plan = plan_checkpoints(
-        list(status.checkpoints), managed.checkpoints, time.time(),
-        latest_manifest_id=h.manifest_id, manifest_lag_max=managed.manifest_lag_max,
+        list(status.checkpoints),
+        managed.checkpoints,
+        time.time(),
+        latest_manifest_id=h.manifest_id,
+        manifest_lag_max=managed.manifest_lag_max,
     )
     if plan.create or plan.refresh or plan.delete or plan.retake:
         return None
@@ -72,7 +73,9 @@ def _per_database(
     states: Collection[str],
     idle: Idle | None = None,
 ) -> dg.ScheduleDefinition:
-    status = dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+    status = (
+        dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+    )
     kind = job.name.removesuffix("_job")
 
     @dg.schedule(
@@ -129,7 +132,9 @@ def _per_database(
 
 
 def _per_table(cron: str, settings: ScheduleSettings) -> dg.ScheduleDefinition:
-    status = dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+    status = (
+        dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED
+    )
 
     @dg.schedule(
         name="rescaling_schedule",
@@ -159,7 +164,10 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
         ),
         _per_database(gc_job, settings.garbage_collection, settings, GC_STATES),
         _per_database(
-            checkpoint_job, settings.checkpoint_refresh, settings, LIVE_STATES,
+            checkpoint_job,
+            settings.checkpoint_refresh,
+            settings,
+            LIVE_STATES,
             checkpoints_up_to_date,
         ),
         _per_database(export_job, settings.delta_export, settings, LIVE_STATES),

@@ -7,7 +7,6 @@ fleet view. Cursors are JSON, so an operator can read (and, after fixing a store
 them in the UI. Sensors read only metadata (manifests, boundary files, listings), never SST data.
 """
 
-
 import json
 from typing import Any
 

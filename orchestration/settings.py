@@ -73,9 +73,13 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     if set(sched_raw) - names:
         raise InvalidArgument(f"{chosen}: unknown schedules keys {sorted(set(sched_raw) - names)}")
     owners = raw.get("owners", list(DEFAULT_OWNERS))
-    if not isinstance(owners, list) or not owners or not all(
-        isinstance(o, str) and ("@" in o or (o.startswith("team:") and len(o) > 5))
-        for o in owners
+    if (
+        not isinstance(owners, list)
+        or not owners
+        or not all(
+            isinstance(o, str) and ("@" in o or (o.startswith("team:") and len(o) > 5))
+            for o in owners
+        )
     ):
         raise InvalidArgument(
             f"{chosen}: owners must be a non-empty list of e-mail addresses or team:<name>, "

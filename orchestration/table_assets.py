@@ -2,7 +2,6 @@
 database as a Delta table) and ``rescaling`` (splits and merges a table's shards). Imported by
 :mod:`orchestration.assets`, which lists every maintenance asset."""
 
-
 import datetime as dt
 import time
 from collections.abc import Iterator

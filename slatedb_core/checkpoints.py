@@ -179,7 +179,9 @@ def checkpoint_change(
 def _check_id(checkpoint_id: object) -> None:
     """A str id would otherwise match no checkpoint and be reported as not found."""
     if not isinstance(checkpoint_id, uuid.UUID):
-        raise InvalidArgument(f"checkpoint id must be a uuid.UUID, got {type(checkpoint_id).__name__}")
+        raise InvalidArgument(
+            f"checkpoint id must be a uuid.UUID, got {type(checkpoint_id).__name__}"
+        )
 
 
 def refresh_change(

@@ -122,9 +122,7 @@ def database_health(stored: StoredManifest, path: str, now_s: float) -> Database
     m = stored.manifest
     sizes = {s.id: s.info.estimated_size for s in m.ssts}
     pinned = [
-        c.manifest_id
-        for c in m.checkpoints
-        if c.writer_epoch is None and not c.is_expired(now_s)
+        c.manifest_id for c in m.checkpoints if c.writer_epoch is None and not c.is_expired(now_s)
     ]
     return DatabaseHealth(
         path=path,

@@ -174,8 +174,12 @@ def ingest_checkpoint_name(job_id: str, run_id: str, shard_id: int) -> str:
     ``shard_id``'s manifest together with its SSTs (slatedb_core.table.ingest). Job and run ids
     are percent-encoded, so the name splits back into its parts at ``:``."""
     return ":".join(
-        (INGEST_CHECKPOINT_PREFIX, quote(job_id, safe=""), quote(run_id, safe=""),
-         f"{shard_id:010d}")
+        (
+            INGEST_CHECKPOINT_PREFIX,
+            quote(job_id, safe=""),
+            quote(run_id, safe=""),
+            f"{shard_id:010d}",
+        )
     )
 
 

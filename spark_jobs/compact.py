@@ -97,9 +97,9 @@ def run_subcompactions(
 ) -> list[SubcompactionResult]:
     """Execute every subcompaction of ``plan`` as one Spark task; Fenced if a task was."""
     n = plan.subcompactions
-    outcomes = spark.sparkContext.parallelize(range(n), n).map(
-        _Subcompact(plan, store_factory)
-    ).collect()
+    outcomes = (
+        spark.sparkContext.parallelize(range(n), n).map(_Subcompact(plan, store_factory)).collect()
+    )
     fenced = [o for o in outcomes if isinstance(o, _FencedOutcome)]
     if fenced:
         raise Fenced("compactor", fenced[0].our_epoch, max(f.current_epoch for f in fenced))
@@ -186,8 +186,14 @@ def compact_table(
     with Table.open(table_path, factory()) as table:
         shards = table.shards
     return {
-        s.index: compact(spark, url, s.db_path, subcompactions=subcompactions, options=options,
-                         store_factory=factory)
+        s.index: compact(
+            spark,
+            url,
+            s.db_path,
+            subcompactions=subcompactions,
+            options=options,
+            store_factory=factory,
+        )
         for s in shards
     }
 
@@ -206,17 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     from spark_jobs.session import SessionOptions, get_session
 
-    spark = get_session(SessionOptions(master=args.master or "local[2]",
-                                       app_name="slatedb-compact"))
+    spark = get_session(
+        SessionOptions(master=args.master or "local[2]", app_name="slatedb-compact")
+    )
     options = CompactorOptions(max_sst_size_bytes=args.max_sst_mb * 1024 * 1024)
     if args.table:
-        by_shard = compact_table(spark, args.url, args.path, subcompactions=args.subcompactions,
-                                 options=options)
+        by_shard = compact_table(
+            spark, args.url, args.path, subcompactions=args.subcompactions, options=options
+        )
         for index, stats in sorted(by_shard.items()):
             print(f"shard {index}: {stats.summary() if stats else 'nothing to compact'}")
         return 0
-    stats = compact(spark, args.url, args.path, subcompactions=args.subcompactions,
-                    options=options)
+    stats = compact(spark, args.url, args.path, subcompactions=args.subcompactions, options=options)
     print(stats.summary() if stats is not None else "nothing to compact")
     return 0
 

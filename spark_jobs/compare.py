@@ -30,8 +30,7 @@ from spark_jobs.session import SessionOptions, get_session
 KEY, VALUE = "key", "value"
 """format("slatedb")'s key column, and its value column for a table of plain values."""
 _SIDE = "__compare_side"
-FIGURES = ("input_rows", "table_rows", "input_distinct_keys", "missing_from_table",
-           "not_in_input")
+FIGURES = ("input_rows", "table_rows", "input_distinct_keys", "missing_from_table", "not_in_input")
 
 
 def aligned(
@@ -50,8 +49,10 @@ def aligned(
         if value_column is None:
             others = [c for c in want.columns if c != key_column]
             if len(others) != 1:
-                raise ValueError(f"the table holds key and value only; name the input's value "
-                                 f"column (--value-column) among {others}")
+                raise ValueError(
+                    f"the table holds key and value only; name the input's value "
+                    f"column (--value-column) among {others}"
+                )
             value_column = others[0]
         got = got.withColumnRenamed(VALUE, value_column)
         want = want.select(key_column, value_column)
@@ -64,11 +65,15 @@ def aligned(
     for f in want.schema.fields:
         table_type = got.schema[f.name].dataType
         if f.dataType != table_type and f.name not in converted:
-            raise ValueError(f"column {f.name!r} is {f.dataType.simpleString()} in the input and "
-                             f"{table_type.simpleString()} in the table")
+            raise ValueError(
+                f"column {f.name!r} is {f.dataType.simpleString()} in the input and "
+                f"{table_type.simpleString()} in the table"
+            )
         cols.append((f.name, table_type))
-    return (want.select([F.col(n).cast(t).alias(n) for n, t in cols]),
-            got.select([F.col(n) for n, _ in cols]))
+    return (
+        want.select([F.col(n).cast(t).alias(n) for n, t in cols]),
+        got.select([F.col(n) for n, _ in cols]),
+    )
 
 
 def compare(
@@ -78,10 +83,15 @@ def compare(
     while it is being written): every distinct row with its count on each side."""
     want, got = aligned(input_df, table_df, key_column, value_column)
     cols = want.columns
-    both = (want.withColumn(_SIDE, F.lit(1)).unionByName(got.withColumn(_SIDE, F.lit(-1)))
-            .groupBy(*cols)
-            .agg(F.sum(F.when(F.col(_SIDE) == 1, 1).otherwise(0)).alias("i"),
-                 F.sum(F.when(F.col(_SIDE) == -1, 1).otherwise(0)).alias("t")))
+    both = (
+        want.withColumn(_SIDE, F.lit(1))
+        .unionByName(got.withColumn(_SIDE, F.lit(-1)))
+        .groupBy(*cols)
+        .agg(
+            F.sum(F.when(F.col(_SIDE) == 1, 1).otherwise(0)).alias("i"),
+            F.sum(F.when(F.col(_SIDE) == -1, 1).otherwise(0)).alias("t"),
+        )
+    )
     row = both.agg(
         F.sum("i").alias("input_rows"),
         F.sum("t").alias("table_rows"),
@@ -98,21 +108,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--url", required=True, help="object store URL of the table")
     p.add_argument("--path", required=True, help="table path inside the store")
     p.add_argument("--key-column", default="key")
-    p.add_argument("--value-column", default=None,
-                   help="as spark_jobs.ingest's (default: the input's only other column)")
+    p.add_argument(
+        "--value-column",
+        default=None,
+        help="as spark_jobs.ingest's (default: the input's only other column)",
+    )
     p.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
     args = p.parse_args(argv)
-    spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-compare"))
+    spark = get_session(
+        SessionOptions(master=args.master or "local[2]", app_name="slatedb-compare")
+    )
     spark.dataSource.register(SlateDBDataSource)
     input_df = read_input(spark, args.input)
     key_field = next((f for f in input_df.schema.fields if f.name == args.key_column), None)
-    key_type = "binary" if key_field is not None and key_field.dataType == BinaryType() \
-        else "string"
-    table = (spark.read.format("slatedb").option("url", args.url).option("path", args.path)
-             .option("key_type", key_type).load())
+    key_type = (
+        "binary" if key_field is not None and key_field.dataType == BinaryType() else "string"
+    )
+    table = (
+        spark.read.format("slatedb")
+        .option("url", args.url)
+        .option("path", args.path)
+        .option("key_type", key_type)
+        .load()
+    )
     figures = compare(input_df, table, args.key_column, args.value_column)
-    equal = (figures["missing_from_table"] == 0 and figures["not_in_input"] == 0
-             and figures["input_rows"] == figures["table_rows"])
+    equal = (
+        figures["missing_from_table"] == 0
+        and figures["not_in_input"] == 0
+        and figures["input_rows"] == figures["table_rows"]
+    )
     print(json.dumps({**figures, "equal": equal}))
     return 0 if equal else 1
 

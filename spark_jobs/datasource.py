@@ -76,7 +76,7 @@ class SlateDBDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        """"slatedb". Called by ``spark.dataSource.register`` in the driver's process, where it
+        """ "slatedb". Called by ``spark.dataSource.register`` in the driver's process, where it
         also turns on Spark's filter pushdown for Python data sources when the session leaves it
         unset (:data:`PUSHDOWN_CONF`: off by default in Spark 4.3, and Spark then refuses every
         reader that pushes filters, ours included). A session that sets it to false cannot read

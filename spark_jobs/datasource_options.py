@@ -21,10 +21,23 @@ MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 """Save modes: Spark's ``.mode()`` passes append or overwrite; the ``mode`` option the others."""
 _VALUE_FORMATS = ("json", "arrow")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_KNOWN = frozenset({
-    "url", "path", "key", "value", "value_format", "tombstone", "split_points", "app_id",
-    "batch_version", "mode", "run_bytes", "checkpointlocation", "checkpoint",
-})
+_KNOWN = frozenset(
+    {
+        "url",
+        "path",
+        "key",
+        "value",
+        "value_format",
+        "tombstone",
+        "split_points",
+        "app_id",
+        "batch_version",
+        "mode",
+        "run_bytes",
+        "checkpointlocation",
+        "checkpoint",
+    }
+)
 """Every option a write reads (``checkpoint`` belongs to reads and is refused on writes)."""
 
 
@@ -96,7 +109,11 @@ class WriteOptions:
 
     @classmethod
     def parse(
-        cls, options: Mapping[str, str], schema: StructType, overwrite: bool, *,
+        cls,
+        options: Mapping[str, str],
+        schema: StructType,
+        overwrite: bool,
+        *,
         stream: bool = False,
     ) -> WriteOptions:
         unknown = sorted(k for k in options if k.lower() not in _KNOWN)
@@ -135,12 +152,14 @@ class WriteOptions:
         else:
             fmt = (fmt or "json").lower()
             if fmt not in _VALUE_FORMATS:
-                raise InvalidArgument(f"option 'value_format' must be one of {_VALUE_FORMATS}, "
-                                      f"got {fmt!r}")
+                raise InvalidArgument(
+                    f"option 'value_format' must be one of {_VALUE_FORMATS}, got {fmt!r}"
+                )
             payload = tuple(c for c in schema.names if c not in (key, tombstone))
             if not payload:
-                raise InvalidArgument("option 'value' is missing and there is no other column "
-                                      "to encode into values")
+                raise InvalidArgument(
+                    "option 'value' is missing and there is no other column to encode into values"
+                )
             payload_schema = value_payload_schema(schema, payload)
         splits_text = _opt(options, "split_points")
         splits = None
@@ -164,9 +183,19 @@ class WriteOptions:
         if run_bytes is not None and run_bytes < 1:
             raise InvalidArgument(f"option 'run_bytes' must be >= 1, got {run_bytes}")
         return cls(
-            url=url, path=path, key=key, value=value, value_format=fmt, payload=payload,
-            payload_schema=payload_schema, tombstone=tombstone, split_points=splits,
-            app_id=app_id, batch_version=batch_version, mode=mode,
+            url=url,
+            path=path,
+            key=key,
+            value=value,
+            value_format=fmt,
+            payload=payload,
+            payload_schema=payload_schema,
+            tombstone=tombstone,
+            split_points=splits,
+            app_id=app_id,
+            batch_version=batch_version,
+            mode=mode,
             run_bytes=run_bytes or RUN_BYTES,
-            checkpoint_location=_opt(options, "checkpointlocation"), stream=stream,
+            checkpoint_location=_opt(options, "checkpointlocation"),
+            stream=stream,
         )

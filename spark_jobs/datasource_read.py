@@ -323,8 +323,9 @@ class SlateDBReader(DataSourceReader):
         if not isinstance(partition, SlateDBPartition):
             return  # Spark's stand-in when no partition was planned
         columns = StructType(self.schema.fields[1:])
-        for batch in read_partition(open_store(self.options.url), partition,
-                                    self.options.batch_size):
+        for batch in read_partition(
+            open_store(self.options.url), partition, self.options.batch_size
+        ):
             if self.options.key_type == "string":
                 batch = _keys_as_text(batch)
             if partition.encoding is None:
@@ -361,9 +362,7 @@ def _check_present(store: ObjectStore, snap: TableSnapshot, name: str | None) ->
             )
 
 
-def _decoding(
-    table: Table, snap: TableSnapshot, schema: StructType, key_type: str
-) -> str | None:
+def _decoding(table: Table, snap: TableSnapshot, schema: StructType, key_type: str) -> str | None:
     """How to turn the values of ``snap`` into ``schema``'s columns: None (as they are: the
     query asks for ``key binary, value binary``, which needs no encoding) or the format of the
     snapshot's encoding."""
@@ -371,8 +370,11 @@ def _decoding(
     if schema.fieldNames() == raw.fieldNames() and schema == raw:
         return None
     encoding = _encoding_of(table, snap)
-    if encoding is None or not schema.fields or schema.fields[0].name != KEY_COLUMN or not (
-        set(schema.fieldNames()[1:]) <= set(value_schema(encoding).fieldNames())
+    if (
+        encoding is None
+        or not schema.fields
+        or schema.fields[0].name != KEY_COLUMN
+        or not (set(schema.fieldNames()[1:]) <= set(value_schema(encoding).fieldNames()))
     ):
         # e.g. an overwrite recorded other columns between the query's schema (read_schema) and
         # its snapshot (partitions): they would all read as nulls

@@ -94,6 +94,7 @@ __all__ = [
     "plan_write",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class StagedRef:
     """One SST a task staged: its shard (index in the plan), input partition, run and part."""
@@ -182,8 +183,12 @@ def plan_write(opts: WriteOptions) -> WritePlan:
         if txn is not None and opts.mode != "overwrite":
             recorded = table_app_versions(store, opts.path, txn.app_id)
             if all(v is not None and v >= txn.version for v in recorded.values()):
-                log.info("write into %r: app %r batch %d is in every shard already: nothing "
-                         "to do", opts.path, txn.app_id, txn.version)
+                log.info(
+                    "write into %r: app %r batch %d is in every shard already: nothing to do",
+                    opts.path,
+                    txn.app_id,
+                    txn.version,
+                )
                 return WritePlan(opts, None, run_id)  # whatever the table's values are now
         _check_encoding(opts, table, created)
     if opts.mode == "overwrite":
@@ -233,11 +238,14 @@ def _json_default(v: object) -> object:
 def json_values(batch: pa.RecordBatch) -> pa.Array:
     """Each row as one JSON object (null fields left out, binary as base64, times ISO 8601), as
     Spark's ``to_json`` writes them."""
-    dumps = functools.partial(json.dumps, default=_json_default, separators=(",", ":"),
-                              ensure_ascii=False)
+    dumps = functools.partial(
+        json.dumps, default=_json_default, separators=(",", ":"), ensure_ascii=False
+    )
     return pa.array(
-        [dumps({k: v for k, v in row.items() if v is not None}).encode()
-         for row in batch.to_pylist()],
+        [
+            dumps({k: v for k, v in row.items() if v is not None}).encode()
+            for row in batch.to_pylist()
+        ],
         pa.binary(),
     )
 
@@ -272,18 +280,30 @@ def stage_partition(
     """Stage this task's rows (see StageSsts) and return the references."""
     opts = wp.options
     stage = StageSsts(
-        plan, wp.run_id, (), opts.tombstone is not None,
-        functools.partial(open_store, opts.url), None, (0,) * len(plan.shards), opts.run_bytes,
+        plan,
+        wp.run_id,
+        (),
+        opts.tombstone is not None,
+        functools.partial(open_store, opts.url),
+        None,
+        (0,) * len(plan.shards),
+        opts.run_bytes,
     )
     refs: list[StagedRef] = []
     for out in stage(entries(opts, b) for b in batches if b.num_rows):
         cols = out.to_pydict()
         for i in range(out.num_rows):
-            refs.append(StagedRef(
-                shard=cols["__shard"][i], partition=cols["partition"][i], run=cols["run"][i],
-                part=cols["part"][i], path=cols["path"][i], rows=cols["rows"][i],
-                bytes=cols["bytes"][i],
-            ))
+            refs.append(
+                StagedRef(
+                    shard=cols["__shard"][i],
+                    partition=cols["partition"][i],
+                    run=cols["run"][i],
+                    part=cols["part"][i],
+                    path=cols["path"][i],
+                    rows=cols["rows"][i],
+                    bytes=cols["bytes"][i],
+                )
+            )
     return tuple(refs)
 
 
@@ -309,9 +329,19 @@ def _already_applied(
     recorded = shard_app_versions(store, shards, txn.app_id)  # concurrent manifest reads
     return [
         ShardIngestStats(
-            shard_index=s.index, shard_id=s.shard_id, db_path=s.db_path, status=SKIPPED,
-            message=applied_message(txn, recorded[s.index]), rows=0, ssts=0, bytes=0,
-            manifest_id=0, writer_epoch=0, partition=-1, attempt=0, duration_s=0.0,
+            shard_index=s.index,
+            shard_id=s.shard_id,
+            db_path=s.db_path,
+            status=SKIPPED,
+            message=applied_message(txn, recorded[s.index]),
+            rows=0,
+            ssts=0,
+            bytes=0,
+            manifest_id=0,
+            writer_epoch=0,
+            partition=-1,
+            attempt=0,
+            duration_s=0.0,
         )
         for s in shards
         if (v := recorded[s.index]) is not None and v >= txn.version
@@ -333,7 +363,11 @@ def commit_refs(
     def commit(index: int) -> ShardIngestStats:
         mine = sorted(by_shard[index], key=lambda r: (r.partition, r.run, r.part))
         return commit_shard(
-            store, plan, run_id, plan.shards[index], [r.path for r in mine],
+            store,
+            plan,
+            run_id,
+            plan.shards[index],
+            [r.path for r in mine],
             seqs=[plan.staged_seq(r.partition, r.run) for r in mine],
             counts=[(r.rows, r.bytes) for r in mine],
         )
@@ -354,15 +388,22 @@ def _commit(wp: WritePlan, plan: IngestPlan, refs: Sequence[StagedRef]) -> None:
             staged: dict[int, list[tuple[str, int]]] = {}
             for r in sorted(refs, key=lambda r: (r.partition, r.run, r.part)):
                 staged.setdefault(r.shard, []).append((r.path, plan.staged_seq(r.partition, r.run)))
-            stats = commit_overwrite(store, plan, wp.run_id, staged,
-                                     value_encoding=wp.options.encoding)
+            stats = commit_overwrite(
+                store, plan, wp.run_id, staged, value_encoding=wp.options.encoding
+            )
         else:
             stats = commit_refs(store, plan, wp.run_id, refs)
     finally:
         _cleanup(store, wp, plan)
     rows = sum(s.rows for s in stats)
-    log.info("slatedb write %s into %r: %d rows, %d shard(s): %s", plan.job_id, wp.options.path,
-             rows, len(stats), ", ".join(f"{s.shard_index}={s.status}" for s in stats))
+    log.info(
+        "slatedb write %s into %r: %d rows, %d shard(s): %s",
+        plan.job_id,
+        wp.options.path,
+        rows,
+        len(stats),
+        ", ".join(f"{s.shard_index}={s.status}" for s in stats),
+    )
 
 
 def _cleanup(store: ObjectStore, wp: WritePlan, plan: IngestPlan) -> None:
@@ -421,8 +462,11 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRefs:
         plan = batch_plan(self.wp, self._batch_id(), None)
-        return StagedRefs(stage_partition(self.wp, plan, iterator),
-                          _task_property("sql.streaming.queryId"), self.wp)
+        return StagedRefs(
+            stage_partition(self.wp, plan, iterator),
+            _task_property("sql.streaming.queryId"),
+            self.wp,
+        )
 
     def _staged_plan(self, messages: Sequence[WriterCommitMessage | None]) -> WritePlan:
         """The plan the batch's tasks staged with. PySpark creates a new stream writer for each
@@ -434,8 +478,11 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
     @staticmethod
     def _tasks_plan(messages: Sequence[WriterCommitMessage | None]) -> WritePlan | None:
         """The plan the messages' tasks staged with (None: no message names one)."""
-        plans = {m.plan.run_id: m.plan for m in messages
-                 if isinstance(m, StagedRefs) and m.plan is not None}
+        plans = {
+            m.plan.run_id: m.plan
+            for m in messages
+            if isinstance(m, StagedRefs) and m.plan is not None
+        }
         if len(plans) > 1:
             raise InvalidArgument(f"tasks of one micro-batch staged under runs {sorted(plans)}")
         return plans.popitem()[1] if plans else None
@@ -464,8 +511,11 @@ class SlateDBStreamWriter(DataSourceStreamArrowWriter):
         (``Table.collect_garbage``, ``ingest_min_age``)."""
         wp = self._tasks_plan(messages)
         if wp is None:
-            log.warning("write into %r: micro-batch %d aborted with no task message: its "
-                        "staged SSTs, if any, are left to Table.collect_garbage",
-                        self.wp.options.path, batchId)
+            log.warning(
+                "write into %r: micro-batch %d aborted with no task message: its "
+                "staged SSTs, if any, are left to Table.collect_garbage",
+                self.wp.options.path,
+                batchId,
+            )
             return
         _abort(wp, batch_plan(wp, batchId, None))

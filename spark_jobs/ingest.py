@@ -258,8 +258,13 @@ def prepare_frame(
         if {KEY, TOMBSTONE} & set(payload):
             raise InvalidArgument(f"payload columns may not be named {KEY!r} or {TOMBSTONE!r}")
         cols += [F.col(c).alias(c) for c in payload]
-    return _Prepared(df.select(*cols), payload, tombstone_column is not None,
-                     None if fmt == "binary" else fmt, encoded)
+    return _Prepared(
+        df.select(*cols),
+        payload,
+        tombstone_column is not None,
+        None if fmt == "binary" else fmt,
+        encoded,
+    )
 
 
 def _check_batch_bounds(rows: int | None, max_bytes: int | None) -> None:
@@ -356,8 +361,12 @@ def ingest(
     # After the exactly-once decision (a batch applied writes nothing, whatever the table holds
     # now) and after the plan: an overwrite committing later retires the plan's shards, so every
     # commit is REFUSED and no row lands beside values of another encoding.
-    check_table_encoding(factory(), table_path, value_encoding_of(
-        df.schema, prepared.encoded, prepared.encoded_columns), value_option="value_column")
+    check_table_encoding(
+        factory(),
+        table_path,
+        value_encoding_of(df.schema, prepared.encoded, prepared.encoded_columns),
+        value_option="value_column",
+    )
     run_id = uuid.uuid4().hex
     if run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")
@@ -371,7 +380,13 @@ def ingest(
     keys = partition_keys(tasks)
     shard_keys = tuple(keys[i % tasks] for i in range(n_shards))
     stage = StageSsts(
-        plan, run_id, prepared.payload, prepared.tombstones, factory, db_options, shard_keys,
+        plan,
+        run_id,
+        prepared.payload,
+        prepared.tombstones,
+        factory,
+        db_options,
+        shard_keys,
         run_bytes,
     )
     written = (
@@ -382,7 +397,9 @@ def ingest(
     try:
         with arrow_batches(df.sparkSession, arrow_batch_rows, arrow_batch_bytes):
             rows = [ShardIngestStats(**r.asDict()) for r in written.collect()]
-        rows += record_empty_shards(factory(), plan, run_id, {r.shard_index for r in rows}, db_options)
+        rows += record_empty_shards(
+            factory(), plan, run_id, {r.shard_index for r in rows}, db_options
+        )
     finally:
         try:
             delete_staging(factory(), table_path, plan.job_id, run_id)
@@ -402,14 +419,17 @@ def ingest(
         )
     l0_max = (db_options or DbOptions()).l0_max_ssts
     crowded = [
-        s.shard_index for s in rows
+        s.shard_index
+        for s in rows
         if s.status == WRITTEN and s.ssts >= l0_max and s.shard_index not in out.compactions
     ]
     if crowded:
         log.warning(
             "ingest %s: shard(s) %s got %d+ L0 SSTs (one per input partition with rows for the "
             "shard): their writers stall until a compaction (spark_jobs.compact) merges them; "
-            "pass compact_l0_at, or ingest fewer, larger partitions", plan.job_id, crowded,
+            "pass compact_l0_at, or ingest fewer, larger partitions",
+            plan.job_id,
+            crowded,
             l0_max,
         )
     raise_if_refused("ingest", plan, rows)
@@ -450,9 +470,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m spark_jobs.ingest", description="Upsert a Parquet/CSV file into a table."
     )
-    p.add_argument("--input", required=True,
-                   help="Parquet: s3://bucket/prefix (read through the object store), a path, "
-                        "or s3a://; or a .csv path")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="Parquet: s3://bucket/prefix (read through the object store), a path, "
+        "or s3a://; or a .csv path",
+    )
     p.add_argument("--url", required=True, help="object store URL (file://, s3://, memory://)")
     p.add_argument("--path", required=True, help="table path inside the store")
     p.add_argument("--key-column", default="key")
@@ -460,17 +483,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tombstone-column", default=None)
     p.add_argument("--value-format", choices=VALUE_FORMATS, default=None)
     p.add_argument("--master", default=None, help="default: spark-submit's, else local[2]")
-    p.add_argument("--compact-l0-at", type=int, default=None, metavar="N",
-                   help="afterwards, compact (on Spark) each shard whose L0 holds N+ SSTs")
-    p.add_argument("--arrow-batch-rows", type=int, default=None, metavar="N",
-                   help=f"rows per Arrow batch handed to Python (default {ARROW_BATCH_ROWS:,})")
-    p.add_argument("--arrow-batch-bytes", type=int, default=None, metavar="B",
-                   help="bytes per Arrow batch (default: no bound; see ARROW_BATCH_ROWS)")
-    p.add_argument("--create", default=None, metavar="SPLITS",
-                   help="create the table first, split at these comma-separated UTF-8 keys")
+    p.add_argument(
+        "--compact-l0-at",
+        type=int,
+        default=None,
+        metavar="N",
+        help="afterwards, compact (on Spark) each shard whose L0 holds N+ SSTs",
+    )
+    p.add_argument(
+        "--arrow-batch-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"rows per Arrow batch handed to Python (default {ARROW_BATCH_ROWS:,})",
+    )
+    p.add_argument(
+        "--arrow-batch-bytes",
+        type=int,
+        default=None,
+        metavar="B",
+        help="bytes per Arrow batch (default: no bound; see ARROW_BATCH_ROWS)",
+    )
+    p.add_argument(
+        "--create",
+        default=None,
+        metavar="SPLITS",
+        help="create the table first, split at these comma-separated UTF-8 keys",
+    )
     p.add_argument("--app-id", default=None, help="exactly-once batches: the batch's app")
-    p.add_argument("--batch-version", type=int, default=None, metavar="N",
-                   help="the batch's version: a no-op on every shard that has N or later for the app")
+    p.add_argument(
+        "--batch-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the batch's version: a no-op on every shard that has N or later for the app",
+    )
     args = p.parse_args(argv)
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
     from spark_jobs.session import SessionOptions, get_session

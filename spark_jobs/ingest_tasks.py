@@ -160,17 +160,30 @@ class StageSsts:
             yield self._stage(store, directory, pending, partition, run)
 
     def _stage(
-        self, store: ObjectStore, directory: str, rows: list[pa.RecordBatch], partition: int,
+        self,
+        store: ObjectStore,
+        directory: str,
+        rows: list[pa.RecordBatch],
+        partition: int,
         run: int,
     ) -> pa.RecordBatch:
         out: dict[str, list[object]] = {c: [] for c in _STAGED_COLUMNS}
-        for sst in stage_ssts(store, self.plan, directory, run, rows, self.db_options,
-                              partition=partition):
+        for sst in stage_ssts(
+            store, self.plan, directory, run, rows, self.db_options, partition=partition
+        ):
             shard = sst.shard
             for col, v in zip(
                 _STAGED_COLUMNS,
-                (self.shard_keys[shard.index], shard.index, partition, run, sst.part, sst.path,
-                 sst.rows, sst.bytes),
+                (
+                    self.shard_keys[shard.index],
+                    shard.index,
+                    partition,
+                    run,
+                    sst.part,
+                    sst.path,
+                    sst.rows,
+                    sst.bytes,
+                ),
                 strict=True,
             ):
                 out[col].append(v)
@@ -194,25 +207,35 @@ class CommitShards:
         for b in batches:
             cols = b.to_pydict()
             for shard, part_, run, piece, path, rows, size in zip(
-                cols[_SHARD], cols["partition"], cols["run"], cols["part"], cols["path"],
-                cols["rows"], cols["bytes"], strict=True,
+                cols[_SHARD],
+                cols["partition"],
+                cols["run"],
+                cols["part"],
+                cols["path"],
+                cols["rows"],
+                cols["bytes"],
+                strict=True,
             ):
                 by_shard.setdefault(int(shard), []).append((part_, run, piece, path, rows, size))
         if not by_shard:
             return
         store = self.store_factory()
         # oldest first: input partitions in order, and a partition's runs in order
-        work = [
-            (self.plan.shards[index], sorted(refs)) for index, refs in sorted(by_shard.items())
-        ]
+        work = [(self.plan.shards[index], sorted(refs)) for index, refs in sorted(by_shard.items())]
 
         def commit(
-            shard_refs: tuple[Shard, list[tuple[int, int, int, str, int, int]]]
+            shard_refs: tuple[Shard, list[tuple[int, int, int, str, int, int]]],
         ) -> ShardIngestStats:
             shard, refs = shard_refs
             return commit_shard(
-                store, self.plan, self.run_id, shard, [ref[3] for ref in refs],
-                partition=partition, attempt=attempt, options=self.db_options,
+                store,
+                self.plan,
+                self.run_id,
+                shard,
+                [ref[3] for ref in refs],
+                partition=partition,
+                attempt=attempt,
+                options=self.db_options,
                 # the seqs the stage gave the rows (IngestPlan.staged_seq)
                 seqs=[self.plan.staged_seq(ref[0], ref[1]) for ref in refs],
                 # an earlier attempt's commit is reported with them even after the table GC
@@ -233,7 +256,10 @@ class CommitShards:
 
 
 def record_empty_shards(
-    store: ObjectStore, plan: IngestPlan, run_id: str, done: set[int],
+    store: ObjectStore,
+    plan: IngestPlan,
+    run_id: str,
+    done: set[int],
     db_options: DbOptions | None,
 ) -> list[ShardIngestStats]:
     """With the plan's txn, after stage 2: commit the shards the batch had no rows for (their
@@ -249,7 +275,9 @@ def record_empty_shards(
     def commit(shard: Shard) -> ShardIngestStats:
         stats = commit_shard(store, plan, run_id, shard, [], options=db_options)
         if stats.status == WRITTEN and not stats.message:
-            stats = dataclasses.replace(stats, message="no rows in this batch: its version recorded")
+            stats = dataclasses.replace(
+                stats, message="no rows in this batch: its version recorded"
+            )
         return stats
 
     with ThreadPoolExecutor(max_workers=min(COMMIT_THREADS, len(empty))) as pool:
@@ -267,8 +295,21 @@ def applied_everywhere(store: ObjectStore, plan: IngestPlan) -> list[ShardIngest
     if any(v is None or v < txn.version for v in versions.values()):
         return []
     return [
-        ShardIngestStats(s.index, s.shard_id, s.db_path, SKIPPED,
-                         applied_message(txn, versions[s.index]), 0, 0, 0, 0, 0, -1, 0, 0.0)
+        ShardIngestStats(
+            s.index,
+            s.shard_id,
+            s.db_path,
+            SKIPPED,
+            applied_message(txn, versions[s.index]),
+            0,
+            0,
+            0,
+            0,
+            0,
+            -1,
+            0,
+            0.0,
+        )
         for s in plan.shards
     ]
 

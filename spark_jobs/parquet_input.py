@@ -67,13 +67,14 @@ def parquet_objects(store: ObjectStore, prefix: str) -> list[tuple[str, int]]:
     base = f"{prefix}/" if prefix else ""
     found = []
     for meta in store.list(base):
-        names = meta.path[len(base):].split("/")
+        names = meta.path[len(base) :].split("/")
         if not names[-1].endswith(".parquet") or any(_hidden(n) for n in names):
             continue
         if any("=" in n for n in names[:-1]):
             raise InvalidArgument(
                 f"input {meta.path!r} is in a partition folder (key=value): its column would be "
-                "lost; read partitioned input through s3a:// (Spark's reader)")
+                "lost; read partitioned input through s3a:// (Spark's reader)"
+            )
         found.append((meta.path, meta.size))
     return sorted(found)
 
@@ -183,7 +184,8 @@ def read_store_parquet(spark: SparkSession, url: str) -> DataFrame:
                 if columns(table.schema) != expected:
                     raise InvalidArgument(
                         f"input {paths[i]!r} has columns {columns(table.schema)}, "
-                        f"not those of {paths[0]!r}: {expected}")
+                        f"not those of {paths[0]!r}: {expected}"
+                    )
                 yield from table.cast(schema).to_batches()
 
     ids = spark.range(len(paths), numPartitions=len(paths))

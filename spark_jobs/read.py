@@ -99,8 +99,9 @@ def sst_sizes(manifest: Manifest) -> list[tuple[KeyRange, int]]:
     return out
 
 
-def size_cuts(manifest: Manifest, rng: KeyRange, target_bytes: int, max_parts: int
-              ) -> list[KeyRange]:
+def size_cuts(
+    manifest: Manifest, rng: KeyRange, target_bytes: int, max_parts: int
+) -> list[KeyRange]:
     """``rng`` (clipped to the database's range) cut into ranges of about ``target_bytes`` of
     SST data each, at most ``max_parts``, in order (none if the clipped range is empty).
 
@@ -122,8 +123,10 @@ def size_cuts(manifest: Manifest, rng: KeyRange, target_bytes: int, max_parts: i
     pieces = [(num(r.start or lo), num(r.end or hi), n) for r, n in spans]
 
     def below(x: int) -> float:  # estimated bytes of keys below x
-        return sum(n * min(1.0, max(0.0, (x - a) / (b - a))) if b > a else (n if x > a else 0)
-                   for a, b, n in pieces)
+        return sum(
+            n * min(1.0, max(0.0, (x - a) / (b - a))) if b > a else (n if x > a else 0)
+            for a, b, n in pieces
+        )
 
     a, b = num(rng.start or lo), num(rng.end or hi)
     base, total = below(a), below(b) - below(a)
@@ -280,12 +283,15 @@ def read_table(
     elif checkpoint is None:
         snapshot = None
     else:
-        raise InvalidArgument(f"checkpoint must be None, 'create' or a TableSnapshot: {checkpoint!r}")
+        raise InvalidArgument(
+            f"checkpoint must be None, 'create' or a TableSnapshot: {checkpoint!r}"
+        )
     if snapshot is not None:
         if snapshot.table_path != table_path:
             raise InvalidArgument(f"snapshot of {snapshot.table_path!r}, not {table_path!r}")
-        parts = plan_partitions(store, snapshot.shards, snapshot.checkpoints,
-                                max_partitions_per_shard)
+        parts = plan_partitions(
+            store, snapshot.shards, snapshot.checkpoints, max_partitions_per_shard
+        )
     else:
         with Table.open(table_path, store) as table:
             shards = tuple(table.shards)

@@ -78,8 +78,9 @@ def _literal(value: object) -> bytes | None:
     return None
 
 
-def _fold(f: Filter, rng: KeyRange, points: set[bytes] | None
-          ) -> tuple[KeyRange, set[bytes] | None] | None:
+def _fold(
+    f: Filter, rng: KeyRange, points: set[bytes] | None
+) -> tuple[KeyRange, set[bytes] | None] | None:
     """``rng`` and ``points`` narrowed by ``f``, or None if ``f`` is not a key filter we apply."""
     attribute = getattr(f, "attribute", None)
     if attribute != (KEY_COLUMN,):

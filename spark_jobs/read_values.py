@@ -93,8 +93,12 @@ def _decode_json(values: pa.Array, target: pa.Schema) -> pa.Table:
         col = table.column(f.name)
         if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type):
             col = pa.chunked_array(
-                [pa.array([None if s is None else base64.b64decode(s) for s in col.to_pylist()],
-                          f.type)]
+                [
+                    pa.array(
+                        [None if s is None else base64.b64decode(s) for s in col.to_pylist()],
+                        f.type,
+                    )
+                ]
             )
         cols.append(col)
     return pa.Table.from_arrays(cols, names=target.names)
@@ -105,8 +109,11 @@ def _join_lines(values: pa.Array) -> bytes:
     Python)."""
     arr = values.cast(pa.binary())
     offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
-    data = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else \
-        np.zeros(0, np.uint8)
+    data = (
+        np.frombuffer(arr.buffers()[2], np.uint8)
+        if arr.buffers()[2] is not None
+        else np.zeros(0, np.uint8)
+    )
     start, stop = int(offsets[0]), int(offsets[-1])
     body = data[start:stop]
     lens = np.diff(offsets)

@@ -21,6 +21,7 @@ from lakehouse_demo.cluster.services import PG_MISSING, find_pg_bin
 
 __all__ = ["PG_MISSING", "PgCluster", "find_pg_bin"]
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,16 +44,38 @@ class PgCluster:
             os.chown(self.dir, user.pw_uid, user.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
         self._run(
-            [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--no-locale", "--no-sync"]
+            [
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ]
         )
         opts = (
             f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
             f"-c fsync={'on' if fsync else 'off'} -c max_connections=200"
         )
         self._run(
-            [str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "log"),
-             "-o", opts, "-w", "-t", "60", "start"]
+            [
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.dir / "log"),
+                "-o",
+                opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
         )
         self.started = True
 
@@ -82,8 +105,17 @@ class PgCluster:
         if getattr(self, "started", False):
             self.started = False
             subprocess.run(
-                [*self._as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                 "-w", "stop"],
-                capture_output=True, timeout=60,
+                [
+                    *self._as,
+                    str(self.bin / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+                capture_output=True,
+                timeout=60,
             )
         shutil.rmtree(self.dir, ignore_errors=True)

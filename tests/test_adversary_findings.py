@@ -115,8 +115,7 @@ def test_a_commit_passed_by_gc_is_not_reapplied_when_a_clone_built_on_it(mem: Ob
     committer.join()
     assert committer.error is None
     parents = [
-        decode_stamped_manifest(ms.seq.read(e.id), name="m")[1].parent
-        for e in ms.list()[1:]
+        decode_stamped_manifest(ms.seq.read(e.id), name="m")[1].parent for e in ms.list()[1:]
     ]
     assert ms.read_latest().manifest.last_l0_seq == before + 100, "the change was applied twice"
     assert None not in parents, "a manifest above the first records no parent nonce"

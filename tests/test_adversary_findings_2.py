@@ -38,7 +38,9 @@ def mem() -> ObjectStore:
 
 # ---- R1 (medium): a reader refuses to open a healthy database (WAL hole false positive) -------
 @pytest.mark.parametrize("mode", [ReaderMode.FOLLOW_LATEST, ReaderMode.MANAGED])
-def test_r1_reader_open_does_not_call_gc_leftovers_damage(mem: ObjectStore, mode: ReaderMode) -> None:
+def test_r1_reader_open_does_not_call_gc_leftovers_damage(
+    mem: ObjectStore, mode: ReaderMode
+) -> None:
     """45ae5c3 judges a hole the reader's first check calls damage again on the *latest*
     manifest, but hands ``damaged_holes`` the WAL ids listed after the reader's (older) replay
     point. When the latest manifest's replay point has moved past them and GC collected them
@@ -114,7 +116,8 @@ def test_f2_a_destroyed_unfinished_clone_leaves_no_final_checkpoint_in_its_paren
     run_gc_once("c", mem, ZERO)
     run_gc_once("p", mem, ZERO)
     never_expiring = [
-        c for c in ManifestStore(mem, "p").read_latest().manifest.checkpoints
+        c
+        for c in ManifestStore(mem, "p").read_latest().manifest.checkpoints
         if c.expire_time_s is None and c.writer_epoch is None
     ]
     assert never_expiring == [], f"orphaned final checkpoint(s) in p: {never_expiring}"

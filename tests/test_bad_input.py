@@ -43,8 +43,24 @@ from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
 
 BAD_PATHS: list[Any] = [
-    "", "..", "../x", "a/../b", "good/..", "/abs", "/", "good/", "/good", "a//b", "./a", ".",
-    "a\\b", "a\x00b", "C:/x", 5, None, b"good",
+    "",
+    "..",
+    "../x",
+    "a/../b",
+    "good/..",
+    "/abs",
+    "/",
+    "good/",
+    "/good",
+    "a//b",
+    "./a",
+    ".",
+    "a\\b",
+    "a\x00b",
+    "C:/x",
+    5,
+    None,
+    b"good",
 ]
 GOOD = "good"
 Snapshot = dict[str, bytes]
@@ -131,17 +147,26 @@ def test_overlapping_clone_and_union_paths_are_refused(
     """A destination inside its source (or the reverse) would mix two databases' objects."""
     store, _ = seeded
     ia = InvalidArgument
-    run_cases(store, [
-        ("clone onto its parent", lambda: admin.create_clone(GOOD, GOOD, store), ia),
-        ("clone inside its parent", lambda: admin.create_clone("good/sub", GOOD, store), ia),
-        ("clone around its parent", lambda: admin.create_clone("go", "go/od", store), ia),
-        ("union inside a source", lambda: admin.create_union("good/u", [UnionSource(GOOD)],
-                                                             store), ia),
-        ("union of nothing", lambda: admin.create_union("u", [], store), ia),
-        ("union of a str", lambda: admin.create_union("u", [GOOD], store), ia),  # type: ignore[list-item]
-        ("projection not a KeyRange",
-         lambda: admin.create_clone("c", GOOD, store, None, "a..b"), ia),  # type: ignore[arg-type]
-    ])
+    run_cases(
+        store,
+        [
+            ("clone onto its parent", lambda: admin.create_clone(GOOD, GOOD, store), ia),
+            ("clone inside its parent", lambda: admin.create_clone("good/sub", GOOD, store), ia),
+            ("clone around its parent", lambda: admin.create_clone("go", "go/od", store), ia),
+            (
+                "union inside a source",
+                lambda: admin.create_union("good/u", [UnionSource(GOOD)], store),
+                ia,
+            ),
+            ("union of nothing", lambda: admin.create_union("u", [], store), ia),
+            ("union of a str", lambda: admin.create_union("u", [GOOD], store), ia),  # type: ignore[list-item]
+            (
+                "projection not a KeyRange",
+                lambda: admin.create_clone("c", GOOD, store, None, "a..b"),
+                ia,
+            ),  # type: ignore[arg-type]
+        ],
+    )
 
 
 def test_unknown_checkpoints_are_checkpoint_not_found(
@@ -150,31 +175,53 @@ def test_unknown_checkpoints_are_checkpoint_not_found(
     store, _ = seeded
     unknown = uuid.uuid4()
     nf = CheckpointNotFound
-    run_cases(store, [
-        ("reader at unknown checkpoint", lambda: DbReader.open(GOOD, store, unknown), nf),
-        ("delete unknown checkpoint", lambda: delete_checkpoint(GOOD, store, unknown), nf),
-        ("refresh unknown checkpoint", lambda: refresh_checkpoint(GOOD, store, unknown), nf),
-        ("checkpoint of unknown source",
-         lambda: create_checkpoint(GOOD, store, CheckpointOptions(source=unknown)), nf),
-        ("clone at unknown checkpoint",
-         lambda: admin.create_clone("clone", GOOD, store, unknown), nf),
-        ("union at unknown checkpoint",
-         lambda: admin.create_union("u", [UnionSource(GOOD, unknown)], store), nf),
-    ])
+    run_cases(
+        store,
+        [
+            ("reader at unknown checkpoint", lambda: DbReader.open(GOOD, store, unknown), nf),
+            ("delete unknown checkpoint", lambda: delete_checkpoint(GOOD, store, unknown), nf),
+            ("refresh unknown checkpoint", lambda: refresh_checkpoint(GOOD, store, unknown), nf),
+            (
+                "checkpoint of unknown source",
+                lambda: create_checkpoint(GOOD, store, CheckpointOptions(source=unknown)),
+                nf,
+            ),
+            (
+                "clone at unknown checkpoint",
+                lambda: admin.create_clone("clone", GOOD, store, unknown),
+                nf,
+            ),
+            (
+                "union at unknown checkpoint",
+                lambda: admin.create_union("u", [UnionSource(GOOD, unknown)], store),
+                nf,
+            ),
+        ],
+    )
 
 
 def test_expired_checkpoint_cannot_be_read_or_refreshed(
     seeded: tuple[ObjectStore, uuid.UUID],
 ) -> None:
     store, _ = seeded
-    short = create_checkpoint(GOOD, store, CheckpointOptions(lifetime=timedelta(seconds=1)),
-                              now=lambda: 1_000.0)
-    run_cases(store, [
-        ("reader at expired checkpoint", lambda: DbReader.open(GOOD, store, short.id),
-         CheckpointNotFound),
-        ("refresh expired checkpoint", lambda: refresh_checkpoint(GOOD, store, short.id),
-         CheckpointNotFound),
-    ])
+    short = create_checkpoint(
+        GOOD, store, CheckpointOptions(lifetime=timedelta(seconds=1)), now=lambda: 1_000.0
+    )
+    run_cases(
+        store,
+        [
+            (
+                "reader at expired checkpoint",
+                lambda: DbReader.open(GOOD, store, short.id),
+                CheckpointNotFound,
+            ),
+            (
+                "refresh expired checkpoint",
+                lambda: refresh_checkpoint(GOOD, store, short.id),
+                CheckpointNotFound,
+            ),
+        ],
+    )
 
 
 def test_checkpoint_ids_that_are_not_uuids_are_invalid_argument(
@@ -183,17 +230,20 @@ def test_checkpoint_ids_that_are_not_uuids_are_invalid_argument(
     store, cp = seeded
     text = str(cp)  # a real checkpoint's id, but as a str
     ia = InvalidArgument
-    run_cases(store, [
-        ("reader", lambda: DbReader.open(GOOD, store, text), ia),  # type: ignore[arg-type]
-        ("delete", lambda: delete_checkpoint(GOOD, store, text), ia),  # type: ignore[arg-type]
-        ("refresh", lambda: refresh_checkpoint(GOOD, store, text), ia),  # type: ignore[arg-type]
-        ("source", lambda: CheckpointOptions(source=text), ia),  # type: ignore[arg-type]
-        ("clone", lambda: admin.create_clone("c", GOOD, store, text), ia),  # type: ignore[arg-type]
-        ("union", lambda: admin.create_union("u", [UnionSource(GOOD, text)], store), ia),  # type: ignore[arg-type]
-        ("list_manifests start", lambda: admin.list_manifests(store, GOOD, "1"), ia),  # type: ignore[arg-type]
-        ("list_manifests end", lambda: admin.list_manifests(store, GOOD, 0, -1), ia),
-        ("read_manifest id", lambda: admin.read_manifest(store, GOOD, -1), ia),
-    ])
+    run_cases(
+        store,
+        [
+            ("reader", lambda: DbReader.open(GOOD, store, text), ia),  # type: ignore[arg-type]
+            ("delete", lambda: delete_checkpoint(GOOD, store, text), ia),  # type: ignore[arg-type]
+            ("refresh", lambda: refresh_checkpoint(GOOD, store, text), ia),  # type: ignore[arg-type]
+            ("source", lambda: CheckpointOptions(source=text), ia),  # type: ignore[arg-type]
+            ("clone", lambda: admin.create_clone("c", GOOD, store, text), ia),  # type: ignore[arg-type]
+            ("union", lambda: admin.create_union("u", [UnionSource(GOOD, text)], store), ia),  # type: ignore[arg-type]
+            ("list_manifests start", lambda: admin.list_manifests(store, GOOD, "1"), ia),  # type: ignore[arg-type]
+            ("list_manifests end", lambda: admin.list_manifests(store, GOOD, 0, -1), ia),
+            ("read_manifest id", lambda: admin.read_manifest(store, GOOD, -1), ia),
+        ],
+    )
 
 
 @pytest.fixture
@@ -226,33 +276,53 @@ def test_oversize_and_malformed_keys_and_values_are_refused_whole(
     ia = InvalidArgument
 
     def table(keys: list[Any], values: list[Any] | None = None) -> pa.Table:
-        return pa.table({"key": pa.array(keys, pa.binary()),
-                         "value": pa.array(values or [b"v"] * len(keys), pa.binary())})
+        return pa.table(
+            {
+                "key": pa.array(keys, pa.binary()),
+                "value": pa.array(values or [b"v"] * len(keys), pa.binary()),
+            }
+        )
 
-    run_cases(store, [
-        ("empty key", lambda: db.put(b"", b"v"), ia),
-        ("key over the limit", lambda: db.put(long_key, b"v"), ia),
-        ("value over the limit", lambda: db.put(b"new", big_value), ia),
-        ("str key", lambda: db.put("k", b"v"), ia),  # type: ignore[arg-type]
-        ("None value", lambda: db.put(b"new", None), ia),  # type: ignore[arg-type]
-        ("delete empty key", lambda: db.delete(b""), ia),
-        ("delete key over the limit", lambda: db.delete(long_key), ia),
-        ("get empty key", lambda: db.get(b""), ia),
-        ("get key over the limit", lambda: db.get(long_key), ia),
-        ("get_many with an int", lambda: db.get_many([b"k1", 5]), ia),  # type: ignore[list-item]
-        ("scan with str bounds", lambda: list(db.scan("a", "b")), ia),  # type: ignore[arg-type]
-        ("batch with one bad key",
-         lambda: db.write(WriteBatch().put(b"new", b"v").put(long_key, b"v")), ia),
-        ("batch with one big value",
-         lambda: db.write(WriteBatch().put(b"new", b"v").put(b"n2", big_value)), ia),
-        ("put_arrow with one empty key", lambda: db.put_arrow(table([b"new", b""])), ia),
-        ("put_arrow with one long key", lambda: db.put_arrow(table([b"new", long_key])), ia),
-        ("put_arrow with a null key", lambda: db.put_arrow(table([b"new", None])), ia),
-        ("put_arrow without a key column",
-         lambda: db.put_arrow(pa.table({"x": [b"k"], "value": [b"v"]})), ia),
-        ("bulk_ingest with one long key", lambda: db.bulk_ingest(table([b"new", long_key])), ia),
-        ("bulk_ingest with one empty key", lambda: db.bulk_ingest(table([b"new", b""])), ia),
-    ])
+    run_cases(
+        store,
+        [
+            ("empty key", lambda: db.put(b"", b"v"), ia),
+            ("key over the limit", lambda: db.put(long_key, b"v"), ia),
+            ("value over the limit", lambda: db.put(b"new", big_value), ia),
+            ("str key", lambda: db.put("k", b"v"), ia),  # type: ignore[arg-type]
+            ("None value", lambda: db.put(b"new", None), ia),  # type: ignore[arg-type]
+            ("delete empty key", lambda: db.delete(b""), ia),
+            ("delete key over the limit", lambda: db.delete(long_key), ia),
+            ("get empty key", lambda: db.get(b""), ia),
+            ("get key over the limit", lambda: db.get(long_key), ia),
+            ("get_many with an int", lambda: db.get_many([b"k1", 5]), ia),  # type: ignore[list-item]
+            ("scan with str bounds", lambda: list(db.scan("a", "b")), ia),  # type: ignore[arg-type]
+            (
+                "batch with one bad key",
+                lambda: db.write(WriteBatch().put(b"new", b"v").put(long_key, b"v")),
+                ia,
+            ),
+            (
+                "batch with one big value",
+                lambda: db.write(WriteBatch().put(b"new", b"v").put(b"n2", big_value)),
+                ia,
+            ),
+            ("put_arrow with one empty key", lambda: db.put_arrow(table([b"new", b""])), ia),
+            ("put_arrow with one long key", lambda: db.put_arrow(table([b"new", long_key])), ia),
+            ("put_arrow with a null key", lambda: db.put_arrow(table([b"new", None])), ia),
+            (
+                "put_arrow without a key column",
+                lambda: db.put_arrow(pa.table({"x": [b"k"], "value": [b"v"]})),
+                ia,
+            ),
+            (
+                "bulk_ingest with one long key",
+                lambda: db.bulk_ingest(table([b"new", long_key])),
+                ia,
+            ),
+            ("bulk_ingest with one empty key", lambda: db.bulk_ingest(table([b"new", b""])), ia),
+        ],
+    )
     assert db.get(b"new") is None and db.get(b"n2") is None
     assert db.get(b"k1") == b"v1" and db.get(b"k3") == b"v3"
 
@@ -267,13 +337,32 @@ def test_a_key_at_the_limit_is_accepted(open_db: tuple[ObjectStore, Db]) -> None
 # ------------------------------------------------------------------------------------- URLs
 
 BAD_URLS: list[Any] = [
-    "", "   ", 5, None, b"memory://",
-    "ftp://host/x", "gs://bucket", "http://example.com/x", "file:relative", "s3:bucket",
-    "s3://", "s3:///prefix", "s3://bucket?bogus=1", "s3://bucket/../x", "s3://bucket/a//b",
-    "s3://bad bucket", "s3://user@bucket", "s3://bucket:9000", "s3://bucket#frag",
-    "s3://bucket?endpoint=ftp://x", "s3://bucket?endpoint=http://127.0.0.1:9",
+    "",
+    "   ",
+    5,
+    None,
+    b"memory://",
+    "ftp://host/x",
+    "gs://bucket",
+    "http://example.com/x",
+    "file:relative",
+    "s3:bucket",
+    "s3://",
+    "s3:///prefix",
+    "s3://bucket?bogus=1",
+    "s3://bucket/../x",
+    "s3://bucket/a//b",
+    "s3://bad bucket",
+    "s3://user@bucket",
+    "s3://bucket:9000",
+    "s3://bucket#frag",
+    "s3://bucket?endpoint=ftp://x",
+    "s3://bucket?endpoint=http://127.0.0.1:9",
     "s3://bucket?allow_http=maybe",
-    "file://remotehost/x", "file:///tmp/x?q=1", "file:///tmp/x#f", "file://",
+    "file://remotehost/x",
+    "file:///tmp/x?q=1",
+    "file:///tmp/x#f",
+    "file://",
 ]
 
 
@@ -287,10 +376,16 @@ def test_bad_store_urls_are_invalid_argument_and_create_nothing(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a-file").write_bytes(b"not a directory")
     local_bad = [
-        "../escape", "a/../b", "file:///tmp/../etc/slatedb-x",
-        str(tmp_path / "a-file"), (tmp_path / "a-file").as_uri(), str(tmp_path / "a-file" / "sub"),
-        str(tmp_path / "nul\x00byte"), (tmp_path / "nul%00byte").as_uri().replace("%2500", "%00"),
-        str(tmp_path / ("x" * 300)), "~no-such-user-slatedb/x",
+        "../escape",
+        "a/../b",
+        "file:///tmp/../etc/slatedb-x",
+        str(tmp_path / "a-file"),
+        (tmp_path / "a-file").as_uri(),
+        str(tmp_path / "a-file" / "sub"),
+        str(tmp_path / "nul\x00byte"),
+        (tmp_path / "nul%00byte").as_uri().replace("%2500", "%00"),
+        str(tmp_path / ("x" * 300)),
+        "~no-such-user-slatedb/x",
     ]
     failures = []
     for url in BAD_URLS + local_bad:
@@ -311,11 +406,18 @@ def test_bad_store_urls_are_invalid_argument_and_create_nothing(
 # ------------------------------------------------------------- foreign objects in the store
 
 FOREIGN = [
-    "manifest/junk", "manifest/00000000000000000099.manifest.tmp",
-    "manifest/0000000000000000009x.manifest", "manifest/99999999999999999999.manifest",
-    "manifest/_latest_version.bak", "wal/abc.sst", "wal/99999999999999999999.sst",
-    "compacted/notaulid.sst", "compacted/7ZZZZZZZZZZZZZZZZZZZZZZZZZ.sst", "compactions/junk",
-    "gc/other.boundary", "stray",
+    "manifest/junk",
+    "manifest/00000000000000000099.manifest.tmp",
+    "manifest/0000000000000000009x.manifest",
+    "manifest/99999999999999999999.manifest",
+    "manifest/_latest_version.bak",
+    "wal/abc.sst",
+    "wal/99999999999999999999.sst",
+    "compacted/notaulid.sst",
+    "compacted/7ZZZZZZZZZZZZZZZZZZZZZZZZZ.sst",
+    "compactions/junk",
+    "gc/other.boundary",
+    "stray",
 ]
 
 
@@ -352,7 +454,10 @@ def test_foreign_objects_under_a_database_are_ignored_and_kept(
     [
         '{"table_path": "t", "shard_map_id": Infinity, "shards": []}',  # was OverflowError
         "[" * 50_000 + "]" * 50_000,  # was RecursionError
-        "null", "", "not json", '{"shards": [1]}',
+        "null",
+        "",
+        "not json",
+        '{"shards": [1]}',
     ],
 )
 def test_bad_table_snapshot_text_is_invalid_argument(text: str) -> None:

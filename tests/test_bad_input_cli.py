@@ -48,13 +48,18 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
     (["--url", "{url}", "--path", "good", "list-manifests", "--start", "-1"], "--start"),
     (["--url", "{url}", "--path", "good", "delete-checkpoint"], "Missing option"),
     (["--url", "{url}", "--path", "good", "delete-checkpoint", "--id", "nope"], "not a valid UUID"),
-    (["--url", "{url}", "--path", "good", "refresh-checkpoint", "--id", "1234"], "not a valid UUID"),
+    (
+        ["--url", "{url}", "--path", "good", "refresh-checkpoint", "--id", "1234"],
+        "not a valid UUID",
+    ),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "soon"], "--lifetime"),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "-5s"], "--lifetime"),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "0s"], "--lifetime"),
     (["--url", "{url}", "--path", "good", "create-checkpoint", "--source", "x"], "--source"),
-    (["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "99999999999999d"],
-     "too large"),
+    (
+        ["--url", "{url}", "--path", "good", "create-checkpoint", "--lifetime", "99999999999999d"],
+        "too large",
+    ),
     (["--url", "{url}", "--path", "good", "get"], "Missing argument"),
     (["--url", "{url}", "--path", "good", "get", ""], "KEY"),
     (["--url", "{url}", "--path", "good", "get", "zz", "--format", "hex"], "KEY"),
@@ -67,15 +72,31 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
     (["--url", "{url}", "--path", "good", "destroy", "--soft", "--hard", "-y"], "--soft"),
     (["--url", "{url}", "--path", "c", "clone"], "Missing option '--parent'"),
     (["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--checkpoint", "zz"], "UUID"),
-    (["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--from", "b", "--to", "a"],
-     "empty"),
+    (
+        ["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--from", "b", "--to", "a"],
+        "empty",
+    ),
     (["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--from", "0xzz"], "hex"),
     (["--url", "{url}", "--path", "u", "union"], "Missing option '--source'"),
     (["--url", "{url}", "--path", "u", "union", "--source", ""], "PATH"),
     (["--url", "{url}", "--path", "u", "union", "--source", "good:nope"], "UUID"),
     (["--url", "{url}", "--path", "u", "union", "--source", "good@zz"], "FROM..TO"),
-    (["--url", "{url}", "--path", "p", "project", "--source", "good", "--from", "z", "--to", "a"],
-     "empty"),
+    (
+        [
+            "--url",
+            "{url}",
+            "--path",
+            "p",
+            "project",
+            "--source",
+            "good",
+            "--from",
+            "z",
+            "--to",
+            "a",
+        ],
+        "empty",
+    ),
 ]
 
 TYPED_ERRORS: list[tuple[list[str], str]] = [
@@ -97,21 +118,33 @@ TYPED_ERRORS: list[tuple[list[str], str]] = [
     (["--url", "   ", "--path", "good", "read-manifest"], "InvalidArgument"),
     (["--url", "{url}", "--path", "good", "read-manifest", "--id", "99"], "ObjectNotFound"),
     # argv bytes that are not UTF-8 reach click as surrogate escapes; a name must be text
-    (["--url", "{url}", "--path", "good", "create-checkpoint", "--name", "\udcff"],
-     "InvalidArgument"),
+    (
+        ["--url", "{url}", "--path", "good", "create-checkpoint", "--name", "\udcff"],
+        "InvalidArgument",
+    ),
     (["--url", "{url}", "--path", "missing", "read-manifest"], "DatabaseNotFound"),
     (["--url", "{url}", "--path", "missing", "destroy", "--soft", "-y"], "DatabaseNotFound"),
-    (["--url", "{url}", "--path", "good", "delete-checkpoint", "--id", UNKNOWN],
-     "CheckpointNotFound"),
-    (["--url", "{url}", "--path", "good", "refresh-checkpoint", "--id", UNKNOWN],
-     "CheckpointNotFound"),
-    (["--url", "{url}", "--path", "good", "create-checkpoint", "--source", UNKNOWN],
-     "CheckpointNotFound"),
-    (["--url", "{url}", "--path", "good", "get", "k", "--checkpoint", UNKNOWN],
-     "CheckpointNotFound"),
+    (
+        ["--url", "{url}", "--path", "good", "delete-checkpoint", "--id", UNKNOWN],
+        "CheckpointNotFound",
+    ),
+    (
+        ["--url", "{url}", "--path", "good", "refresh-checkpoint", "--id", UNKNOWN],
+        "CheckpointNotFound",
+    ),
+    (
+        ["--url", "{url}", "--path", "good", "create-checkpoint", "--source", UNKNOWN],
+        "CheckpointNotFound",
+    ),
+    (
+        ["--url", "{url}", "--path", "good", "get", "k", "--checkpoint", UNKNOWN],
+        "CheckpointNotFound",
+    ),
     (["--url", "{url}", "--path", "good", "scan", "--checkpoint", UNKNOWN], "CheckpointNotFound"),
-    (["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--checkpoint", UNKNOWN],
-     "SourceCheckpointLost"),  # a CheckpointNotFound that says how to recover
+    (
+        ["--url", "{url}", "--path", "c", "clone", "--parent", "good", "--checkpoint", UNKNOWN],
+        "SourceCheckpointLost",
+    ),  # a CheckpointNotFound that says how to recover
 ]
 
 

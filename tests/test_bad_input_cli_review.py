@@ -126,9 +126,17 @@ def test_scan_json_output_is_unchanged_when_it_succeeds(lake: tuple[str, ObjectS
 # ---- item 17: control characters and undecodable bytes in --path -----------------------------
 PATHS = ["a\tb", "a\x01b", "a\udcffb", "good\n"]
 COMMANDS = [
-    ["read-manifest"], ["list-manifests"], ["list-checkpoints"], ["create-checkpoint"],
-    ["get", "k"], ["scan"], ["gc"], ["compact"], ["destroy", "--hard", "-y"],
-    ["clone", "--parent", "good"], ["table", "show"],
+    ["read-manifest"],
+    ["list-manifests"],
+    ["list-checkpoints"],
+    ["create-checkpoint"],
+    ["get", "k"],
+    ["scan"],
+    ["gc"],
+    ["compact"],
+    ["destroy", "--hard", "-y"],
+    ["clone", "--parent", "good"],
+    ["table", "show"],
 ]
 
 

@@ -139,11 +139,18 @@ DURATIONS: list[tuple[str, Callable[[timedelta], object], bool]] = [
     ("compacted_min_age", lambda d: GarbageCollectorOptions(compacted_min_age=d), True),
     ("compactions_min_age", lambda d: GarbageCollectorOptions(compactions_min_age=d), True),
     ("interval", lambda d: GarbageCollectorOptions(interval=d), False),
-    ("manifest_poll_interval",
-     lambda d: DbReaderOptions(manifest_poll_interval=d, checkpoint_lifetime=None), False),
-    ("checkpoint_lifetime",
-     lambda d: DbReaderOptions(checkpoint_lifetime=d, manifest_poll_interval=timedelta.resolution),
-     False),
+    (
+        "manifest_poll_interval",
+        lambda d: DbReaderOptions(manifest_poll_interval=d, checkpoint_lifetime=None),
+        False,
+    ),
+    (
+        "checkpoint_lifetime",
+        lambda d: DbReaderOptions(
+            checkpoint_lifetime=d, manifest_poll_interval=timedelta.resolution
+        ),
+        False,
+    ),
     ("checkpoint lifetime", lambda d: CheckpointOptions(lifetime=d), False),
 ]
 
@@ -197,8 +204,7 @@ def test_arguments_of_the_wrong_type_are_invalid_argument_and_write_nothing(
         ("store", lambda: admin.read_manifest("memory://", GOOD)),  # type: ignore[arg-type]
         ("checkpoint lifetime", lambda: refresh_checkpoint(GOOD, store, cp, lifetime=60)),  # type: ignore[arg-type]
         ("checkpoint lifetime", lambda: refresh_checkpoint(GOOD, store, cp, lifetime=OVER)),
-        ("checkpoint lifetime",
-         lambda: refresh_checkpoint(GOOD, store, cp, lifetime=timedelta(0))),
+        ("checkpoint lifetime", lambda: refresh_checkpoint(GOOD, store, cp, lifetime=timedelta(0))),
         ("checkpoint options", lambda: create_checkpoint(GOOD, store, 5)),  # type: ignore[arg-type]
         ("name", lambda: list_checkpoints(GOOD, store, name=5)),  # type: ignore[arg-type]
         ("store", lambda: Db.open(GOOD, "memory://")),  # type: ignore[arg-type]
@@ -360,8 +366,16 @@ def test_a_corrupt_boundary_is_not_cached(store: ObjectStore) -> None:
 
 
 # ---- item 17: control characters and lone surrogates in paths ---------------------------------
-BAD_CHARACTER_PATHS = ["a\tb", "a\x01b", "a\udcffb", "a\nb", "a\x7fb", "good/\x1b[31m", "a\x85b",
-                       "\udc80"]
+BAD_CHARACTER_PATHS = [
+    "a\tb",
+    "a\x01b",
+    "a\udcffb",
+    "a\nb",
+    "a\x7fb",
+    "good/\x1b[31m",
+    "a\x85b",
+    "\udc80",
+]
 
 
 def _table_cases(store: ObjectStore, p: str) -> list[Case]:

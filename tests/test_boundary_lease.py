@@ -230,7 +230,11 @@ def test_a_bad_lease_in_the_environment_is_refused_with_its_name(raw: str) -> No
     import sys
 
     env = {**os.environ, "SLATEDB_WAL_LEASE_MS": raw}
-    out = subprocess.run([sys.executable, "-c", "import slatedb_core.meta.boundary"],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", "import slatedb_core.meta.boundary"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode != 0
     assert "InvalidArgument" in out.stderr and "SLATEDB_WAL_LEASE_MS" in out.stderr

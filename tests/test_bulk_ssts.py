@@ -35,8 +35,14 @@ def decoded(ssts: list[tuple[int, int, bytes]]) -> dict[int, list[list[tuple[byt
     out: dict[int, list[list[tuple[bytes, int, bytes]]]] = {}
     for index, _, data in ssts:
         table = SstReader.from_bytes(data, "t").read_all()
-        rows = list(zip(table.column("key").to_pylist(), table.column("kind").to_pylist(),
-                        table.column("value").to_pylist(), strict=True))
+        rows = list(
+            zip(
+                table.column("key").to_pylist(),
+                table.column("kind").to_pylist(),
+                table.column("value").to_pylist(),
+                strict=True,
+            )
+        )
         out.setdefault(index, []).append(rows)
     return out
 
@@ -84,7 +90,7 @@ def test_random_fixed_width_rows_land_sorted_in_their_ranges() -> None:
 
 def test_bytes_equal_encode_sst_of_the_same_entries() -> None:
     rows = [(b"k%05d" % i, b"v%d" % i) for i in range(0, 3000, 3)][::-1]
-    (index, part, data), = run(rows, [])
+    ((index, part, data),) = run(rows, [])
     assert (index, part) == (0, 0)
     table = SstReader.from_bytes(data, "t").read_all()
     ref, info = encode_sst(table, SstOptions(DbOptions().block_size))
@@ -101,8 +107,14 @@ def test_keys_sharing_their_first_eight_bytes_sort_exactly() -> None:
 
 def test_variable_width_keys_values_and_tombstones() -> None:
     rows: list[tuple[bytes, bytes | None]] = [
-        (b"a", b"1"), (b"abc", None), (b"ab", b""), (b"b" * 40, b"long" * 50), (b"\x00", b"z"),
-        (b"ab\x00", b"q"), (b"zz", None), (b"m", b"mm"),
+        (b"a", b"1"),
+        (b"abc", None),
+        (b"ab", b""),
+        (b"b" * 40, b"long" * 50),
+        (b"\x00", b"z"),
+        (b"ab\x00", b"q"),
+        (b"zz", None),
+        (b"m", b"mm"),
     ]
     splits = [b"ab", b"abd", b"m"]
     assert flatten(decoded(run(rows, splits, size=3))) == expected_ranges(rows, splits)
@@ -153,7 +165,9 @@ def test_bad_input_raises_before_anything_is_encoded() -> None:
     with pytest.raises(InvalidArgument):
         list(encode_ranges(batches([(b"k", b"v")]), [b""]))
     with pytest.raises(InvalidArgument, match="exceeds"):
-        list(encode_ranges(batches([(b"k", b"v" * 100)]), [], options=DbOptions(max_value_bytes=10)))
+        list(
+            encode_ranges(batches([(b"k", b"v" * 100)]), [], options=DbOptions(max_value_bytes=10))
+        )
     assert list(encode_ranges([], [b"m"])) == []
 
 
@@ -209,8 +223,12 @@ def test_packed_order_gives_up_on_keys_that_mostly_tie() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    rows=st.dictionaries(st.binary(min_size=5, max_size=5), st.binary(min_size=3, max_size=3),
-                         min_size=1, max_size=80),
+    rows=st.dictionaries(
+        st.binary(min_size=5, max_size=5),
+        st.binary(min_size=3, max_size=3),
+        min_size=1,
+        max_size=80,
+    ),
     dups=st.lists(st.integers(0, 79), max_size=10),
     splits=st.lists(st.binary(min_size=1, max_size=6), max_size=3, unique=True).map(sorted),
     size=st.integers(1, 20),
@@ -218,7 +236,11 @@ def test_packed_order_gives_up_on_keys_that_mostly_tie() -> None:
     block=st.sampled_from([1, 30, 200, 65536]),
 )
 def test_fixed_width_rows_match_the_model_and_the_general_encoder(
-    rows: dict[bytes, bytes], dups: list[int], splits: list[bytes], size: int, target: int,
+    rows: dict[bytes, bytes],
+    dups: list[int],
+    splits: list[bytes],
+    size: int,
+    target: int,
     block: int,
 ) -> None:
     """One key width and one value width take the fixed-width encoder (every key stored whole,
@@ -251,6 +273,7 @@ def _fixed_layout(data: bytes, table: pa.Table) -> bool:
     offsets = SstReader.from_bytes(data, "t").block_offsets
     body = data[offsets[0] : offsets[1] - 4]
     count = int.from_bytes(body[-2:], "big")
-    restarts = [int.from_bytes(body[len(body) - 2 - 2 * (count - i) :][:2], "big")
-                for i in range(count)]
+    restarts = [
+        int.from_bytes(body[len(body) - 2 - 2 * (count - i) :][:2], "big") for i in range(count)
+    ]
     return data[0] == 0 and restarts == [row * i for i in range(count)]

@@ -326,7 +326,10 @@ def test_a_reader_pin_replaces_its_unread_pins_and_records_the_wal_it_saw() -> N
     assert change(out, 7) is None  # an earlier attempt landed: nothing more
     # a replay point past what the reader saw wins: the manifest's SSTs hold those WAL SSTs
     assert pin_change(DB, uuid.uuid4(), 0, None, set(), 2)(m, 6).wal_id_last_seen == 4  # type: ignore[union-attr]
-    for dead in (dataclasses.replace(m, destroyed_at_s=1), dataclasses.replace(m, initialized=False)):
+    for dead in (
+        dataclasses.replace(m, destroyed_at_s=1),
+        dataclasses.replace(m, initialized=False),
+    ):
         with pytest.raises((DatabaseDestroyed, DatabaseNotInitialized)):
             pin_change(DB, uuid.uuid4(), 0, None, set(), 2)(dead, 6)
 
@@ -336,7 +339,9 @@ def test_a_reader_extends_its_stale_pins_drops_its_retired_ones_and_learns_of_a_
     m = dataclasses.replace(Manifest(), checkpoints=(ours, stale, done, never))
     out = extend_pins_change(ours.id, {done.id}, {stale.id, never.id}, 200)(m, 2)
     assert [(c.id, c.expire_time_s) for c in out.checkpoints] == [
-        (ours.id, 100), (stale.id, 200), (never.id, None)
+        (ours.id, 100),
+        (stale.id, 200),
+        (never.id, None),
     ]
     lost = dataclasses.replace(m, checkpoints=(stale,))
     with pytest.raises(CheckpointNotFound):

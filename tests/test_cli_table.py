@@ -124,8 +124,12 @@ def test_gc_deletes_old_maps_and_ingest_leftovers(tmp_path: Path) -> None:
     code, out, err = run(url, "gc", "--json")  # defaults: nothing is old enough
     assert code == 0, err
     assert json.loads(out) == {
-        "shard_maps": 0, "ingest_objects": 0, "ingest_bytes": 0, "snapshot_records": 0,
-        "snapshot_checkpoints": 0, "overwrite_targets": 0,
+        "shard_maps": 0,
+        "ingest_objects": 0,
+        "ingest_bytes": 0,
+        "snapshot_records": 0,
+        "snapshot_checkpoints": 0,
+        "overwrite_targets": 0,
     }
     code, out, err = run(url, "gc", "--min-age", "0s", "--ingest-min-age", "0s")
     assert code == 0, err

@@ -135,8 +135,10 @@ def test_the_budget_is_shared_by_the_sources_between_floor_and_max() -> None:
     assert readahead_per_source(33) == READAHEAD_BUDGET // 33
     assert readahead_per_source(1000) == READAHEAD_FLOOR
     assert readahead_per_source(0) == READAHEAD_MAX
-    assert all(readahead_per_source(n) * n <= READAHEAD_BUDGET
-               for n in range(READAHEAD_BUDGET // READAHEAD_MAX, READAHEAD_BUDGET // READAHEAD_FLOOR))
+    assert all(
+        readahead_per_source(n) * n <= READAHEAD_BUDGET
+        for n in range(READAHEAD_BUDGET // READAHEAD_MAX, READAHEAD_BUDGET // READAHEAD_FLOOR)
+    )
 
 
 def fill_l0(store: ObjectStore, ssts: int, rows: int = 6_000, seed: int = 3) -> None:
@@ -145,11 +147,13 @@ def fill_l0(store: ObjectStore, ssts: int, rows: int = 6_000, seed: int = 3) -> 
     with Db.open(PATH, store, DbOptions(l0_sst_size_bytes=64 * 1024 * 1024, block_size=4096)) as db:
         for _ in range(ssts):
             ks = sorted({bytes(k) for k in rng.integers(0, 256, (rows, 6), dtype=np.uint8)})
-            vals = [None if rng.random() < 0.05 else bytes(rng.integers(0, 256, 100,
-                                                                          dtype=np.uint8))
-                    for _ in ks]
-            db.bulk_ingest(pa.table({"key": pa.array(ks, pa.binary()),
-                                     "value": pa.array(vals, pa.binary())}))
+            vals = [
+                None if rng.random() < 0.05 else bytes(rng.integers(0, 256, 100, dtype=np.uint8))
+                for _ in ks
+            ]
+            db.bulk_ingest(
+                pa.table({"key": pa.array(ks, pa.binary()), "value": pa.array(vals, pa.binary())})
+            )
 
 
 def manifest_of(store: ObjectStore) -> Manifest:
@@ -165,8 +169,9 @@ def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, ra: int | None) -
         return CompactedSst(id=ULID(), info=info)
 
     streams = source_streams(store, PATH, manifest_of(store), plan, readahead=ra)
-    write_ssts(merge_sorted(streams, drop_tombstones=plan.drop_tombstones), 256 * 1024,
-               SST_OPTIONS, write)
+    write_ssts(
+        merge_sorted(streams, drop_tombstones=plan.drop_tombstones), 256 * 1024, SST_OPTIONS, write
+    )
     return out
 
 
@@ -190,8 +195,9 @@ def test_l0_and_run_compaction_output_does_not_depend_on_the_get_size() -> None:
     assert run_compaction_once(PATH, inner, small) is not None
     m = manifest_of(store)
     assert len(m.compacted) == 2 and all(len(r.views) > 1 for r in m.compacted)
-    plan = plan_compaction(m, CompactorOptions(l0_trigger=100, min_merge_width=2,
-                                               size_ratio=1000.0))
+    plan = plan_compaction(
+        m, CompactorOptions(l0_trigger=100, min_merge_width=2, size_ratio=1000.0)
+    )
     assert plan is not None and plan.kind == "sorted-runs"
     store.gets.clear()
     want = compact_to_bytes(store, plan, None)
@@ -236,5 +242,7 @@ def test_a_subcompaction_reads_each_source_at_its_share(monkeypatch: pytest.Monk
     sizes_asked = _record_readaheads(monkeypatch)
     results = [execute_subcompaction(store, plan, i) for i in range(plan.subcompactions)]
     assert len(sizes_asked) == 2 * 20
-    assert set(sizes_asked) == {readahead_per_source(20)} and readahead_per_source(20) < READAHEAD_MAX
+    assert (
+        set(sizes_asked) == {readahead_per_source(20)} and readahead_per_source(20) < READAHEAD_MAX
+    )
     driver.commit(plan, results)

@@ -17,8 +17,9 @@ from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 
-FAST = DbOptions(flush_interval=timedelta(milliseconds=10),
-                 manifest_poll_interval=timedelta(milliseconds=200))
+FAST = DbOptions(
+    flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)
+)
 
 
 def test_put_get_delete_and_read_your_writes(store: ObjectStore) -> None:
@@ -232,16 +233,21 @@ def test_closed_db_raises_and_close_twice_is_fine(store: ObjectStore) -> None:
 def test_put_arrow_and_bulk_ingest(store: ObjectStore) -> None:
     with Db.open("db", store, FAST) as db:
         db.put(b"a00001", b"old")
-        t = pa.table({"key": [f"a{i:05}".encode() for i in range(3000)],
-                      "value": [f"v{i}".encode() for i in range(3000)]})
+        t = pa.table(
+            {
+                "key": [f"a{i:05}".encode() for i in range(3000)],
+                "value": [f"v{i}".encode() for i in range(3000)],
+            }
+        )
         assert db.put_arrow(t) == 3000
         assert db.get(b"a00001") == b"v1"
         deletes = pa.table({"key": [b"a00002"], "value": pa.array([None], pa.binary())})
         db.put_arrow(deletes)
         assert db.get(b"a00002") is None
         db.put(b"b00001", b"before-bulk")
-        stats = db.bulk_ingest(pa.table({"key": [f"b{i:05}".encode() for i in range(5000)],
-                                         "value": [b"bulk"] * 5000}))
+        stats = db.bulk_ingest(
+            pa.table({"key": [f"b{i:05}".encode() for i in range(5000)], "value": [b"bulk"] * 5000})
+        )
         assert stats.rows == 5000 and stats.ssts >= 1
         assert db.get(b"b00001") == b"bulk"  # newer than the put before it
         db.put(b"b00002", b"after-bulk")
@@ -302,6 +308,7 @@ def test_corrupted_l0_sst_is_a_typed_error_on_read(store: ObjectStore) -> None:
 
 def test_concurrent_writers_threads_all_acknowledged_writes_readable(store: ObjectStore) -> None:
     with Db.open("db", store, FAST) as db:
+
         def work(t: int) -> None:
             for i in range(50):
                 db.put(f"t{t}-{i:03}".encode(), b"v", await_durable=(i % 10 == 0))
@@ -345,8 +352,9 @@ def test_model_db_behaves_like_a_dict(ops: list[tuple[str, bytes | None, bytes |
                 model.pop(k, None)
             elif op == "batch":
                 assert k is not None and v is not None
-                db.write(WriteBatch().put(k, v).delete(k + b"!").put(k + b"?", v),
-                         await_durable=False)
+                db.write(
+                    WriteBatch().put(k, v).delete(k + b"!").put(k + b"?", v), await_durable=False
+                )
                 model[k] = v
                 model.pop(k + b"!", None)
                 model[k + b"?"] = v

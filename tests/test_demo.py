@@ -86,7 +86,11 @@ def test_demo_twice(tmp_path: Path) -> None:
     # merged.
     rs = first.outputs["rescaled_table"]
     assert [s["start"] for s in rs["layout_before"]] == [
-        "-inf", "ord-eu-", "ord-me-", "ord-sa-", "ord-us-"
+        "-inf",
+        "ord-eu-",
+        "ord-me-",
+        "ord-sa-",
+        "ord-us-",
     ]
     assert " at ord-eu-" in rs["split"]
     starts = [s["start"] for s in rs["layout"]]

@@ -54,8 +54,12 @@ def test_orders_round_trip_through_their_key_value_form() -> None:
 
 def test_the_steps_after_spark_on_a_small_table(tmp_path: Path) -> None:
     demo = DemoResource(
-        store_url=str(tmp_path / "store"), input_dir=str(tmp_path / "input"),
-        delta_dir=str(tmp_path / "delta"), new_orders=400, write_batches=2, write_pause_s=0.0,
+        store_url=str(tmp_path / "store"),
+        input_dir=str(tmp_path / "input"),
+        delta_dir=str(tmp_path / "delta"),
+        new_orders=400,
+        write_batches=2,
+        write_pause_s=0.0,
         gc_grace_s=1.0,
     )
     store = open_store(demo.store_url)
@@ -90,8 +94,9 @@ def test_the_steps_after_spark_on_a_small_table(tmp_path: Path) -> None:
         assert gc["second_pass_deleted_db"] is True and gc["objects_left"] == 0
         assert gc["tombstone_objects"] == 4
 
-        dx = _value(orders_delta_export(context=ctx, demo=demo, daily_checkpoint=cp,
-                                        scratch_clone_gc=gc))
+        dx = _value(
+            orders_delta_export(context=ctx, demo=demo, daily_checkpoint=cp, scratch_clone_gc=gc)
+        )
         assert dx["rows_written"] == dx["rows_read_back"] == ROWS and dx["matches_checkpoint"]
         exported = DeltaTable(dx["uri"]).to_pyarrow_table()
         assert exported.column_names == SCHEMA.names and exported.num_rows == ROWS

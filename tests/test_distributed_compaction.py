@@ -97,8 +97,11 @@ def test_a_retried_subcompaction_leaves_only_the_committed_attempt(store: Object
     abandoned = execute_subcompaction(store, plan, 0)  # a speculative copy that lost
     results = run_all(store, plan)
     dc.commit(plan, results)
-    live = {v.sst_id for r in ManifestStore(store, PATH).read_latest().manifest.compacted
-            for v in r.views}
+    live = {
+        v.sst_id
+        for r in ManifestStore(store, PATH).read_latest().manifest.compacted
+        for v in r.views
+    }
     assert not live & {s.id for s in abandoned.outputs}
     run_gc_once(PATH, store, GC_NOW)
     for s in abandoned.outputs:

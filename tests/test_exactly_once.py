@@ -59,8 +59,9 @@ def local(tmp_path: Path) -> ObjectStore:
     return open_store((tmp_path / "store").as_uri())
 
 
-def put_sst(store: ObjectStore, name: str, keys: Sequence[bytes], value: bytes,
-            seq: int = 1) -> str:
+def put_sst(
+    store: ObjectStore, name: str, keys: Sequence[bytes], value: bytes, seq: int = 1
+) -> str:
     keys = sorted(keys)
     batch = pa.RecordBatch.from_arrays(
         [
@@ -83,8 +84,13 @@ def compacted(store: ObjectStore, db: str = "db") -> list[str]:
 # ---- the manifest record ----------------------------------------------------------------------
 def test_transactions_round_trip_through_the_codec() -> None:
     records = merge_transactions(
-        (), [AppVersion("b", 3), AppVersion("a", 0), AppVersion("b", 2),
-             AppVersion("é" * 256, (1 << 63) - 1)]
+        (),
+        [
+            AppVersion("b", 3),
+            AppVersion("a", 0),
+            AppVersion("b", 2),
+            AppVersion("é" * 256, (1 << 63) - 1),
+        ],
     )
     assert [t.app_id for t in records] == ["a", "b", "é" * 256]
     m = Manifest(transactions=records)
@@ -97,14 +103,20 @@ def test_transactions_round_trip_through_the_codec() -> None:
 
 def test_a_record_out_of_range_is_corruption() -> None:
     """A version past 2**63 (which our encoder never writes), with a valid CRC, is refused."""
-    data = bytearray(encode_manifest(Manifest(transactions=(AppVersion("app", 0x0102030405060708),))))
+    data = bytearray(
+        encode_manifest(Manifest(transactions=(AppVersion("app", 0x0102030405060708),)))
+    )
     # our CRC field: the 4 bytes holding the CRC of the object with them zeroed
-    at_crc = next(i for i in range(len(data) - 3) if int.from_bytes(data[i:i + 4], "little")
-                  == crc32(bytes(data[:i]) + bytes(4) + bytes(data[i + 4:])))
+    at_crc = next(
+        i
+        for i in range(len(data) - 3)
+        if int.from_bytes(data[i : i + 4], "little")
+        == crc32(bytes(data[:i]) + bytes(4) + bytes(data[i + 4 :]))
+    )
     at = bytes(data).index((0x0102030405060708).to_bytes(8, "little"))
     data[at + 7] = 0xFF
-    data[at_crc:at_crc + 4] = bytes(4)
-    data[at_crc:at_crc + 4] = crc32(bytes(data)).to_bytes(4, "little")
+    data[at_crc : at_crc + 4] = bytes(4)
+    data[at_crc : at_crc + 4] = crc32(bytes(data)).to_bytes(4, "little")
     with pytest.raises(CorruptionError, match="version must be an int in"):
         decode_manifest(bytes(data), name="m")
 
@@ -147,7 +159,11 @@ def test_the_same_batch_twice_is_applied_once(local: ObjectStore) -> None:
         manifest_id = db.manifest.id
         again = db.ingest_ssts([second], txn=AppVersion("loader", 5))
         assert (again.rows, again.ssts, again.already_applied, again.recorded_version) == (
-            0, 0, True, 5)
+            0,
+            0,
+            True,
+            5,
+        )
         lower = db.ingest_ssts([second], txn=AppVersion("loader", 4))
         assert (lower.already_applied, lower.recorded_version) == (True, 5)
         # nothing committed, nothing copied
@@ -160,8 +176,10 @@ def test_the_same_batch_twice_is_applied_once(local: ObjectStore) -> None:
         assert db.get(b"a") == b"2"
         other = db.ingest_ssts([first], txn=AppVersion("other", 1))
         assert not other.already_applied
-        assert db.manifest.manifest.transactions == (AppVersion("loader", 6),
-                                                     AppVersion("other", 1))
+        assert db.manifest.manifest.transactions == (
+            AppVersion("loader", 6),
+            AppVersion("other", 1),
+        )
         assert db.get(b"a") == b"1"
     # the records are durable: a new writer reads them
     with Db.open("db", local, FAST) as db:
@@ -173,8 +191,11 @@ def test_an_empty_batch_records_its_version(local: ObjectStore) -> None:
     empty = put_sst(local, "empty", [], b"")
     with Db.open("db", local, FAST) as db:
         before = db.manifest.id
-        out = db.ingest_ssts([], txn=AppVersion("app", 3),
-                             checkpoint=CheckpointOptions(name="cp", lifetime=timedelta(hours=1)))
+        out = db.ingest_ssts(
+            [],
+            txn=AppVersion("app", 3),
+            checkpoint=CheckpointOptions(name="cp", lifetime=timedelta(hours=1)),
+        )
         assert (out.rows, out.already_applied, out.recorded_version) == (0, False, 3)
         m = db.manifest.manifest
         assert db.manifest.id == out.manifest_id == before + 1
@@ -193,7 +214,10 @@ def test_record_transactions_keeps_the_highest_version_per_app(local: ObjectStor
         assert db.manifest.id == mid
         db.record_transactions(iter([AppVersion("a", 7), AppVersion("c", 0)]))
         assert db.manifest.manifest.transactions == (
-            AppVersion("a", 7), AppVersion("b", 1), AppVersion("c", 0))
+            AppVersion("a", 7),
+            AppVersion("b", 1),
+            AppVersion("c", 0),
+        )
         with pytest.raises(InvalidArgument, match="record_transactions"):
             db.record_transactions(AppVersion("a", 8))  # type: ignore[arg-type]
         with pytest.raises(InvalidArgument, match="records"):
@@ -207,8 +231,9 @@ def test_racing_ingests_of_one_txn_apply_it_once(local: ObjectStore) -> None:
     """Several threads ingest the same txn with different values into one writer: the
     decision is taken in the commit, so exactly one lands, whole."""
     n = 4
-    paths = [put_sst(local, f"s{i}", [b"k1", b"k2"], f"v{i}".encode(), seq=LINKED + i)
-             for i in range(n)]
+    paths = [
+        put_sst(local, f"s{i}", [b"k1", b"k2"], f"v{i}".encode(), seq=LINKED + i) for i in range(n)
+    ]
     results: list[object] = [None] * n
     with Db.open("db", local, FAST) as db:
         ssts_before = len(db.manifest.manifest.ssts)
@@ -216,16 +241,18 @@ def test_racing_ingests_of_one_txn_apply_it_once(local: ObjectStore) -> None:
 
         def run(i: int) -> None:
             barrier.wait()
-            results[i] = db.ingest_ssts([paths[i]], txn=AppVersion("app", 1),
-                                        seqs=[LINKED + i])
+            results[i] = db.ingest_ssts([paths[i]], txn=AppVersion("app", 1), seqs=[LINKED + i])
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        applied = [i for i, r in enumerate(results)
-                   if isinstance(r, BulkIngestStats) and not r.already_applied]
+        applied = [
+            i
+            for i, r in enumerate(results)
+            if isinstance(r, BulkIngestStats) and not r.already_applied
+        ]
         assert len(applied) == 1
         winner = applied[0]
         assert db.get(b"k1") == db.get(b"k2") == f"v{winner}".encode()
@@ -241,9 +268,15 @@ def test_the_decision_is_taken_again_in_the_commit(local: ObjectStore) -> None:
     pause = faulty.pause("a-opens", "get", a)
     out: list[object] = []
     with Db.open("db", faulty, FAST) as db:
-        th = threading.Thread(target=lambda: out.append(db.ingest_ssts(
-            [a], txn=AppVersion("app", 2),
-            checkpoint=CheckpointOptions(name="a-cp", lifetime=timedelta(hours=1)))))
+        th = threading.Thread(
+            target=lambda: out.append(
+                db.ingest_ssts(
+                    [a],
+                    txn=AppVersion("app", 2),
+                    checkpoint=CheckpointOptions(name="a-cp", lifetime=timedelta(hours=1)),
+                )
+            )
+        )
         th.start()
         assert pause.wait_reached()
         assert not db.ingest_ssts([b], txn=AppVersion("app", 2)).already_applied
@@ -259,19 +292,34 @@ def test_the_decision_is_taken_again_in_the_commit(local: ObjectStore) -> None:
 KEYS = [b"a", b"b", b"x", b"y"]
 
 
-def stage(store: ObjectStore, plan: IngestPlan, run_id: str, value: bytes,
-          keys: Sequence[bytes] = KEYS) -> list[StagedSst]:
+def stage(
+    store: ObjectStore, plan: IngestPlan, run_id: str, value: bytes, keys: Sequence[bytes] = KEYS
+) -> list[StagedSst]:
     directory = attempt_dir(plan, run_id, partition=0, attempt=0)
-    batch = pa.record_batch([pa.array(keys, pa.binary()),
-                             pa.array([value] * len(keys), pa.binary())], ["key", "value"])
+    batch = pa.record_batch(
+        [pa.array(keys, pa.binary()), pa.array([value] * len(keys), pa.binary())], ["key", "value"]
+    )
     return list(stage_ssts(store, plan, directory, 0, [batch], partition=0))
 
 
-def commit(store: ObjectStore, plan: IngestPlan, run_id: str, staged: list[StagedSst],
-           index: int, attempt: int = 0) -> ShardIngestStats:
+def commit(
+    store: ObjectStore,
+    plan: IngestPlan,
+    run_id: str,
+    staged: list[StagedSst],
+    index: int,
+    attempt: int = 0,
+) -> ShardIngestStats:
     mine = [s for s in staged if s.shard.index == index]
-    return commit_shard(store, plan, run_id, plan.shards[index], [s.path for s in mine],
-                        attempt=attempt, seqs=[s.seq for s in mine])
+    return commit_shard(
+        store,
+        plan,
+        run_id,
+        plan.shards[index],
+        [s.path for s in mine],
+        attempt=attempt,
+        seqs=[s.seq for s in mine],
+    )
 
 
 def values(store: ObjectStore) -> dict[bytes, bytes | None]:
@@ -404,9 +452,11 @@ def test_split_and_merge_keep_the_records(local: ObjectStore) -> None:
     with Table.open("t", local) as t, pytest.raises(ShardMapConflict, match="refused"):
         t.merge(0)
     assert table_app_versions(local, "t", "app") == {0: 4, 1: 3}
-    for txn, statuses in ((AppVersion("app", 3), [SKIPPED, SKIPPED]),
-                          (AppVersion("app", 4), [SKIPPED, WRITTEN]),
-                          (AppVersion("other", 1), [WRITTEN, SKIPPED])):
+    for txn, statuses in (
+        (AppVersion("app", 3), [SKIPPED, SKIPPED]),
+        (AppVersion("app", 4), [SKIPPED, WRITTEN]),
+        (AppVersion("other", 1), [WRITTEN, SKIPPED]),
+    ):
         again = plan_ingest("t", local, txn=txn)
         value = b"4" if txn.app_id == "app" else b"o"
         staged = stage(local, again, "run", value)

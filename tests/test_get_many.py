@@ -28,16 +28,26 @@ from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 from tests.sst import Entry, batch_of
 
-OPTS = DbOptions(flush_interval=timedelta(milliseconds=10),
-                 manifest_poll_interval=timedelta(milliseconds=200), block_size=64)
+OPTS = DbOptions(
+    flush_interval=timedelta(milliseconds=10),
+    manifest_poll_interval=timedelta(milliseconds=200),
+    block_size=64,
+)
 ONE_RUN = CompactorOptions(l0_trigger=1, block_size=64)
-KEYS = st.one_of(st.sampled_from([b"k%02d" % i for i in range(24)]),
-                 st.binary(min_size=1, max_size=3))
-WRITES = st.lists(st.tuples(KEYS, st.one_of(st.none(), st.binary(max_size=12))),
-                  min_size=1, max_size=10)
-STEPS = st.lists(st.one_of(st.tuples(st.just("write"), WRITES),
-                           st.tuples(st.sampled_from(["flush", "compact"]), st.none())),
-                 min_size=1, max_size=14)
+KEYS = st.one_of(
+    st.sampled_from([b"k%02d" % i for i in range(24)]), st.binary(min_size=1, max_size=3)
+)
+WRITES = st.lists(
+    st.tuples(KEYS, st.one_of(st.none(), st.binary(max_size=12))), min_size=1, max_size=10
+)
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), WRITES),
+        st.tuples(st.sampled_from(["flush", "compact"]), st.none()),
+    ),
+    min_size=1,
+    max_size=14,
+)
 
 
 def mem() -> ObjectStore:
@@ -77,8 +87,9 @@ def test_get_many_matches_a_dict_model_across_every_table(
             assert db.get_many(keys) == want
             assert [db.get(k) for k in keys] == want
         db.flush()  # the memtable's writes reach WAL SSTs, which a reader replays as tables
-        with DbReader.open("db", store, options=DbReaderOptions(
-                mode=ReaderMode.FOLLOW_LATEST)) as reader:
+        with DbReader.open(
+            "db", store, options=DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
+        ) as reader:
             for keys in [*requests, asked]:
                 assert reader.get_many(keys) == [model.get(k) for k in keys]
     finally:
@@ -110,12 +121,15 @@ def test_get_many_outside_a_projected_range_raises_for_the_first_such_key() -> N
     with Db.open("shard", store, OPTS) as db:
         inside = [b"k15", b"k10", b"k19", b"k15"]
         assert db.get_many(inside) == [b"v15", b"v10", b"v19", b"v15"]
-        for keys, first_out in (([b"k12", b"k20", b"k05"], b"k20"),
-                                ([b"k05", b"k12", b"k25"], b"k05")):
+        for keys, first_out in (
+            ([b"k12", b"k20", b"k05"], b"k20"),
+            ([b"k05", b"k12", b"k25"], b"k05"),
+        ):
             with pytest.raises(InvalidArgument, match=repr(first_out)[2:-1]):
                 db.get_many(keys)
-    with DbReader.open("shard", store, options=DbReaderOptions(
-            mode=ReaderMode.FOLLOW_LATEST)) as reader:
+    with DbReader.open(
+        "shard", store, options=DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
+    ) as reader:
         assert reader.get_many(inside) == [b"v15", b"v10", b"v19", b"v15"]
         with pytest.raises(InvalidArgument):
             reader.get_many([b"k12", b"k20"])
@@ -136,8 +150,12 @@ def versioned(draw: st.DrawFn) -> list[Entry]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(entries=versioned(), probes=st.sets(st.binary(min_size=1, max_size=4), max_size=40),
-       block=st.sampled_from([48, 64, 200]), cached=st.booleans())
+@given(
+    entries=versioned(),
+    probes=st.sets(st.binary(min_size=1, max_size=4), max_size=40),
+    block=st.sampled_from([48, 64, 200]),
+    cached=st.booleans(),
+)
 def test_get_sorted_is_get_of_each_key(
     entries: list[Entry], probes: set[bytes], block: int, cached: bool
 ) -> None:
@@ -175,8 +193,10 @@ def test_get_sorted_finds_a_key_that_starts_a_block_whose_other_probes_the_bloom
 
 
 @settings(max_examples=200, deadline=None)
-@given(index=st.lists(st.binary(max_size=3), max_size=40),
-       keys=st.sets(st.binary(min_size=1, max_size=3), max_size=60))
+@given(
+    index=st.lists(st.binary(max_size=3), max_size=40),
+    keys=st.sets(st.binary(min_size=1, max_size=3), max_size=60),
+)
 def test_bisect_all_is_bisect_left_of_each_key(index: list[bytes], keys: set[bytes]) -> None:
     index.sort()  # index keys: sorted, possibly repeated (SlateDB's), some equal to keys
     ks = sorted(keys | set(index[::3]) - {b""})

@@ -91,8 +91,12 @@ def test_ingested_ssts_are_readable_everywhere(store: ObjectStore) -> None:
         assert db.get(b"a0007") == b"va7" and db.get(b"b0299") == b"vb299"
         assert db.get(b"c") == b"own"
         assert len(list(db.scan())) == 801
-        assert [k for k, _ in db.scan(b"a0498", b"b0002")] == [b"a0498", b"a0499", b"b0000",
-                                                              b"b0001"]
+        assert [k for k, _ in db.scan(b"a0498", b"b0002")] == [
+            b"a0498",
+            b"a0499",
+            b"b0000",
+            b"b0001",
+        ]
         # the ingested SSTs are L0 views of copies under compacted/; the sources stay
         m = db.manifest.manifest
         assert len(m.l0) >= 2 and len(compacted(store)) == len(m.ssts)
@@ -133,8 +137,12 @@ def test_ingest_is_newer_than_earlier_writes_and_older_than_later_ones(
             assert get(b"k5") == b"after"
 
         check(db.get)
-        assert dict(db.scan()) == {b"k1": b"newer", b"k2": b"after", b"k3": b"older",
-                                   b"k5": b"after"}
+        assert dict(db.scan()) == {
+            b"k1": b"newer",
+            b"k2": b"after",
+            b"k3": b"older",
+            b"k5": b"after",
+        }
         with DbReader.open("db", store) as reader:
             check(reader.get)
     # recovery must not replay the pre-ingest WAL writes on top of the ingested SSTs
@@ -244,8 +252,9 @@ def test_on_a_local_filesystem_the_copy_is_a_hard_link(tmp_path: Path) -> None:
 
 
 def test_copies_survive_gc_after_the_staging_objects_are_deleted(store: ObjectStore) -> None:
-    srcs = [stage(store, f"s{i}", [(f"k{i}{j:03}".encode(), b"v") for j in range(50)])
-            for i in range(3)]
+    srcs = [
+        stage(store, f"s{i}", [(f"k{i}{j:03}".encode(), b"v") for j in range(50)]) for i in range(3)
+    ]
     with Db.open("db", store, FAST) as db:
         db.ingest_ssts(srcs)
     for s in srcs:

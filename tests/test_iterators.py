@@ -300,15 +300,30 @@ def test_newest_versions_keeps_the_first_row_of_each_key_across_batches() -> Non
 
     def batch(rows: list[tuple[bytes, int]]) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
-            [pa.array([k for k, _ in rows], pa.binary()), pa.array([s for _, s in rows], pa.uint64()),
-             pa.array([0] * len(rows), pa.uint8()), pa.array([b"v%d" % s for _, s in rows])],
-            schema=ENTRY_SCHEMA)
+            [
+                pa.array([k for k, _ in rows], pa.binary()),
+                pa.array([s for _, s in rows], pa.uint64()),
+                pa.array([0] * len(rows), pa.uint8()),
+                pa.array([b"v%d" % s for _, s in rows]),
+            ],
+            schema=ENTRY_SCHEMA,
+        )
 
     # SlateDB's order: key ascending, seq descending; "b" straddles the two batches
-    out = list(newest_versions([batch([(b"a", 9), (b"a", 3), (b"b", 8)]),
-                                batch([(b"b", 2), (b"b", 1), (b"c", 7)]), batch([])]))
-    got = [(k, s) for b in out for k, s in zip(b.column(0).to_pylist(), b.column(1).to_pylist(),
-                                                   strict=True)]
+    out = list(
+        newest_versions(
+            [
+                batch([(b"a", 9), (b"a", 3), (b"b", 8)]),
+                batch([(b"b", 2), (b"b", 1), (b"c", 7)]),
+                batch([]),
+            ]
+        )
+    )
+    got = [
+        (k, s)
+        for b in out
+        for k, s in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True)
+    ]
     assert got == [(b"a", 9), (b"b", 8), (b"c", 7)]
     unique = batch([(b"a", 1), (b"b", 1)])
     assert next(iter(newest_versions([unique]))) is unique  # nothing to drop: passed through

@@ -22,12 +22,19 @@ def test_a_staged_sst_deleted_while_counted_counts_as_gone() -> None:
     mem = open_store(f"memory://overwrite-stats-{random.getrandbits(64):x}")
     Table.create("t", mem, [b"m"]).close()
     plan = plan_overwrite("t", mem)
-    rows = pa.record_batch({"key": pa.array([b"a", b"b", b"z"], pa.binary()),
-                            "value": pa.array([b"1", b"2", b"3"], pa.binary())})
+    rows = pa.record_batch(
+        {
+            "key": pa.array([b"a", b"b", b"z"], pa.binary()),
+            "value": pa.array([b"1", b"2", b"3"], pa.binary()),
+        }
+    )
     staged = list(stage_ssts(mem, plan, attempt_dir(plan, "r", 0, 0), 0, [rows], partition=0))
     paths = [s.path for s in staged]
-    assert counts(mem, paths) == {"rows": 3, "ssts": 2,
-                                  "bytes": sum(mem.head(p).size for p in paths)}
+    assert counts(mem, paths) == {
+        "rows": 3,
+        "ssts": 2,
+        "bytes": sum(mem.head(p).size for p in paths),
+    }
     faulty = FaultyStore(mem)
     pp = faulty.pause("read", "get", paths[0])
     out: list[object] = []

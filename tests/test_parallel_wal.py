@@ -44,8 +44,9 @@ class Opener:
 
     def __init__(self, store: ObjectStore, epoch: int, start: int, ids: range, count: int) -> None:
         self.faulty = Recorder(store, epoch)
-        self.pauses = {i: self.faulty.pause(f"e{epoch}-{i}", "put_if_absent", wal_path(i))
-                       for i in ids}
+        self.pauses = {
+            i: self.faulty.pause(f"e{epoch}-{i}", "put_if_absent", wal_path(i)) for i in ids
+        }
         self.result: int | BaseException | None = None
         self._done = threading.Event()
 
@@ -81,8 +82,9 @@ class OldWriter:
     """A writer with a window of ``size`` parallel WAL writes (the real WalWindow), whose creates
     of the ``held`` ids wait for the test."""
 
-    def __init__(self, store: ObjectStore, epoch: int, next_id: int, size: int,
-                 held: tuple[int, ...]) -> None:
+    def __init__(
+        self, store: ObjectStore, epoch: int, next_id: int, size: int, held: tuple[int, ...]
+    ) -> None:
         self.faulty = Recorder(store, epoch)
         self.pauses: dict[int, PausePoint] = {
             i: self.faulty.pause(f"e{epoch}-{i}", "put_if_absent", wal_path(i)) for i in held
@@ -155,7 +157,11 @@ def test_seed_two_writer_table(store: ObjectStore) -> None:
         assert all(is_fence(store, i) for i in (3, 5, 6))
         # a.await() -> failed, b.await() -> succeeded: SST 2's put Fenced, SST 3's acknowledged
         assert {i: e is None for i, e in w1.outcome.items()} == {
-            1: True, 2: True, 3: False, 4: True}
+            1: True,
+            2: True,
+            3: False,
+            4: True,
+        }
         # readers and the compactor treat SST 3 as valid: it holds data and is replayed
         assert WalLog(store, "db").read(4).entries.column("key").to_pylist() == [b"s3"]
         assert WalLog(store, "db").read(3).is_fence
@@ -202,14 +208,24 @@ def test_seed_three_writer_table(store: ObjectStore) -> None:
         w3.step(6)  # SST 5, epoch 3, success: writers 1 and 2 are fenced
         assert w3.finished() == 6
         assert epochs(store, w1.faulty, w2.faulty, w3.faulty) == {
-            1: 1, 2: 1, 3: 3, 4: 1, 5: 3, 6: 3}
+            1: 1,
+            2: 1,
+            3: 3,
+            4: 1,
+            5: 3,
+            6: 3,
+        }
         # "readers will consider all SSTs valid [...], though only SSTs 0, 1, and 3 will have
         # key-value pairs"
         wal = WalLog(store, "db")
         with_data = [i for i in wal.list_ids() if not wal.read(i).is_fence]
         assert with_data == [1, 2, 4]
         assert {i: e is None for i, e in w1.outcome.items()} == {
-            1: True, 2: True, 3: False, 4: True}
+            1: True,
+            2: True,
+            3: False,
+            4: True,
+        }
     finally:
         w1.faulty.release_all()
         for opener in (w2, w3):
@@ -258,7 +274,8 @@ def test_db_acknowledges_each_put_as_its_sst_lands_and_the_next_writer_fences_th
         w1.put(b"b", b"2")  # SST 4 lands and b is acknowledged while a is still in flight
         assert a.is_alive() and epochs(store, faulty) == {1: 1, 2: 1, 4: 1}
         follower = DbReaderOptions(
-            manifest_poll_interval=timedelta(minutes=5), checkpoint_lifetime=None,
+            manifest_poll_interval=timedelta(minutes=5),
+            checkpoint_lifetime=None,
             mode=ReaderMode.FOLLOW_LATEST,
         )
         with DbReader.open("db", store, options=follower) as reader:
@@ -281,7 +298,11 @@ def test_db_acknowledges_each_put_as_its_sst_lands_and_the_next_writer_fences_th
                 w2.put(b"d", b"4")
                 w2.flush_memtable()
                 m = w2.manifest.manifest
-                assert (m.max_parallel_writes, m.replay_after_wal_id, m.next_wal_sst_id) == (1, 7, 8)
+                assert (m.max_parallel_writes, m.replay_after_wal_id, m.next_wal_sst_id) == (
+                    1,
+                    7,
+                    8,
+                )
             finally:
                 w2.close()
     finally:
@@ -292,8 +313,9 @@ def test_db_acknowledges_each_put_as_its_sst_lands_and_the_next_writer_fences_th
 def test_concurrent_durable_puts_with_four_writes_in_flight_survive_a_reopen(
     store: ObjectStore,
 ) -> None:
-    opts = dataclasses.replace(PARALLEL, max_parallel_writes=4,
-                               flush_interval=timedelta(milliseconds=20))
+    opts = dataclasses.replace(
+        PARALLEL, max_parallel_writes=4, flush_interval=timedelta(milliseconds=20)
+    )
     acked: list[bytes] = []
     lock = threading.Lock()
     db = Db.open("db", store, opts)
@@ -321,7 +343,7 @@ def test_concurrent_durable_puts_with_four_writes_in_flight_survive_a_reopen(
     with Db.open("db", store, DbOptions()) as db2:
         assert db2.get_many(acked) == acked
         # the old writer's window was 4: four consecutive fencing SSTs after its last SST
-        fences = WalLog(store, "db").list_ids()[len(ids):]
+        fences = WalLog(store, "db").list_ids()[len(ids) :]
         assert fences == [ids[-1] + 1 + k for k in range(4)]
         assert all(WalLog(store, "db").read(i).is_fence for i in fences)
 
@@ -347,8 +369,14 @@ def test_writer_killed_with_holes_in_flight_is_recovered_by_the_next_writer(
     w2 = Db.open("db", second, DbOptions(max_parallel_writes=2))
     try:
         # fences: 6 (the hole), then 9..12: the old window was 4, so four in a row
-        assert epochs(store, faulty, second) == {**{i: 1 for i in (1, 2, 3, 4, 5, 7, 8)},
-                                 6: 2, 9: 2, 10: 2, 11: 2, 12: 2}
+        assert epochs(store, faulty, second) == {
+            **{i: 1 for i in (1, 2, 3, 4, 5, 7, 8)},
+            6: 2,
+            9: 2,
+            10: 2,
+            11: 2,
+            12: 2,
+        }
         assert w2.get_many([b"x", b"y", b"z", b"lost"]) == [b"0", b"2", b"3", None]
         assert w2.manifest.manifest.max_parallel_writes == 4  # until its fence is in a flush
         held.release()  # the late create meets the fence
@@ -359,8 +387,7 @@ def test_writer_killed_with_holes_in_flight_is_recovered_by_the_next_writer(
         faulty.release_all()
         w2.close()
     with Db.open("db", store, DbOptions()) as w3:
-        assert w3.get_many([b"x", b"y", b"z", b"after", b"lost"]) == [
-            b"0", b"2", b"3", b"4", None]
+        assert w3.get_many([b"x", b"y", b"z", b"after", b"lost"]) == [b"0", b"2", b"3", b"4", None]
 
 
 def test_replay_point_never_passes_a_hole(store: ObjectStore) -> None:
@@ -448,7 +475,17 @@ def test_an_opener_that_dies_mid_fence_leaves_the_old_window_in_the_manifest(
         m = Db.open("db", third, DbOptions(max_parallel_writes=1))
         try:
             assert epochs(store, first, faulty, third) == {
-                1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 3, 8: 3, 9: 3, 10: 3}
+                1: 1,
+                2: 1,
+                3: 1,
+                4: 1,
+                5: 1,
+                6: 2,
+                7: 3,
+                8: 3,
+                9: 3,
+                10: 3,
+            }
             assert m.get(b"x") == b"1"
             m.put(b"y", b"2")
             m.flush_memtable()  # its fence is complete: the manifest carries its own window

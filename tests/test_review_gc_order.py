@@ -37,8 +37,10 @@ def test_a_failing_compactions_step_does_not_stop_wal_collection(
         seq.create(i, b"record %d" % i)
     # every write of the compactions boundary fails (a permission missing on gc/, say)
     faulty = FaultyStore(
-        store, rules=[FaultRule(op="put_if_absent", path_glob="db/gc/compactions.boundary",
-                                fail_before=1.0)]
+        store,
+        rules=[
+            FaultRule(op="put_if_absent", path_glob="db/gc/compactions.boundary", fail_before=1.0)
+        ],
     )
 
     with pytest.raises(CommitRetriesExhausted):

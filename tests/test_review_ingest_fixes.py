@@ -52,8 +52,9 @@ def test_a_committed_shard_split_before_its_marker_is_settled_by_the_retry(
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
-    staged = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0,
-                             [_batch([b"a", b"x"], b"1")]))
+    staged = list(
+        stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0, [_batch([b"a", b"x"], b"1")])
+    )
     shard = plan.shards[0]
     srcs = [s.path for s in staged]
     faulty = FaultyStore(local)
@@ -94,8 +95,12 @@ def test_a_committed_shard_sealed_by_a_crashed_split_is_settled_by_the_retry(
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
     shard = plan.shards[0]
-    srcs = [s.path for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0,
-                                       [_batch([b"a", b"x"], b"1")])]
+    srcs = [
+        s.path
+        for s in stage_ssts(
+            local, plan, attempt_dir(plan, "run", 0, 0), 0, [_batch([b"a", b"x"], b"1")]
+        )
+    ]
     faulty = FaultyStore(local)
     marker = ingest_done_marker("t", "job", shard.shard_id)
     pause = faulty.pause("before-marker", "put_if_absent", marker)
@@ -132,8 +137,10 @@ def test_a_sealed_shard_the_retry_finds_uncommitted_is_refused(tmp_path: Path) -
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
     shard = plan.shards[0]
-    srcs = [s.path for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0,
-                                       [_batch([b"a"], b"1")])]
+    srcs = [
+        s.path
+        for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0, [_batch([b"a"], b"1")])
+    ]
     with Table.open("t", local) as t:
         t.split(0, b"m")
     retry = commit_shard(local, plan, "run", shard, srcs)
@@ -156,21 +163,21 @@ def test_a_job_outlived_by_its_marker_ingests_nothing_and_one_outliving_it_is_re
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
     shard = plan.shards[0]
-    first = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0,
-                            [_batch([b"a"], b"1")]))
+    first = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0, [_batch([b"a"], b"1")]))
     assert commit_shard(local, plan, "run", shard, [s.path for s in first]).status == WRITTEN
     with Table.open("t", local) as t:
         with t.writer(0) as db:
             db.delete(b"a")  # acknowledged
         t.collect_garbage()  # the default ingest_min_age: longer than this job
-    restaged = [s.path for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 1), 0,
-                                           [_batch([b"a"], b"1")])]
+    restaged = [
+        s.path
+        for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 1), 0, [_batch([b"a"], b"1")])
+    ]
     kept = commit_shard(local, plan, "run", shard, restaged, attempt=1)
     with Table.open("t", local) as t:
         assert (kept.status, t.get(b"a")) == (WRITTEN, None)
         t.collect_garbage(ingest_min_age=timedelta(0))  # shorter than the job: contract broken
-    again = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 2), 0,
-                            [_batch([b"a"], b"1")]))
+    again = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 2), 0, [_batch([b"a"], b"1")]))
     with pytest.raises(IngestJobExpired):
         commit_shard(local, plan, "run", shard, [s.path for s in again], attempt=2)
     with Table.open("t", local) as t:
@@ -185,11 +192,14 @@ def test_held_a_lost_answer_of_the_marker_is_settled_by_the_retry(tmp_path: Path
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
     shard = plan.shards[0]
-    srcs = [s.path for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0,
-                                       [_batch([b"a"], b"1")])]
+    srcs = [
+        s.path
+        for s in stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0, [_batch([b"a"], b"1")])
+    ]
     faulty = FaultyStore(local)
-    faulty.fail_next("put_if_absent", ingest_done_marker("t", "job", shard.shard_id),
-                     after_effect=True)
+    faulty.fail_next(
+        "put_if_absent", ingest_done_marker("t", "job", shard.shard_id), after_effect=True
+    )
     with pytest.raises(SlateDBError):
         commit_shard(faulty, plan, "run", shard, srcs)
     assert len(_ingest_cps(shard.db_path, local)) == 1

@@ -29,10 +29,17 @@ def store(tmp_path: object) -> ObjectStore:
 
 def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
     """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in rows], pa.binary()), pa.array([r[1] for r in rows], pa.uint64()),
-         pa.array([r[2] for r in rows], pa.uint8()), pa.array([r[3] for r in rows], pa.binary())],
-        schema=ENTRY_SCHEMA))[0]
+    return encode_sst(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows], pa.binary()),
+                pa.array([r[1] for r in rows], pa.uint64()),
+                pa.array([r[2] for r in rows], pa.uint8()),
+                pa.array([r[3] for r in rows], pa.binary()),
+            ],
+            schema=ENTRY_SCHEMA,
+        )
+    )[0]
 
 
 @pytest.mark.parametrize("seqs", [None, [STATED]])
@@ -43,8 +50,10 @@ def test_merge_operands_are_refused_whether_linked_or_re_encoded(
     were stated (linked as it is); every later read of the key then failed with
     UnsupportedFeature (this engine has no merge operator). Both refuse now, committing
     nothing."""
-    store.put("staging/m.sst", _sst([(b"k1", STATED, KIND_MERGE, b"+1"),
-                                     (b"k2", STATED, KIND_VALUE, b"v2")]))
+    store.put(
+        "staging/m.sst",
+        _sst([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),
+    )
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")
         before = db.manifest.id
@@ -63,8 +72,11 @@ def test_a_wal_sst_source_is_refused_not_skipped_as_empty(
     with Db.open("src", store, FAST) as db:
         db.put(b"z", b"1")
         db.put(b"a", b"2")
-    wal = next(m.path for m in store.list("src/wal/")
-               if m.size and SstReader.open(store, m.path).info.entry_count)
+    wal = next(
+        m.path
+        for m in store.list("src/wal/")
+        if m.size and SstReader.open(store, m.path).info.entry_count
+    )
     with Db.open("db", store, FAST) as db:
         with pytest.raises(InvalidArgument, match="WAL"):
             db.ingest_ssts([wal], seqs=seqs)

@@ -88,7 +88,9 @@ def test_a_stalled_manifest_commit_after_destroy_and_gc_is_not_reported(
     stale = ManifestStore(faulty, "db")
     base = stale.read_latest()
     stall = faulty.pause("late", "put_if_absent", "db/manifest/*")
-    late = Background(lambda: stale.update(lambda m: dataclasses.replace(m, last_l0_seq=9), base=base))
+    late = Background(
+        lambda: stale.update(lambda m: dataclasses.replace(m, last_l0_seq=9), base=base)
+    )
     assert stall.wait_reached()
     destroy("db", store, soft=False)
     stall.release()

@@ -175,7 +175,11 @@ def test_a_taker_stalled_past_the_sweep_age_takes_again_and_records_a_live_snaps
 # ---- the shared update loop: attacks it survives -----------------------------------------------
 def _running_record() -> CompactionRecord:
     return CompactionRecord(
-        id=ULID(), kind="l0", source_view_ids=(), source_run_ids=(), destination=0,
+        id=ULID(),
+        kind="l0",
+        source_view_ids=(),
+        source_run_ids=(),
+        destination=0,
         outputs=(ULID(),),
     )
 

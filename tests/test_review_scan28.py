@@ -48,8 +48,11 @@ def test_sound_versions_across_blocks_read_alike_whatever_the_readahead() -> Non
     store.put("t.sst", data)
     for ra in (None, 1, 100, 1 << 20):
         reader = SstReader.open(store, "t.sst")
-        got = [r for b in newest_versions(reader.scan(readahead=ra, groups=True))
-               for r in entries_of(b)]
+        got = [
+            r
+            for b in newest_versions(reader.scan(readahead=ra, groups=True))
+            for r in entries_of(b)
+        ]
         assert got == [_ENTRIES[0], _ENTRIES[1], _ENTRIES[3]]
 
 
@@ -57,7 +60,9 @@ def test_sound_versions_across_blocks_read_alike_whatever_the_readahead() -> Non
 @pytest.mark.parametrize("readahead", [None, 1, 1 << 20])
 @pytest.mark.parametrize("groups", [True, False])
 def test_versions_out_of_order_across_blocks_are_corruption_whatever_the_readahead(
-    new_seq: int, readahead: int | None, groups: bool,
+    new_seq: int,
+    readahead: int | None,
+    groups: bool,
 ) -> None:
     """With one GET over both blocks this was already a CorruptionError; with a GET per block
     (readahead 1) the scan served seq 5 as the newest version although the SST holds seq 7."""

@@ -41,7 +41,8 @@ __all__ = ["mem"]  # the fixture, re-exported for pytest
 
 @pytest.mark.parametrize("stall", ["01", "02"])
 def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap(
-    mem: ObjectStore, stall: str,
+    mem: ObjectStore,
+    stall: str,
 ) -> None:
     """Attempt B of a commit (a driver's retry) reads the map before any attempt sealed, then
     stalls creating target 0 (manifest 01: before step 1 looks at it) or opening its writer
@@ -92,13 +93,16 @@ def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap
 SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY"
 
 
-@pytest.mark.parametrize("url", [
-    f"s3://AKIAEXAMPLE:{SECRET}@bucket/p",       # credentials as userinfo: the bucket echoed
-    f"s3://AKIAEXAMPLE:{SECRET}@/p",
-    f"my_s3://AKIAEXAMPLE:{SECRET}@bucket",      # not a valid scheme: urlsplit finds no netloc
-    f"s3:/AKIAEXAMPLE:{SECRET}@bucket/p",        # one slash short
-    f"s3:AKIAEXAMPLE:{SECRET}@bucket",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"s3://AKIAEXAMPLE:{SECRET}@bucket/p",  # credentials as userinfo: the bucket echoed
+        f"s3://AKIAEXAMPLE:{SECRET}@/p",
+        f"my_s3://AKIAEXAMPLE:{SECRET}@bucket",  # not a valid scheme: urlsplit finds no netloc
+        f"s3:/AKIAEXAMPLE:{SECRET}@bucket/p",  # one slash short
+        f"s3:AKIAEXAMPLE:{SECRET}@bucket",
+    ],
+)
 def test_credentials_in_a_misspelt_store_url_stay_out_of_the_error(url: str) -> None:
     """aaabfcd masked the password of a URL urlsplit parses; fix: also in the bucket name the
     s3 error echoes, and in URLs whose scheme or slashes are wrong (no netloc parsed)."""
@@ -197,35 +201,47 @@ def test_a_pending_split_whose_source_someone_else_destroyed_is_not_reported_don
         assert m.pending and len(m.shards) == 2 and m.shards[0].db_path == source
 
 
-@pytest.mark.parametrize("endpoint", [
-    "http://h:99999",             # port out of range: a Rust panic (BaseException) at the first
-    "http://h:abc",               # request, past every `except Exception`
-    "http://:80",                 # no host: the same panic
-    "http://h%20x:1",             # a character no host has: the same panic
-    "http://[::1",                # urlsplit's ValueError escaped open_store untyped
-    f"http://u:{SECRET}@127.0.0.1:1",  # userinfo: every request error showed it (GET http://u:...)
-])
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://h:99999",  # port out of range: a Rust panic (BaseException) at the first
+        "http://h:abc",  # request, past every `except Exception`
+        "http://:80",  # no host: the same panic
+        "http://h%20x:1",  # a character no host has: the same panic
+        "http://[::1",  # urlsplit's ValueError escaped open_store untyped
+        f"http://u:{SECRET}@127.0.0.1:1",  # userinfo: every request error showed it (GET http://u:...)
+    ],
+)
 def test_a_bad_s3_endpoint_is_refused_when_the_store_is_opened(endpoint: str) -> None:
     """Fix: open_store checks the endpoint's host and port and refuses credentials in it
     (they go in access_key_id / secret_access_key), InvalidArgument with the URL redacted."""
-    url = (f"s3://bucket/p?endpoint={endpoint}&allow_http=true&access_key_id=a"
-           f"&secret_access_key={SECRET}")
+    url = (
+        f"s3://bucket/p?endpoint={endpoint}&allow_http=true&access_key_id=a"
+        f"&secret_access_key={SECRET}"
+    )
     with pytest.raises(InvalidArgument) as info:
         open_store(url)
     assert SECRET not in str(info.value)
 
 
 def test_a_good_s3_endpoint_is_accepted() -> None:
-    for ep in ("http://127.0.0.1:8333", "https://s3.eu-west-1.amazonaws.com", "http://[::1]:9000",
-               "http://seaweed-s3.local:8333/"):
+    for ep in (
+        "http://127.0.0.1:8333",
+        "https://s3.eu-west-1.amazonaws.com",
+        "http://[::1]:9000",
+        "http://seaweed-s3.local:8333/",
+    ):
         assert open_store(f"s3://bucket/p?endpoint={ep}&allow_http=true").url == "s3://bucket/p"
 
 
-@pytest.mark.parametrize("url", [
-    f"postgresql://u:{SECRET}%ZZ@127.0.0.1:1/db",   # libpq quoted the bad %-token: the password
-    f"postgresql://u@127.0.0.1:1/db?password={SECRET}%ZZ",
-    f"postgresql://u:{SECRET}@127.0.0.1:1/db?sslmode=bogus",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u:{SECRET}%ZZ@127.0.0.1:1/db",  # libpq quoted the bad %-token: the password
+        f"postgresql://u@127.0.0.1:1/db?password={SECRET}%ZZ",
+        f"postgresql://u:{SECRET}@127.0.0.1:1/db?sslmode=bogus",
+    ],
+)
 def test_a_postgres_driver_error_does_not_show_the_password(url: str) -> None:
     """Fix: the driver's message is scrubbed of the URL's password and query values, and not
     chained as the cause (a traceback in a log or Dagster's event log showed it)."""

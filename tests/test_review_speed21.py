@@ -30,8 +30,11 @@ from slatedb_core.wal.log import WalLog, encode_wal_sst
 from slatedb_core.wal.pipeline import WalBuffer
 
 Row = tuple[bytes, int, int, bytes]
-SLOW = settings(max_examples=150, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SLOW = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # keys around the 8-byte word, prefixes of each other, zero bytes at the end
 _ALPHABET = st.sampled_from([0, 1, 0x61, 0xFF])
@@ -46,8 +49,12 @@ def keysets(draw: st.DrawFn, min_size: int = 1) -> list[bytes]:
     # most keys sharing their first 8 bytes defeats the memtable's u64-prefix sort
     shared = draw(st.sampled_from([b"", b"", b"prefix/8"]))
     body = st.lists(_ALPHABET, min_size=24, max_size=24).map(bytes)
-    key = st.builds(lambda w, b, s: (s + b)[:w].ljust(w, b"\x00"), widths, body,
-                    st.sampled_from([b"", shared, shared]))
+    key = st.builds(
+        lambda w, b, s: (s + b)[:w].ljust(w, b"\x00"),
+        widths,
+        body,
+        st.sampled_from([b"", shared, shared]),
+    )
     keys = draw(st.sets(key, min_size=min_size, max_size=40))
     return sorted(keys)
 
@@ -71,10 +78,14 @@ def _batch(rows: list[Row], pad: int) -> pa.RecordBatch:
     junk: list[Row] = [(b"\x00" * (i + 1), 1, 0, b"junk") for i in range(pad)]
     allrows = junk + rows
     return pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in allrows], pa.binary()),
-         pa.array([r[1] for r in allrows], pa.uint64()),
-         pa.array([r[2] for r in allrows], pa.uint8()),
-         pa.array([r[3] for r in allrows], pa.binary())], schema=ENTRY_SCHEMA).slice(pad)
+        [
+            pa.array([r[0] for r in allrows], pa.binary()),
+            pa.array([r[1] for r in allrows], pa.uint64()),
+            pa.array([r[2] for r in allrows], pa.uint8()),
+            pa.array([r[3] for r in allrows], pa.binary()),
+        ],
+        schema=ENTRY_SCHEMA,
+    ).slice(pad)
 
 
 def _newest(rows: list[Row]) -> dict[bytes, tuple[int, int, bytes]]:
@@ -85,32 +96,50 @@ def _newest(rows: list[Row]) -> dict[bytes, tuple[int, int, bytes]]:
 
 
 def _keys_seqs(batches: object) -> list[tuple[bytes, int]]:
-    table = pa.Table.from_batches(list(newest_versions(batches)),  # type: ignore[arg-type]
-                                  schema=ENTRY_SCHEMA)
-    return list(zip(table.column("key").to_pylist(), table.column("seq").to_pylist(),
-                    strict=True))
+    table = pa.Table.from_batches(
+        list(newest_versions(batches)),  # type: ignore[arg-type]
+        schema=ENTRY_SCHEMA,
+    )
+    return list(zip(table.column("key").to_pylist(), table.column("seq").to_pylist(), strict=True))
 
 
 @SLOW
-@given(rows=sst_rows(), pad=st.integers(0, 3), block_size=st.sampled_from([1, 2, 33, 64, 4096]),
-       interval=st.sampled_from([1, 1, 2, 16]), bits=st.sampled_from([1, 4, 10]),
-       stamps=st.sampled_from(["none", "create", "both"]), data=st.data())
+@given(
+    rows=sst_rows(),
+    pad=st.integers(0, 3),
+    block_size=st.sampled_from([1, 2, 33, 64, 4096]),
+    interval=st.sampled_from([1, 1, 2, 16]),
+    bits=st.sampled_from([1, 4, 10]),
+    stamps=st.sampled_from(["none", "create", "both"]),
+    data=st.data(),
+)
 def test_sst_rows_versions_bloom_and_newest_versions(
-    rows: list[Row], pad: int, block_size: int, interval: int, bits: int, stamps: str,
+    rows: list[Row],
+    pad: int,
+    block_size: int,
+    interval: int,
+    bits: int,
+    stamps: str,
     data: st.DataObject,
 ) -> None:
     batch = _batch(rows, pad)
     if stamps != "none":
-        batch = batch.append_column("create_ts", pa.array(
-            np.arange(len(rows), dtype=np.int64) + 1_700_000_000_000))
+        batch = batch.append_column(
+            "create_ts", pa.array(np.arange(len(rows), dtype=np.int64) + 1_700_000_000_000)
+        )
     if stamps == "both":  # every row expires far ahead: the fixed-width path's uniform tails
         batch = batch.append_column("expire_ts", pa.array(np.full(len(rows), 1 << 50, np.int64)))
-    sst, _ = encode_sst(batch, SstOptions(block_size=block_size, restart_interval=interval,
-                                          bloom_bits_per_key=bits))
+    sst, _ = encode_sst(
+        batch, SstOptions(block_size=block_size, restart_interval=interval, bloom_bits_per_key=bits)
+    )
     reader = SstReader.from_bytes(sst, "review.sst")
     got = reader.read_all()
-    assert list(zip(*(got.column(c).to_pylist() for c in ("key", "seq", "kind", "value")),
-                    strict=True)) == rows
+    assert (
+        list(
+            zip(*(got.column(c).to_pylist() for c in ("key", "seq", "kind", "value")), strict=True)
+        )
+        == rows
+    )
     newest = _newest(rows)
     for key, want in newest.items():
         assert reader.may_contain(key), key  # a false negative would lose this key's reads
@@ -120,8 +149,9 @@ def test_sst_rows_versions_bloom_and_newest_versions(
     keys = [k for k, _ in ordered]
     lo, hi = sorted([data.draw(st.sampled_from(keys)), data.draw(st.sampled_from(keys))])
     assert _keys_seqs(reader.scan(lo, hi)) == [(k, v[0]) for k, v in ordered if lo <= k < hi]
-    assert _keys_seqs(reader.scan(lo + b"\x00")) == [(k, v[0]) for k, v in ordered
-                                                     if k >= lo + b"\x00"]
+    assert _keys_seqs(reader.scan(lo + b"\x00")) == [
+        (k, v[0]) for k, v in ordered if k >= lo + b"\x00"
+    ]
 
 
 @SLOW
@@ -134,8 +164,9 @@ def test_bloom_hashes_of_unaligned_slices_equal_the_point_hash(
     width starting at any byte of a larger buffer."""
     fixed = sorted({k.ljust(width, b"\x01")[:width] for k in keys})
     arr = pa.array([b"\x02" * start, *fixed], pa.binary()).slice(1)
-    offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
-                         offset=4 * arr.offset).astype(np.int64)
+    offs = np.frombuffer(
+        arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset
+    ).astype(np.int64)
     buf = np.frombuffer(arr.buffers()[2], dtype=np.uint8)
     assert bloom.hash_keys(buf, offs).tolist() == [bloom.hash_key(k) for k in fixed]
     filt = bloom.BloomFilter("f", bloom.build_bloom(bloom.hash_keys(buf, offs), 10))
@@ -153,9 +184,13 @@ def test_frozen_memtable_order_is_byte_order(keys: list[bytes], shuffle: object)
 
 
 @SLOW
-@given(keys=keysets(), vw=st.sampled_from([1, 8, 127, 128, 300]),
-       block_size=st.sampled_from([1, 40, 200, 4096]), interval=st.sampled_from([1, 1, 3, 16]),
-       perm_seed=st.integers(0, 1 << 30))
+@given(
+    keys=keysets(),
+    vw=st.sampled_from([1, 8, 127, 128, 300]),
+    block_size=st.sampled_from([1, 40, 200, 4096]),
+    interval=st.sampled_from([1, 1, 3, 16]),
+    perm_seed=st.integers(0, 1 << 30),
+)
 def test_fixed_width_encoder_reads_as_written(
     keys: list[bytes], vw: int, block_size: int, interval: int, perm_seed: int
 ) -> None:
@@ -169,9 +204,16 @@ def test_fixed_width_encoder_reads_as_written(
     for i, r in enumerate(rows.tolist()):
         store[r] = values[i]
     opts = SstOptions(block_size=block_size, restart_interval=interval)
-    mv, _ = encode_fixed_sst_into(np.frombuffer(b"".join(keys), np.uint8), width,
-                                  np.frombuffer(b"".join(store), np.uint8), vw, rows, 77,
-                                  Scratch(), opts)
+    mv, _ = encode_fixed_sst_into(
+        np.frombuffer(b"".join(keys), np.uint8),
+        width,
+        np.frombuffer(b"".join(store), np.uint8),
+        vw,
+        rows,
+        77,
+        Scratch(),
+        opts,
+    )
     data = bytes(mv)
     reader = SstReader.from_bytes(data, "fixed.sst")
     got = reader.read_all()
@@ -179,8 +221,9 @@ def test_fixed_width_encoder_reads_as_written(
     for k, v in zip(keys, values, strict=True):
         assert reader.may_contain(k) and reader.get(k) == (77, 0, v)
     if interval == 1:
-        general, _ = encode_sst(_batch([(k, 77, 0, v) for k, v in zip(keys, values, strict=True)],
-                                       0), opts)
+        general, _ = encode_sst(
+            _batch([(k, 77, 0, v) for k, v in zip(keys, values, strict=True)], 0), opts
+        )
         assert data == general
 
 
@@ -194,8 +237,11 @@ def write_histories(draw: st.DrawFn) -> list[list[tuple[bytes, bytes | None]]]:
 
 
 @SLOW
-@given(history=write_histories(), as_arrow=st.lists(st.booleans(), min_size=12, max_size=12),
-       block_size=st.sampled_from([1, 50, 4096]))
+@given(
+    history=write_histories(),
+    as_arrow=st.lists(st.booleans(), min_size=12, max_size=12),
+    block_size=st.sampled_from([1, 50, 4096]),
+)
 def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
     history: list[list[tuple[bytes, bytes | None]]], as_arrow: list[bool], block_size: int
 ) -> None:
@@ -211,8 +257,15 @@ def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
         for key, value in ops:
             model[key] = value
         if as_arrow[i]:
-            buf.batches.append(_batch([(k, s, 1 if v is None else 0, v or b"")
-                                       for (k, v), s in zip(ops, seqs, strict=True)], i % 3))
+            buf.batches.append(
+                _batch(
+                    [
+                        (k, s, 1 if v is None else 0, v or b"")
+                        for (k, v), s in zip(ops, seqs, strict=True)
+                    ],
+                    i % 3,
+                )
+            )
         else:
             buf.keys += [k for k, _ in ops]
             buf.values += [v for _, v in ops]
@@ -231,15 +284,20 @@ def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=sst_rows(), block_size=st.sampled_from([1, 60, 4096]),
-       interval=st.sampled_from([1, 1, 4]), data=st.data())
+@given(
+    rows=sst_rows(),
+    block_size=st.sampled_from([1, 60, 4096]),
+    interval=st.sampled_from([1, 1, 4]),
+    data=st.data(),
+)
 def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
     rows: list[Row], block_size: int, interval: int, data: st.DataObject
 ) -> None:
     """A block altered and given a matching CRC (what a buggy writer could produce): reading it
     raises CorruptionError or returns rows; no other exception escapes either decode path."""
-    sst, _ = encode_sst(_batch(rows, 0), SstOptions(block_size=block_size,
-                                                    restart_interval=interval))
+    sst, _ = encode_sst(
+        _batch(rows, 0), SstOptions(block_size=block_size, restart_interval=interval)
+    )
     clean = SstReader.from_bytes(sst, "d.sst")
     b = data.draw(st.integers(0, clean.block_count - 1))
     start, end = clean.block_offsets[b], clean.block_offsets[b + 1]
@@ -260,8 +318,9 @@ def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
 
 def test_block_offsets_tile_the_data_region() -> None:
     """The damage test above locates block b at ``block_offsets[b:b + 2]``."""
-    sst, info = encode_sst(_batch([(b"a", 2, 0, b"x"), (b"b", 1, 0, b"y")], 0),
-                           SstOptions(block_size=1))
+    sst, info = encode_sst(
+        _batch([(b"a", 2, 0, b"x"), (b"b", 1, 0, b"y")], 0), SstOptions(block_size=1)
+    )
     reader = SstReader.from_bytes(sst, "o.sst")
     assert reader.block_count == 2
     assert reader.block_offsets[0] == 0 and reader.block_offsets[-1] == info.filter_offset

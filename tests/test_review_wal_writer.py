@@ -371,7 +371,8 @@ def test_a_dead_memtable_flusher_fails_the_writer_held_back_by_it(
     """Frozen memtables past max_unflushed_bytes hold writers back until the L0 flusher has
     written them: a dead flusher must release them with its error."""
     options = DbOptions(
-        flush_interval=timedelta(milliseconds=20), l0_sst_size_bytes=4096,
+        flush_interval=timedelta(milliseconds=20),
+        l0_sst_size_bytes=4096,
         max_unflushed_bytes=4096,
     )
     db = Db.open("db", breaking, options)

@@ -52,8 +52,12 @@ def mem() -> ObjectStore:
 
 def batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
     keys = sorted(rows)
-    return pa.record_batch({"key": pa.array(keys, pa.binary()),
-                            "value": pa.array([rows[k] for k in keys], pa.binary())})
+    return pa.record_batch(
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array([rows[k] for k in keys], pa.binary()),
+        }
+    )
 
 
 def old_table(store: ObjectStore) -> Table:
@@ -74,8 +78,9 @@ def contents(store: ObjectStore) -> dict[bytes, bytes]:
         return dict(t.scan())
 
 
-def stage(store: ObjectStore, plan: IngestPlan, run_id: str,
-          rows: Mapping[bytes, bytes | None]) -> dict[int, list[tuple[str, int]]]:
+def stage(
+    store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
+) -> dict[int, list[tuple[str, int]]]:
     staged: dict[int, list[tuple[str, int]]] = {}
     items = sorted(rows.items())
     for part, chunk in enumerate((items[::2], items[1::2])):
@@ -120,7 +125,8 @@ def test_a_delete_after_an_overwrite_is_not_shadowed_by_the_linked_rows(mem: Obj
 # ---- crashes, aborts and retries around the seal -----------------------------------------------
 @pytest.mark.parametrize("order", ["abort_then_resume", "resume_then_abort"])
 def test_abort_and_resume_of_one_sealed_overwrite_never_leave_a_destroyed_shard(
-    mem: ObjectStore, order: str,
+    mem: ObjectStore,
+    order: str,
 ) -> None:
     """A commit stopped after its seal; then abort (the Spark driver) and Table.resume (an
     operator) both act on it. Either the old contents stay (abort first: resume must not swap
@@ -212,9 +218,9 @@ def test_concurrent_commits_of_one_overwrite_plan_never_report_a_wrong_outcome(
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
 
 
-def _commit_in_thread(store: ObjectStore, plan: IngestPlan,
-                      staged: Mapping[int, list[tuple[str, int]]]
-                      ) -> tuple[threading.Thread, list[object]]:
+def _commit_in_thread(
+    store: ObjectStore, plan: IngestPlan, staged: Mapping[int, list[tuple[str, int]]]
+) -> tuple[threading.Thread, list[object]]:
     out: list[object] = []
 
     def run() -> None:

@@ -22,7 +22,11 @@ def test_import_contracts_hold() -> None:
 
 def test_structure_figures_are_zero() -> None:
     done = subprocess.run(
-        [sys.executable, "tools/structure.py"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "tools/structure.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout[-4000:]
     assert "cycles 0" in done.stdout

@@ -304,7 +304,9 @@ def test_writes_after_split_to_the_old_shards_writer_are_fenced(mem: ObjectStore
             with pytest.raises(Fenced):
                 w.put(b"u", b"lost?")
         finally:
-            with pytest.raises(Fenced):  # n2 was dropped: close() says so (RELIABILITY.md, review finding 8)
+            with pytest.raises(
+                Fenced
+            ):  # n2 was dropped: close() says so (RELIABILITY.md, review finding 8)
                 w.close()
         t.refresh()
         assert t.get(b"n1") == b"acked"

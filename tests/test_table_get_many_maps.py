@@ -21,8 +21,11 @@ OLD = {b"a1": b"old-a1", b"z1": b"old-z1"}
 NEW = {b"a1": b"new-a1", b"z1": b"new-z1"}
 # a reader's checkpoint keeps the GC off its shard for this long; the GC below runs an hour later,
 # as after a reader stalled mid-way past its checkpoint's lifetime
-OPTS = TableOptions(reader=DbReaderOptions(checkpoint_lifetime=timedelta(minutes=5),
-                                           manifest_poll_interval=timedelta(minutes=2)))
+OPTS = TableOptions(
+    reader=DbReaderOptions(
+        checkpoint_lifetime=timedelta(minutes=5), manifest_poll_interval=timedelta(minutes=2)
+    )
+)
 
 
 def test_get_many_does_not_mix_the_shards_of_two_maps(
@@ -45,13 +48,21 @@ def test_get_many_does_not_mix_the_shards_of_two_maps(
             calls.append(1)
             with Table.open("t", store) as other:
                 retired = [s.db_path for s in other.shards]
-                other.overwrite([pa.record_batch({
-                    "key": pa.array(sorted(NEW), pa.binary()),
-                    "value": pa.array([NEW[k] for k in sorted(NEW)], pa.binary()),
-                })])
+                other.overwrite(
+                    [
+                        pa.record_batch(
+                            {
+                                "key": pa.array(sorted(NEW), pa.binary()),
+                                "value": pa.array([NEW[k] for k in sorted(NEW)], pa.binary()),
+                            }
+                        )
+                    ]
+                )
             for path in retired:
                 stats = run_gc_once(
-                    path, store, GarbageCollectorOptions(min_age=ZERO, db_delete_grace=ZERO),
+                    path,
+                    store,
+                    GarbageCollectorOptions(min_age=ZERO, db_delete_grace=ZERO),
                     now=lambda: time.time() + 3600,
                 )
                 assert stats.database_deleted, stats

@@ -53,8 +53,9 @@ def rows(keys: list[bytes], value: bytes = b"v") -> list[pa.RecordBatch]:
 
 def stage(store: ObjectStore, plan: IngestPlan, run_id: str, value: bytes) -> list[StagedSst]:
     directory = attempt_dir(plan, run_id, partition=0, attempt=0)
-    return list(stage_ssts(store, plan, directory, 0, rows([b"a", b"b", b"x", b"y"], value),
-                           partition=0))
+    return list(
+        stage_ssts(store, plan, directory, 0, rows([b"a", b"b", b"x", b"y"], value), partition=0)
+    )
 
 
 def sources(staged: list[StagedSst], shard_index: int) -> list[str]:
@@ -111,8 +112,14 @@ def test_an_attempt_fenced_before_its_commit_fails_and_writes_no_marker(
     def attempt() -> None:
         try:
             # the staged seqs: the sources are copied as they are (the stall is in the copy)
-            commit_shard(faulty, plan, "run", shard, sources(staged, 0),
-                         seqs=[s.seq for s in staged if s.shard.index == 0])
+            commit_shard(
+                faulty,
+                plan,
+                "run",
+                shard,
+                sources(staged, 0),
+                seqs=[s.seq for s in staged if s.shard.index == 0],
+            )
         except BaseException as e:
             errors.append(e)
 
@@ -135,8 +142,10 @@ def test_the_runs_cleanup_and_the_leftovers_gc(local: ObjectStore) -> None:
     assert delete_staging(local, "t", "job", "run") == len(staged)
     assert not any(local.exists(s.path) for s in staged)
     left = [m.path for m in local.list(ingest_dir("t") + "/")]
-    assert sorted(left) == [ingest_done_marker("t", "job", plan.shards[0].shard_id),
-                            ingest_plan_record("t", "job")]
+    assert sorted(left) == [
+        ingest_done_marker("t", "job", plan.shards[0].shard_id),
+        ingest_plan_record("t", "job"),
+    ]
     assert collect_leftovers(local, "t", timedelta(days=1)) == (0, 0)
     deleted, _ = collect_leftovers(local, "t", timedelta(0))
     assert deleted == 2 and list(local.list(ingest_dir("t") + "/")) == []
@@ -193,8 +202,14 @@ def test_a_checkpoint_left_beside_its_marker_is_dropped_by_the_next_attempt(
     def attempt() -> None:
         try:
             # the staged seqs: the sources are copied as they are (the stall is in the copy)
-            commit_shard(faulty, plan, "run", shard, sources(staged, 0),
-                         seqs=[s.seq for s in staged if s.shard.index == 0])
+            commit_shard(
+                faulty,
+                plan,
+                "run",
+                shard,
+                sources(staged, 0),
+                seqs=[s.seq for s in staged if s.shard.index == 0],
+            )
         except BaseException as e:
             errors.append(e)
 

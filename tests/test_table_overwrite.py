@@ -71,8 +71,10 @@ def local(tmp_path: Path) -> ObjectStore:
 def batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
     keys = sorted(rows)
     return pa.record_batch(
-        {"key": pa.array(keys, pa.binary()), "value": pa.array([rows[k] for k in keys],
-                                                                pa.binary())}
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array([rows[k] for k in keys], pa.binary()),
+        }
     )
 
 
@@ -96,8 +98,9 @@ def contents(store: ObjectStore, path: str = "t") -> dict[bytes, bytes]:
         return dict(t.scan())
 
 
-def stage(store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
-          ) -> dict[int, list[tuple[str, int]]]:
+def stage(
+    store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
+) -> dict[int, list[tuple[str, int]]]:
     """What Spark tasks do: two input partitions, each staged by its own attempt."""
     staged: dict[int, list[tuple[str, int]]] = {}
     items = sorted(rows.items())
@@ -210,8 +213,10 @@ def test_readers_see_all_old_or_all_new_never_a_mix(mem: ObjectStore) -> None:
                         snap = r.snapshot(lifetime=timedelta(minutes=5))
                         with Table.open("t", mem, OPTS, snapshot=snap) as view:
                             got = dict(view.scan())
-                            assert dict(zip(sorted(got), view.get_many(sorted(got)),
-                                            strict=True)) == got
+                            assert (
+                                dict(zip(sorted(got), view.get_many(sorted(got)), strict=True))
+                                == got
+                            )
                         r.release_snapshot(snap)
                         assert got in (OLD, NEW), got
                         seen.append("old" if got == OLD else "new")
@@ -572,15 +577,26 @@ def test_a_pending_replace_round_trips_and_bad_ones_are_refused(mem: ObjectStore
         m = t.shard_map
         enc = ValueEncoding("arrow", '{"type":"struct"}')
         targets = tuple((10 + s.index, s.key_range) for s in m.shards)
-        op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in m.shards), targets,
-                       1.5, AppVersion("app", 7), enc)
+        op = PendingOp(
+            uuid.uuid4(),
+            "replace",
+            tuple(s.shard_id for s in m.shards),
+            targets,
+            1.5,
+            AppVersion("app", 7),
+            enc,
+        )
         sealed = dataclasses.replace(m, next_shard_id=20, pending=(op,))
         data = encode_shard_map(sealed, "t")
         back = decode_shard_map(data, map_id=9, table_path="t", name="x")
         assert back.pending == (op,) and all(s.sealed for s in back.shards)
         plain = dataclasses.replace(op, txn=None, value_encoding=None)
-        back = decode_shard_map(encode_shard_map(dataclasses.replace(sealed, pending=(plain,)),
-                                                 "t"), map_id=9, table_path="t", name="x")
+        back = decode_shard_map(
+            encode_shard_map(dataclasses.replace(sealed, pending=(plain,)), "t"),
+            map_id=9,
+            table_path="t",
+            name="x",
+        )
         assert back.pending == (plain,)
         bad = [
             dataclasses.replace(op, sources=op.sources[:2]),  # not every shard
@@ -590,5 +606,9 @@ def test_a_pending_replace_round_trips_and_bad_ones_are_refused(mem: ObjectStore
         for b in bad:
             assert layout_problem(dataclasses.replace(sealed, pending=(b,))) is not None, b
             with pytest.raises(CorruptionError):
-                decode_shard_map(encode_shard_map(dataclasses.replace(sealed, pending=(b,)), "t"),
-                                 map_id=9, table_path="t", name="x")
+                decode_shard_map(
+                    encode_shard_map(dataclasses.replace(sealed, pending=(b,)), "t"),
+                    map_id=9,
+                    table_path="t",
+                    name="x",
+                )

@@ -232,7 +232,9 @@ def test_a_taker_whose_record_lands_late_takes_again(
             th.join()
         assert len(takes) == 2 and len(result) == 1
         assert t.named_snapshot(NAME) == result[0]
-        assert named_checkpoints(mem, t, [s.db_path for s in t.shards]) == set(result[0].checkpoints)
+        assert named_checkpoints(mem, t, [s.db_path for s in t.shards]) == set(
+            result[0].checkpoints
+        )
 
 
 def test_deleting_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
@@ -262,7 +264,9 @@ def test_refreshing_a_named_snapshot_extends_its_checkpoints(mem: ObjectStore) -
         t.refresh_snapshot(snap, None)
         assert all(
             c.expire_time_s is None
-            for s in snap.shards for c in list_checkpoints(s.db_path, mem) if c.id in snap.checkpoints
+            for s in snap.shards
+            for c in list_checkpoints(s.db_path, mem)
+            if c.id in snap.checkpoints
         )
         with pytest.raises(InvalidArgument):
             t.refresh_snapshot(NAME)  # type: ignore[arg-type]  # a name is not a snapshot
@@ -315,7 +319,8 @@ def test_collecting_garbage_deletes_old_versions_of_a_record_but_never_the_lates
         assert stats.snapshot_records == 3 + 1
         records = [m.path for m in mem.list("t/snapshots/") if m.path.endswith(".snapshot")]
         assert sorted(records) == [
-            snapshot_record_path("t", "end-of-day", 4), snapshot_record_path("t", "gone", 2)
+            snapshot_record_path("t", "end-of-day", 4),
+            snapshot_record_path("t", "gone", 2),
         ]
         assert t.named_snapshot(NAME) == last and t.snapshot_names() == [NAME]
         again = t.snapshot(None, name=NAME)  # the name carries on above the boundary

@@ -18,8 +18,12 @@ from slatedb_core.table.shardmap import (
     encode_shard_map,
 )
 
-SCHEMA = json.dumps({"type": "struct", "fields": [
-    {"name": "qty", "type": "long", "nullable": True, "metadata": {}}]})
+SCHEMA = json.dumps(
+    {
+        "type": "struct",
+        "fields": [{"name": "qty", "type": "long", "nullable": True, "metadata": {}}],
+    }
+)
 
 
 def test_recorded_once_kept_across_versions_and_processes(tmp_path) -> None:
@@ -52,11 +56,14 @@ def test_other_columns_are_refused_and_nothing_changes(tmp_path) -> None:
         assert table.refresh().id == before
 
 
-@pytest.mark.parametrize("fmt, schema, match", [
-    ("csv", SCHEMA, "must be one of"),
-    ("json", "not json", "not JSON"),
-    ("json", "[1, 2]", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "fmt, schema, match",
+    [
+        ("csv", SCHEMA, "must be one of"),
+        ("json", "not json", "not JSON"),
+        ("json", "[1, 2]", "JSON object"),
+    ],
+)
 def test_bad_encodings_are_refused(fmt: str, schema: str, match: str) -> None:
     with pytest.raises(InvalidArgument, match=match):
         ValueEncoding(fmt, schema)
@@ -68,10 +75,12 @@ def test_a_damaged_record_reads_as_corruption(tmp_path) -> None:
         m = table.record_value_encoding(ValueEncoding("json", SCHEMA)) and table.shard_map
     data = encode_shard_map(m, "t")
     assert decode_shard_map(data, map_id=m.id, table_path="t", name="x").value_encoding == (
-        m.value_encoding)
+        m.value_encoding
+    )
     # the envelope's payload (its header holds a random nonce, which may contain a '{' byte)
-    payload = open_sealed(data, magic=SHARDMAP_MAGIC, name="x",
-                          versions=frozenset({FORMAT_VERSION})).payload
+    payload = open_sealed(
+        data, magic=SHARDMAP_MAGIC, name="x", versions=frozenset({FORMAT_VERSION})
+    ).payload
     doc = json.loads(payload)
     for bad in ({"format": "yaml", "schema": "{}"}, "json", {"format": "json"}):
         doc["value_encoding"] = bad

@@ -29,9 +29,15 @@ def put_wal(store: ObjectStore, wal: WalLog, wal_id: int, rows: int = 0) -> None
     """Rows ``k0..`` in a WAL SST, or with ``rows`` 0 a fence."""
     data = FENCE
     if rows:
-        data = encode_wal_sst(batch_from_lists([f"k{i}".encode() for i in range(rows)],
-                                               list(range(1, rows + 1)), [0] * rows,
-                                               [b"v"] * rows), OPTS)
+        data = encode_wal_sst(
+            batch_from_lists(
+                [f"k{i}".encode() for i in range(rows)],
+                list(range(1, rows + 1)),
+                [0] * rows,
+                [b"v"] * rows,
+            ),
+            OPTS,
+        )
     store.put_if_absent(wal.path(wal_id), data)
 
 

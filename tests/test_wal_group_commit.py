@@ -105,7 +105,9 @@ def test_a_zombie_writers_grouped_puts_into_a_collected_fence_slot_are_all_fence
     group (8 concurrent durable puts, one WAL SST) lands in the freed slot, and its boundary
     read after the create fails every one of them: nothing of it is acknowledged or replayed."""
     store = open_store("memory://group-commit-zombie")
-    quiet = DbOptions(flush_interval=timedelta(seconds=1), manifest_poll_interval=timedelta(hours=1))
+    quiet = DbOptions(
+        flush_interval=timedelta(seconds=1), manifest_poll_interval=timedelta(hours=1)
+    )
     a = Db.open("db", store, quiet)
     a.put(b"a-before", b"1")
     next_id = WalLog(store, "db").list_ids()[-1] + 1

@@ -63,9 +63,16 @@ def test_replay_of_a_wal_holding_only_fences_is_empty() -> None:
 def test_wal_rows_are_put_in_seq_order_so_a_repeated_key_replays_to_its_newest() -> None:
     """SlateDB 0.17's WAL SSTs may hold a key several times, in seq order; rows read in another
     order (key order, say) are put back in seq order, and a memtable fed them keeps the newest."""
-    rows = pa.Table.from_batches([batch_from_lists(
-        [b"a", b"a", b"b", b"k", b"k"], [9, 2, 5, 7, 3], [0, 0, 1, 0, 0],
-        [b"a9", b"a2", b"", b"k7", b"k3"])])
+    rows = pa.Table.from_batches(
+        [
+            batch_from_lists(
+                [b"a", b"a", b"b", b"k", b"k"],
+                [9, 2, 5, 7, 3],
+                [0, 0, 1, 0, 0],
+                [b"a9", b"a2", b"", b"k7", b"k3"],
+            )
+        ]
+    )
     ordered = in_seq_order(rows)
     assert ordered.column("seq").to_pylist() == [2, 3, 5, 7, 9]
     memtable = Memtable()
@@ -79,13 +86,15 @@ def test_wal_rows_are_put_in_seq_order_so_a_repeated_key_replays_to_its_newest()
 
 def _wal_sst(kinds: list[int], expire_ts: list[int | None]) -> bytes:
     n = len(kinds)
-    table = pa.table({
-        "key": pa.array([b"k%d" % i for i in range(n)], pa.binary()),
-        "seq": pa.array(range(1, n + 1), pa.uint64()),
-        "kind": pa.array(kinds, pa.uint8()),
-        "value": pa.array([b"" if k == 1 else b"v%d" % i for i, k in enumerate(kinds)]),
-        "expire_ts": pa.array(expire_ts, pa.int64()),
-    })
+    table = pa.table(
+        {
+            "key": pa.array([b"k%d" % i for i in range(n)], pa.binary()),
+            "seq": pa.array(range(1, n + 1), pa.uint64()),
+            "kind": pa.array(kinds, pa.uint8()),
+            "value": pa.array([b"" if k == 1 else b"v%d" % i for i, k in enumerate(kinds)]),
+            "expire_ts": pa.array(expire_ts, pa.int64()),
+        }
+    )
     return encode_sst(table, SstOptions(), wal=True)[0]
 
 

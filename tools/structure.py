@@ -130,8 +130,11 @@ def main() -> int:
     cycles = _cycles(graph)
     top_level = sorted(p.name for p in (ROOT / "slatedb_core").glob("*.py"))
     sizes = sorted(
-        ((len(p.read_text().splitlines()), str(p.relative_to(ROOT)))
-         for p in modules.values() if "generated" not in p.parts),
+        (
+            (len(p.read_text().splitlines()), str(p.relative_to(ROOT)))
+            for p in modules.values()
+            if "generated" not in p.parts
+        ),
         reverse=True,
     )
     for cycle in cycles:
@@ -145,7 +148,9 @@ def main() -> int:
     print(f"top-level modules {len(top_level)} (at most {MAX_TOP_LEVEL})")
     total = sum(n for n, _ in sizes)
     median = sizes[len(sizes) // 2][0] if sizes else 0
-    print(f"modules {len(sizes)}, {total} lines, median {median}, largest {sizes[0][0] if sizes else 0}")
+    print(
+        f"modules {len(sizes)}, {total} lines, median {median}, largest {sizes[0][0] if sizes else 0}"
+    )
     broken = cycles or private or len(top_level) > MAX_TOP_LEVEL
     return 1 if broken else 0
 

@@ -45,8 +45,11 @@ def _settings(args: argparse.Namespace, *, for_start: bool) -> ClusterSettings:
     if for_start and ports is None:
         ports = Ports.free(args.workers) if args.ports == "auto" else Ports()
     return ClusterSettings(
-        dir=dir, ports=ports or Ports(), workers=args.workers,
-        worker_cores=args.worker_cores, worker_memory=args.worker_memory,
+        dir=dir,
+        ports=ports or Ports(),
+        workers=args.workers,
+        worker_cores=args.worker_cores,
+        worker_memory=args.worker_memory,
         config=Path(args.config).resolve(),
     )
 
@@ -71,8 +74,13 @@ def start(s: ClusterSettings) -> int:
             # running, perhaps busy (a late daemon heartbeat): wait for it; a second copy would
             # run beside it (two schedulers) and the first would be forgotten by cluster-stop
             try:
-                wait_until(svc.name, functools.partial(svc.ready, s, env), record=record,
-                           timeout_s=svc.timeout_s, log=Path(str(record["log"])))
+                wait_until(
+                    svc.name,
+                    functools.partial(svc.ready, s, env),
+                    record=record,
+                    timeout_s=svc.timeout_s,
+                    log=Path(str(record["log"])),
+                )
             except ClusterError:
                 if alive(record):
                     raise
@@ -83,8 +91,13 @@ def start(s: ClusterSettings) -> int:
         state[svc.name] = record
         save_state(s, state)
         log = Path(str(record["log"]))
-        wait_until(svc.name, functools.partial(svc.ready, s, env), record=record,
-                   timeout_s=svc.timeout_s, log=log)
+        wait_until(
+            svc.name,
+            functools.partial(svc.ready, s, env),
+            record=record,
+            timeout_s=svc.timeout_s,
+            log=log,
+        )
         print(_line(svc.name, "up", svc.describe(s), record), flush=True)
     print(f"settings for clients (credentials included): source {s.env_file}")
     return 0
@@ -127,9 +140,17 @@ def orders_with_payload(orders: pa.Table) -> pa.Table:
     Arrow's string kernels (no Python loop over the rows)."""
     ts = pc.cast(pc.cast(orders["ts"], pa.int64()), pa.string())
     parts = [
-        '{"customer_id":"', orders["customer_id"], '","amount":',
-        pc.cast(orders["amount"], pa.string()), ',"currency":"', orders["currency"],
-        '","status":"', orders["status"], '","ts_ms":', ts, "}",
+        '{"customer_id":"',
+        orders["customer_id"],
+        '","amount":',
+        pc.cast(orders["amount"], pa.string()),
+        ',"currency":"',
+        orders["currency"],
+        '","status":"',
+        orders["status"],
+        '","ts_ms":',
+        ts,
+        "}",
     ]
     payload = pc.binary_join_element_wise(*parts, "")
     return pa.table({"order_id": orders["order_id"], "payload": pc.cast(payload, pa.binary())})
@@ -143,9 +164,12 @@ def dataset(s: ClusterSettings, rows: int, files: int, prefix: str) -> int:
     if not env:
         raise InvalidArgument(f"no cluster in {s.dir}: run start first")
     store = open_store(
-        f"s3://{BUCKET}/{prefix.strip('/')}", endpoint=env["AWS_ENDPOINT_URL"],
-        region=env["AWS_REGION"], access_key_id=env["AWS_ACCESS_KEY_ID"],
-        secret_access_key=env["AWS_SECRET_ACCESS_KEY"], allow_http="true",
+        f"s3://{BUCKET}/{prefix.strip('/')}",
+        endpoint=env["AWS_ENDPOINT_URL"],
+        region=env["AWS_REGION"],
+        access_key_id=env["AWS_ACCESS_KEY_ID"],
+        secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        allow_http="true",
     )
     table = orders_with_payload(generate(DatasetOptions(rows=rows, files=files)))
     per = -(-table.num_rows // files)
@@ -158,17 +182,26 @@ def dataset(s: ClusterSettings, rows: int, files: int, prefix: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lakehouse_demo.cluster",
-                                description="The deployment's services on 127.0.0.1.")
+    p = argparse.ArgumentParser(
+        prog="python -m lakehouse_demo.cluster",
+        description="The deployment's services on 127.0.0.1.",
+    )
     p.add_argument("command", choices=["start", "stop", "status", "dataset"])
     p.add_argument("--dir", default="cluster-data", help="the cluster's folder")
-    p.add_argument("--ports", choices=["default", "auto"], default="default",
-                   help="auto: free ports (for tests); kept for the folder's later commands")
+    p.add_argument(
+        "--ports",
+        choices=["default", "auto"],
+        default="default",
+        help="auto: free ports (for tests); kept for the folder's later commands",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-cores", type=int, default=1)
     p.add_argument("--worker-memory", default="1g")
-    p.add_argument("--config", default=str(INFRA / "slatedb.yaml"),
-                   help="orchestration config (SLATEDB_ORCHESTRATION_CONFIG)")
+    p.add_argument(
+        "--config",
+        default=str(INFRA / "slatedb.yaml"),
+        help="orchestration config (SLATEDB_ORCHESTRATION_CONFIG)",
+    )
     p.add_argument("--rows", type=int, default=2_000_000, help="dataset: orders to write")
     p.add_argument("--files", type=int, default=8, help="dataset: Parquet objects")
     p.add_argument("--prefix", default="input/orders", help="dataset: where in the bucket")

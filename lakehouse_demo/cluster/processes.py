@@ -46,15 +46,18 @@ def alive(record: Mapping[str, object]) -> bool:
     return isinstance(pid, int) and start_time(pid) == started
 
 
-def spawn(
-    cmd: Sequence[str], *, log: Path, env: Mapping[str, str], cwd: Path
-) -> dict[str, object]:
+def spawn(cmd: Sequence[str], *, log: Path, env: Mapping[str, str], cwd: Path) -> dict[str, object]:
     """Start ``cmd`` in a new session, output appended to ``log``; returns its state record."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            list(cmd), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=cwd, env=dict(env), start_new_session=True,
+            list(cmd),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
         )
     return {"pid": proc.pid, "start_time": start_time(proc.pid), "log": str(log)}
 
@@ -70,8 +73,12 @@ def stop(record: Mapping[str, object], *, timeout_s: float = 20.0) -> bool:
         # the leader died (kill -9) but what it started may live on in its group (a daemon's
         # code servers and run workers): the group is still ours while no process holds its
         # pid, since Linux does not hand out a pid that is a live group's id
-        if not (group and isinstance(pid, int) and _leader_gone(pid, record.get("start_time"))
-                and _group_alive(pid)):
+        if not (
+            group
+            and isinstance(pid, int)
+            and _leader_gone(pid, record.get("start_time"))
+            and _group_alive(pid)
+        ):
             return False
     assert isinstance(pid, int)
     sig = signal.Signals[str(record.get("stop_signal", "SIGTERM"))]
@@ -127,8 +134,12 @@ def http_ok(url: str, *, timeout_s: float = 2.0) -> bytes | None:
 
 
 def wait_until(
-    what: str, ready: Callable[[], bool], *, record: Mapping[str, object] | None,
-    timeout_s: float, log: Path | None,
+    what: str,
+    ready: Callable[[], bool],
+    *,
+    record: Mapping[str, object] | None,
+    timeout_s: float,
+    log: Path | None,
 ) -> None:
     """Poll ``ready`` until it holds; fail early if the process exited, with the log's tail."""
     deadline = time.monotonic() + timeout_s

@@ -63,8 +63,11 @@ class Service:
 def _start_s3(s: ClusterSettings, env: Env) -> Record:
     log = s.logs / "s3.log"
     weed = SeaweedFS(
-        bucket=BUCKET, data_dir=s.dir / "s3", s3_port=s.ports.s3,
-        access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
+        bucket=BUCKET,
+        data_dir=s.dir / "s3",
+        s3_port=s.ports.s3,
+        access_key=env["AWS_ACCESS_KEY_ID"],
+        secret_key=env["AWS_SECRET_ACCESS_KEY"],
         log_file=log,
     )
     weed.start()  # returns once a put/get/delete round trip with the keys works
@@ -146,8 +149,12 @@ def _start_postgres(s: ClusterSettings, env: Env) -> Record:
     # cluster without the dagster role, hence without any Dagster data.
     unfinished = root / "setup-unfinished"
     if unfinished.exists() and data.exists():
-        subprocess.run([*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w",
-                        "stop"], capture_output=True, timeout=120, env=_pg_env())
+        subprocess.run(
+            [*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+            capture_output=True,
+            timeout=120,
+            env=_pg_env(),
+        )
         shutil.rmtree(data)
     if not (data / "PG_VERSION").exists():
         unfinished.touch()
@@ -158,38 +165,86 @@ def _start_postgres(s: ClusterSettings, env: Env) -> Record:
             f.write(superuser_password + "\n")
         _as_postgres(pwfile)
         try:
-            _pg([*as_pg, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres",
-                 "-A", "scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-locale"], s)
+            _pg(
+                [
+                    *as_pg,
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "-E",
+                    "UTF8",
+                    "--no-locale",
+                ],
+                s,
+            )
         finally:
             pwfile.unlink(missing_ok=True)
     opts = f"-p {s.ports.postgres} -k {root} -c listen_addresses={HOST}"
-    _pg([*as_pg, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts,
-         "-w", "-t", "60", "start"], s)
+    _pg(
+        [
+            *as_pg,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(log),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+        s,
+    )
     pid = int((data / "postmaster.pid").read_text().split()[0])
     if superuser_password is not None:
         _create_dagster_database(s, superuser_password, env["DAGSTER_POSTGRES_PASSWORD"])
         unfinished.unlink()
     # SIGINT is PostgreSQL's fast shutdown; the postmaster stops its own children
-    return {"pid": pid, "start_time": start_time(pid), "log": str(log),
-            "stop_signal": "SIGINT", "group": False}
+    return {
+        "pid": pid,
+        "start_time": start_time(pid),
+        "log": str(log),
+        "stop_signal": "SIGINT",
+        "group": False,
+    }
 
 
 def _create_dagster_database(s: ClusterSettings, superuser_password: str, password: str) -> None:
     conninfo = psycopg.conninfo.make_conninfo(
-        host=HOST, port=s.ports.postgres, user="postgres", password=superuser_password,
+        host=HOST,
+        port=s.ports.postgres,
+        user="postgres",
+        password=superuser_password,
         dbname="postgres",
     )
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(POSTGRES_USER), sql.Literal(password)))
-        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-            sql.Identifier(POSTGRES_DB), sql.Identifier(POSTGRES_USER)))
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(POSTGRES_USER), sql.Literal(password)
+            )
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                sql.Identifier(POSTGRES_DB), sql.Identifier(POSTGRES_USER)
+            )
+        )
 
 
 def _postgres_ready(s: ClusterSettings, env: Env) -> bool:
     conninfo = psycopg.conninfo.make_conninfo(
-        host=HOST, port=s.ports.postgres, user=POSTGRES_USER,
-        password=env["DAGSTER_POSTGRES_PASSWORD"], dbname=POSTGRES_DB, connect_timeout=3,
+        host=HOST,
+        port=s.ports.postgres,
+        user=POSTGRES_USER,
+        password=env["DAGSTER_POSTGRES_PASSWORD"],
+        dbname=POSTGRES_DB,
+        connect_timeout=3,
     )
     try:
         with psycopg.connect(conninfo) as conn:
@@ -222,8 +277,12 @@ def _spark_env(s: ClusterSettings, env: Env) -> dict[str, str]:
 
 
 def _start_master(s: ClusterSettings, env: Env) -> Record:
-    return spawn([str(INFRA / "spark-entrypoint.sh"), "master"], log=s.logs / "spark-master.log",
-                 env=_spark_env(s, env), cwd=s.dir)
+    return spawn(
+        [str(INFRA / "spark-entrypoint.sh"), "master"],
+        log=s.logs / "spark-master.log",
+        env=_spark_env(s, env),
+        cwd=s.dir,
+    )
 
 
 def _master_ready(s: ClusterSettings, env: Env) -> bool:
@@ -236,25 +295,35 @@ def _worker(n: int) -> Service:
         # the worker's folder holds its executors' stdout/stderr: with the other logs
         work = s.logs / f"spark-worker-{n}"
         work.mkdir(exist_ok=True)
-        wenv = {**_spark_env(s, env), "SPARK_WORKER_DIR": str(work),
-                "SPARK_LOCAL_DIRS": str(s.dir / "spark-tmp"),
-                "SPARK_WORKER_WEBUI_PORT": str(s.ports.spark_worker_ui + n - 1)}
-        return spawn([str(INFRA / "spark-entrypoint.sh"), "worker"],
-                     log=s.logs / f"spark-worker-{n}.log", env=wenv, cwd=s.dir)
+        wenv = {
+            **_spark_env(s, env),
+            "SPARK_WORKER_DIR": str(work),
+            "SPARK_LOCAL_DIRS": str(s.dir / "spark-tmp"),
+            "SPARK_WORKER_WEBUI_PORT": str(s.ports.spark_worker_ui + n - 1),
+        }
+        return spawn(
+            [str(INFRA / "spark-entrypoint.sh"), "worker"],
+            log=s.logs / f"spark-worker-{n}.log",
+            env=wenv,
+            cwd=s.dir,
+        )
 
     def ready(s: ClusterSettings, env: Env) -> bool:
         state = _spark_json(s) or {}
         ui = f":{s.ports.spark_worker_ui + n - 1}"
         workers = state.get("workers")
         return isinstance(workers, list) and any(
-            isinstance(w, dict) and w.get("state") == "ALIVE"
+            isinstance(w, dict)
+            and w.get("state") == "ALIVE"
             and str(w.get("webuiaddress", "")).endswith(ui)
             for w in workers
         )
 
     def describe(s: ClusterSettings) -> str:
-        return (f"{s.worker_cores} core(s), {s.worker_memory}; "
-                f"ui http://{HOST}:{s.ports.spark_worker_ui + n - 1}")
+        return (
+            f"{s.worker_cores} core(s), {s.worker_memory}; "
+            f"ui http://{HOST}:{s.ports.spark_worker_ui + n - 1}"
+        )
 
     return Service(f"spark-worker-{n}", start, ready, describe)
 
@@ -269,8 +338,15 @@ def _dagster_env(s: ClusterSettings, env: Env) -> dict[str, str]:
 
 
 def _start_webserver(s: ClusterSettings, env: Env) -> Record:
-    cmd = ["dagster-webserver", "-h", HOST, "-p", str(s.ports.dagster), "-w",
-           str(REPO / "workspace.yaml")]
+    cmd = [
+        "dagster-webserver",
+        "-h",
+        HOST,
+        "-p",
+        str(s.ports.dagster),
+        "-w",
+        str(REPO / "workspace.yaml"),
+    ]
     return spawn(cmd, log=s.logs / "dagster-webserver.log", env=_dagster_env(s, env), cwd=REPO)
 
 
@@ -286,12 +362,14 @@ def _start_daemon(s: ClusterSettings, env: Env) -> Record:
 DAEMON_QUERY = "{ instance { daemonHealth { allDaemonStatuses { daemonType required healthy } } } }"
 
 
-def graphql(s: ClusterSettings, query: str, variables: Mapping[str, object] | None = None
-            ) -> dict[str, object]:
+def graphql(
+    s: ClusterSettings, query: str, variables: Mapping[str, object] | None = None
+) -> dict[str, object]:
     """One query to the webserver's GraphQL endpoint; its ``data``."""
     body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
-    req = urllib.request.Request(f"{s.dagster_url}/graphql", data=body,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{s.dagster_url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         answer = json.loads(resp.read())
     if answer.get("errors"):
@@ -319,18 +397,40 @@ def _daemon_ready(s: ClusterSettings, env: Env) -> bool:
 def services(s: ClusterSettings) -> list[Service]:
     """In start order; ``make cluster-stop`` stops them in the reverse order."""
     return [
-        Service("s3", _start_s3, _s3_ready,
-                lambda s: f"{s.s3_endpoint} (SeaweedFS; bucket {BUCKET}, store {s.store_url})"),
-        Service("postgres", _start_postgres, _postgres_ready,
-                lambda s: f"{HOST}:{s.ports.postgres} (database {POSTGRES_DB}, "
-                          f"user {POSTGRES_USER}, password auth)"),
-        Service("spark-master", _start_master, _master_ready,
-                lambda s: f"{s.spark_master_url}; ui http://{HOST}:{s.ports.spark_master_ui}"),
+        Service(
+            "s3",
+            _start_s3,
+            _s3_ready,
+            lambda s: f"{s.s3_endpoint} (SeaweedFS; bucket {BUCKET}, store {s.store_url})",
+        ),
+        Service(
+            "postgres",
+            _start_postgres,
+            _postgres_ready,
+            lambda s: (
+                f"{HOST}:{s.ports.postgres} (database {POSTGRES_DB}, "
+                f"user {POSTGRES_USER}, password auth)"
+            ),
+        ),
+        Service(
+            "spark-master",
+            _start_master,
+            _master_ready,
+            lambda s: f"{s.spark_master_url}; ui http://{HOST}:{s.ports.spark_master_ui}",
+        ),
         *[_worker(n) for n in range(1, s.workers + 1)],
-        Service("dagster-webserver", _start_webserver, _webserver_ready,
-                lambda s: f"{s.dagster_url} (GraphQL {s.dagster_url}/graphql)", 180.0),
-        Service("dagster-daemon", _start_daemon, _daemon_ready,
-                lambda s: "scheduler, sensors, run queue (one run per database), "
-                          "run monitoring", 180.0),
+        Service(
+            "dagster-webserver",
+            _start_webserver,
+            _webserver_ready,
+            lambda s: f"{s.dagster_url} (GraphQL {s.dagster_url}/graphql)",
+            180.0,
+        ),
+        Service(
+            "dagster-daemon",
+            _start_daemon,
+            _daemon_ready,
+            lambda s: "scheduler, sensors, run queue (one run per database), run monitoring",
+            180.0,
+        ),
     ]
-

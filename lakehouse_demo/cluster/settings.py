@@ -65,8 +65,14 @@ class Ports:
                 s.close()
         # the worker UIs must be consecutive: probe a free run after the others
         base = _free_run(workers, exclude=set(ports[:5]))
-        return cls(s3=ports[0], postgres=ports[1], dagster=ports[2], spark_master=ports[3],
-                   spark_master_ui=ports[4], spark_worker_ui=base)
+        return cls(
+            s3=ports[0],
+            postgres=ports[1],
+            dagster=ports[2],
+            spark_master=ports[3],
+            spark_master_ui=ports[4],
+            spark_worker_ui=base,
+        )
 
 
 def _free_run(n: int, exclude: set[int]) -> int:
@@ -148,8 +154,11 @@ def load_secrets(settings: ClusterSettings) -> dict[str, str]:
     for name in SECRET_NAMES:
         value = known.get(name) or os.environ.get(name)
         if not value:
-            value = f"lakehouse-{secrets.token_hex(4)}" if name == "AWS_ACCESS_KEY_ID" \
+            value = (
+                f"lakehouse-{secrets.token_hex(4)}"
+                if name == "AWS_ACCESS_KEY_ID"
                 else secrets.token_urlsafe(24)
+            )
         out[name] = value
     return out
 
@@ -199,7 +208,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     out = {}
     for line in path.read_text().splitlines():
         if line.startswith("export ") and "=" in line:
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             out[name] = "".join(shlex.split(value))  # as written by shlex.quote
     return out
 

@@ -178,9 +178,7 @@ def scan_command(
 @_json_option
 @click.pass_obj
 @handle_errors
-def get_command(
-    obj: Ctx, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool
-) -> None:
+def get_command(obj: Ctx, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool) -> None:
     """Print the value of KEY (exit 1 when it is not there)."""
     k = parse_key(key, fmt, "KEY")
     with _open(obj, checkpoint) as reader:

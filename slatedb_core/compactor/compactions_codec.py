@@ -53,10 +53,20 @@ SUBMITTED = 0
 OURS_RUNNING = 1  # in Compaction slot 21
 
 STATUS_CODE: dict[str, int] = {
-    "submitted": 0, "running": 1, "committed": 2, "failed": 3, "compacted": 4, "scheduled": 5,
+    "submitted": 0,
+    "running": 1,
+    "committed": 2,
+    "failed": 3,
+    "compacted": 4,
+    "scheduled": 5,
 }
 STATUS_OF: dict[int, Status] = {
-    0: "submitted", 1: "running", 2: "committed", 3: "failed", 4: "compacted", 5: "scheduled",
+    0: "submitted",
+    1: "running",
+    2: "committed",
+    3: "failed",
+    4: "compacted",
+    5: "scheduled",
 }
 KIND_CODE: dict[str, int] = {"l0": 0, "sorted-runs": 1}
 KIND_OF: dict[int, Kind] = {0: "l0", 1: "sorted-runs"}
@@ -102,12 +112,18 @@ def _ssts(w: FbWriter, ssts: tuple[CompactedSst, ...]) -> int:
 def _context(w: FbWriter, ctx: CompactionContext) -> int:
     subs = None
     if ctx.subcompactions:
-        subs = w.tables([
-            w.table(SUBCOMPACTION, (
-                write_range(w, s.range), _ssts(w, s.output_ssts) if s.output_ssts else None,
-            ))
-            for s in ctx.subcompactions
-        ])
+        subs = w.tables(
+            [
+                w.table(
+                    SUBCOMPACTION,
+                    (
+                        write_range(w, s.range),
+                        _ssts(w, s.output_ssts) if s.output_ssts else None,
+                    ),
+                )
+                for s in ctx.subcompactions
+            ]
+        )
     return w.table(CONTEXT, (subs, ctx.retention_min_seq))
 
 
@@ -128,14 +144,26 @@ def _compaction(w: FbWriter, c: CompactionRecord) -> int:
     ctx = None if c.context is None else _context(w, c.context)
     error = None if c.error is None else w.string(c.error)
     running = c.status == "running"
-    return w.table(COMPACTION, (
-        write_ulid(w, c.id), DRAIN if c.drain else TIERED, spec,
-        SUBMITTED if running else STATUS_CODE[c.status], _ssts(w, c.output_ssts), worker_at,
-        None if ctx is None else TIERED_CONTEXT, ctx, *_GAP,
-        _ulids(w, c.outputs), KIND_CODE[c.kind], c.created_at_ms, c.updated_at_ms, error,
-        OURS_RUNNING if running else None,
-    ))
-
+    return w.table(
+        COMPACTION,
+        (
+            write_ulid(w, c.id),
+            DRAIN if c.drain else TIERED,
+            spec,
+            SUBMITTED if running else STATUS_CODE[c.status],
+            _ssts(w, c.output_ssts),
+            worker_at,
+            None if ctx is None else TIERED_CONTEXT,
+            ctx,
+            *_GAP,
+            _ulids(w, c.outputs),
+            KIND_CODE[c.kind],
+            c.created_at_ms,
+            c.updated_at_ms,
+            error,
+            OURS_RUNNING if running else None,
+        ),
+    )
 
 
 def encode_state(state: CompactionsState, *, nonce: bytes | None = None) -> bytes:
@@ -144,9 +172,16 @@ def encode_state(state: CompactionsState, *, nonce: bytes | None = None) -> byte
     try:
         records = w.tables([_compaction(w, c) for c in state.compactions])
         nonce_at = w.blob(os.urandom(16) if nonce is None else nonce)
-        root = w.table(COMPACTIONS, (
-            state.compactor_epoch, records, *(None,) * 6, nonce_at, 0,
-        ))
+        root = w.table(
+            COMPACTIONS,
+            (
+                state.compactor_epoch,
+                records,
+                *(None,) * 6,
+                nonce_at,
+                0,
+            ),
+        )
         assert w.last is not None
         crc_at = root - w.last.offs[CHECKSUM_SLOT]  # from the buffer's end
         data = bytearray(_VERSION.pack(FORMAT_VERSION) + w.finish(root))
@@ -188,8 +223,11 @@ def _read_context(r: FbReader, pos: int) -> CompactionContext:
     if subs_at is not None:
         for p in r.tables(subs_at, "subcompactions"):
             rng, outputs = r.table(SUBCOMPACTION, p)
-            subs.append(Subcompaction(read_range(r, need(rng, "Subcompaction.range")),
-                                      _read_ssts(r, outputs)))
+            subs.append(
+                Subcompaction(
+                    read_range(r, need(rng, "Subcompaction.range")), _read_ssts(r, outputs)
+                )
+            )
     return CompactionContext(tuple(subs), retention)
 
 
@@ -210,8 +248,23 @@ def _read_spec(
 
 
 def _read_compaction(r: FbReader, pos: int, version: int) -> CompactionRecord:
-    (cid_at, tag, spec, code, outputs_at, worker_at, ctx_tag, ctx, *_, ours_outputs, kind_code,
-     created, updated, error, ours) = r.table(COMPACTION, pos)
+    (
+        cid_at,
+        tag,
+        spec,
+        code,
+        outputs_at,
+        worker_at,
+        ctx_tag,
+        ctx,
+        *_,
+        ours_outputs,
+        kind_code,
+        created,
+        updated,
+        error,
+        ours,
+    ) = r.table(COMPACTION, pos)
     cid = read_ulid(r, need(cid_at, "Compaction.id"))
     if tag not in (TIERED, DRAIN):
         raise Malformed(f"compaction {cid}: unknown spec type {tag}")

@@ -112,6 +112,4 @@ class CompactionsState:
         merged = [*others, record]
         finished = [c for c in merged if not c.active]
         drop = {c.id for c in finished[: max(0, len(finished) - KEEP_FINISHED)]}
-        return dataclasses.replace(
-            self, compactions=tuple(c for c in merged if c.id not in drop)
-        )
+        return dataclasses.replace(self, compactions=tuple(c for c in merged if c.id not in drop))

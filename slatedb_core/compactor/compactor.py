@@ -210,8 +210,12 @@ class Compactor:
                 return
             except Exception as e:  # a store outage or a bug: keep the process alive, say why
                 self.last_error = e
-                log.warning("compaction pass of %r failed, retrying: %s", self.path, e,
-                            exc_info=not isinstance(e, SlateDBError))
+                log.warning(
+                    "compaction pass of %r failed, retrying: %s",
+                    self.path,
+                    e,
+                    exc_info=not isinstance(e, SlateDBError),
+                )
             self._stop.wait(interval)
 
     def stop(self, timeout: float = 60.0) -> None:

@@ -177,9 +177,7 @@ def range_streams(
     the sources sharing the executor's read-ahead budget (:func:`readahead_per_source`)."""
     if plan.kind == "l0":
         ra = readahead_per_source(len(plan.source_views))
-        return [
-            _lazy(_handle(store, db_path, manifest, v), rng, ra) for v in plan.source_views
-        ]
+        return [_lazy(_handle(store, db_path, manifest, v), rng, ra) for v in plan.source_views]
     ra = readahead_per_source(len(plan.source_runs))
     return [
         SortedRunHandle(r.id, [_handle(store, db_path, manifest, v) for v in r.views]).scan(
@@ -202,9 +200,7 @@ def _announce(records: CompactionsStore, compaction_id: ULID, sst_id: ULID) -> N
         if current is None:
             raise InvalidArgument(f"compaction {compaction_id} has no record in .compactions")
         return state.with_record(
-            dataclasses.replace(
-                current, outputs=(*current.outputs, sst_id), updated_at_ms=now_ms()
-            )
+            dataclasses.replace(current, outputs=(*current.outputs, sst_id), updated_at_ms=now_ms())
         )
 
     records.update(add)

@@ -148,7 +148,11 @@ def _source_ssts(plan: CompactionPlan) -> list[SstView]:
 
 
 def source_streams(
-    store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, *,
+    store: ObjectStore,
+    db_path: str,
+    manifest: Manifest,
+    plan: CompactionPlan,
+    *,
     readahead: int | None = None,
 ) -> list[Iterable[pa.RecordBatch]]:
     """One stream per source, newest first, each clipped to its views' visible ranges, each
@@ -191,10 +195,12 @@ def _refuse_slatedb_snapshots(m: Manifest) -> None:
     wrong values (docs/format.md, "What each engine ignores of the other's")."""
     if m.our_writer_epoch != m.writer_epoch and m.recent_snapshot_min_seq < m.last_l0_seq:
         raise UnsupportedFeature(
-            "SlateDB snapshots", f"a SlateDB writer holds the database and a snapshot of its reads "
+            "SlateDB snapshots",
+            f"a SlateDB writer holds the database and a snapshot of its reads "
             f"at seq {m.recent_snapshot_min_seq} (flushed up to {m.last_l0_seq}): our compaction "
             "keeps one version per key; compact this database with SlateDB's compactor, or "
-            "after its snapshots are released")
+            "after its snapshots are released",
+        )
 
 
 def _refuse_ttl_rows(h: SstHandle) -> None:
@@ -204,8 +210,10 @@ def _refuse_ttl_rows(h: SstHandle) -> None:
     SlateDB rewrite dropped it): this engine never writes a TTL."""
     if h.sst.info.size_bytes == 0 and h.reader().has_expiring_rows:
         raise UnsupportedFeature(
-            "rows with a TTL", f"{h.path} holds rows with an expire time, which our compaction "
-            "cannot keep; compact this database with SlateDB's compactor")
+            "rows with a TTL",
+            f"{h.path} holds rows with an expire time, which our compaction "
+            "cannot keep; compact this database with SlateDB's compactor",
+        )
 
 
 def counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:
@@ -302,8 +310,7 @@ class CompactionExecutor:
         manifest = planned_on.manifest
         rows_in = [0]
         streams = [
-            counted(s, rows_in)
-            for s in source_streams(self.store, self.db_path, manifest, plan)
+            counted(s, rows_in) for s in source_streams(self.store, self.db_path, manifest, plan)
         ]
         merged = merge_sorted(streams, drop_tombstones=plan.drop_tombstones)
 
@@ -317,8 +324,9 @@ class CompactionExecutor:
             self.records.put(record)  # announce before the object exists
             return write_new_sst(self.store, self.db_path, data, info, sst_id)
 
-        outputs, rows_out = write_ssts(merged, self.options.max_sst_size_bytes,
-                                       self.sst_options, write)
+        outputs, rows_out = write_ssts(
+            merged, self.options.max_sst_size_bytes, self.sst_options, write
+        )
         final = tuple(outputs)
         self._check_cancelled(record)
         stored = self.manifest.update_at(lambda m, _next: apply_compaction(m, plan, final))

@@ -109,8 +109,11 @@ def choose_runs(sizes: Sequence[int], options: CompactorOptions) -> tuple[int, i
     n = len(sizes)
     if n < 2:
         return None
-    tiers = [(i, j) for i, j in tier_windows(sizes, options.size_ratio)
-             if j - i >= options.min_merge_width]
+    tiers = [
+        (i, j)
+        for i, j in tier_windows(sizes, options.size_ratio)
+        if j - i >= options.min_merge_width
+    ]
     chosen = _cheapest(tiers, sizes)
     if chosen is not None:
         return chosen

@@ -249,7 +249,9 @@ class Collector:
         if (m.our_writer_epoch, m.our_compactor_epoch) != (m.writer_epoch, m.compactor_epoch):
             log.warning("gc %r: destroyed, but a SlateDB actor used it since: kept", self.path)
             return
-        stats.external_checkpoints_released += release_external_checkpoints(self.store, self.path, m)
+        stats.external_checkpoints_released += release_external_checkpoints(
+            self.store, self.path, m
+        )
         n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
         stats.database_objects.deleted += n
         stats.database_objects.bytes_freed += size
@@ -371,7 +373,11 @@ class Collector:
 
     # ---- data ------------------------------------------------------------------------------
     def _advance_wal_boundary(
-        self, listing: Sequence[ObjectMeta], active: Sequence[Manifest], now_s: float, stats: GcStats
+        self,
+        listing: Sequence[ObjectMeta],
+        active: Sequence[Manifest],
+        now_s: float,
+        stats: GcStats,
     ) -> list[tuple[int, ObjectMeta]]:
         """Step 6's first half: durably move ``gc/wal.boundary`` over the WAL SSTs this pass may
         delete; returns them by id (none: no request, so a quiet database pays for no GET). They
@@ -380,8 +386,11 @@ class Collector:
         floor = min(m.replay_after_wal_id for m in active)
         min_age = self._min_age_s("wal")
         parsed = ((self.wal.parse(meta.path), meta) for meta in listing)
-        old = [(i, meta) for i, meta in parsed
-               if i is not None and i < floor and _age_s(meta.last_modified, now_s) >= min_age]
+        old = [
+            (i, meta)
+            for i, meta in parsed
+            if i is not None and i < floor and _age_s(meta.last_modified, now_s) >= min_age
+        ]
         if not old:
             return []
         old.sort(key=lambda item: item[0])
@@ -409,8 +418,9 @@ class Collector:
                 if ms > now_ms:
                     # A ULID from the future (a stray object, a skewed clock): covering it would
                     # push the boundary past every id a writer can make, and it never moves back.
-                    log.warning("GC of %r: %s has a future ULID; not covering it", self.path,
-                                meta.path)
+                    log.warning(
+                        "GC of %r: %s has a future ULID; not covering it", self.path, meta.path
+                    )
                     continue
                 target = ms if target is None else max(target, ms)
         if target is None or target <= self.compacted_boundary.cached:

@@ -64,7 +64,9 @@ def collect_garbage(two_phase: TwoPhaseStore, db_path: str, w: GcWindow) -> TwoP
     stats.recovered = len(recovered)
     mdir = join(db_path, MANIFEST_DIR)
     if w.manifest_boundary > 0:
-        keep = [join(mdir, sequenced_name(i, MANIFEST_SUFFIX)) for i in sorted(set(w.keep_manifests))]
+        keep = [
+            join(mdir, sequenced_name(i, MANIFEST_SUFFIX)) for i in sorted(set(w.keep_manifests))
+        ]
         stats.intents_deleted += rows.delete_committed_intents(
             mdir, join(mdir, sequenced_name(w.manifest_boundary, MANIFEST_SUFFIX)), keep
         )
@@ -77,7 +79,9 @@ def collect_garbage(two_phase: TwoPhaseStore, db_path: str, w: GcWindow) -> TwoP
     candidates = [m for m in w.listed if is_temp_name(m.path) and m.path not in recovered]
     for sub in (MANIFEST_DIR, COMPACTIONS_DIR):
         candidates += [m for m in inner.list(join(db_path, sub)) if is_temp_name(m.path)]
-    old = [m for m in candidates if w.now_s - m.last_modified.timestamp() >= two_phase.temp_min_age_s]
+    old = [
+        m for m in candidates if w.now_s - m.last_modified.timestamp() >= two_phase.temp_min_age_s
+    ]
     if old:
         pending = {i.source for i in rows.pending_intents(db_path)}
         for m in old:

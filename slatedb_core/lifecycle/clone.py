@@ -430,7 +430,12 @@ def create_clone_stored(
             return stored
         fallbacks = Fallbacks(store, [parent_path], {parent_path: parent})
         return finish(
-            store, clone_path, cms, m, fallbacks, now(),
+            store,
+            clone_path,
+            cms,
+            m,
+            fallbacks,
+            now(),
             functools.partial(copy_wal, store, parent_path, clone_path, m),
         )
     raise CloneConflict(f"kept losing the race to create the clone at {clone_path!r}")

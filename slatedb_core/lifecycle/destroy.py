@@ -100,7 +100,9 @@ def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = ti
     """
     validate_relative_path(path, what="database path")
     check_store(store)
-    check_instance("soft", soft, bool)  # soft=None or 0 used to mean a hard destroy (RELIABILITY.md)
+    check_instance(
+        "soft", soft, bool
+    )  # soft=None or 0 used to mean a hard destroy (RELIABILITY.md)
     ms = ManifestStore(store, path)
     try:
         if soft:
@@ -122,8 +124,10 @@ def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
         # the destroy takes both roles for this engine: a SlateDB writer or compactor that opens
         # the database later moves an epoch past these (and drops them), which our GC sees
         return dataclasses.replace(
-            without_writer_checkpoints(m), destroyed_at_s=int(now()),
-            our_writer_epoch=m.writer_epoch, our_compactor_epoch=m.compactor_epoch,
+            without_writer_checkpoints(m),
+            destroyed_at_s=int(now()),
+            our_writer_epoch=m.writer_epoch,
+            our_compactor_epoch=m.compactor_epoch,
         )
 
     return change

@@ -150,7 +150,11 @@ def _union_manifest(
     # instead of being skipped with the other source's rows lost (docs/format.md).
     transactions = combined_range_transactions(snap.manifest.transactions for snap in snaps)
     return dataclasses.replace(
-        merged, external_dbs=entries, initialized=False, destroyed_at_s=None, checkpoints=(),
+        merged,
+        external_dbs=entries,
+        initialized=False,
+        destroyed_at_s=None,
+        checkpoints=(),
         transactions=transactions,
     )
 

@@ -215,8 +215,12 @@ class DbState:
         todo: list[int] | None = None  # positions unresolved (None: all of them)
         for imm in self.imm:
             got = imm.get_many(keys if todo is None else list(map(keys.__getitem__, todo)))
-            entries = [None if f is None else (f[0], KIND_VALUE if f[1] is not None
-                                               else KIND_TOMBSTONE, f[1]) for f in got]
+            entries = [
+                None
+                if f is None
+                else (f[0], KIND_VALUE if f[1] is not None else KIND_TOMBSTONE, f[1])
+                for f in got
+            ]
             todo = _fill(found, todo, entries)
             if not todo:
                 break
@@ -230,8 +234,9 @@ class DbState:
             if todo is None or len(todo) == n:
                 return [None] * n
             hit = list(map(operator.is_not, found, repeat(None)))
-            resolved = self._values(list(compress(keys, hit)),
-                                    cast(list[Found], list(compress(found, hit))))
+            resolved = self._values(
+                list(compress(keys, hit)), cast(list[Found], list(compress(found, hit)))
+            )
             out: list[bytes | None] = [None] * n
             list(map(out.__setitem__, compress(range(n), hit), resolved))
             return out

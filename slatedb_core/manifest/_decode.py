@@ -79,19 +79,23 @@ def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[UL
         raw_id, info, version, *rest = r.table(SST, p)
         orig = rest[SST_OURS - 3]
         sst_id = r.sst_at[raw_id] = r.ulid(need(raw_id, "CompactedSsTableV2.id"))
-        ssts.append(CompactedSst(
-            sst_id,
-            read_sst_info(r, need(info, "CompactedSsTableV2.info")),
-            1 if version is None else version,
-            None if orig is None else r.ulid(orig),
-        ))
+        ssts.append(
+            CompactedSst(
+                sst_id,
+                read_sst_info(r, need(info, "CompactedSsTableV2.info")),
+                1 if version is None else version,
+                None if orig is None else r.ulid(orig),
+            )
+        )
     ids = {s.id: s.id for s in ssts}
     if len(ids) != len(ssts):
         raise Malformed("an SST appears twice in ssts")
     return ssts, ids
 
 
-def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -> tuple[SstView, ...]:
+def _read_views(
+    r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]
+) -> tuple[SstView, ...]:
     out = []
     for p in r.tables(pos, what):
         vid, sid, rng = r.table(VIEW, p)
@@ -103,7 +107,9 @@ def _read_views(r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]) -
     return tuple(out)
 
 
-def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[model.Checkpoint, ...], int | None]:
+def _read_checkpoints(
+    r: _Reader, pos: int | None
+) -> tuple[tuple[model.Checkpoint, ...], int | None]:
     """The checkpoints, and ``destroyed_at_s`` from the destroyed marker among them."""
     cps: list[model.Checkpoint] = []
     destroyed = None
@@ -118,8 +124,16 @@ def _read_checkpoints(r: _Reader, pos: int | None) -> tuple[tuple[model.Checkpoi
             epoch = r.table(WRITER_CP, need(meta, "Checkpoint.metadata"))[0]
         elif tag != 0:
             raise Malformed(f"CheckpointMetadata type {tag} is out of range")
-        cps.append(model.Checkpoint(cid, manifest_id, create, expire or None, epoch,
-                              None if name is None else r.string(name)))
+        cps.append(
+            model.Checkpoint(
+                cid,
+                manifest_id,
+                create,
+                expire or None,
+                epoch,
+                None if name is None else r.string(name),
+            )
+        )
     if len({c.id for c in cps}) != len(cps):
         raise Malformed("a checkpoint id appears twice")
     return tuple(cps), destroyed
@@ -131,12 +145,14 @@ def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[model.ExternalDb, .
     out = []
     for p in r.tables(pos, "external_dbs"):
         path, source, final, sst_ids = r.table(EXT_DB, p)
-        out.append(model.ExternalDb(
-            r.string(need(path, "ExternalDb.path")),
-            r.uuid(need(source, "ExternalDb.source_checkpoint_id")),
-            None if final is None else r.uuid(final),
-            tuple(map(r.ulid, r.tables(sst_ids, "ExternalDb.sst_ids"))),
-        ))
+        out.append(
+            model.ExternalDb(
+                r.string(need(path, "ExternalDb.path")),
+                r.uuid(need(source, "ExternalDb.source_checkpoint_id")),
+                None if final is None else r.uuid(final),
+                tuple(map(r.ulid, r.tables(sst_ids, "ExternalDb.sst_ids"))),
+            )
+        )
     return tuple(out)
 
 
@@ -178,9 +194,26 @@ def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) ->
 def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     r = _Reader(data[2:])
     f = r.table(MANIFEST, r.root())
-    (_, exts, initialized, writer_epoch, compactor_epoch, replay, seen, last_view, ssts_pos,
-     l0_pos, runs_pos, clock_tick, cps_pos, last_l0_seq, min_seq, tracker, segments,
-     extractor) = f[:18]
+    (
+        _,
+        exts,
+        initialized,
+        writer_epoch,
+        compactor_epoch,
+        replay,
+        seen,
+        last_view,
+        ssts_pos,
+        l0_pos,
+        runs_pos,
+        clock_tick,
+        cps_pos,
+        last_l0_seq,
+        min_seq,
+        tracker,
+        segments,
+        extractor,
+    ) = f[:18]
     ours = f[MANIFEST_OURS]
     ours_fields = None if ours is None else r.table(OURS, ours)
     if ours_fields is not None:  # our checksum first: then every other check reads sound bytes
@@ -197,8 +230,9 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
         raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
     stamp = Stamp(FORMAT_VERSION)
     if ours_fields is not None:
-        (parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor,
-         txns) = ours_fields
+        (parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor, txns) = (
+            ours_fields
+        )
         extra["transactions"] = _read_transactions(r, txns)
         extra["our_writer_epoch"] = our_writer or 0
         extra["our_compactor_epoch"] = our_compactor or 0
@@ -209,17 +243,29 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
             extra["key_range"] = read_range(r, key_range)
         if next_wal is not None:
             extra["next_wal_sst_id"] = next_wal
-        stamp = Stamp(FORMAT_VERSION, None if nonce is None else r.blob(nonce),
-                      None if parent is None else r.blob(parent))
+        stamp = Stamp(
+            FORMAT_VERSION,
+            None if nonce is None else r.blob(nonce),
+            None if parent is None else r.blob(parent),
+        )
     manifest = model.Manifest(
-        writer_epoch=writer_epoch, compactor_epoch=compactor_epoch, initialized=bool(initialized),
-        destroyed_at_s=destroyed, external_dbs=_read_external_dbs(r, exts),
-        replay_after_wal_id=replay, wal_id_last_seen=seen, ssts=tuple(ssts),
-        l0=_read_views(r, l0_pos, "l0", ids), compacted=tuple(runs), checkpoints=checkpoints,
+        writer_epoch=writer_epoch,
+        compactor_epoch=compactor_epoch,
+        initialized=bool(initialized),
+        destroyed_at_s=destroyed,
+        external_dbs=_read_external_dbs(r, exts),
+        replay_after_wal_id=replay,
+        wal_id_last_seen=seen,
+        ssts=tuple(ssts),
+        l0=_read_views(r, l0_pos, "l0", ids),
+        compacted=tuple(runs),
+        checkpoints=checkpoints,
         last_l0_seq=last_l0_seq,
         last_compacted_l0_view_id=None if last_view is None else r.ulid(last_view),
-        last_l0_clock_tick=clock_tick, recent_snapshot_min_seq=min_seq,
-        sequence_tracker=None if tracker is None else r.blob(tracker), **extra,
+        last_l0_clock_tick=clock_tick,
+        recent_snapshot_min_seq=min_seq,
+        sequence_tracker=None if tracker is None else r.blob(tracker),
+        **extra,
     )
     return manifest, stamp
 

@@ -59,8 +59,10 @@ class _Ids:
 
 def _write_sst(w: FbWriter, ids: _Ids, sst: CompactedSst) -> int:
     info = write_sst_info(w, sst.info)
-    return w.table(tb.SST, (ids.of(sst.id.bytes), info, sst.format_version, *_SST_GAP,
-                         ids.opt(sst.original_id)))
+    return w.table(
+        tb.SST,
+        (ids.of(sst.id.bytes), info, sst.format_version, *_SST_GAP, ids.opt(sst.original_id)),
+    )
 
 
 def _write_view(w: FbWriter, ids: _Ids, view: SstView) -> int:
@@ -88,20 +90,35 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
     name = None if cp.name is None else w.string(cp.name)
     meta = None if cp.writer_epoch is None else w.table(tb.WRITER_CP, (cp.writer_epoch,))
     expire = 0 if cp.expire_time_s is None else _expiry(cp.expire_time_s)
-    return w.table(tb.CP, (
-        w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(cp.id.bytes)), cp.manifest_id, expire,
-        _u32(cp.create_time_s, "create time"), None if meta is None else tb.WRITER_CHECKPOINT,
-        meta, name,
-    ))
+    return w.table(
+        tb.CP,
+        (
+            w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(cp.id.bytes)),
+            cp.manifest_id,
+            expire,
+            _u32(cp.create_time_s, "create time"),
+            None if meta is None else tb.WRITER_CHECKPOINT,
+            meta,
+            name,
+        ),
+    )
 
 
 def _destroyed_marker(w: FbWriter, destroyed_at_s: int, manifest_id: int | None) -> int:
     if manifest_id is None:
         raise InvalidArgument("a destroyed manifest is encoded with its id (its marker pins it)")
-    return w.table(tb.CP, (
-        w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)), manifest_id, 0,
-        _u32(destroyed_at_s, "destroyed_at_s"), None, None, w.string(DESTROYED_CHECKPOINT_NAME),
-    ))
+    return w.table(
+        tb.CP,
+        (
+            w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(DESTROYED_CHECKPOINT_ID.bytes)),
+            manifest_id,
+            0,
+            _u32(destroyed_at_s, "destroyed_at_s"),
+            None,
+            None,
+            w.string(DESTROYED_CHECKPOINT_NAME),
+        ),
+    )
 
 
 def _write_external_dbs(w: FbWriter, ids: _Ids, m: Manifest) -> int | None:
@@ -110,11 +127,19 @@ def _write_external_dbs(w: FbWriter, ids: _Ids, m: Manifest) -> int | None:
     out = []
     for e in m.external_dbs:
         final = e.final_checkpoint_id
-        out.append(w.table(tb.EXT_DB, (
-            w.string(e.path), w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(e.source_checkpoint_id.bytes)),
-            None if final is None else w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(final.bytes)),
-            w.tables([ids.of(s.bytes) for s in e.sst_ids]),
-        )))
+        out.append(
+            w.table(
+                tb.EXT_DB,
+                (
+                    w.string(e.path),
+                    w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(e.source_checkpoint_id.bytes)),
+                    None
+                    if final is None
+                    else w.pair(tb.UUID_TABLE, *tb.HALVES.unpack(final.bytes)),
+                    w.tables([ids.of(s.bytes) for s in e.sst_ids]),
+                ),
+            )
+        )
     return w.tables(out)
 
 
@@ -145,16 +170,29 @@ def _check(m: Manifest) -> None:
 def _write_transactions(w: FbWriter, m: Manifest) -> int | None:
     if not m.transactions:
         return None
-    return w.tables([w.table(tb.APP_VERSION, (w.string(t.app_id), t.version))
-                     for t in m.transactions])
+    return w.tables(
+        [w.table(tb.APP_VERSION, (w.string(t.app_id), t.version)) for t in m.transactions]
+    )
 
 
 def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) -> int:
     rng = None if m.key_range is None else tb.write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
     txns = _write_transactions(w, m)
-    return w.table(tb.OURS, (m.max_parallel_writes, rng, w.blob(nonce), parent_pos,
-                          m.next_wal_sst_id, 0, m.our_writer_epoch, m.our_compactor_epoch, txns))
+    return w.table(
+        tb.OURS,
+        (
+            m.max_parallel_writes,
+            rng,
+            w.blob(nonce),
+            parent_pos,
+            m.next_wal_sst_id,
+            0,
+            m.our_writer_epoch,
+            m.our_compactor_epoch,
+            txns,
+        ),
+    )
 
 
 def encode_manifest(
@@ -184,8 +222,12 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
     ids = _Ids(w)
     ssts = w.tables([_write_sst(w, ids, s) for s in m.ssts])
     l0 = w.tables([_write_view(w, ids, v) for v in m.l0])
-    runs = w.tables([w.table(tb.RUN, (r.id, w.tables([_write_view(w, ids, v) for v in r.views])))
-                     for r in m.compacted])
+    runs = w.tables(
+        [
+            w.table(tb.RUN, (r.id, w.tables([_write_view(w, ids, v) for v in r.views])))
+            for r in m.compacted
+        ]
+    )
     cps = [_write_checkpoint(w, c) for c in m.checkpoints]
     if m.destroyed_at_s is not None:
         cps.append(_destroyed_marker(w, m.destroyed_at_s, manifest_id))
@@ -193,12 +235,31 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
     ours = _write_ours(w, m, nonce, parent)
     assert w.last is not None
     crc_at = ours - w.last.offs[tb.OURS_CRC_SLOT]  # from the buffer's end
-    root = w.table(tb.MANIFEST, (
-        None, _write_external_dbs(w, ids, m), m.initialized, m.writer_epoch, m.compactor_epoch,
-        m.replay_after_wal_id, m.wal_id_last_seen, ids.opt(m.last_compacted_l0_view_id), ssts,
-        l0, runs, m.last_l0_clock_tick, w.tables(cps), m.last_l0_seq, m.recent_snapshot_min_seq,
-        tracker, w.tables([]), None, *_MANIFEST_GAP, ours,
-    ))
+    root = w.table(
+        tb.MANIFEST,
+        (
+            None,
+            _write_external_dbs(w, ids, m),
+            m.initialized,
+            m.writer_epoch,
+            m.compactor_epoch,
+            m.replay_after_wal_id,
+            m.wal_id_last_seen,
+            ids.opt(m.last_compacted_l0_view_id),
+            ssts,
+            l0,
+            runs,
+            m.last_l0_clock_tick,
+            w.tables(cps),
+            m.last_l0_seq,
+            m.recent_snapshot_min_seq,
+            tracker,
+            w.tables([]),
+            None,
+            *_MANIFEST_GAP,
+            ours,
+        ),
+    )
     data = bytearray(VERSION_PREFIX + w.finish(root))
     struct.pack_into("<I", data, len(data) - crc_at, crc32(data))
     return bytes(data)

@@ -223,8 +223,10 @@ def _prepare(i: UnionInput) -> _Source:
             f"{m.replay_after_wal_id}, wal_id_last_seen={m.wal_id_last_seen}, next_wal_sst_id="
             f"{m.next_wal_sst_id}); flush its memtable first"
         )
-    declared = i.key_range if i.key_range is not None else (
-        None if m.key_range is None else KeyRange.of(m.key_range)
+    declared = (
+        i.key_range
+        if i.key_range is not None
+        else (None if m.key_range is None else KeyRange.of(m.key_range))
     )
     if declared is None:
         ssts, external = _referenced_only(m, m.l0, m.compacted)
@@ -370,9 +372,7 @@ def _merge_external(
         key = (src.input.path, src.input.source_checkpoint_id)
         merged.setdefault(key, {}).update(dict.fromkeys(owned))
     entries = [
-        ExternalDb(path, cp, uuid.uuid4(), tuple(ids))
-        for (path, cp), ids in merged.items()
-        if ids
+        ExternalDb(path, cp, uuid.uuid4(), tuple(ids)) for (path, cp), ids in merged.items() if ids
     ]
     return tuple(entries[i] for i in _resolution_order(entries, ssts))
 

@@ -28,11 +28,25 @@ def write_sst_info(w: FbWriter, info: SstInfo) -> int:
     """Write ``info`` as an SsTableInfo table; its position for the parent's offset field."""
     first = None if info.first_key is None else w.blob(info.first_key)
     last = None if info.last_key is None else w.blob(info.last_key)
-    return w.table(INFO, (
-        first, info.index_offset, info.index_len, info.filter_offset, info.filter_len,
-        info.compression, info.sst_type, last, info.stats_offset, info.stats_len,
-        info.filter_format, *_GAP, info.entry_count or None, info.size_bytes or None,
-    ))
+    return w.table(
+        INFO,
+        (
+            first,
+            info.index_offset,
+            info.index_len,
+            info.filter_offset,
+            info.filter_len,
+            info.compression,
+            info.sst_type,
+            last,
+            info.stats_offset,
+            info.stats_len,
+            info.filter_format,
+            *_GAP,
+            info.entry_count or None,
+            info.size_bytes or None,
+        ),
+    )
 
 
 def read_sst_info(r: FbReader, pos: int) -> SstInfo:
@@ -40,8 +54,19 @@ def read_sst_info(r: FbReader, pos: int) -> SstInfo:
     (first, io, il, fo, fl, compression, sst_type, last, so, sl, ff, *rest) = r.table(INFO, pos)
     entries, size = rest[-2:]
     return SstInfo(
-        None if first is None else r.blob(first), None if last is None else r.blob(last),
-        io, il, fo, fl, compression, entries or 0, size or 0, sst_type, so, sl, ff,
+        None if first is None else r.blob(first),
+        None if last is None else r.blob(last),
+        io,
+        il,
+        fo,
+        fl,
+        compression,
+        entries or 0,
+        size or 0,
+        sst_type,
+        so,
+        sl,
+        ff,
     )
 
 

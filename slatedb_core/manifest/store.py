@@ -350,9 +350,7 @@ class FencedManifest:
         return cls.init(store, "writer", extra)
 
     @classmethod
-    def init_compactor(
-        cls, store: ManifestStore, extra: IdChange | None = None
-    ) -> FencedManifest:
+    def init_compactor(cls, store: ManifestStore, extra: IdChange | None = None) -> FencedManifest:
         return cls.init(store, "compactor", extra)
 
     def refresh(self) -> StoredManifest:

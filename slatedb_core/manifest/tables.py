@@ -79,8 +79,10 @@ def _write_bound(w: FbWriter, bound: BytesBound) -> int:
 
 def read_range(r: FbReader, pos: int) -> BytesRange:
     start, end = r.table(RANGE, pos)
-    return BytesRange(_read_bound(r, need(start, "BytesRange.start_bound")),
-                      _read_bound(r, need(end, "BytesRange.end_bound")))
+    return BytesRange(
+        _read_bound(r, need(start, "BytesRange.start_bound")),
+        _read_bound(r, need(end, "BytesRange.end_bound")),
+    )
 
 
 def _read_bound(r: FbReader, pos: int) -> BytesBound:

@@ -102,7 +102,9 @@ def parse_boundary_lease(data: bytes, name: str) -> tuple[int, int | None]:
     """``(value, lease in ms or None)`` of a boundary file: ``<u64>`` or ``<u64> <lease ms>``."""
     parts = data.strip(b"\n").split(b" ")
     if len(parts) > 2:
-        raise CorruptionError(name, f"boundary must be one ASCII u64 (and a lease), got {data[:40]!r}")
+        raise CorruptionError(
+            name, f"boundary must be one ASCII u64 (and a lease), got {data[:40]!r}"
+        )
     value = _u64(parts[0], data, name)
     if len(parts) == 1:
         return value, None

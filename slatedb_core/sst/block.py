@@ -33,15 +33,39 @@ _POINT_OVERHEAD = 184
 class Block:
     """One decoded data block."""
 
-    __slots__ = ("_ends", "_kinds", "_search", "_seqs", "_values", "_vdata", "_voffs", "at",
-                 "batch", "create", "distinct", "expire", "group", "has_expire", "n", "nbytes",
-                 "points")
+    __slots__ = (
+        "_ends",
+        "_kinds",
+        "_search",
+        "_seqs",
+        "_values",
+        "_vdata",
+        "_voffs",
+        "at",
+        "batch",
+        "create",
+        "distinct",
+        "expire",
+        "group",
+        "has_expire",
+        "n",
+        "nbytes",
+        "points",
+    )
 
-    def __init__(self, batch: pa.RecordBatch, seqs: npt.NDArray[np.uint64],
-                 kinds: npt.NDArray[np.uint8], expire: npt.NDArray[np.int64],
-                 create: npt.NDArray[np.int64], nbytes: int, distinct: bool = False,
-                 has_expire: bool | None = None, group: pa.RecordBatch | None = None,
-                 at: int = 0) -> None:
+    def __init__(
+        self,
+        batch: pa.RecordBatch,
+        seqs: npt.NDArray[np.uint64],
+        kinds: npt.NDArray[np.uint8],
+        expire: npt.NDArray[np.int64],
+        create: npt.NDArray[np.int64],
+        nbytes: int,
+        distinct: bool = False,
+        has_expire: bool | None = None,
+        group: pa.RecordBatch | None = None,
+        at: int = 0,
+    ) -> None:
         self.batch = batch
         self.n = batch.num_rows
         # the batch of the blocks decoded together (this one's rows are group[at : at + n]), so
@@ -54,8 +78,7 @@ class Block:
         self.nbytes = nbytes + _BLOCK_OVERHEAD  # the batch's bytes (the decoder counts them)
         self.expire = expire  # per row, int64 min where absent (SlateDB's ms)
         self.create = create
-        self.has_expire = (bool((expire != _NO_TS).any()) if has_expire is None
-                           else has_expire)
+        self.has_expire = bool((expire != _NO_TS).any()) if has_expire is None else has_expire
         self._seqs = seqs
         self._kinds = kinds
         self._values = batch.column(3)
@@ -124,8 +147,14 @@ class Block:
 
     def last_index_of(self, key: bytes) -> int | None:
         """Index of the last row with exactly ``key`` in an unsorted (WAL) block, or None."""
-        hits = np.flatnonzero(np.asarray(pc.equal(self.batch.column(0), pa.scalar(key, pa.binary()))
-                                         .to_numpy(zero_copy_only=False), dtype=np.bool_))
+        hits = np.flatnonzero(
+            np.asarray(
+                pc.equal(self.batch.column(0), pa.scalar(key, pa.binary())).to_numpy(
+                    zero_copy_only=False
+                ),
+                dtype=np.bool_,
+            )
+        )
         return int(hits[-1]) if len(hits) else None
 
     def first_seq(self) -> int:
@@ -145,14 +174,20 @@ class Block:
         vo = self._voffs
         if vo is None:
             bufs = self._values.buffers()
-            vo = self._voffs = np.frombuffer(bufs[1], dtype=np.int32, count=self.n + 1,
-                                             offset=4 * self._values.offset).tolist()
+            vo = self._voffs = np.frombuffer(
+                bufs[1], dtype=np.int32, count=self.n + 1, offset=4 * self._values.offset
+            ).tolist()
             self._vdata = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
         return int(self._seqs[i]), int(self._kinds[i]), self._vdata[vo[i] : vo[i + 1]].tobytes()
 
 
 def decode_group(
-    name: str, group: pa.Buffer, rel: list[int], first: int, codec: int, sorted_keys: bool,
+    name: str,
+    group: pa.Buffer,
+    rel: list[int],
+    first: int,
+    codec: int,
+    sorted_keys: bool,
     now_ms: int,
 ) -> list[Block]:
     """Blocks ``first..`` stored in ``group`` at relative offsets ``rel`` (one more than there
@@ -177,9 +212,15 @@ def decode_group(
             spans.append((a, b - CRC_LEN))
     raw_buf = pa.py_buffer(b"".join(pieces)) if codec else group
     dec = decode_blocks(name, raw_buf, spans, first, now_ms)
-    batch = pa.RecordBatch.from_arrays([
-        dec.keys, pa.array(dec.seqs, pa.uint64()), pa.array(dec.kinds, pa.uint8()), dec.values,
-    ], schema=ENTRY_SCHEMA)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            dec.keys,
+            pa.array(dec.seqs, pa.uint64()),
+            pa.array(dec.kinds, pa.uint8()),
+            dec.values,
+        ],
+        schema=ENTRY_SCHEMA,
+    )
     where = f"block {first}" if len(rel) == 2 else f"block {first}+"
     nblocks = len(dec.counts)
     distinct = [sorted_keys] * nblocks
@@ -199,31 +240,58 @@ def decode_group(
             distinct = (rep[ends - 1] - rep[ends - dec.counts] == 0).tolist()
     if nblocks == 1:  # a point lookup's block: the whole batch
         size = dec.keys.nbytes + dec.values.nbytes + 17 * batch.num_rows + 8
-        return [Block(batch, dec.seqs, dec.kinds, dec.expire, dec.create, size, distinct[0],
-                      dec.has_expire)]
+        return [
+            Block(
+                batch,
+                dec.seqs,
+                dec.kinds,
+                dec.expire,
+                dec.create,
+                size,
+                distinct[0],
+                dec.has_expire,
+            )
+        ]
     # each block's share of the columns: key and value bytes, offsets, seq and kind per row
     ends = np.cumsum(dec.counts)
     bounds = np.concatenate([[0], ends])
     kinds_of = (_offsets(dec.keys), _offsets(dec.values))
     sizes = sum(np.diff(offs[bounds]) for offs in kinds_of) + 17 * np.asarray(dec.counts) + 8
     out: list[Block] = []
-    for at, end, size, dist in zip(bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), distinct,
-                                   strict=True):
-        out.append(Block(batch.slice(at, end - at), dec.seqs[at:end], dec.kinds[at:end],
-                         dec.expire[at:end], dec.create[at:end], size, dist,
-                         dec.has_expire and bool((dec.expire[at:end] != _NO_TS).any()),
-                         batch, at))
+    for at, end, size, dist in zip(
+        bounds[:-1].tolist(), ends.tolist(), sizes.tolist(), distinct, strict=True
+    ):
+        out.append(
+            Block(
+                batch.slice(at, end - at),
+                dec.seqs[at:end],
+                dec.kinds[at:end],
+                dec.expire[at:end],
+                dec.create[at:end],
+                size,
+                dist,
+                dec.has_expire and bool((dec.expire[at:end] != _NO_TS).any()),
+                batch,
+                at,
+            )
+        )
     return out
 
 
 def _offsets(arr: pa.Array) -> npt.NDArray[np.int64]:
-    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
-                         offset=4 * arr.offset).astype(np.int64)
+    return np.frombuffer(
+        arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset
+    ).astype(np.int64)
 
 
 def flagged_pieces(
-    name: str, blocks: Iterable[tuple[int, Block]], b0: int, b1: int, lo_key: bytes | None,
-    hi_key: bytes | None, join: bool,
+    name: str,
+    blocks: Iterable[tuple[int, Block]],
+    b0: int,
+    b1: int,
+    lo_key: bytes | None,
+    hi_key: bytes | None,
+    join: bool,
 ) -> Iterator[tuple[pa.RecordBatch, bool, bytes, bytes]]:
     """``(batch, keys distinct, first key, last key)`` of the rows of blocks ``b0..b1`` (numbered
     in ``blocks``) in ``[lo_key, hi_key)``: only the first block can hold keys below ``lo_key``
@@ -272,6 +340,7 @@ def _joined(run: list[Block]) -> tuple[pa.RecordBatch, bool, bytes, bytes]:
         return first.batch, first.distinct, lo, hi
     ends = [bl.ends() for bl in run]
     distinct = all(bl.distinct for bl in run) and all(
-        a[1] != b[0] for a, b in itertools.pairwise(ends))
+        a[1] != b[0] for a, b in itertools.pairwise(ends)
+    )
     rows = run[-1].at + run[-1].n - first.at
     return first.group.slice(first.at, rows), distinct, ends[0][0], ends[-1][1]

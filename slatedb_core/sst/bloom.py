@@ -98,7 +98,9 @@ def _sip_words(words: npt.NDArray[np.uint64], last: int | None = None) -> npt.ND
 
 
 def _group_matrix(
-    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lens: npt.NDArray[np.int64],
     nwords: int,
 ) -> npt.NDArray[np.uint64]:
     """Keys (all with ``nwords`` message words) as rows of LE words, the length byte on top."""
@@ -129,8 +131,10 @@ def hash_keys(data: npt.NDArray[np.uint8], offs: npt.NDArray[np.int64]) -> npt.N
             if width and width % 8 == 0:
                 # the keys' own bytes are the message words; the final word is the length alone
                 rows = data[base + a * width : base + b * width].view("<u8")
-                out[a:b] = _sip_words(rows.reshape(b - a, width // 8).astype(np.uint64, copy=False),
-                                      (width & 0xFF) << 56)
+                out[a:b] = _sip_words(
+                    rows.reshape(b - a, width // 8).astype(np.uint64, copy=False),
+                    (width & 0xFF) << 56,
+                )
                 continue
             mat = np.zeros((b - a, 8 * lo), dtype=np.uint8)
             if width:
@@ -152,8 +156,11 @@ def hash_key(key: bytes) -> int:
     n = len(key)
     full = n >> 3
     v0, v1, v2, v3 = _C0, _C1, _C2, _C3
-    words = list(_WORDS[full].unpack_from(key)) if full <= 64 else list(
-        struct.unpack_from(f"<{full}Q", key))
+    words = (
+        list(_WORDS[full].unpack_from(key))
+        if full <= 64
+        else list(struct.unpack_from(f"<{full}Q", key))
+    )
     words.append(int.from_bytes(key[8 * full :], "little") | ((n & 0xFF) << 56))
     for m in words:
         v3 ^= m
@@ -221,7 +228,9 @@ def build_filter_block(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> byt
     )
 
 
-def bloom_from_filter_block(name: str, buf: bytes | memoryview, composite: bool) -> BloomFilter | None:
+def bloom_from_filter_block(
+    name: str, buf: bytes | memoryview, composite: bool
+) -> BloomFilter | None:
     """The ``_bf`` filter of a filter section (already checked and decompressed), or None."""
     data = bytes(buf)
     if not composite:

@@ -114,8 +114,11 @@ def _binary(arr: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]
     if n == 0 or bufs[1] is None:
         return np.zeros(0, dtype=np.uint8), np.zeros(n + 1, dtype=np.int64)
     offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=4 * arr.offset)
-    data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size
-            else np.zeros(0, dtype=np.uint8))
+    data = (
+        np.frombuffer(bufs[2], dtype=np.uint8)
+        if bufs[2] is not None and bufs[2].size
+        else np.zeros(0, dtype=np.uint8)
+    )
     return data, offs.astype(np.int64)
 
 
@@ -170,8 +173,14 @@ def encode_sst_into(
     return out, info
 
 
-def _check_input(keys: pa.Array, koffs: npt.NDArray[np.int64], seqs: npt.NDArray[np.uint64],
-                 kinds: npt.NDArray[np.uint8], vlen: npt.NDArray[np.int64], wal: bool) -> None:
+def _check_input(
+    keys: pa.Array,
+    koffs: npt.NDArray[np.int64],
+    seqs: npt.NDArray[np.uint64],
+    kinds: npt.NDArray[np.uint8],
+    vlen: npt.NDArray[np.int64],
+    wal: bool,
+) -> None:
     """Reject what would make a wrong SST; all checks are vectorised."""
     klens = np.diff(koffs)
     if len(klens) and int(klens.min()) == 0:
@@ -250,16 +259,35 @@ def _rows(batch: pa.RecordBatch | pa.Table, wal: bool) -> _Rows:
     kdata, koffs = _binary(keys)
     vlen = np.diff(_binary(values)[1])
     _check_input(keys, koffs, seqs, kinds, vlen, wal)
-    return _Rows(kdata, koffs, values, seqs, kinds, vlen, _timestamps(batch, "expire_ts"),
-                 _timestamps(batch, "create_ts"))
+    return _Rows(
+        kdata,
+        koffs,
+        values,
+        seqs,
+        kinds,
+        vlen,
+        _timestamps(batch, "expire_ts"),
+        _timestamps(batch, "create_ts"),
+    )
 
 
 def _encode(r: _Rows, options: SstOptions) -> EncodedRows:
-    return encode_rows(r.kdata, r.koffs, r.values, r.seqs, r.kinds, r.expire, r.create,
-                       options.block_size, interval=options.restart_interval)
+    return encode_rows(
+        r.kdata,
+        r.koffs,
+        r.values,
+        r.seqs,
+        r.kinds,
+        r.expire,
+        r.create,
+        options.block_size,
+        interval=options.restart_interval,
+    )
 
 
-def _kind_counts(kinds: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+def _kind_counts(
+    kinds: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64]
+) -> list[npt.NDArray[np.int64]]:
     """Values, tombstones and merge operands per block (blocks start at ``starts``)."""
     if not len(kinds):
         return [np.zeros(0, dtype=np.int64) for _ in range(3)]
@@ -297,16 +325,29 @@ def _meta_parts(
     stats: list[bytes | memoryview] = []
     if not wal:
         assert s.per_block is not None
-        stats = seal(code, encode_stats(s.per_block[0], s.per_block[1], s.per_block[2],
-                                        s.key_bytes, s.value_bytes))
+        stats = seal(
+            code,
+            encode_stats(
+                s.per_block[0], s.per_block[1], s.per_block[2], s.key_bytes, s.value_bytes
+            ),
+        )
     stats_offset = index_offset + index_len if stats else 0
     stats_len = sum(len(p) for p in stats)
     meta_offset = index_offset + index_len + stats_len
     info = SstInfo(
-        first_key=s.first, last_key=s.last, index_offset=index_offset, index_len=index_len,
-        filter_offset=s.data_len, filter_len=filter_len, compression=code, entry_count=s.n,
-        size_bytes=1, sst_type=SST_TYPE_WAL if wal else SST_TYPE_COMPACTED,
-        stats_offset=stats_offset, stats_len=stats_len, filter_format=FILTER_FORMAT_COMPOSITE,
+        first_key=s.first,
+        last_key=s.last,
+        index_offset=index_offset,
+        index_len=index_len,
+        filter_offset=s.data_len,
+        filter_len=filter_len,
+        compression=code,
+        entry_count=s.n,
+        size_bytes=1,
+        sst_type=SST_TYPE_WAL if wal else SST_TYPE_COMPACTED,
+        stats_offset=stats_offset,
+        stats_len=stats_len,
+        filter_format=FILTER_FORMAT_COMPOSITE,
     )
     probe = encode_sst_info(info)
     size = meta_offset + len(probe) + 4 + FOOTER_LEN
@@ -330,16 +371,22 @@ def _encode_parts(
         index_keys = [int(r.seqs[s]).to_bytes(8, "big") for s in starts]
         first, last = (int(r.seqs[0]).to_bytes(8, "big") if n else None), None
     else:
-        index_keys = [b"" if b == 0 else separator(r.key(s - 1), r.key(s))
-                      for b, s in enumerate(starts)]
+        index_keys = [
+            b"" if b == 0 else separator(r.key(s - 1), r.key(s)) for b, s in enumerate(starts)
+        ]
         first, last = (r.key(0), r.key(n - 1)) if n else (None, None)
     wants_filter = not wal and n and options.bloom_bits_per_key and n >= options.min_filter_keys
     summary = _Summary(
-        n=n, data_len=offsets[-1], block_offsets=offsets[:-1], index_keys=index_keys,
+        n=n,
+        data_len=offsets[-1],
+        block_offsets=offsets[:-1],
+        index_keys=index_keys,
         hashes=bloom.hash_keys(r.kdata, r.koffs) if wants_filter else None,
         per_block=None if wal else _kind_counts(r.kinds, np.asarray(starts, dtype=np.int64)),
-        key_bytes=int(r.koffs[-1] - r.koffs[0]), value_bytes=int(r.vlen.sum()),
-        first=first, last=last,
+        key_bytes=int(r.koffs[-1] - r.koffs[0]),
+        value_bytes=int(r.vlen.sum()),
+        first=first,
+        last=last,
     )
     meta, info = _meta_parts(summary, options, code, wal)
     return [*parts, *meta], info
@@ -387,7 +434,9 @@ class SstStreamEncoder:
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Add rows whose keys follow (are above) every key added before."""
         if not isinstance(batch, pa.RecordBatch | pa.Table):
-            raise InvalidArgument(f"encode_sst needs a pyarrow RecordBatch or Table, got {type(batch)}")
+            raise InvalidArgument(
+                f"encode_sst needs a pyarrow RecordBatch or Table, got {type(batch)}"
+            )
         if batch.num_rows == 0:
             return
         table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
@@ -405,12 +454,19 @@ class SstStreamEncoder:
         wants_filter = n and self.options.bloom_bits_per_key and n >= self.options.min_filter_keys
         empty = np.zeros(0, dtype=np.int64)
         summary = _Summary(
-            n=n, data_len=len(self._out), block_offsets=self._offsets, index_keys=self._index_keys,
+            n=n,
+            data_len=len(self._out),
+            block_offsets=self._offsets,
+            index_keys=self._index_keys,
             hashes=np.concatenate(self._hashes) if wants_filter else None,
-            per_block=[np.concatenate([p[k] for p in self._per_block]) if self._per_block
-                       else empty for k in range(3)],
-            key_bytes=self._key_bytes, value_bytes=self._value_bytes,
-            first=self._first, last=self._last,
+            per_block=[
+                np.concatenate([p[k] for p in self._per_block]) if self._per_block else empty
+                for k in range(3)
+            ],
+            key_bytes=self._key_bytes,
+            value_bytes=self._value_bytes,
+            first=self._first,
+            last=self._last,
         )
         meta, info = _meta_parts(summary, self.options, self._code, False)
         out, self._out = self._out, bytearray()
@@ -431,17 +487,21 @@ class SstStreamEncoder:
             return
         if end < table.num_rows:  # a copy: a slice would keep the whole batch's buffers alive
             self._carry = table.take(pa.array(np.arange(end, table.num_rows)))
-        done = EncodedRows(enc.data, enc.row_offs[: end + 1], enc.bounds[: keep + 1],
-                           enc.restart[:end])
+        done = EncodedRows(
+            enc.data, enc.row_offs[: end + 1], enc.bounds[: keep + 1], enc.restart[:end]
+        )
         parts, offsets = _blocks(done, self._code)
         base = len(self._out)
         for piece in parts:
             self._out += piece
         starts = done.bounds[:-1]
         prev = self._last  # the key before row 0: the last key of the previous block
-        self._index_keys += [b"" if prev is None and s == 0
-                             else separator(r.key(s - 1) if s else prev or b"", r.key(s))
-                             for s in starts]
+        self._index_keys += [
+            b""
+            if prev is None and s == 0
+            else separator(r.key(s - 1) if s else prev or b"", r.key(s))
+            for s in starts
+        ]
         self._offsets += [base + o for o in offsets[:-1]]
         if self.options.bloom_bits_per_key:
             self._hashes.append(bloom.hash_keys(r.kdata, r.koffs[: end + 1]))

@@ -46,7 +46,9 @@ class BlockCache:
 
     def __init__(self, capacity_bytes: int) -> None:
         if not isinstance(capacity_bytes, int) or capacity_bytes < 0:
-            raise InvalidArgument(f"capacity_bytes must be a non-negative int, got {capacity_bytes!r}")
+            raise InvalidArgument(
+                f"capacity_bytes must be a non-negative int, got {capacity_bytes!r}"
+            )
         self.capacity_bytes = capacity_bytes
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, int], tuple[Sized, int]] = OrderedDict()
@@ -142,6 +144,10 @@ class BlockCache:
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(
-                self.hits, self.misses, self.evictions, len(self._items), self._size,
+                self.hits,
+                self.misses,
+                self.evictions,
+                len(self._items),
+                self._size,
                 self.capacity_bytes,
             )

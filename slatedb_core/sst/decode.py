@@ -64,8 +64,9 @@ def _varints(buf: npt.NDArray[np.uint8], pos: I64, end: I64) -> tuple[I64, I64]:
     return val, new
 
 
-def _ragged_copy(dst: npt.NDArray[np.uint8], dst_at: I64, src: npt.NDArray[np.uint8],
-                 src_at: I64, lens: I64) -> None:
+def _ragged_copy(
+    dst: npt.NDArray[np.uint8], dst_at: I64, src: npt.NDArray[np.uint8], src_at: I64, lens: I64
+) -> None:
     total = int(lens.sum())
     if total == 0:
         return
@@ -78,7 +79,11 @@ def _ragged_copy(dst: npt.NDArray[np.uint8], dst_at: I64, src: npt.NDArray[np.ui
 
 
 def decode_blocks(
-    name: str, raw: pa.Buffer, spans: list[tuple[int, int]], first_block: int, now_ms: int,
+    name: str,
+    raw: pa.Buffer,
+    spans: list[tuple[int, int]],
+    first_block: int,
+    now_ms: int,
 ) -> Decoded:
     """Rows of the blocks ``raw[a:b]`` for each ``(a, b)`` in ``spans`` (uncompressed, without
     their CRCs), in order. Rows whose expire_ts is at or before ``now_ms`` decode as tombstones."""
@@ -128,8 +133,9 @@ def _win(padded: npt.NDArray[np.uint8], width: int) -> npt.NDArray[np.uint8]:
     if len(padded) < width:
         raise IndexError("a fixed-width read is longer than the buffer")
     # np.ndarray over the buffer directly: as_strided costs ~10 us a call, a point lookup makes 5
-    view: npt.NDArray[np.uint8] = np.ndarray((len(padded) - width + 1, width), dtype=np.uint8,
-                                             buffer=padded, strides=(1, 1))
+    view: npt.NDArray[np.uint8] = np.ndarray(
+        (len(padded) - width + 1, width), dtype=np.uint8, buffer=padded, strides=(1, 1)
+    )
     view.flags.writeable = False
     return view
 
@@ -139,13 +145,15 @@ def _gather(padded: npt.NDArray[np.uint8], width: int, at: I64) -> npt.NDArray[n
     items, about twice as fast as rows of the two-dimensional window."""
     if len(padded) < width:
         raise IndexError("a fixed-width read is longer than the buffer")
-    items: npt.NDArray[np.void] = np.ndarray((len(padded) - width + 1,), dtype=f"V{width}",
-                                             buffer=padded, strides=(1,))
+    items: npt.NDArray[np.void] = np.ndarray(
+        (len(padded) - width + 1,), dtype=f"V{width}", buffer=padded, strides=(1,)
+    )
     return items[at].view(np.uint8).reshape(len(at), width)
 
 
-def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
-             win3: npt.NDArray[np.uint8], pad: int) -> tuple[I64, I64, I64, I64]:
+def _headers(
+    buf: npt.NDArray[np.uint8], at: I64, end: I64, win3: npt.NDArray[np.uint8], pad: int
+) -> tuple[I64, I64, I64, I64]:
     """``(shared, unshared, value_len, key position)`` of the rows starting at ``at``."""
     h = win3[at + pad]
     if not (h >= 0x80).any():
@@ -157,12 +165,14 @@ def _headers(buf: npt.NDArray[np.uint8], at: I64, end: I64,
     return shared, unshared, vlen, q
 
 
-_TAIL = np.array([9 + 8 * ((f & F_EXPIRE) > 0) + 8 * ((f & F_CREATE) > 0) for f in range(256)],
-                 dtype=np.int64)  # seq + flags + timestamps, by flags byte
+_TAIL = np.array(
+    [9 + 8 * ((f & F_EXPIRE) > 0) + 8 * ((f & F_CREATE) > 0) for f in range(256)], dtype=np.int64
+)  # seq + flags + timestamps, by flags byte
 
 
-def _next_rows(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], at: I64,
-               end: I64, pad: int) -> I64:
+def _next_rows(
+    padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], at: I64, end: I64, pad: int
+) -> I64:
     """Where the rows starting at ``at`` end (an index error or a varint past ``end`` is
     corruption, raised by the caller's conversion)."""
     h = win3[at + pad]
@@ -178,8 +188,7 @@ def _next_rows(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], at: I
     return out
 
 
-def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64, pad: int
-                ) -> list[tuple[I64, I64]]:
+def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64, pad: int) -> list[tuple[I64, I64]]:
     """``(intervals, row starts)`` of row ``t`` of every interval that has one, for t = 0, 1..;
     each interval's rows must end exactly at its end."""
     win3 = _win(padded, 3)
@@ -199,8 +208,9 @@ def _row_starts(padded: npt.NDArray[np.uint8], p: I64, e: I64, pad: int
     return steps
 
 
-def _one_row_each(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], p: I64,
-                  e: I64, pad: int) -> tuple[I64, I64, I64, I64, npt.NDArray[np.uint8]] | None:
+def _one_row_each(
+    padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], p: I64, e: I64, pad: int
+) -> tuple[I64, I64, I64, I64, npt.NDArray[np.uint8]] | None:
     """``(shared, unshared, value_len, seq position, seq and flags bytes)`` when every interval
     is one row whose header varints are one byte each (restart interval 1, our default:
     docs/format.md), else None (the general walk then parses the rows, and reports any
@@ -218,8 +228,14 @@ def _one_row_each(padded: npt.NDArray[np.uint8], win3: npt.NDArray[np.uint8], p:
 
 
 def _walk(
-    name: str, raw: pa.Buffer, buf: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64,
-    nblocks: int, now_ms: int,
+    name: str,
+    raw: pa.Buffer,
+    buf: npt.NDArray[np.uint8],
+    p: I64,
+    e: I64,
+    iblock: I64,
+    nblocks: int,
+    now_ms: int,
 ) -> Decoded:
     """The rows, read from ``buf`` itself (no copy); when a fixed-width gather runs past its
     end (only ever at the last rows: short keys or values there), from a copy padded with
@@ -234,8 +250,14 @@ def _walk(
 
 
 def _walk_padded(
-    raw: pa.Buffer, padded: npt.NDArray[np.uint8], p: I64, e: I64, iblock: I64, nblocks: int,
-    now_ms: int, pad: int,
+    raw: pa.Buffer,
+    padded: npt.NDArray[np.uint8],
+    p: I64,
+    e: I64,
+    iblock: I64,
+    nblocks: int,
+    now_ms: int,
+    pad: int,
 ) -> Decoded:
     """:func:`_walk` over ``padded``: the block bytes after ``pad`` bytes, and ``pad`` more."""
     buf = padded[pad : len(padded) - pad] if pad else padded
@@ -288,13 +310,16 @@ def _walk_padded(
     else:
         kbytes = _keys_steps(buf, koffs, shared, unshared, kpos, rank)
     keys = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(koffs.astype(np.int32)), pa.py_buffer(kbytes)])
+        pa.binary(), n, [None, pa.py_buffer(koffs.astype(np.int32)), pa.py_buffer(kbytes)]
+    )
 
     flags = tail[:, 8]
     seen = int(np.bitwise_or.reduce(flags))  # every flag some row has
     if seen & (0xFF ^ _KNOWN) or (
-            seen & F_TOMBSTONE and seen & F_MERGE
-            and ((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)).any()):
+        seen & F_TOMBSTONE
+        and seen & F_MERGE
+        and ((flags & F_TOMBSTONE) & ((flags & F_MERGE) >> 3)).any()
+    ):
         raise ValueError("a row has unknown flags, or is both a tombstone and a merge operand")
     win8 = _win(padded, 8)
     seqs = np.ascontiguousarray(tail[:, :8]).view(">u8").reshape(n).astype(np.uint64)
@@ -326,8 +351,9 @@ def _walk_padded(
     return Decoded(keys, seqs, kinds, values, counts, expire, create, any_e)
 
 
-def _keys_matrix(padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I64,
-                 longest: int, pad: int) -> npt.NDArray[np.uint8]:
+def _keys_matrix(
+    padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I64, longest: int, pad: int
+) -> npt.NDArray[np.uint8]:
     """Every key at once as a (rows, longest) matrix: each row's suffix in place, then each
     shared byte taken from the latest row whose own suffix holds that column (a restart row
     holds every column of its key, so the search never leaves the restart interval)."""
@@ -337,8 +363,9 @@ def _keys_matrix(padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I6
     most = int(shared.max(initial=0))
     if most:
         pc_ = cols[:most].astype(np.int32)
-        src = np.where(shared[:, None] <= pc_[None, :], np.arange(n, dtype=np.int32)[:, None],
-                       np.int32(0))
+        src = np.where(
+            shared[:, None] <= pc_[None, :], np.arange(n, dtype=np.int32)[:, None], np.int32(0)
+        )
         np.maximum.accumulate(src, axis=0, out=src)
         flat = src.astype(np.int64) * longest + pc_[None, :]
         mat[:, :most] = np.take(mat.reshape(-1), flat)
@@ -347,8 +374,9 @@ def _keys_matrix(padded: npt.NDArray[np.uint8], shared: I64, kpos: I64, klen: I6
     return np.asarray(mat[cols[None, :] < klen[:, None]], dtype=np.uint8)
 
 
-def _keys_steps(buf: npt.NDArray[np.uint8], koffs: I64, shared: I64, unshared: I64, kpos: I64,
-                rank: list[I64]) -> npt.NDArray[np.uint8]:
+def _keys_steps(
+    buf: npt.NDArray[np.uint8], koffs: I64, shared: I64, unshared: I64, kpos: I64, rank: list[I64]
+) -> npt.NDArray[np.uint8]:
     """Long keys: suffixes in one ragged copy, then shared prefixes step by step (row ``t`` of
     every interval takes its prefix from row ``t-1``, finished in the step before)."""
     kbytes = np.empty(int(koffs[-1]), dtype=np.uint8)
@@ -373,8 +401,7 @@ def _values(raw: pa.Buffer, vpos: I64, vlen: I64) -> pa.Array:
         raise ValueError("values overlap or lie outside the block")
     if offs[-1] >= 1 << 31:
         raise ValueError("a read of 2 GiB or more")
-    spaced = pa.Array.from_buffers(pa.binary(), 2 * n,
-                                   [None, pa.py_buffer(offs.astype(np.int32)), raw])
+    spaced = pa.Array.from_buffers(
+        pa.binary(), 2 * n, [None, pa.py_buffer(offs.astype(np.int32)), raw]
+    )
     return spaced.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
-
-

@@ -18,14 +18,18 @@ def metadata_start(info: SstInfo) -> int:
     return info.filter_offset if info.filter_len else info.index_offset
 
 
-def get_range(store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True) -> pa.Buffer:
+def get_range(
+    store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True
+) -> pa.Buffer:
     """Bytes [start, end) of an object; a short object is corruption, not a transient failure."""
     try:
         data = store.get(path, byte_range=(start, end)).data
     except StoreError:
         if known_size:
             raise
-        size = store.head(path).size  # the manifest's size may be past the end of a truncated object
+        size = store.head(
+            path
+        ).size  # the manifest's size may be past the end of a truncated object
         if size < end:
             raise CorruptionError(path, f"object is {size} bytes, expected {end}") from None
         raise

@@ -41,7 +41,14 @@ from slatedb_core.store.checksum import crc32
 def block_entries(key_width: int, value_width: int, block_size: int, interval: int = 1) -> int:
     """Rows per full block: as many as fit in ``block_size`` with the trailer (a restart offset
     every ``interval`` rows, and their count; at least one row)."""
-    row = 1 + len(varint_bytes(key_width)) + len(varint_bytes(value_width)) + key_width + value_width + 9
+    row = (
+        1
+        + len(varint_bytes(key_width))
+        + len(varint_bytes(value_width))
+        + key_width
+        + value_width
+        + 9
+    )
     c = max(1, (block_size - 2) // (row + 2))
     while c * row + 2 * ((c + interval - 1) // interval) + 2 <= block_size:
         c += 1
@@ -49,9 +56,15 @@ def block_entries(key_width: int, value_width: int, block_size: int, interval: i
 
 
 def _blocks(
-    out: npt.NDArray[np.uint8], keys: npt.NDArray[np.uint8], key_width: int,
-    values: npt.NDArray[np.uint8], value_width: int, rows: npt.NDArray[np.int64], seq: int,
-    count: int, interval: int,
+    out: npt.NDArray[np.uint8],
+    keys: npt.NDArray[np.uint8],
+    key_width: int,
+    values: npt.NDArray[np.uint8],
+    value_width: int,
+    rows: npt.NDArray[np.int64],
+    seq: int,
+    count: int,
+    interval: int,
 ) -> int:
     """Write ``len(rows) // count`` blocks of ``count`` rows each at the start of ``out``
     (row i: key ``keys[i]``, value ``values[rows[i]]``); returns the bytes written."""
@@ -64,12 +77,15 @@ def _blocks(
     trailer = restarts.astype(">u2").tobytes() + len(restarts).to_bytes(2, "big")
     size = count * row + len(trailer) + 4
     grid = out[: nblocks * size].reshape(nblocks, size)
-    body = np.lib.stride_tricks.as_strided(grid, shape=(nblocks, count, row), strides=(size, row, 1))
+    body = np.lib.stride_tricks.as_strided(
+        grid, shape=(nblocks, count, row), strides=(size, row, 1)
+    )
     body[:, :, : len(head)] = np.frombuffer(head, dtype=np.uint8)
     k0 = len(head)
     v0 = k0 + key_width
     body[:, :, v0 + value_width : v0 + value_width + 8] = np.frombuffer(
-        seq.to_bytes(8, "big"), dtype=np.uint8)
+        seq.to_bytes(8, "big"), dtype=np.uint8
+    )
     body[:, :, row - 1] = 0
     grid[:, count * row : size - 4] = np.frombuffer(trailer, dtype=np.uint8)
     body[:, :, k0:v0] = keys[: nblocks * count * key_width].reshape(nblocks, count, key_width)
@@ -109,7 +125,14 @@ def encode_fixed_sst_into(
     interval = options.restart_interval
     count = block_entries(key_width, value_width, options.block_size, interval)
     full, rest = divmod(n, count)
-    row = 1 + len(varint_bytes(key_width)) + len(varint_bytes(value_width)) + key_width + value_width + 9
+    row = (
+        1
+        + len(varint_bytes(key_width))
+        + len(varint_bytes(value_width))
+        + key_width
+        + value_width
+        + 9
+    )
 
     def block_len(c: int) -> int:
         return c * row + 2 * ((c + interval - 1) // interval) + 2 + 4
@@ -119,36 +142,61 @@ def encode_fixed_sst_into(
     data_len = offsets[-1]
     keys2d = keys[: n * key_width].reshape(n, key_width)
     starts = np.arange(0, n, count)
-    index_keys = [b""] + [separator(keys2d[s - 1].tobytes(), keys2d[s].tobytes())
-                          for s in starts[1:].tolist()]
+    index_keys = [b""] + [
+        separator(keys2d[s - 1].tobytes(), keys2d[s].tobytes()) for s in starts[1:].tolist()
+    ]
     filt: list[bytes | memoryview] = []
     if options.bloom_bits_per_key and n >= options.min_filter_keys:
         koffs = np.arange(n + 1, dtype=np.int64) * key_width
-        filt = seal(0, bloom.build_filter_block(bloom.hash_keys(keys[: n * key_width], koffs),
-                                                options.bloom_bits_per_key))
+        filt = seal(
+            0,
+            bloom.build_filter_block(
+                bloom.hash_keys(keys[: n * key_width], koffs), options.bloom_bits_per_key
+            ),
+        )
     filter_len = sum(len(p) for p in filt)
     index = seal(0, encode_index(offsets[:-1], index_keys))
     index_len = sum(len(p) for p in index)
     zeros = np.zeros(len(counts), dtype=np.int64)
-    stats = seal(0, encode_stats(np.asarray(counts, dtype=np.int64), zeros, zeros,
-                                 n * key_width, n * value_width))
+    stats = seal(
+        0,
+        encode_stats(
+            np.asarray(counts, dtype=np.int64), zeros, zeros, n * key_width, n * value_width
+        ),
+    )
     stats_len = sum(len(p) for p in stats)
     index_offset = data_len + filter_len
     meta_offset = index_offset + index_len + stats_len
     info = SstInfo(
-        first_key=keys2d[0].tobytes(), last_key=keys2d[n - 1].tobytes(),
-        index_offset=index_offset, index_len=index_len, filter_offset=data_len,
-        filter_len=filter_len, compression=0, entry_count=n, size_bytes=1,
-        sst_type=SST_TYPE_COMPACTED, stats_offset=index_offset + index_len, stats_len=stats_len,
+        first_key=keys2d[0].tobytes(),
+        last_key=keys2d[n - 1].tobytes(),
+        index_offset=index_offset,
+        index_len=index_len,
+        filter_offset=data_len,
+        filter_len=filter_len,
+        compression=0,
+        entry_count=n,
+        size_bytes=1,
+        sst_type=SST_TYPE_COMPACTED,
+        stats_offset=index_offset + index_len,
+        stats_len=stats_len,
         filter_format=FILTER_FORMAT_COMPOSITE,
     )
     probe = encode_sst_info(info)
     total = meta_offset + len(probe) + 4 + FOOTER_LEN
     info = SstInfo(
-        first_key=info.first_key, last_key=info.last_key, index_offset=index_offset,
-        index_len=index_len, filter_offset=data_len, filter_len=filter_len, compression=0,
-        entry_count=n, size_bytes=total, sst_type=SST_TYPE_COMPACTED,
-        stats_offset=index_offset + index_len, stats_len=stats_len,
+        first_key=info.first_key,
+        last_key=info.last_key,
+        index_offset=index_offset,
+        index_len=index_len,
+        filter_offset=data_len,
+        filter_len=filter_len,
+        compression=0,
+        entry_count=n,
+        size_bytes=total,
+        sst_type=SST_TYPE_COMPACTED,
+        stats_offset=index_offset + index_len,
+        stats_len=stats_len,
         filter_format=FILTER_FORMAT_COMPOSITE,
     )
     footer = encode_footer(encode_sst_info(info), meta_offset)
@@ -156,8 +204,17 @@ def encode_fixed_sst_into(
     out = scratch.take("sst", total)
     pos = _blocks(out, keys, key_width, values, value_width, rows, seq, count, interval)
     if rest:
-        pos += _blocks(out[pos:], keys[full * count * key_width :], key_width, values,
-                       value_width, rows[full * count :], seq, rest, interval)
+        pos += _blocks(
+            out[pos:],
+            keys[full * count * key_width :],
+            key_width,
+            values,
+            value_width,
+            rows[full * count :],
+            seq,
+            rest,
+            interval,
+        )
     assert pos == data_len
     for piece in (*filt, *index, *stats, footer):
         mv = memoryview(piece).cast("B")

@@ -68,7 +68,10 @@ MAX_BLOCK_SIZE = 65536
 
 # name -> SlateDB CompressionFormat code
 CODECS: dict[str, tuple[int, str | None]] = {
-    "none": (0, None), "snappy": (1, "snappy"), "zlib": (2, "zlib"), "lz4": (3, "lz4"),
+    "none": (0, None),
+    "snappy": (1, "snappy"),
+    "zlib": (2, "zlib"),
+    "lz4": (3, "lz4"),
     "zstd": (4, "zstd"),
 }
 CODEC_NAMES: dict[int, str] = {code: name for name, (code, _) in CODECS.items()}

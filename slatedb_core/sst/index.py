@@ -71,14 +71,18 @@ class Stats:
 
 
 def encode_stats(
-    block_puts: npt.NDArray[np.int64], block_deletes: npt.NDArray[np.int64],
-    block_merges: npt.NDArray[np.int64], raw_key_size: int, raw_val_size: int,
+    block_puts: npt.NDArray[np.int64],
+    block_deletes: npt.NDArray[np.int64],
+    block_merges: npt.NDArray[np.int64],
+    raw_key_size: int,
+    raw_val_size: int,
 ) -> bytes:
     """The SstStats table (per-block counts are u16, as SlateDB stores them)."""
     w = BackWriter()
     tables = []
-    for p, d, m in zip(block_puts.tolist(), block_deletes.tolist(), block_merges.tolist(),
-                       strict=True):
+    for p, d, m in zip(
+        block_puts.tolist(), block_deletes.tolist(), block_merges.tolist(), strict=True
+    ):
         w.start(3)
         w.u16_slot(2, m)
         w.u16_slot(1, d)
@@ -186,8 +190,16 @@ def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
                 for slot in range(3):
                     counts[slot].append(fb.u16(fb.field(t, slot)))
         totals = [fb.u64(fb.field(root, slot)) for slot in range(5)]
-        return Stats(totals[0], totals[1], totals[2], totals[3], totals[4],
-                     tuple(counts[0]), tuple(counts[1]), tuple(counts[2]))
+        return Stats(
+            totals[0],
+            totals[1],
+            totals[2],
+            totals[3],
+            totals[4],
+            tuple(counts[0]),
+            tuple(counts[1]),
+            tuple(counts[2]),
+        )
     except (ValueError, struct.error) as e:
         raise CorruptionError(name, f"malformed SST stats: {e}") from None
 

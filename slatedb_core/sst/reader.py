@@ -44,7 +44,8 @@ TAIL_READ = 64 * 1024  # without a known size: bytes read from the end, hoping t
 READAHEAD_START = 256 * 1024  # a scan's first GET; doubles per GET up to READAHEAD_MAX
 READAHEAD_MAX = 8 * 1024 * 1024
 TS_SCHEMA = ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
-    pa.field("create_ts", pa.int64()))
+    pa.field("create_ts", pa.int64())
+)
 _DECODE_ERRORS = (ValueError, IndexError, struct.error, OverflowError, pa.ArrowException)
 _NO_CLOCK = -(1 << 63)  # before every expire_ts: nothing expires
 Flagged = tuple[pa.RecordBatch, bool, bytes, bytes]  # batch, keys distinct, first key, last key
@@ -87,9 +88,16 @@ class SstReader:
     whether there are any). A rewrite that expires rows as SlateDB does passes its clock."""
 
     def __init__(
-        self, name: str, region: pa.Buffer, region_start: int, object_size: int, *,
-        store: ObjectStore | None = None, whole: pa.Buffer | None = None,
-        cache: BlockCache | None = None, now_ms: int | None = None,
+        self,
+        name: str,
+        region: pa.Buffer,
+        region_start: int,
+        object_size: int,
+        *,
+        store: ObjectStore | None = None,
+        whole: pa.Buffer | None = None,
+        cache: BlockCache | None = None,
+        now_ms: int | None = None,
     ) -> None:
         """Parse filter, index, stats and info from ``region``: bytes [region_start, object_size)."""
         self.name = name
@@ -109,8 +117,9 @@ class SstReader:
             info = decode_sst_info(unsealed, name)
             self._check_layout(info, info_offset)
             if info.size_bytes and info.size_bytes != object_size:
-                raise CorruptionError(name, f"SST info records {info.size_bytes} bytes, the "
-                                            f"object has {object_size}")
+                raise CorruptionError(
+                    name, f"SST info records {info.size_bytes} bytes, the object has {object_size}"
+                )
             code = info.compression
             if code not in CODEC_NAMES:
                 raise CorruptionError(name, f"unknown compression codec {code}")
@@ -118,23 +127,29 @@ class SstReader:
             def section(off: int, length: int, what: str) -> bytes | memoryview:
                 if off < region_start:
                     raise CorruptionError(name, f"{what} starts before the bytes fetched for it")
-                return unseal(code, mv[off - region_start : off - region_start + length], name,
-                              what)
+                return unseal(
+                    code, mv[off - region_start : off - region_start + length], name, what
+                )
 
             offsets, keys = decode_index(name, section(info.index_offset, info.index_len, "index"))
             self._bloom: BloomFilter | None = None
             if info.filter_len:
                 self._bloom = bloom_from_filter_block(
-                    name, section(info.filter_offset, info.filter_len, "filter"),
-                    info.filter_format == FILTER_FORMAT_COMPOSITE)
+                    name,
+                    section(info.filter_offset, info.filter_len, "filter"),
+                    info.filter_format == FILTER_FORMAT_COMPOSITE,
+                )
             self.stats: Stats | None = None
             if info.stats_len:
                 self.stats = decode_stats(name, section(info.stats_offset, info.stats_len, "stats"))
         except _DECODE_ERRORS as e:
             raise CorruptionError(name, f"malformed SST footer: {e}") from None
         data_end = metadata_start(info)
-        if offsets and (offsets[0] != 0 or any(b <= a for a, b in itertools.pairwise(offsets))
-                        or offsets[-1] >= data_end):
+        if offsets and (
+            offsets[0] != 0
+            or any(b <= a for a, b in itertools.pairwise(offsets))
+            or offsets[-1] >= data_end
+        ):
             raise CorruptionError(name, "index block offsets do not tile the data region")
         if not offsets and data_end:
             raise CorruptionError(name, "data region without an index entry")
@@ -146,8 +161,11 @@ class SstReader:
         self._codec = info.compression
         self.wal = info.sst_type == SST_TYPE_WAL
         self.block_count = len(offsets)
-        stats_rows = (self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
-                      if self.stats else 0)
+        stats_rows = (
+            self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
+            if self.stats
+            else 0
+        )
         self.entry_count = info.entry_count or stats_rows
         self.first_key: bytes | None = None if self.wal else info.first_key
         self.last_key: bytes | None = None if self.wal else info.last_key
@@ -155,27 +173,37 @@ class SstReader:
 
     def _check_layout(self, info: SstInfo, info_offset: int) -> None:
         """Filter, index and stats lie between the data blocks and the info (SlateDB's order)."""
-        sections = [(info.filter_offset, info.filter_len), (info.index_offset, info.index_len),
-                    (info.stats_offset, info.stats_len)]
+        sections = [
+            (info.filter_offset, info.filter_len),
+            (info.index_offset, info.index_len),
+            (info.stats_offset, info.stats_len),
+        ]
         data_end = metadata_start(info)
         for off, length in sections:
             if length and (length <= CRC_LEN or off < data_end or off + length > info_offset):
-                raise CorruptionError(self.name, f"SST section [{off}, +{length}) is outside "
-                                                 f"the metadata region")
+                raise CorruptionError(
+                    self.name, f"SST section [{off}, +{length}) is outside the metadata region"
+                )
         if info.index_len == 0:
             raise CorruptionError(self.name, "SST has no index")
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str, *, cache: BlockCache | None = None,
-                   now_ms: int | None = None) -> SstReader:
+    def from_bytes(
+        cls, data: bytes, name: str, *, cache: BlockCache | None = None, now_ms: int | None = None
+    ) -> SstReader:
         """A reader over an object already in memory (a just-written SST, a WAL file read whole)."""
         whole = pa.py_buffer(data)
         return cls(name, whole, 0, whole.size, whole=whole, cache=cache, now_ms=now_ms)
 
     @classmethod
     def open(
-        cls, store: ObjectStore, path: str, info: SstInfo | None = None, *,
-        cache: BlockCache | None = None, now_ms: int | None = None,
+        cls,
+        store: ObjectStore,
+        path: str,
+        info: SstInfo | None = None,
+        *,
+        cache: BlockCache | None = None,
+        now_ms: int | None = None,
     ) -> SstReader:
         """With ``info`` of a known size: one ranged GET of filter, index, stats and info.
         Otherwise one suffix GET of the object's end (and a ranged GET of the rest of the
@@ -184,18 +212,24 @@ class SstReader:
             size = info.size_bytes
             start = metadata_start(info)
             if not 0 <= start < size:
-                raise CorruptionError(path, f"SstInfo metadata offset {start} is outside the "
-                                            f"{size}-byte object")
+                raise CorruptionError(
+                    path, f"SstInfo metadata offset {start} is outside the {size}-byte object"
+                )
             region = get_range(store, path, start, size, known_size=False)
             reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
             if not info_agrees(info, reader.info):
-                raise CorruptionError(path, f"SstInfo {info} disagrees with the footer {reader.info}")
+                raise CorruptionError(
+                    path, f"SstInfo {info} disagrees with the footer {reader.info}"
+                )
             return reader
         got = store.get_suffix(path, TAIL_READ)
         size = got.meta.size
         if size <= FOOTER_LEN or len(got.data) != min(size, TAIL_READ):
-            raise CorruptionError(path, f"object of {size} bytes is too short for an SST, or "
-                                        f"its suffix read returned {len(got.data)} bytes")
+            raise CorruptionError(
+                path,
+                f"object of {size} bytes is too short for an SST, or "
+                f"its suffix read returned {len(got.data)} bytes",
+            )
         start = size - len(got.data)
         region = pa.py_buffer(got.data)
         info_offset, _ = decode_footer(path, memoryview(region), size)
@@ -203,8 +237,14 @@ class SstReader:
             start = info_offset
             region = get_range(store, path, start, size)
         head = decode_sst_info(
-            unseal(0, memoryview(region)[info_offset - start : region.size - FOOTER_LEN], path,
-                   "SST info"), path)
+            unseal(
+                0,
+                memoryview(region)[info_offset - start : region.size - FOOTER_LEN],
+                path,
+                "SST info",
+            ),
+            path,
+        )
         meta_start = metadata_start(head)
         if 0 <= meta_start < start:
             region = get_range(store, path, meta_start, start).to_pybytes() + region.to_pybytes()
@@ -264,8 +304,11 @@ class SstReader:
         # one cache probe: a cached block answers faster than the bloom filter (SipHash in
         # Python), which is probed only before a block is read (a miss is counted then).
         # Cached blocks are Blocks with their point table built (see _block).
-        hit: Block | None = (cache.get(self.name, b, count_miss=False)  # type: ignore[assignment]
-                             if cache is not None else None)
+        hit: Block | None = (
+            cache.get(self.name, b, count_miss=False)  # type: ignore[assignment]
+            if cache is not None
+            else None
+        )
         table = None if hit is None else hit.points
         if table is None:
             if self._bloom is not None and not self._bloom.may_contain(key):
@@ -300,16 +343,20 @@ class SstReader:
         cache = self._cache
         hits = cache.get_many(self.name, blocks) if cache is not None else [None] * len(blocks)
         maybe_tables: dict[int, dict[bytes, tuple[int, int, bytes]] | None]
-        maybe_tables = dict(zip(blocks, map(_POINTS if None not in hits else _points, hits),
-                                strict=True))
+        maybe_tables = dict(
+            zip(blocks, map(_POINTS if None not in hits else _points, hits), strict=True)
+        )
         tables = cast(dict[int, dict[bytes, tuple[int, int, bytes]]], maybe_tables)
         cold: set[int] = set()  # blocks not cached and not read (an empty table stands in)
         if None in tables.values():  # blocks to read: only those the bloom filter allows
             cold = {b for b, t in maybe_tables.items() if t is None}
             want = [b in cold for b in bs]
             probe = list(itertools.compress(ks, want))
-            maybe = (self._bloom.may_contain_keys(probe) if self._bloom is not None
-                     else [True] * len(probe))
+            maybe = (
+                self._bloom.may_contain_keys(probe)
+                if self._bloom is not None
+                else [True] * len(probe)
+            )
             for b in dict.fromkeys(itertools.compress(itertools.compress(bs, want), maybe)):
                 tables[b] = self._block(b).point_table()
                 cold.discard(b)
@@ -318,9 +365,13 @@ class SstReader:
         found = list(map(dict.get, map(tables.__getitem__, bs), ks))
         # a key not found in its block that equals the next block's index key may have its
         # newest version there (a key found in its block has its newest version there)
-        misses = (list(itertools.compress(range(len(ks)), map(operator.is_, found,
-                                                              itertools.repeat(None))))
-                  if None in found else [])
+        misses = (
+            list(
+                itertools.compress(range(len(ks)), map(operator.is_, found, itertools.repeat(None)))
+            )
+            if None in found
+            else []
+        )
         nxt = map(self._index_after.__getitem__, map(at.__getitem__, misses))
         for j in itertools.compress(misses, map(operator.eq, nxt, map(ks.__getitem__, misses))):
             i = at[j]
@@ -344,8 +395,13 @@ class SstReader:
         return found
 
     def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, fill_cache: bool = False,
-        readahead: int | None = None, groups: bool = False,
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        *,
+        fill_cache: bool = False,
+        readahead: int | None = None,
+        groups: bool = False,
     ) -> SstScan:
         """Rows with ``start <= key < end`` (a WAL SST's: every row, in write order), one batch
         per block, blocks fetched lazily.
@@ -362,9 +418,17 @@ class SstReader:
             raise InvalidArgument(f"readahead must be a positive int, got {readahead!r}")
         return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead, groups))
 
-    def _scan(self, lo_key: bytes | None, hi_key: bytes | None, fill_cache: bool,
-              ahead: int | None, groups: bool = False) -> Iterator[Flagged]:
-        if self.block_count == 0 or (lo_key is not None and hi_key is not None and lo_key >= hi_key):
+    def _scan(
+        self,
+        lo_key: bytes | None,
+        hi_key: bytes | None,
+        fill_cache: bool,
+        ahead: int | None,
+        groups: bool = False,
+    ) -> Iterator[Flagged]:
+        if self.block_count == 0 or (
+            lo_key is not None and hi_key is not None and lo_key >= hi_key
+        ):
             return
         if self.wal:
             for _, block in self._blocks(0, self.block_count, fill_cache, ahead):
@@ -376,8 +440,9 @@ class SstReader:
         b1 = self.block_count if hi_key is None else bisect.bisect_left(keys, hi_key)
         # Only the first block can hold keys below ``start`` (every later block's index key, a
         # bound of its keys from below, is >= start) and only the last keys >= ``end``.
-        yield from flagged_pieces(self.name, self._blocks(b0, b1, fill_cache, ahead), b0, b1,
-                                  lo_key, hi_key, groups)
+        yield from flagged_pieces(
+            self.name, self._blocks(b0, b1, fill_cache, ahead), b0, b1, lo_key, hi_key, groups
+        )
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
         """Every row; with ``timestamps``, also SlateDB's ``expire_ts`` and ``create_ts``
@@ -389,21 +454,30 @@ class SstReader:
         batches = []
         for _, block in self._blocks(0, self.block_count, False, None):
             expire, create = block.timestamps(0, block.n)
-            batches.append(pa.RecordBatch.from_arrays(
-                [*block.batch.columns, expire, create], schema=TS_SCHEMA))
+            batches.append(
+                pa.RecordBatch.from_arrays([*block.batch.columns, expire, create], schema=TS_SCHEMA)
+            )
         return pa.Table.from_batches(batches, schema=TS_SCHEMA)
 
     def _check_totals(self, table: pa.Table) -> None:
         """Every row read: the counts and key range the info records must be the rows'."""
         n = table.num_rows
         if self.info.entry_count and n != self.info.entry_count:
-            raise CorruptionError(self.name, f"{n} rows, the SST info records "
-                                             f"{self.info.entry_count}")
-        if self.stats is not None and n != (self.stats.num_puts + self.stats.num_deletes
-                                            + self.stats.num_merges):
+            raise CorruptionError(
+                self.name, f"{n} rows, the SST info records {self.info.entry_count}"
+            )
+        if self.stats is not None and n != (
+            self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
+        ):
             raise CorruptionError(self.name, f"{n} rows disagree with the SST stats")
-        if n and not self.wal and (table.column(0)[0].as_py() != self.first_key
-                                   or table.column(0)[n - 1].as_py() != self.last_key):
+        if (
+            n
+            and not self.wal
+            and (
+                table.column(0)[0].as_py() != self.first_key
+                or table.column(0)[n - 1].as_py() != self.last_key
+            )
+        ):
             raise CorruptionError(self.name, "the first or last key disagrees with the SST info")
 
     # -- blocks -----------------------------------------------------------------------------
@@ -468,7 +542,8 @@ class SstReader:
                 continue
             stop = b + 1  # extend the GET over following blocks that are not cached either
             while (
-                stop < b1 and (whole or offs[stop + 1] - offs[b] <= budget)
+                stop < b1
+                and (whole or offs[stop + 1] - offs[b] <= budget)
                 and (cache is None or not cache.contains(path, stop))
             ):
                 stop += 1

@@ -37,6 +37,8 @@ from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE, RESTART_INTERVAL
 
 F_TOMBSTONE, F_EXPIRE, F_CREATE, F_MERGE = 1, 2, 4, 8
 I64 = npt.NDArray[np.int64]
+
+
 @functools.cache
 def _empty() -> pa.Scalar:
     """The empty binary scalar, made on first use: building a pyarrow scalar imports pandas
@@ -100,7 +102,9 @@ def lcp(kdata: npt.NDArray[np.uint8], koffs: I64) -> I64:
     return out
 
 
-def plan_blocks(rsize: I64, nsize: I64, block_size: int, interval: int = RESTART_INTERVAL) -> list[int]:
+def plan_blocks(
+    rsize: I64, nsize: I64, block_size: int, interval: int = RESTART_INTERVAL
+) -> list[int]:
     """Row indices where blocks start (plus the end), filled as SlateDB's block builder fills:
     a row is added while data + 2 bytes per restart + 2 stays within ``block_size``. A restart
     point every ``interval`` rows (a restart row is ``rsize`` bytes, any other ``nsize``)."""
@@ -155,8 +159,12 @@ def _headers(shared: I64, unshared: I64, vlen: I64) -> pa.Array:
 
 
 def _tail_matrix(
-    seqs: npt.NDArray[np.uint64], flags: npt.NDArray[np.uint8], expire: I64 | None,
-    has_e: npt.NDArray[np.bool_] | None, create: I64 | None, has_c: npt.NDArray[np.bool_] | None,
+    seqs: npt.NDArray[np.uint64],
+    flags: npt.NDArray[np.uint8],
+    expire: I64 | None,
+    has_e: npt.NDArray[np.bool_] | None,
+    create: I64 | None,
+    has_c: npt.NDArray[np.bool_] | None,
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_] | None]:
     """Each row's seq, flags and timestamps as a byte matrix, and which of its bytes a row keeps
     (None: all of them, every row has the same timestamps present)."""
@@ -190,8 +198,13 @@ def _uniform(x: I64) -> int | None:
 
 
 def _fixed_width_rows(
-    kdata: npt.NDArray[np.uint8], koffs: I64, kw: int, voffs: npt.NDArray[np.int32],
-    values: pa.Array, vw: int, tmat: npt.NDArray[np.uint8],
+    kdata: npt.NDArray[np.uint8],
+    koffs: I64,
+    kw: int,
+    voffs: npt.NDArray[np.int32],
+    values: pa.Array,
+    vw: int,
+    tmat: npt.NDArray[np.uint8],
 ) -> tuple[pa.Buffer, npt.NDArray[np.uint8]]:
     """Rows whose keys all have ``kw`` bytes and values ``vw`` (every key whole): one byte
     matrix, a row per row, filled column range by column range (no per-row gather)."""
@@ -239,9 +252,16 @@ class EncodedRows:
 
 
 def encode_rows(
-    kdata: npt.NDArray[np.uint8], koffs: I64, values: pa.Array, seqs: npt.NDArray[np.uint64],
-    kinds: npt.NDArray[np.uint8], expire: I64 | None, create: I64 | None, block_size: int,
-    *, interval: int = RESTART_INTERVAL,
+    kdata: npt.NDArray[np.uint8],
+    koffs: I64,
+    values: pa.Array,
+    seqs: npt.NDArray[np.uint64],
+    kinds: npt.NDArray[np.uint8],
+    expire: I64 | None,
+    create: I64 | None,
+    block_size: int,
+    *,
+    interval: int = RESTART_INTERVAL,
 ) -> EncodedRows:
     """Rows in the given order (keys as ``kdata``/``koffs``), cut into blocks. ``expire`` and
     ``create`` hold a timestamp per row or None; a row has one where the array is not the
@@ -249,10 +269,14 @@ def encode_rows(
     (no prefix compression; SlateDB's reader accepts any interval)."""
     n = len(seqs)
     klen = np.diff(koffs)
-    voffs = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset)
+    voffs = np.frombuffer(
+        values.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * values.offset
+    )
     vlen = np.diff(voffs).astype(np.int64)
     shared_nr = lcp(kdata, koffs) if interval > 1 else np.zeros(n, dtype=np.int64)
-    flags = np.where(kinds == KIND_TOMBSTONE, F_TOMBSTONE, np.where(kinds == KIND_MERGE, F_MERGE, 0))
+    flags = np.where(
+        kinds == KIND_TOMBSTONE, F_TOMBSTONE, np.where(kinds == KIND_MERGE, F_MERGE, 0)
+    )
     flags = flags.astype(np.uint8)
     tail = np.full(n, 9, dtype=np.int64)
     has_e = has_c = None
@@ -272,8 +296,12 @@ def encode_rows(
         buf, mat = _fixed_width_rows(kdata, koffs, kw, voffs, values, vw, tmat)
         width = mat.shape[1]
         per = max(1, (block_size - 2) // (width + 2))
-        return EncodedRows(buf, np.arange(n + 1, dtype=np.int64) * width,
-                           [*range(0, n, per), n], np.ones(n, dtype=np.bool_))
+        return EncodedRows(
+            buf,
+            np.arange(n + 1, dtype=np.int64) * width,
+            [*range(0, n, per), n],
+            np.ones(n, dtype=np.bool_),
+        )
     common = varint_len(vlen) + vlen + tail
     rsize = 1 + varint_len(klen) + klen + common
     nsize = varint_len(shared_nr) + varint_len(klen - shared_nr) + klen - shared_nr + common
@@ -290,15 +318,19 @@ def encode_rows(
         restart = (np.arange(n) - block_start) % interval == 0
         shared = np.where(restart, 0, shared_nr)
         unshared = klen - shared
-        keep = np.repeat(np.tile(np.array([False, True]), n),
-                         np.column_stack([shared, unshared]).ravel())
+        keep = np.repeat(
+            np.tile(np.array([False, True]), n), np.column_stack([shared, unshared]).ravel()
+        )
         suffix_data = kdata[int(koffs[0]) : int(koffs[-1])][keep] if n else kdata[:0]
         soffs = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(unshared, out=soffs[1:])
-        suffix = pa.Array.from_buffers(pa.binary(), n,
-                                       [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)])
+        suffix = pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(soffs), pa.py_buffer(suffix_data)]
+        )
     header = _headers(shared, unshared, vlen)
-    joined = pc.binary_join_element_wise(header, suffix, values, _tails(tmat, tkeep, tail), _empty())
+    joined = pc.binary_join_element_wise(
+        header, suffix, values, _tails(tmat, tkeep, tail), _empty()
+    )
     bufs = joined.buffers()
     row_offs = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1).astype(np.int64)
     data = bufs[2] if bufs[2] is not None else pa.py_buffer(b"")

@@ -131,7 +131,7 @@ class LocalFiles:
             try:
                 view = memoryview(data).cast("B")
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 if self.sync:
                     os.fsync(fd)
                 version = ObjectVersion(local_etag(os.fstat(fd)))

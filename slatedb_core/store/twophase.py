@@ -106,8 +106,6 @@ from slatedb_core.store.txn import Cell, Intent, TxnStore, open_txn_store
 log = logging.getLogger(__name__)
 
 
-
-
 def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
@@ -364,7 +362,9 @@ class TwoPhaseStore(ObjectStore):
         try:
             version = self._inner.put(dest, data)
         except StoreError as e:
-            log.warning("copy to %s failed (%s); the intent is durable, readers complete it", dest, e)
+            log.warning(
+                "copy to %s failed (%s); the intent is durable, readers complete it", dest, e
+            )
             return ObjectVersion()
         try:
             self._rows.commit_intent(dest, source)
@@ -396,8 +396,9 @@ class TwoPhaseStore(ObjectStore):
             version = self._inner.put(intent.dest, data)
             self._rows.commit_intent(intent.dest, intent.source)
         except StoreError as e:  # e.g. a read-only reader: the bytes are still the answer
-            log.info("could not complete %s (%s); serving it from %s", intent.dest, e,
-                     intent.source)
+            log.info(
+                "could not complete %s (%s); serving it from %s", intent.dest, e, intent.source
+            )
             return data, version
         self._drop(intent.source)
         return data, version
@@ -441,10 +442,14 @@ class TwoPhaseStore(ObjectStore):
                 self._rows.commit_intent(intent.dest, intent.source)
                 done.add(intent.source)
             else:
-                log.warning("intent %s lost its temporary object %s; dropping it",
-                            intent.dest, intent.source)
+                log.warning(
+                    "intent %s lost its temporary object %s; dropping it",
+                    intent.dest,
+                    intent.source,
+                )
                 self._rows.delete_intent(intent.dest, intent.source)
         return done
+
 
 def two_phase_of(store: ObjectStore) -> TwoPhaseStore | None:
     """The :class:`TwoPhaseStore` under ``store`` (following wrappers' ``inner``), if any."""

@@ -228,9 +228,7 @@ class TxnStore(ABC):
         self, ns: str, lo: str, hi_inclusive: str, keep: Sequence[str] = ()
     ) -> int:
         """GC: delete committed intents with ``lo <= dest <= hi_inclusive`` except ``keep``."""
-        text = (
-            f"DELETE FROM {INTENTS} WHERE ns = ? AND committed = 1 AND dest >= ? AND dest <= ?"
-        )
+        text = f"DELETE FROM {INTENTS} WHERE ns = ? AND committed = 1 AND dest >= ? AND dest <= ?"
         params: list[Any] = [ns, lo, hi_inclusive]
         if keep:
             text += " AND dest NOT IN (" + ", ".join("?" for _ in keep) + ")"
@@ -321,9 +319,7 @@ class TxnStore(ABC):
         return [ListedRow(r[0], int(r[1]), int(r[2]), r[3], bool(r[4])) for r in rows]
 
 
-def _range(
-    col: str, lo: str, hi: str | None, after: str | None = None
-) -> tuple[str, list[str]]:
+def _range(col: str, lo: str, hi: str | None, after: str | None = None) -> tuple[str, list[str]]:
     cond, params = "", []
     if lo:
         cond += f" AND {col} >= ?"
@@ -370,8 +366,10 @@ class SqliteTxnStore(TxnStore):
         while True:
             try:
                 conn = sqlite3.connect(
-                    self.path, timeout=max(0.0, deadline - time.monotonic()),
-                    isolation_level=None, check_same_thread=False,
+                    self.path,
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
                 try:
                     conn.execute("PRAGMA synchronous=FULL")
@@ -455,8 +453,8 @@ class PostgresTxnStore(TxnStore):
             # Two processes creating the tables at once would collide in pg_type: serialise.
             conn.execute("SELECT pg_advisory_xact_lock(7346021)")
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {INTENTS} (ns TEXT COLLATE \"C\" NOT NULL, "
-                "dest TEXT COLLATE \"C\" NOT NULL, source TEXT NOT NULL, "
+                f'CREATE TABLE IF NOT EXISTS {INTENTS} (ns TEXT COLLATE "C" NOT NULL, '
+                'dest TEXT COLLATE "C" NOT NULL, source TEXT NOT NULL, '
                 "committed SMALLINT NOT NULL DEFAULT 0, size BIGINT NOT NULL, "
                 "created_ms BIGINT NOT NULL, PRIMARY KEY (ns, dest))"
             )
@@ -465,8 +463,8 @@ class PostgresTxnStore(TxnStore):
                 "WHERE committed = 0"
             )
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {CELLS} (ns TEXT COLLATE \"C\" NOT NULL, "
-                "path TEXT COLLATE \"C\" NOT NULL, data BYTEA NOT NULL, etag TEXT NOT NULL, "
+                f'CREATE TABLE IF NOT EXISTS {CELLS} (ns TEXT COLLATE "C" NOT NULL, '
+                'path TEXT COLLATE "C" NOT NULL, data BYTEA NOT NULL, etag TEXT NOT NULL, '
                 "version BIGINT NOT NULL, modified_ms BIGINT NOT NULL, PRIMARY KEY (ns, path))"
             )
 
@@ -481,8 +479,9 @@ class PostgresTxnStore(TxnStore):
         except self._psycopg.Error as e:
             # not chained: libpq quotes the URL token it cannot parse (a password with a bad
             # %-escape), and a traceback of the cause would show it
-            raise StoreError(f"cannot connect to {self.url}: {_scrub(str(e), self._dsn)}"
-                             .strip()) from None
+            raise StoreError(
+                f"cannot connect to {self.url}: {_scrub(str(e), self._dsn)}".strip()
+            ) from None
 
     def _is_transient(self, err: BaseException) -> bool:
         return isinstance(err, self._psycopg.OperationalError | self._psycopg.InterfaceError)
@@ -503,7 +502,9 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
         if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-            raise InvalidArgument(f"sqlite URL must be sqlite:///absolute/path.db, got {redact_url(url)!r}")
+            raise InvalidArgument(
+                f"sqlite URL must be sqlite:///absolute/path.db, got {redact_url(url)!r}"
+            )
         path = unquote(parts.path)
         if not path.startswith("/") or path.endswith("/") or ":memory:" in path:
             raise InvalidArgument(
@@ -517,7 +518,9 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
         except ValueError:
             raise InvalidArgument(f"postgresql URL has a bad port: {redact_url(url)!r}") from None
         if not parts.hostname or not parts.path.strip("/"):
-            raise InvalidArgument(f"postgresql URL needs a host and a database name: {redact_url(url)!r}")
+            raise InvalidArgument(
+                f"postgresql URL needs a host and a database name: {redact_url(url)!r}"
+            )
         return PostgresTxnStore(url)
     raise InvalidArgument(
         f"unsupported transactional store URL {redact_url(url)!r}: use sqlite:///abs/path.db or "
@@ -529,8 +532,9 @@ def _scrub(message: str, url: str) -> str:
     """A driver's ``message`` without the password of ``url``, in its userinfo or its query
     (``password=``, or any key naming a secret)."""
     parts = urlsplit(url)
-    values = [v for k, _, v in (q.partition("=") for q in parts.query.split("&"))
-              if _SECRET_KEY.search(k)]
+    values = [
+        v for k, _, v in (q.partition("=") for q in parts.query.split("&")) if _SECRET_KEY.search(k)
+    ]
     secrets = {x for v in (parts.password or "", *values) for x in (v, unquote(v)) if x}
     for secret in sorted(secrets, key=len, reverse=True):
         message = message.replace(secret, "***")

@@ -156,7 +156,8 @@ def _warn_unsynced(source: str) -> None:
         _warned_unsynced.add(source)
     log.warning(
         "file:// stores opened with writes NOT synced to the device (%s): an acknowledged write "
-        "can be lost or left empty by a power loss; for tests and benchmarks only", source
+        "can be lost or left empty by a power loss; for tests and benchmarks only",
+        source,
     )
 
 
@@ -196,7 +197,10 @@ def _local(
     inner = LocalStore(root, mkdir=True)
     # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
     return ObstoreObjectStore(
-        inner, url=root.as_uri(), sorted_listing=False, local_cas=LocalCas(inner, files),
+        inner,
+        url=root.as_uri(),
+        sorted_listing=False,
+        local_cas=LocalCas(inner, files),
         local_root=root,
     )
 
@@ -269,7 +273,9 @@ def _s3(
         _check_endpoint(endpoint)
     allow_http = _bool("allow_http", settings.get("allow_http", "false"))
     if endpoint and endpoint.startswith("http://") and not allow_http:
-        raise InvalidArgument(f"endpoint {redact_url(endpoint)!r} is plain http: add allow_http=true")
+        raise InvalidArgument(
+            f"endpoint {redact_url(endpoint)!r} is plain http: add allow_http=true"
+        )
     # copy_if_not_exists=multipart: ObjectStore.copy_if_absent as a one-part multipart upload
     # (UploadPartCopy) completed with If-None-Match: *, the conditional copy S3 supports.
     config: dict[str, Any] = {"conditional_put": "etag", "copy_if_not_exists": "multipart"}

@@ -111,11 +111,16 @@ def collect_overwrite_leftovers(maps: ShardMapStore, min_age: timedelta) -> int:
                 cur.by_id(i) is not None for i in r.shard_ids
             ):
                 continue  # sealed: resume's; or swapped in (the swap drops it: cannot be)
-            log.warning("table %r: overwrite job %s, reserved %s and never sealed, is past the "
-                        "ingest retention: cancelled, its targets destroyed", maps.table_path,
-                        r.job_id, time.ctime(r.reserved_at))
-            out = with_overwrite_outcome(out, OverwriteOutcome(r.job_id, r.first_shard_id,
-                                                               CANCELLED))
+            log.warning(
+                "table %r: overwrite job %s, reserved %s and never sealed, is past the "
+                "ingest retention: cancelled, its targets destroyed",
+                maps.table_path,
+                r.job_id,
+                time.ctime(r.reserved_at),
+            )
+            out = with_overwrite_outcome(
+                out, OverwriteOutcome(r.job_id, r.first_shard_id, CANCELLED)
+            )
         return None if out is cur else dataclasses.replace(out, created_at=time.time())
 
     m = maps.update(cancel)

@@ -219,8 +219,7 @@ def check_job_id(job_id: object) -> str:
     bounded list of outcomes (docs/overwrite.md, "Retries"), which every map version carries."""
     if not isinstance(job_id, str) or not job_id or "/" in job_id or job_id in (".", ".."):
         raise InvalidArgument(
-            f"ingest job id must be a non-empty str without '/' (not '.' or '..'), got "
-            f"{job_id!r}"
+            f"ingest job id must be a non-empty str without '/' (not '.' or '..'), got {job_id!r}"
         )
     if len(job_id) > MAX_JOB_ID_CHARS:
         raise InvalidArgument(
@@ -230,7 +229,10 @@ def check_job_id(job_id: object) -> str:
 
 
 def plan_ingest(
-    table_path: str, store: ObjectStore, job_id: str | None = None, *,
+    table_path: str,
+    store: ObjectStore,
+    job_id: str | None = None,
+    *,
     txn: AppVersion | None = None,
 ) -> IngestPlan:
     """The plan of a job ingesting into ``table_path`` now: its latest shard map routes the rows
@@ -245,16 +247,25 @@ def plan_ingest(
     record = ingest_plan_record(table_path, job)
     if job_id is not None and _record_token(store, record) is None:
         _check_no_leftovers(store, table_path, job, shard_map)
-    put_once(store, record, {
-        "job": job, "shard_map": shard_map.id, "seq_base": base,
-        "txn": None if txn is None else [txn.app_id, txn.version], "planned_at": time.time(),
-        "token": uuid.uuid4().hex,
-    })
+    put_once(
+        store,
+        record,
+        {
+            "job": job,
+            "shard_map": shard_map.id,
+            "seq_base": base,
+            "txn": None if txn is None else [txn.app_id, txn.version],
+            "planned_at": time.time(),
+            "token": uuid.uuid4().hex,
+        },
+    )
     # planned again while its record is there: the same job (its markers settle its shards)
     token = _record_token(store, record)
     if token is None:  # collected at once (ingest_min_age=0 racing the plan)
-        raise IngestJobExpired(f"ingest job {job} into table {table_path!r}: its plan record "
-                               "was collected as it was planned; plan it again")
+        raise IngestJobExpired(
+            f"ingest job {job} into table {table_path!r}: its plan record "
+            "was collected as it was planned; plan it again"
+        )
     return IngestPlan(table_path, job, shard_map, base, txn, record=token)
 
 
@@ -320,8 +331,7 @@ def stage_ssts(
         # written once, never read here, linked into the database by the commit: out of the
         # page cache with it (on a local disk), so that the next SST reuses its pages
         store.flush_and_evict([path])
-        yield StagedSst(shard, run, sst.part, path, sst.info.entry_count, sst.info.size_bytes,
-                        seq)
+        yield StagedSst(shard, run, sst.part, path, sst.info.entry_count, sst.info.size_bytes, seq)
 
 
 # ---- the commit ------------------------------------------------------------------------------
@@ -376,21 +386,26 @@ def commit_shard(
     maps = ShardMapStore(store, plan.table_path)
     opts = options or DbOptions()
 
-    def settle(done: dict[str, object] | None, earlier: Checkpoint | None, epoch: int
-               ) -> ShardIngestStats:
+    def settle(
+        done: dict[str, object] | None, earlier: Checkpoint | None, epoch: int
+    ) -> ShardIngestStats:
         """Report (and finish: marker, then drop) an earlier attempt's commit of this job."""
         if done is not None:
             if earlier is not None:  # its attempt stopped between the marker and the drop
                 _drop_checkpoint(store, shard.db_path, earlier.name or "")
             if done.get("run") == run_id:  # an earlier attempt of this very run
                 return dataclasses.replace(
-                    stats(WRITTEN, f"committed by attempt {done.get('attempt')} of this run",
-                          **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS}),
+                    stats(
+                        WRITTEN,
+                        f"committed by attempt {done.get('attempt')} of this run",
+                        **{k: _marker_int(done, k, 0) for k in _MARKER_COUNTS},
+                    ),
                     writer_epoch=_marker_int(done, "epoch", 0),
                     attempt=_marker_int(done, "attempt", attempt),
                 )
-            return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                         writer_epoch=epoch)
+            return stats(
+                SKIPPED, "an earlier attempt of this job committed the shard", writer_epoch=epoch
+            )
         # An earlier attempt committed the shard and stopped before its marker: settle it (the
         # marker, then the drop) and report that commit; this attempt writes no data.
         assert earlier is not None
@@ -404,8 +419,9 @@ def commit_shard(
             return stats(WRITTEN, "committed by an earlier attempt of this run", **done_counts)
         put_once(store, marker, {"manifest_id": earlier.manifest_id, "run": earlier_run})
         _drop_checkpoint(store, shard.db_path, earlier.name or "")
-        return stats(SKIPPED, "an earlier attempt of this job committed the shard",
-                     writer_epoch=epoch)
+        return stats(
+            SKIPPED, "an earlier attempt of this job committed the shard", writer_epoch=epoch
+        )
 
     try:
         db, _ = open_shard_writer(maps, shard, opts)  # fences; then re-checks
@@ -458,10 +474,18 @@ def commit_shard(
         return settle(done, earlier, epoch)
     if result.already_applied:
         assert plan.txn is not None
-        return stats(SKIPPED, applied_message(plan.txn, result.recorded_version),
-                     writer_epoch=epoch, manifest_id=result.manifest_id)
-    written = {"rows": result.rows, "ssts": result.ssts, "bytes": result.bytes_written,
-               "manifest_id": result.manifest_id}
+        return stats(
+            SKIPPED,
+            applied_message(plan.txn, result.recorded_version),
+            writer_epoch=epoch,
+            manifest_id=result.manifest_id,
+        )
+    written = {
+        "rows": result.rows,
+        "ssts": result.ssts,
+        "bytes": result.bytes_written,
+        "manifest_id": result.manifest_id,
+    }
     put_once(store, marker, {**written, "epoch": epoch, "run": run_id, "attempt": attempt})
     drop_named_checkpoints(shard.db_path, store, name)  # it pins a manifest: not a day longer
     return stats(WRITTEN, "", writer_epoch=epoch, **written)
@@ -487,8 +511,11 @@ def _refused_checkpoint(
         current = maps.read_latest().by_id(shard.shard_id)
         if current is not None and current.db_path == shard.db_path:
             fenced = act_as_writer(
-                maps.store, shard.db_path, dataclasses.replace(options, compactor=None),
-                TableOptions().fence_attempts, f"ingest job {job_id}: reading its checkpoint in",
+                maps.store,
+                shard.db_path,
+                dataclasses.replace(options, compactor=None),
+                TableOptions().fence_attempts,
+                f"ingest job {job_id}: reading its checkpoint in",
                 _fenced_manifest,
             )
             assert fenced is not None
@@ -532,8 +559,11 @@ def _source_counts(store: ObjectStore, sources: list[str]) -> dict[str, int]:
     skipped there), read from their footers."""
     infos = [SstReader.open(store, p).info for p in sources]
     infos = [i for i in infos if i.entry_count > 0]
-    return {"rows": sum(i.entry_count for i in infos), "ssts": len(infos),
-            "bytes": sum(i.size_bytes for i in infos)}
+    return {
+        "rows": sum(i.entry_count for i in infos),
+        "ssts": len(infos),
+        "bytes": sum(i.size_bytes for i in infos),
+    }
 
 
 def _staged_counts(counts: Sequence[tuple[int, int]]) -> dict[str, int]:
@@ -549,7 +579,6 @@ def put_once(store: ObjectStore, path: str, body: dict[str, object]) -> None:
         store.put_if_absent(path, json.dumps(body).encode())
     except ObjectAlreadyExists:
         pass
-
 
 
 def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
@@ -573,9 +602,7 @@ def _check_plan_record(store: ObjectStore, plan: IngestPlan) -> None:
         )
 
 
-def _check_no_leftovers(
-    store: ObjectStore, table_path: str, job: str, shard_map: ShardMap
-) -> None:
+def _check_no_leftovers(store: ObjectStore, table_path: str, job: str, shard_map: ShardMap) -> None:
     """IngestJobExpired if job id ``job``, which has no plan record, still has objects under its
     directory or a commit checkpoint in a shard's manifest: a job of that id whose record the
     table GC collected (it goes first) and whose markers it has not collected yet. A new job of
@@ -590,8 +617,7 @@ def _check_no_leftovers(
             except DatabaseDestroyed:
                 return False
             return stored is not None and any(
-                (parsed := parse_ingest_checkpoint_name(cp.name)) is not None
-                and parsed[0] == job
+                (parsed := parse_ingest_checkpoint_name(cp.name)) is not None and parsed[0] == job
                 for cp in stored.manifest.checkpoints
             )
 

@@ -29,9 +29,7 @@ def delete_staging(store: ObjectStore, table_path: str, job_id: str, run_id: str
     return len(paths)
 
 
-def collect_leftovers(
-    store: ObjectStore, table_path: str, min_age: timedelta
-) -> tuple[int, int]:
+def collect_leftovers(store: ObjectStore, table_path: str, min_age: timedelta) -> tuple[int, int]:
     """Delete every object under ``<table>/_ingest/`` older than ``min_age``; returns how many
     were deleted and their bytes.
 

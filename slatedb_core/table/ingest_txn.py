@@ -82,5 +82,7 @@ def shard_app_versions(
 
 def applied_message(txn: AppVersion, recorded: int | None) -> str:
     """Why a shard's commit of ``txn`` is SKIPPED: it records version ``recorded`` of the app."""
-    return (f"app {txn.app_id!r} batch {txn.version} is already applied: the shard records "
-            f"version {recorded}")
+    return (
+        f"app {txn.app_id!r} batch {txn.version} is already applied: the shard records "
+        f"version {recorded}"
+    )

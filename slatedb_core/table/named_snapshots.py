@@ -156,8 +156,14 @@ class NamedSnapshotRecords:
         found = self.seq.read_latest()
         return NameRecord(0, None) if found is None else self._decode(*found)
 
-    def update(self, holds: TableSnapshot | None, *, only_over: TableSnapshot | None = None,
-               only_if_named: bool = False, taken_at: float | None = None) -> NameRecord:
+    def update(
+        self,
+        holds: TableSnapshot | None,
+        *,
+        only_over: TableSnapshot | None = None,
+        only_if_named: bool = False,
+        taken_at: float | None = None,
+    ) -> NameRecord:
         """Commit a version holding ``holds`` (None: a tombstone) on top of the latest; with
         ``only_over``, only if the latest holds that snapshot; with ``only_if_named``, only if it
         holds one; with ``taken_at`` (when taking ``holds`` began, by ``time.time()``), only
@@ -228,16 +234,22 @@ def take_named(
             raise
         if not same_snapshot(ours.snapshot, snapshot):
             release_snapshot(maps.store, snapshot)  # step 2 refused: too old to record
-            log.warning("table %r: snapshot %r took too long to record; taking it again",
-                        maps.table_path, name)
+            log.warning(
+                "table %r: snapshot %r took too long to record; taking it again",
+                maps.table_path,
+                name,
+            )
             continue
         if ours.replaced is not None:
             release_snapshot(maps.store, ours.replaced)
         if _alive(records, ours, started):
             _sweep(maps, records, (snapshot, ours.replaced))
             return snapshot, m
-        log.warning("table %r: snapshot %r may have been swept while being recorded; taking "
-                    "it again", maps.table_path, name)
+        log.warning(
+            "table %r: snapshot %r may have been swept while being recorded; taking it again",
+            maps.table_path,
+            name,
+        )
     raise CommitRetriesExhausted(f"named snapshot {name!r} of table {maps.table_path!r}", attempts)
 
 
@@ -262,8 +274,12 @@ def _release_unless_recorded(records: NamedSnapshotRecords, snapshot: TableSnaps
     try:
         holds = same_snapshot(records.read_latest().snapshot, snapshot)
     except SlateDBError as e:
-        log.warning("snapshot %r: cannot tell whether it was recorded; its checkpoints expire "
-                    "or are swept: %s", records.name, e)
+        log.warning(
+            "snapshot %r: cannot tell whether it was recorded; its checkpoints expire "
+            "or are swept: %s",
+            records.name,
+            e,
+        )
         return
     if not holds:
         release_snapshot(records.store, snapshot)
@@ -302,8 +318,9 @@ def _sweep(
     try:
         _sweep_shards(maps, frozenset({records.name}), known)
     except SlateDBError as e:
-        log.warning("table %r: sweeping leftovers of snapshot %r: %s",
-                    maps.table_path, records.name, e)
+        log.warning(
+            "table %r: sweeping leftovers of snapshot %r: %s", maps.table_path, records.name, e
+        )
 
 
 def sweep_snapshot_leftovers(maps: ShardMapStore) -> int:
@@ -335,8 +352,10 @@ def _sweep_shards(
             continue
         for c in found:
             name = _snapshot_name_of(maps.table_path, c.name)
-            if name is not None and (names is None or name in names) and (
-                c.create_time_s <= cutoff
+            if (
+                name is not None
+                and (names is None or name in names)
+                and (c.create_time_s <= cutoff)
             ):
                 old.setdefault(name, []).append((db_path, c.id))
     deleted = 0
@@ -345,8 +364,12 @@ def _sweep_shards(
         keep = set() if current is None else set(current.checkpoints)
         doomed = [(db_path, cid) for db_path, cid in pairs if cid not in keep]
         if doomed:
-            log.info("table %r: deleting %d leftover checkpoint(s) of snapshot %r",
-                     maps.table_path, len(doomed), name)
+            log.info(
+                "table %r: deleting %d leftover checkpoint(s) of snapshot %r",
+                maps.table_path,
+                len(doomed),
+                name,
+            )
             release_checkpoints(maps.store, doomed)
             deleted += len(doomed)
     return deleted

@@ -131,7 +131,11 @@ from slatedb_core.writer.db import Db
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "abort_overwrite", "check_rows", "commit_overwrite", "overwrite_table", "plan_overwrite",
+    "abort_overwrite",
+    "check_rows",
+    "commit_overwrite",
+    "overwrite_table",
+    "plan_overwrite",
 ]
 
 _COMMITTED, _CANCELLED, _PENDING, _FRESH = COMMITTED, CANCELLED, "pending", "fresh"
@@ -140,7 +144,10 @@ _CONCURRENT = "committed by a concurrent attempt"
 
 # ---- planning --------------------------------------------------------------------------------
 def plan_overwrite(
-    table_path: str, store: ObjectStore, job_id: str | None = None, *,
+    table_path: str,
+    store: ObjectStore,
+    job_id: str | None = None,
+    *,
     txn: AppVersion | None = None,
 ) -> IngestPlan:
     """The plan of a job replacing the contents of ``table_path``: commits a shard-map version
@@ -162,21 +169,23 @@ def plan_overwrite(
         first = m.next_shard_id
         held = Reservation(job, first, len(m.shards), time.time())
         return dataclasses.replace(
-            m, created_at=time.time(), next_shard_id=first + len(m.shards),
+            m,
+            created_at=time.time(),
+            next_shard_id=first + len(m.shards),
             reservations=(*m.reservations, held),
         )
 
     reserved = maps.update(reserve)
     first = reserved.next_shard_id - len(reserved.shards)
     targets = tuple(
-        Shard(s.index, s.key_range, join(table_path, shard_db_name(first + s.index)),
-              first + s.index)
+        Shard(
+            s.index, s.key_range, join(table_path, shard_db_name(first + s.index)), first + s.index
+        )
         for s in reserved.shards
     )
     target_map = ShardMap(reserved.id, targets, time.time(), reserved.next_shard_id)
     # the targets are fresh databases: every staged seq from SEQ_GAP up is above their writes
-    return IngestPlan(table_path, job, target_map, SEQ_GAP, txn,
-                      replaces=reserved.id)
+    return IngestPlan(table_path, job, target_map, SEQ_GAP, txn, replaces=reserved.id)
 
 
 # ---- the commit ------------------------------------------------------------------------------
@@ -226,14 +235,24 @@ def commit_overwrite(
             return _finish(ctx, plan, ctx.maps.read_latest(), where, None, _CONCURRENT)
         raise ShardMapConflict(problem)
     with ThreadPoolExecutor(max_workers=min(16, len(plan.shards))) as pool:
-        built = list(pool.map(
-            lambda t: _build(store, plan, t, sources[t.index], opts, started,
-                             ctx.options.fence_attempts),
-            plan.shards,
-        ))
-    op = PendingOp(uuid.uuid4(), "replace", tuple(s.shard_id for s in latest.shards),
-                   tuple((t.shard_id, t.key_range) for t in plan.shards), time.time(),
-                   plan.txn, value_encoding, plan.job_id)
+        built = list(
+            pool.map(
+                lambda t: _build(
+                    store, plan, t, sources[t.index], opts, started, ctx.options.fence_attempts
+                ),
+                plan.shards,
+            )
+        )
+    op = PendingOp(
+        uuid.uuid4(),
+        "replace",
+        tuple(s.shard_id for s in latest.shards),
+        tuple((t.shard_id, t.key_range) for t in plan.shards),
+        time.time(),
+        plan.txn,
+        value_encoding,
+        plan.job_id,
+    )
 
     def seal(cur: ShardMap) -> ShardMap | None:
         if _where_now(store, cur, plan) != _FRESH:
@@ -266,8 +285,11 @@ def abort_overwrite(store: ObjectStore, plan: IngestPlan) -> None:
     plan = _check_plan(plan)
     where = _where_now(store, ShardMapStore(store, plan.table_path).read_latest(), plan)
     if where == _COMMITTED or _discard_targets(store, plan, abort=True) == _COMMITTED:
-        log.warning("table %r: overwrite job %s committed before its abort; kept",
-                    plan.table_path, plan.job_id)
+        log.warning(
+            "table %r: overwrite job %s committed before its abort; kept",
+            plan.table_path,
+            plan.job_id,
+        )
 
 
 def overwrite_table(
@@ -294,8 +316,9 @@ def overwrite_table(
         directory = attempt_dir(plan, run_id, 0, 0)
         for sst in stage_ssts(store, plan, directory, 0, rows, options, partition=0):
             staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
-        return commit_overwrite(store, plan, run_id, staged, value_encoding=value_encoding,
-                                options=options)
+        return commit_overwrite(
+            store, plan, run_id, staged, value_encoding=value_encoding, options=options
+        )
     except BaseException:
         abort_overwrite(store, plan)
         raise
@@ -343,13 +366,20 @@ def _build(
         # Built already (by an earlier or a concurrent attempt: a fresh target's data only comes
         # from this ingest), or sealed by a concurrent attempt (which built every target first):
         # leave it alone.
-        return not _holds_data(stored.manifest) and _where_now(
-            store, maps.read_latest(), plan) == _FRESH
+        return (
+            not _holds_data(stored.manifest)
+            and _where_now(store, maps.read_latest(), plan) == _FRESH
+        )
 
-    built = act_as_writer(store, target.db_path, options, attempts,
-                          f"overwrite job {plan.job_id}: building",
-                          functools.partial(_ingest, store, plan, target, sources, started),
-                          only_if=unbuilt)
+    built = act_as_writer(
+        store,
+        target.db_path,
+        options,
+        attempts,
+        f"overwrite job {plan.job_id}: building",
+        functools.partial(_ingest, store, plan, target, sources, started),
+        only_if=unbuilt,
+    )
     if built is not None:
         return built
     stored = ManifestStore(store, target.db_path).read_latest()
@@ -376,16 +406,26 @@ def _ingest(
     # because its own writers deleted everything since, which an ingest would undo. An attempt
     # sealing after our fence built this target before it (we see its data or txn; an empty
     # target gains nothing here either) or after it (fencing our ingest).
-    if _holds_data(stored.manifest) or _where_now(
-        store, ShardMapStore(store, plan.table_path).read_latest(), plan
-    ) != _FRESH:
+    if (
+        _holds_data(stored.manifest)
+        or _where_now(store, ShardMapStore(store, plan.table_path).read_latest(), plan) != _FRESH
+    ):
         return built_earlier(store, target, sources, started, epoch, stored.id)
     result = db.ingest_ssts(
         [p for p, _ in sources], seqs=usable_seqs([s for _, s in sources]), txn=plan.txn
     )
     # a Fenced close after this commit is act_as_writer's to swallow: it stands
-    return shard_stats(target, WRITTEN, "", started, rows=result.rows, ssts=result.ssts,
-                       bytes=result.bytes_written, manifest_id=result.manifest_id, epoch=epoch)
+    return shard_stats(
+        target,
+        WRITTEN,
+        "",
+        started,
+        rows=result.rows,
+        ssts=result.ssts,
+        bytes=result.bytes_written,
+        manifest_id=result.manifest_id,
+        epoch=epoch,
+    )
 
 
 def _finish(
@@ -519,8 +559,10 @@ def _already_applied(store: ObjectStore, m: ShardMap, txn: AppVersion | None) ->
             continue
         have = None if stored is None else stored.manifest.app_version(txn.app_id)
         if have is not None and have >= txn.version:
-            return (f"app {txn.app_id!r} batch {txn.version} is already applied: shard "
-                    f"{s.shard_id} records version {have}")
+            return (
+                f"app {txn.app_id!r} batch {txn.version} is already applied: shard "
+                f"{s.shard_id} records version {have}"
+            )
     return None
 
 
@@ -577,14 +619,16 @@ def _shape_problem(m: ShardMap, plan: IngestPlan) -> str | None:
     first = min(t.shard_id for t in plan.shards)
     if m.pending:
         op = m.pending[0]
-        return (f"table {plan.table_path!r}: a {op.kind} ({op.op_id}) holds shards "
-                f"{list(op.sources)} in shard map {m.id}; the overwrite was not applied")
-    if m.split_points != plan.shard_map.split_points or any(
-        s.shard_id >= first for s in m.shards
-    ):
-        return (f"table {plan.table_path!r}: shard map {m.id} is not the one overwrite job "
-                f"{plan.job_id} planned on (map {plan.replaces}): a split, merge or overwrite "
-                "committed meanwhile; the overwrite was not applied, plan it again")
+        return (
+            f"table {plan.table_path!r}: a {op.kind} ({op.op_id}) holds shards "
+            f"{list(op.sources)} in shard map {m.id}; the overwrite was not applied"
+        )
+    if m.split_points != plan.shard_map.split_points or any(s.shard_id >= first for s in m.shards):
+        return (
+            f"table {plan.table_path!r}: shard map {m.id} is not the one overwrite job "
+            f"{plan.job_id} planned on (map {plan.replaces}): a split, merge or overwrite "
+            "committed meanwhile; the overwrite was not applied, plan it again"
+        )
     return None
 
 
@@ -604,12 +648,15 @@ def _check_staged(
     out: list[list[tuple[str, int]]] = [[] for _ in plan.shards]
     for i, ssts in staged.items():
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(out):
-            raise InvalidArgument(
-                f"staged: shard index {i!r} out of range 0..{len(out) - 1}"
-            )
+            raise InvalidArgument(f"staged: shard index {i!r} out of range 0..{len(out) - 1}")
         for entry in ssts:
-            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
-                    and isinstance(entry[1], int) and not isinstance(entry[1], bool)):
+            if not (
+                isinstance(entry, tuple)
+                and len(entry) == 2
+                and isinstance(entry[0], str)
+                and isinstance(entry[1], int)
+                and not isinstance(entry[1], bool)
+            ):
                 raise InvalidArgument(f"staged: entries are (path, seq), got {entry!r}")
             out[i].append(entry)
     return out
@@ -617,5 +664,6 @@ def _check_staged(
 
 def _context(store: ObjectStore, plan: IngestPlan, options: DbOptions) -> RescaleContext:
     maps = ShardMapStore(store, plan.table_path)
-    return RescaleContext(plan.table_path, store, TableOptions(writer=options), maps,
-                          plan.shard_map)
+    return RescaleContext(
+        plan.table_path, store, TableOptions(writer=options), maps, plan.shard_map
+    )

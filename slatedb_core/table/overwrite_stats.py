@@ -14,12 +14,25 @@ from slatedb_core.table.ingest import WRITTEN, IngestPlan, ShardIngestStats
 from slatedb_core.table.shardmap import Shard
 
 
-def built_earlier(store: ObjectStore, target: Shard, sources: Sequence[tuple[str, int]],
-                  started: float, epoch: int, manifest_id: int) -> ShardIngestStats:
+def built_earlier(
+    store: ObjectStore,
+    target: Shard,
+    sources: Sequence[tuple[str, int]],
+    started: float,
+    epoch: int,
+    manifest_id: int,
+) -> ShardIngestStats:
     """The row of a target an earlier (or a concurrent) attempt built: what its staged SSTs
     hold."""
-    return shard_stats(target, WRITTEN, "built by an earlier attempt", started, epoch=epoch,
-                       manifest_id=manifest_id, **counts(store, [p for p, _ in sources]))
+    return shard_stats(
+        target,
+        WRITTEN,
+        "built by an earlier attempt",
+        started,
+        epoch=epoch,
+        manifest_id=manifest_id,
+        **counts(store, [p for p, _ in sources]),
+    )
 
 
 def counts(store: ObjectStore, paths: Sequence[str]) -> dict[str, int]:
@@ -37,17 +50,35 @@ def counts(store: ObjectStore, paths: Sequence[str]) -> dict[str, int]:
 
 
 def shard_stats(
-    target: Shard, status: str, message: str, started: float, *, rows: int = 0, ssts: int = 0,
-    bytes: int = 0, manifest_id: int = 0, epoch: int = 0,
+    target: Shard,
+    status: str,
+    message: str,
+    started: float,
+    *,
+    rows: int = 0,
+    ssts: int = 0,
+    bytes: int = 0,
+    manifest_id: int = 0,
+    epoch: int = 0,
 ) -> ShardIngestStats:
     return ShardIngestStats(
-        shard_index=target.index, shard_id=target.shard_id, db_path=target.db_path,
-        status=status, message=message, rows=rows, ssts=ssts, bytes=bytes,
-        manifest_id=manifest_id, writer_epoch=epoch, partition=-1, attempt=0,
+        shard_index=target.index,
+        shard_id=target.shard_id,
+        db_path=target.db_path,
+        status=status,
+        message=message,
+        rows=rows,
+        ssts=ssts,
+        bytes=bytes,
+        manifest_id=manifest_id,
+        writer_epoch=epoch,
+        partition=-1,
+        attempt=0,
         duration_s=time.monotonic() - started,
     )
 
 
-def stats_all(plan: IngestPlan, status: str, message: str, started: float
-              ) -> list[ShardIngestStats]:
+def stats_all(
+    plan: IngestPlan, status: str, message: str, started: float
+) -> list[ShardIngestStats]:
     return [shard_stats(t, status, message, started) for t in plan.shards]

@@ -214,8 +214,9 @@ class ShardReaders:
             opts = replace(self.options, mode=ReaderMode.CHECKPOINT)
             r = DbReader.open(shard.db_path, self.store, cid, opts)
         else:
-            r = DbReader.open(shard.db_path, self.store, None, self.options,
-                              on_destroyed=self._on_destroyed)
+            r = DbReader.open(
+                shard.db_path, self.store, None, self.options, on_destroyed=self._on_destroyed
+            )
         with self._lock:
             existing = state.readers.get(shard.db_path)
             if existing is None and not self._closed:
@@ -305,9 +306,7 @@ class ShardReaders:
     ) -> Iterator[T]:
         """``each(reader, lo, hi)`` of every shard in key order, from the first ``next``; the
         state is held (its readers stay open) until the scan is exhausted or closed."""
-        state, scans = self._reroute(
-            self._enter(), lambda st: self._shard_scans(st, start, end)
-        )
+        state, scans = self._reroute(self._enter(), lambda st: self._shard_scans(st, start, end))
         try:
             for reader, lo, hi in scans:
                 yield from each(reader, lo, hi)

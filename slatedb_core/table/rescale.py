@@ -102,7 +102,12 @@ from slatedb_core.writer.db import Db
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "RescaleContext", "destroy_cancelled_targets", "discard_database", "merge", "resume", "split",
+    "RescaleContext",
+    "destroy_cancelled_targets",
+    "discard_database",
+    "merge",
+    "resume",
+    "split",
 ]
 
 _NO_L0_LIMIT = 1 << 30
@@ -346,8 +351,13 @@ def _carry_records(
     if txn is not None and any(
         r.app_id == txn.app_id and r.version >= txn.version for _, records in held for r in records
     ):
-        log.info("table %r: replace %s: app %r batch %s is already applied; cancelled",
-                 table.path, op.op_id, txn.app_id, txn.version)
+        log.info(
+            "table %r: replace %s: app %r batch %s is already applied; cancelled",
+            table.path,
+            op.op_id,
+            txn.app_id,
+            txn.version,
+        )
         return False
     options = dataclasses.replace(table.options.writer, compactor=None)
 
@@ -362,8 +372,18 @@ def _carry_records(
             records for src, records in held if not src.intersect(rng).is_empty()
         )
         # a concurrent run of the same replace may open the target after us
-        if carried and _as_writer(table, path, options, "carrying records into",
-                                  functools.partial(_record, carried), only_if=unswapped) is None:
+        if (
+            carried
+            and _as_writer(
+                table,
+                path,
+                options,
+                "carrying records into",
+                functools.partial(_record, carried),
+                only_if=unswapped,
+            )
+            is None
+        ):
             raise _OpGone
     return True
 
@@ -377,8 +397,13 @@ def _records_differ(table: RescaleContext, srcs: list[Shard]) -> str | None:
     a second time, over what was written there since (a deleted key would come back). So the
     batch must be re-run (or a later one of its app committed) before the merge."""
     held = [
-        (s, {r.app_id: r.version
-             for r in ManifestStore(table.store, s.db_path).read_latest().manifest.transactions})
+        (
+            s,
+            {
+                r.app_id: r.version
+                for r in ManifestStore(table.store, s.db_path).read_latest().manifest.transactions
+            },
+        )
         for s in srcs
     ]
     (a, ra), (b, rb) = held[0], held[-1]
@@ -433,8 +458,12 @@ def _targets_live(table: RescaleContext, op: PendingOp, targets: list[str]) -> b
         except DatabaseDestroyed:
             stored = None
         if stored is None or stored.manifest.destroyed_at_s is not None:
-            log.warning("table %r: replace %s: target %r is gone (aborted?); cancelled",
-                        table.path, op.op_id, path)
+            log.warning(
+                "table %r: replace %s: target %r is gone (aborted?); cancelled",
+                table.path,
+                op.op_id,
+                path,
+            )
             return False
     return True
 
@@ -489,16 +518,23 @@ def destroy_cancelled_targets(
         if any(m.by_id(i) is not None for i in r.shard_ids) or any(
             i in r.shard_ids for op in m.pending for i, _ in op.targets
         ):  # pragma: no cover - a cancelled overwrite's targets are never sealed or swapped in
-            log.error("table %r: cancelled overwrite %s names live shards; left alone",
-                      maps.table_path, r.job_id)
+            log.error(
+                "table %r: cancelled overwrite %s names live shards; left alone",
+                maps.table_path,
+                r.job_id,
+            )
             continue
         buried = [_bury(store, join(maps.table_path, shard_db_name(i))) for i in r.shard_ids]
         if None not in buried:
             done.add(r.first_shard_id)
         destroyed += sum(1 for b in buried if b)
     if done:
-        log.info("table %r: destroyed %d target(s) of %d cancelled overwrite(s)",
-                 maps.table_path, destroyed, len(done))
+        log.info(
+            "table %r: destroyed %d target(s) of %d cancelled overwrite(s)",
+            maps.table_path,
+            destroyed,
+            len(done),
+        )
         m = maps.update(lambda cur: without_reservations(cur, done), base=m)
     return m, destroyed
 
@@ -520,8 +556,7 @@ def _bury(store: ObjectStore, db_path: str) -> bool | None:
     except (DatabaseNotFound, DatabaseDestroyed):
         pass
     except InvalidDeletion as e:  # a checkpoint holds it (never ours), or it kept changing
-        log.warning("destroying %r, a cancelled overwrite's target: %s; left for later",
-                    db_path, e)
+        log.warning("destroying %r, a cancelled overwrite's target: %s; left for later", db_path, e)
         return None
     return True
 
@@ -609,8 +644,15 @@ def _as_writer(
     its checkpoint), or a concurrent run of the same op. One a concurrent run of the op retired
     raises DatabaseDestroyed, which ``_run`` settles from the map. ``only_if``: see there (a
     target is opened only while no map has swapped it in)."""
-    return act_as_writer(table.store, db_path, options, table.options.fence_attempts,
-                         f"table {table.path!r}: {what}", act, only_if=only_if)
+    return act_as_writer(
+        table.store,
+        db_path,
+        options,
+        table.options.fence_attempts,
+        f"table {table.path!r}: {what}",
+        act,
+        only_if=only_if,
+    )
 
 
 def _retire(table: RescaleContext, db_path: str) -> bool:

@@ -71,7 +71,6 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({FORMAT_VERSION})
 
 
-
 @dataclass(frozen=True, slots=True)
 class Shard:
     """One contiguous key range of a table and the database serving it."""
@@ -296,16 +295,15 @@ def with_overwrite_outcome(m: ShardMap, outcome: OverwriteOutcome) -> ShardMap:
     else:
         kept, below, outcome = m.overwrites, m.overwrites_forgotten_below, recorded
     reservations = tuple(
-        r if r.first_shard_id != outcome.first_shard_id
-        else dataclasses.replace(r, cancelled=True)
+        r if r.first_shard_id != outcome.first_shard_id else dataclasses.replace(r, cancelled=True)
         for r in m.reservations
         if r.first_shard_id != outcome.first_shard_id or outcome.outcome == CANCELLED
     )
-    if (kept, below, reservations) == (m.overwrites, m.overwrites_forgotten_below,
-                                       m.reservations):
+    if (kept, below, reservations) == (m.overwrites, m.overwrites_forgotten_below, m.reservations):
         return m
-    return dataclasses.replace(m, overwrites=kept, overwrites_forgotten_below=below,
-                               reservations=reservations)
+    return dataclasses.replace(
+        m, overwrites=kept, overwrites_forgotten_below=below, reservations=reservations
+    )
 
 
 def without_reservations(m: ShardMap, firsts: set[int]) -> ShardMap:
@@ -371,7 +369,8 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
     }
     if m.value_encoding is not None:  # absent otherwise: maps without one keep their bytes
         doc["value_encoding"] = {
-            "format": m.value_encoding.format, "schema": m.value_encoding.schema
+            "format": m.value_encoding.format,
+            "schema": m.value_encoding.schema,
         }
     if m.plain_values:  # likewise
         doc["plain_values"] = True
@@ -382,8 +381,13 @@ def encode_shard_map(m: ShardMap, table_path: str) -> bytes:
     doc["overwrites_forgotten_below"] = m.overwrites_forgotten_below
     if m.reservations:  # absent otherwise: maps without any keep their bytes
         doc["reservations"] = [
-            {"job": r.job_id, "first": r.first_shard_id, "count": r.count, "at": r.reserved_at,
-             "cancelled": r.cancelled}
+            {
+                "job": r.job_id,
+                "first": r.first_shard_id,
+                "count": r.count,
+                "at": r.reserved_at,
+                "cancelled": r.cancelled,
+            }
             for r in m.reservations
         ]
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
@@ -496,8 +500,9 @@ def _outcomes_of(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _reservation_of(r: Any) -> Reservation:
     job, first, count, at = r["job"], r["first"], r["count"], r["at"]
-    if not isinstance(job, str) or any(isinstance(v, bool) or not isinstance(v, int)
-                                       for v in (first, count)):
+    if not isinstance(job, str) or any(
+        isinstance(v, bool) or not isinstance(v, int) for v in (first, count)
+    ):
         raise TypeError("a reservation needs a str job and int first and count")
     if isinstance(at, bool) or not isinstance(at, int | float):
         raise TypeError(f"a reservation's time must be a number, got {at!r}")
@@ -560,7 +565,9 @@ def layout_problem(m: ShardMap) -> str | None:
             if op.sources != tuple(s.shard_id for s in m.shards):
                 return f"pending replace {op.op_id} does not name every shard of the map"
         elif op.kind not in ("split", "merge") or (op.txn, op.value_encoding, op.job_id) != (
-            None, None, None
+            None,
+            None,
+            None,
         ):
             return f"pending {op.kind} {op.op_id} is not a split, merge or replace"
         elif shape != ((1, 2) if op.kind == "split" else (2, 1)):
@@ -587,8 +594,10 @@ def _outcomes_problem(m: ShardMap) -> str | None:
     end = 0
     for r in sorted(m.reservations, key=lambda r: r.first_shard_id):
         if r.count < 1 or r.first_shard_id < end or r.first_shard_id + r.count > m.next_shard_id:
-            return ("a reservation is empty, overlaps another or reaches past next_shard_id: "
-                    f"{r.first_shard_id}+{r.count}")
+            return (
+                "a reservation is empty, overlaps another or reaches past next_shard_id: "
+                f"{r.first_shard_id}+{r.count}"
+            )
         end = r.first_shard_id + r.count
     return None
 
@@ -632,9 +641,19 @@ class ShardMapStore:
         problem = layout_problem(m)
         if problem is not None:
             raise InvalidArgument(f"refusing to commit an invalid shard map: {problem}")
-        committed = ShardMap(map_id, m.shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                             m.value_encoding, m.plain_values, m.overwrites,
-                             m.overwrites_forgotten_below, m.reservations)
+        committed = ShardMap(
+            map_id,
+            m.shards,
+            m.created_at,
+            m.next_shard_id,
+            m.pending,
+            m.retired,
+            m.value_encoding,
+            m.plain_values,
+            m.overwrites,
+            m.overwrites_forgotten_below,
+            m.reservations,
+        )
         return encode_shard_map(m, self.table_path), committed
 
     def try_read_latest(self) -> ShardMap | None:
@@ -664,13 +683,17 @@ class ShardMapStore:
             # that did not build on them, or raced an outcome's commit, loses none
             listed = {o.first_shard_id for o in current.overwrites}
             outcomes, below = _kept_outcomes(
-                (*current.overwrites, *(o for o in new.overwrites if o.first_shard_id not in listed)),
+                (
+                    *current.overwrites,
+                    *(o for o in new.overwrites if o.first_shard_id not in listed),
+                ),
                 max(current.overwrites_forgotten_below, new.overwrites_forgotten_below),
             )
             # a reservation whose targets are shards is done, whoever swapped them in
             reserved = tuple(r for r in new.reservations if new.by_id(r.first_shard_id) is None)
-            return _renumbered(dataclasses.replace(new, reservations=reserved), plain, outcomes,
-                               below)
+            return _renumbered(
+                dataclasses.replace(new, reservations=reserved), plain, outcomes, below
+            )
 
         return self.versions.update(attempt, base=base)
 
@@ -712,7 +735,9 @@ class ShardMapStore:
 
 
 def _renumbered(
-    m: ShardMap, plain_values: bool, overwrites: tuple[OverwriteOutcome, ...],
+    m: ShardMap,
+    plain_values: bool,
+    overwrites: tuple[OverwriteOutcome, ...],
     overwrites_forgotten_below: int,
 ) -> ShardMap:
     """``m`` with shard indexes equal to positions and seal flags derived from its pending ops,
@@ -722,6 +747,16 @@ def _renumbered(
         Shard(i, s.key_range, s.db_path, s.shard_id, s.shard_id in sealed)
         for i, s in enumerate(m.shards)
     )
-    return ShardMap(m.id, shards, m.created_at, m.next_shard_id, m.pending, m.retired,
-                    m.value_encoding, plain_values, overwrites, overwrites_forgotten_below,
-                    m.reservations)
+    return ShardMap(
+        m.id,
+        shards,
+        m.created_at,
+        m.next_shard_id,
+        m.pending,
+        m.retired,
+        m.value_encoding,
+        plain_values,
+        overwrites,
+        overwrites_forgotten_below,
+        m.reservations,
+    )

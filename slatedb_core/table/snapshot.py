@@ -98,9 +98,15 @@ class TableSnapshot:
 
     def to_dict(self) -> dict[str, Any]:
         enc = self.value_encoding
-        carried = {"value_encoding": None if enc is None else {
-            "format": enc.format, "schema": enc.schema
-        }} if self.carries_encoding else {}  # absent: not known (as before it was carried)
+        carried = (
+            {
+                "value_encoding": None
+                if enc is None
+                else {"format": enc.format, "schema": enc.schema}
+            }
+            if self.carries_encoding
+            else {}
+        )  # absent: not known (as before it was carried)
         return {
             **carried,
             "table_path": self.table_path,
@@ -147,14 +153,21 @@ class TableSnapshot:
                 check_snapshot_name(name)
             carried = "value_encoding" in d
             enc = d.get("value_encoding")
-            encoding = None if enc is None else ValueEncoding(str(enc["format"]),
-                                                              str(enc["schema"]))
-            return TableSnapshot(str(d["table_path"]), int(d["shard_map_id"]), shards, cps, name,
-                                 encoding, carried)
+            encoding = (
+                None if enc is None else ValueEncoding(str(enc["format"]), str(enc["schema"]))
+            )
+            return TableSnapshot(
+                str(d["table_path"]), int(d["shard_map_id"]), shards, cps, name, encoding, carried
+            )
         # RecursionError: deeply nested JSON; OverflowError: int() of Infinity or 1e400;
         # AttributeError: a JSON value that is not an object.
         except (
-            ValueError, KeyError, TypeError, RecursionError, OverflowError, AttributeError
+            ValueError,
+            KeyError,
+            TypeError,
+            RecursionError,
+            OverflowError,
+            AttributeError,
         ) as e:
             raise InvalidArgument(f"not a table snapshot: {type(e).__name__}: {e}") from None
 

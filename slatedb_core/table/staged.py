@@ -83,7 +83,10 @@ def _flatten(
 
 
 def _take_fixed(
-    flat: npt.NDArray[np.uint8], width: int, order: npt.NDArray[np.intp], scratch: Scratch,
+    flat: npt.NDArray[np.uint8],
+    width: int,
+    order: npt.NDArray[np.intp],
+    scratch: Scratch,
     name: str,
 ) -> pa.Array:
     """Rows ``order`` of the fixed-width values ``flat`` as a binary array on scratch."""
@@ -136,7 +139,9 @@ def packed_order(
 
 
 def _sort_order(
-    key_chunks: Sequence[pa.Array], flat: npt.NDArray[np.uint8] | None, width: int | None,
+    key_chunks: Sequence[pa.Array],
+    flat: npt.NDArray[np.uint8] | None,
+    width: int | None,
     scratch: Scratch,
 ) -> tuple[npt.NDArray[np.intp], np.ndarray | None]:
     """A permutation sorting the keys, and (not for ``flat`` keys, whose sorted copy the caller
@@ -210,13 +215,22 @@ def encode_ranges(
         # from the input straight into the SSTs
         _, kdata = binary_buffers(keys_sorted)
         yield from _encode_fixed(
-            kdata, width, _flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order,
-            _range_cuts(keys_sorted, splits), seq, opts, sopts, scratch,
+            kdata,
+            width,
+            _flatten(value_chunks, vwidth, n, scratch, "values"),
+            vwidth,
+            order,
+            _range_cuts(keys_sorted, splits),
+            seq,
+            opts,
+            sopts,
+            scratch,
         )
         return
     values_sorted = (
-        _take_fixed(_flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order, scratch,
-                    "values")
+        _take_fixed(
+            _flatten(value_chunks, vwidth, n, scratch, "values"), vwidth, order, scratch, "values"
+        )
         if vwidth is not None
         else pa.chunked_array(value_chunks).take(pa.array(order)).combine_chunks()
     )
@@ -230,7 +244,9 @@ def encode_ranges(
     for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
         if hi <= lo:
             continue
-        for part, piece in enumerate(split_for_ssts(rows.slice(lo, hi - lo), opts.l0_sst_size_bytes)):
+        for part, piece in enumerate(
+            split_for_ssts(rows.slice(lo, hi - lo), opts.l0_sst_size_bytes)
+        ):
             data, info = encode_sst_into(piece, scratch, sopts)
             yield RangeSst(index, part, data, info)
 
@@ -241,9 +257,16 @@ def _range_cuts(keys_sorted: pa.Array, splits: Sequence[bytes]) -> list[int]:
 
 
 def _encode_fixed(
-    keys: npt.NDArray[np.uint8], width: int, values: npt.NDArray[np.uint8], vwidth: int,
-    order: npt.NDArray[np.intp], cuts: Sequence[int], seq: int, opts: DbOptions,
-    sopts: SstOptions, scratch: Scratch,
+    keys: npt.NDArray[np.uint8],
+    width: int,
+    values: npt.NDArray[np.uint8],
+    vwidth: int,
+    order: npt.NDArray[np.intp],
+    cuts: Sequence[int],
+    seq: int,
+    opts: DbOptions,
+    sopts: SstOptions,
+    scratch: Scratch,
 ) -> Iterator[RangeSst]:
     """:func:`encode_ranges`'s SSTs for sorted unique keys of one ``width`` (``keys``; entry i's
     value is row ``order[i]`` of ``values``, ``vwidth`` bytes each)."""
@@ -255,8 +278,14 @@ def _encode_fixed(
         sizes = np.full(hi - lo, width + vwidth, dtype=np.int64)
         for part, end in enumerate(c + lo for c in sst_cuts(sizes, opts.l0_sst_size_bytes)):
             data, info = encode_fixed_sst_into(
-                keys[start * width : end * width], width, values, vwidth, rows[start:end], seq,
-                scratch, sopts,
+                keys[start * width : end * width],
+                width,
+                values,
+                vwidth,
+                rows[start:end],
+                seq,
+                scratch,
+                sopts,
             )
             yield RangeSst(index, part, data, info)
             start = end

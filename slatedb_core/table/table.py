@@ -233,8 +233,13 @@ class Table:
                 raise InvalidArgument(
                     f"snapshot of table {snapshot.table_path!r} given to open {path!r}"
                 )
-            frozen = ShardMap(snapshot.shard_map_id, snapshot.shards, 0.0, 0,
-                              value_encoding=_known_encoding(maps, snapshot))
+            frozen = ShardMap(
+                snapshot.shard_map_id,
+                snapshot.shards,
+                0.0,
+                0,
+                value_encoding=_known_encoding(maps, snapshot),
+            )
             return cls(path, store, options, maps, frozen, snapshot)
         return cls(path, store, options, maps, maps.read_latest())
 
@@ -475,8 +480,14 @@ class Table:
         the table unchanged, if a split or merge got in the way."""
         self._check_writable()
         check_optional("value_encoding", value_encoding, ValueEncoding)
-        stats = overwrite_table(self.path, self.store, batches, value_encoding=value_encoding,
-                                txn=txn, options=self.options.writer)
+        stats = overwrite_table(
+            self.path,
+            self.store,
+            batches,
+            value_encoding=value_encoding,
+            txn=txn,
+            options=self.options.writer,
+        )
         self.refresh()
         return stats
 
@@ -583,4 +594,3 @@ def _create_shard_db(store: ObjectStore, shard: Shard) -> None:
         have = ms.read_latest().manifest
         if KeyRange.of(have.key_range) != rng:
             raise ObjectAlreadyExists(shard.db_path) from None
-

@@ -35,9 +35,7 @@ __all__ = ["act_as_writer", "check_live_shard", "open_shard_writer"]
 T = TypeVar("T")
 
 
-def open_shard_writer(
-    maps: ShardMapStore, shard: Shard, options: DbOptions
-) -> tuple[Db, ShardMap]:
+def open_shard_writer(maps: ShardMapStore, shard: Shard, options: DbOptions) -> tuple[Db, ShardMap]:
     """The fenced writer of ``shard`` and the latest map, read after fencing. ShardMapConflict,
     without writing anything, if that map no longer has the shard or a split/merge has sealed
     it: re-read the map and re-route."""

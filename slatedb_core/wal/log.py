@@ -132,8 +132,10 @@ class WalLog:
         rows = reader.read_all(timestamps=timestamps)
         if rows.num_rows and pc.any(pc.equal(rows.column("kind"), KIND_MERGE)).as_py():
             raise UnsupportedFeature(
-                "merge operands", f"{name} holds merge operands, and this engine has no merge "
-                "operator to apply them with")
+                "merge operands",
+                f"{name} holds merge operands, and this engine has no merge "
+                "operator to apply them with",
+            )
         return WalSst(wal_id, in_seq_order(rows))
 
     def read(self, wal_id: int) -> WalSst:

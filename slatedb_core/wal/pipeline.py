@@ -119,7 +119,8 @@ class WalAcks:
         """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
         failed after failure number ``since``."""
         failed = [
-            (g, err) for g, (serial, err) in self.failures.items()
+            (g, err)
+            for g, (serial, err) in self.failures.items()
             if serial > since and (upto is None or g <= upto)
         ]
         return min(failed, key=lambda f: f[0])[1] if failed else None

@@ -217,8 +217,9 @@ def fence_wal(wal: WalLog, epoch: int, start_id: int, count: int = 1) -> int:
             if run >= count:
                 return wal_id
         else:
-            log.info("WAL slot %d held by an older writer or opener; fencing at the next id",
-                     wal_id)
+            log.info(
+                "WAL slot %d held by an older writer or opener; fencing at the next id", wal_id
+            )
             run = 0
         wal_id += 1
 

@@ -102,8 +102,6 @@ class Db(WriterIngest):
 
     # ---- checks ----------------------------------------------------------------------------
 
-
-
     def _check_key(self, key: object) -> bytes:
         if type(key) is not bytes:
             if isinstance(key, bytes | bytearray | memoryview):
@@ -296,7 +294,9 @@ class Db(WriterIngest):
             self.flush_memtable()
         cid = uuid.uuid4()
         change = checkpoint_change(
-            options or CheckpointOptions(), time.time(), cid,
+            options or CheckpointOptions(),
+            time.time(),
+            cid,
             covers_wal=lambda m: covered_wal(self.store, self.path, m),
         )
         stored = self._commit(change)

@@ -261,7 +261,6 @@ class WriterEngine(WalFlusher):
             acks.forget_before(gen)
             self._cv.notify_all()
 
-
     def _await_l0_room(self) -> None:
         """Stall while L0 is full, until a compactor (another process) shrinks it."""
         warned = False
@@ -278,9 +277,7 @@ class WriterEngine(WalFlusher):
             self._refresh()
             time.sleep(self.options.manifest_poll_interval.total_seconds())
 
-    def _new_ssts(
-        self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]
-    ) -> NewSsts:
+    def _new_ssts(self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]) -> NewSsts:
         """Uploaded SSTs about to be committed, checked against the GC boundary inside each
         commit attempt (:class:`~slatedb_core.writer.gc_safety.NewSsts`)."""
         return NewSsts(self.store, self.path, self._compacted_boundary, ssts, datas)
@@ -372,4 +369,3 @@ class WriterEngine(WalFlusher):
         for k in (lo.as_py(), hi.as_py()):
             if not rng.contains(k):
                 raise self._outside(k)
-

@@ -33,6 +33,7 @@ from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 
+
 class NewSsts:
     """SSTs a writer has uploaded and is about to commit, with the means to re-home them.
 

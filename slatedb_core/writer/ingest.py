@@ -76,8 +76,9 @@ class _TxnGate:
         """The result: a no-op when :meth:`blocks` said so in the attempt that ended it."""
         if self.found is not None:
             return BulkIngestStats(0, 0, 0, manifest_id, True, self.found)
-        return BulkIngestStats(rows, ssts, size, manifest_id, False,
-                               None if self.txn is None else self.txn.version)
+        return BulkIngestStats(
+            rows, ssts, size, manifest_id, False, None if self.txn is None else self.txn.version
+        )
 
 
 class WriterIngest(WriterEngine):
@@ -292,11 +293,15 @@ class WriterIngest(WriterEngine):
             if reader.stats is None:
                 merges_known = False  # the re-encode reads its rows and refuses any
             elif reader.stats.num_merges:
-                raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
+                raise UnsupportedFeature(
+                    "merge operands", f"SST {path!r} holds some; they are not ingested"
+                )
             # no rows: no key range, or a count of 0 (SlateDB's SSTs record none in their info,
             # ours 0 then, unknown; their stats count the rows)
-            if info.first_key is None or info.last_key is None or (
-                reader.entry_count == 0 and (info.entry_count or reader.stats is not None)
+            if (
+                info.first_key is None
+                or info.last_key is None
+                or (reader.entry_count == 0 and (info.entry_count or reader.stats is not None))
             ):
                 continue
             if self._range is not None:
@@ -377,8 +382,7 @@ class WriterIngest(WriterEngine):
                     return None  # an earlier attempt's commit landed (an ambiguous answer)
                 if gate.blocks(m):
                     return None
-                m = dataclasses.replace(
-                    m, transactions=merge_transactions(m.transactions, records))
+                m = dataclasses.replace(m, transactions=merge_transactions(m.transactions, records))
                 return m if also is None else also(m, next_id)
 
             stored = self._commit(change)
@@ -386,9 +390,7 @@ class WriterIngest(WriterEngine):
                 self._install_locked(stored, self._state.imm)
         return stored
 
-    def _reserve_through(
-        self, lowest: int, highest: int
-    ) -> tuple[ImmutableMemtable, ...] | None:
+    def _reserve_through(self, lowest: int, highest: int) -> tuple[ImmutableMemtable, ...] | None:
         """For sources whose rows already carry seqs ``lowest..highest``: if every seq this
         writer gave is below ``lowest``, move its seq to ``highest`` and freeze the memtable
         (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and return the frozen
@@ -408,7 +410,9 @@ class WriterIngest(WriterEngine):
         table = SstReader.open(self.store, path).read_all(timestamps=True)
         kinds = table.column("kind").to_numpy()
         if bool(np.any(kinds == KIND_MERGE)):
-            raise UnsupportedFeature("merge operands", f"SST {path!r} holds some; they are not ingested")
+            raise UnsupportedFeature(
+                "merge operands", f"SST {path!r} holds some; they are not ingested"
+            )
         newest = pa.Table.from_batches(list(newest_versions(table.to_batches())), table.schema)
         newest = newest.set_column(1, "seq", pa.array(np.full(newest.num_rows, seq, np.uint64)))
         # The source is read without a clock (SstReader's default): a row with an expire_ts keeps
@@ -418,8 +422,11 @@ class WriterIngest(WriterEngine):
         # info). A tombstone is written without one.
         at = newest.schema.get_field_index("expire_ts")
         dead = pc.equal(newest.column("kind"), KIND_TOMBSTONE)
-        newest = newest.set_column(at, "expire_ts", pc.if_else(
-            dead, pa.scalar(None, pa.int64()), newest.column("expire_ts")))
+        newest = newest.set_column(
+            at,
+            "expire_ts",
+            pc.if_else(dead, pa.scalar(None, pa.int64()), newest.column("expire_ts")),
+        )
         return encode_sst(newest, self._sst_options)
 
     def _read_object(self, path: str) -> bytes:

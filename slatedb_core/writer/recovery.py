@@ -81,7 +81,10 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
     # RELIABILITY.md). The window is the manifest's max_parallel_writes (max of the last
     # writer's and ours, SlateDB RFC 0001 "Parallel Writes"; see bump_epoch).
     holes = damaged_holes(
-        existing, m.replay_after_wal_id, m.next_wal_sst_id, m.max_parallel_writes,
+        existing,
+        m.replay_after_wal_id,
+        m.next_wal_sst_id,
+        m.max_parallel_writes,
         m.wal_id_last_seen,
     )
     # An opener that bumped before a newer writer and lists the WAL after that writer began
@@ -91,8 +94,10 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
     fm.fence.check(manifests.read_latest().manifest)
     if holes:
         raise missing_error(
-            wal, holes, f"outside the in-flight window of the last writer: max_parallel_writes "
-            f"{m.max_parallel_writes}, highest WAL id {existing[-1]}"
+            wal,
+            holes,
+            f"outside the in-flight window of the last writer: max_parallel_writes "
+            f"{m.max_parallel_writes}, highest WAL id {existing[-1]}",
         )
     _fill_clone_gap(fm, wal, m, existing)
     fence_id = fence_wal(wal, fm.epoch, start, m.max_parallel_writes)
@@ -157,7 +162,9 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
     in_l0_upto = m.replay_after_wal_id
     for wal_id in ids:
         try:
-            entries = wal.decode(wal_id, wal.store.get(wal.path(wal_id)).data, timestamps=True).entries
+            entries = wal.decode(
+                wal_id, wal.store.get(wal.path(wal_id)).data, timestamps=True
+            ).entries
         except ObjectNotFound:
             raise missing_error(wal, [(wal_id, wal_id)], "vanished during replay") from None
         if not entries.num_rows:
@@ -169,8 +176,10 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
         if entries.column("expire_ts").null_count != entries.num_rows:
             # our memtable and L0 SSTs carry no TTL: flushing this row would make it live for ever
             raise UnsupportedFeature(
-                "rows with a TTL", f"{wal.path(wal_id)} holds rows with an expire time, which our "
-                "writer cannot keep; open this database with SlateDB's writer")
+                "rows with a TTL",
+                f"{wal.path(wal_id)} holds rows with an expire time, which our "
+                "writer cannot keep; open this database with SlateDB's writer",
+            )
         entries = entries.select(ENTRY_SCHEMA.names)
         for batch in entries.to_batches():
             if batch.num_rows:

@@ -55,9 +55,13 @@ class Cluster:
         self.config = dir / "slatedb.yaml"
 
     def cli(self, *args: str, timeout: float = 600) -> str:
-        res = subprocess.run([*CLUSTER, *args, "--dir", str(self.dir), "--config",
-                              str(self.config)], capture_output=True, text=True,
-                             timeout=timeout, cwd=REPO)
+        res = subprocess.run(
+            [*CLUSTER, *args, "--dir", str(self.dir), "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+        )
         assert res.returncode == 0, f"cluster {args}: {res.stdout}\n{res.stderr}"
         return res.stdout
 
@@ -72,8 +76,7 @@ class Cluster:
 
     @property
     def settings(self) -> ClusterSettings:
-        return ClusterSettings(dir=self.dir, ports=Ports(**self.state["ports"]),
-                               config=self.config)
+        return ClusterSettings(dir=self.dir, ports=Ports(**self.state["ports"]), config=self.config)
 
     def pid(self, service: str) -> int:
         pid: int = self.state["services"][service]["pid"]
@@ -119,8 +122,15 @@ def cluster() -> Iterator[Cluster]:
     c.config.write_text(yaml.safe_dump(config))
     try:
         out = c.cli("start", "--ports", "auto", timeout=900)
-        for name in ("s3", "postgres", "spark-master", "spark-worker-1", "spark-worker-2",
-                     "dagster-webserver", "dagster-daemon"):
+        for name in (
+            "s3",
+            "postgres",
+            "spark-master",
+            "spark-worker-1",
+            "spark-worker-2",
+            "dagster-webserver",
+            "dagster-daemon",
+        ):
             assert f"  {name} " in out and " up " in out.split(f"  {name} ")[1].split("\n")[0]
         yield c
     finally:
@@ -153,14 +163,31 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
     print(c.cli("dataset", "--rows", str(ROWS), "--files", "8", "--prefix", "input/orders"))
     ingest_log = logs / "test-ingest.log"
     job = c.spark_submit(
-        "spark_jobs/ingest.py", "--input", INPUT, "--url", c.env["SLATEDB_STORE_URL"],
-        "--path", "events", "--key-column", "order_id", "--value-column", "payload",
-        "--create", SPLITS, log=ingest_log,
+        "spark_jobs/ingest.py",
+        "--input",
+        INPUT,
+        "--url",
+        c.env["SLATEDB_STORE_URL"],
+        "--path",
+        "events",
+        "--key-column",
+        "order_id",
+        "--value-column",
+        "payload",
+        "--create",
+        SPLITS,
+        log=ingest_log,
     )
-    wait_for("a task on worker 1", lambda: (
-        job.poll() is None and _spark_worker_executors(c, 1) > 0
-        and "Starting task" in ingest_log.read_text(errors="replace")
-    ), 600, every_s=0.5)
+    wait_for(
+        "a task on worker 1",
+        lambda: (
+            job.poll() is None
+            and _spark_worker_executors(c, 1) > 0
+            and "Starting task" in ingest_log.read_text(errors="replace")
+        ),
+        600,
+        every_s=0.5,
+    )
     time.sleep(3)  # let its tasks get going
     assert job.poll() is None, "the ingest ended before the worker could be killed"
     os.killpg(c.pid("spark-worker-1"), signal.SIGKILL)
@@ -172,27 +199,49 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
 
     env = c.env
     store = open_store(
-        env["SLATEDB_STORE_URL"], endpoint=env["AWS_ENDPOINT_URL"], region=env["AWS_REGION"],
-        access_key_id=env["AWS_ACCESS_KEY_ID"], secret_access_key=secret, allow_http="true",
+        env["SLATEDB_STORE_URL"],
+        endpoint=env["AWS_ENDPOINT_URL"],
+        region=env["AWS_REGION"],
+        access_key_id=env["AWS_ACCESS_KEY_ID"],
+        secret_access_key=secret,
+        allow_http="true",
     )
     with Table.open("events", store) as table:
         shards = [sh.db_path for sh in table.shard_map.shards]
     assert len(shards) == 5
 
     # ---- 2. the daemon compacts by itself; killed during a compaction run ---------------------
-    started = wait_for("a compaction run started by fleet_sensor", lambda: next(
-        (r for r in c.runs() if r["job"] == "compaction_job" and r["status"] == "STARTED"
-         and r.get("dagster/sensor_name") == "fleet_sensor"), None), 600, every_s=0.5)
+    started = wait_for(
+        "a compaction run started by fleet_sensor",
+        lambda: next(
+            (
+                r
+                for r in c.runs()
+                if r["job"] == "compaction_job"
+                and r["status"] == "STARTED"
+                and r.get("dagster/sensor_name") == "fleet_sensor"
+            ),
+            None,
+        ),
+        600,
+        every_s=0.5,
+    )
     os.killpg(c.pid("dagster-daemon"), signal.SIGKILL)
     # every run in flight when the daemon died ends failed; none of them may report success
     in_flight = {r["id"] for r in c.runs() if r["status"] in ("STARTING", "STARTED")}
     c.cli("start")  # the daemon again (the rest is still up)
-    wait_for("the killed run to end failed", lambda: next(
-        r for r in c.runs() if r["id"] == started["id"])["status"] == "FAILURE", 600)
+    wait_for(
+        "the killed run to end failed",
+        lambda: next(r for r in c.runs() if r["id"] == started["id"])["status"] == "FAILURE",
+        600,
+    )
 
     def all_compacted() -> bool:
-        ok = {r["slatedb/database"] for r in c.runs()
-              if r["job"] == "compaction_job" and r["status"] == "SUCCESS"}
+        ok = {
+            r["slatedb/database"]
+            for r in c.runs()
+            if r["job"] == "compaction_job" and r["status"] == "SUCCESS"
+        }
         return ok >= set(shards)
 
     wait_for("a successful compaction of every shard", all_compacted, 1200, every_s=5)
@@ -200,14 +249,22 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
         stored, health = inspect_database(store, db)
         assert health.l0_ssts < L0_MAX, (db, health)
         assert not missing_ssts(store, db, stored.manifest), db
-    later = [r for r in c.runs() if r["job"] == "compaction_job"
-             and r["slatedb/database"] == started["slatedb/database"] and r["status"] == "SUCCESS"]
+    later = [
+        r
+        for r in c.runs()
+        if r["job"] == "compaction_job"
+        and r["slatedb/database"] == started["slatedb/database"]
+        and r["status"] == "SUCCESS"
+    ]
     assert later, "the killed run's database was never compacted afterwards"
 
     # GC from the every-minute schedule, on every shard
     def gc_done() -> bool:
-        ok = {r.get("slatedb/database") for r in c.runs() if r["job"] == "gc_job"
-              and r["status"] == "SUCCESS" and r.get("dagster/schedule_name")}
+        ok = {
+            r.get("slatedb/database")
+            for r in c.runs()
+            if r["job"] == "gc_job" and r["status"] == "SUCCESS" and r.get("dagster/schedule_name")
+        }
         return ok >= set(shards)
 
     wait_for("scheduled GC runs on every shard", gc_done, 900, every_s=5)
@@ -229,7 +286,10 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
         l0 = latest("compaction", "l0_under_threshold")
         intact = latest("garbage_collection", "manifest_and_ssts_intact")
         return all(
-            db in l0 and db in intact and l0[db][-1]["success"] and intact[db][-1]["success"]
+            db in l0
+            and db in intact
+            and l0[db][-1]["success"]
+            and intact[db][-1]["success"]
             and any(not ev["success"] for ev in l0[db])  # it saw the L0 growth
             for db in shards
         )
@@ -238,14 +298,30 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
 
     # ---- 3. read back through Spark on the cluster ------------------------------------------
     cmp_log = logs / "test-compare.log"
-    cmp = c.spark_submit("spark_jobs/compare.py", "--input", INPUT, "--url",
-                         c.env["SLATEDB_STORE_URL"], "--path", "events", "--key-column",
-                         "order_id", log=cmp_log)
+    cmp = c.spark_submit(
+        "spark_jobs/compare.py",
+        "--input",
+        INPUT,
+        "--url",
+        c.env["SLATEDB_STORE_URL"],
+        "--path",
+        "events",
+        "--key-column",
+        "order_id",
+        log=cmp_log,
+    )
     assert cmp.wait(timeout=1800) == 0, cmp_log.read_text(errors="replace")[-4000:]
-    figures = json.loads(next(line for line in cmp_log.read_text().splitlines()
-                              if line.startswith('{"input_rows"')))
-    assert figures == {"input_rows": ROWS, "table_rows": ROWS, "input_distinct_keys": ROWS,
-                       "missing_from_table": 0, "not_in_input": 0, "equal": True}
+    figures = json.loads(
+        next(line for line in cmp_log.read_text().splitlines() if line.startswith('{"input_rows"'))
+    )
+    assert figures == {
+        "input_rows": ROWS,
+        "table_rows": ROWS,
+        "input_distinct_keys": ROWS,
+        "missing_from_table": 0,
+        "not_in_input": 0,
+        "equal": True,
+    }
 
     # ---- no credential in any log --------------------------------------------------------------
     assert list(logs.glob("spark-worker-1/app-*/*/stderr")), "executor logs not under logs/"

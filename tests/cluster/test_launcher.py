@@ -28,8 +28,12 @@ from slatedb_core import InvalidArgument
 
 
 def _sleeper(tmp_path: Path) -> dict[str, object]:
-    return spawn([sys.executable, "-c", "import time; time.sleep(60)"], log=tmp_path / "s.log",
-                 env=os.environ, cwd=tmp_path)
+    return spawn(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        log=tmp_path / "s.log",
+        env=os.environ,
+        cwd=tmp_path,
+    )
 
 
 def test_stop_signals_only_the_process_it_started(tmp_path: Path) -> None:
@@ -45,9 +49,11 @@ def test_stop_signals_only_the_process_it_started(tmp_path: Path) -> None:
 
 
 def test_stop_takes_the_whole_process_group(tmp_path: Path) -> None:
-    script = ("import subprocess, sys, time; "
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-              "print(p.pid, flush=True); time.sleep(60)")
+    script = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
     log = tmp_path / "g.log"
     record = spawn([sys.executable, "-c", script], log=log, env=os.environ, cwd=tmp_path)
     deadline = time.monotonic() + 30
@@ -62,8 +68,9 @@ def test_stop_takes_the_whole_process_group(tmp_path: Path) -> None:
     assert start_time(child) is None, "the service's child outlived the stop"
 
 
-def test_credentials_file_is_private_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                               ) -> None:
+def test_credentials_file_is_private_and_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_POSTGRES_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     s = ClusterSettings(dir=tmp_path)
@@ -77,8 +84,10 @@ def test_credentials_file_is_private_and_reused(tmp_path: Path, monkeypatch: pyt
     assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:8333"
     assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "from-the-environment")
-    assert load_secrets(ClusterSettings(dir=tmp_path / "other"))["AWS_SECRET_ACCESS_KEY"] == \
-        "from-the-environment"
+    assert (
+        load_secrets(ClusterSettings(dir=tmp_path / "other"))["AWS_SECRET_ACCESS_KEY"]
+        == "from-the-environment"
+    )
 
 
 def test_bad_options_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,8 +106,9 @@ def test_bad_options_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
         cluster_main(["launch"])
 
 
-def test_status_and_stop_of_an_empty_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                            ) -> None:
+def test_status_and_stop_of_an_empty_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cluster_main(["stop", "--dir", str(tmp_path)]) == 0
     assert "nothing started" in capsys.readouterr().out
     assert cluster_main(["status", "--dir", str(tmp_path)]) == 1

@@ -54,8 +54,12 @@ def test_restart_does_not_start_a_second_copy_of_a_busy_service(
     answers = iter([True, False, False, True])  # start 1: ready; start 2: late twice, then ready
 
     def start_fake(s: ClusterSettings, env: object) -> dict[str, object]:
-        record = spawn([sys.executable, "-c", "import time; time.sleep(120)"],
-                       log=s.logs / "fake.log", env=os.environ, cwd=s.dir)
+        record = spawn(
+            [sys.executable, "-c", "import time; time.sleep(120)"],
+            log=s.logs / "fake.log",
+            env=os.environ,
+            cwd=s.dir,
+        )
         started.append(record)
         return record
 
@@ -115,8 +119,13 @@ def test_postgres_first_start_that_failed_can_be_retried(
     record = _start_postgres(s, env)
     try:
         assert alive(record)
-        wait_until("postgres", lambda: _postgres_ready(s, env), record=record, timeout_s=60,
-                   log=s.logs / "postgres.log")
+        wait_until(
+            "postgres",
+            lambda: _postgres_ready(s, env),
+            record=record,
+            timeout_s=60,
+            log=s.logs / "postgres.log",
+        )
     finally:
         stop(record)
 
@@ -135,7 +144,10 @@ def test_env_file_survives_any_password(
     assert read_env_file(s.env_file)["DAGSTER_POSTGRES_PASSWORD"] == password
     res = subprocess.run(
         ["bash", "-c", f'source "{s.env_file}" && printf %s "$DAGSTER_POSTGRES_PASSWORD"'],
-        capture_output=True, text=True, cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout == password
@@ -158,10 +170,15 @@ def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch
     try:
         with DagsterInstance.ephemeral() as instance:
             run = instance.add_run(DagsterRun(job_name="compact", run_id="review-run"))
-            instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run,
-                                         EngineEventData.in_process(worker.pid))
-            instance.handle_run_event(run.run_id, DagsterEvent(
-                event_type_value=DagsterEventType.RUN_START.value, job_name="compact"))
+            instance.report_engine_event(
+                f"Started process for run (pid: {worker.pid}).",
+                run,
+                EngineEventData.in_process(worker.pid),
+            )
+            instance.handle_run_event(
+                run.run_id,
+                DagsterEvent(event_type_value=DagsterEventType.RUN_START.value, job_name="compact"),
+            )
             launcher = rl.LocalRunLauncher()
             launcher.register_instance(instance)
             assert launcher.check_run_worker_health(run).status.value == "RUNNING"
@@ -170,8 +187,9 @@ def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch
             assert launcher.check_run_worker_health(run).status.value == "RUNNING"
             # the pid taken by a newer process: a different start in ticks
             real_stat = rl._stat
-            monkeypatch.setattr(rl, "_stat", lambda pid: (lambda f: f and (f[0], f[1] + 500))(
-                real_stat(pid)))
+            monkeypatch.setattr(
+                rl, "_stat", lambda pid: (lambda f: f and (f[0], f[1] + 500))(real_stat(pid))
+            )
             assert launcher.check_run_worker_health(run).status.value == "FAILED"
             monkeypatch.setattr(rl, "_stat", real_stat)
             worker.kill()
@@ -183,30 +201,40 @@ def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch
 
 
 # ---- known gap: loopback is not a boundary between the machine's users -------------------------
-@pytest.mark.xfail(strict=True, reason="SeaweedFS's filer HTTP port (127.0.0.1, a free port "
-                   "named in weed's world-readable command line) serves and deletes every object "
-                   "without the S3 keys; closing it needs SeaweedFS's security.toml (JWT, gRPC "
-                   "TLS): not done. infra/README.md says so.")
+@pytest.mark.xfail(
+    strict=True,
+    reason="SeaweedFS's filer HTTP port (127.0.0.1, a free port "
+    "named in weed's world-readable command line) serves and deletes every object "
+    "without the S3 keys; closing it needs SeaweedFS's security.toml (JWT, gRPC "
+    "TLS): not done. infra/README.md says so.",
+)
 def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) -> None:
     import urllib.error
     import urllib.request
 
     from lakehouse_demo.s3server import SeaweedFS
 
-    weed = SeaweedFS(bucket="lake", data_dir=tmp_path / "s3", access_key="AKREVIEW",
-                     secret_key="review-secret-not-known-to-the-attacker")
+    weed = SeaweedFS(
+        bucket="lake",
+        data_dir=tmp_path / "s3",
+        access_key="AKREVIEW",
+        secret_key="review-secret-not-known-to-the-attacker",
+    )
     weed.start()
     try:
         weed.store().put("prod/manifest/00000000000000000001.manifest", b"acknowledged")
-        url = (f"http://127.0.0.1:{weed.ports['filer']}"
-               "/buckets/lake/prod/manifest/00000000000000000001.manifest")
+        url = (
+            f"http://127.0.0.1:{weed.ports['filer']}"
+            "/buckets/lake/prod/manifest/00000000000000000001.manifest"
+        )
         req = urllib.request.Request(url, method="DELETE")
         try:
             urllib.request.urlopen(req, timeout=10).close()
         except urllib.error.HTTPError:
             pass  # refused: what we want
-        assert weed.store().get("prod/manifest/00000000000000000001.manifest").data \
-            == b"acknowledged", "deleted without credentials through the filer's HTTP port"
+        assert (
+            weed.store().get("prod/manifest/00000000000000000001.manifest").data == b"acknowledged"
+        ), "deleted without credentials through the filer's HTTP port"
     finally:
         weed.stop()
 
@@ -220,9 +248,11 @@ def test_stop_takes_the_group_of_a_killed_leader(tmp_path: Path) -> None:
 
     from lakehouse_demo.cluster.processes import start_time
 
-    script = ("import subprocess, sys, time; "
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
-              "print(p.pid, flush=True); time.sleep(120)")
+    script = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        "print(p.pid, flush=True); time.sleep(120)"
+    )
     log = tmp_path / "leader.log"
     record = spawn([sys.executable, "-c", script], log=log, env=os.environ, cwd=tmp_path)
     deadline = time.monotonic() + 60

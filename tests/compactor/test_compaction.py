@@ -87,7 +87,9 @@ def test_output_is_split_into_ssts_of_about_max_sst_size(store: ObjectStore) -> 
     with Db.open("db", store, FAST) as db:
         write_l0s(db, model, rng, flushes=3, ops=300, key_space=2000, delete_p=0.0)
     target = 4096
-    stats = run_compaction_once("db", store, dataclasses.replace(L0_ONLY, max_sst_size_bytes=target))
+    stats = run_compaction_once(
+        "db", store, dataclasses.replace(L0_ONLY, max_sst_size_bytes=target)
+    )
     assert stats is not None
     got, m = read_back(store)
     assert got == model
@@ -116,9 +118,11 @@ def test_compaction_keeps_only_what_a_views_visible_range_shows(store: ObjectSto
     # narrow the older view to [key00020, key00060), as a projection would
     visible = KeyRange(key(20), key(60)).to_bytes_range()
     ms = ManifestStore(store, "db")
-    ms.update(lambda m: dataclasses.replace(
-        m, l0=(m.l0[0], dataclasses.replace(m.l0[1], visible_range=visible))
-    ))
+    ms.update(
+        lambda m: dataclasses.replace(
+            m, l0=(m.l0[0], dataclasses.replace(m.l0[1], visible_range=visible))
+        )
+    )
     before, _ = read_back(store)
     assert run_compaction_once("db", store, L0_ONLY) is not None
     after, m = read_back(store)

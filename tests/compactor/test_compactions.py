@@ -57,7 +57,11 @@ def latest(store: ObjectStore) -> tuple[int, CompactionsState]:
 
 def running(outputs: tuple[ULID, ...], views: tuple[ULID, ...] = ()) -> CompactionRecord:
     return CompactionRecord(
-        id=ULID(), kind="l0", source_view_ids=views, source_run_ids=(), destination=0,
+        id=ULID(),
+        kind="l0",
+        source_view_ids=views,
+        source_run_ids=(),
+        destination=0,
         outputs=outputs,
     )
 
@@ -74,9 +78,18 @@ def test_records_round_trip_and_damage_is_a_typed_error() -> None:
 
 def _sst(sst_id: ULID | None = None) -> CompactedSst:
     info = SstInfo(
-        first_key=b"a", last_key=b"z", index_offset=100, index_len=20, filter_offset=120,
-        filter_len=8, compression=3, entry_count=7, size_bytes=200, stats_offset=128,
-        stats_len=16, filter_format=1,
+        first_key=b"a",
+        last_key=b"z",
+        index_offset=100,
+        index_len=20,
+        filter_offset=120,
+        filter_len=8,
+        compression=3,
+        entry_count=7,
+        size_bytes=200,
+        stats_offset=128,
+        stats_len=16,
+        filter_format=1,
     )
     return CompactedSst(sst_id or ULID(), info, format_version=2)
 
@@ -90,19 +103,34 @@ def _every_kind_of_record() -> CompactionsState:
         ),
         retention_min_seq=42,
     )
-    return CompactionsState(7, (
-        running((ULID(),), (ULID(), ULID())),
-        CompactionRecord(ULID(), "sorted-runs", (), (3, 2), 2, (ULID(),), "committed", 1, 2),
-        CompactionRecord(ULID(), "l0", (ULID(),), (), 4, status="failed", error="boom"),
-        CompactionRecord(ULID(), "l0", (ULID(),), (1,), 1, status="compacted",
-                         worker=WorkerSpec("01M86BHEHJH5B5G160ZSA7SN9H", 17),
-                         output_ssts=(_sst(), _sst()), context=ctx),
-        CompactionRecord(ULID(), "l0", (ULID(),), (), 5, status="scheduled", segment=b"tenant/"),
-        CompactionRecord(ULID(), "sorted-runs", (), (6,), 0, status="submitted",
-                         segment=b"old/", drain=True),
-        CompactionRecord(ULID(), "l0", (ULID(),), (), 3, status="running",
-                         worker=WorkerSpec("w", 1)),
-    ))
+    return CompactionsState(
+        7,
+        (
+            running((ULID(),), (ULID(), ULID())),
+            CompactionRecord(ULID(), "sorted-runs", (), (3, 2), 2, (ULID(),), "committed", 1, 2),
+            CompactionRecord(ULID(), "l0", (ULID(),), (), 4, status="failed", error="boom"),
+            CompactionRecord(
+                ULID(),
+                "l0",
+                (ULID(),),
+                (1,),
+                1,
+                status="compacted",
+                worker=WorkerSpec("01M86BHEHJH5B5G160ZSA7SN9H", 17),
+                output_ssts=(_sst(), _sst()),
+                context=ctx,
+            ),
+            CompactionRecord(
+                ULID(), "l0", (ULID(),), (), 5, status="scheduled", segment=b"tenant/"
+            ),
+            CompactionRecord(
+                ULID(), "sorted-runs", (), (6,), 0, status="submitted", segment=b"old/", drain=True
+            ),
+            CompactionRecord(
+                ULID(), "l0", (ULID(),), (), 3, status="running", worker=WorkerSpec("w", 1)
+            ),
+        ),
+    )
 
 
 def test_every_field_of_both_engines_round_trips() -> None:
@@ -199,9 +227,7 @@ def test_only_a_bounded_history_of_finished_compactions_is_kept() -> None:
     live = running((ULID(),))
     state = state.with_record(live)
     for _ in range(50):
-        state = state.with_record(
-            CompactionRecord(ULID(), "l0", (), (), 0, status="committed")
-        )
+        state = state.with_record(CompactionRecord(ULID(), "l0", (), (), 0, status="committed"))
     assert len(state.compactions) == 33 and state.running() == (live,)
 
 
@@ -234,28 +260,53 @@ def test_a_successor_closes_slatedbs_unfinished_compactions_and_keeps_its_reques
     seed_l0s(store, flushes=2)
     m = ManifestStore(store, "db").read_latest().manifest
     landed_sst = m.ssts[0]
-    landed = CompactionRecord(ULID(), "l0", (ULID(),), (), 0, status="compacted",
-                              worker=WorkerSpec("w", 1), output_ssts=(_sst(landed_sst.id),))
-    lost = CompactionRecord(ULID(), "l0", (ULID(),), (), 0, status="compacted",
-                            output_ssts=(_sst(),))
-    claimed = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="running",
-                               worker=WorkerSpec("w", 1), context=CompactionContext(
-                                   (Subcompaction(BytesRange(), (_sst(),)),), 0))
+    landed = CompactionRecord(
+        ULID(),
+        "l0",
+        (ULID(),),
+        (),
+        0,
+        status="compacted",
+        worker=WorkerSpec("w", 1),
+        output_ssts=(_sst(landed_sst.id),),
+    )
+    lost = CompactionRecord(
+        ULID(), "l0", (ULID(),), (), 0, status="compacted", output_ssts=(_sst(),)
+    )
+    claimed = CompactionRecord(
+        ULID(),
+        "l0",
+        (m.l0[0].view_id,),
+        (),
+        0,
+        status="running",
+        worker=WorkerSpec("w", 1),
+        context=CompactionContext((Subcompaction(BytesRange(), (_sst(),)),), 0),
+    )
     waiting = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="scheduled")
     asked = CompactionRecord(ULID(), "l0", (m.l0[0].view_id,), (), 0, status="submitted")
     old = CompactionsStore(store, "db", epoch=1)
     for r in (landed, lost, claimed, waiting, asked):
         old.put(r)
     assert in_flight_output_ids(store, "db") == {
-        landed_sst.id, *lost.written_output_ids(), *claimed.written_output_ids()
+        landed_sst.id,
+        *lost.written_output_ids(),
+        *claimed.written_output_ids(),
     }
     CompactionsStore(store, "db", epoch=2).take_over(m)
     _, state = latest(store)
     statuses = {c.id: c.status for c in state.compactions}
-    assert statuses == {landed.id: "committed", lost.id: "failed", claimed.id: "failed",
-                        waiting.id: "failed", asked.id: "submitted"}
+    assert statuses == {
+        landed.id: "committed",
+        lost.id: "failed",
+        claimed.id: "failed",
+        waiting.id: "failed",
+        asked.id: "submitted",
+    }
     assert state.get(landed.id) == dataclasses.replace(
-        landed, status="committed", updated_at_ms=state.get(landed.id).updated_at_ms  # type: ignore[union-attr]
+        landed,
+        status="committed",
+        updated_at_ms=state.get(landed.id).updated_at_ms,  # type: ignore[union-attr]
     )
     assert in_flight_output_ids(store, "db") == set()
 

@@ -37,8 +37,12 @@ store = interop.store
 
 # the wheel's CompactionStatus names, ours beside them (its Completed is our committed)
 STATUS = {
-    "SUBMITTED": "submitted", "SCHEDULED": "scheduled", "RUNNING": "running",
-    "COMPACTED": "compacted", "COMPLETED": "committed", "FAILED": "failed",
+    "SUBMITTED": "submitted",
+    "SCHEDULED": "scheduled",
+    "RUNNING": "running",
+    "COMPACTED": "compacted",
+    "COMPLETED": "committed",
+    "FAILED": "failed",
 }
 
 
@@ -88,8 +92,10 @@ def assert_same(ours: CompactionsState, theirs: object) -> None:
         if c.status in ("compacted", "committed", "failed"):  # the wheel drops the rest's
             assert [str(s.id) for s in c.output_ssts] == [h.id.value for h in w.output_ssts]
             for s, h in zip(c.output_ssts, w.output_ssts, strict=True):
-                assert (s.info.first_key, s.info.last_key) == (h.info.first_entry,
-                                                               h.info.last_entry)
+                assert (s.info.first_key, s.info.last_key) == (
+                    h.info.first_entry,
+                    h.info.last_entry,
+                )
                 assert s.info.index_offset == h.info.index_offset
 
 
@@ -119,17 +125,34 @@ def test_slatedb_decodes_what_we_write(oracle: Oracle, store: ObjectStore) -> No
     found = read_latest_state(store, "db")
     assert found is not None
     last_id, theirs = found
-    info = SstInfo(first_key=b"a", last_key=b"z", index_offset=10, index_len=5, entry_count=3,
-                   size_bytes=90, stats_offset=15, stats_len=4, filter_format=1)
+    info = SstInfo(
+        first_key=b"a",
+        last_key=b"z",
+        index_offset=10,
+        index_len=5,
+        entry_count=3,
+        size_bytes=90,
+        stats_offset=15,
+        stats_len=4,
+        filter_format=1,
+    )
     ours = (
         CompactionRecord(ULID(), "l0", (ULID(), ULID()), (), 3, (ULID(),), "running", 5, 6),
         CompactionRecord(ULID(), "sorted-runs", (), (2, 1), 1, (ULID(),), "committed", 5, 6),
         CompactionRecord(ULID(), "l0", (ULID(),), (4,), 4, status="failed", error="boom"),
-        CompactionRecord(ULID(), "l0", (ULID(),), (), 9, status="compacted",
-                         worker=WorkerSpec("w1", 123),
-                         output_ssts=(CompactedSst(ULID(), info, 2),)),
-        CompactionRecord(ULID(), "sorted-runs", (), (7,), 0, status="scheduled",
-                         segment=b"seg/", drain=True),
+        CompactionRecord(
+            ULID(),
+            "l0",
+            (ULID(),),
+            (),
+            9,
+            status="compacted",
+            worker=WorkerSpec("w1", 123),
+            output_ssts=(CompactedSst(ULID(), info, 2),),
+        ),
+        CompactionRecord(
+            ULID(), "sorted-runs", (), (7,), 0, status="scheduled", segment=b"seg/", drain=True
+        ),
     )
     state = CompactionsState(theirs.compactor_epoch, theirs.compactions + ours)
     compactions_seq(store, "db").create(last_id + 1, encode_state(state))
@@ -159,10 +182,20 @@ def test_slatedbs_compactor_runs_over_our_records(oracle: Oracle, store: ObjectS
     assert len(l0) >= 2
     next_run = max((r.id for r in manifest.compacted), default=-1) + 1
     old = now_ms() - 60_000
-    gone = CompactionRecord(ULID(), "l0", (ULID(), ULID()), (), next_run, (ULID(),), "running",
-                            old, old)
-    present = CompactionRecord(ULID(), "l0", tuple(ULID.from_str(v) for v in l0[-2:]), (),
-                               next_run, (ULID(),), "running", old, old)
+    gone = CompactionRecord(
+        ULID(), "l0", (ULID(), ULID()), (), next_run, (ULID(),), "running", old, old
+    )
+    present = CompactionRecord(
+        ULID(),
+        "l0",
+        tuple(ULID.from_str(v) for v in l0[-2:]),
+        (),
+        next_run,
+        (ULID(),),
+        "running",
+        old,
+        old,
+    )
     records = CompactionsStore(store, "db", epoch=epoch)
     for r in (
         gone,
@@ -205,7 +238,6 @@ def _latest_bytes(store: ObjectStore) -> tuple[str, bytes]:
     found = seq.read_latest()
     assert found is not None
     return seq.path(found[0]), found[1]
-
 
 
 def test_the_compactors_take_turns(oracle: Oracle, store: ObjectStore) -> None:

@@ -33,7 +33,10 @@ from slatedb_core.writer.db import Db
 from . import FAST, key, read_back, seed_l0s
 
 OPTS = CompactorOptions(
-    poll_interval=timedelta(milliseconds=20), l0_trigger=2, min_merge_width=2, size_ratio=3.0,
+    poll_interval=timedelta(milliseconds=20),
+    l0_trigger=2,
+    min_merge_width=2,
+    size_ratio=3.0,
     max_sst_size_bytes=8192,
 )
 MANIFEST_CREATE = "db/manifest/*.manifest"

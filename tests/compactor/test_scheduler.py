@@ -26,7 +26,9 @@ def sst(size: int) -> CompactedSst:
     return CompactedSst(ULID(), SstInfo(first_key=b"a", last_key=b"z", size_bytes=size))
 
 
-def manifest(run_sizes_: Sequence[int], l0: int = 0, run_ids: Sequence[int] | None = None) -> Manifest:
+def manifest(
+    run_sizes_: Sequence[int], l0: int = 0, run_ids: Sequence[int] | None = None
+) -> Manifest:
     """Runs newest first with the given byte sizes (one SST each) and ``l0`` L0 views."""
     ssts: list[CompactedSst] = []
     runs: list[SortedRun] = []
@@ -164,7 +166,8 @@ def _oracle_has_tier(sizes: Sequence[int], opts: CompactorOptions) -> bool:
     n = len(sizes)
     return any(
         _similar(sizes[i:j], opts.size_ratio)
-        for i in range(n) for j in range(i + opts.min_merge_width, n + 1)
+        for i in range(n)
+        for j in range(i + opts.min_merge_width, n + 1)
     )
 
 

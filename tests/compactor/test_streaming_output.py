@@ -33,8 +33,14 @@ def source(i: int, pulled: list[int]) -> Iterator[pa.RecordBatch]:
     kinds = np.where(rng.random(n) < 0.05, KIND_TOMBSTONE, KIND_VALUE).astype(np.uint8)
     values = [b"" if k == KIND_TOMBSTONE else bytes([i]) * 100 for k in kinds]
     full = pa.RecordBatch.from_arrays(
-        [pa.array(keys.tolist(), pa.binary()), pa.array(np.full(n, 10 - i), pa.uint64()),
-         pa.array(kinds, pa.uint8()), pa.array(values, pa.binary())], schema=ENTRY_SCHEMA)
+        [
+            pa.array(keys.tolist(), pa.binary()),
+            pa.array(np.full(n, 10 - i), pa.uint64()),
+            pa.array(kinds, pa.uint8()),
+            pa.array(values, pa.binary()),
+        ],
+        schema=ENTRY_SCHEMA,
+    )
     for at in range(0, n, SOURCE_BATCH):
         b = full.slice(at, SOURCE_BATCH)
         pulled[0] += b.num_rows
@@ -47,8 +53,11 @@ def test_bounded_rows_in_flight_and_one_sst_at_a_time() -> None:
     merged_rows: list[pa.RecordBatch] = []
 
     def merged() -> Iterator[pa.RecordBatch]:
-        for b in merge_sorted([source(i, pulled) for i in range(SOURCES)],
-                              drop_tombstones=True, batch_size=MERGE_BATCH):
+        for b in merge_sorted(
+            [source(i, pulled) for i in range(SOURCES)],
+            drop_tombstones=True,
+            batch_size=MERGE_BATCH,
+        ):
             merged_sizes.append(b.num_rows)
             merged_rows.append(b)
             yield b
@@ -80,6 +89,9 @@ def test_bounded_rows_in_flight_and_one_sst_at_a_time() -> None:
     assert pa.concat_tables(got).equals(want)
     assert rows == want.num_rows
     for t in got[:-1]:
-        sizes = (np.asarray(pc.binary_length(t.column(0))) +
-                 np.asarray(pc.binary_length(t.column(3))) + ROW_OVERHEAD)
+        sizes = (
+            np.asarray(pc.binary_length(t.column(0)))
+            + np.asarray(pc.binary_length(t.column(3)))
+            + ROW_OVERHEAD
+        )
         assert sizes.sum() >= TARGET > sizes[:-1].sum()

@@ -614,8 +614,14 @@ SCENARIOS: dict[str, Scenario] = {
         # the writer's boundary lease read runs beside its WAL creates (slatedb_core/meta/lease.py)
         Scenario("put", setup_base, op_put, recover_db, open_writer, ordered=False),
         Scenario("open_parallel", setup_base, op_open_parallel, recover_db),
-        Scenario("put_parallel", setup_base, op_put_parallel, recover_db, open_parallel_writer,
-                 ordered=False),
+        Scenario(
+            "put_parallel",
+            setup_base,
+            op_put_parallel,
+            recover_db,
+            open_parallel_writer,
+            ordered=False,
+        ),
         Scenario(
             "flush_memtable", setup_base, op_flush_memtable, recover_db, prepare_flush_memtable
         ),

@@ -66,7 +66,8 @@ def test_a_process_started_during_shutdown_is_stopped_too(
 def test_dagster_home_turns_the_welcome_dialog_off_and_keeps_other_settings(tmp_path: Path) -> None:
     fresh = write_dagster_home(tmp_path / "fresh")
     assert yaml.safe_load(fresh.read_text()) == {
-        "telemetry": {"enabled": False}, "nux": {"enabled": False}
+        "telemetry": {"enabled": False},
+        "nux": {"enabled": False},
     }
     home = tmp_path / "home"
     home.mkdir()

@@ -35,9 +35,20 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dg.Dagste
     env = {k: v for k, v in os.environ.items() if k != STORE_URL_ENV}
     env.update({"DAGSTER_HOME": str(home), CONFIG_ENV: str(config)})
     done = subprocess.run(
-        [sys.executable, "-m", "devtools.sample_data", "--dir", str(work / "store"),
-         "--register", "--materialize"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=540,
+        [
+            sys.executable,
+            "-m",
+            "devtools.sample_data",
+            "--dir",
+            str(work / "store"),
+            "--register",
+            "--materialize",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -23,7 +23,9 @@ from devtools.devserver import REPO, processes_with
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} missing: apt-get install chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} missing: apt-get install chromium"
+    ),
 ]
 
 
@@ -73,8 +75,11 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
                 line[i] = (line[i] + pred) & 0xFF
             else:
                 assert kind == 0, f"unknown filter {kind}"
-        rows.append(bytes(line if bpp == 3 else b"".join(
-            bytes(line[i : i + 3]) for i in range(0, stride, 4))))
+        rows.append(
+            bytes(
+                line if bpp == 3 else b"".join(bytes(line[i : i + 3]) for i in range(0, stride, 4))
+            )
+        )
         prev = line
     return width, height, rows
 
@@ -88,17 +93,34 @@ def _not_blank_nor_covered(rows: list[bytes], top: int, left_px: int, what: str)
 
 def test_screenshots_of_the_asset_graph_the_fleet_view_and_a_trend(tmp_path: Path) -> None:
     out = tmp_path / "asset_graph.png"
-    sizes = {"asset_graph.png": (1280, 1000), "fleet_view.png": (1600, 1000),
-             "fleet_trend.png": (1400, 900)}
+    sizes = {
+        "asset_graph.png": (1280, 1000),
+        "fleet_view.png": (1600, 1000),
+        "fleet_trend.png": (1400, 900),
+    }
     width, height = sizes["asset_graph.png"]
     work = tmp_path / "tmp"  # TMPDIR of the script: in the environment of all it starts
     work.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "devtools.screenshot", "--out", str(out),
-         "--width", str(width), "--height", str(height),
-         "--fleet-size", "{}x{}".format(*sizes["fleet_view.png"]),
-         "--trend-size", "{}x{}".format(*sizes["fleet_trend.png"])],
-        cwd=REPO, env={**os.environ, "TMPDIR": str(work)}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "devtools.screenshot",
+            "--out",
+            str(out),
+            "--width",
+            str(width),
+            "--height",
+            str(height),
+            "--fleet-size",
+            "{}x{}".format(*sizes["fleet_view.png"]),
+            "--trend-size",
+            "{}x{}".format(*sizes["fleet_trend.png"]),
+        ],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(work)},
+        capture_output=True,
+        text=True,
         timeout=540,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

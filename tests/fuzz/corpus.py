@@ -85,9 +85,16 @@ def _sst(rng: random.Random) -> CompactedSst:
     info = SstInfo(
         first_key=key(rng) if rng.random() < 0.8 else None,
         last_key=key(rng) if rng.random() < 0.8 else None,
-        index_offset=u64(rng), index_len=u64(rng), filter_offset=u64(rng), filter_len=u64(rng),
-        compression=rng.randrange(5), entry_count=u64(rng), size_bytes=u64(rng),
-        sst_type=rng.randrange(2), stats_offset=u64(rng), stats_len=u64(rng),
+        index_offset=u64(rng),
+        index_len=u64(rng),
+        filter_offset=u64(rng),
+        filter_len=u64(rng),
+        compression=rng.randrange(5),
+        entry_count=u64(rng),
+        size_bytes=u64(rng),
+        sst_type=rng.randrange(2),
+        stats_offset=u64(rng),
+        stats_len=u64(rng),
         filter_format=rng.randrange(2),
     )
     original = ulid(rng) if rng.random() < 0.2 else None
@@ -102,7 +109,9 @@ def _ssts(rng: random.Random) -> tuple[CompactedSst, ...]:
 
 def _checkpoint(rng: random.Random) -> Checkpoint:
     return Checkpoint(
-        id=_uuid(rng), manifest_id=u64(rng), create_time_s=u32(rng),
+        id=_uuid(rng),
+        manifest_id=u64(rng),
+        create_time_s=u32(rng),
         expire_time_s=max(1, u32(rng)) if rng.random() < 0.5 else None,
         writer_epoch=u64(rng) if rng.random() < 0.5 else None,
         name=rng.choice((None, "", "nightly", "ünï/cøde")),
@@ -120,14 +129,17 @@ def _external(rng: random.Random) -> ExternalDb:
 
 def _head(rng: random.Random) -> dict[str, object]:
     return {
-        "writer_epoch": u64(rng), "compactor_epoch": u64(rng),
+        "writer_epoch": u64(rng),
+        "compactor_epoch": u64(rng),
         "initialized": rng.random() < 0.8,
         "destroyed_at_s": u32(rng) if rng.random() < 0.2 else None,
         "external_dbs": tuple(_external(rng) for _ in range(rng.randrange(3))),
-        "replay_after_wal_id": u64(rng), "wal_id_last_seen": u64(rng),
+        "replay_after_wal_id": u64(rng),
+        "wal_id_last_seen": u64(rng),
         "next_wal_sst_id": u64(rng),
         "checkpoints": tuple(_checkpoint(rng) for _ in range(rng.randrange(4))),
-        "last_l0_seq": u64(rng), "max_parallel_writes": rng.randint(1, MAX_PARALLEL_WRITES),
+        "last_l0_seq": u64(rng),
+        "max_parallel_writes": rng.randint(1, MAX_PARALLEL_WRITES),
     }
 
 
@@ -146,7 +158,9 @@ def manifest_v2_model(rng: random.Random) -> Manifest:
         for _ in range(rng.randrange(3) if ssts else 0)
     )
     return Manifest(
-        ssts=ssts, l0=l0, compacted=runs,
+        ssts=ssts,
+        l0=l0,
+        compacted=runs,
         last_compacted_l0_view_id=ulid(rng) if rng.random() < 0.5 else None,
         last_l0_clock_tick=rng.randrange(-(2**63), 2**63),
         recent_snapshot_min_seq=u64(rng),
@@ -176,7 +190,8 @@ def compactions_model(rng: random.Random) -> CompactionsState:
             destination=u32(rng),
             outputs=tuple(ulid(rng) for _ in range(rng.randrange(3))),
             status=rng.choice(("running", "committed", "failed")),
-            created_at_ms=u64(rng), updated_at_ms=u64(rng),
+            created_at_ms=u64(rng),
+            updated_at_ms=u64(rng),
             error=rng.choice((None, "", "abandoned by a fenced or crashed compactor")),
         )
         for _ in range(rng.randrange(4))
@@ -218,7 +233,8 @@ def wal_sst(rng: random.Random) -> bytes:
     # every write has a seq of its own: distinct seqs (the rows are put in seq order)
     seqs = pa.array(rng.sample(range(1, 2**62), batch.num_rows), pa.uint64())
     batch = pa.RecordBatch.from_arrays(
-        [batch.column(0), seqs, batch.column(2), batch.column(3)], schema=batch.schema)
+        [batch.column(0), seqs, batch.column(2), batch.column(3)], schema=batch.schema
+    )
     return encode_wal_sst(batch, sst_options(rng))
 
 
@@ -263,7 +279,9 @@ def pointer(rng: random.Random) -> bytes:
 
 
 def sealed(rng: random.Random) -> bytes:
-    return envelope.seal(b"SDBM", rng.choice((1, 2)), rng.randbytes(rng.randrange(64)), rng.randbytes(16))
+    return envelope.seal(
+        b"SDBM", rng.choice((1, 2)), rng.randbytes(rng.randrange(64)), rng.randbytes(16)
+    )
 
 
 def seeds(gen: Generator, count: int, seed: int = 0) -> list[bytes]:

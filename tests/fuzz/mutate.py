@@ -36,18 +36,64 @@ WIDTHS = (1, 2, 4, 8)
 def interesting(data_len: int) -> list[int]:
     """Values that sit on the edges decoders get wrong: zero, signs, widths, the input's size."""
     return [
-        0, 1, 2, 7, 8, 16, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000,
-        0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 2**32, 2**63 - 1, 2**63, 2**64 - 1,
-        data_len, data_len - 1, data_len + 1, data_len // 2, data_len - 10, data_len - 14,
+        0,
+        1,
+        2,
+        7,
+        8,
+        16,
+        0x7F,
+        0x80,
+        0xFF,
+        0x100,
+        0x7FFF,
+        0x8000,
+        0xFFFF,
+        0x10000,
+        0x7FFFFFFF,
+        0x80000000,
+        0xFFFFFFFF,
+        2**32,
+        2**63 - 1,
+        2**63,
+        2**64 - 1,
+        data_len,
+        data_len - 1,
+        data_len + 1,
+        data_len // 2,
+        data_len - 10,
+        data_len - 14,
     ]
 
 
 JSON_GARBAGE = (
-    "Infinity", "-Infinity", "NaN", "-1", "1.5", "1e400", "-0", "18446744073709551616",
-    "340282366920938463463374607431768211456", "true", "false", "null", '"x"', '""', '"-1"',
-    "[]", "{}", '{"a": 1}', "[1]", "0", '"7ZZZZZZZZZZZZZZZZZZZZZZZZZ"', '"8ZZZZZZZZZZZZZZZZZZZZZZZZZ"',
-    '"01ARZ3NDEKTSV4RRFFQ69G5FA"', '"01ARZ3NDEKTSV4RRFFQ69G5FAV\\u0000"', '"\\ud800"',
-    "[" * 3000 + "]" * 3000, '{"a":' * 3000 + "1" + "}" * 3000,
+    "Infinity",
+    "-Infinity",
+    "NaN",
+    "-1",
+    "1.5",
+    "1e400",
+    "-0",
+    "18446744073709551616",
+    "340282366920938463463374607431768211456",
+    "true",
+    "false",
+    "null",
+    '"x"',
+    '""',
+    '"-1"',
+    "[]",
+    "{}",
+    '{"a": 1}',
+    "[1]",
+    "0",
+    '"7ZZZZZZZZZZZZZZZZZZZZZZZZZ"',
+    '"8ZZZZZZZZZZZZZZZZZZZZZZZZZ"',
+    '"01ARZ3NDEKTSV4RRFFQ69G5FA"',
+    '"01ARZ3NDEKTSV4RRFFQ69G5FAV\\u0000"',
+    '"\\ud800"',
+    "[" * 3000 + "]" * 3000,
+    '{"a":' * 3000 + "1" + "}" * 3000,
 )
 _HOLE = "\x00fuzz-hole\x00"
 
@@ -81,7 +127,9 @@ def apply(data: bytes, mutation: Mutation, others: Sequence[bytes]) -> bytes:
     op, a, b, blob = mutation
     n = len(data)
     if op == "json":
-        return _json_field(data, a, JSON_GARBAGE[b % len(JSON_GARBAGE)]) if data[:1] == b"{" else data
+        return (
+            _json_field(data, a, JSON_GARBAGE[b % len(JSON_GARBAGE)]) if data[:1] == b"{" else data
+        )
     if op == "random":
         return blob
     if op == "insert":
@@ -139,6 +187,7 @@ def random_mutation(rng: random.Random) -> Mutation:
 
 # ---------------------------------------------------------------------------- checksum repair
 
+
 def payload_of(sealed: bytes) -> bytes:
     """The envelope's payload without any checks (what lies between header and CRC)."""
     return sealed[envelope.HEADER_SIZE : max(envelope.HEADER_SIZE, len(sealed) - 4)]
@@ -183,8 +232,11 @@ def repair_sst(data: bytes) -> bytes:
         info = decode_sst_info(bytes(buf[info_at : size - 14]), "x")
     except CorruptionError:
         return bytes(buf)
-    for off, length in ((info.filter_offset, info.filter_len), (info.index_offset, info.index_len),
-                        (info.stats_offset, info.stats_len)):
+    for off, length in (
+        (info.filter_offset, info.filter_len),
+        (info.index_offset, info.index_len),
+        (info.stats_offset, info.stats_len),
+    ):
         if length:
             _fix_crc_at(buf, off, off + length)
     end = info.index_offset + info.index_len

@@ -61,11 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__)
     parser.add_argument("--inputs", type=int, default=100_000, help="total inputs (all targets)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--target", action="append", choices=sorted(TARGETS),
-                        help="fuzz only this target (repeatable); default: all")
+    parser.add_argument(
+        "--target",
+        action="append",
+        choices=sorted(TARGETS),
+        help="fuzz only this target (repeatable); default: all",
+    )
     parser.add_argument("--pool", type=int, default=64, help="valid seeds per target")
-    parser.add_argument("--time-limit", type=float, default=3600.0,
-                        help="seconds per target before it stops early")
+    parser.add_argument(
+        "--time-limit", type=float, default=3600.0, help="seconds per target before it stops early"
+    )
     args = parser.parse_args(argv)
     if args.inputs < 1 or args.pool < 1:
         parser.error("--inputs and --pool must be positive")
@@ -73,23 +78,32 @@ def main(argv: list[str] | None = None) -> int:
     names = args.target or sorted(TARGETS)
     per_target = -(-args.inputs // len(names))
     print(f"fuzzing {len(names)} targets, {per_target} inputs each, seed {args.seed}")
-    print(f"{'target':<16}{'inputs':>9}{'decoded':>9}{'corrupt':>9}{'findings':>9}"
-          f"{'seconds':>9}{'slowest ms':>11}")
+    print(
+        f"{'target':<16}{'inputs':>9}{'decoded':>9}{'corrupt':>9}{'findings':>9}"
+        f"{'seconds':>9}{'slowest ms':>11}"
+    )
     reports = []
     for name in names:
         r = run_target(name, per_target, args.seed, args.time_limit, args.pool)
         reports.append(r)
-        print(f"{name:<16}{r.inputs:>9}{r.outcomes[OK]:>9}{r.outcomes[CORRUPT]:>9}"
-              f"{r.outcomes['finding']:>9}{r.seconds:>9.1f}{r.slowest * 1000:>11.1f}", flush=True)
+        print(
+            f"{name:<16}{r.inputs:>9}{r.outcomes[OK]:>9}{r.outcomes[CORRUPT]:>9}"
+            f"{r.outcomes['finding']:>9}{r.seconds:>9.1f}{r.slowest * 1000:>11.1f}",
+            flush=True,
+        )
     total = sum(r.inputs for r in reports)
     seconds = sum(r.seconds for r in reports)
     findings = sum(r.outcomes["finding"] for r in reports)
-    print(f"{'total':<16}{total:>9}{sum(r.outcomes[OK] for r in reports):>9}"
-          f"{sum(r.outcomes[CORRUPT] for r in reports):>9}{findings:>9}{seconds:>9.1f}")
+    print(
+        f"{'total':<16}{total:>9}{sum(r.outcomes[OK] for r in reports):>9}"
+        f"{sum(r.outcomes[CORRUPT] for r in reports):>9}{findings:>9}{seconds:>9.1f}"
+    )
     for r in reports:
         for key, (i, tb) in r.findings.items():
-            print(f"\n[{r.target}] {key}\n  first at input {i}; reproduce: python -m tests.fuzz.run "
-                  f"--target {r.target} --inputs {i + 1} --seed {args.seed} --pool {args.pool}\n{tb}")
+            print(
+                f"\n[{r.target}] {key}\n  first at input {i}; reproduce: python -m tests.fuzz.run "
+                f"--target {r.target} --inputs {i + 1} --seed {args.seed} --pool {args.pool}\n{tb}"
+            )
     return 1 if findings else 0
 
 

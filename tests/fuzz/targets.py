@@ -55,6 +55,7 @@ def _u64(value: object, what: str) -> None:
 
 # ----------------------------------------------------------------------------------- checks
 
+
 def check_manifest(data: bytes) -> str:
     try:
         m = decode_manifest(data, name=NAME)
@@ -98,7 +99,8 @@ def _check_entries(reader: SstReader, table: pa.Table) -> None:
     seqs = table.column("seq").to_pylist()
     rows = list(zip(keys, seqs, strict=True))
     assert all(a < b or (a == b and sa > sb) for (a, sa), (b, sb) in itertools.pairwise(rows)), (
-        "rows are not in key, then seq, order")
+        "rows are not in key, then seq, order"
+    )
     kinds = table.column("kind").to_pylist()
     assert all(k in (0, 1, 2) for k in kinds), "unknown entry kind"
     if keys:
@@ -225,8 +227,9 @@ def check_shard_map(data: bytes) -> str:
     except CorruptionError:
         return CORRUPT
     assert layout_problem(m) is None
-    again = decode_shard_map(encode_shard_map(m, corpus.TABLE), map_id=7,
-                             table_path=corpus.TABLE, name=NAME)
+    again = decode_shard_map(
+        encode_shard_map(m, corpus.TABLE), map_id=7, table_path=corpus.TABLE, name=NAME
+    )
     assert again == m, "shard map round trip differs"
     return OK
 
@@ -308,16 +311,22 @@ TARGETS: dict[str, Target] = {
     for t in (
         Target("manifest", corpus.manifest, _data_only(check_manifest)),
         Target("manifest-slatedb", corpus.manifest_slatedb, _data_only(check_manifest)),
-        Target("compactions", corpus.compactions, _data_only(check_compactions),
-               _whole, _repair_compactions),
+        Target(
+            "compactions",
+            corpus.compactions,
+            _data_only(check_compactions),
+            _whole,
+            _repair_compactions,
+        ),
         Target("sst", corpus.sst, _data_only(check_sst), _whole, _repair_sst),
         Target("sst-ranged", corpus.sst, check_sst_ranged, _whole, _repair_sst),
         Target("wal-sst", corpus.wal_sst, _data_only(check_wal), _whole, _repair_sst),
         Target("bloom", corpus.bloom_section, _data_only(check_bloom)),
         Target("boundary", corpus.boundary, _data_only(check_boundary)),
         Target("latest-pointer", corpus.pointer, _data_only(check_pointer)),
-        Target("shard-map", corpus.shard_map, _data_only(check_shard_map),
-               _envelope_region, _reseal),
+        Target(
+            "shard-map", corpus.shard_map, _data_only(check_shard_map), _envelope_region, _reseal
+        ),
         Target("envelope", corpus.sealed, _data_only(check_envelope), _envelope_region, _reseal),
     )
 }

@@ -52,7 +52,10 @@ cases = st.tuples(st.integers(0, 31), st.lists(mutations, max_size=4), st.boolea
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 @settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(case=cases)
@@ -85,8 +88,13 @@ def test_mutations_reach_past_the_checksums() -> None:
     pool, rng = POOLS["sst"], random.Random(7)
     reasons: set[str] = set()
     for _ in range(400):
-        data = repair_sst(apply(pool[rng.randrange(len(pool))], ("flip", rng.randrange(1 << 20),
-                                                                   rng.randrange(8), b""), pool))
+        data = repair_sst(
+            apply(
+                pool[rng.randrange(len(pool))],
+                ("flip", rng.randrange(1 << 20), rng.randrange(8), b""),
+                pool,
+            )
+        )
         try:
             SstReader.from_bytes(data, "x").read_all()
         except CorruptionError as e:
@@ -103,6 +111,7 @@ def test_long_run_cli_reports_inputs_and_no_findings(capsys: pytest.CaptureFixtu
 
 # ------------------------------------------------------------------------------- regressions
 
+
 def _slatedb_style_compactions(
     *, status: int = 1, spec_type: int = 1, bound: int = 2, worker: bytes = b"w"
 ) -> bytes:
@@ -114,8 +123,9 @@ def _slatedb_style_compactions(
     wid = w.blob(worker)  # a string is a byte vector and a NUL (here the padding after it)
     wk = w.table(WORKER, (wid, 7))
     spec = w.table(TIERED_SPEC, (None, w.u32s([3]), None, w.blob(b""), 3))
-    c = w.table(COMPACTION, (w.pair(ULID_TABLE, 1, 2), spec_type, spec, status, w.tables([]), wk,
-                             1, ctx))
+    c = w.table(
+        COMPACTION, (w.pair(ULID_TABLE, 1, 2), spec_type, spec, status, w.tables([]), wk, 1, ctx)
+    )
     return b"\x00\x02" + w.finish(w.table(COMPACTIONS, (1, w.tables([c]))))
 
 
@@ -143,10 +153,13 @@ def test_compactions_worker_id_must_be_utf8() -> None:
         decode_state(_slatedb_style_compactions(worker=b"\xff\xfe"), "x")
 
 
-@pytest.mark.parametrize(("interval", "row", "suffix_at"), [
-    (16, b"\x01\x01\x01b2", 3),  # row 1 shares "k": suffix "b", value "2"
-    (1, b"\x00\x02\x01kb2", 4),  # every row a restart point: key "kb" whole
-])
+@pytest.mark.parametrize(
+    ("interval", "row", "suffix_at"),
+    [
+        (16, b"\x01\x01\x01b2", 3),  # row 1 shares "k": suffix "b", value "2"
+        (1, b"\x00\x02\x01kb2", 4),  # every row a restart point: key "kb" whole
+    ],
+)
 def test_sst_block_with_unsorted_keys_under_a_valid_crc_is_corruption(
     interval: int, row: bytes, suffix_at: int
 ) -> None:
@@ -183,19 +196,30 @@ def _shard_map_doc() -> dict[str, object]:
     "change",
     [
         {"next_shard_id": float("inf")},  # was OverflowError
-        {"pending": [{"op_id": str(uuid.UUID(int=1)), "kind": "split", "sources": [],
-                      "targets": [], "started_at": 1.0}]},  # was IndexError in layout_problem
+        {
+            "pending": [
+                {
+                    "op_id": str(uuid.UUID(int=1)),
+                    "kind": "split",
+                    "sources": [],
+                    "targets": [],
+                    "started_at": 1.0,
+                }
+            ]
+        },  # was IndexError in layout_problem
     ],
 )
 def test_shard_map_garbage_is_corruption(change: dict[str, object]) -> None:
     body = json.dumps({**_shard_map_doc(), **change}).encode()
     with pytest.raises(CorruptionError):
-        decode_shard_map(envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE,
-                         name="x")
+        decode_shard_map(
+            envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE, name="x"
+        )
 
 
 def test_deeply_nested_shard_map_is_corruption() -> None:
     body = b'{"shards": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"  # was RecursionError
     with pytest.raises(CorruptionError):
-        decode_shard_map(envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE,
-                         name="x")
+        decode_shard_map(
+            envelope.seal(b"SDBT", 1, body), map_id=1, table_path=corpus.TABLE, name="x"
+        )

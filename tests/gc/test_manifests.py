@@ -273,7 +273,9 @@ def test_a_soft_destroyed_database_within_its_grace_is_reported_and_left_alone(
     before = sorted(names(store, "db"))
 
     stats = run_gc_once(
-        "db", store, GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(days=30))
+        "db",
+        store,
+        GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(days=30)),
     )
 
     assert stats.destroyed and not stats.database_deleted and stats.deleted == 0

@@ -35,8 +35,8 @@ def cli_scan(root: Path, path: str = "db") -> list[tuple[bytes, bytes]]:
 
 def cli_get(root: Path, key: bytes, path: str = "db") -> bytes | None:
     r = CliRunner().invoke(
-        cli, ["--url", str(root), "--path", path, "get", "--format", "hex", "0x" + key.hex(),
-              "--json"]
+        cli,
+        ["--url", str(root), "--path", path, "get", "--format", "hex", "0x" + key.hex(), "--json"],
     )
     # exit 1 with JSON null: not found; anything else is an error (its message on stderr)
     assert r.exit_code in (0, 1) and r.stdout.strip(), (key, r.stdout, r.stderr, r.exception)
@@ -72,9 +72,7 @@ def test_cli_reads_a_live_slatedb_database(oracle: Oracle, root: Path) -> None:
     check_reads(model, lambda k: cli_get(root, k), lambda: cli_scan(root), who="our CLI", every=29)
 
 
-def test_cli_changes_a_slatedb_database_and_slatedb_reads_them(
-    oracle: Oracle, root: Path
-) -> None:
+def test_cli_changes_a_slatedb_database_and_slatedb_reads_them(oracle: Oracle, root: Path) -> None:
     """create-checkpoint, delete-checkpoint, gc --min-age 0s and clone while SlateDB's writer
     runs; compact once it has shut down (its own compactor off); SlateDB sees every change."""
     model = Model()

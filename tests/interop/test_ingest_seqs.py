@@ -47,10 +47,17 @@ def _batch(ops: list[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
 
 def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
     """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in rows], pa.binary()), pa.array([r[1] for r in rows], pa.uint64()),
-         pa.array([r[2] for r in rows], pa.uint8()), pa.array([r[3] for r in rows], pa.binary())],
-        schema=ENTRY_SCHEMA))[0]
+    return encode_sst(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows], pa.binary()),
+                pa.array([r[1] for r in rows], pa.uint64()),
+                pa.array([r[2] for r in rows], pa.uint8()),
+                pa.array([r[3] for r in rows], pa.binary()),
+            ],
+            schema=ENTRY_SCHEMA,
+        )
+    )[0]
 
 
 def _read_both(oracle: Oracle, model: Model, path: str) -> None:
@@ -68,8 +75,9 @@ def _l0_bytes(store: ObjectStore, path: str) -> list[bytes]:
     return [bytes(store.get(sst_path(path, i)).data) for i in ids]
 
 
-def _stage_and_commit(store: ObjectStore, model: Model, seq_base: int | None) -> tuple[
-        list[bytes], list[bytes]]:
+def _stage_and_commit(
+    store: ObjectStore, model: Model, seq_base: int | None
+) -> tuple[list[bytes], list[bytes]]:
     """Two input partitions over overlapping keys staged into a one-shard table whose writer
     wrote first; committed with the staged seqs. Returns the staged and the L0 SSTs' bytes."""
     Table.create("t", store).close()
@@ -88,12 +96,21 @@ def _stage_and_commit(store: ObjectStore, model: Model, seq_base: int | None) ->
         [(b"k%03d" % i, None if i % 4 == 0 else b"p1-%d" % i) for i in range(0, 40, 5)],
     ]
     for partition, ops in enumerate(inputs):
-        staged += list(stage_ssts(store, plan, attempt_dir(plan, "run", partition, 0), 0,
-                                  [_batch(ops)], partition=partition))
+        staged += list(
+            stage_ssts(
+                store,
+                plan,
+                attempt_dir(plan, "run", partition, 0),
+                0,
+                [_batch(ops)],
+                partition=partition,
+            )
+        )
         model.apply(ops)
     shard = plan.shards[0]
-    out = commit_shard(store, plan, "run", shard, [s.path for s in staged],
-                       seqs=[s.seq for s in staged])
+    out = commit_shard(
+        store, plan, "run", shard, [s.path for s in staged], seqs=[s.seq for s in staged]
+    )
     assert out.status == WRITTEN and out.ssts == 2
     with Table.open("t", store) as t, t.writer(0) as db:
         db.put(b"k000", b"after")
@@ -133,11 +150,21 @@ def test_ingest_ssts_re_encodes_sources_with_their_own_seqs(
         for i in range(30):
             db.put(b"k%02d" % i, b"w%d" % i)
             model.put(b"k%02d" % i, b"w%d" % i)
-        store.put("staging/a.sst", _sst([
-            (b"k01", 7, KIND_VALUE, b"a-new"), (b"k01", 3, KIND_VALUE, b"a-old"),
-            (b"k02", 1, KIND_TOMBSTONE, b""), (b"k40", 1, KIND_VALUE, b"a40"),
-        ]))
-        store.put("staging/b.sst", _sst([(b"k02", 1, KIND_VALUE, b"b2"), (b"k40", 1, KIND_TOMBSTONE, b"")]))
+        store.put(
+            "staging/a.sst",
+            _sst(
+                [
+                    (b"k01", 7, KIND_VALUE, b"a-new"),
+                    (b"k01", 3, KIND_VALUE, b"a-old"),
+                    (b"k02", 1, KIND_TOMBSTONE, b""),
+                    (b"k40", 1, KIND_VALUE, b"a40"),
+                ]
+            ),
+        )
+        store.put(
+            "staging/b.sst",
+            _sst([(b"k02", 1, KIND_VALUE, b"b2"), (b"k40", 1, KIND_TOMBSTONE, b"")]),
+        )
         model.apply([(b"k01", b"a-new"), (b"k02", None), (b"k40", b"a40")])
         model.apply([(b"k02", b"b2"), (b"k40", None)])
         # stated seqs that would put b under a are not used as they are

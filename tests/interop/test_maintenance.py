@@ -84,8 +84,9 @@ def test_our_gc_during_slatedb_writes_and_compactions_loses_nothing(
     assert not errors, f"our GC failed on SlateDB's database: {errors[0]!r}"
     time.sleep(1.2)  # SlateDB's compaction checkpoints expire
     passes.append(run_gc_once("db", store, GC_NOW))
-    deleted = {k: sum(getattr(p, k).deleted for p in passes) for k in ("manifest", "wal",
-                                                                      "compacted")}
+    deleted = {
+        k: sum(getattr(p, k).deleted for p in passes) for k in ("manifest", "wal", "compacted")
+    }
     assert all(deleted.values()), f"the GC collected nothing of some kind: {deleted}"
     assert (Path(oracle.root) / "db" / "gc" / "manifest.boundary").exists()
     read_everywhere(oracle, store, model, w)
@@ -152,7 +153,9 @@ def test_dagster_compaction_asset_on_slatedb_database(
         managed=managed,
     )
     assert isinstance(result, dg.MaterializeResult) and result.metadata is not None
-    meta = {k: v.value if isinstance(v, dg.MetadataValue) else v for k, v in result.metadata.items()}
+    meta = {
+        k: v.value if isinstance(v, dg.MetadataValue) else v for k, v in result.metadata.items()
+    }
     assert meta["before_l0_ssts"] == 5 and meta["l0_ssts"] == 0 and meta["compactions"], meta
     m = ManifestStore(store, "db").read_latest().manifest
     assert m.compacted and not m.l0

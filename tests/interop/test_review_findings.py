@@ -21,7 +21,9 @@ from tests.interop.oracle import Oracle, settings
 pytestmark = pytest.mark.slatedb
 
 
-def test_projected_clone_of_a_wal_tail_batch_with_one_seq(oracle: Oracle, store: ObjectStore) -> None:
+def test_projected_clone_of_a_wal_tail_batch_with_one_seq(
+    oracle: Oracle, store: ObjectStore
+) -> None:
     """SlateDB gives every row of one write batch the same seq; clipping such a WAL SST for a
     projected clone re-encodes rows of equal seqs (it raised InvalidArgument before)."""
     w = oracle.open_db(s=settings(compactor=False))
@@ -67,8 +69,9 @@ def test_our_gc_keeps_a_destroyed_database_a_slatedb_writer_used_since(
     w = oracle.open_db(s=settings(compactor=False))
     w.put(b"after-destroy", b"acked")
     w.flush_memtable()
-    stats = run_gc_once("db", store, GarbageCollectorOptions(
-        min_age=timedelta(0), db_delete_grace=timedelta(0)))
+    stats = run_gc_once(
+        "db", store, GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
+    )
     assert stats.destroyed and not stats.database_deleted
     assert w.get(b"after-destroy") == b"acked"
     w.shutdown()

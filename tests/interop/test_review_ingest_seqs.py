@@ -42,10 +42,17 @@ FAST = DbOptions(
 
 def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
     """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in rows], pa.binary()), pa.array([r[1] for r in rows], pa.uint64()),
-         pa.array([r[2] for r in rows], pa.uint8()), pa.array([r[3] for r in rows], pa.binary())],
-        schema=ENTRY_SCHEMA))[0]
+    return encode_sst(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows], pa.binary()),
+                pa.array([r[1] for r in rows], pa.uint64()),
+                pa.array([r[2] for r in rows], pa.uint8()),
+                pa.array([r[3] for r in rows], pa.binary()),
+            ],
+            schema=ENTRY_SCHEMA,
+        )
+    )[0]
 
 
 def _read_both(oracle: Oracle, model: Model, path: str) -> None:
@@ -87,8 +94,10 @@ def test_a_write_frozen_while_an_ingest_commits_stays_newer(
     newer than the ingest, in our engine as in SlateDB's: the ingest's commit flushed it to L0
     behind the ingested SSTs, and our reads returned the ingested value over it."""
     model = Model()
-    store.put("staging/a.sst", _sst([(b"k1", 7, KIND_VALUE, b"ingested"),
-                                     (b"k2", 7, KIND_VALUE, b"ingested2")]))
+    store.put(
+        "staging/a.sst",
+        _sst([(b"k1", 7, KIND_VALUE, b"ingested"), (b"k2", 7, KIND_VALUE, b"ingested2")]),
+    )
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")
 
@@ -119,7 +128,6 @@ def test_a_write_frozen_while_an_ingest_commits_stays_newer(
         check_reads(model, db.get, lambda: list(db.scan()), who="our Db reopened")
 
 
-
 def _batch(ops: list[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
         {"key": [k for k, _ in ops], "value": [v for _, v in ops]},
@@ -145,10 +153,12 @@ def test_a_table_ingest_commits_on_a_shard_whose_seqs_are_near_the_top(
     model.apply([(b"k0", b"w"), (b"k1", b"stated")])
     plan = plan_ingest("t", store)
     ops: list[tuple[bytes, bytes | None]] = [(b"k0", None), (b"k1", b"job"), (b"k2", b"job")]
-    staged = list(stage_ssts(store, plan, attempt_dir(plan, "r", 0, 0), 0, [_batch(ops)],
-                             partition=0))
-    out = commit_shard(store, plan, "r", plan.shards[0], [s.path for s in staged],
-                       seqs=[s.seq for s in staged])
+    staged = list(
+        stage_ssts(store, plan, attempt_dir(plan, "r", 0, 0), 0, [_batch(ops)], partition=0)
+    )
+    out = commit_shard(
+        store, plan, "r", plan.shards[0], [s.path for s in staged], seqs=[s.seq for s in staged]
+    )
     assert out.status == WRITTEN
     model.apply(ops)
     with Db.open(path, store, FAST) as db:
@@ -165,15 +175,27 @@ def _stage(store: ObjectStore, plan: IngestPlan, inputs: dict[int, Ops]) -> list
     """Input partition -> its rows, staged (run 0) in partition order."""
     out: list[StagedSst] = []
     for partition, ops in sorted(inputs.items()):
-        out += stage_ssts(store, plan, attempt_dir(plan, "run", partition, 0), 0, [_batch(ops)],
-                          partition=partition)
+        out += stage_ssts(
+            store,
+            plan,
+            attempt_dir(plan, "run", partition, 0),
+            0,
+            [_batch(ops)],
+            partition=partition,
+        )
     return out
 
 
-def _commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst], attempt: int = 0
-            ) -> str:
-    out = commit_shard(store, plan, "run", plan.shards[0], [s.path for s in staged],
-                       seqs=[s.seq for s in staged], attempt=attempt)
+def _commit(store: ObjectStore, plan: IngestPlan, staged: list[StagedSst], attempt: int = 0) -> str:
+    out = commit_shard(
+        store,
+        plan,
+        "run",
+        plan.shards[0],
+        [s.path for s in staged],
+        seqs=[s.seq for s in staged],
+        attempt=attempt,
+    )
     assert out.status == WRITTEN
     return out.message
 

@@ -36,8 +36,12 @@ def _arrow(ops: list[tuple[bytes, bytes | None]], pad: int) -> pa.Table:
     """key/value columns sliced past ``pad`` leading junk rows (Arrow offsets != 0)."""
     junk: list[tuple[bytes, bytes | None]] = [(b"junk%d" % i, b"j") for i in range(pad)]
     allops = junk + ops
-    t = pa.table({"key": pa.array([k for k, _ in allops], pa.binary()),
-                  "value": pa.array([v for _, v in allops], pa.binary())})
+    t = pa.table(
+        {
+            "key": pa.array([k for k, _ in allops], pa.binary()),
+            "value": pa.array([v for _, v in allops], pa.binary()),
+        }
+    )
     return t.slice(pad)
 
 
@@ -47,15 +51,19 @@ def test_tiny_blocks_repeated_keys_odd_widths_read_alike(
 ) -> None:
     rng = random.Random(block_size)
     model = Model()
-    opts = DbOptions(flush_interval=timedelta(hours=1), block_size=block_size,
-                     manifest_poll_interval=timedelta(milliseconds=100))
+    opts = DbOptions(
+        flush_interval=timedelta(hours=1),
+        block_size=block_size,
+        manifest_poll_interval=timedelta(milliseconds=100),
+    )
     prefixed = [b"a", b"a\x00", b"a\x00\x00", b"ab", b"abcdefgh", b"abcdefgh\x00", b"abcdefg"]
     with Db.open("db", store, opts) as db:
         for width in (7, 8, 9, 16, 24):
             # a memtable (flushed to L0) of keys of one width, some sharing 8-byte prefixes
             ks = _keys(rng, width, 40) + _keys(rng, width, 10, prefix=b"samepref"[: width - 1])
             ops: list[tuple[bytes, bytes | None]] = [
-                (k, b"" if i % 5 == 0 else b"w%d-%d" % (width, i)) for i, k in enumerate(ks)]
+                (k, b"" if i % 5 == 0 else b"w%d-%d" % (width, i)) for i, k in enumerate(ks)
+            ]
             db.put_arrow(_arrow(model.apply(ops), pad=3 + width % 4))
             db.flush_memtable()
         wb = WriteBatch()

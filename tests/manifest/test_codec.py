@@ -58,36 +58,52 @@ def _plain_views(ssts: tuple[CompactedSst, ...] | list[CompactedSst]) -> tuple[S
 def _full_manifest() -> Manifest:
     """Every field set, most of them to values that differ from their defaults."""
     ssts = (
-        CompactedSst(_ulid(1), SstInfo(b"", b"\xff" * 3, 1, 2, 3, 4, 4, 6, U64, 1, 7, 8, 1), 7,
-                     _ulid(99)),
+        CompactedSst(
+            _ulid(1), SstInfo(b"", b"\xff" * 3, 1, 2, 3, 4, 4, 6, U64, 1, 7, 8, 1), 7, _ulid(99)
+        ),
         CompactedSst(_ulid(2), SstInfo(None, None), 0),
         _sst(3, index_offset=U64, compression=255),
         _sst(4),
     )
     ranged = BytesRange(BytesBound.included(b"b"), BytesBound.excluded(b""))
     return Manifest(
-        writer_epoch=U64, compactor_epoch=3, initialized=False, destroyed_at_s=None,
+        writer_epoch=U64,
+        compactor_epoch=3,
+        initialized=False,
+        destroyed_at_s=None,
         external_dbs=(
-            ExternalDb("s3://b/other", uuid.UUID(int=5), uuid.UUID(int=U64 << 64),
-                       (_ulid(10), _ulid(2**127))),
+            ExternalDb(
+                "s3://b/other",
+                uuid.UUID(int=5),
+                uuid.UUID(int=U64 << 64),
+                (_ulid(10), _ulid(2**127)),
+            ),
             ExternalDb("relative/ü", uuid.uuid4()),
         ),
-        replay_after_wal_id=11, wal_id_last_seen=12, next_wal_sst_id=13, ssts=ssts,
+        replay_after_wal_id=11,
+        wal_id_last_seen=12,
+        next_wal_sst_id=13,
+        ssts=ssts,
         l0=(SstView(_ulid(50), _ulid(1), ranged), SstView(_ulid(2), _ulid(2))),
         compacted=(
-            SortedRun(U32, (SstView(_ulid(3), _ulid(3)),
-                            SstView(_ulid(51), _ulid(1), BytesRange()))),
+            SortedRun(
+                U32, (SstView(_ulid(3), _ulid(3)), SstView(_ulid(51), _ulid(1), BytesRange()))
+            ),
             SortedRun(0, ()),
-            SortedRun(5, (SstView(_ulid(4), _ulid(4),
-                                  BytesRange(end=BytesBound.included(b"\x00"))),)),
+            SortedRun(
+                5, (SstView(_ulid(4), _ulid(4), BytesRange(end=BytesBound.included(b"\x00"))),)
+            ),
         ),
         checkpoints=(
             Checkpoint(uuid.uuid4(), 6, 100, None, 4, "writer"),
             Checkpoint(uuid.UUID(int=0), 0, 0, 1, None, ""),
             Checkpoint(uuid.UUID(int=2**128 - 1), U64, U32, U32, 0, None),
         ),
-        last_l0_seq=14, last_compacted_l0_view_id=_ulid(50), last_l0_clock_tick=-5,
-        recent_snapshot_min_seq=U64, sequence_tracker=b"\x01\x02",
+        last_l0_seq=14,
+        last_compacted_l0_view_id=_ulid(50),
+        last_l0_clock_tick=-5,
+        recent_snapshot_min_seq=U64,
+        sequence_tracker=b"\x01\x02",
         max_parallel_writes=MAX_PARALLEL_WRITES,
         key_range=BytesRange(BytesBound.included(b"a"), BytesBound.unbounded()),
     )
@@ -111,9 +127,11 @@ def test_default_manifest_round_trips() -> None:
 
 
 def test_keeps_absent_distinct_from_zero_and_empty() -> None:
-    m = Manifest(ssts=(CompactedSst(_ulid(1), SstInfo(b"", None)),),
-                 checkpoints=(Checkpoint(uuid.UUID(int=1), 0, 0, None, 0, ""),),
-                 sequence_tracker=b"")
+    m = Manifest(
+        ssts=(CompactedSst(_ulid(1), SstInfo(b"", None)),),
+        checkpoints=(Checkpoint(uuid.UUID(int=1), 0, 0, None, 0, ""),),
+        sequence_tracker=b"",
+    )
     got = decode_manifest(encode_manifest(m), name=NAME)
     assert got.ssts[0].info.first_key == b"" and got.ssts[0].info.last_key is None
     assert got.checkpoints[0].writer_epoch == 0 and got.checkpoints[0].name == ""
@@ -134,8 +152,9 @@ def test_expiry_past_what_u32_holds_is_stored_as_its_last_second() -> None:
 
 def test_stamp_carries_nonce_and_parent() -> None:
     nonce, parent = bytes(range(16)), bytes(range(16, 32))
-    _, stamp = decode_stamped_manifest(encode_manifest(Manifest(), nonce=nonce, parent=parent),
-                                       name=NAME)
+    _, stamp = decode_stamped_manifest(
+        encode_manifest(Manifest(), nonce=nonce, parent=parent), name=NAME
+    )
     assert (stamp.version, stamp.nonce, stamp.parent) == (2, nonce, parent)
     assert decode_stamped_manifest(encode_manifest(Manifest()), name=NAME)[1].parent is None
 
@@ -155,8 +174,10 @@ def test_two_encodings_of_same_manifest_differ_by_nonce() -> None:
 
 def test_decodes_a_100k_sst_manifest_quickly() -> None:
     ssts = tuple(
-        CompactedSst(ULID(os.urandom(16)), SstInfo(b"k%07d" % i, b"k%07dz" % i, i, 64, i + 64, 32,
-                                                   1, 1000, 1 << 20))
+        CompactedSst(
+            ULID(os.urandom(16)),
+            SstInfo(b"k%07d" % i, b"k%07dz" % i, i, 64, i + 64, 32, 1, 1000, 1 << 20),
+        )
         for i in range(100_000)
     )
     runs = tuple(SortedRun(r, _plain_views(ssts[10_000 + r :: 9])) for r in range(9))
@@ -204,8 +225,9 @@ def test_without_our_table_it_decodes_as_slatedb_means_it() -> None:
     assert stamp.nonce is None and stamp.parent is None
     assert got.max_parallel_writes == 1 and got.key_range is None
     assert got.next_wal_sst_id == m.wal_id_last_seen + 1
-    assert got == dataclasses.replace(m, max_parallel_writes=1, key_range=None,
-                                      next_wal_sst_id=m.wal_id_last_seen + 1)
+    assert got == dataclasses.replace(
+        m, max_parallel_writes=1, key_range=None, next_wal_sst_id=m.wal_id_last_seen + 1
+    )
 
 
 def test_destroyed_is_a_checkpoint_slatedb_keeps() -> None:
@@ -268,8 +290,11 @@ def test_encode_refuses_a_nonce_of_the_wrong_size() -> None:
 
 def _small_manifest() -> Manifest:
     s = _sst(1)
-    return Manifest(ssts=(s,), l0=_plain_views([s]),
-                    checkpoints=(Checkpoint(uuid.UUID(int=3), 1, 2, None, 1, "n"),))
+    return Manifest(
+        ssts=(s,),
+        l0=_plain_views([s]),
+        checkpoints=(Checkpoint(uuid.UUID(int=3), 1, 2, None, 1, "n"),),
+    )
 
 
 def test_flipped_byte_anywhere_in_ours_raises_corruption_naming_the_object() -> None:
@@ -335,36 +360,78 @@ _u64 = st.integers(0, U64)
 _u32 = st.integers(0, U32)
 _ulids = st.binary(min_size=16, max_size=16).map(ULID)
 _keys = st.binary(max_size=6)
-_bounds = st.one_of(st.just(BytesBound.unbounded()), _keys.map(BytesBound.included),
-                    _keys.map(BytesBound.excluded))
-_infos = st.builds(SstInfo, st.none() | _keys, st.none() | _keys, _u64, _u64, _u64, _u64,
-                   st.integers(0, 4), _u64, _u64, st.integers(0, 1), _u64, _u64, st.integers(0, 1))
+_bounds = st.one_of(
+    st.just(BytesBound.unbounded()), _keys.map(BytesBound.included), _keys.map(BytesBound.excluded)
+)
+_infos = st.builds(
+    SstInfo,
+    st.none() | _keys,
+    st.none() | _keys,
+    _u64,
+    _u64,
+    _u64,
+    _u64,
+    st.integers(0, 4),
+    _u64,
+    _u64,
+    st.integers(0, 1),
+    _u64,
+    _u64,
+    st.integers(0, 1),
+)
 _ssts = st.builds(CompactedSst, _ulids, _infos, st.integers(0, 2**16 - 1), st.none() | _ulids)
-_checkpoints = st.builds(Checkpoint, st.uuids().filter(lambda u: u != DESTROYED_CHECKPOINT_ID),
-                         _u64, _u32, st.none() | st.integers(1, U32), st.none() | _u64,
-                         st.none() | st.text(max_size=8))
-_external_dbs = st.builds(ExternalDb, st.text(max_size=12), st.uuids(), st.none() | st.uuids(),
-                          st.lists(_ulids, max_size=3).map(tuple))
+_checkpoints = st.builds(
+    Checkpoint,
+    st.uuids().filter(lambda u: u != DESTROYED_CHECKPOINT_ID),
+    _u64,
+    _u32,
+    st.none() | st.integers(1, U32),
+    st.none() | _u64,
+    st.none() | st.text(max_size=8),
+)
+_external_dbs = st.builds(
+    ExternalDb,
+    st.text(max_size=12),
+    st.uuids(),
+    st.none() | st.uuids(),
+    st.lists(_ulids, max_size=3).map(tuple),
+)
 
 
 @st.composite
 def _manifests(draw: st.DrawFn) -> Manifest:
     ssts = draw(st.lists(_ssts, max_size=8, unique_by=lambda s: s.id.bytes))
-    views = st.lists(st.builds(
-        SstView, _ulids, st.sampled_from([s.id for s in ssts]),
-        st.none() | st.builds(BytesRange, _bounds, _bounds),
-    ), max_size=4).map(tuple) if ssts else st.just(())
+    views = (
+        st.lists(
+            st.builds(
+                SstView,
+                _ulids,
+                st.sampled_from([s.id for s in ssts]),
+                st.none() | st.builds(BytesRange, _bounds, _bounds),
+            ),
+            max_size=4,
+        ).map(tuple)
+        if ssts
+        else st.just(())
+    )
     return Manifest(
-        writer_epoch=draw(_u64), compactor_epoch=draw(_u64), initialized=draw(st.booleans()),
+        writer_epoch=draw(_u64),
+        compactor_epoch=draw(_u64),
+        initialized=draw(st.booleans()),
         destroyed_at_s=draw(st.none() | _u32),
         external_dbs=tuple(draw(st.lists(_external_dbs, max_size=2))),
-        replay_after_wal_id=draw(_u64), wal_id_last_seen=draw(_u64), next_wal_sst_id=draw(_u64),
-        ssts=tuple(ssts), l0=draw(views),
+        replay_after_wal_id=draw(_u64),
+        wal_id_last_seen=draw(_u64),
+        next_wal_sst_id=draw(_u64),
+        ssts=tuple(ssts),
+        l0=draw(views),
         compacted=tuple(draw(st.lists(st.builds(SortedRun, _u32, views), max_size=3))),
         checkpoints=tuple(draw(st.lists(_checkpoints, max_size=3, unique_by=lambda c: c.id))),
-        last_l0_seq=draw(_u64), last_compacted_l0_view_id=draw(st.none() | _ulids),
+        last_l0_seq=draw(_u64),
+        last_compacted_l0_view_id=draw(st.none() | _ulids),
         last_l0_clock_tick=draw(st.integers(-(2**63), 2**63 - 1)),
-        recent_snapshot_min_seq=draw(_u64), sequence_tracker=draw(st.none() | st.binary(max_size=9)),
+        recent_snapshot_min_seq=draw(_u64),
+        sequence_tracker=draw(st.none() | st.binary(max_size=9)),
         max_parallel_writes=draw(st.integers(1, MAX_PARALLEL_WRITES)),
         key_range=draw(st.none() | st.builds(BytesRange, _bounds, _bounds)),
     )

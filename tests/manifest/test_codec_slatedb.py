@@ -46,8 +46,12 @@ def _range(r: BytesRange | None) -> tuple[object, ...] | None:
     """Our range as the binding's KeyRange fields (start, start_inclusive, end, end_inclusive)."""
     if r is None:
         return None
-    return (r.start.key, r.start.kind != BoundKind.EXCLUDED, r.end.key,
-            r.end.kind == BoundKind.INCLUDED)
+    return (
+        r.start.key,
+        r.start.kind != BoundKind.EXCLUDED,
+        r.end.key,
+        r.end.kind == BoundKind.INCLUDED,
+    )
 
 
 def _their_range(r: object) -> tuple[object, ...] | None:
@@ -81,11 +85,19 @@ def _same(m: Manifest, t: object) -> None:
     """Our decoding ``m`` says what SlateDB's decoding ``t`` (a VersionedManifest) says."""
     v: object = t
     assert (m.writer_epoch, m.compactor_epoch, m.initialized) == (
-        v.writer_epoch, v.compactor_epoch, v.initialized)  # type: ignore[attr-defined]
+        v.writer_epoch,
+        v.compactor_epoch,
+        v.initialized,
+    )  # type: ignore[attr-defined]
     assert (m.replay_after_wal_id, m.next_wal_sst_id, m.last_l0_seq) == (
-        v.replay_after_wal_id, v.next_wal_sst_id, v.last_l0_seq)  # type: ignore[attr-defined]
+        v.replay_after_wal_id,
+        v.next_wal_sst_id,
+        v.last_l0_seq,
+    )  # type: ignore[attr-defined]
     assert (m.last_l0_clock_tick, m.recent_snapshot_min_seq) == (
-        v.last_l0_clock_tick, v.recent_snapshot_min_seq)  # type: ignore[attr-defined]
+        v.last_l0_clock_tick,
+        v.recent_snapshot_min_seq,
+    )  # type: ignore[attr-defined]
     last = m.last_compacted_l0_view_id
     assert (None if last is None else str(last)) == v.last_compacted_l0_sst_view_id  # type: ignore[attr-defined]
     _same_views(m.l0, v.l0, m)  # type: ignore[attr-defined]
@@ -95,12 +107,16 @@ def _same(m: Manifest, t: object) -> None:
     cps = {str(c.id): c for c in m.checkpoints}
     if m.destroyed_at_s is not None:
         cps[str(DESTROYED_CHECKPOINT_ID)] = Checkpoint(
-            DESTROYED_CHECKPOINT_ID, 0, m.destroyed_at_s, None, None, DESTROYED_CHECKPOINT_NAME)
+            DESTROYED_CHECKPOINT_ID, 0, m.destroyed_at_s, None, None, DESTROYED_CHECKPOINT_NAME
+        )
     assert set(cps) == {c.id for c in v.checkpoints}  # type: ignore[attr-defined]
     for c in v.checkpoints:  # type: ignore[attr-defined]
         ours = cps[c.id]
         assert (ours.create_time_s, ours.expire_time_s, ours.name) == (
-            c.create_time_secs, c.expire_time_secs, c.name)
+            c.create_time_secs,
+            c.expire_time_secs,
+            c.name,
+        )
         if ours.id != DESTROYED_CHECKPOINT_ID:
             assert ours.manifest_id == c.manifest_id
     assert len(m.external_dbs) == len(v.external_dbs)  # type: ignore[attr-defined]
@@ -147,7 +163,8 @@ def test_we_decode_a_clone_slatedb_writes(oracle: Oracle) -> None:
     db.shutdown()
     admin = oracle.admin()
     builder = admin.admin.create_clone_builder_from_source(
-        sdb.CloneSourceSpec(path="db", checkpoint=None, projection_range=None))
+        sdb.CloneSourceSpec(path="db", checkpoint=None, projection_range=None)
+    )
     builder.with_clone_path("clone")
     oracle.run(builder.build())
     theirs = oracle.admin("clone").latest()
@@ -185,24 +202,45 @@ def _ours() -> Manifest:
     manifest)."""
     now = int(time.time())
     ssts = (
-        model.CompactedSst(_ulid(1), SstInfo(b"a", b"m", 100, 10, 110, 20, 0, 7, 200, 0, 130, 9, 1)),
-        model.CompactedSst(_ulid(2), SstInfo(b"n", b"z", 50, 5, 55, 0, 4, 3, 90), original_id=_ulid(9)),
+        model.CompactedSst(
+            _ulid(1), SstInfo(b"a", b"m", 100, 10, 110, 20, 0, 7, 200, 0, 130, 9, 1)
+        ),
+        model.CompactedSst(
+            _ulid(2), SstInfo(b"n", b"z", 50, 5, 55, 0, 4, 3, 90), original_id=_ulid(9)
+        ),
     )
     ranged = BytesRange(BytesBound.included(b"b"), BytesBound.excluded(b"k"))
     return Manifest(
-        writer_epoch=3, compactor_epoch=2, replay_after_wal_id=4, wal_id_last_seen=4,
-        next_wal_sst_id=5, ssts=ssts,
+        writer_epoch=3,
+        compactor_epoch=2,
+        replay_after_wal_id=4,
+        wal_id_last_seen=4,
+        next_wal_sst_id=5,
+        ssts=ssts,
         l0=(SstView(_ulid(5), _ulid(1), ranged),),
-        compacted=(model.SortedRun(7, (SstView(_ulid(2), _ulid(2)),
-                                 SstView(_ulid(6), _ulid(1), BytesRange(
-                                     BytesBound.included(b"k"), BytesBound.unbounded())))),),
+        compacted=(
+            model.SortedRun(
+                7,
+                (
+                    SstView(_ulid(2), _ulid(2)),
+                    SstView(
+                        _ulid(6),
+                        _ulid(1),
+                        BytesRange(BytesBound.included(b"k"), BytesBound.unbounded()),
+                    ),
+                ),
+            ),
+        ),
         external_dbs=(model.ExternalDb("other", uuid.uuid4(), uuid.uuid4(), (_ulid(2),)),),
         checkpoints=(
             Checkpoint(uuid.uuid4(), 1, now, None, None, "forever"),
             Checkpoint(uuid.uuid4(), 1, now, now + 3600, 3, None),
         ),
-        last_l0_seq=40, last_compacted_l0_view_id=_ulid(4), last_l0_clock_tick=1234,
-        recent_snapshot_min_seq=39, max_parallel_writes=4,
+        last_l0_seq=40,
+        last_compacted_l0_view_id=_ulid(4),
+        last_l0_clock_tick=1234,
+        recent_snapshot_min_seq=39,
+        max_parallel_writes=4,
         key_range=BytesRange(BytesBound.included(b"a"), BytesBound.unbounded()),
     )
 
@@ -235,9 +273,14 @@ def test_what_slatedb_drops_when_it_rewrites_ours(oracle: Oracle) -> None:
     assert got.max_parallel_writes == 1 and got.key_range is None
     assert got.next_wal_sst_id == m.wal_id_last_seen + 1
     assert got.sequence_tracker  # SlateDB writes its own (empty) tracker where we had none
-    kept = dataclasses.replace(got, checkpoints=m.checkpoints, max_parallel_writes=4,
-                               key_range=m.key_range, next_wal_sst_id=m.next_wal_sst_id,
-                               sequence_tracker=None)
+    kept = dataclasses.replace(
+        got,
+        checkpoints=m.checkpoints,
+        max_parallel_writes=4,
+        key_range=m.key_range,
+        next_wal_sst_id=m.next_wal_sst_id,
+        sequence_tracker=None,
+    )
     assert kept == m  # everything else SlateDB kept, its new checkpoint aside
     assert {c.name for c in got.checkpoints} == {"forever", None, "theirs"}
 

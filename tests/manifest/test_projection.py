@@ -271,8 +271,15 @@ def test_union_of_projections_restores_views_and_key_range() -> None:
 
 
 def test_union_result_is_a_fresh_uninitialized_database() -> None:
-    a = make_manifest(l0=[(b"a", b"b")], writer_epoch=3, compactor_epoch=2, last_l0_seq=5,
-                      replay_after_wal_id=4, wal_id_last_seen=4, next_wal_sst_id=5)
+    a = make_manifest(
+        l0=[(b"a", b"b")],
+        writer_epoch=3,
+        compactor_epoch=2,
+        last_l0_seq=5,
+        replay_after_wal_id=4,
+        wal_id_last_seen=4,
+        next_wal_sst_id=5,
+    )
     b = make_manifest(l0=[(b"x", b"y")], writer_epoch=9, last_l0_seq=11)
     u = union_manifests([UnionInput(a, "a", uuid.uuid4()), UnionInput(b, "b", uuid.uuid4())])
     assert (u.writer_epoch, u.compactor_epoch, u.initialized, u.checkpoints) == (0, 0, False, ())
@@ -305,7 +312,10 @@ def test_union_refuses_non_adjacent_or_partial_explicit_ranges() -> None:
         )
     with pytest.raises(UnionError, match="every union input or for none"):
         union_manifests(
-            [UnionInput(a, "a", uuid.uuid4(), KeyRange(b"a", b"m")), UnionInput(b, "b", uuid.uuid4())]
+            [
+                UnionInput(a, "a", uuid.uuid4(), KeyRange(b"a", b"m")),
+                UnionInput(b, "b", uuid.uuid4()),
+            ]
         )
     with pytest.raises(UnionError, match="at least one"):
         union_manifests([])
@@ -339,12 +349,19 @@ def test_union_key_range_is_the_hull_of_declared_ranges() -> None:
     [(3, 5, 4), (3, 3, 6)],  # a WAL SST past the flushed one is known / was allocated
 )
 def test_union_refuses_input_with_uncompacted_wal(replayed: int, seen: int, next_id: int) -> None:
-    good = make_manifest(l0=[(b"a", b"b")], replay_after_wal_id=8, wal_id_last_seen=8,
-                         next_wal_sst_id=9)
-    bad = make_manifest(l0=[(b"x", b"y")], replay_after_wal_id=replayed, wal_id_last_seen=seen,
-                        next_wal_sst_id=next_id)
+    good = make_manifest(
+        l0=[(b"a", b"b")], replay_after_wal_id=8, wal_id_last_seen=8, next_wal_sst_id=9
+    )
+    bad = make_manifest(
+        l0=[(b"x", b"y")],
+        replay_after_wal_id=replayed,
+        wal_id_last_seen=seen,
+        next_wal_sst_id=next_id,
+    )
     with pytest.raises(UnionError, match=r"'bad'.*WAL"):
-        union_manifests([UnionInput(good, "good", uuid.uuid4()), UnionInput(bad, "bad", uuid.uuid4())])
+        union_manifests(
+            [UnionInput(good, "good", uuid.uuid4()), UnionInput(bad, "bad", uuid.uuid4())]
+        )
 
 
 def test_union_refuses_uninitialized_input() -> None:
@@ -397,14 +414,9 @@ def test_union_dedupes_external_dbs_and_issues_new_final_checkpoints() -> None:
     a, d, x = (s.id for s in m.ssts)
     cp1, cp2 = uuid.uuid4(), uuid.uuid4()
     old = ExternalDb("parent", cp1, uuid.uuid4(), (a, d))
-    m = dataclasses.replace(
-        m, external_dbs=(old, ExternalDb("parent", cp2, uuid.uuid4(), (x,)))
-    )
+    m = dataclasses.replace(m, external_dbs=(old, ExternalDb("parent", cp2, uuid.uuid4(), (x,))))
     u = union_manifests(
-        [
-            UnionInput(project_manifest(m, r), "db", uuid.uuid4(), r)
-            for r in split([b"b", b"e"])
-        ]
+        [UnionInput(project_manifest(m, r), "db", uuid.uuid4(), r) for r in split([b"b", b"e"])]
     )
     entries = {(e.path, e.source_checkpoint_id): e for e in u.external_dbs}
     assert set(entries) == {("parent", cp1), ("parent", cp2)}  # "db" owns nothing referenced
@@ -517,19 +529,27 @@ def manifests(draw: st.DrawFn) -> Manifest:
             out.append(view_of(s, draw(st.none() | ranges())))
         return tuple(out)
 
-    l0_spans = [tuple(sorted(draw(st.lists(key, min_size=2, max_size=2)))) for _ in
-                range(draw(st.integers(0, 4)))]
+    l0_spans = [
+        tuple(sorted(draw(st.lists(key, min_size=2, max_size=2))))
+        for _ in range(draw(st.integers(0, 4)))
+    ]
     run_ids = sorted(draw(st.sets(st.integers(0, 9), max_size=3)), reverse=True)
     runs = []
     for run_id in run_ids:
         bounds = sorted(draw(st.sets(key, min_size=1, max_size=8)))
-        spans = [(bounds[i], bounds[i + 1] if i + 1 < len(bounds) else bounds[i])
-                 for i in range(0, len(bounds), 2)]
+        spans = [
+            (bounds[i], bounds[i + 1] if i + 1 < len(bounds) else bounds[i])
+            for i in range(0, len(bounds), 2)
+        ]
         runs.append(SortedRun(run_id, views(spans)))
     l0 = views(l0_spans)  # type: ignore[arg-type]
     kr = draw(st.none() | ranges())
-    return Manifest(ssts=tuple(ssts), l0=l0, compacted=tuple(runs),
-                    key_range=None if kr is None else kr.to_bytes_range())
+    return Manifest(
+        ssts=tuple(ssts),
+        l0=l0,
+        compacted=tuple(runs),
+        key_range=None if kr is None else kr.to_bytes_range(),
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

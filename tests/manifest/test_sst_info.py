@@ -19,9 +19,19 @@ KEYS = st.none() | st.binary(max_size=40)
 
 INFOS = st.builds(
     SstInfo,
-    first_key=KEYS, last_key=KEYS, index_offset=U64, index_len=U64, filter_offset=U64,
-    filter_len=U64, compression=st.integers(0, 4), entry_count=U64, size_bytes=U64,
-    sst_type=st.integers(0, 1), stats_offset=U64, stats_len=U64, filter_format=st.integers(0, 1),
+    first_key=KEYS,
+    last_key=KEYS,
+    index_offset=U64,
+    index_len=U64,
+    filter_offset=U64,
+    filter_len=U64,
+    compression=st.integers(0, 4),
+    entry_count=U64,
+    size_bytes=U64,
+    sst_type=st.integers(0, 1),
+    stats_offset=U64,
+    stats_len=U64,
+    filter_format=st.integers(0, 1),
 )
 
 

@@ -204,9 +204,7 @@ def test_a_lost_race_raises_the_generic_error_unless_the_store_asks_for_its_own(
     with pytest.raises(VersionExists) as generic:
         compactions.create(1, payload(2))
     assert type(generic.value) is VersionExists  # not a manifest conflict
-    manifests = SequencedStore(
-        store, "db", "manifest", "manifest", conflict=ManifestVersionExists
-    )
+    manifests = SequencedStore(store, "db", "manifest", "manifest", conflict=ManifestVersionExists)
     first = payload(1)
     manifests.create(1, first)
     with pytest.raises(ManifestVersionExists) as own:

@@ -211,14 +211,17 @@ def test_the_boundary_is_durable_before_any_delete_and_never_covers_the_latest(
         seen.append(([e.id for e in doomed], fresh))
 
     listed = entries(50, 40, 30, 2, 1)  # ids 1..5; 4 and 5 are younger than 10 s
-    assert collect_old_versions(
-        seq.boundary, listed, 5, min_age_s=10, now_s=NOW, delete=delete, keep={2}
-    ) == 3
+    assert (
+        collect_old_versions(
+            seq.boundary, listed, 5, min_age_s=10, now_s=NOW, delete=delete, keep={2}
+        )
+        == 3
+    )
     assert seen == [([1, 3], 3)]
     old = entries(50, 40, 30)
-    assert collect_old_versions(
-        seq.boundary, old, 3, min_age_s=0, now_s=NOW, delete=delete
-    ) == 3  # the latest (3) is never a target, even when old enough
+    assert (
+        collect_old_versions(seq.boundary, old, 3, min_age_s=0, now_s=NOW, delete=delete) == 3
+    )  # the latest (3) is never a target, even when old enough
     assert seen[-1] == ([1, 2], 3)
 
 
@@ -230,7 +233,10 @@ def test_nothing_old_enough_moves_and_reads_nothing(mem: ObjectStore) -> None:
         raise AssertionError(f"nothing may be deleted, got {doomed}")
 
     window = timedelta(minutes=1).total_seconds()
-    assert collect_old_versions(
-        seq.boundary, entries(5, 4, 3), 3, min_age_s=window, now_s=NOW, delete=delete
-    ) is None
+    assert (
+        collect_old_versions(
+            seq.boundary, entries(5, 4, 3), 3, min_age_s=window, now_s=NOW, delete=delete
+        )
+        is None
+    )
     assert mem.counters.snapshot() == before

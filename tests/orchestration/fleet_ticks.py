@@ -52,8 +52,7 @@ def tick(
 def fleet_view(events: Sequence[Any]) -> dg.AssetMaterialization:
     """The one materialization of slatedb_fleet among a tick's events."""
     (m,) = [
-        e for e in events
-        if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
+        e for e in events if isinstance(e, dg.AssetMaterialization) and e.asset_key == FLEET_KEY
     ]
     return m
 

@@ -69,15 +69,18 @@ def test_passes_on_a_destroyed_or_missing_database_are_observed_not_materialized
             "fresh": "database not initialized",
         }, asset.key
     for db in ("gone", "fresh"):
-        dg.materialize([garbage_collection], partition_key=db, resources=resources,
-                       instance=instance)
+        dg.materialize(
+            [garbage_collection], partition_key=db, resources=resources, instance=instance
+        )
     assert _materializations(instance, garbage_collection) == []
     assert _observations(instance, garbage_collection) == {
         "gone": "database not found",
         "fresh": "database not initialized",
     }
     status = instance.get_status_by_partition(
-        compaction.key, ["legacy", "gone", "fresh", orders], compaction.partitions_def  # type: ignore[arg-type]
+        compaction.key,
+        ["legacy", "gone", "fresh", orders],
+        compaction.partitions_def,  # type: ignore[arg-type]
     )
     assert status is not None
     assert status[orders] == dg.AssetPartitionStatus.MATERIALIZED
@@ -98,7 +101,9 @@ def test_gc_of_a_destroyed_database_runs_and_observes_its_deletion_date(
     add_partitions(instance, "legacy")
     patient = ManagedDatabasesResource(**{**managed.model_dump(), "gc_db_delete_grace": "2d"})
     result = dg.materialize(
-        [garbage_collection], partition_key="legacy", instance=instance,
+        [garbage_collection],
+        partition_key="legacy",
+        instance=instance,
         resources={"store": store_resource, "managed": patient},
     )
     assert result.success and result.get_asset_materialization_events() == []
@@ -156,7 +161,9 @@ def test_a_retention_checkpoint_lagging_past_the_threshold_is_retaken_at_the_lat
     assert m.metadata["deleted"].value == 1
     assert m.metadata["managed_manifest_lag"].value <= 1
     summary = m.metadata["summary"].value
-    assert f"re-took retention at manifest {new.manifest_id} (it pinned {old.manifest_id}, " in summary
+    assert (
+        f"re-took retention at manifest {new.manifest_id} (it pinned {old.manifest_id}, " in summary
+    )
     assert "> manifest_lag_max 3" in summary
     _, health = inspect_database(store, orders)
     assert health.manifest_lag <= 1
@@ -177,9 +184,7 @@ def test_no_data_dependency_between_passes_and_every_asset_is_owned_tagged_and_f
 
 def test_owners_come_from_the_settings_file(tmp_path: Path) -> None:
     config = tmp_path / "slatedb.yaml"
-    config.write_text(
-        "store: {url: memory://owners}\nowners: [team:storage, oncall@example.com]\n"
-    )
+    config.write_text("store: {url: memory://owners}\nowners: [team:storage, oncall@example.com]\n")
     defs = build_definitions(load_settings(config))
     specs = defs.resolve_all_asset_specs()
     assert {s.key.to_user_string() for s in specs} >= {a.key.to_user_string() for a in ASSETS}
@@ -195,7 +200,9 @@ def test_owners_come_from_the_settings_file(tmp_path: Path) -> None:
 
 
 def test_a_boundary_that_is_not_set_says_why() -> None:
-    shown = boundaries({"manifest": 12, "wal": None, "compactions": None, "compacted": 1_795_000_000_123})
+    shown = boundaries(
+        {"manifest": 12, "wal": None, "compactions": None, "compacted": 1_795_000_000_123}
+    )
     assert shown["manifest_boundary"] == dg.MetadataValue.int(12)
     assert shown["wal_boundary"] == dg.MetadataValue.text(
         "not set yet: no GC pass has deleted a WAL SST"

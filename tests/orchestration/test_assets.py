@@ -34,10 +34,13 @@ from tests.orchestration.conftest import add_partitions
 Event = dg.MaterializeResult | dg.AssetObservation  # type: ignore[type-arg]
 
 
-def _pass(asset: Any, db: str, store: ObjectStoreResource, managed: ManagedDatabasesResource) -> Event:
+def _pass(
+    asset: Any, db: str, store: ObjectStoreResource, managed: ManagedDatabasesResource
+) -> Event:
     """Run one pass of ``asset`` directly; it yields exactly one event."""
-    (event,) = list(asset(context=dg.build_asset_context(partition_key=db), store=store,
-                          managed=managed))
+    (event,) = list(
+        asset(context=dg.build_asset_context(partition_key=db), store=store, managed=managed)
+    )
     assert isinstance(event, dg.MaterializeResult | dg.AssetObservation)
     return event
 
@@ -99,16 +102,19 @@ def test_materialize_compaction_then_gc_with_checks(
 ) -> None:
     add_partitions(instance, orders)
     result = dg.materialize(
-        [compaction, garbage_collection, manifest_and_ssts_intact, l0_under_threshold,
-         boundaries_behind_latest],
+        [
+            compaction,
+            garbage_collection,
+            manifest_and_ssts_intact,
+            l0_under_threshold,
+            boundaries_behind_latest,
+        ],
         partition_key=orders,
         resources=resources,
         instance=instance,
     )
     assert result.success
-    gc = next(
-        m for m in result.asset_materializations_for_node("garbage_collection")
-    ).metadata
+    gc = next(m for m in result.asset_materializations_for_node("garbage_collection")).metadata
     # the writer's checkpoint still pins the L0 SSTs compaction replaced; the manifests and WAL
     # SSTs before it are garbage
     kinds = {r.data["kind"]: r.data for r in gc["per_kind"].value.records}
@@ -147,7 +153,9 @@ def test_l0_check_fails_over_threshold_and_sst_check_names_missing_ssts(
         selection=dg.AssetSelection.checks(manifest_and_ssts_intact, l0_under_threshold),
     )
     defs = dg.Definitions(
-        assets=[compaction, garbage_collection], asset_checks=CHECKS, jobs=[checks_only],
+        assets=[compaction, garbage_collection],
+        asset_checks=CHECKS,
+        jobs=[checks_only],
         resources=resources,
     )
     # execute_in_process refuses partition_key= when only checks are selected (Dagster 1.13
@@ -222,14 +230,18 @@ def test_checkpoint_refresh_creates_policies_once(
     assert names == ["daily", "retention"]
     second = _pass(checkpoint_refresh, orders, store_resource, managed)
     assert (_value(second, "created"), _value(second, "refreshed"), _value(second, "deleted")) == (
-        0, 0, 0,
+        0,
+        0,
+        0,
     )
     assert _value(second, "managed_checkpoints") == 2
     assert any(c.id == reader_cp.id for c in admin.list_checkpoints(orders, store))
 
 
 def test_checkpoint_refresh_refreshes_before_expiry(
-    store: ObjectStore, store_resource: ObjectStoreResource, managed: ManagedDatabasesResource,
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
     orders: str,
 ) -> None:
     from orchestration.resources import CheckpointPolicy
@@ -263,8 +275,10 @@ def test_delta_export_writes_the_checkpoint_snapshot(
     assert _value(result, "snapshot") == "temporary"
     table = DeltaTable(export_uri(managed.export_root, orders))
     data = table.to_pyarrow_table().sort_by("key")
-    assert list(zip(data.column("key").to_pylist(), data.column("value").to_pylist(),
-                    strict=True)) == expected
+    assert (
+        list(zip(data.column("key").to_pylist(), data.column("value").to_pylist(), strict=True))
+        == expected
+    )
     commit = table.history(1)[0]
     assert commit["slatedb.checkpoint_id"] == _value(result, "checkpoint_id")
     # the temporary checkpoint is gone again
@@ -306,7 +320,9 @@ def test_delta_export_uses_the_named_snapshot_when_configured(
 
 
 def test_corrupt_manifest_fails_with_an_alert(
-    store: ObjectStore, store_resource: ObjectStoreResource, managed: ManagedDatabasesResource,
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
     orders: str,
 ) -> None:
     stored, _ = inspect_database(store, orders)

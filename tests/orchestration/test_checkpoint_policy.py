@@ -64,11 +64,13 @@ def test_duplicate_retention_checkpoints_keep_the_newest() -> None:
 
 def test_a_retention_checkpoint_lagging_past_the_threshold_is_retaken() -> None:
     pinned = cp("retention", T0, 2 * DAY)  # pins manifest 1
-    kept = plan_checkpoints([pinned], [RETENTION], T0 + 60, latest_manifest_id=51,
-                            manifest_lag_max=50)
+    kept = plan_checkpoints(
+        [pinned], [RETENTION], T0 + 60, latest_manifest_id=51, manifest_lag_max=50
+    )
     assert kept.retake == [] and kept.refresh == [] and kept.create == []
-    plan = plan_checkpoints([pinned], [RETENTION], T0 + 60, latest_manifest_id=52,
-                            manifest_lag_max=50)
+    plan = plan_checkpoints(
+        [pinned], [RETENTION], T0 + 60, latest_manifest_id=52, manifest_lag_max=50
+    )
     assert plan.retake == [(pinned, RETENTION)]
     # re-taking gives a full lifetime: no refresh besides; the old one is deleted by the asset
     # after the new one exists, not planned for deletion here
@@ -76,8 +78,12 @@ def test_a_retention_checkpoint_lagging_past_the_threshold_is_retaken() -> None:
     # without the latest id (or the threshold) lag is not considered; scheduled ones never
     assert plan_checkpoints([pinned], [RETENTION], T0 + 60).retake == []
     daily = cp("daily", T0, 8 * DAY)
-    assert plan_checkpoints([daily], [DAILY], T0 + 60, latest_manifest_id=500,
-                            manifest_lag_max=50).retake == []
+    assert (
+        plan_checkpoints(
+            [daily], [DAILY], T0 + 60, latest_manifest_id=500, manifest_lag_max=50
+        ).retake
+        == []
+    )
 
 
 def test_scheduled_checkpoints_rotate_daily_and_expire_after_retention() -> None:

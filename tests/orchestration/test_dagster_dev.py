@@ -51,8 +51,9 @@ def _wait(predicate: Any, what: str, timeout_s: float, proc: subprocess.Popen[by
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     store_dir = tmp_path / "store"
-    write_database(open_store(str(store_dir)), "orders", prefix="order-", l0_ssts=5,
-                   rows_per_sst=200)
+    write_database(
+        open_store(str(store_dir)), "orders", prefix="order-", l0_ssts=5, rows_per_sst=200
+    )
     config = tmp_path / "slatedb.yaml"
     config.write_text(
         f"store: {{url: '{store_dir.as_uri()}'}}\n"
@@ -112,11 +113,17 @@ STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 
 def test_dagster_dev_runs_compaction_through_graphql(server: Server, tmp_path: Path) -> None:
     started = time.monotonic()
-    _wait(lambda: urllib.request.urlopen(f"{server.url}/server_info", timeout=5).status == 200,
-          "/server_info", 90, server.proc)
+    _wait(
+        lambda: urllib.request.urlopen(f"{server.url}/server_info", timeout=5).status == 200,
+        "/server_info",
+        90,
+        server.proc,
+    )
     nodes = _wait(
         lambda: server.graphql(LOCATIONS)["repositoriesOrError"].get("nodes"),
-        "the code location", 90, server.proc,
+        "the code location",
+        90,
+        server.proc,
     )
     (repo,) = nodes
     selector = {"repositoryLocationName": repo["location"]["name"], "repositoryName": repo["name"]}
@@ -137,9 +144,13 @@ def test_dagster_dev_runs_compaction_through_graphql(server: Server, tmp_path: P
     run_id = launched["run"]["runId"]
     terminal = {"SUCCESS", "FAILURE", "CANCELED"}
     status = _wait(
-        lambda: (s := server.graphql(STATUS, {"id": run_id})["runOrError"].get("status"))
-        in terminal and s,
-        "the run to finish", 120, server.proc,
+        lambda: (
+            (s := server.graphql(STATUS, {"id": run_id})["runOrError"].get("status")) in terminal
+            and s
+        ),
+        "the run to finish",
+        120,
+        server.proc,
     )
     assert status == "SUCCESS", (tmp_path / "dagster_dev.log").read_text()[-3000:]
     _, health = inspect_database(open_store(str(tmp_path / "store")), "orders")

@@ -19,24 +19,36 @@ def test_default_definitions_load() -> None:
     dg.Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
-        "compaction", "garbage_collection", "checkpoint_refresh", "delta_export", "rescaling",
+        "compaction",
+        "garbage_collection",
+        "checkpoint_refresh",
+        "delta_export",
+        "rescaling",
         "slatedb_fleet",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {
-        "manifest_and_ssts_intact", "l0_under_threshold", "wal_backlog_under_threshold",
-        "manifest_lag_under_threshold", "no_expired_checkpoint_lingering",
+        "manifest_and_ssts_intact",
+        "l0_under_threshold",
+        "wal_backlog_under_threshold",
+        "manifest_lag_under_threshold",
+        "no_expired_checkpoint_lingering",
         "boundaries_behind_latest",
     }
     assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
     # maintenance is on unless the deployment's settings say otherwise
     assert {s.default_status for s in repo.schedule_defs} == {dg.DefaultScheduleStatus.RUNNING}
     assert {s.name for s in repo.schedule_defs} == {
-        "compaction_schedule", "gc_schedule", "checkpoint_schedule", "export_schedule",
+        "compaction_schedule",
+        "gc_schedule",
+        "checkpoint_schedule",
+        "export_schedule",
         "rescaling_schedule",
     }
     assert {s.name for s in repo.sensor_defs} == {
-        "database_discovery_sensor", "fleet_sensor", "slatedb_alert_sensor",
+        "database_discovery_sensor",
+        "fleet_sensor",
+        "slatedb_alert_sensor",
     }
 
 
@@ -83,8 +95,7 @@ def test_bad_settings_are_refused(tmp_path: Path, text: str, message: str) -> No
 def test_bad_durations_fail_when_the_definitions_are_built(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(
-        "store: {url: memory://x}\n"
-        "managed: {checkpoints: [{name: daily, lifetime: 1 fortnight}]}\n"
+        "store: {url: memory://x}\nmanaged: {checkpoints: [{name: daily, lifetime: 1 fortnight}]}\n"
     )
     with pytest.raises(InvalidArgument, match="fortnight"):
         build_definitions(load_settings(config))

@@ -37,7 +37,9 @@ def managed(managed: ManagedDatabasesResource) -> ManagedDatabasesResource:
 _tick = tick
 
 
-def _checks(result: Result, db: str | None = None) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+def _checks(
+    result: Result, db: str | None = None
+) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
     return {
         (e.partition or "", e.check_name): e
         for e in result.asset_events
@@ -280,7 +282,8 @@ def test_boundaries_that_move_back_or_vanish_are_error_checks_and_advances_are_o
     first = _tick(instance, store_resource, managed, learnt.cursor)
     assert _rows(_fleet(first))[orders]["boundary_advanced"] != ""
     (seen,) = [
-        e for e in first.asset_events
+        e
+        for e in first.asset_events
         if isinstance(e, dg.AssetObservation) and e.asset_key == garbage_collection.key
     ]
     assert seen.metadata["manifest_boundary"].value == stats.manifest_boundary
@@ -312,7 +315,6 @@ def test_absurd_fleet_settings_are_refused(
 
     with pytest.raises(InvalidArgument, match=next(iter(bad))):
         ManagedDatabasesResource(**{**managed.model_dump(), **bad}).check_settings()
-
 
 
 def test_a_large_first_tick_spreads_its_check_results_failures_first(
@@ -352,9 +354,7 @@ def test_check_results_of_successive_ticks_are_stored_by_a_real_instance(
     reported without a run, broke the instance's unique index (and every later tick)."""
     from orchestration.fleet_report import fleet_report_job
 
-    defs = dg.Definitions(
-        assets=ASSETS, jobs=[*JOBS, fleet_report_job], resources=resources
-    )
+    defs = dg.Definitions(assets=ASSETS, jobs=[*JOBS, fleet_report_job], resources=resources)
     with dg.instance_for_test() as instance:
         add_partitions(instance, orders)
 
@@ -380,7 +380,8 @@ def test_check_results_of_successive_ticks_are_stored_by_a_real_instance(
             dg.AssetCheckKey(compaction.key, L0), limit=10
         )
         assert [(r.partition, r.status.value) for r in history] == [
-            (orders, "SUCCEEDED"), (orders, "FAILED"),
+            (orders, "SUCCEEDED"),
+            (orders, "FAILED"),
         ]
 
 

@@ -19,8 +19,9 @@ from slatedb_core.table.ingest import attempt_dir, commit_shard, plan_ingest, st
 
 def _table(store: ObjectStore) -> list[tuple[bytes, bytes]]:
     with Table.create("events", store, split_points=[b"e-00003000", b"e-00003100"]) as table:
-        for shard, (start, count) in zip(table.shards, [(0, 3000), (3000, 100), (3100, 100)],
-                                         strict=True):
+        for shard, (start, count) in zip(
+            table.shards, [(0, 3000), (3000, 100), (3100, 100)], strict=True
+        ):
             with table.writer(shard) as db:
                 db.put_arrow(rows("e-", start, count))
                 db.flush_memtable()
@@ -75,9 +76,7 @@ def test_rescaling_splits_the_big_shard_and_merges_the_small_ones(
     added = {r.partitions_def_name: set(r.partition_keys) for r in requests}
     assert added[TABLES] == {"events"}
     with Table.open("events", store) as table:
-        assert added[DATABASES] == {s.db_path for s in table.shards} | set(
-            table.shard_map.retired
-        )
+        assert added[DATABASES] == {s.db_path for s in table.shards} | set(table.shard_map.retired)
 
 
 def test_a_merge_a_half_applied_batch_blocks_is_reported_not_a_failed_run(
@@ -96,14 +95,22 @@ def test_a_merge_a_half_applied_batch_blocks_is_reported_not_a_failed_run(
 
     def commit(job: str, shards: list[int]) -> None:
         plan = plan_ingest("half", store, job_id=job, txn=batch)
-        rows = pa.record_batch([pa.array(keys, pa.binary()), pa.array(keys, pa.binary())],
-                               ["key", "value"])
-        staged = list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [rows],
-                                 partition=0))
+        rows = pa.record_batch(
+            [pa.array(keys, pa.binary()), pa.array(keys, pa.binary())], ["key", "value"]
+        )
+        staged = list(
+            stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [rows], partition=0)
+        )
         for i in shards:
             mine = [s for s in staged if s.shard.index == i]
-            commit_shard(store, plan, "run", plan.shards[i], [s.path for s in mine],
-                         seqs=[s.seq for s in mine])
+            commit_shard(
+                store,
+                plan,
+                "run",
+                plan.shards[i],
+                [s.path for s in mine],
+                seqs=[s.seq for s in mine],
+            )
 
     commit("job-1", [0])  # the job died before shard 1's commit
     ctx = dg.build_asset_context(partition_key="half")

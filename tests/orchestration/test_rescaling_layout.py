@@ -35,11 +35,17 @@ def test_a_pass_whose_last_round_merges_records_the_layout_it_leaves(
     staged = list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [batch], partition=0))
     for i in (2, 3):
         mine = [s for s in staged if s.shard.index == i]
-        commit_shard(store, plan, "run", plan.shards[i], [s.path for s in mine],
-                     seqs=[s.seq for s in mine])
+        commit_shard(
+            store, plan, "run", plan.shards[i], [s.path for s in mine], seqs=[s.seq for s in mine]
+        )
     # three rounds: merge (0, 1); (0+1, 2) blocked; merge (2, 3), and the rounds run out
-    policy = ManagedDatabasesResource(tables=["t"], gc_min_age="0s", max_rescale_operations=2,
-                                      merge_bytes=10**9, split_bytes=10**10)
+    policy = ManagedDatabasesResource(
+        tables=["t"],
+        gc_min_age="0s",
+        max_rescale_operations=2,
+        merge_bytes=10**9,
+        split_bytes=10**10,
+    )
     ctx = dg.build_asset_context(partition_key="t")
     result = rescaling(context=ctx, store=store_resource, managed=policy)
     assert isinstance(result, dg.MaterializeResult)

@@ -36,10 +36,16 @@ def test_a_resumed_merge_a_half_applied_batch_blocks_is_reported_not_a_failed_ru
 
     def sealed_by_a_dead_run(cur: ShardMap) -> ShardMap:
         a, b = cur.shards
-        op = PendingOp(uuid.uuid4(), "merge", (a.shard_id, b.shard_id),
-                       ((cur.next_shard_id, KeyRange()),), time.time())
-        return dataclasses.replace(cur, created_at=time.time(),
-                                   next_shard_id=cur.next_shard_id + 1, pending=(op,))
+        op = PendingOp(
+            uuid.uuid4(),
+            "merge",
+            (a.shard_id, b.shard_id),
+            ((cur.next_shard_id, KeyRange()),),
+            time.time(),
+        )
+        return dataclasses.replace(
+            cur, created_at=time.time(), next_shard_id=cur.next_shard_id + 1, pending=(op,)
+        )
 
     ShardMapStore(store, "half").update(sealed_by_a_dead_run)
     ctx = dg.build_asset_context(partition_key="half")

@@ -295,12 +295,16 @@ def test_a_compaction_that_failed_without_an_alert_is_requested_again(
     quiet = _tick(instance, store_resource, managed, again.cursor)
     assert [r.run_key for r in _maintenance(quiet)] == [retry.run_key]
     # the retry fails too: held back with a backoff that the tick explains, not a run per tick
-    assert not _run(instance, {"store": store_resource, "managed": bad}, "compaction_job", orders).success
+    assert not _run(
+        instance, {"store": store_resource, "managed": bad}, "compaction_job", orders
+    ).success
     backoff = _tick(instance, store_resource, managed, quiet.cursor)
     assert _maintenance(backoff) == [] and backoff.skip_reason is not None
     assert "2 runs in a row failed" in (backoff.skip_reason.skip_message or "")
     # a success resets it: the next growth is requested under its own key
-    assert _run(instance, {"store": store_resource, "managed": managed}, "compaction_job", orders).success
+    assert _run(
+        instance, {"store": store_resource, "managed": managed}, "compaction_job", orders
+    ).success
     write_database(store, orders, prefix="later-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
     fresh = _tick(instance, store_resource, managed, backoff.cursor)
     (request2,) = _maintenance(fresh)
@@ -323,7 +327,9 @@ def test_no_second_compaction_while_one_for_the_database_is_queued_or_running(
     for status in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTED):
         # what the daemon does with the request: a run of compaction_job for the partition
         run = create_run_for_test(
-            instance, job_name="compaction_job", status=status,
+            instance,
+            job_name="compaction_job",
+            status=status,
             tags={**request.tags, "dagster/partition": orders, "dagster/run_key": request.run_key},
         )
         write_database(store, orders, prefix=f"{status.value}-", l0_ssts=1, wal_rows=0)
@@ -344,7 +350,7 @@ def test_a_compaction_launched_from_the_asset_page_that_fails_on_corruption_show
     resources: dict[str, object],
     instance: dg.DagsterInstance,
 ) -> None:
-    """"Materialize" on the compaction asset runs __ASSET_JOB, not compaction_job: its alert
+    """ "Materialize" on the compaction asset runs __ASSET_JOB, not compaction_job: its alert
     must reach the fleet view like the sensor's own runs' alerts."""
     write_database(store, "small", l0_ssts=5, rows_per_sst=50)  # over compactor_l0_trigger
     add_partitions(instance, "small")
@@ -360,7 +366,9 @@ def test_a_compaction_launched_from_the_asset_page_that_fails_on_corruption_show
     job = defs.resolve_implicit_global_asset_job_def()
     assert job.name == "__ASSET_JOB"
     by_hand = job.execute_in_process(
-        instance=instance, partition_key="small", asset_selection=[compaction.key],
+        instance=instance,
+        partition_key="small",
+        asset_selection=[compaction.key],
         raise_on_error=False,
     )
     assert not by_hand.success
@@ -422,7 +430,9 @@ def test_a_tick_after_one_stuck_on_a_hanging_store_fails_quickly_and_says_why(
 
     def stuck_tick() -> None:
         try:
-            first.append(evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed))
+            first.append(
+                evaluate_fleet(dg.build_sensor_context(instance=instance), hanging, managed)
+            )
         except Exception as e:  # shown by the assertions below
             first.append(e)
 
@@ -477,7 +487,6 @@ def test_a_partition_with_no_database_behind_it_is_named_in_the_headline(
     tick = _tick(instance, store_resource, managed)
     assert "`ordres`" in _headline(tick)
     assert "no database" in str(_rows(_fleet(tick))["ordres"]["needs_attention"])
-
 
 
 def test_the_deep_intact_check_of_a_deleted_database_fails_and_of_a_destroyed_one_passes(
@@ -535,9 +544,7 @@ def test_a_check_that_fails_again_with_the_same_figures_is_reported_again(
     t4 = _tick(instance, store_resource, managed, t3.cursor)
     again = _checks(t4)[("small", L0)]
     assert not again.passed and again.description == _checks(t2)[("small", L0)].description
-    keys = [
-        {r.run_key for r in t.run_requests or [] if r.job_name == REPORT_JOB} for t in (t2, t4)
-    ]
+    keys = [{r.run_key for r in t.run_requests or [] if r.job_name == REPORT_JOB} for t in (t2, t4)]
     assert keys[0] and keys[1] and not keys[0] & keys[1], "the second report has a used run key"
 
 
@@ -556,8 +563,11 @@ def test_results_of_a_report_run_that_failed_are_reported_again(
     (report,) = [r for r in t1.run_requests or [] if r.job_name == REPORT_JOB]
     assert ("small", L0) in _checks(t1)
     create_run_for_test(  # what the daemon launched for the request, failed
-        instance, job_name=REPORT_JOB, status=dg.DagsterRunStatus.FAILURE,
-        run_config=report.run_config, tags={**report.tags, "dagster/run_key": report.run_key},
+        instance,
+        job_name=REPORT_JOB,
+        status=dg.DagsterRunStatus.FAILURE,
+        run_config=report.run_config,
+        tags={**report.tags, "dagster/run_key": report.run_key},
     )
     t2 = _tick(instance, store_resource, managed, t1.cursor)
     assert set(_checks(t2)) == set(_checks(t1))

@@ -52,7 +52,9 @@ def delete_an_sst(store: ObjectStore, db: str) -> str:
     return path
 
 
-def test_the_scanner_keeps_a_missing_sst_across_the_writers_next_manifest(store: ObjectStore) -> None:
+def test_the_scanner_keeps_a_missing_sst_across_the_writers_next_manifest(
+    store: ObjectStore,
+) -> None:
     """The scanner re-verifies SSTs only for the paths it is asked to; a missing SST found once
     must not be forgotten because the writer wrote its next manifest, which still references it
     (the schedules scan without verifying, and used to request runs for such a database)."""
@@ -88,8 +90,11 @@ def test_schedules_request_no_run_for_a_database_with_a_missing_sst_after_a_new_
     )
     assert isinstance(first, dg.SensorResult)
     intact = [
-        e for r in first.run_requests or [] if r.job_name == REPORT_JOB
-        for e in reported(r) if e.check_name == INTACT and e.partition == "tidy"
+        e
+        for r in first.run_requests or []
+        if r.job_name == REPORT_JOB
+        for e in reported(r)
+        if e.check_name == INTACT and e.partition == "tidy"
     ]
     assert [e.passed for e in intact] == [False]
     write_database(store, "tidy", prefix="more-", l0_ssts=1, rows_per_sst=50, wal_rows=0)
@@ -140,9 +145,11 @@ def test_the_checkpoint_schedule_requests_no_run_where_the_policies_have_nothing
     add_partitions(instance, "done", "todo")
     resources: dict[str, object] = {"store": store_resource, "managed": managed}
     defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
-    assert defs.resolve_job_def("checkpoint_job").execute_in_process(
-        instance=instance, partition_key="done"
-    ).success
+    assert (
+        defs.resolve_job_def("checkpoint_job")
+        .execute_in_process(instance=instance, partition_key="done")
+        .success
+    )
     schedule = next(
         s for s in build_schedules(ScheduleSettings()) if s.name == "checkpoint_schedule"
     )

@@ -91,10 +91,22 @@ def test_a_database_whose_run_is_still_in_flight_gets_no_other(
     instance.add_dynamic_partitions(DATABASES, [orders, "other"])
     resources = {"store": store_resource, "managed": managed}
     when = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
-    instance.add_run(DagsterRun(job_name="gc_job", run_id="0" * 32 + "gc-q",
-                                status=DagsterRunStatus.STARTING, tags={DATABASE_TAG: orders}))
-    instance.add_run(DagsterRun(job_name="compaction_job", run_id="0" * 32 + "cp-s",
-                                status=DagsterRunStatus.STARTED, tags={DATABASE_TAG: "other"}))
+    instance.add_run(
+        DagsterRun(
+            job_name="gc_job",
+            run_id="0" * 32 + "gc-q",
+            status=DagsterRunStatus.STARTING,
+            tags={DATABASE_TAG: orders},
+        )
+    )
+    instance.add_run(
+        DagsterRun(
+            job_name="compaction_job",
+            run_id="0" * 32 + "cp-s",
+            status=DagsterRunStatus.STARTED,
+            tags={DATABASE_TAG: "other"},
+        )
+    )
     with dg.build_schedule_context(
         instance=instance, resources=resources, scheduled_execution_time=when
     ) as ctx:

@@ -69,7 +69,10 @@ def test_run_failure_sensor_tags_corruption(
     stored, _ = inspect_database(store, orders)
     store.put(f"{orders}/manifest/{stored.id:020d}.manifest", b"garbage")
     result = dg.materialize(
-        [compaction], partition_key=orders, resources=resources, instance=instance,
+        [compaction],
+        partition_key=orders,
+        resources=resources,
+        instance=instance,
         raise_on_error=False,
     )
     assert not result.success
@@ -96,16 +99,20 @@ def test_run_failure_sensor_ignores_ordinary_failures(
     add_partitions(instance, orders)
     broken = ManagedDatabasesResource(compactor_l0_trigger=0)  # InvalidArgument at run time
     result = dg.materialize(
-        [compaction], partition_key=orders, resources={"store": store_resource,
-                                                       "managed": broken},
-        instance=instance, raise_on_error=False,
+        [compaction],
+        partition_key=orders,
+        resources={"store": store_resource, "managed": broken},
+        instance=instance,
+        raise_on_error=False,
     )
     assert not result.success
     run = instance.get_run_by_id(result.run_id)
     assert run is not None
     failure = _run_failure(instance, result.run_id)
     ctx = dg.build_run_status_sensor_context(
-        sensor_name="slatedb_alert_sensor", dagster_instance=instance, dagster_run=run,
+        sensor_name="slatedb_alert_sensor",
+        dagster_instance=instance,
+        dagster_run=run,
         dagster_event=failure,
     ).for_run_failure()
     assert tag_alert(ctx) is None

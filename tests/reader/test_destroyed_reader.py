@@ -34,8 +34,9 @@ from slatedb_core.writer.db import Db
 
 DB = "db"
 LIFETIME = timedelta(seconds=1)
-OPTIONS = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=50),
-                          checkpoint_lifetime=LIFETIME)
+OPTIONS = DbReaderOptions(
+    manifest_poll_interval=timedelta(milliseconds=50), checkpoint_lifetime=LIFETIME
+)
 
 
 def _expiries(store: ObjectStore) -> dict[uuid.UUID, int | None]:
@@ -94,8 +95,9 @@ def test_once_a_destroyed_databases_objects_are_gone_every_read_says_destroyed()
     with Db.open(DB, store, DbOptions(flush_interval=timedelta(milliseconds=5))) as db:
         db.put(b"k", b"v")
         db.flush_memtable()
-    options = DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None,
-                              block_cache_bytes=0)
+    options = DbReaderOptions(
+        manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None, block_cache_bytes=0
+    )
     with DbReader.open(DB, store, options=options) as reader:
         assert reader.get(b"k") == b"v"
         destroy(DB, store, soft=True)

@@ -22,8 +22,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 
-POLL = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=20),
-                       checkpoint_lifetime=None)
+POLL = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=20), checkpoint_lifetime=None)
 
 
 @pytest.fixture

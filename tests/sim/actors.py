@@ -140,7 +140,9 @@ class Stalled:
         self.point.release()
         self.thread.join(RESUME_TIMEOUT_S)
         if self.thread.is_alive():
-            raise InvariantViolation(f"{self.label}: still running {RESUME_TIMEOUT_S}s after resume")
+            raise InvariantViolation(
+                f"{self.label}: still running {RESUME_TIMEOUT_S}s after resume"
+            )
         outcome = self.box[0]
         self.on_done(outcome)
         return outcome

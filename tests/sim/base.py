@@ -46,16 +46,39 @@ from tests.sim.state import (
 )
 from tests.sim.txnfaults import FaultySqliteTxnStore
 
-ACKNOWLEDGING = frozenset({
-    "put_durable", "delete", "transfer", "flush", "flush_memtable", "bulk_ingest", "checkpoint",
-    "checkpoint_all", "close", "zombie_put", "bank_open",
-})
+ACKNOWLEDGING = frozenset(
+    {
+        "put_durable",
+        "delete",
+        "transfer",
+        "flush",
+        "flush_memtable",
+        "bulk_ingest",
+        "checkpoint",
+        "checkpoint_all",
+        "close",
+        "zombie_put",
+        "bank_open",
+    }
+)
 """Writer operations whose success acknowledges writes (or a commit) to their caller."""
 
-VALID_INPUT = frozenset({
-    "bulk_ingest", "checkpoint_admin", "checkpoint_all", "checkpoint_delete", "checkpoint",
-    "reader_open", "flush", "flush_memtable", "put", "put_durable", "delete", "transfer",
-})
+VALID_INPUT = frozenset(
+    {
+        "bulk_ingest",
+        "checkpoint_admin",
+        "checkpoint_all",
+        "checkpoint_delete",
+        "checkpoint",
+        "reader_open",
+        "flush",
+        "flush_memtable",
+        "put",
+        "put_durable",
+        "delete",
+        "transfer",
+    }
+)
 """Steps the schedule only ever gives valid input: ``InvalidArgument`` from one of them is an
 engine bug (RELIABILITY.md, review finding 3: a bulk ingest whose commit GC passed re-applied it on a manifest
 that already listed its SST, and raised ``manifest lists SST ... twice``)."""
@@ -85,10 +108,14 @@ class SimBase:
             # layer under the protocol; not its reads, which the fault-free judges go through,
             # and DELETEs only before taking effect: the recorder sits above the protocol and
             # would take a delete that raised after taking effect for one that did nothing.
-            rules = [
-                FaultRule("put", fail_before=rate / 2, fail_after=rate / 2),
-                FaultRule("delete", fail_before=rate / 2),
-            ] if rate else []
+            rules = (
+                [
+                    FaultRule("put", fail_before=rate / 2, fail_after=rate / 2),
+                    FaultRule("delete", fail_before=rate / 2),
+                ]
+                if rate
+                else []
+            )
             self._under = FaultyStore(NoConditionalWrites(self.mem), seed=seed + 1, rules=rules)
             self._under_rules = rules
             txn_dir = Path(tempfile.mkdtemp(prefix="slatedb-sim-txn-"))
@@ -99,8 +126,9 @@ class SimBase:
         self.rec = RecordingStore(self.mem)
         rules = [FaultRule(fail_before=rate / 2, fail_after=rate / 2)] if rate else []
         if rate:
-            rules.insert(0, FaultRule("put_if_absent", f"{DB}/manifest/*", latency_s=(0, 2e-4),
-                                      max_hits=3))
+            rules.insert(
+                0, FaultRule("put_if_absent", f"{DB}/manifest/*", latency_s=(0, 2e-4), max_hits=3)
+            )
         self._rules = rules
         self.faulty = FaultyStore(self.rec, seed=seed, rules=rules, pause_timeout_s=60)
         self.faults_on = True
@@ -138,13 +166,19 @@ class SimBase:
             max_parallel_writes=random.Random(seed * 7919 + 13).choice((1, 1, 2, 4)),
         )
         self.figures.outcomes[f"parallel_writes:{self.options.max_parallel_writes}"] += 1
-        self.figures.outcomes[f"profile:destroy={self.profile.destroy},damage="
-                              f"{self.profile.damage}"] += 1
+        self.figures.outcomes[
+            f"profile:destroy={self.profile.destroy},damage={self.profile.damage}"
+        ] += 1
         self.compactor_options = CompactorOptions(
-            poll_interval=LONG, l0_trigger=2, min_merge_width=2, max_sst_size_bytes=2048,
+            poll_interval=LONG,
+            l0_trigger=2,
+            min_merge_width=2,
+            max_sst_size_bytes=2048,
             block_size=512,
         )
-        self.gc_options = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
+        self.gc_options = GarbageCollectorOptions(
+            min_age=timedelta(0), db_delete_grace=timedelta(0)
+        )
 
     # ---- helpers ---------------------------------------------------------------------------
     def note(self, text: str) -> None:
@@ -200,8 +234,11 @@ class SimBase:
         return None
 
     def idle_writers(self) -> list[Writer]:
-        return [w for w in self.writers if w.db is not None and not w.busy
-                and w.state in ("live", "zombie")]
+        return [
+            w
+            for w in self.writers
+            if w.db is not None and not w.busy and w.state in ("live", "zombie")
+        ]
 
     def pick_writer(self) -> Writer | None:
         idle = self.idle_writers()
@@ -227,7 +264,9 @@ class SimBase:
     def _read_all(self, reader: DbReader) -> dict[bytes, bytes | None]:
         return dict(zip(m.ALL_KEYS, reader.get_many(list(m.ALL_KEYS)), strict=True))
 
-    def _judge(self, state: dict[bytes, bytes | None], cp: CheckpointRec | None, where: str) -> None:
+    def _judge(
+        self, state: dict[bytes, bytes | None], cp: CheckpointRec | None, where: str
+    ) -> None:
         self.figures.checks += 3
         m.check_bank(state, where)
         self.model.check_prefix(state, where)

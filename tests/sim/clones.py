@@ -85,6 +85,7 @@ class CloneSteps(StallSteps):
         a, b = self.rng.choice(lo), self.rng.choice(hi)
         self.note(f"union of {a.name} and {b.name}")
         for c in (a, b):  # union refuses sources with uncompacted WAL: flush each to L0
+
             def compact(c: CloneRec = c) -> None:
                 db = SimDb.open_manual(c.name, self.faulty, self.options)
                 try:

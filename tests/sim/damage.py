@@ -68,20 +68,24 @@ class DamageSteps(DestroySteps):
             return None
         mid, manifest = latest
         paths = self.rec.paths_under(DB)
-        ssts = sorted({p for s in manifest.ssts
-                       if (p := resolve_sst_path(DB, manifest, s)).startswith(DB + "/")
-                       and p in paths})
+        ssts = sorted(
+            {
+                p
+                for s in manifest.ssts
+                if (p := resolve_sst_path(DB, manifest, s)).startswith(DB + "/") and p in paths
+            }
+        )
         wal = sorted(int(g[1]) for p in paths if (g := WAL.match(p)) is not None)
         wal = [i for i in wal if i > manifest.replay_after_wal_id]
         window = max(manifest.max_parallel_writes, self.options.max_parallel_writes)
         boundary = self.rec.boundary(DB, "manifest")
-        manifests = sorted(i for p in paths if (g := MANIFEST.match(p)) is not None
-                           and (i := int(g[1])) > boundary)
+        manifests = sorted(
+            i for p in paths if (g := MANIFEST.match(p)) is not None and (i := int(g[1])) > boundary
+        )
         choices: list[tuple[str, str, bool]] = []  # (kind, path, may delete)
         choices += [("sst", p, True) for p in ssts]
         choices += [("wal", f"{DB}/wal/{i:020d}.sst", i <= wal[-1] - window) for i in wal]
-        choices += [("manifest", f"{DB}/manifest/{i:020d}.manifest", i != mid)
-                    for i in manifests]
+        choices += [("manifest", f"{DB}/manifest/{i:020d}.manifest", i != mid) for i in manifests]
         if not choices:
             return None
         kinds = sorted({k for k, _, _ in choices})

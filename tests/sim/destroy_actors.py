@@ -45,8 +45,10 @@ class DestroySteps(CloneSteps):
         if collect:
             self.drop_checkpoints()
         with self.deletes_without_faults():
-            out = self.attempt(f"destroy_{'hard' if hard else 'soft'}",
-                               lambda: destroy(DB, self.faulty, soft=not hard))
+            out = self.attempt(
+                f"destroy_{'hard' if hard else 'soft'}",
+                lambda: destroy(DB, self.faulty, soft=not hard),
+            )
         if not self.rec.dbs[DB].destroyed:
             return  # it raised before taking effect: the schedule goes on, and may try again
         self._now_destroyed(fences=not hard or out.error is None)
@@ -86,8 +88,9 @@ class DestroySteps(CloneSteps):
             rec = ours.get(cp.id)
             if rec is not None:
                 rec.deletes += 1
-            done = self.attempt("checkpoint_delete",
-                                functools.partial(delete_checkpoint, DB, self.faulty, cp.id))
+            done = self.attempt(
+                "checkpoint_delete", functools.partial(delete_checkpoint, DB, self.faulty, cp.id)
+            )
             if rec is not None:
                 self._checkpoint_deleted(rec, done)
 
@@ -109,8 +112,10 @@ class DestroySteps(CloneSteps):
             self._judge(state, cp, f"checkpoint {cp.id} of the destroyed database")
         self.drop_checkpoints()
         for _ in range(2):
-            self.attempt("gc_destroyed", Collector(DB, self.faulty, self.gc_options,
-                                                   delete_concurrency=1).run)
+            self.attempt(
+                "gc_destroyed",
+                Collector(DB, self.faulty, self.gc_options, delete_concurrency=1).run,
+            )
         if not self.rec.collected(DB) and self.profile.destroy == "hard":
             # A hard destroy that failed midway fenced no writer, and one that kept committing
             # holds a writer checkpoint GC waits for (hard destroy's caller must stop writers):

@@ -94,11 +94,13 @@ class EndingSteps(DamageSteps):
     def _final_maintenance(self) -> None:
         if not self.writers or self.verify_reader is None:
             return
-        self._must("final_compact",
-                   lambda: Compactor(DB, self.faulty, self.compactor_options).run_once())
+        self._must(
+            "final_compact", lambda: Compactor(DB, self.faulty, self.compactor_options).run_once()
+        )
         for _ in range(2):
-            self._must("final_gc",
-                       Collector(DB, self.faulty, self.gc_options, delete_concurrency=1).run)
+            self._must(
+                "final_gc", Collector(DB, self.faulty, self.gc_options, delete_concurrency=1).run
+            )
         self.verify_latest(final=True)
         for cp in self.checkpoints:
             if cp.deleted:

@@ -49,8 +49,10 @@ class Simulation(EndingSteps):
             "delete": (2, self.step_delete),
             "transfer": (8, self.step_transfer),
             "flush": (8, self.step_flush),
-            "wal_pipeline": (12 if self.options.max_parallel_writes > 1 else 0,
-                             self.step_wal_pipeline),
+            "wal_pipeline": (
+                12 if self.options.max_parallel_writes > 1 else 0,
+                self.step_wal_pipeline,
+            ),
             "bulk_ingest": (2, self.step_bulk_ingest),
             "refresh": (2, self.step_refresh),
             "crash": (2, self.step_crash),
@@ -67,8 +69,10 @@ class Simulation(EndingSteps):
             "clone": (2 * clones, self.step_clone),
             "union": (3 * clones, self.step_union),
             "destroy_clone": (clones, self.step_destroy_clone),
-            "destroy": (6 if self.profile.destroy != "none" and not self.destroyed else 0,
-                        self.step_destroy),
+            "destroy": (
+                6 if self.profile.destroy != "none" and not self.destroyed else 0,
+                self.step_destroy,
+            ),
             "damage": (4 if self.profile.damage and not self.damaged else 0, self.step_damage),
         }
 

@@ -136,8 +136,14 @@ class MaintenanceSteps(WriterSteps):
                     return
         else:
             cps = [c for c in self.checkpoints if not c.deleted]
-            mode = self.rng.choice([ReaderMode.FOLLOW_LATEST, ReaderMode.MANAGED,
-                                    ReaderMode.CHECKPOINT, ReaderMode.CHECKPOINT])
+            mode = self.rng.choice(
+                [
+                    ReaderMode.FOLLOW_LATEST,
+                    ReaderMode.MANAGED,
+                    ReaderMode.CHECKPOINT,
+                    ReaderMode.CHECKPOINT,
+                ]
+            )
             if self.destroyed:  # the latest state is gone; its checkpoints are kept until deleted
                 mode = ReaderMode.CHECKPOINT
                 if not cps:

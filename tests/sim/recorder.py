@@ -141,9 +141,7 @@ class RecordingStore(ObjectStore):
         epochs = (manifest.writer_epoch, manifest.compactor_epoch)
         prev = rec.epochs.get(oid - 1)
         if prev is not None and (epochs[0] < prev[0] or epochs[1] < prev[1]):
-            self._violate(
-                f"epochs decreased at {path}: (writer, compactor) {prev} -> {epochs}"
-            )
+            self._violate(f"epochs decreased at {path}: (writer, compactor) {prev} -> {epochs}")
         rec.epochs[oid] = epochs
         rec.max_parallel_writes = max(rec.max_parallel_writes, manifest.max_parallel_writes)
         if oid >= max(rec.existing["manifest"]):
@@ -226,7 +224,11 @@ class RecordingStore(ObjectStore):
                 wal_boundary = rec.boundaries.get("wal", 0)
                 wal = sorted(i for i in rec.existing["wal"] if i > wal_boundary)
                 # an unfinished clone copies its parent's WAL one SST at a time, resumably
-                if rec.initialized and wal and wal[-1] > _contiguous_end(wal) + rec.max_parallel_writes:
+                if (
+                    rec.initialized
+                    and wal
+                    and wal[-1] > _contiguous_end(wal) + rec.max_parallel_writes
+                ):
                     # A writer with N parallel writes issues id x only once every id <= x - N
                     # has landed: its holes (in flight, or lost when it died or was fenced) lie
                     # in the N ids after the contiguous run, until the next writer's fence fills
@@ -260,8 +262,11 @@ class RecordingStore(ObjectStore):
                 return []
             after = max(at, since)
             events = self.creates + self.boundary_reads if reads else self.creates
-            return [p for n, t, p in sorted(events) if n > after and t == thread
-                    and p.startswith(db + "/")]
+            return [
+                p
+                for n, t, p in sorted(events)
+                if n > after and t == thread and p.startswith(db + "/")
+            ]
 
     def damage(self, path: str, data: bytes | None, raw: ObjectStore) -> None:
         """Delete (``data`` None) or overwrite ``path`` behind the engine's back, in ``raw`` (the
@@ -440,8 +445,10 @@ def duplicates(manifest: Manifest) -> list[str]:
     item 3: a committer that re-applied its change after GC passed its create). The codec refuses
     them since; this judges what reached the store."""
     out = []
-    for what, ids in (("checkpoint", [str(c.id) for c in manifest.checkpoints]),
-                      ("SST", [str(x.id) for x in manifest.ssts])):
+    for what, ids in (
+        ("checkpoint", [str(c.id) for c in manifest.checkpoints]),
+        ("SST", [str(x.id) for x in manifest.ssts]),
+    ):
         out += [f"{what} {i}" for i in sorted(set(ids)) if ids.count(i) > 1]
     return out
 

@@ -1,7 +1,7 @@
 """Command line for simulation campaigns; see :mod:`tests.sim.harness`.
 
-    .venv/bin/python -m tests.sim.run --seed 1234            # replay one schedule, with its trace
-    .venv/bin/python -m tests.sim.run --schedules 10000 --workers 2
+.venv/bin/python -m tests.sim.run --seed 1234            # replay one schedule, with its trace
+.venv/bin/python -m tests.sim.run --schedules 10000 --workers 2
 """
 
 from __future__ import annotations
@@ -94,14 +94,20 @@ def report(total: Figures, failures: list[str], wall_s: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.sim.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.sim.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seed", type=int, help="replay one schedule and print its trace")
     parser.add_argument("--schedules", type=int, default=1000)
     parser.add_argument("--start-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--two-phase", action="store_true",
-                        help="over two-phase CAS (SQLite) on a store without conditional writes")
+    parser.add_argument(
+        "--two-phase",
+        action="store_true",
+        help="over two-phase CAS (SQLite) on a store without conditional writes",
+    )
     args = parser.parse_args(argv)
     _quiet()
     if args.seed is not None:

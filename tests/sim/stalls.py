@@ -50,8 +50,14 @@ NEXT = {
 RELIABILITY.md the SST was checked against the compacted boundary only after that)."""
 
 WRITER_OPS = ("flush", "flush_memtable", "checkpoint", "put_durable", "bulk_ingest")
-RACE_OPS = ("flush_memtable", "bulk_ingest", "checkpoint", "checkpoint_admin",
-            "checkpoint_delete", "reader_open")
+RACE_OPS = (
+    "flush_memtable",
+    "bulk_ingest",
+    "checkpoint",
+    "checkpoint_admin",
+    "checkpoint_delete",
+    "reader_open",
+)
 
 
 class StallSteps(MaintenanceSteps):
@@ -78,12 +84,18 @@ class StallSteps(MaintenanceSteps):
                 c.busy = False
                 self._compacted(c, out, zombie_at_start=False)
 
-            self._stall(f"compactor c{c.id}{' (zombie)' if c.zombie else ''}", pause,
-                        c.compactor.run_once, cdone, "stalled_compact")
+            self._stall(
+                f"compactor c{c.id}{' (zombie)' if c.zombie else ''}",
+                pause,
+                c.compactor.run_once,
+                cdone,
+                "stalled_compact",
+            )
         elif kind == "gc":
             gc = Collector(DB, self.faulty, self.gc_options, delete_concurrency=1)
-            self._stall("gc", pause, gc.run, lambda out: self.outcome("stalled_gc", out.error),
-                        "stalled_gc")
+            self._stall(
+                "gc", pause, gc.run, lambda out: self.outcome("stalled_gc", out.error), "stalled_gc"
+            )
         elif kind == "admin":
             self._stall_admin(pause)
         else:
@@ -138,16 +150,18 @@ class StallSteps(MaintenanceSteps):
             values = [m.encode(issue, b"bulk") for _ in keys]
             rows = -issue  # not in the WAL: only this call can make these rows durable
             self.model.issue(rows, zip(keys, values, strict=True))
-            table = pa.table({"key": pa.array(keys, pa.binary()),
-                              "value": pa.array(values, pa.binary())})
+            table = pa.table(
+                {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}
+            )
             fn = lambda: db.bulk_ingest(table)  # noqa: E731
         else:
             fn = lambda: db.create_checkpoint(CheckpointScope.ALL)  # noqa: E731
         had = self.model.has_pending(w.id)
         w.busy = True
 
-        def done(out: Outcome, w: Writer = w, what: str = what, had: bool = had,
-                 rows: int | None = rows) -> None:
+        def done(
+            out: Outcome, w: Writer = w, what: str = what, had: bool = had, rows: int | None = rows
+        ) -> None:
             w.busy = False
             self.outcome(f"stalled_{what}", out.error)
             if out.error is not None:
@@ -158,7 +172,8 @@ class StallSteps(MaintenanceSteps):
             if rows is not None:
                 if w.fenced_after_issue is not None and -rows >= w.fenced_after_issue:
                     raise InvariantViolation(
-                        f"zombie writer w{w.id} acknowledged bulk ingest #{-rows}")
+                        f"zombie writer w{w.id} acknowledged bulk ingest #{-rows}"
+                    )
                 self.model.ack(rows)
             if what == "checkpoint":
                 self._checkpoint_made(out.value, m.Snapshot({}, 0), full=False, fresh=False)
@@ -177,9 +192,13 @@ class StallSteps(MaintenanceSteps):
                 self.outcome("stalled_checkpoint_delete", out.error)
                 self._checkpoint_deleted(c, out)
 
-            self._stall(f"delete checkpoint {c.id}", pause,
-                        lambda: delete_checkpoint(DB, self.faulty, c.id), ddone,
-                        "stalled_checkpoint_delete")
+            self._stall(
+                f"delete checkpoint {c.id}",
+                pause,
+                lambda: delete_checkpoint(DB, self.faulty, c.id),
+                ddone,
+                "stalled_checkpoint_delete",
+            )
             return
 
         def cdone(out: Outcome) -> None:
@@ -187,15 +206,20 @@ class StallSteps(MaintenanceSteps):
             if out.error is None:
                 self._checkpoint_made(out.value, m.Snapshot({}, 0), full=False, fresh=False)
 
-        self._stall("admin checkpoint", pause,
-                    lambda: create_checkpoint(DB, self.faulty, CheckpointOptions(lifetime=None)),
-                    cdone, "stalled_checkpoint_admin")
+        self._stall(
+            "admin checkpoint",
+            pause,
+            lambda: create_checkpoint(DB, self.faulty, CheckpointOptions(lifetime=None)),
+            cdone,
+            "stalled_checkpoint_admin",
+        )
 
     def _stall_managed_reader(self, pause: tuple[str, str, str]) -> None:
         """A managed reader's open commits its own checkpoint (review finding 3 of RELIABILITY.md:
         re-applied after GC passed the commit, it left two checkpoints with one id)."""
-        opts = DbReaderOptions(manifest_poll_interval=LONG, checkpoint_lifetime=None,
-                               mode=ReaderMode.MANAGED)
+        opts = DbReaderOptions(
+            manifest_poll_interval=LONG, checkpoint_lifetime=None, mode=ReaderMode.MANAGED
+        )
 
         def done(out: Outcome) -> None:
             self.outcome("stalled_reader_open", out.error)
@@ -208,8 +232,13 @@ class StallSteps(MaintenanceSteps):
                     assert isinstance(got.value, dict)
                     self._judge(got.value, None, f"reader {reader!r}")
 
-        self._stall("managed reader open", pause, lambda: DbReader.open(DB, self.faulty, None, opts),
-                    done, "stalled_reader_open")
+        self._stall(
+            "managed reader open",
+            pause,
+            lambda: DbReader.open(DB, self.faulty, None, opts),
+            done,
+            "stalled_reader_open",
+        )
 
     def step_resume(self) -> None:
         if not self.stalls:

@@ -52,9 +52,12 @@ class TableSteps(IngestSteps):
         self._writes += 1
         rows: dict[bytes, bytes | None] = {
             k: None if self.rng.random() < 0.3 else f"w{self._writes}/{k.decode()}".encode()
-            for k in keys}
-        self.note(f"write {len(rows)} row(s) to shard {shard.index} (id {shard.shard_id}) "
-                  f"through a handle on map {t.shard_map.id}")
+            for k in keys
+        }
+        self.note(
+            f"write {len(rows)} row(s) to shard {shard.index} (id {shard.shard_id}) "
+            f"through a handle on map {t.shard_map.id}"
+        )
 
         def write() -> None:
             with t.writer(shard.index) as db:
@@ -81,12 +84,14 @@ class TableSteps(IngestSteps):
             if not inside:
                 return None
             at = self.rng.choice(inside)
-            return f"split shard {i} at {at.decode()} (map {t.shard_map.id})", \
-                lambda: t.split(i, at)
+            return f"split shard {i} at {at.decode()} (map {t.shard_map.id})", lambda: t.split(
+                i, at
+            )
         i = self.rng.randrange(len(shards) - 1)
         expected = t.shard_map.id if self.rng.random() < 0.5 else None
-        return f"merge shards {i},{i + 1} (map {t.shard_map.id})", \
-            lambda: t.merge(i, expected_map_id=expected)
+        return f"merge shards {i},{i + 1} (map {t.shard_map.id})", lambda: t.merge(
+            i, expected_map_id=expected
+        )
 
     def step_rescale(self) -> None:
         op = self._rescale_op()
@@ -123,8 +128,7 @@ class TableSteps(IngestSteps):
                 raise out.error
             self.judge_left_sealed(label, before, out.error)
 
-        started = run_stalled(self.faulty, f"stall{self._names}", pause[0], pause[1],
-                              pause[2], fn)  # type: ignore[arg-type]  # when: a str literal
+        started = run_stalled(self.faulty, f"stall{self._names}", pause[0], pause[1], pause[2], fn)  # type: ignore[arg-type]  # when: a str literal
         if isinstance(started, Outcome):
             done(started)
             return
@@ -149,10 +153,15 @@ class TableSteps(IngestSteps):
         rows = {k: f"o{self._writes}/{k.decode()}".encode() for k in sorted(keys)}
         enc = self.rng.choice(ENCODINGS)
         t = self.actor()
-        self.note(f"overwrite with {len(rows)} rows, encoding "
-                  f"{None if enc is None else enc.schema[-30:]}")
-        batch = pa.RecordBatch.from_pydict({"key": pa.array(list(rows), pa.binary()),
-                                            "value": pa.array(list(rows.values()), pa.binary())})
+        self.note(
+            f"overwrite with {len(rows)} rows, encoding {None if enc is None else enc.schema[-30:]}"
+        )
+        batch = pa.RecordBatch.from_pydict(
+            {
+                "key": pa.array(list(rows), pa.binary()),
+                "value": pa.array(list(rows.values()), pa.binary()),
+            }
+        )
         before = self.pending_ids()
         out = self.attempt("overwrite", lambda: t.overwrite([batch], value_encoding=enc))
         if out.error is None:
@@ -182,11 +191,18 @@ class TableSteps(IngestSteps):
         merge_bytes = self.rng.choice((300, 1000, split_bytes))
         age = self.rng.choice(("0s", "10m", "1h"))  # never one a schedule can cross (AGES)
         retention = self.rng.choice(("0s", "10m", "7d"))
-        self.note(f"rescaling policy: split_bytes {split_bytes}, merge_bytes {merge_bytes}, "
-                  f"gc_min_age {age}, ingest_retention {retention}")
-        managed = ManagedDatabasesResource(tables=[self.path], split_bytes=split_bytes,
-                                           merge_bytes=merge_bytes, gc_min_age=age,
-                                           ingest_retention=retention, max_rescale_operations=2)
+        self.note(
+            f"rescaling policy: split_bytes {split_bytes}, merge_bytes {merge_bytes}, "
+            f"gc_min_age {age}, ingest_retention {retention}"
+        )
+        managed = ManagedDatabasesResource(
+            tables=[self.path],
+            split_bytes=split_bytes,
+            merge_bytes=merge_bytes,
+            gc_min_age=age,
+            ingest_retention=retention,
+            max_rescale_operations=2,
+        )
         before = self.pending_ids()
 
         def run() -> object:
@@ -211,8 +227,10 @@ class TableSteps(IngestSteps):
         m = self.verifier.maps.read_latest()
         grace = self.rng.choice((timedelta(0), timedelta(days=1)))
         opts = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=grace)
-        self.note(f"shard GC (min_age 0, db_delete_grace {grace}) of {len(m.shards)} shards and "
-                  f"{len(m.retired)} retired")
+        self.note(
+            f"shard GC (min_age 0, db_delete_grace {grace}) of {len(m.shards)} shards and "
+            f"{len(m.retired)} retired"
+        )
         for path in [s.db_path for s in m.shards] + list(m.retired):
 
             def gc(p: str = path) -> object:
@@ -243,25 +261,32 @@ class TableSteps(IngestSteps):
         with Table.open(self.path, self.raw, self.options, snapshot=snap) as t:
             got = t.value_encoding
             if got != enc:
-                self.breach(TableViolation(
-                    "snapshot-encoding",
-                    f"a table opened on named snapshot {name} says its values are "
-                    f"{None if got is None else got.schema} but they were written as "
-                    f"{None if enc is None else enc.schema} (an overwrite changed the encoding "
-                    "since): its rows decode with today's encoding"))
+                self.breach(
+                    TableViolation(
+                        "snapshot-encoding",
+                        f"a table opened on named snapshot {name} says its values are "
+                        f"{None if got is None else got.schema} but they were written as "
+                        f"{None if enc is None else enc.schema} (an overwrite changed the encoding "
+                        "since): its rows decode with today's encoding",
+                    )
+                )
             seen = dict(t.scan())
         self.figures.checks += 1
         if seen != rows:
             d = sorted(set(seen.items()) ^ set(rows.items()))[:4]
-            raise TableViolation("snapshot", f"named snapshot {name} differs from the table "
-                                 f"when it was taken: {d}")
+            raise TableViolation(
+                "snapshot", f"named snapshot {name} differs from the table when it was taken: {d}"
+            )
 
     def step_snapshot_delete(self) -> None:
         if not self.snapshots:
             return
         name = self.rng.choice(sorted(self.snapshots))
         self.note(f"delete named snapshot {name}")
-        if self.attempt("snapshot_delete", lambda: self.actor().delete_snapshot(name)).error is None:
+        if (
+            self.attempt("snapshot_delete", lambda: self.actor().delete_snapshot(name)).error
+            is None
+        ):
             del self.snapshots[name]
 
     # ---- held handles ----------------------------------------------------------------------

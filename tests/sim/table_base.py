@@ -43,8 +43,9 @@ _stores = itertools.count()
 def _polling(options: TableOptions, every: timedelta) -> TableOptions:
     """``options`` with every poll interval of the table and its readers set to ``every``
     (whatever the table calls the interval at which a handle re-reads its map)."""
-    reader = dataclasses.replace(options.reader, manifest_poll_interval=every,
-                                 mode=ReaderMode.FOLLOW_LATEST)
+    reader = dataclasses.replace(
+        options.reader, manifest_poll_interval=every, mode=ReaderMode.FOLLOW_LATEST
+    )
     changes: dict[str, object] = {"reader": reader}
     for f in dataclasses.fields(options):
         if "poll" in f.name and isinstance(getattr(options, f.name), timedelta):
@@ -71,8 +72,13 @@ class TableSimBase:
         self.path = "t"
         self.steps_n = self.rng.randint(30, 70)
         self.options = TableOptions(
-            writer=DbOptions(flush_interval=timedelta(milliseconds=5), manifest_poll_interval=LONG,
-                             l0_sst_size_bytes=4096, block_size=512, l0_max_ssts=100_000),
+            writer=DbOptions(
+                flush_interval=timedelta(milliseconds=5),
+                manifest_poll_interval=LONG,
+                l0_sst_size_bytes=4096,
+                block_size=512,
+                l0_max_ssts=100_000,
+            ),
             reader=DbReaderOptions(manifest_poll_interval=LONG, mode=ReaderMode.FOLLOW_LATEST),
         )
         self.held_options = _polling(self.options, HELD_POLL)
@@ -81,8 +87,9 @@ class TableSimBase:
         Table.create(self.path, self.faulty, points, self.options).close()
         self.actor_tables = [Table.open(self.path, self.faulty, self.options) for _ in range(2)]
         """Handles the actors write and rescale through (refreshed only now and then)."""
-        self.held: list[Table] = [Table.open(self.path, self.raw, self.held_options)
-                                  for _ in range(2)]
+        self.held: list[Table] = [
+            Table.open(self.path, self.raw, self.held_options) for _ in range(2)
+        ]
         """Handles opened early and held across everything; they read only."""
         self.verifier = Table.open(self.path, self.raw, self.options)
         self.model = TableModel()
@@ -145,12 +152,14 @@ class TableSimBase:
         seen = dict(self.verifier.scan())
         d = self.model.diff(seen)
         if d:
-            raise TableViolation("state", f"the table (latest map {m.id}) differs from every "
-                                 f"acknowledged write and applied batch: {d[:5]}")
+            raise TableViolation(
+                "state",
+                f"the table (latest map {m.id}) differs from every "
+                f"acknowledged write and applied batch: {d[:5]}",
+            )
         self.figures.checks += 1
 
-    def judge_left_sealed(self, label: str, before: set[object], err: BaseException | None
-                          ) -> None:
+    def judge_left_sealed(self, label: str, before: set[object], err: BaseException | None) -> None:
         """After a rescale ``label`` returned (``err``: how it failed) with nothing else in
         flight: a pending op it added and left behind (shards sealed: every writer refused) must
         come with an error that says to resume it."""
@@ -161,14 +170,18 @@ class TableSimBase:
         if not left:
             return
         if err is None:
-            raise TableViolation("left-sealed", f"{label} succeeded but left {left[0].kind} "
-                                 f"{left[0].op_id} pending: shards {left[0].sources} sealed")
+            raise TableViolation(
+                "left-sealed",
+                f"{label} succeeded but left {left[0].kind} "
+                f"{left[0].op_id} pending: shards {left[0].sources} sealed",
+            )
         if "resume" not in str(err).lower():
             raise TableViolation(
                 "left-sealed",
                 f"{label} raised {type(err).__name__} ({str(err)[:160]}) and left "
                 f"{left[0].kind} {left[0].op_id} pending: shards {left[0].sources} stay sealed "
-                "(every writer refused) and the error does not say to resume")
+                "(every writer refused) and the error does not say to resume",
+            )
         self.left_pending.append((label, err))
 
     def pending_ids(self) -> set[object]:
@@ -196,8 +209,9 @@ class TableSimBase:
                     d = self.model.diff(seen, keys)
                 else:
                     seen = dict(t.scan(lo, hi))
-                    d = self.model.diff(seen, sorted({k for k in self.model.state
-                                                      if lo <= k < hi} | set(seen)))
+                    d = self.model.diff(
+                        seen, sorted({k for k in self.model.state if lo <= k < hi} | set(seen))
+                    )
             except SlateDBError as e:
                 err = e
             if err is None and not d:
@@ -208,14 +222,21 @@ class TableSimBase:
             time.sleep(HELD_POLL.total_seconds())
         latest = self.verifier.maps.read_latest().id
         if err is not None:
-            self.breach(TableViolation("held-handle-error", f"{what} {kind} raised "
-                                       f"{type(err).__name__} for {STALE_S}s: {str(err)[:200]}"))
+            self.breach(
+                TableViolation(
+                    "held-handle-error",
+                    f"{what} {kind} raised {type(err).__name__} for {STALE_S}s: {str(err)[:200]}",
+                )
+            )
             return
-        self.breach(TableViolation(
-            "stale-handle",
-            f"{what} (map {t.shard_map.id}, latest {latest}) {kind} still differs from the "
-            f"acknowledged writes {STALE_S}s after they were acknowledged (poll interval "
-            f"{HELD_POLL.total_seconds() * 1000:.0f} ms): {d[:4]}"))
+        self.breach(
+            TableViolation(
+                "stale-handle",
+                f"{what} (map {t.shard_map.id}, latest {latest}) {kind} still differs from the "
+                f"acknowledged writes {STALE_S}s after they were acknowledged (poll interval "
+                f"{HELD_POLL.total_seconds() * 1000:.0f} ms): {d[:4]}",
+            )
+        )
 
     # ---- the end ---------------------------------------------------------------------------
     def cleanup(self) -> None:

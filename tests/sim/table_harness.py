@@ -102,8 +102,9 @@ class TableSimulation(TableSteps):
         repro = REPRO.format(seed=self.seed)
         inv, detail = found[-1] if e is not None else found[0]
         others = "; ".join(f"[{i}] {d}" for i, d in found if (i, d) != (inv, detail))
-        return TableViolation(inv, f"{repro}  # {detail}" + (f"  (also: {others})" if others
-                                                            else ""), found)
+        return TableViolation(
+            inv, f"{repro}  # {detail}" + (f"  (also: {others})" if others else ""), found
+        )
 
     def finish(self) -> None:
         """Release every parked op; resume what an error said to resume; every shard's writer
@@ -119,9 +120,11 @@ class TableSimulation(TableSteps):
                 said = [e for _, e in self.left_pending]
                 if not said:
                     raise TableViolation(
-                        "left-sealed", f"at the end, with nothing in flight, map {m.id} holds "
+                        "left-sealed",
+                        f"at the end, with nothing in flight, map {m.id} holds "
                         f"pending {[op.kind for op in m.pending]} (shards sealed) and no error "
-                        "said to resume")
+                        "said to resume",
+                    )
                 self.note("end: Table.resume(), as an error said")
                 t.resume()
             for shard in t.refresh().shards:
@@ -129,8 +132,10 @@ class TableSimulation(TableSteps):
                     t.writer(shard.index).close()
                 except SlateDBError as e:
                     raise TableViolation(
-                        "liveness", f"at the end the writer of shard {shard.index} (id "
-                        f"{shard.shard_id}) does not open: {type(e).__name__}: {e}") from e
+                        "liveness",
+                        f"at the end the writer of shard {shard.index} (id "
+                        f"{shard.shard_id}) does not open: {type(e).__name__}: {e}",
+                    ) from e
         finally:
             t.close()
         self.verify()
@@ -141,8 +146,6 @@ class TableSimulation(TableSteps):
             self.held_read(h, "scan", list(KEYS), f"held handle h{i} (at the end)")
         for name in sorted(self.snapshots):
             self.step_snapshot_read_named(name)
-
-
 
 
 def run_table_schedule(seed: int, *, trace: Callable[[str], None] | None = None) -> Figures:

@@ -68,7 +68,6 @@ def shard_rows(rows: dict[bytes, bytes | None], shard: Shard) -> dict[bytes, byt
 
 
 class IngestSteps(TableSimBase):
-
     def _init_ingests(self) -> None:
         self.jobs: list[Job] = []
         self.stream_version = 0
@@ -78,8 +77,7 @@ class IngestSteps(TableSimBase):
         self._batches = 0
 
     # ---- making jobs -----------------------------------------------------------------------
-    def _new_job(self, kind: str, txn: AppVersion | None, rows: dict[bytes, bytes | None]
-                 ) -> Job:
+    def _new_job(self, kind: str, txn: AppVersion | None, rows: dict[bytes, bytes | None]) -> Job:
         self._jobs += 1
         batch = None if txn is None else self.model.batch(txn.app_id, txn.version, rows)
         keys = sorted(rows)
@@ -94,8 +92,9 @@ class IngestSteps(TableSimBase):
 
     def _draw_rows(self, tag: str) -> dict[bytes, bytes | None]:
         keys = self.rng.sample(KEYS, self.rng.randint(1, 12))
-        return {k: None if self.rng.random() < 0.15 else f"{tag}/{k.decode()}".encode()
-                for k in keys}
+        return {
+            k: None if self.rng.random() < 0.15 else f"{tag}/{k.decode()}".encode() for k in keys
+        }
 
     def step_ingest_start(self) -> None:
         active = [j for j in self.jobs if j.state in ("new", "running")]
@@ -109,8 +108,11 @@ class IngestSteps(TableSimBase):
         if self.stream_job is None and self.rng.random() < 0.5:
             v = self.stream_version
             self.note(f"stream micro-batch {v}")
-            rows = self.model.batches[("stream", v)].rows if ("stream", v) in self.model.batches \
+            rows = (
+                self.model.batches[("stream", v)].rows
+                if ("stream", v) in self.model.batches
                 else self._draw_rows(f"stream/{v}")
+            )
             self.stream_job = self._new_job("stream", AppVersion("stream", v), rows)
             return
         self._batches += 1
@@ -159,13 +161,15 @@ class IngestSteps(TableSimBase):
             return
         self._finish(job)
 
-    def _stage(self, job: Job, parts: list[dict[bytes, bytes | None]], attempt: int
-               ) -> list[StagedSst]:
+    def _stage(
+        self, job: Job, parts: list[dict[bytes, bytes | None]], attempt: int
+    ) -> list[StagedSst]:
         assert job.plan is not None
         staged: list[StagedSst] = []
         for p, rows in enumerate(parts):
-            staged.extend(stage(self.faulty, job.plan, rows, run=job.run_id, partition=p,
-                                attempt=attempt))
+            staged.extend(
+                stage(self.faulty, job.plan, rows, run=job.run_id, partition=p, attempt=attempt)
+            )
         return staged
 
     def _restage(self, job: Job) -> list[StagedSst] | None:
@@ -181,11 +185,14 @@ class IngestSteps(TableSimBase):
         assert job.plan is not None
         shard = job.plan.shards[i]
         rows = shard_rows(job.rows, shard)
-        self.note(f"{job.label}: commit shard {i} (id {shard.shard_id}, {len(rows)} rows, "
-                  f"attempt {attempt})")
+        self.note(
+            f"{job.label}: commit shard {i} (id {shard.shard_id}, {len(rows)} rows, "
+            f"attempt {attempt})"
+        )
         try:
-            st = commit(self.faulty, job.plan, staged, i, run=job.run_id, partition=0,
-                        attempt=attempt)
+            st = commit(
+                self.faulty, job.plan, staged, i, run=job.run_id, partition=0, attempt=attempt
+            )
         except SlateDBError as e:
             self.outcome("ingest_commit", e)
             self._resolve_failed_commit(job, shard, rows)
@@ -195,8 +202,9 @@ class IngestSteps(TableSimBase):
         self.note(f"  -> {st.status} {st.message[:120]}")
         self._judge_commit(job, i, st, rows)
 
-    def _judge_commit(self, job: Job, i: int, st: ShardIngestStats,
-                      rows: dict[bytes, bytes | None]) -> None:
+    def _judge_commit(
+        self, job: Job, i: int, st: ShardIngestStats, rows: dict[bytes, bytes | None]
+    ) -> None:
         if st.status == WRITTEN:
             self.model.committed(job.job_id, st.shard_id, st.manifest_id, job.batch, rows)
         elif st.status == REFUSED:
@@ -207,8 +215,9 @@ class IngestSteps(TableSimBase):
         if i not in job.done:
             job.done.append(i)
 
-    def _resolve_failed_commit(self, job: Job, shard: Shard, rows: dict[bytes, bytes | None]
-                               ) -> None:
+    def _resolve_failed_commit(
+        self, job: Job, shard: Shard, rows: dict[bytes, bytes | None]
+    ) -> None:
         """A commit that raised: nothing runs concurrently, so the table shows whether it took
         effect; it must be all of the shard's rows or none."""
         seen = self.read_latest(sorted(rows))
@@ -217,8 +226,11 @@ class IngestSteps(TableSimBase):
         if not new:
             return
         if len(new) != len(changed):
-            raise TableViolation("atomic-commit", f"{job.label}: a failed commit of shard "
-                                 f"{shard.shard_id} applied {len(new)} of {len(changed)} rows")
+            raise TableViolation(
+                "atomic-commit",
+                f"{job.label}: a failed commit of shard "
+                f"{shard.shard_id} applied {len(new)} of {len(changed)} rows",
+            )
         self.note("  (the failed commit took effect)")
         self.model.committed(job.job_id, shard.shard_id, 0, job.batch, rows)
 
@@ -269,8 +281,13 @@ class IngestSteps(TableSimBase):
     def step_zombie_attempt(self) -> None:
         """A commit attempt of a job that is over (its run's staging is deleted, unless the
         attempt staged its rows again): a shard the job committed must not be written again."""
-        over = [j for j in self.jobs if j.state in ("finished", "failed", "abandoned")
-                and j.plan is not None and j.staged is not None]
+        over = [
+            j
+            for j in self.jobs
+            if j.state in ("finished", "failed", "abandoned")
+            and j.plan is not None
+            and j.staged is not None
+        ]
         if not over:
             return
         job = self.rng.choice(over)
@@ -304,8 +321,11 @@ class IngestSteps(TableSimBase):
                 if b.applied:
                     break
             if not b.applied:
-                raise TableViolation("liveness", f"batch {b.app}/{b.version} could not be "
-                                     "applied at the end, with nothing else acting")
+                raise TableViolation(
+                    "liveness",
+                    f"batch {b.app}/{b.version} could not be "
+                    "applied at the end, with nothing else acting",
+                )
 
     def _advance_no_fail(self, job: Job) -> None:
         kind, job.kind = job.kind, "batch"

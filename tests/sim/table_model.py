@@ -22,8 +22,9 @@ class TableViolation(InvariantViolation):
     """An invariant of the table layer broke. ``invariant`` names which (the campaign reports
     the first failing seed per name)."""
 
-    def __init__(self, invariant: str, message: str,
-                 found: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self, invariant: str, message: str, found: list[tuple[str, str]] | None = None
+    ) -> None:
         super().__init__(f"[{invariant}] {message}")
         self.invariant = invariant
         self.detail = message
@@ -81,8 +82,14 @@ class TableModel:
     def batch(self, app: str, version: int, rows: Mapping[bytes, bytes | None]) -> Batch:
         return self.batches.setdefault((app, version), Batch(app, version, dict(rows)))
 
-    def committed(self, job: str, shard_id: int, manifest_id: int, batch: Batch | None,
-                  rows: Mapping[bytes, bytes | None]) -> None:
+    def committed(
+        self,
+        job: str,
+        shard_id: int,
+        manifest_id: int,
+        batch: Batch | None,
+        rows: Mapping[bytes, bytes | None],
+    ) -> None:
         """A commit of ``job`` reported shard ``shard_id`` written (by this attempt, or by an
         earlier attempt of the job, whose commit is reported again): the first report applies
         the rows; a later one must name the same manifest (0: unknown)."""
@@ -93,7 +100,8 @@ class TableModel:
                 raise TableViolation(
                     "duplicate-apply",
                     f"job {job} committed shard {shard_id} twice (manifests {first} and "
-                    f"{manifest_id}): its rows were applied again over later writes")
+                    f"{manifest_id}): its rows were applied again over later writes",
+                )
             return
         self.commits[(job, shard_id)] = manifest_id
         if batch is not None:
@@ -102,7 +110,8 @@ class TableModel:
                 raise TableViolation(
                     "duplicate-apply",
                     f"batch {batch.app}/{batch.version}: keys {sorted(again)[:4]} committed by a "
-                    f"second job (job {job}, shard {shard_id}): the batch applied twice")
+                    f"second job (job {job}, shard {shard_id}): the batch applied twice",
+                )
             batch.written |= set(rows)
         self.apply(rows)
 
@@ -119,7 +128,8 @@ class TableModel:
                 "batch-lost",
                 f"job {job} reported batch {batch.app}/{batch.version} applied, but no job of it "
                 f"ever committed keys {[k.decode() for k in missing[:6]]} ({len(missing)} of "
-                f"{len(batch.rows)} rows): silently lost")
+                f"{len(batch.rows)} rows): silently lost",
+            )
 
     # ---- judgements ------------------------------------------------------------------------
     def diff(self, seen: Mapping[bytes, bytes], keys: Iterable[bytes] | None = None) -> list[str]:
@@ -127,5 +137,8 @@ class TableModel:
         (all keys when None)."""
         self.checks += 1
         ks = sorted(set(self.state) | set(seen)) if keys is None else list(keys)
-        return [f"{k.decode()}: saw {show(seen.get(k))}, expected {show(self.state.get(k))}"
-                for k in ks if seen.get(k) != self.state.get(k)]
+        return [
+            f"{k.decode()}: saw {show(seen.get(k))}, expected {show(self.state.get(k))}"
+            for k in ks
+            if seen.get(k) != self.state.get(k)
+        ]

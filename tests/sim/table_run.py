@@ -58,8 +58,7 @@ def _where(e: BaseException) -> str:
     )
 
 
-def campaign(seeds: Iterable[int], workers: int
-             ) -> tuple[Figures, dict[str, list[int]], list[str]]:
+def campaign(seeds: Iterable[int], workers: int) -> tuple[Figures, dict[str, list[int]], list[str]]:
     """Run the schedules; returns the summed figures, the failing seeds per invariant (in seed
     order) and the failure messages."""
     seeds = list(seeds)
@@ -73,9 +72,9 @@ def campaign(seeds: Iterable[int], workers: int
         return _collect(pool.imap_unordered(_one, seeds, chunksize=2), total, by, failures)
 
 
-def _collect(results: Iterable[Result],
-             total: Figures, by: dict[str, list[int]], failures: list[str]
-             ) -> tuple[Figures, dict[str, list[int]], list[str]]:
+def _collect(
+    results: Iterable[Result], total: Figures, by: dict[str, list[int]], failures: list[str]
+) -> tuple[Figures, dict[str, list[int]], list[str]]:
     for seed, figures, invariants, message in results:
         if figures is not None:
             total.add(figures)
@@ -99,16 +98,21 @@ def report(total: Figures, by: dict[str, list[int]], n: int, start: int, wall_s:
         f"wall time        {wall_s:.1f}s ({total.seconds:.1f}s in passing schedules)",
     ]
     for inv, seeds in sorted(by.items(), key=lambda kv: kv[1][0]):
-        lines.append(f"invariant {inv:<18} {len(seeds):>4} failing; first seed {seeds[0]} "
-                     f"(found after {seeds[0] - start + 1} schedules); seeds {seeds[:8]}")
+        lines.append(
+            f"invariant {inv:<18} {len(seeds):>4} failing; first seed {seeds[0]} "
+            f"(found after {seeds[0] - start + 1} schedules); seeds {seeds[:8]}"
+        )
     top = sorted(total.outcomes.items(), key=lambda kv: -kv[1])
     lines.append("outcomes         " + ", ".join(f"{k}={v}" for k, v in top[:50]))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.sim.table_run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.sim.table_run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seed", type=int, help="replay one schedule and print its trace")
     parser.add_argument("--schedules", type=int, default=200)
     parser.add_argument("--start-seed", type=int, default=0)

@@ -36,7 +36,9 @@ def _recorder() -> RecordingStore:
 def _collected(rec: RecordingStore) -> None:
     """db with manifests 1 and 2 (destroyed), then both deleted, as GC of a destroyed db does."""
     rec.put_if_absent(MANIFEST.format(1), encode_manifest(Manifest()))
-    rec.put_if_absent(MANIFEST.format(2), encode_manifest(Manifest(destroyed_at_s=1), manifest_id=2))
+    rec.put_if_absent(
+        MANIFEST.format(2), encode_manifest(Manifest(destroyed_at_s=1), manifest_id=2)
+    )
     rec.delete(MANIFEST.format(1))
     assert not rec.collected("db")
     rec.delete(MANIFEST.format(2))
@@ -68,7 +70,8 @@ def test_duplicate_checkpoints_and_ssts_are_named() -> None:
     sst = CompactedSst(ULID())
     assert duplicates(Manifest(checkpoints=(cp, Checkpoint(uuid.uuid4(), 1, 0)))) == []
     assert duplicates(Manifest(checkpoints=(cp, cp), ssts=(sst, sst))) == [
-        f"checkpoint {cp.id}", f"SST {sst.id}"
+        f"checkpoint {cp.id}",
+        f"SST {sst.id}",
     ]
 
 
@@ -78,13 +81,16 @@ def test_dangling_names_missing_ssts_and_pinned_manifests_but_not_damaged_ones()
     path = f"db/compacted/{sst.id}.sst"
     rec.put_if_absent(MANIFEST.format(1), encode_manifest(Manifest()))
     pin = Checkpoint(uuid.uuid4(), 1, 0)
-    rec.put_if_absent(MANIFEST.format(2), encode_manifest(Manifest(ssts=(sst,), checkpoints=(pin,))))
+    rec.put_if_absent(
+        MANIFEST.format(2), encode_manifest(Manifest(ssts=(sst,), checkpoints=(pin,)))
+    )
     assert rec.dangling("db") == [f"manifest 2 names missing SST {path}"]
     rec.put_if_absent(path, b"sst")
     assert rec.dangling("db") == []
     rec.delete(MANIFEST.format(1))  # (also a violation of its own: ahead of the boundary)
-    assert rec.dangling("db") == [f"checkpoint {pin.id} in manifest 2 pins missing "
-                                  f"{MANIFEST.format(1)}"]
+    assert rec.dangling("db") == [
+        f"checkpoint {pin.id} in manifest 2 pins missing {MANIFEST.format(1)}"
+    ]
     rec.damage(path, None, rec.inner)
     rec.damage(MANIFEST.format(1), None, rec.inner)
     assert rec.dangling("db") == []

@@ -27,62 +27,126 @@ class Found:
 
 
 FOUND = [
-    Found(637, 1, Profile("soft", False),
-          ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "gc_destroyed:ok"),
-          "stalled_bulk_ingest reported success after creating db/manifest/00000000000000000003"
-          ".manifest in the destroyed and collected database 'db': the path came back to life"),
-    Found(564, 1, Profile("soft", False),
-          ("pause:after put_if_absent db/manifest/*", "stalled_checkpoint:", "gc_destroyed:ok"),
-          "stalled_checkpoint reported success after creating db/manifest/00000000000000000004"
-          ".manifest in the destroyed and collected database 'db': the path came back to life"),
-    Found(423, 2, Profile("none", False),
-          ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "stalled_gc:ok"),
-          "manifest 8 names missing SST db/compacted/<ULID>.sst"),
-    Found(402, 2, Profile("soft", False),
-          ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
-          "manifest 11 names missing SST db/compacted/<ULID>.sst"),
-    Found(415, 3, Profile("none", False),
-          ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
-          "stalled_bulk_ingest raised InvalidArgument on valid input (a committed change applied "
-          "again?): manifest lists SST <ULID> twice in ssts"),
-    Found(103, 3, Profile("none", False),
-          ("pause:before get db/gc/manifest.boundary", "stalled_checkpoint_delete:", "gc:ok"),
-          "the only delete of checkpoint <UUID> raised CheckpointNotFound: checkpoint not found"),
-    Found(730, 3, Profile("none", True),
-          ("pause:after put_if_absent db/manifest/*", "stalled_reader_open:", "gc:ok"),
-          "committed manifest db/manifest/00000000000000000007.manifest lists checkpoint <UUID> "
-          "twice (a change applied twice)"),
-    Found(616, 5, Profile("none", True), ("damage:delete_sst", "gc:ok"),
-          "latest state (after damage at rest): b'acct0' = None, expected one of [b'1:100'] "
-          "(acknowledged write lost or stale)"),
-    Found(767, 7, Profile("none", True), ("damage:delete_wal",),
-          "writer w2 after damage at rest: b'k3' = None, expected one of [b'1:xxx...'] "
-          "(acknowledged write lost or stale)"),
-    Found(501, 7, Profile("none", True), ("damage:delete_wal",),
-          "final writer: state is not a prefix of the write history: {...}"),
+    Found(
+        637,
+        1,
+        Profile("soft", False),
+        ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "gc_destroyed:ok"),
+        "stalled_bulk_ingest reported success after creating db/manifest/00000000000000000003"
+        ".manifest in the destroyed and collected database 'db': the path came back to life",
+    ),
+    Found(
+        564,
+        1,
+        Profile("soft", False),
+        ("pause:after put_if_absent db/manifest/*", "stalled_checkpoint:", "gc_destroyed:ok"),
+        "stalled_checkpoint reported success after creating db/manifest/00000000000000000004"
+        ".manifest in the destroyed and collected database 'db': the path came back to life",
+    ),
+    Found(
+        423,
+        2,
+        Profile("none", False),
+        ("pause:after put_if_absent db/compacted/*", "stalled_bulk_ingest:", "stalled_gc:ok"),
+        "manifest 8 names missing SST db/compacted/<ULID>.sst",
+    ),
+    Found(
+        402,
+        2,
+        Profile("soft", False),
+        ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
+        "manifest 11 names missing SST db/compacted/<ULID>.sst",
+    ),
+    Found(
+        415,
+        3,
+        Profile("none", False),
+        ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
+        "stalled_bulk_ingest raised InvalidArgument on valid input (a committed change applied "
+        "again?): manifest lists SST <ULID> twice in ssts",
+    ),
+    Found(
+        103,
+        3,
+        Profile("none", False),
+        ("pause:before get db/gc/manifest.boundary", "stalled_checkpoint_delete:", "gc:ok"),
+        "the only delete of checkpoint <UUID> raised CheckpointNotFound: checkpoint not found",
+    ),
+    Found(
+        730,
+        3,
+        Profile("none", True),
+        ("pause:after put_if_absent db/manifest/*", "stalled_reader_open:", "gc:ok"),
+        "committed manifest db/manifest/00000000000000000007.manifest lists checkpoint <UUID> "
+        "twice (a change applied twice)",
+    ),
+    Found(
+        616,
+        5,
+        Profile("none", True),
+        ("damage:delete_sst", "gc:ok"),
+        "latest state (after damage at rest): b'acct0' = None, expected one of [b'1:100'] "
+        "(acknowledged write lost or stale)",
+    ),
+    Found(
+        767,
+        7,
+        Profile("none", True),
+        ("damage:delete_wal",),
+        "writer w2 after damage at rest: b'k3' = None, expected one of [b'1:xxx...'] "
+        "(acknowledged write lost or stale)",
+    ),
+    Found(
+        501,
+        7,
+        Profile("none", True),
+        ("damage:delete_wal",),
+        "final writer: state is not a prefix of the write history: {...}",
+    ),
     # found by the 10,000-schedule campaign on the fixed code (5c6e3b9): a zombie's void
     # manifest in a destroyed, collected path was served by a fresh DbReader (its own writer
     # checkpoint pinned it, so it was not deleted either); passes since try_read_latest ignores
     # a latest at or behind a tombstone
-    Found(800391, 1, Profile("soft", False),
-          ("pause:before get db/gc/manifest.boundary", "gc_destroyed:ok",
-           "DbReader.open_destroyed:ok"),
-          "destroyed database 'db' came back: a fresh reader opened it at manifest 9 and reads SST "
-          "missing under the reader"),
-    Found(805188, 1, Profile("soft", False),
-          ("gc_destroyed:ok", "DbReader.open_destroyed:ok"),
-          "destroyed database 'db' came back: a fresh reader opened it at manifest 3 and reads "
-          "{b'acct0': None, ...}"),
+    Found(
+        800391,
+        1,
+        Profile("soft", False),
+        (
+            "pause:before get db/gc/manifest.boundary",
+            "gc_destroyed:ok",
+            "DbReader.open_destroyed:ok",
+        ),
+        "destroyed database 'db' came back: a fresh reader opened it at manifest 9 and reads SST "
+        "missing under the reader",
+    ),
+    Found(
+        805188,
+        1,
+        Profile("soft", False),
+        ("gc_destroyed:ok", "DbReader.open_destroyed:ok"),
+        "destroyed database 'db' came back: a fresh reader opened it at manifest 3 and reads "
+        "{b'acct0': None, ...}",
+    ),
     # found by the campaign on 4be7c4a: a projected clone kept its parent's next WAL id past
     # the SSTs it copied, leaving a gap that stopped every reader's replay of the clone
-    Found(900032, 7, Profile("none", False), ("clone:ok", "union_prepare:ok"),
-          "clone2: WAL ids above the boundary 0 have holes beyond a window of 1 parallel "
-          "writes: [1, 2, 4]"),
+    Found(
+        900032,
+        7,
+        Profile("none", False),
+        ("clone:ok", "union_prepare:ok"),
+        "clone2: WAL ids above the boundary 0 have holes beyond a window of 1 parallel "
+        "writes: [1, 2, 4]",
+    ),
     # not asked of the harness, found on the way: a fenced writer's close() returned normally
-    Found(62, 8, Profile("none", False), ("close:Fenced",),
-          "close of w1 returned normally though the writer had failed (Fenced('writer fenced: our "
-          "epoch 1 is older than the current epoch 2')): what it buffered was dropped without a "
-          "word"),
+    Found(
+        62,
+        8,
+        Profile("none", False),
+        ("close:Fenced",),
+        "close of w1 returned normally though the writer had failed (Fenced('writer fenced: our "
+        "epoch 1 is older than the current epoch 2')): what it buffered was dropped without a "
+        "word",
+    ),
 ]
 
 

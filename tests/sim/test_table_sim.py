@@ -20,7 +20,8 @@ def _run(seeds: range) -> None:
     total, by, failures = campaign(seeds, workers=1)
     assert not failures, (
         f"{len(failures)} failing schedule(s) (invariant -> seeds: {by}); replay with:\n"
-        + "\n".join(failures))
+        + "\n".join(failures)
+    )
     assert total.schedules == len(seeds)
 
 

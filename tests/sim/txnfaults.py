@@ -54,6 +54,7 @@ class FaultySqliteTxnStore(SqliteTxnStore):
         result = super()._run(kind, text, params)
         if draw < rate and CELLS not in text:
             self.events.append(("fail_after", kind))
-            raise InjectedFault(f"injected failure after {kind} took effect in {self.url}",
-                                took_effect=True)
+            raise InjectedFault(
+                f"injected failure after {kind} took effect in {self.url}", took_effect=True
+            )
         return result

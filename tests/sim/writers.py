@@ -61,13 +61,16 @@ class WriterSteps(SimBase):
             return SimDb.open_manual(DB, self.faulty, self.options)
 
         if self.config.stall_weight and self.rng.random() < 0.3:
-            pause = self.rng.choice([
-                ("put_if_absent", f"{DB}/manifest/*", "after"),
-                ("put_if_absent", f"{DB}/wal/*", "before"),
-                ("list", f"{DB}/wal", "before"),
-            ])
-            self._stall(f"open w{w.id}", pause, fn, lambda out: self._opened(w, out),
-                        "stalled_open")
+            pause = self.rng.choice(
+                [
+                    ("put_if_absent", f"{DB}/manifest/*", "after"),
+                    ("put_if_absent", f"{DB}/wal/*", "before"),
+                    ("list", f"{DB}/wal", "before"),
+                ]
+            )
+            self._stall(
+                f"open w{w.id}", pause, fn, lambda out: self._opened(w, out), "stalled_open"
+            )
             return
         try:
             db = fn()
@@ -97,8 +100,9 @@ class WriterSteps(SimBase):
 
     def _acked(self, w: Writer, had_pending: bool, step: str) -> None:
         if had_pending and w.fenced_after_issue is not None:
-            newest = [x for x in self.model.pending.get(w.id, [])
-                      if x.issue >= w.fenced_after_issue]
+            newest = [
+                x for x in self.model.pending.get(w.id, []) if x.issue >= w.fenced_after_issue
+            ]
             if newest:
                 raise InvariantViolation(
                     f"zombie writer w{w.id} acknowledged write #{newest[0].issue} issued after "
@@ -166,7 +170,9 @@ class WriterSteps(SimBase):
         self.note(f"bulk_ingest w{w.id} ({w.state}) {keys} #{issue}")
         rows = -issue  # not in the WAL: only this call can make these rows durable
         self.model.issue(rows, zip(keys, values, strict=True))
-        table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
+        table = pa.table(
+            {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}
+        )
         before = db._fm.stored.id
         # it freezes and flushes the memtable first, so the writer's pending writes are acked too
         if self._durable(w, "bulk_ingest", lambda: db.bulk_ingest(table)).error is None:
@@ -214,8 +220,9 @@ class WriterSteps(SimBase):
         key = self.rng.choice(m.KEYS)
         issue = self.model.next()
         value = m.encode(issue, self.value(self.rng.randint(1, 300)))
-        self.note(f"wal_dispatch w{w.id} ({w.state}) {key!r} #{issue}, {len(window.queue)} in "
-                  "flight")
+        self.note(
+            f"wal_dispatch w{w.id} ({w.state}) {key!r} #{issue}, {len(window.queue)} in flight"
+        )
         self.model.issue(w.id, [(key, value)])
         if self.attempt("put", lambda: db.put(key, value, await_durable=False)).error is None:
             self.attempt("wal_dispatch", lambda: db._dispatch_wal(window.size))

@@ -93,8 +93,14 @@ def test_compact_table_compacts_every_shard(spark: SparkSession, store_url: str)
             for gen in range(3):
                 with t.writer(i) as db:
                     base = b"a" if i == 0 else b"x"
-                    db.bulk_ingest(pa.table({"key": [base + b"%03d" % k for k in range(50)],
-                                             "value": [b"g%d" % gen] * 50}))
+                    db.bulk_ingest(
+                        pa.table(
+                            {
+                                "key": [base + b"%03d" % k for k in range(50)],
+                                "value": [b"g%d" % gen] * 50,
+                            }
+                        )
+                    )
     by_shard = compact_table(spark, store_url, "t", subcompactions=2, options=OPTIONS)
     assert sorted(by_shard) == [0, 1]
     assert all(s is not None and s.rows_out == 50 for s in by_shard.values())

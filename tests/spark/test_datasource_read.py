@@ -71,8 +71,14 @@ def fill(url: str, n: int, tag: bytes, sst_bytes: int = 2048) -> dict[bytes, byt
         for i, shard in enumerate(t.shards):
             mine = {k: v for k, v in rows.items() if shard.contains(k)}
             with t.writer(i, DbOptions(l0_sst_size_bytes=sst_bytes)) as db:
-                db.bulk_ingest(pa.table({"key": pa.array(list(mine), pa.binary()),
-                                         "value": pa.array(list(mine.values()), pa.binary())}))
+                db.bulk_ingest(
+                    pa.table(
+                        {
+                            "key": pa.array(list(mine), pa.binary()),
+                            "value": pa.array(list(mine.values()), pa.binary()),
+                        }
+                    )
+                )
     return rows
 
 
@@ -219,8 +225,9 @@ def test_pushed_filters_cut_the_partitions_and_points_never_scan(store_url: str)
     assert len(many) == 1 and sum(len(r.points or ()) for r in many[0].reads) == len(keys)
     got, in_gets = _read(store_url, many)
     assert got == {k: rows[k] for k in keys[:4]}
-    narrow = _plan(store_url, [GreaterThanOrEqual(("key",), b"k1500"),
-                               LessThan(("key",), b"k1510")], **small)
+    narrow = _plan(
+        store_url, [GreaterThanOrEqual(("key",), b"k1500"), LessThan(("key",), b"k1510")], **small
+    )
     assert len(narrow) == 1 and narrow[0].reads[0].points is None
     got, narrow_gets = _read(store_url, narrow)
     assert got == {k: v for k, v in rows.items() if b"k1500" <= k < b"k1510"}
@@ -271,8 +278,10 @@ def test_the_checkpoint_option_reads_the_named_snapshot(
         ({"url": "<url>", "path": TABLE, "batch_size": "0"}, "batch_size"),
         ({"url": "<url>", "path": TABLE, "snapshot_lifetime_s": "-1"}, "snapshot_lifetime_s"),
         ({"url": "<url>", "path": TABLE, "partition_bytes": "1e9x"}, "partition_bytes"),
-        ({"url": "<url>", "path": TABLE, "max_partitions_per_shard": "0"},
-         "max_partitions_per_shard"),
+        (
+            {"url": "<url>", "path": TABLE, "max_partitions_per_shard": "0"},
+            "max_partitions_per_shard",
+        ),
         ({"url": "<url>", "path": "no-such-table"}, "path"),
     ],
 )
@@ -289,8 +298,15 @@ def test_bad_options_fail_naming_the_option(
 
 def _typed_frame(spark: SparkSession) -> DataFrame:
     rows = [
-        (f"k{i:03d}", i, i * 0.5, None if i % 3 == 0 else f"name {i}\nline", bytes([i, 0, 255]),
-         datetime(2024, 1, 1, 12, i % 60, tzinfo=UTC), i % 2 == 0)
+        (
+            f"k{i:03d}",
+            i,
+            i * 0.5,
+            None if i % 3 == 0 else f"name {i}\nline",
+            bytes([i, 0, 255]),
+            datetime(2024, 1, 1, 12, i % 60, tzinfo=UTC),
+            i % 2 == 0,
+        )
         for i in range(60)
     ]
     return spark.createDataFrame(
@@ -303,9 +319,16 @@ def test_encoded_values_read_back_as_their_columns(
     spark_ds: SparkSession, store_url: str, fmt: str
 ) -> None:
     df = _typed_frame(spark_ds)
-    (df.write.format("slatedb").option("url", store_url).option("path", TABLE)
-     .option("key", "id").option("value_format", fmt).option("split_points", "k030")
-     .mode("append").save())
+    (
+        df.write.format("slatedb")
+        .option("url", store_url)
+        .option("path", TABLE)
+        .option("key", "id")
+        .option("value_format", fmt)
+        .option("split_points", "k030")
+        .mode("append")
+        .save()
+    )
     columns = StructType(df.schema.fields[1:])
     with Table.open(TABLE, open_store(store_url)) as t:
         encoding = t.value_encoding
@@ -347,9 +370,11 @@ def test_string_keys_push_prefixes_and_comparisons(spark_ds: SparkSession, store
     assert {r["key"]: bytes(r["value"]) for r in df.collect()} == text
     got = load(spark_ds, store_url, key_type="string").where(F.col("key").startswith("k01"))
     assert {r["key"]: bytes(r["value"]) for r in got.collect()} == {
-        k: v for k, v in text.items() if k.startswith("k01")}
+        k: v for k, v in text.items() if k.startswith("k01")
+    }
     got = load(spark_ds, store_url, key_type="string").where(
-        (F.col("key") >= "k0390") | (F.col("key") == "k0007"))
+        (F.col("key") >= "k0390") | (F.col("key") == "k0007")
+    )
     assert {r["key"] for r in got.collect()} == {k for k in text if k >= "k0390" or k == "k0007"}
     schema = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
     reader = SlateDBReader({"url": store_url, "path": TABLE, "key_type": "string"}, schema)

@@ -43,7 +43,11 @@ def run_driver(source: Path, url: str, checkpoint: Path, kill_marker: Path | Non
         env["SLATEDB_TEST_KILL_AFTER_SHARD_COMMITS"] = str(kill_marker)
     proc = subprocess.run(
         [sys.executable, str(HERE / "driver.py"), str(source), url, TABLE, str(checkpoint)],
-        env=env, start_new_session=True, capture_output=True, text=True, timeout=600,
+        env=env,
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if kill_marker is None and proc.returncode != 0:
         raise AssertionError(f"driver failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -55,8 +59,10 @@ def recorded(url: str) -> dict[int, dict[str, int]]:
     store = open_store(url)
     with Table.open(TABLE, store) as t:
         return {
-            s.index: {a.app_id: a.version
-                      for a in ManifestStore(store, s.db_path).read_latest().manifest.transactions}
+            s.index: {
+                a.app_id: a.version
+                for a in ManifestStore(store, s.db_path).read_latest().manifest.transactions
+            }
             for s in t.shards
         }
 
@@ -96,8 +102,10 @@ def test_a_query_killed_between_shard_commits_applies_each_batch_once(tmp_path: 
 
     with Table.open(TABLE, store) as t:
         got = {k.decode(): v for k, v in t.scan()}
-    want = {k: json.dumps({"v": v}, separators=(",", ":")).encode()
-            for k, v in {**first, **second}.items()}
+    want = {
+        k: json.dumps({"v": v}, separators=(",", ":")).encode()
+        for k, v in {**first, **second}.items()
+    }
     del want[victim]
     want[changed] = b"later"
     assert got == want
@@ -115,12 +123,19 @@ def test_stream_from_a_rate_source(registered: SparkSession, tmp_path: Path) -> 
     spark = registered
     url = (tmp_path / "store").as_uri()
     stream = (
-        spark.readStream.format("rate").option("rowsPerSecond", 50).load()
-        .selectExpr("format_string('r%06d', value) AS id", "CAST(CAST(value AS STRING) AS BINARY) AS v")
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 50)
+        .load()
+        .selectExpr(
+            "format_string('r%06d', value) AS id", "CAST(CAST(value AS STRING) AS BINARY) AS v"
+        )
     )
     query = (
         stream.writeStream.format("slatedb")
-        .option("url", url).option("path", TABLE).option("key", "id").option("value", "v")
+        .option("url", url)
+        .option("path", TABLE)
+        .option("key", "id")
+        .option("value", "v")
         .option("app_id", "rate-loader")
         .option("checkpointLocation", str(tmp_path / "ck"))
         .start()

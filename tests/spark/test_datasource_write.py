@@ -46,8 +46,13 @@ def listing(url: str) -> list[str]:
 
 
 def test_append_creates_the_table_and_upserts(spark: SparkSession, store_url: str) -> None:
-    writer(rows_frame(spark, 300), store_url, key="order_id", value="payload",
-           split_points="k0100,k0200").mode("append").save()
+    writer(
+        rows_frame(spark, 300),
+        store_url,
+        key="order_id",
+        value="payload",
+        split_points="k0100,k0200",
+    ).mode("append").save()
     store = open_store(store_url)
     with Table.open(TABLE, store) as t:
         assert t.shard_map.split_points == (b"k0100", b"k0200")
@@ -59,8 +64,7 @@ def test_append_creates_the_table_and_upserts(spark: SparkSession, store_url: st
         [("k0005", b"new", False), ("k0150", b"x", True), ("k0400", b"added", False)],
         "order_id string, payload binary, gone boolean",
     )
-    writer(upd, store_url, key="order_id", value="payload", tombstone="gone").mode(
-        "append").save()
+    writer(upd, store_url, key="order_id", value="payload", tombstone="gone").mode("append").save()
     want[b"k0005"] = b"new"
     del want[b"k0150"]
     want[b"k0400"] = b"added"
@@ -93,8 +97,12 @@ def test_columns_are_encoded_and_the_schema_recorded(
     with pytest.raises(Exception, match="holds"):
         writer(other, store_url, key="id", value_format=fmt).mode("append").save()
     with pytest.raises(Exception, match="option 'value'"):
-        writer(spark.createDataFrame([(b"c", b"v")], "id binary, v binary"), store_url,
-               key="id", value="v").mode("append").save()
+        writer(
+            spark.createDataFrame([(b"c", b"v")], "id binary, v binary"),
+            store_url,
+            key="id",
+            value="v",
+        ).mode("append").save()
     assert set(contents(store)) == {b"a", b"b"}
 
 
@@ -108,9 +116,9 @@ def test_save_modes(spark: SparkSession, store_url: str) -> None:
     other = rows_frame(spark, 40, tag="w")
     with pytest.raises(Exception, match="option 'mode' is error"):
         writer(other, store_url, key="order_id", value="payload", mode="error").mode(
-            "append").save()
-    writer(other, store_url, key="order_id", value="payload", mode="ignore").mode(
-        "append").save()
+            "append"
+        ).save()
+    writer(other, store_url, key="order_id", value="payload", mode="ignore").mode("append").save()
     assert contents(store) == before
     # Spark itself refuses .mode("error") / .mode("ignore") for Python data sources
     for mode in ("error", "ignore"):
@@ -118,19 +126,26 @@ def test_save_modes(spark: SparkSession, store_url: str) -> None:
             writer(other, store_url, key="order_id", value="payload").mode(mode).save()
     with pytest.raises(Exception, match="option 'mode'"):
         writer(other, store_url, key="order_id", value="payload", mode="upsert").mode(
-            "append").save()
+            "append"
+        ).save()
     assert contents(store) == before
 
 
 def test_overwrite_replaces_the_contents(spark: SparkSession, store_url: str) -> None:
-    writer(rows_frame(spark, 300), store_url, key="order_id", value="payload",
-           split_points="k0100,k0200").mode("append").save()
+    writer(
+        rows_frame(spark, 300),
+        store_url,
+        key="order_id",
+        value="payload",
+        split_points="k0100,k0200",
+    ).mode("append").save()
     store = open_store(store_url)
     with Table.open(TABLE, store) as t:
         old_dbs = {s.db_path for s in t.shards}
         snap = t.snapshot()
     writer(rows_frame(spark, 50, tag="o"), store_url, key="order_id", value="payload").mode(
-        "overwrite").save()
+        "overwrite"
+    ).save()
     assert contents(store) == {f"k{i:04d}".encode(): f"o{i}".encode() for i in range(50)}
     with Table.open(TABLE, store) as t:
         assert t.shard_map.split_points == (b"k0100", b"k0200")
@@ -147,9 +162,15 @@ def test_overwrite_replaces_the_contents(spark: SparkSession, store_url: str) ->
 
 def test_exactly_once_batches(spark: SparkSession, store_url: str) -> None:
     def write(tag: str, version: int, n: int = 300) -> None:
-        writer(rows_frame(spark, n, tag=tag), store_url, key="order_id", value="payload",
-               split_points="k0100,k0200", app_id="loader", batch_version=version).mode(
-            "append").save()
+        writer(
+            rows_frame(spark, n, tag=tag),
+            store_url,
+            key="order_id",
+            value="payload",
+            split_points="k0100,k0200",
+            app_id="loader",
+            batch_version=version,
+        ).mode("append").save()
 
     write("a", 7)
     store = open_store(store_url)
@@ -161,30 +182,45 @@ def test_exactly_once_batches(spark: SparkSession, store_url: str) -> None:
     write("d", 8)
     assert contents(store) == {f"k{i:04d}".encode(): f"d{i}".encode() for i in range(300)}
     # another app id is independent
-    writer(rows_frame(spark, 10, tag="e"), store_url, key="order_id", value="payload",
-           app_id="other", batch_version=1).mode("append").save()
+    writer(
+        rows_frame(spark, 10, tag="e"),
+        store_url,
+        key="order_id",
+        value="payload",
+        app_id="other",
+        batch_version=1,
+    ).mode("append").save()
     assert contents(store)[b"k0001"] == b"e1"
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"path": TABLE, "key": "order_id"}, "option 'url'"),
-    ({"url": None, "key": "order_id"}, "option 'path'"),
-    ({"url": None, "path": TABLE}, "option 'key'"),
-    ({"url": None, "path": TABLE, "key": "n"}, "option 'key'.*string or binary"),
-    ({"url": None, "path": TABLE, "key": "nope"}, "option 'key'.*no column"),
-    ({"url": None, "path": TABLE, "key": "order_id", "mode": "merge"}, "option 'mode'"),
-    ({"url": None, "path": TABLE, "key": "order_id", "batch_version": "4"}, "app_id"),
-    ({"url": None, "path": TABLE, "key": "order_id", "app_id": "a"}, "batch_version"),
-    ({"url": None, "path": TABLE, "key": "order_id", "app_id": "a", "batch_version": "x"},
-     "option 'batch_version'"),
-    ({"url": None, "path": TABLE, "key": "order_id", "value": "n"}, "option 'value'"),
-    ({"url": None, "path": TABLE, "key": "order_id", "split_points": "b,a"},
-     "option 'split_points'"),
-    ({"url": None, "path": TABLE, "key": "order_id", "value_format": "csv"},
-     "option 'value_format'"),
-    ({"url": None, "path": TABLE, "key": "order_id", "colour": "red"}, "unknown option"),
-    ({"url": None, "path": "../up", "key": "order_id"}, "path"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"path": TABLE, "key": "order_id"}, "option 'url'"),
+        ({"url": None, "key": "order_id"}, "option 'path'"),
+        ({"url": None, "path": TABLE}, "option 'key'"),
+        ({"url": None, "path": TABLE, "key": "n"}, "option 'key'.*string or binary"),
+        ({"url": None, "path": TABLE, "key": "nope"}, "option 'key'.*no column"),
+        ({"url": None, "path": TABLE, "key": "order_id", "mode": "merge"}, "option 'mode'"),
+        ({"url": None, "path": TABLE, "key": "order_id", "batch_version": "4"}, "app_id"),
+        ({"url": None, "path": TABLE, "key": "order_id", "app_id": "a"}, "batch_version"),
+        (
+            {"url": None, "path": TABLE, "key": "order_id", "app_id": "a", "batch_version": "x"},
+            "option 'batch_version'",
+        ),
+        ({"url": None, "path": TABLE, "key": "order_id", "value": "n"}, "option 'value'"),
+        (
+            {"url": None, "path": TABLE, "key": "order_id", "split_points": "b,a"},
+            "option 'split_points'",
+        ),
+        (
+            {"url": None, "path": TABLE, "key": "order_id", "value_format": "csv"},
+            "option 'value_format'",
+        ),
+        ({"url": None, "path": TABLE, "key": "order_id", "colour": "red"}, "unknown option"),
+        ({"url": None, "path": "../up", "key": "order_id"}, "path"),
+    ],
+)
 def test_bad_options_fail_before_anything_is_written(
     spark: SparkSession, tmp_path: Path, options: dict[str, object], match: str
 ) -> None:
@@ -199,22 +235,30 @@ def test_bad_options_fail_before_anything_is_written(
 
 
 def test_split_points_only_when_creating(spark: SparkSession, store_url: str) -> None:
-    writer(rows_frame(spark, 10), store_url, key="order_id", value="payload",
-           split_points="k0005").mode("append").save()
+    writer(
+        rows_frame(spark, 10), store_url, key="order_id", value="payload", split_points="k0005"
+    ).mode("append").save()
     before = contents(open_store(store_url))
     with pytest.raises(Exception, match="option 'split_points' applies only"):
-        writer(rows_frame(spark, 10, tag="z"), store_url, key="order_id", value="payload",
-               split_points="k0003").mode("append").save()
+        writer(
+            rows_frame(spark, 10, tag="z"),
+            store_url,
+            key="order_id",
+            value="payload",
+            split_points="k0003",
+        ).mode("append").save()
     assert contents(open_store(store_url)) == before
 
 
 @pytest.mark.s3
 def test_append_and_read_on_s3(spark: SparkSession, s3_url: str) -> None:
-    writer(rows_frame(spark, 200), s3_url, key="order_id", value="payload",
-           split_points="k0100").mode("append").save()
+    writer(
+        rows_frame(spark, 200), s3_url, key="order_id", value="payload", split_points="k0100"
+    ).mode("append").save()
     got = spark.read.format("slatedb").option("url", s3_url).option("path", TABLE).load()
     assert {bytes(r["key"]): bytes(r["value"]) for r in got.collect()} == {
-        f"k{i:04d}".encode(): f"v{i}".encode() for i in range(200)}
+        f"k{i:04d}".encode(): f"v{i}".encode() for i in range(200)
+    }
 
 
 def test_value_encoding_round_trips_through_reads(spark: SparkSession, store_url: str) -> None:
@@ -225,4 +269,6 @@ def test_value_encoding_round_trips_through_reads(spark: SparkSession, store_url
     got = spark.read.format("slatedb").option("url", store_url).option("path", TABLE).load()
     assert got.columns == ["key", "qty", "name"]
     assert sorted((bytes(r["key"]), r["qty"], r["name"]) for r in got.collect()) == [
-        (b"a", 1, "x"), (b"b", 2, None)]
+        (b"a", 1, "x"),
+        (b"b", 2, None),
+    ]

@@ -173,16 +173,32 @@ def test_failed_attempts_leave_every_row_once_and_nothing_of_their_own(
             # task 0 (shards 0 and 2): shard 0's second copy of a staged SST fails: part of its
             # data copied into the database, nothing committed; shard 2 commits meanwhile (stage
             # 1's tasks never copy: rules on stage-2 operations leave them alone)
-            0: ({"op": "copy", "path_glob": f"{shard0.db_path}/compacted/*", "skip": 1,
-                 "fail_before": 1.0, "max_hits": 1},),
+            0: (
+                {
+                    "op": "copy",
+                    "path_glob": f"{shard0.db_path}/compacted/*",
+                    "skip": 1,
+                    "fail_before": 1.0,
+                    "max_hits": 1,
+                },
+            ),
             # task 1 (shard 1): the task dies after its commit took effect (the marker fails)
-            1: ({"op": "put_if_absent", "path_glob": f"*/_ingest/*/{shard1.shard_id:010d}.done",
-                 "fail_before": 1.0},),
+            1: (
+                {
+                    "op": "put_if_absent",
+                    "path_glob": f"*/_ingest/*/{shard1.shard_id:010d}.done",
+                    "fail_before": 1.0,
+                },
+            ),
         },
     )
     stats = ingest(
-        frame(spark, rows), store_url, TABLE, value_column="value",
-        db_options=SMALL_SSTS, store_factory=factory,
+        frame(spark, rows),
+        store_url,
+        TABLE,
+        value_column="value",
+        db_options=SMALL_SSTS,
+        store_factory=factory,
     )
     by_shard = {s.shard_index: s for s in stats.shards}
     assert by_shard[0].attempt == 1 and by_shard[1].attempt == 1
@@ -288,8 +304,17 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
 
     def run_slow() -> None:
         try:
-            outcome.append(ingest(frame(spark, rows), store_url, TABLE, value_column="value",
-                                  db_options=SMALL_SSTS, store_factory=slow, plan=plan))
+            outcome.append(
+                ingest(
+                    frame(spark, rows),
+                    store_url,
+                    TABLE,
+                    value_column="value",
+                    db_options=SMALL_SSTS,
+                    store_factory=slow,
+                    plan=plan,
+                )
+            )
         except Exception as e:
             outcome.append(e)
 
@@ -299,8 +324,9 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
     while ManifestStore(store, shard.db_path).read_latest().manifest.writer_epoch < 1:
         assert time.monotonic() < deadline, "the slow attempt never opened its writer"
         time.sleep(0.05)
-    copy = ingest(frame(spark, rows), store_url, TABLE, value_column="value",
-                  db_options=SMALL_SSTS, plan=plan)
+    copy = ingest(
+        frame(spark, rows), store_url, TABLE, value_column="value", db_options=SMALL_SSTS, plan=plan
+    )
     thread.join(120)
     assert not thread.is_alive() and len(outcome) == 1
     slow_stats = outcome[0]
@@ -317,7 +343,6 @@ def test_a_slow_attempt_overtaken_by_a_concurrent_copy_is_fenced(
         "the fenced attempt copied SSTs that nothing references"
     )
     assert not staged_objects(store, plan.job_id), "both runs deleted their staged SSTs"
-
 
 
 def staged_objects(store: ObjectStore, job_id: str) -> list[str]:
@@ -364,8 +389,13 @@ def test_compact_l0_at_compacts_the_crowded_shards_after_the_ingest(
             assert c.input_ssts >= 6 and c.rows_out == 300
     assert "spark compaction" in stats.summary()
     # under the threshold: nothing is compacted
-    again = ingest(frame(spark, data(900, b"w")).repartition(2), store_url, TABLE,
-                   value_column="value", compact_l0_at=4)
+    again = ingest(
+        frame(spark, data(900, b"w")).repartition(2),
+        store_url,
+        TABLE,
+        value_column="value",
+        compact_l0_at=4,
+    )
     assert again.compactions == {} and contents(store) == data(900, b"w")
 
 
@@ -375,8 +405,14 @@ def test_a_failed_job_deletes_its_staged_ssts(
     rows = data(900)
     plan = plan_ingest(TABLE, store)
     with pytest.raises(Exception, match="InjectedFault"):  # every attempt of every commit fails
-        ingest(frame(spark, rows), store_url, TABLE, value_column="value", plan=plan,
-               store_factory=FailingCopies(store_url))
+        ingest(
+            frame(spark, rows),
+            store_url,
+            TABLE,
+            value_column="value",
+            plan=plan,
+            store_factory=FailingCopies(store_url),
+        )
     assert not staged_objects(store, plan.job_id)
     assert contents(store) == {}
 
@@ -418,8 +454,14 @@ def test_ingest_with_small_arrow_batches(
 ) -> None:
     """Bounded by bytes (Spark's per-row check) and by rows: the same rows land."""
     rows = data(900)
-    ingest(frame(spark, rows).repartition(2), store_url, TABLE, value_column="value",
-           arrow_batch_rows=50, arrow_batch_bytes=2048)
+    ingest(
+        frame(spark, rows).repartition(2),
+        store_url,
+        TABLE,
+        value_column="value",
+        arrow_batch_rows=50,
+        arrow_batch_bytes=2048,
+    )
     assert contents(store) == rows
     with pytest.raises(InvalidArgument):
         ingest(frame(spark, rows), store_url, TABLE, value_column="value", arrow_batch_rows=0)
@@ -446,8 +488,9 @@ def test_ingest_into_a_table_on_s3(spark: SparkSession, s3_url: str) -> None:
     Table.create(TABLE, store, split_points=SPLITS).close()
     rows = data(900)
     plan = plan_ingest(TABLE, store)
-    stats = ingest(frame(spark, rows).repartition(2), s3_url, TABLE, value_column="value",
-                   plan=plan)
+    stats = ingest(
+        frame(spark, rows).repartition(2), s3_url, TABLE, value_column="value", plan=plan
+    )
     assert stats.rows == 900 and stats.shards_written == 3
     changes = [(b"k%04d" % i, b"new%d" % i, i % 2 == 0) for i in range(0, 900, 3)]
     df = spark.createDataFrame(changes, "key binary, value binary, deleted boolean")
@@ -458,8 +501,9 @@ def test_ingest_into_a_table_on_s3(spark: SparkSession, s3_url: str) -> None:
         else:
             rows[k] = v
     assert contents(store) == rows
-    assert not [m.path for m in store.list(f"{TABLE}/_ingest/")
-                if "/staged/" in m.path], "staged SSTs deleted"
+    assert not [m.path for m in store.list(f"{TABLE}/_ingest/") if "/staged/" in m.path], (
+        "staged SSTs deleted"
+    )
     with Table.open(TABLE, store) as t:
         for shard in t.shards:
             m = ManifestStore(store, shard.db_path).read_latest().manifest
@@ -469,7 +513,9 @@ def test_ingest_into_a_table_on_s3(spark: SparkSession, s3_url: str) -> None:
 
 
 def test_the_spark_submit_entry_point_ingests_a_parquet_file(
-    spark: SparkSession, store_url: str, tmp_path: pytest.TempPathFactory,
+    spark: SparkSession,
+    store_url: str,
+    tmp_path: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from spark_jobs.ingest import main
@@ -477,9 +523,29 @@ def test_the_spark_submit_entry_point_ingests_a_parquet_file(
     rows = data(600)
     source = f"{tmp_path}/in.parquet"
     frame(spark, rows).repartition(3).write.parquet(source)
-    assert main(["--input", source, "--url", store_url, "--path", "cli", "--value-column",
-                 "value", "--create", "k0300", "--compact-l0-at", "2", "--arrow-batch-rows",
-                 "100", "--arrow-batch-bytes", "65536"]) == 0
+    assert (
+        main(
+            [
+                "--input",
+                source,
+                "--url",
+                store_url,
+                "--path",
+                "cli",
+                "--value-column",
+                "value",
+                "--create",
+                "k0300",
+                "--compact-l0-at",
+                "2",
+                "--arrow-batch-rows",
+                "100",
+                "--arrow-batch-bytes",
+                "65536",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "600 rows into 2 shard(s)" in out and "spark compaction" in out
     with Table.open("cli", open_store(store_url)) as t:

@@ -51,25 +51,48 @@ def store(store_url: str) -> ObjectStore:
 
 
 def test_a_batch_is_applied_once(spark: SparkSession, store_url: str, store: ObjectStore) -> None:
-    first = ingest(frame(spark, data(900)), store_url, TABLE, value_column="value",
-                   app_id="loader", batch_version=3)
+    first = ingest(
+        frame(spark, data(900)),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="loader",
+        batch_version=3,
+    )
     assert statuses(first) == [WRITTEN] * 3 and first.rows == 900
     # the same batch again, with other values: nothing is written
-    again = ingest(frame(spark, data(900, b"w")), store_url, TABLE, value_column="value",
-                   app_id="loader", batch_version=3)
+    again = ingest(
+        frame(spark, data(900, b"w")),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="loader",
+        batch_version=3,
+    )
     assert statuses(again) == [SKIPPED] * 3 and again.rows == 0 and again.shards_written == 0
     assert all(s.partition == -1 for s in again.shards)  # decided up front: no Spark job ran
-    assert all("'loader' batch 3" in s.message and "version 3" in s.message
-               for s in again.shards)
+    assert all("'loader' batch 3" in s.message and "version 3" in s.message for s in again.shards)
     # an older batch after it: nothing either
-    older = ingest(frame(spark, data(900, b"o")), store_url, TABLE, value_column="value",
-                   app_id="loader", batch_version=2)
+    older = ingest(
+        frame(spark, data(900, b"o")),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="loader",
+        batch_version=2,
+    )
     assert statuses(older) == [SKIPPED] * 3
     assert contents(store) == data(900)
     assert table_app_versions(store, TABLE, "loader") == {0: 3, 1: 3, 2: 3}
     # the next batch applies; without a txn, ingests are as before
-    ingest(frame(spark, data(900, b"n")), store_url, TABLE, value_column="value",
-           app_id="loader", batch_version=4)
+    ingest(
+        frame(spark, data(900, b"n")),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="loader",
+        batch_version=4,
+    )
     assert contents(store) == data(900, b"n")
     plain = ingest(frame(spark, data(900, b"p")), store_url, TABLE, value_column="value")
     assert statuses(plain) == [WRITTEN] * 3 and contents(store) == data(900, b"p")
@@ -80,13 +103,25 @@ def test_shards_without_rows_record_the_batch_too(
 ) -> None:
     """A batch with rows for shard 0 only records its version on all three: its re-run with
     rows for every shard writes none of them."""
-    stats = ingest(frame(spark, data(300)), store_url, TABLE, value_column="value",
-                   app_id="app", batch_version=0)
+    stats = ingest(
+        frame(spark, data(300)),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="app",
+        batch_version=0,
+    )
     assert statuses(stats) == [WRITTEN] * 3
     assert [s.rows for s in sorted(stats.shards, key=lambda s: s.shard_index)] == [300, 0, 0]
     assert table_app_versions(store, TABLE, "app") == {0: 0, 1: 0, 2: 0}
-    rerun = ingest(frame(spark, data(900, b"w")), store_url, TABLE, value_column="value",
-                   app_id="app", batch_version=0)
+    rerun = ingest(
+        frame(spark, data(900, b"w")),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="app",
+        batch_version=0,
+    )
     assert statuses(rerun) == [SKIPPED] * 3
     assert contents(store) == data(300)
 
@@ -105,8 +140,12 @@ class FailingShard:
         store = open_store(self.url)
         if TaskContext.get() is None:  # the driver
             return store
-        rule = FaultRule(op="put_if_absent", path_glob=f"{self.db_path}/manifest/*",
-                         fail_before=1.0, latency_s=1.0)
+        rule = FaultRule(
+            op="put_if_absent",
+            path_glob=f"{self.db_path}/manifest/*",
+            fail_before=1.0,
+            latency_s=1.0,
+        )
         return FaultyStore(store, rules=[rule])
 
 
@@ -117,16 +156,28 @@ def test_a_rerun_after_a_partial_failure_completes_exactly_the_missing_shard(
     rows = data(900)
     failing = plan_ingest(TABLE, store).shards[1].db_path
     with pytest.raises(Exception, match="InjectedFault"):
-        ingest(frame(spark, rows), store_url, TABLE, value_column="value", app_id="loader",
-               batch_version=7, store_factory=FailingShard(store_url, failing))
+        ingest(
+            frame(spark, rows),
+            store_url,
+            TABLE,
+            value_column="value",
+            app_id="loader",
+            batch_version=7,
+            store_factory=FailingShard(store_url, failing),
+        )
     assert table_app_versions(store, TABLE, "loader") == {0: 7, 1: None, 2: 7}
     assert contents(store) == {**data(300), **data(900, start=600)}
     # the re-run (a new job), with other values: only the missing shard is written
-    rerun = ingest(frame(spark, data(900, b"w")), store_url, TABLE, value_column="value",
-                   app_id="loader", batch_version=7)
+    rerun = ingest(
+        frame(spark, data(900, b"w")),
+        store_url,
+        TABLE,
+        value_column="value",
+        app_id="loader",
+        batch_version=7,
+    )
     assert statuses(rerun) == [SKIPPED, WRITTEN, SKIPPED] and rerun.rows == 300
-    assert contents(store) == {**data(300), **data(600, b"w", start=300),
-                               **data(900, start=600)}
+    assert contents(store) == {**data(300), **data(600, b"w", start=300), **data(900, start=600)}
     assert table_app_versions(store, TABLE, "loader") == {0: 7, 1: 7, 2: 7}
 
 
@@ -144,12 +195,14 @@ def test_a_rerun_after_a_partial_failure_completes_exactly_the_missing_shard(
     ],
 )
 def test_bad_options_fail_before_anything_is_written(
-    spark: SparkSession, store_url: str, store: ObjectStore, kwargs: dict[str, object],
+    spark: SparkSession,
+    store_url: str,
+    store: ObjectStore,
+    kwargs: dict[str, object],
     match: str,
 ) -> None:
     with pytest.raises(InvalidArgument, match=match):
-        ingest(frame(spark, data(10)), store_url, TABLE, value_column="value",
-               **kwargs)  # type: ignore[arg-type]
+        ingest(frame(spark, data(10)), store_url, TABLE, value_column="value", **kwargs)  # type: ignore[arg-type]
     assert list(store.list(ingest_dir(TABLE) + "/")) == []
     assert contents(store) == {}
 
@@ -159,8 +212,15 @@ def test_a_plan_with_another_txn_is_refused(
 ) -> None:
     plan = plan_ingest(TABLE, store, txn=AppVersion("app", 1))
     with pytest.raises(InvalidArgument, match="app_id/batch_version"):
-        ingest(frame(spark, data(10)), store_url, TABLE, value_column="value", plan=plan,
-               app_id="app", batch_version=2)
+        ingest(
+            frame(spark, data(10)),
+            store_url,
+            TABLE,
+            value_column="value",
+            plan=plan,
+            app_id="app",
+            batch_version=2,
+        )
     # the plan's own txn is used when the call names none
     stats = ingest(frame(spark, data(900)), store_url, TABLE, value_column="value", plan=plan)
     assert statuses(stats) == [WRITTEN] * 3
@@ -168,7 +228,10 @@ def test_a_plan_with_another_txn_is_refused(
 
 
 def test_the_entry_point_takes_app_id_and_batch_version(
-    spark: SparkSession, store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    spark: SparkSession,
+    store_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     source = f"{tmp_path}/in.parquet"
     frame(spark, data(600)).repartition(2).write.parquet(source)

@@ -106,7 +106,8 @@ class _Stopping(FaultyStore):
     def _settled(self) -> bool:
         h = self._how
         return all(self.inner.exists(p) for p in h.settled) and not any(
-            ingest_checkpoints(self.inner, db) for db in h.settled_dbs)
+            ingest_checkpoints(self.inner, db) for db in h.settled_dbs
+        )
 
     def _maybe_stop(self, op: str, path: str) -> None:
         h = self._how
@@ -195,14 +196,24 @@ def test_gc_between_a_commit_and_its_marker_then_the_retry(
     plan = plan_ingest(TABLE, store)
     (id0, db0), (id1, db1), (id2, db2) = (shard(store, i) for i in range(3))
     stop = StopFirstAttempt(
-        store_url, "put_if_absent", str(tmp_path), suffix=f"/{id1:010d}.done",
+        store_url,
+        "put_if_absent",
+        str(tmp_path),
+        suffix=f"/{id1:010d}.done",
         settled=tuple(ingest_done_marker(TABLE, plan.job_id, i) for i in (id0, id2)),
         settled_dbs=(db0, db2),
     )
     outcome = run_with_pause(
-        lambda: ingest(frame(spark, rows), store_url, TABLE, value_column="value",
-                       store_factory=stop, plan=plan),
-        tmp_path, gc_and_delete(store, 1, b"k0400"),
+        lambda: ingest(
+            frame(spark, rows),
+            store_url,
+            TABLE,
+            value_column="value",
+            store_factory=stop,
+            plan=plan,
+        ),
+        tmp_path,
+        gc_and_delete(store, 1, b"k0400"),
     )
     want = dict(rows)
     del want[b"k0400"]
@@ -227,20 +238,32 @@ def test_gc_after_a_shard_settled_and_its_task_failed(
     id0, db0 = shard(store, 0)
     _, db2 = shard(store, 2)
     stop = StopFirstAttempt(
-        store_url, "copy_if_absent", str(tmp_path), into=db2 + "/",
-        settled=(ingest_done_marker(TABLE, plan.job_id, id0),), settled_dbs=(db0,),
+        store_url,
+        "copy_if_absent",
+        str(tmp_path),
+        into=db2 + "/",
+        settled=(ingest_done_marker(TABLE, plan.job_id, id0),),
+        settled_dbs=(db0,),
     )
     outcome = run_with_pause(
-        lambda: ingest(frame(spark, rows), store_url, TABLE, value_column="value",
-                       store_factory=stop, plan=plan),
-        tmp_path, gc_and_delete(store, 0, b"k0100"),
+        lambda: ingest(
+            frame(spark, rows),
+            store_url,
+            TABLE,
+            value_column="value",
+            store_factory=stop,
+            plan=plan,
+        ),
+        tmp_path,
+        gc_and_delete(store, 0, b"k0100"),
     )
     got = contents(store)
     assert b"k0100" not in got, "shard 0 was applied twice: a deleted key came back"
     assert isinstance(outcome, BaseException), "shard 2 cannot commit after the GC"
     assert "IngestJobExpired" in str(outcome), outcome
     assert {k: v for k, v in rows.items() if k < b"k0300" and k != b"k0100"} == {
-        k: v for k, v in got.items() if k < b"k0300"}
+        k: v for k, v in got.items() if k < b"k0300"
+    }
     assert not any(k >= b"k0600" for k in got), "shard 2 committed after its plan expired"
 
 
@@ -253,8 +276,9 @@ def test_a_worker_killed_between_a_commit_and_its_marker(
     retry writes exactly what is missing."""
     rows = data(900)
     id0, db0 = shard(store, 0)
-    stop = StopFirstAttempt(store_url, "put_if_absent", str(tmp_path),
-                            suffix=f"/{id0:010d}.done", how="exit")
+    stop = StopFirstAttempt(
+        store_url, "put_if_absent", str(tmp_path), suffix=f"/{id0:010d}.done", how="exit"
+    )
 
     def between() -> None:
         with Table.open(TABLE, store) as t, t.writer(0, DbOptions()) as db:
@@ -262,9 +286,17 @@ def test_a_worker_killed_between_a_commit_and_its_marker(
             db.flush()
 
     outcome = run_with_pause(
-        lambda: ingest(frame(spark, rows), store_url, TABLE, value_column="value",
-                       store_factory=stop, app_id="loader", batch_version=1),
-        tmp_path, between,
+        lambda: ingest(
+            frame(spark, rows),
+            store_url,
+            TABLE,
+            value_column="value",
+            store_factory=stop,
+            app_id="loader",
+            batch_version=1,
+        ),
+        tmp_path,
+        between,
     )
     assert isinstance(outcome, IngestStats), outcome
     want = dict(rows)
@@ -290,14 +322,20 @@ def run_killed_write(url: str, version: int, n: int, marker: Path) -> int:
     right after its first shard commit."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(KILL_HOOK), str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
+        [str(KILL_HOOK), str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")]
+    )
     env["SLATEDB_TEST_KILL_AFTER_SHARD_COMMITS"] = str(marker)
     proc = subprocess.run(
         [sys.executable, str(CRASH / "driver.py"), url, "events", str(version), str(n)],
-        env=env, start_new_session=True, capture_output=True, text=True, timeout=600,
+        env=env,
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    assert marker.exists(), f"the driver ended ({proc.returncode}) before a shard commit:\n" \
-        f"{proc.stderr[-3000:]}"
+    assert marker.exists(), (
+        f"the driver ended ({proc.returncode}) before a shard commit:\n{proc.stderr[-3000:]}"
+    )
     return proc.returncode
 
 
@@ -316,7 +354,8 @@ def test_a_write_killed_after_one_shard_blocks_merges_until_its_rerun(
     assert run_killed_write(url, 5, n, marker) != 0
     committed = int(marker.read_text())
     assert table_app_versions(store, "events", "loader") == {
-        i: (5 if i == committed else None) for i in range(3)}
+        i: (5 if i == committed else None) for i in range(3)
+    }
     victim = f"k{committed}-7".encode()
     with Table.open("events", store) as t, t.writer(committed, DbOptions()) as db:
         db.delete(victim)
@@ -332,10 +371,20 @@ def test_a_write_killed_after_one_shard_blocks_merges_until_its_rerun(
 
     spark.dataSource.register(SlateDBDataSource)
     rows = [(f"k{s}-{i}", f"a{i}") for s in range(3) for i in range(n)]
-    (spark.createDataFrame(rows, "id string, v string").repartition(2)
-     .write.format("slatedb").option("url", url).option("path", "events")
-     .option("key", "id").option("value", "v").option("split_points", "k1,k2")
-     .option("app_id", "loader").option("batch_version", 5).mode("append").save())
+    (
+        spark.createDataFrame(rows, "id string, v string")
+        .repartition(2)
+        .write.format("slatedb")
+        .option("url", url)
+        .option("path", "events")
+        .option("key", "id")
+        .option("value", "v")
+        .option("split_points", "k1,k2")
+        .option("app_id", "loader")
+        .option("batch_version", 5)
+        .mode("append")
+        .save()
+    )
     assert table_app_versions(store, "events", "loader") == {0: 5, 1: 5, 2: 5}
 
     with Table.open("events", store) as t:

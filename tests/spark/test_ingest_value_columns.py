@@ -37,14 +37,24 @@ def test_ingest_of_encoded_columns_records_them_and_reads_back_as_columns(
         enc = t.value_encoding
     assert enc is not None and enc.format == fmt
     assert [f["name"] for f in json.loads(enc.schema)["fields"]] == ["qty", "colour"]
-    got = (spark.read.format("slatedb").option("url", store_url).option("path", "t").load()
-           .orderBy("key").collect())
+    got = (
+        spark.read.format("slatedb")
+        .option("url", store_url)
+        .option("path", "t")
+        .load()
+        .orderBy("key")
+        .collect()
+    )
     assert [(r["key"], r["qty"], r["colour"]) for r in got] == [
-        (b"k1", 10, "red"), (b"k2", 20, None), (b"k3", 30, "blue")
+        (b"k1", 10, "red"),
+        (b"k2", 20, None),
+        (b"k3", 30, "blue"),
     ]
 
 
-def test_ingest_refuses_to_mix_plain_and_encoded_values(spark: SparkSession, store_url: str) -> None:
+def test_ingest_refuses_to_mix_plain_and_encoded_values(
+    spark: SparkSession, store_url: str
+) -> None:
     store = open_store(store_url)
     Table.create("plain", store).close()
     plain = spark.createDataFrame([("k1", b"v1")], "id string, v binary")

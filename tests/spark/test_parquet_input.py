@@ -25,11 +25,13 @@ def _parquet(table: pa.Table, **kw: object) -> bytes:
 
 
 def _rows(start: int, n: int) -> pa.Table:
-    return pa.table({
-        "key": [f"k{i:06d}" for i in range(start, start + n)],
-        "payload": [f"v{i}".encode() * 3 for i in range(start, start + n)],
-        "amount": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
-    })
+    return pa.table(
+        {
+            "key": [f"k{i:06d}" for i in range(start, start + n)],
+            "payload": [f"v{i}".encode() * 3 for i in range(start, start + n)],
+            "amount": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
+        }
+    )
 
 
 def _with_prefix(url: str, prefix: str) -> str:
@@ -53,9 +55,11 @@ def test_every_row_of_every_object_once(spark: SparkSession, s3_url: str) -> Non
     assert df.rdd.getNumPartitions() == 3
     got = sorted((r.key, bytes(r.payload), r.amount) for r in df.collect())
     want = sorted(
-        (k, v, a) for t in tables
-        for k, v, a in zip(t["key"].to_pylist(), t["payload"].to_pylist(),
-                           t["amount"].to_pylist(), strict=True)
+        (k, v, a)
+        for t in tables
+        for k, v, a in zip(
+            t["key"].to_pylist(), t["payload"].to_pylist(), t["amount"].to_pylist(), strict=True
+        )
     )
     assert got == want
     assert [f.name for f in df.schema.fields] == ["key", "payload", "amount"]
@@ -66,7 +70,7 @@ def test_schema_from_a_footer_larger_than_the_first_fetch(s3_url: str) -> None:
     wide = pa.table({f"c{i:04d}": [i] for i in range(3000)})  # a footer well over 64 KiB
     data = _parquet(wide)
     store.put("wide.parquet", data)
-    (path, size), = parquet_objects(store, "wide.parquet")
+    ((path, size),) = parquet_objects(store, "wide.parquet")
     assert read_schema(store, path, size) == wide.schema
 
 
@@ -90,10 +94,22 @@ def test_ingest_command_line_reads_s3_input(spark: SparkSession, s3_url: str) ->
     store = open_store(s3_url)
     for i in range(2):
         store.put(f"in/part-{i}.parquet", _parquet(_rows(i * 500, 500)))
-    rc = ingest_main([
-        "--input", _with_prefix(s3_url, "in"), "--url", s3_url, "--path", "orders",
-        "--key-column", "key", "--value-column", "payload", "--create", "k000500",
-    ])
+    rc = ingest_main(
+        [
+            "--input",
+            _with_prefix(s3_url, "in"),
+            "--url",
+            s3_url,
+            "--path",
+            "orders",
+            "--key-column",
+            "key",
+            "--value-column",
+            "payload",
+            "--create",
+            "k000500",
+        ]
+    )
     assert rc == 0
     with Table.open("orders", open_store(s3_url)) as table:
         rows = dict(table.scan())

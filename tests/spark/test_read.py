@@ -84,8 +84,10 @@ def test_sst_cuts_stay_inside_the_range_and_thin_out() -> None:
 
     from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 
-    ssts = [CompactedSst(ULID(), SstInfo(first_key=b"k%03d" % i, last_key=b"k%03d~" % i))
-            for i in range(100)]
+    ssts = [
+        CompactedSst(ULID(), SstInfo(first_key=b"k%03d" % i, last_key=b"k%03d~" % i))
+        for i in range(100)
+    ]
     m = Manifest(ssts=tuple(ssts), l0=tuple(SstView(s.id, s.id) for s in ssts))
     cuts = sst_cuts(m, KeyRange(b"k010", b"k050"), 1000)
     assert cuts == [b"k%03d" % i for i in range(11, 50)]

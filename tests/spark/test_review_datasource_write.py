@@ -52,23 +52,35 @@ def contents(store: ObjectStore, path: str = "t") -> dict[bytes, bytes]:
         return dict(t.scan())
 
 
-def options(url: str, schema: StructType, *, stream: bool = False, overwrite: bool = False,
-            **extra: str) -> WriteOptions:
+def options(
+    url: str, schema: StructType, *, stream: bool = False, overwrite: bool = False, **extra: str
+) -> WriteOptions:
     opts = {"url": url, "path": "t", "key": "k", **extra}
     if schema is PLAIN:
         opts["value"] = "v"
     return WriteOptions.parse(opts, schema, overwrite, stream=stream)
 
 
-def stage_rows(store: ObjectStore, wp: dw.WritePlan, plan: IngestPlan,
-               rows: Mapping[bytes, bytes], partition: int = 0) -> list[dw.StagedRef]:
+def stage_rows(
+    store: ObjectStore,
+    wp: dw.WritePlan,
+    plan: IngestPlan,
+    rows: Mapping[bytes, bytes],
+    partition: int = 0,
+) -> list[dw.StagedRef]:
     """What one task of the writer stages, as the refs it hands to commit()."""
     keys = sorted(rows)
-    b = pa.record_batch({"key": pa.array(keys, pa.binary()),
-                         "value": pa.array([rows[k] for k in keys], pa.binary())})
+    b = pa.record_batch(
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array([rows[k] for k in keys], pa.binary()),
+        }
+    )
     d = attempt_dir(plan, wp.run_id, partition, 0)
-    return [dw.StagedRef(s.shard.index, partition, 0, s.part, s.path, s.rows, s.bytes)
-            for s in stage_ssts(store, plan, d, 0, [b], partition=partition)]
+    return [
+        dw.StagedRef(s.shard.index, partition, 0, s.part, s.path, s.rows, s.bytes)
+        for s in stage_ssts(store, plan, d, 0, [b], partition=partition)
+    ]
 
 
 # ---- value encodings ----------------------------------------------------------------------------
@@ -94,7 +106,8 @@ def test_an_encoded_append_into_a_table_of_plain_values_is_refused(url: str) -> 
 
 
 def test_an_overwrite_swapped_in_while_an_append_plans_is_refused(
-    url: str, monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """FIXED. An append checks the table's encoding, then plans on the latest map: an
     overwrite (here of plain values over a table of JSON columns) committed in between used to
@@ -106,8 +119,16 @@ def test_an_overwrite_swapped_in_while_an_append_plans_is_refused(
 
     def racing(*args: object, **kwargs: object) -> IngestPlan:
         with Table.open("t", store) as t:
-            t.overwrite([pa.record_batch({"key": pa.array([b"x"], pa.binary()),
-                                          "value": pa.array([b"raw"], pa.binary())})])
+            t.overwrite(
+                [
+                    pa.record_batch(
+                        {
+                            "key": pa.array([b"x"], pa.binary()),
+                            "value": pa.array([b"raw"], pa.binary()),
+                        }
+                    )
+                ]
+            )
         return plan_ingest(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr("spark_jobs.datasource_write.plan_ingest", racing)
@@ -184,8 +205,13 @@ def flaky_frame(spark: SparkSession, n: int, marker: Path) -> DataFrame:
     def fail_once(it):  # type: ignore[no-untyped-def]
         ctx = TaskContext.get()
         for i, row in enumerate(it):
-            if ctx is not None and ctx.partitionId() == 1 and ctx.attemptNumber() == 0 \
-                    and i == 3 and not marker.exists():
+            if (
+                ctx is not None
+                and ctx.partitionId() == 1
+                and ctx.attemptNumber() == 0
+                and i == 3
+                and not marker.exists()
+            ):
                 marker.write_text("failed once")
                 raise RuntimeError("injected task failure")
             yield row
@@ -195,17 +221,27 @@ def flaky_frame(spark: SparkSession, n: int, marker: Path) -> DataFrame:
     return df.rdd.mapPartitions(fail_once).toDF("k string, v binary")
 
 
-def test_a_retried_task_writes_its_rows_once(registered: SparkSession, url: str,
-                                             tmp_path: Path) -> None:
+def test_a_retried_task_writes_its_rows_once(
+    registered: SparkSession, url: str, tmp_path: Path
+) -> None:
     """A task attempt that fails mid-partition and is retried: the table holds every row
     once, its staging is gone, and the same batch (app_id/batch_version) again is a no-op."""
     spark = registered
     marker = tmp_path / "failed"
 
     def save(df: DataFrame, mode: str = "append") -> None:
-        (df.write.format("slatedb").option("url", url).option("path", "t").option("key", "k")
-         .option("value", "v").option("split_points", "k0100")
-         .option("app_id", "loader").option("batch_version", "1").mode(mode).save())
+        (
+            df.write.format("slatedb")
+            .option("url", url)
+            .option("path", "t")
+            .option("key", "k")
+            .option("value", "v")
+            .option("split_points", "k0100")
+            .option("app_id", "loader")
+            .option("batch_version", "1")
+            .mode(mode)
+            .save()
+        )
 
     save(flaky_frame(spark, 200, marker))
     assert marker.exists()
@@ -217,9 +253,18 @@ def test_a_retried_task_writes_its_rows_once(registered: SparkSession, url: str,
     assert contents(store) == want
     # an overwrite with a retried task too, and the version of the app moving on
     marker.unlink()
-    (flaky_frame(spark, 50, marker).write.format("slatedb").option("url", url)
-     .option("path", "t").option("key", "k").option("value", "v")
-     .option("app_id", "loader").option("batch_version", "2").mode("overwrite").save())
+    (
+        flaky_frame(spark, 50, marker)
+        .write.format("slatedb")
+        .option("url", url)
+        .option("path", "t")
+        .option("key", "k")
+        .option("value", "v")
+        .option("app_id", "loader")
+        .option("batch_version", "2")
+        .mode("overwrite")
+        .save()
+    )
     assert marker.exists()
     assert contents(store) == {f"k{i:04d}".encode(): f"v{i}".encode() for i in range(50)}
     with Table.open("t", store) as t:
@@ -229,12 +274,26 @@ def test_a_retried_task_writes_its_rows_once(registered: SparkSession, url: str,
 def test_spark_refuses_columns_into_a_plain_table(registered: SparkSession, url: str) -> None:
     """FIXED (see the driver-side test): through real Spark, before any task runs."""
     spark = registered
-    (spark.createDataFrame([("a", b"\x00raw")], "k string, v binary").write.format("slatedb")
-     .option("url", url).option("path", "t").option("key", "k").option("value", "v")
-     .mode("append").save())
+    (
+        spark.createDataFrame([("a", b"\x00raw")], "k string, v binary")
+        .write.format("slatedb")
+        .option("url", url)
+        .option("path", "t")
+        .option("key", "k")
+        .option("value", "v")
+        .mode("append")
+        .save()
+    )
     with pytest.raises(Exception, match="plain values"):
-        (spark.createDataFrame([("b", 2)], "k string, n long").write.format("slatedb")
-         .option("url", url).option("path", "t").option("key", "k").mode("append").save())
+        (
+            spark.createDataFrame([("b", 2)], "k string, n long")
+            .write.format("slatedb")
+            .option("url", url)
+            .option("path", "t")
+            .option("key", "k")
+            .mode("append")
+            .save()
+        )
     got = spark.read.format("slatedb").option("url", url).option("path", "t").load()
     assert got.columns == ["key", "value"]
     assert [(bytes(r["key"]), bytes(r["value"])) for r in got.collect()] == [(b"a", b"\x00raw")]
@@ -269,10 +328,15 @@ def test_a_stream_batch_rerun_after_a_partial_commit_and_a_split_is_completed_on
     restarted = dw.plan_write(o)
     assert restarted.plan is not None and len(restarted.plan.shards) == 4
     plan2 = dw.batch_plan(restarted, 3, "stream:q")
-    stats = dw.commit_refs(store, plan2, restarted.run_id,
-                           stage_rows(store, restarted, plan2, rows))
+    stats = dw.commit_refs(
+        store, plan2, restarted.run_id, stage_rows(store, restarted, plan2, rows)
+    )
     assert [s.status for s in sorted(stats, key=lambda s: s.shard_index)] == [
-        SKIPPED, SKIPPED, WRITTEN, WRITTEN]
+        SKIPPED,
+        SKIPPED,
+        WRITTEN,
+        WRITTEN,
+    ]
     assert contents(store) == {b"c": b"3", b"n": b"3", b"x": b"3"}
 
 
@@ -296,7 +360,9 @@ def test_batch_version_edge_values(url: str) -> None:
 
 @pytest.mark.slow
 def test_an_overwrite_under_a_running_stream_leaves_each_batch_applied_once(
-    registered: SparkSession, url: str, tmp_path: Path,
+    registered: SparkSession,
+    url: str,
+    tmp_path: Path,
 ) -> None:
     """A running query (file source) whose table is overwritten between two micro-batches:
     the batch before is replaced by the overwrite (it came before it); the batch after lands
@@ -316,21 +382,37 @@ def test_an_overwrite_under_a_running_stream_leaves_each_batch_applied_once(
         tmp.rename(src / f"b{n}.json")
 
     def start() -> StreamingQuery:
-        df = spark.readStream.schema("k string, v string").option("maxFilesPerTrigger", 1) \
+        df = (
+            spark.readStream.schema("k string, v string")
+            .option("maxFilesPerTrigger", 1)
             .json(str(src))
-        return (df.writeStream.format("slatedb").option("url", url).option("path", "t")
-                .option("key", "k").option("value", "v")
-                .option("checkpointLocation", str(checkpoint))
-                .trigger(processingTime="200 milliseconds").start())
+        )
+        return (
+            df.writeStream.format("slatedb")
+            .option("url", url)
+            .option("path", "t")
+            .option("key", "k")
+            .option("value", "v")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
 
     put(0, {"a": "0", "x": "0"})
     q = start()
     try:
         q.processAllAvailable()
         assert contents(store) == {b"a": b"0", b"x": b"0"}
-        (spark.createDataFrame([("b", b"ow"), ("y", b"ow")], "k string, v binary")
-         .write.format("slatedb").option("url", url).option("path", "t").option("key", "k")
-         .option("value", "v").mode("overwrite").save())
+        (
+            spark.createDataFrame([("b", b"ow"), ("y", b"ow")], "k string, v binary")
+            .write.format("slatedb")
+            .option("url", url)
+            .option("path", "t")
+            .option("key", "k")
+            .option("value", "v")
+            .mode("overwrite")
+            .save()
+        )
         assert contents(store) == {b"b": b"ow", b"y": b"ow"}
         put(1, {"c": "1", "z": "1"})
         q.processAllAvailable()
@@ -418,8 +500,9 @@ def test_stream_seqs_grow_with_the_batch_count_not_its_square(url: str) -> None:
     for b in range(12):
         wp = dw.plan_write(o)  # what Spark does for every micro-batch
         plan = dw.batch_plan(wp, b, "s")
-        stats = dw.commit_refs(store, plan, wp.run_id,
-                               stage_rows(store, wp, plan, {b"a": str(b).encode()}))
+        stats = dw.commit_refs(
+            store, plan, wp.run_id, stage_rows(store, wp, plan, {b"a": str(b).encode()})
+        )
         assert {s.status for s in stats} == {WRITTEN}
     assert plan.seq_base < 13 << 32, plan.seq_base.bit_length()
     assert contents(store) == {b"a": b"11"}

@@ -73,10 +73,11 @@ def test_objects_must_agree_on_column_types(spark: SparkSession, s3_url: str) ->
     # what is only a representation is the same column: large strings, a "not null" in one file
     strict = pa.schema([pa.field("key", pa.string(), nullable=False), ("amount", pa.float64())])
     store.put("same/part-0.parquet", _parquet(ROWS.cast(strict)))
-    store.put("same/part-1.parquet", _parquet(pa.table({
-        "key": pa.array(["c", None], pa.large_string()), "amount": [3.5, 4.5]})))
-    got = sorted(read_input(spark, _with_prefix(s3_url, "same")).collect(),
-                 key=lambda r: r.amount)
+    store.put(
+        "same/part-1.parquet",
+        _parquet(pa.table({"key": pa.array(["c", None], pa.large_string()), "amount": [3.5, 4.5]})),
+    )
+    got = sorted(read_input(spark, _with_prefix(s3_url, "same")).collect(), key=lambda r: r.amount)
     assert [(r.key, r.amount) for r in got] == [("a", 1.5), ("b", 2.5), ("c", 3.5), (None, 4.5)]
 
 
@@ -95,15 +96,22 @@ def test_messages_do_not_carry_the_keys(spark: SparkSession, s3_url: str) -> Non
 def test_compare_a_plain_value_table(spark: SparkSession) -> None:
     """The cluster test's own table (ingest --value-column payload: columns key, value). Before:
     "the table has no column(s) ['payload']"."""
-    inp = spark.createDataFrame([("k1", b"p1"), ("k2", b"p2"), ("k2", b"p2")],
-                                "order_id string, payload binary")
-    same = spark.createDataFrame([("k1", b"p1"), ("k2", b"p2"), ("k2", b"p2")],
-                                 "key string, value binary")
+    inp = spark.createDataFrame(
+        [("k1", b"p1"), ("k2", b"p2"), ("k2", b"p2")], "order_id string, payload binary"
+    )
+    same = spark.createDataFrame(
+        [("k1", b"p1"), ("k2", b"p2"), ("k2", b"p2")], "key string, value binary"
+    )
     assert compare(inp, same, "order_id") == {
-        "input_rows": 3, "table_rows": 3, "input_distinct_keys": 2,
-        "missing_from_table": 0, "not_in_input": 0}
-    once = spark.createDataFrame([("k1", b"p1"), ("k2", b"p2"), ("k3", b"")],
-                                 "key string, value binary")
+        "input_rows": 3,
+        "table_rows": 3,
+        "input_distinct_keys": 2,
+        "missing_from_table": 0,
+        "not_in_input": 0,
+    }
+    once = spark.createDataFrame(
+        [("k1", b"p1"), ("k2", b"p2"), ("k3", b"")], "key string, value binary"
+    )
     got = compare(inp, once, "order_id", "payload")
     assert (got["missing_from_table"], got["not_in_input"]) == (1, 1)
     # a string value column is stored as its UTF-8 bytes
@@ -121,8 +129,9 @@ def test_compare_never_converts_a_value_to_make_it_equal(spark: SparkSession) ->
     table = spark.createDataFrame([("k1", 1.7), ("k2", 2.2)], "key string, amount double")
     with pytest.raises(ValueError, match="amount"):
         compare(inp, table, "order_id")
-    extra = spark.createDataFrame([("k1", 1, "x"), ("k2", 2, "y")],
-                                  "key string, amount int, note string")
+    extra = spark.createDataFrame(
+        [("k1", 1, "x"), ("k2", 2, "y")], "key string, amount int, note string"
+    )
     with pytest.raises(ValueError, match="columns"):
         compare(inp, extra, "order_id")
     changed = spark.createDataFrame([("k1", 1), ("k2", 3)], "key string, amount int")
@@ -159,12 +168,20 @@ def test_spark_submit_local_master_keeps_the_driver_on_loopback(tmp_path: Path) 
     script = tmp_path / "job.py"
     script.write_text(SUBMITTED)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env.update(
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+    )
     submit = Path(sys.executable).parent / "spark-submit"
-    res = subprocess.run([str(submit), "--master", "local[1]", str(script)],
-                         capture_output=True, text=True, timeout=280, env=env)
+    res = subprocess.run(
+        [str(submit), "--master", "local[1]", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    got = json.loads(line[len("RESULT "):])
+    got = json.loads(line[len("RESULT ") :])
     assert got == {"bind": "127.0.0.1", "host": "127.0.0.1", "ui": None}

@@ -35,13 +35,12 @@ def test_an_exactly_once_rerun_after_an_overwrite_that_changed_the_values_is_a_n
     store = open_store(store_url)
     Table.create("t", store, [b"k2"]).close()
     df = spark.createDataFrame(ROWS, "id string, qty int, colour string")
-    ingest(df, store_url, "t", key_column="id", value_format="json", app_id="a",
-           batch_version=1)
+    ingest(df, store_url, "t", key_column="id", value_format="json", app_id="a", batch_version=1)
     with Table.open("t", store) as t:
-        t.overwrite([pa.record_batch({"key": pa.array([b"k7"]),
-                                      "value": pa.array([b"plain"])})])
-    again = ingest(df, store_url, "t", key_column="id", value_format="json", app_id="a",
-                   batch_version=1)
+        t.overwrite([pa.record_batch({"key": pa.array([b"k7"]), "value": pa.array([b"plain"])})])
+    again = ingest(
+        df, store_url, "t", key_column="id", value_format="json", app_id="a", batch_version=1
+    )
     assert {s.status for s in again.shards} == {SKIPPED}
     with Table.open("t", store) as t:
         assert dict(t.scan()) == {b"k7": b"plain"}
@@ -58,15 +57,21 @@ def test_an_exactly_once_append_rerun_after_an_overwrite_that_changed_the_values
     df = spark.createDataFrame(ROWS, "id string, qty int, colour string")
 
     def append() -> None:
-        (df.write.format("slatedb").option("url", store_url).option("path", "w")
-         .option("key", "id").option("app_id", "a").option("batch_version", "1")
-         .mode("append").save())
+        (
+            df.write.format("slatedb")
+            .option("url", store_url)
+            .option("path", "w")
+            .option("key", "id")
+            .option("app_id", "a")
+            .option("batch_version", "1")
+            .mode("append")
+            .save()
+        )
 
     append()
     with Table.open("w", store) as t:
         assert t.value_encoding is not None
-        t.overwrite([pa.record_batch({"key": pa.array([b"k7"]),
-                                      "value": pa.array([b"plain"])})])
+        t.overwrite([pa.record_batch({"key": pa.array([b"k7"]), "value": pa.array([b"plain"])})])
     append()
     with Table.open("w", store) as t:
         assert dict(t.scan()) == {b"k7": b"plain"}

@@ -34,17 +34,33 @@ def test_spark_submit_master_and_conf_win(tmp_path: Path) -> None:
     script = tmp_path / "job.py"
     script.write_text(SCRIPT)
     submit = Path(sys.executable).parent / "spark-submit"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
     res = subprocess.run(
-        [str(submit), "--master", "local[1]", "--name", "submitted",
-         "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.ui.enabled=false",
-         str(script)],
-        capture_output=True, text=True, timeout=280, env=env,
+        [
+            str(submit),
+            "--master",
+            "local[1]",
+            "--name",
+            "submitted",
+            "--conf",
+            "spark.sql.shuffle.partitions=3",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    got = json.loads(line[len("RESULT "):])
+    got = json.loads(line[len("RESULT ") :])
     assert got["master"] == "local[1]"  # spark-submit's, not SessionOptions'
     assert got["app"] == "submitted"
     assert got["shuffle"] == "3"

@@ -50,8 +50,9 @@ def encoding(columns: StructType) -> ValueEncoding:
 def rows(n: int, value: Any) -> pa.RecordBatch:
     keys = [b"k%02d" % i for i in range(n)]
     values = [json.dumps(value(i)).encode() for i in range(n)]
-    return pa.record_batch([pa.array(keys, pa.binary()), pa.array(values, pa.binary())],
-                           ["key", "value"])
+    return pa.record_batch(
+        [pa.array(keys, pa.binary()), pa.array(values, pa.binary())], ["key", "value"]
+    )
 
 
 def old_row(i: int) -> dict[str, Any]:
@@ -168,8 +169,12 @@ def test_an_old_record_whose_encoding_is_lost_fails_naming_the_option(url: str) 
     raw = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
     opts = {"url": url, "path": TABLE, "checkpoint": "before"}
     reader = SlateDBReader(opts, raw)  # its raw values still read
-    values = {r["key"]: json.loads(r["value"]) for p in reader.partitions()
-              for b in reader.read(p) for r in b.to_pylist()}
+    values = {
+        r["key"]: json.loads(r["value"])
+        for p in reader.partitions()
+        for b in reader.read(p)
+        for r in b.to_pylist()
+    }
     assert values == expected(10, old_row)
 
 
@@ -193,8 +198,13 @@ def test_spark_reads_a_named_snapshot_with_its_own_columns(
     spark.dataSource.register(SlateDBDataSource)
     url = (tmp_path / "store").as_uri()
     old_table_then_snapshot_then_overwrite(open_store(url))
-    df = (spark.read.format("slatedb").option("url", url).option("path", TABLE)
-          .option("checkpoint", "before").load())
+    df = (
+        spark.read.format("slatedb")
+        .option("url", url)
+        .option("path", TABLE)
+        .option("checkpoint", "before")
+        .load()
+    )
     assert df.schema.fieldNames() == ["key", "n", "s"]
     got = {bytes(r["key"]): {"n": r["n"], "s": r["s"]} for r in df.collect()}
     assert got == expected(10, old_row)

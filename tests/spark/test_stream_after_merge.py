@@ -34,9 +34,7 @@ def run_driver(
 ) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     hook = [str(HERE / "stream_merge")] if marker is not None else []
-    env["PYTHONPATH"] = os.pathsep.join(
-        [*hook, str(HERE.parents[1]), env.get("PYTHONPATH", "")]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([*hook, str(HERE.parents[1]), env.get("PYTHONPATH", "")])
     for name in ("SLATEDB_TEST_MERGE_AFTER_SHARD_COMMIT", "SLATEDB_TEST_KILL_AFTER_SHARD_COMMITS"):
         env.pop(name, None)
     if marker is not None:
@@ -44,9 +42,19 @@ def run_driver(
         env["SLATEDB_TEST_MERGE_URL"] = url
         env["SLATEDB_TEST_MERGE_TABLE"] = TABLE
     return subprocess.run(
-        [sys.executable, str(HERE / "stream_crash" / "driver.py"), str(source), url, TABLE,
-         str(checkpoint)],
-        env=env, start_new_session=True, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(HERE / "stream_crash" / "driver.py"),
+            str(source),
+            url,
+            TABLE,
+            str(checkpoint),
+        ],
+        env=env,
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

@@ -43,14 +43,20 @@ def test_a_stream_with_split_points_writes_after_a_split_between_micro_batches(
     url = (tmp_path / "store").as_uri()
     src = tmp_path / "in"
     src.mkdir()
-    df = spark.readStream.schema("k string, v string").option("maxFilesPerTrigger", 1) \
-        .json(str(src))
+    df = (
+        spark.readStream.schema("k string, v string").option("maxFilesPerTrigger", 1).json(str(src))
+    )
     put(src, 0, {"a": "0", "x": "0"})
     q: StreamingQuery = (
-        df.writeStream.format("slatedb").option("url", url).option("path", TABLE)
-        .option("key", "k").option("value", "v").option("split_points", "m")
+        df.writeStream.format("slatedb")
+        .option("url", url)
+        .option("path", TABLE)
+        .option("key", "k")
+        .option("value", "v")
+        .option("split_points", "m")
         .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="200 milliseconds").start()
+        .trigger(processingTime="200 milliseconds")
+        .start()
     )
     try:
         q.processAllAvailable()

@@ -29,8 +29,9 @@ def url(tmp_path: Path) -> str:
 
 
 def stream_options(url: str) -> WriteOptions:
-    return WriteOptions.parse({"url": url, "path": "t", "key": "k", "value": "v"}, SCHEMA,
-                              False, stream=True)
+    return WriteOptions.parse(
+        {"url": url, "path": "t", "key": "k", "value": "v"}, SCHEMA, False, stream=True
+    )
 
 
 def stage(wp: dw.WritePlan, batch_id: int) -> dw.StagedRefs:

@@ -32,8 +32,9 @@ runpy.run_module("spark_jobs.worker_daemon", run_name="__main__")
 
 
 def test_a_forked_worker_starts_with_its_modules_loaded_and_the_collector_frozen() -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     got = json.loads(next(ln for ln in out.splitlines() if ln.startswith("PROBE "))[6:])
     assert got["imported"] == []
     assert got["tracked"] < 10_000  # ~100k before the freeze

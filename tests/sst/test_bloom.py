@@ -46,7 +46,9 @@ def test_fixed_width_fast_path_agrees_with_the_single_key_hash(width: int) -> No
 
 
 def test_trailing_and_leading_zero_bytes_change_the_hash() -> None:
-    hashes = {hash_key(k) for k in (b"a", b"a\x00", b"\x00a", b"a\x00\x00", b"\x00" * 8, b"\x00" * 9)}
+    hashes = {
+        hash_key(k) for k in (b"a", b"a\x00", b"\x00a", b"a\x00\x00", b"\x00" * 8, b"\x00" * 9)
+    }
     assert len(hashes) == 6
 
 

@@ -14,8 +14,9 @@ from slatedb_core.sst.bloom import hash_key, hash_keys
 
 @pytest.mark.parametrize("width", [8, 16, 24, 64, 256])
 @pytest.mark.parametrize("start", [0, 5])
-def test_word_keys_hash_as_single_keys(width: int, start: int,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_word_keys_hash_as_single_keys(
+    width: int, start: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(bloom, "_CHUNK", 40 * width)  # 40 keys per chunk: several chunks
     rng = np.random.default_rng(width + start)
     n = 173

@@ -65,8 +65,22 @@ def test_a_flip_inside_a_block_surfaces_only_when_that_block_is_read() -> None:
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_truncating_or_extending_the_object_raises_corruption(codec: str) -> None:
     data, info = small_sst(codec)
-    cuts = {0, 1, 8, 63, 64, 65, info.index_offset, info.filter_offset, info.index_offset - 8,
-            info.index_offset + 3, len(data) // 2, len(data) - 65, len(data) - 64, len(data) - 1}
+    cuts = {
+        0,
+        1,
+        8,
+        63,
+        64,
+        65,
+        info.index_offset,
+        info.filter_offset,
+        info.index_offset - 8,
+        info.index_offset + 3,
+        len(data) // 2,
+        len(data) - 65,
+        len(data) - 64,
+        len(data) - 1,
+    }
     for cut in sorted(cuts):
         with pytest.raises(CorruptionError):
             read_everything(data[:cut])
@@ -92,9 +106,13 @@ def test_sst_info_that_disagrees_with_the_object_is_corruption() -> None:
     store.put("t.sst", data)
     assert SstReader.open(store, "t.sst", info).info == info
     for change in (
-        {"entry_count": 11}, {"first_key": b"key-000001"}, {"last_key": None},
-        {"compression": 4}, {"filter_len": info.filter_len - 1},
-        {"index_offset": info.index_offset + 8}, {"size_bytes": len(data) - 1},
+        {"entry_count": 11},
+        {"first_key": b"key-000001"},
+        {"last_key": None},
+        {"compression": 4},
+        {"filter_len": info.filter_len - 1},
+        {"index_offset": info.index_offset + 8},
+        {"size_bytes": len(data) - 1},
         {"index_offset": len(data) + 5},
     ):
         with pytest.raises(CorruptionError):
@@ -152,9 +170,13 @@ def test_footer_and_index_with_valid_checksums_but_wrong_offsets_are_corruption(
     data, info = small_sst("none")
     info_at = int.from_bytes(data[-FOOTER_LEN:-2], "big")
     changes: list[dict[str, Any]] = [
-        {"index_offset": info.index_offset + 8}, {"index_len": info.index_len + 1},
-        {"filter_offset": info.filter_offset - 1}, {"filter_len": info.filter_len + 2},
-        {"stats_len": info.stats_len + 1}, {"compression": 9}, {"index_len": 0},
+        {"index_offset": info.index_offset + 8},
+        {"index_len": info.index_len + 1},
+        {"filter_offset": info.filter_offset - 1},
+        {"filter_len": info.filter_len + 2},
+        {"stats_len": info.stats_len + 1},
+        {"compression": 9},
+        {"index_len": 0},
         {"stats_offset": len(data)},
     ]
     for change in changes:

@@ -25,16 +25,25 @@ def rows(draw: st.DrawFn) -> pa.RecordBatch:
     keys = sorted(draw(st.sets(st.binary(min_size=1, max_size=150), min_size=1, max_size=40)))
     n = len(keys)
     kinds = [draw(st.sampled_from([0, 0, 0, 1, 2])) for _ in keys]
-    values = [b"" if k == 1 else bytes([i % 256]) * draw(st.sampled_from([0, 5, 12, 13, 200]))
-              for i, k in enumerate(kinds)]
+    values = [
+        b"" if k == 1 else bytes([i % 256]) * draw(st.sampled_from([0, 5, 12, 13, 200]))
+        for i, k in enumerate(kinds)
+    ]
     expire = [draw(st.none() | st.integers(0, 2000)) for _ in keys]
     create = [draw(st.none() | st.integers(-5, 2000)) for _ in keys]
     return pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array(range(n, 0, -1), pa.uint64()),
-         pa.array(kinds, pa.uint8()), pa.array(values, pa.binary()),
-         pa.array(expire, pa.int64()), pa.array(create, pa.int64())],
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(range(n, 0, -1), pa.uint64()),
+            pa.array(kinds, pa.uint8()),
+            pa.array(values, pa.binary()),
+            pa.array(expire, pa.int64()),
+            pa.array(create, pa.int64()),
+        ],
         schema=ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
-            pa.field("create_ts", pa.int64())))
+            pa.field("create_ts", pa.int64())
+        ),
+    )
 
 
 def _spans(data: bytes) -> tuple[pa.Buffer, list[tuple[int, int]]]:
@@ -80,9 +89,14 @@ def test_damaged_rows_under_a_valid_checksum_are_corruption_on_both_paths(
         monkeypatch.setattr(dec_mod, "_one_row_each", lambda *_: None)
     entries = [(b"key%03d" % i, 100 - i, 0, b"v" * 20) for i in range(60)]
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([e[0] for e in entries]), pa.array([e[1] for e in entries], pa.uint64()),
-         pa.array([e[2] for e in entries], pa.uint8()), pa.array([e[3] for e in entries])],
-        schema=ENTRY_SCHEMA)
+        [
+            pa.array([e[0] for e in entries]),
+            pa.array([e[1] for e in entries], pa.uint64()),
+            pa.array([e[2] for e in entries], pa.uint8()),
+            pa.array([e[3] for e in entries]),
+        ],
+        schema=ENTRY_SCHEMA,
+    )
     data, _ = encode_sst(batch, SstOptions(block_size=256))
     good = SstReader.from_bytes(data, "t")
     start, end = good.block_offsets[1], good.block_offsets[2]

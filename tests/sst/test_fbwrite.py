@@ -62,7 +62,7 @@ def _builder_stats(puts: list[int], dels: list[int], merges: list[int], rk: int,
 @given(st.lists(st.tuples(st.integers(1, 1 << 40), st.binary(max_size=20)), max_size=40))
 def test_index_bytes_are_the_flatbuffers_builders(blocks: list[tuple[int, bytes]]) -> None:
     offsets = [0, *sorted({o for o, _ in blocks})]
-    keys = [b"", *[k for _, k in blocks][:len(offsets) - 1]]
+    keys = [b"", *[k for _, k in blocks][: len(offsets) - 1]]
     keys += [b"k"] * (len(offsets) - len(keys))
     ours = encode_index(offsets, keys)
     assert ours == _builder_index(offsets, keys)
@@ -70,12 +70,16 @@ def test_index_bytes_are_the_flatbuffers_builders(blocks: list[tuple[int, bytes]
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(*[st.sampled_from([0, 1, 7, 300, 65535])] * 3), max_size=30),
-       st.integers(0, 1 << 40), st.integers(0, 1 << 40))
+@given(
+    st.lists(st.tuples(*[st.sampled_from([0, 1, 7, 300, 65535])] * 3), max_size=30),
+    st.integers(0, 1 << 40),
+    st.integers(0, 1 << 40),
+)
 def test_stats_bytes_are_the_flatbuffers_builders(
     blocks: list[tuple[int, int, int]], rk: int, rv: int
 ) -> None:
     puts, dels, merges = ([b[i] for b in blocks] for i in range(3))
-    ours = encode_stats(np.asarray(puts, np.int64), np.asarray(dels, np.int64),
-                        np.asarray(merges, np.int64), rk, rv)
+    ours = encode_stats(
+        np.asarray(puts, np.int64), np.asarray(dels, np.int64), np.asarray(merges, np.int64), rk, rv
+    )
     assert ours == _builder_stats(puts, dels, merges, rk, rv)

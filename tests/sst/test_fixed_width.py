@@ -36,13 +36,24 @@ def _case(
     return keys.reshape(-1), values, rng.permutation(n).astype(np.int64)
 
 
-def _general(keys: np.ndarray, kw: int, values: np.ndarray, vw: int, rows: np.ndarray,
-             seq: int, options: SstOptions) -> tuple[bytes, object]:
+def _general(
+    keys: np.ndarray,
+    kw: int,
+    values: np.ndarray,
+    vw: int,
+    rows: np.ndarray,
+    seq: int,
+    options: SstOptions,
+) -> tuple[bytes, object]:
     n = len(rows)
     sorted_values = values.reshape(-1, vw)[rows].reshape(-1).tobytes()
     batch = pa.RecordBatch.from_arrays(
-        [_fixed(keys.tobytes(), n, kw), pa.array(np.full(n, seq, np.uint64)),
-         pa.array(np.zeros(n, np.uint8)), _fixed(sorted_values, n, vw)],
+        [
+            _fixed(keys.tobytes(), n, kw),
+            pa.array(np.full(n, seq, np.uint64)),
+            pa.array(np.zeros(n, np.uint8)),
+            _fixed(sorted_values, n, vw),
+        ],
         schema=ENTRY_SCHEMA,
     )
     data, info = encode_sst_into(batch, Scratch(), options)
@@ -60,21 +71,30 @@ def _general(keys: np.ndarray, kw: int, values: np.ndarray, vw: int, rows: np.nd
     seed=st.integers(0, 2**32 - 1),
 )
 def test_same_entries_as_the_general_encoder(
-    n: int, key_width: int, value_width: int, block_size: int, bloom_bits: int, seq: int,
+    n: int,
+    key_width: int,
+    value_width: int,
+    block_size: int,
+    bloom_bits: int,
+    seq: int,
     seed: int,
 ) -> None:
     keys, values, rows = _case(n, key_width, value_width, seed)
     options = SstOptions(block_size=block_size, bloom_bits_per_key=bloom_bits)
     want, want_info = _general(keys, key_width, values, value_width, rows, seq, options)
-    got, info = encode_fixed_sst_into(keys, key_width, values, value_width, rows, seq, Scratch(),
-                                      options)
+    got, info = encode_fixed_sst_into(
+        keys, key_width, values, value_width, rows, seq, Scratch(), options
+    )
     got = bytes(got)
     reader = SstReader.from_bytes(got, "fixed")
     assert reader.read_all().equals(SstReader.from_bytes(want, "general").read_all())
     n = len(rows)
     assert len(got) == info.size_bytes
     assert (info.first_key, info.last_key, info.entry_count) == (
-        want_info.first_key, want_info.last_key, want_info.entry_count)
+        want_info.first_key,
+        want_info.last_key,
+        want_info.entry_count,
+    )
     assert reader.info == info
     for i in (0, n // 2, n - 1):  # point lookups through the bloom filter and the index
         key = keys[i * key_width : (i + 1) * key_width].tobytes()
@@ -86,8 +106,9 @@ def test_reads_back_and_reuses_the_scratch_buffer() -> None:
     keys, values, rows = _case(5000, 16, 100, 7)
     scratch = Scratch()
     for seq in (3, 4):  # the second call writes over the first's buffer
-        data, info = encode_fixed_sst_into(keys, 16, values, 100, rows, seq, scratch,
-                                           SstOptions(block_size=4096))
+        data, info = encode_fixed_sst_into(
+            keys, 16, values, 100, rows, seq, scratch, SstOptions(block_size=4096)
+        )
         table = SstReader.from_bytes(bytes(data), "t").read_all()
         assert table.column("key").to_pylist() == [bytes(k) for k in keys.reshape(-1, 16)]
         assert table.column("value").to_pylist() == [
@@ -101,8 +122,9 @@ def test_reads_back_and_reuses_the_scratch_buffer() -> None:
 
 def test_a_damaged_block_is_a_corruption_error() -> None:
     keys, values, rows = _case(300, 8, 20, 3)
-    data, _ = encode_fixed_sst_into(keys, 8, values, 20, rows, 9, Scratch(),
-                                    SstOptions(block_size=1024))
+    data, _ = encode_fixed_sst_into(
+        keys, 8, values, 20, rows, 9, Scratch(), SstOptions(block_size=1024)
+    )
     good = bytes(data)
     flipped = bytearray(good)
     flipped[100] ^= 1  # a key byte of block 0
@@ -128,8 +150,9 @@ def test_refuses_what_it_cannot_encode() -> None:
 def test_a_cached_block_counts_its_columns() -> None:
     """The block cache's budget sees every column a reader builds for a block."""
     keys, values, rows = _case(2000, 16, 100, 5)
-    data, _ = encode_fixed_sst_into(keys, 16, values, 100, rows, 1, Scratch(),
-                                    SstOptions(block_size=4096))
+    data, _ = encode_fixed_sst_into(
+        keys, 16, values, 100, rows, 1, Scratch(), SstOptions(block_size=4096)
+    )
     cache = BlockCache(1 << 30)
     reader = SstReader.from_bytes(bytes(data), "f", cache=cache)
     assert reader.get(keys[:16].tobytes()) == (1, 0, values.reshape(-1, 100)[rows[0]].tobytes())

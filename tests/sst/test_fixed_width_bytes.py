@@ -22,18 +22,24 @@ def _binary(data: bytes, n: int, width: int) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(data)])
 
 
-def _both(n: int, kw: int, vw: int, seq: int, seed: int,
-          options: SstOptions) -> tuple[bytes, bytes]:
+def _both(
+    n: int, kw: int, vw: int, seq: int, seed: int, options: SstOptions
+) -> tuple[bytes, bytes]:
     rng = np.random.default_rng(seed)
     keys = np.unique(rng.integers(0, 256, (2 * n, kw), dtype=np.uint8), axis=0)[:n]
     n = len(keys)
     values = rng.integers(0, 256, n * vw, dtype=np.uint8)
     rows = rng.permutation(n).astype(np.int64)
-    fixed, _ = encode_fixed_sst_into(keys.reshape(-1), kw, values, vw, rows, seq, Scratch(), options)
+    fixed, _ = encode_fixed_sst_into(
+        keys.reshape(-1), kw, values, vw, rows, seq, Scratch(), options
+    )
     batch = pa.RecordBatch.from_arrays(
-        [_binary(keys.tobytes(), n, kw), pa.array(np.full(n, seq, np.uint64)),
-         pa.array(np.zeros(n, np.uint8)),
-         _binary(values.reshape(-1, vw)[rows].tobytes(), n, vw)],
+        [
+            _binary(keys.tobytes(), n, kw),
+            pa.array(np.full(n, seq, np.uint64)),
+            pa.array(np.zeros(n, np.uint8)),
+            _binary(values.reshape(-1, vw)[rows].tobytes(), n, vw),
+        ],
         schema=ENTRY_SCHEMA,
     )
     general, _ = encode_sst_into(batch, Scratch(), options)

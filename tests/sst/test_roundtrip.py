@@ -43,8 +43,9 @@ def sorted_entries(draw: st.DrawFn) -> list[Entry]:
 def test_random_sorted_batches_round_trip_through_every_read_path(
     entries: list[Entry], block_size: int, codec: str, bits: int, interval: int
 ) -> None:
-    opts = SstOptions(block_size=block_size, bloom_bits_per_key=bits, compression=codec,
-                      restart_interval=interval)
+    opts = SstOptions(
+        block_size=block_size, bloom_bits_per_key=bits, compression=codec, restart_interval=interval
+    )
     data, info = encode_sst(batch_of(entries), opts)
     reader = SstReader.from_bytes(data, "t")
     assert entries_of(reader.read_all()) == entries
@@ -69,7 +70,9 @@ def test_info_records_first_and_last_key_and_the_codec() -> None:
     reader = SstReader.from_bytes(data, "t")
     assert reader.block_count > 10
     assert (reader.first_key, reader.last_key, reader.entry_count) == (
-        entries[0][0], entries[-1][0], 300,
+        entries[0][0],
+        entries[-1][0],
+        300,
     )
 
 
@@ -118,8 +121,13 @@ def test_an_empty_sst_still_has_a_footer_and_an_index() -> None:
 
 def test_merge_operands_empty_values_and_long_keys_round_trip() -> None:
     long_key = b"d" + bytes(range(256)) * 200  # 51,201 bytes: varints of three bytes
-    entries = [(b"a", 9, 2, b"operand"), (b"b", 8, 0, b""), (b"c", 7, 2, b""),
-               (long_key, 6, 0, b"v" * 300), (long_key + b"\x00", 5, 1, b"")]
+    entries = [
+        (b"a", 9, 2, b"operand"),
+        (b"b", 8, 0, b""),
+        (b"c", 7, 2, b""),
+        (long_key, 6, 0, b"v" * 300),
+        (long_key + b"\x00", 5, 1, b""),
+    ]
     data, _ = encode_sst(batch_of(entries), SstOptions(block_size=512))
     reader = SstReader.from_bytes(data, "t")
     assert entries_of(reader.read_all()) == entries
@@ -131,15 +139,17 @@ def test_merge_operands_empty_values_and_long_keys_round_trip() -> None:
 def test_versions_of_a_key_newest_first_are_kept_and_get_returns_the_newest() -> None:
     """SlateDB keeps several versions of a key in one SST (newest first); lookups return the
     newest even when the versions straddle a block boundary."""
-    entries = [(b"k%03d" % (i // 4), 1000 - i, i % 2, b"" if i % 2 else b"v%d" % i)
-               for i in range(400)]
+    entries = [
+        (b"k%03d" % (i // 4), 1000 - i, i % 2, b"" if i % 2 else b"v%d" % i) for i in range(400)
+    ]
     data, _ = encode_sst(batch_of(entries), SstOptions(block_size=64))
     reader = SstReader.from_bytes(data, "t")
     assert reader.block_count > 20 and entries_of(reader.read_all()) == entries
     for i in range(0, 400, 4):
         assert reader.get(entries[i][0]) == entries[i][1:]
-        assert [r[0] for b in reader.scan(entries[i][0], entries[i][0] + b"\x00")
-                for r in entries_of(b)] == [entries[i][0]] * 4
+        assert [
+            r[0] for b in reader.scan(entries[i][0], entries[i][0] + b"\x00") for r in entries_of(b)
+        ] == [entries[i][0]] * 4
 
 
 @pytest.mark.parametrize(
@@ -162,15 +172,26 @@ def test_bad_entries_and_options_are_rejected() -> None:
     with pytest.raises(InvalidArgument, match="no 'seq'"):
         encode_sst(pa.RecordBatch.from_pydict({"key": [b"a"], "value": [b"v"]}))
     with pytest.raises(InvalidArgument, match="binary"):
-        encode_sst(pa.RecordBatch.from_pydict({"key": [1], "seq": [1], "kind": [0], "value": [b""]}))
+        encode_sst(
+            pa.RecordBatch.from_pydict({"key": [1], "seq": [1], "kind": [0], "value": [b""]})
+        )
     with pytest.raises(InvalidArgument, match="seq"):
-        encode_sst(pa.RecordBatch.from_pydict({"key": [b"a"], "seq": [-1], "kind": [0], "value": [b""]}))
+        encode_sst(
+            pa.RecordBatch.from_pydict({"key": [b"a"], "seq": [-1], "kind": [0], "value": [b""]})
+        )
     with pytest.raises(InvalidArgument, match="nulls"):
-        encode_sst(pa.RecordBatch.from_pydict(
-            {"key": [b"a", None], "seq": [1, 2], "kind": [0, 0], "value": [b"", b""]}
-        ))
-    for bad in ({"block_size": 0}, {"block_size": 65537}, {"bloom_bits_per_key": -1},
-                {"compression": "gzip"}, {"min_filter_keys": -1}):
+        encode_sst(
+            pa.RecordBatch.from_pydict(
+                {"key": [b"a", None], "seq": [1, 2], "kind": [0, 0], "value": [b"", b""]}
+            )
+        )
+    for bad in (
+        {"block_size": 0},
+        {"block_size": 65537},
+        {"bloom_bits_per_key": -1},
+        {"compression": "gzip"},
+        {"min_filter_keys": -1},
+    ):
         with pytest.raises(InvalidArgument):
             SstOptions(**bad)
 
@@ -218,14 +239,16 @@ def test_timestamps_round_trip_and_expired_rows_read_as_tombstones_at_a_given_cl
     """expire_ts / create_ts (SlateDB's ms) are stored per row when present; a row expires when
     the reader is given a clock at or past its expire_ts, and only then (SlateDB's reads leave
     expired rows to its rewrites)."""
-    table = pa.table({
-        "key": pa.array([b"a", b"b", b"c", b"d"], pa.binary()),
-        "seq": pa.array([4, 3, 2, 1], pa.uint64()),
-        "kind": pa.array([0, 0, 1, 0], pa.uint8()),
-        "value": pa.array([b"live", b"dies", b"", b"plain"], pa.binary()),
-        "expire_ts": pa.array([2_000, 1_000, None, None], pa.int64()),
-        "create_ts": pa.array([10, None, 30, 40], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "key": pa.array([b"a", b"b", b"c", b"d"], pa.binary()),
+            "seq": pa.array([4, 3, 2, 1], pa.uint64()),
+            "kind": pa.array([0, 0, 1, 0], pa.uint8()),
+            "value": pa.array([b"live", b"dies", b"", b"plain"], pa.binary()),
+            "expire_ts": pa.array([2_000, 1_000, None, None], pa.int64()),
+            "create_ts": pa.array([10, None, 30, 40], pa.int64()),
+        }
+    )
     data, _ = encode_sst(table, SstOptions(block_size=64))
     plain = encode_sst(table.drop_columns(["expire_ts", "create_ts"]))[0]
     assert not SstReader.from_bytes(plain, "t").has_expiring_rows
@@ -234,8 +257,12 @@ def test_timestamps_round_trip_and_expired_rows_read_as_tombstones_at_a_given_cl
     assert reader.read_all(timestamps=True).to_pylist() == table.to_pylist()
     assert reader.get(b"b") == (3, 0, b"dies")  # no clock: nothing expires
     at = SstReader.from_bytes(data, "t", now_ms=1_000)
-    assert entries_of(at.read_all()) == [(b"a", 4, 0, b"live"), (b"b", 3, 1, b""),
-                                         (b"c", 2, 1, b""), (b"d", 1, 0, b"plain")]
+    assert entries_of(at.read_all()) == [
+        (b"a", 4, 0, b"live"),
+        (b"b", 3, 1, b""),
+        (b"c", 2, 1, b""),
+        (b"d", 1, 0, b"plain"),
+    ]
     assert at.get(b"b") == (3, 1, b"") and at.get(b"a") == (4, 0, b"live")
     assert SstReader.from_bytes(data, "t", now_ms=2_000).get(b"a") == (4, 1, b"")
 
@@ -256,8 +283,10 @@ def _naive_plan(sizes: list[int], block_size: int) -> list[int]:
 
 
 @settings(max_examples=80, deadline=None)
-@given(sizes=st.lists(st.integers(1, 300), max_size=200),
-       block_size=st.sampled_from([1, 50, 256, 1000, 4096]))
+@given(
+    sizes=st.lists(st.integers(1, 300), max_size=200),
+    block_size=st.sampled_from([1, 50, 256, 1000, 4096]),
+)
 def test_block_plan_with_a_restart_every_row_matches_a_row_by_row_builder(
     sizes: list[int], block_size: int
 ) -> None:
@@ -270,7 +299,9 @@ def test_restart_interval_sets_the_restart_points_and_keys_are_whole_at_each(
     interval: int,
 ) -> None:
     entries = numbered(100)
-    data, info = encode_sst(batch_of(entries), SstOptions(block_size=65536, restart_interval=interval))
+    data, info = encode_sst(
+        batch_of(entries), SstOptions(block_size=65536, restart_interval=interval)
+    )
     reader = SstReader.from_bytes(data, "t")
     assert reader.block_count == 1 and entries_of(reader.read_all()) == entries
     end = info.filter_offset - 4  # the single block's CRC follows its restart count

@@ -29,8 +29,15 @@ def _varint(x: int) -> bytes:
     return bytes(out)
 
 
-def reference_rows(keys: list[bytes], values: list[bytes], seqs: list[int], kinds: list[int],
-                   expire: list[int] | None, create: list[int] | None, restart: list[bool]) -> bytes:
+def reference_rows(
+    keys: list[bytes],
+    values: list[bytes],
+    seqs: list[int],
+    kinds: list[int],
+    expire: list[int] | None,
+    create: list[int] | None,
+    restart: list[bool],
+) -> bytes:
     out = bytearray()
     prev = b""
     for i, (k, v, s, kind) in enumerate(zip(keys, values, seqs, kinds, strict=True)):
@@ -52,16 +59,30 @@ def reference_rows(keys: list[bytes], values: list[bytes], seqs: list[int], kind
     return bytes(out)
 
 
-def _encode(keys: list[bytes], values: list[bytes], seqs: list[int], kinds: list[int],
-            expire: list[int] | None, create: list[int] | None, interval: int,
-            block_size: int) -> EncodedRows:
+def _encode(
+    keys: list[bytes],
+    values: list[bytes],
+    seqs: list[int],
+    kinds: list[int],
+    expire: list[int] | None,
+    create: list[int] | None,
+    interval: int,
+    block_size: int,
+) -> EncodedRows:
     karr, varr = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
     kdata = np.frombuffer(karr.buffers()[2], dtype=np.uint8)
     koffs = np.frombuffer(karr.buffers()[1], dtype=np.int32).astype(np.int64)
-    return encode_rows(kdata, koffs, varr, np.asarray(seqs, np.uint64), np.asarray(kinds, np.uint8),
-                       None if expire is None else np.asarray(expire, np.int64),
-                       None if create is None else np.asarray(create, np.int64), block_size,
-                       interval=interval)
+    return encode_rows(
+        kdata,
+        koffs,
+        varr,
+        np.asarray(seqs, np.uint64),
+        np.asarray(kinds, np.uint8),
+        None if expire is None else np.asarray(expire, np.int64),
+        None if create is None else np.asarray(create, np.int64),
+        block_size,
+        interval=interval,
+    )
 
 
 CASES: dict[str, tuple[Callable[[int], bytes], Callable[[int], bytes]]] = {
@@ -134,12 +155,14 @@ def test_rows_and_trailers_match_the_reference(
 def test_fixed_width_sst_round_trips_from_sliced_columns() -> None:
     """The byte-matrix path reads keys and values where the (sliced) columns start."""
     n = 3000
-    table = pa.table({
-        "key": pa.array([b"key-%08d" % i for i in range(n)], pa.binary()),
-        "seq": pa.array(range(1, n + 1), pa.uint64()),
-        "kind": pa.array([0] * n, pa.uint8()),
-        "value": pa.array([b"%020d" % (i * 3) for i in range(n)], pa.binary()),
-    }).slice(1234, 1000)
+    table = pa.table(
+        {
+            "key": pa.array([b"key-%08d" % i for i in range(n)], pa.binary()),
+            "seq": pa.array(range(1, n + 1), pa.uint64()),
+            "kind": pa.array([0] * n, pa.uint8()),
+            "value": pa.array([b"%020d" % (i * 3) for i in range(n)], pa.binary()),
+        }
+    ).slice(1234, 1000)
     data, info = encode_sst(table, SstOptions(block_size=1024))
     got = SstReader.from_bytes(data, "t").read_all()
     assert got.column("key").to_pylist() == table.column("key").to_pylist()
@@ -153,13 +176,15 @@ def test_a_timestamp_of_int64_minimum_is_refused(column: str, with_nulls: bool) 
     """int64's minimum marks "no timestamp" inside the encoder, so an input holding it is refused
     (with every row holding a timestamp, and with some null)."""
     stamps = [5, np.iinfo(np.int64).min, None if with_nulls else 7]
-    table = pa.table({
-        "key": pa.array([b"a", b"b", b"c"], pa.binary()),
-        "seq": pa.array([3, 2, 1], pa.uint64()),
-        "kind": pa.array([0, 0, 0], pa.uint8()),
-        "value": pa.array([b"x", b"y", b"z"], pa.binary()),
-        column: pa.array(stamps, pa.int64()),
-    })
+    table = pa.table(
+        {
+            "key": pa.array([b"a", b"b", b"c"], pa.binary()),
+            "seq": pa.array([3, 2, 1], pa.uint64()),
+            "kind": pa.array([0, 0, 0], pa.uint8()),
+            "value": pa.array([b"x", b"y", b"z"], pa.binary()),
+            column: pa.array(stamps, pa.int64()),
+        }
+    )
     with pytest.raises(InvalidArgument, match="int64's minimum"):
         encode_sst(table)
     ok = table.set_column(4, column, pa.array([5, 6, None if with_nulls else 7], pa.int64()))

@@ -44,11 +44,15 @@ def _rows(batches: object) -> list[Entry]:
     cached=st.booleans(),
 )
 def test_distinct_flags_are_exact_and_newest_rows_match_the_plain_comparison(
-    entries: list[Entry], block_size: int, interval: int,
-    bounds: tuple[bytes | None, bytes | None], cached: bool,
+    entries: list[Entry],
+    block_size: int,
+    interval: int,
+    bounds: tuple[bytes | None, bytes | None],
+    cached: bool,
 ) -> None:
-    data, _ = encode_sst(batch_of(entries),
-                         SstOptions(block_size=block_size, restart_interval=interval))
+    data, _ = encode_sst(
+        batch_of(entries), SstOptions(block_size=block_size, restart_interval=interval)
+    )
     cache = BlockCache(1 << 24) if cached else None
     reader = SstReader.from_bytes(data, "t", cache=cache)
     if cached:  # blocks then come from the cache: point lookups put them there

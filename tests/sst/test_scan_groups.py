@@ -28,8 +28,15 @@ def versioned_entries(draw: st.DrawFn) -> list[Entry]:
     """Sorted keys of 1..40 bytes (shared prefixes likely), each with 1..3 versions newest
     first; values empty to 150 bytes; some tombstones."""
     prefix = draw(st.binary(max_size=30))
-    keys = sorted(draw(st.sets(st.binary(min_size=1, max_size=10).map(lambda s: prefix + s),
-                               min_size=1, max_size=60)))
+    keys = sorted(
+        draw(
+            st.sets(
+                st.binary(min_size=1, max_size=10).map(lambda s: prefix + s),
+                min_size=1,
+                max_size=60,
+            )
+        )
+    )
     out: list[Entry] = []
     seq = 10_000
     for key in keys:
@@ -51,11 +58,16 @@ def versioned_entries(draw: st.DrawFn) -> list[Entry]:
     cached=st.booleans(),
 )
 def test_grouped_scans_hold_the_rows_flags_and_newest_versions_of_per_block_scans(
-    entries: list[Entry], block_size: int, interval: int, readahead: int | None,
-    bounds: tuple[bytes | None, bytes | None], cached: bool,
+    entries: list[Entry],
+    block_size: int,
+    interval: int,
+    readahead: int | None,
+    bounds: tuple[bytes | None, bytes | None],
+    cached: bool,
 ) -> None:
-    data, _ = encode_sst(batch_of(entries),
-                         SstOptions(block_size=block_size, restart_interval=interval))
+    data, _ = encode_sst(
+        batch_of(entries), SstOptions(block_size=block_size, restart_interval=interval)
+    )
     store = open_store("memory://")
     store.put("t.sst", data)
     cache = BlockCache(1 << 24) if cached else None
@@ -75,10 +87,15 @@ def test_grouped_scans_hold_the_rows_flags_and_newest_versions_of_per_block_scan
         # a wrong True would make newest_versions serve an older version
         assert not distinct or all(a < b for a, b in itertools.pairwise(keys))
         got += rows
-    assert got == plain == [e for e in entries
-                            if (lo is None or e[0] >= lo) and (hi is None or e[0] < hi)]
+    assert (
+        got
+        == plain
+        == [e for e in entries if (lo is None or e[0] >= lo) and (hi is None or e[0] < hi)]
+    )
     scan = reader.scan(lo, hi, readahead=readahead, groups=True)
-    assert [r for b in newest_versions(scan) for r in entries_of(b)] == newest_in_range(entries, lo, hi)
+    assert [r for b in newest_versions(scan) for r in entries_of(b)] == newest_in_range(
+        entries, lo, hi
+    )
 
 
 def test_versions_straddling_blocks_of_one_group_are_not_flagged_distinct() -> None:
@@ -89,8 +106,9 @@ def test_versions_straddling_blocks_of_one_group_are_not_flagged_distinct() -> N
     reader = SstReader.from_bytes(data, "t")
     flagged = list(reader.scan(groups=True).flagged())
     assert len(flagged) == 1 and flagged[0][0].num_rows == 30 and not flagged[0][1]
-    assert [r for b in newest_versions(reader.scan(groups=True)) for r in entries_of(b)] \
-        == entries[::3]
+    assert [r for b in newest_versions(reader.scan(groups=True)) for r in entries_of(b)] == entries[
+        ::3
+    ]
     distinct = [(b"k%02d" % i, 100 - i, 0, b"v") for i in range(30)]
     data, _ = encode_sst(batch_of(distinct), SstOptions(block_size=1))
     flagged = list(SstReader.from_bytes(data, "t").scan(groups=True).flagged())
@@ -122,26 +140,36 @@ def test_a_gather_past_the_end_falls_back_to_a_padded_copy(
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=versioned_entries(), interval=st.sampled_from([1, 16]))
 def test_unpadded_and_padded_walks_decode_the_same_rows(
-    entries: list[Entry], interval: int,
+    entries: list[Entry],
+    interval: int,
 ) -> None:
     """Whatever path a block takes, the rows are those written; and decoding from a padded
     copy (the fallback) gives the same columns as decoding in place."""
-    data, _ = encode_sst(batch_of(entries),
-                         SstOptions(block_size=65536, restart_interval=interval))
+    data, _ = encode_sst(batch_of(entries), SstOptions(block_size=65536, restart_interval=interval))
     reader = SstReader.from_bytes(data, "t")
     assert entries_of(reader.read_all()) == entries
     offs = reader.block_offsets
     raw = memoryview(data)[offs[0] : offs[1] - 4]  # block 0 without its CRC (uncompressed)
     buf = np.frombuffer(raw, dtype=np.uint8)
     dec = decode_mod.decode_blocks("t", pa.py_buffer(bytes(raw)), [(0, len(raw))], 0, 0)
-    padded = np.concatenate([np.zeros(decode_mod._PAD, np.uint8), buf,
-                             np.zeros(decode_mod._PAD, np.uint8)])
+    padded = np.concatenate(
+        [np.zeros(decode_mod._PAD, np.uint8), buf, np.zeros(decode_mod._PAD, np.uint8)]
+    )
     n_restarts = int.from_bytes(bytes(raw[-2:]), "big")
-    starts = np.frombuffer(bytes(raw[len(raw) - 2 - 2 * n_restarts : len(raw) - 2]),
-                           dtype=">u2").astype(np.int64)
+    starts = np.frombuffer(
+        bytes(raw[len(raw) - 2 - 2 * n_restarts : len(raw) - 2]), dtype=">u2"
+    ).astype(np.int64)
     ends = np.append(starts[1:], len(raw) - 2 - 2 * n_restarts)
-    ref = decode_mod._walk_padded(pa.py_buffer(bytes(raw)), padded, starts, ends,
-                                  np.zeros(len(starts), np.int64), 1, 0, decode_mod._PAD)
+    ref = decode_mod._walk_padded(
+        pa.py_buffer(bytes(raw)),
+        padded,
+        starts,
+        ends,
+        np.zeros(len(starts), np.int64),
+        1,
+        0,
+        decode_mod._PAD,
+    )
     assert dec.keys.equals(ref.keys) and dec.values.equals(ref.values)
     assert np.array_equal(dec.seqs, ref.seqs) and np.array_equal(dec.kinds, ref.kinds)
 
@@ -164,28 +192,46 @@ def _decode_both(raw: bytes) -> tuple[object, object]:
             if starts[0] != 0 or (starts[1:] <= starts[:-1]).any() or starts[-1] >= data_end:
                 raise ValueError("restarts")
             ends = np.append(starts[1:], data_end)
-            padded = np.concatenate([np.zeros(decode_mod._PAD, np.uint8), buf,
-                                     np.zeros(decode_mod._PAD, np.uint8)])
-            out.append(decode_mod._walk_padded(pa.py_buffer(raw), padded, starts, ends,
-                                               np.zeros(len(starts), np.int64), 1, 0,
-                                               decode_mod._PAD))
+            padded = np.concatenate(
+                [np.zeros(decode_mod._PAD, np.uint8), buf, np.zeros(decode_mod._PAD, np.uint8)]
+            )
+            out.append(
+                decode_mod._walk_padded(
+                    pa.py_buffer(raw),
+                    padded,
+                    starts,
+                    ends,
+                    np.zeros(len(starts), np.int64),
+                    1,
+                    0,
+                    decode_mod._PAD,
+                )
+            )
         except Exception as e:  # any failure counts: both paths must agree
-            out.append("error" if isinstance(e, ValueError | IndexError | pa.ArrowException
-                                             | CorruptionError) else repr(e))
+            out.append(
+                "error"
+                if isinstance(e, ValueError | IndexError | pa.ArrowException | CorruptionError)
+                else repr(e)
+            )
     return out[0], out[1]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(entries=versioned_entries(), interval=st.sampled_from([1, 16]),
-       flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)),
-                      min_size=1, max_size=3))
+@given(
+    entries=versioned_entries(),
+    interval=st.sampled_from([1, 16]),
+    flips=st.lists(
+        st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=3
+    ),
+)
 def test_damaged_blocks_decode_in_place_as_from_a_padded_copy(
-    entries: list[Entry], interval: int, flips: list[tuple[float, int]],
+    entries: list[Entry],
+    interval: int,
+    flips: list[tuple[float, int]],
 ) -> None:
     """Bytes of a block changed (as if under a valid checksum): decoding in place either fails
     as the padded decode does, or gives exactly its rows; never other rows."""
-    data, _ = encode_sst(batch_of(entries),
-                         SstOptions(block_size=65536, restart_interval=interval))
+    data, _ = encode_sst(batch_of(entries), SstOptions(block_size=65536, restart_interval=interval))
     offs = SstReader.from_bytes(data, "t").block_offsets
     raw = bytearray(data[offs[0] : offs[1] - 4])
     for at, byte in flips:

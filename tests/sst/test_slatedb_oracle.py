@@ -34,7 +34,9 @@ from tests.interop.oracle import Oracle, settings
 
 pytestmark = pytest.mark.slatedb
 
-SLATE = SstOptions(block_size=4096, min_filter_keys=1000, restart_interval=16)  # SlateDB 0.17's defaults
+SLATE = SstOptions(
+    block_size=4096, min_filter_keys=1000, restart_interval=16
+)  # SlateDB 0.17's defaults
 
 
 # the wheel's fixtures, shared with tests/interop (one harness)
@@ -66,7 +68,9 @@ def slate_writes(oracle: Oracle) -> dict[bytes, bytes | None]:
 
 
 def objects(root: Path, prefix: str) -> list[bytes]:
-    return [p.read_bytes() for p in sorted((root / "db" / prefix).glob("*.sst")) if p.stat().st_size]
+    return [
+        p.read_bytes() for p in sorted((root / "db" / prefix).glob("*.sst")) if p.stat().st_size
+    ]
 
 
 def sections(data: bytes, reader: SstReader) -> dict[str, bytes]:
@@ -90,8 +94,9 @@ def test_slatedb_ssts_decode_to_its_rows_and_our_encoder_rebuilds_them_byte_for_
     assert reader.info.filter_format == 1 and reader.info.filter_len > 0
     # SlateDB keeps every version written to the memtable, newest first
     latest: dict[bytes, bytes | None] = {}
-    for key, kind, value in zip(*(rows.column(c).to_pylist() for c in ("key", "kind", "value")),
-                                strict=True):
+    for key, kind, value in zip(
+        *(rows.column(c).to_pylist() for c in ("key", "kind", "value")), strict=True
+    ):
         latest.setdefault(key, None if kind == KIND_TOMBSTONE else value)
     assert latest == {k: v for k, v in model.items() if k != b"tail"}
     # (1503 when the overwritten versions stay in the memtable, 1500 when they are replaced)
@@ -113,7 +118,8 @@ def test_slatedb_ssts_decode_to_its_rows_and_our_encoder_rebuilds_them_byte_for_
     offs = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=len(keys) + 1).astype(np.int64)
     data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)
     assert build_filter_block(hash_keys(data, offs), 10) == bytes(
-        unseal(0, theirs_parts["filter"], "l0", "filter"))
+        unseal(0, theirs_parts["filter"], "l0", "filter")
+    )
 
 
 def test_slatedb_wal_ssts_decode_in_write_order_and_re_encode_identically(
@@ -176,8 +182,12 @@ def test_ssts_we_encode_with_every_codec_are_read_by_slatedb(
     values = [b"" if i % 11 == 0 else bytes([65 + i % 26]) * (i % 90) for i in range(n)]
     kinds = [KIND_TOMBSTONE if i % 9 == 4 else KIND_VALUE for i in range(n)]
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array([1] * n, pa.uint64()), pa.array(kinds, pa.uint8()),
-         pa.array([b"" if k else v for k, v in zip(kinds, values, strict=True)], pa.binary())],
+        [
+            pa.array(keys, pa.binary()),
+            pa.array([1] * n, pa.uint64()),
+            pa.array(kinds, pa.uint8()),
+            pa.array([b"" if k else v for k, v in zip(kinds, values, strict=True)], pa.binary()),
+        ],
         schema=ENTRY_SCHEMA,
     )
     store.put("staging/a.sst", encode_sst(batch, SstOptions(compression=codec, block_size=2048))[0])
@@ -202,8 +212,9 @@ def test_ssts_of_the_fixed_width_encoder_are_read_by_slatedb(
     keys = np.unique(rng.integers(0, 256, (2 * n, kw), dtype=np.uint8), axis=0)[:n]
     values = rng.integers(0, 256, n * vw, dtype=np.uint8)
     rows = rng.permutation(n).astype(np.int64)
-    data, info = encode_fixed_sst_into(keys.reshape(-1), kw, values, vw, rows, 1, Scratch(),
-                                       SstOptions(block_size=4096))
+    data, info = encode_fixed_sst_into(
+        keys.reshape(-1), kw, values, vw, rows, 1, Scratch(), SstOptions(block_size=4096)
+    )
     assert info.entry_count == n
     store.put("staging/fixed.sst", bytes(data))
     with Db.open("db", store, DbOptions(flush_interval=timedelta(milliseconds=10))) as db:

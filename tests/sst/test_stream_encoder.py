@@ -21,8 +21,14 @@ Row = tuple[bytes, int, int, bytes]
 def batch(rows: list[Row]) -> pa.RecordBatch:
     keys, seqs, kinds, values = zip(*rows, strict=True) if rows else ([], [], [], [])
     return pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array(seqs, pa.uint64()), pa.array(kinds, pa.uint8()),
-         pa.array(values, pa.binary())], schema=ENTRY_SCHEMA)
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(seqs, pa.uint64()),
+            pa.array(kinds, pa.uint8()),
+            pa.array(values, pa.binary()),
+        ],
+        schema=ENTRY_SCHEMA,
+    )
 
 
 def random_rows(rng: np.random.Generator, n: int, fixed: bool) -> list[Row]:
@@ -35,8 +41,9 @@ def random_rows(rng: np.random.Generator, n: int, fixed: bool) -> list[Row]:
         if rng.random() < 0.1:
             out.append((k, int(rng.integers(1, 1 << 40)), KIND_TOMBSTONE, b""))
         else:
-            out.append((k, int(rng.integers(1, 1 << 40)), KIND_VALUE,
-                        rng.bytes(int(rng.integers(0, 300)))))
+            out.append(
+                (k, int(rng.integers(1, 1 << 40)), KIND_VALUE, rng.bytes(int(rng.integers(0, 300))))
+            )
     return out
 
 
@@ -80,8 +87,10 @@ def test_same_bytes_any_split(data: st.DataObject) -> None:
     rng = np.random.default_rng(data.draw(st.integers(0, 1 << 30)))
     rows = random_rows(rng, n, data.draw(st.booleans()))
     cuts = data.draw(st.lists(st.integers(0, len(rows)), max_size=8))
-    options = SstOptions(block_size=data.draw(st.sampled_from([64, 200, 1000, 4096])),
-                         restart_interval=data.draw(st.sampled_from([1, 3, 16])))
+    options = SstOptions(
+        block_size=data.draw(st.sampled_from([64, 200, 1000, 4096])),
+        restart_interval=data.draw(st.sampled_from([1, 3, 16])),
+    )
     want, want_info = encode_sst(batch(rows), options)
     got, info = streamed(rows, cuts, options)
     assert got == want

@@ -137,9 +137,7 @@ def test_a_bad_sync_value_is_invalid_argument(tmp_path: Path, bad: str) -> None:
 
 
 @pytest.mark.parametrize("query", ["fsync=false", "sync=false&sync=true", "sync"])
-def test_an_unknown_or_repeated_file_option_is_invalid_argument(
-    tmp_path: Path, query: str
-) -> None:
+def test_an_unknown_or_repeated_file_option_is_invalid_argument(tmp_path: Path, query: str) -> None:
     with pytest.raises(InvalidArgument):
         open_store(f"{tmp_path.as_uri()}?{query}")
 
@@ -183,9 +181,9 @@ import slatedb_core as sc
 with sc.Db.open("db", sc.open_store(sys.argv[1])) as db:
     db.put(b"k", b"v")
 """
-_FSYNC = re.compile(r'^(\d+) +f(?:data)?sync\(\d+<([^>]*)>')
+_FSYNC = re.compile(r"^(\d+) +f(?:data)?sync\(\d+<([^>]*)>")
 # link or linkat (obstore's), maybe "<unfinished ...>"
-_DIRFD = r'(?:AT_FDCWD(?:<[^>]*>)?, )?'
+_DIRFD = r"(?:AT_FDCWD(?:<[^>]*>)?, )?"
 _LINK = re.compile(rf'^(\d+) +link(?:at)?\({_DIRFD}"([^"]*)", {_DIRFD}"([^"]*)"')
 
 
@@ -196,14 +194,31 @@ def test_strace_sees_a_durable_put_sync_its_wal_sst_and_wal_dir(tmp_path: Path) 
     empty after a crash), and wal/ is fsynced after, by the same thread, before the put returns."""
     log, lake = tmp_path / "strace.log", tmp_path / "lake"
     subprocess.run(
-        ["strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync,link,linkat",
-         sys.executable, "-c", _PUT_SCRIPT, lake.as_uri()],
-        check=True, capture_output=True, timeout=120,
+        [
+            "strace",
+            "-f",
+            "-y",
+            "-qq",
+            "-o",
+            str(log),
+            "-e",
+            "trace=fsync,fdatasync,link,linkat",
+            sys.executable,
+            "-c",
+            _PUT_SCRIPT,
+            lake.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     calls = log.read_text().splitlines()
     wal = f"{lake}/db/wal"
-    links = [(i, m) for i, c in enumerate(calls) if (m := _LINK.match(c))
-             and m[3].startswith(f"{wal}/") and m[3].endswith(".sst")]
+    links = [
+        (i, m)
+        for i, c in enumerate(calls)
+        if (m := _LINK.match(c)) and m[3].startswith(f"{wal}/") and m[3].endswith(".sst")
+    ]
     assert len(links) == 2, calls  # the writer's fence at open, then the put's WAL SST
     for i, link in links:
         pid, staged = link[1], link[2]

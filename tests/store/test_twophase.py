@@ -107,8 +107,9 @@ def race(n: int, create: Callable[[int], None]) -> list[int]:
 def test_without_two_phase_racing_creates_all_win() -> None:
     store = NoConditionalWrites(open_store("memory://"))
     datas = [payload(t) for t in range(8)]
-    winners = race(8, lambda t: SequencedStore(store, "db", "manifest", "manifest").create(
-        1, datas[t]))
+    winners = race(
+        8, lambda t: SequencedStore(store, "db", "manifest", "manifest").create(1, datas[t])
+    )
     assert len(winners) > 1  # the store "accepted" every create: several writers own id 1
 
 
@@ -130,8 +131,10 @@ def test_with_two_phase_racing_creates_have_exactly_one_winner(
     assert check.get("db/manifest/00000000000000000001.manifest").data == datas[winners[0]]
     check.close()
     # every loser removed its temporary object; the winner its own
-    assert [m.path for m in raw.list("db")] == ["db/manifest/00000000000000000001.manifest",
-                                                "db/manifest/_latest_version"]
+    assert [m.path for m in raw.list("db")] == [
+        "db/manifest/00000000000000000001.manifest",
+        "db/manifest/_latest_version",
+    ]
 
 
 def test_racing_boundary_updates_from_one_version_have_one_winner(tp: TwoPhaseStore) -> None:
@@ -175,8 +178,11 @@ def test_a_write_costs_two_puts_two_statements_and_a_delete(tp: TwoPhaseStore) -
     raw = tp.inner
     tp.txn.counters.reset()  # opening checked the key migration marker (one select)
     tp.put_if_absent("db/wal/00000000000000000001.sst", b"data")
-    assert raw.counters.snapshot() == {**dict.fromkeys(raw.counters.snapshot(), 0),
-                                       "put": 2, "delete": 1}
+    assert raw.counters.snapshot() == {
+        **dict.fromkeys(raw.counters.snapshot(), 0),
+        "put": 2,
+        "delete": 1,
+    }
     assert tp.txn.counters.snapshot() == {"select": 0, "insert": 1, "update": 1, "delete": 0}
     assert [m.path for m in raw.list("db")] == ["db/wal/00000000000000000001.sst"]
     intent = tp.txn.get_intent("ns", "db/wal/00000000000000000001.sst")
@@ -369,8 +375,15 @@ def test_temporary_names_are_ignored_by_the_listings_that_parse_names(tp: TwoPha
 
 
 def test_open_txn_store_urls(tmp_path: Path) -> None:
-    for bad in ["sqlite://rel.db", "sqlite:///:memory:", "sqlite:///tmp/", "mysql://h/db",
-                "postgresql://host", "postgresql:///db", "nonsense"]:
+    for bad in [
+        "sqlite://rel.db",
+        "sqlite:///:memory:",
+        "sqlite:///tmp/",
+        "mysql://h/db",
+        "postgresql://host",
+        "postgresql:///db",
+        "nonsense",
+    ]:
         with pytest.raises(InvalidArgument):
             open_txn_store(bad)
     store = open_txn_store(f"sqlite:///{tmp_path}/a/b.sqlite")
@@ -406,8 +419,9 @@ def test_gc_deletes_records_of_collected_manifests_and_wal_and_orphaned_temporar
     tp.inner.put(pending_source, b"p")
     tp.txn.insert_intent("ns", pending_path, pending_source, 1)
     tp.temp_min_age_s = 0
-    stats = run_gc_once("db", tp, GarbageCollectorOptions(min_age=timedelta(0)),
-                        now=lambda: time.time() + 5)
+    stats = run_gc_once(
+        "db", tp, GarbageCollectorOptions(min_age=timedelta(0)), now=lambda: time.time() + 5
+    )
     assert stats.two_phase is not None
     assert stats.two_phase.recovered == 1 and stats.two_phase.temps_deleted == 1
     assert stats.manifest.deleted == latest - 1 and stats.wal.deleted == 3
@@ -465,8 +479,10 @@ def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     from slatedb_core.options import CompactorOptions, DbOptions
     from slatedb_core.writer.db import Db
 
-    opts = DbOptions(flush_interval=timedelta(milliseconds=10),
-                     manifest_poll_interval=timedelta(milliseconds=200))
+    opts = DbOptions(
+        flush_interval=timedelta(milliseconds=10),
+        manifest_poll_interval=timedelta(milliseconds=200),
+    )
     first = Db.open("db", tp, opts)
     for i in range(30):
         first.put(f"k{i:02}".encode(), b"first")
@@ -475,7 +491,9 @@ def test_the_engine_over_two_phase_cas(tp: TwoPhaseStore) -> None:
     second = Db.open("db", tp, opts)
     with pytest.raises(Fenced):
         first.put(b"late", b"x")
-    with pytest.raises(Fenced):  # a fenced writer's close() says so (RELIABILITY.md, review finding 8)
+    with pytest.raises(
+        Fenced
+    ):  # a fenced writer's close() says so (RELIABILITY.md, review finding 8)
         first.close()
     second.put(b"k00", b"second")
     second.flush_memtable()

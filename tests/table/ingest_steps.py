@@ -43,33 +43,65 @@ ALL = {k: b"v-" + k for k in KEYS}
 def rows_batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
     """``rows`` as one Arrow batch of the ingest's schema (keys sorted; a None value deletes)."""
     keys = sorted(rows)
-    return pa.record_batch([pa.array(keys, pa.binary()),
-                            pa.array([rows[k] for k in keys], pa.binary())], ["key", "value"])
+    return pa.record_batch(
+        [pa.array(keys, pa.binary()), pa.array([rows[k] for k in keys], pa.binary())],
+        ["key", "value"],
+    )
 
 
-def stage(store: ObjectStore, plan: IngestPlan, rows: Mapping[bytes, bytes | None], *,
-          run: str = "run", partition: int = 0, attempt: int = 0) -> list[StagedSst]:
+def stage(
+    store: ObjectStore,
+    plan: IngestPlan,
+    rows: Mapping[bytes, bytes | None],
+    *,
+    run: str = "run",
+    partition: int = 0,
+    attempt: int = 0,
+) -> list[StagedSst]:
     """The map task of input ``partition`` (attempt ``attempt`` of run ``run``) stages ``rows``."""
     directory = attempt_dir(plan, run, partition, attempt)
     return list(stage_ssts(store, plan, directory, 0, [rows_batch(rows)], partition=partition))
 
 
-def commit(store: ObjectStore, plan: IngestPlan, staged: Iterable[StagedSst], index: int, *,
-           run: str = "run", partition: int = -1, attempt: int = 0) -> ShardIngestStats:
+def commit(
+    store: ObjectStore,
+    plan: IngestPlan,
+    staged: Iterable[StagedSst],
+    index: int,
+    *,
+    run: str = "run",
+    partition: int = -1,
+    attempt: int = 0,
+) -> ShardIngestStats:
     """The commit task of the plan's shard ``index``: the SSTs ``staged`` for it, with their
     seqs."""
     mine = [s for s in staged if s.shard.index == index]
-    return commit_shard(store, plan, run, plan.shards[index], [s.path for s in mine],
-                        partition=partition, attempt=attempt, seqs=[s.seq for s in mine])
+    return commit_shard(
+        store,
+        plan,
+        run,
+        plan.shards[index],
+        [s.path for s in mine],
+        partition=partition,
+        attempt=attempt,
+        seqs=[s.seq for s in mine],
+    )
 
 
-def stage_and_commit(store: ObjectStore, plan: IngestPlan, rows: Mapping[bytes, bytes | None],
-                     *, run: str = "run", attempt: int = 0) -> str:
+def stage_and_commit(
+    store: ObjectStore,
+    plan: IngestPlan,
+    rows: Mapping[bytes, bytes | None],
+    *,
+    run: str = "run",
+    attempt: int = 0,
+) -> str:
     """Attempt ``attempt`` of a one-shard job: stage ``rows`` afresh (as a re-run Spark map
     stage does) and commit shard 0 without their seqs; the commit's status."""
     staged = stage(store, plan, rows, run=run, attempt=attempt)
-    return commit_shard(store, plan, run, plan.shards[0], [s.path for s in staged],
-                        attempt=attempt).status
+    return commit_shard(
+        store, plan, run, plan.shards[0], [s.path for s in staged], attempt=attempt
+    ).status
 
 
 def by_shard(staged: Iterable[StagedSst]) -> dict[int, list[tuple[str, int]]]:
@@ -80,9 +112,14 @@ def by_shard(staged: Iterable[StagedSst]) -> dict[int, list[tuple[str, int]]]:
     return out
 
 
-def overwrite_dies_at(store: ObjectStore, plan: IngestPlan,
-                      staged: Mapping[int, list[tuple[str, int]]], put: str, *,
-                      run: str = "run") -> None:
+def overwrite_dies_at(
+    store: ObjectStore,
+    plan: IngestPlan,
+    staged: Mapping[int, list[tuple[str, int]]],
+    put: str,
+    *,
+    run: str = "run",
+) -> None:
     """An attempt of the overwrite's commit that dies at its first ``put_if_absent`` of an
     object matching ``put`` (every retry of it fails too), leaving what it did before."""
     crashing = FaultyStore(store)
@@ -91,8 +128,12 @@ def overwrite_dies_at(store: ObjectStore, plan: IngestPlan,
         commit_overwrite(crashing, plan, run, staged)
 
 
-def rerun(store: ObjectStore, job_id: str, txn: AppVersion = BATCH,
-          rows: Mapping[bytes, bytes | None] = ALL) -> list[ShardIngestStats]:
+def rerun(
+    store: ObjectStore,
+    job_id: str,
+    txn: AppVersion = BATCH,
+    rows: Mapping[bytes, bytes | None] = ALL,
+) -> list[ShardIngestStats]:
     """A re-run of batch ``txn`` by a new job ``job_id`` on table ``t``'s latest map: every
     shard committed."""
     plan = plan_ingest("t", store, job_id=job_id, txn=txn)

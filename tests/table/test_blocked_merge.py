@@ -30,13 +30,14 @@ def half_applied(store: ObjectStore) -> None:
     """A two-shard table where batch 5 of app 'loader' committed shard 0 only."""
     Table.create("t", store, [MID], options=OPTS).close()
     plan = plan_ingest("t", store, job_id="job", txn=AppVersion("loader", 5))
-    rows = pa.record_batch([pa.array([b"a", b"z"], pa.binary()),
-                            pa.array([b"1", b"2"], pa.binary())], ["key", "value"])
-    staged = list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [rows],
-                             partition=0))
+    rows = pa.record_batch(
+        [pa.array([b"a", b"z"], pa.binary()), pa.array([b"1", b"2"], pa.binary())], ["key", "value"]
+    )
+    staged = list(stage_ssts(store, plan, attempt_dir(plan, "run", 0, 0), 0, [rows], partition=0))
     mine = [s for s in staged if s.shard.index == 0]
-    stats = commit_shard(store, plan, "run", plan.shards[0], [s.path for s in mine],
-                         seqs=[s.seq for s in mine])
+    stats = commit_shard(
+        store, plan, "run", plan.shards[0], [s.path for s in mine], seqs=[s.seq for s in mine]
+    )
     assert stats.status == WRITTEN
 
 

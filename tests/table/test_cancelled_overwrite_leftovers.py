@@ -90,11 +90,15 @@ def _push_out_outcomes(mem: ObjectStore) -> None:
     base = ShardMapStore(mem, "t").read_latest().next_shard_id
 
     def many(cur: ShardMap) -> ShardMap:
-        later = tuple(OverwriteOutcome(f"j{i}", base + i, CANCELLED)
-                      for i in range(OVERWRITES_KEPT))
-        return dataclasses.replace(cur, created_at=time.time(),
-                                   next_shard_id=base + OVERWRITES_KEPT,
-                                   overwrites=(*cur.overwrites, *later))
+        later = tuple(
+            OverwriteOutcome(f"j{i}", base + i, CANCELLED) for i in range(OVERWRITES_KEPT)
+        )
+        return dataclasses.replace(
+            cur,
+            created_at=time.time(),
+            next_shard_id=base + OVERWRITES_KEPT,
+            overwrites=(*cur.overwrites, *later),
+        )
 
     ShardMapStore(mem, "t").update(many)
 

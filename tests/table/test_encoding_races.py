@@ -78,8 +78,10 @@ def test_the_plain_record_survives_a_split_and_an_encoded_overwrite_replaces_it(
         t.split(0, b"m")
         with pytest.raises(InvalidArgument, match="plain values"):
             t.record_value_encoding(JSON)
-        t.overwrite([pa.record_batch({"key": pa.array([b"a"]), "value": pa.array([b"{}"])})],
-                    value_encoding=JSON)
+        t.overwrite(
+            [pa.record_batch({"key": pa.array([b"a"]), "value": pa.array([b"{}"])})],
+            value_encoding=JSON,
+        )
         assert t.value_encoding == JSON
         with pytest.raises(InvalidArgument, match="json values"):
             t.record_value_encoding(None)

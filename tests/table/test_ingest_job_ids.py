@@ -26,8 +26,7 @@ ROW = {b"a": b"1"}
 
 
 @pytest.mark.parametrize("job_id", ["a/b", "/a", "a/", ".", "..", 7, b"a"])
-def test_a_job_id_that_is_not_one_path_segment_is_refused(mem: ObjectStore,
-                                                          job_id: object) -> None:
+def test_a_job_id_that_is_not_one_path_segment_is_refused(mem: ObjectStore, job_id: object) -> None:
     Table.create("t", mem, []).close()
     with pytest.raises(InvalidArgument, match="job id"):
         plan_ingest("t", mem, job_id=job_id)  # type: ignore[arg-type]

@@ -40,8 +40,12 @@ def _rows(value: bytes) -> list[pa.RecordBatch]:
 
 def _commit(store: ObjectStore, plan: IngestPlan, attempt: int) -> str:
     """Stage the job's rows afresh (as a re-run Spark map stage does) and commit shard 0."""
-    srcs = [s.path for s in stage_ssts(store, plan, attempt_dir(plan, "run", 0, attempt), 0,
-                                       _rows(b"1"), partition=0)]
+    srcs = [
+        s.path
+        for s in stage_ssts(
+            store, plan, attempt_dir(plan, "run", 0, attempt), 0, _rows(b"1"), partition=0
+        )
+    ]
     return commit_shard(store, plan, "run", plan.shards[0], srcs, attempt=attempt).status
 
 
@@ -63,8 +67,22 @@ def _gc_api(store: ObjectStore) -> None:
 
 
 def _gc_cli(store: ObjectStore) -> None:
-    r = CliRunner().invoke(cli, ["--url", store.url, "--path", "t", "table", "gc", "--min-age",
-                                 "0s", "--ingest-min-age", "0s", "--json"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "--url",
+            store.url,
+            "--path",
+            "t",
+            "table",
+            "gc",
+            "--min-age",
+            "0s",
+            "--ingest-min-age",
+            "0s",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["ingest_objects"] > 0
 
@@ -77,8 +95,11 @@ def _gc_dagster(store: ObjectStore) -> None:
     from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 
     managed = ManagedDatabasesResource(gc_min_age="0s", ingest_retention="0s")
-    result = rescaling(context=dg.build_asset_context(partition_key="t"),
-                       store=ObjectStoreResource(url=store.url), managed=managed)
+    result = rescaling(
+        context=dg.build_asset_context(partition_key="t"),
+        store=ObjectStoreResource(url=store.url),
+        managed=managed,
+    )
     assert isinstance(result, dg.MaterializeResult)
     deleted = (result.metadata or {})["ingest_leftovers_deleted"]
     assert isinstance(deleted, dg.IntMetadataValue) and (deleted.value or 0) > 0
@@ -154,7 +175,8 @@ def test_staged_ssts_collected_under_a_running_job_are_a_typed_error(mem: Object
     with Table.open("t", mem) as t:
         t.collect_garbage(min_age=timedelta(0), ingest_min_age=timedelta(0))
     with pytest.raises(IngestJobExpired, match="staged"):
-        commit_shard(mem, plan, "run", plan.shards[0], [s.path for s in staged],
-                     seqs=[s.seq for s in staged])
+        commit_shard(
+            mem, plan, "run", plan.shards[0], [s.path for s in staged], seqs=[s.seq for s in staged]
+        )
     with Table.open("t", mem) as t:
         assert t.get(b"a") is None

@@ -113,7 +113,8 @@ def test_an_old_handle_sees_writes_on_new_shards_within_its_poll_interval(
         assert old.get_many([b"a", b"b", b"q", b"r"]) == [want[k] for k in (b"a", b"b", b"q", b"r")]
         assert list(old.scan()) == sorted(want.items())
         assert old.scan_arrow().read_all().to_pydict() == {
-            "key": sorted(want), "value": [want[k] for k in sorted(want)]
+            "key": sorted(want),
+            "value": [want[k] for k in sorted(want)],
         }
         assert old.shard_map.id == want_map
         assert not _holds(mem, retired)
@@ -159,8 +160,9 @@ def test_an_idle_handle_lets_go_of_two_retired_shards_at_once(mem: ObjectStore) 
 def test_a_read_within_the_interval_may_serve_the_map_it_holds(mem: ObjectStore) -> None:
     """The bound is the poll interval, no tighter: a handle that checked the map less than an
     interval ago serves it without another look (one read costs no map request)."""
-    slow = TableOptions(reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1),
-                                               checkpoint_lifetime=None))
+    slow = TableOptions(
+        reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None)
+    )
     with Table.create("t", mem, (), slow) as t, Table.open("t", mem, slow) as other:
         assert t.get(b"a") is None
         held = t.shard_map.id

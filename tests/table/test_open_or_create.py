@@ -31,9 +31,20 @@ from .conftest import OPTS
 
 def _write_options(split_points: tuple[bytes, ...] | None) -> WriteOptions:
     return WriteOptions(
-        url="memory://unused", path="t", key="k", value="v", value_format="json", payload=(),
-        payload_schema=None, tombstone=None, split_points=split_points, app_id=None,
-        batch_version=None, mode="append", run_bytes=1 << 20, checkpoint_location=None,
+        url="memory://unused",
+        path="t",
+        key="k",
+        value="v",
+        value_format="json",
+        payload=(),
+        payload_schema=None,
+        tombstone=None,
+        split_points=split_points,
+        app_id=None,
+        batch_version=None,
+        mode="append",
+        run_bytes=1 << 20,
+        checkpoint_location=None,
     )
 
 

@@ -59,10 +59,18 @@ def test_a_stale_commit_of_a_committed_overwrite_fences_no_writer_of_its_former_
             source = t.shards[0]
             first = t.shard_map.next_shard_id
             halves = (KeyRange(source.key_range.start, b"c"), KeyRange(b"c", source.key_range.end))
-            op = PendingOp(uuid.uuid4(), "split", (source.shard_id,),
-                           ((first, halves[0]), (first + 1, halves[1])), time.time())
-            ShardMapStore(mem, "t").update(lambda cur: dataclasses.replace(
-                cur, created_at=time.time(), next_shard_id=first + 2, pending=(op,)))
+            op = PendingOp(
+                uuid.uuid4(),
+                "split",
+                (source.shard_id,),
+                ((first, halves[0]), (first + 1, halves[1])),
+                time.time(),
+            )
+            ShardMapStore(mem, "t").update(
+                lambda cur: dataclasses.replace(
+                    cur, created_at=time.time(), next_shard_id=first + 2, pending=(op,)
+                )
+            )
             commit_overwrite(mem, plan, "run", staged)  # the stale retry
             db.put(b"b", b"after")  # not fenced
             db.flush()

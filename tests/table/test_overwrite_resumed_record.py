@@ -48,8 +48,9 @@ def _map_name(map_id: int) -> str:
     return f"t/shardmap/{map_id:020}.shardmap"
 
 
-def _late_retry_after_a_later_overwrite(t: Table, mem: ObjectStore, first: IngestPlan,
-                                        staged: dict[int, list[tuple[str, int]]]) -> None:
+def _late_retry_after_a_later_overwrite(
+    t: Table, mem: ObjectStore, first: IngestPlan, staged: dict[int, list[tuple[str, int]]]
+) -> None:
     """A later overwrite retires ``first``'s targets and they are pruned from the map
     (``_prune_retired``); then a late retry of ``first``'s commit says WRITTEN."""
     t.overwrite([rows_batch(LATER)])
@@ -135,11 +136,15 @@ def test_a_retry_whose_outcome_the_map_forgot_raises_overwrite_too_old(mem: Obje
         base = ShardMapStore(mem, "t").read_latest().next_shard_id
 
         def many(cur: ShardMap) -> ShardMap:
-            later = tuple(OverwriteOutcome(f"j{i}", base + i, "cancelled")
-                          for i in range(OVERWRITES_KEPT))
-            return dataclasses.replace(cur, created_at=time.time(),
-                                       next_shard_id=base + OVERWRITES_KEPT,
-                                       overwrites=(*cur.overwrites, *later))
+            later = tuple(
+                OverwriteOutcome(f"j{i}", base + i, "cancelled") for i in range(OVERWRITES_KEPT)
+            )
+            return dataclasses.replace(
+                cur,
+                created_at=time.time(),
+                next_shard_id=base + OVERWRITES_KEPT,
+                overwrites=(*cur.overwrites, *later),
+            )
 
         m = ShardMapStore(mem, "t").update(many)
         assert len(m.overwrites) == OVERWRITES_KEPT
@@ -161,14 +166,19 @@ def test_a_map_written_before_the_outcome_list_decodes_and_forgets_nothing_it_kn
     'plan it again')."""
     with Table.create("t", mem, [b"m"], options=OPTS) as t:
         m = t.shard_map
-    doc = json.loads(open_sealed(encode_shard_map(m, "t"), magic=SHARDMAP_MAGIC, name="x",
-                                 versions=frozenset({FORMAT_VERSION})).payload)
+    doc = json.loads(
+        open_sealed(
+            encode_shard_map(m, "t"),
+            magic=SHARDMAP_MAGIC,
+            name="x",
+            versions=frozenset({FORMAT_VERSION}),
+        ).payload
+    )
     doc.pop("overwrites", None)
     doc.pop("overwrites_forgotten_below", None)
     old = seal(SHARDMAP_MAGIC, FORMAT_VERSION, json.dumps(doc).encode())
     decoded = decode_shard_map(old, map_id=m.id, table_path="t", name="x")
     assert decoded.overwrites == ()
     assert decoded.overwrites_forgotten_below == m.next_shard_id
-    again = decode_shard_map(encode_shard_map(decoded, "t"), map_id=m.id, table_path="t",
-                             name="x")
+    again = decode_shard_map(encode_shard_map(decoded, "t"), map_id=m.id, table_path="t", name="x")
     assert again == decoded

@@ -73,7 +73,10 @@ def test_a_refused_overwrite_table_call_leaves_the_store_byte_identical(
 
 OTHER_BAD: dict[str, Callable[[ObjectStore, list[pa.RecordBatch]], object]] = {
     "value_encoding": lambda s, rows: overwrite_table(
-        "t", s, rows, value_encoding="json"  # type: ignore[arg-type]
+        "t",
+        s,
+        rows,
+        value_encoding="json",  # type: ignore[arg-type]
     ),
     "txn": lambda s, rows: overwrite_table("t", s, rows, txn=("app", 1)),  # type: ignore[arg-type]
     "options": lambda s, rows: overwrite_table("t", s, rows, options={}),  # type: ignore[arg-type]

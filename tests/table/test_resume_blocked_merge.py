@@ -47,13 +47,27 @@ def _crashed_runs(mem: ObjectStore) -> str:
     def sealed_by_dead_runs(cur: ShardMap) -> ShardMap:
         a, b, c = cur.shards
         n = cur.next_shard_id
-        merge = PendingOp(uuid.uuid4(), "merge", (a.shard_id, b.shard_id),
-                          ((n, KeyRange(None, b"p")),), time.time())
-        split = PendingOp(uuid.uuid4(), "split", (c.shard_id,),
-                          ((n + 1, KeyRange(b"p", b"t")), (n + 2, KeyRange(b"t", None))),
-                          time.time())
-        return dataclasses.replace(cur, created_at=time.time(), next_shard_id=n + 4,
-                                   pending=(merge, split), retired=(retired,))
+        merge = PendingOp(
+            uuid.uuid4(),
+            "merge",
+            (a.shard_id, b.shard_id),
+            ((n, KeyRange(None, b"p")),),
+            time.time(),
+        )
+        split = PendingOp(
+            uuid.uuid4(),
+            "split",
+            (c.shard_id,),
+            ((n + 1, KeyRange(b"p", b"t")), (n + 2, KeyRange(b"t", None))),
+            time.time(),
+        )
+        return dataclasses.replace(
+            cur,
+            created_at=time.time(),
+            next_shard_id=n + 4,
+            pending=(merge, split),
+            retired=(retired,),
+        )
 
     maps.update(sealed_by_dead_runs)
     return retired

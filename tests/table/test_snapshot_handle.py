@@ -21,16 +21,32 @@ from slatedb_core.table.shardmap import ValueEncoding
 
 from .conftest import OPTS, fill
 
-OLD = ValueEncoding("json", json.dumps({"type": "struct", "fields": [
-    {"name": "a", "type": "long", "nullable": True, "metadata": {}}]}))
-NEW = ValueEncoding("json", json.dumps({"type": "struct", "fields": [
-    {"name": "b", "type": "string", "nullable": True, "metadata": {}}]}))
+OLD = ValueEncoding(
+    "json",
+    json.dumps(
+        {
+            "type": "struct",
+            "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}],
+        }
+    ),
+)
+NEW = ValueEncoding(
+    "json",
+    json.dumps(
+        {
+            "type": "struct",
+            "fields": [{"name": "b", "type": "string", "nullable": True, "metadata": {}}],
+        }
+    ),
+)
 KEYS = [b"a", b"k", b"m", b"q", b"t", b"z"]
 
 
 def _overwrite(t: Table, encoding: ValueEncoding | None) -> None:
-    t.overwrite([pa.record_batch({"key": pa.array([b"a"]), "value": pa.array([b'{"b": "x"}'])})],
-                value_encoding=encoding)
+    t.overwrite(
+        [pa.record_batch({"key": pa.array([b"a"]), "value": pa.array([b'{"b": "x"}'])})],
+        value_encoding=encoding,
+    )
 
 
 def test_a_snapshot_handle_reports_the_snapshots_encoding_after_an_overwrite_changed_it(
@@ -94,8 +110,7 @@ def test_a_snapshot_handle_routes_by_the_snapshots_map_after_splits_and_an_overw
             want = [0 if k < b"m" else 1 for k in KEYS]
             assert at.route(KEYS).to_pylist() == want
             assert [at.shard_for(k).index for k in KEYS] == want
-            assert [at.shard_for(k).db_path for k in KEYS] == [snap.shards[i].db_path
-                                                               for i in want]
+            assert [at.shard_for(k).db_path for k in KEYS] == [snap.shards[i].db_path for i in want]
             assert at.get_many(KEYS) == [b'{"a": 0}'] * len(KEYS)
             assert at.value_encoding == OLD
 

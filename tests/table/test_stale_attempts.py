@@ -273,8 +273,9 @@ def test_an_abort_during_a_commit_between_its_live_check_and_its_swap_destroys_n
     latest = ShardMapStore(mem, "t").read_latest().id
     abort_store, commit_store = FaultyStore(mem), FaultyStore(mem)
     destroying = abort_store.pause("destroying", "put_if_absent", manifest_name(target0, built + 1))
-    swapping = commit_store.pause("swapping", "put_if_absent",
-                                  f"t/shardmap/{latest + 2:020}.shardmap")
+    swapping = commit_store.pause(
+        "swapping", "put_if_absent", f"t/shardmap/{latest + 2:020}.shardmap"
+    )
     ab, aborted = in_thread(lambda: abort_overwrite(abort_store, plan))
     try:
         assert destroying.wait_reached()
@@ -322,8 +323,9 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
         sealing = rescale_store.pause("sealing", "put_if_absent", "t/shardmap/*")
         sealed = rescale_store.pause("sealed", "put_if_absent", f"{source0}/manifest/*")
         merge, merged = in_thread(lambda: t.merge(0))
-        destroying = stale_store.pause("destroying", "put_if_absent",
-                                       manifest_name(target0, built + 1))
+        destroying = stale_store.pause(
+            "destroying", "put_if_absent", manifest_name(target0, built + 1)
+        )
         try:
             # the batch reaches shard 1 only after the merge compared the records unfenced
             # (they agreed) and before its seal: its look under the fence refuses it
@@ -336,8 +338,9 @@ def test_a_stale_discard_during_a_commit_between_its_live_check_and_its_swap_des
             sealed.release()
             merge.join()
             latest = ShardMapStore(mem, "t").read_latest().id
-            swapping = commit_store.pause("swapping", "put_if_absent",
-                                          f"t/shardmap/{latest + 2:020}.shardmap")
+            swapping = commit_store.pause(
+                "swapping", "put_if_absent", f"t/shardmap/{latest + 2:020}.shardmap"
+            )
             th_a, out_a = in_thread(lambda: commit_overwrite(commit_store, plan, "a", staged))
             _run_until_paused_or_done(swapping, th_a)
             # B's discard goes on; it parks again when it next writes to a source (its resume

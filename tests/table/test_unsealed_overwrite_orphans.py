@@ -101,8 +101,11 @@ def _gc_while_sealing(
     try:
         assert sealing.wait_reached()
         with Table.open("t", mem, OPTS) as t:
-            gc = t.collect_garbage(ZERO) if ingest_min_age is None else \
-                t.collect_garbage(ZERO, ingest_min_age=ingest_min_age)
+            gc = (
+                t.collect_garbage(ZERO)
+                if ingest_min_age is None
+                else t.collect_garbage(ZERO, ingest_min_age=ingest_min_age)
+            )
     finally:
         sealing.release()
         th.join()

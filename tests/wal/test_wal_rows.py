@@ -93,9 +93,15 @@ def test_repeated_keys_in_our_wal_read_by_slatedb_and_replayed_here(
         model.delete(b"k/007")
         db.write(wb, await_durable=False)
         ops = [(b"k/%03d" % (i % 50), b"arrow%d" % i) for i in range(120)] + [(b"k/008", None)]
-        db.put_arrow(pa.table({"key": pa.array([k for k, _ in ops], pa.binary()),
-                               "value": pa.array([v for _, v in ops], pa.binary())}),
-                     await_durable=False)
+        db.put_arrow(
+            pa.table(
+                {
+                    "key": pa.array([k for k, _ in ops], pa.binary()),
+                    "value": pa.array([v for _, v in ops], pa.binary()),
+                }
+            ),
+            await_durable=False,
+        )
         model.apply(ops)
         db.put(b"k/009", b"single")
         model.put(b"k/009", b"single")

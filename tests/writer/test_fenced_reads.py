@@ -35,7 +35,9 @@ QUIET = timedelta(hours=1)
 
 @pytest.fixture
 def faulty() -> FaultyStore:
-    return FaultyStore(open_store(f"memory://fenced-{random.getrandbits(64):x}"), pause_timeout_s=20)
+    return FaultyStore(
+        open_store(f"memory://fenced-{random.getrandbits(64):x}"), pause_timeout_s=20
+    )
 
 
 def quiet(store: FaultyStore, window: int) -> Db:

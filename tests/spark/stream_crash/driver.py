@@ -16,13 +16,13 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SlateDBDataSource)
     stream = (
-        spark.readStream.schema("id string, v string")
-        .option("maxFilesPerTrigger", 1)
-        .json(source)
+        spark.readStream.schema("id string, v string").option("maxFilesPerTrigger", 1).json(source)
     )
     query = (
         stream.writeStream.format("slatedb")
-        .option("url", url).option("path", path).option("key", "id")
+        .option("url", url)
+        .option("path", path)
+        .option("key", "id")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()

@@ -109,6 +109,12 @@ class MotoS3:
         self._server.stop()
 
 
+@pytest.fixture
+def mem() -> ObjectStore:
+    """A fresh, empty memory store of this test's own (modules may define their own ``mem``)."""
+    return open_store(f"memory://test-{uuid.uuid4().hex}")
+
+
 @pytest.fixture(scope="session")
 def moto_s3() -> Iterator[MotoS3]:
     server = MotoS3()

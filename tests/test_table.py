@@ -26,44 +26,20 @@ from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import seal
-from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
+from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Shard, ShardMap, Table, TableOptions
+from slatedb_core.table import Shard, ShardMap, Table
 from slatedb_core.table.routing import route
 from slatedb_core.table.shardmap import SHARDMAP_MAGIC, ShardMapStore
 from slatedb_core.writer.db import Db
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
+from tests.table.conftest import (
+    OPTS,
+    fill,
+    memory,
 )
-
-
-def memory() -> ObjectStore:
-    return open_store(f"memory://table-{random.getrandbits(64):x}")
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return memory()
-
-
-def fill(table: Table, rows: dict[bytes, bytes], *, flush: bool = False) -> None:
-    """Write ``rows`` through each shard's writer; ``flush`` also moves them to L0."""
-    for shard in table.shards:
-        mine = {k: v for k, v in rows.items() if shard.contains(k)}
-        if not mine:
-            continue
-        with table.writer(shard.index) as db:
-            for k, v in mine.items():
-                db.put(k, v, await_durable=False)
-            db.flush()
-            if flush:
-                db.flush_memtable()
-    table.refresh()
 
 
 def rows_of(n: int, prefix: bytes = b"") -> dict[bytes, bytes]:

@@ -1,4 +1,4 @@
-"""Shared fixtures of the sharded-table tests: a fresh memory store per test (``mem``), a local
+"""Shared fixtures of the sharded-table tests: ``mem`` (a fresh memory store, from tests/conftest.py), a local
 one (``local``: staging hands the encoder's scratch memory to the store uncopied, which a memory
 store would keep a reference to), table options that flush fast and never poll on their own
 (``OPTS``), a helper that fills a table through its shard writers, and one that runs a step in
@@ -31,11 +31,6 @@ OPTS = TableOptions(
 def memory() -> ObjectStore:
     """A new, empty memory store."""
     return open_store(f"memory://table-{random.getrandbits(64):x}")
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return memory()
 
 
 @pytest.fixture

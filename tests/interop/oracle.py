@@ -53,11 +53,31 @@ SHUTDOWN_TIMEOUT_S = 60.0
 """How long closing one SlateDB handle may take in a test's teardown."""
 
 
-class Oracle:
-    """The wheel on the local directory ``root``: one event loop, closed by :meth:`close`."""
+S3Config = dict[str, str]
+"""The wheel's S3 object-store settings (``ObjectStoreBuilder.with_config`` keys)."""
 
-    def __init__(self, root: Path) -> None:
+
+def s3_config(endpoint: str, bucket: str) -> S3Config:
+    """Settings for the wheel's S3 store on the test S3 server (moto on 127.0.0.1) at
+    ``endpoint``, bucket ``bucket``, with the same test credentials as ``MotoS3.url``."""
+    return {
+        "bucket_name": bucket,
+        "endpoint": endpoint,
+        "region": "us-east-1",
+        "access_key_id": "testing",
+        "secret_access_key": "testing",
+        "allow_http": "true",
+        "conditional_put": "etag",
+    }
+
+
+class Oracle:
+    """The wheel on the local directory ``root``, or on an S3 bucket (``s3``, see
+    :func:`s3_config`): one event loop, closed by :meth:`close`."""
+
+    def __init__(self, root: Path, s3: S3Config | None = None) -> None:
         self.root = root
+        self.s3 = s3
         self.loop = asyncio.new_event_loop()
         self._open: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
@@ -65,6 +85,11 @@ class Oracle:
         return self.loop.run_until_complete(coro)
 
     def store(self) -> sdb.ObjectStore:
+        if self.s3 is not None:
+            builder = sdb.ObjectStoreBuilder.from_env(sdb.ObjectStoreType.S3)
+            for key, value in self.s3.items():
+                builder.with_config(key, value)
+            return builder.build()
         builder = sdb.ObjectStoreBuilder.from_env(sdb.ObjectStoreType.LOCAL)
         builder.with_config("local_path", str(self.root))
         return builder.build()

@@ -63,6 +63,46 @@ class UnsupportedFeature(SlateDBError):
         self.feature = feature
 
 
+class MergeOperatorMissing(UnsupportedFeature):
+    """A read or rewrite met a merge operand (SlateDB RFC 0006) of ``key`` and the database was
+    opened without a merge operator. Only reads of that key fail; nothing was changed. Open the
+    database with the operator its writers use (``DbOptions.merge_operator`` or
+    ``DbReaderOptions.merge_operator``: a callable or a built-in name such as ``"add_int64"``)."""
+
+    def __init__(self, key: bytes, detail: str = "") -> None:
+        super().__init__(
+            "merge operands",
+            f"key {key!r} holds a merge operand and no merge operator was given; open the "
+            "database with merge_operator= set to the operator its writers use" + detail,
+        )
+        self.key = key
+
+
+class MergeOperatorFailed(SlateDBError):
+    """The merge operator raised while folding the operands of ``key`` (SlateDB RFC 0006: the
+    operator is the application's code). Nothing was changed; fix the operator or the operand."""
+
+    def __init__(self, key: bytes, cause: BaseException) -> None:
+        super().__init__(
+            f"the merge operator failed on key {key!r}: {type(cause).__name__}: {cause}"
+        )
+        self.key = key
+
+
+class ManifestV1Unrepresentable(UnsupportedFeature):
+    """A ManifestV1 object (the layout SlateDB wrote before 0.17, still read by both engines;
+    docs/format.md, "ManifestV1") carries a field this engine's manifest model has no place
+    for, so reading it on would silently lose it: ``field`` names it, ``name`` the object.
+    Today that is ``wal_object_store_uri``, SlateDB's mark of a separate WAL object store.
+    Nothing was changed; open the database with SlateDB's own engine, whose next commit
+    rewrites the manifest as ManifestV2."""
+
+    def __init__(self, name: str, field: str, detail: str) -> None:
+        super().__init__(f"ManifestV1 field {field}", f"{name}: {detail}")
+        self.name = name
+        self.field = field
+
+
 class StoreError(SlateDBError, OSError):
     """An object-store request failed for a reason outside our control (I/O, network, server).
 
@@ -284,6 +324,22 @@ class WalSstMissing(CorruptionError):
     def wal_ids(self) -> list[int]:
         """Every missing WAL id."""
         return [i for lo, hi in self.holes for i in range(lo, hi + 1)]
+
+
+class WalStoreMissing(SlateDBError):
+    """The database's WAL objects are not in the store we read its WAL from: the manifest (or
+    the fence every writer leaves, SlateDB RFC 0001) says WAL SSTs exist past the replay point,
+    and none is there. The usual cause is a database written with a separate WAL object store
+    (SlateDB's ``with_wal_object_store``, SlateDB RFC 0009) opened without it: reading on would
+    serve stale values and a write would go where SlateDB never looks. Open it with the WAL
+    store URL it was written with (``--wal-url`` / ``DbOptions.wal_url``); nothing was written."""
+
+    def __init__(self, db_path: str, where: str, detail: str) -> None:
+        super().__init__(
+            f"{db_path!r}: no WAL SSTs in {where} although {detail}; open it with the WAL store "
+            "URL it was written with (--wal-url / DbOptions.wal_url)"
+        )
+        self.db_path = db_path
 
 
 class BackgroundThreadDied(SlateDBError):

@@ -47,6 +47,11 @@ ENTRY_SCHEMA = pa.schema(
         pa.field("value", pa.binary()),
     ]
 )
+ROW_SCHEMA = ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
+    pa.field("create_ts", pa.int64())
+)
+"""ENTRY_SCHEMA plus SlateDB's per-row timestamps (int64 ms, null where absent): see
+:mod:`slatedb_core.lsm.row_model`."""
 KIND_VALUE = 0
 KIND_TOMBSTONE = 1
 KIND_MERGE = 2

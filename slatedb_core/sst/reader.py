@@ -33,6 +33,7 @@ from slatedb_core.sst.format import (
     ENTRY_SCHEMA,
     FILTER_FORMAT_COMPOSITE,
     FOOTER_LEN,
+    ROW_SCHEMA,
     SST_TYPE_WAL,
     decode_footer,
     unseal,
@@ -43,9 +44,7 @@ from slatedb_core.store.objectstore import ObjectStore
 TAIL_READ = 64 * 1024  # without a known size: bytes read from the end, hoping to cover the footer
 READAHEAD_START = 256 * 1024  # a scan's first GET; doubles per GET up to READAHEAD_MAX
 READAHEAD_MAX = 8 * 1024 * 1024
-TS_SCHEMA = ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
-    pa.field("create_ts", pa.int64())
-)
+TS_SCHEMA = ROW_SCHEMA  # the rows with SlateDB's timestamps (slatedb_core.lsm.row_model)
 _DECODE_ERRORS = (ValueError, IndexError, struct.error, OverflowError, pa.ArrowException)
 _NO_CLOCK = -(1 << 63)  # before every expire_ts: nothing expires
 Flagged = tuple[pa.RecordBatch, bool, bytes, bytes]  # batch, keys distinct, first key, last key

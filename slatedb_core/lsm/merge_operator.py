@@ -1,0 +1,145 @@
+"""Merge operators: how a key's merge operands fold into its value (SlateDB RFC 0006).
+
+A merge operand is a row of kind ``KIND_MERGE`` (:mod:`slatedb_core.lsm.row_model`): instead of a
+read-modify-write, the application writes the operand and the engine folds it, on read and in
+compaction, onto the key's older value with the application's associative operator
+``op(key, existing, operand) -> value``. A read of a key walks its versions newest first,
+collecting operands until a value or a tombstone (the *base*) or the end of the key's history,
+then folds the operands oldest first onto the base's value (``None`` for a tombstone or no base).
+
+SlateDB 0.17 reads do not look at ``expire_ts``: an expired row reads as it was written until a
+compaction turns it into a tombstone (checked against the wheel: a 300 ms TTL row still reads
+after 500 ms, from the memtable and from L0). :func:`resolve` therefore ignores timestamps;
+:mod:`slatedb_core.lsm.retention` applies them when rows are rewritten.
+
+The operator is the application's code: an exception from it becomes :class:`MergeOperatorFailed`
+naming the key, and operands met without an operator raise :class:`MergeOperatorMissing` for that
+key only, as SlateDB's ``MergeOperatorRequiredIterator`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from slatedb_core.errors import InvalidArgument, MergeOperatorFailed, MergeOperatorMissing
+from slatedb_core.lsm.row_model import KIND_MERGE, KIND_TOMBSTONE, Version
+
+__all__ = [
+    "BUILTIN_MERGE_OPERATORS",
+    "MergeOperator",
+    "add_int64",
+    "fold",
+    "merge_operator_name",
+    "needs_older",
+    "resolve",
+    "resolve_merge_operator",
+    "string_append",
+]
+
+
+class MergeOperator(Protocol):
+    """SlateDB's ``MergeOperator::merge(key, existing_value, operand)``; must be associative:
+    ``op(k, op(k, a, b), c) == op(k, a, op(k, b, c))`` for operands folded in any grouping."""
+
+    def __call__(self, key: bytes, existing: bytes | None, operand: bytes) -> bytes: ...
+
+
+_INT64 = 1 << 64
+
+
+def add_int64(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
+    """Sum of 8-byte little-endian signed integers, wrapping at 64 bits (a missing value is 0).
+    An operand or value of another length is refused (``ValueError``)."""
+    if len(operand) != 8 or (existing is not None and len(existing) != 8):
+        raise ValueError("add_int64 operands and values are 8-byte little-endian integers")
+    base = int.from_bytes(existing, "little", signed=True) if existing is not None else 0
+    total = (base + int.from_bytes(operand, "little", signed=True)) % _INT64
+    return total.to_bytes(8, "little", signed=False)
+
+
+def string_append(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
+    """``existing + operand`` (a missing value is empty)."""
+    return operand if existing is None else existing + operand
+
+
+BUILTIN_MERGE_OPERATORS: dict[str, MergeOperator] = {
+    "add_int64": add_int64,
+    "string_append": string_append,
+}
+"""The operators options, the CLI, Spark and Dagster can name (``merge_operator="add_int64"``)."""
+
+
+def resolve_merge_operator(spec: str | MergeOperator | None) -> MergeOperator | None:
+    """The operator ``spec`` names: a built-in's name, a callable, or None (no operator)."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        op = BUILTIN_MERGE_OPERATORS.get(spec)
+        if op is None:
+            raise InvalidArgument(
+                f"unknown merge operator {spec!r}: use one of "
+                f"{sorted(BUILTIN_MERGE_OPERATORS)} or pass a callable (key, existing, operand)"
+            )
+        return op
+    if not callable(spec):
+        raise InvalidArgument(
+            f"merge_operator must be a built-in name or a callable, got {type(spec).__name__}"
+        )
+    return spec
+
+
+def merge_operator_name(op: MergeOperator | None) -> str | None:
+    """The built-in name of ``op``, None for no operator or an application's own."""
+    for name, builtin in BUILTIN_MERGE_OPERATORS.items():
+        if op is builtin:
+            return name
+    return None
+
+
+def fold(
+    op: MergeOperator | None, key: bytes, base: bytes | None, operands: Sequence[bytes]
+) -> bytes:
+    """``operands`` (oldest first) folded onto ``base``: ``op(op(base, o1), o2)...``."""
+    if op is None:
+        raise MergeOperatorMissing(key)
+    value = base
+    try:
+        for operand in operands:
+            value = op(key, value, operand)
+            if not isinstance(value, bytes):
+                value = bytes(value)  # a bytearray or memoryview from the application
+    except (MergeOperatorMissing, MergeOperatorFailed):
+        raise
+    except Exception as e:
+        raise MergeOperatorFailed(key, e) from e
+    if value is None:  # no operands and no base: nothing to fold (callers check first)
+        raise MergeOperatorFailed(key, ValueError("nothing to fold"))
+    return value
+
+
+def needs_older(version: Version | tuple[int, bytes | None]) -> bool:
+    """Whether a read that found ``version`` as the newest one of its source must look at older
+    versions too: it is a merge operand. A plain ``(seq, value)`` memtable entry never is."""
+    return len(version) != 2 and version[1] == KIND_MERGE
+
+
+def resolve(
+    key: bytes,
+    versions_newest_first: Iterable[Version],
+    op: MergeOperator | None,
+) -> bytes | None:
+    """The value a read of ``key`` returns, from its versions newest first (as many as the read
+    needs: the iteration stops at the first value or tombstone). None: deleted or absent."""
+    operands: list[bytes] = []
+    base: bytes | None = None
+    for v in versions_newest_first:
+        if v.kind == KIND_MERGE:
+            operands.append(v.value or b"")
+            continue
+        base = None if v.kind == KIND_TOMBSTONE else (v.value or b"")
+        break
+    if not operands:
+        return base
+    operands.reverse()
+    return fold(op, key, base, operands)

@@ -1,6 +1,11 @@
 """Manifest bytes <-> :class:`~slatedb_core.manifest.model.Manifest`, in SlateDB 0.17's format
 (docs/format.md, "Manifest").
 
+Decoding dispatches on the object's u16 format version, as SlateDB 0.17 does: 2 is ManifestV2
+(below), 1 is ManifestV1, the layout earlier SlateDB releases wrote (:mod:`.v1`,
+docs/format.md "ManifestV1"), any other is corrupt. Encoding always writes 2, so a commit built
+on a V1 manifest leaves a V2 one.
+
 An object ``manifest/{id:020}.manifest`` is a big-endian u16 format version (2) followed by a
 FlatBuffers ``ManifestV2`` root with SlateDB 0.17's field ids and types (its
 ``schemas/manifest.fbs``, ``schemas/sst.fbs``, ``schemas/common.fbs``). Both engines read and
@@ -27,7 +32,11 @@ bounds-checks every offset, so a malformed object surfaces as ``CorruptionError`
 
 from __future__ import annotations
 
-from slatedb_core.manifest._decode import Stamp, decode_manifest, decode_stamped_manifest
+import struct
+
+from slatedb_core.errors import CorruptionError
+from slatedb_core.manifest import _decode
+from slatedb_core.manifest._decode import Stamp
 from slatedb_core.manifest._encode import (
     DESTROYED_CHECKPOINT_ID,
     DESTROYED_CHECKPOINT_NAME,
@@ -35,6 +44,9 @@ from slatedb_core.manifest._encode import (
     NONCE_SIZE,
     encode_manifest,
 )
+from slatedb_core.manifest.flatbuf import Malformed
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.v1 import V1_FORMAT_VERSION, decode_v1
 
 __all__ = [
     "DESTROYED_CHECKPOINT_ID",
@@ -46,3 +58,21 @@ __all__ = [
     "decode_stamped_manifest",
     "encode_manifest",
 ]
+
+
+def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]:
+    """The manifest in ``data`` and its :class:`Stamp`; ``name`` (usually the object path) goes
+    into every ``CorruptionError``. A segmented manifest raises ``UnsupportedFeature``, a V1
+    one with a field the model cannot hold ``ManifestV1Unrepresentable``."""
+    if len(data) >= 2 and struct.unpack_from(">H", data, 0)[0] == V1_FORMAT_VERSION:
+        try:
+            with _decode._gc_paused():
+                return decode_v1(bytes(data), name)
+        except (Malformed, struct.error, ValueError, TypeError, OverflowError, IndexError) as e:
+            raise CorruptionError(name, f"malformed ManifestV1 (format version 1): {e}") from e
+    return _decode.decode_stamped_manifest(data, name=name)
+
+
+def decode_manifest(data: bytes, *, name: str) -> Manifest:
+    """:func:`decode_stamped_manifest` without the stamp."""
+    return decode_stamped_manifest(data, name=name)[0]

@@ -481,6 +481,12 @@ class SstReader:
 
     # -- blocks -----------------------------------------------------------------------------
 
+    def blocks(self, b0: int, b1: int, readahead: int | None = None) -> Iterator[tuple[int, Block]]:
+        """Blocks ``b0..b1`` decoded at the reader's clock, not cached, ``readahead`` bytes per
+        GET: for rewrites that carry every column of a row, timestamps included (compaction,
+        :mod:`slatedb_core.compactor.sources`)."""
+        return self._blocks(b0, b1, False, readahead)
+
     def _read(self, start: int, end: int) -> pa.Buffer:
         if self._whole is not None:
             return self._whole.slice(start, end - start)

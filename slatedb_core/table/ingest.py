@@ -315,14 +315,24 @@ def stage_ssts(
     options: DbOptions | None = None,
     *,
     partition: int | None = None,
+    ttl_ms: int | None = None,
 ) -> Iterator[StagedSst]:
     """Sort ``rows`` (``key`` binary, ``value`` binary, null = delete) once, cut them at the
     plan's shard boundaries and stage them as SSTs under ``directory`` (an :func:`attempt_dir`),
     as run ``run`` of the attempt (later runs are newer). With the input ``partition``, the rows
-    carry the plan's :meth:`~IngestPlan.staged_seq` (else seq 0: the commit re-encodes them)."""
+    carry the plan's :meth:`~IngestPlan.staged_seq` (else seq 0: the commit re-encodes them).
+
+    TTLs (SlateDB RFC 0003; :func:`~slatedb_core.table.staged.encode_ranges`): a ``ttl`` column
+    of ``rows`` (ms, null: the default), else ``ttl_ms``, else ``options.default_ttl``; the
+    staged rows store ``expire_ts`` = the staging time + TTL, which the commit carries."""
     seq = 0 if partition is None else plan.staged_seq(partition, run)
     for sst in encode_ranges(
-        rows, plan.shard_map.split_points, seq=seq, options=options, scratch=thread_scratch()
+        rows,
+        plan.shard_map.split_points,
+        seq=seq,
+        options=options,
+        scratch=thread_scratch(),
+        ttl_ms=ttl_ms,
     ):
         shard = plan.shards[sst.range_index]
         path = join(directory, staged_sst_name(run, shard.shard_id, sst.part))

@@ -14,6 +14,12 @@ one width and every value another (no tombstones), the SSTs come from
 bytes (no sorted copy of the values).
 
 Duplicate keys: one row per key is kept, which one is unspecified (the sort is not stable).
+
+TTLs (SlateDB RFC 0003): a batch may carry a ``ttl`` column (int64 milliseconds, null for the
+database's default), and :func:`encode_ranges` a fixed ``ttl_ms``; each put row then stores
+``expire_ts = now + ttl`` (:func:`expire_ts_of`), as a SlateDB put with that TTL does, and the
+SSTs carry it (``ROW_SCHEMA``, :mod:`slatedb_core.lsm.row_model`). Tombstones never carry one.
+Rows with no TTL at all stay on the fast paths above.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -31,11 +38,12 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.arrow_rows import arrow_entries, split_for_ssts, sst_cuts
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, binary_buffers, sortable_keys
 from slatedb_core.lsm.iterators import search_sorted
+from slatedb_core.lsm.row_model import ROW_SCHEMA, now_ms
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.options import DbOptions
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
 from slatedb_core.sst.fixed_width import encode_fixed_sst_into
-from slatedb_core.sst.format import CODECS
+from slatedb_core.sst.format import CODECS, KIND_TOMBSTONE
 from slatedb_core.sst.scratch import Scratch
 
 
@@ -162,6 +170,61 @@ def _sort_order(
     return pc.sort_indices(keys).to_numpy(), None
 
 
+TTL_COLUMN = "ttl"
+"""The optional column of :func:`encode_ranges`'s input: each row's TTL in ms (null: the
+default)."""
+MAX_TTL_MS = (1 << 62) - 1
+"""The largest TTL taken: ``now + ttl`` stays an int64 (an expiry that far is never reached)."""
+
+
+def check_ttl_ms(ttl_ms: int | None, what: str = "ttl") -> int | None:
+    """``ttl_ms`` if it is None or a TTL in milliseconds (0..MAX_TTL_MS), else InvalidArgument.
+    0 expires the row at its write, as SlateDB's ``Ttl::ExpireAfter(0)`` does."""
+    if ttl_ms is None:
+        return None
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TTL_MS:
+        raise InvalidArgument(f"{what} must be milliseconds in [0, {MAX_TTL_MS}], got {ttl_ms!r}")
+    return ttl_ms
+
+
+def default_ttl_ms(options: DbOptions) -> int | None:
+    """``options.default_ttl`` in milliseconds (None: rows without a TTL never expire)."""
+    ttl = getattr(options, "default_ttl", None)  # DbOptions.default_ttl: issue 38, item 1
+    if ttl is None:
+        return None
+    if isinstance(ttl, timedelta):
+        return ttl // timedelta(milliseconds=1)
+    return int(ttl)
+
+
+def expire_ts_of(
+    ttl: pa.Array | None, fallback_ms: int | None, n: int, now: int
+) -> pa.Array | None:
+    """Each row's ``expire_ts``: ``now + ttl`` with ``ttl`` the row's value of the TTL column
+    (``ttl``, None when there is none), where null ``fallback_ms``; null where neither is set.
+    None when no row gets one (the fast path). A negative TTL, or one over MAX_TTL_MS, raises
+    InvalidArgument."""
+    if ttl is None or ttl.null_count == len(ttl):
+        if fallback_ms is None:
+            return None
+        return pa.array(np.full(n, now + fallback_ms, dtype=np.int64))
+    if not pa.types.is_integer(ttl.type):
+        raise InvalidArgument(
+            f"column {TTL_COLUMN!r} must hold integer milliseconds, got {ttl.type}"
+        )
+    ttl = ttl.cast(pa.int64())
+    mm = pc.min_max(ttl)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo < 0 or hi > MAX_TTL_MS:
+        raise InvalidArgument(
+            f"column {TTL_COLUMN!r}: TTLs must be milliseconds in [0, {MAX_TTL_MS}], got {lo}..{hi}"
+        )
+    if fallback_ms is not None and ttl.null_count:
+        ttl = pc.fill_null(ttl, pa.scalar(fallback_ms, pa.int64()))
+    out: pa.Array = pc.add(ttl, pa.scalar(now, pa.int64()))
+    return out
+
+
 def encode_ranges(
     batches: Sequence[pa.RecordBatch],
     split_points: Sequence[bytes],
@@ -169,23 +232,35 @@ def encode_ranges(
     seq: int = 0,
     options: DbOptions | None = None,
     scratch: Scratch | None = None,
+    ttl_ms: int | None = None,
+    now: int | None = None,
 ) -> Iterator[RangeSst]:
-    """Sort ``batches`` (``key`` binary, ``value`` binary, null = delete) and encode them as SSTs
-    per key range: range i holds keys in ``[split_points[i-1], split_points[i])``. Every entry
-    gets sequence number ``seq``. SSTs are about ``options.l0_sst_size_bytes`` each.
+    """Sort ``batches`` (``key`` binary, ``value`` binary, null = delete, and optionally
+    :data:`TTL_COLUMN`) and encode them as SSTs per key range: range i holds keys in
+    ``[split_points[i-1], split_points[i])``. Every entry gets sequence number ``seq``. SSTs are
+    about ``options.l0_sst_size_bytes`` each.
+
+    TTL (module doc): a row's TTL is its ``ttl`` value, else ``ttl_ms``, else
+    ``options.default_ttl``; its ``expire_ts`` is ``now`` (default: :func:`now_ms` at the call)
+    plus that TTL.
 
     Raises InvalidArgument (before anything is yielded) for null or empty keys, keys or values
-    over the limits of ``options``, or split points that are not strictly ascending.
+    over the limits of ``options``, bad TTLs, or split points that are not strictly ascending.
     """
     opts = options or DbOptions()
+    fallback = check_ttl_ms(ttl_ms)
+    if fallback is None:
+        fallback = default_ttl_ms(opts)
     sopts = SstOptions(opts.block_size, opts.bloom_bits_per_key, opts.compression)
     scratch = scratch or Scratch()
     splits = list(split_points)
     if any(not s for s in splits) or any(a >= b for a, b in itertools.pairwise(splits)):
         raise InvalidArgument("split points must be non-empty and strictly ascending")
-    entries = [arrow_entries(b, "key", "value", opts) for b in batches if b.num_rows]
+    full = [b for b in batches if b.num_rows]
+    entries = [arrow_entries(b, "key", "value", opts) for b in full]
     if not entries:
         return
+    expire = _expire_chunks(full, entries, fallback, now)
     key_chunks = [e.column(0) for e in entries]
     n = sum(len(c) for c in key_chunks)
     width = _uniform_width(key_chunks)
@@ -210,7 +285,12 @@ def encode_ranges(
     m = len(order)
     value_chunks = [e.column(3) for e in entries]
     vwidth = _uniform_width(value_chunks)
-    if width is not None and vwidth is not None and CODECS[sopts.compression][1] is None:
+    if (
+        expire is None
+        and width is not None
+        and vwidth is not None
+        and CODECS[sopts.compression][1] is None
+    ):
         # one key width, one value width (so no tombstones: theirs are empty): the values go
         # from the input straight into the SSTs
         _, kdata = binary_buffers(keys_sorted)
@@ -237,9 +317,13 @@ def encode_ranges(
     kinds = np.concatenate([e.column(2).to_numpy(zero_copy_only=False) for e in entries])[order]
     seqs = scratch.take_as("seqs", np.uint64, m)
     seqs.fill(seq)
-    rows = pa.RecordBatch.from_arrays(
-        [keys_sorted, pa.array(seqs), pa.array(kinds), values_sorted], schema=ENTRY_SCHEMA
-    )
+    columns = [keys_sorted, pa.array(seqs), pa.array(kinds), values_sorted]
+    if expire is None:
+        rows = pa.RecordBatch.from_arrays(columns, schema=ENTRY_SCHEMA)
+    else:
+        expire_sorted = expire.take(pa.array(order)).combine_chunks()
+        columns += [expire_sorted, pa.nulls(m, pa.int64())]
+        rows = pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
     cuts = _range_cuts(keys_sorted, splits)
     for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
         if hi <= lo:
@@ -249,6 +333,33 @@ def encode_ranges(
         ):
             data, info = encode_sst_into(piece, scratch, sopts)
             yield RangeSst(index, part, data, info)
+
+
+def _expire_chunks(
+    batches: Sequence[pa.RecordBatch],
+    entries: Sequence[pa.RecordBatch],
+    fallback_ms: int | None,
+    now: int | None,
+) -> pa.ChunkedArray | None:
+    """The ``expire_ts`` of every row of ``entries`` (one chunk per batch), null for tombstones
+    and rows without a TTL; None when no row has one (the fast path, nothing allocated)."""
+    has_column = any(TTL_COLUMN in b.schema.names for b in batches)
+    if not has_column and fallback_ms is None:
+        return None
+    at = now_ms() if now is None else now
+    chunks: list[pa.Array] = []
+    for b, e in zip(batches, entries, strict=True):
+        ttl = b.column(TTL_COLUMN) if TTL_COLUMN in b.schema.names else None
+        ex = expire_ts_of(ttl, fallback_ms, b.num_rows, at)
+        if ex is None:
+            ex = pa.nulls(b.num_rows, pa.int64())
+        kinds = e.column(2)
+        if kinds.null_count == 0 and bool(pc.any(pc.equal(kinds, KIND_TOMBSTONE)).as_py()):
+            ex = pc.if_else(pc.equal(kinds, KIND_TOMBSTONE), pa.scalar(None, pa.int64()), ex)
+        chunks.append(ex)
+    if all(c.null_count == len(c) for c in chunks):
+        return None
+    return pa.chunked_array(chunks, pa.int64())
 
 
 def _range_cuts(keys_sorted: pa.Array, splits: Sequence[bytes]) -> list[int]:

@@ -46,6 +46,7 @@ from slatedb_core.options import (
     check_optional_duration,
 )
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.wal.location import WalLocation, check_wal_present
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import damaged_holes, missing_error
 
@@ -421,7 +422,7 @@ def _damage(listed: Sequence[int], after: int, m: Manifest) -> list[tuple[int, i
     return [(max(lo, after + 1), hi) for lo, hi in holes if hi > after]
 
 
-def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
+def covered_wal(store: WalLocation | ObjectStore, path: str, m: Manifest) -> int:
     """The last WAL SST a checkpoint of ``m`` committed now holds, the ``wal_id_last_seen`` it
     records: of the WAL SSTs listed now, the unbroken run after ``m.replay_after_wal_id``
     (:func:`checked_wal_run`), up to the last one that holds rows; ``m.replay_after_wal_id`` when
@@ -439,16 +440,25 @@ def covered_wal(store: ObjectStore, path: str, m: Manifest) -> int:
     when a managed reader named them in ``m.wal_id_last_seen`` (the end of its run, fences
     included): a flushed database must stay a union source
     (:mod:`slatedb_core.manifest.projection`; 74173c5 for the ephemeral checkpoint). One LIST,
-    plus a manifest read when the run ends at a hole."""
+    plus a manifest read when the run ends at a hole.
+
+    ``store``: where the WAL is (:class:`~slatedb_core.wal.location.WalLocation`; a bare store
+    holds it itself). A WAL that is not there raises ``WalStoreMissing``
+    (:func:`~slatedb_core.wal.location.check_wal_present`, from the same LIST, which starts at
+    the replay point itself)."""
     wal = WalLog(store, path)
     after = m.replay_after_wal_id
     sizes: dict[int, int] = {}
-    for meta in store.list(wal.dir, start_after=wal.path(after) if after > 0 else None):
+    at_replay_point = False
+    for meta in wal.store.list(wal.dir, start_after=wal.path(after - 1) if after > 1 else None):
         wal_id = wal.parse(meta.path)
         if wal_id is not None and wal_id > after:
             sizes[wal_id] = meta.size
+        elif wal_id == after:
+            at_replay_point = True
+    check_wal_present(path, wal.where, m, list(sizes), at_replay_point=at_replay_point)
     run = checked_wal_run(
-        wal, sorted(sizes), after, m, lambda: _manifests(path, store).read_latest().manifest
+        wal, sorted(sizes), after, m, lambda: _manifests(path, wal.main).read_latest().manifest
     )
     with_rows = [i for i in run if sizes[i] > 0]
     if m.wal_id_last_seen > (run[-1] if run else after):
@@ -475,12 +485,14 @@ def add_checkpoint(
     options: CheckpointOptions | None = None,
     *,
     now: Clock = time.time,
+    wal_url: str | None = None,
 ) -> Checkpoint:
     """Like :func:`create_checkpoint`, but returns the whole committed entry, for callers that
-    report its times (the CLI) without reading the manifest again."""
+    report its times (the CLI) without reading the manifest again. ``wal_url``: the database's
+    separate WAL store, if it has one (SlateDB RFC 0009)."""
     options = options or CheckpointOptions()
     checkpoint_id = uuid.uuid4()
-    cover = functools.partial(covered_wal, store, path)
+    cover = functools.partial(covered_wal, WalLocation.open(check_store(store), wal_url), path)
     change = checkpoint_change(options, now(), checkpoint_id, covers_wal=cover)
     stored = _manifests(path, store).update_at(change)
     return _committed(stored, checkpoint_id)
@@ -492,6 +504,7 @@ def create_checkpoint(
     options: CheckpointOptions | None = None,
     *,
     now: Clock = time.time,
+    wal_url: str | None = None,
 ) -> CheckpointCreateResult:
     """Checkpoint the database at ``path``: of its latest manifest, or of ``options.source``.
 
@@ -501,9 +514,11 @@ def create_checkpoint(
 
     Raises DatabaseNotFound, DatabaseDestroyed, DatabaseNotInitialized (no source),
     CheckpointNotFound (source missing or expired), or WalSstMissing (no source: a hole in the
-    WAL no writer can have left, which would drop the acknowledged writes after it).
+    WAL no writer can have left, which would drop the acknowledged writes after it), or
+    WalStoreMissing (the WAL is not in the main store and no ``wal_url`` was given: SlateDB RFC
+    0009's separate WAL store).
     """
-    cp = add_checkpoint(path, store, options, now=now)
+    cp = add_checkpoint(path, store, options, now=now, wal_url=wal_url)
     return CheckpointCreateResult(id=cp.id, manifest_id=cp.manifest_id)
 
 

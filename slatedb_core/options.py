@@ -18,7 +18,7 @@ import math
 import numbers
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -123,6 +123,28 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
+def _check_wal_url(value: object) -> None:
+    """``wal_url``: None or a non-empty str (opened, and so checked further, at open). The value
+    is never shown: a store URL may carry credentials."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgument(f"wal_url must be a store URL (str), got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument("wal_url must be a store URL, got an empty string")
+
+
+def check_merge_operator_spec(name: str, value: object) -> None:
+    """A merge operator as options take it: None, a built-in's name (a str, resolved at open,
+    where an unknown name is refused) or a callable."""
+    if value is None or isinstance(value, str) or callable(value):
+        return
+    raise InvalidArgument(
+        f"{name} must be a built-in's name or a callable (key, existing, operand), "
+        f"got {type(value).__name__}"
+    )
+
+
 def _check_fields(
     obj: object,
     *,
@@ -181,6 +203,22 @@ class DbOptions:
     consecutive ids; each durable write is acknowledged as soon as its own SST lands. Stored in
     the manifest when the writer opens; the next writer fences with that many consecutive
     SSTs. 1..64; 1 keeps the strictly sequential WAL."""
+    wal_url: str | None = field(default=None, repr=False)
+    """The store of this database's WAL objects when it has a separate one (SlateDB RFC 0009,
+    SlateDB's ``with_wal_object_store``): a store URL (see :func:`slatedb_core.store.url.open_store`),
+    the WAL at ``<path>/wal/`` in it. None: the main store holds the WAL. A database written with a
+    WAL store must be opened with it (else ``WalStoreMissing``). Never shown: it may carry
+    credentials."""
+    default_ttl: int | None = None
+    """The TTL in ms of every put and merge that gives none (SlateDB's ``default_ttl``, RFC 0003):
+    such a row expires ``default_ttl`` ms after its write. None (the default): rows never expire
+    unless a write says so (``ttl=``, :mod:`slatedb_core.writer.ttl`)."""
+    merge_operator: Any = None
+    """The merge operator of ``Db.merge`` and of reads (SlateDB RFC 0006): a callable
+    ``(key, existing: bytes | None, operand) -> bytes`` or a built-in's name (``"add_int64"``,
+    ``"string_append"``; resolved at open by
+    :func:`slatedb_core.lsm.merge_operator.resolve_merge_operator`). None: no operator, and
+    ``Db.merge`` is refused (``MergeOperatorMissing``), as SlateDB refuses it."""
     compactor: CompactorOptions | None = None
     """Run a compactor inside the writer's process with these options. None (the default): run
     one elsewhere (``Compactor``, ``admin.run_compaction_once``, the Dagster asset); without any,
@@ -211,6 +249,7 @@ class DbOptions:
         if idle is not None and idle < self.manifest_poll_interval:
             raise InvalidArgument("manifest_poll_idle_interval must be >= manifest_poll_interval")
         check_choice("compression", self.compression, COMPRESSIONS)
+        _check_wal_url(self.wal_url)
         # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)
 
@@ -340,8 +379,11 @@ class DbReaderOptions:
     mode: ReaderMode | None = None
     """None: CHECKPOINT when a checkpoint id is given to open(), else MANAGED."""
     block_cache_bytes: int = 64 * MiB
+    wal_url: str | None = field(default=None, repr=False)
+    """The database's separate WAL store, as ``DbOptions.wal_url`` (SlateDB RFC 0009)."""
 
     def __post_init__(self) -> None:
+        _check_wal_url(self.wal_url)
         _check_fields(
             self,
             durations=("manifest_poll_interval",),

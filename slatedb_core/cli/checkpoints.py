@@ -118,7 +118,7 @@ def create_checkpoint_cmd(
     """Create a checkpoint of the database's current state (or of another checkpoint)."""
     now_s = time.time()
     options = CheckpointOptions(lifetime=lifetime, source=source, name=name)
-    cp = api.add_checkpoint(obj.path, obj.store, options, now=lambda: now_s)
+    cp = api.add_checkpoint(obj.path, obj.store, options, now=lambda: now_s, wal_url=obj.wal_url)
     if as_json:
         emit_json(checkpoint_to_dict(cp, now_s))
         return

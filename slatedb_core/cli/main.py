@@ -28,10 +28,17 @@ from slatedb_core.cli.output import Ctx
     required=True,
     help="Database path inside the store, e.g. 'orders' (env SLATEDB_PATH).",
 )
+@click.option(
+    "--wal-url",
+    envvar="SLATEDB_WAL_URL",
+    default=None,
+    help="The database's separate WAL object store, if it was written with one (SlateDB's "
+    "with_wal_object_store, RFC 0009): a store URL as for --url (env SLATEDB_WAL_URL).",
+)
 @click.pass_context
-def cli(ctx: click.Context, url: str, db_path: str) -> None:
+def cli(ctx: click.Context, url: str, db_path: str, wal_url: str | None) -> None:
     """Inspect and repair SlateDB databases on object storage."""
-    ctx.obj = Ctx(url, db_path)
+    ctx.obj = Ctx(url, db_path, wal_url)
 
 
 for _module in (manifests, checkpoints, read, destroy, clones, table, maintenance):

@@ -72,7 +72,7 @@ def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bo
     delete; the latest manifest and everything a checkpoint pins are kept). A path holding no
     database is DatabaseNotFound (exit 1), as for ``compact``."""
     options = GarbageCollectorOptions(min_age=min_age, db_delete_grace=db_delete_grace)
-    stats = run_gc_once(obj.path, obj.store, options)
+    stats = run_gc_once(obj.path, obj.store, options, wal_url=obj.wal_url)
     if stats.latest_manifest_id is None and not stats.database_deleted:
         # the message ManifestStore.read_latest gives `compact` (RELIABILITY.md, review finding 18)
         raise DatabaseNotFound(f"no manifest under {obj.path!r} in {obj.store.url}")

@@ -30,9 +30,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Ctx:
     """What the ``slatedb`` group puts in ``ctx.obj``: the store is opened on first use."""
 
-    def __init__(self, url: str, path: str) -> None:
+    def __init__(self, url: str, path: str, wal_url: str | None = None) -> None:
         self.url = url
         self.path = path
+        self.wal_url = wal_url
+        """``--wal-url``: the database's separate WAL store (SlateDB RFC 0009); never shown."""
         self._store: ObjectStore | None = None
 
     @property

@@ -100,6 +100,7 @@ def _open(obj: Ctx, checkpoint: uuid.UUID | None) -> DbReader:
         manifest_poll_interval=timedelta(hours=1),  # one command: no polling
         checkpoint_lifetime=None,
         block_cache_bytes=16 * MiB,
+        wal_url=obj.wal_url,
     )
     return DbReader.open(obj.path, obj.store, checkpoint, options)
 

@@ -62,7 +62,7 @@ from slatedb_core.compactor.compactions import (
     in_flight_output_ids,
     read_latest_state,
 )
-from slatedb_core.errors import BoundaryMissing, ObjectNotFound, StoreError
+from slatedb_core.errors import BoundaryMissing, ObjectNotFound, StoreError, WalStoreMissing
 from slatedb_core.gc.cutoffs import referenced, slatedb_cutoff_ms
 from slatedb_core.gc.stats import GcStats, Kind, KindStats
 from slatedb_core.gc.twophase import GcWindow
@@ -83,6 +83,7 @@ from slatedb_core.store.objectstore import (
     validate_relative_path,
 )
 from slatedb_core.store.twophase import two_phase_of
+from slatedb_core.wal.location import WalLocation, check_wal_present
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import wal_boundary
 
@@ -114,7 +115,10 @@ class Collector:
         options: GarbageCollectorOptions | None = None,
         *,
         delete_concurrency: int = DELETE_CONCURRENCY,
+        wal_url: str | None = None,
     ) -> None:
+        """``wal_url``: the database's separate WAL store, if it has one (SlateDB RFC 0009);
+        its WAL SSTs are listed and collected there."""
         validate_relative_path(path, what="database path")
         check_store(store)
         check_optional("options", options, GarbageCollectorOptions)  # RELIABILITY.md, bad input
@@ -123,7 +127,7 @@ class Collector:
         self.options = options or GarbageCollectorOptions()
         self.manifests = ManifestStore(store, path)
         self.compactions = compactions_seq(store, path)
-        self.wal = WalLog(store, path)
+        self.wal = WalLog(WalLocation.open(store, wal_url), path)
         self.wal_boundary = wal_boundary(self.wal)
         self.compacted_dir = compacted_dir(path)
         self.compacted_boundary = compacted_boundary(store, path)
@@ -150,7 +154,7 @@ class Collector:
     def _run(self, stats: GcStats, now_s: float) -> None:
         # Step 1; the order of these reads matters (module docstring).
         compacted = list(self.store.list(self.compacted_dir))
-        wal = list(self.store.list(self.wal.dir))
+        wal = list(self.wal.store.list(self.wal.dir))
         compactions = self.compactions.list()
         # No compactions record at all (listed after compacted/) means no compactor announced an
         # output before our SST listing, so the in-flight read (three requests) can be skipped.
@@ -164,6 +168,7 @@ class Collector:
         if latest.manifest.destroyed_at_s is not None:
             self._destroyed(latest, now_s, stats)
             return
+        self._check_wal_present(latest.manifest, wal)
         latest = self._remove_expired_checkpoints(latest, now_s, stats)
         stats.latest_manifest_id = latest.id
         if latest.manifest.destroyed_at_s is not None:
@@ -203,9 +208,29 @@ class Collector:
             raise
         self._delete_wal(wal_doomed, stats)
         if active is not None:
-            self._collect_two_phase(latest.id, pinned, active, [*wal, *compacted], now_s, stats)
+            # a separate WAL store's temporary objects are not the main store's to collect
+            listed = compacted if self.wal.where.separate is not None else [*wal, *compacted]
+            self._collect_two_phase(latest.id, pinned, active, listed, now_s, stats)
             if latest.manifest.external_dbs and latest.manifest.initialized:
                 self._detach(active, stats)
+
+    def _check_wal_present(self, m: Manifest, listing: Sequence[ObjectMeta]) -> None:
+        """Before anything is written: the WAL of ``m`` (the latest manifest) is where this pass
+        looks (``WalStoreMissing`` otherwise, SlateDB RFC 0009); step 1's LIST answers. That
+        LIST precedes the manifest read, so a writer that opened or flushed in between can make
+        it look missing: only a second LIST, made after ``m`` was read, decides."""
+        r = m.replay_after_wal_id
+        ids = [i for i in (self.wal.parse(meta.path) for meta in listing) if i is not None]
+        try:
+            check_wal_present(
+                self.path,
+                self.wal.where,
+                m,
+                [i for i in ids if i > r],
+                at_replay_point=r in ids,
+            )
+        except WalStoreMissing:
+            self.wal.list_live(m)
 
     def _unreferenced(
         self,
@@ -402,7 +427,7 @@ class Collector:
         """Step 6's second half, once the boundary's lease has passed (slatedb_core.meta.lease)."""
         if doomed:
             self.wal_boundary.wait_settled(doomed[-1][0])
-            self._delete([(m.path, m.size) for _, m in doomed], stats.wal)
+            self._delete([(m.path, m.size) for _, m in doomed], stats.wal, self.wal.store)
 
     def _advance_compacted_boundary(self, listing: Sequence[ObjectMeta], now_s: float) -> int:
         """Move ``gc/compacted.boundary`` (ULID milliseconds) up to the newest listed SST old
@@ -482,14 +507,18 @@ class Collector:
         stats.two_phase = collect_two_phase_garbage(two_phase, self.path, window)
 
     # ---- deleting --------------------------------------------------------------------------
-    def _delete(self, doomed: Sequence[tuple[str, int]], into: KindStats) -> None:
-        """Delete everything in ``doomed``; a failed delete is counted and left for the next pass
-        (its object stays eligible), so one bad request does not stop the rest."""
+    def _delete(
+        self, doomed: Sequence[tuple[str, int]], into: KindStats, store: ObjectStore | None = None
+    ) -> None:
+        """Delete everything in ``doomed`` (from ``store``, the main store by default); a failed
+        delete is counted and left for the next pass (its object stays eligible), so one bad
+        request does not stop the rest."""
+        target = self.store if store is None else store
 
         def one(item: tuple[str, int]) -> tuple[int, StoreError | None]:
             path, size = item
             try:
-                self.store.delete(path)
+                target.delete(path)
             except StoreError as e:
                 log.warning("gc %r: could not delete %s: %s", self.path, path, e)
                 return size, e

@@ -29,9 +29,11 @@ def run_gc_once(
     options: GarbageCollectorOptions | None = None,
     *,
     now: Clock = time.time,
+    wal_url: str | None = None,
 ) -> GcStats:
-    """One pass over the database at ``path`` (see :mod:`slatedb_core.gc.collector`)."""
-    return Collector(path, store, options).run(now)
+    """One pass over the database at ``path`` (see :mod:`slatedb_core.gc.collector`);
+    ``wal_url``: its separate WAL store, if it has one (SlateDB RFC 0009)."""
+    return Collector(path, store, options, wal_url=wal_url).run(now)
 
 
 class GarbageCollector:
@@ -45,9 +47,10 @@ class GarbageCollector:
         options: GarbageCollectorOptions | None = None,
         *,
         now: Clock = time.time,
+        wal_url: str | None = None,
     ) -> None:
         self.options = options or GarbageCollectorOptions()
-        self._collector = Collector(path, store, self.options)
+        self._collector = Collector(path, store, self.options, wal_url=wal_url)
         self._now = now
         self._pass_lock = threading.Lock()
         self._stop = threading.Event()

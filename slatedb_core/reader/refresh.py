@@ -44,6 +44,7 @@ from slatedb_core.sst import BlockCache
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
 
+from slatedb_core.wal.location import WalLocation
 log = logging.getLogger(__name__)
 
 _RELOAD_ATTEMPTS = 5  # WAL vanishing between manifest read and WAL read means the manifest moved
@@ -57,7 +58,8 @@ class Refresher:
         self.store = store
         self.options = options
         self._manifests = ManifestStore(store, path)
-        self._wal = WalLog(store, path)
+        # the one store of the WAL objects (SlateDB RFC 0009: maybe a separate one)
+        self._wal = WalLog(WalLocation.open(store, options.wal_url), path)
         self._cache = BlockCache(options.block_cache_bytes) if options.block_cache_bytes else None
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
         self._tables = WalTables(options.max_memtable_bytes)
@@ -95,6 +97,8 @@ class Refresher:
             self._replay(ids)
         except ObjectNotFound as e:
             raise SstMissing(e.path, f"WAL SST pinned by checkpoint {checkpoint_id}") from e
+            if e.path == self._wal.path(ids[0]):  # none of them here: the WAL store missing?
+                self._wal.check_present(m, self._wal.list_ids(after=m.replay_after_wal_id))
 
     # ---- state -----------------------------------------------------------------------------
     def _install(self, stored: StoredManifest) -> None:
@@ -149,11 +153,17 @@ class Refresher:
             self._wal, listed, after, m, lambda: self._manifests.read_latest().manifest
         )
 
-    def _replay_new_wal(self) -> bool:
-        """Poll the WAL directory; False when an SST vanished (its manifest moved on)."""
+    def _replay_new_wal(self, *, at_open: bool = False) -> bool:
+        """Poll the WAL directory; False when an SST vanished (its manifest moved on).
+        ``at_open``: the first poll after the latest manifest was installed, whose LIST also
+        checks that the WAL is in this store (``WalStoreMissing``, SlateDB RFC 0009)."""
         after = self._tables.last_wal_id
         m = self.current.state.manifest.manifest
-        ids = self._checked_run(self._wal.list_ids(after=after), after, m)
+        if at_open and after == m.replay_after_wal_id:
+            listed = self._wal.list_live(m)
+        else:
+            listed = self._wal.list_ids(after=after)
+        ids = self._checked_run(listed, after, m)
         try:
             self._replay(ids)
         except ObjectNotFound:
@@ -183,7 +193,7 @@ class Refresher:
                 self._latest_seen = latest.id
             check_live(self.path, latest.manifest)
             self._follow_to(latest)
-            if self._replay_new_wal():
+            if self._replay_new_wal(at_open=True):
                 return
             latest = None  # a WAL SST went into L0 and was collected: look again
         raise SstMissing(
@@ -218,7 +228,7 @@ class Refresher:
                 base = self._manifests.read_latest()
             check_live(self.path, base.manifest)
             after = base.manifest.replay_after_wal_id
-            listed = self._checked_run(self._wal.list_ids(after=after), after, base.manifest)
+            listed = self._checked_run(self._wal.list_live(base.manifest), after, base.manifest)
             stored = self._commit_checkpoint(base, listed[-1] if listed else after)
             self._install(stored)
             try:

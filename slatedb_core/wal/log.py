@@ -15,6 +15,7 @@ newer writer, if there is one, is already in the latest manifest (docs/manifest-
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,10 +25,12 @@ import pyarrow.compute as pc
 
 from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.sst import KIND_MERGE, SstOptions, SstReader, encode_sst
 from slatedb_core.sst.reader import TS_SCHEMA
+from slatedb_core.wal.location import WalLocation, check_wal_present
 from slatedb_core.store.objectstore import ObjectStore
 
 FENCE = b""
@@ -92,8 +95,14 @@ class WalSst:
 
 
 class WalLog:
-    def __init__(self, store: ObjectStore, db_path: str) -> None:
-        self.store = store
+    """The WAL of the database at ``db_path``, in the store ``where`` names (a
+    :class:`~slatedb_core.wal.location.WalLocation`; a bare store: its main store holds the WAL).
+    ``store`` is the store of WAL objects, ``main`` the database's main store (manifests)."""
+
+    def __init__(self, where: WalLocation | ObjectStore, db_path: str) -> None:
+        self.where = where if isinstance(where, WalLocation) else WalLocation(where)
+        self.store = self.where.store
+        self.main = self.where.main
         self.db_path = db_path
         self.dir = wal_dir(db_path)
 
@@ -120,6 +129,38 @@ class WalLog:
         return ids
 
     def decode(self, wal_id: int, data: bytes, *, timestamps: bool = False) -> WalSst:
+    def list_live(self, m: Manifest, *, latest: bool = True) -> list[int]:
+        """WAL ids after ``m.replay_after_wal_id``, ascending, from one LIST that starts at the
+        replay point itself; raises :class:`~slatedb_core.errors.WalStoreMissing` when they are
+        not in this store (:func:`~slatedb_core.wal.location.check_wal_present`). ``latest``:
+        ``m`` is the latest manifest as some writer left it (not with the caller's own bump on
+        top, which hides who wrote before)."""
+        r = m.replay_after_wal_id
+        start = self.path(r - 1) if r > 1 else None
+        ids: list[int] = []
+        at_replay_point = False
+        for meta in self.store.list(self.dir, start_after=start):
+            wal_id = self.parse(meta.path)
+            if wal_id is None:
+                continue
+            if wal_id > r:
+                ids.append(wal_id)
+            elif wal_id == r:
+                at_replay_point = True
+        check_wal_present(
+            self.db_path,
+            self.where,
+            m,
+            ids,
+            at_replay_point=at_replay_point if latest else None,
+        )
+        return ids
+
+    def check_present(self, m: Manifest, after_replay_point: Sequence[int]) -> None:
+        """:func:`~slatedb_core.wal.location.check_wal_present` for a manifest that may not be
+        the latest (a checkpoint's): only what ``m`` records is checked."""
+        check_wal_present(self.db_path, self.where, m, after_replay_point, at_replay_point=None)
+
         """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`);
         ``timestamps``: with SlateDB's ``expire_ts`` and ``create_ts`` columns (to re-encode)."""
         if len(data) == 0:
@@ -143,4 +184,4 @@ class WalLog:
 
     def latest_writer_epoch(self) -> int:
         """``writer_epoch`` of the latest manifest: who may hold a WAL slot we found taken."""
-        return ManifestStore(self.store, self.db_path).read_latest().manifest.writer_epoch
+        return ManifestStore(self.main, self.db_path).read_latest().manifest.writer_epoch

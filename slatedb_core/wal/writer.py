@@ -302,9 +302,11 @@ class WalWriter:
 
 
 def wal_boundary(wal: WalLog) -> BoundaryObject:
-    """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC."""
+    """``<db>/gc/wal.boundary``: WAL ids at or below it may have been deleted by GC. In the main
+    store, with the other boundary files, even when the WAL has a store of its own (SlateDB RFC
+    0009)."""
     return BoundaryObject(
-        wal.store, boundary_path(wal.db_path, WAL_BOUNDARY), lease_s=boundaries.DEFAULT_LEASE_S
+        wal.main, boundary_path(wal.db_path, WAL_BOUNDARY), lease_s=boundaries.DEFAULT_LEASE_S
     )
 
 

@@ -52,6 +52,7 @@ from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWriter
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.writer.gc_safety import NewSsts
+from slatedb_core.wal.location import WalLocation
 from slatedb_core.writer.l0_flush import (
     l0_flush_change,
     replay_point_change,
@@ -108,7 +109,8 @@ class WriterEngine(WalFlusher):
         self._range: KeyRange | None = None  # the manifest's key_range (projected databases)
         self._compacted_boundary = compacted_boundary(store, path)
         self.manifests = ManifestStore(store, path, format_version=options.manifest_format_version)
-        self.wal = WalLog(store, path)
+        # the one store of this database's WAL objects (SlateDB RFC 0009: maybe a separate one)
+        self.wal = WalLog(WalLocation.open(store, options.wal_url), path)
         self._fm: FencedManifest
         self._state: DbState
 
@@ -116,7 +118,7 @@ class WriterEngine(WalFlusher):
         """Recovery at open, the steps of :mod:`slatedb_core.writer.recovery` in order."""
         own = self.options.max_parallel_writes
         # 1. bump the writer epoch together with our writer checkpoint (SlateDB RFC 0004)
-        self._fm = bump_epoch(self.manifests, own, if_manifest_id)
+        self._fm = bump_epoch(self.manifests, own, if_manifest_id, self.wal)
         epoch = self._fm.epoch
         m = self._fm.stored.manifest
         # 2. fence older writers (SlateDB RFC 0001)

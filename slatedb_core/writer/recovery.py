@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 
 
 def bump_epoch(
-    manifests: ManifestStore, max_parallel_writes: int, if_manifest_id: int | None = None
+    manifests: ManifestStore,
+    max_parallel_writes: int,
+    if_manifest_id: int | None = None,
+    wal: WalLog | None = None,
 ) -> FencedManifest:
     """Step 1: create the manifest if absent, then bump the writer epoch together with our writer
     checkpoint (SlateDB RFC 0004). The manifest's ``max_parallel_writes`` becomes max(previous
@@ -45,8 +48,16 @@ def bump_epoch(
     ``if_manifest_id``: bump only on top of that manifest version (the bump is committed as the
     next id, create-if-absent), else PreconditionFailed having written nothing: no writer that
     opened after the caller read that version is fenced (the table layer's conditional open,
-    :func:`slatedb_core.table.writers.act_as_writer`)."""
-    if if_manifest_id is None and manifests.try_read_latest() is None:
+    :func:`slatedb_core.table.writers.act_as_writer`).
+
+    ``wal``: refuse with ``WalStoreMissing`` before the bump when the database's WAL is not in
+    ``wal``'s store (SlateDB RFC 0009: opened without the WAL store it was written with). The
+    bump would fence the database's live writer, SlateDB's included, for a writer that cannot
+    run; one LIST per open buys that."""
+    found = manifests.try_read_latest() if if_manifest_id is None else None
+    if found is not None and wal is not None:
+        wal.list_live(found.manifest)
+    if if_manifest_id is None and found is None:
         if manifests.is_tombstone():
             # refuse before creating anything a reader could glimpse; a tombstone written after
             # this check still fails the create's boundary check
@@ -74,7 +85,10 @@ def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLo
     any hole an older writer may still be writing. Returns the id of our last fencing SST; raises
     ``Fenced`` if a newer writer exists."""
     m = fm.stored.manifest
-    existing = wal.list_ids(after=m.replay_after_wal_id)
+    # one LIST from the replay point: also tells a WAL kept in another store (SlateDB RFC 0009)
+    # from an empty one by what the manifest records (WalStoreMissing, before we write a fence
+    # where SlateDB never looks); our bump hides who wrote before: bump_epoch checked that
+    existing = wal.list_live(m, latest=False)
     start = first_open_slot(existing, m.replay_after_wal_id, m.next_wal_sst_id)
     # A hole outside the last writer's in-flight window is damage, not a write in flight:
     # fencing into it would hide every SST after it from our replay (review finding 7 in

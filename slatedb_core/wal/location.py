@@ -1,0 +1,100 @@
+"""Which object store holds a database's WAL objects (WAL SSTs and fences): its main store, or a
+separate WAL store (SlateDB's ``with_wal_object_store``, SlateDB RFC 0009).
+
+The path is the same in either store, ``<db>/wal/{id:020}.sst`` (RFC 0009: "the object path
+structure will remain unchanged for both stores"); manifests, compacted SSTs, compactions records
+and boundary files stay in the main store. Every path that touches ``wal/`` reaches it through a
+:class:`~slatedb_core.wal.log.WalLog` built from a :class:`WalLocation`, so none can read or write
+WAL objects in the wrong store.
+
+The manifest does not say where the WAL is (SlateDB 0.17's ManifestV2 has no field for it), so a
+database opened without the WAL store it was written with would look like one with an empty WAL.
+:func:`check_wal_present` tells the two apart from the listing every open makes anyway (no extra
+request) and raises :class:`~slatedb_core.errors.WalStoreMissing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slatedb_core.errors import WalStoreMissing
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+
+
+@dataclass(frozen=True, slots=True)
+class WalLocation:
+    """The store of a database's WAL objects: ``separate`` when one is configured, else
+    ``main``. ``repr`` and messages show only the stores' redacted URLs."""
+
+    main: ObjectStore
+    separate: ObjectStore | None = None
+
+    @property
+    def store(self) -> ObjectStore:
+        """The store holding ``<db>/wal/``."""
+        return self.separate if self.separate is not None else self.main
+
+    def describe(self) -> str:
+        """Where WAL objects are looked for, for messages (a redacted URL)."""
+        if self.separate is None:
+            return f"the main store {self.main.url} (no WAL store configured)"
+        return f"the WAL store {self.separate.url}"
+
+    @classmethod
+    def open(cls, main: ObjectStore, wal_url: str | None) -> WalLocation:
+        """``main``'s WAL location with the WAL store ``wal_url`` (a store URL as
+        :func:`~slatedb_core.store.url.open_store` takes it), if any."""
+        if wal_url is None:
+            return cls(main)
+        return cls(main, open_store(wal_url))
+
+
+def slatedb_writer(m: Manifest) -> bool:
+    """Whether ``m``'s writer epoch was taken by SlateDB's writer (not ours)."""
+    return m.writer_epoch > 0 and m.our_writer_epoch != m.writer_epoch
+
+
+def check_wal_present(
+    db_path: str,
+    where: WalLocation,
+    m: Manifest,
+    after_replay_point: Sequence[int],
+    *,
+    at_replay_point: bool | None,
+) -> None:
+    """Raise :class:`~slatedb_core.errors.WalStoreMissing` when the WAL of ``m`` is not in
+    ``where``: ``after_replay_point`` (the WAL ids listed past ``m.replay_after_wal_id``) is
+    empty although
+
+    * ``m`` records WAL SSTs past its replay point (``wal_id_last_seen``, ``next_wal_sst_id``):
+      GC deletes WAL SSTs only at or below the replay point (SlateDB RFC 0004); or
+    * ``m``'s writer epoch is SlateDB's (:func:`slatedb_writer`) and ``at_replay_point`` is
+      False: SlateDB's writer creates its fence (a zero-byte WAL object) past the replay point
+      right after its epoch bump (SlateDB RFC 0001), the replay point only moves onto a WAL
+      object, and both GCs keep the object *at* the latest replay point. ``at_replay_point``
+      None: not known (``m`` is not the latest manifest, whose replay point a GC may have
+      collected, or the caller's own bump is on top of it); this rule is then skipped. Our own
+      writer's epoch does not count: one that died between its bump and its fence leaves
+      exactly this state, and the database must stay openable.
+
+    A brand-new database (no writer yet) passes; so does a clone or union (``external_dbs``):
+    it starts at its source's replay point with no WAL object there (SlateDB RFC 0004, "Clones"),
+    so only what its manifest records is checked. Costs nothing: the caller's own listing
+    answers."""
+    if after_replay_point:
+        return
+    r = m.replay_after_wal_id
+    recorded = max(m.wal_id_last_seen, m.next_wal_sst_id - 1)
+    if recorded > r:
+        detail = f"its manifest records WAL SSTs {r + 1}..{recorded} past the replay point {r}"
+    elif slatedb_writer(m) and at_replay_point is False and not m.external_dbs:
+        detail = (
+            f"SlateDB's writer (epoch {m.writer_epoch}) opened it, which leaves a WAL fence "
+            f"past the replay point {r}"
+        )
+    else:
+        return
+    raise WalStoreMissing(db_path, where.describe(), detail)

@@ -43,8 +43,8 @@ from slatedb_core.reader.wal_tables import NO_MEMTABLE, WalTables, fetch_wal
 from slatedb_core.sst import BlockCache
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
-
 from slatedb_core.wal.location import WalLocation
+
 log = logging.getLogger(__name__)
 
 _RELOAD_ATTEMPTS = 5  # WAL vanishing between manifest read and WAL read means the manifest moved
@@ -96,9 +96,9 @@ class Refresher:
         try:
             self._replay(ids)
         except ObjectNotFound as e:
-            raise SstMissing(e.path, f"WAL SST pinned by checkpoint {checkpoint_id}") from e
             if e.path == self._wal.path(ids[0]):  # none of them here: the WAL store missing?
                 self._wal.check_present(m, self._wal.list_ids(after=m.replay_after_wal_id))
+            raise SstMissing(e.path, f"WAL SST pinned by checkpoint {checkpoint_id}") from e
 
     # ---- state -----------------------------------------------------------------------------
     def _install(self, stored: StoredManifest) -> None:

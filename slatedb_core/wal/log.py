@@ -25,13 +25,13 @@ import pyarrow.compute as pc
 
 from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
-from slatedb_core.manifest.model import Manifest
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.sst import KIND_MERGE, SstOptions, SstReader, encode_sst
 from slatedb_core.sst.reader import TS_SCHEMA
-from slatedb_core.wal.location import WalLocation, check_wal_present
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.wal.location import WalLocation, check_wal_present
 
 FENCE = b""
 """The bytes of a fencing WAL object: none (SlateDB 0.17's fence)."""
@@ -128,7 +128,6 @@ class WalLog:
                 ids.append(wal_id)
         return ids
 
-    def decode(self, wal_id: int, data: bytes, *, timestamps: bool = False) -> WalSst:
     def list_live(self, m: Manifest, *, latest: bool = True) -> list[int]:
         """WAL ids after ``m.replay_after_wal_id``, ascending, from one LIST that starts at the
         replay point itself; raises :class:`~slatedb_core.errors.WalStoreMissing` when they are
@@ -161,6 +160,7 @@ class WalLog:
         the latest (a checkpoint's): only what ``m`` records is checked."""
         check_wal_present(self.db_path, self.where, m, after_replay_point, at_replay_point=None)
 
+    def decode(self, wal_id: int, data: bytes, *, timestamps: bool = False) -> WalSst:
         """The WAL object ``data``: a fence, or its rows in seq order (see :func:`in_seq_order`);
         ``timestamps``: with SlateDB's ``expire_ts`` and ``create_ts`` columns (to re-encode)."""
         if len(data) == 0:

@@ -51,8 +51,8 @@ from slatedb_core.sst.create import write_new_sst
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWriter
 from slatedb_core.wal.flusher import WalFlusher
-from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.wal.location import WalLocation
+from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.writer.l0_flush import (
     l0_flush_change,
     replay_point_change,

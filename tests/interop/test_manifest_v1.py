@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import dagster as dg
 import pytest
@@ -24,6 +25,7 @@ from orchestration.resources import ManagedDatabasesResource, ObjectStoreResourc
 from slatedb_core.admin import list_manifests, read_manifest
 from slatedb_core.cli.main import cli
 from slatedb_core.compactor import run_compaction_once
+from slatedb_core.fleet.scanner import FleetScanner
 from slatedb_core.health import damaged_ssts, inspect_database
 from slatedb_core.manifest.codec import decode_stamped_manifest
 from slatedb_core.manifest.model import CompactedSst, Manifest
@@ -61,8 +63,7 @@ def as_v1(store: ObjectStore) -> tuple[StoredManifest, Manifest]:
 def ssts(m: Manifest) -> dict[ULID, CompactedSst]:
     """The SSTs without our own SsTableInfo fields (entry count, size), which SlateDB's
     schema, and so a V1 object, lacks."""
-    ours = {"entry_count": 0, "size_bytes": 0}
-    return {s.id: replace(s, info=replace(s.info, **ours)) for s in m.ssts}
+    return {s.id: replace(s, info=replace(s.info, entry_count=0, size_bytes=0)) for s in m.ssts}
 
 
 def same_state(a: Manifest, b: Manifest) -> None:
@@ -133,6 +134,14 @@ def test_the_slatedb_wheel_reads_manifest_v1(both_stores: Stores) -> None:
     r = oracle.open_reader()
     check_reads(model, r.get, r.scan, who="SlateDB's DbReader on ManifestV1")
     r.shutdown()
+    # and its writer opens on it, recovers, and commits V2 (0.17's choice) on top
+    w = oracle.open_db(s=settings(compactor=False))
+    check_reads(model, w.get, w.scan, who="SlateDB's Db on ManifestV1")
+    w.shutdown()
+    ms = ManifestStore(store, DB)
+    latest = ms.read_latest()
+    assert latest.id > before.id and latest.version == 2
+    assert store.get(ms.seq.path(latest.id)).data[:2] == b"\x00\x02"
 
 
 def test_slatedb_writes_we_read_a_v1_manifest_everywhere(both_stores: Stores) -> None:
@@ -162,14 +171,19 @@ def test_slatedb_writes_we_read_a_v1_manifest_everywhere(both_stores: Stores) ->
     health = inspect_database(store, DB)[0]
     assert health.version == 1 and health.id == before.id
     assert damaged_ssts(store, DB, health.manifest) == []  # manifest_and_ssts_intact's test
+    fleet = FleetScanner(store).scan([DB], verify=[DB])[DB]  # the fleet sensor's scan
+    assert (fleet.state, fleet.error) == ("live", None) and fleet.health is not None
     managed = ManagedDatabasesResource(databases=[DB], gc_min_age="0s")
-    (gc_event,) = garbage_collection(
+    pass_events = garbage_collection(  # a pass yields one event: a materialization, or a skip
         context=dg.build_asset_context(partition_key=DB),
         store=ObjectStoreResource(url=url),
         managed=managed,
     )
+    events = list(cast(Iterable[Any], pass_events))
+    (gc_event,) = events
     assert isinstance(gc_event, dg.MaterializeResult) and gc_event.metadata is not None
-    assert gc_event.metadata["latest_manifest_id"].value == before.id
+    latest_id = gc_event.metadata["latest_manifest_id"]
+    assert isinstance(latest_id, dg.MetadataValue) and latest_id.value == before.id
     # our reader, after that GC pass: nothing it needed was collected
     with DbReader.open(DB, store, options=READER) as reader:
         check_reads(model, reader.get, scanner(reader), who="our DbReader on ManifestV1")

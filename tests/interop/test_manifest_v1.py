@@ -27,6 +27,7 @@ from slatedb_core.cli.main import cli
 from slatedb_core.compactor import run_compaction_once
 from slatedb_core.fleet.scanner import FleetScanner
 from slatedb_core.health import damaged_ssts, inspect_database
+from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.manifest.codec import decode_stamped_manifest
 from slatedb_core.manifest.model import CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -242,3 +243,27 @@ def test_we_write_and_then_read_our_state_as_v1(both_stores: Stores) -> None:
     w = oracle.open_db(s=settings(compactor=False))
     check_reads(model, w.get, w.scan, who="SlateDB's Db after our V2 commit on V1")
     w.shutdown()
+
+
+def test_a_clone_of_a_v1_database_and_a_clone_as_v1(both_stores: Stores) -> None:
+    """Our clone reads its source's V1 manifest (and the one its checkpoint pins); the clone's
+    own manifest, rewritten as V1, carries ``external_dbs`` in ManifestV1: SlateDB and we read
+    the clone's rows through it."""
+    oracle, store, _ = both_stores
+    model = Model()
+    slatedb_database(oracle, model)
+    as_v1(store)
+    manifest = create_clone("clone", DB, store)
+    assert manifest.external_dbs and manifest.external_dbs[0].path == DB
+    cms = ManifestStore(store, "clone")
+    before = cms.read_latest()
+    path = cms.seq.path(before.id)
+    store.put(path, encode_v1(from_model(before.manifest)))
+    v1 = cms.read_latest()
+    assert v1.version == 1 and v1.manifest.external_dbs == before.manifest.external_dbs
+    same_state(before.manifest, v1.manifest)
+    with DbReader.open("clone", store, options=READER) as reader:
+        check_reads(model, reader.get, scanner(reader), who="our DbReader on a V1 clone")
+    r = oracle.open_reader("clone")
+    check_reads(model, r.get, r.scan, who="SlateDB's DbReader on a V1 clone")
+    r.shutdown()

@@ -32,6 +32,9 @@ What each option does (docs/spark.md has the whole story):
                     ``.mode("error")`` and ``.mode("ignore")`` for every Python data source, so
                     these two travel as an option, with ``.mode("append")``)
 ``run_bytes``       write: input bytes a task sorts at once (spark_jobs.ingest.RUN_BYTES)
+``ttl_column``      write: an integer column, each row's TTL in ms (SlateDB RFC 0003: the row
+                    stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none
+``ttl``             write: the TTL in ms of every row without one of its own
 ``checkpoint``      read: the name of a table snapshot (``Table.snapshot(name=...)``)
 ==================  ============================================================================
 

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pyspark.sql.types import BinaryType, BooleanType, StringType, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from slatedb_core import InvalidArgument, ValueEncoding
+from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
+from slatedb_core.table.staged import check_ttl_ms
 from spark_jobs.ingest_tasks import RUN_BYTES
 from spark_jobs.value_columns import payload_schema as value_payload_schema
 
@@ -36,6 +47,9 @@ _KNOWN = frozenset(
         "run_bytes",
         "checkpointlocation",
         "checkpoint",
+        "ttl_column",
+        "ttl",
+        "wal_url",
     }
 )
 """Every option a write reads (``checkpoint`` belongs to reads and is refused on writes)."""
@@ -100,6 +114,18 @@ class WriteOptions:
     checkpoint_location: str | None
     stream: bool = False
     """A stream: its batches' versions are their batch ids (no ``batch_version``)."""
+    wal_url: str | None = field(default=None, repr=False)
+    """The shards' separate WAL store (SlateDB RFC 0009, ``DbOptions.wal_url``): option
+    ``wal_url``, a store URL; never shown (it may carry credentials)."""
+    ttl_column: str | None = None
+    """The column of each row's TTL in ms (SlateDB RFC 0003; null: ``ttl_ms``, else none)."""
+    ttl_ms: int | None = None
+    """The TTL in ms of every row without one of its own (option ``ttl``)."""
+
+    @property
+    def db_options(self) -> DbOptions | None:
+        """The shard writers' options this write needs: the WAL store, if any."""
+        return None if self.wal_url is None else DbOptions(wal_url=self.wal_url)
 
     @property
     def encoding(self) -> ValueEncoding | None:
@@ -138,12 +164,23 @@ class WriteOptions:
             _column(schema, "tombstone", tombstone, (BooleanType,))
             if tombstone == key:
                 raise InvalidArgument("option 'tombstone' names the key column")
+        ttl_column = _opt(options, "ttl_column")
+        if ttl_column is not None:
+            _column(schema, "ttl_column", ttl_column, (LongType, IntegerType, ShortType, ByteType))
+            if ttl_column in (key, tombstone):
+                raise InvalidArgument("option 'ttl_column' names the key or tombstone column")
+        try:
+            ttl_ms = check_ttl_ms(_int(options, "ttl"))
+        except InvalidArgument as e:
+            raise InvalidArgument(f"option 'ttl': {e}") from None
         value = _opt(options, "value")
         fmt = _opt(options, "value_format")
         if value is not None:
             _column(schema, "value", value, (BinaryType, StringType))
-            if value == key or value == tombstone:
-                raise InvalidArgument(f"option 'value' names the key or tombstone column {value!r}")
+            if value in (key, tombstone, ttl_column):
+                raise InvalidArgument(
+                    f"option 'value' names the key, tombstone or TTL column {value!r}"
+                )
             if fmt is not None:
                 raise InvalidArgument("option 'value_format' encodes columns; with 'value' none")
             payload: tuple[str, ...] = ()
@@ -155,7 +192,7 @@ class WriteOptions:
                 raise InvalidArgument(
                     f"option 'value_format' must be one of {_VALUE_FORMATS}, got {fmt!r}"
                 )
-            payload = tuple(c for c in schema.names if c not in (key, tombstone))
+            payload = tuple(c for c in schema.names if c not in (key, tombstone, ttl_column))
             if not payload:
                 raise InvalidArgument(
                     "option 'value' is missing and there is no other column to encode into values"
@@ -179,6 +216,14 @@ class WriteOptions:
             check_txn(app_id, 0 if stream and app_id is not None else batch_version)
         except InvalidArgument as e:
             raise InvalidArgument(f"options 'app_id'/'batch_version': {e}") from None
+        wal_url = _opt(options, "wal_url")
+        if wal_url is not None and not wal_url.strip():
+            raise InvalidArgument("option 'wal_url' must be a store URL, got an empty string")
+        if wal_url is not None and mode == "overwrite":
+            raise InvalidArgument(
+                "option 'wal_url': an overwrite builds new databases, which keep their WAL in "
+                "the main store; append to a table whose shards have a WAL store"
+            )
         run_bytes = _int(options, "run_bytes")
         if run_bytes is not None and run_bytes < 1:
             raise InvalidArgument(f"option 'run_bytes' must be >= 1, got {run_bytes}")
@@ -198,4 +243,7 @@ class WriteOptions:
             run_bytes=run_bytes or RUN_BYTES,
             checkpoint_location=_opt(options, "checkpointlocation"),
             stream=stream,
+            wal_url=wal_url,
+            ttl_column=ttl_column,
+            ttl_ms=ttl_ms,
         )

@@ -54,6 +54,7 @@ from pyspark.sql.datasource import (
 from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
 from slatedb_core.errors import SlateDBError
 from slatedb_core.manifest.model import AppVersion
+from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.ingest import (
     SKIPPED,
@@ -76,6 +77,7 @@ from spark_jobs.ingest_tasks import (
     COMMIT_THREADS,
     KEY,
     TOMBSTONE,
+    TTL,
     VALUE,
     StageSsts,
     encode_arrow_rows,
@@ -259,7 +261,8 @@ def _as_binary(a: pa.Array) -> pa.Array:
 
 
 def entries(opts: WriteOptions, b: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch of the input as StageSsts takes it: ``key``, ``value``, and the tombstone flag."""
+    """A batch of the input as StageSsts takes it: ``key``, ``value``, the tombstone flag and the
+    TTL (with options ``tombstone`` / ``ttl_column``)."""
     key = _as_binary(b.column(opts.key))
     if opts.value is not None:
         value = _as_binary(b.column(opts.value))
@@ -271,6 +274,9 @@ def entries(opts: WriteOptions, b: pa.RecordBatch) -> pa.RecordBatch:
     if opts.tombstone is not None:
         arrays.append(b.column(opts.tombstone))
         names.append(TOMBSTONE)
+    if opts.ttl_column is not None:
+        arrays.append(b.column(opts.ttl_column))
+        names.append(TTL)
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
@@ -288,6 +294,8 @@ def stage_partition(
         None,
         (0,) * len(plan.shards),
         opts.run_bytes,
+        ttl_ms=opts.ttl_ms,
+        ttl_column=opts.ttl_column is not None,
     )
     refs: list[StagedRef] = []
     for out in stage(entries(opts, b) for b in batches if b.num_rows):
@@ -349,7 +357,11 @@ def _already_applied(
 
 
 def commit_refs(
-    store: ObjectStore, plan: IngestPlan, run_id: str, refs: Sequence[StagedRef]
+    store: ObjectStore,
+    plan: IngestPlan,
+    run_id: str,
+    refs: Sequence[StagedRef],
+    db_options: DbOptions | None = None,
 ) -> list[ShardIngestStats]:
     """Commit every shard that has staged SSTs, each once (concurrently: store round trips);
     every commit ends before a failure is raised. ShardMapConflict if a shard was refused."""
@@ -370,13 +382,14 @@ def commit_refs(
             [r.path for r in mine],
             seqs=[plan.staged_seq(r.partition, r.run) for r in mine],
             counts=[(r.rows, r.bytes) for r in mine],
+            options=db_options,
         )
 
     with ThreadPoolExecutor(max_workers=max(1, min(COMMIT_THREADS, len(by_shard)))) as pool:
         futures = [pool.submit(commit, i) for i in sorted(by_shard)]
     stats = [*skipped, *(f.result() for f in futures)]
     # every shard records the batch, rows or none: a re-run with other rows writes none either
-    stats += record_empty_shards(store, plan, run_id, {s.shard_index for s in stats}, None)
+    stats += record_empty_shards(store, plan, run_id, {s.shard_index for s in stats}, db_options)
     raise_if_refused("write", plan, stats)
     return stats
 
@@ -392,7 +405,7 @@ def _commit(wp: WritePlan, plan: IngestPlan, refs: Sequence[StagedRef]) -> None:
                 store, plan, wp.run_id, staged, value_encoding=wp.options.encoding
             )
         else:
-            stats = commit_refs(store, plan, wp.run_id, refs)
+            stats = commit_refs(store, plan, wp.run_id, refs, wp.options.db_options)
     finally:
         _cleanup(store, wp, plan)
     rows = sum(s.rows for s in stats)

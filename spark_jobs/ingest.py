@@ -100,11 +100,19 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, StringType
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+)
 
 from slatedb_core import Table, open_store
 from slatedb_core.errors import InvalidArgument, SlateDBError
@@ -119,6 +127,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     raise_if_refused,
 )
+from slatedb_core.table.staged import check_ttl_ms
 from spark_jobs.compact import SparkCompactionStats, compact
 from spark_jobs.ingest_tasks import (
     KEY,
@@ -127,6 +136,7 @@ from spark_jobs.ingest_tasks import (
     STAGED_DDL,
     STATS_DDL,
     TOMBSTONE,
+    TTL,
     VALUE,
     CommitShards,
     StageSsts,
@@ -228,9 +238,10 @@ def prepare_frame(
     value_column: str | None = None,
     tombstone_column: str | None = None,
     value_format: ValueFormat | None = None,
+    ttl_column: str | None = None,
 ) -> _Prepared:
-    """``df`` as binary keys, binary values (or the payload columns, for Arrow) and the
-    tombstone flag, with Spark SQL expressions (JSON encoding included)."""
+    """``df`` as binary keys, binary values (or the payload columns, for Arrow), the
+    tombstone flag and the TTL (a long), with Spark SQL expressions (JSON encoding included)."""
     fmt = value_format or ("binary" if value_column is not None else "arrow")
     if fmt not in VALUE_FORMATS:
         raise InvalidArgument(f"value_format must be one of {VALUE_FORMATS}, got {fmt!r}")
@@ -242,7 +253,18 @@ def prepare_frame(
         if tombstone_column not in df.columns:
             raise InvalidArgument(f"no column {tombstone_column!r} in {df.columns}")
         cols.append(F.col(tombstone_column).cast("boolean").alias(TOMBSTONE))
-    skip = {key_column, tombstone_column}
+    if ttl_column is not None:
+        if ttl_column not in df.columns:
+            raise InvalidArgument(f"no column {ttl_column!r} in {df.columns}")
+        t = df.schema[ttl_column].dataType
+        if not isinstance(t, LongType | IntegerType | ShortType | ByteType):
+            raise InvalidArgument(
+                f"ttl_column {ttl_column!r} must be an integer column (ms), got {t.simpleString()}"
+            )
+        if ttl_column in (key_column, tombstone_column, value_column):
+            raise InvalidArgument(f"ttl_column {ttl_column!r} names another column of the job")
+        cols.append(F.col(ttl_column).cast("long").alias(TTL))
+    skip = {key_column, tombstone_column, ttl_column}
     payload = tuple(c for c in df.columns if c not in skip)
     if fmt != "binary" and not payload:
         raise InvalidArgument(f"value_format {fmt!r} needs columns besides the key")
@@ -255,8 +277,10 @@ def prepare_frame(
         cols.append(F.to_json(F.struct(*[F.col(c) for c in payload])).cast("binary").alias(VALUE))
         payload = ()
     else:
-        if {KEY, TOMBSTONE} & set(payload):
-            raise InvalidArgument(f"payload columns may not be named {KEY!r} or {TOMBSTONE!r}")
+        if {KEY, TOMBSTONE, TTL} & set(payload):
+            raise InvalidArgument(
+                f"payload columns may not be named {KEY!r}, {TOMBSTONE!r} or {TTL!r}"
+            )
         cols += [F.col(c).alias(c) for c in payload]
     return _Prepared(
         df.select(*cols),
@@ -326,6 +350,8 @@ def ingest(
     arrow_batch_bytes: int | None = None,
     app_id: str | None = None,
     batch_version: int | None = None,
+    ttl_column: str | None = None,
+    ttl: int | timedelta | None = None,
 ) -> IngestStats:
     """Upsert the rows of ``df`` into the table at ``table_path`` (see the module doc).
 
@@ -344,6 +370,10 @@ def ingest(
     ``app_id`` / ``batch_version`` (both or neither): an exactly-once batch
     (:mod:`slatedb_core.table.ingest_txn`): shards at this version of the app or later are
     SKIPPED (all of them: no Spark job), the others record it with their commit, rows or none.
+    ``ttl_column`` / ``ttl`` (SlateDB RFC 0003): an integer column of each row's TTL in ms, and
+    the TTL (ms or a timedelta) of every row without one (null in the column); rows with neither
+    take ``db_options.default_ttl``. A put stores ``expire_ts`` = the time its task staged it +
+    its TTL (a delete none), and keeps it through the commit and later rewrites.
 
     Raises ShardMapConflict, after the other shards are written, when the shard map changed
     under the job so that some shard's rows could not be written; ingest again (every write is
@@ -352,7 +382,10 @@ def ingest(
     started = time.monotonic()
     txn = check_txn(app_id, batch_version)  # before anything is written
     factory = store_factory or functools.partial(open_store, table_url)
-    prepared = prepare_frame(df, key_column, value_column, tombstone_column, value_format)
+    ttl_ms = check_ttl_ms(ttl // timedelta(milliseconds=1) if isinstance(ttl, timedelta) else ttl)
+    prepared = prepare_frame(
+        df, key_column, value_column, tombstone_column, value_format, ttl_column
+    )
     if plan is None:
         plan = plan_ingest(table_path, factory(), txn=txn)
     plan = with_txn(plan, txn)
@@ -388,6 +421,8 @@ def ingest(
         db_options,
         shard_keys,
         run_bytes,
+        ttl_ms=ttl_ms,
+        ttl_column=ttl_column is not None,
     )
     written = (
         prepared.frame.mapInArrow(stage, STAGED_DDL)
@@ -518,8 +553,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="the batch's version: a no-op on every shard that has N or later for the app",
     )
+    p.add_argument(
+        "--ttl-column", default=None, help="an integer column: each row's TTL in ms (null: --ttl)"
+    )
+    p.add_argument(
+        "--ttl", type=int, default=None, metavar="MS", help="the TTL of rows without their own"
+    )
     args = p.parse_args(argv)
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
+    check_ttl_ms(args.ttl)
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-ingest"))
@@ -539,6 +581,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         arrow_batch_bytes=args.arrow_batch_bytes,
         app_id=args.app_id,
         batch_version=args.batch_version,
+        ttl_column=args.ttl_column,
+        ttl=args.ttl,
     )
     print(stats.summary())
     return 0

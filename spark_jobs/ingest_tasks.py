@@ -26,6 +26,7 @@ from slatedb_core.table.ingest import (
     stage_ssts,
 )
 from slatedb_core.table.ingest_txn import AppVersion, applied_message, shard_app_versions
+from slatedb_core.table.staged import TTL_COLUMN
 from spark_jobs.routing import ENTRY_SCHEMA
 
 StoreFactory = Callable[[], ObjectStore]
@@ -33,6 +34,9 @@ StoreFactory = Callable[[], ObjectStore]
 KEY, VALUE, TOMBSTONE, PARTITION_KEY = "key", "value", "__tombstone", "__pkey"
 """Column names of the rows stage 1 takes (key, value, tombstone flag) and of its output's
 partition key."""
+TTL = "__ttl"
+"""The column of each row's TTL in ms (null: the fixed or the database's default), when the job
+has a TTL column (issue 38: SlateDB RFC 0003 TTLs in Spark ingest)."""
 _SHARD = "__shard"
 STAGED_SCHEMA = pa.schema(
     [
@@ -103,6 +107,16 @@ def decode_arrow_value(value: bytes) -> dict[str, object]:
     return rows[0]
 
 
+def with_ttl(key: pa.Array, value: pa.Array, ttl: pa.Array) -> pa.RecordBatch:
+    """The ``(key, value, ttl)`` entries of a job with a TTL column (``ttl`` as int64 ms;
+    :func:`~slatedb_core.table.ingest.stage_ssts` checks the values)."""
+    if not pa.types.is_integer(ttl.type) and not pa.types.is_null(ttl.type):
+        raise InvalidArgument(f"the TTL column must hold integer milliseconds, got {ttl.type}")
+    return pa.RecordBatch.from_arrays(
+        [key, value, ttl.cast(pa.int64())], names=[KEY, VALUE, TTL_COLUMN]
+    )
+
+
 # ---- the two stages ------------------------------------------------------------------------------
 
 
@@ -130,9 +144,14 @@ class StageSsts:
     """``shard_keys[i]``: the partition key whose hash sends shard i's references to the stage-2
     partition that commits shard i."""
     run_bytes: int = RUN_BYTES
+    ttl_ms: int | None = None
+    """The TTL of every row without one of its own (None: the database's default)."""
+    ttl_column: bool = False
+    """The rows carry :data:`TTL` (each row's TTL in ms, null: ``ttl_ms`` or the default)."""
 
     def entries(self, b: pa.RecordBatch) -> pa.RecordBatch:
-        """``(key, value)``: values encoded, tombstones as nulls."""
+        """``(key, value)``, and ``ttl`` with a TTL column: values encoded, tombstones as
+        nulls."""
         value = encode_arrow_rows(b.select(list(self.payload))) if self.payload else b[VALUE]
         if self.tombstones:
             deleted = pc.fill_null(b[TOMBSTONE], False)
@@ -140,6 +159,8 @@ class StageSsts:
         key = b[KEY]
         if key.type != pa.binary() or value.type != pa.binary():  # large_binary from Spark
             key, value = key.cast(pa.binary()), value.cast(pa.binary())
+        if self.ttl_column:
+            return with_ttl(key, value, b[TTL])
         return pa.RecordBatch.from_arrays([key, value], schema=ENTRY_SCHEMA)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -169,7 +190,14 @@ class StageSsts:
     ) -> pa.RecordBatch:
         out: dict[str, list[object]] = {c: [] for c in _STAGED_COLUMNS}
         for sst in stage_ssts(
-            store, self.plan, directory, run, rows, self.db_options, partition=partition
+            store,
+            self.plan,
+            directory,
+            run,
+            rows,
+            self.db_options,
+            partition=partition,
+            ttl_ms=self.ttl_ms,
         ):
             shard = sst.shard
             for col, v in zip(

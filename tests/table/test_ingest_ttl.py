@@ -80,7 +80,8 @@ def test_staged_ttls_are_stored_and_slatedb_reads_them(
         assert before + ttl <= got.expire_ts <= after + ttl
     assert w.get(b"k001") is None
     got = oracle.run(kv.get_key_value(b"k003"))
-    assert got is not None and got.expire_ts == rows[b"k003"][1] <= after + 5
+    expire = rows[b"k003"][1]
+    assert got is not None and expire is not None and got.expire_ts == expire <= after + 5
     w.shutdown()
 
 

@@ -80,12 +80,13 @@ def check_wal_present(
       writer's epoch does not count: one that died between its bump and its fence leaves
       exactly this state, and the database must stay openable.
 
-    A brand-new database (no writer yet) passes; so does a clone or union (``external_dbs``):
+    A brand-new database (no writer yet) passes, and so does one not initialized or destroyed
+    (its opener's own error names that); so does a clone or union (``external_dbs``):
     it starts at its source's replay point with no WAL object there (SlateDB RFC 0004, "Clones"),
     so only what its manifest records is checked. Costs nothing: the caller's own listing
     answers."""
-    if after_replay_point:
-        return
+    if after_replay_point or not m.initialized or m.destroyed_at_s is not None:
+        return  # a clone still copying its WAL, a destroyed database: their own errors say so
     r = m.replay_after_wal_id
     recorded = max(m.wal_id_last_seen, m.next_wal_sst_id - 1)
     if recorded > r:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from slatedb_core.durations import MAX_DURATION, format_duration
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 
 KiB = 1024
@@ -250,6 +251,11 @@ class DbOptions:
             raise InvalidArgument("manifest_poll_idle_interval must be >= manifest_poll_interval")
         check_choice("compression", self.compression, COMPRESSIONS)
         _check_wal_url(self.wal_url)
+        if self.default_ttl is not None:
+            _set(
+                self, "default_ttl", check_int("default_ttl", self.default_ttl, lo=0, hi=2**63 - 1)
+            )
+        check_merge_operator_spec("merge_operator", self.merge_operator)
         # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)
 
@@ -338,8 +344,13 @@ class CompactorOptions:
     block_size: int = 64 * KiB
     bloom_bits_per_key: int = 10
     compression: str = "none"
+    merge_operator: str | MergeOperator | None = None
+    """How compactions fold merge operands (SlateDB RFC 0006), as ``DbOptions.merge_operator``.
+    None: a compaction that meets an operand fails with ``MergeOperatorMissing`` and commits
+    nothing (SlateDB's ``MergeOperatorRequiredIterator``)."""
 
     def __post_init__(self) -> None:
+        resolve_merge_operator(self.merge_operator)  # InvalidArgument for an unknown name
         _check_fields(
             self,
             durations=("poll_interval",),

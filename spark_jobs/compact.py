@@ -209,13 +209,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--subcompactions", type=int, default=None)
     p.add_argument("--max-sst-mb", type=int, default=256, help="output SST size")
     p.add_argument("--master", default=None, help="default: local[2]")
+    p.add_argument(
+        "--merge-operator",
+        default=None,
+        help="the built-in merge operator the database's writers use (add_int64, "
+        "string_append); without it a compaction that meets a merge operand fails",
+    )
     args = p.parse_args(argv)
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(
         SessionOptions(master=args.master or "local[2]", app_name="slatedb-compact")
     )
-    options = CompactorOptions(max_sst_size_bytes=args.max_sst_mb * 1024 * 1024)
+    options = CompactorOptions(
+        max_sst_size_bytes=args.max_sst_mb * 1024 * 1024, merge_operator=args.merge_operator
+    )
     if args.table:
         by_shard = compact_table(
             spark, args.url, args.path, subcompactions=args.subcompactions, options=options

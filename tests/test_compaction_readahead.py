@@ -217,6 +217,13 @@ def _record_readaheads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
         return scan(self, *a, **k)
 
     monkeypatch.setattr(SstReader, "scan", recording)
+    blocks = SstReader.blocks  # what a compaction reads through (every column, issue 38)
+
+    def recording_blocks(self: SstReader, b0: int, b1: int, readahead: int | None = None) -> Any:
+        sizes_asked.append(readahead)
+        return blocks(self, b0, b1, readahead)
+
+    monkeypatch.setattr(SstReader, "blocks", recording_blocks)
     return sizes_asked
 
 

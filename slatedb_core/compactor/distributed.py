@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -54,15 +54,16 @@ from slatedb_core.compactor.compactions import (
 from slatedb_core.compactor.executor import (
     CompactionResult,
     apply_compaction,
-    counted,
-    readahead_per_source,
+    compaction_rows,
+    plan_retention,
+    source_streams,
 )
 from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
 from slatedb_core.keys import KeyRange
-from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
-from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.lsm.dbstate import SstHandle, resolve_sst_path
+from slatedb_core.lsm.retention import Retention
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CompactorOptions
@@ -88,6 +89,10 @@ class DistributedPlan:
     ranges: tuple[KeyRange, ...]
     """Contiguous, in key order, covering every key: range i is subcompaction i."""
     options: CompactorOptions
+    retention: Retention
+    """What every subcompaction keeps (:mod:`slatedb_core.lsm.retention`), decided once by the
+    driver from ``planned_on``: the same clock, snapshot barrier and merge operator for every
+    task, as one SlateDB compaction has."""
 
     @property
     def subcompactions(self) -> int:
@@ -175,21 +180,7 @@ def range_streams(
 ) -> list[Iterable[pa.RecordBatch]]:
     """One stream per source, newest first, clipped to the views' visible ranges and ``rng``,
     the sources sharing the executor's read-ahead budget (:func:`readahead_per_source`)."""
-    if plan.kind == "l0":
-        ra = readahead_per_source(len(plan.source_views))
-        return [_lazy(_handle(store, db_path, manifest, v), rng, ra) for v in plan.source_views]
-    ra = readahead_per_source(len(plan.source_runs))
-    return [
-        SortedRunHandle(r.id, [_handle(store, db_path, manifest, v) for v in r.views]).scan(
-            rng.start, rng.end, readahead=ra
-        )
-        for r in plan.source_runs
-    ]
-
-
-def _lazy(h: SstHandle, rng: KeyRange, readahead: int) -> Iterator[pa.RecordBatch]:
-    """Open the SST only when the merge first pulls from it."""
-    yield from h.scan(rng.start, rng.end, readahead=readahead)
+    return source_streams(store, db_path, manifest, plan, rng=rng)
 
 
 def _announce(records: CompactionsStore, compaction_id: ULID, sst_id: ULID) -> None:
@@ -221,13 +212,15 @@ def execute_subcompaction(
     sst_options = SstOptions(options.block_size, options.bloom_bits_per_key, options.compression)
     records = CompactionsStore(store, plan.db_path, plan.compactor_epoch)
     rows_in = [0]
-    streams = [
-        counted(s, rows_in)
-        for s in range_streams(
-            store, plan.db_path, plan.planned_on.manifest, plan.plan, plan.ranges[index]
-        )
-    ]
-    merged = merge_sorted(streams, drop_tombstones=plan.plan.drop_tombstones)
+    merged = compaction_rows(
+        store,
+        plan.db_path,
+        plan.planned_on.manifest,
+        plan.plan,
+        plan.retention,
+        rows_in,
+        plan.ranges[index],
+    )
 
     def write(data: memoryview, info: SstInfo) -> CompactedSst:
         sst_id = ULID()
@@ -297,6 +290,7 @@ class DistributedCompactor:
             planned_on=stored,
             ranges=ranges_from_keys(keys),
             options=self.options,
+            retention=plan_retention(stored.manifest, plan, self.options),
         )
 
     def commit(

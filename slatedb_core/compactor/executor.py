@@ -37,15 +37,16 @@ from slatedb_core.compactor.compactions import (
 )
 from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
+from slatedb_core.compactor.sources import plan_sources, source_views
 from slatedb_core.errors import (
     CompactionCancelled,
     CompactionSourceChanged,
-    CorruptionError,
     Fenced,
-    UnsupportedFeature,
 )
-from slatedb_core.lsm.dbstate import SortedRunHandle, SstHandle, resolve_sst_path
-from slatedb_core.lsm.iterators import merge_sorted, newest_versions
+from slatedb_core.keys import KeyRange
+from slatedb_core.lsm.merge_operator import resolve_merge_operator
+from slatedb_core.lsm.retention import Retention, compaction_retention, retain_stream
+from slatedb_core.lsm.versions_merge import merge_versions
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 # from READAHEAD_START (for scans that may stop early) would add ~5 GETs per source.
 READAHEAD_BUDGET = 128 * 1024 * 1024
 READAHEAD_FLOOR = 1024 * 1024
+
+
+ALL_KEYS = KeyRange(None, None)
 
 
 def readahead_per_source(sources: int, budget: int = READAHEAD_BUDGET) -> int:
@@ -138,13 +142,11 @@ def apply_compaction(
     return new
 
 
-# ---- reading the sources --------------------------------------------------------------------------
+# ---- reading the sources and what the compaction writes --------------------------------------
 
 
 def _source_ssts(plan: CompactionPlan) -> list[SstView]:
-    if plan.kind == "l0":
-        return list(plan.source_views)
-    return [v for r in plan.source_runs for v in r.views]
+    return source_views(plan)
 
 
 def source_streams(
@@ -154,66 +156,50 @@ def source_streams(
     plan: CompactionPlan,
     *,
     readahead: int | None = None,
+    rng: KeyRange = ALL_KEYS,
 ) -> list[Iterable[pa.RecordBatch]]:
-    """One stream per source, newest first, each clipped to its views' visible ranges, each
-    reading ``readahead`` bytes per GET (by default :func:`readahead_per_source` of the number
-    of streams).
+    """One stream per source, newest first, each clipped to its views' visible ranges and
+    ``rng``, holding every version with its timestamps (:mod:`slatedb_core.compactor.sources`),
+    each reading ``readahead`` bytes per GET (by default :func:`readahead_per_source` of the
+    number of streams).
 
     Readers use no block cache: a compaction reads every block once, and caching them would only
     evict the point-lookup working set of a writer sharing the process.
     """
-    ssts = {s.id: s for s in manifest.ssts}
-
-    def handle(view: SstView) -> SstHandle:
-        sst = ssts.get(view.sst_id)
-        if sst is None:
-            raise CorruptionError(f"manifest of {db_path}", f"view of unknown SST {view.sst_id}")
-        return SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, None)
-
-    if plan.kind == "l0":
-        n = len(plan.source_views)
-        ra = readahead_per_source(n) if readahead is None else readahead
-        return [newest_versions(_lazy_view(handle(v), ra)) for v in plan.source_views]
-    runs = [SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in plan.source_runs]
-    for run in runs:
-        for h in run.views:
-            _refuse_ttl_rows(h)
-    ra = readahead_per_source(len(runs)) if readahead is None else readahead
-    return [newest_versions(run.scan(None, None, readahead=ra)) for run in runs]
+    n = len(plan.source_views) if plan.kind == "l0" else len(plan.source_runs)
+    ra = readahead_per_source(n) if readahead is None else readahead
+    return plan_sources(store, db_path, manifest, plan, rng, ra)
 
 
-def _lazy_view(h: SstHandle, readahead: int) -> Iterator[pa.RecordBatch]:
-    """Open the SST only when the merge first pulls from it."""
-    _refuse_ttl_rows(h)
-    yield from h.scan(None, None, readahead=readahead)
+def compaction_rows(
+    store: ObjectStore,
+    db_path: str,
+    manifest: Manifest,
+    plan: CompactionPlan,
+    policy: Retention,
+    rows_in: list[int],
+    rng: KeyRange = ALL_KEYS,
+) -> Iterator[pa.RecordBatch]:
+    """The rows a compaction of ``plan`` (within ``rng``) writes: every version of the sources
+    merged (:func:`~slatedb_core.lsm.versions_merge.merge_versions`), then what SlateDB's
+    compactor keeps of them (:func:`~slatedb_core.lsm.retention.retain`: TTL expiry, the
+    versions live snapshots read, merge operands folded). THE path of every compaction, single
+    process and distributed; ``rows_in`` counts the rows read."""
+    streams = [counted(s, rows_in) for s in source_streams(store, db_path, manifest, plan, rng=rng)]
+    return retain_stream(merge_versions(streams), policy)
 
 
-def _refuse_slatedb_snapshots(m: Manifest) -> None:
-    """Refuse to compact while a SlateDB writer holds the database and one of its in-memory
-    snapshots may read versions older than the newest flushed ones (``recent_snapshot_min_seq``
-    below ``last_l0_seq``): our compaction keeps one version per key, so the snapshot would read
-    wrong values (docs/format.md, "What each engine ignores of the other's")."""
-    if m.our_writer_epoch != m.writer_epoch and m.recent_snapshot_min_seq < m.last_l0_seq:
-        raise UnsupportedFeature(
-            "SlateDB snapshots",
-            f"a SlateDB writer holds the database and a snapshot of its reads "
-            f"at seq {m.recent_snapshot_min_seq} (flushed up to {m.last_l0_seq}): our compaction "
-            "keeps one version per key; compact this database with SlateDB's compactor, or "
-            "after its snapshots are released",
-        )
-
-
-def _refuse_ttl_rows(h: SstHandle) -> None:
-    """Refuse to rewrite an SST whose rows carry SlateDB's expire_ts: our rows have no TTL, so the
-    rewrite would make them live for ever (docs/format.md, "What each engine ignores of the
-    other's"). Only SSTs without our size in the manifest are checked (SlateDB wrote them, or a
-    SlateDB rewrite dropped it): this engine never writes a TTL."""
-    if h.sst.info.size_bytes == 0 and h.reader().has_expiring_rows:
-        raise UnsupportedFeature(
-            "rows with a TTL",
-            f"{h.path} holds rows with an expire time, which our compaction "
-            "cannot keep; compact this database with SlateDB's compactor",
-        )
+def plan_retention(
+    manifest: Manifest, plan: CompactionPlan, options: CompactorOptions
+) -> Retention:
+    """The retention policy of ``plan`` made from ``manifest``: SlateDB's compaction clock
+    (``last_l0_clock_tick``), its live snapshots (``recent_snapshot_min_seq``), tombstones
+    dropped only into the last run, the options' merge operator."""
+    return compaction_retention(
+        manifest,
+        drop_tombstones=plan.drop_tombstones,
+        merge_operator=resolve_merge_operator(options.merge_operator),
+    )
 
 
 def counted(batches: Iterable[pa.RecordBatch], rows: list[int]) -> Iterator[pa.RecordBatch]:
@@ -256,7 +242,6 @@ class CompactionExecutor:
         any other failure marks the record failed before it propagates.
         """
         started = time.monotonic()
-        _refuse_slatedb_snapshots(planned_on.manifest)
         self._retry_unclosed()
         record = CompactionRecord(
             id=ULID(),
@@ -309,10 +294,8 @@ class CompactionExecutor:
     ) -> CompactionResult:
         manifest = planned_on.manifest
         rows_in = [0]
-        streams = [
-            counted(s, rows_in) for s in source_streams(self.store, self.db_path, manifest, plan)
-        ]
-        merged = merge_sorted(streams, drop_tombstones=plan.drop_tombstones)
+        policy = plan_retention(manifest, plan, self.options)
+        merged = compaction_rows(self.store, self.db_path, manifest, plan, policy, rows_in)
 
         def write(data: memoryview, info: SstInfo) -> CompactedSst:
             nonlocal record

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slatedb_core.lsm.iterators import key_reader, search_sorted
 from slatedb_core.manifest.model import CompactedSst, SstInfo
 from slatedb_core.sst import SstOptions
 from slatedb_core.sst.builder import SstStreamEncoder
@@ -40,16 +41,29 @@ def split_stream(
     """A key-sorted stream as pieces (zero-copy slices of its batches), each with whether it
     ends an output SST of about ``target`` bytes of entries.
 
-    An SST is ended by the row that reaches ``target``, so every SST but the last holds at least
-    ``target`` bytes and at most one row more; the last SST ends with the stream.
+    An SST is ended by the row that reaches ``target``, or by the last version of that row's key
+    (the versions of a key stay in one SST: a sorted run's SSTs do not overlap), so every SST but
+    the last holds at least ``target`` bytes; the last SST ends with the stream. A piece may be
+    empty (it only ends the SST: the key ran to the end of the previous batch).
     """
     acc = 0
+    pending: bytes | None = None  # the SST ends after this key's last version
     for b in batches:
         n = b.num_rows
         if n == 0:
             continue
-        cum = np.cumsum(row_sizes(b))
         start = 0
+        if pending is not None:
+            end = search_sorted(b.column(0), pending, "right")
+            pending = None
+            if end >= n:  # the key goes on: still no cut
+                pending = key_reader(b.column(0))(n - 1)
+                yield b, False
+                continue
+            yield b.slice(0, end), True
+            acc, start = 0, end
+        cum = np.cumsum(row_sizes(b))
+        key_at = key_reader(b.column(0))
         while start < n:
             base = int(cum[start - 1]) if start else 0
             end = int(np.searchsorted(cum, base + target - acc, side="left")) + 1
@@ -57,8 +71,15 @@ def split_stream(
                 yield (b.slice(start) if start else b), False
                 acc += int(cum[-1]) - base
                 break
+            if end < n and key_at(end) == key_at(end - 1):  # not inside a key's versions
+                end = search_sorted(b.column(0), key_at(end - 1), "right")
+                if end >= n:
+                    pending = key_at(n - 1)
+                    yield (b.slice(start) if start else b), False
+                    break
             yield b.slice(start, end - start), True
             acc, start = 0, end
+    # a pending cut at the very end needs no piece: the last SST ends with the stream
 
 
 def write_ssts(
@@ -71,9 +92,10 @@ def write_ssts(
     rows = 0
     enc = SstStreamEncoder(options)
     for piece, ends_sst in split_stream(batches, target):
-        enc.add(piece)
+        if piece.num_rows:
+            enc.add(piece)
         del piece  # the encoder copied what it keeps
-        if ends_sst:
+        if ends_sst and enc.rows:
             rows += enc.rows
             outputs.append(_write(enc, write))
             enc = SstStreamEncoder(options)

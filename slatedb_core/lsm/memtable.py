@@ -53,6 +53,17 @@ from slatedb_core.lsm.entries import (
     conform,
 )
 from slatedb_core.lsm.iterators import merge_sorted
+from slatedb_core.lsm.memtable_fold import Entry, Parts, entry_value, merge_onto
+from slatedb_core.lsm.merge_operator import MergeOperator
+from slatedb_core.lsm.row_model import (
+    KIND_MERGE,
+    Version,
+    concat_rows,
+    has_merges,
+    has_timestamps,
+    version_at,
+    widen,
+)
 from slatedb_core.lsm.runs import (
     ENTRY_OVERHEAD,
     RUN_RESIDENT_OVERHEAD,
@@ -82,7 +93,6 @@ RUN_MIN_ROWS = 4096
 DICT_RESIDENT_OVERHEAD = 320
 _NO_SEQ = 1 << 64
 
-Entry = tuple[int, bytes | None]
 Data = dict[bytes, Entry] | MappingProxyType[bytes, Entry]
 View = tuple[Data, tuple[Run, ...]]
 
@@ -120,8 +130,11 @@ class Memtable:
         "_frozen",
         "_max_seq",
         "_min_seq",
+        "_parts",
         "_run_rows",
         "_view",
+        "_wide",
+        "last_tick",
         "last_wal_id",
         "size_bytes",
     )
@@ -137,6 +150,13 @@ class Memtable:
         self._dict_only = False
         self.size_bytes = 0
         self.last_wal_id = 0  # the highest WAL SST holding entries of this memtable; set by the Db
+        # Rows with a TTL, a create_ts or a merge operand (issue 38): set once any entry is a
+        # Version (batches are then built in ROW_SCHEMA), the newest create_ts written (the
+        # clock tick SlateDB's flush expires rows at), and the versions a flush writes for keys
+        # whose operands cannot be folded into one row (see slatedb_core.lsm.memtable_fold).
+        self._wide = False
+        self.last_tick: int | None = None
+        self._parts: dict[bytes, Parts] = {}
 
     def put(self, key: bytes, seq: int, value: bytes | None) -> None:
         """Write one entry (``value=None`` is a tombstone); kept to a handful of bytecodes."""
@@ -150,12 +170,65 @@ class Memtable:
         if old is None:
             self.size_bytes += len(key) + ENTRY_OVERHEAD + (0 if value is None else len(value))
         else:
-            ov = old[1]
+            if len(old) == 2:
+                ov = old[1]
+            else:  # a Version: its value, and the versions kept for the flush go
+                ov = old[2]
+                if self._parts:
+                    self._parts.pop(key, None)
             self.size_bytes += (0 if value is None else len(value)) - (0 if ov is None else len(ov))
         if seq > self._max_seq:
             self._max_seq = seq
         if seq < self._min_seq:
             self._min_seq = seq
+
+    def put_version(self, key: bytes, version: Version, op: MergeOperator | None) -> None:
+        """Write one row with a timestamp or a merge operand. A merge operand is folded onto the
+        key's entry (:func:`~slatedb_core.lsm.memtable_fold.merge_onto`); anything else replaces
+        it, as :meth:`put` does."""
+        if self._frozen is not None:
+            raise TypeError("memtable is frozen")
+        d, runs = self._view
+        assert isinstance(d, dict)
+        old = d.get(key)
+        if old is None and runs:
+            old = kill_key(runs, key)
+            if old is not None:
+                self._run_rows -= 1
+        parts = self._parts.pop(key, None) if self._parts else None
+        entry: Version = version
+        if version.kind == KIND_MERGE and old is not None:
+            entry, parts = merge_onto(key, old, parts, version, op)
+            if parts is not None:
+                self._parts[key] = parts
+        self._wide = True
+        d[key] = entry
+        value = entry.value
+        if old is None:
+            self.size_bytes += len(key) + ENTRY_OVERHEAD + (0 if value is None else len(value))
+        else:
+            ov = entry_value(old)
+            self.size_bytes += (0 if value is None else len(value)) - (0 if ov is None else len(ov))
+        if version.create_ts is not None and (
+            self.last_tick is None or version.create_ts > self.last_tick
+        ):
+            self.last_tick = version.create_ts
+        self._note_seqs(version.seq, version.seq)
+
+    def put_rows(self, batch: pa.RecordBatch, op: MergeOperator | None) -> None:
+        """Apply rows in write (seq) order, ROW_SCHEMA or ENTRY_SCHEMA: a batch without merge
+        operands goes in as one run (:meth:`put_batch`), one with operands row by row (each
+        operand folds onto what the rows before it left; WAL replay)."""
+        if not has_merges(batch):
+            self.put_batch(batch)
+            return
+        keys = batch.column(0).to_pylist()
+        for i, key in enumerate(keys):
+            v = version_at(batch, i)
+            if v.kind != KIND_MERGE and v.expire_ts is None and v.create_ts is None:
+                self.put(key, v.seq, v.value)
+            else:
+                self.put_version(key, v, op)
 
     def put_many(
         self, keys: Sequence[bytes], seqs: Sequence[int], values: Sequence[bytes | None]
@@ -176,7 +249,7 @@ class Memtable:
             return
         if self._frozen is not None:
             raise TypeError("memtable is frozen")
-        fresh = dict(zip(keys, zip(seqs, values, strict=True), strict=True))
+        fresh: dict[bytes, Entry] = dict(zip(keys, zip(seqs, values, strict=True), strict=True))
         row_bytes = sum(map(len, keys)) + sum(map(len, filter(None, values)))
         self._apply(fresh, len(keys), row_bytes)
         self._note_seqs(min(seqs), max(seqs))
@@ -189,13 +262,21 @@ class Memtable:
         """
         if self._frozen is not None:
             raise TypeError("memtable is frozen")
-        batch = conform(batch)
+        if has_timestamps(batch):
+            if has_merges(batch):
+                raise InvalidArgument("put_batch: merge operands go through put_rows")
+            self._note_wide(batch)
+        else:
+            batch = conform(batch)
         if batch.num_rows == 0:
             return
+        if self._parts:
+            for k in set(batch.column(0).to_pylist()) & self._parts.keys():
+                del self._parts[k]
         bounds = pc.min_max(batch.column(1))
         run = None if self._dict_only else build_run(batch)
         d, runs = self._view
-        sealed = _seal(d) if run is not None and d else None
+        sealed = _seal(d, self._wide) if run is not None and d else None
         if run is None or (d and sealed is None):
             self._dict_only = True
             self._put_batch_dict(batch)
@@ -213,14 +294,28 @@ class Memtable:
             self.size_bytes += added - freed - ENTRY_OVERHEAD * killed
         self._note_seqs(bounds["min"].as_py(), bounds["max"].as_py())
 
+    def _note_wide(self, batch: pa.RecordBatch) -> None:
+        """A ROW_SCHEMA batch is coming in: entries may be Versions from now on."""
+        self._wide = True
+        tick = pc.max(batch.column(5)).as_py()
+        if tick is not None and (self.last_tick is None or tick > self.last_tick):
+            self.last_tick = tick
+
     def _put_batch_dict(self, batch: pa.RecordBatch) -> None:
         """``put_batch`` through dict entries (keys too wide for a run): one Python step a row."""
         batch = normalised(batch)
-        key_col, seq_col, _, value_col = batch.columns
+        key_col, seq_col, _, value_col = batch.columns[:4]
         row_bytes = total_length(key_col) + total_length(value_col)
         keys: list[bytes] = key_col.to_pylist()
-        seqs: list[int] = seq_col.to_numpy(zero_copy_only=False).tolist()
-        fresh = dict(zip(keys, zip(seqs, value_col.to_pylist(), strict=True), strict=True))
+        if has_timestamps(batch):
+            entries: list[Entry] = [
+                v if v.expire_ts is not None or v.create_ts is not None else (v.seq, v.value)
+                for v in map(version_at, [batch] * batch.num_rows, range(batch.num_rows))
+            ]
+            fresh = dict(zip(keys, entries, strict=True))
+        else:
+            seqs: list[int] = seq_col.to_numpy(zero_copy_only=False).tolist()
+            fresh = dict(zip(keys, zip(seqs, value_col.to_pylist(), strict=True), strict=True))
         self._apply(fresh, batch.num_rows, row_bytes)
 
     def _apply(self, fresh: dict[bytes, Entry], rows: int, row_bytes: int) -> None:
@@ -238,7 +333,12 @@ class Memtable:
         d, runs = self._view
         assert isinstance(d, dict)
         if len(fresh) != rows:
-            row_bytes = sum(map(len, fresh)) + sum(len(v) for _, v in fresh.values() if v)
+            row_bytes = sum(map(len, fresh)) + sum(
+                len(v) for v in map(entry_value, fresh.values()) if v
+            )
+        if self._parts:
+            for k in fresh.keys() & self._parts.keys():
+                del self._parts[k]
         added = row_bytes + ENTRY_OVERHEAD * len(fresh)
         if not d and not runs:
             self._view = (fresh, runs)
@@ -254,7 +354,8 @@ class Memtable:
             if any(olds):
                 for k, o in zip(fresh, olds, strict=True):
                     if o is not None:
-                        added -= len(k) + ENTRY_OVERHEAD + (0 if o[1] is None else len(o[1]))
+                        ov = entry_value(o)
+                        added -= len(k) + ENTRY_OVERHEAD + (0 if ov is None else len(ov))
         self.size_bytes += added
 
     def _note_seqs(self, lo: int, hi: int) -> None:
@@ -264,7 +365,9 @@ class Memtable:
             self._min_seq = lo
 
     def get(self, key: bytes) -> Entry | None:
-        """``(seq, value)`` with ``value=None`` for a tombstone; None when the key is not here."""
+        """``(seq, value)`` with ``value=None`` for a tombstone, or a
+        :class:`~slatedb_core.lsm.row_model.Version` for a row with a timestamp or a (folded)
+        merge operand; None when the key is not here."""
         d, runs = self._view
         e = d.get(key)
         if e is not None or not runs:
@@ -303,10 +406,11 @@ class Memtable:
     ) -> Iterator[pa.RecordBatch]:
         """Sorted ENTRY_SCHEMA batches of ``[start, end)`` as of the call (see module docstring)."""
         d, runs = self._view
+        wide = self._wide
         snapshot = d.copy()
         sources: list[pa.RecordBatch] = []
         if snapshot:
-            sources.append(dict_batch(snapshot, start, end))
+            sources.append(dict_batch(snapshot, start, end, wide))
         for r in reversed(runs):  # newest first
             sources.append(key_slice(r.sorted_batch, start, end))
         sources = [b for b in sources if b.num_rows]
@@ -314,8 +418,10 @@ class Memtable:
             return iter(())
         if len(sources) == 1:
             return chunks(sources[0], SCAN_CHUNK_ROWS)
+        if wide:
+            sources = [widen(b) for b in sources]
         merged = list(merge_sorted([[b] for b in sources], drop_tombstones=False))
-        return chunks(pa.concat_batches(merged), SCAN_CHUNK_ROWS)
+        return chunks(concat_rows(merged), SCAN_CHUNK_ROWS)
 
     def freeze(self) -> ImmutableMemtable:
         """Stop taking writes and hand the entries over; O(1), the sort happens on first use.
@@ -333,6 +439,9 @@ class Memtable:
                 min_seq=self.min_seq,
                 max_seq=self.max_seq,
                 runs=runs,
+                wide=self._wide,
+                parts=self._parts,
+                last_tick=self.last_tick,
             )
             self._view = (MappingProxyType(data), runs)
         return self._frozen
@@ -346,7 +455,10 @@ class ImmutableMemtable:
         "_batch",
         "_data",
         "_lock",
+        "_parts",
         "_runs",
+        "_wide",
+        "last_tick",
         "last_wal_id",
         "max_seq",
         "min_seq",
@@ -362,9 +474,15 @@ class ImmutableMemtable:
         min_seq: int | None,
         max_seq: int | None,
         runs: tuple[Run, ...] = (),
+        wide: bool = False,
+        parts: dict[bytes, Parts] | None = None,
+        last_tick: int | None = None,
     ) -> None:
         self._data = data
         self._runs = runs
+        self._wide = wide
+        self._parts = parts or {}
+        self.last_tick = last_tick
         self._batch: pa.RecordBatch | None = None
         self._lock = threading.Lock()
         self.last_wal_id = last_wal_id
@@ -383,7 +501,9 @@ class ImmutableMemtable:
 
     @property
     def batch(self) -> pa.RecordBatch:
-        """All entries sorted by key (ENTRY_SCHEMA), built once, by whichever thread asks first."""
+        """All entries sorted by key (ENTRY_SCHEMA; ROW_SCHEMA when some entry has a timestamp
+        or is a merge operand), built once, by whichever thread asks first. One row per key:
+        what reads see (see :meth:`l0_batch` for what a flush writes)."""
         b = self._batch
         if b is None:
             with self._lock:
@@ -393,15 +513,31 @@ class ImmutableMemtable:
                     self._batch = b
         return b
 
+    def l0_batch(self) -> pa.RecordBatch:
+        """The rows a flush to L0 writes: :attr:`batch`, with each key whose operands could not
+        be folded into one row (different ``expire_ts``) as the versions SlateDB's flush would
+        write, newest first (:mod:`slatedb_core.lsm.memtable_fold`)."""
+        batch = self.batch
+        if not self._parts:
+            return batch
+        keep = pc.invert(pc.is_in(batch.column(0), pa.array(list(self._parts), pa.binary())))
+        keys = [k for k, vs in self._parts.items() for _ in vs]
+        versions = [v for vs in self._parts.values() for v in vs]
+        extra = entries_batch(pa.array(keys, pa.binary()), versions, True)
+        rows = concat_rows([batch.filter(keep), extra])
+        order = pc.sort_indices(rows, [("key", "ascending"), ("seq", "descending")])
+        return rows.take(order)
+
     def _build(self) -> pa.RecordBatch:
         # the live masks are final: live run entries and dict entries hold distinct keys
         data, runs = self._data, self._runs
-        sealed = _seal(data) if data and runs else None
+        sealed = _seal(data, self._wide) if data and runs else None
         if sealed is not None or not data:
             return runs_batch((*runs, sealed) if sealed is not None else runs)
         parts = [r.live_batch() for r in runs if r.live_rows]
-        parts.append(entries_batch(pa.array(list(data), pa.binary()), list(data.values())))
-        return sorted_batch(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
+        keys = pa.array(list(data), pa.binary())
+        parts.append(entries_batch(keys, list(data.values()), self._wide))
+        return sorted_batch(concat_rows(parts))
 
     def get(self, key: bytes) -> Entry | None:
         return _lookup(self._data, self._runs, key)
@@ -436,9 +572,15 @@ class ImmutableMemtable:
         size = self.size_bytes + newer.size_bytes
         for k, o in zip(fresh, olds, strict=True):
             if o is not None:
-                size -= len(k) + ENTRY_OVERHEAD + (0 if o[1] is None else len(o[1]))
+                ov = entry_value(o)
+                size -= len(k) + ENTRY_OVERHEAD + (0 if ov is None else len(ov))
         return ImmutableMemtable(
-            data, last_wal_id=last_wal_id, size_bytes=size, min_seq=lo, max_seq=hi
+            data,
+            last_wal_id=last_wal_id,
+            size_bytes=size,
+            min_seq=lo,
+            max_seq=hi,
+            wide=self._wide or newer._wide,
         )
 
     def _dict(self) -> dict[bytes, Entry]:
@@ -446,6 +588,10 @@ class ImmutableMemtable:
         if not self._runs:
             return self._data.copy()
         b = self.batch
+        if has_timestamps(b) or has_merges(b):
+            rows = range(b.num_rows)
+            entries: list[Entry] = [version_at(b, i) for i in rows]
+            return dict(zip(b.column(0).to_pylist(), entries, strict=True))
         vals = b.column(3).to_pylist()
         seqs = b.column(1).to_numpy(zero_copy_only=False).tolist()
         return dict(zip(b.column(0).to_pylist(), zip(seqs, vals, strict=True), strict=True))
@@ -460,11 +606,15 @@ class ImmutableMemtable:
         return chunks(key_slice(batch, start, end), SCAN_CHUNK_ROWS)
 
 
-def _seal(d: Data) -> Run | None:
-    """The dict's entries as a run (None if a key is too wide for one)."""
+def _seal(d: Data, wide: bool = False) -> Run | None:
+    """The dict's entries as a run (None if a key is too wide for one, or an entry is a merge
+    operand: runs hold none, so such a dict stays a dict)."""
     snapshot = d.copy()
     keys = pa.array(list(snapshot), pa.binary())
-    return build_run(entries_batch(keys, list(snapshot.values())))
+    batch = entries_batch(keys, list(snapshot.values()), wide)
+    if wide and has_merges(batch):
+        return None
+    return build_run(batch)
 
 
 def _resident(view: View, size_bytes: int) -> int:

@@ -41,8 +41,9 @@ from slatedb_core.lsm.entries import (
     empty_batch,
     sortable_keys,
 )
+from slatedb_core.lsm.memtable_fold import Entry
+from slatedb_core.lsm.row_model import ROW_SCHEMA, Version, concat_rows, has_timestamps, widen
 
-Entry = tuple[int, bytes | None]
 Positions = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
@@ -57,7 +58,10 @@ MERGE_FAN_IN = 4
 
 @dataclass(eq=False)
 class Run:
-    """Sorted, key-unique entries over ``chunks`` (normalised ENTRY_SCHEMA batches, as written).
+    """Sorted, key-unique entries over ``chunks`` (normalised ENTRY_SCHEMA batches, as written;
+    a chunk whose rows carry a TTL is in ROW_SCHEMA, and its entries are
+    :class:`~slatedb_core.lsm.row_model.Version` tuples; runs never hold merge operands, which
+    the memtable folds entry by entry).
 
     Position ``i`` (in key order) is row ``rowids[i]`` of the chunks laid end to end. Nothing of a
     run changes after it is built except ``live`` and the ``live_*`` counters, which are the
@@ -107,11 +111,20 @@ class Run:
 
     def entry(self, i: int) -> Entry:
         seq = int(self.seqs[i])
+        row = int(self.rowids[i])
+        c = bisect.bisect_right(self.starts, row) - 1 if len(self.chunks) > 1 else 0
+        row -= self.starts[c]
+        chunk = self.chunks[c]
+        if chunk.num_columns > 4:  # ROW_SCHEMA: the entry carries its timestamps
+            expire, create = chunk.column(4)[row].as_py(), chunk.column(5)[row].as_py()
+            if expire is not None or create is not None:
+                if self.tomb[i]:
+                    return Version(seq, KIND_TOMBSTONE, None, expire, create)
+                offs, data = self._values[c]
+                value = data[offs[row] : offs[row + 1]].tobytes()
+                return Version(seq, KIND_VALUE, value, expire, create)
         if self.tomb[i]:
             return (seq, None)
-        row = int(self.rowids[i])
-        c = bisect.bisect_right(self.starts, row) - 1
-        row -= self.starts[c]
         offs, data = self._values[c]
         return (seq, data[offs[row] : offs[row + 1]].tobytes())
 
@@ -139,7 +152,10 @@ class Run:
             if len(rowids) == src.num_rows and bool(np.all(rowids[1:] > rowids[:-1])):
                 return src  # written in key order with unique keys: no copy
             return src.take(pa.array(rowids))
-        t = pa.Table.from_batches(self.chunks).take(pa.array(rowids)).combine_chunks()
+        chunks = self.chunks
+        if any(has_timestamps(c) for c in chunks):
+            chunks = tuple(widen(c) for c in chunks)
+        t = pa.Table.from_batches(chunks).take(pa.array(rowids)).combine_chunks()
         return t.to_batches()[0]
 
     @property
@@ -162,7 +178,12 @@ class Run:
 
 def normalised(batch: pa.RecordBatch) -> pa.RecordBatch:
     """ENTRY_SCHEMA with kinds 0/1 only and a null value for every tombstone (``kind`` decides,
-    whatever ``value`` says), as the memtable has always stored entries."""
+    whatever ``value`` says), as the memtable has always stored entries. A ROW_SCHEMA batch (rows
+    with timestamps) keeps its two timestamp columns."""
+    if has_timestamps(batch):
+        ts = [batch.column(4), batch.column(5)]
+        head = normalised(pa.RecordBatch.from_arrays(batch.columns[:4], schema=ENTRY_SCHEMA))
+        return pa.RecordBatch.from_arrays([*head.columns, *ts], schema=ROW_SCHEMA)
     batch = conform(batch)
     kinds = batch.column(2).to_numpy(zero_copy_only=False)
     values = batch.column(3)
@@ -298,7 +319,7 @@ def merge_live(runs: Sequence[Run]) -> Run:
     live = sum(r.live_rows for r in runs)
     if not _same_encoding(runs) or 2 * live < total:
         parts = [r.live_batch() for r in runs if r.live_rows]
-        run = build_run(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
+        run = build_run(concat_rows(parts))
         assert run is not None  # the inputs encoded
         return run
     chunks: list[pa.RecordBatch] = []
@@ -349,7 +370,7 @@ def newest_wins(older: Run, newer: Run) -> Run:
     a = older.sorted_batch
     if not bool(keep.all()):
         a = a.filter(pa.array(keep))
-    batch = pa.concat_batches([a, newer.sorted_batch]) if a.num_rows else newer.sorted_batch
+    batch = concat_rows([a, newer.sorted_batch]) if a.num_rows else newer.sorted_batch
     run = build_run(batch)
     assert run is not None
     return run

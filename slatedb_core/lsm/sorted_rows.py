@@ -3,7 +3,7 @@ sort, key-range slices and scan chunks (shared by :mod:`slatedb_core.lsm.memtabl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 
 import numpy as np
@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, empty_batch, sortable_keys
 from slatedb_core.lsm.iterators import search_sorted
-
-Entry = tuple[int, bytes | None]
+from slatedb_core.lsm.memtable_fold import Entry, as_version
+from slatedb_core.lsm.row_model import ROW_SCHEMA
 
 
 def key_slice(batch: pa.RecordBatch, start: bytes | None, end: bytes | None) -> pa.RecordBatch:
@@ -25,7 +25,7 @@ def key_slice(batch: pa.RecordBatch, start: bytes | None, end: bytes | None) -> 
 
 
 def dict_batch(
-    snapshot: dict[bytes, Entry], start: bytes | None, end: bytes | None
+    snapshot: dict[bytes, Entry], start: bytes | None, end: bytes | None, wide: bool = False
 ) -> pa.RecordBatch:
     keys = list(snapshot)
     key_arr = pa.array(keys, pa.binary())
@@ -38,7 +38,7 @@ def dict_batch(
             key_arr = key_arr.take(pa.array(selected))
             keys = list(map(keys.__getitem__, selected.tolist()))
     entries = list(map(snapshot.__getitem__, keys))
-    return sorted_batch(entries_batch(key_arr, entries))
+    return sorted_batch(entries_batch(key_arr, entries, wide))
 
 
 def total_length(col: pa.Array) -> int:
@@ -56,12 +56,34 @@ def range_mask(keys: pa.Array, start: bytes | None, end: bytes | None) -> pa.Arr
     return conds[0] if len(conds) == 1 else pc.and_(conds[0], conds[1])
 
 
-def entries_batch(keys: pa.Array, entries: list[Entry]) -> pa.RecordBatch:
-    """Unsorted ENTRY_SCHEMA batch from dict entries; tombstones get kind 1 and a null value."""
+def entries_batch(keys: pa.Array, entries: Sequence[Entry], wide: bool = False) -> pa.RecordBatch:
+    """Unsorted ENTRY_SCHEMA batch from dict entries; tombstones get kind 1 and a null value.
+
+    ``wide``: some entries may be :class:`~slatedb_core.lsm.row_model.Version` 5-tuples (a TTL,
+    a create_ts or a merge operand): the batch is in ROW_SCHEMA, null timestamps for plain
+    ``(seq, value)`` entries (the caller knows, so plain memtables never pay for a check)."""
+    if wide:
+        return _wide_batch(keys, entries)
     seqs = np.fromiter(map(itemgetter(0), entries), dtype=np.uint64, count=len(entries))
     values = pa.array(list(map(itemgetter(1), entries)), pa.binary())
     kinds = pc.cast(pc.is_null(values), pa.uint8())
     return pa.RecordBatch.from_arrays([keys, pa.array(seqs), kinds, values], schema=ENTRY_SCHEMA)
+
+
+def _wide_batch(keys: pa.Array, entries: Sequence[Entry]) -> pa.RecordBatch:
+    versions = [as_version(e) for e in entries]
+    seqs = np.fromiter(map(itemgetter(0), versions), dtype=np.uint64, count=len(versions))
+    return pa.RecordBatch.from_arrays(
+        [
+            keys,
+            pa.array(seqs),
+            pa.array(list(map(itemgetter(1), versions)), pa.uint8()),
+            pa.array(list(map(itemgetter(2), versions)), pa.binary()),
+            pa.array(list(map(itemgetter(3), versions)), pa.int64()),
+            pa.array(list(map(itemgetter(4), versions)), pa.int64()),
+        ],
+        schema=ROW_SCHEMA,
+    )
 
 
 def sorted_batch(batch: pa.RecordBatch) -> pa.RecordBatch:

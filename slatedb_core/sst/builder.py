@@ -392,6 +392,16 @@ def _encode_parts(
     return [*parts, *meta], info
 
 
+def _with_timestamps(table: pa.Table) -> pa.Table:
+    """``table`` with null ``expire_ts`` / ``create_ts`` columns where it has none."""
+    for name in ("expire_ts", "create_ts"):
+        if table.schema.get_field_index(name) < 0:
+            table = table.append_column(
+                pa.field(name, pa.int64()), pa.nulls(table.num_rows, pa.int64())
+            )
+    return table
+
+
 class SstStreamEncoder:
     """A compacted SST built from key-sorted batches, block by block, with the bytes
     :func:`encode_sst` makes of the batches' concatenation.
@@ -441,7 +451,10 @@ class SstStreamEncoder:
             return
         table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
         if self._carry is not None:
-            table = pa.concat_tables([self._carry, table.select(self._carry.column_names)])
+            carry = self._carry
+            if carry.num_columns != table.num_columns:  # rows with and without timestamps
+                carry, table = _with_timestamps(carry), _with_timestamps(table)
+            table = pa.concat_tables([carry, table.select(carry.column_names)])
         self._carry = None
         self._encode_blocks(table, final=False)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, batch_from_lists
+from slatedb_core.lsm.row_model import concat_rows
 
 
 @dataclass
@@ -31,6 +32,8 @@ class WalBuffer:
     seqs: list[int] = dataclasses.field(default_factory=list)
     values: list[bytes | None] = dataclasses.field(default_factory=list)
     batches: list[pa.RecordBatch] = dataclasses.field(default_factory=list)
+    """``put_arrow`` batches, and the rows of writes with a TTL or a merge operand (ROW_SCHEMA,
+    their kind and timestamps as SlateDB writes them: merge operands as written, unfolded)."""
     nbytes: int = 0
 
     def empty(self) -> bool:
@@ -51,6 +54,8 @@ class WalBuffer:
             parts.append(batch_from_lists(self.keys, self.seqs, kinds, vals))
         if len(parts) == 1:
             return parts[0]
+        if any(p.num_columns > 4 for p in parts):  # rows with a TTL or merge operands (issue 38)
+            return concat_rows(parts)
         rows = pa.Table.from_batches(parts, schema=ENTRY_SCHEMA).combine_chunks()
         return rows.to_batches()[0]
 

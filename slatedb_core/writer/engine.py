@@ -42,6 +42,7 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange, check_in_range, outside_range
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
+from slatedb_core.lsm.merge_operator import resolve_merge_operator
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
 from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
 from slatedb_core.meta.compacted_boundary import compacted_boundary
@@ -55,6 +56,7 @@ from slatedb_core.wal.location import WalLocation
 from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.writer.l0_flush import (
     l0_flush_change,
+    l0_rows,
     replay_point_change,
     resident_bytes,
 )
@@ -127,7 +129,8 @@ class WriterEngine(WalFlusher):
         #    repair: every commit checked its new SSTs against the GC boundary before naming them
         #    (slatedb_core.writer.gc_safety), so a missing or damaged one is damage, reported by the reads
         #    that need it, never silently dropped.
-        replayed = replay_wal(self.path, self.wal, m, fence_id)
+        merge_op = resolve_merge_operator(self.options.merge_operator)
+        replayed = replay_wal(self.path, self.wal, m, fence_id, merge_op)
         memtable = replayed.memtable
         top = memtable.max_seq
         self._seq = max(m.last_l0_seq, top if top is not None else 0)
@@ -238,7 +241,7 @@ class WriterEngine(WalFlusher):
         # the same rows twice.
         pending = self._imm_sst.get(id(imm))
         if pending is None:
-            data, info = encode_sst(imm.batch, self._sst_options)
+            data, info = encode_sst(l0_rows(imm), self._sst_options)
             sst = self._write_sst(data, info)
             pending = self._imm_sst[id(imm)] = self._new_ssts([sst], [lambda: data])
         # the replay point moves past this flush's WAL SSTs only in a later commit (see

@@ -16,8 +16,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from slatedb_core.checkpoints import writer_checkpoint
 from slatedb_core.lsm.memtable import ImmutableMemtable
+from slatedb_core.lsm.row_model import (
+    KIND_MERGE,
+    KIND_TOMBSTONE,
+    ROW_SCHEMA,
+    expired_mask,
+    has_timestamps,
+)
 from slatedb_core.manifest.model import Manifest, SstView
 from slatedb_core.manifest.store import IdChange
 from slatedb_core.writer.gc_safety import NewSsts
@@ -30,6 +40,40 @@ RESIDENT_OVERHEAD_PER_ENTRY = 320
 def resident_bytes(imm: ImmutableMemtable) -> int:
     """What a frozen memtable really holds in memory, for backpressure (not for SST sizing)."""
     return int(imm.size_bytes + imm.entry_count * RESIDENT_OVERHEAD_PER_ENTRY)
+
+
+def l0_rows(imm: ImmutableMemtable) -> pa.RecordBatch:
+    """Step 2's rows: what SlateDB's memtable flush writes for the frozen memtable ``imm``
+    (its ``flush.rs``): the rows of :meth:`ImmutableMemtable.l0_batch` (one per key, or the
+    versions a flush keeps apart, see :mod:`slatedb_core.lsm.memtable_fold`) through SlateDB's
+    retention at the table's last clock tick (``RetentionIterator``, SlateDB RFC 0003): a value
+    whose ``expire_ts`` is at or before it becomes a tombstone (its ``expire_ts`` cleared, its
+    ``create_ts`` kept), an expired merge operand is dropped. The tick is the newest
+    ``create_ts`` the memtable holds; a memtable without timestamps is flushed as it is, in
+    ENTRY_SCHEMA (the fast path)."""
+    batch = imm.l0_batch()
+    tick = imm.last_tick
+    if tick is None or not has_timestamps(batch):
+        return batch
+    expired = expired_mask(batch, tick)
+    if not bool(expired.any()):
+        return batch
+    merge = batch.column(2).to_numpy(zero_copy_only=False) == KIND_MERGE
+    tomb = pa.array(expired & ~merge)
+    cols = batch.columns
+    rows = pa.RecordBatch.from_arrays(
+        [
+            cols[0],
+            cols[1],
+            pc.if_else(tomb, pa.scalar(KIND_TOMBSTONE, pa.uint8()), cols[2]),
+            pc.if_else(tomb, pa.scalar(None, pa.binary()), cols[3]),
+            pc.if_else(tomb, pa.scalar(None, pa.int64()), cols[4]),
+            cols[5],
+        ],
+        schema=ROW_SCHEMA,
+    )
+    drop = expired & merge
+    return rows.filter(pa.array(~drop)) if bool(drop.any()) else rows
 
 
 def l0_flush_change(

@@ -23,10 +23,11 @@ from slatedb_core.errors import (
     ManifestVersionExists,
     ObjectNotFound,
     PreconditionFailed,
-    UnsupportedFeature,
 )
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.memtable import Memtable
+from slatedb_core.lsm.merge_operator import MergeOperator
+from slatedb_core.lsm.row_model import has_merges
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
@@ -149,7 +150,13 @@ class Replayed:
     move it."""
 
 
-def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
+def replay_wal(
+    path: str,
+    wal: WalLog,
+    m: Manifest,
+    fence_id: int,
+    merge_operator: MergeOperator | None = None,
+) -> Replayed:
     """Step 3: replay every WAL SST after ``m.replay_after_wal_id`` up to our fence (listed
     again: older writers may have taken slots while we were fencing). The fence left no holes
     below it; an older writer's SST that landed after a lost one of its window is replayed
@@ -163,7 +170,13 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
     ``replay_after_wal_id`` only to the last WAL SST a flushed memtable covers whole, while the
     memtable may hold rows of the next one), and its replay skips them too. The writer's next
     flush moves the replay point past the WAL SSTs that held nothing else
-    (:attr:`Replayed.in_l0_upto`), even when nothing is left to flush."""
+    (:attr:`Replayed.in_l0_upto`), even when nothing is left to flush.
+
+    Rows keep their kind and timestamps (issue 38): a WAL SST with a TTL row or a merge operand
+    is replayed in ROW_SCHEMA, its operands folded by ``merge_operator`` as they were written
+    (:meth:`~slatedb_core.lsm.memtable.Memtable.put_rows`), so our flush writes what SlateDB's
+    would. One with neither takes the plain path (its create_ts, which every WAL row has, is
+    dropped as before: nothing reads it)."""
     ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
     # with our fence as the top and a window of 1, every hole below the fence is damage
     holes = damaged_holes(
@@ -187,17 +200,11 @@ def replay_wal(path: str, wal: WalLog, m: Manifest, fence_id: int) -> Replayed:
             entries = entries.filter(pc.greater(entries.column("seq"), floor))
             if not entries.num_rows and memtable.is_empty():
                 in_l0_upto = wal_id
-        if entries.column("expire_ts").null_count != entries.num_rows:
-            # our memtable and L0 SSTs carry no TTL: flushing this row would make it live for ever
-            raise UnsupportedFeature(
-                "rows with a TTL",
-                f"{wal.path(wal_id)} holds rows with an expire time, which our "
-                "writer cannot keep; open this database with SlateDB's writer",
-            )
-        entries = entries.select(ENTRY_SCHEMA.names)
+        if entries.column("expire_ts").null_count == entries.num_rows and not has_merges(entries):
+            entries = entries.select(ENTRY_SCHEMA.names)
         for batch in entries.to_batches():
             if batch.num_rows:
-                memtable.put_batch(batch)
+                memtable.put_rows(batch, merge_operator)
     if memtable.is_empty() and in_l0_upto > m.replay_after_wal_id:
         in_l0_upto = fence_id  # every row below our fence is in L0: the fences after them too
     return Replayed(memtable, in_l0_upto)

@@ -1,0 +1,96 @@
+"""Folding a merge operand onto a key's memtable entry, so that the memtable keeps one entry per
+key for reads and still flushes the rows SlateDB's own flush would write (SlateDB RFC 0006).
+
+SlateDB's memtable keeps every version of a key; ours keeps one entry per key (the dict or a run,
+:mod:`slatedb_core.lsm.memtable`). A put or a delete replaces the entry, as it hides every older
+version for a SlateDB read too. A merge operand is folded onto the entry at write time, which
+gives the same answers, because of how SlateDB 0.17 treats the versions it keeps:
+
+* **Reads** fold every operand of a key onto its newest value or tombstone, whatever their
+  ``expire_ts`` (``MergeOperatorIterator`` with ``merge_different_expire_ts`` true in
+  ``db_iter.rs``; reads ignore ``expire_ts``, see :mod:`slatedb_core.lsm.merge_operator`). The
+  entry a read sees is that fold: :func:`fold_pair` of the old entry and the operand, with
+  SlateDB's ``MergeTracker`` metadata (seq and ``create_ts`` the newest, ``expire_ts`` the
+  earliest set one). An operand folded onto a value or a tombstone is a value, onto an operand an
+  operand: ``op(op(None, older), newer)``, as SlateDB's ``merge_batch`` combines operands; the
+  operator is associative (RFC 0006), so a later fold onto a base equals folding one by one.
+* **The memtable flush** folds only neighbouring versions with the *same* ``expire_ts``
+  (``merge_different_expire_ts`` false in ``flush.rs``), because its retention then drops an
+  expired operand alone, or turns an expired value into a tombstone, while the others live on.
+  So when the operand's ``expire_ts`` differs from the entry's, the versions the flush would
+  write are kept beside the entry, newest first (*parts*): the same stack SlateDB's flush builds,
+  equal-``expire_ts`` neighbours folded into one. A memtable flush writes the parts instead of
+  the entry (:meth:`~slatedb_core.lsm.memtable.ImmutableMemtable.l0_batch`); reads never look at
+  them. A put or delete of the key drops them.
+
+Without a merge operator (a WAL replayed by a writer opened without one) nothing is folded: the
+entry is the newest operand (a read of the key raises ``MergeOperatorMissing``, as SlateDB's
+does) and the parts hold every version as written.
+"""
+
+from __future__ import annotations
+
+from slatedb_core.lsm.merge_operator import MergeOperator, fold
+from slatedb_core.lsm.row_model import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE, Version
+
+Entry = tuple[int, bytes | None] | Version
+Parts = tuple[Version, ...]
+
+
+def as_version(entry: Entry) -> Version:
+    """A memtable entry as a :class:`Version` (a plain ``(seq, value)`` has no timestamps)."""
+    if len(entry) != 2:
+        assert isinstance(entry, Version)
+        return entry
+    seq, value = entry
+    kind = KIND_TOMBSTONE if value is None else KIND_VALUE
+    return Version(seq, kind, value, None, None)
+
+
+def entry_value(entry: Entry) -> bytes | None:
+    """The value bytes an entry holds (None for a tombstone), for size accounting."""
+    return entry[1] if len(entry) == 2 else entry[2]
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _latest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def fold_pair(key: bytes, older: Version, operand: Version, op: MergeOperator) -> Version:
+    """``operand`` folded onto ``older`` (SlateDB's ``merge_with_older_entries`` of two
+    versions): a value when ``older`` is a value or a tombstone, else one combined operand."""
+    if older.kind == KIND_MERGE:
+        kind, value = KIND_MERGE, fold(op, key, None, [older.value or b"", operand.value or b""])
+    else:
+        kind, value = KIND_VALUE, fold(op, key, older.value, [operand.value or b""])
+    return Version(
+        operand.seq,
+        kind,
+        value,
+        _earliest(older.expire_ts, operand.expire_ts),
+        _latest(older.create_ts, operand.create_ts),
+    )
+
+
+def merge_onto(
+    key: bytes, old: Entry, parts: Parts | None, operand: Version, op: MergeOperator | None
+) -> tuple[Version, Parts | None]:
+    """The entry and the parts of a key after ``operand`` is written onto its entry ``old``
+    (whose parts are ``parts``, None when the entry is its one version; see module docstring)."""
+    stack = parts if parts is not None else (as_version(old),)
+    if op is None:
+        return operand, (operand, *stack)
+    entry = fold_pair(key, as_version(old), operand, op)
+    top = stack[0]
+    if top.expire_ts == operand.expire_ts:
+        stack = (fold_pair(key, top, operand, op), *stack[1:])
+    else:
+        stack = (operand, *stack)
+    return entry, (stack if len(stack) > 1 else None)
+
+
+__all__ = ["Entry", "Parts", "as_version", "entry_value", "fold_pair", "merge_onto"]

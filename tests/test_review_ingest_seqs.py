@@ -48,8 +48,9 @@ def test_merge_operands_are_refused_whether_linked_or_re_encoded(
 ) -> None:
     """A source holding merge operands was refused when re-encoded but committed when its seqs
     were stated (linked as it is); every later read of the key then failed with
-    UnsupportedFeature (this engine has no merge operator). Both refuse now, committing
-    nothing."""
+    UnsupportedFeature (this engine has no merge operator). In a database without a merge
+    operator both refuse now (MergeOperatorMissing, an UnsupportedFeature), committing nothing;
+    with one, both carry the operands (tests/interop/test_ingest_rows.py, issue 38)."""
     store.put(
         "staging/m.sst",
         _sst([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),

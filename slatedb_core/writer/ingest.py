@@ -16,15 +16,18 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
-from slatedb_core.errors import InvalidArgument, UnsupportedFeature
+from slatedb_core.errors import InvalidArgument, MergeOperatorMissing
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
-from slatedb_core.lsm.iterators import newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
+from slatedb_core.lsm.retention import Retention, retain
+from slatedb_core.lsm.row_model import concat_rows, now_ms
 from slatedb_core.manifest.model import (
     AppVersion,
     CompactedSst,
@@ -217,20 +220,28 @@ class WriterIngest(WriterEngine):
 
         Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
         keys checked against this database's range before anything is copied: a bad path, a WAL
-        SST or an outside key raises InvalidArgument, merge operands (their stats count them, or
-        the re-encode finds them) UnsupportedFeature, a garbled object CorruptionError, a
-        missing one ObjectNotFound. Empty SSTs are skipped. The rows are committed like :meth:`bulk_ingest`:
+        SST or an outside key raises InvalidArgument, a garbled object CorruptionError, a
+        missing one ObjectNotFound. Empty SSTs are skipped. Every row is carried whole (the row
+        model, :mod:`slatedb_core.lsm.row_model`: expire_ts, create_ts, merge operands). The
+        rows are committed like :meth:`bulk_ingest`:
         newer than every earlier write, older than every later one, a later source winning over
         an earlier one.
 
         Seqs: SlateDB orders a key's versions by seq, not by LSM position (docs/format.md,
         "Ingested SSTs"), so the ingested rows must carry seqs above every earlier write's, and
         a later source's above an earlier one's. Each source is therefore re-encoded into
-        ``compacted/<ULID>.sst`` with one fresh seq (per source, ascending; a key's older versions
-        within a source are dropped), unless ``seqs`` says which seq every row of each source
-        already carries (``seqs[i]`` for ``sources[i]``, as a table ingest's staging encodes
-        them) and those are usable: ascending (equal only between sources with disjoint keys)
-        and above this writer's last seq when the commit starts. Then the sources are copied as
+        ``compacted/<ULID>.sst`` with fresh seqs (per source, ascending), keeping of each key
+        what :func:`~slatedb_core.lsm.retention.retain` keeps with no snapshot (no snapshot of
+        this database reads the new seqs) at the ingest's clock: the newest version, an expired
+        value as a tombstone, merge operands folded with this database's merge operator
+        (``DbOptions.merge_operator``; without one, a source holding operands, re-encoded or
+        linked, raises MergeOperatorMissing naming the key, before anything is committed). A
+        source is stamped with one seq, or, when a key keeps several versions (operands whose
+        expiries differ), one seq per version depth, newest highest; unless ``seqs`` says which
+        seq every row of each source already carries (``seqs[i]`` for ``sources[i]``, as a
+        table ingest's staging encodes them) and those are usable: ascending (equal only
+        between sources with disjoint keys) and above this writer's last seq when the commit
+        starts. Then the sources are copied as
         they are with ``copy_if_absent`` (a hard link or a server-side copy) and the writer's
         seq moves past them. ``seqs`` that do not describe the sources' rows break the order
         SlateDB reads them in.
@@ -281,7 +292,8 @@ class WriterIngest(WriterEngine):
             return gate.stats(0, 0, 0, self._state.manifest.id)
         infos: list[tuple[str, SstInfo, int]] = []
         counts: list[int] = []  # rows of each of infos (0: unknown)
-        merges_known = True  # every source's stats say whether it holds merge operands
+        simple: list[bool] = []  # the stats say no operand: one version per key after retain
+        policy = self._ingest_retention()
         for i, path in enumerate(paths):
             reader = SstReader.open(self.store, path)
             info = reader.info
@@ -290,12 +302,8 @@ class WriterIngest(WriterEngine):
                     f"SST {path!r} is a WAL SST (rows in seq order): ingest_ssts takes SSTs of "
                     "key-sorted rows"
                 )
-            if reader.stats is None:
-                merges_known = False  # the re-encode reads its rows and refuses any
-            elif reader.stats.num_merges:
-                raise UnsupportedFeature(
-                    "merge operands", f"SST {path!r} holds some; they are not ingested"
-                )
+            if policy.merge_operator is None:
+                _check_no_operands(reader, path)
             # no rows: no key range, or a count of 0 (SlateDB's SSTs record none in their info,
             # ours 0 then, unknown; their stats count the rows)
             if (
@@ -313,12 +321,13 @@ class WriterIngest(WriterEngine):
                         )
             infos.append((path, info, stated[i] if stated is not None else 0))
             counts.append(reader.entry_count)
+            simple.append(reader.stats is not None and not reader.stats.num_merges)
         if not infos:
             if txn is None:
                 return BulkIngestStats(0, 0, 0, self._state.manifest.id)
             stored = self._commit_records((txn,), gate, also, None if also is None else cp_id)
             return gate.stats(0, 0, 0, stored.id)
-        linkable = stated is not None and merges_known and _ordered(infos)
+        linkable = stated is not None and _ordered(infos)
         copies: list[CompactedSst] = []
         if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
             copies = [copy_sst(self.store, path, self.path, info) for path, info, _ in infos]
@@ -331,11 +340,17 @@ class WriterIngest(WriterEngine):
                 datas = [functools.partial(self._read_object, path) for path, _, _ in infos]
             else:
                 # copies made before a write moved past their seqs are garbage for GC
-                first, older = self._reserve_seqs_and_freeze(len(infos))
-                last = first + len(infos) - 1
+                depths = [
+                    1 if simple[i] else _depth(self._retained(path, policy))
+                    for i, (path, _, _) in enumerate(infos)
+                ]
+                first, older = self._reserve_seqs_and_freeze(sum(depths))
+                last = first + sum(depths) - 1
                 ssts, datas = [], []
-                for i, (path, _, _) in enumerate(infos):
-                    encode = functools.partial(self._restamped, path, first + i)
+                base = first
+                for (path, _, _), depth in zip(infos, depths, strict=True):
+                    encode = functools.partial(self._restamped, path, base, depth, policy)
+                    base += depth
                     blob, info = encode()
                     ssts.append(self._write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
@@ -403,34 +418,85 @@ class WriterIngest(WriterEngine):
             self._freeze_locked()
             return self._state.imm
 
-    def _restamped(self, path: str, seq: int) -> tuple[bytes, SstInfo]:
-        """The source SST ``path`` encoded again with every row at ``seq`` (a key's newest
-        version only; a version below it in the same SST is what that SST's own writer
-        overwrote). Merge operands are refused: their order is their meaning."""
+    def _ingest_retention(self) -> Retention:
+        """What a re-encode keeps of a source (:func:`~slatedb_core.lsm.retention.retain`): no
+        snapshot of this database reads the seqs the ingest gives, so a key keeps its newest
+        version (and the operands folded onto it); expiry at this writer's clock when the ingest
+        starts, taken once, so that a re-encode for a GC re-homing makes the same bytes."""
+        spec = getattr(self.options, "merge_operator", None)  # DbOptions.merge_operator
+        op: MergeOperator | None = resolve_merge_operator(spec)
+        return Retention(now_ms=now_ms(), merge_operator=op)
+
+    def _retained(self, path: str, policy: Retention) -> pa.RecordBatch:
+        """The rows of the source SST ``path`` (newest first per key, every column of the row
+        model) that ``policy`` keeps."""
         table = SstReader.open(self.store, path).read_all(timestamps=True)
-        kinds = table.column("kind").to_numpy()
-        if bool(np.any(kinds == KIND_MERGE)):
-            raise UnsupportedFeature(
-                "merge operands", f"SST {path!r} holds some; they are not ingested"
+        return retain(concat_rows(table.to_batches()) if table.num_rows else _empty(table), policy)
+
+    def _restamped(
+        self, path: str, first: int, depth: int, policy: Retention
+    ) -> tuple[bytes, SstInfo]:
+        """The source SST ``path`` encoded again with what ``policy`` keeps of it, each key's
+        versions at seqs ``first + depth - 1`` (the newest) downwards: ``depth`` is the most
+        versions any key keeps (:func:`_depth`), 1 but for operands with differing expiries.
+        Deterministic (a GC re-homing encodes again and names the bytes with the first encode's
+        info)."""
+        kept = self._retained(path, policy)
+        if depth == 1:
+            seqs = np.full(kept.num_rows, first, np.uint64)
+        else:
+            seqs = (first + depth - 1 - _ranks(kept)).astype(np.uint64)
+        kept = kept.set_column(1, "seq", pa.array(seqs))
+        # The source is read without a clock (SstReader's default): retain applies the ingest's
+        # (docs/format.md, "SSTs and WAL SSTs"). A tombstone is written without an expiry.
+        at = kept.schema.get_field_index("expire_ts")
+        if at >= 0:
+            dead = pc.equal(kept.column("kind"), KIND_TOMBSTONE)
+            kept = kept.set_column(
+                at,
+                "expire_ts",
+                pc.if_else(dead, pa.scalar(None, pa.int64()), kept.column("expire_ts")),
             )
-        newest = pa.Table.from_batches(list(newest_versions(table.to_batches())), table.schema)
-        newest = newest.set_column(1, "seq", pa.array(np.full(newest.num_rows, seq, np.uint64)))
-        # The source is read without a clock (SstReader's default): a row with an expire_ts keeps
-        # it, expired or not, as SlateDB 0.17 reads it until a rewrite applies the expiry
-        # (docs/format.md, "SSTs and WAL SSTs"), and the encode is deterministic, which a GC
-        # re-homing relies on (it encodes again and names the bytes with the first encode's
-        # info). A tombstone is written without one.
-        at = newest.schema.get_field_index("expire_ts")
-        dead = pc.equal(newest.column("kind"), KIND_TOMBSTONE)
-        newest = newest.set_column(
-            at,
-            "expire_ts",
-            pc.if_else(dead, pa.scalar(None, pa.int64()), newest.column("expire_ts")),
-        )
-        return encode_sst(newest, self._sst_options)
+        return encode_sst(kept, self._sst_options)
 
     def _read_object(self, path: str) -> bytes:
         return self.store.get(path).data
+
+
+def _check_no_operands(reader: SstReader, path: str) -> None:
+    """For a database without a merge operator: MergeOperatorMissing naming the first key of
+    ``path`` holding an operand, if any (its stats say whether to look). Its operands could be
+    neither folded by a re-encode nor read once linked (SlateDB RFC 0006: a database holding
+    operands is opened with its operator)."""
+    if reader.stats is not None and not reader.stats.num_merges:
+        return
+    rows = reader.read_all()
+    at = pc.index(rows.column("kind"), pa.scalar(KIND_MERGE, pa.uint8())).as_py()
+    if at is not None and at >= 0:
+        raise MergeOperatorMissing(rows.column("key")[at].as_py(), f" (ingest of {path!r})")
+
+
+def _empty(table: pa.Table) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], table.schema)
+
+
+def _ranks(kept: pa.RecordBatch) -> npt.NDArray[np.int64]:
+    """Each row's position among its key's rows (0: the newest) in key-sorted ``kept``."""
+    n = kept.num_rows
+    starts = np.ones(n, dtype=np.bool_)
+    if n > 1:
+        keys = kept.column(0)
+        starts[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(
+            zero_copy_only=False
+        )
+    first_row = np.flatnonzero(starts)
+    rank: npt.NDArray[np.int64] = np.arange(n, dtype=np.int64) - first_row[np.cumsum(starts) - 1]
+    return rank
+
+
+def _depth(kept: pa.RecordBatch) -> int:
+    """The most versions any key keeps in ``kept`` (at least 1: one seq per source)."""
+    return max(1, int(_ranks(kept).max()) + 1) if kept.num_rows else 1
 
 
 def _bytes_of(encode: Callable[[], tuple[bytes, SstInfo]]) -> bytes:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from slatedb_core.durations import MAX_DURATION, format_duration
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 
 KiB = 1024
@@ -392,8 +393,14 @@ class DbReaderOptions:
     block_cache_bytes: int = 64 * MiB
     wal_url: str | None = field(default=None, repr=False)
     """The database's separate WAL store, as ``DbOptions.wal_url`` (SlateDB RFC 0009)."""
+    merge_operator: str | MergeOperator | None = None
+    """How reads fold merge operands (SlateDB RFC 0006): a built-in's name (``"add_int64"``,
+    ``"string_append"``) or a callable ``(key, existing, operand) -> bytes``, the operator the
+    database's writers use. None: a read of a key whose newest row is an operand raises
+    ``MergeOperatorMissing`` (other keys read as usual)."""
 
     def __post_init__(self) -> None:
+        resolve_merge_operator(self.merge_operator)  # InvalidArgument for an unknown name
         _check_wal_url(self.wal_url)
         _check_fields(
             self,

@@ -9,9 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 
-from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.model import Manifest
@@ -108,10 +106,13 @@ def test_a_wal_row_past_its_expire_ts_reads_as_written() -> None:
     assert rows.column("value").to_pylist()[:2] == [b"v0", b"v1"]
 
 
-def test_a_wal_sst_with_merge_operands_is_refused() -> None:
+def test_a_wal_sst_with_merge_operands_keeps_them() -> None:
+    """Issue 38, item 3: a WAL SST holding merge operands decodes them as rows of their kind
+    (reads fold them, SlateDB RFC 0006); it was refused whole, which made ``DbReader.open`` of
+    the database fail."""
     wal = WalLog(open_store("memory://"), "db")
-    with pytest.raises(UnsupportedFeature, match="merge operands"):
-        wal.decode(1, _wal_sst([0, KIND_MERGE], [None, None]))
+    rows = wal.decode(1, _wal_sst([0, KIND_MERGE], [None, None])).entries
+    assert rows.column("kind").to_pylist() == [0, KIND_MERGE]
 
 
 def test_wal_ssts_whose_rows_are_all_in_l0_are_passed_by_the_next_flush(tmp_path: Path) -> None:

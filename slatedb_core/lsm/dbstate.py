@@ -11,7 +11,11 @@ A ``DbReader`` publishes states whose memtable is empty and frozen: no part of t
 
 Read order, newest first: active memtable, immutable memtables (newest first), L0 SST views
 (newest first), then sorted runs (newest first). The first source that knows a key decides it; a
-tombstone decides "absent".
+tombstone decides "absent". A merge operand (SlateDB RFC 0006) decides nothing alone: a read that
+finds one walks the key's older versions, in that source and the older ones, to its first value
+or tombstone and folds the operands onto it with the state's ``merge_operator``
+(:func:`~slatedb_core.lsm.merge_operator.resolve`; none: ``MergeOperatorMissing`` for that key).
+SlateDB 0.17 reads do not apply ``expire_ts`` (only its compaction does), and neither do these.
 """
 
 from __future__ import annotations
@@ -28,18 +32,21 @@ from typing import cast
 import pyarrow as pa
 from ulid import ULID
 
-from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve
+from slatedb_core.lsm.row_model import Version
+from slatedb_core.lsm.version_table import VersionTable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.sst import BlockCache, SstReader
 from slatedb_core.store.objectstore import ObjectStore
 
 Found = tuple[int, int, bytes | None]  # (seq, kind, value) of a key's newest row in a table
+MemEntry = tuple[int, bytes | None] | Version  # a memtable entry (slatedb_core.lsm.row_model)
 
 
 def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str:
@@ -162,9 +169,11 @@ class SortedRunHandle:
 class DbState:
     manifest: StoredManifest
     memtable: Memtable
-    imm: tuple[ImmutableMemtable, ...]  # newest first
+    imm: tuple[ImmutableMemtable | VersionTable, ...]  # newest first
     l0: tuple[SstHandle, ...]  # newest first
     runs: tuple[SortedRunHandle, ...]  # newest first
+
+    merge_operator: MergeOperator | None = None
 
     def get(self, key: bytes) -> bytes | None:
         found = self.memtable.get(key)
@@ -175,7 +184,46 @@ class DbState:
                     break
             else:
                 return self._get_sst(key)
-        return found[1]
+        return found[1] if len(found) == 2 else self.entry_value(key, found, active=True)
+
+    def entry_value(self, key: bytes, entry: MemEntry, *, active: bool = False) -> bytes | None:
+        """The value a read returns for a memtable ``entry`` of ``key`` that is a
+        :class:`Version` (a plain ``(seq, value)`` pair is its own answer): a merge operand is
+        folded over the key's older versions (``active``: the active memtable's too)."""
+        if len(entry) == 2:
+            return entry[1]
+        kind = entry[1]
+        if kind == KIND_MERGE:
+            return self.resolve_key(key, active=active)
+        return entry[2] if kind == KIND_VALUE else None
+
+    def resolve_key(self, key: bytes, *, active: bool = True) -> bytes | None:
+        """The value of ``key`` from all of its versions, newest first (the slow path of a read
+        that met a merge operand; ``active``: include the active memtable)."""
+        return resolve(key, self.versions(key, active=active), self.merge_operator)
+
+    def versions(self, key: bytes, *, active: bool = True) -> Iterator[Version]:
+        """Every version of ``key`` in this state, newest first, read lazily (a read stops at
+        the first value or tombstone)."""
+        tables: list[Memtable | ImmutableMemtable | VersionTable] = (
+            [self.memtable] if active else []
+        )
+        tables += self.imm
+        for t in tables:
+            many = getattr(t, "versions", None)
+            entries = many(key) if many is not None else [t.get(key)]
+            for e in entries:
+                if e is not None:
+                    yield _as_version(e)
+        for h in self.l0:
+            yield from _sst_versions(h, key)
+        for run in self.runs:
+            i = bisect.bisect_right(run._starts, key) - 1
+            if i >= 0:
+                for h in run.views[i:]:
+                    if h._lo is not None and h._lo > key:
+                        break
+                    yield from _sst_versions(h, key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """:meth:`get` of each of ``keys`` (any order, repeats allowed), the keys sorted once and
@@ -189,7 +237,14 @@ class DbState:
             found = self.memtable.get_many(uniq)
             todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
             rest = iter(self.get_immutable_many(todo) if todo else ())
-            got = [next(rest) if f is None else f[1] for f in found]
+            got = [
+                next(rest)
+                if f is None
+                else f[1]
+                if len(f) == 2
+                else self.entry_value(k, f, active=True)
+                for k, f in zip(uniq, found, strict=True)
+            ]
         if len(uniq) == len(keys) and uniq == list(keys):
             return got
         values = dict(zip(uniq, got, strict=True))
@@ -202,7 +257,7 @@ class DbState:
         for imm in self.imm:
             found = imm.get(key)
             if found is not None:
-                return found[1]
+                return found[1] if len(found) == 2 else self.entry_value(key, found)
         return self._get_sst(key)
 
     def get_immutable_many(self, keys: list[bytes]) -> list[bytes | None]:
@@ -219,6 +274,8 @@ class DbState:
                 None
                 if f is None
                 else (f[0], KIND_VALUE if f[1] is not None else KIND_TOMBSTONE, f[1])
+                if len(f) == 2
+                else (f[0], f[1], f[2])
                 for f in got
             ]
             todo = _fill(found, todo, entries)
@@ -242,12 +299,18 @@ class DbState:
             return out
         return self._values(keys, cast(list[Found], found))
 
-    @staticmethod
-    def _values(keys: list[bytes], entries: list[Found]) -> list[bytes | None]:
+    def _values(self, keys: list[bytes], entries: list[Found]) -> list[bytes | None]:
         """The values of found ``(seq, kind, value)`` entries (None for tombstones)."""
         if set(map(itemgetter(1), entries)) == {KIND_VALUE}:
             return list(map(itemgetter(2), entries))
-        return list(map(_resolved, keys, entries))
+        return list(map(self._resolved, keys, entries))
+
+    def _resolved(self, key: bytes, entry: Found) -> bytes | None:
+        """The value of a found ``(seq, kind, value)`` (outside the active memtable): None for
+        a tombstone, a merge operand folded over the key's older versions."""
+        if entry[1] == KIND_MERGE:
+            return self.resolve_key(key, active=False)
+        return None if entry[1] == KIND_TOMBSTONE else entry[2]
 
     def _get_sst(self, key: bytes) -> bytes | None:
         for h in self.l0:  # SstHandle.get, inlined: this is every point read's path
@@ -256,7 +319,7 @@ class DbState:
                 continue
             e = (h._reader or h.reader()).get(key)
             if e is not None:
-                return e[2] if e[1] == KIND_VALUE else _resolved(key, e)
+                return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         for run in self.runs:  # SortedRunHandle.get, inlined
             i = bisect.bisect_right(run._starts, key) - 1
             if i < 0:
@@ -267,21 +330,27 @@ class DbState:
                 continue
             e = (h._reader or h.reader()).get(key)
             if e is not None:
-                return e[2] if e[1] == KIND_VALUE else _resolved(key, e)
+                return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         return None
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
         out: list[Iterable[pa.RecordBatch]] = [self.memtable.scan(start, end)]
         out += [imm.scan(start, end) for imm in self.imm]
-        out += [newest_versions(h.scan(start, end)) for h in self.l0]
-        out += [newest_versions(run.scan(start, end)) for run in self.runs]
+        out += [newest_versions(h.scan(start, end), keep_operands=True) for h in self.l0]
+        out += [newest_versions(run.scan(start, end), keep_operands=True) for run in self.runs]
         return out
 
     def scan(
         self, start: bytes | None, end: bytes | None, batch_size: int = 65536
     ) -> Iterator[pa.RecordBatch]:
-        """ENTRY_SCHEMA batches in key order, newest version per key, tombstones dropped."""
-        return merge_sorted(self.sources(start, end), drop_tombstones=True, batch_size=batch_size)
+        """ENTRY_SCHEMA batches in key order, newest version per key (merge operands folded),
+        tombstones dropped."""
+        return merge_sorted(
+            self.sources(start, end),
+            drop_tombstones=True,
+            batch_size=batch_size,
+            merge_operator=self.merge_operator,
+        )
 
 
 def build_handles(
@@ -321,13 +390,22 @@ def _fill(
     return list(compress(todo, map(operator.is_, entries, repeat(None))))
 
 
-def _resolved(key: bytes, entry: Found) -> bytes | None:
-    """The value of an SST's newest ``(seq, kind, value)`` of ``key``: None for a tombstone. A
-    SlateDB merge operand is refused: this engine has no merge operator to resolve it with."""
-    if entry[1] == KIND_MERGE:
-        raise UnsupportedFeature(
-            "merge operands",
-            f"key {key!r} holds a merge operand, and this engine has no merge "
-            "operator to apply it with",
-        )
-    return None if entry[1] == KIND_TOMBSTONE else entry[2]
+def _as_version(entry: MemEntry) -> Version:
+    """A memtable entry as a :class:`Version` (a plain ``(seq, value)``: a value or tombstone)."""
+    if len(entry) == 2:
+        seq, value = entry
+        return Version(seq, KIND_TOMBSTONE if value is None else KIND_VALUE, value, None, None)
+    return entry
+
+
+def _sst_versions(h: SstHandle, key: bytes) -> Iterator[Version]:
+    """Every row of ``key`` in the view ``h``, newest first (SlateDB keeps several versions of a
+    key in one SST while its snapshots may read them)."""
+    if h.get(key) is None:  # range and bloom filter first: most SSTs never hold the key
+        return
+    for b in h.scan(key, key + b"\x00"):
+        seqs = b.column(1).to_pylist()
+        kinds = b.column(2).to_pylist()
+        values = b.column(3).to_pylist()
+        for seq, kind, value in zip(seqs, kinds, values, strict=True):
+            yield Version(seq, kind, None if kind == KIND_TOMBSTONE else value, None, None)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,12 +30,15 @@ from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     KIND_MERGE,
+    KIND_TOMBSTONE,
     KIND_VALUE,
     arrow_first_of_runs,
     conform,
     first_of_runs,
     sortable_keys,
 )
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve
+from slatedb_core.lsm.row_model import Version, concat_rows
 from slatedb_core.sst.reader import Flagged, SstScan
 
 # Rows each source buffers before a round: a round's fixed cost (a dozen kernel calls) is then
@@ -177,14 +181,24 @@ class _Source:
             self.it = None
 
 
-def newest_versions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def newest_versions(
+    batches: Iterable[pa.RecordBatch], *, keep_operands: bool = False
+) -> Iterator[pa.RecordBatch]:
     """A key-sorted ENTRY_SCHEMA stream with only the first (newest) row of each key.
 
     SlateDB keeps several versions of a key in one SST, newest first, while a snapshot of its may
     read them (docs/format.md, "SSTs and WAL SSTs"); the merge takes each source to hold a key
     once. One vectorised comparison of neighbouring keys per batch, skipped for the batches an
     :class:`SstScan` says hold distinct keys (every block of an SST we wrote); rows are dropped
-    only where a key repeats, across batch boundaries too."""
+    only where a key repeats, across batch boundaries too.
+
+    ``keep_operands`` (reads, SlateDB RFC 0006): a key whose newest row is a merge operand keeps
+    its older rows too, down to and including its first value or tombstone (the operand chain a
+    read folds, :func:`merge_sorted`); such a chain is never cut between two output batches. A
+    batch without operands costs one ``max`` over its kinds more."""
+    if keep_operands:
+        yield from _newest_with_chains(batches)
+        return
     if isinstance(batches, SstScan):
         yield from _newest_flagged(batches.flagged())
         return
@@ -231,25 +245,117 @@ def _first_of_keys(b: pa.RecordBatch, first_repeats: bool) -> pa.RecordBatch:
     return b
 
 
+def _any_merge(b: pa.RecordBatch) -> bool:
+    kinds = b.column(2).to_numpy(zero_copy_only=False)
+    return bool(len(kinds)) and int(kinds.max()) >= KIND_MERGE
+
+
+def _newest_with_chains(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`newest_versions` keeping operand chains. A chain still open at a batch's end (its
+    key's rows so far all operands) is held back and emitted with the next batch, so that a
+    merge round that reaches its key has all of its rows from this source."""
+    flagged: Iterator[Flagged] | None = batches.flagged() if isinstance(batches, SstScan) else None
+    it: Iterator[pa.RecordBatch] = iter(batches) if flagged is None else iter(())
+    last: bytes | None = None  # the last key seen (of the held-back chain, when there is one)
+    held: pa.RecordBatch | None = None
+    while True:
+        if flagged is not None:
+            got = next(flagged, None)
+            if got is None:
+                break
+            b, distinct, first_key, last_key = got
+        else:
+            nb = next(it, None)
+            if nb is None:
+                break
+            b = nb
+            if b.num_rows == 0:
+                continue
+            read = key_reader(b.column(0))
+            first_key, last_key, distinct = read(0), read(b.num_rows - 1), False
+        if b.num_rows == 0:
+            continue
+        first_repeats = first_key == last
+        last = last_key
+        if held is None and not _any_merge(b):  # today's path: nothing to keep
+            if distinct:
+                b = b.slice(1) if first_repeats else b
+            else:
+                b = _first_of_keys(b, first_repeats)
+            if b.num_rows:
+                yield b
+            continue
+        if held is not None:
+            b = concat_rows([held, b]) if first_repeats else b
+            if not first_repeats:  # the held chain's key ended with the previous batch
+                yield held
+            first_repeats = False
+            held = None
+        b, held = _chains(b, first_repeats)
+        if b.num_rows:
+            yield b
+    if held is not None:
+        yield held
+
+
+def _chains(b: pa.RecordBatch, first_repeats: bool) -> tuple[pa.RecordBatch, pa.RecordBatch | None]:
+    """The rows of key-sorted ``b`` a read needs: each key's first row, and while that row and
+    the ones after it are operands, the next row too (the chain ends at a value or tombstone).
+    ``first_repeats``: ``b``'s first key was closed in an earlier batch (all its rows go). Returns
+    the rows to emit and the open chain at the end (held back), if any."""
+    n = b.num_rows
+    kinds = b.column(2).to_numpy(zero_copy_only=False)
+    keys = b.column(0)
+    start = np.empty(n, dtype=bool)
+    start[0] = True
+    if n > 1:
+        start[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    base = (kinds != KIND_MERGE).astype(np.int64)
+    before = np.cumsum(base) - base  # bases before each row
+    run_first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    keep = before == before[run_first]  # no base earlier in its key's rows
+    if first_repeats:
+        nxt = np.flatnonzero(start[1:])
+        keep[: (int(nxt[0]) + 1 if len(nxt) else n)] = False
+    held: pa.RecordBatch | None = None
+    last_first = int(run_first[-1])
+    if keep[-1] and kinds[-1] == KIND_MERGE and not (first_repeats and last_first == 0):
+        held = b.slice(last_first)  # the last key's rows are all operands: open
+        keep[last_first:] = False
+    out = b if bool(keep.all()) else b.filter(pa.array(keep))
+    return out, held
+
+
 def merge_sorted(
     sources: Sequence[Iterable[pa.RecordBatch]],
     *,
     drop_tombstones: bool = True,
     batch_size: int = 65536,
+    merge_operator: MergeOperator | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Merge key-sorted, key-unique ENTRY_SCHEMA streams given NEWEST FIRST into one such stream.
+    """Merge key-sorted ENTRY_SCHEMA streams given NEWEST FIRST into one key-unique stream.
 
-    For a key in several sources the entry of the earliest source wins; tombstones still hide older
-    entries when ``drop_tombstones`` removes them from the output. Output batches hold about
+    Each source holds a key once, except that a key whose newest row is a merge operand may be
+    followed by its older rows (:func:`newest_versions` with ``keep_operands``). For a key in
+    several sources the entry of the earliest source wins; tombstones still hide older entries
+    when ``drop_tombstones`` removes them from the output. Output batches hold about
     ``batch_size`` rows.
+
+    With ``drop_tombstones`` (a read), a key whose newest row is a merge operand reads as its
+    operands folded onto its first older value or tombstone, over every source (SlateDB RFC 0006,
+    :func:`~slatedb_core.lsm.merge_operator.resolve`); without ``merge_operator`` that raises
+    :class:`~slatedb_core.errors.MergeOperatorMissing` naming the key, as SlateDB's scan does.
+    Rounds without operands take the vectorised newest-wins path unchanged.
     """
     if batch_size <= 0:
         raise InvalidArgument("merge_sorted: batch_size must be positive")
-    return _rechunk(_merge(sources, drop_tombstones), batch_size)
+    return _rechunk(_merge(sources, drop_tombstones, merge_operator), batch_size)
 
 
 def _merge(
-    sources: Sequence[Iterable[pa.RecordBatch]], drop_tombstones: bool
+    sources: Sequence[Iterable[pa.RecordBatch]],
+    drop_tombstones: bool,
+    op: MergeOperator | None = None,
 ) -> Iterator[pa.RecordBatch]:
     live: list[_Source] = []
     for src in sources:
@@ -260,7 +366,7 @@ def _merge(
     while live:
         if len(live) == 1:
             for b in live[0].drain():
-                yield _drop_tombstones(b) if drop_tombstones else _refuse_merges(b)
+                yield _live_rows(b, op) if drop_tombstones else _refuse_merges(b)
             return
         firsts = [s.first_key() for s in live]
         lowest = min(range(len(live)), key=firsts.__getitem__)
@@ -270,12 +376,12 @@ def _merge(
         if ahead >= _MIN_PASSTHROUGH_ROWS or (ahead and ahead == live[lowest].rows):
             live[lowest].take(ahead, pieces)
             for b in pieces:
-                yield _drop_tombstones(b) if drop_tombstones else _refuse_merges(b)
+                yield _live_rows(b, op) if drop_tombstones else _refuse_merges(b)
         else:
             bound = min(s.last_key() for s in live)
             for s in live:  # in source order, so the stable sort keeps the newest entry first
                 s.take(s.count(bound, "right"), pieces)
-            merged = _merge_pieces(pieces, drop_tombstones)
+            merged = _merge_pieces(pieces, drop_tombstones, op)
             yield merged if drop_tombstones else _refuse_merges(merged)
         for s in live:
             if s.rows < _MIN_BUFFERED_ROWS:
@@ -283,7 +389,9 @@ def _merge(
         live = [s for s in live if s.rows]
 
 
-def _merge_pieces(pieces: list[pa.RecordBatch], drop_tombstones: bool) -> pa.RecordBatch:
+def _merge_pieces(
+    pieces: list[pa.RecordBatch], drop_tombstones: bool, op: MergeOperator | None = None
+) -> pa.RecordBatch:
     """Sort the round's rows by key (stable, so source order breaks ties) and keep the newest."""
     key_chunks = [p.column(0) for p in pieces]
     skeys = sortable_keys(key_chunks)
@@ -299,13 +407,74 @@ def _merge_pieces(pieces: list[pa.RecordBatch], drop_tombstones: bool) -> pa.Rec
         kinds = np.concatenate([p.column(2).to_numpy(zero_copy_only=False) for p in pieces])[order]
         values = kinds == KIND_VALUE
         if not values[keep].all() and (kinds[keep] == KIND_MERGE).any():
-            _refuse_merges(pa.concat_batches(pieces).take(pa.array(order[keep])))
+            # operand-headed keys: fold each over all of its rows (newest first), in this round
+            rows_all = pa.concat_batches(pieces).take(pa.array(order))
+            return _drop_dead(_resolve_chains(rows_all, keep, kinds, op))
         keep &= values
     rows = order[keep]
     combined = pa.concat_batches(pieces)
     if len(rows) == combined.num_rows and bool(np.all(rows[1:] > rows[:-1])):
         return combined  # the pieces were already in order with nothing to drop
     return combined.take(pa.array(rows))
+
+
+def _resolve_chains(
+    rows: pa.RecordBatch,
+    first: npt.NDArray[np.bool_],
+    kinds: npt.NDArray[np.uint8],
+    op: MergeOperator | None,
+) -> pa.RecordBatch:
+    """Key-sorted ``rows`` (each key's rows newest first; ``first`` marks each key's first row,
+    ``kinds`` their kinds) with one row per key: the first row, or for a key whose first row is
+    a merge operand, the value its rows resolve to (a tombstone when they resolve to none)."""
+    heads = np.flatnonzero(first)
+    ends = np.append(heads[1:], len(kinds))
+    folding = np.flatnonzero(kinds[heads] == KIND_MERGE)
+    out = rows.take(pa.array(heads))
+    if not len(folding):
+        return out
+    keys = out.column(0)
+    seq_col = rows.column(1)
+    vals = rows.column(3)
+    new_values: list[bytes | None] = out.column(3).to_pylist()
+    new_kinds = kinds[heads].copy()
+    for j in folding.tolist():
+        a, z = int(heads[j]), int(ends[j])
+        key = keys[j].as_py()
+        versions = (
+            Version(int(seq_col[i].as_py()), int(kinds[i]), vals[i].as_py(), None, None)
+            for i in range(a, z)
+        )
+        value = resolve(key, versions, op)
+        new_values[j] = value
+        new_kinds[j] = KIND_TOMBSTONE if value is None else KIND_VALUE
+    cols = list(out.columns)
+    cols[2] = pa.array(new_kinds, pa.uint8())
+    cols[3] = pa.array(new_values, pa.binary())
+    return pa.RecordBatch.from_arrays(cols, schema=out.schema)
+
+
+def _live_rows(batch: pa.RecordBatch, op: MergeOperator | None) -> pa.RecordBatch:
+    """A key-sorted batch of one source (which may hold operand chains, see
+    :func:`newest_versions`) as a read returns it: operands resolved, tombstones dropped."""
+    kinds = batch.column(2).to_numpy(zero_copy_only=False)
+    if not len(kinds) or int(kinds.max()) < KIND_MERGE:
+        return _drop_tombstones(batch)
+    keys = batch.column(0)
+    n = batch.num_rows
+    first = np.ones(n, dtype=np.bool_)
+    if n > 1:
+        first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    return _drop_dead(_resolve_chains(batch, first, kinds, op))
+
+
+def _drop_dead(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` without its tombstones (no operands left in it)."""
+    kinds = batch.column(2).to_numpy(zero_copy_only=False)
+    values = kinds == KIND_VALUE
+    if np.count_nonzero(values) == len(values):
+        return batch
+    return batch.filter(pa.array(values))
 
 
 def _drop_tombstones(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -318,14 +487,14 @@ def _drop_tombstones(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _refuse_merges(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` (newest rows only) unless one is a SlateDB merge operand, which this engine has
-    no merge operator to resolve: reads and compactions stop there rather than serve or keep an
-    operand as if it were the value (docs/format.md, "What each engine ignores of the other's")."""
+    """``batch`` (newest rows only) unless one is a SlateDB merge operand: a rewrite that keeps
+    rows as they are (a compaction of this module's merge) has no operand to fold them into, and
+    stops there rather than keep an operand as if it were the value."""
     if batch.num_rows and pc.any(pc.equal(batch.column(2), KIND_MERGE)).as_py():
         key = batch.filter(pc.equal(batch.column(2), KIND_MERGE)).column(0)[0].as_py()
         raise UnsupportedFeature(
             "merge operands",
-            f"key {key!r} holds a merge operand, and this engine has no merge "
+            f"key {key!r} holds a merge operand, and this rewrite has no merge "
             "operator to apply it with",
         )
     return batch

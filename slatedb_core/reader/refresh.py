@@ -35,6 +35,7 @@ from slatedb_core.errors import (
     SstMissing,
 )
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
+from slatedb_core.lsm.merge_operator import resolve_merge_operator
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import DbReaderOptions
@@ -109,7 +110,8 @@ class Refresher:
             self.store, self.path, stored.manifest, self._cache, self._handles
         )
         t = self._tables
-        state = DbState(stored, NO_MEMTABLE, t.imms(), l0, runs)
+        op = resolve_merge_operator(self.options.merge_operator)
+        state = DbState(stored, NO_MEMTABLE, t.imms(), l0, runs, merge_operator=op)
         self.view = View(state, self.pin, t.last_wal_id)
 
     def _republish(self, stored: StoredManifest | None = None) -> None:

@@ -15,6 +15,8 @@ import pyarrow.compute as pc
 
 from slatedb_core.lsm.entries import empty_batch
 from slatedb_core.lsm.memtable import Entry, ImmutableMemtable, Memtable
+from slatedb_core.lsm.row_model import Version, has_merges
+from slatedb_core.lsm.version_table import VersionTable
 from slatedb_core.wal import WalLog
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ a reader keeps everything it replays in immutable tables."""
 
 @dataclass(frozen=True, slots=True)
 class _Frozen:
-    table: ImmutableMemtable
+    table: ImmutableMemtable | VersionTable
     first_wal_id: int
     last_wal_id: int
 
@@ -80,10 +82,16 @@ class WalTables:
         live = [(i, b) for i, b in live if b.num_rows]
         if live:
             batches = [b for _, b in live]
-            fresh = Memtable()
-            fresh.put_batch(batches[0] if len(batches) == 1 else pa.concat_batches(batches))
-            fresh.last_wal_id = live[-1][0]
-            self.tables.append(_Frozen(fresh.freeze(), live[0][0], live[-1][0]))
+            rows = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+            table: ImmutableMemtable | VersionTable
+            if has_merges(rows):  # operand chains: every version a read folds (RFC 0006)
+                table = VersionTable(rows)
+            else:
+                fresh = Memtable()
+                fresh.put_batch(rows)
+                fresh.last_wal_id = live[-1][0]
+                table = fresh.freeze()
+            self.tables.append(_Frozen(table, live[0][0], live[-1][0]))
             for wal_id, b in live:
                 self.seq_by_wal[wal_id] = int(pc.max(b.column(1)).as_py())
             self._merge_newest()
@@ -93,6 +101,8 @@ class WalTables:
         tables = self.tables
         while len(tables) >= 2:
             older, newer = tables[-2], tables[-1]
+            if isinstance(older.table, VersionTable) or isinstance(newer.table, VersionTable):
+                return  # a table of operand chains stays as it is
             a, b = older.table.size_bytes, newer.table.size_bytes
             if a + b > self.max_bytes or _TIER_RATIO * b < a:
                 return
@@ -117,7 +127,7 @@ class WalTables:
                 continue
             if f.first_wal_id <= replay_after and threshold is not None:
                 # seqs grow with WAL ids: rows above the dropped SSTs' seqs are from later SSTs
-                rest = _newer_than(f.table.batch, threshold)
+                rest = _newer_than(f.table, threshold)
                 if rest.is_empty():
                     continue
                 f = _Frozen(rest.freeze(), replay_after + 1, f.last_wal_id)
@@ -133,18 +143,18 @@ class WalTables:
         for f in self.tables:
             low = f.table.min_seq  # a bound: it counts rows a later row of the key replaced
             if low is not None and low <= floor_seq and _min_seq(f.table.batch) <= floor_seq:
-                rest = _newer_than(f.table.batch, floor_seq)
+                rest = _newer_than(f.table, floor_seq)
                 if rest.is_empty():
                     continue
                 f = _Frozen(rest.freeze(), f.first_wal_id, f.last_wal_id)
             kept.append(f)
         self.tables = kept
 
-    def imms(self) -> tuple[ImmutableMemtable, ...]:
+    def imms(self) -> tuple[ImmutableMemtable | VersionTable, ...]:
         """The tables, newest first, for a state to publish."""
         return tuple(f.table for f in reversed(self.tables))
 
-    def get(self, key: bytes) -> Entry | None:
+    def get(self, key: bytes) -> Entry | Version | None:
         """``(seq, value)`` of ``key`` in the newest table holding it (tests, introspection)."""
         for f in reversed(self.tables):
             found = f.table.get(key)
@@ -170,7 +180,10 @@ def _min_seq(batch: pa.RecordBatch) -> int:
     return 0 if low is None else int(low)
 
 
-def _newer_than(batch: pa.RecordBatch, seq: int) -> Memtable:
+def _newer_than(table: ImmutableMemtable | VersionTable, seq: int) -> Memtable | VersionTable:
+    if isinstance(table, VersionTable):
+        return table.newer_than(seq)
+    batch = table.batch
     out = Memtable()
     out.put_batch(batch.filter(pc.greater(batch.column(1), pa.scalar(seq, pa.uint64()))))
     return out

@@ -23,12 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slatedb_core.errors import UnsupportedFeature
 from slatedb_core.layout import SST_SUFFIX, wal_dir, wal_sst_name
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.sst import KIND_MERGE, SstOptions, SstReader, encode_sst
+from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.reader import TS_SCHEMA
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal.location import WalLocation, check_wal_present
@@ -38,11 +37,13 @@ FENCE = b""
 
 Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
 
-_AS_WRITTEN = 0
-"""The clock WAL rows are decoded at: none expires (an SST reader decodes a row whose expire_ts
-is at or before it as a tombstone). SlateDB 0.17 applies a TTL when it rewrites rows (a memtable
-flush, a compaction), not when it replays or reads the WAL, so a row that expired in the WAL
-still reads as its value, and so it does here."""
+_AS_WRITTEN = None
+"""The clock WAL rows are decoded at: none (no row expires at decode; an SST reader given a clock
+decodes a row whose expire_ts is at or before it as a tombstone). SlateDB 0.17 applies a TTL
+only when its compaction rewrites rows, never on a read nor a WAL replay (checked against the
+wheel: an expired row reads from its WAL, memtable and L0), so a row that expired in the WAL still
+reads as its value, and so it does here. Merge operands are kept as rows of their kind: reads
+fold them (:mod:`slatedb_core.lsm.merge_operator`)."""
 
 _NAME = re.compile(r"^(\d{20})" + re.escape(SST_SUFFIX) + "$")
 
@@ -171,12 +172,6 @@ class WalLog:
         name = self.path(wal_id)
         reader = SstReader.from_bytes(data, name, now_ms=_AS_WRITTEN)
         rows = reader.read_all(timestamps=timestamps)
-        if rows.num_rows and pc.any(pc.equal(rows.column("kind"), KIND_MERGE)).as_py():
-            raise UnsupportedFeature(
-                "merge operands",
-                f"{name} holds merge operands, and this engine has no merge "
-                "operator to apply them with",
-            )
         return WalSst(wal_id, in_seq_order(rows))
 
     def read(self, wal_id: int) -> WalSst:

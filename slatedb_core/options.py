@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 from slatedb_core.durations import MAX_DURATION, format_duration
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
-from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 
 KiB = 1024

@@ -181,7 +181,7 @@ def garbage_collection(
             _, health = inspect_database(s, db)
         except DatabaseNotFound:
             health = None  # maybe a tombstone: the pass sweeps what a stalled writer left
-        stats = run_gc_once(db, s, options)
+        stats = run_gc_once(db, s, options, wal_url=store.wal_url)
         if stats.destroyed:
             yield _destroyed(
                 context,
@@ -265,7 +265,10 @@ def checkpoint_refresh(
         )
         for old, policy in plan.retake:  # the new one first: the name never lacks a live one
             new = admin.create_checkpoint(
-                db, s, CheckpointOptions(lifetime=policy.lifetime_td, name=policy.name)
+                db,
+                s,
+                CheckpointOptions(lifetime=policy.lifetime_td, name=policy.name),
+                wal_url=store.wal_url,
             )
             created += 1
             note = (
@@ -296,7 +299,10 @@ def checkpoint_refresh(
                 return
         for policy in plan.create:
             result = admin.create_checkpoint(
-                db, s, CheckpointOptions(lifetime=policy.lifetime_td, name=policy.name)
+                db,
+                s,
+                CheckpointOptions(lifetime=policy.lifetime_td, name=policy.name),
+                wal_url=store.wal_url,
             )
             created += 1
             context.log.info(f"{db}: created checkpoint {policy.name} {result.id}")

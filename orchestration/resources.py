@@ -41,6 +41,14 @@ class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+    wal_url: str | None = Field(
+        default=None,
+        repr=False,
+        description="The separate WAL object store of the managed databases, if SlateDB wrote "
+        "them with one (with_wal_object_store, SlateDB RFC 0009): a store URL like url, each "
+        "database's WAL at <db>/wal/ in it. Set it with dg.EnvVar when it carries credentials; "
+        "it is never logged.",
+    )
 
     _store: ObjectStore | None = PrivateAttr(default=None)
 

@@ -169,7 +169,7 @@ class SortedRunHandle:
 class DbState:
     manifest: StoredManifest
     memtable: Memtable
-    imm: tuple[ImmutableMemtable | VersionTable, ...]  # newest first
+    imm: tuple[ImmutableMemtable, ...]  # newest first (a reader's may hold VersionTables)
     l0: tuple[SstHandle, ...]  # newest first
     runs: tuple[SortedRunHandle, ...]  # newest first
 

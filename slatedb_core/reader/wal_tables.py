@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -150,9 +151,11 @@ class WalTables:
             kept.append(f)
         self.tables = kept
 
-    def imms(self) -> tuple[ImmutableMemtable | VersionTable, ...]:
-        """The tables, newest first, for a state to publish."""
-        return tuple(f.table for f in reversed(self.tables))
+    def imms(self) -> tuple[ImmutableMemtable, ...]:
+        """The tables, newest first, for a state to publish. A :class:`VersionTable` answers
+        every read an :class:`ImmutableMemtable` of a state does (a reader's states are never
+        flushed), hence the cast."""
+        return cast(tuple[ImmutableMemtable, ...], tuple(f.table for f in reversed(self.tables)))
 
     def get(self, key: bytes) -> Entry | Version | None:
         """``(seq, value)`` of ``key`` in the newest table holding it (tests, introspection)."""

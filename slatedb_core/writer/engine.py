@@ -140,7 +140,7 @@ class WriterEngine(WalFlusher):
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)
         self._handles = handles
-        self._state = DbState(stored, memtable, (), l0, runs)
+        self._state = DbState(stored, memtable, (), l0, runs, merge_operator=merge_op)
         self._set_range(stored.manifest)
         if not memtable.is_empty():
             # replayed entries are durable already: they live in WAL SSTs <= fence_id
@@ -305,7 +305,9 @@ class WriterEngine(WalFlusher):
             self.store, self.path, stored.manifest, self._cache, self._handles
         )
         self._handles = handles
-        self._state = DbState(stored, state.memtable, imms, l0, runs)
+        self._state = DbState(
+            stored, state.memtable, imms, l0, runs, merge_operator=state.merge_operator
+        )
         self._set_range(stored.manifest)
 
     def _l0_loop(self) -> None:

@@ -21,6 +21,7 @@ SlateDB 0.17 reads do not apply ``expire_ts`` (only its compaction does), and ne
 from __future__ import annotations
 
 import bisect
+import itertools
 import operator
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -197,6 +198,16 @@ class DbState:
             return self.resolve_key(key, active=active)
         return entry[2] if kind == KIND_VALUE else None
 
+    def active_entry_value(self, key: bytes, entry: MemEntry) -> bytes | None:
+        """:meth:`entry_value` of an ``entry`` read from the active memtable earlier (under the
+        writer lock, with other keys' entries): a merge operand is folded over ``entry`` and the
+        immutable part of the state, never a newer active entry."""
+        if len(entry) == 2 or entry[1] != KIND_MERGE:
+            return self.entry_value(key, entry)
+        newest = _as_version(entry)
+        versions = itertools.chain((newest,), self.versions(key, active=False))
+        return resolve(key, versions, self.merge_operator)
+
     def resolve_key(self, key: bytes, *, active: bool = True) -> bytes | None:
         """The value of ``key`` from all of its versions, newest first (the slow path of a read
         that met a merge operand; ``active``: include the active memtable)."""
@@ -238,11 +249,7 @@ class DbState:
             todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
             rest = iter(self.get_immutable_many(todo) if todo else ())
             got = [
-                next(rest)
-                if f is None
-                else f[1]
-                if len(f) == 2
-                else self.entry_value(k, f, active=True)
+                next(rest) if f is None else f[1] if len(f) == 2 else self.active_entry_value(k, f)
                 for k, f in zip(uniq, found, strict=True)
             ]
         if len(uniq) == len(keys) and uniq == list(keys):

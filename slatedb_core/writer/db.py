@@ -488,7 +488,11 @@ class Db(WriterIngest):
             # (an empty memtable, as after a flush, has nothing to look up)
             found = None if state.memtable.is_empty() else list(map(state.memtable.get, uniq))
         if found is not None and any(found):  # entries are non-empty tuples
-            values = {k: f[1] for k, f in zip(uniq, found, strict=True) if f is not None}
+            values = {
+                k: f[1] if len(f) == 2 else state.active_entry_value(k, f)
+                for k, f in zip(uniq, found, strict=True)
+                if f is not None
+            }
             todo = [k for k, f in zip(uniq, found, strict=True) if f is None]
             if todo:
                 values.update(zip(todo, state.get_immutable_many(todo), strict=True))

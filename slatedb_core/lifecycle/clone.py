@@ -148,7 +148,7 @@ def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:
 
 def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: float) -> Snapshot:
     """Steps 6-7 for one source (``source``: its latest manifest): its checkpoint (created if
-    None) and the manifest it pins, with that manifest's format version (union refuses V1)."""
+    None) and the manifest it pins, with that manifest's format version."""
     ms, latest = source
     path = ms.db_path
     check_live(path, latest.manifest)

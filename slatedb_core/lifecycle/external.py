@@ -19,9 +19,9 @@ Latest = tuple[ManifestStore, StoredManifest]
 
 
 def same_format_store(store: ObjectStore, path: str) -> Latest:
-    """The latest manifest, and a manifest store that commits in its format: our checkpoint
-    commits must not turn a V1 database (kept V1 for older readers) into a V2 one."""
-    # commits keep the format of their base (RELIABILITY.md, review finding 11)
+    """The latest manifest and its manifest store. Every commit is written as ManifestV2, as
+    SlateDB 0.17 writes it, whatever the base's format (a ManifestV1 base is read: docs/format.md,
+    "ManifestV1")."""
     ms = ManifestStore(store, path)
     # read_latest: the base carries its nonce (a commit on it records its parent, see
     # ManifestStore) and a destroyed, collected path raises DatabaseDestroyed

@@ -9,8 +9,7 @@ runs it the way a clone runs, so that it survives a crash at any step::
        :mod:`slatedb_core.lifecycle.origin`); initialized -> check its final checkpoints exist,
        done; not initialized -> go to 4
     2  per source: its checkpoint (given, or an ephemeral one of the latest, 5 min) and the
-       manifest it pins, which must be format V2 (V1 has no visible ranges, so views over the
-       same SST from different shards could not be told apart)
+       manifest it pins (a ManifestV1 source is read as SlateDB reads it: docs/format.md)
     3  union_manifests (refuses overlap and uncompacted WAL), each entry's final checkpoint id
        derived from the request, written with initialized=False by create-if-absent (losing
        the race -> back to 1 on the winner's manifest); then its origin record
@@ -211,7 +210,7 @@ def create_union(
     ``sources``. Safe to re-run after a crash at any point; a finished union is returned as is.
 
     Raises UnionError (an InvalidArgument) for overlapping or non-adjacent sources, a source with
-    uncompacted WAL, or a V1 manifest; SourceCheckpointLost, CloneConflict and CloneIncomplete
+    uncompacted WAL; SourceCheckpointLost, CloneConflict and CloneIncomplete
     as :func:`slatedb_core.lifecycle.clone.create_clone` does.
     """
     return create_union_stored(dest_path, sources, store, now=now).manifest

@@ -27,7 +27,7 @@ from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.lsm.memtable import ImmutableMemtable
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.lsm.retention import Retention, retain
-from slatedb_core.lsm.row_model import concat_rows, now_ms
+from slatedb_core.lsm.row_model import ROW_SCHEMA, concat_rows, now_ms
 from slatedb_core.manifest.model import (
     AppVersion,
     CompactedSst,
@@ -43,6 +43,7 @@ from slatedb_core.sst.create import copy_sst
 from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE
 from slatedb_core.store.objectstore import validate_relative_path
 from slatedb_core.writer.engine import WriterEngine
+from slatedb_core.writer.ttl import Ttl, check_ttl, is_plain, timestamp_columns
 from slatedb_core.writer.types import BulkIngestStats
 
 MAX_STATED_SEQ = (1 << 63) - 1
@@ -88,28 +89,60 @@ class WriterIngest(WriterEngine):
     """Bulk ingest of a writer; see the module docstring."""
 
     def bulk_ingest(
-        self, data: pa.Table | pa.RecordBatch, key_column: str = "key", value_column: str = "value"
+        self,
+        data: pa.Table | pa.RecordBatch,
+        key_column: str = "key",
+        value_column: str = "value",
+        *,
+        ttl: Ttl = None,
+        ttl_column: str | None = None,
     ) -> BulkIngestStats:
         """Sort ``data``, write it as SSTs directly and commit them with one fenced manifest
         update (no WAL). For large inputs; a fenced writer's ingest fails and leaves nothing
-        visible (its SSTs are unreferenced garbage for GC)."""
+        visible (its SSTs are unreferenced garbage for GC).
+
+        TTLs (SlateDB RFC 0003) as :meth:`~slatedb_core.writer.db.Db.put_arrow` takes them:
+        ``ttl_column`` an integer column of per-row TTLs in ms (null: ``ttl``), ``ttl`` the TTL
+        of the other rows (None: ``DbOptions.default_ttl``); each put stores ``expire_ts`` =
+        now + its TTL, and every row ``create_ts`` = now (:func:`~slatedb_core.writer.ttl.
+        timestamp_columns`)."""
         entries = arrow_entries(data, key_column, value_column, self.options)
         self._check_range_array(entries.column(0))
+        checked = check_ttl("ttl", ttl)
+        if ttl_column is not None and not isinstance(ttl_column, str):
+            raise InvalidArgument(f"ttl_column must be a column name, got {type(ttl_column)}")
+        default = self.options.default_ttl
+        timestamps = None
+        if ttl_column is not None or not is_plain(checked, default):
+            timestamps = timestamp_columns(
+                data, entries.column(2), ttl_column, checked, default, now_ms()
+            )
         if entries.num_rows == 0:
             return BulkIngestStats(0, 0, 0, self._state.manifest.id)
         # Holding the L0 lock from the reservation to the commit keeps any newer memtable from
         # reaching L0 behind (i.e. older than) the ingested views.
         with self._l0_lock:
-            return self._bulk_ingest_locked(entries)
+            return self._bulk_ingest_locked(entries, timestamps)
 
     def _encode(self, part: pa.RecordBatch) -> bytes:
         return encode_sst(part, self._sst_options)[0]
 
-    def _bulk_ingest_locked(self, entries: pa.RecordBatch) -> BulkIngestStats:
+    def _bulk_ingest_locked(
+        self, entries: pa.RecordBatch, timestamps: tuple[pa.Array, pa.Array] | None
+    ) -> BulkIngestStats:
         n = entries.num_rows
         first, older = self._reserve_seqs_and_freeze(n)
         batch = entries.set_column(1, "seq", seq_range(first, n))
         sorted_batch = sort_dedup(batch)
+        if timestamps is not None:
+            # each kept row's seq is first + its input row: its timestamps are found by it
+            rows = pa.array(
+                sorted_batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64) - first
+            )
+            sorted_batch = pa.RecordBatch.from_arrays(
+                [*sorted_batch.columns, timestamps[0].take(rows), timestamps[1].take(rows)],
+                schema=ROW_SCHEMA,
+            )
         ssts: list[CompactedSst] = []
         written = 0
         parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
@@ -423,8 +456,7 @@ class WriterIngest(WriterEngine):
         snapshot of this database reads the seqs the ingest gives, so a key keeps its newest
         version (and the operands folded onto it); expiry at this writer's clock when the ingest
         starts, taken once, so that a re-encode for a GC re-homing makes the same bytes."""
-        spec = getattr(self.options, "merge_operator", None)  # DbOptions.merge_operator
-        op: MergeOperator | None = resolve_merge_operator(spec)
+        op: MergeOperator | None = resolve_merge_operator(self.options.merge_operator)
         return Retention(now_ms=now_ms(), merge_operator=op)
 
     def _retained(self, path: str, policy: Retention) -> pa.RecordBatch:

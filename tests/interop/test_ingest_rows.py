@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import MergeOperatorMissing
 from slatedb_core.layout import sst_path
+from slatedb_core.lsm.row_model import now_ms
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE, SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
-from tests.interop.oracle import Oracle
+from tests.interop.oracle import Oracle, settings
 from tests.lsm.slatedb_rows import LATEST, open_merging, rich_db, wait_dead
 
 pytestmark = pytest.mark.slatedb
@@ -49,7 +51,9 @@ def test_ingest_carries_ttls_and_operands_slatedb_reads_them(
             assert stats.ssts == 1
             ids = [v.sst_id for v in db.manifest.manifest.l0]
         rows = SstReader.open(store, sst_path("dst", ids[0])).read_all(timestamps=True)
-        got = [(r["key"], r["kind"], r["value"], r["expire_ts"], r["seq"]) for r in rows.to_pylist()]
+        got = [
+            (r["key"], r["kind"], r["value"], r["expire_ts"], r["seq"]) for r in rows.to_pylist()
+        ]
         by_key: dict[bytes, list[tuple[int, bytes, int | None, int]]] = {}
         for key, kind, value, expire, seq in got:
             by_key.setdefault(key, []).append((kind, value, expire, seq))
@@ -87,3 +91,37 @@ def test_ingest_of_operands_needs_the_merge_operator(oracle: Oracle, store: Obje
         assert e.value.key in (b"m", b"mt", b"o")
         assert db.get(b"p") == b"older"
         assert len(db.manifest.manifest.l0) <= 1
+
+
+def test_bulk_ingest_carries_ttls_slatedb_reads_them(
+    both_stores: tuple[Oracle, ObjectStore, str],
+) -> None:
+    """``bulk_ingest(ttl_column=, ttl=)`` as ``put_arrow`` takes them: each kept row (the later of
+    two rows of a key) stores its own expiry, a delete none. Before, bulk_ingest took no TTL."""
+    oracle, store, _ = both_stores
+    hour = 3_600_000
+    data = pa.table(
+        {
+            "key": [b"a", b"b", b"a", b"c", b"d"],
+            "value": [b"a-old", b"b", b"a-new", None, b"d"],
+            "ttl": pa.array([5 * hour, hour, 2 * hour, hour, None], pa.int64()),
+        }
+    )
+    before = now_ms()
+    with Db.open("dst", store, FAST) as db:
+        stats = db.bulk_ingest(data, ttl_column="ttl", ttl=3 * hour)
+        assert stats.rows == 5
+    after = now_ms()
+    w = oracle.open_db("dst", settings(compactor=False))
+    try:
+        for key, value, ttl in (
+            (b"a", b"a-new", 2 * hour),
+            (b"b", b"b", hour),
+            (b"d", b"d", 3 * hour),
+        ):
+            kv = oracle.run(w.db.get_key_value(key))
+            assert kv is not None and kv.value == value
+            assert before + ttl <= kv.expire_ts <= after + ttl, key
+        assert w.get(b"c") is None
+    finally:
+        w.shutdown()

@@ -15,6 +15,7 @@ the shapes are what SlateDB itself writes)::
     s      v2                                v1 (the snapshot's)
     t-dead D, expired by the time DEAD_AFTER_S has passed
     t-live L, expiring in an hour
+    zz     outside (written with the rows above s's v2 in one batch: one WAL SST)
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ HOUR_MS = 3_600_000
 DEAD_TTL_MS = 700
 """t-dead's TTL: it outlives SlateDB's flush (a few ms), not the test."""
 
+OUTSIDE = b"zz"
+"""A key outside :data:`CLONE_RANGE`, written in the WAL SST holding the operands and TTLs."""
 LATEST: dict[bytes, bytes | None] = {
     b"m": b"abc",
     b"mt": b"base+1",
@@ -41,6 +44,7 @@ LATEST: dict[bytes, bytes | None] = {
     b"s": b"v2",
     b"t-dead": None,  # expired: a rewrite turns it into a tombstone (or keeps its expire_ts)
     b"t-live": b"L",
+    OUTSIDE: b"outside",
 }
 """What a read of each key returns once t-dead has expired (string append operator)."""
 AT_SNAPSHOT: dict[bytes, bytes | None] = {b"m": b"ab", b"o": b"x", b"s": b"v1"}
@@ -65,13 +69,13 @@ class RichDb:
     t_live_expire_ts: int
 
 
-def _merge(w: SlateWriter, key: bytes, operand: bytes, ttl_ms: int | None = None) -> None:
+def _ttl(ms: int) -> sdb.Ttl:
+    return sdb.Ttl.EXPIRE_AFTER_MILLIS(ms)
+
+
+def _write(w: SlateWriter, batch: sdb.WriteBatch) -> None:
     async def run() -> None:
-        if ttl_ms is None:
-            handle = await w.db.merge(key, operand)
-        else:
-            options = sdb.MergeOptions(ttl=sdb.Ttl.EXPIRE_AFTER_MILLIS(ttl_ms))
-            handle = await w.db.merge_with_options(key, operand, options, sdb.WriteOptions())
+        handle = await w.db.write(batch)
         await handle.await_durable()
 
     w.oracle.run(run())
@@ -93,19 +97,25 @@ def rich_db(oracle: Oracle, path: str = "db") -> Iterator[RichDb]:
     w = open_merging(oracle, path)
     try:
         w.put(b"m", b"a")
-        _merge(w, b"m", b"b")
-        _merge(w, b"o", b"x")
-        w.put(b"mt", b"base")
-        w.put(b"s", b"v1")
-        w.put(b"p", b"plain")
+        before = sdb.WriteBatch()
+        before.merge(b"m", b"b")
+        before.merge(b"o", b"x")
+        before.put(b"mt", b"base")
+        before.put(b"s", b"v1")
+        before.put(b"p", b"plain")
+        _write(w, before)
         snap = w.snapshot()
         snapshot_seq = oracle.run(w.db.get_key_value(b"p")).seq
-        _merge(w, b"m", b"c")
-        _merge(w, b"o", b"y")
-        _merge(w, b"mt", b"+1", ttl_ms=HOUR_MS)
-        w.put(b"s", b"v2")
-        w.put_ttl(b"t-live", b"L", HOUR_MS)
-        w.put_ttl(b"t-dead", b"D", DEAD_TTL_MS)
+        # one batch: one WAL SST holding every kind of row (and a key a clone's range leaves out)
+        after = sdb.WriteBatch()
+        after.merge(b"m", b"c")
+        after.merge(b"o", b"y")
+        after.merge_with_options(b"mt", b"+1", sdb.MergeOptions(ttl=_ttl(HOUR_MS)))
+        after.put(b"s", b"v2")
+        after.put_with_options(b"t-live", b"L", sdb.PutOptions(ttl=_ttl(HOUR_MS)))
+        after.put_with_options(b"t-dead", b"D", sdb.PutOptions(ttl=_ttl(DEAD_TTL_MS)))
+        after.put(OUTSIDE, b"outside")
+        _write(w, after)
         live = oracle.run(w.db.get_key_value(b"t-live")).expire_ts
         dead = oracle.run(w.db.get_key_value(b"t-dead")).expire_ts
         w.flush_wal()

@@ -1,0 +1,187 @@
+"""The registry of rewrite paths (issue 38, item 6: "a test enumerates them and runs each over SSTs
+holding TTL rows, merge operands and snapshot-visible versions"): EVERY path of
+:data:`slatedb_core.lsm.rewrites.REWRITE_PATHS` is run, through its public entry point, over a
+database SlateDB 0.17 wrote (:mod:`tests.lsm.slatedb_rows`, on the local filesystem and on the S3
+server) while a SlateDB snapshot is live, and its output SSTs must keep what the path owes: each
+key's value as SlateDB's merge operator resolves it, every live row's ``expire_ts`` and
+``create_ts``, the expired row expired (or, in a WAL copy, its ``expire_ts`` kept), the versions
+the snapshot reads where the path rewrites the database in place. A path that drops versions
+must decide it through ``retain``; and a module that writes SSTs without being registered fails
+the last tests, so the next path cannot forget the row model.
+
+Before the change: the ingest paths refused the operands (UnsupportedFeature), and the registry
+did not exist (nothing noticed a new path)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.keys import KeyRange
+from slatedb_core.lsm.merge_operator import resolve, string_append
+from slatedb_core.lsm.rewrites import (
+    ENCODERS,
+    NOW,
+    REWRITE_PATHS,
+    RewriteInput,
+    RewritePath,
+    registered_modules,
+)
+from slatedb_core.lsm.row_model import KIND_VALUE, Version
+from slatedb_core.sst import SstReader
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from tests.conftest import MotoS3
+from tests.interop.oracle import Oracle, s3_config
+from tests.lsm.slatedb_rows import AT_SNAPSHOT, LATEST, OUTSIDE, RichDb, rich_db, wait_dead
+
+REPO = Path(__file__).resolve().parents[2]
+CLONE_RANGE = KeyRange(b"a", OUTSIDE)
+"""What a projected clone keeps: every key but :data:`OUTSIDE`."""
+
+
+def _db(path: RewritePath) -> str:
+    return "db-" + path.name.replace(" ", "-")
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def rich(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ObjectStore, dict[str, RichDb]]]:
+    """One SlateDB database per registered path, written at once (SlateDB's writers stay open,
+    holding their snapshots), after t-dead has expired."""
+    root = tmp_path_factory.mktemp("rewrites")
+    if request.param == "local":
+        oracle, url = Oracle(root), root.as_uri()
+    else:
+        moto: MotoS3 = request.getfixturevalue("moto_s3")
+        bucket = moto.new_bucket()
+        oracle, url = Oracle(root, s3_config(moto.endpoint, bucket)), moto.url(bucket)
+    try:
+        with ExitStack() as stack:
+            dbs = {p.name: stack.enter_context(rich_db(oracle, _db(p))) for p in REWRITE_PATHS}
+            wait_dead(max(dbs.values(), key=lambda d: d.t_dead_expire_ts))
+            yield open_store(url), dbs
+    finally:
+        oracle.close()
+
+
+def _versions(store: ObjectStore, paths: tuple[str, ...]) -> dict[bytes, list[Version]]:
+    """Every row of the SSTs, per key, newest first (by seq)."""
+    out: dict[bytes, list[Version]] = {}
+    for path in paths:
+        for r in SstReader.open(store, path).read_all(timestamps=True).to_pylist():
+            value = None if r["kind"] == 1 else r["value"]
+            v = Version(r["seq"], r["kind"], value, r["expire_ts"], r["create_ts"])
+            out.setdefault(r["key"], []).append(v)
+    for vs in out.values():
+        vs.sort(key=lambda v: -v.seq)
+    return out
+
+
+@pytest.mark.slatedb
+@pytest.mark.parametrize("path", REWRITE_PATHS, ids=[p.name for p in REWRITE_PATHS])
+def test_each_rewrite_path_keeps_the_whole_row(
+    rich: tuple[ObjectStore, dict[str, RichDb]], path: RewritePath
+) -> None:
+    store, dbs = rich
+    db = dbs[path.name]
+    source = _versions(store, _l0(store, _db(path)))
+    out = path.drive(
+        RewriteInput(store, _db(path), f"scratch-{_db(path)}", "string_append", CLONE_RANGE)
+    )
+    assert out.ssts, f"{path.name} wrote nothing"
+    got = _versions(store, out.ssts)
+    covered = out.key_range or KeyRange()
+    for key, want in LATEST.items():
+        if not covered.contains(key):
+            assert key not in got
+            continue
+        vs = got.get(key, [])
+        if key == b"t-dead":
+            if path.clock == NOW:  # a tombstone now, or gone (the last run drops it)
+                assert all(v.kind != KIND_VALUE for v in vs), vs
+            else:  # not expired by the path's clock: carried with its expiry
+                # (SlateDB's compaction clock is the last L0 flush's tick, before it expired)
+                assert [(v.value, v.expire_ts) for v in vs] == [(b"D", db.t_dead_expire_ts)]
+            continue
+        assert resolve(key, vs, string_append) == want, (path.name, key, vs)
+    # the live TTL row keeps its expiry and its creation time
+    live = got[b"t-live"][0]
+    assert (live.kind, live.expire_ts) == (KIND_VALUE, db.t_live_expire_ts)
+    assert live.create_ts == source[b"t-live"][0].create_ts is not None
+    # the operand with an expiry of its own is not folded onto the base
+    assert any(v.expire_ts == got[b"mt"][0].expire_ts is not None for v in got[b"mt"])
+    if path.keeps_snapshot_versions:
+        for key, want in AT_SNAPSHOT.items():
+            seen = [v for v in got[key] if v.seq <= db.snapshot_seq]
+            assert resolve(key, seen, string_append) == want, (path.name, key, got[key])
+
+
+def _l0(store: ObjectStore, db_path: str) -> tuple[str, ...]:
+    from slatedb_core.lsm.rewrites import _l0_paths
+
+    return _l0_paths(store, db_path)
+
+
+# ---- the registry is complete -----------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts)
+
+
+def _sources() -> Iterator[tuple[str, ast.Module]]:
+    for package in ("slatedb_core", "spark_jobs"):
+        for file in sorted((REPO / package).rglob("*.py")):
+            yield _module_name(file), ast.parse(file.read_text(), str(file))
+
+
+def _uses(tree: ast.Module, names: frozenset[str]) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in names:
+            found.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            found |= {a.name for a in node.names if a.name in names}
+    return found
+
+
+def test_every_module_writing_ssts_is_registered() -> None:
+    """A module that calls an SST encoder (or writes SST objects) is a rewrite path or a writer
+    of new rows, listed in slatedb_core/lsm/rewrites.py; ``slatedb_core.sst`` defines them."""
+    registered = registered_modules()
+    unregistered = {
+        name: sorted(used)
+        for name, tree in _sources()
+        if not name.startswith("slatedb_core.sst.")
+        and name != "slatedb_core.lsm.rewrites"
+        and name not in registered
+        and (used := _uses(tree, ENCODERS))
+    }
+    assert not unregistered, (
+        f"modules writing SSTs that slatedb_core/lsm/rewrites.py does not list: {unregistered}; "
+        "register each (a RewritePath with a driver, or an SstWriter) so that its rows are "
+        "checked against the row model"
+    )
+    known = {name for name, _ in _sources()}
+    assert registered <= known, f"registered modules that do not exist: {registered - known}"
+
+
+def test_each_path_decides_its_drops_through_retain() -> None:
+    """The one place deciding what a rewrite may drop is lsm/retention.py."""
+    trees = dict(_sources())
+    for path in REWRITE_PATHS:
+        if path.decides_in is None:
+            continue
+        used = _uses(trees[path.decides_in], frozenset({"retain", "retain_stream"}))
+        assert used, f"{path.name}: {path.decides_in} does not call retain/retain_stream"
+        assert path.decides_in in path.modules or any(
+            p.decides_in == path.decides_in and path.decides_in in p.modules for p in REWRITE_PATHS
+        ), path.name

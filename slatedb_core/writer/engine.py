@@ -170,7 +170,13 @@ class WriterEngine(WalFlusher):
 
     def _start(self) -> None:
         if self.options.compactor is not None:
-            self._compactor = Compactor(self.path, self.store, self.options.compactor).start()
+            compactor = self.options.compactor
+            if compactor.merge_operator is None and self.options.merge_operator is not None:
+                # the embedded compactor folds operands with the writer's operator (issue 38)
+                compactor = dataclasses.replace(
+                    compactor, merge_operator=self.options.merge_operator
+                )
+            self._compactor = Compactor(self.path, self.store, compactor).start()
         for name, target in (
             ("wal-flusher", self._wal_loop),
             ("l0-flusher", self._l0_loop),

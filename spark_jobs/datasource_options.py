@@ -22,7 +22,7 @@ from slatedb_core import InvalidArgument, ValueEncoding
 from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
-from slatedb_core.table.staged import check_ttl_ms
+from slatedb_core.writer.ttl import NoExpiry, check_ttl
 from spark_jobs.ingest_tasks import RUN_BYTES
 from spark_jobs.value_columns import payload_schema as value_payload_schema
 
@@ -119,7 +119,7 @@ class WriteOptions:
     ``wal_url``, a store URL; never shown (it may carry credentials)."""
     ttl_column: str | None = None
     """The column of each row's TTL in ms (SlateDB RFC 0003; null: ``ttl_ms``, else none)."""
-    ttl_ms: int | None = None
+    ttl_ms: int | NoExpiry | None = None
     """The TTL in ms of every row without one of its own (option ``ttl``)."""
 
     @property
@@ -170,7 +170,7 @@ class WriteOptions:
             if ttl_column in (key, tombstone):
                 raise InvalidArgument("option 'ttl_column' names the key or tombstone column")
         try:
-            ttl_ms = check_ttl_ms(_int(options, "ttl"))
+            ttl_ms = check_ttl("ttl", _int(options, "ttl"))
         except InvalidArgument as e:
             raise InvalidArgument(f"option 'ttl': {e}") from None
         value = _opt(options, "value")

@@ -127,7 +127,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     raise_if_refused,
 )
-from slatedb_core.table.staged import check_ttl_ms
+from slatedb_core.writer.ttl import check_ttl
 from spark_jobs.compact import SparkCompactionStats, compact
 from spark_jobs.ingest_tasks import (
     KEY,
@@ -382,7 +382,7 @@ def ingest(
     started = time.monotonic()
     txn = check_txn(app_id, batch_version)  # before anything is written
     factory = store_factory or functools.partial(open_store, table_url)
-    ttl_ms = check_ttl_ms(ttl // timedelta(milliseconds=1) if isinstance(ttl, timedelta) else ttl)
+    ttl_ms = check_ttl("ttl", ttl)
     prepared = prepare_frame(
         df, key_column, value_column, tombstone_column, value_format, ttl_column
     )
@@ -561,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
-    check_ttl_ms(args.ttl)
+    check_ttl("--ttl", args.ttl)
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-ingest"))

@@ -27,6 +27,7 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.table.ingest_txn import AppVersion, applied_message, shard_app_versions
 from slatedb_core.table.staged import TTL_COLUMN
+from slatedb_core.writer.ttl import NoExpiry
 from spark_jobs.routing import ENTRY_SCHEMA
 
 StoreFactory = Callable[[], ObjectStore]
@@ -144,8 +145,8 @@ class StageSsts:
     """``shard_keys[i]``: the partition key whose hash sends shard i's references to the stage-2
     partition that commits shard i."""
     run_bytes: int = RUN_BYTES
-    ttl_ms: int | None = None
-    """The TTL of every row without one of its own (None: the database's default)."""
+    ttl_ms: int | NoExpiry | None = None
+    """The TTL in ms of every row without one of its own (None: the database's default)."""
     ttl_column: bool = False
     """The rows carry :data:`TTL` (each row's TTL in ms, null: ``ttl_ms`` or the default)."""
 

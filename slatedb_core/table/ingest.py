@@ -123,6 +123,7 @@ from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore
 from slatedb_core.table.staged import encode_ranges
 from slatedb_core.table.writers import act_as_writer, open_shard_writer
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.ttl import Ttl
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +316,7 @@ def stage_ssts(
     options: DbOptions | None = None,
     *,
     partition: int | None = None,
-    ttl_ms: int | None = None,
+    ttl_ms: Ttl = None,
 ) -> Iterator[StagedSst]:
     """Sort ``rows`` (``key`` binary, ``value`` binary, null = delete) once, cut them at the
     plan's shard boundaries and stage them as SSTs under ``directory`` (an :func:`attempt_dir`),

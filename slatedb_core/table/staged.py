@@ -17,8 +17,9 @@ Duplicate keys: one row per key is kept, which one is unspecified (the sort is n
 
 TTLs (SlateDB RFC 0003): a batch may carry a ``ttl`` column (int64 milliseconds, null for the
 database's default), and :func:`encode_ranges` a fixed ``ttl_ms``; each put row then stores
-``expire_ts = now + ttl`` (:func:`expire_ts_of`), as a SlateDB put with that TTL does, and the
-SSTs carry it (``ROW_SCHEMA``, :mod:`slatedb_core.lsm.row_model`). Tombstones never carry one.
+``expire_ts = now + ttl`` and every row ``create_ts = now``, as a SlateDB put with that TTL does
+(and ``put_arrow``: one function, :func:`slatedb_core.writer.ttl.timestamp_columns`); the SSTs
+carry them (``ROW_SCHEMA``, :mod:`slatedb_core.lsm.row_model`). Tombstones never expire.
 Rows with no TTL at all stay on the fast paths above.
 """
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +43,9 @@ from slatedb_core.manifest.model import SstInfo
 from slatedb_core.options import DbOptions
 from slatedb_core.sst.builder import SstOptions, encode_sst_into
 from slatedb_core.sst.fixed_width import encode_fixed_sst_into
-from slatedb_core.sst.format import CODECS, KIND_TOMBSTONE
+from slatedb_core.sst.format import CODECS
 from slatedb_core.sst.scratch import Scratch
+from slatedb_core.writer.ttl import NoExpiry, Ttl, check_ttl, is_plain, timestamp_columns
 
 
 @dataclass(frozen=True)
@@ -173,56 +174,6 @@ def _sort_order(
 TTL_COLUMN = "ttl"
 """The optional column of :func:`encode_ranges`'s input: each row's TTL in ms (null: the
 default)."""
-MAX_TTL_MS = (1 << 62) - 1
-"""The largest TTL taken: ``now + ttl`` stays an int64 (an expiry that far is never reached)."""
-
-
-def check_ttl_ms(ttl_ms: int | None, what: str = "ttl") -> int | None:
-    """``ttl_ms`` if it is None or a TTL in milliseconds (0..MAX_TTL_MS), else InvalidArgument.
-    0 expires the row at its write, as SlateDB's ``Ttl::ExpireAfter(0)`` does."""
-    if ttl_ms is None:
-        return None
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TTL_MS:
-        raise InvalidArgument(f"{what} must be milliseconds in [0, {MAX_TTL_MS}], got {ttl_ms!r}")
-    return ttl_ms
-
-
-def default_ttl_ms(options: DbOptions) -> int | None:
-    """``options.default_ttl`` in milliseconds (None: rows without a TTL never expire)."""
-    ttl = getattr(options, "default_ttl", None)  # DbOptions.default_ttl: issue 38, item 1
-    if ttl is None:
-        return None
-    if isinstance(ttl, timedelta):
-        return ttl // timedelta(milliseconds=1)
-    return int(ttl)
-
-
-def expire_ts_of(
-    ttl: pa.Array | None, fallback_ms: int | None, n: int, now: int
-) -> pa.Array | None:
-    """Each row's ``expire_ts``: ``now + ttl`` with ``ttl`` the row's value of the TTL column
-    (``ttl``, None when there is none), where null ``fallback_ms``; null where neither is set.
-    None when no row gets one (the fast path). A negative TTL, or one over MAX_TTL_MS, raises
-    InvalidArgument."""
-    if ttl is None or ttl.null_count == len(ttl):
-        if fallback_ms is None:
-            return None
-        return pa.array(np.full(n, now + fallback_ms, dtype=np.int64))
-    if not pa.types.is_integer(ttl.type):
-        raise InvalidArgument(
-            f"column {TTL_COLUMN!r} must hold integer milliseconds, got {ttl.type}"
-        )
-    ttl = ttl.cast(pa.int64())
-    mm = pc.min_max(ttl)
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    if lo < 0 or hi > MAX_TTL_MS:
-        raise InvalidArgument(
-            f"column {TTL_COLUMN!r}: TTLs must be milliseconds in [0, {MAX_TTL_MS}], got {lo}..{hi}"
-        )
-    if fallback_ms is not None and ttl.null_count:
-        ttl = pc.fill_null(ttl, pa.scalar(fallback_ms, pa.int64()))
-    out: pa.Array = pc.add(ttl, pa.scalar(now, pa.int64()))
-    return out
 
 
 def encode_ranges(
@@ -232,7 +183,7 @@ def encode_ranges(
     seq: int = 0,
     options: DbOptions | None = None,
     scratch: Scratch | None = None,
-    ttl_ms: int | None = None,
+    ttl_ms: Ttl = None,
     now: int | None = None,
 ) -> Iterator[RangeSst]:
     """Sort ``batches`` (``key`` binary, ``value`` binary, null = delete, and optionally
@@ -248,9 +199,7 @@ def encode_ranges(
     over the limits of ``options``, bad TTLs, or split points that are not strictly ascending.
     """
     opts = options or DbOptions()
-    fallback = check_ttl_ms(ttl_ms)
-    if fallback is None:
-        fallback = default_ttl_ms(opts)
+    fixed = check_ttl("ttl", ttl_ms)
     sopts = SstOptions(opts.block_size, opts.bloom_bits_per_key, opts.compression)
     scratch = scratch or Scratch()
     splits = list(split_points)
@@ -260,7 +209,7 @@ def encode_ranges(
     entries = [arrow_entries(b, "key", "value", opts) for b in full]
     if not entries:
         return
-    expire = _expire_chunks(full, entries, fallback, now)
+    stamps = _timestamps(full, entries, fixed, opts.default_ttl, now)
     key_chunks = [e.column(0) for e in entries]
     n = sum(len(c) for c in key_chunks)
     width = _uniform_width(key_chunks)
@@ -286,7 +235,7 @@ def encode_ranges(
     value_chunks = [e.column(3) for e in entries]
     vwidth = _uniform_width(value_chunks)
     if (
-        expire is None
+        stamps is None
         and width is not None
         and vwidth is not None
         and CODECS[sopts.compression][1] is None
@@ -318,11 +267,11 @@ def encode_ranges(
     seqs = scratch.take_as("seqs", np.uint64, m)
     seqs.fill(seq)
     columns = [keys_sorted, pa.array(seqs), pa.array(kinds), values_sorted]
-    if expire is None:
+    if stamps is None:
         rows = pa.RecordBatch.from_arrays(columns, schema=ENTRY_SCHEMA)
     else:
-        expire_sorted = expire.take(pa.array(order)).combine_chunks()
-        columns += [expire_sorted, pa.nulls(m, pa.int64())]
+        taken = pa.array(order)
+        columns += [c.take(taken).combine_chunks() for c in stamps]
         rows = pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
     cuts = _range_cuts(keys_sorted, splits)
     for index, (lo, hi) in enumerate(itertools.pairwise(cuts)):
@@ -335,31 +284,29 @@ def encode_ranges(
             yield RangeSst(index, part, data, info)
 
 
-def _expire_chunks(
+def _timestamps(
     batches: Sequence[pa.RecordBatch],
     entries: Sequence[pa.RecordBatch],
-    fallback_ms: int | None,
+    ttl: int | NoExpiry | None,
+    default_ttl: int | None,
     now: int | None,
-) -> pa.ChunkedArray | None:
-    """The ``expire_ts`` of every row of ``entries`` (one chunk per batch), null for tombstones
-    and rows without a TTL; None when no row has one (the fast path, nothing allocated)."""
-    has_column = any(TTL_COLUMN in b.schema.names for b in batches)
-    if not has_column and fallback_ms is None:
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray] | None:
+    """``expire_ts`` and ``create_ts`` of every row of ``entries`` (one chunk per batch), as
+    ``put_arrow`` stamps them (:func:`~slatedb_core.writer.ttl.timestamp_columns`: a row's
+    :data:`TTL_COLUMN` value, else ``ttl``, else the default; deletes never expire); None when
+    no row has a TTL (the fast path, nothing allocated)."""
+    column = any(TTL_COLUMN in b.schema.names for b in batches)
+    if not column and is_plain(ttl, default_ttl):
         return None
     at = now_ms() if now is None else now
-    chunks: list[pa.Array] = []
+    expire: list[pa.Array] = []
+    create: list[pa.Array] = []
     for b, e in zip(batches, entries, strict=True):
-        ttl = b.column(TTL_COLUMN) if TTL_COLUMN in b.schema.names else None
-        ex = expire_ts_of(ttl, fallback_ms, b.num_rows, at)
-        if ex is None:
-            ex = pa.nulls(b.num_rows, pa.int64())
-        kinds = e.column(2)
-        if kinds.null_count == 0 and bool(pc.any(pc.equal(kinds, KIND_TOMBSTONE)).as_py()):
-            ex = pc.if_else(pc.equal(kinds, KIND_TOMBSTONE), pa.scalar(None, pa.int64()), ex)
-        chunks.append(ex)
-    if all(c.null_count == len(c) for c in chunks):
-        return None
-    return pa.chunked_array(chunks, pa.int64())
+        name = TTL_COLUMN if TTL_COLUMN in b.schema.names else None
+        ex, cr = timestamp_columns(b, e.column(2), name, ttl, default_ttl, at)
+        expire.append(ex)
+        create.append(cr)
+    return pa.chunked_array(expire, pa.int64()), pa.chunked_array(create, pa.int64())
 
 
 def _range_cuts(keys_sorted: pa.Array, splits: Sequence[bytes]) -> list[int]:

@@ -125,8 +125,10 @@ from slatedb_core.table.shardmap import (
     ValueEncoding,
     with_overwrite_outcome,
 )
+from slatedb_core.table.staged import TTL_COLUMN
 from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.ttl import NoExpiry, Ttl, check_ttl, timestamp_columns
 
 log = logging.getLogger(__name__)
 
@@ -300,21 +302,27 @@ def overwrite_table(
     value_encoding: ValueEncoding | None = None,
     txn: AppVersion | None = None,
     options: DbOptions | None = None,
+    ttl: Ttl = None,
 ) -> list[ShardIngestStats]:
     """Plan, stage and commit an overwrite in this process (for tests, the CLI and small
     inputs): the table then holds exactly the rows of ``batches`` (``key`` binary, ``value``
-    binary; a null value deletes, i.e. the key is absent), sorted once in memory. On a failure
+    binary; a null value deletes, i.e. the key is absent), sorted once in memory. TTLs (SlateDB
+    RFC 0003) as a table ingest stages them: a ``ttl`` column (ms; null: ``ttl``), else ``ttl``,
+    else ``options.default_ttl`` (:func:`~slatedb_core.table.ingest.stage_ssts`). On a failure
     the overwrite is aborted (:func:`abort_overwrite`) before the error is raised, unless it
     committed; a process that dies after the seal leaves it for ``Table.resume()``."""
     options = check_optional("options", options, DbOptions)
     check_optional("value_encoding", value_encoding, ValueEncoding)
-    rows = check_rows(batches, options or DbOptions())
+    checked = check_ttl("ttl", ttl)
+    rows = check_rows(batches, options or DbOptions(), checked)
     plan = plan_overwrite(table_path, store, txn=txn)
     run_id = uuid.uuid4().hex
     staged: dict[int, list[tuple[str, int]]] = {}
     try:
         directory = attempt_dir(plan, run_id, 0, 0)
-        for sst in stage_ssts(store, plan, directory, 0, rows, options, partition=0):
+        for sst in stage_ssts(
+            store, plan, directory, 0, rows, options, partition=0, ttl_ms=checked
+        ):
             staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
         return commit_overwrite(
             store, plan, run_id, staged, value_encoding=value_encoding, options=options
@@ -326,15 +334,22 @@ def overwrite_table(
         delete_staging(store, table_path, plan.job_id, run_id)
 
 
-def check_rows(batches: Iterable[pa.RecordBatch], options: DbOptions) -> list[pa.RecordBatch]:
+def check_rows(
+    batches: Iterable[pa.RecordBatch],
+    options: DbOptions,
+    ttl: int | NoExpiry | None = None,
+) -> list[pa.RecordBatch]:
     """The rows of an overwrite, checked as staging checks them (``key`` and ``value`` binary
-    columns, keys non-null and 1..``max_key_bytes``, values up to ``max_value_bytes``; empty
-    batches too) BEFORE :func:`plan_overwrite` commits its map version, so that refused rows
-    leave the store unchanged (issue 37, hole 6). InvalidArgument says what is wrong."""
+    columns, keys non-null and 1..``max_key_bytes``, values up to ``max_value_bytes``, a
+    ``ttl`` column's TTLs; empty batches too) BEFORE :func:`plan_overwrite` commits its map
+    version, so that refused rows leave the store unchanged (issue 37, hole 6).
+    InvalidArgument says what is wrong."""
     rows = list(batches)
     for b in rows:
         check_instance("batches", b, pa.RecordBatch)
-        arrow_entries(b, "key", "value", options)
+        entries = arrow_entries(b, "key", "value", options)
+        if TTL_COLUMN in b.schema.names:
+            timestamp_columns(b, entries.column(2), TTL_COLUMN, ttl, options.default_ttl, 0)
     return rows
 
 

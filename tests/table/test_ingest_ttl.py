@@ -15,6 +15,7 @@ from slatedb_core.sst import KIND_TOMBSTONE, SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN, attempt_dir, commit_shard, plan_ingest, stage_ssts
+from slatedb_core.table.overwrite import overwrite_table
 from slatedb_core.writer.db import Db
 from tests.interop import conftest as interop
 from tests.interop.oracle import Oracle, settings
@@ -111,3 +112,22 @@ def test_bad_ttls_are_refused_before_anything_is_staged(
             )
         )
     assert not [m for m in local.list("t/_ingest") if m.path.endswith(".sst")]
+
+
+def test_an_overwrite_stores_ttls(local: ObjectStore) -> None:
+    """``overwrite_table`` stages its rows as an ingest does: a ``ttl`` column, else ``ttl``."""
+    Table.create("t", local).close()
+    before = now_ms()
+    overwrite_table("t", local, [_rows([HOUR, None])], ttl=2 * HOUR)
+    with Table.open("t", local) as t:
+        db_path = t.shard_map.shards[0].db_path
+    rows = _stored(local, db_path)
+    assert before + HOUR <= (rows[b"k000"][1] or 0) <= now_ms() + HOUR
+    assert before + 2 * HOUR <= (rows[b"k001"][1] or 0) <= now_ms() + 2 * HOUR
+    # a bad TTL is refused before the overwrite is planned: the map is unchanged
+    with Table.open("t", local) as t:
+        map_id = t.shard_map.id
+    with pytest.raises(InvalidArgument, match="ttl"):
+        overwrite_table("t", local, [_rows([-5, None])])
+    with Table.open("t", local) as t:
+        assert t.shard_map.id == map_id

@@ -62,7 +62,6 @@ from slatedb_core.lsm.row_model import (
     has_merges,
     has_timestamps,
     version_at,
-    widen,
 )
 from slatedb_core.lsm.runs import (
     ENTRY_OVERHEAD,
@@ -80,6 +79,7 @@ from slatedb_core.lsm.sorted_rows import (
     dict_batch,
     entries_batch,
     key_slice,
+    newest_of,
     sorted_batch,
     total_length,
     unique_key_order,
@@ -418,10 +418,10 @@ class Memtable:
             return iter(())
         if len(sources) == 1:
             return chunks(sources[0], SCAN_CHUNK_ROWS)
-        if wide:
-            sources = [widen(b) for b in sources]
+        if wide:  # entries may be merge operands: final per key, kept as they are
+            return chunks(newest_of(sources), SCAN_CHUNK_ROWS)
         merged = list(merge_sorted([[b] for b in sources], drop_tombstones=False))
-        return chunks(concat_rows(merged), SCAN_CHUNK_ROWS)
+        return chunks(pa.concat_batches(merged), SCAN_CHUNK_ROWS)
 
     def freeze(self) -> ImmutableMemtable:
         """Stop taking writes and hand the entries over; O(1), the sort happens on first use.

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from slatedb_core.lsm.entries import ENTRY_SCHEMA, empty_batch, sortable_keys
 from slatedb_core.lsm.iterators import search_sorted
 from slatedb_core.lsm.memtable_fold import Entry, as_version
-from slatedb_core.lsm.row_model import ROW_SCHEMA
+from slatedb_core.lsm.row_model import ROW_SCHEMA, concat_rows, has_timestamps, widen
 
 
 def key_slice(batch: pa.RecordBatch, start: bytes | None, end: bytes | None) -> pa.RecordBatch:
@@ -114,6 +114,25 @@ def unique_key_order(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:
     return order
 
 
+def newest_of(sources: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
+    """One key-sorted batch of ``sources`` (key-sorted, key-unique, NEWEST FIRST): for a key in
+    several, the earliest source's row. A memtable's entries are final per key (a merge operand
+    is folded onto the older entry at its write), so unlike a read's merge nothing is resolved
+    here: an operand entry is kept as it is (ROW_SCHEMA when any source is)."""
+    rows = concat_rows(
+        [widen(b) for b in sources] if any(map(has_timestamps, sources)) else sources
+    )
+    prio = np.concatenate([np.full(b.num_rows, i, dtype=np.int32) for i, b in enumerate(sources)])
+    table = pa.table({"key": rows.column(0), "prio": prio})
+    rows = rows.take(pc.sort_indices(table, [("key", "ascending"), ("prio", "ascending")]))
+    keys = rows.column(0)
+    if len(keys) < 2:
+        return rows
+    first = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    mask = pa.concat_arrays([pa.array([True]), first])
+    return rows.filter(mask)
+
+
 def chunks(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
     for off in range(0, batch.num_rows, rows):
         yield batch.slice(off, rows)
@@ -124,6 +143,7 @@ __all__ = [
     "dict_batch",
     "entries_batch",
     "key_slice",
+    "newest_of",
     "range_mask",
     "sorted_batch",
     "total_length",

@@ -19,12 +19,13 @@ import pytest
 
 from slatedb_core.compactor import run_compaction_once
 from slatedb_core.errors import MergeOperatorMissing
+from slatedb_core.gc import run_gc_once
 from slatedb_core.lsm.merge_operator import string_append
 from slatedb_core.lsm.retention import compaction_retention, retain_stream
 from slatedb_core.lsm.row_model import KIND_MERGE, KIND_VALUE
 from slatedb_core.lsm.versions_merge import merge_versions
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CompactorOptions, DbReaderOptions
+from slatedb_core.options import CompactorOptions, DbReaderOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from tests.interop.oracle import DB, Oracle, SlateWriter
@@ -168,6 +169,7 @@ def test_slatedb_compaction_writes_what_ours_writes_and_our_reads_agree(
     theirs = [r for name, rows in tree_rows(store).items() if name != "l0" for r in rows]
     assert theirs == ours
 
+    wait_for_tree(w)  # the writer reads through its compactor's output
     expect = {k: w.get(k) for k in KEYS}
     assert expect[b"b"] is None and expect[b"m"] == b"xyz"
     assert snapshot_get(oracle, snap)(b"k") == b"v0"
@@ -176,3 +178,32 @@ def test_slatedb_compaction_writes_what_ours_writes_and_our_reads_agree(
     )
     with DbReader.open(DB, store, options=options) as reader:
         assert {k: reader.get(k) for k in KEYS} == expect
+
+
+def test_our_gc_after_our_compaction_leaves_a_live_snapshot_its_rows(
+    both_stores: tuple[Oracle, ObjectStore, str],
+) -> None:
+    """Item 4: a SlateDB snapshot is an in-memory view that reads the writer's current tree up
+    to its seq, so once the writer has loaded our compaction's manifest it reads our output SSTs
+    only. Our GC (``min_age`` 0, SlateDB's rule for its writer's uncommitted SSTs applied) then
+    deletes the compacted L0 SSTs, and the snapshot, the writer and a new reader still read what
+    they read; nothing the tree references is deleted."""
+    oracle, store, _ = both_stores
+    w = open_merge_db(oracle)
+    _, snap = write_history(w)
+    read = snapshot_get(oracle, snap)
+    l0 = [v.sst_id for v in ManifestStore(store, DB).read_latest().manifest.l0]
+    assert run_compaction_once(DB, store, COMPACT) is not None
+    wait_for_tree(w)
+    seen = {k: read(k) for k in KEYS}
+    latest = {k: w.get(k) for k in KEYS}
+    stats = run_gc_once(DB, store, GarbageCollectorOptions(min_age=timedelta(0)))
+    # the older compacted L0 SST is gone; the newest stays (SlateDB's GC rule while its writer
+    # holds the database: nothing from the last compacted L0 on)
+    assert stats.compacted.deleted >= 1
+    left = {p.path.rsplit("/", 1)[-1] for p in store.list(f"{DB}/compacted")}
+    assert f"{l0[-1]}.sst" not in left
+    assert {k: read(k) for k in KEYS} == seen and seen[b"k"] == b"v0" and seen[b"m"] == b"xy"
+    assert {k: w.get(k) for k in KEYS} == latest
+    r = open_merge_reader(oracle)
+    assert {k: r.get(k) for k in KEYS} == latest

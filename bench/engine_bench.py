@@ -40,6 +40,8 @@ Usage: python bench/engine_bench.py [--rows 200000] [--gets 50000] [--seed 0]
        [--durable-batches 20] [--profile put|write_batch|put_arrow|flush_memtable|get|get_many|
        scan_arrow|scan|reopen]
        python bench/engine_bench.py --rss-rows 10000000 [--rss-chunk 100000]
+       python bench/engine_bench.py --compare-with d5ea00b [--rounds 3] [--out FILE]
+           (this checkout beside commit d5ea00b, rounds alternating: bench/compare_trees.py)
 """
 
 from __future__ import annotations
@@ -1094,8 +1096,31 @@ def main() -> None:
     ap.add_argument("--profile", choices=PROFILES)
     ap.add_argument("--profile-interval", type=float, default=0.001)
     ap.add_argument("--profile-all", action="store_true", help="pyinstrument show_all")
+    ap.add_argument(
+        "--compare-with",
+        metavar="REF",
+        help="run this bench of commit REF and of this checkout side by side, rounds "
+        "alternating (bench/compare_trees.py), e.g. the commit before a change",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="--compare-with: rounds per checkout")
+    ap.add_argument("--out", help="--compare-with: also append the report to this file")
     args = ap.parse_args()
-    if args.rss_rows:
+    if args.compare_with:
+        from bench.compare_trees import main as compare
+
+        out = ["--out", args.out] if args.out else []
+        compare(
+            [
+                "--base",
+                args.compare_with,
+                "--rows",
+                str(args.rows),
+                "--rounds",
+                str(args.rounds),
+                *out,
+            ]
+        )
+    elif args.rss_rows:
         rss_mode(args)
     elif args.profile:
         profile(args)

@@ -3,6 +3,8 @@
     .venv/bin/python bench/spark_ingest_bench.py                 # 10M rows (16 B keys, 100 B values)
     .venv/bin/python bench/spark_ingest_bench.py --rows 1000000 --shards 4
     .venv/bin/python bench/spark_ingest_bench.py --profile       # pyinstrument of one writing task
+    .venv/bin/python bench/spark_ingest_bench.py --rows 1000000 --shards 4 --repeat 3 \
+        --compare-with d5ea00b       # this checkout beside commit d5ea00b (bench/compare_trees.py)
 
 The DataFrame is generated in Spark (keys and values from SHA-2 of the row number, so they are
 incompressible and unique), cached and counted first, so both writers start from the same
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -180,7 +183,26 @@ def main() -> None:
         help="also time the floors of the module doc in every round",
     )
     p.add_argument("--profile", action="store_true", help="profile one writing task instead")
+    p.add_argument(
+        "--compare-with",
+        metavar="REF",
+        help="run this bench of commit REF and of this checkout side by side, rounds "
+        "alternating (bench/compare_trees.py --spark), e.g. the commit before a change",
+    )
+    p.add_argument("--out", help="--compare-with: also append the report to this file")
     args = p.parse_args()
+    if args.compare_with:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from bench.compare_trees import main as compare
+
+        out = ["--out", args.out] if args.out else []
+        compare(
+            [
+                *("--base", args.compare_with, "--spark", "--rows", str(args.rows)),
+                *("--shards", str(args.shards), "--rounds", str(args.repeat), *out),
+            ]
+        )
+        return
     if args.profile:
         profile_task(args.rows, args.shards)
         return

@@ -55,11 +55,13 @@ from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot, ValueEncoding
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.ttl import NO_EXPIRY
 from slatedb_core.writer.types import BulkIngestStats
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "NO_EXPIRY",
     "BoundaryMissing",
     "BulkIngestStats",
     "Checkpoint",

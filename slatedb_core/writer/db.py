@@ -163,9 +163,9 @@ class Db(WriterIngest):
         the database's ``default_ttl``; ``NO_EXPIRY``; or ms (or a timedelta) after the write,
         when SlateDB's flushes and compactions turn the row into a tombstone."""
         if ttl is not None or self._default_ttl is not None:
-            self._write_special([key], [value], {0: (KIND_VALUE, check_ttl("ttl", ttl))})
+            gen = self._write_special([key], [value], {0: (KIND_VALUE, check_ttl("ttl", ttl))})
             if await_durable:
-                self._await_durable(self._gen)
+                self._await_durable(gen)
             return
         # The hottest path of the engine: checks and bookkeeping inlined (profiled: ~2x faster
         # than going through _apply with one-element lists).

@@ -55,7 +55,8 @@ ROW_SCHEMA = ENTRY_SCHEMA.append(pa.field("expire_ts", pa.int64())).append(
 KIND_VALUE = 0
 KIND_TOMBSTONE = 1
 KIND_MERGE = 2
-"""A SlateDB merge operand (RowFlags MERGE_OPERAND); this engine reads but does not resolve it."""
+"""A SlateDB merge operand (RowFlags MERGE_OPERAND); reads fold it (SlateDB RFC 0006,
+:mod:`slatedb_core.lsm.merge_operator`)."""
 
 FORMAT_VERSION = 2
 """SlateDB's SST format version 2 (block format v2, row codec v2): what 0.17 writes."""

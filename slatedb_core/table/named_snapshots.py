@@ -220,13 +220,19 @@ def snapshot_names(store: ObjectStore, table_path: str) -> list[str]:
 
 
 def take_named(
-    maps: ShardMapStore, lifetime: timedelta | None, name: str, attempts: int
+    maps: ShardMapStore,
+    lifetime: timedelta | None,
+    name: str,
+    attempts: int,
+    *,
+    wal_url: str | None = None,
 ) -> tuple[TableSnapshot, ShardMap]:
-    """Steps 1-5: take a snapshot and make it the one ``name`` finds."""
+    """Steps 1-5: take a snapshot and make it the one ``name`` finds (``wal_url``: the shards'
+    separate WAL store, as :func:`~slatedb_core.table.snapshot.take_snapshot`)."""
     records = NamedSnapshotRecords(maps.store, maps.table_path, name, attempts)
     for _ in range(attempts):
         started = time.time()
-        snapshot, m = take_snapshot(maps, lifetime, name, attempts)
+        snapshot, m = take_snapshot(maps, lifetime, name, attempts, wal_url=wal_url)
         try:
             ours = records.update(snapshot, taken_at=started)
         except BaseException:

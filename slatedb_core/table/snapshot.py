@@ -42,6 +42,7 @@ from slatedb_core.errors import (
 from slatedb_core.keys import KeyRange
 from slatedb_core.options import CheckpointOptions, check_instance, check_optional_duration
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.table.options import TableOptions
 from slatedb_core.table.shardmap import Shard, ShardMap, ShardMapStore, ValueEncoding
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ __all__ = [
     "snapshot_checkpoint_name",
     "snapshot_present",
     "snapshot_value_encoding",
+    "table_wal_url",
     "take_snapshot",
 ]
 
@@ -218,11 +220,24 @@ def snapshot_checkpoint_name(table_path: str, name: str | None) -> str:
 
 
 # ---- taking, refreshing, releasing -----------------------------------------------------------
+def table_wal_url(options: TableOptions) -> str | None:
+    """The separate WAL store of a table's shards (SlateDB RFC 0009), as its options name it: the
+    readers' ``wal_url``, else the writers' (None: the WAL is in the main store)."""
+    return options.reader.wal_url or options.writer.wal_url
+
+
 def take_snapshot(
-    maps: ShardMapStore, lifetime: timedelta | None, name: str | None, attempts: int
+    maps: ShardMapStore,
+    lifetime: timedelta | None,
+    name: str | None,
+    attempts: int,
+    *,
+    wal_url: str | None = None,
 ) -> tuple[TableSnapshot, ShardMap]:
     """A checkpoint of every shard of the latest map, and that map. ShardMapConflict if a rescale
-    committed during each of ``attempts`` tries."""
+    committed during each of ``attempts`` tries. ``wal_url``: the shards' separate WAL store
+    (:func:`table_wal_url`), where each checkpoint finds the WAL SSTs it names; without it, a
+    shard whose WAL is elsewhere raises WalStoreMissing and no checkpoint is left."""
     check_optional_duration("checkpoint lifetime", lifetime)
     store, path = maps.store, maps.table_path
     opts = CheckpointOptions(lifetime=lifetime, name=snapshot_checkpoint_name(path, name))
@@ -231,7 +246,8 @@ def take_snapshot(
         taken: list[tuple[str, uuid.UUID]] = []
         try:
             for s in m.shards:
-                taken.append((s.db_path, create_checkpoint(s.db_path, store, opts).id))
+                cp = create_checkpoint(s.db_path, store, opts, wal_url=wal_url)
+                taken.append((s.db_path, cp.id))
             if maps.seq.latest_id() == m.id:
                 cps = tuple(c for _, c in taken)
                 return TableSnapshot(path, m.id, m.shards, cps, name, m.value_encoding, True), m

@@ -80,6 +80,7 @@ from slatedb_core.table.snapshot import (
     refresh_snapshot,
     release_snapshot,
     snapshot_value_encoding,
+    table_wal_url,
     take_snapshot,
 )
 from slatedb_core.table.writers import open_shard_writer
@@ -405,10 +406,11 @@ class Table:
         half an hour) is taken again; CommitRetriesExhausted if that keeps happening."""
         self._check_writable()
         attempts = self.options.map_commit_attempts
+        wal_url = table_wal_url(self.options)  # the shards' WAL store (SlateDB RFC 0009)
         if name is None:
-            snap, m = take_snapshot(self.maps, lifetime, None, attempts)
+            snap, m = take_snapshot(self.maps, lifetime, None, attempts, wal_url=wal_url)
         else:
-            snap, m = take_named(self.maps, lifetime, name, attempts)
+            snap, m = take_named(self.maps, lifetime, name, attempts, wal_url=wal_url)
         self._install(m)
         return snap
 

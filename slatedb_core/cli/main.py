@@ -11,6 +11,7 @@ import click
 
 from slatedb_core.cli import checkpoints, clones, destroy, maintenance, manifests, read, table
 from slatedb_core.cli.output import Ctx
+from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,10 +36,26 @@ from slatedb_core.cli.output import Ctx
     help="The database's separate WAL object store, if it was written with one (SlateDB's "
     "with_wal_object_store, RFC 0009): a store URL as for --url (env SLATEDB_WAL_URL).",
 )
+@click.option(
+    "--merge-operator",
+    envvar="SLATEDB_MERGE_OPERATOR",
+    type=click.Choice(sorted(BUILTIN_MERGE_OPERATORS)),
+    default=None,
+    help="The merge operator the database's writers use (SlateDB RFC 0006), by built-in name: "
+    "reads (get, scan, table get/scan) fold merge operands with it and compactions rewrite them "
+    "with it. Without it, a read of a key holding operands fails naming the key, and a "
+    "compaction meeting one commits nothing (env SLATEDB_MERGE_OPERATOR).",
+)
 @click.pass_context
-def cli(ctx: click.Context, url: str, db_path: str, wal_url: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    url: str,
+    db_path: str,
+    wal_url: str | None,
+    merge_operator: str | None,
+) -> None:
     """Inspect and repair SlateDB databases on object storage."""
-    ctx.obj = Ctx(url, db_path, wal_url)
+    ctx.obj = Ctx(url, db_path, wal_url, merge_operator)
 
 
 for _module in (manifests, checkpoints, read, destroy, clones, table, maintenance):

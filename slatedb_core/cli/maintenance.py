@@ -20,7 +20,7 @@ from slatedb_core.compactor import run_compaction_once
 from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.gc import run_gc_once
 from slatedb_core.gc.stats import KINDS
-from slatedb_core.options import GarbageCollectorOptions
+from slatedb_core.options import CompactorOptions, GarbageCollectorOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,7 +32,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def compact_cmd(obj: Any, as_json: bool) -> None:
     """Compact until the scheduler has nothing left (takes over the compactor epoch if there is
     work; an idle database is left untouched)."""
-    stats = run_compaction_once(obj.path, obj.store)
+    options = CompactorOptions(merge_operator=obj.merge_operator)  # RFC 0006: fold operands
+    stats = run_compaction_once(obj.path, obj.store, options)
     out: dict[str, Any] = {"path": obj.path, "compacted": stats is not None}
     if stats is not None:
         out.update(dataclasses.asdict(stats))

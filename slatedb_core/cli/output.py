@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 import click
 
 from slatedb_core.durations import MAX_DURATION, parse_duration
-from slatedb_core.errors import InvalidArgument, SlateDBError
+from slatedb_core.errors import InvalidArgument, MergeOperatorMissing, SlateDBError
+from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 
@@ -30,11 +31,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Ctx:
     """What the ``slatedb`` group puts in ``ctx.obj``: the store is opened on first use."""
 
-    def __init__(self, url: str, path: str, wal_url: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        path: str,
+        wal_url: str | None = None,
+        merge_operator: str | None = None,
+    ) -> None:
         self.url = url
         self.path = path
         self.wal_url = wal_url
         """``--wal-url``: the database's separate WAL store (SlateDB RFC 0009); never shown."""
+        self.merge_operator = merge_operator
+        """``--merge-operator``: a built-in merge operator's name (SlateDB RFC 0006), or None."""
         self._store: ObjectStore | None = None
 
     @property
@@ -59,10 +68,18 @@ def handle_errors(fn: F) -> F:
             click.echo(f"not found: {e}", err=True)
             sys.exit(1)
         except SlateDBError as e:
-            click.echo(f"error: {type(e).__name__}: {e}", err=True)
+            click.echo(f"error: {type(e).__name__}: {e}{_hint(e)}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _hint(e: SlateDBError) -> str:
+    """How to fix ``e`` from the command line, when the error's own text names the API only."""
+    if isinstance(e, MergeOperatorMissing):
+        names = ", ".join(sorted(BUILTIN_MERGE_OPERATORS))
+        return f" (CLI: --merge-operator NAME or SLATEDB_MERGE_OPERATOR; built-ins: {names})"
+    return ""
 
 
 def emit_json(obj: Any) -> None:

@@ -101,6 +101,7 @@ def _open(obj: Ctx, checkpoint: uuid.UUID | None) -> DbReader:
         checkpoint_lifetime=None,
         block_cache_bytes=16 * MiB,
         wal_url=obj.wal_url,
+        merge_operator=obj.merge_operator,
     )
     return DbReader.open(obj.path, obj.store, checkpoint, options)
 

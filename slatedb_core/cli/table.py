@@ -26,17 +26,26 @@ from rich.table import Table as RichTable
 from slatedb_core.cli.output import DurationType, NotFound, handle_errors
 from slatedb_core.cli.read import parse_key, show
 from slatedb_core.keys import KeyRange
-from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
+from slatedb_core.options import DbOptions, DbReaderOptions, MiB, ReaderMode
 from slatedb_core.table import ShardMap, Table, TableOptions
 
-_READ_ONLY = TableOptions(
-    reader=DbReaderOptions(
-        mode=ReaderMode.FOLLOW_LATEST,
-        manifest_poll_interval=timedelta(hours=1),  # one command: no polling
-        checkpoint_lifetime=None,
-        block_cache_bytes=16 * MiB,
+
+def _options(obj: Any) -> TableOptions:
+    """The table's options for one command: read-only readers (no polling), and the shards'
+    WAL store (``--wal-url``, SlateDB RFC 0009) and merge operator (``--merge-operator``,
+    RFC 0006) for the readers and for the fencing writers split/merge open."""
+    return TableOptions(
+        writer=DbOptions(wal_url=obj.wal_url, merge_operator=obj.merge_operator),
+        reader=DbReaderOptions(
+            mode=ReaderMode.FOLLOW_LATEST,
+            manifest_poll_interval=timedelta(hours=1),  # one command: no polling
+            checkpoint_lifetime=None,
+            block_cache_bytes=16 * MiB,
+            wal_url=obj.wal_url,
+            merge_operator=obj.merge_operator,
+        ),
     )
-)
+
 
 _format_option = click.option(
     "--format",
@@ -128,7 +137,7 @@ def table_group() -> None:
 def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> None:
     """Create a table with one shard per range between the split points (given in order)."""
     points = [parse_key(s, fmt, "--split") for s in splits]
-    with Table.create(obj.path, obj.store, points, _READ_ONLY) as t:
+    with Table.create(obj.path, obj.store, points, _options(obj)) as t:
         _print_map(obj.path, t.shard_map, fmt, as_json)
 
 
@@ -139,7 +148,7 @@ def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> No
 @handle_errors
 def show_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Print the latest shard map."""
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         _print_map(obj.path, t.shard_map, fmt, as_json)
 
 
@@ -155,7 +164,7 @@ table_group.add_command(show_cmd, "shards")
 def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
     """Print the value of KEY (exit 1 if it is not there)."""
     k = parse_key(key, fmt, "KEY")
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         value = t.get(k)
     if as_json:
         click.echo(
@@ -183,7 +192,7 @@ def scan_cmd(
     hi = None if end is None else parse_key(end, fmt, "--to")
     if lo is not None and hi is not None and hi < lo:
         raise click.BadParameter("--to is before --from", param_hint="--to")
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         rows = t.scan(lo, hi)
         limited = rows if max_keys is None else itertools.islice(rows, max_keys)
         out = [(show(k, fmt), show(v, fmt)) for k, v in limited]
@@ -204,7 +213,7 @@ def scan_cmd(
 def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
     """Split shard INDEX at --at into two shards (re-running a finished split is a no-op)."""
     key = parse_key(at, fmt, "--at")
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         shard = t.shards[index] if index < len(t.shards) else None
         if (
             shard is not None
@@ -243,7 +252,7 @@ def _show_range(r: KeyRange, fmt: str) -> str:
 @handle_errors
 def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: bool) -> None:
     """Merge shard INDEX with shard INDEX+1 into one shard."""
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         m = t.merge(index, expected_map_id=expected)
         _print_map(obj.path, m, fmt, as_json)
 
@@ -255,7 +264,7 @@ def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: boo
 @handle_errors
 def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Finish splits/merges a crashed run left pending; soft-destroy retired shards."""
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         _print_map(obj.path, t.resume(), fmt, as_json)
 
 
@@ -283,7 +292,7 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
     """Delete the table's own garbage: old shard-map versions, old versions of named snapshots'
     records, ingest leftovers and the targets of cancelled or abandoned overwrites. (The shards
     are databases: collect them with ``slatedb --path <shard> gc``.)"""
-    with Table.open(obj.path, obj.store, _READ_ONLY) as t:
+    with Table.open(obj.path, obj.store, _options(obj)) as t:
         stats = t.collect_garbage(min_age, ingest_min_age)
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(stats)))

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from slatedb_core.durations import MAX_DURATION, format_duration
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
+from slatedb_core.merge_operators import MergeOperator, resolve_merge_operator
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -102,7 +102,7 @@ def compaction(
 ) -> Pass:
     db = context.partition_key
     s = store.open()
-    options = managed.compactor_options()
+    options = store.compactor_options(managed.compactor_options())
     with surface_alerts(db):
         try:
             _, before = inspect_database(s, db)

@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from slatedb_core import DbReader, InvalidArgument, ObjectStore, Table, TableSnapshot
+from slatedb_core.options import DbReaderOptions
+from slatedb_core.table import TableOptions
 
 Decode = Callable[[pa.RecordBatch], pa.Table | pa.RecordBatch]
 """Turns a batch of (key, value) rows into the rows to export (e.g. JSON values into columns)."""
@@ -60,6 +62,7 @@ def export_to_delta(
     schema: pa.Schema | None = None,
     on_rows: Callable[[int], None] | None = None,
     batch_size: int = 65536,
+    options: DbReaderOptions | None = None,
 ) -> DeltaExport:
     """Write ``source`` as it was at a checkpoint to the Delta table at ``uri`` (overwrite).
 
@@ -67,7 +70,9 @@ def export_to_delta(
     (every shard at its own checkpoint). Without ``decode`` the Delta table has the (key, value)
     columns the readers return; with it, ``schema`` (required) is the schema ``decode`` produces.
     ``on_rows`` is called with the rows of each batch written (progress). The caller owns the
-    checkpoints: they must stay live until this returns."""
+    checkpoints: they must stay live until this returns. ``options``: how the databases are
+    read (their WAL store, SlateDB RFC 0009, and merge operator, RFC 0006); the mode is the
+    checkpoint's."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
     if decode is not None and schema is None:
@@ -104,12 +109,13 @@ def export_to_delta(
         }
         if source.name is not None:
             metadata["slatedb.snapshot"] = source.name
-        with Table.open(source.table_path, store, snapshot=source) as table:
+        table_options = TableOptions(reader=options or DbReaderOptions())
+        with Table.open(source.table_path, store, table_options, snapshot=source) as table:
             write(table.scan_arrow(batch_size=batch_size), metadata)
     else:
         if checkpoint is None:
             raise InvalidArgument("export_to_delta: a database is exported at a checkpoint")
-        with DbReader.open(source, store, checkpoint=checkpoint) as reader:
+        with DbReader.open(source, store, checkpoint, options) as reader:
             metadata = {
                 "slatedb.database": source,
                 "slatedb.checkpoint_id": str(checkpoint),

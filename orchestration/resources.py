@@ -7,10 +7,11 @@ in the Dagster UI's launchpad. Durations are human strings ("1h", "7days") parse
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
 from slatedb_core import (
     CompactorOptions,
@@ -21,6 +22,9 @@ from slatedb_core import (
 )
 from slatedb_core.durations import parse_duration
 from slatedb_core.health import list_databases
+from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
+from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.table import TableOptions
 
 MiB = 1024 * 1024
 
@@ -50,7 +54,41 @@ class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         "it is never logged.",
     )
 
+    merge_operator: str | None = Field(
+        default=None,
+        description="The merge operator the managed databases' writers use (SlateDB RFC 0006), "
+        f"by built-in name ({', '.join(sorted(BUILTIN_MERGE_OPERATORS))}): compaction folds "
+        "their merge operands with it and exports read them folded. Unset: a pass that meets an "
+        "operand fails with MergeOperatorMissing and changes nothing.",
+    )
+
     _store: ObjectStore | None = PrivateAttr(default=None)
+
+    @field_validator("merge_operator")
+    @classmethod
+    def _known_merge_operator(cls, value: str | None) -> str | None:
+        if value is not None and value not in BUILTIN_MERGE_OPERATORS:
+            raise ValueError(
+                f"merge_operator {value!r} is not a built-in merge operator: one of "
+                f"{sorted(BUILTIN_MERGE_OPERATORS)}"
+            )
+        return value
+
+    def compactor_options(self, base: CompactorOptions) -> CompactorOptions:
+        """``base`` with this store's merge operator (compaction folds operands with it)."""
+        return dataclasses.replace(base, merge_operator=self.merge_operator)
+
+    def reader_options(self) -> DbReaderOptions:
+        """Options of a reader of a managed database: its WAL store and merge operator."""
+        return DbReaderOptions(wal_url=self.wal_url, merge_operator=self.merge_operator)
+
+    def table_options(self) -> TableOptions:
+        """Options of a managed table: its shards' WAL store and merge operator, for its readers
+        and the fencing writers rescaling opens."""
+        return TableOptions(
+            writer=DbOptions(wal_url=self.wal_url, merge_operator=self.merge_operator),
+            reader=self.reader_options(),
+        )
 
     def open(self) -> ObjectStore:
         """The store (opened once per resource instance, then shared by the run's steps)."""

@@ -97,7 +97,10 @@ def delta_export(
             lifetime = parse_duration(managed.export_checkpoint_lifetime)
             created_s = float(int(time.time()))
             result = admin.create_checkpoint(
-                db, s, CheckpointOptions(lifetime=lifetime, name=EXPORT_CHECKPOINT_NAME)
+                db,
+                s,
+                CheckpointOptions(lifetime=lifetime, name=EXPORT_CHECKPOINT_NAME),
+                wal_url=store.wal_url,
             )
             checkpoint_id, manifest_id = result.id, result.manifest_id
         else:
@@ -105,7 +108,11 @@ def delta_export(
             created_s = float(snapshot.create_time_s)
         try:
             export = export_to_delta(
-                s, db, export_uri(managed.export_root, db), checkpoint=checkpoint_id
+                s,
+                db,
+                export_uri(managed.export_root, db),
+                checkpoint=checkpoint_id,
+                options=store.reader_options(),
             )
         finally:
             if temporary:
@@ -202,7 +209,7 @@ def rescaling(
     started = time.monotonic()
     splits = merges = 0
     blocked: dict[tuple[str, str], str] = {}  # pairs whose merge a half-applied batch refused
-    with surface_alerts(path), Table.open(path, s) as table:
+    with surface_alerts(path), Table.open(path, s, store.table_options()) as table:
         resumed = bool(table.shard_map.pending)
         if resumed:  # a run that died mid-rescale left shards sealed: finish it first
             context.log.warning(f"{path}: finishing {len(table.shard_map.pending)} pending ops")

@@ -45,7 +45,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.merge_operator import resolve_merge_operator
-from slatedb_core.lsm.retention import Retention, compaction_retention, retain_stream
+from slatedb_core.lsm.retention import Retention, compaction_retention
 from slatedb_core.lsm.versions_merge import merge_versions
 from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
@@ -186,7 +186,7 @@ def compaction_rows(
     versions live snapshots read, merge operands folded). THE path of every compaction, single
     process and distributed; ``rows_in`` counts the rows read."""
     streams = [counted(s, rows_in) for s in source_streams(store, db_path, manifest, plan, rng=rng)]
-    return retain_stream(merge_versions(streams), policy)
+    return merge_versions(streams, policy)
 
 
 def plan_retention(

@@ -56,6 +56,7 @@ __all__ = [
     "compaction_retention",
     "retain",
     "retain_key",
+    "retain_ordered",
     "retain_stream",
     "snapshot_min_seq",
 ]
@@ -349,6 +350,28 @@ def _with_merged_keys(
     combined = pa.concat_batches([out, merged])
     positions = np.concatenate([np.flatnonzero(keep), np.asarray(order, dtype=np.int64)])
     return combined.take(pa.array(np.argsort(positions, kind="stable")))
+
+
+def retain_ordered(
+    combined: pa.RecordBatch,
+    order: npt.NDArray[np.intp],
+    first: _Bools,
+    p: Retention,
+) -> pa.RecordBatch:
+    """:func:`retain` of ``combined.take(order)`` (``first``: the first row of each key in that
+    order), with one take of the kept rows when newest-wins applies (the merge's common case:
+    no copy of rows it would drop)."""
+    n = combined.num_rows
+    kinds: npt.NDArray[np.uint8] = combined.column(2).to_numpy(zero_copy_only=False)
+    wide = has_timestamps(combined) and combined.column(4).null_count < n
+    identity = bool(np.all(order[1:] > order[:-1]))
+    if not wide and not bool((kinds == KIND_MERGE).any()):
+        if p.retention_min_seq is None or bool(first.all()):
+            keep = first if not p.drop_tombstones else first & (kinds[order] == KIND_VALUE)
+            if identity and bool(keep.all()):
+                return combined
+            return combined.take(pa.array(order[keep]))
+    return retain(combined if identity else combined.take(pa.array(order)), p, first)
 
 
 def retain_stream(batches: Iterable[pa.RecordBatch], p: Retention) -> Iterator[pa.RecordBatch]:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from slatedb_core.lsm.entries import conform, sortable_keys
 from slatedb_core.lsm.iterators import key_reader, search_sorted
+from slatedb_core.lsm.retention import Retention, retain, retain_ordered
 from slatedb_core.lsm.row_model import ENTRY_SCHEMA, ROW_SCHEMA, concat_rows
 
 __all__ = ["merge_versions"]
@@ -134,9 +135,26 @@ def _glued(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield pending[0] if len(pending) == 1 else concat_rows(pending)
 
 
-def merge_versions(sources: Sequence[Iterable[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+def merge_versions(
+    sources: Sequence[Iterable[pa.RecordBatch]], policy: Retention | None = None
+) -> Iterator[pa.RecordBatch]:
     """Merge key-sorted streams given NEWEST FIRST into one key-sorted stream holding every
-    version of each key, newest first; each output batch holds all versions of its keys."""
+    version of each key, newest first; each output batch holds all versions of its keys.
+
+    With ``policy``, each batch is what :func:`~slatedb_core.lsm.retention.retain` keeps of it
+    (a round's sort and retention then copy the kept rows once)."""
+    for b in _merge_versions(sources, policy):
+        if policy is not None and not b.num_rows:
+            continue
+        yield b
+
+
+def _merge_versions(
+    sources: Sequence[Iterable[pa.RecordBatch]], policy: Retention | None
+) -> Iterator[pa.RecordBatch]:
+    def kept(b: pa.RecordBatch) -> pa.RecordBatch:
+        return b if policy is None else retain(b, policy)
+
     live: list[_Source] = []
     for src in sources:
         s = _Source(src)
@@ -145,7 +163,7 @@ def merge_versions(sources: Sequence[Iterable[pa.RecordBatch]]) -> Iterator[pa.R
             live.append(s)
     while live:
         if len(live) == 1:
-            yield from _glued(live[0].drain())
+            yield from map(kept, _glued(live[0].drain()))
             return
         firsts = [s.first_key() for s in live]
         lowest = min(range(len(live)), key=firsts.__getitem__)
@@ -157,7 +175,7 @@ def merge_versions(sources: Sequence[Iterable[pa.RecordBatch]]) -> Iterator[pa.R
         if ahead >= _MIN_PASSTHROUGH_ROWS or (ahead and ahead == low.rows):
             pieces: list[pa.RecordBatch] = []
             low.take(ahead, pieces)
-            yield from _glued(pieces)
+            yield from map(kept, _glued(pieces))
         else:
             bounds = [s.last_key() for s in live if not s.exhausted]
             bound = min(bounds) if bounds else None
@@ -165,7 +183,7 @@ def merge_versions(sources: Sequence[Iterable[pa.RecordBatch]]) -> Iterator[pa.R
             for s in live:  # in source order: the stable sort keeps newer sources first
                 s.take(s.rows if bound is None else s.count(bound, "left"), pieces)
             if pieces:
-                yield _sort_round(pieces)
+                yield _sort_round(pieces, policy)
             else:  # every row buffered is at or above bound: read past it
                 for s in live:
                     if not s.exhausted and s.last_key() == bound:
@@ -176,8 +194,8 @@ def merge_versions(sources: Sequence[Iterable[pa.RecordBatch]]) -> Iterator[pa.R
         live = [s for s in live if s.rows]
 
 
-def _sort_round(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """The round's rows sorted by key, the versions of a key newest first."""
+def _sort_round(pieces: list[pa.RecordBatch], policy: Retention | None) -> pa.RecordBatch:
+    """The round's rows sorted by key, the versions of a key newest first (then retained)."""
     combined = concat_rows(pieces)
     n = combined.num_rows
     keys = combined.column(0)
@@ -202,6 +220,10 @@ def _sort_round(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
                 sort_keys=[("key", "ascending"), ("seq", "descending")],
             )
             order = arrow_order.to_numpy()
+    if policy is not None:
+        first = np.ones(n, dtype=np.bool_)
+        first[1:] = ~same
+        return retain_ordered(combined, order, first, policy)
     if bool(np.all(order[1:] > order[:-1])):
         return combined
     return combined.take(pa.array(order))

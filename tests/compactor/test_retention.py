@@ -231,6 +231,8 @@ def test_merge_versions_then_retain_matches_reference(
         return
     got = [r for b in retain_stream(merge_versions(sources), p) for r in from_batch(b)]
     assert got == expected
+    fused = [r for b in merge_versions(sources, p) for r in from_batch(b)]  # the compactor's
+    assert fused == expected
 
 
 def test_snapshot_keeps_the_boundary_version() -> None:

@@ -54,7 +54,7 @@ class Stamp:
     parent: bytes | None = None
 
 
-class _Reader(FbReader):
+class ManifestReader(FbReader):
     """The generic reader plus id tables, decoded once per position."""
 
     def __init__(self, buf: bytes) -> None:
@@ -73,7 +73,7 @@ class _Reader(FbReader):
         return uuid.UUID(bytes=HALVES.pack(*self.pair(UUID_TABLE, pos)))
 
 
-def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[ULID, ULID]]:
+def _read_ssts(r: ManifestReader, pos: int | None) -> tuple[list[CompactedSst], dict[ULID, ULID]]:
     ssts: list[CompactedSst] = []
     for p in r.tables(pos, "ssts"):
         raw_id, info, version, *rest = r.table(SST, p)
@@ -94,7 +94,7 @@ def _read_ssts(r: _Reader, pos: int | None) -> tuple[list[CompactedSst], dict[UL
 
 
 def _read_views(
-    r: _Reader, pos: int | None, what: str, ids: dict[ULID, ULID]
+    r: ManifestReader, pos: int | None, what: str, ids: dict[ULID, ULID]
 ) -> tuple[SstView, ...]:
     out = []
     for p in r.tables(pos, what):
@@ -107,8 +107,8 @@ def _read_views(
     return tuple(out)
 
 
-def _read_checkpoints(
-    r: _Reader, pos: int | None
+def read_checkpoints(
+    r: ManifestReader, pos: int | None
 ) -> tuple[tuple[model.Checkpoint, ...], int | None]:
     """The checkpoints, and ``destroyed_at_s`` from the destroyed marker among them."""
     cps: list[model.Checkpoint] = []
@@ -139,7 +139,7 @@ def _read_checkpoints(
     return tuple(cps), destroyed
 
 
-def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[model.ExternalDb, ...]:
+def read_external_dbs(r: ManifestReader, pos: int | None) -> tuple[model.ExternalDb, ...]:
     if pos is None:
         return ()
     out = []
@@ -156,7 +156,7 @@ def _read_external_dbs(r: _Reader, pos: int | None) -> tuple[model.ExternalDb, .
     return tuple(out)
 
 
-def _read_transactions(r: _Reader, pos: int | None) -> tuple[model.AppVersion, ...]:
+def _read_transactions(r: ManifestReader, pos: int | None) -> tuple[model.AppVersion, ...]:
     if pos is None:
         return ()
     out = []
@@ -172,7 +172,7 @@ def _read_transactions(r: _Reader, pos: int | None) -> tuple[model.AppVersion, .
     return tuple(out)
 
 
-def _check_crc(data: bytes, r: _Reader, ours: int, stored: int) -> None:
+def _check_crc(data: bytes, r: ManifestReader, ours: int, stored: int) -> None:
     at = r.slot_position(OURS, ours, OURS_CRC_SLOT)
     if at is None:
         raise Malformed("our table has no checksum")
@@ -182,7 +182,7 @@ def _check_crc(data: bytes, r: _Reader, ours: int, stored: int) -> None:
         raise Malformed("checksum mismatch")
 
 
-def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) -> None:
+def _refuse_segments(r: ManifestReader, segments: int | None, extractor: int | None) -> None:
     if extractor is not None or (segments is not None and r.tables(segments, "segments")):
         raise UnsupportedFeature(
             "segmented manifests (SlateDB RFC 0024)",
@@ -192,7 +192,7 @@ def _refuse_segments(r: _Reader, segments: int | None, extractor: int | None) ->
 
 
 def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
-    r = _Reader(data[2:])
+    r = ManifestReader(data[2:])
     f = r.table(MANIFEST, r.root())
     (
         _,
@@ -224,7 +224,7 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     for p in r.tables(runs_pos, "compacted"):
         run_id, views = r.table(RUN, p)
         runs.append(model.SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
-    checkpoints, destroyed = _read_checkpoints(r, cps_pos)
+    checkpoints, destroyed = read_checkpoints(r, cps_pos)
     extra: dict[str, Any] = {"next_wal_sst_id": seen + 1}
     if ours_fields is None and seen == U64_MAX:
         raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
@@ -253,7 +253,7 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
         compactor_epoch=compactor_epoch,
         initialized=bool(initialized),
         destroyed_at_s=destroyed,
-        external_dbs=_read_external_dbs(r, exts),
+        external_dbs=read_external_dbs(r, exts),
         replay_after_wal_id=replay,
         wal_id_last_seen=seen,
         ssts=tuple(ssts),

@@ -33,10 +33,10 @@ from slatedb_core.errors import ManifestV1Unrepresentable
 from slatedb_core.manifest import model
 from slatedb_core.manifest._decode import (
     U64_MAX,
+    ManifestReader,
     Stamp,
-    _read_checkpoints,
-    _read_external_dbs,
-    _Reader,
+    read_checkpoints,
+    read_external_dbs,
 )
 from slatedb_core.manifest.flatbuf import FbTable, Malformed, need
 from slatedb_core.manifest.model import CompactedSst, SstView
@@ -60,7 +60,7 @@ MANIFEST_V1 = FbTable("ManifestV1", "QOBQQQQOOOlOQOQO")
 class _Tree:
     """The SSTs met while reading V1's trees, one :class:`CompactedSst` per id."""
 
-    def __init__(self, r: _Reader) -> None:
+    def __init__(self, r: ManifestReader) -> None:
         self.r = r
         self.ssts: dict[ULID, CompactedSst] = {}
 
@@ -86,7 +86,7 @@ def decode_v1(data: bytes, name: str) -> tuple[model.Manifest, Stamp]:
     """The manifest in the V1 object ``data`` (its u16 prefix included) and its stamp (version
     1, no nonces). Raises ``Malformed`` (the codec names the object) or
     ``ManifestV1Unrepresentable``."""
-    r = _Reader(data[2:])
+    r = ManifestReader(data[2:])
     (
         _manifest_id,  # neither engine uses it (the object's name is the id)
         exts,
@@ -121,13 +121,13 @@ def decode_v1(data: bytes, name: str) -> tuple[model.Manifest, Stamp]:
     for p in r.tables(runs_pos, "compacted"):
         run_id, ssts = r.table(RUN_V1, p)
         runs.append(model.SortedRun(run_id, tree.views(ssts, "SortedRun.ssts")))
-    checkpoints, destroyed = _read_checkpoints(r, cps_pos)
+    checkpoints, destroyed = read_checkpoints(r, cps_pos)
     manifest = model.Manifest(
         writer_epoch=writer_epoch,
         compactor_epoch=compactor_epoch,
         initialized=bool(initialized),
         destroyed_at_s=destroyed,
-        external_dbs=_read_external_dbs(r, exts),
+        external_dbs=read_external_dbs(r, exts),
         replay_after_wal_id=replay,
         wal_id_last_seen=seen,
         next_wal_sst_id=seen + 1,

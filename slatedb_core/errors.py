@@ -54,9 +54,9 @@ class UnsupportedOperation(SlateDBError):
 
 class UnsupportedFeature(SlateDBError):
     """The database uses a SlateDB feature this engine does not implement (docs/format.md, "What
-    each engine ignores of the other's"): merge operands (no merge operator here), segmented
-    manifests (SlateDB RFC 0024), or rewriting rows that carry a TTL. Nothing was changed; use
-    SlateDB's own engine for this database or this operation."""
+    each engine ignores of the other's"), such as segmented manifests (SlateDB RFC 0024), or one
+    this operation needs configured (:class:`MergeOperatorMissing`: merge operands read without
+    a merge operator). Nothing was changed; the message says what to do."""
 
     def __init__(self, feature: str, detail: str) -> None:
         super().__init__(f"unsupported SlateDB feature: {feature}: {detail}")

@@ -184,7 +184,7 @@ policies = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(histories(), policies)
 def test_retain_matches_slatedb_reference(h: tuple[list[Row], bool, bool], p: Retention) -> None:
     rows, wide, _ = h
@@ -198,7 +198,7 @@ def test_retain_matches_slatedb_reference(h: tuple[list[Row], bool, bool], p: Re
     assert got == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(histories(), policies, st.integers(1, 4), st.integers(0, 2**32))
 def test_merge_versions_then_retain_matches_reference(
     h: tuple[list[Row], bool, bool], p: Retention, nsrc: int, seed: int

@@ -11,6 +11,9 @@ modules first on ``PYTHONPATH``, which Spark's Python workers inherit): the inge
 ``format("slatedb")``'s seconds, with Spark's own ``df.write.parquet`` of the same DataFrame as
 the noise reference.
 
+``--paths`` compares this checkout's ``bench/rewrite_paths_bench.py`` (bulk ingest, ingest_ssts,
+compaction) run with each checkout's modules.
+
 ``--base REF`` checks the commit out itself (``git worktree add --detach``, under the system's
 temporary directory) instead of ``--before``. ``--out FILE`` also writes the report there.
 ``engine_bench.py --compare-with REF`` and ``spark_ingest_bench.py --compare-with REF`` run this.
@@ -23,6 +26,7 @@ Usage: python bench/compare_trees.py --before /tmp/base --after . [--rounds 3] [
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -119,6 +123,22 @@ def spark_run_once(tree: Path, rows: int, shards: int) -> dict[str, tuple[float,
     return {name: (secs, parquet, "s") for name, secs in found.items()}
 
 
+def paths_run_once(tree: Path, rows: int) -> dict[str, tuple[float, float, str]]:
+    """{operation: (ms, 0, "ms")} from one run of THIS checkout's rewrite_paths_bench.py with
+    ``tree``'s modules (the public calls it makes exist in both)."""
+    script = Path(__file__).resolve().parent / "rewrite_paths_bench.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--rows", str(rows)],
+        cwd=tree,
+        env=_env(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return {name: (secs * 1000, 0.0, "ms") for name, secs in figures.items()}
+
+
 def checkout(ref: str) -> Path:
     """A detached worktree of ``ref`` (made once, reused while it exists)."""
     repo = Path(__file__).resolve().parent.parent
@@ -147,8 +167,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", type=int, default=None, help="default 200,000; 1,000,000 --spark")
     ap.add_argument("--spark", action="store_true", help="compare spark_ingest_bench.py")
+    ap.add_argument("--paths", action="store_true", help="compare rewrite_paths_bench.py")
     ap.add_argument("--shards", type=int, default=4, help="--spark: shards and input partitions")
     ap.add_argument("--out", type=Path, help="also write the report to this file")
+    ap.add_argument(
+        "--stat",
+        choices=("median", "best"),
+        default="median",
+        help="figure per checkout: the median round, or the best (on a loaded machine)",
+    )
     args = ap.parse_args(argv)
     before = args.before.resolve() if args.before is not None else checkout(args.base)
     trees = {"before": before, "after": args.after.resolve()}
@@ -162,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     run: Callable[[Path], dict[str, tuple[float, float, str]]]
     if args.spark:
         run = lambda tree: spark_run_once(tree, rows, args.shards)  # noqa: E731
+    elif args.paths:
+        run = lambda tree: paths_run_once(tree, rows)  # noqa: E731
     else:
         run = lambda tree: run_once(tree, rows)  # noqa: E731
     runs: dict[str, list[dict[str, tuple[float, float, str]]]] = {k: [] for k in trees}
@@ -171,7 +200,13 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             runs[name].append(run(trees[name]))
             print(f"# round {r + 1} {name}: {time.perf_counter() - t0:.0f} s", flush=True)
-    bench = "spark_ingest_bench.py" if args.spark else "engine_bench.py"
+    bench = (
+        "spark_ingest_bench.py"
+        if args.spark
+        else "rewrite_paths_bench.py"
+        if args.paths
+        else "engine_bench.py"
+    )
     say(
         f"# bench/{bench}: {args.rounds} rounds each, {rows:,} rows, alternating; "
         f"before = {trees['before']} ({_head(trees['before'])}), after = {trees['after']} "
@@ -179,9 +214,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{os.getloadavg()[0]:.1f}"
     )
     say(
-        "# median of the rounds [min-max]; after/before above 1 is better for rates, worse for s/ms"
+        f"# {args.stat} of the rounds [min-max]"
+        + (" (best: max for rates, min for times)" if args.stat == "best" else "")
+        + "; after/before above 1 is better for rates, worse for s/ms"
     )
-    _table(runs, say, "parquet, all rounds" if args.spark else "theirs, all rounds")
+    reference = "parquet, all rounds" if args.spark else "-" if args.paths else "theirs, all rounds"
+    _table(runs, say, reference, args.stat)
     if args.out is not None:
         with args.out.open("a") as f:
             f.write("\n".join(lines) + "\n\n")
@@ -203,6 +241,7 @@ def _table(
     runs: dict[str, list[dict[str, tuple[float, float, str]]]],
     say: Callable[[str], None],
     reference: str,
+    stat: str = "median",
 ) -> None:
     header = f"{'operation':48} | {'before':>30} | {'after':>30} | after/before | {reference}"
     say(header)
@@ -215,9 +254,11 @@ def _table(
         texts: list[str] = []
         for name in ("before", "after"):
             xs = [run[op][0] for run in runs[name]]
-            medians.append(statistics.median(xs))
+            rate = unit not in ("ms", "s")
+            pick = statistics.median(xs) if stat == "median" else (max(xs) if rate else min(xs))
+            medians.append(pick)
             span = f"[{min(xs):,.{digits}f}-{max(xs):,.{digits}f}]"
-            texts.append(f"{statistics.median(xs):,.{digits}f} {span} {unit}")
+            texts.append(f"{pick:,.{digits}f} {span} {unit}")
         theirs = [run[op][1] for name in runs for run in runs[name]]
         (b, a), (b_text, a_text) = medians, texts
         say(

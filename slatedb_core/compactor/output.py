@@ -71,9 +71,9 @@ def split_stream(
                 yield (b.slice(start) if start else b), False
                 acc += int(cum[-1]) - base
                 break
-            if end < n and key_at(end) == key_at(end - 1):  # not inside a key's versions
-                end = search_sorted(b.column(0), key_at(end - 1), "right")
-                if end >= n:
+            if end == n or key_at(end) == key_at(end - 1):  # not inside a key's versions
+                end = n if end == n else search_sorted(b.column(0), key_at(end - 1), "right")
+                if end >= n:  # the next batch may go on with this key: it decides the cut
                     pending = key_at(n - 1)
                     yield (b.slice(start) if start else b), False
                     break

@@ -3,7 +3,10 @@
 Steps, and why in this order::
 
     record "running" in .compactions      (GC must learn about outputs before they exist)
-    merge sources, newest first           (streamed: a few batches per source in memory)
+    merge sources, newest first           (streamed: a few batches per source in memory),
+      every version with its timestamps,  keeping what SlateDB's compactor keeps
+      (lsm.versions_merge, lsm.retention: TTL expiry at last_l0_clock_tick, the versions
+      live snapshots read, merge operands folded; one policy per compaction)
       blocks encoded as rows arrive; every ~max_sst_size_bytes of output (compactor.output):
         announce the SST id in .compactions, then put_if_absent compacted/{ulid}.sst
     ONE fenced manifest update            (apply_compaction, re-applied on conflict)

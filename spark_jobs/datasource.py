@@ -36,6 +36,14 @@ What each option does (docs/spark.md has the whole story):
                     stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none
 ``ttl``             write: the TTL in ms of every row without one of its own
 ``checkpoint``      read: the name of a table snapshot (``Table.snapshot(name=...)``)
+``wal_url``         the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC
+                    0009), a store URL like ``url``; never shown. Write (append): the shard
+                    writers keep their WAL there. Read: the query's snapshot and its tasks find
+                    the WAL there; without it such a shard fails the query (``WalStoreMissing``)
+``merge_operator``  read: the merge operator the shards' writers use (SlateDB RFC 0006), a
+                    built-in name (``add_int64``, ``string_append``): operands are folded with
+                    it; without it a key holding operands fails the query
+                    (``MergeOperatorMissing``, naming the key)
 ==================  ============================================================================
 
 Writes are the staged-SST ingest of :mod:`spark_jobs.ingest` (see its module doc for why retries

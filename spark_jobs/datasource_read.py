@@ -24,6 +24,14 @@ Options:
 * ``partition_bytes``: partitions of a shard are merged until each reads about this many bytes
   of SSTs (default 128 MiB, Spark's own ``spark.sql.files.maxPartitionBytes``): a Spark task
   has a fixed cost, so a table of many small SSTs is not read by as many tasks.
+* ``wal_url``: the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC 0009),
+  a store URL like ``url``; the query's snapshot names the WAL SSTs found there and the tasks
+  replay them. Without it, a shard whose WAL is elsewhere fails the query with
+  ``WalStoreMissing`` (never a read without its WAL tail). Never shown (it may carry
+  credentials).
+* ``merge_operator``: the merge operator the shards' writers use (SlateDB RFC 0006), by
+  built-in name (``add_int64``, ``string_append``): reads fold merge operands with it. Without
+  it, a key holding operands fails the query with ``MergeOperatorMissing`` naming the key.
 
 Partitions (:func:`plan_reads`): each shard's range, narrowed by the pushed key filters
 (:mod:`spark_jobs.read_filters`), cut at the starts of its SSTs (:func:`spark_jobs.read.sst_cuts`)
@@ -48,11 +56,12 @@ may have recorded other columns. A query whose columns are not those of the snap
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pyarrow as pa
@@ -72,7 +81,9 @@ from slatedb_core import (
     open_store,
 )
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument
-from slatedb_core.table import ValueEncoding
+from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
+from slatedb_core.options import DbOptions
+from slatedb_core.table import TableOptions, ValueEncoding
 from slatedb_core.table.snapshot import snapshot_value_encoding
 from spark_jobs.read import shard_manifest, size_cuts
 from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
@@ -115,6 +126,16 @@ class ReadOptions:
     batch_size: int
     max_partitions_per_shard: int
     partition_bytes: int
+    wal_url: str | None = field(default=None, repr=False)
+    merge_operator: str | None = None
+
+    def reader_options(self, mode: ReaderMode | None = None) -> DbReaderOptions:
+        """Options of a shard reader of this query: the WAL store and the merge operator."""
+        return DbReaderOptions(mode=mode, wal_url=self.wal_url, merge_operator=self.merge_operator)
+
+    def table_options(self) -> TableOptions:
+        """Options of the table the driver opens (its snapshot finds the WAL in ``wal_url``)."""
+        return TableOptions(writer=DbOptions(wal_url=self.wal_url), reader=self.reader_options())
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
@@ -135,6 +156,12 @@ class ReadOptions:
             raise InvalidArgument(
                 f"option 'key_type' must be one of {KEY_TYPES}, got {options.get('key_type')!r}"
             )
+        merge_operator = _text(options, "merge_operator")
+        if merge_operator is not None and merge_operator not in BUILTIN_MERGE_OPERATORS:
+            raise InvalidArgument(
+                f"option 'merge_operator' must be one of {sorted(BUILTIN_MERGE_OPERATORS)}, "
+                f"got {merge_operator!r}"
+            )
         return ReadOptions(
             url,
             path,
@@ -144,6 +171,8 @@ class ReadOptions:
             int(_number(options, "batch_size", int)),
             int(_number(options, "max_partitions_per_shard", int)),
             int(_number(options, "partition_bytes", int)),
+            _text(options, "wal_url"),
+            merge_operator,
         )
 
 
@@ -175,7 +204,7 @@ def _open_table(opts: ReadOptions) -> Table:
     except InvalidArgument as e:
         raise InvalidArgument(f"option 'url': {e}") from None
     try:
-        return Table.open(opts.path, store)
+        return Table.open(opts.path, store, opts.table_options())
     except (InvalidArgument, DatabaseNotFound) as e:
         raise InvalidArgument(f"option 'path': {e}") from None
 
@@ -324,7 +353,10 @@ class SlateDBReader(DataSourceReader):
             return  # Spark's stand-in when no partition was planned
         columns = StructType(self.schema.fields[1:])
         for batch in read_partition(
-            open_store(self.options.url), partition, self.options.batch_size
+            open_store(self.options.url),
+            partition,
+            self.options.batch_size,
+            self.options.reader_options(ReaderMode.CHECKPOINT),
         ):
             if self.options.key_type == "string":
                 batch = _keys_as_text(batch)
@@ -387,14 +419,17 @@ def _decoding(table: Table, snap: TableSnapshot, schema: StructType, key_type: s
 
 
 def read_partition(
-    store: ObjectStore, partition: SlateDBPartition, batch_size: int
+    store: ObjectStore,
+    partition: SlateDBPartition,
+    batch_size: int,
+    options: DbReaderOptions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The stored ``(key, value)`` rows of ``partition``, as non-empty Arrow batches: exact keys
-    by point lookups, ranges by a scan of the range only, each shard at its checkpoint."""
+    by point lookups, ranges by a scan of the range only, each shard at its checkpoint.
+    ``options``: the shard readers' (WAL store, merge operator); the mode is CHECKPOINT."""
+    options = dataclasses.replace(options or DbReaderOptions(), mode=ReaderMode.CHECKPOINT)
     for r in partition.reads:
-        reader = DbReader.open(
-            r.db_path, store, uuid.UUID(r.checkpoint), DbReaderOptions(mode=ReaderMode.CHECKPOINT)
-        )
+        reader = DbReader.open(r.db_path, store, uuid.UUID(r.checkpoint), options)
         with reader:
             if r.points is not None:
                 found = reader.get_many(list(r.points))

@@ -23,13 +23,15 @@ writer's WAL.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import math
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
@@ -50,7 +52,10 @@ from slatedb_core import (
     open_store,
 )
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.projection import effective_range
+from slatedb_core.options import DbOptions
+from slatedb_core.table import TableOptions
 
 StoreFactory = Callable[[], ObjectStore]
 KV_DDL = "key binary, value binary"
@@ -202,6 +207,8 @@ def plan_partitions(
 class _ReadPartitions:
     store_factory: StoreFactory
     batch_size: int
+    options: DbReaderOptions = field(default_factory=DbReaderOptions)
+    """The shard readers' WAL store and merge operator (the mode is set per partition)."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store: ObjectStore | None = None
@@ -213,16 +220,11 @@ class _ReadPartitions:
     def _read(self, store: ObjectStore, p: dict[str, object]) -> Iterator[pa.RecordBatch]:
         cp = p["checkpoint"]
         if cp is None:
-            reader = DbReader.open(
-                str(p["db_path"]), store, None, DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
-            )
+            follow = dataclasses.replace(self.options, mode=ReaderMode.FOLLOW_LATEST)
+            reader = DbReader.open(str(p["db_path"]), store, None, follow)
         else:
-            reader = DbReader.open(
-                str(p["db_path"]),
-                store,
-                uuid.UUID(str(cp)),
-                DbReaderOptions(mode=ReaderMode.CHECKPOINT),
-            )
+            at = dataclasses.replace(self.options, mode=ReaderMode.CHECKPOINT)
+            reader = DbReader.open(str(p["db_path"]), store, uuid.UUID(str(cp)), at)
         start, end = p["start"], p["end"]
         assert start is None or isinstance(start, bytes)
         assert end is None or isinstance(end, bytes)
@@ -235,8 +237,10 @@ def read_partitions(
     partitions: list[ReadPartition],
     store_factory: StoreFactory,
     batch_size: int = 65536,
+    options: DbReaderOptions | None = None,
 ) -> DataFrame:
-    """A DataFrame with one Spark partition per :class:`ReadPartition`."""
+    """A DataFrame with one Spark partition per :class:`ReadPartition` (``options``: the shard
+    readers' WAL store and merge operator)."""
     rows = [
         Row(
             shard=p.shard,
@@ -252,7 +256,7 @@ def read_partitions(
     # parallelize(n items, n slices) puts item i alone in slice i; mapInArrow keeps partitions
     rdd = spark.sparkContext.parallelize(rows, len(rows))
     return spark.createDataFrame(rdd, _PART_DDL).mapInArrow(
-        _ReadPartitions(store_factory, batch_size), KV_DDL
+        _ReadPartitions(store_factory, batch_size, options or DbReaderOptions()), KV_DDL
     )
 
 
@@ -265,20 +269,26 @@ def read_table(
     checkpoint_lifetime: timedelta = timedelta(hours=1),
     max_partitions_per_shard: int = DEFAULT_MAX_PARTITIONS_PER_SHARD,
     store_factory: StoreFactory | None = None,
+    wal_url: str | None = None,
+    merge_operator: str | None = None,
 ) -> DataFrame:
     """The table's ``(key, value)`` rows, one Spark partition per SST range (see the module doc).
 
     ``checkpoint``: None reads the latest state of each shard; "create" takes a snapshot (one
     checkpoint per shard, expiring after ``checkpoint_lifetime``); a TableSnapshot reads that.
+    ``wal_url``: the shards' separate WAL store (SlateDB RFC 0009); ``merge_operator``: a
+    built-in merge operator's name (RFC 0006) that reads fold merge operands with.
     """
     if max_partitions_per_shard < 1:
         raise InvalidArgument("max_partitions_per_shard must be >= 1")
+    reader_options = DbReaderOptions(wal_url=wal_url, merge_operator=merge_operator)
+    table_options = TableOptions(writer=DbOptions(wal_url=wal_url), reader=reader_options)
     factory = store_factory or functools.partial(open_store, table_url)
     store = factory()
     if isinstance(checkpoint, TableSnapshot):
         snapshot: TableSnapshot | None = checkpoint
     elif checkpoint == "create":
-        with Table.open(table_path, store) as table:
+        with Table.open(table_path, store, table_options) as table:
             snapshot = table.snapshot(lifetime=checkpoint_lifetime)
     elif checkpoint is None:
         snapshot = None
@@ -293,10 +303,10 @@ def read_table(
             store, snapshot.shards, snapshot.checkpoints, max_partitions_per_shard
         )
     else:
-        with Table.open(table_path, store) as table:
+        with Table.open(table_path, store, table_options) as table:
             shards = tuple(table.shards)
         parts = plan_partitions(store, shards, None, max_partitions_per_shard)
-    return read_partitions(spark, parts, factory)
+    return read_partitions(spark, parts, factory, options=reader_options)
 
 
 __all__ = [
@@ -322,11 +332,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--snapshot", action="store_true", help="read one checkpoint per shard")
     p.add_argument("--output", default=None, help="write the rows as Parquet to this path")
     p.add_argument("--master", default=None, help="default: local[2]")
+    p.add_argument(
+        "--wal-url",
+        default=os.environ.get("SLATEDB_WAL_URL"),
+        help="the shards' separate WAL store, if any (SlateDB RFC 0009; env SLATEDB_WAL_URL)",
+    )
+    p.add_argument(
+        "--merge-operator",
+        default=os.environ.get("SLATEDB_MERGE_OPERATOR"),
+        choices=sorted(BUILTIN_MERGE_OPERATORS),
+        help="the merge operator the writers use (SlateDB RFC 0006; env SLATEDB_MERGE_OPERATOR)",
+    )
     args = p.parse_args(argv)
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-read"))
-    df = read_table(spark, args.url, args.path, "create" if args.snapshot else None)
+    df = read_table(
+        spark,
+        args.url,
+        args.path,
+        "create" if args.snapshot else None,
+        wal_url=args.wal_url,
+        merge_operator=args.merge_operator,
+    )
     if args.output:
         df.write.mode("overwrite").parquet(args.output)
         print(f"wrote {args.output} from {df.rdd.getNumPartitions()} partitions")

@@ -7,7 +7,8 @@ merge operands, value, ``expire_ts``, ``create_ts``) and take every decision to 
 an expired row or an operand through ONE function, :func:`slatedb_core.lsm.retention.retain`
 (SlateDB's ``retention_iterator.rs`` and ``merge_operator.rs``). :data:`REWRITE_PATHS` lists them:
 name, the modules that write their SSTs, the public entry point, what the output must keep, and
-a *driver* that runs the path over a database's stored SSTs through that entry point, for
+a *driver* (:mod:`slatedb_core.table.rewrite_drivers`) that runs the path over a database's
+stored SSTs through that entry point, for
 ``tests/lsm/test_rewrite_registry.py`` to run EVERY registered path over SSTs SlateDB 0.17 wrote
 with TTL rows, merge operands and versions a live snapshot reads.
 
@@ -22,6 +23,7 @@ ships.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +41,7 @@ __all__ = [
     "RewriteOutput",
     "RewritePath",
     "SstWriter",
+    "driver_of",
     "registered_modules",
 ]
 
@@ -95,7 +98,8 @@ class RewritePath:
     """The modules whose code writes the path's SSTs (or hands its rows to the one that does)."""
     entry: str
     """The public entry point the driver calls."""
-    drive: Callable[[RewriteInput], RewriteOutput]
+    driver: str
+    """``module:function`` of the driver (:func:`driver_of`)."""
     keeps_snapshot_versions: bool
     """The output keeps the versions a live snapshot of the database reads (a path rewriting
     the database in place); False where the rows land, newly sequenced, in a database no
@@ -107,8 +111,9 @@ class RewritePath:
     SlateDB's compaction clock); None: every row is carried as it was written (a WAL copy:
     SlateDB applies a TTL when it rewrites rows, not when it replays the WAL)."""
     decides_in: str | None
-    """The module whose code calls :func:`~slatedb_core.lsm.retention.retain` for the path
-    (None: the path drops no version, expired row or operand)."""
+    """The module whose code calls :func:`~slatedb_core.lsm.retention.retain` for the path: one
+    of :attr:`modules` or a module they import, directly or not (None: the path drops no
+    version, expired row or operand)."""
 
 
 @dataclass(frozen=True)
@@ -120,115 +125,9 @@ class SstWriter:
     """Where its rows come from, and which code carries their timestamps and operands."""
 
 
-# ---- the drivers (lazy imports: this module sits below everything it drives) ------------------
-
-
-def _l0_paths(store: ObjectStore, db_path: str) -> tuple[str, ...]:
-    """The database's L0 SSTs, oldest first."""
-    from slatedb_core.lsm.dbstate import resolve_sst_path
-    from slatedb_core.manifest.store import ManifestStore
-
-    m = ManifestStore(store, db_path).read_latest().manifest
-    by_id = {s.id: s for s in m.ssts}
-    return tuple(resolve_sst_path(db_path, m, by_id[v.sst_id]) for v in reversed(m.l0))
-
-
-def _new_ssts(store: ObjectStore, db_path: str, before: set[str]) -> tuple[str, ...]:
-    """The database's SSTs (every level) that were not in ``before``."""
-    from slatedb_core.lsm.dbstate import resolve_sst_path
-    from slatedb_core.manifest.store import ManifestStore
-
-    m = ManifestStore(store, db_path).read_latest().manifest
-    paths = (resolve_sst_path(db_path, m, s) for s in m.ssts)
-    return tuple(p for p in paths if p not in before)
-
-
-def _all_ssts(store: ObjectStore, db_path: str) -> set[str]:
-    return set(_new_ssts(store, db_path, set()))
-
-
-def _compaction(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.compactor.compactor import run_compaction_once
-    from slatedb_core.options import CompactorOptions
-
-    before = _all_ssts(inp.store, inp.db_path)
-    options = CompactorOptions(l0_trigger=1, merge_operator=inp.merge_operator)
-    run_compaction_once(inp.db_path, inp.store, options)
-    return RewriteOutput(_new_ssts(inp.store, inp.db_path, before))
-
-
-def _distributed_compaction(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.compactor.distributed import DistributedCompactor, execute_subcompaction
-    from slatedb_core.options import CompactorOptions
-
-    before = _all_ssts(inp.store, inp.db_path)
-    options = CompactorOptions(l0_trigger=1, merge_operator=inp.merge_operator)
-    driver = DistributedCompactor(inp.db_path, inp.store, options)
-    plan = driver.plan(2)
-    if plan is not None:
-        results = [execute_subcompaction(inp.store, plan, i) for i in range(plan.subcompactions)]
-        driver.commit(plan, results)
-    return RewriteOutput(_new_ssts(inp.store, inp.db_path, before))
-
-
-def _ingest_ssts(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.layout import join
-    from slatedb_core.options import DbOptions
-    from slatedb_core.writer.db import Db
-
-    dst = join(inp.scratch, "ingested")
-    with Db.open(dst, inp.store, DbOptions(merge_operator=inp.merge_operator)) as db:
-        db.ingest_ssts(list(_l0_paths(inp.store, inp.db_path)))
-    return RewriteOutput(_l0_paths(inp.store, dst))
-
-
-def _table_ingest(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.layout import join
-    from slatedb_core.options import DbOptions
-    from slatedb_core.table import Table
-    from slatedb_core.table.ingest import commit_shard, plan_ingest
-
-    table = join(inp.scratch, "table")
-    Table.create(table, inp.store).close()
-    plan = plan_ingest(table, inp.store)
-    shard = plan.shards[0]
-    sources = list(_l0_paths(inp.store, inp.db_path))
-    options = DbOptions(merge_operator=inp.merge_operator)
-    commit_shard(inp.store, plan, "rewrite-registry", shard, sources, options=options)
-    return RewriteOutput(_l0_paths(inp.store, shard.db_path))
-
-
-def _overwrite(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.layout import join
-    from slatedb_core.options import DbOptions
-    from slatedb_core.table import Table
-    from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
-
-    table = join(inp.scratch, "overwritten")
-    Table.create(table, inp.store).close()
-    plan = plan_overwrite(table, inp.store)
-    staged = {0: [(p, 0) for p in _l0_paths(inp.store, inp.db_path)]}
-    options = DbOptions(merge_operator=inp.merge_operator)
-    commit_overwrite(inp.store, plan, "rewrite-registry", staged, options=options)
-    return RewriteOutput(_l0_paths(inp.store, plan.shard_map.shards[0].db_path))
-
-
-def _clone_wal_clip(inp: RewriteInput) -> RewriteOutput:
-    from slatedb_core.layout import join
-    from slatedb_core.lifecycle.clone_wal import clip
-    from slatedb_core.wal.log import WalLog
-
-    wal = WalLog(inp.store, inp.db_path)
-    out: list[str] = []
-    for wal_id in wal.list_ids():
-        data = bytes(inp.store.get(wal.path(wal_id)).data)
-        clipped, rows = clip(wal, wal_id, data, inp.key_range)
-        if rows:
-            path = join(inp.scratch, "clone-wal", f"{wal_id:020}.sst")
-            inp.store.put(path, clipped)
-            out.append(path)
-    return RewriteOutput(tuple(out), wal=True, key_range=inp.key_range)
-
+_DRIVERS = "slatedb_core.table.rewrite_drivers:"
+"""The drivers sit in the top layer that reaches every path (docs/contributing.md, "Shape"),
+named here by string so that this module stays below the paths it lists."""
 
 REWRITE_PATHS: tuple[RewritePath, ...] = (
     RewritePath(
@@ -238,25 +137,25 @@ REWRITE_PATHS: tuple[RewritePath, ...] = (
             "slatedb_core.compactor.output",
         ),
         "slatedb_core.compactor.compactor.run_compaction_once",
-        _compaction,
+        _DRIVERS + "compaction",
         keeps_snapshot_versions=True,
         clock=LAST_L0_TICK,
-        decides_in="slatedb_core.compactor.executor",
+        decides_in="slatedb_core.lsm.versions_merge",
     ),
     RewritePath(
         "distributed compaction",
         ("slatedb_core.compactor.distributed", "spark_jobs.compact"),
         "slatedb_core.compactor.distributed.DistributedCompactor (spark_jobs.compact's tasks)",
-        _distributed_compaction,
+        _DRIVERS + "distributed_compaction",
         keeps_snapshot_versions=True,
         clock=LAST_L0_TICK,
-        decides_in="slatedb_core.compactor.executor",
+        decides_in="slatedb_core.lsm.versions_merge",
     ),
     RewritePath(
         "ingest re-encode",
         ("slatedb_core.writer.ingest",),
         "slatedb_core.writer.db.Db.ingest_ssts",
-        _ingest_ssts,
+        _DRIVERS + "ingest_ssts",
         keeps_snapshot_versions=False,
         clock=NOW,
         decides_in="slatedb_core.writer.ingest",
@@ -265,7 +164,7 @@ REWRITE_PATHS: tuple[RewritePath, ...] = (
         "table ingest commit",
         ("slatedb_core.table.ingest",),
         "slatedb_core.table.ingest.commit_shard",
-        _table_ingest,
+        _DRIVERS + "table_ingest",
         keeps_snapshot_versions=False,
         clock=NOW,
         decides_in="slatedb_core.writer.ingest",
@@ -274,7 +173,7 @@ REWRITE_PATHS: tuple[RewritePath, ...] = (
         "overwrite commit",
         ("slatedb_core.table.overwrite",),
         "slatedb_core.table.overwrite.commit_overwrite",
-        _overwrite,
+        _DRIVERS + "overwrite",
         keeps_snapshot_versions=False,
         clock=NOW,
         decides_in="slatedb_core.writer.ingest",
@@ -283,7 +182,7 @@ REWRITE_PATHS: tuple[RewritePath, ...] = (
         "clone WAL clip",
         ("slatedb_core.lifecycle.clone_wal",),
         "slatedb_core.lifecycle.clone_wal.clip (a projected clone's WAL copy)",
-        _clone_wal_clip,
+        _DRIVERS + "clone_wal_clip",
         keeps_snapshot_versions=True,
         clock=None,
         decides_in=None,
@@ -313,6 +212,13 @@ SST_WRITERS: tuple[SstWriter, ...] = (
     ),
 )
 """Modules writing SSTs of new rows (module doc)."""
+
+
+def driver_of(path: RewritePath) -> Callable[[RewriteInput], RewriteOutput]:
+    """The function running ``path`` over a :class:`RewriteInput`."""
+    module, _, name = path.driver.partition(":")
+    found: Callable[[RewriteInput], RewriteOutput] = getattr(importlib.import_module(module), name)
+    return found
 
 
 def registered_modules() -> frozenset[str]:

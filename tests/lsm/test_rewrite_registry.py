@@ -15,6 +15,7 @@ did not exist (nothing noticed a new path)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,12 +30,14 @@ from slatedb_core.lsm.rewrites import (
     REWRITE_PATHS,
     RewriteInput,
     RewritePath,
+    driver_of,
     registered_modules,
 )
 from slatedb_core.lsm.row_model import KIND_VALUE, Version
 from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.table.rewrite_drivers import l0_paths
 from tests.conftest import MotoS3
 from tests.interop.oracle import Oracle, s3_config
 from tests.lsm.slatedb_rows import AT_SNAPSHOT, LATEST, OUTSIDE, RichDb, rich_db, wait_dead
@@ -90,8 +93,8 @@ def test_each_rewrite_path_keeps_the_whole_row(
 ) -> None:
     store, dbs = rich
     db = dbs[path.name]
-    source = _versions(store, _l0(store, _db(path)))
-    out = path.drive(
+    source = _versions(store, l0_paths(store, _db(path)))
+    out = driver_of(path)(
         RewriteInput(store, _db(path), f"scratch-{_db(path)}", "string_append", CLONE_RANGE)
     )
     assert out.ssts, f"{path.name} wrote nothing"
@@ -122,12 +125,6 @@ def test_each_rewrite_path_keeps_the_whole_row(
             assert resolve(key, seen, string_append) == want, (path.name, key, got[key])
 
 
-def _l0(store: ObjectStore, db_path: str) -> tuple[str, ...]:
-    from slatedb_core.lsm.rewrites import _l0_paths
-
-    return _l0_paths(store, db_path)
-
-
 # ---- the registry is complete -----------------------------------------------------------------
 
 
@@ -135,10 +132,14 @@ def _module_name(path: Path) -> str:
     return ".".join(path.relative_to(REPO).with_suffix("").parts)
 
 
-def _sources() -> Iterator[tuple[str, ast.Module]]:
-    for package in ("slatedb_core", "spark_jobs"):
-        for file in sorted((REPO / package).rglob("*.py")):
-            yield _module_name(file), ast.parse(file.read_text(), str(file))
+@functools.cache
+def _sources() -> tuple[tuple[str, ast.Module], ...]:
+    """Every module of slatedb_core and spark_jobs, parsed (once per test run)."""
+    return tuple(
+        (_module_name(file), ast.parse(file.read_text(), str(file)))
+        for package in ("slatedb_core", "spark_jobs")
+        for file in sorted((REPO / package).rglob("*.py"))
+    )
 
 
 def _uses(tree: ast.Module, names: frozenset[str]) -> set[str]:
@@ -201,14 +202,40 @@ def test_every_module_writing_ssts_is_registered() -> None:
     assert registered <= known, f"registered modules that do not exist: {registered - known}"
 
 
+def _imports(tree: ast.Module) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def _reachable(trees: dict[str, ast.Module], start: Iterable[str]) -> set[str]:
+    """The repository's modules ``start`` imports, transitively (itself included)."""
+    seen: set[str] = set()
+    todo = [m for m in start if m in trees]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for imported in _imports(trees[name]):
+            for candidate in (imported, f"{imported}.__init__"):
+                if candidate in trees and candidate not in seen:
+                    todo.append(candidate)
+    return seen
+
+
 def test_each_path_decides_its_drops_through_retain() -> None:
-    """The one place deciding what a rewrite may drop is lsm/retention.py."""
+    """The one place deciding what a rewrite may drop is lsm/retention.py: the module a path
+    names calls it, and the path's modules import it (directly or not)."""
     trees = dict(_sources())
+    retains = frozenset({"retain", "retain_stream", "retain_ordered"})
     for path in REWRITE_PATHS:
         if path.decides_in is None:
             continue
-        used = _uses(trees[path.decides_in], frozenset({"retain", "retain_stream"}))
-        assert used, f"{path.name}: {path.decides_in} does not call retain/retain_stream"
-        assert path.decides_in in path.modules or any(
-            p.decides_in == path.decides_in and path.decides_in in p.modules for p in REWRITE_PATHS
-        ), path.name
+        used = _uses(trees[path.decides_in], retains)
+        assert used, f"{path.name}: {path.decides_in} does not call retain"
+        assert path.decides_in in _reachable(trees, path.modules), path.name

@@ -125,3 +125,36 @@ def test_bulk_ingest_carries_ttls_slatedb_reads_them(
         assert w.get(b"c") is None
     finally:
         w.shutdown()
+
+
+def test_our_sst_with_ttls_and_operands_ingested_slatedb_reads_it(
+    both_stores: tuple[Oracle, ObjectStore, str],
+) -> None:
+    """The reverse direction: our writer's TTL puts and merge operands, flushed to an L0 SST,
+    ingested (re-encoded) into another database: SlateDB reads the values and expiries."""
+    oracle, store, _ = both_stores
+    hour = 3_600_000
+    with Db.open("src", store, FAST) as src:
+        src.put(b"a", b"1")
+        src.merge(b"a", b"2")
+        src.merge(b"a", b"3", ttl=hour)  # an expiry of its own: not folded onto the base
+        src.merge(b"b", b"x")
+        src.put(b"t", b"T", ttl=hour)
+        src.flush_memtable()
+        m = src.manifest.manifest
+        sources = [sst_path("src", v.sst_id) for v in reversed(m.l0)]
+        t_expire = next(
+            r["expire_ts"]
+            for p in sources
+            for r in SstReader.open(store, p).read_all(timestamps=True).to_pylist()
+            if r["key"] == b"t"
+        )
+    with Db.open("dst", store, FAST) as db:
+        db.ingest_ssts(sources)
+        assert db.get(b"a") == b"123" and db.get(b"b") == b"x" and db.get(b"t") == b"T"
+    w = open_merging(oracle, "dst")
+    try:
+        assert w.get(b"a") == b"123" and w.get(b"b") == b"x" and w.get(b"t") == b"T"
+        assert oracle.run(w.db.get_key_value(b"t")).expire_ts == t_expire is not None
+    finally:
+        w.shutdown()

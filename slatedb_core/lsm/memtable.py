@@ -61,6 +61,7 @@ from slatedb_core.lsm.row_model import (
     concat_rows,
     has_merges,
     has_timestamps,
+    now_ms,
     version_at,
 )
 from slatedb_core.lsm.runs import (
@@ -134,6 +135,7 @@ class Memtable:
         "_run_rows",
         "_view",
         "_wide",
+        "frozen_at_ms",
         "last_tick",
         "last_wal_id",
         "size_bytes",
@@ -442,6 +444,7 @@ class Memtable:
                 wide=self._wide,
                 parts=self._parts,
                 last_tick=self.last_tick,
+                frozen_at_ms=now_ms(),
             )
             self._view = (MappingProxyType(data), runs)
         return self._frozen
@@ -458,6 +461,7 @@ class ImmutableMemtable:
         "_parts",
         "_runs",
         "_wide",
+        "frozen_at_ms",
         "last_tick",
         "last_wal_id",
         "max_seq",
@@ -477,12 +481,16 @@ class ImmutableMemtable:
         wide: bool = False,
         parts: dict[bytes, Parts] | None = None,
         last_tick: int | None = None,
+        frozen_at_ms: int = 0,
     ) -> None:
         self._data = data
         self._runs = runs
         self._wide = wide
         self._parts = parts or {}
         self.last_tick = last_tick
+        # the clock when writes stopped: at or after every write's tick, what the flush commits
+        # as the manifest's last_l0_clock_tick (slatedb_core.writer.l0_flush)
+        self.frozen_at_ms = frozen_at_ms
         self._batch: pa.RecordBatch | None = None
         self._lock = threading.Lock()
         self.last_wal_id = last_wal_id

@@ -259,6 +259,7 @@ class WriterEngine(WalFlusher):
             last_wal_id=lambda: acks.last_wal_id,
             max_parallel_writes=self.options.max_parallel_writes,
             max_seq=imm.max_seq or 0,
+            clock_tick=imm.frozen_at_ms,
         )
         stored = self._commit(change)
         self._confirmed_wal_id = max(self._confirmed_wal_id, wal_id)

@@ -84,10 +84,14 @@ def l0_flush_change(
     last_wal_id: Callable[[], int],
     max_parallel_writes: int,
     max_seq: int,
+    clock_tick: int = 0,
 ) -> IdChange:
     """Step 3: add the one SST of ``new`` as the newest L0 view. ``confirmed_wal_id``: the
     highest WAL id whose rows are in an earlier flush's committed L0 SST; ``last_wal_id`` gives
-    the WAL id of the writer's contiguous durable prefix when the change is applied."""
+    the WAL id of the writer's contiguous durable prefix when the change is applied.
+    ``clock_tick``: the clock when the memtable stopped taking writes, raised into
+    ``last_l0_clock_tick``: the clock compactions expire TTL rows at (SlateDB RFC 0003; SlateDB
+    records its last write's tick, which is at or before ours)."""
 
     def change(m: Manifest, next_id: int) -> Manifest | None:
         if new.committed_in(m) or 0 < max_seq <= m.last_l0_seq:
@@ -106,6 +110,7 @@ def l0_flush_change(
             # our fence is complete: the next writer need only cover our own window
             max_parallel_writes=max_parallel_writes,
             last_l0_seq=max(m.last_l0_seq, max_seq),
+            last_l0_clock_tick=max(m.last_l0_clock_tick, clock_tick),
         )
         return writer_checkpoint(m, next_id, epoch)
 

@@ -133,13 +133,27 @@ def _module_name(path: Path) -> str:
 
 
 @functools.cache
-def _sources() -> tuple[tuple[str, ast.Module], ...]:
-    """Every module of slatedb_core and spark_jobs, parsed (once per test run)."""
-    return tuple(
-        (_module_name(file), ast.parse(file.read_text(), str(file)))
+def _files() -> dict[str, Path]:
+    """Every module of slatedb_core and spark_jobs, by name."""
+    return {
+        _module_name(file): file
         for package in ("slatedb_core", "spark_jobs")
         for file in sorted((REPO / package).rglob("*.py"))
-    )
+    }
+
+
+@functools.cache
+def _tree(name: str) -> ast.Module:
+    file = _files()[name]
+    return ast.parse(file.read_text(), str(file))
+
+
+def _sources(words: frozenset[str] = frozenset()) -> Iterator[tuple[str, ast.Module]]:
+    """The modules, parsed; with ``words``, only those whose text holds one of them (a module
+    that does not spell a name cannot use it)."""
+    for name, file in _files().items():
+        if not words or any(w in file.read_text() for w in words):
+            yield name, _tree(name)
 
 
 def _uses(tree: ast.Module, names: frozenset[str]) -> set[str]:
@@ -192,13 +206,13 @@ def test_every_module_writing_ssts_is_registered() -> None:
     """A module that calls an SST encoder (or writes SST objects) is a rewrite path or a writer
     of new rows, listed in slatedb_core/lsm/rewrites.py; ``slatedb_core.sst`` defines them."""
     registered = registered_modules()
-    unregistered = _unregistered(_sources())
+    unregistered = _unregistered(_sources(ENCODERS))
     assert not unregistered, (
         f"modules writing SSTs that slatedb_core/lsm/rewrites.py does not list: {unregistered}; "
         "register each (a RewritePath with a driver, or an SstWriter) so that its rows are "
         "checked against the row model"
     )
-    known = {name for name, _ in _sources()}
+    known = set(_files())
     assert registered <= known, f"registered modules that do not exist: {registered - known}"
 
 
@@ -212,18 +226,19 @@ def _imports(tree: ast.Module) -> set[str]:
     return found
 
 
-def _reachable(trees: dict[str, ast.Module], start: Iterable[str]) -> set[str]:
+def _reachable(start: Iterable[str]) -> set[str]:
     """The repository's modules ``start`` imports, transitively (itself included)."""
+    files = _files()
     seen: set[str] = set()
-    todo = [m for m in start if m in trees]
+    todo = [m for m in start if m in files]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        for imported in _imports(trees[name]):
+        for imported in _imports(_tree(name)):
             for candidate in (imported, f"{imported}.__init__"):
-                if candidate in trees and candidate not in seen:
+                if candidate in files and candidate not in seen:
                     todo.append(candidate)
     return seen
 
@@ -231,11 +246,10 @@ def _reachable(trees: dict[str, ast.Module], start: Iterable[str]) -> set[str]:
 def test_each_path_decides_its_drops_through_retain() -> None:
     """The one place deciding what a rewrite may drop is lsm/retention.py: the module a path
     names calls it, and the path's modules import it (directly or not)."""
-    trees = dict(_sources())
     retains = frozenset({"retain", "retain_stream", "retain_ordered"})
     for path in REWRITE_PATHS:
         if path.decides_in is None:
             continue
-        used = _uses(trees[path.decides_in], retains)
+        used = _uses(_tree(path.decides_in), retains)
         assert used, f"{path.name}: {path.decides_in} does not call retain"
-        assert path.decides_in in _reachable(trees, path.modules), path.name
+        assert path.decides_in in _reachable(path.modules), path.name

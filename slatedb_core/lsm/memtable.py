@@ -184,6 +184,14 @@ class Memtable:
         if seq < self._min_seq:
             self._min_seq = seq
 
+    def note_tick(self, now: int) -> None:
+        """A write without a timestamp made at clock ``now`` (ms). SlateDB stamps every row with
+        its write's tick and its flush expires rows at the newest one (``last_tick``, RFC 0003),
+        so once the memtable holds a row with a timestamp, a later plain write moves the tick
+        too (before that nothing here can expire: the write path skips the call)."""
+        if self.last_tick is not None and now > self.last_tick:
+            self.last_tick = now
+
     def put_version(self, key: bytes, version: Version, op: MergeOperator | None) -> None:
         """Write one row with a timestamp or a merge operand. A merge operand is folded onto the
         key's entry (:func:`~slatedb_core.lsm.memtable_fold.merge_onto`); anything else replaces

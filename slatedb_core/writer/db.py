@@ -181,6 +181,8 @@ class Db(WriterIngest):
             seq = self._seq = self._seq + 1
             memtable = self._state.memtable
             memtable.put(key, seq, value)
+            if memtable.last_tick is not None:  # TTL rows here: SlateDB's flush tick moves
+                memtable.note_tick(now_ms())
             buf = self._buf
             buf.keys.append(key)
             buf.seqs.append(seq)
@@ -263,6 +265,7 @@ class Db(WriterIngest):
                     rows.append((key, version))
             if rows:
                 buf.batches.append(_rows_batch(rows))
+            memtable.note_tick(now)  # plain rows too: SlateDB's flush tick moves
             self._seq = seq
             buf.nbytes += nbytes
             return self._after_write_locked()
@@ -323,6 +326,8 @@ class Db(WriterIngest):
                 buf.values.extend(values)
             self._seq = seq
             buf.nbytes += nbytes + 16 * len(keys)
+            if memtable.last_tick is not None:  # TTL rows here: SlateDB's flush tick moves
+                memtable.note_tick(now_ms())
             return self._after_write_locked()
 
     def _after_write_locked(self) -> int:
@@ -392,6 +397,8 @@ class Db(WriterIngest):
             self._seq += n
             batch = entries.set_column(1, "seq", seq_range(first, n))
             self._state.memtable.put_batch(batch)
+            if not timed and self._state.memtable.last_tick is not None:
+                self._state.memtable.note_tick(now_ms())  # SlateDB's flush tick moves
             self._buf.batches.append(batch)
             self._buf.nbytes += batch.nbytes
             gen = self._after_write_locked()

@@ -48,7 +48,7 @@ def destroy_cmd(obj: Any, soft: bool, hard: bool, yes: bool, as_json: bool) -> N
         if not sys.stdin.isatty():
             raise click.UsageError(f"refusing to {mode}-destroy {obj.path!r} without --yes")
         click.confirm(f"{mode}-destroy the database {obj.path!r}?", abort=True)
-    destroy(obj.path, obj.store, soft=soft)
+    destroy(obj.path, obj.store, soft=soft, wal_url=obj.wal_url)
     out: dict[str, Any] = {"path": obj.path, "mode": mode}
     if soft:
         out["destroyed_at_s"] = (

@@ -252,7 +252,9 @@ class Collector:
         if not self.manifests.is_tombstone():
             return
         stats.destroyed = True
-        n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
+        n, size = delete_database_objects(
+            self.manifests, concurrency=self._delete_concurrency, wal=self.wal.where
+        )
         stats.database_objects.deleted += n
         stats.database_objects.bytes_freed += size
 
@@ -277,7 +279,9 @@ class Collector:
         stats.external_checkpoints_released += release_external_checkpoints(
             self.store, self.path, m
         )
-        n, size = delete_database_objects(self.manifests, concurrency=self._delete_concurrency)
+        n, size = delete_database_objects(
+            self.manifests, concurrency=self._delete_concurrency, wal=self.wal.where
+        )
         stats.database_objects.deleted += n
         stats.database_objects.bytes_freed += size
         stats.database_deleted = True

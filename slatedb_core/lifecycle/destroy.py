@@ -72,6 +72,7 @@ from slatedb_core.store.objectstore import (
     check_store,
     validate_relative_path,
 )
+from slatedb_core.wal.location import WalLocation
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import fence_wal, first_open_slot, wal_boundary
 
@@ -91,12 +92,23 @@ _SOFT_ATTEMPTS = 10
 _DELETE_CONCURRENCY = 16
 
 
-def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = time.time) -> None:
+def destroy(
+    path: str,
+    store: ObjectStore,
+    soft: bool = True,
+    *,
+    now: Clock = time.time,
+    wal_url: str | None = None,
+) -> None:
     """Destroy the database at ``path`` (see the module docstring).
 
     Raises DatabaseNotFound if there is none; InvalidDeletion (hard) while a non-writer checkpoint
     is active. Soft-destroying an already destroyed database does nothing; hard-destroying one
     whose objects are already gone deletes any stray object a stalled writer left.
+
+    ``wal_url``: the database's separate WAL store (SlateDB RFC 0009): the soft destroy's fence
+    goes there and the hard destroy deletes the WAL objects there too. Without it, a database
+    whose manifest shows its WAL elsewhere raises WalStoreMissing and nothing is changed.
     """
     validate_relative_path(path, what="database path")
     check_store(store)
@@ -104,16 +116,17 @@ def destroy(path: str, store: ObjectStore, soft: bool = True, *, now: Clock = ti
         "soft", soft, bool
     )  # soft=None or 0 used to mean a hard destroy (RELIABILITY.md)
     ms = ManifestStore(store, path)
+    where = WalLocation.open(store, wal_url)
     try:
         if soft:
-            _soft(ms, now)
+            _soft(ms, now, where)
         else:
-            _hard(ms, now)
+            _hard(ms, now, where)
     except DatabaseDestroyed:
         if not ms.is_tombstone():
             raise
         if not soft:
-            delete_database_objects(ms)
+            delete_database_objects(ms, wal=where)
 
 
 # ---- soft -----------------------------------------------------------------------------------
@@ -133,13 +146,14 @@ def _mark_destroyed(now: Clock) -> Callable[[Manifest], Manifest | None]:
     return change
 
 
-def _soft(ms: ManifestStore, now: Clock) -> None:
-    wal = WalLog(ms.store, ms.db_path)
+def _soft(ms: ManifestStore, now: Clock, where: WalLocation) -> None:
+    wal = WalLog(where, ms.db_path)
     fenced: Fenced | None = None
     for _ in range(_SOFT_ATTEMPTS):
         latest = ms.read_latest()  # DatabaseNotFound
         if latest.manifest.destroyed_at_s is not None:
             return
+        wal.list_live(latest.manifest)  # WalStoreMissing: the fence would go to the wrong store
         if not latest.manifest.initialized:
             # No writer can run on an uninitialized database (an unfinished clone): nothing to
             # fence. The change re-checks on conflict; a clone finished meanwhile is retried.
@@ -180,8 +194,10 @@ class _Initialized(SlateDBError):
 
 
 # ---- hard -----------------------------------------------------------------------------------
-def _hard(ms: ManifestStore, now: Clock) -> None:
+def _hard(ms: ManifestStore, now: Clock, where: WalLocation) -> None:
     now_s = now()
+    # WalStoreMissing before anything changes: its WAL objects would be left behind for ever
+    WalLog(where, ms.db_path).list_live(ms.read_latest().manifest)
 
     def change(m: Manifest) -> Manifest | None:
         active = [c for c in m.checkpoints if c.writer_epoch is None and not c.is_expired(now_s)]
@@ -194,7 +210,7 @@ def _hard(ms: ManifestStore, now: Clock) -> None:
 
     stored = ms.update(change)  # DatabaseNotFound; CAS conflicts re-run the check
     release_external_checkpoints(ms.store, ms.db_path, stored.manifest)
-    delete_database_objects(ms)
+    delete_database_objects(ms, wal=where)
 
 
 def is_own_object(db_path: str, path: str) -> bool:
@@ -232,7 +248,7 @@ def write_tombstone(ms: ManifestStore) -> BoundaryObject:
 
 
 def delete_database_objects(
-    ms: ManifestStore, *, concurrency: int = _DELETE_CONCURRENCY
+    ms: ManifestStore, *, concurrency: int = _DELETE_CONCURRENCY, wal: WalLocation | None = None
 ) -> tuple[int, int]:
     """Write the tombstone, then delete the database's own objects: all but the latest manifest
     first, then that one, so the database reads as destroyed until its last object goes, and
@@ -243,13 +259,18 @@ def delete_database_objects(
     stalled between two of its steps and would otherwise finish it in the emptied path.
 
     If a manifest is committed meanwhile (a clone releasing its checkpoint here), the newest
-    manifest is kept for the next round."""
+    manifest is kept for the next round. ``wal``: where the WAL objects are; with a separate WAL
+    store (SlateDB RFC 0009) its ``<db>/wal/`` objects go too, with the main store's."""
     wal_boundary_ = write_tombstone(ms)
-    return _delete_own(ms, concurrency, wal_boundary_)
+    separate = None if wal is None else wal.separate
+    return _delete_own(ms, concurrency, wal_boundary_, separate)
 
 
 def _delete_own(
-    ms: ManifestStore, concurrency: int, wal_boundary_: BoundaryObject
+    ms: ManifestStore,
+    concurrency: int,
+    wal_boundary_: BoundaryObject,
+    wal_store: ObjectStore | None = None,
 ) -> tuple[int, int]:
     store = ms.store
     prefix = ms.db_path.rstrip("/") + "/"
@@ -258,20 +279,22 @@ def _delete_own(
     lease_over = False
     for _ in range(100):
         listing = _own_objects(store, ms.db_path)
+        # the WAL store's own WAL objects (SlateDB RFC 0009: the same paths in the other store)
+        elsewhere = [] if wal_store is None else _own_wal_objects(wal_store, ms.db_path)
         manifests = {i: o for o in listing if (i := ms.seq.parse(o.path)) is not None}
         if not manifests:
             doomed = listing
         else:
             keep = manifests[max(manifests)]
             doomed = [o for o in listing if o.path != keep.path]
-            if not doomed:
+            if not doomed and not elsewhere:
                 store.delete(keep.path)
                 return count + 1, size + keep.size
-        if not doomed:
+        if not doomed and not elsewhere:
             return count, size
         paths = [o.path for o in doomed]
         wal = [p for p in paths if p.startswith(wal_prefix)]
-        if wal and not lease_over:
+        if (wal or elsewhere) and not lease_over:
             # a zombie writer's boundary read from before the tombstone vouches for its WAL
             # creates for the boundary lease: its fence must outlive it (slatedb_core.meta.lease).
             # The rest goes first, so the wait overlaps those deletes.
@@ -281,8 +304,10 @@ def _delete_own(
             _delete_all(store, wal, concurrency)
         else:
             _delete_all(store, paths, concurrency)
-        count += len(doomed)
-        size += sum(o.size for o in doomed)
+        if wal_store is not None:
+            _delete_all(wal_store, [o.path for o in elsewhere], concurrency)
+        count += len(doomed) + len(elsewhere)
+        size += sum(o.size for o in doomed) + sum(o.size for o in elsewhere)
         if not manifests:
             return count, size
     raise InvalidDeletion(f"objects kept appearing under {prefix!r} while deleting it")
@@ -295,6 +320,11 @@ def _delete_all(store: ObjectStore, paths: list[str], concurrency: int) -> None:
     else:
         with ThreadPoolExecutor(min(concurrency, len(paths))) as pool:
             list(pool.map(store.delete, paths))
+
+
+def _own_wal_objects(wal_store: ObjectStore, db_path: str) -> list[ObjectMeta]:
+    """The database's own WAL objects in its separate WAL store."""
+    return [o for o in wal_store.list(wal_dir(db_path)) if is_own_object(db_path, o.path)]
 
 
 def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:

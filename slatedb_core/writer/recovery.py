@@ -176,7 +176,7 @@ def replay_wal(
     is replayed in ROW_SCHEMA, its operands folded by ``merge_operator`` as they were written
     (:meth:`~slatedb_core.lsm.memtable.Memtable.put_rows`), so our flush writes what SlateDB's
     would. One with neither takes the plain path (its create_ts, which every WAL row has, is
-    dropped as before: nothing reads it)."""
+    dropped as before, but its newest moves the memtable's flush tick once TTL rows are in)."""
     ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
     # with our fence as the top and a window of 1, every hole below the fence is damage
     holes = damaged_holes(
@@ -200,11 +200,17 @@ def replay_wal(
             entries = entries.filter(pc.greater(entries.column("seq"), floor))
             if not entries.num_rows and memtable.is_empty():
                 in_l0_upto = wal_id
+        tick = None
         if entries.column("expire_ts").null_count == entries.num_rows and not has_merges(entries):
+            # its rows' clock tick still counts for the flush of TTL rows replayed before it
+            # (SlateDB's flush expires at its memtable's last tick, RFC 0003)
+            tick = pc.max(entries.column("create_ts")).as_py()
             entries = entries.select(ENTRY_SCHEMA.names)
         for batch in entries.to_batches():
             if batch.num_rows:
                 memtable.put_rows(batch, merge_operator)
+        if tick is not None:
+            memtable.note_tick(tick)
     if memtable.is_empty() and in_l0_upto > m.replay_after_wal_id:
         in_l0_upto = fence_id  # every row below our fence is in L0: the fences after them too
     return Replayed(memtable, in_l0_upto)

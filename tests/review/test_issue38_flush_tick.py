@@ -79,3 +79,28 @@ def test_a_plain_write_after_an_expiry_expires_the_row_at_flush(
         assert {k: db.get(k) for k in (b"v", b"m")} == want
     reader = open_reader_at(oracle, "ours", StringAppend())
     assert {k: reader.get(k) for k in (b"v", b"m")} == want
+
+
+def test_a_replayed_plain_wal_sst_moves_the_flush_tick(oracle: Oracle, tmp_path: Path) -> None:
+    """The same after a crash: the replay dropped the create_ts of a WAL SST without TTL rows,
+    so the replayed memtable's tick stayed at the TTL rows' and its flush kept them."""
+    w = open_merge_db(oracle, StringAppend(), path="theirs")
+    slatedb_write(w, [("put", b"v", b"1", 1)])
+    slatedb_write(w, [("merge", b"m", b"x", 1)])
+    time.sleep(0.02)
+    w.put(b"z", b"z")
+    w.shutdown()  # SlateDB's close flushes the memtable
+    w = open_merge_db(oracle, StringAppend(), path="theirs")
+    want = {k: w.get(k) for k in (b"v", b"m", b"z")}
+    assert want == {b"v": None, b"m": None, b"z": b"z"}
+
+    store = open_store(tmp_path.as_uri())
+    db = Db.open("ours", store, OURS)
+    db.put(b"v", b"1", ttl=1)
+    db.merge(b"m", b"x", ttl=1)
+    time.sleep(0.02)
+    db.put(b"z", b"z")  # durable in a WAL SST of its own, without a TTL row
+    db._simulate_crash()
+    with Db.open("ours", store, OURS) as again:
+        again.flush_memtable()
+        assert {k: again.get(k) for k in (b"v", b"m", b"z")} == want

@@ -1,7 +1,8 @@
-"""SlateDB features this engine does not implement: merge operands (its merge operator) and rows
-with a TTL. Our reads and our compactor refuse them with a typed error instead of serving an
-operand as the value, dropping the values beneath it, or making an expiring row live for ever
-(docs/format.md, "What each engine ignores of the other's")."""
+"""A database with SlateDB merge operands, opened without a merge operator: reads of an operand's
+key and compactions over it fail with MergeOperatorMissing instead of serving an operand as the
+value or dropping the values beneath it; other keys read as usual (SlateDB's
+MergeOperatorRequiredIterator). Rows with a TTL are compacted keeping their expire_ts (issue 38:
+both were refused whole before)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]
 
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.errors import UnsupportedFeature
+from slatedb_core.errors import MergeOperatorMissing, UnsupportedFeature
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
+from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from tests.interop.oracle import Oracle, SlateWriter, settings
 
@@ -39,19 +42,29 @@ def _write_with_merges(oracle: Oracle) -> None:
     w.shutdown()
 
 
-def test_our_reads_and_compactor_refuse_merge_operands(oracle: Oracle, store: ObjectStore) -> None:
+def test_without_an_operator_operand_keys_and_their_compaction_fail(
+    oracle: Oracle, store: ObjectStore
+) -> None:
     _write_with_merges(oracle)
     reader = DbReader.open("db", store, options=DbReaderOptions())
     try:
         assert reader.get(b"plain") == b"v"  # a key without operands reads as usual
-        with pytest.raises(UnsupportedFeature, match="merge operand"):
+        with pytest.raises(MergeOperatorMissing) as e:
             reader.get(b"merged")
-        with pytest.raises(UnsupportedFeature, match="merge operand"):
+        assert e.value.key == b"merged"
+        with pytest.raises(MergeOperatorMissing):
             list(reader.scan())
     finally:
         reader.close()
-    with pytest.raises(UnsupportedFeature, match="merge operand"):
+    before = ManifestStore(store, "db").read_latest().manifest
+    with pytest.raises(MergeOperatorMissing):
         run_compaction_once("db", store, CompactorOptions(l0_trigger=1))
+    assert isinstance(MergeOperatorMissing(b"k"), UnsupportedFeature)
+    # with the operator, the same database reads the folded value
+    with DbReader.open("db", store, options=DbReaderOptions(merge_operator="string_append")) as r:
+        assert r.get(b"merged") == b"ab"
+    after = ManifestStore(store, "db").read_latest().manifest
+    assert (after.l0, after.compacted) == (before.l0, before.compacted)  # nothing committed
     # nothing was rewritten: SlateDB (with its merge operator) still reads the merged value
     builder = sdb.DbReaderBuilder("db", oracle.store())
     builder.with_merge_operator(_Concat())
@@ -62,14 +75,25 @@ def test_our_reads_and_compactor_refuse_merge_operands(oracle: Oracle, store: Ob
         oracle.run(r.shutdown())
 
 
-def test_our_compactor_refuses_rows_with_a_ttl(oracle: Oracle, store: ObjectStore) -> None:
+def test_our_compactor_keeps_rows_with_a_ttl(oracle: Oracle, store: ObjectStore) -> None:
     w = oracle.open_db(s=settings(compactor=False))
     w.put(b"plain", b"v")
     w.flush_memtable()
     w.put_ttl(b"ttl", b"expires-in-an-hour", 3_600_000)
     w.flush_memtable()
     w.shutdown()
-    with pytest.raises(UnsupportedFeature, match="TTL"):
-        run_compaction_once("db", store, CompactorOptions(l0_trigger=1))
+    assert run_compaction_once("db", store, CompactorOptions(l0_trigger=1)) is not None
     r = oracle.open_reader()
-    assert r.get(b"ttl") == b"expires-in-an-hour"  # nothing was rewritten
+    assert r.get(b"ttl") == b"expires-in-an-hour"
+    assert r.get(b"plain") == b"v"
+    (run,) = ManifestStore(store, "db").read_latest().manifest.compacted
+    expire = [
+        ts
+        for view in run.views
+        for ts in SstReader.open(store, f"db/compacted/{view.sst_id}.sst")
+        .read_all(timestamps=True)
+        .column("expire_ts")
+        .to_pylist()
+        if ts is not None
+    ]
+    assert len(expire) == 1  # the TTL row kept its expire_ts through our rewrite

@@ -96,6 +96,7 @@ from slatedb_core.table.shardmap import (
     with_overwrite_outcome,
     without_reservations,
 )
+from slatedb_core.table.snapshot import table_wal_url
 from slatedb_core.table.writers import act_as_writer
 from slatedb_core.writer.db import Db
 
@@ -659,7 +660,8 @@ def _retire(table: RescaleContext, db_path: str) -> bool:
     """Step 5; False if the database is gone: never there, or deleted by the GC (which
     ``destroy`` accepts without an error: a deleted path stays destroyed)."""
     try:
-        destroy(db_path, table.store, soft=True)
+        # its fence goes where its WAL is (SlateDB RFC 0009)
+        destroy(db_path, table.store, soft=True, wal_url=table_wal_url(table.options))
     except DatabaseNotFound:
         return False
     except DatabaseDestroyed:

@@ -16,6 +16,7 @@ import pytest
 
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.errors import WalStoreMissing
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.table import Table, TableOptions
 from tests.interop.oracle import settings
@@ -73,3 +74,19 @@ def test_a_snapshot_of_a_shard_slatedb_writes_with_its_wal_store(wal_stores: Wal
         snap = t.snapshot()
         with Table.open("t", s.store, table_options(s.wal_url), snapshot=snap) as view:
             assert list(view.scan()) == [(b"a", b"tail"), (b"b", b"tail")]
+
+
+def test_a_split_retires_a_shard_whose_wal_is_in_the_wal_store(wal_stores: WalStores) -> None:
+    """Rescaling retires the source shard with a soft destroy: its fence goes to the WAL store,
+    not the main store (the GC deletes the shard once its children no longer reference it)."""
+    s = wal_stores
+    opts = table_options(s.wal_url)
+    with Table.create("t", s.store, [], opts) as t:
+        source = t.shards[0].db_path
+        with t.writer(0) as db:
+            for i in range(20):
+                db.put(b"k%02d" % i, b"v")
+        t.split(0, b"k10")
+        assert dict(t.scan()) == {b"k%02d" % i: b"v" for i in range(20)}
+    assert not [m.path for m in s.store.list("t") if "/wal/" in m.path]
+    assert ManifestStore(s.store, source).read_latest().manifest.destroyed_at_s is not None

@@ -274,7 +274,7 @@ def boundaries_behind_latest(
     except DatabaseNotFound:
         return _gone(s, db, dg.AssetCheckSeverity.ERROR)
     boundaries = read_boundaries(s, db)
-    latest = latest_ids(s, db, stored)
+    latest = latest_ids(s, db, stored, wal_url=store.wal_url)  # RFC 0009: its WAL store
     violations = check_boundaries(boundaries, latest)
     metadata: dict[str, Any] = {}
     for ns, value in boundaries.items():

@@ -39,6 +39,7 @@ from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.boundary import parse_boundary
 from slatedb_core.sst import SstReader
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
+from slatedb_core.wal.location import WalLocation
 from slatedb_core.wal.log import WalLog
 
 __all__ = [
@@ -190,13 +191,19 @@ def read_boundaries(store: ObjectStore, db_path: str) -> dict[str, int | None]:
 
 
 def latest_ids(
-    store: ObjectStore, db_path: str, manifest: StoredManifest | None = None
+    store: ObjectStore,
+    db_path: str,
+    manifest: StoredManifest | None = None,
+    *,
+    wal_url: str | None = None,
 ) -> dict[str, int | None]:
     """The newest id of each sequenced namespace (None: the namespace is empty), and the current
-    time in milliseconds under ``compacted`` (its boundary is a ULID time)."""
+    time in milliseconds under ``compacted`` (its boundary is a ULID time). ``wal_url``: the
+    database's separate WAL store (SlateDB RFC 0009), where its WAL ids are listed."""
     stored = manifest or ManifestStore(store, db_path).read_latest()
     m = stored.manifest
-    listed_wal = WalLog(store, db_path).list_ids(after=m.wal_id_last_seen)
+    wal_log = WalLog(WalLocation.open(store, wal_url), db_path)
+    listed_wal = wal_log.list_ids(after=m.wal_id_last_seen)
     wal = max([m.wal_id_last_seen, m.next_wal_sst_id - 1, *listed_wal])
     return {
         MANIFEST_BOUNDARY: stored.id,

@@ -95,6 +95,8 @@ DICT_RESIDENT_OVERHEAD = 320
 _NO_SEQ = 1 << 64
 
 Data = dict[bytes, Entry] | MappingProxyType[bytes, Entry]
+Folded = tuple[Version, Parts | None]
+"""A merge operand folded onto a key's entry: the new entry and the versions its flush keeps."""
 View = tuple[Data, tuple[Run, ...]]
 
 
@@ -105,6 +107,15 @@ def _lookup(d: Data, runs: tuple[Run, ...], key: bytes) -> Entry | None:
     for r in reversed(runs):  # newest first: the first run holding the key has its latest entry
         i = r.find(key)
         if i >= 0:
+            return r.entry(i)
+    return None
+
+
+def _live_in_runs(runs: tuple[Run, ...], key: bytes) -> Entry | None:
+    """``key``'s live entry in ``runs`` (what :func:`kill_key` would kill), leaving it there."""
+    for r in reversed(runs):
+        i = r.find(key)
+        if i >= 0 and r.live[i]:
             return r.entry(i)
     return None
 
@@ -192,25 +203,70 @@ class Memtable:
         if self.last_tick is not None and now > self.last_tick:
             self.last_tick = now
 
-    def put_version(self, key: bytes, version: Version, op: MergeOperator | None) -> None:
+    def fold_versions(
+        self, rows: Sequence[tuple[bytes, Version]], op: MergeOperator | None
+    ) -> list[Folded | None]:
+        """What :meth:`put_version` would leave for each of ``rows`` written in order (None for a
+        row that is not a merge operand onto an entry), changing nothing: the merge operator (the
+        application's code) runs here, so a write whose operand it refuses raises before any row
+        of it is in the memtable (a write batch is atomic). Hand each result to
+        :meth:`put_version` as ``folded``, in the same order, under the same lock."""
+        staged: dict[bytes, tuple[Entry, Parts | None]] = {}
+        out: list[Folded | None] = []
+        for key, version in rows:
+            if version.kind != KIND_MERGE:
+                staged[key] = (version, None)
+                out.append(None)
+                continue
+            old: Entry | None
+            if key in staged:
+                old, parts = staged[key]
+            else:
+                old = self.get(key)
+                parts = self._parts.get(key) if self._parts else None
+            if old is None:
+                staged[key] = (version, None)
+                out.append(None)
+                continue
+            folded = merge_onto(key, old, parts, version, op)
+            staged[key] = folded
+            out.append(folded)
+        return out
+
+    def put_version(
+        self,
+        key: bytes,
+        version: Version,
+        op: MergeOperator | None,
+        folded: Folded | None = None,
+    ) -> None:
         """Write one row with a timestamp or a merge operand. A merge operand is folded onto the
-        key's entry (:func:`~slatedb_core.lsm.memtable_fold.merge_onto`); anything else replaces
-        it, as :meth:`put` does."""
+        key's entry (:func:`~slatedb_core.lsm.memtable_fold.merge_onto`, or ``folded`` from
+        :meth:`fold_versions`); anything else replaces it, as :meth:`put` does. The operator
+        runs before anything changes: if it raises, the key keeps its entry."""
         if self._frozen is not None:
             raise TypeError("memtable is frozen")
         d, runs = self._view
         assert isinstance(d, dict)
         old = d.get(key)
+        in_run = False
         if old is None and runs:
-            old = kill_key(runs, key)
-            if old is not None:
-                self._run_rows -= 1
-        parts = self._parts.pop(key, None) if self._parts else None
+            old = _live_in_runs(runs, key)
+            in_run = old is not None
         entry: Version = version
+        parts: Parts | None = None
         if version.kind == KIND_MERGE and old is not None:
-            entry, parts = merge_onto(key, old, parts, version, op)
-            if parts is not None:
-                self._parts[key] = parts
+            if folded is None:
+                old_parts = self._parts.get(key) if self._parts else None
+                folded = merge_onto(key, old, old_parts, version, op)  # may raise: nothing changed
+            entry, parts = folded
+        if in_run:
+            kill_key(runs, key)
+            self._run_rows -= 1
+        if self._parts:
+            self._parts.pop(key, None)
+        if parts is not None:
+            self._parts[key] = parts
         self._wide = True
         d[key] = entry
         value = entry.value

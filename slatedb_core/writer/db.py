@@ -246,6 +246,7 @@ class Db(WriterIngest):
             buf = self._buf
             rows: list[tuple[bytes, Version]] = []
             nbytes = 0
+            writes: list[tuple[bytes, Version]] = []
             for i, key in enumerate(keys):
                 seq += 1
                 value = values[i]
@@ -254,14 +255,18 @@ class Db(WriterIngest):
                     kind = KIND_TOMBSTONE
                 exp = None if kind == KIND_TOMBSTONE else expire_ts(ttl, default, now)
                 nbytes += len(key) + (0 if value is None else len(value)) + 16
-                if kind != KIND_MERGE and exp is None:
-                    memtable.put(key, seq, value)
+                writes.append((key, Version(seq, kind, value, exp, now)))
+            # the merge operator runs before anything is written: an operand it refuses
+            # refuses the whole write, which leaves no row in the memtable (atomic batches)
+            folds = memtable.fold_versions(writes, op) if op is not None else None
+            for i, (key, version) in enumerate(writes):
+                if version.kind != KIND_MERGE and version.expire_ts is None:
+                    memtable.put(key, version.seq, version.value)
                     buf.keys.append(key)
-                    buf.seqs.append(seq)
-                    buf.values.append(value)
+                    buf.seqs.append(version.seq)
+                    buf.values.append(version.value)
                 else:
-                    version = Version(seq, kind, value, exp, now)
-                    memtable.put_version(key, version, op)
+                    memtable.put_version(key, version, op, None if folds is None else folds[i])
                     rows.append((key, version))
             if rows:
                 buf.batches.append(_rows_batch(rows))

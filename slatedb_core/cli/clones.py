@@ -206,7 +206,9 @@ def clone_cmd(
     """Create the database at --path as a clone of --parent (a shallow copy: it references the
     parent's SSTs and copies only its WAL tail). Writes to either never show in the other."""
     rng = parse_range(start, end, "--from/--to")
-    stored = create_clone_stored(obj.path, parent, obj.store, checkpoint, rng)
+    stored = create_clone_stored(
+        obj.path, parent, obj.store, checkpoint, rng, parent_wal_url=obj.wal_url
+    )
     _show(summary(obj.path, stored), as_json, f"clone of {parent}")
 
 
@@ -243,7 +245,9 @@ def project_cmd(
     rng = parse_range(start, end, "--from/--to")
     if rng is None:
         raise click.UsageError("project needs --from and/or --to (without them, use clone)")
-    stored = create_clone_stored(obj.path, source, obj.store, checkpoint, rng)
+    stored = create_clone_stored(
+        obj.path, source, obj.store, checkpoint, rng, parent_wal_url=obj.wal_url
+    )
     _show(summary(obj.path, stored), as_json, f"projection of {source}")
 
 

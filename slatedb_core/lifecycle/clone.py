@@ -73,6 +73,7 @@ from slatedb_core.manifest.projection import project_manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import CheckpointOptions
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.wal.location import WalLocation
 from slatedb_core.wal.log import WalLog
 
 log = logging.getLogger(__name__)
@@ -127,14 +128,18 @@ def _decode(ms: ManifestStore, object_id: int, data: bytes) -> tuple[Manifest, i
 
 
 def _ephemeral(
-    ms: ManifestStore, latest: StoredManifest, dest: str, now: float
+    ms: ManifestStore,
+    latest: StoredManifest,
+    dest: str,
+    now: float,
+    wal_at: WalLocation | None = None,
 ) -> tuple[uuid.UUID, StoredManifest]:
     """An ephemeral checkpoint of the latest manifest that holds the WAL SSTs durable now, named
     in ``wal_id_last_seen`` by the same update (:func:`~slatedb_core.checkpoints.covered_wal`, as
     every checkpoint of the latest state; see the module docstring)."""
     options = CheckpointOptions(lifetime=EPHEMERAL_LIFETIME, name=f"clone-source:{dest}")
     cid = uuid.uuid4()
-    cover = functools.partial(covered_wal, ms.store, ms.db_path)
+    cover = functools.partial(covered_wal, wal_at or ms.store, ms.db_path)
     return cid, ms.update_at(checkpoint_change(options, now, cid, covers_wal=cover), base=latest)
 
 
@@ -146,15 +151,23 @@ def _lost(path: str, cid: uuid.UUID, why: str) -> SourceCheckpointLost:
     )
 
 
-def take_snapshot(source: Latest, checkpoint: uuid.UUID | None, dest: str, now: float) -> Snapshot:
+def take_snapshot(
+    source: Latest,
+    checkpoint: uuid.UUID | None,
+    dest: str,
+    now: float,
+    wal_at: WalLocation | None = None,
+) -> Snapshot:
     """Steps 6-7 for one source (``source``: its latest manifest): its checkpoint (created if
-    None) and the manifest it pins, with that manifest's format version."""
+    None) and the manifest it pins, with that manifest's format version. ``wal_at``: where the
+    source's WAL is (a separate WAL store, SlateDB RFC 0009): the checkpoint covers the WAL
+    durable there."""
     ms, latest = source
     path = ms.db_path
     check_live(path, latest.manifest)
     cid = checkpoint
     if cid is None:
-        cid, latest = _ephemeral(ms, latest, dest, now)
+        cid, latest = _ephemeral(ms, latest, dest, now, wal_at)
     cp = latest.manifest.checkpoint(cid)
     if cp is None:
         raise _lost(path, cid, "does not exist")
@@ -352,13 +365,18 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
     )
 
 
-def wal_end(store: ObjectStore, snap: Snapshot, projection: KeyRange | None) -> int:
+def wal_end(
+    store: ObjectStore,
+    snap: Snapshot,
+    projection: KeyRange | None,
+    wal_at: WalLocation | None = None,
+) -> int:
     """The clone's ``wal_id_last_seen``: the pinned one, less trailing WAL SSTs with nothing for
     the clone (fences, or only keys outside its projection), so that a clone with no WAL data of
     its own counts as fully flushed and can be a union source without ever being opened."""
     m = snap.manifest
     rng = KeyRange.of(m.key_range).intersect(projection or KeyRange())
-    wal = WalLog(store, snap.path)
+    wal = WalLog(wal_at or store, snap.path)  # the source's WAL store, if it has one
     try:
         ids = range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1)
         return last_with_data(wal, ids, rng) or m.replay_after_wal_id
@@ -397,6 +415,7 @@ def create_clone_stored(
     projection: KeyRange | None = None,
     *,
     now: Clock = time.time,
+    parent_wal_url: str | None = None,
 ) -> StoredManifest:
     """:func:`create_clone`, returning the committed manifest with its id."""
     check_paths(clone_path, [parent_path])
@@ -406,14 +425,19 @@ def create_clone_stored(
     if projection is not None and not isinstance(projection, KeyRange):
         raise InvalidArgument("projection must be a KeyRange")
     cms = ManifestStore(store, clone_path)
+    parent_wal = WalLocation.open(store, parent_wal_url)
     for _ in range(5):
         stored = cms.try_read_latest()
         parent = same_format_store(store, parent_path)
         check_live(parent_path, parent[1].manifest)
         if stored is None:
-            snap = take_snapshot(parent, parent_checkpoint, clone_path, now())
+            # WalStoreMissing, before anything is written: the parent's WAL is not where we look
+            # (SlateDB RFC 0009), and the clone would miss the part of it it copies
+            WalLog(parent_wal, parent_path).list_live(parent[1].manifest)
+            snap = take_snapshot(parent, parent_checkpoint, clone_path, now(), parent_wal)
             try:
-                initial = clone_manifest(snap, projection, wal_end(store, snap, projection))
+                end = wal_end(store, snap, projection, parent_wal)
+                initial = clone_manifest(snap, projection, end)
             except BaseException:
                 drop_ephemeral(store, snap)
                 raise
@@ -436,7 +460,7 @@ def create_clone_stored(
             m,
             fallbacks,
             now(),
-            functools.partial(copy_wal, store, parent_path, clone_path, m),
+            functools.partial(copy_wal, store, parent_path, clone_path, m, parent_wal),
         )
     raise CloneConflict(f"kept losing the race to create the clone at {clone_path!r}")
 
@@ -449,11 +473,16 @@ def create_clone(
     projection: KeyRange | None = None,
     *,
     now: Clock = time.time,
+    parent_wal_url: str | None = None,
 ) -> Manifest:
     """Create (or finish creating) the clone at ``clone_path`` of ``parent_path`` as of
     ``parent_checkpoint`` (default: an ephemeral checkpoint of the latest state), restricted to
     ``projection`` when given. Safe to re-run after a crash at any point; a finished clone is
     returned as is.
+
+    ``parent_wal_url``: the parent's separate WAL store (SlateDB RFC 0009), where the WAL tail
+    the clone copies is read; the clone keeps its copy in the main store. Without it, a parent
+    whose WAL is evidently elsewhere raises WalStoreMissing before anything is written.
 
     Raises DatabaseNotFound / DatabaseNotInitialized / DatabaseDestroyed for an unusable parent,
     SourceCheckpointLost when the source checkpoint is missing or expired, CloneConflict when
@@ -461,5 +490,11 @@ def create_clone(
     checkpoint.
     """
     return create_clone_stored(
-        clone_path, parent_path, store, parent_checkpoint, projection, now=now
+        clone_path,
+        parent_path,
+        store,
+        parent_checkpoint,
+        projection,
+        now=now,
+        parent_wal_url=parent_wal_url,
     ).manifest

@@ -13,6 +13,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.sst import SstOptions
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.wal.location import WalLocation
 from slatedb_core.wal.log import FENCE, WalLog, encode_wal_sst
 
 
@@ -60,14 +61,22 @@ def start_over(dest: str) -> str:
     )
 
 
-def copy_wal(store: ObjectStore, parent: str, clone: str, m: Manifest) -> None:
+def copy_wal(
+    store: ObjectStore,
+    parent: str,
+    clone: str,
+    m: Manifest,
+    parent_wal: WalLocation | None = None,
+) -> None:
     """Step 10. Create-if-absent: an earlier attempt's identical object is accepted, anything
-    else is not ours and is refused."""
-    src, dst = WalLog(store, parent), WalLog(store, clone)
+    else is not ours and is refused. ``parent_wal``: where the parent's WAL is (its separate WAL
+    store, SlateDB RFC 0009); the clone's copy goes to the main store (a clone has no WAL
+    store)."""
+    src, dst = WalLog(parent_wal or store, parent), WalLog(store, clone)
     rng = None if m.key_range is None else KeyRange.of(m.key_range)
     for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
         try:
-            data = store.get(src.path(wal_id)).data
+            data = src.store.get(src.path(wal_id)).data
         except ObjectNotFound:
             raise CloneIncomplete(
                 f"WAL SST {src.path(wal_id)} needed by the clone {clone!r} is gone; "

@@ -56,7 +56,13 @@ def fold(
         for operand in operands:
             value = op(key, value, operand)
             if not isinstance(value, bytes):
-                value = bytes(value)  # a bytearray or memoryview from the application
+                # a bytearray or memoryview from the application; never ``bytes(3)`` (three
+                # zero bytes) or a list of ints: a value nobody wrote
+                if not isinstance(value, bytearray | memoryview):
+                    raise TypeError(
+                        f"a merge operator must return bytes, got {type(value).__name__}"
+                    )
+                value = bytes(value)
     except (MergeOperatorMissing, MergeOperatorFailed):
         raise
     except Exception as e:

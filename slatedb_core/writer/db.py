@@ -256,6 +256,8 @@ class Db(WriterIngest):
                 exp = None if kind == KIND_TOMBSTONE else expire_ts(ttl, default, now)
                 nbytes += len(key) + (0 if value is None else len(value)) + 16
                 writes.append((key, Version(seq, kind, value, exp, now)))
+            if len(writes) > 1:
+                _check_merge_ttls(writes)
             # the merge operator runs before anything is written: an operand it refuses
             # refuses the whole write, which leaves no row in the memtable (atomic batches)
             folds = memtable.fold_versions(writes, op) if op is not None else None
@@ -634,6 +636,27 @@ class Db(WriterIngest):
 
     def __repr__(self) -> str:
         return f"Db({self.path!r}, store={self.store.url!r}, epoch={self._fm.epoch})"
+
+
+def _check_merge_ttls(writes: Sequence[tuple[bytes, Version]]) -> None:
+    """Refuse a batch in which a key's merge operands cannot fold into one row: their
+    ``expire_ts`` differ from each other's or from the put's or delete's before them (a later
+    put or delete of the key replaces what came before). SlateDB 0.17 refuses the same batch
+    (``IncompatibleMergeTtls``, its write batches fold each key's operands into one row)."""
+    chains: dict[bytes, tuple[bool, set[int | None]]] = {}
+    for key, v in writes:
+        if v.kind != KIND_MERGE:
+            chains[key] = (False, {v.expire_ts})
+        else:
+            _, seen = chains.get(key, (False, set()))
+            chains[key] = (True, seen | {v.expire_ts})
+    for key, (merged, seen) in chains.items():
+        if merged and len(seen) > 1:
+            raise InvalidArgument(
+                f"the merge operands of one key in a write batch must share one TTL with each "
+                f"other and with the key's put or delete before them (key {key!r}); SlateDB "
+                f"refuses such a batch too"
+            )
 
 
 def _rows_batch(rows: Sequence[tuple[bytes, Version]]) -> pa.RecordBatch:

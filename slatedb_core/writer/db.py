@@ -163,6 +163,8 @@ class Db(WriterIngest):
         the database's ``default_ttl``; ``NO_EXPIRY``; or ms (or a timedelta) after the write,
         when SlateDB's flushes and compactions turn the row into a tombstone."""
         if ttl is not None or self._default_ttl is not None:
+            # (checked here: _write_special reads a None value as a batch's delete)
+            value = self._check_value(value)
             gen = self._write_special([key], [value], {0: (KIND_VALUE, check_ttl("ttl", ttl))})
             if await_durable:
                 self._await_durable(gen)
@@ -209,6 +211,7 @@ class Db(WriterIngest):
         having written nothing, as SlateDB refuses it."""
         if type(key) is not bytes:
             key = self._check_key(key)
+        operand = self._check_value(operand)  # a None operand is no delete
         gen = self._write_special([key], [operand], {0: (KIND_MERGE, check_ttl("ttl", ttl))})
         if await_durable:
             self._await_durable(gen)

@@ -55,6 +55,7 @@ from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.location import WalLocation
 from slatedb_core.writer.gc_safety import NewSsts
 from slatedb_core.writer.l0_flush import (
+    flush_clock_tick,
     l0_flush_change,
     l0_rows,
     replay_point_change,
@@ -259,7 +260,7 @@ class WriterEngine(WalFlusher):
             last_wal_id=lambda: acks.last_wal_id,
             max_parallel_writes=self.options.max_parallel_writes,
             max_seq=imm.max_seq or 0,
-            clock_tick=imm.frozen_at_ms,
+            clock_tick=flush_clock_tick(imm),
         )
         stored = self._commit(change)
         self._confirmed_wal_id = max(self._confirmed_wal_id, wal_id)

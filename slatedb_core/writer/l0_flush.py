@@ -76,6 +76,16 @@ def l0_rows(imm: ImmutableMemtable) -> pa.RecordBatch:
     return rows.filter(pa.array(~drop)) if bool(drop.any()) else rows
 
 
+def flush_clock_tick(imm: ImmutableMemtable) -> int:
+    """The clock tick a flush of ``imm`` commits as ``last_l0_clock_tick`` (the clock SlateDB's
+    compactions expire TTL rows at, RFC 0003): SlateDB's is its memtable's last tick, the tick
+    of its newest write (``flush.rs``). Ours records that tick once the memtable holds a row
+    with a timestamp (``last_tick``); a memtable without one knows only when it was frozen, at or
+    after its newest write. The freeze time alone expired rows SlateDB keeps (issue 38 review,
+    tests/review/test_issue38_compaction_clock.py)."""
+    return imm.last_tick if imm.last_tick is not None else imm.frozen_at_ms
+
+
 def l0_flush_change(
     new: NewSsts,
     *,

@@ -1,0 +1,66 @@
+"""Review of issue 38 (item 1, TTL): the clock tick our WAL gives rows written without one.
+
+SlateDB stamps every row with its write's clock tick, and its memtable flush expires TTL rows at
+the newest (the last write's). Our plain writes carry no tick in memory (the fast path); the WAL
+writer stamps them when it encodes the WAL SST, at the flush, later than the write. After a
+crash the replayed memtable's newest tick is then that flush's, and a TTL row still live at the
+last write but expired by the WAL flush is retired by our flush and kept by SlateDB's.
+
+Not fixed: the exact tick would cost a clock read per plain write (the fast path), and the
+window is the WAL flush latency (``flush_interval``, 100 ms by default) for TTLs shorter than
+that."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.options import DbOptions
+from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
+from tests.interop.oracle import Oracle
+from tests.interop.oracle_merge import slatedb_write
+from tests.interop.oracle_merge_read import StringAppend, open_merge_db
+
+pytestmark = pytest.mark.slatedb
+
+
+@pytest.fixture
+def oracle(tmp_path: Path) -> Iterator[Oracle]:
+    o = Oracle(tmp_path)
+    try:
+        yield o
+    finally:
+        o.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="our WAL stamps plain rows with the WAL flush's tick, not the write's (fast path)",
+)
+def test_a_ttl_row_live_at_the_last_write_survives_a_replayed_flush(
+    oracle: Oracle, tmp_path: Path
+) -> None:
+    w = open_merge_db(oracle, StringAppend(), path="theirs")
+    slatedb_write(w, [("put", b"z", b"z", None)])
+    slatedb_write(w, [("put", b"k", b"v", 200)])
+    time.sleep(0.3)
+    w.shutdown()  # flushes its memtable at its last write's tick: k was live then
+    w = open_merge_db(oracle, StringAppend(), path="theirs")
+    assert w.get(b"k") == b"v"
+
+    store = open_store(tmp_path.as_uri())
+    options = DbOptions(flush_interval=timedelta(hours=1), merge_operator="string_append")
+    db = Db.open("ours", store, options)
+    db.put(b"z", b"z", await_durable=False)
+    db.put(b"k", b"v", ttl=200, await_durable=False)
+    time.sleep(0.3)
+    db.flush()  # one WAL SST, encoded after k expired
+    db._simulate_crash()
+    with Db.open("ours", store, options) as again:
+        again.flush_memtable()
+        assert again.get(b"k") == b"v"

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
@@ -102,6 +102,19 @@ def _reads(get: object, scan: object) -> tuple[dict[bytes, bytes | None], list[o
     return {k: get(k) for k in KEYS}, [tuple(kv) for kv in scan()]
 
 
+def _arrow_reads(db: Db | DbReader) -> tuple[dict[bytes, bytes | None], list[object]]:
+    """The same through ``get_many`` and ``scan_arrow``."""
+    rows = db.scan_arrow().read_all().to_pylist()
+    return dict(zip(KEYS, db.get_many(KEYS), strict=True)), [(r["key"], r["value"]) for r in rows]
+
+
+FOLLOW = DbReaderOptions(
+    merge_operator="string_append",
+    mode=ReaderMode.FOLLOW_LATEST,
+    manifest_poll_interval=timedelta(hours=1),
+    checkpoint_lifetime=timedelta(hours=3),
+)
+
 _n = itertools.count()
 
 
@@ -119,6 +132,8 @@ def test_random_ops_read_as_slatedb_reads_them(
     store = open_store(root.as_uri())
     db = Db.open(ours_path, store, OURS)
     theirs: SlateWriter = open_merge_db(oracle, StringAppend(), path=theirs_path)
+    # a reader of ours open all along: it replays WAL tails our writer flushes to L0 meanwhile
+    follower = DbReader.open(ours_path, store, options=FOLLOW)
     try:
         for kind, ops in steps:
             if kind == "write":
@@ -156,9 +171,14 @@ def test_random_ops_read_as_slatedb_reads_them(
                     db.flush_memtable()
                 theirs.shutdown()
                 theirs = open_merge_db(oracle, StringAppend(), path=theirs_path)
+            follower.refresh()  # between steps: tails and L0 SSTs overlap at times
         want = _reads(theirs.get, theirs.scan)
         assert _reads(db.get, db.scan) == want, steps
+        assert _arrow_reads(db) == want, steps
         db.flush()
+        follower.refresh()
+        assert _reads(follower.get, follower.scan) == want, steps
+        assert _arrow_reads(follower) == want, steps
         slatedb_reader = open_reader_at(oracle, ours_path, StringAppend())
         assert _reads(slatedb_reader.get, slatedb_reader.scan) == want, steps
         slatedb_reader.shutdown()
@@ -171,5 +191,6 @@ def test_random_ops_read_as_slatedb_reads_them(
         finally:
             our_reader.close()
     finally:
+        follower.close()
         db.close()
         theirs.shutdown()

@@ -326,10 +326,14 @@ def _owned(m: Manifest) -> tuple[ULID, ...]:
     return tuple(out)
 
 
-def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) -> Manifest:
+def clone_manifest(
+    snap: Snapshot, projection: KeyRange | None, wal_end: int, *, separate_wal_store: bool = False
+) -> Manifest:
     """Step 7. All entries share one new final checkpoint id as the seed has it, except that an
     entry whose path already used it gets its own: two checkpoints with one id cannot coexist in
-    one database (several entries per path arise after unions of different checkpoints)."""
+    one database (several entries per path arise after unions of different checkpoints).
+    ``separate_wal_store``: the clone's WAL (the copied tail, then its writers') lives in the
+    parent's WAL store (SlateDB RFC 0009), as ``Manifest.separate_wal_store`` records."""
     pinned = snap.manifest
     if projection is not None and KeyRange.of(pinned.key_range).intersect(projection).is_empty():
         raise InvalidArgument(f"projection {projection} holds none of {snap.path!r}'s keys")
@@ -362,6 +366,7 @@ def clone_manifest(snap: Snapshot, projection: KeyRange | None, wal_end: int) ->
         # they are, and a re-run of a batch the source had stays a no-op. (A database covering
         # several sources' ranges records less: manifest.model.combined_range_transactions.)
         transactions=pinned.transactions,
+        separate_wal_store=separate_wal_store,
     )
 
 
@@ -437,7 +442,9 @@ def create_clone_stored(
             snap = take_snapshot(parent, parent_checkpoint, clone_path, now(), parent_wal)
             try:
                 end = wal_end(store, snap, projection, parent_wal)
-                initial = clone_manifest(snap, projection, end)
+                initial = clone_manifest(
+                    snap, projection, end, separate_wal_store=parent_wal.separate is not None
+                )
             except BaseException:
                 drop_ephemeral(store, snap)
                 raise

@@ -70,9 +70,12 @@ def copy_wal(
 ) -> None:
     """Step 10. Create-if-absent: an earlier attempt's identical object is accepted, anything
     else is not ours and is refused. ``parent_wal``: where the parent's WAL is (its separate WAL
-    store, SlateDB RFC 0009); the clone's copy goes to the main store (a clone has no WAL
-    store)."""
-    src, dst = WalLog(parent_wal or store, parent), WalLog(store, clone)
+    store, SlateDB RFC 0009); the clone's copy goes to the same store, at the clone's path, as
+    SlateDB's clone with a WAL object store does (the clone's manifest records it:
+    ``Manifest.separate_wal_store``), so the clone's writers, opened with that WAL store as a
+    table's shards are, replay it."""
+    where = parent_wal or store
+    src, dst = WalLog(where, parent), WalLog(where, clone)
     rng = None if m.key_range is None else KeyRange.of(m.key_range)
     for wal_id in range(m.replay_after_wal_id + 1, m.wal_id_last_seen + 1):
         try:
@@ -85,7 +88,7 @@ def copy_wal(
         if rng is not None:
             data = clip(src, wal_id, data, rng)[0]
         try:
-            store.put_if_absent(dst.path(wal_id), data)
+            dst.store.put_if_absent(dst.path(wal_id), data)
         except ObjectAlreadyExists:
-            if store.get(dst.path(wal_id)).data != data:
+            if dst.store.get(dst.path(wal_id)).data != data:
                 raise CloneConflict(f"{dst.path(wal_id)} exists with other content") from None

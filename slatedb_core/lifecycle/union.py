@@ -155,6 +155,7 @@ def _union_manifest(
         destroyed_at_s=None,
         checkpoints=(),
         transactions=transactions,
+        separate_wal_store=False,  # a union starts with no WAL of its own (its writer records it)
     )
 
 

@@ -231,8 +231,9 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     stamp = Stamp(FORMAT_VERSION)
     if ours_fields is not None:
         (parallel, key_range, nonce, parent, next_wal, _, our_writer, our_compactor, txns) = (
-            ours_fields
+            ours_fields[:9]
         )
+        extra["separate_wal_store"] = bool(ours_fields[9])
         extra["transactions"] = _read_transactions(r, txns)
         extra["our_writer_epoch"] = our_writer or 0
         extra["our_compactor_epoch"] = our_compactor or 0

@@ -191,6 +191,7 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
             m.our_writer_epoch,
             m.our_compactor_epoch,
             txns,
+            m.separate_wal_store or None,
         ),
     )
 

@@ -232,6 +232,11 @@ class Manifest:
     """Ours: the exactly-once records, one per app, sorted by app id (:class:`AppVersion`).
     SlateDB drops them when it rewrites the manifest (docs/format.md, "What a SlateDB rewrite
     loses")."""
+    separate_wal_store: bool = False
+    """Ours: this engine's writer last opened the database with a separate WAL store
+    (``DbOptions.wal_url``, SlateDB RFC 0009), so an opener without one must not read ``wal/`` of
+    the main store as the WAL (:func:`slatedb_core.wal.location.check_wal_present`). SlateDB
+    drops it when it rewrites the manifest; its own writer is recognised another way there."""
 
     def app_version(self, app_id: str) -> int | None:
         """The version recorded for ``app_id``; None when none is."""

@@ -52,8 +52,9 @@ CP = FbTable("Checkpoint", "OQIIBOO")
 MANIFEST_OURS = 32
 MANIFEST = FbTable("ManifestV2", past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
 # Ours (docs/format.md, "Manifest"): max_parallel_writes, key_range, nonce, parent,
-# next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch, transactions.
-OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQO")
+# next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch, transactions,
+# separate_wal_store.
+OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQOB")
 APP_VERSION = FbTable("AppVersion", "OQ")  # ours: app_id (string), version (u64)
 OURS_CRC_SLOT = 5
 

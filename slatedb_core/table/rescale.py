@@ -280,7 +280,13 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             _fence(table, s)
         if op.kind == "split":
             for path, _, rng in targets:
-                create_clone(path, srcs[0].db_path, table.store, projection=rng)
+                create_clone(
+                    path,
+                    srcs[0].db_path,
+                    table.store,
+                    projection=rng,
+                    parent_wal_url=table_wal_url(table.options),
+                )
         elif op.kind == "merge":
             ((path, _, _),) = targets
             differ = _records_differ(table, srcs)

@@ -80,13 +80,25 @@ def check_wal_present(
       writer's epoch does not count: one that died between its bump and its fence leaves
       exactly this state, and the database must stay openable.
 
+    * our writer recorded that it keeps the WAL in a separate store
+      (``Manifest.separate_wal_store``) and ``where`` has none, whatever is listed; or our
+      writer was the last to open it, with the WAL in the main store, and ``where`` has a
+      separate one (a wrong ``wal_url`` would otherwise read as an empty WAL).
+
     A brand-new database (no writer yet) passes, and so does one not initialized or destroyed
     (its opener's own error names that); so does a clone or union (``external_dbs``):
     it starts at its source's replay point with no WAL object there (SlateDB RFC 0004, "Clones"),
     so only what its manifest records is checked. Costs nothing: the caller's own listing
     answers."""
-    if after_replay_point or not m.initialized or m.destroyed_at_s is not None:
-        return  # a clone still copying its WAL, a destroyed database: their own errors say so
+    if not m.initialized or m.destroyed_at_s is not None:
+        return  # a destroyed database: its opener's own error says so
+    if m.separate_wal_store and where.separate is None and not slatedb_writer(m):
+        # our writer recorded it (Manifest.separate_wal_store): whatever wal/ of the main store
+        # holds is not this database's WAL
+        detail = "our writer last opened it with a separate WAL store (DbOptions.wal_url)"
+        raise WalStoreMissing(db_path, where.describe(), detail)
+    if after_replay_point:
+        return  # a clone still copying its WAL: its own errors say so
     r = m.replay_after_wal_id
     recorded = max(m.wal_id_last_seen, m.next_wal_sst_id - 1)
     if recorded > r:

@@ -68,6 +68,8 @@ def bump_epoch(
         except ManifestVersionExists:
             pass  # another opener created it first
     own = max_parallel_writes
+    # where our WAL goes, for openers without the WAL store (Manifest.separate_wal_store)
+    separate = wal is not None and wal.where.separate is not None
 
     def bump(m: Manifest, next_id: int) -> Manifest:
         if if_manifest_id is not None and next_id != if_manifest_id + 1:
@@ -75,7 +77,9 @@ def bump_epoch(
                 f"{manifests.db_path}/manifest: the latest is {next_id - 1}, not {if_manifest_id}"
             )
         m = writer_checkpoint(m, next_id, m.writer_epoch)
-        return dataclasses.replace(m, max_parallel_writes=max(m.max_parallel_writes, own))
+        return dataclasses.replace(
+            m, max_parallel_writes=max(m.max_parallel_writes, own), separate_wal_store=separate
+        )
 
     return FencedManifest.init_writer(manifests, extra=bump)
 

@@ -3,9 +3,11 @@ SlateDB 0.17's engine, on the local filesystem and on the S3 server (issue 38, i
 left after it landed: the clone looked for its parent's WAL in the main store).
 
 With ``parent_wal_url`` the clone reads the parent's WAL from the WAL store and keeps its own
-copy in the main store (a clone has no WAL store), so our reader and SlateDB's, both without a
-WAL store, read the parent's rows in it. Without it the clone is refused with
-``WalStoreMissing`` before anything is written: never a clone missing part of its WAL."""
+copy in the same WAL store at the clone's path, as SlateDB's clone with a WAL object store does
+(one WAL admin for source and clone), and its manifest records it, so a reader of the clone
+needs the WAL store too (our reader without it: WalStoreMissing). Without it the clone is
+refused with ``WalStoreMissing`` before anything is written: never a clone missing part of its
+WAL."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from tests.interop.expect import Model, check_reads, scanner
-from tests.interop.oracle import Oracle, settings
+from tests.interop.oracle import settings
 from tests.interop.oracle_wal import WalStores, wal_stores
 from tests.interop.test_slatedb_writes import slate_rounds
 
@@ -55,14 +57,16 @@ def test_clone_of_a_database_with_a_wal_store(wal_stores: WalStores) -> None:
     )
     assert r.exit_code == 0, r.stderr
     create_clone("clone", "db", s.store, cp, parent_wal_url=s.wal_url)
-    assert not [p for p in paths(s.wal_store) if p.startswith("clone")]
-    with DbReader.open("clone", s.store, options=DbReaderOptions()) as clone:
+    with_wal = DbReaderOptions(wal_url=s.wal_url)
+    with pytest.raises(WalStoreMissing):
+        DbReader.open("clone", s.store, options=DbReaderOptions())
+    with DbReader.open("clone", s.store, options=with_wal) as clone:
         assert list(clone.scan()) == at_checkpoint
     expected = Model()
     for k, v in at_checkpoint:
         expected.put(k, v)
-    slate = Oracle(s.oracle.root, s.oracle.s3).open_reader("clone")  # no WAL store
+    slate = s.oracle.open_reader("clone")  # with the WAL store
     check_reads(expected, slate.get, slate.scan, who="SlateDB DbReader of the clone")
-    with DbReader.open("clone2", s.store, options=DbReaderOptions()) as clone2:
+    with DbReader.open("clone2", s.store, options=with_wal) as clone2:
         # the CLI's clone of the latest state holds SlateDB's WAL tail, copied from the WAL store
         check_reads(model, clone2.get, scanner(clone2), who="our reader of the CLI's clone")

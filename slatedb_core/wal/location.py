@@ -97,6 +97,16 @@ def check_wal_present(
         # holds is not this database's WAL
         detail = "our writer last opened it with a separate WAL store (DbOptions.wal_url)"
         raise WalStoreMissing(db_path, where.describe(), detail)
+    if (
+        where.separate is not None
+        and not m.separate_wal_store
+        and m.writer_epoch > 0
+        and not slatedb_writer(m)
+    ):
+        # our writer was the last to open it, with its WAL in the main store (every build of
+        # ours records a separate one): the WAL store given is not this database's WAL
+        detail = "our writer last opened it with its WAL in the main store (no wal_url)"
+        raise WalStoreMissing(db_path, where.describe(), detail)
     if after_replay_point:
         return  # a clone still copying its WAL: its own errors say so
     r = m.replay_after_wal_id

@@ -49,8 +49,9 @@ def l0_rows(imm: ImmutableMemtable) -> pa.RecordBatch:
     retention at the table's last clock tick (``RetentionIterator``, SlateDB RFC 0003): a value
     whose ``expire_ts`` is at or before it becomes a tombstone (its ``expire_ts`` cleared, its
     ``create_ts`` kept), an expired merge operand is dropped. The tick is the newest
-    ``create_ts`` the memtable holds; a memtable without timestamps is flushed as it is, in
-    ENTRY_SCHEMA (the fast path)."""
+    write's (``last_tick``: the newest ``create_ts`` the memtable holds, moved by later writes
+    without one, :meth:`~slatedb_core.lsm.memtable.Memtable.note_tick`); a memtable without
+    timestamps is flushed as it is, in ENTRY_SCHEMA (the fast path)."""
     batch = imm.l0_batch()
     tick = imm.last_tick
     if tick is None or not has_timestamps(batch):

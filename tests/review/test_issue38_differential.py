@@ -37,7 +37,15 @@ pytestmark = [pytest.mark.slatedb, pytest.mark.slow]
 KEYS = [b"a", b"b", b"c"]
 TICK: Op = ("put", b"~tick", b"", None)
 LONG = 3_600_000
-OURS = DbOptions(flush_interval=timedelta(milliseconds=10), merge_operator="string_append")
+OURS = {
+    n: DbOptions(
+        flush_interval=timedelta(milliseconds=10),
+        merge_operator="string_append",
+        max_parallel_writes=n,
+    )
+    for n in (1, 3)
+}
+"""Our writer with one WAL write in flight, and with several (WAL SSTs landing out of order)."""
 
 _key = st.sampled_from(KEYS)
 _val = st.sampled_from([b"1", b"2", b"3", b"x"])
@@ -118,6 +126,7 @@ FOLLOW = DbReaderOptions(
 _n = itertools.count()
 
 
+@pytest.mark.parametrize("parallel", sorted(OURS))
 @settings(
     max_examples=60,
     deadline=None,
@@ -125,12 +134,12 @@ _n = itertools.count()
 )
 @given(steps=st.lists(_step, min_size=1, max_size=10))
 def test_random_ops_read_as_slatedb_reads_them(
-    oracle: Oracle, root: Path, steps: list[tuple[str, list[Op] | None]]
+    oracle: Oracle, root: Path, parallel: int, steps: list[tuple[str, list[Op] | None]]
 ) -> None:
     n = next(_n)
     ours_path, theirs_path = f"ours{n}", f"theirs{n}"
     store = open_store(root.as_uri())
-    db = Db.open(ours_path, store, OURS)
+    db = Db.open(ours_path, store, OURS[parallel])
     theirs: SlateWriter = open_merge_db(oracle, StringAppend(), path=theirs_path)
     # a reader of ours open all along: it replays WAL tails our writer flushes to L0 meanwhile
     follower = DbReader.open(ours_path, store, options=FOLLOW)
@@ -166,7 +175,7 @@ def test_random_ops_read_as_slatedb_reads_them(
                 else:
                     db.flush_memtable()
                     db.close()
-                db = Db.open(ours_path, store, OURS)
+                db = Db.open(ours_path, store, OURS[parallel])
                 if kind == "crash":
                     db.flush_memtable()
                 theirs.shutdown()

@@ -48,7 +48,7 @@ OURS = {
 """Our writer with one WAL write in flight, and with several (WAL SSTs landing out of order)."""
 
 _key = st.sampled_from(KEYS)
-_val = st.sampled_from([b"1", b"2", b"3", b"x"])
+_val = st.sampled_from([b"1", b"2", b"3", b"x", b""])
 _ttl = st.sampled_from([None, None, 1, LONG])
 _write: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("put"), _key, _val, _ttl),

@@ -136,11 +136,24 @@ class SortedRunHandle:
         self.views = sorted(views, key=lambda h: h.range.start or b"")
         self._starts = [h.range.start or b"" for h in self.views]
 
+    def first_view(self, key: bytes) -> int:
+        """The index of the first view that may hold ``key``: the last one starting below it.
+        SlateDB's compactor cuts its output SSTs wherever the stream is, so one key's versions
+        (several, while a snapshot keeps them) may span SSTs of a run, the newest in the first;
+        the views starting exactly at ``key`` follow (the walk stops at the first view starting
+        past it). 0 when none starts below ``key``."""
+        return max(0, bisect.bisect_left(self._starts, key) - 1)
+
     def get(self, key: bytes) -> tuple[int, int, bytes] | None:
-        i = bisect.bisect_right(self._starts, key) - 1
-        if i < 0:
-            return None
-        return self.views[i].get(key)
+        """The newest ``(seq, kind, value)`` of ``key`` in the run (see :meth:`first_view`)."""
+        starts, views = self._starts, self.views
+        for i in range(self.first_view(key), len(views)):
+            if starts[i] > key:
+                break
+            e = views[i].get(key)
+            if e is not None:
+                return e
+        return None
 
     def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
         """:meth:`get` of each of ``keys`` (sorted, distinct): each view gets its share."""
@@ -154,12 +167,18 @@ class SortedRunHandle:
             if z > a:
                 out[a:z] = h.get_sorted(keys[a:z])
             a = z
+        # a key equal to a view's start may have newer versions at the end of the view before
+        # (see first_view): those few keys are read again, newest first
+        for s in starts[1:]:
+            j = bisect.bisect_left(keys, s)
+            if j < len(keys) and keys[j] == s:
+                out[j] = self.get(s)
         return out
 
     def scan(
         self, start: bytes | None, end: bytes | None, *, readahead: int | None = None
     ) -> Iterator[pa.RecordBatch]:
-        first = 0 if start is None else max(0, bisect.bisect_right(self._starts, start) - 1)
+        first = 0 if start is None else self.first_view(start)
         for h in self.views[first:]:
             if end is not None and h.range.start is not None and h.range.start >= end:
                 break
@@ -229,12 +248,10 @@ class DbState:
         for h in self.l0:
             yield from _sst_versions(h, key)
         for run in self.runs:
-            i = bisect.bisect_right(run._starts, key) - 1
-            if i >= 0:
-                for h in run.views[i:]:
-                    if h._lo is not None and h._lo > key:
-                        break
-                    yield from _sst_versions(h, key)
+            for h in run.views[run.first_view(key) :]:
+                if h._lo is not None and h._lo > key:
+                    break
+                yield from _sst_versions(h, key)
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """:meth:`get` of each of ``keys`` (any order, repeats allowed), the keys sorted once and
@@ -328,16 +345,18 @@ class DbState:
             if e is not None:
                 return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         for run in self.runs:  # SortedRunHandle.get, inlined
-            i = bisect.bisect_right(run._starts, key) - 1
-            if i < 0:
-                continue
-            h = run.views[i]
-            lo, hi = h._lo, h._hi
-            if (lo is not None and key < lo) or (hi is not None and key >= hi):
-                continue
-            e = (h._reader or h.reader()).get(key)
-            if e is not None:
-                return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
+            starts = run._starts
+            # the last view starting below the key, then any starting at it (first_view)
+            i = max(0, bisect.bisect_left(starts, key) - 1)
+            while i < len(starts) and starts[i] <= key:
+                h = run.views[i]
+                i += 1
+                lo, hi = h._lo, h._hi
+                if (lo is not None and key < lo) or (hi is not None and key >= hi):
+                    continue
+                e = (h._reader or h.reader()).get(key)
+                if e is not None:
+                    return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         return None
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:

@@ -9,9 +9,12 @@ refuse with ``WalStoreMissing`` and change nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import timedelta
 
 import pytest
+import slatedb.uniffi as sdb  # type: ignore[import-untyped]
 from click.testing import CliRunner
 
 from slatedb_core.cli.main import cli
@@ -21,7 +24,7 @@ from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
-from tests.interop.oracle import settings
+from tests.interop.oracle import SlateWriter, settings
 from tests.interop.oracle_wal import WalStores, wal_stores
 
 pytestmark = pytest.mark.slatedb
@@ -33,7 +36,7 @@ def paths(store: ObjectStore) -> dict[str, str]:
     return {m.path: m.e_tag or str(m.size) for m in store.list("db")}
 
 
-def slatedb_wrote(s: WalStores, *, shutdown: bool) -> None:
+def slatedb_wrote(s: WalStores, *, shutdown: bool) -> SlateWriter:
     w = s.oracle.open_db(s=settings(compactor=False))
     for i in range(3):
         w.put(b"k%d" % i, b"v")
@@ -42,6 +45,7 @@ def slatedb_wrote(s: WalStores, *, shutdown: bool) -> None:
     if shutdown:
         w.shutdown()
     assert any("/wal/" in p for p in paths(s.wal_store))
+    return w
 
 
 def test_hard_destroy_deletes_the_wal_in_the_wal_store(wal_stores: WalStores) -> None:
@@ -61,7 +65,7 @@ def test_hard_destroy_deletes_the_wal_in_the_wal_store(wal_stores: WalStores) ->
 
 def test_soft_destroy_fences_in_the_wal_store_and_gc_deletes_it(wal_stores: WalStores) -> None:
     s = wal_stores
-    slatedb_wrote(s, shutdown=False)  # SlateDB's writer still open
+    w = slatedb_wrote(s, shutdown=False)  # SlateDB's writer still open
     before = (paths(s.store), paths(s.wal_store))
     with pytest.raises(WalStoreMissing):
         destroy("db", s.store)
@@ -69,6 +73,10 @@ def test_soft_destroy_fences_in_the_wal_store_and_gc_deletes_it(wal_stores: WalS
     destroy("db", s.store, wal_url=s.wal_url)
     assert ManifestStore(s.store, "db").read_latest().manifest.destroyed_at_s is not None
     assert not any("/wal/" in p for p in paths(s.store))  # the fence went to the WAL store
+    # SlateDB's writer is fenced now: shut it down before the GC deletes the database under it
+    # (on S3 its shutdown then retried until the teardown's 60 s limit)
+    with contextlib.suppress(sdb.Error, TimeoutError):
+        s.oracle.run(asyncio.wait_for(w.db.shutdown(), 10))
     options = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))
     stats = run_gc_once("db", s.store, options, wal_url=s.wal_url)
     assert stats.database_deleted

@@ -15,6 +15,10 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/spark/test_datasource_read_wal_merge.py::test_read_with_wal_url_and_merge_operator",
+        "tests/orchestration/test_merge_operator_resource.py::test_compaction_asset_folds_slatedb_operands[s3]",
+        "tests/orchestration/test_merge_operator_resource.py::test_compaction_asset_folds_slatedb_operands[local]",
+        "tests/interop/test_manifest_v1.py::test_slatedb_writes_we_read_a_v1_manifest_everywhere[s3]",
         "tests/manifest/test_codec.py::test_decodes_a_100k_sst_manifest_quickly",
         "tests/test_iterators.py::test_merge_equals_dict_model",
         "tests/test_iterators.py::test_sortable_keys_preserve_byte_order",

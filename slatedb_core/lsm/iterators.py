@@ -196,7 +196,7 @@ def newest_versions(
     its older rows too, down to and including its first value or tombstone (the operand chain a
     read folds, :func:`merge_sorted`); such a chain is never cut between two output batches. A
     batch without operands costs one ``max`` over its kinds more."""
-    if keep_operands:
+    if keep_operands and not (isinstance(batches, SstScan) and not batches.may_hold_merges):
         yield from _newest_with_chains(batches)
         return
     if isinstance(batches, SstScan):
@@ -458,8 +458,11 @@ def _live_rows(batch: pa.RecordBatch, op: MergeOperator | None) -> pa.RecordBatc
     """A key-sorted batch of one source (which may hold operand chains, see
     :func:`newest_versions`) as a read returns it: operands resolved, tombstones dropped."""
     kinds = batch.column(2).to_numpy(zero_copy_only=False)
-    if not len(kinds) or int(kinds.max()) < KIND_MERGE:
-        return _drop_tombstones(batch)
+    values = kinds == KIND_VALUE
+    if np.count_nonzero(values) == len(values):  # all values: the common case, one pass
+        return batch
+    if not bool((kinds == KIND_MERGE).any()):
+        return batch.filter(pa.array(values))
     keys = batch.column(0)
     n = batch.num_rows
     first = np.ones(n, dtype=np.bool_)

@@ -64,10 +64,13 @@ class SstScan(Iterator[pa.RecordBatch]):
     key, so that dropping older versions (SlateDB's SSTs may hold several of a key, newest
     first: docs/format.md) need not compare neighbouring keys inside a block that has none."""
 
-    __slots__ = ("_flagged",)
+    __slots__ = ("_flagged", "may_hold_merges")
 
-    def __init__(self, flagged: Iterator[Flagged]) -> None:
+    def __init__(self, flagged: Iterator[Flagged], *, may_hold_merges: bool = True) -> None:
         self._flagged = flagged
+        # False when the SST's stats count no merge operand (SlateDB's SstStats.num_merges):
+        # reads then skip looking for operand chains batch by batch (lsm.iterators)
+        self.may_hold_merges = may_hold_merges
 
     def __next__(self) -> pa.RecordBatch:
         return next(self._flagged)[0]
@@ -415,7 +418,10 @@ class SstReader:
         hi_key = None if end is None else _as_key(end, "end")
         if readahead is not None and (type(readahead) is not int or readahead < 1):
             raise InvalidArgument(f"readahead must be a positive int, got {readahead!r}")
-        return SstScan(self._scan(lo_key, hi_key, fill_cache, readahead, groups))
+        merges = self.stats is None or self.stats.num_merges > 0
+        return SstScan(
+            self._scan(lo_key, hi_key, fill_cache, readahead, groups), may_hold_merges=merges
+        )
 
     def _scan(
         self,

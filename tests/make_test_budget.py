@@ -16,6 +16,10 @@ SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
         "tests/spark/test_datasource_read_wal_merge.py::test_read_with_wal_url_and_merge_operator",
+        "tests/spark/test_ingest_ttl.py::test_ingest_ttl_column_and_fixed_ttl",
+        "tests/spark/test_ingest_ttl.py::test_datasource_ttl_options",
+        "tests/spark/test_ingest_ttl.py::test_bad_ttl_options_are_refused",
+        "tests/lsm/test_rewrite_registry.py::test_each_rewrite_path_keeps_the_whole_row[s3-compaction]",
         "tests/orchestration/test_merge_operator_resource.py::test_compaction_asset_folds_slatedb_operands[s3]",
         "tests/orchestration/test_merge_operator_resource.py::test_compaction_asset_folds_slatedb_operands[local]",
         "tests/interop/test_manifest_v1.py::test_slatedb_writes_we_read_a_v1_manifest_everywhere[s3]",

@@ -57,6 +57,7 @@ from slatedb_core.manifest.projection import UnionInput, union_manifests
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import check_sequence
 from slatedb_core.store.objectstore import ObjectStore, check_store
+from slatedb_core.wal.location import WalLocation
 
 __all__ = ["UnionError", "UnionSource", "create_union", "create_union_stored"]
 
@@ -110,13 +111,18 @@ def _check_existing(
 
 
 def _snapshots(
-    store: ObjectStore, dest: str, sources: list[UnionSource], now: float
+    store: ObjectStore,
+    dest: str,
+    sources: list[UnionSource],
+    now: float,
+    wal_at: WalLocation | None = None,
 ) -> list[Snapshot]:
-    """Step 2; on failure the ephemeral checkpoints already taken are dropped."""
+    """Step 2; on failure the ephemeral checkpoints already taken are dropped. ``wal_at``: the
+    sources' WAL store (SlateDB RFC 0009), where their checkpoints look for their WAL."""
     snaps: list[Snapshot] = []
     try:
         for s in sources:
-            snap = take_snapshot(same_format_store(store, s.path), s.checkpoint, dest, now)
+            snap = take_snapshot(same_format_store(store, s.path), s.checkpoint, dest, now, wal_at)
             snaps.append(snap)
     except BaseException:
         for snap in snaps:
@@ -126,7 +132,11 @@ def _snapshots(
 
 
 def _union_manifest(
-    dest: str, snaps: list[Snapshot], sources: list[UnionSource], sig: Signature
+    dest: str,
+    snaps: list[Snapshot],
+    sources: list[UnionSource],
+    sig: Signature,
+    separate_wal_store: bool = False,
 ) -> Manifest:
     inputs = [
         UnionInput(snap.manifest, snap.path, snap.checkpoint_id, src.range)
@@ -155,7 +165,8 @@ def _union_manifest(
         destroyed_at_s=None,
         checkpoints=(),
         transactions=transactions,
-        separate_wal_store=False,  # a union starts with no WAL of its own (its writer records it)
+        # a union starts with no WAL of its own; its writers use the sources' WAL store
+        separate_wal_store=separate_wal_store,
     )
 
 
@@ -165,6 +176,7 @@ def create_union_stored(
     store: ObjectStore,
     *,
     now: Clock = time.time,
+    wal_url: str | None = None,
 ) -> StoredManifest:
     """:func:`create_union`, returning the committed manifest with its id."""
     srcs = _check_sources(sources)
@@ -176,9 +188,10 @@ def create_union_stored(
         stored = dms.try_read_latest()
         known: dict[str, Latest] = {}
         if stored is None:
-            snaps = _snapshots(store, dest_path, srcs, now())
+            wal_at = None if wal_url is None else WalLocation.open(store, wal_url)
+            snaps = _snapshots(store, dest_path, srcs, now(), wal_at)
             try:
-                initial = _union_manifest(dest_path, snaps, srcs, sig)
+                initial = _union_manifest(dest_path, snaps, srcs, sig, wal_url is not None)
             except BaseException:
                 for snap in snaps:
                     drop_ephemeral(store, snap)
@@ -206,12 +219,15 @@ def create_union(
     store: ObjectStore,
     *,
     now: Clock = time.time,
+    wal_url: str | None = None,
 ) -> Manifest:
     """Create (or finish creating) the database at ``dest_path`` holding the union of
     ``sources``. Safe to re-run after a crash at any point; a finished union is returned as is.
+    ``wal_url``: the sources' separate WAL store (SlateDB RFC 0009), which the union's writers
+    use too (its manifest records it, ``Manifest.separate_wal_store``).
 
     Raises UnionError (an InvalidArgument) for overlapping or non-adjacent sources, a source with
     uncompacted WAL; SourceCheckpointLost, CloneConflict and CloneIncomplete
     as :func:`slatedb_core.lifecycle.clone.create_clone` does.
     """
-    return create_union_stored(dest_path, sources, store, now=now).manifest
+    return create_union_stored(dest_path, sources, store, now=now, wal_url=wal_url).manifest

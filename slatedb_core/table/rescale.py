@@ -294,7 +294,7 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
                 _cancel(table, op, [path])
                 raise MergeBlockedByBatch(differ)
             sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
-            create_union(path, sources_, table.store)
+            create_union(path, sources_, table.store, wal_url=table_wal_url(table.options))
         elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
             table, srcs, [(path, rng) for path, _, rng in targets], op
         ):

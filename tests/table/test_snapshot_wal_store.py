@@ -90,3 +90,23 @@ def test_a_split_retires_a_shard_whose_wal_is_in_the_wal_store(wal_stores: WalSt
         assert dict(t.scan()) == {b"k%02d" % i: b"v" for i in range(20)}
     assert not [m.path for m in s.store.list("t") if "/wal/" in m.path]
     assert ManifestStore(s.store, source).read_latest().manifest.destroyed_at_s is not None
+
+
+def test_a_merge_of_shards_whose_wal_is_in_the_wal_store(wal_stores: WalStores) -> None:
+    """A split then a merge (a union) of a table's shards with a WAL store: the merged shard's
+    writer opens with the table's WAL store and keeps every row written before and after."""
+    s = wal_stores
+    opts = table_options(s.wal_url)
+    with Table.create("t", s.store, [], opts) as t:
+        with t.writer(0) as db:
+            for i in range(20):
+                db.put(b"k%02d" % i, b"v")
+        t.split(0, b"k10")
+        with t.writer(1) as db:
+            db.put(b"k15", b"after the split")  # only in the WAL store until the close
+        t.merge(0)
+        with t.writer(0) as db:
+            db.put(b"k16", b"after the merge")
+        want = {b"k%02d" % i: b"v" for i in range(20)}
+        want[b"k15"], want[b"k16"] = b"after the split", b"after the merge"
+        assert dict(t.scan()) == want

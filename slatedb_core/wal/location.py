@@ -57,6 +57,16 @@ def slatedb_writer(m: Manifest) -> bool:
     return m.writer_epoch > 0 and m.our_writer_epoch != m.writer_epoch
 
 
+def listing_can_refuse(m: Manifest) -> bool:
+    """Whether :func:`check_wal_present` of ``m`` can refuse for what a LIST finds (the rules on
+    what the manifest records past its replay point, and on SlateDB's writer); when not, only
+    its manifest-only rules (``Manifest.separate_wal_store``) apply and no LIST is needed."""
+    if not m.initialized or m.destroyed_at_s is not None:
+        return False
+    recorded = max(m.wal_id_last_seen, m.next_wal_sst_id - 1)
+    return recorded > m.replay_after_wal_id or slatedb_writer(m)
+
+
 def check_wal_present(
     db_path: str,
     where: WalLocation,

@@ -30,7 +30,7 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.reader import TS_SCHEMA
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.wal.location import WalLocation, check_wal_present
+from slatedb_core.wal.location import WalLocation, check_wal_present, listing_can_refuse
 
 FENCE = b""
 """The bytes of a fencing WAL object: none (SlateDB 0.17's fence)."""
@@ -128,6 +128,16 @@ class WalLog:
             if wal_id is not None and wal_id > after:
                 ids.append(wal_id)
         return ids
+
+    def check_before_bump(self, m: Manifest) -> None:
+        """:func:`~slatedb_core.wal.location.check_wal_present` for a writer about to bump the
+        epoch of the latest manifest ``m``, with a LIST only when one can change the answer
+        (:func:`~slatedb_core.wal.location.listing_can_refuse`): reopening a database our
+        writer closed cleanly then costs no request more than before the WAL store existed."""
+        if listing_can_refuse(m):
+            self.list_live(m)
+        else:
+            check_wal_present(self.db_path, self.where, m, (), at_replay_point=None)
 
     def list_live(self, m: Manifest, *, latest: bool = True) -> list[int]:
         """WAL ids after ``m.replay_after_wal_id``, ascending, from one LIST that starts at the

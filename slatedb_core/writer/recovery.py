@@ -57,7 +57,7 @@ def bump_epoch(
     run; one LIST per open buys that."""
     found = manifests.try_read_latest() if if_manifest_id is None else None
     if found is not None and wal is not None:
-        wal.list_live(found.manifest)
+        wal.check_before_bump(found.manifest)
     if if_manifest_id is None and found is None:
         if manifests.is_tombstone():
             # refuse before creating anything a reader could glimpse; a tombstone written after

@@ -60,11 +60,11 @@ from slatedb_core.compactor.executor import (
 )
 from slatedb_core.compactor.output import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
+from slatedb_core.compactor.sources import source_views, view_handle
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
 from slatedb_core.keys import KeyRange
-from slatedb_core.lsm.dbstate import SstHandle, resolve_sst_path
 from slatedb_core.lsm.retention import Retention
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo, SstView
+from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import SstOptions
@@ -112,19 +112,6 @@ class SubcompactionResult:
 # ---- planning -------------------------------------------------------------------------------
 
 
-def _source_views(plan: CompactionPlan) -> list[SstView]:
-    if plan.kind == "l0":
-        return list(plan.source_views)
-    return [v for r in plan.source_runs for v in r.views]
-
-
-def _handle(store: ObjectStore, db_path: str, manifest: Manifest, view: SstView) -> SstHandle:
-    sst = manifest.sst(view.sst_id)
-    if sst is None:
-        raise CorruptionError(f"manifest of {db_path}", f"view of unknown SST {view.sst_id}")
-    return SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, None)
-
-
 def choose_split_keys(
     store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, parts: int
 ) -> list[bytes]:
@@ -138,8 +125,8 @@ def choose_split_keys(
     if parts <= 1:
         return []
     weighted: list[tuple[bytes, int]] = []
-    for view in _source_views(plan):
-        h = _handle(store, db_path, manifest, view)
+    for view in source_views(plan):
+        h = view_handle(store, db_path, manifest, view)
         reader = h.reader()
         # block index keys and offsets: the SST's own size histogram (block 0's index key is
         # empty in SlateDB's index: its first key stands in)
@@ -324,7 +311,7 @@ class DistributedCompactor:
             raise
         self._finish(plan, "committed", None)
         manifest = plan.planned_on.manifest
-        sources = {v.sst_id for v in _source_views(plan.plan)}
+        sources = {v.sst_id for v in source_views(plan.plan)}
         size_of = {s.id: s.info.estimated_size for s in manifest.ssts}
         return CompactionResult(
             compaction_id=plan.compaction_id,

@@ -27,7 +27,7 @@ from slatedb_core.sst.block import Block
 from slatedb_core.sst.reader import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 
-__all__ = ["plan_sources", "source_views", "sst_rows"]
+__all__ = ["plan_sources", "source_views", "sst_rows", "view_handle"]
 
 _NO_TS = np.iinfo(np.int64).min
 
@@ -38,7 +38,9 @@ def source_views(plan: CompactionPlan) -> list[SstView]:
     return [v for r in plan.source_runs for v in r.views]
 
 
-def _handle(store: ObjectStore, db_path: str, manifest: Manifest, view: SstView) -> SstHandle:
+def view_handle(store: ObjectStore, db_path: str, manifest: Manifest, view: SstView) -> SstHandle:
+    """A handle of ``view`` of ``manifest`` without a block cache (a compaction reads each block
+    once); CorruptionError for a view of an SST the manifest does not list."""
     sst = manifest.sst(view.sst_id)
     if sst is None:
         raise CorruptionError(f"manifest of {db_path}", f"view of unknown SST {view.sst_id}")
@@ -57,7 +59,8 @@ def plan_sources(
     clipped to its views' visible ranges and ``rng``; an SST is opened when first pulled."""
     if plan.kind == "l0":
         return [
-            _lazy(_handle(store, db_path, manifest, v), rng, readahead) for v in plan.source_views
+            _lazy(view_handle(store, db_path, manifest, v), rng, readahead)
+            for v in plan.source_views
         ]
     return [_run(store, db_path, manifest, r.views, rng, readahead) for r in plan.source_runs]
 
@@ -77,7 +80,7 @@ def _run(
     readahead: int,
 ) -> Iterator[pa.RecordBatch]:
     for v in views:
-        h = _handle(store, db_path, manifest, v)
+        h = view_handle(store, db_path, manifest, v)
         if rng.end is not None and h.range.start is not None and h.range.start >= rng.end:
             return
         yield from _lazy(h, rng, readahead)

@@ -10,6 +10,7 @@ A database at ``<db>`` (SlateDB RFC 0001, "File Layout"; docs/manifest-and-fenci
     <db>/compacted/{ULID}.sst             L0 SSTs and sorted-run SSTs
     <db>/gc/{name}.boundary               GC boundary files (SlateDB RFC 0026; docs/gc-and-boundaries.md)
     <db>/clone.origin                     a clone's or union's origin record (docs/clones-and-destroy.md)
+    <db>/_wal_store_id                    in a separate WAL store: its id (slatedb_core.wal.location)
 
 A sharded table at ``<table>`` (docs/projection-and-union.md)::
 
@@ -48,6 +49,10 @@ SST_SUFFIX = ".sst"
 BOUNDARY_SUFFIX = ".boundary"
 LATEST_POINTER = "_latest_version"
 CLONE_ORIGIN = "clone.origin"
+WAL_STORE_ID = "_wal_store_id"
+"""Ours, in a separate WAL store only: ``<db>/_wal_store_id`` holds the id our manifest records
+for that store (``Manifest.wal_store_id``; :mod:`slatedb_core.wal.location`). Outside ``wal/``,
+where SlateDB lists WAL objects and parses every name as a WAL id."""
 
 # Boundary names, one per kind of object GC deletes (docs/gc-and-boundaries.md).
 MANIFEST_BOUNDARY = "manifest"
@@ -103,6 +108,11 @@ def ends_in_boundary(path: str) -> bool:
 
 def wal_dir(db_path: str) -> str:
     return join(db_path, WAL_DIR)
+
+
+def wal_store_id_path(db_path: str) -> str:
+    """The object naming the WAL store of the database at ``db_path`` (:data:`WAL_STORE_ID`)."""
+    return join(db_path, WAL_STORE_ID)
 
 
 def wal_sst_name(wal_id: int) -> str:

@@ -367,6 +367,7 @@ def clone_manifest(
         # several sources' ranges records less: manifest.model.combined_range_transactions.)
         transactions=pinned.transactions,
         separate_wal_store=separate_wal_store,
+        wal_store_id=None,  # the parent's WAL store id names the parent's path, not ours
     )
 
 

@@ -234,6 +234,12 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
             ours_fields[:9]
         )
         extra["separate_wal_store"] = bool(ours_fields[9])
+        if ours_fields[10] is not None:
+            extra["wal_store_id"] = store_id = r.blob(ours_fields[10])
+            if len(store_id) != model.WAL_STORE_ID_SIZE:
+                raise Malformed(f"a WAL store id of {len(store_id)} bytes")
+        if ours_fields[11] is not None:
+            extra["wal_object_store_uri"] = r.string(ours_fields[11])
         extra["transactions"] = _read_transactions(r, txns)
         extra["our_writer_epoch"] = our_writer or 0
         extra["our_compactor_epoch"] = our_compactor or 0

@@ -14,6 +14,7 @@ from slatedb_core.manifest import tables as tb
 from slatedb_core.manifest.flatbuf import FbWriter
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
+    WAL_STORE_ID_SIZE,
     Checkpoint,
     CompactedSst,
     Manifest,
@@ -154,6 +155,8 @@ def _check(m: Manifest) -> None:
         raise InvalidArgument(
             f"max_parallel_writes {m.max_parallel_writes} does not fit 1..{MAX_PARALLEL_WRITES}"
         )
+    if m.wal_store_id is not None and len(m.wal_store_id) != WAL_STORE_ID_SIZE:
+        raise InvalidArgument(f"a WAL store id is {WAL_STORE_ID_SIZE} bytes")
     if len({c.id for c in m.checkpoints}) != len(m.checkpoints):
         raise InvalidArgument("manifest lists a checkpoint id twice")
     known = {s.id.bytes for s in m.ssts}
@@ -179,6 +182,8 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
     rng = None if m.key_range is None else tb.write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
     txns = _write_transactions(w, m)
+    store_id = None if m.wal_store_id is None else w.blob(m.wal_store_id)
+    v1_uri = None if m.wal_object_store_uri is None else w.string(m.wal_object_store_uri)
     return w.table(
         tb.OURS,
         (
@@ -192,6 +197,8 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
             m.our_compactor_epoch,
             txns,
             m.separate_wal_store or None,
+            store_id,
+            v1_uri,
         ),
     )
 

@@ -186,6 +186,10 @@ class Checkpoint:
         return self.expire_time_s is not None and self.expire_time_s < now_s
 
 
+WAL_STORE_ID_SIZE = 16
+"""Bytes in ``Manifest.wal_store_id``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
     """The state of one database at one manifest version."""
@@ -237,6 +241,17 @@ class Manifest:
     (``DbOptions.wal_url``, SlateDB RFC 0009), so an opener without one must not read ``wal/`` of
     the main store as the WAL (:func:`slatedb_core.wal.location.check_wal_present`). SlateDB
     drops it when it rewrites the manifest; its own writer is recognised another way there."""
+    wal_store_id: bytes | None = None
+    """Ours: the id of the separate WAL store our writer last opened the database with (16
+    random bytes, also in the object ``<db>/_wal_store_id`` of that store): an opener with
+    another WAL store finds another id there, or none, and is refused even when nothing past
+    the replay point is recorded (:func:`slatedb_core.wal.location.check_wal_present`). None:
+    no separate store, or the manifest was written by SlateDB or an earlier build of ours."""
+    wal_object_store_uri: str | None = None
+    """SlateDB's ManifestV1 ``wal_object_store_uri`` as read (SlateDB writes "" when its writer
+    has a WAL store, docs/format.md "ManifestV1"): an opener without a WAL store is refused, as
+    SlateDB's own builders refuse it. ManifestV2 has no field for it (SlateDB drops it when it
+    rewrites the manifest as V2, and so stops checking); our V2 commits keep it in our table."""
 
     def app_version(self, app_id: str) -> int | None:
         """The version recorded for ``app_id``; None when none is."""

@@ -15,9 +15,11 @@ The object is the big-endian u16 ``1``, then a FlatBuffers buffer whose root is 
   view whose id is the SST's id, and the SST joins ``Manifest.ssts`` once (an SST seen in two
   places with different infos is corrupt: the model holds one info per SST);
 * ``l0_last_compacted`` is an SST id; SlateDB uses it as the last compacted L0 view id too;
-* ``wal_object_store_uri`` (slot 13) marks a separate WAL object store. The model has no place
-  for it, so a manifest that carries it raises :class:`~slatedb_core.errors.ManifestV1Unrepresentable`
-  rather than being read as a database whose WAL is where we look.
+* ``wal_object_store_uri`` (slot 13) marks a separate WAL object store (SlateDB writes "" for
+  any). It is kept as read (``Manifest.wal_object_store_uri``): an opener without a WAL store
+  is refused with :class:`~slatedb_core.errors.WalStoreMissing`, as SlateDB's builders refuse
+  it (``validate_wal_object_store_uri``), rather than reading a WAL that is not where we look.
+  ManifestV2 has no such field; SlateDB's V2 rewrite drops it, ours keeps it in our table.
 
 What V1 lacks reads as SlateDB's defaults (no segments; ``next_wal_sst_id`` is
 ``wal_id_last_seen + 1``) and as ours for a manifest SlateDB wrote (one write in flight, no key
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 from ulid import ULID
 
-from slatedb_core.errors import ManifestV1Unrepresentable
 from slatedb_core.manifest import model
 from slatedb_core.manifest._decode import (
     U64_MAX,
@@ -84,8 +85,7 @@ class _Tree:
 
 def decode_v1(data: bytes, name: str) -> tuple[model.Manifest, Stamp]:
     """The manifest in the V1 object ``data`` (its u16 prefix included) and its stamp (version
-    1, no nonces). Raises ``Malformed`` (the codec names the object) or
-    ``ManifestV1Unrepresentable``."""
+    1, no nonces). Raises ``Malformed`` (the codec names the object)."""
     r = ManifestReader(data[2:])
     (
         _manifest_id,  # neither engine uses it (the object's name is the id)
@@ -105,14 +105,6 @@ def decode_v1(data: bytes, name: str) -> tuple[model.Manifest, Stamp]:
         min_seq,
         tracker,
     ) = r.table(MANIFEST_V1, r.root())
-    if wal_store_uri is not None:
-        uri = r.string(wal_store_uri)
-        raise ManifestV1Unrepresentable(
-            name,
-            "wal_object_store_uri",
-            f"the database keeps its WAL in a separate object store ({uri!r}; SlateDB writes "
-            "'' for any), which this engine's manifest model cannot record",
-        )
     if seen == U64_MAX:
         raise Malformed("wal_id_last_seen is u64 max: there is no next WAL SST id")
     tree = _Tree(r)
@@ -140,5 +132,6 @@ def decode_v1(data: bytes, name: str) -> tuple[model.Manifest, Stamp]:
         last_l0_clock_tick=clock_tick,
         recent_snapshot_min_seq=min_seq,
         sequence_tracker=None if tracker is None else r.blob(tracker),
+        wal_object_store_uri=None if wal_store_uri is None else r.string(wal_store_uri),
     )
     return manifest, Stamp(V1_FORMAT_VERSION)

@@ -9,17 +9,27 @@ WAL objects in the wrong store.
 
 The manifest does not say where the WAL is (SlateDB 0.17's ManifestV2 has no field for it), so a
 database opened without the WAL store it was written with would look like one with an empty WAL.
-:func:`check_wal_present` tells the two apart from the listing every open makes anyway (no extra
-request) and raises :class:`~slatedb_core.errors.WalStoreMissing`.
+:func:`check_wal_present` tells the two apart from the listing every open makes anyway and raises
+:class:`~slatedb_core.errors.WalStoreMissing`.
+
+A listing cannot tell one separate WAL store from another while our writer's WAL holds nothing
+the manifest records (its fence past the replay point is in no manifest). So our writer gives
+each separate WAL store an id: 16 random bytes in the object ``<db>/_wal_store_id`` of that store
+(outside ``wal/``, which SlateDB lists and parses as WAL ids; no GC of either engine lists it),
+created before the manifest bump that records it (``Manifest.wal_store_id``). An opener whose
+WAL store holds another id, or none, is refused. One GET per :class:`WalLocation` and database,
+only when the manifest records an id and a separate store is given; nothing otherwise.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from slatedb_core.errors import WalStoreMissing
-from slatedb_core.manifest.model import Manifest
+from slatedb_core.errors import ObjectAlreadyExists, ObjectNotFound, WalStoreMissing
+from slatedb_core.layout import wal_store_id_path
+from slatedb_core.manifest.model import WAL_STORE_ID_SIZE, Manifest
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 
@@ -31,6 +41,8 @@ class WalLocation:
 
     main: ObjectStore
     separate: ObjectStore | None = None
+    _ids: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    """The WAL store ids read (or created) so far, by database path: each is read once."""
 
     @property
     def store(self) -> ObjectStore:
@@ -50,6 +62,52 @@ class WalLocation:
         if wal_url is None:
             return cls(main)
         return cls(main, open_store(wal_url))
+
+    def store_id(self, db_path: str) -> bytes | None:
+        """The id the separate WAL store holds for ``db_path`` (one GET, then remembered);
+        None when it holds none, ``b""`` (equal to no recorded id) when what it holds is not an
+        id of ours."""
+        assert self.separate is not None
+        known = self._ids.get(db_path)
+        if known is not None:
+            return known
+        try:
+            data = self.separate.get(wal_store_id_path(db_path)).data
+        except ObjectNotFound:
+            return None
+        found = _parse_id(data)
+        if found:
+            self._ids[db_path] = found
+        return found
+
+    def claim_store_id(self, db_path: str) -> bytes:
+        """The separate WAL store's id for ``db_path``, created (create-if-absent) when it has
+        none: what our writer records in the manifest it bumps, so the object exists before any
+        manifest names it. Raises ``WalStoreMissing`` when the store holds something else."""
+        assert self.separate is not None
+        found = self.store_id(db_path)
+        if found is None:
+            fresh = os.urandom(WAL_STORE_ID_SIZE)
+            try:
+                self.separate.put_if_absent(wal_store_id_path(db_path), fresh.hex().encode())
+            except ObjectAlreadyExists:
+                pass  # another opener created it first: use theirs
+            else:
+                self._ids[db_path] = fresh
+            found = self.store_id(db_path)
+        if not found:
+            detail = f"its object {wal_store_id_path(db_path)} is not a WAL store id of ours"
+            raise WalStoreMissing(db_path, self.describe(), detail)
+        return found
+
+
+def _parse_id(data: bytes) -> bytes:
+    """The id in a ``_wal_store_id`` object (its hex text), or ``b""`` when it holds none."""
+    try:
+        found = bytes.fromhex(data.decode("ascii"))
+    except ValueError:  # UnicodeDecodeError is one
+        return b""
+    return found if len(found) == WAL_STORE_ID_SIZE else b""
 
 
 def slatedb_writer(m: Manifest) -> bool:
@@ -93,13 +151,20 @@ def check_wal_present(
     * our writer recorded that it keeps the WAL in a separate store
       (``Manifest.separate_wal_store``) and ``where`` has none, whatever is listed; or our
       writer was the last to open it, with the WAL in the main store, and ``where`` has a
-      separate one (a wrong ``wal_url`` would otherwise read as an empty WAL).
+      separate one (a wrong ``wal_url`` would otherwise read as an empty WAL); or
+    * our writer recorded the id of its separate WAL store (``Manifest.wal_store_id``) and
+      ``where``'s separate store holds another one, or none (:meth:`WalLocation.store_id`,
+      one GET): another store, even before anything past the replay point is recorded. The
+      writer creates the id object before its bump, so one that died between its bump and its
+      fence stays openable with the right store; or
+    * ``m`` is SlateDB's ManifestV1 with ``wal_object_store_uri`` and ``where`` has no
+      separate store (SlateDB's builders refuse the same).
 
     A brand-new database (no writer yet) passes, and so does one not initialized or destroyed
     (its opener's own error names that); so does a clone or union (``external_dbs``):
     it starts at its source's replay point with no WAL object there (SlateDB RFC 0004, "Clones"),
-    so only what its manifest records is checked. Costs nothing: the caller's own listing
-    answers."""
+    so only what its manifest records is checked. Costs nothing but that one GET (with a
+    recorded id and a separate store only): the caller's own listing answers the rest."""
     if not m.initialized or m.destroyed_at_s is not None:
         return  # a destroyed database: its opener's own error says so
     if m.separate_wal_store and where.separate is None and not slatedb_writer(m):
@@ -107,6 +172,19 @@ def check_wal_present(
         # holds is not this database's WAL
         detail = "our writer last opened it with a separate WAL store (DbOptions.wal_url)"
         raise WalStoreMissing(db_path, where.describe(), detail)
+    if m.wal_object_store_uri is not None and where.separate is None:
+        # SlateDB's ManifestV1 mark (SlateDB's builders refuse to open it without a WAL store)
+        detail = "its ManifestV1 says SlateDB's writer keeps it in a separate WAL object store"
+        raise WalStoreMissing(db_path, where.describe(), detail)
+    if m.wal_store_id is not None and where.separate is not None and not slatedb_writer(m):
+        found = where.store_id(db_path)  # one GET per location and database
+        if found != m.wal_store_id:
+            held = "none" if found is None else found.hex() if found else "no id of ours"
+            detail = (
+                f"its manifest names the WAL store with id {m.wal_store_id.hex()} and this "
+                f"store's {wal_store_id_path(db_path)} holds {held}"
+            )
+            raise WalStoreMissing(db_path, where.describe(), detail)
     if (
         where.separate is not None
         and not m.separate_wal_store

@@ -77,8 +77,13 @@ def bump_epoch(
                 f"{manifests.db_path}/manifest: the latest is {next_id - 1}, not {if_manifest_id}"
             )
         m = writer_checkpoint(m, next_id, m.writer_epoch)
+        # the WAL store's id, created before this bump names it (slatedb_core.wal.location)
+        store_id = wal.where.claim_store_id(wal.db_path) if wal is not None and separate else None
         return dataclasses.replace(
-            m, max_parallel_writes=max(m.max_parallel_writes, own), separate_wal_store=separate
+            m,
+            max_parallel_writes=max(m.max_parallel_writes, own),
+            separate_wal_store=separate,
+            wal_store_id=store_id,
         )
 
     return FencedManifest.init_writer(manifests, extra=bump)

@@ -1,8 +1,8 @@
 """ManifestV1 read as SlateDB reads it (issue 38, item 5): objects built by the test-only V1
 writer :mod:`tests.manifest.v1_fixture` (straight from SlateDB's ``schemas/manifest.fbs``, not
 from our encoder) decode into the model field by field, with SlateDB's defaults for what V1 lacks
-(its ``FlatBufferManifestCodec::manifest_v1``); what V1 carries and the model cannot hold is a
-typed error; a manifest built on a V1 one is written as V2. The real-database checks are in
+(its ``FlatBufferManifestCodec::manifest_v1``), ``wal_object_store_uri`` included; a manifest
+built on a V1 one is written as V2. The real-database checks are in
 ``tests/interop/test_manifest_v1.py``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import flatbuffers
 import pytest
 from ulid import ULID
 
-from slatedb_core.errors import CorruptionError, ManifestV1Unrepresentable, UnsupportedFeature
+from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.keys import BytesBound, BytesRange
 from slatedb_core.manifest.codec import (
     DESTROYED_CHECKPOINT_ID,
@@ -192,13 +192,35 @@ def test_the_destroyed_marker_reads_as_in_v2() -> None:
 
 
 @pytest.mark.parametrize("uri", ["", "s3://wal-bucket/wal"])
-def test_a_separate_wal_store_in_v1_is_a_typed_error(uri: str) -> None:
+def test_a_separate_wal_store_in_v1_is_kept(uri: str) -> None:
     """V1's ``wal_object_store_uri`` (SlateDB writes "" when a WAL store is configured) says the
-    WAL is elsewhere; the model has no place for it, so reading it is refused, never dropped."""
-    with pytest.raises(ManifestV1Unrepresentable) as err:
-        decode_manifest(encode_v1(V1Manifest(wal_object_store_uri=uri)), name=NAME)
-    assert isinstance(err.value, UnsupportedFeature)
-    assert err.value.field == "wal_object_store_uri" and err.value.name == NAME
+    WAL is elsewhere: it is read as is (openers without a WAL store are refused by
+    ``check_wal_present``, tests/wal/test_v1_wal_object_store_uri.py), never dropped; issue 38,
+    item 5 (it raised ManifestV1Unrepresentable, so no opener could read it)."""
+    m = decode_manifest(encode_v1(V1Manifest(wal_object_store_uri=uri)), name=NAME)
+    assert m.wal_object_store_uri == uri
+
+
+@pytest.mark.parametrize("uri", ["", "s3://wal-bucket/wal"])
+def test_our_v2_commit_on_a_v1_wal_store_manifest_keeps_the_mark(uri: str) -> None:
+    """ManifestV2 has no ``wal_object_store_uri`` (SlateDB's V2 encoder drops it); our V2 commit
+    keeps it in our table, so our later openers still need the WAL store."""
+    m = decode_manifest(encode_v1(V1Manifest(writer_epoch=2, wal_object_store_uri=uri)), name=NAME)
+    data = encode_manifest(dataclasses.replace(m, compactor_epoch=1))
+    again, stamp = decode_stamped_manifest(data, name=NAME)
+    assert stamp.version == FORMAT_VERSION
+    assert again.wal_object_store_uri == uri and again.compactor_epoch == 1
+
+
+def test_a_wal_store_id_round_trips_and_is_checked() -> None:
+    """Ours (issue 38, item 4): the id of the separate WAL store our writer recorded."""
+    sid = bytes(range(16))
+    assert (
+        decode_manifest(encode_manifest(Manifest(wal_store_id=sid)), name=NAME).wal_store_id == sid
+    )
+    assert decode_manifest(encode_manifest(Manifest()), name=NAME).wal_store_id is None
+    with pytest.raises(InvalidArgument):
+        encode_manifest(Manifest(wal_store_id=b"short"))
 
 
 def test_a_last_seen_wal_id_with_no_successor_is_corruption() -> None:

@@ -61,12 +61,6 @@ def test_a_reader_with_the_wrong_wal_store_is_refused(store: ObjectStore, wrong:
         reader.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="our writer's fence past the replay point is not in the manifest, and the check "
-    "skips our own epoch on purpose (a writer that died between its bump and its fence must "
-    "stay openable): a reader with another separate WAL store sees an empty WAL",
-)
 def test_a_reader_with_another_separate_wal_store_is_refused(
     store: ObjectStore, wrong: str, tmp_path: Path
 ) -> None:

@@ -388,6 +388,26 @@ class CompactionSourceChanged(SlateDBError):
     tree): plan again."""
 
 
+class CompactionContended(SlateDBError):
+    """A compaction pass gave up without committing anything: every compaction it tried, ``attempts``
+    in a row, found its sources changed in the manifest before its commit
+    (:class:`CompactionSourceChanged`). Something outside the compactor protocol keeps changing the
+    L0 views or sorted runs (a compactor or tool that does not take over ``compactor_epoch``, or
+    one run by hand). Nothing of the pass is visible and its outputs are garbage for the GC. The
+    database still needs compacting: retry later, or stop the other compactor or tool first. The
+    last conflict is ``__cause__``."""
+
+    def __init__(self, db_path: str, attempts: int, last: str) -> None:
+        super().__init__(
+            f"compaction of {db_path!r} gave up: its sources changed before each of {attempts} "
+            f"commits in a row, so nothing was compacted (last: {last}); another compactor or tool "
+            "keeps changing the database's L0 views or sorted runs: retry later, or stop the other "
+            "compactor or tool first"
+        )
+        self.db_path = db_path
+        self.attempts = attempts
+
+
 class CompactionCancelled(SlateDBError):
     """The compactor was stopped while the compaction ran; nothing was committed. Run it again."""
 

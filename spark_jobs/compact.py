@@ -26,14 +26,19 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from slatedb_core import ObjectStore, Table, open_store
-from slatedb_core.compactor.compactor import MAX_CONSECUTIVE_CONFLICTS
+from slatedb_core.compactor.compactor import ConflictStreak
 from slatedb_core.compactor.distributed import (
     DistributedCompactor,
     DistributedPlan,
     SubcompactionResult,
     execute_subcompaction,
 )
-from slatedb_core.errors import CompactionSourceChanged, Fenced, InvalidArgument
+from slatedb_core.errors import (
+    CompactionContended,
+    CompactionSourceChanged,
+    Fenced,
+    InvalidArgument,
+)
 from slatedb_core.options import CompactorOptions
 
 log = logging.getLogger(__name__)
@@ -45,6 +50,8 @@ StoreFactory = Callable[[], ObjectStore]
 class SparkCompactionStats:
     compactor_epoch: int
     compactions: int = 0
+    failed: int = 0
+    """Compactions abandoned because their sources changed before the commit (re-planned)."""
     subcompactions: int = 0
     input_ssts: int = 0
     output_ssts: int = 0
@@ -63,6 +70,7 @@ class SparkCompactionStats:
 
     def summary(self) -> str:
         rate = self.bytes_in / 1e6 / self.duration_s if self.duration_s > 0 else 0.0
+        abandoned = f"; {self.failed} abandoned (sources changed)" if self.failed else ""
         return (
             f"spark compaction (epoch {self.compactor_epoch}): {self.compactions} compaction(s) in "
             f"{self.subcompactions} subcompaction task(s); {self.input_ssts} -> "
@@ -70,7 +78,7 @@ class SparkCompactionStats:
             f"{self.bytes_in / 1e6:.1f} -> {self.bytes_out / 1e6:.1f} MB in "
             f"{self.duration_s:.2f}s ({rate:.1f} MB/s; planning {self.plan_s:.2f}s, tasks "
             f"{self.tasks_s:.2f}s with the longest {self.task_max_s:.2f}s, commits "
-            f"{self.commit_s:.2f}s)"
+            f"{self.commit_s:.2f}s){abandoned}"
         )
 
 
@@ -119,7 +127,9 @@ def compact(
     """Compact the database at ``path`` until the scheduler has nothing left (like
     :func:`~slatedb_core.compactor.run_compaction_once`), each compaction split into
     ``subcompactions`` Spark tasks (default: Spark's default parallelism). None if there was
-    nothing to do. Raises Fenced if another compactor takes over meanwhile."""
+    nothing to do. Raises Fenced if another compactor takes over meanwhile, and
+    CompactionContended if the sources changed before every commit (the single-process
+    compactor's rule, :class:`~slatedb_core.compactor.compactor.ConflictStreak`)."""
     if max_compactions < 1:
         raise InvalidArgument("max_compactions must be >= 1")
     started = time.monotonic()
@@ -127,7 +137,7 @@ def compact(
     n = subcompactions or spark.sparkContext.defaultParallelism
     dc = DistributedCompactor(path, factory(), options)
     stats = SparkCompactionStats(compactor_epoch=dc.epoch)
-    conflicts = 0
+    conflicts = ConflictStreak(path)
     for _ in range(max_compactions):
         t0 = time.monotonic()
         plan = dc.plan(n)
@@ -149,12 +159,11 @@ def compact(
             result = dc.commit(plan, results)
         except CompactionSourceChanged as e:  # another tool edited the tree: re-plan
             stats.commit_s += time.monotonic() - t2
-            conflicts += 1
-            log.warning("spark compaction of %r abandoned, re-planning: %s", path, e)
-            if conflicts >= MAX_CONSECUTIVE_CONFLICTS:
+            stats.failed += 1
+            if conflicts.lost(e):
                 break
             continue
-        conflicts = 0
+        conflicts.won()
         stats.commit_s += time.monotonic() - t2
         stats.compactions += 1
         stats.subcompactions += plan.subcompactions
@@ -165,6 +174,7 @@ def compact(
         stats.rows_in += result.rows_in
         stats.rows_out += result.rows_out
     stats.duration_s = time.monotonic() - started
+    conflicts.check(stats.compactions)
     if stats.compactions == 0:
         return None
     log.info("%s", stats.summary())
@@ -198,7 +208,10 @@ def compact_table(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, store_factory: StoreFactory | None = None) -> int:
+    """The command line; ``store_factory`` opens the store instead of ``--url`` (embedding code:
+    a store needing extra setup). Exit 0 when the pass compacted or there was nothing to compact,
+    1 (the error on stderr) when it gave up or was fenced."""
     p = argparse.ArgumentParser(
         prog="python -m spark_jobs.compact",
         description="Compact one database with key-range subcompactions on Spark.",
@@ -224,16 +237,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = CompactorOptions(
         max_sst_size_bytes=args.max_sst_mb * 1024 * 1024, merge_operator=args.merge_operator
     )
-    if args.table:
-        by_shard = compact_table(
-            spark, args.url, args.path, subcompactions=args.subcompactions, options=options
+    try:
+        if args.table:
+            by_shard = compact_table(
+                spark,
+                args.url,
+                args.path,
+                subcompactions=args.subcompactions,
+                options=options,
+                store_factory=store_factory,
+            )
+            for index, shard_stats in sorted(by_shard.items()):
+                print(f"shard {index}: {_outcome(shard_stats)}")
+            return 0
+        stats = compact(
+            spark,
+            args.url,
+            args.path,
+            subcompactions=args.subcompactions,
+            options=options,
+            store_factory=store_factory,
         )
-        for index, stats in sorted(by_shard.items()):
-            print(f"shard {index}: {stats.summary() if stats else 'nothing to compact'}")
-        return 0
-    stats = compact(spark, args.url, args.path, subcompactions=args.subcompactions, options=options)
-    print(stats.summary() if stats is not None else "nothing to compact")
+    except (CompactionContended, Fenced) as e:  # the pass failed: say why, never "nothing"
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(_outcome(stats))
     return 0
+
+
+def _outcome(stats: SparkCompactionStats | None) -> str:
+    """None only when there really was nothing to compact (a lost pass raises instead)."""
+    return stats.summary() if stats is not None else "nothing to compact"
 
 
 if __name__ == "__main__":

@@ -22,7 +22,13 @@ from types import TracebackType
 from slatedb_core.compactor.compactions import CompactionsStore
 from slatedb_core.compactor.executor import CompactionExecutor, CompactionResult
 from slatedb_core.compactor.scheduler import plan_compaction
-from slatedb_core.errors import CompactionCancelled, CompactionSourceChanged, Fenced, SlateDBError
+from slatedb_core.errors import (
+    CompactionCancelled,
+    CompactionContended,
+    CompactionSourceChanged,
+    Fenced,
+    SlateDBError,
+)
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions, check_optional
 from slatedb_core.store.objectstore import ObjectStore, check_store
@@ -33,6 +39,38 @@ MAX_COMPACTIONS_PER_RUN = 1000
 """A pass stops after this many compactions, so a writer outpacing it cannot keep it forever."""
 MAX_CONSECUTIVE_CONFLICTS = 5
 """Source conflicts in a row after which a pass gives up until the next one."""
+
+
+class ConflictStreak:
+    """The one rule every compaction driver applies to source conflicts (the single-process
+    :class:`Compactor` and :func:`run_compaction_once`, ``spark_jobs.compact``, and through them
+    the CLI's ``compact`` and the Dagster ``compaction`` asset).
+
+    A :class:`CompactionSourceChanged` means "plan again"; :data:`MAX_CONSECUTIVE_CONFLICTS` of
+    them in a row end the pass. A pass that ended so without committing any compaction raises
+    :class:`CompactionContended` from :meth:`check` instead of looking like "nothing to compact";
+    one that committed some returns its statistics, the conflicts counted as failed.
+    """
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self.in_a_row = 0
+        self.last: CompactionSourceChanged | None = None
+
+    def lost(self, e: CompactionSourceChanged) -> bool:
+        """Count one conflict; True when the pass must stop."""
+        self.in_a_row += 1
+        self.last = e
+        log.warning("compaction of %r abandoned, re-planning: %s", self.db_path, e)
+        return self.in_a_row >= MAX_CONSECUTIVE_CONFLICTS
+
+    def won(self) -> None:
+        self.in_a_row = 0
+
+    def check(self, committed: int) -> None:
+        """Raise CompactionContended when the pass gave up on conflicts with ``committed`` == 0."""
+        if committed == 0 and self.in_a_row >= MAX_CONSECUTIVE_CONFLICTS and self.last:
+            raise CompactionContended(self.db_path, self.in_a_row, str(self.last)) from self.last
 
 
 @dataclass
@@ -79,6 +117,7 @@ class _Session:
         options: CompactorOptions,
         cancel: threading.Event | None = None,
     ) -> None:
+        self.path = path
         self.options = options
         self.manifest = FencedManifest.init_compactor(ManifestStore(store, path))
         self.records = CompactionsStore(store, path, self.manifest.epoch)
@@ -97,7 +136,7 @@ class _Session:
         compaction's record is marked failed."""
         stats = CompactionStats()
         started = time.monotonic()
-        conflicts = 0
+        conflicts = ConflictStreak(self.path)
         try:
             for _ in range(MAX_COMPACTIONS_PER_RUN):
                 if stop is not None and stop.is_set():
@@ -110,19 +149,18 @@ class _Session:
                     result = self.executor.execute(plan, stored)
                 except CompactionSourceChanged as e:
                     stats.failed += 1
-                    conflicts += 1
-                    log.warning("compaction abandoned, re-planning: %s", e)
-                    if conflicts >= MAX_CONSECUTIVE_CONFLICTS:
+                    if conflicts.lost(e):
                         break
                     continue
                 except CompactionCancelled:
                     stats.failed += 1
                     break
-                conflicts = 0
+                conflicts.won()
                 stats.add(result)
                 self.results.append(result)
         finally:
             stats.duration_s = time.monotonic() - started
+        conflicts.check(stats.compactions)
         return stats
 
 

@@ -196,11 +196,11 @@ class Memtable:
             self._min_seq = seq
 
     def note_tick(self, now: int) -> None:
-        """A write without a timestamp made at clock ``now`` (ms). SlateDB stamps every row with
-        its write's tick and its flush expires rows at the newest one (``last_tick``, RFC 0003),
-        so once the memtable holds a row with a timestamp, a later plain write moves the tick
-        too (before that nothing here can expire: the write path skips the call)."""
-        if self.last_tick is not None and now > self.last_tick:
+        """Rows without a timestamp written at clock ``now`` (ms), such as a replayed WAL SST's.
+        SlateDB stamps every row with its write's tick and its flush expires rows at the newest
+        one (``last_tick``, RFC 0003). The writer's own plain writes are not noted one by one:
+        :meth:`freeze` takes the tick of the newest (the write paths' fast path)."""
+        if self.last_tick is None or now > self.last_tick:
             self.last_tick = now
 
     def fold_versions(
@@ -489,15 +489,20 @@ class Memtable:
         merged = list(merge_sorted([[b] for b in sources], drop_tombstones=False))
         return chunks(pa.concat_batches(merged), SCAN_CHUNK_ROWS)
 
-    def freeze(self) -> ImmutableMemtable:
+    def freeze(self, last_write_ms: int | None = None) -> ImmutableMemtable:
         """Stop taking writes and hand the entries over; O(1), the sort happens on first use.
 
         Cheap because the Db calls it under its writer lock; the flusher thread pays for building
         the sorted batch. Calling it again returns the same ImmutableMemtable.
+        ``last_write_ms``: the clock tick of the writer's newest write (every write of this
+        memtable is at or before it), which the frozen table's ``last_tick`` takes if it is newer.
         """
         if self._frozen is None:
             data, runs = self._view
             assert isinstance(data, dict)
+            tick = self.last_tick
+            if last_write_ms is not None and (tick is None or last_write_ms > tick):
+                tick = last_write_ms
             self._frozen = ImmutableMemtable(
                 data,
                 last_wal_id=self.last_wal_id,
@@ -507,7 +512,7 @@ class Memtable:
                 runs=runs,
                 wide=self._wide,
                 parts=self._parts,
-                last_tick=self.last_tick,
+                last_tick=tick,
                 frozen_at_ms=now_ms(),
             )
             self._view = (MappingProxyType(data), runs)

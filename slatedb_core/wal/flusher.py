@@ -127,6 +127,9 @@ class WalFlusher:
         self._closed = False
         self._gen = 1  # generation of the current WAL buffer
         self._buf = WalBuffer()
+        # time.time_ns() of the newest write (under _lock; every write path sets it): the tick
+        # a sealed buffer's rows and a frozen memtable's flush are stamped with (RFC 0003)
+        self._last_write_ns = 0
         # sealed generations and which of them are durable (under _lock); parallel WAL writes
         # (max_parallel_writes > 1, see _dispatch_wal) go through _window
         self._acks = WalAcks()
@@ -182,10 +185,15 @@ class WalFlusher:
 
     def _seal_locked(self) -> None:
         if not self._buf.empty():
+            self._buf.tick_ms = self._last_write_ms()
             self._acks.seal(self._gen, self._buf)
             self._group.sealed(self._gen)
             self._buf = WalBuffer()
             self._gen += 1
+
+    def _last_write_ms(self) -> int | None:
+        """The clock tick (ms) of the newest write, None before the first."""
+        return self._last_write_ns // 1_000_000 if self._last_write_ns else None
 
     def _gather(self) -> None:
         """Group commit: with durable puts waiting on the current generation, wait (at most a
@@ -220,7 +228,7 @@ class WalFlusher:
             for gen, buf in pending:
                 started = time.monotonic()
                 try:
-                    wal_id = self._wal_writer.write(buf.to_batch())
+                    wal_id = self._wal_writer.write(buf.to_batch(), buf.tick_ms)
                 except Fenced as e:
                     self._fail(e)
                     raise
@@ -281,7 +289,7 @@ class WalFlusher:
                     if todo is None:
                         break
                 gen, buf = todo
-                data = self._wal_writer.encode(buf.to_batch())
+                data = self._wal_writer.encode(buf.to_batch(), buf.tick_ms)
                 with self._lock:
                     acks.issued.add(gen)
                     self._issued_at[gen] = time.monotonic()

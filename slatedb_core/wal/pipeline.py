@@ -35,6 +35,9 @@ class WalBuffer:
     """``put_arrow`` batches, and the rows of writes with a TTL or a merge operand (ROW_SCHEMA,
     their kind and timestamps as SlateDB writes them: merge operands as written, unfolded)."""
     nbytes: int = 0
+    tick_ms: int | None = None
+    """The clock tick of its newest write, set when it is sealed: the ``create_ts`` its rows
+    without one are written with (SlateDB stamps each row with its write's tick, RFC 0003)."""
 
     def empty(self) -> bool:
         return not self.keys and not self.batches

@@ -240,15 +240,17 @@ class WalWriter:
         # would not be recognised as ours
         self._unsettled: tuple[pa.RecordBatch, bytes] | None = None
 
-    def encode(self, batch: pa.RecordBatch) -> bytes:
-        """``batch`` as a WAL SST, every row stamped with this writer's clock tick (see
-        :func:`~slatedb_core.wal.log.encode_wal_sst`)."""
-        return encode_wal_sst(batch, self.options, self.tick())
+    def encode(self, batch: pa.RecordBatch, at: int | None = None) -> bytes:
+        """``batch`` as a WAL SST, every row without a ``create_ts`` stamped with the clock tick
+        ``at`` (its newest write's, see :class:`~slatedb_core.wal.pipeline.WalBuffer`), or now
+        (see :func:`~slatedb_core.wal.log.encode_wal_sst`)."""
+        return encode_wal_sst(batch, self.options, self.tick(at))
 
-    def tick(self) -> int:
-        """Now in ms since the epoch, never below a tick this writer gave before (SlateDB 0.17's
-        clock is monotonic)."""
-        self._last_tick = max(self._last_tick, time.time_ns() // 1_000_000)
+    def tick(self, at: int | None = None) -> int:
+        """``at`` (default: now) in ms since the epoch, never below a tick this writer gave
+        before (SlateDB 0.17's clock is monotonic)."""
+        now = time.time_ns() // 1_000_000 if at is None else at
+        self._last_tick = max(self._last_tick, now)
         return self._last_tick
 
     def write_at(self, wal_id: int, data: bytes) -> None:
@@ -271,10 +273,11 @@ class WalWriter:
         except ObjectVersionBehindBoundary as e:
             raise Fenced("writer", self.epoch, self.epoch + 1) from e
 
-    def write(self, batch: pa.RecordBatch) -> int:
-        """Write one WAL SST; returns its id. Raises Fenced if a newer writer took the slot."""
+    def write(self, batch: pa.RecordBatch, at: int | None = None) -> int:
+        """Write one WAL SST (its rows written at clock tick ``at``, see :meth:`encode`); returns
+        its id. Raises Fenced if a newer writer took the slot."""
         unsettled, self._unsettled = self._unsettled, None
-        data = unsettled[1] if unsettled and unsettled[0].equals(batch) else self.encode(batch)
+        data = unsettled[1] if unsettled and unsettled[0].equals(batch) else self.encode(batch, at)
         wal_id = self.next_id
         try:
             return self._write(wal_id, data)

@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from time import time_ns
 from types import TracebackType
 
 import pyarrow as pa
@@ -183,8 +184,7 @@ class Db(WriterIngest):
             seq = self._seq = self._seq + 1
             memtable = self._state.memtable
             memtable.put(key, seq, value)
-            if memtable.last_tick is not None:  # TTL rows here: SlateDB's flush tick moves
-                memtable.note_tick(now_ms())
+            self._last_write_ns = time_ns()  # the write's clock tick (SlateDB RFC 0003)
             buf = self._buf
             buf.keys.append(key)
             buf.seqs.append(seq)
@@ -275,7 +275,7 @@ class Db(WriterIngest):
                     rows.append((key, version))
             if rows:
                 buf.batches.append(_rows_batch(rows))
-            memtable.note_tick(now)  # plain rows too: SlateDB's flush tick moves
+            self._last_write_ns = max(self._last_write_ns, now * 1_000_000)
             self._seq = seq
             buf.nbytes += nbytes
             return self._after_write_locked()
@@ -336,8 +336,7 @@ class Db(WriterIngest):
                 buf.values.extend(values)
             self._seq = seq
             buf.nbytes += nbytes + 16 * len(keys)
-            if memtable.last_tick is not None:  # TTL rows here: SlateDB's flush tick moves
-                memtable.note_tick(now_ms())
+            self._last_write_ns = time_ns()  # the write's clock tick (SlateDB RFC 0003)
             return self._after_write_locked()
 
     def _after_write_locked(self) -> int:
@@ -407,8 +406,7 @@ class Db(WriterIngest):
             self._seq += n
             batch = entries.set_column(1, "seq", seq_range(first, n))
             self._state.memtable.put_batch(batch)
-            if not timed and self._state.memtable.last_tick is not None:
-                self._state.memtable.note_tick(now_ms())  # SlateDB's flush tick moves
+            self._last_write_ns = max(self._last_write_ns, time_ns())  # its clock tick
             self._buf.batches.append(batch)
             self._buf.nbytes += batch.nbytes
             gen = self._after_write_locked()

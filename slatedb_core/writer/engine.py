@@ -194,7 +194,7 @@ class WriterEngine(WalFlusher):
         state = self._state
         if state.memtable.is_empty():
             return None
-        imm = state.memtable.freeze()
+        imm = state.memtable.freeze(self._last_write_ms())
         self._seal_locked()  # the frozen memtable's last writes are in generation _gen - 1
         self._imm_gen[id(imm)] = self._gen - 1
         self._state = dataclasses.replace(state, memtable=Memtable(), imm=(imm, *state.imm))

@@ -49,9 +49,9 @@ def l0_rows(imm: ImmutableMemtable) -> pa.RecordBatch:
     retention at the table's last clock tick (``RetentionIterator``, SlateDB RFC 0003): a value
     whose ``expire_ts`` is at or before it becomes a tombstone (its ``expire_ts`` cleared, its
     ``create_ts`` kept), an expired merge operand is dropped. The tick is the newest
-    write's (``last_tick``: the newest ``create_ts`` the memtable holds, moved by later writes
-    without one, :meth:`~slatedb_core.lsm.memtable.Memtable.note_tick`); a memtable without
-    timestamps is flushed as it is, in ENTRY_SCHEMA (the fast path)."""
+    write's (``last_tick``: the newest ``create_ts`` the memtable holds, or the tick of the
+    writer's newest write when it was frozen, :meth:`~slatedb_core.lsm.memtable.Memtable.freeze`);
+    a memtable without timestamps is flushed as it is, in ENTRY_SCHEMA (the fast path)."""
     batch = imm.l0_batch()
     tick = imm.last_tick
     if tick is None or not has_timestamps(batch):
@@ -80,10 +80,11 @@ def l0_rows(imm: ImmutableMemtable) -> pa.RecordBatch:
 def flush_clock_tick(imm: ImmutableMemtable) -> int:
     """The clock tick a flush of ``imm`` commits as ``last_l0_clock_tick`` (the clock SlateDB's
     compactions expire TTL rows at, RFC 0003): SlateDB's is its memtable's last tick, the tick
-    of its newest write (``flush.rs``). Ours records that tick once the memtable holds a row
-    with a timestamp (``last_tick``); a memtable without one knows only when it was frozen, at or
-    after its newest write. The freeze time alone expired rows SlateDB keeps (issue 38 review,
-    tests/review/test_issue38_compaction_clock.py)."""
+    of its newest write (``flush.rs``). Ours is ``last_tick`` too: every write path of the
+    writer reads the clock once per write, as SlateDB's does, and the freeze keeps the newest
+    tick. The freeze time, later than the newest write, expired rows SlateDB keeps (issue 38
+    review, tests/review/test_issue38_compaction_clock.py): it is only the fallback of a table
+    that holds no tick at all."""
     return imm.last_tick if imm.last_tick is not None else imm.frozen_at_ms
 
 

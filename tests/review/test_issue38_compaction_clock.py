@@ -73,11 +73,6 @@ def test_a_ttl_row_live_at_the_last_write_survives_the_compaction_as_in_slatedb(
     assert _run_rows(store, "ours") == want, (theirs_tick, ours_tick)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a memtable without TTL rows records no write tick (the TTL-less write path reads "
-    "no clock); its flush commits the freeze time, later than SlateDB's last-write tick",
-)
 def test_a_plain_memtable_flush_moves_the_clock_only_to_its_last_write(
     oracle: Oracle, tmp_path: Path
 ) -> None:

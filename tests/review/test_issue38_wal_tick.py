@@ -1,14 +1,14 @@
 """Review of issue 38 (item 1, TTL): the clock tick our WAL gives rows written without one.
 
 SlateDB stamps every row with its write's clock tick, and its memtable flush expires TTL rows at
-the newest (the last write's). Our plain writes carry no tick in memory (the fast path); the WAL
-writer stamps them when it encodes the WAL SST, at the flush, later than the write. After a
-crash the replayed memtable's newest tick is then that flush's, and a TTL row still live at the
-last write but expired by the WAL flush is retired by our flush and kept by SlateDB's.
+the newest (the last write's). Our plain writes carried no tick in memory (the fast path); the WAL
+writer stamped them when it encodes the WAL SST, at the flush, later than the write. After a
+crash the replayed memtable's newest tick was then that flush's, and a TTL row still live at the
+last write but expired by the WAL flush was retired by our flush and kept by SlateDB's.
 
-Not fixed: the exact tick would cost a clock read per plain write (the fast path), and the
-window is the WAL flush latency (``flush_interval``, 100 ms by default) for TTLs shorter than
-that."""
+Fixed: every write path reads the clock once per write (as SlateDB's does) and a sealed WAL
+buffer stamps its rows with its newest write's tick (``WalBuffer.tick_ms``); a frozen memtable
+keeps that tick too (``Memtable.freeze``)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,6 @@ def oracle(tmp_path: Path) -> Iterator[Oracle]:
         o.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="our WAL stamps plain rows with the WAL flush's tick, not the write's (fast path)",
-)
 def test_a_ttl_row_live_at_the_last_write_survives_a_replayed_flush(
     oracle: Oracle, tmp_path: Path
 ) -> None:

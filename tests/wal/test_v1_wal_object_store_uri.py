@@ -90,7 +90,7 @@ def test_a_v1_manifest_with_a_wal_store_is_refused_without_wal_url(
     main = open_store(url)
     v1_with_wal_store(main, wal_url, "")
     before = sorted(o.path for o in main.list(""))
-    with pytest.raises(WalStoreMissing, match="ManifestV1.*--wal-url"):
+    with pytest.raises(WalStoreMissing, match=r"ManifestV1.*--wal-url"):
         DbReader.open("db", main)
     with pytest.raises(WalStoreMissing, match="ManifestV1"):
         Db.open("db", main, DbOptions(flush_interval=HOUR))

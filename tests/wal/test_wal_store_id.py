@@ -89,8 +89,8 @@ def test_every_opener_with_another_wal_store_is_refused(stores: Stores) -> None:
     with pytest.raises(WalStoreMissing):
         create_checkpoint("db", s.main, wal_url=s.wrong)
     for args in (("scan",), ("get", "k")):
-        r = CliRunner().invoke(cli, ["--url", s.url, "--path", "db", "--wal-url", s.wrong, *args])
-        assert r.exit_code == 1 and "WalStoreMissing" in r.stderr, (args, r.stderr)
+        out = CliRunner().invoke(cli, ["--url", s.url, "--path", "db", "--wal-url", s.wrong, *args])
+        assert out.exit_code == 1 and "WalStoreMissing" in out.stderr, (args, out.stderr)
     assert (listing(s.wrong), listing(s.url)) == before  # nothing written anywhere
     with DbReader.open("db", s.main, options=DbReaderOptions(wal_url=s.right)) as r:
         assert r.get(b"k") == b"acknowledged"

@@ -31,6 +31,7 @@ from operator import itemgetter
 from typing import cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from ulid import ULID
 
 from slatedb_core.keys import KeyRange
@@ -38,8 +39,9 @@ from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
-from slatedb_core.lsm.merge_operator import MergeOperator, resolve
-from slatedb_core.lsm.row_model import Version
+from slatedb_core.lsm.merge_operator import MergeOperator, Unresolved, resolve
+from slatedb_core.lsm.row_model import Version, concat_rows, has_merges, has_timestamps
+from slatedb_core.lsm.sorted_rows import entries_batch
 from slatedb_core.lsm.version_table import VersionTable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
@@ -360,8 +362,8 @@ class DbState:
         return None
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
-        out: list[Iterable[pa.RecordBatch]] = [self.memtable.scan(start, end)]
-        out += [imm.scan(start, end) for imm in self.imm]
+        out: list[Iterable[pa.RecordBatch]] = [_stacked(self.memtable, start, end)]
+        out += [_stacked(imm, start, end) for imm in self.imm]
         out += [newest_versions(h.scan(start, end), keep_operands=True) for h in self.l0]
         out += [newest_versions(run.scan(start, end), keep_operands=True) for run in self.runs]
         return out
@@ -414,6 +416,36 @@ def _fill(
         return list(compress(range(len(entries)), map(operator.is_, entries, repeat(None))))
     list(map(found.__setitem__, todo, entries))
     return list(compress(todo, map(operator.is_, entries, repeat(None))))
+
+
+def _stacked(
+    table: Memtable | ImmutableMemtable | VersionTable, start: bytes | None, end: bytes | None
+) -> Iterator[pa.RecordBatch]:
+    """``table.scan``, each key whose replayed operands were left :class:`Unresolved` (the
+    operator raised on them at WAL replay, issue 38) scanned as every version it holds, so the
+    scan folds them all (and fails on that key as its point read does) instead of the newest
+    operand alone. A table without merge operands pays a schema check per batch."""
+    for b in table.scan(start, end):
+        if not has_timestamps(b) or not has_merges(b):
+            yield b
+            continue
+        keys = b.column(0).to_pylist()
+        seqs = b.column(1).to_pylist()
+        stacks: dict[bytes, tuple[Version, ...]] = {}
+        for i in pc.indices_nonzero(pc.equal(b.column(2), KIND_MERGE)).to_pylist():
+            e = table.get(keys[i])
+            if isinstance(e, Unresolved) and e.seq == seqs[i]:
+                stacks[keys[i]] = e.stack
+        if not stacks:
+            yield b
+            continue
+        keep = pc.invert(pc.is_in(b.column(0), pa.array(list(stacks), pa.binary())))
+        ks = [k for k, vs in stacks.items() for _ in vs]
+        extra = entries_batch(
+            pa.array(ks, pa.binary()), [v for vs in stacks.values() for v in vs], True
+        )
+        rows = concat_rows([b.filter(keep), extra])
+        yield rows.take(pc.sort_indices(rows, [("key", "ascending"), ("seq", "descending")]))
 
 
 def _as_version(entry: MemEntry) -> Version:

@@ -26,11 +26,23 @@ gives the same answers, because of how SlateDB 0.17 treats the versions it keeps
 Without a merge operator (a WAL replayed by a writer opened without one) nothing is folded: the
 entry is the newest operand (a read of the key raises ``MergeOperatorMissing``, as SlateDB's
 does) and the parts hold every version as written.
+
+WAL replay folds with :class:`ReplayOperator`: an operand the operator raises on (a different or
+changed operator than the one it was written with) does not fail the open, whose writer has
+fenced the old one already. SlateDB 0.17 never calls the operator at replay (``wal_replay.rs``
+inserts rows as they are): the key's entry becomes :class:`Unresolved`, holding every version
+unfolded; each read of the key folds them again (``MergeOperatorFailed`` per read while the
+operator refuses them, as SlateDB's read of such a key fails), and a flush writes them all, so a
+writer with the right operator reads every acknowledged write. Later operands onto such a key
+are stacked unfolded too, until a put or a delete replaces it.
 """
 
 from __future__ import annotations
 
-from slatedb_core.lsm.merge_operator import MergeOperator, fold
+from dataclasses import dataclass
+
+from slatedb_core.errors import MergeOperatorFailed
+from slatedb_core.lsm.merge_operator import MergeOperator, Unresolved, fold
 from slatedb_core.lsm.row_model import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE, Version
 
 Entry = tuple[int, bytes | None] | Version
@@ -76,6 +88,17 @@ def fold_pair(key: bytes, older: Version, operand: Version, op: MergeOperator) -
     )
 
 
+@dataclass(frozen=True)
+class ReplayOperator:
+    """``op`` as WAL replay folds with it: a fold it raises on leaves the key
+    :class:`Unresolved` instead of failing the open (see module docstring)."""
+
+    op: MergeOperator
+
+    def __call__(self, key: bytes, existing: bytes | None, operand: bytes) -> bytes:
+        return self.op(key, existing, operand)
+
+
 def merge_onto(
     key: bytes, old: Entry, parts: Parts | None, operand: Version, op: MergeOperator | None
 ) -> tuple[Version, Parts | None]:
@@ -84,7 +107,14 @@ def merge_onto(
     stack = parts if parts is not None else (as_version(old),)
     if op is None:
         return operand, (operand, *stack)
-    entry = fold_pair(key, as_version(old), operand, op)
+    if isinstance(old, Unresolved):
+        return _unresolved((operand, *old.stack))
+    try:
+        entry = fold_pair(key, as_version(old), operand, op)
+    except MergeOperatorFailed:
+        if not isinstance(op, ReplayOperator):
+            raise  # a write: refused before anything changes
+        return _unresolved((operand, *stack))
     top = stack[0]
     if top.expire_ts == operand.expire_ts:
         stack = (fold_pair(key, top, operand, op), *stack[1:])
@@ -93,4 +123,17 @@ def merge_onto(
     return entry, (stack if len(stack) > 1 else None)
 
 
-__all__ = ["Entry", "Parts", "as_version", "entry_value", "fold_pair", "merge_onto"]
+def _unresolved(stack: Parts) -> tuple[Version, Parts]:
+    """The entry and parts of a key whose versions ``stack`` stay unfolded."""
+    return Unresolved.of(stack), stack
+
+
+__all__ = [
+    "Entry",
+    "Parts",
+    "ReplayOperator",
+    "as_version",
+    "entry_value",
+    "fold_pair",
+    "merge_onto",
+]

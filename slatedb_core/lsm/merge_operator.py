@@ -19,7 +19,7 @@ key only, as SlateDB's ``MergeOperatorRequiredIterator`` does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from slatedb_core.errors import MergeOperatorFailed, MergeOperatorMissing
 from slatedb_core.lsm.row_model import KIND_MERGE, KIND_TOMBSTONE, Version
@@ -35,6 +35,7 @@ from slatedb_core.merge_operators import (
 __all__ = [
     "BUILTIN_MERGE_OPERATORS",
     "MergeOperator",
+    "Unresolved",
     "add_int64",
     "fold",
     "merge_operator_name",
@@ -72,6 +73,32 @@ def fold(
     return value
 
 
+class Unresolved(Version):
+    """A memtable entry whose operands could not be folded when a writer replayed its WAL (the
+    operator raised on them): the newest operand, with ``stack``, every version of the key in the
+    memtable as written, newest first. Acknowledged rows are never dropped for the operator's
+    failure: :func:`resolve` folds ``stack`` at each read (raising ``MergeOperatorFailed`` per read
+    of the key while the operator refuses them), and a flush writes ``stack`` as it is, as
+    SlateDB 0.17 keeps every replayed row in its memtable unfolded (``wal_replay.rs``)."""
+
+    stack: tuple[Version, ...]
+
+    @classmethod
+    def of(cls, stack: tuple[Version, ...]) -> Unresolved:
+        u = cls(*stack[0])
+        u.stack = stack
+        return u
+
+
+def _expanded(versions: Iterable[Version]) -> Iterator[Version]:
+    """``versions`` with each :class:`Unresolved` entry replaced by its stack."""
+    for v in versions:
+        if isinstance(v, Unresolved):
+            yield from v.stack
+        else:
+            yield v
+
+
 def needs_older(version: Version | tuple[int, bytes | None]) -> bool:
     """Whether a read that found ``version`` as the newest one of its source must look at older
     versions too: it is a merge operand. A plain ``(seq, value)`` memtable entry never is."""
@@ -87,7 +114,7 @@ def resolve(
     needs: the iteration stops at the first value or tombstone). None: deleted or absent."""
     operands: list[bytes] = []
     base: bytes | None = None
-    for v in versions_newest_first:
+    for v in _expanded(versions_newest_first):
         if v.kind == KIND_MERGE:
             operands.append(v.value or b"")
             continue

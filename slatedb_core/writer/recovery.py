@@ -26,6 +26,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.memtable import Memtable
+from slatedb_core.lsm.memtable_fold import ReplayOperator
 from slatedb_core.lsm.merge_operator import MergeOperator
 from slatedb_core.lsm.row_model import has_merges
 from slatedb_core.manifest.model import Manifest
@@ -184,8 +185,11 @@ def replay_wal(
     Rows keep their kind and timestamps (issue 38): a WAL SST with a TTL row or a merge operand
     is replayed in ROW_SCHEMA, its operands folded by ``merge_operator`` as they were written
     (:meth:`~slatedb_core.lsm.memtable.Memtable.put_rows`), so our flush writes what SlateDB's
-    would. One with neither takes the plain path (its create_ts, which every WAL row has, is
-    dropped as before, but its newest moves the memtable's flush tick once TTL rows are in)."""
+    would. An operand the operator raises on is kept unfolded with its key's other versions
+    (:class:`~slatedb_core.lsm.memtable_fold.ReplayOperator`): reads of that key fail, the open
+    does not, and no acknowledged row is dropped. One with neither takes the plain path (its
+    create_ts, which every WAL row has, is dropped as before, but its newest moves the
+    memtable's flush tick once TTL rows are in)."""
     ids = [i for i in wal.list_ids(after=m.replay_after_wal_id) if i < fence_id]
     # with our fence as the top and a window of 1, every hole below the fence is damage
     holes = damaged_holes(
@@ -194,6 +198,8 @@ def replay_wal(
     if holes:
         raise missing_error(wal, holes, f"below the fence of {path!r}'s writer at open")
     memtable = Memtable()
+    # the operator's failure on replayed operands fails the reads of their keys, never the open
+    replay_op = ReplayOperator(merge_operator) if merge_operator is not None else None
     floor = pa.scalar(m.last_l0_seq, pa.uint64())
     in_l0_upto = m.replay_after_wal_id
     for wal_id in ids:
@@ -217,7 +223,7 @@ def replay_wal(
             entries = entries.select(ENTRY_SCHEMA.names)
         for batch in entries.to_batches():
             if batch.num_rows:
-                memtable.put_rows(batch, merge_operator)
+                memtable.put_rows(batch, replay_op)
         if tick is not None:
             memtable.note_tick(tick)
     if memtable.is_empty() and in_l0_upto > m.replay_after_wal_id:

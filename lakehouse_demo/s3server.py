@@ -6,6 +6,13 @@ Iceberg/Lance catalogs are off) binds 127.0.0.1 on a free port; telemetry is off
 with fixed demo keys (an identity config file, ``-s3.config``) owns the bucket; data lives in a
 temporary directory unless one is given. ``weed`` runs in its own process group, killed on exit.
 
+Loopback is not a boundary between a machine's users, so only the S3 listener (with the keys)
+serves objects: every start signs the filer's and the volume server's HTTP reads and writes with
+fresh JWT keys (handed to ``weed`` in its environment, readable by its user only) and puts the
+gRPC ports behind mutual TLS with a certificate authority made for this data directory (``tls/``,
+0700; ``security.toml``, 0600). ``weed`` runs with umask 077 in a 0700 directory: its volumes
+and metadata are private to the user (issue 39, items 6 and 8).
+
 SeaweedFS honours ``If-None-Match: *`` and ``If-Match`` on single-part PUTs (the conditional
 writes the manifest protocol needs; ``obstore``'s ``put`` is single-part unless asked for
 multipart), and it makes the losers of a race on one key wait about a second.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -123,9 +131,12 @@ class SeaweedFS:
             root = Path(self._tmp)
         else:
             root = self.data_dir.resolve()
-            root.mkdir(parents=True, exist_ok=True)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        root.chmod(0o700)
         data = root / "data"
-        data.mkdir(exist_ok=True)
+        data.mkdir(mode=0o700, exist_ok=True)
+        data.chmod(0o700)
+        jwt_env = _write_security(root)
         config = root / "s3-identities.json"
         config.touch(mode=0o600)
         config.chmod(0o600)
@@ -177,15 +188,16 @@ class SeaweedFS:
         ]
         self._log = self.log_file or root / "weed.log"
         log = self._log.open("ab")
-        env = {**os.environ, "S3_BUCKET": self.bucket}
+        env = {**os.environ, **jwt_env, "S3_BUCKET": self.bucket}
         self._proc = subprocess.Popen(
             args,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=root,
+            cwd=root,  # weed reads ./security.toml
             env=env,
             start_new_session=True,
+            umask=0o077,
         )
         log.close()
         try:
@@ -251,6 +263,97 @@ class SeaweedFS:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+JWT_KEYS = (
+    "WEED_JWT_SIGNING_KEY",
+    "WEED_JWT_SIGNING_READ_KEY",
+    "WEED_JWT_FILER_SIGNING_KEY",
+    "WEED_JWT_FILER_SIGNING_READ_KEY",
+)
+"""Volume writes and reads, filer writes and reads: ``weed`` signs its own internal requests (the
+S3 gateway to the filer, the filer to the volume server) and refuses unsigned ones."""
+GRPC_COMPONENTS = ("master", "volume", "filer", "s3", "admin", "worker", "client")
+
+
+def _write_security(root: Path) -> dict[str, str]:
+    """``root/security.toml`` (gRPC mutual TLS, every component with one certificate of a CA
+    made for ``root``) and fresh JWT keys for ``weed``'s environment (``weed scaffold
+    -config=security`` documents both; env values win over the file)."""
+    tls = root / "tls"
+    tls.mkdir(mode=0o700, exist_ok=True)
+    tls.chmod(0o700)
+    ca, cert, key = tls / "ca.crt", tls / "node.crt", tls / "node.key"
+    if not (ca.exists() and cert.exists() and key.exists()):
+        _make_certificates(tls)
+    lines = [f"[grpc]\nca = {json.dumps(str(ca))}\n"]
+    for part in GRPC_COMPONENTS:
+        lines.append(
+            f"[grpc.{part}]\ncert = {json.dumps(str(cert))}\nkey = {json.dumps(str(key))}\n"
+        )
+    lines.append("[access]\nui = false\n[filer.expose_directory_metadata]\nenabled = false\n")
+    path = root / "security.toml"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines))
+    return {name: secrets.token_hex(32) for name in JWT_KEYS}
+
+
+def _make_certificates(tls: Path) -> None:
+    """A P-256 CA and one certificate for 127.0.0.1 signed by it (server and client use), with
+    the ``openssl`` command; the CA's key is deleted once it has signed."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise StoreError(
+            "SeaweedFS's gRPC TLS needs the 'openssl' command (apt-get install openssl)"
+        )
+    ext = tls / "node.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
+    )
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    steps = [
+        [
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=lakehouse-seaweedfs-ca",
+        ],
+        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=lakehouse-seaweedfs"],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "node.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "node.crt",
+            "-days",
+            "3650",
+            "-extfile",
+            "node.ext",
+        ],
+    ]
+    for step in steps:
+        res = subprocess.run(
+            [openssl, *step], cwd=tls, capture_output=True, text=True, timeout=60, umask=0o077
+        )
+        if res.returncode != 0:
+            raise StoreError(f"openssl {step[0]} failed: {res.stderr.strip()[-500:]}")
+    for name in ("ca.key", "node.csr", "node.ext", "ca.srl"):
+        (tls / name).unlink(missing_ok=True)
 
 
 def _identities(access_key: str, secret_key: str) -> dict[str, object]:

@@ -200,15 +200,12 @@ def test_run_worker_health_survives_a_clock_step(monkeypatch: pytest.MonkeyPatch
             worker.kill()
 
 
-# ---- known gap: loopback is not a boundary between the machine's users -------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="SeaweedFS's filer HTTP port (127.0.0.1, a free port "
-    "named in weed's world-readable command line) serves and deletes every object "
-    "without the S3 keys; closing it needs SeaweedFS's security.toml (JWT, gRPC "
-    "TLS): not done. infra/README.md says so.",
-)
+# ---- loopback is not a boundary between the machine's users: only the S3 keys open the store ---
 def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) -> None:
+    """Issue 39, item 8 (was a strict xfail): SeaweedFS's filer HTTP port (127.0.0.1, named in
+    weed's world-readable command line) served, overwrote and deleted every object without the
+    S3 keys. Now the filer and volume servers take only requests signed with JWT keys that weed
+    alone holds."""
     import urllib.error
     import urllib.request
 
@@ -221,20 +218,31 @@ def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) ->
         secret_key="review-secret-not-known-to-the-attacker",
     )
     weed.start()
+    key = "prod/manifest/00000000000000000001.manifest"
     try:
-        weed.store().put("prod/manifest/00000000000000000001.manifest", b"acknowledged")
-        url = (
-            f"http://127.0.0.1:{weed.ports['filer']}"
-            "/buckets/lake/prod/manifest/00000000000000000001.manifest"
-        )
-        req = urllib.request.Request(url, method="DELETE")
-        try:
-            urllib.request.urlopen(req, timeout=10).close()
-        except urllib.error.HTTPError:
-            pass  # refused: what we want
-        assert (
-            weed.store().get("prod/manifest/00000000000000000001.manifest").data == b"acknowledged"
-        ), "deleted without credentials through the filer's HTTP port"
+        weed.store().put(key, b"acknowledged")
+        url = f"http://127.0.0.1:{weed.ports['filer']}/buckets/lake/{key}"
+        answers = {}
+        for method, body in (
+            ("GET", None),
+            ("PUT", b"forged"),
+            ("POST", b"forged"),
+            ("DELETE", None),
+        ):
+            req = urllib.request.Request(url, data=body, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    answers[method] = (resp.status, resp.read())
+            except urllib.error.HTTPError as e:
+                answers[method] = (e.code, b"")
+        assert answers["GET"][0] in (401, 403) and b"acknowledged" not in answers["GET"][1]
+        assert all(answers[m][0] in (401, 403) for m in ("PUT", "POST", "DELETE")), {
+            m: a[0] for m, a in answers.items()
+        }
+        assert weed.store().get(key).data == b"acknowledged", "changed through the filer's port"
+        # the S3 gateway (with the keys) still does everything
+        weed.store().delete(key)
+        assert not list(weed.store().list("prod"))
     finally:
         weed.stop()
 

@@ -62,8 +62,7 @@ __all__ = [
 
 def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[Manifest, Stamp]:
     """The manifest in ``data`` and its :class:`Stamp`; ``name`` (usually the object path) goes
-    into every ``CorruptionError``. A segmented manifest raises ``UnsupportedFeature``, a V1
-    one with a field the model cannot hold ``ManifestV1Unrepresentable``."""
+    into every ``CorruptionError``. A segmented manifest raises ``UnsupportedFeature``."""
     if len(data) >= 2 and struct.unpack_from(">H", data, 0)[0] == V1_FORMAT_VERSION:
         try:
             with _decode._gc_paused():

@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from slatedb_core import checkpoints as api
 from slatedb_core.cli.output import DURATION, emit_json, handle_errors
+from slatedb_core.cli.terminal import console, echo
 from slatedb_core.durations import format_duration
 from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.options import CheckpointOptions
@@ -40,13 +40,6 @@ def _iso(ts: int | None) -> str | None:
 
 def _when(ts: int | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def _console() -> Console:
-    """Rich folds tables to 80 columns when output is not a terminal, which would split UUIDs
-    across lines in piped output; piped output gets room for a full row instead."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 def checkpoint_to_dict(cp: Checkpoint, now_s: float) -> dict[str, Any]:
@@ -82,7 +75,7 @@ def _show_one(title: str, cp: Checkpoint, now_s: float) -> None:
     t.add_row("name", cp.name if cp.name is not None else "-")
     t.add_row("created", _when(cp.create_time_s))
     t.add_row("expires", _expiry_text(cp, now_s))
-    _console().print(t)
+    console().print(t)
 
 
 @click.command("create-checkpoint")
@@ -160,7 +153,7 @@ def delete_checkpoint_cmd(obj: Any, checkpoint_id: uuid.UUID, as_json: bool) -> 
     if as_json:
         emit_json({"deleted": str(checkpoint_id)})
         return
-    click.echo(f"deleted checkpoint {checkpoint_id}")
+    echo(f"deleted checkpoint {checkpoint_id}")
 
 
 @click.command("list-checkpoints")
@@ -193,7 +186,7 @@ def list_checkpoints_cmd(obj: Any, name: str | None, as_json: bool) -> None:
             _expiry_text(c, now_s),
             str(c.writer_epoch) if c.writer_epoch is not None else "-",
         )
-    _console().print(t)
+    console().print(t)
 
 
 COMMANDS: tuple[click.Command, ...] = (

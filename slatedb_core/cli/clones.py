@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from slatedb_core.cli.output import emit_json, handle_errors
+from slatedb_core.cli.terminal import console as terminal_console
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone_stored
 from slatedb_core.lifecycle.union import UnionSource, create_union_stored
@@ -138,9 +138,7 @@ def _show(d: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
         emit_json(d)
         return
-    console = Console()
-    if not console.is_terminal:  # keep UUIDs on one line in piped output
-        console = Console(width=200)
+    console = terminal_console()  # piped: wide enough to keep UUIDs on one line
     t = Table(title=f"{d['path']}: {title}", show_header=False)
     rng = d["key_range"]
     t.add_row("manifest id", str(d["manifest_id"]))

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from slatedb_core.cli.output import emit_json, handle_errors
+from slatedb_core.cli.terminal import echo
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
 
@@ -60,12 +61,12 @@ def destroy_cmd(obj: Any, soft: bool, hard: bool, yes: bool, as_json: bool) -> N
         emit_json(out)
         return
     if soft:
-        click.echo(
+        echo(
             f"{obj.path}: destroyed (soft) at {out['destroyed_at_s']}; the garbage collector "
             "deletes it after db_delete_grace once no checkpoint is active"
         )
     else:
-        click.echo(f"{obj.path}: destroyed (hard); all its objects are deleted")
+        echo(f"{obj.path}: destroyed (hard); all its objects are deleted")
 
 
 COMMANDS: tuple[click.Command, ...] = (destroy_cmd,)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from slatedb_core.cli.output import DurationType, emit_json, handle_errors
+from slatedb_core.cli.terminal import echo
 from slatedb_core.compactor import run_compaction_once
 from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.gc import run_gc_once
@@ -41,9 +42,9 @@ def compact_cmd(obj: Any, as_json: bool) -> None:
         emit_json(out)
         return
     if stats is None:
-        click.echo(f"{obj.path}: nothing to compact")
+        echo(f"{obj.path}: nothing to compact")
         return
-    click.echo(
+    echo(
         f"{obj.path}: {stats.compactions} compaction(s), {stats.input_ssts} SSTs -> "
         f"{stats.output_ssts}, {stats.bytes_in:,} -> {stats.bytes_out:,} bytes, "
         f"{stats.rows_in:,} -> {stats.rows_out:,} rows in {stats.duration_s:.2f} s"
@@ -81,13 +82,13 @@ def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bo
         emit_json(dataclasses.asdict(stats))
         return
     if stats.database_deleted:
-        click.echo(
+        echo(
             f"{obj.path}: soft-destroyed database deleted "
             f"({stats.database_objects.deleted} objects, {stats.database_objects.bytes_freed:,} bytes)"
         )
         return
     if stats.destroyed:
-        click.echo(f"{obj.path}: soft-destroyed; waiting for its grace period or checkpoints")
+        echo(f"{obj.path}: soft-destroyed; waiting for its grace period or checkpoints")
         return
     parts = []
     for kind in KINDS:
@@ -96,14 +97,14 @@ def gc_cmd(obj: Any, min_age: timedelta, db_delete_grace: timedelta, as_json: bo
             f"{kind} {k.deleted} ({k.bytes_freed:,} B)"
             + (f" {k.failed} failed" if k.failed else "")
         )
-    click.echo(f"{obj.path}: deleted " + ", ".join(parts))
-    click.echo(
+    echo(f"{obj.path}: deleted " + ", ".join(parts))
+    echo(
         f"  boundaries: manifest {stats.manifest_boundary}, compactions "
         f"{stats.compactions_boundary}, wal {stats.wal_boundary}; expired checkpoints removed "
         f"{stats.expired_checkpoints_removed}; {stats.duration_s:.2f} s"
     )
     if stats.data_gc_skipped:
-        click.echo(f"  WAL/SST collection skipped: {stats.data_gc_skipped}")
+        echo(f"  WAL/SST collection skipped: {stats.data_gc_skipped}")
 
 
 COMMANDS: tuple[click.Command, ...] = (compact_cmd, gc_cmd)

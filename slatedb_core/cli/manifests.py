@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from slatedb_core import admin
 from slatedb_core.cli.output import Ctx, emit_json, handle_errors
+from slatedb_core.cli.terminal import console as terminal_console
 from slatedb_core.manifest.render import manifest_to_dict
 
 
@@ -29,7 +29,7 @@ def read_manifest(obj: Ctx, manifest_id: int | None, as_json: bool) -> None:
     if as_json:
         emit_json(d)
         return
-    console = Console()
+    console = terminal_console(piped_width=None)
     t = Table(title=f"{obj.path} manifest {stored.id}", show_header=False)
     for key in (
         "id",
@@ -101,7 +101,7 @@ def list_manifests(obj: Ctx, start: int | None, end: int | None, as_json: bool) 
         t.add_column(col)
     for r in rows:
         t.add_row(str(r.id), str(r.size), r.last_modified.isoformat(timespec="seconds"), r.path)
-    Console().print(t)
+    terminal_console(piped_width=None).print(t)
 
 
 def register(group: click.Group) -> None:

@@ -10,7 +10,6 @@ not there (``not found: KEY``); 2 bad usage (click's own).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
+from slatedb_core.cli.terminal import echo, echo_json
 from slatedb_core.durations import MAX_DURATION, parse_duration
 from slatedb_core.errors import InvalidArgument, MergeOperatorMissing, SlateDBError
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
@@ -65,10 +65,10 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except NotFound as e:
-            click.echo(f"not found: {e}", err=True)
+            echo(f"not found: {e}", err=True)
             sys.exit(1)
         except SlateDBError as e:
-            click.echo(f"error: {type(e).__name__}: {e}{_hint(e)}", err=True)
+            echo(f"error: {type(e).__name__}: {e}{_hint(e)}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -83,7 +83,8 @@ def _hint(e: SlateDBError) -> str:
 
 
 def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+    """``--json`` output (see :func:`slatedb_core.cli.terminal.echo_json`)."""
+    echo_json(obj)
 
 
 class DurationType(click.ParamType[timedelta]):

@@ -36,12 +36,13 @@ from typing import Any, TypeVar
 import click
 
 from slatedb_core.cli.output import Ctx, NotFound, handle_errors
+from slatedb_core.cli.terminal import echo, echo_json, echo_json_text, echo_row
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
+from slatedb_core.printable import printable
 from slatedb_core.reader.reader import DbReader
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("utf8", "hex")
-_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
 
 
 # ---- formats ---------------------------------------------------------------------------------
@@ -65,25 +66,9 @@ def show(data: bytes, fmt: str) -> str:
     """Bytes as printable text per ``fmt`` (see the module docstring)."""
     if fmt == "hex":
         return data.hex()
-    text = data.decode("utf-8", errors="surrogateescape")
-    if text.isprintable() and "\\" not in text:
-        return text
-    out = []
-    for ch in text:
-        o = ord(ch)
-        if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte
-            out.append(f"\\x{o - 0xDC00:02x}")
-        elif ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif o < 0x100:
-            out.append(f"\\x{o:02x}")
-        elif o < 0x10000:
-            out.append(f"\\u{o:04x}")
-        else:
-            out.append(f"\\U{o:08x}")
-    return "".join(out)
+    # the escaping every stored string shown to an operator gets (slatedb_core.printable), with
+    # backslashes doubled so that any byte string prints unambiguously
+    return printable(data.decode("utf-8", errors="surrogateescape"), backslash=True)
 
 
 def prefix_end(prefix: bytes) -> bytes | None:
@@ -165,12 +150,12 @@ def scan_command(
             if as_json:
                 items.append(json.dumps({"key": show(k, fmt), "value": show(v, fmt)}))
             else:
-                click.echo(f"{show(k, fmt)}\t{show(v, fmt)}")
+                echo_row(show(k, fmt), show(v, fmt))
             n += 1
         if as_json:
-            click.echo("[\n  " + ",\n  ".join(items) + "\n]" if items else "[]")
+            echo_json_text("[\n  " + ",\n  ".join(items) + "\n]" if items else "[]")
         if max_keys is not None and n == max_keys:
-            click.echo(f"(stopped after --max-keys {max_keys})", err=True)
+            echo(f"(stopped after --max-keys {max_keys})", err=True)
 
 
 @click.command("get")
@@ -187,12 +172,12 @@ def get_command(obj: Ctx, key: str, checkpoint: uuid.UUID | None, fmt: str, as_j
         value = reader.get(k)
     if value is None:
         if as_json:
-            click.echo("null")
+            echo_json(None)
         raise NotFound(show(k, fmt))
     if as_json:
-        click.echo(json.dumps({"key": show(k, fmt), "value": show(value, fmt)}, indent=2))
+        echo_json({"key": show(k, fmt), "value": show(value, fmt)})
     else:
-        click.echo(show(value, fmt))
+        echo(show(value, fmt))
 
 
 def register(cli: click.Group) -> None:

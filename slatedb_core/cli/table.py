@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 from datetime import timedelta
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table as RichTable
 
 from slatedb_core.cli.output import DurationType, NotFound, handle_errors
 from slatedb_core.cli.read import parse_key, show
+from slatedb_core.cli.terminal import console as terminal_console
+from slatedb_core.cli.terminal import echo, echo_json, echo_row
 from slatedb_core.keys import KeyRange
 from slatedb_core.options import DbOptions, DbReaderOptions, MiB, ReaderMode
 from slatedb_core.table import ShardMap, Table, TableOptions
@@ -97,11 +97,9 @@ def map_to_dict(m: ShardMap, fmt: str = "utf8") -> dict[str, Any]:
 def _print_map(path: str, m: ShardMap, fmt: str, as_json: bool) -> None:
     d = map_to_dict(m, fmt)
     if as_json:
-        click.echo(json.dumps(d, indent=2))
+        echo_json(d)
         return
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)
+    console = terminal_console()
     t = RichTable(title=f"table {path}: shard map {m.id}, {len(m.shards)} shard(s)")
     for col in ("index", "from", "to", "database", "state"):
         t.add_column(col)
@@ -167,11 +165,11 @@ def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
     with Table.open(obj.path, obj.store, _options(obj)) as t:
         value = t.get(k)
     if as_json:
-        click.echo(
-            json.dumps(None if value is None else {"key": show(k, fmt), "value": show(value, fmt)})
+        echo_json(
+            None if value is None else {"key": show(k, fmt), "value": show(value, fmt)}, indent=None
         )
     elif value is not None:
-        click.echo(show(value, fmt))
+        echo(show(value, fmt))
     if value is None:
         raise NotFound(show(k, fmt))
 
@@ -197,10 +195,10 @@ def scan_cmd(
         limited = rows if max_keys is None else itertools.islice(rows, max_keys)
         out = [(show(k, fmt), show(v, fmt)) for k, v in limited]
     if as_json:
-        click.echo(json.dumps([{"key": k, "value": v} for k, v in out], indent=2))
+        echo_json([{"key": k, "value": v} for k, v in out])
     else:
         for k, v in out:
-            click.echo(f"{k}\t{v}")
+            echo_row(k, v)
 
 
 @table_group.command("split")
@@ -295,9 +293,9 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
     with Table.open(obj.path, obj.store, _options(obj)) as t:
         stats = t.collect_garbage(min_age, ingest_min_age)
     if as_json:
-        click.echo(json.dumps(dataclasses.asdict(stats)))
+        echo_json(dataclasses.asdict(stats), indent=None)
         return
-    click.echo(
+    echo(
         f"{obj.path}: deleted {stats.shard_maps} shard-map version(s), {stats.ingest_objects} "
         f"ingest leftover(s) ({stats.ingest_bytes:,} bytes), {stats.snapshot_records} snapshot "
         f"record version(s); swept {stats.snapshot_checkpoints} checkpoint(s) of dead snapshot takers"

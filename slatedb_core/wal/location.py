@@ -80,11 +80,14 @@ class WalLocation:
             self._ids[db_path] = found
         return found
 
-    def claim_store_id(self, db_path: str) -> bytes:
+    def claim_store_id(self, db_path: str, m: Manifest) -> bytes:
         """The separate WAL store's id for ``db_path``, created (create-if-absent) when it has
-        none: what our writer records in the manifest it bumps, so the object exists before any
-        manifest names it. Raises ``WalStoreMissing`` when the store holds something else."""
+        none: what our writer records in the manifest it bumps (``m``, the one it bumps on), so
+        the object exists before any manifest names it. Raises ``WalStoreMissing`` when the
+        store holds something else, or another id than ``m`` records (:func:`check_store_id`:
+        also for a bump no :func:`check_wal_present` preceded, such as a conditional open)."""
         assert self.separate is not None
+        check_store_id(db_path, self, m)
         found = self.store_id(db_path)
         if found is None:
             fresh = os.urandom(WAL_STORE_ID_SIZE)
@@ -123,6 +126,23 @@ def listing_can_refuse(m: Manifest) -> bool:
         return False
     recorded = max(m.wal_id_last_seen, m.next_wal_sst_id - 1)
     return recorded > m.replay_after_wal_id or slatedb_writer(m)
+
+
+def check_store_id(db_path: str, where: WalLocation, m: Manifest) -> None:
+    """Raise :class:`~slatedb_core.errors.WalStoreMissing` when ``m`` records the id of our
+    writer's separate WAL store (``Manifest.wal_store_id``) and ``where``'s separate store
+    holds another one, or none (one GET per location and database: :meth:`WalLocation.store_id`).
+    Nothing to check, and no request, without a recorded id or a separate store."""
+    if m.wal_store_id is None or where.separate is None or slatedb_writer(m):
+        return
+    found = where.store_id(db_path)
+    if found != m.wal_store_id:
+        held = "none" if found is None else found.hex() if found else "no id of ours"
+        detail = (
+            f"its manifest names the WAL store with id {m.wal_store_id.hex()} and this "
+            f"store's {wal_store_id_path(db_path)} holds {held}"
+        )
+        raise WalStoreMissing(db_path, where.describe(), detail)
 
 
 def check_wal_present(
@@ -176,15 +196,7 @@ def check_wal_present(
         # SlateDB's ManifestV1 mark (SlateDB's builders refuse to open it without a WAL store)
         detail = "its ManifestV1 says SlateDB's writer keeps it in a separate WAL object store"
         raise WalStoreMissing(db_path, where.describe(), detail)
-    if m.wal_store_id is not None and where.separate is not None and not slatedb_writer(m):
-        found = where.store_id(db_path)  # one GET per location and database
-        if found != m.wal_store_id:
-            held = "none" if found is None else found.hex() if found else "no id of ours"
-            detail = (
-                f"its manifest names the WAL store with id {m.wal_store_id.hex()} and this "
-                f"store's {wal_store_id_path(db_path)} holds {held}"
-            )
-            raise WalStoreMissing(db_path, where.describe(), detail)
+    check_store_id(db_path, where, m)
     if (
         where.separate is not None
         and not m.separate_wal_store

@@ -79,7 +79,9 @@ def bump_epoch(
             )
         m = writer_checkpoint(m, next_id, m.writer_epoch)
         # the WAL store's id, created before this bump names it (slatedb_core.wal.location)
-        store_id = wal.where.claim_store_id(wal.db_path) if wal is not None and separate else None
+        store_id = (
+            wal.where.claim_store_id(wal.db_path, m) if wal is not None and separate else None
+        )
         return dataclasses.replace(
             m,
             max_parallel_writes=max(m.max_parallel_writes, own),

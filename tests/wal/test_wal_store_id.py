@@ -115,6 +115,21 @@ def test_a_writer_dead_between_bump_and_fence_opens_with_its_store(stores: Store
         assert db.get(b"k") == b"acknowledged"
 
 
+def test_a_conditional_bump_with_another_wal_store_is_refused(stores: Stores) -> None:
+    """The table layer's conditional open (``if_manifest_id``) bumps with no check before it:
+    the bump itself compares the store's id with the one the manifest records."""
+    s = stores
+    crashed_writer(s)
+    ms = ManifestStore(s.main, "db")
+    latest = ms.read_latest()
+    wrong = WalLog(WalLocation.open(s.main, s.wrong), "db")
+    with pytest.raises(WalStoreMissing):
+        bump_epoch(ms, 1, if_manifest_id=latest.id, wal=wrong)
+    assert ms.read_latest().id == latest.id and listing(s.wrong) == []
+    right = WalLog(WalLocation.open(s.main, s.right), "db")
+    assert bump_epoch(ms, 1, if_manifest_id=latest.id, wal=right).stored.id == latest.id + 1
+
+
 def test_gc_keeps_the_id_and_the_store_stays_recognised(stores: Stores) -> None:
     s = stores
     with Db.open("db", s.main, DbOptions(flush_interval=HOUR, wal_url=s.right)) as db:

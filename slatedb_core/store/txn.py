@@ -45,10 +45,12 @@ from urllib.parse import unquote, urlsplit
 
 from slatedb_core.errors import InvalidArgument, StoreError, UnsupportedOperation
 from slatedb_core.store.objectstore import RequestCounters
+from slatedb_core.store.pgurl import SCHEMES as PG_SCHEMES
+from slatedb_core.store.pgurl import PgUrlError, pg_params, secrets_of
 from slatedb_core.store.redact import redact_url
 
 STATEMENTS = ("select", "insert", "update", "delete")
-_SECRET_KEY = re.compile(r"pass|secret|token|key", re.IGNORECASE)
+_PG_PORT = re.compile(r"[0-9]{1,5}")
 INTENTS = "slatedb_intents"
 CELLS = "slatedb_cells"
 _POOL_IDLE = 8
@@ -445,10 +447,17 @@ class PostgresTxnStore(TxnStore):
             ) from e
         self._psycopg = psycopg
         super().__init__()
-        self._dsn = url
-        parts = urlsplit(url)
-        self.url = f"postgresql://{parts.hostname or ''}:{parts.port or ''}{parts.path}"
-        self._connect_timeout = connect_timeout_s
+        # libpq's own reading of the URL (slatedb_core.store.pgurl), handed back to it as
+        # parameters: the password hidden in messages is the one used, and no part of it can
+        # become a host name
+        try:
+            self._params: dict[str, Any] = pg_params(url)
+        except PgUrlError as e:
+            raise InvalidArgument(f"{e}: {redact_url(url)!r}") from None
+        self._params.setdefault("connect_timeout", str(connect_timeout_s))
+        self._secrets = secrets_of(self._params)
+        p = self._params
+        self.url = f"postgresql://{p.get('host', '')}:{p.get('port', '')}/{p.get('dbname', '')}"
         with self._conn() as conn, conn.transaction():
             # Two processes creating the tables at once would collide in pg_type: serialise.
             conn.execute("SELECT pg_advisory_xact_lock(7346021)")
@@ -473,14 +482,12 @@ class PostgresTxnStore(TxnStore):
 
     def _connect(self) -> Any:
         try:
-            return self._psycopg.connect(
-                self._dsn, autocommit=True, connect_timeout=self._connect_timeout
-            )
+            return self._psycopg.connect(autocommit=True, **self._params)
         except self._psycopg.Error as e:
-            # not chained: libpq quotes the URL token it cannot parse (a password with a bad
-            # %-escape), and a traceback of the cause would show it
+            # not chained: a driver message may quote a parameter, and a traceback of the
+            # cause would show it
             raise StoreError(
-                f"cannot connect to {self.url}: {_scrub(str(e), self._dsn)}".strip()
+                f"cannot connect to {self.url}: {_scrub(str(e), self._secrets)}".strip()
             ) from None
 
     def _is_transient(self, err: BaseException) -> bool:
@@ -498,9 +505,13 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
         raise InvalidArgument(
             f"transactional store URL must be sqlite:///abs/path or postgresql://..., got {redact_url(url)!r}"
         )
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
+    url = url.strip()
+    scheme = url.partition("://")[0].lower()
     if scheme == "sqlite":
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            raise InvalidArgument(f"malformed sqlite URL: {redact_url(url)!r}") from None
         if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
             raise InvalidArgument(
                 f"sqlite URL must be sqlite:///absolute/path.db, got {redact_url(url)!r}"
@@ -512,12 +523,18 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
                 f"between connections): {redact_url(url)!r}"
             )
         return SqliteTxnStore(Path(path), url=url)
-    if scheme in ("postgresql", "postgres"):
+    if scheme in PG_SCHEMES:
+        # read as libpq reads it (slatedb_core.store.pgurl), never with urlsplit
         try:
-            parts.port  # noqa: B018 - raises ValueError when it is not a port 0-65535
-        except ValueError:
-            raise InvalidArgument(f"postgresql URL has a bad port: {redact_url(url)!r}") from None
-        if not parts.hostname or not parts.path.strip("/"):
+            params = pg_params(url)
+        except PgUrlError as e:
+            raise InvalidArgument(f"postgresql URL refused: {e}: {redact_url(url)!r}") from None
+        if (
+            not _PG_PORT.fullmatch(params.get("port", "5432"))
+            or int(params.get("port", "5432")) > 65535
+        ):
+            raise InvalidArgument(f"postgresql URL has a bad port: {redact_url(url)!r}")
+        if not params.get("host") or not params.get("dbname"):
             raise InvalidArgument(
                 f"postgresql URL needs a host and a database name: {redact_url(url)!r}"
             )
@@ -528,14 +545,8 @@ def open_txn_store(url: str | os.PathLike[str]) -> TxnStore:
     )
 
 
-def _scrub(message: str, url: str) -> str:
-    """A driver's ``message`` without the password of ``url``, in its userinfo or its query
-    (``password=``, or any key naming a secret)."""
-    parts = urlsplit(url)
-    values = [
-        v for k, _, v in (q.partition("=") for q in parts.query.split("&")) if _SECRET_KEY.search(k)
-    ]
-    secrets = {x for v in (parts.password or "", *values) for x in (v, unquote(v)) if x}
+def _scrub(message: str, secrets: set[str]) -> str:
+    """A driver's ``message`` without any of ``secrets`` (:func:`secrets_of` the parameters)."""
     for secret in sorted(secrets, key=len, reverse=True):
         message = message.replace(secret, "***")
     return message

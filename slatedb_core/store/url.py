@@ -108,7 +108,9 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
     if scheme == "s3":
         if parts.fragment:
             raise InvalidArgument(f"s3 URL takes no fragment: {redact_url(url)!r}")
-        query = dict(parse_qsl(parts.query))
+        # strict: a piece without '=' is refused, not dropped (a secret holding a raw '&'
+        # would be cut there, and the cut-off piece shown as a key: issue 39, item 3)
+        query = {k: v for k, v in _query(parts.query, url).items() if v}
         txn_url = overrides.pop("txn", None) or query.pop("txn", None) or os.environ.get(TXN_ENV)
         store = _s3(parts.netloc, unquote(parts.path), query, overrides, url)
         if txn_url:
@@ -135,8 +137,12 @@ def _query(text: str, url: str) -> dict[str, str]:
     """A URL's query keys; a malformed query or a repeated key is InvalidArgument."""
     try:
         pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=bool(text))
-    except ValueError as e:
-        raise InvalidArgument(f"malformed query in {redact_url(url)!r}: {e}") from None
+    except ValueError:
+        # not parse_qsl's message: it quotes the piece, which may be part of a secret
+        raise InvalidArgument(
+            f"malformed query in {redact_url(url)!r}: every option is key=value "
+            "(percent-encode '&', '#' and '%' in a value)"
+        ) from None
     query = dict(pairs)
     if len(query) != len(pairs):
         raise InvalidArgument(f"repeated query key in {redact_url(url)!r}")

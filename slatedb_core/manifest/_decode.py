@@ -62,6 +62,8 @@ class ManifestReader(FbReader):
         self.ulids: dict[int, ULID] = {}
         self.sst_at: dict[int, ULID] = {}
         """SST ids by the position of their id table: our views share it (no hashing)."""
+        self.views: set[int] = set()
+        """Positions of the view tables read so far: a view appears once in a manifest."""
 
     def ulid(self, pos: int) -> ULID:
         u = self.ulids.get(pos)
@@ -97,7 +99,12 @@ def _read_views(
     r: ManifestReader, pos: int | None, what: str, ids: dict[ULID, ULID]
 ) -> tuple[SstView, ...]:
     out = []
-    for p in r.tables(pos, what):
+    positions = r.tables(pos, what)
+    seen = len(r.views)
+    r.views.update(positions)
+    if len(r.views) != seen + len(positions):
+        raise Malformed(f"{what} names a view table another view offset names too")
+    for p in positions:
         vid, sid, rng = r.table(VIEW, p)
         sst_id = r.sst_at.get(sid) or ids.get(r.ulid(need(sid, "CompactedSsTableView.sst_id")))
         if sst_id is None:

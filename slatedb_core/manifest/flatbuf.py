@@ -15,6 +15,14 @@ The Python runtime has no verifier, and Python's negative indexing would silentl
 offset, so every offset is checked: a malformed buffer raises :class:`Malformed`, which the
 public decoders turn into ``CorruptionError`` naming the object. Slots a table's description does
 not know (SlateDB's future fields, or ours seen by an older description) are skipped.
+
+A buffer is a graph, not a tree: nothing stops two offsets (or every element of a vector) from
+naming one table, so a small buffer could make a decoder read one large blob, or one long vector,
+again and again (a 74 KB manifest once asked for 256 MiB this way). The writer never shares a
+vector, string or blob (only Ulid/Uuid tables, read by :meth:`FbReader.pair`), so the bytes a
+reader copies out of vectors, strings and blobs add up to at most the buffer's length. Every
+such read is charged to one budget per reader, :data:`READ_FACTOR` times the buffer plus
+:data:`READ_SLACK`; a read past it raises :class:`Malformed` (docs/format.md, "Manifest").
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 VT_HEAD = struct.Struct("<HH")
 NONES = (None,) * 64
+READ_FACTOR = 2
+"""How many times its own length a buffer's vectors, strings and blobs may be read in all."""
+READ_SLACK = 4096
 
 
 class FbTable:
@@ -225,6 +236,8 @@ class FbReader:
         self._n = len(buf)
         self._layouts: dict[tuple[str, int], ReadLayout] = {}
         self._pairs: dict[int, tuple[int, int]] = {}
+        self._budget = READ_FACTOR * self._n + READ_SLACK
+        """Bytes the vectors, strings and blobs read from here may still copy (module doc)."""
 
     def root(self) -> int:
         if self._n < 8:
@@ -288,8 +301,15 @@ class FbReader:
         if pos < 0 or pos + 4 > self._n:
             raise Malformed(f"vector at {pos} is out of bounds")
         count = U32.unpack_from(self.buf, pos)[0]
-        if pos + 4 + count * width > self._n:
+        size = count * width
+        if pos + 4 + size > self._n:
             raise Malformed(f"vector at {pos} of {count} elements runs past the buffer")
+        self._budget -= 4 + size
+        if self._budget < 0:
+            raise Malformed(
+                f"vector at {pos}: the buffer's vectors are read more than {READ_FACTOR} times "
+                "its length (shared by more offsets than a writer makes)"
+            )
         return pos + 4, count
 
     def tables(self, pos: int | None, what: str) -> list[int]:

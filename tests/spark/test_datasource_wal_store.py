@@ -38,7 +38,8 @@ def test_append_with_wal_url_keeps_the_shards_wal_in_the_wal_store(
     main, wal = open_store(url), open_store(wal_url)
     assert not [m.path for m in main.list(TABLE) if "/wal/" in m.path]
     wal_objects = [m.path for m in wal.list(TABLE)]
-    assert wal_objects and all("/wal/" in p for p in wal_objects)  # the writers' fences
+    # the writers' fences, and each shard's WAL store id (slatedb_core.wal.location)
+    assert wal_objects and all("/wal/" in p or p.endswith("/_wal_store_id") for p in wal_objects)
     options = TableOptions(
         writer=DbOptions(wal_url=wal_url), reader=DbReaderOptions(wal_url=wal_url)
     )

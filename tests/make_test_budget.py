@@ -15,6 +15,9 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/spark/test_compact_contention.py::test_spark_compaction_that_loses_every_race_raises",
+        "tests/interop/test_wal_store_id.py::test_slatedb_opens_writes_and_collects_our_wal_store[s3]",
+        "tests/interop/test_wal_store_id.py::test_a_v1_manifest_with_a_wal_store_both_engines[s3]",
         "tests/spark/test_datasource_read_wal_merge.py::test_read_with_wal_url_and_merge_operator",
         "tests/spark/test_ingest_ttl.py::test_ingest_ttl_column_and_fixed_ttl",
         "tests/spark/test_ingest_ttl.py::test_datasource_ttl_options",

@@ -19,7 +19,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError
 from slatedb_core.sst.decode import decode_blocks
-from slatedb_core.sst.format import CRC_LEN, ENTRY_SCHEMA, U32, decompress
+from slatedb_core.sst.format import CRC_LEN, ENTRY_SCHEMA, MAX_BLOCK_BYTES, U32, decompress
 from slatedb_core.store.checksum import crc32
 
 _NO_TS = np.iinfo(np.int64).min
@@ -194,7 +194,7 @@ def decode_group(
     are blocks: the end of the last)."""
     mv = memoryview(group)
     spans: list[tuple[int, int]] = []
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     pos = 0
     for j in range(len(rel) - 1):
         a, b = rel[j], rel[j + 1]
@@ -204,7 +204,7 @@ def decode_group(
         if crc32(body) != U32.unpack_from(mv, b - CRC_LEN)[0]:
             raise CorruptionError(name, f"block {first + j} checksum mismatch")
         if codec:
-            raw = decompress(codec, body, name, f"block {first + j}")
+            raw = decompress(codec, body, name, f"block {first + j}", MAX_BLOCK_BYTES)
             pieces.append(raw)
             spans.append((pos, pos + len(raw)))
             pos += len(raw)

@@ -32,11 +32,13 @@ as u32 little-endian), 4 zstd (a zstd frame, level 3).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import cramjam  # type: ignore[import-untyped, unused-ignore]
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
 from slatedb_core.store.checksum import crc32
 
 ENTRY_SCHEMA = pa.schema(
@@ -96,20 +98,100 @@ def compress(code: int, data: bytes | memoryview) -> bytes:
     raise ValueError(f"no compressor for codec {code}")
 
 
-def decompress(code: int, data: bytes | memoryview, name: str, what: str) -> bytes:
-    """The inverse of :func:`compress`; damage is a :class:`CorruptionError` naming ``name``."""
+DEFLATE_MAX_RATIO = 1032
+"""Deflate cannot expand input more than this (a 258-byte match per 2 bits at best), so a zlib
+section of ``n`` bytes decompresses to at most ``1032 * n`` (RFC 1951)."""
+_ZSTD_MAGIC = 0xFD2FB528
+_FCS_WIDTH = (0, 2, 4, 8)  # Frame_Content_Size field width by FCS_Field_Size flag (RFC 8878)
+_DICT_WIDTH = (0, 1, 2, 4)
+
+
+def zstd_content_size(data: bytes | memoryview) -> int | None:
+    """The Frame_Content_Size a zstd frame's header declares (RFC 8878, 3.1.1.1), None if the
+    header leaves it out; ``ValueError`` if ``data`` does not start with a zstd frame header."""
+    if len(data) < 6 or int.from_bytes(data[:4], "little") != _ZSTD_MAGIC:
+        raise ValueError("not a zstd frame")
+    fhd = data[4]
+    single = (fhd >> 5) & 1
+    width = _FCS_WIDTH[fhd >> 6] or single  # flag 0: one byte if single-segment, else none
+    if not width:
+        return None
+    at = 5 + (0 if single else 1) + _DICT_WIDTH[fhd & 3]
+    if len(data) < at + width:
+        raise ValueError("zstd frame header is truncated")
+    size = int.from_bytes(data[at : at + width], "little")
+    return size + 256 if width == 2 else size
+
+
+def decompress(
+    code: int, data: bytes | memoryview, name: str, what: str, limit: int
+) -> bytes | memoryview:
+    """The inverse of :func:`compress`, refusing (``CorruptionError`` naming ``name``) any
+    section that would decompress to more than ``limit`` bytes before allocating them: the size
+    snappy and lz4 declare up front, and zstd's frame content size, are checked against it;
+    zstd without one decompresses into at most ``limit + 1`` bytes, zlib into at most that or
+    :data:`DEFLATE_MAX_RATIO` times its input. The one place every
+    SST section is decompressed (limits: :func:`section_limit`, :data:`MAX_BLOCK_BYTES`)."""
     try:
-        if code == 1:
-            return bytes(cramjam.snappy.decompress_raw(data))
-        if code == 2:
-            return bytes(cramjam.zlib.decompress(data))
-        if code == 3:
-            return bytes(cramjam.lz4.decompress_block(data))
         if code == 4:
-            return bytes(cramjam.zstd.decompress(data))
+            size = zstd_content_size(data)
+            if size is None:
+                return _capped(cramjam.zstd, data, limit, name, what)
+            out = bytearray(_within(size, limit, name, what))
+            if cramjam.zstd.decompress_into(data, out) != size:
+                raise CorruptionError(name, f"{what} is shorter than its declared size")
+            return memoryview(out)
+        if code == 1:
+            size = _within(cramjam.snappy.decompress_raw_len(data), limit, name, what)
+            out = bytearray(size)
+            if cramjam.snappy.decompress_raw_into(data, out) != size:
+                raise CorruptionError(name, f"{what} is shorter than its declared size")
+            return memoryview(out)
+        if code == 3:
+            if len(data) < 4:
+                raise CorruptionError(name, f"{what} of {len(data)} bytes is too short")
+            _within(int.from_bytes(data[:4], "little"), limit, name, what)
+            return memoryview(cramjam.lz4.decompress_block(data))
+        if code == 2:
+            return _capped(
+                cramjam.zlib, data, min(limit, DEFLATE_MAX_RATIO * len(data)), name, what
+            )
+    except CorruptionError:
+        raise
     except Exception as e:  # cramjam raises its own DecompressionError (and ValueError)
         raise CorruptionError(name, f"{what} does not decompress: {e}") from None
     raise CorruptionError(name, f"unknown compression codec {code}")
+
+
+def _capped(codec: Any, data: bytes | memoryview, limit: int, name: str, what: str) -> memoryview:
+    """``data`` decompressed into a buffer of ``limit + 1`` bytes (its pages are only touched
+    as far as the output reaches); a stream that fills it, or would overflow it, is refused."""
+    out = bytearray(limit + 1)
+    n = codec.decompress_into(data, out)
+    if n > limit:
+        raise CorruptionError(name, f"{what} decompresses to more than {limit} bytes")
+    return memoryview(out)[:n]
+
+
+def _within(size: int, limit: int, name: str, what: str) -> int:
+    if size > limit:
+        raise CorruptionError(name, f"{what} declares {size} bytes, more than its {limit}")
+    return size
+
+
+MAX_BLOCK_BYTES = MAX_BLOCK_SIZE + MAX_KEY_BYTES + MAX_VALUE_BYTES + 64
+"""The most a data block can hold decompressed: rows are added while the block stays within
+``block_size`` (at most :data:`MAX_BLOCK_SIZE`), except a block's first row, which may be one
+key and value of the largest sizes this engine accepts (options.MAX_KEY_BYTES, MAX_VALUE_BYTES)
+plus its row header (at most 33 bytes in row codec v2) and the block's trailer."""
+SECTION_RATIO = 64
+"""An index, filter or stats section may decompress to :data:`MAX_BLOCK_BYTES` or this many
+times its stored size, whichever is more (filters hardly compress; index keys a little)."""
+
+
+def section_limit(stored: int) -> int:
+    """The most an index, filter or stats section of ``stored`` bytes may decompress to."""
+    return max(MAX_BLOCK_BYTES, SECTION_RATIO * stored)
 
 
 def seal(code: int, data: bytes | memoryview) -> list[bytes | memoryview]:
@@ -125,7 +207,7 @@ def unseal(code: int, buf: bytes | memoryview, name: str, what: str) -> bytes | 
     body = memoryview(buf)[: len(buf) - CRC_LEN]
     if crc32(body) != U32.unpack_from(buf, len(buf) - CRC_LEN)[0]:
         raise CorruptionError(name, f"{what} checksum mismatch")
-    return decompress(code, body, name, what) if code else body
+    return decompress(code, body, name, what, section_limit(len(body))) if code else body
 
 
 def encode_footer(info_bytes: bytes, info_offset: int) -> bytes:

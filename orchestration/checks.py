@@ -23,6 +23,7 @@ import dagster as dg
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
+from orchestration.markdown import markdown_literal
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CorruptionError, DatabaseNotFound, FleetScanner, ObjectStore
@@ -41,6 +42,13 @@ from slatedb_core.health import (
 warnings.filterwarnings(
     "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning
 )
+
+
+def _result(*, description: str, **kwargs: Any) -> dg.AssetCheckResult:
+    """Every check's result: its description names the database (a path anyone who can write
+    the bucket chooses) and quotes errors, and the UI renders it as Markdown, so it goes through
+    :func:`markdown_literal` (SECURITY.md)."""
+    return dg.AssetCheckResult(description=markdown_literal(description), **kwargs)
 
 
 def _database(context: dg.AssetCheckExecutionContext) -> str:
@@ -62,12 +70,12 @@ def _gone(
     docs/clones-and-destroy.md) passes; any other path has no database behind it, which no check
     may call healthy (a database deleted outside destroy, or a partition with a typo)."""
     if FleetScanner(s, concurrency=1).scan([db])[db].state == "destroyed":
-        return dg.AssetCheckResult(
+        return _result(
             passed=True,
             description=f"{db}: destroyed (only its tombstone is left): nothing to check",
             metadata={"database": db, "skipped": "database destroyed"},
         )
-    return dg.AssetCheckResult(
+    return _result(
         passed=False,
         severity=severity,
         description=f"{db}: no database at this path (no manifest): deleted outside destroy, "
@@ -95,7 +103,7 @@ def manifest_and_ssts_intact(
     except DatabaseNotFound:
         return _gone(s, db, dg.AssetCheckSeverity.ERROR)
     except CorruptionError as e:
-        return dg.AssetCheckResult(
+        return _result(
             passed=False,
             severity=dg.AssetCheckSeverity.ERROR,
             description=f"{db}: latest manifest does not decode: {e}",
@@ -118,7 +126,7 @@ def manifest_and_ssts_intact(
         if damaged
         else f"{db}: manifest #{stored.id} decodes; its {health.ssts} SSTs read back intact"
     )
-    return dg.AssetCheckResult(
+    return _result(
         passed=not damaged,
         severity=dg.AssetCheckSeverity.ERROR,
         description=described,
@@ -139,7 +147,7 @@ def _figure_check(
     except DatabaseNotFound:
         return _gone(store.open(), db)
     except CorruptionError as e:
-        return dg.AssetCheckResult(
+        return _result(
             passed=False,
             severity=dg.AssetCheckSeverity.ERROR,
             description=f"{db}: latest manifest does not decode: {e}",
@@ -147,7 +155,7 @@ def _figure_check(
         )
     value = figure(health)
     ok = value <= limit
-    return dg.AssetCheckResult(
+    return _result(
         passed=ok,
         severity=dg.AssetCheckSeverity.WARN,
         description=f"{db}: {value} {what} (threshold {limit})" + ("" if ok else ": over"),
@@ -240,7 +248,7 @@ def no_expired_checkpoint_lingering(
         for c in health.expired_checkpoints
         if c.expire_time_s is not None and now - c.expire_time_s > grace
     ]
-    return dg.AssetCheckResult(
+    return _result(
         passed=not lingering,
         severity=dg.AssetCheckSeverity.WARN,
         description=f"{db}: {len(lingering)} checkpoints still listed longer than "
@@ -289,7 +297,7 @@ def boundaries_behind_latest(
         metadata["violations"] = dg.MetadataValue.text(
             "\n".join(f"{v.namespace}: {v.boundary} vs {v.latest}: {v.reason}" for v in violations)
         )
-    return dg.AssetCheckResult(
+    return _result(
         passed=not violations,
         severity=dg.AssetCheckSeverity.ERROR,
         description=f"{db}: "

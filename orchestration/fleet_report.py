@@ -21,6 +21,7 @@ from pydantic import Field
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
 from orchestration.fleet_state import BOUNDARIES, ERROR, INTACT, L0, LAG, WAL, Finding
+from orchestration.markdown import markdown_literal
 
 CHECK_ASSET = {
     INTACT: garbage_collection.key,
@@ -60,7 +61,7 @@ def evaluation(r: CheckResult) -> dg.AssetCheckEvaluation:
         check_name=r.check,
         passed=r.passed,
         severity=dg.AssetCheckSeverity.ERROR if r.severity == ERROR else dg.AssetCheckSeverity.WARN,
-        description=r.description,
+        description=markdown_literal(r.description),  # the UI renders it as Markdown
         partition=r.database,
         metadata=metadata,
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from orchestration.fleet_state import ERROR, Finding, Memory, state_of
+from orchestration.markdown import markdown_literal
 from slatedb_core import DatabaseStatus
 from slatedb_core.health import BOUNDARY_NAMESPACES
 
@@ -179,10 +180,17 @@ def _of(value: int | None, limit: int) -> str:
 
 
 def headline(rows: Sequence[FleetRow], shown: int = 8) -> str:
+    """The Markdown line naming the databases that need attention (``headline`` metadata and the
+    materialization's description): every stored string in it (database path, state, the
+    attention text quoting errors) through :func:`markdown_literal`."""
     bad = sorted((r for r in rows if r.severity), key=lambda r: (-r.severity, r.database))
     if not bad:
         return f"All {len(rows)} databases are healthy."
-    parts = [f"`{r.database}` ({r.state}: {r.attention})" for r in bad[:shown]]
+    parts = [
+        f"{markdown_literal(r.database, code=True)} "
+        f"({markdown_literal(f'{r.state}: {r.attention}')})"
+        for r in bad[:shown]
+    ]
     more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
     verb = "needs" if len(bad) == 1 else "need"
     return f"**{len(bad)} of {len(rows)} databases {verb} attention**: " + "; ".join(parts) + more

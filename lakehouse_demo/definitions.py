@@ -16,6 +16,11 @@ import dagster as dg
 
 from lakehouse_demo.pipeline import ASSETS, demo_job
 from lakehouse_demo.resource import DemoResource
+from orchestration.resources import holds_secret, refuse_plain_secrets
+
+STORE_URL_ENV = "LAKEHOUSE_DEMO_STORE_URL"
+"""The demo's store URL under ``dagster dev``; a URL with a credential reaches the resource
+through it whatever its source."""
 
 
 def resource_for(
@@ -27,7 +32,7 @@ def resource_for(
     spark_master: str = "local[2]",
 ) -> DemoResource:
     return DemoResource(
-        store_url=store_url,
+        store_url=_store_url_config(store_url),
         input_dir=str((data_dir / "input").resolve()),
         delta_dir=str((data_dir / "delta" / "orders").resolve()),
         new_orders=new_orders,
@@ -36,13 +41,27 @@ def resource_for(
     )
 
 
+def _store_url_config(store_url: str) -> str:
+    """The resource's ``store_url``: a URL that carries a credential (``make demo-s3``'s keys, a
+    ``txn`` password) as ``dg.EnvVar`` of ``LAKEHOUSE_DEMO_STORE_URL``, set to it here when it
+    is not already, so Dagster's snapshots (and the runs the UI shows later) hold the variable's
+    name, never the URL (issue 39, item 2). The CLI runs the job in this process, which reads
+    the variable when the run starts."""
+    if not holds_secret("store_url", store_url):
+        return store_url
+    os.environ[STORE_URL_ENV] = store_url
+    return dg.EnvVar(STORE_URL_ENV)
+
+
 def build_definitions(demo: DemoResource) -> dg.Definitions:
-    return dg.Definitions(assets=ASSETS, jobs=[demo_job], resources={"demo": demo})
+    return dg.Definitions(
+        assets=ASSETS, jobs=[demo_job], resources=refuse_plain_secrets({"demo": demo})
+    )
 
 
 def _from_env() -> DemoResource:
     data_dir = Path(os.environ.get("LAKEHOUSE_DEMO_DIR", "demo-data"))
-    url = os.environ.get("LAKEHOUSE_DEMO_STORE_URL", str((data_dir / "store").resolve()))
+    url = os.environ.get(STORE_URL_ENV, str((data_dir / "store").resolve()))
     return resource_for(data_dir, url)
 
 

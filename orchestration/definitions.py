@@ -15,7 +15,12 @@ from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_view import fleet_asset
 from orchestration.jobs import JOBS
 from orchestration.metadata import with_owners
-from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from orchestration.resources import (
+    ManagedDatabasesResource,
+    ObjectStoreResource,
+    refuse_plain_secrets,
+    store_config,
+)
 from orchestration.schedules import build_schedules
 from orchestration.sensors import build_sensors
 from orchestration.settings import Settings, load_settings
@@ -30,7 +35,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         jobs=[*JOBS, health_check_job, fleet_report_job],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
-        resources={"store": ObjectStoreResource(**settings.store), "managed": managed},
+        resources=refuse_plain_secrets(
+            {
+                "store": ObjectStoreResource(**store_config(settings.store, settings.store_env)),
+                "managed": managed,
+            }
+        ),
     )
 
 

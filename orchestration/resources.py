@@ -8,11 +8,15 @@ in the Dagster UI's launchpad. Durations are human strings ("1h", "7days") parse
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator
 
+from orchestration.settings import STORE_URL_ENV
 from slatedb_core import (
     CompactorOptions,
     GarbageCollectorOptions,
@@ -24,6 +28,7 @@ from slatedb_core.durations import parse_duration
 from slatedb_core.health import list_databases
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.store.redact import redact_url
 from slatedb_core.table import TableOptions
 
 MiB = 1024 * 1024
@@ -35,7 +40,9 @@ class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ``url`` is anything ``slatedb_core.open_store`` accepts (``s3://bucket/prefix``,
     ``file:///dir``, a directory path, ``memory://name``). Credentials left unset are read by
     ``open_store`` from the standard AWS environment variables, so none are ever written in the
-    definitions; a deployment may also set them with ``dg.EnvVar``.
+    definitions; a deployment may also set them with ``dg.EnvVar``. A credential given as a
+    literal (a key field, a URL with a secret) is refused by :func:`refuse_plain_secrets` when
+    the definitions are built: Dagster would serve it in the UI.
     """
 
     url: str
@@ -107,6 +114,51 @@ class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             }
             self._store = open_store(self.url, **overrides)
         return self._store
+
+
+SECRET_FIELDS = frozenset({"access_key_id", "secret_access_key", "session_token"})
+"""Resource fields that hold a key: never a literal in a resource's config."""
+
+
+def store_config(store: Mapping[str, Any], env_names: Mapping[str, str]) -> dict[str, Any]:
+    """ObjectStoreResource's keyword arguments: each value that came from an environment
+    variable (and still is its value) as ``dg.EnvVar`` of it, so Dagster's snapshots hold the
+    variable's name, never its value (issue 39, item 2)."""
+    out: dict[str, Any] = {}
+    for key, value in store.items():
+        env = env_names.get(key)
+        out[key] = dg.EnvVar(env) if env and value == os.environ.get(env) else value
+    return out
+
+
+def holds_secret(field: str, value: object) -> bool:
+    """True when ``value``, a literal of resource field ``field``, is or carries a credential:
+    a key field, or a URL whose redaction hides something (userinfo, a secret query value, a
+    ``txn`` URL: :func:`slatedb_core.store.redact.redact_url`)."""
+    if not isinstance(value, str) or isinstance(value, dg.EnvVar) or not value:
+        return False
+    return field in SECRET_FIELDS or redact_url(value) != value
+
+
+def refuse_plain_secrets(resources: Mapping[str, Any]) -> dict[str, Any]:
+    """``resources``, once none holds a credential as a literal in its config. Dagster keeps
+    every config value of a resource in the repository snapshot and each run's job snapshot, and
+    serves them on the Resources page, the launchpad and GraphQL: a credential must come from
+    ``dg.EnvVar`` (whose name is all they hold). Every Definitions this project builds passes
+    its resources through here (orchestration/definitions.py, lakehouse_demo/definitions.py)."""
+    for key, resource in resources.items():
+        if not isinstance(resource, dg.ConfigurableResource):
+            continue
+        for field in type(resource).model_fields:
+            value = getattr(resource, field, None)
+            if holds_secret(field, value):
+                shown = "" if field in SECRET_FIELDS else f" ({redact_url(str(value))!r})"
+                raise InvalidArgument(
+                    f"resource {key!r}: {field} holds a credential{shown}; give it from the "
+                    "environment (dg.EnvVar; in slatedb.yaml {env: VARIABLE_NAME}, or "
+                    f"{STORE_URL_ENV} for the store URL) so it never enters Dagster's config"
+                )
+    return dict(resources)
 
 
 class CheckpointPolicy(dg.Config):

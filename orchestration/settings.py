@@ -41,7 +41,11 @@ class ScheduleSettings:
 @dataclass(frozen=True)
 class Settings:
     store: dict[str, Any]
-    """Keyword arguments of ObjectStoreResource (url, endpoint, region, ...)."""
+    """Keyword arguments of ObjectStoreResource (url, endpoint, region, ...), resolved."""
+    store_env: dict[str, str] = field(default_factory=dict)
+    """The environment variable each ``store`` value came from (``SLATEDB_STORE_URL``, or
+    ``{env: NAME}`` in the file): the resource's config names the variable (``dg.EnvVar``), so
+    its value never reaches Dagster's snapshots (issue 39, item 2)."""
     managed: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of ManagedDatabasesResource."""
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
@@ -63,9 +67,10 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     unknown = set(raw) - known
     if unknown:
         raise InvalidArgument(f"{chosen}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-    store = dict(raw.get("store") or {})
+    store, store_env = _store_settings(chosen, raw.get("store") or {})
     if os.environ.get(STORE_URL_ENV):
         store["url"] = os.environ[STORE_URL_ENV]
+        store_env["url"] = STORE_URL_ENV
     if not store.get("url"):
         raise InvalidArgument(f"{chosen}: store.url is required (or set {STORE_URL_ENV})")
     sched_raw = dict(raw.get("schedules") or {})
@@ -88,8 +93,33 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     return Settings(
         owners=tuple(owners),
         store=store,
+        store_env=store_env,
         managed=dict(raw.get("managed") or {}),
         schedules=ScheduleSettings(**sched_raw),
         sensors_running=bool(raw.get("sensors_running", True)),
         source=str(chosen),
     )
+
+
+def _store_settings(chosen: Path, raw: object) -> tuple[dict[str, Any], dict[str, str]]:
+    """``store``'s values, each ``{env: NAME}`` one read from the environment, and the variable
+    each came from. An unset variable leaves its field unset (``url`` is then required)."""
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{chosen}: store must be a mapping")
+    store: dict[str, Any] = {}
+    store_env: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            name = value.get("env")
+            if set(value) != {"env"} or not isinstance(name, str) or not name:
+                raise InvalidArgument(
+                    f"{chosen}: store.{key} must be a value or {{env: VARIABLE_NAME}}"
+                )
+            if os.environ.get(name):
+                store[key] = os.environ[name]
+                store_env[key] = name
+            elif key == "url":
+                raise InvalidArgument(f"{chosen}: store.url names {name}, which is not set")
+        else:
+            store[key] = value
+    return store, store_env

@@ -11,6 +11,7 @@ import click
 
 from slatedb_core.cli import checkpoints, clones, destroy, maintenance, manifests, read, table
 from slatedb_core.cli.output import Ctx
+from slatedb_core.cli.terminal import capture_library_logs
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 
 
@@ -55,6 +56,7 @@ def cli(
     merge_operator: str | None,
 ) -> None:
     """Inspect and repair SlateDB databases on object storage."""
+    capture_library_logs(ctx)  # the library's warnings reach the terminal escaped too
     ctx.obj = Ctx(url, db_path, wal_url, merge_operator)
 
 

@@ -8,6 +8,7 @@ checkpoint name, an external database's path, a shard's database or an error mes
 of them, written into the store by anyone, reaches the operator's terminal with its control and
 format characters (ESC, CR, backspace, C1 controls, bidi overrides) as visible escapes. Rich
 markup (``[link=...]``) and emoji codes in such strings are shown as text, never interpreted.
+The library's warnings during a command go through :func:`capture_library_logs`.
 JSON is written with ``ensure_ascii``: valid JSON whose strings decode to the exact stored value.
 ``tests/cli/test_terminal_injection.py`` checks no other CLI module prints (SECURITY.md).
 """
@@ -15,6 +16,7 @@ JSON is written with ``ensure_ascii``: valid JSON whose strings decode to the ex
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import click
@@ -55,6 +57,30 @@ class _SafeConsole(Console):
         return super().render_str(printable(text), **kwargs)
 
 
+class _EscapingLogHandler(logging.Handler):
+    """The library's warnings during a command (what Python's last-resort handler would print
+    raw): the message escaped into one line, a traceback line by line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = printable(record.getMessage())
+            if record.exc_info:
+                trace = logging.Formatter().formatException(record.exc_info)
+                text += "\n" + "\n".join(printable(line) for line in trace.split("\n"))
+            click.echo(text, err=True)
+        except Exception:
+            self.handleError(record)
+
+
+def capture_library_logs(ctx: click.Context) -> None:
+    """Until ``ctx`` closes, print ``slatedb_core``'s warnings through the escaping handler
+    (they quote paths and errors: a stored name in one would reach the terminal raw)."""
+    logger = logging.getLogger("slatedb_core")
+    handler = _EscapingLogHandler(logging.WARNING)
+    logger.addHandler(handler)
+    ctx.call_on_close(lambda: logger.removeHandler(handler))
+
+
 def console(*, piped_width: int | None = 200) -> Console:
     """The console for Rich output. Rich folds tables to 80 columns when output is not a
     terminal, which splits UUIDs across lines in piped output: piped output gets
@@ -65,4 +91,4 @@ def console(*, piped_width: int | None = 200) -> Console:
     return _SafeConsole(width=piped_width, markup=False, emoji=False, highlight=False)
 
 
-__all__ = ["console", "echo", "echo_json", "echo_json_text", "echo_row"]
+__all__ = ["capture_library_logs", "console", "echo", "echo_json", "echo_json_text", "echo_row"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -177,3 +178,32 @@ def test_every_cli_module_prints_through_the_terminal_sink() -> None:
             if isinstance(node, ast.ImportFrom) and node.module in {"rich.console", "rich"}:
                 offenders.append(f"{f.name}:{node.lineno} imports {node.module}")
     assert not offenders, "CLI output bypassing slatedb_core.cli.terminal:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("name", EVIL)
+def test_library_warnings_during_a_command_print_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The library logs warnings quoting paths and errors (``table %r: re-reading the shard map:
+    %s``); with no logging configured (the CLI's case) Python's last-resort handler printed them
+    raw on stderr. The ``slatedb`` group routes them through the terminal sink."""
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in the CLI: pytest's capture off
+
+    @click.command("warn")
+    def warn() -> None:
+        logging.getLogger("slatedb_core.table.reads").warning(
+            "table %r: re-reading the shard map: %s", "t", f"no shard database {name}"
+        )
+
+    group = click.Group(
+        name="slatedb",
+        params=list(cli.params),
+        callback=cli.callback,
+        commands={"warn": warn},
+    )
+    url = (tmp_path / "lake").as_uri()
+    r = CliRunner().invoke(group, ["--url", url, "--path", "orders", "warn"])
+    assert r.exit_code == 0, r.output
+    assert "re-reading the shard map: no shard database" in r.stderr
+    _assert_clean(r.stderr.rstrip("\n"), "library warning")
+    assert "\n" not in r.stderr.rstrip("\n").split("re-reading")[1], "a warning is one line"

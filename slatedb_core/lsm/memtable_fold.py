@@ -109,18 +109,21 @@ def merge_onto(
         return operand, (operand, *stack)
     if isinstance(old, Unresolved):
         return _unresolved((operand, *old.stack))
+    top = stack[0]
     try:
         entry = fold_pair(key, as_version(old), operand, op)
+        # the parts fold calls the operator too (onto an operand, with no base): a raise there
+        # leaves the key Unresolved as well (issue 38 review 2, item 1)
+        folded = (
+            (fold_pair(key, top, operand, op), *stack[1:])
+            if top.expire_ts == operand.expire_ts
+            else (operand, *stack)
+        )
     except MergeOperatorFailed:
         if not isinstance(op, ReplayOperator):
             raise  # a write: refused before anything changes
         return _unresolved((operand, *stack))
-    top = stack[0]
-    if top.expire_ts == operand.expire_ts:
-        stack = (fold_pair(key, top, operand, op), *stack[1:])
-    else:
-        stack = (operand, *stack)
-    return entry, (stack if len(stack) > 1 else None)
+    return entry, (folded if len(folded) > 1 else None)
 
 
 def _unresolved(stack: Parts) -> tuple[Version, Parts]:

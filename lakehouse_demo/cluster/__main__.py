@@ -30,9 +30,11 @@ from lakehouse_demo.cluster.settings import (
     client_env,
     load_secrets,
     load_state,
+    private_dir,
     read_env_file,
     save_state,
     write_env_file,
+    write_spark_confs,
 )
 from lakehouse_demo.dataset import DatasetOptions, generate
 from slatedb_core import open_store
@@ -60,11 +62,21 @@ def _line(name: str, state: str, detail: str, record: dict[str, object] | None) 
 
 
 def start(s: ClusterSettings) -> int:
-    s.dir.mkdir(parents=True, exist_ok=True)
-    s.dir.chmod(0o755)  # PostgreSQL runs as its own user and must reach its folder
-    s.logs.mkdir(exist_ok=True)
+    """Everything this creates, and every service it starts, with umask 077 (issue 39, item 6)."""
+    umask = os.umask(0o077)
+    try:
+        return _start(s)
+    finally:
+        os.umask(umask)
+
+
+def _start(s: ClusterSettings) -> int:
+    # PostgreSQL runs as its own user when we are root and must pass through to its folder
+    private_dir(s.dir, postgres_traverses=True)
+    private_dir(s.logs, postgres_traverses=True)
     settings_env = client_env(s, load_secrets(s))
     write_env_file(s, settings_env)  # first, so a retry after a failed start keeps the secrets
+    write_spark_confs(s, settings_env)
     env = {**os.environ, **settings_env}
     _, state = load_state(s.dir)
     print(f"cluster in {s.dir} (logs: {s.logs})")

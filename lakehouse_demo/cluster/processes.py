@@ -46,10 +46,18 @@ def alive(record: Mapping[str, object]) -> bool:
     return isinstance(pid, int) and start_time(pid) == started
 
 
+def open_log(log: Path) -> int:
+    """``log`` opened for appending, private to the user (0600, created so)."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
 def spawn(cmd: Sequence[str], *, log: Path, env: Mapping[str, str], cwd: Path) -> dict[str, object]:
-    """Start ``cmd`` in a new session, output appended to ``log``; returns its state record."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    """Start ``cmd`` in a new session with umask 077 (what it creates is private to the user,
+    issue 39 item 6), output appended to ``log`` (0600); returns its state record."""
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with os.fdopen(open_log(log), "ab") as out:
         proc = subprocess.Popen(
             list(cmd),
             stdout=out,
@@ -58,6 +66,7 @@ def spawn(cmd: Sequence[str], *, log: Path, env: Mapping[str, str], cwd: Path) -
             cwd=cwd,
             env=dict(env),
             start_new_session=True,
+            umask=0o077,
         )
     return {"pid": proc.pid, "start_time": start_time(proc.pid), "log": str(log)}
 

@@ -31,6 +31,7 @@ from psycopg import sql
 from lakehouse_demo.cluster.processes import (
     ClusterError,
     http_ok,
+    open_log,
     spawn,
     start_time,
     tail,
@@ -43,6 +44,7 @@ from lakehouse_demo.cluster.settings import (
     POSTGRES_USER,
     REPO,
     ClusterSettings,
+    private_dir,
 )
 from lakehouse_demo.s3server import SeaweedFS
 
@@ -62,6 +64,7 @@ class Service:
 # ---- S3 ----------------------------------------------------------------------------------------
 def _start_s3(s: ClusterSettings, env: Env) -> Record:
     log = s.logs / "s3.log"
+    os.close(open_log(log))  # 0600 before weed appends to it
     weed = SeaweedFS(
         bucket=BUCKET,
         data_dir=s.dir / "s3",
@@ -124,7 +127,9 @@ def _as_postgres(path: Path | None = None) -> list[str]:
 
 
 def _pg(cmd: list[str], s: ClusterSettings) -> None:
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_pg_env())
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, env=_pg_env(), umask=0o077
+    )
     if res.returncode != 0:
         raise ClusterError(
             f"{Path(cmd[len(_as_postgres())]).name} failed ({res.returncode}): "
@@ -139,8 +144,8 @@ def _pg_env() -> dict[str, str]:
 def _start_postgres(s: ClusterSettings, env: Env) -> Record:
     bin_dir, root = pg_bin(), s.dir / "postgres"
     data, log = root / "data", s.logs / "postgres.log"
-    root.mkdir(mode=0o700, exist_ok=True)
-    log.touch()
+    private_dir(root)
+    os.close(open_log(log))
     as_pg = _as_postgres(root)
     _as_postgres(log)
     superuser_password = None
@@ -263,9 +268,29 @@ def _spark_json(s: ClusterSettings) -> dict[str, object] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
+SPARK_DAEMON_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "JAVA_HOME",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+)
+"""All the master and the workers take from the launcher's environment (issue 39, item 1): an
+executor inherits its worker's environment, so a worker holds no credential; what an executor
+needs comes from its own application (``spark.executorEnv.*``, settings.EXECUTOR_ENV)."""
+
+
 def _spark_env(s: ClusterSettings, env: Env) -> dict[str, str]:
     return {
-        **env,
+        **{k: env[k] for k in SPARK_DAEMON_ENV if k in env},
+        "SPARK_CONF_DIR": str(s.spark_daemon_conf),
+        "SPARK_LOCAL_IP": HOST,
+        "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", "python"),
+        "SPARK_MASTER_URL": s.spark_master_url,
         "SPARK_MASTER_HOST": HOST,
         "SPARK_MASTER_PORT": str(s.ports.spark_master),
         "SPARK_MASTER_WEBUI_PORT": str(s.ports.spark_master_ui),
@@ -293,12 +318,11 @@ def _master_ready(s: ClusterSettings, env: Env) -> bool:
 def _worker(n: int) -> Service:
     def start(s: ClusterSettings, env: Env) -> Record:
         # the worker's folder holds its executors' stdout/stderr: with the other logs
-        work = s.logs / f"spark-worker-{n}"
-        work.mkdir(exist_ok=True)
+        work = private_dir(s.logs / f"spark-worker-{n}")
         wenv = {
             **_spark_env(s, env),
             "SPARK_WORKER_DIR": str(work),
-            "SPARK_LOCAL_DIRS": str(s.dir / "spark-tmp"),
+            "SPARK_LOCAL_DIRS": str(private_dir(s.dir / "spark-tmp")),
             "SPARK_WORKER_WEBUI_PORT": str(s.ports.spark_worker_ui + n - 1),
         }
         return spawn(
@@ -330,8 +354,7 @@ def _worker(n: int) -> Service:
 
 # ---- Dagster -----------------------------------------------------------------------------------
 def _dagster_env(s: ClusterSettings, env: Env) -> dict[str, str]:
-    home = s.dagster_home
-    home.mkdir(exist_ok=True)
+    home = private_dir(s.dagster_home)
     # the deployment's instance file, unchanged (tests/cluster checks they are identical)
     shutil.copyfile(INFRA / "dagster.yaml", home / "dagster.yaml")
     return dict(env)

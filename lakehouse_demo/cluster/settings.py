@@ -4,13 +4,25 @@ One folder (``cluster-data/`` by default) holds everything: ``logs/`` (one file 
 Dagster runs' output in ``dagster-runs/``, the Spark executors' in ``spark-worker-N/``),
 ``state.json`` (the processes this launcher started), ``cluster.env`` (the settings a client
 needs, credentials included: mode 0600, never printed, never logged), ``dagster_home/`` (a copy
-of infra/dagster.yaml), and each service's data. The config files are the deployment's own:
-infra/dagster.yaml, infra/slatedb.yaml (or another file given with ``--config``),
-infra/spark-defaults.conf (``SPARK_CONF_DIR``), infra/spark-entrypoint.sh, workspace.yaml.
+of infra/dagster.yaml), ``spark/`` (the Spark authentication secret and the two Spark
+configurations that hold it, below), and each service's data. The folder and every data folder
+in it are private to the user (0700; issue 39, item 6). The config files are the deployment's
+own: infra/dagster.yaml, infra/slatedb.yaml (or another file given with ``--config``),
+infra/spark-defaults.conf, infra/spark-entrypoint.sh, workspace.yaml.
+
+Spark (issue 39, item 1): the standalone master and workers require ``spark.authenticate`` with
+a secret generated for this folder. It lives only in 0600 files: ``spark/auth.secret``,
+``spark/daemon-conf/spark-defaults.conf`` (the master's and workers' ``SPARK_CONF_DIR``: the
+secret alone) and ``spark/conf/spark-defaults.conf`` (the clients' ``SPARK_CONF_DIR`` in
+``cluster.env``: infra/spark-defaults.conf, the secret, and the store's settings for the
+executors as ``spark.executorEnv.AWS_*``). Workers start with a minimal environment, so an
+executor has only what its own application sent it; Spark hands the worker's secret to its
+executors in their environment, never on a command line.
 """
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import secrets
@@ -130,6 +142,20 @@ class ClusterSettings:
         return self.dir / "dagster_home"
 
     @property
+    def spark_dir(self) -> Path:
+        return self.dir / "spark"
+
+    @property
+    def spark_client_conf(self) -> Path:
+        """``SPARK_CONF_DIR`` of the deployment's clients (spark-submit, Dagster's processes)."""
+        return self.spark_dir / "conf"
+
+    @property
+    def spark_daemon_conf(self) -> Path:
+        """``SPARK_CONF_DIR`` of the standalone master and workers."""
+        return self.spark_dir / "daemon-conf"
+
+    @property
     def s3_endpoint(self) -> str:
         return f"http://{HOST}:{self.ports.s3}"
 
@@ -183,23 +209,112 @@ def client_env(settings: ClusterSettings, creds: dict[str, str]) -> dict[str, st
         "DAGSTER_POSTGRES_USER": POSTGRES_USER,
         "SPARK_MASTER_URL": settings.spark_master_url,
         "SPARK_LOCAL_IP": HOST,
-        "SPARK_CONF_DIR": str(INFRA),
+        "SPARK_CONF_DIR": str(settings.spark_client_conf),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 
 
-def write_env_file(settings: ClusterSettings, env: dict[str, str]) -> None:
-    """``cluster.env``: ``export NAME='value'`` lines, created 0600 before anything is written."""
-    path = settings.env_file
+def private_dir(path: Path, *, postgres_traverses: bool = False) -> Path:
+    """``path`` created (with missing parents) and set 0700: the one place the launcher makes a
+    folder. As root, PostgreSQL runs as Debian's ``postgres`` user (it refuses root) and must
+    reach its data folder through the folders above it: those get 0710 with the ``postgres``
+    group (``postgres_traverses``), which lets that user pass through but not list them."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = 0o700
+    if postgres_traverses and os.geteuid() == 0:
+        try:
+            gid = grp.getgrnam("postgres").gr_gid
+        except KeyError:
+            gid = None
+        if gid is not None:
+            os.chown(path, -1, gid)
+            mode = 0o710
+    path.chmod(mode)
+    return path
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """``path`` created 0600 before anything is written (and made 0600 if it existed)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write("# make cluster's settings, credentials included: keep private (mode 0600).\n")
-        f.write(f"# Use: source {path}\n")
-        for name, value in env.items():
-            f.write(f"export {name}={shlex.quote(value)}\n")
+        f.write(text)
+
+
+def write_env_file(settings: ClusterSettings, env: dict[str, str]) -> None:
+    """``cluster.env``: ``export NAME='value'`` lines, created 0600 before anything is written."""
+    path = settings.env_file
+    lines = [
+        "# make cluster's settings, credentials included: keep private (mode 0600).\n",
+        f"# Use: source {path}\n",
+        *(f"export {name}={shlex.quote(value)}\n" for name, value in env.items()),
+    ]
+    write_private_file(path, "".join(lines))
+
+
+EXECUTOR_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+)
+"""What the deployment's jobs give their executors (``spark.executorEnv.*`` in the clients'
+Spark configuration): the store's settings, read by ``open_store``. Not the PostgreSQL password,
+not Dagster's settings."""
+
+
+def spark_secret(settings: ClusterSettings) -> str:
+    """The cluster's ``spark.authenticate.secret``: generated at the first start, kept in
+    ``spark/auth.secret`` (0600)."""
+    path = settings.spark_dir / "auth.secret"
+    if path.exists():
+        value = path.read_text().strip()
+        if value:
+            return value
+    private_dir(settings.spark_dir)
+    value = secrets.token_urlsafe(32)
+    write_private_file(path, value + "\n")
+    return value
+
+
+def spark_auth_conf(secret: str) -> dict[str, str]:
+    """What every Spark process of the deployment sets: authentication with ``secret`` (and the
+    RPC encryption that comes with it), no killing of applications from the web UIs."""
+    return {
+        "spark.authenticate": "true",
+        "spark.authenticate.secret": secret,
+        "spark.network.crypto.enabled": "true",
+        "spark.ui.killEnabled": "false",
+    }
+
+
+def _property(value: str) -> str:
+    """``value`` as a Java properties value: backslashes and line breaks escaped (a newline in a
+    credential taken from the environment must not add a setting), a leading blank kept."""
+    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return "\\" + out if out[:1] in (" ", "\t") else out
+
+
+def write_spark_confs(settings: ClusterSettings, client: dict[str, str]) -> None:
+    """The two ``spark-defaults.conf`` (0600, in 0700 folders): the daemons' (authentication
+    only) and the clients' (infra/spark-defaults.conf, authentication, executors' store
+    settings from ``client``, the output of :func:`client_env`)."""
+    auth = spark_auth_conf(spark_secret(settings))
+    auth = {k: _property(v) for k, v in auth.items()}
+    head = "# written by make cluster (lakehouse_demo/cluster/settings.py): private, mode 0600\n"
+    daemon = "".join(f"{k} {v}\n" for k, v in auth.items())
+    private_dir(settings.spark_daemon_conf)
+    write_private_file(settings.spark_daemon_conf / "spark-defaults.conf", head + daemon)
+    executors = {
+        f"spark.executorEnv.{n}": _property(client[n]) for n in EXECUTOR_ENV if n in client
+    }
+    extra = "".join(f"{k} {v}\n" for k, v in {**auth, **executors}.items())
+    base = (INFRA / "spark-defaults.conf").read_text()
+    private_dir(settings.spark_client_conf)
+    write_private_file(settings.spark_client_conf / "spark-defaults.conf", head + base + extra)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -215,7 +330,9 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 def save_state(settings: ClusterSettings, state: dict[str, dict[str, object]]) -> None:
     tmp = settings.state_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"ports": asdict(settings.ports), "services": state}, indent=2))
+    write_private_file(
+        tmp, json.dumps({"ports": asdict(settings.ports), "services": state}, indent=2)
+    )
     tmp.replace(settings.state_file)
 
 

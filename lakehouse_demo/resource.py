@@ -7,6 +7,7 @@ from typing import Any
 
 import dagster as dg
 from dagster import Output
+from pydantic import Field
 
 from slatedb_core import ObjectStore, open_store
 
@@ -17,8 +18,10 @@ GROUP = "lakehouse_demo"
 class DemoResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Where the demo's data lives and the knobs of its steps."""
 
-    store_url: str
-    """The object store holding the table (a directory, file:// or s3://bucket/prefix)."""
+    store_url: str = Field(repr=False)
+    """The object store holding the table (a directory, file:// or s3://bucket/prefix); one that
+    carries a credential comes as ``dg.EnvVar`` (lakehouse_demo.definitions), and a repr of the
+    resolved resource does not show it."""
     table_path: str = "orders"
     input_dir: str
     """The generated Parquet dataset."""

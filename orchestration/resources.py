@@ -45,13 +45,18 @@ class ObjectStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     the definitions are built: Dagster would serve it in the UI.
     """
 
-    url: str
+    # repr=False: a run's resolved resource holds the values, and a repr must not print them
+    url: str = Field(
+        repr=False,
+        description="The store URL; give one that carries a credential with dg.EnvVar "
+        "(SLATEDB_STORE_URL).",
+    )
     endpoint: str | None = None
     region: str | None = None
     allow_http: bool | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
+    access_key_id: str | None = Field(default=None, repr=False)
+    secret_access_key: str | None = Field(default=None, repr=False)
+    session_token: str | None = Field(default=None, repr=False)
     wal_url: str | None = Field(
         default=None,
         repr=False,

@@ -160,10 +160,12 @@ def secret_store_env(
     URL to a real PostgreSQL (trust authentication: any password connects)."""
     from devtools.sample_data import write_database
     from slatedb_core import open_store
+    from slatedb_core.store.twophase import TwoPhaseStore
 
     bucket = moto_s3.new_bucket()
     url = secret_url(pg_url, bucket).replace("http://127.0.0.1:1", moto_s3.endpoint)
     store = open_store(url)
+    assert isinstance(store, TwoPhaseStore)  # the txn= URL (and its password) is used
     write_database(store, "orders", prefix="order-", l0_ssts=6, rows_per_sst=50)
     store.close()
     config = tmp_path / "slatedb.yaml"
@@ -231,3 +233,20 @@ def test_graphql_metadata_and_run_logs_hold_no_secret(secret_store_env: str) -> 
         snapshot = serialize_value(instance.get_job_snapshot(stored.job_snapshot_id))
         assert_no_secret(snapshot, "the job snapshot stored with the run")
         assert_no_secret(serialize_value(stored), "the run record")
+
+
+def test_a_resource_repr_hides_its_credentials() -> None:
+    """A resolved resource (what a run's steps hold) prints no credential when logged."""
+    from lakehouse_demo.resource import DemoResource
+    from orchestration.resources import ObjectStoreResource
+
+    store = ObjectStoreResource(
+        url=secret_url(),
+        access_key_id=KEY_ID,
+        secret_access_key=S3_SECRET,
+        session_token=S3_SECRET,
+        wal_url=secret_url(),
+    )
+    demo = DemoResource(store_url=secret_url(), input_dir="in", delta_dir="out")
+    for resource in (store, demo):
+        assert_no_secret(f"{resource!r} {resource}", type(resource).__name__)

@@ -25,6 +25,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from slatedb_core import ObjectStore, open_store
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.store.redact import redact_url
 
 STORE_SCHEMES = ("s3",)
 """Input URLs read through ``open_store`` (``file://`` and paths: Spark reads those itself)."""
@@ -36,9 +37,8 @@ def is_store_url(path: str) -> bool:
 
 
 def redacted(url: str) -> str:
-    """``url`` without its query (which may hold the keys), for messages."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(query="...")) if parts.query else url
+    """``url`` for messages: the one shared redaction (keys, passwords, txn URLs masked)."""
+    return redact_url(url)
 
 
 def _hidden(name: str) -> bool:

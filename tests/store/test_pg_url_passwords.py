@@ -203,3 +203,17 @@ def test_the_cli_hides_a_txn_password(tmp_path: Any) -> None:
         )
         assert result.exit_code != 0
         assert_hidden(result.output + str(result.exception), f"CLI, character {c!r}")
+
+
+def test_spark_input_urls_share_the_redaction() -> None:
+    """spark_jobs.parquet_input named input URLs with its own redaction (query only)."""
+    from spark_jobs.parquet_input import redacted
+
+    for c in CHARS:
+        pw = password(c)
+        for url in (
+            f"s3://bucket/in?secret_access_key={quote(pw, safe='')}#{pw}",
+            f"s3://u:{pw}@bucket/in",
+            f"s3://bucket/in?txn=postgresql://u:{pw}@h/db",
+        ):
+            assert_hidden(redacted(url), f"spark input URL, character {c!r}")

@@ -77,6 +77,11 @@ def bump_epoch(
             raise PreconditionFailed(
                 f"{manifests.db_path}/manifest: the latest is {next_id - 1}, not {if_manifest_id}"
             )
+        if if_manifest_id is not None and wal is not None:
+            # a conditional open skipped the check before the bump: make it on the manifest it
+            # bumps, or an opener without the WAL store erases Manifest.separate_wal_store and
+            # serves the main store's empty wal/ (issue 38 review 2, item 2)
+            wal.check_before_bump(m)
         m = writer_checkpoint(m, next_id, m.writer_epoch)
         # the WAL store's id, created before this bump names it (slatedb_core.wal.location)
         store_id = (

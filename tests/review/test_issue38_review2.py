@@ -7,16 +7,22 @@ failed before its fix.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
-from slatedb_core.errors import MergeOperatorFailed
+import pytest
+
+from slatedb_core.errors import MergeOperatorFailed, WalStoreMissing
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 
 PATH = "db"
 APPEND = DbOptions(merge_operator="string_append", flush_interval=timedelta(milliseconds=10))
 HOUR_MS = 3_600_000
+HOUR = timedelta(hours=1)
 
 
 def needs_existing(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
@@ -52,3 +58,29 @@ def test_replay_fold_of_ttl_parts_that_raises_does_not_fail_open(store: ObjectSt
     with Db.open(PATH, store, APPEND) as db:
         assert db.get(b"k") == b"baseab"
         assert db.get(b"other") == b"v"
+
+
+def test_conditional_open_without_the_wal_store_is_refused(tmp_path: Path) -> None:
+    """Item 2 (97eb26f/cd50018): the table layer's conditional open (``if_manifest_id``) bumps
+    without :meth:`WalLog.check_before_bump`; cd50018 re-checks the recorded id only when the
+    opener has a separate store. One opened WITHOUT the WAL store bumped the epoch, erased
+    ``separate_wal_store``/``wal_store_id`` from the manifest, found the main store's empty
+    ``wal/`` acceptable and served the stale value; its flush then moved the replay point past
+    the acknowledged write kept in the WAL store, lost for every later opener."""
+    main_url = (tmp_path / "main").as_uri()
+    wal_url = (tmp_path / "wal").as_uri()
+    (tmp_path / "main").mkdir()
+    (tmp_path / "wal").mkdir()
+    main = open_store(main_url)
+    with_wal = DbOptions(flush_interval=HOUR, wal_url=wal_url)
+    with Db.open(PATH, main, with_wal) as db:
+        db.put(b"k", b"old")
+        db.flush_memtable()
+    db = Db.open(PATH, main, with_wal)
+    db.put(b"k", b"acknowledged")  # durable in the WAL store, not flushed to L0
+    db._simulate_crash()
+    latest = ManifestStore(main, PATH).read_latest()
+    with pytest.raises(WalStoreMissing):
+        Db.open(PATH, main, DbOptions(flush_interval=HOUR), if_manifest_id=latest.id).close()
+    with Db.open(PATH, main, with_wal) as db:
+        assert db.get(b"k") == b"acknowledged"

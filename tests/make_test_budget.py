@@ -15,6 +15,9 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/orchestration/test_config_secrets.py::test_graphql_metadata_and_run_logs_hold_no_secret",
+        "tests/store/test_pg_url_passwords.py::test_every_password_character_reaches_postgres_and_is_never_shown",
+        "tests/store/test_pg_url_passwords.py::test_a_wrong_password_error_hides_it",
         "tests/spark/test_compact_contention.py::test_spark_compaction_that_loses_every_race_raises",
         "tests/interop/test_wal_store_id.py::test_slatedb_opens_writes_and_collects_our_wal_store[s3]",
         "tests/interop/test_wal_store_id.py::test_a_v1_manifest_with_a_wal_store_both_engines[s3]",

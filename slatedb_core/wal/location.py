@@ -27,7 +27,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from slatedb_core.errors import ObjectAlreadyExists, ObjectNotFound, WalStoreMissing
+from slatedb_core.errors import (
+    CorruptionError,
+    ObjectAlreadyExists,
+    ObjectNotFound,
+    WalStoreMissing,
+)
 from slatedb_core.layout import wal_store_id_path
 from slatedb_core.manifest.model import WAL_STORE_ID_SIZE, Manifest
 from slatedb_core.store.objectstore import ObjectStore
@@ -65,8 +70,9 @@ class WalLocation:
 
     def store_id(self, db_path: str) -> bytes | None:
         """The id the separate WAL store holds for ``db_path`` (one GET, then remembered);
-        None when it holds none, ``b""`` (equal to no recorded id) when what it holds is not an
-        id of ours."""
+        None when it holds none. Raises :class:`~slatedb_core.errors.CorruptionError` when the
+        object holds no id (empty, garbage, truncated: damage, which is no evidence of another
+        store, issue 38 review 2 item 3); a store error propagates as it is."""
         assert self.separate is not None
         known = self._ids.get(db_path)
         if known is not None:
@@ -76,16 +82,21 @@ class WalLocation:
         except ObjectNotFound:
             return None
         found = _parse_id(data)
-        if found:
-            self._ids[db_path] = found
+        if not found:
+            raise CorruptionError(
+                f"{self.separate.url}/{wal_store_id_path(db_path)}",
+                f"not a WAL store id ({2 * WAL_STORE_ID_SIZE} hex digits): {len(data)} bytes",
+            )
+        self._ids[db_path] = found
         return found
 
     def claim_store_id(self, db_path: str, m: Manifest) -> bytes:
         """The separate WAL store's id for ``db_path``, created (create-if-absent) when it has
         none: what our writer records in the manifest it bumps (``m``, the one it bumps on), so
-        the object exists before any manifest names it. Raises ``WalStoreMissing`` when the
-        store holds something else, or another id than ``m`` records (:func:`check_store_id`:
-        also for a bump no :func:`check_wal_present` preceded, such as a conditional open)."""
+        the object exists before any manifest names it. Raises ``CorruptionError`` when the
+        store's object holds no id, ``WalStoreMissing`` when it holds another id than ``m``
+        records (:func:`check_store_id`: also for a bump no :func:`check_wal_present` preceded,
+        such as a conditional open)."""
         assert self.separate is not None
         check_store_id(db_path, self, m)
         found = self.store_id(db_path)
@@ -98,8 +109,8 @@ class WalLocation:
             else:
                 self._ids[db_path] = fresh
             found = self.store_id(db_path)
-        if not found:
-            detail = f"its object {wal_store_id_path(db_path)} is not a WAL store id of ours"
+        if found is None:  # created by another opener, then deleted before our GET
+            detail = f"its object {wal_store_id_path(db_path)} was deleted while being created"
             raise WalStoreMissing(db_path, self.describe(), detail)
         return found
 
@@ -137,7 +148,7 @@ def check_store_id(db_path: str, where: WalLocation, m: Manifest) -> None:
         return
     found = where.store_id(db_path)
     if found != m.wal_store_id:
-        held = "none" if found is None else found.hex() if found else "no id of ours"
+        held = "none" if found is None else found.hex()
         detail = (
             f"its manifest names the WAL store with id {m.wal_store_id.hex()} and this "
             f"store's {wal_store_id_path(db_path)} holds {held}"

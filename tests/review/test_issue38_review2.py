@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from slatedb_core.errors import MergeOperatorFailed, WalStoreMissing
+from slatedb_core.errors import CorruptionError, MergeOperatorFailed, WalStoreMissing
+from slatedb_core.layout import wal_store_id_path
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions
+from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
@@ -84,3 +86,31 @@ def test_conditional_open_without_the_wal_store_is_refused(tmp_path: Path) -> No
         Db.open(PATH, main, DbOptions(flush_interval=HOUR), if_manifest_id=latest.id).close()
     with Db.open(PATH, main, with_wal) as db:
         assert db.get(b"k") == b"acknowledged"
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"not hex at all", b"ab" * 15], ids=["empty", "text", "short"]
+)
+def test_a_damaged_wal_store_id_is_corruption_not_another_store(
+    tmp_path: Path, body: bytes
+) -> None:
+    """Item 3 (97eb26f): a damaged ``<db>/_wal_store_id`` (a 0-byte object left by a crash of an
+    unsynced store, a garbage or truncated body) in the RIGHT WAL store was reported as
+    ``WalStoreMissing`` ("open it with the WAL store URL it was written with"): a damaged object
+    read as a different store, sending the operator after a store that does not exist. It is a
+    ``CorruptionError`` naming the object, for every opener; nothing is written."""
+    (tmp_path / "main").mkdir()
+    (tmp_path / "wal").mkdir()
+    main = open_store((tmp_path / "main").as_uri())
+    wal_url = (tmp_path / "wal").as_uri()
+    with_wal = DbOptions(flush_interval=HOUR, wal_url=wal_url)
+    with Db.open(PATH, main, with_wal) as db:
+        db.put(b"k", b"v")
+    wal_store = open_store(wal_url)
+    wal_store.put(wal_store_id_path(PATH), body)
+    before = ManifestStore(main, PATH).read_latest().id
+    with pytest.raises(CorruptionError, match="_wal_store_id"):
+        Db.open(PATH, main, with_wal)
+    with pytest.raises(CorruptionError, match="_wal_store_id"):
+        DbReader.open(PATH, main, options=DbReaderOptions(wal_url=wal_url))
+    assert ManifestStore(main, PATH).read_latest().id == before

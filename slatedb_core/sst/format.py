@@ -35,6 +35,7 @@ import struct
 from typing import Any
 
 import cramjam  # type: ignore[import-untyped, unused-ignore]
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError
@@ -101,6 +102,10 @@ def compress(code: int, data: bytes | memoryview) -> bytes:
 DEFLATE_MAX_RATIO = 1032
 """Deflate cannot expand input more than this (a 258-byte match per 2 bits at best), so a zlib
 section of ``n`` bytes decompresses to at most ``1032 * n`` (RFC 1951)."""
+SNAPPY_MAX_RATIO = 32
+"""Snappy's densest element copies 64 bytes in 3, so raw snappy expands at most ~21x."""
+LZ4_MAX_RATIO = 256
+"""An LZ4 block's densest sequence adds 255 bytes of match length per input byte."""
 _ZSTD_MAGIC = 0xFD2FB528
 _FCS_WIDTH = (0, 2, 4, 8)  # Frame_Content_Size field width by FCS_Field_Size flag (RFC 8878)
 _DICT_WIDTH = (0, 1, 2, 4)
@@ -128,29 +133,33 @@ def decompress(
 ) -> bytes | memoryview:
     """The inverse of :func:`compress`, refusing (``CorruptionError`` naming ``name``) any
     section that would decompress to more than ``limit`` bytes before allocating them: the size
-    snappy and lz4 declare up front, and zstd's frame content size, are checked against it;
-    zstd without one decompresses into at most ``limit + 1`` bytes, zlib into at most that or
-    :data:`DEFLATE_MAX_RATIO` times its input. The one place every
-    SST section is decompressed (limits: :func:`section_limit`, :data:`MAX_BLOCK_BYTES`)."""
+    snappy and lz4 declare up front (also held to their codec's densest expansion of the input)
+    and zstd's frame content size are checked against it; zstd without one decompresses into
+    at most ``limit + 1`` bytes, zlib into at most that or :data:`DEFLATE_MAX_RATIO` times its
+    input. The one place every SST section is decompressed (limits: :func:`section_limit`,
+    :data:`MAX_BLOCK_BYTES`)."""
     try:
         if code == 4:
             size = zstd_content_size(data)
             if size is None:
                 return _capped(cramjam.zstd, data, limit, name, what)
-            out = bytearray(_within(size, limit, name, what))
+            # not zeroed: a header that lies costs address space, not memory
+            out = np.empty(_within(size, limit, name, what), np.uint8).data
             if cramjam.zstd.decompress_into(data, out) != size:
                 raise CorruptionError(name, f"{what} is shorter than its declared size")
-            return memoryview(out)
+            return out
         if code == 1:
-            size = _within(cramjam.snappy.decompress_raw_len(data), limit, name, what)
-            out = bytearray(size)
+            size = cramjam.snappy.decompress_raw_len(data)
+            cap = min(limit, SNAPPY_MAX_RATIO * len(data))
+            out = np.empty(_within(size, cap, name, what), np.uint8).data
             if cramjam.snappy.decompress_raw_into(data, out) != size:
                 raise CorruptionError(name, f"{what} is shorter than its declared size")
-            return memoryview(out)
+            return out
         if code == 3:
             if len(data) < 4:
                 raise CorruptionError(name, f"{what} of {len(data)} bytes is too short")
-            _within(int.from_bytes(data[:4], "little"), limit, name, what)
+            size = int.from_bytes(data[:4], "little")
+            _within(size, min(limit, LZ4_MAX_RATIO * len(data)), name, what)
             return memoryview(cramjam.lz4.decompress_block(data))
         if code == 2:
             return _capped(
@@ -164,13 +173,25 @@ def decompress(
 
 
 def _capped(codec: Any, data: bytes | memoryview, limit: int, name: str, what: str) -> memoryview:
-    """``data`` decompressed into a buffer of ``limit + 1`` bytes (its pages are only touched
-    as far as the output reaches); a stream that fills it, or would overflow it, is refused."""
-    out = bytearray(limit + 1)
-    n = codec.decompress_into(data, out)
-    if n > limit:
-        raise CorruptionError(name, f"{what} decompresses to more than {limit} bytes")
-    return memoryview(out)[:n]
+    """``data`` decompressed into a buffer of ``limit + 1`` bytes (not zeroed, so its pages are
+    only touched as far as the output reaches); a stream that fills it, or would overflow it,
+    is refused. A usual block fits a small buffer first, sparing the large one's mapping."""
+    for size in (min(limit + 1, _FIRST_TRY), limit + 1):
+        out = np.empty(size, np.uint8)
+        try:
+            n = codec.decompress_into(data, out)
+        except Exception:  # the output did not fit (or the stream is damaged)
+            if size > limit:
+                raise
+            continue
+        if n < size:
+            return memoryview(out.data)[:n]
+        if size > limit:
+            break
+    raise CorruptionError(name, f"{what} decompresses to more than {limit} bytes")
+
+
+_FIRST_TRY = 2 * MAX_BLOCK_SIZE
 
 
 def _within(size: int, limit: int, name: str, what: str) -> int:

@@ -27,9 +27,23 @@ Mutation = tuple[str, int, int, bytes]
 index b, width from blob[0]), truncate (keep a), cut (from a, b bytes), insert (at a, blob),
 dup (from a, b bytes, inserted after itself), splice (keep [0, a), then other seed b from the same
 offset), random (replace everything by blob), json (if the input is JSON: value number a, in
-document order, replaced by the raw JSON text JSON_GARBAGE[b])."""
+document order, replaced by the raw JSON text JSON_GARBAGE[b]), alias (the FlatBuffers offsets
+in the b % 256 (b if blob is b"all") aligned u32 slots after the one at (a % n) - 2, 2 being the version prefix, all
+made to name what the first names: one table read many times, issue 39 item 5)."""
 
-OPS = ("flip", "set", "int", "truncate", "cut", "insert", "dup", "splice", "random", "json")
+OPS = (
+    "flip",
+    "set",
+    "int",
+    "truncate",
+    "cut",
+    "insert",
+    "dup",
+    "splice",
+    "random",
+    "json",
+    "alias",
+)
 WIDTHS = (1, 2, 4, 8)
 
 
@@ -161,11 +175,29 @@ def apply(data: bytes, mutation: Mutation, others: Sequence[bytes]) -> bytes:
         return data[:at] + value.to_bytes(width, "little") + data[at + width :]
     if op == "cut":
         return data[:pos] + data[pos + 1 + b % 64 :]
+    if op == "alias":
+        return _alias(data, pos, b % 256 if blob != b"all" else b)
     if op == "dup":
         piece = data[pos : pos + 1 + b % 64]
         end = pos + len(piece)
         return data[:end] + piece + data[end:]
     raise ValueError(f"unknown mutation {op!r}")
+
+
+def _alias(data: bytes, pos: int, count: int) -> bytes:
+    """Offsets in ``count`` u32 slots from ``pos`` (aligned as FlatBuffers aligns them after a
+    2-byte version prefix) made to name the first slot's target, as if each slot were an element
+    of a vector of tables (or any offset field) pointing at one shared table."""
+    first = pos - (pos - 2) % 4
+    if first < 2 or first + 4 > len(data):
+        return data
+    target = first + int.from_bytes(data[first : first + 4], "little")
+    if target >= len(data):
+        return data
+    buf = bytearray(data)
+    for at in range(first + 4, min(len(data) - 3, first + 4 + 4 * count), 4):
+        buf[at : at + 4] = ((target - at) & 0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(buf)
 
 
 def apply_all(data: bytes, mutations: Sequence[Mutation], others: Sequence[bytes]) -> bytes:

@@ -247,6 +247,41 @@ def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) ->
         weed.stop()
 
 
+def test_weed_shell_without_the_certificate_cannot_delete(tmp_path: Path) -> None:
+    """Issue 39, item 8: the gRPC ports (filer, master, volume) took any client: a local user
+    with the ``weed`` binary ran ``weed shell`` against them and deleted objects without the S3
+    keys. They now require mutual TLS with a certificate of the data folder's own CA."""
+    from lakehouse_demo.s3server import SeaweedFS, weed_binary
+
+    weed = SeaweedFS(bucket="lake", data_dir=tmp_path / "s3", access_key="AK", secret_key="sk-x")
+    weed.start()
+    try:
+        weed.store().put("prod/victim", b"acknowledged")
+        p = weed.ports
+        attacker = tmp_path / "attacker"  # no security.toml there
+        attacker.mkdir()
+        try:
+            subprocess.run(
+                [
+                    weed_binary(),
+                    "shell",
+                    f"-master=127.0.0.1:{p['master']}.{p['master_grpc']}",
+                    f"-filer=127.0.0.1:{p['filer']}.{p['filer_grpc']}",
+                ],
+                input="fs.rm /buckets/lake/prod/victim\nexit\n",
+                capture_output=True,
+                text=True,
+                timeout=30,
+                cwd=attacker,
+                env={"PATH": os.environ["PATH"], "HOME": str(attacker)},
+            )
+        except subprocess.TimeoutExpired:
+            pass  # it never got a connection
+        assert weed.store().get("prod/victim").data == b"acknowledged", "deleted over gRPC"
+    finally:
+        weed.stop()
+
+
 # ---- cluster-stop after a leader was killed: what it started goes too ----------------------------
 def test_stop_takes_the_group_of_a_killed_leader(tmp_path: Path) -> None:
     """The daemon killed -9 (the cluster test does it) leaves its code servers and run workers

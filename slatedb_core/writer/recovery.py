@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import writer_checkpoint
 from slatedb_core.errors import (
+    CommitRetriesExhausted,
     ManifestVersionExists,
     ObjectNotFound,
     PreconditionFailed,
@@ -56,45 +57,70 @@ def bump_epoch(
     ``wal``'s store (SlateDB RFC 0009: opened without the WAL store it was written with). The
     bump would fence the database's live writer, SlateDB's included, for a writer that cannot
     run; one LIST per open buys that."""
-    found = manifests.try_read_latest() if if_manifest_id is None else None
-    if found is not None and wal is not None:
-        wal.check_before_bump(found.manifest)
-    if if_manifest_id is None and found is None:
-        if manifests.is_tombstone():
-            # refuse before creating anything a reader could glimpse; a tombstone written after
-            # this check still fails the create's boundary check
-            manifests.raise_missing()
-        try:
-            manifests.create_initial(Manifest())
-        except ManifestVersionExists:
-            pass  # another opener created it first
     own = max_parallel_writes
     # where our WAL goes, for openers without the WAL store (Manifest.separate_wal_store)
     separate = wal is not None and wal.where.separate is not None
+    for _ in range(_CHECKED_BUMP_ATTEMPTS):
+        found = manifests.try_read_latest()
+        if if_manifest_id is not None:
+            if found is None:
+                manifests.raise_missing()  # a conditional open creates nothing
+            if found.id != if_manifest_id:
+                raise PreconditionFailed(
+                    f"{manifests.db_path}/manifest: the latest is {found.id}, not {if_manifest_id}"
+                )
+        if found is not None and wal is not None:
+            wal.check_before_bump(found.manifest)
+        if found is None:
+            if manifests.is_tombstone():
+                # refuse before creating anything a reader could glimpse; a tombstone written
+                # after this check still fails the create's boundary check
+                manifests.raise_missing()
+            try:
+                manifests.create_initial(Manifest())
+            except ManifestVersionExists:
+                pass  # another opener created it first
+            if wal is not None:
+                continue  # check the manifest created (ours or another opener's) first
+        checked = None if found is None else found.id  # the manifest the check saw
 
-    def bump(m: Manifest, next_id: int) -> Manifest:
-        if if_manifest_id is not None and next_id != if_manifest_id + 1:
-            raise PreconditionFailed(
-                f"{manifests.db_path}/manifest: the latest is {next_id - 1}, not {if_manifest_id}"
+        def bump(m: Manifest, next_id: int, checked: int | None = checked) -> Manifest:
+            if if_manifest_id is not None and next_id != if_manifest_id + 1:
+                raise PreconditionFailed(
+                    f"{manifests.db_path}/manifest: the latest is {next_id - 1}, "
+                    f"not {if_manifest_id}"
+                )
+            if wal is not None and (checked is None or next_id != checked + 1):
+                # another writer committed since the WAL store check: check its manifest, or
+                # an opener without the WAL store would erase Manifest.separate_wal_store and
+                # serve the main store's empty wal/ (issue 38 review 2, items 2 and 2b)
+                raise _Unchecked
+            m = writer_checkpoint(m, next_id, m.writer_epoch)
+            # the WAL store's id, created before this bump names it (slatedb_core.wal.location)
+            store_id = (
+                wal.where.claim_store_id(wal.db_path, m) if wal is not None and separate else None
             )
-        if if_manifest_id is not None and wal is not None:
-            # a conditional open skipped the check before the bump: make it on the manifest it
-            # bumps, or an opener without the WAL store erases Manifest.separate_wal_store and
-            # serves the main store's empty wal/ (issue 38 review 2, item 2)
-            wal.check_before_bump(m)
-        m = writer_checkpoint(m, next_id, m.writer_epoch)
-        # the WAL store's id, created before this bump names it (slatedb_core.wal.location)
-        store_id = (
-            wal.where.claim_store_id(wal.db_path, m) if wal is not None and separate else None
-        )
-        return dataclasses.replace(
-            m,
-            max_parallel_writes=max(m.max_parallel_writes, own),
-            separate_wal_store=separate,
-            wal_store_id=store_id,
-        )
+            return dataclasses.replace(
+                m,
+                max_parallel_writes=max(m.max_parallel_writes, own),
+                separate_wal_store=separate,
+                wal_store_id=store_id,
+            )
 
-    return FencedManifest.init_writer(manifests, extra=bump)
+        try:
+            return FencedManifest.init_writer(manifests, extra=bump)
+        except _Unchecked:
+            continue
+    # the bump kept meeting manifests newer than the WAL store check
+    raise CommitRetriesExhausted(f"{manifests.db_path}/manifest", _CHECKED_BUMP_ATTEMPTS)
+
+
+_CHECKED_BUMP_ATTEMPTS = 20
+"""Reads of the latest manifest, each checked for the WAL store, before an open gives up."""
+
+
+class _Unchecked(Exception):
+    """Internal: the epoch bump met a manifest the WAL store check did not see."""
 
 
 def fence_older_writers(fm: FencedManifest, manifests: ManifestStore, wal: WalLog) -> int:

@@ -13,6 +13,7 @@ import pytest
 
 from slatedb_core.errors import CorruptionError, MergeOperatorFailed, WalStoreMissing
 from slatedb_core.layout import wal_store_id_path
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
@@ -114,3 +115,43 @@ def test_a_damaged_wal_store_id_is_corruption_not_another_store(
     with pytest.raises(CorruptionError, match="_wal_store_id"):
         DbReader.open(PATH, main, options=DbReaderOptions(wal_url=wal_url))
     assert ManifestStore(main, PATH).read_latest().id == before
+
+
+def test_an_open_racing_a_wal_store_writer_checks_the_manifest_it_bumps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 2b (97eb26f): an open checks the WAL store on the manifest it read (none, for a new
+    database), then bumps whatever manifest is latest when its CAS lands. A writer with a
+    separate WAL store that created the database and acknowledged a write in between (the stall
+    forced here) had ``separate_wal_store``/``wal_store_id`` erased by the bump of an opener
+    without the store, which served an empty database; the acknowledged write was then
+    unreadable for good (the right opener is refused: "our writer last opened it with its WAL
+    in the main store")."""
+    (tmp_path / "main").mkdir()
+    (tmp_path / "wal").mkdir()
+    main = open_store((tmp_path / "main").as_uri())
+    with_wal = DbOptions(flush_interval=HOUR, wal_url=(tmp_path / "wal").as_uri())
+    real = ManifestStore.create_initial
+    stalled: list[bool] = []
+
+    def create_then_stall(self: ManifestStore, m: Manifest) -> object:
+        try:
+            return real(self, m)
+        finally:
+            if not stalled:
+                stalled.append(True)
+                other = Db.open(PATH, main, with_wal)  # opens and writes during our stall
+                other.put(b"k", b"acknowledged")
+                other._simulate_crash()
+
+    monkeypatch.setattr(ManifestStore, "create_initial", create_then_stall)
+    try:
+        with Db.open(PATH, main, DbOptions(flush_interval=HOUR)) as db:
+            got = db.get(b"k")
+    except WalStoreMissing:
+        got = b"refused"
+    assert stalled
+    assert got != None  # never the empty database  # noqa: E711
+    monkeypatch.setattr(ManifestStore, "create_initial", real)
+    with Db.open(PATH, main, with_wal) as db:
+        assert db.get(b"k") == b"acknowledged"

@@ -247,6 +247,7 @@ def test_the_store_cannot_be_read_or_changed_without_the_keys(tmp_path: Path) ->
         weed.stop()
 
 
+@pytest.mark.slow
 def test_weed_shell_without_the_certificate_cannot_delete(tmp_path: Path) -> None:
     """Issue 39, item 8: the gRPC ports (filer, master, volume) took any client: a local user
     with the ``weed`` binary ran ``weed shell`` against them and deleted objects without the S3
@@ -271,7 +272,7 @@ def test_weed_shell_without_the_certificate_cannot_delete(tmp_path: Path) -> Non
                 input="fs.rm /buckets/lake/prod/victim\nexit\n",
                 capture_output=True,
                 text=True,
-                timeout=30,
+                timeout=15,
                 cwd=attacker,
                 env={"PATH": os.environ["PATH"], "HOME": str(attacker)},
             )

@@ -46,6 +46,12 @@ READ_FACTOR = 2
 READ_SLACK = 4096
 
 
+def read_budget(size: int) -> int:
+    """The bytes a decoder may copy out of a FlatBuffers buffer of ``size`` bytes in all (every
+    reader of this engine's FlatBuffers objects: :class:`FbReader`, the SST index and stats)."""
+    return READ_FACTOR * size + READ_SLACK
+
+
 class FbTable:
     """One table: field kinds in vtable-slot order."""
 
@@ -236,7 +242,7 @@ class FbReader:
         self._n = len(buf)
         self._layouts: dict[tuple[str, int], ReadLayout] = {}
         self._pairs: dict[int, tuple[int, int]] = {}
-        self._budget = READ_FACTOR * self._n + READ_SLACK
+        self._budget = read_budget(self._n)
         """Bytes the vectors, strings and blobs read from here may still copy (module doc)."""
 
     def root(self) -> int:

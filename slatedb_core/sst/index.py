@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slatedb_core.errors import CorruptionError
+from slatedb_core.manifest.flatbuf import read_budget
 from slatedb_core.sst.fbwrite import BackWriter
 
 _U32 = struct.Struct("<I")
@@ -105,6 +106,7 @@ class _Fb:
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
+        self.budget = read_budget(len(buf))  # what vectors may copy in all (flatbuf's doc)
 
     def u32(self, pos: int) -> int:
         if not 0 <= pos <= len(self.buf) - 4:
@@ -127,9 +129,14 @@ class _Fb:
     def deref(self, pos: int) -> int:
         return pos + self.u32(pos)
 
-    def vector(self, pos: int) -> tuple[int, int]:
+    def vector(self, pos: int, width: int) -> tuple[int, int]:
+        """A vector's first element and count; its bytes are charged to the budget, so offsets
+        sharing one vector cannot make the decoder copy it again and again."""
         start = self.deref(pos)
         n = self.u32(start)
+        self.budget -= 4 + n * width
+        if self.budget < 0:
+            raise ValueError("vectors are read more than twice the buffer: shared offsets")
         return start + 4, n
 
     def u64(self, pos: int) -> int:
@@ -155,7 +162,7 @@ def decode_index(name: str, buf: bytes | memoryview) -> tuple[list[int], list[by
         metas = fb.field(root, 0)
         if not metas:
             raise ValueError("block_meta is missing")
-        start, n = fb.vector(metas)
+        start, n = fb.vector(metas, 4)
         if n > len(fb.buf) // 4:
             raise ValueError(f"{n} blocks cannot fit")
         offsets: list[int] = []
@@ -165,7 +172,7 @@ def decode_index(name: str, buf: bytes | memoryview) -> tuple[list[int], list[by
             key_at = fb.field(t, 1)
             if not key_at:
                 raise ValueError(f"block {i} has no first_key")
-            kstart, klen = fb.vector(key_at)
+            kstart, klen = fb.vector(key_at, 1)
             if kstart + klen > len(fb.buf):
                 raise ValueError(f"first_key of block {i} runs past the index")
             offsets.append(fb.u64(fb.field(t, 0)))
@@ -182,7 +189,7 @@ def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
         counts: list[list[int]] = [[], [], []]
         vec = fb.field(root, 5)
         if vec:
-            start, n = fb.vector(vec)
+            start, n = fb.vector(vec, 4)
             if n > len(fb.buf) // 4:
                 raise ValueError(f"{n} block stats cannot fit")
             for i in range(n):

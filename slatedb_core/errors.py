@@ -117,6 +117,24 @@ class StoreError(SlateDBError, OSError):
         self.retryable = retryable
 
 
+class LinkInStore(StoreError):
+    """A key of a ``file://`` store resolves through a symbolic link below the store's root (a
+    directory on its path, or the key itself, is a link), or names something that is not a
+    regular file (a pipe, a device). A local store never follows such a link, so nothing outside
+    its directory is read, written, listed or deleted (SECURITY.md); nothing was changed. SlateDB
+    and this library never create links in a store: someone planted it. Remove the link (``find
+    <store dir> -type l`` lists them) after checking what it pointed at; to keep part of a lake
+    elsewhere, mount that directory there instead of linking it. Not retryable."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"{path}: {detail}; a file:// store never follows a link below its root: remove the "
+            "link (find <store dir> -type l lists them), or mount the directory instead",
+            path=path,
+            retryable=False,
+        )
+
+
 class InjectedFault(StoreError):
     """A failure injected by ``slatedb_core.store.faults`` (tests and simulation only)."""
 

@@ -23,39 +23,42 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import obstore
-
-from slatedb_core.errors import PreconditionFailed
+from slatedb_core.errors import ObjectNotFound, PreconditionFailed
 from slatedb_core.store.local_fs import LocalFiles
+from slatedb_core.store.local_root import local_etag
 from slatedb_core.store.objects import ObjectVersion
 
 T = TypeVar("T")
 
 
 class LocalCas:
-    def __init__(self, inner: Any, files: LocalFiles) -> None:
-        self._inner = inner  # obstore's LocalStore over files.root, for reads
-        self.files = files  # every write
+    def __init__(self, files: LocalFiles) -> None:
+        self.files = files  # every write, and the guarded walk (files.dirs) the lock opens by
 
-    def _with_lock(self, path: str, on_missing: Callable[[], T], body: Callable[[], T]) -> T:
-        full = self.files.full_path(path)
+    def _with_lock(
+        self, path: str, on_missing: Callable[[], T], body: Callable[[os.stat_result], T]
+    ) -> T:
+        """``body(stat of the locked file)`` under the object's lock, or ``on_missing()``. The
+        file is opened beneath the store's root with no link on the way (LinkInStore)."""
+        self.files.check_key(path)
+        dirs = self.files.dirs
         while True:
             try:
-                fd = os.open(full, os.O_RDONLY)
-            except FileNotFoundError:
+                fd, _st = dirs.open_file(path)
+            except ObjectNotFound:
                 return on_missing()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 locked = os.fstat(fd)
                 try:
-                    now = os.stat(full)
-                except FileNotFoundError:
+                    now = dirs.lstat(path)
+                except ObjectNotFound:
                     return on_missing()
                 if (locked.st_ino, locked.st_dev) != (now.st_ino, now.st_dev):
                     continue  # replaced while we waited: lock the new inode instead
-                return body()
+                return body(locked)
             finally:
                 os.close(fd)  # closing releases the flock
 
@@ -63,9 +66,9 @@ class LocalCas:
         def missing() -> ObjectVersion:
             raise PreconditionFailed(path)
 
-        def update() -> ObjectVersion:
-            current = obstore.head(self._inner, path)
-            if expected.e_tag is not None and current.get("e_tag") != expected.e_tag:
+        def update(current: os.stat_result) -> ObjectVersion:
+            # the locked inode is the one the path names (checked above): its e-tag is current
+            if expected.e_tag is not None and local_etag(current) != expected.e_tag:
                 raise PreconditionFailed(path)
             return self.files.overwrite(path, data)
 
@@ -75,13 +78,13 @@ class LocalCas:
         def write() -> ObjectVersion:
             return self.files.overwrite(path, data)
 
-        return self._with_lock(path, write, write)
+        return self._with_lock(path, write, lambda _st: write())
 
     def delete(self, path: str) -> None:
         def nothing() -> None:
             return None
 
-        def remove() -> None:
+        def remove(_st: os.stat_result) -> None:
             self.files.delete(path)
 
         self._with_lock(path, nothing, remove)

@@ -19,6 +19,9 @@ use, and every one of them goes through :meth:`LocalFiles._commit`:
    directory it found already there is not enough: another writer may have just made it and
    not synced it yet (that writer's put has not returned, this one's would).
 
+Every name is made, replaced or removed relative to its directory's descriptor, opened beneath
+the root with no symbolic link on the way (:mod:`slatedb_core.store.local_root`, SECURITY.md).
+
 An object is therefore either absent or whole after a crash, never empty or torn, and a put that
 returned is on the device. ``sync=False`` (``file:///dir?sync=false``, docs/operations.md) skips
 the ``fsync`` calls and nothing else: for tests and benchmarks, never for data one wants to keep.
@@ -30,24 +33,18 @@ E-tags are obstore's (``"<inode>-<mtime µs>-<size>"`` in hex), taken from the s
 from __future__ import annotations
 
 import os
-import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from slatedb_core.errors import InvalidArgument, ObjectAlreadyExists, ObjectNotFound
+from slatedb_core.store.local_root import STAGED, LocalRoot, check_regular, local_etag
 from slatedb_core.store.objects import ObjectVersion, validate_relative_path
 
 T = TypeVar("T")
 
-# obstore's LocalStore reserves names ending in '#<digits>' for staged uploads (and hides them)
-_STAGED = re.compile(r"#\d+$")
-
-
-def local_etag(st: os.stat_result) -> str:
-    """The e-tag obstore's LocalStore reports for a file with this ``stat``."""
-    return f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"'
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def fsync_path(path: str) -> None:
@@ -60,70 +57,71 @@ def fsync_path(path: str) -> None:
 
 
 class LocalFiles:
-    """The writes of one local-filesystem store rooted at ``root``."""
+    """The writes of one local-filesystem store rooted at ``root``. Every name is reached through
+    :class:`~slatedb_core.store.local_root.LocalRoot` (``self.dirs``): relative to directory
+    descriptors, never through a symbolic link (SECURITY.md)."""
 
     def __init__(self, root: Path, *, sync: bool = True) -> None:
         self.root = str(root)
         self.sync = sync
+        self.dirs = LocalRoot(self.root)
         self._synced_dirs: set[str] = set()  # directories whose entry this object synced
 
     def __repr__(self) -> str:
         return f"LocalFiles({self.root!r}, sync={self.sync})"
 
     # ---- the one write path ---------------------------------------------------------------
-    def _commit(self, path: str, apply: Callable[[str], T], *, create_parents: bool = True) -> T:
-        """Run ``apply(full_path)`` (the link, rename or unlink that changes the name), creating
-        missing parent directories first, then make the change durable: fsync the parent
-        directory and the parent of every directory on the path not yet known synced (module
-        doc, step 3)."""
-        full = self.full_path(path)
-        parent = os.path.dirname(full)
-        missing = self._missing_dirs(parent) if create_parents else []
-        for d in reversed(missing):  # top-down
-            try:
-                os.mkdir(d)
-            except FileExistsError:
-                pass  # a racing writer made it; we still sync its entry below
-        result = apply(full)
-        self._sync(parent)
-        if create_parents and self.sync:
-            self._synced_dirs.difference_update(missing)  # made again: not synced yet
-            chain: list[str] = []
-            d = parent
-            while d != self.root and d not in self._synced_dirs:  # deepest first
-                chain.append(d)
-                d = os.path.dirname(d)
-            for d in chain:
-                fsync_path(os.path.dirname(d))  # each directory's entry lives in its parent
-            self._synced_dirs.update(chain)  # only once the whole path is synced
+    def _commit(
+        self, path: str, apply: Callable[[int, str], T], *, create_parents: bool = True
+    ) -> T:
+        """Run ``apply(dir_fd, name)`` (the link, rename or unlink that changes the name in its
+        directory, opened beneath the root with no link on the way), creating missing parent
+        directories first, then make the change durable: fsync the parent directory and the
+        parent of every directory on the path not yet known synced (module doc, step 3)."""
+        self.check_key(path)
+        parts = path.split("/")
+        with self.dirs.directory(path, parts[:-1], create=create_parents) as dirs:
+            result = apply(dirs.fd, parts[-1])
+            self._sync(dirs.fd)
+            if create_parents and self.sync:
+                self._synced_dirs.difference_update(dirs.made)  # made again: not synced yet
+                chain: list[str] = []
+                for i in range(len(parts) - 1, 0, -1):  # deepest first
+                    d = "/".join(parts[:i])
+                    if d in self._synced_dirs:
+                        break
+                    os.fsync(dirs.fds[i - 1])  # each directory's entry lives in its parent
+                    chain.append(d)
+                self._synced_dirs.update(chain)  # only once the whole path is synced
         return result
 
-    def _sync(self, path: str) -> None:
+    def _sync(self, fd: int) -> None:
         if self.sync:
-            fsync_path(path)
+            os.fsync(fd)
 
-    def _missing_dirs(self, parent: str) -> list[str]:
-        missing: list[str] = []
-        while parent != self.root and not os.path.isdir(parent):
-            missing.append(parent)
-            parent = os.path.dirname(parent)
-        return missing
-
-    def full_path(self, path: str) -> str:
+    def check_key(self, path: str) -> str:
+        """``path`` if it is a valid key of a local store (InvalidArgument otherwise)."""
         validate_relative_path(path)
-        if _STAGED.search(path):
+        if STAGED.search(path):
             raise InvalidArgument(
                 f"object path {path!r} ends in '#<digits>', which a local-filesystem store "
                 "reserves for staged writes; choose another name"
             )
-        return os.path.join(self.root, path)
+        return path
 
-    def _stage(self, full: str, data: bytes) -> tuple[str, ObjectVersion]:
-        """Write ``data`` to a fresh staged file next to ``full``, synced; its name and version."""
+    def full_path(self, path: str) -> str:
+        """The file name of ``path``, for messages and tests: no operation opens it by name."""
+        return os.path.join(self.root, self.check_key(path))
+
+    def _stage(self, at: int, name: str, data: bytes) -> tuple[str, ObjectVersion]:
+        """Write ``data`` to a fresh staged file next to ``name`` in directory ``at``, synced;
+        its name and version."""
         while True:
-            staged = f"{full}#{secrets.randbits(48)}"
+            staged = f"{name}#{secrets.randbits(48)}"
             try:
-                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+                fd = os.open(
+                    staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=at
+                )
                 break
             except FileExistsError:
                 continue
@@ -138,7 +136,7 @@ class LocalFiles:
             finally:
                 os.close(fd)
         except BaseException:
-            _remove(staged)
+            _remove(at, staged)
             raise
         return staged, version
 
@@ -146,14 +144,14 @@ class LocalFiles:
     def create(self, path: str, data: bytes) -> ObjectVersion:
         """Create-if-absent. Raises ObjectAlreadyExists."""
 
-        def link(full: str) -> ObjectVersion:
-            staged, version = self._stage(full, data)
+        def link(at: int, name: str) -> ObjectVersion:
+            staged, version = self._stage(at, name, data)
             try:
-                os.link(staged, full)
+                os.link(staged, name, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
             except FileExistsError:
                 raise ObjectAlreadyExists(path) from None
             finally:
-                _remove(staged)
+                _remove(at, staged)
             return version
 
         return self._commit(path, link)
@@ -161,12 +159,12 @@ class LocalFiles:
     def overwrite(self, path: str, data: bytes) -> ObjectVersion:
         """Unconditional create-or-replace (atomic: a reader sees the old or the new bytes)."""
 
-        def rename(full: str) -> ObjectVersion:
-            staged, version = self._stage(full, data)
+        def rename(at: int, name: str) -> ObjectVersion:
+            staged, version = self._stage(at, name, data)
             try:
-                os.rename(staged, full)
+                os.rename(staged, name, src_dir_fd=at, dst_dir_fd=at)
             except BaseException:
-                _remove(staged)
+                _remove(at, staged)
                 raise
             return version
 
@@ -175,43 +173,58 @@ class LocalFiles:
     def link(self, src: str, dst: str) -> None:
         """``dst`` as a new name of ``src``'s file (a copy without moving bytes). Raises
         ObjectNotFound (``src``) or ObjectAlreadyExists (``dst``)."""
-        src_full = self.full_path(src)
+        self.check_key(src)
+        src_parts = src.split("/")
 
-        def link(full: str) -> None:
-            if not os.path.isfile(src_full):
-                raise ObjectNotFound(src)
-            self._sync(src_full)  # the bytes, in case they were written with sync off
+        def link(at: int, name: str) -> None:
             try:
-                os.link(src_full, full)
+                with self.dirs.directory(src, src_parts[:-1]) as s:
+                    src_name = src_parts[-1]
+                    # a regular file, not a link (LinkInStore)
+                    check_regular(src, os.stat(src_name, dir_fd=s.fd, follow_symlinks=False))
+                    if self.sync:  # the bytes, in case they were written with sync off
+                        fd = os.open(src_name, _READ, dir_fd=s.fd)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                    # no AT_SYMLINK_FOLLOW: a link swapped in since the check is linked as
+                    # itself, inside the store, and refused by every later read
+                    os.link(src_name, name, src_dir_fd=s.fd, dst_dir_fd=at, follow_symlinks=False)
             except FileExistsError:
                 raise ObjectAlreadyExists(dst) from None
-            except FileNotFoundError:
-                raise ObjectNotFound(src) from None  # deleted since the check
+            except (FileNotFoundError, NotADirectoryError):
+                raise ObjectNotFound(src) from None  # missing, or deleted since the check
 
         self._commit(dst, link)
 
     def delete(self, path: str) -> None:
         """Remove ``path``; a missing object is not an error."""
 
-        def unlink(full: str) -> None:
+        def unlink(at: int, name: str) -> None:
             try:
-                os.unlink(full)
+                os.unlink(name, dir_fd=at)  # unlinkat: a link here would go, never its target
             except (FileNotFoundError, NotADirectoryError):
                 pass
 
-        self._commit(path, unlink, create_parents=False)
+        try:
+            self._commit(path, unlink, create_parents=False)
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # no such directory: nothing to delete
 
     def ensure_root(self) -> None:
-        """Create the store's directory (and missing parents), durably."""
+        """Create the store's directory (and missing parents), durably, and open it."""
         root = Path(self.root)
         missing = [p for p in (root, *root.parents) if not p.exists()]
         root.mkdir(parents=True, exist_ok=True)
-        for d in missing:  # deepest first
-            self._sync(str(d.parent))
+        if self.sync:
+            for d in missing:  # deepest first
+                fsync_path(str(d.parent))
+        _ = self.dirs.fd
 
 
-def _remove(path: str) -> None:
+def _remove(at: int, name: str) -> None:
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=at)
     except FileNotFoundError:
         pass

@@ -14,6 +14,11 @@ store the same contract:
   filesystem only; see there why);
 * on a local filesystem every write is on the device before it returns (files and directory
   entries synced, :mod:`slatedb_core.store.local_fs`; ``file:///dir?sync=false`` turns that off);
+* on a local filesystem every operation (get, ranged and suffix get, conditional get, head,
+  put, put_if_absent, put_if_match, copy_if_absent, list, delete, flush_and_evict) reaches its
+  file beneath the store's root with no symbolic link on the way, through
+  :class:`~slatedb_core.store.local_root.LocalRoot` (:class:`LinkInStore` otherwise;
+  SECURITY.md): obstore's LocalStore, which follows links, serves none of them;
 * failures are raised as :mod:`slatedb_core.errors` types only;
 * every request is counted per kind in :class:`RequestCounters`.
 """
@@ -41,6 +46,7 @@ from slatedb_core.errors import (
     StoreError,
     UnsupportedOperation,
 )
+from slatedb_core.store.local_root import object_meta
 from slatedb_core.store.objects import ObjectMeta as ObjectMeta
 from slatedb_core.store.objects import ObjectVersion as ObjectVersion
 from slatedb_core.store.objects import validate_relative_path as validate_relative_path
@@ -50,6 +56,7 @@ _fadvise = getattr(os, "posix_fadvise", None)
 
 if TYPE_CHECKING:
     from slatedb_core.store.local_cas import LocalCas
+    from slatedb_core.store.local_root import LocalRoot
 
 T = TypeVar("T")
 
@@ -231,6 +238,8 @@ class ObstoreObjectStore(ObjectStore):
         self._local_cas = local_cas
         # the directory a LocalStore keeps its objects in (None: not a local filesystem)
         self._local_root = None if local_root is None else os.fspath(local_root)
+        # every operation of a local store: keys resolved beneath the root, no link followed
+        self._dirs: LocalRoot | None = None if local_cas is None else local_cas.files.dirs
         # obstore's MemoryStore keeps the buffer it is given, without a copy: a caller reusing a
         # bytearray (the bulk encoders' scratch) would rewrite an object already acknowledged.
         # Local files and S3 uploads copy the bytes out before the put returns.
@@ -243,7 +252,25 @@ class ObstoreObjectStore(ObjectStore):
     def __repr__(self) -> str:
         return f"ObstoreObjectStore({self.url!r})"
 
+    def _local_get(
+        self, path: str, read: Callable[[LocalRoot], tuple[bytes, ObjectMeta] | None]
+    ) -> GetResult | None:
+        """A read of a local-filesystem store, through the guard (module doc): counted, with
+        our errors."""
+        assert self._dirs is not None
+        self.counters.incr("get")
+        try:
+            validate_relative_path(path)
+            got = read(self._dirs)
+        except Exception as e:
+            raise map_error(e, path, "get") from e
+        return None if got is None else GetResult(got[0], got[1])
+
     def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
+        if self._dirs is not None and (byte_range is None or byte_range[1] > byte_range[0] >= 0):
+            got = self._local_get(path, lambda d: d.read(path, byte_range))
+            assert got is not None
+            return got
         self.counters.incr("get")
         try:
             if byte_range is None:
@@ -264,6 +291,11 @@ class ObstoreObjectStore(ObjectStore):
         self.counters.incr("get")
         if length <= 0:
             raise InvalidArgument(f"bad suffix length {length} for {path}")
+        if self._dirs is not None:
+            self.counters.incr("get", -1)  # _local_get counts it
+            got = self._local_get(path, lambda d: d.read(path, suffix=length))
+            assert got is not None
+            return got
         try:
             res = obstore.get(self._inner, path, options={"range": {"suffix": length}})
             return GetResult(bytes(res.bytes()), _meta(res.meta))
@@ -271,6 +303,8 @@ class ObstoreObjectStore(ObjectStore):
             raise map_error(e, path, "get") from e
 
     def get_if_none_match(self, path: str, e_tag: str) -> GetResult | None:
+        if self._dirs is not None:
+            return self._local_get(path, lambda d: d.read(path, unless_e_tag=e_tag))
         self.counters.incr("get")
         try:
             res = obstore.get(self._inner, path, options={"if_none_match": e_tag})
@@ -283,6 +317,8 @@ class ObstoreObjectStore(ObjectStore):
     def head(self, path: str) -> ObjectMeta:
         self.counters.incr("head")
         try:
+            if self._dirs is not None:
+                return object_meta(path, self._dirs.lstat(validate_relative_path(path)))
             return _meta(obstore.head(self._inner, path))
         except Exception as e:
             raise map_error(e, path, "head") from e
@@ -386,14 +422,13 @@ class ObstoreObjectStore(ObjectStore):
         the objects were synced, names included, when they were written
         (:mod:`slatedb_core.store.local_fs`), and this only evicts them.
         """
-        if self._local_root is None:
+        if self._dirs is None:
             return
         for path in paths:  # not counted: no request reaches a store
-            full = os.path.join(self._local_root, validate_relative_path(path))
             try:
-                fd = os.open(full, os.O_RDONLY)
-            except FileNotFoundError as e:
-                raise ObjectNotFound(path) from e
+                fd, _st = self._dirs.open_file(validate_relative_path(path))
+            except SlateDBError:
+                raise
             except OSError as e:
                 raise StoreError(f"flush {path}: {e}", path=path) from e
             try:
@@ -408,6 +443,14 @@ class ObstoreObjectStore(ObjectStore):
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")
         norm = prefix.rstrip("/")
+        if self._dirs is not None:
+            try:
+                validate_relative_path(norm, what="list prefix", allow_empty=True)
+                local = [object_meta(k, st) for k, st in self._dirs.walk(norm)]
+            except Exception as e:
+                raise map_error(e, prefix, "list") from e
+            local.sort(key=lambda m: m.path)
+            return iter([m for m in local if start_after is None or m.path > start_after])
         try:
             stream = obstore.list(self._inner, norm or None, offset=start_after, chunk_size=1000)
             if self._sorted_listing:

@@ -199,14 +199,16 @@ def _local(
         files.ensure_root()
     except (OSError, RuntimeError) as e:
         raise InvalidArgument(f"cannot use {original!r} as a store directory: {e}") from e
-    # obstore's LocalStore reads and lists; LocalFiles does every write (synced: local_fs).
+    # LocalFiles does every write (synced: local_fs) and, through its LocalRoot, every read and
+    # listing: beneath the root, no symbolic link followed (local_root, SECURITY.md). obstore's
+    # LocalStore (which follows links) is kept only as the raw ``inner`` handle and serves none.
     inner = LocalStore(root, mkdir=True)
     # LocalStore lists in directory order: sorted_listing=False makes the adapter sort.
     return ObstoreObjectStore(
         inner,
         url=root.as_uri(),
         sorted_listing=False,
-        local_cas=LocalCas(inner, files),
+        local_cas=LocalCas(files),
         local_root=root,
     )
 

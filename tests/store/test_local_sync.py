@@ -183,8 +183,18 @@ with sc.Db.open("db", sc.open_store(sys.argv[1])) as db:
 """
 _FSYNC = re.compile(r"^(\d+) +f(?:data)?sync\(\d+<([^>]*)>")
 # link or linkat (obstore's), maybe "<unfinished ...>"
-_DIRFD = r"(?:AT_FDCWD(?:<[^>]*>)?, )?"
-_LINK = re.compile(rf'^(\d+) +link(?:at)?\({_DIRFD}"([^"]*)", {_DIRFD}"([^"]*)"')
+# (a directory descriptor, shown with -y as fd<dir>: local stores link relative to one, SECURITY.md)
+_DIRFD = r"(?:(?:AT_FDCWD|\d+)(?:<([^>]*)>)?, )?"
+_LINK_AT = re.compile(rf'^(\d+) +link(?:at)?\({_DIRFD}"([^"]*)", {_DIRFD}"([^"]*)"')
+
+
+def _link(call: str) -> tuple[str, str, str] | None:
+    """(pid, source, target) of a link or linkat call, names joined to their directories."""
+    m = _LINK_AT.match(call)
+    if m is None:
+        return None
+    return m[1], os.path.join(m[2] or "", m[3]), os.path.join(m[4] or "", m[5])
+
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
@@ -217,11 +227,11 @@ def test_strace_sees_a_durable_put_sync_its_wal_sst_and_wal_dir(tmp_path: Path) 
     links = [
         (i, m)
         for i, c in enumerate(calls)
-        if (m := _LINK.match(c)) and m[3].startswith(f"{wal}/") and m[3].endswith(".sst")
+        if (m := _link(c)) and m[2].startswith(f"{wal}/") and m[2].endswith(".sst")
     ]
     assert len(links) == 2, calls  # the writer's fence at open, then the put's WAL SST
     for i, link in links:
-        pid, staged = link[1], link[2]
+        pid, staged = link[0], link[1]
         synced = [(j, f[2]) for j, c in enumerate(calls) if (f := _FSYNC.match(c)) and f[1] == pid]
         assert any(j < i and path == staged for j, path in synced), (staged, calls)
         assert any(j > i and path == wal for j, path in synced), (wal, calls)

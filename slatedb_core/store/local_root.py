@@ -1,0 +1,331 @@
+"""A local-filesystem store's directory, held open, with every key resolved beneath it and no
+symbolic link on the way: the one guard every read, write, list and delete of a ``file://``
+store goes through (SECURITY.md; issue 39, item 4).
+
+Someone who can write into a database folder (another local user, a job with a narrower task)
+could plant a link there, ``db/compacted -> /other/lake/db/compacted`` or
+``db/manifest/x -> ~/.aws/credentials``; a store that opens paths by name follows it, and a GC
+pass then deletes another lake's SSTs. Here no path is opened by its full name:
+
+* the root is opened once, when the store is (``O_DIRECTORY``); links on the operator's own path
+  *to* the root are resolved then (``file:///srv/lake`` may be reached through ``/srv -> /data``)
+  and the directory stays pinned by its descriptor, so swapping a component above the root later
+  moves nothing;
+* each directory component of a key is opened relative to its parent's descriptor with
+  ``O_NOFOLLOW | O_DIRECTORY``, and the last one is opened (``O_NOFOLLOW``), stat'ed
+  (``fstatat(AT_SYMLINK_NOFOLLOW)``), linked, renamed or unlinked relative to its directory's
+  descriptor (``openat``, ``linkat``, ``renameat``, ``unlinkat``), which never follow a link in
+  the last component either. A link anywhere below the root is :class:`LinkInStore`; so is a
+  name that is not a regular file (a pipe would block a reader forever);
+* a listing never descends into a linked directory and leaves linked entries out (with a
+  warning), so GC never sees, and never deletes, what a link points at.
+
+There is no time-of-check-to-time-of-use window: the check *is* the open, and every later step
+uses the descriptor it returned. What remains: a directory already opened may be renamed out of
+the root by someone who can write its parent (then our step acts inside that directory, on
+entries that person controls, never through a link); and hard links cannot be told from the
+file they name. No write ever changes a file in place (a new file is staged and renamed or
+linked over the name: :mod:`slatedb_core.store.local_fs`), so a planted hard link can make a read
+return its target's bytes (which its planter could already read) but never a write change them,
+and a delete only removes the store's own name. Walking costs a few ``openat`` calls per key,
+less than obstore's own GET of the same range (bench/local_guard_bench.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import stat
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+from slatedb_core.errors import InvalidArgument, LinkInStore, ObjectNotFound, StoreError
+from slatedb_core.store.objects import ObjectMeta
+
+log = logging.getLogger(__name__)
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC  # NONBLOCK: a fifo opens at once
+_NOT_A_DIR = (errno.ENOTDIR, errno.ELOOP, getattr(errno, "EMLINK", -1))  # BSDs: EMLINK
+
+
+STAGED = re.compile(r"#\d+$")
+"""obstore's LocalStore (and :mod:`~slatedb_core.store.local_fs`) stage a write in ``<name>#<digits>``
+next to its object: such names are no objects, and listings hide them."""
+_BAD_PARTS = frozenset(("", ".", ".."))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def local_etag(st: os.stat_result) -> str:
+    """The e-tag obstore's LocalStore reports for a file with this ``stat``."""
+    return f'"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"'
+
+
+def object_meta(key: str, st: os.stat_result) -> ObjectMeta:
+    """``key``'s metadata as obstore's LocalStore reports it (its time in whole microseconds)."""
+    return ObjectMeta(
+        path=key,
+        size=st.st_size,
+        last_modified=_EPOCH + timedelta(microseconds=st.st_mtime_ns // 1000),
+        e_tag=local_etag(st),
+    )
+
+
+class LocalRoot:
+    """The directory of one local store, open for the store's lifetime (closed when collected)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalRoot({self.path!r})"
+
+    @property
+    def fd(self) -> int:
+        fd = self._fd
+        if fd is None:
+            with self._lock:
+                if self._fd is None:
+                    # the operator's path, links and all: the root may be reached through one
+                    fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+                    weakref.finalize(self, os.close, fd)
+                    self._fd = fd
+                fd = self._fd
+        return fd
+
+    # ---- directories ----------------------------------------------------------------------
+    def _open_dir(self, key: str, at: int, name: str, shown: str) -> int:
+        """``name`` in the directory ``at``, opened as a directory without following a link."""
+        try:
+            return os.open(name, _DIR, dir_fd=at)
+        except OSError as e:
+            if e.errno in _NOT_A_DIR and _is_link(at, name):
+                raise LinkInStore(key, f"{shown!r} is a symbolic link") from None
+            raise
+
+    @contextmanager
+    def directory(self, key: str, parts: list[str], *, create: bool = False) -> Iterator[Dirs]:
+        """The directories ``parts`` (a key's leading components) opened one below the other
+        from the root; ``create`` makes missing ones (and records them in ``Dirs.made``).
+        Raises LinkInStore for a link, FileNotFoundError (``create`` false) for a missing one,
+        NotADirectoryError for a file in the way. Every descriptor is closed on exit."""
+        if not _BAD_PARTS.isdisjoint(parts):
+            raise InvalidArgument(f"object path {key!r} has an empty, '.' or '..' segment")
+        dirs = Dirs(self.fd)
+        try:
+            for i, name in enumerate(parts):
+                at = dirs.fds[-1]
+                shown = "/".join(parts[: i + 1])
+                try:
+                    fd = self._open_dir(key, at, name, shown)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(name, dir_fd=at)
+                        dirs.made.append(shown)
+                    except FileExistsError:
+                        pass  # a racing writer made it (or planted something: opened below)
+                    fd = self._open_dir(key, at, name, shown)
+                dirs.fds.append(fd)
+            yield dirs
+        finally:
+            for fd in dirs.fds[1:]:
+                os.close(fd)
+
+    # ---- files ----------------------------------------------------------------------------
+    def open_file(self, key: str) -> tuple[int, os.stat_result]:
+        """``key``'s regular file opened for reading, and its ``fstat``: the read path's one
+        walk (no context manager: this is the hot path). Raises ObjectNotFound (missing, or a
+        directory, as obstore's LocalStore does) or LinkInStore; the caller closes the fd."""
+        parts = split_key(key)
+        at = self.fd
+        opened: list[int] = []
+        try:
+            for i in range(len(parts) - 1):
+                try:
+                    at = self._open_dir(key, at, parts[i], "/".join(parts[: i + 1]))
+                except (FileNotFoundError, NotADirectoryError):
+                    raise ObjectNotFound(key) from None
+                opened.append(at)
+            try:
+                fd = os.open(parts[-1], _FILE, dir_fd=at)
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    raise ObjectNotFound(key) from None
+                if e.errno in _NOT_A_DIR or e.errno == errno.ENXIO:  # ENXIO: a socket
+                    kind = "a symbolic link" if _is_link(at, parts[-1]) else "not a regular file"
+                    raise LinkInStore(key, f"{key!r} is {kind}") from None
+                raise
+        finally:
+            for d in opened:
+                os.close(d)
+        try:
+            st = os.fstat(fd)
+            check_regular(key, st)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def read(
+        self,
+        key: str,
+        byte_range: tuple[int, int] | None = None,
+        *,
+        suffix: int | None = None,
+        unless_e_tag: str | None = None,
+    ) -> tuple[bytes, ObjectMeta] | None:
+        """``key``'s bytes (all, ``byte_range`` [start, end) cut at the end, or the last
+        ``suffix``) and metadata; None when its e-tag is ``unless_e_tag`` (a conditional GET's
+        304). A range starting at or past the end is a StoreError, as on obstore's LocalStore."""
+        fd, st = self.open_file(key)
+        try:
+            meta = object_meta(key, st)
+            if unless_e_tag is not None and meta.e_tag == unless_e_tag:
+                return None
+            size = st.st_size
+            if suffix is not None:
+                start, end = max(0, size - suffix), size
+            elif byte_range is None:
+                start, end = 0, size
+            else:
+                start, end = byte_range
+                if start >= size:
+                    raise StoreError(
+                        f"get {key} failed: range [{start}, {end}) starts at or past the end "
+                        f"of the object ({size} bytes)",
+                        path=key,
+                    )
+                end = min(end, size)
+            data = os.pread(fd, end - start, start)
+            if len(data) < end - start:  # a short read (huge or shrinking file): go on
+                chunks = [data]
+                got = len(data)
+                while got < end - start:
+                    more = os.pread(fd, end - start - got, start + got)
+                    if not more:
+                        break
+                    chunks.append(more)
+                    got += len(more)
+                data = b"".join(chunks)
+            return data, meta
+        finally:
+            os.close(fd)
+
+    def lstat(self, key: str) -> os.stat_result:
+        """``key``'s regular file's ``stat``, without opening it. Raises like :meth:`open_file`."""
+        parts = split_key(key)
+        try:
+            with self.directory(key, parts[:-1]) as dirs:
+                st = os.stat(parts[-1], dir_fd=dirs.fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(key) from None
+        check_regular(key, st)
+        return st
+
+    def walk(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+        """Every regular file under the directory ``prefix`` ("" for the root), as (key, stat),
+        in no particular order; links are neither listed nor followed (each is logged), other
+        non-files are skipped. A link on the prefix's own path is LinkInStore; a prefix that is
+        missing, or a file, lists nothing (as obstore's LocalStore does)."""
+        parts = split_key(prefix) if prefix else []
+        try:
+            with self.directory(prefix, parts) as dirs:
+                yield from self._walk(dirs.fd, prefix)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+
+    def _walk(self, fd: int, base: str) -> Iterator[tuple[str, os.stat_result]]:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            key = f"{base}/{entry.name}" if base else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # gone since the scan
+            if stat.S_ISLNK(st.st_mode):
+                log.warning(
+                    "file:// store %s: %r is a symbolic link; not listed or followed "
+                    "(remove it: SECURITY.md)",
+                    self.path,
+                    key,
+                )
+            elif stat.S_ISREG(st.st_mode):
+                if not STAGED.search(entry.name) and _is_text(entry.name):
+                    yield key, st
+            elif stat.S_ISDIR(st.st_mode):
+                try:
+                    sub = self._open_dir(key, fd, entry.name, key)
+                except LinkInStore:  # swapped for a link since the scan
+                    log.warning(
+                        "file:// store %s: %r became a symbolic link; skipped", self.path, key
+                    )
+                    continue
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                try:
+                    yield from self._walk(sub, key)
+                finally:
+                    os.close(sub)
+
+
+class Dirs:
+    """The directories :meth:`LocalRoot.directory` opened: ``fds[0]`` is the root's (not ours
+    to close), ``fds[-1]`` (``fd``) the deepest; ``made`` names those it created."""
+
+    __slots__ = ("fds", "made")
+
+    def __init__(self, root_fd: int) -> None:
+        self.fds = [root_fd]
+        self.made: list[str] = []
+
+    @property
+    def fd(self) -> int:
+        return self.fds[-1]
+
+
+def check_regular(key: str, st: os.stat_result) -> None:
+    """ObjectNotFound for a directory (obstore's answer), LinkInStore for a link or any other
+    thing that is not a regular file."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise ObjectNotFound(key, f"object not found: {key} (a directory)")
+    kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+    raise LinkInStore(key, f"{key!r} is {kind}")
+
+
+def _is_text(name: str) -> bool:
+    """Whether a file name is valid UTF-8 (obstore lists no other)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def split_key(key: str) -> list[str]:
+    """``key``'s components; a key with an empty, '.' or '..' one never reaches the walk (the
+    store validates keys first: this holds the guard by itself)."""
+    parts = key.split("/")
+    if not _BAD_PARTS.isdisjoint(parts):
+        raise InvalidArgument(f"object path {key!r} has an empty, '.' or '..' segment")
+    return parts
+
+
+def _is_link(at: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=at, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -59,6 +59,7 @@ from slatedb_core.layout import (
     is_boundary,
     join,
     wal_dir,
+    wal_store_id_path,
 )
 from slatedb_core.lifecycle.external import release_external_checkpoints
 from slatedb_core.manifest.model import Manifest
@@ -323,8 +324,16 @@ def _delete_all(store: ObjectStore, paths: list[str], concurrency: int) -> None:
 
 
 def _own_wal_objects(wal_store: ObjectStore, db_path: str) -> list[ObjectMeta]:
-    """The database's own WAL objects in its separate WAL store."""
-    return [o for o in wal_store.list(wal_dir(db_path)) if is_own_object(db_path, o.path)]
+    """The database's own objects in its separate WAL store: its WAL SSTs, and the store's id
+    (``_wal_store_id``, :mod:`slatedb_core.wal.location`), which a new database at the same path
+    would otherwise adopt. The id goes last (after every WAL SST of the round)."""
+    own = [o for o in wal_store.list(wal_dir(db_path)) if is_own_object(db_path, o.path)]
+    if own:
+        return own
+    try:
+        return [wal_store.head(wal_store_id_path(db_path))]
+    except ObjectNotFound:
+        return []
 
 
 def _own_objects(store: ObjectStore, db_path: str) -> list[ObjectMeta]:

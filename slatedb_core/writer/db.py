@@ -415,10 +415,13 @@ class Db(WriterIngest):
         return n
 
     @staticmethod
-    def destroy(path: str, store: ObjectStore, soft: bool = True) -> None:
+    def destroy(
+        path: str, store: ObjectStore, soft: bool = True, *, wal_url: str | None = None
+    ) -> None:
         """Destroy the database at ``path`` (SlateDB RFC 0004): soft marks it for the GC after fencing any
-        writer; hard deletes it now (refused while a checkpoint is active)."""
-        destroy_database(path, store, soft)
+        writer; hard deletes it now (refused while a checkpoint is active). ``wal_url``: its
+        separate WAL store, as :func:`slatedb_core.lifecycle.destroy.destroy` takes it."""
+        destroy_database(path, store, soft, wal_url=wal_url)
 
     # ---- checkpoints -----------------------------------------------------------------------
     def create_checkpoint(

@@ -182,3 +182,15 @@ def test_the_check_costs_one_get_and_none_without_an_id(tmp_path: Path) -> None:
             wal.list_live(recorded)
             wal.check_present(recorded, ())
         assert sep.counters.snapshot().get("get", 0) - before == gets
+
+
+def test_a_hard_destroy_leaves_nothing_in_the_wal_store(stores: Stores) -> None:
+    """Issue 38 review 2: a hard destroy given the WAL store deleted the database's WAL SSTs there
+    but kept its ``_wal_store_id``, which a new database at the same path then adopted."""
+    s = stores
+    db = Db.open("db", s.main, DbOptions(flush_interval=HOUR, wal_url=s.right))
+    db.put(b"k", b"v")
+    db.close()
+    assert wal_store_id_path("db") in listing(s.right)
+    Db.destroy("db", s.main, soft=False, wal_url=s.right)
+    assert listing(s.right) == []

@@ -20,17 +20,21 @@ with conditional updates instead of slipping between a check and its write.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Callable
 from typing import TypeVar
 
-from slatedb_core.errors import ObjectNotFound, PreconditionFailed
+from slatedb_core.errors import PreconditionFailed
 from slatedb_core.store.local_fs import LocalFiles
-from slatedb_core.store.local_root import local_etag
+from slatedb_core.store.local_root import check_regular, local_etag, split_key
 from slatedb_core.store.objects import ObjectVersion
 
 T = TypeVar("T")
+
+_LOCK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # as local_root reads
 
 
 class LocalCas:
@@ -43,24 +47,36 @@ class LocalCas:
         """``body(stat of the locked file)`` under the object's lock, or ``on_missing()``. The
         file is opened beneath the store's root with no link on the way (LinkInStore)."""
         self.files.check_key(path)
-        dirs = self.files.dirs
-        while True:
-            try:
-                fd, _st = dirs.open_file(path)
-            except ObjectNotFound:
-                return on_missing()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                locked = os.fstat(fd)
+        root = self.files.dirs
+        parts = split_key(path)
+        name = parts[-1]
+        with root.existing_directory(path, parts[:-1]) as dirs:
+            if dirs is None:
+                return on_missing()  # no such directory
+            while True:
                 try:
-                    now = dirs.lstat(path)
-                except ObjectNotFound:
+                    fd = os.open(name, _LOCK, dir_fd=dirs.fd)
+                except FileNotFoundError:
                     return on_missing()
-                if (locked.st_ino, locked.st_dev) != (now.st_ino, now.st_dev):
-                    continue  # replaced while we waited: lock the new inode instead
-                return body(locked)
-            finally:
-                os.close(fd)  # closing releases the flock
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENXIO, errno.EMLINK):
+                        check_regular(path, os.stat(name, dir_fd=dirs.fd, follow_symlinks=False))
+                    raise
+                try:
+                    locked = os.fstat(fd)
+                    if stat.S_ISDIR(locked.st_mode):
+                        return on_missing()  # no object (a write then fails on the directory)
+                    check_regular(path, locked)  # a fifo or socket: refused
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    try:
+                        now = os.stat(name, dir_fd=dirs.fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        return on_missing()
+                    if (locked.st_ino, locked.st_dev) != (now.st_ino, now.st_dev):
+                        continue  # replaced while we waited: lock the new inode instead
+                    return body(locked)
+                finally:
+                    os.close(fd)  # closing releases the flock
 
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         def missing() -> ObjectVersion:

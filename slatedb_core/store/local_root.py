@@ -111,12 +111,11 @@ class LocalRoot:
                 raise LinkInStore(key, f"{shown!r} is a symbolic link") from None
             raise
 
-    @contextmanager
-    def directory(self, key: str, parts: list[str], *, create: bool = False) -> Iterator[Dirs]:
+    def open_dirs(self, key: str, parts: list[str], *, create: bool = False) -> Dirs:
         """The directories ``parts`` (a key's leading components) opened one below the other
         from the root; ``create`` makes missing ones (and records them in ``Dirs.made``).
         Raises LinkInStore for a link, FileNotFoundError (``create`` false) for a missing one,
-        NotADirectoryError for a file in the way. Every descriptor is closed on exit."""
+        NotADirectoryError for a file in the way. The caller closes the result."""
         if not _BAD_PARTS.isdisjoint(parts):
             raise InvalidArgument(f"object path {key!r} has an empty, '.' or '..' segment")
         dirs = Dirs(self.fd)
@@ -136,10 +135,33 @@ class LocalRoot:
                         pass  # a racing writer made it (or planted something: opened below)
                     fd = self._open_dir(key, at, name, shown)
                 dirs.fds.append(fd)
+        except BaseException:
+            dirs.close()
+            raise
+        return dirs
+
+    @contextmanager
+    def directory(self, key: str, parts: list[str], *, create: bool = False) -> Iterator[Dirs]:
+        """:meth:`open_dirs`, closed on exit."""
+        dirs = self.open_dirs(key, parts, create=create)
+        try:
             yield dirs
         finally:
-            for fd in dirs.fds[1:]:
-                os.close(fd)
+            dirs.close()
+
+    @contextmanager
+    def existing_directory(self, key: str, parts: list[str]) -> Iterator[Dirs | None]:
+        """:meth:`directory` without creating, or None when one of ``parts`` is missing or a
+        file (LinkInStore for a link all the same)."""
+        try:
+            dirs = self.open_dirs(key, parts)
+        except (FileNotFoundError, NotADirectoryError):
+            yield None
+            return
+        try:
+            yield dirs
+        finally:
+            dirs.close()
 
     # ---- files ----------------------------------------------------------------------------
     def open_file(self, key: str) -> tuple[int, os.stat_result]:
@@ -292,6 +314,12 @@ class Dirs:
     @property
     def fd(self) -> int:
         return self.fds[-1]
+
+    def close(self) -> None:
+        """Close every descriptor but the root's."""
+        fds, self.fds = self.fds, self.fds[:1]
+        for fd in fds[1:]:
+            os.close(fd)
 
 
 def check_regular(key: str, st: os.stat_result) -> None:

@@ -221,3 +221,38 @@ def test_a_planted_fifo_is_not_an_object(lake: Path) -> None:
     with pytest.raises((LinkInStore, ObjectNotFound)):
         store.get("db/pipe.sst")
     assert [m.path for m in store.list("db")] == ["db/own"]
+
+
+def test_a_planted_hard_link_is_never_written_through(lake: Path, outside: Path) -> None:
+    """Hard links cannot be told from the file they name (SECURITY.md), but no write changes a
+    file in place: an overwrite, a conditional update or a delete of a hard-linked key replaces
+    or removes the store's name and leaves the other name's bytes alone."""
+    store = open_store(lake.as_uri())
+    store.put("db/own", b"x")
+    os.link(outside / "secret.sst", lake / "db" / "hard.sst")
+    store.put("db/hard.sst", b"overwritten")
+    untouched(outside)
+    os.unlink(lake / "db" / "hard.sst")
+    os.link(outside / "secret.sst", lake / "db" / "hard.sst")
+    version = ObjectVersion(store.head("db/hard.sst").e_tag)
+    store.put_if_match("db/hard.sst", b"updated", version)
+    untouched(outside)
+    os.unlink(lake / "db" / "hard.sst")
+    os.link(outside / "secret.sst", lake / "db" / "hard.sst")
+    store.delete("db/hard.sst")
+    untouched(outside)
+
+
+def test_the_root_is_pinned_when_the_store_is_opened(tmp_path: Path) -> None:
+    """Swapping a directory above the root for a link after the store was opened moves nothing:
+    the store keeps working in the directory it opened."""
+    (tmp_path / "a" / "lake").mkdir(parents=True)
+    store = open_store((tmp_path / "a" / "lake").as_uri())
+    store.put("db/x", b"1")
+    (tmp_path / "a").rename(tmp_path / "a_old")
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "a").symlink_to(tmp_path / "evil", target_is_directory=True)
+    store.put("db/y", b"2")
+    assert store.get("db/x").data == b"1"
+    assert (tmp_path / "a_old" / "lake" / "db" / "y").read_bytes() == b"2"
+    assert list((tmp_path / "evil").iterdir()) == []

@@ -19,12 +19,12 @@ use, and every one of them goes through :meth:`LocalFiles._commit`:
    directory it found already there is not enough: another writer may have just made it and
    not synced it yet (that writer's put has not returned, this one's would).
 
-Every name is made, replaced or removed relative to its directory's descriptor, opened beneath
-the root with no symbolic link on the way (:mod:`slatedb_core.store.local_root`, SECURITY.md).
-
 An object is therefore either absent or whole after a crash, never empty or torn, and a put that
 returned is on the device. ``sync=False`` (``file:///dir?sync=false``, docs/operations.md) skips
 the ``fsync`` calls and nothing else: for tests and benchmarks, never for data one wants to keep.
+
+Every name is made, replaced or removed relative to its directory's descriptor, opened beneath
+the root with no symbolic link on the way (:mod:`slatedb_core.store.local_root`, SECURITY.md).
 
 E-tags are obstore's (``"<inode>-<mtime µs>-<size>"`` in hex), taken from the staged file, so
 :func:`obstore.head` and this module agree on an object's version.
@@ -108,10 +108,6 @@ class LocalFiles:
                 "reserves for staged writes; choose another name"
             )
         return path
-
-    def full_path(self, path: str) -> str:
-        """The file name of ``path``, for messages and tests: no operation opens it by name."""
-        return os.path.join(self.root, self.check_key(path))
 
     def _stage(self, at: int, name: str, data: bytes) -> tuple[str, ObjectVersion]:
         """Write ``data`` to a fresh staged file next to ``name`` in directory ``at``, synced;

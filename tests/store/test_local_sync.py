@@ -196,7 +196,6 @@ def _link(call: str) -> tuple[str, str, str] | None:
     return m[1], os.path.join(m[2] or "", m[3]), os.path.join(m[4] or "", m[5])
 
 
-
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
 def test_strace_sees_a_durable_put_sync_its_wal_sst_and_wal_dir(tmp_path: Path) -> None:
     """The system calls of a whole process that opens a Db on file:// and makes one durable put:

@@ -288,14 +288,13 @@ class ObstoreObjectStore(ObjectStore):
             raise map_error(e, path, "get") from e
 
     def get_suffix(self, path: str, length: int) -> GetResult:
-        self.counters.incr("get")
-        if length <= 0:
-            raise InvalidArgument(f"bad suffix length {length} for {path}")
-        if self._dirs is not None:
-            self.counters.incr("get", -1)  # _local_get counts it
+        if self._dirs is not None and length > 0:
             got = self._local_get(path, lambda d: d.read(path, suffix=length))
             assert got is not None
             return got
+        self.counters.incr("get")
+        if length <= 0:
+            raise InvalidArgument(f"bad suffix length {length} for {path}")
         try:
             res = obstore.get(self._inner, path, options={"range": {"suffix": length}})
             return GetResult(bytes(res.bytes()), _meta(res.meta))

@@ -15,6 +15,8 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/cluster/test_compose_spark_auth.py::test_entrypoint_writes_the_secret_into_a_private_config",
+        "tests/cluster/test_review_cluster.py::test_the_store_cannot_be_read_or_changed_without_the_keys",
         "tests/orchestration/test_config_secrets.py::test_graphql_metadata_and_run_logs_hold_no_secret",
         "tests/store/test_pg_url_passwords.py::test_every_password_character_reaches_postgres_and_is_never_shown",
         "tests/store/test_pg_url_passwords.py::test_a_wrong_password_error_hides_it",

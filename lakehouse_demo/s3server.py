@@ -22,6 +22,8 @@ multipart), and it makes the losers of a race on one key wait about a second.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import os
 import secrets
@@ -138,9 +140,7 @@ class SeaweedFS:
         data.chmod(0o700)
         jwt_env = _write_security(root)
         config = root / "s3-identities.json"
-        config.touch(mode=0o600)
-        config.chmod(0o600)
-        config.write_text(json.dumps(_identities(self.access_key, self.secret_key)))
+        _write_private(config, json.dumps(_identities(self.access_key, self.secret_key)).encode())
         names = [
             "master",
             "master_grpc",
@@ -293,67 +293,110 @@ def _write_security(root: Path) -> dict[str, str]:
         )
     lines.append("[access]\nui = false\n[filer.expose_directory_metadata]\nenabled = false\n")
     path = root / "security.toml"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines))
+    _write_private(path, "\n".join(lines).encode())
     return {name: secrets.token_hex(32) for name in JWT_KEYS}
 
 
 def _make_certificates(tls: Path) -> None:
-    """A P-256 CA and one certificate for 127.0.0.1 signed by it (server and client use), with
-    the ``openssl`` command; the CA's key is deleted once it has signed."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise StoreError(
-            "SeaweedFS's gRPC TLS needs the 'openssl' command (apt-get install openssl)"
+    """A P-256 CA and one certificate for 127.0.0.1 and localhost signed by it (server and client
+    use: every ``weed`` component is both), made in-process with ``cryptography`` (no ``openssl``
+    command: CI promises Python and pip only). The CA's key never leaves memory, so nothing can
+    sign another certificate for this data folder; the node's key is written 0600."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError as e:  # pragma: no cover - the s3server extra installs it
+        raise StoreError(f"SeaweedFS's gRPC TLS needs 'cryptography': {e}") from e
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def usage(*, cert_sign: bool) -> x509.KeyUsage:
+        """A CA signs certificates (and CRLs); a node signs TLS handshakes (ECDSA)."""
+        return x509.KeyUsage(
+            digital_signature=not cert_sign,
+            content_commitment=False,
+            key_encipherment=False,
+            data_encipherment=False,
+            key_agreement=False,
+            key_cert_sign=cert_sign,
+            crl_sign=cert_sign,
+            encipher_only=False,
+            decipher_only=False,
         )
-    ext = tls / "node.ext"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
+
+    now = datetime.datetime.now(datetime.UTC)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=3650)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    node_key = ec.generate_private_key(ec.SECP256R1())
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("lakehouse-seaweedfs-ca"))
+        .issuer_name(name("lakehouse-seaweedfs-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(usage(cert_sign=True), critical=True)
+        .add_extension(ca_ski, critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
     )
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-    steps = [
-        [
-            "req",
-            "-x509",
-            *ec,
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=lakehouse-seaweedfs-ca",
-        ],
-        ["req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=lakehouse-seaweedfs"],
-        [
-            "x509",
-            "-req",
-            "-in",
-            "node.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "node.crt",
-            "-days",
-            "3650",
-            "-extfile",
-            "node.ext",
-        ],
-    ]
-    for step in steps:
-        res = subprocess.run(
-            [openssl, *step], cwd=tls, capture_output=True, text=True, timeout=60, umask=0o077
+    node = (
+        x509.CertificateBuilder()
+        .subject_name(name("lakehouse-seaweedfs"))
+        .issuer_name(ca.subject)
+        .public_key(node_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(usage(cert_sign=False), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
         )
-        if res.returncode != 0:
-            raise StoreError(f"openssl {step[0]} failed: {res.stderr.strip()[-500:]}")
-    for name in ("ca.key", "node.csr", "node.ext", "ca.srl"):
-        (tls / name).unlink(missing_ok=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(node_key.public_key()), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    del ca_key
+    pem = serialization.Encoding.PEM
+    _write_private(
+        tls / "node.key",
+        node_key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+    _write_private(tls / "node.crt", node.public_bytes(pem))
+    _write_private(tls / "ca.crt", ca.public_bytes(pem))
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """``data`` into ``path``, readable by this user only (0600 from the first byte, also when
+    the file existed with wider bits); a symlink in its place is refused, never followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)
+        f.write(data)
 
 
 def _identities(access_key: str, secret_key: str) -> dict[str, object]:

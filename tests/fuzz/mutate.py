@@ -28,8 +28,9 @@ index b, width from blob[0]), truncate (keep a), cut (from a, b bytes), insert (
 dup (from a, b bytes, inserted after itself), splice (keep [0, a), then other seed b from the same
 offset), random (replace everything by blob), json (if the input is JSON: value number a, in
 document order, replaced by the raw JSON text JSON_GARBAGE[b]), alias (the FlatBuffers offsets
-in the b % 256 (b if blob is b"all") aligned u32 slots after the one at (a % n) - 2, 2 being the version prefix, all
-made to name what the first names: one table read many times, issue 39 item 5)."""
+in the b % 256 (b if blob is b"all") aligned u32 slots after the one at about a % n, aligned
+after the 2-byte version prefix, all made to name what that one names: one table read many
+times, issue 39 item 5)."""
 
 OPS = (
     "flip",

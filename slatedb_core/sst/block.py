@@ -181,6 +181,15 @@ class Block:
         return int(self._seqs[i]), int(self._kinds[i]), self._vdata[vo[i] : vo[i + 1]].tobytes()
 
 
+GROUP_DECODE_BYTES = MAX_BLOCK_BYTES
+"""The decoded bytes a group of blocks stops growing at (docs/format.md, "Limits a reader
+enforces"). A group is one GET of stored bytes (at most the read-ahead, or a whole SST already
+in memory), and zstd blocks of a few KB may each decompress to ``MAX_BLOCK_BYTES``: decoding
+stops once the blocks hold this much, so a group holds at most this plus one block, about
+twice the largest block, whatever the number of blocks it spans. Eight times the largest
+read-ahead (8 MiB): sound SSTs compressed less than that decode a GET in one pass."""
+
+
 def decode_group(
     name: str,
     group: pa.Buffer,
@@ -191,11 +200,14 @@ def decode_group(
     now_ms: int,
 ) -> list[Block]:
     """Blocks ``first..`` stored in ``group`` at relative offsets ``rel`` (one more than there
-    are blocks: the end of the last)."""
+    are blocks: the end of the last), as many as fit :data:`GROUP_DECODE_BYTES`: the blocks
+    are decoded until they hold that much, so fewer may come back than ``rel`` names (never
+    none) and the caller goes on from the first block not returned."""
     mv = memoryview(group)
     spans: list[tuple[int, int]] = []
     pieces: list[bytes | memoryview] = []
     pos = 0
+    held = 0  # decoded bytes of the blocks so far
     for j in range(len(rel) - 1):
         a, b = rel[j], rel[j + 1]
         if b - a <= CRC_LEN + 2:
@@ -208,9 +220,14 @@ def decode_group(
             pieces.append(raw)
             spans.append((pos, pos + len(raw)))
             pos += len(raw)
+            held = pos
         else:
             spans.append((a, b - CRC_LEN))
+            held += b - CRC_LEN - a
+        if held >= GROUP_DECODE_BYTES:
+            break
     raw_buf = pa.py_buffer(b"".join(pieces)) if codec else group
+    del pieces  # joined: not held while the rows decode
     dec = decode_blocks(name, raw_buf, spans, first, now_ms)
     batch = pa.RecordBatch.from_arrays(
         [
@@ -221,8 +238,8 @@ def decode_group(
         ],
         schema=ENTRY_SCHEMA,
     )
-    where = f"block {first}" if len(rel) == 2 else f"block {first}+"
     nblocks = len(dec.counts)
+    where = f"block {first}" if nblocks == 1 else f"block {first}+"
     distinct = [sorted_keys] * nblocks
     if sorted_keys and batch.num_rows > 1:
         keys = batch.column(0)

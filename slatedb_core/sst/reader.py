@@ -500,6 +500,8 @@ class SstReader:
         return get_range(self._store, self.name, start, end)
 
     def _decode(self, b0: int, b1: int, buf: pa.Buffer) -> list[Block]:
+        """Blocks ``b0..`` of ``buf`` (the stored bytes of blocks ``b0..b1``), as many as
+        :func:`~slatedb_core.sst.block.decode_group` decodes at once (at least one)."""
         base = self._offs[b0]
         rel = [o - base for o in self._offs[b0 : b1 + 1]]
         now = self._now if self._now is not None else _NO_CLOCK
@@ -558,18 +560,22 @@ class SstReader:
                 and (cache is None or not cache.contains(path, stop))
             ):
                 stop += 1
-            # the GET's bytes get no name: freed once decoded (keys and values are copies)
-            blocks = self._decode(b, stop, self._read(offs[b], offs[stop]))
+            buf = self._read(offs[b], offs[stop])
             budget = min(budget * 2, cap)
-            for i, block in enumerate(blocks):
-                if fill and cache is not None:
-                    if self.wal:
-                        block.searchable()
-                    else:
-                        block.point_table()
-                    cache.put(path, b + i, block)
-                yield b + i, block
-            b = stop
+            start = offs[b]
+            while b < stop:  # decoding stops at a decoded-bytes budget: go on from there
+                blocks = self._decode(b, stop, buf.slice(offs[b] - start))
+                for i, block in enumerate(blocks):
+                    if fill and cache is not None:
+                        if self.wal:
+                            block.searchable()
+                        else:
+                            block.point_table()
+                        cache.put(path, b + i, block)
+                    yield b + i, block
+                b += len(blocks)
+                del blocks, block  # not held while the next blocks decode
+            del buf  # the GET's bytes: freed once decoded (keys and values are copies)
 
 
 def _points(block: object) -> dict[bytes, tuple[int, int, bytes]] | None:

@@ -1,0 +1,125 @@
+"""A read-ahead group holds a bounded amount of decoded data, however many blocks it spans.
+
+Issue 39, item 5: each block is decompressed to at most ``MAX_BLOCK_BYTES``, but the blocks of a
+read-ahead group (one GET's worth of stored bytes, or the whole SST for a reader over bytes in
+memory) were decoded in one pass, so an SST of many tiny zstd blocks, each decompressing to many
+MiB, asked for ``n`` times that at once. A group now stops adding blocks once it holds
+``GROUP_DECODE_BYTES`` decoded and the scan goes on from the next block, so a scan, a compaction's
+``blocks()`` or a WAL lookup over such an SST holds about one group at a time. The SST here is
+even a sound one (values of zeros, one row per block): only a reader that keeps every row (
+``read_all``) holds them all. Peak memory is measured with tracemalloc around each read.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from slatedb_core.lsm.entries import batch_from_lists
+from slatedb_core.sst import SstOptions, SstReader, encode_sst
+from slatedb_core.sst.block import GROUP_DECODE_BYTES
+from slatedb_core.sst.format import MAX_BLOCK_BYTES
+from slatedb_core.store.url import open_store
+
+VALUE = 16 << 20  # each block decompresses to a bit more than this
+BLOCKS = 32  # 512 MiB decoded in all; a few KB stored
+assert GROUP_DECODE_BYTES <= MAX_BLOCK_BYTES < BLOCKS * VALUE // 4
+# a group decodes to at most its budget plus one block, which the decompressed pieces, their
+# concatenation and the decoded columns (and the last block the caller still holds) hold about
+# three times; before the fix a scan peaked at 1024 MiB here, after it at 160-176 MiB
+BOUND = 3 * (GROUP_DECODE_BYTES + VALUE + (1 << 20))
+
+
+def keys() -> list[bytes]:
+    return [b"k%04d" % i for i in range(BLOCKS)]
+
+
+@pytest.fixture(scope="module")
+def sst() -> bytes:
+    batch = batch_from_lists(
+        keys(), list(range(1, BLOCKS + 1)), [0] * BLOCKS, [bytes(VALUE)] * BLOCKS
+    )
+    data, _ = encode_sst(batch, SstOptions(compression="zstd", block_size=4096))
+    assert len(data) < 64 * BLOCKS * 1024  # tiny on disk
+    return data
+
+
+@pytest.fixture(scope="module")
+def wal_sst() -> bytes:
+    batch = batch_from_lists(
+        keys(), list(range(1, BLOCKS + 1)), [0] * BLOCKS, [bytes(VALUE)] * BLOCKS
+    )
+    data, _ = encode_sst(batch, SstOptions(compression="zstd", block_size=4096), wal=True)
+    return data
+
+
+def peak_of(read: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def drain(it: Iterator[object]) -> int:
+    n = 0
+    for _ in it:
+        n += 1
+    return n
+
+
+def test_a_scan_over_bytes_in_memory_holds_one_group_at_a_time(sst: bytes) -> None:
+    """``from_bytes`` made the whole SST one group: 32 blocks of 16 MiB decoded at once."""
+    reader = SstReader.from_bytes(sst, "s.sst")
+    assert reader.block_count == BLOCKS
+    rows: list[int] = []
+
+    def scan() -> None:
+        for batch in reader.scan():
+            rows.append(batch.num_rows)
+
+    peak = peak_of(scan)
+    assert sum(rows) == BLOCKS
+    assert peak <= BOUND, f"peak {peak >> 20} MiB for a {len(sst)}-byte SST"
+
+
+def test_a_compaction_read_with_readahead_holds_one_group_at_a_time(sst: bytes) -> None:
+    """A store-backed reader's ``blocks()`` (compaction sources): one GET of 8 MiB covers every
+    block of this SST, so its group was every block."""
+    store = open_store("memory://")
+    store.put("db/compacted/s.sst", sst)
+    reader = SstReader.open(store, "db/compacted/s.sst")
+    seen: list[int] = []
+
+    def read() -> None:
+        for b, block in reader.blocks(0, reader.block_count, readahead=8 << 20):
+            seen.append(b)
+            assert block.n == 1
+
+    peak = peak_of(read)
+    assert seen == list(range(BLOCKS))
+    assert peak <= BOUND, f"peak {peak >> 20} MiB"
+
+
+def test_a_wal_lookup_holds_one_group_at_a_time(wal_sst: bytes) -> None:
+    """A WAL SST's get reads every block (its rows are in write order)."""
+    reader = SstReader.from_bytes(wal_sst, "wal/00000000000000000001.sst")
+    got: list[object] = []
+    peak = peak_of(lambda: got.append(reader.get(b"k0007")))
+    found = got[0]
+    assert isinstance(found, tuple) and found[0] == 8 and len(found[2]) == VALUE
+    assert peak <= BOUND, f"peak {peak >> 20} MiB"
+
+
+def test_grouped_scans_keep_every_row_across_group_cuts(sst: bytes) -> None:
+    """``groups=True`` joins whole blocks of one decoded group: a cut group still yields every
+    row once, in order."""
+    reader = SstReader.from_bytes(sst, "s.sst")
+    got: list[bytes] = []
+    for batch in reader.scan(groups=True):
+        got.extend(batch.column(0).to_pylist())
+    assert got == keys()
+    assert drain(iter(reader.scan(b"k0003", b"k0030"))) == 27

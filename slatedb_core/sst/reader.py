@@ -454,7 +454,11 @@ class SstReader:
         columns (int64 ms since the epoch, null where a row has none)."""
         if not timestamps:
             table = pa.Table.from_batches(list(self.scan()), schema=ENTRY_SCHEMA)
-            self._check_totals(table)
+            n = table.num_rows
+            keys = table.column(0)
+            self._check_totals(
+                n, keys[0].as_py() if n else None, keys[n - 1].as_py() if n else None
+            )
             return table
         batches = []
         for _, block in self._blocks(0, self.block_count, False, None):
@@ -464,9 +468,22 @@ class SstReader:
             )
         return pa.Table.from_batches(batches, schema=TS_SCHEMA)
 
-    def _check_totals(self, table: pa.Table) -> None:
+    def verify(self) -> int:
+        """Every block read, checked and let go (as :meth:`read_all` checks them, without holding
+        the rows: a whole-SST check holds one read-ahead group at a time); the row count."""
+        n = 0
+        first = last = None
+        for batch in self.scan():
+            if batch.num_rows:
+                keys = batch.column(0)
+                first = keys[0].as_py() if first is None else first
+                last = keys[batch.num_rows - 1].as_py()
+                n += batch.num_rows
+        self._check_totals(n, first, last)
+        return n
+
+    def _check_totals(self, n: int, first: bytes | None, last: bytes | None) -> None:
         """Every row read: the counts and key range the info records must be the rows'."""
-        n = table.num_rows
         if self.info.entry_count and n != self.info.entry_count:
             raise CorruptionError(
                 self.name, f"{n} rows, the SST info records {self.info.entry_count}"
@@ -475,14 +492,7 @@ class SstReader:
             self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
         ):
             raise CorruptionError(self.name, f"{n} rows disagree with the SST stats")
-        if (
-            n
-            and not self.wal
-            and (
-                table.column(0)[0].as_py() != self.first_key
-                or table.column(0)[n - 1].as_py() != self.last_key
-            )
-        ):
+        if n and not self.wal and (first != self.first_key or last != self.last_key):
             raise CorruptionError(self.name, "the first or last key disagrees with the SST info")
 
     # -- blocks -----------------------------------------------------------------------------

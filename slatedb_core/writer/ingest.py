@@ -502,10 +502,10 @@ def _check_no_operands(reader: SstReader, path: str) -> None:
     operands is opened with its operator)."""
     if reader.stats is not None and not reader.stats.num_merges:
         return
-    rows = reader.read_all()
-    at = pc.index(rows.column("kind"), pa.scalar(KIND_MERGE, pa.uint8())).as_py()
-    if at is not None and at >= 0:
-        raise MergeOperatorMissing(rows.column("key")[at].as_py(), f" (ingest of {path!r})")
+    for rows in reader.scan():  # batch by batch: one read-ahead group held at a time
+        at = pc.index(rows.column("kind"), pa.scalar(KIND_MERGE, pa.uint8())).as_py()
+        if at is not None and at >= 0:
+            raise MergeOperatorMissing(rows.column("key")[at].as_py(), f" (ingest of {path!r})")
 
 
 def _empty(table: pa.Table) -> pa.RecordBatch:

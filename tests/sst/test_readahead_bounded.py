@@ -12,11 +12,13 @@ even a sound one (values of zeros, one row per block): only a reader that keeps 
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from slatedb_core.errors import CorruptionError
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.block import GROUP_DECODE_BYTES
@@ -123,3 +125,32 @@ def test_grouped_scans_keep_every_row_across_group_cuts(sst: bytes) -> None:
         got.extend(batch.column(0).to_pylist())
     assert got == keys()
     assert drain(iter(reader.scan(b"k0003", b"k0030"))) == 27
+
+
+def test_verifying_a_whole_sst_holds_one_group_at_a_time(sst: bytes) -> None:
+    """``verify`` (the health check's whole-SST read) checks every block and the info's totals
+    without holding the rows, which ``read_all`` keeps by design."""
+    reader = SstReader.from_bytes(sst, "s.sst")
+    got: list[int] = []
+    peak = peak_of(lambda: got.append(reader.verify()))
+    assert got == [BLOCKS]
+    assert peak <= BOUND, f"peak {peak >> 20} MiB"
+
+
+def test_verify_refuses_what_read_all_refuses() -> None:
+    """The totals the SST info records are checked as ``read_all`` checks them."""
+    batch = batch_from_lists([b"a", b"b", b"c"], [3, 2, 1], [0, 0, 0], [b"x", b"y", b"z"])
+    data, _ = encode_sst(batch, SstOptions(block_size=16))
+    assert SstReader.from_bytes(data, "ok.sst").verify() == 3
+    reader = SstReader.from_bytes(data, "bad.sst")
+    reader.info = dataclasses.replace(reader.info, entry_count=4)
+    with pytest.raises(CorruptionError, match="3 rows, the SST info records 4"):
+        reader.read_all()
+    with pytest.raises(CorruptionError, match="3 rows, the SST info records 4"):
+        reader.verify()
+    reader = SstReader.from_bytes(data, "bad.sst")
+    reader.last_key = b"d"
+    with pytest.raises(CorruptionError, match="first or last key"):
+        reader.read_all()
+    with pytest.raises(CorruptionError, match="first or last key"):
+        reader.verify()

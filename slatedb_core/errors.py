@@ -93,9 +93,10 @@ class ManifestV1Unrepresentable(UnsupportedFeature):
     """A ManifestV1 object (the layout SlateDB wrote before 0.17, still read by both engines;
     docs/format.md, "ManifestV1") carries a field this engine's manifest model has no place
     for, so reading it on would silently lose it: ``field`` names it, ``name`` the object.
-    Today that is ``wal_object_store_uri``, SlateDB's mark of a separate WAL object store.
-    Nothing was changed; open the database with SlateDB's own engine, whose next commit
-    rewrites the manifest as ManifestV2."""
+    No field raises it today (``wal_object_store_uri``, SlateDB's mark of a separate WAL object
+    store, is kept in our slot 11: docs/format.md, "ManifestV1"); it stays for a field a future
+    SlateDB adds. Nothing was changed; open the database with SlateDB's own engine, whose next
+    commit rewrites the manifest as ManifestV2."""
 
     def __init__(self, name: str, field: str, detail: str) -> None:
         super().__init__(f"ManifestV1 field {field}", f"{name}: {detail}")

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from slatedb_core.errors import PreconditionFailed
 from slatedb_core.store.local_fs import LocalFiles
-from slatedb_core.store.local_root import check_regular, local_etag, split_key
+from slatedb_core.store.local_root import Dirs, check_regular, local_etag, split_key
 from slatedb_core.store.objects import ObjectVersion
 
 T = TypeVar("T")
@@ -42,10 +42,11 @@ class LocalCas:
         self.files = files  # every write, and the guarded walk (files.dirs) the lock opens by
 
     def _with_lock(
-        self, path: str, on_missing: Callable[[], T], body: Callable[[os.stat_result], T]
+        self, path: str, on_missing: Callable[[], T], body: Callable[[os.stat_result, Dirs], T]
     ) -> T:
-        """``body(stat of the locked file)`` under the object's lock, or ``on_missing()``. The
-        file is opened beneath the store's root with no link on the way (LinkInStore)."""
+        """``body(stat of the locked file, its open directories)`` under the object's lock, or
+        ``on_missing()``. The file is opened beneath the store's root with no link on the way
+        (LinkInStore); ``body`` writes through the same directory descriptors."""
         self.files.check_key(path)
         root = self.files.dirs
         parts = split_key(path)
@@ -74,7 +75,7 @@ class LocalCas:
                         return on_missing()
                     if (locked.st_ino, locked.st_dev) != (now.st_ino, now.st_dev):
                         continue  # replaced while we waited: lock the new inode instead
-                    return body(locked)
+                    return body(locked, dirs)
                 finally:
                     os.close(fd)  # closing releases the flock
 
@@ -82,11 +83,11 @@ class LocalCas:
         def missing() -> ObjectVersion:
             raise PreconditionFailed(path)
 
-        def update(current: os.stat_result) -> ObjectVersion:
+        def update(current: os.stat_result, dirs: Dirs) -> ObjectVersion:
             # the locked inode is the one the path names (checked above): its e-tag is current
             if expected.e_tag is not None and local_etag(current) != expected.e_tag:
                 raise PreconditionFailed(path)
-            return self.files.overwrite(path, data)
+            return self.files.overwrite(path, data, opened=dirs)
 
         return self._with_lock(path, missing, update)
 
@@ -94,13 +95,15 @@ class LocalCas:
         def write() -> ObjectVersion:
             return self.files.overwrite(path, data)
 
-        return self._with_lock(path, write, lambda _st: write())
+        return self._with_lock(
+            path, write, lambda _st, dirs: self.files.overwrite(path, data, opened=dirs)
+        )
 
     def delete(self, path: str) -> None:
         def nothing() -> None:
             return None
 
-        def remove(_st: os.stat_result) -> None:
-            self.files.delete(path)
+        def remove(_st: os.stat_result, dirs: Dirs) -> None:
+            self.files.delete(path, opened=dirs)
 
         self._with_lock(path, nothing, remove)

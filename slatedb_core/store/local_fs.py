@@ -39,7 +39,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from slatedb_core.errors import InvalidArgument, ObjectAlreadyExists, ObjectNotFound
-from slatedb_core.store.local_root import STAGED, LocalRoot, check_regular, local_etag
+from slatedb_core.store.local_root import (
+    STAGED,
+    Dirs,
+    LocalRoot,
+    check_regular,
+    local_etag,
+    split_key,
+)
 from slatedb_core.store.objects import ObjectVersion, validate_relative_path
 
 T = TypeVar("T")
@@ -72,27 +79,40 @@ class LocalFiles:
 
     # ---- the one write path ---------------------------------------------------------------
     def _commit(
-        self, path: str, apply: Callable[[int, str], T], *, create_parents: bool = True
+        self,
+        path: str,
+        apply: Callable[[int, str], T],
+        *,
+        create_parents: bool = True,
+        opened: Dirs | None = None,
     ) -> T:
         """Run ``apply(dir_fd, name)`` (the link, rename or unlink that changes the name in its
-        directory, opened beneath the root with no link on the way), creating missing parent
-        directories first, then make the change durable: fsync the parent directory and the
-        parent of every directory on the path not yet known synced (module doc, step 3)."""
+        directory, opened beneath the root with no link on the way; ``opened``: already open,
+        by the caller's lock), creating missing parent directories first, then make the change
+        durable: fsync the parent directory and the parent of every directory on the path not
+        yet known synced (module doc, step 3)."""
         self.check_key(path)
-        parts = path.split("/")
+        parts = split_key(path)
+        if opened is not None:
+            return self._apply(parts, apply, opened, create_parents)
         with self.dirs.directory(path, parts[:-1], create=create_parents) as dirs:
-            result = apply(dirs.fd, parts[-1])
-            self._sync(dirs.fd)
-            if create_parents and self.sync:
-                self._synced_dirs.difference_update(dirs.made)  # made again: not synced yet
-                chain: list[str] = []
-                for i in range(len(parts) - 1, 0, -1):  # deepest first
-                    d = "/".join(parts[:i])
-                    if d in self._synced_dirs:
-                        break
-                    os.fsync(dirs.fds[i - 1])  # each directory's entry lives in its parent
-                    chain.append(d)
-                self._synced_dirs.update(chain)  # only once the whole path is synced
+            return self._apply(parts, apply, dirs, create_parents)
+
+    def _apply(
+        self, parts: list[str], apply: Callable[[int, str], T], dirs: Dirs, create_parents: bool
+    ) -> T:
+        result = apply(dirs.fd, parts[-1])
+        self._sync(dirs.fd)
+        if create_parents and self.sync:
+            self._synced_dirs.difference_update(dirs.made)  # made again: not synced yet
+            chain: list[str] = []
+            for i in range(len(parts) - 1, 0, -1):  # deepest first
+                d = "/".join(parts[:i])
+                if d in self._synced_dirs:
+                    break
+                os.fsync(dirs.fds[i - 1])  # each directory's entry lives in its parent
+                chain.append(d)
+            self._synced_dirs.update(chain)  # only once the whole path is synced
         return result
 
     def _sync(self, fd: int) -> None:
@@ -152,8 +172,9 @@ class LocalFiles:
 
         return self._commit(path, link)
 
-    def overwrite(self, path: str, data: bytes) -> ObjectVersion:
-        """Unconditional create-or-replace (atomic: a reader sees the old or the new bytes)."""
+    def overwrite(self, path: str, data: bytes, *, opened: Dirs | None = None) -> ObjectVersion:
+        """Unconditional create-or-replace (atomic: a reader sees the old or the new bytes);
+        ``opened``: ``path``'s directories, already open (:mod:`~slatedb_core.store.local_cas`)."""
 
         def rename(at: int, name: str) -> ObjectVersion:
             staged, version = self._stage(at, name, data)
@@ -164,7 +185,7 @@ class LocalFiles:
                 raise
             return version
 
-        return self._commit(path, rename)
+        return self._commit(path, rename, opened=opened)
 
     def link(self, src: str, dst: str) -> None:
         """``dst`` as a new name of ``src``'s file (a copy without moving bytes). Raises
@@ -194,8 +215,8 @@ class LocalFiles:
 
         self._commit(dst, link)
 
-    def delete(self, path: str) -> None:
-        """Remove ``path``; a missing object is not an error."""
+    def delete(self, path: str, *, opened: Dirs | None = None) -> None:
+        """Remove ``path``; a missing object is not an error. ``opened`` as for overwrite."""
 
         def unlink(at: int, name: str) -> None:
             try:
@@ -204,7 +225,7 @@ class LocalFiles:
                 pass
 
         try:
-            self._commit(path, unlink, create_parents=False)
+            self._commit(path, unlink, create_parents=False, opened=opened)
         except (FileNotFoundError, NotADirectoryError):
             pass  # no such directory: nothing to delete
 

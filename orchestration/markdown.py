@@ -23,8 +23,10 @@ links and images (``[``, ``]``, ``!``), HTML and autolinks (``<``), entities (``
 (``|``), strikethrough (``~``), GFM's bare autolinks (an e-mail's ``@``, ``www.``'s dot, a
 protocol's ``://``). Backslash-escaping an ASCII punctuation character always makes it literal
 (CommonMark 2.4)."""
-_LINE_START = re.compile(r"^(?:[#>+=-]|\d{1,9}(?=[.)]))")
-"""What starts a block at the beginning of a line: heading, quote, list, setext underline."""
+_LINE_START = re.compile(r"^( {0,3})(?:[#>+=-]|\d{1,9}(?=[.)]))")
+"""What starts a block at the beginning of a line: heading, quote, list, setext underline or
+thematic break, after up to three spaces of indentation (CommonMark 4.1-5.2; four make an
+indented code block, which is literal text)."""
 
 
 def markdown_literal(text: str, *, code: bool = False) -> str:
@@ -46,10 +48,11 @@ def markdown_literal(text: str, *, code: bool = False) -> str:
     start = _LINE_START.match(escaped)
     if start is None:
         return escaped
-    if start.group(0).isdigit():  # "1." / "1)": escape the delimiter after the number
+    if start.group(0)[-1].isdigit():  # "1." / "1)": escape the delimiter after the number
         n = start.end()
         return escaped[:n] + "\\" + escaped[n:]
-    return "\\" + escaped
+    n = len(start.group(1))  # the marker, after the indentation
+    return escaped[:n] + "\\" + escaped[n:]
 
 
 __all__ = ["markdown_literal"]

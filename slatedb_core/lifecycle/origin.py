@@ -48,6 +48,7 @@ from slatedb_core.layout import clone_origin_path
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import open_sealed, seal
+from slatedb_core.meta.json_doc import load_stored_json
 from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -188,7 +189,7 @@ def _range_of(value: object) -> RangeKey:
 def _decode(data: bytes, name: str) -> Origin:
     payload = open_sealed(data, magic=MAGIC, name=name, versions=frozenset({VERSION})).payload
     try:
-        body = json.loads(payload.decode("utf-8"))
+        body = load_stored_json(payload, name)  # bounded (meta.json_doc, SECURITY.md)
         if body["kind"] == "clone":
             return CloneOrigin(
                 str(body["parent"]), uuid.UUID(body["checkpoint"]), _range_of(body["range"])

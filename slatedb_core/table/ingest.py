@@ -84,6 +84,7 @@ import pyarrow as pa
 
 from slatedb_core.checkpoints import drop_named_checkpoints
 from slatedb_core.errors import (
+    CorruptionError,
     DatabaseDestroyed,
     Fenced,
     IngestJobExpired,
@@ -105,6 +106,7 @@ from slatedb_core.layout import (
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.meta.json_doc import load_stored_json
 from slatedb_core.options import CheckpointOptions, DbOptions, check_optional
 from slatedb_core.sst import SstReader
 from slatedb_core.sst.create import create_sst
@@ -666,8 +668,8 @@ def _read_marker(store: ObjectStore, path: str) -> dict[str, object] | None:
     except ObjectNotFound:
         return None
     try:
-        body = json.loads(data)
-    except ValueError:
+        body = load_stored_json(data, path)  # bounded (meta.json_doc, SECURITY.md)
+    except CorruptionError:
         return {}
     return body if isinstance(body, dict) else {}
 

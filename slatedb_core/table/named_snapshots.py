@@ -72,6 +72,7 @@ from slatedb_core.layout import (
     snapshot_name_dir,
 )
 from slatedb_core.meta.envelope import open_sealed, seal
+from slatedb_core.meta.json_doc import load_stored_json
 from slatedb_core.meta.sequenced import SequencedEntry, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore, collect_old_versions
 from slatedb_core.store.objectstore import ObjectStore
@@ -187,7 +188,7 @@ class NamedSnapshotRecords:
             data, magic=_RECORD_MAGIC, name=path, versions=frozenset({_RECORD_FORMAT})
         )
         try:
-            raw = json.loads(opened.payload)["snapshot"]
+            raw = load_stored_json(opened.payload, path)["snapshot"]  # bounded (meta.json_doc)
             snapshot = None if raw is None else TableSnapshot.from_dict(raw)
         except (ValueError, KeyError, TypeError, RecursionError, InvalidArgument) as e:
             raise CorruptionError(path, f"not a snapshot record: {e}") from None

@@ -60,6 +60,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.layout import SHARDMAP_DIR, SHARDMAP_SUFFIX, join
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.meta.envelope import open_sealed, seal
+from slatedb_core.meta.json_doc import load_stored_json
 from slatedb_core.meta.sequenced import FIRST_ID, SequencedEntry, SequencedStore
 from slatedb_core.meta.versioned import RetryPolicy, VersionedStore, collect_old_versions
 from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
@@ -416,7 +417,8 @@ def decode_shard_map(data: bytes, *, map_id: int, table_path: str, name: str) ->
     """Raises CorruptionError for anything that is not a valid map."""
     opened = open_sealed(data, magic=SHARDMAP_MAGIC, name=name, versions=SUPPORTED_VERSIONS)
     try:
-        doc = json.loads(opened.payload.decode("utf-8"))
+        # bounded before parsing (slatedb_core.meta.json_doc, SECURITY.md)
+        doc = load_stored_json(opened.payload, name)
         return _from_doc(doc, map_id, table_path, name)
     except CorruptionError:
         raise

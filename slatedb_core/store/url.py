@@ -235,6 +235,24 @@ def _check_endpoint(endpoint: str) -> None:
         )
 
 
+_HEADER_FIELDS = ("access_key_id", "secret_access_key", "session_token", "region")
+"""S3 settings obstore signs into request headers (``Authorization``, ``x-amz-security-token``)."""
+
+
+def _check_header_values(settings: dict[str, str]) -> None:
+    """Refuse a credential or region holding a control character (C0, DEL or C1), from the URL,
+    an override or the environment alike: obstore builds a header from it and panics at every
+    request, a ``PanicException`` that ``except Exception`` does not catch (review of issue 39).
+    The message names the field, never its value (SECURITY.md: secrets stay secret)."""
+    for field in _HEADER_FIELDS:
+        value = settings.get(field)
+        if value is not None and any(c < " " or "\x7f" <= c <= "\x9f" for c in value):
+            raise InvalidArgument(
+                f"s3 {field} holds a control character (a newline, CR, NUL, DEL, ...): "
+                "check how it was copied (the value is not shown)"
+            )
+
+
 def _is_ipv6(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).version == 6
@@ -276,6 +294,7 @@ def _s3(
             value = next((os.environ[e] for e in env_names if os.environ.get(e)), None)
         if value is not None:
             settings[key] = value
+    _check_header_values(settings)
     endpoint = settings.get("endpoint")
     if endpoint is not None:
         _check_endpoint(endpoint)

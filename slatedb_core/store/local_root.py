@@ -266,39 +266,91 @@ class LocalRoot:
         except (FileNotFoundError, NotADirectoryError):
             return
 
-    def _walk(self, fd: int, base: str) -> Iterator[tuple[str, os.stat_result]]:
-        with os.scandir(fd) as it:
-            entries = list(it)
-        for entry in entries:
-            key = f"{base}/{entry.name}" if base else entry.name
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # gone since the scan
-            if stat.S_ISLNK(st.st_mode):
-                log.warning(
-                    "file:// store %s: %r is a symbolic link; not listed or followed "
-                    "(remove it: SECURITY.md)",
-                    self.path,
-                    key,
-                )
-            elif stat.S_ISREG(st.st_mode):
-                if not STAGED.search(entry.name) and _is_text(entry.name):
-                    yield key, st
-            elif stat.S_ISDIR(st.st_mode):
-                try:
-                    sub = self._open_dir(key, fd, entry.name, key)
-                except LinkInStore:  # swapped for a link since the scan
+    def _walk(self, top: int, base: str) -> Iterator[tuple[str, os.stat_result]]:
+        """:meth:`walk` below the open directory ``top``: depth first, each directory's entries
+        in ``scandir`` order with a subdirectory's listing in its place (what recursing gives),
+        but with an explicit stack, so a planted tree of any depth neither exceeds Python's
+        recursion limit nor, along a chain, holds one descriptor per level: a directory's is
+        closed as soon as it has no subdirectory left to open (review of issue 39)."""
+        stack = [_Scan.of(top, base, owned=False)]
+        try:
+            while stack:
+                scan = stack[-1]
+                if scan.next == len(scan.entries):
+                    stack.pop().close()
+                    continue
+                name, st = scan.entries[scan.next]
+                scan.next += 1
+                key = f"{scan.base}/{name}" if scan.base else name
+                if stat.S_ISLNK(st.st_mode):
                     log.warning(
-                        "file:// store %s: %r became a symbolic link; skipped", self.path, key
+                        "file:// store %s: %r is a symbolic link; not listed or followed "
+                        "(remove it: SECURITY.md)",
+                        self.path,
+                        key,
                     )
-                    continue
-                except (FileNotFoundError, NotADirectoryError):
-                    continue
+                elif stat.S_ISREG(st.st_mode):
+                    if not STAGED.search(name) and _is_text(name):
+                        yield key, st
+                elif stat.S_ISDIR(st.st_mode):
+                    scan.dirs_left -= 1
+                    try:
+                        sub = self._open_dir(key, scan.fd, name, key)
+                    except LinkInStore:  # swapped for a link since the scan
+                        log.warning(
+                            "file:// store %s: %r became a symbolic link; skipped", self.path, key
+                        )
+                        continue
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue
+                    finally:
+                        if scan.dirs_left == 0:
+                            scan.close()  # its files' stats are taken: nothing left to open
+                    stack.append(_Scan.of(sub, key, owned=True))
+        finally:
+            for scan in stack:
+                scan.close()
+
+
+class _Scan:
+    """One directory of :meth:`LocalRoot._walk`'s stack: its entries (name, ``lstat``), taken
+    when it is scanned, and the next one to visit."""
+
+    __slots__ = ("base", "dirs_left", "entries", "fd", "next", "owned")
+
+    def __init__(
+        self, fd: int, base: str, owned: bool, entries: list[tuple[str, os.stat_result]]
+    ) -> None:
+        self.fd = fd
+        self.base = base
+        self.owned = owned
+        self.entries = entries
+        self.next = 0
+        self.dirs_left = sum(1 for _, st in entries if stat.S_ISDIR(st.st_mode))
+
+    @classmethod
+    def of(cls, fd: int, base: str, *, owned: bool) -> _Scan:
+        """The directory ``fd`` scanned (``owned``: closed with the scan, or on an error here)."""
+        try:
+            with os.scandir(fd) as it:
+                found = list(it)
+            entries = []
+            for entry in found:
                 try:
-                    yield from self._walk(sub, key)
-                finally:
-                    os.close(sub)
+                    entries.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue  # gone since the scan
+        except BaseException:
+            if owned:
+                os.close(fd)
+            raise
+        return cls(fd, base, owned, entries)
+
+    def close(self) -> None:
+        """Close the directory if it is the walk's to close (once)."""
+        if self.owned:
+            self.owned = False
+            os.close(self.fd)
 
 
 class Dirs:

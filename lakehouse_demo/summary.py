@@ -10,6 +10,8 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table as RichTable
 
+from slatedb_core.store.redact import redact_url
+
 STEP_TITLES: dict[str, str] = {
     "setup": "0 dataset (Parquet)",
     "orders_table": "1 ingest (Spark local[2])",
@@ -134,7 +136,7 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
     )
     where = (
         f"data:   {facts.data_dir}  ({facts.mode})\n"
-        f"store:  {facts.store_url.split('?')[0]}  table 'orders'{facts.store_note}\n"
+        f"store:  {redact_url(facts.store_url)}  table 'orders'{facts.store_note}\n"
         f"delta:  {out['orders_delta_export']['uri']}\n"
         f"runs:   {facts.dagster_home} (run {facts.run_id[:8]}); logs: {facts.log_path}\n"
         f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"

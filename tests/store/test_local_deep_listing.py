@@ -35,6 +35,24 @@ def _plant(root: Path, depth: int) -> str:
     return "/".join(["d"] * depth + ["obj"])
 
 
+def _unplant(root: Path) -> None:
+    """Remove :func:`_plant`'s chain one level at a time (``d/d`` moved up over ``d``): shutil's
+    rmtree, which pytest cleans its old temporary directories with, recurses per level too."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while True:
+            try:
+                os.rename("d/d", "up", src_dir_fd=fd, dst_dir_fd=fd)
+            except FileNotFoundError:
+                break
+            os.rmdir("d", dir_fd=fd)
+            os.rename("up", "d", src_dir_fd=fd, dst_dir_fd=fd)
+        os.unlink("d/obj", dir_fd=fd)
+        os.rmdir("d", dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def _fd_limit(soft: int) -> Iterator[None]:
     """The usual default limit of open files (1024) while the listing runs."""
@@ -50,9 +68,13 @@ def test_an_object_under_1500_nested_directories_is_listed(tmp_path: Path) -> No
     store = open_store(tmp_path.as_uri())
     store.put("db/manifest/00000000000000000001.manifest", b"m")
     key = "db/" + _plant(tmp_path / "db", DEPTH)
-    with _fd_limit(1024):  # a walk holding one descriptor per level would run out here
-        listed = [m.path for m in store.list("db")]
-        below = [m.path for m in store.list("db/d/d")]
-    assert listed == [key, "db/manifest/00000000000000000001.manifest"]
-    assert below == [key]
-    assert store.get(key).data == b"bottom"
+    try:
+        with _fd_limit(1024):  # a walk holding one descriptor per level would run out here
+            listed = [m.path for m in store.list("db")]
+            below = [m.path for m in store.list("db/d/d")]
+        assert listed == [key, "db/manifest/00000000000000000001.manifest"]
+        assert below == [key]
+        assert store.get(key).data == b"bottom"
+    finally:
+        _unplant(tmp_path / "db")
+    assert [m.path for m in store.list("db")] == ["db/manifest/00000000000000000001.manifest"]

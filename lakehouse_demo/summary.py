@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from slatedb_core.store.redact import redact_url
 
@@ -143,7 +144,8 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
     )
     console.print(
         Panel(
-            Group(headline, "", steps, "", shards, "", where),
+            # ``where`` holds paths and a URL, not markup: a "[" in them must print as itself
+            Group(headline, "", steps, "", shards, "", Text(where)),
             title="lakehouse demo: summary",
             border_style="green",
         )

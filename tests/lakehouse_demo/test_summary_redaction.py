@@ -61,3 +61,10 @@ def test_userinfo_and_secret_query_values_stay_hidden() -> None:
 
 def test_a_plain_local_store_reads_as_before() -> None:
     assert "store:  file:///tmp/lake  table 'orders'" in _summary("file:///tmp/lake")
+
+
+def test_a_bracket_in_a_path_prints_as_itself() -> None:
+    """The folder-and-store block went to rich as markup: ``[/x]`` in a data folder raised
+    MarkupError and other tags restyled it (review of issue 39, follow-ups)."""
+    text = _summary("file:///tmp/lake[/x]/[bold]b[/bold]")
+    assert "[/x]" in text and "[bold]b[/bold]" in text

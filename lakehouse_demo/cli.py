@@ -8,6 +8,7 @@ Layout of ``--dir`` (default ``demo-data``)::
     seaweedfs/      SeaweedFS's data (--s3 only)
     delta/orders/   the Delta export of the checkpoint
     dagster_home/   Dagster's instance: the run shows in ``make ui``
+    .lakehouse-demo the marker: only a directory holding it is reset (lakehouse_demo.workdir)
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import argparse
 import contextlib
 import logging
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lakehouse_demo import progress
+from lakehouse_demo import progress, workdir
 from lakehouse_demo.dataset import DatasetOptions, describe, generate, write_dataset
 from lakehouse_demo.summary import RunFacts, render
 from slatedb_core.errors import InvalidArgument
@@ -69,14 +69,10 @@ class DemoRun:
 
 
 def _prepare_dir(opts: DemoOptions) -> str:
-    d = opts.data_dir
-    if opts.reset and d.exists():
-        shutil.rmtree(d)
-        note = " (the store at --store-url is not wiped)" if opts.store_url else ""
-        return f"reset: wiped {d} and started fresh{note}"
-    if not opts.reset and d.exists():
-        return f"reuse: kept the data in {d} (ingest upserts again; --reset to start fresh)"
-    return f"fresh: {d} did not exist"
+    mode = workdir.prepare(opts.data_dir, opts.reset)
+    if opts.store_url and mode.startswith("reset"):
+        mode += " (the store at --store-url is not wiped)"
+    return mode
 
 
 def _setup_dataset(opts: DemoOptions) -> dict[str, Any]:
@@ -183,10 +179,10 @@ def _console(quiet: bool) -> Console:
 
 def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     """Set up, run the Dagster job in-process, return its outputs and facts."""
+    started = time.monotonic()
+    mode = _prepare_dir(opts)  # first: a refused --dir fails before anything starts
     if console is None:
         console = _console(opts.quiet)
-    started = time.monotonic()
-    mode = _prepare_dir(opts)
     console.print(f"[yellow]{mode}[/]")
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("py4j").setLevel(logging.ERROR)
@@ -272,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="reset",
         action="store_true",
         default=True,
-        help="wipe --dir first (default)",
+        help="reset --dir first (default): only a directory the demo created; keeps the dataset",
     )
     g.add_argument(
         "--reuse", dest="reset", action="store_false", help="keep the data of an earlier run"
@@ -307,7 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except InvalidArgument as e:
         p.error(str(e))
-    result = run(opts)
+    try:
+        result = run(opts)
+    except workdir.DemoDirRefused as e:
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
     return 0 if result.success else 1
 
 

@@ -21,9 +21,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## Create .venv and install the project with its dev tools
 
-demo: $(STAMP) ## The main job: Spark ingest, compaction, checkpoint, rescale, GC, Delta export via Dagster
-	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR)
-	$(BIN)/slatedb --url $(DEMO_DIR)/store --path orders table shards
+demo: $(STAMP) ## The main job: Spark ingest, compaction, checkpoint, rescale, GC, Delta export via Dagster (ROWS=, ARGS=--reuse, DEMO_DIR=)
+	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR) $(if $(ROWS),--rows $(ROWS)) $(ARGS)
+	$(if $(findstring --s3,$(ARGS))$(findstring --store-url,$(ARGS)),,$(BIN)/slatedb --url $(DEMO_DIR)/store --path orders table shards)
 
 demo-s3: $(STAMP) ## The main job against a real S3 server (SeaweedFS weed mini on 127.0.0.1)
 	$(BIN)/python -m lakehouse_demo --dir $(DEMO_DIR)-s3 --s3

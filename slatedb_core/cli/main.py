@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import click
 
-from slatedb_core.cli import checkpoints, clones, destroy, maintenance, manifests, read, table
+from slatedb_core.cli import (
+    checkpoints,
+    clones,
+    destroy,
+    maintenance,
+    manifests,
+    read,
+    table,
+    table_stats,
+)
 from slatedb_core.cli.output import Ctx
 from slatedb_core.cli.terminal import capture_library_logs
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
@@ -60,7 +69,7 @@ def cli(
     ctx.obj = Ctx(url, db_path, wal_url, merge_operator)
 
 
-for _module in (manifests, checkpoints, read, destroy, clones, table, maintenance):
+for _module in (manifests, checkpoints, read, destroy, clones, table, table_stats, maintenance):
     _module.register(cli)
 
 

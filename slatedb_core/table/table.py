@@ -40,6 +40,7 @@ from slatedb_core.errors import (
     MergeBlockedByBatch,
     ObjectAlreadyExists,
     ObjectVersionBehindBoundary,
+    TableAlreadyExists,
     TableCreateIncomplete,
     VersionExists,
 )
@@ -53,6 +54,7 @@ from slatedb_core.options import (
     check_optional,
     check_optional_duration,
 )
+from slatedb_core.path_kind import refuse_database
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.table.gc import TableGcStats, collect_table_garbage
 from slatedb_core.table.ingest import AppVersion, ShardIngestStats
@@ -148,7 +150,8 @@ class Table:
         options = check_optional("options", options, TableOptions) or TableOptions()
         maps = ShardMapStore(store, path, max_attempts=options.map_commit_attempts)
         if maps.seq.latest_id() is not None:
-            raise ObjectAlreadyExists(maps.seq.path(1))
+            raise TableAlreadyExists(path, store.url, maps.seq.path(1))
+        refuse_database(store, path)  # a table's shards never go inside a database
         shards = tuple(
             Shard(i, rng, join(path, shard_db_name(i + 1)), i + 1)
             for i, rng in enumerate(ranges_for(points))
@@ -161,7 +164,7 @@ class Table:
         except (VersionExists, ObjectVersionBehindBoundary):
             # another create committed version 1 first (behind the boundary: long enough ago
             # that the map moved on and its GC deleted version 1; our void copy is deleted)
-            raise ObjectAlreadyExists(maps.seq.path(1)) from None
+            raise TableAlreadyExists(path, store.url, maps.seq.path(1)) from None
         return cls(path, store, options, maps, committed)
 
     @classmethod
@@ -242,7 +245,12 @@ class Table:
                 value_encoding=_known_encoding(maps, snapshot),
             )
             return cls(path, store, options, maps, frozen, snapshot)
-        return cls(path, store, options, maps, maps.read_latest())
+        try:
+            latest = maps.read_latest()
+        except DatabaseNotFound:
+            refuse_database(store, path)  # a database, opened as a table, says so
+            raise
+        return cls(path, store, options, maps, latest)
 
     # ---- the map ---------------------------------------------------------------------------
     @property
@@ -366,6 +374,21 @@ class Table:
         ``Db.scan_arrow`` returns. Batches never span two shards."""
         self._check_open()
         return self._reads.scan_arrow(start, end, batch_size)
+
+    def count(
+        self, start: bytes | None = None, end: bytes | None = None, *, workers: int = 4
+    ) -> int:
+        """The number of keys :meth:`scan` would return for ``[start, end)``, counted from
+        Arrow batches (no per-row Python), the shards in ``workers`` threads."""
+        return sum(n for _, n in self.count_by_shard(start, end, workers=workers))
+
+    def count_by_shard(
+        self, start: bytes | None = None, end: bytes | None = None, *, workers: int = 4
+    ) -> list[tuple[Shard, int]]:
+        """:meth:`count` per shard overlapping ``[start, end)``, in key order, all of one map
+        version (see :meth:`~slatedb_core.table.reads.ShardReaders.count`)."""
+        self._check_open()
+        return self._reads.count(start, end, workers)
 
     # ---- writes ----------------------------------------------------------------------------
     def writer(self, shard: int | Shard, options: DbOptions | None = None) -> Db:

@@ -76,6 +76,7 @@ from spark_jobs.datasource_write import (
     SlateDBStreamWriter,
     plan_write,
 )
+from spark_jobs.worker_python import ensure_worker_python
 
 __all__ = ["PUSHDOWN_CONF", "SlateDBDataSource"]
 
@@ -91,10 +92,14 @@ class SlateDBDataSource(DataSource):
         also turns on Spark's filter pushdown for Python data sources when the session leaves it
         unset (:data:`PUSHDOWN_CONF`: off by default in Spark 4.3, and Spark then refuses every
         reader that pushes filters, ours included). A session that sets it to false cannot read
-        the format."""
+        the format. It also makes the session's Python workers run an interpreter that has the
+        package, or raises :class:`~spark_jobs.worker_python.WorkerPythonMissing` saying how to
+        set one (:func:`~spark_jobs.worker_python.ensure_worker_python`)."""
         session = SparkSession.getActiveSession()
         if session is not None and session.conf.get(PUSHDOWN_CONF, None) in (None, ""):
             session.conf.set(PUSHDOWN_CONF, "true")
+        if session is not None:
+            ensure_worker_python()
         return "slatedb"
 
     def schema(self) -> StructType:

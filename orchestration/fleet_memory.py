@@ -62,3 +62,14 @@ def save(instance: dg.DagsterInstance, memory: Cursor, previous: str | None) -> 
     text = memory.dumps()
     instance.run_storage.set_cursor_values({KEY.format(slot=slot): text})
     return json.dumps({"v": POINTER, "slot": slot, "sha1": _sha1(text)}, sort_keys=True)
+
+
+def latest(instance: dg.DagsterInstance) -> Cursor:
+    """The memory of the sensor's newest completed tick, without its cursor (for the schedules,
+    which share its hold, :mod:`orchestration.holds`): of the two slots, the one whose finished
+    runs were read up to the later time. A stale tick that wrote a slot late started earlier,
+    so its memory is the older one; an empty instance gives an empty memory."""
+    keys = {KEY.format(slot=slot) for slot in ("a", "b")}
+    values = instance.run_storage.get_cursor_values(keys)
+    memories = [Cursor.loads(text) for text in values.values() if text]
+    return max(memories, key=lambda m: m.runs_seen_until or 0.0, default=Cursor())

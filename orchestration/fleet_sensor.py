@@ -41,6 +41,7 @@ from orchestration.fleet_report import (
 from orchestration.fleet_state import (
     CHECK_ORDER,
     ERROR,
+    L0_TAG,
     Cursor,
     Finding,
     Memory,
@@ -49,6 +50,8 @@ from orchestration.fleet_state import (
     compaction_decision,
     findings,
     fold_run,
+    hold,
+    l0_tag,
     remember_boundaries,
     state_of,
 )
@@ -223,6 +226,16 @@ def _run_alert(instance: dg.DagsterInstance, record: dg.RunRecord) -> str | None
 
 def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
     """Fold the compaction and GC runs that finished since the last tick into the memories."""
+    after = fold_maintenance_runs(instance, cursor, now)
+    _rereport_failed_reports(instance, cursor, after)
+
+
+def fold_maintenance_runs(
+    instance: dg.DagsterInstance, cursor: Cursor, now: float
+) -> dt.datetime | None:
+    """Fold the maintenance runs that finished since ``cursor.runs_seen_until`` into the
+    memories (reads only: a schedule folds the sensor's memory forward the same way, see
+    :mod:`orchestration.holds`); returns the time runs were read from."""
     since = cursor.runs_seen_until
     after = None if since is None else dt.datetime.fromtimestamp(since - _RUN_OVERLAP_S, dt.UTC)
     for job, kind in _FOLDED:
@@ -238,7 +251,22 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
             end = record.end_time or record.update_timestamp.timestamp()
             memory = cursor.dbs.setdefault(db, Memory())
             alert = _run_alert(instance, record)
-            fold_run(memory, kind or _kind_of(run), run.status.value, end, alert)
+            l0 = run.tags.get(L0_TAG)
+            fold_run(
+                memory,
+                kind or _kind_of(run),
+                run.status.value,
+                end,
+                alert,
+                l0.split(",") if l0 else None,
+            )
+    cursor.runs_seen_until = now
+    return after
+
+
+def _rereport_failed_reports(
+    instance: dg.DagsterInstance, cursor: Cursor, after: dt.datetime | None
+) -> None:
     # A report run that failed or was canceled recorded nothing: its results are reported again,
     # once (the run is tagged so a later tick skips it).
     for record in instance.get_run_records(
@@ -254,7 +282,6 @@ def fold_runs(instance: dg.DagsterInstance, cursor: Cursor, now: float) -> None:
                     CHECK_ORDER.index(check),
                 )
                 cursor.dbs[db].checks = bits[:i] + "-" + bits[i + 1 :]
-    cursor.runs_seen_until = now
 
 
 def _kind_of(run: dg.DagsterRun) -> str:
@@ -424,6 +451,11 @@ def evaluate_fleet(
                         decision,
                         held=f"{db}: compaction not requested: {busy[db]} is in progress",
                     )
+                if decision.held is None:  # the hold the schedules share (compaction's is in
+                    # compaction_decision already)
+                    decision = dataclasses.replace(
+                        decision, held=hold(decision.kind, status, memory, now)
+                    )
                 if decision.held is not None:
                     held.append(decision.held)
                     continue
@@ -433,7 +465,11 @@ def evaluate_fleet(
                         run_key=decision.run_key,
                         job_name=job,
                         partition_key=db,
-                        tags={"slatedb/reason": "; ".join(decision.reasons), DATABASE_TAG: db},
+                        tags={
+                            "slatedb/reason": "; ".join(decision.reasons),
+                            DATABASE_TAG: db,
+                            **(l0_tag(status.l0_sst_ids) if decision.kind == "compaction" else {}),
+                        },
                     )
                 )
                 if decision.kind == "compaction":

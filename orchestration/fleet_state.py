@@ -9,7 +9,10 @@ so every rule here is tested without a Dagster daemon:
 * the *compaction decision*: a run is keyed on the set of L0 SST ids, which a failing compactor does
   not change (it only bumps its epoch and writes a manifest), and a database whose last compaction
   failed with an alert is held back until one of the L0 SSTs present at that failure is gone (a
-  repair, or a successful run by hand) — never re-requested every tick;
+  repair, or a successful run by hand) — never re-requested every tick; the same *hold*
+  (:func:`hold`) keeps the schedules' runs back (:mod:`orchestration.holds`), and GC, checkpoint
+  refresh and export runs that failed with an alert are held until a run by hand succeeds or
+  ``ALERT_HOLD_S`` has passed;
 * manifest lag pinned by a checkpoint is not a reason to compact (compaction cannot move a
   checkpoint): it is reported, and when the pinning checkpoint is a managed retention checkpoint a
   ``checkpoint_refresh`` run re-takes it at the latest manifest.
@@ -47,6 +50,16 @@ once unreferenced) or a soft-destroyed database (delete it after the grace)."""
 CURSOR_VERSION = 2
 RETRY_BACKOFF_S = 60
 RETRY_BACKOFF_MAX_S = 3600
+ALERT_HOLD_S = 6 * 3600
+"""How long a GC, checkpoint refresh or export run that failed with an alert holds back the
+runs of its kind for the database (they have no input, like compaction's L0, whose change says
+that something was repaired): one attempt per 6 hours instead of one per schedule tick."""
+L0_TAG = "slatedb/l0"
+"""On a compaction run requested by the sensor or a schedule: the L0 SST ids it was launched on
+(comma-separated), so a failure with an alert is held back on the L0 it failed on whoever
+launched it."""
+HELD_KINDS = ("compaction", "gc", "checkpoint", "export")
+"""The kinds of run a hold applies to (a job's name without ``_job``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,9 @@ class Memory:
     """[kind, time, message] of the latest alert seen for this database."""
     compaction_failures: int = 0
     """Compaction runs in a row that failed without an alert (retried with a backoff)."""
+    alert_failures: dict[str, list[Any]] = field(default_factory=dict)
+    """Kind (checkpoint, export) -> [alert kind, end time] while the latest finished run of that
+    kind failed with an alert (compaction and GC keep theirs in ``compaction`` / ``gc``)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b": self.boundaries, "k": self.checks}
@@ -108,6 +124,7 @@ class Memory:
             ("adv", _seconds(self.boundary_advanced_at)),
             ("alert", _run_json(self.alert)),
             ("cf", self.compaction_failures or None),
+            ("af", {k: [a, _seconds(t)] for k, (a, t) in self.alert_failures.items()} or None),
         ):
             if value is not None:
                 out[key] = value
@@ -130,6 +147,7 @@ class Memory:
         )
         rl0 = raw.get("rl0")
         fails = raw.get("cf")
+        af = raw.get("af")
         return cls(
             boundaries=bounds or [None] * len(BOUNDARY_NAMESPACES),
             checks=checks,
@@ -142,6 +160,15 @@ class Memory:
             boundary_advanced_at=_number(raw.get("adv")),
             alert=_entry(raw.get("alert")),
             compaction_failures=fails if _is_int(fails) and fails >= 0 else 0,
+            alert_failures={
+                k: [v[0], float(v[1])]
+                for k, v in (af.items() if isinstance(af, dict) else ())
+                if k in HELD_KINDS
+                and isinstance(v, list)
+                and len(v) == 2
+                and isinstance(v[0], str)
+                and _number(v[1]) is not None
+            },
         )
 
 
@@ -388,23 +415,9 @@ def compaction_decision(
         return None
     ids = status.l0_sst_ids
     last = memory.compaction
-    if (
-        last is not None
-        and last[0] == "FAILURE"
-        and last[2]
-        and memory.requested_l0 is not None
-        and set(memory.requested_l0) <= set(ids)
-    ):
-        return Decision(
-            "compaction",
-            None,
-            reasons,
-            held=(
-                f"{status.path}: compaction not requested: the last run failed with {last[2]} "
-                f"{ago(now, last[1])} and none of the L0 SSTs it failed on has changed since "
-                "(a run launched by hand that succeeds, or a repair, lifts this)"
-            ),
-        )
+    held = compaction_hold(status.path, ids, memory, now)
+    if held is not None:
+        return Decision("compaction", None, reasons, held=held)
     key = f"compaction:{status.path}:l0-{l0_digest(ids)}"
     if last is not None and last[0] == "FAILURE" and not last[2] and memory.compaction_failures:
         # Dagster launches a run key once: without a new key a failure that is not an alert (a
@@ -426,6 +439,65 @@ def compaction_decision(
     return Decision("compaction", key, reasons)
 
 
+def compaction_hold(
+    db: str, l0_ids: tuple[str, ...] | list[str], memory: Memory, now: float
+) -> str | None:
+    """Why compaction of ``db`` is held back (None: it is not): its latest finished compaction
+    failed with an alert and every L0 SST it was launched on is still in L0. A repair (the L0
+    changes) or a run launched by hand that succeeds lifts it."""
+    last = memory.compaction
+    if (
+        last is not None
+        and last[0] == "FAILURE"
+        and last[2]
+        and memory.requested_l0 is not None
+        and set(memory.requested_l0) <= set(l0_ids)
+    ):
+        return (
+            f"{db}: compaction not requested: the last run failed with {last[2]} "
+            f"{ago(now, last[1])} and none of the L0 SSTs it failed on has changed since "
+            "(a run launched by hand that succeeds, or a repair, lifts this)"
+        )
+    return None
+
+
+def run_hold(kind: str, db: str, memory: Memory, now: float) -> str | None:
+    """Why a GC, checkpoint refresh or export run of ``db`` is held back (None: it is not): the
+    latest finished run of the kind failed with an alert less than ``ALERT_HOLD_S`` ago. A run
+    of the kind launched by hand that succeeds lifts it."""
+    if kind == "gc":
+        last = memory.gc
+        failed = (
+            (last[2], last[1]) if last is not None and last[0] == "FAILURE" and last[2] else None
+        )
+    else:
+        entry = memory.alert_failures.get(kind)
+        failed = (entry[0], entry[1]) if entry is not None else None
+    if failed is None or now - failed[1] >= ALERT_HOLD_S:
+        return None
+    alert, end = failed
+    return (
+        f"{db}: {kind} not requested: the last run failed with {alert} {ago(now, end)}; "
+        f"held until a {kind} run launched by hand succeeds, or for "
+        f"{int((ALERT_HOLD_S - (now - end)) // 60)} min more"
+    )
+
+
+def hold(kind: str, status: DatabaseStatus, memory: Memory, now: float) -> str | None:
+    """The one hold rule of fleet_sensor and the schedules: why a ``kind`` run of the database
+    is held back after a failure with an alert (None: it may be launched)."""
+    if kind == "compaction":
+        return compaction_hold(status.path, status.l0_sst_ids, memory, now)
+    if kind in HELD_KINDS:
+        return run_hold(kind, status.path, memory, now)
+    return None
+
+
+def l0_tag(ids: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The tag a compaction run request carries: the L0 it is launched on (see ``L0_TAG``)."""
+    return {L0_TAG: ",".join(ids)}
+
+
 def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision | None:
     """A checkpoint_refresh run when a managed retention checkpoint pins a manifest lagging past
     the threshold (the refresh re-takes it at the latest manifest)."""
@@ -441,10 +513,25 @@ def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision 
     )
 
 
-def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | None) -> None:
+def fold_run(
+    memory: Memory,
+    kind: str,
+    status: str,
+    end: float,
+    alert: str | None,
+    l0: list[str] | None = None,
+) -> None:
     """Record a finished compaction or GC run of this database (newest wins); of any other
-    kind of run only its alert."""
+    kind of run its alert, and whether it holds back the kind (checkpoint, export). ``l0``: the
+    L0 a compaction run was launched on (its ``L0_TAG``), which a failure is held back on."""
     if kind not in ("compaction", "gc"):
+        if kind in HELD_KINDS:
+            held = memory.alert_failures.get(kind)
+            if held is None or held[1] <= end:
+                if status == "FAILURE" and alert:
+                    memory.alert_failures[kind] = [alert, end]
+                elif status == "SUCCESS":
+                    memory.alert_failures.pop(kind, None)
         if alert and (memory.alert is None or memory.alert[1] <= end):
             memory.alert = [alert, end, f"{kind} run failed"]
         return
@@ -457,6 +544,10 @@ def fold_run(memory: Memory, kind: str, status: str, end: float, alert: str | No
         if slot is None or end > slot[1]:  # a run read again (ticks overlap) counts once
             failed = status == "FAILURE" and not alert
             memory.compaction_failures = memory.compaction_failures + 1 if failed else 0
+            if status == "FAILURE" and alert and l0:
+                # held back on the L0 this run was launched on, whoever launched it (a
+                # schedule's run was never requested by the sensor)
+                memory.requested_l0 = list(l0)
         memory.compaction = entry
         if status == "SUCCESS" and (memory.requested_at is None or memory.requested_at <= end):
             # Only a failure is judged against the L0 it was requested on; the ids (~30 bytes

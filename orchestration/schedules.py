@@ -10,7 +10,9 @@ grace). Missing and damaged databases get none: their state comes from one fleet
 with ``fleet_sensor``, so a tick right after the sensor's re-reads only what changed), and a tick
 that leaves databases out says which and why. A database whose run of the kind is still queued or
 running gets no other: the run queue holds one run per database at a time, so a slow database
-(or a busy queue) would otherwise collect one run per tick.
+(or a busy queue) would otherwise collect one run per tick. A database whose last run of the
+kind failed with an alert gets none while fleet_sensor's hold stands: the schedule asks
+:func:`orchestration.holds.held_back`, the sensor's own rule, which databases are held.
 """
 
 import time
@@ -22,7 +24,8 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from orchestration.alerts import DATABASE_TAG
 from orchestration.checkpoint_policy import plan_checkpoints
 from orchestration.fleet_sensor import retired_shards, runs_in_flight, scan_fleet, scanner_for
-from orchestration.fleet_state import GC_STATES, LIVE_STATES, state_of
+from orchestration.fleet_state import GC_STATES, LIVE_STATES, l0_tag, state_of
+from orchestration.holds import held_back
 from orchestration.jobs import checkpoint_job, compaction_job, export_job, gc_job, rescaling_job
 from orchestration.partitions import DATABASES, TABLES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -100,6 +103,7 @@ def _per_database(
         statuses = scan_fleet(scanner_for(store, managed.fleet_scan_concurrency), dbs)
         runs, left_out = [], []
         busy = runs_in_flight(context.instance, job.name)
+        held = held_back(context.instance, kind, statuses)
         for db in dbs:
             state = state_of(statuses[db], retired)
             why = idle(statuses[db], managed) if idle is not None and state in states else None
@@ -107,6 +111,9 @@ def _per_database(
                 # the last tick's run has not finished: another would queue behind it (one run
                 # per database), and a slow database would collect a run per tick
                 left_out.append(f"{db} ({busy[db]})")
+            elif state in states and db in held:
+                # failed with an alert: the sensor holds it back, and so does every schedule
+                left_out.append(f"held back: {held[db]}")
             elif why is not None:
                 left_out.append(f"{db} ({why})")
             elif state in states:
@@ -114,7 +121,11 @@ def _per_database(
                     dg.RunRequest(
                         run_key=f"{db}@{_tick(context)}",
                         partition_key=db,
-                        tags={DATABASE_TAG: db, "slatedb/reason": f"{kind}_schedule"},
+                        tags={
+                            DATABASE_TAG: db,
+                            "slatedb/reason": f"{kind}_schedule",
+                            **(l0_tag(statuses[db].l0_sst_ids) if kind == "compaction" else {}),
+                        },
                     )
                 )
             else:

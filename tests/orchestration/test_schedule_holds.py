@@ -1,0 +1,155 @@
+"""Schedules and fleet_sensor share one hold: a database whose last compaction failed with an
+alert (Fenced, CorruptionError, BoundaryMissing) gets no compaction from ``compaction_schedule``
+either, until the L0 it failed on changes or a run launched by hand succeeds (issue 40, item 9:
+the schedule launched a failing run every 15 minutes per damaged database while the sensor
+held it back).
+
+Real Dagster throughout: a persistent test instance, real schedule and sensor contexts, and a
+real compaction run of a database with a corrupt L0 SST, failing and recorded in the instance.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+
+from devtools.sample_data import write_database
+from orchestration.assets import ASSETS
+from orchestration.jobs import JOBS
+from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
+from orchestration.schedules import build_schedules
+from orchestration.settings import ScheduleSettings
+from slatedb_core import ObjectStore
+from slatedb_core.health import inspect_database
+from slatedb_core.lsm.dbstate import resolve_sst_path
+from tests.orchestration.conftest import add_partitions
+from tests.orchestration.fleet_ticks import tick
+
+T0 = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def persistent_instance() -> Iterator[dg.DagsterInstance]:
+    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def _schedule_tick(
+    instance: dg.DagsterInstance,
+    resources: dict[str, object],
+    when: dt.datetime,
+    name: str = "compaction_schedule",
+) -> list[dg.RunRequest] | dg.SkipReason:
+    schedule = next(s for s in build_schedules(ScheduleSettings()) if s.name == name)
+    with dg.build_schedule_context(
+        instance=instance, resources=resources, scheduled_execution_time=when
+    ) as ctx:
+        result = schedule(ctx)
+    assert isinstance(result, list | dg.SkipReason)
+    return result
+
+
+def _execute(
+    instance: dg.DagsterInstance, resources: dict[str, object], request: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
+    """Run what a request asked for, with its tags, as the daemon would launch it."""
+    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    return defs.resolve_job_def(request.job_name or "compaction_job").execute_in_process(
+        instance=instance,
+        partition_key=request.partition_key,
+        tags=dict(request.tags),
+        raise_on_error=False,
+    )
+
+
+def _by_hand(
+    instance: dg.DagsterInstance, resources: dict[str, object], db: str
+) -> dg.ExecuteInProcessResult:
+    """A compaction launched from the Launchpad: the partition, no tags of ours."""
+    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    return defs.resolve_job_def("compaction_job").execute_in_process(
+        instance=instance, partition_key=db, raise_on_error=False
+    )
+
+
+def _corrupt_last_l0(store: ObjectStore, db: str) -> tuple[str, bytes]:
+    stored, _ = inspect_database(store, db)
+    m = stored.manifest
+    sst = next(s for s in m.ssts if s.id == m.l0[-1].sst_id)
+    path = resolve_sst_path(db, m, sst)
+    original = store.get(path).data
+    damaged = bytearray(original)
+    for i in range(64, min(len(damaged), 4096)):
+        damaged[i] ^= 0xFF
+    store.put(path, bytes(damaged))
+    return path, original
+
+
+def _requested(result: list[dg.RunRequest] | dg.SkipReason) -> set[str]:
+    return set() if isinstance(result, dg.SkipReason) else {r.partition_key or "" for r in result}
+
+
+def test_the_schedule_skips_a_database_the_sensor_holds_after_an_alert(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    persistent_instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    instance = persistent_instance
+    write_database(store, "healthy", l0_ssts=6, rows_per_sst=50, wal_rows=0)
+    add_partitions(instance, orders, "healthy")
+    _corrupt_last_l0(store, orders)
+
+    first = tick(instance, store_resource, managed)
+    request = next(r for r in first.run_requests if r.partition_key == orders)
+    assert not _execute(instance, resources, request).success
+
+    # the sensor holds it back ...
+    later = tick(instance, store_resource, managed, first.cursor)
+    assert orders not in {r.partition_key for r in later.run_requests}
+    # ... and so does the schedule, tick after tick
+    for minutes in (15, 30):
+        result = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=minutes))
+        assert _requested(result) == {"healthy"}
+
+
+def test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    resources: dict[str, object],
+    persistent_instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """No sensor tick before: the hold is found in the run history the instance recorded."""
+    instance = persistent_instance
+    add_partitions(instance, orders)
+    path, original = _corrupt_last_l0(store, orders)
+
+    first = _schedule_tick(instance, resources, T0)
+    assert isinstance(first, list) and _requested(first) == {orders}
+    failed = _execute(instance, resources, first[0])
+    assert not failed.success
+
+    held = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=15))
+    assert isinstance(held, dg.SkipReason), "the schedule requested the held database again"
+    why = held.skip_message or ""
+    assert orders in why and "CorruptionError" in why and "by hand" in why
+    assert tick(instance, store_resource, managed).run_requests == []
+
+    # More writes: the SST it failed on is still in L0, still held.
+    write_database(store, orders, prefix="later-", l0_ssts=2, rows_per_sst=50, wal_rows=0)
+    assert _requested(_schedule_tick(instance, resources, T0 + dt.timedelta(minutes=30))) == set()
+
+    # Repaired and compacted by hand (the operator's acknowledgement): the hold is lifted.
+    store.put(path, original)
+    assert _by_hand(instance, resources, orders).success
+    write_database(store, orders, prefix="again-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
+    again = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
+    assert _requested(again) == {orders}

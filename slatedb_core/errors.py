@@ -261,6 +261,53 @@ class DatabaseDeleted(DatabaseDestroyed, DatabaseNotFound):
     created there again) and a :class:`DatabaseNotFound` (there is no database to read)."""
 
 
+class NotADatabase(DatabaseNotFound):
+    """The path holds a sharded table (a shard map under ``<path>/shardmap/``), not a database,
+    and was opened as one (``Db.open``, ``DbReader.open``, a ``slatedb`` database command).
+    Nothing was created or changed. Open it with ``Table.open`` (CLI: ``slatedb --path PATH
+    table ...``), or open one of its shards' databases (``slatedb table show`` lists them)."""
+
+    def __init__(self, path: str, store_url: str) -> None:
+        super().__init__(
+            f"{path!r} in {store_url} is a table (it has a shard map), not a database: open it "
+            f"with Table.open (CLI: slatedb --path {path} table ...), or one of its shards' "
+            "databases (slatedb table show lists them)"
+        )
+        self.path = path
+
+
+class NotATable(DatabaseNotFound):
+    """The path holds a plain database (manifests under ``<path>/manifest/``), not a sharded
+    table, and was opened or created as one (``Table.open``, ``Table.create``, ``slatedb
+    table ...``, the Spark ingest). Nothing was created or changed. Open it with ``Db.open`` /
+    ``DbReader.open`` (CLI: ``slatedb get`` / ``scan`` without ``table``), or choose another
+    path for the table."""
+
+    def __init__(self, path: str, store_url: str) -> None:
+        super().__init__(
+            f"{path!r} in {store_url} is a database (it has manifests), not a table: open it "
+            f"with Db.open or DbReader.open (CLI: slatedb --path {path} get/scan, without "
+            "'table'), or choose another path for the table"
+        )
+        self.path = path
+
+
+class TableAlreadyExists(ObjectAlreadyExists):
+    """``Table.create`` (the ingest's ``--create``) found a table at the path already. Nothing
+    was changed. Write into it as it is (ingest without ``--create``, ``Table.open``), or
+    choose another path; ``Table.open_or_create`` opens an existing table instead."""
+
+    def __init__(self, path: str, store_url: str, object_path: str) -> None:
+        SlateDBError.__init__(
+            self,
+            f"a table already exists at {path!r} in {store_url}: write into it as it is "
+            "(Spark ingest without --create; API: Table.open or Table.open_or_create), or "
+            "choose another path",
+        )
+        self.path = object_path
+        self.table_path = path
+
+
 class DatabaseNotInitialized(SlateDBError):
     """The database's manifest says ``initialized=False`` (e.g. an unfinished clone). Finish it
     by running the same clone or union again, or destroy it."""

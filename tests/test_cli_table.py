@@ -60,7 +60,7 @@ def test_create_then_show_as_json(tmp_path: Path) -> None:
     code, out, _ = run(url, "show")
     assert code == 0 and "t/shards/0000000002" in out and "+inf" in out
     code, _, err = run(url, "create")
-    assert code == 1 and "ObjectAlreadyExists" in err
+    assert code == 1 and "TableAlreadyExists" in err  # issue 40, item 6
 
 
 def test_create_rejects_bad_split_points(tmp_path: Path) -> None:

@@ -20,8 +20,16 @@ import click
 
 from slatedb_core.cli.terminal import echo, echo_json
 from slatedb_core.durations import MAX_DURATION, parse_duration
-from slatedb_core.errors import InvalidArgument, MergeOperatorMissing, SlateDBError
+from slatedb_core.errors import (
+    DatabaseNotFound,
+    InvalidArgument,
+    MergeOperatorMissing,
+    NotADatabase,
+    NotATable,
+    SlateDBError,
+)
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
+from slatedb_core.path_kind import refuse_database, refuse_table
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 
@@ -68,10 +76,31 @@ def handle_errors(fn: F) -> F:
             echo(f"not found: {e}", err=True)
             sys.exit(1)
         except SlateDBError as e:
+            e = _named_kind(e)
             echo(f"error: {type(e).__name__}: {e}{_hint(e)}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _named_kind(e: SlateDBError) -> SlateDBError:
+    """A bare "no manifest" or "no shard map" under ``--path``, from whichever command, said as
+    what the path is instead (:mod:`slatedb_core.path_kind`): a table given to a database
+    command, or a database given to ``slatedb table``. One extra LIST, on this failure only."""
+    if type(e) is not DatabaseNotFound:
+        return e
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    if obj is None:
+        return e
+    try:
+        refuse_table(obj.store, obj.path)
+        refuse_database(obj.store, obj.path)
+    except (NotADatabase, NotATable) as kind:
+        return kind
+    except SlateDBError:
+        pass  # the look did not work: the original error stands
+    return e
 
 
 def _hint(e: SlateDBError) -> str:

@@ -88,8 +88,11 @@ from typing import TypeVar
 import pyarrow as pa
 
 from slatedb_core.errors import (
+    DatabaseDeleted,
     DatabaseDestroyed,
+    DatabaseNotFound,
     InvalidArgument,
+    NotADatabase,
     ObjectNotFound,
     ReaderClosed,
     SlateDBError,
@@ -106,6 +109,7 @@ from slatedb_core.options import (
     check_key_list,
     check_optional,
 )
+from slatedb_core.path_kind import refuse_table
 from slatedb_core.reader.refresh import Refresher
 from slatedb_core.reader.view import ReaderStats, View, as_key
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
@@ -183,6 +187,24 @@ class DbReader:
             raise InvalidArgument("ReaderMode.CHECKPOINT needs the id of a checkpoint")
         if mode is not ReaderMode.CHECKPOINT and checkpoint is not None:
             raise InvalidArgument(f"a checkpoint id was given but the mode is {mode.name}")
+        try:
+            return cls._open(path, store, mode, options, checkpoint, on_destroyed)
+        except DatabaseNotFound as e:
+            if isinstance(e, DatabaseDeleted | NotADatabase):
+                raise
+            refuse_table(store, path)  # a table's root, opened as a database, says so
+            raise
+
+    @classmethod
+    def _open(
+        cls,
+        path: str,
+        store: ObjectStore,
+        mode: ReaderMode,
+        options: DbReaderOptions,
+        checkpoint: uuid.UUID | None,
+        on_destroyed: Callable[[], None] | None,
+    ) -> DbReader:
         reader = cls(path, store, mode, options, checkpoint, on_destroyed)
         with reader._refresh_lock:
             if mode is ReaderMode.CHECKPOINT:

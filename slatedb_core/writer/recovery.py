@@ -32,6 +32,7 @@ from slatedb_core.lsm.merge_operator import MergeOperator
 from slatedb_core.lsm.row_model import has_merges
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
+from slatedb_core.path_kind import refuse_table
 from slatedb_core.wal import WalLog, damaged_holes, fence_wal, first_open_slot, missing_error
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def bump_epoch(
         found = manifests.try_read_latest()
         if if_manifest_id is not None:
             if found is None:
+                refuse_table(manifests.store, manifests.db_path)
                 manifests.raise_missing()  # a conditional open creates nothing
             if found.id != if_manifest_id:
                 raise PreconditionFailed(
@@ -72,6 +74,8 @@ def bump_epoch(
         if found is not None and wal is not None:
             wal.check_before_bump(found.manifest)
         if found is None:
+            # a table's root is no place for a database: say so before creating one in it
+            refuse_table(manifests.store, manifests.db_path)
             if manifests.is_tombstone():
                 # refuse before creating anything a reader could glimpse; a tombstone written
                 # after this check still fails the create's boundary check

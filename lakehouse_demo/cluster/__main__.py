@@ -12,6 +12,7 @@ import argparse
 import functools
 import io
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse_demo.cluster.processes import ClusterError, alive, stop, wait_until
-from lakehouse_demo.cluster.services import services
+from lakehouse_demo.cluster.processes import (
+    MARKER,
+    ClusterError,
+    Stopped,
+    alive,
+    ancestors,
+    marked,
+    signals_deferred,
+    signals_raise,
+    stop,
+    stop_marked,
+    wait_until,
+)
+from lakehouse_demo.cluster.services import Service, postmaster_pid, services
 from lakehouse_demo.cluster.settings import (
     BUCKET,
     INFRA,
@@ -61,16 +74,85 @@ def _line(name: str, state: str, detail: str, record: dict[str, object] | None) 
     return f"  {name:<18} {state:<5} {detail}  {pid}".rstrip()
 
 
-def start(s: ClusterSettings) -> int:
-    """Everything this creates, and every service it starts, with umask 077 (issue 39, item 6)."""
+def start(s: ClusterSettings, only: Sequence[str] | None = None) -> int:
+    """Everything this creates, and every service it starts, with umask 077 (issue 39, item 6).
+    ``only``: these services alone (in start order), e.g. for a test that needs no Spark.
+
+    SIGTERM, SIGINT or SIGHUP before the last service is up stops what this start started (and
+    only that: services found running stay), prints one line and returns 128 + the signal
+    (issue 40, item 7). Every service carries ``LAKEHOUSE_CLUSTER_DIR`` (processes.MARKER)."""
     umask = os.umask(0o077)
+    marker = os.environ.get(MARKER)
+    os.environ[MARKER] = str(s.dir)  # inherited by every service and what it starts
+    _, state = load_state(s.dir)
+    running = {int(str(r["pid"])) for r in state.values() if alive(r)}
     try:
-        return _start(s)
+        with signals_raise():
+            try:
+                return _start(s, only)
+            except (Stopped, KeyboardInterrupt) as e:
+                with signals_deferred():
+                    n = _undo_start(s.dir, running)
+                name = e.args[0] if isinstance(e, Stopped) else "SIGINT"
+                print(
+                    f"interrupted ({name}): stopped {n} process(es) this start had started",
+                    flush=True,
+                )
+                return 128 + (e.signum if isinstance(e, Stopped) else signal.SIGINT)
     finally:
         os.umask(umask)
+        if marker is None:
+            os.environ.pop(MARKER, None)
+        else:
+            os.environ[MARKER] = marker
 
 
-def _start(s: ClusterSettings) -> int:
+def _undo_start(dir: Path, running: set[int]) -> int:
+    """Stop every process of the cluster in ``dir`` but the services that were running before
+    this start (and what they started: same session, or one of them among its ancestors)."""
+    _, state = load_state(dir)
+    n = 0
+    for name in reversed(list(state)):
+        if state[name].get("pid") not in running:
+            n += stop(state[name])
+            del state[name]
+    ours = [
+        r
+        for r in marked(dir)
+        if not running.intersection({_session(int(str(r["pid"]))), *ancestors(int(str(r["pid"])))})
+    ]
+    n += stop_marked(ours, gentle=_gentle(dir))
+    ports, _ = load_state(dir)
+    if ports is not None:
+        save_state(ClusterSettings(dir=dir, ports=ports, config=INFRA / "slatedb.yaml"), state)
+    return n
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def _gentle(dir: Path) -> dict[int, str]:
+    """PostgreSQL's fast shutdown is SIGINT (SIGTERM waits for its clients to leave)."""
+    pid = postmaster_pid(dir)
+    return {} if pid is None else {pid: "SIGINT"}
+
+
+def _selected(s: ClusterSettings, only: Sequence[str] | None) -> list[Service]:
+    every = services(s)
+    if only is None:
+        return every
+    unknown = sorted(set(only) - {svc.name for svc in every})
+    if unknown:
+        known = ", ".join(svc.name for svc in every)
+        raise InvalidArgument(f"unknown service(s) {', '.join(unknown)}; known: {known}")
+    return [svc for svc in every if svc.name in only]
+
+
+def _start(s: ClusterSettings, only: Sequence[str] | None) -> int:
     # PostgreSQL runs as its own user when we are root and must pass through to its folder
     private_dir(s.dir, postgres_traverses=True)
     private_dir(s.logs, postgres_traverses=True)
@@ -80,7 +162,7 @@ def _start(s: ClusterSettings) -> int:
     env = {**os.environ, **settings_env}
     _, state = load_state(s.dir)
     print(f"cluster in {s.dir} (logs: {s.logs})")
-    for svc in services(s):
+    for svc in _selected(s, only):
         record = state.get(svc.name)
         if record is not None and alive(record):
             # running, perhaps busy (a late daemon heartbeat): wait for it; a second copy would
@@ -116,14 +198,21 @@ def _start(s: ClusterSettings) -> int:
 
 
 def stop_all(dir: Path) -> int:
-    _, state = load_state(dir)
-    if not state:
-        print(f"nothing started from {dir}")
-        return 0
-    for name in reversed(list(state)):
-        stopped = stop(state[name])
-        print(f"  {name:<18} {'stopped' if stopped else 'was not running'}", flush=True)
-    save_state_after_stop(dir)
+    """Stop, in reverse order, what ``state.json`` names, then any process left of the cluster
+    in ``dir`` that it does not (a launcher killed before it could record it, a service's
+    children that left its process group), found by their ``LAKEHOUSE_CLUSTER_DIR``."""
+    with signals_raise(), signals_deferred():  # a second Ctrl-C does not cut the stop short
+        _, state = load_state(dir)
+        for name in reversed(list(state)):
+            stopped = stop(state[name])
+            print(f"  {name:<18} {'stopped' if stopped else 'was not running'}", flush=True)
+        if state:
+            save_state_after_stop(dir)
+        left = stop_marked(marked(dir), gentle=_gentle(dir))
+        if left:
+            print(f"  {'leftovers':<18} {left} process(es) of this cluster stopped", flush=True)
+        elif not state:
+            print(f"nothing started from {dir}")
     return 0
 
 
@@ -214,6 +303,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=str(INFRA / "slatedb.yaml"),
         help="orchestration config (SLATEDB_ORCHESTRATION_CONFIG)",
     )
+    p.add_argument(
+        "--only",
+        type=lambda v: [n for n in v.split(",") if n],
+        default=None,
+        help="start: these services alone, comma-separated (e.g. s3,postgres)",
+    )
     p.add_argument("--rows", type=int, default=2_000_000, help="dataset: orders to write")
     p.add_argument("--files", type=int, default=8, help="dataset: Parquet objects")
     p.add_argument("--prefix", default="input/orders", help="dataset: where in the bucket")
@@ -224,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args, for_start=args.command == "start")
         if args.command == "dataset":
             return dataset(settings, args.rows, args.files, args.prefix)
-        return start(settings) if args.command == "start" else status(settings)
+        return start(settings, args.only) if args.command == "start" else status(settings)
     except (ClusterError, InvalidArgument) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,24 +1,88 @@
 """The processes ``make cluster`` starts: each in its own session (so stopping one stops its
 children too: Spark executors and their Python workers, Dagster's code servers and run workers),
 its output appended to one log file, and identified afterwards by pid *and* start time, so that
-``make cluster-stop`` never signals a process it did not start (a pid can be reused)."""
+``make cluster-stop`` never signals a process it did not start (a pid can be reused).
+
+Every way out (issue 40, item 7): each service carries ``LAKEHOUSE_CLUSTER_DIR=<the cluster's
+folder>`` in its environment, and so does everything it starts (Spark executors and their Python
+workers, PostgreSQL's backends, Dagster's code servers and run workers), so that what a killed
+launcher never recorded in ``state.json`` is still found (:func:`marked`) and stopped
+(:func:`stop_marked`) by ``cluster stop``. SIGTERM, SIGINT and SIGHUP become :class:`Stopped` while
+``cluster start`` runs (:func:`signals_raise`), so an interrupted start stops what it started.
+Services are not tied to the launcher's life (``PR_SET_PDEATHSIG``): ``make cluster`` returns
+with them running, by design."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from slatedb_core.errors import SlateDBError
 
 
 class ClusterError(SlateDBError):
     """A service did not start, or did not become ready in time (the message names its log)."""
+
+
+MARKER = "LAKEHOUSE_CLUSTER_DIR"
+"""The environment variable naming the cluster folder a process belongs to."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGINT, SIGHUP) arrived; a BaseException, like KeyboardInterrupt,
+    so that no ``except Exception`` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_deferred: list[int] = []
+_defer_depth = 0
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    if _defer_depth:
+        _deferred.append(signum)
+        return
+    raise Stopped(signum)
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM, SIGINT and SIGHUP raise :class:`Stopped` (in the main thread) while inside."""
+    old = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A stop signal arriving inside is raised on the way out (a process started and not yet
+    recorded, a clean-up half done). Not the signal mask: children would inherit it."""
+    global _defer_depth
+    _defer_depth += 1
+    try:
+        yield
+    finally:
+        _defer_depth -= 1
+        if not _defer_depth and _deferred:
+            signum = _deferred[0]
+            _deferred.clear()
+            raise Stopped(signum)
 
 
 def _stat(pid: int) -> tuple[str, float] | None:
@@ -130,6 +194,92 @@ def _group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
                 return True
     return False
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, grandparent, ... up to init."""
+    out = []
+    parent = _ppid(pid)
+    while parent and parent not in out:
+        out.append(parent)
+        parent = _ppid(parent)
+    return out
+
+
+def _our_uids() -> set[int]:
+    """Whose processes a cluster of ours can hold: ours and, as root, PostgreSQL's user (it
+    refuses to run as root; services.py runs it as ``postgres``)."""
+    uids = {os.geteuid()}
+    if os.geteuid() == 0:
+        try:
+            uids.add(pwd.getpwnam("postgres").pw_uid)
+        except KeyError:
+            pass
+    return uids
+
+
+def marked(dir: Path) -> list[dict[str, object]]:
+    """Records (pid, start time) of the live processes of our user(s) whose environment says
+    they belong to the cluster in ``dir``; never this process nor its ancestors (the shell and
+    make that run ``cluster stop``)."""
+    want = f"{MARKER}={dir}".encode()
+    skip = {os.getpid(), *ancestors(os.getpid())}
+    uids = _our_uids()
+    found: list[dict[str, object]] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            if entry.stat().st_uid not in uids:
+                continue
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if want in environ.split(b"\0"):
+            pid = int(entry.name)
+            started = start_time(pid)
+            if started is not None:
+                found.append({"pid": pid, "start_time": started})
+    return found
+
+
+def stop_marked(
+    records: Sequence[Mapping[str, object]],
+    *,
+    gentle: Mapping[int, str] | None = None,
+    timeout_s: float = 20.0,
+) -> int:
+    """Stop these processes (SIGTERM, or ``gentle[pid]``'s signal: SIGINT for a postmaster),
+    SIGKILL what is left after ``timeout_s``; how many were running."""
+    gentle = gentle or {}
+    live = [r for r in records if alive(r)]
+    for r in live:
+        pid = r["pid"]
+        assert isinstance(pid, int)
+        try:
+            os.kill(pid, signal.Signals[gentle.get(pid, "SIGTERM")])
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout_s
+    while any(alive(r) for r in live) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for r in live:
+        if alive(r):
+            pid = r["pid"]
+            assert isinstance(pid, int)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return len(live)
 
 
 def http_ok(url: str, *, timeout_s: float = 2.0) -> bytes | None:

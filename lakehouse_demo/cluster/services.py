@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from lakehouse_demo.cluster.processes import (
+    MARKER,
     ClusterError,
     http_ok,
     open_log,
@@ -135,6 +136,14 @@ def _pg(cmd: list[str], s: ClusterSettings) -> None:
             f"{Path(cmd[len(_as_postgres())]).name} failed ({res.returncode}): "
             f"{res.stderr.strip()}\n{tail(s.logs / 'postgres.log')}"
         )
+
+
+def postmaster_pid(dir: Path) -> int | None:
+    """The pid in the cluster's ``postmaster.pid`` (PostgreSQL's own record), or None."""
+    try:
+        return int((dir / "postgres" / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _pg_env() -> dict[str, str]:
@@ -278,6 +287,7 @@ SPARK_DAEMON_ENV = (
     "TMPDIR",
     "USER",
     "LOGNAME",
+    MARKER,
 )
 """All the master and the workers take from the launcher's environment (issue 39, item 1): an
 executor inherits its worker's environment, so a worker holds no credential; what an executor

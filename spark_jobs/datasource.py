@@ -55,7 +55,9 @@ builds new databases and swaps them in with one shard-map commit (docs/overwrite
 id and the batch id as version, so a restarted query never applies a micro-batch twice.
 
 Options are checked on the driver, before any task runs; a bad one raises
-:class:`~slatedb_core.errors.InvalidArgument` naming it, and nothing is written.
+:class:`~slatedb_core.errors.InvalidArgument` naming it, and nothing is written. So does one the
+read or write does not take (:func:`~spark_jobs.datasource_options.check_option_names`, with the
+closest known name: a misspelt ``checkpoint`` must not read the latest state).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ on the driver before any task runs: a bad option raises InvalidArgument naming i
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from slatedb_core.writer.ttl import NoExpiry, check_ttl
 from spark_jobs.ingest_tasks import RUN_BYTES
 from spark_jobs.value_columns import payload_schema as value_payload_schema
 
-__all__ = ["MODES", "WriteOptions"]
+__all__ = ["MODES", "WriteOptions", "check_option_names"]
 
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 """Save modes: Spark's ``.mode()`` passes append or overwrite; the ``mode`` option the others."""
@@ -53,6 +54,24 @@ _KNOWN = frozenset(
     }
 )
 """Every option a write reads (``checkpoint`` belongs to reads and is refused on writes)."""
+
+
+def check_option_names(options: Mapping[str, object], known: frozenset[str], what: str) -> None:
+    """Refuse an option ``what`` (a read, a write) does not take: InvalidArgument naming it, the
+    closest known name (a misspelt ``checkpoint`` must not read the latest state silently) and
+    every known one. Spark hands the options over case-insensitively, as are the names here
+    (``known`` is lower case). Used by both the read and the write option parsers."""
+    unknown = sorted({k for k in options if k.lower() not in known}, key=str.lower)
+    if not unknown:
+        return
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.lower(), sorted(known), n=1)
+        named.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(named) > 1 else ""
+    raise InvalidArgument(
+        f"unknown option{plural} {', '.join(named)}: {what} takes {', '.join(sorted(known))}"
+    )
 
 
 def _opt(options: Mapping[str, str], name: str) -> str | None:
@@ -142,9 +161,7 @@ class WriteOptions:
         *,
         stream: bool = False,
     ) -> WriteOptions:
-        unknown = sorted(k for k in options if k.lower() not in _KNOWN)
-        if unknown:
-            raise InvalidArgument(f"unknown option(s) {unknown}; known: {sorted(_KNOWN)}")
+        check_option_names(options, _KNOWN, "a stream write" if stream else "a write")
         if _opt(options, "checkpoint") is not None:
             raise InvalidArgument("option 'checkpoint' names a snapshot to read; writes take none")
         url = _required(options, "url", "the object store URL, e.g. file:///data/lake")

@@ -85,12 +85,14 @@ from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.options import DbOptions
 from slatedb_core.table import TableOptions, ValueEncoding
 from slatedb_core.table.snapshot import snapshot_value_encoding
+from spark_jobs.datasource_options import check_option_names
 from spark_jobs.read import shard_manifest, size_cuts
 from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
 from spark_jobs.read_values import decode_values, value_schema
 
 __all__ = [
     "POINTS_PER_PARTITION",
+    "READ_OPTIONS",
     "ReadOptions",
     "ShardRead",
     "SlateDBPartition",
@@ -106,6 +108,11 @@ KEY_TYPES = ("binary", "string")
 POINTS_PER_PARTITION = 100_000
 """Exact keys (``=``/``IN``) looked up by one task."""
 
+READ_OPTIONS = frozenset(
+    {"url", "path", "checkpoint", "key_type", "wal_url", "merge_operator"}
+    | {"snapshot_lifetime_s", "batch_size", "max_partitions_per_shard", "partition_bytes"}
+)
+"""Every option a read takes (lower case, as Spark hands them over); any other is refused."""
 _DEFAULTS = {
     "snapshot_lifetime_s": 3600.0,
     "batch_size": 65536,
@@ -140,6 +147,7 @@ class ReadOptions:
     @staticmethod
     def parse(options: Mapping[str, str]) -> ReadOptions:
         """The options, or InvalidArgument naming the first bad one (nothing is opened)."""
+        check_option_names(options, READ_OPTIONS, "a read")
         url, path = _text(options, "url"), _text(options, "path")
         if url is None:
             raise InvalidArgument("option 'url' is required: the object store's URL")

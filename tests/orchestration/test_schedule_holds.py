@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 
 from devtools.sample_data import write_database
+from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -24,6 +25,7 @@ from orchestration.schedules import build_schedules
 from orchestration.settings import ScheduleSettings
 from slatedb_core import ObjectStore
 from slatedb_core.health import inspect_database
+from slatedb_core.layout import boundary_path
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
 from tests.orchestration.fleet_ticks import tick
@@ -153,3 +155,32 @@ def test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor(
     write_database(store, orders, prefix="again-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
     again = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
     assert _requested(again) == {orders}
+
+
+def test_gc_that_failed_with_an_alert_is_held_until_a_run_by_hand_succeeds(
+    store: ObjectStore,
+    resources: dict[str, object],
+    persistent_instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """The same hold for gc_schedule (hourly): a GC pass that failed with CorruptionError (a
+    boundary file that did not decode while it ran) is not relaunched every tick; the operator
+    acknowledges it by running GC by hand, and the schedule resumes."""
+    instance = persistent_instance
+    add_partitions(instance, orders)
+    boundary = boundary_path(orders, "manifest")
+    gc = dg.RunRequest(partition_key=orders, job_name="gc_job", tags={DATABASE_TAG: orders})
+    assert _execute(instance, resources, gc).success
+    good = store.get(boundary).data
+    store.put(boundary, b"garbage")
+    assert not _execute(instance, resources, gc).success
+    store.put(boundary, good)  # repaired; the failure stands until acknowledged
+
+    held = _schedule_tick(instance, resources, T0, "gc_schedule")
+    assert isinstance(held, dg.SkipReason), "gc_schedule relaunched a GC that failed with an alert"
+    why = held.skip_message or ""
+    assert orders in why and "CorruptionError" in why and "by hand" in why
+
+    gc_by_hand = dg.RunRequest(partition_key=orders, job_name="gc_job")
+    assert _execute(instance, resources, gc_by_hand).success
+    assert _requested(_schedule_tick(instance, resources, T0, "gc_schedule")) == {orders}

@@ -15,6 +15,7 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/orchestration/test_schedule_holds.py::test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor",
         "tests/test_seaweedfs_tls.py::test_seaweedfs_starts_without_openssl",
         "tests/cluster/test_compose_spark_auth.py::test_entrypoint_writes_the_secret_into_a_private_config",
         "tests/cluster/test_review_cluster.py::test_the_store_cannot_be_read_or_changed_without_the_keys",

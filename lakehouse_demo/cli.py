@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lakehouse_demo import progress, workdir
+from lakehouse_demo import interrupts, progress, workdir
 from lakehouse_demo.dataset import DatasetOptions, describe, generate, write_dataset
 from lakehouse_demo.summary import RunFacts, render
 from slatedb_core.errors import InvalidArgument
@@ -188,14 +188,77 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     logging.getLogger("py4j").setLevel(logging.ERROR)
     from pyspark.sql import SparkSession
 
+    ours = SparkSession.getActiveSession() is None  # else: the caller's session; leave it be
+    log_path = log_path_of(opts)
+    shown = progress.DemoProgress(console)
+    try:
+        with interrupts.installed():
+            done = _run_job(opts, console, started, mode, ours, log_path, shown)
+            if interrupts.requested():  # every raise of it was swallowed: still an interrupt
+                raise KeyboardInterrupt
+            return done
+    except BaseException as e:
+        if not interrupted(e):
+            raise
+        # The with-blocks have stopped what the run started (Spark, Dagster's instance,
+        # SeaweedFS); the chain of tracebacks (Dagster's, py4j's) stays out of the terminal.
+        raise DemoInterrupted(log_path.resolve(), shown.running()) from None
+
+
+def log_path_of(opts: DemoOptions) -> Path:
+    """Where a run sends Spark's and Dagster's output (the file descriptor 2 of the process)."""
+    return opts.data_dir / "logs" / "demo.log"
+
+
+class DemoInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped the run; what it started has been stopped."""
+
+    def __init__(self, log_path: Path, steps: list[str]) -> None:
+        super().__init__(log_path, steps)
+        self.log_path = log_path
+        self.steps = steps
+
+    def line(self, prog: str) -> str:
+        during = f" during step '{self.steps[-1]}'" if self.steps else ""
+        return f"{prog}: interrupted{during}; stopped Spark and Dagster; log: {self.log_path}"
+
+
+def interrupted(e: BaseException) -> bool:
+    """Whether ``e`` comes from Ctrl-C: a KeyboardInterrupt, or what Dagster (its
+    DagsterExecutionInterruptedError) or py4j turned it into, anywhere in the chain."""
+    if interrupts.requested():
+        return True
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if (
+            isinstance(x, KeyboardInterrupt)
+            or type(x).__name__ == "DagsterExecutionInterruptedError"
+        ):
+            return True
+        todo += [x.__cause__, x.__context__]
+    return False
+
+
+def _run_job(
+    opts: DemoOptions,
+    console: Console,
+    started: float,
+    mode: str,
+    ours: bool,
+    log_path: Path,
+    shown: progress.DemoProgress,
+) -> DemoRun:
     from lakehouse_demo.definitions import build_definitions, resource_for
     from lakehouse_demo.pipeline import asset_outputs
 
-    ours = SparkSession.getActiveSession() is None  # else: the caller's session; leave it be
-    log_path = opts.data_dir / "logs" / "demo.log"
     with (
         _stderr_to(log_path),
-        progress.installed(progress.DemoProgress(console)),
+        progress.installed(shown),
         _env({"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}),
         _store(opts) as url,
     ):
@@ -217,7 +280,9 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
                 raise_on_error=True,
             )
             outputs = asset_outputs(result)
-        except Exception:
+        except Exception as e:
+            if interrupted(e):
+                raise
             console.print(
                 f"[red]the demo failed[/]; Spark's and Dagster's log: {log_path}; the run is in "
                 f"{opts.data_dir / 'dagster_home'} (make ui)"
@@ -308,6 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except workdir.DemoDirRefused as e:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return 2
+    except DemoInterrupted as e:
+        print(e.line(p.prog), file=sys.stderr)
+        return 130
     return 0 if result.success else 1
 
 

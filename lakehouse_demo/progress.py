@@ -3,6 +3,9 @@
 The Dagster assets of :mod:`lakehouse_demo.pipeline` run in-process, so they report to the one
 :class:`DemoProgress` installed by the CLI through the module-level functions below. When the
 assets run elsewhere (``dagster dev``: no progress installed) every call is a no-op.
+
+When the console is not a terminal (a pipe, a log file, CI) there is no live display: each step
+prints one plain line when it finishes (issue 40, item 5: redraws made such logs unreadable).
 """
 
 from __future__ import annotations
@@ -23,15 +26,20 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from lakehouse_demo import interrupts
+
 _lock = threading.Lock()
 _current: DemoProgress | None = None
 
 
 class DemoProgress:
-    """One line per step: a spinner or a bar, the step's note, its elapsed time."""
+    """One line per step: a spinner or a bar, the step's note, its elapsed time (on a terminal);
+    elsewhere one plain line per finished step."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.live = console.is_terminal
+        """False: no redraws; :meth:`finish` prints the step's line."""
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[step]:<26}"),
@@ -44,16 +52,24 @@ class DemoProgress:
         )
         self._tasks: dict[str, TaskID] = {}
         self._started: dict[str, float] = {}
+        self._finished: set[str] = set()
 
     def __enter__(self) -> DemoProgress:
-        self.progress.start()
+        if self.live:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.live:
+            self.progress.stop()
+
+    def running(self) -> list[str]:
+        """The steps started and not finished (the one an interrupt stopped)."""
+        return [s for s in self._started if s not in self._finished]
 
     def start(self, step: str, total: int | None = None, note: str = "") -> None:
         self._started[step] = time.monotonic()
+        self._finished.discard(step)
         if step in self._tasks:
             self.progress.reset(self._tasks[step], total=total, note=note)
             return
@@ -69,6 +85,11 @@ class DemoProgress:
             self.progress.update(task, advance=n, note=note)
 
     def finish(self, step: str, note: str) -> None:
+        self._finished.add(step)
+        if not self.live:
+            took = time.monotonic() - self._started.get(step, time.monotonic())
+            self.console.print(f"{step:<26} {took:6.1f}s  {note}", markup=False, highlight=False)
+            return
         task = self._tasks.get(step)
         if task is None:
             return
@@ -98,21 +119,30 @@ def installed(p: DemoProgress) -> Iterator[DemoProgress]:
 
 
 def start(step: str, total: int | None = None, note: str = "") -> None:
+    interrupts.check()  # a Ctrl-C swallowed elsewhere stops the run here
     p = _current
     if p is not None:
         p.start(step, total, note)
 
 
 def advance(step: str, n: float = 1, note: str | None = None) -> None:
+    interrupts.check()  # a Ctrl-C swallowed elsewhere stops the run here
     p = _current
     if p is not None:
         p.advance(step, n, note)
 
 
 def finish(step: str, note: str) -> None:
+    interrupts.check()  # a Ctrl-C swallowed elsewhere stops the run here
     p = _current
     if p is not None:
         p.finish(step, note)
+
+
+def running() -> list[str]:
+    """The installed progress's unfinished steps (none when no progress is installed)."""
+    p = _current
+    return p.running() if p is not None else []
 
 
 def log(message: str) -> None:

@@ -169,3 +169,46 @@ def test_stop_finds_what_a_killed_start_left(cluster_dir: Path, tmp_path: Path) 
     assert res.returncode == 0, res.stdout + res.stderr
     left = _wait_gone(cluster_dir, 20)
     assert not left, f"left running after cluster stop: {left}\n{res.stdout}"
+
+
+def test_sigterm_to_pytest_runs_the_fixtures_teardown(tmp_path: Path) -> None:
+    """A timeout's SIGTERM to ``pytest tests/cluster``: the module fixture's teardown (where the
+    cluster fixtures run ``cluster stop``) still runs (tests/cluster/conftest.py)."""
+    torn = tmp_path / "torn-down"
+    started = tmp_path / "started"
+    (tmp_path / "test_held.py").write_text(
+        "import pathlib, time, pytest\n"
+        "@pytest.fixture(scope='module')\n"
+        "def held():\n"
+        "    try:\n"
+        "        yield\n"
+        "    finally:\n"
+        f"        pathlib.Path({str(torn)!r}).write_text('yes')\n"
+        "def test_hold(held):\n"
+        f"    pathlib.Path({str(started)!r}).write_text('yes')\n"
+        "    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.cluster.conftest",
+            str(tmp_path / "test_held.py"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for("the test to start", lambda: started.exists() or proc.poll() is not None, 60)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert torn.exists(), out.decode(errors="replace")

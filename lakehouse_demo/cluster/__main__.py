@@ -1,8 +1,10 @@
 """``python -m lakehouse_demo.cluster {start,stop,status}`` (``make cluster``, ``make cluster-stop``).
 
 ``start`` starts what is not already running (so it also restarts a service that died or was
-killed), printing one status line per service once it answers; ``stop`` stops, in reverse order,
-only the processes this folder's ``state.json`` says it started; ``status`` prints the lines
+killed), printing one status line per service once it answers, and stops what it started if
+a signal interrupts it; ``stop`` stops, in reverse order, the processes this folder's
+``state.json`` says it started, then any process left that carries this folder in its
+``LAKEHOUSE_CLUSTER_DIR`` (a killed launcher's; issue 40, item 7); ``status`` prints the lines
 again. Credentials are never printed: they are in ``<dir>/cluster.env`` (mode 0600).
 """
 

@@ -292,6 +292,12 @@ class NotATable(DatabaseNotFound):
         self.path = path
 
 
+class TableNotFound(DatabaseNotFound):
+    """No table (shard map) at the path a job writes into. Nothing was changed. Create it
+    first (the Spark ingest's ``--create SPLITS``, ``Table.create``, ``slatedb table create``),
+    or fix the path or the store URL."""
+
+
 class TableAlreadyExists(ObjectAlreadyExists):
     """``Table.create`` (the ingest's ``--create``) found a table at the path already. Nothing
     was changed. Write into it as it is (ingest without ``--create``, ``Table.open``), or
@@ -440,6 +446,22 @@ class SstMissing(SlateDBError):
     def __init__(self, path: str, detail: str) -> None:
         super().__init__(f"SST missing under the reader: {path}: {detail}")
         self.path = path
+
+
+class InputColumnMissing(InvalidArgument):
+    """A job's option names a column its input does not have (``--key-column``,
+    ``--value-column``, ...). Checked on the driver before Spark starts; nothing was changed.
+    Pass one of the columns the message lists."""
+
+
+class StoreDirectoryMissing(InvalidArgument):
+    """A ``file://`` store URL (or path) names a folder that does not exist where it must
+    (a job that only writes into an existing table), or that cannot be created. Nothing was
+    changed. Create the folder, or fix the URL's path."""
+
+    def __init__(self, directory: str, detail: str) -> None:
+        super().__init__(f"the store folder {directory} {detail}")
+        self.directory = directory
 
 
 class UnionError(InvalidArgument):

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import dataclasses
 import functools
 import logging
@@ -103,6 +104,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
 
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -115,9 +119,17 @@ from pyspark.sql.types import (
 )
 
 from slatedb_core import Table, open_store
-from slatedb_core.errors import InvalidArgument, SlateDBError
+from slatedb_core.errors import (
+    DatabaseNotFound,
+    InputColumnMissing,
+    InvalidArgument,
+    SlateDBError,
+    TableNotFound,
+)
 from slatedb_core.health import inspect_database
 from slatedb_core.options import CompactorOptions, DbOptions
+from slatedb_core.printable import printable
+from slatedb_core.store.url import local_directory, require_store_directory
 from slatedb_core.table.ingest import (
     WRITTEN,
     IngestPlan,
@@ -145,7 +157,14 @@ from spark_jobs.ingest_tasks import (
     record_empty_shards,
     with_txn,
 )
-from spark_jobs.parquet_input import read_input
+from spark_jobs.parquet_input import _store_and_prefix as store_and_prefix
+from spark_jobs.parquet_input import (
+    is_store_url,
+    parquet_objects,
+    read_input,
+    read_schema,
+    spark_schema,
+)
 from spark_jobs.routing import partition_keys
 from spark_jobs.value_columns import check_table_encoding, value_encoding_of
 
@@ -560,14 +579,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ttl", type=int, default=None, metavar="MS", help="the TTL of rows without their own"
     )
     args = p.parse_args(argv)
+    try:
+        return _run(args)
+    except SlateDBError as e:  # one line saying what to do, never a traceback (issue 40, item 6)
+        print(printable(f"error: {type(e).__name__}: {e}"), file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The job of :func:`main`: everything it can check is checked before Spark starts."""
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
     check_ttl("--ttl", args.ttl)
+    columns = input_columns(args.input)
+    if columns is not None:
+        _check_columns(args, columns)
+    if args.create is None:
+        # only an existing table: a missing folder is a wrong --url, not an empty lake
+        require_store_directory(args.url, "--url")
+    store = open_store(args.url)
+    if args.create is not None:
+        splits = [s.encode() for s in args.create.split(",") if s]
+        Table.create(args.path, store, split_points=splits).close()
+    else:
+        try:
+            Table.open(args.path, store).close()
+        except DatabaseNotFound as e:
+            if type(e) is not DatabaseNotFound:
+                raise  # a database, not a table; destroyed: the error says it
+            raise TableNotFound(
+                f"no table at {args.path!r} in {store.url}: pass --create SPLITS to create it "
+                "(comma-separated split keys; --create '' for one shard), or fix --path/--url"
+            ) from None
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-ingest"))
-    if args.create is not None:
-        splits = [s.encode() for s in args.create.split(",") if s]
-        Table.create(args.path, open_store(args.url), split_points=splits).close()
     stats = ingest(
         read_input(spark, args.input),
         args.url,
@@ -586,6 +631,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(stats.summary())
     return 0
+
+
+_COLUMN_OPTIONS = (
+    ("--key-column", "key_column"),
+    ("--value-column", "value_column"),
+    ("--tombstone-column", "tombstone_column"),
+    ("--ttl-column", "ttl_column"),
+)
+
+
+def _check_columns(args: argparse.Namespace, columns: Sequence[str]) -> None:
+    for flag, attr in _COLUMN_OPTIONS:
+        name = getattr(args, attr)
+        if name is not None and name not in columns:
+            raise InputColumnMissing(
+                f"{flag} {name!r}: no such column in {args.input}; its columns are "
+                f"{', '.join(columns)}: pass {flag} with one of them"
+            )
+
+
+def input_columns(path: str) -> list[str] | None:
+    """The columns of the job's input as Spark will read them (:func:`read_input`), from the
+    driver without Spark: a Parquet footer (local, or ``s3://`` through the object store) or a
+    CSV header line. None where only Spark can tell (``s3a://``, other schemes, a listing
+    that fails): the job's own checks then run on the DataFrame."""
+    try:
+        if is_store_url(path):
+            store, prefix = store_and_prefix(path)
+            objects = parquet_objects(store, prefix)
+            return spark_schema(read_schema(store, *objects[0])).names if objects else None
+        local = local_directory(path) if ("://" not in path or path.startswith("file:")) else None
+        if local is None or not local.exists():
+            return None
+        if path.endswith(".csv"):
+            with open(local, newline="", encoding="utf-8") as f:
+                return next(csv.reader(f), None)
+        if local.is_dir():
+            return list(pads.dataset(local, format="parquet", partitioning="hive").schema.names)
+        return list(pq.read_schema(local).names)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
 
 
 if __name__ == "__main__":

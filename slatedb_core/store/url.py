@@ -37,7 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from obstore.store import LocalStore, MemoryStore, S3Store
 
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, StoreDirectoryMissing
 from slatedb_core.store.local_cas import LocalCas
 from slatedb_core.store.local_fs import LocalFiles
 from slatedb_core.store.objectstore import ObjectStore, ObstoreObjectStore, validate_relative_path
@@ -122,6 +122,29 @@ def open_store(url: str | os.PathLike[str], **overrides: str) -> ObjectStore:
     )
 
 
+def local_directory(url: str | os.PathLike[str]) -> Path | None:
+    """The folder a ``file://`` URL or a plain path names (resolved as :func:`open_store`
+    resolves it), or None for any other store (no check of the URL: :func:`open_store` does)."""
+    text = os.fspath(url).strip()
+    if "://" not in text:
+        return None if _SCHEME_LIKE.match(text) else Path(text).expanduser().resolve()
+    parts = urlsplit(text)
+    if parts.scheme.lower() != "file":
+        return None
+    return Path(unquote(parts.path)).expanduser().resolve()
+
+
+def require_store_directory(url: str | os.PathLike[str], what: str = "the URL") -> None:
+    """Raise :class:`StoreDirectoryMissing` when ``url`` is a local store whose folder does not
+    exist: for callers that only use an existing store, where :func:`open_store` would create
+    an empty folder and then report the table or database missing in it (issue 40, item 6)."""
+    directory = local_directory(url)
+    if directory is not None and not directory.exists():
+        raise StoreDirectoryMissing(
+            str(directory), f"does not exist: create it, or fix {what}'s path"
+        )
+
+
 def _memory(name: str) -> ObjectStore:
     if not name:
         return ObstoreObjectStore(MemoryStore(), url="memory://", sorted_listing=False)
@@ -191,13 +214,22 @@ def _local(
         raise InvalidArgument(f"store path contains a NUL byte: {original!r}")
     # expanduser (unknown ~user: RuntimeError) and stat (name too long, permission: OSError)
     # fail with the caller's input, not with our state: report them as a bad argument.
+    existed = True
     try:
         root = path.expanduser().resolve()
         if root.exists() and not root.is_dir():
             raise InvalidArgument(f"store path exists and is not a directory: {root}")
+        existed = root.exists()
         files = LocalFiles(root, sync=sync)
         files.ensure_root()
     except (OSError, RuntimeError) as e:
+        if isinstance(e, OSError) and not existed:
+            # the folder is missing and we may not make it: blame the path, not the URL
+            raise StoreDirectoryMissing(
+                str(root),
+                f"does not exist and cannot be created ({e.strerror or e}): create it, or fix "
+                "the URL's path",
+            ) from e
         raise InvalidArgument(f"cannot use {original!r} as a store directory: {e}") from e
     # LocalFiles does every write (synced: local_fs) and, through its LocalRoot, every read and
     # listing: beneath the root, no symbolic link followed (local_root, SECURITY.md). obstore's

@@ -550,5 +550,6 @@ def test_the_spark_submit_entry_point_ingests_a_parquet_file(
     assert "600 rows into 2 shard(s)" in out and "spark compaction" in out
     with Table.open("cli", open_store(store_url)) as t:
         assert dict(t.scan()) == rows and len(t.shards) == 2
-    with pytest.raises(InvalidArgument):
-        main(["--input", f"{tmp_path}/in.json", "--url", store_url, "--path", "cli"])
+    # one line and exit 1, no traceback (issue 40, item 6)
+    assert main(["--input", f"{tmp_path}/in.json", "--url", store_url, "--path", "cli"]) == 1
+    assert "error: InvalidArgument: " in capsys.readouterr().err

@@ -15,6 +15,9 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/cluster/test_signal_cleanup.py::test_sigterm_during_start_stops_what_it_started",
+        "tests/cluster/test_signal_cleanup.py::test_sigterm_after_start_leaves_the_cluster_running",
+        "tests/cluster/test_signal_cleanup.py::test_stop_finds_what_a_killed_start_left",
         "tests/orchestration/test_schedule_holds.py::test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor",
         "tests/test_seaweedfs_tls.py::test_seaweedfs_starts_without_openssl",
         "tests/cluster/test_compose_spark_auth.py::test_entrypoint_writes_the_secret_into_a_private_config",

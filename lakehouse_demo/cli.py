@@ -28,7 +28,7 @@ from rich.console import Console
 
 from lakehouse_demo import interrupts, progress, workdir
 from lakehouse_demo.dataset import DatasetOptions, describe, generate, write_dataset
-from lakehouse_demo.summary import RunFacts, render
+from lakehouse_demo.summary import RunFacts, render, ui_hint
 from slatedb_core.errors import InvalidArgument
 
 DEFAULT_ROWS = 5_000_000
@@ -285,7 +285,7 @@ def _run_job(
                 raise
             console.print(
                 f"[red]the demo failed[/]; Spark's and Dagster's log: {log_path}; the run is in "
-                f"{opts.data_dir / 'dagster_home'} (make ui)"
+                f"{opts.data_dir / 'dagster_home'} ({ui_hint(opts.data_dir)})"
             )
             raise
         finally:

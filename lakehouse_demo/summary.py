@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -40,6 +43,23 @@ class RunFacts:
     log_path: str = ""
     """Spark's and Dagster's log output of the run."""
     store_note: str = ""
+
+
+REPO = Path(__file__).resolve().parents[1]
+MAKE_DEMO_DIR = "demo-data"
+"""The Makefile's default ``DEMO_DIR``."""
+
+
+def ui_hint(data_dir: Path) -> str:
+    """The command that opens the Dagster UI on the run's instance (``<data_dir>/dagster_home``).
+    ``make ui`` opens ``$(CURDIR)/$(DEMO_DIR)/dagster_home``: so ``DEMO_DIR`` relative to the
+    repository (any directory can be reached that way); without the Makefile (an installed
+    package), ``dagster dev`` with ``DAGSTER_HOME`` set."""
+    data = Path(os.path.abspath(data_dir))
+    if not (REPO / "Makefile").is_file():
+        return f"DAGSTER_HOME={shlex.quote(str(data / 'dagster_home'))} dagster dev"
+    rel = os.path.relpath(data, REPO)
+    return "make ui" if rel == MAKE_DEMO_DIR else f"make ui DEMO_DIR={shlex.quote(rel)}"
 
 
 def _mb(n: int) -> str:
@@ -140,7 +160,8 @@ def render(out: dict[str, dict[str, Any]], facts: RunFacts, console: Console) ->
         f"store:  {redact_url(facts.store_url)}  table 'orders'{facts.store_note}\n"
         f"delta:  {out['orders_delta_export']['uri']}\n"
         f"runs:   {facts.dagster_home} (run {facts.run_id[:8]}); logs: {facts.log_path}\n"
-        f"UI:     make ui  (DAGSTER_HOME={facts.dagster_home}), then http://127.0.0.1:3000"
+        f"UI:     {ui_hint(Path(facts.data_dir))}  (DAGSTER_HOME={facts.dagster_home}), then "
+        f"http://127.0.0.1:3000"
     )
     console.print(
         Panel(

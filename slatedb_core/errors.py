@@ -118,6 +118,25 @@ class StoreError(SlateDBError, OSError):
         self.retryable = retryable
 
 
+class S3CredentialsMissing(StoreError):
+    """An S3 request found no credentials: no access key in the URL or the environment, so the
+    client fell back to the EC2 instance-metadata endpoint, which refused or is not there (not
+    on EC2, or no instance role). Nothing was read or written. Give the keys: set
+    ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN`` for
+    temporary keys), or add ``access_key_id=...&secret_access_key=...`` to the ``s3://`` URL
+    (slatedb_core/store/url.py), or run where an instance role is attached. Not retryable."""
+
+    def __init__(self, what: str, path: str | None) -> None:
+        super().__init__(
+            f"{what}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
+            "AWS_SESSION_TOKEN for temporary keys), or add access_key_id=...&"
+            "secret_access_key=... to the s3:// URL, or run where an instance role is attached "
+            "(the instance-metadata endpoint refused the request)",
+            path=path,
+            retryable=False,
+        )
+
+
 class LinkInStore(StoreError):
     """A key of a ``file://`` store resolves through a symbolic link below the store's root (a
     directory on its path, or the key itself, is a link), or names something that is not a

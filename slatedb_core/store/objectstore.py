@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -42,6 +43,7 @@ from slatedb_core.errors import (
     ObjectAlreadyExists,
     ObjectNotFound,
     PreconditionFailed,
+    S3CredentialsMissing,
     SlateDBError,
     StoreError,
     UnsupportedOperation,
@@ -198,7 +200,16 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
         return StoreError(f"{op} {where}: access denied: {_short(err)}", path=path, retryable=False)
     if isinstance(err, obx.UnknownConfigurationKeyError):
         return InvalidArgument(f"object store configuration: {_short(err)}")
+    if _IMDS_HOSTS.search(str(err)):
+        # obstore found no keys and fell back to the EC2 metadata endpoint, which failed:
+        # say what to set, not the endpoint's error (issue 40, item 6)
+        return S3CredentialsMissing(f"{op} {where}", path)
     return StoreError(f"{op} {where} failed: {_short(err)}", path=path)
+
+
+_IMDS_HOSTS = re.compile(r"https?://(169\.254\.169\.254|\[fd00:ec2::254\])[:/]")
+"""The EC2 instance-metadata endpoint (IPv4, IPv6): obstore asks it for credentials only when
+none were configured, so a request error that names it is a missing-credentials error."""
 
 
 def check_store(store: object) -> ObjectStore:

@@ -39,13 +39,10 @@ class WorkerPythonMissing(InvalidArgument):
 
 
 def _same_interpreter(exe: str) -> bool:
+    """Whether ``exe`` is this interpreter by its path. Not by its file: a venv's ``python``
+    links to its base interpreter's file, which runs without the venv's packages."""
     found = shutil.which(exe) if os.sep not in exe else exe
-    if found is None:
-        return False
-    try:
-        return os.path.samefile(found, sys.executable)
-    except OSError:
-        return False
+    return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
 
 
 def _missing(exe: str, why: str) -> WorkerPythonMissing:

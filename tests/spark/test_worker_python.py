@@ -89,14 +89,50 @@ def test_local_session_workers_run_the_drivers_interpreter(tmp_path: Path) -> No
     assert "ROWS [(b'a', b'1'), (b'b', b'2'), (b'c', b'3')]" in done.stdout
 
 
+def _venv_base_python() -> str:
+    """The interpreter the venv's ``python`` links to: the same file, without the venv."""
+    return os.path.realpath(sys.executable)
+
+
+def _base_lacks_package() -> bool:
+    base = _venv_base_python()
+    if base == sys.executable:
+        return False
+    return subprocess.run([base, "-c", "import ulid"], capture_output=True).returncode != 0
+
+
 @needs_bare_python
-def test_chosen_interpreter_without_package_fails_on_register(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "chosen",
+    [
+        pytest.param(SYSTEM_PYTHON, id="system"),
+        pytest.param(
+            "venv-base",
+            id="venv-base",
+            marks=pytest.mark.skipif(not _base_lacks_package(), reason="no venv base"),
+        ),
+    ],
+)
+def test_chosen_interpreter_without_package_fails_on_register(tmp_path: Path, chosen: str) -> None:
     """PYSPARK_PYTHON names an interpreter without the package: ``register`` fails on the driver
-    with one line naming it and saying how to set it, before any read or write."""
-    done = _run(tmp_path, PYSPARK_PYTHON=SYSTEM_PYTHON)
+    with one line naming it and saying how to set it, before any read or write. The venv's base
+    interpreter is the very file the venv's ``python`` links to, yet not the venv."""
+    exe = _venv_base_python() if chosen == "venv-base" else chosen
+    done = _run(tmp_path, PYSPARK_PYTHON=exe)
     assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-4000:]
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("REGISTER-FAILED"))
     message = line.split(" ", 2)[2]
     assert "\\n" not in message, message
-    assert SYSTEM_PYTHON in message and "PYSPARK_PYTHON" in message, message
+    assert exe in message and "PYSPARK_PYTHON" in message, message
     assert sys.executable in message, message
+
+
+@needs_bare_python
+def test_chosen_interpreter_with_package_passes_the_worker_probe(tmp_path: Path) -> None:
+    """PYSPARK_PYTHON names another path to the venv's interpreter: registering probes a worker,
+    which imports the package, and the README's write and read work."""
+    other = os.path.join(os.path.dirname(sys.executable), "python3")
+    assert os.path.exists(other) and other != sys.executable
+    done = _run(tmp_path, PYSPARK_PYTHON=other)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "ROWS [(b'a', b'1'), (b'b', b'2'), (b'c', b'3')]" in done.stdout

@@ -103,6 +103,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -157,7 +158,6 @@ from spark_jobs.ingest_tasks import (
     record_empty_shards,
     with_txn,
 )
-from spark_jobs.parquet_input import _store_and_prefix as store_and_prefix
 from spark_jobs.parquet_input import (
     is_store_url,
     parquet_objects,
@@ -658,7 +658,9 @@ def input_columns(path: str) -> list[str] | None:
     that fails): the job's own checks then run on the DataFrame."""
     try:
         if is_store_url(path):
-            store, prefix = store_and_prefix(path)
+            parts = urlsplit(path)  # the bucket's store, as read_input opens it
+            store = open_store(urlunsplit((parts.scheme, parts.netloc, "", parts.query, "")))
+            prefix = parts.path.strip("/")
             objects = parquet_objects(store, prefix)
             return spark_schema(read_schema(store, *objects[0])).names if objects else None
         local = local_directory(path) if ("://" not in path or path.startswith("file:")) else None

@@ -30,7 +30,7 @@ from slatedb_core.options import DbOptions, DbReaderOptions, MiB, ReaderMode
 from slatedb_core.table import ShardMap, Table, TableOptions
 
 
-def _options(obj: Any) -> TableOptions:
+def table_options(obj: Any) -> TableOptions:
     """The table's options for one command: read-only readers (no polling), and the shards'
     WAL store (``--wal-url``, SlateDB RFC 0009) and merge operator (``--merge-operator``,
     RFC 0006) for the readers and for the fencing writers split/merge open."""
@@ -58,7 +58,7 @@ _format_option = click.option(
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _bound(k: bytes | None, fmt: str) -> str | None:
+def key_bound(k: bytes | None, fmt: str) -> str | None:
     return None if k is None else show(k, fmt)
 
 
@@ -70,8 +70,8 @@ def map_to_dict(m: ShardMap, fmt: str = "utf8") -> dict[str, Any]:
             {
                 "index": s.index,
                 "shard_id": s.shard_id,
-                "start": _bound(s.key_range.start, fmt),
-                "end": _bound(s.key_range.end, fmt),
+                "start": key_bound(s.key_range.start, fmt),
+                "end": key_bound(s.key_range.end, fmt),
                 "db_path": s.db_path,
                 "sealed": s.sealed,
             }
@@ -83,7 +83,7 @@ def map_to_dict(m: ShardMap, fmt: str = "utf8") -> dict[str, Any]:
                 "kind": op.kind,
                 "sources": list(op.sources),
                 "targets": [
-                    {"shard_id": i, "start": _bound(r.start, fmt), "end": _bound(r.end, fmt)}
+                    {"shard_id": i, "start": key_bound(r.start, fmt), "end": key_bound(r.end, fmt)}
                     for i, r in op.targets
                 ],
                 "started_at": op.started_at,
@@ -135,7 +135,7 @@ def table_group() -> None:
 def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> None:
     """Create a table with one shard per range between the split points (given in order)."""
     points = [parse_key(s, fmt, "--split") for s in splits]
-    with Table.create(obj.path, obj.store, points, _options(obj)) as t:
+    with Table.create(obj.path, obj.store, points, table_options(obj)) as t:
         _print_map(obj.path, t.shard_map, fmt, as_json)
 
 
@@ -146,7 +146,7 @@ def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> No
 @handle_errors
 def show_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Print the latest shard map."""
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         _print_map(obj.path, t.shard_map, fmt, as_json)
 
 
@@ -162,7 +162,7 @@ table_group.add_command(show_cmd, "shards")
 def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
     """Print the value of KEY (exit 1 if it is not there)."""
     k = parse_key(key, fmt, "KEY")
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         value = t.get(k)
     if as_json:
         echo_json(
@@ -190,7 +190,7 @@ def scan_cmd(
     hi = None if end is None else parse_key(end, fmt, "--to")
     if lo is not None and hi is not None and hi < lo:
         raise click.BadParameter("--to is before --from", param_hint="--to")
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         rows = t.scan(lo, hi)
         limited = rows if max_keys is None else itertools.islice(rows, max_keys)
         out = [(show(k, fmt), show(v, fmt)) for k, v in limited]
@@ -211,7 +211,7 @@ def scan_cmd(
 def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
     """Split shard INDEX at --at into two shards (re-running a finished split is a no-op)."""
     key = parse_key(at, fmt, "--at")
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         shard = t.shards[index] if index < len(t.shards) else None
         if (
             shard is not None
@@ -231,7 +231,7 @@ def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
 
 
 def _show_range(r: KeyRange, fmt: str) -> str:
-    return f"[{_bound(r.start, fmt) or '-inf'}, {_bound(r.end, fmt) or '+inf'})"
+    return f"[{key_bound(r.start, fmt) or '-inf'}, {key_bound(r.end, fmt) or '+inf'})"
 
 
 @table_group.command("merge")
@@ -250,7 +250,7 @@ def _show_range(r: KeyRange, fmt: str) -> str:
 @handle_errors
 def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: bool) -> None:
     """Merge shard INDEX with shard INDEX+1 into one shard."""
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         m = t.merge(index, expected_map_id=expected)
         _print_map(obj.path, m, fmt, as_json)
 
@@ -262,7 +262,7 @@ def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: boo
 @handle_errors
 def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     """Finish splits/merges a crashed run left pending; soft-destroy retired shards."""
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         _print_map(obj.path, t.resume(), fmt, as_json)
 
 
@@ -290,7 +290,7 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
     """Delete the table's own garbage: old shard-map versions, old versions of named snapshots'
     records, ingest leftovers and the targets of cancelled or abandoned overwrites. (The shards
     are databases: collect them with ``slatedb --path <shard> gc``.)"""
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         stats = t.collect_garbage(min_age, ingest_min_age)
     if as_json:
         echo_json(dataclasses.asdict(stats), indent=None)

@@ -7,7 +7,7 @@ database is, without printing it (issue 40, item 4).
   read sees them. ``--snapshot`` counts a named table snapshot's checkpoints instead of the
   latest state.
 * ``table stats``: per shard and in total, from the manifests and SST metadata only (no scan,
-  :mod:`slatedb_core.table.stats`): SSTs, bytes, L0 SSTs, sorted runs, approximate rows (SST
+  :mod:`slatedb_core.fleet.table_stats`): SSTs, bytes, L0 SSTs, sorted runs, approximate rows (SST
   entries: every version and tombstone until compaction drops it), manifest id, writer epoch.
 * ``count [--from KEY] [--to KEY] [--prefix P] [--checkpoint UUID]``: the live keys of the
   database at ``--path``, the same way.
@@ -29,15 +29,15 @@ from rich.table import Table as RichTable
 
 from slatedb_core.cli.output import NotFound, handle_errors
 from slatedb_core.cli.read import parse_key, prefix_end, show
-from slatedb_core.cli.table import _bound, _options, table_group
+from slatedb_core.cli.table import key_bound, table_group, table_options
 from slatedb_core.cli.terminal import console as terminal_console
 from slatedb_core.cli.terminal import echo, echo_json
+from slatedb_core.fleet.table_stats import table_stats
 from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.table import Table
 from slatedb_core.table.named_snapshots import read_named
 from slatedb_core.table.reads import COUNT_BATCH_ROWS
-from slatedb_core.table.stats import table_stats
 
 _format_option = click.option(
     "--format",
@@ -67,11 +67,11 @@ def _range(start: str | None, end: str | None, fmt: str) -> tuple[bytes | None, 
 
 def _open_table(obj: Any, snapshot: str | None) -> Table:
     if snapshot is None:
-        return Table.open(obj.path, obj.store, _options(obj))
+        return Table.open(obj.path, obj.store, table_options(obj))
     snap = read_named(obj.store, obj.path, snapshot)
     if snap is None:
         raise NotFound(f"snapshot {snapshot!r} of table {obj.path!r}")
-    return Table.open(obj.path, obj.store, _options(obj), snapshot=snap)
+    return Table.open(obj.path, obj.store, table_options(obj), snapshot=snap)
 
 
 @table_group.command("count")
@@ -107,8 +107,8 @@ def count_cmd(
             "index": s.index,
             "shard_id": s.shard_id,
             "db_path": s.db_path,
-            "start": _bound(s.key_range.start, fmt),
-            "end": _bound(s.key_range.end, fmt),
+            "start": key_bound(s.key_range.start, fmt),
+            "end": key_bound(s.key_range.end, fmt),
             "keys": n,
         }
         for s, n in counts
@@ -152,7 +152,7 @@ def _at(snapshot: str | None) -> str:
 def stats_cmd(obj: Any, workers: int, as_json: bool) -> None:
     """Per shard and in total: SSTs, bytes, L0, sorted runs, approximate rows (from SST
     metadata: every version and tombstone counts; no scan), manifest id, writer epoch."""
-    with Table.open(obj.path, obj.store, _options(obj)) as t:
+    with Table.open(obj.path, obj.store, table_options(obj)) as t:
         m = t.shard_map
     rows: list[dict[str, Any]] = [
         {

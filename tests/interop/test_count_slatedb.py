@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from slatedb_core.cli.main import cli
+from slatedb_core.fleet.table_stats import approximate_rows
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.table.stats import approximate_rows
 from slatedb_core.writer.db import Db
 from tests.interop.oracle import DB, Oracle, settings
 

@@ -15,6 +15,11 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/spark/test_worker_python.py::test_chosen_interpreter_with_package_passes_the_worker_probe",
+        "tests/spark/test_worker_python.py::test_local_session_workers_run_the_drivers_interpreter",
+        "tests/spark/test_worker_python.py::test_chosen_interpreter_without_package_fails_on_register[venv-base]",
+        "tests/spark/test_worker_python.py::test_chosen_interpreter_without_package_fails_on_register[system]",
+        "tests/spark/test_datasource_unknown_options.py::test_spark_generic_path_option_is_accepted",
         "tests/cluster/test_signal_cleanup.py::test_sigterm_during_start_stops_what_it_started",
         "tests/cluster/test_signal_cleanup.py::test_sigterm_after_start_leaves_the_cluster_running",
         "tests/cluster/test_signal_cleanup.py::test_stop_finds_what_a_killed_start_left",

@@ -79,7 +79,24 @@ def prefix_end(prefix: bytes) -> bytes | None:
     return head[:-1] + bytes([head[-1] + 1])
 
 
-def _open(obj: Ctx, checkpoint: uuid.UUID | None) -> DbReader:
+def key_range(
+    prefix: str | None, start: str | None, end: str | None, fmt: str
+) -> tuple[bytes | None, bytes | None]:
+    """The key range of ``--prefix`` or ``--from``/``--to`` (UsageError for both, BadParameter
+    for ``--to`` before ``--from``)."""
+    if prefix is not None and (start is not None or end is not None):
+        raise click.UsageError("--prefix cannot be combined with --from/--to")
+    if prefix is not None:
+        first = parse_key(prefix, fmt, "--prefix")
+        return first, prefix_end(first)
+    lo = None if start is None else parse_key(start, fmt, "--from")
+    hi = None if end is None else parse_key(end, fmt, "--to")
+    if lo is not None and hi is not None and hi < lo:
+        raise click.BadParameter("--to is before --from", param_hint="--to")
+    return lo, hi
+
+
+def open_reader(obj: Ctx, checkpoint: uuid.UUID | None) -> DbReader:
     options = DbReaderOptions(
         mode=ReaderMode.FOLLOW_LATEST if checkpoint is None else ReaderMode.CHECKPOINT,
         manifest_poll_interval=timedelta(hours=1),  # one command: no polling
@@ -129,20 +146,9 @@ def scan_command(
     as_json: bool,
 ) -> None:
     """Print keys and values in key order."""
-    if prefix is not None and (start is not None or end is not None):
-        raise click.UsageError("--prefix cannot be combined with --from/--to")
-    lo: bytes | None
-    hi: bytes | None
-    if prefix is not None:
-        lo = parse_key(prefix, fmt, "--prefix")
-        hi = prefix_end(lo)
-    else:
-        lo = None if start is None else parse_key(start, fmt, "--from")
-        hi = None if end is None else parse_key(end, fmt, "--to")
-        if lo is not None and hi is not None and hi < lo:
-            raise click.BadParameter("--to is before --from", param_hint="--to")
+    lo, hi = key_range(prefix, start, end, fmt)
     items: list[str] = []  # --json: the whole array is printed only once the scan succeeded
-    with _open(obj, checkpoint) as reader:
+    with open_reader(obj, checkpoint) as reader:
         rows = reader.scan(lo, hi)
         limited = rows if max_keys is None else itertools.islice(rows, max_keys)
         n = 0
@@ -168,7 +174,7 @@ def scan_command(
 def get_command(obj: Ctx, key: str, checkpoint: uuid.UUID | None, fmt: str, as_json: bool) -> None:
     """Print the value of KEY (exit 1 when it is not there)."""
     k = parse_key(key, fmt, "KEY")
-    with _open(obj, checkpoint) as reader:
+    with open_reader(obj, checkpoint) as reader:
         value = reader.get(k)
     if value is None:
         if as_json:
@@ -186,4 +192,4 @@ def register(cli: click.Group) -> None:
     cli.add_command(get_command)
 
 
-__all__ = ["parse_key", "prefix_end", "register", "show"]
+__all__ = ["key_range", "open_reader", "parse_key", "prefix_end", "register", "show"]

@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import click
 from rich.table import Table as RichTable
 
 from slatedb_core.cli.output import NotFound, handle_errors
-from slatedb_core.cli.read import parse_key, prefix_end, show
+from slatedb_core.cli.read import key_range, open_reader, show
 from slatedb_core.cli.table import key_bound, table_group, table_options
 from slatedb_core.cli.terminal import console as terminal_console
 from slatedb_core.cli.terminal import echo, echo_json
 from slatedb_core.fleet.table_stats import table_stats
-from slatedb_core.options import DbReaderOptions, MiB, ReaderMode
-from slatedb_core.reader.reader import DbReader
 from slatedb_core.table import Table
 from slatedb_core.table.named_snapshots import read_named
 from slatedb_core.table.reads import COUNT_BATCH_ROWS
@@ -55,14 +52,6 @@ _workers_option = click.option(
     show_default=True,
     help="Shards read at a time.",
 )
-
-
-def _range(start: str | None, end: str | None, fmt: str) -> tuple[bytes | None, bytes | None]:
-    lo = None if start is None else parse_key(start, fmt, "--from")
-    hi = None if end is None else parse_key(end, fmt, "--to")
-    if lo is not None and hi is not None and hi < lo:
-        raise click.BadParameter("--to is before --from", param_hint="--to")
-    return lo, hi
 
 
 def _open_table(obj: Any, snapshot: str | None) -> Table:
@@ -95,7 +84,7 @@ def count_cmd(
     as_json: bool,
 ) -> None:
     """Count the table's live keys (what `table scan` prints), per shard and in total."""
-    lo, hi = _range(start, end, fmt)
+    lo, hi = key_range(None, start, end, fmt)
     began = time.monotonic()
     with _open_table(obj, snapshot) as t:
         counts = t.count_by_shard(lo, hi, workers=workers)
@@ -215,23 +204,9 @@ def db_count_cmd(
     as_json: bool,
 ) -> None:
     """Count the database's live keys (what `scan` prints), from Arrow batches."""
-    if prefix is not None and (start is not None or end is not None):
-        raise click.UsageError("--prefix cannot be combined with --from/--to")
-    if prefix is not None:
-        lo: bytes | None = parse_key(prefix, fmt, "--prefix")
-        hi = prefix_end(lo) if lo is not None else None
-    else:
-        lo, hi = _range(start, end, fmt)
-    options = DbReaderOptions(
-        mode=ReaderMode.FOLLOW_LATEST if checkpoint is None else ReaderMode.CHECKPOINT,
-        manifest_poll_interval=timedelta(hours=1),  # one command: no polling
-        checkpoint_lifetime=None,
-        block_cache_bytes=16 * MiB,
-        wal_url=obj.wal_url,
-        merge_operator=obj.merge_operator,
-    )
+    lo, hi = key_range(prefix, start, end, fmt)
     began = time.monotonic()
-    with DbReader.open(obj.path, obj.store, checkpoint, options) as r:
+    with open_reader(obj, checkpoint) as r:
         total = sum(b.num_rows for b in r.scan_arrow(lo, hi, COUNT_BATCH_ROWS))
         manifest_id = r.manifest_id
     seconds = round(time.monotonic() - began, 3)

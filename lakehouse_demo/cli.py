@@ -17,6 +17,8 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -200,6 +202,8 @@ def run(opts: DemoOptions, console: Console | None = None) -> DemoRun:
     except BaseException as e:
         if not interrupted(e):
             raise
+        if ours:
+            _end_spark_jvm()
         # The with-blocks have stopped what the run started (Spark, Dagster's instance,
         # SeaweedFS); the chain of tracebacks (Dagster's, py4j's) stays out of the terminal.
         raise DemoInterrupted(log_path.resolve(), shown.running()) from None
@@ -318,6 +322,44 @@ def _stop_spark() -> None:
     spark = SparkSession.getActiveSession()
     if spark is not None:
         spark.stop()
+
+
+def _end_spark_jvm() -> None:
+    """Stop the JVM that PySpark launched for this process (after Ctrl-C). Interrupted while a
+    session was starting, there is no active session to stop, and the JVM outlived the demo."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    # Interrupted inside PySpark's launch_gateway, the JVM's Popen was a local there: find our
+    # own children running Spark's launcher (by parent pid, never by name across the machine).
+    for pid in _spark_children():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _spark_children() -> list[int]:
+    """Pids of this process's direct children that run Spark (Linux /proc; else none)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == os.getpid() and b"org.apache.spark" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

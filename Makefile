@@ -70,6 +70,7 @@ cluster-test: $(STAMP) ## Its own cluster on free ports, driven end to end: spar
 	$(BIN)/pytest -q tests/cluster $(PYTEST_ARGS)
 
 ui: $(STAMP) ## Dagster UI on http://127.0.0.1:3000 with sample databases (one pass of every asset, fleet_sensor history)
+	$(BIN)/python -m lakehouse_demo.workdir $(DEMO_DIR)
 	$(BIN)/python -m devtools.devserver $(CURDIR)/$(DEMO_DIR)/dagster_home
 	DAGSTER_HOME=$(CURDIR)/$(DEMO_DIR)/dagster_home SLATEDB_STORE_URL=$(DEMO_DIR)/dagster-store \
 	  $(BIN)/python -m devtools.sample_data --dir $(DEMO_DIR)/dagster-store --register --materialize

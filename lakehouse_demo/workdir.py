@@ -63,7 +63,25 @@ def prepare(data_dir: Path, reset: bool) -> str:
     return f"fresh: {data_dir} did not exist"
 
 
+def claim(data_dir: Path) -> bool:
+    """Take ``data_dir`` for the demo before something else writes into it (``make ui`` keeps its
+    Dagster home and sample store under ``DEMO_DIR``): create and mark it when it is missing or
+    empty, so that a later ``make demo`` may reset it. Returns whether it holds the marker;
+    anything else is left as it is (the demo refuses it with one line)."""
+    if not data_dir.exists() and not data_dir.is_symlink():
+        data_dir.mkdir(parents=True)
+    if data_dir.is_dir() and not (data_dir / MARKER).is_file() and not any(data_dir.iterdir()):
+        _mark(data_dir)
+    return (data_dir / MARKER).is_file()
+
+
 def _mark(data_dir: Path) -> None:
     (data_dir / MARKER).write_text(
         "Created by `python -m lakehouse_demo` (make demo): a later run resets this directory.\n"
     )
+
+
+if __name__ == "__main__":  # make ui: python -m lakehouse_demo.workdir DEMO_DIR
+    import sys
+
+    claim(Path(sys.argv[1]))

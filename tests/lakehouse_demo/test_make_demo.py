@@ -42,3 +42,26 @@ def test_the_shard_listing_is_skipped_for_another_store() -> None:
     assert any("table shards" in line for line in _demo_commands())
     for args in ("ARGS=--s3", "ARGS=--store-url s3://bucket/x"):
         assert not any("table shards" in line for line in _demo_commands(args))
+
+
+def test_make_ui_first_leaves_a_directory_make_demo_may_reset(tmp_path: Path) -> None:
+    """Review of issue 40, item 5: ``make ui`` on a fresh clone creates ``DEMO_DIR`` (its Dagster
+    home and sample store) without the demo's marker, so the ``make demo`` after it was refused.
+    ``make ui`` now claims the directory first, as the demo does."""
+    from lakehouse_demo.workdir import MARKER, prepare
+
+    target = tmp_path / "demo-data"
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", "ui", f"DEMO_DIR={target}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    first = next(i for i, line in enumerate(out) if str(target) in line)
+    assert "-m lakehouse_demo.workdir" in out[first], out[first]
+    subprocess.run(out[first], shell=True, cwd=REPO, check=True)
+    (target / "dagster_home").mkdir()  # what the rest of make ui writes
+    assert (target / MARKER).is_file()
+    assert prepare(target, reset=True).startswith("reset:")
+    assert not (target / "dagster_home").exists()

@@ -15,6 +15,7 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/lakehouse_demo/test_demo_interrupt.py::test_sigint_after_the_first_step_ends_in_one_line",
         "tests/spark/test_worker_python.py::test_chosen_interpreter_with_package_passes_the_worker_probe",
         "tests/spark/test_worker_python.py::test_local_session_workers_run_the_drivers_interpreter",
         "tests/spark/test_worker_python.py::test_chosen_interpreter_without_package_fails_on_register[venv-base]",

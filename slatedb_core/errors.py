@@ -124,16 +124,25 @@ class S3CredentialsMissing(StoreError):
     on EC2, or no instance role). Nothing was read or written. Give the keys: set
     ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (and ``AWS_SESSION_TOKEN`` for
     temporary keys), or add ``access_key_id=...&secret_access_key=...`` to the ``s3://`` URL
-    (slatedb_core/store/url.py), or run where an instance role is attached. Not retryable."""
+    (slatedb_core/store/url.py), or run where an instance role is attached.
 
-    def __init__(self, what: str, path: str | None) -> None:
+    Not retryable when the endpoint answered with a refusal (a 4xx other than 408 or 429: no
+    role here). Retryable otherwise (``cause`` then says what happened: a timeout, a throttle,
+    a 5xx): on EC2 with an instance role, a passing failure of the endpoint must not stop a
+    writer's retries."""
+
+    def __init__(self, what: str, path: str | None, cause: str | None = None) -> None:
+        if cause is None:
+            why = "the instance-metadata endpoint refused the request"
+        else:
+            why = f"fetching credentials from the instance-metadata endpoint failed: {cause}"
         super().__init__(
             f"{what}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
             "AWS_SESSION_TOKEN for temporary keys), or add access_key_id=...&"
             "secret_access_key=... to the s3:// URL, or run where an instance role is attached "
-            "(the instance-metadata endpoint refused the request)",
+            f"({why})",
             path=path,
-            retryable=False,
+            retryable=cause is not None,
         )
 
 

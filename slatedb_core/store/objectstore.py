@@ -202,14 +202,21 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
         return InvalidArgument(f"object store configuration: {_short(err)}")
     if _IMDS_HOSTS.search(str(err)):
         # obstore found no keys and fell back to the EC2 metadata endpoint, which failed:
-        # say what to set, not the endpoint's error (issue 40, item 6)
-        return S3CredentialsMissing(f"{op} {where}", path)
+        # say what to set (issue 40, item 6). Only the endpoint's refusal is final; a timeout,
+        # a throttle or a 5xx may pass on a machine with an instance role: retryable
+        if _IMDS_REFUSED.search(str(err)):
+            return S3CredentialsMissing(f"{op} {where}", path)
+        return S3CredentialsMissing(f"{op} {where}", path, cause=_short(err))
     return StoreError(f"{op} {where} failed: {_short(err)}", path=path)
 
 
 _IMDS_HOSTS = re.compile(r"https?://(169\.254\.169\.254|\[fd00:ec2::254\])[:/]")
 """The EC2 instance-metadata endpoint (IPv4, IPv6): obstore asks it for credentials only when
 none were configured, so a request error that names it is a missing-credentials error."""
+
+
+_IMDS_REFUSED = re.compile(r"status code: 4(?!08|29)\d\d\b")
+"""The metadata endpoint answered with a refusal (4xx, not a timeout 408 or a throttle 429)."""
 
 
 def check_store(store: object) -> ObjectStore:

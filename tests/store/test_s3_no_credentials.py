@@ -49,3 +49,34 @@ def test_cli_without_credentials_one_line(keyless_url: str) -> None:
     assert r.output.count("\n") == 1, r.output
     assert r.output.startswith("error: S3CredentialsMissing: "), r.output
     assert "169.254" not in r.output and "AWS_ACCESS_KEY_ID" in r.output, r.output
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "after 10 retries, max_retries: 10, retry_timeout: 180s - HTTP error: error sending request",
+        "- Server returned non-2xx status code: 429 Too Many Requests",
+        "- Server returned non-2xx status code: 503 Service Unavailable",
+    ],
+)
+def test_a_passing_failure_of_the_metadata_endpoint_stays_retryable(answer: str) -> None:
+    """Review of issue 40, item 6: on EC2 with an instance role, a timeout, a throttle or a 5xx
+    of the metadata endpoint became a final "no S3 credentials", which stopped the writer's
+    retries (wal/writer.py, meta/sequenced.py) where they used to recover. Only the endpoint's
+    refusal (a 4xx such as the 403 above) is final."""
+    import obstore.exceptions as obx
+
+    from slatedb_core.store.objectstore import map_error
+
+    url = "http://169.254.169.254/latest/meta-data/iam/security-credentials/role"
+    e = map_error(
+        obx.GenericError(f"Generic S3 error: Error performing GET {url} {answer}"), "p", "get"
+    )
+    assert isinstance(e, S3CredentialsMissing) and e.retryable, str(e)
+    assert "AWS_ACCESS_KEY_ID" in str(e) and answer.split(" - ")[-1][:20] in str(e)
+    refused = map_error(
+        obx.GenericError(f"Error performing PUT {url} - Server returned non-2xx status code: 403"),
+        "p",
+        "get",
+    )
+    assert isinstance(refused, S3CredentialsMissing) and not refused.retryable

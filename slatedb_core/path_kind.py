@@ -15,7 +15,11 @@ from slatedb_core.store.objectstore import ObjectStore
 
 
 def _has_objects(store: ObjectStore, prefix: str) -> bool:
-    return next(iter(store.list(prefix + "/")), None) is not None
+    """True when the first object under ``prefix/`` is a direct child of it (a shard map or a
+    manifest sorts first: their names are digits); a deeper first object is another table or
+    database nested there (``<path>/shardmap/<table>/...``), which says nothing of ``path``."""
+    first = next(iter(store.list(prefix + "/")), None)
+    return first is not None and "/" not in first.path[len(prefix) + 1 :]
 
 
 def holds_table(store: ObjectStore, path: str) -> bool:

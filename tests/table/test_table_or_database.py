@@ -77,3 +77,16 @@ def test_missing_paths_still_say_not_found(lake: tuple[str, ObjectStore]) -> Non
     assert r.exit_code == 1 and "DatabaseNotFound" in r.output, r.output
     r = CliRunner().invoke(cli, ["--url", url, "--path", "nothing", "table", "show"])
     assert r.exit_code == 1 and "DatabaseNotFound" in r.output, r.output
+
+
+def test_a_table_nested_under_a_new_path_does_not_make_it_a_table(
+    lake: tuple[str, ObjectStore],
+) -> None:
+    """Review of issue 40, item 6: a table at ``metrics/shardmap`` made ``Db.open("metrics")`` of a
+    new database fail as "a table", and a database at ``sales/manifest`` made ``Table.create``
+    at ``sales`` fail as "a database": the check took any object under the folder as proof."""
+    _, store = lake
+    Table.create("metrics/shardmap", store, []).close()
+    Db.open("metrics", store).close()
+    Db.open("sales/manifest", store).close()
+    Table.create("sales", store, []).close()

@@ -570,11 +570,14 @@ class SstReader:
                 and (cache is None or not cache.contains(path, stop))
             ):
                 stop += 1
-            buf = self._read(offs[b], offs[stop])
+            buf: pa.Buffer | None = self._read(offs[b], offs[stop])
             budget = min(budget * 2, cap)
             start = offs[b]
             while b < stop:  # decoding stops at a decoded-bytes budget: go on from there
+                assert buf is not None
                 blocks = self._decode(b, stop, buf.slice(offs[b] - start))
+                if b + len(blocks) >= stop:
+                    buf = None  # the GET's bytes: freed once decoded (keys and values are copies)
                 for i, block in enumerate(blocks):
                     if fill and cache is not None:
                         if self.wal:
@@ -585,7 +588,6 @@ class SstReader:
                     yield b + i, block
                 b += len(blocks)
                 del blocks, block  # not held while the next blocks decode
-            del buf  # the GET's bytes: freed once decoded (keys and values are copies)
 
 
 def _points(block: object) -> dict[bytes, tuple[int, int, bytes]] | None:

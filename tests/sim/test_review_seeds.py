@@ -57,10 +57,11 @@ FOUND = [
         ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
         "manifest 11 names missing SST db/compacted/<ULID>.sst",
     ),
-    # seed 415 found it; 406 does the same steps since issue 38's WAL-store check (a LIST at
-    # writer open when one can refuse it) moved 415's schedule
+    # seed 415 found it; 406 did the same steps while issue 38's WAL-store check (a LIST at
+    # writer open) moved 415's schedule, and 415 does them again since later opens added
+    # requests (b7031bc re-reads the manifest the bump lands on; 1197fee LISTs at a create)
     Found(
-        406,
+        415,
         3,
         Profile("none", False),
         ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),
@@ -82,8 +83,10 @@ FOUND = [
         "committed manifest db/manifest/00000000000000000007.manifest lists checkpoint <UUID> "
         "twice (a change applied twice)",
     ),
+    # seed 616 found it; 514 does the same steps since opens added requests (b7031bc,
+    # 1197fee) and moved 616's schedule
     Found(
-        616,
+        514,
         5,
         Profile("none", True),
         ("damage:delete_sst", "gc:ok"),

@@ -47,7 +47,7 @@ def table_options(obj: Any) -> TableOptions:
     )
 
 
-_format_option = click.option(
+format_option = click.option(
     "--format",
     "fmt",
     type=click.Choice(("utf8", "hex")),
@@ -55,7 +55,7 @@ _format_option = click.option(
     show_default=True,
     help="How keys are given and keys and values shown.",
 )
-_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def key_bound(k: bytes | None, fmt: str) -> str | None:
@@ -128,8 +128,8 @@ def table_group() -> None:
 
 @table_group.command("create")
 @click.option("--split", "splits", multiple=True, metavar="KEY", help="A split point (repeatable).")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> None:
@@ -140,8 +140,8 @@ def create_cmd(obj: Any, splits: tuple[str, ...], fmt: str, as_json: bool) -> No
 
 
 @table_group.command("show")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def show_cmd(obj: Any, fmt: str, as_json: bool) -> None:
@@ -155,8 +155,8 @@ table_group.add_command(show_cmd, "shards")
 
 @table_group.command("get")
 @click.argument("key")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
@@ -178,8 +178,8 @@ def get_cmd(obj: Any, key: str, fmt: str, as_json: bool) -> None:
 @click.option("--from", "start", default=None, help="First key (inclusive).")
 @click.option("--to", "end", default=None, help="End key (exclusive).")
 @click.option("--max-keys", type=click.IntRange(min=1), default=None, help="Stop after N keys.")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def scan_cmd(
@@ -204,8 +204,8 @@ def scan_cmd(
 @table_group.command("split")
 @click.argument("index", type=click.IntRange(min=0))
 @click.option("--at", "at", required=True, metavar="KEY", help="First key of the upper half.")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def split_cmd(obj: Any, index: int, at: str, fmt: str, as_json: bool) -> None:
@@ -244,8 +244,8 @@ def _show_range(r: KeyRange, fmt: str) -> str:
     metavar="ID",
     help="Only if the latest shard map is still this version (makes a retry safe).",
 )
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: bool) -> None:
@@ -256,8 +256,8 @@ def merge_cmd(obj: Any, index: int, expected: int | None, fmt: str, as_json: boo
 
 
 @table_group.command("resume")
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
@@ -283,7 +283,7 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
     "than this. Any age is safe (no job applies twice); one shorter than a running ingest job "
     "makes that job fail.",
 )
-@_json_option
+@json_option
 @click.pass_obj
 @handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: bool) -> None:

@@ -28,7 +28,7 @@ from rich.table import Table as RichTable
 
 from slatedb_core.cli.output import NotFound, handle_errors
 from slatedb_core.cli.read import key_range, open_reader, show
-from slatedb_core.cli.table import key_bound, table_group, table_options
+from slatedb_core.cli.table import format_option, json_option, key_bound, table_group, table_options
 from slatedb_core.cli.terminal import console as terminal_console
 from slatedb_core.cli.terminal import echo, echo_json
 from slatedb_core.fleet.table_stats import table_stats
@@ -36,15 +36,6 @@ from slatedb_core.table import Table
 from slatedb_core.table.named_snapshots import read_named
 from slatedb_core.table.reads import COUNT_BATCH_ROWS
 
-_format_option = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("utf8", "hex")),
-    default="utf8",
-    show_default=True,
-    help="How keys are given and shown.",
-)
-_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 _workers_option = click.option(
     "--workers",
     type=click.IntRange(min=1, max=64),
@@ -70,8 +61,8 @@ def _open_table(obj: Any, snapshot: str | None) -> Table:
     "--snapshot", default=None, metavar="NAME", help="Count this named snapshot, not the latest."
 )
 @_workers_option
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def count_cmd(
@@ -135,7 +126,7 @@ def _at(snapshot: str | None) -> str:
 
 @table_group.command("stats")
 @_workers_option
-@_json_option
+@json_option
 @click.pass_obj
 @handle_errors
 def stats_cmd(obj: Any, workers: int, as_json: bool) -> None:
@@ -190,8 +181,8 @@ def _cell(v: Any) -> str:
 @click.option(
     "--checkpoint", type=click.UUID, default=None, help="Count this checkpoint, not the latest."
 )
-@_format_option
-@_json_option
+@format_option
+@json_option
 @click.pass_obj
 @handle_errors
 def db_count_cmd(

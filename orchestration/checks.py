@@ -23,6 +23,7 @@ import dagster as dg
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
+from orchestration.jobs import PER_DATABASE
 from orchestration.markdown import markdown_literal
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -57,7 +58,8 @@ def _database(context: dg.AssetCheckExecutionContext) -> str:
         raise dg.Failure(
             description=(
                 "These checks are per database: launch them for one database partition "
-                "(health_check_job, or Materialize/Execute with a partition selected)."
+                "(Jobs > health_check_job > Launchpad: pick the database in the partition "
+                "picker; or Execute on a check with a partition selected)."
             )
         )
     return str(context.partition_key)
@@ -322,7 +324,7 @@ CHECKS = [
 health_check_job = dg.define_asset_job(
     "health_check_job",
     selection=dg.AssetSelection.checks(*CHECKS),
-    partitions_def=databases_partitions,
+    config=PER_DATABASE,  # partitions_def= is dropped for a job of checks only (jobs.py)
     executor_def=dg.in_process_executor,
     description=(
         "Every check of one database, deeply (each SST read whole): pick the database "

@@ -17,6 +17,7 @@ from orchestration.assets import (
     garbage_collection,
     rescaling,
 )
+from orchestration.partitions import databases_partitions
 
 _IN_PROCESS = dg.in_process_executor
 
@@ -46,3 +47,12 @@ rescaling_job = dg.define_asset_job(
 )
 
 JOBS = [compaction_job, gc_job, checkpoint_job, export_job, rescaling_job]
+
+
+PER_DATABASE = dg.PartitionedConfig(
+    partitions_def=databases_partitions, run_config_for_partition_key_fn=lambda _key: {}
+)
+"""The ``config=`` of a job of asset checks only (health_check_job): one run per database
+partition. Dagster 1.13 infers an asset job's partitions from its executable assets and drops
+``partitions_def=`` when there are none, so such a job had no partition picker in the Launchpad
+and refused ``partition_key=``; a PartitionedConfig keeps the partitions (issue 40, item 10)."""

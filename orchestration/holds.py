@@ -7,7 +7,8 @@ runs that finished since folded in from the instance's run history exactly as a 
 folds them. So a compaction that failed with Fenced, CorruptionError or BoundaryMissing holds
 back the schedule's compactions as it holds back the sensor's (until the L0 it failed on changes
 or a run launched by hand succeeds), whether the sensor, a schedule or an operator launched the
-failing run, and whether or not the sensor is running. GC, checkpoint refresh and export runs
+failing run, and whether or not the sensor is running (a run from the Launchpad carries no
+L0 tag: it holds for ``ALERT_HOLD_S`` or until a run by hand succeeds). GC, checkpoint refresh and export runs
 that failed with an alert are held for ``ALERT_HOLD_S`` or until a run by hand succeeds.
 
 Launchers routed through it: fleet_sensor (compaction, checkpoint refresh) and the compaction,

@@ -85,6 +85,12 @@ crash: $(STAMP) ## Crash-point tests: every store call of every operation, kille
 	$(BIN)/pytest -q tests/crash -m "not s3"
 	$(BIN)/python -m tests.crash.report
 
+api-docs: $(STAMP) ## The API reference (pdoc, from docstrings) as HTML in build/api-docs: slatedb_core's public API, the Spark data source
+	rm -rf build/api-docs
+	$(BIN)/pdoc -o build/api-docs slatedb_core '!slatedb_core\.' slatedb_core.admin slatedb_core.errors \
+	  slatedb_core.fleet slatedb_core.health slatedb_core.layout spark_jobs.datasource
+	@echo "open build/api-docs/index.html"
+
 fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, default 100000)
 	$(BIN)/python -m tests.fuzz.run --inputs $(or $(N),100000)
 
@@ -92,4 +98,4 @@ clean: ## Remove caches and demo data (keeps .venv; run make cluster-stop before
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
 .PHONY: help setup demo demo-s3 sim test test-slow test-fast lint bench cluster cluster-status \
-	cluster-stop cluster-test ui screenshot crash fuzz clean
+	cluster-stop cluster-test ui screenshot crash fuzz clean api-docs

@@ -5,6 +5,8 @@ The public API is what this module re-exports; everything else is internal and m
 
 from __future__ import annotations
 
+from typing import Final
+
 from slatedb_core import admin, errors, fleet, health, layout
 from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
@@ -53,12 +55,16 @@ from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, RequestCounters
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot, ValueEncoding
+from slatedb_core.writer import ttl as _ttl
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
-from slatedb_core.writer.ttl import NO_EXPIRY
 from slatedb_core.writer.types import BulkIngestStats
 
+NO_EXPIRY: Final = _ttl.NO_EXPIRY
+"""``ttl=NO_EXPIRY``: the row never expires, even in a database with a ``default_ttl``."""
+
 __version__ = "0.1.0"
+"""The version of this package (its ``pyproject.toml`` version)."""
 
 __all__ = [
     "NO_EXPIRY",

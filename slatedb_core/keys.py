@@ -69,12 +69,15 @@ class KeyRange:
             raise InvalidArgument(f"KeyRange end {self.end!r} is before start {self.start!r}")
 
     def contains(self, key: bytes) -> bool:
+        """Whether ``key`` lies in ``[start, end)`` (a missing bound is unbounded)."""
         return (self.start is None or key >= self.start) and (self.end is None or key < self.end)
 
     def is_empty(self) -> bool:
+        """Whether the range holds no key (``start >= end``)."""
         return self.start is not None and self.end is not None and self.start >= self.end
 
     def intersect(self, other: KeyRange) -> KeyRange:
+        """The keys in both ranges (an empty range when they do not overlap)."""
         start = _max_start(self.start, other.start)
         end = _min_end(self.end, other.end)
         if start is not None and end is not None and end < start:
@@ -82,6 +85,7 @@ class KeyRange:
         return KeyRange(start, end)
 
     def to_bytes_range(self) -> BytesRange:
+        """The same range as the manifest's ``BytesRange`` (start included, end excluded)."""
         return BytesRange(
             BytesBound.unbounded() if self.start is None else BytesBound.included(self.start),
             BytesBound.unbounded() if self.end is None else BytesBound.excluded(self.end),
@@ -89,6 +93,7 @@ class KeyRange:
 
     @staticmethod
     def of(r: BytesRange | None) -> KeyRange:
+        """A manifest ``BytesRange`` (None: everything) as a half-open KeyRange."""
         if r is None:
             return KeyRange()
         if r.start.kind == BoundKind.UNBOUNDED:

@@ -165,6 +165,8 @@ def _check_fields(
 
 @dataclass(frozen=True)
 class DbOptions:
+    """Options of a writer (:class:`Db`): flushing, memtable and L0 sizes, WAL and caching."""
+
     flush_interval: timedelta = timedelta(milliseconds=100)
     """How often buffered writes are flushed to a WAL SST (the durability latency)."""
     wal_sst_size_bytes: int = 4 * MiB
@@ -271,6 +273,8 @@ class CheckpointScope(enum.Enum):
 
 @dataclass(frozen=True)
 class CheckpointOptions:
+    """How a checkpoint is created: its lifetime, the checkpoint it copies, and its name."""
+
     lifetime: timedelta | None = None
     """Expire this long after creation; None = never (must be deleted explicitly)."""
     source: uuid.UUID | None = None
@@ -290,12 +294,16 @@ class CheckpointOptions:
 
 @dataclass(frozen=True)
 class CheckpointCreateResult:
+    """A created checkpoint: its id and the manifest id it pins."""
+
     id: uuid.UUID
     manifest_id: int
 
 
 @dataclass(frozen=True)
 class GarbageCollectorOptions:
+    """How old an object must be before the garbage collector deletes it, per kind of object."""
+
     min_age: timedelta = timedelta(hours=1)
     """Objects younger than this are never deleted (applies to every kind unless overridden)."""
     db_delete_grace: timedelta = timedelta(days=1)
@@ -329,6 +337,8 @@ class GarbageCollectorOptions:
 
 @dataclass(frozen=True)
 class CompactorOptions:
+    """When the compactor runs, what it merges and how large its output SSTs are."""
+
     poll_interval: timedelta = timedelta(seconds=1)
     """How often the long-running compactor looks for work."""
     l0_trigger: int = 4
@@ -368,6 +378,8 @@ class CompactorOptions:
 
 
 class ReaderMode(enum.Enum):
+    """Which state a :class:`DbReader` reads: a fixed checkpoint, a managed one, or the latest."""
+
     CHECKPOINT = "checkpoint"
     """Read the given checkpoint; never refreshed, never writes."""
     MANAGED = "managed"
@@ -379,6 +391,8 @@ class ReaderMode(enum.Enum):
 
 @dataclass(frozen=True)
 class DbReaderOptions:
+    """Options of a :class:`DbReader`: its mode, polling, checkpoint lifetime and memory."""
+
     manifest_poll_interval: timedelta = timedelta(seconds=1)
     checkpoint_lifetime: timedelta | None = timedelta(minutes=10)
     """Lifetime of the managed checkpoint; must exceed twice the poll interval. None: the managed

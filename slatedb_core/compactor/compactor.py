@@ -75,6 +75,8 @@ class ConflictStreak:
 
 @dataclass
 class CompactionStats:
+    """Counters of the compactions a :class:`Compactor` ran: inputs, outputs, bytes, rows, time."""
+
     compactions: int = 0
     failed: int = 0
     input_ssts: int = 0
@@ -86,6 +88,7 @@ class CompactionStats:
     duration_s: float = 0.0
 
     def add(self, r: CompactionResult) -> None:
+        """Count one finished compaction ``r``."""
         self.compactions += 1
         self.input_ssts += r.input_ssts
         self.output_ssts += len(r.outputs)
@@ -95,6 +98,7 @@ class CompactionStats:
         self.rows_out += r.rows_out
 
     def merge(self, other: CompactionStats) -> None:
+        """Add every counter of ``other`` to this one's."""
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -231,6 +235,7 @@ class Compactor:
             return stats
 
     def start(self) -> Compactor:
+        """Start the background compaction thread (once) and return the compactor."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._loop, name=f"slatedb-compactor-{self.path}", daemon=True
@@ -265,6 +270,7 @@ class Compactor:
         self._thread = None
 
     def close(self) -> None:
+        """Stop the background thread; the same as :meth:`stop`."""
         self.stop()
 
     @property

@@ -69,6 +69,7 @@ class GarbageCollector:
         return self._thread is not None and self._thread.is_alive()
 
     def run_once(self) -> GcStats:
+        """Run one garbage-collection pass now and return what it did."""
         with self._pass_lock:
             stats = self._collector.run(self._now)
             self.last_stats = stats
@@ -111,6 +112,7 @@ class GarbageCollector:
         self._thread = None
 
     def close(self) -> None:
+        """Stop the background thread; the same as :meth:`stop`."""
         self.stop()
 
     def __enter__(self) -> GarbageCollector:

@@ -24,6 +24,8 @@ class KindStats:
 
 @dataclass
 class GcStats:
+    """What one garbage-collection pass over a database found and deleted, per kind of object."""
+
     path: str
     latest_manifest_id: int | None = None
     """The manifest whose references decided this pass (None: no database at ``path``)."""
@@ -61,6 +63,7 @@ class GcStats:
     includes other users' requests if the store object is shared while the pass runs)."""
 
     def kind(self, kind: Kind) -> KindStats:
+        """The counters of one kind of object (``manifest``, ``wal``, ``compacted``, ...)."""
         stats: KindStats = getattr(self, kind)
         return stats
 
@@ -81,6 +84,7 @@ class GcStats:
         return sum(self.requests.values())
 
     def summary(self) -> str:
+        """A one-line summary of what the pass deleted and what failed."""
         parts = [f"{k} -{self.kind(k).deleted}" for k in KINDS if self.kind(k).deleted]
         if self.failed:
             parts.append(f"{self.failed} failed")

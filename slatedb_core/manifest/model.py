@@ -183,6 +183,7 @@ class Checkpoint:
     name: str | None = None
 
     def is_expired(self, now_s: float) -> bool:
+        """Whether the checkpoint's expiry time is before ``now_s`` (seconds since the epoch)."""
         return self.expire_time_s is not None and self.expire_time_s < now_s
 
 
@@ -261,12 +262,14 @@ class Manifest:
         return None
 
     def checkpoint(self, checkpoint_id: uuid.UUID) -> Checkpoint | None:
+        """The checkpoint with this id, or None."""
         for cp in self.checkpoints:
             if cp.id == checkpoint_id:
                 return cp
         return None
 
     def sst(self, sst_id: ULID) -> CompactedSst | None:
+        """The compacted SST with this id (in L0 or a sorted run), or None."""
         for s in self.ssts:
             if s.id == sst_id:
                 return s

@@ -185,12 +185,15 @@ class ManifestStore:
         raise DatabaseNotFound(f"no manifest under {self.db_path!r} in {self.store.url}")
 
     def read(self, object_id: int) -> StoredManifest:
+        """Read and decode manifest ``object_id``; ObjectNotFound if it is gone."""
         return self._decode(object_id, self.seq.read(object_id))
 
     def list(self, start: int | None = None, end: int | None = None) -> list[SequencedEntry]:
+        """The manifest objects with ids in ``[start, end)``, in id order."""
         return self.seq.list(start, end)
 
     def latest_id(self) -> int | None:
+        """The highest manifest id in the store, or None when there is none."""
         return self.seq.latest_id()
 
     # ---- writes --------------------------------------------------------------------------
@@ -296,9 +299,11 @@ class ManifestStore:
 
     # ---- GC hooks ------------------------------------------------------------------------
     def advance_boundary(self, target: int) -> int:
+        """Declare manifest ids ``<= target`` dead (never the latest); returns the boundary."""
         return self.seq.advance_boundary(target)
 
     def delete(self, object_id: int, *, latest: int | None = None) -> None:
+        """Delete manifest ``object_id``: only at or behind the boundary, never the latest (GC)."""
         self.seq.delete(object_id, latest=latest)
 
 
@@ -347,10 +352,12 @@ class FencedManifest:
 
     @classmethod
     def init_writer(cls, store: ManifestStore, extra: IdChange | None = None) -> FencedManifest:
+        """Fence out every earlier writer (bump the writer epoch); returns the fenced manifest."""
         return cls.init(store, "writer", extra)
 
     @classmethod
     def init_compactor(cls, store: ManifestStore, extra: IdChange | None = None) -> FencedManifest:
+        """Fence out every earlier compactor (bump its epoch); returns the fenced manifest."""
         return cls.init(store, "compactor", extra)
 
     def refresh(self) -> StoredManifest:

@@ -16,6 +16,8 @@ from slatedb_core.options import ReaderMode
 
 @dataclass(frozen=True, slots=True)
 class ReaderStats:
+    """The state a :class:`DbReader` serves: its mode, manifest, checkpoint, WAL and memtables."""
+
     mode: ReaderMode
     manifest_id: int
     checkpoint_id: uuid.UUID | None

@@ -70,6 +70,7 @@ class FaultRule:
             raise InvalidArgument(f"skip must be >= 0, got {self.skip!r}")
 
     def matches(self, op: str, path: str) -> bool:
+        """Whether this rule applies to a call of ``op`` on ``path``."""
         return (self.op is None or self.op == op) and fnmatch.fnmatchcase(path, self.path_glob)
 
     @property
@@ -171,11 +172,13 @@ class FaultyStore(ObjectStore):
     # -- configuration -------------------------------------------------------------------------
 
     def add_rule(self, rule: FaultRule) -> FaultRule:
+        """Inject ``rule`` into every later call it matches; returns it."""
         with self._lock:
             self._rules.append(rule)
         return rule
 
     def clear_rules(self) -> None:
+        """Remove every fault rule; later calls reach the store unchanged."""
         with self._lock:
             self._rules.clear()
 
@@ -192,6 +195,8 @@ class FaultyStore(ObjectStore):
     def pause(
         self, name: str, op: str, path_glob: str = "*", *, when: When = "before", times: int = 1
     ) -> PausePoint:
+        """Hold the next ``times`` calls of ``op`` on ``path_glob`` at a pause point named
+        ``name``, ``before`` or ``after`` the store call, until released."""
         _check_op(op)
         if when not in ("before", "after"):
             raise InvalidArgument(f"when must be 'before' or 'after', got {when!r}")
@@ -203,6 +208,7 @@ class FaultyStore(ObjectStore):
         return pp
 
     def release_all(self) -> None:
+        """Release every pause point, letting the calls they hold continue."""
         with self._lock:
             points = builtins.list(self._pauses.values())
         for pp in points:

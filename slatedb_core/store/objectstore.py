@@ -83,18 +83,22 @@ class RequestCounters:
         self._counts: dict[str, int] = dict.fromkeys(OPS, 0)
 
     def incr(self, op: str, n: int = 1) -> None:
+        """Count ``n`` requests of kind ``op``."""
         with self._lock:
             self._counts[op] = self._counts.get(op, 0) + n
 
     def snapshot(self) -> dict[str, int]:
+        """The count of each kind of request so far, as a copy."""
         with self._lock:
             return dict(self._counts)
 
     def total(self) -> int:
+        """The number of requests of every kind so far."""
         with self._lock:
             return sum(self._counts.values())
 
     def reset(self) -> None:
+        """Set every count back to zero."""
         with self._lock:
             for k in self._counts:
                 self._counts[k] = 0
@@ -156,6 +160,7 @@ class ObjectStore(ABC):
         """Delete; deleting a missing object is not an error."""
 
     def exists(self, path: str) -> bool:
+        """Whether an object exists at ``path`` (one HEAD request)."""
         try:
             self.head(path)
         except ObjectNotFound:

@@ -11,6 +11,8 @@ __all__ = ["TableOptions"]
 
 @dataclass(frozen=True)
 class TableOptions:
+    """Options of a sharded :class:`Table`: its shard writers, readers and fencing retries."""
+
     writer: DbOptions = field(default_factory=DbOptions)
     """Options of the shard writers :meth:`Table.writer` opens (and of the fencing writer that
     split/merge open on a source shard)."""

@@ -87,6 +87,7 @@ class Shard:
     """A split or merge of this shard is under way: its writers must not write."""
 
     def contains(self, key: bytes) -> bool:
+        """Whether ``key`` belongs to this shard's key range."""
         return self.key_range.contains(key)
 
 
@@ -242,11 +243,13 @@ class ShardMap:
         return self._starts
 
     def shard_for(self, key: bytes) -> Shard:
+        """The shard whose range holds ``key``."""
         if not isinstance(key, bytes | bytearray | memoryview):
             raise InvalidArgument(f"keys must be bytes, got {type(key).__name__}")
         return self.shards[bisect.bisect_right(self._starts, bytes(key))]
 
     def route(self, keys: pa.Array | pa.ChunkedArray | Sequence[bytes]) -> pa.Int32Array:
+        """The index in ``shards`` of each key's shard, vectorised."""
         return route(self._starts, keys)
 
     def overlapping(self, start: bytes | None, end: bytes | None) -> list[Shard]:
@@ -259,12 +262,14 @@ class ShardMap:
         return list(self.shards[lo:hi])
 
     def by_id(self, shard_id: int) -> Shard | None:
+        """The shard with this id, or None."""
         for s in self.shards:
             if s.shard_id == shard_id:
                 return s
         return None
 
     def pending_for(self, shard_id: int) -> PendingOp | None:
+        """The unfinished split, merge or replace that has this shard as a source, or None."""
         for op in self.pending:
             if shard_id in op.sources:
                 return op

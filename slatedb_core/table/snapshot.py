@@ -99,6 +99,7 @@ class TableSnapshot:
     snapshot serialised before snapshots carried it: its map version tells)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The snapshot as a JSON-ready dict (:meth:`from_dict` reads it back)."""
         enc = self.value_encoding
         carried = (
             {
@@ -129,6 +130,7 @@ class TableSnapshot:
         }
 
     def to_json(self) -> str:
+        """The snapshot as a JSON string (:meth:`from_json` reads it back)."""
         return json.dumps(self.to_dict())
 
     @staticmethod
@@ -175,6 +177,7 @@ class TableSnapshot:
 
     @staticmethod
     def from_json(text: str) -> TableSnapshot:
+        """A snapshot from :meth:`to_json`'s text; InvalidArgument if it is not one."""
         try:
             d = json.loads(text)
         except (ValueError, TypeError, RecursionError) as e:

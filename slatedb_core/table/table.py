@@ -280,6 +280,7 @@ class Table:
         return self._snapshot
 
     def shard_for(self, key: bytes) -> Shard:
+        """The shard whose range holds ``key``."""
         return self._map.shard_for(key)
 
     @property

@@ -66,6 +66,7 @@ class WriteBatch:
         self.specials[len(self.keys)] = (kind, ttl)
 
     def delete(self, key: bytes) -> WriteBatch:
+        """Add a delete of ``key`` to the batch; returns the batch."""
         if type(key) is not bytes:
             key = _as_bytes(key, "key")
         self.keys.append(key)

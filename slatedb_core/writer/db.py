@@ -281,6 +281,7 @@ class Db(WriterIngest):
             return self._after_write_locked()
 
     def delete(self, key: bytes, *, await_durable: bool = True) -> None:
+        """Delete ``key`` (write a tombstone); by default wait until the delete is durable."""
         key = self._check_key(key)
         self._check_range_keys([key])
         gen = self._apply([key], [None], len(key))

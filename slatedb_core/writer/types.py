@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class BulkIngestStats:
+    """What one bulk ingest wrote: rows, SSTs, bytes and the manifest that committed them."""
+
     rows: int
     ssts: int
     bytes_written: int

@@ -31,7 +31,9 @@ def database_example(store: sc.ObjectStore) -> None:
         for key, value in db.scan(b"order-0000", b"order-9999"):  # the end is exclusive
             print("Db: scan", key.decode(), value.decode())
         # a checkpoint pins this state: a reader opened on it sees exactly these keys
-        checkpoint = db.create_checkpoint(options=sc.CheckpointOptions(lifetime=timedelta(minutes=10)))
+        checkpoint = db.create_checkpoint(
+            options=sc.CheckpointOptions(lifetime=timedelta(minutes=10))
+        )
         db.put(b"order-0004", b'{"amount": 40}')  # after the checkpoint
     # leaving the `with` block closed the writer (db.close())
 

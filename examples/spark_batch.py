@@ -18,7 +18,8 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import slatedb_core as sc
 from spark_jobs.datasource import SlateDBDataSource

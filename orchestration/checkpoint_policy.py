@@ -17,6 +17,7 @@ The rules (per :class:`~orchestration.resources.CheckpointPolicy`):
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestration.resources import CheckpointPolicy
@@ -79,3 +80,48 @@ def plan_checkpoints(
         if not kept or now_s - kept[-1].create_time_s >= every.total_seconds():
             plan.create.append(policy)
     return plan
+
+
+LIFETIME_SLACK_S = 5.0
+"""Seconds a checkpoint's life may exceed its policy's lifetime and still be the policy's: create
+and expiry times are whole seconds taken at slightly different instants."""
+
+
+def scheduled_lifetimes(policies: Sequence[CheckpointPolicy]) -> dict[str, float]:
+    """Name -> lifetime in seconds of every scheduled policy (one with ``every``)."""
+    return {p.name: p.lifetime_td.total_seconds() for p in policies if p.every_td is not None}
+
+
+def kept_by_policy(c: Checkpoint, scheduled: Mapping[str, float]) -> bool:
+    """A checkpoint a scheduled policy took and keeps for its lifetime: it pins an old manifest
+    on purpose (the ``daily`` one pins a week-old manifest for up to 8 days). One with the name
+    but a longer life than the policy gives (or none) was made by someone else."""
+    lifetime = scheduled.get(c.name) if c.name is not None else None
+    return (
+        lifetime is not None
+        and c.expire_time_s is not None
+        and c.expire_time_s - c.create_time_s <= lifetime + LIFETIME_SLACK_S
+    )
+
+
+def judged_manifest_lag(
+    checkpoints: Iterable[Checkpoint],
+    latest_manifest_id: int,
+    now_s: float,
+    scheduled: Mapping[str, float],
+) -> tuple[int, Checkpoint | None]:
+    """The manifest lag the lag check judges against ``manifest_lag_max``, and the checkpoint
+    that pins it: the oldest manifest pinned by an unexpired non-writer checkpoint (as
+    ``DatabaseHealth.manifest_lag``) that the scheduled policies do not keep on purpose. Warning
+    on what the policy itself allows would keep the warning up for the policy's whole lifetime
+    (issue 40, item 10); retention checkpoints still count (checkpoint_refresh re-takes them past
+    ``manifest_lag_max``), as do readers' and clones'."""
+    pins = [
+        c
+        for c in checkpoints
+        if c.writer_epoch is None and not c.is_expired(now_s) and not kept_by_policy(c, scheduled)
+    ]
+    if not pins:
+        return 0, None
+    oldest = min(pins, key=lambda c: (c.manifest_id, c.create_time_s))
+    return max(0, latest_manifest_id - oldest.manifest_id), oldest

@@ -31,6 +31,7 @@ import dagster as dg
 from orchestration import fleet_memory
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
 from orchestration.assets import compaction, garbage_collection
+from orchestration.checkpoint_policy import scheduled_lifetimes
 from orchestration.fleet_report import (
     REPORT_JOB,
     CheckResult,
@@ -195,6 +196,7 @@ def limits_of(managed: ManagedDatabasesResource) -> Thresholds:
         wal_backlog_max=managed.wal_backlog_max,
         manifest_lag_max=managed.manifest_lag_max,
         retention_checkpoints=frozenset(p.name for p in managed.checkpoints if p.every is None),
+        scheduled_checkpoints=tuple(scheduled_lifetimes(managed.checkpoints).items()),
     )
 
 

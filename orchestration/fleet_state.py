@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
+from orchestration.checkpoint_policy import judged_manifest_lag
 from slatedb_core import DatabaseStatus
 from slatedb_core.health import BOUNDARY_NAMESPACES
 
@@ -69,6 +71,9 @@ class Thresholds:
     manifest_lag_max: int
     retention_checkpoints: frozenset[str] = frozenset()
     """Names of the managed retention checkpoints (policies without ``every``)."""
+    scheduled_checkpoints: tuple[tuple[str, float], ...] = ()
+    """(name, lifetime in seconds) of the scheduled checkpoint policies: what they pin within
+    their lifetime is not lag (:func:`orchestration.checkpoint_policy.judged_manifest_lag`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,15 +325,23 @@ def findings(
                     limit,
                 )
             )
-        lag_ok = h.manifest_lag <= limits.manifest_lag_max
+        lag, by = judged_manifest_lag(
+            status.checkpoints, h.manifest_id, time.time(), dict(limits.scheduled_checkpoints)
+        )
+        lag_ok = lag <= limits.manifest_lag_max
         out.append(
             Finding(
                 LAG,
                 WARN,
                 lag_ok,
-                f"{db}: manifest lag {h.manifest_lag} (threshold {limits.manifest_lag_max}), "
-                f"oldest manifest pinned by {_pinned(status)}",
-                h.manifest_lag,
+                f"{db}: manifest lag {lag} (threshold {limits.manifest_lag_max}), "
+                f"oldest manifest pinned by {_pinned(replace(status, pinned_by=by))}"
+                + (
+                    f"; {h.manifest_lag} counting the scheduled checkpoints the policy keeps"
+                    if lag != h.manifest_lag
+                    else ""
+                ),
+                lag,
                 limits.manifest_lag_max,
             )
         )
@@ -508,15 +521,20 @@ def l0_tag(ids: tuple[str, ...] | list[str]) -> dict[str, str]:
 def checkpoint_decision(status: DatabaseStatus, limits: Thresholds) -> Decision | None:
     """A checkpoint_refresh run when a managed retention checkpoint pins a manifest lagging past
     the threshold (the refresh re-takes it at the latest manifest)."""
-    h, cp = status.health, status.pinned_by
-    if h is None or cp is None or h.manifest_lag <= limits.manifest_lag_max:
+    h = status.health
+    if h is None:
+        return None
+    lag, cp = judged_manifest_lag(
+        status.checkpoints, h.manifest_id, time.time(), dict(limits.scheduled_checkpoints)
+    )
+    if cp is None or lag <= limits.manifest_lag_max:
         return None
     if cp.name not in limits.retention_checkpoints:
         return None
     return Decision(
         "checkpoint",
         f"checkpoint:{status.path}:{cp.id}",
-        (f"manifest lag {h.manifest_lag} > {limits.manifest_lag_max}, pinned by {cp.name}",),
+        (f"manifest lag {lag} > {limits.manifest_lag_max}, pinned by {cp.name}",),
     )
 
 

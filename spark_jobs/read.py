@@ -51,7 +51,7 @@ from slatedb_core import (
     TableSnapshot,
     open_store,
 )
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import CheckpointNotFound, InvalidArgument
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.projection import effective_range
 from slatedb_core.options import DbOptions
@@ -322,6 +322,21 @@ __all__ = [
 ]
 
 
+def _named_snapshot(url: str, path: str, name: str, wal_url: str | None) -> TableSnapshot:
+    """The table's snapshot named ``name`` (CheckpointNotFound, naming those there are, if none)."""
+    options = TableOptions(
+        writer=DbOptions(wal_url=wal_url), reader=DbReaderOptions(wal_url=wal_url)
+    )
+    with Table.open(path, open_store(url), options) as table:
+        snap = table.named_snapshot(name)
+        if snap is None:
+            names = ", ".join(table.snapshot_names()) or "none"
+            raise CheckpointNotFound(
+                name, f"table {path!r} has no snapshot named {name!r} (its snapshots: {names})"
+            )
+        return snap
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m spark_jobs.read",
@@ -329,7 +344,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--url", required=True, help="object store URL")
     p.add_argument("--path", required=True, help="table path inside the store")
-    p.add_argument("--snapshot", action="store_true", help="read one checkpoint per shard")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--snapshot", action="store_true", help="take a snapshot (a checkpoint per shard), read it"
+    )
+    which.add_argument(
+        "--checkpoint",
+        metavar="NAME",
+        default=None,
+        help="read the table snapshot of this name (Table.snapshot(name=...)), not the latest",
+    )
     p.add_argument("--output", default=None, help="write the rows as Parquet to this path")
     p.add_argument("--master", default=None, help="default: local[2]")
     p.add_argument(
@@ -346,12 +370,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     from spark_jobs.session import SessionOptions, get_session
 
+    checkpoint: Literal["create"] | TableSnapshot | None = "create" if args.snapshot else None
+    if args.checkpoint is not None:
+        checkpoint = _named_snapshot(args.url, args.path, args.checkpoint, args.wal_url)
     spark = get_session(SessionOptions(master=args.master or "local[2]", app_name="slatedb-read"))
     df = read_table(
         spark,
         args.url,
         args.path,
-        "create" if args.snapshot else None,
+        checkpoint,
         wal_url=args.wal_url,
         merge_operator=args.merge_operator,
     )

@@ -63,8 +63,8 @@ cluster: $(STAMP) ## The deployment's real services on 127.0.0.1: SeaweedFS, Pos
 cluster-status: $(STAMP) ## One line per service of make cluster: up or DOWN
 	$(BIN)/python -m lakehouse_demo.cluster status --dir $(CLUSTER_DIR)
 
-cluster-stop: $(STAMP) ## Stop what make cluster started (and nothing else)
-	$(BIN)/python -m lakehouse_demo.cluster stop --dir $(CLUSTER_DIR)
+cluster-stop: $(STAMP) ## Stop what make cluster started, and what a killed make cluster/cluster-test left in any folder
+	$(BIN)/python -m lakehouse_demo.cluster stop --dir $(CLUSTER_DIR) --orphans
 
 cluster-test: $(STAMP) ## Its own cluster on free ports, driven end to end: spark-submit ingest, daemon runs, kills (~15 min; in test-slow)
 	$(BIN)/pytest -q tests/cluster $(PYTEST_ARGS)

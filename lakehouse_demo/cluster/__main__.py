@@ -4,8 +4,10 @@
 killed), printing one status line per service once it answers, and stops what it started if
 a signal interrupts it; ``stop`` stops, in reverse order, the processes this folder's
 ``state.json`` says it started, then any process left that carries this folder in its
-``LAKEHOUSE_CLUSTER_DIR`` (a killed launcher's; issue 40, item 7); ``status`` prints the lines
-again. Credentials are never printed: they are in ``<dir>/cluster.env`` (mode 0600).
+``LAKEHOUSE_CLUSTER_DIR`` (a killed launcher's; issue 40, item 7), and with ``--orphans`` every
+process of any folder whose cluster has no live supervisor (lakehouse_demo/cluster/orphans.py);
+``status`` prints the lines again. Credentials are never printed: they are in
+``<dir>/cluster.env`` (mode 0600).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse_demo.cluster.orphans import clear_launcher, describe, orphans, record_launcher
 from lakehouse_demo.cluster.processes import (
     MARKER,
     ClusterError,
@@ -32,6 +35,7 @@ from lakehouse_demo.cluster.processes import (
     marked,
     signals_deferred,
     signals_raise,
+    start_time,
     stop,
     stop_marked,
     wait_until,
@@ -84,6 +88,7 @@ def start(s: ClusterSettings, only: Sequence[str] | None = None) -> int:
     only that: services found running stay), prints one line and returns 128 + the signal
     (issue 40, item 7). Every service carries ``LAKEHOUSE_CLUSTER_DIR`` (processes.MARKER)."""
     umask = os.umask(0o077)
+    launcher: dict[str, object] = {"pid": os.getpid(), "start_time": start_time(os.getpid())}
     marker = os.environ.get(MARKER)
     os.environ[MARKER] = str(s.dir)  # inherited by every service and what it starts
     _, state = load_state(s.dir)
@@ -91,7 +96,7 @@ def start(s: ClusterSettings, only: Sequence[str] | None = None) -> int:
     try:
         with signals_raise():
             try:
-                return _start(s, only)
+                return _start(s, only, launcher)
             except (Stopped, KeyboardInterrupt) as e:
                 with signals_deferred():
                     n = _undo_start(s.dir, running)
@@ -102,6 +107,7 @@ def start(s: ClusterSettings, only: Sequence[str] | None = None) -> int:
                 )
                 return 128 + (e.signum if isinstance(e, Stopped) else signal.SIGINT)
     finally:
+        clear_launcher(s.dir, launcher)
         os.umask(umask)
         if marker is None:
             os.environ.pop(MARKER, None)
@@ -154,9 +160,10 @@ def _selected(s: ClusterSettings, only: Sequence[str] | None) -> list[Service]:
     return [svc for svc in every if svc.name in only]
 
 
-def _start(s: ClusterSettings, only: Sequence[str] | None) -> int:
+def _start(s: ClusterSettings, only: Sequence[str] | None, launcher: dict[str, object]) -> int:
     # PostgreSQL runs as its own user when we are root and must pass through to its folder
     private_dir(s.dir, postgres_traverses=True)
+    record_launcher(s.dir, launcher)  # what it starts is no orphan meanwhile (orphans.py)
     private_dir(s.logs, postgres_traverses=True)
     settings_env = client_env(s, load_secrets(s))
     write_env_file(s, settings_env)  # first, so a retry after a failed start keeps the secrets
@@ -215,6 +222,25 @@ def stop_all(dir: Path) -> int:
             print(f"  {'leftovers':<18} {left} process(es) of this cluster stopped", flush=True)
         elif not state:
             print(f"nothing started from {dir}")
+    return 0
+
+
+def stop_orphans(under: Path | None, grace_s: float) -> int:
+    """Stop every orphan (lakehouse_demo/cluster/orphans.py) of every cluster folder, or of those
+    inside ``under``: SIGTERM (a postmaster: SIGINT), SIGKILL after ``grace_s``; one line each."""
+    with signals_raise(), signals_deferred():
+        found = orphans(under)
+        for dir, records in found.items():
+            for r in records:
+                print(f"  orphan of {dir}: pid {r['pid']}  {describe(int(str(r['pid'])))}")
+            stop_marked(records, gentle=_gentle(dir), timeout_s=grace_s)
+        n = sum(len(r) for r in found.values())
+        print(
+            f"  {'orphans':<18} {n} process(es) of {len(found)} folder(s) stopped"
+            if n
+            else "no orphaned cluster processes",
+            flush=True,
+        )
     return 0
 
 
@@ -311,13 +337,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="start: these services alone, comma-separated (e.g. s3,postgres)",
     )
+    p.add_argument(
+        "--orphans",
+        action="store_true",
+        help="stop: also every process of any cluster folder whose cluster has no live supervisor",
+    )
+    p.add_argument("--under", default=None, help="stop --orphans: only clusters in this folder")
+    p.add_argument(
+        "--grace", type=float, default=20.0, help="stop --orphans: seconds before SIGKILL"
+    )
     p.add_argument("--rows", type=int, default=2_000_000, help="dataset: orders to write")
     p.add_argument("--files", type=int, default=8, help="dataset: Parquet objects")
     p.add_argument("--prefix", default="input/orders", help="dataset: where in the bucket")
     args = p.parse_args(argv)
     try:
         if args.command == "stop":
-            return stop_all(Path(args.dir).resolve())
+            code = stop_all(Path(args.dir).resolve())
+            if args.orphans:
+                under = Path(args.under).resolve() if args.under else None
+                code = stop_orphans(under, args.grace) or code
+            return code
         settings = _settings(args, for_start=args.command == "start")
         if args.command == "dataset":
             return dataset(settings, args.rows, args.files, args.prefix)

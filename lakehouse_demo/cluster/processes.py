@@ -35,6 +35,10 @@ class ClusterError(SlateDBError):
 
 MARKER = "LAKEHOUSE_CLUSTER_DIR"
 """The environment variable naming the cluster folder a process belongs to."""
+OWNER = "LAKEHOUSE_CLUSTER_OWNER"
+"""Optional, beside :data:`MARKER`: ``<pid>:<start time>`` of the process a cluster's life is tied
+to (the cluster tests' pytest). Once that process is gone, the cluster's processes are orphans
+that ``cluster stop --orphans`` stops (lakehouse_demo/cluster/orphans.py)."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -226,13 +230,27 @@ def _our_uids() -> set[int]:
     return uids
 
 
-def marked(dir: Path) -> list[dict[str, object]]:
-    """Records (pid, start time) of the live processes of our user(s) whose environment says
-    they belong to the cluster in ``dir``; never this process nor its ancestors (the shell and
-    make that run ``cluster stop``)."""
-    want = f"{MARKER}={dir}".encode()
+def owner_token(pid: int) -> str:
+    """:data:`OWNER`'s value for process ``pid``: its pid and start time."""
+    return f"{pid}:{start_time(pid)!r}"
+
+
+def owner_alive(token: str) -> bool:
+    """Whether the process an :data:`OWNER` value names is still the one it named."""
+    pid, _, started = token.partition(":")
+    try:
+        return alive({"pid": int(pid), "start_time": float(started)})
+    except ValueError:
+        return False  # not a token of ours: nothing vouches for the cluster
+
+
+def marked_everywhere() -> list[dict[str, object]]:
+    """Records (pid, start time, ``dir``: the :data:`MARKER` value, ``owner``: the :data:`OWNER`
+    value or None) of the live processes of our user(s) that carry the marker, whatever their
+    folder; never this process nor its ancestors (the shell and make that run ``cluster stop``)."""
     skip = {os.getpid(), *ancestors(os.getpid())}
     uids = _our_uids()
+    marker, owner = f"{MARKER}=".encode(), f"{OWNER}=".encode()
     found: list[dict[str, object]] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in skip:
@@ -243,12 +261,32 @@ def marked(dir: Path) -> list[dict[str, object]]:
             environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if want in environ.split(b"\0"):
-            pid = int(entry.name)
-            started = start_time(pid)
-            if started is not None:
-                found.append({"pid": pid, "start_time": started})
+        vars = {v.split(b"=", 1)[0] + b"=": v for v in environ.split(b"\0") if b"=" in v}
+        if marker not in vars:
+            continue
+        pid = int(entry.name)
+        started = start_time(pid)
+        if started is not None:
+            found.append(
+                {
+                    "pid": pid,
+                    "start_time": started,
+                    "dir": os.fsdecode(vars[marker][len(marker) :]),
+                    "owner": os.fsdecode(vars[owner][len(owner) :]) if owner in vars else None,
+                }
+            )
     return found
+
+
+def marked(dir: Path) -> list[dict[str, object]]:
+    """Records (pid, start time) of the live processes of our user(s) whose environment says
+    they belong to the cluster in ``dir``; never this process nor its ancestors (the shell and
+    make that run ``cluster stop``)."""
+    return [
+        {"pid": r["pid"], "start_time": r["start_time"]}
+        for r in marked_everywhere()
+        if r["dir"] == str(dir)
+    ]
 
 
 def stop_marked(

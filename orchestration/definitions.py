@@ -15,6 +15,7 @@ from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_view import fleet_asset
 from orchestration.jobs import JOBS
 from orchestration.metadata import with_owners
+from orchestration.missing import acknowledge_missing_database_job
 from orchestration.resources import (
     ManagedDatabasesResource,
     ObjectStoreResource,
@@ -32,7 +33,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=with_owners([*ASSETS, fleet_asset], settings.owners),
         asset_checks=CHECKS,
-        jobs=[*JOBS, health_check_job, fleet_report_job],
+        jobs=[*JOBS, health_check_job, fleet_report_job, acknowledge_missing_database_job],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
         resources=refuse_plain_secrets(

@@ -65,6 +65,7 @@ from orchestration.fleet_view import (
     headline,
     trend_databases,
 )
+from orchestration.missing import missing_description
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import (
@@ -418,7 +419,8 @@ def evaluate_fleet(
         status = statuses[db]
         memory = cursor.dbs.setdefault(db, Memory())
         state = state_of(status, retired)
-        checks = findings(status, state, memory, limits)
+        deleted = missing_description(db, store.url) if state == "missing" else ""
+        checks = findings(status, state, memory, limits, deleted=deleted)
         before = memory.checks.ljust(len(CHECK_ORDER), "-")
         bits = _bits(checks, memory.checks)
         memory.checks = before

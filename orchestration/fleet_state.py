@@ -268,17 +268,32 @@ def _pinned(status: DatabaseStatus) -> str:
     )
 
 
+def deleted_outside_destroy(state: str, memory: Memory) -> bool:
+    """A database with no manifest and no destroy tombstone (``missing``) that the sensor has
+    seen with a manifest before (its intact check was judged): deleted by hand or by a bucket
+    rule, not by destroy (which leaves a tombstone, docs/clones-and-destroy.md). A partition
+    never seen with a manifest (a typo, a database not created yet) is not."""
+    return state == "missing" and memory.checks[:1] in ("p", "f")
+
+
 def findings(
-    status: DatabaseStatus, state: str, memory: Memory, limits: Thresholds
+    status: DatabaseStatus,
+    state: str,
+    memory: Memory,
+    limits: Thresholds,
+    *,
+    deleted: str = "",
 ) -> list[Finding]:
     """The current-state checks of one database. Missing and retired-but-gone databases have none;
-    SST existence is only judged when this scan verified it (``status.missing_ssts``)."""
+    SST existence is only judged when this scan verified it (``status.missing_ssts``). ``deleted``:
+    the description of a database deleted outside destroy (where it was, what to do,
+    :func:`orchestration.missing.missing_description`)."""
     db = status.path
     out: list[Finding] = []
     if state == "damaged":
         out.append(Finding(INTACT, ERROR, False, f"{db}: {status.error_kind}: {status.error}"))
         return out
-    if state == "missing" and memory.checks[:1] in ("p", "f"):
+    if deleted_outside_destroy(state, memory):
         # It was seen with a manifest before: deleted outside destroy (which leaves a tombstone,
         # docs/clones-and-destroy.md), so the passing check it had must not stand.
         out.append(
@@ -286,8 +301,9 @@ def findings(
                 INTACT,
                 ERROR,
                 False,
-                f"{db}: no manifest any more: the database was deleted without destroy "
-                "(or its manifest/ objects were); remove the partition if that was intended",
+                deleted
+                or f"{db}: no manifest any more: the database was deleted without destroy "
+                "(or its manifest/ objects were)",
             )
         )
         return out

@@ -12,10 +12,12 @@ from typing import Any
 
 import dagster as dg
 
+from orchestration import fleet_memory
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
 from orchestration.fleet_report import fleet_report_job
-from orchestration.fleet_sensor import evaluate_fleet
+from orchestration.fleet_sensor import evaluate_fleet, scan_fleet, scanner_for
 from orchestration.jobs import checkpoint_job, compaction_job
+from orchestration.missing import ACKNOWLEDGE_JOB, keep_missing
 from orchestration.partitions import (
     DATABASES,
     TABLES,
@@ -81,11 +83,40 @@ def discovery_requests(
         existing = set(instance.get_dynamic_partitions(name))
         added = sorted(wanted[name] - existing)
         removed = sorted(existing - wanted[name])
+        if name == DATABASES and removed:
+            removed = _not_kept(instance, store, managed, removed, log)
         if added:
             requests.append(definition.build_add_request(added))
         if removed:
             requests.append(definition.build_delete_request(removed))
     return requests
+
+
+def _not_kept(
+    instance: dg.DagsterInstance,
+    store: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    removed: list[str],
+    log: Any = None,
+) -> list[str]:
+    """The database partitions the store no longer lists that may go: destroyed ones (a
+    tombstone) and those never seen with a manifest. One deleted outside destroy stays, missing
+    with an ERROR check, until acknowledged (:mod:`orchestration.missing`); so does one the
+    store did not answer for."""
+    memory = fleet_memory.latest(instance)
+    statuses = scan_fleet(scanner_for(store, managed.fleet_scan_concurrency), removed)
+    out = []
+    for db in removed:
+        state = statuses[db].state
+        if keep_missing(state, memory.dbs.get(db)):
+            if log is not None:
+                log.warning(
+                    f"database {db!r} is {state}: its partition is kept until it is restored "
+                    f"or acknowledged ({ACKNOWLEDGE_JOB})"
+                )
+            continue
+        out.append(db)
+    return out
 
 
 def build_sensors(running: bool = True) -> list[dg.SensorDefinition]:

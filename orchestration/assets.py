@@ -44,6 +44,7 @@ from orchestration.metadata import (
     tags,
     text,
     timestamp,
+    unchanged,
     with_owners,
 )
 from orchestration.partitions import databases_partitions
@@ -118,6 +119,9 @@ def compaction(
         seconds = time.monotonic() - started
         _, after = inspect_database(s, db)
     metadata = compaction_metadata(before, after, stats, options.l0_trigger, seconds)
+    if stats is None or (stats.compactions == 0 and stats.failed == 0):
+        yield unchanged(context, metadata)  # nothing compacted: no new materialization
+        return
     context.log.info(f"{db}: {metadata[SUMMARY].value}")
     yield dg.MaterializeResult(metadata=metadata)
 
@@ -217,6 +221,9 @@ def garbage_collection(
         metadata["detached"] = text(", ".join(stats.detached))
     if stats.data_gc_skipped:
         metadata["data_gc_skipped"] = text(stats.data_gc_skipped)
+    if not (stats.deleted or stats.expired_checkpoints_removed or stats.detached):
+        yield unchanged(context, metadata)  # nothing deleted: no new materialization
+        return
     yield dg.MaterializeResult(metadata=metadata)
 
 
@@ -327,27 +334,29 @@ def checkpoint_refresh(
             f"{count(lag, 'manifest')} behind"
         )
     summary = "; ".join([*parts, f"{live}, {duration(seconds)}"])
-    yield dg.MaterializeResult(
-        metadata={
-            SUMMARY: text(summary),
-            "created": integer(created),
-            "refreshed": integer(refreshed),
-            "retaken": integer(len(retaken)),
-            "deleted": integer(deleted),
-            "managed_checkpoints": integer(len(managed_cps)),
-            "checkpoints": integer(len(after)),
-            "oldest_managed_created": timestamp(
-                None if oldest is None else oldest.create_time_s, "no managed checkpoint"
-            ),
-            "oldest_managed_age_s": integer(
-                None if oldest is None else int(now - oldest.create_time_s),
-                "no managed checkpoint",
-            ),
-            "managed_manifest_lag": integer(lag, "no managed checkpoint"),
-            "latest_manifest_id": integer(after_stored.id),
-            "duration_ms": millis(seconds),
-        }
-    )
+    metadata: dict[str, dg.MetadataValue] = {
+        SUMMARY: text(summary),
+        "created": integer(created),
+        "refreshed": integer(refreshed),
+        "retaken": integer(len(retaken)),
+        "deleted": integer(deleted),
+        "managed_checkpoints": integer(len(managed_cps)),
+        "checkpoints": integer(len(after)),
+        "oldest_managed_created": timestamp(
+            None if oldest is None else oldest.create_time_s, "no managed checkpoint"
+        ),
+        "oldest_managed_age_s": integer(
+            None if oldest is None else int(now - oldest.create_time_s),
+            "no managed checkpoint",
+        ),
+        "managed_manifest_lag": integer(lag, "no managed checkpoint"),
+        "latest_manifest_id": integer(after_stored.id),
+        "duration_ms": millis(seconds),
+    }
+    if not (created or refreshed or deleted or retaken):
+        yield unchanged(context, metadata)  # checkpoints up to date: no new materialization
+        return
+    yield dg.MaterializeResult(metadata=metadata)
 
 
 ASSETS = [compaction, garbage_collection, checkpoint_refresh, delta_export, rescaling]

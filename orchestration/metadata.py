@@ -146,6 +146,18 @@ def skipped(
     )
 
 
+def unchanged(
+    context: dg.AssetExecutionContext, metadata: Mapping[str, dg.MetadataValue]
+) -> dg.AssetObservation:
+    """The record of a pass that found nothing to change (nothing to compact, nothing to delete,
+    checkpoints up to date): an observation with the pass's figures, not a materialization, so a
+    partition's last materialization stays the last pass that changed the database (issue 40,
+    item 10). Filed under the partition, so its plots stay per database."""
+    db = context.partition_key
+    context.log.info(f"{db}: unchanged, {metadata[SUMMARY].value}")
+    return dg.AssetObservation(asset_key=context.asset_key, partition=db, metadata=dict(metadata))
+
+
 def shape(prefix: str, h: DatabaseHealth) -> dict[str, dg.MetadataValue]:
     return {
         f"{prefix}l0_ssts": integer(h.l0_ssts),

@@ -89,7 +89,7 @@ def test_compaction_merges_l0_and_keeps_every_row(
     assert " KiB -> " in summary
     assert _rows(store, orders) == before_rows
     again = _pass(compaction, orders, store_resource, managed)
-    assert isinstance(again, dg.MaterializeResult)
+    assert isinstance(again, dg.AssetObservation)  # changed nothing (issue 40, item 10)
     assert _value(again, "compactions") == 0
     assert _value(again, "summary").startswith("nothing to compact: L0 0 (trigger 4)")
 

@@ -530,7 +530,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Parquet: s3://bucket/prefix (read through the object store), a path, "
         "or s3a://; or a .csv path",
     )
-    p.add_argument("--url", required=True, help="object store URL (file://, s3://, memory://)")
+    p.add_argument(
+        "--url",
+        required=True,
+        help="object store URL (file://, s3://; not memory://: each Spark worker would see its own)",
+    )
     p.add_argument("--path", required=True, help="table path inside the store")
     p.add_argument("--key-column", default="key")
     p.add_argument("--value-column", default=None)

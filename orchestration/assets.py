@@ -38,6 +38,7 @@ from orchestration.metadata import (
     gc_summary,
     integer,
     millis,
+    nbytes,
     not_live,
     size,
     skipped,
@@ -151,7 +152,7 @@ def _destroyed(
             "deletable_after": timestamp(due),
             "database_deleted": dg.MetadataValue.bool(deleted),
             "database_objects_deleted": integer(objects),
-            "database_freed_bytes": integer(freed),
+            **nbytes("database_freed_bytes", freed),
         },
     )
 
@@ -208,7 +209,7 @@ def garbage_collection(
     metadata: dict[str, dg.MetadataValue] = {
         SUMMARY: text(summary),
         "deleted": integer(stats.deleted),
-        "freed_bytes": integer(stats.bytes_freed),
+        **nbytes("freed_bytes", stats.bytes_freed),
         "failed_deletes": integer(stats.failed),
         "per_kind": gc_kinds_table(stats),
         **boundaries(durable),

@@ -74,6 +74,14 @@ def integer(value: int | None, why_none: str | None = None) -> dg.MetadataValue:
     return dg.MetadataValue.int(int(value))
 
 
+def nbytes(key: str, n: int) -> dict[str, dg.MetadataValue]:
+    """A byte count as two entries: ``<stem>_bytes``, the integer Dagster plots, and beside it
+    ``<stem>_size``, the same for people (``1.2 MiB``), since the UI shows a bare integer
+    (issue 40, item 10)."""
+    assert key.endswith("_bytes"), key
+    return {key: integer(n), key.removesuffix("_bytes") + "_size": text(size(n))}
+
+
 def millis(seconds: float) -> dg.MetadataValue:
     """A duration for a ``*_ms`` key."""
     return dg.MetadataValue.int(round(seconds * 1000))
@@ -162,7 +170,7 @@ def shape(prefix: str, h: DatabaseHealth) -> dict[str, dg.MetadataValue]:
     return {
         f"{prefix}l0_ssts": integer(h.l0_ssts),
         f"{prefix}sorted_runs": integer(h.sorted_runs),
-        f"{prefix}sst_bytes": integer(h.sst_bytes),
+        **nbytes(f"{prefix}sst_bytes", h.sst_bytes),
         f"{prefix}ssts": integer(h.ssts),
     }
 
@@ -194,8 +202,8 @@ def compaction_metadata(
         **shape("", after),
         "compactions": integer(s.compactions),
         "failed_compactions": integer(s.failed),
-        "input_bytes": integer(s.bytes_in),
-        "output_bytes": integer(s.bytes_out),
+        **nbytes("input_bytes", s.bytes_in),
+        **nbytes("output_bytes", s.bytes_out),
         "input_rows": integer(s.rows_in),
         "output_rows": integer(s.rows_out),
         "manifest_id": integer(after.manifest_id),
@@ -230,17 +238,28 @@ def gc_kinds_table(stats: GcStats) -> dg.MetadataValue:
     return dg.MetadataValue.table(records, schema)
 
 
+BOUNDARY_UNITS = {
+    "manifest": "manifest id",
+    "wal": "WAL SST id",
+    "compactions": "compactions record id",
+}
+"""What the id in each durable GC boundary counts (docs/gc.md)."""
+
+
 def boundaries(durable: Mapping[str, int | None]) -> dict[str, dg.MetadataValue]:
-    """The durable GC boundaries: ``compacted`` holds ULID milliseconds (a time), the others
-    ids (docs/gc.md)."""
+    """The durable GC boundaries with their units: ``compacted`` holds ULID milliseconds (a
+    time), the others an id of their kind, as text (``manifest id 41``): a bare integer said
+    neither what it counts nor that it is not a quantity to plot (issue 40, item 10)."""
     out: dict[str, dg.MetadataValue] = {}
     for ns, value in durable.items():
         if ns == "compacted":
             out["compacted_boundary"] = timestamp(
                 None if value is None else value / 1000, NOT_SET[ns]
             )
+        elif value is None:
+            out[f"{ns}_boundary"] = integer(None, NOT_SET.get(ns))
         else:
-            out[f"{ns}_boundary"] = integer(value, NOT_SET.get(ns))
+            out[f"{ns}_boundary"] = text(f"{BOUNDARY_UNITS.get(ns, ns + ' id')} {value}")
     return out
 
 

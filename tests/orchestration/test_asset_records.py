@@ -205,7 +205,7 @@ def test_a_boundary_that_is_not_set_says_why() -> None:
     shown = boundaries(
         {"manifest": 12, "wal": None, "compactions": None, "compacted": 1_795_000_000_123}
     )
-    assert shown["manifest_boundary"] == dg.MetadataValue.int(12)
+    assert shown["manifest_boundary"] == dg.MetadataValue.text("manifest id 12")
     assert shown["wal_boundary"] == dg.MetadataValue.text(
         "not set yet: no GC pass has deleted a WAL SST"
     )

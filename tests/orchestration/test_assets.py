@@ -122,8 +122,9 @@ def test_materialize_compaction_then_gc_with_checks(
     assert kinds["manifest"]["deleted"] >= 1
     assert kinds["wal"]["deleted"] >= 1
     assert gc["freed_bytes"].value == sum(k["freed_bytes"] for k in kinds.values()) > 0
-    assert gc["manifest_boundary"].value >= 1
-    assert isinstance(gc["manifest_boundary"], dg.IntMetadataValue)
+    # an id with its unit, not a bare integer (issue 40, item 10)
+    assert isinstance(gc["manifest_boundary"], dg.TextMetadataValue)
+    assert int(gc["manifest_boundary"].value.removeprefix("manifest id ")) >= 1
     # the compacted boundary is a ULID time (ms in the file): shown as a time, in seconds
     assert isinstance(gc["compacted_boundary"], dg.TimestampMetadataValue)
     assert abs(gc["compacted_boundary"].value - time.time()) < 600

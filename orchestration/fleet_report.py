@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 from pydantic import Field
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
@@ -50,7 +53,26 @@ class FleetReport(dg.Config):
     results: list[CheckResult] = Field(default_factory=list)
 
 
-def evaluation(r: CheckResult) -> dg.AssetCheckEvaluation:
+def target_of(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, db: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The latest materialization of the asset's partition: the one a result judges. Without it
+    Dagster counts a result as older than any materialization of the partition, and the check
+    page shows the database grey ("not evaluated") from its first maintenance run on."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[db]), limit=1
+    ).records
+    if not records:
+        return None
+    mat = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=mat.storage_id, run_id=mat.run_id, timestamp=mat.timestamp
+    )
+
+
+def evaluation(
+    r: CheckResult, target: AssetCheckEvaluationTargetMaterializationData | None = None
+) -> dg.AssetCheckEvaluation:
     metadata: dict[str, Any] = {"database": dg.MetadataValue.text(r.database)}
     if r.value is not None:
         metadata["value"] = dg.MetadataValue.int(r.value)
@@ -64,15 +86,21 @@ def evaluation(r: CheckResult) -> dg.AssetCheckEvaluation:
         description=markdown_literal(r.description),  # the UI renders it as Markdown
         partition=r.database,
         metadata=metadata,
+        target_materialization_data=target,
     )
 
 
 @dg.op(name=REPORT_OP, description="Logs fleet_sensor's check results, one per database and check.")
 def report_check_results(context: dg.OpExecutionContext, config: FleetReport) -> None:
+    targets: dict[tuple[dg.AssetKey, str], AssetCheckEvaluationTargetMaterializationData | None]
+    targets = {}
     for r in config.results:
+        key = (CHECK_ASSET[r.check], r.database)
+        if key not in targets:
+            targets[key] = target_of(context.instance, *key)
         # log_event records an AssetCheckEvaluation under this run (its type hints name only
         # materializations, observations and expectations)
-        context.log_event(cast(Any, evaluation(r)))
+        context.log_event(cast(Any, evaluation(r, targets[key])))
     context.log.info(
         f"{len(config.results)} check results, "
         f"{sum(1 for r in config.results if not r.passed)} failing"

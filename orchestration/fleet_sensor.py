@@ -30,9 +30,10 @@ import dagster as dg
 
 from orchestration import fleet_memory
 from orchestration.alerts import ALERT_TAG, DATABASE_TAG, alert_in
-from orchestration.assets import compaction, garbage_collection
+from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
 from orchestration.checkpoint_policy import scheduled_lifetimes
 from orchestration.fleet_report import (
+    CHECK_ASSET,
     REPORT_JOB,
     CheckResult,
     report_request,
@@ -54,7 +55,9 @@ from orchestration.fleet_state import (
     hold,
     l0_tag,
     remember_boundaries,
+    rereport_after,
     state_of,
+    unjudged,
 )
 from orchestration.fleet_view import (
     FLEET_KEY,
@@ -263,6 +266,11 @@ def fold_maintenance_runs(
                 alert,
                 l0.split(",") if l0 else None,
             )
+            if run.status == dg.DagsterRunStatus.SUCCESS:
+                for asset in _assets_of(job, run):
+                    checks = CHECKS_OF.get(asset)
+                    if checks:
+                        rereport_after(memory, asset.to_user_string(), checks, end)
     cursor.runs_seen_until = now
     return after
 
@@ -285,6 +293,24 @@ def _rereport_failed_reports(
                     CHECK_ORDER.index(check),
                 )
                 cursor.dbs[db].checks = bits[:i] + "-" + bits[i + 1 :]
+
+
+CHECKS_OF: dict[dg.AssetKey, tuple[str, ...]] = {
+    key: tuple(c for c in CHECK_ORDER if CHECK_ASSET[c] == key) for key in CHECK_ASSET.values()
+}
+"""The checks the sensor reports on each asset."""
+_JOB_ASSET = {
+    COMPACTION_JOB: compaction.key,
+    GC_JOB: garbage_collection.key,
+    CHECKPOINT_JOB: checkpoint_refresh.key,
+}
+
+
+def _assets_of(job: str, run: dg.DagsterRun) -> list[dg.AssetKey]:
+    """The assets a run of ``job`` materializes (from an asset's page: its selection)."""
+    if job in _JOB_ASSET:
+        return [_JOB_ASSET[job]]
+    return sorted(run.asset_selection or ())
 
 
 def _kind_of(run: dg.DagsterRun) -> str:
@@ -421,10 +447,11 @@ def evaluate_fleet(
         state = state_of(status, retired)
         deleted = missing_description(db, store.url) if state == "missing" else ""
         checks = findings(status, state, memory, limits, deleted=deleted)
+        every = checks + unjudged(status, state, memory, checks)
         before = memory.checks.ljust(len(CHECK_ORDER), "-")
-        bits = _bits(checks, memory.checks)
+        bits = _bits(every, memory.checks)
         memory.checks = before
-        for f in checks:
+        for f in every:
             i = CHECK_ORDER.index(f.check)
             if before[i] != bits[i]:
                 changes.append((db, f, status.error_kind))

@@ -115,6 +115,9 @@ class Memory:
     """[kind, time, message] of the latest alert seen for this database."""
     compaction_failures: int = 0
     """Compaction runs in a row that failed without an alert (retried with a backoff)."""
+    materialized: dict[str, float] = field(default_factory=dict)
+    """Asset name -> end of the newest successful run of it whose results were re-reported
+    (:func:`rereport_after`)."""
     alert_failures: dict[str, list[Any]] = field(default_factory=dict)
     """Kind (checkpoint, export) -> [alert kind, end time] while the latest finished run of that
     kind failed with an alert (compaction and GC keep theirs in ``compaction`` / ``gc``)."""
@@ -130,6 +133,7 @@ class Memory:
             ("alert", _run_json(self.alert)),
             ("cf", self.compaction_failures or None),
             ("af", {k: [a, _seconds(t)] for k, (a, t) in self.alert_failures.items()} or None),
+            ("m", {k: round(t, 3) for k, t in self.materialized.items()} or None),
         ):
             if value is not None:
                 out[key] = value
@@ -153,6 +157,7 @@ class Memory:
         rl0 = raw.get("rl0")
         fails = raw.get("cf")
         af = raw.get("af")
+        mat = raw.get("m")
         return cls(
             boundaries=bounds or [None] * len(BOUNDARY_NAMESPACES),
             checks=checks,
@@ -165,6 +170,11 @@ class Memory:
             boundary_advanced_at=_number(raw.get("adv")),
             alert=_entry(raw.get("alert")),
             compaction_failures=fails if _is_int(fails) and fails >= 0 else 0,
+            materialized={
+                str(k): t
+                for k, v in (mat.items() if isinstance(mat, dict) else ())
+                if (t := _number(v)) is not None
+            },
             alert_failures={
                 k: [v[0], float(v[1])]
                 for k, v in (af.items() if isinstance(af, dict) else ())
@@ -373,6 +383,27 @@ def findings(
     return out
 
 
+SEVERITY = {INTACT: ERROR, L0: WARN, WAL: WARN, LAG: WARN, BOUNDARIES: ERROR}
+
+
+def unjudged(
+    status: DatabaseStatus, state: str, memory: Memory, judged: list[Finding]
+) -> list[Finding]:
+    """The checks :func:`findings` could not judge for a damaged database whose manifest does not
+    decode, or one deleted outside destroy, failed with why (the figures of a database with a
+    missing SST are still true, and stand): every check of the database gets a result, so its check pages
+    never show an old "Passed" (or a grey "not evaluated") beside the failing intact check
+    (issue 40, item 10). Not part of the fleet view's attention text (the intact check says it)."""
+    if state == "damaged" and status.health is None:  # the manifest did not decode
+        why = f"{status.path}: not evaluated: {status.error_kind}: {status.error}"
+    elif deleted_outside_destroy(state, memory):
+        why = f"{status.path}: not evaluated: the database is missing (deleted outside destroy)"
+    else:
+        return []
+    done = {f.check for f in judged}
+    return [Finding(c, SEVERITY[c], False, why) for c in CHECK_ORDER if c not in done]
+
+
 def boundary_problems(status: DatabaseStatus, memory: Memory) -> list[str]:
     """GC boundaries that moved backwards or disappeared since the last tick, or that cover the
     latest manifest (SlateDB RFC 0026: GC never moves the manifest boundary onto the latest)."""
@@ -527,6 +558,22 @@ def hold(kind: str, status: DatabaseStatus, memory: Memory, now: float) -> str |
     if kind in HELD_KINDS:
         return run_hold(kind, status.path, memory, now)
     return None
+
+
+def rereport_after(memory: Memory, asset: str, checks: tuple[str, ...], end: float) -> None:
+    """A successful run of ``asset`` for the database that ended at ``end``: its checks are
+    marked not reported, so this tick reports them again. Dagster shows a check result older
+    than the partition's latest materialization as not evaluated (grey), and the sensor
+    reports only changes, so without this a check went grey after every maintenance run
+    (issue 40, item 10). A run read again (ticks overlap) counts once."""
+    end = round(end, 3)
+    if memory.materialized.get(asset, 0.0) >= end:
+        return
+    memory.materialized[asset] = end
+    bits = list(memory.checks.ljust(len(CHECK_ORDER), "-"))
+    for check in checks:
+        bits[CHECK_ORDER.index(check)] = "-"
+    memory.checks = "".join(bits)
 
 
 def l0_tag(ids: tuple[str, ...] | list[str]) -> dict[str, str]:

@@ -26,9 +26,10 @@ from orchestration.checkpoint_policy import judged_manifest_lag, scheduled_lifet
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
 from orchestration.jobs import PER_DATABASE
 from orchestration.markdown import markdown_literal
+from orchestration.missing import missing_description
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import CorruptionError, DatabaseNotFound, FleetScanner, ObjectStore
+from slatedb_core import CorruptionError, DatabaseNotFound, FleetScanner
 from slatedb_core.durations import parse_duration
 from slatedb_core.health import (
     DatabaseHealth,
@@ -67,12 +68,14 @@ def _database(context: dg.AssetCheckExecutionContext) -> str:
 
 
 def _gone(
-    s: ObjectStore, db: str, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN
+    store: ObjectStoreResource,
+    db: str,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.WARN,
 ) -> dg.AssetCheckResult:
     """No manifest: a database destroyed and collected (only its tombstone is left,
     docs/clones-and-destroy.md) passes; any other path has no database behind it, which no check
     may call healthy (a database deleted outside destroy, or a partition with a typo)."""
-    if FleetScanner(s, concurrency=1).scan([db])[db].state == "destroyed":
+    if FleetScanner(store.open(), concurrency=1).scan([db])[db].state == "destroyed":
         return _result(
             passed=True,
             description=f"{db}: destroyed (only its tombstone is left): nothing to check",
@@ -81,8 +84,8 @@ def _gone(
     return _result(
         passed=False,
         severity=severity,
-        description=f"{db}: no database at this path (no manifest): deleted outside destroy, "
-        "or never created",
+        description=f"no database at this path: {missing_description(db, store.url)} "
+        "(or it was never created)",
         metadata={"database": db},
     )
 
@@ -104,7 +107,7 @@ def manifest_and_ssts_intact(
     try:
         stored, health = inspect_database(s, db)
     except DatabaseNotFound:
-        return _gone(s, db, dg.AssetCheckSeverity.ERROR)
+        return _gone(store, db, dg.AssetCheckSeverity.ERROR)
     except CorruptionError as e:
         return _result(
             passed=False,
@@ -148,7 +151,7 @@ def _figure_check(
     try:
         _, health = inspect_database(store.open(), db)
     except DatabaseNotFound:
-        return _gone(store.open(), db)
+        return _gone(store, db)
     except CorruptionError as e:
         return _result(
             passed=False,
@@ -255,7 +258,7 @@ def no_expired_checkpoint_lingering(
     try:
         _, health = inspect_database(store.open(), db, now=lambda: now)
     except DatabaseNotFound:
-        return _gone(store.open(), db)
+        return _gone(store, db)
     grace = parse_duration(managed.expired_checkpoint_grace, allow_zero=True).total_seconds()
     lingering = [
         c
@@ -294,7 +297,7 @@ def boundaries_behind_latest(
     try:
         stored, _ = inspect_database(s, db)
     except DatabaseNotFound:
-        return _gone(s, db, dg.AssetCheckSeverity.ERROR)
+        return _gone(store, db, dg.AssetCheckSeverity.ERROR)
     boundaries = read_boundaries(s, db)
     latest = latest_ids(s, db, stored, wal_url=store.wal_url)  # RFC 0009: its WAL store
     violations = check_boundaries(boundaries, latest)

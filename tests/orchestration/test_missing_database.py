@@ -144,3 +144,25 @@ def test_the_acknowledgement_is_a_job_of_the_deployed_definitions() -> None:
 
     repo = defs.get_repository_def()
     assert ACKNOWLEDGE_JOB in {j.name for j in repo.get_all_jobs()}
+
+
+def test_the_deep_checks_of_a_deleted_database_name_the_next_step_too(
+    store: ObjectStore,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+    seen: str | None,
+) -> None:
+    """health_check_job on the kept partition agrees with the sensor: every check fails, the
+    intact one at ERROR, and says how to acknowledge."""
+    from orchestration.checks import CHECKS, health_check_job
+
+    _delete_by_hand(store, "tidy")
+    defs = dg.Definitions(asset_checks=CHECKS, jobs=[health_check_job], resources=resources)
+    result = defs.resolve_job_def("health_check_job").execute_in_process(
+        instance=instance, partition_key="tidy", raise_on_error=False
+    )
+    evaluations = result.get_asset_check_evaluations()
+    assert len(evaluations) == len(CHECKS) and not any(e.passed for e in evaluations)
+    (intact,) = [e for e in evaluations if e.check_name == INTACT]
+    assert intact.severity == dg.AssetCheckSeverity.ERROR
+    assert ACKNOWLEDGE_JOB in (intact.description or "").replace("\\", "")

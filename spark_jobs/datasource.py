@@ -16,7 +16,7 @@ API, ``pyspark.sql.datasource``). Register it once per session::
 What each option does (docs/spark.md has the whole story):
 
 ==================  ============================================================================
-``url``             the object store (``file://``, ``s3://``, ``memory://`` is per process: no)
+``url``             the object store (``file://``, ``s3://``, not ``memory://``: refused)
 ``path``            the table's path inside the store
 ``key``             write: the key column, string (stored as UTF-8) or binary
 ``value``           write: the value column, binary or string. Without it, every other column
@@ -62,6 +62,8 @@ closest known name: a misspelt ``checkpoint`` must not read the latest state).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -71,6 +73,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from slatedb_core.errors import InvalidArgument
 from spark_jobs.datasource_options import WriteOptions
 from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
 from spark_jobs.datasource_write import (
@@ -105,17 +108,36 @@ class SlateDBDataSource(DataSource):
         return "slatedb"
 
     def schema(self) -> StructType:
+        _refuse_process_store(self.options)
         check_read_options(self.options)
         return read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        _refuse_process_store(self.options)
         check_read_options(self.options)
         return SlateDBReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _refuse_process_store(self.options)
         return SlateDBBatchWriter(plan_write(WriteOptions.parse(self.options, schema, overwrite)))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _refuse_process_store(self.options)
         return SlateDBStreamWriter(
             plan_write(WriteOptions.parse(self.options, schema, overwrite, stream=True))
         )
+
+
+def _refuse_process_store(options: Mapping[str, str]) -> None:
+    """Refuse a ``memory://`` store (option ``url`` or ``wal_url``): Spark plans and runs the
+    format in Python worker processes, each of which would get an empty store of its own, so a
+    write would land where no read can see it (issue 40, item 3). Every entry point Spark calls
+    goes through here."""
+    for name in ("url", "wal_url"):
+        value = options.get(name)
+        if value is not None and value.strip().lower().startswith("memory:"):
+            raise InvalidArgument(
+                f"option {name!r}: a memory:// store is private to one process, and Spark runs "
+                "this format in worker processes; use a shared store, e.g. "
+                "file:///path/to/lake or s3://bucket/prefix"
+            )

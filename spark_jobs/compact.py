@@ -40,6 +40,7 @@ from slatedb_core.errors import (
     InvalidArgument,
 )
 from slatedb_core.options import CompactorOptions
+from spark_jobs.shared_store import refuse_process_store
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,8 @@ def main(argv: Sequence[str] | None = None, *, store_factory: StoreFactory | Non
         "string_append); without it a compaction that meets a merge operand fails",
     )
     args = p.parse_args(argv)
+    if store_factory is None:  # a factory of the caller's may share one store across tasks
+        refuse_process_store(args.url, "--url")
     from spark_jobs.session import SessionOptions, get_session
 
     spark = get_session(

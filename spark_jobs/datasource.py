@@ -73,7 +73,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from slatedb_core.errors import InvalidArgument
 from spark_jobs.datasource_options import WriteOptions
 from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
 from spark_jobs.datasource_write import (
@@ -81,6 +80,7 @@ from spark_jobs.datasource_write import (
     SlateDBStreamWriter,
     plan_write,
 )
+from spark_jobs.shared_store import refuse_process_store
 from spark_jobs.worker_python import ensure_worker_python
 
 __all__ = ["PUSHDOWN_CONF", "SlateDBDataSource"]
@@ -129,15 +129,7 @@ class SlateDBDataSource(DataSource):
 
 
 def _refuse_process_store(options: Mapping[str, str]) -> None:
-    """Refuse a ``memory://`` store (option ``url`` or ``wal_url``): Spark plans and runs the
-    format in Python worker processes, each of which would get an empty store of its own, so a
-    write would land where no read can see it (issue 40, item 3). Every entry point Spark calls
-    goes through here."""
+    """Every entry point Spark calls refuses a ``memory://`` ``url`` or ``wal_url``
+    (:mod:`spark_jobs.shared_store`)."""
     for name in ("url", "wal_url"):
-        value = options.get(name)
-        if value is not None and value.strip().lower().startswith("memory:"):
-            raise InvalidArgument(
-                f"option {name!r}: a memory:// store is private to one process, and Spark runs "
-                "this format in worker processes; use a shared store, e.g. "
-                "file:///path/to/lake or s3://bucket/prefix"
-            )
+        refuse_process_store(options.get(name), f"option {name!r}")

@@ -166,6 +166,7 @@ from spark_jobs.parquet_input import (
     spark_schema,
 )
 from spark_jobs.routing import partition_keys
+from spark_jobs.shared_store import refuse_process_store
 from spark_jobs.value_columns import check_table_encoding, value_encoding_of
 
 log = logging.getLogger(__name__)
@@ -594,6 +595,7 @@ def _run(args: argparse.Namespace) -> int:
     """The job of :func:`main`: everything it can check is checked before Spark starts."""
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
     check_ttl("--ttl", args.ttl)
+    refuse_process_store(args.url, "--url")
     columns = input_columns(args.input)
     if columns is not None:
         _check_columns(args, columns)

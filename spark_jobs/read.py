@@ -56,6 +56,7 @@ from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.projection import effective_range
 from slatedb_core.options import DbOptions
 from slatedb_core.table import TableOptions
+from spark_jobs.shared_store import refuse_process_store
 
 StoreFactory = Callable[[], ObjectStore]
 KV_DDL = "key binary, value binary"
@@ -368,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the merge operator the writers use (SlateDB RFC 0006; env SLATEDB_MERGE_OPERATOR)",
     )
     args = p.parse_args(argv)
+    refuse_process_store(args.url, "--url")
+    refuse_process_store(args.wal_url, "--wal-url")
     from spark_jobs.session import SessionOptions, get_session
 
     checkpoint: Literal["create"] | TableSnapshot | None = "create" if args.snapshot else None

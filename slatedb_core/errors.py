@@ -482,6 +482,15 @@ class InputColumnMissing(InvalidArgument):
     Pass one of the columns the message lists."""
 
 
+class CatalogOptionsMissing(InvalidArgument):
+    """``format("slatedb")`` was handed no options at all: what Spark's catalog does for a table
+    used by name (``SELECT``, ``spark.table``, ``INSERT INTO``, ``insertInto``, ``CREATE TABLE
+    ... AS SELECT``): PySpark 4.3 does not pass a table's OPTIONS to a Python data source, so the
+    store and the table are unknown. Nothing was read or written. Read and write with
+    ``spark.read``/``df.write`` and ``.option("url", ...)``, ``.option("path", ...)``
+    (docs/spark.md)."""
+
+
 class StoreDirectoryMissing(InvalidArgument):
     """A ``file://`` store URL (or path) names a folder that does not exist where it must
     (a job that only writes into an existing table), or that cannot be created. Nothing was

@@ -20,6 +20,7 @@ from pyspark.sql.types import (
 )
 
 from slatedb_core import InvalidArgument, ValueEncoding
+from slatedb_core.errors import CatalogOptionsMissing
 from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
@@ -27,7 +28,13 @@ from slatedb_core.writer.ttl import NoExpiry, check_ttl
 from spark_jobs.ingest_tasks import RUN_BYTES
 from spark_jobs.value_columns import payload_schema as value_payload_schema
 
-__all__ = ["MODES", "WriteOptions", "check_option_names"]
+__all__ = [
+    "MODES",
+    "SPARK_TABLE_PROPERTIES",
+    "WriteOptions",
+    "check_option_names",
+    "user_option_names",
+]
 
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 """Save modes: Spark's ``.mode()`` passes append or overwrite; the ``mode`` option the others."""
@@ -56,12 +63,41 @@ _KNOWN = frozenset(
 """Every option a write reads (``checkpoint`` belongs to reads and is refused on writes)."""
 
 
+SPARK_TABLE_PROPERTIES = frozenset(
+    {"comment", "collation", "location", "provider", "owner", "external", "is_managed_location"}
+)
+"""The properties Spark's catalog adds to a table (its reserved ``TableCatalog`` properties).
+PySpark 4.3 hands them, with the table's TBLPROPERTIES and a copy of each OPTION as
+``option.<name>``, to ``schema()`` when ``CREATE TABLE ... USING slatedb`` infers the columns
+(``location`` is also passed as ``path``). ``provider`` is there in every such call."""
+_OPTION_PREFIX = "option."
+
+
+def user_option_names(options: Mapping[str, object]) -> list[str]:
+    """The names of the options the user gave, without those Spark adds itself: ``__``-prefixed
+    names, and in a call from Spark's catalog (``provider`` is set, see
+    :data:`SPARK_TABLE_PROPERTIES`) everything but the table's OPTIONS (its ``option.<name>``
+    copies; the reserved properties and TBLPROPERTIES are Spark's business, not ours)."""
+    names = [k for k in options if not k.startswith("__")]
+    if not any(k.lower() == "provider" for k in names):
+        return names
+    given = {k[len(_OPTION_PREFIX) :] for k in names if k.lower().startswith(_OPTION_PREFIX)}
+    return [k for k in names if k in given]
+
+
 def check_option_names(options: Mapping[str, object], known: frozenset[str], what: str) -> None:
     """Refuse an option ``what`` (a read, a write) does not take: InvalidArgument naming it, the
     closest known name (a misspelt ``checkpoint`` must not read the latest state silently) and
     every known one. Spark hands the options over case-insensitively, as are the names here
-    (``known`` is lower case). Used by both the read and the write option parsers."""
-    unknown = sorted({k for k in options if k.lower() not in known}, key=str.lower)
+    (``known`` is lower case); names Spark adds itself are not the user's
+    (:func:`user_option_names`). No options at all is what Spark's catalog hands over for a table
+    used by name: :class:`~slatedb_core.errors.CatalogOptionsMissing`, saying what works. Used by
+    both the read and the write option parsers."""
+    if not options:
+        raise CatalogOptionsMissing(_no_options(what))
+    unknown = sorted(
+        {k for k in user_option_names(options) if k.lower() not in known}, key=str.lower
+    )
     if not unknown:
         return
     named = []
@@ -71,6 +107,24 @@ def check_option_names(options: Mapping[str, object], known: frozenset[str], wha
     plural = "s" if len(named) > 1 else ""
     raise InvalidArgument(
         f"unknown option{plural} {', '.join(named)}: {what} takes {', '.join(sorted(known))}"
+    )
+
+
+def _no_options(what: str) -> str:
+    """One line: no options reached the data source, why that happens, and what works."""
+    if "stream" in what:
+        instead = "df.writeStream.format('slatedb').option('url', ...).option('path', ...)"
+        instead += ".option('key', ...).start()"
+    elif "write" in what:
+        instead = "df.write.format('slatedb').option('url', ...).option('path', ...)"
+        instead += ".option('key', ...).save()"
+    else:
+        instead = "spark.read.format('slatedb').option('url', ...).option('path', ...).load()"
+    return (
+        f"{what} of format('slatedb') got no options, so the store and the table are unknown; "
+        "for a table used by name (SELECT, spark.table, INSERT INTO, insertInto, CREATE TABLE "
+        "... AS SELECT), Spark's catalog did not pass the table's OPTIONS to the data source "
+        f"(PySpark 4.3 passes none to a Python data source): use {instead} instead"
     )
 
 

@@ -33,7 +33,6 @@ from orchestration.metadata import (
     compaction_metadata,
     count,
     duration,
-    freshness,
     gc_kinds_table,
     gc_summary,
     integer,
@@ -79,8 +78,6 @@ __all__ = [
 Pass = Iterator[dg.MaterializeResult | dg.AssetObservation]  # type: ignore[type-arg]
 """A pass yields one MaterializeResult when it worked on the database, else one observation."""
 
-HOUR = dt.timedelta(hours=1)
-
 
 @dg.asset(
     partitions_def=databases_partitions,
@@ -89,7 +86,6 @@ HOUR = dt.timedelta(hours=1)
     owners=list(DEFAULT_OWNERS),
     tags=tags("compaction"),
     output_required=False,
-    freshness_policy=freshness(warn=2 * HOUR, fail=12 * HOUR),
     description=(
         "One compaction pass: merges L0 SSTs and similar-sized sorted runs until the "
         "size-tiered scheduler has nothing left. Records L0 count, sorted runs and bytes "
@@ -164,7 +160,6 @@ def _destroyed(
     owners=list(DEFAULT_OWNERS),
     tags=tags("gc"),
     output_required=False,
-    freshness_policy=freshness(warn=3 * HOUR, fail=24 * HOUR),
     description=(
         "One garbage-collection pass: old manifests, WAL and compacted SSTs (those compaction "
         "replaced), compactions records (boundary first), expired checkpoints, and "
@@ -235,7 +230,6 @@ def garbage_collection(
     owners=list(DEFAULT_OWNERS),
     tags=tags("checkpoints"),
     output_required=False,
-    freshness_policy=freshness(warn=2 * HOUR, fail=12 * HOUR),
     description=(
         "Named checkpoints by policy: keeps retention checkpoints alive (refresh before "
         "expiry, re-taken at the latest manifest once the one they pin lags more than "

@@ -35,7 +35,8 @@ class ScheduleSettings:
     running: bool = True
     """Whether schedules start running when first deployed (the UI can toggle them). On unless
     the deployment says otherwise: maintenance that silently never runs is the failure an
-    operator does not see (the maintenance assets' freshness policies make it visible)."""
+    operator does not see. Stopped maintenance shows as the work it leaves: the checks on L0,
+    WAL backlog, manifest lag and expired checkpoints warn (docs/maintenance-assets.md)."""
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,13 @@ def test_a_retention_checkpoint_lagging_past_the_threshold_is_retaken_at_the_lat
     assert health.manifest_lag <= 1
 
 
+QUIET_WHEN_IDLE = {"compaction", "garbage_collection", "checkpoint_refresh"}
+"""Passes that record an observation, not a materialization, when they had nothing to do: a
+freshness policy (Dagster evaluates it on materializations only) would turn them stale on an
+idle fleet; the checks on what they leave (L0, WAL backlog, lag, expired checkpoints) warn
+instead (issue 40, item 10 review)."""
+
+
 def test_no_data_dependency_between_passes_and_every_asset_is_owned_tagged_and_fresh(
     resources: dict[str, object],
 ) -> None:
@@ -179,7 +186,10 @@ def test_no_data_dependency_between_passes_and_every_asset_is_owned_tagged_and_f
         assert list(spec.deps) == [], spec.key  # else GC shows "Unsynced" after each compaction
         assert list(spec.owners) == list(DEFAULT_OWNERS)
         assert spec.tags[KIND_TAG]
-        assert isinstance(spec.freshness_policy, dg.FreshnessPolicy), spec.key
+        if spec.key.path[-1] in QUIET_WHEN_IDLE:
+            assert spec.freshness_policy is None, spec.key
+        else:
+            assert isinstance(spec.freshness_policy, dg.FreshnessPolicy), spec.key
     # the freshness policies load with the dynamic partitions
     dg.Definitions.validate_loadable(dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources))
 

@@ -71,6 +71,9 @@ PySpark 4.3 hands them, with the table's TBLPROPERTIES and a copy of each OPTION
 ``option.<name>``, to ``schema()`` when ``CREATE TABLE ... USING slatedb`` infers the columns
 (``location`` is also passed as ``path``). ``provider`` is there in every such call."""
 _OPTION_PREFIX = "option."
+_SPARK_STREAM_OPTIONS = frozenset({"checkpointlocation"})
+"""Options Spark's streaming itself reads: ``writeStream.toTable(name)`` into a catalog table
+hands the writer only these (without the table's OPTIONS)."""
 
 
 def user_option_names(options: Mapping[str, object]) -> list[str]:
@@ -90,10 +93,11 @@ def check_option_names(options: Mapping[str, object], known: frozenset[str], wha
     closest known name (a misspelt ``checkpoint`` must not read the latest state silently) and
     every known one. Spark hands the options over case-insensitively, as are the names here
     (``known`` is lower case); names Spark adds itself are not the user's
-    (:func:`user_option_names`). No options at all is what Spark's catalog hands over for a table
-    used by name: :class:`~slatedb_core.errors.CatalogOptionsMissing`, saying what works. Used by
+    (:func:`user_option_names`). No options at all (or only a stream's ``checkpointLocation``) is
+    what Spark's catalog hands over for a table used by name:
+    :class:`~slatedb_core.errors.CatalogOptionsMissing`, saying what works. Used by
     both the read and the write option parsers."""
-    if not options:
+    if all(k.startswith("__") or k.lower() in _SPARK_STREAM_OPTIONS for k in options):
         raise CatalogOptionsMissing(_no_options(what))
     unknown = sorted(
         {k for k in user_option_names(options) if k.lower() not in known}, key=str.lower
@@ -123,8 +127,9 @@ def _no_options(what: str) -> str:
     return (
         f"{what} of format('slatedb') got no options, so the store and the table are unknown; "
         "for a table used by name (SELECT, spark.table, INSERT INTO, insertInto, CREATE TABLE "
-        "... AS SELECT), Spark's catalog did not pass the table's OPTIONS to the data source "
-        f"(PySpark 4.3 passes none to a Python data source): use {instead} instead"
+        "... AS SELECT, writeStream.toTable), Spark's catalog did not pass the table's OPTIONS "
+        "to the data source (PySpark 4.3 passes none to a Python data source): "
+        f"use {instead} instead"
     )
 
 

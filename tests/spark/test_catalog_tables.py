@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -66,7 +67,7 @@ def _missing(raised: BaseException, verb: str) -> str:
     assert lines, str(raised)[-2000:]
     line = lines[-1]
     assert "Spark's catalog" in line, line
-    assert f"spark.{verb}.format('slatedb')" in line or f"df.{verb}.format('slatedb')" in line
+    assert f"spark.{verb}.format('slatedb')" in line or f"df.{verb}.format('slatedb')" in line, line
     return line
 
 
@@ -202,3 +203,25 @@ def test_spark_injected_names_are_not_user_options() -> None:
         check_option_names({**catalog, "pth": "t", "option.pth": "t"}, KNOWN, "a read")
     with pytest.raises(InvalidArgument, match="unknown option 'owner'"):
         check_option_names({"url": "u", "path": "t", "owner": "me"}, KNOWN, "a read")
+
+
+def test_stream_into_a_table_by_name_says_the_catalog_passed_no_options(
+    spark: SparkSession, db: str, url: str, tmp_path: Path
+) -> None:
+    """``writeStream.toTable`` into a catalog table: the writer gets only Spark's own
+    ``checkpointLocation``, none of the table's OPTIONS."""
+    name = f"{db}.streamed"
+    spark.sql(f"CREATE TABLE {name} (key binary, value binary) USING slatedb OPTIONS (url '{url}')")
+    source = tmp_path / "source"
+    spark.createDataFrame([(b"s", b"1")], "key binary, value binary").write.parquet(str(source))
+    query = (
+        spark.readStream.schema("key binary, value binary")
+        .parquet(str(source))
+        .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .toTable(name)
+    )
+    with pytest.raises(Exception, match="CatalogOptionsMissing") as raised:
+        query.awaitTermination(60)
+    line = _missing(raised.value, "writeStream")
+    assert line.count("\n") == 0

@@ -125,3 +125,13 @@ def judged_manifest_lag(
         return 0, None
     oldest = min(pins, key=lambda c: (c.manifest_id, c.create_time_s))
     return max(0, latest_manifest_id - oldest.manifest_id), oldest
+
+
+def lingering_checkpoints(
+    expired: Iterable[Checkpoint], now_s: float, grace_s: float
+) -> list[Checkpoint]:
+    """The expired checkpoints still listed longer than ``grace_s`` after they expired: the GC
+    removes expired checkpoints on its passes, so one lingering means GC is not running. The
+    one rule of ``no_expired_checkpoint_lingering``, deep (orchestration.checks) and in the
+    sensor (orchestration.fleet_state.findings)."""
+    return [c for c in expired if c.expire_time_s is not None and now_s - c.expire_time_s > grace_s]

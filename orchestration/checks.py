@@ -22,7 +22,11 @@ from typing import Any
 import dagster as dg
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
-from orchestration.checkpoint_policy import judged_manifest_lag, scheduled_lifetimes
+from orchestration.checkpoint_policy import (
+    judged_manifest_lag,
+    lingering_checkpoints,
+    scheduled_lifetimes,
+)
 from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
 from orchestration.jobs import PER_DATABASE
 from orchestration.markdown import markdown_literal
@@ -260,11 +264,7 @@ def no_expired_checkpoint_lingering(
     except DatabaseNotFound:
         return _gone(store, db)
     grace = parse_duration(managed.expired_checkpoint_grace, allow_zero=True).total_seconds()
-    lingering = [
-        c
-        for c in health.expired_checkpoints
-        if c.expire_time_s is not None and now - c.expire_time_s > grace
-    ]
+    lingering = lingering_checkpoints(health.expired_checkpoints, now, grace)
     return _result(
         passed=not lingering,
         severity=dg.AssetCheckSeverity.WARN,

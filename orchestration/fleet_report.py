@@ -23,7 +23,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 from pydantic import Field
 
 from orchestration.assets import checkpoint_refresh, compaction, garbage_collection
-from orchestration.fleet_state import BOUNDARIES, ERROR, INTACT, L0, LAG, WAL, Finding
+from orchestration.fleet_state import BOUNDARIES, ERROR, INTACT, L0, LAG, LINGER, WAL, Finding
 from orchestration.markdown import markdown_literal
 
 CHECK_ASSET = {
@@ -32,6 +32,7 @@ CHECK_ASSET = {
     WAL: compaction.key,
     LAG: checkpoint_refresh.key,
     BOUNDARIES: garbage_collection.key,
+    LINGER: checkpoint_refresh.key,
 }
 REPORT_JOB = "fleet_report_job"
 REPORT_OP = "report_check_results"

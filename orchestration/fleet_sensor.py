@@ -79,6 +79,7 @@ from slatedb_core import (
     StoreError,
     Table,
 )
+from slatedb_core.durations import parse_duration
 from slatedb_core.health import BOUNDARY_NAMESPACES
 from slatedb_core.store.objectstore import validate_relative_path
 
@@ -201,6 +202,9 @@ def limits_of(managed: ManagedDatabasesResource) -> Thresholds:
         manifest_lag_max=managed.manifest_lag_max,
         retention_checkpoints=frozenset(p.name for p in managed.checkpoints if p.every is None),
         scheduled_checkpoints=tuple(scheduled_lifetimes(managed.checkpoints).items()),
+        expired_checkpoint_grace_s=parse_duration(
+            managed.expired_checkpoint_grace, allow_zero=True
+        ).total_seconds(),
     )
 
 

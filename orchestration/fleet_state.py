@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
-from orchestration.checkpoint_policy import judged_manifest_lag
+from orchestration.checkpoint_policy import judged_manifest_lag, lingering_checkpoints
 from slatedb_core import DatabaseStatus
 from slatedb_core.health import BOUNDARY_NAMESPACES
 
@@ -39,7 +39,8 @@ L0 = "l0_under_threshold"
 WAL = "wal_backlog_under_threshold"
 LAG = "manifest_lag_under_threshold"
 BOUNDARIES = "boundaries_behind_latest"
-CHECK_ORDER = (INTACT, L0, WAL, LAG, BOUNDARIES)
+LINGER = "no_expired_checkpoint_lingering"
+CHECK_ORDER = (INTACT, L0, WAL, LAG, BOUNDARIES, LINGER)
 
 WARN = "WARN"
 ERROR = "ERROR"
@@ -74,6 +75,9 @@ class Thresholds:
     scheduled_checkpoints: tuple[tuple[str, float], ...] = ()
     """(name, lifetime in seconds) of the scheduled checkpoint policies: what they pin within
     their lifetime is not lag (:func:`orchestration.checkpoint_policy.judged_manifest_lag`)."""
+    expired_checkpoint_grace_s: float = 7200.0
+    """How long an expired checkpoint may stay listed before ``no_expired_checkpoint_lingering``
+    warns (the settings' ``expired_checkpoint_grace``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +375,25 @@ def findings(
                 limits.manifest_lag_max,
             )
         )
+        lingering = lingering_checkpoints(
+            h.expired_checkpoints, time.time(), limits.expired_checkpoint_grace_s
+        )
+        out.append(
+            Finding(
+                LINGER,
+                WARN,
+                not lingering,
+                f"{db}: {len(lingering)} checkpoints still listed longer than "
+                f"{limits.expired_checkpoint_grace_s:.0f} s after they expired"
+                + (
+                    ": " + ", ".join(f"{c.name or '-'}:{c.id}" for c in lingering[:5])
+                    if lingering
+                    else ""
+                ),
+                len(lingering),
+                0,
+            )
+        )
     moved = boundary_problems(status, memory)
     out.append(
         Finding(
@@ -383,7 +406,7 @@ def findings(
     return out
 
 
-SEVERITY = {INTACT: ERROR, L0: WARN, WAL: WARN, LAG: WARN, BOUNDARIES: ERROR}
+SEVERITY = {INTACT: ERROR, L0: WARN, WAL: WARN, LAG: WARN, BOUNDARIES: ERROR, LINGER: WARN}
 
 
 def unjudged(

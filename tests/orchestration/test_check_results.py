@@ -16,17 +16,19 @@ UI's check pages read).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dagster as dg
 from dagster._core.definitions.partitions.context import partition_loading_context
 
 from devtools.sample_data import write_database
 from orchestration.assets import ASSETS
 from orchestration.fleet_report import CHECK_ASSET, fleet_report_job
-from orchestration.fleet_state import CHECK_ORDER
+from orchestration.fleet_state import CHECK_ORDER, LINGER
 from orchestration.jobs import JOBS
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import ObjectStore
+from slatedb_core import CheckpointOptions, ObjectStore, admin
 from slatedb_core.health import inspect_database
 from tests.orchestration.conftest import add_partitions
 from tests.orchestration.fleet_ticks import Tick, tick
@@ -107,3 +109,25 @@ def test_every_check_of_every_database_has_a_current_consistent_result(
         for check in CHECK_ORDER
     }
     assert got == expected
+
+
+def test_the_sensor_reports_an_expired_checkpoint_lingering(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    orders: str,
+) -> None:
+    """``no_expired_checkpoint_lingering`` had no sensor form: after each checkpoint refresh it
+    went grey until someone ran health_check_job by hand (issue 40, item 10 review). The sensor
+    judges it from the manifest it scanned, by the rule the deep check uses."""
+    write_database(store, "calm", l0_ssts=1, rows_per_sst=10, wal_rows=0)
+    # expired years ago, and no GC pass has removed it since
+    admin.create_checkpoint(
+        orders, store, CheckpointOptions(lifetime=timedelta(seconds=1)), now=lambda: 1.0e9
+    )
+    add_partitions(instance, orders, "calm")
+    _report(instance, tick(instance, store_resource, managed))
+    got = _statuses(instance)
+    assert got[(orders, LINGER)] == "FAILED"
+    assert got[("calm", LINGER)] == "SUCCEEDED"

@@ -13,7 +13,7 @@ from devtools.sample_data import write_database
 from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS, compaction, garbage_collection
 from orchestration.fleet_sensor import evaluate_fleet
-from orchestration.fleet_state import BOUNDARIES, INTACT, L0, LAG, WAL
+from orchestration.fleet_state import BOUNDARIES, CHECK_ORDER, INTACT, L0, LAG, WAL
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CheckpointOptions, ObjectStore, admin, run_gc_once
@@ -339,7 +339,7 @@ def test_a_large_first_tick_spreads_its_check_results_failures_first(
         assert len(batch) <= 3 and not batch & seen  # each result reported once
         seen |= batch
         cursor = tick.cursor
-    assert seen == {(db, c) for db in (orders, "tidy") for c in (INTACT, L0, WAL, LAG, BOUNDARIES)}
+    assert seen == {(db, c) for db in (orders, "tidy") for c in CHECK_ORDER}
 
 
 def test_check_results_of_successive_ticks_are_stored_by_a_real_instance(

@@ -9,7 +9,8 @@ What PySpark 4.3 hands the data source, as observed with real Spark:
   the user's options and must not be refused as unknown; a misspelt OPTION still is.
 * Reading or writing such a table by name (``SELECT``, ``spark.table``, ``INSERT INTO``,
   ``insertInto``, ``CREATE TABLE ... AS SELECT``) reaches ``reader()``/``writer()`` with no
-  options at all: the error says so, with the way that works.
+  options at all (``writeStream.toTable``: only ``checkpointLocation``): the error says so, with
+  the way that works.
 * ``saveAsTable`` and ``writeTo(...).create()`` pass the writer's options: they write.
 """
 

@@ -23,9 +23,16 @@ MASTER = "local[2,4]"
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    # catalog tests create tables: their warehouse is a temporary folder, not ./spark-warehouse
+    warehouse = tmp_path_factory.mktemp("spark-warehouse").as_uri()
     session = get_session(
-        SessionOptions(master=MASTER, app_name="slatedb-tests", shuffle_partitions=4)
+        SessionOptions(
+            master=MASTER,
+            app_name="slatedb-tests",
+            shuffle_partitions=4,
+            conf={"spark.sql.warehouse.dir": warehouse},
+        )
     )
     session.sparkContext.setLogLevel("ERROR")
     try:

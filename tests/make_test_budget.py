@@ -15,6 +15,13 @@ import pytest
 SLOW_IN_MAKE_TEST = frozenset(
     {
         "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/spark/test_worker_probe.py::test_the_probe_is_bounded_in_time",
+        "tests/spark/test_worker_probe.py::test_a_missing_module_is_reported_as_the_interpreter",
+        "tests/spark/test_read_cli_checkpoint.py::test_read_job_names_a_snapshot",
+        "tests/spark/test_read_cli_checkpoint.py::test_read_job_refuses_an_unknown_snapshot_name",
+        "tests/spark/test_catalog_tables.py::test_save_as_table_writes_and_reading_it_by_name_says_how_to_read",
+        "tests/spark/test_catalog_tables.py::test_stream_into_a_table_by_name_says_the_catalog_passed_no_options",
+        "tests/spark/test_datasource_memory_url.py::test_a_memory_store_is_refused_on_write",
         "tests/lakehouse_demo/test_demo_interrupt.py::test_sigint_after_the_first_step_ends_in_one_line",
         "tests/spark/test_worker_python.py::test_chosen_interpreter_with_package_passes_the_worker_probe",
         "tests/spark/test_worker_python.py::test_local_session_workers_run_the_drivers_interpreter",

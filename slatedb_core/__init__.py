@@ -9,6 +9,7 @@ from typing import Final
 
 from slatedb_core import admin, errors, fleet, health, layout
 from slatedb_core import health as inspect  # the name before health.py (kept for callers)
+from slatedb_core.checkpoints import CheckpointCreateResult
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.errors import (
     BoundaryMissing,
@@ -41,7 +42,6 @@ from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.meta.versioned import RetryPolicy
 from slatedb_core.options import (
-    CheckpointCreateResult,
     CheckpointOptions,
     CheckpointScope,
     CompactorOptions,

@@ -39,7 +39,6 @@ from slatedb_core.errors import (
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import (
-    CheckpointCreateResult,
     CheckpointOptions,
     check_instance,
     check_optional,
@@ -54,6 +53,7 @@ Clock = Callable[[], float]
 """Wall-clock seconds since the epoch; injectable so tests can move time."""
 
 __all__ = [
+    "CheckpointCreateResult",
     "ExpireChange",
     "add_checkpoint",
     "check_live",
@@ -77,6 +77,14 @@ __all__ = [
     "writer_checkpoint",
     "writer_checkpoint_change",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointCreateResult:
+    """A created checkpoint: its id and the manifest id it pins."""
+
+    id: uuid.UUID
+    manifest_id: int
 
 
 def expire_time_s(now: float, lifetime: timedelta | None) -> int | None:

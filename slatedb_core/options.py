@@ -293,14 +293,6 @@ class CheckpointOptions:
 
 
 @dataclass(frozen=True)
-class CheckpointCreateResult:
-    """A created checkpoint: its id and the manifest id it pins."""
-
-    id: uuid.UUID
-    manifest_id: int
-
-
-@dataclass(frozen=True)
 class GarbageCollectorOptions:
     """How old an object must be before the garbage collector deletes it, per kind of object."""
 

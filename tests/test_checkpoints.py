@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.checkpoints import (
+    CheckpointCreateResult,
     checkpoint_change,
     create_checkpoint,
     delete_checkpoint,
@@ -30,7 +31,7 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
-from slatedb_core.options import CheckpointCreateResult, CheckpointOptions
+from slatedb_core.options import CheckpointOptions
 from slatedb_core.store.objectstore import ObjectStore
 
 DB = "db"

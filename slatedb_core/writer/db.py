@@ -41,7 +41,7 @@ from types import TracebackType
 
 import pyarrow as pa
 
-from slatedb_core.checkpoints import checkpoint_change, covered_wal
+from slatedb_core.checkpoints import CheckpointCreateResult, checkpoint_change, covered_wal
 from slatedb_core.errors import (
     DbClosed,
     InvalidArgument,
@@ -64,7 +64,6 @@ from slatedb_core.lsm.row_model import (
 )
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
-    CheckpointCreateResult,
     CheckpointOptions,
     CheckpointScope,
     DbOptions,

@@ -166,3 +166,13 @@ def test_the_core_tree_runs_in_layer_order() -> None:
             if rb < ra
         ]
         assert not out_of_order, f"{container}'s tree leaves layer order: {out_of_order}"
+
+
+def test_a_checkpoints_result_lives_with_checkpoints() -> None:
+    """``CheckpointCreateResult`` is the checkpoint concept's, not an option (issue 41, item 5)."""
+    import slatedb_core
+    from slatedb_core import checkpoints, options
+
+    assert slatedb_core.CheckpointCreateResult is checkpoints.CheckpointCreateResult
+    assert checkpoints.CheckpointCreateResult.__module__ == "slatedb_core.checkpoints"
+    assert not hasattr(options, "CheckpointCreateResult")

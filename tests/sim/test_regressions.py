@@ -10,13 +10,12 @@ import dataclasses
 import threading
 from datetime import timedelta
 
-from slatedb_core.checkpoints import create_checkpoint
+from slatedb_core.checkpoints import CheckpointCreateResult, create_checkpoint
 from slatedb_core.errors import Fenced, StoreError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
-    CheckpointCreateResult,
     DbOptions,
     DbReaderOptions,
     GarbageCollectorOptions,

@@ -22,7 +22,7 @@ from slatedb_core.compactor.executor import (
     readahead_per_source,
     source_streams,
 )
-from slatedb_core.compactor.output import write_ssts
+from slatedb_core.compactor.output_ssts import write_ssts
 from slatedb_core.compactor.scheduler import MAX_L0_SOURCES, CompactionPlan, plan_compaction
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.iterators import merge_sorted

@@ -58,7 +58,7 @@ from slatedb_core.compactor.executor import (
     plan_retention,
     source_streams,
 )
-from slatedb_core.compactor.output import write_ssts
+from slatedb_core.compactor.output_ssts import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.compactor.sources import source_views, view_handle
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument

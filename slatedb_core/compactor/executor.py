@@ -7,7 +7,7 @@ Steps, and why in this order::
       every version with its timestamps,  keeping what SlateDB's compactor keeps
       (lsm.versions_merge, lsm.retention: TTL expiry at last_l0_clock_tick, the versions
       live snapshots read, merge operands folded; one policy per compaction)
-      blocks encoded as rows arrive; every ~max_sst_size_bytes of output (compactor.output):
+      blocks encoded as rows arrive; every ~max_sst_size_bytes of output (compactor.output_ssts):
         announce the SST id in .compactions, then put_if_absent compacted/{ulid}.sst
     ONE fenced manifest update            (apply_compaction, re-applied on conflict)
     record "committed" (or "failed")
@@ -38,7 +38,7 @@ from slatedb_core.compactor.compactions import (
     Status,
     now_ms,
 )
-from slatedb_core.compactor.output import write_ssts
+from slatedb_core.compactor.output_ssts import write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
 from slatedb_core.compactor.sources import plan_sources, source_views
 from slatedb_core.errors import (

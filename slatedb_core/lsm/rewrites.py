@@ -57,7 +57,7 @@ ENCODERS = frozenset(
     }
 )
 """The functions and classes that make SST bytes or write SST objects (``slatedb_core.sst``,
-``compactor/output.py``, ``wal/log.py``): a module using one writes SSTs."""
+``compactor/output_ssts.py``, ``wal/log.py``): a module using one writes SSTs."""
 
 
 NOW = "now"
@@ -134,7 +134,7 @@ REWRITE_PATHS: tuple[RewritePath, ...] = (
         "compaction",
         (
             "slatedb_core.compactor.executor",
-            "slatedb_core.compactor.output",
+            "slatedb_core.compactor.output_ssts",
         ),
         "slatedb_core.compactor.compactor.run_compaction_once",
         _DRIVERS + "compaction",

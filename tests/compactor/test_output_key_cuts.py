@@ -9,7 +9,7 @@ import random
 
 import pyarrow as pa
 
-from slatedb_core.compactor.output import split_stream
+from slatedb_core.compactor.output_ssts import split_stream
 from slatedb_core.lsm.row_model import ENTRY_SCHEMA
 
 

@@ -1,7 +1,7 @@
 """A compaction's output streams: the merge yields batches of bounded size, each output SST is
 written before the rows of the next are pulled from the sources (beyond the merge's bounded
 look-ahead), and the SSTs are cut where the one-shot splitter cut them, holding the merged rows
-in order (compactor.output)."""
+in order (compactor.output_ssts)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from ulid import ULID
 
-from slatedb_core.compactor.output import ROW_OVERHEAD, write_ssts
+from slatedb_core.compactor.output_ssts import ROW_OVERHEAD, write_ssts
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.manifest.model import CompactedSst, SstInfo

@@ -4,7 +4,7 @@ versions in several SSTs.
 SlateDB's compactor ends an output SST once it has written ``max_sst_size`` bytes of blocks,
 wherever the key stream is (``compactor_executor.rs``): with a live snapshot a key keeps several
 versions, and they can span SSTs of one run, the newest in the first of them. Our compactor
-never cuts inside a key (compactor/output.py), but our reads must read SlateDB's runs: a point
+never cuts inside a key (compactor/output_ssts.py), but our reads must read SlateDB's runs: a point
 read looked only in the LAST SST whose first key is at or below the key (``SortedRunHandle.get``,
 ``bisect_right``), which holds the key's OLDEST versions, and served a value overwritten long
 ago (SlateDB reads the newest). A scan from the key, and ``get_many``, start there too. Fixed

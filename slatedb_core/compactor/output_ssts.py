@@ -1,4 +1,4 @@
-"""A compaction's output: the merged stream cut into SSTs, each encoded as its rows arrive and
+"""A compaction's output SSTs: the merged stream cut into SSTs, each encoded as its rows arrive and
 written before the next one is started.
 
 Memory, whatever the size of the compaction: the merge's batches (a few per source), the rows of

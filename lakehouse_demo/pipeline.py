@@ -8,7 +8,7 @@
 
 (``orders_delta_export`` also reads ``daily_checkpoint``'s snapshot.)
 
-The steps live by what they do: Spark ingest and compaction in :mod:`lakehouse_demo.ingest_steps`;
+The steps live by what they do: Spark ingest and compaction in :mod:`lakehouse_demo.spark_steps`;
 the named snapshot, the read under writes and the Delta export in
 :mod:`lakehouse_demo.snapshot_steps`; split, merge, clone, destroy and GC in
 :mod:`lakehouse_demo.lifecycle_steps`. Each calls the public APIs of ``slatedb_core`` (Table,
@@ -23,13 +23,13 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_demo.ingest_steps import compacted_shards, orders_table
 from lakehouse_demo.lifecycle_steps import rescaled_table, scratch_clone_gc
 from lakehouse_demo.snapshot_steps import (
     checkpoint_read_under_writes,
     daily_checkpoint,
     orders_delta_export,
 )
+from lakehouse_demo.spark_steps import compacted_shards, orders_table
 
 ASSETS = [
     orders_table,

@@ -7,12 +7,15 @@ attached here with its ``register``.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from slatedb_core.cli import (
     checkpoints,
     clones,
     destroy,
+    fleet_metrics,
     maintenance,
     manifests,
     read,
@@ -64,7 +67,8 @@ def cli(
     wal_url: str | None,
     merge_operator: str | None,
 ) -> None:
-    """Inspect and repair SlateDB databases on object storage."""
+    """Inspect and repair SlateDB databases on object storage. Commands over every database of
+    a store: ``slatedb fleet --help`` (no --path)."""
     capture_library_logs(ctx)  # the library's warnings reach the terminal escaped too
     ctx.obj = Ctx(url, db_path, wal_url, merge_operator)
 
@@ -74,6 +78,8 @@ for _module in (manifests, checkpoints, read, destroy, clones, table, table_stat
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["fleet"]:  # every database of a store: --url but no --path
+        fleet_metrics.fleet(args=sys.argv[2:], prog_name="slatedb fleet")
     cli(prog_name="slatedb")
 
 

@@ -63,6 +63,9 @@ class DatabaseStatus:
     scanned_at_s: float = 0.0
     requests: int = 0
     """Store requests this database's scan made."""
+    last_compacted_ms: int | None = None
+    """ULID time (ms) of the newest SST in a sorted run, i.e. when a compaction last wrote
+    output; None without a sorted run (exported by :mod:`slatedb_core.fleet.metrics`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,6 +149,12 @@ def status_of(
         manifest_id=stored.id if stored is not None else None,
         scanned_at_s=now_s,
         requests=requests,
+        last_compacted_ms=max(
+            (v.sst_id.milliseconds for run in manifest.compacted for v in run.views),
+            default=None,
+        )
+        if manifest is not None
+        else None,
     )
     before = prev.status if prev is not None else None
     if before is not None:

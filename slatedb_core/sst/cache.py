@@ -24,6 +24,7 @@ from operator import itemgetter
 from typing import Protocol, cast
 
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.store.engine_counters import register_cache
 
 
 class Sized(Protocol):
@@ -57,6 +58,7 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        register_cache(self)  # read at scrape time (issue 40, item 11)
 
     def get(self, path: str, block_index: int, *, count_miss: bool = True) -> Sized | None:
         """The cached block, or None (counted as a miss unless ``count_miss`` is False: a

@@ -48,6 +48,7 @@ from slatedb_core.errors import (
     StoreError,
     UnsupportedOperation,
 )
+from slatedb_core.store.engine_counters import register_store_counters
 from slatedb_core.store.local_root import object_meta
 from slatedb_core.store.objects import ObjectMeta as ObjectMeta
 from slatedb_core.store.objects import ObjectVersion as ObjectVersion
@@ -81,11 +82,22 @@ class RequestCounters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(OPS, 0)
+        self._bytes = {"read": 0, "written": 0}
 
     def incr(self, op: str, n: int = 1) -> None:
         """Count ``n`` requests of kind ``op``."""
         with self._lock:
             self._counts[op] = self._counts.get(op, 0) + n
+
+    def add_bytes(self, direction: str, n: int) -> None:
+        """Bytes ``read`` or ``written`` (object bodies; exported by
+        :mod:`slatedb_core.store.engine_counters`)."""
+        with self._lock:
+            self._bytes[direction] += n
+
+    def bytes_snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._bytes)
 
     def snapshot(self) -> dict[str, int]:
         """The count of each kind of request so far, as a copy."""
@@ -255,6 +267,7 @@ class ObstoreObjectStore(ObjectStore):
         self._inner = inner
         self.url = url
         self.counters = RequestCounters()
+        register_store_counters(self, self.counters)
         self._sorted_listing = sorted_listing
         # On LocalStore, obstore has no PutMode::Update; local_cas provides a cross-process one,
         # and does every write of a local store (local_cas.files: synced, see local_fs).
@@ -287,7 +300,10 @@ class ObstoreObjectStore(ObjectStore):
             got = read(self._dirs)
         except Exception as e:
             raise map_error(e, path, "get") from e
-        return None if got is None else GetResult(got[0], got[1])
+        if got is None:
+            return None
+        self.counters.add_bytes("read", len(got[0]))
+        return GetResult(got[0], got[1])
 
     def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
         if self._dirs is not None and (byte_range is None or byte_range[1] > byte_range[0] >= 0):
@@ -299,6 +315,7 @@ class ObstoreObjectStore(ObjectStore):
             if byte_range is None:
                 res = obstore.get(self._inner, path)
                 data = res.bytes()
+                self.counters.add_bytes("read", len(data))
                 return GetResult(bytes(data), _meta(res.meta))
             start, end = byte_range
             if start < 0 or end < start:
@@ -306,7 +323,9 @@ class ObstoreObjectStore(ObjectStore):
             if end == start:
                 return GetResult(b"", self.head(path))
             res = obstore.get(self._inner, path, options={"range": (start, end)})
-            return GetResult(bytes(res.bytes()), _meta(res.meta))
+            got = GetResult(bytes(res.bytes()), _meta(res.meta))
+            self.counters.add_bytes("read", len(got.data))
+            return got
         except Exception as e:
             raise map_error(e, path, "get") from e
 
@@ -320,7 +339,9 @@ class ObstoreObjectStore(ObjectStore):
             raise InvalidArgument(f"bad suffix length {length} for {path}")
         try:
             res = obstore.get(self._inner, path, options={"range": {"suffix": length}})
-            return GetResult(bytes(res.bytes()), _meta(res.meta))
+            got = GetResult(bytes(res.bytes()), _meta(res.meta))
+            self.counters.add_bytes("read", len(got.data))
+            return got
         except Exception as e:
             raise map_error(e, path, "get") from e
 
@@ -330,7 +351,9 @@ class ObstoreObjectStore(ObjectStore):
         self.counters.incr("get")
         try:
             res = obstore.get(self._inner, path, options={"if_none_match": e_tag})
-            return GetResult(bytes(res.bytes()), _meta(res.meta))
+            got = GetResult(bytes(res.bytes()), _meta(res.meta))
+            self.counters.add_bytes("read", len(got.data))
+            return got
         except obx.NotModifiedError:
             return None
         except Exception as e:
@@ -367,11 +390,13 @@ class ObstoreObjectStore(ObjectStore):
             raise map_error(e, path, op) from e
 
     def put(self, path: str, data: bytes) -> ObjectVersion:
+        self.counters.add_bytes("written", len(data))
         if self._local_cas is not None:
             return self._local("put", path, lambda cas: cas.put_overwrite(path, data))
         return self._put("put", path, data, "overwrite")
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
+        self.counters.add_bytes("written", len(data))
         if self._local_cas is not None:
             return self._local("put_if_absent", path, lambda cas: cas.files.create(path, data))
         return self._put("put_if_absent", path, data, "create")
@@ -379,6 +404,7 @@ class ObstoreObjectStore(ObjectStore):
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         if expected.e_tag is None and expected.version is None:
             raise InvalidArgument("put_if_match needs an e-tag or a version to compare against")
+        self.counters.add_bytes("written", len(data))
         if self._local_cas is not None:
             return self._local(
                 "put_if_match", path, lambda cas: cas.put_if_match(path, data, expected)

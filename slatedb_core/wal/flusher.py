@@ -45,6 +45,7 @@ from slatedb_core.errors import (
     WalEpochConflict,
     WalWindowClosed,
 )
+from slatedb_core.store.engine_counters import DURABLE_PUT
 from slatedb_core.wal.pipeline import WalAcks, WalBuffer
 from slatedb_core.wal.writer import WalWindow, WalWriter
 
@@ -172,7 +173,8 @@ class WalFlusher:
     def _await_durable(self, gen: int) -> None:
         with self._lock:
             # one more durable put for the flusher's group commit to gather (module docstring)
-            self._group.arrive(threading.get_ident(), time.monotonic(), gen, self._gen)
+            start = time.monotonic()
+            self._group.arrive(threading.get_ident(), start, gen, self._gen)
             self._cv.notify_all()
             try:
                 while not self._acks.acknowledged(gen, self._error):
@@ -182,6 +184,7 @@ class WalFlusher:
                     self._cv.wait(0.05)
             finally:
                 self._group.leave(gen, self._gen)
+        DURABLE_PUT.since(start)  # issue 40, item 11 (slatedb_core.store.engine_counters)
 
     def _seal_locked(self) -> None:
         if not self._buf.empty():

@@ -11,6 +11,7 @@ import pytest
 from slatedb_core.errors import BoundaryMissing, ObjectVersionBehindBoundary
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.gc import collector as gc_collector
+from slatedb_core.gc import deletes as gc_deletes
 from slatedb_core.manifest.model import CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.sequenced import SequencedStore
@@ -117,7 +118,7 @@ def test_a_pass_that_dies_after_the_boundary_advance_is_finished_by_the_next_pas
         raise RuntimeError("killed")
 
     with monkeypatch.context() as m:
-        m.setattr(gc_collector.Collector, "_delete", crash)
+        m.setattr(gc_deletes.Deleter, "delete", crash)
         with pytest.raises(RuntimeError, match="killed"):
             run_gc_once("db", store, ZERO)
     assert manifest_ids(ms) == [1, 2, 3, latest]

@@ -14,7 +14,7 @@ import pytest
 
 SLOW_IN_MAKE_TEST = frozenset(
     {
-        "tests/test_review_speed21.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
+        "tests/sst/test_encode_decode_properties.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
         "tests/spark/test_worker_probe.py::test_the_probe_is_bounded_in_time",
         "tests/spark/test_worker_probe.py::test_a_missing_module_is_reported_as_the_interpreter",
         "tests/spark/test_read_cli_checkpoint.py::test_read_job_names_a_snapshot",
@@ -62,10 +62,10 @@ SLOW_IN_MAKE_TEST = frozenset(
         "tests/gc/test_races.py::test_a_db_writing_under_a_looping_collector_loses_no_acknowledged_write[twophase-s3]",
         "tests/meta/test_sequenced.py::test_latest_lookup_costs_at_most_two_requests[twophase-s3-200]",
         "tests/test_memtable_runs.py::test_overlaid_tables_of_runs_take_the_newer_entry",
-        "tests/test_review_speed21.py::test_sst_rows_versions_bloom_and_newest_versions",
-        "tests/test_review_speed21.py::test_wal_sst_of_repeated_keys_replays_to_the_newest_write",
-        "tests/test_review_speed21.py::test_frozen_memtable_order_is_byte_order",
-        "tests/test_review_speed21.py::test_fixed_width_encoder_reads_as_written",
+        "tests/sst/test_encode_decode_properties.py::test_sst_rows_versions_bloom_and_newest_versions",
+        "tests/sst/test_encode_decode_properties.py::test_wal_sst_of_repeated_keys_replays_to_the_newest_write",
+        "tests/sst/test_encode_decode_properties.py::test_frozen_memtable_order_is_byte_order",
+        "tests/sst/test_encode_decode_properties.py::test_fixed_width_encoder_reads_as_written",
         "tests/test_seaweedfs.py::test_conditional_create_race_has_one_winner",
         "tests/store/test_local_cas.py::test_put_if_match_increments_are_atomic_across_processes",
         "tests/store/test_twophase.py::test_racing_processes_on_one_machine_have_one_winner",

@@ -6,8 +6,7 @@ Found by review: a step between the WAL boundary's advance and the WAL deletes t
 (here a compactions boundary that cannot be advanced) used to leave the WAL alone from then on:
 the pass advanced ``gc/wal.boundary``, raised, and the next pass did the same, so a persistent
 failure of the compactions or compacted step stopped WAL collection for good. Before 98d8457
-the WAL SSTs were deleted before those steps ran, so they went whatever the steps did after.
-"""
+the WAL SSTs were deleted before those steps ran, so they went whatever the steps did after."""
 
 from __future__ import annotations
 
@@ -21,13 +20,22 @@ from slatedb_core.gc import collector as gc_collector
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
 from tests.gc import ZERO, new_db, put_wal, wal_ids
+
+
+@pytest.fixture
+def store(store_url: str) -> ObjectStore:
+    """Memory, local and S3, as where these tests were found: the folder's ``store`` adds
+    two-phase CAS."""
+    return open_store(store_url)
 
 
 def test_a_failing_compactions_step_does_not_stop_wal_collection(
     store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # fake .compactions records: keep a real compactor's reader off them
+    """Found by the review of 98d8457 (was test_review_gc_order.py)."""
     monkeypatch.setattr(gc_collector, "in_flight_output_ids", lambda store, path: set())
     ms = new_db(store)
     put_wal(store, range(1, 6))
@@ -56,7 +64,9 @@ def test_a_vanished_boundary_mid_pass_still_stops_the_pass_before_its_wal_delete
     store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The exception the fix above makes: a boundary file this process saw is gone, so the
-    store is not what GC thinks it is (gc/service.py); the pass deletes nothing more."""
+    store is not what GC thinks it is (gc/service.py); the pass deletes nothing more.
+
+    Found by the review of 98d8457 (was test_review_gc_order.py)."""
     monkeypatch.setattr(gc_collector, "in_flight_output_ids", lambda store, path: set())
     ms = new_db(store)
     seq = SequencedStore(store, "db", "compactions", "compactions")

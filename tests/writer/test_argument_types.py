@@ -1,13 +1,7 @@
-"""Bad input found by the review of RELIABILITY.md (items 14-17): a typed error naming the field or
-argument, and the store byte-for-byte as it was (the harness of ``test_bad_input``).
-
-* 14: wrong types in options and arguments used to escape as raw TypeError/AttributeError/
-  ValueError (or, for ``DbOptions(compactor="yes")``, only at ``Db.open``);
-* 15: durations are bounded (``MAX_DURATION``, one year): ``flush_interval=999999999 days`` was
-  accepted and killed the WAL thread with OverflowError;
-* 16: a ``gc/compacted.boundary`` beyond a ULID's 48-bit time made ``Db.open`` raise ValueError;
-* 17: control characters or a lone surrogate in a path gave a retryable StoreError.
-"""
+"""Wrong types and out-of-range durations in options and arguments are ``InvalidArgument`` naming
+the field or argument, raised before anything is written (the harness of ``test_bad_input``):
+they used to escape as raw TypeError/AttributeError/ValueError, and ``flush_interval=999999999
+days`` killed the WAL thread with OverflowError. Durations are bounded by ``MAX_DURATION``."""
 
 from __future__ import annotations
 
@@ -23,7 +17,6 @@ from slatedb_core import (
     CheckpointScope,
     Compactor,
     CompactorOptions,
-    CorruptionError,
     Db,
     DbOptions,
     DbReader,
@@ -43,13 +36,17 @@ from slatedb_core import (
 )
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
 from slatedb_core.lifecycle.destroy import destroy
-from slatedb_core.meta.compacted_boundary import compacted_boundary
-from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
+from tests.test_bad_input import GOOD, run_cases
 
 IA = InvalidArgument
+
+
 MAX_DURATION = timedelta(days=365)  # slatedb_core.durations.MAX_DURATION (checked below)
-ULID_MS_MAX = 2**48 - 1  # the largest time a ULID carries: 48 bits of milliseconds
+
+
 TABLE = "tbl"
+
+
 OVER = MAX_DURATION + timedelta(microseconds=1)
 
 
@@ -110,22 +107,6 @@ OPTION_CASES: list[tuple[str, Callable[[], object]]] = [
 ]
 
 
-@pytest.mark.parametrize(("field", "make"), OPTION_CASES)
-def test_options_of_the_wrong_type_are_invalid_argument_naming_the_field(
-    field: str, make: Callable[[], object]
-) -> None:
-    with pytest.raises(InvalidArgument, match=field):
-        make()
-
-
-def test_numpy_integers_are_counts_but_bools_are_not() -> None:
-    np = pytest.importorskip("numpy")
-    opts = CompactorOptions(l0_trigger=np.int64(3))
-    assert opts.l0_trigger == 3 and type(opts.l0_trigger) is int
-    with pytest.raises(InvalidArgument, match="l0_trigger"):
-        CompactorOptions(l0_trigger=np.bool_(True))
-
-
 # ---- item 15: every duration is bounded -----------------------------------------------------
 DURATIONS: list[tuple[str, Callable[[timedelta], object], bool]] = [
     # (field, construct with the value, whether 0 is meaningful)
@@ -155,10 +136,29 @@ DURATIONS: list[tuple[str, Callable[[timedelta], object], bool]] = [
 ]
 
 
+@pytest.mark.parametrize(("field", "make"), OPTION_CASES)
+def test_options_of_the_wrong_type_are_invalid_argument_naming_the_field(
+    field: str, make: Callable[[], object]
+) -> None:
+    """Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
+    with pytest.raises(InvalidArgument, match=field):
+        make()
+
+
+def test_numpy_integers_are_counts_but_bools_are_not() -> None:
+    """Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
+    np = pytest.importorskip("numpy")
+    opts = CompactorOptions(l0_trigger=np.int64(3))
+    assert opts.l0_trigger == 3 and type(opts.l0_trigger) is int
+    with pytest.raises(InvalidArgument, match="l0_trigger"):
+        CompactorOptions(l0_trigger=np.bool_(True))
+
+
 @pytest.mark.parametrize(("field", "make", "zero_ok"), DURATIONS)
 def test_every_duration_is_bounded_by_a_year(
     field: str, make: Callable[[timedelta], object], zero_ok: bool
 ) -> None:
+    """Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     make(MAX_DURATION)  # the maximum itself is accepted
     make(timedelta(microseconds=3))
     with pytest.raises(InvalidArgument, match=f"{field} must be at most 1y"):
@@ -176,7 +176,9 @@ def test_every_duration_is_bounded_by_a_year(
 
 def test_the_duration_bound_is_one_a_background_thread_can_wait() -> None:
     """Beyond ``threading.TIMEOUT_MAX`` an ``Event.wait`` raises OverflowError: that is what
-    killed the WAL thread. A writer with the longest flush interval still makes durable writes."""
+    killed the WAL thread. A writer with the longest flush interval still makes durable writes.
+
+    Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     from slatedb_core.durations import MAX_DURATION as documented
 
     assert documented == MAX_DURATION
@@ -193,6 +195,7 @@ def test_the_duration_bound_is_one_a_background_thread_can_wait() -> None:
 def test_arguments_of_the_wrong_type_are_invalid_argument_and_write_nothing(
     lake: tuple[ObjectStore, uuid.UUID, Db, Table],
 ) -> None:
+    """Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     store, cp, db, table = lake
     reader = DbReader.open(GOOD, store, cp)
     cases: list[tuple[str, Callable[[], object]]] = [
@@ -259,7 +262,9 @@ def test_maintenance_entry_points_check_their_arguments_before_any_request(
     lake: tuple[ObjectStore, uuid.UUID, Db, Table],
 ) -> None:
     """A Compactor given options of the wrong type used to take over the compactor epoch (a
-    manifest write) before failing with AttributeError; GC, clone and union failed raw."""
+    manifest write) before failing with AttributeError; GC, clone and union failed raw.
+
+    Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     store, _, _, _ = lake
     cases: list[tuple[str, Callable[[], object]]] = [
         ("options", lambda: run_gc_once(GOOD, store, 5)),  # type: ignore[arg-type]
@@ -283,7 +288,9 @@ def test_maintenance_entry_points_check_their_arguments_before_any_request(
 def test_a_falsy_soft_is_not_a_hard_destroy(
     lake: tuple[ObjectStore, uuid.UUID, Db, Table], soft: object
 ) -> None:
-    """``destroy(path, store, None)`` used to delete every object of the database at once."""
+    """``destroy(path, store, None)`` used to delete every object of the database at once.
+
+    Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     store, _, db, _ = lake
     run_cases(store, [("destroy", lambda: destroy(GOOD, store, soft), IA)])  # type: ignore[arg-type]
     assert db.get(b"k1") == b"v1"
@@ -291,7 +298,9 @@ def test_a_falsy_soft_is_not_a_hard_destroy(
 
 
 def test_well_typed_arguments_still_work(lake: tuple[ObjectStore, uuid.UUID, Db, Table]) -> None:
-    """The checks accept what the signatures promise (and numpy integers where Table did)."""
+    """The checks accept what the signatures promise (and numpy integers where Table did).
+
+    Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     store, cp, db, table = lake
     assert admin.read_manifest(store, GOOD, 1).id == 1
     assert db.get_many((b"k1", b"k2")) == [b"v1", b"v2"]
@@ -304,106 +313,3 @@ def test_well_typed_arguments_still_work(lake: tuple[ObjectStore, uuid.UUID, Db,
     table.release_snapshot(snap)
     assert table.get_many([b"a", b"z"]) == [None, None]
     table.collect_garbage(timedelta(0), timedelta(0))
-
-
-# ---- item 16: a compacted boundary beyond a ULID's time ---------------------------------------
-def _with_boundary(store: ObjectStore, value: int) -> str:
-    store.put(f"{GOOD}/gc/compacted.boundary", str(value).encode())
-    return f"{GOOD}/gc/compacted.boundary"
-
-
-@pytest.mark.parametrize("value", [2**48, 2**48 + 1, 2**64 - 1])
-def test_a_compacted_boundary_past_48_bits_is_corruption_naming_it(
-    store: ObjectStore, value: int
-) -> None:
-    with Db.open(GOOD, store) as db:
-        db.put(b"k1", b"v1")
-        db.flush_memtable()
-        db.put(b"k2", b"v2")
-    name = _with_boundary(store, value)
-    with pytest.raises(CorruptionError) as info:
-        compacted_boundary(store, GOOD).read()
-    assert info.value.name == name and str(value) in str(info.value)
-    # a writer: its open, or its first L0 SST (secured against the boundary), fails typed
-    with pytest.raises(CorruptionError, match=r"compacted\.boundary"):
-        with Db.open(GOOD, store) as db:
-            db.put(b"k3", b"v3")
-            db.flush_memtable()
-    # GC with min_age 0 must not take the value as leave to delete every unreferenced SST
-    store.put(f"{GOOD}/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst", b"an old unreferenced SST")
-    with pytest.raises(CorruptionError, match=r"compacted\.boundary"):
-        run_gc_once(GOOD, store, GarbageCollectorOptions(min_age=timedelta(0)))
-    assert store.get(f"{GOOD}/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst").data
-    assert store.get(name).data == str(value).encode()
-
-
-def test_the_largest_ulid_time_is_a_valid_compacted_boundary(store: ObjectStore) -> None:
-    """2^48-1 covers every SST id there can be (destroy's tombstone): valid, not corruption."""
-    from slatedb_core.meta.compacted_boundary import ULID_MS_MAX as documented
-
-    assert documented == ULID_MS_MAX
-    with Db.open(GOOD, store) as db:
-        db.put(b"k1", b"v1")
-    _with_boundary(store, ULID_MS_MAX)
-    boundary = compacted_boundary(store, GOOD)
-    assert boundary.read() == ULID_MS_MAX
-    assert boundary.cached == ULID_MS_MAX
-
-
-def test_a_corrupt_boundary_is_not_cached(store: ObjectStore) -> None:
-    """Repairing the object (restoring the value GC wrote) makes the same process read it again,
-    rather than reporting the repaired value as a boundary that moved backwards."""
-    _with_boundary(store, 1_000)
-    boundary = compacted_boundary(store, GOOD)
-    assert boundary.read() == 1_000
-    _with_boundary(store, 2**50)
-    for _ in range(2):
-        with pytest.raises(CorruptionError):
-            boundary.read()
-    assert boundary.cached == 1_000
-    _with_boundary(store, 2_000)
-    assert boundary.read() == 2_000
-
-
-# ---- item 17: control characters and lone surrogates in paths ---------------------------------
-BAD_CHARACTER_PATHS = [
-    "a\tb",
-    "a\x01b",
-    "a\udcffb",
-    "a\nb",
-    "a\x7fb",
-    "good/\x1b[31m",
-    "a\x85b",
-    "\udc80",
-]
-
-
-def _table_cases(store: ObjectStore, p: str) -> list[Case]:
-    return [
-        (f"Table.create({p!r})", lambda: Table.create(p, store), IA),
-        (f"Table.open({p!r})", lambda: Table.open(p, store), IA),
-        (f"list_checkpoints({p!r})", lambda: list_checkpoints(p, store), IA),
-    ]
-
-
-def test_paths_with_control_characters_or_surrogates_are_invalid_argument(
-    lake: tuple[ObjectStore, uuid.UUID, Db, Table],
-) -> None:
-    store, cp, _, _ = lake
-    cases: list[Case] = [c for p in BAD_CHARACTER_PATHS for c in _path_cases(store, p, cp)]
-    for p in BAD_CHARACTER_PATHS:
-        cases += _table_cases(store, p)
-    run_cases(store, cases)
-    for p in BAD_CHARACTER_PATHS:
-        with pytest.raises(InvalidArgument, match=r"control character|lone surrogate"):
-            Db.open(p, store)
-
-
-def test_other_unusual_but_valid_characters_are_still_accepted(store: ObjectStore) -> None:
-    """Only what no store can hold is refused: spaces, non-ASCII letters and format marks
-    remain valid database names."""
-    for p in ["a b", "é/ü", "a\u200bb", "naïve-日本"]:
-        with Db.open(p, store) as db:
-            db.put(b"k", b"v")
-        with DbReader.open(p, store) as reader:
-            assert reader.get(b"k") == b"v"

@@ -43,6 +43,7 @@ def _damaged(old_seq: int, new_seq: int) -> bytes:
 
 
 def test_sound_versions_across_blocks_read_alike_whatever_the_readahead() -> None:
+    """Found by the session-28 review of the grouped SST scan (was test_review_scan28.py)."""
     data, _ = encode_sst(batch_of(_ENTRIES), SstOptions(block_size=1, restart_interval=1))
     store = open_store("memory://")
     store.put("t.sst", data)
@@ -65,7 +66,9 @@ def test_versions_out_of_order_across_blocks_are_corruption_whatever_the_readahe
     groups: bool,
 ) -> None:
     """With one GET over both blocks this was already a CorruptionError; with a GET per block
-    (readahead 1) the scan served seq 5 as the newest version although the SST holds seq 7."""
+    (readahead 1) the scan served seq 5 as the newest version although the SST holds seq 7.
+
+    Found by the session-28 review of the grouped SST scan (was test_review_scan28.py)."""
     store = open_store("memory://")
     store.put("t.sst", _damaged(3, new_seq))
     reader = SstReader.open(store, "t.sst")
@@ -75,7 +78,9 @@ def test_versions_out_of_order_across_blocks_are_corruption_whatever_the_readahe
 
 def test_versions_out_of_order_between_a_cached_block_and_a_fetched_one() -> None:
     """Block 1 (k, 5) comes from the cache (a point lookup put it there), block 2 (k, 7) from a
-    GET: the boundary between them is checked too."""
+    GET: the boundary between them is checked too.
+
+    Found by the session-28 review of the grouped SST scan (was test_review_scan28.py)."""
     store = open_store("memory://")
     store.put("t.sst", _damaged(3, 7))
     reader = SstReader.open(store, "t.sst", cache=BlockCache(1 << 20))

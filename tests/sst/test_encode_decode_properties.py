@@ -30,14 +30,19 @@ from slatedb_core.wal.log import WalLog, encode_wal_sst
 from slatedb_core.wal.pipeline import WalBuffer
 
 Row = tuple[bytes, int, int, bytes]
+
+
 SLOW = settings(
     max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
+
 # keys around the 8-byte word, prefixes of each other, zero bytes at the end
 _ALPHABET = st.sampled_from([0, 1, 0x61, 0xFF])
+
+
 WIDTHS = st.sampled_from([1, 2, 7, 8, 9, 16, 24])
 
 
@@ -103,6 +108,15 @@ def _keys_seqs(batches: object) -> list[tuple[bytes, int]]:
     return list(zip(table.column("key").to_pylist(), table.column("seq").to_pylist(), strict=True))
 
 
+@st.composite
+def write_histories(draw: st.DrawFn) -> list[list[tuple[bytes, bytes | None]]]:
+    """Writes as the writer groups them: single puts/deletes and batches (WriteBatch or
+    put_arrow) of several ops, keys repeating within and across them."""
+    keys = draw(keysets())
+    op = st.tuples(st.sampled_from(keys), st.sampled_from([None, b"", b"x", b"yy"]))
+    return draw(st.lists(st.lists(op, min_size=1, max_size=6), min_size=1, max_size=12))
+
+
 @SLOW
 @given(
     rows=sst_rows(),
@@ -122,6 +136,7 @@ def test_sst_rows_versions_bloom_and_newest_versions(
     stamps: str,
     data: st.DataObject,
 ) -> None:
+    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     batch = _batch(rows, pad)
     if stamps != "none":
         batch = batch.append_column(
@@ -161,7 +176,9 @@ def test_bloom_hashes_of_unaligned_slices_equal_the_point_hash(
 ) -> None:
     """:func:`bloom.hash_keys` (vectorised, 8-multiple widths hashed from the keys' own bytes)
     equals :func:`bloom.hash_key` (a point lookup's, and SlateDB's filter hash) for keys of one
-    width starting at any byte of a larger buffer."""
+    width starting at any byte of a larger buffer.
+
+    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     fixed = sorted({k.ljust(width, b"\x01")[:width] for k in keys})
     arr = pa.array([b"\x02" * start, *fixed], pa.binary()).slice(1)
     offs = np.frombuffer(
@@ -176,6 +193,7 @@ def test_bloom_hashes_of_unaligned_slices_equal_the_point_hash(
 @SLOW
 @given(keys=keysets(min_size=2), shuffle=st.randoms(use_true_random=False))
 def test_frozen_memtable_order_is_byte_order(keys: list[bytes], shuffle: object) -> None:
+    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     shuffled = list(keys)
     shuffle.shuffle(shuffled)  # type: ignore[attr-defined]
     skeys = sortable_keys([pa.array(shuffled, pa.binary())])
@@ -194,6 +212,7 @@ def test_frozen_memtable_order_is_byte_order(keys: list[bytes], shuffle: object)
 def test_fixed_width_encoder_reads_as_written(
     keys: list[bytes], vw: int, block_size: int, interval: int, perm_seed: int
 ) -> None:
+    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     width = len(keys[0])
     keys = sorted({k.ljust(width, b"\x00")[:width] for k in keys})
     n = len(keys)
@@ -227,15 +246,6 @@ def test_fixed_width_encoder_reads_as_written(
         assert data == general
 
 
-@st.composite
-def write_histories(draw: st.DrawFn) -> list[list[tuple[bytes, bytes | None]]]:
-    """Writes as the writer groups them: single puts/deletes and batches (WriteBatch or
-    put_arrow) of several ops, keys repeating within and across them."""
-    keys = draw(keysets())
-    op = st.tuples(st.sampled_from(keys), st.sampled_from([None, b"", b"x", b"yy"]))
-    return draw(st.lists(st.lists(op, min_size=1, max_size=6), min_size=1, max_size=12))
-
-
 @SLOW
 @given(
     history=write_histories(),
@@ -247,7 +257,9 @@ def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
 ) -> None:
     """One generation's writes (list puts and put_arrow batches mixed, seqs in write order)
     become one WAL SST; replay (our writer's: rows in seq order into a memtable) ends with
-    every key's newest write, deletes included."""
+    every key's newest write, deletes included.
+
+    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     buf = WalBuffer()
     model: dict[bytes, bytes | None] = {}
     seq = 100
@@ -294,7 +306,9 @@ def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
     rows: list[Row], block_size: int, interval: int, data: st.DataObject
 ) -> None:
     """A block altered and given a matching CRC (what a buggy writer could produce): reading it
-    raises CorruptionError or returns rows; no other exception escapes either decode path."""
+    raises CorruptionError or returns rows; no other exception escapes either decode path.
+
+    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     sst, _ = encode_sst(
         _batch(rows, 0), SstOptions(block_size=block_size, restart_interval=interval)
     )
@@ -317,7 +331,9 @@ def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
 
 
 def test_block_offsets_tile_the_data_region() -> None:
-    """The damage test above locates block b at ``block_offsets[b:b + 2]``."""
+    """The damage test above locates block b at ``block_offsets[b:b + 2]``.
+
+    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
     sst, info = encode_sst(
         _batch([(b"a", 2, 0, b"x"), (b"b", 1, 0, b"y")], 0), SstOptions(block_size=1)
     )

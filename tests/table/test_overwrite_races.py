@@ -6,22 +6,17 @@ docstring names a fix."""
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Mapping
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
-from slatedb_core.errors import DatabaseDestroyed, ShardMapConflict, SlateDBError
+from slatedb_core.errors import ShardMapConflict, SlateDBError
 from slatedb_core.manifest.model import AppVersion
-from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
-from slatedb_core.table import Table, TableOptions
+from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
     REFUSED,
     SKIPPED,
@@ -35,80 +30,41 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMapStore
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
+from tests.table.conftest import OPTS
+from tests.table.overwrite_steps import (
+    NEW,
+    OLD,
+    assert_map_is_live,
+    batch,
+    contents,
+    gone,
+    old_table,
+    stage,
 )
-SPLITS = [b"g", b"p"]
-OLD = {k: b"old-" + k for k in (b"a1", b"c2", b"h3", b"k4", b"q5", b"z6")}
-NEW = {k: b"new-" + k for k in (b"b7", b"c2", b"i8", b"r9", b"y0")}
 
 
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://review-write-{random.getrandbits(64):x}")
+def _commit_in_thread(
+    store: ObjectStore, plan: IngestPlan, staged: Mapping[int, list[tuple[str, int]]]
+) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
 
+    def run() -> None:
+        try:
+            out.append([s.status for s in commit_overwrite(store, plan, "r", staged)])
+        except SlateDBError as e:
+            out.append(e)
 
-def batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
-    keys = sorted(rows)
-    return pa.record_batch(
-        {
-            "key": pa.array(keys, pa.binary()),
-            "value": pa.array([rows[k] for k in keys], pa.binary()),
-        }
-    )
-
-
-def old_table(store: ObjectStore) -> Table:
-    t = Table.create("t", store, SPLITS, OPTS)
-    for shard in t.shards:
-        with t.writer(shard.index) as db:
-            for k, v in OLD.items():
-                if shard.contains(k):
-                    db.put(k, v)
-            if shard.index != 1:
-                db.flush_memtable()
-    t.refresh()
-    return t
-
-
-def contents(store: ObjectStore) -> dict[bytes, bytes]:
-    with Table.open("t", store, OPTS) as t:
-        return dict(t.scan())
-
-
-def stage(
-    store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
-) -> dict[int, list[tuple[str, int]]]:
-    staged: dict[int, list[tuple[str, int]]] = {}
-    items = sorted(rows.items())
-    for part, chunk in enumerate((items[::2], items[1::2])):
-        directory = attempt_dir(plan, run_id, part, 0)
-        for sst in stage_ssts(store, plan, directory, 0, [batch(dict(chunk))], partition=part):
-            staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
-    return staged
-
-
-def gone(store: ObjectStore, db_path: str) -> bool:
-    try:
-        stored = ManifestStore(store, db_path).try_read_latest()
-    except DatabaseDestroyed:
-        return True
-    return stored is None or stored.manifest.destroyed_at_s is not None
-
-
-def assert_map_is_live(store: ObjectStore) -> None:
-    """Every shard the latest map names is a live database (never a destroyed target)."""
-    m = ShardMapStore(store, "t").read_latest()
-    for s in m.shards:
-        assert not gone(store, s.db_path), (s.db_path, m)
+    th = threading.Thread(target=run)
+    th.start()
+    return th, out
 
 
 # ---- seqs: nothing the overwrite or a stream links shadows a later write ----------------------
 def test_a_delete_after_an_overwrite_is_not_shadowed_by_the_linked_rows(mem: ObjectStore) -> None:
     """The targets' staged seqs (SEQ_GAP up) are linked as they are: a writer of the new shard
-    must write above them, or a later delete/put would lose to the overwrite's row."""
+    must write above them, or a later delete/put would lose to the overwrite's row.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     with old_table(mem) as t:
         t.overwrite([batch(NEW)])
         with t.writer(0) as db:
@@ -130,7 +86,9 @@ def test_abort_and_resume_of_one_sealed_overwrite_never_leave_a_destroyed_shard(
 ) -> None:
     """A commit stopped after its seal; then abort (the Spark driver) and Table.resume (an
     operator) both act on it. Either the old contents stay (abort first: resume must not swap
-    in the destroyed targets) or the new ones (resume first: abort keeps them)."""
+    in the destroyed targets) or the new ones (resume first: abort keeps them).
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem)
@@ -153,7 +111,9 @@ def test_abort_and_resume_of_one_sealed_overwrite_never_leave_a_destroyed_shard(
 
 def test_abort_racing_a_resume_mid_swap_never_leaves_a_destroyed_shard(mem: ObjectStore) -> None:
     """resume() stalled right before its swap (the map commit) while abort drops the op and
-    destroys the targets: the swap must then refuse, not commit destroyed targets."""
+    destroys the targets: the swap must then refuse, not commit destroyed targets.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem)
@@ -191,7 +151,9 @@ def test_concurrent_commits_of_one_overwrite_plan_never_report_a_wrong_outcome(
     (a loser may fail with Fenced: the fence protocol of docs/overwrite.md, step 4, retries
     only TableOptions.fence_attempts times), but an attempt that returns reports the swap
     that happened, and resume() finishes whatever the failures left: one swap, no destroyed
-    shard in the map."""
+    shard in the map.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
         staged = stage(mem, plan, "r", NEW)
@@ -218,22 +180,6 @@ def test_concurrent_commits_of_one_overwrite_plan_never_report_a_wrong_outcome(
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
 
 
-def _commit_in_thread(
-    store: ObjectStore, plan: IngestPlan, staged: Mapping[int, list[tuple[str, int]]]
-) -> tuple[threading.Thread, list[object]]:
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append([s.status for s in commit_overwrite(store, plan, "r", staged)])
-        except SlateDBError as e:
-            out.append(e)
-
-    th = threading.Thread(target=run)
-    th.start()
-    return th, out
-
-
 def test_a_commit_fenced_on_a_target_by_a_concurrent_attempt_reports_the_swap(
     mem: ObjectStore,
 ) -> None:
@@ -241,7 +187,9 @@ def test_a_commit_fenced_on_a_target_by_a_concurrent_attempt_reports_the_swap(
     that target, which fences A, and finishes the whole overwrite. A must report what happened
     (WRITTEN), not fail. Fix: step 1 looks at the target again after being fenced on it; before
     it, two attempts fenced on different targets both failed before either sealed, and the
-    table kept its old contents (seen once in CI in the racing test above)."""
+    table kept its old contents (seen once in CI in the racing test above).
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
@@ -267,7 +215,9 @@ def test_a_commit_whose_sources_a_concurrent_attempt_retired_reports_the_swap(
     """Attempt A seals, then parks before fencing the first source; attempt B finds the op
     pending, runs it to the end and soft-destroys the sources. A's fence then meets a destroyed
     source: that only happens once the op committed, so A reports WRITTEN. Fix: before it, A
-    raised DatabaseDestroyed for an overwrite that had committed."""
+    raised DatabaseDestroyed for an overwrite that had committed.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
@@ -294,7 +244,9 @@ def test_an_abort_while_the_commit_stalls_before_its_seal_cancels_the_commit(
     destroys the targets). The stalled commit then sealed, fenced and swapped the destroyed
     targets in, and reported WRITTEN: every shard of the table destroyed. Now the replace
     checks its targets after the fence and cancels; the commit raises ShardMapConflict and
-    the table keeps its contents."""
+    the table keeps its contents.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem):
         plan = plan_overwrite("t", mem)
@@ -324,7 +276,9 @@ def test_an_abort_while_the_commit_stalls_before_its_seal_cancels_the_commit(
 def test_resume_cancels_a_pending_replace_whose_target_was_lost(mem: ObjectStore) -> None:
     """FIXED. A sealed overwrite (its driver died after the seal) whose target database was
     then lost (deleted by hand, a bucket lifecycle rule): resume() used to swap the missing
-    database in (reads then fail: DatabaseNotFound). It cancels the replace instead."""
+    database in (reads then fail: DatabaseNotFound). It cancels the replace instead.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     faulty = FaultyStore(mem)
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem)
@@ -348,7 +302,9 @@ def test_a_staged_sst_deleted_before_the_commit_fails_it_and_abort_restores(
     mem: ObjectStore,
 ) -> None:
     """A damaged stage (an SST gone before the commit): the commit fails before its seal (no
-    target is swapped in with rows missing), and abort leaves the old contents, writable."""
+    target is swapped in with rows missing), and abort leaves the old contents, writable.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "r", NEW)
@@ -372,7 +328,9 @@ def test_a_staged_sst_deleted_before_the_commit_fails_it_and_abort_restores(
 def test_gc_at_min_age_zero_during_an_overwrite(mem: ObjectStore) -> None:
     """GC with every age at zero between staging and commit, and again right after the swap:
     the commit either fails cleanly (its staged SSTs collected) or applies everything; a
-    snapshot taken before the swap still reads the old contents."""
+    snapshot taken before the swap still reads the old contents.
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     zero = timedelta(0)
     with old_table(mem) as t:
         before = t.snapshot()
@@ -404,7 +362,9 @@ def test_an_append_planned_before_an_overwrite_is_refused_or_replaced_never_mixe
     """An append job planned on the old map: committed before the seal its rows are replaced
     (the append comes before the overwrite); committed after the swap it is REFUSED. Its
     exactly-once record is carried into the targets whose sources it reached (issue 37, hole 1:
-    each target only what its range had applied)."""
+    each target only what its range had applied).
+
+    Found by the adversarial review of the Spark write side (was test_review_write_side.py)."""
     with old_table(mem):
         early = plan_ingest("t", mem, txn=AppVersion("app", 1))
         late = plan_ingest("t", mem, txn=AppVersion("app", 2))

@@ -1,34 +1,22 @@
-"""Adversarial review of the regrouping (issue 20): attacks on the rewritten update loop, the
-named table snapshots, the per-shard ingest commit and the checkpoint edits.
-
-The four named-snapshot findings are fixed (table/named_snapshots.py: each name's record is a
-sequenced object committed through meta/versioned.py's update loop); their tests, renamed after
-the property that now holds, failed on the put_if_match record they replaced. test_held_* are
-attacks the code survived from the start. (The ingest finding moved to
-tests/test_review_ingest_once.py.)"""
+"""Releasing and re-taking a named table snapshot (slatedb_core/table/named_snapshots.py): a
+release leaves a concurrent re-take alone, a sealed shard's snapshot is releasable, a taker
+stalled past the sweep age records a live snapshot, and names work on two-phase CAS."""
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import types
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from ulid import ULID
 
 import slatedb_core.table.named_snapshots as named_mod
 import slatedb_core.table.rescale as rescale
 from slatedb_core.checkpoints import list_checkpoints
-from slatedb_core.compactor.compactions import CompactionRecord, CompactionsStore, compactions_seq
-from slatedb_core.errors import Fenced, ObjectNotFound
 from slatedb_core.layout import snapshot_record_path
-from slatedb_core.meta.sequenced import SequencedEntry
-from slatedb_core.meta.versioned import collect_old_versions
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.nocas import NoConditionalWrites
@@ -36,19 +24,15 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.twophase import open_two_phase
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions
-from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 from slatedb_core.table.snapshot import TableSnapshot
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
     reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
 )
+
+
 NAME = "end-of-day"
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://review-regroup-{random.getrandbits(64):x}")
 
 
 def put_rows(table: Table, rows: dict[bytes, bytes]) -> None:
@@ -79,7 +63,9 @@ def test_releasing_an_old_named_snapshot_leaves_a_concurrent_retake_alone(
     """Review finding (fixed): release_snapshot(A) checked 'does the name still find A?' and
     then deleted the name unconditionally, so a re-take of the name by another process between
     the check and the delete (B, reported as success) was tombstoned and its checkpoints
-    released. The tombstone is now committed only on a version that holds A."""
+    released. The tombstone is now committed only on a version that holds A.
+
+    Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
         put_rows(b, {b"a": b"1", b"x": b"2"})
@@ -115,7 +101,9 @@ def test_releasing_a_named_snapshot_of_a_sealed_shard_deletes_its_name(
     after its seal, waiting for resume()) carries Shard(sealed=True); its record lost the seal
     flag, so ``named_snapshot(name) == snapshot`` was False and Table.release_snapshot released
     the checkpoints but kept the name. Snapshots are now told apart by checkpoint ids (and the
-    record keeps the flag)."""
+    record keeps the flag).
+
+    Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     with Table.create("t", mem, [b"m"], OPTS) as t:
         put_rows(t, {b"a": b"1", b"x": b"2"})
 
@@ -145,7 +133,9 @@ def test_a_taker_stalled_past_the_sweep_age_takes_again_and_records_a_live_snaps
     snapshot and sweeps A's checkpoints as 'leftovers of a dead taker'. A wakes and replaces
     B's record (releasing B's checkpoints); it used to report success with a record whose every
     checkpoint was gone. Now a taker whose version is still the latest checks its checkpoints
-    after the commit (and one that took half SWEEP_MIN_AGE or longer takes again anyway)."""
+    after the commit (and one that took half SWEEP_MIN_AGE or longer takes again anyway).
+
+    Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
         put_rows(b, {b"a": b"1", b"x": b"2"})
@@ -172,66 +162,6 @@ def test_a_taker_stalled_past_the_sweep_age_takes_again_and_records_a_live_snaps
         assert live_checkpoints(mem, final) == set(final.checkpoints)
 
 
-# ---- the shared update loop: attacks it survives -----------------------------------------------
-def _running_record() -> CompactionRecord:
-    return CompactionRecord(
-        id=ULID(),
-        kind="l0",
-        source_view_ids=(),
-        source_run_ids=(),
-        destination=0,
-        outputs=(ULID(),),
-    )
-
-
-def test_held_a_stale_compactor_whose_base_gc_collected_is_fenced_not_committed(
-    mem: ObjectStore,
-) -> None:
-    """A replaced compactor (epoch 1) still holds id 1 as its base; the new one (epoch 2) wrote
-    2..4 and GC collected 1..3. The stale put re-creates id 2 behind the boundary: it must be
-    void (deleted) and the retry must meet the fence, never report success."""
-    stale = CompactionsStore(mem, "db", epoch=1)
-    stale.put(_running_record())  # id 1
-    newer = CompactionsStore(mem, "db", epoch=2)
-    for _ in range(3):
-        newer.put(_running_record())  # ids 2, 3, 4
-    seq = compactions_seq(mem, "db")
-    entries = seq.list()
-
-    def delete(doomed: Sequence[SequencedEntry]) -> None:
-        for e in doomed:
-            mem.delete(e.path)
-
-    collect_old_versions(
-        seq.boundary, entries, entries[-1].id, min_age_s=0, now_s=time.time() + 60, delete=delete
-    )
-    assert [e.id for e in seq.list()] == [4]
-    with pytest.raises(Fenced):
-        stale.put(_running_record())
-    assert [e.id for e in seq.list()] == [4]
-    with pytest.raises(ObjectNotFound):
-        seq.read(2)
-
-
-def test_held_a_shard_map_create_that_landed_but_reported_failure_commits_once(
-    mem: ObjectStore,
-) -> None:
-    """The shard map's loop settles an ambiguous create by content: the change is committed once,
-    not re-applied on top of itself."""
-    faulty = FaultyStore(mem)
-    Table.create("t", mem, [b"m"], OPTS).close()
-    maps = ShardMapStore(faulty, "t")
-    before = maps.read_latest()
-    faulty.fail_next("put_if_absent", "t/shardmap/*", after_effect=True)
-
-    def bump(m: ShardMap) -> ShardMap:
-        return ShardMap(m.id, m.shards, m.created_at, m.next_shard_id + 1, m.pending, m.retired)
-
-    committed = maps.update(bump)
-    assert committed.id == before.id + 1
-    assert maps.read_latest().next_shard_id == before.next_shard_id + 1
-
-
 def test_a_named_snapshot_is_retaken_and_deleted_on_a_two_phase_store(
     tmp_path: Path,
 ) -> None:
@@ -239,7 +169,9 @@ def test_a_named_snapshot_is_retaken_and_deleted_on_a_two_phase_store(
     two-phase CAS (docs/two-phase-cas.md: the store for object stores without conditional
     writes) refuses on any object but a GC boundary cell, so a name, once taken, could never be
     taken again or deleted. The record's versions are now created if absent, which every store
-    supports, and collected behind a boundary cell."""
+    supports, and collected behind a boundary cell.
+
+    Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     tp = open_two_phase(
         NoConditionalWrites(open_store((tmp_path / "store").as_uri())),
         f"sqlite:///{tmp_path / 'txn.db'}",

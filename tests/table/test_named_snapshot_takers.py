@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import types
@@ -16,7 +15,6 @@ from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.table import (
     Table,
     TableOptions,
@@ -27,12 +25,9 @@ OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
     reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
 )
+
+
 NAME = "eod"
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://review-fixes-{random.getrandbits(64):x}")
 
 
 def _named_cps(store: ObjectStore, t: Table, name: str) -> list[Checkpoint]:
@@ -46,7 +41,9 @@ def test_deleting_an_already_deleted_name_sweeps_a_dead_takers_checkpoints(
     """A taker of name N (lifetime=None) takes its checkpoints and dies before its record lands,
     while N's latest record is a tombstone. Deleting N again commits nothing, but still sweeps:
     past SWEEP_MIN_AGE, the dead taker's never-expiring checkpoints are deleted (table GC sweeps
-    them too: tests/test_table_snapshots.py)."""
+    them too: tests/test_table_snapshots.py).
+
+    Found by the second adversarial review of named snapshots (was test_review_snapshot_fixes.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [], OPTS) as t:
         t.snapshot(None, name=NAME)
@@ -82,7 +79,9 @@ def test_a_taker_stalled_past_take_max_age_before_its_record_takes_again(
 
     Not covered, by design: a stall inside the create request itself, after the change ran
     (the residual one-request window the named_snapshots module docstring describes); a
-    taker that dies right after such a late create leaves the name on swept checkpoints."""
+    taker that dies right after such a late create leaves the name on swept checkpoints.
+
+    Found by the second adversarial review of named snapshots (was test_review_snapshot_fixes.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [], OPTS) as b:
         with b.writer(0) as db:

@@ -5,8 +5,7 @@ what click rejects, never a traceback, and the store untouched.
 * 18: ``scan --json`` that failed midway left ``[`` (and the rows read so far) on stdout, a
   truncated JSON document; ``gc`` on a missing database exited 0 while ``compact`` exited 1;
 * 17: a ``--path`` with a control character or an undecodable byte gave a retryable StoreError;
-* 15: durations longer than a year are refused before any request.
-"""
+* 15: durations longer than a year are refused before any request."""
 
 from __future__ import annotations
 
@@ -46,33 +45,6 @@ def _assert_typed_error(result: Result, error_type: str) -> None:
     assert "Traceback" not in result.output
 
 
-# ---- item 18: gc on a missing database ------------------------------------------------------
-@pytest.mark.parametrize("json_flag", [[], ["--json"]])
-def test_gc_of_a_missing_database_fails_like_compact(
-    lake: tuple[str, ObjectStore], json_flag: list[str]
-) -> None:
-    url, store = lake
-    before = snapshot(store)
-    compact = _invoke(url, "--path", "missing", "compact", *json_flag)
-    gc = _invoke(url, "--path", "missing", "gc", "--min-age", "0s", *json_flag)
-    _assert_typed_error(compact, "DatabaseNotFound")
-    _assert_typed_error(gc, "DatabaseNotFound")
-    assert gc.stderr == compact.stderr  # the same message, naming the path and the store
-    assert "'missing'" in gc.stderr and gc.stdout == ""
-    assert snapshot(store) == before
-
-
-def test_gc_of_a_database_it_deletes_still_succeeds(lake: tuple[str, ObjectStore]) -> None:
-    """The pass that deletes a soft-destroyed database reports it (exit 0); only the next pass
-    finds nothing there."""
-    url, _ = lake
-    assert _invoke(url, "--path", "good", "destroy", "--soft", "-y").exit_code == 0
-    args = ["--path", "good", "gc", "--min-age", "0s", "--db-delete-grace", "0s"]
-    first = _invoke(url, *args)
-    assert first.exit_code == 0 and "soft-destroyed database deleted" in first.stdout, first.output
-    _assert_typed_error(_invoke(url, *args), "DatabaseNotFound")
-
-
 # ---- item 18: scan --json that fails midway --------------------------------------------------
 ROWS = 66_000  # more than one 65536-row read batch: the failure comes after rows were read
 
@@ -93,38 +65,10 @@ def _damaged_run(store: ObjectStore) -> None:
     store.put(path, bytes(data))
 
 
-def test_scan_json_that_fails_midway_prints_no_partial_document(
-    lake: tuple[str, ObjectStore],
-) -> None:
-    url, store = lake
-    _damaged_run(store)
-    text = _invoke(url, "--path", "d", "scan")
-    _assert_typed_error(text, "CorruptionError")
-    lines = text.stdout.splitlines()
-    assert 0 < len(lines) < ROWS  # the failure really is midway: rows were read before it
-    assert all(line.count("\t") == 1 for line in lines)  # text output: complete lines only
-
-    as_json = _invoke(url, "--path", "d", "scan", "--json")
-    _assert_typed_error(as_json, "CorruptionError")
-    assert as_json.stdout == "", as_json.stdout[:80]
-
-
-def test_scan_json_output_is_unchanged_when_it_succeeds(lake: tuple[str, ObjectStore]) -> None:
-    url, store = lake
-    with Db.open("good", store) as db:
-        db.put(b"k2", b"tab\there")
-    result = _invoke(url, "--path", "good", "scan", "--json")
-    assert result.exit_code == 0, result.output
-    assert result.stdout == (
-        '[\n  {"key": "k", "value": "v"},\n  {"key": "k2", "value": "tab\\\\there"}\n]\n'
-    )
-    assert json.loads(result.stdout)[1] == {"key": "k2", "value": "tab\\there"}
-    empty = _invoke(url, "--path", "good", "scan", "--json", "--prefix", "zz")
-    assert empty.exit_code == 0 and empty.stdout == "[]\n"
-
-
 # ---- item 17: control characters and undecodable bytes in --path -----------------------------
 PATHS = ["a\tb", "a\x01b", "a\udcffb", "good\n"]
+
+
 COMMANDS = [
     ["read-manifest"],
     ["list-manifests"],
@@ -140,10 +84,73 @@ COMMANDS = [
 ]
 
 
+# ---- item 18: gc on a missing database ------------------------------------------------------
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_gc_of_a_missing_database_fails_like_compact(
+    lake: tuple[str, ObjectStore], json_flag: list[str]
+) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
+    url, store = lake
+    before = snapshot(store)
+    compact = _invoke(url, "--path", "missing", "compact", *json_flag)
+    gc = _invoke(url, "--path", "missing", "gc", "--min-age", "0s", *json_flag)
+    _assert_typed_error(compact, "DatabaseNotFound")
+    _assert_typed_error(gc, "DatabaseNotFound")
+    assert gc.stderr == compact.stderr  # the same message, naming the path and the store
+    assert "'missing'" in gc.stderr and gc.stdout == ""
+    assert snapshot(store) == before
+
+
+def test_gc_of_a_database_it_deletes_still_succeeds(lake: tuple[str, ObjectStore]) -> None:
+    """The pass that deletes a soft-destroyed database reports it (exit 0); only the next pass
+    finds nothing there.
+
+    Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
+    url, _ = lake
+    assert _invoke(url, "--path", "good", "destroy", "--soft", "-y").exit_code == 0
+    args = ["--path", "good", "gc", "--min-age", "0s", "--db-delete-grace", "0s"]
+    first = _invoke(url, *args)
+    assert first.exit_code == 0 and "soft-destroyed database deleted" in first.stdout, first.output
+    _assert_typed_error(_invoke(url, *args), "DatabaseNotFound")
+
+
+def test_scan_json_that_fails_midway_prints_no_partial_document(
+    lake: tuple[str, ObjectStore],
+) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
+    url, store = lake
+    _damaged_run(store)
+    text = _invoke(url, "--path", "d", "scan")
+    _assert_typed_error(text, "CorruptionError")
+    lines = text.stdout.splitlines()
+    assert 0 < len(lines) < ROWS  # the failure really is midway: rows were read before it
+    assert all(line.count("\t") == 1 for line in lines)  # text output: complete lines only
+
+    as_json = _invoke(url, "--path", "d", "scan", "--json")
+    _assert_typed_error(as_json, "CorruptionError")
+    assert as_json.stdout == "", as_json.stdout[:80]
+
+
+def test_scan_json_output_is_unchanged_when_it_succeeds(lake: tuple[str, ObjectStore]) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
+    url, store = lake
+    with Db.open("good", store) as db:
+        db.put(b"k2", b"tab\there")
+    result = _invoke(url, "--path", "good", "scan", "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        '[\n  {"key": "k", "value": "v"},\n  {"key": "k2", "value": "tab\\\\there"}\n]\n'
+    )
+    assert json.loads(result.stdout)[1] == {"key": "k2", "value": "tab\\there"}
+    empty = _invoke(url, "--path", "good", "scan", "--json", "--prefix", "zz")
+    assert empty.exit_code == 0 and empty.stdout == "[]\n"
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_paths_with_control_characters_are_invalid_argument(
     lake: tuple[str, ObjectStore], path: str
 ) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
     url, store = lake
     before = snapshot(store)
     for command in COMMANDS:
@@ -168,6 +175,7 @@ def test_paths_with_control_characters_are_invalid_argument(
 def test_durations_over_a_year_are_usage_errors(
     lake: tuple[str, ObjectStore], args: list[str]
 ) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
     url, store = lake
     before = snapshot(store)
     result = _invoke(url, "--path", "good", *args)
@@ -178,6 +186,7 @@ def test_durations_over_a_year_are_usage_errors(
 
 
 def test_a_lifetime_of_exactly_a_year_is_accepted(lake: tuple[str, ObjectStore]) -> None:
+    """Found by the review of RELIABILITY.md, items 15, 17, 18 (was test_bad_input_cli_review.py)."""
     url, _ = lake
     result = _invoke(url, "--path", "good", "create-checkpoint", "--lifetime", "1y", "--json")
     assert result.exit_code == 0, result.output

@@ -1,13 +1,7 @@
-"""RELIABILITY.md, review findings 9, 10 and 13 (SlateDB RFC 0004, "Clones", "Projection", "Union"):
-
-* 9: ``create_union`` refuses a destination that holds another database (an ordinary one whose
-  manifest 1 GC collected, a clone of something else, a union of other sources), and still
-  finishes or returns its own earlier attempt;
-* 10: ``DbReader`` (and so the CLI's get/scan) refuses reads wholly outside a projected
-  database's range and clips scans that overlap it, exactly as ``Db`` does;
-* 13: re-running a finished clone after GC detached its parent returns it as is, and a clone path
-  holding something else is still refused.
-"""
+"""Clones and unions recognise their own destination by its origin record (SlateDB RFC 0004,
+"Clones", "Union"; slatedb_core.lifecycle.origin): a re-run finishes or returns what it made,
+even after GC detached its parent or collected its manifest 1, and a destination that holds
+another database is refused untouched."""
 
 from __future__ import annotations
 
@@ -15,13 +9,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from click.testing import CliRunner
 
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.main import cli
 from slatedb_core.cli.read import register
 from slatedb_core.compactor import run_compaction_once
-from slatedb_core.errors import CorruptionError, InvalidArgument, ObjectNotFound, SlateDBError
+from slatedb_core.errors import CorruptionError, ObjectNotFound, SlateDBError
 from slatedb_core.gc import run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import CloneConflict, create_clone
@@ -44,8 +37,8 @@ from slatedb_core.writer.db import Db
 
 register(cli)
 
+
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
-RANGE = KeyRange(b"k020", b"k060")
 
 
 def key(i: int) -> bytes:
@@ -58,110 +51,6 @@ def make_db(store: ObjectStore, path: str, lo: int = 0, hi: int = 100, tag: byte
         for i in range(lo, hi):
             db.put(key(i), tag + b"%d" % i, await_durable=False)
         db.flush_memtable()
-
-
-# ---- item 10: DbReader and a projected database's range -----------------------------------------
-@pytest.fixture
-def projected() -> ObjectStore:
-    store = open_store("memory://")
-    make_db(store, "src")
-    create_clone("proj", "src", store, projection=RANGE)
-    return store
-
-
-READER_MODES = [
-    pytest.param(DbReaderOptions(mode=ReaderMode.MANAGED), id="managed"),
-    pytest.param(DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST), id="follow-latest"),
-]
-
-
-@pytest.mark.parametrize("options", READER_MODES)
-def test_reader_refuses_reads_wholly_outside_a_projected_range(
-    projected: ObjectStore, options: DbReaderOptions
-) -> None:
-    with DbReader.open("proj", projected, options=options) as reader:
-        assert reader.get(key(30)) == b"v30"
-        for outside in (key(5), key(60), key(99)):
-            with pytest.raises(InvalidArgument, match="outside this database's range"):
-                reader.get(outside)
-        with pytest.raises(InvalidArgument, match="outside this database's range"):
-            reader.get_many([key(30), key(70)])
-        for start, end in ((key(60), key(80)), (None, key(20)), (key(90), None)):
-            with pytest.raises(InvalidArgument, match="wholly outside"):
-                reader.scan(start, end)
-            with pytest.raises(InvalidArgument, match="wholly outside"):
-                reader.scan_arrow(start, end)
-
-
-@pytest.mark.parametrize("options", READER_MODES)
-def test_reader_clips_scans_that_overlap_the_range(
-    projected: ObjectStore, options: DbReaderOptions
-) -> None:
-    with DbReader.open("proj", projected, options=options) as reader:
-        assert [k for k, _ in reader.scan()] == [key(i) for i in range(20, 60)]
-        assert [k for k, _ in reader.scan(key(10), key(25))] == [key(i) for i in range(20, 25)]
-        table = reader.scan_arrow(key(55), None).read_all()
-        assert table.column("key").to_pylist() == [key(i) for i in range(55, 60)]
-        assert list(reader.scan(key(30), key(30))) == []  # an empty scan stays empty
-
-
-def test_reader_and_writer_answer_alike(projected: ObjectStore) -> None:
-    """One shared check: the same errors, the same clipping, from the writer and a reader."""
-    with Db.open("proj", projected, OPTS) as db:
-        with pytest.raises(InvalidArgument) as from_db:
-            db.get(key(70))
-        with DbReader.open("proj", projected) as reader:
-            with pytest.raises(InvalidArgument) as from_reader:
-                reader.get(key(70))
-            assert str(from_reader.value) == str(from_db.value)
-            with pytest.raises(InvalidArgument) as scan_db:
-                db.scan(key(70), key(80))
-            with pytest.raises(InvalidArgument) as scan_reader:
-                reader.scan(key(70), key(80))
-            assert str(scan_reader.value) == str(scan_db.value)
-            assert list(reader.scan(key(50), key(90))) == list(db.scan(key(50), key(90)))
-
-
-def test_reader_at_a_checkpoint_of_a_projected_database() -> None:
-    store = open_store("memory://")
-    make_db(store, "src")
-    create_clone("proj", "src", store, projection=RANGE)
-    with Db.open("proj", store, OPTS) as db:
-        cp = db.create_checkpoint()
-    with DbReader.open("proj", store, checkpoint=cp.id) as reader:
-        with pytest.raises(InvalidArgument, match="outside this database's range"):
-            reader.get(key(0))
-        assert reader.get(key(59)) == b"v59"
-
-
-def test_cli_get_and_scan_outside_a_projected_range_fail() -> None:
-    url = f"memory://review-proj-{uuid.uuid4().hex}"
-    store = open_store(url)
-    make_db(store, "src")
-    create_clone("proj", "src", store, projection=RANGE)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        r = CliRunner().invoke(cli, ["--url", url, "--path", "proj", *args])
-        return r.exit_code, r.stdout, r.stderr
-
-    code, out, err = run("get", "k070")
-    assert code != 0 and "outside this database's range" in err and out == ""
-    code, out, err = run("scan", "--from", "k070", "--to", "k080")
-    assert code != 0 and "wholly outside" in err
-    code, out, _ = run("get", "k030")
-    assert code == 0 and out.strip() == "v30"
-    code, out, _ = run("scan", "--from", "k055")
-    assert code == 0 and [line.split("\t")[0] for line in out.splitlines()] == [
-        f"k{i:03d}" for i in range(55, 60)
-    ]
-
-
-def test_reader_of_an_unprojected_database_reads_everything() -> None:
-    store = open_store("memory://")
-    make_db(store, "plain", 0, 10)
-    with DbReader.open("plain", store) as reader:
-        assert reader.get(key(99)) is None
-        assert len(list(reader.scan())) == 10
 
 
 # ---- items 9 and 13: is the database at the destination this clone / union? -----------------
@@ -194,69 +83,6 @@ def detached_clone(store: ObjectStore, checkpoint: uuid.UUID | None = None) -> N
     m = ManifestStore(store, "clone").read_latest().manifest
     assert m.external_dbs == ()  # detached
     assert "clone:clone" not in names(store, "parent")  # its final checkpoint released
-
-
-def test_rerun_of_a_finished_clone_after_gc_detached_its_parent_returns_it() -> None:
-    store = open_store("memory://")
-    detached_clone(store)
-    latest = ManifestStore(store, "clone").read_latest()
-    parent = ManifestStore(store, "parent").read_latest()
-    assert create_clone("clone", "parent", store) == latest.manifest
-    assert ManifestStore(store, "clone").read_latest().id == latest.id  # nothing committed
-    assert ManifestStore(store, "parent").read_latest() == parent  # no checkpoint taken
-
-
-def test_rerun_of_a_detached_clone_at_its_checkpoint_and_at_another() -> None:
-    store = open_store("memory://")
-    make_db(store, "parent", 0, 50)
-    cp = create_checkpoint("parent", store, CheckpointOptions()).id
-    other = create_checkpoint("parent", store, CheckpointOptions()).id
-    create_clone("clone", "parent", store, cp)
-    with Db.open("clone", store, OPTS) as db:
-        db.put(key(99), b"own")
-        db.flush_memtable()
-    run_compaction_once("clone", store, CompactorOptions(l0_trigger=1))
-    collect_manifest_1(store, "clone")
-    assert ManifestStore(store, "clone").read_latest().manifest.external_dbs == ()
-    assert create_clone("clone", "parent", store, cp).initialized
-    with pytest.raises(CloneConflict, match="cloned at checkpoint"):
-        create_clone("clone", "parent", store, other)
-
-
-def test_a_detached_clone_path_still_refuses_what_it_is_not() -> None:
-    store = open_store("memory://")
-    detached_clone(store)
-    make_db(store, "other", 0, 10)
-    before = manifests(store, "clone")
-    other = manifests(store, "other")
-    with pytest.raises(CloneConflict, match="is a clone of 'parent'"):
-        create_clone("clone", "other", store)
-    with pytest.raises(CloneConflict, match="not within"):
-        create_clone("clone", "parent", store, projection=KeyRange(key(0), key(10)))
-    with pytest.raises(CloneConflict):
-        create_union("clone", [UnionSource("parent")], store)
-    assert manifests(store, "clone") == before
-    assert manifests(store, "other") == other  # no checkpoint taken there
-
-
-def test_clone_refuses_a_union_that_references_the_parent() -> None:
-    store = open_store("memory://")
-    make_db(store, "parent", 0, 50)
-    make_db(store, "other", 50, 100)
-    create_union("dest", [UnionSource("parent"), UnionSource("other")], store)
-    assert any(e.path == "parent" for e in manifest_of(store, "dest").external_dbs)
-    with pytest.raises(CloneConflict, match="union"):
-        create_clone("dest", "parent", store)
-
-
-def test_clone_refuses_an_ordinary_database_whose_manifest_1_was_collected() -> None:
-    store = open_store("memory://")
-    make_db(store, "parent", 0, 50)
-    make_db(store, "plain", 0, 10)
-    collect_manifest_1(store, "plain")
-    with pytest.raises(CloneConflict):
-        create_clone("plain", "parent", store)
-    assert read_origin(store, "plain") is None
 
 
 def read_origin(store: ObjectStore, path: str) -> bytes | None:
@@ -305,15 +131,98 @@ def refused_untouched(store: ObjectStore, dest: str, srcs: list[UnionSource]) ->
     assert read_origin(store, dest) == origin
 
 
+def refused_untouched_but_ephemeral(dest: str, store: ObjectStore, srcs: list[UnionSource]) -> None:
+    before = manifests(store, dest)
+    with pytest.raises(CloneConflict):
+        create_union(dest, srcs, store)
+    assert manifests(store, dest) == before and read_origin(store, dest) is None
+
+
+def content(store: ObjectStore, path: str) -> dict[bytes, bytes]:
+    options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
+    with DbReader.open(path, store, options=options) as reader:
+        return dict(reader.scan())
+
+
+def test_rerun_of_a_finished_clone_after_gc_detached_its_parent_returns_it() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
+    store = open_store("memory://")
+    detached_clone(store)
+    latest = ManifestStore(store, "clone").read_latest()
+    parent = ManifestStore(store, "parent").read_latest()
+    assert create_clone("clone", "parent", store) == latest.manifest
+    assert ManifestStore(store, "clone").read_latest().id == latest.id  # nothing committed
+    assert ManifestStore(store, "parent").read_latest() == parent  # no checkpoint taken
+
+
+def test_rerun_of_a_detached_clone_at_its_checkpoint_and_at_another() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
+    store = open_store("memory://")
+    make_db(store, "parent", 0, 50)
+    cp = create_checkpoint("parent", store, CheckpointOptions()).id
+    other = create_checkpoint("parent", store, CheckpointOptions()).id
+    create_clone("clone", "parent", store, cp)
+    with Db.open("clone", store, OPTS) as db:
+        db.put(key(99), b"own")
+        db.flush_memtable()
+    run_compaction_once("clone", store, CompactorOptions(l0_trigger=1))
+    collect_manifest_1(store, "clone")
+    assert ManifestStore(store, "clone").read_latest().manifest.external_dbs == ()
+    assert create_clone("clone", "parent", store, cp).initialized
+    with pytest.raises(CloneConflict, match="cloned at checkpoint"):
+        create_clone("clone", "parent", store, other)
+
+
+def test_a_detached_clone_path_still_refuses_what_it_is_not() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
+    store = open_store("memory://")
+    detached_clone(store)
+    make_db(store, "other", 0, 10)
+    before = manifests(store, "clone")
+    other = manifests(store, "other")
+    with pytest.raises(CloneConflict, match="is a clone of 'parent'"):
+        create_clone("clone", "other", store)
+    with pytest.raises(CloneConflict, match="not within"):
+        create_clone("clone", "parent", store, projection=KeyRange(key(0), key(10)))
+    with pytest.raises(CloneConflict):
+        create_union("clone", [UnionSource("parent")], store)
+    assert manifests(store, "clone") == before
+    assert manifests(store, "other") == other  # no checkpoint taken there
+
+
+def test_clone_refuses_a_union_that_references_the_parent() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
+    store = open_store("memory://")
+    make_db(store, "parent", 0, 50)
+    make_db(store, "other", 50, 100)
+    create_union("dest", [UnionSource("parent"), UnionSource("other")], store)
+    assert any(e.path == "parent" for e in manifest_of(store, "dest").external_dbs)
+    with pytest.raises(CloneConflict, match="union"):
+        create_clone("dest", "parent", store)
+
+
+def test_clone_refuses_an_ordinary_database_whose_manifest_1_was_collected() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
+    store = open_store("memory://")
+    make_db(store, "parent", 0, 50)
+    make_db(store, "plain", 0, 10)
+    collect_manifest_1(store, "plain")
+    with pytest.raises(CloneConflict):
+        create_clone("plain", "parent", store)
+    assert read_origin(store, "plain") is None
+
+
 def test_union_refuses_an_ordinary_database_whose_manifest_1_was_collected(
     sources: ObjectStore,
 ) -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     make_db(sources, "dest", 200, 210)
     collect_manifest_1(sources, "dest")
     refused_untouched(sources, "dest", AB)
 
 
 def test_union_refuses_a_clone_of_something_else(sources: ObjectStore) -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     create_clone("dest", "c", sources)
     before = {p: manifests(sources, p) for p in ("dest", "a", "b", "c")}
     with pytest.raises(CloneConflict, match="clone of 'c'"):
@@ -323,7 +232,9 @@ def test_union_refuses_a_clone_of_something_else(sources: ObjectStore) -> None:
 
 def test_union_refuses_an_unfinished_clone_of_one_of_its_sources(sources: ObjectStore) -> None:
     """A clone of 'a' interrupted before its final checkpoints: born uninitialized like a union,
-    naming 'a' in external_dbs, and still not this union."""
+    naming 'a' in external_dbs, and still not this union.
+
+    Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     faulty = FaultyStore(sources)  # the commit of initialized=True always fails
     faulty.add_rule(
         FaultRule(op="put_if_absent", path_glob="dest/manifest/*2.manifest", fail_before=1.0)
@@ -336,6 +247,7 @@ def test_union_refuses_an_unfinished_clone_of_one_of_its_sources(sources: Object
 
 
 def test_union_refuses_a_union_of_other_sources_or_ranges(sources: ObjectStore) -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     create_union("ac", [UnionSource("a"), UnionSource("c")], sources)
     refused_untouched(sources, "ac", AB)
     ranged = [
@@ -357,6 +269,7 @@ def test_union_refuses_a_union_of_other_sources_or_ranges(sources: ObjectStore) 
 def test_union_rerun_after_gc_collected_its_manifest_1_and_detached_a_source(
     sources: ObjectStore,
 ) -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     m = create_union("dest", AB, sources)
     assert read_origin(sources, "dest") is not None
     with Db.open("dest", sources, OPTS) as db:
@@ -376,7 +289,9 @@ def test_union_interrupted_before_its_origin_record_is_recognised_by_manifest_1(
 ) -> None:
     """A crash right after manifest 1: no record yet. The re-run recognises its manifest 1 by
     the final checkpoint ids (derived from the request), finishes and writes the record; another
-    request is refused."""
+    request is refused.
+
+    Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     faulty = FaultyStore(sources)
     faulty.add_rule(FaultRule(op="put_if_absent", path_glob="dest/clone.origin", fail_before=1.0))
     with pytest.raises(SlateDBError):
@@ -390,14 +305,8 @@ def test_union_interrupted_before_its_origin_record_is_recognised_by_manifest_1(
     assert content(sources, "dest") == {key(i): b"v%d" % i for i in range(100)}
 
 
-def refused_untouched_but_ephemeral(dest: str, store: ObjectStore, srcs: list[UnionSource]) -> None:
-    before = manifests(store, dest)
-    with pytest.raises(CloneConflict):
-        create_union(dest, srcs, store)
-    assert manifests(store, dest) == before and read_origin(store, dest) is None
-
-
 def test_clone_interrupted_before_its_origin_record_finishes_on_rerun() -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     store = open_store("memory://")
     make_db(store, "parent", 0, 50)
     make_db(store, "other", 0, 10)
@@ -415,6 +324,7 @@ def test_clone_interrupted_before_its_origin_record_finishes_on_rerun() -> None:
 
 
 def test_a_damaged_origin_record_is_a_corruption_error(sources: ObjectStore) -> None:
+    """Found by the review of RELIABILITY.md findings 9, 10, 13 (was test_review_union_clone_reader.py)."""
     create_union("dest", AB, sources)
     data = bytearray(sources.get("dest/clone.origin").data)
     data[-8] ^= 0xFF
@@ -422,9 +332,3 @@ def test_a_damaged_origin_record_is_a_corruption_error(sources: ObjectStore) -> 
     sources.put("dest/clone.origin", bytes(data))
     with pytest.raises(CorruptionError, match=r"clone\.origin"):
         create_union("dest", AB, sources)
-
-
-def content(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
-    with DbReader.open(path, store, options=options) as reader:
-        return dict(reader.scan())

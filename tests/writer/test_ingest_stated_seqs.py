@@ -19,6 +19,8 @@ from slatedb_core.writer.db import Db
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)
 )
+
+
 STATED = 1 << 40  # above every seq the tests' writers give
 
 
@@ -50,7 +52,9 @@ def test_merge_operands_are_refused_whether_linked_or_re_encoded(
     were stated (linked as it is); every later read of the key then failed with
     UnsupportedFeature (this engine has no merge operator). In a database without a merge
     operator both refuse now (MergeOperatorMissing, an UnsupportedFeature), committing nothing;
-    with one, both carry the operands (tests/interop/test_ingest_rows.py, issue 38)."""
+    with one, both carry the operands (tests/interop/test_ingest_rows.py, issue 38).
+
+    Found by the adversarial review of ingest_ssts' stated seqs (was test_review_ingest_seqs.py)."""
     store.put(
         "staging/m.sst",
         _sst([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),
@@ -69,7 +73,9 @@ def test_a_wal_sst_source_is_refused_not_skipped_as_empty(
     store: ObjectStore, seqs: list[int] | None
 ) -> None:
     """A WAL SST (rows in seq order, no key range in its info) was taken for an empty source:
-    ``ingest_ssts`` reported 0 rows ingested and returned as if it had succeeded."""
+    ``ingest_ssts`` reported 0 rows ingested and returned as if it had succeeded.
+
+    Found by the adversarial review of ingest_ssts' stated seqs (was test_review_ingest_seqs.py)."""
     with Db.open("src", store, FAST) as db:
         db.put(b"z", b"1")
         db.put(b"a", b"2")

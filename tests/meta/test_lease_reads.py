@@ -1,7 +1,6 @@
 """Failure modes of the boundary lease's moving parts (slatedb_core.meta.lease,
 slatedb_core.meta.boundary; docs/gc-and-boundaries.md "The boundary lease"): a background read
-that could not be started, and boundary reads of one process whose answers arrive out of order.
-"""
+that could not be started, and boundary reads of one process whose answers arrive out of order."""
 
 from __future__ import annotations
 
@@ -23,7 +22,11 @@ from slatedb_core.wal import WalLog, WalWriter
 from slatedb_core.wal.writer import wal_boundary
 
 OPTS = SstOptions()
+
+
 LEASE_S = 0.5
+
+
 PATH = "db/gc/wal.boundary"
 
 
@@ -66,7 +69,9 @@ def test_a_read_thread_that_could_not_start_leaves_no_check_waiting_for_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seen failing on 7c5d0ce: the read stayed in the list, never done, so the next prepare
-    started none and every check after it waited for it for ever."""
+    started none and every check after it waited for it for ever.
+
+    Found by the review of the boundary lease (was test_review_lease.py)."""
     store = open_store("memory:///")
     lease = LeasedBoundary(wal_boundary(WalLog(store, "db")))
     refused = _no_thread_for_the_next_read(monkeypatch)
@@ -88,7 +93,9 @@ def test_a_writer_whose_read_thread_could_not_start_still_writes_checked(
     """The create goes ahead and is checked by a read made after it (SlateDB RFC 0026); the
     next write starts a background read again. Seen failing on 7c5d0ce: the RuntimeError came
     out of the first write (whose create had not been made), and the read it left behind would
-    have held every later write."""
+    have held every later write.
+
+    Found by the review of the boundary lease (was test_review_lease.py)."""
     store = open_store("memory:///")
     writer = WalWriter(WalLog(store, "db"), epoch=1, next_id=1, options=OPTS)
     _no_thread_for_the_next_read(monkeypatch)
@@ -107,7 +114,9 @@ def test_a_writer_whose_read_thread_could_not_start_still_writes_checked(
 def test_answers_arriving_out_of_order_are_not_a_boundary_moving_backwards() -> None:
     """Two reads of one boundary object in flight (a writer with max_parallel_writes > 1:
     checks after creates and the background read): the answer served first may be taken in
-    last. Seen failing on 7c5d0ce: CorruptionError 'boundary moved backwards from 9 to 5'."""
+    last. Seen failing on 7c5d0ce: CorruptionError 'boundary moved backwards from 9 to 5'.
+
+    Found by the review of the boundary lease (was test_review_lease.py)."""
     inner = open_store("memory:///")
     gc = wal_boundary(WalLog(inner, "db"))
     gc.advance(5)
@@ -126,6 +135,7 @@ def test_answers_arriving_out_of_order_are_not_a_boundary_moving_backwards() -> 
 
 
 def test_an_answer_below_what_was_known_when_it_was_asked_is_still_corruption() -> None:
+    """Found by the review of the boundary lease (was test_review_lease.py)."""
     store = open_store("memory:///")
     ours = wal_boundary(WalLog(store, "db"))
     ours.advance(9)

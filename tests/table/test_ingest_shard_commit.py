@@ -1,6 +1,6 @@
-"""Review of the per-shard ingest commit (exactly once per shard via a commit checkpoint): a
-commit whose shard is split or sealed before its done marker, and the GC contract of its
-markers."""
+"""The per-shard ingest commit is exactly once (slatedb_core/table/ingest.py): a commit whose
+shard is split or sealed before its done marker, an attempt stalled before its marker, and the GC
+contract of the markers."""
 
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def test_a_committed_shard_split_before_its_marker_is_settled_by_the_retry(
     its marker. The shard is then split (a rescale). The retry B is refused by the shard map,
     but it finds A's checkpoint in the retired shard's manifest: it reports A's commit (so the
     job does not tell the user to re-run it), writes the marker and drops the checkpoint; a
-    further retry ingests nothing, and a delete acknowledged after the split stays deleted."""
+    further retry ingests nothing, and a delete acknowledged after the split stays deleted.
+
+    Found by the review of the per-shard ingest commit (was test_review_ingest_fixes.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -90,7 +92,9 @@ def test_a_committed_shard_sealed_by_a_crashed_split_is_settled_by_the_retry(
 ) -> None:
     """As above, but the split crashed after its seal: the shard is still in the map, sealed. The
     retry fences it (the rescale may not have yet), finds A's checkpoint, reports A's commit;
-    resuming the split then finishes it and the rows are there once."""
+    resuming the split then finishes it and the rows are there once.
+
+    Found by the review of the per-shard ingest commit (was test_review_ingest_fixes.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -132,7 +136,9 @@ def test_a_committed_shard_sealed_by_a_crashed_split_is_settled_by_the_retry(
 
 def test_a_sealed_shard_the_retry_finds_uncommitted_is_refused(tmp_path: Path) -> None:
     """No attempt committed a shard that a split replaced: the retry finds neither checkpoint
-    nor marker in the retired shard and reports it not written, writing nothing."""
+    nor marker in the retired shard and reports it not written, writing nothing.
+
+    Found by the review of the per-shard ingest commit (was test_review_ingest_fixes.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -158,7 +164,9 @@ def test_a_job_outlived_by_its_marker_ingests_nothing_and_one_outliving_it_is_re
     stage-2 retry ingests nothing. With ``ingest_min_age`` shorter than the job, the GC deletes
     the marker while the job runs, and its plan record first: the retry is refused
     (IngestJobExpired) instead of ingesting the shard again over an acknowledged delete (issue
-    37, hole 4; tests/table/test_ingest_retention.py)."""
+    37, hole 4; tests/table/test_ingest_retention.py).
+
+    Found by the review of the per-shard ingest commit (was test_review_ingest_fixes.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -187,7 +195,9 @@ def test_a_job_outlived_by_its_marker_ingests_nothing_and_one_outliving_it_is_re
 def test_held_a_lost_answer_of_the_marker_is_settled_by_the_retry(tmp_path: Path) -> None:
     """A's marker lands but its answer is lost (A fails before dropping the checkpoint); the
     retry finds marker and checkpoint, ingests nothing, reports A's commit, drops the
-    checkpoint."""
+    checkpoint.
+
+    Found by the review of the per-shard ingest commit (was test_review_ingest_fixes.py)."""
     local = open_store((tmp_path / "store").as_uri())
     Table.create("t", local, []).close()
     plan = plan_ingest("t", local, job_id="job")
@@ -211,3 +221,67 @@ def test_held_a_lost_answer_of_the_marker_is_settled_by_the_retry(tmp_path: Path
     assert _ingest_cps(shard.db_path, local) == []
     with Table.open("t", local) as t:
         assert t.get(b"a") is None
+
+
+# ---- the exactly-once per-shard ingest commit ------------------------------------------------------
+def test_an_attempt_stalled_before_its_marker_is_not_ingested_again_by_the_next(
+    tmp_path: Path,
+) -> None:
+    """Review finding (the bug was in spark_jobs/ingest_tasks.py, then table/ingest.py): the
+    done marker is written after the commit and the writer's close, and the other attempt
+    checks it after fencing. Attempt A commits the shard and stalls before its marker; a user
+    deletes an ingested key (acknowledged); attempt B (a Spark retry or speculative copy of the
+    same task) fences A and finds no marker, but finds the checkpoint A committed with its SSTs:
+    it reports A's commit and ingests nothing, so the delete stands.
+
+    Found by the adversarial review of the regrouping (was test_review_ingest_once.py)."""
+    import pyarrow as pa
+
+    from slatedb_core.checkpoints import list_checkpoints
+    from slatedb_core.layout import ingest_done_marker
+    from slatedb_core.table.ingest import (
+        WRITTEN,
+        attempt_dir,
+        commit_shard,
+        plan_ingest,
+        stage_ssts,
+    )
+
+    local = open_store((tmp_path / "store").as_uri())
+    Table.create("t", local, []).close()
+    plan = plan_ingest("t", local, job_id="job")
+    keys = pa.array([b"a", b"b"], pa.binary())
+    batch = pa.record_batch([keys, pa.array([b"1", b"1"], pa.binary())], ["key", "value"])
+    staged = list(stage_ssts(local, plan, attempt_dir(plan, "run", 0, 0), 0, [batch]))
+    shard = plan.shards[0]
+    srcs = [s.path for s in staged]
+    faulty = FaultyStore(local)
+    marker = ingest_done_marker("t", "job", shard.shard_id)
+    pause = faulty.pause("before-marker", "put_if_absent", marker)
+    out: list[object] = []
+    th = threading.Thread(
+        target=lambda: out.append(commit_shard(faulty, plan, "run", shard, srcs, attempt=0))
+    )
+    th.start()
+    assert pause.wait_reached()  # A's commit is in the manifest; its marker is not yet written
+    with Table.open("t", local) as t:
+        with t.writer(0) as db:
+            db.delete(b"a")  # acknowledged after the job's commit of the shard
+        assert t.get(b"a") is None
+    second = commit_shard(local, plan, "run", shard, srcs, attempt=1)
+    pause.release()
+    th.join()
+    first = out[0]
+    assert first.status == WRITTEN  # type: ignore[attr-defined]
+    with Table.open("t", local) as t:
+        resurrected = t.get(b"a")
+    ingested_twice = second.status == WRITTEN and second.manifest_id != first.manifest_id  # type: ignore[attr-defined]
+    # exactly once: the second attempt must not ingest the shard again, and the acknowledged
+    # delete stands
+    assert (ingested_twice, resurrected) == (False, None)
+    # B reports A's commit, counts included (the job's statistics take B's row)
+    assert (second.status, second.rows, second.ssts) == (WRITTEN, 2, 1)
+    assert second.manifest_id == first.manifest_id  # type: ignore[attr-defined]
+    # the marker is written and the checkpoint, which pins A's manifest, is gone
+    assert local.exists(marker)
+    assert [c for c in list_checkpoints(shard.db_path, local) if c.writer_epoch is None] == []

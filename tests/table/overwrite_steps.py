@@ -1,0 +1,79 @@
+"""The steps of the overwrite tests: a two-split table of ``OLD`` rows, the ``NEW`` rows an
+overwrite stages into it, and checks of what the table then holds (docs/overwrite.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from slatedb_core.errors import DatabaseDestroyed
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table import Table
+from slatedb_core.table.ingest import IngestPlan, attempt_dir, stage_ssts
+from slatedb_core.table.shardmap import ShardMapStore
+from tests.table.conftest import OPTS
+
+SPLITS = [b"g", b"p"]
+
+
+OLD = {k: b"old-" + k for k in (b"a1", b"c2", b"h3", b"k4", b"q5", b"z6")}
+
+
+NEW = {k: b"new-" + k for k in (b"b7", b"c2", b"i8", b"r9", b"y0")}
+
+
+def batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
+    keys = sorted(rows)
+    return pa.record_batch(
+        {
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array([rows[k] for k in keys], pa.binary()),
+        }
+    )
+
+
+def old_table(store: ObjectStore) -> Table:
+    t = Table.create("t", store, SPLITS, OPTS)
+    for shard in t.shards:
+        with t.writer(shard.index) as db:
+            for k, v in OLD.items():
+                if shard.contains(k):
+                    db.put(k, v)
+            if shard.index != 1:
+                db.flush_memtable()
+    t.refresh()
+    return t
+
+
+def contents(store: ObjectStore) -> dict[bytes, bytes]:
+    with Table.open("t", store, OPTS) as t:
+        return dict(t.scan())
+
+
+def stage(
+    store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
+) -> dict[int, list[tuple[str, int]]]:
+    staged: dict[int, list[tuple[str, int]]] = {}
+    items = sorted(rows.items())
+    for part, chunk in enumerate((items[::2], items[1::2])):
+        directory = attempt_dir(plan, run_id, part, 0)
+        for sst in stage_ssts(store, plan, directory, 0, [batch(dict(chunk))], partition=part):
+            staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
+    return staged
+
+
+def gone(store: ObjectStore, db_path: str) -> bool:
+    try:
+        stored = ManifestStore(store, db_path).try_read_latest()
+    except DatabaseDestroyed:
+        return True
+    return stored is None or stored.manifest.destroyed_at_s is not None
+
+
+def assert_map_is_live(store: ObjectStore) -> None:
+    """Every shard the latest map names is a live database (never a destroyed target)."""
+    m = ShardMapStore(store, "t").read_latest()
+    for s in m.shards:
+        assert not gone(store, s.db_path), (s.db_path, m)

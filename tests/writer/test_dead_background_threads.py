@@ -1,0 +1,175 @@
+"""A writer's background thread that dies (a store breaking its contract, or a bug) fails the writer
+with a typed error: every waiter and every later call raises it, none hangs."""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from slatedb_core.errors import BackgroundThreadDied
+from slatedb_core.options import DbOptions
+from slatedb_core.store.faults import FaultyStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.writer.db import Db
+
+T = TypeVar("T")
+
+
+# the background WAL flusher never runs on its own: every WAL SST is a durable put's
+QUIET = timedelta(hours=1)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStore:
+    """The local filesystem, where the review reproduced these."""
+    return open_store(f"file://{tmp_path}/lake")
+
+
+def opts(window: int = 1, **kw: object) -> DbOptions:
+    return DbOptions(flush_interval=QUIET, max_parallel_writes=window, **kw)  # type: ignore[arg-type]
+
+
+# ---- item 15: a background thread that dies fails its waiters --------------------------------
+class BreakingStore(FaultyStore):
+    """Raises RuntimeError (not a StoreError: a store breaking its contract, or a bug) for the
+    operations and paths armed with :meth:`arm`."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.armed: list[tuple[str, str]] = []
+
+    def arm(self, op: str, glob: str) -> None:
+        self.armed.append((op, glob))
+
+    def _run(self, op: str, path: str, call: Callable[[], T]) -> T:
+        for o, glob in self.armed:
+            if o == op and fnmatch.fnmatchcase(path, glob):
+                raise RuntimeError(f"unexpected failure of {op} {path}")
+        return super()._run(op, path, call)
+
+
+def within(seconds: float, call: Callable[[], object]) -> BaseException | None:
+    """Run ``call`` in a thread; the error it raised (None if it returned). Fails the test if it
+    is still running after ``seconds`` (the old code hung here forever)."""
+    box: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:
+            box.append(e)
+        else:
+            box.append(None)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still waiting after {seconds} s: a waiter hangs"
+    return box[0]
+
+
+def assert_failed(db: Db, err: BaseException | None, thread: str) -> None:
+    """``err`` is the typed error of the dead thread; every later call raises it too."""
+    assert isinstance(err, BackgroundThreadDied), repr(err)
+    assert thread in err.thread and isinstance(err.__cause__, RuntimeError)
+    calls: list[Callable[[], object]] = [
+        lambda: db.put(b"later", b"v", await_durable=False),
+        db.flush,
+        lambda: db.put(b"later", b"v"),
+    ]
+    for call in calls:
+        with pytest.raises(BackgroundThreadDied):
+            call()
+    with pytest.raises(BackgroundThreadDied) as closing:
+        db.close()
+    assert closing.value is err
+    with pytest.raises(BackgroundThreadDied):
+        db.close()
+
+
+@pytest.fixture
+def breaking(store: ObjectStore) -> BreakingStore:
+    return BreakingStore(store)
+
+
+def test_a_dead_wal_flusher_fails_the_durable_put_waiting_for_it(
+    breaking: BreakingStore,
+) -> None:
+    """Found by the review of RELIABILITY.md, findings 7, 8, 15 (was test_review_wal_writer.py)."""
+    db = Db.open("db", breaking, DbOptions(flush_interval=timedelta(milliseconds=20)))
+    try:
+        breaking.arm("put_if_absent", "db/wal/*")
+        err = within(10, lambda: db.put(b"k", b"v"))
+        assert_failed(db, err, "wal-flusher")
+    finally:
+        db._simulate_crash()  # the old code: release the thread stuck in put
+
+
+def test_a_dead_parallel_wal_create_fails_its_waiter_with_a_typed_error(
+    breaking: BreakingStore,
+) -> None:
+    """max_parallel_writes 4: the create runs in the window's pool; the old code failed the
+    waiter with the raw RuntimeError.
+
+    Found by the review of RELIABILITY.md, findings 7, 8, 15 (was test_review_wal_writer.py)."""
+    db = Db.open("db", breaking, opts(window=4))
+    try:
+        breaking.arm("put_if_absent", "db/wal/*")
+        err = within(10, lambda: db.put(b"k", b"v"))
+        assert_failed(db, err, "WAL create")
+    finally:
+        db._simulate_crash()
+
+
+def test_a_dead_memtable_flusher_fails_the_writer_held_back_by_it(
+    breaking: BreakingStore,
+) -> None:
+    """Frozen memtables past max_unflushed_bytes hold writers back until the L0 flusher has
+    written them: a dead flusher must release them with its error.
+
+    Found by the review of RELIABILITY.md, findings 7, 8, 15 (was test_review_wal_writer.py)."""
+    options = DbOptions(
+        flush_interval=timedelta(milliseconds=20),
+        l0_sst_size_bytes=4096,
+        max_unflushed_bytes=4096,
+    )
+    db = Db.open("db", breaking, options)
+    try:
+        breaking.arm("put_if_absent", "db/compacted/*")
+        breaking.arm("put", "db/compacted/*")
+
+        def fill() -> None:
+            for i in range(1000):
+                db.put(b"k%04d" % i, b"x" * 512, await_durable=False)
+
+        err = within(10, fill)
+        assert_failed(db, err, "l0-flusher")
+    finally:
+        db._simulate_crash()
+
+
+def test_a_dead_manifest_poller_fails_the_writer(breaking: BreakingStore) -> None:
+    """Found by the review of RELIABILITY.md, findings 7, 8, 15 (was test_review_wal_writer.py)."""
+    db = Db.open("db", breaking, DbOptions(manifest_poll_interval=timedelta(milliseconds=20)))
+    try:
+        breaking.arm("list", "db/manifest*")
+        breaking.arm("get", "db/manifest/*")
+
+        def until_failed() -> None:
+            deadline = time.monotonic() + 9
+            while time.monotonic() < deadline:
+                db.put(b"k", b"v")
+                time.sleep(0.02)
+
+        err = within(10, until_failed)
+        assert_failed(db, err, "manifest-poller")
+    finally:
+        db._simulate_crash()

@@ -96,6 +96,7 @@ class RequestCounters:
             self._bytes[direction] += n
 
     def bytes_snapshot(self) -> dict[str, int]:
+        """Bytes ``read`` and ``written`` so far."""
         with self._lock:
             return dict(self._bytes)
 

@@ -33,6 +33,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # about 6.5 s: a Prometheus server starts and scrapes twice
 @pytest.mark.skipif(BINARY is None, reason="no prometheus binary (apt-get install prometheus)")
 def test_prometheus_scrapes_the_exporter(tmp_path: Path) -> None:
     assert BINARY is not None

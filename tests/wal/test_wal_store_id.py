@@ -1,5 +1,5 @@
 """The id of a separate WAL store (issue 38, item 4; the strict xfail of
-``tests/review/test_issue38_wal_store.py``): our writer records it in the manifest
+``tests/wal/test_wal_store_checks.py``): our writer records it in the manifest
 (``Manifest.wal_store_id``) and in ``<db>/_wal_store_id`` of the WAL store, so every opener given
 *another* separate WAL store is refused with ``WalStoreMissing`` even before an L0 flush records
 any WAL id: reader, writer, GC, checkpoint and CLI. A writer that died between its epoch bump and

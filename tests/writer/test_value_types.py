@@ -40,6 +40,7 @@ CALLS: dict[str, tuple[DbOptions, Callable[[Db], object]]] = {
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_a_value_that_is_not_bytes_is_refused(tmp_path: Path, call: str) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_wrong_types.py)."""
     options, write = CALLS[call]
     with Db.open("db", open_store(tmp_path.as_uri()), options) as db:
         db.put(b"k", b"v", ttl=3_600_000)

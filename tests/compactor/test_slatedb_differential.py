@@ -10,8 +10,7 @@ on top (L0 over a sorted run, versions of a key in both), compacts L0 into a sec
 both runs into one, on both sides.
 
 The twin is a file copy, so this runs on the local filesystem only (the S3 side of the same
-code paths is covered by tests/interop/test_compaction_data_model.py).
-"""
+code paths is covered by tests/interop/test_compaction_data_model.py)."""
 
 from __future__ import annotations
 
@@ -34,13 +33,22 @@ from tests.interop.oracle_merge import slatedb_write
 
 pytestmark = [pytest.mark.slatedb, pytest.mark.slow]
 
+
 KEYS = [b"a", b"b", b"c"]
+
+
 LONG = 3_600_000
 
 
 _key = st.sampled_from(KEYS)
+
+
 _val = st.sampled_from([b"1", b"2", b"x"])
+
+
 _ttl = st.sampled_from([None, None, 1, LONG])
+
+
 _step: st.SearchStrategy[object] = st.one_of(
     st.tuples(st.just("put"), _key, _val, _ttl),
     st.tuples(st.just("merge"), _key, _val, _ttl),
@@ -49,6 +57,8 @@ _step: st.SearchStrategy[object] = st.one_of(
     st.just(("flush",)),
     st.just(("sleep",)),
 )
+
+
 _history = st.lists(_step, min_size=1, max_size=14)
 
 
@@ -90,6 +100,8 @@ def _twin(root: Path) -> Path:
 
 
 OURS_L0 = CompactorOptions(l0_trigger=1, min_merge_width=100, merge_operator="string_append")
+
+
 OURS_RUNS = CompactorOptions(
     l0_trigger=100, min_merge_width=2, size_ratio=1e9, merge_operator="string_append"
 )
@@ -142,5 +154,6 @@ def _differential(root: Path, first: list[object], second: list[object]) -> None
 def test_slatedb_and_our_compactions_write_the_same_rows(
     tmp_path: Path, first: list[object], second: list[object]
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_compaction_differential.py)."""
     root = Path(tempfile.mkdtemp(dir=tmp_path))
     _differential(root, first, second)

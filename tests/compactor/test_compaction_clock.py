@@ -6,8 +6,7 @@ writer sets at each L0 flush to the memtable's last clock tick: the tick of its 
 (commit 241928d), later than its last write by up to the whole life of the memtable. A row whose
 TTL ends between the last write and the freeze then survives SlateDB's compaction of SlateDB's
 database but is retired by a compaction (ours or SlateDB's) of ours: the same writes, different
-rows (and SlateDB 0.17 reads ignore ``expire_ts``, so SlateDB's reader sees the difference).
-"""
+rows (and SlateDB 0.17 reads ignore ``expire_ts``, so SlateDB's reader sees the difference)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,10 @@ from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = pytest.mark.slatedb
 
+
 TTL_MS = 200
+
+
 COMPACT = CompactorOptions(l0_trigger=1, merge_operator="string_append")
 
 
@@ -51,6 +53,7 @@ def _run_rows(store: object, path: str) -> list[tuple[bytes, int, bytes | None]]
 def test_a_ttl_row_live_at_the_last_write_survives_the_compaction_as_in_slatedb(
     oracle: Oracle, tmp_path: Path
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_compaction_clock.py)."""
     store = open_store(tmp_path.as_uri())
     # SlateDB: a live TTL row, the memtable flushed after the TTL has ended, no write since
     w = open_merge_db(oracle, StringAppend(), path="theirs")
@@ -76,6 +79,7 @@ def test_a_ttl_row_live_at_the_last_write_survives_the_compaction_as_in_slatedb(
 def test_a_plain_memtable_flush_moves_the_clock_only_to_its_last_write(
     oracle: Oracle, tmp_path: Path
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_compaction_clock.py)."""
     store = open_store(tmp_path.as_uri())
     w = open_merge_db(oracle, StringAppend(), path="theirs")
     slatedb_write(w, [("put", b"t", b"1", TTL_MS)])

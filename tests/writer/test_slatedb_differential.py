@@ -6,8 +6,7 @@ reader of the other's database against the same.
 
 TTLs are either long (never expire in a test) or 1 ms followed by a pause, so whether a row is
 expired at a memtable flush (SlateDB's flush retention at the memtable's last clock tick) does not
-depend on timing: a write after the pause is always past the expiry in both engines.
-"""
+depend on timing: a write after the pause is always past the expiry in both engines."""
 
 from __future__ import annotations
 
@@ -34,9 +33,16 @@ from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = [pytest.mark.slatedb, pytest.mark.slow]
 
+
 KEYS = [b"a", b"b", b"c"]
+
+
 TICK: Op = ("put", b"~tick", b"", None)
+
+
 LONG = 3_600_000
+
+
 OURS = {
     n: DbOptions(
         flush_interval=timedelta(milliseconds=10),
@@ -45,11 +51,17 @@ OURS = {
     )
     for n in (1, 3)
 }
-"""Our writer with one WAL write in flight, and with several (WAL SSTs landing out of order)."""
+
 
 _key = st.sampled_from(KEYS)
+
+
 _val = st.sampled_from([b"1", b"2", b"3", b"x", b""])
+
+
 _ttl = st.sampled_from([None, None, 1, LONG])
+
+
 _write: st.SearchStrategy[Op] = st.one_of(
     st.tuples(st.just("put"), _key, _val, _ttl),
     st.tuples(st.just("merge"), _key, _val, _ttl),
@@ -123,6 +135,7 @@ FOLLOW = DbReaderOptions(
     checkpoint_lifetime=timedelta(hours=3),
 )
 
+
 _n = itertools.count()
 
 
@@ -136,6 +149,7 @@ _n = itertools.count()
 def test_random_ops_read_as_slatedb_reads_them(
     oracle: Oracle, root: Path, parallel: int, steps: list[tuple[str, list[Op] | None]]
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_differential.py)."""
     n = next(_n)
     ours_path, theirs_path = f"ours{n}", f"theirs{n}"
     store = open_store(root.as_uri())

@@ -41,6 +41,7 @@ def oracle(tmp_path: Path) -> Iterator[Oracle]:
 def test_a_ttl_row_live_at_the_last_write_survives_a_replayed_flush(
     oracle: Oracle, tmp_path: Path
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_wal_tick.py)."""
     w = open_merge_db(oracle, StringAppend(), path="theirs")
     slatedb_write(w, [("put", b"z", b"z", None)])
     slatedb_write(w, [("put", b"k", b"v", 200)])

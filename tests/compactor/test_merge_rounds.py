@@ -76,6 +76,7 @@ def _sources(
 
 @pytest.mark.parametrize("seed", range(2))
 def test_merge_rounds_keep_every_version_and_retain_as_a_whole(seed: int) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_compaction_merge_rounds.py)."""
     rng = random.Random(seed)
     rows = _rows(rng, 12_000)
     sources = _sources(rng, rows, rng.randint(2, 4))

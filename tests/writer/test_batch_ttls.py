@@ -21,11 +21,14 @@ from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle
 from tests.interop.oracle_merge import Op, slatedb_write
 from tests.interop.oracle_merge_read import StringAppend, open_merge_db
-from tests.review.test_issue38_differential import _ours_write
+from tests.writer.test_slatedb_differential import _ours_write
 
 pytestmark = pytest.mark.slatedb
 
+
 A, B = 3_600_000, 7_200_000
+
+
 CASES: dict[str, tuple[list[Op], bool]] = {
     "two operand ttls": ([("merge", b"k", b"1", A), ("merge", b"k", b"2", B)], False),
     "put then ttl operand": ([("put", b"k", b"1", None), ("merge", b"k", b"2", A)], False),
@@ -52,6 +55,7 @@ def oracle(tmp_path: Path) -> Iterator[Oracle]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_batch_slatedb_refuses_is_refused(oracle: Oracle, tmp_path: Path, case: str) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_batch_ttls.py)."""
     ops, accepted = CASES[case]
     w = open_merge_db(oracle, StringAppend(), path="theirs")
     if accepted:

@@ -32,6 +32,7 @@ def store(tmp_path: Path) -> ObjectStore:
 
 
 def test_a_batch_whose_operand_fails_writes_none_of_it(store: ObjectStore) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_failed_merge.py)."""
     db = Db.open("db", store, OPTS)
     db.put(b"k", i64(5))
     db.merge(b"n", i64(1))
@@ -60,7 +61,9 @@ def test_a_batch_whose_operand_fails_writes_none_of_it(store: ObjectStore) -> No
 
 def test_a_failed_operand_keeps_the_key_and_its_pending_versions(store: ObjectStore) -> None:
     """A key with versions the flush keeps apart (operands of different TTLs) loses none of
-    them when a later operand fails, whether the key's entry is in the dict or a sorted run."""
+    them when a later operand fails, whether the key's entry is in the dict or a sorted run.
+
+    Found by the review of issue 38 (was review/test_issue38_failed_merge.py)."""
     db = Db.open("db", store, OPTS)
     db.put_arrow(
         pa.table({"key": [b"r%04d" % i for i in range(300)], "value": [i64(i) for i in range(300)]})

@@ -9,8 +9,7 @@ read looked only in the LAST SST whose first key is at or below the key (``Sorte
 ``bisect_right``), which holds the key's OLDEST versions, and served a value overwritten long
 ago (SlateDB reads the newest). A scan from the key, and ``get_many``, start there too. Fixed
 by ``SortedRunHandle.first_view`` (lsm/dbstate.py): the walk starts at the last SST starting
-below the key.
-"""
+below the key."""
 
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ def oracle(tmp_path: Path) -> Iterator[Oracle]:
 
 
 def test_our_reads_of_a_slatedb_run_with_a_key_across_ssts(oracle: Oracle, tmp_path: Path) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_compaction_split_key_run.py)."""
     w = open_merge_db(
         oracle,
         compactor=True,

@@ -26,6 +26,7 @@ from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = pytest.mark.slatedb
 
+
 OURS = DbOptions(flush_interval=timedelta(milliseconds=10), merge_operator="string_append")
 
 
@@ -60,6 +61,7 @@ PLAIN: dict[str, tuple[Callable[[Db], object], Callable[[SlateWriter], None]]] =
 def test_a_plain_write_after_an_expiry_expires_the_row_at_flush(
     oracle: Oracle, tmp_path: Path, plain: str
 ) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_flush_tick.py)."""
     ours_plain, theirs_plain = PLAIN[plain]
     w = open_merge_db(oracle, StringAppend(), path="theirs")
     slatedb_write(w, [("put", b"v", b"1", 1)])
@@ -83,7 +85,9 @@ def test_a_plain_write_after_an_expiry_expires_the_row_at_flush(
 
 def test_a_replayed_plain_wal_sst_moves_the_flush_tick(oracle: Oracle, tmp_path: Path) -> None:
     """The same after a crash: the replay dropped the create_ts of a WAL SST without TTL rows,
-    so the replayed memtable's tick stayed at the TTL rows' and its flush kept them."""
+    so the replayed memtable's tick stayed at the TTL rows' and its flush kept them.
+
+    Found by the review of issue 38 (was review/test_issue38_flush_tick.py)."""
     w = open_merge_db(oracle, StringAppend(), path="theirs")
     slatedb_write(w, [("put", b"v", b"1", 1)])
     slatedb_write(w, [("merge", b"m", b"x", 1)])

@@ -1,8 +1,7 @@
-"""Adversarial review 2 of issue 38's follow-ups (44a3bf0, 97eb26f/cd50018, b48846d, b06a87a).
-
-Each test is a hole found by the review (issue 38 review 2, item named in its docstring); each
-failed before its fix.
-"""
+"""A separate WAL store is checked (issue 38, item 4): a ``wal_url`` that points at the wrong store,
+a damaged ``_wal_store_id``, a conditional open that skips the check, or an open racing a WAL
+store writer is a typed error (``WalStoreMismatch``/``CorruptionError``), never another store's
+WAL read, written or collected."""
 
 from __future__ import annotations
 
@@ -11,56 +10,99 @@ from pathlib import Path
 
 import pytest
 
-from slatedb_core.errors import CorruptionError, MergeOperatorFailed, WalStoreMissing
+from slatedb_core.errors import CorruptionError, WalStoreMissing
+from slatedb_core.gc.service import run_gc_once
 from slatedb_core.layout import wal_store_id_path
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, DbReaderOptions
+from slatedb_core.options import DbOptions, DbReaderOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 
-PATH = "db"
-APPEND = DbOptions(merge_operator="string_append", flush_interval=timedelta(milliseconds=10))
-HOUR_MS = 3_600_000
 HOUR = timedelta(hours=1)
 
 
-def needs_existing(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
-    """An application operator that only appends onto an existing value."""
-    if existing is None:
-        raise ValueError("no existing value to append to")
-    return existing + operand
+@pytest.fixture
+def store(tmp_path: Path) -> ObjectStore:
+    return open_store((tmp_path / "main").as_uri())
 
 
-def test_replay_fold_of_ttl_parts_that_raises_does_not_fail_open(store: ObjectStore) -> None:
-    """Item 1 (b06a87a): replay folds an operand twice when the key holds versions with other
-    TTLs (the entry and the ``parts`` SlateDB's flush writes); the operator raising on the second
-    fold (two operands, no base) escaped ReplayOperator and failed ``Db.open`` after the fence,
-    the very failure b06a87a removes. Now the key is left Unresolved and no write is lost."""
-    db = Db.open(PATH, store, APPEND)
-    db.put(b"k", b"base")
-    batch = WriteBatch()  # one clock read: both operands get the same expire_ts
-    batch.merge(b"k", b"a", ttl=HOUR_MS)  # another TTL than the base's: its own version
-    batch.merge(b"k", b"b", ttl=HOUR_MS)  # folds onto "a" alone: op(None, "a") then "b"
-    db.write(batch)
-    db.put(b"other", b"v")
-    db.flush()
+@pytest.fixture
+def wrong(tmp_path: Path) -> str:
+    d = tmp_path / "elsewhere"
+    d.mkdir()
+    return d.as_uri()
+
+
+PATH = "db"
+
+
+def test_a_writer_with_the_wrong_wal_store_is_refused_after_a_crash(
+    store: ObjectStore, wrong: str
+) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_wal_store.py)."""
+    db = Db.open("db", store, DbOptions(flush_interval=HOUR))
+    db.put(b"k", b"acknowledged")
     db._simulate_crash()
-    options = DbOptions(merge_operator=needs_existing, flush_interval=timedelta(milliseconds=10))
-    with Db.open(PATH, store, options) as db:
-        assert db.get(b"other") == b"v"
-        # the entry folds onto the base, so the read may succeed or fail for this key only
-        try:
-            assert db.get(b"k") == b"baseab"
-        except MergeOperatorFailed as e:
-            assert e.key == b"k"
-        db.flush_memtable()
-    with Db.open(PATH, store, APPEND) as db:
-        assert db.get(b"k") == b"baseab"
-        assert db.get(b"other") == b"v"
+    with pytest.raises(WalStoreMissing):
+        Db.open("db", store, DbOptions(flush_interval=HOUR, wal_url=wrong))
+    with Db.open("db", store, DbOptions(flush_interval=HOUR)) as again:
+        assert again.get(b"k") == b"acknowledged"
+
+
+def test_a_reader_with_the_wrong_wal_store_is_refused(store: ObjectStore, wrong: str) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_wal_store.py)."""
+    with Db.open("db", store, DbOptions(flush_interval=HOUR)) as db:
+        db.put(b"k", b"acknowledged")
+        with pytest.raises(WalStoreMissing):
+            DbReader.open("db", store, options=DbReaderOptions(wal_url=wrong))
+        reader = DbReader.open("db", store)
+        assert reader.get(b"k") == b"acknowledged"
+        reader.close()
+
+
+def test_a_reader_with_another_separate_wal_store_is_refused(
+    store: ObjectStore, wrong: str, tmp_path: Path
+) -> None:
+    """Found by the review of issue 38 (was review/test_issue38_wal_store.py)."""
+    right = tmp_path / "wal"
+    right.mkdir()
+    with Db.open("db", store, DbOptions(flush_interval=HOUR, wal_url=right.as_uri())) as db:
+        db.put(b"k", b"acknowledged")
+        with pytest.raises(WalStoreMissing):
+            reader = DbReader.open("db", store, options=DbReaderOptions(wal_url=wrong))
+            reader.close()
+
+
+def test_gc_with_another_databases_wal_store_deletes_none_of_it(tmp_path: Path) -> None:
+    """A GC given the wrong ``wal_url`` deletes WAL SSTs below *this* database's replay point in
+    *that* store: another database's acknowledged writes, if it keeps its WAL there under the
+    same path. It must refuse instead (the collector checks where the WAL is).
+
+    Found by the review of issue 38 (was review/test_issue38_wal_store.py)."""
+    shared = tmp_path / "shared-wal"
+    shared.mkdir()
+    other_main = open_store((tmp_path / "other").as_uri())
+    other = Db.open("db", other_main, DbOptions(flush_interval=HOUR, wal_url=shared.as_uri()))
+    for i in range(5):
+        other.put(b"k%d" % i, b"acknowledged")
+    other._simulate_crash()  # its writes are only in the shared WAL store
+
+    main = open_store((tmp_path / "main").as_uri())
+    with Db.open("db", main, DbOptions(flush_interval=HOUR)) as db:
+        for i in range(10):
+            db.put(b"x%d" % i, b"x")
+            db.flush_memtable()
+        assert db.manifest.manifest.replay_after_wal_id > 5
+    zero = GarbageCollectorOptions(min_age=timedelta(0))
+    with pytest.raises(WalStoreMissing):
+        run_gc_once("db", main, zero, now=lambda: 2.0**40, wal_url=shared.as_uri())
+    with Db.open(
+        "db", other_main, DbOptions(flush_interval=HOUR, wal_url=shared.as_uri())
+    ) as again:
+        assert [again.get(b"k%d" % i) for i in range(5)] == [b"acknowledged"] * 5
 
 
 def test_conditional_open_without_the_wal_store_is_refused(tmp_path: Path) -> None:
@@ -69,7 +111,9 @@ def test_conditional_open_without_the_wal_store_is_refused(tmp_path: Path) -> No
     opener has a separate store. One opened WITHOUT the WAL store bumped the epoch, erased
     ``separate_wal_store``/``wal_store_id`` from the manifest, found the main store's empty
     ``wal/`` acceptable and served the stale value; its flush then moved the replay point past
-    the acknowledged write kept in the WAL store, lost for every later opener."""
+    the acknowledged write kept in the WAL store, lost for every later opener.
+
+    Found by the review of issue 38, second pass (was review/test_issue38_review2.py)."""
     main_url = (tmp_path / "main").as_uri()
     wal_url = (tmp_path / "wal").as_uri()
     (tmp_path / "main").mkdir()
@@ -99,7 +143,9 @@ def test_a_damaged_wal_store_id_is_corruption_not_another_store(
     unsynced store, a garbage or truncated body) in the RIGHT WAL store was reported as
     ``WalStoreMissing`` ("open it with the WAL store URL it was written with"): a damaged object
     read as a different store, sending the operator after a store that does not exist. It is a
-    ``CorruptionError`` naming the object, for every opener; nothing is written."""
+    ``CorruptionError`` naming the object, for every opener; nothing is written.
+
+    Found by the review of issue 38, second pass (was review/test_issue38_review2.py)."""
     (tmp_path / "main").mkdir()
     (tmp_path / "wal").mkdir()
     main = open_store((tmp_path / "main").as_uri())
@@ -126,7 +172,9 @@ def test_an_open_racing_a_wal_store_writer_checks_the_manifest_it_bumps(
     forced here) had ``separate_wal_store``/``wal_store_id`` erased by the bump of an opener
     without the store, which served an empty database; the acknowledged write was then
     unreadable for good (the right opener is refused: "our writer last opened it with its WAL
-    in the main store")."""
+    in the main store").
+
+    Found by the review of issue 38, second pass (was review/test_issue38_review2.py)."""
     (tmp_path / "main").mkdir()
     (tmp_path / "wal").mkdir()
     main = open_store((tmp_path / "main").as_uri())

@@ -5,7 +5,6 @@ that are still only in the WAL"; the plain single-database case)."""
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
 import pytest
@@ -17,16 +16,10 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import WalLog
 from slatedb_core.writer.db import Db
 
 WRITER = DbOptions(flush_interval=timedelta(milliseconds=5))
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://cp-wal-{random.getrandbits(64):x}")
 
 
 def test_a_checkpoint_holds_wal_only_writes_of_a_closed_writer(mem: ObjectStore) -> None:

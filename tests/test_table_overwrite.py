@@ -5,7 +5,6 @@ the table unchanged, retries idempotent, old writers fenced, aborts leaving noth
 from __future__ import annotations
 
 import dataclasses
-import random
 import threading
 import uuid
 from collections.abc import Mapping
@@ -56,11 +55,6 @@ OPTS = TableOptions(
 SPLITS = [b"g", b"p"]
 OLD = {k: b"old-" + k for k in (b"a1", b"c2", b"h3", b"k4", b"q5", b"z6")}
 NEW = {k: b"new-" + k for k in (b"b7", b"c2", b"i8", b"r9", b"y0")}  # c2 in both
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://overwrite-{random.getrandbits(64):x}")
 
 
 @pytest.fixture

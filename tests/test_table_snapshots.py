@@ -5,7 +5,6 @@ record's old versions collected."""
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 import types
@@ -22,7 +21,6 @@ from slatedb_core.meta.envelope import seal
 from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions
 from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions, TableSnapshot
 from slatedb_core.table.named_snapshots import SWEEP_MIN_AGE, TAKE_MAX_AGE
 from slatedb_core.table.snapshot import (
@@ -36,11 +34,6 @@ OPTS = TableOptions(
     reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
 )
 NAME = "end-of-day"
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://snapshots-{random.getrandbits(64):x}")
 
 
 def put_rows(table: Table, rows: dict[bytes, bytes]) -> None:

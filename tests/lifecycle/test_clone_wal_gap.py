@@ -8,7 +8,6 @@ RFC 0004, "Clones"), so these pass; the parent's tail is flushed, WAL-only, or f
 from __future__ import annotations
 
 import dataclasses
-import random
 from datetime import timedelta
 
 import pytest
@@ -19,16 +18,10 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import WalLog
 from slatedb_core.writer.db import Db
 
 WRITER = DbOptions(flush_interval=timedelta(milliseconds=5))
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://clone-gap-{random.getrandbits(64):x}")
 
 
 @pytest.mark.parametrize("parent_wal", ["flushed", "wal-only", "fences-after"])

@@ -6,7 +6,6 @@ showed the same refusal)."""
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
 import pytest
@@ -17,16 +16,10 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.wal.log import WalLog
 from slatedb_core.writer.db import Db
 
 WRITER = DbOptions(flush_interval=timedelta(milliseconds=5))
-
-
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://fence-named-{random.getrandbits(64):x}")
 
 
 def flushed_with_a_named_fence(store: ObjectStore) -> None:

@@ -67,11 +67,6 @@ def counters(
     )
 
 
-@pytest.fixture
-def mem() -> ObjectStore:
-    return open_store(f"memory://versioned-{uuid.uuid4().hex}")
-
-
 def latest(store: ObjectStore) -> Num:
     found = SequencedStore(store, "db", "counter", "counter").read_latest()
     assert found is not None

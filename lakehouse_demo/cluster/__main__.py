@@ -172,6 +172,10 @@ def _start(s: ClusterSettings, only: Sequence[str] | None, launcher: dict[str, o
     _, state = load_state(s.dir)
     print(f"cluster in {s.dir} (logs: {s.logs})")
     for svc in _selected(s, only):
+        why = svc.unavailable()
+        if why is not None:  # e.g. no prometheus binary: the rest of the cluster runs
+            print(_line(svc.name, "skip", f"not started: {why}", None), flush=True)
+            continue
         record = state.get(svc.name)
         if record is not None and alive(record):
             # running, perhaps busy (a late daemon heartbeat): wait for it; a second copy would
@@ -257,6 +261,10 @@ def status(s: ClusterSettings) -> int:
     env = {**os.environ, **client_env(s, load_secrets(s))}
     down = 0
     for svc in services(s):
+        why = svc.unavailable()
+        if why is not None:
+            print(_line(svc.name, "skip", f"not started: {why}", None))
+            continue
         record = state.get(svc.name)
         up = record is not None and alive(record) and svc.ready(s, env)
         down += not up

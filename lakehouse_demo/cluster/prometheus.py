@@ -35,6 +35,7 @@ PROMETHEUS_MISSING = (
     "package (apt-get install -y prometheus)"
 )
 JOB = "slatedb-fleet"
+DEBIAN_BINARY = Path("/usr/bin/prometheus")
 
 
 def find_prometheus() -> str | None:
@@ -42,7 +43,7 @@ def find_prometheus() -> str | None:
     found = shutil.which("prometheus")
     if found:
         return found
-    return "/usr/bin/prometheus" if Path("/usr/bin/prometheus").is_file() else None
+    return str(DEBIAN_BINARY) if DEBIAN_BINARY.is_file() else None
 
 
 def write_config(path: Path, exporter: str, *, interval_s: int = 15) -> Path:
@@ -68,7 +69,9 @@ def prometheus_command(binary: str, config: Path, data: Path, listen: str) -> li
     ]
 
 
-def exporter_command(host: str, port: int, *, min_interval_s: float = 15.0) -> list[str]:
+def exporter_command(
+    host: str, port: int, *, min_interval_s: float = 15.0, discover_interval_s: float = 300.0
+) -> list[str]:
     """``slatedb fleet serve-metrics`` of this interpreter; the store URL goes in its environment
     (SLATEDB_URL), never on a command line that ``ps`` shows."""
     return [
@@ -83,6 +86,8 @@ def exporter_command(host: str, port: int, *, min_interval_s: float = 15.0) -> l
         str(port),
         "--min-interval",
         str(min_interval_s),
+        "--discover-interval",
+        str(discover_interval_s),
     ]
 
 

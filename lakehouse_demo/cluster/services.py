@@ -7,7 +7,11 @@
   is random and discarded after set-up;
 * ``spark-master`` and ``spark-worker-N``: pyspark's own ``spark-class`` through
   infra/spark-entrypoint.sh, as in infra/docker-compose.yml;
-* ``dagster-webserver`` and ``dagster-daemon`` with infra/dagster.yaml and workspace.yaml.
+* ``dagster-webserver`` and ``dagster-daemon`` with infra/dagster.yaml and workspace.yaml;
+* ``metrics-exporter``: ``slatedb fleet serve-metrics`` of the store, and ``prometheus``: Debian's
+  Prometheus server scraping it, its TSDB under ``<dir>/prometheus/`` (issue 40, item 11;
+  lakehouse_demo/cluster/prometheus.py). Without the ``prometheus`` binary the cluster starts
+  without that one service and says so.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from lakehouse_demo.cluster import prometheus
 from lakehouse_demo.cluster.processes import (
     MARKER,
+    OWNER,
     ClusterError,
     http_ok,
     open_log,
@@ -60,6 +66,9 @@ class Service:
     ready: Callable[[ClusterSettings, Env], bool]
     describe: Callable[[ClusterSettings], str]
     timeout_s: float = 120.0
+    unavailable: Callable[[], str | None] = lambda: None
+    """Why this service cannot run on this machine (a binary not installed), or None: the
+    cluster then starts without it, and says so in one line."""
 
 
 # ---- S3 ----------------------------------------------------------------------------------------
@@ -427,6 +436,48 @@ def _daemon_ready(s: ClusterSettings, env: Env) -> bool:
     return bool(statuses) and all(statuses.values())
 
 
+# ---- Prometheus --------------------------------------------------------------------------------
+EXPORTER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", MARKER, OWNER)
+"""What the exporter takes from the launcher's environment, beside the store's settings: not the
+PostgreSQL password, not Dagster's or Spark's settings."""
+EXPORTER_DISCOVER_S = 60.0
+"""How often the cluster's exporter lists the store for new databases (the command's default is
+300 s): a database created on the cluster shows in Prometheus within about a minute."""
+
+
+def _start_exporter(s: ClusterSettings, env: Env) -> Record:
+    store = {k: env[k] for k in env if k.startswith("AWS_")}
+    xenv = {**{k: env[k] for k in EXPORTER_ENV if k in env}, **store, "SLATEDB_URL": s.store_url}
+    cmd = prometheus.exporter_command(
+        HOST, s.ports.metrics, discover_interval_s=EXPORTER_DISCOVER_S
+    )
+    return spawn(cmd, log=s.logs / "metrics-exporter.log", env=xenv, cwd=REPO)
+
+
+def _exporter_ready(s: ClusterSettings, env: Env) -> bool:
+    return http_ok(s.metrics_url, timeout_s=30) is not None
+
+
+def _start_prometheus(s: ClusterSettings, env: Env) -> Record:
+    binary = prometheus.find_prometheus()
+    if binary is None:
+        raise ClusterError(prometheus.PROMETHEUS_MISSING)
+    root = private_dir(s.prometheus_dir)
+    data = private_dir(root / "data")
+    config = prometheus.write_config(root / "prometheus.yml", f"{HOST}:{s.ports.metrics}")
+    cmd = prometheus.prometheus_command(binary, config, data, f"{HOST}:{s.ports.prometheus}")
+    penv = {k: env[k] for k in EXPORTER_ENV if k in env}
+    return spawn(cmd, log=s.logs / "prometheus.log", env=penv, cwd=root)
+
+
+def _prometheus_ready(s: ClusterSettings, env: Env) -> bool:
+    return http_ok(f"{s.prometheus_url}/-/ready") is not None
+
+
+def _prometheus_unavailable() -> str | None:
+    return None if prometheus.find_prometheus() else prometheus.PROMETHEUS_MISSING
+
+
 def services(s: ClusterSettings) -> list[Service]:
     """In start order; ``make cluster-stop`` stops them in the reverse order."""
     return [
@@ -465,5 +516,21 @@ def services(s: ClusterSettings) -> list[Service]:
             _daemon_ready,
             lambda s: "scheduler, sensors, run queue (one run per database), run monitoring",
             180.0,
+        ),
+        Service(
+            "metrics-exporter",
+            _start_exporter,
+            _exporter_ready,
+            lambda s: f"{s.metrics_url} (slatedb fleet serve-metrics of {s.store_url})",
+        ),
+        Service(
+            "prometheus",
+            _start_prometheus,
+            _prometheus_ready,
+            lambda s: (
+                f"{s.prometheus_url} (scrapes the exporter; "
+                f"Grafana: import infra/grafana/slatedb-fleet.json)"
+            ),
+            unavailable=_prometheus_unavailable,
         ),
     ]

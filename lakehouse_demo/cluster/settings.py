@@ -56,6 +56,10 @@ class Ports:
     spark_master_ui: int = 8080
     spark_worker_ui: int = 8081
     """The first worker's UI; worker N listens on this + N - 1."""
+    metrics: int = 9464
+    """``slatedb fleet serve-metrics`` (lakehouse_demo/cluster/prometheus.py)."""
+    prometheus: int = 9090
+    """Debian's Prometheus server, scraping :attr:`metrics`."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -67,7 +71,7 @@ class Ports:
         """Free ports on 127.0.0.1 (held together while picking), e.g. for a test's cluster."""
         socks: list[socket.socket] = []
         try:
-            while len(socks) < 5 + workers:
+            while len(socks) < 7:
                 s = socket.socket()
                 s.bind((HOST, 0))
                 socks.append(s)
@@ -76,7 +80,7 @@ class Ports:
             for s in socks:
                 s.close()
         # the worker UIs must be consecutive: probe a free run after the others
-        base = _free_run(workers, exclude=set(ports[:5]))
+        base = _free_run(workers, exclude=set(ports))
         return cls(
             s3=ports[0],
             postgres=ports[1],
@@ -84,6 +88,8 @@ class Ports:
             spark_master=ports[3],
             spark_master_ui=ports[4],
             spark_worker_ui=base,
+            metrics=ports[5],
+            prometheus=ports[6],
         )
 
 
@@ -166,6 +172,19 @@ class ClusterSettings:
     @property
     def dagster_url(self) -> str:
         return f"http://{HOST}:{self.ports.dagster}"
+
+    @property
+    def prometheus_dir(self) -> Path:
+        """The Prometheus server's ``prometheus.yml`` and, in ``data/``, its TSDB."""
+        return self.dir / "prometheus"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{HOST}:{self.ports.metrics}/metrics"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://{HOST}:{self.ports.prometheus}"
 
     @property
     def store_url(self) -> str:

@@ -410,7 +410,7 @@ def test_wal_replay_fills_several_bounded_memtables(store: ObjectStore) -> None:
 
 def test_reader_waits_for_a_gap_in_the_wal_to_fill(store: ObjectStore) -> None:
     # a writer with 2 WAL writes in flight may leave a gap of 1 (a wider gap is damage, see
-    # tests/test_review_wal_writer.py)
+    # tests/wal/test_holes.py)
     with Db.open("db", store, dataclasses.replace(WRITER, max_parallel_writes=2)) as db:
         db.put(b"a", b"1")
     wal = WalLog(store, "db")

@@ -26,6 +26,7 @@ from orchestration.partitions import (
 )
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import (
+    DatabaseNotFound,
     SlateDBError,
     Table,
 )
@@ -47,11 +48,14 @@ def _cursor(context: dg.SensorEvaluationContext) -> dict[str, Any]:
 
 def table_shards(
     store: ObjectStoreResource, managed: ManagedDatabasesResource, log: Any = None
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[str]]:
     """(tables that exist, the database paths of their shards and of their retired shards, which
-    stay managed until the GC has deleted them)."""
+    stay managed until the GC has deleted them, tables that exist but could not be read now: a
+    damaged shard map, a store that did not answer). Only a table that is not there
+    (:class:`~slatedb_core.errors.DatabaseNotFound`) is neither."""
     tables: list[str] = []
     shards: list[str] = []
+    unreadable: list[str] = []
     for path in managed.tables:
         try:
             with Table.open(path, store.open()) as table:
@@ -59,11 +63,13 @@ def table_shards(
         except SlateDBError as e:
             if log is not None:
                 log.warning(f"table {path!r} not opened: {type(e).__name__}: {e}")
+            if not isinstance(e, DatabaseNotFound):
+                unreadable.append(path)
             continue
         tables.append(path)
         shards.extend(sh.db_path for sh in current.shards)
         shards.extend(current.retired)
-    return tables, shards
+    return tables, shards, unreadable
 
 
 def discovery_requests(
@@ -73,10 +79,10 @@ def discovery_requests(
     log: Any = None,
 ) -> list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]:
     """Partition changes that make the database and table partitions match the store."""
-    tables, shards = table_shards(store, managed, log)
+    tables, shards, unreadable = table_shards(store, managed, log)
     wanted = {
         DATABASES: set(managed.database_paths(store.open(), shards)),
-        TABLES: set(tables),
+        TABLES: set(tables) | set(unreadable),  # a table read again next tick stays meanwhile
     }
     requests: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
     for name, definition in ((DATABASES, databases_partitions), (TABLES, tables_partitions)):
@@ -84,7 +90,8 @@ def discovery_requests(
         added = sorted(wanted[name] - existing)
         removed = sorted(existing - wanted[name])
         if name == DATABASES and removed:
-            removed = _not_kept(instance, store, managed, removed, log)
+            # a table not read this tick has shards not known now: only gone ones may go
+            removed = _not_kept(instance, store, managed, removed, log, bool(unreadable))
         if added:
             requests.append(definition.build_add_request(added))
         if removed:
@@ -98,11 +105,13 @@ def _not_kept(
     managed: ManagedDatabasesResource,
     removed: list[str],
     log: Any = None,
+    only_gone: bool = False,
 ) -> list[str]:
     """The database partitions the store no longer lists that may go: destroyed ones (a
     tombstone) and those never seen with a manifest. One deleted outside destroy stays, missing
     with an ERROR check, until acknowledged (:mod:`orchestration.missing`); so does one the
-    store did not answer for."""
+    store did not answer for. ``only_gone``: a managed table could not be read, so a database
+    still in the store may be its shard: it stays too."""
     memory = fleet_memory.latest(instance)
     statuses = scan_fleet(scanner_for(store, managed.fleet_scan_concurrency), removed)
     out = []
@@ -113,6 +122,13 @@ def _not_kept(
                 log.warning(
                     f"database {db!r} is {state}: its partition is kept until it is restored "
                     f"or acknowledged ({ACKNOWLEDGE_JOB})"
+                )
+            continue
+        if only_gone and state not in ("missing", "destroyed"):
+            if log is not None:
+                log.warning(
+                    f"database {db!r} is {state} but no longer listed while a managed table "
+                    "could not be read: its partition is kept"
                 )
             continue
         out.append(db)

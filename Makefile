@@ -57,7 +57,7 @@ bench: $(STAMP) ## All benchmarks (print figures; see bench/README.md); several 
 	$(BIN)/python bench/gc_bench.py
 	$(BIN)/python bench/reader_bench.py
 
-cluster: $(STAMP) ## The deployment's real services on 127.0.0.1: SeaweedFS, PostgreSQL, Spark master + 2 workers, Dagster webserver + daemon (infra/README.md)
+cluster: $(STAMP) ## The deployment's real services on 127.0.0.1: SeaweedFS, PostgreSQL, Spark master + 2 workers, Dagster webserver + daemon, fleet exporter + Prometheus (infra/README.md)
 	$(BIN)/python -m lakehouse_demo.cluster start --dir $(CLUSTER_DIR)
 
 cluster-status: $(STAMP) ## One line per service of make cluster: up or DOWN

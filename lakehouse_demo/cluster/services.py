@@ -282,7 +282,10 @@ def _spark_json(s: ClusterSettings) -> dict[str, object] | None:
     body = http_ok(f"http://{HOST}:{s.ports.spark_master_ui}/json/")
     if body is None:
         return None
-    loaded = json.loads(body)
+    try:
+        loaded = json.loads(body)
+    except ValueError:  # an empty 200 while the master's UI starts: not ready yet
+        return None
     return loaded if isinstance(loaded, dict) else None
 
 
@@ -431,7 +434,7 @@ def daemon_statuses(s: ClusterSettings) -> dict[str, bool]:
 def _daemon_ready(s: ClusterSettings, env: Env) -> bool:
     try:
         statuses = daemon_statuses(s)
-    except (OSError, ClusterError, KeyError, TypeError):
+    except (OSError, ValueError, ClusterError, KeyError, TypeError):  # ValueError: not JSON yet
         return False
     return bool(statuses) and all(statuses.values())
 

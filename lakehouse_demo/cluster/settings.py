@@ -5,7 +5,8 @@ Dagster runs' output in ``dagster-runs/``, the Spark executors' in ``spark-worke
 ``state.json`` (the processes this launcher started), ``cluster.env`` (the settings a client
 needs, credentials included: mode 0600, never printed, never logged), ``dagster_home/`` (a copy
 of infra/dagster.yaml), ``spark/`` (the Spark authentication secret and the two Spark
-configurations that hold it, below), and each service's data. The folder and every data folder
+configurations that hold it, below), ``prometheus/`` (the Prometheus server's ``prometheus.yml``
+and TSDB), and each service's data. The folder and every data folder
 in it are private to the user (0700; issue 39, item 6). The config files are the deployment's
 own: infra/dagster.yaml, infra/slatedb.yaml (or another file given with ``--config``),
 infra/spark-defaults.conf, infra/spark-entrypoint.sh, workspace.yaml.

@@ -10,6 +10,8 @@
    is intact. A schedule (every minute here) runs GC. The webserver's GraphQL shows the runs
    succeeded and the checks passed.
 3. The table, read back through Spark on the cluster, is exactly the input.
+4. The cluster's Prometheus server scraped its fleet exporter: its HTTP API reports the target up
+   and each shard's figures (issue 40, item 11).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from lakehouse_demo.cluster.processes import http_ok
+from lakehouse_demo.cluster.prometheus import query, target_health
 from lakehouse_demo.cluster.services import graphql
 from lakehouse_demo.cluster.settings import INFRA, REPO, ClusterSettings, Ports, read_env_file
 from slatedb_core import Table, open_store
@@ -130,12 +133,21 @@ def cluster() -> Iterator[Cluster]:
             "spark-worker-2",
             "dagster-webserver",
             "dagster-daemon",
+            "metrics-exporter",
+            "prometheus",  # Debian's package, which .ci/run installs
         ):
             assert f"  {name} " in out and " up " in out.split(f"  {name} ")[1].split("\n")[0]
         yield c
     finally:
         subprocess.run([*CLUSTER, "stop", "--dir", str(c.dir)], timeout=300, cwd=REPO)
         shutil.rmtree(c.dir, ignore_errors=True)
+
+
+def _value(sample: dict[str, object]) -> str:
+    """The value of one sample of a Prometheus instant vector (``[time, "value"]``)."""
+    pair = sample["value"]
+    assert isinstance(pair, list)
+    return str(pair[1])
 
 
 def _spark_worker_executors(c: Cluster, n: int) -> int:
@@ -295,6 +307,15 @@ def test_cluster_end_to_end(cluster: Cluster) -> None:
         )
 
     wait_for("passing checks on every shard", checks_pass, 600, every_s=5)
+
+    # ---- 4. a real scrape by the cluster's Prometheus server ---------------------------------
+    base = s.prometheus_url
+    assert wait_for("the exporter target up", lambda: target_health(base) == "up", 120)
+    for db in shards:
+        live = query(base, f'slatedb_database_state{{database="{db}",state="live"}}', timeout_s=180)
+        assert live and _value(live[0]) == "1", (db, live)
+        l0 = query(base, f'slatedb_database_l0_ssts{{database="{db}"}}', timeout_s=60)
+        assert l0 and float(_value(l0[0])) >= 0, (db, l0)
 
     # ---- 3. read back through Spark on the cluster ------------------------------------------
     cmp_log = logs / "test-compare.log"

@@ -8,10 +8,61 @@ obstore exception type leaks past it.
 
 from __future__ import annotations
 
+import enum
+
+
+class ErrorKind(enum.Enum):
+    """What the caller of a failed call should do: every error carries one as ``err.kind``.
+
+    Branch on the kind, not on lists of classes: a new error class of a kind is handled where
+    that kind is. Modelled on SlateDB's public ``ErrorKind`` (SlateDB RFC 0007), named by the
+    caller's next step; docs/contributing.md, "How an error is chosen", says when to use each.
+    """
+
+    def __new__(cls, value: str, doc: str) -> ErrorKind:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.__doc__ = doc
+        return member
+
+    TRANSIENT = (
+        "transient",
+        "Retry the same call later: a store, a network or a contended object failed for now, "
+        "and nothing the caller passed is wrong. The only kind :func:`is_retryable` accepts.",
+    )
+    CONFLICT = (
+        "conflict",
+        "Another actor changed what the call was built on (a lost create or compare-and-set "
+        "race): read the latest state and redo the change on it, or drop the change.",
+    )
+    CLOSED = (
+        "closed",
+        "This handle (writer, reader, compactor, store) can serve no more calls: it was closed, "
+        "fenced by a newer holder, or failed, or its view is gone. Open a new one to go on.",
+    )
+    INVALID = (
+        "invalid",
+        "The call cannot work as made: fix the argument, option, configuration, path or code it "
+        "names. Nothing was changed, and the same call fails the same way again.",
+    )
+    DATA = (
+        "data",
+        "Stored objects are damaged, missing or no longer say what the call needs: stop, and "
+        "let a person repair or restore them (the message names them). Retrying sees the same.",
+    )
+    INTERNAL = (
+        "internal",
+        "An invariant the protocol guarantees is broken (a bug, or a tool bypassing the "
+        "protocol): stop the actors of the database and investigate.",
+    )
+
 
 class SlateDBError(Exception):
     """Base class of every error raised by slatedb_core. Catch it to handle "anything from the
-    store" in one clause; branch on the subclasses below for what to do."""
+    store" in one clause; branch on ``err.kind`` (:class:`ErrorKind`) for what to do."""
+
+    kind: ErrorKind = ErrorKind.INTERNAL
+    """What the caller should do; each class sets it, an instance may narrow it."""
 
 
 class InvalidArgument(SlateDBError, ValueError):
@@ -19,10 +70,14 @@ class InvalidArgument(SlateDBError, ValueError):
 
     Nothing was changed. Fix the argument the message names; retrying as is fails again."""
 
+    kind = ErrorKind.INVALID
+
 
 class ObjectNotFound(SlateDBError, FileNotFoundError):
     """The named object does not exist in the object store. Check the path (or the id) asked for;
     nothing was changed."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, path: str, message: str | None = None) -> None:
         super().__init__(message or f"object not found: {path}")
@@ -33,6 +88,8 @@ class ObjectAlreadyExists(SlateDBError):
     """A create-if-absent put found an object already at the path: somebody else created it first.
     Read what is there before deciding; the engine's own callers treat it as a lost race."""
 
+    kind = ErrorKind.CONFLICT
+
     def __init__(self, path: str) -> None:
         super().__init__(f"object already exists: {path}")
         self.path = path
@@ -41,6 +98,8 @@ class ObjectAlreadyExists(SlateDBError):
 class PreconditionFailed(SlateDBError):
     """A conditional update's expected version no longer matches the stored object. Read the
     object again and redo the update on what is there."""
+
+    kind = ErrorKind.CONFLICT
 
     def __init__(self, path: str) -> None:
         super().__init__(f"precondition failed (object changed or missing): {path}")
@@ -51,12 +110,16 @@ class UnsupportedOperation(SlateDBError):
     """The object store cannot do what was asked (e.g. a conditional write it does not implement).
     Use a store that can, or the two-phase CAS wrapper (docs/two-phase-cas.md)."""
 
+    kind = ErrorKind.INVALID
+
 
 class UnsupportedFeature(SlateDBError):
     """The database uses a SlateDB feature this engine does not implement (docs/format.md, "What
     each engine ignores of the other's"), such as segmented manifests (SlateDB RFC 0024), or one
     this operation needs configured (:class:`MergeOperatorMissing`: merge operands read without
     a merge operator). Nothing was changed; the message says what to do."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, feature: str, detail: str) -> None:
         super().__init__(f"unsupported SlateDB feature: {feature}: {detail}")
@@ -81,6 +144,8 @@ class MergeOperatorMissing(UnsupportedFeature):
 class MergeOperatorFailed(SlateDBError):
     """The merge operator raised while folding the operands of ``key`` (SlateDB RFC 0006: the
     operator is the application's code). Nothing was changed; fix the operator or the operand."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, key: bytes, cause: BaseException) -> None:
         super().__init__(
@@ -107,15 +172,34 @@ class ManifestV1Unrepresentable(UnsupportedFeature):
 class StoreError(SlateDBError, OSError):
     """An object-store request failed for a reason outside our control (I/O, network, server).
 
-    Retry when ``retryable`` is set. The outcome of a write that raised this may be unknown: it
-    may or may not have taken effect, so a retry must be idempotent (every engine write is: it
-    settles an ambiguous outcome before reporting one).
+    Retry when ``retryable`` is set (``kind`` is :attr:`ErrorKind.TRANSIENT`); a request the
+    store refused for good (access denied) has another kind, which says what to do instead. The
+    outcome of a write that raised this may be unknown: it may or may not have taken effect, so
+    a retry must be idempotent (every engine write is: it settles an ambiguous outcome before
+    reporting one).
     """
 
-    def __init__(self, message: str, *, path: str | None = None, retryable: bool = True) -> None:
+    kind = ErrorKind.TRANSIENT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        retryable: bool = True,
+        kind: ErrorKind | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
-        self.retryable = retryable
+        if kind is not None:
+            self.kind = kind
+        elif not retryable:
+            self.kind = ErrorKind.INVALID  # refused for good: credentials, permissions, a URL
+
+    @property
+    def retryable(self) -> bool:
+        """Whether repeating the request may succeed: ``kind`` is :attr:`ErrorKind.TRANSIENT`."""
+        return self.kind is ErrorKind.TRANSIENT
 
 
 class S3CredentialsMissing(StoreError):
@@ -155,12 +239,14 @@ class LinkInStore(StoreError):
     <store dir> -type l`` lists them) after checking what it pointed at; to keep part of a lake
     elsewhere, mount that directory there instead of linking it. Not retryable."""
 
+    kind = ErrorKind.DATA
+
     def __init__(self, path: str, detail: str) -> None:
         super().__init__(
             f"{path}: {detail}; a file:// store never follows a link below its root: remove the "
             "link (find <store dir> -type l lists them), or mount the directory instead",
             path=path,
-            retryable=False,
+            kind=ErrorKind.DATA,
         )
 
 
@@ -180,6 +266,8 @@ class VersionExists(SlateDBError):
     a caller sees it only from a single create. Read the latest version and redo the change on it.
     ``existing`` holds the winner's bytes when they were read while resolving the conflict.
     """
+
+    kind = ErrorKind.CONFLICT
 
     def __init__(self, path: str, object_id: int, existing: bytes | None = None) -> None:
         super().__init__(f"sequenced object {object_id} already exists: {path}")
@@ -201,6 +289,8 @@ class ObjectVersionBehindBoundary(SlateDBError):
     files; docs/gc-and-boundaries.md). Read the latest version and redo the change on it.
     """
 
+    kind = ErrorKind.CONFLICT
+
     def __init__(self, path: str, object_id: int, boundary: int) -> None:
         super().__init__(
             f"sequenced object {object_id} is at or behind the GC boundary {boundary}: {path}"
@@ -218,6 +308,8 @@ class BoundaryMissing(SlateDBError):
     store; restore the boundary files from ``gc/`` before any actor runs again.
     """
 
+    kind = ErrorKind.DATA
+
 
 class Fenced(SlateDBError):
     """A newer writer or compactor has taken over; this holder must stop.
@@ -225,6 +317,8 @@ class Fenced(SlateDBError):
     Writes not acknowledged before this error are not durable. Reopen (``Db.open``) to become the
     writer again, which fences the other one in turn, or leave the database to the newer holder.
     """
+
+    kind = ErrorKind.CLOSED
 
     def __init__(self, role: str, our_epoch: int, current_epoch: int) -> None:
         super().__init__(
@@ -241,6 +335,8 @@ class CorruptionError(SlateDBError):
     Stop and repair: retrying reads the same damaged bytes. Restore the object named here from a
     copy, or restore the database from a checkpoint or clone. Nothing was written over it."""
 
+    kind = ErrorKind.DATA
+
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"corrupt object {name}: {reason}")
         self.name = name
@@ -251,6 +347,8 @@ class CommitRetriesExhausted(SlateDBError):
     """A conditional metadata update kept losing races and gave up; nothing was committed.
     Retry later, or reduce the number of actors updating the same object at once."""
 
+    kind = ErrorKind.TRANSIENT
+
     def __init__(self, what: str, attempts: int) -> None:
         super().__init__(f"{what}: gave up after {attempts} conflicting attempts")
         self.attempts = attempts
@@ -259,6 +357,8 @@ class CommitRetriesExhausted(SlateDBError):
 class CheckpointNotFound(SlateDBError, KeyError):
     """No checkpoint with the given id exists (or it has expired). List the checkpoints
     (``slatedb list-checkpoints``) and use one that exists, or create a new one."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, checkpoint_id: object, message: str | None = None) -> None:
         super().__init__(message or f"checkpoint not found: {checkpoint_id}")
@@ -272,15 +372,21 @@ class InvalidDeletion(SlateDBError):
     """A deletion was refused because it would break an invariant (latest object, live
     checkpoint). Nothing was deleted; remove what the message names first."""
 
+    kind = ErrorKind.INVALID
+
 
 class DatabaseDestroyed(SlateDBError):
     """The database has been destroyed: its manifest has ``destroyed_at_s`` set, or its objects
     are gone and its path keeps the tombstone boundaries (docs/clones-and-destroy.md)."""
 
+    kind = ErrorKind.INVALID
+
 
 class DatabaseNotFound(SlateDBError):
     """No manifest exists at the database path. Check the path, or create the database by
     opening a writer there."""
+
+    kind = ErrorKind.INVALID
 
 
 class DatabaseDeleted(DatabaseDestroyed, DatabaseNotFound):
@@ -331,6 +437,8 @@ class TableAlreadyExists(ObjectAlreadyExists):
     was changed. Write into it as it is (ingest without ``--create``, ``Table.open``), or
     choose another path; ``Table.open_or_create`` opens an existing table instead."""
 
+    kind = ErrorKind.INVALID
+
     def __init__(self, path: str, store_url: str, object_path: str) -> None:
         SlateDBError.__init__(
             self,
@@ -346,11 +454,15 @@ class DatabaseNotInitialized(SlateDBError):
     """The database's manifest says ``initialized=False`` (e.g. an unfinished clone). Finish it
     by running the same clone or union again, or destroy it."""
 
+    kind = ErrorKind.DATA
+
 
 class ShardMapConflict(SlateDBError):
     """A sharded table's shard map changed under a caller: a split or merge lost the race to
     another change of the same shards, or a writer was asked for a shard that is no longer in
     the latest map or is being split or merged (re-read the map and re-route)."""
+
+    kind = ErrorKind.CONFLICT
 
 
 class MergeBlockedByBatch(ShardMapConflict):
@@ -361,12 +473,16 @@ class MergeBlockedByBatch(ShardMapConflict):
     that batch again with the same app id and version (or the app's next batch), so every shard
     records it, then merge."""
 
+    kind = ErrorKind.INVALID
+
 
 class TableCreateIncomplete(DatabaseNotFound):
     """``Table.open_or_create`` lost the create to another create (of other split points)
     that made shard databases but did not commit the table's shard map within the wait: there
     is no table yet. If that create is still running, try again later; if it crashed, run it
     again (the same split points adopt the databases it made), then this open or write."""
+
+    kind = ErrorKind.TRANSIENT
 
 
 class IngestJobExpired(SlateDBError):
@@ -380,6 +496,8 @@ class IngestJobExpired(SlateDBError):
     make a re-run write only the missing shards; and keep ``ingest_min_age`` above the longest
     job."""
 
+    kind = ErrorKind.DATA
+
 
 class OverwriteTooOld(SlateDBError):
     """A retried ``commit_overwrite`` (or ``abort_overwrite``) of an overwrite whose outcome the
@@ -389,25 +507,34 @@ class OverwriteTooOld(SlateDBError):
     changed. Do not plan it again blindly: that would apply it a second time over every write
     since. Read the table and decide; retry overwrites long before that many others commit."""
 
+    kind = ErrorKind.DATA
+
 
 class CloneConflict(SlateDBError):
     """The destination already holds a database that is not this clone (or union). Choose
     another destination, or destroy what is there first."""
+
+    kind = ErrorKind.INVALID
 
 
 class CloneIncomplete(SlateDBError):
     """A clone or union cannot be completed or validated as it stands (a final checkpoint or a
     WAL SST it needs is gone)."""
 
+    kind = ErrorKind.DATA
+
 
 class SourceCheckpointLost(CheckpointNotFound):
     """The source checkpoint is missing or expired. Subclasses CheckpointNotFound so callers that
     already handle that keep working; the message says how to recover."""
 
+    kind = ErrorKind.DATA
+
 
 def is_retryable(err: BaseException) -> bool:
-    """True for errors where repeating the same request may succeed."""
-    return isinstance(err, StoreError) and err.retryable
+    """True for errors where repeating the same request may succeed: a :class:`SlateDBError` of
+    kind :attr:`ErrorKind.TRANSIENT` (the kind decides; no class list)."""
+    return isinstance(err, SlateDBError) and err.kind is ErrorKind.TRANSIENT
 
 
 class WalSstMissing(CorruptionError):
@@ -434,6 +561,8 @@ class WalStoreMissing(SlateDBError):
     serve stale values and a write would go where SlateDB never looks. Open it with the WAL
     store URL it was written with (``--wal-url`` / ``DbOptions.wal_url``); nothing was written."""
 
+    kind = ErrorKind.INVALID
+
     def __init__(self, db_path: str, where: str, detail: str) -> None:
         super().__init__(
             f"{db_path!r}: no WAL SSTs in {where} although {detail}; open it with the WAL store "
@@ -448,6 +577,8 @@ class BackgroundThreadDied(SlateDBError):
     this error: every waiter (durable puts, ``flush()``, ``close()``) and every later call
     raises it; the original error is its ``__cause__``."""
 
+    kind = ErrorKind.CLOSED
+
     def __init__(self, thread: str, error: BaseException) -> None:
         super().__init__(f"background thread {thread} died: {type(error).__name__}: {error}")
         self.thread = thread
@@ -457,6 +588,8 @@ class BackgroundThreadDied(SlateDBError):
 class DbClosed(SlateDBError):
     """The Db was closed (or failed and was closed); open it again to use it. Writes acknowledged
     before the close are durable; others may not be."""
+
+    kind = ErrorKind.CLOSED
 
 
 class ReaderClosed(DbClosed):
@@ -470,6 +603,8 @@ class SstMissing(SlateDBError):
     compaction). Answering from what is left could return an older value or miss a key, so the
     read fails instead. Reopen the reader (on a newer checkpoint, or with a pinning reader mode).
     """
+
+    kind = ErrorKind.CLOSED
 
     def __init__(self, path: str, detail: str) -> None:
         super().__init__(f"SST missing under the reader: {path}: {detail}")
@@ -512,6 +647,8 @@ class CompactionSourceChanged(SlateDBError):
     and the outputs are garbage (GC collects them). Expected now and then (another tool edited the
     tree): plan again."""
 
+    kind = ErrorKind.CONFLICT
+
 
 class CompactionContended(SlateDBError):
     """A compaction pass gave up without committing anything: every compaction it tried, ``attempts``
@@ -521,6 +658,8 @@ class CompactionContended(SlateDBError):
     one run by hand). Nothing of the pass is visible and its outputs are garbage for the GC. The
     database still needs compacting: retry later, or stop the other compactor or tool first. The
     last conflict is ``__cause__``."""
+
+    kind = ErrorKind.TRANSIENT
 
     def __init__(self, db_path: str, attempts: int, last: str) -> None:
         super().__init__(
@@ -534,13 +673,20 @@ class CompactionContended(SlateDBError):
 
 
 class CompactionCancelled(SlateDBError):
-    """The compactor was stopped while the compaction ran; nothing was committed. Run it again."""
+    """The compactor was stopped while the compaction ran; nothing was committed. A compactor
+    started again (a new one) redoes it."""
+
+    kind = ErrorKind.CLOSED
 
 
 class WalEpochConflict(SlateDBError):
     """Two writers hold the same epoch: impossible unless the manifest protocol was bypassed.
     Stop every writer of the database and investigate."""
 
+    kind = ErrorKind.INTERNAL
+
 
 class WalWindowClosed(SlateDBError):
     """The WAL window was closed (its Db closed or crashed). Reopen the Db."""
+
+    kind = ErrorKind.CLOSED

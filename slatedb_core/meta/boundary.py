@@ -38,6 +38,7 @@ from slatedb_core.errors import (
     ObjectVersionBehindBoundary,
     PreconditionFailed,
     StoreError,
+    is_retryable,
 )
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 
@@ -299,7 +300,7 @@ class BoundaryObject:
             except (ObjectAlreadyExists, PreconditionFailed):
                 continue  # a concurrent GC moved it; re-read and compare
             except StoreError as e:
-                if not e.retryable:
+                if not is_retryable(e):
                     raise
                 log.warning("boundary advance of %s: %s; re-reading", self.path, e)
                 continue  # the write may or may not have landed: re-read decides

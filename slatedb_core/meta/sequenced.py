@@ -42,6 +42,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
     StoreError,
     VersionExists,
+    is_retryable,
 )
 from slatedb_core.layout import LATEST_POINTER, boundary_path, join, sequenced_name
 from slatedb_core.meta.boundary import U64_MAX, BoundaryObject
@@ -198,7 +199,7 @@ class SequencedStore:
                     return  # an earlier attempt of ours landed
                 raise self._conflict(path, object_id) from None
             except StoreError as e:
-                if not e.retryable:
+                if not is_retryable(e):
                     raise
                 last_error = e
                 log.info("create %s came back ambiguous (%s); reading it back", path, e)

@@ -82,6 +82,7 @@ from slatedb_core.errors import (
     PreconditionFailed,
     StoreError,
     UnsupportedOperation,
+    is_retryable,
 )
 from slatedb_core.layout import ends_in_boundary
 from slatedb_core.store.checksum import crc32
@@ -335,7 +336,7 @@ class TwoPhaseStore(ObjectStore):
                 if self._rows.insert_intent(dest, source, size):
                     return
             except StoreError as e:
-                if not e.retryable:
+                if not is_retryable(e):
                     raise
                 last = e
                 log.info("intent insert for %s came back ambiguous (%s); reading it", dest, e)

@@ -67,6 +67,7 @@ from slatedb_core.errors import (
     WalEpochConflict,
     WalSstMissing,
     WalWindowClosed,
+    is_retryable,
 )
 from slatedb_core.layout import WAL_BOUNDARY, boundary_path
 from slatedb_core.meta import boundary as boundaries
@@ -103,7 +104,7 @@ def _create(wal: WalLog, wal_id: int, data: bytes, epoch: int, retries: int = 5)
         except ObjectAlreadyExists:
             pass
         except StoreError as e:
-            if not e.retryable:
+            if not is_retryable(e):
                 raise
             last = e
             maybe_ours = True

@@ -192,7 +192,10 @@ class Compactor:
     """A long-running compactor. Constructing it takes over the compactor epoch.
 
     Thread-safe: :meth:`run_once` may be called while the polling thread runs; passes never
-    overlap. Once fenced, every later :meth:`run_once` raises the same Fenced.
+    overlap. Once fenced, every later :meth:`run_once` raises the same Fenced. The lifecycle is
+    :class:`GarbageCollector`'s: :meth:`start` starts the polling thread (``with
+    Compactor(...).start() as c:`` runs it for the block), ``with Compactor(...) as c:`` starts
+    none; leaving the block or :meth:`stop` stops it, and :meth:`start` starts it again.
     """
 
     def __init__(
@@ -235,12 +238,15 @@ class Compactor:
             return stats
 
     def start(self) -> Compactor:
-        """Start the background compaction thread (once) and return the compactor."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"slatedb-compactor-{self.path}", daemon=True
-            )
-            self._thread.start()
+        """Start the background compaction thread (idempotent; again after :meth:`stop`) and
+        return the compactor."""
+        if self.running:
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"slatedb-compactor-{self.path}", daemon=True
+        )
+        self._thread.start()
         return self
 
     def _loop(self) -> None:

@@ -37,8 +37,10 @@ def run_gc_once(
 
 
 class GarbageCollector:
-    """Runs passes in the background. ``with GarbageCollector(...) as gc:`` starts it and stops
-    it on exit; :meth:`run_once` runs a pass in the caller's thread (never two at once)."""
+    """Runs passes in the background once :meth:`start` is called; :meth:`run_once` runs a pass in
+    the caller's thread (never two at once). The lifecycle is :class:`Compactor`'s: ``with
+    GarbageCollector(...).start() as gc:`` runs it for the block, ``with GarbageCollector(...)
+    as gc:`` starts no thread; leaving the block stops it."""
 
     def __init__(
         self,
@@ -116,7 +118,7 @@ class GarbageCollector:
         self.stop()
 
     def __enter__(self) -> GarbageCollector:
-        return self.start()
+        return self
 
     def __exit__(
         self,

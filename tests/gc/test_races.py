@@ -109,7 +109,10 @@ def test_a_db_writing_under_a_looping_collector_loses_no_acknowledged_write(
         flush_interval=timedelta(milliseconds=5), manifest_poll_interval=timedelta(seconds=0.05)
     )
     acknowledged: dict[bytes, bytes] = {}
-    with GarbageCollector("db", store, options) as gc, Db.open("db", store, db_options) as db:
+    with (
+        GarbageCollector("db", store, options).start() as gc,
+        Db.open("db", store, db_options) as db,
+    ):
         for round_ in range(16):
             for i in range(5):
                 key, value = f"k{round_}-{i}".encode(), f"v{round_}".encode()
@@ -174,7 +177,7 @@ def test_the_long_running_collector_stops_when_a_boundary_file_vanishes(
     ms = new_db(store)
     commit(ms, 3)
     gc = GarbageCollector("db", store, dataclasses.replace(ZERO, interval=timedelta(seconds=0.01)))
-    with gc:
+    with gc.start():
         deadline = time.monotonic() + 10
         while not store.exists("db/gc/manifest.boundary") and time.monotonic() < deadline:
             time.sleep(0.01)

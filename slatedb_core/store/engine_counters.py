@@ -12,11 +12,17 @@ at least), so a lock and a bisect there cost nothing measurable.
 Totals never go down (a Prometheus counter must not): a store's counters are kept until the store
 is collected and then added to the retired totals; a block cache is not kept alive (it holds
 blocks), so what it counted after the last :func:`snapshot` before it was collected is lost.
+
+The collector may retire a store or a cache on any thread, at any allocation, including one
+inside :func:`snapshot` while it holds the lock: the retirement callbacks therefore take no lock
+(they only queue the key, :data:`_dead`, an atomic deque append); the queue is folded into the
+retired totals under the lock by the next :func:`snapshot` or registration.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import threading
 import time
 import weakref
@@ -92,6 +98,8 @@ _retired_bytes: dict[str, int] = {}
 _caches: dict[int, tuple[weakref.ref[Any], list[int]]] = {}
 """id -> (the cache, its hits and misses at the last snapshot)."""
 _retired_cache = [0, 0]
+_dead: collections.deque[tuple[str, int]] = collections.deque()
+"""Keys of collected stores (``"store"``) and caches (``"cache"``) not yet retired."""
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -99,12 +107,20 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
-def _retire_store(key: int) -> None:
-    with _lock:
-        counts = _stores.pop(key, None)
-        if counts is not None:
-            _add(_retired_requests, counts.snapshot())
-            _add(_retired_bytes, counts.bytes_snapshot())
+def _retire_dead() -> None:
+    """Fold the collected stores and caches into the retired totals; the caller holds _lock."""
+    while _dead:
+        kind, key = _dead.popleft()
+        if kind == "store":
+            counts = _stores.pop(key, None)
+            if counts is not None:
+                _add(_retired_requests, counts.snapshot())
+                _add(_retired_bytes, counts.bytes_snapshot())
+        else:
+            found = _caches.pop(key, None)
+            if found is not None:
+                _retired_cache[0] += found[1][0]
+                _retired_cache[1] += found[1][1]
 
 
 def register_store_counters(store: object, counters: _Counts) -> None:
@@ -112,28 +128,27 @@ def register_store_counters(store: object, counters: _Counts) -> None:
     collected."""
     key = id(counters)
     with _lock:
+        _retire_dead()
         _stores[key] = counters
-    weakref.finalize(store, _retire_store, key)
+    weakref.finalize(store, _dead.append, ("store", key))
 
 
-def _retire_cache(ref: weakref.ref[Any]) -> None:
-    with _lock:
-        found = _caches.pop(id(ref), None)
-        if found is not None:
-            _retired_cache[0] += found[1][0]
-            _retired_cache[1] += found[1][1]
+def _cache_collected(ref: weakref.ref[Any]) -> None:
+    _dead.append(("cache", id(ref)))  # no lock: see the module docstring
 
 
 def register_cache(cache: object) -> None:
     """Count ``cache``'s ``hits`` and ``misses`` in :func:`snapshot` (module docstring)."""
-    ref = weakref.ref(cache, _retire_cache)
+    ref = weakref.ref(cache, _cache_collected)
     with _lock:
+        _retire_dead()
         _caches[id(ref)] = (ref, [0, 0])
 
 
 def snapshot() -> EngineSnapshot:
     """Every counter of this process, summed now."""
     with _lock:
+        _retire_dead()
         requests, nbytes = dict(_retired_requests), dict(_retired_bytes)
         for counts in _stores.values():
             _add(requests, counts.snapshot())

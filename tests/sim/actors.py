@@ -26,7 +26,6 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.faults import FaultyStore, PausePoint, When
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalWindow, WalWriter
-from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.writer import WalDone
 from slatedb_core.writer.db import Db
 from tests.sim.recorder import InvariantViolation
@@ -73,55 +72,50 @@ class SimWindow(WalWindow):
         super().close(wait)
 
 
-class SimWalFlusher(WalFlusher):
-    """A WAL flusher whose writes run in the caller's thread: a flush lands a :class:`SimWindow`'s
-    queued creates itself, and a durable put flushes instead of waking the flusher thread and
-    sleeping. It uses only :class:`WalFlusher`'s public methods."""
-
-    def flush_wal(self) -> None:
-        window = self.window
-        if window is None:
-            super().flush_wal()
-            return
-        assert isinstance(window, SimWindow)
-        target = self.dispatch(None)
-        for _ in range(_MAX_FLUSH_ROUNDS):
-            with self.lock:
-                if self.durable_gen >= target or self.error is not None:
-                    break
-            if not window.queue or not window.run_one():
-                break  # a failed create fails this flush, as it does without parallel writes
-        with self.lock:
-            if self.durable_gen >= target:
-                return
-            if self.error is not None:
-                raise self.error
-            failure = self.failure_locked(0, target)
-            if failure is not None:
-                raise failure
-        raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
-
-    def await_durable(self, gen: int) -> None:
-        for _ in range(_MAX_FLUSH_ROUNDS):
-            with self.lock:
-                if self.durable_gen >= gen:
-                    return
-                self.check_usable()
-            self.flush_wal()
-        raise InvariantViolation(f"{_MAX_FLUSH_ROUNDS} WAL flushes made generation {gen} no closer")
-
-
 class SimDb(Db):
     """A Db whose background work runs only when the schedule says so."""
 
     @classmethod
     def open_manual(cls, path: str, store: ObjectStore, options: DbOptions) -> SimDb:
-        db = cls(path, store, options, SimWalFlusher)
+        db = cls(path, store, options)
         db._recover()
-        if db._flusher.window is not None:
+        if db._window is not None:
+            db._window.close()
             rng = random.Random(f"{path}:{db.writer_epoch}")
-            db._flusher.replace_window(lambda writer, size: SimWindow(writer, size, rng))
+            db._window = SimWindow(db._wal_writer, db._window.size, rng)
         return db
+
+    def _flush_wal(self) -> None:
+        window = self._window
+        if window is None:
+            super()._flush_wal()
+            return
+        assert isinstance(window, SimWindow)
+        target = self._dispatch_wal(None)
+        for _ in range(_MAX_FLUSH_ROUNDS):
+            with self._lock:
+                if self._durable_gen >= target or self._error is not None:
+                    break
+            if not window.queue or not window.run_one():
+                break  # a failed create fails this flush, as it does without parallel writes
+        with self._lock:
+            if self._durable_gen >= target:
+                return
+            if self._error is not None:
+                raise self._error
+            failure = self._failure_locked(0, target)
+            if failure is not None:
+                raise failure
+        raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
+
+    def _await_durable(self, gen: int) -> None:
+        for _ in range(_MAX_FLUSH_ROUNDS):
+            with self._lock:
+                if self._durable_gen >= gen:
+                    return
+                self._check_usable()
+            self._flush_wal()
+        raise InvariantViolation(f"{_MAX_FLUSH_ROUNDS} WAL flushes made generation {gen} no closer")
 
 
 @dataclass

@@ -528,17 +528,20 @@ def compaction_hold(
     """Why compaction of ``db`` is held back (None: it is not): its latest finished compaction
     failed with an alert, whoever launched it, and every L0 SST it was launched on is still in
     L0. A repair (the L0 changes) or a run launched by hand that succeeds lifts it. A run whose
-    L0 is not known (launched from the Launchpad, without ``L0_TAG``) holds like the other kinds
-    (:func:`run_hold`): for ``ALERT_HOLD_S`` or until a run by hand succeeds."""
+    L0 is not known (launched from the Launchpad, without ``L0_TAG``) or was empty (requested
+    for the WAL backlog) holds like the other kinds (:func:`run_hold`): for ``ALERT_HOLD_S`` or
+    until a run by hand succeeds."""
     last = memory.compaction
     if last is None or last[0] != "FAILURE" or not last[2]:
         return None
-    if memory.requested_l0 is None:
+    if not memory.requested_l0:
+        # unknown, or empty (requested for the WAL backlog): "every L0 SST it was launched on
+        # is still in L0" would hold for ever, so this one is bounded in time too
         if now - last[1] >= ALERT_HOLD_S:
             return None
         return (
-            f"{db}: compaction not requested: the last run (launched by hand, its L0 not "
-            f"recorded) failed with {last[2]} {ago(now, last[1])}; held until a compaction run "
+            f"{db}: compaction not requested: the last run (its L0 not recorded, or empty) "
+            f"failed with {last[2]} {ago(now, last[1])}; held until a compaction run "
             f"launched by hand succeeds, or for {int((ALERT_HOLD_S - (now - last[1])) // 60)} "
             "min more"
         )

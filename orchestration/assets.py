@@ -217,7 +217,8 @@ def garbage_collection(
         metadata["detached"] = text(", ".join(stats.detached))
     if stats.data_gc_skipped:
         metadata["data_gc_skipped"] = text(stats.data_gc_skipped)
-    if not (stats.deleted or stats.expired_checkpoints_removed or stats.detached):
+    # a failed delete is news (the garbage stays, the store refused): never a quiet no-op
+    if not (stats.deleted or stats.failed or stats.expired_checkpoints_removed or stats.detached):
         yield unchanged(context, metadata)  # nothing deleted: no new materialization
         return
     yield dg.MaterializeResult(metadata=metadata)

@@ -33,9 +33,9 @@ from slatedb_core.manifest.codec import encode_manifest
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal.log import FENCE, WalLog
 
 ZERO = GarbageCollectorOptions(min_age=timedelta(0))

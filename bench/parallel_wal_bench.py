@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._moto import MotoServer
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
 

@@ -29,16 +29,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from slatedb_core import (
-    CheckpointOptions,
-    Db,
-    DbOptions,
-    InvalidArgument,
-    ObjectStore,
-    Table,
-    admin,
-    open_store,
-)
+from slatedb_core import CheckpointOptions, Db, DbOptions, ObjectStore, Table, admin, open_store
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.layout import compacted_dir
 
 DEFAULT_DIR = Path("demo-data/dagster-store")

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import dagster as dg
 from dagster_shared.error import SerializableErrorInfo
 
-from slatedb_core import BoundaryMissing, CorruptionError, Fenced
+from slatedb_core.errors import BoundaryMissing, CorruptionError, Fenced
 
 ALERT_ERRORS: tuple[type[Exception], ...] = (Fenced, CorruptionError, BoundaryMissing)
 ALERT_NAMES = frozenset(e.__name__ for e in ALERT_ERRORS)

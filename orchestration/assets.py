@@ -50,15 +50,8 @@ from orchestration.metadata import (
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from orchestration.table_assets import EXPORT_CHECKPOINT_NAME, delta_export, rescaling
-from slatedb_core import (
-    CheckpointNotFound,
-    CheckpointOptions,
-    DatabaseDestroyed,
-    DatabaseNotFound,
-    admin,
-    run_compaction_once,
-    run_gc_once,
-)
+from slatedb_core import CheckpointOptions, admin, run_compaction_once, run_gc_once
+from slatedb_core.errors import CheckpointNotFound, DatabaseDestroyed, DatabaseNotFound
 from slatedb_core.health import DatabaseHealth, inspect_database, read_boundaries
 
 __all__ = [

@@ -33,8 +33,9 @@ from orchestration.markdown import markdown_literal
 from orchestration.missing import missing_description
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import CorruptionError, DatabaseNotFound, FleetScanner
+from slatedb_core import FleetScanner
 from slatedb_core.durations import parse_duration
+from slatedb_core.errors import CorruptionError, DatabaseNotFound
 from slatedb_core.health import (
     DatabaseHealth,
     check_boundaries,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from slatedb_core import DbReader, InvalidArgument, ObjectStore, Table, TableSnapshot
+from slatedb_core import DbReader, ObjectStore, Table, TableSnapshot
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbReaderOptions
 from slatedb_core.table import TableOptions
 

@@ -71,15 +71,9 @@ from orchestration.fleet_view import (
 from orchestration.missing import missing_description
 from orchestration.partitions import DATABASES
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import (
-    DatabaseStatus,
-    FleetScanner,
-    InvalidArgument,
-    SlateDBError,
-    StoreError,
-    Table,
-)
+from slatedb_core import DatabaseStatus, FleetScanner, SlateDBError, Table
 from slatedb_core.durations import parse_duration
+from slatedb_core.errors import InvalidArgument, StoreError
 from slatedb_core.health import BOUNDARY_NAMESPACES
 from slatedb_core.store.objectstore import validate_relative_path
 

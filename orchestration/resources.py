@@ -17,14 +17,9 @@ import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator
 
 from orchestration.settings import STORE_URL_ENV
-from slatedb_core import (
-    CompactorOptions,
-    GarbageCollectorOptions,
-    InvalidArgument,
-    ObjectStore,
-    open_store,
-)
+from slatedb_core import CompactorOptions, GarbageCollectorOptions, ObjectStore, open_store
 from slatedb_core.durations import parse_duration
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.health import list_databases
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.options import DbOptions, DbReaderOptions

@@ -25,11 +25,8 @@ from orchestration.partitions import (
     tables_partitions,
 )
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import (
-    DatabaseNotFound,
-    SlateDBError,
-    Table,
-)
+from slatedb_core import SlateDBError, Table
+from slatedb_core.errors import DatabaseNotFound
 
 DISCOVERY_INTERVAL_S = 60
 WATCH_INTERVAL_S = 30

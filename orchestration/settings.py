@@ -17,7 +17,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]
 
 from orchestration.metadata import DEFAULT_OWNERS
-from slatedb_core import InvalidArgument
+from slatedb_core.errors import InvalidArgument
 
 CONFIG_ENV = "SLATEDB_ORCHESTRATION_CONFIG"
 STORE_URL_ENV = "SLATEDB_STORE_URL"

@@ -32,15 +32,9 @@ from orchestration.metadata import (
 )
 from orchestration.partitions import databases_partitions, tables_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from slatedb_core import (
-    CheckpointNotFound,
-    CheckpointOptions,
-    DatabaseNotFound,
-    MergeBlockedByBatch,
-    Table,
-    admin,
-)
+from slatedb_core import CheckpointOptions, Table, admin
 from slatedb_core.durations import parse_duration
+from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, MergeBlockedByBatch
 from slatedb_core.health import DatabaseHealth, inspect_database, split_key
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.table.shardmap import Shard

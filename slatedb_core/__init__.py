@@ -1,6 +1,13 @@
 """slatedb_core: a key-value store on object storage following SlateDB's manifest protocol.
 
-The public API is what this module re-exports; everything else is internal and may change.
+The public API is what this module re-exports; everything else is internal and may change:
+the actors (:class:`Db`, :class:`DbReader`, :class:`Table`, :class:`Compactor`,
+:class:`GarbageCollector`, :class:`FleetScanner`), their options and results, :func:`open_store`,
+and the public modules :mod:`~slatedb_core.admin`, :mod:`~slatedb_core.health`,
+:mod:`~slatedb_core.fleet`, :mod:`~slatedb_core.layout` and :mod:`~slatedb_core.errors`. Every
+error is in :mod:`slatedb_core.errors` (import the classes from there) and derives from
+:class:`SlateDBError`, whose ``kind`` (:class:`ErrorKind`) says what to do. Tools for tests (the
+fault-injecting store) are in :mod:`slatedb_core.testing`, outside this API.
 """
 
 from __future__ import annotations
@@ -8,39 +15,14 @@ from __future__ import annotations
 from typing import Final
 
 from slatedb_core import admin, errors, fleet, health, layout
-from slatedb_core import health as inspect  # the name before health.py (kept for callers)
 from slatedb_core.checkpoints import CheckpointCreateResult
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
-from slatedb_core.errors import (
-    BoundaryMissing,
-    CheckpointNotFound,
-    CommitRetriesExhausted,
-    CorruptionError,
-    DatabaseDestroyed,
-    DatabaseNotFound,
-    DatabaseNotInitialized,
-    DbClosed,
-    Fenced,
-    InvalidArgument,
-    InvalidDeletion,
-    ManifestVersionExists,
-    MergeBlockedByBatch,
-    ObjectNotFound,
-    ObjectVersionBehindBoundary,
-    ReaderClosed,
-    ShardMapConflict,
-    SlateDBError,
-    SstMissing,
-    StoreError,
-    UnsupportedFeature,
-)
+from slatedb_core.errors import ErrorKind, SlateDBError
 from slatedb_core.fleet import DatabaseStatus, FleetScanner
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.union import UnionSource
-from slatedb_core.manifest.model import Checkpoint, Manifest
-from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
-from slatedb_core.meta.versioned import RetryPolicy
+from slatedb_core.manifest.model import Checkpoint
 from slatedb_core.options import (
     CheckpointOptions,
     CheckpointScope,
@@ -51,10 +33,9 @@ from slatedb_core.options import (
     ReaderMode,
 )
 from slatedb_core.reader.reader import DbReader, ReaderStats
-from slatedb_core.store.faults import FaultRule, FaultyStore
-from slatedb_core.store.objectstore import ObjectStore, RequestCounters
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Shard, ShardMap, Table, TableOptions, TableSnapshot, ValueEncoding
+from slatedb_core.table import Shard, Table, TableOptions, TableSnapshot, ValueEncoding
 from slatedb_core.writer import ttl as _ttl
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
@@ -68,62 +49,34 @@ __version__ = "0.1.0"
 
 __all__ = [
     "NO_EXPIRY",
-    "BoundaryMissing",
     "BulkIngestStats",
     "Checkpoint",
     "CheckpointCreateResult",
-    "CheckpointNotFound",
     "CheckpointOptions",
     "CheckpointScope",
-    "CommitRetriesExhausted",
     "CompactionStats",
     "Compactor",
     "CompactorOptions",
-    "CorruptionError",
-    "DatabaseDestroyed",
-    "DatabaseNotFound",
-    "DatabaseNotInitialized",
     "DatabaseStatus",
     "Db",
-    "DbClosed",
     "DbOptions",
     "DbReader",
     "DbReaderOptions",
-    "FaultRule",
-    "FaultyStore",
-    "Fenced",
-    "FencedManifest",
+    "ErrorKind",
     "FleetScanner",
     "GarbageCollector",
     "GarbageCollectorOptions",
     "GcStats",
-    "InvalidArgument",
-    "InvalidDeletion",
     "KeyRange",
-    "Manifest",
-    "ManifestStore",
-    "ManifestVersionExists",
-    "MergeBlockedByBatch",
-    "ObjectNotFound",
     "ObjectStore",
-    "ObjectVersionBehindBoundary",
-    "ReaderClosed",
     "ReaderMode",
     "ReaderStats",
-    "RequestCounters",
-    "RetryPolicy",
     "Shard",
-    "ShardMap",
-    "ShardMapConflict",
     "SlateDBError",
-    "SstMissing",
-    "StoreError",
-    "StoredManifest",
     "Table",
     "TableOptions",
     "TableSnapshot",
     "UnionSource",
-    "UnsupportedFeature",
     "ValueEncoding",
     "WriteBatch",
     "__version__",
@@ -131,7 +84,6 @@ __all__ = [
     "errors",
     "fleet",
     "health",
-    "inspect",
     "layout",
     "open_store",
     "run_compaction_once",

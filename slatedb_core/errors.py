@@ -251,7 +251,7 @@ class LinkInStore(StoreError):
 
 
 class InjectedFault(StoreError):
-    """A failure injected by ``slatedb_core.store.faults`` (tests and simulation only)."""
+    """A failure injected by ``slatedb_core.testing`` (tests and simulation only)."""
 
     def __init__(self, message: str, *, path: str | None = None, took_effect: bool = False) -> None:
         super().__init__(message, path=path, retryable=True)

@@ -19,8 +19,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from slatedb_core import InvalidArgument, ValueEncoding
-from slatedb_core.errors import CatalogOptionsMissing
+from slatedb_core import ValueEncoding
+from slatedb_core.errors import CatalogOptionsMissing, InvalidArgument
 from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points

@@ -73,7 +73,6 @@ from slatedb_core import (
     DbReader,
     DbReaderOptions,
     KeyRange,
-    ManifestStore,
     ObjectStore,
     ReaderMode,
     Table,
@@ -82,6 +81,7 @@ from slatedb_core import (
 )
 from slatedb_core.errors import DatabaseNotFound, InvalidArgument
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.table import TableOptions, ValueEncoding
 from slatedb_core.table.snapshot import snapshot_value_encoding

@@ -51,8 +51,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
-from slatedb_core.errors import SlateDBError
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument, ShardMapConflict, SlateDBError
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore

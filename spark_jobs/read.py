@@ -42,8 +42,6 @@ from slatedb_core import (
     DbReader,
     DbReaderOptions,
     KeyRange,
-    Manifest,
-    ManifestStore,
     ObjectStore,
     ReaderMode,
     Shard,
@@ -53,7 +51,9 @@ from slatedb_core import (
 )
 from slatedb_core.errors import CheckpointNotFound, InvalidArgument
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
+from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.projection import effective_range
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
 from slatedb_core.table import TableOptions
 from spark_jobs.shared_store import refuse_process_store

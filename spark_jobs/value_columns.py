@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from pyspark.sql.types import StructType
 
-from slatedb_core import InvalidArgument, Table, ValueEncoding
+from slatedb_core import Table, ValueEncoding
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.store.objectstore import ObjectStore
 
 

@@ -17,13 +17,11 @@ import pyarrow as pa
 import pytest
 
 from slatedb_core import (
-    CheckpointNotFound,
     CheckpointOptions,
     CheckpointScope,
     Db,
     DbOptions,
     DbReader,
-    InvalidArgument,
     ObjectStore,
     SlateDBError,
     UnionSource,
@@ -39,6 +37,7 @@ from slatedb_core.checkpoints import (
     list_checkpoints,
     refresh_checkpoint,
 )
+from slatedb_core.errors import CheckpointNotFound, InvalidArgument
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
 

@@ -18,9 +18,9 @@ from slatedb_core.meta import boundary as boundaries
 from slatedb_core.meta.boundary import BoundaryObject, lease_clock, parse_boundary_lease
 from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
 from slatedb_core.wal.writer import wal_boundary
 from tests.gc import ZERO, new_db, put_wal, recording

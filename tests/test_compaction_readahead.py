@@ -31,9 +31,9 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.reader import READAHEAD_MAX, READAHEAD_START
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import GetResult, ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from tests.sst import batch_of, numbered
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from slatedb_core.errors import CorruptionError, DbClosed, Fenced, InvalidArgument
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 

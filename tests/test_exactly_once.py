@@ -29,7 +29,6 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CheckpointOptions, DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, encode_sst
 from slatedb_core.store.checksum import crc32
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, check_txn, table_app_versions
@@ -44,6 +43,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from slatedb_core.writer.types import BulkIngestStats
 

@@ -17,20 +17,19 @@ from slatedb_core import (
     DatabaseStatus,
     Db,
     FleetScanner,
-    InvalidArgument,
-    Manifest,
-    ManifestStore,
     ObjectStore,
-    StoreError,
     admin,
     open_store,
     run_gc_once,
 )
+from slatedb_core.errors import InvalidArgument, StoreError
 from slatedb_core.fleet import STATES
 from slatedb_core.health import read_boundaries
 from slatedb_core.layout import boundary_path, sequenced_name
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
+from slatedb_core.testing import FaultyStore
 
 GC_NOW = GarbageCollectorOptions(min_age=timedelta())
 

@@ -36,9 +36,9 @@ from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 
 FAST = DbOptions(

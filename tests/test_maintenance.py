@@ -105,7 +105,7 @@ def test_gc_deleting_a_flushed_sst_before_its_commit_loses_nothing(store: Object
     """The upload-to-commit race GC's min_age alone cannot close (slatedb_core.meta.
     compacted_boundary): GC deletes the writer's new L0 SST before the manifest that references
     it lands; the writer must notice and re-home the SST."""
-    from slatedb_core.store.faults import FaultyStore
+    from slatedb_core.testing import FaultyStore
 
     faulty = FaultyStore(store)
     db = Db.open("db", faulty, OPTS)

@@ -10,12 +10,12 @@ import threading
 
 import pyarrow as pa
 
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import attempt_dir, stage_ssts
 from slatedb_core.table.overwrite import plan_overwrite
 from slatedb_core.table.overwrite_stats import counts
+from slatedb_core.testing import FaultyStore
 
 
 def test_a_staged_sst_deleted_while_counted_counts_as_gone() -> None:

@@ -22,8 +22,8 @@ from slatedb_core.manifest.model import MAX_PARALLEL_WRITES
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore, PausePoint
 from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
 from slatedb_core.writer.db import Db
 from tests.wal_support import Recorder, epochs, is_fence, set_writer_epoch

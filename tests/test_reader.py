@@ -30,9 +30,9 @@ from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.reader.wal_tables import WalTables
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal.log import WalLog, encode_wal_sst
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db

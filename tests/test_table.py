@@ -28,12 +28,12 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.envelope import seal
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, ShardMap, Table
 from slatedb_core.table.routing import route
 from slatedb_core.table.shardmap import SHARDMAP_MAGIC, ShardMapStore
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
 from tests.table.conftest import (
     OPTS,

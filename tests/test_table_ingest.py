@@ -20,7 +20,6 @@ from slatedb_core.layout import (
     ingest_plan_record,
     ingest_staging_dir,
 )
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
@@ -37,6 +36,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
+from slatedb_core.testing import FaultyStore
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from slatedb_core.errors import (
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, DbReaderOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions, rescale
@@ -47,6 +46,7 @@ from slatedb_core.table.shardmap import (
     encode_shard_map,
     layout_problem,
 )
+from slatedb_core.testing import FaultyStore
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),

@@ -19,7 +19,6 @@ from slatedb_core.errors import CheckpointNotFound, CorruptionError, InvalidArgu
 from slatedb_core.layout import snapshot_record_path
 from slatedb_core.meta.envelope import seal
 from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, TableOptions, TableSnapshot
 from slatedb_core.table.named_snapshots import SWEEP_MIN_AGE, TAKE_MAX_AGE
@@ -28,6 +27,7 @@ from slatedb_core.table.snapshot import (
     snapshot_present,
     take_snapshot,
 )
+from slatedb_core.testing import FaultyStore
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),

@@ -25,9 +25,9 @@ from slatedb_core.options import (
     ReaderMode,
 )
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from slatedb_core import InvalidArgument, Table, ValueEncoding, open_store
-from slatedb_core.errors import CorruptionError
+from slatedb_core import Table, ValueEncoding, open_store
+from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.meta.envelope import open_sealed, seal
 from slatedb_core.table.shardmap import (
     FORMAT_VERSION,

@@ -9,8 +9,8 @@ import pytest
 from slatedb_core.errors import CorruptionError, Fenced, StoreError, WalEpochConflict
 from slatedb_core.lsm.entries import batch_from_lists
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
 from slatedb_core.wal.log import FENCE, encode_wal_sst
 from slatedb_core.wal.writer import wal_boundary

@@ -14,8 +14,8 @@ import pytest
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import run_gc_once
 from slatedb_core.options import DbOptions, GarbageCollectorOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal import WalLog
 from slatedb_core.wal.flusher import MIN_GRACE_S, GroupCommit
 from slatedb_core.writer.db import Db

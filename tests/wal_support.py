@@ -10,8 +10,8 @@ import dataclasses
 from slatedb_core.errors import ManifestVersionExists
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog
 
 

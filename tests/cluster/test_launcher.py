@@ -24,7 +24,7 @@ from lakehouse_demo.cluster.settings import (
     write_env_file,
 )
 from orchestration.run_launcher import worker_health
-from slatedb_core import InvalidArgument
+from slatedb_core.errors import InvalidArgument
 
 
 def _sleeper(tmp_path: Path) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """A tool outside the compactor protocol that changes a compaction's sources before each commit.
 
 Issue 38 (follow-up): a compaction pass that loses every race must not report "nothing to compact".
-The racer is real: a store wrapper (:class:`~slatedb_core.store.faults.FaultyStore`, no rules)
+The racer is real: a store wrapper (:class:`~slatedb_core.testing.FaultyStore`, no rules)
 that, just before each manifest write of the process using it (after the first: the compactor's
 epoch bump), lets "another tool" rewrite the oldest L0 view under a new view id through
 :class:`ManifestStore` on the same store: the data is unchanged, but the compaction's planned
@@ -18,9 +18,9 @@ from ulid import ULID
 
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 
 
 def review_oldest_l0(m: Manifest) -> Manifest:

@@ -42,9 +42,9 @@ from slatedb_core.manifest.model import CompactedSst, SstInfo
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.manifest.tables import read_ulid, write_ulid
 from slatedb_core.options import CompactorOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 
 from . import seed_l0s
 

@@ -25,8 +25,8 @@ from slatedb_core.compactor.compactions import compactions_seq, decode_state
 from slatedb_core.errors import CompactionSourceChanged, Fenced
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 

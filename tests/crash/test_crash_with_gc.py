@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 import time
 
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from tests.crash.process import Outcome, Process, run_process
 from tests.crash.scenarios import OPTS, base_db, content, gc, key, write
 from tests.crash.store import CrashPoint, CrashStore

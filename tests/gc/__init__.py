@@ -17,8 +17,8 @@ from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import Checkpoint, CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal.log import WalLog
 
 T = TypeVar("T")

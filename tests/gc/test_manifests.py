@@ -16,8 +16,8 @@ from slatedb_core.manifest.model import CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 from tests.gc import (
     HOUR,
     ZERO,

@@ -18,9 +18,9 @@ from slatedb_core.errors import BoundaryMissing, CommitRetriesExhausted
 from slatedb_core.gc import GarbageCollector, run_gc_once
 from slatedb_core.gc import collector as gc_collector
 from slatedb_core.meta.sequenced import SequencedStore
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from tests.gc import ZERO, new_db, put_wal, wal_ids
 
 

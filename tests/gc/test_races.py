@@ -15,9 +15,9 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import DbOptions, GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background, bump, commit, manifest_ids, new_db, wal_ids
 

@@ -1,6 +1,6 @@
 """A fault-injecting HTTP/1.1 proxy for 127.0.0.1, put in front of moto's S3 server.
 
-:class:`~slatedb_core.store.faults.FaultyStore` injects faults above obstore, so obstore's own
+:class:`~slatedb_core.testing.FaultyStore` injects faults above obstore, so obstore's own
 retries, timeouts, connection pool and status-code mapping are never exercised by it. This proxy
 injects them on the wire instead, where a real network would:
 

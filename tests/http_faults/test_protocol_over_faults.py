@@ -30,9 +30,9 @@ from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import DbOptions, GarbageCollectorOptions
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import WalWriter
 from slatedb_core.writer.db import Db

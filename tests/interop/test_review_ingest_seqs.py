@@ -17,7 +17,6 @@ from slatedb_core.errors import InjectedFault
 from slatedb_core.layout import sst_path
 from slatedb_core.options import DbOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstReader, encode_sst
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -29,6 +28,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings

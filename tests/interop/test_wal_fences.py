@@ -22,9 +22,9 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner

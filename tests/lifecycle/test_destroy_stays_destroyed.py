@@ -21,8 +21,8 @@ from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background, commit, new_db
 

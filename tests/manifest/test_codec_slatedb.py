@@ -24,8 +24,8 @@ from slatedb_core.manifest.codec import (
 )
 from slatedb_core.manifest.model import Checkpoint, Manifest, SstInfo, SstView
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from tests.gc import Background
 from tests.interop import conftest as interop
 from tests.interop.oracle import Oracle, settings

@@ -21,8 +21,8 @@ from slatedb_core.errors import (
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.meta.versioned import RetryPolicy
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 
 
 def incr(m: Manifest) -> Manifest:

@@ -7,13 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core import (
-    CorruptionError,
-    Db,
-    GarbageCollectorOptions,
-    ObjectStore,
-    run_gc_once,
-)
+from slatedb_core import Db, GarbageCollectorOptions, ObjectStore, run_gc_once
+from slatedb_core.errors import CorruptionError
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.store.url import open_store
 from tests.test_bad_input import GOOD

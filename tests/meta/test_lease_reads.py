@@ -16,8 +16,8 @@ from slatedb_core.meta import boundary as boundaries
 from slatedb_core.meta.boundary import lease_clock
 from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.sst import SstOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog, WalWriter
 from slatedb_core.wal.writer import wal_boundary
 

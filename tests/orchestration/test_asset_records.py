@@ -23,7 +23,8 @@ from orchestration.jobs import JOBS
 from orchestration.metadata import DEFAULT_OWNERS, KIND_TAG, boundaries
 from orchestration.resources import CheckpointPolicy, ManagedDatabasesResource, ObjectStoreResource
 from orchestration.settings import load_settings
-from slatedb_core import CheckpointOptions, InvalidArgument, ObjectStore, admin
+from slatedb_core import CheckpointOptions, ObjectStore, admin
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.model import Manifest

@@ -24,7 +24,7 @@ from dagster._serdes import serialize_value
 
 from orchestration.definitions import build_definitions
 from orchestration.settings import CONFIG_ENV, STORE_URL_ENV, load_settings
-from slatedb_core import InvalidArgument
+from slatedb_core.errors import InvalidArgument
 
 S3_SECRET = "S3sEcReT0wJalrXUtnFEMIK7MDENG"
 PG_SECRET = "PgPaSs9?Wd#x/y"  # '?', '#', '/' too: issue 39 item 3's characters

@@ -10,7 +10,7 @@ import pytest
 
 from orchestration.definitions import build_definitions
 from orchestration.settings import CONFIG_ENV, STORE_URL_ENV, load_settings
-from slatedb_core import InvalidArgument
+from slatedb_core.errors import InvalidArgument
 
 
 def test_default_definitions_load() -> None:

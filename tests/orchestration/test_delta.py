@@ -14,7 +14,8 @@ from deltalake import DeltaTable
 
 from devtools.sample_data import rows, write_database
 from orchestration.delta import export_to_delta, export_uri
-from slatedb_core import CheckpointOptions, InvalidArgument, ObjectStore, Table, admin
+from slatedb_core import CheckpointOptions, ObjectStore, Table, admin
+from slatedb_core.errors import InvalidArgument
 
 
 def _kv(table: DeltaTable) -> list[tuple[bytes, bytes]]:

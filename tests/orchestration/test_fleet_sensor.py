@@ -311,7 +311,7 @@ def test_boundaries_that_move_back_or_vanish_are_error_checks_and_advances_are_o
 def test_absurd_fleet_settings_are_refused(
     managed: ManagedDatabasesResource, bad: dict[str, int]
 ) -> None:
-    from slatedb_core import InvalidArgument
+    from slatedb_core.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match=next(iter(bad))):
         ManagedDatabasesResource(**{**managed.model_dump(), **bad}).check_settings()

@@ -27,7 +27,7 @@ from slatedb_core import ObjectStore, SlateDBError, run_gc_once
 from slatedb_core.health import inspect_database
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.lsm.dbstate import resolve_sst_path
-from slatedb_core.store.faults import FaultyStore
+from slatedb_core.testing import FaultyStore
 from tests.orchestration.conftest import add_partitions
 from tests.orchestration.fleet_ticks import fleet_rows, fleet_view
 

@@ -9,7 +9,7 @@ from devtools.sample_data import write_database
 from slatedb_core import DatabaseStatus, FleetScanner, ObjectStore
 from slatedb_core.health import inspect_database
 from slatedb_core.layout import boundary_path
-from slatedb_core.store.faults import FaultyStore
+from slatedb_core.testing import FaultyStore
 
 
 def test_a_boundary_read_after_the_listing_is_never_ahead_of_the_manifest_it_is_judged_with(

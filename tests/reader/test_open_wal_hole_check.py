@@ -10,8 +10,8 @@ import pytest
 from slatedb_core.gc import run_gc_once
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal.log import WalLog
 from slatedb_core.writer.db import Db
 from tests.gc import ZERO, Background

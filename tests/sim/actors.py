@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultyStore, PausePoint, When
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore, PausePoint, When
 from slatedb_core.wal import WalWindow, WalWriter
 from slatedb_core.wal.writer import WalDone
 from slatedb_core.writer.db import Db

@@ -25,11 +25,11 @@ from slatedb_core.options import (
     ReaderMode,
 )
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.store.faults import FaultRule, FaultyStore, When
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import OPS, ObjectStore
 from slatedb_core.store.twophase import TwoPhaseStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore, When
 from tests.sim import model as m
 from tests.sim.actors import Outcome, Stalled, run_stalled
 from tests.sim.recorder import InvariantViolation, RecordingStore

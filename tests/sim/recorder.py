@@ -1,7 +1,7 @@
 """A store wrapper that watches every request that reached the real store, and the invariants
 that can be judged from outside the engine by looking only at those requests.
 
-It sits *under* the :class:`~slatedb_core.store.faults.FaultyStore`, so it sees the ground truth:
+It sits *under* the :class:`~slatedb_core.testing.FaultyStore`, so it sees the ground truth:
 a create whose response the fault layer then dropped is still recorded as having happened. Each
 rule is checked at the request that could break it; the few that are about the whole namespace
 (ids above a boundary contiguous, the latest manifest present) are checked by :meth:`check` after

@@ -20,10 +20,10 @@ from datetime import timedelta
 
 from slatedb_core.errors import SlateDBError
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions, ValueEncoding
+from slatedb_core.testing import FaultyStore
 from tests.sim.actors import Outcome, Stalled
 from tests.sim.state import Figures
 from tests.sim.table_model import KEYS, SOFT, TableModel, TableViolation

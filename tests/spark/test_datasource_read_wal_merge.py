@@ -16,7 +16,8 @@ import pytest
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # the wheel ships no py.typed
 from pyspark.sql import SparkSession
 
-from slatedb_core import InvalidArgument, Table, open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.datasource_read import ReadOptions
 from spark_jobs.read import read_table

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from slatedb_core import InvalidArgument, Table, open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.table.options import TableOptions
 from spark_jobs.datasource import SlateDBDataSource

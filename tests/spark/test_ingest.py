@@ -15,11 +15,11 @@ from slatedb_core.errors import InvalidArgument, ShardMapConflict
 from slatedb_core.layout import ingest_done_marker
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import REFUSED, SKIPPED, WRITTEN, plan_ingest
+from slatedb_core.testing import FaultRule, FaultyStore
 from spark_jobs.ingest import IngestStats, ingest
 from spark_jobs.ingest_tasks import decode_arrow_value, encode_arrow_rows
 from spark_jobs.routing import partition_keys, spark_hash_long

@@ -13,11 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.layout import ingest_dir
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import AppVersion, Table, table_app_versions
 from slatedb_core.table.ingest import SKIPPED, WRITTEN, plan_ingest
+from slatedb_core.testing import FaultRule, FaultyStore
 from spark_jobs.ingest import IngestStats, ingest, main
 
 pytestmark = pytest.mark.spark

@@ -31,11 +31,11 @@ from slatedb_core.errors import InjectedFault, MergeBlockedByBatch
 from slatedb_core.layout import ingest_done_marker, parse_ingest_checkpoint_name
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore, ObjectVersion
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import WRITTEN, plan_ingest
+from slatedb_core.testing import FaultyStore
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import IngestStats, ingest
 

@@ -11,7 +11,8 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
-from slatedb_core import InvalidArgument, Table, open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import ingest
 

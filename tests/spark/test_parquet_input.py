@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from slatedb_core import InvalidArgument, Table, open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument
 from spark_jobs.ingest import main as ingest_main
 from spark_jobs.parquet_input import is_store_url, parquet_objects, read_input, read_schema
 

@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from slatedb_core import InvalidArgument, ShardMapConflict, Table, open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument, ShardMapConflict
 from slatedb_core.layout import sst_path
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.sst import SstReader

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from slatedb_core import InvalidArgument, open_store
+from slatedb_core import open_store
+from slatedb_core.errors import InvalidArgument
 from spark_jobs.compare import compare
 from spark_jobs.parquet_input import parquet_objects, read_input
 

@@ -13,8 +13,8 @@ from slatedb_core.layout import sst_path
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstOptions, encode_sst
 from slatedb_core.sst.create import copy_sst, create_sst, write_new_sst
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore
 
 
 def _sst(key: bytes = b"k") -> tuple[bytes, SstInfo]:

@@ -17,9 +17,9 @@ from slatedb_core.errors import (
     StoreError,
     is_retryable,
 )
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 
 
 @pytest.fixture

@@ -536,8 +536,8 @@ def test_flush_and_evict_leaves_the_objects_as_they_were(store: ObjectStore) -> 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise (Linux)")
 def test_flush_and_evict_drops_a_local_file_from_the_page_cache(tmp_path: Path) -> None:
-    from slatedb_core.store.faults import FaultyStore
     from slatedb_core.store.nocas import NoConditionalWrites
+    from slatedb_core.testing import FaultyStore
 
     store = open_store(tmp_path.as_uri())
     data = os.urandom(4 << 20)

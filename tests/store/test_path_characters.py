@@ -9,15 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from slatedb_core import (
-    CheckpointScope,
-    Db,
-    DbReader,
-    InvalidArgument,
-    ObjectStore,
-    Table,
-)
+from slatedb_core import CheckpointScope, Db, DbReader, ObjectStore, Table
 from slatedb_core.checkpoints import list_checkpoints
+from slatedb_core.errors import InvalidArgument
 from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
 
 IA = InvalidArgument

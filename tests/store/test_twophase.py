@@ -33,13 +33,13 @@ from slatedb_core.meta.boundary import BoundaryObject
 from slatedb_core.meta.envelope import seal
 from slatedb_core.meta.sequenced import SequencedStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectVersion
 from slatedb_core.store.twophase import TwoPhaseStore, open_two_phase, two_phase_of
 from slatedb_core.store.twophase_keys import is_temp_name, temp_name
 from slatedb_core.store.txn import SqliteTxnStore, TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog
 from tests.gc import bump, commit, new_db
 

@@ -130,7 +130,7 @@ def test_equivalent_urls_share_one_key(tmp_path: Path, txn: TxnStore) -> None:
 
 
 def test_wrappers_do_not_change_the_key(txn: TxnStore) -> None:
-    from slatedb_core.store.faults import FaultyStore
+    from slatedb_core.testing import FaultyStore
 
     name = f"memory://keys-{time.monotonic_ns()}"
     plain = TwoPhaseStore(NoConditionalWrites(open_store(name)), txn)

@@ -18,7 +18,6 @@ from slatedb_core.errors import InjectedFault
 from slatedb_core.gc.service import run_gc_once
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -32,6 +31,7 @@ from slatedb_core.table.ingest import (
     stage_ssts,
 )
 from slatedb_core.table.overwrite import commit_overwrite
+from slatedb_core.testing import FaultyStore
 
 KEYS = [b"k%03d" % i for i in range(100)]
 MID = b"k050"  # shard 0: k000..k049, shard 1: k050..k099

@@ -31,7 +31,6 @@ from slatedb_core.errors import (
     ShardMapConflict,
 )
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import IngestPlan
@@ -43,6 +42,7 @@ from slatedb_core.table.shardmap import (
     ShardMap,
     ShardMapStore,
 )
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS, fill
 from tests.table.ingest_steps import stage_value
 

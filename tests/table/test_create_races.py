@@ -19,10 +19,10 @@ import pytest
 from slatedb_core.errors import ObjectAlreadyExists
 from slatedb_core.keys import KeyRange
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.testing import FaultyStore
 
 from .conftest import OPTS, memory
 

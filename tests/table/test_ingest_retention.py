@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from slatedb_core.cli.main import cli
 from slatedb_core.errors import IngestJobExpired, SlateDBError
 from slatedb_core.layout import ingest_done_marker, ingest_plan_record
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
@@ -31,6 +30,7 @@ from slatedb_core.table.ingest import (
     stage_ssts,
 )
 from slatedb_core.table.ingest_cleanup import collect_leftovers
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS
 
 

@@ -15,7 +15,6 @@ from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.errors import IngestJobExpired, SlateDBError
 from slatedb_core.layout import ingest_done_marker
 from slatedb_core.manifest.model import Checkpoint
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table
@@ -27,6 +26,7 @@ from slatedb_core.table.ingest import (
     plan_ingest,
     stage_ssts,
 )
+from slatedb_core.testing import FaultyStore
 
 
 def _batch(keys: list[bytes], value: bytes) -> pa.RecordBatch:

@@ -18,13 +18,13 @@ import slatedb_core.table.rescale as rescale
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.layout import snapshot_record_path
 from slatedb_core.options import DbOptions, DbReaderOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.twophase import open_two_phase
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Table, TableOptions
 from slatedb_core.table.snapshot import TableSnapshot
+from slatedb_core.testing import FaultyStore
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),

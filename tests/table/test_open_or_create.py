@@ -20,9 +20,9 @@ import pytest
 
 import slatedb_core.table.table as table_module
 from slatedb_core.errors import DatabaseNotFound, InjectedFault, TableCreateIncomplete
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
+from slatedb_core.testing import FaultRule, FaultyStore
 from spark_jobs.datasource_options import WriteOptions
 from spark_jobs.datasource_write import _open_or_create
 

@@ -14,7 +14,6 @@ import pytest
 
 from slatedb_core.errors import ShardMapConflict, SlateDBError
 from slatedb_core.manifest.model import AppVersion
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -30,6 +29,7 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS
 from tests.table.overwrite_steps import (
     NEW,

@@ -21,7 +21,6 @@ import pytest
 
 from slatedb_core.errors import InjectedFault, OverwriteTooOld, ShardMapConflict
 from slatedb_core.meta.envelope import open_sealed, seal
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN, IngestPlan
@@ -36,6 +35,7 @@ from slatedb_core.table.shardmap import (
     decode_shard_map,
     encode_shard_map,
 )
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS
 from tests.table.ingest_steps import by_shard, overwrite_dies_at, prune_retired, rows_batch, stage
 

@@ -16,12 +16,12 @@ from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN
 from slatedb_core.table.overwrite import commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS
 from tests.table.overwrite_steps import (
     NEW,

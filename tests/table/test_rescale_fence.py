@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from slatedb_core.manifest.model import AppVersion
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import REFUSED, commit_shard, plan_ingest
 from slatedb_core.table.overwrite import plan_overwrite
 from slatedb_core.table.shardmap import ShardMap
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 from tests.table.conftest import OPTS, fill, in_thread
 from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage

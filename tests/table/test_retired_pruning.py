@@ -20,10 +20,10 @@ from slatedb_core.errors import InjectedFault
 from slatedb_core.gc.service import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import GarbageCollectorOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS, fill
 
 GC_NOW = GarbageCollectorOptions(min_age=timedelta(0), db_delete_grace=timedelta(0))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from slatedb_core.options import DbOptions, DbReaderOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, TableOptions
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
+from slatedb_core.testing import FaultyStore
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),

@@ -23,12 +23,12 @@ import pytest
 from slatedb_core.errors import PreconditionFailed, ShardMapConflict
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore, PausePoint
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table, table_app_versions
 from slatedb_core.table.ingest import REFUSED, WRITTEN, commit_shard, plan_ingest
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
+from slatedb_core.testing import FaultyStore, PausePoint
 from slatedb_core.writer.db import Db
 from tests.table.conftest import OPTS, fill, in_thread
 from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage

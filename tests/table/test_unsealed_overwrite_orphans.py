@@ -19,7 +19,6 @@ import pytest
 
 from slatedb_core.errors import CorruptionError, DatabaseDestroyed, ShardMapConflict
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import WRITTEN, IngestPlan, ShardIngestStats
@@ -31,6 +30,7 @@ from slatedb_core.table.shardmap import (
     decode_shard_map,
     encode_shard_map,
 )
+from slatedb_core.testing import FaultyStore
 from tests.table.conftest import OPTS, fill, in_thread
 from tests.table.ingest_steps import by_shard, overwrite_dies_at, stage
 

@@ -5,8 +5,8 @@ refuse the open."""
 
 from __future__ import annotations
 
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
 
 

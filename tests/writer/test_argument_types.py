@@ -23,7 +23,6 @@ from slatedb_core import (
     DbReaderOptions,
     GarbageCollector,
     GarbageCollectorOptions,
-    InvalidArgument,
     ObjectStore,
     Table,
     TableOptions,
@@ -35,6 +34,7 @@ from slatedb_core import (
     run_gc_once,
 )
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.lifecycle.destroy import destroy
 from tests.test_bad_input import GOOD, run_cases
 

@@ -15,9 +15,9 @@ import pytest
 
 from slatedb_core.errors import BackgroundThreadDied
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultyStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
 
 T = TypeVar("T")

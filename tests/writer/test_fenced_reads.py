@@ -23,8 +23,8 @@ import pytest
 
 from slatedb_core.errors import Fenced, InjectedFault
 from slatedb_core.options import DbOptions
-from slatedb_core.store.faults import FaultRule, FaultyStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
 
 DB = "db"

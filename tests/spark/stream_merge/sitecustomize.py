@@ -19,7 +19,8 @@ if _MARKER:
     from typing import Any
 
     import spark_jobs.datasource_write as _write
-    from slatedb_core import MergeBlockedByBatch, Table, open_store
+    from slatedb_core import Table, open_store
+    from slatedb_core.errors import MergeBlockedByBatch
 
     _marker: str = _MARKER
     _real = _write.commit_shard  # type: ignore[attr-defined]

@@ -85,6 +85,11 @@ def user_option_names(options: Mapping[str, object]) -> list[str]:
     if not any(k.lower() == "provider" for k in names):
         return names
     given = {k[len(_OPTION_PREFIX) :] for k in names if k.lower().startswith(_OPTION_PREFIX)}
+    if not given and not any(k.lower() in SPARK_TABLE_PROPERTIES - {"provider"} for k in names):
+        # no OPTIONS copies and none of the properties the catalog adds beside ``provider``
+        # (``owner`` is in every call it makes): a direct call whose user gave a ``provider``
+        # option, and whose every name is the user's (issue 40 adversarial review)
+        return names
     return [k for k in names if k in given]
 
 

@@ -58,6 +58,7 @@ from orchestration.fleet_state import (
     rereport_after,
     state_of,
     unjudged,
+    vanished_with_the_store,
 )
 from orchestration.fleet_view import (
     FLEET_KEY,
@@ -76,6 +77,7 @@ from slatedb_core.durations import parse_duration
 from slatedb_core.errors import InvalidArgument, StoreError
 from slatedb_core.health import BOUNDARY_NAMESPACES
 from slatedb_core.store.objectstore import validate_relative_path
+from slatedb_core.store.redact import redact_url
 
 COMPACTION_JOB = "compaction_job"
 CHECKPOINT_JOB = "checkpoint_job"
@@ -439,6 +441,20 @@ def evaluate_fleet(
     judged: list[tuple[DatabaseStatus, Memory, list[Finding]]] = []
     changes: list[tuple[str, Finding, str | None]] = []
     observations: list[dg.AssetObservation] = []
+    vanished = vanished_with_the_store(
+        {db: state_of(statuses[db], retired) for db in dbs}, cursor.dbs
+    )
+    if vanished:
+        store_problem = (
+            f"the store lists none of the {len(vanished)} databases it held "
+            f"({redact_url(store.url)}): a volume not mounted, or a bucket or prefix emptied? "
+            "Each is shown unreachable, none is reported deleted; check the store"
+        )
+        context.log.error(f"SLATEDB ALERT store: {store_problem}")
+        for db in vanished:
+            statuses[db] = dataclasses.replace(
+                statuses[db], state="unreachable", error_kind="StoreEmpty", error=store_problem
+            )
     for db in dbs:
         status = statuses[db]
         memory = cursor.dbs.setdefault(db, Memory())
@@ -536,6 +552,8 @@ def evaluate_fleet(
         f"({scanner.last_scan_requests} requests); {len(runs)} runs requested"
     )
     why = skip_reason(rows, held, limits)
+    if vanished:
+        why = f"{store_problem}. {why}"
     if runs:
         # a tick with runs cannot carry a skip reason: the explanation goes to the tick's log
         context.log.info(why)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
@@ -288,6 +289,18 @@ def deleted_outside_destroy(state: str, memory: Memory) -> bool:
     rule, not by destroy (which leaves a tombstone, docs/clones-and-destroy.md). A partition
     never seen with a manifest (a typo, a database not created yet) is not."""
     return state == "missing" and memory.checks[:1] in ("p", "f")
+
+
+def vanished_with_the_store(states: Mapping[str, str], memories: Mapping[str, Memory]) -> list[str]:
+    """The databases to show *unreachable* rather than deleted outside destroy: every database
+    the sensor had seen with a manifest (at least two) is missing in the same scan. That is a
+    store problem (a volume not mounted, a bucket or prefix emptied or renamed), not N deletions
+    by hand, whose next step (the acknowledgement) would drop the whole fleet from the UI. With
+    one database the two cannot be told apart; it is judged as deleted. Found by the issue 40
+    adversarial review."""
+    seen = [db for db, m in memories.items() if db in states and m.checks[:1] in ("p", "f")]
+    gone = [db for db in seen if states[db] == "missing"]
+    return gone if len(seen) >= 2 and len(gone) == len(seen) else []
 
 
 def findings(

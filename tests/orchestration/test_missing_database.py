@@ -166,3 +166,27 @@ def test_the_deep_checks_of_a_deleted_database_name_the_next_step_too(
     (intact,) = [e for e in evaluations if e.check_name == INTACT]
     assert intact.severity == dg.AssetCheckSeverity.ERROR
     assert ACKNOWLEDGE_JOB in (intact.description or "").replace("\\", "")
+
+
+def test_a_store_that_lists_none_of_its_databases_is_not_a_mass_deletion(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    managed: ManagedDatabasesResource,
+    instance: dg.DagsterInstance,
+    seen: str | None,
+) -> None:
+    """Every database the sensor had seen vanishes in one tick: an unmounted volume or an
+    emptied bucket prefix, not N deletions by hand. No database is reported "deleted outside
+    destroy" (whose next step, the acknowledgement, would drop the whole fleet from the UI);
+    each is unreachable, and the tick names the store problem. Found by the issue 40
+    adversarial review."""
+    _delete_by_hand(store, "tidy")
+    _delete_by_hand(store, "keep")
+    assert _discover(instance, store_resource, managed) == ["keep", "tidy"]
+    gone = tick(instance, store_resource, managed, seen)
+    for db in ("keep", "tidy"):
+        intact = _intact(gone, db)
+        assert intact is None or "outside destroy" not in (intact.description or ""), intact
+    assert gone.skip_reason is not None and "lists none of the 2 databases" in str(
+        gone.skip_reason.skip_message
+    ), gone.skip_reason

@@ -39,6 +39,7 @@ from obstore import exceptions as obx
 from obstore.store import MemoryStore
 
 from slatedb_core.errors import (
+    ErrorKind,
     InvalidArgument,
     ObjectAlreadyExists,
     ObjectNotFound,
@@ -204,6 +205,16 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
     if isinstance(err, SlateDBError):
         return err
     where = path or "<store>"
+    if _NO_SUCH_BUCKET in str(err):
+        # S3 answers 404 for an object of a bucket that does not exist too: that is not a
+        # missing object (a missing database, a missing boundary), and a LIST never finds a
+        # prefix missing (issue 40 adversarial review: a deleted bucket made the fleet scan raise)
+        return StoreError(
+            f"{op} {where}: the bucket does not exist (S3 NoSuchBucket): check the bucket in the "
+            "store URL, or create it",
+            path=path,
+            kind=ErrorKind.INVALID,
+        )
     if isinstance(err, FileNotFoundError | obx.NotFoundError):
         return ObjectNotFound(where)
     if isinstance(err, obx.AlreadyExistsError):
@@ -226,6 +237,10 @@ def map_error(err: BaseException, path: str | None, op: str) -> SlateDBError:
             return S3CredentialsMissing(f"{op} {where}", path)
         return S3CredentialsMissing(f"{op} {where}", path, cause=_short(err))
     return StoreError(f"{op} {where} failed: {_short(err)}", path=path)
+
+
+_NO_SUCH_BUCKET = "<Code>NoSuchBucket</Code>"
+"""S3's error code for a bucket that does not exist, in the body obstore quotes."""
 
 
 _IMDS_HOSTS = re.compile(r"https?://(169\.254\.169\.254|\[fd00:ec2::254\])[:/]")

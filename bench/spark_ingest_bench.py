@@ -45,9 +45,9 @@ from slatedb_core.table import ShardMap, Table
 from slatedb_core.table.ingest import IngestPlan, plan_ingest
 from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.ingest import arrow_batches, ingest
-from spark_jobs.ingest_tasks import STAGED_DDL, CommitShards, StageSsts
 from spark_jobs.routing import partition_keys
 from spark_jobs.session import SessionOptions, get_session
+from spark_jobs.write_tasks import STAGED_DDL, CommitShards, StageSsts
 
 KEY_BYTES, VALUE_BYTES = 16, 100
 

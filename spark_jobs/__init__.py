@@ -6,7 +6,7 @@ exactly-once commit in :mod:`slatedb_core.table.ingest`, distributed compaction 
 
 * :mod:`spark_jobs.ingest`: upsert a DataFrame (or a Parquet/CSV path) into a sharded table,
   sorted SSTs staged per input partition, one fenced commit per shard (task code in
-  :mod:`spark_jobs.ingest_tasks`), safe under task retries and speculative execution;
+  :mod:`spark_jobs.write_tasks`), safe under task retries and speculative execution;
 * :mod:`spark_jobs.read`: a table (or a snapshot of it) as a DataFrame, one partition per SST;
 * :mod:`spark_jobs.compact`: compaction of a large database (or of every shard of a table) as
   key-range subcompaction tasks, committed by the driver under the compactor epoch;

@@ -25,8 +25,8 @@ from slatedb_core.options import DbOptions
 from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
 from slatedb_core.writer.ttl import NoExpiry, check_ttl
-from spark_jobs.ingest_tasks import RUN_BYTES
 from spark_jobs.value_columns import payload_schema as value_payload_schema
+from spark_jobs.write_tasks import RUN_BYTES
 
 __all__ = [
     "MODES",

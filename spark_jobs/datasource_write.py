@@ -9,7 +9,7 @@ ingest planned (:func:`~slatedb_core.table.ingest.plan_ingest`; for ``overwrite`
 
 Tasks (``write``): the partition's rows become ``(key, value | null)`` entries (keys as bytes,
 values as given or encoded per row) and are staged as sorted SSTs per shard by
-:class:`spark_jobs.ingest_tasks.StageSsts`, exactly as in :mod:`spark_jobs.ingest`; the task
+:class:`spark_jobs.write_tasks.StageSsts`, exactly as in :mod:`spark_jobs.ingest`; the task
 returns the references (:class:`StagedRefs`), never the rows.
 
 Commit (driver, ``commit``): Spark hands over the references of exactly one successful attempt
@@ -73,7 +73,8 @@ from slatedb_core.table.ingest_txn import (
 )
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
 from spark_jobs.datasource_options import WriteOptions
-from spark_jobs.ingest_tasks import (
+from spark_jobs.value_columns import check_value_encoding
+from spark_jobs.write_tasks import (
     COMMIT_THREADS,
     KEY,
     TOMBSTONE,
@@ -83,7 +84,6 @@ from spark_jobs.ingest_tasks import (
     encode_arrow_rows,
     record_empty_shards,
 )
-from spark_jobs.value_columns import check_value_encoding
 
 log = logging.getLogger(__name__)
 

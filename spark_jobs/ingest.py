@@ -82,7 +82,7 @@ Value encodings (``value_format``):
   omitted, binary fields base64, timestamps ISO-8601. Decode: ``json.loads(value)``.
 * ``arrow``: the row's other columns as a complete Arrow IPC *stream* holding the schema and one
   record batch of one row. Decode: ``pa.ipc.open_stream(value).read_all()`` (a one-row Table),
-  or :func:`spark_jobs.ingest_tasks.decode_arrow_value`. Self-describing at ~300 bytes of schema
+  or :func:`spark_jobs.write_tasks.decode_arrow_value`. Self-describing at ~300 bytes of schema
   per value; prefer ``binary`` with your own encoding for small values.
 
 A row whose ``tombstone_column`` is true deletes its key (its value is ignored).
@@ -142,7 +142,17 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.writer.ttl import check_ttl
 from spark_jobs.compact import SparkCompactionStats, compact
-from spark_jobs.ingest_tasks import (
+from spark_jobs.parquet_input import (
+    is_store_url,
+    parquet_objects,
+    read_input,
+    read_schema,
+    spark_schema,
+)
+from spark_jobs.routing import partition_keys
+from spark_jobs.shared_store import refuse_process_store
+from spark_jobs.value_columns import check_table_encoding, value_encoding_of
+from spark_jobs.write_tasks import (
     KEY,
     PARTITION_KEY,
     RUN_BYTES,
@@ -158,16 +168,6 @@ from spark_jobs.ingest_tasks import (
     record_empty_shards,
     with_txn,
 )
-from spark_jobs.parquet_input import (
-    is_store_url,
-    parquet_objects,
-    read_input,
-    read_schema,
-    spark_schema,
-)
-from spark_jobs.routing import partition_keys
-from spark_jobs.shared_store import refuse_process_store
-from spark_jobs.value_columns import check_table_encoding, value_encoding_of
 
 log = logging.getLogger(__name__)
 

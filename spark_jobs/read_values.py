@@ -7,7 +7,7 @@
   ``pyarrow.json`` with the columns' schema given. Binary columns arrive as base64 text (Spark's
   ``to_json``) and are decoded; fields a value omits (Spark omits nulls) are null.
 * ``arrow``: each value is a one-row Arrow IPC stream (schema, one record batch, end-of-stream
-  marker: :func:`spark_jobs.ingest_tasks.encode_arrow_rows`). Values written by one ingest batch
+  marker: :func:`spark_jobs.write_tasks.encode_arrow_rows`). Values written by one ingest batch
   share their schema message byte for byte, so each run of such values becomes one stream (the
   schema once, then every value's record batch) read in one call, not a stream per value.
 """

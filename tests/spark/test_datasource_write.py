@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from slatedb_core import Table, ValueEncoding, open_store
 from slatedb_core.store.objectstore import ObjectStore
 from spark_jobs.datasource import SlateDBDataSource
-from spark_jobs.ingest_tasks import decode_arrow_value
+from spark_jobs.write_tasks import decode_arrow_value
 
 pytestmark = pytest.mark.spark
 

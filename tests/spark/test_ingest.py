@@ -21,8 +21,8 @@ from slatedb_core.table import Table
 from slatedb_core.table.ingest import REFUSED, SKIPPED, WRITTEN, plan_ingest
 from slatedb_core.testing import FaultRule, FaultyStore
 from spark_jobs.ingest import IngestStats, ingest
-from spark_jobs.ingest_tasks import decode_arrow_value, encode_arrow_rows
 from spark_jobs.routing import partition_keys, spark_hash_long
+from spark_jobs.write_tasks import decode_arrow_value, encode_arrow_rows
 
 pytestmark = pytest.mark.spark
 

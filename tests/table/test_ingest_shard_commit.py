@@ -227,7 +227,7 @@ def test_held_a_lost_answer_of_the_marker_is_settled_by_the_retry(tmp_path: Path
 def test_an_attempt_stalled_before_its_marker_is_not_ingested_again_by_the_next(
     tmp_path: Path,
 ) -> None:
-    """Review finding (the bug was in spark_jobs/ingest_tasks.py, then table/ingest.py): the
+    """Review finding (the bug was in spark_jobs/write_tasks.py, then table/ingest.py): the
     done marker is written after the commit and the writer's close, and the other attempt
     checks it after fencing. Attempt A commits the shard and stalls before its marker; a user
     deletes an ingested key (acknowledged); attempt B (a Spark retry or speculative copy of the

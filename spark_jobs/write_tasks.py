@@ -1,7 +1,9 @@
-"""The task code of :mod:`spark_jobs.ingest` (see its module doc): Spark's side of the batch
-ingest of :mod:`slatedb_core.table.ingest`. Stage 1 (:class:`StageSsts`) encodes an input
-partition's values and stages its SSTs, stage 2 (:class:`CommitShards`) commits the staged SSTs of
-its shards; the schemas and statistics rows they exchange."""
+"""The Spark tasks of a batch write into a table, shared by both write paths: the ingest job
+(:mod:`spark_jobs.ingest`, see its module doc) and ``format("slatedb")`` writes
+(:mod:`spark_jobs.datasource_write`); Spark's side of :mod:`slatedb_core.table.ingest`.
+Stage 1 (:class:`StageSsts`) encodes an input partition's values and stages its SSTs, stage 2
+(:class:`CommitShards`) commits the staged SSTs of its shards; the schemas and statistics rows
+they exchange."""
 
 from __future__ import annotations
 

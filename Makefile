@@ -7,6 +7,16 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 DEMO_DIR ?= demo-data
 CLUSTER_DIR ?= cluster-data
 PYTEST_ARGS ?=
+# pytest-xdist workers of the test targets: one per core, at most 4 (each worker starts its own
+# moto S3, PostgreSQL and Spark JVM when its tests need them); JOBS=0 runs in one process.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
+# loadgroup: tests marked xdist_group("serial") (tests/conftest.py) run one after another on
+# one worker; the rest are dealt out as workers free up
+XDIST = -n $(JOBS) --dist loadgroup
+# make test-quick: the engine's unit tests, without servers, Spark, the slatedb wheel, the
+# simulation, the crash points or the applications (tests/conftest.py sets the folder markers)
+QUICK := not slow and not s3 and not postgres and not spark and not slatedb and not interop \
+	and not sim and not crash and not apps
 
 .DEFAULT_GOAL := help
 
@@ -31,14 +41,17 @@ demo-s3: $(STAMP) ## The main job against a real S3 server (SeaweedFS weed mini 
 sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
-test: $(STAMP) ## The default test run (~20 min): everything but the slow suites; CI runs both (the 25 slowest tests listed, to keep it under 20 min)
-	$(BIN)/pytest -q -m "not slow" --durations=25 $(PYTEST_ARGS)
+test: $(STAMP) ## The default test run (under 12 min on 2 cores, in parallel): everything but the slow suites; CI runs both
+	$(BIN)/pytest -q $(XDIST) -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagster dev); CI runs them too
 	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)
 
-test-fast: $(STAMP) ## The quick loop: no S3 server, nothing slow
-	$(BIN)/pytest -q -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
+test-fast: $(STAMP) ## The engine and applications without S3 servers, Spark or slow tests, in parallel
+	$(BIN)/pytest -q $(XDIST) -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
+
+test-quick: $(STAMP) ## The developer loop (<1 min): engine unit tests, no servers, Spark, interop, sim
+	$(BIN)/pytest -q $(XDIST) -m "$(QUICK)" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format), strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
@@ -97,5 +110,5 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv; run make cluster-stop before removing a cluster)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo demo-s3 sim test test-slow test-fast lint bench cluster cluster-status \
-	cluster-stop cluster-test ui screenshot crash fuzz clean api-docs
+.PHONY: help setup demo demo-s3 sim test test-slow test-fast test-quick lint bench cluster \
+	cluster-status cluster-stop cluster-test ui screenshot crash fuzz clean api-docs

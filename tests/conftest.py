@@ -221,8 +221,33 @@ def store_or_two_phase(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         two_phase.close()
 
 
+# Folders whose tests carry a marker of their kind, so ``-m`` can leave them out of the quick
+# loop (``make test-quick``): cross-engine tests against the slatedb wheel, the seeded simulation,
+# the crash points, and the applications on the engine (Spark, Dagster, the demo, the cluster).
+FOLDER_MARKERS = {
+    "interop": "interop",
+    "sim": "sim",
+    "crash": "crash",
+    **dict.fromkeys(
+        ("spark", "orchestration", "lakehouse_demo", "cluster", "devtools", "docs"), "apps"
+    ),
+}
+
+# Tests that share something machine-wide with a test of another worker under pytest-xdist
+# (``make test`` runs ``-n 2 --dist loadgroup``): they all go to one worker, one after another
+# (``xdist_group``), by node id prefix. Empty while none needs it.
+RUN_TOGETHER: tuple[str, ...] = ()
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m "not slow"`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # and before xdist's loadgroup appends "@<group>" to the node ids make_test_budget matches
     from tests.make_test_budget import mark_slow
 
     mark_slow(items, whole_modules=not any("::" in str(a) for a in config.args))
+    for item in items:
+        parts = item.nodeid.split("/")
+        if len(parts) > 2 and parts[0] == "tests" and parts[1] in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[parts[1]])
+        if item.nodeid.startswith(RUN_TOGETHER) and RUN_TOGETHER:
+            item.add_marker(pytest.mark.xdist_group("serial"))

@@ -140,7 +140,10 @@ def cluster() -> Iterator[Cluster]:
         yield c
     finally:
         subprocess.run([*CLUSTER, "stop", "--dir", str(c.dir)], timeout=300, cwd=REPO)
-        shutil.rmtree(c.dir, ignore_errors=True)
+        if os.environ.get("SLATEDB_KEEP_CLUSTER_DIR"):  # its logs, to read after a failure
+            print(f"cluster folder kept: {c.dir}")
+        else:
+            shutil.rmtree(c.dir, ignore_errors=True)
 
 
 def _value(sample: dict[str, object]) -> str:

@@ -84,11 +84,22 @@ class Point:
     @property
     def id(self) -> str:
         c = self.call
+        if not SCENARIOS[self.scenario].ordered:  # its calls' order varies: name by ordinal
+            return f"{self.scenario}-{self.side}-{c.op}-{c.kind}-{c.ordinal:02d}"
         return f"{self.scenario}-{self.side}-{c.index:02d}-{c.op}-{c.kind}"
 
 
 def points(name: str) -> list[Point]:
-    return [Point(name, call, side) for call in record(name) for side in SIDES]
+    return point_list(name, record(name))
+
+
+def point_list(name: str, calls: tuple[Call, ...]) -> list[Point]:
+    """The crash points of ``calls``; an unordered scenario's in a canonical order, so that every
+    process (each pytest-xdist worker collects the suite) lists the same test ids in one order.
+    A crash point is found by its (op, kind, ordinal), never by its index (tests/crash/store.py)."""
+    if not SCENARIOS[name].ordered:
+        calls = tuple(sorted(calls, key=lambda c: (c.op, c.kind, c.ordinal)))
+    return [Point(name, call, side) for call in calls for side in SIDES]
 
 
 def all_points() -> list[Point]:

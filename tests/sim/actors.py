@@ -3,8 +3,10 @@
 ``SimDb`` is the real :class:`~slatedb_core.writer.db.Db` with its three background threads (WAL
 flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
 ``flush_memtable`` and ``_refresh`` as steps, so the seed, not the OS scheduler, decides their
-order. The only behaviour replaced is how a durable write waits: instead of waking the WAL
-flusher thread and sleeping, it runs the same ``_flush_wal`` in the caller's thread. With
+order. Two behaviours are replaced. How a durable write waits: instead of waking the WAL
+flusher thread and sleeping, it runs the same ``_flush_wal`` in the caller's thread. And the
+WAL boundary check (:class:`SimLease`): the lease's background read would race the WAL create
+for the FaultyStore's seeded draws, so every create is checked by a read made after it. With
 ``max_parallel_writes`` > 1 its WAL window is a :class:`SimWindow`: creates in flight wait in a
 queue and land one at a time in an order the seed decides, so later SSTs land before earlier
 ones and a stalled create leaves a hole that other actors see.
@@ -22,9 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.options import DbOptions
-from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore, PausePoint, When
+from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalWindow, WalWriter
 from slatedb_core.wal.writer import WalDone
 from slatedb_core.writer.db import Db
@@ -72,6 +75,18 @@ class SimWindow(WalWindow):
         super().close(wait)
 
 
+class SimLease(LeasedBoundary):
+    """The WAL boundary check without the lease: no background read before a create, so every
+    create is checked by a read made after it, in the thread that made it (SlateDB RFC 0026's
+    plain check, which the lease only speeds up). The lease's read runs in a thread of its own
+    and vouches by the wall clock (50 ms under pytest), so with it the order of store requests,
+    and with them the seeded faults, depended on the OS scheduler (issue 41, item 2;
+    tests/sim/test_schedule_threads.py). tests/test_boundary_lease.py covers the lease."""
+
+    def prepare(self) -> None:
+        return  # no read in hand: check() reads after the create
+
+
 class SimDb(Db):
     """A Db whose background work runs only when the schedule says so."""
 
@@ -79,6 +94,7 @@ class SimDb(Db):
     def open_manual(cls, path: str, store: ObjectStore, options: DbOptions) -> SimDb:
         db = cls(path, store, options)
         db._recover()
+        db._wal_writer.lease = SimLease(db._wal_writer.boundary)
         if db._window is not None:
             db._window.close()
             rng = random.Random(f"{path}:{db.writer_epoch}")

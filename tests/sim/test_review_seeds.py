@@ -143,8 +143,10 @@ FOUND = [
         "writes: [1, 2, 4]",
     ),
     # not asked of the harness, found on the way: a fenced writer's close() returned normally
+    # (found by seed 62; 188 since the simulation checks WAL creates without the boundary
+    # lease's background read, which moved the seeded faults: issue 41, item 2)
     Found(
-        62,
+        188,
         8,
         Profile("none", False),
         ("close:Fenced",),

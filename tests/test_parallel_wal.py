@@ -328,8 +328,8 @@ def test_concurrent_durable_puts_with_four_writes_in_flight_survive_a_reopen(
             db.put(key, key)
             with lock:
                 acked.append(key)
-                assert db._window is not None
-                in_flight_seen = max(in_flight_seen, db._window.in_flight())
+                assert db._flusher.window is not None
+                in_flight_seen = max(in_flight_seen, db._flusher.window.in_flight())
 
     threads = [threading.Thread(target=putter, args=(t,)) for t in range(8)]
     for t in threads:

@@ -83,7 +83,7 @@ def test_a_lone_durable_writer_is_not_delayed_by_the_gathering() -> None:
         for i in range(10):
             db.put(f"k{i}".encode(), b"v")
         assert WalLog(store, "db").list_ids()[-1] == first + 10
-        assert db._group.expected(time.monotonic()) == 1
+        assert db._flusher.group_commit.expected(time.monotonic()) == 1
     finally:
         db.close()
 

@@ -34,6 +34,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from slatedb_core.errors import (
@@ -116,153 +117,229 @@ class GroupCommit:
 
 
 class WalFlusher:
-    """The WAL side of a writer and the failure state it shares; see the module docstring."""
+    """The WAL side of a writer and the failure state every part of it shares; see the module
+    docstring. Its fields are its own: the other parts read the few public ones (``lock``,
+    ``cv``, ``buffer``, ``error``, ``closed``, ``stopping``) and call its methods."""
 
-    def __init__(self, path: str, flush_interval: timedelta) -> None:
+    def __init__(
+        self,
+        path: str,
+        flush_interval: timedelta,
+        wal_sst_size_bytes: int,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
         self._flush_interval = flush_interval
-        self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
+        self._wal_size = wal_sst_size_bytes
+        self._on_stop = on_stop  # wakes the other parts' threads when the writer stops
+        self.lock = threading.Lock()
+        """The writer's lock: held around every write to the memtable and to :attr:`buffer`
+        together, so that seqs enter the WAL in the order they were assigned."""
+        self.cv = threading.Condition(self.lock)
         self._flush_lock = threading.Lock()  # one WAL writer at a time
-        self._error: BaseException | None = None
-        self._closed = False
+        self.error: BaseException | None = None
+        """The first error the writer failed with (set by :meth:`fail` only)."""
+        self.closed = False
         self._gen = 1  # generation of the current WAL buffer
-        self._buf = WalBuffer()
-        # time.time_ns() of the newest write (under _lock; every write path sets it): the tick
+        self.buffer = WalBuffer()
+        """The current generation's writes: append to it only with :attr:`lock` held, then
+        call :meth:`wrote_locked`."""
+        # time.time_ns() of the newest write (under lock; every write path sets it): the tick
         # a sealed buffer's rows and a frozen memtable's flush are stamped with (RFC 0003)
         self._last_write_ns = 0
-        # sealed generations and which of them are durable (under _lock); parallel WAL writes
-        # (max_parallel_writes > 1, see _dispatch_wal) go through _window
+        # sealed generations and which of them are durable (under lock); parallel WAL writes
+        # (max_parallel_writes > 1, see dispatch) go through _window
         self._acks = WalAcks()
         self._window: WalWindow | None = None
         self._wake = threading.Event()  # wakes the WAL flusher thread
-        self._stop = threading.Event()
+        self.stopping = threading.Event()
+        """Set when the writer stops (failed or closed): every background loop ends."""
         self._threads: list[threading.Thread] = []
         self._wal_writer: WalWriter
-        self._group = GroupCommit(flush_interval.total_seconds())
+        self.group_commit = GroupCommit(flush_interval.total_seconds())
         self._issued_at: dict[int, float] = {}  # generation -> when given to the window
 
-    def _start_wal(self, writer: WalWriter, window: int) -> None:
-        """Write through ``writer`` from now on; ``window`` > 1: that many creates in flight."""
+    def start(self, writer: WalWriter, window: int, last_wal_id: int, replayed: bool) -> None:
+        """Write through ``writer`` from now on; ``window`` > 1: that many creates in flight.
+        ``last_wal_id``: the WAL id of our fencing SST; ``replayed``: the memtable holds
+        replayed writes, durable already in WAL SSTs up to it (generation 0)."""
+        self._acks.last_wal_id = last_wal_id
         self._wal_writer = writer
         if window > 1:
             self._window = WalWindow(writer, window, name=f"slatedb-wal-{self.path}")
+        if replayed:
+            self._acks.wal_id_of_gen[0] = last_wal_id
 
-    def _check_usable(self) -> None:
-        if self._closed:
+    @property
+    def window(self) -> WalWindow | None:
+        """The window of parallel WAL writes, None with ``max_parallel_writes`` 1."""
+        return self._window
+
+    def replace_window(self, make: Callable[[WalWriter, int], WalWindow]) -> None:
+        """Close the window (before anything was written) and write through ``make(writer,
+        size)`` instead: the simulation's seam for a window whose creates it schedules."""
+        old = self._window
+        assert old is not None
+        old.close()
+        self._window = make(self._wal_writer, old.size)
+
+    @property
+    def next_wal_id(self) -> int:
+        """The WAL id the next WAL SST will be created at."""
+        return self._wal_writer.next_id
+
+    def check_usable(self) -> None:
+        if self.closed:
             raise DbClosed(f"database {self.path!r} is closed")
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
 
-    def _fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException) -> None:
         """Stop the writer with ``err``: every waiter and every later call raises it."""
-        with self._lock:
-            if self._error is None:
-                self._error = err
+        with self.lock:
+            if self.error is None:
+                self.error = err
                 log.error("database %r stops: %s", self.path, err)
-            self._cv.notify_all()
-        self._stop.set()
+            self.cv.notify_all()
+        self.stopping.set()
         self._wake.set()
+        if self._on_stop is not None:
+            self._on_stop()
+
+    # ---- writes (lock held) ------------------------------------------------------------------
+    def wrote_locked(self, at_ns: int, keep_newer: bool = False) -> int:
+        """Writes were appended to :attr:`buffer` at clock ``at_ns`` (time_ns; ``keep_newer``:
+        unless a later write's tick is newer): wake the flusher thread once the buffer is full;
+        returns the generation they are in."""
+        self._last_write_ns = max(self._last_write_ns, at_ns) if keep_newer else at_ns
+        if self.buffer.nbytes >= self._wal_size and not self._wake.is_set():
+            self._wake.set()
+        return self._gen
+
+    def seal_locked(self) -> int:
+        """Seal the current buffer (if it holds writes) into a generation to write; returns
+        the newest sealed generation."""
+        if not self.buffer.empty():
+            self.buffer.tick_ms = self.last_write_ms()
+            self._acks.seal(self._gen, self.buffer)
+            self.group_commit.sealed(self._gen)
+            self.buffer = WalBuffer()
+            self._gen += 1
+        return self._gen - 1
+
+    def last_write_ms(self) -> int | None:
+        """The clock tick (ms) of the newest write, None before the first."""
+        return self._last_write_ns // 1_000_000 if self._last_write_ns else None
 
     # ---- durability ------------------------------------------------------------------------
     @property
-    def _durable_gen(self) -> int:
-        """Every generation <= this one is in the WAL (read under _lock)."""
+    def durable_gen(self) -> int:
+        """Every generation <= this one is in the WAL (read under lock)."""
         return self._acks.durable_gen
 
-    def _await_durable(self, gen: int) -> None:
-        with self._lock:
+    @property
+    def last_wal_id(self) -> int:
+        """The WAL id of :attr:`durable_gen` (at open: our fencing SST's)."""
+        return self._acks.last_wal_id
+
+    def wal_id_of(self, gen: int) -> int:
+        """The WAL id generation ``gen`` landed at (0: the replayed writes), 0 if unknown."""
+        acks = self._acks
+        return acks.wal_id_of_gen.get(gen, acks.last_wal_id if gen == 0 else 0)
+
+    def forget_before_locked(self, gen: int) -> None:
+        """Generations up to ``gen`` are in L0: drop what is kept of them."""
+        self._acks.forget_before(gen)
+
+    def failure_locked(self, since: int, upto: int | None = None) -> BaseException | None:
+        """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
+        failed after failure number ``since``."""
+        return self._acks.failure(since, upto)
+
+    def await_durable(self, gen: int) -> None:
+        """Wait until generation ``gen`` is in the WAL (group commit: module docstring)."""
+        with self.lock:
             # one more durable put for the flusher's group commit to gather (module docstring)
             start = time.monotonic()
-            self._group.arrive(threading.get_ident(), start, gen, self._gen)
-            self._cv.notify_all()
+            self.group_commit.arrive(threading.get_ident(), start, gen, self._gen)
+            self.cv.notify_all()
             try:
-                while not self._acks.acknowledged(gen, self._error):
-                    if self._closed and not self._threads:
+                while not self._acks.acknowledged(gen, self.error):
+                    if self.closed and not self._threads:
                         raise DbClosed("database closed before the write became durable")
                     self._wake.set()
-                    self._cv.wait(0.05)
+                    self.cv.wait(0.05)
             finally:
-                self._group.leave(gen, self._gen)
+                self.group_commit.leave(gen, self._gen)
         DURABLE_PUT.since(start)  # issue 40, item 11 (slatedb_core.store.engine_counters)
-
-    def _seal_locked(self) -> None:
-        if not self._buf.empty():
-            self._buf.tick_ms = self._last_write_ms()
-            self._acks.seal(self._gen, self._buf)
-            self._group.sealed(self._gen)
-            self._buf = WalBuffer()
-            self._gen += 1
-
-    def _last_write_ms(self) -> int | None:
-        """The clock tick (ms) of the newest write, None before the first."""
-        return self._last_write_ns // 1_000_000 if self._last_write_ns else None
 
     def _gather(self) -> None:
         """Group commit: with durable puts waiting on the current generation, wait (at most a
         short grace) until every writer expected has joined them (module docstring)."""
-        with self._lock:
-            group = self._group
+        with self.lock:
+            group = self.group_commit
             now = time.monotonic()
             if group.waiting == 0 or group.complete(now):
                 return
             deadline = now + group.grace_s()
-            while self._error is None and not self._stop.is_set():
+            while self.error is None and not self.stopping.is_set():
                 now = time.monotonic()
                 if now >= deadline or group.complete(now):
                     return
-                self._cv.wait(deadline - now)
+                self.cv.wait(deadline - now)
 
     def flush(self) -> None:
         """Write everything buffered to the WAL now and wait until it is durable."""
-        self._check_usable()
-        self._flush_wal()
-        self._check_usable()
+        self.check_usable()
+        self.flush_wal()
+        self.check_usable()
 
-    def _flush_wal(self) -> None:
+    def flush_wal(self) -> None:
+        """:meth:`flush` without its checks (raises what the write raises)."""
         if self._window is not None:
             since = self._acks.failure_serial
-            self._wait_durable_upto(self._dispatch_wal(None, since), since)
+            self._wait_durable_upto(self.dispatch(None, since), since)
             return
         with self._flush_lock:
-            with self._lock:
-                self._seal_locked()
+            with self.lock:
+                self.seal_locked()
                 pending = list(self._acks.sealed)
             for gen, buf in pending:
                 started = time.monotonic()
                 try:
                     wal_id = self._wal_writer.write(buf.to_batch(), buf.tick_ms)
                 except Fenced as e:
-                    self._fail(e)
+                    self.fail(e)
                     raise
                 except StoreError as e:
-                    with self._lock:
+                    with self.lock:
                         self._acks.write_failed(gen, e)
-                        self._cv.notify_all()
+                        self.cv.notify_all()
                     raise
-                with self._lock:
+                with self.lock:
                     self._acks.written(gen, wal_id)
-                    self._group.durable(gen)
-                    self._group.wrote(time.monotonic() - started)
-                    self._cv.notify_all()
+                    self.group_commit.durable(gen)
+                    self.group_commit.wrote(time.monotonic() - started)
+                    self.cv.notify_all()
 
-    def _await_wal(self, gen: int) -> None:
+    def await_wal(self, gen: int) -> None:
+        """Make generation ``gen`` durable, retrying WAL flushes that fail on the store."""
         while True:
-            with self._lock:
-                if self._acks.durable_gen >= gen or self._error is not None:
+            with self.lock:
+                if self._acks.durable_gen >= gen or self.error is not None:
                     break
             try:
-                self._flush_wal()
+                self.flush_wal()
             except Fenced:
                 break
             except StoreError as e:
                 log.warning("WAL flush before memtable flush failed, retrying: %s", e)
                 time.sleep(0.1)
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
 
     # ---- parallel WAL writes (SlateDB RFC 0001, "Parallel Writes") ----------------------------
-    def _dispatch_wal(self, limit: int | None, since: int = 0) -> int:
+    def dispatch(self, limit: int | None, since: int = 0) -> int:
         """Issue sealed generations to the WAL window in order, one SST each, waiting for room
         in the window before each. ``limit`` None (a flush): everything buffered now, sealed at
         once; returns that last generation. Else (the flusher) at most ``limit`` SSTs, the
@@ -273,33 +350,33 @@ class WalFlusher:
         assert window is not None
         acks = self._acks
         with self._flush_lock:
-            with self._lock:
+            with self.lock:
                 if limit is None:
-                    self._seal_locked()
+                    self.seal_locked()
                 target = self._gen - 1
             issued = 0
             while limit is None or issued < limit:
-                with self._lock:
+                with self.lock:
                     todo = acks.next_unissued()
-                    idle = todo is None and (limit is None or self._buf.empty())
+                    idle = todo is None and (limit is None or self.buffer.empty())
                 if idle or (todo is not None and limit is None and todo[0] > target):
                     break
                 self._wait_for_room(window, since)
                 if todo is None:
-                    with self._lock:
-                        self._seal_locked()
+                    with self.lock:
+                        self.seal_locked()
                         todo = acks.next_unissued()
                     if todo is None:
                         break
                 gen, buf = todo
                 data = self._wal_writer.encode(buf.to_batch(), buf.tick_ms)
-                with self._lock:
+                with self.lock:
                     acks.issued.add(gen)
                     self._issued_at[gen] = time.monotonic()
                 try:
                     window.submit(data, functools.partial(self._on_wal_done, gen))
                 except BaseException:
-                    with self._lock:
+                    with self.lock:
                         acks.issued.discard(gen)
                     raise
                 issued += 1
@@ -309,9 +386,9 @@ class WalFlusher:
         while not window.wait_for_room(0.05):
             # a window stalled on a failing create must not hold _flush_lock forever: report
             # the failure (the create keeps being retried at its id)
-            with self._lock:
-                if self._error is not None:
-                    raise self._error
+            with self.lock:
+                if self.error is not None:
+                    raise self.error
                 failure = self._acks.failure(since)
                 if failure is not None:
                     raise failure
@@ -322,58 +399,79 @@ class WalFlusher:
             isinstance(err, (Fenced, WalEpochConflict, BackgroundThreadDied))
             or not isinstance(err, SlateDBError)
         )
-        with self._lock:
+        with self.lock:
             if err is None:
                 self._acks.landed_at(gen, wal_id)
-                self._group.durable(gen)
+                self.group_commit.durable(gen)
                 issued = self._issued_at.pop(gen, None)
                 if issued is not None:
-                    self._group.wrote(time.monotonic() - issued)
+                    self.group_commit.wrote(time.monotonic() - issued)
             else:
                 self._acks.create_failed(gen, err, final)
-            self._cv.notify_all()
+            self.cv.notify_all()
         if final:
             assert err is not None
-            self._fail(err)
-
-    def _failure_locked(self, since: int, upto: int | None = None) -> BaseException | None:
-        """The failure of the oldest generation (<= ``upto``) not landed whose last attempt
-        failed after failure number ``since``."""
-        return self._acks.failure(since, upto)
+            self.fail(err)
 
     def _wait_durable_upto(self, target: int, since: int = 0) -> None:
         """Wait until every generation <= ``target`` is durable (contiguously in the WAL); raise
         a failure of one of them reported after failure number ``since`` (an older one is being
         retried: its outcome is awaited)."""
-        with self._lock:
+        with self.lock:
             while self._acks.durable_gen < target:
-                if self._error is not None:
-                    raise self._error
+                if self.error is not None:
+                    raise self.error
                 failure = self._acks.failure(since, target)
                 if failure is not None:
                     raise failure
-                if self._closed and not self._threads:
+                if self.closed and not self._threads:
                     raise DbClosed("database closed before the write became durable")
-                self._cv.wait(0.05)
+                self.cv.wait(0.05)
 
-    # ---- the flusher thread ----------------------------------------------------------------
-    def _wal_loop(self) -> None:
+    # ---- threads and stopping ----------------------------------------------------------------
+    def add_thread(self, thread: threading.Thread) -> None:
+        """A background thread of the writer, joined by :meth:`shut_down` (while any runs, a
+        closed writer's durable waits go on waiting for it)."""
+        self._threads.append(thread)
+
+    def shut_down(self, error: BaseException | None = None) -> None:
+        """Mark the writer closed (and failed with ``error``), wake and join every background
+        thread, close the window (a crash, ``error`` a DbClosed, leaves its creates in flight,
+        as a killed process would)."""
+        with self.lock:
+            self.closed = True
+            if error is not None and self.error is None:
+                self.error = error
+            self.cv.notify_all()
+        self.stopping.set()
+        self._wake.set()
+        if self._on_stop is not None:
+            self._on_stop()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=30)
+        if self._window is not None:
+            self._window.close(wait=not isinstance(error, DbClosed))
+        self._threads.clear()
+
+    def run(self) -> None:
+        """The flusher thread: flush every ``flush_interval``, or when woken."""
         interval = self._flush_interval.total_seconds()
-        while not self._stop.is_set():
+        while not self.stopping.is_set():
             self._wake.wait(interval)
             self._wake.clear()
-            if self._stop.is_set():
+            if self.stopping.is_set():
                 break
             self._gather()
             try:
                 if self._window is not None:
-                    self._dispatch_wal(self._window.size, self._acks.failure_serial)
+                    self.dispatch(self._window.size, self._acks.failure_serial)
                 else:
-                    self._flush_wal()
+                    self.flush_wal()
             except WalWindowClosed:
                 return
             except (Fenced, WalEpochConflict) as e:
-                self._fail(e)  # durable puts waiting on this flusher must not hang
+                self.fail(e)  # durable puts waiting on this flusher must not hang
                 return
             except SlateDBError as e:
                 log.warning("WAL flush of %r failed, retrying: %s", self.path, e)

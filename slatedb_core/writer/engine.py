@@ -78,12 +78,25 @@ def _sst_views(m: Manifest) -> tuple[object, ...]:
     )
 
 
-class WriterEngine(WalFlusher):
+class WriterEngine:
     """State and background work of a writer; not used directly (see ``Db``)."""
 
-    def __init__(self, path: str, store: ObjectStore, options: DbOptions) -> None:
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: DbOptions,
+        flusher: type[WalFlusher] = WalFlusher,
+    ) -> None:
         validate_relative_path(path, what="database path")
-        super().__init__(path, options.flush_interval)
+        self.path = path
+        self._l0_wake = threading.Event()
+        # the WAL side, and the lock and failure state every part of the writer shares
+        self._flusher = flusher(
+            path, options.flush_interval, options.wal_sst_size_bytes, self._l0_wake.set
+        )
+        self._lock = self._flusher.lock
+        self._cv = self._flusher.cv
         self.store = store
         self.options = options
         self._sst_options = SstOptions(
@@ -99,7 +112,6 @@ class WriterEngine(WalFlusher):
         # replay point never moves past it.
         self._confirmed_wal_id = 0
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
-        self._l0_wake = threading.Event()
         self._compactor: Compactor | None = None
         # hot-path copies of options and of the unflushed-bytes total
         self._max_key = options.max_key_bytes
@@ -135,17 +147,15 @@ class WriterEngine(WalFlusher):
         memtable = replayed.memtable
         top = memtable.max_seq
         self._seq = max(m.last_l0_seq, top if top is not None else 0)
-        self._acks.last_wal_id = fence_id
         self._confirmed_wal_id = replayed.in_l0_upto
-        self._start_wal(WalWriter(self.wal, epoch, fence_id + 1, self._sst_options), own)
+        writer = WalWriter(self.wal, epoch, fence_id + 1, self._sst_options)
+        # replayed entries are durable already: they live in WAL SSTs <= fence_id
+        self._flusher.start(writer, own, fence_id, replayed=not memtable.is_empty())
         stored = self._fm.stored
         l0, runs, handles = build_handles(self.store, self.path, stored.manifest, self._cache)
         self._handles = handles
         self._state = DbState(stored, memtable, (), l0, runs, merge_operator=merge_op)
         self._set_range(stored.manifest)
-        if not memtable.is_empty():
-            # replayed entries are durable already: they live in WAL SSTs <= fence_id
-            self._acks.wal_id_of_gen[0] = fence_id
 
     def _guarded(self, name: str, loop: Callable[[], None]) -> Callable[[], None]:
         """``loop`` as a thread target that fails the writer with BackgroundThreadDied if it dies on
@@ -166,8 +176,10 @@ class WriterEngine(WalFlusher):
         return run
 
     def _fail(self, err: BaseException) -> None:
-        super()._fail(err)
-        self._l0_wake.set()
+        self._flusher.fail(err)
+
+    def _check_usable(self) -> None:
+        self._flusher.check_usable()
 
     def _start(self) -> None:
         if self.options.compactor is not None:
@@ -179,7 +191,7 @@ class WriterEngine(WalFlusher):
                 )
             self._compactor = Compactor(self.path, self.store, compactor).start()
         for name, target in (
-            ("wal-flusher", self._wal_loop),
+            ("wal-flusher", self._flusher.run),
             ("l0-flusher", self._l0_loop),
             ("manifest-poller", self._poll_loop),
         ):
@@ -187,20 +199,24 @@ class WriterEngine(WalFlusher):
                 target=self._guarded(name, target), name=f"slatedb-{name}-{self.path}", daemon=True
             )
             t.start()
-            self._threads.append(t)
+            self._flusher.add_thread(t)
 
     # ---- memtable flush --------------------------------------------------------------------
     def _freeze_locked(self) -> ImmutableMemtable | None:
         state = self._state
         if state.memtable.is_empty():
             return None
-        imm = state.memtable.freeze(self._last_write_ms())
-        self._seal_locked()  # the frozen memtable's last writes are in generation _gen - 1
-        self._imm_gen[id(imm)] = self._gen - 1
+        imm = state.memtable.freeze(self._flusher.last_write_ms())
+        # the frozen memtable's last writes are in the newest sealed generation
+        self._imm_gen[id(imm)] = self._flusher.seal_locked()
         self._state = dataclasses.replace(state, memtable=Memtable(), imm=(imm, *state.imm))
         self._imm_bytes += resident_bytes(imm)
         self._l0_wake.set()
         return imm
+
+    def flush(self) -> None:
+        """Write everything buffered to the WAL now and wait until it is durable."""
+        self._flusher.flush()
 
     def flush_memtable(self) -> None:
         """Flush the memtable to an L0 SST and record it in the manifest now, with the WAL
@@ -217,7 +233,10 @@ class WriterEngine(WalFlusher):
         """Commit the replay point up to the last WAL id whose L0 SST is committed (a memtable
         flush's own commit carries only the previous flushes', see slatedb_core.writer.l0_flush)."""
         confirmed = self._confirmed_wal_id
-        if self._error is not None or confirmed <= self._fm.stored.manifest.replay_after_wal_id:
+        if (
+            self._flusher.error is not None
+            or confirmed <= self._fm.stored.manifest.replay_after_wal_id
+        ):
             return
         change = replay_point_change(confirmed, self._fm.epoch)
         stored = self._commit(change)
@@ -232,16 +251,16 @@ class WriterEngine(WalFlusher):
         while True:
             with self._lock:
                 imms = self._state.imm
-            if not imms or self._error is not None:
+            if not imms or self._flusher.error is not None:
                 return
             self._flush_one(imms[-1])
 
     def _flush_one(self, imm: ImmutableMemtable) -> None:
         gen = self._imm_gen.get(id(imm), 0)
+        flusher = self._flusher
         if gen:
-            self._await_wal(gen)
-        acks = self._acks
-        wal_id = acks.wal_id_of_gen.get(gen, acks.last_wal_id if gen == 0 else 0)
+            flusher.await_wal(gen)
+        wal_id = flusher.wal_id_of(gen)
         self._await_l0_room()
         # A retry of this flush reuses the SST (and any re-homed copy) of the failed attempt:
         # that attempt's commit may have landed (an ambiguous answer), and a fresh SST would name
@@ -257,7 +276,7 @@ class WriterEngine(WalFlusher):
             pending,
             epoch=self._fm.epoch,
             confirmed_wal_id=self._confirmed_wal_id,
-            last_wal_id=lambda: acks.last_wal_id,
+            last_wal_id=lambda: flusher.last_wal_id,
             max_parallel_writes=self.options.max_parallel_writes,
             max_seq=imm.max_seq or 0,
             clock_tick=flush_clock_tick(imm),
@@ -271,14 +290,14 @@ class WriterEngine(WalFlusher):
             self._imm_bytes = sum(map(resident_bytes, imms))
             self._imm_gen.pop(id(imm), None)
             self._imm_sst.pop(id(imm), None)
-            acks.forget_before(gen)
+            flusher.forget_before_locked(gen)
             self._cv.notify_all()
 
     def _await_l0_room(self) -> None:
         """Stall while L0 is full, until a compactor (another process) shrinks it."""
         warned = False
         while len(self._state.manifest.manifest.l0) >= self.options.l0_max_ssts:
-            if self._stop.is_set() or self._error is not None:
+            if self._flusher.stopping.is_set() or self._flusher.error is not None:
                 return
             if not warned:
                 log.warning(
@@ -319,10 +338,11 @@ class WriterEngine(WalFlusher):
         self._set_range(stored.manifest)
 
     def _l0_loop(self) -> None:
-        while not self._stop.is_set():
+        stopping = self._flusher.stopping
+        while not stopping.is_set():
             self._l0_wake.wait(0.5)
             self._l0_wake.clear()
-            if self._stop.is_set():
+            if stopping.is_set():
                 break
             try:
                 self._flush_imms()
@@ -359,7 +379,7 @@ class WriterEngine(WalFlusher):
     def _poll_loop(self) -> None:
         o = self.options
         schedule = PollSchedule(o.manifest_poll_interval, o.manifest_poll_idle_interval)
-        while not self._stop.wait(schedule.next_wait(self._state.manifest.id)):
+        while not self._flusher.stopping.wait(schedule.next_wait(self._state.manifest.id)):
             try:
                 self._refresh()
             except SlateDBError as e:

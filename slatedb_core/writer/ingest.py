@@ -236,7 +236,7 @@ class WriterIngest(WriterEngine):
         while True:
             with self._lock:
                 imms = self._state.imm
-            if not imms or self._error is not None or id(imms[-1]) not in ids:
+            if not imms or self._flusher.error is not None or id(imms[-1]) not in ids:
                 return
             self._flush_one(imms[-1])
 

@@ -318,13 +318,13 @@ def op_put_parallel(proc: Process, state: State) -> None:
 
     threads = []
     for t in range(4):
-        issued = db._wal_writer.next_id
+        issued = db._flusher.next_wal_id
         th = threading.Thread(target=one, args=(t,), name=f"crash-put-{t}", daemon=True)
         th.start()
         threads.append(th)
         deadline = time.monotonic() + 10
         # the next write starts once this one has its own SST (so there are always 4 SSTs)
-        while th.is_alive() and db._wal_writer.next_id == issued and time.monotonic() < deadline:
+        while th.is_alive() and db._flusher.next_wal_id == issued and time.monotonic() < deadline:
             time.sleep(0.001)
     for th in threads:
         th.join(10)

@@ -4,7 +4,7 @@
 flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
 ``flush_memtable`` and ``_refresh`` as steps, so the seed, not the OS scheduler, decides their
 order. Two behaviours are replaced. How a durable write waits: instead of waking the WAL
-flusher thread and sleeping, it runs the same ``_flush_wal`` in the caller's thread. And the
+flusher thread and sleeping, it runs the same ``flush_wal`` in the caller's thread. And the
 WAL boundary check (:class:`SimLease`): the lease's background read would race the WAL create
 for the FaultyStore's seeded draws, so every create is checked by a read made after it. With
 ``max_parallel_writes`` > 1 its WAL window is a :class:`SimWindow`: creates in flight wait in a
@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.options import DbOptions
-from slatedb_core.testing import FaultyStore, PausePoint, When
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.testing import FaultyStore, PausePoint, When
 from slatedb_core.wal import WalWindow, WalWriter
+from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.writer import WalDone
 from slatedb_core.writer.db import Db
 from tests.sim.recorder import InvariantViolation
@@ -87,51 +88,59 @@ class SimLease(LeasedBoundary):
         return  # no read in hand: check() reads after the create
 
 
+class SimWalFlusher(WalFlusher):
+    """A WAL flusher whose writes run in the caller's thread: a flush lands a :class:`SimWindow`'s
+    queued creates itself, and a durable put flushes instead of waking the flusher thread and
+    sleeping. It uses only :class:`WalFlusher`'s public methods."""
+
+    def start(self, writer: WalWriter, window: int, last_wal_id: int, replayed: bool) -> None:
+        writer.lease = SimLease(writer.boundary)
+        super().start(writer, window, last_wal_id, replayed)
+
+    def flush_wal(self) -> None:
+        window = self.window
+        if window is None:
+            super().flush_wal()
+            return
+        assert isinstance(window, SimWindow)
+        target = self.dispatch(None)
+        for _ in range(_MAX_FLUSH_ROUNDS):
+            with self.lock:
+                if self.durable_gen >= target or self.error is not None:
+                    break
+            if not window.queue or not window.run_one():
+                break  # a failed create fails this flush, as it does without parallel writes
+        with self.lock:
+            if self.durable_gen >= target:
+                return
+            if self.error is not None:
+                raise self.error
+            failure = self.failure_locked(0, target)
+            if failure is not None:
+                raise failure
+        raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
+
+    def await_durable(self, gen: int) -> None:
+        for _ in range(_MAX_FLUSH_ROUNDS):
+            with self.lock:
+                if self.durable_gen >= gen:
+                    return
+                self.check_usable()
+            self.flush_wal()
+        raise InvariantViolation(f"{_MAX_FLUSH_ROUNDS} WAL flushes made generation {gen} no closer")
+
+
 class SimDb(Db):
     """A Db whose background work runs only when the schedule says so."""
 
     @classmethod
     def open_manual(cls, path: str, store: ObjectStore, options: DbOptions) -> SimDb:
-        db = cls(path, store, options)
+        db = cls(path, store, options, SimWalFlusher)
         db._recover()
-        db._wal_writer.lease = SimLease(db._wal_writer.boundary)
-        if db._window is not None:
-            db._window.close()
+        if db._flusher.window is not None:
             rng = random.Random(f"{path}:{db.writer_epoch}")
-            db._window = SimWindow(db._wal_writer, db._window.size, rng)
+            db._flusher.replace_window(lambda writer, size: SimWindow(writer, size, rng))
         return db
-
-    def _flush_wal(self) -> None:
-        window = self._window
-        if window is None:
-            super()._flush_wal()
-            return
-        assert isinstance(window, SimWindow)
-        target = self._dispatch_wal(None)
-        for _ in range(_MAX_FLUSH_ROUNDS):
-            with self._lock:
-                if self._durable_gen >= target or self._error is not None:
-                    break
-            if not window.queue or not window.run_one():
-                break  # a failed create fails this flush, as it does without parallel writes
-        with self._lock:
-            if self._durable_gen >= target:
-                return
-            if self._error is not None:
-                raise self._error
-            failure = self._failure_locked(0, target)
-            if failure is not None:
-                raise failure
-        raise InvariantViolation(f"WAL flush to generation {target} neither landed nor failed")
-
-    def _await_durable(self, gen: int) -> None:
-        for _ in range(_MAX_FLUSH_ROUNDS):
-            with self._lock:
-                if self._durable_gen >= gen:
-                    return
-                self._check_usable()
-            self._flush_wal()
-        raise InvariantViolation(f"{_MAX_FLUSH_ROUNDS} WAL flushes made generation {gen} no closer")
 
 
 @dataclass

@@ -210,9 +210,9 @@ class WriterSteps(SimBase):
         or one create in flight landing (in a seeded order), so later SSTs land first and holes
         stay open while other actors (readers, new writers, GC, a crash) act."""
         w = self.pick_writer()
-        if w is None or w.db is None or not isinstance(w.db._window, SimWindow):
+        if w is None or w.db is None or not isinstance(w.db._flusher.window, SimWindow):
             return
-        db, window = w.db, w.db._window
+        db, window = w.db, w.db._flusher.window
         if window.queue and self.rng.random() < 0.4:
             self.note(f"wal_land w{w.id} ({w.state}), {len(window.queue)} in flight")
             self.attempt("wal_land", window.run_one)
@@ -225,7 +225,7 @@ class WriterSteps(SimBase):
         )
         self.model.issue(w.id, [(key, value)])
         if self.attempt("put", lambda: db.put(key, value, await_durable=False)).error is None:
-            self.attempt("wal_dispatch", lambda: db._dispatch_wal(window.size))
+            self.attempt("wal_dispatch", lambda: db._flusher.dispatch(window.size))
 
     def step_refresh(self) -> None:
         w = self.pick_writer()
@@ -261,7 +261,7 @@ class WriterSteps(SimBase):
         db = w.db
         assert db is not None
         had = self.model.has_pending(w.id)
-        failed_before = db._error
+        failed_before = db._flusher.error
         out = self.attempt(step, db.close)
         if out.error is None and failed_before is not None:
             # RELIABILITY.md, review finding 8: a fenced writer's close dropped its buffered writes silently

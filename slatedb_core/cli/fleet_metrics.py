@@ -21,6 +21,7 @@ from types import FrameType
 import click
 from prometheus_client import CollectorRegistry, start_http_server
 
+from slatedb_core.cli.terminal import echo
 from slatedb_core.errors import SlateDBError
 from slatedb_core.fleet.metrics import EngineCollector, FleetCollector
 from slatedb_core.store.redact import redact_url
@@ -105,7 +106,7 @@ def serve_metrics(
         )
         registry.register(EngineCollector())
     except SlateDBError as e:
-        click.echo(f"error: {type(e).__name__}: {e}", err=True)
+        echo(f"error: {type(e).__name__}: {e}", err=True)
         sys.exit(1)
     stop = threading.Event()
 
@@ -117,10 +118,10 @@ def serve_metrics(
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as e:
-        click.echo(f"error: cannot listen on {host}:{port}: {e.strerror or e}", err=True)
+        echo(f"error: cannot listen on {host}:{port}: {e.strerror or e}", err=True)
         sys.exit(1)
     shown = f"[{host}]" if ":" in host else host
-    click.echo(
+    echo(
         f"serving metrics of {redact_url(url)} on "
         f"http://{shown}:{server.server_address[1]}/metrics",
     )
@@ -130,4 +131,4 @@ def serve_metrics(
     server.shutdown()
     server.server_close()
     thread.join(10)
-    click.echo("stopped")
+    echo("stopped")

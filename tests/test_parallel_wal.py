@@ -26,6 +26,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore, PausePoint
 from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 from tests.wal_support import Recorder, epochs, is_fence, set_writer_epoch
 
 pytestmark = pytest.mark.timeout(120)
@@ -318,7 +319,10 @@ def test_concurrent_durable_puts_with_four_writes_in_flight_survive_a_reopen(
     )
     acked: list[bytes] = []
     lock = threading.Lock()
-    db = Db.open("db", store, opts)
+    hooks = WriterHooks()  # the seam that hands out the WAL flusher, to watch its window
+    db = Db.open("db", store, opts, hooks=hooks)
+    assert hooks.steps is not None
+    window = hooks.steps.flusher.window
     in_flight_seen = 0
 
     def putter(t: int) -> None:
@@ -328,8 +332,8 @@ def test_concurrent_durable_puts_with_four_writes_in_flight_survive_a_reopen(
             db.put(key, key)
             with lock:
                 acked.append(key)
-                assert db._flusher.window is not None
-                in_flight_seen = max(in_flight_seen, db._flusher.window.in_flight())
+                assert window is not None
+                in_flight_seen = max(in_flight_seen, window.in_flight())
 
     threads = [threading.Thread(target=putter, args=(t,)) for t in range(8)]
     for t in threads:

@@ -19,6 +19,7 @@ from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal import WalLog
 from slatedb_core.wal.flusher import MIN_GRACE_S, GroupCommit
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 from slatedb_core.writer.poll_schedule import PollSchedule
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,13 +78,15 @@ def test_concurrent_durable_puts_share_wal_ssts_and_all_survive_a_reopen() -> No
 def test_a_lone_durable_writer_is_not_delayed_by_the_gathering() -> None:
     """One writer: each put is its own group, sealed at once (no grace wait per put)."""
     store = _slow_store()
-    db = Db.open("db", store, DbOptions(flush_interval=timedelta(seconds=1)))
+    hooks = WriterHooks()  # the seam that hands out the WAL flusher
+    db = Db.open("db", store, DbOptions(flush_interval=timedelta(seconds=1)), hooks=hooks)
+    assert hooks.steps is not None
     try:
         first = WalLog(store, "db").list_ids()[-1]
         for i in range(10):
             db.put(f"k{i}".encode(), b"v")
         assert WalLog(store, "db").list_ids()[-1] == first + 10
-        assert db._flusher.group_commit.expected(time.monotonic()) == 1
+        assert hooks.steps.flusher.group_commit.expected(time.monotonic()) == 1
     finally:
         db.close()
 

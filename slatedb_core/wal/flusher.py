@@ -4,18 +4,23 @@ Writes"): the writes buffered by generation, sealing a generation into one WAL S
 writes), and waiting until a generation is durable; the background thread that flushes every
 ``flush_interval`` or once a buffer reaches ``wal_sst_size_bytes``.
 
-:class:`WalFlusher` is the base class of the writer's engine
-(:class:`~slatedb_core.writer.engine.WriterEngine`), not a separate object: a put appends to the
-memtable and to the WAL buffer of the current generation under one lock, so that seqs enter
-the WAL in the order they were assigned, and it does so with no indirection on the hottest path
-of the engine. The flusher holds that lock, the state every part of the writer consults to stop
-(the first error it fails with, closed, the stop event and its background threads) and
-:meth:`WalFlusher._fail`, which records that error; the engine adds the memtable, L0 and
-manifest side. The flusher knows nothing of them: it imports nothing above ``wal/``.
+:class:`WalFlusher` is a part the writer's engine
+(:class:`~slatedb_core.writer.engine.WriterEngine`) holds, not a base class: it owns its buffer,
+generations, acknowledgements, window and group commit, and the others reach them only through
+its methods (:meth:`WalFlusher.await_durable`, :meth:`WalFlusher.flush`,
+:meth:`WalFlusher.seal_locked`, :meth:`WalFlusher.shut_down`, ...). A put appends to the memtable
+and to the WAL buffer of the current generation under one lock, so that seqs enter the WAL in the
+order they were assigned: that lock (:attr:`WalFlusher.lock`, with its condition ``cv``) and the
+current :attr:`WalFlusher.buffer` are public, a documented protocol that keeps the hottest path of
+the engine free of indirection (append under the lock, then :meth:`WalFlusher.wrote_locked`). The
+flusher also holds the state every part of the writer consults to stop (``error``, the first
+error it failed with; ``closed``; the ``stopping`` event; the background threads) and
+:meth:`WalFlusher.fail`, which records that error and calls the ``on_stop`` the engine gave it.
+The flusher knows nothing of the memtable, L0 or manifest: it imports nothing above ``wal/``.
 
-Locks: ``_lock`` (with its condition ``_cv``) guards the buffer, the generation counter and
+Locks: ``lock`` (with its condition ``cv``) guards the buffer, the generation counter and
 :class:`~slatedb_core.wal.pipeline.WalAcks`; ``_flush_lock`` lets one flush write or dispatch at
-a time (it is taken before ``_lock``, never inside it).
+a time (it is taken before ``lock``, never inside it).
 
 Group commit (docs/gc-and-boundaries.md, "What a durable put costs"): a durable put wakes the
 flusher thread at once instead of waiting for ``flush_interval``, but the thread first gathers
@@ -61,7 +66,7 @@ class GroupCommit:
     """How many durable puts the flusher waits for before sealing a generation (module
     docstring): every writer thread that began a durable wait within the last few WAL writes
     (:meth:`expected`), less those waiting on sealed generations not yet durable. Not
-    thread-safe: the flusher's ``_lock`` guards it."""
+    thread-safe: the flusher's ``lock`` guards it."""
 
     def __init__(self, flush_interval_s: float) -> None:
         self.waiting = 0  # durable puts waiting on the current (unsealed) generation

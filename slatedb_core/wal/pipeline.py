@@ -9,7 +9,7 @@ to it is in the WAL); a generation that landed ahead of it is acknowledged at on
 memtable flush waits for the watermark, so the replay point never passes a hole.
 
 Everything here is bookkeeping without I/O or locking: its one user,
-:class:`~slatedb_core.wal.flusher.WalFlusher`, holds its ``_lock`` around every call and does the
+:class:`~slatedb_core.wal.flusher.WalFlusher`, holds its ``lock`` around every call and does the
 writing, dispatching to the window and waiting.
 """
 

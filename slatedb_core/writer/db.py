@@ -25,8 +25,9 @@ that dies on an unexpected error fails the writer the same way with ``Background
 Where it lives: this module has ``Db``'s public API (opening, writes, checkpoints, reads,
 closing); ``Db`` is a :class:`~slatedb_core.writer.ingest.WriterIngest` (bulk ingest and
 ``ingest_ssts``), which is a :class:`~slatedb_core.writer.engine.WriterEngine` (state, memtable
-and L0 flushes, manifest commits and polling), which is a
-:class:`~slatedb_core.wal.flusher.WalFlusher` (the WAL buffer, its flush and durability).
+and L0 flushes, manifest commits and polling), which holds a
+:class:`~slatedb_core.wal.flusher.WalFlusher` (the WAL buffer, its flush and durability, and the
+writer's lock and failure state) and talks to it through its methods.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from slatedb_core.options import (
 )
 from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.hooks import WriterHooks, WriterSteps
 from slatedb_core.writer.ingest import WriterIngest
 from slatedb_core.writer.l0_flush import RESIDENT_OVERHEAD_PER_ENTRY
 from slatedb_core.writer.ttl import (
@@ -101,24 +103,35 @@ class Db(WriterIngest):
         options: DbOptions | None = None,
         *,
         if_manifest_id: int | None = None,
+        hooks: WriterHooks | None = None,
     ) -> Db:
         """Open (creating if absent) the database at ``path`` as its writer, fencing older ones.
 
         ``if_manifest_id``: open only if the latest manifest is still that version (the epoch
         bump is committed on top of it or not at all): PreconditionFailed, having written and
         fenced nothing, if it changed (a writer opened since it was read, say). The database
-        must exist."""
+        must exist.
+
+        ``hooks``: a test harness's seam (:class:`~slatedb_core.writer.hooks.WriterHooks`): the
+        simulation runs the background work itself, as steps."""
         check_store(store)
         check_optional("options", options, DbOptions)
         if if_manifest_id is not None:
             if_manifest_id = check_int("if_manifest_id", if_manifest_id, lo=1)
         options = options or DbOptions()
         merge_op = resolve_merge_operator(options.merge_operator)  # an unknown name: refused
-        db = cls(path, store, options)
+        hooks = hooks or WriterHooks()
+        db = cls(path, store, options, hooks.flusher)
         db._merge_op = merge_op
         db._default_ttl = options.default_ttl
         db._recover(if_manifest_id)
-        db._start()
+        if hooks.window is not None and db._flusher.window is not None:
+            db._flusher.replace_window(hooks.window)
+        if hooks.background:
+            db._start()
+        hooks.steps = WriterSteps(
+            db._flusher, db._flush_imms, db._refresh, lambda: db._fm.stored.id
+        )
         return db
 
     # ---- checks ----------------------------------------------------------------------------

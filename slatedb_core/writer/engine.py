@@ -1,5 +1,6 @@
 """The writer's machinery behind ``Db``: its state, the L0 and manifest-poller threads (the WAL
-flusher's is :class:`~slatedb_core.wal.flusher.WalFlusher`'s, the base class), memtable freeze
+flusher's is run by the :class:`~slatedb_core.wal.flusher.WalFlusher` the engine holds, a part
+with its own state that the engine calls through methods), memtable freeze
 and L0 flush, manifest commits and polling, and the embedded compactor. ``Db`` (in
 :mod:`slatedb_core.writer.db`) adds the public API, :mod:`slatedb_core.writer.ingest` the bulk
 paths.

@@ -1,12 +1,14 @@
 """The pieces actors are made of: a writer without background threads, and stalled operations.
 
-``SimDb`` is the real :class:`~slatedb_core.writer.db.Db` with its three background threads (WAL
-flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
-``flush_memtable`` and ``_refresh`` as steps, so the seed, not the OS scheduler, decides their
-order. Two behaviours are replaced. How a durable write waits: instead of waking the WAL
-flusher thread and sleeping, it runs the same ``flush_wal`` in the caller's thread. And the
-WAL boundary check (:class:`SimLease`): the lease's background read would race the WAL create
-for the FaultyStore's seeded draws, so every create is checked by a read made after it. With
+The simulation opens the real :class:`~slatedb_core.writer.db.Db` through its harness seam
+(:func:`open_manual`, :class:`~slatedb_core.writer.hooks.WriterHooks`) with its three background
+threads (WAL flusher, L0 flusher, manifest poller) left unstarted: the schedule runs ``flush``,
+``flush_memtable`` and the writer's :func:`steps` as steps, so the seed, not the OS scheduler,
+decides their order. Two behaviours are replaced, both in :class:`SimWalFlusher`, which uses
+only the flusher's public methods. How a durable write waits: instead of waking the WAL flusher
+thread and sleeping, it runs the same ``flush_wal`` in the caller's thread. And the WAL boundary
+check (:class:`SimLease`): the lease's background read would race the WAL create for the
+FaultyStore's seeded draws, so every create is checked by a read made after it. With
 ``max_parallel_writes`` > 1 its WAL window is a :class:`SimWindow`: creates in flight wait in a
 queue and land one at a time in an order the seed decides, so later SSTs land before earlier
 ones and a stalled create leaves a hole that other actors see.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +35,7 @@ from slatedb_core.wal import WalWindow, WalWriter
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.writer import WalDone
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks, WriterSteps
 from tests.sim.recorder import InvariantViolation
 
 STALL_REACH_TIMEOUT_S = 20.0
@@ -130,17 +134,27 @@ class SimWalFlusher(WalFlusher):
         raise InvariantViolation(f"{_MAX_FLUSH_ROUNDS} WAL flushes made generation {gen} no closer")
 
 
-class SimDb(Db):
-    """A Db whose background work runs only when the schedule says so."""
+_STEPS: weakref.WeakKeyDictionary[Db, WriterSteps] = weakref.WeakKeyDictionary()
 
-    @classmethod
-    def open_manual(cls, path: str, store: ObjectStore, options: DbOptions) -> SimDb:
-        db = cls(path, store, options, SimWalFlusher)
-        db._recover()
-        if db._flusher.window is not None:
-            rng = random.Random(f"{path}:{db.writer_epoch}")
-            db._flusher.replace_window(lambda writer, size: SimWindow(writer, size, rng))
-        return db
+
+def open_manual(path: str, store: ObjectStore, options: DbOptions) -> Db:
+    """Open the real ``Db`` through its harness seam (:class:`WriterHooks`): no background
+    thread, a :class:`SimWalFlusher`, and with parallel writes a :class:`SimWindow` seeded by the
+    writer's epoch. Its background work is run by :func:`steps`."""
+
+    def window(writer: WalWriter, size: int) -> WalWindow:
+        return SimWindow(writer, size, random.Random(f"{path}:{writer.epoch}"))
+
+    hooks = WriterHooks(flusher=SimWalFlusher, window=window, background=False)
+    db = Db.open(path, store, options, hooks=hooks)
+    assert hooks.steps is not None
+    _STEPS[db] = hooks.steps
+    return db
+
+
+def steps(db: Db) -> WriterSteps:
+    """The background work of a writer :func:`open_manual` opened."""
+    return _STEPS[db]
 
 
 @dataclass

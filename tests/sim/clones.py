@@ -13,7 +13,7 @@ from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from tests.sim import model as m
-from tests.sim.actors import SimDb
+from tests.sim.actors import open_manual
 from tests.sim.recorder import InvariantViolation
 from tests.sim.stalls import StallSteps
 from tests.sim.state import DB, LONG, LOWER, UPPER, CloneRec
@@ -87,7 +87,7 @@ class CloneSteps(StallSteps):
         for c in (a, b):  # union refuses sources with uncompacted WAL: flush each to L0
 
             def compact(c: CloneRec = c) -> None:
-                db = SimDb.open_manual(c.name, self.faulty, self.options)
+                db = open_manual(c.name, self.faulty, self.options)
                 try:
                     db.flush_memtable()
                 finally:

@@ -29,7 +29,8 @@ from slatedb_core.gc.collector import Collector
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
-from tests.sim.actors import SimDb
+from slatedb_core.writer.db import Db
+from tests.sim.actors import open_manual
 from tests.sim.clones import CloneSteps
 from tests.sim.recorder import InvariantViolation
 from tests.sim.state import DB, LONG
@@ -132,8 +133,8 @@ class DestroySteps(CloneSteps):
         """Opening a destroyed and collected path raises DatabaseDestroyed (RELIABILITY.md, review finding 1:
         not DatabaseNotFound, and never a new or resurrected database)."""
         opts = DbReaderOptions(manifest_poll_interval=LONG, mode=ReaderMode.FOLLOW_LATEST)
-        openers: dict[str, Callable[[], SimDb | DbReader]] = {
-            "Db.open": lambda: SimDb.open_manual(path, self.faulty, self.options),
+        openers: dict[str, Callable[[], Db | DbReader]] = {
+            "Db.open": lambda: open_manual(path, self.faulty, self.options),
             "DbReader.open": lambda: DbReader.open(path, self.faulty, options=opts),
         }
         for what, opener in openers.items():

@@ -23,7 +23,7 @@ from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from tests.sim import model as m
-from tests.sim.actors import Outcome, SimDb
+from tests.sim.actors import Outcome, open_manual
 from tests.sim.damage import DamageSteps
 from tests.sim.recorder import BOUNDARY, InvariantViolation
 from tests.sim.state import DB, LONG, Writer
@@ -68,7 +68,7 @@ class EndingSteps(DamageSteps):
         self.writers.append(w)
         self.note(f"final writer w{w.id}")
         try:
-            db = SimDb.open_manual(DB, self.faulty, self.options)
+            db = open_manual(DB, self.faulty, self.options)
         except DatabaseNotFound:
             if any(x.db is not None for x in self.writers):
                 raise
@@ -142,7 +142,7 @@ class EndingSteps(DamageSteps):
                 if w.state == "live":
                     w.state = "zombie"
             try:
-                SimDb.open_manual(DB, self.faulty, self.options)
+                open_manual(DB, self.faulty, self.options)
             except DatabaseDestroyed:
                 self.outcome("open_destroyed", None)
             else:

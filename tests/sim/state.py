@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from slatedb_core.compactor import Compactor
 from slatedb_core.keys import KeyRange
+from slatedb_core.writer.db import Db
 from tests.sim import model as m
-from tests.sim.actors import SimDb
 
 DB = "db"
 LONG = timedelta(days=1)
@@ -24,7 +24,7 @@ LOWER, UPPER = KeyRange(None, b"k3"), KeyRange(b"k3", None)
 @dataclass
 class Writer:
     id: int
-    db: SimDb | None = None
+    db: Db | None = None
     state: str = "opening"  # opening, live, zombie, crashed, closed, failed
     busy: bool = False
     epoch: int = 0

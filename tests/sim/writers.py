@@ -10,8 +10,9 @@ import pyarrow as pa
 
 from slatedb_core.errors import SlateDBError
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 from tests.sim import model as m
-from tests.sim.actors import Outcome, SimDb, SimWindow
+from tests.sim.actors import Outcome, SimWindow, open_manual, steps
 from tests.sim.base import SimBase
 from tests.sim.recorder import InvariantViolation
 from tests.sim.state import DB, Writer
@@ -24,7 +25,7 @@ class WriterSteps(SimBase):
             self.outcome("open", out.error)
             return
         db = out.value
-        assert isinstance(db, SimDb)
+        assert isinstance(db, Db)
         w.db = db
         w.epoch = db.writer_epoch
         w.opened_issue = issue = self.model.next()
@@ -57,8 +58,8 @@ class WriterSteps(SimBase):
         self.writers.append(w)
         self.note(f"open writer w{w.id}")
 
-        def fn() -> SimDb:
-            return SimDb.open_manual(DB, self.faulty, self.options)
+        def fn() -> Db:
+            return open_manual(DB, self.faulty, self.options)
 
         if self.config.stall_weight and self.rng.random() < 0.3:
             pause = self.rng.choice(
@@ -173,7 +174,7 @@ class WriterSteps(SimBase):
         table = pa.table(
             {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}
         )
-        before = db._fm.stored.id
+        before = steps(db).manifest_id()
         # it freezes and flushes the memtable first, so the writer's pending writes are acked too
         if self._durable(w, "bulk_ingest", lambda: db.bulk_ingest(table)).error is None:
             if w.fenced_after_issue is not None and issue >= w.fenced_after_issue:
@@ -193,15 +194,15 @@ class WriterSteps(SimBase):
         if kind == "flush":
             self._durable(w, kind, db.flush)
         elif kind == "flush_memtable":
-            before = db._fm.stored.id
+            before = steps(db).manifest_id()
             if self._durable(w, kind, db.flush_memtable).error is None:
                 self._check_reported(db, before)
         else:  # what the L0 flusher thread would do for memtables frozen by size
-            self.attempt(kind, db._flush_imms)
+            self.attempt(kind, steps(db).flush_memtables)
 
-    def _check_reported(self, db: SimDb, before: int) -> None:
+    def _check_reported(self, db: Db, before: int) -> None:
         """A manifest the writer just committed must be above the manifest boundary."""
-        mid = db._fm.stored.id
+        mid = steps(db).manifest_id()
         if mid != before:  # else nothing to flush, nothing committed
             self._reported(mid, "writer's memtable flush")
 
@@ -210,9 +211,11 @@ class WriterSteps(SimBase):
         or one create in flight landing (in a seeded order), so later SSTs land first and holes
         stay open while other actors (readers, new writers, GC, a crash) act."""
         w = self.pick_writer()
-        if w is None or w.db is None or not isinstance(w.db._flusher.window, SimWindow):
+        if w is None or w.db is None or not isinstance(steps(w.db).flusher.window, SimWindow):
             return
-        db, window = w.db, w.db._flusher.window
+        db, flusher = w.db, steps(w.db).flusher
+        window = flusher.window
+        assert isinstance(window, SimWindow)
         if window.queue and self.rng.random() < 0.4:
             self.note(f"wal_land w{w.id} ({w.state}), {len(window.queue)} in flight")
             self.attempt("wal_land", window.run_one)
@@ -225,14 +228,14 @@ class WriterSteps(SimBase):
         )
         self.model.issue(w.id, [(key, value)])
         if self.attempt("put", lambda: db.put(key, value, await_durable=False)).error is None:
-            self.attempt("wal_dispatch", lambda: db._flusher.dispatch(window.size))
+            self.attempt("wal_dispatch", lambda: flusher.dispatch(window.size))
 
     def step_refresh(self) -> None:
         w = self.pick_writer()
         if w is None or w.db is None:
             return
         self.note(f"refresh w{w.id} ({w.state})")
-        self.attempt("refresh", w.db._refresh)
+        self.attempt("refresh", steps(w.db).refresh)
 
     def step_crash(self) -> None:
         idle = self.idle_writers()
@@ -261,7 +264,7 @@ class WriterSteps(SimBase):
         db = w.db
         assert db is not None
         had = self.model.has_pending(w.id)
-        failed_before = db._flusher.error
+        failed_before = steps(db).flusher.error
         out = self.attempt(step, db.close)
         if out.error is None and failed_before is not None:
             # RELIABILITY.md, review finding 8: a fenced writer's close dropped its buffered writes silently

@@ -53,7 +53,7 @@ test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagst
 test-fast: $(STAMP) ## The engine and applications without S3 servers, Spark or slow tests, in parallel
 	$(BIN)/pytest -q $(XDIST) -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
 
-test-quick: $(STAMP) ## The developer loop (<1 min): engine unit tests, no servers, Spark, interop, sim
+test-quick: $(STAMP) ## The developer loop (92 s on 2 cores; the goal is 1 min): engine unit tests, no servers, Spark, interop, sim
 	$(BIN)/pytest -q $(XDIST) -m "$(QUICK)" $(QUICK_SKIP) $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format), strict mypy, the import contracts (import-linter) and the structure figures

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import slatedb_core as sc
+from slatedb_core.errors import CheckpointNotFound
 from spark_jobs.read import main
 
 pytestmark = pytest.mark.spark
@@ -41,5 +42,5 @@ def test_read_job_names_a_snapshot(
 def test_read_job_refuses_an_unknown_snapshot_name(spark: SparkSession, store_url: str) -> None:
     store = sc.open_store(store_url)
     sc.Table.create("t", store).close()
-    with pytest.raises(sc.CheckpointNotFound, match="no-such"):
+    with pytest.raises(CheckpointNotFound, match="no-such"):
         main(["--url", store_url, "--path", "t", "--checkpoint", "no-such"])

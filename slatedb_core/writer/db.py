@@ -124,11 +124,11 @@ class Db(WriterIngest):
         db = cls(path, store, options, hooks.flusher)
         db._merge_op = merge_op
         db._default_ttl = options.default_ttl
-        db._recover(if_manifest_id)
+        db.recover(if_manifest_id)
         if hooks.window is not None and db._flusher.window is not None:
             db._flusher.replace_window(hooks.window)
         if hooks.background:
-            db._start()
+            db.start()
         hooks.steps = WriterSteps(
             db._flusher, db._flush_imms, db._refresh, lambda: db._fm.stored.id
         )
@@ -239,7 +239,7 @@ class Db(WriterIngest):
         the rest take the plain path. Checked whole before anything is written."""
         keys = [self._check_key(k) for k in keys]
         values = [None if v is None else self._check_value(v) for v in values]
-        self._check_range_keys(keys)
+        self.check_range_keys(keys)
         op = self._merge_op
         if op is None:
             for i, (kind, _) in specials.items():
@@ -250,7 +250,7 @@ class Db(WriterIngest):
                     )
         default = self._default_ttl
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             self._backpressure_locked()
             now = now_ms()
             seq = self._seq
@@ -292,7 +292,7 @@ class Db(WriterIngest):
     def delete(self, key: bytes, *, await_durable: bool = True) -> None:
         """Delete ``key`` (write a tombstone); by default wait until the delete is durable."""
         key = self._check_key(key)
-        self._check_range_keys([key])
+        self.check_range_keys([key])
         gen = self._apply([key], [None], len(key))
         if await_durable:
             self._flusher.await_durable(gen)
@@ -317,7 +317,7 @@ class Db(WriterIngest):
         vbytes = sum(map(len, present))
         if present and max(map(len, present)) > self._max_value:
             raise InvalidArgument(f"a value exceeds {self._max_value} bytes")
-        self._check_range_keys(keys)
+        self.check_range_keys(keys)
         gen = self._apply(keys, values, sum(klens) + vbytes)
         if await_durable:
             self._flusher.await_durable(gen)
@@ -326,7 +326,7 @@ class Db(WriterIngest):
         # Invariant readers rely on: seqs are assigned under the lock in the same order writes
         # enter the WAL buffer, so WAL ids and seqs increase together.
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             self._backpressure_locked()
             seq = self._seq
             memtable = self._state.memtable
@@ -369,7 +369,7 @@ class Db(WriterIngest):
         ):
             self._l0_wake.set()
             self._cv.wait(0.05)
-        self._check_usable()
+        self.check_usable()
 
     def put_arrow(
         self,
@@ -389,7 +389,7 @@ class Db(WriterIngest):
         (null: ``ttl``); ``ttl`` is the TTL of the other rows, as for :meth:`put` (None: the
         database's ``default_ttl``)."""
         entries = arrow_entries(data, key_column, value_column, self.options)
-        self._check_range_array(entries.column(0))
+        self.check_range_array(entries.column(0))
         checked_ttl = check_ttl("ttl", ttl)
         if ttl_column is not None and not isinstance(ttl_column, str):
             raise InvalidArgument(
@@ -407,7 +407,7 @@ class Db(WriterIngest):
                 [*entries.columns, expire, create], schema=ROW_SCHEMA
             )
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             self._backpressure_locked()
             first = self._seq + 1
             self._seq += n
@@ -440,7 +440,7 @@ class Db(WriterIngest):
         checkpoint holds every write issued before the call; DURABLE holds every write durable
         before the call, those still only in the WAL included (the same update raises the
         manifest's WAL bound, :func:`~slatedb_core.checkpoints.covered_wal`)."""
-        self._check_usable()
+        self.check_usable()
         check_instance("scope", scope, CheckpointScope)
         check_optional("options", options, CheckpointOptions)
         if scope is CheckpointScope.ALL:
@@ -453,7 +453,7 @@ class Db(WriterIngest):
             cid,
             covers_wal=lambda m: covered_wal(self.store, self.path, m),
         )
-        stored = self._commit(change)
+        stored = self.commit(change)
         with self._lock:
             if stored.id > self._state.manifest.id:
                 self._install_locked(stored, self._state.imm)
@@ -474,7 +474,7 @@ class Db(WriterIngest):
         call of a database closed by fencing with that error (SlateDB RFC 0001, "Writer
         Protocol"; issue 37, item 8). A read that took its state before the writer learned of
         the fencing (a scan being iterated) runs on: it began while the writer still owned it."""
-        self._check_usable()
+        self.check_usable()
         return self._state
 
     def get(self, key: bytes) -> bytes | None:
@@ -504,7 +504,7 @@ class Db(WriterIngest):
         uniq = sorted(set(checked))
         rng = self._range
         if rng is not None and not (rng.contains(uniq[0]) and rng.contains(uniq[-1])):
-            self._check_range_keys(checked)  # raises for the first key outside, in call order
+            self.check_range_keys(checked)  # raises for the first key outside, in call order
         # The active memtable is the one part of a state that changes, always under _lock: take
         # the state and every key's memtable entry at one instant under it, then read the rest,
         # which never changes, without the lock.

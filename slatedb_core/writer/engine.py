@@ -8,7 +8,7 @@ paths.
 The steps of the protocol that need no writer state live beside it:
 
 * :mod:`slatedb_core.writer.recovery`: recovery at open (epoch bump, fencing, WAL replay), run in
-  order by :meth:`WriterEngine._recover`;
+  order by :meth:`WriterEngine.recover`;
 * :mod:`slatedb_core.wal.flusher` and :mod:`slatedb_core.wal.pipeline`: the WAL buffer of a
   generation, its flush, and the bookkeeping of which generations are durable;
 * :mod:`slatedb_core.writer.l0_flush`: the steps of a memtable flush to L0 and the manifest changes
@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from time import time_ns
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,14 +37,25 @@ from slatedb_core.compactor import Compactor
 from slatedb_core.errors import (
     BackgroundThreadDied,
     DatabaseDestroyed,
+    DbClosed,
     Fenced,
     InvalidArgument,
     SlateDBError,
 )
 from slatedb_core.keys import KeyRange, check_in_range, outside_range
+from slatedb_core.lsm.arrow_rows import seq_range
 from slatedb_core.lsm.dbstate import DbState, SstHandle, build_handles
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
-from slatedb_core.lsm.merge_operator import resolve_merge_operator
+from slatedb_core.lsm.memtable_fold import Entry
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
+from slatedb_core.lsm.row_model import (
+    KIND_MERGE,
+    KIND_TOMBSTONE,
+    KIND_VALUE,
+    ROW_SCHEMA,
+    Version,
+    now_ms,
+)
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
 from slatedb_core.manifest.store import FencedManifest, IdChange, ManifestStore, StoredManifest
 from slatedb_core.meta.compacted_boundary import compacted_boundary
@@ -54,8 +66,11 @@ from slatedb_core.store.objectstore import ObjectStore, validate_relative_path
 from slatedb_core.wal import WalLog, WalWriter
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.location import WalLocation
+from slatedb_core.wal.writer import WalWindow
 from slatedb_core.writer.gc_safety import NewSsts
+from slatedb_core.writer.hooks import WriterSteps
 from slatedb_core.writer.l0_flush import (
+    RESIDENT_OVERHEAD_PER_ENTRY,
     flush_clock_tick,
     l0_flush_change,
     l0_rows,
@@ -68,6 +83,7 @@ from slatedb_core.writer.recovery import (
     fence_older_writers,
     replay_wal,
 )
+from slatedb_core.writer.ttl import NoExpiry, expire_ts
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +146,7 @@ class WriterEngine:
         self._fm: FencedManifest
         self._state: DbState
 
-    def _recover(self, if_manifest_id: int | None = None) -> None:
+    def recover(self, if_manifest_id: int | None = None) -> None:
         """Recovery at open, the steps of :mod:`slatedb_core.writer.recovery` in order."""
         own = self.options.max_parallel_writes
         # 1. bump the writer epoch together with our writer checkpoint (SlateDB RFC 0004)
@@ -179,10 +195,10 @@ class WriterEngine:
     def _fail(self, err: BaseException) -> None:
         self._flusher.fail(err)
 
-    def _check_usable(self) -> None:
+    def check_usable(self) -> None:
         self._flusher.check_usable()
 
-    def _start(self) -> None:
+    def start(self) -> None:
         if self.options.compactor is not None:
             compactor = self.options.compactor
             if compactor.merge_operator is None and self.options.merge_operator is not None:
@@ -222,13 +238,13 @@ class WriterEngine:
     def flush_memtable(self) -> None:
         """Flush the memtable to an L0 SST and record it in the manifest now, with the WAL
         replay point past its rows."""
-        self._check_usable()
+        self.check_usable()
         with self._lock:
             self._freeze_locked()
         with self._l0_lock:
             self._flush_imms_locked()
             self._advance_replay_point()
-        self._check_usable()
+        self.check_usable()
 
     def _advance_replay_point(self) -> None:
         """Commit the replay point up to the last WAL id whose L0 SST is committed (a memtable
@@ -240,7 +256,7 @@ class WriterEngine:
         ):
             return
         change = replay_point_change(confirmed, self._fm.epoch)
-        stored = self._commit(change)
+        stored = self.commit(change)
         with self._lock:
             self._install_locked(stored, self._state.imm)
 
@@ -269,8 +285,8 @@ class WriterEngine:
         pending = self._imm_sst.get(id(imm))
         if pending is None:
             data, info = encode_sst(l0_rows(imm), self._sst_options)
-            sst = self._write_sst(data, info)
-            pending = self._imm_sst[id(imm)] = self._new_ssts([sst], [lambda: data])
+            sst = self.write_sst(data, info)
+            pending = self._imm_sst[id(imm)] = self.new_ssts([sst], [lambda: data])
         # the replay point moves past this flush's WAL SSTs only in a later commit (see
         # slatedb_core.writer.l0_flush)
         change = l0_flush_change(
@@ -282,7 +298,7 @@ class WriterEngine:
             max_seq=imm.max_seq or 0,
             clock_tick=flush_clock_tick(imm),
         )
-        stored = self._commit(change)
+        stored = self.commit(change)
         self._confirmed_wal_id = max(self._confirmed_wal_id, wal_id)
         with self._lock:
             state = self._state
@@ -310,15 +326,15 @@ class WriterEngine:
             self._refresh()
             time.sleep(self.options.manifest_poll_interval.total_seconds())
 
-    def _new_ssts(self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]) -> NewSsts:
+    def new_ssts(self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]) -> NewSsts:
         """Uploaded SSTs about to be committed, checked against the GC boundary inside each
         commit attempt (:class:`~slatedb_core.writer.gc_safety.NewSsts`)."""
         return NewSsts(self.store, self.path, self._compacted_boundary, ssts, datas)
 
-    def _write_sst(self, data: bytes, info: SstInfo) -> CompactedSst:
+    def write_sst(self, data: bytes, info: SstInfo) -> CompactedSst:
         return write_new_sst(self.store, self.path, data, info)
 
-    def _commit(self, change: IdChange) -> StoredManifest:
+    def commit(self, change: IdChange) -> StoredManifest:
         try:
             return self._fm.update_at(change)
         except (Fenced, DatabaseDestroyed) as e:
@@ -370,7 +386,7 @@ class WriterEngine:
         if _sst_views(latest.manifest) != _sst_views(previous.manifest):
             epoch = self._fm.epoch
             try:
-                latest = self._commit(writer_checkpoint_change(epoch))
+                latest = self.commit(writer_checkpoint_change(epoch))
             except Fenced:
                 return
         with self._lock:
@@ -394,10 +410,10 @@ class WriterEngine:
         assert self._range is not None
         return outside_range(key, self._range)  # shared with DbReader (keys.py)
 
-    def _check_range_keys(self, keys: Sequence[bytes]) -> None:
+    def check_range_keys(self, keys: Sequence[bytes]) -> None:
         check_in_range(self._range, keys)
 
-    def _check_range_array(self, keys: pa.Array) -> None:
+    def check_range_array(self, keys: pa.Array) -> None:
         rng = self._range
         if rng is None or len(keys) == 0:
             return
@@ -405,3 +421,347 @@ class WriterEngine:
         for k in (lo.as_py(), hi.as_py()):
             if not rng.contains(k):
                 raise self._outside(k)
+
+    @property
+    def key_range(self) -> KeyRange | None:
+        """The manifest's key range (a projected database), or None."""
+        return self._range
+
+    # ---- what the writer's other parts read -------------------------------------------------
+    @property
+    def manifest(self) -> StoredManifest:
+        """The manifest of the current state."""
+        return self._state.manifest
+
+    @property
+    def state(self) -> DbState:
+        """The current state (an immutable snapshot but for its active memtable)."""
+        return self._state
+
+    @property
+    def epoch(self) -> int:
+        return self._fm.epoch
+
+    @property
+    def seq(self) -> int:
+        """The last seq given to a write or reserved by an ingest."""
+        return self._seq
+
+    @property
+    def confirmed_wal_id(self) -> int:
+        """The highest WAL id whose rows are in an L0 SST safe from GC (see :meth:`_flush_one`)."""
+        return self._confirmed_wal_id
+
+    @property
+    def sst_options(self) -> SstOptions:
+        return self._sst_options
+
+    @property
+    def l0_lock(self) -> threading.Lock:
+        """Held by one memtable flush or ingest commit at a time (an ingest holds it from its
+        seq reservation to its commit)."""
+        return self._l0_lock
+
+    @property
+    def closed(self) -> bool:
+        return self._flusher.closed
+
+    def steps(self) -> WriterSteps:
+        """The background work as steps, for a harness that runs it itself (writer/hooks.py)."""
+        return WriterSteps(
+            self._flusher, self._flush_imms, self._refresh, lambda: self._fm.stored.id
+        )
+
+    def use_window(self, window: Callable[[WalWriter, int], WalWindow] | None) -> None:
+        """Before any write: with parallel writes, put the WAL window ``window`` makes in place
+        of the one with threads (a harness's, :class:`~slatedb_core.writer.hooks.WriterHooks`)."""
+        if window is not None and self._flusher.window is not None:
+            self._flusher.replace_window(window)
+
+    # ---- writes: seqs, the memtable and the WAL buffer, under the lock ---------------------
+    def await_durable(self, gen: int) -> None:
+        """Wait until WAL generation ``gen`` (as a write returned it) is durable."""
+        self._flusher.await_durable(gen)
+
+    def put_value(self, key: bytes, value: bytes) -> int:
+        """Apply a put of a checked ``key`` and ``value`` (no TTL); returns its WAL generation.
+
+        The hottest path of the engine: checks and bookkeeping inlined (profiled: ~2x faster
+        than going through :meth:`apply` with one-element lists)."""
+        if self._range is not None and not self._range.contains(key):
+            raise self._outside(key)
+        wal = self._flusher
+        with wal.lock:
+            if wal.closed or wal.error is not None or self._imm_bytes >= self._max_unflushed:
+                self._backpressure_locked()
+            seq = self._seq = self._seq + 1
+            memtable = self._state.memtable
+            memtable.put(key, seq, value)
+            buf = wal.buffer
+            buf.keys.append(key)
+            buf.seqs.append(seq)
+            buf.values.append(value)
+            buf.nbytes += len(key) + len(value) + 16
+            gen = wal.wrote_locked(time_ns())  # the write's clock tick (SlateDB RFC 0003)
+            if (
+                memtable.size_bytes >= self._l0_size
+                or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
+                >= self._mem_budget
+            ):
+                self._freeze_locked()
+        return gen
+
+    def apply(self, keys: Sequence[bytes], values: Sequence[bytes | None], nbytes: int) -> int:
+        """Apply puts (deletes for a None value) of checked keys and values, ``nbytes`` their
+        size, atomically; returns their WAL generation."""
+        # Invariant readers rely on: seqs are assigned under the lock in the same order writes
+        # enter the WAL buffer, so WAL ids and seqs increase together.
+        with self._lock:
+            self.check_usable()
+            self._backpressure_locked()
+            seq = self._seq
+            memtable = self._state.memtable
+            buf = self._flusher.buffer
+            if len(keys) == 1:
+                seq += 1
+                memtable.put(keys[0], seq, values[0])
+                buf.keys.append(keys[0])
+                buf.seqs.append(seq)
+                buf.values.append(values[0])
+            else:
+                seqs = list(range(seq + 1, seq + 1 + len(keys)))
+                seq = seqs[-1]
+                memtable.put_many(keys, seqs, values)
+                buf.keys.extend(keys)
+                buf.seqs.extend(seqs)
+                buf.values.extend(values)
+            self._seq = seq
+            buf.nbytes += nbytes + 16 * len(keys)
+            return self._after_write_locked(time_ns())  # the write's clock tick (RFC 0003)
+
+    def apply_versions(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes | None],
+        specials: dict[int, tuple[int, int | NoExpiry | None]],
+        op: MergeOperator | None,
+        default_ttl: int | None,
+    ) -> int:
+        """Apply checked writes of which some carry a TTL or are merges (``specials``, as
+        ``Db._write_special`` takes them; ``op`` the merge operator, ``default_ttl`` the TTL of
+        the others) atomically; returns their WAL generation. A row with an ``expire_ts`` or a
+        merge operand becomes a :class:`~slatedb_core.lsm.row_model.Version` in the memtable
+        and a ROW_SCHEMA row of the WAL, created at the write's clock tick (SlateDB RFC 0003)."""
+        with self._lock:
+            self.check_usable()
+            self._backpressure_locked()
+            now = now_ms()
+            seq = self._seq
+            memtable = self._state.memtable
+            buf = self._flusher.buffer
+            rows: list[tuple[bytes, Version]] = []
+            nbytes = 0
+            writes: list[tuple[bytes, Version]] = []
+            for i, key in enumerate(keys):
+                seq += 1
+                value = values[i]
+                kind, ttl = specials.get(i, (KIND_VALUE, None))
+                if value is None:
+                    kind = KIND_TOMBSTONE
+                exp = None if kind == KIND_TOMBSTONE else expire_ts(ttl, default_ttl, now)
+                nbytes += len(key) + (0 if value is None else len(value)) + 16
+                writes.append((key, Version(seq, kind, value, exp, now)))
+            if len(writes) > 1:
+                _check_merge_ttls(writes)
+            # the merge operator runs before anything is written: an operand it refuses
+            # refuses the whole write, which leaves no row in the memtable (atomic batches)
+            folds = memtable.fold_versions(writes, op) if op is not None else None
+            for i, (key, version) in enumerate(writes):
+                if version.kind != KIND_MERGE and version.expire_ts is None:
+                    memtable.put(key, version.seq, version.value)
+                    buf.keys.append(key)
+                    buf.seqs.append(version.seq)
+                    buf.values.append(version.value)
+                else:
+                    memtable.put_version(key, version, op, None if folds is None else folds[i])
+                    rows.append((key, version))
+            if rows:
+                buf.batches.append(_rows_batch(rows))
+            self._seq = seq
+            buf.nbytes += nbytes
+            return self._after_write_locked(now * 1_000_000, keep_newer=True)
+
+    def apply_batch(self, entries: pa.RecordBatch) -> int:
+        """Apply the rows of a checked batch (KV or ROW_SCHEMA; seqs given here, in row order)
+        atomically; returns their WAL generation."""
+        n = entries.num_rows
+        with self._lock:
+            self.check_usable()
+            self._backpressure_locked()
+            first = self._seq + 1
+            self._seq += n
+            batch = entries.set_column(1, "seq", seq_range(first, n))
+            self._state.memtable.put_batch(batch)
+            buf = self._flusher.buffer
+            buf.batches.append(batch)
+            buf.nbytes += batch.nbytes
+            return self._after_write_locked(time_ns(), keep_newer=True)  # its clock tick
+
+    def _after_write_locked(self, at_ns: int, keep_newer: bool = False) -> int:
+        gen = self._flusher.wrote_locked(at_ns, keep_newer)
+        memtable = self._state.memtable
+        if (
+            memtable.size_bytes >= self._l0_size
+            or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
+            >= self._mem_budget
+        ):
+            self._freeze_locked()
+        return gen
+
+    def _backpressure_locked(self) -> None:
+        """Block the writer while frozen memtables not yet in L0 exceed max_unflushed_bytes."""
+        while (
+            self._imm_bytes >= self._max_unflushed
+            and self._state.imm
+            and self._flusher.error is None
+            and not self._flusher.closed
+        ):
+            self._l0_wake.set()
+            self._cv.wait(0.05)
+        self.check_usable()
+
+    # ---- reads --------------------------------------------------------------------------------
+    def readable_state(self) -> DbState:
+        """The state a read answers from, after the check writes pass (see
+        ``Db._readable_state``)."""
+        self.check_usable()
+        return self._state
+
+    def get(self, key: bytes) -> bytes | None:
+        """The latest value of a checked ``key``, or None (as ``Db.get``)."""
+        state = self.readable_state()
+        if self._range is not None and not self._range.contains(key):
+            raise self._outside(key)
+        return state.get(key)
+
+    def active_entries(self, keys: Sequence[bytes]) -> tuple[DbState, list[Entry | None] | None]:
+        """The readable state and, taken at the same instant under the lock, the active
+        memtable's entry of each of ``keys`` (None for an empty memtable): the active memtable
+        is the one part of a state that changes, always under the lock."""
+        with self._lock:
+            state = self.readable_state()
+            # (an empty memtable, as after a flush, has nothing to look up)
+            found = None if state.memtable.is_empty() else list(map(state.memtable.get, keys))
+        return state, found
+
+    # ---- ingest: seq reservations and commits in front of L0 ---------------------------------
+    def reserve_seqs_and_freeze(self, n: int) -> tuple[int, tuple[ImmutableMemtable, ...]]:
+        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq and
+        the frozen memtables older than the ingest. The caller holds :attr:`l0_lock` from here
+        to its commit, which keeps any newer memtable from reaching L0 behind (i.e. older than)
+        the ingested views."""
+        with self._lock:
+            self.check_usable()
+            first = self._seq + 1
+            self._seq += n
+            # Writes before this point are older than the ingested rows: they go to L0 first,
+            # so the new views can be put in front of them.
+            self._freeze_locked()
+            older = self._state.imm
+        return first, older
+
+    def reserve_through(self, lowest: int, highest: int) -> tuple[ImmutableMemtable, ...] | None:
+        """For sources whose rows already carry seqs ``lowest..highest``: if every seq this
+        writer gave is below ``lowest``, move its seq to ``highest`` and freeze the memtable
+        (as :meth:`reserve_seqs_and_freeze`; :attr:`l0_lock` held) and return the frozen
+        memtables older than the ingest; else None."""
+        with self._lock:
+            self.check_usable()
+            if self._seq >= lowest:
+                return None
+            self._seq = highest
+            self._freeze_locked()
+            return self._state.imm
+
+    def flush_older(self, older: tuple[ImmutableMemtable, ...]) -> None:
+        """Flush the frozen memtables of ``older`` (:attr:`l0_lock` held), oldest first: those
+        frozen since are newer than them and wait (a memtable flush takes the oldest first, so
+        ``older`` is the tail of the frozen memtables until it is flushed)."""
+        ids = {id(imm) for imm in older}  # ``older`` holds them: no id is reused meanwhile
+        while True:
+            with self._lock:
+                imms = self._state.imm
+            if not imms or self._flusher.error is not None or id(imms[-1]) not in ids:
+                return
+            self._flush_one(imms[-1])
+
+    def install(self, stored: StoredManifest) -> None:
+        """Install the manifest ``stored`` (committed by :meth:`commit`) as the current state's."""
+        with self._lock:
+            self._install_locked(stored, self._state.imm)
+
+    def install_if_newer(self, stored: StoredManifest) -> None:
+        """:meth:`install`, when ``stored`` is newer than the current state's manifest."""
+        with self._lock:
+            if stored.id > self._state.manifest.id:
+                self._install_locked(stored, self._state.imm)
+
+    # ---- closing ------------------------------------------------------------------------------
+    def close(self) -> BaseException | None:
+        """Stop the embedded compactor, flush buffered writes to the WAL unless the writer has
+        failed, and stop background work either way; returns what kept buffered writes from
+        becoming durable (see ``Db.close``), or None."""
+        failure: BaseException | None = None
+        try:
+            if self._compactor is not None:
+                self._compactor.stop()
+            if self._flusher.error is None:
+                self._flusher.flush_wal()
+        except Exception as e:
+            failure = e
+        finally:
+            self._flusher.shut_down()
+        return self._flusher.error or failure  # a fencing learned while flushing recorded it too
+
+    def simulate_crash(self) -> None:
+        """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""
+        if self._compactor is not None:
+            self._compactor.stop()
+        self._flusher.shut_down(DbClosed("crashed"))
+
+
+def _check_merge_ttls(writes: Sequence[tuple[bytes, Version]]) -> None:
+    """Refuse a batch in which a key's merge operands cannot fold into one row: their
+    ``expire_ts`` differ from each other's or from the put's or delete's before them (a later
+    put or delete of the key replaces what came before). SlateDB 0.17 refuses the same batch
+    (``IncompatibleMergeTtls``, its write batches fold each key's operands into one row)."""
+    chains: dict[bytes, tuple[bool, set[int | None]]] = {}
+    for key, v in writes:
+        if v.kind != KIND_MERGE:
+            chains[key] = (False, {v.expire_ts})
+        else:
+            _, seen = chains.get(key, (False, set()))
+            chains[key] = (True, seen | {v.expire_ts})
+    for key, (merged, seen) in chains.items():
+        if merged and len(seen) > 1:
+            raise InvalidArgument(
+                f"the merge operands of one key in a write batch must share one TTL with each "
+                f"other and with the key's put or delete before them (key {key!r}); SlateDB "
+                f"refuses such a batch too"
+            )
+
+
+def _rows_batch(rows: Sequence[tuple[bytes, Version]]) -> pa.RecordBatch:
+    """The WAL rows of writes with a TTL or a merge operand, in seq order (ROW_SCHEMA)."""
+    vs = [v for _, v in rows]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([k for k, _ in rows], pa.binary()),
+            pa.array([v.seq for v in vs], pa.uint64()),
+            pa.array([v.kind for v in vs], pa.uint8()),
+            pa.array([b"" if v.value is None else v.value for v in vs], pa.binary()),
+            pa.array([v.expire_ts for v in vs], pa.int64()),
+            pa.array([v.create_ts for v in vs], pa.int64()),
+        ],
+        schema=ROW_SCHEMA,
+    )

@@ -107,7 +107,7 @@ class WriterIngest(WriterEngine):
         now + its TTL, and every row ``create_ts`` = now (:func:`~slatedb_core.writer.ttl.
         timestamp_columns`)."""
         entries = arrow_entries(data, key_column, value_column, self.options)
-        self._check_range_array(entries.column(0))
+        self.check_range_array(entries.column(0))
         checked = check_ttl("ttl", ttl)
         if ttl_column is not None and not isinstance(ttl_column, str):
             raise InvalidArgument(f"ttl_column must be a column name, got {type(ttl_column)}")
@@ -148,7 +148,7 @@ class WriterIngest(WriterEngine):
         parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
         for part in parts:
             blob, info = encode_sst(part, self._sst_options)
-            ssts.append(self._write_sst(blob, info))
+            ssts.append(self.write_sst(blob, info))
             written += len(blob)
         # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
         datas = [functools.partial(self._encode, part) for part in parts]
@@ -161,7 +161,7 @@ class WriterIngest(WriterEngine):
         :meth:`_commit_in_front_of_l0`, which keeps any newer memtable from reaching L0 behind
         (i.e. older than) the ingested views."""
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             first = self._seq + 1
             self._seq += n
             # Writes before this point are older than the ingested rows: they go to L0 first,
@@ -194,13 +194,13 @@ class WriterIngest(WriterEngine):
         its, which SlateDB reads as newer): it stays frozen until the commit is done and then
         reaches L0 in front of the ingested views, never behind them."""
         self._flush_older_locked(older)
-        self._check_usable()
+        self.check_usable()
         epoch = self._fm.epoch
         # Every write older than the ingest is now in a checked L0 SST: move the replay point
         # past it in the same commit, or a reader (and the next writer) would replay those older
         # values from the WAL on top of the ingested ones.
         confirmed = self._confirmed_wal_id
-        new = self._new_ssts(list(ssts), list(datas))
+        new = self.new_ssts(list(ssts), list(datas))
 
         def change(m: Manifest, next_id: int) -> Manifest | None:
             if gate is not None:
@@ -223,7 +223,7 @@ class WriterIngest(WriterEngine):
                 m = gate.apply(m)
             return m if also is None else also(m, next_id)
 
-        stored = self._commit(change)
+        stored = self.commit(change)
         with self._lock:
             self._install_locked(stored, self._state.imm)
         return stored
@@ -319,7 +319,7 @@ class WriterIngest(WriterEngine):
             # its id is chosen once: an attempt re-applied after a lost race, or settled after
             # an ambiguous answer, finds it rather than adding it twice
             also = checkpoint_change(checkpoint, time.time(), cp_id)
-        self._check_usable()
+        self.check_usable()
         gate = _TxnGate(txn)
         if gate.blocks(self._state.manifest.manifest):  # a peek: decided again in the commit
             return gate.stats(0, 0, 0, self._state.manifest.id)
@@ -385,7 +385,7 @@ class WriterIngest(WriterEngine):
                     encode = functools.partial(self._restamped, path, base, depth, policy)
                     base += depth
                     blob, info = encode()
-                    ssts.append(self._write_sst(blob, info))
+                    ssts.append(self.write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
                 rows = sum(s.info.entry_count for s in ssts)
             stored = self._commit_in_front_of_l0(ssts, last, datas, older, also, gate)
@@ -422,7 +422,7 @@ class WriterIngest(WriterEngine):
         ``gate`` may refuse it (see :meth:`_commit_in_front_of_l0`). ``cp_id``: the id of the
         checkpoint ``also`` adds, whose presence shows that an earlier attempt landed."""
         with self._l0_lock:
-            self._check_usable()
+            self.check_usable()
 
             def change(m: Manifest, next_id: int) -> Manifest | None:
                 gate.found = None
@@ -433,7 +433,7 @@ class WriterIngest(WriterEngine):
                 m = dataclasses.replace(m, transactions=merge_transactions(m.transactions, records))
                 return m if also is None else also(m, next_id)
 
-            stored = self._commit(change)
+            stored = self.commit(change)
             with self._lock:
                 self._install_locked(stored, self._state.imm)
         return stored
@@ -444,7 +444,7 @@ class WriterIngest(WriterEngine):
         (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and return the frozen
         memtables older than the ingest; else None."""
         with self._lock:
-            self._check_usable()
+            self.check_usable()
             if self._seq >= lowest:
                 return None
             self._seq = highest

@@ -1,5 +1,5 @@
 """A writer's recovery at open (SlateDB RFC 0001 "Writer Fencing", SlateDB RFC 0004 "Writers"),
-step by step; :meth:`~slatedb_core.writer.engine.WriterEngine._recover` runs the steps in this
+step by step; :meth:`~slatedb_core.writer.engine.WriterEngine.recover` runs the steps in this
 order and installs the result:
 
 1. :func:`bump_epoch`: create the manifest if absent, then bump the writer epoch together with our

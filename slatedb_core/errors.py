@@ -611,6 +611,26 @@ class SstMissing(SlateDBError):
         self.path = path
 
 
+class CursorInvalid(InvalidArgument):
+    """A change-feed cursor (``changes(since=...)``) that is not one: not a string or bytes that
+    :meth:`slatedb_core.feed.Cursor.decode` made, damaged, or of a newer encoding. Pass back the
+    cursor a batch of ``changes`` returned, unchanged; nothing was read."""
+
+
+class ChangesCollected(SlateDBError):
+    """The changes after a change-feed cursor are gone: the garbage collector deleted the WAL
+    SSTs (or the snapshot checkpoint) the cursor resumes from, so resuming would skip changes
+    in silence. The consumer fell behind the retention: start again from a snapshot
+    (``changes(since=None)``) and register it as a named consumer (``consumer=``), whose
+    checkpoint keeps its changes until it has read them (docs/changes.md)."""
+
+    kind = ErrorKind.DATA
+
+    def __init__(self, db_path: str, detail: str) -> None:
+        super().__init__(f"{db_path!r}: the changes after this cursor were collected: {detail}")
+        self.db_path = db_path
+
+
 class InputColumnMissing(InvalidArgument):
     """A job's option names a column its input does not have (``--key-column``,
     ``--value-column``, ...). Checked on the driver before Spark starts; nothing was changed.

@@ -76,6 +76,8 @@ REVIEWED: dict[str, ErrorKind] = {
     "DbClosed": K.CLOSED,
     "ReaderClosed": K.CLOSED,
     "SstMissing": K.CLOSED,
+    "CursorInvalid": K.INVALID,
+    "ChangesCollected": K.DATA,
     "InputColumnMissing": K.INVALID,
     "CatalogOptionsMissing": K.INVALID,
     "StoreDirectoryMissing": K.INVALID,

@@ -98,6 +98,7 @@ from slatedb_core.errors import (
     SlateDBError,
     SstMissing,
 )
+from slatedb_core.feed import ChangeBatch, ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.keys import KeyRange, check_in_range, clip_scan
 from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.lsm.entries import KV_SCHEMA
@@ -375,6 +376,25 @@ class DbReader:
                 for b in self._scan_batches(start, end, batch_size)
             ),
         )
+
+    def changes(
+        self,
+        since: Cursor | str | bytes | None = None,
+        options: ChangesOptions | None = None,
+    ) -> Iterator[ChangeBatch]:
+        """Every committed change after ``since`` in commit order, as Arrow batches each with
+        the cursor to persist after it (:mod:`slatedb_core.feed`, docs/changes.md). It reads the
+        database's WAL (and, bootstrapping, a checkpoint's SSTs) itself, not this reader's
+        state: the reader's mode and polling do not bound it."""
+        self._check_open()
+        feed = ChangeFeed(
+            self.path,
+            self.store,
+            options,
+            wal_url=self.options.wal_url,
+            merge_operator=self.options.merge_operator,
+        )
+        return feed.changes(since)
 
     def _scan_batches(
         self, start: bytes | None, end: bytes | None, batch_size: int

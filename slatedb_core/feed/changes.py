@@ -1,0 +1,364 @@
+"""The change feed of one database: every committed change after a cursor, in commit order, as
+Arrow batches each paired with the cursor to persist after it (docs/changes.md).
+
+The model is SlateDB RFC 0019's WAL reader: a change is a row of a WAL SST, and WAL SSTs are
+read in id order, each one's rows in seq order (a writer hands out seqs in WAL order, so this is
+commit order across writers too). We read them with the WAL reader every replay uses
+(:class:`~slatedb_core.wal.log.WalLog`), timestamps included, and stop, as a reader's replay
+does, at the first id not yet there (a hole a writer's parallel window may still fill, SlateDB
+RFC 0001; :func:`~slatedb_core.checkpoints.checked_wal_run` raises for one no writer can have
+left). Beyond RFC 0019:
+
+* a cursor carries the last seq delivered besides the next WAL id, so a batch may end inside a
+  WAL SST, and no row is delivered twice (a row at or below the cursor's seq is skipped);
+* a cursor whose next WAL SST the garbage collector already deleted (its id at or below the
+  latest manifest's replay point, and gone) is :class:`~slatedb_core.errors.ChangesCollected`,
+  never a silent gap;
+* a feed started with no cursor on a database whose WAL was (partly) collected bootstraps from a
+  snapshot: the newest value of every live key in the SSTs of a checkpointed manifest M (rows
+  flagged ``snapshot``, in key order; its ``seq`` is every version's own, all at or below
+  M's ``last_l0_seq``), followed by the WAL after M's replay point, rows above that seq only
+  (the same floor a reader's replay uses, :mod:`slatedb_core.reader.wal_tables`);
+* a registered consumer's checkpoint keeps what it still needs (:mod:`slatedb_core.feed.retention`).
+
+A call reads what is there when it runs and ends; call it again with the last cursor to poll.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections import deque
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.checkpoints import checked_wal_run, checkpoint_change, delete_change
+from slatedb_core.errors import (
+    ChangesCollected,
+    CheckpointNotFound,
+    DatabaseNotInitialized,
+    ObjectNotFound,
+)
+from slatedb_core.feed.cursor import Cursor, SnapshotPosition
+from slatedb_core.feed.retention import SNAPSHOT_CHECKPOINT, checkpoint_name, hold, release
+from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
+from slatedb_core.lsm.dbstate import DbState, build_handles
+from slatedb_core.lsm.memtable import Memtable
+from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.options import (
+    CheckpointOptions,
+    check_duration,
+    check_instance,
+    check_int,
+    check_optional,
+    check_optional_duration,
+)
+from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.wal.location import WalLocation
+from slatedb_core.wal.log import WalLog
+
+FETCH_AHEAD = 8
+"""WAL SSTs fetched and decoded ahead of the one being delivered (GETs overlap; decoding runs in
+Arrow without the GIL)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeBatch:
+    """One batch of changes (``CHANGE_SCHEMA``, :mod:`slatedb_core.feed.rows`) and the cursor to
+    persist once the batch is applied: ``changes(since=cursor)`` resumes right after it. A batch
+    may hold no rows (it only moves the cursor past WAL SSTs without changes)."""
+
+    rows: pa.RecordBatch
+    cursor: Cursor
+
+
+@dataclass(frozen=True)
+class ChangesOptions:
+    """Options of a change feed: batch size, the registered consumer and its retention, and
+    the bootstrap snapshot."""
+
+    batch_rows: int = 65536
+    """Rows per batch at most (a batch also ends where the feed ends)."""
+    consumer: str | None = None
+    """A registered consumer: its named checkpoint keeps every change after the cursor it last
+    resumed from alive through GC (docs/changes.md, "Retention"). None: nothing is kept, and a
+    consumer slower than the GC gets :class:`~slatedb_core.errors.ChangesCollected`."""
+    consumer_lifetime: timedelta | None = None
+    """How long the consumer's checkpoint outlives the consumer's last call (None: until
+    :meth:`ChangeFeed.release`). A finite lifetime bounds what a vanished consumer pins."""
+    snapshot_lifetime: timedelta = timedelta(hours=1)
+    """Lifetime of the checkpoint an unregistered feed's bootstrap snapshot reads (resuming a
+    snapshot later than this raises ChangesCollected)."""
+    bootstrap: bool = True
+    """With no cursor on a database whose WAL was collected: deliver a snapshot first. False:
+    raise ChangesCollected instead."""
+
+    def __post_init__(self) -> None:
+        check_int("batch_rows", self.batch_rows, lo=1)
+        check_optional("consumer", self.consumer, str)
+        if self.consumer is not None:
+            checkpoint_name(self.consumer)
+        check_optional_duration("consumer_lifetime", self.consumer_lifetime)
+        check_duration("snapshot_lifetime", self.snapshot_lifetime)
+        check_instance("bootstrap", self.bootstrap, bool)
+
+
+class ChangeFeed:
+    """The change feed of the database at ``path`` (see the module docstring). ``wal_url``: its
+    separate WAL store, if it has one (SlateDB RFC 0009); ``merge_operator``: folds operands in
+    the bootstrap snapshot (the WAL's operands are delivered as written)."""
+
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: ChangesOptions | None = None,
+        *,
+        wal_url: str | None = None,
+        merge_operator: str | MergeOperator | None = None,
+    ) -> None:
+        validate_relative_path(path, what="database path")
+        check_store(store)
+        self.path = path
+        self.options = check_optional("options", options, ChangesOptions) or ChangesOptions()
+        self.manifests = ManifestStore(store, path)
+        self.wal = WalLog(WalLocation.open(store, wal_url), path)
+        self.store = store
+        self.merge_operator = resolve_merge_operator(merge_operator)
+
+    # ---- the feed ---------------------------------------------------------------------------
+    def changes(self, since: Cursor | str | bytes | None = None) -> Iterator[ChangeBatch]:
+        """Every change after ``since`` (a :class:`Cursor` or its encoding; None: from the
+        start), in commit order; see the module docstring. The cursor is checked now
+        (:class:`~slatedb_core.errors.CursorInvalid`); reading starts at the first ``next``."""
+        return self._changes(Cursor.of(since))
+
+    def _changes(self, cursor: Cursor | None) -> Iterator[ChangeBatch]:
+        latest = self.manifests.read_latest()
+        if not latest.manifest.initialized:
+            raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
+        if self.options.consumer is not None and cursor is not None:
+            self.advance(cursor)
+        ephemeral: uuid.UUID | None = None
+        if cursor is None:
+            cursor = Cursor()
+            if self._collected(cursor.wal_id, latest.manifest):
+                if not self.options.bootstrap:
+                    raise ChangesCollected(self.path, "WAL SST 1 is gone (bootstrap=False)")
+                cursor = self._bootstrap_cursor()
+                if self.options.consumer is None:
+                    assert cursor.snapshot is not None
+                    ephemeral = cursor.snapshot.checkpoint
+            elif self.options.consumer is not None:
+                self.advance(cursor)  # registers the consumer
+        if cursor.snapshot is not None:
+            cursor = yield from self._snapshot(cursor)
+        yield from self._wal_changes(cursor, latest.manifest)
+        if ephemeral is not None:
+            # kept until the WAL after the snapshot was read, so the GC kept that too; a feed
+            # not read to its end leaves it to expire (snapshot_lifetime)
+            self._drop_snapshot_checkpoint(ephemeral)
+
+    # ---- retention --------------------------------------------------------------------------
+    def advance(self, cursor: Cursor | str | bytes) -> None:
+        """Move the consumer's checkpoint to keep only what ``cursor`` still needs (done by
+        :meth:`changes` with its ``since``; call it to release sooner)."""
+        c = Cursor.of(cursor)
+        assert c is not None
+        hold(self.manifests, self._consumer(), c, self.options.consumer_lifetime, time.time())
+
+    def release(self) -> None:
+        """Unregister the consumer: delete its checkpoint."""
+        release(self.manifests, self._consumer())
+
+    def _consumer(self) -> str:
+        if self.options.consumer is None:
+            raise CheckpointNotFound(
+                uuid.UUID(int=0), "no consumer registered: set ChangesOptions.consumer"
+            )
+        return self.options.consumer
+
+    # ---- the WAL ----------------------------------------------------------------------------
+    def _collected(self, wal_id: int, m: Manifest) -> bool:
+        """Whether WAL SST ``wal_id`` is gone for good: the replay point of ``m`` (read before
+        the LIST that found it missing) is at or past it, and it is not listed."""
+        if m.replay_after_wal_id < wal_id:
+            return False
+        first = self.wal.list_ids(after=wal_id - 1)[:1]
+        return first != [wal_id]
+
+    def _wal_changes(self, cursor: Cursor, m: Manifest) -> Iterator[ChangeBatch]:
+        after = cursor.wal_id - 1
+        listed = self.wal.list_ids(after=after)
+        if not listed or listed[0] != cursor.wal_id:
+            fresh = self.manifests.read_latest().manifest
+            if fresh.replay_after_wal_id >= cursor.wal_id:
+                raise ChangesCollected(
+                    self.path,
+                    f"WAL SST {cursor.wal_id} is gone and the latest manifest's replay point "
+                    f"({fresh.replay_after_wal_id}) is past it",
+                )
+        run = checked_wal_run(
+            self.wal, listed, after, m, lambda: self.manifests.read_latest().manifest
+        )
+        yield from self._batches(cursor, run)
+
+    def _batches(self, cursor: Cursor, run: Sequence[int]) -> Iterator[ChangeBatch]:
+        size = self.options.batch_rows
+        pending: list[pa.RecordBatch] = []
+        n = 0
+        pos = cursor
+        yielded = cursor
+        for wal_id, rows in self._fetch(run):
+            if rows.num_rows and pos.seq and pc.min(rows.column(1)).as_py() <= pos.seq:
+                rows = rows.filter(pc.greater(rows.column(1), pa.scalar(pos.seq, pa.uint64())))
+            last = pos.seq
+            offset = 0
+            while offset < rows.num_rows:
+                take = min(size - n, rows.num_rows - offset)
+                piece = rows.slice(offset, take)
+                offset += take
+                pending.append(change_rows(piece, wal_id=wal_id))
+                n += take
+                last = int(piece.column(1)[take - 1].as_py())
+                if n == size:
+                    at = wal_id if offset < rows.num_rows else wal_id + 1
+                    yielded = Cursor(at, last)
+                    yield ChangeBatch(_concat(pending), yielded)
+                    pending, n = [], 0
+            pos = Cursor(wal_id + 1, last)
+        if pending or pos != yielded:
+            yield ChangeBatch(_concat(pending), pos)
+
+    def _fetch(self, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """``(id, rows in seq order, timestamps included)`` of each WAL SST of ``ids``, in id
+        order, ``FETCH_AHEAD`` in flight; one the GC deleted meanwhile is ChangesCollected."""
+        if not ids:
+            return
+        pool = ThreadPoolExecutor(max_workers=min(FETCH_AHEAD, len(ids)))
+        try:
+            todo = iter(ids)
+            pending: deque[tuple[int, Future[pa.RecordBatch]]] = deque(
+                (i, pool.submit(self._load, i)) for i in itertools.islice(todo, FETCH_AHEAD)
+            )
+            while pending:
+                wal_id, fut = pending.popleft()
+                try:
+                    rows = fut.result()
+                except ObjectNotFound:
+                    if self.manifests.read_latest().manifest.replay_after_wal_id >= wal_id:
+                        raise ChangesCollected(
+                            self.path, f"WAL SST {wal_id} was deleted while it was read"
+                        ) from None
+                    raise
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append((nxt, pool.submit(self._load, nxt)))
+                yield wal_id, rows
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _load(self, wal_id: int) -> pa.RecordBatch:
+        data = self.wal.store.get(self.wal.path(wal_id)).data
+        table = self.wal.decode(wal_id, data, timestamps=True).entries
+        batches = table.to_batches()
+        if not batches:
+            return pa.RecordBatch.from_pylist([], schema=table.schema)
+        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+    # ---- the bootstrap snapshot -------------------------------------------------------------
+    def _bootstrap_cursor(self) -> Cursor:
+        """A cursor at the start of a snapshot of the latest manifest, under a checkpoint: the
+        consumer's (moved there), or one of ``snapshot_lifetime`` of its own."""
+        now = time.time()
+        if self.options.consumer is not None:
+            cp = hold(
+                self.manifests, self.options.consumer, None, self.options.consumer_lifetime, now
+            )
+            assert cp is not None
+            cp_id, manifest_id = cp.id, cp.manifest_id
+        else:
+            cp_id = uuid.uuid4()
+            opts = CheckpointOptions(
+                lifetime=self.options.snapshot_lifetime, name=SNAPSHOT_CHECKPOINT
+            )
+            stored = self.manifests.update_at(checkpoint_change(opts, now, cp_id))
+            found = stored.manifest.checkpoint(cp_id)
+            assert found is not None
+            manifest_id = found.manifest_id
+        m = self.manifests.read(manifest_id).manifest
+        return Cursor(
+            m.replay_after_wal_id + 1, m.last_l0_seq, SnapshotPosition(cp_id, manifest_id, None)
+        )
+
+    def _snapshot(self, cursor: Cursor) -> Generator[ChangeBatch, None, Cursor]:
+        """The snapshot batches after ``cursor`` (a snapshot cursor); returns the cursor of
+        the WAL after it."""
+        pos = cursor.snapshot
+        assert pos is not None
+        stored = self._snapshot_manifest(pos)
+        m = stored.manifest
+        frozen = Memtable()
+        frozen.freeze()
+        l0, runs, _ = build_handles(self.store, self.path, m, None)
+        state = DbState(stored, frozen, (), l0, runs, merge_operator=self.merge_operator)
+        start = None if pos.after_key is None else pos.after_key + b"\x00"
+        scan = state.scan(start, None, batch_size=self.options.batch_rows)
+        after = Cursor(cursor.wal_id, cursor.seq)
+        held: pa.RecordBatch | None = None
+        try:
+            for b in scan:
+                if not b.num_rows:
+                    continue
+                if held is not None:
+                    yield ChangeBatch(held, self._inside(after, pos, held))
+                held = change_rows(b, snapshot=True)
+        except ObjectNotFound as e:
+            raise ChangesCollected(
+                self.path, f"an SST of the snapshot's manifest {pos.manifest_id} is gone: {e.path}"
+            ) from e
+        yield ChangeBatch(empty_changes() if held is None else held, after)
+        return after
+
+    def _inside(self, after: Cursor, pos: SnapshotPosition, rows: pa.RecordBatch) -> Cursor:
+        last = rows.column(0)[rows.num_rows - 1].as_py()
+        return Cursor(
+            after.wal_id, after.seq, SnapshotPosition(pos.checkpoint, pos.manifest_id, last)
+        )
+
+    def _snapshot_manifest(self, pos: SnapshotPosition) -> StoredManifest:
+        """The manifest the snapshot reads, while its checkpoint still pins it."""
+        cp = self.manifests.read_latest().manifest.checkpoint(pos.checkpoint)
+        if cp is None or cp.is_expired(time.time()) or cp.manifest_id != pos.manifest_id:
+            raise ChangesCollected(
+                self.path, f"the snapshot's checkpoint {pos.checkpoint} is gone or expired"
+            )
+        try:
+            return self.manifests.read(pos.manifest_id)
+        except ObjectNotFound:
+            raise ChangesCollected(
+                self.path, f"the snapshot's manifest {pos.manifest_id} is gone"
+            ) from None
+
+    def _drop_snapshot_checkpoint(self, checkpoint: uuid.UUID) -> None:
+        try:
+            self.manifests.update(delete_change(checkpoint))
+        except CheckpointNotFound:
+            pass  # expired and collected already: nothing left to drop
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if not batches:
+        return empty_changes()
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+__all__ = ["CHANGE_SCHEMA", "FETCH_AHEAD", "ChangeBatch", "ChangeFeed", "ChangesOptions"]

@@ -1,0 +1,155 @@
+"""A change-feed consumer's retention: a named checkpoint that pins what the consumer still
+needs, moved forward as it advances and released when it goes (docs/changes.md).
+
+SlateDB RFC 0019 leaves WAL retention to the caller ("the WalReader must stay ahead of the
+garbage collector"); PostgreSQL's replication slots are the model here. A registered consumer
+holds one checkpoint (SlateDB RFC 0004), named ``changes-consumer:<name>``. The garbage
+collector keeps every WAL SST at or after the replay point of each manifest an unexpired
+checkpoint pins (:mod:`slatedb_core.gc.wal_ssts`), and that manifest's SSTs; so a checkpoint
+whose manifest's ``replay_after_wal_id`` is at or below the consumer's next WAL id keeps every
+change the consumer has not read. Each time the consumer resumes from a persisted cursor
+(:func:`hold`), the checkpoint moves to the manifest being committed when that manifest's
+replay point is at or below the cursor's WAL id (the checkpoint edit leaves the replay point as
+it is), deleting the old one in the same update; otherwise the old one stays. While the
+bootstrap snapshot is delivered, the checkpoint is the one the snapshot reads and stays.
+
+Every edit is a pure function of the manifest it is applied to (the manifest store re-applies
+it after a lost race; :mod:`slatedb_core.checkpoints`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.feed.cursor import Cursor
+from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.manifest.store import ManifestStore
+
+CONSUMER_PREFIX = "changes-consumer:"
+"""The name of a consumer's checkpoint is this prefix and the consumer's name."""
+SNAPSHOT_CHECKPOINT = "changes-snapshot"
+"""The name of the checkpoint an unregistered feed's bootstrap snapshot reads."""
+
+
+def checkpoint_name(consumer: str) -> str:
+    """The name of consumer ``consumer``'s checkpoint (InvalidArgument for a bad name)."""
+    if not isinstance(consumer, str) or not consumer or len(consumer) > 200:
+        raise InvalidArgument("a change-feed consumer's name is a non-empty str of <= 200 chars")
+    if not consumer.isprintable():
+        raise InvalidArgument(f"a change-feed consumer's name must be printable: {consumer!r}")
+    return CONSUMER_PREFIX + consumer
+
+
+def held_by(m: Manifest, consumer: str, now_s: float) -> list[Checkpoint]:
+    """The unexpired checkpoints of ``consumer`` in ``m`` (normally one)."""
+    name = checkpoint_name(consumer)
+    return [c for c in m.checkpoints if c.name == name and not c.is_expired(now_s)]
+
+
+def hold_change(
+    path: str,
+    consumer: str,
+    cursor: Cursor | None,
+    lifetime: timedelta | None,
+    now_s: float,
+) -> Callable[[Manifest, int], Manifest | None]:
+    """The edit that keeps what ``consumer`` still needs after ``cursor`` (None: the consumer
+    bootstraps from a snapshot of the manifest being committed, so the checkpoint moves there):
+    see the module docstring. Commits nothing when the checkpoint already pins the latest
+    manifest, or must stay where it is and needs no later expiry."""
+    name = checkpoint_name(consumer)
+    expire = expire_time_s(now_s, lifetime)
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        mine = [c for c in m.checkpoints if c.name == name]
+        live = [c for c in mine if not c.is_expired(now_s)]
+        others = tuple(c for c in m.checkpoints if c.name != name)
+        if cursor is not None and cursor.snapshot is not None:
+            keep = [c for c in live if c.id == cursor.snapshot.checkpoint]
+            return _extended(m, others, mine, keep, expire)
+        movable = cursor is None or m.replay_after_wal_id <= cursor.wal_id
+        if live and (not movable or (cursor is not None and _pins_current(live, next_id))):
+            return _extended(m, others, mine, live, expire)
+        check_live(path, m)
+        cp = Checkpoint(
+            id=uuid.uuid4(),
+            manifest_id=next_id,
+            create_time_s=int(now_s),
+            expire_time_s=expire,
+            name=name,
+        )
+        return dataclasses.replace(m, checkpoints=(*others, cp))
+
+    return change
+
+
+def _pins_current(live: list[Checkpoint], next_id: int) -> bool:
+    """Whether the one live checkpoint already pins the manifest the edit is applied to."""
+    return len(live) == 1 and live[0].manifest_id == next_id - 1
+
+
+def _extended(
+    m: Manifest,
+    others: tuple[Checkpoint, ...],
+    mine: list[Checkpoint],
+    keep: list[Checkpoint],
+    expire: int | None,
+) -> Manifest | None:
+    """``m`` with only ``keep`` of the consumer's checkpoints, their expiry moved to ``expire``
+    once less than half their lifetime is left; None when that changes nothing."""
+    kept = []
+    for c in keep:
+        if c.expire_time_s is not None and (expire is None or expire > c.expire_time_s):
+            lived = c.expire_time_s - c.create_time_s
+            if expire is None or expire - c.expire_time_s >= lived / 2:
+                c = dataclasses.replace(c, expire_time_s=expire)
+        kept.append(c)
+    if kept == mine:
+        return None
+    return dataclasses.replace(m, checkpoints=(*others, *kept))
+
+
+def hold(
+    manifests: ManifestStore,
+    consumer: str,
+    cursor: Cursor | None,
+    lifetime: timedelta | None,
+    now_s: float,
+) -> Checkpoint | None:
+    """Apply :func:`hold_change`; the consumer's checkpoint after it (None: it holds none, a
+    snapshot cursor whose checkpoint is gone)."""
+    stored = manifests.update_at(hold_change(manifests.db_path, consumer, cursor, lifetime, now_s))
+    live = held_by(stored.manifest, consumer, now_s)
+    return live[-1] if live else None
+
+
+def release(manifests: ManifestStore, consumer: str) -> None:
+    """Delete ``consumer``'s checkpoint: the GC may collect what only it kept."""
+    manifests.update(drop_named_change(checkpoint_name(consumer)))
+
+
+def consumers(m: Manifest) -> dict[str, Checkpoint]:
+    """The registered consumers of ``m`` by name, with their checkpoints (expired included, so
+    a consumer that fell behind its lifetime shows)."""
+    return {
+        c.name[len(CONSUMER_PREFIX) :]: c
+        for c in m.checkpoints
+        if c.name is not None and c.name.startswith(CONSUMER_PREFIX)
+    }
+
+
+__all__ = [
+    "CONSUMER_PREFIX",
+    "SNAPSHOT_CHECKPOINT",
+    "checkpoint_name",
+    "consumers",
+    "held_by",
+    "hold",
+    "hold_change",
+    "release",
+]

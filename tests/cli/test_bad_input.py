@@ -1,5 +1,5 @@
 """The ``slatedb`` CLI cases of RELIABILITY.md (items 15, 17, 18), in the style of
-``test_bad_input_cli``: exit 1 with ``error: <Type>: ...`` on stderr for a typed error, exit 2 for
+``test_bad_arguments``: exit 1 with ``error: <Type>: ...`` on stderr for a typed error, exit 2 for
 what click rejects, never a traceback, and the store untouched.
 
 * 18: ``scan --json`` that failed midway left ``[`` (and the rows read so far) on stdout, a

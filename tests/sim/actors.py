@@ -86,7 +86,7 @@ class SimLease(LeasedBoundary):
     plain check, which the lease only speeds up). The lease's read runs in a thread of its own
     and vouches by the wall clock (50 ms under pytest), so with it the order of store requests,
     and with them the seeded faults, depended on the OS scheduler (issue 41, item 2;
-    tests/sim/test_schedule_threads.py). tests/test_boundary_lease.py covers the lease."""
+    tests/sim/test_schedule_threads.py). tests/meta/test_boundary_lease.py covers the lease."""
 
     def prepare(self) -> None:
         return  # no read in hand: check() reads after the create

@@ -12,7 +12,7 @@ import pytest
 from slatedb_core import CheckpointScope, Db, DbReader, ObjectStore, Table
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.errors import InvalidArgument
-from tests.test_bad_input import GOOD, Case, _path_cases, run_cases
+from tests.core.test_bad_input import GOOD, Case, _path_cases, run_cases
 
 IA = InvalidArgument
 

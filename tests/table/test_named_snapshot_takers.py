@@ -41,7 +41,7 @@ def test_deleting_an_already_deleted_name_sweeps_a_dead_takers_checkpoints(
     """A taker of name N (lifetime=None) takes its checkpoints and dies before its record lands,
     while N's latest record is a tombstone. Deleting N again commits nothing, but still sweeps:
     past SWEEP_MIN_AGE, the dead taker's never-expiring checkpoints are deleted (table GC sweeps
-    them too: tests/test_table_snapshots.py).
+    them too: tests/table/test_named_snapshots.py).
 
     Found by the second adversarial review of named snapshots (was test_review_snapshot_fixes.py)."""
     faulty = FaultyStore(mem)

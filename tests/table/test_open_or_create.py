@@ -7,7 +7,7 @@ the winner's shard databases, before the winner has committed its shard map; ope
 no map and raised ``DatabaseNotFound``, so a second write racing the first one's create failed.
 Now the open is retried for a bounded time; if the map still does not appear (the other create
 crashed), ``TableCreateIncomplete`` says what to do: re-run that create, which adopts its
-databases ("a crashed create is adopted by the same create", tests/test_table.py)."""
+databases ("a crashed create is adopted by the same create", tests/table/test_table.py)."""
 
 from __future__ import annotations
 

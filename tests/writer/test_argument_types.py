@@ -36,7 +36,7 @@ from slatedb_core import (
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lifecycle.destroy import destroy
-from tests.test_bad_input import GOOD, run_cases
+from tests.core.test_bad_input import GOOD, run_cases
 
 IA = InvalidArgument
 

@@ -27,7 +27,7 @@ from slatedb_core.testing import FaultyStore, PausePoint
 from slatedb_core.wal import WalLog, WalWindow, WalWriter, fence_wal, first_open_slot
 from slatedb_core.writer.db import Db
 from slatedb_core.writer.hooks import WriterHooks
-from tests.wal_support import Recorder, epochs, is_fence, set_writer_epoch
+from tests.wal.fence_steps import Recorder, epochs, is_fence, set_writer_epoch
 
 pytestmark = pytest.mark.timeout(120)
 

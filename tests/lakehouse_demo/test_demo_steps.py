@@ -1,7 +1,7 @@
 """The demo's steps after the Spark ones, called directly on a small table written without Spark:
 the named snapshot, the read under writes, split + merge, the scratch clone's life and the Delta
 export, each checked against the store and the Delta table. The whole demo, Spark included, runs
-in the slow tests/test_demo.py."""
+in the slow tests/lakehouse_demo/test_demo.py."""
 
 from __future__ import annotations
 

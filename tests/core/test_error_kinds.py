@@ -109,7 +109,7 @@ def test_every_error_class_has_a_reviewed_kind() -> None:
     unreviewed = sorted(set(classes) - set(REVIEWED))
     assert not unreviewed, (
         f"error classes without a reviewed kind: {unreviewed}: add each to REVIEWED in "
-        "tests/test_error_kinds.py with the kind its docstring prescribes"
+        "tests/core/test_error_kinds.py with the kind its docstring prescribes"
     )
     assert not set(REVIEWED) - set(classes), "REVIEWED names classes errors.py no longer has"
     wrong = {n: (c.kind, REVIEWED[n]) for n, c in classes.items() if c.kind is not REVIEWED[n]}

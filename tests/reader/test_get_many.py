@@ -58,7 +58,7 @@ def test_get_many_answers_as_get_does_over_every_layout(store: ObjectStore) -> N
 def test_a_batched_get_many_paused_by_a_replay_answers_from_the_state_it_began_on(
     store: ObjectStore,
 ) -> None:
-    """The batched path's torn-read check (test_reader.py has the per-key one): paused between
+    """The batched path's torn-read check (test_db_reader.py has the per-key one): paused between
     its walk of the replayed WAL tables and its walk of the SSTs while the reader replays a
     batch over every key, it answers all keys from its first state."""
     keys = [key(i) for i in range(GET_MANY_BATCH_MIN * 4)]

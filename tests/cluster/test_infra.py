@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-INFRA = Path(__file__).resolve().parent.parent / "infra"
+INFRA = Path(__file__).resolve().parents[2] / "infra"
 
 
 def _compose() -> dict[str, Any]:

@@ -14,7 +14,7 @@ from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
 from slatedb_core.wal.log import FENCE, encode_wal_sst
 from slatedb_core.wal.writer import wal_boundary
-from tests.wal_support import is_fence, set_writer_epoch
+from tests.wal.fence_steps import is_fence, set_writer_epoch
 
 OPTS = SstOptions()
 

@@ -24,7 +24,7 @@ from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog, WalWriter, fence_wal
 from slatedb_core.wal.writer import wal_boundary
 from tests.gc import ZERO, new_db, put_wal, recording
-from tests.wal_support import set_writer_epoch
+from tests.wal.fence_steps import set_writer_epoch
 
 OPTS = SstOptions()
 LEASE_S = 0.5

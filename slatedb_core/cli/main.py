@@ -12,6 +12,7 @@ import sys
 import click
 
 from slatedb_core.cli import (
+    changes,
     checkpoints,
     clones,
     destroy,
@@ -73,7 +74,17 @@ def cli(
     ctx.obj = Ctx(url, db_path, wal_url, merge_operator)
 
 
-for _module in (manifests, checkpoints, read, destroy, clones, table, table_stats, maintenance):
+for _module in (
+    manifests,
+    checkpoints,
+    read,
+    changes,
+    destroy,
+    clones,
+    table,
+    table_stats,
+    maintenance,
+):
     _module.register(cli)
 
 

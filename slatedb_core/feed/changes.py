@@ -35,6 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -145,23 +146,26 @@ class ChangeFeed:
         latest = self.manifests.read_latest()
         if not latest.manifest.initialized:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
-        if self.options.consumer is not None and cursor is not None:
-            self.advance(cursor)
+        if self.options.consumer is not None:
+            self.advance(cursor or Cursor())  # registers the consumer, or moves its hold
         ephemeral: uuid.UUID | None = None
         if cursor is None:
-            cursor = Cursor()
-            if self._collected(cursor.wal_id, latest.manifest):
-                if not self.options.bootstrap:
-                    raise ChangesCollected(self.path, "WAL SST 1 is gone (bootstrap=False)")
-                cursor = self._bootstrap_cursor()
-                if self.options.consumer is None:
-                    assert cursor.snapshot is not None
-                    ephemeral = cursor.snapshot.checkpoint
-            elif self.options.consumer is not None:
-                self.advance(cursor)  # registers the consumer
+            run, gap = self._plan(Cursor(), latest.manifest)
+            if gap is None:
+                yield from self._batches(Cursor(), run)
+                return
+            if not self.options.bootstrap:
+                raise ChangesCollected(self.path, f"{gap} (bootstrap=False)")
+            cursor = self._bootstrap_cursor()
+            if self.options.consumer is None:
+                assert cursor.snapshot is not None
+                ephemeral = cursor.snapshot.checkpoint
         if cursor.snapshot is not None:
             cursor = yield from self._snapshot(cursor)
-        yield from self._wal_changes(cursor, latest.manifest)
+        run, gap = self._plan(cursor, latest.manifest)
+        if gap is not None:
+            raise ChangesCollected(self.path, gap)
+        yield from self._batches(cursor, run)
         if ephemeral is not None:
             # kept until the WAL after the snapshot was read, so the GC kept that too; a feed
             # not read to its end leaves it to expire (snapshot_lifetime)
@@ -187,31 +191,35 @@ class ChangeFeed:
         return self.options.consumer
 
     # ---- the WAL ----------------------------------------------------------------------------
-    def _collected(self, wal_id: int, m: Manifest) -> bool:
-        """Whether WAL SST ``wal_id`` is gone for good: the replay point of ``m`` (read before
-        the LIST that found it missing) is at or past it, and it is not listed."""
-        if m.replay_after_wal_id < wal_id:
-            return False
-        first = self.wal.list_ids(after=wal_id - 1)[:1]
-        return first != [wal_id]
-
-    def _wal_changes(self, cursor: Cursor, m: Manifest) -> Iterator[ChangeBatch]:
+    def _plan(self, cursor: Cursor, m: Manifest) -> tuple[list[int], str | None]:
+        """The WAL SSTs to read after ``cursor``: the unbroken run of ids from
+        ``cursor.wal_id`` listed now, and why the WAL after ``cursor`` is collected (None: it is
+        not). The run ends at the first id not listed; that id at or below the replay point of
+        the latest manifest (read after the LIST) is one the GC deleted, and delivering the run
+        before it would leave a silent gap (SlateDB's GC keeps WAL SST 1 and deletes the ones
+        after it, so a gap is not only at the start). Otherwise it is not written yet, or a
+        hole a writer's parallel window may still fill (``checked_wal_run`` raises
+        WalSstMissing for one no writer can have left, ``m`` the manifest read before)."""
         after = cursor.wal_id - 1
         listed = self.wal.list_ids(after=after)
-        if not listed or listed[0] != cursor.wal_id:
-            fresh = self.manifests.read_latest().manifest
-            if fresh.replay_after_wal_id >= cursor.wal_id:
-                raise ChangesCollected(
-                    self.path,
-                    f"WAL SST {cursor.wal_id} is gone and the latest manifest's replay point "
-                    f"({fresh.replay_after_wal_id}) is past it",
-                )
-        run = checked_wal_run(
-            self.wal, listed, after, m, lambda: self.manifests.read_latest().manifest
-        )
-        yield from self._batches(cursor, run)
+        fresh = self.manifests.read_latest().manifest
+        end = after
+        for wal_id in listed:
+            if wal_id != end + 1:
+                break
+            end = wal_id
+        if end + 1 <= fresh.replay_after_wal_id:
+            return [], (
+                f"WAL SST {end + 1} is gone and the latest manifest's replay point "
+                f"({fresh.replay_after_wal_id}) is past it"
+            )
+        run = checked_wal_run(self.wal, listed, after, m, lambda: fresh)
+        return run, None
 
     def _batches(self, cursor: Cursor, run: Sequence[int]) -> Iterator[ChangeBatch]:
+        """Batches of about ``batch_rows`` of the WAL SSTs ``run`` after ``cursor``. A batch
+        never ends inside the rows of one seq: SlateDB commits a write batch as one seq (its
+        rows share it), and a cursor resumes after a whole seq."""
         size = self.options.batch_rows
         pending: list[pa.RecordBatch] = []
         n = 0
@@ -220,18 +228,20 @@ class ChangeFeed:
         for wal_id, rows in self._fetch(run):
             if rows.num_rows and pos.seq and pc.min(rows.column(1)).as_py() <= pos.seq:
                 rows = rows.filter(pc.greater(rows.column(1), pa.scalar(pos.seq, pa.uint64())))
+            seqs = rows.column(1).to_numpy()  # ascending (WalLog.decode), no nulls: no copy
+            total = rows.num_rows
             last = pos.seq
             offset = 0
-            while offset < rows.num_rows:
-                take = min(size - n, rows.num_rows - offset)
-                piece = rows.slice(offset, take)
-                offset += take
-                pending.append(change_rows(piece, wal_id=wal_id))
-                n += take
-                last = int(piece.column(1)[take - 1].as_py())
-                if n == size:
-                    at = wal_id if offset < rows.num_rows else wal_id + 1
-                    yielded = Cursor(at, last)
+            while offset < total:
+                cut = min(offset + size - n, total)
+                if cut < total:  # the batch ends inside this SST: at the end of a seq
+                    cut = int(np.searchsorted(seqs, seqs[cut - 1], side="right"))
+                pending.append(change_rows(rows.slice(offset, cut - offset), wal_id=wal_id))
+                n += cut - offset
+                offset = cut
+                last = int(seqs[cut - 1])
+                if n >= size:
+                    yielded = Cursor(wal_id if offset < total else wal_id + 1, last)
                     yield ChangeBatch(_concat(pending), yielded)
                     pending, n = [], 0
             pos = Cursor(wal_id + 1, last)

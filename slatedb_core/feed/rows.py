@@ -5,7 +5,8 @@
 * ``key`` (binary), ``value`` (binary; null for a delete),
 * ``op``: ``"put"``, ``"delete"`` or ``"merge"`` (a merge operand, delivered as written: SlateDB
   RFC 0019 leaves folding to the consumer, who knows the operator; RFC 0006),
-* ``seq`` (uint64): the commit order; rows of one write batch share no seq but are adjacent,
+* ``seq`` (uint64): the commit order. SlateDB commits a write batch as one seq, so its rows
+  share it (a batch of changes never ends inside one seq); our writer gives each row its own,
 * ``create_ts`` and ``expire_ts`` (int64 ms, null where the row has none): the timestamps
   SlateDB stores per row (RFC 0003). A row whose ``expire_ts`` has passed is still delivered
   (SlateDB applies a TTL only when compaction rewrites rows; its expiry is no event, RFC 0019),

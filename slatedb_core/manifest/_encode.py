@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import uuid
 from collections.abc import Iterable
+from itertools import islice
 
 from ulid import ULID
 
@@ -18,6 +20,7 @@ from slatedb_core.manifest.model import (
     Checkpoint,
     CompactedSst,
     Manifest,
+    SortedRun,
     SstView,
 )
 from slatedb_core.manifest.sst_info import write_sst_info
@@ -71,6 +74,11 @@ def _write_view(w: FbWriter, ids: _Ids, view: SstView) -> int:
     return w.table(tb.VIEW, (ids.of(view.view_id.bytes), ids.of(view.sst_id.bytes), rng))
 
 
+def _write_run(w: FbWriter, ids: _Ids, run: SortedRun) -> int:
+    views = w.tables([_write_view(w, ids, v) for v in run.views])
+    return w.table(tb.RUN, (run.id, views))
+
+
 def _u32(value: int, what: str) -> int:
     if not 0 <= value <= U32_MAX:
         raise InvalidArgument(f"{what} {value} does not fit SlateDB's u32 seconds")
@@ -103,6 +111,12 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
             name,
         ),
     )
+
+
+def decodes_as_given(m: Manifest) -> bool:
+    """Whether decoding ``m``'s bytes gives ``m`` back: not when an expiry had to be adjusted to
+    SlateDB's u32 (:func:`_expiry`), the one field the encoding changes."""
+    return all(c.expire_time_s is None or 1 <= c.expire_time_s <= U32_MAX for c in m.checkpoints)
 
 
 def _destroyed_marker(w: FbWriter, destroyed_at_s: int, manifest_id: int | None) -> int:
@@ -144,13 +158,9 @@ def _write_external_dbs(w: FbWriter, ids: _Ids, m: Manifest) -> int | None:
     return w.tables(out)
 
 
-def _all_views(m: Manifest) -> Iterable[SstView]:
-    yield from m.l0
-    for run in m.compacted:
-        yield from run.views
-
-
 def _check(m: Manifest) -> None:
+    """The checks of the whole manifest; :func:`_check_ssts` and :func:`_check_views` check
+    what an encode writes anew (what it keeps was checked when it was written)."""
     if not 1 <= m.max_parallel_writes <= MAX_PARALLEL_WRITES:
         raise InvalidArgument(
             f"max_parallel_writes {m.max_parallel_writes} does not fit 1..{MAX_PARALLEL_WRITES}"
@@ -159,13 +169,22 @@ def _check(m: Manifest) -> None:
         raise InvalidArgument(f"a WAL store id is {WAL_STORE_ID_SIZE} bytes")
     if len({c.id for c in m.checkpoints}) != len(m.checkpoints):
         raise InvalidArgument("manifest lists a checkpoint id twice")
-    known = {s.id.bytes for s in m.ssts}
-    if len(known) != len(m.ssts):
-        raise InvalidArgument("manifest lists an SST twice in ssts")
     apps = [t.app_id for t in m.transactions]
     if apps != sorted(set(apps)):
         raise InvalidArgument("manifest transactions must be sorted by app id, one per app")
-    for v in _all_views(m):
+
+
+def _check_ssts(known: dict[bytes, None], new: Iterable[CompactedSst]) -> None:
+    """Add the ids of ``new`` to ``known`` (the SSTs of the manifest); an id twice is refused."""
+    for s in new:
+        raw = s.id.bytes
+        if raw in known:
+            raise InvalidArgument("manifest lists an SST twice in ssts")
+        known[raw] = None
+
+
+def _check_views(known: dict[bytes, None], views: Iterable[SstView]) -> None:
+    for v in views:
         if v.sst_id.bytes not in known:
             raise InvalidArgument(f"view {v.view_id} references SST {v.sst_id}, not in ssts")
 
@@ -203,6 +222,119 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
     )
 
 
+class _Reusable:
+    """What one encode leaves for the next (:class:`ManifestEncoder`): its reusable items (SSTs,
+    sorted runs, checkpoints: immutable objects, known by identity) in the order they lie in
+    the buffer, the bytes they take at its end, and the writer's state right after each."""
+
+    __slots__ = (
+        "blob",
+        "ends",
+        "id_counts",
+        "ids",
+        "items",
+        "keys",
+        "pairs",
+        "pos",
+        "sst_counts",
+        "ssts",
+        "vtables",
+    )
+
+    def __init__(self) -> None:
+        self.items: list[object] = []  # kept alive: their ids name them
+        self.keys: list[int] = []  # id() of each item
+        self.pos: list[int] = []  # where each item's table lies, from the buffer's end
+        self.ends: list[int] = []  # where each item ends, from the buffer's end
+        self.id_counts: list[int] = []  # len(ids) after each item (ids only grow, in order)
+        self.sst_counts: list[int] = []  # len(ssts) after each item
+        self.blob = b""  # the last ends[-1] bytes of the buffer
+        self.vtables: dict[bytes, int] = {}
+        self.pairs: dict[str, tuple[struct.Struct, int]] = {}
+        self.ids: dict[bytes, int] = {}  # Ulid tables written, in order
+        self.ssts: dict[bytes, None] = {}  # ids of the SST items, in order
+
+    def add(self, item: object, pos: int, w: FbWriter, ids: _Ids, ssts: int) -> None:
+        """Record ``item``, just written at ``pos``, with ``ssts`` SST ids before its end."""
+        self.items.append(item)
+        self.keys.append(id(item))
+        self.pos.append(pos)
+        self.ends.append(w.size)
+        self.id_counts.append(len(ids._written))
+        self.sst_counts.append(ssts)
+
+    def cut(self, k: int) -> _Reusable:
+        """The first ``k`` items and the state after them (a new object; ``self`` unchanged)."""
+        out = _Reusable()
+        out.items, out.keys, out.pos = self.items[:k], self.keys[:k], self.pos[:k]
+        out.ends, out.id_counts, out.sst_counts = (
+            self.ends[:k],
+            self.id_counts[:k],
+            self.sst_counts[:k],
+        )
+        if k == 0:
+            return out
+        end = self.ends[k - 1]
+        whole = k == len(self.items)
+        out.blob = self.blob if whole else self.blob[len(self.blob) - end :]
+        out.vtables = {b: p for b, p in self.vtables.items() if p <= end}
+        out.pairs = {n: p for n, p in self.pairs.items() if p[1] <= end}
+        out.ids = dict(islice(self.ids.items(), self.id_counts[k - 1]))
+        out.ssts = dict(islice(self.ssts.items(), self.sst_counts[k - 1]))
+        return out
+
+
+class ManifestEncoder:
+    """Manifest -> bytes, reusing the bytes of the previous encode (issue 42, goal 2).
+
+    A FlatBuffers buffer is written back to front and every reference is relative, so the bytes
+    written first (the buffer's end) do not depend on anything written after them. The encoder
+    writes the manifest's SSTs, then its sorted runs, then its checkpoints, each one an *item*
+    that refers only to vtables and items written before it, then everything else (L0, the
+    vectors, our table, the root). The next encode keeps the longest run of leading items that
+    are still in the new manifest (the same immutable objects: ``dataclasses.replace`` shares
+    them), copies their bytes as they are, writes only the new items after them, and lists every
+    item in its vector, wherever it lies. A memtable flush (one SST more, the writer checkpoint
+    replaced) rewrites a few hundred bytes instead of the whole manifest; a commit that drops an
+    item (a compaction, an expired checkpoint) rewrites from that item on. Items are matched by
+    identity, so a decoded manifest (new objects) is encoded whole.
+
+    Thread-safe; one per :class:`~slatedb_core.manifest.store.ManifestStore`.
+    :func:`encode_manifest` is a fresh encoder's first encode."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: _Reusable | None = None
+
+    def encode(
+        self,
+        manifest: Manifest,
+        *,
+        manifest_id: int | None = None,
+        nonce: bytes | None = None,
+        parent: bytes | None = None,
+    ) -> bytes:
+        """See :func:`encode_manifest`."""
+        _check(manifest)
+        for what, value in (("nonce", nonce), ("parent nonce", parent)):
+            if value is not None and len(value) != NONCE_SIZE:
+                raise InvalidArgument(f"a {what} is {NONCE_SIZE} bytes")
+        with self._lock:
+            try:
+                data, self._last = _encode(
+                    manifest, manifest_id, nonce or os.urandom(NONCE_SIZE), parent, self._last
+                )
+            except (struct.error, OverflowError) as e:
+                self._last = None
+                raise InvalidArgument(
+                    f"manifest has a value that does not fit its field: {e}"
+                ) from e
+            except BaseException:
+                self._last = None
+                raise
+            return data
+
+
 def encode_manifest(
     manifest: Manifest,
     *,
@@ -214,31 +346,68 @@ def encode_manifest(
     version prefix and ManifestV2, with ours in the table at slot 32 (max_parallel_writes,
     key_range, ``nonce``: random if None, ``parent``: the nonce of the manifest this one was
     built on, next_wal_sst_id and a CRC-32 of the whole object). ``manifest_id`` is needed only
-    for a destroyed manifest (module :mod:`slatedb_core.manifest.codec`)."""
-    _check(manifest)
-    for what, value in (("nonce", nonce), ("parent nonce", parent)):
-        if value is not None and len(value) != NONCE_SIZE:
-            raise InvalidArgument(f"a {what} is {NONCE_SIZE} bytes")
-    try:
-        return _encode(manifest, manifest_id, nonce or os.urandom(NONCE_SIZE), parent)
-    except (struct.error, OverflowError) as e:
-        raise InvalidArgument(f"manifest has a value that does not fit its field: {e}") from e
+    for a destroyed manifest (module :mod:`slatedb_core.manifest.codec`). A writer that commits
+    again and again uses a :class:`ManifestEncoder`, which reuses what did not change."""
+    return ManifestEncoder().encode(manifest, manifest_id=manifest_id, nonce=nonce, parent=parent)
 
 
-def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | None) -> bytes:
+def _encode(
+    m: Manifest,
+    manifest_id: int | None,
+    nonce: bytes,
+    parent: bytes | None,
+    last: _Reusable | None,
+) -> tuple[bytes, _Reusable]:
     w = FbWriter()
     ids = _Ids(w)
-    ssts = w.tables([_write_sst(w, ids, s) for s in m.ssts])
+    k = 0
+    if last is not None:  # keep the leading items that m still holds
+        present = set(map(id, m.ssts))
+        present.update(map(id, m.compacted))
+        present.update(map(id, m.checkpoints))
+        flags = list(map(present.__contains__, last.keys))
+        k = flags.index(False) if False in flags else len(flags)
+    reuse = _Reusable() if last is None else last.cut(k)
+    if k:
+        w.resume(reuse.blob, dict(reuse.vtables), dict(reuse.pairs))
+        ids._written = dict(reuse.ids)
+    pos = dict(zip(reuse.keys, reuse.pos, strict=True))
+    known = reuse.ssts
+    new_ssts = [s for s in m.ssts if id(s) not in pos]
+    _check_ssts(known, new_ssts)
+    if len(known) != len(m.ssts):  # an SST object listed twice
+        raise InvalidArgument("manifest lists an SST twice in ssts")
+    # a run object listed twice (never by this engine) is written per listing, below
+    twice = len(set(map(id, m.compacted))) != len(m.compacted)
+    new_runs = [r for r in m.compacted if id(r) not in pos] if not twice else list(m.compacted)
+    for r in new_runs:
+        _check_views(known, r.views)
+    _check_views(known, m.l0)
+    count = len(known) - len(new_ssts)
+    for s in new_ssts:
+        count += 1
+        reuse.add(s, _write_sst(w, ids, s), w, ids, count)
+    for r in () if twice else new_runs:
+        reuse.add(r, _write_run(w, ids, r), w, ids, count)
+    for c in m.checkpoints:
+        if id(c) not in pos:
+            reuse.add(c, _write_checkpoint(w, c), w, ids, count)
+    reuse.blob = w.collapse()
+    reuse.vtables = dict(w.vtables)
+    reuse.pairs = dict(w.pairs)
+    reuse.ids = dict(ids._written)
+    # everything below is rewritten by every encode
+    at = dict(zip(reuse.keys, reuse.pos, strict=True)).__getitem__
+    ssts = w.tables(list(map(at, map(id, m.ssts))))
     l0 = w.tables([_write_view(w, ids, v) for v in m.l0])
-    runs = w.tables(
-        [
-            w.table(tb.RUN, (r.id, w.tables([_write_view(w, ids, v) for v in r.views])))
-            for r in m.compacted
-        ]
-    )
-    cps = [_write_checkpoint(w, c) for c in m.checkpoints]
+    if twice:
+        runs = w.tables([_write_run(w, ids, r) for r in m.compacted])
+    else:
+        runs = w.tables(list(map(at, map(id, m.compacted))))
+    cps = list(map(at, map(id, m.checkpoints)))
     if m.destroyed_at_s is not None:
         cps.append(_destroyed_marker(w, m.destroyed_at_s, manifest_id))
+    cps_vec = w.tables(cps)
     tracker = None if m.sequence_tracker is None else w.blob(m.sequence_tracker)
     ours = _write_ours(w, m, nonce, parent)
     assert w.last is not None
@@ -258,7 +427,7 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
             l0,
             runs,
             m.last_l0_clock_tick,
-            w.tables(cps),
+            cps_vec,
             m.last_l0_seq,
             m.recent_snapshot_min_seq,
             tracker,
@@ -270,4 +439,4 @@ def _encode(m: Manifest, manifest_id: int | None, nonce: bytes, parent: bytes | 
     )
     data = bytearray(VERSION_PREFIX + w.finish(root))
     struct.pack_into("<I", data, len(data) - crc_at, crc32(data))
-    return bytes(data)
+    return bytes(data), reuse

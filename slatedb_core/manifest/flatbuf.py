@@ -125,6 +125,43 @@ class FbWriter:
         self.last: WriteLayout | None = None
         """The layout of the table written last (where each of its fields lies)."""
 
+    @property
+    def size(self) -> int:
+        """Bytes written so far: the position the next object ends at."""
+        return self._size
+
+    @property
+    def vtables(self) -> dict[bytes, int]:
+        """The vtables written so far, by their bytes."""
+        return self._vtables
+
+    @property
+    def pairs(self) -> dict[str, tuple[struct.Struct, int]]:
+        """:meth:`pair`'s plans (each names its vtable's position)."""
+        return self._pairs
+
+    def collapse(self) -> bytes:
+        """Everything written so far, as it will end the buffer (one chunk from now on)."""
+        data = b"".join(reversed(self._chunks))
+        self._chunks = [data]
+        return data
+
+    def resume(
+        self,
+        tail: bytes,
+        vtables: dict[bytes, int],
+        pairs: dict[str, tuple[struct.Struct, int]],
+    ) -> None:
+        """Start an empty writer from ``tail``, the last bytes of an earlier buffer (what its
+        writer had written at some point, see :meth:`collapse`), with the vtables and pair plans
+        that lie inside it: what is written next may refer to anything in ``tail``."""
+        if self._size:
+            raise ValueError("resume() starts an empty writer")
+        self._chunks = [tail]
+        self._size = len(tail)
+        self._vtables = vtables
+        self._pairs = pairs
+
     def _put(self, data: bytes, align: int, shift: int = 0) -> int:
         pad = (shift - self._size - len(data)) % align
         if pad:

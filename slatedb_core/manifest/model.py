@@ -268,9 +268,16 @@ class Manifest:
                 return cp
         return None
 
+    _sst_by_id: dict[ULID, CompactedSst] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
+    """:meth:`sst`'s map, built on its first call (issue 42: a lookup per compaction output and
+    per source view was a scan of every SST); never compared, never copied by ``replace``."""
+
     def sst(self, sst_id: ULID) -> CompactedSst | None:
         """The compacted SST with this id (in L0 or a sorted run), or None."""
-        for s in self.ssts:
-            if s.id == sst_id:
-                return s
-        return None
+        by_id = self._sst_by_id
+        if by_id is None:
+            by_id = {s.id: s for s in self.ssts}
+            object.__setattr__(self, "_sst_by_id", by_id)  # a cache of immutable fields
+        return by_id.get(sst_id)

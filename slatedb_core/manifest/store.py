@@ -52,11 +52,11 @@ from slatedb_core.errors import (
     ObjectVersionBehindBoundary,
 )
 from slatedb_core.layout import MANIFEST_DIR, MANIFEST_SUFFIX
+from slatedb_core.manifest._encode import ManifestEncoder, decodes_as_given
 from slatedb_core.manifest.codec import (
     FORMAT_VERSION,
     NONCE_SIZE,
     decode_stamped_manifest,
-    encode_manifest,
 )
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.meta.boundary import TOMBSTONE
@@ -138,6 +138,10 @@ class ManifestStore:
             settle=self._settle_behind_boundary,
             build_on_winner=3,
         )
+        self._encoder = ManifestEncoder()
+        self._known: tuple[int, bytes, StoredManifest] | None = None
+        """The last manifest read or committed, with its id and bytes: reading those bytes
+        again (an open reads the latest up to four times) does not decode them again."""
 
     @property
     def retry(self) -> RetryPolicy:
@@ -145,8 +149,13 @@ class ManifestStore:
 
     # ---- reads ---------------------------------------------------------------------------
     def _decode(self, object_id: int, data: bytes) -> StoredManifest:
+        known = self._known
+        if known is not None and known[0] == object_id and known[1] == data:
+            return known[2]  # immutable: the same bytes decode to the same manifest
         manifest, stamp = decode_stamped_manifest(data, name=self.seq.path(object_id))
-        return StoredManifest(object_id, manifest, stamp.version, stamp.nonce)
+        stored = StoredManifest(object_id, manifest, stamp.version, stamp.nonce)
+        self._known = (object_id, bytes(data), stored)
+        return stored
 
     def try_read_latest(self) -> StoredManifest | None:
         """The latest manifest, or None if there is none (see :meth:`read_latest` for a
@@ -204,8 +213,11 @@ class ManifestStore:
         parent (module docstring)."""
         nonce = os.urandom(NONCE_SIZE)
         parent = None if base is None else base.nonce
-        data = encode_manifest(manifest, manifest_id=object_id, nonce=nonce, parent=parent)
-        return data, StoredManifest(object_id, manifest, FORMAT_VERSION, nonce)
+        data = self._encoder.encode(manifest, manifest_id=object_id, nonce=nonce, parent=parent)
+        stored = StoredManifest(object_id, manifest, FORMAT_VERSION, nonce)
+        if decodes_as_given(manifest):  # read back only if it landed: the same bytes
+            self._known = (object_id, data, stored)
+        return data, stored
 
     def _settle_behind_boundary(
         self, ours: StoredManifest, err: ObjectVersionBehindBoundary

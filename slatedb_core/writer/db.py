@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from time import time_ns
 from types import TracebackType
 
@@ -62,6 +62,7 @@ from slatedb_core.lsm.row_model import (
     Version,
     now_ms,
 )
+from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
     CheckpointOptions,
@@ -73,7 +74,9 @@ from slatedb_core.options import (
     check_optional,
 )
 from slatedb_core.store.objectstore import ObjectStore, check_store
+from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.engine import WriterEngine
 from slatedb_core.writer.hooks import WriterHooks, WriterSteps
 from slatedb_core.writer.ingest import WriterIngest
 from slatedb_core.writer.l0_flush import RESIDENT_OVERHEAD_PER_ENTRY
@@ -85,14 +88,25 @@ from slatedb_core.writer.ttl import (
     is_plain,
     timestamp_columns,
 )
+from slatedb_core.writer.types import BulkIngestStats
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Db"]
 
 
-class Db(WriterIngest):
+class Db(WriterEngine):
     """The single writer of a database. Use :meth:`open`; thread-safe."""
+
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        options: DbOptions,
+        flusher: type[WalFlusher] = WalFlusher,
+    ) -> None:
+        super().__init__(path, store, options, flusher)
+        self._ingest = WriterIngest(self)
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -420,6 +434,105 @@ class Db(WriterIngest):
         if await_durable:
             self._flusher.await_durable(gen)
         return n
+
+    # ---- bulk paths, which bypass the WAL (slatedb_core.writer.ingest) ----------------------
+    def bulk_ingest(
+        self,
+        data: pa.Table | pa.RecordBatch,
+        key_column: str = "key",
+        value_column: str = "value",
+        *,
+        ttl: Ttl = None,
+        ttl_column: str | None = None,
+    ) -> BulkIngestStats:
+        """Sort ``data``, write it as SSTs directly and commit them with one fenced manifest
+        update (no WAL). For large inputs; a fenced writer's ingest fails and leaves nothing
+        visible (its SSTs are unreferenced garbage for GC).
+
+        TTLs (SlateDB RFC 0003) as :meth:`~slatedb_core.writer.db.Db.put_arrow` takes them:
+        ``ttl_column`` an integer column of per-row TTLs in ms (null: ``ttl``), ``ttl`` the TTL
+        of the other rows (None: ``DbOptions.default_ttl``); each put stores ``expire_ts`` =
+        now + its TTL, and every row ``create_ts`` = now (:func:`~slatedb_core.writer.ttl.
+        timestamp_columns`)."""
+        return self._ingest.bulk_ingest(
+            data, key_column, value_column, ttl=ttl, ttl_column=ttl_column
+        )
+
+    def ingest_ssts(
+        self,
+        sources: Sequence[str],
+        *,
+        checkpoint: CheckpointOptions | None = None,
+        seqs: Sequence[int] | None = None,
+        txn: AppVersion | None = None,
+    ) -> BulkIngestStats:
+        """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
+        store), oldest first, as L0 SSTs in ONE fenced manifest update.
+
+        Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
+        keys checked against this database's range before anything is copied: a bad path, a WAL
+        SST or an outside key raises InvalidArgument, a garbled object CorruptionError, a
+        missing one ObjectNotFound. Empty SSTs are skipped. Every row is carried whole (the row
+        model, :mod:`slatedb_core.lsm.row_model`: expire_ts, create_ts, merge operands). The
+        rows are committed like :meth:`bulk_ingest`:
+        newer than every earlier write, older than every later one, a later source winning over
+        an earlier one.
+
+        Seqs: SlateDB orders a key's versions by seq, not by LSM position (docs/format.md,
+        "Ingested SSTs"), so the ingested rows must carry seqs above every earlier write's, and
+        a later source's above an earlier one's. Each source is therefore re-encoded into
+        ``compacted/<ULID>.sst`` with fresh seqs (per source, ascending), keeping of each key
+        what :func:`~slatedb_core.lsm.retention.retain` keeps with no snapshot (no snapshot of
+        this database reads the new seqs) at the ingest's clock: the newest version, an expired
+        value as a tombstone, merge operands folded with this database's merge operator
+        (``DbOptions.merge_operator``; without one, a source holding operands, re-encoded or
+        linked, raises MergeOperatorMissing naming the key, before anything is committed). A
+        source is stamped with one seq, or, when a key keeps several versions (operands whose
+        expiries differ), one seq per version depth, newest highest; unless ``seqs`` says which
+        seq every row of each source already carries (``seqs[i]`` for ``sources[i]``, as a
+        table ingest's staging encodes them) and those are usable: ascending (equal only
+        between sources with disjoint keys) and above this writer's last seq when the commit
+        starts. Then the sources are copied as
+        they are with ``copy_if_absent`` (a hard link or a server-side copy) and the writer's
+        seq moves past them. ``seqs`` that do not describe the sources' rows break the order
+        SlateDB reads them in.
+
+        The caller deletes the sources after this returns (the pre-commit GC check may re-home a
+        copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
+        a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
+        the manifest id committed.
+
+        ``checkpoint``: options of a checkpoint (no ``source``) committed in the SAME manifest
+        update as the SSTs, pinning that manifest (SlateDB RFC 0004, "Creating a Checkpoint";
+        :func:`~slatedb_core.checkpoints.checkpoint_change`): whoever reads a manifest holding
+        it knows the SSTs were committed, even if this call never returned (a table ingest
+        names it to commit each shard exactly once, :mod:`slatedb_core.table.ingest`). Nothing
+        is committed, the checkpoint included, when there is nothing to ingest and no ``txn``.
+
+        ``txn``: an exactly-once batch (:class:`~slatedb_core.manifest.model.AppVersion`, the
+        idea of Delta Lake's transaction identifiers). When the manifest already records that
+        version or a later one for ``txn.app_id``, the call is a no-op (no source is read or
+        copied when the writer's manifest says so up front) and its result says
+        ``already_applied`` with the ``recorded_version``. Otherwise the version is recorded in
+        the SAME fenced manifest update as the SSTs (and the checkpoint): both land or neither.
+        The decision is taken again in every attempt of that update, against the manifest the
+        attempt builds on, so ingests of one txn racing on this database apply it once (and
+        across writers, the fence decides: a fenced writer commits nothing). With nothing to
+        ingest, the record (and the checkpoint) is still committed, in an update with no data:
+        the batch is applied, empty. SlateDB drops the record when it rewrites the manifest
+        (docs/format.md, "What a SlateDB rewrite loses")."""
+        return self._ingest.ingest_ssts(sources, checkpoint=checkpoint, seqs=seqs, txn=txn)
+
+    def record_transactions(self, records: Iterable[AppVersion]) -> None:
+        """Merge exactly-once ``records`` into this database's (the highest version of each
+        app wins) in one fenced manifest update with no data; nothing is committed when every
+        record is already there. Each record must hold for every key of this database: records
+        of several databases whose ranges it covers are combined first with
+        :func:`~slatedb_core.manifest.model.combined_range_transactions` (the lowest version,
+        only apps all of them have), as an overwrite's swap does when it carries the records of
+        a table's old databases into the new ones (docs/format.md, "What is ours, and where it
+        goes")."""
+        self._ingest.record_transactions(records)
 
     @staticmethod
     def destroy(

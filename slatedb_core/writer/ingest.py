@@ -2,8 +2,9 @@
 data as SSTs directly, :meth:`WriterIngest.ingest_ssts` attaches SSTs encoded elsewhere (a Spark
 ingest's staged SSTs); both commit the new SSTs in front of L0 with ONE fenced manifest update
 (SlateDB RFC 0001, "Writes"), checked against the GC boundary inside every commit attempt
-(:class:`~slatedb_core.writer.gc_safety.NewSsts`). ``Db`` (:mod:`slatedb_core.writer.db`) is a
-:class:`WriterIngest`.
+(:class:`~slatedb_core.writer.gc_safety.NewSsts`). ``Db`` (:mod:`slatedb_core.writer.db`) holds a
+:class:`WriterIngest`, which calls the :class:`~slatedb_core.writer.engine.WriterEngine` it is
+given for what needs the writer's state (seqs, the memtables, commits).
 """
 
 from __future__ import annotations
@@ -85,8 +86,13 @@ class _TxnGate:
         )
 
 
-class WriterIngest(WriterEngine):
-    """Bulk ingest of a writer; see the module docstring."""
+class WriterIngest:
+    """Bulk ingest of a writer; see the module docstring. A part of ``Db`` given the writer's
+    :class:`~slatedb_core.writer.engine.WriterEngine`, whose methods reserve seqs, flush the
+    older memtables, commit and install; it keeps no state of its own."""
+
+    def __init__(self, engine: WriterEngine) -> None:
+        self._engine = engine
 
     def bulk_ingest(
         self,
@@ -97,41 +103,34 @@ class WriterIngest(WriterEngine):
         ttl: Ttl = None,
         ttl_column: str | None = None,
     ) -> BulkIngestStats:
-        """Sort ``data``, write it as SSTs directly and commit them with one fenced manifest
-        update (no WAL). For large inputs; a fenced writer's ingest fails and leaves nothing
-        visible (its SSTs are unreferenced garbage for GC).
-
-        TTLs (SlateDB RFC 0003) as :meth:`~slatedb_core.writer.db.Db.put_arrow` takes them:
-        ``ttl_column`` an integer column of per-row TTLs in ms (null: ``ttl``), ``ttl`` the TTL
-        of the other rows (None: ``DbOptions.default_ttl``); each put stores ``expire_ts`` =
-        now + its TTL, and every row ``create_ts`` = now (:func:`~slatedb_core.writer.ttl.
-        timestamp_columns`)."""
-        entries = arrow_entries(data, key_column, value_column, self.options)
-        self.check_range_array(entries.column(0))
+        """The work of :meth:`Db.bulk_ingest <slatedb_core.writer.db.Db.bulk_ingest>`, which
+        says what it does."""
+        entries = arrow_entries(data, key_column, value_column, self._engine.options)
+        self._engine.check_range_array(entries.column(0))
         checked = check_ttl("ttl", ttl)
         if ttl_column is not None and not isinstance(ttl_column, str):
             raise InvalidArgument(f"ttl_column must be a column name, got {type(ttl_column)}")
-        default = self.options.default_ttl
+        default = self._engine.options.default_ttl
         timestamps = None
         if ttl_column is not None or not is_plain(checked, default):
             timestamps = timestamp_columns(
                 data, entries.column(2), ttl_column, checked, default, now_ms()
             )
         if entries.num_rows == 0:
-            return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+            return BulkIngestStats(0, 0, 0, self._engine.manifest.id)
         # Holding the L0 lock from the reservation to the commit keeps any newer memtable from
         # reaching L0 behind (i.e. older than) the ingested views.
-        with self._l0_lock:
+        with self._engine.l0_lock:
             return self._bulk_ingest_locked(entries, timestamps)
 
     def _encode(self, part: pa.RecordBatch) -> bytes:
-        return encode_sst(part, self._sst_options)[0]
+        return encode_sst(part, self._engine.sst_options)[0]
 
     def _bulk_ingest_locked(
         self, entries: pa.RecordBatch, timestamps: tuple[pa.Array, pa.Array] | None
     ) -> BulkIngestStats:
         n = entries.num_rows
-        first, older = self._reserve_seqs_and_freeze(n)
+        first, older = self._engine.reserve_seqs_and_freeze(n)
         batch = entries.set_column(1, "seq", seq_range(first, n))
         sorted_batch = sort_dedup(batch)
         if timestamps is not None:
@@ -145,30 +144,15 @@ class WriterIngest(WriterEngine):
             )
         ssts: list[CompactedSst] = []
         written = 0
-        parts = list(split_for_ssts(sorted_batch, self.options.l0_sst_size_bytes))
+        parts = list(split_for_ssts(sorted_batch, self._engine.options.l0_sst_size_bytes))
         for part in parts:
-            blob, info = encode_sst(part, self._sst_options)
-            ssts.append(self.write_sst(blob, info))
+            blob, info = encode_sst(part, self._engine.sst_options)
+            ssts.append(self._engine.write_sst(blob, info))
             written += len(blob)
         # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
         datas = [functools.partial(self._encode, part) for part in parts]
         stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas, older)
         return BulkIngestStats(n, len(ssts), written, stored.id)
-
-    def _reserve_seqs_and_freeze(self, n: int) -> tuple[int, tuple[ImmutableMemtable, ...]]:
-        """Reserve ``n`` seqs for an ingest and freeze the memtable; returns the first seq and
-        the frozen memtables older than the ingest. The caller holds ``_l0_lock`` from here to
-        :meth:`_commit_in_front_of_l0`, which keeps any newer memtable from reaching L0 behind
-        (i.e. older than) the ingested views."""
-        with self._lock:
-            self.check_usable()
-            first = self._seq + 1
-            self._seq += n
-            # Writes before this point are older than the ingested rows: they go to L0 first,
-            # so the new views can be put in front of them.
-            self._freeze_locked()
-            older = self._state.imm
-        return first, older
 
     def _commit_in_front_of_l0(
         self,
@@ -179,12 +163,13 @@ class WriterIngest(WriterEngine):
         also: Callable[[Manifest, int], Manifest] | None = None,
         gate: _TxnGate | None = None,
     ) -> StoredManifest:
-        """The commit of an ingest (``_l0_lock`` held, seqs reserved by
-        :meth:`_reserve_seqs_and_freeze`, which froze the memtables ``older``): flush those,
-        then ONE fenced manifest update putting ``ssts`` (oldest first, already written) in
-        front of L0, newest first, each checked against the GC boundary inside every attempt
-        (``datas[i]`` returns the bytes of ``ssts[i]`` for a re-homing, see
-        :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the install of the new state.
+        """The commit of an ingest (the engine's ``l0_lock`` held, seqs reserved by
+        :meth:`~slatedb_core.writer.engine.WriterEngine.reserve_seqs_and_freeze`, which froze
+        the memtables ``older``): flush those, then ONE fenced manifest update putting ``ssts``
+        (oldest first, already written) in front of L0, newest first, each checked against the
+        GC boundary inside every attempt (``datas[i]`` returns the bytes of ``ssts[i]`` for a
+        re-homing, see :class:`~slatedb_core.writer.gc_safety.NewSsts`); then the install of
+        the new state.
         ``also``, if given, is applied in the same update after the SSTs' edit, so that both
         land or neither. ``gate``, if given, may refuse the update (an already applied txn:
         nothing is committed, the manifest it was decided on is returned) or records its txn in
@@ -193,14 +178,14 @@ class WriterIngest(WriterEngine):
         A memtable frozen after the reservation holds writes newer than the ingest (seqs above
         its, which SlateDB reads as newer): it stays frozen until the commit is done and then
         reaches L0 in front of the ingested views, never behind them."""
-        self._flush_older_locked(older)
-        self.check_usable()
-        epoch = self._fm.epoch
+        self._engine.flush_older(older)
+        self._engine.check_usable()
+        epoch = self._engine.epoch
         # Every write older than the ingest is now in a checked L0 SST: move the replay point
         # past it in the same commit, or a reader (and the next writer) would replay those older
         # values from the WAL on top of the ingested ones.
-        confirmed = self._confirmed_wal_id
-        new = self.new_ssts(list(ssts), list(datas))
+        confirmed = self._engine.confirmed_wal_id
+        new = self._engine.new_ssts(list(ssts), list(datas))
 
         def change(m: Manifest, next_id: int) -> Manifest | None:
             if gate is not None:
@@ -223,22 +208,9 @@ class WriterIngest(WriterEngine):
                 m = gate.apply(m)
             return m if also is None else also(m, next_id)
 
-        stored = self.commit(change)
-        with self._lock:
-            self._install_locked(stored, self._state.imm)
+        stored = self._engine.commit(change)
+        self._engine.install(stored)
         return stored
-
-    def _flush_older_locked(self, older: tuple[ImmutableMemtable, ...]) -> None:
-        """Flush the frozen memtables of ``older`` (``_l0_lock`` held), oldest first: those
-        frozen since are newer than them and wait (a memtable flush takes the oldest first, so
-        ``older`` is the tail of the frozen memtables until it is flushed)."""
-        ids = {id(imm) for imm in older}  # ``older`` holds them: no id is reused meanwhile
-        while True:
-            with self._lock:
-                imms = self._state.imm
-            if not imms or self._flusher.error is not None or id(imms[-1]) not in ids:
-                return
-            self._flush_one(imms[-1])
 
     def ingest_ssts(
         self,
@@ -248,61 +220,8 @@ class WriterIngest(WriterEngine):
         seqs: Sequence[int] | None = None,
         txn: AppVersion | None = None,
     ) -> BulkIngestStats:
-        """Attach SST objects encoded elsewhere (e.g. by Spark tasks into a staging prefix of this
-        store), oldest first, as L0 SSTs in ONE fenced manifest update.
-
-        Every source (an SST as :func:`~slatedb_core.sst.encode_sst` writes it) is opened and its
-        keys checked against this database's range before anything is copied: a bad path, a WAL
-        SST or an outside key raises InvalidArgument, a garbled object CorruptionError, a
-        missing one ObjectNotFound. Empty SSTs are skipped. Every row is carried whole (the row
-        model, :mod:`slatedb_core.lsm.row_model`: expire_ts, create_ts, merge operands). The
-        rows are committed like :meth:`bulk_ingest`:
-        newer than every earlier write, older than every later one, a later source winning over
-        an earlier one.
-
-        Seqs: SlateDB orders a key's versions by seq, not by LSM position (docs/format.md,
-        "Ingested SSTs"), so the ingested rows must carry seqs above every earlier write's, and
-        a later source's above an earlier one's. Each source is therefore re-encoded into
-        ``compacted/<ULID>.sst`` with fresh seqs (per source, ascending), keeping of each key
-        what :func:`~slatedb_core.lsm.retention.retain` keeps with no snapshot (no snapshot of
-        this database reads the new seqs) at the ingest's clock: the newest version, an expired
-        value as a tombstone, merge operands folded with this database's merge operator
-        (``DbOptions.merge_operator``; without one, a source holding operands, re-encoded or
-        linked, raises MergeOperatorMissing naming the key, before anything is committed). A
-        source is stamped with one seq, or, when a key keeps several versions (operands whose
-        expiries differ), one seq per version depth, newest highest; unless ``seqs`` says which
-        seq every row of each source already carries (``seqs[i]`` for ``sources[i]``, as a
-        table ingest's staging encodes them) and those are usable: ascending (equal only
-        between sources with disjoint keys) and above this writer's last seq when the commit
-        starts. Then the sources are copied as
-        they are with ``copy_if_absent`` (a hard link or a server-side copy) and the writer's
-        seq moves past them. ``seqs`` that do not describe the sources' rows break the order
-        SlateDB reads them in.
-
-        The caller deletes the sources after this returns (the pre-commit GC check may re-home a
-        copy from its source). A fenced writer raises Fenced and leaves nothing visible; copies of
-        a failed ingest are garbage for GC. Returns rows (tombstones included), SSTs, bytes and
-        the manifest id committed.
-
-        ``checkpoint``: options of a checkpoint (no ``source``) committed in the SAME manifest
-        update as the SSTs, pinning that manifest (SlateDB RFC 0004, "Creating a Checkpoint";
-        :func:`~slatedb_core.checkpoints.checkpoint_change`): whoever reads a manifest holding
-        it knows the SSTs were committed, even if this call never returned (a table ingest
-        names it to commit each shard exactly once, :mod:`slatedb_core.table.ingest`). Nothing
-        is committed, the checkpoint included, when there is nothing to ingest and no ``txn``.
-
-        ``txn``: an exactly-once batch (:class:`~slatedb_core.manifest.model.AppVersion`, the
-        idea of Delta Lake's transaction identifiers). When the manifest already records that
-        version or a later one for ``txn.app_id``, the call is a no-op (no source is read or
-        copied when the writer's manifest says so up front) and its result says
-        ``already_applied`` with the ``recorded_version``. Otherwise the version is recorded in
-        the SAME fenced manifest update as the SSTs (and the checkpoint): both land or neither.
-        The decision is taken again in every attempt of that update, against the manifest the
-        attempt builds on, so ingests of one txn racing on this database apply it once (and
-        across writers, the fence decides: a fenced writer commits nothing). With nothing to
-        ingest, the record (and the checkpoint) is still committed, in an update with no data:
-        the batch is applied, empty. SlateDB drops the record when it rewrites the manifest
-        (docs/format.md, "What a SlateDB rewrite loses")."""
+        """The work of :meth:`Db.ingest_ssts <slatedb_core.writer.db.Db.ingest_ssts>`, which
+        says what it does (the contract, seqs and ``txn`` included)."""
         if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
             raise InvalidArgument(
                 f"ingest_ssts takes a sequence of object paths, got {type(sources).__name__}"
@@ -319,16 +238,16 @@ class WriterIngest(WriterEngine):
             # its id is chosen once: an attempt re-applied after a lost race, or settled after
             # an ambiguous answer, finds it rather than adding it twice
             also = checkpoint_change(checkpoint, time.time(), cp_id)
-        self.check_usable()
+        self._engine.check_usable()
         gate = _TxnGate(txn)
-        if gate.blocks(self._state.manifest.manifest):  # a peek: decided again in the commit
-            return gate.stats(0, 0, 0, self._state.manifest.id)
+        if gate.blocks(self._engine.manifest.manifest):  # a peek: decided again in the commit
+            return gate.stats(0, 0, 0, self._engine.manifest.id)
         infos: list[tuple[str, SstInfo, int]] = []
         counts: list[int] = []  # rows of each of infos (0: unknown)
         simple: list[bool] = []  # the stats say no operand: one version per key after retain
         policy = self._ingest_retention()
         for i, path in enumerate(paths):
-            reader = SstReader.open(self.store, path)
+            reader = SstReader.open(self._engine.store, path)
             info = reader.info
             if reader.wal:  # its info has no key range: it is no empty SST
                 raise InvalidArgument(
@@ -345,27 +264,30 @@ class WriterIngest(WriterEngine):
                 or (reader.entry_count == 0 and (info.entry_count or reader.stats is not None))
             ):
                 continue
-            if self._range is not None:
+            if self._engine.key_range is not None:
                 for key in (info.first_key, info.last_key):
-                    if not self._range.contains(key):
+                    if not self._engine.key_range.contains(key):
                         raise InvalidArgument(
                             f"SST {path!r} holds key {key[:64]!r}, outside this database's "
-                            f"range {self._range}"
+                            f"range {self._engine.key_range}"
                         )
             infos.append((path, info, stated[i] if stated is not None else 0))
             counts.append(reader.entry_count)
             simple.append(reader.stats is not None and not reader.stats.num_merges)
         if not infos:
             if txn is None:
-                return BulkIngestStats(0, 0, 0, self._state.manifest.id)
+                return BulkIngestStats(0, 0, 0, self._engine.manifest.id)
             stored = self._commit_records((txn,), gate, also, None if also is None else cp_id)
             return gate.stats(0, 0, 0, stored.id)
         linkable = stated is not None and _ordered(infos)
         copies: list[CompactedSst] = []
-        if linkable and infos[0][2] > self._seq:  # a peek: checked again under the lock
-            copies = [copy_sst(self.store, path, self.path, info) for path, info, _ in infos]
-        with self._l0_lock:
-            older = self._reserve_through(infos[0][2], infos[-1][2]) if copies else None
+        if linkable and infos[0][2] > self._engine.seq:  # a peek: checked again under the lock
+            copies = [
+                copy_sst(self._engine.store, path, self._engine.path, info)
+                for path, info, _ in infos
+            ]
+        with self._engine.l0_lock:
+            older = self._engine.reserve_through(infos[0][2], infos[-1][2]) if copies else None
             if older is not None:
                 ssts = copies
                 last = infos[-1][2]
@@ -377,7 +299,7 @@ class WriterIngest(WriterEngine):
                     1 if simple[i] else _depth(self._retained(path, policy))
                     for i, (path, _, _) in enumerate(infos)
                 ]
-                first, older = self._reserve_seqs_and_freeze(sum(depths))
+                first, older = self._engine.reserve_seqs_and_freeze(sum(depths))
                 last = first + sum(depths) - 1
                 ssts, datas = [], []
                 base = first
@@ -385,7 +307,7 @@ class WriterIngest(WriterEngine):
                     encode = functools.partial(self._restamped, path, base, depth, policy)
                     base += depth
                     blob, info = encode()
-                    ssts.append(self.write_sst(blob, info))
+                    ssts.append(self._engine.write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
                 rows = sum(s.info.entry_count for s in ssts)
             stored = self._commit_in_front_of_l0(ssts, last, datas, older, also, gate)
@@ -393,14 +315,8 @@ class WriterIngest(WriterEngine):
         return gate.stats(rows, len(ssts), size, stored.id)
 
     def record_transactions(self, records: Iterable[AppVersion]) -> None:
-        """Merge exactly-once ``records`` into this database's (the highest version of each
-        app wins) in one fenced manifest update with no data; nothing is committed when every
-        record is already there. Each record must hold for every key of this database: records
-        of several databases whose ranges it covers are combined first with
-        :func:`~slatedb_core.manifest.model.combined_range_transactions` (the lowest version,
-        only apps all of them have), as an overwrite's swap does when it carries the records of
-        a table's old databases into the new ones (docs/format.md, "What is ours, and where it
-        goes")."""
+        """The work of :meth:`Db.record_transactions
+        <slatedb_core.writer.db.Db.record_transactions>`, which says what it does."""
         if isinstance(records, str | bytes | AppVersion):
             raise InvalidArgument(
                 f"record_transactions takes an iterable of AppVersion, got {type(records).__name__}"
@@ -421,8 +337,8 @@ class WriterIngest(WriterEngine):
         """One fenced manifest update merging ``records`` (and applying ``also``), with no data;
         ``gate`` may refuse it (see :meth:`_commit_in_front_of_l0`). ``cp_id``: the id of the
         checkpoint ``also`` adds, whose presence shows that an earlier attempt landed."""
-        with self._l0_lock:
-            self.check_usable()
+        with self._engine.l0_lock:
+            self._engine.check_usable()
 
             def change(m: Manifest, next_id: int) -> Manifest | None:
                 gate.found = None
@@ -433,36 +349,22 @@ class WriterIngest(WriterEngine):
                 m = dataclasses.replace(m, transactions=merge_transactions(m.transactions, records))
                 return m if also is None else also(m, next_id)
 
-            stored = self.commit(change)
-            with self._lock:
-                self._install_locked(stored, self._state.imm)
+            stored = self._engine.commit(change)
+            self._engine.install(stored)
         return stored
-
-    def _reserve_through(self, lowest: int, highest: int) -> tuple[ImmutableMemtable, ...] | None:
-        """For sources whose rows already carry seqs ``lowest..highest``: if every seq this
-        writer gave is below ``lowest``, move its seq to ``highest`` and freeze the memtable
-        (as :meth:`_reserve_seqs_and_freeze`; ``_l0_lock`` held) and return the frozen
-        memtables older than the ingest; else None."""
-        with self._lock:
-            self.check_usable()
-            if self._seq >= lowest:
-                return None
-            self._seq = highest
-            self._freeze_locked()
-            return self._state.imm
 
     def _ingest_retention(self) -> Retention:
         """What a re-encode keeps of a source (:func:`~slatedb_core.lsm.retention.retain`): no
         snapshot of this database reads the seqs the ingest gives, so a key keeps its newest
         version (and the operands folded onto it); expiry at this writer's clock when the ingest
         starts, taken once, so that a re-encode for a GC re-homing makes the same bytes."""
-        op: MergeOperator | None = resolve_merge_operator(self.options.merge_operator)
+        op: MergeOperator | None = resolve_merge_operator(self._engine.options.merge_operator)
         return Retention(now_ms=now_ms(), merge_operator=op)
 
     def _retained(self, path: str, policy: Retention) -> pa.RecordBatch:
         """The rows of the source SST ``path`` (newest first per key, every column of the row
         model) that ``policy`` keeps."""
-        table = SstReader.open(self.store, path).read_all(timestamps=True)
+        table = SstReader.open(self._engine.store, path).read_all(timestamps=True)
         return retain(concat_rows(table.to_batches()) if table.num_rows else _empty(table), policy)
 
     def _restamped(
@@ -489,10 +391,10 @@ class WriterIngest(WriterEngine):
                 "expire_ts",
                 pc.if_else(dead, pa.scalar(None, pa.int64()), kept.column("expire_ts")),
             )
-        return encode_sst(kept, self._sst_options)
+        return encode_sst(kept, self._engine.sst_options)
 
     def _read_object(self, path: str) -> bytes:
-        return self.store.get(path).data
+        return self._engine.store.get(path).data
 
 
 def _check_no_operands(reader: SstReader, path: str) -> None:

@@ -1,0 +1,139 @@
+"""``slatedb changes``: print a database's committed changes after a cursor, in commit order
+(issue 43; the feed is :mod:`slatedb_core.feed`, docs/changes.md).
+
+It reads what is there when it runs and exits (run it again with the last cursor to poll). Each
+batch of changes is followed by the cursor to persist once the lines before it are applied:
+
+* ``--json``: one JSON object per line. A change is ``{"key", "value", "op", "seq",
+  "create_ts", "expire_ts", "wal_id", "snapshot"}`` with key and value in ``--encoding``
+  (``base64``, the default, or ``hex``; ``value`` is null for a delete); after each batch a
+  ``{"cursor": "c1..."}`` line. At least one cursor line is printed, so a script always has one
+  to pass back as ``--since``. A failure midway exits 1 with the lines before it complete, so
+  a script resuming from the last cursor line it read loses and repeats nothing.
+* otherwise: one ``SEQ<TAB>OP<TAB>KEY<TAB>VALUE`` line per change (keys and values as ``scan``
+  shows them, ``--format``), the snapshot's rows with op ``snapshot``, and the last cursor on
+  stderr.
+
+Without ``--consumer`` it writes nothing, except that a feed with no ``--since`` on a database
+whose WAL the GC already collected takes a snapshot under a checkpoint of its own, deleted once
+the WAL after it is read (or expiring within an hour). ``--consumer NAME`` registers a named
+consumer whose checkpoint keeps its changes until it resumes past them (``--release`` drops it).
+
+Exit codes: 0 success; 1 a SlateDB error (``ChangesCollected``: the changes after the cursor are
+gone; start again without ``--since``); 2 bad usage (a cursor that is not one).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from slatedb_core.cli.output import Ctx, handle_errors
+from slatedb_core.cli.read import FORMATS, show
+from slatedb_core.cli.terminal import echo, echo_json, echo_row
+from slatedb_core.errors import CursorInvalid
+from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+
+ENCODINGS = ("base64", "hex")
+
+
+def _encoder(name: str) -> Callable[[bytes], str]:
+    if name == "hex":
+        return bytes.hex
+    return lambda b: base64.b64encode(b).decode("ascii")
+
+
+def _change_doc(row: dict[str, Any], enc: Callable[[bytes], str]) -> dict[str, Any]:
+    value = row["value"]
+    return {
+        "key": enc(row["key"]),
+        "value": None if value is None else enc(value),
+        "op": row["op"],
+        "seq": row["seq"],
+        "create_ts": row["create_ts"],
+        "expire_ts": row["expire_ts"],
+        "wal_id": row["wal_id"],
+        "snapshot": row["snapshot"],
+    }
+
+
+@click.command("changes")
+@click.option("--since", default=None, help="Resume after this cursor (from a cursor line).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--encoding",
+    type=click.Choice(ENCODINGS),
+    default="base64",
+    show_default=True,
+    help="How --json shows keys and values.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="utf8",
+    show_default=True,
+    help="How the human output shows keys and values.",
+)
+@click.option("--batch-rows", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option(
+    "--consumer", default=None, help="A named consumer whose checkpoint keeps its changes."
+)
+@click.option("--release", is_flag=True, help="Delete --consumer's checkpoint and exit.")
+@click.pass_obj
+@handle_errors
+def changes_command(
+    obj: Ctx,
+    since: str | None,
+    as_json: bool,
+    encoding: str,
+    fmt: str,
+    batch_rows: int,
+    consumer: str | None,
+    release: bool,
+) -> None:
+    """Print the changes after --since (all of them without it), in commit order."""
+    if release and consumer is None:
+        raise click.UsageError("--release needs --consumer")
+    try:
+        cursor = None if since is None else Cursor.decode(since)
+    except CursorInvalid as e:
+        raise click.BadParameter(str(e), param_hint="--since") from None
+    options = ChangesOptions(batch_rows=batch_rows, consumer=consumer)
+    feed = ChangeFeed(
+        obj.path, obj.store, options, wal_url=obj.wal_url, merge_operator=obj.merge_operator
+    )
+    if release:
+        feed.release()
+        echo(f"released consumer {consumer}", err=True)
+        return
+    enc = _encoder(encoding)
+    last = cursor or Cursor()
+    printed = False
+    for batch in feed.changes(cursor):
+        for row in batch.rows.to_pylist():
+            if as_json:
+                echo_json(_change_doc(row, enc), indent=None)
+            else:
+                op = "snapshot" if row["snapshot"] else row["op"]
+                value = "" if row["value"] is None else show(row["value"], fmt)
+                echo_row(str(row["seq"]), op, show(row["key"], fmt), value)
+        last = batch.cursor
+        if as_json:
+            echo_json({"cursor": last.encode()}, indent=None)
+            printed = True
+    if as_json and not printed:
+        echo_json({"cursor": last.encode()}, indent=None)
+    if not as_json:
+        echo(f"cursor: {last.encode()}", err=True)
+
+
+def register(cli: click.Group) -> None:
+    """Add ``changes`` to the ``slatedb`` group (idempotent)."""
+    cli.add_command(changes_command)
+
+
+__all__ = ["register"]

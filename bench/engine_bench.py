@@ -69,6 +69,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 
 KEY_LEN = 16
 VALUE_LEN = 100
@@ -125,8 +126,8 @@ def fresh_dir(tag: str) -> str:
     return tempfile.mkdtemp(prefix=f"engine-bench-{tag}-")
 
 
-def ours_open(d: str, options: DbOptions | None = None) -> Db:
-    return Db.open(DB_PATH, open_store(f"file://{d}"), options)
+def ours_open(d: str, options: DbOptions | None = None, hooks: WriterHooks | None = None) -> Db:
+    return Db.open(DB_PATH, open_store(f"file://{d}"), options, hooks=hooks)
 
 
 @dataclass
@@ -881,7 +882,10 @@ def rss_mode(args: argparse.Namespace) -> None:
 
     threading.Thread(target=sampler, daemon=True).start()
     rng = np.random.default_rng(args.seed)
-    db = ours_open(d, opts)
+    hooks = WriterHooks()  # a normal writer; its steps show its state to the report
+    db = ours_open(d, opts, hooks)
+    assert hooks.steps is not None
+    state = hooks.steps.state
     print(f"  RSS before ingest (after imports + open): {base / MiB:,.0f} MiB")
     progress = [time.monotonic()]
     stalled: list[str] = []
@@ -889,7 +893,7 @@ def rss_mode(args: argparse.Namespace) -> None:
     def watchdog() -> None:
         while not stop.wait(1.0):
             if time.monotonic() - progress[0] > args.stall_timeout:
-                st = db._state  # introspection for the report only
+                st = state()  # introspection for the report only
                 stalled.append(
                     f"no progress for {args.stall_timeout:.0f} s: L0 SSTs "
                     f"{len(st.manifest.manifest.l0)} (l0_max_ssts {db.options.l0_max_ssts}), "
@@ -920,7 +924,7 @@ def rss_mode(args: argparse.Namespace) -> None:
             progress[0] = time.monotonic()
             if done >= next_report:
                 next_report += args.rss_report_every
-                st = db._state
+                st = state()
                 print(
                     f"  {done:>12,} rows  {time.perf_counter() - t0:7.1f} s  "
                     f"RSS {rss_bytes() / MiB:7,.0f} MiB  peak {peak[0] / MiB:7,.0f} MiB  "

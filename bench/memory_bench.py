@@ -46,6 +46,7 @@ from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks, WriterSteps
 
 CHUNK = 100_000
 FLUSH_EVERY = 1_000_000
@@ -86,7 +87,7 @@ def _instrument() -> None:
     executor_module.CompactionExecutor._run = traced  # type: ignore[method-assign]
 
 
-def _tracer(stop: threading.Event, db: list[Db], t0: float) -> None:
+def _tracer(stop: threading.Event, db: list[WriterSteps], t0: float) -> None:
     peak = 0
     while not stop.wait(0.02):
         r = rss_of("self")
@@ -95,7 +96,7 @@ def _tracer(stop: threading.Event, db: list[Db], t0: float) -> None:
         peak = max(peak, r)
         imm = l0 = -1
         if db:
-            st = db[0]._state  # introspection for the trace only
+            st = db[0].state()  # introspection for the trace only (the writer's hooks seam)
             imm, l0 = len(st.imm), len(st.manifest.manifest.l0)
         print(
             f"    t {time.perf_counter() - t0:6.1f} s  RSS {r / MiB:6,.0f} MiB  arrow "
@@ -109,14 +110,16 @@ def child_ingest(d: str, rows: int, compactor: bool, trace: bool, seed: int) -> 
     opts = DbOptions(compactor=CompactorOptions()) if compactor else DbOptions(l0_max_ssts=10_000)
     rng = np.random.default_rng(seed)
     stop = threading.Event()
-    holder: list[Db] = []
+    holder: list[WriterSteps] = []
     t0 = time.perf_counter()
     cpu0 = cpu_s()
     if trace:
         _instrument()
         threading.Thread(target=_tracer, args=(stop, holder, t0), daemon=True).start()
-    db = Db.open(DB_PATH, open_store(f"file://{d}"), opts)
-    holder.append(db)
+    hooks = WriterHooks()  # a normal writer; its steps show its state to the tracer
+    db = Db.open(DB_PATH, open_store(f"file://{d}"), opts, hooks=hooks)
+    assert hooks.steps is not None
+    holder.append(hooks.steps)
     engine = 0.0
     done = 0
     while done < rows:

@@ -16,18 +16,25 @@ consecutive ids; a durable put returns when *its* SST lands, possibly before an 
 memtable flush still waits for the contiguous watermark, so the replay point never passes a hole.
 
 State shared with readers is an immutable :class:`~slatedb_core.lsm.dbstate.DbState` swapped under
-``_lock``. Three background threads: WAL flusher, L0 flusher, manifest poller. Any of them that
+the engine's lock. Three background threads: WAL flusher, L0 flusher, manifest poller. Any of them that
 learns this writer is fenced records it; every later write and read raises ``Fenced`` (a read
 would serve writes that never became durable, see ``Db._readable_state``) and nothing more is
 acknowledged, and ``close()`` raises it too (buffered writes are never dropped silently). A thread
 that dies on an unexpected error fails the writer the same way with ``BackgroundThreadDied``.
 
-Where it lives: this module has ``Db``'s public API (opening, writes, checkpoints, reads,
-closing); ``Db`` is a :class:`~slatedb_core.writer.ingest.WriterIngest` (bulk ingest and
-``ingest_ssts``), which is a :class:`~slatedb_core.writer.engine.WriterEngine` (state, memtable
-and L0 flushes, manifest commits and polling), which holds a
-:class:`~slatedb_core.wal.flusher.WalFlusher` (the WAL buffer, its flush and durability, and the
-writer's lock and failure state) and talks to it through its methods.
+Where it lives: this module has ``Db``'s public API (opening, argument checks, writes,
+checkpoints, reads, closing). ``Db`` is composed of parts that each own their state and talk
+through methods, none a base class of another:
+
+* a :class:`~slatedb_core.writer.engine.WriterEngine`: the state, seqs, writes into the memtable
+  and the WAL buffer under its lock, memtable and L0 flushes, manifest commits and polling,
+  closing; it holds a :class:`~slatedb_core.wal.flusher.WalFlusher` (the WAL buffer, its flush
+  and durability, and the writer's lock and failure state) and calls its methods;
+* a :class:`~slatedb_core.writer.ingest.WriterIngest` (bulk ingest, ``ingest_ssts``,
+  ``record_transactions``), given the engine, whose methods it calls.
+
+A test harness runs the background work itself through the seam of
+:mod:`slatedb_core.writer.hooks` (``Db.open(hooks=...)``), never by reaching into these parts.
 """
 
 from __future__ import annotations
@@ -36,30 +43,26 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from time import time_ns
 from types import TracebackType
 
 import pyarrow as pa
 
 from slatedb_core.checkpoints import CheckpointCreateResult, checkpoint_change, covered_wal
 from slatedb_core.errors import (
-    DbClosed,
     InvalidArgument,
     MergeOperatorMissing,
 )
 from slatedb_core.keys import clip_scan
 from slatedb_core.lifecycle.destroy import destroy as destroy_database
-from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range
+from slatedb_core.lsm.arrow_rows import arrow_entries
 from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.lsm.iterators import iter_rows
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.lsm.row_model import (
     KIND_MERGE,
-    KIND_TOMBSTONE,
     KIND_VALUE,
     ROW_SCHEMA,
-    Version,
     now_ms,
 )
 from slatedb_core.manifest.model import AppVersion
@@ -77,14 +80,12 @@ from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.engine import WriterEngine
-from slatedb_core.writer.hooks import WriterHooks, WriterSteps
+from slatedb_core.writer.hooks import WriterHooks
 from slatedb_core.writer.ingest import WriterIngest
-from slatedb_core.writer.l0_flush import RESIDENT_OVERHEAD_PER_ENTRY
 from slatedb_core.writer.ttl import (
     NoExpiry,
     Ttl,
     check_ttl,
-    expire_ts,
     is_plain,
     timestamp_columns,
 )
@@ -95,7 +96,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Db"]
 
 
-class Db(WriterEngine):
+class Db:
     """The single writer of a database. Use :meth:`open`; thread-safe."""
 
     def __init__(
@@ -105,8 +106,21 @@ class Db(WriterEngine):
         options: DbOptions,
         flusher: type[WalFlusher] = WalFlusher,
     ) -> None:
-        super().__init__(path, store, options, flusher)
-        self._ingest = WriterIngest(self)
+        # the parts, each owning its state: the engine (state, seqs, WAL and memtable flushes,
+        # commits) and the bulk paths it serves; Db checks arguments and delegates
+        engine = WriterEngine(path, store, options, flusher)
+        self._engine = engine
+        self._ingest = WriterIngest(engine)
+        self.path = engine.path
+        self.store = store
+        self.options = options
+        self.manifests = engine.manifests
+        self.wal = engine.wal
+        # hot-path copies (put, get): option values and bound methods of the engine
+        self._max_key = options.max_key_bytes
+        self._max_value = options.max_value_bytes
+        self._put_value = engine.put_value
+        self._await_durable = engine.await_durable
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -138,14 +152,12 @@ class Db(WriterEngine):
         db = cls(path, store, options, hooks.flusher)
         db._merge_op = merge_op
         db._default_ttl = options.default_ttl
-        db.recover(if_manifest_id)
-        if hooks.window is not None and db._flusher.window is not None:
-            db._flusher.replace_window(hooks.window)
+        engine = db._engine
+        engine.recover(if_manifest_id)
+        engine.use_window(hooks.window)
         if hooks.background:
-            db.start()
-        hooks.steps = WriterSteps(
-            db._flusher, db._flush_imms, db._refresh, lambda: db._fm.stored.id
-        )
+            engine.start()
+        hooks.steps = engine.steps()
         return db
 
     # ---- checks ----------------------------------------------------------------------------
@@ -193,37 +205,17 @@ class Db(WriterEngine):
             value = self._check_value(value)
             gen = self._write_special([key], [value], {0: (KIND_VALUE, check_ttl("ttl", ttl))})
             if await_durable:
-                self._flusher.await_durable(gen)
+                self._await_durable(gen)
             return
-        # The hottest path of the engine: checks and bookkeeping inlined (profiled: ~2x faster
-        # than going through _apply with one-element lists).
+        # The hottest path of the engine: checks inlined, then the engine's put_value (the
+        # range check and the bookkeeping under its lock).
         if type(key) is not bytes or not 0 < len(key) <= self._max_key:
             key = self._check_key(key)
         if type(value) is not bytes or len(value) > self._max_value:
             value = self._check_value(value)
-        if self._range is not None and not self._range.contains(key):
-            raise self._outside(key)
-        wal = self._flusher
-        with wal.lock:
-            if wal.closed or wal.error is not None or self._imm_bytes >= self._max_unflushed:
-                self._backpressure_locked()
-            seq = self._seq = self._seq + 1
-            memtable = self._state.memtable
-            memtable.put(key, seq, value)
-            buf = wal.buffer
-            buf.keys.append(key)
-            buf.seqs.append(seq)
-            buf.values.append(value)
-            buf.nbytes += len(key) + len(value) + 16
-            gen = wal.wrote_locked(time_ns())  # the write's clock tick (SlateDB RFC 0003)
-            if (
-                memtable.size_bytes >= self._l0_size
-                or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
-                >= self._mem_budget
-            ):
-                self._freeze_locked()
+        gen = self._put_value(key, value)
         if await_durable:
-            wal.await_durable(gen)
+            self._await_durable(gen)
 
     def merge(
         self, key: bytes, operand: bytes, *, ttl: Ttl = None, await_durable: bool = True
@@ -237,7 +229,7 @@ class Db(WriterEngine):
         operand = self._check_value(operand)  # a None operand is no delete
         gen = self._write_special([key], [operand], {0: (KIND_MERGE, check_ttl("ttl", ttl))})
         if await_durable:
-            self._flusher.await_durable(gen)
+            self._await_durable(gen)
 
     def _write_special(
         self,
@@ -250,10 +242,12 @@ class Db(WriterEngine):
         default TTL). Each gets its own seq, as any write here; a row with an ``expire_ts`` or a
         merge operand becomes a :class:`~slatedb_core.lsm.row_model.Version` in the memtable
         and a ROW_SCHEMA row of the WAL (created at the write's clock tick, SlateDB RFC 0003),
-        the rest take the plain path. Checked whole before anything is written."""
+        the rest take the plain path (:meth:`WriterEngine.apply_versions
+        <slatedb_core.writer.engine.WriterEngine.apply_versions>`). Checked whole before
+        anything is written."""
         keys = [self._check_key(k) for k in keys]
         values = [None if v is None else self._check_value(v) for v in values]
-        self.check_range_keys(keys)
+        self._engine.check_range_keys(keys)
         op = self._merge_op
         if op is None:
             for i, (kind, _) in specials.items():
@@ -262,54 +256,15 @@ class Db(WriterEngine):
                         keys[i],
                         "; Db.merge needs DbOptions.merge_operator (SlateDB refuses it too)",
                     )
-        default = self._default_ttl
-        with self._lock:
-            self.check_usable()
-            self._backpressure_locked()
-            now = now_ms()
-            seq = self._seq
-            memtable = self._state.memtable
-            wal = self._flusher
-            buf = wal.buffer
-            rows: list[tuple[bytes, Version]] = []
-            nbytes = 0
-            writes: list[tuple[bytes, Version]] = []
-            for i, key in enumerate(keys):
-                seq += 1
-                value = values[i]
-                kind, ttl = specials.get(i, (KIND_VALUE, None))
-                if value is None:
-                    kind = KIND_TOMBSTONE
-                exp = None if kind == KIND_TOMBSTONE else expire_ts(ttl, default, now)
-                nbytes += len(key) + (0 if value is None else len(value)) + 16
-                writes.append((key, Version(seq, kind, value, exp, now)))
-            if len(writes) > 1:
-                _check_merge_ttls(writes)
-            # the merge operator runs before anything is written: an operand it refuses
-            # refuses the whole write, which leaves no row in the memtable (atomic batches)
-            folds = memtable.fold_versions(writes, op) if op is not None else None
-            for i, (key, version) in enumerate(writes):
-                if version.kind != KIND_MERGE and version.expire_ts is None:
-                    memtable.put(key, version.seq, version.value)
-                    buf.keys.append(key)
-                    buf.seqs.append(version.seq)
-                    buf.values.append(version.value)
-                else:
-                    memtable.put_version(key, version, op, None if folds is None else folds[i])
-                    rows.append((key, version))
-            if rows:
-                buf.batches.append(_rows_batch(rows))
-            self._seq = seq
-            buf.nbytes += nbytes
-            return self._after_write_locked(now * 1_000_000, keep_newer=True)
+        return self._engine.apply_versions(keys, values, specials, op, self._default_ttl)
 
     def delete(self, key: bytes, *, await_durable: bool = True) -> None:
         """Delete ``key`` (write a tombstone); by default wait until the delete is durable."""
         key = self._check_key(key)
-        self.check_range_keys([key])
-        gen = self._apply([key], [None], len(key))
+        self._engine.check_range_keys([key])
+        gen = self._engine.apply([key], [None], len(key))
         if await_durable:
-            self._flusher.await_durable(gen)
+            self._await_durable(gen)
 
     def write(self, batch: WriteBatch, *, await_durable: bool = True) -> None:
         """Apply a WriteBatch atomically: readers and recovery see all of it or none of it."""
@@ -320,7 +275,7 @@ class Db(WriterEngine):
         if batch.specials is not None or self._default_ttl is not None:
             gen = self._write_special(batch.keys, batch.values, batch.specials or {})
             if await_durable:
-                self._flusher.await_durable(gen)
+                self._await_durable(gen)
             return
         # WriteBatch already guarantees bytes; only lengths are left to check, in bulk.
         keys, values = batch.keys, batch.values
@@ -331,59 +286,10 @@ class Db(WriterEngine):
         vbytes = sum(map(len, present))
         if present and max(map(len, present)) > self._max_value:
             raise InvalidArgument(f"a value exceeds {self._max_value} bytes")
-        self.check_range_keys(keys)
-        gen = self._apply(keys, values, sum(klens) + vbytes)
+        self._engine.check_range_keys(keys)
+        gen = self._engine.apply(keys, values, sum(klens) + vbytes)
         if await_durable:
-            self._flusher.await_durable(gen)
-
-    def _apply(self, keys: Sequence[bytes], values: Sequence[bytes | None], nbytes: int) -> int:
-        # Invariant readers rely on: seqs are assigned under the lock in the same order writes
-        # enter the WAL buffer, so WAL ids and seqs increase together.
-        with self._lock:
-            self.check_usable()
-            self._backpressure_locked()
-            seq = self._seq
-            memtable = self._state.memtable
-            buf = self._flusher.buffer
-            if len(keys) == 1:
-                seq += 1
-                memtable.put(keys[0], seq, values[0])
-                buf.keys.append(keys[0])
-                buf.seqs.append(seq)
-                buf.values.append(values[0])
-            else:
-                seqs = list(range(seq + 1, seq + 1 + len(keys)))
-                seq = seqs[-1]
-                memtable.put_many(keys, seqs, values)
-                buf.keys.extend(keys)
-                buf.seqs.extend(seqs)
-                buf.values.extend(values)
-            self._seq = seq
-            buf.nbytes += nbytes + 16 * len(keys)
-            return self._after_write_locked(time_ns())  # the write's clock tick (RFC 0003)
-
-    def _after_write_locked(self, at_ns: int, keep_newer: bool = False) -> int:
-        gen = self._flusher.wrote_locked(at_ns, keep_newer)
-        memtable = self._state.memtable
-        if (
-            memtable.size_bytes >= self._l0_size
-            or memtable.size_bytes + memtable.entry_count * RESIDENT_OVERHEAD_PER_ENTRY
-            >= self._mem_budget
-        ):
-            self._freeze_locked()
-        return gen
-
-    def _backpressure_locked(self) -> None:
-        """Block the writer while frozen memtables not yet in L0 exceed max_unflushed_bytes."""
-        while (
-            self._imm_bytes >= self._max_unflushed
-            and self._state.imm
-            and self._flusher.error is None
-            and not self._flusher.closed
-        ):
-            self._l0_wake.set()
-            self._cv.wait(0.05)
-        self.check_usable()
+            self._await_durable(gen)
 
     def put_arrow(
         self,
@@ -403,7 +309,7 @@ class Db(WriterEngine):
         (null: ``ttl``); ``ttl`` is the TTL of the other rows, as for :meth:`put` (None: the
         database's ``default_ttl``)."""
         entries = arrow_entries(data, key_column, value_column, self.options)
-        self.check_range_array(entries.column(0))
+        self._engine.check_range_array(entries.column(0))
         checked_ttl = check_ttl("ttl", ttl)
         if ttl_column is not None and not isinstance(ttl_column, str):
             raise InvalidArgument(
@@ -420,19 +326,9 @@ class Db(WriterEngine):
             entries = pa.RecordBatch.from_arrays(
                 [*entries.columns, expire, create], schema=ROW_SCHEMA
             )
-        with self._lock:
-            self.check_usable()
-            self._backpressure_locked()
-            first = self._seq + 1
-            self._seq += n
-            batch = entries.set_column(1, "seq", seq_range(first, n))
-            self._state.memtable.put_batch(batch)
-            buf = self._flusher.buffer
-            buf.batches.append(batch)
-            buf.nbytes += batch.nbytes
-            gen = self._after_write_locked(time_ns(), keep_newer=True)  # its clock tick
+        gen = self._engine.apply_batch(entries)
         if await_durable:
-            self._flusher.await_durable(gen)
+            self._await_durable(gen)
         return n
 
     # ---- bulk paths, which bypass the WAL (slatedb_core.writer.ingest) ----------------------
@@ -543,6 +439,15 @@ class Db(WriterEngine):
         separate WAL store, as :func:`slatedb_core.lifecycle.destroy.destroy` takes it."""
         destroy_database(path, store, soft, wal_url=wal_url)
 
+    def flush(self) -> None:
+        """Write everything buffered to the WAL now and wait until it is durable."""
+        self._engine.flush()
+
+    def flush_memtable(self) -> None:
+        """Flush the memtable to an L0 SST and record it in the manifest now, with the WAL
+        replay point past its rows."""
+        self._engine.flush_memtable()
+
     # ---- checkpoints -----------------------------------------------------------------------
     def create_checkpoint(
         self,
@@ -553,7 +458,7 @@ class Db(WriterEngine):
         checkpoint holds every write issued before the call; DURABLE holds every write durable
         before the call, those still only in the WAL included (the same update raises the
         manifest's WAL bound, :func:`~slatedb_core.checkpoints.covered_wal`)."""
-        self.check_usable()
+        self._engine.check_usable()
         check_instance("scope", scope, CheckpointScope)
         check_optional("options", options, CheckpointOptions)
         if scope is CheckpointScope.ALL:
@@ -566,10 +471,8 @@ class Db(WriterEngine):
             cid,
             covers_wal=lambda m: covered_wal(self.store, self.path, m),
         )
-        stored = self.commit(change)
-        with self._lock:
-            if stored.id > self._state.manifest.id:
-                self._install_locked(stored, self._state.imm)
+        stored = self._engine.commit(change)
+        self._engine.install_if_newer(stored)
         cp = stored.manifest.checkpoint(cid)
         assert cp is not None
         return CheckpointCreateResult(cp.id, cp.manifest_id)
@@ -579,7 +482,7 @@ class Db(WriterEngine):
         """The state a read answers from; every read (``get``, ``get_many``, ``scan``,
         ``scan_arrow``) takes it here and nowhere else.
 
-        Reads pass the check writes pass (``_check_usable``): ``DbClosed`` once closed, and once
+        Reads pass the check writes pass (the engine's ``check_usable``): ``DbClosed`` once closed, and once
         this writer has failed, the error it failed with. A fenced writer's memtable holds writes
         that never became durable and never will (the newer writer's fence took their WAL id, or
         they were acknowledged with ``await_durable=False`` and never written), so it raises
@@ -587,18 +490,14 @@ class Db(WriterEngine):
         call of a database closed by fencing with that error (SlateDB RFC 0001, "Writer
         Protocol"; issue 37, item 8). A read that took its state before the writer learned of
         the fencing (a scan being iterated) runs on: it began while the writer still owned it."""
-        self.check_usable()
-        return self._state
+        return self._engine.readable_state()
 
     def get(self, key: bytes) -> bytes | None:
         """The latest value of ``key`` (including writes not yet durable), or None. Raises
         ``Fenced`` once this writer knows it is fenced (see :meth:`_readable_state`)."""
         if type(key) is not bytes or not 0 < len(key) <= self._max_key:
             key = self._check_key(key)
-        state = self._readable_state()
-        if self._range is not None and not self._range.contains(key):
-            raise self._outside(key)
-        return state.get(key)
+        return self._engine.get(key)  # the state of _readable_state, then the range check
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Values of ``keys``, all from one point in time: never half of a write batch.
@@ -615,16 +514,14 @@ class Db(WriterEngine):
         if min(lens) == 0 or max(lens) > self._max_key:
             checked = [self._check_key(k) for k in checked]  # raises for the first bad key
         uniq = sorted(set(checked))
-        rng = self._range
+        rng = self._engine.key_range
         if rng is not None and not (rng.contains(uniq[0]) and rng.contains(uniq[-1])):
-            self.check_range_keys(checked)  # raises for the first key outside, in call order
-        # The active memtable is the one part of a state that changes, always under _lock: take
-        # the state and every key's memtable entry at one instant under it, then read the rest,
-        # which never changes, without the lock.
-        with self._lock:
-            state = self._readable_state()
-            # (an empty memtable, as after a flush, has nothing to look up)
-            found = None if state.memtable.is_empty() else list(map(state.memtable.get, uniq))
+            # raises for the first key outside, in call order
+            self._engine.check_range_keys(checked)
+        # The active memtable is the one part of a state that changes, always under the
+        # engine's lock: take the state and every key's memtable entry at one instant under it,
+        # then read the rest, which never changes, without the lock.
+        state, found = self._engine.active_entries(uniq)
         if found is not None and any(found):  # entries are non-empty tuples
             values = {
                 k: f[1] if len(f) == 2 else state.active_entry_value(k, f)
@@ -651,7 +548,7 @@ class Db(WriterEngine):
                 raise InvalidArgument(f"scan {name} must be bytes or None")
         if start is not None and end is not None and end < start:
             raise InvalidArgument(f"scan end {end!r} is before start {start!r}")
-        return clip_scan(self._range, start, end)  # shared with DbReader (keys.py)
+        return clip_scan(self._engine.key_range, start, end)  # shared with DbReader (keys.py)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
@@ -679,11 +576,11 @@ class Db(WriterEngine):
     # ---- introspection ---------------------------------------------------------------------
     @property
     def writer_epoch(self) -> int:
-        return self._fm.epoch
+        return self._engine.epoch
 
     @property
     def manifest(self) -> StoredManifest:
-        return self._state.manifest
+        return self._engine.manifest
 
     # ---- lifecycle -------------------------------------------------------------------------
     _close_error: BaseException | None = None  # what the first close() raised
@@ -699,34 +596,18 @@ class Db(WriterEngine):
         store's error if the last WAL flush failed. Background work is stopped either way. A second
         ``close()`` raises the same error object again (the outcome of closing does not change);
         after a clean close, or a crash, it returns at once."""
-        if self._flusher.closed:
+        if self._engine.closed:
             if self._close_error is not None:
                 raise self._close_error
             return
-        failure: BaseException | None = None
-        try:
-            if self._compactor is not None:
-                self._compactor.stop()
-            if self._flusher.error is None:
-                self._flusher.flush_wal()
-        except Exception as e:
-            failure = e
-        finally:
-            self._stop_background()
-        failure = self._flusher.error or failure  # a fencing learned while flushing recorded it too
+        failure = self._engine.close()
         if failure is not None:
             self._close_error = failure
             raise failure
 
     def _simulate_crash(self) -> None:
         """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""
-        if self._compactor is not None:
-            self._compactor.stop()
-        self._stop_background(DbClosed("crashed"))
-
-    def _stop_background(self, error: BaseException | None = None) -> None:
-        """Mark the Db closed (and failed with ``error``), wake and join every background thread."""
-        self._flusher.shut_down(error)
+        self._engine.simulate_crash()
 
     def __enter__(self) -> Db:
         return self
@@ -745,41 +626,4 @@ class Db(WriterEngine):
             # the body's own error (e.g. the Fenced a put raised) propagates as it is
 
     def __repr__(self) -> str:
-        return f"Db({self.path!r}, store={self.store.url!r}, epoch={self._fm.epoch})"
-
-
-def _check_merge_ttls(writes: Sequence[tuple[bytes, Version]]) -> None:
-    """Refuse a batch in which a key's merge operands cannot fold into one row: their
-    ``expire_ts`` differ from each other's or from the put's or delete's before them (a later
-    put or delete of the key replaces what came before). SlateDB 0.17 refuses the same batch
-    (``IncompatibleMergeTtls``, its write batches fold each key's operands into one row)."""
-    chains: dict[bytes, tuple[bool, set[int | None]]] = {}
-    for key, v in writes:
-        if v.kind != KIND_MERGE:
-            chains[key] = (False, {v.expire_ts})
-        else:
-            _, seen = chains.get(key, (False, set()))
-            chains[key] = (True, seen | {v.expire_ts})
-    for key, (merged, seen) in chains.items():
-        if merged and len(seen) > 1:
-            raise InvalidArgument(
-                f"the merge operands of one key in a write batch must share one TTL with each "
-                f"other and with the key's put or delete before them (key {key!r}); SlateDB "
-                f"refuses such a batch too"
-            )
-
-
-def _rows_batch(rows: Sequence[tuple[bytes, Version]]) -> pa.RecordBatch:
-    """The WAL rows of writes with a TTL or a merge operand, in seq order (ROW_SCHEMA)."""
-    vs = [v for _, v in rows]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([k for k, _ in rows], pa.binary()),
-            pa.array([v.seq for v in vs], pa.uint64()),
-            pa.array([v.kind for v in vs], pa.uint8()),
-            pa.array([b"" if v.value is None else v.value for v in vs], pa.binary()),
-            pa.array([v.expire_ts for v in vs], pa.int64()),
-            pa.array([v.create_ts for v in vs], pa.int64()),
-        ],
-        schema=ROW_SCHEMA,
-    )
+        return f"Db({self.path!r}, store={self.store.url!r}, epoch={self._engine.epoch})"

@@ -1,9 +1,11 @@
 """The writer's machinery behind ``Db``: its state, the L0 and manifest-poller threads (the WAL
 flusher's is run by the :class:`~slatedb_core.wal.flusher.WalFlusher` the engine holds, a part
-with its own state that the engine calls through methods), memtable freeze
-and L0 flush, manifest commits and polling, and the embedded compactor. ``Db`` (in
-:mod:`slatedb_core.writer.db`) adds the public API, :mod:`slatedb_core.writer.ingest` the bulk
-paths.
+with its own state that the engine calls through methods), seqs and the writes into the
+memtable and the WAL buffer under its lock, memtable freeze and L0 flush, manifest commits and
+polling, and the embedded compactor. ``Db`` (in :mod:`slatedb_core.writer.db`) holds an engine
+and checks and delegates its public API to it; the bulk paths
+(:class:`~slatedb_core.writer.ingest.WriterIngest`) are given the engine too. Both call only its
+public methods.
 
 The steps of the protocol that need no writer state live beside it:
 
@@ -96,7 +98,7 @@ def _sst_views(m: Manifest) -> tuple[object, ...]:
 
 
 class WriterEngine:
-    """State and background work of a writer; not used directly (see ``Db``)."""
+    """State and background work of a writer; not used directly (see ``Db``, which holds one)."""
 
     def __init__(
         self,
@@ -469,7 +471,11 @@ class WriterEngine:
     def steps(self) -> WriterSteps:
         """The background work as steps, for a harness that runs it itself (writer/hooks.py)."""
         return WriterSteps(
-            self._flusher, self._flush_imms, self._refresh, lambda: self._fm.stored.id
+            self._flusher,
+            self._flush_imms,
+            self._refresh,
+            lambda: self._fm.stored.id,
+            lambda: self._state,
         )
 
     def use_window(self, window: Callable[[WalWriter, int], WalWindow] | None) -> None:

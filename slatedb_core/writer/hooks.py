@@ -6,7 +6,8 @@ and when the manifest is polled, instead of the writer's threads.
 :class:`~slatedb_core.wal.flusher.WalFlusher` the writer uses (a subclass that writes in the
 caller's thread, built on the flusher's public methods only), which WAL window parallel writes
 go through, and whether the background threads start; ``Db.open`` hands back in
-:attr:`WriterHooks.steps` the :class:`WriterSteps` the harness then runs. Nothing here changes
+:attr:`WriterHooks.steps` the :class:`WriterSteps` the harness then runs (and through which it
+inspects the writer's state: no harness reaches into ``Db``'s parts). Nothing here changes
 what a writer asks of its store: the same requests, in the order the harness runs the steps.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.wal.writer import WalWindow, WalWriter
 
@@ -31,6 +33,9 @@ class WriterSteps:
     """Pick up manifests written by others (the manifest poller's pass)."""
     manifest_id: Callable[[], int]
     """The id of the newest manifest the writer committed or read."""
+    state: Callable[[], DbState]
+    """The writer's current state (its memtable, frozen memtables and manifest), for a harness
+    to inspect; reads and writes go through ``Db``."""
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from slatedb_core.options import DbOptions
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks, WriterSteps
 from tests.crash.store import CrashStore, ProcessKilled
 
 PROCESS_TIMEOUT_S = 60.0
@@ -27,10 +28,15 @@ class Process:
 
     store: CrashStore
     dbs: list[Db] = field(default_factory=list)
+    steps: list[WriterSteps] = field(default_factory=list)
+    """``steps[i]``: the harness seam of ``dbs[i]`` (its WAL flusher, its state)."""
 
     def open_db(self, path: str, options: DbOptions) -> Db:
-        db = Db.open(path, self.store, options)
+        hooks = WriterHooks()  # a normal writer; its steps are kept to inspect it
+        db = Db.open(path, self.store, options, hooks=hooks)
+        assert hooks.steps is not None
         self.dbs.append(db)
+        self.steps.append(hooks.steps)
         return db
 
     def kill(self) -> None:

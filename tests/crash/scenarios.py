@@ -295,6 +295,7 @@ def op_put_parallel(proc: Process, state: State) -> None:
     """Four durable writes, each in its own WAL SST, up to four of them in flight at once and
     landing in any order; each is acknowledged as its own SST lands (SlateDB RFC 0001)."""
     db = proc.dbs[0]
+    wal = proc.steps[0].flusher
     m = state.model
     lock = threading.Lock()
 
@@ -318,13 +319,13 @@ def op_put_parallel(proc: Process, state: State) -> None:
 
     threads = []
     for t in range(4):
-        issued = db._flusher.next_wal_id
+        issued = wal.next_wal_id
         th = threading.Thread(target=one, args=(t,), name=f"crash-put-{t}", daemon=True)
         th.start()
         threads.append(th)
         deadline = time.monotonic() + 10
         # the next write starts once this one has its own SST (so there are always 4 SSTs)
-        while th.is_alive() and db._flusher.next_wal_id == issued and time.monotonic() < deadline:
+        while th.is_alive() and wal.next_wal_id == issued and time.monotonic() < deadline:
             time.sleep(0.001)
     for th in threads:
         th.join(10)

@@ -36,6 +36,7 @@ from slatedb_core.testing import FaultyStore
 from slatedb_core.wal.log import WalLog
 from slatedb_core.wal.writer import WalWriter
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 from tests.conftest import MotoS3
 from tests.http_faults.proxy import Fault, FaultProxy
 from tests.http_faults.test_workload import _url
@@ -174,7 +175,8 @@ def test_memtable_flush_whose_gc_check_fails_after_commit_is_not_flushed_twice(
     compacted-SST GC boundary read failed (obstore gave up on a 5xx); the flush was retried from
     scratch, so the manifest named the same rows in two L0 SSTs, and the first was never checked
     against the boundary."""
-    db = Db.open("db", faulty, DbOptions(flush_interval=timedelta(milliseconds=20)))
+    hooks = WriterHooks()  # its steps show the writer's state
+    db = Db.open("db", faulty, DbOptions(flush_interval=timedelta(milliseconds=20)), hooks=hooks)
     try:
         for i in range(20):
             db.put(f"k{i:02}".encode(), b"v", await_durable=False)
@@ -182,7 +184,7 @@ def test_memtable_flush_whose_gc_check_fails_after_commit_is_not_flushed_twice(
         proxy.force(Fault.ERROR_BEFORE, 4, method="GET", path_contains="gc/compacted.boundary")
         with pytest.raises(StoreError):
             db.flush_memtable()
-        _wait_until_flushed(db)
+        _wait_until_flushed(hooks)
         m = ManifestStore(direct, "db").read_latest().manifest
         assert len(m.l0) == 1, m.l0
     finally:
@@ -201,7 +203,8 @@ def test_sst_deleted_by_gc_before_commit_is_rehomed_whatever_fails_next(
     re-homed copy: the writer must still re-home the SST, not leave the manifest naming a
     deleted object, and must not report its own re-homed copy as a conflict."""
     paused = FaultyStore(faulty)
-    db = Db.open("db", paused, DbOptions(flush_interval=timedelta(milliseconds=20)))
+    hooks = WriterHooks()  # its steps show the writer's state
+    db = Db.open("db", paused, DbOptions(flush_interval=timedelta(milliseconds=20)), hooks=hooks)
     try:
         for i in range(50):
             db.put(f"k{i:02}".encode(), b"v", await_durable=False)
@@ -227,7 +230,7 @@ def test_sst_deleted_by_gc_before_commit_is_rehomed_whatever_fails_next(
         pp.release()
         flusher.join(30)
         assert not flusher.is_alive()
-        _wait_until_flushed(db)
+        _wait_until_flushed(hooks)
         assert proxy.pending_forced() == 0
         if second_fault == "boundary read fails":
             assert all(isinstance(e, StoreError) for e in errors), errors
@@ -242,9 +245,12 @@ def test_sst_deleted_by_gc_before_commit_is_rehomed_whatever_fails_next(
         assert dict(again.scan()) == {f"k{i:02}".encode(): b"v" for i in range(50)}
 
 
-def _wait_until_flushed(db: Db, timeout_s: float = 20.0) -> None:
-    """The background flusher retries a failed memtable flush; wait (bounded) until it did."""
+def _wait_until_flushed(hooks: WriterHooks, timeout_s: float = 20.0) -> None:
+    """The background flusher retries a failed memtable flush; wait (bounded) until it did
+    (the writer opened with ``hooks``)."""
+    assert hooks.steps is not None
+    state = hooks.steps.state
     deadline = time.monotonic() + timeout_s
-    while db._state.imm and time.monotonic() < deadline:
+    while state().imm and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not db._state.imm, "the memtable flush never completed"
+    assert not state().imm, "the memtable flush never completed"

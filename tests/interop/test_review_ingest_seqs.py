@@ -30,6 +30,7 @@ from slatedb_core.table.ingest import (
 )
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.engine import WriterEngine
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
 
@@ -64,29 +65,32 @@ def _read_both(oracle: Oracle, model: Model, path: str) -> None:
     w.shutdown()
 
 
-def _write_after(db: Db, name: str, write: Callable[[], None]) -> list[bool]:
+def _write_after(
+    monkeypatch: pytest.MonkeyPatch, name: str, write: Callable[[WriterEngine], None]
+) -> list[bool]:
     """Run ``write`` on another thread (and wait for it) right after the ingest's first call of
-    ``db.<name>`` returns: the ingest holds the writer's L0 lock then, its seqs reserved. The
-    list returned says whether it ran."""
-    original = getattr(db, name)
+    the writer engine's ``<name>`` (a seq reservation) returns: the ingest holds the writer's
+    L0 lock then, its seqs reserved. ``write`` is given the engine, to see its state. The list
+    returned says whether it ran."""
+    original = getattr(WriterEngine, name)
     done: list[bool] = []
 
-    def hooked(*args: object) -> object:
-        out = original(*args)
+    def hooked(engine: WriterEngine, *args: object) -> object:
+        out = original(engine, *args)
         if not done:
             done.append(True)
-            t = threading.Thread(target=write)
+            t = threading.Thread(target=write, args=(engine,))
             t.start()
             t.join()
         return out
 
-    setattr(db, name, hooked)
+    monkeypatch.setattr(WriterEngine, name, hooked)
     return done
 
 
 @pytest.mark.parametrize("how", ["linked", "re-encoded", "bulk_ingest"])
 def test_a_write_frozen_while_an_ingest_commits_stays_newer(
-    oracle: Oracle, store: ObjectStore, how: str
+    oracle: Oracle, store: ObjectStore, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A put acknowledged while ``ingest_ssts`` (or ``bulk_ingest``) holds its seqs (it reads,
     re-encodes and copies the sources) takes a seq above theirs; when its memtable is frozen
@@ -101,22 +105,22 @@ def test_a_write_frozen_while_an_ingest_commits_stays_newer(
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")
 
-        def write() -> None:
+        def write(engine: WriterEngine) -> None:
             db.put(b"k1", b"after")
             # a flush asked for meanwhile freezes the memtable holding the put at once, then
             # waits for the ingest's L0 lock
             threading.Thread(target=db.flush_memtable, daemon=True).start()
-            while not db._state.imm:
+            while not engine.state.imm:
                 threading.Event().wait(0.001)
 
         if how == "linked":  # as they are: seq 7 is above the writer's
-            ran = _write_after(db, "_reserve_through", write)
+            ran = _write_after(monkeypatch, "reserve_through", write)
             db.ingest_ssts(["staging/a.sst"], seqs=[7])
         elif how == "re-encoded":
-            ran = _write_after(db, "_reserve_seqs_and_freeze", write)
+            ran = _write_after(monkeypatch, "reserve_seqs_and_freeze", write)
             db.ingest_ssts(["staging/a.sst"])
         else:
-            ran = _write_after(db, "_reserve_seqs_and_freeze", write)
+            ran = _write_after(monkeypatch, "reserve_seqs_and_freeze", write)
             db.bulk_ingest(pa.table({"key": [b"k1", b"k2"], "value": [b"ingested", b"ingested2"]}))
         assert ran
         model.apply([(b"k1", b"after"), (b"k2", b"ingested2")])

@@ -23,6 +23,7 @@ from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 
 APPEND = DbOptions(flush_interval=timedelta(hours=1), merge_operator="string_append")
 
@@ -77,7 +78,8 @@ def test_an_unknown_operator_name_is_refused_at_open(store: ObjectStore) -> None
 
 
 def test_merges_fold_in_the_memtable_and_enter_the_wal_as_written(store: ObjectStore) -> None:
-    with Db.open("db", store, APPEND) as db:
+    hooks = WriterHooks()  # its steps show the writer's state
+    with Db.open("db", store, APPEND, hooks=hooks) as db:
         db.put(b"v", b"base")
         db.merge(b"v", b"+1")
         db.merge(b"v", b"+2")
@@ -90,7 +92,8 @@ def test_merges_fold_in_the_memtable_and_enter_the_wal_as_written(store: ObjectS
         assert db.get(b"o") == b"ab"
         assert db.get(b"t") == b"z"
         assert db.get(b"b") == b"B+!"
-        memtable = db._state.memtable
+        assert hooks.steps is not None
+        memtable = hooks.steps.state().memtable
         v, o = memtable.get(b"v"), memtable.get(b"o")
         assert v is not None and v[1] == KIND_VALUE and v[2] == b"base+1+2"
         assert o is not None and o[1] == KIND_MERGE and o[2] == b"ab"

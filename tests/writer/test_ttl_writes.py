@@ -22,6 +22,7 @@ from slatedb_core.store.url import open_store
 from slatedb_core.wal import WalLog
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 from slatedb_core.writer.ttl import NO_EXPIRY
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
@@ -170,11 +171,13 @@ def test_the_l0_flush_keeps_ttls_and_tombstones_what_expired(store: ObjectStore)
 
 
 def test_a_database_without_ttls_flushes_the_rows_it_always_did(store: ObjectStore) -> None:
-    with Db.open("db", store, QUIET) as db:
+    hooks = WriterHooks()  # its steps show the writer's state
+    with Db.open("db", store, QUIET, hooks=hooks) as db:
         db.put(b"a", b"1")
         db.write(WriteBatch().put(b"b", b"2").delete(b"a"))
         db.put_arrow(pa.table({"key": [b"c"], "value": [b"3"]}))
-        memtable = db._state.memtable
+        assert hooks.steps is not None
+        memtable = hooks.steps.state().memtable
         assert all(len(e) == 2 for e in map(memtable.get, [b"a", b"b", b"c"]))  # type: ignore[arg-type]
         db.flush_memtable()
         (view,) = db.manifest.manifest.l0
@@ -193,9 +196,11 @@ def test_ttls_survive_a_crash_and_the_replay(store: ObjectStore) -> None:
     db.flush()
     expected = wal_rows(store)
     db._simulate_crash()
-    with Db.open("db", store, QUIET) as again:
+    hooks = WriterHooks()  # its steps show the writer's state
+    with Db.open("db", store, QUIET, hooks=hooks) as again:
         assert again.get(b"t") == b"1"
-        entry = again._state.memtable.get(b"t")
+        assert hooks.steps is not None
+        entry = hooks.steps.state().memtable.get(b"t")
         assert entry is not None and entry[3] == expected[b"t"][2]  # type: ignore[misc]
         again.flush_memtable()
         rows = {r["key"]: r for r in l0_rows(store, again)}

@@ -21,6 +21,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from slatedb_core.writer.hooks import WriterHooks
 
 Entry = tuple[int, bytes | None]
 Row = tuple[bytes, int, int, bytes | None]
@@ -272,7 +273,8 @@ def test_put_arrow_batches_size_accounting_triggers_flushes(rows_per_batch: int)
     flush early: 30k writes to the same 3k keys stay in one memtable of ~3k entries."""
     total, distinct = 30_000, 3_000
     store = open_store("memory://")
-    with Db.open("db", store, DbOptions(l0_sst_size_bytes=1 << 20)) as db:
+    hooks = WriterHooks()  # its steps show the writer's state
+    with Db.open("db", store, DbOptions(l0_sst_size_bytes=1 << 20), hooks=hooks) as db:
         for i in range(0, total, rows_per_batch):
             n = min(rows_per_batch, total - i)
             keys = [b"%016d" % ((i + j) % distinct) for j in range(n)]
@@ -280,7 +282,8 @@ def test_put_arrow_batches_size_accounting_triggers_flushes(rows_per_batch: int)
                 pa.table({"key": pa.array(keys, pa.binary()), "value": [b"v" * 100] * n}),
                 await_durable=False,
             )
-        mt = db._state.memtable
+        assert hooks.steps is not None
+        mt = hooks.steps.state().memtable
         assert mt.entry_count == distinct
         assert mt.size_bytes == distinct * (16 + 100 + ENTRY_OVERHEAD)
-        assert not db._state.imm and not db.manifest.manifest.l0
+        assert not hooks.steps.state().imm and not db.manifest.manifest.l0

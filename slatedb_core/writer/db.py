@@ -52,6 +52,7 @@ from slatedb_core.errors import (
     InvalidArgument,
     MergeOperatorMissing,
 )
+from slatedb_core.feed import ChangeBatch, ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.keys import clip_scan
 from slatedb_core.lifecycle.destroy import destroy as destroy_database
 from slatedb_core.lsm.arrow_rows import arrow_entries
@@ -572,6 +573,23 @@ class Db:
                 if b.num_rows
             ),
         )
+
+    def changes(
+        self,
+        since: Cursor | str | bytes | None = None,
+        options: ChangesOptions | None = None,
+    ) -> Iterator[ChangeBatch]:
+        """Every committed change after ``since`` in commit order, as Arrow batches each with
+        the cursor to persist after it (:mod:`slatedb_core.feed`, docs/changes.md): what is
+        durable in the WAL, not what is still buffered."""
+        feed = ChangeFeed(
+            self.path,
+            self.store,
+            options,
+            wal_url=self.options.wal_url,
+            merge_operator=self.options.merge_operator,
+        )
+        return feed.changes(since)
 
     # ---- introspection ---------------------------------------------------------------------
     @property

@@ -44,6 +44,7 @@ from slatedb_core.errors import (
     ChangesCollected,
     CheckpointNotFound,
     DatabaseNotInitialized,
+    InvalidArgument,
     ObjectNotFound,
 )
 from slatedb_core.feed.cursor import Cursor, SnapshotPosition
@@ -151,6 +152,11 @@ class ChangeFeed:
         ephemeral: uuid.UUID | None = None
         if cursor is None:
             run, gap = self._plan(Cursor(), latest.manifest)
+            if gap is None and self.options.consumer is not None and self.options.bootstrap and run:
+                if latest.manifest.replay_after_wal_id >= run[0]:
+                    # its checkpoint pins a manifest past the WAL it would read first: start
+                    # from a snapshot it pins instead, so the GC keeps all it reads
+                    gap = "a new consumer of a WAL already in L0"
             if gap is None:
                 yield from self._batches(Cursor(), run)
                 return
@@ -185,9 +191,7 @@ class ChangeFeed:
 
     def _consumer(self) -> str:
         if self.options.consumer is None:
-            raise CheckpointNotFound(
-                uuid.UUID(int=0), "no consumer registered: set ChangesOptions.consumer"
-            )
+            raise InvalidArgument("no consumer: set ChangesOptions.consumer")
         return self.options.consumer
 
     # ---- the WAL ----------------------------------------------------------------------------

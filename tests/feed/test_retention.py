@@ -131,3 +131,29 @@ def test_a_consumer_keeps_its_changes_through_gc_and_releases_them(store: Object
     etl.release()
     m = ManifestStore(store, "db").read_latest().manifest
     assert "etl" not in consumers(m)
+
+
+def test_a_new_consumer_of_a_flushed_database_is_kept_from_its_first_batch(
+    store: ObjectStore,
+) -> None:
+    """A consumer registered on a database whose WAL already reached L0 (but is not collected
+    yet) starts from a snapshot its checkpoint pins: a GC pass right after its first batch
+    leaves everything it still needs."""
+    write_rounds(store, 0, 5, to_l0=True)
+    write_rounds(store, 6, 7, to_l0=False)
+    etl = ChangeFeed("db", store, ChangesOptions(batch_rows=1, consumer="etl"))
+    first = next(iter(etl.changes()))
+    gc_pass(store)
+    write_rounds(store, 8, 9, to_l0=True)
+    gc_pass(store)
+    rows = first.rows.to_pylist() + [
+        r for b in etl.changes(first.cursor) for r in b.rows.to_pylist()
+    ]
+    assert rows[0]["snapshot"]
+    state: dict[bytes, bytes] = {}
+    for r in rows:
+        if r["op"] == "delete":
+            state.pop(r["key"], None)
+        else:
+            state[r["key"]] = r["value"]
+    assert state == db_state(store)

@@ -381,6 +381,29 @@ class DbState:
         )
 
 
+class HandleMap(dict[tuple[ULID, ULID], SstHandle]):
+    """:func:`build_handles`'s handles: those of L0 views by view, those of each sorted run in
+    :attr:`runs`, by the views tuple they were built from. The next build reuses a run whose
+    views did not change (the same immutable tuple, shared by every manifest a writer derives)
+    without a step per view (issue 42: a commit at 10k SSTs looked up 10k handles again)."""
+
+    runs: dict[int, tuple[tuple[SstView, ...], SortedRunHandle, dict[tuple[ULID, ULID], SstHandle]]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = {}
+
+    def find(self, key: tuple[ULID, ULID]) -> SstHandle | None:
+        """The handle of view ``key``, in L0 or in a run."""
+        h = self.get(key)
+        if h is None:
+            for _, _, handles in self.runs.values():
+                h = handles.get(key)
+                if h is not None:
+                    break
+        return h
+
+
 def build_handles(
     store: ObjectStore,
     db_path: str,
@@ -388,22 +411,35 @@ def build_handles(
     cache: BlockCache | None,
     previous: dict[tuple[ULID, ULID], SstHandle] | None = None,
 ) -> tuple[tuple[SstHandle, ...], tuple[SortedRunHandle, ...], dict[tuple[ULID, ULID], SstHandle]]:
-    """Handles for every view of ``manifest``, reusing open readers from ``previous``."""
-    ssts = {s.id: s for s in manifest.ssts}
-    known: dict[tuple[ULID, ULID], SstHandle] = {}
+    """Handles for every view of ``manifest``, reusing open readers from ``previous`` (and the
+    handles of its unchanged sorted runs, when it is a :class:`HandleMap`)."""
+    known = HandleMap()
+    find = previous.find if isinstance(previous, HandleMap) else (previous or {}).get
+    prev_runs = previous.runs if isinstance(previous, HandleMap) else {}
 
-    def handle(view: SstView) -> SstHandle:
+    def handle(view: SstView, into: dict[tuple[ULID, ULID], SstHandle]) -> SstHandle:
         k = (view.view_id, view.sst_id)
-        h = previous.get(k) if previous else None
-        if h is None or h.view != view:
-            sst = ssts[view.sst_id]
+        h = find(k)
+        if h is None or (h.view is not view and h.view != view):
+            sst = manifest.sst(view.sst_id)
+            if sst is None:
+                raise KeyError(view.sst_id)
             h = SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, cache)
-        known[k] = h
+        into[k] = h
         return h
 
-    l0 = tuple(handle(v) for v in manifest.l0)
-    runs = tuple(SortedRunHandle(r.id, [handle(v) for v in r.views]) for r in manifest.compacted)
-    return l0, runs, known
+    l0 = tuple(handle(v, known) for v in manifest.l0)
+    runs = []
+    for r in manifest.compacted:
+        hit = prev_runs.get(id(r.views))
+        if hit is not None and hit[0] is r.views and hit[1].id == r.id:
+            run, mine = hit[1], hit[2]
+        else:
+            mine = {}
+            run = SortedRunHandle(r.id, [handle(v, mine) for v in r.views])
+        known.runs[id(r.views)] = (r.views, run, mine)
+        runs.append(run)
+    return l0, tuple(runs), known
 
 
 def _fill(

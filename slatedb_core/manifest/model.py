@@ -268,7 +268,7 @@ class Manifest:
                 return cp
         return None
 
-    _sst_by_id: dict[ULID, CompactedSst] | None = field(
+    _sst_by_id: dict[bytes, CompactedSst] | None = field(
         default=None, init=False, repr=False, compare=False, hash=False
     )
     """:meth:`sst`'s map, built on its first call (issue 42: a lookup per compaction output and
@@ -278,6 +278,7 @@ class Manifest:
         """The compacted SST with this id (in L0 or a sorted run), or None."""
         by_id = self._sst_by_id
         if by_id is None:
-            by_id = {s.id: s for s in self.ssts}
+            # keyed by the ids' bytes: a ULID hashes in Python, bytes once and in C
+            by_id = {s.id.bytes: s for s in self.ssts}
             object.__setattr__(self, "_sst_by_id", by_id)  # a cache of immutable fields
-        return by_id.get(sst_id)
+        return by_id.get(sst_id.bytes)

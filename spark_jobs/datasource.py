@@ -15,36 +15,40 @@ API, ``pyspark.sql.datasource``). Register it once per session::
 
 What each option does (docs/spark.md has the whole story):
 
-==================  ============================================================================
-``url``             the object store (``file://``, ``s3://``, not ``memory://``: refused)
-``path``            the table's path inside the store
-``key``             write: the key column, string (stored as UTF-8) or binary
-``value``           write: the value column, binary or string. Without it, every other column
-                    is encoded into the value per row (``value_format``) and the table records
-                    those columns (:class:`~slatedb_core.ValueEncoding`): reads return them
-``value_format``    ``json`` (default) or ``arrow``, as ``spark_jobs.ingest`` and the CLI
-``tombstone``       write: a boolean column; true deletes the row's key
-``split_points``    write: comma-separated UTF-8 keys, only when the write creates the table
-``app_id``,         write: exactly-once batches (Delta's transaction app id and version): a
-``batch_version``   write whose version is at or below the last one a shard committed for the
-                    app is skipped on that shard, decided atomically with the shard's commit
-``mode``            write: ``error`` / ``errorifexists`` / ``ignore`` (Spark 4.3 refuses
-                    ``.mode("error")`` and ``.mode("ignore")`` for every Python data source, so
-                    these two travel as an option, with ``.mode("append")``)
-``run_bytes``       write: input bytes a task sorts at once (spark_jobs.ingest.RUN_BYTES)
-``ttl_column``      write: an integer column, each row's TTL in ms (SlateDB RFC 0003: the row
-                    stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none
-``ttl``             write: the TTL in ms of every row without one of its own
-``checkpoint``      read: the name of a table snapshot (``Table.snapshot(name=...)``)
-``wal_url``         the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC
-                    0009), a store URL like ``url``; never shown. Write (append): the shard
-                    writers keep their WAL there. Read: the query's snapshot and its tasks find
-                    the WAL there; without it such a shard fails the query (``WalStoreMissing``)
-``merge_operator``  read: the merge operator the shards' writers use (SlateDB RFC 0006), a
-                    built-in name (``add_int64``, ``string_append``): operands are folded with
-                    it; without it a key holding operands fails the query
-                    (``MergeOperatorMissing``, naming the key)
-==================  ============================================================================
+=====================  ============================================================================
+``url``                the object store (``file://``, ``s3://``, not ``memory://``: refused)
+``path``               the table's path inside the store
+``key``                write: the key column, string (stored as UTF-8) or binary
+``value``              write: the value column, binary or string. Without it, every other column
+                       is encoded into the value per row (``value_format``) and the table records
+                       those columns (:class:`~slatedb_core.ValueEncoding`): reads return them
+``value_format``       ``json`` (default) or ``arrow``, as ``spark_jobs.ingest`` and the CLI
+``tombstone``          write: a boolean column; true deletes the row's key
+``split_points``       write: comma-separated UTF-8 keys, only when the write creates the table
+``app_id``,            write: exactly-once batches (Delta's transaction app id and version): a
+``batch_version``      write whose version is at or below the last one a shard committed for the
+                       app is skipped on that shard, decided atomically with the shard's commit
+``mode``               write: ``error`` / ``errorifexists`` / ``ignore`` (Spark 4.3 refuses
+                       ``.mode("error")`` and ``.mode("ignore")`` for every Python data source, so
+                       these two travel as an option, with ``.mode("append")``)
+``task_memory_bytes``  write: what a task's rows may take in its Python worker (default 256
+                       MiB, at least 4 MiB; spark_jobs.write_tasks.TASK_MEMORY_BYTES), whatever
+                       the rows per task: the task stages its rows in runs of a quarter of it
+                       (each run one more L0 SST per shard)
+``run_bytes``          write: input bytes a task sorts at once (default: ``task_memory_bytes / 4``)
+``ttl_column``         write: an integer column, each row's TTL in ms (SlateDB RFC 0003: the row
+                       stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none
+``ttl``                write: the TTL in ms of every row without one of its own
+``checkpoint``         read: the name of a table snapshot (``Table.snapshot(name=...)``)
+``wal_url``            the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC
+                       0009), a store URL like ``url``; never shown. Write (append): the shard
+                       writers keep their WAL there. Read: the query's snapshot and its tasks find
+                       the WAL there; without it such a shard fails the query (``WalStoreMissing``)
+``merge_operator``     read: the merge operator the shards' writers use (SlateDB RFC 0006), a
+                       built-in name (``add_int64``, ``string_append``): operands are folded with
+                       it; without it a key holding operands fails the query
+                       (``MergeOperatorMissing``, naming the key)
+=====================  ============================================================================
 
 Writes are the staged-SST ingest of :mod:`spark_jobs.ingest` (see its module doc for why retries
 and speculative attempts are safe), with the commit moved to the driver: tasks stage SSTs and

@@ -26,7 +26,7 @@ from slatedb_core.table.ingest_txn import check_txn
 from slatedb_core.table.shardmap import check_split_points
 from slatedb_core.writer.ttl import NoExpiry, check_ttl
 from spark_jobs.value_columns import payload_schema as value_payload_schema
-from spark_jobs.write_tasks import RUN_BYTES
+from spark_jobs.write_tasks import TASK_MEMORY_BYTES, check_task_memory, run_bytes_of
 
 __all__ = [
     "MODES",
@@ -53,6 +53,7 @@ _KNOWN = frozenset(
         "batch_version",
         "mode",
         "run_bytes",
+        "task_memory_bytes",
         "checkpointlocation",
         "checkpoint",
         "ttl_column",
@@ -194,6 +195,7 @@ class WriteOptions:
     batch_version: int | None
     mode: str
     run_bytes: int
+    """Input bytes a task sorts at once: option ``run_bytes``, else ``task_memory_bytes / 4``."""
     checkpoint_location: str | None
     stream: bool = False
     """A stream: its batches' versions are their batch ids (no ``batch_version``)."""
@@ -204,6 +206,14 @@ class WriteOptions:
     """The column of each row's TTL in ms (SlateDB RFC 0003; null: ``ttl_ms``, else none)."""
     ttl_ms: int | NoExpiry | None = None
     """The TTL in ms of every row without one of its own (option ``ttl``)."""
+    task_memory_bytes: int = TASK_MEMORY_BYTES
+    """What a task's rows may take in its Python worker (option ``task_memory_bytes``;
+    :data:`spark_jobs.write_tasks.TASK_MEMORY_BYTES`): sets the run size."""
+
+    def __post_init__(self) -> None:
+        check_task_memory("option 'task_memory_bytes'", self.task_memory_bytes)
+        if type(self.run_bytes) is not int or self.run_bytes < 1:
+            raise InvalidArgument(f"option 'run_bytes' must be >= 1, got {self.run_bytes!r}")
 
     @property
     def db_options(self) -> DbOptions | None:
@@ -308,6 +318,9 @@ class WriteOptions:
         run_bytes = _int(options, "run_bytes")
         if run_bytes is not None and run_bytes < 1:
             raise InvalidArgument(f"option 'run_bytes' must be >= 1, got {run_bytes}")
+        task_memory = _int(options, "task_memory_bytes")
+        task_memory = TASK_MEMORY_BYTES if task_memory is None else task_memory
+        check_task_memory("option 'task_memory_bytes'", task_memory)
         return cls(
             url=url,
             path=path,
@@ -321,10 +334,11 @@ class WriteOptions:
             app_id=app_id,
             batch_version=batch_version,
             mode=mode,
-            run_bytes=run_bytes or RUN_BYTES,
+            run_bytes=run_bytes or run_bytes_of(task_memory),
             checkpoint_location=_opt(options, "checkpointlocation"),
             stream=stream,
             wal_url=wal_url,
             ttl_column=ttl_column,
             ttl_ms=ttl_ms,
+            task_memory_bytes=task_memory,
         )

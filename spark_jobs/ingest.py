@@ -37,7 +37,8 @@ The job, in two Spark stages::
 While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS rows
 (``spark.sql.execution.arrow.maxRecordsPerBatch``) and, unless the caller or the session sets a
 byte bound, with no bound on their bytes (see ARROW_BATCH_ROWS); both for the job only. A stage-1
-task sorts up to RUN_BYTES of input at once; a larger partition is staged as several runs.
+task sorts up to ``task_memory_bytes / 4`` of input at once (write_tasks.TASK_MEMORY_BYTES); a
+larger partition is staged as several runs, so a worker's memory does not grow with its rows.
 
 Why one shuffle of references and not of rows: moving every row through Spark's shuffle (Arrow to
 JVM rows, shuffle files, back to Arrow) and sorting it twice cost more than half of the job's
@@ -155,9 +156,9 @@ from spark_jobs.value_columns import check_table_encoding, value_encoding_of
 from spark_jobs.write_tasks import (
     KEY,
     PARTITION_KEY,
-    RUN_BYTES,
     STAGED_DDL,
     STATS_DDL,
+    TASK_MEMORY_BYTES,
     TOMBSTONE,
     TTL,
     VALUE,
@@ -165,7 +166,9 @@ from spark_jobs.write_tasks import (
     StageSsts,
     StoreFactory,
     applied_everywhere,
+    check_task_memory,
     record_empty_shards,
+    run_bytes_of,
     with_txn,
 )
 
@@ -363,7 +366,8 @@ def ingest(
     db_options: DbOptions | None = None,
     store_factory: StoreFactory | None = None,
     plan: IngestPlan | None = None,
-    run_bytes: int = RUN_BYTES,
+    run_bytes: int | None = None,
+    task_memory_bytes: int = TASK_MEMORY_BYTES,
     compact_l0_at: int | None = None,
     compactor_options: CompactorOptions | None = None,
     arrow_batch_rows: int | None = None,
@@ -378,8 +382,11 @@ def ingest(
     ``value_format`` defaults to ``binary`` when ``value_column`` is given, else ``arrow``.
     ``store_factory`` (default: ``open_store(table_url)``) builds the store in each task.
     ``plan`` (default: planned now) fixes the shard map the rows are routed by.
-    ``run_bytes`` bounds what a stage-1 task sorts at once (Arrow bytes of its input; a task
-    holds about three times that): a larger input partition is staged as several runs.
+    ``task_memory_bytes`` (default :data:`~spark_jobs.write_tasks.TASK_MEMORY_BYTES`) bounds
+    what a stage-1 task's rows take in its Python worker, whatever the rows per task: the task
+    sorts and stages its input partition in runs of ``task_memory_bytes / 4`` input bytes
+    (``run_bytes``, when given, sets that run size itself: Arrow bytes of the input, of which a
+    task holds about four times). Each run adds one SST per shard to the shard's L0.
     ``compact_l0_at``: afterwards, compact on Spark (:func:`spark_jobs.compact.compact`, with
     ``compactor_options``) every shard written whose L0 then holds at least this many SSTs (the
     ingest adds one per input partition with rows for the shard; writers stall at
@@ -421,7 +428,10 @@ def ingest(
         value_option="value_column",
     )
     run_id = uuid.uuid4().hex
-    if run_bytes < 1:
+    check_task_memory("task_memory_bytes", task_memory_bytes)
+    if run_bytes is None:
+        run_bytes = run_bytes_of(task_memory_bytes)
+    elif run_bytes < 1:
         raise InvalidArgument(f"run_bytes must be >= 1, got {run_bytes}")
     if compact_l0_at is not None and compact_l0_at < 1:
         raise InvalidArgument(f"compact_l0_at must be >= 1, got {compact_l0_at}")

@@ -61,9 +61,49 @@ STAGED_DDL = (
 )
 COMMIT_THREADS = 8
 """Shards a stage-2 task commits at once."""
-RUN_BYTES = 1 << 30
-"""Input bytes (as Arrow) a stage-1 task sorts at once: a larger partition is staged as several
-runs, each sorted on its own (later runs newer), which bounds the task's memory."""
+MiB = 1 << 20
+TASK_MEMORY_BYTES = 256 * MiB
+"""The memory a stage-1 task's rows may take in its Python worker (its peak RSS above what the
+idle worker holds), by default: the task stages its input partition in runs of
+``task_memory_bytes / RUN_MEMORY_FACTOR`` input bytes, each sorted on its own (later runs
+newer), so that its memory is bounded by this setting and not by the rows of its partition
+(issue 42, goal 3). The price: each run adds its own SST per shard to the shard's L0 (a
+1.25M-row partition of 116-byte rows, 155 MB as Arrow, is 3 runs at this default)."""
+RUN_MEMORY_FACTOR = 4
+"""Worker bytes per input byte of a run while it is sorted and staged: the rows as Spark handed
+them, the keys and values taken in sorted order, and the SST being encoded (measured with
+bench/spark_memory_bench.py: 3.7 bytes per input byte, 16-byte keys, 100-byte values)."""
+MIN_TASK_MEMORY_BYTES = 4 * MiB
+"""The least ``task_memory_bytes`` taken: a run of at least 1 MiB of input."""
+RUN_BYTES = TASK_MEMORY_BYTES // RUN_MEMORY_FACTOR
+"""Input bytes (as Arrow) a stage-1 task sorts at once by default: a larger partition is staged
+as several runs (see TASK_MEMORY_BYTES)."""
+
+
+def check_task_memory(name: str, value: object) -> int:
+    """``value`` as a task memory budget in bytes, or InvalidArgument naming ``name``: an int of
+    at least :data:`MIN_TASK_MEMORY_BYTES`. The one check of every path that takes the setting
+    (the ingest job's ``task_memory_bytes``, the write and read options of ``format("slatedb")``)."""
+    if type(value) is not int or value < MIN_TASK_MEMORY_BYTES:
+        raise InvalidArgument(
+            f"{name} must be an integer of at least {MIN_TASK_MEMORY_BYTES} bytes "
+            f"(4 MiB), got {value!r}"
+        )
+    return value
+
+
+def run_bytes_of(task_memory_bytes: int) -> int:
+    """The input bytes a stage-1 task sorts at once to stay within ``task_memory_bytes``."""
+    return max(1, task_memory_bytes // RUN_MEMORY_FACTOR)
+
+
+def release_unused_memory() -> None:
+    """Hand the memory Arrow's pool keeps for reuse back to the system (mimalloc and jemalloc
+    keep freed pages resident): a reused Python worker otherwise stays at its largest task's
+    peak while idle, and a later task of another job finds it there (issue 42, goal 3)."""
+    pa.default_memory_pool().release_unused()
+
+
 STATS_SCHEMA = pa.schema(
     [
         ("shard_index", pa.int32()),
@@ -178,10 +218,14 @@ class StageSsts:
                 pending.append(e)
                 size += e.nbytes
             if size >= self.run_bytes:
-                yield self._stage(store, directory, pending, partition, run)
+                staged = self._stage(store, directory, pending, partition, run)
                 pending, size, run = [], 0, run + 1
+                release_unused_memory()  # the run's sorted copies and SSTs are garbage now
+                yield staged
         if pending:
             yield self._stage(store, directory, pending, partition, run)
+            pending = []
+        release_unused_memory()
 
     def _stage(
         self,

@@ -22,8 +22,15 @@ def get_range(
     store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True
 ) -> pa.Buffer:
     """Bytes [start, end) of an object; a short object is corruption, not a transient failure."""
+    return pa.py_buffer(get_range_bytes(store, path, start, end, known_size=known_size))
+
+
+def get_range_bytes(
+    store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True
+) -> bytes:
+    """:func:`get_range` as the store's ``bytes`` (a point lookup keeps and searches them)."""
     try:
-        data = store.get(path, byte_range=(start, end)).data
+        data: bytes = store.get(path, byte_range=(start, end)).data
     except StoreError:
         if known_size:
             raise
@@ -35,7 +42,7 @@ def get_range(
         raise
     if len(data) != end - start:
         raise CorruptionError(path, f"read of [{start}, {end}) returned {len(data)} bytes")
-    return pa.py_buffer(data)
+    return data
 
 
 def info_agrees(listed: SstInfo, footer: SstInfo) -> bool:

@@ -12,10 +12,11 @@ object surfaces as ``CorruptionError``.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -23,10 +24,16 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from slatedb_core.errors import CorruptionError, InvalidArgument
 from slatedb_core.manifest.model import SstInfo
 from slatedb_core.manifest.sst_info import decode_sst_info
-from slatedb_core.sst.block import Block, decode_group, flagged_pieces
+from slatedb_core.sst.block import (
+    GROUP_DECODE_BYTES,
+    Block,
+    decode_group,
+    decode_raw,
+    flagged_pieces,
+)
 from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block
 from slatedb_core.sst.cache import BlockCache
-from slatedb_core.sst.fetch import get_range, info_agrees, metadata_start
+from slatedb_core.sst.fetch import get_range, get_range_bytes, info_agrees, metadata_start
 from slatedb_core.sst.format import (
     CODEC_NAMES,
     CRC_LEN,
@@ -39,6 +46,7 @@ from slatedb_core.sst.format import (
     unseal,
 )
 from slatedb_core.sst.index import Stats, bisect_all, decode_index, decode_stats
+from slatedb_core.sst.raw_block import RawBlock, raw_block
 from slatedb_core.store.objectstore import ObjectStore
 
 TAIL_READ = 64 * 1024  # without a known size: bytes read from the end, hoping to cover the footer
@@ -305,20 +313,17 @@ class SstReader:
         cache = self._cache
         # one cache probe: a cached block answers faster than the bloom filter (SipHash in
         # Python), which is probed only before a block is read (a miss is counted then).
-        # Cached blocks are Blocks with their point table built (see _block).
-        hit: Block | None = (
-            cache.get(self.name, b, count_miss=False)  # type: ignore[assignment]
-            if cache is not None
-            else None
-        )
-        table = None if hit is None else hit.points
-        if table is None:
+        # Cached blocks are RawBlocks (searched in place) or, after a scan that fills the
+        # cache, Blocks with their point table built.
+        hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
+        if hit is None:
             if self._bloom is not None and not self._bloom.may_contain(key):
                 return None
-            table = self._block(b).point_table()
-        found = table.get(key)
+            hit = self._block(b)
+        now = self._now if self._now is not None else _NO_CLOCK
+        found = _find(cast("Block | RawBlock", hit), key, now)
         if found is None and i != b and i < self.block_count and keys[i] == key:
-            found = self._block(i).point_table().get(key)
+            found = _find(self._block(i), key, now)
         return found
 
     def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
@@ -344,14 +349,14 @@ class SstReader:
         blocks = list(dict.fromkeys(bs))  # distinct, in order
         cache = self._cache
         hits = cache.get_many(self.name, blocks) if cache is not None else [None] * len(blocks)
-        maybe_tables: dict[int, dict[bytes, tuple[int, int, bytes]] | None]
-        maybe_tables = dict(
-            zip(blocks, map(_POINTS if None not in hits else _points, hits), strict=True)
+        now = self._now if self._now is not None else _NO_CLOCK
+        maybe_finders: dict[int, Finder | None] = dict(
+            zip(blocks, map(_finder, hits, itertools.repeat(now)), strict=True)
         )
-        tables = cast(dict[int, dict[bytes, tuple[int, int, bytes]]], maybe_tables)
-        cold: set[int] = set()  # blocks not cached and not read (an empty table stands in)
-        if None in tables.values():  # blocks to read: only those the bloom filter allows
-            cold = {b for b, t in maybe_tables.items() if t is None}
+        finders = cast(dict[int, Finder], maybe_finders)
+        cold: set[int] = set()  # blocks not cached and not read (a finder of nothing stands in)
+        if None in maybe_finders.values():  # blocks to read: only those the bloom filter allows
+            cold = {b for b, t in maybe_finders.items() if t is None}
             want = [b in cold for b in bs]
             probe = list(itertools.compress(ks, want))
             maybe = (
@@ -360,11 +365,11 @@ class SstReader:
                 else [True] * len(probe)
             )
             for b in dict.fromkeys(itertools.compress(itertools.compress(bs, want), maybe)):
-                tables[b] = self._block(b).point_table()
+                finders[b] = _finder_of(self._block(b), now)
                 cold.discard(b)
             for b in cold:  # not read: the bloom filter ruled out every key looked for in it
-                tables[b] = {}
-        found = list(map(dict.get, map(tables.__getitem__, bs), ks))
+                finders[b] = _NOTHING
+        found = list(map(operator.call, map(finders.__getitem__, bs), ks))
         # a key not found in its block that equals the next block's index key may have its
         # newest version there (a key found in its block has its newest version there)
         misses = (
@@ -378,11 +383,11 @@ class SstReader:
         for j in itertools.compress(misses, map(operator.eq, nxt, map(ks.__getitem__, misses))):
             i = at[j]
             if i != bs[j]:
-                t = tables.get(i)
-                if t is None or i in cold:  # an empty stand-in is not the block
-                    t = tables[i] = self._block(i).point_table()
+                t = finders.get(i)
+                if t is None or i in cold:  # a stand-in is not the block
+                    t = finders[i] = _finder_of(self._block(i), now)
                     cold.discard(i)
-                found[j] = t.get(ks[j])
+                found[j] = t(ks[j])
         if lo == 0 and hi == n:
             return found
         return [None] * lo + found + [None] * (n - hi)
@@ -529,17 +534,41 @@ class SstReader:
             self._check_bounds(b0 + i, block)
         return blocks
 
-    def _block(self, b: int) -> Block:
+    def _block(self, b: int) -> Block | RawBlock:
+        """Block ``b`` for a point lookup: the cached one, or its bytes read, checked and cached
+        as a :class:`RawBlock` (about its stored size: issue 42, goal 1), never decoded."""
         cache = self._cache
         if cache is not None:
             hit = cache.get(self.name, b)
             if hit is not None:
-                return cast(Block, hit)
-        block = self._decode(b, b + 1, self._read(self._offs[b], self._offs[b + 1]))[0]
-        block.point_table()  # before caching, so the cached size is final (never a WAL block)
+                return cast(Block | RawBlock, hit)
+        raw = raw_block(
+            self.name, b, self._read_bytes(self._offs[b], self._offs[b + 1]), self._codec
+        )
+        keys = self._index_keys
+        raw.check_bounds(keys[b], keys[b + 1] if b + 1 < len(keys) else None)
         if cache is not None:
-            cache.put(self.name, b, block)
-        return block
+            cache.put(self.name, b, raw)
+        return raw
+
+    def _read_bytes(self, start: int, end: int) -> bytes:
+        if self._whole is not None:
+            data: bytes = self._whole.slice(start, end - start).to_pybytes()
+            return data
+        assert self._store is not None
+        return get_range_bytes(self._store, self.name, start, end)
+
+    def _decode_raw(self, raws: list[RawBlock]) -> list[Block]:
+        """The rows of neighbouring cached raw blocks, decoded together and checked as a GET's
+        blocks are."""
+        now = self._now if self._now is not None else _NO_CLOCK
+        try:
+            blocks = decode_raw(self.name, raws, not self.wal, now)
+        except _DECODE_ERRORS as e:
+            raise CorruptionError(self.name, f"block {raws[0].b}+ is malformed: {e}") from None
+        for raw, block in zip(raws, blocks, strict=True):
+            self._check_bounds(raw.b, block)
+        return blocks
 
     def _check_bounds(self, b: int, block: Block) -> None:
         """A block's keys must lie between its index key and the next (catches misplaced
@@ -559,6 +588,19 @@ class SstReader:
         b = b0
         while b < b1:
             hit = cache.get(path, b) if cache is not None else None
+            if type(hit) is RawBlock:  # point lookups': decode the run of them at once (no GET)
+                raws = [hit]
+                held = hit.end
+                while b + len(raws) < b1 and held < GROUP_DECODE_BYTES:
+                    nxt = cache.get(path, b + len(raws)) if cache is not None else None
+                    if type(nxt) is not RawBlock:
+                        break
+                    raws.append(nxt)
+                    held += nxt.end
+                for block in self._decode_raw(raws):
+                    yield b, block
+                    b += 1
+                continue
             if hit is not None:
                 yield b, cast(Block, hit)
                 b += 1
@@ -590,9 +632,30 @@ class SstReader:
                 del blocks, block  # not held while the next blocks decode
 
 
-def _points(block: object) -> dict[bytes, tuple[int, int, bytes]] | None:
-    """A cached block's point table (None for a miss)."""
-    return None if block is None else cast(Block, block).points
+Finder = Callable[[bytes], "tuple[int, int, bytes] | None"]
 
 
-_POINTS = operator.attrgetter("points")  # _points of a block known to be there
+def _find(block: Block | RawBlock, key: bytes, now: int) -> tuple[int, int, bytes] | None:
+    """The newest row of ``key`` in a point lookup's block (cached or just read)."""
+    if type(block) is RawBlock:
+        return block.find(key, now)
+    return cast(Block, block).point_table().get(key)
+
+
+def _nothing(key: bytes) -> None:
+    return None
+
+
+_NOTHING: Finder = _nothing
+
+
+def _finder(block: object, now: int) -> Finder | None:
+    """A one-key lookup in a point lookup's block (None for a cache miss)."""
+    return None if block is None else _finder_of(cast("Block | RawBlock", block), now)
+
+
+def _finder_of(block: Block | RawBlock, now: int) -> Finder:
+    """A one-key lookup in a point lookup's block."""
+    if type(block) is RawBlock:
+        return functools.partial(block.find, now=now)
+    return cast(Block, block).point_table().get

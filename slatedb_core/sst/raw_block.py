@@ -1,0 +1,225 @@
+"""A data block kept as its uncompressed bytes and searched in place, without decoding its rows.
+
+Why (issue 42, goal 1): a block decoded into Arrow columns and a per-key dict takes about four
+times its bytes in memory, so a cache of decoded blocks holds a quarter of the SSTs it could,
+and past that every point lookup decodes a whole block (0.7-1 ms for 64 KiB). A raw block costs
+its bytes plus its restart offsets (2 bytes each), and a lookup binary-searches the restart
+offsets at the block's end (docs/format.md, "SSTs and WAL SSTs": every restart row holds its
+key whole), then walks at most the restart interval before the one found (SlateDB writes one
+restart per 16 rows, our writer one per row) to the newest version of the key.
+
+What is checked: the CRC of the stored block and the decompression limit before the bytes are
+kept (:func:`raw_block`), the restart array when the block is kept (count, bounds, strictly
+increasing offsets), and every row a lookup reads (varints, lengths and flags inside the block,
+keys in order along the path). Damage anywhere else in the block surfaces when a scan decodes it.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+
+from slatedb_core.errors import CorruptionError
+from slatedb_core.sst.decode import decode_blocks
+from slatedb_core.sst.format import (
+    CRC_LEN,
+    KIND_MERGE,
+    KIND_TOMBSTONE,
+    KIND_VALUE,
+    MAX_BLOCK_BYTES,
+    U32,
+    decompress,
+)
+from slatedb_core.sst.rows import F_CREATE, F_EXPIRE, F_MERGE, F_TOMBSTONE
+from slatedb_core.store.checksum import crc32
+
+_U16 = struct.Struct(">H")
+_SWAP = sys.byteorder == "little"
+_KNOWN = F_TOMBSTONE | F_EXPIRE | F_CREATE | F_MERGE
+_OVERHEAD = 200  # the object, its bytes' header and the offsets array's header
+Entry = tuple[int, int, bytes]  # (seq, kind, value), as Block.point_table's
+
+
+def raw_block(name: str, b: int, stored: bytes, codec: int) -> RawBlock:
+    """Block ``b`` of ``name`` from its stored bytes (body, then u32 CRC): CRC checked, then
+    decompressed within :data:`MAX_BLOCK_BYTES` (as the decoder does: docs/format.md)."""
+    n = len(stored)
+    if n <= CRC_LEN + 2:
+        raise CorruptionError(name, f"block {b} is too short")
+    body = memoryview(stored)[: n - CRC_LEN]
+    if crc32(body) != U32.unpack_from(stored, n - CRC_LEN)[0]:
+        raise CorruptionError(name, f"block {b} checksum mismatch")
+    if codec:
+        data = bytes(decompress(codec, body, name, f"block {b}", MAX_BLOCK_BYTES))
+        raw = RawBlock(name, b, data, len(data))
+    else:
+        raw = RawBlock(name, b, stored, n - CRC_LEN)
+    raw.check_rows()
+    return raw
+
+
+class RawBlock:
+    """One block's uncompressed bytes ``data[:end]`` (rows, u16 restart offsets, u16 count)."""
+
+    __slots__ = ("b", "data", "end", "limit", "name", "nbytes", "restarts")
+
+    def __init__(self, name: str, b: int, data: bytes, end: int) -> None:
+        self.name = name
+        self.b = b
+        self.data = data
+        self.end = end
+        if end < 2:
+            raise CorruptionError(name, f"block {b} is too short")
+        (r,) = _U16.unpack_from(data, end - 2)
+        limit = end - 2 - 2 * r  # where the rows end
+        if r == 0 or limit < 1:
+            raise CorruptionError(name, f"block {b} has {r} restart points")
+        rs = array("H")
+        rs.frombytes(data[limit : end - 2])
+        if _SWAP:
+            rs.byteswap()
+        if rs[0] != 0 or rs[-1] >= limit or any(map(int.__ge__, rs, rs[1:])):
+            raise CorruptionError(name, f"block {b} has bad restart offsets")
+        self.restarts = rs
+        self.limit = limit
+        self.nbytes = len(data) + 2 * r + _OVERHEAD
+
+    def check_rows(self) -> None:
+        """Every row well formed (as the decoder checks them: docs/format.md, row codec v2),
+        so damage anywhere in a block a lookup reads is ``CorruptionError``, not a wrong answer.
+        Vectorised over the restart rows when each restart interval is one row whose header
+        varints are one byte each (our writer's default); otherwise the decoder walks the rows."""
+        d = np.frombuffer(self.data, np.uint8, count=self.limit)
+        p = np.frombuffer(self.restarts, np.uint16).astype(np.int64)
+        e = np.empty_like(p)
+        e[:-1] = p[1:]
+        e[-1] = self.limit
+        if (e - p >= 13).all():  # header, a key byte, seq and flags: every read below in range
+            h0, h1, h2 = d[p], d[p + 1], d[p + 2]
+            if not ((h0 | h1 | h2) >= 0x80).any():
+                sp = p + 3 + h1 + h2
+                if (sp + 9 <= e).all():
+                    f = d[sp + 8].astype(np.int64)
+                    end = sp + 9 + ((f & F_EXPIRE) << 2) + ((f & F_CREATE) << 1)
+                    if np.array_equal(end, e):
+                        if h0.any():
+                            raise self._bad("a restart row shares a prefix")
+                        if not h1.all():
+                            raise self._bad("a row has an empty key")
+                        if (f & ~_KNOWN).any() or ((f & F_TOMBSTONE) & (f >> 3)).any():
+                            raise self._bad(
+                                "a row has unknown flags, or is both a tombstone and a merge "
+                                "operand"
+                            )
+                        return
+        try:
+            decode_blocks(self.name, pa.py_buffer(self.data), [(0, self.end)], self.b, 0)
+        except (ValueError, IndexError, struct.error, OverflowError, pa.ArrowException) as e:
+            raise self._bad(str(e)) from None
+
+    def check_bounds(self, lo: bytes, hi: bytes | None) -> None:
+        """The block's first key must be at or above its index key ``lo``, its last restart's
+        key at or below the next block's ``hi`` (None for the last block): catches a misplaced
+        block, as the decoder's check of its first and last key does."""
+        first = self._restart_key(0)
+        last = self._restart_key(self.restarts[-1])
+        if first < lo or (hi is not None and last > hi):
+            raise CorruptionError(self.name, f"block {self.b} keys disagree with the index")
+
+    def _bad(self, what: str) -> CorruptionError:
+        return CorruptionError(self.name, f"block {self.b} is malformed: {what}")
+
+    def find(self, key: bytes, now: int) -> Entry | None:
+        """``(seq, kind, value)`` of the first (newest) row of ``key``, or None. A row whose
+        expire_ts is at or before ``now`` reads as a tombstone (as the decoder reads it)."""
+        d = self.data
+        rs = self.restarts
+        lim = self.limit
+        lo, hi = 0, len(rs)
+        try:
+            while lo < hi:  # the first restart whose key is >= key
+                mid = (lo + hi) >> 1
+                p = rs[mid]
+                u = d[p + 1]
+                if d[p] or u >= 0x80 or d[p + 2] >= 0x80:
+                    k = self._restart_key(p)
+                else:
+                    k = d[p + 3 : p + 3 + u]
+                if k < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            # the newest version may start inside the interval before (several rows a restart)
+            p = rs[lo - 1] if lo else 0
+            prev = b""
+            while p < lim:
+                s, u, v, kp = self._header(p)
+                if s:
+                    if s > len(prev):
+                        raise self._bad("a row shares more bytes than the previous key has")
+                    k = prev[:s] + d[kp : kp + u]
+                else:
+                    k = d[kp : kp + u]
+                if not k:
+                    raise self._bad("a row has an empty key")
+                if k < prev:
+                    raise self._bad("keys are not in order")
+                sp = kp + u + v
+                if sp + 9 > lim:
+                    raise self._bad("a row runs past the block's rows")
+                f = d[sp + 8]
+                if k >= key:
+                    if k != key:
+                        return None
+                    return self._entry(d, kp + u, v, sp, f, lim, now)
+                prev = k
+                p = sp + 9 + (8 if f & F_EXPIRE else 0) + (8 if f & F_CREATE else 0)
+            return None
+        except IndexError:
+            raise self._bad("a row runs past the block") from None
+
+    def _entry(self, d: bytes, vp: int, v: int, sp: int, f: int, lim: int, now: int) -> Entry:
+        if f & ~_KNOWN or (f & F_TOMBSTONE and f & F_MERGE):
+            raise self._bad("a row has unknown flags, or is both a tombstone and a merge operand")
+        seq = int.from_bytes(d[sp : sp + 8], "big")
+        if f & F_TOMBSTONE:
+            return seq, KIND_TOMBSTONE, b""
+        if f & F_EXPIRE:
+            if sp + 17 > lim:
+                raise self._bad("a row runs past the block's rows")
+            if int.from_bytes(d[sp + 9 : sp + 17], "big", signed=True) <= now:
+                return seq, KIND_TOMBSTONE, b""
+        return seq, KIND_MERGE if f & F_MERGE else KIND_VALUE, d[vp : vp + v]
+
+    def _restart_key(self, p: int) -> bytes:
+        s, u, _, kp = self._header(p)
+        if s:
+            raise self._bad("a restart row shares a prefix")
+        if not u:
+            raise self._bad("a row has an empty key")
+        return self.data[kp : kp + u]
+
+    def _header(self, p: int) -> tuple[int, int, int, int]:
+        """``(shared, unshared, value_len, key position)`` of the row at ``p``."""
+        d = self.data
+        lim = self.limit
+        out = [0, 0, 0]
+        for j in range(3):
+            val = shift = 0
+            while True:
+                if p >= lim or shift > 28:
+                    raise self._bad("a row header runs past the block's rows")
+                c = d[p]
+                p += 1
+                val |= (c & 0x7F) << shift
+                if c < 0x80:
+                    break
+                shift += 7
+            out[j] = val
+        if p + out[1] + out[2] > lim:
+            raise self._bad("a row runs past the block's rows")
+        return out[0], out[1], out[2], p

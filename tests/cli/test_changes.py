@@ -8,6 +8,7 @@ import base64
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -36,7 +37,7 @@ def run(url: str, *args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
-def lines(out: str) -> list[dict[str, object]]:
+def lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
 
 

@@ -9,6 +9,7 @@ their op and timestamps, and resuming from each batch's cursor must yield the su
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -25,8 +26,8 @@ QUIET = DbOptions(flush_interval=timedelta(hours=1), merge_operator="add_int64")
 Change = tuple[bytes, bytes | None, str, int]
 
 
-def rows_of(feed: ChangeFeed, since: Cursor | str | None = None) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
+def rows_of(feed: ChangeFeed, since: Cursor | str | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for b in feed.changes(since):
         out += b.rows.to_pylist()
     return out

@@ -3,7 +3,8 @@
 SlateDB's own engine (the ``slatedb`` wheel) writes puts, deletes, a write batch, TTL rows and
 merge operands over several WAL SSTs, with a memtable flush to L0 between them. Our feed must
 list them in write order with their op, SlateDB's per-row timestamps and increasing seqs, on
-the local filesystem and on S3; resuming from a cursor yields the rest. After SlateDB's own GC
+the local filesystem and on S3, exactly as SlateDB's own WAL reader (RFC 0019) reads them;
+resuming from a cursor yields the rest. After SlateDB's own GC
 collected the WAL behind its L0, an old cursor raises ChangesCollected and a fresh feed
 bootstraps from a snapshot whose replay equals SlateDB's own scan.
 """
@@ -17,6 +18,7 @@ from slatedb_core.feed import ChangeFeed, ChangesOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.wal import WalLog
 from tests.interop.oracle import Oracle, settings
+from tests.interop.oracle_changes import feed_rows, slatedb_wal_rows
 from tests.interop.oracle_merge_read import StringAppend, merge, open_merge_db
 
 pytestmark = pytest.mark.slatedb
@@ -63,6 +65,7 @@ def test_slatedb_writes_our_feed_reads_in_order(
     ttl = [r for r in got if r["key"].startswith(b"t") and r["op"] == "put"]
     assert all(r["expire_ts"] - r["create_ts"] == TTL_MS for r in ttl)
     assert all(r["expire_ts"] is None for r in got if not r["key"].startswith(b"t"))
+    assert slatedb_wal_rows(oracle) == feed_rows(got)  # SlateDB's own WAL reader agrees
     seen = 0
     for b in batches:
         seen += b.rows.num_rows

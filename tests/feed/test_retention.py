@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from slatedb_core.checkpoints import delete_change
 from slatedb_core.errors import ChangesCollected, ErrorKind
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.feed.retention import checkpoint_name, consumers
@@ -157,3 +158,38 @@ def test_a_new_consumer_of_a_flushed_database_is_kept_from_its_first_batch(
         else:
             state[r["key"]] = r["value"]
     assert state == db_state(store)
+
+
+def test_a_snapshot_is_read_through_compaction_and_gc(store: ObjectStore) -> None:
+    """The bootstrap snapshot's checkpoint keeps its L0 SSTs while a compaction replaces them and
+    a GC pass runs mid-snapshot; once that checkpoint is gone, resuming inside the snapshot is
+    ChangesCollected, not a partial snapshot."""
+    from slatedb_core.compactor.compactor import Compactor
+    from slatedb_core.manifest.store import ManifestStore as Manifests
+    from slatedb_core.options import CompactorOptions
+
+    with Db.open("db", store, QUIET) as db:
+        for r in range(6):
+            for i in range(3):
+                db.put(b"k%d-%d" % (r, i), b"v%d" % r, await_durable=False)
+            db.flush_memtable()  # one L0 SST per round
+    gc_pass(store)
+    feed = ChangeFeed("db", store, ChangesOptions(batch_rows=2))
+    it = iter(feed.changes())
+    first = next(it)
+    assert first.cursor.snapshot is not None
+    with Compactor("db", store, CompactorOptions(l0_trigger=2)) as c:
+        assert c.run_once().compactions >= 1
+    gc_pass(store)
+    rows = first.rows.to_pylist() + [r for b in it for r in b.rows.to_pylist()]
+    assert {r["key"]: r["value"] for r in rows} == db_state(store)
+
+    again = iter(ChangeFeed("db", store, ChangesOptions(batch_rows=2)).changes())
+    inside = next(again).cursor
+    assert inside.snapshot is not None
+    Manifests(store, "db").update(delete_change(inside.snapshot.checkpoint))
+    with Compactor("db", store, CompactorOptions(l0_trigger=1)) as c:
+        c.run_once()
+    gc_pass(store)
+    with pytest.raises(ChangesCollected):
+        list(feed.changes(inside))

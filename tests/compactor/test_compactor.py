@@ -7,45 +7,26 @@ import itertools
 import random
 import threading
 import time
-from datetime import timedelta
 
-import pytest
 from ulid import ULID
 
 from slatedb_core.compactor import (
     CompactionExecutor,
-    CompactionsState,
     CompactionsStore,
     Compactor,
     in_flight_output_ids,
     plan_compaction,
-    read_latest_state,
 )
 from slatedb_core.compactor.compactions import compactions_seq, decode_state
-from slatedb_core.errors import CompactionSourceChanged, Fenced
+from slatedb_core.errors import CompactionSourceChanged
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
-from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
+from tests.compactor.compactor_steps import MANIFEST_CREATE, OPTS, latest_state
 
 from . import FAST, key, read_back, seed_l0s
-
-OPTS = CompactorOptions(
-    poll_interval=timedelta(milliseconds=20),
-    l0_trigger=2,
-    min_merge_width=2,
-    size_ratio=3.0,
-    max_sst_size_bytes=8192,
-)
-MANIFEST_CREATE = "db/manifest/*.manifest"
-
-
-def latest_state(store: ObjectStore) -> CompactionsState:
-    found = read_latest_state(store, "db")
-    assert found is not None
-    return found[1]
 
 
 def all_records(store: ObjectStore) -> list[tuple[int, str, tuple[ULID, ...]]]:
@@ -123,48 +104,6 @@ def test_writer_and_compactor_run_concurrently_without_losing_anything(
         assert lost <= compacted_views
 
 
-def test_an_older_compactor_is_fenced_and_only_the_newer_ones_work_lands(
-    store: ObjectStore,
-) -> None:
-    model = seed_l0s(store)
-    faulty = FaultyStore(store)
-    a = Compactor("db", faulty, OPTS)
-    pause = faulty.pause("a-commit", "put_if_absent", MANIFEST_CREATE)
-    raised: list[BaseException] = []
-
-    def run_a() -> None:
-        try:
-            a.run_once()
-        except BaseException as e:
-            raised.append(e)
-
-    t = threading.Thread(target=run_a)
-    t.start()
-    assert pause.wait_reached(30)  # A has written its outputs and is about to commit
-    a_outputs = {o for r in latest_state(store).running() for o in r.outputs}
-    assert a_outputs
-    b = Compactor("db", store, OPTS)
-    assert b.epoch == a.epoch + 1
-    pause.release()
-    t.join(30)
-    assert len(raised) == 1 and isinstance(raised[0], Fenced)
-    with pytest.raises(Fenced):
-        a.run_once()  # stays fenced
-
-    b_stats = b.run_once()
-    assert b_stats.compactions >= 1
-    got, m = read_back(store)
-    assert got == model
-    assert not a_outputs & {s.id for s in m.ssts}
-    b_outputs = {s.id for r in b.results for s in r.outputs}
-    run_ssts = {v.sst_id for r in m.compacted for v in r.views}
-    assert run_ssts <= b_outputs
-    # B's takeover closed A's compaction as failed, so its outputs are garbage for the GC
-    state = latest_state(store)
-    assert state.compactor_epoch == b.epoch and not state.running()
-    assert any(c.status == "failed" and set(c.outputs) == a_outputs for c in state.compactions)
-
-
 def test_a_compaction_whose_source_view_vanished_fails_cleanly(store: ObjectStore) -> None:
     model = seed_l0s(store)
     faulty = FaultyStore(store)
@@ -231,17 +170,6 @@ def test_compactions_record_shows_running_then_committed_and_in_flight_only_whil
     assert set(committed) <= announced
     got, m = read_back(store)
     assert got == model and set(committed) <= {s.id for s in m.ssts}
-
-
-def test_a_compactor_finding_a_newer_epoch_in_the_record_is_fenced(store: ObjectStore) -> None:
-    seed_l0s(store, flushes=1)
-    old = CompactionsStore(store, "db", epoch=1)
-    new = CompactionsStore(store, "db", epoch=2)
-    manifest = ManifestStore(store, "db").read_latest().manifest
-    old.take_over(manifest)
-    new.take_over(manifest)
-    with pytest.raises(Fenced):
-        old.take_over(manifest)
 
 
 def test_compactor_lifecycle_is_idempotent_and_stops_promptly(store: ObjectStore) -> None:

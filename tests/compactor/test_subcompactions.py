@@ -2,60 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import numpy as np
-import pyarrow as pa
 import pytest
 
-from slatedb_core.compactor import Compactor, read_latest_state, run_compaction_once
+from slatedb_core.compactor import read_latest_state, run_compaction_once
 from slatedb_core.compactor.distributed import (
     DistributedCompactor,
-    DistributedPlan,
-    SubcompactionResult,
     execute_subcompaction,
 )
-from slatedb_core.errors import Fenced, InvalidArgument
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.writer.db import Db
-
-PATH = "db"
-SMALL_SSTS = CompactorOptions(l0_trigger=2, max_sst_size_bytes=64 * 1024, block_size=4096)
-GC_NOW = GarbageCollectorOptions(min_age=timedelta(0))
-
-
-def keys(lo: int, hi: int) -> list[bytes]:
-    return [b"k%08d" % i for i in range(lo, hi)]
-
-
-def fill(store: ObjectStore, batches: int = 4, rows: int = 3000) -> dict[bytes, bytes | None]:
-    """``batches`` bulk ingests into L0, overlapping so that later batches overwrite and delete
-    earlier keys; returns the expected contents."""
-    expected: dict[bytes, bytes | None] = {}
-    rng = np.random.default_rng(7)
-    with Db.open(PATH, store, DbOptions(l0_sst_size_bytes=48 * 1024)) as db:
-        for b in range(batches):
-            ks = keys(b * rows // 2, b * rows // 2 + rows)
-            vals: list[bytes | None] = [
-                None if rng.random() < 0.05 else b"v%d-" % b + k for k in ks
-            ]
-            db.bulk_ingest(
-                pa.table({"key": pa.array(ks, pa.binary()), "value": pa.array(vals, pa.binary())})
-            )
-            expected.update(zip(ks, vals, strict=True))
-    return expected
-
-
-def contents(store: ObjectStore) -> dict[bytes, bytes]:
-    with Db.open(PATH, store) as db:
-        return dict(db.scan())
-
-
-def run_all(store: ObjectStore, plan: DistributedPlan) -> list[SubcompactionResult]:
-    return [execute_subcompaction(store, plan, i) for i in range(plan.subcompactions)]
+from tests.compactor.subcompaction_steps import (
+    GC_NOW,
+    PATH,
+    SMALL_SSTS,
+    contents,
+    fill,
+    run_all,
+)
 
 
 def test_subcompactions_produce_the_same_database_as_one_compaction(store: ObjectStore) -> None:
@@ -119,43 +84,6 @@ def test_commit_needs_one_result_per_subcompaction(store: ObjectStore) -> None:
         dc.commit(plan, [first])
     with pytest.raises(InvalidArgument):
         dc.commit(plan, [first, first])
-
-
-def test_a_stale_compactors_commit_is_fenced_and_its_outputs_collected(
-    store: ObjectStore,
-) -> None:
-    expected = fill(store)
-    stale = DistributedCompactor(PATH, store, SMALL_SSTS)
-    plan = stale.plan(3)
-    assert plan is not None
-    results = run_all(store, plan)
-    written = {s.id for r in results for s in r.outputs}
-    assert written
-    Compactor(PATH, store, SMALL_SSTS).close()  # a successor takes over the epoch
-    with pytest.raises(Fenced):
-        stale.commit(plan, results)
-    m = ManifestStore(store, PATH).read_latest().manifest
-    assert not written & {s.id for s in m.ssts}
-    state = read_latest_state(store, PATH)
-    assert state is not None
-    record = state[1].get(plan.compaction_id)
-    assert record is not None and record.status == "failed"
-    run_gc_once(PATH, store, GC_NOW)
-    for sst_id in written:
-        assert not store.exists(f"{PATH}/compacted/{sst_id}.sst")
-    assert contents(store) == {k: v for k, v in expected.items() if v is not None}
-
-
-def test_a_stale_compactors_subcompaction_stops_before_writing(store: ObjectStore) -> None:
-    fill(store, batches=2)
-    stale = DistributedCompactor(PATH, store, SMALL_SSTS)
-    plan = stale.plan(2)
-    assert plan is not None
-    Compactor(PATH, store, SMALL_SSTS).close()
-    before = {m.path for m in store.list(f"{PATH}/compacted/")}
-    with pytest.raises(Fenced):
-        execute_subcompaction(store, plan, 0)
-    assert {m.path for m in store.list(f"{PATH}/compacted/")} == before
 
 
 def test_same_result_as_the_single_process_compactor(store: ObjectStore) -> None:

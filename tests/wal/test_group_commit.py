@@ -11,9 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.errors import Fenced
-from slatedb_core.gc import run_gc_once
-from slatedb_core.options import DbOptions, GarbageCollectorOptions
+from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.wal import WalLog
@@ -99,56 +97,6 @@ def test_the_manifest_poll_backs_off_while_nothing_changes_and_returns_on_a_new_
     assert s.next_wait(4) == 2
     capped = PollSchedule(timedelta(seconds=1), timedelta(seconds=3))
     assert [capped.next_wait(0) for _ in range(4)] == [1, 2, 3, 3]
-
-
-def test_a_zombie_writers_grouped_puts_into_a_collected_fence_slot_are_all_fenced() -> None:
-    """SlateDB RFC 0026's race for the WAL with group commit: writer A never polls (it learns
-    nothing but through its own writes); writer B fences it, writes and flushes past its fence,
-    and GC at min_age 0 deletes the fence A's next create would have collided with. A's next
-    group (8 concurrent durable puts, one WAL SST) lands in the freed slot, and its boundary
-    read after the create fails every one of them: nothing of it is acknowledged or replayed."""
-    store = open_store("memory://group-commit-zombie")
-    quiet = DbOptions(
-        flush_interval=timedelta(seconds=1), manifest_poll_interval=timedelta(hours=1)
-    )
-    a = Db.open("db", store, quiet)
-    a.put(b"a-before", b"1")
-    next_id = WalLog(store, "db").list_ids()[-1] + 1
-    b = Db.open("db", store, quiet)
-    fence = WalLog(store, "db").list_ids()[-1]
-    assert fence >= next_id  # B fenced the slot A writes next
-    b.put(b"b-1", b"1")
-    b.flush_memtable()  # the replay point moves past B's fence
-    run_gc_once("db", store, GarbageCollectorOptions(min_age=timedelta(0)))
-    assert next_id not in WalLog(store, "db").list_ids()  # the fence A would hit is gone
-
-    outcomes: list[BaseException | None] = []
-    lock = threading.Lock()
-
-    def zombie_put(i: int) -> None:
-        try:
-            a.put(f"zombie-{i}".encode(), b"x")
-            result: BaseException | None = None
-        except Fenced as e:
-            result = e
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=zombie_put, args=(i,)) for i in range(WRITERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(outcomes) == WRITERS and all(isinstance(o, Fenced) for o in outcomes)
-    with pytest.raises(Fenced):
-        a.close()
-    b.close()
-    reopened = Db.open("db", store)
-    try:
-        assert all(reopened.get(f"zombie-{i}".encode()) is None for i in range(WRITERS))
-        assert reopened.get(b"a-before") == b"1" and reopened.get(b"b-1") == b"1"
-    finally:
-        reopened.close()
 
 
 def test_the_expected_group_is_every_recent_writer_not_waiting_on_a_sealed_generation() -> None:

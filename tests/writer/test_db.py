@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slatedb_core.errors import CorruptionError, DbClosed, Fenced, InvalidArgument
+from slatedb_core.errors import CorruptionError, DbClosed, InvalidArgument
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
@@ -139,37 +139,6 @@ def test_acknowledged_writes_survive_reopen_from_wal_and_l0(store: ObjectStore) 
         assert [c.writer_epoch for c in m.checkpoints] == [2]
 
 
-def test_older_writer_is_fenced_and_newer_sees_its_acknowledged_writes(store: ObjectStore) -> None:
-    first = Db.open("db", store, FAST)
-    for i in range(20):
-        first.put(f"k{i:02}".encode(), b"first")
-    second = Db.open("db", store, FAST)
-    with pytest.raises(Fenced):
-        first.put(b"late", b"x")
-    with pytest.raises(Fenced):
-        first.put(b"later", b"y", await_durable=False)
-    assert all(second.get(f"k{i:02}".encode()) == b"first" for i in range(20))
-    assert second.get(b"late") is None
-    second.put(b"k00", b"second")
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
-        first.close()
-    second.close()
-    with Db.open("db", store, FAST) as third:
-        assert third.get(b"k00") == b"second" and third.get(b"late") is None
-
-
-def test_unflushed_writes_of_a_fenced_writer_are_never_acknowledged(store: ObjectStore) -> None:
-    first = Db.open("db", store, DbOptions(flush_interval=timedelta(seconds=30)))
-    first.put(b"buffered", b"x", await_durable=False)
-    second = Db.open("db", store, FAST)
-    with pytest.raises(Fenced):
-        first.flush()
-    assert second.get(b"buffered") is None
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
-        first.close()
-    second.close()
-
-
 def test_crash_between_sst_write_and_manifest_update_loses_nothing(store: ObjectStore) -> None:
     faulty = FaultyStore(store)
     db = Db.open("db", faulty, FAST)
@@ -268,17 +237,6 @@ def test_put_arrow_rejects_bad_input_without_writing(store: ObjectStore) -> None
         with pytest.raises(InvalidArgument):
             db.put_arrow(pa.table({"k": [b"a"], "value": [b"1"]}))
         assert db.get(b"a") is None
-
-
-def test_fenced_bulk_ingest_leaves_nothing_visible(store: ObjectStore) -> None:
-    first = Db.open("db", store, FAST)
-    second = Db.open("db", store, FAST)
-    with pytest.raises(Fenced):
-        first.bulk_ingest(pa.table({"key": [b"x1", b"x2"], "value": [b"1", b"2"]}))
-    assert second.get(b"x1") is None
-    with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
-        first.close()
-    second.close()
 
 
 def test_corrupted_wal_sst_is_a_typed_error_on_open(store: ObjectStore) -> None:

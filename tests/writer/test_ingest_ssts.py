@@ -10,11 +10,9 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from ulid import ULID
 
@@ -22,7 +20,6 @@ import slatedb_core.sst.create as sst_create
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.errors import (
     CorruptionError,
-    Fenced,
     InjectedFault,
     InvalidArgument,
     ObjectAlreadyExists,
@@ -35,39 +32,16 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.reader.reader import DbReader
-from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.writer.ingest_steps import sst_bytes, stage
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)
 )
 GC_NOW = GarbageCollectorOptions(min_age=timedelta(0))
-
-Row = tuple[bytes, bytes | None]  # a None value is a tombstone
-
-
-def sst_bytes(rows: Sequence[Row], seq: int = 1) -> bytes:
-    """One SST of ``rows`` (sorted here; keys unique), every entry at ``seq``."""
-    rows = sorted(rows)
-    batch = pa.RecordBatch.from_arrays(
-        [
-            pa.array([k for k, _ in rows], pa.binary()),
-            pa.array([seq] * len(rows), pa.uint64()),
-            pa.array([KIND_TOMBSTONE if v is None else KIND_VALUE for _, v in rows], pa.uint8()),
-            pa.array([b"" if v is None else v for _, v in rows], pa.binary()),
-        ],
-        schema=ENTRY_SCHEMA,
-    )
-    return encode_sst(batch)[0]
-
-
-def stage(store: ObjectStore, name: str, rows: Sequence[Row], seq: int = 1) -> str:
-    path = f"staging/{name}.sst"
-    store.put(path, sst_bytes(rows, seq))
-    return path
 
 
 LINKED = 1 << 40
@@ -218,26 +192,6 @@ def test_empty_inputs_are_no_ops(store: ObjectStore) -> None:
         stats = db.ingest_ssts([empty, one, empty])
         assert (stats.rows, stats.ssts) == (1, 1)
         assert len(compacted(store)) == 1
-
-
-def test_a_fenced_writer_ingests_nothing(store: ObjectStore) -> None:
-    src = stage(store, "s", [(b"x1", b"1"), (b"x2", b"2")])
-    first = Db.open("db", store, FAST)
-    second = Db.open("db", store, FAST)
-    try:
-        with pytest.raises(Fenced):
-            first.ingest_ssts([src])
-        assert second.get(b"x1") is None
-        with DbReader.open("db", store) as reader:
-            assert reader.get(b"x2") is None
-        with pytest.raises(Fenced):  # and it stays fenced
-            first.ingest_ssts([src])
-    finally:
-        with pytest.raises(Fenced):  # close() of a fenced writer reports it (review finding 8)
-            first.close()
-        second.close()
-    with Db.open("db", store, FAST) as db:
-        assert db.get(b"x1") is None
 
 
 def test_on_a_local_filesystem_the_copy_is_a_hard_link(tmp_path: Path) -> None:

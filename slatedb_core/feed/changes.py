@@ -43,6 +43,7 @@ from slatedb_core.checkpoints import checked_wal_run, checkpoint_change, delete_
 from slatedb_core.errors import (
     ChangesCollected,
     CheckpointNotFound,
+    CursorInvalid,
     DatabaseNotInitialized,
     InvalidArgument,
     ObjectNotFound,
@@ -218,7 +219,24 @@ class ChangeFeed:
                 f"({fresh.replay_after_wal_id}) is past it"
             )
         run = checked_wal_run(self.wal, listed, after, m, lambda: fresh)
+        if not run and after > fresh.replay_after_wal_id:
+            self._check_not_ahead(after)
         return run, None
+
+    def _check_not_ahead(self, wal_id: int) -> None:
+        """CursorInvalid when WAL SST ``wal_id``, the last one the cursor says it read, was
+        never written: the cursor is another database's, or this one was restored from an
+        older copy (waiting for changes there would wait for ever, or skip the ones written
+        under those ids). GC cannot have deleted it: it is past the replay point, checked
+        again after the HEAD in case the point moved."""
+        if self.wal.store.exists(self.wal.path(wal_id)):
+            return
+        if self.manifests.read_latest().manifest.replay_after_wal_id >= wal_id:
+            return
+        raise CursorInvalid(
+            f"the cursor is ahead of the WAL of {self.path!r}: it read WAL SST {wal_id}, "
+            "which this database never wrote (another database's cursor, or a restored one)"
+        )
 
     def _batches(self, cursor: Cursor, run: Sequence[int]) -> Iterator[ChangeBatch]:
         """Batches of about ``batch_rows`` of the WAL SSTs ``run`` after ``cursor``. A batch

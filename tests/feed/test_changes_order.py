@@ -180,3 +180,17 @@ def test_cursor_encoding_round_trips() -> None:
     ]:
         assert Cursor.decode(c.encode()) == c
         assert Cursor.decode(c.encode().encode()) == c
+
+
+def test_a_cursor_ahead_of_the_wal_is_refused(store: ObjectStore, mem: ObjectStore) -> None:
+    """A cursor naming WAL SSTs the database never wrote (another database's, or one restored
+    from an older copy) is CursorInvalid, not an endless wait for changes."""
+    write_history(store)
+    last = list(ChangeFeed("db", store).changes())[-1].cursor
+    with Db.open("db", mem, QUIET) as db:  # a younger database: fewer WAL SSTs
+        db.put(b"x", b"1")
+    with pytest.raises(CursorInvalid, match="ahead"):
+        list(ChangeFeed("db", mem).changes(last))
+    assert [
+        r["key"] for b in ChangeFeed("db", mem).changes(Cursor(2, 0)) for r in b.rows.to_pylist()
+    ] == [b"x"]

@@ -65,7 +65,7 @@ def raw_block(name: str, b: int, stored: bytes, codec: int) -> RawBlock:
 class RawBlock:
     """One block's uncompressed bytes ``data[:end]`` (rows, u16 restart offsets, u16 count)."""
 
-    __slots__ = ("b", "data", "end", "limit", "name", "nbytes", "restarts")
+    __slots__ = ("b", "data", "end", "limit", "name", "nbytes", "restarts", "single")
 
     def __init__(self, name: str, b: int, data: bytes, end: int) -> None:
         self.name = name
@@ -82,10 +82,12 @@ class RawBlock:
         rs.frombytes(data[limit : end - 2])
         if _SWAP:
             rs.byteswap()
-        if rs[0] != 0 or rs[-1] >= limit or any(map(int.__ge__, rs, rs[1:])):
+        if rs[0] != 0 or rs[-1] >= limit:  # increasing: checked by check_rows
             raise CorruptionError(name, f"block {b} has bad restart offsets")
         self.restarts = rs
         self.limit = limit
+        # every restart interval one row with one-byte header varints (check_rows found it so)
+        self.single = False
         self.nbytes = len(data) + 2 * r + _OVERHEAD
 
     def check_rows(self) -> None:
@@ -115,6 +117,7 @@ class RawBlock:
                                 "a row has unknown flags, or is both a tombstone and a merge "
                                 "operand"
                             )
+                        self.single = True
                         return
         try:
             decode_blocks(self.name, pa.py_buffer(self.data), [(0, self.end)], self.b, 0)
@@ -140,6 +143,24 @@ class RawBlock:
         rs = self.restarts
         lim = self.limit
         lo, hi = 0, len(rs)
+        if self.single:  # every row whole and checked (check_rows): search the rows themselves
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                p = rs[mid] + 3
+                if d[p : p + d[p - 2]] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == len(rs):
+                return None
+            p = rs[lo]
+            u = d[p + 1]
+            kp = p + 3
+            if d[kp : kp + u] != key:
+                return None
+            v = d[p + 2]
+            sp = kp + u + v
+            return self._entry(d, kp + u, v, sp, d[sp + 8], lim, now)
         try:
             while lo < hi:  # the first restart whose key is >= key
                 mid = (lo + hi) >> 1

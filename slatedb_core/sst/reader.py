@@ -31,7 +31,7 @@ from slatedb_core.sst.block import (
     decode_raw,
     flagged_pieces,
 )
-from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block
+from slatedb_core.sst.bloom import BloomFilter, bloom_from_filter_block, hash_key
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.fetch import get_range, get_range_bytes, info_agrees, metadata_start
 from slatedb_core.sst.format import (
@@ -316,14 +316,23 @@ class SstReader:
         # Cached blocks are RawBlocks (searched in place) or, after a scan that fills the
         # cache, Blocks with their point table built.
         hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
+        bloom = self._bloom
         if hit is None:
-            if self._bloom is not None and not self._bloom.may_contain(key):
+            if bloom is not None and not bloom.may_contain_hash(_hash_of(key)):
                 return None
             hit = self._block(b)
+        elif bloom is not None and type(hit) is RawBlock and _ASKED[0][0] is key:
+            # the key was looked for in another SST (L0, or another run): its hash costs
+            # one SipHash for all of them, and a probe is cheaper than a search
+            if not bloom.may_contain_hash(_hash_of(key)):
+                return None
         now = self._now if self._now is not None else _NO_CLOCK
         found = _find(cast("Block | RawBlock", hit), key, now)
-        if found is None and i != b and i < self.block_count and keys[i] == key:
-            found = _find(self._block(i), key, now)
+        if found is None:
+            if i != b and i < self.block_count and keys[i] == key:
+                found = _find(self._block(i), key, now)
+            if found is None and _ASKED[0][0] is not key:
+                _ASKED[0] = (key, -1)  # a lookup that goes on to the next SST probes blooms
         return found
 
     def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
@@ -630,6 +639,23 @@ class SstReader:
                     yield b + i, block
                 b += len(blocks)
                 del blocks, block  # not held while the next blocks decode
+
+
+_ASKED: list[tuple[bytes, int]] = [(b"", -1)]
+"""The last key a point lookup missed in an SST, and its bloom hash once computed (-1 until
+then). One tuple, replaced whole: a thread reading it sees one key's pair. It holds a reference
+to the key, so ``is`` identifies it (a freed key's address is never reused while held)."""
+
+
+def _hash_of(key: bytes) -> int:
+    """The bloom hash of ``key`` (SipHash-1-3: docs/format.md), computed once per lookup of
+    one key object across SSTs."""
+    asked = _ASKED[0]
+    if asked[0] is key and asked[1] >= 0:
+        return asked[1]
+    h = hash_key(key)
+    _ASKED[0] = (key, h)
+    return h
 
 
 Finder = Callable[[bytes], "tuple[int, int, bytes] | None"]

@@ -17,7 +17,9 @@ batch of changes is followed by the cursor to persist once the lines before it a
 Without ``--consumer`` it writes nothing, except that a feed with no ``--since`` on a database
 whose WAL the GC already collected takes a snapshot under a checkpoint of its own, deleted once
 the WAL after it is read (or expiring within an hour). ``--consumer NAME`` registers a named
-consumer whose checkpoint keeps its changes until it resumes past them (``--release`` drops it).
+consumer whose checkpoint keeps its changes until it resumes past them (``--release`` drops it;
+``--consumers`` lists them with how many WAL SSTs each one's checkpoint holds back,
+``wal_behind``).
 
 Exit codes: 0 success; 1 a SlateDB error (``ChangesCollected``: the changes after the cursor are
 gone; start again without ``--since``); 2 bad usage (a cursor that is not one).
@@ -83,6 +85,12 @@ def _change_doc(row: dict[str, Any], enc: Callable[[bytes], str]) -> dict[str, A
     "--consumer", default=None, help="A named consumer whose checkpoint keeps its changes."
 )
 @click.option("--release", is_flag=True, help="Delete --consumer's checkpoint and exit.")
+@click.option(
+    "--consumers",
+    "list_consumers",
+    is_flag=True,
+    help="List the registered consumers and how far behind each one's checkpoint is, and exit.",
+)
 @click.pass_obj
 @handle_errors
 def changes_command(
@@ -94,10 +102,14 @@ def changes_command(
     batch_rows: int,
     consumer: str | None,
     release: bool,
+    list_consumers: bool,
 ) -> None:
     """Print the changes after --since (all of them without it), in commit order."""
     if release and consumer is None:
         raise click.UsageError("--release needs --consumer")
+    if list_consumers:
+        _print_consumers(obj, as_json)
+        return
     try:
         cursor = None if since is None else Cursor.decode(since)
     except CursorInvalid as e:
@@ -129,6 +141,33 @@ def changes_command(
         echo_json({"cursor": last.encode()}, indent=None)
     if not as_json:
         echo(f"cursor: {last.encode()}", err=True)
+
+
+def _print_consumers(obj: Ctx, as_json: bool) -> None:
+    feed = ChangeFeed(obj.path, obj.store, wal_url=obj.wal_url)
+    holds = feed.consumers()
+    docs = [
+        {
+            "consumer": h.name,
+            "checkpoint": str(h.checkpoint.id),
+            "manifest_id": h.checkpoint.manifest_id,
+            "expire_time_s": h.checkpoint.expire_time_s,
+            "expired": h.expired,
+            "pinned_replay_after_wal_id": h.pinned_replay_after,
+            "latest_replay_after_wal_id": h.latest_replay_after,
+            "wal_behind": h.wal_behind,
+        }
+        for h in holds
+    ]
+    if as_json:
+        echo_json(docs)
+        return
+    if not docs:
+        echo("no registered consumers", err=True)
+    for d in docs:
+        behind = "?" if d["wal_behind"] is None else str(d["wal_behind"])
+        state = "expired" if d["expired"] else "live"
+        echo_row(str(d["consumer"]), state, f"wal_behind={behind}", str(d["checkpoint"]))
 
 
 def register(cli: click.Group) -> None:

@@ -49,7 +49,14 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed.cursor import Cursor, SnapshotPosition
-from slatedb_core.feed.retention import SNAPSHOT_CHECKPOINT, checkpoint_name, hold, release
+from slatedb_core.feed.retention import (
+    SNAPSHOT_CHECKPOINT,
+    ConsumerHold,
+    checkpoint_name,
+    consumer_holds,
+    hold,
+    release,
+)
 from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
 from slatedb_core.lsm.dbstate import DbState, build_handles
 from slatedb_core.lsm.memtable import Memtable
@@ -189,6 +196,11 @@ class ChangeFeed:
     def release(self) -> None:
         """Unregister the consumer: delete its checkpoint."""
         release(self.manifests, self._consumer())
+
+    def consumers(self) -> list[ConsumerHold]:
+        """Every registered consumer of the database and what its checkpoint holds (a
+        consumer whose ``wal_behind`` keeps growing is falling behind the writer)."""
+        return consumer_holds(self.manifests, time.time())
 
     def _consumer(self) -> str:
         if self.options.consumer is None:

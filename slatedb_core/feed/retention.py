@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, ObjectNotFound
 from slatedb_core.feed.cursor import Cursor
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
@@ -133,6 +133,48 @@ def release(manifests: ManifestStore, consumer: str) -> None:
     manifests.update(drop_named_change(checkpoint_name(consumer)))
 
 
+@dataclasses.dataclass(frozen=True)
+class ConsumerHold:
+    """What a registered consumer's checkpoint holds: the replay point of the manifest it pins
+    against the latest one's. ``wal_behind`` WAL SSTs (at most) are kept for it alone that the
+    GC would otherwise collect; a consumer whose hold never moves is falling behind."""
+
+    name: str
+    checkpoint: Checkpoint
+    pinned_replay_after: int | None
+    """None when the pinned manifest is gone (its checkpoint expired and was collected)."""
+    latest_replay_after: int
+    expired: bool
+
+    @property
+    def wal_behind(self) -> int | None:
+        """How many WAL ids the latest replay point is past the pinned one (None: unknown)."""
+        if self.pinned_replay_after is None:
+            return None
+        return max(0, self.latest_replay_after - self.pinned_replay_after)
+
+
+def consumer_holds(manifests: ManifestStore, now_s: float) -> list[ConsumerHold]:
+    """Every registered consumer of the database and what it holds, by name."""
+    latest = manifests.read_latest()
+    out = []
+    for name, cp in sorted(consumers(latest.manifest).items()):
+        try:
+            pinned: int | None = manifests.read(cp.manifest_id).manifest.replay_after_wal_id
+        except ObjectNotFound:
+            pinned = None
+        out.append(
+            ConsumerHold(
+                name,
+                cp,
+                pinned,
+                latest.manifest.replay_after_wal_id,
+                cp.is_expired(now_s),
+            )
+        )
+    return out
+
+
 def consumers(m: Manifest) -> dict[str, Checkpoint]:
     """The registered consumers of ``m`` by name, with their checkpoints (expired included, so
     a consumer that fell behind its lifetime shows)."""
@@ -146,7 +188,9 @@ def consumers(m: Manifest) -> dict[str, Checkpoint]:
 __all__ = [
     "CONSUMER_PREFIX",
     "SNAPSHOT_CHECKPOINT",
+    "ConsumerHold",
     "checkpoint_name",
+    "consumer_holds",
     "consumers",
     "held_by",
     "hold",

@@ -95,6 +95,12 @@ def test_a_consumer_is_registered_and_released(lake: str) -> None:
         c.name for c in ManifestStore(open_store(lake), "orders").read_latest().manifest.checkpoints
     }
     assert "changes-consumer:etl" in names
+    code, out, _ = run(lake, "--consumers", "--json")
+    assert code == 0
+    (listed,) = json.loads(out)
+    assert listed["consumer"] == "etl" and listed["wal_behind"] == 0 and not listed["expired"]
+    code, out, _ = run(lake, "--consumers")
+    assert code == 0 and out.startswith("etl\tlive\twal_behind=0\t")
     code, _, _ = run(lake, "--consumer", "etl", "--release")
     assert code == 0
     names = {
@@ -102,3 +108,4 @@ def test_a_consumer_is_registered_and_released(lake: str) -> None:
     }
     assert "changes-consumer:etl" not in names
     assert run(lake, "--release")[0] == 2
+    assert run(lake, "--consumers", "--json")[1].strip() == "[]"

@@ -116,6 +116,9 @@ def test_a_consumer_keeps_its_changes_through_gc_and_releases_them(store: Object
     write_rounds(store, 3, 8, to_l0=True)
     gc_pass(store)
     assert wal_ids(store)[0] == 1  # kept for "etl"
+    (held,) = etl.consumers()
+    assert held.name == "etl" and held.pinned_replay_after == 0
+    assert held.wal_behind is not None and held.wal_behind >= 6  # what it holds back
     plain = ChangeFeed("db", store)  # an unregistered feed still reads them too
     rows = [r for b in plain.changes(first.cursor) for r in b.rows.to_pylist()]
     assert rows[: len(everything_after)] == everything_after
@@ -129,7 +132,10 @@ def test_a_consumer_keeps_its_changes_through_gc_and_releases_them(store: Object
         list(plain.changes(first.cursor))
     assert [r for b in etl.changes(last) for r in b.rows.to_pylist()] == []
 
+    (held,) = etl.consumers()
+    assert held.wal_behind == 0  # caught up: it holds nothing back
     etl.release()
+    assert etl.consumers() == []
     m = ManifestStore(store, "db").read_latest().manifest
     assert "etl" not in consumers(m)
 

@@ -91,6 +91,12 @@ def _change_doc(row: dict[str, Any], enc: Callable[[bytes], str]) -> dict[str, A
     is_flag=True,
     help="List the registered consumers and how far behind each one's checkpoint is, and exit.",
 )
+@click.option(
+    "--tail",
+    "print_tail",
+    is_flag=True,
+    help="Print the cursor at the end of the WAL now (to start a consumer from now) and exit.",
+)
 @click.pass_obj
 @handle_errors
 def changes_command(
@@ -103,6 +109,7 @@ def changes_command(
     consumer: str | None,
     release: bool,
     list_consumers: bool,
+    print_tail: bool,
 ) -> None:
     """Print the changes after --since (all of them without it), in commit order."""
     if release and consumer is None:
@@ -118,6 +125,13 @@ def changes_command(
     feed = ChangeFeed(
         obj.path, obj.store, options, wal_url=obj.wal_url, merge_operator=obj.merge_operator
     )
+    if print_tail:
+        tail = feed.tail().encode()
+        if as_json:
+            echo_json({"cursor": tail}, indent=None)
+        else:
+            echo(tail)
+        return
     if release:
         feed.release()
         echo(f"released consumer {consumer}", err=True)

@@ -185,6 +185,23 @@ class ChangeFeed:
             # not read to its end leaves it to expire (snapshot_lifetime)
             self._drop_snapshot_checkpoint(ephemeral)
 
+    def tail(self) -> Cursor:
+        """The cursor at the end of the WAL now: ``changes(since=feed.tail())`` delivers only
+        what is committed after the call (a consumer that starts "from now", or a streaming
+        source's latest offset). One manifest read and one LIST; no WAL SST is read. With WAL
+        SSTs still in flight (``max_parallel_writes`` above 1) it may also deliver writes
+        acknowledged just before the call, never miss one after it."""
+        m = self.manifests.read_latest().manifest
+        after = m.replay_after_wal_id
+        listed = self.wal.list_ids(after=after)
+        run = checked_wal_run(
+            self.wal, listed, after, m, lambda: self.manifests.read_latest().manifest
+        )
+        end = run[-1] if run else after
+        # every row of a WAL SST after ``end`` is newer than what is committed now, so the
+        # last seq in L0 bounds them from below (the seq filter applies to WAL SST end + 1 only)
+        return Cursor(end + 1, m.last_l0_seq)
+
     # ---- retention --------------------------------------------------------------------------
     def advance(self, cursor: Cursor | str | bytes) -> None:
         """Move the consumer's checkpoint to keep only what ``cursor`` still needs (done by

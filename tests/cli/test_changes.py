@@ -109,3 +109,13 @@ def test_a_consumer_is_registered_and_released(lake: str) -> None:
     assert "changes-consumer:etl" not in names
     assert run(lake, "--release")[0] == 2
     assert run(lake, "--consumers", "--json")[1].strip() == "[]"
+
+
+def test_tail_starts_a_script_from_now(lake: str) -> None:
+    code, out, _ = run(lake, "--tail", "--json")
+    assert code == 0
+    (doc,) = lines(out)
+    with Db.open("orders", open_store(lake), QUIET) as db:
+        db.put(b"later", b"x")
+    code, out, _ = run(lake, "--json", "--since", str(doc["cursor"]))
+    assert [d["key"] for d in lines(out) if "key" in d] == [b64(b"later")]

@@ -194,3 +194,18 @@ def test_a_cursor_ahead_of_the_wal_is_refused(store: ObjectStore, mem: ObjectSto
     assert [
         r["key"] for b in ChangeFeed("db", mem).changes(Cursor(2, 0)) for r in b.rows.to_pylist()
     ] == [b"x"]
+
+
+def test_tail_delivers_only_what_is_committed_after_it(store: ObjectStore) -> None:
+    write_history(store)
+    feed = ChangeFeed("db", store)
+    tail = feed.tail()
+    assert rows_of(feed, tail) == []
+    with Db.open("db", store, QUIET) as db:
+        db.put(b"new", b"1")
+        db.flush_memtable()
+        db.delete(b"new")
+    assert [(r["key"], r["op"]) for r in rows_of(feed, tail)] == [
+        (b"new", "put"),
+        (b"new", "delete"),
+    ]

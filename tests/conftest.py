@@ -13,9 +13,12 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.interop.oracle import Oracle
 
 # The boundary lease (docs/gc-and-boundaries.md "The boundary lease") that gc/wal.boundary files
 # created by the suite's processes record (this one, and the simulation's, Spark's and the CLI's
@@ -113,6 +116,20 @@ class MotoS3:
 def mem() -> ObjectStore:
     """A fresh, empty memory store of this test's own (modules may define their own ``mem``)."""
     return open_store(f"memory://test-{uuid.uuid4().hex}")
+
+
+@pytest.fixture
+def oracle(tmp_path: Path) -> Iterator[Oracle]:
+    """SlateDB 0.17 itself (the ``slatedb`` wheel, tests/interop/oracle.py) over the local store at
+    ``tmp_path``, closed after the test (tests/interop/ has its own, under ``root``). Imported here,
+    not at the top, so a run without the wheel's tests never loads it."""
+    from tests.interop.oracle import Oracle
+
+    o = Oracle(tmp_path)
+    try:
+        yield o
+    finally:
+        o.close()
 
 
 @pytest.fixture(scope="session")
@@ -251,3 +268,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(FOLDER_MARKERS[parts[1]])
         if item.nodeid.startswith(RUN_TOGETHER) and RUN_TOGETHER:
             item.add_marker(pytest.mark.xdist_group("serial"))
+    # SLATEDB_HYPOTHESIS=dev (make test-quick): property tests draw a quarter of their examples;
+    # unset (make test, CI) every one (tests/hypothesis_profile.py)
+    from tests.hypothesis_profile import apply_profile
+
+    apply_profile(items)

@@ -45,6 +45,7 @@ def test_writer_and_compactor_run_concurrently_without_losing_anything(
     model: dict[bytes, bytes] = {}
     stop = threading.Event()
     errors: list[BaseException] = []
+    batches = [0]  # acknowledged by the writer so far
     db = Db.open("db", store, FAST)
 
     def writer() -> None:
@@ -70,6 +71,7 @@ def test_writer_and_compactor_run_concurrently_without_losing_anything(
                     else:
                         model[k] = staged_value
                 n += 1
+                batches[0] = n
                 if n % 3 == 0:
                     db.flush_memtable()
         except BaseException as e:
@@ -79,7 +81,13 @@ def test_writer_and_compactor_run_concurrently_without_losing_anything(
     with Compactor("db", store, OPTS) as compactor:
         compactor.start()
         t.start()
-        time.sleep(2.0)
+        # until the compactor has committed five times under a writer that kept writing (was a
+        # fixed 2 s; issue 41, item 6): as long as the work takes, not a guess of it
+        deadline = time.monotonic() + 60
+        while not errors and time.monotonic() < deadline:
+            if len(compactor.results) >= 5 and batches[0] >= 60:
+                break
+            time.sleep(0.01)
         stop.set()
         t.join(30)
         compactor.stop()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import gc
 import struct
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ulid import ULID
 
 from slatedb_core.errors import CorruptionError, InvalidArgument, UnsupportedFeature
 from slatedb_core.manifest import model
-from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID, FORMAT_VERSION
-from slatedb_core.manifest.flatbuf import FbReader, Malformed, need
+from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID, FORMAT_VERSION, Layout
+from slatedb_core.manifest.flatbuf import FbReader, Malformed, gc_paused, need
 from slatedb_core.manifest.model import CompactedSst, SstView
 from slatedb_core.manifest.sst_info import read_sst_info
 from slatedb_core.manifest.tables import (
@@ -27,6 +24,7 @@ from slatedb_core.manifest.tables import (
     MANIFEST_OURS,
     OURS,
     OURS_CRC_SLOT,
+    OURS_REUSABLE_SLOT,
     RUN,
     SST,
     SST_OURS,
@@ -52,6 +50,9 @@ class Stamp:
     version: int
     nonce: bytes | None = None
     parent: bytes | None = None
+    layout: Layout | None = field(default=None, compare=False, repr=False)
+    """Where the manifest's items lie, when this engine's encoder wrote it
+    (:meth:`~slatedb_core.manifest._encode.ManifestEncoder.seed`)."""
 
 
 class ManifestReader(FbReader):
@@ -64,6 +65,10 @@ class ManifestReader(FbReader):
         """SST ids by the position of their id table: our views share it (no hashing)."""
         self.views: set[int] = set()
         """Positions of the view tables read so far: a view appears once in a manifest."""
+        self.sst_tables: list[tuple[int, int]] = []
+        """Where each SST's table and id table lie, in ``ssts`` order (:class:`Layout`)."""
+        self.cp_tables: list[int] = []
+        """Where each checkpoint's table lies, the destroyed marker's left out."""
 
     def ulid(self, pos: int) -> ULID:
         u = self.ulids.get(pos)
@@ -81,6 +86,7 @@ def _read_ssts(r: ManifestReader, pos: int | None) -> tuple[list[CompactedSst], 
         raw_id, info, version, *rest = r.table(SST, p)
         orig = rest[SST_OURS - 3]
         sst_id = r.sst_at[raw_id] = r.ulid(need(raw_id, "CompactedSsTableV2.id"))
+        r.sst_tables.append((p, raw_id))
         ssts.append(
             CompactedSst(
                 sst_id,
@@ -131,6 +137,8 @@ def read_checkpoints(
             epoch = r.table(WRITER_CP, need(meta, "Checkpoint.metadata"))[0]
         elif tag != 0:
             raise Malformed(f"CheckpointMetadata type {tag} is out of range")
+        if isinstance(r, ManifestReader):
+            r.cp_tables.append(p)
         cps.append(
             model.Checkpoint(
                 cid,
@@ -228,7 +236,8 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     _refuse_segments(r, segments, extractor)
     ssts, ids = _read_ssts(r, ssts_pos)
     runs = []
-    for p in r.tables(runs_pos, "compacted"):
+    run_tables = r.tables(runs_pos, "compacted")
+    for p in run_tables:
         run_id, views = r.table(RUN, p)
         runs.append(model.SortedRun(run_id, _read_views(r, views, "SortedRunV2.ssts", ids)))
     checkpoints, destroyed = read_checkpoints(r, cps_pos)
@@ -257,10 +266,16 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
             extra["key_range"] = read_range(r, key_range)
         if next_wal is not None:
             extra["next_wal_sst_id"] = next_wal
+        reusable = ours_fields[OURS_REUSABLE_SLOT]
+        layout = None
+        if reusable is not None:
+            size = len(data) - 2
+            layout = Layout(size, reusable, r.sst_tables, run_tables, r.cp_tables, r.vtables())
         stamp = Stamp(
             FORMAT_VERSION,
             None if nonce is None else r.blob(nonce),
             None if parent is None else r.blob(parent),
+            layout,
         )
     manifest = model.Manifest(
         writer_epoch=writer_epoch,
@@ -284,18 +299,7 @@ def _decode(data: bytes) -> tuple[model.Manifest, Stamp]:
     return manifest, stamp
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Decoding a 100k-SST manifest allocates ~500k acyclic objects; with the cyclic collector
-    running, its repeated full passes over them (and over the previous manifest, still alive) more
-    than double the decode time while finding nothing to free. Only re-enables what it disabled."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+_gc_paused = gc_paused
 
 
 def decode_stamped_manifest(data: bytes, *, name: str) -> tuple[model.Manifest, Stamp]:

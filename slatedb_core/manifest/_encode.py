@@ -6,14 +6,17 @@ import os
 import struct
 import threading
 import uuid
+from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import islice
+from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate, islice
 
 from ulid import ULID
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.manifest import tables as tb
-from slatedb_core.manifest.flatbuf import FbWriter
+from slatedb_core.manifest.flatbuf import FbWriter, gc_paused
 from slatedb_core.manifest.model import (
     MAX_PARALLEL_WRITES,
     WAL_STORE_ID_SIZE,
@@ -197,7 +200,9 @@ def _write_transactions(w: FbWriter, m: Manifest) -> int | None:
     )
 
 
-def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) -> int:
+def _write_ours(
+    w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None, reusable: int | None
+) -> int:
     rng = None if m.key_range is None else tb.write_range(w, m.key_range)
     parent_pos = None if parent is None else w.blob(parent)
     txns = _write_transactions(w, m)
@@ -218,6 +223,7 @@ def _write_ours(w: FbWriter, m: Manifest, nonce: bytes, parent: bytes | None) ->
             m.separate_wal_store or None,
             store_id,
             v1_uri,
+            reusable,
         ),
     )
 
@@ -306,6 +312,18 @@ class ManifestEncoder:
         self._lock = threading.Lock()
         self._last: _Reusable | None = None
 
+    def seed(self, manifest: Manifest, data: bytes, layout: Layout) -> None:
+        """Take the items of ``manifest``, just decoded from ``data``, as the previous encode's:
+        the next encode of a manifest built on it keeps their bytes (a writer's first commit
+        after its open, or after it read a compactor's commit, is as cheap as the others)."""
+        try:
+            with gc_paused():  # see gc_paused: ~10k objects, none of them cyclic
+                seeded = _seeded(manifest, data, layout)
+        except ValueError:  # a layout that does not match the manifest: encode it whole
+            seeded = None
+        with self._lock:
+            self._last = seeded
+
     def encode(
         self,
         manifest: Manifest,
@@ -335,6 +353,20 @@ class ManifestEncoder:
             return data
 
 
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where a manifest's items lie in the FlatBuffers buffer it was decoded from (positions
+    from the buffer's start), for :meth:`ManifestEncoder.seed`: ``reusable`` bytes at the
+    buffer's end hold only the items this engine's encoder wrote there (our table records it)."""
+
+    size: int
+    reusable: int
+    ssts: list[tuple[int, int]]  # (table, id table) of each SST, in ``Manifest.ssts`` order
+    runs: list[int]
+    checkpoints: list[int]
+    vtables: dict[bytes, int]  # the vtables read, by their bytes
+
+
 def encode_manifest(
     manifest: Manifest,
     *,
@@ -349,6 +381,48 @@ def encode_manifest(
     for a destroyed manifest (module :mod:`slatedb_core.manifest.codec`). A writer that commits
     again and again uses a :class:`ManifestEncoder`, which reuses what did not change."""
     return ManifestEncoder().encode(manifest, manifest_id=manifest_id, nonce=nonce, parent=parent)
+
+
+def _seeded(m: Manifest, data: bytes, layout: Layout) -> _Reusable | None:
+    """The state an encode of ``m`` into the FlatBuffers part of ``data`` would have left
+    (module :class:`ManifestEncoder`), rebuilt from where its items lie; None if the layout is
+    not one our encoder writes. The ids of views are left out (the next encode writes its own,
+    a few bytes); only what lies inside the reusable bytes is taken."""
+    n, end = layout.size, layout.reusable
+    if len(data) != n + 2 or not 0 < end <= n:
+        return None
+    inside = end.__ge__
+    # (end from the buffer's end, kind, index in its tuple); an item ends where its table is
+    items = [(n - p, 0, i) for i, (p, _) in enumerate(layout.ssts) if inside(n - p)]
+    items += [(n - p, 1, i) for i, p in enumerate(layout.runs) if inside(n - p)]
+    items += [(n - p, 2, i) for i, p in enumerate(layout.checkpoints) if inside(n - p)]
+    if len(layout.ssts) != len(m.ssts) or len(layout.runs) != len(m.compacted):
+        return None
+    if len(layout.checkpoints) != len(m.checkpoints):
+        return None
+    items.sort()
+    ends = [e for e, _, _ in items]
+    if not items or ends[-1] != end or len(set(ends)) != len(ends):
+        return None
+    by_kind = (m.ssts, m.compacted, m.checkpoints)
+    objs: list[object] = [by_kind[k][i] for _, k, i in items]
+    kept = [(m.ssts[i], n - layout.ssts[i][1]) for _, k, i in items if k == 0]
+    id_pairs = sorted((e, s.id.bytes) for s, e in kept)  # the id tables, in buffer order
+    id_ends = [e for e, _ in id_pairs]
+    if id_ends and id_ends[-1] > end:
+        return None
+    reuse = _Reusable()
+    reuse.blob = data[len(data) - end :]
+    reuse.ids = dict(zip([raw for _, raw in id_pairs], id_ends, strict=True))
+    reuse.vtables = {v: n - p for v, p in layout.vtables.items() if inside(n - p)}
+    reuse.ssts = dict.fromkeys(s.id.bytes for s, _ in kept)
+    reuse.items = objs
+    reuse.keys = list(map(id, objs))
+    reuse.pos = ends
+    reuse.ends = list(ends)
+    reuse.id_counts = list(map(partial(bisect_right, id_ends), ends))
+    reuse.sst_counts = list(accumulate(k == 0 for _, k, _ in items))
+    return reuse
 
 
 def _encode(
@@ -409,7 +483,7 @@ def _encode(
         cps.append(_destroyed_marker(w, m.destroyed_at_s, manifest_id))
     cps_vec = w.tables(cps)
     tracker = None if m.sequence_tracker is None else w.blob(m.sequence_tracker)
-    ours = _write_ours(w, m, nonce, parent)
+    ours = _write_ours(w, m, nonce, parent, reuse.ends[-1] if reuse.ends else None)
     assert w.last is not None
     crc_at = ours - w.last.offs[tb.OURS_CRC_SLOT]  # from the buffer's end
     root = w.table(

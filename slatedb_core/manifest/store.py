@@ -154,7 +154,10 @@ class ManifestStore:
             return known[2]  # immutable: the same bytes decode to the same manifest
         manifest, stamp = decode_stamped_manifest(data, name=self.seq.path(object_id))
         stored = StoredManifest(object_id, manifest, stamp.version, stamp.nonce)
-        self._known = (object_id, bytes(data), stored)
+        data = bytes(data)
+        self._known = (object_id, data, stored)
+        if stamp.layout is not None:  # a commit built on it re-encodes only what it changes
+            self._encoder.seed(manifest, data, stamp.layout)
         return stored
 
     def try_read_latest(self) -> StoredManifest | None:

@@ -53,8 +53,10 @@ MANIFEST_OURS = 32
 MANIFEST = FbTable("ManifestV2", past("QOBQQQQOOOOlOQQOOO", MANIFEST_OURS, "O"))
 # Ours (docs/format.md, "Manifest"): max_parallel_writes, key_range, nonce, parent,
 # next_wal_sst_id, crc32, our_writer_epoch, our_compactor_epoch, transactions,
-# separate_wal_store, wal_store_id (16 bytes), wal_object_store_uri (a V1 manifest's, kept).
-OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQOBOO")
+# separate_wal_store, wal_store_id (16 bytes), wal_object_store_uri (a V1 manifest's, kept),
+# reusable_bytes (the bytes at the buffer's end that only its SSTs, runs and checkpoints use).
+OURS = FbTable("SlateDbCoreManifest", "IOOOqIQQOBOOq")
+OURS_REUSABLE_SLOT = 12
 APP_VERSION = FbTable("AppVersion", "OQ")  # ours: app_id (string), version (u64)
 OURS_CRC_SLOT = 5
 

@@ -133,9 +133,6 @@ class WriterEngine:
         self._handles: dict[tuple[ULID, ULID], SstHandle] = {}
         self._compactor: Compactor | None = None
         # hot-path copies of options and of the unflushed-bytes total
-        self._max_key = options.max_key_bytes
-        self._max_value = options.max_value_bytes
-        self._wal_size = options.wal_sst_size_bytes
         self._l0_size = options.l0_sst_size_bytes
         self._max_unflushed = options.max_unflushed_bytes
         self._mem_budget = options.memtable_memory_bytes

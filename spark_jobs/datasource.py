@@ -72,11 +72,20 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
 
+from slatedb_core.errors import InvalidArgument
+from spark_jobs.changes_source import (
+    SPARK_CHANGE_SCHEMA,
+    ChangesBatchReader,
+    ChangesStreamReader,
+    holds_database,
+    wants_changes,
+)
 from spark_jobs.datasource_options import WriteOptions
 from spark_jobs.datasource_read import SlateDBReader, check_read_options, read_schema
 from spark_jobs.datasource_write import (
@@ -113,13 +122,27 @@ class SlateDBDataSource(DataSource):
 
     def schema(self) -> StructType:
         _refuse_process_store(self.options)
-        check_read_options(self.options)
+        if wants_changes(self.options):  # a database's change feed (spark_jobs.changes_source)
+            return SPARK_CHANGE_SCHEMA
+        try:
+            check_read_options(self.options)
+        except InvalidArgument:
+            if holds_database(self.options):
+                return SPARK_CHANGE_SCHEMA
+            raise
         return read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _refuse_process_store(self.options)
+        if wants_changes(self.options) or schema == SPARK_CHANGE_SCHEMA:
+            return ChangesBatchReader(self.options)
         check_read_options(self.options)
         return SlateDBReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("slatedb")``: a database's change feed."""
+        _refuse_process_store(self.options)
+        return ChangesStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _refuse_process_store(self.options)

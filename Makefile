@@ -18,8 +18,20 @@ XDIST = -n $(JOBS) --dist loadgroup
 QUICK := not slow and not s3 and not postgres and not spark and not slatedb and not interop \
 	and not sim and not crash and not apps
 # and not even collected (the crash points are enumerated at collection: 20 s of a 1-min loop)
-QUICK_SKIP := $(addprefix --ignore=tests/,crash sim interop spark orchestration lakehouse_demo \
+SYSTEM_DIRS := crash sim interop
+QUICK_SKIP := $(addprefix --ignore=tests/,$(SYSTEM_DIRS) spark orchestration lakehouse_demo \
 	cluster devtools docs)
+# make test-fast: the engine and the applications (Dagster, the demo, the CLI) without servers,
+# Spark, slow tests or the whole-system suites, which make test-system runs (and make test, CI)
+SYSTEM := crash or sim or interop or slatedb
+FAST := not slow and not s3 and not postgres and not spark and not ($(SYSTEM))
+# The developer loops (test-quick, test-fast) draw a quarter of each hypothesis test's examples
+# (tests/hypothesis_profile.py); make test and CI draw every one. HYPOTHESIS=ci: every one here too.
+HYPOTHESIS ?= dev
+# pytest caches its rewritten test modules as bytecode: a shell with PYTHONDONTWRITEBYTECODE set
+# recompiles all of them in every worker of every run (6-8 s of CPU per worker); the test targets
+# write the caches (__pycache__/, ignored by git)
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 .DEFAULT_GOAL := help
 
@@ -45,16 +57,20 @@ sim: $(STAMP) ## Seeded simulation campaign: make sim N=10000
 	$(BIN)/python -m tests.sim.run --schedules $(or $(N),10000) --workers 2
 
 test: $(STAMP) ## The default test run (under 12 min on 2 cores, in parallel): everything but the slow suites; CI runs both
-	$(BIN)/pytest -q $(XDIST) -m "not slow" --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) -q $(XDIST) -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## The slow suites (heavy HTTP faults, the demo twice, dagster dev); CI runs them too
 	$(BIN)/pytest -q -m slow $(PYTEST_ARGS)
 
-test-fast: $(STAMP) ## The engine and applications without S3 servers, Spark or slow tests, in parallel
-	$(BIN)/pytest -q $(XDIST) -m "not s3 and not slow and not spark" $(PYTEST_ARGS)
+test-fast: $(STAMP) ## The engine and applications, no servers, Spark, slow or whole-system suites (goal 3 min)
+	SLATEDB_HYPOTHESIS=$(HYPOTHESIS) $(PYTEST) -q $(XDIST) -m "$(FAST)" \
+	  $(addprefix --ignore=tests/,$(SYSTEM_DIRS)) $(PYTEST_ARGS)
+
+test-system: $(STAMP) ## The whole-system suites: crash points, simulation, interop with the slatedb wheel (in make test)
+	$(PYTEST) -q $(XDIST) -m "($(SYSTEM)) and not slow" $(PYTEST_ARGS)
 
 test-quick: $(STAMP) ## The developer loop (92 s on 2 cores; the goal is 1 min): engine unit tests, no servers, Spark, interop, sim
-	$(BIN)/pytest -q $(XDIST) -m "$(QUICK)" $(QUICK_SKIP) $(PYTEST_ARGS)
+	SLATEDB_HYPOTHESIS=$(HYPOTHESIS) $(PYTEST) -q $(XDIST) -m "$(QUICK)" $(QUICK_SKIP) $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format), strict mypy, the import contracts (import-linter) and the structure figures
 	$(BIN)/ruff check .
@@ -113,5 +129,5 @@ fuzz: $(STAMP) ## Long decoder fuzz campaign (N inputs over every decoder, defau
 clean: ## Remove caches and demo data (keeps .venv; run make cluster-stop before removing a cluster)
 	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache .mypy_cache .hypothesis
 
-.PHONY: help setup demo demo-s3 sim test test-slow test-fast test-quick lint bench cluster \
+.PHONY: help setup demo demo-s3 sim test test-slow test-fast test-quick test-system lint bench cluster \
 	cluster-status cluster-stop cluster-test ui screenshot crash fuzz clean api-docs

@@ -24,6 +24,9 @@ Options:
 * ``partition_bytes``: partitions of a shard are merged until each reads about this many bytes
   of SSTs (default 128 MiB, Spark's own ``spark.sql.files.maxPartitionBytes``): a Spark task
   has a fixed cost, so a table of many small SSTs is not read by as many tasks.
+* ``task_memory_bytes``: what a task's read may take in its Python worker, whatever the rows of
+  its partition (default 256 MiB, at least 4 MiB; :data:`spark_jobs.write_tasks.TASK_MEMORY_BYTES`,
+  as for writes). See "Memory" below.
 * ``wal_url``: the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC 0009),
   a store URL like ``url``; the query's snapshot names the WAL SSTs found there and the tasks
   replay them. Without it, a shard whose WAL is elsewhere fails the query with
@@ -45,6 +48,18 @@ Filters reach the reader only with ``spark.sql.python.filterPushdown.enabled=tru
 in PySpark 4; :func:`spark_jobs.session.get_session` turns it on). Without it PySpark refuses the
 read (``DATA_SOURCE_PUSHDOWN_DISABLED``, naming the setting) since this reader takes filters.
 
+Memory (issue 42, goal 3): a task streams its partition, one Arrow batch at a time, but a scan
+merges every SST view overlapping the range (each L0 SST, one view per sorted run), and each
+source fetches ahead of the merge with GETs doubling up to 8 MiB, every fetched group of blocks
+held raw and decoded (about 4x larger) until the merge moves past it, and Arrow's pool (mimalloc)
+keeps what was freed: a read of 5 overlapping L0 SSTs of 80k rows each grew its worker by 147
+MiB, and an uncompacted shard of many L0 SSTs (an ingest adds one per input partition and run)
+took hundreds of MiB whatever the batch size. The task therefore scans its range in steps of
+about ``task_memory_bytes /`` :data:`READ_MEMORY_FACTOR` bytes of SSTs (cut with
+:func:`spark_jobs.read.size_cuts`, as the partitions are), each a scan of its own whose fetches
+start small again (a source's largest GET stays about half its share of a step), Arrow's unused
+memory released between steps.
+
 Columns: ``key binary, value binary``; or, when the table records how its values hold columns
 (:attr:`Table.value_encoding <slatedb_core.Table.value_encoding>`), ``key binary`` and those
 columns, decoded per batch (:mod:`spark_jobs.read_values`). A read at a named snapshot decodes
@@ -57,6 +72,7 @@ may have recorded other columns. A query whose columns are not those of the snap
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 import uuid
@@ -89,6 +105,7 @@ from spark_jobs.datasource_options import check_option_names
 from spark_jobs.read import shard_manifest, size_cuts
 from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
 from spark_jobs.read_values import decode_values, value_schema
+from spark_jobs.write_tasks import TASK_MEMORY_BYTES, check_task_memory, release_unused_memory
 
 __all__ = [
     "POINTS_PER_PARTITION",
@@ -108,9 +125,20 @@ KEY_TYPES = ("binary", "string")
 POINTS_PER_PARTITION = 100_000
 """Exact keys (``=``/``IN``) looked up by one task."""
 
+READ_MEMORY_FACTOR = 8
+"""``task_memory_bytes`` over the bytes of SSTs a read step covers (see "Memory" in the module
+doc): each source's largest GET is about half its share of a step, held raw and decoded (~5x
+the GET), plus the merge's output batches, the SSTs' indexes and filters, and what the
+allocators keep (measured outside Spark, 400k rows in 2 L0 SSTs, after a first scan: 139 MiB
+in one scan, 35 MiB in steps of 8 MB; tests/spark/test_worker_memory.py: 147 MiB in one scan
+of 5 L0 SSTs, within 64 MiB in steps)."""
+MAX_READ_STEPS = 4096
+"""The most steps one partition's range is scanned in."""
+
 READ_OPTIONS = frozenset(
     {"url", "path", "checkpoint", "key_type", "wal_url", "merge_operator"}
     | {"snapshot_lifetime_s", "batch_size", "max_partitions_per_shard", "partition_bytes"}
+    | {"task_memory_bytes"}
 )
 """Every option a read takes (lower case, as Spark hands them over); any other is refused."""
 _DEFAULTS = {
@@ -118,6 +146,7 @@ _DEFAULTS = {
     "batch_size": 65536,
     "max_partitions_per_shard": 256,
     "partition_bytes": 128 * 1024 * 1024,
+    "task_memory_bytes": TASK_MEMORY_BYTES,
 }
 
 
@@ -135,6 +164,15 @@ class ReadOptions:
     partition_bytes: int
     wal_url: str | None = field(default=None, repr=False)
     merge_operator: str | None = None
+    task_memory_bytes: int = TASK_MEMORY_BYTES
+
+    def __post_init__(self) -> None:
+        check_task_memory("option 'task_memory_bytes'", self.task_memory_bytes)
+
+    @property
+    def step_bytes(self) -> int:
+        """Bytes of SSTs a task scans in one step (see "Memory" in the module doc)."""
+        return max(1, self.task_memory_bytes // READ_MEMORY_FACTOR)
 
     def reader_options(self, mode: ReaderMode | None = None) -> DbReaderOptions:
         """Options of a shard reader of this query: the WAL store and the merge operator."""
@@ -181,6 +219,7 @@ class ReadOptions:
             int(_number(options, "partition_bytes", int)),
             _text(options, "wal_url"),
             merge_operator,
+            int(_number(options, "task_memory_bytes", int)),
         )
 
 
@@ -275,6 +314,14 @@ class ShardRead:
     checkpoint: str
     key_range: KeyRange
     points: tuple[bytes, ...] | None = None
+    steps: tuple[bytes, ...] = ()
+    """Keys strictly inside ``key_range`` where the scan ends and a new one starts (see "Memory"
+    in the module doc)."""
+
+    def step_ranges(self) -> list[KeyRange]:
+        """``key_range`` cut at :attr:`steps`, in order."""
+        bounds = [self.key_range.start, *self.steps, self.key_range.end]
+        return [KeyRange(a, b) for a, b in itertools.pairwise(bounds)]
 
 
 class SlateDBPartition(InputPartition):
@@ -312,7 +359,9 @@ def plan_reads(
             continue
         manifest = shard_manifest(store, shard.db_path, cid)
         for r in size_cuts(manifest, rng, opts.partition_bytes, opts.max_partitions_per_shard):
-            out.append((ShardRead(shard.db_path, str(cid), r),))
+            steps = size_cuts(manifest, r, opts.step_bytes, MAX_READ_STEPS)
+            cuts = tuple(s.start for s in steps[1:] if s.start is not None)
+            out.append((ShardRead(shard.db_path, str(cid), r, steps=cuts),))
     if pending:
         out.append(tuple(pending))
     return out
@@ -449,6 +498,9 @@ def read_partition(
                         ["key", "value"],
                     )
                 continue
-            for b in reader.scan_arrow(r.key_range.start, r.key_range.end, batch_size):
-                if b.num_rows:
-                    yield b
+            for i, step in enumerate(r.step_ranges()):
+                if i:
+                    release_unused_memory()  # the last step's fetched groups are garbage
+                for b in reader.scan_arrow(step.start, step.end, batch_size):
+                    if b.num_rows:
+                        yield b

@@ -574,6 +574,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="bytes per Arrow batch (default: no bound; see ARROW_BATCH_ROWS)",
     )
     p.add_argument(
+        "--task-memory-bytes",
+        type=int,
+        default=TASK_MEMORY_BYTES,
+        metavar="B",
+        help="what a task's rows may take in its Python worker, whatever its rows "
+        f"(default {TASK_MEMORY_BYTES:,}; each quarter of it is one more L0 SST per shard)",
+    )
+    p.add_argument(
         "--create",
         default=None,
         metavar="SPLITS",
@@ -605,6 +613,7 @@ def _run(args: argparse.Namespace) -> int:
     """The job of :func:`main`: everything it can check is checked before Spark starts."""
     check_txn(args.app_id, args.batch_version)  # before --create writes anything
     check_ttl("--ttl", args.ttl)
+    check_task_memory("--task-memory-bytes", args.task_memory_bytes)
     refuse_process_store(args.url, "--url")
     columns = input_columns(args.input)
     if columns is not None:
@@ -640,6 +649,7 @@ def _run(args: argparse.Namespace) -> int:
         compact_l0_at=args.compact_l0_at,
         arrow_batch_rows=args.arrow_batch_rows,
         arrow_batch_bytes=args.arrow_batch_bytes,
+        task_memory_bytes=args.task_memory_bytes,
         app_id=args.app_id,
         batch_version=args.batch_version,
         ttl_column=args.ttl_column,

@@ -39,8 +39,9 @@ def _status(pid: int) -> tuple[int, str]:
 
 
 def worker_pids(root: int | None = None) -> list[int]:
-    """The Python workers under ``root`` (default: this process): Python processes whose parent
-    is a Python process below ``root``."""
+    """The Python workers under ``root`` (default: this process) that run tasks: Python
+    processes whose parent is a Python process below ``root``, other than a data source's
+    planning workers."""
     root = os.getpid() if root is None else root
     parents: dict[int, int] = {}
     names: dict[int, str] = {}
@@ -66,7 +67,19 @@ def worker_pids(root: int | None = None) -> list[int]:
         if names[pid].startswith("python")
         and parents[pid] in below
         and names.get(parents[pid], "").startswith("python")
+        and not _planner(parents[pid])
     )
+
+
+def _planner(daemon: int) -> bool:
+    """Whether ``daemon`` forks the planning workers of Python data sources (started as
+    ``pyspark.daemon pyspark.sql.worker.<step>``: creating the source, planning a read or a
+    write, pushing filters), which run no task: their imports are not a task's memory."""
+    try:
+        with open(f"/proc/{daemon}/cmdline", "rb") as f:
+            return b"pyspark.sql.worker." in f.read()
+    except OSError:
+        return False
 
 
 def _field_kib(pid: int, name: str) -> int:

@@ -1,5 +1,5 @@
-"""A Spark ingest task's Python worker stays within ``task_memory_bytes`` whatever the rows of its
-task (issue 42, goal 3). Before, a stage-1 task sorted its whole input partition at once (runs of
+"""A Spark ingest or read task's Python worker stays within ``task_memory_bytes`` whatever the rows
+of its task (issue 42, goal 3). Before, a stage-1 task sorted its whole input partition at once (runs of
 1 GiB of input), so its worker grew ~360 bytes per row: 583 MiB at 1.25M rows per task
 (bench/spark_memory_bench.py); this test's 400k-row task grew ~180 MiB against a 64 MiB setting.
 
@@ -9,7 +9,10 @@ Real PySpark; the worker's peak RSS is read from /proc (:class:`spark_jobs.worke
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,8 +20,11 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from slatedb_core import Table, open_store
 from slatedb_core.errors import InvalidArgument
+from spark_jobs.datasource import SlateDBDataSource
 from spark_jobs.datasource_options import WriteOptions
+from spark_jobs.datasource_read import ReadOptions
 from spark_jobs.ingest import ingest
+from spark_jobs.ingest import main as ingest_main
 from spark_jobs.worker_rss import WorkerPeak
 
 pytestmark = [
@@ -56,6 +62,30 @@ def test_an_ingest_task_stays_within_its_memory_setting(
     assert stats.ssts > 1  # staged in several runs: that is how the bound holds
 
 
+def test_a_read_task_stays_within_its_memory_setting(spark: SparkSession, store_url: str) -> None:
+    """Before, a task scanned its partition in one go: each of the shard's L0 SSTs fetched
+    ahead up to 8 MiB, held raw and decoded: this read of 5 L0 SSTs grew its worker 147 MiB."""
+    spark.dataSource.register(SlateDBDataSource)
+    Table.create("t", open_store(store_url)).close()
+    stats = ingest(rows(spark, ROWS), store_url, "t", value_column="value", run_bytes=10 * MiB)
+    assert stats.ssts >= 4  # overlapping L0 SSTs, each over the whole key range
+    reader = (
+        spark.read.format("slatedb")
+        .option("url", store_url)
+        .option("path", "t")
+        .option("partition_bytes", str(1 << 40))  # one task reads it all
+        .option("batch_size", "8192")
+        .option("task_memory_bytes", str(BOUND))
+    )
+    with WorkerPeak() as peak:
+        got = reader.load().agg(F.count(F.lit(1)).alias("n")).collect()[0]["n"]
+    assert got == ROWS
+    grew = peak.growth_bytes
+    assert grew <= BOUND, (
+        f"a worker grew {grew / MiB:.0f} MiB, over the {BOUND / MiB:.0f} MiB bound"
+    )
+
+
 def test_the_setting_is_checked(spark: SparkSession, store_url: str) -> None:
     Table.create("t", open_store(store_url)).close()
     with pytest.raises(InvalidArgument, match="task_memory_bytes"):
@@ -67,3 +97,19 @@ def test_the_setting_is_checked(spark: SparkSession, store_url: str) -> None:
             WriteOptions.parse({**base, "task_memory_bytes": bad}, schema, False)
     opts = WriteOptions.parse({**base, "task_memory_bytes": str(BOUND)}, schema, False)
     assert opts.run_bytes == BOUND // 4
+    for bad in ("1024", "-1", "x"):
+        with pytest.raises(InvalidArgument, match="task_memory_bytes"):
+            ReadOptions.parse({"url": store_url, "path": "t", "task_memory_bytes": bad})
+    assert ReadOptions.parse({"url": store_url, "path": "t"}).step_bytes > 0
+
+
+def test_the_cli_checks_the_setting_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = (tmp_path / "lake").as_uri()
+    Table.create("t", open_store(url)).close()
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"key": ["a"], "v": ["1"]}), src)
+    args = ["--input", str(src), "--url", url, "--path", "t", "--value-column", "v"]
+    assert ingest_main([*args, "--task-memory-bytes", "1024"]) == 1
+    assert "error: InvalidArgument: --task-memory-bytes must be" in capsys.readouterr().err

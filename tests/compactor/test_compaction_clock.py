@@ -11,7 +11,6 @@ rows (and SlateDB 0.17 reads ignore ``expire_ts``, so SlateDB's reader sees the 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,15 +33,6 @@ TTL_MS = 200
 
 
 COMPACT = CompactorOptions(l0_trigger=1, merge_operator="string_append")
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 def _run_rows(store: object, path: str) -> list[tuple[bytes, int, bytes | None]]:

@@ -13,7 +13,6 @@ below the key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,6 @@ from tests.interop.oracle import DB, Oracle
 from tests.interop.oracle_compaction import open_merge_db
 
 pytestmark = pytest.mark.slatedb
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 def test_our_reads_of_a_slatedb_run_with_a_key_across_ssts(oracle: Oracle, tmp_path: Path) -> None:

@@ -17,34 +17,16 @@ import slatedb_core.table.named_snapshots as named_mod
 import slatedb_core.table.rescale as rescale
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.layout import snapshot_record_path
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.nocas import NoConditionalWrites
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.twophase import open_two_phase
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Table, TableOptions
+from slatedb_core.table import Table
 from slatedb_core.table.snapshot import TableSnapshot
 from slatedb_core.testing import FaultyStore
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
-)
-
+from tests.table.conftest import OPTS, fill
 
 NAME = "end-of-day"
-
-
-def put_rows(table: Table, rows: dict[bytes, bytes]) -> None:
-    for shard in table.shards:
-        mine = {k: v for k, v in rows.items() if shard.contains(k)}
-        if mine:
-            with table.writer(shard.index) as db:
-                for k, v in mine.items():
-                    db.put(k, v, await_durable=False)
-                db.flush()
-                db.flush_memtable()
-    table.refresh()
 
 
 def live_checkpoints(store: ObjectStore, snap: TableSnapshot) -> set[uuid.UUID]:
@@ -68,7 +50,7 @@ def test_releasing_an_old_named_snapshot_leaves_a_concurrent_retake_alone(
     Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
-        put_rows(b, {b"a": b"1", b"x": b"2"})
+        fill(b, {b"a": b"1", b"x": b"2"}, flush=True)
         a_snap = b.snapshot(None, name=NAME)
         record = snapshot_record_path("t", NAME, 1)
         # process 1 reads the record (the name finds A) and stalls right after
@@ -105,7 +87,7 @@ def test_releasing_a_named_snapshot_of_a_sealed_shard_deletes_its_name(
 
     Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"x": b"2"})
+        fill(t, {b"a": b"1", b"x": b"2"}, flush=True)
 
         def crash(*_a: object, **_k: object) -> None:
             raise RuntimeError("split crashed after its seal")
@@ -138,7 +120,7 @@ def test_a_taker_stalled_past_the_sweep_age_takes_again_and_records_a_live_snaps
     Found by the adversarial review of the regrouping, issue 20 (was test_review_regroup.py)."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
-        put_rows(b, {b"a": b"1", b"x": b"2"})
+        fill(b, {b"a": b"1", b"x": b"2"}, flush=True)
         b.snapshot(None, name=NAME)
         record = snapshot_record_path("t", NAME, 1)
         # A has taken its checkpoints; it stalls before it reads the record to replace it
@@ -177,7 +159,7 @@ def test_a_named_snapshot_is_retaken_and_deleted_on_a_two_phase_store(
         f"sqlite:///{tmp_path / 'txn.db'}",
     )
     with Table.create("t", tp, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"x": b"2"})
+        fill(t, {b"a": b"1", b"x": b"2"}, flush=True)
         t.split(0, b"c")  # rescaling works on a two-phase store
         first = t.snapshot(None, name=NAME)
         second = t.snapshot(None, name=NAME)  # re-taking the name replaces it

@@ -5,27 +5,19 @@ from __future__ import annotations
 import threading
 import time
 import types
-from datetime import timedelta
 
 import pytest
 
 import slatedb_core.table.named_snapshots as named_mod
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.manifest.model import Checkpoint
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import (
     Table,
-    TableOptions,
 )
 from slatedb_core.table.snapshot import snapshot_checkpoint_name, snapshot_present
 from slatedb_core.testing import FaultyStore
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
-)
-
+from tests.table.conftest import OPTS
 
 NAME = "eod"
 

@@ -18,9 +18,9 @@ from slatedb_core.checkpoints import create_checkpoint, list_checkpoints
 from slatedb_core.errors import CheckpointNotFound, CorruptionError, InvalidArgument
 from slatedb_core.layout import snapshot_record_path
 from slatedb_core.meta.envelope import seal
-from slatedb_core.options import CheckpointOptions, DbOptions, DbReaderOptions
+from slatedb_core.options import CheckpointOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.table import Table, TableOptions, TableSnapshot
+from slatedb_core.table import Table, TableSnapshot
 from slatedb_core.table.named_snapshots import SWEEP_MIN_AGE, TAKE_MAX_AGE
 from slatedb_core.table.snapshot import (
     snapshot_checkpoint_name,
@@ -28,24 +28,9 @@ from slatedb_core.table.snapshot import (
     take_snapshot,
 )
 from slatedb_core.testing import FaultyStore
+from tests.table.conftest import OPTS, fill
 
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
-)
 NAME = "end-of-day"
-
-
-def put_rows(table: Table, rows: dict[bytes, bytes]) -> None:
-    for shard in table.shards:
-        mine = {k: v for k, v in rows.items() if shard.contains(k)}
-        if mine:
-            with table.writer(shard.index) as db:
-                for k, v in mine.items():
-                    db.put(k, v, await_durable=False)
-                db.flush()
-                db.flush_memtable()
-    table.refresh()
 
 
 def named_checkpoints(store: ObjectStore, table: Table, db_paths: list[str]) -> set[uuid.UUID]:
@@ -56,10 +41,10 @@ def named_checkpoints(store: ObjectStore, table: Table, db_paths: list[str]) -> 
 
 def test_a_named_snapshot_is_found_again_from_another_table_handle(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"x": b"2"})
+        fill(t, {b"a": b"1", b"x": b"2"}, flush=True)
         snap = t.snapshot(timedelta(days=1), name=NAME)
         assert snap.name == NAME
-        put_rows(t, {b"a": b"changed"})
+        fill(t, {b"a": b"changed"}, flush=True)
         t.split(0, b"c")
     with Table.open("t", mem, OPTS) as other:
         found = other.named_snapshot(NAME)
@@ -72,7 +57,7 @@ def test_a_named_snapshot_is_found_again_from_another_table_handle(mem: ObjectSt
 
 def test_taking_a_name_again_releases_the_snapshot_it_replaces(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"x": b"2"})
+        fill(t, {b"a": b"1", b"x": b"2"}, flush=True)
         first = t.snapshot(None, name=NAME)
         t.split(1, b"q")  # the first snapshot now pins a retired shard
         retired = [s.db_path for s in first.shards]
@@ -93,7 +78,7 @@ def test_taking_a_name_again_releases_the_snapshot_it_replaces(mem: ObjectStore)
 
 def test_concurrent_takers_of_one_name_leave_exactly_one_snapshot(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"g", b"p"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"h": b"2", b"z": b"3"})
+        fill(t, {b"a": b"1", b"h": b"2", b"z": b"3"}, flush=True)
         errors: list[BaseException] = []
         start = threading.Barrier(6)
 
@@ -123,7 +108,7 @@ def test_a_taker_that_read_a_stale_record_releases_the_one_it_replaces(mem: Obje
     (and release) B's snapshot, not the one A read: B's checkpoints would otherwise leak."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
-        put_rows(b, {b"a": b"1"})
+        fill(b, {b"a": b"1"}, flush=True)
         b.snapshot(None, name=NAME)
         # A reads version 1 of the record (B's first snapshot) and stalls; B commits version 2
         pause = faulty.pause("a-read", "get", snapshot_record_path("t", NAME, 1), when="after")
@@ -142,7 +127,7 @@ def test_a_taker_that_read_a_stale_record_releases_the_one_it_replaces(mem: Obje
 def test_a_record_write_that_landed_but_reported_failure_is_settled(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
     with Table.create("t", faulty, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         first = t.snapshot(None, name=NAME)
         faulty.fail_next("put_if_absent", "t/snapshots/*", after_effect=True)
         second = t.snapshot(None, name=NAME)
@@ -160,7 +145,7 @@ def test_a_landed_write_replaced_before_its_retry_does_not_leave_a_dead_record(
     and superseded: the name must hold B's live snapshot and no other checkpoint."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as b:
-        put_rows(b, {b"a": b"1", b"x": b"2"})
+        fill(b, {b"a": b"1", b"x": b"2"}, flush=True)
         b.snapshot(None, name=NAME)
         record = snapshot_record_path("t", NAME, 2)
         pause = faulty.pause("a-landed", "put_if_absent", record, when="after")
@@ -183,7 +168,7 @@ def test_a_landed_write_replaced_before_its_retry_does_not_leave_a_dead_record(
 
 def test_leftovers_of_a_taker_that_died_are_swept_once_old(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         shard = t.shards[0].db_path
         opts = CheckpointOptions(name=snapshot_checkpoint_name("t", NAME))
         long_ago = time.time() - SWEEP_MIN_AGE.total_seconds() - 60
@@ -210,7 +195,7 @@ def test_a_taker_whose_record_lands_late_takes_again(
 
     monkeypatch.setattr(named_mod, "take_snapshot", counting_take)
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         pause = faulty.pause("stall", "get", snapshot_record_path("t", NAME, 1), when="before")
         t.snapshot(None, name=NAME)
         takes.clear()
@@ -232,7 +217,7 @@ def test_a_taker_whose_record_lands_late_takes_again(
 
 def test_deleting_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         snap = t.snapshot(None, name=NAME)
         other = t.snapshot(None, name="other")
         assert t.delete_snapshot(NAME) == snap
@@ -247,7 +232,7 @@ def test_deleting_a_name_deletes_it_and_its_checkpoints(mem: ObjectStore) -> Non
 
 def test_refreshing_a_named_snapshot_extends_its_checkpoints(mem: ObjectStore) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         snap = t.snapshot(timedelta(minutes=5), name=NAME)
         t.refresh_snapshot(snap, timedelta(days=2))
         soon = time.time() + timedelta(days=1).total_seconds()
@@ -301,7 +286,7 @@ def test_collecting_garbage_deletes_old_versions_of_a_record_but_never_the_lates
     mem: ObjectStore,
 ) -> None:
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1"})
+        fill(t, {b"a": b"1"}, flush=True)
         for _ in range(3):
             t.snapshot(None, name=NAME)
         last = t.snapshot(None, name=NAME)
@@ -331,7 +316,7 @@ def test_table_gc_sweeps_checkpoints_dead_creators_left_under_every_name(
     SWEEP_MIN_AGE, and leaves every checkpoint a name's latest record holds."""
     faulty = FaultyStore(mem)
     with Table.create("t", mem, [b"m"], OPTS) as t:
-        put_rows(t, {b"a": b"1", b"z": b"2"})
+        fill(t, {b"a": b"1", b"z": b"2"}, flush=True)
         kept = t.snapshot(None, name=NAME)
         dead = faulty.pause("dies", "put_if_absent", "t/snapshots/*")
         with Table.open("t", faulty, OPTS) as a:

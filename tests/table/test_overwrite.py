@@ -7,16 +7,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import (
     CorruptionError,
-    DatabaseDestroyed,
     Fenced,
     InvalidArgument,
     ShardMapConflict,
@@ -24,17 +20,14 @@ from slatedb_core.errors import (
 )
 from slatedb_core.manifest.model import AppVersion
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
-from slatedb_core.table import Table, TableOptions, rescale
+from slatedb_core.table import Table, rescale
 from slatedb_core.table import overwrite as ow
 from slatedb_core.table.ingest import (
     SKIPPED,
     WRITTEN,
     IngestPlan,
-    attempt_dir,
-    stage_ssts,
     table_app_versions,
 )
 from slatedb_core.table.overwrite import abort_overwrite, commit_overwrite, plan_overwrite
@@ -47,70 +40,17 @@ from slatedb_core.table.shardmap import (
     layout_problem,
 )
 from slatedb_core.testing import FaultyStore
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
+from tests.table.conftest import OPTS
+from tests.table.overwrite_steps import (
+    NEW,
+    OLD,
+    SPLITS,
+    batch,
+    contents,
+    gone,
+    old_table,
+    stage,
 )
-SPLITS = [b"g", b"p"]
-OLD = {k: b"old-" + k for k in (b"a1", b"c2", b"h3", b"k4", b"q5", b"z6")}
-NEW = {k: b"new-" + k for k in (b"b7", b"c2", b"i8", b"r9", b"y0")}  # c2 in both
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> ObjectStore:
-    return open_store((tmp_path / "store").as_uri())
-
-
-def batch(rows: Mapping[bytes, bytes | None]) -> pa.RecordBatch:
-    keys = sorted(rows)
-    return pa.record_batch(
-        {
-            "key": pa.array(keys, pa.binary()),
-            "value": pa.array([rows[k] for k in keys], pa.binary()),
-        }
-    )
-
-
-def old_table(store: ObjectStore, path: str = "t") -> Table:
-    """A table of three shards holding OLD (durable, some in L0, some only in the WAL)."""
-    t = Table.create(path, store, SPLITS, OPTS)
-    for shard in t.shards:
-        with t.writer(shard.index) as db:
-            for k, v in OLD.items():
-                if shard.contains(k):
-                    db.put(k, v)
-            if shard.index != 1:
-                db.flush_memtable()
-    t.refresh()
-    assert dict(t.scan()) == OLD
-    return t
-
-
-def contents(store: ObjectStore, path: str = "t") -> dict[bytes, bytes]:
-    with Table.open(path, store, OPTS) as t:
-        return dict(t.scan())
-
-
-def stage(
-    store: ObjectStore, plan: IngestPlan, run_id: str, rows: Mapping[bytes, bytes | None]
-) -> dict[int, list[tuple[str, int]]]:
-    """What Spark tasks do: two input partitions, each staged by its own attempt."""
-    staged: dict[int, list[tuple[str, int]]] = {}
-    items = sorted(rows.items())
-    for part, chunk in enumerate((items[::2], items[1::2])):
-        directory = attempt_dir(plan, run_id, part, 0)
-        for sst in stage_ssts(store, plan, directory, 0, [batch(dict(chunk))], partition=part):
-            staged.setdefault(sst.shard.index, []).append((sst.path, sst.seq))
-    return staged
-
-
-def target_gone(store: ObjectStore, db_path: str) -> bool:
-    try:
-        stored = ManifestStore(store, db_path).try_read_latest()
-    except DatabaseDestroyed:
-        return True
-    return stored is None or stored.manifest.destroyed_at_s is not None
 
 
 def assert_unchanged(store: ObjectStore, plan: IngestPlan, map_shards: list[int]) -> None:
@@ -119,12 +59,12 @@ def assert_unchanged(store: ObjectStore, plan: IngestPlan, map_shards: list[int]
     assert not m.pending and not any(s.sealed for s in m.shards)
     assert contents(store) == OLD
     for t in plan.shards:
-        assert target_gone(store, t.db_path), t.db_path
+        assert gone(store, t.db_path), t.db_path
 
 
 # ---- contents ---------------------------------------------------------------------------------
 def check_replaced(store: ObjectStore) -> None:
-    with old_table(store) as t:
+    with old_table(store, check=True) as t:
         before = [s.db_path for s in t.shards]
         stats = t.overwrite([batch(NEW)])
         assert [s.status for s in stats] == [WRITTEN] * 3
@@ -134,7 +74,7 @@ def check_replaced(store: ObjectStore) -> None:
         m = t.shard_map
         assert m.split_points == tuple(SPLITS) and not m.pending
         assert set(m.retired) == set(before)
-        assert all(target_gone(store, p) for p in before)  # soft-destroyed
+        assert all(gone(store, p) for p in before)  # soft-destroyed
         # the new shards are ordinary shards: writes, splits and another overwrite work
         with t.writer(0) as db:
             db.put(b"a1", b"after")
@@ -156,7 +96,7 @@ def test_overwrite_replaces_the_contents_s3(s3_url: str) -> None:
 
 
 def test_overwrite_with_deletes_and_an_empty_input(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         t.overwrite([batch({b"b": b"1", b"c": None, b"q": b"2"})])
         assert dict(t.scan()) == {b"b": b"1", b"q": b"2"}
         stats = t.overwrite([])
@@ -166,7 +106,7 @@ def test_overwrite_with_deletes_and_an_empty_input(mem: ObjectStore) -> None:
 
 def test_overwrite_sets_or_clears_the_value_encoding(mem: ObjectStore) -> None:
     enc = ValueEncoding("json", '{"type":"struct","fields":[]}')
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         t.record_value_encoding(ValueEncoding("arrow", '{"type":"struct"}'))
         t.overwrite([batch(NEW)], value_encoding=enc)
         assert t.value_encoding == enc
@@ -175,7 +115,7 @@ def test_overwrite_sets_or_clears_the_value_encoding(mem: ObjectStore) -> None:
 
 
 def test_bad_arguments(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         plan = plan_overwrite("t", mem)
         with pytest.raises(InvalidArgument, match="staged"):
             commit_overwrite(mem, plan, "r", {3: []})
@@ -194,7 +134,7 @@ def test_bad_arguments(mem: ObjectStore) -> None:
 
 # ---- readers ----------------------------------------------------------------------------------
 def test_readers_see_all_old_or_all_new_never_a_mix(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         before = t.snapshot(lifetime=None)
         stop = threading.Event()
         seen: list[str] = []
@@ -245,7 +185,7 @@ def test_live_reads_see_all_old_or_all_new_never_a_mix(mem: ObjectStore) -> None
     """Reads without a snapshot open every shard's reader on one map version before reading:
     a scan or get_many that found a shard destroyed mid-way used to re-read the map and read
     the rest from the overwrite's new shards (a mix of old and new)."""
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         stop = threading.Event()
         seen: list[str] = []
         mixes: list[object] = []
@@ -278,7 +218,7 @@ def test_live_reads_see_all_old_or_all_new_never_a_mix(mem: ObjectStore) -> None
 # ---- crashes, retries, conflicts, aborts --------------------------------------------------------
 def test_a_crash_after_the_seal_is_finished_by_resume(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         plan = plan_overwrite("t", mem, txn=AppVersion("loader", 3))
         staged = stage(mem, plan, "run1", NEW)
         # step 4 fences the first source: its manifest update is the first write after the seal
@@ -308,7 +248,7 @@ def test_a_crash_after_the_seal_is_finished_by_resume(mem: ObjectStore) -> None:
 
 def test_a_commit_retried_after_failing_midway_is_idempotent(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "run1", NEW)
         # the last target's ingest fails: the first two are built, nothing is sealed
@@ -339,11 +279,11 @@ def test_a_commit_retried_after_failing_midway_is_idempotent(mem: ObjectStore) -
         assert m.pending or plan.shards[1].db_path in m.retired
         commit_overwrite(mem, plan2, "run2", staged2)
         assert contents(mem) == OLD
-        assert all(target_gone(mem, s.db_path) for s in plan.shards)
+        assert all(gone(mem, s.db_path) for s in plan.shards)
 
 
 def test_a_split_after_planning_fails_the_overwrite_cleanly(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "run1", NEW)
         t.split(0, b"c")
@@ -356,7 +296,7 @@ def test_a_split_after_planning_fails_the_overwrite_cleanly(mem: ObjectStore) ->
 def test_a_split_between_build_and_seal_fails_the_overwrite_cleanly(
     mem: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "run1", NEW)
         build = ow._build
@@ -382,7 +322,7 @@ def test_a_split_between_build_and_seal_fails_the_overwrite_cleanly(
 
 
 def test_two_overwrites_planned_together_apply_in_commit_order(mem: ObjectStore) -> None:
-    with old_table(mem):
+    with old_table(mem, check=True):
         first = plan_overwrite("t", mem)
         second = plan_overwrite("t", mem)
         s1, s2 = stage(mem, first, "r1", NEW), stage(mem, second, "r2", {b"x": b"2"})
@@ -390,12 +330,12 @@ def test_two_overwrites_planned_together_apply_in_commit_order(mem: ObjectStore)
         with pytest.raises(ShardMapConflict):  # its base was replaced by the later plan's
             commit_overwrite(mem, first, "r1", s1)
         assert contents(mem) == {b"x": b"2"}
-        assert all(target_gone(mem, s.db_path) for s in first.shards)
+        assert all(gone(mem, s.db_path) for s in first.shards)
 
 
 def test_abort_leaves_the_table_unchanged_and_no_targets(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         ids = [s.shard_id for s in t.shards]
         plan = plan_overwrite("t", mem)
         abort_overwrite(mem, plan)  # nothing built yet
@@ -406,7 +346,7 @@ def test_abort_leaves_the_table_unchanged_and_no_targets(mem: ObjectStore) -> No
         faulty.fail_next("put_if_absent", f"{plan.shards[1].db_path}/manifest/*", times=50)
         with pytest.raises(SlateDBError):
             commit_overwrite(faulty, plan, "run1", staged)
-        assert not target_gone(mem, plan.shards[0].db_path)
+        assert not gone(mem, plan.shards[0].db_path)
         abort_overwrite(mem, plan)
         assert_unchanged(mem, plan, ids)
         # sealed, then aborted: the shards are unsealed and take writes again
@@ -433,7 +373,7 @@ def test_abort_leaves_the_table_unchanged_and_no_targets(mem: ObjectStore) -> No
 
 def test_table_overwrite_aborts_on_failure(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         ids = [s.shard_id for s in t.shards]
         faulty.fail_next("put_if_absent", f"{t.shards[2].db_path}/manifest/*", times=50)
         with Table.open("t", faulty, OPTS) as tf, pytest.raises(SlateDBError):
@@ -450,7 +390,7 @@ def test_table_overwrite_aborts_on_failure(mem: ObjectStore) -> None:
 def test_a_writer_on_an_old_shard_is_fenced_and_its_later_write_refused(
     mem: ObjectStore,
 ) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         old = t.shards[1]
         w = t.writer(1)
         try:
@@ -474,7 +414,7 @@ def test_a_write_between_the_seal_and_the_swap_is_refused_not_lost(
 ) -> None:
     """A writer opened before the seal tries to write after the fence (step 4), before the
     swap: it must raise, not be acknowledged into a database about to be retired."""
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         w = t.writer(2)
         w.put(b"q9", b"acked before")
         carry = rescale._carry_records
@@ -500,7 +440,7 @@ def test_a_write_between_the_seal_and_the_swap_is_refused_not_lost(
 
 # ---- exactly-once -----------------------------------------------------------------------------
 def test_an_applied_txn_makes_the_overwrite_a_no_op(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         with t.writer(0) as db:
             db.record_transactions([AppVersion("other", 9)])
         t.overwrite([batch(NEW)], txn=AppVersion("loader", 5))
@@ -526,7 +466,7 @@ def test_a_txn_applied_after_the_early_check_cancels_the_sealed_overwrite(
     """The decision is taken again once the sources are fenced: a batch of the same app that
     commits to a source between the early check and the seal wins, and the overwrite (an
     older batch) is dropped with its targets."""
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         ids = [s.shard_id for s in t.shards]
         plan = plan_overwrite("t", mem, txn=AppVersion("loader", 5))
         staged = stage(mem, plan, "run1", NEW)
@@ -548,12 +488,12 @@ def test_a_txn_applied_after_the_early_check_cancels_the_sealed_overwrite(
         m = ShardMapStore(mem, "t").read_latest()
         assert [s.shard_id for s in m.shards] == ids and not m.pending
         assert contents(mem) == {**OLD, b"h9": b"batch 6"}
-        assert all(target_gone(mem, s.db_path) for s in plan.shards)
+        assert all(gone(mem, s.db_path) for s in plan.shards)
 
 
 def test_plan_refuses_a_table_held_by_a_pending_rescale(mem: ObjectStore) -> None:
     faulty = FaultyStore(mem)
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         # a split whose run died after its seal
         faulty.fail_next("put_if_absent", f"{t.shards[0].db_path}/manifest/*", times=50)
         with Table.open("t", faulty, OPTS) as tf, pytest.raises(SlateDBError):
@@ -567,7 +507,7 @@ def test_plan_refuses_a_table_held_by_a_pending_rescale(mem: ObjectStore) -> Non
 
 # ---- the map codec ----------------------------------------------------------------------------
 def test_a_pending_replace_round_trips_and_bad_ones_are_refused(mem: ObjectStore) -> None:
-    with old_table(mem) as t:
+    with old_table(mem, check=True) as t:
         m = t.shard_map
         enc = ValueEncoding("arrow", '{"type":"struct"}')
         targets = tuple((10 + s.index, s.key_range) for s in m.shards)

@@ -7,7 +7,6 @@ docstring names a fix."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
@@ -20,7 +19,6 @@ from slatedb_core.table.ingest import (
     REFUSED,
     SKIPPED,
     WRITTEN,
-    IngestPlan,
     attempt_dir,
     commit_shard,
     plan_ingest,
@@ -36,27 +34,13 @@ from tests.table.overwrite_steps import (
     OLD,
     assert_map_is_live,
     batch,
+    commit_concurrently,
+    commit_in_thread,
     contents,
     gone,
     old_table,
     stage,
 )
-
-
-def _commit_in_thread(
-    store: ObjectStore, plan: IngestPlan, staged: Mapping[int, list[tuple[str, int]]]
-) -> tuple[threading.Thread, list[object]]:
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append([s.status for s in commit_overwrite(store, plan, "r", staged)])
-        except SlateDBError as e:
-            out.append(e)
-
-    th = threading.Thread(target=run)
-    th.start()
-    return th, out
 
 
 # ---- seqs: nothing the overwrite or a stream links shadows a later write ----------------------
@@ -157,19 +141,7 @@ def test_concurrent_commits_of_one_overwrite_plan_never_report_a_wrong_outcome(
     with old_table(mem) as t:
         plan = plan_overwrite("t", mem, txn=AppVersion("job", 4))
         staged = stage(mem, plan, "r", NEW)
-        results: list[object] = []
-
-        def run() -> None:
-            try:
-                results.append([s.status for s in commit_overwrite(mem, plan, "r", staged)])
-            except SlateDBError as e:
-                results.append(e)
-
-        threads = [threading.Thread(target=run) for _ in range(2)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120)
+        results = commit_concurrently(mem, plan, staged, 2)
         assert len(results) == 2
         for r in results:
             assert r == [WRITTEN] * 3 or isinstance(r, SlateDBError), results
@@ -197,7 +169,7 @@ def test_a_commit_fenced_on_a_target_by_a_concurrent_attempt_reports_the_swap(
         target = plan.shards[0].db_path
         # the target's manifests: 1 created, 2 the writer's epoch, 3 the ingest
         pp = faulty.pause("ingest", "put_if_absent", f"{target}/manifest/*03.manifest")
-        th, out = _commit_in_thread(faulty, plan, staged)
+        th, out = commit_in_thread(faulty, plan, staged)
         assert pp.wait_reached(30)
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
         pp.release()
@@ -224,7 +196,7 @@ def test_a_commit_whose_sources_a_concurrent_attempt_retired_reports_the_swap(
         staged = stage(mem, plan, "r", NEW)
         source = t.shards[0].db_path
         pp = faulty.pause("fence", "put_if_absent", f"{source}/manifest/*")
-        th, out = _commit_in_thread(faulty, plan, staged)
+        th, out = commit_in_thread(faulty, plan, staged)
         assert pp.wait_reached(30)
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
         assert gone(mem, source)
@@ -252,16 +224,7 @@ def test_an_abort_while_the_commit_stalls_before_its_seal_cancels_the_commit(
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "r", NEW)
         pp = faulty.pause("seal", "put_if_absent", "t/shardmap/*")
-        results: list[object] = []
-
-        def run() -> None:
-            try:
-                results.append([s.status for s in commit_overwrite(faulty, plan, "r", staged)])
-            except SlateDBError as e:
-                results.append(e)
-
-        th = threading.Thread(target=run)
-        th.start()
+        th, results = commit_in_thread(faulty, plan, staged)
         assert pp.wait_reached(30)
         abort_overwrite(mem, plan)
         pp.release()

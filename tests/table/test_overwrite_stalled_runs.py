@@ -4,7 +4,6 @@ the op's outcome, and racing attempts of one commit ingest each target once."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -26,6 +25,8 @@ from tests.table.conftest import OPTS
 from tests.table.overwrite_steps import (
     NEW,
     assert_map_is_live,
+    commit_concurrently,
+    commit_in_thread,
     contents,
     old_table,
     stage,
@@ -56,16 +57,7 @@ def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap
         staged = stage(mem, plan, "r", NEW)
         target = plan.shards[0].db_path
         pp = faulty.pause("create", "put_if_absent", f"{target}/manifest/*{stall}.manifest")
-        out: list[object] = []
-
-        def run() -> None:
-            try:
-                out.append([s.status for s in commit_overwrite(faulty, plan, "r", staged)])
-            except SlateDBError as e:
-                out.append(e)
-
-        th = threading.Thread(target=run)
-        th.start()
+        th, out = commit_in_thread(faulty, plan, staged)
         assert pp.wait_reached(30)
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
         shard0 = {k: v for k, v in NEW.items() if k < b"g"}
@@ -106,16 +98,7 @@ def test_a_stalled_run_whose_sources_were_retired_and_collected_reports_the_swap
             pp = faulty.pause("p", "put_if_absent", f"{sources[0]}/manifest/*")
         else:  # once sealed, the first read of a target is step 4's, after every fence
             sealed = faulty.pause("seal", "put_if_absent", "t/shardmap/*", when="after")
-        out: list[object] = []
-
-        def run() -> None:
-            try:
-                out.append([s.status for s in commit_overwrite(faulty, plan, "r", staged)])
-            except SlateDBError as e:
-                out.append(e)
-
-        th = threading.Thread(target=run)
-        th.start()
+        th, out = commit_in_thread(faulty, plan, staged)
         if where == "carry":
             assert sealed.wait_reached(30)
             pp = faulty.pause("p", "get", f"{plan.shards[0].db_path}/*")
@@ -171,19 +154,7 @@ def test_racing_attempts_of_one_commit_ingest_each_target_once(mem: ObjectStore)
     with old_table(mem):
         plan = plan_overwrite("t", mem)
         staged = stage(mem, plan, "r", NEW)
-        outs: list[object] = []
-
-        def run() -> None:
-            try:
-                outs.append([s.status for s in commit_overwrite(mem, plan, "r", staged)])
-            except SlateDBError as e:
-                outs.append(e)
-
-        threads = [threading.Thread(target=run) for _ in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(60)
+        outs = commit_concurrently(mem, plan, staged, 4)
         # runs of one pending op may fence each other out (docs/overwrite.md, "What is not
         # covered"): a failure, never a wrong outcome
         assert all(o == [WRITTEN] * 3 or isinstance(o, Fenced) for o in outs), outs

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.table import Table, TableOptions
+from slatedb_core.table import Table
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 from slatedb_core.testing import FaultyStore
-
-OPTS = TableOptions(
-    writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
-    reader=DbReaderOptions(manifest_poll_interval=timedelta(hours=1), checkpoint_lifetime=None),
-)
+from tests.table.conftest import OPTS
 
 
 def test_held_a_shard_map_create_that_landed_but_reported_failure_commits_once(

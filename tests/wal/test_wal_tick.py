@@ -13,7 +13,6 @@ keeps that tick too (``Memtable.freeze``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,15 +26,6 @@ from tests.interop.oracle_merge import slatedb_write
 from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = pytest.mark.slatedb
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 def test_a_ttl_row_live_at_the_last_write_survives_a_replayed_flush(

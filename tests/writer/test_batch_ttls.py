@@ -7,7 +7,6 @@ wheel in the same run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -42,15 +41,6 @@ CASES: dict[str, tuple[list[Op], bool]] = {
     "same ttl": ([("put", b"k", b"1", A), ("merge", b"k", b"2", A)], True),
     "two keys": ([("merge", b"k", b"1", A), ("merge", b"j", b"2", B)], True),
 }
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -9,7 +9,7 @@ itself has retired."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,15 +28,6 @@ pytestmark = pytest.mark.slatedb
 
 
 OURS = DbOptions(flush_interval=timedelta(milliseconds=10), merge_operator="string_append")
-
-
-@pytest.fixture
-def oracle(tmp_path: Path) -> Iterator[Oracle]:
-    o = Oracle(tmp_path)
-    try:
-        yield o
-    finally:
-        o.close()
 
 
 def _batch(db: Db) -> None:

@@ -28,6 +28,8 @@ from slatedb_core.store.url import open_store
 VALUE = 16 << 20  # each block decompresses to a bit more than this
 BLOCKS = 32  # 512 MiB decoded in all; a few KB stored
 assert GROUP_DECODE_BYTES <= MAX_BLOCK_BYTES < BLOCKS * VALUE // 4
+# one xdist worker runs the module, so its SSTs (512 MiB of rows) are built once, not per worker
+pytestmark = pytest.mark.xdist_group("sst-readahead-bounded")
 # a group decodes to at most its budget plus one block, which the decompressed pieces, their
 # concatenation and the decoded columns (and the last block the caller still holds) hold about
 # three times; before the fix a scan peaked at 1024 MiB here, after it at 160-176 MiB

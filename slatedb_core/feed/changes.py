@@ -49,6 +49,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed.cursor import Cursor, SnapshotPosition
+from slatedb_core.feed.ingests import IngestMerge, live_marks
 from slatedb_core.feed.retention import (
     SNAPSHOT_CHECKPOINT,
     ConsumerHold,
@@ -166,7 +167,7 @@ class ChangeFeed:
                     # from a snapshot it pins instead, so the GC keeps all it reads
                     gap = "a new consumer of a WAL already in L0"
             if gap is None:
-                yield from self._batches(Cursor(), run)
+                yield from self._batches(Cursor(), run, self._ingests(Cursor(), latest.manifest))
                 return
             if not self.options.bootstrap:
                 raise ChangesCollected(self.path, f"{gap} (bootstrap=False)")
@@ -179,7 +180,7 @@ class ChangeFeed:
         run, gap = self._plan(cursor, latest.manifest)
         if gap is not None:
             raise ChangesCollected(self.path, gap)
-        yield from self._batches(cursor, run)
+        yield from self._batches(cursor, run, self._ingests(cursor, latest.manifest))
         if ephemeral is not None:
             # kept until the WAL after the snapshot was read, so the GC kept that too; a feed
             # not read to its end leaves it to expire (snapshot_lifetime)
@@ -267,16 +268,24 @@ class ChangeFeed:
             "which this database never wrote (another database's cursor, or a restored one)"
         )
 
-    def _batches(self, cursor: Cursor, run: Sequence[int]) -> Iterator[ChangeBatch]:
-        """Batches of about ``batch_rows`` of the WAL SSTs ``run`` after ``cursor``. A batch
-        never ends inside the rows of one seq: SlateDB commits a write batch as one seq (its
-        rows share it), and a cursor resumes after a whole seq."""
+    def _batches(
+        self, cursor: Cursor, run: Sequence[int], ingests: IngestMerge | None = None
+    ) -> Iterator[ChangeBatch]:
+        """Batches of about ``batch_rows`` of the WAL SSTs ``run`` after ``cursor`` (and of the
+        ingests ``ingests`` finds between them). A batch never ends inside the rows of one seq:
+        SlateDB commits a write batch as one seq (its rows share it), and a cursor resumes after
+        a whole seq."""
         size = self.options.batch_rows
         pending: list[pa.RecordBatch] = []
         n = 0
         pos = cursor
         yielded = cursor
-        for wal_id, rows in self._fetch(run):
+        pieces = (
+            ((w, w, w + 1, rows) for w, rows in self._fetch(run))
+            if ingests is None
+            else ingests.pieces(cursor, self._fetch(run))
+        )
+        for wal_id, inside, after, rows in pieces:
             if rows.num_rows and pos.seq and pc.min(rows.column(1)).as_py() <= pos.seq:
                 rows = rows.filter(pc.greater(rows.column(1), pa.scalar(pos.seq, pa.uint64())))
             seqs = rows.column(1).to_numpy()  # ascending (WalLog.decode), no nulls: no copy
@@ -292,12 +301,34 @@ class ChangeFeed:
                 offset = cut
                 last = int(seqs[cut - 1])
                 if n >= size:
-                    yielded = Cursor(wal_id if offset < total else wal_id + 1, last)
+                    yielded = Cursor(inside if offset < total else after, last)
                     yield ChangeBatch(_concat(pending), yielded)
                     pending, n = [], 0
-            pos = Cursor(wal_id + 1, last)
+            pos = Cursor(after, last)
         if pending or pos != yielded:
             yield ChangeBatch(_concat(pending), pos)
+
+    def _ingests(self, cursor: Cursor, before: Manifest) -> IngestMerge:
+        """What merges the ingests after ``cursor`` into the WAL rows (docs/changes.md,
+        "Ingested rows"): the marked ones, read from a manifest read now, after
+        :meth:`_plan`'s LIST; ``before``: the manifest read before it."""
+        after = self.manifests.read_latest().manifest
+        return IngestMerge(
+            self.store,
+            self.manifests,
+            live_marks(after, time.time(), cursor.seq),
+            self.options.consumer is not None,
+            after.last_l0_seq,
+            before.last_l0_seq,
+            self._wal_last_seq,
+        )
+
+    def _wal_last_seq(self, wal_id: int) -> int | None:
+        try:
+            rows = self._load(wal_id)
+        except ObjectNotFound:
+            return None
+        return int(rows.column(1)[rows.num_rows - 1].as_py()) if rows.num_rows else 0
 
     def _fetch(self, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
         """``(id, rows in seq order, timestamps included)`` of each WAL SST of ``ids``, in id

@@ -27,6 +27,7 @@ from datetime import timedelta
 from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
 from slatedb_core.errors import InvalidArgument, ObjectNotFound
 from slatedb_core.feed.cursor import Cursor
+from slatedb_core.feed.ingests import consumer_marks_change, extend_marks
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
 
@@ -66,6 +67,18 @@ def hold_change(
     expire = expire_time_s(now_s, lifetime)
 
     def change(m: Manifest, next_id: int) -> Manifest | None:
+        # the markers of ingests the consumer delivered go; the others live as long as it
+        # (slatedb_core.feed.ingests)
+        pruned = m if cursor is None else consumer_marks_change(m, consumer, cursor.seq)
+        moved = held(pruned, next_id) or pruned
+        mine = [c for c in moved.checkpoints if c.name == name and not c.is_expired(now_s)]
+        until = mine[-1].expire_time_s if mine else expire
+        out = dataclasses.replace(
+            moved, checkpoints=extend_marks(moved.checkpoints, consumer, until)
+        )
+        return None if out == m else out
+
+    def held(m: Manifest, next_id: int) -> Manifest | None:
         mine = [c for c in m.checkpoints if c.name == name]
         live = [c for c in mine if not c.is_expired(now_s)]
         others = tuple(c for c in m.checkpoints if c.name != name)
@@ -129,8 +142,17 @@ def hold(
 
 
 def release(manifests: ManifestStore, consumer: str) -> None:
-    """Delete ``consumer``'s checkpoint: the GC may collect what only it kept."""
-    manifests.update(drop_named_change(checkpoint_name(consumer)))
+    """Delete ``consumer``'s checkpoint and its ingest markers: the GC may collect what only
+    they kept."""
+    drop = drop_named_change(checkpoint_name(consumer))
+
+    def change(m: Manifest) -> Manifest | None:
+        dropped = drop(m)
+        base = m if dropped is None else dropped
+        out = consumer_marks_change(base, consumer, None)
+        return None if out is m else out
+
+    manifests.update(change)
 
 
 @dataclasses.dataclass(frozen=True)

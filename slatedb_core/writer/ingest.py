@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from slatedb_core.checkpoints import checkpoint_change, writer_checkpoint
 from slatedb_core.errors import InvalidArgument, MergeOperatorMissing
+from slatedb_core.feed.ingests import mark_ingest
 from slatedb_core.lsm.arrow_rows import arrow_entries, seq_range, split_for_ssts
 from slatedb_core.lsm.entries import sort_dedup
 from slatedb_core.lsm.memtable import ImmutableMemtable
@@ -151,7 +152,7 @@ class WriterIngest:
             written += len(blob)
         # encoding is deterministic: re-encode for a GC re-homing rather than hold every SST
         datas = [functools.partial(self._encode, part) for part in parts]
-        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas, older)
+        stored = self._commit_in_front_of_l0(ssts, first + n - 1, datas, older, first_seq=first)
         return BulkIngestStats(n, len(ssts), written, stored.id)
 
     def _commit_in_front_of_l0(
@@ -162,6 +163,8 @@ class WriterIngest:
         older: tuple[ImmutableMemtable, ...],
         also: Callable[[Manifest, int], Manifest] | None = None,
         gate: _TxnGate | None = None,
+        *,
+        first_seq: int,
     ) -> StoredManifest:
         """The commit of an ingest (the engine's ``l0_lock`` held, seqs reserved by
         :meth:`~slatedb_core.writer.engine.WriterEngine.reserve_seqs_and_freeze`, which froze
@@ -173,7 +176,9 @@ class WriterIngest:
         ``also``, if given, is applied in the same update after the SSTs' edit, so that both
         land or neither. ``gate``, if given, may refuse the update (an already applied txn:
         nothing is committed, the manifest it was decided on is returned) or records its txn in
-        it. Returns the manifest committed.
+        it. Returns the manifest committed. ``first_seq..last_seq`` are the ingest's seqs: the
+        same update marks them for the change feed's registered consumers
+        (:mod:`slatedb_core.feed.ingests`).
 
         A memtable frozen after the reservation holds writes newer than the ingest (seqs above
         its, which SlateDB reads as newer): it stays frozen until the commit is done and then
@@ -204,6 +209,7 @@ class WriterIngest:
                 replay_after_wal_id=max(m.replay_after_wal_id, confirmed),
             )
             m = writer_checkpoint(m, next_id, epoch)
+            m = mark_ingest(m, next_id, first_seq, last_seq, len(added), time.time())
             if gate is not None:
                 m = gate.apply(m)
             return m if also is None else also(m, next_id)
@@ -290,7 +296,7 @@ class WriterIngest:
             older = self._engine.reserve_through(infos[0][2], infos[-1][2]) if copies else None
             if older is not None:
                 ssts = copies
-                last = infos[-1][2]
+                first_seq, last = infos[0][2], infos[-1][2]
                 rows = sum(counts)
                 datas = [functools.partial(self._read_object, path) for path, _, _ in infos]
             else:
@@ -300,7 +306,7 @@ class WriterIngest:
                     for i, (path, _, _) in enumerate(infos)
                 ]
                 first, older = self._engine.reserve_seqs_and_freeze(sum(depths))
-                last = first + sum(depths) - 1
+                first_seq, last = first, first + sum(depths) - 1
                 ssts, datas = [], []
                 base = first
                 for (path, _, _), depth in zip(infos, depths, strict=True):
@@ -310,7 +316,9 @@ class WriterIngest:
                     ssts.append(self._engine.write_sst(blob, info))
                     datas.append(functools.partial(_bytes_of, encode))
                 rows = sum(s.info.entry_count for s in ssts)
-            stored = self._commit_in_front_of_l0(ssts, last, datas, older, also, gate)
+            stored = self._commit_in_front_of_l0(
+                ssts, last, datas, older, also, gate, first_seq=first_seq
+            )
         size = sum(s.info.size_bytes for s in ssts)
         return gate.stats(rows, len(ssts), size, stored.id)
 

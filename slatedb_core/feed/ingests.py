@@ -1,0 +1,332 @@
+"""Ingest markers: how a change feed finds the rows an ingest put straight into L0, which are in
+no WAL SST (docs/changes.md, "Ingested rows").
+
+``Db.bulk_ingest`` and ``Db.ingest_ssts`` (and so a Spark ingest and a table overwrite's
+commits) reserve a range of seqs ``first..last`` above every write before them and commit their
+SSTs in front of L0 with one manifest update (:mod:`slatedb_core.writer.ingest`). In that same
+update, :func:`mark_ingest` adds, for each registered consumer of the database (a live
+``changes-consumer:<name>`` checkpoint, :mod:`slatedb_core.feed.retention`), a checkpoint named
+``changes-ingest:<first>:<last>:<ssts>:<name>`` pinning the manifest being committed, expiring
+with the consumer's own. The name says which seqs are the ingest's and that its SSTs are the
+first ``ssts`` L0 views of the pinned manifest; the pin keeps those SSTs (and that manifest)
+through a compaction that merges them and the GC passes after it, until the consumer's feed has
+delivered them and its next :func:`~slatedb_core.feed.retention.hold_change` drops the marker
+(or the consumer is released, or lapses). Being part of the data's commit, a marker exists
+exactly when the ingest committed.
+
+A database with no registered consumer gets no marker and pays nothing. An unregistered feed
+cannot see an ingest then; it notices one that is newer than every row it delivered (the
+latest manifest's ``last_l0_seq`` is past them once the WAL is read to its end) and raises
+:class:`~slatedb_core.errors.ChangesCollected` rather than go past it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.errors import ChangesCollected, ObjectNotFound
+from slatedb_core.feed.cursor import Cursor
+from slatedb_core.layout import sst_path
+from slatedb_core.lsm.row_model import ROW_SCHEMA, concat_rows
+from slatedb_core.manifest.model import Checkpoint, Manifest
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.sst import SstReader
+from slatedb_core.store.objectstore import ObjectStore
+
+INGEST_PREFIX = "changes-ingest:"
+"""The name of an ingest marker starts with this (see the module docstring)."""
+_CONSUMER_PREFIX = "changes-consumer:"  # retention.CONSUMER_PREFIX (imported there from here)
+LOOK_BACK = 16
+"""Empty WAL SSTs (a writer's fencing ones) looked back through for the seq before a cursor."""
+_MARKER_NS = uuid.UUID("6f3f7d0e-2b1c-4f47-9a57-2d7c0e6a43b1")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IngestMark:
+    """One ingest marker: the ingest's seqs ``first..last``, its SSTs (the first ``ssts`` L0
+    views of the manifest ``manifest_id`` the marker pins), and the consumer it is kept for."""
+
+    first: int
+    last: int
+    ssts: int
+    consumer: str
+    manifest_id: int
+
+
+def marker_name(first: int, last: int, ssts: int, consumer: str) -> str:
+    return f"{INGEST_PREFIX}{first}:{last}:{ssts}:{consumer}"
+
+
+def parse_marker(cp: Checkpoint) -> IngestMark | None:
+    """The marker ``cp`` is, or None when it is no ingest marker."""
+    if cp.name is None or not cp.name.startswith(INGEST_PREFIX):
+        return None
+    parts = cp.name[len(INGEST_PREFIX) :].split(":", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[:3]):
+        return None
+    return IngestMark(int(parts[0]), int(parts[1]), int(parts[2]), parts[3], cp.manifest_id)
+
+
+def mark_ingest(
+    m: Manifest, next_id: int, first: int, last: int, ssts: int, now_s: float
+) -> Manifest:
+    """``m`` (the manifest an ingest's commit builds, manifest ``next_id``) with one marker per
+    registered consumer (see the module docstring); ``m`` itself when there is none. Pure:
+    the marker ids are derived from what they mark, so an attempt applied again after a lost
+    race adds the same ones."""
+    added = []
+    for c in m.checkpoints:
+        if c.name is None or not c.name.startswith(_CONSUMER_PREFIX) or c.is_expired(now_s):
+            continue
+        consumer = c.name[len(_CONSUMER_PREFIX) :]
+        name = marker_name(first, last, ssts, consumer)
+        added.append(
+            Checkpoint(
+                id=uuid.uuid5(_MARKER_NS, f"{name}:{next_id}"),
+                manifest_id=next_id,
+                create_time_s=int(now_s),
+                expire_time_s=c.expire_time_s,
+                name=name,
+            )
+        )
+    if not added:
+        return m
+    return dataclasses.replace(m, checkpoints=(*m.checkpoints, *added))
+
+
+def live_marks(m: Manifest, now_s: float, after_seq: int) -> list[IngestMark]:
+    """The ingests of ``m``'s unexpired markers with rows above ``after_seq``, one per ingest
+    (markers of several consumers name the same one), by seq."""
+    found: dict[tuple[int, int], IngestMark] = {}
+    for c in m.checkpoints:
+        mark = parse_marker(c)
+        if mark is None or c.is_expired(now_s) or mark.last <= after_seq:
+            continue
+        found.setdefault((mark.first, mark.last), mark)
+    return [found[k] for k in sorted(found)]
+
+
+def consumer_marks_change(m: Manifest, consumer: str, after_seq: int | None) -> Manifest:
+    """``m`` without ``consumer``'s markers of ingests at or below ``after_seq`` (None: all of
+    them, the consumer is released), so their pins go once it has delivered them."""
+    keep = []
+    for c in m.checkpoints:
+        mark = parse_marker(c)
+        if (
+            mark is not None
+            and mark.consumer == consumer
+            and (after_seq is None or mark.last <= after_seq)
+        ):
+            continue
+        keep.append(c)
+    if len(keep) == len(m.checkpoints):
+        return m
+    return dataclasses.replace(m, checkpoints=tuple(keep))
+
+
+def extend_marks(
+    checkpoints: Sequence[Checkpoint], consumer: str, expire: int | None
+) -> tuple[Checkpoint, ...]:
+    """``checkpoints`` with ``consumer``'s markers expiring at ``expire`` (its checkpoint's new
+    expiry: a marker lives as long as the consumer it is kept for)."""
+    out = []
+    for c in checkpoints:
+        mark = parse_marker(c)
+        if mark is not None and mark.consumer == consumer and c.expire_time_s != expire:
+            c = dataclasses.replace(c, expire_time_s=expire)
+        out.append(c)
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IngestRows:
+    """An ingest's rows (ROW_SCHEMA, timestamps included) in seq order, and the replay point
+    of the manifest that committed it: every WAL row older than the ingest is in a WAL SST at
+    or below it (the ingest flushed the older memtables, and a flush waits for their WAL)."""
+
+    mark: IngestMark
+    replay_after_wal_id: int
+    rows: pa.RecordBatch
+
+
+def load_ingest(
+    store: ObjectStore, manifests: ManifestStore, mark: IngestMark, after_seq: int
+) -> IngestRows:
+    """The rows of the ingest ``mark`` above ``after_seq``, read from the SSTs of the manifest
+    its marker pins; ChangesCollected when they are gone (the marker lapsed)."""
+    try:
+        m = manifests.read(mark.manifest_id).manifest
+        tables = []
+        for view in m.l0[: mark.ssts]:
+            reader = SstReader.open(store, sst_path(manifests.db_path, view.sst_id))
+            tables.extend(reader.read_all(timestamps=True).to_batches())
+    except ObjectNotFound as e:
+        raise ChangesCollected(
+            manifests.db_path,
+            f"the SSTs of the ingest of seqs {mark.first}..{mark.last} are gone "
+            f"(manifest {mark.manifest_id}): {e.path}",
+        ) from e
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return IngestRows(mark, m.replay_after_wal_id, pa.RecordBatch.from_pylist([], ROW_SCHEMA))
+    rows = concat_rows(tables)
+    seq = rows.column(1)
+    lo = max(after_seq + 1, mark.first)
+    keep = pc.and_(
+        pc.greater_equal(seq, pa.scalar(lo, seq.type)),
+        pc.less_equal(seq, pa.scalar(mark.last, seq.type)),
+    )
+    rows = rows.filter(keep)
+    # by seq; within one seq (an SST re-encoded at one seq) in key order, as it is stored
+    order = pc.sort_indices(
+        pa.table({"s": rows.column(1), "k": rows.column(0)}),
+        sort_keys=[("s", "ascending"), ("k", "ascending")],
+    )
+    return IngestRows(mark, m.replay_after_wal_id, rows.take(order))
+
+
+__all__ = [
+    "INGEST_PREFIX",
+    "IngestMark",
+    "IngestMerge",
+    "IngestRows",
+    "consumer_marks_change",
+    "extend_marks",
+    "live_marks",
+    "load_ingest",
+    "mark_ingest",
+    "marker_name",
+    "parse_marker",
+]
+
+
+def _gaps(seqs: npt.NDArray[np.uint64], start: int, before: int) -> list[int]:
+    """The indexes ``j >= start`` of ``seqs`` (ascending) whose seq is more than one past the
+    one before it (``before`` for ``start``): where a seq gap ends."""
+    if start >= len(seqs):
+        return []
+    tail = seqs[start:]
+    prevs = np.empty_like(tail)
+    prevs[0] = before
+    prevs[1:] = tail[:-1]
+    return [int(j) + start for j in np.flatnonzero(tail > prevs + np.uint64(1))]
+
+
+class IngestMerge:
+    """The ingests of one feed call, merged into its WAL rows by seq.
+
+    ``marks``: the ingests markers name after the cursor (read from a manifest read after the
+    WAL LIST, whose ``last_l0_seq`` is ``l0_seq_after``). A seq gap between two WAL rows (our writer and
+    SlateDB's hand out seqs one after another, so a gap is an ingest's reservation) is filled
+    with the ingests in it; one that no marker fills is an ingest still in flight unless the
+    manifest's ``last_l0_seq`` already covers it (an ingest holds the L0 lock from its
+    reservation to its commit, so a later L0 commit means it ended, and a committed one's marker
+    is in that manifest): the call stops before it and the next one goes on. A gap the
+    manifest covers with no marker is a failed ingest's for a ``registered`` consumer (every
+    ingest since it registered is marked for it); an unregistered feed, which cannot tell,
+    raises ChangesCollected there rather than risk a gap. ``l0_seq_before``
+    (the ``last_l0_seq`` of a manifest read before the LIST) ends the check that no ingest was
+    left behind: every L0 row of that manifest is in a WAL SST listed, or an ingest's.
+    ``wal_last_seq(id)``: the highest seq of WAL SST ``id`` (0: it has no rows; None: gone)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifests: ManifestStore,
+        marks: list[IngestMark],
+        registered: bool,
+        l0_seq_after: int,
+        l0_seq_before: int,
+        wal_last_seq: Callable[[int], int | None],
+    ) -> None:
+        self.store = store
+        self.manifests = manifests
+        self.marks = marks
+        self.registered = registered
+        self.l0_seq_after = l0_seq_after
+        self.l0_seq_before = l0_seq_before
+        self.wal_last_seq = wal_last_seq
+
+    def pieces(
+        self, cursor: Cursor, fetched: Iterator[tuple[int, pa.RecordBatch]]
+    ) -> Iterator[tuple[int | None, int, int, pa.RecordBatch]]:
+        """``(wal_id or None for an ingest, wal id of a cursor inside it, wal id of the cursor
+        after it, rows)`` in seq order (see the class docstring)."""
+        pending = deque(self.marks)
+        seen = cursor.seq
+        prev: int | None = None  # the seq of the WAL row before, in WAL order
+        next_wal = cursor.wal_id
+        for w, rows in fetched:
+            next_wal = w + 1
+            seqs = rows.column(1).to_numpy()
+            start = int(np.searchsorted(seqs, cursor.seq, side="right")) if prev is None else 0
+            if start:
+                prev = int(seqs[start - 1])
+            i = start
+            for j in _gaps(seqs, start, cursor.seq if prev is None else prev):
+                before = prev if j == start else int(seqs[j - 1])
+                hi = int(seqs[j]) - 1
+                covered = []
+                while pending and pending[0].first <= hi:
+                    covered.append(pending.popleft())
+                how = self._resolved(covered, hi, cursor.wal_id if before is None else None)
+                if how is None:
+                    yield w, w, w, rows.slice(i, j - i)
+                    return  # an ingest may be in flight in the gap: the next call goes on
+                if how == "l0" and not self.registered:
+                    raise self._unfollowed(hi, "before" if before is None else f"after {before}")
+                if covered:
+                    yield w, w, w, rows.slice(i, j - i)
+                    i = j
+                    for mark in covered:
+                        got = load_ingest(self.store, self.manifests, mark, cursor.seq)
+                        yield None, w, w, got.rows
+            yield w, w, w + 1, rows.slice(i)
+            if len(seqs):
+                prev = int(seqs[-1])
+                seen = max(seen, prev)
+        for mark in pending:
+            got = load_ingest(self.store, self.manifests, mark, cursor.seq)
+            if got.replay_after_wal_id >= next_wal:
+                return  # WAL rows older than it are in WAL SSTs not listed yet
+            yield None, next_wal, next_wal, got.rows
+            seen = max(seen, mark.last)
+        if self.l0_seq_before > seen:
+            raise self._unfollowed(self.l0_seq_before, f"after {seen}")
+
+    def _unfollowed(self, hi: int, where: str) -> ChangesCollected:
+        return ChangesCollected(
+            self.manifests.db_path,
+            f"rows up to seq {hi} ({where}) are in L0 but in no WAL SST: an ingest "
+            "(Db.ingest_ssts, bulk_ingest) no marker names; only a registered consumer "
+            "(ChangesOptions.consumer) follows ingests; bootstrap again",
+        )
+
+    def _resolved(self, covered: list[IngestMark], hi: int, at_cursor: int | None) -> str | None:
+        """How the seq gap ending at ``hi`` before a WAL row is settled: the
+        ingests ``covered`` fill it to its end (``"marks"``); (a gap right after a cursor whose
+        WAL id is ``at_cursor``) the last non-empty WAL SST before that id holds its seqs
+        (``"wal"``: a cursor from ``tail()`` skips them; a writer's fencing WAL SST is empty,
+        and a few are looked back through); a manifest's L0 is past it
+        (``"l0"``: a failed ingest's, or one no marker names); None: not yet (an ingest may be
+        in flight)."""
+        if covered and max(m.last for m in covered) >= hi:
+            return "marks"
+        if at_cursor is not None:
+            for wal_id in range(at_cursor - 1, max(0, at_cursor - 1 - LOOK_BACK), -1):
+                last = self.wal_last_seq(wal_id)
+                if last is None or last:  # gone, or its last seq
+                    if last is not None and last >= hi:
+                        return "wal"
+                    break
+        if self.l0_seq_after >= hi:
+            return "l0"
+        return None

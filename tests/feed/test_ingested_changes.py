@@ -15,7 +15,9 @@ import pytest
 from slatedb_core.compactor import Compactor
 from slatedb_core.errors import ChangesCollected
 from slatedb_core.feed import ChangeBatch, ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.feed.ingests import INGEST_PREFIX
 from slatedb_core.gc import GarbageCollector
+from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
@@ -95,3 +97,22 @@ def test_an_unregistered_feed_behind_an_ingest_is_told(store: ObjectStore) -> No
     write_with_ingests(store)
     with pytest.raises(ChangesCollected, match="ingest"):
         list(ChangeFeed("db", store).changes(start))
+
+
+def test_markers_go_once_delivered_or_released(store: ObjectStore) -> None:
+    def markers() -> list[str]:
+        m = ManifestStore(store, "db").read_latest().manifest
+        return [c.name for c in m.checkpoints if c.name and c.name.startswith(INGEST_PREFIX)]
+
+    for name in ("one", "two"):
+        with Db.open("db", store, QUIET) as db:
+            db.put(b"_", b"0")
+            list(db.changes(None, ChangesOptions(consumer=name)))
+    write_with_ingests(store)
+    assert len(markers()) == 4  # two ingests, one marker each per consumer
+    one = ChangeFeed("db", store, ChangesOptions(consumer="one"))
+    last = list(one.changes(Cursor()))[-1].cursor
+    assert not any(b.rows.num_rows for b in one.changes(last))  # its hold moves to ``last``
+    assert all(n.endswith(":two") for n in markers()) and len(markers()) == 2
+    ChangeFeed("db", store, ChangesOptions(consumer="two")).release()
+    assert markers() == []

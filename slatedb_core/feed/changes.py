@@ -49,7 +49,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed.cursor import Cursor, SnapshotPosition
-from slatedb_core.feed.ingests import IngestMerge, live_marks
+from slatedb_core.feed.ingests import LOOK_BACK, IngestMerge, live_marks
 from slatedb_core.feed.retention import (
     SNAPSHOT_CHECKPOINT,
     ConsumerHold,
@@ -166,6 +166,10 @@ class ChangeFeed:
                     # its checkpoint pins a manifest past the WAL it would read first: start
                     # from a snapshot it pins instead, so the GC keeps all it reads
                     gap = "a new consumer of a WAL already in L0"
+            if gap is None and latest.manifest.last_l0_seq > self._last_wal_seq(run):
+                # L0 holds rows newer than the whole WAL: an ingest's (docs/changes.md,
+                # "Ingested rows"), which only a snapshot delivers to a new feed
+                gap = "rows ingested into L0 are in no WAL SST"
             if gap is None:
                 yield from self._batches(Cursor(), run, self._ingests(Cursor(), latest.manifest))
                 return
@@ -322,6 +326,16 @@ class ChangeFeed:
             before.last_l0_seq,
             self._wal_last_seq,
         )
+
+    def _last_wal_seq(self, run: Sequence[int]) -> int:
+        """The highest seq of the WAL SSTs ``run`` (0: none has rows); the last ones are
+        read, back through a few empty ones (a writer's fencing WAL SSTs; past them, 0: the
+        feed bootstraps, which is never wrong)."""
+        for wal_id in list(reversed(run))[:LOOK_BACK]:
+            last = self._wal_last_seq(wal_id)
+            if last:
+                return last
+        return 0
 
     def _wal_last_seq(self, wal_id: int) -> int | None:
         try:

@@ -44,6 +44,7 @@ from slatedb_core.errors import (
     TableCreateIncomplete,
     VersionExists,
 )
+from slatedb_core.feed import ChangesOptions
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
@@ -56,6 +57,7 @@ from slatedb_core.options import (
 )
 from slatedb_core.path_kind import refuse_database
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
+from slatedb_core.table.changes import TableChangeBatch, TableChangeFeed, TableCursor
 from slatedb_core.table.gc import TableGcStats, collect_table_garbage
 from slatedb_core.table.ingest import AppVersion, ShardIngestStats
 from slatedb_core.table.named_snapshots import (
@@ -413,6 +415,21 @@ class Table:
         if not 0 <= int(shard) < len(shards):
             raise InvalidArgument(f"shard index {shard} out of range 0..{len(shards) - 1}")
         return shards[int(shard)]
+
+    # ---- the change feed ---------------------------------------------------------------------
+    def changes(
+        self,
+        since: TableCursor | str | bytes | None = None,
+        options: ChangesOptions | None = None,
+    ) -> Iterator[TableChangeBatch]:
+        """Every committed change of the table after ``since`` (None: from each shard's start),
+        shard by shard, each key's in order and once through splits and merges, with one
+        combined cursor (:mod:`slatedb_core.table.changes`, docs/changes.md, "Tables")."""
+        self._check_open()
+        feed = TableChangeFeed(
+            self.path, self.store, self.maps, options, wal_url=table_wal_url(self.options)
+        )
+        return feed.changes(since)
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(

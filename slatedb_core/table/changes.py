@@ -1,0 +1,300 @@
+"""The change feed of a sharded table: every shard's change feed under one combined cursor,
+surviving split, merge and overwrite so that a consumer sees each key's changes in order, once
+(docs/changes.md, "Tables"; issue 43, item 2).
+
+Each key belongs to one shard at a time, so a key's changes are in order when each shard's are
+(:class:`~slatedb_core.feed.ChangeFeed`) and a shard's are delivered only after those of the
+shards it came from. A rescale (:mod:`slatedb_core.table.rescale`) fences and flushes its
+sources before it clones (split) or unions (merge) them, so a retired source's feed has an end,
+and its targets start from their first manifest: a clone's or union's manifest 1 holds the
+sources' rows at seqs up to its ``last_l0_seq``, and its own writes come after, in WAL SSTs
+after its ``replay_after_wal_id`` (a clone's copied WAL tail holds rows at or below that seq
+only). So a target's feed starts at ``Cursor(replay_after_wal_id + 1, last_l0_seq)`` of its
+manifest 1, once every source's feed was read to its end.
+
+A call reads, in this order: the retired shards the cursor still names, to their end; the
+shards between them and the latest map's (a shard split again before the consumer saw it:
+found through each database's origin record, :mod:`slatedb_core.lifecycle.origin`, which names
+its parent or union sources and outlives GC), from manifest 1 to their end; then the latest
+map's shards, from their cursors or manifest 1. A retired shard read to its end stays in the
+cursor marked done until every shard after it has a cursor of its own, then it is dropped.
+
+An overwrite's targets (:mod:`slatedb_core.table.overwrite`) are new databases with no origin:
+a cursor from before an overwrite gets :class:`~slatedb_core.errors.ChangesCollected` once the
+replaced shards are read to their end (the table's contents were replaced, not changed; the
+consumer starts again from ``since=None``, a snapshot of each shard). A database the table GC
+already deleted (a retired shard after ``db_delete_grace``, or a manifest 1 GC collected) is
+ChangesCollected too, never a silent gap.
+
+The combined cursor (:class:`TableCursor`) is ``t1.`` and the URL-safe base64 of a JSON object
+``{"m": map id, "s": [[db path relative to the table, shard cursor or null or "done"], ...]}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core.errors import (
+    ChangesCollected,
+    CursorInvalid,
+    DatabaseNotFound,
+    ObjectNotFound,
+)
+from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.feed.rows import empty_changes
+from slatedb_core.keys import KeyRange
+from slatedb_core.layout import join
+from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table.shardmap import ShardMapStore
+
+_CursorNow = Callable[..., "TableCursor"]
+"""The table cursor now, after setting one shard's entry (when given)."""
+DONE = "done"
+"""A retired shard's entry once its feed was read to its end."""
+_PREFIX = "t1."
+MAX_ENCODED = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class TableCursor:
+    """Where a table's change feed resumes: the shard map version it last planned on and, per
+    database (path relative to the table), the shard's cursor (None: from its start; ``DONE``:
+    a retired shard read to its end). Persist :meth:`encode`, pass it back as ``since``."""
+
+    map_id: int
+    shards: tuple[tuple[str, Cursor | str | None], ...]
+
+    def encode(self) -> str:
+        items = [[p, c.encode() if isinstance(c, Cursor) else c] for p, c in self.shards]
+        doc = json.dumps({"m": self.map_id, "s": items}, separators=(",", ":"))
+        return _PREFIX + base64.urlsafe_b64encode(doc.encode()).decode().rstrip("=")
+
+    def __str__(self) -> str:
+        return self.encode()
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> TableCursor:
+        """The cursor :meth:`encode` made; CursorInvalid for anything else."""
+        if isinstance(text, bytes | bytearray | memoryview):
+            text = bytes(text).decode("ascii", "replace")
+        if not isinstance(text, str) or not text.startswith(_PREFIX):
+            raise CursorInvalid("not a table change-feed cursor (t1.<base64 JSON>)")
+        if len(text) > MAX_ENCODED:
+            raise CursorInvalid(f"a table change-feed cursor is at most {MAX_ENCODED} characters")
+        body = text[len(_PREFIX) :]
+        try:
+            doc = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            map_id = doc["m"]
+            items = doc["s"]
+            if type(map_id) is not int or map_id < 0 or not isinstance(items, list):
+                raise ValueError("bad map id or shards")
+            shards: list[tuple[str, Cursor | str | None]] = []
+            for p, c in items:
+                if not isinstance(p, str) or not p or p.startswith("/") or ".." in p.split("/"):
+                    raise ValueError(f"bad shard path {p!r}")
+                if c is None or c == DONE:
+                    shards.append((p, c))
+                elif isinstance(c, str):
+                    shards.append((p, Cursor.decode(c)))
+                else:
+                    raise ValueError(f"bad shard cursor {c!r}")
+        except CursorInvalid:
+            raise
+        except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as e:
+            raise CursorInvalid(f"not a table change-feed cursor: {e}") from None
+        return cls(map_id, tuple(shards))
+
+    @classmethod
+    def of(cls, since: TableCursor | str | bytes | None) -> TableCursor | None:
+        if since is None or isinstance(since, TableCursor):
+            return since
+        return cls.decode(since)
+
+
+@dataclass(frozen=True, slots=True)
+class TableChangeBatch:
+    """A batch of one shard's changes (``CHANGE_SCHEMA``) and the table cursor to persist once
+    it is applied; ``db_path`` is the shard's database (rows may be none: the cursor moved)."""
+
+    rows: pa.RecordBatch
+    cursor: TableCursor
+    db_path: str
+
+
+class TableChangeFeed:
+    """The change feed of the table at ``path`` (see the module docstring); ``options`` apply
+    to every shard's feed (a registered consumer registers in each live shard)."""
+
+    def __init__(
+        self,
+        path: str,
+        store: ObjectStore,
+        maps: ShardMapStore,
+        options: ChangesOptions | None = None,
+        *,
+        wal_url: str | None = None,
+    ) -> None:
+        self.path = path
+        self.store = store
+        self.maps = maps
+        self.options = options or ChangesOptions()
+        self.wal_url = wal_url
+
+    def changes(self, since: TableCursor | str | bytes | None = None) -> Iterator[TableChangeBatch]:
+        """Every change of the table after ``since`` (None: from each shard's start), shard by
+        shard, each key's in order; see the module docstring."""
+        return self._changes(TableCursor.of(since))
+
+    # ---- planning ---------------------------------------------------------------------------
+    def _rel(self, db_path: str) -> str:
+        prefix = self.path.rstrip("/") + "/"
+        if not db_path.startswith(prefix):
+            raise CursorInvalid(f"database {db_path!r} is not under table {self.path!r}")
+        return db_path[len(prefix) :]
+
+    def _abs(self, rel: str) -> str:
+        return join(self.path, rel)
+
+    def _changes(self, since: TableCursor | None) -> Iterator[TableChangeBatch]:
+        m = self.maps.read_latest()
+        current = {s.db_path: s for s in m.shards}
+        entries: dict[str, Cursor | str | None] = {}
+        if since is None:
+            for s in m.shards:
+                entries[s.db_path] = None
+        else:
+            for rel, c in since.shards:
+                entries[self._abs(rel)] = c
+        # the shards between the cursor's and the latest map's, parents first
+        order: list[str] = []
+        seen = set(entries)
+
+        def resolve(db_path: str, depth: int = 0) -> None:
+            if db_path in seen:
+                return
+            if depth > 10_000:
+                raise CursorInvalid("a table cursor's shards are no ancestors of the table's")
+            origin = read_origin(self.store, db_path)
+            if origin is None:
+                raise ChangesCollected(
+                    self.path,
+                    f"shard database {db_path!r} has no clone or union origin: the table was "
+                    "overwritten after the cursor (its contents replaced, not changed), or the "
+                    "cursor is another table's; start again with since=None",
+                )
+            parents = (
+                [origin.parent]
+                if isinstance(origin, CloneOrigin)
+                else [p for p, _ in origin.sources]
+            )
+            for p in parents:
+                resolve(p, depth + 1)
+            seen.add(db_path)
+            order.append(db_path)
+
+        def cursor_now(changed: str | None = None, c: Cursor | str | None = None) -> TableCursor:
+            if changed is not None:
+                entries[changed] = c
+            return TableCursor(m.id, tuple((self._rel(p), v) for p, v in entries.items()))
+
+        # 1. retired shards the cursor names, to their end
+        for db_path, c in list(entries.items()):
+            if db_path in current or c == DONE:
+                continue
+            yield from self._to_end(db_path, c, cursor_now)
+        for s in m.shards:
+            resolve(s.db_path)
+        # 2. shards found between, from manifest 1 (to their end unless live)
+        for db_path in order:
+            start = self._start(db_path)
+            entries[db_path] = start
+            if db_path in current:
+                continue
+            yield from self._to_end(db_path, start, cursor_now)
+        # 3. the live shards, from their cursors
+        for s in m.shards:
+            c = entries[s.db_path]
+            assert c != DONE
+            yield from self._shard(s.db_path, c, s.key_range, self.options, cursor_now)
+        # every shard after a done one has a cursor now: drop the done ones
+        if any(v == DONE for v in entries.values()):
+            for p in [p for p, v in entries.items() if v == DONE]:
+                del entries[p]
+            yield TableChangeBatch(empty_changes(), cursor_now(), "")
+
+    def _start(self, db_path: str) -> Cursor:
+        """Where a rescale target's own changes start: after the rows of its manifest 1."""
+        try:
+            first = ManifestStore(self.store, db_path).read(1).manifest
+        except ObjectNotFound:
+            raise ChangesCollected(
+                self.path,
+                f"manifest 1 of shard database {db_path!r} is gone (GC collected it): where "
+                "its own changes start is unknown; start again with since=None",
+            ) from None
+        return Cursor(first.replay_after_wal_id + 1, first.last_l0_seq)
+
+    def _to_end(
+        self, db_path: str, c: Cursor | str | None, cursor_now: _CursorNow
+    ) -> Iterator[TableChangeBatch]:
+        """A retired shard's feed to its end (it takes no more writes), then marked done; a
+        registered consumer's checkpoint on it is released."""
+        unregistered = dataclasses.replace(self.options, consumer=None)
+        yield from self._shard(db_path, c, None, unregistered, cursor_now)
+        if self.options.consumer is not None:
+            try:
+                self._feed(db_path, self.options).release()
+            except (ObjectNotFound, DatabaseNotFound):
+                pass
+        yield TableChangeBatch(empty_changes(), cursor_now(db_path, DONE), db_path)
+
+    def _feed(self, db_path: str, options: ChangesOptions) -> ChangeFeed:
+        return ChangeFeed(db_path, self.store, options, wal_url=self.wal_url)
+
+    def _shard(
+        self,
+        db_path: str,
+        c: Cursor | str | None,
+        key_range: KeyRange | None,
+        options: ChangesOptions,
+        cursor_now: _CursorNow,
+    ) -> Iterator[TableChangeBatch]:
+        """Shard ``db_path``'s batches after ``c`` (rows in ``key_range``), each with the
+        table cursor naming its new cursor."""
+        assert c != DONE
+        try:
+            for b in self._feed(db_path, options).changes(c):
+                rows = b.rows if key_range is None else _in_range(b.rows, key_range)
+                yield TableChangeBatch(rows, cursor_now(db_path, b.cursor), db_path)
+        except (ObjectNotFound, DatabaseNotFound) as e:
+            raise ChangesCollected(
+                self.path, f"shard database {db_path!r} is gone (the table GC deleted it): {e}"
+            ) from e
+
+
+def _in_range(rows: pa.RecordBatch, rng: KeyRange) -> pa.RecordBatch:
+    """``rows`` whose key is in ``rng`` (a clone's copied WAL tail may hold its parent's other
+    keys, at seqs its start cursor already skips: a guard, vectorised)."""
+    if not rows.num_rows or (rng.start is None and rng.end is None):
+        return rows
+    keys = rows.column(0)
+    mask = None
+    if rng.start is not None:
+        mask = pc.greater_equal(keys, pa.scalar(rng.start, pa.binary()))
+    if rng.end is not None:
+        below = pc.less(keys, pa.scalar(rng.end, pa.binary()))
+        mask = below if mask is None else pc.and_(mask, below)
+    return rows.filter(mask)
+
+
+__all__ = ["DONE", "TableChangeBatch", "TableChangeFeed", "TableCursor"]

@@ -8,35 +8,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.checkpoints import COMMANDS, register
-from slatedb_core.cli.main import cli
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CheckpointOptions
 from slatedb_core.store.url import open_store
+from tests.cli.cli_steps import group_with
 
-
-def _group() -> click.Group:
-    """The main group's commands plus ours, without touching the module-level ``cli`` (which
-    ``cli.main`` may or may not register the checkpoint commands on yet)."""
-    group = click.Group(
-        name="slatedb",
-        params=list(cli.params),
-        callback=cli.callback,
-        commands=dict(cli.commands),
-        context_settings=dict(cli.context_settings),
-    )
-    register(group)
-    register(group)  # idempotent
-    return group
-
-
-GROUP = _group()
+GROUP = group_with(register)
 
 
 @pytest.fixture

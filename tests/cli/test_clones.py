@@ -8,13 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from slatedb_core.checkpoints import create_checkpoint
 from slatedb_core.cli.clones import COMMANDS, parse_source, register
-from slatedb_core.cli.main import cli
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.union import UnionSource
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
@@ -22,25 +20,12 @@ from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
+from tests.cli.cli_steps import group_with
 
 OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 
 
-def _group() -> click.Group:
-    """The main group plus our commands, leaving the module-level ``cli`` alone."""
-    group = click.Group(
-        name="slatedb",
-        params=list(cli.params),
-        callback=cli.callback,
-        commands=dict(cli.commands),
-        context_settings=dict(cli.context_settings),
-    )
-    register(group)
-    register(group)  # idempotent
-    return group
-
-
-GROUP = _group()
+GROUP = group_with(register)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ not leave a half-created database, a stray manifest or an empty directory behind
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from slatedb_core import (
     DbOptions,
     DbReader,
     ObjectStore,
-    SlateDBError,
     UnionSource,
     WriteBatch,
     admin,
@@ -34,12 +33,11 @@ from slatedb_core import (
 from slatedb_core.checkpoints import (
     create_checkpoint,
     delete_checkpoint,
-    list_checkpoints,
     refresh_checkpoint,
 )
 from slatedb_core.errors import CheckpointNotFound, InvalidArgument
-from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
+from tests.core.bad_input_steps import GOOD, path_cases, run_cases
 
 BAD_PATHS: list[Any] = [
     "",
@@ -61,18 +59,6 @@ BAD_PATHS: list[Any] = [
     None,
     b"good",
 ]
-GOOD = "good"
-Snapshot = dict[str, bytes]
-Case = tuple[str, Callable[[], object], type[SlateDBError]]
-
-
-def snapshot(store: ObjectStore) -> Snapshot:
-    """Every object's bytes; on S3, where an e-tag is the MD5 of the bytes of a single-part PUT,
-    its size and e-tag from the listing (one request instead of one per object)."""
-    listing = list(store.list(""))
-    if store.url.startswith("s3") and all(m.e_tag for m in listing):
-        return {m.path: f"{m.size}:{m.e_tag}".encode() for m in listing}
-    return {m.path: store.get(m.path).data for m in listing}
 
 
 @pytest.fixture
@@ -87,57 +73,11 @@ def seeded(store: ObjectStore) -> tuple[ObjectStore, uuid.UUID]:
     return store, cp.id
 
 
-def run_cases(store: ObjectStore, cases: list[Case]) -> None:
-    """Each call must raise its expected error type and leave the store byte-for-byte as it was."""
-    failures = []
-    before = snapshot(store)
-    for label, call, expected in cases:
-        try:
-            call()
-        except expected:
-            pass
-        except Exception as e:
-            failures.append(f"{label}: {type(e).__name__}: {e}, expected {expected.__name__}")
-        else:
-            failures.append(f"{label}: no error, expected {expected.__name__}")
-        after = snapshot(store)
-        if after != before:
-            changed = sorted(set(after) ^ set(before)) or sorted(
-                p for p in after if after[p] != before.get(p)
-            )
-            failures.append(f"{label}: the store changed: {changed[:5]}")
-        before = after  # the next case starts from what this one left
-    assert not failures, "\n".join(failures)
-
-
-def _path_cases(store: ObjectStore, p: Any, cp: uuid.UUID) -> list[Case]:
-    ia = InvalidArgument
-    return [
-        (f"Db.open({p!r})", lambda: Db.open(p, store).close(), ia),
-        (f"DbReader.open({p!r})", lambda: DbReader.open(p, store).close(), ia),
-        (f"DbReader.open({p!r}, checkpoint)", lambda: DbReader.open(p, store, cp).close(), ia),
-        (f"create_checkpoint({p!r})", lambda: create_checkpoint(p, store), ia),
-        (f"list_checkpoints({p!r})", lambda: list_checkpoints(p, store), ia),
-        (f"delete_checkpoint({p!r})", lambda: delete_checkpoint(p, store, cp), ia),
-        (f"refresh_checkpoint({p!r})", lambda: refresh_checkpoint(p, store, cp), ia),
-        (f"destroy soft({p!r})", lambda: destroy(p, store, soft=True), ia),
-        (f"destroy hard({p!r})", lambda: destroy(p, store, soft=False), ia),
-        (f"read_manifest({p!r})", lambda: admin.read_manifest(store, p), ia),
-        (f"list_manifests({p!r})", lambda: admin.list_manifests(store, p), ia),
-        (f"run_gc_once({p!r})", lambda: run_gc_once(p, store), ia),
-        (f"run_compaction_once({p!r})", lambda: run_compaction_once(p, store), ia),
-        (f"clone to {p!r}", lambda: admin.create_clone(p, GOOD, store), ia),
-        (f"clone from {p!r}", lambda: admin.create_clone("clone", p, store), ia),
-        (f"union to {p!r}", lambda: admin.create_union(p, [UnionSource(GOOD)], store), ia),
-        (f"union from {p!r}", lambda: admin.create_union("u", [UnionSource(p)], store), ia),
-    ]
-
-
 def test_bad_paths_are_invalid_argument_and_write_nothing(
     seeded: tuple[ObjectStore, uuid.UUID],
 ) -> None:
     store, cp = seeded
-    run_cases(store, [c for p in BAD_PATHS for c in _path_cases(store, p, cp)])
+    run_cases(store, [c for p in BAD_PATHS for c in path_cases(store, p, cp)])
 
 
 def test_overlapping_clone_and_union_paths_are_refused(

@@ -8,13 +8,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from slatedb_core.checkpoints import create_checkpoint, delete_checkpoint
 from slatedb_core.cli.destroy import register
-from slatedb_core.cli.main import cli
 from slatedb_core.errors import (
     DatabaseDestroyed,
     DatabaseNotFound,
@@ -31,6 +29,7 @@ from slatedb_core.options import CheckpointOptions, DbOptions, GarbageCollectorO
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
+from tests.cli.cli_steps import group_with
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)
@@ -217,20 +216,9 @@ def test_destroying_a_clone_releases_its_final_checkpoint(store: ObjectStore, so
 
 
 # ---- CLI ------------------------------------------------------------------------------------
-def _group() -> click.Group:
-    group = click.Group(
-        name="slatedb",
-        params=list(cli.params),
-        callback=cli.callback,
-        commands=dict(cli.commands),
-        context_settings=dict(cli.context_settings),
-    )
-    register(group)
-    register(group)  # idempotent
-    return group
 
 
-GROUP = _group()
+GROUP = group_with(register)
 
 
 def run_cli(url: str, *args: str) -> tuple[int, str, str]:

@@ -11,7 +11,7 @@ from slatedb_core import Db, GarbageCollectorOptions, ObjectStore, run_gc_once
 from slatedb_core.errors import CorruptionError
 from slatedb_core.meta.compacted_boundary import compacted_boundary
 from slatedb_core.store.url import open_store
-from tests.core.test_bad_input import GOOD
+from tests.core.bad_input_steps import GOOD
 
 ULID_MS_MAX = 2**48 - 1  # the largest time a ULID carries: 48 bits of milliseconds
 

@@ -9,32 +9,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from slatedb_core import CheckpointScope, Db, DbReader, ObjectStore, Table
+from slatedb_core import Db, DbReader, ObjectStore, Table
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.errors import InvalidArgument
-from tests.core.test_bad_input import GOOD, Case, _path_cases, run_cases
+from tests.core.bad_input_steps import Case, Lake, good_lake, path_cases, run_cases
 
 IA = InvalidArgument
 
 
-TABLE = "tbl"
-
-
 @pytest.fixture
-def lake(store: ObjectStore) -> Iterator[tuple[ObjectStore, uuid.UUID, Db, Table]]:
-    """``good`` with data in L0 and the WAL, a checkpoint, an open writer, and a 2-shard table."""
-    db = Db.open(GOOD, store)
-    db.put(b"k1", b"v1")
-    db.flush_memtable()
-    db.put(b"k2", b"v2")
-    cp = db.create_checkpoint(CheckpointScope.DURABLE)
-    db.flush()
-    table = Table.create(TABLE, store, [b"m"])
-    try:
-        yield store, cp.id, db, table
-    finally:
-        table.close()
-        db.close()
+def lake(store: ObjectStore) -> Iterator[Lake]:
+    with good_lake(store) as it:
+        yield it
 
 
 # ---- item 17: control characters and lone surrogates in paths ---------------------------------
@@ -63,7 +49,7 @@ def test_paths_with_control_characters_or_surrogates_are_invalid_argument(
 ) -> None:
     """Found by the review of RELIABILITY.md, items 14-17 (was test_bad_input_review.py)."""
     store, cp, _, _ = lake
-    cases: list[Case] = [c for p in BAD_CHARACTER_PATHS for c in _path_cases(store, p, cp)]
+    cases: list[Case] = [c for p in BAD_CHARACTER_PATHS for c in path_cases(store, p, cp)]
     for p in BAD_CHARACTER_PATHS:
         cases += _table_cases(store, p)
     run_cases(store, cases)

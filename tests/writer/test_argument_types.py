@@ -36,7 +36,7 @@ from slatedb_core import (
 from slatedb_core.checkpoints import create_checkpoint, list_checkpoints, refresh_checkpoint
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lifecycle.destroy import destroy
-from tests.core.test_bad_input import GOOD, run_cases
+from tests.core.bad_input_steps import GOOD, TABLE, Lake, good_lake, run_cases
 
 IA = InvalidArgument
 
@@ -44,27 +44,13 @@ IA = InvalidArgument
 MAX_DURATION = timedelta(days=365)  # slatedb_core.durations.MAX_DURATION (checked below)
 
 
-TABLE = "tbl"
-
-
 OVER = MAX_DURATION + timedelta(microseconds=1)
 
 
 @pytest.fixture
-def lake(store: ObjectStore) -> Iterator[tuple[ObjectStore, uuid.UUID, Db, Table]]:
-    """``good`` with data in L0 and the WAL, a checkpoint, an open writer, and a 2-shard table."""
-    db = Db.open(GOOD, store)
-    db.put(b"k1", b"v1")
-    db.flush_memtable()
-    db.put(b"k2", b"v2")
-    cp = db.create_checkpoint(CheckpointScope.DURABLE)
-    db.flush()
-    table = Table.create(TABLE, store, [b"m"])
-    try:
-        yield store, cp.id, db, table
-    finally:
-        table.close()
-        db.close()
+def lake(store: ObjectStore) -> Iterator[Lake]:
+    with good_lake(store) as it:
+        yield it
 
 
 # ---- item 14: options -----------------------------------------------------------------------

@@ -59,9 +59,10 @@ def test_changes_across_shards_resume_from_every_cursor(store: ObjectStore) -> N
             list(table.changes("c1.1.0"))
 
 
-@pytest.mark.parametrize("store", [memory()])
-def test_a_split_and_a_merge_during_consumption(store: ObjectStore) -> None:
-    opts = ChangesOptions(batch_rows=3)
+@pytest.mark.parametrize("consumer", [None, "sink"])
+def test_a_split_and_a_merge_during_consumption(consumer: str | None) -> None:
+    store = memory()
+    opts = ChangesOptions(batch_rows=3, consumer=consumer)
     with Table.create("t", store, [b"m"], OPTS) as table:
         write(table, {b"a": b"1", b"g": b"1", b"n": b"1"})
         first = list(table.changes(None, opts))

@@ -10,6 +10,7 @@ source must hand it the same rows: that is what makes the pipeline exactly once.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -152,7 +153,7 @@ def test_stream_into_delta_exactly_once_across_restarts(
         by_batch.setdefault(r["batch_id"], []).append(r["seq"])
     ids = sorted(by_batch)
     assert last in ids and max(ids) > last
-    for a, b in zip(ids, ids[1:], strict=False):
+    for a, b in itertools.pairwise(ids):
         assert max(by_batch[a]) < min(by_batch[b])
     # the committed offsets moved the consumer's checkpoint: it is registered
     feed = ChangeFeed(DB, open_store(store_url), ChangesOptions(consumer="delta"))
@@ -255,3 +256,29 @@ def test_a_damaged_cursor_or_offset_is_a_clear_error(
     unlink_log_entry(checkpoint / "commits" / offsets[-1].name)
     with pytest.raises(Exception, match="offset is damaged"):
         run_query(spark, store_url, target, checkpoint)
+
+
+@pytest.mark.parametrize("batch_rows", [1, 5, 1000])
+def test_a_micro_batch_reads_up_to_its_end_offset_only(store_url: str, batch_rows: int) -> None:
+    """What a micro-batch (or a task retry of it) reads is fixed when it is planned: changes
+    committed after its end offset (the tail then) belong to the next batch, whatever the
+    feed's batch size; the two batches together are the whole feed."""
+    from spark_jobs.changes_source import read_between
+
+    write_round(store_url, 0)
+    feed = ChangeFeed(DB, open_store(store_url), ChangesOptions(batch_rows, bootstrap=False))
+    end = feed.tail()
+    write_round(store_url, 1)
+
+    def rows(start: Cursor, stop: Cursor) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for b in read_between(feed, start, stop):
+            out += [(r["key"], r["value"], r["op"], r["seq"]) for r in b.to_pylist()]
+        return out
+
+    first = rows(Cursor(), end)
+    assert first == feed_rows(store_url)[: len(first)] and len(first) == 12
+    assert rows(Cursor(), end) == first  # read again: the same rows
+    assert first + rows(end, feed.tail()) == feed_rows(store_url)
+    mid = next(iter(feed.changes())).cursor
+    assert rows(mid, end) == feed_rows(store_url, mid)[: len(first) - min(batch_rows, 12)]

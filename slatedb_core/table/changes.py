@@ -20,14 +20,19 @@ map's shards, from their cursors or manifest 1. A retired shard read to its end 
 cursor marked done until every shard after it has a cursor of its own, then it is dropped.
 
 An overwrite's targets (:mod:`slatedb_core.table.overwrite`) are new databases with no origin:
-a cursor from before an overwrite gets :class:`~slatedb_core.errors.ChangesCollected` once the
-replaced shards are read to their end (the table's contents were replaced, not changed; the
-consumer starts again from ``since=None``, a snapshot of each shard). A database the table GC
-already deleted (a retired shard after ``db_delete_grace``, or a manifest 1 GC collected) is
-ChangesCollected too, never a silent gap.
+the table's contents were replaced, not changed. Once the replaced shards are read to their end
+(their seal fenced and flushed them), the feed delivers a delete of every live key of each (in
+key order, a cursor inside them names the last key deleted: state ``x<hex>``), then each new
+shard from its start (a snapshot of its contents, :class:`~slatedb_core.feed.ChangeFeed`'s
+bootstrap), then its changes: per key, the old changes, its delete, its new value. A shard the
+map lists as retired that the cursor never read (a rescale's target between the cursor and the
+overwrite) is :class:`~slatedb_core.errors.ChangesCollected` rather than keys left undeleted. A
+database the table GC already deleted (a retired shard after ``db_delete_grace``, or a
+manifest 1 GC collected) is ChangesCollected too, never a silent gap.
 
 The combined cursor (:class:`TableCursor`) is ``t1.`` and the URL-safe base64 of a JSON object
-``{"m": map id, "s": [[db path relative to the table, shard cursor or null or "done"], ...]}``.
+``{"m": map id, "s": [[db path relative to the table, state], ...]}``, a state being the
+shard's cursor, null (from its start), ``"done"`` or ``x<hex>`` (deletes delivered to a key).
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ import base64
 import binascii
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,10 +56,12 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
-from slatedb_core.feed.rows import empty_changes
+from slatedb_core.feed.rows import CHANGE_SCHEMA, empty_changes
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join
 from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
+from slatedb_core.lsm.dbstate import DbState, build_handles
+from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.shardmap import ShardMapStore
@@ -61,6 +70,10 @@ _CursorNow = Callable[..., "TableCursor"]
 """The table cursor now, after setting one shard's entry (when given)."""
 DONE = "done"
 """A retired shard's entry once its feed was read to its end."""
+CLEARING = "x"
+"""An overwritten shard's entry while the deletes of its keys are delivered: ``x`` and the hex
+of the last key deleted (none yet: ``x`` alone)."""
+_CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*$")
 _PREFIX = "t1."
 MAX_ENCODED = 1 << 20
 
@@ -102,7 +115,7 @@ class TableCursor:
             for p, c in items:
                 if not isinstance(p, str) or not p or p.startswith("/") or ".." in p.split("/"):
                     raise ValueError(f"bad shard path {p!r}")
-                if c is None or c == DONE:
+                if c is None or c == DONE or (isinstance(c, str) and _CLEARING.match(c)):
                     shards.append((p, c))
                 elif isinstance(c, str):
                     shards.append((p, Cursor.decode(c)))
@@ -177,6 +190,7 @@ class TableChangeFeed:
                 entries[self._abs(rel)] = c
         # the shards between the cursor's and the latest map's, parents first
         order: list[str] = []
+        targets: list[str] = []
         seen = set(entries)
 
         def resolve(db_path: str, depth: int = 0) -> None:
@@ -185,6 +199,10 @@ class TableChangeFeed:
             if depth > 10_000:
                 raise CursorInvalid("a table cursor's shards are no ancestors of the table's")
             origin = read_origin(self.store, db_path)
+            if origin is None and db_path in current and depth == 0:
+                seen.add(db_path)
+                targets.append(db_path)  # an overwrite's: no origin (see _overwritten)
+                return
             if origin is None:
                 raise ChangesCollected(
                     self.path,
@@ -209,7 +227,7 @@ class TableChangeFeed:
 
         # 1. retired shards the cursor names, to their end
         for db_path, c in list(entries.items()):
-            if db_path in current or c == DONE:
+            if db_path in current or c == DONE or _is_clearing(c):
                 continue
             yield from self._to_end(db_path, c, cursor_now)
         for s in m.shards:
@@ -221,16 +239,94 @@ class TableChangeFeed:
             if db_path in current:
                 continue
             yield from self._to_end(db_path, start, cursor_now)
+        # 2b. an overwrite: every key of the replaced shards deleted, then the new shards
+        if targets:
+            for db_path in self._replaced(entries, current, m.retired):
+                entries[db_path] = CLEARING
+            for db_path in targets:
+                entries[db_path] = None  # from its start: a snapshot of the new contents
+            yield TableChangeBatch(empty_changes(), cursor_now(), "")
+        for db_path, c in list(entries.items()):
+            if isinstance(c, str) and _is_clearing(c):
+                yield from self._clear(db_path, c, cursor_now)
         # 3. the live shards, from their cursors
         for s in m.shards:
             c = entries[s.db_path]
             assert c != DONE
             yield from self._shard(s.db_path, c, s.key_range, self.options, cursor_now)
         # every shard after a done one has a cursor now: drop the done ones
-        if any(v == DONE for v in entries.values()):
+        if any(v == DONE for v in entries.values()) and not any(
+            _is_clearing(v) for v in entries.values()
+        ):
             for p in [p for p, v in entries.items() if v == DONE]:
                 del entries[p]
             yield TableChangeBatch(empty_changes(), cursor_now(), "")
+
+    def _replaced(
+        self,
+        entries: dict[str, Cursor | str | None],
+        current: Mapping[str, object],
+        retired: tuple[str, ...],
+    ) -> list[str]:
+        """The shards an overwrite replaced whose keys the consumer holds: the entries read to
+        their end that no other entry descends from (an entry's keys are in its descendants
+        once they have cursors). A shard the map lists as retired that is neither an entry nor
+        an ancestor of one was a shard the consumer never saw (rescaled, then overwritten):
+        ChangesCollected, rather than leave its keys undeleted."""
+        old = [p for p, v in entries.items() if p not in current]
+        ancestors: set[str] = set()
+        todo = list(old)
+        for _ in range(10_000):
+            if not todo:
+                break
+            origin = read_origin(self.store, todo.pop())
+            if origin is None:
+                continue
+            parents = (
+                [origin.parent]
+                if isinstance(origin, CloneOrigin)
+                else [p for p, _ in origin.sources]
+            )
+            for p in parents:
+                if p not in ancestors:
+                    ancestors.add(p)
+                    todo.append(p)
+        unknown = [p for p in retired if p not in entries and p not in ancestors]
+        if unknown:
+            raise ChangesCollected(
+                self.path,
+                f"an overwrite replaced shard databases the cursor never read ({unknown[0]!r}, "
+                "a rescale's target between the cursor and the overwrite): start again with "
+                "since=None",
+            )
+        return [p for p in old if p not in ancestors]
+
+    def _clear(
+        self, db_path: str, state: str, cursor_now: _CursorNow
+    ) -> Iterator[TableChangeBatch]:
+        """A delete of every live key of the replaced shard ``db_path`` after the key ``state``
+        names, in key order, in batches of ``batch_rows``; then its entry is done. The shard is
+        fenced and flushed (an overwrite's seal), so its latest manifest holds all it has."""
+        after = bytes.fromhex(state[1:]) or None
+        try:
+            stored = ManifestStore(self.store, db_path).read_latest()
+            frozen = Memtable()
+            frozen.freeze()
+            l0, runs, _ = build_handles(self.store, db_path, stored.manifest, None)
+            state_ = DbState(stored, frozen, (), l0, runs)
+            start = None if after is None else after + b"\x00"
+            seq = stored.manifest.last_l0_seq
+            for b in state_.scan(start, None, batch_size=self.options.batch_rows):
+                if not b.num_rows:
+                    continue
+                rows = _deletes(b.column(0), seq)
+                last = b.column(0)[b.num_rows - 1].as_py()
+                yield TableChangeBatch(rows, cursor_now(db_path, CLEARING + last.hex()), db_path)
+        except (ObjectNotFound, DatabaseNotFound) as e:
+            raise ChangesCollected(
+                self.path, f"replaced shard database {db_path!r} is gone: {e}"
+            ) from e
+        yield TableChangeBatch(empty_changes(), cursor_now(db_path, DONE), db_path)
 
     def _start(self, db_path: str) -> Cursor:
         """Where a rescale target's own changes start: after the rows of its manifest 1."""
@@ -280,6 +376,28 @@ class TableChangeFeed:
             raise ChangesCollected(
                 self.path, f"shard database {db_path!r} is gone (the table GC deleted it): {e}"
             ) from e
+
+
+def _is_clearing(c: Cursor | str | None) -> bool:
+    return isinstance(c, str) and c != DONE and _CLEARING.match(c) is not None
+
+
+def _deletes(keys: pa.Array, seq: int) -> pa.RecordBatch:
+    """``CHANGE_SCHEMA`` deletes of ``keys`` at ``seq`` (the replaced shard's last)."""
+    n = len(keys)
+    return pa.RecordBatch.from_arrays(
+        [
+            keys,
+            pa.nulls(n, pa.binary()),
+            pa.array(["delete"] * n, pa.string()),
+            pa.array(np.full(n, seq, dtype=np.uint64)),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.uint64()),
+            pa.array(np.zeros(n, dtype=np.bool_)),
+        ],
+        schema=CHANGE_SCHEMA,
+    )
 
 
 def _in_range(rows: pa.RecordBatch, rng: KeyRange) -> pa.RecordBatch:

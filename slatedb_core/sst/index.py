@@ -17,6 +17,7 @@ import bisect
 import itertools
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -154,6 +155,53 @@ class _Fb:
         return int(_U16.unpack_from(self.buf, pos)[0])
 
 
+class _Cols:
+    """Vectorised :class:`_Fb` reads of many tables of one vector at once (an index or stats
+    block of a 4 KiB-block SST holds thousands: docs/format.md). Every read is bounds-checked
+    as :class:`_Fb`'s are; every failure is ``ValueError``."""
+
+    def __init__(self, fb: _Fb) -> None:
+        self.fb = fb
+        self.n = len(fb.buf)
+
+    def _view(self, fmt: str, width: int) -> npt.NDArray[np.int64]:
+        count = max(0, self.n - width + 1)
+        return np.ndarray((count,), dtype=fmt, buffer=self.fb.buf, strides=(1,))
+
+    def take(self, fmt: str, width: int, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self.take_raw(fmt, width, pos).astype(np.int64)
+
+    def take_raw(self, fmt: str, width: int, pos: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        if len(pos) and (int(pos.min()) < 0 or int(pos.max()) > self.n - width):
+            raise ValueError("a field is outside the buffer")
+        return self._view(fmt, width)[pos]
+
+    def tables(self, start: int, count: int) -> npt.NDArray[np.int64]:
+        """The tables a vector of ``count`` offsets at ``start`` points to."""
+        slots = start + 4 * np.arange(count, dtype=np.int64)
+        return slots + self.take("<u4", 4, slots)
+
+    def field(self, tables: npt.NDArray[np.int64], slot: int) -> npt.NDArray[np.int64]:
+        """:meth:`_Fb.field` of each table: its field's absolute position, or 0 when absent."""
+        n = self.n
+        vt = tables - self.take("<i4", 4, tables)
+        if len(vt) and (int(vt.min()) < 0 or int(vt.max()) > n - 4):
+            raise ValueError("vtable is outside the buffer")
+        vt_len = self.take("<u2", 2, vt)
+        at = 4 + 2 * slot
+        present = (at + 2 <= vt_len) & (vt + vt_len <= n)
+        rel = np.zeros(len(tables), dtype=np.int64)
+        rel[present] = self.take("<u2", 2, vt[present] + at)
+        return np.where(rel != 0, tables + rel, 0)
+
+    def scalar(self, fmt: str, width: int, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """:meth:`_Fb.u64` / :meth:`_Fb.u16` of each position (0 where the field is absent)."""
+        out = np.zeros(len(pos), dtype=np.int64)
+        there = pos != 0
+        out[there] = self.take(fmt, width, pos[there])
+        return out
+
+
 def decode_index(name: str, buf: bytes | memoryview) -> tuple[list[int], list[bytes]]:
     """``(block offsets, index keys)`` of an SsTableIndex."""
     fb = _Fb(bytes(buf))
@@ -165,19 +213,27 @@ def decode_index(name: str, buf: bytes | memoryview) -> tuple[list[int], list[by
         start, n = fb.vector(metas, 4)
         if n > len(fb.buf) // 4:
             raise ValueError(f"{n} blocks cannot fit")
-        offsets: list[int] = []
-        keys: list[bytes] = []
-        for i in range(n):
-            t = fb.deref(start + 4 * i)
-            key_at = fb.field(t, 1)
-            if not key_at:
-                raise ValueError(f"block {i} has no first_key")
-            kstart, klen = fb.vector(key_at, 1)
-            if kstart + klen > len(fb.buf):
-                raise ValueError(f"first_key of block {i} runs past the index")
-            offsets.append(fb.u64(fb.field(t, 0)))
-            keys.append(fb.buf[kstart : kstart + klen])
-    except (ValueError, struct.error) as e:
+        cols = _Cols(fb)
+        t = cols.tables(start, n)
+        key_at = cols.field(t, 1)
+        if n and not key_at.all():
+            raise ValueError(f"block {int(np.argmin(key_at != 0))} has no first_key")
+        kvec = key_at + cols.take("<u4", 4, key_at)  # deref
+        klen = cols.take("<u4", 4, kvec)
+        kstart = kvec + 4
+        fb.budget -= int((4 + klen).sum())  # as _Fb.vector charges each key vector
+        if fb.budget < 0:
+            raise ValueError("vectors are read more than twice the buffer: shared offsets")
+        if n and int((kstart + klen).max()) > len(fb.buf):
+            bad = int(np.argmax(kstart + klen > len(fb.buf)))
+            raise ValueError(f"first_key of block {bad} runs past the index")
+        off_at = cols.field(t, 0)
+        off = np.zeros(n, dtype=np.uint64)  # u64 (Python ints below: no wrap past 2**63)
+        off[off_at != 0] = cols.take_raw("<u8", 8, off_at[off_at != 0])
+        offsets: list[int] = off.tolist()
+        data = fb.buf
+        keys = [data[a:b] for a, b in zip(kstart.tolist(), (kstart + klen).tolist(), strict=True)]
+    except (ValueError, struct.error, IndexError) as e:
         raise CorruptionError(name, f"malformed SST index: {e}") from None
     return offsets, keys
 
@@ -186,16 +242,16 @@ def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
     fb = _Fb(bytes(buf))
     try:
         root = fb.u32(0)
-        counts: list[list[int]] = [[], [], []]
+        counts: list[tuple[int, ...]] = [(), (), ()]
         vec = fb.field(root, 5)
         if vec:
             start, n = fb.vector(vec, 4)
             if n > len(fb.buf) // 4:
                 raise ValueError(f"{n} block stats cannot fit")
-            for i in range(n):
-                t = fb.deref(start + 4 * i)
-                for slot in range(3):
-                    counts[slot].append(fb.u16(fb.field(t, slot)))
+            cols = _Cols(fb)
+            t = cols.tables(start, n)
+            for slot in range(3):
+                counts[slot] = tuple(cols.scalar("<u2", 2, cols.field(t, slot)).tolist())
         totals = [fb.u64(fb.field(root, slot)) for slot in range(5)]
         return Stats(
             totals[0],
@@ -203,11 +259,11 @@ def decode_stats(name: str, buf: bytes | memoryview) -> Stats:
             totals[2],
             totals[3],
             totals[4],
-            tuple(counts[0]),
-            tuple(counts[1]),
-            tuple(counts[2]),
+            counts[0],
+            counts[1],
+            counts[2],
         )
-    except (ValueError, struct.error) as e:
+    except (ValueError, struct.error, IndexError) as e:
         raise CorruptionError(name, f"malformed SST stats: {e}") from None
 
 

@@ -40,6 +40,12 @@ from slatedb_core.store.checksum import crc32
 _U16 = struct.Struct(">H")
 _SWAP = sys.byteorder == "little"
 _KNOWN = F_TOMBSTONE | F_EXPIRE | F_CREATE | F_MERGE
+_TAIL = np.array(
+    [9 + 8 * bool(f & F_EXPIRE) + 8 * bool(f & F_CREATE) for f in range(256)], dtype=np.int64
+)  # a row's seq, flags and timestamps, by its flags byte
+_BAD_FLAGS = np.array(
+    [bool(f & ~_KNOWN) or bool(f & F_TOMBSTONE and f & F_MERGE) for f in range(256)]
+)
 _OVERHEAD = 200  # the object, its bytes' header and the offsets array's header
 Entry = tuple[int, int, bytes]  # (seq, kind, value), as Block.point_table's
 
@@ -95,24 +101,22 @@ class RawBlock:
         so damage anywhere in a block a lookup reads is ``CorruptionError``, not a wrong answer.
         Vectorised over the restart rows when each restart interval is one row whose header
         varints are one byte each (our writer's default); otherwise the decoder walks the rows."""
-        d = np.frombuffer(self.data, np.uint8, count=self.limit)
+        limit = self.limit
         p = np.frombuffer(self.restarts, np.uint16).astype(np.int64)
-        e = np.empty_like(p)
-        e[:-1] = p[1:]
-        e[-1] = self.limit
-        if (e - p >= 13).all():  # header, a key byte, seq and flags: every read below in range
-            h0, h1, h2 = d[p], d[p + 1], d[p + 2]
-            if not ((h0 | h1 | h2) >= 0x80).any():
-                sp = p + 3 + h1 + h2
-                if (sp + 9 <= e).all():
-                    f = d[sp + 8].astype(np.int64)
-                    end = sp + 9 + ((f & F_EXPIRE) << 2) + ((f & F_CREATE) << 1)
-                    if np.array_equal(end, e):
-                        if h0.any():
+        e = np.append(p[1:], limit)
+        if int((e - p).min()) >= 13:  # header, a key byte, seq, flags: every read below in range
+            # each restart row's three header bytes, gathered at once (one index per row)
+            h = np.ndarray((limit - 2, 3), np.uint8, buffer=self.data, strides=(1, 1))[p]
+            if int(h.max()) < 0x80:
+                sp = p + 3 + h[:, 1] + h[:, 2]
+                if int((e - sp).min()) >= 9:
+                    f = np.frombuffer(self.data, np.uint8, count=limit)[sp + 8]
+                    if np.array_equal(sp + _TAIL[f], e):
+                        if h[:, 0].any():
                             raise self._bad("a restart row shares a prefix")
-                        if not h1.all():
+                        if not h[:, 1].all():
                             raise self._bad("a row has an empty key")
-                        if (f & ~_KNOWN).any() or ((f & F_TOMBSTONE) & (f >> 3)).any():
+                        if _BAD_FLAGS[f].any():
                             raise self._bad(
                                 "a row has unknown flags, or is both a tombstone and a merge "
                                 "operand"

@@ -33,21 +33,14 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
     CheckpointOptions,
     CompactorOptions,
-    DbOptions,
     DbReaderOptions,
     ReaderMode,
 )
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
-
-OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
-
-
-def key(i: int) -> bytes:
-    return b"k%03d" % i
+from tests.lifecycle.lifecycle_steps import OPTS, content, key, manifest, memory
 
 
 def fill(db: Db, lo: int, hi: int, tag: bytes = b"v") -> dict[bytes, bytes]:
@@ -80,21 +73,6 @@ def make_parent(
     if wal_only:
         assert m.wal_id_last_seen <= m.replay_after_wal_id  # no reader has seen that WAL
     return expected
-
-
-def content(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    """Read without writing (a writer would leave a fencing WAL SST behind)."""
-    options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
-    with DbReader.open(path, store, options=options) as reader:
-        return dict(reader.scan())
-
-
-def manifest(store: ObjectStore, path: str) -> Manifest:
-    return ManifestStore(store, path).read_latest().manifest
-
-
-def mem() -> ObjectStore:
-    return open_store("memory://")
 
 
 # ---- content ---------------------------------------------------------------------------------
@@ -143,7 +121,7 @@ def test_clone_from_a_given_checkpoint_excludes_later_writes(store: ObjectStore)
 
 
 def test_clone_from_a_checkpoint_taken_with_scope_all_includes_wal_writes() -> None:
-    store = mem()
+    store = memory()
     with Db.open("parent", store, OPTS) as db:
         data = fill(db, 0, 10)
         cp = db.create_checkpoint()
@@ -152,7 +130,7 @@ def test_clone_from_a_checkpoint_taken_with_scope_all_includes_wal_writes() -> N
 
 
 def test_rerunning_a_finished_clone_returns_it_without_writing() -> None:
-    store = FaultyStore(mem())
+    store = FaultyStore(memory())
     make_parent(store)
     first = create_clone("clone", "parent", store)
     writes = {op: n for op, n in store.counters.snapshot().items() if op.startswith("put")}
@@ -163,7 +141,7 @@ def test_rerunning_a_finished_clone_returns_it_without_writing() -> None:
 
 
 def test_existing_database_that_is_not_this_clone_is_a_conflict() -> None:
-    store = mem()
+    store = memory()
     make_parent(store, "parent", wal_only=False)
     make_parent(store, "other", wal_only=False)
     m = create_clone("clone", "parent", store)
@@ -180,7 +158,7 @@ def test_existing_database_that_is_not_this_clone_is_a_conflict() -> None:
 
 
 def test_bad_parents_and_paths_are_refused_with_typed_errors() -> None:
-    store = mem()
+    store = memory()
     with pytest.raises(DatabaseNotFound):
         create_clone("clone", "missing", store)
     ManifestStore(store, "unfinished").create_initial(Manifest(initialized=False))
@@ -203,7 +181,7 @@ def test_bad_parents_and_paths_are_refused_with_typed_errors() -> None:
 
 # ---- stale checkpoints -----------------------------------------------------------------------
 def test_missing_or_expired_source_checkpoint_is_a_clear_error() -> None:
-    store = mem()
+    store = memory()
     make_parent(store, wal_only=False)
     with pytest.raises(SourceCheckpointLost, match="retry without it"):
         create_clone("clone", "parent", store, parent_checkpoint=uuid.uuid4())
@@ -214,7 +192,7 @@ def test_missing_or_expired_source_checkpoint_is_a_clear_error() -> None:
 
 
 def test_rerun_after_the_ephemeral_checkpoint_expired_says_to_start_over() -> None:
-    inner = mem()
+    inner = memory()
     make_parent(inner)
     store = FaultyStore(inner)
     # crash right after the clone manifest: the final checkpoint was never taken
@@ -248,7 +226,7 @@ CRASHES = {
 @pytest.mark.parametrize("after_effect", [False, True], ids=["before", "after"])
 @pytest.mark.parametrize("step", list(CRASHES))
 def test_crash_at_any_step_then_rerun_finishes_the_clone(step: str, after_effect: bool) -> None:
-    inner = mem()
+    inner = memory()
     expected = make_parent(inner)
     store = FaultyStore(inner)
     op, glob, skip = CRASHES[step]
@@ -276,7 +254,7 @@ def test_crash_at_any_step_then_rerun_finishes_the_clone(step: str, after_effect
 def test_crash_is_reached_for_every_step() -> None:
     """The fault rules above really interrupt the clone (so the test above tests re-runs)."""
     for step, (op, glob, skip) in CRASHES.items():
-        inner = mem()
+        inner = memory()
         make_parent(inner)
         store = FaultyStore(inner)
         store.add_rule(FaultRule(op, glob, skip=skip, fail_before=1.0))
@@ -321,7 +299,7 @@ def test_clone_of_a_clone_reads_the_grandparents_ssts(store: ObjectStore) -> Non
 def test_nested_clone_after_the_parents_ephemeral_checkpoint_expired() -> None:
     """The inherited entry's source checkpoint is long gone; the parent's own final checkpoint
     pins the same manifest and stands in for it."""
-    store = mem()
+    store = memory()
     expected = make_parent(store)
     create_clone("child", "parent", store)
     later = time.time() + 3600
@@ -353,7 +331,7 @@ def test_projected_clone_serves_only_its_range(store: ObjectStore) -> None:
 
 
 def test_projection_outside_the_wal_tail_copies_no_wal() -> None:
-    store = mem()
+    store = memory()
     make_parent(store)  # WAL tail: k060..k069 and k000..k002
     m = create_clone("shard", "parent", store, projection=KeyRange(key(20), key(50)))
     assert m.wal_id_last_seen == m.replay_after_wal_id
@@ -363,7 +341,7 @@ def test_projection_outside_the_wal_tail_copies_no_wal() -> None:
 
 
 def test_racing_clones_of_one_path_both_finish_the_same_clone() -> None:
-    store = mem()
+    store = memory()
     expected = make_parent(store)
     rng = KeyRange(key(1), key(65))  # clipped WAL SSTs: both runs must write identical bytes
     results: list[Manifest] = []

@@ -24,25 +24,15 @@ from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
     CheckpointOptions,
     CompactorOptions,
-    DbOptions,
-    DbReaderOptions,
     GarbageCollectorOptions,
-    ReaderMode,
 )
-from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
+from tests.lifecycle.lifecycle_steps import OPTS, content, key
 
 register(cli)
-
-
-OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
-
-
-def key(i: int) -> bytes:
-    return b"k%03d" % i
 
 
 def make_db(store: ObjectStore, path: str, lo: int = 0, hi: int = 100, tag: bytes = b"v") -> None:
@@ -136,12 +126,6 @@ def refused_untouched_but_ephemeral(dest: str, store: ObjectStore, srcs: list[Un
     with pytest.raises(CloneConflict):
         create_union(dest, srcs, store)
     assert manifests(store, dest) == before and read_origin(store, dest) is None
-
-
-def content(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
-    with DbReader.open(path, store, options=options) as reader:
-        return dict(reader.scan())
 
 
 def test_rerun_of_a_finished_clone_after_gc_detached_its_parent_returns_it() -> None:

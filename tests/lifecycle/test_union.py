@@ -15,27 +15,18 @@ from slatedb_core.errors import DatabaseNotInitialized, SlateDBError, UnionError
 from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import CloneConflict, SourceCheckpointLost, create_clone
 from slatedb_core.lifecycle.union import UnionSource, create_union
-from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import (
     CheckpointOptions,
     CompactorOptions,
     DbOptions,
-    DbReaderOptions,
-    ReaderMode,
 )
-from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultRule, FaultyStore
 from slatedb_core.writer.db import Db
+from tests.lifecycle.lifecycle_steps import OPTS, content, key, manifest, memory
 
-OPTS = DbOptions(flush_interval=timedelta(milliseconds=5))
 BOUNDS: list[bytes | None] = [None, b"k025", b"k050", b"k075", None]
-
-
-def key(i: int) -> bytes:
-    return b"k%03d" % i
 
 
 def make_db(store: ObjectStore, path: str = "db", options: DbOptions = OPTS) -> None:
@@ -51,16 +42,6 @@ def make_db(store: ObjectStore, path: str = "db", options: DbOptions = OPTS) -> 
         db.flush_memtable()
 
 
-def content(store: ObjectStore, path: str) -> dict[bytes, bytes]:
-    options = DbReaderOptions(mode=ReaderMode.FOLLOW_LATEST)
-    with DbReader.open(path, store, options=options) as reader:
-        return dict(reader.scan())
-
-
-def manifest(store: ObjectStore, path: str) -> Manifest:
-    return ManifestStore(store, path).read_latest().manifest
-
-
 def ranges() -> list[KeyRange]:
     return [KeyRange(lo, hi) for lo, hi in itertools.pairwise(BOUNDS)]
 
@@ -73,10 +54,6 @@ def shard(store: ObjectStore, source: str, prefix: str) -> list[UnionSource]:
         create_clone(f"{prefix}{i}", source, store, cp.id, rng)
         out.append(UnionSource(f"{prefix}{i}", range=rng))
     return out
-
-
-def mem() -> ObjectStore:
-    return open_store("memory://")
 
 
 def test_union_of_four_projected_clones_equals_the_database(store: ObjectStore) -> None:
@@ -100,7 +77,7 @@ def test_union_of_four_projected_clones_equals_the_database(store: ObjectStore) 
 
 
 def test_union_without_explicit_ranges_uses_the_shards_key_ranges() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     sources = [UnionSource(s.path) for s in shard(store, "db", "shard")]
     create_union("merged", list(reversed(sources)), store)
@@ -129,7 +106,7 @@ def test_round_trip_shards_written_then_unioned_holds_every_shards_content(
 
 
 def test_source_with_wal_only_data_is_refused_and_leaves_nothing_behind() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     sources = shard(store, "db", "shard")
     with Db.open(sources[1].path, store, OPTS) as db:
@@ -148,7 +125,7 @@ def test_source_with_wal_only_data_is_refused_and_leaves_nothing_behind() -> Non
 def test_shards_without_wal_data_in_range_need_no_flush_before_union() -> None:
     """The parent's WAL tail (keys k090..k094) goes only to the last shard; the others count as
     flushed at once, and the last one after its writer flushed the copied tail into L0."""
-    store = mem()
+    store = memory()
     make_db(store)
     with Db.open("db", store, OPTS) as db:
         for i in range(90, 95):
@@ -169,7 +146,7 @@ def test_shards_without_wal_data_in_range_need_no_flush_before_union() -> None:
 
 
 def test_reopened_idle_source_is_not_mistaken_for_one_with_wal_data() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     sources = shard(store, "db", "shard")
     for _ in range(2):
@@ -179,7 +156,7 @@ def test_reopened_idle_source_is_not_mistaken_for_one_with_wal_data() -> None:
 
 
 def test_overlapping_or_gapped_sources_are_refused() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     cp = create_checkpoint("db", store)
     create_clone("a", "db", store, cp.id, KeyRange(None, key(60)))
@@ -196,7 +173,7 @@ def test_overlapping_or_gapped_sources_are_refused() -> None:
 
 
 def test_rerun_returns_the_union_and_other_databases_conflict() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     sources = shard(store, "db", "shard")
     first = create_union("merged", sources, store)
@@ -220,7 +197,7 @@ CRASHES = {
 
 @pytest.mark.parametrize("step", list(CRASHES))
 def test_crash_at_any_step_then_rerun_finishes_the_union(step: str) -> None:
-    inner = mem()
+    inner = memory()
     make_db(inner)
     sources = shard(inner, "db", "shard")
     for src in sources:  # give every shard SSTs of its own, so each needs a final checkpoint
@@ -249,7 +226,7 @@ def test_crash_at_any_step_then_rerun_finishes_the_union(step: str) -> None:
 
 
 def test_repeated_project_then_union_cycles_keep_external_dbs_bounded() -> None:
-    store = mem()
+    store = memory()
     make_db(store)
     expected = content(store, "db")
     current = "db"

@@ -195,7 +195,7 @@ class WriteOptions:
     batch_version: int | None
     mode: str
     run_bytes: int
-    """Input bytes a task sorts at once: option ``run_bytes``, else ``task_memory_bytes / 4``."""
+    """Input bytes a task sorts at once: option ``run_bytes``, else ``task_memory_bytes / 5``."""
     checkpoint_location: str | None
     stream: bool = False
     """A stream: its batches' versions are their batch ids (no ``batch_version``)."""

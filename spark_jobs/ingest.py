@@ -37,7 +37,7 @@ The job, in two Spark stages::
 While the job runs, Spark hands rows to Python in Arrow batches of up to ARROW_BATCH_ROWS rows
 (``spark.sql.execution.arrow.maxRecordsPerBatch``) and, unless the caller or the session sets a
 byte bound, with no bound on their bytes (see ARROW_BATCH_ROWS); both for the job only. A stage-1
-task sorts up to ``task_memory_bytes / 4`` of input at once (write_tasks.TASK_MEMORY_BYTES); a
+task sorts up to ``task_memory_bytes / 5`` of input at once (write_tasks.TASK_MEMORY_BYTES); a
 larger partition is staged as several runs, so a worker's memory does not grow with its rows.
 
 Why one shuffle of references and not of rows: moving every row through Spark's shuffle (Arrow to
@@ -384,7 +384,7 @@ def ingest(
     ``plan`` (default: planned now) fixes the shard map the rows are routed by.
     ``task_memory_bytes`` (default :data:`~spark_jobs.write_tasks.TASK_MEMORY_BYTES`) bounds
     what a stage-1 task's rows take in its Python worker, whatever the rows per task: the task
-    sorts and stages its input partition in runs of ``task_memory_bytes / 4`` input bytes
+    sorts and stages its input partition in runs of ``task_memory_bytes / 5`` input bytes
     (``run_bytes``, when given, sets that run size itself: Arrow bytes of the input, of which a
     task holds about four times). Each run adds one SST per shard to the shard's L0.
     ``compact_l0_at``: afterwards, compact on Spark (:func:`spark_jobs.compact.compact`, with

@@ -69,10 +69,12 @@ idle worker holds), by default: the task stages its input partition in runs of
 newer), so that its memory is bounded by this setting and not by the rows of its partition
 (issue 42, goal 3). The price: each run adds its own SST per shard to the shard's L0 (a
 1.25M-row partition of 116-byte rows, 155 MB as Arrow, is 3 runs at this default)."""
-RUN_MEMORY_FACTOR = 4
-"""Worker bytes per input byte of a run while it is sorted and staged: the rows as Spark handed
-them, the keys and values taken in sorted order, and the SST being encoded (measured with
-bench/spark_memory_bench.py: 3.7 bytes per input byte, 16-byte keys, 100-byte values)."""
+RUN_MEMORY_FACTOR = 5
+"""``task_memory_bytes`` over a run's input bytes: while a run is sorted and staged the worker
+holds the rows as Spark handed them, the keys and values taken in sorted order and the SST being
+encoded (measured with bench/spark_memory_bench.py: 3.7 bytes per input byte, 16-byte keys,
+100-byte values), plus the batches in flight and what the allocators keep (a 16 MiB run grew a
+worker by 68 MiB: tests/spark/test_worker_memory.py)."""
 MIN_TASK_MEMORY_BYTES = 4 * MiB
 """The least ``task_memory_bytes`` taken: a run of at least 1 MiB of input."""
 RUN_BYTES = TASK_MEMORY_BYTES // RUN_MEMORY_FACTOR

@@ -26,6 +26,7 @@ from spark_jobs.datasource_read import ReadOptions
 from spark_jobs.ingest import ingest
 from spark_jobs.ingest import main as ingest_main
 from spark_jobs.worker_rss import WorkerPeak
+from spark_jobs.write_tasks import RUN_MEMORY_FACTOR
 
 pytestmark = [
     pytest.mark.spark,
@@ -96,7 +97,7 @@ def test_the_setting_is_checked(spark: SparkSession, store_url: str) -> None:
         with pytest.raises(InvalidArgument, match="task_memory_bytes"):
             WriteOptions.parse({**base, "task_memory_bytes": bad}, schema, False)
     opts = WriteOptions.parse({**base, "task_memory_bytes": str(BOUND)}, schema, False)
-    assert opts.run_bytes == BOUND // 4
+    assert opts.run_bytes == BOUND // RUN_MEMORY_FACTOR
     for bad in ("1024", "-1", "x"):
         with pytest.raises(InvalidArgument, match="task_memory_bytes"):
             ReadOptions.parse({"url": store_url, "path": "t", "task_memory_bytes": bad})

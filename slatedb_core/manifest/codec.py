@@ -28,6 +28,9 @@ Why this package writes and reads FlatBuffers itself (:mod:`.flatbuf`, tables de
 in :mod:`.tables`) instead of generated code: the flatc Python output costs ~25 us
 per SST per direction, and a manifest is rewritten on every flush and compaction. The reader
 bounds-checks every offset, so a malformed object surfaces as ``CorruptionError`` naming it.
+A store commits through a :class:`~slatedb_core.manifest._encode.ManifestEncoder`, which keeps
+the bytes of the SSTs, sorted runs and checkpoints a commit did not change (issue 42; our table's
+slot 12 says how many bytes those are, so a manifest just read is reused the same way).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
 from slatedb_core import open_store
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.options import DbOptions
 from slatedb_core.writer.db import Db
+from spark_jobs.changes_source import ChangesStreamReader, read_between
 from spark_jobs.datasource import SlateDBDataSource
 
 pytestmark = [pytest.mark.spark]
@@ -263,8 +267,6 @@ def test_a_micro_batch_reads_up_to_its_end_offset_only(store_url: str, batch_row
     """What a micro-batch (or a task retry of it) reads is fixed when it is planned: changes
     committed after its end offset (the tail then) belong to the next batch, whatever the
     feed's batch size; the two batches together are the whole feed."""
-    from spark_jobs.changes_source import read_between
-
     write_round(store_url, 0)
     feed = ChangeFeed(DB, open_store(store_url), ChangesOptions(batch_rows, bootstrap=False))
     end = feed.tail()
@@ -282,3 +284,66 @@ def test_a_micro_batch_reads_up_to_its_end_offset_only(store_url: str, batch_row
     assert first + rows(end, feed.tail()) == feed_rows(store_url)
     mid = next(iter(feed.changes())).cursor
     assert rows(mid, end) == feed_rows(store_url, mid)[: len(first) - min(batch_rows, 12)]
+
+
+class _DyingReader(ChangesStreamReader):
+    """The stream reader, whose Python worker dies (``os._exit``) in the first attempt of each
+    task, right after handing Spark its first batch of rows."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.deaths = Path(options.pop("deaths"))  # a folder: one file per death
+        super().__init__(options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        for i, rows in enumerate(super().read(partition)):
+            if i == 1 and ctx is not None and ctx.attemptNumber() == 0:
+                (self.deaths / f"{ctx.stageId()}-{ctx.partitionId()}").touch()
+                os._exit(17)
+            yield rows
+
+
+class _DyingSource(SlateDBDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "slatedb_dying_worker"
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _DyingReader(dict(self.options))
+
+
+def test_a_worker_killed_mid_batch_is_retried_without_duplicates(
+    spark: SparkSession, store_url: str, tmp_path: Path
+) -> None:
+    """A task's Python worker dies after delivering part of a micro-batch: Spark drops the
+    attempt's rows and runs the task again, which reads the same changes (issue 43, item 3:
+    exactly once across executor kills)."""
+    spark.dataSource.register(_DyingSource)
+    target, deaths = str(tmp_path / "delta"), tmp_path / "deaths"
+    deaths.mkdir()
+    write_round(store_url, 0)
+    for r in (1, 2):
+        q = (
+            spark.readStream.format("slatedb_dying_worker")
+            .option("url", store_url)
+            .option("path", DB)
+            .option("batch_rows", "2")
+            .option("deaths", str(deaths))
+            .load()
+            .writeStream.foreachBatch(delta_sink(target))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+        try:
+            q.processAllAvailable()
+        finally:
+            q.stop()
+        assert q.exception() is None
+        write_round(store_url, r, wal_ssts=1)
+    got = [(r["key"], r["value"], r["op"], r["seq"]) for r in delta_rows(target)]
+    expected = feed_rows(store_url)
+    assert got == expected[: len(got)] and len(got) == len(expected) - 4
+    assert len(list(deaths.iterdir())) >= 2  # a worker died in each query

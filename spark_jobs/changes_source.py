@@ -63,8 +63,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from slatedb_core import open_store
-from slatedb_core.errors import ChangesCollected, CursorInvalid, InvalidArgument, SlateDBError
+from slatedb_core import Table, open_store
+from slatedb_core.errors import (
+    ChangesCollected,
+    CursorInvalid,
+    DatabaseNotFound,
+    InvalidArgument,
+    SlateDBError,
+)
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.store import ManifestStore
@@ -285,6 +291,24 @@ class ChangesOptionsSpec:
         except InvalidArgument as e:
             raise InvalidArgument(f"option 'path': {e}") from None
 
+    def check_database(self) -> None:
+        """InvalidArgument unless ``path`` holds a database: a sharded table's feed (issue 43,
+        item 2) is not read here, and nothing else has one."""
+        store = open_store(self.url)
+        try:
+            ManifestStore(store, self.path).read_latest()
+            return
+        except DatabaseNotFound:
+            pass
+        try:
+            Table.open(self.path, store).close()
+        except DatabaseNotFound:
+            raise InvalidArgument(f"option 'path': no database at {self.path!r}") from None
+        raise InvalidArgument(
+            f"option 'path': {self.path!r} is a sharded table; a read of changes takes one "
+            "database's path (a table's change feed is not read by format('slatedb') yet)"
+        )
+
     def first_cursor(self, feed: ChangeFeed) -> Cursor:
         """Where a stream starts, or after what a batch read reads."""
         if self.starting == EARLIEST:
@@ -358,6 +382,7 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = ChangesOptionsSpec.parse(options, stream=True)
+        self.spec.check_database()
 
     def initialOffset(self) -> dict[str, str]:
         feed = self.spec.feed(consumer=self.spec.consumer is not None)
@@ -396,6 +421,7 @@ class ChangesBatchReader(DataSourceReader):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = ChangesOptionsSpec.parse(options, stream=False)
+        self.spec.check_database()
 
     def partitions(self) -> list[InputPartition]:
         feed = self.spec.feed()

@@ -25,11 +25,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from slatedb_core import open_store
+from slatedb_core import Table, open_store
+from slatedb_core.errors import InvalidArgument
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.options import DbOptions
 from slatedb_core.writer.db import Db
-from spark_jobs.changes_source import ChangesStreamReader, read_between
+from spark_jobs.changes_source import ChangesBatchReader, ChangesStreamReader, read_between
 from spark_jobs.datasource import SlateDBDataSource
 
 pytestmark = [pytest.mark.spark]
@@ -347,3 +348,18 @@ def test_a_worker_killed_mid_batch_is_retried_without_duplicates(
     expected = feed_rows(store_url)
     assert got == expected[: len(got)] and len(got) == len(expected) - 4
     assert len(list(deaths.iterdir())) >= 2  # a worker died in each query
+
+
+def test_a_table_path_or_a_missing_one_is_refused_clearly(store_url: str) -> None:
+    """A sharded table's path is not a database: the stream and the batch read of changes say
+    so before anything runs, as they do for a path holding nothing."""
+    store = open_store(store_url)
+    Table.create("events", store).close()
+    for reader in (ChangesStreamReader, ChangesBatchReader):
+        options = {"url": store_url, "path": "events", "changes_since": "earliest"}
+        if reader is ChangesStreamReader:
+            del options["changes_since"]
+        with pytest.raises(InvalidArgument, match="'events' is a sharded table"):
+            reader(options)
+        with pytest.raises(InvalidArgument, match="no database at 'nothing'"):
+            reader({**options, "path": "nothing"})

@@ -144,3 +144,21 @@ def test_an_overwrite_after_an_unseen_split_is_told() -> None:
         with pytest.raises(ChangesCollected):
             for b in table.changes(cursor):
                 seen.append(b)
+
+
+def test_a_registered_table_consumer_follows_a_shard_ingest_through_a_split() -> None:
+    """An ingest into a shard (rows in no WAL SST) is delivered between the writes around it,
+    and the split after it hands the consumer on to the children (issue 43, items 1 and 2)."""
+    store = memory()
+    opts = ChangesOptions(batch_rows=2, consumer="sink")
+    with Table.create("t", store, [b"m"], OPTS) as table:
+        write(table, {b"a": b"1"})
+        cursor = list(table.changes(None, opts))[-1].cursor
+        with table.writer(0) as db:
+            db.put(b"b", b"before")
+            db.bulk_ingest(pa.table({"key": [b"b", b"c"], "value": [b"ing", b"ing"]}))
+            db.put(b"c", b"after")
+        table.split(0, b"bb")
+        write(table, {b"b": b"child", b"c": b"child"})
+        got = per_key(changes_of(list(table.changes(cursor, opts))))
+        assert got == {b"b": [b"before", b"ing", b"child"], b"c": [b"ing", b"after", b"child"]}

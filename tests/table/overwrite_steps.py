@@ -12,9 +12,10 @@ from slatedb_core.errors import DatabaseDestroyed, SlateDBError
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
-from slatedb_core.table.ingest import IngestPlan, attempt_dir, stage_ssts
+from slatedb_core.table.ingest import WRITTEN, IngestPlan, attempt_dir, stage_ssts
 from slatedb_core.table.overwrite import commit_overwrite
 from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.testing import PausePoint
 from tests.table.conftest import OPTS
 
 SPLITS = [b"g", b"p"]
@@ -116,3 +117,12 @@ def commit_concurrently(
         assert not th.is_alive()
         outcomes += out
     return outcomes
+
+
+def release_and_expect_the_swap(pp: PausePoint, th: threading.Thread, out: list[object]) -> None:
+    """Release the attempt stalled at ``pp`` (started by :func:`commit_in_thread`): it ends within
+    60 s and reports the overwrite committed, WRITTEN on each of the three targets."""
+    pp.release()
+    th.join(60)
+    assert not th.is_alive()
+    assert out == [[WRITTEN] * 3]

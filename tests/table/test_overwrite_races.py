@@ -39,6 +39,7 @@ from tests.table.overwrite_steps import (
     contents,
     gone,
     old_table,
+    release_and_expect_the_swap,
     stage,
 )
 
@@ -172,10 +173,7 @@ def test_a_commit_fenced_on_a_target_by_a_concurrent_attempt_reports_the_swap(
         th, out = commit_in_thread(faulty, plan, staged)
         assert pp.wait_reached(30)
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
-        pp.release()
-        th.join(60)
-        assert not th.is_alive()
-        assert out == [[WRITTEN] * 3]
+        release_and_expect_the_swap(pp, th, out)
         t.refresh()
         assert contents(mem) == NEW
         assert_map_is_live(mem)
@@ -200,10 +198,7 @@ def test_a_commit_whose_sources_a_concurrent_attempt_retired_reports_the_swap(
         assert pp.wait_reached(30)
         assert [s.status for s in commit_overwrite(mem, plan, "r", staged)] == [WRITTEN] * 3
         assert gone(mem, source)
-        pp.release()
-        th.join(60)
-        assert not th.is_alive()
-        assert out == [[WRITTEN] * 3]
+        release_and_expect_the_swap(pp, th, out)
         assert contents(mem) == NEW
         assert_map_is_live(mem)
 

@@ -29,6 +29,7 @@ from tests.table.overwrite_steps import (
     commit_in_thread,
     contents,
     old_table,
+    release_and_expect_the_swap,
     stage,
 )
 
@@ -68,10 +69,7 @@ def test_a_stale_commit_attempt_does_not_rebuild_a_target_emptied_after_the_swap
         run_compaction_once(target, mem, CompactorOptions(l0_trigger=1))
         m = ManifestStore(mem, target).read_latest().manifest
         assert not (m.l0 or m.compacted or m.transactions)  # the premise: nothing left
-        pp.release()
-        th.join(60)
-        assert not th.is_alive()
-        assert out == [[WRITTEN] * 3]
+        release_and_expect_the_swap(pp, th, out)
         want = {k: v for k, v in NEW.items() if k not in shard0}
         assert contents(mem) == want
         assert_map_is_live(mem)
@@ -109,10 +107,7 @@ def test_a_stalled_run_whose_sources_were_retired_and_collected_reports_the_swap
             run_gc_once(path, mem, GC_NOW)
             with pytest.raises(DatabaseDestroyed):
                 ManifestStore(mem, path).read_latest()
-        pp.release()
-        th.join(60)
-        assert not th.is_alive()
-        assert out == [[WRITTEN] * 3]
+        release_and_expect_the_swap(pp, th, out)
         assert contents(mem) == NEW
         assert_map_is_live(mem)
 

@@ -42,7 +42,7 @@ Each kind has a module that owns its listing, its cutoff and its deletion:
     objects.
 
 The sequence of store requests is part of the contract: the simulation pins schedules by seed
-(tests/sim/test_review_seeds.py), so a change here that reorders requests shifts the seeds.
+(tests/sim/test_found_seeds.py), so a change here that reorders requests shifts the seeds.
 """
 
 from __future__ import annotations

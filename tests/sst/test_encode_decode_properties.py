@@ -136,7 +136,7 @@ def test_sst_rows_versions_bloom_and_newest_versions(
     stamps: str,
     data: st.DataObject,
 ) -> None:
-    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    """Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     batch = _batch(rows, pad)
     if stamps != "none":
         batch = batch.append_column(
@@ -178,7 +178,7 @@ def test_bloom_hashes_of_unaligned_slices_equal_the_point_hash(
     equals :func:`bloom.hash_key` (a point lookup's, and SlateDB's filter hash) for keys of one
     width starting at any byte of a larger buffer.
 
-    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     fixed = sorted({k.ljust(width, b"\x01")[:width] for k in keys})
     arr = pa.array([b"\x02" * start, *fixed], pa.binary()).slice(1)
     offs = np.frombuffer(
@@ -193,7 +193,7 @@ def test_bloom_hashes_of_unaligned_slices_equal_the_point_hash(
 @SLOW
 @given(keys=keysets(min_size=2), shuffle=st.randoms(use_true_random=False))
 def test_frozen_memtable_order_is_byte_order(keys: list[bytes], shuffle: object) -> None:
-    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    """Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     shuffled = list(keys)
     shuffle.shuffle(shuffled)  # type: ignore[attr-defined]
     skeys = sortable_keys([pa.array(shuffled, pa.binary())])
@@ -212,7 +212,7 @@ def test_frozen_memtable_order_is_byte_order(keys: list[bytes], shuffle: object)
 def test_fixed_width_encoder_reads_as_written(
     keys: list[bytes], vw: int, block_size: int, interval: int, perm_seed: int
 ) -> None:
-    """Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    """Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     width = len(keys[0])
     keys = sorted({k.ljust(width, b"\x00")[:width] for k in keys})
     n = len(keys)
@@ -259,7 +259,7 @@ def test_wal_sst_of_repeated_keys_replays_to_the_newest_write(
     become one WAL SST; replay (our writer's: rows in seq order into a memtable) ends with
     every key's newest write, deletes included.
 
-    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     buf = WalBuffer()
     model: dict[bytes, bytes | None] = {}
     seq = 100
@@ -308,7 +308,7 @@ def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
     """A block altered and given a matching CRC (what a buggy writer could produce): reading it
     raises CorruptionError or returns rows; no other exception escapes either decode path.
 
-    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     sst, _ = encode_sst(
         _batch(rows, 0), SstOptions(block_size=block_size, restart_interval=interval)
     )
@@ -333,7 +333,7 @@ def test_damaged_block_with_a_valid_crc_is_corruption_or_rows(
 def test_block_offsets_tile_the_data_region() -> None:
     """The damage test above locates block b at ``block_offsets[b:b + 2]``.
 
-    Found by the session-21 review of the speed-ups (was test_review_speed21.py)."""
+    Found by the session-21 review of the speed-ups (was test_write_path_encodings.py)."""
     sst, info = encode_sst(
         _batch([(b"a", 2, 0, b"x"), (b"b", 1, 0, b"y")], 0), SstOptions(block_size=1)
     )

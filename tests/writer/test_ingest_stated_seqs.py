@@ -54,7 +54,7 @@ def test_merge_operands_are_refused_whether_linked_or_re_encoded(
     operator both refuse now (MergeOperatorMissing, an UnsupportedFeature), committing nothing;
     with one, both carry the operands (tests/interop/test_ingest_rows.py, issue 38).
 
-    Found by the adversarial review of ingest_ssts' stated seqs (was test_review_ingest_seqs.py)."""
+    Found by the adversarial review of ingest_ssts' stated seqs (was test_ingest_seq_interleavings.py)."""
     store.put(
         "staging/m.sst",
         _sst([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),
@@ -75,7 +75,7 @@ def test_a_wal_sst_source_is_refused_not_skipped_as_empty(
     """A WAL SST (rows in seq order, no key range in its info) was taken for an empty source:
     ``ingest_ssts`` reported 0 rows ingested and returned as if it had succeeded.
 
-    Found by the adversarial review of ingest_ssts' stated seqs (was test_review_ingest_seqs.py)."""
+    Found by the adversarial review of ingest_ssts' stated seqs (was test_ingest_seq_interleavings.py)."""
     with Db.open("src", store, FAST) as db:
         db.put(b"z", b"1")
         db.put(b"a", b"2")

@@ -1,5 +1,5 @@
 """The judges added for RELIABILITY.md can fail: each is fed the state or outcome it exists to catch.
-(:mod:`tests.sim.test_review_seeds` has the schedules that caught the engine with them.)"""
+(:mod:`tests.sim.test_found_seeds` has the schedules that caught the engine with them.)"""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ feed is issue 43, item 2), ``wal_url`` and ``merge_operator`` as the batch read 
 ``starting`` (a stream's first offset: ``earliest``, the default, is WAL SST 1; ``latest`` is
 the tail now; or a cursor), ``consumer`` (a registered consumer, ``ChangesOptions.consumer``:
 each committed micro-batch moves its checkpoint to keep only what the query still needs, so
-the GC never collects changes the query has not read) and ``consumer_lifetime_s``. A cursor
+the GC never collects changes the query has not read; moved at each trigger to the end of
+the last batch in the query's commit log) and ``consumer_lifetime_s``. A cursor
 that is not one (a damaged offset or ``changes_since``) raises
 :class:`~slatedb_core.errors.CursorInvalid`; one the GC made unreachable
 :class:`~slatedb_core.errors.ChangesCollected` (never a silent gap).
@@ -393,6 +394,11 @@ class ChangesStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: object) -> dict[str, str]:
         begin = _of_offset(start)
+        if self.spec.consumer is not None:
+            # Spark plans the next batch only once the previous one, ending at ``start``, is
+            # in its commit log, and calls commit(start) only when that next batch has data:
+            # move the consumer at every trigger, not only once more changes come
+            self.spec.feed(consumer=True).advance(begin)
         tail = self.spec.feed().tail()
         if begin.snapshot is None and _key(tail) <= _key(begin):
             return _offset(begin)  # nothing new: Spark runs no batch

@@ -16,7 +16,7 @@ import pytest
 from slatedb_core.errors import InjectedFault
 from slatedb_core.layout import sst_path
 from slatedb_core.options import DbOptions
-from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstReader, encode_sst
+from slatedb_core.sst import KIND_VALUE, SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.table.ingest import (
@@ -33,27 +33,13 @@ from slatedb_core.writer.db import Db
 from slatedb_core.writer.engine import WriterEngine
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
+from tests.writer.ingest_steps import sst_of_rows
 
 pytestmark = pytest.mark.slatedb
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)
 )
-
-
-def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
-    """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(
-        pa.RecordBatch.from_arrays(
-            [
-                pa.array([r[0] for r in rows], pa.binary()),
-                pa.array([r[1] for r in rows], pa.uint64()),
-                pa.array([r[2] for r in rows], pa.uint8()),
-                pa.array([r[3] for r in rows], pa.binary()),
-            ],
-            schema=ENTRY_SCHEMA,
-        )
-    )[0]
 
 
 def _read_both(oracle: Oracle, model: Model, path: str) -> None:
@@ -100,7 +86,7 @@ def test_a_write_frozen_while_an_ingest_commits_stays_newer(
     model = Model()
     store.put(
         "staging/a.sst",
-        _sst([(b"k1", 7, KIND_VALUE, b"ingested"), (b"k2", 7, KIND_VALUE, b"ingested2")]),
+        sst_of_rows([(b"k1", 7, KIND_VALUE, b"ingested"), (b"k2", 7, KIND_VALUE, b"ingested2")]),
     )
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")
@@ -148,7 +134,7 @@ def test_a_table_ingest_commits_on_a_shard_whose_seqs_are_near_the_top(
     model = Model()
     Table.create("t", store).close()
     top = (1 << 63) - 1
-    store.put("staging/a.sst", _sst([(b"k1", top, KIND_VALUE, b"stated")]))
+    store.put("staging/a.sst", sst_of_rows([(b"k1", top, KIND_VALUE, b"stated")]))
     with Table.open("t", store) as t:
         path = t.shards[0].db_path
         with t.writer(0) as db:

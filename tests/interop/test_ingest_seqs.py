@@ -15,7 +15,7 @@ import pytest
 from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.layout import sst_path
 from slatedb_core.options import DbOptions
-from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
+from slatedb_core.sst import KIND_TOMBSTONE, KIND_VALUE
 from slatedb_core.sst.format import KIND_MERGE
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
@@ -30,6 +30,7 @@ from slatedb_core.table.ingest import (
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
+from tests.writer.ingest_steps import sst_of_rows
 
 pytestmark = pytest.mark.slatedb
 
@@ -43,21 +44,6 @@ def _batch(ops: list[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
         {"key": [k for k, _ in ops], "value": [v for _, v in ops]},
         schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
     )
-
-
-def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
-    """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(
-        pa.RecordBatch.from_arrays(
-            [
-                pa.array([r[0] for r in rows], pa.binary()),
-                pa.array([r[1] for r in rows], pa.uint64()),
-                pa.array([r[2] for r in rows], pa.uint8()),
-                pa.array([r[3] for r in rows], pa.binary()),
-            ],
-            schema=ENTRY_SCHEMA,
-        )
-    )[0]
 
 
 def _read_both(oracle: Oracle, model: Model, path: str) -> None:
@@ -152,7 +138,7 @@ def test_ingest_ssts_re_encodes_sources_with_their_own_seqs(
             model.put(b"k%02d" % i, b"w%d" % i)
         store.put(
             "staging/a.sst",
-            _sst(
+            sst_of_rows(
                 [
                     (b"k01", 7, KIND_VALUE, b"a-new"),
                     (b"k01", 3, KIND_VALUE, b"a-old"),
@@ -163,7 +149,7 @@ def test_ingest_ssts_re_encodes_sources_with_their_own_seqs(
         )
         store.put(
             "staging/b.sst",
-            _sst([(b"k02", 1, KIND_VALUE, b"b2"), (b"k40", 1, KIND_TOMBSTONE, b"")]),
+            sst_of_rows([(b"k02", 1, KIND_VALUE, b"b2"), (b"k40", 1, KIND_TOMBSTONE, b"")]),
         )
         model.apply([(b"k01", b"a-new"), (b"k02", None), (b"k40", b"a40")])
         model.apply([(b"k02", b"b2"), (b"k40", None)])
@@ -175,8 +161,8 @@ def test_ingest_ssts_re_encodes_sources_with_their_own_seqs(
 
 
 def test_ingest_ssts_refuses_merge_operands_and_bad_seqs(store: ObjectStore) -> None:
-    store.put("staging/m.sst", _sst([(b"k1", 1, KIND_MERGE, b"+1")]))
-    store.put("staging/v.sst", _sst([(b"k1", 1, KIND_VALUE, b"v")]))
+    store.put("staging/m.sst", sst_of_rows([(b"k1", 1, KIND_MERGE, b"+1")]))
+    store.put("staging/v.sst", sst_of_rows([(b"k1", 1, KIND_VALUE, b"v")]))
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")
         with pytest.raises(UnsupportedFeature):

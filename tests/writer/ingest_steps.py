@@ -32,3 +32,19 @@ def stage(store: ObjectStore, name: str, rows: Sequence[Row], seq: int = 1) -> s
     path = f"staging/{name}.sst"
     store.put(path, sst_bytes(rows, seq))
     return path
+
+
+def sst_of_rows(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
+    """An SST of (key, seq, kind, value) rows, in the given order (unsorted or repeated keys
+    included: what an ingest is handed, not what it makes)."""
+    return encode_sst(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([r[0] for r in rows], pa.binary()),
+                pa.array([r[1] for r in rows], pa.uint64()),
+                pa.array([r[2] for r in rows], pa.uint8()),
+                pa.array([r[3] for r in rows], pa.binary()),
+            ],
+            schema=ENTRY_SCHEMA,
+        )
+    )[0]

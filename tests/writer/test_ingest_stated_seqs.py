@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.errors import InvalidArgument, UnsupportedFeature
 from slatedb_core.options import DbOptions
-from slatedb_core.sst import ENTRY_SCHEMA, KIND_VALUE, SstReader, encode_sst
+from slatedb_core.sst import KIND_VALUE, SstReader
 from slatedb_core.sst.format import KIND_MERGE
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
+from tests.writer.ingest_steps import sst_of_rows
 
 FAST = DbOptions(
     flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=200)
@@ -27,21 +27,6 @@ STATED = 1 << 40  # above every seq the tests' writers give
 @pytest.fixture
 def store(tmp_path: object) -> ObjectStore:
     return open_store(str(tmp_path))
-
-
-def _sst(rows: list[tuple[bytes, int, int, bytes]]) -> bytes:
-    """An SST of (key, seq, kind, value) rows, in the given order."""
-    return encode_sst(
-        pa.RecordBatch.from_arrays(
-            [
-                pa.array([r[0] for r in rows], pa.binary()),
-                pa.array([r[1] for r in rows], pa.uint64()),
-                pa.array([r[2] for r in rows], pa.uint8()),
-                pa.array([r[3] for r in rows], pa.binary()),
-            ],
-            schema=ENTRY_SCHEMA,
-        )
-    )[0]
 
 
 @pytest.mark.parametrize("seqs", [None, [STATED]])
@@ -57,7 +42,7 @@ def test_merge_operands_are_refused_whether_linked_or_re_encoded(
     Found by the adversarial review of ingest_ssts' stated seqs (was test_ingest_seq_interleavings.py)."""
     store.put(
         "staging/m.sst",
-        _sst([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),
+        sst_of_rows([(b"k1", STATED, KIND_MERGE, b"+1"), (b"k2", STATED, KIND_VALUE, b"v2")]),
     )
     with Db.open("db", store, FAST) as db:
         db.put(b"k1", b"before")

@@ -262,9 +262,8 @@ class ChangesOptionsSpec:
         return spec
 
     def changes_options(self, *, consumer: bool = False) -> ChangesOptions:
-        """The feed's options; with ``consumer``, the registered consumer's (only the driver's
-        commit moves its checkpoint: tasks read without it). A feed here never bootstraps from
-        a snapshot: a micro-batch must read the same rows each time it runs."""
+        """The feed's options; with ``consumer``, the registered consumer's. A feed here never
+        bootstraps from a snapshot: a micro-batch must read the same rows each time it runs."""
         try:
             return ChangesOptions(
                 batch_rows=self.batch_rows,
@@ -347,6 +346,21 @@ class ChangesPartition(InputPartition):
         self.end = end
 
 
+def _delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
+    """Which of ``rows`` (``CHANGE_SCHEMA``) ``end`` has delivered: a WAL row ``(w, s)`` when
+    ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below ``end.seq``; an ingested
+    row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq is at or below
+    ``end.seq`` (an ingest committed before a tail is at or below its ``last_l0_seq``, one after
+    it above every WAL row the tail covers); a snapshot row always (it precedes the WAL)."""
+    wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
+    at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
+    wal_rule = pc.or_(
+        pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
+        pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
+    )
+    return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
+
+
 def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.RecordBatch]:
     """The changes after ``start`` that ``end`` has delivered, as Spark-typed Arrow batches.
     Stops at the first batch whose cursor reaches ``end`` (WAL phase); a feed that ends before
@@ -354,21 +368,12 @@ def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.Re
     last = start
     for batch in feed.changes(since=start):
         rows = batch.rows
-        if rows.num_rows:
-            wal = rows.column(6)
-            if pc.max(wal).as_py() is not None and pc.max(wal).as_py() >= end.wal_id:
-                seq = rows.column(3)
-                keep = pc.or_kleene(
-                    pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
-                    pc.and_kleene(
-                        pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())),
-                        pc.less_equal(seq, pa.scalar(end.seq, pa.uint64())),
-                    ),
-                )
-                rows = rows.filter(pc.fill_null(keep, True))  # snapshot rows: no wal_id
-            if rows.num_rows:
-                yield rows.cast(_ARROW_SCHEMA)
         last = batch.cursor
+        past = last.snapshot is None and _key(last) > _key(end)
+        if rows.num_rows and past:  # the batch crosses the end: keep what is before it
+            rows = rows.filter(_delivered_by(rows, end))
+        if rows.num_rows:
+            yield rows.cast(_ARROW_SCHEMA)
         if last.snapshot is None and _key(last) >= _key(end):
             return
     if last.snapshot is not None or last.wal_id < end.wal_id:
@@ -413,7 +418,10 @@ class ChangesStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ChangesPartition):
             return  # no partition planned: Spark still runs one task, with none of ours
-        feed = self.spec.feed()
+        # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
+        # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
+        # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        feed = self.spec.feed(consumer=self.spec.consumer is not None)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -439,5 +447,8 @@ class ChangesBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ChangesPartition):
             return  # no partition planned: Spark still runs one task, with none of ours
-        feed = self.spec.feed()
+        # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
+        # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
+        # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        feed = self.spec.feed(consumer=self.spec.consumer is not None)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))

@@ -401,3 +401,29 @@ def test_a_consumer_keeps_its_changes_through_gc_between_queries(
 
 def gc_pass(url: str) -> None:
     GarbageCollector(DB, open_store(url), GarbageCollectorOptions(min_age=timedelta(0))).run_once()
+
+
+def test_a_micro_batch_bounds_ingested_rows_by_its_end_offset(store_url: str) -> None:
+    """Rows a bulk ingest put straight into L0 (no WAL SST, ``wal_id`` null) are changes of a
+    registered consumer's feed: an ingest committed before a batch's end offset is in that
+    batch, one after it in the next, each once."""
+    store = open_store(store_url)
+    feed = ChangeFeed(DB, store, ChangesOptions(batch_rows=1000, consumer="s", bootstrap=False))
+    write_round(store_url, 0, wal_ssts=1)
+    feed.advance(Cursor())  # registered before the ingests: they leave it markers
+    with Db.open(DB, store, QUIET) as db:
+        db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"a", b"b"]}))
+        db.put(b"after-first", b"x")
+        db.flush()
+    end = feed.tail()
+    with Db.open(DB, store, QUIET) as db:
+        db.bulk_ingest(pa.table({"key": [b"j0"], "value": [b"c"]}))
+        db.put(b"after-second", b"y")
+        db.flush()
+
+    def keys(start: Cursor, stop: Cursor) -> list[bytes]:
+        return [k for b in read_between(feed, start, stop) for k in b.column(0).to_pylist()]
+
+    first = keys(Cursor(), end)
+    assert first[-3:] == [b"i0", b"i1", b"after-first"] and len(first) == 7
+    assert keys(end, feed.tail()) == [b"j0", b"after-second"]

@@ -64,6 +64,8 @@ from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
+from slatedb_core.meta.boundary import lease_clock
+from slatedb_core.meta.lease import LeasedBoundary
 from slatedb_core.options import (
     CheckpointOptions,
     check_duration,
@@ -75,6 +77,7 @@ from slatedb_core.options import (
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 from slatedb_core.wal.location import WalLocation
 from slatedb_core.wal.log import WalLog
+from slatedb_core.wal.writer import wal_boundary, wal_sst_behind_boundary
 
 FETCH_AHEAD = 8
 """WAL SSTs fetched and decoded ahead of the one being delivered (GETs overlap; decoding runs in
@@ -142,6 +145,7 @@ class ChangeFeed:
         self.options = check_optional("options", options, ChangesOptions) or ChangesOptions()
         self.manifests = ManifestStore(store, path)
         self.wal = WalLog(WalLocation.open(store, wal_url), path)
+        self.wal_lease = LeasedBoundary(wal_boundary(self.wal))
         self.store = store
         self.merge_operator = resolve_merge_operator(merge_operator)
 
@@ -252,6 +256,10 @@ class ChangeFeed:
                 f"WAL SST {end + 1} is gone and the latest manifest's replay point "
                 f"({fresh.replay_after_wal_id}) is past it"
             )
+        if after < fresh.replay_after_wal_id and after + 1 <= self.wal_lease.boundary.read():
+            # behind the replay point GC may delete (gc/wal.boundary covers it): what is listed
+            # there may be a fenced writer's create in a collected slot (_fetch checks each)
+            return [], f"WAL SST {after + 1} is at or behind gc/wal.boundary"
         run = checked_wal_run(self.wal, listed, after, m, lambda: fresh)
         if not run and after > fresh.replay_after_wal_id:
             self._check_not_ahead(after)
@@ -339,7 +347,7 @@ class ChangeFeed:
 
     def _wal_last_seq(self, wal_id: int) -> int | None:
         try:
-            rows = self._load(wal_id)
+            rows, _ = self._load(wal_id)
         except ObjectNotFound:
             return None
         return int(rows.column(1)[rows.num_rows - 1].as_py()) if rows.num_rows else 0
@@ -352,33 +360,44 @@ class ChangeFeed:
         pool = ThreadPoolExecutor(max_workers=min(FETCH_AHEAD, len(ids)))
         try:
             todo = iter(ids)
-            pending: deque[tuple[int, Future[pa.RecordBatch]]] = deque(
+            self.wal_lease.prepare()
+            pending: deque[tuple[int, Future[tuple[pa.RecordBatch, float]]]] = deque(
                 (i, pool.submit(self._load, i)) for i in itertools.islice(todo, FETCH_AHEAD)
             )
             while pending:
                 wal_id, fut = pending.popleft()
                 try:
-                    rows = fut.result()
+                    rows, read_at = fut.result()
                 except ObjectNotFound:
                     if self.manifests.read_latest().manifest.replay_after_wal_id >= wal_id:
                         raise ChangesCollected(
                             self.path, f"WAL SST {wal_id} was deleted while it was read"
                         ) from None
                     raise
+                if wal_sst_behind_boundary(self.wal_lease, self.wal, wal_id, read_at):
+                    # GC may have deleted it, and a fenced writer created it again: what was
+                    # there is collected (SlateDB RFC 0026; the writer's own create check)
+                    raise ChangesCollected(
+                        self.path, f"WAL SST {wal_id} is at or behind gc/wal.boundary"
+                    )
                 nxt = next(todo, None)
                 if nxt is not None:
+                    self.wal_lease.prepare()
                     pending.append((nxt, pool.submit(self._load, nxt)))
                 yield wal_id, rows
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _load(self, wal_id: int) -> pa.RecordBatch:
+    def _load(self, wal_id: int) -> tuple[pa.RecordBatch, float]:
+        """The rows of WAL SST ``wal_id`` and the :func:`lease_clock` time its GET returned
+        (for :func:`~slatedb_core.wal.writer.wal_sst_behind_boundary`)."""
         data = self.wal.store.get(self.wal.path(wal_id)).data
+        read_at = lease_clock()
         table = self.wal.decode(wal_id, data, timestamps=True).entries
         batches = table.to_batches()
         if not batches:
-            return pa.RecordBatch.from_pylist([], schema=table.schema)
-        return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+            return pa.RecordBatch.from_pylist([], schema=table.schema), read_at
+        return (batches[0] if len(batches) == 1 else pa.concat_batches(batches)), read_at
 
     # ---- the bootstrap snapshot -------------------------------------------------------------
     def _bootstrap_cursor(self) -> Cursor:

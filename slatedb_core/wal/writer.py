@@ -269,10 +269,8 @@ class WalWriter:
 
     def _check(self, wal_id: int, created_at: float) -> None:
         """The boundary check of the create of ``wal_id``, completed at ``created_at``."""
-        try:
-            self.lease.check(wal_id, self.wal.path(wal_id), created_at)
-        except ObjectVersionBehindBoundary as e:
-            raise Fenced("writer", self.epoch, self.epoch + 1) from e
+        if wal_sst_behind_boundary(self.lease, self.wal, wal_id, created_at):
+            raise Fenced("writer", self.epoch, self.epoch + 1)
 
     def write(self, batch: pa.RecordBatch, at: int | None = None) -> int:
         """Write one WAL SST (its rows written at clock tick ``at``, see :meth:`encode`); returns
@@ -312,6 +310,21 @@ def wal_boundary(wal: WalLog) -> BoundaryObject:
     return BoundaryObject(
         wal.main, boundary_path(wal.db_path, WAL_BOUNDARY), lease_s=boundaries.DEFAULT_LEASE_S
     )
+
+
+def wal_sst_behind_boundary(lease: LeasedBoundary, wal: WalLog, wal_id: int, at: float) -> bool:
+    """Whether WAL SST ``wal_id``, created or read by a request that returned at ``at``
+    (:func:`~slatedb_core.meta.boundary.lease_clock`), is at or behind ``gc/wal.boundary``: GC
+    may have deleted that slot, and a fenced writer created it again with writes no one
+    acknowledged (SlateDB RFC 0026). Such an object is no part of the database. The one check
+    of a writer's creates (:meth:`WalWriter.write`, Fenced) and of what the change feed reads
+    below the replay point (:mod:`slatedb_core.feed.changes`, ChangesCollected); a replay reads
+    only above the replay point, where GC never deletes."""
+    try:
+        lease.check(wal_id, wal.path(wal_id), at)
+    except ObjectVersionBehindBoundary:
+        return True
+    return False
 
 
 WalDone = Callable[[int, BaseException | None], None]

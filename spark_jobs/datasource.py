@@ -12,6 +12,9 @@ API, ``pyspark.sql.datasource``). Register it once per session::
        .mode("append")                             # append (upsert by key) | overwrite
        .save())
     spark.read.format("slatedb").option("url", ...).option("path", "orders").load()
+    # a database's change feed (spark_jobs.changes_source, docs/changes.md "Spark"):
+    spark.readStream.format("slatedb").option("url", ...).option("path", "orders-db").load()
+    spark.read.format("slatedb").option(...).option("changes_since", "earliest").load()
 
 What each option does (docs/spark.md has the whole story):
 

@@ -164,7 +164,10 @@ class RawBlock:
                 return None
             v = d[p + 2]
             sp = kp + u + v
-            return self._entry(d, kp + u, v, sp, d[sp + 8], lim, now)
+            f = d[sp + 8]
+            if not f:  # a plain value, the common row
+                return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
+            return self._entry(d, kp + u, v, sp, f, lim, now)
         try:
             while lo < hi:  # the first restart whose key is >= key
                 mid = (lo + hi) >> 1

@@ -115,6 +115,7 @@ class SstReader:
         self._whole = whole
         self._cache = cache
         self._now = now_ms
+        self._clock = now_ms if now_ms is not None else _NO_CLOCK  # what lookups compare with
         self._expiring: bool | None = None
         try:
             mv = memoryview(region)
@@ -326,8 +327,10 @@ class SstReader:
             # one SipHash for all of them, and a probe is cheaper than a search
             if not bloom.may_contain_hash(_hash_of(key)):
                 return None
-        now = self._now if self._now is not None else _NO_CLOCK
-        found = _find(cast("Block | RawBlock", hit), key, now)
+        now = self._clock
+        found = (
+            hit.find(key, now) if type(hit) is RawBlock else cast(Block, hit).point_table().get(key)
+        )
         if found is None:
             if i != b and i < self.block_count and keys[i] == key:
                 found = _find(self._block(i), key, now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,26 +42,6 @@ from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.wal import WalLog
 from tests.gc import bump, commit, new_db
-
-TXN_KINDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-
-@pytest.fixture(params=TXN_KINDS)
-def txn_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("pg_url")
-        return url
-    return f"sqlite:///{tmp_path}/txn.sqlite"
-
-
-@pytest.fixture
-def txn(txn_url: str) -> Iterator[TxnStore]:
-    store = open_txn_store(txn_url)
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,26 +30,7 @@ from slatedb_core.store.txn import TxnStore, open_txn_store
 from slatedb_core.store.url import open_store
 from tests.gc import commit, new_db
 
-TXN_KINDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
 OBJ = "orders/manifest/00000000000000000001.manifest"
-
-
-@pytest.fixture(params=TXN_KINDS)
-def txn_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        url: str = request.getfixturevalue("pg_url")
-        return url
-    return f"sqlite:///{tmp_path}/txn.sqlite"
-
-
-@pytest.fixture
-def txn(txn_url: str) -> Iterator[TxnStore]:
-    store = open_txn_store(txn_url)
-    yield store
-    store.close()
 
 
 def two_phase(url: str, txn: TxnStore) -> TwoPhaseStore:

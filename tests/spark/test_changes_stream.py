@@ -427,3 +427,55 @@ def test_a_micro_batch_bounds_ingested_rows_by_its_end_offset(store_url: str) ->
     first = keys(Cursor(), end)
     assert first[-3:] == [b"i0", b"i1", b"after-first"] and len(first) == 7
     assert keys(end, feed.tail()) == [b"j0", b"after-second"]
+
+
+@pytest.mark.slatedb
+def test_slatedb_writes_stream_into_delta_once_across_a_restart(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """SlateDB 0.17's own engine (the wheel) writes puts, deletes and write batches (one seq
+    for all their rows) between two runs of a query: the Delta table gets each change once, in
+    SlateDB's commit order, and a write batch whole in one micro-batch."""
+    from tests.interop.oracle import Oracle, settings
+
+    root = tmp_path / "root"
+    root.mkdir()
+    url = root.as_uri()
+    target, checkpoint = str(tmp_path / "delta"), tmp_path / "checkpoint"
+    oracle = Oracle(root)
+    done: list[tuple[bytes, bytes | None, str]] = []
+    try:
+        for r in range(2):
+            w = oracle.open_db(DB, settings(compactor=False))
+            for i in range(3):
+                w.put(b"k%d" % i, b"r%d-%d" % (r, i))
+                done.append((b"k%d" % i, b"r%d-%d" % (r, i), "put"))
+                w.write([(b"b%d" % i, b"x%d" % r), (b"k%d" % ((i + 1) % 3), None)])
+                done += [(b"b%d" % i, b"x%d" % r, "put"), (b"k%d" % ((i + 1) % 3), None, "delete")]
+                w.flush_wal()
+            w.shutdown()
+            reader = spark.readStream.format("slatedb").option("url", url).option("path", DB)
+            q = (
+                reader.option("batch_rows", "2")
+                .load()
+                .writeStream.foreachBatch(delta_sink(target))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="100 milliseconds")
+                .start()
+            )
+            try:
+                q.processAllAvailable()
+            finally:
+                q.stop()
+            assert q.exception() is None
+    finally:
+        oracle.close()
+    rows = delta_rows(target)
+    assert [(r["key"], r["value"], r["op"]) for r in rows] == done
+    seqs = [r["seq"] for r in rows]
+    assert seqs == sorted(seqs)
+    by_seq: dict[int, set[int]] = {}
+    for row in rows:
+        by_seq.setdefault(row["seq"], set()).add(row["batch_id"])
+    assert all(len(b) == 1 for b in by_seq.values())  # a write batch is never split
+    assert any(len([row for row in rows if row["seq"] == s]) == 2 for s in by_seq)

@@ -272,6 +272,7 @@ class Db:
         if not isinstance(batch, WriteBatch):
             raise InvalidArgument(f"write() takes a WriteBatch, got {type(batch).__name__}")
         if not batch.keys:
+            self._engine.check_usable()  # an empty write of a closed or fenced writer raises too
             return
         if batch.specials is not None or self._default_ttl is not None:
             gen = self._write_special(batch.keys, batch.values, batch.specials or {})
@@ -319,6 +320,7 @@ class Db:
         timed = ttl_column is not None or not is_plain(checked_ttl, self._default_ttl)
         n: int = entries.num_rows
         if n == 0:
+            self._engine.check_usable()  # as any write of a closed or fenced writer
             return 0
         if timed:
             expire, create = timestamp_columns(

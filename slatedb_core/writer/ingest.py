@@ -118,6 +118,7 @@ class WriterIngest:
                 data, entries.column(2), ttl_column, checked, default, now_ms()
             )
         if entries.num_rows == 0:
+            self._engine.check_usable()  # no manifest id is reported by a fenced writer
             return BulkIngestStats(0, 0, 0, self._engine.manifest.id)
         # Holding the L0 lock from the reservation to the commit keeps any newer memtable from
         # reaching L0 behind (i.e. older than) the ingested views.
@@ -334,6 +335,8 @@ class WriterIngest:
             check_optional("records", r, AppVersion)
         if wanted:
             self._commit_records(wanted, _TxnGate(None), None, None)
+        else:
+            self._engine.check_usable()  # as any write of a closed or fenced writer
 
     def _commit_records(
         self,

@@ -11,7 +11,9 @@ docs/changes.md is the feed, :mod:`slatedb_core.feed` its public API).
         .option("consumer", "to-delta")      # optional: a retention checkpoint the commits move
         .load())
     spark.read.format("slatedb").option("url", ...).option("path", ...)
-        .option("changes_since", cursor_or_earliest).load()
+        .option("changes_since", cursor_or_earliest)
+        .option("changes_until", ChangeFeed(...).tail().encode())   # optional, see below
+        .load()
 
 Offsets are encoded cursors (``{"cursor": "c1.<wal>.<seq>"}``, :meth:`Cursor.encode`): Spark
 keeps them in the query's checkpointLocation, so a restarted query resumes from the last batch
@@ -27,7 +29,9 @@ the batch id), the pipeline is exactly once.
 Options: ``url``, ``path`` (the database's path in the store, not a sharded table's: a table's
 feed is issue 43, item 2), ``wal_url`` and ``merge_operator`` as the batch read takes them
 (:mod:`spark_jobs.datasource_read`), ``batch_rows`` (rows per Arrow batch, default 65536),
-``starting`` (a stream's first offset: ``earliest``, the default, is WAL SST 1; ``latest`` is
+``changes_until`` (a batch read's end cursor, default the tail when the query is planned: pass
+the one given here as the next read's ``changes_since`` to read on, once), ``starting`` (a
+stream's first offset: ``earliest``, the default, is WAL SST 1; ``latest`` is
 the tail now; or a cursor), ``consumer`` (a registered consumer, ``ChangesOptions.consumer``:
 each committed micro-batch moves its checkpoint to keep only what the query still needs, so
 the GC never collects changes the query has not read; moved at each trigger to the end of
@@ -90,6 +94,9 @@ __all__ = [
 
 CHANGES_SINCE = "changes_since"
 """The option that turns a batch read into a read of changes."""
+CHANGES_UNTIL = "changes_until"
+"""A batch read's end cursor (default: the feed's tail when the query is planned): pass the
+same one as the next read's ``changes_since`` to read on without a gap or a repeat."""
 EARLIEST = "earliest"
 LATEST = "latest"
 CHANGES_OPTIONS = frozenset(
@@ -103,6 +110,7 @@ CHANGES_OPTIONS = frozenset(
         "consumer",
         "consumer_lifetime_s",
         CHANGES_SINCE,
+        CHANGES_UNTIL,
     }
 )
 """Every option a read of changes takes (lower case, as Spark hands them over)."""
@@ -136,7 +144,7 @@ _ARROW_SCHEMA = pa.schema(
 
 
 _CHANGES_ONLY = frozenset(
-    {CHANGES_SINCE, "starting", "consumer", "consumer_lifetime_s", "batch_rows"}
+    {CHANGES_SINCE, CHANGES_UNTIL, "starting", "consumer", "consumer_lifetime_s", "batch_rows"}
 )
 
 
@@ -194,6 +202,8 @@ class ChangesOptionsSpec:
     consumer_lifetime: timedelta | None = None
     since: str | None = None
     """``changes_since`` of a batch read (None: a stream)."""
+    until: str | None = None
+    """``changes_until`` of a batch read (None: the tail when planned)."""
 
     @staticmethod
     def parse(options: Mapping[str, str], *, stream: bool) -> ChangesOptionsSpec:
@@ -233,10 +243,14 @@ class ChangesOptionsSpec:
                 f"{path!r} is a database: read its changes with option {CHANGES_SINCE!r} (a "
                 f"cursor or {EARLIEST!r}), or stream them with spark.readStream"
             )
-        if stream and since is not None:
+        until = _get(options, CHANGES_UNTIL)
+        if stream and (since is not None or until is not None):
             raise InvalidArgument(
-                f"option {CHANGES_SINCE!r} is for spark.read; a stream starts at option 'starting'"
+                f"options {CHANGES_SINCE!r} and {CHANGES_UNTIL!r} are for spark.read; a stream "
+                "starts at option 'starting'"
             )
+        if until is not None:
+            _cursor(until, CHANGES_UNTIL)
         if not stream and _get(options, "starting") is not None:
             raise InvalidArgument(
                 f"option 'starting' is for spark.readStream; a batch read takes {CHANGES_SINCE!r}"
@@ -257,6 +271,7 @@ class ChangesOptionsSpec:
             _get(options, "consumer"),
             lifetime,
             since,
+            until,
         )
         spec.changes_options()  # checks the consumer's name
         return spec
@@ -439,7 +454,8 @@ class ChangesBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         feed = self.spec.feed()
-        start, end = self.spec.first_cursor(feed), feed.tail()
+        start = self.spec.first_cursor(feed)
+        end = feed.tail() if self.spec.until is None else _cursor(self.spec.until, CHANGES_UNTIL)
         if start.snapshot is None and _key(end) <= _key(start):
             return []
         return [ChangesPartition(start.encode(), end.encode())]

@@ -206,14 +206,18 @@ def test_stream_starting_latest_and_at_a_cursor(
     assert len(got) == 4
 
 
-def read_changes(spark: SparkSession, url: str, since: str) -> list[tuple[Any, ...]]:
-    df = (
+def read_changes(
+    spark: SparkSession, url: str, since: str, until: str | None = None
+) -> list[tuple[Any, ...]]:
+    reader = (
         spark.read.format("slatedb")
         .option("url", url)
         .option("path", DB)
         .option("changes_since", since)
-        .load()
     )
+    if until is not None:
+        reader = reader.option("changes_until", until)
+    df = reader.load()
     assert df.columns == [
         "key",
         "value",
@@ -233,7 +237,15 @@ def read_changes(spark: SparkSession, url: str, since: str) -> list[tuple[Any, .
 
 def test_batch_read_of_changes_since_a_cursor(spark: SparkSession, store_url: str) -> None:
     write_round(store_url, 0)
+    until = ChangeFeed(DB, open_store(store_url)).tail().encode()
     write_round(store_url, 1)
+    # a read that ends at a cursor it was given, and the next read on from it: all, once
+    upto = read_changes(spark, store_url, "earliest", until)
+    assert upto == feed_rows(store_url)[:12]
+    assert upto + read_changes(spark, store_url, until) == feed_rows(store_url)
+    with pytest.raises(Exception, match="not a change-feed cursor") as e:
+        read_changes(spark, store_url, "earliest", until + "x")
+    assert "changes_until" in str(e.value)
     feed = ChangeFeed(DB, open_store(store_url), ChangesOptions(batch_rows=7, bootstrap=False))
     cursors = [b.cursor for b in feed.changes()]
     assert len(cursors) >= 3

@@ -1,0 +1,335 @@
+"""Applying a database's change feed to a Delta table, exactly once: each pass reads the changes
+after the cursor the Delta table's last commit recorded and merges them by key in one Delta
+commit that records the new cursor (issue 43, item 4; docs/changes.md is the feed).
+
+The cursor lives only in that commit's ``custom_metadata`` (``slatedb.changes.cursor``), so the
+Delta version and the position in the feed are one atomic fact: a pass that dies before the
+commit applied nothing and its rerun starts from the same cursor; one that dies after it left the
+cursor with the rows, and its rerun starts after them. Nothing else (the materialization's
+metadata, the consumer's checkpoint) is read back as the position.
+
+The feed is read as a registered consumer (``ChangesOptions.consumer``, docs/changes.md
+"Retention"): its checkpoint keeps the changes the Delta table has not received through GC, and
+it moves forward when the next pass resumes from the committed cursor (or right after the
+commit, :meth:`ChangeFeed.advance`). Each commit also carries a Delta application transaction
+(``slatedb-changes:<consumer>``, its version one more than the last one's): a concurrent pass of
+the same consumer fails its commit on the conflict instead of applying the same changes twice.
+
+Merge by key: a key's last change in the pass decides (put: upsert, delete: delete). Merge
+operands (SlateDB RFC 0006) are folded with the database's merge operator onto the key's value
+before the pass, which is the Delta table's (it holds exactly the changes up to the cursor); with
+no operator configured the pass fails (``InvalidArgument`` naming the setting) and commits
+nothing.
+A database without operands pays one ``any`` over the ``op`` column for this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slatedb_core import ObjectStore
+from slatedb_core.errors import InvalidArgument
+from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.merge_operators import MergeOperator, resolve_merge_operator
+
+CURSOR_KEY = "slatedb.changes.cursor"
+"""The commit metadata key of the cursor after the changes a commit applied."""
+DATABASE_KEY = "slatedb.database"
+"""The commit metadata key naming the database whose changes the table receives."""
+CONSUMER_KEY = "slatedb.changes.consumer"
+"""The commit metadata key naming the registered consumer the changes were read as."""
+
+DELTA_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary(), nullable=False),
+        pa.field("value", pa.binary()),
+        pa.field("seq", pa.int64()),
+        pa.field("create_ts", pa.int64()),
+        pa.field("expire_ts", pa.int64()),
+    ]
+)
+"""The Delta table's columns: a key's latest value, the seq that wrote it and its timestamps
+(SlateDB RFC 0003; null where the row has none). Seqs stay below 2**63."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What the Delta table's newest commit of this feed recorded (None fields: no commit yet)."""
+
+    cursor: str | None
+    version: int | None
+    txn_version: int
+
+
+@dataclass(frozen=True)
+class ChangesApplied:
+    """What one pass applied: the changes read and what they became in Delta."""
+
+    uri: str
+    since: str | None
+    cursor: str | None
+    """The cursor the commit recorded (``since`` when nothing was committed)."""
+    changes: int
+    upserts: int
+    deletes: int
+    merge_operands: int
+    snapshot_rows: int
+    version: int | None
+    """The Delta version committed, None when the pass committed nothing."""
+
+
+def app_id(consumer: str) -> str:
+    """The Delta application transaction id of ``consumer``'s commits."""
+    return f"slatedb-changes:{consumer}"
+
+
+def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
+    """The cursor the Delta table at ``uri`` last recorded for ``db`` (its newest commit that
+    carries one); ``InvalidArgument`` when that commit names another database or
+    consumer."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(uri)
+    except TableNotFoundError:
+        return Committed(None, None, 0)
+    for commit in table.history():  # newest first
+        cursor = commit.get(CURSOR_KEY)
+        if cursor is None:
+            continue  # another writer's commit (OPTIMIZE, VACUUM): not ours
+        if commit.get(DATABASE_KEY) != db or commit.get(CONSUMER_KEY) != consumer:
+            raise InvalidArgument(
+                f"the Delta table {uri} receives the changes of database "
+                f"{commit.get(DATABASE_KEY)!r} (consumer {commit.get(CONSUMER_KEY)!r}), "
+                f"not {db!r} (consumer {consumer!r})"
+            )
+        return Committed(
+            str(cursor), int(commit["version"]), table.transaction_version(app_id(consumer)) or 0
+        )
+    return Committed(None, table.version(), table.transaction_version(app_id(consumer)) or 0)
+
+
+def net_changes(
+    changes: pa.Table,
+    merge_operator: MergeOperator | None,
+    existing: Callable[[list[bytes]], dict[bytes, bytes]],
+) -> tuple[pa.Table, pa.Array]:
+    """``changes`` (CHANGE_SCHEMA rows in commit order) reduced to each key's effect: the rows
+    to upsert (``DELTA_SCHEMA``) and the keys to delete. ``existing(keys)``: the values of
+    ``keys`` before these changes (read only for keys whose first change here is an operand)."""
+    n = changes.num_rows
+    if n == 0:
+        return DELTA_SCHEMA.empty_table(), pa.array([], pa.binary())
+    op = changes.column("op")
+    operands = pc.equal(op, "merge")
+    if pc.any(operands).as_py():
+        if merge_operator is None:
+            raise InvalidArgument(
+                f"{pc.sum(operands).as_py()} merge operands among the changes and no merge "
+                "operator is configured (set the store resource's merge_operator)"
+            )
+        folded = pc.unique(pc.filter(changes.column("key"), operands))
+        plain = changes.filter(pc.invert(pc.is_in(changes.column("key"), folded)))
+        upserts, deletes = _last_per_key(plain)
+        f_up, f_del = _fold(
+            changes.filter(pc.is_in(changes.column("key"), folded)), merge_operator, existing
+        )
+        return pa.concat_tables([upserts, f_up]), pa.concat_arrays([deletes, f_del])
+    return _last_per_key(changes)
+
+
+def _last_per_key(changes: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """Each key's last row (no operands among them), vectorised: upserts and deleted keys."""
+    if changes.num_rows == 0:
+        return DELTA_SCHEMA.empty_table(), pa.array([], pa.binary())
+    order = pa.array(np.arange(changes.num_rows, dtype=np.int64))
+    last = (
+        pa.table({"key": changes.column("key"), "i": order})
+        .group_by("key", use_threads=False)
+        .aggregate([("i", "max")])
+        .column("i_max")
+    )
+    rows = changes.take(last)
+    deleted = pc.equal(rows.column("op"), "delete")
+    return _delta_rows(rows.filter(pc.invert(deleted))), rows.filter(deleted).column(
+        "key"
+    ).combine_chunks()
+
+
+def _fold(
+    changes: pa.Table,
+    op: MergeOperator,
+    existing: Callable[[list[bytes]], dict[bytes, bytes]],
+) -> tuple[pa.Table, pa.Array]:
+    """The keys with operands, folded in commit order (a per-row loop, only over them)."""
+    rows = changes.to_pylist()
+    first: dict[bytes, str] = {}
+    for r in rows:
+        first.setdefault(r["key"], r["op"])
+    base = existing([k for k, o in first.items() if o == "merge"])
+    state: dict[bytes, dict[str, object] | None] = {}
+    for r in rows:
+        key = r["key"]
+        if r["op"] == "put":
+            state[key] = r
+        elif r["op"] == "delete":
+            state[key] = None
+        else:
+            before = state[key] if key in state else {"value": base.get(key)}
+            prior = None if before is None else before["value"]
+            assert prior is None or isinstance(prior, bytes)
+            value = op(key, prior, r["value"])
+            state[key] = {**r, "value": bytes(value)}
+    puts = [r for r in state.values() if r is not None]
+    gone = [k for k, r in state.items() if r is None]
+    table = pa.Table.from_pylist(
+        [{f.name: r[f.name] for f in DELTA_SCHEMA} for r in puts], schema=DELTA_SCHEMA
+    )
+    return table, pa.array(gone, pa.binary())
+
+
+def _delta_rows(rows: pa.Table) -> pa.Table:
+    return pa.table(
+        [
+            rows.column("key"),
+            rows.column("value"),
+            pc.cast(rows.column("seq"), pa.int64()),
+            rows.column("create_ts"),
+            rows.column("expire_ts"),
+        ],
+        schema=DELTA_SCHEMA,
+    )
+
+
+def _read_changes(
+    feed: ChangeFeed, since: str | None, max_rows: int
+) -> tuple[pa.Table, Cursor | None]:
+    """The changes after ``since``, whole batches until ``max_rows`` or the feed's end, and the
+    cursor after them (None: no batch)."""
+    batches: list[pa.RecordBatch] = []
+    cursor: Cursor | None = None
+    n = 0
+    it: Iterator = feed.changes(since)  # type: ignore[type-arg]
+    try:
+        for b in it:
+            batches.append(b.rows)
+            cursor = b.cursor
+            n += b.rows.num_rows
+            if n >= max_rows:
+                break
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    from slatedb_core.feed import CHANGE_SCHEMA
+
+    return pa.Table.from_batches(batches, schema=CHANGE_SCHEMA), cursor
+
+
+def apply_changes(
+    store: ObjectStore,
+    db: str,
+    uri: str,
+    *,
+    consumer: str,
+    options: ChangesOptions | None = None,
+    wal_url: str | None = None,
+    merge_operator: str | MergeOperator | None = None,
+    max_rows: int = 1_000_000,
+    after_commit: Callable[[ChangesApplied], None] | None = None,
+) -> ChangesApplied:
+    """Apply the changes of ``db`` after the cursor the Delta table at ``uri`` recorded, in one
+    Delta commit recording the new cursor (see the module docstring). ``options``: the feed's
+    (its ``consumer`` is set to ``consumer``); ``after_commit``: called once the commit is
+    durable, before the consumer's checkpoint is moved (a test's crash point)."""
+    import dataclasses
+
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    opts = dataclasses.replace(options or ChangesOptions(), consumer=consumer)
+    op = resolve_merge_operator(merge_operator)
+    feed = ChangeFeed(db, store, opts, wal_url=wal_url, merge_operator=op)
+    done = committed_cursor(uri, db, consumer)
+    changes, cursor = _read_changes(feed, done.cursor, max_rows)
+    if cursor is None or cursor.encode() == done.cursor:
+        return ChangesApplied(uri, done.cursor, done.cursor, 0, 0, 0, 0, 0, None)
+
+    def existing(keys: list[bytes]) -> dict[bytes, bytes]:
+        if not keys or done.version is None:
+            return {}
+        found = (
+            DeltaTable(uri)
+            .to_pyarrow_dataset()
+            .to_table(columns=["key", "value"], filter=pc.field("key").isin(keys))
+        )
+        return dict(
+            zip(found.column("key").to_pylist(), found.column("value").to_pylist(), strict=True)
+        )
+
+    upserts, deletes = net_changes(changes, op, existing)
+    metadata = {CURSOR_KEY: cursor.encode(), DATABASE_KEY: db, CONSUMER_KEY: consumer}
+    props = CommitProperties(
+        custom_metadata=metadata,
+        app_transactions=[Transaction(app_id(consumer), done.txn_version + 1)],
+    )
+    if done.version is None:  # the first commit creates the table (deletes have no target)
+        write_deltalake(uri, upserts, mode="error", commit_properties=props)
+    else:
+        source = upserts.append_column(
+            "_delete", pa.array(np.zeros(upserts.num_rows, dtype=np.bool_))
+        )
+        gone = pa.table(
+            {f.name: pa.nulls(len(deletes), f.type) for f in DELTA_SCHEMA}, schema=DELTA_SCHEMA
+        ).set_column(0, "key", deletes.cast(pa.binary()))
+        gone = gone.append_column("_delete", pa.array(np.ones(len(deletes), dtype=np.bool_)))
+        (
+            DeltaTable(uri)
+            .merge(
+                pa.concat_tables([source, gone.cast(source.schema)]),
+                "t.key = s.key",
+                source_alias="s",
+                target_alias="t",
+                commit_properties=props,
+            )
+            .when_matched_delete(predicate="s._delete")
+            .when_matched_update_all(predicate="NOT s._delete", except_cols=["_delete"])
+            .when_not_matched_insert_all(predicate="NOT s._delete", except_cols=["_delete"])
+            .execute()
+        )
+    version = DeltaTable(uri).version()
+    ops = changes.column("op")
+    applied = ChangesApplied(
+        uri=uri,
+        since=done.cursor,
+        cursor=cursor.encode(),
+        changes=changes.num_rows,
+        upserts=upserts.num_rows,
+        deletes=len(deletes),
+        merge_operands=pc.sum(pc.equal(ops, "merge")).as_py() or 0,
+        snapshot_rows=pc.sum(changes.column("snapshot")).as_py() or 0,
+        version=version,
+    )
+    if after_commit is not None:
+        after_commit(applied)
+    feed.advance(cursor)  # the GC may collect what the commit made unneeded, sooner
+    return applied
+
+
+__all__ = [
+    "CONSUMER_KEY",
+    "CURSOR_KEY",
+    "DATABASE_KEY",
+    "DELTA_SCHEMA",
+    "ChangesApplied",
+    "Committed",
+    "app_id",
+    "apply_changes",
+    "committed_cursor",
+    "net_changes",
+]

@@ -1,0 +1,259 @@
+"""``changes_to_delta`` and its check ``changes_consumer_retained`` (issue 43, item 4): a
+database's change feed merged by key into a real Delta table (deltalake), materialized in-process
+with real Dagster on real databases in a local store; the cursor lives in the Delta commit."""
+
+from __future__ import annotations
+
+import struct
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from orchestration.changes_assets import (
+    ChangesToDeltaResource,
+    changes_consumer_retained,
+    changes_to_delta,
+)
+from orchestration.changes_delta import CURSOR_KEY, apply_changes, committed_cursor
+from orchestration.resources import ObjectStoreResource
+from slatedb_core import Db, DbOptions, ObjectStore, run_gc_once
+from slatedb_core.errors import ChangesCollected, InvalidArgument
+from slatedb_core.feed import ChangeFeed, ChangesOptions
+from slatedb_core.options import GarbageCollectorOptions
+from tests.orchestration.conftest import add_partitions
+
+
+@pytest.fixture
+def changes(tmp_path: Path) -> ChangesToDeltaResource:
+    return ChangesToDeltaResource(root=str(tmp_path / "changes"), consumer="to-delta")
+
+
+def _kv(uri: str) -> dict[bytes, bytes]:
+    t = DeltaTable(uri).to_pyarrow_table()
+    return dict(zip(t.column("key").to_pylist(), t.column("value").to_pylist(), strict=True))
+
+
+def _materialize(
+    instance: dg.DagsterInstance,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    db: str,
+    *,
+    raise_on_error: bool = True,
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [changes_to_delta, changes_consumer_retained],
+        partition_key=db,
+        instance=instance,
+        resources={"store": store_resource, "changes_delta": changes},
+        raise_on_error=raise_on_error,
+    )
+
+
+def _check(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def _check_only(
+    instance: dg.DagsterInstance,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    db: str,
+) -> dg.AssetCheckEvaluation:
+    """The check alone, as the UI's "Execute" runs it for one partition (execute_in_process
+    refuses partition_key= for a job of checks only: the partition tag is what the UI sets)."""
+    defs = dg.Definitions(
+        assets=[changes_to_delta],
+        asset_checks=[changes_consumer_retained],
+        jobs=[
+            dg.define_asset_job(
+                "check_only", selection=dg.AssetSelection.checks(changes_consumer_retained)
+            )
+        ],
+        resources={"store": store_resource, "changes_delta": changes},
+    )
+    result = defs.resolve_job_def("check_only").execute_in_process(
+        tags={"dagster/partition": db}, instance=instance
+    )
+    return _check(result)
+
+
+def _meta(result: dg.ExecuteInProcessResult, key: str) -> Any:
+    (mat,) = result.asset_materializations_for_node("changes_to_delta")
+    return mat.metadata[key].value
+
+
+def test_puts_and_deletes_arrive_and_a_second_pass_applies_only_new_changes(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    add_partitions(instance, "orders")
+    with Db.open("orders", store) as db:
+        for i in range(10):
+            db.put(f"k{i}".encode(), f"v{i}".encode())
+        db.delete(b"k3")
+        db.put(b"k4", b"v4-new")
+    first = _materialize(instance, store_resource, changes, "orders")
+    uri = changes.uri("orders")
+    expected = {f"k{i}".encode(): f"v{i}".encode() for i in range(10) if i != 3}
+    expected[b"k4"] = b"v4-new"
+    assert _kv(uri) == expected
+    assert _meta(first, "changes") == 12 and _meta(first, "deletes") == 1  # k3
+    cursor1 = DeltaTable(uri).history(1)[0][CURSOR_KEY]
+    assert _meta(first, "cursor") == cursor1
+    assert _check(first).passed
+
+    with Db.open("orders", store) as db:
+        db.delete(b"k0")
+        db.put(b"k1", b"v1-new")
+        db.put(b"k20", b"v20")
+    second = _materialize(instance, store_resource, changes, "orders")
+    assert _meta(second, "since") == cursor1
+    assert _meta(second, "changes") == 3  # only the new ones (k0, k1, k20)
+    assert _meta(second, "deletes") == 1 and _meta(second, "upserts") == 2
+    del expected[b"k0"]
+    expected[b"k1"] = b"v1-new"
+    expected[b"k20"] = b"v20"
+    assert _kv(uri) == expected
+    version = DeltaTable(uri).version()
+
+    third = _materialize(instance, store_resource, changes, "orders")  # nothing new
+    assert not third.asset_materializations_for_node("changes_to_delta")
+    assert DeltaTable(uri).version() == version
+    # the consumer is registered and its checkpoint holds what the Delta table still needs
+    (hold,) = ChangeFeed("orders", store).consumers()
+    assert hold.name == "to-delta" and not hold.expired
+
+
+def _i64(n: int) -> bytes:
+    return struct.pack("<q", n)
+
+
+def test_a_crash_after_the_delta_commit_neither_duplicates_nor_skips(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """The cursor is in the Delta commit itself: a pass that dies right after the commit (before
+    the consumer's checkpoint moves or the materialization is recorded) leaves nothing to
+    re-apply. Merge operands make a duplicate visible (each is added once)."""
+    opts = DbOptions(merge_operator="add_int64")
+    with Db.open("counts", store, opts) as db:
+        for _ in range(3):
+            db.merge(b"a", _i64(1))
+        db.merge(b"b", _i64(5))
+    uri = changes.uri("counts")
+
+    class Crash(Exception):
+        pass
+
+    def crash(_: object) -> None:
+        raise Crash
+
+    kwargs: dict[str, Any] = {"consumer": "to-delta", "merge_operator": "add_int64"}
+    with pytest.raises(Crash):
+        apply_changes(store, "counts", uri, after_commit=crash, **kwargs)
+    assert _kv(uri) == {b"a": _i64(3), b"b": _i64(5)}
+    version = DeltaTable(uri).version()
+
+    again = apply_changes(store, "counts", uri, **kwargs)  # the rerun after the crash
+    assert again.version is None and again.changes == 0
+    assert DeltaTable(uri).version() == version
+    assert _kv(uri) == {b"a": _i64(3), b"b": _i64(5)}
+
+    with Db.open("counts", store, opts) as db:
+        db.merge(b"a", _i64(10))  # folded onto the value the Delta table holds
+        db.merge(b"c", _i64(7))
+    with pytest.raises(Crash):
+        apply_changes(store, "counts", uri, after_commit=crash, **kwargs)
+    apply_changes(store, "counts", uri, **kwargs)
+    assert _kv(uri) == {b"a": _i64(13), b"b": _i64(5), b"c": _i64(7)}
+
+
+def test_merge_operands_without_an_operator_are_refused_and_commit_nothing(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    add_partitions(instance, "counts")
+    with Db.open("counts", store, DbOptions(merge_operator="add_int64")) as db:
+        db.put(b"x", _i64(1))
+    _materialize(instance, store_resource, changes, "counts")
+    uri = changes.uri("counts")
+    version = DeltaTable(uri).version()
+    with Db.open("counts", store, DbOptions(merge_operator="add_int64")) as db:
+        db.merge(b"x", _i64(1))
+    result = _materialize(instance, store_resource, changes, "counts", raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "merge operator" in str(failure.event_specific_data)
+    assert DeltaTable(uri).version() == version
+    with pytest.raises(InvalidArgument, match="merge_operator"):
+        apply_changes(store, "counts", uri, consumer="to-delta")
+    with_operator = ObjectStoreResource(url=store_resource.url, merge_operator="add_int64")
+    _materialize(instance, with_operator, changes, "counts")
+    assert _kv(uri) == {b"x": _i64(2)}
+
+
+def test_the_check_warns_when_the_consumer_falls_behind(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    add_partitions(instance, "orders")
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    _materialize(instance, store_resource, changes, "orders")
+    with Db.open("orders", store) as db:  # the writer moves on: WAL SSTs flushed to L0
+        for i in range(4):
+            db.put(f"n{i}".encode(), b"x")
+            db.flush_memtable()
+    strict = ChangesToDeltaResource(
+        root=changes.root, consumer="to-delta", wal_behind_max=1, expiry_warn="1s"
+    )
+    evaluation = _check_only(instance, store_resource, strict, "orders")
+    assert not evaluation.passed
+    assert evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert "WAL SSTs" in (evaluation.description or "")
+    # the next pass catches up, and the check passes again
+    caught_up = _materialize(instance, store_resource, strict, "orders")
+    assert _check(caught_up).passed
+
+
+def test_the_check_is_an_error_once_the_changes_were_collected(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    add_partitions(instance, "orders")
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    short = ChangesToDeltaResource(root=changes.root, consumer="to-delta", consumer_lifetime="1s")
+    _materialize(instance, store_resource, short, "orders")
+    with Db.open("orders", store) as db:
+        for i in range(3):
+            db.put(f"n{i}".encode(), b"x")
+            db.flush_memtable()
+    time.sleep(2.1)  # the checkpoint (whole seconds) expires: nothing keeps its changes
+    run_gc_once("orders", store, GarbageCollectorOptions(min_age=timedelta(0)))
+    with pytest.raises(ChangesCollected):
+        list(
+            ChangeFeed("orders", store, ChangesOptions(bootstrap=False)).changes(
+                committed_cursor(short.uri("orders"), "orders", "to-delta").cursor
+            )
+        )
+    evaluation = _check_only(instance, store_resource, short, "orders")
+    assert not evaluation.passed
+    assert evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert "collected" in (evaluation.description or "")
+    failed = _materialize(instance, store_resource, short, "orders", raise_on_error=False)
+    assert not failed.success  # the pass refuses too: never a silent gap

@@ -34,10 +34,11 @@ What each option does (docs/spark.md has the whole story):
 ``mode``               write: ``error`` / ``errorifexists`` / ``ignore`` (Spark 4.3 refuses
                        ``.mode("error")`` and ``.mode("ignore")`` for every Python data source, so
                        these two travel as an option, with ``.mode("append")``)
-``task_memory_bytes``  write: what a task's rows may take in its Python worker (default 256
-                       MiB, at least 4 MiB; spark_jobs.write_tasks.TASK_MEMORY_BYTES), whatever
-                       the rows per task: the task stages its rows in runs of a fifth of it
-                       (each run one more L0 SST per shard)
+``task_memory_bytes``  what a task may take in its Python worker (default 512 MiB, at least 4
+                       MiB; spark_jobs.write_tasks.TASK_MEMORY_BYTES), whatever its rows. Write:
+                       the task stages its rows in runs of a fifth of it (each run one more L0
+                       SST per shard). Read: it scans in steps of an eighth of it in SST bytes
+                       (spark_jobs.datasource_read)
 ``run_bytes``          write: input bytes a task sorts at once (default: ``task_memory_bytes / 5``)
 ``ttl_column``         write: an integer column, each row's TTL in ms (SlateDB RFC 0003: the row
                        stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none

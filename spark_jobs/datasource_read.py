@@ -25,7 +25,7 @@ Options:
   of SSTs (default 128 MiB, Spark's own ``spark.sql.files.maxPartitionBytes``): a Spark task
   has a fixed cost, so a table of many small SSTs is not read by as many tasks.
 * ``task_memory_bytes``: what a task's read may take in its Python worker, whatever the rows of
-  its partition (default 256 MiB, at least 4 MiB; :data:`spark_jobs.write_tasks.TASK_MEMORY_BYTES`,
+  its partition (default 512 MiB, at least 4 MiB; :data:`spark_jobs.write_tasks.TASK_MEMORY_BYTES`,
   as for writes). See "Memory" below.
 * ``wal_url``: the shards' separate WAL store (SlateDB's ``with_wal_object_store``, RFC 0009),
   a store URL like ``url``; the query's snapshot names the WAL SSTs found there and the tasks

@@ -62,13 +62,16 @@ STAGED_DDL = (
 COMMIT_THREADS = 8
 """Shards a stage-2 task commits at once."""
 MiB = 1 << 20
-TASK_MEMORY_BYTES = 256 * MiB
+TASK_MEMORY_BYTES = 512 * MiB
 """The memory a stage-1 task's rows may take in its Python worker (its peak RSS above what the
 idle worker holds), by default: the task stages its input partition in runs of
 ``task_memory_bytes / RUN_MEMORY_FACTOR`` input bytes, each sorted on its own (later runs
 newer), so that its memory is bounded by this setting and not by the rows of its partition
 (issue 42, goal 3). The price: each run adds its own SST per shard to the shard's L0 (a
-1.25M-row partition of 116-byte rows, 155 MB as Arrow, is 3 runs at this default)."""
+1.25M-row partition of 116-byte rows, 155 MB as Arrow, is 2 runs at this default). Why 512 MiB
+and not less: at 256 MiB a 5M-row ingest in 8 partitions (625k rows each) staged 2 runs per
+partition, 16 L0 SSTs per shard, DbOptions.l0_max_ssts, where writers stall until a compaction;
+at 512 MiB partitions up to ~850k such rows stay one run (8 L0 SSTs per shard, as before)."""
 RUN_MEMORY_FACTOR = 5
 """``task_memory_bytes`` over a run's input bytes: while a run is sorted and staged the worker
 holds the rows as Spark handed them, the keys and values taken in sorted order and the SST being

@@ -491,3 +491,16 @@ def test_slatedb_writes_stream_into_delta_once_across_a_restart(
         by_seq.setdefault(row["seq"], set()).add(row["batch_id"])
     assert all(len(b) == 1 for b in by_seq.values())  # a write batch is never split
     assert any(len([row for row in rows if row["seq"] == s]) == 2 for s in by_seq)
+
+
+@pytest.mark.s3
+def test_stream_and_batch_read_through_s3(spark: SparkSession, s3_url: str, tmp_path: Path) -> None:
+    """The driver (offsets, consumer) and the tasks (reads) reach the same bucket (moto)."""
+    target, checkpoint = str(tmp_path / "delta"), tmp_path / "checkpoint"
+    write_round(s3_url, 0)
+    run_query(spark, s3_url, target, checkpoint, consumer="s3")
+    write_round(s3_url, 1, wal_ssts=1)
+    run_query(spark, s3_url, target, checkpoint, consumer="s3")
+    got = [(r["key"], r["value"], r["op"], r["seq"]) for r in delta_rows(target)]
+    assert got == feed_rows(s3_url) and len(got) == 16
+    assert read_changes(spark, s3_url, "earliest") == got

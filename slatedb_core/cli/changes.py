@@ -16,7 +16,8 @@ batch of changes is followed by the cursor to persist once the lines before it a
 
 Without ``--consumer`` it writes nothing, except that a feed with no ``--since`` on a database
 whose WAL the GC already collected takes a snapshot under a checkpoint of its own, deleted once
-the WAL after it is read (or expiring within an hour). ``--consumer NAME`` registers a named
+the WAL after it is read (or expiring within an hour), and that ``gc/wal.boundary`` is created
+at 0 when there is none (as a writer does; docs/changes.md). ``--consumer NAME`` registers a named
 consumer whose checkpoint keeps its changes until it resumes past them (``--release`` drops it;
 ``--consumers`` lists them with how many WAL SSTs each one's checkpoint holds back,
 ``wal_behind``).

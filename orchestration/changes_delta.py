@@ -280,6 +280,10 @@ def apply_changes(
     )
     if done.version is None:  # the first commit creates the table (deletes have no target)
         write_deltalake(uri, upserts, mode="error", commit_properties=props)
+    elif upserts.num_rows == 0 and len(deletes) == 0:
+        # the cursor moved past changes without rows (a writer's fencing WAL SSTs): an empty
+        # append still commits it (a merge of no rows commits nothing)
+        write_deltalake(uri, upserts, mode="append", commit_properties=props)
     else:
         source = upserts.append_column(
             "_delete", pa.array(np.zeros(upserts.num_rows, dtype=np.bool_))
@@ -302,7 +306,15 @@ def apply_changes(
             .when_not_matched_insert_all(predicate="NOT s._delete", except_cols=["_delete"])
             .execute()
         )
-    version = DeltaTable(uri).version()
+    recorded = committed_cursor(uri, db, consumer)
+    if recorded.cursor != cursor.encode() or recorded.version is None:
+        # nothing moves past what the Delta table recorded (the consumer's checkpoint least of
+        # all): the next pass resumes from the table's cursor, which must stay retained
+        raise InvalidArgument(
+            f"the Delta table {uri} recorded cursor {recorded.cursor}, not {cursor.encode()}: "
+            "another writer committed to it meanwhile"
+        )
+    version = recorded.version
     ops = changes.column("op")
     applied = ChangesApplied(
         uri=uri,
@@ -317,7 +329,7 @@ def apply_changes(
     )
     if after_commit is not None:
         after_commit(applied)
-    feed.advance(cursor)  # the GC may collect what the commit made unneeded, sooner
+    feed.advance(recorded.cursor)  # the GC may collect what the commit made unneeded, sooner
     return applied
 
 

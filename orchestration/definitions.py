@@ -10,6 +10,12 @@ from __future__ import annotations
 import dagster as dg
 
 from orchestration.assets import ASSETS
+from orchestration.changes_assets import (
+    CHANGES_ASSETS,
+    CHANGES_CHECKS,
+    CHANGES_RESOURCE,
+    ChangesToDeltaResource,
+)
 from orchestration.checks import CHECKS, health_check_job
 from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_view import fleet_asset
@@ -31,8 +37,8 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     managed = ManagedDatabasesResource(**settings.managed)
     managed.check_settings()
     return dg.Definitions(
-        assets=with_owners([*ASSETS, fleet_asset], settings.owners),
-        asset_checks=CHECKS,
+        assets=with_owners([*ASSETS, *CHANGES_ASSETS, fleet_asset], settings.owners),
+        asset_checks=[*CHECKS, *CHANGES_CHECKS],
         jobs=[*JOBS, health_check_job, fleet_report_job, acknowledge_missing_database_job],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
@@ -40,6 +46,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             {
                 "store": ObjectStoreResource(**store_config(settings.store, settings.store_env)),
                 "managed": managed,
+                CHANGES_RESOURCE: ChangesToDeltaResource(),
             }
         ),
     )

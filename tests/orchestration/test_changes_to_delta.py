@@ -20,7 +20,7 @@ from orchestration.changes_assets import (
     changes_to_delta,
 )
 from orchestration.changes_delta import CURSOR_KEY, apply_changes, committed_cursor
-from orchestration.resources import ObjectStoreResource
+from orchestration.resources import ObjectStoreResource, refuse_plain_secrets
 from slatedb_core import Db, DbOptions, ObjectStore, run_gc_once
 from slatedb_core.errors import ChangesCollected, InvalidArgument
 from slatedb_core.feed import ChangeFeed, ChangesOptions
@@ -257,3 +257,35 @@ def test_the_check_is_an_error_once_the_changes_were_collected(
     assert "collected" in (evaluation.description or "")
     failed = _materialize(instance, store_resource, short, "orders", raise_on_error=False)
     assert not failed.success  # the pass refuses too: never a silent gap
+
+
+def test_a_pass_over_changes_without_rows_records_its_cursor_in_delta(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """A pass whose batches only move the cursor (WAL SSTs without rows: a writer's open and
+    close) still commits that cursor: the consumer's checkpoint moves only to a cursor the Delta
+    table recorded, never past it (else the GC could collect what the next pass resumes from)."""
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    uri = changes.uri("orders")
+    apply_changes(store, "orders", uri, consumer="to-delta")
+    for _ in range(2):
+        with Db.open("orders", store):
+            pass  # fencing WAL SSTs, no rows
+    applied = apply_changes(store, "orders", uri, consumer="to-delta")
+    assert applied.changes == 0 and applied.cursor != applied.since
+    recorded = committed_cursor(uri, "orders", "to-delta")
+    assert recorded.cursor == applied.cursor and recorded.version == applied.version == 1
+    assert _kv(uri) == {b"a": b"1"}
+
+
+def test_a_delta_root_carrying_a_credential_is_refused_by_the_definitions() -> None:
+    """The resource goes through refuse_plain_secrets with the others (definitions.py): a root
+    URL with a key in it never reaches Dagster's config."""
+    from orchestration.definitions import defs
+
+    assert isinstance((defs.resources or {})["changes_delta"], ChangesToDeltaResource)
+    leaky = ChangesToDeltaResource(root="s3://AKIAEXAMPLE:notarealsecret@bucket/changes")
+    with pytest.raises(InvalidArgument, match="root holds a credential") as e:
+        refuse_plain_secrets({"changes_delta": leaky})
+    assert "notarealsecret" not in str(e.value)

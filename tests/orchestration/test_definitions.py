@@ -25,6 +25,7 @@ def test_default_definitions_load() -> None:
         "delta_export",
         "rescaling",
         "slatedb_fleet",
+        "changes_to_delta",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {
@@ -34,6 +35,7 @@ def test_default_definitions_load() -> None:
         "manifest_lag_under_threshold",
         "no_expired_checkpoint_lingering",
         "boundaries_behind_latest",
+        "changes_consumer_retained",
     }
     assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
     # maintenance is on unless the deployment's settings say otherwise

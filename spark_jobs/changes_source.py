@@ -59,6 +59,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -398,11 +399,14 @@ def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.Re
         )
 
 
-class ChangesStreamReader(DataSourceStreamReader):
-    """``spark.readStream.format("slatedb")`` (see the module doc)."""
+class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("slatedb")`` (see the module doc). ``trigger(availableNow=
+    True)`` reads up to the tail when the query starts, then stops."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = ChangesOptionsSpec.parse(options, stream=True)
+        self.target: str | None = None
+        """With ``availableNow``: the tail when the query started (the last end offset)."""
         self.spec.check_database()
 
     def initialOffset(self) -> dict[str, str]:
@@ -419,10 +423,13 @@ class ChangesStreamReader(DataSourceStreamReader):
             # in its commit log, and calls commit(start) only when that next batch has data:
             # move the consumer at every trigger, not only once more changes come
             self.spec.feed(consumer=True).advance(begin)
-        tail = self.spec.feed().tail()
+        tail = self.spec.feed().tail() if self.target is None else Cursor.decode(self.target)
         if begin.snapshot is None and _key(tail) <= _key(begin):
             return _offset(begin)  # nothing new: Spark runs no batch
         return _offset(tail)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self.spec.feed().tail().encode()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         a, b = _of_offset(start), _of_offset(end)

@@ -504,3 +504,28 @@ def test_stream_and_batch_read_through_s3(spark: SparkSession, s3_url: str, tmp_
     got = [(r["key"], r["value"], r["op"], r["seq"]) for r in delta_rows(target)]
     assert got == feed_rows(s3_url) and len(got) == 16
     assert read_changes(spark, s3_url, "earliest") == got
+
+
+def test_available_now_reads_to_the_tail_at_start_then_stops(
+    spark: SparkSession, store_url: str, tmp_path: Path
+) -> None:
+    """``trigger(availableNow=True)``: the query reads what was committed when it started and
+    ends by itself; run again, it reads on from there."""
+    target, checkpoint = str(tmp_path / "delta"), tmp_path / "checkpoint"
+    for r in range(2):
+        write_round(store_url, r, wal_ssts=2)
+        q = (
+            spark.readStream.format("slatedb")
+            .option("url", store_url)
+            .option("path", DB)
+            .option("batch_rows", "3")
+            .load()
+            .writeStream.foreachBatch(delta_sink(target))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+    got = [(r["key"], r["value"], r["op"], r["seq"]) for r in delta_rows(target)]
+    assert got == feed_rows(store_url) and len(got) == 16

@@ -1,6 +1,7 @@
 """SlateDB 0.17 with a merge operator, for the write-side tests of issue 38 (items 1 and 2): the
 same writes (puts and merges with TTLs, deletes, batches) through SlateDB's ``Db`` as through
-ours, and SlateDB's reader of any database path with the operator installed.
+ours (``slatedb_write``, ``ours_write``), and SlateDB's reader of any database path with the
+operator installed.
 
 Only helpers: :mod:`tests.interop.oracle` drives the wheel, :mod:`tests.interop.oracle_merge_read`
 has the operators (SlateDB's callback interface) and the writer builder."""
@@ -11,6 +12,8 @@ from collections.abc import Sequence
 
 import slatedb.uniffi as sdb  # type: ignore[import-untyped]  # the wheel ships no py.typed
 
+from slatedb_core.writer.batch import WriteBatch
+from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle, SlateReader, SlateWriter
 
 Op = tuple[str, bytes, bytes | None, int | None]
@@ -57,6 +60,32 @@ def slatedb_write(w: SlateWriter, ops: Sequence[Op]) -> None:
         await h.await_durable()
 
     w.oracle.run(many())
+
+
+def ours_write(db: Db, ops: Sequence[Op]) -> None:
+    """The same ``ops`` through our ``Db``: one ``WriteBatch`` (several ops) or a single call."""
+    if len(ops) == 1:
+        kind, key, value, ttl = ops[0]
+        if kind == "put":
+            assert value is not None
+            db.put(key, value, ttl=ttl)
+        elif kind == "merge":
+            assert value is not None
+            db.merge(key, value, ttl=ttl)
+        else:
+            db.delete(key)
+        return
+    batch = WriteBatch()
+    for kind, key, value, ttl in ops:
+        if kind == "put":
+            assert value is not None
+            batch.put(key, value, ttl=ttl)
+        elif kind == "merge":
+            assert value is not None
+            batch.merge(key, value, ttl=ttl)
+        else:
+            batch.delete(key)
+    db.write(batch)
 
 
 def open_reader_at(oracle: Oracle, path: str, op: sdb.MergeOperator) -> SlateReader:

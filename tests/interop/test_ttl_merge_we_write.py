@@ -21,10 +21,9 @@ import pytest
 
 from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle, SlateWriter
-from tests.interop.oracle_merge import Op, open_reader_at, slatedb_write
+from tests.interop.oracle_merge import Op, open_reader_at, ours_write, slatedb_write
 from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = pytest.mark.slatedb
@@ -59,31 +58,6 @@ LAST: list[Op] = [("put", b"last", b"Z", LONG)]
 """Written after the short TTLs passed: the memtable's last tick, at which both flushes expire."""
 
 KEYS = sorted({op[1] for w in [*WRITES, ARROW, LAST] for op in w} | {b"absent"})
-
-
-def ours_write(db: Db, ops: list[Op]) -> None:
-    if len(ops) == 1:
-        kind, key, value, ttl = ops[0]
-        if kind == "put":
-            assert value is not None
-            db.put(key, value, ttl=ttl)
-        elif kind == "merge":
-            assert value is not None
-            db.merge(key, value, ttl=ttl)
-        else:
-            db.delete(key)
-        return
-    batch = WriteBatch()
-    for kind, key, value, ttl in ops:
-        if kind == "put":
-            assert value is not None
-            batch.put(key, value, ttl=ttl)
-        elif kind == "merge":
-            assert value is not None
-            batch.merge(key, value, ttl=ttl)
-        else:
-            batch.delete(key)
-    db.write(batch)
 
 
 def ours_all(db: Db) -> None:

@@ -18,9 +18,8 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle
-from tests.interop.oracle_merge import Op, slatedb_write
+from tests.interop.oracle_merge import Op, ours_write, slatedb_write
 from tests.interop.oracle_merge_read import StringAppend, open_merge_db
-from tests.writer.test_slatedb_differential import _ours_write
 
 pytestmark = pytest.mark.slatedb
 
@@ -57,8 +56,8 @@ def test_a_batch_slatedb_refuses_is_refused(oracle: Oracle, tmp_path: Path, case
     options = DbOptions(flush_interval=timedelta(milliseconds=10), merge_operator="string_append")
     with Db.open("ours", open_store(tmp_path.as_uri()), options) as db:
         if accepted:
-            _ours_write(db, ops)
+            ours_write(db, ops)
         else:
             with pytest.raises(InvalidArgument, match="merge operands of one key"):
-                _ours_write(db, ops)
+                ours_write(db, ops)
         assert {k: db.get(k) for k in (b"k", b"j")} == want

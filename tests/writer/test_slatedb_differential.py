@@ -25,10 +25,9 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.options import DbOptions, DbReaderOptions, ReaderMode
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.store.url import open_store
-from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 from tests.interop.oracle import Oracle, SlateWriter
-from tests.interop.oracle_merge import Op, open_reader_at, slatedb_write
+from tests.interop.oracle_merge import Op, open_reader_at, ours_write, slatedb_write
 from tests.interop.oracle_merge_read import StringAppend, open_merge_db
 
 pytestmark = [pytest.mark.slatedb, pytest.mark.slow]
@@ -92,31 +91,6 @@ def oracle(root: Path) -> Iterator[Oracle]:
         o.close()
 
 
-def _ours_write(db: Db, ops: list[Op]) -> None:
-    if len(ops) == 1:
-        kind, key, value, ttl = ops[0]
-        if kind == "put":
-            assert value is not None
-            db.put(key, value, ttl=ttl)
-        elif kind == "merge":
-            assert value is not None
-            db.merge(key, value, ttl=ttl)
-        else:
-            db.delete(key)
-        return
-    batch = WriteBatch()
-    for kind, key, value, ttl in ops:
-        if kind == "put":
-            assert value is not None
-            batch.put(key, value, ttl=ttl)
-        elif kind == "merge":
-            assert value is not None
-            batch.merge(key, value, ttl=ttl)
-        else:
-            batch.delete(key)
-    db.write(batch)
-
-
 def _reads(get: object, scan: object) -> tuple[dict[bytes, bytes | None], list[object]]:
     assert callable(get) and callable(scan)
     return {k: get(k) for k in KEYS}, [tuple(kv) for kv in scan()]
@@ -165,15 +139,15 @@ def test_random_ops_read_as_slatedb_reads_them(
                     slatedb_write(theirs, ops)
                 except sdb.Error.Invalid:  # operands of one key with different TTLs
                     with pytest.raises(InvalidArgument):
-                        _ours_write(db, ops)
+                        ours_write(db, ops)
                     continue
-                _ours_write(db, ops)
+                ours_write(db, ops)
                 if any(op[3] == 1 for op in ops):
                     # past the 1 ms TTL in both engines, and a write there: any flush from now
                     # on expires the row in both (SlateDB's tick is its last write's; ours may
                     # be a WAL flush's, see test_issue38_wal_tick.py)
                     time.sleep(0.005)
-                    _ours_write(db, [TICK])
+                    ours_write(db, [TICK])
                     slatedb_write(theirs, [TICK])
             elif kind == "flush_wal":
                 db.flush()

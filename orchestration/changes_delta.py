@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -64,6 +65,10 @@ class Committed:
     cursor: str | None
     version: int | None
     txn_version: int
+    table: Any = None
+    """The ``DeltaTable`` at the version read (None: no table): the pass commits on top of it,
+    so a commit made meanwhile (a concurrent pass) fails this one's (a conflict on the data it
+    read, and on the consumer's application transaction) instead of applying changes twice."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +114,9 @@ def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
                 f"{commit.get(DATABASE_KEY)!r} (consumer {commit.get(CONSUMER_KEY)!r}), "
                 f"not {db!r} (consumer {consumer!r})"
             )
-        return Committed(
-            str(cursor), int(commit["version"]), table.transaction_version(app_id(consumer)) or 0
-        )
-    return Committed(None, table.version(), table.transaction_version(app_id(consumer)) or 0)
+        txn = table.transaction_version(app_id(consumer)) or 0
+        return Committed(str(cursor), int(commit["version"]), txn, table)
+    return Committed(None, table.version(), table.transaction_version(app_id(consumer)) or 0, table)
 
 
 def net_changes(
@@ -242,15 +246,17 @@ def apply_changes(
     wal_url: str | None = None,
     merge_operator: str | MergeOperator | None = None,
     max_rows: int = 1_000_000,
+    before_commit: Callable[[], None] | None = None,
     after_commit: Callable[[ChangesApplied], None] | None = None,
 ) -> ChangesApplied:
     """Apply the changes of ``db`` after the cursor the Delta table at ``uri`` recorded, in one
     Delta commit recording the new cursor (see the module docstring). ``options``: the feed's
     (its ``consumer`` is set to ``consumer``); ``after_commit``: called once the commit is
-    durable, before the consumer's checkpoint is moved (a test's crash point)."""
+    durable, before the consumer's checkpoint is moved (a test's crash point); ``before_commit``:
+    called just before the commit (a test's point for a concurrent pass)."""
     import dataclasses
 
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake import CommitProperties, Transaction, write_deltalake
 
     opts = dataclasses.replace(options or ChangesOptions(), consumer=consumer)
     op = resolve_merge_operator(merge_operator)
@@ -263,10 +269,8 @@ def apply_changes(
     def existing(keys: list[bytes]) -> dict[bytes, bytes]:
         if not keys or done.version is None:
             return {}
-        found = (
-            DeltaTable(uri)
-            .to_pyarrow_dataset()
-            .to_table(columns=["key", "value"], filter=pc.field("key").isin(keys))
+        found = done.table.to_pyarrow_dataset().to_table(
+            columns=["key", "value"], filter=pc.field("key").isin(keys)
         )
         return dict(
             zip(found.column("key").to_pylist(), found.column("value").to_pylist(), strict=True)
@@ -278,12 +282,14 @@ def apply_changes(
         custom_metadata=metadata,
         app_transactions=[Transaction(app_id(consumer), done.txn_version + 1)],
     )
+    if before_commit is not None:
+        before_commit()
     if done.version is None:  # the first commit creates the table (deletes have no target)
         write_deltalake(uri, upserts, mode="error", commit_properties=props)
     elif upserts.num_rows == 0 and len(deletes) == 0:
         # the cursor moved past changes without rows (a writer's fencing WAL SSTs): an empty
         # append still commits it (a merge of no rows commits nothing)
-        write_deltalake(uri, upserts, mode="append", commit_properties=props)
+        write_deltalake(done.table, upserts, mode="append", commit_properties=props)
     else:
         source = upserts.append_column(
             "_delete", pa.array(np.zeros(upserts.num_rows, dtype=np.bool_))
@@ -293,8 +299,7 @@ def apply_changes(
         ).set_column(0, "key", deletes.cast(pa.binary()))
         gone = gone.append_column("_delete", pa.array(np.ones(len(deletes), dtype=np.bool_)))
         (
-            DeltaTable(uri)
-            .merge(
+            done.table.merge(
                 pa.concat_tables([source, gone.cast(source.schema)]),
                 "t.key = s.key",
                 source_alias="s",

@@ -289,3 +289,29 @@ def test_a_delta_root_carrying_a_credential_is_refused_by_the_definitions() -> N
     with pytest.raises(InvalidArgument, match="root holds a credential") as e:
         refuse_plain_secrets({"changes_delta": leaky})
     assert "notarealsecret" not in str(e.value)
+
+
+def test_a_concurrent_pass_of_the_same_consumer_fails_its_commit(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """Two passes that read the same cursor: the second to commit fails (its Delta commit is
+    built on the version it read the cursor from, with the consumer's application transaction)
+    instead of applying the same operands twice."""
+    from deltalake.exceptions import CommitFailedError
+
+    opts = DbOptions(merge_operator="add_int64")
+    kwargs: dict[str, Any] = {"consumer": "to-delta", "merge_operator": "add_int64"}
+    uri = changes.uri("counts")
+    with Db.open("counts", store, opts) as db:
+        db.merge(b"a", _i64(1))
+    apply_changes(store, "counts", uri, **kwargs)
+    with Db.open("counts", store, opts) as db:
+        db.merge(b"a", _i64(10))
+
+    def other_pass() -> None:
+        apply_changes(store, "counts", uri, **kwargs)
+
+    with pytest.raises(CommitFailedError):
+        apply_changes(store, "counts", uri, before_commit=other_pass, **kwargs)
+    assert _kv(uri) == {b"a": _i64(11)}
+    assert apply_changes(store, "counts", uri, **kwargs).version is None  # nothing left

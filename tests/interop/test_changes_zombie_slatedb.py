@@ -37,8 +37,9 @@ GC = GarbageCollectorOptions(min_age=timedelta(0))
 
 
 def test_slatedb_zombie_wal_sst_in_a_collected_slot_is_no_change(
-    oracle: Oracle, store: ObjectStore
+    both_stores: tuple[Oracle, ObjectStore, str],
 ) -> None:
+    oracle, store, _ = both_stores
     w1 = oracle.open_db(s=settings(compactor=False, manifest_poll_interval="1h"))
     w1.put(b"a", b"1")
     w1.put(b"b", b"2")

@@ -182,8 +182,8 @@ def _check(
     description=(
         "ERROR: the changes after the Delta table's cursor were collected (the consumer fell "
         "behind the retention: its checkpoint expired or the GC passed it). WARN: the "
-        "consumer's checkpoint keeps more than wal_behind_max WAL SSTs, or expires within "
-        "expiry_warn."
+        "consumer's checkpoint keeps more than wal_behind_max WAL SSTs, expires within "
+        "expiry_warn, expired, or is gone while the table has a cursor."
     ),
 )
 def changes_consumer_retained(
@@ -225,19 +225,25 @@ def changes_consumer_retained(
             probe.close()  # type: ignore[attr-defined]
     holds = {h.name: h for h in feed.consumers()}
     hold = holds.get(consumer)
-    if hold is None:
-        started = "not started yet" if done.cursor is None else "not registered"
+    if hold is None:  # released, or its checkpoint expired and was removed
         return _check(
             done.cursor is None,
-            f"{db}: consumer {consumer} {started}",
-            error,
+            f"{db}: consumer {consumer} "
+            + (
+                "not started yet"
+                if done.cursor is None
+                else "is not registered: nothing keeps its changes from the GC (its next "
+                "pass registers it again)"
+            ),
+            warn,
             database=db,
         )
     if hold.expired or hold.wal_behind is None:
         return _check(
             False,
-            f"{db}: consumer {consumer}'s checkpoint expired; the GC may collect its changes",
-            error,
+            f"{db}: consumer {consumer}'s checkpoint expired; the GC may collect its changes "
+            "before its next pass",
+            warn,
             database=db,
         )
     left = (

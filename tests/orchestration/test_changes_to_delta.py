@@ -14,6 +14,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
+from devtools.sample_data import write_database
 from orchestration.changes_assets import (
     ChangesToDeltaResource,
     changes_consumer_retained,
@@ -23,7 +24,7 @@ from orchestration.changes_delta import CURSOR_KEY, apply_changes, committed_cur
 from orchestration.resources import ObjectStoreResource, refuse_plain_secrets
 from slatedb_core import Db, DbOptions, ObjectStore, run_gc_once
 from slatedb_core.errors import ChangesCollected, InvalidArgument
-from slatedb_core.feed import ChangeFeed, ChangesOptions
+from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.options import GarbageCollectorOptions
 from tests.orchestration.conftest import add_partitions
 
@@ -244,6 +245,9 @@ def test_the_check_is_an_error_once_the_changes_were_collected(
             db.put(f"n{i}".encode(), b"x")
             db.flush_memtable()
     time.sleep(2.1)  # the checkpoint (whole seconds) expires: nothing keeps its changes
+    expired = _check_only(instance, store_resource, short, "orders")
+    assert not expired.passed and expired.severity == dg.AssetCheckSeverity.WARN
+    assert "expired" in (expired.description or "")  # not collected yet
     run_gc_once("orders", store, GarbageCollectorOptions(min_age=timedelta(0)))
     with pytest.raises(ChangesCollected):
         list(
@@ -315,3 +319,51 @@ def test_a_concurrent_pass_of_the_same_consumer_fails_its_commit(
         apply_changes(store, "counts", uri, before_commit=other_pass, **kwargs)
     assert _kv(uri) == {b"a": _i64(11)}
     assert apply_changes(store, "counts", uri, **kwargs).version is None  # nothing left
+
+
+def test_a_new_consumer_starts_from_a_snapshot_and_resumes_inside_it(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """A database whose WAL is already in L0 bootstraps the feed from a snapshot
+    (docs/changes.md): passes of at most ``max_rows`` changes record snapshot cursors, resume
+    inside the snapshot, then follow the WAL."""
+    n = write_database(store, "orders", prefix="o-", l0_ssts=2, rows_per_sst=50, wal_rows=0)
+    uri = changes.uri("orders")
+    kwargs: dict[str, Any] = {"consumer": "to-delta", "options": ChangesOptions(batch_rows=16)}
+    first = apply_changes(store, "orders", uri, max_rows=20, **kwargs)
+    assert first.snapshot_rows == first.changes and 20 <= first.changes < n
+    assert first.cursor is not None and Cursor.decode(first.cursor).in_snapshot
+    while True:
+        step = apply_changes(store, "orders", uri, max_rows=20, **kwargs)
+        if step.version is None:
+            break
+    assert len(_kv(uri)) == n
+    with Db.open("orders", store) as db:
+        db.delete(b"o-00000000")
+        db.put(b"new", b"1")
+    last = apply_changes(store, "orders", uri, **kwargs)
+    assert last.snapshot_rows == 0 and last.deletes == 1 and last.upserts == 1
+    kv = _kv(uri)
+    assert len(kv) == n and b"o-00000000" not in kv and kv[b"new"] == b"1"
+
+
+def test_the_check_warns_before_the_consumer_checkpoint_expires(
+    store: ObjectStore,
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    add_partitions(instance, "orders")
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    hourly = ChangesToDeltaResource(
+        root=changes.root, consumer="to-delta", consumer_lifetime="1h", expiry_warn="2h"
+    )
+    result = _materialize(instance, store_resource, hourly, "orders")
+    evaluation = _check(result)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert "expires in" in (evaluation.description or "")
+    calm = ChangesToDeltaResource(
+        root=changes.root, consumer="to-delta", consumer_lifetime="1h", expiry_warn="10m"
+    )
+    assert _check_only(instance, store_resource, calm, "orders").passed

@@ -161,7 +161,8 @@ class ChangeFeed:
         if not latest.manifest.initialized:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
         if self.options.consumer is not None:
-            self.advance(cursor or Cursor())  # registers the consumer, or moves its hold
+            # registers the consumer, or moves its hold
+            self._advance(cursor or Cursor(), latest.manifest)
         ephemeral: uuid.UUID | None = None
         if cursor is None:
             run, gap = self._plan(Cursor(), latest.manifest)
@@ -217,7 +218,16 @@ class ChangeFeed:
         :meth:`changes` with its ``since``; call it to release sooner)."""
         c = Cursor.of(cursor)
         assert c is not None
-        hold(self.manifests, self._consumer(), c, self.options.consumer_lifetime, time.time())
+        self._advance(c, self.manifests.read_latest().manifest)
+
+    def _advance(self, c: Cursor, latest: Manifest) -> None:
+        """:meth:`advance` to ``c``, ``latest`` the latest manifest read before. A cursor
+        ahead of the WAL is CursorInvalid before the hold moves: moved for it, the hold would
+        let GC collect what the consumer's real cursor still needs."""
+        consumer = self._consumer()
+        if c.snapshot is None and c.wal_id - 1 > latest.replay_after_wal_id:
+            self._check_not_ahead(c.wal_id - 1)
+        hold(self.manifests, consumer, c, self.options.consumer_lifetime, time.time())
 
     def release(self) -> None:
         """Unregister the consumer: delete its checkpoint."""

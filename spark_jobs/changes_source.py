@@ -47,6 +47,7 @@ as Spark longs (seqs stay below 2**63).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -147,6 +148,10 @@ _ARROW_SCHEMA = pa.schema(
 _CHANGES_ONLY = frozenset(
     {CHANGES_SINCE, CHANGES_UNTIL, "starting", "consumer", "consumer_lifetime_s", "batch_rows"}
 )
+
+
+RENEW_S = 60.0
+"""At most this long between two moves of a stream's consumer to the same cursor."""
 
 
 def wants_changes(options: Mapping[str, str]) -> bool:
@@ -406,6 +411,8 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = ChangesOptionsSpec.parse(options, stream=True)
         self.target: str | None = None
+        self.advanced: tuple[str, float] | None = None
+        """The cursor the consumer was last moved to by this query run, and when."""
         """With ``availableNow``: the tail when the query started (the last end offset)."""
         self.spec.check_database()
 
@@ -418,15 +425,27 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: object) -> dict[str, str]:
         begin = _of_offset(start)
-        if self.spec.consumer is not None:
+        if self.spec.consumer is not None and self._due(begin):
             # Spark plans the next batch only once the previous one, ending at ``start``, is
             # in its commit log, and calls commit(start) only when that next batch has data:
-            # move the consumer at every trigger, not only once more changes come
+            # move the consumer at the first trigger after a batch, not once more changes come
+            # (once per batch, and as often as the checkpoint's lifetime needs renewing: a
+            # move may commit a manifest)
             self.spec.feed(consumer=True).advance(begin)
+            self.advanced = (begin.encode(), time.monotonic())
         tail = self.spec.feed().tail() if self.target is None else Cursor.decode(self.target)
         if begin.snapshot is None and _key(tail) <= _key(begin):
             return _offset(begin)  # nothing new: Spark runs no batch
         return _offset(tail)
+
+    def _due(self, begin: Cursor) -> bool:
+        """Whether to move the consumer to ``begin``: not yet done, or its checkpoint's
+        lifetime (which a move renews) a quarter spent since."""
+        if self.advanced is None or self.advanced[0] != begin.encode():
+            return True
+        life = self.spec.consumer_lifetime
+        renew_s = RENEW_S if life is None else min(RENEW_S, life.total_seconds() / 4)
+        return time.monotonic() - self.advanced[1] >= renew_s
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self.spec.feed().tail().encode()

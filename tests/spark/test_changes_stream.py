@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -529,3 +530,41 @@ def test_available_now_reads_to_the_tail_at_start_then_stops(
         assert q.exception() is None
     got = [(r["key"], r["value"], r["op"], r["seq"]) for r in delta_rows(target)]
     assert got == feed_rows(store_url) and len(got) == 16
+
+
+def test_a_stream_moves_its_consumer_once_per_batch_and_renews_it(store_url: str) -> None:
+    """The driver's ``latestOffset`` (every trigger) moves the consumer to the last committed
+    batch's end once, not at every trigger (a move may commit a manifest), and again once a
+    quarter of ``consumer_lifetime_s`` passed, so an idle query's checkpoint does not lapse."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    store = open_store(store_url)
+    write_round(store_url, 0)
+    reader = ChangesStreamReader(
+        {"url": store_url, "path": DB, "consumer": "idle", "consumer_lifetime_s": "4"}
+    )
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end != start
+    manifests = ManifestStore(store, DB)
+
+    def hold() -> Any:
+        (c,) = [c for c in ChangeFeed(DB, store).consumers() if c.name == "idle"]
+        return c.checkpoint
+
+    reader.latestOffset(end, ReadAllAvailable())  # the batch ending at ``end`` committed
+    moved = hold()
+    for i in range(3):
+        # someone else commits a manifest between two triggers (here: another consumer)
+        ChangeFeed(DB, store, ChangesOptions(consumer=f"other{i}")).advance(
+            Cursor.decode(end["cursor"])
+        )
+        before = manifests.read_latest().id
+        assert reader.latestOffset(end, ReadAllAvailable()) == end
+        assert manifests.read_latest().id == before  # the trigger wrote no manifest
+        assert hold() == moved
+    time.sleep(3.1)  # past a quarter of the lifetime, and past half of it: renewed
+    reader.latestOffset(end, ReadAllAvailable())
+    renewed = hold()
+    assert renewed.expire_time_s is not None and moved.expire_time_s is not None
+    assert renewed.expire_time_s > moved.expire_time_s

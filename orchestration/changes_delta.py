@@ -95,8 +95,8 @@ def app_id(consumer: str) -> str:
 
 def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
     """The cursor the Delta table at ``uri`` last recorded for ``db`` (its newest commit that
-    carries one); ``InvalidArgument`` when that commit names another database or
-    consumer."""
+    carries one); ``InvalidArgument`` when that commit names another database or consumer, or
+    when the table has rows and no commit recorded a cursor."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -104,7 +104,8 @@ def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
         table = DeltaTable(uri)
     except TableNotFoundError:
         return Committed(None, None, 0)
-    for commit in table.history():  # newest first
+    txn = table.transaction_version(app_id(consumer)) or 0
+    for commit in _newest_first(table):
         cursor = commit.get(CURSOR_KEY)
         if cursor is None:
             continue  # another writer's commit (OPTIMIZE, VACUUM): not ours
@@ -114,9 +115,27 @@ def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
                 f"{commit.get(DATABASE_KEY)!r} (consumer {commit.get(CONSUMER_KEY)!r}), "
                 f"not {db!r} (consumer {consumer!r})"
             )
-        txn = table.transaction_version(app_id(consumer)) or 0
         return Committed(str(cursor), int(commit["version"]), txn, table)
-    return Committed(None, table.version(), table.transaction_version(app_id(consumer)) or 0, table)
+    if table.to_pyarrow_dataset().count_rows():
+        # rows no commit of a feed recorded: merging the changes from the start into them
+        # would keep every key deleted before that start
+        raise InvalidArgument(
+            f"the Delta table {uri} has rows but no cursor in its log (another writer's table, "
+            "or log cleanup removed the commits that recorded it): give the feed a new table"
+        )
+    return Committed(None, table.version(), txn, table)
+
+
+def _newest_first(table: Any) -> Iterator[dict[str, Any]]:
+    """The commits of ``table``'s log, newest first, read in growing pages (a pass usually
+    finds its cursor in the newest commit)."""
+    seen = 0
+    for limit in (16, 1024, None):
+        page = table.history(limit)
+        yield from page[seen:]
+        if limit is None or len(page) < limit:
+            return
+        seen = len(page)
 
 
 def net_changes(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -367,3 +368,31 @@ def test_the_check_warns_before_the_consumer_checkpoint_expires(
         root=changes.root, consumer="to-delta", consumer_lifetime="1h", expiry_warn="10m"
     )
     assert _check_only(instance, store_resource, calm, "orders").passed
+
+
+def test_a_table_with_rows_but_no_recorded_cursor_is_refused(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """Rows no commit of this feed recorded (another writer's table, or one whose log lost our
+    commits to log cleanup) are never merged into from the start: keys deleted since would stay.
+    An empty table made in advance is fine."""
+    from deltalake import write_deltalake
+
+    from orchestration.changes_delta import DELTA_SCHEMA
+
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    empty, full = changes.uri("empty"), changes.uri("full")
+    write_deltalake(empty, DELTA_SCHEMA.empty_table())
+    first = apply_changes(store, "orders", empty, consumer="to-delta")
+    assert first.upserts == 1
+    for _ in range(20):  # another writer's commits after ours: the cursor is found past them
+        write_deltalake(empty, DELTA_SCHEMA.empty_table(), mode="append")
+    assert committed_cursor(empty, "orders", "to-delta").cursor == first.cursor
+    assert apply_changes(store, "orders", empty, consumer="to-delta").version is None
+    write_deltalake(full, pa.table({"key": [b"z"], "value": [b"9"]}))
+    with pytest.raises(InvalidArgument, match="no cursor"):
+        apply_changes(store, "orders", full, consumer="other")
+    assert _kv(full) == {b"z": b"9"}
+    with pytest.raises(InvalidArgument, match="receives the changes of database 'orders'"):
+        apply_changes(store, "other", empty, consumer="to-delta")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
@@ -30,6 +30,7 @@ from slatedb_core.feed.cursor import Cursor
 from slatedb_core.feed.ingests import consumer_marks_change, extend_marks
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.store.objectstore import ObjectStore
 
 CONSUMER_PREFIX = "changes-consumer:"
 """The name of a consumer's checkpoint is this prefix and the consumer's name."""
@@ -163,6 +164,47 @@ def release(manifests: ManifestStore, consumer: str) -> None:
     manifests.update(change)
 
 
+def carry_consumers(store: ObjectStore, sources: Sequence[str], target: str, now_s: float) -> None:
+    """Register on the database ``target`` (a split's clone or a merge's union of ``sources``,
+    before any writer can reach it) every consumer with a live checkpoint on a source, expiring
+    as there: from then on each ingest into ``target`` is marked for them
+    (:func:`~slatedb_core.feed.ingests.mark_ingest`). Registered only when the table's feed
+    first reads ``target``, a consumer would take the seq gap of an ingest committed before
+    that for a failed ingest's, and skip its rows (docs/changes.md, "Tables"). Idempotent (a
+    resumed rescale runs it again): a consumer already registered on ``target`` is left."""
+    wanted: dict[str, int | None] = {}
+    for src in sources:
+        for c in ManifestStore(store, src).read_latest().manifest.checkpoints:
+            if c.name is None or not c.name.startswith(CONSUMER_PREFIX) or c.is_expired(now_s):
+                continue
+            e = wanted.get(c.name, c.expire_time_s)
+            wanted[c.name] = (
+                None if e is None or c.expire_time_s is None else max(e, c.expire_time_s)
+            )
+    if not wanted:
+        return
+
+    def change(m: Manifest, next_id: int) -> Manifest | None:
+        have = {c.name for c in m.checkpoints}
+        added = tuple(
+            Checkpoint(
+                id=uuid.uuid5(_CARRY_NS, f"{name}:{target}"),
+                manifest_id=next_id,
+                create_time_s=int(now_s),
+                expire_time_s=expire,
+                name=name,
+            )
+            for name, expire in sorted(wanted.items())
+            if name not in have
+        )
+        return dataclasses.replace(m, checkpoints=(*m.checkpoints, *added)) if added else None
+
+    ManifestStore(store, target).update_at(change)
+
+
+_CARRY_NS = uuid.UUID("0d6c3a52-8f0e-4a0c-9a3e-5b1f3c7e2d41")
+
+
 @dataclasses.dataclass(frozen=True)
 class ConsumerHold:
     """What a registered consumer's checkpoint holds: the replay point of the manifest it pins
@@ -219,6 +261,7 @@ __all__ = [
     "CONSUMER_PREFIX",
     "SNAPSHOT_CHECKPOINT",
     "ConsumerHold",
+    "carry_consumers",
     "checkpoint_name",
     "consumer_holds",
     "consumers",

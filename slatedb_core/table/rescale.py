@@ -75,6 +75,7 @@ from slatedb_core.errors import (
     PreconditionFailed,
     ShardMapConflict,
 )
+from slatedb_core.feed.retention import carry_consumers
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.lifecycle.clone import create_clone
@@ -287,6 +288,7 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
                     projection=rng,
                     parent_wal_url=table_wal_url(table.options),
                 )
+            _carry_consumers(table, srcs, [path for path, _, _ in targets])
         elif op.kind == "merge":
             ((path, _, _),) = targets
             differ = _records_differ(table, srcs)
@@ -295,6 +297,7 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
                 raise MergeBlockedByBatch(differ)
             sources_ = [UnionSource(s.db_path, range=s.key_range) for s in srcs]
             create_union(path, sources_, table.store, wal_url=table_wal_url(table.options))
+            _carry_consumers(table, srcs, [path])
         elif not _targets_live(table, op, [t[0] for t in targets]) or not _carry_records(
             table, srcs, [(path, rng) for path, _, rng in targets], op
         ):
@@ -340,6 +343,13 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
     for s in srcs:
         _retire(table, s.db_path)
     return m
+
+
+def _carry_consumers(table: RescaleContext, srcs: list[Shard], targets: list[str]) -> None:
+    """Register the sources' change-feed consumers on the targets before the swap, so that
+    they follow the targets' ingests from their start (issue 43 adversarial review)."""
+    for path in targets:
+        carry_consumers(table.store, [s.db_path for s in srcs], path, time.time())
 
 
 def _carry_records(

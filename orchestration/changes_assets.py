@@ -272,3 +272,11 @@ def changes_consumer_retained(
 
 CHANGES_ASSETS = [changes_to_delta]
 CHANGES_CHECKS = [changes_consumer_retained]
+
+changes_to_delta_job = dg.define_asset_job(
+    "changes_to_delta_job",
+    selection=dg.AssetSelection.assets(changes_to_delta),  # with its check: after the pass
+    executor_def=dg.in_process_executor,  # one step: no second process (orchestration.jobs)
+    description="One changes_to_delta pass for one database partition, then its check.",
+)
+CHANGES_JOBS = [changes_to_delta_job]

@@ -13,6 +13,7 @@ from orchestration.assets import ASSETS
 from orchestration.changes_assets import (
     CHANGES_ASSETS,
     CHANGES_CHECKS,
+    CHANGES_JOBS,
     CHANGES_RESOURCE,
     ChangesToDeltaResource,
 )
@@ -39,7 +40,13 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=with_owners([*ASSETS, *CHANGES_ASSETS, fleet_asset], settings.owners),
         asset_checks=[*CHECKS, *CHANGES_CHECKS],
-        jobs=[*JOBS, health_check_job, fleet_report_job, acknowledge_missing_database_job],
+        jobs=[
+            *JOBS,
+            *CHANGES_JOBS,
+            health_check_job,
+            fleet_report_job,
+            acknowledge_missing_database_job,
+        ],
         schedules=build_schedules(settings.schedules),
         sensors=build_sensors(settings.sensors_running),
         resources=refuse_plain_secrets(

@@ -396,3 +396,25 @@ def test_a_table_with_rows_but_no_recorded_cursor_is_refused(
     assert _kv(full) == {b"z": b"9"}
     with pytest.raises(InvalidArgument, match="receives the changes of database 'orders'"):
         apply_changes(store, "other", empty, consumer="to-delta")
+
+
+def test_the_job_of_the_deployment_runs_a_pass_and_its_check(
+    store: ObjectStore, tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """``changes_to_delta_job`` as build_definitions registers it, with its default resource
+    (the Delta root relative to the working directory, here tmp_path)."""
+    from orchestration.definitions import build_definitions
+    from orchestration.settings import Settings
+
+    add_partitions(instance, "orders")
+    with Db.open("orders", store) as db:
+        db.put(b"a", b"1")
+    defs = build_definitions(Settings(store={"url": (tmp_path / "store").as_uri()}))
+    job = defs.resolve_job_def("changes_to_delta_job")
+    result = job.execute_in_process(
+        partition_key="orders",
+        instance=instance,
+        resources={"changes_delta": ChangesToDeltaResource(root=str(tmp_path / "changes"))},
+    )
+    assert result.success and _check(result).passed
+    assert _kv(ChangesToDeltaResource(root=str(tmp_path / "changes")).uri("orders")) == {b"a": b"1"}

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from slatedb_core.cli.main import cli
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import Oracle, settings
-from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
+from tests.interop.rounds_steps import slate_rounds, slate_tail
 
 pytestmark = pytest.mark.slatedb
 

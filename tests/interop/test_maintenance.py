@@ -26,8 +26,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, SlateWriter, settings
-from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
-from tests.interop.test_we_write import FAST, arrow, our_rounds
+from tests.interop.rounds_steps import FAST, arrow, our_rounds, slate_rounds, slate_tail
 
 pytestmark = pytest.mark.slatedb
 

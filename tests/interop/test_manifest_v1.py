@@ -37,8 +37,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, scanner
 from tests.interop.oracle import DB, Oracle, SlateAdmin, settings
-from tests.interop.test_slatedb_writes import READER, slate_rounds, slate_tail
-from tests.interop.test_we_write import FAST, our_rounds
+from tests.interop.rounds_steps import FAST, READER, our_rounds, slate_rounds, slate_tail
 from tests.manifest.v1_fixture import encode_v1, from_model
 
 pytestmark = pytest.mark.slatedb

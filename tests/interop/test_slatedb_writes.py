@@ -6,45 +6,18 @@ our ``Db`` and ``DbReader`` must answer every key and scan the same rows in the 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 import pytest
 
-from slatedb_core.options import DbOptions, DbReaderOptions
 from slatedb_core.reader.reader import DbReader
 from slatedb_core.sst.reader import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner
-from tests.interop.oracle import Oracle, SlateWriter, settings
+from tests.interop.oracle import Oracle, settings
+from tests.interop.rounds_steps import FAST, READER, slate_rounds, slate_tail
 
 pytestmark = pytest.mark.slatedb
-
-FAST = DbOptions(
-    flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)
-)
-READER = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=100))
-
-
-def slate_rounds(w: SlateWriter, model: Model, rounds: int, *, first: int = 0) -> None:
-    """Each round: 1200 puts over a range overlapping the previous round's (overwrites), 40
-    deletes spread over it, then a memtable flush (one L0 SST of > 1000 keys, so SlateDB writes
-    its bloom filter)."""
-    for r in range(first, first + rounds):
-        w.write(model.apply(rows(r, 1200, start=r * 300)))
-        w.write(model.apply((k, None) for k, _ in rows(r, 40, step=29, start=r * 300 + 5)))
-        w.flush_memtable()
-
-
-def slate_tail(w: SlateWriter, model: Model) -> None:
-    """Durable writes that stay in SlateDB's WAL (no memtable flush after them): puts, an
-    overwrite of a flushed key, deletes of flushed keys, a delete of a never-written key."""
-    for key, value in [(b"k/00002", b"tail-overwrite"), (b"t/new", b"tail"), (b"t/empty", b"")]:
-        w.put(key, value)
-        model.put(key, value)
-    for key in (b"k/00003", b"k/00600", b"t/never"):
-        w.delete(key)
-        model.delete(key)
 
 
 def wal_tail(oracle: Oracle, replay_after_wal_id: int) -> list[int]:

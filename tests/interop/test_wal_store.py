@@ -32,7 +32,7 @@ from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import settings
 from tests.interop.oracle_wal import WalStores, wal_stores
-from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
+from tests.interop.rounds_steps import slate_rounds, slate_tail
 
 pytestmark = pytest.mark.slatedb
 

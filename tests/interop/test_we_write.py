@@ -6,7 +6,6 @@ clones, projections, unions and a Spark ingest) must be read by SlateDB's own ``
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 
 import pyarrow as pa
 import pytest
@@ -16,47 +15,17 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lifecycle.clone import create_clone
 from slatedb_core.lifecycle.union import UnionSource, create_union
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import COMPRESSIONS, CompactorOptions, DbOptions
+from slatedb_core.options import COMPRESSIONS, CompactorOptions
 from slatedb_core.sst import ENTRY_SCHEMA, KIND_TOMBSTONE, KIND_VALUE, encode_sst
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows, scanner
 from tests.interop.oracle import Oracle, settings
+from tests.interop.rounds_steps import FAST, arrow, our_rounds
 
 pytestmark = pytest.mark.slatedb
 
-FAST = DbOptions(
-    flush_interval=timedelta(milliseconds=10), manifest_poll_interval=timedelta(milliseconds=100)
-)
 COMPACT_NOW = CompactorOptions(l0_trigger=2, min_merge_width=2)
-
-
-def arrow(ops: list[tuple[bytes, bytes | None]]) -> pa.Table:
-    """key/value columns; a null value deletes its key (put_arrow, bulk_ingest)."""
-    return pa.table(
-        {
-            "key": pa.array([k for k, _ in ops], pa.binary()),
-            "value": pa.array([v for _, v in ops], pa.binary()),
-        }
-    )
-
-
-def our_rounds(db: Db, model: Model, rounds: int, *, first: int = 0) -> None:
-    """Each round: puts over a range overlapping the last round's, in a WriteBatch, deletes,
-    single puts, then a memtable flush (an L0 SST)."""
-    for r in range(first, first + rounds):
-        batch = WriteBatch()
-        for key, value in model.apply(rows(r, 1200, start=r * 300)):
-            assert value is not None
-            batch.put(key, value)
-        db.write(batch)
-        for key, _ in rows(r, 40, step=29, start=r * 300 + 5):
-            db.delete(key)
-            model.delete(key)
-        db.put(b"single/%d" % r, b"s")
-        model.put(b"single/%d" % r, b"s")
-        db.flush_memtable()
 
 
 def read_with_slatedb(oracle: Oracle, model: Model, path: str = "db") -> None:

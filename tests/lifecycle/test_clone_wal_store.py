@@ -23,7 +23,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from tests.interop.expect import Model, check_reads, scanner
 from tests.interop.oracle import settings
 from tests.interop.oracle_wal import WalStores, wal_stores
-from tests.interop.test_slatedb_writes import slate_rounds
+from tests.interop.rounds_steps import slate_rounds
 
 pytestmark = pytest.mark.slatedb
 

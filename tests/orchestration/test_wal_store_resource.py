@@ -16,7 +16,7 @@ from slatedb_core.store.url import open_store
 from tests.interop.expect import Model, check_reads
 from tests.interop.oracle import settings
 from tests.interop.oracle_wal import WalOracle
-from tests.interop.test_slatedb_writes import slate_rounds, slate_tail
+from tests.interop.rounds_steps import slate_rounds, slate_tail
 
 pytestmark = pytest.mark.slatedb
 

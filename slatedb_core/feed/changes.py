@@ -162,7 +162,7 @@ class ChangeFeed:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
         if self.options.consumer is not None:
             # registers the consumer, or moves its hold
-            self._advance(cursor or Cursor(), latest.manifest)
+            self._advance(cursor or Cursor(), latest.manifest, fresh=cursor is None)
         ephemeral: uuid.UUID | None = None
         if cursor is None:
             run, gap = self._plan(Cursor(), latest.manifest)
@@ -220,14 +220,14 @@ class ChangeFeed:
         assert c is not None
         self._advance(c, self.manifests.read_latest().manifest)
 
-    def _advance(self, c: Cursor, latest: Manifest) -> None:
+    def _advance(self, c: Cursor, latest: Manifest, *, fresh: bool = False) -> None:
         """:meth:`advance` to ``c``, ``latest`` the latest manifest read before. A cursor
         ahead of the WAL is CursorInvalid before the hold moves: moved for it, the hold would
         let GC collect what the consumer's real cursor still needs."""
         consumer = self._consumer()
         if c.snapshot is None and c.wal_id - 1 > latest.replay_after_wal_id:
             self._check_not_ahead(c.wal_id - 1)
-        hold(self.manifests, consumer, c, self.options.consumer_lifetime, time.time())
+        hold(self.manifests, consumer, c, self.options.consumer_lifetime, time.time(), fresh=fresh)
 
     def release(self) -> None:
         """Unregister the consumer: delete its checkpoint."""

@@ -59,6 +59,8 @@ def hold_change(
     cursor: Cursor | None,
     lifetime: timedelta | None,
     now_s: float,
+    *,
+    fresh: bool = False,
 ) -> Callable[[Manifest, int], Manifest | None]:
     """The edit that keeps what ``consumer`` still needs after ``cursor`` (None: the consumer
     bootstraps from a snapshot of the manifest being committed, so the checkpoint moves there):
@@ -86,7 +88,7 @@ def hold_change(
         if cursor is not None and cursor.snapshot is not None:
             keep = [c for c in live if c.id == cursor.snapshot.checkpoint]
             return _extended(m, others, mine, keep, expire)
-        if cursor is not None and mine and not live:
+        if cursor is not None and not fresh and mine and not live:
             # an ingest committed while it had lapsed has no marker for it, and a registered
             # feed takes an unmarked gap for a failed ingest's (docs/changes.md, "Retention")
             raise ChangesCollected(
@@ -142,10 +144,15 @@ def hold(
     cursor: Cursor | None,
     lifetime: timedelta | None,
     now_s: float,
+    *,
+    fresh: bool = False,
 ) -> Checkpoint | None:
     """Apply :func:`hold_change`; the consumer's checkpoint after it (None: it holds none, a
-    snapshot cursor whose checkpoint is gone)."""
-    stored = manifests.update_at(hold_change(manifests.db_path, consumer, cursor, lifetime, now_s))
+    snapshot cursor whose checkpoint is gone). ``fresh``: ``cursor`` is where a feed with no
+    cursor starts, not one the consumer resumes from (a lapsed checkpoint is then no error)."""
+    stored = manifests.update_at(
+        hold_change(manifests.db_path, consumer, cursor, lifetime, now_s, fresh=fresh)
+    )
     live = held_by(stored.manifest, consumer, now_s)
     return live[-1] if live else None
 

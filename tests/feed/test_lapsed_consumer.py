@@ -46,6 +46,8 @@ def test_a_consumer_back_after_its_checkpoint_lapsed_never_skips_an_ingest(
         except ChangesCollected:
             got = None
         assert got in (None, [b"y0", b"y1", b"b"]), f"the feed delivered {got}"
+        again = [r["key"] for b in feed.changes(None) for r in b.rows.to_pylist()]
+        assert {b"a", b"y0", b"y1", b"b"} <= set(again)  # it starts again, from a snapshot
 
 
 @pytest.mark.xfail(

@@ -123,9 +123,7 @@ def main() -> None:
 
         return run
 
-    def many(
-        getter: Callable[[list[bytes]], Any], ks: list[bytes], exp: list[bytes | None]
-    ) -> None:
+    def many(getter: Callable[..., Any], ks: list[bytes], exp: list[bytes | None]) -> None:
         got: list[bytes | None] = []
         for i in range(0, len(ks), BATCH):
             got += cast(list[bytes | None], getter(ks[i : i + BATCH]))
@@ -151,15 +149,15 @@ def main() -> None:
             ("get present warm", ours_get(present, wanted), rocks_get(present, wanted), present),
             (
                 "get_many present warm",
-                lambda: many(db.get_many, present, wanted),
-                lambda: many(rdb.get, present, wanted),
+                lambda: many(db.get_many, present, wanted),  # noqa: B023 (the current db)
+                lambda: many(rdb.get, present, wanted),  # noqa: B023
                 present,
             ),
             ("get absent warm", ours_get(absent, nones), rocks_get(absent, nones), absent),
             (
                 "get_many absent warm",
-                lambda: many(db.get_many, absent, nones),
-                lambda: many(rdb.get, absent, nones),
+                lambda: many(db.get_many, absent, nones),  # noqa: B023
+                lambda: many(rdb.get, absent, nones),  # noqa: B023
                 absent,
             ),
         ]
@@ -193,11 +191,11 @@ def main() -> None:
             row(layout, op, min(oa), min(rb))
 
         def ours_scan() -> None:
-            n = sum(b.num_rows for b in db.scan_arrow())
+            n = sum(b.num_rows for b in db.scan_arrow())  # noqa: B023
             assert n == args.rows
 
         def rocks_scan() -> None:
-            it = rdb.iter()
+            it = rdb.iter()  # noqa: B023
             it.seek_to_first()
             n = 0
             while it.valid():

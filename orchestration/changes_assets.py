@@ -32,7 +32,12 @@ from orchestration.metadata import (
 from orchestration.partitions import databases_partitions
 from orchestration.resources import ObjectStoreResource
 from slatedb_core.durations import parse_duration
-from slatedb_core.errors import ChangesCollected, DatabaseNotFound, InvalidArgument
+from slatedb_core.errors import (
+    ChangesCollected,
+    DatabaseNotFound,
+    InvalidArgument,
+    MergeOperatorFailed,
+)
 from slatedb_core.feed import ChangeFeed, ChangesOptions
 from slatedb_core.health import inspect_database
 
@@ -136,7 +141,7 @@ def changes_to_delta(
                 merge_operator=store.merge_operator,
                 max_rows=changes_delta.max_rows,
             )
-        except (ChangesCollected, InvalidArgument) as e:
+        except (ChangesCollected, InvalidArgument, MergeOperatorFailed) as e:
             raise dg.Failure(description=markdown_literal(f"{db}: {e}")) from e
     seconds = time.monotonic() - started
     metadata: dict[str, dg.MetadataValue] = {

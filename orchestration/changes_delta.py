@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slatedb_core import ObjectStore
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import InvalidArgument, MergeOperatorFailed
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.merge_operators import MergeOperator, resolve_merge_operator
 
@@ -207,7 +207,10 @@ def _fold(
             before = state[key] if key in state else {"value": base.get(key)}
             prior = None if before is None else before["value"]
             assert prior is None or isinstance(prior, bytes)
-            value = op(key, prior, r["value"])
+            try:
+                value = op(key, prior, r["value"])
+            except Exception as e:  # the application's code (RFC 0006): name the key
+                raise MergeOperatorFailed(key, e) from e
             state[key] = {**r, "value": bytes(value)}
     puts = [r for r in state.values() if r is not None]
     gone = [k for k, r in state.items() if r is None]

@@ -24,7 +24,7 @@ from orchestration.changes_assets import (
 from orchestration.changes_delta import CURSOR_KEY, apply_changes, committed_cursor
 from orchestration.resources import ObjectStoreResource, refuse_plain_secrets
 from slatedb_core import Db, DbOptions, ObjectStore, run_gc_once
-from slatedb_core.errors import ChangesCollected, InvalidArgument
+from slatedb_core.errors import ChangesCollected, InvalidArgument, MergeOperatorFailed
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.options import GarbageCollectorOptions
 from tests.orchestration.conftest import add_partitions
@@ -418,3 +418,28 @@ def test_the_job_of_the_deployment_runs_a_pass_and_its_check(
     )
     assert result.success and _check(result).passed
     assert _kv(ChangesToDeltaResource(root=str(tmp_path / "changes")).uri("orders")) == {b"a": b"1"}
+
+
+def test_a_merge_operator_failing_names_the_key_and_commits_nothing(
+    store: ObjectStore, changes: ChangesToDeltaResource
+) -> None:
+    """An operator that raises fails the pass with MergeOperatorFailed naming the key (what a
+    read of the database raises), not the operator's bare exception, and the Delta table is
+    left as it was."""
+    uri = changes.uri("notes")
+    opts = DbOptions(merge_operator="string_append")
+    with Db.open("notes", store, opts) as db:
+        db.put(b"k", b"a")
+    apply_changes(store, "notes", uri, consumer="to-delta", merge_operator="string_append")
+    with Db.open("notes", store, opts) as db:
+        db.merge(b"k", b"b")
+    version = DeltaTable(uri).version()
+
+    def refuses(key: bytes, existing: bytes | None, operand: bytes) -> bytes:
+        raise ValueError("no")
+
+    with pytest.raises(MergeOperatorFailed, match="b'k'"):
+        apply_changes(store, "notes", uri, consumer="to-delta", merge_operator=refuses)
+    assert DeltaTable(uri).version() == version and _kv(uri) == {b"k": b"a"}
+    apply_changes(store, "notes", uri, consumer="to-delta", merge_operator="string_append")
+    assert _kv(uri) == {b"k": b"ab"}

@@ -126,6 +126,7 @@ def delta_rows(target: str) -> list[dict[str, Any]]:
     return sorted(t.to_pylist(), key=lambda r: (r["seq"], r["key"]))
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_stream_into_delta_exactly_once_across_restarts(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -169,6 +170,7 @@ def test_stream_into_delta_exactly_once_across_restarts(
     assert [c.name for c in feed.consumers()] == ["delta"]
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_stream_starting_latest_and_at_a_cursor(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -236,6 +238,7 @@ def read_changes(
     ]
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_batch_read_of_changes_since_a_cursor(spark: SparkSession, store_url: str) -> None:
     write_round(store_url, 0)
     until = ChangeFeed(DB, open_store(store_url)).tail().encode()
@@ -256,6 +259,7 @@ def test_batch_read_of_changes_since_a_cursor(spark: SparkSession, store_url: st
     assert read_changes(spark, store_url, cursors[-1].encode()) == []
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_a_damaged_cursor_or_offset_is_a_clear_error(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -331,6 +335,7 @@ class _DyingSource(SlateDBDataSource):
         return _DyingReader(dict(self.options))
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_a_worker_killed_mid_batch_is_retried_without_duplicates(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -381,6 +386,7 @@ def test_a_table_path_or_a_missing_one_is_refused_clearly(store_url: str) -> Non
             reader({**options, "path": "nothing"})
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_a_consumer_keeps_its_changes_through_gc_between_queries(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -442,6 +448,7 @@ def test_a_micro_batch_bounds_ingested_rows_by_its_end_offset(store_url: str) ->
     assert keys(end, feed.tail()) == [b"j0", b"after-second"]
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 @pytest.mark.slatedb
 def test_slatedb_writes_stream_into_delta_once_across_a_restart(
     spark: SparkSession, tmp_path: Path
@@ -494,6 +501,7 @@ def test_slatedb_writes_stream_into_delta_once_across_a_restart(
     assert any(len([row for row in rows if row["seq"] == s]) == 2 for s in by_seq)
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 @pytest.mark.s3
 def test_stream_and_batch_read_through_s3(spark: SparkSession, s3_url: str, tmp_path: Path) -> None:
     """The driver (offsets, consumer) and the tasks (reads) reach the same bucket (moto)."""
@@ -507,6 +515,7 @@ def test_stream_and_batch_read_through_s3(spark: SparkSession, s3_url: str, tmp_
     assert read_changes(spark, s3_url, "earliest") == got
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_available_now_reads_to_the_tail_at_start_then_stops(
     spark: SparkSession, store_url: str, tmp_path: Path
 ) -> None:
@@ -532,6 +541,7 @@ def test_available_now_reads_to_the_tail_at_start_then_stops(
     assert got == feed_rows(store_url) and len(got) == 16
 
 
+@pytest.mark.slow  # Spark streaming queries: 3-46 s each (issue 43, item 3)
 def test_a_stream_moves_its_consumer_once_per_batch_and_renews_it(store_url: str) -> None:
     """The driver's ``latestOffset`` (every trigger) moves the consumer to the last committed
     batch's end once, not at every trigger (a move may commit a manifest), and again once a

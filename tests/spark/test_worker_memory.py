@@ -47,6 +47,7 @@ def rows(spark: SparkSession, n: int) -> DataFrame:
     )
 
 
+@pytest.mark.slow  # 400k rows through a Spark task: 7-46 s (issue 42, goal 3)
 def test_an_ingest_task_stays_within_its_memory_setting(
     spark: SparkSession, store_url: str
 ) -> None:
@@ -63,6 +64,7 @@ def test_an_ingest_task_stays_within_its_memory_setting(
     assert stats.ssts > 1  # staged in several runs: that is how the bound holds
 
 
+@pytest.mark.slow  # 400k rows through a Spark task: 7-46 s (issue 42, goal 3)
 def test_a_read_task_stays_within_its_memory_setting(spark: SparkSession, store_url: str) -> None:
     """Before, a task scanned its partition in one go: each of the shard's L0 SSTs fetched
     ahead up to 8 MiB, held raw and decoded: this read of 5 L0 SSTs grew its worker 147 MiB."""

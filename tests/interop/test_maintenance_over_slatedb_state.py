@@ -1,5 +1,9 @@
-"""What the adversarial review of the SlateDB 0.17 format work found (RELIABILITY.md, "Interop
-with SlateDB 0.17"), each checked against the real wheel."""
+"""Our clone, compactor and GC keep what SlateDB 0.17 state needs: a projected clone of a WAL
+tail batch under one seq, a SlateDB snapshot's older versions, a database a SlateDB writer used
+after a destroy, each checked against the real wheel.
+
+From the adversarial review of the SlateDB 0.17 format work (RELIABILITY.md, "Interop with
+SlateDB 0.17"); the file was test_review_findings.py."""
 
 from __future__ import annotations
 

@@ -21,12 +21,12 @@ from orchestration.resources import ManagedDatabasesResource, ObjectStoreResourc
 from slatedb_core import ObjectStore
 from tests.orchestration.conftest import add_partitions
 from tests.orchestration.fleet_ticks import tick
-from tests.orchestration.test_schedule_holds import (
+from tests.orchestration.schedule_hold_steps import (
     T0,
-    _by_hand,
-    _corrupt_last_l0,
-    _requested,
-    _schedule_tick,
+    by_hand,
+    corrupt_last_l0,
+    requested,
+    schedule_tick,
 )
 
 
@@ -46,15 +46,15 @@ def test_a_failed_compaction_launched_by_hand_holds_the_schedule_and_the_sensor(
 ) -> None:
     instance = persistent_instance
     add_partitions(instance, orders)
-    path, original = _corrupt_last_l0(store, orders)
+    path, original = corrupt_last_l0(store, orders)
 
-    failed = _by_hand(instance, resources, orders)
+    failed = by_hand(instance, resources, orders)
     assert not failed.success
     run = instance.get_run_by_id(failed.run_id)
     assert run is not None and "slatedb/l0" not in run.tags  # launched as the Launchpad does
 
     for minutes in (15, 30):
-        held = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=minutes))
+        held = schedule_tick(instance, resources, T0 + dt.timedelta(minutes=minutes))
         assert isinstance(held, dg.SkipReason), "the schedule relaunched a failed hand-run"
         why = held.skip_message or ""
         assert orders in why and "CorruptionError" in why and "by hand" in why
@@ -64,7 +64,7 @@ def test_a_failed_compaction_launched_by_hand_holds_the_schedule_and_the_sensor(
 
     # repaired, and a compaction by hand that succeeds lifts the hold
     store.put(path, original)
-    assert _by_hand(instance, resources, orders).success
+    assert by_hand(instance, resources, orders).success
     write_database(store, orders, prefix="again-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
-    again = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
-    assert _requested(again) == {orders}
+    again = schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
+    assert requested(again) == {orders}

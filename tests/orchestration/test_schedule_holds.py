@@ -21,16 +21,17 @@ from orchestration.alerts import DATABASE_TAG
 from orchestration.assets import ASSETS
 from orchestration.jobs import JOBS
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
-from orchestration.schedules import build_schedules
-from orchestration.settings import ScheduleSettings
 from slatedb_core import ObjectStore
-from slatedb_core.health import inspect_database
 from slatedb_core.layout import boundary_path
-from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
 from tests.orchestration.fleet_ticks import tick
-
-T0 = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+from tests.orchestration.schedule_hold_steps import (
+    T0,
+    by_hand,
+    corrupt_last_l0,
+    requested,
+    schedule_tick,
+)
 
 
 @pytest.fixture
@@ -38,21 +39,6 @@ def persistent_instance() -> Iterator[dg.DagsterInstance]:
     """A schedule context reopens its instance from a reference: an ephemeral one has none."""
     with dg.instance_for_test() as instance:
         yield instance
-
-
-def _schedule_tick(
-    instance: dg.DagsterInstance,
-    resources: dict[str, object],
-    when: dt.datetime,
-    name: str = "compaction_schedule",
-) -> list[dg.RunRequest] | dg.SkipReason:
-    schedule = next(s for s in build_schedules(ScheduleSettings()) if s.name == name)
-    with dg.build_schedule_context(
-        instance=instance, resources=resources, scheduled_execution_time=when
-    ) as ctx:
-        result = schedule(ctx)
-    assert isinstance(result, list | dg.SkipReason)
-    return result
 
 
 def _execute(
@@ -68,33 +54,6 @@ def _execute(
     )
 
 
-def _by_hand(
-    instance: dg.DagsterInstance, resources: dict[str, object], db: str
-) -> dg.ExecuteInProcessResult:
-    """A compaction launched from the Launchpad: the partition, no tags of ours."""
-    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
-    return defs.resolve_job_def("compaction_job").execute_in_process(
-        instance=instance, partition_key=db, raise_on_error=False
-    )
-
-
-def _corrupt_last_l0(store: ObjectStore, db: str) -> tuple[str, bytes]:
-    stored, _ = inspect_database(store, db)
-    m = stored.manifest
-    sst = next(s for s in m.ssts if s.id == m.l0[-1].sst_id)
-    path = resolve_sst_path(db, m, sst)
-    original = store.get(path).data
-    damaged = bytearray(original)
-    for i in range(64, min(len(damaged), 4096)):
-        damaged[i] ^= 0xFF
-    store.put(path, bytes(damaged))
-    return path, original
-
-
-def _requested(result: list[dg.RunRequest] | dg.SkipReason) -> set[str]:
-    return set() if isinstance(result, dg.SkipReason) else {r.partition_key or "" for r in result}
-
-
 def test_the_schedule_skips_a_database_the_sensor_holds_after_an_alert(
     store: ObjectStore,
     store_resource: ObjectStoreResource,
@@ -106,7 +65,7 @@ def test_the_schedule_skips_a_database_the_sensor_holds_after_an_alert(
     instance = persistent_instance
     write_database(store, "healthy", l0_ssts=6, rows_per_sst=50, wal_rows=0)
     add_partitions(instance, orders, "healthy")
-    _corrupt_last_l0(store, orders)
+    corrupt_last_l0(store, orders)
 
     first = tick(instance, store_resource, managed)
     request = next(r for r in first.run_requests if r.partition_key == orders)
@@ -117,8 +76,8 @@ def test_the_schedule_skips_a_database_the_sensor_holds_after_an_alert(
     assert orders not in {r.partition_key for r in later.run_requests}
     # ... and so does the schedule, tick after tick
     for minutes in (15, 30):
-        result = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=minutes))
-        assert _requested(result) == {"healthy"}
+        result = schedule_tick(instance, resources, T0 + dt.timedelta(minutes=minutes))
+        assert requested(result) == {"healthy"}
 
 
 def test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor(
@@ -132,14 +91,14 @@ def test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor(
     """No sensor tick before: the hold is found in the run history the instance recorded."""
     instance = persistent_instance
     add_partitions(instance, orders)
-    path, original = _corrupt_last_l0(store, orders)
+    path, original = corrupt_last_l0(store, orders)
 
-    first = _schedule_tick(instance, resources, T0)
-    assert isinstance(first, list) and _requested(first) == {orders}
+    first = schedule_tick(instance, resources, T0)
+    assert isinstance(first, list) and requested(first) == {orders}
     failed = _execute(instance, resources, first[0])
     assert not failed.success
 
-    held = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=15))
+    held = schedule_tick(instance, resources, T0 + dt.timedelta(minutes=15))
     assert isinstance(held, dg.SkipReason), "the schedule requested the held database again"
     why = held.skip_message or ""
     assert orders in why and "CorruptionError" in why and "by hand" in why
@@ -147,14 +106,14 @@ def test_a_failure_of_the_schedules_own_run_holds_the_schedule_and_the_sensor(
 
     # More writes: the SST it failed on is still in L0, still held.
     write_database(store, orders, prefix="later-", l0_ssts=2, rows_per_sst=50, wal_rows=0)
-    assert _requested(_schedule_tick(instance, resources, T0 + dt.timedelta(minutes=30))) == set()
+    assert requested(schedule_tick(instance, resources, T0 + dt.timedelta(minutes=30))) == set()
 
     # Repaired and compacted by hand (the operator's acknowledgement): the hold is lifted.
     store.put(path, original)
-    assert _by_hand(instance, resources, orders).success
+    assert by_hand(instance, resources, orders).success
     write_database(store, orders, prefix="again-", l0_ssts=6, rows_per_sst=50, wal_rows=0)
-    again = _schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
-    assert _requested(again) == {orders}
+    again = schedule_tick(instance, resources, T0 + dt.timedelta(minutes=45))
+    assert requested(again) == {orders}
 
 
 def test_gc_that_failed_with_an_alert_is_held_until_a_run_by_hand_succeeds(
@@ -176,11 +135,11 @@ def test_gc_that_failed_with_an_alert_is_held_until_a_run_by_hand_succeeds(
     assert not _execute(instance, resources, gc).success
     store.put(boundary, good)  # repaired; the failure stands until acknowledged
 
-    held = _schedule_tick(instance, resources, T0, "gc_schedule")
+    held = schedule_tick(instance, resources, T0, "gc_schedule")
     assert isinstance(held, dg.SkipReason), "gc_schedule relaunched a GC that failed with an alert"
     why = held.skip_message or ""
     assert orders in why and "CorruptionError" in why and "by hand" in why
 
     gc_by_hand = dg.RunRequest(partition_key=orders, job_name="gc_job")
     assert _execute(instance, resources, gc_by_hand).success
-    assert _requested(_schedule_tick(instance, resources, T0, "gc_schedule")) == {orders}
+    assert requested(schedule_tick(instance, resources, T0, "gc_schedule")) == {orders}

@@ -39,7 +39,7 @@ from slatedb_core.writer.db import Db
 from slatedb_core.writer.hooks import WriterHooks
 from tests.conftest import MotoS3
 from tests.http_faults.proxy import Fault, FaultProxy
-from tests.http_faults.test_workload import _url
+from tests.http_faults.store_url_steps import proxied_url
 
 pytestmark = pytest.mark.s3
 
@@ -61,7 +61,7 @@ def proxy(moto_s3: MotoS3) -> Iterator[FaultProxy]:
 @pytest.fixture
 def faulty(proxy: FaultProxy, bucket: str) -> ObjectStore:
     """The store as the engine sees it: obstore over the proxy."""
-    return open_store(_url(proxy.endpoint, bucket))
+    return open_store(proxied_url(proxy.endpoint, bucket))
 
 
 @pytest.fixture

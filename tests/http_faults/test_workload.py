@@ -12,16 +12,10 @@ import pytest
 from slatedb_core.store.url import open_store
 from tests.conftest import MotoS3
 from tests.http_faults.proxy import Fault, FaultProxy, FaultRates
+from tests.http_faults.store_url_steps import proxied_url
 from tests.http_faults.workload import Workload, WorkloadConfig, verify
 
 pytestmark = pytest.mark.s3
-
-
-def _url(endpoint: str, bucket: str) -> str:
-    return (
-        f"s3://{bucket}?endpoint={endpoint}&region=us-east-1"
-        "&access_key_id=testing&secret_access_key=testing&allow_http=true"
-    )
 
 
 @pytest.fixture
@@ -40,7 +34,7 @@ def _run(
 ) -> None:
     proxy.set_rates(rates)
     started = time.monotonic()
-    workload = Workload(open_store(_url(proxy.endpoint, bucket)), config)
+    workload = Workload(open_store(proxied_url(proxy.endpoint, bucket)), config)
     outcome = workload.run()
     ran_s = time.monotonic() - started
     proxy.set_rates(FaultRates())

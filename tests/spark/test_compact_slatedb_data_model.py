@@ -16,6 +16,7 @@ from slatedb_core.lsm.versions_merge import merge_versions
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.url import open_store
 from spark_jobs.compact import compact
+from tests.interop.compaction_history_steps import COMPACT, KEYS, wait_for_tree, write_history
 from tests.interop.oracle import DB, Oracle
 from tests.interop.oracle_compaction import (
     batch_rows,
@@ -26,7 +27,6 @@ from tests.interop.oracle_compaction import (
     sst_rows,
     tree_rows,
 )
-from tests.interop.test_compaction_data_model import COMPACT, KEYS, wait_for_tree, write_history
 
 pytestmark = [pytest.mark.spark, pytest.mark.slatedb]
 

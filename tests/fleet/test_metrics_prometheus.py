@@ -22,7 +22,7 @@ from lakehouse_demo.cluster.prometheus import (
     target_health,
     write_config,
 )
-from tests.fleet.test_metrics_endpoint import REPO, make_fleet
+from tests.fleet.fleet_steps import REPO, make_fleet
 
 BINARY = find_prometheus()
 

@@ -66,3 +66,11 @@ def instance() -> Iterator[dg.DagsterInstance]:
 
 def add_partitions(instance: dg.DagsterInstance, *keys: str) -> None:
     instance.add_dynamic_partitions(DATABASES, list(keys))
+
+
+@pytest.fixture
+def persistent_instance() -> Iterator[dg.DagsterInstance]:
+    """A Dagster instance a schedule or sensor context can reopen from its reference (an
+    ephemeral one has none)."""
+    with dg.instance_for_test() as instance:
+        yield instance

@@ -4,10 +4,8 @@ scanner found must not be forgotten because the writer wrote its next manifest."
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import dagster as dg
-import pytest
 
 from devtools.sample_data import write_database
 from orchestration.assets import ASSETS
@@ -23,13 +21,6 @@ from slatedb_core import FleetScanner, ObjectStore
 from slatedb_core.health import inspect_database
 from slatedb_core.lsm.dbstate import resolve_sst_path
 from tests.orchestration.conftest import add_partitions
-
-
-@pytest.fixture
-def persistent_instance() -> Iterator[dg.DagsterInstance]:
-    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
-    with dg.instance_for_test() as instance:
-        yield instance
 
 
 def evaluate(

@@ -11,10 +11,8 @@ sensor contexts.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import dagster as dg
-import pytest
 
 from devtools.sample_data import write_database
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
@@ -28,12 +26,6 @@ from tests.orchestration.schedule_hold_steps import (
     requested,
     schedule_tick,
 )
-
-
-@pytest.fixture
-def persistent_instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as instance:
-        yield instance
 
 
 def test_a_failed_compaction_launched_by_hand_holds_the_schedule_and_the_sensor(

@@ -11,10 +11,8 @@ real compaction run of a database with a corrupt L0 SST, failing and recorded in
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import dagster as dg
-import pytest
 
 from devtools.sample_data import write_database
 from orchestration.alerts import DATABASE_TAG
@@ -32,13 +30,6 @@ from tests.orchestration.schedule_hold_steps import (
     requested,
     schedule_tick,
 )
-
-
-@pytest.fixture
-def persistent_instance() -> Iterator[dg.DagsterInstance]:
-    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
-    with dg.instance_for_test() as instance:
-        yield instance
 
 
 def _execute(

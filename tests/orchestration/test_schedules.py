@@ -4,10 +4,8 @@ runs: compaction for live databases only, GC also for retired shards and destroy
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import dagster as dg
-import pytest
 
 from devtools.sample_data import create_table, write_database
 from orchestration.alerts import DATABASE_TAG
@@ -17,13 +15,6 @@ from orchestration.schedules import build_schedules
 from orchestration.settings import ScheduleSettings
 from slatedb_core import ObjectStore, Table
 from slatedb_core.lifecycle.destroy import destroy
-
-
-@pytest.fixture
-def persistent_instance() -> Iterator[dg.DagsterInstance]:
-    """A schedule context reopens its instance from a reference: an ephemeral one has none."""
-    with dg.instance_for_test() as instance:
-        yield instance
 
 
 def _schedule(name: str) -> dg.ScheduleDefinition:

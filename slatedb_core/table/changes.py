@@ -64,7 +64,7 @@ from slatedb_core.lsm.dbstate import DbState, build_handles
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
-from slatedb_core.table.shardmap import ShardMapStore
+from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 
 _CursorNow = Callable[..., "TableCursor"]
 """The table cursor now, after setting one shard's entry (when given)."""
@@ -163,10 +163,57 @@ class TableChangeFeed:
         self.options = options or ChangesOptions()
         self.wal_url = wal_url
 
-    def changes(self, since: TableCursor | str | bytes | None = None) -> Iterator[TableChangeBatch]:
+    def changes(
+        self,
+        since: TableCursor | str | bytes | None = None,
+        until: TableCursor | str | bytes | None = None,
+    ) -> Iterator[TableChangeBatch]:
         """Every change of the table after ``since`` (None: from each shard's start), shard by
-        shard, each key's in order; see the module docstring."""
-        return self._changes(TableCursor.of(since))
+        shard, each key's in order; see the module docstring. With ``until`` (a cursor
+        :meth:`tail` handed out), only the changes ``until`` has delivered: planned on its
+        shard map, each live shard read up to its entry, so a read between the same two
+        cursors yields the same rows however the table changed since (a split after
+        ``until`` included); the last batch's cursor is then ``until``'s equivalent."""
+        return self._changes(TableCursor.of(since), TableCursor.of(until))
+
+    def tail(self) -> TableCursor:
+        """The table cursor at the end of every live shard's WAL now (the latest map's
+        shards, each at :meth:`ChangeFeed.tail`): ``changes(since=t)`` delivers what is
+        committed after the call, ``changes(since, until=t)`` what is committed before it (a
+        streaming source's latest offset). One shard-map read, then a manifest read and a
+        LIST per shard; nothing is registered."""
+        m = self.maps.read_latest()
+        unregistered = dataclasses.replace(self.options, consumer=None)
+        tails: list[tuple[str, Cursor | str | None]] = []
+        for s in m.shards:
+            try:
+                tails.append((self._rel(s.db_path), self._feed(s.db_path, unregistered).tail()))
+            except (ObjectNotFound, DatabaseNotFound) as e:
+                raise ChangesCollected(
+                    self.path, f"shard database {s.db_path!r} is gone: {e}"
+                ) from e
+        return TableCursor(m.id, tuple(tails))
+
+    def _until_map(self, since: TableCursor | None, until: TableCursor) -> ShardMap:
+        """The shard map ``until`` was planned on; CursorInvalid unless its shards are that
+        map's (a cursor :meth:`tail` made) and ``since`` is not planned on a later map."""
+        if since is not None and since.map_id > until.map_id:
+            raise CursorInvalid(f"until (map {until.map_id}) is before since (map {since.map_id})")
+        try:
+            m = self.maps.read(until.map_id)
+        except ObjectNotFound:
+            raise ChangesCollected(
+                self.path,
+                f"shard map {until.map_id} of the until cursor is gone (the table GC collected it)",
+            ) from None
+        live = {self._rel(s.db_path) for s in m.shards}
+        if {rel for rel, _ in until.shards} != live or not all(
+            isinstance(c, Cursor) for _, c in until.shards
+        ):
+            raise CursorInvalid(
+                "an until cursor names the shards of its map, each at a cursor (use tail())"
+            )
+        return m
 
     # ---- planning ---------------------------------------------------------------------------
     def _rel(self, db_path: str) -> str:
@@ -178,8 +225,13 @@ class TableChangeFeed:
     def _abs(self, rel: str) -> str:
         return join(self.path, rel)
 
-    def _changes(self, since: TableCursor | None) -> Iterator[TableChangeBatch]:
-        m = self.maps.read_latest()
+    def _changes(
+        self, since: TableCursor | None, until: TableCursor | None = None
+    ) -> Iterator[TableChangeBatch]:
+        m = self.maps.read_latest() if until is None else self._until_map(since, until)
+        ends: dict[str, Cursor] = {}
+        if until is not None:
+            ends = {self._abs(rel): c for rel, c in until.shards if isinstance(c, Cursor)}
         current = {s.db_path: s for s in m.shards}
         entries: dict[str, Cursor | str | None] = {}
         if since is None:
@@ -253,7 +305,9 @@ class TableChangeFeed:
         for s in m.shards:
             c = entries[s.db_path]
             assert c != DONE
-            yield from self._shard(s.db_path, c, s.key_range, self.options, cursor_now)
+            yield from self._shard(
+                s.db_path, c, s.key_range, self.options, cursor_now, ends.get(s.db_path)
+            )
         # every shard after a done one has a cursor now: drop the done ones
         if any(v == DONE for v in entries.values()) and not any(
             _is_clearing(v) for v in entries.values()
@@ -364,18 +418,55 @@ class TableChangeFeed:
         key_range: KeyRange | None,
         options: ChangesOptions,
         cursor_now: _CursorNow,
+        end: Cursor | None = None,
     ) -> Iterator[TableChangeBatch]:
         """Shard ``db_path``'s batches after ``c`` (rows in ``key_range``), each with the
-        table cursor naming its new cursor."""
+        table cursor naming its new cursor; with ``end``, only the rows ``end`` has delivered
+        (:func:`delivered_by`), the last batch's cursor ``end``."""
         assert c != DONE
+        if end is not None and isinstance(c, Cursor) and c.snapshot is None:
+            if (c.wal_id, c.seq) >= (end.wal_id, end.seq):
+                return
+        last = c if isinstance(c, Cursor) else Cursor()
         try:
             for b in self._feed(db_path, options).changes(c):
                 rows = b.rows if key_range is None else _in_range(b.rows, key_range)
+                last = b.cursor
+                if end is not None and last.snapshot is None:
+                    if (last.wal_id, last.seq) >= (end.wal_id, end.seq):
+                        if rows.num_rows and (last.wal_id, last.seq) > (end.wal_id, end.seq):
+                            rows = rows.filter(delivered_by(rows, end))
+                        yield TableChangeBatch(rows, cursor_now(db_path, end), db_path)
+                        return
                 yield TableChangeBatch(rows, cursor_now(db_path, b.cursor), db_path)
         except (ObjectNotFound, DatabaseNotFound) as e:
             raise ChangesCollected(
                 self.path, f"shard database {db_path!r} is gone (the table GC deleted it): {e}"
             ) from e
+        if end is not None:
+            if last.snapshot is not None or last.wal_id < end.wal_id:
+                raise ChangesCollected(
+                    self.path,
+                    f"the feed of shard {db_path!r} ended at {last.encode()} before "
+                    f"{end.encode()}, its end in the until cursor",
+                )
+            yield TableChangeBatch(empty_changes(), cursor_now(db_path, end), db_path)
+
+
+def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
+    """Which of ``rows`` (``CHANGE_SCHEMA``) the cursor ``end`` has delivered: a WAL row
+    ``(w, s)`` when ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below
+    ``end.seq``; an ingested row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq
+    is at or below ``end.seq`` (an ingest committed before a tail is at or below its
+    ``last_l0_seq``, one after it above every WAL row the tail covers); a snapshot row always
+    (it precedes the WAL). Vectorised."""
+    wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
+    at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
+    wal_rule = pc.or_(
+        pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
+        pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
+    )
+    return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
 
 
 def _is_clearing(c: Cursor | str | None) -> bool:
@@ -415,4 +506,4 @@ def _in_range(rows: pa.RecordBatch, rng: KeyRange) -> pa.RecordBatch:
     return rows.filter(mask)
 
 
-__all__ = ["DONE", "TableChangeBatch", "TableChangeFeed", "TableCursor"]
+__all__ = ["DONE", "TableChangeBatch", "TableChangeFeed", "TableCursor", "delivered_by"]

@@ -421,15 +421,28 @@ class Table:
         self,
         since: TableCursor | str | bytes | None = None,
         options: ChangesOptions | None = None,
+        *,
+        until: TableCursor | str | bytes | None = None,
     ) -> Iterator[TableChangeBatch]:
         """Every committed change of the table after ``since`` (None: from each shard's start),
         shard by shard, each key's in order and once through splits and merges, with one
-        combined cursor (:mod:`slatedb_core.table.changes`, docs/changes.md, "Tables")."""
+        combined cursor (:mod:`slatedb_core.table.changes`, docs/changes.md, "Tables"). With
+        ``until`` (from :meth:`changes_tail`), only the changes up to it: the same rows
+        every time (:meth:`TableChangeFeed.changes`)."""
         self._check_open()
         feed = TableChangeFeed(
             self.path, self.store, self.maps, options, wal_url=table_wal_url(self.options)
         )
-        return feed.changes(since)
+        return feed.changes(since, until)
+
+    def changes_tail(self) -> TableCursor:
+        """The table cursor at the end of every live shard's WAL now
+        (:meth:`TableChangeFeed.tail`): start a consumer from now, or end a read there."""
+        self._check_open()
+        feed = TableChangeFeed(
+            self.path, self.store, self.maps, wal_url=table_wal_url(self.options)
+        )
+        return feed.tail()
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(

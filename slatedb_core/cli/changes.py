@@ -22,6 +22,13 @@ consumer whose checkpoint keeps its changes until it resumes past them (``--rele
 ``--consumers`` lists them with how many WAL SSTs each one's checkpoint holds back,
 ``wal_behind``).
 
+On a sharded table's root (``--path`` holding a shard map, :mod:`slatedb_core.path_kind`) it
+prints the table's combined feed (:mod:`slatedb_core.table.changes`, docs/changes.md "Tables"):
+the cursors are table cursors (``t1.``), ``--tail`` is every live shard's tail, and each
+``--json`` change also names its shard's database (``db``, relative to the table);
+``--consumer`` registers in each live shard, ``--release`` and ``--consumers`` take a shard's
+path.
+
 Exit codes: 0 success; 1 a SlateDB error (``ChangesCollected``: the changes after the cursor are
 gone; start again without ``--since``); 2 bad usage (a cursor that is not one).
 """
@@ -36,9 +43,13 @@ import click
 
 from slatedb_core.cli.output import Ctx, handle_errors
 from slatedb_core.cli.read import FORMATS, show
+from slatedb_core.cli.table import table_options
 from slatedb_core.cli.terminal import echo, echo_json, echo_row
 from slatedb_core.errors import CursorInvalid
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.path_kind import holds_table
+from slatedb_core.table import Table
+from slatedb_core.table.changes import TableCursor
 
 ENCODINGS = ("base64", "hex")
 
@@ -115,6 +126,13 @@ def changes_command(
     """Print the changes after --since (all of them without it), in commit order."""
     if release and consumer is None:
         raise click.UsageError("--release needs --consumer")
+    if holds_table(obj.store, obj.path):
+        if release or list_consumers:
+            raise click.UsageError(
+                "--release and --consumers take a database's path (a shard's), not a table's"
+            )
+        _table_changes(obj, since, as_json, encoding, fmt, batch_rows, consumer, print_tail)
+        return
     if list_consumers:
         _print_consumers(obj, as_json)
         return
@@ -152,6 +170,58 @@ def changes_command(
         if as_json:
             echo_json({"cursor": last.encode()}, indent=None)
             printed = True
+    if as_json and not printed:
+        echo_json({"cursor": last.encode()}, indent=None)
+    if not as_json:
+        echo(f"cursor: {last.encode()}", err=True)
+
+
+def _table_changes(
+    obj: Ctx,
+    since: str | None,
+    as_json: bool,
+    encoding: str,
+    fmt: str,
+    batch_rows: int,
+    consumer: str | None,
+    print_tail: bool,
+) -> None:
+    """``slatedb changes`` on a sharded table's root: its combined feed
+    (:mod:`slatedb_core.table.changes`), cursors being table cursors (``t1.``), each change
+    line naming its shard's database (``db``, relative to the table)."""
+    try:
+        cursor = None if since is None else TableCursor.decode(since)
+    except CursorInvalid as e:
+        raise click.BadParameter(str(e), param_hint="--since") from None
+    options = ChangesOptions(batch_rows=batch_rows, consumer=consumer)
+    with Table.open(obj.path, obj.store, table_options(obj)) as table:
+        if print_tail:
+            tail = table.changes_tail().encode()
+            if as_json:
+                echo_json({"cursor": tail}, indent=None)
+            else:
+                echo(tail)
+            return
+        enc = _encoder(encoding)
+        last = cursor
+        printed = False
+        prefix = obj.path.rstrip("/") + "/"
+        for batch in table.changes(cursor, options):
+            db = batch.db_path[len(prefix) :] if batch.db_path.startswith(prefix) else ""
+            for row in batch.rows.to_pylist():
+                if as_json:
+                    echo_json({**_change_doc(row, enc), "db": db}, indent=None)
+                else:
+                    op = "snapshot" if row["snapshot"] else row["op"]
+                    value = "" if row["value"] is None else show(row["value"], fmt)
+                    echo_row(str(row["seq"]), op, show(row["key"], fmt), value)
+            last = batch.cursor
+            if as_json:
+                echo_json({"cursor": last.encode()}, indent=None)
+                printed = True
+        if last is None:  # nothing read from each shard's start: the start
+            m = table.maps.read_latest()
+            last = TableCursor(m.id, tuple((s.db_path[len(prefix) :], None) for s in m.shards))
     if as_json and not printed:
         echo_json({"cursor": last.encode()}, indent=None)
     if not as_json:

@@ -25,6 +25,7 @@ _OP = st.tuples(
 )
 
 
+@pytest.mark.slow  # 25 random databases written, compacted and read: ~8 s (issue 42, goal 1)
 @settings(
     max_examples=25,
     deadline=None,

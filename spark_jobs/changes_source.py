@@ -54,7 +54,6 @@ from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
@@ -81,6 +80,8 @@ from slatedb_core.errors import (
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.table.changes import TableChangeFeed, TableCursor, delivered_by
+from slatedb_core.table.shardmap import ShardMapStore
 from spark_jobs.datasource_options import check_option_names
 
 __all__ = [
@@ -183,9 +184,19 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def _cursor(text: str, option: str) -> Cursor:
+AnyCursor = Cursor | TableCursor
+"""A database's cursor or a sharded table's (``t1.``, :mod:`slatedb_core.table.changes`)."""
+
+
+def _decode_any(text: str) -> AnyCursor:
+    if text.startswith("t1."):
+        return TableCursor.decode(text)
+    return Cursor.decode(text)
+
+
+def _cursor(text: str, option: str) -> AnyCursor:
     try:
-        c = Cursor.decode(text)
+        c = _decode_any(text)
     except CursorInvalid as e:
         raise CursorInvalid(
             f"option {option!r}: {e} (give {EARLIEST!r}, {LATEST!r} or a cursor a change "
@@ -312,23 +323,33 @@ class ChangesOptionsSpec:
         except InvalidArgument as e:
             raise InvalidArgument(f"option 'path': {e}") from None
 
-    def check_database(self) -> None:
-        """InvalidArgument unless ``path`` holds a database: a sharded table's feed (issue 43,
-        item 2) is not read here, and nothing else has one."""
+    def check_database(self) -> bool:
+        """Whether ``path`` holds a sharded table (True) or a database (False); InvalidArgument
+        when it holds neither, or a table with an option only a database's feed takes
+        (``consumer``: a table's consumer is not moved by the stream yet), or a cursor of the
+        other kind."""
         store = open_store(self.url)
         try:
             ManifestStore(store, self.path).read_latest()
-            return
+            table = False
         except DatabaseNotFound:
-            pass
-        try:
-            Table.open(self.path, store).close()
-        except DatabaseNotFound:
-            raise InvalidArgument(f"option 'path': no database at {self.path!r}") from None
-        raise InvalidArgument(
-            f"option 'path': {self.path!r} is a sharded table; a read of changes takes one "
-            "database's path (a table's change feed is not read by format('slatedb') yet)"
-        )
+            try:
+                Table.open(self.path, store).close()
+            except DatabaseNotFound:
+                raise InvalidArgument(f"option 'path': no database at {self.path!r}") from None
+            table = True
+        if table and self.consumer is not None:
+            raise InvalidArgument(
+                f"option 'consumer': {self.path!r} is a sharded table; a registered consumer "
+                "is for one database's feed"
+            )
+        for name, text in (("starting", self.starting), (CHANGES_UNTIL, self.until)):
+            if text is None or text in (EARLIEST, LATEST):
+                continue
+            if isinstance(_cursor(text, name), TableCursor) != table:
+                what = "a sharded table's (t1.)" if table else "a database's (c1.)"
+                raise CursorInvalid(f"option {name!r}: {self.path!r} takes {what} cursor")
+        return table
 
     def first_cursor(self, feed: ChangeFeed) -> Cursor:
         """Where a stream starts, or after what a batch read reads."""
@@ -336,22 +357,63 @@ class ChangesOptionsSpec:
             return Cursor()
         if self.starting == LATEST:
             return feed.tail()
-        return _cursor(self.starting, CHANGES_SINCE if self.since is not None else "starting")
+        c = _cursor(self.starting, CHANGES_SINCE if self.since is not None else "starting")
+        assert isinstance(c, Cursor)
+        return c
+
+    def table_feed(self) -> TableChangeFeed:
+        """The change feed of the sharded table at ``path`` (never bootstrapping)."""
+        store = open_store(self.url)
+        return TableChangeFeed(
+            self.path,
+            store,
+            ShardMapStore(store, self.path),
+            self.changes_options(),
+            wal_url=self.wal_url,
+        )
+
+    def first_table_cursor(self, feed: TableChangeFeed) -> TableCursor:
+        """Where a table's stream starts, or after what a batch read of a table reads:
+        ``earliest`` is the first shard map's shards from their start (WAL SST 1), followed
+        through every rescale since (:meth:`TableChangeFeed.earliest`)."""
+        if self.starting == EARLIEST:
+            return feed.earliest()
+        if self.starting == LATEST:
+            return feed.tail()
+        c = _cursor(self.starting, CHANGES_SINCE if self.since is not None else "starting")
+        assert isinstance(c, TableCursor)
+        return c
 
 
-def _offset(cursor: Cursor) -> dict[str, str]:
+def _offset(cursor: AnyCursor) -> dict[str, str]:
     return {"cursor": cursor.encode()}
 
 
-def _of_offset(offset: Mapping[str, Any]) -> Cursor:
+def _of_any_offset(offset: Mapping[str, Any]) -> AnyCursor:
     """The cursor of an offset Spark kept (a damaged one is CursorInvalid, saying so)."""
     text = offset.get("cursor") if isinstance(offset, Mapping) else None
     if not isinstance(text, str):
         raise CursorInvalid(f"not an offset of a slatedb change stream: {offset!r}")
     try:
-        return Cursor.decode(text)
+        return _decode_any(text)
     except CursorInvalid as e:
         raise CursorInvalid(f"the stream's offset is damaged: {e}") from None
+
+
+def _of_offset(offset: Mapping[str, Any]) -> Cursor:
+    """A database stream's cursor of an offset Spark kept."""
+    c = _of_any_offset(offset)
+    if not isinstance(c, Cursor):
+        raise CursorInvalid("the stream's offset is a table's cursor; the path is a database")
+    return c
+
+
+def _of_table_offset(offset: Mapping[str, Any]) -> TableCursor:
+    """A table stream's cursor of an offset Spark kept."""
+    c = _of_any_offset(offset)
+    if not isinstance(c, TableCursor):
+        raise CursorInvalid("the stream's offset is a database's cursor; the path is a table")
+    return c
 
 
 def _key(c: Cursor) -> tuple[int, int]:
@@ -367,19 +429,19 @@ class ChangesPartition(InputPartition):
         self.end = end
 
 
-def _delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
-    """Which of ``rows`` (``CHANGE_SCHEMA``) ``end`` has delivered: a WAL row ``(w, s)`` when
-    ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below ``end.seq``; an ingested
-    row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq is at or below
-    ``end.seq`` (an ingest committed before a tail is at or below its ``last_l0_seq``, one after
-    it above every WAL row the tail covers); a snapshot row always (it precedes the WAL)."""
-    wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
-    at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
-    wal_rule = pc.or_(
-        pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
-        pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
-    )
-    return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
+_delivered_by = delivered_by
+"""Which rows an end cursor has delivered: one rule for a database's micro-batch and a table
+shard's (:func:`slatedb_core.table.changes.delivered_by`)."""
+
+
+def read_table_between(
+    feed: TableChangeFeed, start: TableCursor, end: TableCursor
+) -> Iterator[pa.RecordBatch]:
+    """A table's changes after ``start`` up to ``end`` (:meth:`TableChangeFeed.changes` with
+    ``until``: the same rows each time, a split after ``end`` included), Spark-typed."""
+    for batch in feed.changes(start, until=end):
+        if batch.rows.num_rows:
+            yield batch.rows.cast(_ARROW_SCHEMA)
 
 
 def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.RecordBatch]:
@@ -414,9 +476,13 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.advanced: tuple[str, float] | None = None
         """The cursor the consumer was last moved to by this query run, and when."""
         """With ``availableNow``: the tail when the query started (the last end offset)."""
-        self.spec.check_database()
+        self.table = self.spec.check_database()
+        """A sharded table's stream: offsets are table cursors, a micro-batch the rows between
+        two (:func:`read_table_between`), the latest offset the table's tail."""
 
     def initialOffset(self) -> dict[str, str]:
+        if self.table:
+            return _offset(self.spec.first_table_cursor(self.spec.table_feed()))
         feed = self.spec.feed(consumer=self.spec.consumer is not None)
         first = self.spec.first_cursor(feed)
         if self.spec.consumer is not None:
@@ -424,6 +490,16 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _offset(first)
 
     def latestOffset(self, start: dict[str, Any], limit: object) -> dict[str, str]:
+        if self.table:
+            tbegin = _of_table_offset(start)
+            ttail = (
+                self.spec.table_feed().tail()
+                if self.target is None
+                else TableCursor.decode(self.target)
+            )
+            # a table cursor has no order: the same cursor again is nothing new (a tail that
+            # moved with no rows, e.g. over a writer's empty fencing WAL SST, is an empty batch)
+            return _offset(tbegin if ttail == tbegin else ttail)
         begin = _of_offset(start)
         if self.spec.consumer is not None and self._due(begin):
             # Spark plans the next batch only once the previous one, ending at ``start``, is
@@ -448,9 +524,13 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return time.monotonic() - self.advanced[1] >= renew_s
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self.spec.feed().tail().encode()
+        feed = self.spec.table_feed() if self.table else self.spec.feed()
+        self.target = feed.tail().encode()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        if self.table:
+            ta, tb = _of_table_offset(start), _of_table_offset(end)
+            return [] if ta == tb else [ChangesPartition(ta.encode(), tb.encode())]
         a, b = _of_offset(start), _of_offset(end)
         if a == b:
             return []
@@ -462,11 +542,15 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
         # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
         # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        if self.table:
+            start, end = TableCursor.decode(partition.start), TableCursor.decode(partition.end)
+            yield from read_table_between(self.spec.table_feed(), start, end)
+            return
         feed = self.spec.feed(consumer=self.spec.consumer is not None)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))
 
     def commit(self, end: dict[str, Any]) -> None:
-        if self.spec.consumer is not None:
+        if self.spec.consumer is not None and not self.table:
             self.spec.feed(consumer=True).advance(_of_offset(end))
 
 
@@ -476,12 +560,18 @@ class ChangesBatchReader(DataSourceReader):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.spec = ChangesOptionsSpec.parse(options, stream=False)
-        self.spec.check_database()
+        self.table = self.spec.check_database()
 
     def partitions(self) -> list[InputPartition]:
+        if self.table:
+            tfeed = self.spec.table_feed()
+            tstart = self.spec.first_table_cursor(tfeed)
+            until = self.spec.until
+            tend = tfeed.tail() if until is None else TableCursor.decode(until)
+            return [] if tstart == tend else [ChangesPartition(tstart.encode(), tend.encode())]
         feed = self.spec.feed()
         start = self.spec.first_cursor(feed)
-        end = feed.tail() if self.spec.until is None else _cursor(self.spec.until, CHANGES_UNTIL)
+        end = feed.tail() if self.spec.until is None else Cursor.decode(self.spec.until)
         if start.snapshot is None and _key(end) <= _key(start):
             return []
         return [ChangesPartition(start.encode(), end.encode())]
@@ -492,5 +582,9 @@ class ChangesBatchReader(DataSourceReader):
         # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
         # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
         # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        if self.table:
+            start, end = TableCursor.decode(partition.start), TableCursor.decode(partition.end)
+            yield from read_table_between(self.spec.table_feed(), start, end)
+            return
         feed = self.spec.feed(consumer=self.spec.consumer is not None)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))

@@ -144,8 +144,15 @@ class SlateDBDataSource(DataSource):
         return SlateDBReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """``spark.readStream.format("slatedb")``: a database's change feed."""
+        """``spark.readStream.format("slatedb")``: a database's or a sharded table's change
+        feed. A table's path with no option of a read of changes was given a table read's
+        schema (:meth:`schema`): refused, naming the option that asks for its changes."""
         _refuse_process_store(self.options)
+        if schema != SPARK_CHANGE_SCHEMA and not wants_changes(self.options):
+            raise InvalidArgument(
+                "a stream of a sharded table's changes needs option 'starting' ('earliest', "
+                "'latest' or a table cursor): without it the path is read as the table's rows"
+            )
         return ChangesStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -63,6 +63,7 @@ from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
 from slatedb_core.lsm.dbstate import DbState, build_handles
 from slatedb_core.lsm.memtable import Memtable
 from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 
@@ -193,6 +194,20 @@ class TableChangeFeed:
                     self.path, f"shard database {s.db_path!r} is gone: {e}"
                 ) from e
         return TableCursor(m.id, tuple(tails))
+
+    def earliest(self) -> TableCursor:
+        """The table cursor before its first change: the first shard map's shards, each from
+        its start (WAL SST 1), so the feed follows every rescale since through the origin
+        records (unlike ``since=None``, which starts at the latest map's shards and, with
+        ``bootstrap``, snapshots a rescale target's inherited rows). ChangesCollected once
+        the first map is gone."""
+        try:
+            m = self.maps.read(FIRST_ID)
+        except ObjectNotFound:
+            raise ChangesCollected(
+                self.path, "the table's first shard map is gone: start from since=None"
+            ) from None
+        return TableCursor(m.id, tuple((self._rel(s.db_path), None) for s in m.shards))
 
     def _until_map(self, since: TableCursor | None, until: TableCursor) -> ShardMap:
         """The shard map ``until`` was planned on; CursorInvalid unless its shards are that

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from slatedb_core import Table, open_store
-from slatedb_core.errors import InvalidArgument
+from slatedb_core.errors import CursorInvalid, InvalidArgument
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.gc import GarbageCollector
 from slatedb_core.manifest.store import ManifestStore
@@ -372,16 +372,18 @@ def test_a_worker_killed_mid_batch_is_retried_without_duplicates(
 
 
 def test_a_table_path_or_a_missing_one_is_refused_clearly(store_url: str) -> None:
-    """A sharded table's path is not a database: the stream and the batch read of changes say
-    so before anything runs, as they do for a path holding nothing."""
+    """A path holding nothing is refused before anything runs; a sharded table's path is read
+    as its feed (tests/spark/test_table_changes_stream.py) but takes a table's cursor."""
     store = open_store(store_url)
     Table.create("events", store).close()
     for reader in (ChangesStreamReader, ChangesBatchReader):
         options = {"url": store_url, "path": "events", "changes_since": "earliest"}
         if reader is ChangesStreamReader:
             del options["changes_since"]
-        with pytest.raises(InvalidArgument, match="'events' is a sharded table"):
-            reader(options)
+        reader(options)
+        bad = "starting" if reader is ChangesStreamReader else "changes_since"
+        with pytest.raises(CursorInvalid, match="'events' takes a sharded table's"):
+            reader({**options, bad: "c1.1.0"})
         with pytest.raises(InvalidArgument, match="no database at 'nothing'"):
             reader({**options, "path": "nothing"})
 

@@ -299,7 +299,11 @@ class IngestMerge:
                 return  # WAL rows older than it are in WAL SSTs not listed yet
             yield None, next_wal, next_wal, got.rows
             seen = max(seen, mark.last)
-        if self.l0_seq_before > seen:
+        if self.l0_seq_before > seen and not (
+            prev is None and self._resolved([], self.l0_seq_before, cursor.wal_id) == "wal"
+        ):
+            # (no WAL row after the cursor: L0's rows may be those of the WAL SSTs before it,
+            # flushed since a tail() cursor was taken; the same look-back as a gap's)
             raise self._unfollowed(self.l0_seq_before, f"after {seen}")
 
     def _unfollowed(self, hi: int, where: str) -> ChangesCollected:

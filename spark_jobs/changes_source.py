@@ -26,8 +26,12 @@ a micro-batch is one partition (the feed is read in order). With a sink that wri
 once per batch id (Delta's ``txnAppId``/``txnVersion``, a file sink, ``foreachBatch`` keyed by
 the batch id), the pipeline is exactly once.
 
-Options: ``url``, ``path`` (the database's path in the store, not a sharded table's: a table's
-feed is issue 43, item 2), ``wal_url`` and ``merge_operator`` as the batch read takes them
+Options: ``url``, ``path`` (a database's path in the store, or a sharded table's root: then
+offsets, ``starting``, ``changes_since`` and ``changes_until`` are table cursors, the latest
+offset is the table's tail and a micro-batch reads between two table cursors,
+:meth:`~slatedb_core.table.changes.TableChangeFeed.changes` with ``until``; ``earliest`` is
+:meth:`~slatedb_core.table.changes.TableChangeFeed.earliest`; ``consumer`` is refused),
+``wal_url`` and ``merge_operator`` as the batch read takes them
 (:mod:`spark_jobs.datasource_read`), ``batch_rows`` (rows per Arrow batch, default 65536),
 ``changes_until`` (a batch read's end cursor, default the tail when the query is planned: pass
 the one given here as the next read's ``changes_since`` to read on, once), ``starting`` (a

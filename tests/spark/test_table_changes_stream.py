@@ -194,3 +194,35 @@ def test_a_sharded_table_streams_into_delta_exactly_once_across_a_restart(
         per_key.setdefault(r["key"], []).append(r["value"])
     assert per_key == {k + b"k": [b"r0", b"r1", b"r2", b"r3"] for k in (b"a", b"g", b"n", b"t")}
     assert len({r["batch_id"] for r in got}) >= 3
+
+
+@pytest.mark.slow  # a Spark batch read: about 5 s
+def test_a_batch_read_of_a_tables_changes_between_two_cursors(
+    spark: SparkSession, store_url: str
+) -> None:
+    """``spark.read`` with ``changes_since``/``changes_until`` on a table: the rows between
+    the two table cursors, the same after a split and more writes; the next read from
+    ``changes_until`` reads the rest."""
+    store = open_store(store_url)
+    Table.create(TABLE, store, [b"m"], OPTS).close()
+    write(store_url, 0)
+    with Table.open(TABLE, store, OPTS) as table:
+        a = table.changes_tail().encode()
+    write(store_url, 1)
+    split(store_url, 0, b"f")
+    write(store_url, 2)
+    with Table.open(TABLE, store, OPTS) as table:
+        b = table.changes_tail().encode()
+
+    def read(**options: str) -> list[tuple[bytes, bytes]]:
+        reader = spark.read.format("slatedb").option("url", store_url).option("path", TABLE)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return sorted((bytes(r["key"]), bytes(r["value"])) for r in reader.load().collect())
+
+    first = read(changes_since=a, changes_until=b)
+    assert first == sorted((bytes([k]) + b"k", v) for k in b"agnt" for v in (b"r1", b"r2"))
+    write(store_url, 3)
+    split(store_url, 2, b"p")
+    assert read(changes_since=a, changes_until=b) == first
+    assert read(changes_since=b) == sorted((bytes([k]) + b"k", b"r3") for k in b"agnt")

@@ -111,6 +111,17 @@ def test_a_table_path_takes_table_cursors(store_url: str) -> None:
         ChangesStreamReader({**base, "consumer": "sink"})
 
 
+def test_a_table_stream_without_a_changes_option_says_which_to_give(store_url: str) -> None:
+    """``readStream`` of a table's root with only ``url`` and ``path`` was given the table
+    rows' schema: refused, naming option ``starting``, rather than rows of the wrong shape."""
+    Table.create(TABLE, open_store(store_url), [b"m"], OPTS).close()
+    source = SlateDBDataSource({"url": store_url, "path": TABLE})
+    with pytest.raises(InvalidArgument, match="needs option 'starting'"):
+        source.streamReader(source.schema())
+    changes = SlateDBDataSource({"url": store_url, "path": TABLE, "starting": "earliest"})
+    assert isinstance(changes.streamReader(changes.schema()), ChangesStreamReader)
+
+
 def checking_delta_sink(target: str) -> Callable[[DataFrame, int], None]:
     def apply(df: DataFrame, batch_id: int) -> None:
         rows = df.toArrow()

@@ -57,7 +57,7 @@ def _worker(db: Db, t: int, model: dict[bytes, bytes | None], errors: list[BaseE
             else:
                 db.bulk_ingest(pa.table({"key": [key, key + b"y"], "value": [value, value]}))
                 model[key] = model[key + b"y"] = value
-    except BaseException as e:  # noqa: BLE001 - reported by the test
+    except BaseException as e:
         errors.append(e)
 
 
@@ -66,7 +66,7 @@ def _maintain(db: Db, stop: threading.Event, errors: list[BaseException]) -> Non
         while not stop.is_set():
             db.flush_memtable()
             db.create_checkpoint(CheckpointScope.DURABLE)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         errors.append(e)
 
 

@@ -201,6 +201,8 @@ class Db:
         ``ttl`` (SlateDB's ``PutOptions.ttl``, RFC 0003; :mod:`slatedb_core.writer.ttl`): None,
         the database's ``default_ttl``; ``NO_EXPIRY``; or ms (or a timedelta) after the write,
         when SlateDB's flushes and compactions turn the row into a tombstone."""
+        if await_durable is not True and await_durable is not False:
+            _refuse_await(await_durable)
         if ttl is not None or self._default_ttl is not None:
             # (checked here: _write_special reads a None value as a batch's delete)
             value = self._check_value(value)
@@ -225,6 +227,8 @@ class Db:
         the key's value folded with its operands by ``DbOptions.merge_operator``. ``ttl`` as
         for :meth:`put`. Without a merge operator it is refused (``MergeOperatorMissing``),
         having written nothing, as SlateDB refuses it."""
+        if await_durable is not True and await_durable is not False:
+            _refuse_await(await_durable)
         if type(key) is not bytes:
             key = self._check_key(key)
         operand = self._check_value(operand)  # a None operand is no delete
@@ -261,6 +265,8 @@ class Db:
 
     def delete(self, key: bytes, *, await_durable: bool = True) -> None:
         """Delete ``key`` (write a tombstone); by default wait until the delete is durable."""
+        if await_durable is not True and await_durable is not False:
+            _refuse_await(await_durable)
         key = self._check_key(key)
         self._engine.check_range_keys([key])
         gen = self._engine.apply([key], [None], len(key))
@@ -269,6 +275,8 @@ class Db:
 
     def write(self, batch: WriteBatch, *, await_durable: bool = True) -> None:
         """Apply a WriteBatch atomically: readers and recovery see all of it or none of it."""
+        if await_durable is not True and await_durable is not False:
+            _refuse_await(await_durable)
         if not isinstance(batch, WriteBatch):
             raise InvalidArgument(f"write() takes a WriteBatch, got {type(batch).__name__}")
         if not batch.keys:
@@ -310,6 +318,8 @@ class Db:
         TTLs (SlateDB RFC 0003): ``ttl_column`` names an integer column of per-row TTLs in ms
         (null: ``ttl``); ``ttl`` is the TTL of the other rows, as for :meth:`put` (None: the
         database's ``default_ttl``)."""
+        if await_durable is not True and await_durable is not False:
+            _refuse_await(await_durable)
         entries = arrow_entries(data, key_column, value_column, self.options)
         self._engine.check_range_array(entries.column(0))
         checked_ttl = check_ttl("ttl", ttl)
@@ -647,3 +657,9 @@ class Db:
 
     def __repr__(self) -> str:
         return f"Db({self.path!r}, store={self.store.url!r}, epoch={self._engine.epoch})"
+
+
+def _refuse_await(flag: object) -> None:
+    """``await_durable`` is a bool: a truthy string would wait and None would acknowledge a
+    write before it is durable, so anything else is refused before the write."""
+    raise InvalidArgument(f"await_durable must be True or False, got {type(flag).__name__}")

@@ -299,3 +299,28 @@ def test_well_typed_arguments_still_work(lake: tuple[ObjectStore, uuid.UUID, Db,
     table.release_snapshot(snap)
     assert table.get_many([b"a", b"z"]) == [None, None]
     table.collect_garbage(timedelta(0), timedelta(0))
+
+
+def test_await_durable_must_be_a_bool(lake: Lake) -> None:
+    """``await_durable="no"`` used to wait (a truthy string) and ``await_durable=None`` to
+    acknowledge a write before it was durable: every write refuses a non-bool, having written
+    nothing (issue 41/42 adversarial review)."""
+    import pyarrow as pa
+
+    from slatedb_core import WriteBatch
+
+    store, _, db, _ = lake
+    batch = WriteBatch()
+    batch.put(b"b", b"v")
+    rows = pa.table({"key": [b"a"], "value": [b"v"]})
+    cases = []
+    for flag in ("no", None, 0, 1.0):
+        cases += [
+            (f"put {flag!r}", lambda f=flag: db.put(b"a", b"v", await_durable=f), IA),
+            (f"put ttl {flag!r}", lambda f=flag: db.put(b"a", b"v", ttl=5, await_durable=f), IA),
+            (f"delete {flag!r}", lambda f=flag: db.delete(b"a", await_durable=f), IA),
+            (f"write {flag!r}", lambda f=flag: db.write(batch, await_durable=f), IA),
+            (f"put_arrow {flag!r}", lambda f=flag: db.put_arrow(rows, await_durable=f), IA),
+        ]
+    run_cases(store, cases)  # type: ignore[arg-type]
+    assert db.get(b"a") is None and db.get(b"b") is None

@@ -36,6 +36,7 @@ from slatedb_core.wal import WalLog
 from slatedb_core.writer.db import Db
 from spark_jobs.changes_source import ChangesBatchReader, ChangesStreamReader, read_between
 from spark_jobs.datasource import SlateDBDataSource
+from tests.spark.stream_log_steps import numbered, unlink_log_entry
 
 pytestmark = [pytest.mark.spark]
 
@@ -108,17 +109,6 @@ def run_query(spark: SparkSession, url: str, target: str, checkpoint: Path, **op
         q.stop()
     if q.exception() is not None:
         raise AssertionError(str(q.exception()))
-
-
-def numbered(log: Path) -> list[Path]:
-    """The entries of a streaming checkpoint's log (offsets, commits), by batch id."""
-    return sorted((p for p in log.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-
-
-def unlink_log_entry(entry: Path) -> None:
-    """Delete a streaming log entry and its checksum file."""
-    entry.unlink(missing_ok=True)
-    (entry.parent / f".{entry.name}.crc").unlink(missing_ok=True)
 
 
 def delta_rows(target: str) -> list[dict[str, Any]]:

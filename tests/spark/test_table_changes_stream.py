@@ -25,7 +25,7 @@ from slatedb_core.feed import ChangesOptions
 from slatedb_core.table.changes import TableChangeFeed, TableCursor
 from spark_jobs.changes_source import ChangesBatchReader, ChangesStreamReader
 from spark_jobs.datasource import SlateDBDataSource
-from tests.spark.test_changes_stream import numbered, unlink_log_entry
+from tests.spark.stream_log_steps import numbered, unlink_log_entry
 from tests.table.conftest import OPTS, fill
 
 pytestmark = [pytest.mark.spark]

@@ -24,7 +24,7 @@ from operator import itemgetter
 from typing import Protocol, cast
 
 from slatedb_core.errors import InvalidArgument
-from slatedb_core.store.engine_counters import register_cache
+from slatedb_core.store.engine_counters import register_cache, retire_cache
 
 
 class Sized(Protocol):
@@ -58,7 +58,13 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
-        register_cache(self)  # read at scrape time (issue 40, item 11)
+        self._counters_key = register_cache(self)  # read at scrape time (issue 40, item 11)
+
+    def __del__(self) -> None:
+        # the hits and misses since the last scrape outlive the cache (engine_counters)
+        key = getattr(self, "_counters_key", None)
+        if key is not None:
+            retire_cache(key, self.hits, self.misses)
 
     def get(self, path: str, block_index: int, *, count_miss: bool = True) -> Sized | None:
         """The cached block, or None (counted as a miss unless ``count_miss`` is False: a

@@ -10,13 +10,15 @@ adds one observation to :data:`DURABLE_PUT` after its wait, which lasts a WAL up
 at least), so a lock and a bisect there cost nothing measurable.
 
 Totals never go down (a Prometheus counter must not): a store's counters are kept until the store
-is collected and then added to the retired totals; a block cache is not kept alive (it holds
-blocks), so what it counted after the last :func:`snapshot` before it was collected is lost.
+is collected and then added to the retired totals. A block cache is not kept alive (it holds
+blocks): it hands its final hits and misses over as it is finalized (:func:`retire_cache`, from
+``BlockCache.__del__``), so what it counted after the last :func:`snapshot` is kept too.
 
 The collector may retire a store or a cache on any thread, at any allocation, including one
 inside :func:`snapshot` while it holds the lock: the retirement callbacks therefore take no lock
-(they only queue the key, :data:`_dead`, an atomic deque append); the queue is folded into the
-retired totals under the lock by the next :func:`snapshot` or registration.
+(they only queue the key and a cache's final counts, :data:`_dead`, an atomic deque append); the
+queue is folded into the retired totals under the lock by the next :func:`snapshot` or
+registration.
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ _retired_bytes: dict[str, int] = {}
 _caches: dict[int, tuple[weakref.ref[Any], list[int]]] = {}
 """id -> (the cache, its hits and misses at the last snapshot)."""
 _retired_cache = [0, 0]
-_dead: collections.deque[tuple[str, int]] = collections.deque()
-"""Keys of collected stores (``"store"``) and caches (``"cache"``) not yet retired."""
+_dead: collections.deque[tuple[str, int, int, int]] = collections.deque()
+"""Collected stores (``"store"``, key) and caches (``"cache"``, key, final hits and misses) not
+yet retired."""
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -110,7 +113,7 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
 def _retire_dead() -> None:
     """Fold the collected stores and caches into the retired totals; the caller holds _lock."""
     while _dead:
-        kind, key = _dead.popleft()
+        kind, key, hits, misses = _dead.popleft()
         if kind == "store":
             counts = _stores.pop(key, None)
             if counts is not None:
@@ -119,8 +122,8 @@ def _retire_dead() -> None:
         else:
             found = _caches.pop(key, None)
             if found is not None:
-                _retired_cache[0] += found[1][0]
-                _retired_cache[1] += found[1][1]
+                _retired_cache[0] += max(found[1][0], hits)
+                _retired_cache[1] += max(found[1][1], misses)
 
 
 def register_store_counters(store: object, counters: _Counts) -> None:
@@ -130,19 +133,22 @@ def register_store_counters(store: object, counters: _Counts) -> None:
     with _lock:
         _retire_dead()
         _stores[key] = counters
-    weakref.finalize(store, _dead.append, ("store", key))
+    weakref.finalize(store, _dead.append, ("store", key, 0, 0))
 
 
-def _cache_collected(ref: weakref.ref[Any]) -> None:
-    _dead.append(("cache", id(ref)))  # no lock: see the module docstring
-
-
-def register_cache(cache: object) -> None:
-    """Count ``cache``'s ``hits`` and ``misses`` in :func:`snapshot` (module docstring)."""
-    ref = weakref.ref(cache, _cache_collected)
+def register_cache(cache: object) -> int:
+    """Count ``cache``'s ``hits`` and ``misses`` in :func:`snapshot` (module docstring); the
+    cache hands the key returned to :func:`retire_cache` when it is finalized."""
+    ref = weakref.ref(cache)
     with _lock:
         _retire_dead()
         _caches[id(ref)] = (ref, [0, 0])
+    return id(ref)
+
+
+def retire_cache(key: int, hits: int, misses: int) -> None:
+    """Keep a finalized cache's final counts (no lock: see the module docstring)."""
+    _dead.append(("cache", key, hits, misses))
 
 
 def snapshot() -> EngineSnapshot:

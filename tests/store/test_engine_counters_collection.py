@@ -70,3 +70,20 @@ def test_counts_of_collected_stores_and_caches_are_kept() -> None:
     assert after.bytes.get("written", 0) >= before.bytes.get("written", 0) + 10
     assert after.requests.get("put", 0) >= before.requests.get("put", 0) + 1
     assert after.cache_hits >= mid.cache_hits
+
+
+def test_hits_a_cache_counted_after_the_last_scrape_survive_its_collection() -> None:
+    """A cache collected between two scrapes used to take its hits since the first with it: a
+    short-lived reader's hits never reached ``slatedb_block_cache_hits_total``
+    (tests/fleet/test_metrics_endpoint.py failed when the collector ran first)."""
+    import gc
+
+    before = engine_counters.snapshot()
+    cache = BlockCache(1024)
+    cache.hits += 5
+    cache.misses += 2
+    del cache
+    gc.collect()
+    after = engine_counters.snapshot()
+    assert after.cache_hits >= before.cache_hits + 5
+    assert after.cache_misses >= before.cache_misses + 2

@@ -36,6 +36,7 @@ from orchestration.metadata import (
     gc_kinds_table,
     gc_summary,
     integer,
+    live_database,
     millis,
     nbytes,
     not_live,
@@ -243,15 +244,11 @@ def checkpoint_refresh(
     created = refreshed = deleted = 0
     retaken: list[str] = []
     with surface_alerts(db):
-        try:
-            stored, health = inspect_database(s, db)
-        except DatabaseNotFound:
-            yield skipped(context, "database not found")
+        found = live_database(context, s, db)
+        if isinstance(found, dg.AssetObservation):
+            yield found
             return
-        why = not_live(health)
-        if why is not None:
-            yield skipped(context, why)
-            return
+        stored, _ = found
         plan = plan_checkpoints(
             list(stored.manifest.checkpoints),
             managed.checkpoints,

@@ -22,9 +22,8 @@ from orchestration.metadata import (
     SUMMARY,
     duration,
     integer,
+    live_database,
     millis,
-    not_live,
-    skipped,
     tags,
     text,
     unchanged,
@@ -121,14 +120,9 @@ def changes_to_delta(
     s = store.open()
     started = time.monotonic()
     with surface_alerts(db):
-        try:
-            _, health = inspect_database(s, db)
-        except DatabaseNotFound:
-            yield skipped(context, "database not found")
-            return
-        why = not_live(health)
-        if why is not None:
-            yield skipped(context, why)
+        found = live_database(context, s, db)
+        if isinstance(found, dg.AssetObservation):
+            yield found
             return
         try:
             applied = apply_changes(

@@ -15,8 +15,11 @@ from typing import Any
 import dagster as dg
 
 from slatedb_core import CompactionStats, GcStats
+from slatedb_core.errors import DatabaseNotFound
 from slatedb_core.gc import KINDS
-from slatedb_core.health import DatabaseHealth
+from slatedb_core.health import DatabaseHealth, inspect_database
+from slatedb_core.manifest.store import StoredManifest
+from slatedb_core.store.objectstore import ObjectStore
 
 MAINTENANCE = "slatedb_maintenance"
 LAYOUT = "slatedb_layout"
@@ -152,6 +155,22 @@ def skipped(
         partition=db,
         metadata={SUMMARY: text(f"skipped: {why}"), SKIPPED: text(why), **(extra or {})},
     )
+
+
+def live_database(
+    context: dg.AssetExecutionContext, store: ObjectStore, db: str
+) -> tuple[StoredManifest, DatabaseHealth] | dg.AssetObservation:
+    """The latest manifest and health of ``db``, or the :func:`skipped` record of a pass over a
+    database that is missing, destroyed or not initialized: the one check of every pass that
+    works only on a live database."""
+    try:
+        stored, health = inspect_database(store, db)
+    except DatabaseNotFound:
+        return skipped(context, "database not found")
+    why = not_live(health)
+    if why is not None:
+        return skipped(context, why)
+    return stored, health
 
 
 def unchanged(

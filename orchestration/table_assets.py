@@ -21,11 +21,10 @@ from orchestration.metadata import (
     duration,
     freshness,
     integer,
+    live_database,
     millis,
     nbytes,
-    not_live,
     size,
-    skipped,
     tags,
     text,
     timestamp,
@@ -34,7 +33,7 @@ from orchestration.partitions import databases_partitions, tables_partitions
 from orchestration.resources import ManagedDatabasesResource, ObjectStoreResource
 from slatedb_core import CheckpointOptions, Table, admin
 from slatedb_core.durations import parse_duration
-from slatedb_core.errors import CheckpointNotFound, DatabaseNotFound, MergeBlockedByBatch
+from slatedb_core.errors import CheckpointNotFound, MergeBlockedByBatch
 from slatedb_core.health import DatabaseHealth, inspect_database, split_key
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.table.shardmap import Shard
@@ -70,15 +69,11 @@ def delta_export(
     s = store.open()
     started = time.monotonic()
     with surface_alerts(db):
-        try:
-            _, health = inspect_database(s, db)
-        except DatabaseNotFound:
-            yield skipped(context, "database not found")
+        found = live_database(context, s, db)
+        if isinstance(found, dg.AssetObservation):
+            yield found
             return
-        why = not_live(health)
-        if why is not None:
-            yield skipped(context, why)
-            return
+        _, health = found
         snapshot = None
         if managed.export_checkpoint_name:
             live = [

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
+
+from slatedb_core.testing.ports import free_port
 
 
 class MotoServer:
@@ -14,9 +15,7 @@ class MotoServer:
         from tests.conftest import make_moto_conditional_puts_atomic
 
         make_moto_conditional_puts_atomic()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()

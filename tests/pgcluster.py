@@ -11,22 +11,15 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from pathlib import Path
 
 from lakehouse_demo.cluster.services import PG_MISSING, find_pg_bin
+from slatedb_core.testing.ports import free_port
 
 __all__ = ["PG_MISSING", "PgCluster", "find_pg_bin"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class PgCluster:
@@ -37,7 +30,7 @@ class PgCluster:
         self.bin = bin_dir
         self.dir = Path(tempfile.mkdtemp(prefix="slatedb-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._as: list[str] = []
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")

@@ -28,12 +28,12 @@ import json
 import os
 import secrets
 import shlex
-import socket
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from slatedb_core.errors import InvalidArgument
+from slatedb_core.testing.ports import free_ports, free_run
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -69,19 +69,11 @@ class Ports:
 
     @classmethod
     def free(cls, workers: int) -> Ports:
-        """Free ports on 127.0.0.1 (held together while picking), e.g. for a test's cluster."""
-        socks: list[socket.socket] = []
-        try:
-            while len(socks) < 7:
-                s = socket.socket()
-                s.bind((HOST, 0))
-                socks.append(s)
-            ports = [s.getsockname()[1] for s in socks]
-        finally:
-            for s in socks:
-                s.close()
-        # the worker UIs must be consecutive: probe a free run after the others
-        base = _free_run(workers, exclude=set(ports))
+        """Free ports on 127.0.0.1 that no outgoing connection takes while the services start,
+        e.g. for a test's cluster (slatedb_core/testing/ports.py)."""
+        ports = free_ports(7)
+        # the worker UIs must be consecutive
+        base = free_run(workers, exclude=set(ports))
         return cls(
             s3=ports[0],
             postgres=ports[1],
@@ -92,23 +84,6 @@ class Ports:
             metrics=ports[5],
             prometheus=ports[6],
         )
-
-
-def _free_run(n: int, exclude: set[int]) -> int:
-    for base in range(20000, 60000, 97):
-        run = range(base, base + n)
-        if exclude.isdisjoint(run) and all(_is_free(p) for p in run):
-            return base
-    raise InvalidArgument(f"no {n} consecutive free ports on {HOST}")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,7 @@ from lakehouse_demo.cluster.settings import (
     write_env_file,
 )
 from slatedb_core.errors import SlateDBError
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from slatedb_core.testing.ports import free_port
 
 
 # ---- a service that is running but momentarily not ready is not started a second time ---------
@@ -104,7 +98,7 @@ def test_postgres_first_start_that_failed_can_be_retried(
     created, and PostgreSQL stayed "not ready" on every later start, for ever)."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_POSTGRES_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
-    s = ClusterSettings(dir=pg_dir, ports=Ports(postgres=_free_port()))
+    s = ClusterSettings(dir=pg_dir, ports=Ports(postgres=free_port()))
     s.logs.mkdir()
     env = client_env(s, load_secrets(s))
     blocker = socket.socket()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -22,15 +21,10 @@ from lakehouse_demo.cluster.prometheus import (
     target_health,
     write_config,
 )
+from slatedb_core.testing.ports import free_port
 from tests.fleet.fleet_steps import REPO, make_fleet
 
 BINARY = find_prometheus()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.slow  # about 6.5 s: a Prometheus server starts and scrapes twice

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from devtools.devserver import free_port, stop_dagster_dev, wait_for
+from devtools.devserver import stop_dagster_dev, wait_for
 from devtools.sample_data import write_database
 from slatedb_core import open_store
 from slatedb_core.health import inspect_database
+from slatedb_core.testing.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")

@@ -16,7 +16,6 @@ import yaml  # type: ignore[import-untyped]
 
 from devtools.browser import CHROMIUM, Browser
 from devtools.devserver import (
-    free_port,
     graphql,
     processes_with,
     server_up,
@@ -29,6 +28,7 @@ from devtools.sample_data import write_database
 from devtools.sample_history import tick
 from orchestration.partitions import DATABASES
 from orchestration.settings import CONFIG_ENV, DEFAULT_CONFIG, STORE_URL_ENV, load_settings
+from slatedb_core.testing.ports import free_port
 
 pytestmark = [
     pytest.mark.slow,

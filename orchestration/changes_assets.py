@@ -2,10 +2,12 @@
 changes, incrementally and exactly once (:mod:`orchestration.changes_delta`), and its check
 ``changes_consumer_retained`` flags the feed's consumer falling behind the retention
 (docs/changes.md, "Retention"; issue 43, item 4). One partition per database, as the
-maintenance assets."""
+maintenance assets; ``changes_table_to_delta`` does the same for a sharded table's combined
+feed, one partition per table."""
 
 import time
 import warnings
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +15,12 @@ import dagster as dg
 from pydantic import Field
 
 from orchestration.alerts import surface_alerts
-from orchestration.changes_delta import apply_changes, committed_cursor
+from orchestration.changes_delta import (
+    ChangesApplied,
+    apply_changes,
+    apply_table_changes,
+    committed_cursor,
+)
 from orchestration.delta import export_uri
 from orchestration.markdown import markdown_literal
 from orchestration.metadata import (
@@ -28,8 +35,9 @@ from orchestration.metadata import (
     text,
     unchanged,
 )
-from orchestration.partitions import databases_partitions
+from orchestration.partitions import databases_partitions, tables_partitions
 from orchestration.resources import ObjectStoreResource
+from slatedb_core import Table
 from slatedb_core.durations import parse_duration
 from slatedb_core.errors import (
     ChangesCollected,
@@ -67,6 +75,11 @@ class ChangesToDeltaResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="How long the consumer's checkpoint outlives its last pass (None: until "
         "released); a pass later than this finds its changes collected",
     )
+    table_root: str = Field(
+        default="delta-table-changes",
+        description="Delta tables of the sharded tables' change feeds: <table_root>/<table> "
+        "(kept apart from root, so a table and a database of one name never share one)",
+    )
     batch_rows: int = Field(default=65536, description="Rows per change batch read")
     max_rows: int = Field(
         default=1_000_000, description="Changes one pass applies at most (the next pass goes on)"
@@ -93,6 +106,10 @@ class ChangesToDeltaResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def uri(self, db: str) -> str:
         """The Delta table of ``db``."""
         return export_uri(self.root, db)
+
+    def table_uri(self, table: str) -> str:
+        """The Delta table of the sharded table ``table``'s changes."""
+        return export_uri(self.table_root, table)
 
 
 @dg.asset(
@@ -137,7 +154,14 @@ def changes_to_delta(
             )
         except (ChangesCollected, InvalidArgument, MergeOperatorFailed) as e:
             raise dg.Failure(description=markdown_literal(f"{db}: {e}")) from e
-    seconds = time.monotonic() - started
+    yield from _recorded(context, db, applied, time.monotonic() - started)
+
+
+def _recorded(
+    context: dg.AssetExecutionContext, name: str, applied: ChangesApplied, seconds: float
+) -> Iterator[dg.MaterializeResult | dg.AssetObservation]:  # type: ignore[type-arg]
+    """A pass's record: a materialization with its figures when it committed, else an
+    observation (:func:`orchestration.metadata.unchanged`)."""
     metadata: dict[str, dg.MetadataValue] = {
         "cursor": text(applied.cursor or "none"),
         "since": text(applied.since or "none"),
@@ -160,8 +184,46 @@ def changes_to_delta(
         f"{duration(seconds)}"
     )
     metadata[SUMMARY] = text(summary)
-    context.log.info(f"{db}: {summary}")
+    context.log.info(f"{name}: {summary}")
     yield dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    partitions_def=tables_partitions,
+    group_name=EXPORT,
+    kinds={"slatedb", "deltalake"},
+    owners=list(DEFAULT_OWNERS),
+    tags=tags("changes"),
+    output_required=False,
+    description=(
+        "The sharded table's changes (every shard's, in order per key through splits, merges "
+        "and overwrites: Table.changes) merged by key into a Delta table, incrementally and "
+        "exactly once as changes_to_delta: the table cursor lives in the Delta commit that "
+        "applies the rows before it. Read as a consumer registered in each live shard."
+    ),
+)
+def changes_table_to_delta(
+    context: dg.AssetExecutionContext,
+    store: ObjectStoreResource,
+    changes_delta: ChangesToDeltaResource,
+) -> Any:
+    path = context.partition_key
+    s = store.open()
+    started = time.monotonic()
+    with surface_alerts(path):
+        try:
+            with Table.open(path, s, store.table_options()) as table:
+                applied = apply_table_changes(
+                    table,
+                    changes_delta.table_uri(path),
+                    consumer=changes_delta.consumer,
+                    options=changes_delta.changes_options(),
+                    merge_operator=store.merge_operator,
+                    max_rows=changes_delta.max_rows,
+                )
+        except (ChangesCollected, InvalidArgument, MergeOperatorFailed) as e:
+            raise dg.Failure(description=markdown_literal(f"{path}: {e}")) from e
+    yield from _recorded(context, path, applied, time.monotonic() - started)
 
 
 def _check(
@@ -269,7 +331,7 @@ def changes_consumer_retained(
     return _check(True, f"{db}: consumer {consumer} keeps {hold.wal_behind} WAL SSTs", warn, **meta)
 
 
-CHANGES_ASSETS = [changes_to_delta]
+CHANGES_ASSETS = [changes_to_delta, changes_table_to_delta]
 CHANGES_CHECKS = [changes_consumer_retained]
 
 changes_to_delta_job = dg.define_asset_job(
@@ -278,4 +340,10 @@ changes_to_delta_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,  # one step: no second process (orchestration.jobs)
     description="One changes_to_delta pass for one database partition, then its check.",
 )
-CHANGES_JOBS = [changes_to_delta_job]
+changes_table_to_delta_job = dg.define_asset_job(
+    "changes_table_to_delta_job",
+    selection=dg.AssetSelection.assets(changes_table_to_delta),
+    executor_def=dg.in_process_executor,
+    description="One changes_table_to_delta pass for one table partition.",
+)
+CHANGES_JOBS = [changes_to_delta_job, changes_table_to_delta_job]

@@ -21,6 +21,10 @@ before the pass, which is the Delta table's (it holds exactly the changes up to 
 no operator configured the pass fails (``InvalidArgument`` naming the setting) and commits
 nothing.
 A database without operands pays one ``any`` over the ``op`` column for this.
+
+A sharded table's feed (``Table.changes``, :func:`apply_table_changes`) is applied the same
+way: its cursor is a table cursor, recorded under the same key, and ``slatedb.table`` names the
+table where ``slatedb.database`` names a database.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ import pyarrow.compute as pc
 
 from slatedb_core import ObjectStore
 from slatedb_core.errors import InvalidArgument, MergeOperatorFailed
-from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.feed import ChangeFeed, ChangesOptions
 from slatedb_core.merge_operators import MergeOperator, resolve_merge_operator
+from slatedb_core.table import Table
 
 CURSOR_KEY = "slatedb.changes.cursor"
 """The commit metadata key of the cursor after the changes a commit applied."""
@@ -44,6 +49,10 @@ DATABASE_KEY = "slatedb.database"
 """The commit metadata key naming the database whose changes the table receives."""
 CONSUMER_KEY = "slatedb.changes.consumer"
 """The commit metadata key naming the registered consumer the changes were read as."""
+TABLE_KEY = "slatedb.table"
+"""The commit metadata key naming the sharded table whose changes the table receives (its
+cursor is then a table cursor, ``slatedb_core.table.changes.TableCursor``)."""
+_KINDS = {DATABASE_KEY: "database", TABLE_KEY: "table"}
 
 DELTA_SCHEMA = pa.schema(
     [
@@ -93,10 +102,13 @@ def app_id(consumer: str) -> str:
     return f"slatedb-changes:{consumer}"
 
 
-def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
+def committed_cursor(
+    uri: str, db: str, consumer: str, *, source_key: str = DATABASE_KEY
+) -> Committed:
     """The cursor the Delta table at ``uri`` last recorded for ``db`` (its newest commit that
     carries one); ``InvalidArgument`` when that commit names another database or consumer, or
-    when the table has rows and no commit recorded a cursor."""
+    when the table has rows and no commit recorded a cursor. ``source_key``: the commit
+    metadata key naming the source (``TABLE_KEY`` for a sharded table's feed)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -109,11 +121,13 @@ def committed_cursor(uri: str, db: str, consumer: str) -> Committed:
         cursor = commit.get(CURSOR_KEY)
         if cursor is None:
             continue  # another writer's commit (OPTIMIZE, VACUUM): not ours
-        if commit.get(DATABASE_KEY) != db or commit.get(CONSUMER_KEY) != consumer:
+        if commit.get(source_key) != db or commit.get(CONSUMER_KEY) != consumer:
+            kind = "table" if commit.get(TABLE_KEY) is not None else "database"
+            source = commit.get(TABLE_KEY, commit.get(DATABASE_KEY))
             raise InvalidArgument(
-                f"the Delta table {uri} receives the changes of database "
-                f"{commit.get(DATABASE_KEY)!r} (consumer {commit.get(CONSUMER_KEY)!r}), "
-                f"not {db!r} (consumer {consumer!r})"
+                f"the Delta table {uri} receives the changes of {kind} "
+                f"{source!r} (consumer {commit.get(CONSUMER_KEY)!r}), "
+                f"not {_KINDS[source_key]} {db!r} (consumer {consumer!r})"
             )
         return Committed(str(cursor), int(commit["version"]), txn, table)
     if table.to_pyarrow_dataset().count_rows():
@@ -233,19 +247,19 @@ def _delta_rows(rows: pa.Table) -> pa.Table:
     )
 
 
-def _read_changes(
-    feed: ChangeFeed, since: str | None, max_rows: int
-) -> tuple[pa.Table, Cursor | None]:
-    """The changes after ``since``, whole batches until ``max_rows`` or the feed's end, and the
-    cursor after them (None: no batch)."""
+def _read_changes(it: Iterator[Any], max_rows: int) -> tuple[pa.Table, str | None]:
+    """The batches of ``it`` (a database's or a table's feed: ``rows`` in ``CHANGE_SCHEMA``
+    and a ``cursor``), whole, until ``max_rows`` or its end, and the encoded cursor after them
+    (None: no batch)."""
+    from slatedb_core.feed import CHANGE_SCHEMA
+
     batches: list[pa.RecordBatch] = []
-    cursor: Cursor | None = None
+    cursor: str | None = None
     n = 0
-    it: Iterator = feed.changes(since)  # type: ignore[type-arg]
     try:
         for b in it:
             batches.append(b.rows)
-            cursor = b.cursor
+            cursor = b.cursor.encode()
             n += b.rows.num_rows
             if n >= max_rows:
                 break
@@ -253,8 +267,6 @@ def _read_changes(
         close = getattr(it, "close", None)
         if close is not None:
             close()
-    from slatedb_core.feed import CHANGE_SCHEMA
-
     return pa.Table.from_batches(batches, schema=CHANGE_SCHEMA), cursor
 
 
@@ -278,14 +290,78 @@ def apply_changes(
     called just before the commit (a test's point for a concurrent pass)."""
     import dataclasses
 
-    from deltalake import CommitProperties, Transaction, write_deltalake
-
     opts = dataclasses.replace(options or ChangesOptions(), consumer=consumer)
     op = resolve_merge_operator(merge_operator)
     feed = ChangeFeed(db, store, opts, wal_url=wal_url, merge_operator=op)
-    done = committed_cursor(uri, db, consumer)
-    changes, cursor = _read_changes(feed, done.cursor, max_rows)
-    if cursor is None or cursor.encode() == done.cursor:
+    return _apply(
+        db,
+        uri,
+        DATABASE_KEY,
+        consumer,
+        lambda since: feed.changes(since),
+        op,
+        max_rows,
+        before_commit,
+        after_commit,
+        # the GC may collect what the commit made unneeded, sooner
+        advance=feed.advance,
+    )
+
+
+def apply_table_changes(
+    table: Table,
+    uri: str,
+    *,
+    consumer: str,
+    options: ChangesOptions | None = None,
+    merge_operator: str | MergeOperator | None = None,
+    max_rows: int = 1_000_000,
+    before_commit: Callable[[], None] | None = None,
+    after_commit: Callable[[ChangesApplied], None] | None = None,
+) -> ChangesApplied:
+    """:func:`apply_changes` for the sharded table ``table`` (open): its combined feed
+    (``Table.changes``, docs/changes.md "Tables"), the cursor a ``TableCursor`` recorded in
+    the Delta commit with ``TABLE_KEY`` naming the table. The consumer is registered in each
+    live shard; its checkpoints move when the next pass resumes from the committed cursor (each
+    shard's feed moves its own on ``changes(since)``)."""
+    import dataclasses
+
+    opts = dataclasses.replace(options or ChangesOptions(), consumer=consumer)
+    op = resolve_merge_operator(merge_operator)
+    return _apply(
+        table.path,
+        uri,
+        TABLE_KEY,
+        consumer,
+        lambda since: table.changes(since, opts),
+        op,
+        max_rows,
+        before_commit,
+        after_commit,
+        advance=None,
+    )
+
+
+def _apply(
+    source: str,
+    uri: str,
+    source_key: str,
+    consumer: str,
+    read: Callable[[str | None], Iterator[Any]],
+    op: MergeOperator | None,
+    max_rows: int,
+    before_commit: Callable[[], None] | None,
+    after_commit: Callable[[ChangesApplied], None] | None,
+    *,
+    advance: Callable[[str], object] | None,
+) -> ChangesApplied:
+    """One pass of :func:`apply_changes` / :func:`apply_table_changes`: ``read(since)`` is the
+    source's feed after the cursor the Delta table recorded."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    done = committed_cursor(uri, source, consumer, source_key=source_key)
+    changes, cursor = _read_changes(read(done.cursor), max_rows)
+    if cursor is None or cursor == done.cursor:
         return ChangesApplied(uri, done.cursor, done.cursor, 0, 0, 0, 0, 0, None)
 
     def existing(keys: list[bytes]) -> dict[bytes, bytes]:
@@ -299,7 +375,7 @@ def apply_changes(
         )
 
     upserts, deletes = net_changes(changes, op, existing)
-    metadata = {CURSOR_KEY: cursor.encode(), DATABASE_KEY: db, CONSUMER_KEY: consumer}
+    metadata = {CURSOR_KEY: cursor, source_key: source, CONSUMER_KEY: consumer}
     props = CommitProperties(
         custom_metadata=metadata,
         app_transactions=[Transaction(app_id(consumer), done.txn_version + 1)],
@@ -313,7 +389,7 @@ def apply_changes(
         # append still commits it (a merge of no rows commits nothing)
         write_deltalake(done.table, upserts, mode="append", commit_properties=props)
     else:
-        source = upserts.append_column(
+        source_rows = upserts.append_column(
             "_delete", pa.array(np.zeros(upserts.num_rows, dtype=np.bool_))
         )
         gone = pa.table(
@@ -322,7 +398,7 @@ def apply_changes(
         gone = gone.append_column("_delete", pa.array(np.ones(len(deletes), dtype=np.bool_)))
         (
             done.table.merge(
-                pa.concat_tables([source, gone.cast(source.schema)]),
+                pa.concat_tables([source_rows, gone.cast(source_rows.schema)]),
                 "t.key = s.key",
                 source_alias="s",
                 target_alias="t",
@@ -333,30 +409,30 @@ def apply_changes(
             .when_not_matched_insert_all(predicate="NOT s._delete", except_cols=["_delete"])
             .execute()
         )
-    recorded = committed_cursor(uri, db, consumer)
-    if recorded.cursor != cursor.encode() or recorded.version is None:
+    recorded = committed_cursor(uri, source, consumer, source_key=source_key)
+    if recorded.cursor != cursor or recorded.version is None:
         # nothing moves past what the Delta table recorded (the consumer's checkpoint least of
         # all): the next pass resumes from the table's cursor, which must stay retained
         raise InvalidArgument(
-            f"the Delta table {uri} recorded cursor {recorded.cursor}, not {cursor.encode()}: "
+            f"the Delta table {uri} recorded cursor {recorded.cursor}, not {cursor}: "
             "another writer committed to it meanwhile"
         )
-    version = recorded.version
     ops = changes.column("op")
     applied = ChangesApplied(
         uri=uri,
         since=done.cursor,
-        cursor=cursor.encode(),
+        cursor=cursor,
         changes=changes.num_rows,
         upserts=upserts.num_rows,
         deletes=len(deletes),
         merge_operands=pc.sum(pc.equal(ops, "merge")).as_py() or 0,
         snapshot_rows=pc.sum(changes.column("snapshot")).as_py() or 0,
-        version=version,
+        version=recorded.version,
     )
     if after_commit is not None:
         after_commit(applied)
-    feed.advance(recorded.cursor)  # the GC may collect what the commit made unneeded, sooner
+    if advance is not None:
+        advance(cursor)
     return applied
 
 
@@ -365,10 +441,12 @@ __all__ = [
     "CURSOR_KEY",
     "DATABASE_KEY",
     "DELTA_SCHEMA",
+    "TABLE_KEY",
     "ChangesApplied",
     "Committed",
     "app_id",
     "apply_changes",
+    "apply_table_changes",
     "committed_cursor",
     "net_changes",
 ]

@@ -17,6 +17,7 @@ from orchestration.changes_assets import (
     CHANGES_RESOURCE,
     ChangesToDeltaResource,
 )
+from orchestration.changes_schedules import build_changes_schedules
 from orchestration.checks import CHECKS, health_check_job
 from orchestration.fleet_report import fleet_report_job
 from orchestration.fleet_view import fleet_asset
@@ -47,7 +48,10 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             fleet_report_job,
             acknowledge_missing_database_job,
         ],
-        schedules=build_schedules(settings.schedules),
+        schedules=[
+            *build_schedules(settings.schedules),
+            *build_changes_schedules(settings.schedules),
+        ],
         sensors=build_sensors(settings.sensors_running),
         resources=refuse_plain_secrets(
             {

@@ -31,6 +31,11 @@ class ScheduleSettings:
     checkpoint_refresh: str = "*/30 * * * *"
     delta_export: str = "0 3 * * *"
     rescaling: str = "0 4 * * *"
+    changes_to_delta: str = "*/5 * * * *"
+    """The cron of the change-feed schedules (orchestration/changes_schedules.py)."""
+    changes_to_delta_running: bool = False
+    """Whether they start running: off unless the deployment says so (a pass registers a
+    change-feed consumer in every database it reads, docs/changes.md "Dagster")."""
     timezone: str = "UTC"
     running: bool = True
     """Whether schedules start running when first deployed (the UI can toggle them). On unless

@@ -26,6 +26,7 @@ def test_default_definitions_load() -> None:
         "rescaling",
         "slatedb_fleet",
         "changes_to_delta",
+        "changes_table_to_delta",
     }
     checks = {k.name for k in repo.asset_graph.asset_check_keys}
     assert checks == {
@@ -38,14 +39,19 @@ def test_default_definitions_load() -> None:
         "changes_consumer_retained",
     }
     assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
-    # maintenance is on unless the deployment's settings say otherwise
-    assert {s.default_status for s in repo.schedule_defs} == {dg.DefaultScheduleStatus.RUNNING}
+    # maintenance is on unless the deployment's settings say otherwise; the change-feed
+    # schedules are off unless they say so (orchestration/changes_schedules.py)
+    changes = {"changes_to_delta_schedule", "changes_table_to_delta_schedule"}
+    assert {s.default_status for s in repo.schedule_defs if s.name not in changes} == {
+        dg.DefaultScheduleStatus.RUNNING
+    }
     assert {s.name for s in repo.schedule_defs} == {
         "compaction_schedule",
         "gc_schedule",
         "checkpoint_schedule",
         "export_schedule",
         "rescaling_schedule",
+        *changes,
     }
     assert {s.name for s in repo.sensor_defs} == {
         "database_discovery_sensor",

@@ -67,8 +67,36 @@ def resolve_sst_path(db_path: str, manifest: Manifest, sst: CompactedSst) -> str
     return sst_path(db_path, physical)
 
 
+def view_bounds(sst: CompactedSst, view: SstView) -> tuple[bytes | None, bytes | None]:
+    """``(lo, hi)``: the keys ``[lo, hi)`` a read may find in ``view`` of ``sst``, its physical
+    key range clipped to the view's visible range (None: unbounded). A view without a visible
+    range (most views) is its SST's range, taken without a :class:`KeyRange` (issue 42: three
+    per view were a seventh of an open at 10k SSTs); any other, or keys out of order, through
+    :meth:`KeyRange.intersect` (which refuses the latter as it always did)."""
+    info = sst.info
+    lo, last = info.first_key, info.last_key
+    hi = None if last is None else last + b"\x00"
+    if view.visible_range is None and (lo is None or hi is None or lo <= hi):
+        return lo, hi
+    r = KeyRange(lo, hi).intersect(KeyRange.of(view.visible_range))
+    return r.start, r.end
+
+
 class SstHandle:
     """One view of one SST; the reader is opened on first use and shared by later states."""
+
+    __slots__ = (
+        "_hi",
+        "_lo",
+        "_lock",
+        "_range",
+        "_reader",
+        "cache",
+        "path",
+        "sst",
+        "store",
+        "view",
+    )
 
     def __init__(
         self,
@@ -77,20 +105,26 @@ class SstHandle:
         sst: CompactedSst,
         view: SstView,
         cache: BlockCache | None,
+        bounds: tuple[bytes | None, bytes | None] | None = None,
     ) -> None:
         self.store = store
         self.path = path
         self.sst = sst
         self.view = view
         self.cache = cache
-        physical = KeyRange(
-            sst.info.first_key, None if sst.info.last_key is None else sst.info.last_key + b"\x00"
-        )
-        self.range = physical.intersect(KeyRange.of(view.visible_range))
-        self._lo = self.range.start  # the range's bounds, unpacked for the point-read path
-        self._hi = self.range.end
+        # the range's bounds (:func:`view_bounds`, or given by a caller that computed them)
+        self._lo, self._hi = view_bounds(sst, view) if bounds is None else bounds
+        self._range: KeyRange | None = None
         self._reader: SstReader | None = None
         self._lock = threading.Lock()
+
+    @property
+    def range(self) -> KeyRange:
+        """The keys a read may find in this view (its SST's, clipped to the visible range)."""
+        r = self._range
+        if r is None:
+            r = self._range = KeyRange(self._lo, self._hi)
+        return r
 
     def reader(self) -> SstReader:
         r = self._reader
@@ -130,13 +164,113 @@ class SstHandle:
         return self.reader().scan(clip.start, clip.end, readahead=readahead, groups=True)
 
 
+HandleKey = tuple[ULID, ULID]  # (view id, SST id)
+
+
+class _Pending:
+    """What a lazy :class:`SortedRunHandle` needs to build the handle of one of its views on
+    first use: the views and SSTs in key order, their bounds, where the state's SSTs live, and
+    the handles of the previous state (their open readers are kept)."""
+
+    __slots__ = ("bounds", "cache", "carry", "db_path", "manifest", "ssts", "store", "views")
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        db_path: str,
+        manifest: Manifest,
+        cache: BlockCache | None,
+        views: list[SstView],
+        ssts: list[CompactedSst],
+        bounds: list[tuple[bytes | None, bytes | None]],
+        carry: dict[HandleKey, SstHandle],
+    ) -> None:
+        self.store = store
+        self.db_path = db_path
+        self.manifest = manifest
+        self.cache = cache
+        self.views = views
+        self.ssts = ssts
+        self.bounds = bounds
+        self.carry = carry
+
+
 class SortedRunHandle:
-    """A sorted run: views ordered by key, non-overlapping."""
+    """A sorted run: views ordered by key, non-overlapping.
+
+    A run built by :func:`build_handles` is lazy (issue 42: building 10k handles was half of an
+    open at 10k SSTs): it keeps its views' start keys (what a read bisects) and builds the
+    handle of a view when a read first reaches it; :attr:`views` builds them all."""
 
     def __init__(self, run_id: int, views: list[SstHandle]) -> None:
         self.id = run_id
-        self.views = sorted(views, key=lambda h: h.range.start or b"")
-        self._starts = [h.range.start or b"" for h in self.views]
+        handles = sorted(views, key=lambda h: h._lo or b"")
+        self._handles: list[SstHandle | None] = list(handles)
+        self._starts = [h._lo or b"" for h in handles]
+        self.known: dict[HandleKey, SstHandle] = {
+            (h.view.view_id, h.view.sst_id): h for h in handles
+        }
+        """The handles built so far, by view (what the next state may reuse)."""
+        self._pending: _Pending | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def lazy(
+        cls,
+        run_id: int,
+        store: ObjectStore,
+        db_path: str,
+        manifest: Manifest,
+        views: Sequence[SstView],
+        cache: BlockCache | None,
+        carry: dict[HandleKey, SstHandle],
+    ) -> SortedRunHandle:
+        """The run of ``views`` of ``manifest``, no handle built yet (``carry``: handles of the
+        previous state, reused when a read reaches their view); KeyError for a view of an SST
+        ``manifest`` does not list, as the eager build raised."""
+        ssts = manifest.ssts_of(views)
+        bounds = list(map(view_bounds, ssts, views))
+        starts = [b[0] or b"" for b in bounds]
+        vs = list(views)
+        if not all(map(operator.le, starts, itertools.islice(starts, 1, None))):
+            order = sorted(range(len(starts)), key=starts.__getitem__)  # stable, as the eager
+            vs = list(map(vs.__getitem__, order))
+            ssts = list(map(ssts.__getitem__, order))
+            bounds = list(map(bounds.__getitem__, order))
+            starts = list(map(starts.__getitem__, order))
+        run = cls.__new__(cls)
+        run.id = run_id
+        run._handles = [None] * len(vs)
+        run._starts = starts
+        run.known = {}
+        run._pending = _Pending(store, db_path, manifest, cache, vs, ssts, bounds, carry)
+        run._lock = threading.Lock()
+        return run
+
+    def view(self, i: int) -> SstHandle:
+        """The handle of the ``i``-th view in key order, built on first use."""
+        h = self._handles[i]
+        if h is not None:
+            return h
+        with self._lock:
+            h = self._handles[i]
+            if h is None:
+                p = self._pending
+                assert p is not None  # an eager run has every handle
+                view, sst = p.views[i], p.ssts[i]
+                k = (view.view_id, view.sst_id)
+                h = p.carry.get(k)
+                if h is None or (h.view is not view and h.view != view):
+                    path = resolve_sst_path(p.db_path, p.manifest, sst)
+                    h = SstHandle(p.store, path, sst, view, p.cache, p.bounds[i])
+                self.known[k] = h
+                self._handles[i] = h
+        return h
+
+    @property
+    def views(self) -> list[SstHandle]:
+        """Every view's handle, in key order (each built now if it was not)."""
+        return [h or self.view(i) for i, h in enumerate(self._handles)]
 
     def first_view(self, key: bytes) -> int:
         """The index of the first view that may hold ``key``: the last one starting below it.
@@ -148,32 +282,36 @@ class SortedRunHandle:
 
     def get(self, key: bytes) -> tuple[int, int, bytes] | None:
         """The newest ``(seq, kind, value)`` of ``key`` in the run (see :meth:`first_view`)."""
-        starts, views = self._starts, self.views
-        for i in range(self.first_view(key), len(views)):
+        starts, handles = self._starts, self._handles
+        for i in range(self.first_view(key), len(starts)):
             if starts[i] > key:
                 break
-            e = views[i].get(key)
+            e = (handles[i] or self.view(i)).get(key)
             if e is not None:
                 return e
         return None
 
     def get_sorted(self, keys: list[bytes]) -> list[tuple[int, int, bytes] | None]:
         """:meth:`get` of each of ``keys`` (sorted, distinct): each view gets its share."""
-        starts, views = self._starts, self.views
-        out: list[tuple[int, int, bytes] | None] = [None] * len(keys)
-        a = bisect.bisect_left(keys, starts[0]) if starts else len(keys)
-        for i, h in enumerate(views):
-            if a >= len(keys):
-                break
-            z = bisect.bisect_left(keys, starts[i + 1], a) if i + 1 < len(starts) else len(keys)
+        starts = self._starts
+        n = len(keys)
+        out: list[tuple[int, int, bytes] | None] = [None] * n
+        # the views whose share is not empty: from the one holding the first key, stepping
+        # over views no key falls in with a bisect of the starts, not a step per view
+        a = bisect.bisect_left(keys, starts[0]) if starts else n
+        i = 0
+        while a < n:
+            i = max(i, bisect.bisect_right(starts, keys[a]) - 1)
+            z = bisect.bisect_left(keys, starts[i + 1], a) if i + 1 < len(starts) else n
             if z > a:
-                out[a:z] = h.get_sorted(keys[a:z])
+                out[a:z] = (self._handles[i] or self.view(i)).get_sorted(keys[a:z])
             a = z
+            i += 1
         # a key equal to a view's start may have newer versions at the end of the view before
         # (see first_view): those few keys are read again, newest first
         for s in starts[1:]:
             j = bisect.bisect_left(keys, s)
-            if j < len(keys) and keys[j] == s:
+            if j < n and keys[j] == s:
                 out[j] = self.get(s)
         return out
 
@@ -181,8 +319,9 @@ class SortedRunHandle:
         self, start: bytes | None, end: bytes | None, *, readahead: int | None = None
     ) -> Iterator[pa.RecordBatch]:
         first = 0 if start is None else self.first_view(start)
-        for h in self.views[first:]:
-            if end is not None and h.range.start is not None and h.range.start >= end:
+        for i in range(first, len(self._starts)):
+            h = self._handles[i] or self.view(i)
+            if end is not None and h._lo is not None and h._lo >= end:
                 break
             yield from h.scan(start, end, readahead=readahead)
 
@@ -250,7 +389,8 @@ class DbState:
         for h in self.l0:
             yield from _sst_versions(h, key)
         for run in self.runs:
-            for h in run.views[run.first_view(key) :]:
+            for i in range(run.first_view(key), len(run._starts)):
+                h = run._handles[i] or run.view(i)
                 if h._lo is not None and h._lo > key:
                     break
                 yield from _sst_versions(h, key)
@@ -347,11 +487,11 @@ class DbState:
             if e is not None:
                 return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         for run in self.runs:  # SortedRunHandle.get, inlined
-            starts = run._starts
+            starts, handles = run._starts, run._handles
             # the last view starting below the key, then any starting at it (first_view)
             i = max(0, bisect.bisect_left(starts, key) - 1)
             while i < len(starts) and starts[i] <= key:
-                h = run.views[i]
+                h = handles[i] or run.view(i)
                 i += 1
                 lo, hi = h._lo, h._hi
                 if (lo is not None and key < lo) or (hi is not None and key >= hi):
@@ -381,27 +521,34 @@ class DbState:
         )
 
 
-class HandleMap(dict[tuple[ULID, ULID], SstHandle]):
+class HandleMap(dict[HandleKey, SstHandle]):
     """:func:`build_handles`'s handles: those of L0 views by view, those of each sorted run in
     :attr:`runs`, by the views tuple they were built from. The next build reuses a run whose
     views did not change (the same immutable tuple, shared by every manifest a writer derives)
     without a step per view (issue 42: a commit at 10k SSTs looked up 10k handles again)."""
 
-    runs: dict[int, tuple[tuple[SstView, ...], SortedRunHandle, dict[tuple[ULID, ULID], SstHandle]]]
+    runs: dict[int, tuple[tuple[SstView, ...], SortedRunHandle]]
 
     def __init__(self) -> None:
         super().__init__()
         self.runs = {}
 
-    def find(self, key: tuple[ULID, ULID]) -> SstHandle | None:
-        """The handle of view ``key``, in L0 or in a run."""
+    def find(self, key: HandleKey) -> SstHandle | None:
+        """The handle of view ``key``, in L0 or in a run (built so far)."""
         h = self.get(key)
         if h is None:
-            for _, _, handles in self.runs.values():
-                h = handles.get(key)
+            for _, run in self.runs.values():
+                h = run.known.get(key)
                 if h is not None:
                     break
         return h
+
+    def built(self) -> dict[HandleKey, SstHandle]:
+        """Every handle built so far, by view: a new dict, which holds no run."""
+        out = dict(self)
+        for _, run in self.runs.values():
+            out.update(run.known)
+        return out
 
 
 def build_handles(
@@ -409,15 +556,16 @@ def build_handles(
     db_path: str,
     manifest: Manifest,
     cache: BlockCache | None,
-    previous: dict[tuple[ULID, ULID], SstHandle] | None = None,
-) -> tuple[tuple[SstHandle, ...], tuple[SortedRunHandle, ...], dict[tuple[ULID, ULID], SstHandle]]:
+    previous: dict[HandleKey, SstHandle] | None = None,
+) -> tuple[tuple[SstHandle, ...], tuple[SortedRunHandle, ...], dict[HandleKey, SstHandle]]:
     """Handles for every view of ``manifest``, reusing open readers from ``previous`` (and the
-    handles of its unchanged sorted runs, when it is a :class:`HandleMap`)."""
+    handles of its unchanged sorted runs, when it is a :class:`HandleMap`). L0's are built now;
+    a sorted run's when a read first reaches them (:meth:`SortedRunHandle.lazy`)."""
     known = HandleMap()
     find = previous.find if isinstance(previous, HandleMap) else (previous or {}).get
     prev_runs = previous.runs if isinstance(previous, HandleMap) else {}
 
-    def handle(view: SstView, into: dict[tuple[ULID, ULID], SstHandle]) -> SstHandle:
+    def handle(view: SstView) -> SstHandle:
         k = (view.view_id, view.sst_id)
         h = find(k)
         if h is None or (h.view is not view and h.view != view):
@@ -425,19 +573,23 @@ def build_handles(
             if sst is None:
                 raise KeyError(view.sst_id)
             h = SstHandle(store, resolve_sst_path(db_path, manifest, sst), sst, view, cache)
-        into[k] = h
+        known[k] = h
         return h
 
-    l0 = tuple(handle(v, known) for v in manifest.l0)
+    l0 = tuple(map(handle, manifest.l0))
     runs = []
+    carry: dict[HandleKey, SstHandle] | None = None  # the handles built before, for new runs
     for r in manifest.compacted:
         hit = prev_runs.get(id(r.views))
         if hit is not None and hit[0] is r.views and hit[1].id == r.id:
-            run, mine = hit[1], hit[2]
+            run = hit[1]
         else:
-            mine = {}
-            run = SortedRunHandle(r.id, [handle(v, mine) for v in r.views])
-        known.runs[id(r.views)] = (r.views, run, mine)
+            if carry is None:
+                carry = (
+                    previous.built() if isinstance(previous, HandleMap) else dict(previous or {})
+                )
+            run = SortedRunHandle.lazy(r.id, store, db_path, manifest, r.views, cache, carry)
+        known.runs[id(r.views)] = (r.views, run)
         runs.append(run)
     return l0, tuple(runs), known
 

@@ -282,3 +282,16 @@ class Manifest:
             by_id = {s.id.bytes: s for s in self.ssts}
             object.__setattr__(self, "_sst_by_id", by_id)  # a cache of immutable fields
         return by_id.get(sst_id.bytes)
+
+    def ssts_of(self, views: Iterable[SstView]) -> list[CompactedSst]:
+        """The SST of each of ``views``, in order (one map lookup each, no call per view);
+        KeyError naming the first view's SST id that no SST of the manifest has."""
+        if self._sst_by_id is None:
+            self.sst(ULID(bytes(16)))  # builds the map
+        by_id = self._sst_by_id
+        assert by_id is not None
+        try:
+            return [by_id[v.sst_id.bytes] for v in views]
+        except KeyError:
+            missing = next(v.sst_id for v in views if v.sst_id.bytes not in by_id)
+            raise KeyError(missing) from None

@@ -171,6 +171,20 @@ class SstReader:
         self._index_after = [*keys, b""]  # at a bisect's result: the next block's key, or b""
         self._codec = info.compression
         self.wal = info.sst_type == SST_TYPE_WAL
+        # each block's row count (SlateDB's BlockStats), when the stats hold one per block:
+        # a block with as many rows as restarts skips the full row check (raw_block)
+        st = self.stats
+        self._block_rows: list[int] = (
+            list(
+                map(
+                    operator.add,
+                    map(operator.add, st.block_puts, st.block_deletes),
+                    st.block_merges,
+                )
+            )
+            if st is not None and len(st.block_puts) == len(offsets) and not self.wal
+            else []
+        )
         self.block_count = len(offsets)
         stats_rows = (
             self.stats.num_puts + self.stats.num_deletes + self.stats.num_merges
@@ -558,7 +572,11 @@ class SstReader:
             if hit is not None:
                 return cast(Block | RawBlock, hit)
         raw = raw_block(
-            self.name, b, self._read_bytes(self._offs[b], self._offs[b + 1]), self._codec
+            self.name,
+            b,
+            self._read_bytes(self._offs[b], self._offs[b + 1]),
+            self._codec,
+            self._block_rows[b] if self._block_rows else -1,
         )
         keys = self._index_keys
         raw.check_bounds(keys[b], keys[b + 1] if b + 1 < len(keys) else None)

@@ -205,7 +205,57 @@ __all__ = [
     "mark_ingest",
     "marker_name",
     "parse_marker",
+    "unmarked_ingest_committed",
 ]
+
+
+def unmarked_ingest_committed(
+    manifests: ManifestStore, lo: int, hi: int, memo: dict[int, int | None] | None = None
+) -> bool | None:
+    """Whether an ingest committed seqs in ``lo..hi``, a seq gap between two WAL rows that
+    L0 covers: False when the manifests prove none did, True when one did, None when the
+    manifests that would tell are collected.
+
+    An ingest holds the L0 lock from its reservation to its commit, and commits with one
+    manifest update whose ``last_l0_seq`` is its last seq (every L0 row before it is older than
+    the reservation, :mod:`slatedb_core.writer.ingest`); ``last_l0_seq`` never goes down
+    (a flush and an ingest both set it to a max). So some manifest's ``last_l0_seq`` is in
+    ``lo..hi`` exactly when an ingest committed there; a reservation that never committed
+    leaves two consecutive manifests whose ``last_l0_seq`` jumps from below ``lo`` to past
+    ``hi`` (the next L0 commit holds only rows written after it). A binary search over the
+    listed manifest ids: one LIST and a few GETs, paid only at such a gap."""
+    seen = {} if memo is None else memo
+
+    def l0_seq(manifest_id: int) -> int | None:
+        if manifest_id not in seen:
+            try:
+                seen[manifest_id] = manifests.read(manifest_id).manifest.last_l0_seq
+            except ObjectNotFound:
+                seen[manifest_id] = None
+        return seen[manifest_id]
+
+    ids = [e.id for e in manifests.list()]
+    if not ids:
+        return None
+    first = l0_seq(ids[0])
+    if first is None or first >= lo:
+        return None if first is None or first > hi else True
+    below, above = 0, len(ids)  # ids[below] is under lo; ids[above:] are at or past lo
+    while above - below > 1:
+        mid = (below + above) // 2
+        s = l0_seq(ids[mid])
+        if s is None:
+            return None  # collected meanwhile
+        if s < lo:
+            below = mid
+        else:
+            above = mid
+    if above == len(ids) or ids[above] != ids[below] + 1:
+        return None  # nothing past lo yet (the gap is not covered), or a collected id
+    s = l0_seq(ids[above])
+    if s is None:
+        return None
+    return s <= hi
 
 
 def _gaps(seqs: npt.NDArray[np.uint64], start: int, before: int) -> list[int]:
@@ -254,6 +304,7 @@ class IngestMerge:
         self.l0_seq_after = l0_seq_after
         self.l0_seq_before = l0_seq_before
         self.wal_last_seq = wal_last_seq
+        self._l0_seqs: dict[int, int | None] = {}  # manifest id: its last_l0_seq (None: gone)
 
     def pieces(
         self, cursor: Cursor, fetched: Iterator[tuple[int, pa.RecordBatch]]
@@ -282,7 +333,8 @@ class IngestMerge:
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
                 if how == "l0" and not self.registered:
-                    raise self._unfollowed(hi, "before" if before is None else f"after {before}")
+                    lo = (cursor.seq if before is None else before) + 1
+                    self._settle_unmarked(lo, hi, "before" if before is None else f"after {before}")
                 if covered:
                     yield w, w, w, rows.slice(i, j - i)
                     i = j
@@ -305,6 +357,14 @@ class IngestMerge:
             # (no WAL row after the cursor: L0's rows may be those of the WAL SSTs before it,
             # flushed since a tail() cursor was taken; the same look-back as a gap's)
             raise self._unfollowed(self.l0_seq_before, f"after {seen}")
+
+    def _settle_unmarked(self, lo: int, hi: int, where: str) -> None:
+        """An unmarked seq gap ``lo..hi`` that L0 covers, for a feed no marker can speak for:
+        go on when the manifests prove that no ingest committed in it (a failed ingest's
+        reservation), else ChangesCollected."""
+        if unmarked_ingest_committed(self.manifests, lo, hi, self._l0_seqs) is False:
+            return
+        raise self._unfollowed(hi, where)
 
     def _unfollowed(self, hi: int, where: str) -> ChangesCollected:
         return ChangesCollected(

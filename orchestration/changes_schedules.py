@@ -8,7 +8,7 @@ incremental step and a tick with nothing new commits nothing. They are defined i
 deployment but start stopped unless ``schedules.changes_to_delta_running`` (and ``running``)
 is true: a pass registers a consumer whose checkpoint pins WAL in every database it reads, which
 a deployment chooses, unlike maintenance. The database schedule is the maintenance schedules'
-(:func:`orchestration.schedules._per_database`): live databases only, none for a database whose
+(:func:`orchestration.schedules.per_database`): live databases only, none for a database whose
 last pass is still in flight or held back after a failure with an alert.
 """
 
@@ -22,7 +22,7 @@ from orchestration.changes_assets import changes_table_to_delta_job, changes_to_
 from orchestration.fleet_sensor import runs_in_flight
 from orchestration.fleet_state import LIVE_STATES
 from orchestration.partitions import TABLES
-from orchestration.schedules import _per_database
+from orchestration.schedules import per_database
 from orchestration.settings import ScheduleSettings
 
 
@@ -72,7 +72,7 @@ def build_changes_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefin
     )
     cron = settings.changes_to_delta
     return [
-        _per_database(changes_to_delta_job, cron, on, LIVE_STATES),
+        per_database(changes_to_delta_job, cron, on, LIVE_STATES),
         _table_schedule(cron, on),
     ]
 

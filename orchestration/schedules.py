@@ -142,6 +142,11 @@ def _per_database(
     return _schedule
 
 
+per_database = _per_database
+"""A schedule of an asset job per database partition, as the maintenance ones (public for
+:mod:`orchestration.changes_schedules`)."""
+
+
 def _per_table(cron: str, settings: ScheduleSettings) -> dg.ScheduleDefinition:
     status = (
         dg.DefaultScheduleStatus.RUNNING if settings.running else dg.DefaultScheduleStatus.STOPPED

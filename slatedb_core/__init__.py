@@ -3,6 +3,9 @@
 The public API is what this module re-exports; everything else is internal and may change:
 the actors (:class:`Db`, :class:`DbReader`, :class:`Table`, :class:`Compactor`,
 :class:`GarbageCollector`, :class:`FleetScanner`), their options and results, :func:`open_store`,
+the change feed's types (:class:`Cursor`, :class:`TableCursor`, :class:`ChangeBatch`,
+:class:`TableChangeBatch`, :class:`ChangesOptions`, ..., docs/changes.md; its errors
+``ChangesCollected`` and ``CursorInvalid`` are in :mod:`~slatedb_core.errors` with the others),
 and the public modules :mod:`~slatedb_core.admin`, :mod:`~slatedb_core.health`,
 :mod:`~slatedb_core.fleet`, :mod:`~slatedb_core.layout` and :mod:`~slatedb_core.errors`. Every
 error is in :mod:`slatedb_core.errors` (import the classes from there) and derives from
@@ -18,6 +21,15 @@ from slatedb_core import admin, errors, fleet, health, layout
 from slatedb_core.checkpoints import CheckpointCreateResult
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.errors import ErrorKind, SlateDBError
+from slatedb_core.feed import (
+    CHANGE_SCHEMA,
+    ChangeBatch,
+    ChangeFeed,
+    ChangesOptions,
+    Cursor,
+    SnapshotPosition,
+)
+from slatedb_core.feed.retention import ConsumerHold
 from slatedb_core.fleet import DatabaseStatus, FleetScanner
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
 from slatedb_core.keys import KeyRange
@@ -36,6 +48,7 @@ from slatedb_core.reader.reader import DbReader, ReaderStats
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.table import Shard, Table, TableOptions, TableSnapshot, ValueEncoding
+from slatedb_core.table.changes import TableChangeBatch, TableChangeFeed, TableCursor
 from slatedb_core.writer import ttl as _ttl
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.db import Db
@@ -48,8 +61,12 @@ __version__ = "0.1.0"
 """The version of this package (its ``pyproject.toml`` version)."""
 
 __all__ = [
+    "CHANGE_SCHEMA",
     "NO_EXPIRY",
     "BulkIngestStats",
+    "ChangeBatch",
+    "ChangeFeed",
+    "ChangesOptions",
     "Checkpoint",
     "CheckpointCreateResult",
     "CheckpointOptions",
@@ -57,6 +74,8 @@ __all__ = [
     "CompactionStats",
     "Compactor",
     "CompactorOptions",
+    "ConsumerHold",
+    "Cursor",
     "DatabaseStatus",
     "Db",
     "DbOptions",
@@ -73,7 +92,11 @@ __all__ = [
     "ReaderStats",
     "Shard",
     "SlateDBError",
+    "SnapshotPosition",
     "Table",
+    "TableChangeBatch",
+    "TableChangeFeed",
+    "TableCursor",
     "TableOptions",
     "TableSnapshot",
     "UnionSource",

@@ -30,9 +30,28 @@ overwrite) is :class:`~slatedb_core.errors.ChangesCollected` rather than keys le
 database the table GC already deleted (a retired shard after ``db_delete_grace``, or a
 manifest 1 GC collected) is ChangesCollected too, never a silent gap.
 
+An overwrite's new shard is read from its build: the first manifest of the database that holds
+data (the overwrite's ingest, :mod:`slatedb_core.table.overwrite` step 1, before any writer of
+its own), delivered as snapshot rows in key order (state ``s<hex>``: the last key delivered),
+then its WAL after that manifest's replay point, rows above its ``last_l0_seq``. So a read
+between two cursors (``until``, a Spark micro-batch) yields the same rows every time, and
+needs no bootstrap.
+
+A registered consumer (``ChangesOptions.consumer``) holds every shard under the per-table name
+:func:`shard_consumer` (a consumer of the same name reading a shard database directly is
+another one). Each live shard's hold moves when its feed resumes (:mod:`slatedb_core.feed.
+retention`); a split or merge carries it to the targets before the swap. A retired shard keeps
+the hold (a destroyed database the GC does not delete while a checkpoint holds it) until a call
+resumes from a cursor past it: one that names it done, or neither names it nor needs it on the
+way to the latest map's shards; only then is it released, so a consumer that crashed before
+persisting its last cursor finds everything its persisted one needs. When a rescale target's
+manifest 1 is gone, where its own changes start is read from the manifest the consumer's
+carried checkpoint pins (committed before any write into the target).
+
 The combined cursor (:class:`TableCursor`) is ``t1.`` and the URL-safe base64 of a JSON object
 ``{"m": map id, "s": [[db path relative to the table, state], ...]}``, a state being the
-shard's cursor, null (from its start), ``"done"`` or ``x<hex>`` (deletes delivered to a key).
+shard's cursor, null (from its start), ``"done"``, ``x<hex>`` (deletes delivered to a key) or
+``s<hex>`` (an overwrite's new shard, its build's rows delivered to a key).
 """
 
 from __future__ import annotations
@@ -42,8 +61,11 @@ import binascii
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -52,17 +74,21 @@ import pyarrow.compute as pc
 from slatedb_core.errors import (
     ChangesCollected,
     CursorInvalid,
+    DatabaseDestroyed,
     DatabaseNotFound,
+    InvalidArgument,
     ObjectNotFound,
 )
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
-from slatedb_core.feed.rows import CHANGE_SCHEMA, empty_changes
+from slatedb_core.feed.retention import _CARRY_NS, CONSUMER_PREFIX, release
+from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join
 from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
 from slatedb_core.lsm.dbstate import DbState, build_handles
 from slatedb_core.lsm.memtable import Memtable
-from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.manifest.model import Manifest
+from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
@@ -75,6 +101,12 @@ CLEARING = "x"
 """An overwritten shard's entry while the deletes of its keys are delivered: ``x`` and the hex
 of the last key deleted (none yet: ``x`` alone)."""
 _CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*$")
+SEEDING = "s"
+"""An overwrite's new shard's entry while the rows of its build are delivered: ``s`` and the
+hex of the last key delivered (none yet: ``s`` alone)."""
+_SEEDING = re.compile(r"^s(?:[0-9a-f]{2})*$")
+SHARD_CONSUMER_PREFIX = "table:"
+"""A table consumer's name on each shard database is this prefix and its name."""
 _PREFIX = "t1."
 MAX_ENCODED = 1 << 20
 
@@ -116,7 +148,7 @@ class TableCursor:
             for p, c in items:
                 if not isinstance(p, str) or not p or p.startswith("/") or ".." in p.split("/"):
                     raise ValueError(f"bad shard path {p!r}")
-                if c is None or c == DONE or (isinstance(c, str) and _CLEARING.match(c)):
+                if c is None or c == DONE or (isinstance(c, str) and _phase(c)):
                     shards.append((p, c))
                 elif isinstance(c, str):
                     shards.append((p, Cursor.decode(c)))
@@ -147,7 +179,8 @@ class TableChangeBatch:
 
 class TableChangeFeed:
     """The change feed of the table at ``path`` (see the module docstring); ``options`` apply
-    to every shard's feed (a registered consumer registers in each live shard)."""
+    to every shard's feed (a registered consumer holds each shard under
+    :func:`shard_consumer`)."""
 
     def __init__(
         self,
@@ -163,6 +196,12 @@ class TableChangeFeed:
         self.maps = maps
         self.options = options or ChangesOptions()
         self.wal_url = wal_url
+        self.consumer: str | None = None
+        """The consumer's name on the shard databases (None: unregistered)."""
+        if self.options.consumer is not None:
+            self.consumer = shard_consumer(self.options.consumer)
+        self.shard_options = dataclasses.replace(self.options, consumer=self.consumer)
+        """What each shard's feed runs with."""
 
     def changes(
         self,
@@ -194,6 +233,27 @@ class TableChangeFeed:
                     self.path, f"shard database {s.db_path!r} is gone: {e}"
                 ) from e
         return TableCursor(m.id, tuple(tails))
+
+    def release(self) -> None:
+        """Unregister the consumer: delete its hold on every shard database of the latest map
+        and every retired one it lists (InvalidArgument without a consumer)."""
+        if self.consumer is None:
+            raise InvalidArgument("no consumer: set ChangesOptions.consumer")
+        m = self.maps.read_latest()
+        for db_path in [*(s.db_path for s in m.shards), *m.retired]:
+            self._release(db_path)
+
+    def _release(self, db_path: str) -> None:
+        """Delete the consumer's hold on ``db_path`` when it has one (one manifest read)."""
+        assert self.consumer is not None
+        name = CONSUMER_PREFIX + self.consumer
+        manifests = ManifestStore(self.store, db_path)
+        try:
+            if not any(c.name == name for c in manifests.read_latest().manifest.checkpoints):
+                return
+            release(manifests, self.consumer)
+        except (ObjectNotFound, DatabaseNotFound, DatabaseDestroyed):
+            pass  # deleted by the GC: it holds nothing
 
     def earliest(self) -> TableCursor:
         """The table cursor before its first change: the first shard map's shards, each from
@@ -292,13 +352,29 @@ class TableChangeFeed:
                 entries[changed] = c
             return TableCursor(m.id, tuple((self._rel(p), v) for p, v in entries.items()))
 
+        for s in m.shards:
+            resolve(s.db_path)
+        if self.consumer is not None:
+            # the retired shards the cursor is past: neither still read nor on the way
+            needed = {p for p, v in entries.items() if v != DONE}.union(order)
+            for p in dict.fromkeys([*m.retired, *entries]):
+                if p not in needed and p not in current:
+                    self._release(p)
+            # every live shard's hold moves (or registers) now, not when its turn comes:
+            # until then the GC would collect what the cursor still needs of it
+            for s in m.shards:
+                c = entries.get(s.db_path)
+                if s.db_path in entries and (c is None or isinstance(c, Cursor)):
+                    self._feed(s.db_path, self.shard_options).advance(c or Cursor())
+                    if c is None and _untouched(ManifestStore(self.store, s.db_path)):
+                        # its hold keeps the whole WAL, and an ingest is marked for it from
+                        # now on: read from WAL SST 1, not from a snapshot taken at its turn
+                        entries[s.db_path] = Cursor()
         # 1. retired shards the cursor names, to their end
         for db_path, c in list(entries.items()):
             if db_path in current or c == DONE or _is_clearing(c):
                 continue
             yield from self._to_end(db_path, c, cursor_now)
-        for s in m.shards:
-            resolve(s.db_path)
         # 2. shards found between, from manifest 1 (to their end unless live)
         for db_path in order:
             start = self._start(db_path)
@@ -311,7 +387,7 @@ class TableChangeFeed:
             for db_path in self._replaced(entries, current, m.retired):
                 entries[db_path] = CLEARING
             for db_path in targets:
-                entries[db_path] = None  # from its start: a snapshot of the new contents
+                entries[db_path] = SEEDING  # from its start: the rows of its build
             yield TableChangeBatch(empty_changes(), cursor_now(), "")
         for db_path, c in list(entries.items()):
             if isinstance(c, str) and _is_clearing(c):
@@ -320,8 +396,10 @@ class TableChangeFeed:
         for s in m.shards:
             c = entries[s.db_path]
             assert c != DONE
+            if _is_seeding(c):
+                c = yield from self._seed(s.db_path, c, cursor_now)
             yield from self._shard(
-                s.db_path, c, s.key_range, self.options, cursor_now, ends.get(s.db_path)
+                s.db_path, c, s.key_range, self.shard_options, cursor_now, ends.get(s.db_path)
             )
         # every shard after a done one has a cursor now: drop the done ones
         if any(v == DONE for v in entries.values()) and not any(
@@ -379,15 +457,8 @@ class TableChangeFeed:
         after = bytes.fromhex(state[1:]) or None
         try:
             stored = ManifestStore(self.store, db_path).read_latest()
-            frozen = Memtable()
-            frozen.freeze()
-            l0, runs, _ = build_handles(self.store, db_path, stored.manifest, None)
-            state_ = DbState(stored, frozen, (), l0, runs)
-            start = None if after is None else after + b"\x00"
             seq = stored.manifest.last_l0_seq
-            for b in state_.scan(start, None, batch_size=self.options.batch_rows):
-                if not b.num_rows:
-                    continue
+            for b in _scan(self.store, db_path, stored, after, self.options.batch_rows):
                 rows = _deletes(b.column(0), seq)
                 last = b.column(0)[b.num_rows - 1].as_py()
                 yield TableChangeBatch(rows, cursor_now(db_path, CLEARING + last.hex()), db_path)
@@ -399,9 +470,13 @@ class TableChangeFeed:
 
     def _start(self, db_path: str) -> Cursor:
         """Where a rescale target's own changes start: after the rows of its manifest 1."""
+        manifests = ManifestStore(self.store, db_path)
         try:
-            first = ManifestStore(self.store, db_path).read(1).manifest
+            first = manifests.read(1).manifest
         except ObjectNotFound:
+            carried = self._carried(manifests)
+            if carried is not None:
+                return Cursor(carried.replay_after_wal_id + 1, carried.last_l0_seq)
             raise ChangesCollected(
                 self.path,
                 f"manifest 1 of shard database {db_path!r} is gone (GC collected it): where "
@@ -409,18 +484,63 @@ class TableChangeFeed:
             ) from None
         return Cursor(first.replay_after_wal_id + 1, first.last_l0_seq)
 
+    def _carried(self, manifests: ManifestStore) -> Manifest | None:
+        """The manifest the consumer's checkpoint carried onto a rescale target pins (None: no
+        consumer, or it was moved or is gone). The carry commits before the target is swapped
+        in, so before any write of its own: its replay point and last seq are manifest 1's."""
+        if self.consumer is None:
+            return None
+        carried_id = uuid.uuid5(_CARRY_NS, f"{CONSUMER_PREFIX}{self.consumer}:{manifests.db_path}")
+        now = time.time()
+        for c in manifests.read_latest().manifest.checkpoints:
+            if c.id == carried_id and not c.is_expired(now):
+                try:
+                    return manifests.read(c.manifest_id).manifest
+                except ObjectNotFound:
+                    return None
+        return None
+
+    def _seed(
+        self, db_path: str, state: str, cursor_now: _CursorNow
+    ) -> Generator[TableChangeBatch, None, Cursor]:
+        """An overwrite's new shard from its start: the rows of its build (the first manifest
+        that holds data: the overwrite's ingest) after the key ``state`` names, as snapshot
+        rows in key order in batches of ``batch_rows``; returns where its WAL resumes after
+        them (that manifest's replay point and last seq). The same rows every time while that
+        manifest is there (a read between two cursors, a Spark micro-batch read again); a
+        registered consumer's hold (carried at the overwrite's swap) keeps it and its SSTs.
+        With no manifest holding data, its WAL from the start holds all it has."""
+        after = bytes.fromhex(state[1:]) or None
+        manifests = ManifestStore(self.store, db_path)
+        try:
+            built = _first_holding_data(manifests)
+            if built is None:
+                return Cursor()
+            m = built.manifest
+            start = Cursor(m.replay_after_wal_id + 1, m.last_l0_seq)
+            for b in _scan(self.store, db_path, built, after, self.options.batch_rows):
+                last = b.column(0)[b.num_rows - 1].as_py()
+                rows = change_rows(b, snapshot=True)
+                yield TableChangeBatch(rows, cursor_now(db_path, SEEDING + last.hex()), db_path)
+        except (ObjectNotFound, DatabaseNotFound) as e:
+            raise ChangesCollected(
+                self.path,
+                f"the overwrite's build of shard database {db_path!r} is gone (GC collected "
+                f"it): {e}; start again with since=None",
+            ) from e
+        yield TableChangeBatch(empty_changes(), cursor_now(db_path, start), db_path)
+        return start
+
     def _to_end(
         self, db_path: str, c: Cursor | str | None, cursor_now: _CursorNow
     ) -> Iterator[TableChangeBatch]:
-        """A retired shard's feed to its end (it takes no more writes), then marked done; a
-        registered consumer's checkpoint on it is released."""
+        """A retired shard's feed to its end (it takes no more writes), then marked done. A
+        registered consumer's hold on it stays until a call resumes past it (see
+        :meth:`_changes`): the cursor persisted before this one may still need it."""
         unregistered = dataclasses.replace(self.options, consumer=None)
+        if _is_seeding(c):  # an overwrite's shard replaced before its build was all read
+            c = yield from self._seed(db_path, c, cursor_now)
         yield from self._shard(db_path, c, None, unregistered, cursor_now)
-        if self.options.consumer is not None:
-            try:
-                self._feed(db_path, self.options).release()
-            except (ObjectNotFound, DatabaseNotFound):
-                pass
         yield TableChangeBatch(empty_changes(), cursor_now(db_path, DONE), db_path)
 
     def _feed(self, db_path: str, options: ChangesOptions) -> ChangeFeed:
@@ -488,6 +608,64 @@ def _is_clearing(c: Cursor | str | None) -> bool:
     return isinstance(c, str) and c != DONE and _CLEARING.match(c) is not None
 
 
+def _is_seeding(c: Cursor | str | None) -> TypeGuard[str]:
+    return isinstance(c, str) and _SEEDING.match(c) is not None
+
+
+def _phase(c: str) -> bool:
+    """Whether ``c`` is an entry's clearing or seeding state (not a shard's cursor)."""
+    return _CLEARING.match(c) is not None or _SEEDING.match(c) is not None
+
+
+def shard_consumer(consumer: str) -> str:
+    """The name under which a table's consumer ``consumer`` holds each shard database:
+    :data:`SHARD_CONSUMER_PREFIX` and its name (InvalidArgument for a bad name, or one too
+    long for a checkpoint's with the prefix)."""
+    if not isinstance(consumer, str) or not consumer:
+        raise InvalidArgument("a table change-feed consumer's name is a non-empty str")
+    name = SHARD_CONSUMER_PREFIX + consumer
+    ChangesOptions(consumer=name)  # checks it as a shard's consumer name
+    return name
+
+
+def _untouched(manifests: ManifestStore) -> bool:
+    """Whether the database's latest manifest has nothing in L0 or below it yet (replay point
+    and last L0 seq 0): its WAL from SST 1 holds every change it has."""
+    m = manifests.read_latest().manifest
+    return m.replay_after_wal_id == 0 and m.last_l0_seq == 0
+
+
+def _holds_data(m: Manifest) -> bool:
+    return bool(m.l0 or m.compacted or m.transactions)
+
+
+def _first_holding_data(manifests: ManifestStore) -> StoredManifest | None:
+    """The first manifest of the database, in id order, that holds data (None: none does)."""
+    for entry in manifests.list():
+        try:
+            stored = manifests.read(entry.id)
+        except ObjectNotFound:
+            continue  # collected since the LIST
+        if _holds_data(stored.manifest):
+            return stored
+    return None
+
+
+def _scan(
+    store: ObjectStore, db_path: str, stored: StoredManifest, after: bytes | None, size: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the SSTs of ``stored`` after the key ``after`` (None: all), the newest
+    version of each live key in key order, in non-empty batches of ``size`` at most."""
+    frozen = Memtable()
+    frozen.freeze()
+    l0, runs, _ = build_handles(store, db_path, stored.manifest, None)
+    state = DbState(stored, frozen, (), l0, runs)
+    start = None if after is None else after + b"\x00"
+    for b in state.scan(start, None, batch_size=size):
+        if b.num_rows:
+            yield b
+
+
 def _deletes(keys: pa.Array, seq: int) -> pa.RecordBatch:
     """``CHANGE_SCHEMA`` deletes of ``keys`` at ``seq`` (the replaced shard's last)."""
     n = len(keys)
@@ -521,4 +699,12 @@ def _in_range(rows: pa.RecordBatch, rng: KeyRange) -> pa.RecordBatch:
     return rows.filter(mask)
 
 
-__all__ = ["DONE", "TableChangeBatch", "TableChangeFeed", "TableCursor", "delivered_by"]
+__all__ = [
+    "DONE",
+    "SHARD_CONSUMER_PREFIX",
+    "TableChangeBatch",
+    "TableChangeFeed",
+    "TableCursor",
+    "delivered_by",
+    "shard_consumer",
+]

@@ -302,6 +302,10 @@ def _run(table: RescaleContext, m: ShardMap, op: PendingOp) -> ShardMap:
             table, srcs, [(path, rng) for path, _, rng in targets], op
         ):
             return _cancel(table, op, [t[0] for t in targets])
+        if op.kind == "replace":
+            # an overwrite's targets too: a consumer's hold keeps their build (and the WAL
+            # after it) until it read them (slatedb_core.table.changes)
+            _carry_consumers(table, srcs, [t[0] for t in targets])
     except _OpGone:
         log.info("table %r: %s %s finished by a concurrent run", table.path, op.kind, op.op_id)
         return table.maps.read_latest()

@@ -21,14 +21,8 @@ from slatedb_core import admin, errors, fleet, health, layout
 from slatedb_core.checkpoints import CheckpointCreateResult
 from slatedb_core.compactor import CompactionStats, Compactor, run_compaction_once
 from slatedb_core.errors import ErrorKind, SlateDBError
-from slatedb_core.feed import (
-    CHANGE_SCHEMA,
-    ChangeBatch,
-    ChangeFeed,
-    ChangesOptions,
-    Cursor,
-    SnapshotPosition,
-)
+from slatedb_core.feed import ChangeBatch, ChangeFeed, ChangesOptions, Cursor, SnapshotPosition
+from slatedb_core.feed import rows as _rows
 from slatedb_core.feed.retention import ConsumerHold
 from slatedb_core.fleet import DatabaseStatus, FleetScanner
 from slatedb_core.gc import GarbageCollector, GcStats, run_gc_once
@@ -56,6 +50,11 @@ from slatedb_core.writer.types import BulkIngestStats
 
 NO_EXPIRY: Final = _ttl.NO_EXPIRY
 """``ttl=NO_EXPIRY``: the row never expires, even in a database with a ``default_ttl``."""
+
+CHANGE_SCHEMA: Final = _rows.CHANGE_SCHEMA
+"""The Arrow schema of a batch of changes (``ChangeBatch.rows``, ``TableChangeBatch.rows``):
+key, value (null for a delete), op, seq, create_ts, expire_ts, wal_id, snapshot
+(docs/changes.md, "Rows")."""
 
 __version__ = "0.1.0"
 """The version of this package (its ``pyproject.toml`` version)."""

@@ -11,6 +11,8 @@ A database at ``<db>`` (SlateDB RFC 0001, "File Layout"; docs/manifest-and-fenci
     <db>/gc/{name}.boundary               GC boundary files (SlateDB RFC 0026; docs/gc-and-boundaries.md)
     <db>/clone.origin                     a clone's or union's origin record (docs/clones-and-destroy.md)
     <db>/_wal_store_id                    in a separate WAL store: its id (slatedb_core.wal.location)
+    <db>/changes/{sha256 of name}.consumer   a change-feed consumer's registration record
+                                          (slatedb_core.feed.registrations; docs/changes.md)
 
 A sharded table at ``<table>`` (docs/projection-and-union.md)::
 
@@ -33,6 +35,7 @@ Names are ``/``-separated and relative to the store's root; :func:`join` builds 
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import quote, unquote
 
 from ulid import ULID
@@ -54,6 +57,11 @@ WAL_STORE_ID = "_wal_store_id"
 for that store (``Manifest.wal_store_id``; :mod:`slatedb_core.wal.location`). Outside ``wal/``,
 where SlateDB lists WAL objects and parses every name as a WAL id."""
 
+CHANGES_DIR = "changes"
+"""Ours: the change feed's objects of a database (docs/changes.md), outside every directory
+SlateDB lists."""
+CONSUMER_SUFFIX = ".consumer"
+
 # Boundary names, one per kind of object GC deletes (docs/gc-and-boundaries.md).
 MANIFEST_BOUNDARY = "manifest"
 COMPACTIONS_BOUNDARY = "compactions"
@@ -62,7 +70,7 @@ COMPACTED_BOUNDARY = "compacted"
 
 # Everything a database owns under its path: a hard destroy deletes these and nothing else, so a
 # database or table nested under another's path survives it (docs/clones-and-destroy.md).
-OWN_DIRS = frozenset({MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR})
+OWN_DIRS = frozenset({MANIFEST_DIR, WAL_DIR, COMPACTED_DIR, COMPACTIONS_DIR, GC_DIR, CHANGES_DIR})
 OWN_FILES = frozenset({CLONE_ORIGIN})
 
 # ---- a sharded table ----------------------------------------------------------------------
@@ -117,6 +125,18 @@ def wal_store_id_path(db_path: str) -> str:
 
 def wal_sst_name(wal_id: int) -> str:
     return f"{wal_id:020d}{SST_SUFFIX}"
+
+
+def changes_dir(db_path: str) -> str:
+    """Where the change feed keeps its objects of the database (:data:`CHANGES_DIR`)."""
+    return join(db_path, CHANGES_DIR)
+
+
+def consumer_record_path(db_path: str, consumer: str) -> str:
+    """The registration record of change-feed consumer ``consumer`` of the database: named by
+    the SHA-256 of the name (any printable name, a fixed length, safe in every store)."""
+    digest = hashlib.sha256(consumer.encode("utf-8", "surrogatepass")).hexdigest()
+    return join(db_path, CHANGES_DIR, digest + CONSUMER_SUFFIX)
 
 
 def compacted_dir(db_path: str) -> str:

@@ -160,9 +160,10 @@ class ChangeFeed:
         latest = self.manifests.read_latest()
         if not latest.manifest.initialized:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
+        marked_after: int | None = None  # no consumer: no ingest is marked for this feed
         if self.options.consumer is not None:
             # registers the consumer, or moves its hold
-            self._advance(cursor or Cursor(), latest.manifest, fresh=cursor is None)
+            marked_after = self._advance(cursor or Cursor(), latest.manifest)
         ephemeral: uuid.UUID | None = None
         if cursor is None:
             run, gap = self._plan(Cursor(), latest.manifest)
@@ -176,11 +177,12 @@ class ChangeFeed:
                 # "Ingested rows"), which only a snapshot delivers to a new feed
                 gap = "rows ingested into L0 are in no WAL SST"
             if gap is None:
-                yield from self._batches(Cursor(), run, self._ingests(Cursor(), latest.manifest))
+                merge = self._ingests(Cursor(), latest.manifest, marked_after)
+                yield from self._batches(Cursor(), run, merge)
                 return
             if not self.options.bootstrap:
                 raise ChangesCollected(self.path, f"{gap} (bootstrap=False)")
-            cursor = self._bootstrap_cursor()
+            cursor, marked_after = self._bootstrap_cursor(marked_after)
             if self.options.consumer is None:
                 assert cursor.snapshot is not None
                 ephemeral = cursor.snapshot.checkpoint
@@ -189,7 +191,7 @@ class ChangeFeed:
         run, gap = self._plan(cursor, latest.manifest)
         if gap is not None:
             raise ChangesCollected(self.path, gap)
-        yield from self._batches(cursor, run, self._ingests(cursor, latest.manifest))
+        yield from self._batches(cursor, run, self._ingests(cursor, latest.manifest, marked_after))
         if ephemeral is not None:
             # kept until the WAL after the snapshot was read, so the GC kept that too; a feed
             # not read to its end leaves it to expire (snapshot_lifetime)
@@ -220,17 +222,21 @@ class ChangeFeed:
         assert c is not None
         self._advance(c, self.manifests.read_latest().manifest)
 
-    def _advance(self, c: Cursor, latest: Manifest, *, fresh: bool = False) -> None:
-        """:meth:`advance` to ``c``, ``latest`` the latest manifest read before. A cursor
-        ahead of the WAL is CursorInvalid before the hold moves: moved for it, the hold would
-        let GC collect what the consumer's real cursor still needs."""
+    def _advance(self, c: Cursor, latest: Manifest) -> int:
+        """:meth:`advance` to ``c``, ``latest`` the latest manifest read before; returns the
+        seq above which every committed ingest is marked for the consumer (its registration,
+        :mod:`slatedb_core.feed.registrations`). A cursor ahead of the WAL is CursorInvalid
+        before the hold moves: moved for it, the hold would let GC collect what the consumer's
+        real cursor still needs."""
         consumer = self._consumer()
         if c.snapshot is None and c.wal_id - 1 > latest.replay_after_wal_id:
             self._check_not_ahead(c.wal_id - 1)
-        hold(self.manifests, consumer, c, self.options.consumer_lifetime, time.time(), fresh=fresh)
+        now = time.time()
+        return hold(self.manifests, consumer, c, self.options.consumer_lifetime, now).marked_after
 
     def release(self) -> None:
-        """Unregister the consumer: delete its checkpoint."""
+        """Unregister the consumer: delete its checkpoint and ingest markers (releasing what
+        they kept from the GC), then its registration record."""
         release(self.manifests, self._consumer())
 
     def consumers(self) -> list[ConsumerHold]:
@@ -330,16 +336,17 @@ class ChangeFeed:
         if pending or pos != yielded:
             yield ChangeBatch(_concat(pending), pos)
 
-    def _ingests(self, cursor: Cursor, before: Manifest) -> IngestMerge:
+    def _ingests(self, cursor: Cursor, before: Manifest, marked_after: int | None) -> IngestMerge:
         """What merges the ingests after ``cursor`` into the WAL rows (docs/changes.md,
         "Ingested rows"): the marked ones, read from a manifest read now, after
-        :meth:`_plan`'s LIST; ``before``: the manifest read before it."""
+        :meth:`_plan`'s LIST; ``before``: the manifest read before it; ``marked_after``: the
+        seq above which every ingest is marked for the feed's consumer (None: no consumer)."""
         after = self.manifests.read_latest().manifest
         return IngestMerge(
             self.store,
             self.manifests,
             live_marks(after, time.time(), cursor.seq),
-            self.options.consumer is not None,
+            marked_after,
             after.last_l0_seq,
             before.last_l0_seq,
             self._wal_last_seq,
@@ -410,16 +417,19 @@ class ChangeFeed:
         return (batches[0] if len(batches) == 1 else pa.concat_batches(batches)), read_at
 
     # ---- the bootstrap snapshot -------------------------------------------------------------
-    def _bootstrap_cursor(self) -> Cursor:
+    def _bootstrap_cursor(self, marked_after: int | None) -> tuple[Cursor, int | None]:
         """A cursor at the start of a snapshot of the latest manifest, under a checkpoint: the
-        consumer's (moved there), or one of ``snapshot_lifetime`` of its own."""
+        consumer's (moved there), or one of ``snapshot_lifetime`` of its own; and
+        ``marked_after`` as the consumer's registration says after the move."""
         now = time.time()
         if self.options.consumer is not None:
-            cp = hold(
+            held = hold(
                 self.manifests, self.options.consumer, None, self.options.consumer_lifetime, now
             )
+            cp = held.checkpoint
             assert cp is not None
             cp_id, manifest_id = cp.id, cp.manifest_id
+            marked_after = held.marked_after
         else:
             cp_id = uuid.uuid4()
             opts = CheckpointOptions(
@@ -430,9 +440,8 @@ class ChangeFeed:
             assert found is not None
             manifest_id = found.manifest_id
         m = self.manifests.read(manifest_id).manifest
-        return Cursor(
-            m.replay_after_wal_id + 1, m.last_l0_seq, SnapshotPosition(cp_id, manifest_id, None)
-        )
+        pos = SnapshotPosition(cp_id, manifest_id, None)
+        return Cursor(m.replay_after_wal_id + 1, m.last_l0_seq, pos), marked_after
 
     def _snapshot(self, cursor: Cursor) -> Generator[ChangeBatch, None, Cursor]:
         """The snapshot batches after ``cursor`` (a snapshot cursor); returns the cursor of

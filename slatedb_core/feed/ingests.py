@@ -280,9 +280,12 @@ class IngestMerge:
     manifest's ``last_l0_seq`` already covers it (an ingest holds the L0 lock from its
     reservation to its commit, so a later L0 commit means it ended, and a committed one's marker
     is in that manifest): the call stops before it and the next one goes on. A gap the
-    manifest covers with no marker is a failed ingest's for a ``registered`` consumer (every
-    ingest since it registered is marked for it); an unregistered feed, which cannot tell,
-    raises ChangesCollected there rather than risk a gap. ``l0_seq_before``
+    manifest covers with no marker, all above ``marked_after``, is a failed ingest's for a
+    registered consumer (every ingest committed above that seq since its registration is
+    marked for it, :mod:`slatedb_core.feed.registrations`); any other (``marked_after`` None: an
+    unregistered feed) goes on only when the manifests prove no ingest committed in it
+    (:func:`unmarked_ingest_committed`), else raises ChangesCollected there rather than risk a
+    gap. ``l0_seq_before``
     (the ``last_l0_seq`` of a manifest read before the LIST) ends the check that no ingest was
     left behind: every L0 row of that manifest is in a WAL SST listed, or an ingest's.
     ``wal_last_seq(id)``: the highest seq of WAL SST ``id`` (0: it has no rows; None: gone)."""
@@ -292,7 +295,7 @@ class IngestMerge:
         store: ObjectStore,
         manifests: ManifestStore,
         marks: list[IngestMark],
-        registered: bool,
+        marked_after: int | None,
         l0_seq_after: int,
         l0_seq_before: int,
         wal_last_seq: Callable[[int], int | None],
@@ -300,7 +303,7 @@ class IngestMerge:
         self.store = store
         self.manifests = manifests
         self.marks = marks
-        self.registered = registered
+        self.marked_after = marked_after
         self.l0_seq_after = l0_seq_after
         self.l0_seq_before = l0_seq_before
         self.wal_last_seq = wal_last_seq
@@ -332,8 +335,10 @@ class IngestMerge:
                 if how is None:
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
-                if how == "l0" and not self.registered:
-                    lo = (cursor.seq if before is None else before) + 1
+                lo = (cursor.seq if before is None else before) + 1
+                if how == "l0" and (self.marked_after is None or lo <= self.marked_after):
+                    # no marker can speak for this gap: an unregistered feed's, or one from
+                    # before the consumer's registration (its checkpoint lapsed meanwhile)
                     self._settle_unmarked(lo, hi, "before" if before is None else f"after {before}")
                 if covered:
                     yield w, w, w, rows.slice(i, j - i)
@@ -370,8 +375,17 @@ class IngestMerge:
         return ChangesCollected(
             self.manifests.db_path,
             f"rows up to seq {hi} ({where}) are in L0 but in no WAL SST: an ingest "
-            "(Db.ingest_ssts, bulk_ingest) no marker names; only a registered consumer "
-            "(ChangesOptions.consumer) follows ingests; bootstrap again",
+            "(Db.ingest_ssts, bulk_ingest) no marker names; only a consumer registered "
+            "(ChangesOptions.consumer) before the ingest committed, and live since, follows it; "
+            "start again from a snapshot (since=None)" + self._why(),
+        )
+
+    def _why(self) -> str:
+        if self.marked_after is None:
+            return ""
+        return (
+            f" (this consumer's registration marks ingests above seq {self.marked_after} only: "
+            "it registered after this cursor, or its checkpoint lapsed, consumer_lifetime)"
         )
 
     def _resolved(self, covered: list[IngestMark], hi: int, at_cursor: int | None) -> str | None:

@@ -11,7 +11,10 @@ change the consumer has not read. Each time the consumer resumes from a persiste
 (:func:`hold`), the checkpoint moves to the manifest being committed when that manifest's
 replay point is at or below the cursor's WAL id (the checkpoint edit leaves the replay point as
 it is), deleting the old one in the same update; otherwise the old one stays. While the
-bootstrap snapshot is delivered, the checkpoint is the one the snapshot reads and stays.
+bootstrap snapshot is delivered, the checkpoint is the one the snapshot reads and stays. A
+consumer with no live checkpoint (new, or back after it lapsed) is registered again, and its
+registration record (:mod:`slatedb_core.feed.registrations`) says from which seq on ingests
+are marked for it; :func:`release` unregisters it.
 
 Every edit is a pure function of the manifest it is applied to (the manifest store re-applies
 it after a lost race; :mod:`slatedb_core.checkpoints`).
@@ -25,9 +28,15 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
-from slatedb_core.errors import ChangesCollected, InvalidArgument, ObjectNotFound
+from slatedb_core.errors import InvalidArgument, ObjectNotFound
 from slatedb_core.feed.cursor import Cursor
 from slatedb_core.feed.ingests import consumer_marks_change, extend_marks
+from slatedb_core.feed.registrations import (
+    Registration,
+    delete_registration,
+    read_registration,
+    write_registration,
+)
 from slatedb_core.manifest.model import Checkpoint, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.store.objectstore import ObjectStore
@@ -59,13 +68,13 @@ def hold_change(
     cursor: Cursor | None,
     lifetime: timedelta | None,
     now_s: float,
-    *,
-    fresh: bool = False,
 ) -> Callable[[Manifest, int], Manifest | None]:
     """The edit that keeps what ``consumer`` still needs after ``cursor`` (None: the consumer
     bootstraps from a snapshot of the manifest being committed, so the checkpoint moves there):
     see the module docstring. Commits nothing when the checkpoint already pins the latest
-    manifest, or must stay where it is and needs no later expiry."""
+    manifest, or must stay where it is and needs no later expiry. A consumer with no live
+    checkpoint (new, or back after it lapsed) is registered (again) by it: what its feed may
+    then skip is settled by its registration (:mod:`slatedb_core.feed.registrations`)."""
     name = checkpoint_name(consumer)
     expire = expire_time_s(now_s, lifetime)
 
@@ -88,14 +97,6 @@ def hold_change(
         if cursor is not None and cursor.snapshot is not None:
             keep = [c for c in live if c.id == cursor.snapshot.checkpoint]
             return _extended(m, others, mine, keep, expire)
-        if cursor is not None and not fresh and mine and not live:
-            # an ingest committed while it had lapsed has no marker for it, and a registered
-            # feed takes an unmarked gap for a failed ingest's (docs/changes.md, "Retention")
-            raise ChangesCollected(
-                path,
-                f"the checkpoint of consumer {consumer!r} lapsed (consumer_lifetime): what was "
-                "committed meanwhile was not kept for it; start again from a snapshot (no cursor)",
-            )
         movable = cursor is None or m.replay_after_wal_id <= cursor.wal_id
         if live and (not movable or (cursor is not None and _pins_current(live, next_id))):
             return _extended(m, others, mine, live, expire)
@@ -138,6 +139,16 @@ def _extended(
     return dataclasses.replace(m, checkpoints=(*others, *kept))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Held:
+    """What :func:`hold` left: the consumer's checkpoint (None: it holds none, a snapshot
+    cursor whose checkpoint is gone) and the seq above which every ingest that committed is
+    marked for it (:attr:`Registration.marked_after`)."""
+
+    checkpoint: Checkpoint | None
+    marked_after: int
+
+
 def hold(
     manifests: ManifestStore,
     consumer: str,
@@ -145,21 +156,45 @@ def hold(
     lifetime: timedelta | None,
     now_s: float,
     *,
-    fresh: bool = False,
-) -> Checkpoint | None:
-    """Apply :func:`hold_change`; the consumer's checkpoint after it (None: it holds none, a
-    snapshot cursor whose checkpoint is gone). ``fresh``: ``cursor`` is where a feed with no
-    cursor starts, not one the consumer resumes from (a lapsed checkpoint is then no error)."""
-    stored = manifests.update_at(
-        hold_change(manifests.db_path, consumer, cursor, lifetime, now_s, fresh=fresh)
-    )
+    floor: str | None = None,
+) -> Held:
+    """Apply :func:`hold_change`, and keep the consumer's registration record
+    (:mod:`slatedb_core.feed.registrations`) in step: written when the checkpoint is new or
+    moved, with ``floor`` (the encoded cursor resumed from; default ``cursor``'s)."""
+    store, path = manifests.store, manifests.db_path
+    reg = read_registration(store, path, consumer)
+    change = hold_change(path, consumer, cursor, lifetime, now_s)
+    bases: list[Manifest] = []
+
+    def observed(m: Manifest, next_id: int) -> Manifest | None:
+        bases.append(m)  # the last one is what the committed edit (or no edit) was built on
+        return change(m, next_id)
+
+    stored = manifests.update_at(observed)
+    base = bases[-1] if bases else stored.manifest
+    before = {c.id for c in held_by(base, consumer, now_s)}
+    if before and reg is not None and reg.checkpoint in before:
+        marked_after = reg.marked_after
+    else:
+        # registered by this edit (no live checkpoint before it), or a record that does not
+        # speak for the live checkpoint: the manifest's L0 seq, never below the truth
+        marked_after = base.last_l0_seq
     live = held_by(stored.manifest, consumer, now_s)
-    return live[-1] if live else None
+    if not live:
+        return Held(None, marked_after)
+    cp = live[-1]
+    if reg is None or reg.checkpoint != cp.id or reg.marked_after != marked_after:
+        if floor is None and cursor is not None:
+            floor = cursor.encode()
+        write_registration(
+            store, path, Registration(consumer, cp.id, marked_after, floor, int(now_s))
+        )
+    return Held(cp, marked_after)
 
 
 def release(manifests: ManifestStore, consumer: str) -> None:
-    """Delete ``consumer``'s checkpoint and its ingest markers: the GC may collect what only
-    they kept."""
+    """Unregister ``consumer``: delete its checkpoint and its ingest markers (the GC may
+    collect what only they kept), then its registration record."""
     drop = drop_named_change(checkpoint_name(consumer))
 
     def change(m: Manifest) -> Manifest | None:
@@ -169,6 +204,7 @@ def release(manifests: ManifestStore, consumer: str) -> None:
         return None if out is m else out
 
     manifests.update(change)
+    delete_registration(manifests.store, manifests.db_path, consumer)
 
 
 def carry_consumers(store: ObjectStore, sources: Sequence[str], target: str, now_s: float) -> None:
@@ -191,7 +227,10 @@ def carry_consumers(store: ObjectStore, sources: Sequence[str], target: str, now
     if not wanted:
         return
 
+    bases: list[Manifest] = []
+
     def change(m: Manifest, next_id: int) -> Manifest | None:
+        bases.append(m)
         have = {c.name for c in m.checkpoints}
         added = tuple(
             Checkpoint(
@@ -206,7 +245,17 @@ def carry_consumers(store: ObjectStore, sources: Sequence[str], target: str, now
         )
         return dataclasses.replace(m, checkpoints=(*m.checkpoints, *added)) if added else None
 
-    ManifestStore(store, target).update_at(change)
+    stored = ManifestStore(store, target).update_at(change)
+    if not bases:
+        return
+    have = {c.name for c in bases[-1].checkpoints}
+    for c in stored.manifest.checkpoints:
+        if c.name in wanted and c.name not in have and c.name is not None:
+            # registered here by this edit: every ingest into ``target`` after it is marked
+            reg = Registration(
+                c.name[len(CONSUMER_PREFIX) :], c.id, bases[-1].last_l0_seq, None, int(now_s)
+            )
+            write_registration(store, target, reg)
 
 
 _CARRY_NS = uuid.UUID("0d6c3a52-8f0e-4a0c-9a3e-5b1f3c7e2d41")
@@ -268,6 +317,7 @@ __all__ = [
     "CONSUMER_PREFIX",
     "SNAPSHOT_CHECKPOINT",
     "ConsumerHold",
+    "Held",
     "carry_consumers",
     "checkpoint_name",
     "consumer_holds",

@@ -15,7 +15,6 @@ import time
 from datetime import timedelta
 
 import pyarrow as pa
-import pytest
 
 from slatedb_core.errors import ChangesCollected
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
@@ -50,12 +49,6 @@ def test_a_consumer_back_after_its_checkpoint_lapsed_never_skips_an_ingest(
         assert {b"a", b"y0", b"y1", b"b"} <= set(again)  # it starts again, from a snapshot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="once GC removed the lapsed checkpoint nothing records that the consumer was away: "
-    "it is taken for a new registration with an old cursor (docs/changes.md, Limits), and an "
-    "unmarked ingest gap for a failed ingest's; needs a persistent registration floor",
-)
 def test_a_consumer_back_after_gc_removed_its_lapsed_checkpoint_never_skips_an_ingest(
     store: ObjectStore,
 ) -> None:

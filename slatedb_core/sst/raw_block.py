@@ -110,10 +110,11 @@ class RawBlock:
         self.nbytes = len(data) + 2 * r + _OVERHEAD
 
     def check_restarts(self) -> bool:
-        """Whether every restart row's header varints are one byte each (:attr:`single` set
-        then), for a block known to hold one row per restart: two gathers of the restart rows'
-        key and value lengths, instead of :meth:`check_rows`' full pass. The last row must end
-        where the restart offsets begin."""
+        """Whether every restart row's header is three one-byte varints, no shared prefix and a
+        key (:attr:`single` set then), for a block known to hold one row per restart: three
+        gathers of the restart rows' header bytes instead of :meth:`check_rows`' walk of every
+        row. The last row must end where the restart offsets begin; :meth:`find` checks that
+        the row it answers with ends where the next begins."""
         rs = self.restarts
         d = self.data
         limit = self.limit
@@ -125,11 +126,15 @@ class RawBlock:
             return False
         buf = np.frombuffer(d, np.uint8, count=limit)
         at = np.frombuffer(rs, np.uint16).astype(np.intp)
+        if buf[at].any():  # a restart row shares a prefix
+            return False
         at += 1
-        lens = buf[at]  # each restart row's key length (its shared length, 0, before it)
+        lens = buf[at]
+        if not lens.all():  # an empty key
+            return False
         at += 1
-        lens |= buf[at]  # and value length
-        if int(lens.max()) >= 0x80:
+        lens |= buf[at]
+        if int(lens.max()) >= 0x80:  # a length of two bytes or more
             return False
         self.single = True
         return True
@@ -205,6 +210,9 @@ class RawBlock:
             if sp + 9 > lim:  # damage under a recomputed CRC (check_restarts read no row)
                 raise self._bad("a row runs past the block's rows")
             f = d[sp + 8]
+            lo += 1
+            if sp + _TAILS[f] != (rs[lo] if lo < len(rs) else lim):
+                raise self._bad("a row's lengths disagree with where the next row starts")
             if not f:  # a plain value, the common row
                 return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
             return self._entry(d, kp + u, v, sp, f, lim, now)

@@ -102,6 +102,7 @@ class LocalFiles:
         self, parts: list[str], apply: Callable[[int, str], T], dirs: Dirs, create_parents: bool
     ) -> T:
         result = apply(dirs.fd, parts[-1])
+        self.dirs.forget("/".join(parts))  # a replaced or deleted file's held reads let go
         self._sync(dirs.fd)
         if create_parents and self.sync:
             self._synced_dirs.difference_update(dirs.made)  # made again: not synced yet

@@ -29,6 +29,17 @@ linked over the name: :mod:`slatedb_core.store.local_fs`), so a planted hard lin
 return its target's bytes (which its planter could already read) but never a write change them,
 and a delete only removes the store's own name. Walking costs a few ``openat`` calls per key,
 less than obstore's own GET of the same range (bench/local_guard_bench.py).
+
+Ranged reads (an SST's blocks: issue 42, goal 1) keep the descriptors of the walk open, for at
+most :data:`HELD_FILES` objects (least recently read out first), and check them again on every
+read instead of opening them again: each component's name, ``fstatat``'ed relative to its held
+parent without following a link, must still be the directory or file held (device and inode;
+an inode held open is never reused). Any difference (a name deleted, replaced, renamed or made
+a link) drops the held descriptors and the read walks as above, so it answers and fails exactly
+as a fresh walk does: a read of a deleted SST is ObjectNotFound. A delete or replacement through
+this store (:mod:`slatedb_core.store.local_fs`) also lets its held descriptors go at once, so a
+deleted file's space is not held by a reader; one deleted by another process is held until it
+leaves the cache or is read again.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import re
 import stat
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -59,6 +71,8 @@ STAGED = re.compile(r"#\d+$")
 """obstore's LocalStore (and :mod:`~slatedb_core.store.local_fs`) stage a write in ``<name>#<digits>``
 next to its object: such names are no objects, and listings hide them."""
 _BAD_PARTS = frozenset(("", ".", ".."))
+HELD_FILES = 32
+"""Objects whose open descriptors (the file's and its directories') ranged reads keep."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -84,6 +98,8 @@ class LocalRoot:
         self.path = path
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._held = _HeldFiles(HELD_FILES)
+        weakref.finalize(self, self._held.close_all)
 
     def __repr__(self) -> str:
         return f"LocalRoot({self.path!r})"
@@ -198,6 +214,71 @@ class LocalRoot:
             raise
         return fd, st
 
+    def _open_held(self, key: str) -> _Held:
+        """:meth:`open_file`'s walk with every descriptor kept (the directories' too), for
+        :meth:`read_held`: raises as :meth:`open_file` does."""
+        parts = split_key(key)
+        at = self.fd
+        fds: list[int] = []
+        ids: list[tuple[int, int]] = []
+        try:
+            for i in range(len(parts) - 1):
+                try:
+                    at = self._open_dir(key, at, parts[i], "/".join(parts[: i + 1]))
+                except (FileNotFoundError, NotADirectoryError):
+                    raise ObjectNotFound(key) from None
+                fds.append(at)
+                st = os.fstat(at)
+                ids.append((st.st_dev, st.st_ino))
+            try:
+                fd = os.open(parts[-1], _FILE, dir_fd=at)
+            except OSError as e:
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    raise ObjectNotFound(key) from None
+                if e.errno in _NOT_A_DIR or e.errno == errno.ENXIO:  # ENXIO: a socket
+                    kind = "a symbolic link" if _is_link(at, parts[-1]) else "not a regular file"
+                    raise LinkInStore(key, f"{key!r} is {kind}") from None
+                raise
+            fds.append(fd)
+            st = os.fstat(fd)
+            check_regular(key, st)
+            ids.append((st.st_dev, st.st_ino))
+        except BaseException:
+            for d in fds:
+                os.close(d)
+            raise
+        return _Held(key, parts, fds, ids, st)
+
+    def _held_file(self, key: str) -> tuple[_Held, os.stat_result]:
+        """``key``'s held descriptors, pinned, and its file's current ``stat``: the ones held
+        when every name on the way still is what they hold, else a fresh walk's."""
+        cache = self._held
+        held = cache.pin(key)
+        if held is not None:
+            at = self.fd
+            st: os.stat_result | None = None
+            for name, fd, (dev, ino) in zip(held.parts, held.fds, held.ids, strict=True):
+                try:
+                    st = os.stat(name, dir_fd=at, follow_symlinks=False)
+                except OSError:
+                    st = None
+                    break
+                if st.st_ino != ino or st.st_dev != dev:
+                    st = None
+                    break
+                at = fd
+            if st is not None:
+                return held, st
+            cache.drop(held)
+            cache.unpin(held)
+        held = self._open_held(key)
+        cache.add(held)
+        return held, held.st
+
+    def forget(self, key: str) -> None:
+        """Let ``key``'s held descriptors go (it was deleted or replaced through this store)."""
+        self._held.forget(key)
+
     def read(
         self,
         key: str,
@@ -208,40 +289,59 @@ class LocalRoot:
     ) -> tuple[bytes, ObjectMeta] | None:
         """``key``'s bytes (all, ``byte_range`` [start, end) cut at the end, or the last
         ``suffix``) and metadata; None when its e-tag is ``unless_e_tag`` (a conditional GET's
-        304). A range starting at or past the end is a StoreError, as on obstore's LocalStore."""
+        304). A range starting at or past the end is a StoreError, as on obstore's LocalStore.
+        A ranged read goes through the held descriptors (module doc)."""
+        if byte_range is not None and suffix is None and unless_e_tag is None:
+            held, st = self._held_file(key)
+            try:
+                return self._read_open(key, held.fds[-1], st, held.meta(st), byte_range, None)
+            finally:
+                self._held.unpin(held)
         fd, st = self.open_file(key)
         try:
             meta = object_meta(key, st)
             if unless_e_tag is not None and meta.e_tag == unless_e_tag:
                 return None
-            size = st.st_size
-            if suffix is not None:
-                start, end = max(0, size - suffix), size
-            elif byte_range is None:
-                start, end = 0, size
-            else:
-                start, end = byte_range
-                if start >= size:
-                    raise StoreError(
-                        f"get {key} failed: range [{start}, {end}) starts at or past the end "
-                        f"of the object ({size} bytes)",
-                        path=key,
-                    )
-                end = min(end, size)
-            data = os.pread(fd, end - start, start)
-            if len(data) < end - start:  # a short read (huge or shrinking file): go on
-                chunks = [data]
-                got = len(data)
-                while got < end - start:
-                    more = os.pread(fd, end - start - got, start + got)
-                    if not more:
-                        break
-                    chunks.append(more)
-                    got += len(more)
-                data = b"".join(chunks)
-            return data, meta
+            return self._read_open(key, fd, st, meta, byte_range, suffix)
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _read_open(
+        key: str,
+        fd: int,
+        st: os.stat_result,
+        meta: ObjectMeta,
+        byte_range: tuple[int, int] | None,
+        suffix: int | None,
+    ) -> tuple[bytes, ObjectMeta]:
+        """The bytes :meth:`read` returns, from the open file ``fd`` whose ``stat`` is ``st``."""
+        size = st.st_size
+        if suffix is not None:
+            start, end = max(0, size - suffix), size
+        elif byte_range is None:
+            start, end = 0, size
+        else:
+            start, end = byte_range
+            if start >= size:
+                raise StoreError(
+                    f"get {key} failed: range [{start}, {end}) starts at or past the end "
+                    f"of the object ({size} bytes)",
+                    path=key,
+                )
+            end = min(end, size)
+        data = os.pread(fd, end - start, start)
+        if len(data) < end - start:  # a short read (huge or shrinking file): go on
+            chunks = [data]
+            got = len(data)
+            while got < end - start:
+                more = os.pread(fd, end - start - got, start + got)
+                if not more:
+                    break
+                chunks.append(more)
+                got += len(more)
+            data = b"".join(chunks)
+        return data, meta
 
     def lstat(self, key: str) -> os.stat_result:
         """``key``'s regular file's ``stat``, without opening it. Raises like :meth:`open_file`."""
@@ -310,6 +410,114 @@ class LocalRoot:
         finally:
             for scan in stack:
                 scan.close()
+
+
+class _Held:
+    """One object's descriptors held for ranged reads: its directories' (root first) and its
+    file's (last), each component's (device, inode), and the metadata last built for it."""
+
+    __slots__ = ("_meta", "evicted", "fds", "ids", "key", "parts", "pins", "st")
+
+    def __init__(
+        self,
+        key: str,
+        parts: list[str],
+        fds: list[int],
+        ids: list[tuple[int, int]],
+        st: os.stat_result,
+    ) -> None:
+        self.key = key
+        self.parts = parts
+        self.fds = fds
+        self.ids = ids
+        self.st = st
+        self.pins = 1  # the opener's read
+        self.evicted = False
+        self._meta: tuple[int, int, ObjectMeta] | None = None
+
+    def meta(self, st: os.stat_result) -> ObjectMeta:
+        """:func:`object_meta` of the file with this ``stat`` (the inode is the one held),
+        built again only when its time or size changed."""
+        m = self._meta
+        if m is not None and m[0] == st.st_mtime_ns and m[1] == st.st_size:
+            return m[2]
+        meta = object_meta(self.key, st)
+        self._meta = (st.st_mtime_ns, st.st_size, meta)
+        return meta
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
+
+
+class _HeldFiles:
+    """At most ``capacity`` :class:`_Held` by key, least recently read first out. A read pins
+    its entry; an entry evicted or dropped while pinned is closed by its last unpin, so no
+    descriptor is closed (and its number reused) under a read still using it."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[str, _Held] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def pin(self, key: str) -> _Held | None:
+        with self._lock:
+            held = self._items.get(key)
+            if held is not None:
+                held.pins += 1
+                self._items.move_to_end(key)
+            return held
+
+    def unpin(self, held: _Held) -> None:
+        with self._lock:
+            held.pins -= 1
+            doomed = held.evicted and held.pins == 0
+        if doomed:
+            held.close()
+
+    def add(self, held: _Held) -> None:
+        """Hold ``held`` (pinned by its opener), in place of any other for its key."""
+        closing = []
+        with self._lock:
+            items = self._items
+            old = items.pop(held.key, None)
+            if old is not None:
+                closing.append(self._evict(old))
+            items[held.key] = held
+            while len(items) > self._capacity:
+                closing.append(self._evict(items.popitem(last=False)[1]))
+        for h in closing:
+            if h is not None:
+                h.close()
+
+    def _evict(self, held: _Held) -> _Held | None:
+        """Mark ``held`` out of the cache (lock held): itself when no read uses it (to close)."""
+        held.evicted = True
+        return held if held.pins == 0 else None
+
+    def drop(self, held: _Held) -> None:
+        """``held`` no longer names its key's object: out of the cache (closed when unpinned)."""
+        with self._lock:
+            if self._items.get(held.key) is held:
+                del self._items[held.key]
+            held.evicted = True
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            held = self._items.pop(key, None)
+            doomed = held is not None and self._evict(held) is not None
+        if doomed:
+            assert held is not None
+            held.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            items = list(self._items.values())
+            self._items.clear()
+            doomed = [h for h in items if self._evict(h) is not None]
+        for h in doomed:
+            h.close()
 
 
 class _Scan:

@@ -1,0 +1,146 @@
+"""Ranged reads of a ``file://`` store keep their descriptors open, and still answer as a fresh
+walk does (slatedb_core/store/local_root.py; issue 42, goal 1: the local ranged GET opened the
+file and each directory on its way for every block a point lookup read).
+
+Each case reads a range once (so its descriptors are held), changes the object or a directory
+on its way behind the store's back (as another process, or GC, would), and compares the next
+ranged read with a store opened afresh (which holds nothing): bytes, metadata, or the error."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.errors import SlateDBError
+from slatedb_core.store.local_root import HELD_FILES
+from slatedb_core.store.objectstore import ObstoreObjectStore
+from slatedb_core.store.url import open_store
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+
+KEY = "db/compacted/a.sst"
+RANGE = (2, 6)
+
+
+def _store(root: Path) -> ObstoreObjectStore:
+    s = open_store(root.as_uri())
+    assert isinstance(s, ObstoreObjectStore)
+    return s
+
+
+def _answer(store: ObstoreObjectStore, key: str = KEY) -> object:
+    """What a ranged read returns (bytes and metadata) or raises (type and message)."""
+    try:
+        got = store.get(key, byte_range=RANGE)
+    except SlateDBError as e:
+        return type(e).__name__, str(e)
+    return got.data, got.meta
+
+
+def _open_to(root: Path) -> list[str]:
+    """What this process's descriptors name under ``root``."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)):
+            out.append(target)
+    return out
+
+
+def _replace_file(root: Path) -> None:
+    (root / "db/compacted/new").write_bytes(b"ZYXWVUTSRQ")
+    os.replace(root / "db/compacted/new", root / KEY)
+
+
+def _delete_file(root: Path) -> None:
+    (root / KEY).unlink()
+
+
+def _file_to_link(root: Path) -> None:
+    (root / "elsewhere").write_bytes(b"secret-bytes")
+    (root / KEY).unlink()
+    (root / KEY).symlink_to(root / "elsewhere")
+
+
+def _dir_to_link(root: Path) -> None:
+    shutil.copytree(root / "db/compacted", root / "copy")
+    shutil.rmtree(root / "db/compacted")
+    (root / "db/compacted").symlink_to(root / "copy")
+
+
+def _dir_moved_and_remade(root: Path) -> None:
+    os.rename(root / "db", root / "old-db")
+    (root / "db/compacted").mkdir(parents=True)
+    (root / KEY).write_bytes(b"abcdefghij")
+
+
+def _dir_moved_away(root: Path) -> None:
+    os.rename(root / "db", root / "old-db")
+
+
+def _truncated(root: Path) -> None:
+    with open(root / KEY, "r+b") as f:
+        f.truncate(3)
+
+
+def _rewritten_in_place(root: Path) -> None:
+    with open(root / KEY, "r+b") as f:
+        f.write(b"9876543210")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _replace_file,
+        _delete_file,
+        _file_to_link,
+        _dir_to_link,
+        _dir_moved_and_remade,
+        _dir_moved_away,
+        _truncated,
+        _rewritten_in_place,
+    ],
+)
+def test_a_changed_object_reads_as_a_fresh_walk_reads_it(
+    tmp_path: Path, change: Callable[[Path], None]
+) -> None:
+    store = _store(tmp_path)
+    store.put(KEY, b"0123456789")
+    assert store.get(KEY, byte_range=RANGE).data == b"2345"
+    assert any(t.endswith(KEY) for t in _open_to(tmp_path))  # held
+    change(tmp_path)
+    want = _answer(_store(tmp_path))
+    assert _answer(store) == want
+    assert _answer(store) == want  # and again, through what the first read held
+
+
+def test_a_delete_through_the_store_lets_the_file_go(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.put(KEY, b"0123456789")
+    store.get(KEY, byte_range=RANGE)
+    store.delete(KEY)
+    assert not [t for t in _open_to(tmp_path) if "a.sst" in t]  # no deleted file held
+    assert _answer(store) == _answer(_store(tmp_path))
+
+
+def test_held_descriptors_are_bounded(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    keys = [f"db/compacted/{i:04d}.sst" for i in range(3 * HELD_FILES)]
+    for k in keys:
+        store.put(k, b"0123456789")
+    for k in keys:
+        assert store.get(k, byte_range=RANGE).data == b"2345"
+    files = [t for t in _open_to(tmp_path) if t.endswith(".sst")]
+    assert len(files) == HELD_FILES  # the most recently read
+    assert sorted(os.path.basename(t) for t in files) == [
+        os.path.basename(k) for k in keys[-HELD_FILES:]
+    ]
+    # a file and the two directories on its way per object, nothing more
+    assert len(_open_to(tmp_path)) <= 3 * HELD_FILES + 1

@@ -31,6 +31,7 @@ from orchestration.metadata import (
     integer,
     live_database,
     millis,
+    skipped,
     tags,
     text,
     unchanged,
@@ -212,7 +213,12 @@ def changes_table_to_delta(
     started = time.monotonic()
     with surface_alerts(path):
         try:
-            with Table.open(path, s, store.table_options()) as table:
+            opened = Table.open(path, s, store.table_options())
+        except DatabaseNotFound as e:  # as a pass over a missing database: skipped, not failed
+            yield skipped(context, f"no table at this path ({e})")
+            return
+        try:
+            with opened as table:
                 applied = apply_table_changes(
                     table,
                     changes_delta.table_uri(path),

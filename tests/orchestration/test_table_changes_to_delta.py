@@ -21,7 +21,7 @@ from orchestration.resources import ObjectStoreResource
 from slatedb_core import DbOptions, DbReaderOptions, ObjectStore, Table, TableOptions
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.feed import ChangeFeed
-from slatedb_core.table.changes import TableCursor
+from slatedb_core.table.changes import SHARD_CONSUMER_PREFIX, TableCursor
 
 OPTS = TableOptions(
     writer=DbOptions(flush_interval=timedelta(milliseconds=5)),
@@ -93,7 +93,8 @@ def test_two_passes_with_writes_and_a_split_between_apply_each_change_once(
     # the consumer is registered in every live shard
     with Table.open("t", store, OPTS) as table:
         for shard in table.shards:
-            assert [h.name for h in ChangeFeed(shard.db_path, store).consumers()] == ["to-delta"]
+            held = [h.name for h in ChangeFeed(shard.db_path, store).consumers()]
+            assert held == [SHARD_CONSUMER_PREFIX + "to-delta"]
 
     with Table.open("t", store, OPTS) as table:
         _write(table, {b"a": b"2", b"g": b"1"}, deletes=(b"n",))
@@ -175,3 +176,17 @@ def test_a_database_feed_and_a_table_feed_never_share_a_delta_table(
         _write(table, {b"a": b"1"})
         with pytest.raises(InvalidArgument, match=r"changes of database 'orders'.*not table 't'"):
             apply_table_changes(table, uri, consumer="to-delta")
+
+
+def test_a_table_partition_with_no_table_is_skipped_not_failed(
+    store_resource: ObjectStoreResource,
+    changes: ChangesToDeltaResource,
+    instance: dg.DagsterInstance,
+) -> None:
+    """As the database asset's pass over a missing database: an observation saying why."""
+    instance.add_dynamic_partitions(TABLES, ["t"])
+    result = _materialize(instance, store_resource, changes)
+    assert result.success
+    assert not result.asset_materializations_for_node("changes_table_to_delta")
+    (obs,) = result.asset_observations_for_node("changes_table_to_delta")
+    assert "no table" in str(obs.metadata["skipped"].value)

@@ -10,7 +10,8 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate, islice
+from itertools import accumulate, compress, islice
+from operator import attrgetter, not_
 
 from ulid import ULID
 
@@ -116,10 +117,17 @@ def _write_checkpoint(w: FbWriter, cp: Checkpoint) -> int:
     )
 
 
+_EXPIRY = attrgetter("expire_time_s")
+_CHECKPOINT_ID = attrgetter("id.int")
+"""A checkpoint's id as an int: a set of them hashes in C (``uuid.UUID.__hash__`` is Python)."""
+
+
 def decodes_as_given(m: Manifest) -> bool:
     """Whether decoding ``m``'s bytes gives ``m`` back: not when an expiry had to be adjusted to
     SlateDB's u32 (:func:`_expiry`), the one field the encoding changes."""
-    return all(c.expire_time_s is None or 1 <= c.expire_time_s <= U32_MAX for c in m.checkpoints)
+    expiries = set(map(_EXPIRY, m.checkpoints))  # in C: a writer's commits have 1,000s
+    expiries.discard(None)
+    return not expiries or (1 <= min(expiries) and max(expiries) <= U32_MAX)
 
 
 def _destroyed_marker(w: FbWriter, destroyed_at_s: int, manifest_id: int | None) -> int:
@@ -170,7 +178,7 @@ def _check(m: Manifest) -> None:
         )
     if m.wal_store_id is not None and len(m.wal_store_id) != WAL_STORE_ID_SIZE:
         raise InvalidArgument(f"a WAL store id is {WAL_STORE_ID_SIZE} bytes")
-    if len({c.id for c in m.checkpoints}) != len(m.checkpoints):
+    if len(set(map(_CHECKPOINT_ID, m.checkpoints))) != len(m.checkpoints):
         raise InvalidArgument("manifest lists a checkpoint id twice")
     apps = [t.app_id for t in m.transactions]
     if apps != sorted(set(apps)):
@@ -463,9 +471,9 @@ def _encode(
         reuse.add(s, _write_sst(w, ids, s), w, ids, count)
     for r in () if twice else new_runs:
         reuse.add(r, _write_run(w, ids, r), w, ids, count)
-    for c in m.checkpoints:
-        if id(c) not in pos:
-            reuse.add(c, _write_checkpoint(w, c), w, ids, count)
+    kept = map(pos.__contains__, map(id, m.checkpoints))  # stepped over in C
+    for c in compress(m.checkpoints, map(not_, kept)):
+        reuse.add(c, _write_checkpoint(w, c), w, ids, count)
     reuse.blob = w.collapse()
     reuse.vtables = dict(w.vtables)
     reuse.pairs = dict(w.pairs)

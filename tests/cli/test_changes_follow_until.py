@@ -224,3 +224,50 @@ def test_ctrl_c_stops_follow_with_every_line_whole(tmp_path: Path) -> None:
     assert rest == ""  # nothing half-printed after the last whole batch
     code, out, _ = run(url, "orders", "--json", "--since", last)
     assert code == 0 and kv(lines(out)) == []
+
+
+def test_follow_until_a_cursor_ahead_waits_for_it_then_stops(tmp_path: Path) -> None:
+    """A cursor the WAL has not reached yet: without --follow the read ends short of it (at the
+    feed's end, printing nothing more); with --follow it polls until writers commit up to it."""
+    from slatedb_core.feed import Cursor
+
+    url = (tmp_path / "lake").as_uri()
+    with Db.open("orders", open_store(url), QUIET) as db:
+        db.put(b"a", b"1")
+        tail = Cursor.decode(lines(run(url, "orders", "--tail", "--json")[1])[0]["cursor"])
+        # each put below is its own WAL SST and seq (it waits until durable): the cursor at
+        # c's seq, in a WAL SST no later than d's, delivers b and c, not d
+        ahead = Cursor(tail.wal_id + 2, tail.seq + 2).encode()
+        code, out, err = run(url, "orders", "--json", "--since", tail.encode(), "--until", ahead)
+        assert code == 0, err
+        assert kv(lines(out)) == [] and cursors(lines(out)) != [ahead]
+
+        def write() -> None:
+            time.sleep(0.3)
+            db.put(b"b", b"1")
+            time.sleep(0.2)
+            db.put(b"c", b"1")
+            db.put(b"d", b"1")  # after the cursor: not printed
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        started = time.monotonic()
+        code, out, err = run(
+            url,
+            "orders",
+            "--json",
+            "--follow",
+            "--interval",
+            "0.05",
+            "--timeout",
+            "20",
+            "--since",
+            tail.encode(),
+            "--until",
+            ahead,
+        )
+        writer.join()
+    assert code == 0, err
+    assert time.monotonic() - started < 20  # stopped at --until
+    assert [k for k, _ in kv(lines(out))] == [b"b", b"c"]
+    assert cursors(lines(out))[-1] == ahead

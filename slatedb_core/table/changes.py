@@ -62,7 +62,6 @@ import dataclasses
 import json
 import re
 import time
-import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeGuard
@@ -80,7 +79,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
-from slatedb_core.feed.retention import _CARRY_NS, CONSUMER_PREFIX, release
+from slatedb_core.feed.retention import CONSUMER_PREFIX, release
 from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join
@@ -105,6 +104,8 @@ SEEDING = "s"
 """An overwrite's new shard's entry while the rows of its build are delivered: ``s`` and the
 hex of the last key delivered (none yet: ``s`` alone)."""
 _SEEDING = re.compile(r"^s(?:[0-9a-f]{2})*$")
+_NAME_BASED = 5
+"""The UUID version of a checkpoint ``carry_consumers`` adds (``uuid.uuid5``)."""
 SHARD_CONSUMER_PREFIX = "table:"
 """A table consumer's name on each shard database is this prefix and its name."""
 _PREFIX = "t1."
@@ -487,13 +488,16 @@ class TableChangeFeed:
     def _carried(self, manifests: ManifestStore) -> Manifest | None:
         """The manifest the consumer's checkpoint carried onto a rescale target pins (None: no
         consumer, or it was moved or is gone). The carry commits before the target is swapped
-        in, so before any write of its own: its replay point and last seq are manifest 1's."""
+        in, so before any write of its own: its replay point and last seq are manifest 1's.
+        A carried checkpoint's id is name-based (``carry_consumers``: UUID version 5, so that a
+        resumed rescale adds the same one); a hold the feed moved has a random one (version 4),
+        and may pin a manifest after writes of the target's own."""
         if self.consumer is None:
             return None
-        carried_id = uuid.uuid5(_CARRY_NS, f"{CONSUMER_PREFIX}{self.consumer}:{manifests.db_path}")
+        name = CONSUMER_PREFIX + self.consumer
         now = time.time()
         for c in manifests.read_latest().manifest.checkpoints:
-            if c.id == carried_id and not c.is_expired(now):
+            if c.name == name and c.id.version == _NAME_BASED and not c.is_expired(now):
                 try:
                     return manifests.read(c.manifest_id).manifest
                 except ObjectNotFound:

@@ -13,6 +13,8 @@ A database at ``<db>`` (SlateDB RFC 0001, "File Layout"; docs/manifest-and-fenci
     <db>/_wal_store_id                    in a separate WAL store: its id (slatedb_core.wal.location)
     <db>/changes/{sha256 of name}.consumer   a change-feed consumer's registration record
                                           (slatedb_core.feed.registrations; docs/changes.md)
+    <db>/changes/identity                 the database's change-feed identity, in its cursors
+                                          (slatedb_core.feed.identity)
 
 A sharded table at ``<table>`` (docs/projection-and-union.md)::
 
@@ -61,6 +63,7 @@ CHANGES_DIR = "changes"
 """Ours: the change feed's objects of a database (docs/changes.md), outside every directory
 SlateDB lists."""
 CONSUMER_SUFFIX = ".consumer"
+CHANGES_IDENTITY = "identity"
 
 # Boundary names, one per kind of object GC deletes (docs/gc-and-boundaries.md).
 MANIFEST_BOUNDARY = "manifest"
@@ -137,6 +140,11 @@ def consumer_record_path(db_path: str, consumer: str) -> str:
     the SHA-256 of the name (any printable name, a fixed length, safe in every store)."""
     digest = hashlib.sha256(consumer.encode("utf-8", "surrogatepass")).hexdigest()
     return join(db_path, CHANGES_DIR, digest + CONSUMER_SUFFIX)
+
+
+def changes_identity_path(db_path: str) -> str:
+    """The object holding the database's change-feed identity (:data:`CHANGES_IDENTITY`)."""
+    return join(db_path, CHANGES_DIR, CHANGES_IDENTITY)
 
 
 def compacted_dir(db_path: str) -> str:

@@ -49,6 +49,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed.cursor import Cursor, SnapshotPosition
+from slatedb_core.feed.identity import feed_identity
 from slatedb_core.feed.ingests import LOOK_BACK, IngestMerge, live_marks
 from slatedb_core.feed.retention import (
     SNAPSHOT_CHECKPOINT,
@@ -148,15 +149,49 @@ class ChangeFeed:
         self.wal_lease = LeasedBoundary(wal_boundary(self.wal))
         self.store = store
         self.merge_operator = resolve_merge_operator(merge_operator)
+        self._db_id: str | None = None
 
     # ---- the feed ---------------------------------------------------------------------------
     def changes(self, since: Cursor | str | bytes | None = None) -> Iterator[ChangeBatch]:
         """Every change after ``since`` (a :class:`Cursor` or its encoding; None: from the
-        start), in commit order; see the module docstring. The cursor is checked now
-        (:class:`~slatedb_core.errors.CursorInvalid`); reading starts at the first ``next``."""
-        return self._changes(Cursor.of(since))
+        start), in commit order; see the module docstring. The cursor's form is checked now
+        (:class:`~slatedb_core.errors.CursorInvalid`); reading starts at the first ``next``,
+        which first checks that ``since`` is this database's (CursorInvalid for another's).
+        Every cursor yielded carries this database's identity."""
+        return self._stamped(Cursor.of(since))
 
-    def _changes(self, cursor: Cursor | None) -> Iterator[ChangeBatch]:
+    def _stamped(self, since: Cursor | None) -> Iterator[ChangeBatch]:
+        db = self.identity()
+        inner = self._changes(self._own(since, db))
+        try:
+            for batch in inner:
+                yield ChangeBatch(batch.rows, batch.cursor.of_db(db))
+        finally:
+            inner.close()
+
+    def identity(self) -> str:
+        """The database's change-feed identity, which every cursor it hands out carries
+        (:mod:`slatedb_core.feed.identity`; read once per feed, created by the first feed)."""
+        if self._db_id is None:
+            self._db_id = feed_identity(self.store, self.path)
+        return self._db_id
+
+    def _own(self, cursor: Cursor | None, db: str) -> Cursor | None:
+        """``cursor`` as this feed reads it (its identity dropped), after checking that it
+        is this database's: CursorInvalid for a cursor another database handed out (the same
+        WAL ids and seqs name other changes there; a clone's parent's too). A cursor with no
+        identity (an earlier build's) is read as this database's."""
+        if cursor is None or cursor.db is None:
+            return cursor
+        if cursor.db != db:
+            raise CursorInvalid(
+                f"the cursor is another database's (change-feed identity {cursor.db}), not "
+                f"that of {self.path!r} ({db}): pass the cursor this database's feed returned, "
+                "or start again (since=None)"
+            )
+        return cursor.of_db(None)
+
+    def _changes(self, cursor: Cursor | None) -> Generator[ChangeBatch, None, None]:
         latest = self.manifests.read_latest()
         if not latest.manifest.initialized:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
@@ -212,13 +247,13 @@ class ChangeFeed:
         end = run[-1] if run else after
         # every row of a WAL SST after ``end`` is newer than what is committed now, so the
         # last seq in L0 bounds them from below (the seq filter applies to WAL SST end + 1 only)
-        return Cursor(end + 1, m.last_l0_seq)
+        return Cursor(end + 1, m.last_l0_seq, db=self.identity())
 
     # ---- retention --------------------------------------------------------------------------
     def advance(self, cursor: Cursor | str | bytes) -> None:
         """Move the consumer's checkpoint to keep only what ``cursor`` still needs (done by
         :meth:`changes` with its ``since``; call it to release sooner)."""
-        c = Cursor.of(cursor)
+        c = self._own(Cursor.of(cursor), self.identity())
         assert c is not None
         self._advance(c, self.manifests.read_latest().manifest)
 
@@ -232,7 +267,9 @@ class ChangeFeed:
         if c.snapshot is None and c.wal_id - 1 > latest.replay_after_wal_id:
             self._check_not_ahead(c.wal_id - 1)
         now = time.time()
-        return hold(self.manifests, consumer, c, self.options.consumer_lifetime, now).marked_after
+        floor = c.of_db(self.identity()).encode()
+        life = self.options.consumer_lifetime
+        return hold(self.manifests, consumer, c, life, now, floor=floor).marked_after
 
     def release(self) -> None:
         """Unregister the consumer: delete its checkpoint and ingest markers (releasing what

@@ -157,6 +157,9 @@ def test_the_schema_is_stable(store: ObjectStore) -> None:
         "c1.01.0",
         "c1.1.0.not-a-uuid.3.",
         "c1.1.0.00000000-0000-0000-0000-000000000000.3.abc",
+        "c1.1.0.d" + "a" * 31,  # a database id is 32 lowercase hex digits
+        "c1.1.0.d" + "A" * 32,
+        "c1.1.0.d" + "a" * 32 + ".d" + "b" * 32,
         b"\xff",
         7,
     ],
@@ -177,6 +180,9 @@ def test_cursor_encoding_round_trips() -> None:
         Cursor(7, 2**64 - 1),
         Cursor(3, 9, SnapshotPosition(uuid.uuid4(), 12, None)),
         Cursor(3, 9, SnapshotPosition(uuid.uuid4(), 12, b"\x00key\xff")),
+        Cursor(3, 9, db=uuid.uuid4().hex),
+        Cursor(3, 9, SnapshotPosition(uuid.uuid4(), 12, None), uuid.uuid4().hex),
+        Cursor(3, 9, SnapshotPosition(uuid.uuid4(), 12, b"k"), uuid.uuid4().hex),
     ]:
         assert Cursor.decode(c.encode()) == c
         assert Cursor.decode(c.encode().encode()) == c
@@ -189,8 +195,10 @@ def test_a_cursor_ahead_of_the_wal_is_refused(store: ObjectStore, mem: ObjectSto
     last = list(ChangeFeed("db", store).changes())[-1].cursor
     with Db.open("db", mem, QUIET) as db:  # a younger database: fewer WAL SSTs
         db.put(b"x", b"1")
-    with pytest.raises(CursorInvalid, match="ahead"):
+    with pytest.raises(CursorInvalid, match="another database's"):
         list(ChangeFeed("db", mem).changes(last))
+    with pytest.raises(CursorInvalid, match="ahead"):  # an earlier build's: no identity
+        list(ChangeFeed("db", mem).changes(last.of_db(None)))
     assert [
         r["key"] for b in ChangeFeed("db", mem).changes(Cursor(2, 0)) for r in b.rows.to_pylist()
     ] == [b"x"]

@@ -6,6 +6,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -150,11 +151,21 @@ def _read_ssts_at_once(r: ManifestReader, positions: Positions) -> list[Compacte
     return list(map(_make_sst, ids, infos, versions, repeat(None, n)))
 
 
-def _read_ssts(r: ManifestReader, pos: int | None) -> tuple[list[CompactedSst], dict[ULID, ULID]]:
+def _by_bytes(ssts: list[CompactedSst]) -> dict[bytes, ULID]:
+    """The SSTs' ids by their bytes (hashed in C: a ULID hashes in Python)."""
+    ids = list(map(_ID, ssts))
+    return dict(zip(map(_BYTES, ids), ids, strict=True))
+
+
+_ID = attrgetter("id")
+_BYTES = attrgetter("bytes")
+
+
+def _read_ssts(r: ManifestReader, pos: int | None) -> tuple[list[CompactedSst], dict[bytes, ULID]]:
     positions = r.positions(pos, "ssts")
     fast = _read_ssts_at_once(r, positions)
     if fast is not None:
-        ids = {s.id: s.id for s in fast}
+        ids = _by_bytes(fast)
         if len(ids) != len(fast):
             raise Malformed("an SST appears twice in ssts")
         return fast, ids
@@ -172,14 +183,14 @@ def _read_ssts(r: ManifestReader, pos: int | None) -> tuple[list[CompactedSst], 
                 None if orig is None else r.ulid(orig),
             )
         )
-    ids = {s.id: s.id for s in ssts}
+    ids = _by_bytes(ssts)
     if len(ids) != len(ssts):
         raise Malformed("an SST appears twice in ssts")
     return ssts, ids
 
 
 def _read_views(
-    r: ManifestReader, pos: int | None, what: str, ids: dict[ULID, ULID]
+    r: ManifestReader, pos: int | None, what: str, ids: dict[bytes, ULID]
 ) -> tuple[SstView, ...]:
     out = []
     positions = r.tables(pos, what)
@@ -192,12 +203,20 @@ def _read_views(
         return fast
     for p in positions:
         vid, sid, rng = r.table(VIEW, p)
-        sst_id = r.sst_at.get(sid) or ids.get(r.ulid(need(sid, "CompactedSsTableView.sst_id")))
+        sst_id = r.sst_at.get(sid) or ids.get(
+            r.ulid(need(sid, "CompactedSsTableView.sst_id")).bytes
+        )
         if sst_id is None:
             raise Malformed(f"a view references SST {r.ulid(sid)}, which is not in ssts")
         view_id = r.ulid(need(vid, "CompactedSsTableView.id"))
         out.append(SstView(view_id, sst_id, None if rng is None else read_range(r, rng)))
     return tuple(out)
+
+
+def _any_none(items: list[Any]) -> bool:
+    """Whether ``items`` holds None, by identity (``None in`` a list of ULIDs calls
+    ``ULID.__eq__``, in Python, on each)."""
+    return any(map(is_, items, repeat(None)))
 
 
 def _read_views_at_once(r: ManifestReader, positions: list[int]) -> tuple[SstView, ...] | None:
@@ -211,11 +230,11 @@ def _read_views_at_once(r: ManifestReader, positions: list[int]) -> tuple[SstVie
     if cols is None or 0 not in cols or 1 not in cols or 2 in cols:
         return None
     ssts = list(map(r.sst_at.get, cols[1].tolist()))
-    if None in ssts:
+    if _any_none(ssts):
         return None
     vids = cols[0]
     cached = list(map(r.ulids.get, vids.tolist()))
-    view_ids = cached if None not in cached else _ulids(r, vids)
+    view_ids = _ulids(r, vids) if _any_none(cached) else cached
     if view_ids is None:
         return None
     return tuple(map(_make_view, view_ids, ssts, repeat(None, len(positions))))

@@ -30,7 +30,8 @@ Options: ``url``, ``path`` (a database's path in the store, or a sharded table's
 offsets, ``starting``, ``changes_since`` and ``changes_until`` are table cursors, the latest
 offset is the table's tail and a micro-batch reads between two table cursors,
 :meth:`~slatedb_core.table.changes.TableChangeFeed.changes` with ``until``; ``earliest`` is
-:meth:`~slatedb_core.table.changes.TableChangeFeed.earliest`; ``consumer`` is refused),
+:meth:`~slatedb_core.table.changes.TableChangeFeed.earliest`; ``consumer`` holds every shard,
+:meth:`~slatedb_core.table.changes.TableChangeFeed.advance`),
 ``wal_url`` and ``merge_operator`` as the batch read takes them
 (:mod:`spark_jobs.datasource_read`), ``batch_rows`` (rows per Arrow batch, default 65536),
 ``changes_until`` (a batch read's end cursor, default the tail when the query is planned: pass
@@ -329,9 +330,7 @@ class ChangesOptionsSpec:
 
     def check_database(self) -> bool:
         """Whether ``path`` holds a sharded table (True) or a database (False); InvalidArgument
-        when it holds neither, or a table with an option only a database's feed takes
-        (``consumer``: a table's consumer is not moved by the stream yet), or a cursor of the
-        other kind."""
+        when it holds neither, CursorInvalid for a cursor of the other kind."""
         store = open_store(self.url)
         try:
             ManifestStore(store, self.path).read_latest()
@@ -342,11 +341,6 @@ class ChangesOptionsSpec:
             except DatabaseNotFound:
                 raise InvalidArgument(f"option 'path': no database at {self.path!r}") from None
             table = True
-        if table and self.consumer is not None:
-            raise InvalidArgument(
-                f"option 'consumer': {self.path!r} is a sharded table; a registered consumer "
-                "is for one database's feed"
-            )
         for name, text in (("starting", self.starting), (CHANGES_UNTIL, self.until)):
             if text is None or text in (EARLIEST, LATEST):
                 continue
@@ -365,16 +359,20 @@ class ChangesOptionsSpec:
         assert isinstance(c, Cursor)
         return c
 
-    def table_feed(self) -> TableChangeFeed:
-        """The change feed of the sharded table at ``path`` (never bootstrapping)."""
+    def table_feed(self, *, consumer: bool = False) -> TableChangeFeed:
+        """The change feed of the sharded table at ``path`` (never bootstrapping; with
+        ``consumer``, the registered consumer's, holding every shard)."""
         store = open_store(self.url)
-        return TableChangeFeed(
-            self.path,
-            store,
-            ShardMapStore(store, self.path),
-            self.changes_options(),
-            wal_url=self.wal_url,
-        )
+        try:
+            return TableChangeFeed(
+                self.path,
+                store,
+                ShardMapStore(store, self.path),
+                self.changes_options(consumer=consumer),
+                wal_url=self.wal_url,
+            )
+        except InvalidArgument as e:
+            raise InvalidArgument(f"option 'consumer': {e}") from None
 
     def first_table_cursor(self, feed: TableChangeFeed) -> TableCursor:
         """Where a table's stream starts, or after what a batch read of a table reads:
@@ -486,7 +484,11 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, str]:
         if self.table:
-            return _offset(self.spec.first_table_cursor(self.spec.table_feed()))
+            tfeed = self.spec.table_feed(consumer=self.spec.consumer is not None)
+            tfirst = self.spec.first_table_cursor(tfeed)
+            if self.spec.consumer is not None:
+                tfeed.advance(tfirst)  # registers the consumer on every shard first
+            return _offset(tfirst)
         feed = self.spec.feed(consumer=self.spec.consumer is not None)
         first = self.spec.first_cursor(feed)
         if self.spec.consumer is not None:
@@ -496,6 +498,10 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: object) -> dict[str, str]:
         if self.table:
             tbegin = _of_table_offset(start)
+            if self.spec.consumer is not None and self._due(tbegin):
+                # as a database's stream does (below): once per batch, and to renew
+                self.spec.table_feed(consumer=True).advance(tbegin)
+                self.advanced = (tbegin.encode(), time.monotonic())
             ttail = (
                 self.spec.table_feed().tail()
                 if self.target is None
@@ -518,7 +524,7 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return _offset(begin)  # nothing new: Spark runs no batch
         return _offset(tail)
 
-    def _due(self, begin: Cursor) -> bool:
+    def _due(self, begin: AnyCursor) -> bool:
         """Whether to move the consumer to ``begin``: not yet done, or its checkpoint's
         lifetime (which a move renews) a quarter spent since."""
         if self.advanced is None or self.advanced[0] != begin.encode():
@@ -546,15 +552,20 @@ class ChangesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
         # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
         # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        registered = self.spec.consumer is not None
         if self.table:
             start, end = TableCursor.decode(partition.start), TableCursor.decode(partition.end)
-            yield from read_table_between(self.spec.table_feed(), start, end)
+            yield from read_table_between(self.spec.table_feed(consumer=registered), start, end)
             return
-        feed = self.spec.feed(consumer=self.spec.consumer is not None)
+        feed = self.spec.feed(consumer=registered)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))
 
     def commit(self, end: dict[str, Any]) -> None:
-        if self.spec.consumer is not None and not self.table:
+        if self.spec.consumer is None:
+            return
+        if self.table:
+            self.spec.table_feed(consumer=True).advance(_of_table_offset(end))
+        else:
             self.spec.feed(consumer=True).advance(_of_offset(end))
 
 
@@ -586,9 +597,10 @@ class ChangesBatchReader(DataSourceReader):
         # with the registered consumer: its ingest markers fill the ingests' seq gaps (an
         # unregistered feed cannot tell them from a failed ingest); moving its checkpoint to
         # ``start`` is safe, Spark runs a batch only once the one before it is committed
+        registered = self.spec.consumer is not None
         if self.table:
             start, end = TableCursor.decode(partition.start), TableCursor.decode(partition.end)
-            yield from read_table_between(self.spec.table_feed(), start, end)
+            yield from read_table_between(self.spec.table_feed(consumer=registered), start, end)
             return
-        feed = self.spec.feed(consumer=self.spec.consumer is not None)
+        feed = self.spec.feed(consumer=registered)
         yield from read_between(feed, Cursor.decode(partition.start), Cursor.decode(partition.end))

@@ -235,6 +235,16 @@ class TableChangeFeed:
                 ) from e
         return TableCursor(m.id, tuple(tails))
 
+    def advance(self, cursor: TableCursor | str | bytes | None) -> None:
+        """Move the consumer's holds to keep only what ``cursor`` still needs (done by
+        :meth:`changes` with its ``since``; a streaming source calls it once a batch ending at
+        ``cursor`` is committed). InvalidArgument without a consumer."""
+        if self.consumer is None:
+            raise InvalidArgument("no consumer: set ChangesOptions.consumer")
+        m = self.maps.read_latest()
+        entries, order, _ = self._plan(m, TableCursor.of(cursor))
+        self._hold(m, entries, order)
+
     def release(self) -> None:
         """Unregister the consumer: delete its hold on every shard database of the latest map
         and every retired one it lists (InvalidArgument without a consumer)."""
@@ -301,14 +311,13 @@ class TableChangeFeed:
     def _abs(self, rel: str) -> str:
         return join(self.path, rel)
 
-    def _changes(
-        self, since: TableCursor | None, until: TableCursor | None = None
-    ) -> Iterator[TableChangeBatch]:
-        m = self.maps.read_latest() if until is None else self._until_map(since, until)
-        ends: dict[str, Cursor] = {}
-        if until is not None:
-            ends = {self._abs(rel): c for rel, c in until.shards if isinstance(c, Cursor)}
-        current = {s.db_path: s for s in m.shards}
+    def _plan(
+        self, m: ShardMap, since: TableCursor | None
+    ) -> tuple[dict[str, Cursor | str | None], list[str], list[str]]:
+        """What a call after ``since`` reads on map ``m``: each database's entry (the
+        cursor's, or the map's shards from their start), the shards between the cursor's and
+        the map's (parents first: read from manifest 1) and an overwrite's new shards."""
+        current = {s.db_path for s in m.shards}
         entries: dict[str, Cursor | str | None] = {}
         if since is None:
             for s in m.shards:
@@ -316,7 +325,6 @@ class TableChangeFeed:
         else:
             for rel, c in since.shards:
                 entries[self._abs(rel)] = c
-        # the shards between the cursor's and the latest map's, parents first
         order: list[str] = []
         targets: list[str] = []
         seen = set(entries)
@@ -348,29 +356,49 @@ class TableChangeFeed:
             seen.add(db_path)
             order.append(db_path)
 
+        for s in m.shards:
+            resolve(s.db_path)
+        return entries, order, targets
+
+    def _hold(self, m: ShardMap, entries: dict[str, Cursor | str | None], order: list[str]) -> None:
+        """The consumer's holds for a call resuming at ``entries`` (see :meth:`_plan`): the
+        retired shards it is past released (neither still read nor on the way), every live
+        shard's hold moved (or registered) now, not when its turn comes (until then the GC
+        would collect what the cursor still needs of it)."""
+        current = {s.db_path for s in m.shards}
+        needed = {p for p, v in entries.items() if v != DONE}.union(order)
+        for p in dict.fromkeys([*m.retired, *entries]):
+            if p not in needed and p not in current:
+                self._release(p)
+        for s in m.shards:
+            c = entries.get(s.db_path)
+            if s.db_path in entries and (c is None or isinstance(c, Cursor)):
+                try:
+                    self._feed(s.db_path, self.shard_options).advance(c or Cursor())
+                except DatabaseDestroyed:
+                    continue  # retired since ``m`` (a later map's rescale): its hold stays
+                if c is None and _untouched(ManifestStore(self.store, s.db_path)):
+                    # its hold keeps the whole WAL, and an ingest is marked for it from now
+                    # on: read from WAL SST 1, not from a snapshot taken at its turn
+                    entries[s.db_path] = Cursor()
+
+    def _changes(
+        self, since: TableCursor | None, until: TableCursor | None = None
+    ) -> Iterator[TableChangeBatch]:
+        m = self.maps.read_latest() if until is None else self._until_map(since, until)
+        ends: dict[str, Cursor] = {}
+        if until is not None:
+            ends = {self._abs(rel): c for rel, c in until.shards if isinstance(c, Cursor)}
+        current = {s.db_path: s for s in m.shards}
+        entries, order, targets = self._plan(m, since)
+
         def cursor_now(changed: str | None = None, c: Cursor | str | None = None) -> TableCursor:
             if changed is not None:
                 entries[changed] = c
             return TableCursor(m.id, tuple((self._rel(p), v) for p, v in entries.items()))
 
-        for s in m.shards:
-            resolve(s.db_path)
         if self.consumer is not None:
-            # the retired shards the cursor is past: neither still read nor on the way
-            needed = {p for p, v in entries.items() if v != DONE}.union(order)
-            for p in dict.fromkeys([*m.retired, *entries]):
-                if p not in needed and p not in current:
-                    self._release(p)
-            # every live shard's hold moves (or registers) now, not when its turn comes:
-            # until then the GC would collect what the cursor still needs of it
-            for s in m.shards:
-                c = entries.get(s.db_path)
-                if s.db_path in entries and (c is None or isinstance(c, Cursor)):
-                    self._feed(s.db_path, self.shard_options).advance(c or Cursor())
-                    if c is None and _untouched(ManifestStore(self.store, s.db_path)):
-                        # its hold keeps the whole WAL, and an ingest is marked for it from
-                        # now on: read from WAL SST 1, not from a snapshot taken at its turn
-                        entries[s.db_path] = Cursor()
+            self._hold(m, entries, order)
         # 1. retired shards the cursor names, to their end
         for db_path, c in list(entries.items()):
             if db_path in current or c == DONE or _is_clearing(c):

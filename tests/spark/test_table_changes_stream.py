@@ -99,7 +99,7 @@ def test_a_table_micro_batch_reads_the_same_rows_after_a_split(store_url: str) -
 
 def test_a_table_path_takes_table_cursors(store_url: str) -> None:
     """A table's path is read (no longer refused); a database cursor for it is CursorInvalid,
-    and a registered consumer is refused (not moved across a table's shards yet)."""
+    and a consumer name too long for a shard's hold (``table:`` and the name) is refused."""
     Table.create(TABLE, open_store(store_url), [b"m"], OPTS).close()
     base = {"url": store_url, "path": TABLE}
     ChangesStreamReader({**base, "starting": "latest"})
@@ -107,8 +107,9 @@ def test_a_table_path_takes_table_cursors(store_url: str) -> None:
     assert [b for p in batch.partitions() for b in batch.read(p)] == []  # nothing written
     with pytest.raises(CursorInvalid, match="table"):
         ChangesStreamReader({**base, "starting": "c1.1.0"})
+    ChangesStreamReader({**base, "consumer": "sink"})  # tests/spark/test_table_changes_consumer.py
     with pytest.raises(InvalidArgument, match="consumer"):
-        ChangesStreamReader({**base, "consumer": "sink"})
+        ChangesStreamReader({**base, "consumer": "x" * 200}).initialOffset()
 
 
 def test_a_table_stream_without_a_changes_option_says_which_to_give(store_url: str) -> None:

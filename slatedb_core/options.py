@@ -420,3 +420,11 @@ class DbReaderOptions:
             and self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
         ):
             raise InvalidArgument("checkpoint_lifetime must exceed 2 x manifest_poll_interval")
+    read_budget_bytes: int = 16 * MiB
+    """The bytes one compaction reads ahead over all its sources at once: each source's GETs are
+    this divided by the number of sources, kept between 1 MiB (fewer bytes per GET costs many
+    more requests on S3) and 8 MiB. A merge holds about one GET's rows per source, and decoded
+    they take ~4x the GET's bytes, so the default bounds the read side of a compaction to
+    ~64 MiB (8 L0 sources read 2 MiB each, SlateDB's ``bytes_to_fetch`` default), whatever the
+    size of its inputs (issue 42, goal 3; bench/results/db_ingest_memory.txt)."""
+                "read_budget_bytes": (1, None),

@@ -52,6 +52,7 @@ from slatedb_core.compactor.compactions import (
     now_ms,
 )
 from slatedb_core.compactor.executor import (
+    READAHEAD_BUDGET,
     CompactionResult,
     apply_compaction,
     compaction_rows,
@@ -163,11 +164,16 @@ def ranges_from_keys(keys: Sequence[bytes]) -> tuple[KeyRange, ...]:
 
 
 def range_streams(
-    store: ObjectStore, db_path: str, manifest: Manifest, plan: CompactionPlan, rng: KeyRange
+    store: ObjectStore,
+    db_path: str,
+    manifest: Manifest,
+    plan: CompactionPlan,
+    rng: KeyRange,
+    budget: int = READAHEAD_BUDGET,
 ) -> list[Iterable[pa.RecordBatch]]:
     """One stream per source, newest first, clipped to the views' visible ranges and ``rng``,
-    the sources sharing the executor's read-ahead budget (:func:`readahead_per_source`)."""
-    return source_streams(store, db_path, manifest, plan, rng=rng)
+    the sources sharing the read-ahead ``budget`` (:func:`readahead_per_source`)."""
+    return source_streams(store, db_path, manifest, plan, rng=rng, budget=budget)
 
 
 def _announce(records: CompactionsStore, compaction_id: ULID, sst_id: ULID) -> None:
@@ -207,6 +213,7 @@ def execute_subcompaction(
         plan.retention,
         rows_in,
         plan.ranges[index],
+        budget=options.read_budget_bytes,
     )
 
     def write(data: memoryview, info: SstInfo) -> CompactedSst:

@@ -60,12 +60,13 @@ from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
 
-# A merge holds about one GET's worth of decoded rows per source (bench/results/memory.txt): the
-# sources of one compaction share READAHEAD_BUDGET, each between READAHEAD_FLOOR (smaller GETs
-# cost many more requests on S3 for little memory) and the reader's READAHEAD_MAX (few sources).
-# A compaction reads its views whole, so every GET is of that size: the reader's default ramp
-# from READAHEAD_START (for scans that may stop early) would add ~5 GETs per source.
-READAHEAD_BUDGET = 128 * 1024 * 1024
+# A merge holds about one GET's worth of decoded rows per source (bench/results/memory.txt,
+# bench/results/db_ingest_memory.txt): the sources of one compaction share
+# CompactorOptions.read_budget_bytes, each between READAHEAD_FLOOR (smaller GETs cost many more
+# requests on S3 for little memory) and the reader's READAHEAD_MAX (few sources). A compaction
+# reads its views whole, so every GET is of that size: the reader's default ramp from
+# READAHEAD_START (for scans that may stop early) would add ~5 GETs per source.
+READAHEAD_BUDGET = CompactorOptions().read_budget_bytes
 READAHEAD_FLOOR = 1024 * 1024
 
 
@@ -160,17 +161,18 @@ def source_streams(
     *,
     readahead: int | None = None,
     rng: KeyRange = ALL_KEYS,
+    budget: int = READAHEAD_BUDGET,
 ) -> list[Iterable[pa.RecordBatch]]:
     """One stream per source, newest first, each clipped to its views' visible ranges and
     ``rng``, holding every version with its timestamps (:mod:`slatedb_core.compactor.sources`),
     each reading ``readahead`` bytes per GET (by default :func:`readahead_per_source` of the
-    number of streams).
+    number of streams and ``budget``, ``CompactorOptions.read_budget_bytes``).
 
     Readers use no block cache: a compaction reads every block once, and caching them would only
     evict the point-lookup working set of a writer sharing the process.
     """
     n = len(plan.source_views) if plan.kind == "l0" else len(plan.source_runs)
-    ra = readahead_per_source(n) if readahead is None else readahead
+    ra = readahead_per_source(n, budget) if readahead is None else readahead
     return plan_sources(store, db_path, manifest, plan, rng, ra)
 
 
@@ -182,13 +184,19 @@ def compaction_rows(
     policy: Retention,
     rows_in: list[int],
     rng: KeyRange = ALL_KEYS,
+    *,
+    budget: int = READAHEAD_BUDGET,
 ) -> Iterator[pa.RecordBatch]:
     """The rows a compaction of ``plan`` (within ``rng``) writes: every version of the sources
     merged (:func:`~slatedb_core.lsm.versions_merge.merge_versions`), then what SlateDB's
     compactor keeps of them (:func:`~slatedb_core.lsm.retention.retain`: TTL expiry, the
     versions live snapshots read, merge operands folded). THE path of every compaction, single
-    process and distributed; ``rows_in`` counts the rows read."""
-    streams = [counted(s, rows_in) for s in source_streams(store, db_path, manifest, plan, rng=rng)]
+    process and distributed; ``rows_in`` counts the rows read; ``budget``: the read-ahead the
+    sources share (``CompactorOptions.read_budget_bytes``)."""
+    streams = [
+        counted(s, rows_in)
+        for s in source_streams(store, db_path, manifest, plan, rng=rng, budget=budget)
+    ]
     return merge_versions(streams, policy)
 
 
@@ -298,7 +306,15 @@ class CompactionExecutor:
         manifest = planned_on.manifest
         rows_in = [0]
         policy = plan_retention(manifest, plan, self.options)
-        merged = compaction_rows(self.store, self.db_path, manifest, plan, policy, rows_in)
+        merged = compaction_rows(
+            self.store,
+            self.db_path,
+            manifest,
+            plan,
+            policy,
+            rows_in,
+            budget=self.options.read_budget_bytes,
+        )
 
         def write(data: memoryview, info: SstInfo) -> CompactedSst:
             nonlocal record

@@ -175,8 +175,14 @@ class RawBlock:
         """The block's first key must be at or above its index key ``lo``, its last restart's
         key at or below the next block's ``hi`` (None for the last block): catches a misplaced
         block, as the decoder's check of its first and last key does."""
-        first = self._restart_key(0)
-        last = self._restart_key(self.restarts[-1])
+        if self.single:  # restart rows' headers checked (check_restarts, check_rows)
+            d = self.data
+            p = self.restarts[-1]
+            first = d[3 : 3 + d[1]]
+            last = d[p + 3 : p + 3 + d[p + 1]]
+        else:
+            first = self._restart_key(0)
+            last = self._restart_key(self.restarts[-1])
         if first < lo or (hi is not None and last > hi):
             raise CorruptionError(self.name, f"block {self.b} keys disagree with the index")
 
@@ -189,8 +195,9 @@ class RawBlock:
         d = self.data
         rs = self.restarts
         lim = self.limit
-        lo, hi = 0, len(rs)
-        if self.single:  # every row whole and checked (check_rows): search the rows themselves
+        lo = 0
+        hi = n = len(rs)
+        if self.single:  # restart headers checked (check_restarts, check_rows): search them
             while lo < hi:
                 mid = (lo + hi) >> 1
                 p = rs[mid] + 3
@@ -198,21 +205,23 @@ class RawBlock:
                     lo = mid + 1
                 else:
                     hi = mid
-            if lo == len(rs):
+            if lo == n:
                 return None
             p = rs[lo]
             u = d[p + 1]
-            kp = p + 3
-            if d[kp : kp + u] != key:
-                return None
             v = d[p + 2]
+            kp = p + 3
             sp = kp + u + v
-            if sp + 9 > lim:  # damage under a recomputed CRC (check_restarts read no row)
+            # the row landed on is checked whole (check_restarts read only its header): damage
+            # under a recomputed CRC is CorruptionError, as the row walk found it
+            if sp + 9 > lim:
                 raise self._bad("a row runs past the block's rows")
             f = d[sp + 8]
             lo += 1
-            if sp + _TAILS[f] != (rs[lo] if lo < len(rs) else lim):
+            if sp + _TAILS[f] != (rs[lo] if lo < n else lim):
                 raise self._bad("a row's lengths disagree with where the next row starts")
+            if d[kp : kp + u] != key:
+                return None
             if not f:  # a plain value, the common row
                 return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
             return self._entry(d, kp + u, v, sp, f, lim, now)

@@ -32,7 +32,8 @@ manifest 1 GC collected) is ChangesCollected too, never a silent gap.
 
 An overwrite's new shard is read from its build: the first manifest of the database that holds
 data (the overwrite's ingest, :mod:`slatedb_core.table.overwrite` step 1, before any writer of
-its own), delivered as snapshot rows in key order (state ``s<hex>``: the last key delivered),
+its own), delivered as snapshot rows in key order (state ``s<id>.<hex>``: that manifest and the
+last key delivered),
 then its WAL after that manifest's replay point, rows above its ``last_l0_seq``. So a read
 between two cursors (``until``, a Spark micro-batch) yields the same rows every time, and
 needs no bootstrap.
@@ -51,7 +52,8 @@ carried checkpoint pins (committed before any write into the target).
 The combined cursor (:class:`TableCursor`) is ``t1.`` and the URL-safe base64 of a JSON object
 ``{"m": map id, "s": [[db path relative to the table, state], ...]}``, a state being the
 shard's cursor, null (from its start), ``"done"``, ``x<hex>`` (deletes delivered to a key) or
-``s<hex>`` (an overwrite's new shard, its build's rows delivered to a key).
+``s<id>.<hex>`` (an overwrite's new shard, its build's rows, manifest ``id``, delivered to a
+key).
 """
 
 from __future__ import annotations
@@ -101,9 +103,10 @@ CLEARING = "x"
 of the last key deleted (none yet: ``x`` alone)."""
 _CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*$")
 SEEDING = "s"
-"""An overwrite's new shard's entry while the rows of its build are delivered: ``s`` and the
-hex of the last key delivered (none yet: ``s`` alone)."""
-_SEEDING = re.compile(r"^s(?:[0-9a-f]{2})*$")
+"""An overwrite's new shard's entry while the rows of its build are delivered: ``s`` alone
+before the first, then ``s<manifest id>.<hex of the last key delivered>`` (the manifest read,
+so that a resumed read goes on in that one)."""
+_SEEDING = re.compile(r"^s(?:([0-9]{1,19})\.((?:[0-9a-f]{2})*))?$")
 _NAME_BASED = 5
 """The UUID version of a checkpoint ``carry_consumers`` adds (``uuid.uuid5``)."""
 SHARD_CONSUMER_PREFIX = "table:"
@@ -541,19 +544,28 @@ class TableChangeFeed:
         them (that manifest's replay point and last seq). The same rows every time while that
         manifest is there (a read between two cursors, a Spark micro-batch read again); a
         registered consumer's hold (carried at the overwrite's swap) keeps it and its SSTs.
-        With no manifest holding data, its WAL from the start holds all it has."""
-        after = bytes.fromhex(state[1:]) or None
+        With no manifest holding data, its WAL from the start holds all it has. Resumed inside
+        them (``s<id>.<hex>``), it reads on in manifest ``id``: ChangesCollected once that is
+        gone, rather than rows of another manifest after the ones delivered."""
+        found = _SEEDING.match(state)
+        assert found is not None
         manifests = ManifestStore(self.store, db_path)
         try:
-            built = _first_holding_data(manifests)
-            if built is None:
-                return Cursor()
-            m = built.manifest
-            start = Cursor(m.replay_after_wal_id + 1, m.last_l0_seq)
-            for b in _scan(self.store, db_path, built, after, self.options.batch_rows):
-                last = b.column(0)[b.num_rows - 1].as_py()
-                rows = change_rows(b, snapshot=True)
-                yield TableChangeBatch(rows, cursor_now(db_path, SEEDING + last.hex()), db_path)
+            if found.group(1) is None:
+                built = _first_holding_data(manifests)
+                after = None
+            else:
+                built = manifests.read(int(found.group(1)))
+                after = bytes.fromhex(found.group(2))
+            start = Cursor()
+            if built is not None:
+                m = built.manifest
+                start = Cursor(m.replay_after_wal_id + 1, m.last_l0_seq)
+                for b in _scan(self.store, db_path, built, after, self.options.batch_rows):
+                    last = b.column(0)[b.num_rows - 1].as_py()
+                    rows = change_rows(b, snapshot=True)
+                    at = f"{SEEDING}{built.id}.{last.hex()}"
+                    yield TableChangeBatch(rows, cursor_now(db_path, at), db_path)
         except (ObjectNotFound, DatabaseNotFound) as e:
             raise ChangesCollected(
                 self.path,

@@ -7,11 +7,16 @@ compacted. An overwrite followed by a write before the feed's next call was Chan
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pyarrow as pa
+import pytest
 
 from slatedb_core.compactor.compactor import Compactor
+from slatedb_core.errors import ChangesCollected
 from slatedb_core.feed import ChangesOptions
-from slatedb_core.options import CompactorOptions
+from slatedb_core.gc import GarbageCollector
+from slatedb_core.options import CompactorOptions, GarbageCollectorOptions
 from slatedb_core.table import Table
 from slatedb_core.table.changes import TableChangeFeed
 from tests.table.conftest import OPTS, fill, memory
@@ -52,3 +57,33 @@ def test_a_read_between_two_cursors_across_an_overwrite() -> None:
         assert between() == first  # read again: the same rows
         rest = [(r["key"], r["value"]) for x in feed.changes(end) for r in x.rows.to_pylist()]
         assert rest == [(b"b", b"3"), (b"z", b"3")]
+
+
+def test_a_read_resumed_inside_an_overwrites_rows_after_gc_is_told() -> None:
+    """A cursor inside an overwrite's new shard's rows goes on in the manifest it was read
+    from; once the GC collected that one (no consumer holds it), ChangesCollected, not the
+    rest of a later manifest's rows (a key's overwrite value skipped, a batch read again
+    different)."""
+    store = memory()
+    gc = GarbageCollectorOptions(min_age=timedelta(0))
+    with Table.create("t", store, [], OPTS) as table:
+        feed = TableChangeFeed(
+            "t", store, table.maps, ChangesOptions(batch_rows=1, bootstrap=False)
+        )
+        fill(table, {b"a": b"1"})
+        cursor = feed.tail()
+        keys = [b"b", b"c", b"d"]
+        table.overwrite([pa.record_batch({"key": keys, "value": [b"new"] * 3})])
+        inside = None
+        for x in feed.changes(cursor):
+            if x.rows.num_rows and x.rows.column(0)[0].as_py() == b"b":
+                inside = x.cursor
+                break
+        assert inside is not None
+        fill(table, {b"c": b"2"}, flush=True)
+        (shard,) = table.shards
+        with Compactor(shard.db_path, store, CompactorOptions(l0_trigger=1)) as c:
+            c.run_once()
+        GarbageCollector(shard.db_path, store, gc).run_once()
+        with pytest.raises(ChangesCollected):
+            list(feed.changes(inside))

@@ -15,8 +15,9 @@ left). Beyond RFC 0019:
   latest manifest's replay point, and gone) is :class:`~slatedb_core.errors.ChangesCollected`,
   never a silent gap;
 * a feed started with no cursor on a database whose WAL was (partly) collected bootstraps from a
-  snapshot: the newest value of every live key in the SSTs of a checkpointed manifest M (rows
-  flagged ``snapshot``, in key order; its ``seq`` is every version's own, all at or below
+  snapshot (:mod:`slatedb_core.feed.snapshot`): the newest value of every live key in the SSTs
+  of a checkpointed manifest M (rows flagged ``snapshot``, in key order, with their
+  ``expire_ts``; its ``seq`` is every version's own, all at or below
   M's ``last_l0_seq``), followed by the WAL after M's replay point, rows above that seq only
   (the same floor a reader's replay uses, :mod:`slatedb_core.reader.wal_tables`);
 * a registered consumer's checkpoint keeps what it still needs (:mod:`slatedb_core.feed.retention`).
@@ -60,8 +61,7 @@ from slatedb_core.feed.retention import (
     release,
 )
 from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
-from slatedb_core.lsm.dbstate import DbState, build_handles
-from slatedb_core.lsm.memtable import Memtable
+from slatedb_core.feed.snapshot import snapshot_rows
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
@@ -485,14 +485,15 @@ class ChangeFeed:
         the WAL after it."""
         pos = cursor.snapshot
         assert pos is not None
-        stored = self._snapshot_manifest(pos)
-        m = stored.manifest
-        frozen = Memtable()
-        frozen.freeze()
-        l0, runs, _ = build_handles(self.store, self.path, m, None)
-        state = DbState(stored, frozen, (), l0, runs, merge_operator=self.merge_operator)
-        start = None if pos.after_key is None else pos.after_key + b"\x00"
-        scan = state.scan(start, None, batch_size=self.options.batch_rows)
+        m = self._snapshot_manifest(pos).manifest
+        scan = snapshot_rows(
+            self.store,
+            self.path,
+            m,
+            pos.after_key,
+            self.options.batch_rows,
+            self.merge_operator,
+        )
         after = Cursor(cursor.wal_id, cursor.seq)
         held: pa.RecordBatch | None = None
         try:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -84,7 +85,18 @@ def raw_block(name: str, b: int, stored: bytes, codec: int, rows: int = -1) -> R
 class RawBlock:
     """One block's uncompressed bytes ``data[:end]`` (rows, u16 restart offsets, u16 count)."""
 
-    __slots__ = ("b", "data", "end", "limit", "name", "nbytes", "restarts", "single")
+    __slots__ = (
+        "b",
+        "data",
+        "end",
+        "finds",
+        "limit",
+        "name",
+        "nbytes",
+        "prefixes",
+        "restarts",
+        "single",
+    )
 
     def __init__(self, name: str, b: int, data: bytes, end: int) -> None:
         self.name = name
@@ -107,7 +119,11 @@ class RawBlock:
         self.limit = limit
         # every restart interval one row with one-byte header varints (check_rows found it so)
         self.single = False
-        self.nbytes = len(data) + 2 * r + _OVERHEAD
+        # each restart key's first 8 bytes as a big-endian int, built by a block's second
+        # lookup (one read once past the cache never pays for it); counted in nbytes up front
+        self.prefixes: array[int] | None = None
+        self.finds = 0
+        self.nbytes = len(data) + 10 * r + _OVERHEAD
 
     def check_restarts(self) -> bool:
         """Whether every restart row's header is three one-byte varints, no shared prefix and a
@@ -138,6 +154,20 @@ class RawBlock:
             return False
         self.single = True
         return True
+
+    def _build_prefixes(self) -> array[int]:
+        """Each restart key's first 8 bytes (zeros past a shorter key) as a big-endian u64:
+        ordered as the keys are (ties aside), so a search compares ints in C first."""
+        buf = np.frombuffer(self.data, np.uint8, count=self.limit)
+        at = np.frombuffer(self.restarts, np.uint16).astype(np.intp)
+        at += 3  # the key (a restart row has at least 13 bytes: 8 from its key on are in it)
+        rows = np.ndarray((self.limit - 7, 8), np.uint8, buffer=self.data, strides=(1, 1))[at]
+        lens = buf[at - 2]
+        if int(lens.min()) < 8:
+            rows[np.arange(8) >= lens[:, None]] = 0
+        out: array[int] = array("Q")
+        out.frombytes(rows.view(">u8").astype(np.uint64).tobytes())
+        return out
 
     def check_rows(self) -> None:
         """Every row well formed (as the decoder checks them: docs/format.md, row codec v2),
@@ -198,6 +228,18 @@ class RawBlock:
         lo = 0
         hi = n = len(rs)
         if self.single:  # restart headers checked (check_restarts, check_rows): search them
+            pre = self.prefixes
+            if pre is None:
+                self.finds += 1
+                if self.finds > 1:
+                    pre = self.prefixes = self._build_prefixes()
+            if pre is not None:  # the keys' first 8 bytes in C; bytes only among equal ones
+                if len(key) >= 8:
+                    x = int.from_bytes(key[:8], "big")
+                else:
+                    x = int.from_bytes(key, "big") << (64 - 8 * len(key))
+                lo = bisect_left(pre, x)
+                hi = bisect_right(pre, x, lo)
             while lo < hi:
                 mid = (lo + hi) >> 1
                 p = rs[mid] + 3

@@ -161,8 +161,11 @@ class ChangeFeed:
         return self._stamped(Cursor.of(since))
 
     def _stamped(self, since: Cursor | None) -> Iterator[ChangeBatch]:
+        latest = self.manifests.read_latest()  # first: no identity is made where no database is
+        if not latest.manifest.initialized:
+            raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
         db = self.identity()
-        inner = self._changes(self._own(since, db))
+        inner = self._changes(self._own(since, db), latest)
         try:
             for batch in inner:
                 yield ChangeBatch(batch.rows, batch.cursor.of_db(db))
@@ -191,10 +194,9 @@ class ChangeFeed:
             )
         return cursor.of_db(None)
 
-    def _changes(self, cursor: Cursor | None) -> Generator[ChangeBatch, None, None]:
-        latest = self.manifests.read_latest()
-        if not latest.manifest.initialized:
-            raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
+    def _changes(
+        self, cursor: Cursor | None, latest: StoredManifest
+    ) -> Generator[ChangeBatch, None, None]:
         marked_after: int | None = None  # no consumer: no ingest is marked for this feed
         if self.options.consumer is not None:
             # registers the consumer, or moves its hold
@@ -253,9 +255,12 @@ class ChangeFeed:
     def advance(self, cursor: Cursor | str | bytes) -> None:
         """Move the consumer's checkpoint to keep only what ``cursor`` still needs (done by
         :meth:`changes` with its ``since``; call it to release sooner)."""
-        c = self._own(Cursor.of(cursor), self.identity())
+        c = Cursor.of(cursor)
         assert c is not None
-        self._advance(c, self.manifests.read_latest().manifest)
+        latest = self.manifests.read_latest().manifest
+        c = self._own(c, self.identity())
+        assert c is not None
+        self._advance(c, latest)
 
     def _advance(self, c: Cursor, latest: Manifest) -> int:
         """:meth:`advance` to ``c``, ``latest`` the latest manifest read before; returns the

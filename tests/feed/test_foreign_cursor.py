@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from slatedb_core.errors import CursorInvalid
+from slatedb_core.errors import CursorInvalid, DatabaseNotFound
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.layout import changes_dir, changes_identity_path, consumer_record_path
 from slatedb_core.lifecycle.clone import create_clone
@@ -99,3 +99,13 @@ def test_a_hard_destroy_deletes_the_feeds_objects(store: ObjectStore) -> None:
     feed.release()  # a consumer's checkpoint would refuse the hard destroy
     destroy("db", store, soft=False)
     assert list(store.list(changes_dir("db"))) == []
+
+
+def test_no_identity_is_made_where_no_database_is(store: ObjectStore) -> None:
+    """A feed of a path without a database raises and leaves nothing there (a clone or a
+    database created at that path later must find it empty)."""
+    with pytest.raises(DatabaseNotFound):
+        list(ChangeFeed("nothing", store).changes())
+    with pytest.raises(DatabaseNotFound):
+        ChangeFeed("nothing", store).advance(Cursor())
+    assert list(store.list("nothing")) == []

@@ -6,8 +6,9 @@ both hold 8 overlapping L0 SSTs; then both compact to one sorted run. At each la
 ``get`` and ``get_many`` (1,000 keys a call; RocksDB: ``Rdict.get(list)``) of present keys and of
 absent keys, warm (after one untimed pass), and the first ``--cold`` gets after a reopen; and a
 full scan (ours ``scan_arrow``, RocksDB its iterator). Figures are CPU per key (the calling
-thread's ``time.thread_time``; both engines answer on that thread), best of ``--reps`` runs,
-ours and RocksDB alternating; default options on both sides.
+thread's ``time.thread_time``; both engines answer on that thread), the median of ``--reps``
+runs, ours and RocksDB alternating, with the load average at each layout; default options on
+both sides.
 
     .venv/bin/python bench/get_beyond_cache_bench.py [--rows 1000000] [--gets 20000] [--reps 3]
 """
@@ -15,7 +16,9 @@ ours and RocksDB alternating; default options on both sides.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -43,7 +46,7 @@ clock = time.thread_time
 def best(
     reps: int, n: int, ours: Callable[[], object], theirs: Callable[[], object]
 ) -> tuple[float, float]:
-    """Best CPU µs per key of each side over ``reps`` alternating runs of ``n`` keys."""
+    """Median CPU µs per key of each side over ``reps`` alternating runs of ``n`` keys."""
     a: list[float] = []
     b: list[float] = []
     for _ in range(reps):
@@ -51,7 +54,7 @@ def best(
             t0 = clock()
             fn()
             out.append((clock() - t0) / n * 1e6)
-    return min(a), min(b)
+    return statistics.median(a), statistics.median(b)
 
 
 def row(layout: str, op: str, ours: float, theirs: float) -> None:
@@ -103,7 +106,7 @@ def main() -> None:
     print(
         f"{args.rows:,} rows (16 B keys, 100 B values) in {CHUNKS} flushes, "
         f"written in {time.perf_counter() - t0:.0f} s; ours block_size={dbo.block_size}, "
-        f"block_cache_bytes={dbo.block_cache_bytes}; CPU µs per key, best of {args.reps}"
+        f"block_cache_bytes={dbo.block_cache_bytes}; CPU µs per key, median of {args.reps}"
     )
     print(f"{'layout':<12} {'op':<26} {'ours':>9} {'RocksDB':>9} {'ratio':>9}")
 
@@ -142,7 +145,10 @@ def main() -> None:
             db = Db.open("db", store, options=dbo)
             rdb.compact_range(None, None)
         m = db.manifest.manifest
-        print(f"-- {layout}: ours {len(m.l0)} L0 SSTs, {len(m.compacted)} sorted runs")
+        print(
+            f"-- {layout}: ours {len(m.l0)} L0 SSTs, {len(m.compacted)} sorted runs; "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
         ours_get(present, wanted)()  # warm
         rocks_get(present, wanted)()
         tests = [
@@ -188,7 +194,7 @@ def main() -> None:
                 else:
                     many(rdb.get, cold_keys, cast(list[bytes | None], cold_want_l))
                 rb.append((clock() - t0) / len(cold_keys) * 1e6)
-            row(layout, op, min(oa), min(rb))
+            row(layout, op, statistics.median(oa), statistics.median(rb))
 
         def ours_scan() -> None:
             n = sum(b.num_rows for b in db.scan_arrow())  # noqa: B023

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ulid import ULID
@@ -280,7 +281,7 @@ class Manifest:
         by_id = self._sst_by_id
         if by_id is None:
             # keyed by the ids' bytes: a ULID hashes in Python, bytes once and in C
-            by_id = {s.id.bytes: s for s in self.ssts}
+            by_id = dict(zip(map(_ID_BYTES, self.ssts), self.ssts, strict=True))
             object.__setattr__(self, "_sst_by_id", by_id)  # a cache of immutable fields
         return by_id.get(sst_id.bytes)
 
@@ -292,13 +293,15 @@ class Manifest:
         by_id = self._sst_by_id
         assert by_id is not None
         try:
-            return [by_id[v.sst_id.bytes] for v in views]
+            return list(map(by_id.__getitem__, map(_SST_ID_BYTES, views)))
         except KeyError:
             missing = next(v.sst_id for v in views if v.sst_id.bytes not in by_id)
             raise KeyError(missing) from None
 
 
 _T = TypeVar("_T")
+_ID_BYTES = attrgetter("id.bytes")
+_SST_ID_BYTES = attrgetter("sst_id.bytes")
 
 
 def builder(cls: type[_T]) -> Callable[..., _T]:

@@ -125,6 +125,7 @@ class TableCursor:
     shards: tuple[tuple[str, Cursor | str | None], ...]
 
     def encode(self) -> str:
+        """The cursor as an opaque ASCII string, what a consumer persists."""
         items = [[p, c.encode() if isinstance(c, Cursor) else c] for p, c in self.shards]
         doc = json.dumps({"m": self.map_id, "s": items}, separators=(",", ":"))
         return _PREFIX + base64.urlsafe_b64encode(doc.encode()).decode().rstrip("=")
@@ -166,6 +167,7 @@ class TableCursor:
 
     @classmethod
     def of(cls, since: TableCursor | str | bytes | None) -> TableCursor | None:
+        """``since`` as a cursor: decoded when it is a string or bytes, as given otherwise."""
         if since is None or isinstance(since, TableCursor):
             return since
         return cls.decode(since)

@@ -134,3 +134,17 @@ def test_a_record_that_names_another_checkpoint_is_not_trusted(store: ObjectStor
         db.put(b"c", b"3")
         db.flush_memtable()
     assert keys(feed, old) == [b"b", b"y0", b"y1", b"c"]
+
+
+def test_a_lapsed_consumer_is_unregistered_by_release(store: ObjectStore) -> None:
+    """Its checkpoint expired and the GC removed it: ``release()`` still deletes its record."""
+    opts = ChangesOptions(consumer="gone", consumer_lifetime=timedelta(seconds=1))
+    with Db.open("db", store, QUIET) as db:
+        db.put(b"a", b"1")
+    feed = ChangeFeed("db", store, opts)
+    end_of(feed, None)
+    time.sleep(2.1)
+    GarbageCollector("db", store, GarbageCollectorOptions()).run_once()
+    assert [r.consumer for r in registrations(store, "db")] == ["gone"]
+    feed.release()
+    assert registrations(store, "db") == []

@@ -240,6 +240,11 @@ def _read_views_at_once(r: ManifestReader, positions: list[int]) -> tuple[SstVie
     return tuple(map(_make_view, view_ids, ssts, repeat(None, len(positions))))
 
 
+_make_checkpoint = builder(model.Checkpoint)
+_DESTROYED = DESTROYED_CHECKPOINT_ID.bytes
+_CHECKPOINT_ID = attrgetter("id.int")
+
+
 def read_checkpoints(
     r: ManifestReader, pos: int | None
 ) -> tuple[tuple[model.Checkpoint, ...], int | None]:
@@ -248,8 +253,8 @@ def read_checkpoints(
     destroyed = None
     for p in r.tables(pos, "checkpoints"):
         raw, manifest_id, expire, create, tag, meta, name = r.table(CP, p)
-        cid = r.uuid(need(raw, "Checkpoint.id"))
-        if cid == DESTROYED_CHECKPOINT_ID:
+        id_bytes = HALVES.pack(*r.pair(UUID_TABLE, need(raw, "Checkpoint.id")))
+        if id_bytes == _DESTROYED:  # bytes compared in C (a UUID compares in Python)
             destroyed = create
             continue
         epoch = None
@@ -260,8 +265,8 @@ def read_checkpoints(
         if isinstance(r, ManifestReader):
             r.cp_tables.append(p)
         cps.append(
-            model.Checkpoint(
-                cid,
+            _make_checkpoint(  # model.Checkpoint(...), without its frozen __init__'s cost
+                uuid.UUID(bytes=id_bytes),
                 manifest_id,
                 create,
                 expire or None,
@@ -269,7 +274,7 @@ def read_checkpoints(
                 None if name is None else r.string(name),
             )
         )
-    if len({c.id for c in cps}) != len(cps):
+    if len(set(map(_CHECKPOINT_ID, cps))) != len(cps):
         raise Malformed("a checkpoint id appears twice")
     return tuple(cps), destroyed
 

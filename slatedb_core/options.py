@@ -346,6 +346,13 @@ class CompactorOptions:
     block_size: int = 64 * KiB
     bloom_bits_per_key: int = 10
     compression: str = "none"
+    read_budget_bytes: int = 16 * MiB
+    """The bytes one compaction reads ahead over all its sources at once: each source's GETs are
+    this divided by the number of sources, kept between 1 MiB (fewer bytes per GET costs many
+    more requests on S3) and 8 MiB. A merge holds about one GET's rows per source, and decoded
+    they take ~4x the GET's bytes, so the default bounds the read side of a compaction to
+    ~64 MiB (8 L0 sources read 2 MiB each, SlateDB's ``bytes_to_fetch`` default), whatever the
+    size of its inputs (issue 42, goal 3; bench/results/db_ingest_memory.txt)."""
     merge_operator: str | MergeOperator | None = None
     """How compactions fold merge operands (SlateDB RFC 0006), as ``DbOptions.merge_operator``.
     None: a compaction that meets an operand fails with ``MergeOperatorMissing`` and commits
@@ -363,6 +370,7 @@ class CompactorOptions:
                 "max_sorted_runs": (1, None),
                 "block_size": (1, MAX_BLOCK_SIZE),
                 "bloom_bits_per_key": (0, None),
+                "read_budget_bytes": (1, None),
             },
         )
         _set(self, "size_ratio", check_number("size_ratio", self.size_ratio, lo=1))
@@ -420,11 +428,3 @@ class DbReaderOptions:
             and self.checkpoint_lifetime <= 2 * self.manifest_poll_interval
         ):
             raise InvalidArgument("checkpoint_lifetime must exceed 2 x manifest_poll_interval")
-    read_budget_bytes: int = 16 * MiB
-    """The bytes one compaction reads ahead over all its sources at once: each source's GETs are
-    this divided by the number of sources, kept between 1 MiB (fewer bytes per GET costs many
-    more requests on S3) and 8 MiB. A merge holds about one GET's rows per source, and decoded
-    they take ~4x the GET's bytes, so the default bounds the read side of a compaction to
-    ~64 MiB (8 L0 sources read 2 MiB each, SlateDB's ``bytes_to_fetch`` default), whatever the
-    size of its inputs (issue 42, goal 3; bench/results/db_ingest_memory.txt)."""
-                "read_budget_bytes": (1, None),

@@ -284,9 +284,12 @@ def _print_feed(read: Source, since: Any, start: Any, until: Any, plan: _Plan) -
         while True:
             for rows, cursor, db in read(last):
                 encoded = cursor.encode()
-                if plan.follow and not rows.num_rows and encoded == shown:
+                if plan.follow and not rows.num_rows:
+                    # a poll with no rows (nothing new, or only a writer's empty WAL SST, e.g.
+                    # its fencing one on open) prints nothing and counts for no --max-batches:
+                    # the next batch's cursor line covers it
                     last = cursor
-                    continue  # a poll that moved nothing: no line
+                    continue
                 _print_rows(rows, db, plan)
                 last, shown, printed = cursor, encoded, printed + 1
                 if plan.as_json:

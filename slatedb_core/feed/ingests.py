@@ -132,6 +132,18 @@ def consumer_marks_change(m: Manifest, consumer: str, after_seq: int | None) -> 
     return dataclasses.replace(m, checkpoints=tuple(keep))
 
 
+def pruned_marks_last(m: Manifest, consumer: str, after_seq: int) -> int:
+    """The last seq of the ingests whose markers :func:`consumer_marks_change` drops from ``m``
+    for ``consumer`` at ``after_seq`` (0: none): once they are gone, a seq gap at or below it
+    is no longer one a marker speaks for (docs/changes.md, "The registration record")."""
+    last = 0
+    for c in m.checkpoints:
+        mark = parse_marker(c)
+        if mark is not None and mark.consumer == consumer and mark.last <= after_seq:
+            last = max(last, mark.last)
+    return last
+
+
 def extend_marks(
     checkpoints: Sequence[Checkpoint], consumer: str, expire: int | None
 ) -> tuple[Checkpoint, ...]:
@@ -205,6 +217,7 @@ __all__ = [
     "mark_ingest",
     "marker_name",
     "parse_marker",
+    "pruned_marks_last",
     "unmarked_ingest_committed",
 ]
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from slatedb_core.checkpoints import check_live, drop_named_change, expire_time_s
 from slatedb_core.errors import InvalidArgument, ObjectNotFound
 from slatedb_core.feed.cursor import Cursor
-from slatedb_core.feed.ingests import consumer_marks_change, extend_marks
+from slatedb_core.feed.ingests import consumer_marks_change, extend_marks, pruned_marks_last
 from slatedb_core.feed.registrations import (
     Registration,
     delete_registration,
@@ -167,7 +167,20 @@ def hold(
     bases: list[Manifest] = []
 
     def observed(m: Manifest, next_id: int) -> Manifest | None:
+        nonlocal reg
         bases.append(m)  # the last one is what the committed edit (or no edit) was built on
+        pruned = 0 if cursor is None else pruned_marks_last(m, consumer, cursor.seq)
+        if (
+            reg is not None
+            and pruned > reg.marked_after
+            and reg.checkpoint in {c.id for c in held_by(m, consumer, now_s)}
+        ):
+            # the edit drops the markers of ingests up to ``pruned``: an older cursor of this
+            # consumer (another process under its name, a restored sink) must not take their
+            # gaps for failed ingests, so the record says so before they go (a record that
+            # does not speak for the live checkpoint already gives way to the L0 seq)
+            reg = dataclasses.replace(reg, marked_after=pruned, updated_s=int(now_s))
+            write_registration(store, path, reg)
         return change(m, next_id)
 
     stored = manifests.update_at(observed)

@@ -23,6 +23,7 @@ it after a lost race; :mod:`slatedb_core.checkpoints`).
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -165,15 +166,21 @@ def hold(
     reg = read_registration(store, path, consumer)
     change = hold_change(path, consumer, cursor, lifetime, now_s)
     bases: list[Manifest] = []
+    # the clock read as each try of the edit is built: whether the checkpoint was live in the
+    # manifest it is built on is judged then, not at ``now_s`` (a consumer stalled since it
+    # read ``now_s`` must not vouch for a checkpoint that lapsed meanwhile, when an ingest
+    # that committed skipped it: slatedb_core.feed.ingests.mark_ingest)
+    seen_s: list[float] = []
 
     def observed(m: Manifest, next_id: int) -> Manifest | None:
         nonlocal reg
         bases.append(m)  # the last one is what the committed edit (or no edit) was built on
+        seen_s.append(max(now_s, time.time()))
         pruned = 0 if cursor is None else pruned_marks_last(m, consumer, cursor.seq)
         if (
             reg is not None
             and pruned > reg.marked_after
-            and reg.checkpoint in {c.id for c in held_by(m, consumer, now_s)}
+            and reg.checkpoint in {c.id for c in held_by(m, consumer, seen_s[-1])}
         ):
             # the edit drops the markers of ingests up to ``pruned``: an older cursor of this
             # consumer (another process under its name, a restored sink) must not take their
@@ -185,7 +192,7 @@ def hold(
 
     stored = manifests.update_at(observed)
     base = bases[-1] if bases else stored.manifest
-    before = {c.id for c in held_by(base, consumer, now_s)}
+    before = {c.id for c in held_by(base, consumer, seen_s[-1] if seen_s else now_s)}
     if before and reg is not None and reg.checkpoint in before:
         marked_after = reg.marked_after
     else:

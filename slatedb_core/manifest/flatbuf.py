@@ -349,10 +349,8 @@ class FbReader:
         n = self._n
         if not len(positions):
             return {}
-        if int(positions.min()) < 0 or int(positions.max()) + 4 > n:
-            raise Malformed(f"a {table.name} table is out of bounds")
         u8 = self.u8
-        vts = positions - gather(u8, positions, "<i4")
+        vts = self.vtable_positions(table, positions)
         vt = int(vts[0])
         if not bool((vts == vt).all()):
             return None
@@ -364,6 +362,16 @@ class FbReader:
             at = positions + off
             vals = gather(u8, at, NP_DTYPE[kind])
             out[slot] = at + vals.astype(np.int64) if kind == "O" else vals
+        return out
+
+    def vtable_positions(self, table: FbTable, positions: Positions) -> Positions:
+        """Where the vtable of each table of ``table`` at ``positions`` lies (its tables are
+        checked to lie inside the buffer; the vtables are checked when read)."""
+        if not len(positions):
+            return positions
+        if int(positions.min()) < 0 or int(positions.max()) + 4 > self._n:
+            raise Malformed(f"a {table.name} table is out of bounds")
+        out: Positions = positions - gather(self.u8, positions, "<i4")
         return out
 
     def positions(self, pos: int | None, what: str) -> Positions:

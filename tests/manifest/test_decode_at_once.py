@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,9 +22,11 @@ from ulid import ULID
 from slatedb_core.errors import CorruptionError, UnsupportedFeature
 from slatedb_core.keys import BytesBound, BytesRange
 from slatedb_core.manifest import _decode
+from slatedb_core.manifest._encode import DESTROYED_CHECKPOINT_ID
 from slatedb_core.manifest.codec import decode_stamped_manifest, encode_manifest
 from slatedb_core.manifest.model import (
     AppVersion,
+    Checkpoint,
     CompactedSst,
     Manifest,
     SortedRun,
@@ -31,6 +34,7 @@ from slatedb_core.manifest.model import (
     SstView,
     builder,
 )
+from slatedb_core.manifest.tables import MANIFEST
 from tests.manifest.fbtools import drop_slot
 
 NAME = "db/manifest/00000000000000000007.manifest"
@@ -87,12 +91,32 @@ def manifests(draw: st.DrawFn) -> Manifest:
         if ssts
         else st.just(())
     )
+    plain_cps = st.builds(
+        Checkpoint,
+        st.uuids(),
+        _u64,
+        st.integers(0, 2**32 - 1),
+        st.none() | st.integers(1, 2**32 - 1),
+    )
+    other_cps = st.builds(
+        Checkpoint,
+        st.uuids(),
+        _u64,
+        st.integers(0, 2**32 - 1),
+        st.none() | st.integers(1, 2**32 - 1),
+        st.none() | _u64,
+        st.none() | st.text(max_size=4),
+    )
+    cps = draw(st.lists(plain_cps, max_size=40)) + draw(st.lists(other_cps, max_size=3))
+    cps = [c for c in draw(st.permutations(cps)) if c.id != DESTROYED_CHECKPOINT_ID]
     return Manifest(
         ssts=tuple(ssts),
         l0=draw(views),
         compacted=tuple(
             draw(st.lists(st.builds(SortedRun, st.integers(0, 99), views), max_size=3))
         ),
+        checkpoints=tuple({c.id: c for c in cps}.values()),
+        destroyed_at_s=draw(st.none() | st.integers(0, 2**32 - 1)),
     )
 
 
@@ -102,6 +126,7 @@ def one_by_one() -> Iterator[None]:
     mp = pytest.MonkeyPatch()
     mp.setattr(_decode, "_read_ssts_at_once", lambda *a: None)
     mp.setattr(_decode, "_read_views_at_once", lambda *a: None)
+    mp.setattr(_decode, "_plain_checkpoints", lambda *a: {})
     try:
         yield
     finally:
@@ -140,7 +165,7 @@ def test_at_once_and_one_by_one_decode_alike(m: Manifest) -> None:
 def test_damaged_manifests_decode_alike_or_raise_alike(m: Manifest, data: st.DataObject) -> None:
     """SlateDB's manifests carry no checksum (our table dropped, as SlateDB writes them): a
     damaged one decodes to the same manifest on both paths, or both raise."""
-    buf = bytearray(drop_slot(encode_manifest(m), 32))
+    buf = bytearray(drop_slot(encode_manifest(m, manifest_id=3), 32))
     for _ in range(data.draw(st.integers(1, 4))):
         buf[data.draw(st.integers(2, len(buf) - 1))] = data.draw(st.integers(0, 255))
     fast = _outcome(bytes(buf))
@@ -172,6 +197,25 @@ def test_the_fast_path_is_taken_for_a_writers_manifest(monkeypatch: pytest.Monke
         "_read_views_at_once:True",
         "_read_views_at_once:True",
     ]
+
+
+def test_plain_checkpoints_are_read_at_once_beside_a_writer_checkpoint() -> None:
+    """A writer's manifest: 1,000 checkpoints without metadata and its writer checkpoint (its
+    own vtable): the plain ones are read at once, the other one by one, in order."""
+    plain = [
+        Checkpoint(uuid4(), 7, 1_700_000_000 + i, None if i % 3 else 1_800_000_000)
+        for i in range(1000)
+    ]
+    writer = Checkpoint(uuid4(), 9, 1_700_000_500, None, 4)
+    m = Manifest(checkpoints=(*plain[:500], writer, *plain[500:]), destroyed_at_s=5)
+    data = encode_manifest(m, manifest_id=9)
+    r = _decode.ManifestReader(data[2:])
+    positions = r.tables(r.table(MANIFEST, r.root())[12], "checkpoints")
+    assert len(_decode._plain_checkpoints(r, positions)) == 1000
+    got, stamp = decode_stamped_manifest(data, name=NAME)
+    with one_by_one():
+        slow, slow_stamp = decode_stamped_manifest(data, name=NAME)
+    assert got == slow == m and stamp.layout == slow_stamp.layout
 
 
 def test_builder_makes_the_object_the_constructor_makes() -> None:

@@ -142,6 +142,9 @@ class RawBlock:
             return False
         buf = np.frombuffer(d, np.uint8, count=limit)
         at = np.frombuffer(rs, np.uint16).astype(np.intp)
+        # offsets rising by a row's least size at least: every gather below inside the rows
+        if len(rs) > 1 and int(np.diff(at).min()) < _MIN_ROW:
+            return False
         if buf[at].any():  # a restart row shares a prefix
             return False
         at += 1
@@ -239,7 +242,9 @@ class RawBlock:
                 else:
                     x = int.from_bytes(key, "big") << (64 - 8 * len(key))
                 lo = bisect_left(pre, x)
-                hi = bisect_right(pre, x, lo)
+                # the bytes search runs only among several keys of this prefix; with one (or
+                # none) the row at lo is the key's if any row is
+                hi = bisect_right(pre, x, lo) if lo + 1 < n and pre[lo + 1] == x else lo
             while lo < hi:
                 mid = (lo + hi) >> 1
                 p = rs[mid] + 3

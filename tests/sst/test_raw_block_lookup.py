@@ -145,3 +145,29 @@ def test_a_damaged_block_raises_corruption_and_nothing_else(
                 reader.get(k)
             except CorruptionError:
                 pass
+
+
+def test_a_restart_offset_out_of_order_under_a_recomputed_crc_is_corruption() -> None:
+    """Found by the property above run with 300 examples (issue 42, goal 1, session 2): a block
+    whose stats count one row per restart skips the row walk, and gathered its restart rows'
+    headers at offsets nobody had checked, raising IndexError for an offset past the rows."""
+    rows: list[Row] = [(b"k%03d" % i, 100 - i, 0, b"v" * 10, None) for i in range(40)]
+    blob, _ = encode_sst(_batch(rows), SstOptions(block_size=4096, restart_interval=1))
+    good = SstReader.from_bytes(blob, "g")
+    offs = good.block_offsets
+    end = offs[1]
+    body_end = end - 4  # the block's CRC follows
+    count = int.from_bytes(blob[body_end - 2 : body_end], "big")
+    assert count == 40  # one restart per row
+    for bad_offset in (0xFFFF, 0x7000, 3):
+        bad = bytearray(blob)
+        at = body_end - 2 - 2 * count + 2 * 20  # the 21st restart offset
+        bad[at : at + 2] = bad_offset.to_bytes(2, "big")
+        bad[body_end:end] = crc32(bytes(bad[:body_end])).to_bytes(4, "big")
+        for cache in (BlockCache(1 << 20), None):
+            reader = SstReader.from_bytes(bytes(bad), "d", cache=cache)
+            for k in (b"k000", b"k020", b"k039", b"zzz"):
+                try:
+                    reader.get(k)
+                except CorruptionError:
+                    pass

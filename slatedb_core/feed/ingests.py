@@ -84,7 +84,12 @@ def mark_ingest(
     race adds the same ones."""
     added = []
     for c in m.checkpoints:
-        if c.name is None or not c.name.startswith(_CONSUMER_PREFIX) or c.is_expired(now_s):
+        # an expired consumer checkpoint still in the manifest is marked too (its marker
+        # expired with it): the consumer, by its own clock (behind ours, or read before a
+        # stall), may still find the checkpoint live, revive it and trust its registration
+        # record; the GC removes the checkpoint and its markers in one update
+        # (slatedb_core.gc.expired_checkpoints), so a present checkpoint has every marker
+        if c.name is None or not c.name.startswith(_CONSUMER_PREFIX):
             continue
         consumer = c.name[len(_CONSUMER_PREFIX) :]
         name = marker_name(first, last, ssts, consumer)

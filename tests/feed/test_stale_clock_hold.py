@@ -57,3 +57,28 @@ def test_a_hold_with_a_stale_clock_never_vouches_for_an_unmarked_ingest(
     except ChangesCollected:
         return
     assert got == [b"y", b"b"]
+
+
+def test_an_ingest_marks_a_lapsed_but_present_consumer(store: ObjectStore) -> None:
+    """The writer's clock ahead of the consumer's (two machines): the ingest commits after the
+    consumer's checkpoint expired by the writer's clock, and the consumer, by its own, still
+    finds it live and trusts its record. So an ingest marks every consumer checkpoint still
+    in the manifest, expired or not (the GC removes the checkpoint and its markers in one
+    update), and the revived consumer finds the marker."""
+    opts = ChangesOptions(consumer="etl", consumer_lifetime=LIFE)
+    feed = ChangeFeed("db", store, opts)
+    with Db.open("db", store, QUIET) as db:
+        db.put(b"a", b"1")
+        _, c1 = rows(feed, None)
+        m = ManifestStore(store, "db").read_latest().manifest
+        (cp,) = [c for c in m.checkpoints if c.name == "changes-consumer:etl"]
+        assert cp.expire_time_s is not None
+        while time.time() <= cp.expire_time_s + 0.2:
+            time.sleep(0.1)
+        db.bulk_ingest(pa.table({"key": [b"y"], "value": [b"v"]}))
+        db.put(b"b", b"2")
+        db.flush_memtable()
+    m = ManifestStore(store, "db").read_latest().manifest
+    marks = [c.name for c in m.checkpoints if c.name and c.name.startswith("changes-ingest:")]
+    assert [n.rsplit(":", 1)[1] for n in marks] == ["etl"]
+    assert rows(feed, c1)[0] == [b"y", b"b"]  # back, it finds the marker: delivered once

@@ -256,11 +256,12 @@ class ChangeFeed:
         """Move the consumer's checkpoint to keep only what ``cursor`` still needs (done by
         :meth:`changes` with its ``since``; call it to release sooner)."""
         c = Cursor.of(cursor)
-        assert c is not None
+        if c is None:
+            raise CursorInvalid("advance needs a cursor (None is no position to move to)")
         latest = self.manifests.read_latest().manifest
-        c = self._own(c, self.identity())
-        assert c is not None
-        self._advance(c, latest)
+        own = self._own(c, self.identity())
+        assert own is not None  # _own keeps a cursor a cursor
+        self._advance(own, latest)
 
     def _advance(self, c: Cursor, latest: Manifest) -> int:
         """:meth:`advance` to ``c``, ``latest`` the latest manifest read before; returns the

@@ -449,7 +449,9 @@ def read_table_between(
 def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.RecordBatch]:
     """The changes after ``start`` that ``end`` has delivered, as Spark-typed Arrow batches.
     Stops at the first batch whose cursor reaches ``end`` (WAL phase); a feed that ends before
-    every WAL SST below ``end`` was read is ChangesCollected, never a short batch."""
+    every WAL SST below ``end`` was read is ChangesCollected, never a short batch; an ``end``
+    another database handed out is CursorInvalid."""
+    feed.check_own(end)
     last = start
     for batch in feed.changes(since=start):
         rows = batch.rows

@@ -101,7 +101,9 @@ def db_changes_until(
     the last one ``until``: the rule of a table's ``until=`` for each shard and of a Spark
     micro-batch's end (:func:`slatedb_core.table.changes.delivered_by`, docs/changes.md
     "Spark"). Ends early, at the feed's cursor, when the WAL holding ``until`` is not there yet
-    (``--follow`` polls on); CursorInvalid when ``since`` is past ``until``."""
+    (``--follow`` polls on); CursorInvalid when ``since`` is past ``until``, or ``until`` is
+    another database's."""
+    feed.check_own(until)
     if since is not None and since.snapshot is None and _key(since) >= _key(until):
         if _key(since) > _key(until):
             raise CursorInvalid(f"--until {until.encode()} is before --since {since.encode()}")

@@ -179,6 +179,16 @@ class ChangeFeed:
             self._db_id = feed_identity(self.store, self.path)
         return self._db_id
 
+    def check_own(self, cursor: Cursor) -> Cursor:
+        """``cursor`` as given when it is this database's (or carries no identity, an earlier
+        build's); CursorInvalid for another database's. For a cursor a read ends at (CLI
+        ``--until``, a Spark batch's end): ``since`` is checked by :meth:`changes` itself."""
+        if cursor.db is not None:
+            if self._db_id is None:
+                self.manifests.read_latest()  # no identity is made where no database is
+            self._own(cursor, self.identity())
+        return cursor
+
     def _own(self, cursor: Cursor | None, db: str) -> Cursor | None:
         """``cursor`` as this feed reads it (its identity dropped), after checking that it
         is this database's: CursorInvalid for a cursor another database handed out (the same

@@ -605,12 +605,20 @@ class TableChangeFeed:
         table cursor naming its new cursor; with ``end``, only the rows ``end`` has delivered
         (:func:`delivered_by`), the last batch's cursor ``end``."""
         assert c != DONE
-        if end is not None and isinstance(c, Cursor) and c.snapshot is None:
-            if (c.wal_id, c.seq) >= (end.wal_id, end.seq):
-                return
+        feed = self._feed(db_path, options)
+        if end is not None:
+            try:
+                feed.check_own(end)  # another database's end: CursorInvalid, as a since is
+            except (ObjectNotFound, DatabaseNotFound) as e:
+                raise ChangesCollected(
+                    self.path, f"shard database {db_path!r} is gone (the table GC deleted it): {e}"
+                ) from e
+            if isinstance(c, Cursor) and c.snapshot is None:
+                if (c.wal_id, c.seq) >= (end.wal_id, end.seq):
+                    return
         last = c if isinstance(c, Cursor) else Cursor()
         try:
-            for b in self._feed(db_path, options).changes(c):
+            for b in feed.changes(c):
                 rows = b.rows if key_range is None else _in_range(b.rows, key_range)
                 last = b.cursor
                 if end is not None and last.snapshot is None:

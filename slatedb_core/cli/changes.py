@@ -55,12 +55,12 @@ from slatedb_core.cli.output import Ctx, handle_errors
 from slatedb_core.cli.read import FORMATS, show
 from slatedb_core.cli.table import table_options
 from slatedb_core.cli.terminal import echo, echo_json, echo_row
-from slatedb_core.errors import CursorInvalid
+from slatedb_core.errors import ChangesCollected, CursorInvalid
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.feed.rows import empty_changes
 from slatedb_core.path_kind import holds_table
 from slatedb_core.table import Table
-from slatedb_core.table.changes import TableCursor, delivered_by
+from slatedb_core.table.changes import TableCursor, delivered_by, snapshot_past
 
 ENCODINGS = ("base64", "hex")
 
@@ -111,6 +111,12 @@ def db_changes_until(
     last = since or Cursor()
     for b in feed.changes(since):
         rows, last = b.rows, b.cursor
+        if snapshot_past(rows, until):
+            raise ChangesCollected(
+                feed.path,
+                f"the feed starts from a snapshot newer than --until {until.encode()}: "
+                "read without --until, or from a --since cursor",
+            )
         if last.snapshot is None and _key(last) >= _key(until):
             if rows.num_rows and _key(last) > _key(until):  # the batch crosses it: cut
                 rows = rows.filter(delivered_by(rows, until))

@@ -619,6 +619,12 @@ class TableChangeFeed:
         last = c if isinstance(c, Cursor) else Cursor()
         try:
             for b in feed.changes(c):
+                if end is not None and snapshot_past(b.rows, end):
+                    raise ChangesCollected(
+                        self.path,
+                        f"shard {db_path!r} starts from a snapshot newer than its end in the "
+                        f"until cursor ({end.encode()}): read without until, or from a cursor",
+                    )
                 rows = b.rows if key_range is None else _in_range(b.rows, key_range)
                 last = b.cursor
                 if end is not None and last.snapshot is None:
@@ -656,6 +662,22 @@ def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
         pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
     )
     return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
+
+
+def snapshot_past(rows: pa.RecordBatch, end: Cursor) -> bool:
+    """Whether ``rows`` (``CHANGE_SCHEMA``) hold a row of a feed's bootstrap snapshot that
+    ``end`` may not have delivered: the snapshot is of the latest manifest, perhaps newer than
+    ``end``, and its rows fold every version up to it, so a read up to ``end`` cannot cut it.
+    A row at or below ``end.seq`` was delivered by it; one above it may have been (from a WAL
+    SST below ``end.wal_id``) or not (written after ``end``), which a snapshot row, with no WAL
+    id, cannot tell: a read up to ``end`` must then be ChangesCollected, never yield it and
+    hand out ``end``, after which ``since=end`` delivers the change again."""
+    if not rows.num_rows:
+        return False
+    snap = rows.column(7)
+    if not pc.any(snap).as_py():
+        return False
+    return bool(pc.max(rows.column(3).filter(snap)).as_py() > end.seq)
 
 
 def _is_clearing(c: Cursor | str | None) -> bool:

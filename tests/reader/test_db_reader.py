@@ -286,6 +286,7 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
     stop = threading.Event()
     failures: list[str] = []
     observed: set[int] = set()
+    newest = [-1]  # the newest version a reader saw (observed is a set other threads grow)
 
     def read(reader: DbReader) -> None:
         last = -1
@@ -303,6 +304,7 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
                     failures.append(f"went back from {last} to {version}")
                 last = max(last, version)
                 observed.add(version)
+                newest[0] = max(newest[0], version)
 
     with Db.open("db", store, WRITER) as db:
         db.write(WriteBatch().put(b"k0", b"00000").delete(b"k0"))
@@ -317,6 +319,10 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
                 db.write(batch)
                 if version % 25 == 0:
                     db.flush_memtable()
+                if version % 10 == 0:
+                    # the readers see the writer's progress however loaded the machine is:
+                    # without this wait, at load 15 they once saw only 7 versions of 120
+                    wait_until(lambda v=version: newest[0] >= v)
             db.flush()
             wait_until(lambda: reader.get(b"k9") == b"00120")
             stop.set()

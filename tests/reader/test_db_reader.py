@@ -322,7 +322,10 @@ def test_reads_see_whole_write_batches_and_never_go_back(mode: ReaderMode) -> No
                 if version % 10 == 0:
                     # the readers see the writer's progress however loaded the machine is:
                     # without this wait, at load 15 they once saw only 7 versions of 120
-                    wait_until(lambda v=version: newest[0] >= v)
+                    def seen(v: int = version) -> bool:
+                        return newest[0] >= v
+
+                    wait_until(seen)
             db.flush()
             wait_until(lambda: reader.get(b"k9") == b"00120")
             stop.set()

@@ -587,8 +587,10 @@ class ChangesBatchReader(DataSourceReader):
             tend = tfeed.tail() if until is None else TableCursor.decode(until)
             return [] if tstart == tend else [ChangesPartition(tstart.encode(), tend.encode())]
         feed = self.spec.feed()
-        start = self.spec.first_cursor(feed)
-        end = feed.tail() if self.spec.until is None else Cursor.decode(self.spec.until)
+        start = feed.check_own(self.spec.first_cursor(feed))
+        end = feed.check_own(
+            feed.tail() if self.spec.until is None else Cursor.decode(self.spec.until)
+        )  # another database's: CursorInvalid now, not an empty read
         if start.snapshot is None and _key(end) <= _key(start):
             return []
         return [ChangesPartition(start.encode(), end.encode())]

@@ -508,8 +508,9 @@ class TableChangeFeed:
         try:
             first = manifests.read(1).manifest
         except ObjectNotFound:
-            carried = self._carried(manifests)
-            if carried is not None:
+            held = self._carried(manifests)
+            if held is not None:
+                carried = held.manifest
                 return Cursor(carried.replay_after_wal_id + 1, carried.last_l0_seq)
             raise ChangesCollected(
                 self.path,
@@ -518,7 +519,7 @@ class TableChangeFeed:
             ) from None
         return Cursor(first.replay_after_wal_id + 1, first.last_l0_seq)
 
-    def _carried(self, manifests: ManifestStore) -> Manifest | None:
+    def _carried(self, manifests: ManifestStore) -> StoredManifest | None:
         """The manifest the consumer's checkpoint carried onto a rescale target pins (None: no
         consumer, or it was moved or is gone). The carry commits before the target is swapped
         in, so before any write of its own: its replay point and last seq are manifest 1's.
@@ -532,7 +533,7 @@ class TableChangeFeed:
         for c in manifests.read_latest().manifest.checkpoints:
             if c.name == name and c.id.version == _NAME_BASED and not c.is_expired(now):
                 try:
-                    return manifests.read(c.manifest_id).manifest
+                    return manifests.read(c.manifest_id)
                 except ObjectNotFound:
                     return None
         return None
@@ -554,7 +555,15 @@ class TableChangeFeed:
         manifests = ManifestStore(self.store, db_path)
         try:
             if found.group(1) is None:
-                built = _first_holding_data(manifests)
+                built, known = _first_holding_data(manifests)
+                if not known:
+                    # the build's manifest is gone: a consumer's carried hold pins one with
+                    # the same rows (committed before the swap); else it is collected
+                    built = self._carried(manifests)
+                    if built is None:
+                        raise ObjectNotFound(
+                            f"{db_path}: the first manifest holding data (the build)"
+                        )
                 after = None
             else:
                 built = manifests.read(int(found.group(1)))
@@ -715,16 +724,23 @@ def _holds_data(m: Manifest) -> bool:
     return bool(m.l0 or m.compacted or m.transactions)
 
 
-def _first_holding_data(manifests: ManifestStore) -> StoredManifest | None:
-    """The first manifest of the database, in id order, that holds data (None: none does)."""
+def _first_holding_data(manifests: ManifestStore) -> tuple[StoredManifest | None, bool]:
+    """The first manifest of the database, in id order, that holds data (None: none does),
+    and whether that is known: False when a manifest before it (or, with none found, any) is
+    gone, the GC having collected it. A later manifest holding data is then no stand-in for
+    the first: it may hold writes after it too (review43)."""
+    expected = FIRST_ID
     for entry in manifests.list():
+        if entry.id != expected:
+            return None, False
+        expected += 1
         try:
             stored = manifests.read(entry.id)
         except ObjectNotFound:
-            continue  # collected since the LIST
+            return None, False  # collected since the LIST
         if _holds_data(stored.manifest):
-            return stored
-    return None
+            return stored, True
+    return None, True
 
 
 def _scan(

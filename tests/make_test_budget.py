@@ -18,6 +18,8 @@ SLOW_IN_MAKE_TEST = frozenset(
         "tests/orchestration/test_changes_schedules.py::test_ticks_request_live_databases_and_tables_and_their_runs_apply_only_new_changes",
         "tests/cli/test_changes_follow_until.py::test_ctrl_c_stops_follow_with_every_line_whole",
         "tests/feed/test_snapshot_expire_ts.py::test_snapshot_rows_carry_their_versions_expire_ts[s3]",
+        "tests/feed/test_stale_clock_hold.py::test_a_hold_with_a_stale_clock_never_vouches_for_an_unmarked_ingest[s3]",
+        "tests/feed/test_stale_clock_hold.py::test_an_ingest_marks_a_lapsed_but_present_consumer[s3]",
         "tests/sst/test_encode_decode_properties.py::test_damaged_block_with_a_valid_crc_is_corruption_or_rows",
         "tests/spark/test_worker_probe.py::test_the_probe_is_bounded_in_time",
         "tests/spark/test_worker_probe.py::test_a_missing_module_is_reported_as_the_interpreter",

@@ -23,6 +23,7 @@ latest manifest's ``last_l0_seq`` is past them once the WAL is read to its end) 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -217,6 +218,7 @@ __all__ = [
     "IngestRows",
     "consumer_marks_change",
     "extend_marks",
+    "history_unknown",
     "live_marks",
     "load_ingest",
     "mark_ingest",
@@ -224,6 +226,7 @@ __all__ = [
     "parse_marker",
     "pruned_marks_last",
     "unmarked_ingest_committed",
+    "unmarked_ingests",
 ]
 
 
@@ -232,17 +235,59 @@ def unmarked_ingest_committed(
 ) -> bool | None:
     """Whether an ingest committed seqs in ``lo..hi``, a seq gap between two WAL rows that
     L0 covers: False when the manifests prove none did, True when one did, None when the
-    manifests that would tell are collected.
+    manifests that would tell are collected (see :func:`_commits_in`)."""
+    found = _commits_in(manifests, lo, hi, {} if memo is None else memo)
+    return None if found is None else bool(found)
+
+
+def unmarked_ingests(
+    manifests: ManifestStore, lo: int, hi: int, memo: dict[int, int | None] | None = None
+) -> list[IngestMark] | None:
+    """The ingests no marker names that committed seqs in ``lo..hi`` (a seq gap between two WAL
+    rows that L0 covers), by seq, as marks :func:`load_ingest` reads: each one's SSTs are the L0
+    views at the front of the manifest that committed it (:func:`_commits_in`) that the
+    manifest before it does not have (an ingest's commit puts them there in one update,
+    :mod:`slatedb_core.writer.ingest`). [] when the manifests prove none committed there; None
+    when a manifest that would tell is collected (the caller raises ChangesCollected)."""
+    found = _commits_in(manifests, lo, hi, {} if memo is None else memo)
+    if found is None:
+        return None
+    out = []
+    for before_id, commit_id, prev_seq, last in found:
+        try:
+            before = manifests.read(before_id).manifest
+            commit = manifests.read(commit_id).manifest
+        except ObjectNotFound:
+            return None
+        had = {v.view_id for v in before.l0}
+        ssts = 0
+        for view in commit.l0:
+            if view.view_id in had:
+                break
+            ssts += 1
+        if not ssts:
+            return None  # no new L0 SST: not an ingest's commit we can read
+        out.append(IngestMark(max(lo, prev_seq + 1), last, ssts, "", commit_id))
+    return out
+
+
+def _commits_in(
+    manifests: ManifestStore, lo: int, hi: int, seen: dict[int, int | None]
+) -> list[tuple[int, int, int, int]] | None:
+    """``(id of the manifest before, id of the commit, the last_l0_seq before, the commit's
+    last_l0_seq)`` of every manifest update whose ``last_l0_seq`` lands in ``lo..hi``, a seq
+    gap between two WAL rows that L0 covers, by seq; None when a manifest that would tell is
+    collected (``seen``: a memo of manifest id to ``last_l0_seq``, None: gone).
 
     An ingest holds the L0 lock from its reservation to its commit, and commits with one
     manifest update whose ``last_l0_seq`` is its last seq (every L0 row before it is older than
     the reservation, :mod:`slatedb_core.writer.ingest`); ``last_l0_seq`` never goes down
-    (a flush and an ingest both set it to a max). So some manifest's ``last_l0_seq`` is in
-    ``lo..hi`` exactly when an ingest committed there; a reservation that never committed
-    leaves two consecutive manifests whose ``last_l0_seq`` jumps from below ``lo`` to past
-    ``hi`` (the next L0 commit holds only rows written after it). A binary search over the
-    listed manifest ids: one LIST and a few GETs, paid only at such a gap."""
-    seen = {} if memo is None else memo
+    (a flush and an ingest both set it to a max), and a flush sets it to a WAL row's seq, never
+    one in the gap. So a manifest's ``last_l0_seq`` lands in ``lo..hi`` exactly when an ingest
+    committed there (several ingests in a row: one manifest each); a reservation that never
+    committed leaves two consecutive manifests whose ``last_l0_seq`` jumps from below it to
+    past it (the next L0 commit holds only rows written after it). Binary searches over the
+    listed manifest ids: one LIST and a few GETs per ingest, paid only at such a gap."""
 
     def l0_seq(manifest_id: int) -> int | None:
         if manifest_id not in seen:
@@ -257,23 +302,72 @@ def unmarked_ingest_committed(
         return None
     first = l0_seq(ids[0])
     if first is None or first >= lo:
-        return None if first is None or first > hi else True
-    below, above = 0, len(ids)  # ids[below] is under lo; ids[above:] are at or past lo
-    while above - below > 1:
-        mid = (below + above) // 2
-        s = l0_seq(ids[mid])
-        if s is None:
-            return None  # collected meanwhile
-        if s < lo:
-            below = mid
-        else:
-            above = mid
-    if above == len(ids) or ids[above] != ids[below] + 1:
-        return None  # nothing past lo yet (the gap is not covered), or a collected id
-    s = l0_seq(ids[above])
-    if s is None:
-        return None
-    return s <= hi
+        return None  # the manifest before the first one past lo is collected
+    found: list[tuple[int, int, int, int]] = []
+    below = 0  # ids[below] is under lo
+    while True:
+        above = len(ids)  # ids[above:] are at or past lo
+        while above - below > 1:
+            mid = (below + above) // 2
+            s = l0_seq(ids[mid])
+            if s is None:
+                return None  # collected meanwhile
+            if s < lo:
+                below = mid
+            else:
+                above = mid
+        if above == len(ids) or ids[above] != ids[below] + 1:
+            return None  # nothing past lo yet (the gap is not covered), or a collected id
+        s = l0_seq(ids[above])
+        prev = l0_seq(ids[below])
+        if s is None or prev is None:
+            return None
+        if s > hi:
+            return found
+        found.append((ids[below], ids[above], prev, s))
+        if s >= hi:
+            return found
+        lo, below = s + 1, above
+
+
+def history_unknown(manifests: ManifestStore) -> bool:
+    """Whether the stored manifests may miss the commit of an ingest: the GC collected a
+    manifest after which ``last_l0_seq`` grew (the first listed is not manifest 1 and has L0
+    rows, or ids around a hole differ in ``last_l0_seq``). A feed with no cursor starts from a
+    snapshot then (docs/changes.md, "Ingested rows"): reading the WAL from SST 1 it could meet
+    an ingest no marker names and no manifest tells, after it yielded batches. One LIST and the
+    manifests around each hole."""
+    ids = [e.id for e in manifests.list()]
+    if not ids:
+        return True
+    try:
+        if ids[0] != 1 and manifests.read(ids[0]).manifest.last_l0_seq > 0:
+            return True
+        for a, b in itertools.pairwise(ids):
+            if b != a + 1:
+                before = manifests.read(a).manifest.last_l0_seq
+                if manifests.read(b).manifest.last_l0_seq > before:
+                    return True
+    except ObjectNotFound:
+        return True
+    return False
+
+
+def _filled(marks: Sequence[IngestMark], lo: int, hi: int) -> bool:
+    """Whether the ingests ``marks`` fill every seq of ``lo..hi``."""
+    pos = lo
+    for m in sorted(marks, key=lambda m: m.first):
+        if m.first > pos:
+            return False
+        pos = max(pos, m.last + 1)
+    return pos > hi
+
+
+def _merged(marks: Sequence[IngestMark], found: Sequence[IngestMark]) -> list[IngestMark]:
+    """``marks`` and the ingests of ``found`` no mark of them names (one ingest: one last
+    seq), by seq."""
+    lasts = {m.last for m in marks}
+    return sorted([*marks, *(m for m in found if m.last not in lasts)], key=lambda m: m.first)
 
 
 def _gaps(seqs: npt.NDArray[np.uint64], start: int, before: int) -> list[int]:
@@ -354,10 +448,11 @@ class IngestMerge:
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
                 lo = (cursor.seq if before is None else before) + 1
-                if how == "l0" and (self.marked_after is None or lo <= self.marked_after):
-                    # no marker can speak for this gap: an unregistered feed's, or one from
-                    # before the consumer's registration (its checkpoint lapsed meanwhile)
-                    self._settle_unmarked(lo, hi, "before" if before is None else f"after {before}")
+                if how != "wal" and self._unmarked_here(lo) and not _filled(covered, lo, hi):
+                    # no marker can speak for (all of) this gap: an unregistered feed's, or one
+                    # from before the consumer's registration (its checkpoint lapsed meanwhile)
+                    where = "before" if before is None else f"after {before}"
+                    covered = self._settle_unmarked(lo, hi, covered, where)
                 if covered:
                     yield w, w, w, rows.slice(i, j - i)
                     i = j
@@ -368,26 +463,45 @@ class IngestMerge:
             if len(seqs):
                 prev = int(seqs[-1])
                 seen = max(seen, prev)
-        for mark in pending:
+        tail = list(pending)
+        top = max([seen, *(m.last for m in tail)])
+        flushed_before = prev is None and top < self.l0_seq_before
+        if flushed_before:
+            flushed_before = self._resolved([], self.l0_seq_before, cursor.wal_id) == "wal"
+        if self.l0_seq_before > top and not flushed_before and self._unmarked_here(seen + 1):
+            # L0 past every row delivered: ingests after the last WAL row, which the manifests
+            # that committed them tell while they are there (else ChangesCollected below)
+            found = unmarked_ingests(self.manifests, seen + 1, self.l0_seq_before, self._l0_seqs)
+            if found is not None:
+                tail = _merged(tail, found)
+        for mark in tail:
             got = load_ingest(self.store, self.manifests, mark, cursor.seq)
             if got.replay_after_wal_id >= next_wal:
                 return  # WAL rows older than it are in WAL SSTs not listed yet
             yield None, next_wal, next_wal, got.rows
             seen = max(seen, mark.last)
-        if self.l0_seq_before > seen and not (
-            prev is None and self._resolved([], self.l0_seq_before, cursor.wal_id) == "wal"
-        ):
+        if self.l0_seq_before > seen and not flushed_before:
             # (no WAL row after the cursor: L0's rows may be those of the WAL SSTs before it,
             # flushed since a tail() cursor was taken; the same look-back as a gap's)
             raise self._unfollowed(self.l0_seq_before, f"after {seen}")
 
-    def _settle_unmarked(self, lo: int, hi: int, where: str) -> None:
-        """An unmarked seq gap ``lo..hi`` that L0 covers, for a feed no marker can speak for:
-        go on when the manifests prove that no ingest committed in it (a failed ingest's
-        reservation), else ChangesCollected."""
-        if unmarked_ingest_committed(self.manifests, lo, hi, self._l0_seqs) is False:
-            return
-        raise self._unfollowed(hi, where)
+    def _unmarked_here(self, lo: int) -> bool:
+        """Whether a seq gap from ``lo`` may hold an ingest no marker names for this feed: an
+        unregistered feed's, or one starting at or below the consumer's registration."""
+        return self.marked_after is None or lo <= self.marked_after
+
+    def _settle_unmarked(
+        self, lo: int, hi: int, covered: list[IngestMark], where: str
+    ) -> list[IngestMark]:
+        """A seq gap ``lo..hi`` that L0 covers and the markers ``covered`` do not fill, for a
+        feed no marker can speak for: the ingests to deliver in it, by seq (``covered`` and
+        those the manifests that committed them tell, :func:`unmarked_ingests`); what the
+        manifests prove no ingest committed is a failed ingest's reservation. ChangesCollected
+        when those manifests are collected."""
+        found = unmarked_ingests(self.manifests, lo, hi, self._l0_seqs)
+        if found is None:
+            raise self._unfollowed(hi, where)
+        return _merged(covered, found)
 
     def _unfollowed(self, hi: int, where: str) -> ChangesCollected:
         return ChangesCollected(

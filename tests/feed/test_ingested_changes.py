@@ -1,7 +1,8 @@
 """Rows that reach L0 without the WAL (``Db.ingest_ssts``, ``Db.bulk_ingest``) are committed
 changes: a registered consumer's feed delivers them in commit order, once, on resume too, and
 through a compaction that merges their L0 SSTs and a GC pass; an unregistered feed, which has no
-marker to find them by, says so (``ChangesCollected``) rather than skip them (issue 43, item 2:
+marker to find them by, reads them through the manifests that committed them, and once the GC
+collected those says so (``ChangesCollected``) rather than skip them (issue 43, item 2:
 "every committed change" covers the ingest gap of item 1).
 """
 
@@ -95,6 +96,13 @@ def test_an_unregistered_feed_behind_an_ingest_is_told(store: ObjectStore) -> No
         db.put(b"_", b"0")
         start = list(db.changes())[-1].cursor
     write_with_ingests(store)
+    # read through the manifests that committed them (review43) while they are there
+    assert (
+        rows_of(list(ChangeFeed("db", store, ChangesOptions(batch_rows=1)).changes(start)))
+        == EXPECTED
+    )
+    gc = GarbageCollectorOptions(min_age=timedelta(hours=1), manifest_min_age=timedelta(0))
+    GarbageCollector("db", store, gc).run_once()
     with pytest.raises(ChangesCollected, match="ingest"):
         list(ChangeFeed("db", store).changes(start))
 

@@ -15,8 +15,11 @@ delivered them and its next :func:`~slatedb_core.feed.retention.hold_change` dro
 exactly when the ingest committed.
 
 A database with no registered consumer gets no marker and pays nothing. An unregistered feed
-cannot see an ingest then; it notices one that is newer than every row it delivered (the
-latest manifest's ``last_l0_seq`` is past them once the WAL is read to its end) and raises
+(or a consumer's, before its registration) finds an ingest no marker names by its seq gap, or
+by the latest manifest's ``last_l0_seq`` past every row it delivered, and reads it while the
+manifest that committed it is there: the first whose ``last_l0_seq`` lands in the gap, its L0
+SSTs at the front that the manifest before it lacks (:func:`unmarked_ingests`). Once the GC
+collected that manifest, the one before it, or its SSTs (compacted away), it raises
 :class:`~slatedb_core.errors.ChangesCollected` rather than go past it.
 """
 
@@ -395,9 +398,9 @@ class IngestMerge:
     manifest covers with no marker, all above ``marked_after``, is a failed ingest's for a
     registered consumer (every ingest committed above that seq since its registration is
     marked for it, :mod:`slatedb_core.feed.registrations`); any other (``marked_after`` None: an
-    unregistered feed) goes on only when the manifests prove no ingest committed in it
-    (:func:`unmarked_ingest_committed`), else raises ChangesCollected there rather than risk a
-    gap. ``l0_seq_before``
+    unregistered feed) is filled with the ingests the manifests that committed them tell
+    (:func:`unmarked_ingests`; none: a failed ingest's reservation), and raises
+    ChangesCollected there when those manifests are collected, rather than risk a gap. ``l0_seq_before``
     (the ``last_l0_seq`` of a manifest read before the LIST) ends the check that no ingest was
     left behind: every L0 row of that manifest is in a WAL SST listed, or an ingest's.
     ``wal_last_seq(id)``: the highest seq of WAL SST ``id`` (0: it has no rows; None: gone)."""

@@ -190,3 +190,20 @@ def test_an_unmarked_ingest_right_before_a_marked_one(store: ObjectStore) -> Non
     assert rows_of(list(ChangeFeed("db", store, ONE).changes(start))) == want
     etl = ChangeFeed("db", store, ChangesOptions(consumer="etl", batch_rows=1))
     assert rows_of(list(etl.changes(start))) == want
+
+
+def test_ingests_after_the_last_wal_row(store: ObjectStore) -> None:
+    """No write after the ingests yet: the latest manifest's last_l0_seq is past every WAL row,
+    and the manifests that committed them tell their rows, resumed inside them too."""
+    with Db.open("db", store, QUIET) as db:
+        db.put(b"a", b"1")
+        start = list(ChangeFeed("db", store).changes(None))[-1].cursor
+        db.bulk_ingest(pa.table({"key": [b"y0", b"y1"], "value": [b"v0", b"v1"]}))
+        db.bulk_ingest(pa.table({"key": [b"z"], "value": [b"vz"]}))
+        batches = list(ChangeFeed("db", store, ONE).changes(start))
+        assert rows_of(batches) == [(b"y0", b"v0", True), (b"y1", b"v1", True), (b"z", b"vz", True)]
+        check_every_resume(store, batches)
+        db.put(b"b", b"2")
+        assert rows_of(list(ChangeFeed("db", store).changes(batches[-1].cursor))) == [
+            (b"b", b"2", False)
+        ]

@@ -10,9 +10,10 @@ are those committed since its checkpoint last became live: its registration. The
 says from where: ``marked_after``, the ``last_l0_seq`` of the manifest its registration was
 committed on (every ingest with seqs above it committed later, and is marked for it), the
 checkpoint it was written for, and ``floor``, the cursor it last resumed from. A seq gap at or
-below ``marked_after`` is settled as an unregistered feed's: only when the manifests prove no
-ingest committed there (:func:`~slatedb_core.feed.ingests.unmarked_ingest_committed`), else
-:class:`~slatedb_core.errors.ChangesCollected`.
+below ``marked_after`` is settled as an unregistered feed's: the feed goes on when the
+manifests prove no ingest committed there, reads an ingest that did from the manifest that
+committed it (:func:`~slatedb_core.feed.ingests.unmarked_ingests`), and raises
+:class:`~slatedb_core.errors.ChangesCollected` when the GC collected that manifest or its SSTs.
 
 The record is written after the manifest update it describes, and trusted only while the
 checkpoint it names is still live: a record that names another (a crash between the two

@@ -18,7 +18,7 @@ from slatedb_core.options import CheckpointOptions, DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.interop.expect import Model, check_reads, rows
-from tests.interop.oracle import Oracle, settings
+from tests.interop.oracle import Oracle
 
 pytestmark = pytest.mark.slatedb
 
@@ -36,8 +36,7 @@ def _agree(oracle: Oracle, store: ObjectStore) -> int:
     m = ours.read(vm.id).manifest
     assert [str(v.id) for v in vm.l0] == [str(v.view_id) for v in m.l0]
     theirs = {
-        uuid.UUID(c.id): (c.manifest_id, c.expire_time_secs or None, c.name)
-        for c in vm.checkpoints
+        uuid.UUID(c.id): (c.manifest_id, c.expire_time_secs or None, c.name) for c in vm.checkpoints
     }
     mine = {c.id: (c.manifest_id, c.expire_time_s, c.name) for c in m.checkpoints}
     assert theirs == mine

@@ -14,9 +14,11 @@ increasing offsets), and every row a lookup reads (varints, lengths and flags in
 keys in order along the path). Damage anywhere else in the block surfaces when a scan decodes it.
 A block whose row count (the SST's block stats) equals its restart count, one row per restart
 as our writer lays them out, is not walked row by row when it is read (a 64 KiB block's row
-check cost more than reading it: issue 42, goal 1); only its restart rows' header bytes are
-gathered. Under an intact CRC its bytes are the writer's; damage under a recomputed CRC (a buggy
-writer) can still only raise ``CorruptionError`` or give a wrong answer, never another error.
+check cost more than reading it: issue 42, goal 1); only its restart rows' header and flags
+bytes are gathered, enough to prove each row ends where the next begins, so no search step reads
+a key through a damaged length. Under an intact CRC its bytes are the writer's; damage under a
+recomputed CRC (a buggy writer) can still only raise ``CorruptionError`` or give a wrong answer
+(keys out of order, as before the skip), never another error.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ and a delete only removes the store's own name. Walking costs a few ``openat`` c
 less than obstore's own GET of the same range (bench/local_guard_bench.py).
 
 Ranged reads (an SST's blocks: issue 42, goal 1) keep the descriptors of the walk open, for at
-most :data:`HELD_FILES` objects (least recently read out first), and check them again on every
+most :data:`HELD_FILES` objects per store (least recently read out first) and
+:data:`HELD_FDS_MAX` descriptors across every store of the process, and check them again on every
 read instead of opening them again: each component's name, ``fstatat``'ed relative to its held
 parent without following a link, must still be the directory or file held (device and inode;
 an inode held open is never reused). Any difference (a name deleted, replaced, renamed or made
@@ -48,6 +49,7 @@ import errno
 import logging
 import os
 import re
+import resource
 import stat
 import threading
 import weakref
@@ -73,6 +75,10 @@ next to its object: such names are no objects, and listings hide them."""
 _BAD_PARTS = frozenset(("", ".", ".."))
 HELD_FILES = 32
 """Objects whose open descriptors (the file's and its directories') ranged reads keep."""
+HELD_FDS_MAX = 512
+"""Descriptors the held objects of every store in the process keep at most together; less when
+the process's open-file limit is low (a quarter of its soft limit), so many live stores never
+run a process out of descriptors (:func:`held_fd_budget`)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -412,11 +418,40 @@ class LocalRoot:
                 scan.close()
 
 
+class _FdBudget:
+    """The descriptors every store's held objects keep, counted against one process-wide budget."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.used = 0
+
+    def take(self, n: int) -> bool:
+        """Count ``n`` more held descriptors, if the budget has room for them."""
+        with self._lock:
+            if self.used + n > held_fd_budget():
+                return False
+            self.used += n
+            return True
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self.used -= n
+
+
+def held_fd_budget() -> int:
+    """:data:`HELD_FDS_MAX`, or a quarter of the soft open-file limit when that is less."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return HELD_FDS_MAX if soft == resource.RLIM_INFINITY else min(HELD_FDS_MAX, soft // 4)
+
+
+_BUDGET = _FdBudget()
+
+
 class _Held:
     """One object's descriptors held for ranged reads: its directories' (root first) and its
     file's (last), each component's (device, inode), and the metadata last built for it."""
 
-    __slots__ = ("_meta", "evicted", "fds", "ids", "key", "parts", "pins", "st")
+    __slots__ = ("_meta", "counted", "evicted", "fds", "ids", "key", "parts", "pins", "st")
 
     def __init__(
         self,
@@ -433,6 +468,7 @@ class _Held:
         self.st = st
         self.pins = 1  # the opener's read
         self.evicted = False
+        self.counted = 0  # descriptors counted in the process-wide budget (_BUDGET)
         self._meta: tuple[int, int, ObjectMeta] | None = None
 
     def meta(self, st: os.stat_result) -> ObjectMeta:
@@ -449,6 +485,9 @@ class _Held:
         fds, self.fds = self.fds, []
         for fd in fds:
             os.close(fd)
+        if self.counted:
+            _BUDGET.give_back(self.counted)
+            self.counted = 0
 
 
 class _HeldFiles:
@@ -477,19 +516,29 @@ class _HeldFiles:
             held.close()
 
     def add(self, held: _Held) -> None:
-        """Hold ``held`` (pinned by its opener), in place of any other for its key."""
+        """Hold ``held`` (pinned by its opener), in place of any other for its key. When the
+        process-wide budget has no room for its descriptors even after this cache let its own
+        oldest go, it is not held: closed at its opener's unpin, as an evicted one."""
         closing = []
         with self._lock:
             items = self._items
             old = items.pop(held.key, None)
             if old is not None:
                 closing.append(self._evict(old))
-            items[held.key] = held
-            while len(items) > self._capacity:
+            while len(items) >= self._capacity:
                 closing.append(self._evict(items.popitem(last=False)[1]))
-        for h in closing:
-            if h is not None:
-                h.close()
+            for gone in closing:  # closed now: their descriptors free budget for the new one
+                if gone is not None:
+                    gone.close()
+            while not _BUDGET.take(len(held.fds)):
+                if not items:
+                    held.evicted = True
+                    return
+                h = self._evict(items.popitem(last=False)[1])
+                if h is not None:
+                    h.close()
+            held.counted = len(held.fds)
+            items[held.key] = held
 
     def _evict(self, held: _Held) -> _Held | None:
         """Mark ``held`` out of the cache (lock held): itself when no read uses it (to close)."""

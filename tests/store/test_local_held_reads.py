@@ -8,6 +8,7 @@ ranged read with a store opened afresh (which holds nothing): bytes, metadata, o
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from slatedb_core.errors import SlateDBError
+from slatedb_core.store import local_root
 from slatedb_core.store.local_root import HELD_FILES
 from slatedb_core.store.objectstore import ObstoreObjectStore
 from slatedb_core.store.url import open_store
@@ -144,3 +146,31 @@ def test_held_descriptors_are_bounded(tmp_path: Path) -> None:
     ]
     # a file and the two directories on its way per object, nothing more
     assert len(_open_to(tmp_path)) <= 3 * HELD_FILES + 1
+
+
+def test_every_stores_held_descriptors_share_one_process_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of issue 42's held descriptors: each store held up to 32 objects' descriptors
+    (file and directories), so ten live stores took ~1,000 of a default 1,024 open-file limit.
+    Every store's held descriptors now count against one budget (HELD_FDS_MAX, or a quarter of
+    the soft limit)."""
+    monkeypatch.setattr(local_root, "HELD_FDS_MAX", 30, raising=False)
+    stores = []
+    for n in range(4):
+        root = tmp_path / f"s{n}"
+        root.mkdir()
+        store = _store(root)
+        keys = [f"db/compacted/{i:04d}.sst" for i in range(20)]
+        for k in keys:
+            store.put(k, b"0123456789")
+        for k in keys:
+            assert store.get(k, byte_range=RANGE).data == b"2345"
+        stores.append(store)
+    # each store's root directory stays open; held objects' descriptors at most the budget
+    assert len(_open_to(tmp_path)) <= 30 + len(stores)
+    # reads still answer once the budget is spent, and after a store lets its files go
+    assert stores[0].get("db/compacted/0000.sst", byte_range=RANGE).data == b"2345"
+    del stores[1:]
+    gc.collect()
+    assert stores[0].get("db/compacted/0019.sst", byte_range=RANGE).data == b"2345"

@@ -423,6 +423,7 @@ class IngestMerge:
         self.l0_seq_before = l0_seq_before
         self.wal_last_seq = wal_last_seq
         self._l0_seqs: dict[int, int | None] = {}  # manifest id: its last_l0_seq (None: gone)
+        self._floors: dict[int, int | None] = {}  # cursor WAL id: _wal_seq_before's answer
 
     def pieces(
         self, cursor: Cursor, fetched: Iterator[tuple[int, pa.RecordBatch]]
@@ -450,12 +451,23 @@ class IngestMerge:
                 if how is None:
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
-                lo = (cursor.seq if before is None else before) + 1
-                if how != "wal" and self._unmarked_here(lo) and not _filled(covered, lo, hi):
-                    # no marker can speak for (all of) this gap: an unregistered feed's, or one
-                    # from before the consumer's registration (its checkpoint lapsed meanwhile)
+                if before is None:
+                    # a cursor's seq may lag the WAL SSTs before it (tail() gives L0's last
+                    # seq): the gap starts after the last of their rows, where known
+                    floor = self._wal_seq_before(cursor.wal_id)
+                    lo = max(cursor.seq, -1 if floor is None else floor) + 1
+                else:
+                    floor, lo = before, before + 1
+                if how != "wal" and lo <= hi and not _filled(covered, lo, hi):
                     where = "before" if before is None else f"after {before}"
-                    covered = self._settle_unmarked(lo, hi, covered, where)
+                    if self._unmarked_here(lo):
+                        # no marker can speak for (all of) this gap: an unregistered feed's, or
+                        # one from before the consumer's registration (it lapsed meanwhile)
+                        if floor is None:  # its start unknown: a flush's seqs may be in it
+                            raise self._unfollowed(hi, where)
+                        covered = self._settle_unmarked(lo, hi, covered, where)
+                    elif floor is not None:
+                        covered = self._checked_unmarked(lo, hi, covered)
                 if covered:
                     yield w, w, w, rows.slice(i, j - i)
                     i = j
@@ -473,8 +485,17 @@ class IngestMerge:
             flushed_before = self._resolved([], self.l0_seq_before, cursor.wal_id) == "wal"
         if self.l0_seq_before > top and not flushed_before and self._unmarked_here(seen + 1):
             # L0 past every row delivered: ingests after the last WAL row, which the manifests
-            # that committed them tell while they are there (else ChangesCollected below)
-            found = unmarked_ingests(self.manifests, seen + 1, self.l0_seq_before, self._l0_seqs)
+            # that committed them tell while they are there (else ChangesCollected below); with
+            # no WAL row after the cursor, after the WAL SSTs before it (a lagging seq's rows)
+            after: int | None = seen
+            if prev is None:
+                floor = self._wal_seq_before(cursor.wal_id)
+                after = None if floor is None else max(seen, floor)
+            found = (
+                None
+                if after is None
+                else unmarked_ingests(self.manifests, after + 1, self.l0_seq_before, self._l0_seqs)
+            )
             if found is not None:
                 tail = _merged(tail, found)
         for mark in tail:
@@ -487,6 +508,23 @@ class IngestMerge:
             # (no WAL row after the cursor: L0's rows may be those of the WAL SSTs before it,
             # flushed since a tail() cursor was taken; the same look-back as a gap's)
             raise self._unfollowed(self.l0_seq_before, f"after {seen}")
+
+    def _wal_seq_before(self, at_cursor: int) -> int | None:
+        """The last seq of the WAL SSTs before WAL id ``at_cursor`` (0: there are none, or only
+        empty ones, a writer's fencing SSTs, back to id 1); None when unknown: the last
+        non-empty one is gone, or more than LOOK_BACK empty ones were looked back through."""
+        if at_cursor in self._floors:
+            return self._floors[at_cursor]
+        floor: int | None = None
+        for wal_id in range(at_cursor - 1, max(0, at_cursor - 1 - LOOK_BACK), -1):
+            last = self.wal_last_seq(wal_id)
+            if last is None or last:
+                floor = last
+                break
+        else:
+            floor = 0 if at_cursor - 1 <= LOOK_BACK else None
+        self._floors[at_cursor] = floor
+        return floor
 
     def _unmarked_here(self, lo: int) -> bool:
         """Whether a seq gap from ``lo`` may hold an ingest no marker names for this feed: an
@@ -505,6 +543,16 @@ class IngestMerge:
         if found is None:
             raise self._unfollowed(hi, where)
         return _merged(covered, found)
+
+    def _checked_unmarked(self, lo: int, hi: int, covered: list[IngestMark]) -> list[IngestMark]:
+        """A registered consumer's gap ``lo..hi`` above its registration that its markers do not
+        fill: a failed ingest's reservation, unless the manifests that are still stored show an
+        ingest committed there, whose marker another process of the same consumer pruned after
+        this feed read the registration record (a stale record written back lowers
+        ``marked_after``): then that ingest is delivered as an unmarked one is. The manifests
+        collected, the markers' word stands (docs/changes.md, "The registration record")."""
+        found = unmarked_ingests(self.manifests, lo, hi, self._l0_seqs)
+        return covered if not found else _merged(covered, found)
 
     def _unfollowed(self, hi: int, where: str) -> ChangesCollected:
         return ChangesCollected(

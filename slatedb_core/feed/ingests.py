@@ -432,10 +432,7 @@ class IngestMerge:
     ) -> Iterator[tuple[int | None, int, int, pa.RecordBatch]]:
         """``(wal_id or None for an ingest, wal id of a cursor inside it, wal id of the cursor
         after it, rows)`` in seq order (see the class docstring)."""
-        lagging = self._lagging_ingests(cursor)
-        if lagging is None:
-            return  # an ingest may be in flight below the WAL rows before the cursor
-        pending = deque(_merged(self.marks, lagging) if lagging else self.marks)
+        pending = deque(self.marks)
         seen = cursor.seq
         prev: int | None = None  # the seq of the WAL row before, in WAL order
         next_wal = cursor.wal_id
@@ -449,6 +446,12 @@ class IngestMerge:
             for j in _gaps(seqs, start, cursor.seq if prev is None else prev):
                 before = prev if j == start else int(seqs[j - 1])
                 hi = int(seqs[j]) - 1
+                if before is None:  # at the cursor: its seq may lag the WAL SSTs before it
+                    lagging = self._lagging_ingests(cursor)
+                    if lagging is None:
+                        return  # an ingest may be in flight below them
+                    if lagging:
+                        pending = deque(_merged(list(pending), lagging))
                 covered = []
                 while pending and pending[0].first <= hi:
                     covered.append(pending.popleft())
@@ -483,6 +486,12 @@ class IngestMerge:
             if len(seqs):
                 prev = int(seqs[-1])
                 seen = max(seen, prev)
+        if prev is None:  # no WAL row after the cursor: as at a gap at the cursor
+            lagging = self._lagging_ingests(cursor)
+            if lagging is None:
+                return
+            if lagging:
+                pending = deque(_merged(list(pending), lagging))
         tail = list(pending)
         top = max([seen, *(m.last for m in tail)])
         flushed_before = prev is None and top < self.l0_seq_before

@@ -43,8 +43,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,12 +301,13 @@ def _print_feed(read: Source, since: Any, start: Any, until: Any, plan: _Plan) -
                     # the next batch's cursor line covers it
                     last = cursor
                     continue
-                _print_rows(rows, db, plan)
-                last, shown, printed = cursor, encoded, printed + 1
-                if plan.as_json:
-                    echo_json({"cursor": encoded}, indent=None)
-                elif plan.follow:
-                    echo(f"cursor: {encoded}", err=True)
+                with _whole_batch():
+                    _print_rows(rows, db, plan)
+                    last, shown, printed = cursor, encoded, printed + 1
+                    if plan.as_json:
+                        echo_json({"cursor": encoded}, indent=None)
+                    elif plan.follow:
+                        echo(f"cursor: {encoded}", err=True)
                 if plan.max_batches is not None and printed >= plan.max_batches:
                     return _done(last, start, shown, plan)
             if not plan.follow or (until is not None and last is not None and _at(last, until)):
@@ -315,6 +319,23 @@ def _print_feed(read: Source, since: Any, start: Any, until: Any, plan: _Plan) -
     except KeyboardInterrupt:
         pass  # the lines printed so far are whole; the cursor line after them is the last
     return _done(last, start, shown, plan)
+
+
+@contextmanager
+def _whole_batch() -> Iterator[None]:
+    """A batch's lines and its cursor line are printed whole: a Ctrl-C meanwhile is raised
+    after them (a script resuming from the last cursor line never re-applies printed rows)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _at(last: Any, until: Any) -> bool:

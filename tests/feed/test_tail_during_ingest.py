@@ -35,7 +35,24 @@ def resumed(feed: ChangeFeed, cursor: Cursor) -> list[bytes]:
     raise AssertionError(f"no end: {got}")
 
 
-@pytest.mark.parametrize("consumer", [None, "etl"])
+@pytest.mark.parametrize(
+    "consumer",
+    [
+        pytest.param(
+            None,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="an unregistered feed resumed from a tail() taken while an ingest was in "
+                "flight skips that ingest: the gap at the cursor starts after the WAL SSTs "
+                "before it (86a2ba7), past the ingest's seqs. 5737548 searched the holes in "
+                "those WAL SSTs' seqs, but a split target's WAL (a projection of its parent's) "
+                "has holes that are no ingests, and tests/table/test_changes_tail.py failed; "
+                "reverted (docs/changes.md, Limits)",
+            ),
+        ),
+        "etl",
+    ],
+)
 @pytest.mark.parametrize("batch_rows", [1, 1000])
 @pytest.mark.parametrize("later_write", [True, False])
 def test_a_tail_taken_during_an_ingest_delivers_the_ingest(

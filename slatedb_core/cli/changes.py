@@ -292,50 +292,58 @@ def _print_feed(read: Source, since: Any, start: Any, until: Any, plan: _Plan) -
     deadline = None if plan.timeout is None else time.monotonic() + plan.timeout
     last, shown, printed = since, None, 0
     try:
-        while True:
-            for rows, cursor, db in read(last):
-                encoded = cursor.encode()
-                if plan.follow and not rows.num_rows:
-                    # a poll with no rows (nothing new, or only a writer's empty WAL SST, e.g.
-                    # its fencing one on open) prints nothing and counts for no --max-batches:
-                    # the next batch's cursor line covers it
-                    last = cursor
-                    continue
-                with _whole_batch():
-                    _print_rows(rows, db, plan)
-                    last, shown, printed = cursor, encoded, printed + 1
-                    if plan.as_json:
-                        echo_json({"cursor": encoded}, indent=None)
-                    elif plan.follow:
-                        echo(f"cursor: {encoded}", err=True)
-                if plan.max_batches is not None and printed >= plan.max_batches:
-                    return _done(last, start, shown, plan)
-            if not plan.follow or (until is not None and last is not None and _at(last, until)):
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            left = None if deadline is None else deadline - time.monotonic()
-            time.sleep(plan.interval if left is None else max(0.0, min(plan.interval, left)))
+        with _ctrl_c() as stop:
+            while not stop.is_set():
+                for rows, cursor, db in read(last):
+                    encoded = cursor.encode()
+                    if plan.follow and not rows.num_rows:
+                        # a poll with no rows (nothing new, or only a writer's empty WAL SST,
+                        # e.g. its fencing one on open) prints nothing and counts for no
+                        # --max-batches: the next batch's cursor line covers it
+                        last = cursor
+                    else:
+                        _print_rows(rows, db, plan)
+                        last, shown, printed = cursor, encoded, printed + 1
+                        if plan.as_json:
+                            echo_json({"cursor": encoded}, indent=None)
+                        elif plan.follow:
+                            echo(f"cursor: {encoded}", err=True)
+                        if plan.max_batches is not None and printed >= plan.max_batches:
+                            return _done(last, start, shown, plan)
+                    if stop.is_set():
+                        break
+                if not plan.follow or (until is not None and last is not None and _at(last, until)):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                stop.wait(plan.interval if left is None else max(0.0, min(plan.interval, left)))
     except KeyboardInterrupt:
-        pass  # the lines printed so far are whole; the cursor line after them is the last
+        pass  # a second Ctrl-C, or one off the main thread: the lines printed are whole
     return _done(last, start, shown, plan)
 
 
 @contextmanager
-def _whole_batch() -> Iterator[None]:
-    """A batch's lines and its cursor line are printed whole: a Ctrl-C meanwhile is raised
-    after them (a script resuming from the last cursor line never re-applies printed rows)."""
+def _ctrl_c() -> Iterator[threading.Event]:
+    """An event a Ctrl-C sets, so the feed stops at the next batch boundary: never inside a
+    batch's lines or its cursor line, and never inside a read (pyarrow and the store's calls are
+    not interrupted). A second Ctrl-C raises KeyboardInterrupt at once. Off the main thread
+    (no signal handler there), Ctrl-C raises as Python's default does."""
+    stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
-    caught: list[int] = []
-    before = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    before = signal.signal(signal.SIGINT, on_sigint)
     try:
-        yield
+        yield stop
     finally:
         signal.signal(signal.SIGINT, before)
-    if caught:
-        raise KeyboardInterrupt
 
 
 def _at(last: Any, until: Any) -> bool:

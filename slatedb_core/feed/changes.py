@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -437,6 +438,7 @@ class ChangeFeed:
             after.last_l0_seq,
             before.last_l0_seq,
             self._wal_last_seq,
+            self._wal_seqs,
         )
 
     def _last_wal_seq(self, run: Sequence[int]) -> int:
@@ -455,6 +457,17 @@ class ChangeFeed:
         except ObjectNotFound:
             return None
         return int(rows.column(1)[rows.num_rows - 1].as_py()) if rows.num_rows else 0
+
+    def _wal_seqs(self, wal_id: int) -> npt.NDArray[np.uint64] | None:
+        """The seqs of WAL SST ``wal_id``, ascending (None: it is gone)."""
+        try:
+            rows, _ = self._load(wal_id)
+        except ObjectNotFound:
+            return None
+        seqs: npt.NDArray[np.uint64] = np.asarray(
+            rows.column(1).to_numpy(zero_copy_only=False), dtype=np.uint64
+        )
+        return seqs
 
     def _fetch(self, ids: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
         """``(id, rows in seq order, timestamps included)`` of each WAL SST of ``ids``, in id

@@ -414,6 +414,7 @@ class IngestMerge:
         l0_seq_after: int,
         l0_seq_before: int,
         wal_last_seq: Callable[[int], int | None],
+        wal_seqs: Callable[[int], npt.NDArray[np.uint64] | None] | None = None,
     ) -> None:
         self.store = store
         self.manifests = manifests
@@ -422,6 +423,7 @@ class IngestMerge:
         self.l0_seq_after = l0_seq_after
         self.l0_seq_before = l0_seq_before
         self.wal_last_seq = wal_last_seq
+        self.wal_seqs = wal_seqs
         self._l0_seqs: dict[int, int | None] = {}  # manifest id: its last_l0_seq (None: gone)
         self._floors: dict[int, int | None] = {}  # cursor WAL id: _wal_seq_before's answer
 
@@ -444,6 +446,12 @@ class IngestMerge:
             for j in _gaps(seqs, start, cursor.seq if prev is None else prev):
                 before = prev if j == start else int(seqs[j - 1])
                 hi = int(seqs[j]) - 1
+                if before is None:  # at the cursor: its seq may lag the WAL SSTs before it
+                    lagging = self._lagging_ingests(cursor)
+                    if lagging is None:
+                        return  # an ingest may be in flight below them
+                    if lagging:
+                        pending = deque(_merged(list(pending), lagging))
                 covered = []
                 while pending and pending[0].first <= hi:
                     covered.append(pending.popleft())
@@ -478,6 +486,12 @@ class IngestMerge:
             if len(seqs):
                 prev = int(seqs[-1])
                 seen = max(seen, prev)
+        if prev is None:  # no WAL row after the cursor: as at a gap at the cursor
+            lagging = self._lagging_ingests(cursor)
+            if lagging is None:
+                return
+            if lagging:
+                pending = deque(_merged(list(pending), lagging))
         tail = list(pending)
         top = max([seen, *(m.last for m in tail)])
         flushed_before = prev is None and top < self.l0_seq_before
@@ -525,6 +539,69 @@ class IngestMerge:
             floor = 0 if at_cursor - 1 <= LOOK_BACK else None
         self._floors[at_cursor] = floor
         return floor
+
+    def _lagging_ingests(self, cursor: Cursor) -> list[IngestMark] | None:
+        """The unmarked ingests with seqs above a cursor's seq that lags the WAL SSTs before it
+        (``tail()`` gives L0's last seq): an ingest in flight when the cursor was taken, whose
+        seqs lie below a write after it already in the WAL, commits after the cursor and is
+        in none of those WAL SSTs. They are the ones the manifests tell in the seq holes those
+        WAL SSTs leave above the cursor's seq (a flush's ``last_l0_seq`` is a WAL row's seq,
+        never one in a hole). [] when there is none (or a marker speaks for them); None when
+        L0 does not cover a hole yet (an ingest may be in flight: the call delivers nothing).
+        ChangesCollected when a WAL SST or manifest that would tell is collected (review84)."""
+        if self.wal_seqs is None or not self._unmarked_here(cursor.seq + 1):
+            return []
+        floor = self._wal_seq_before(cursor.wal_id)
+        if floor is None or floor <= cursor.seq:
+            return []
+        holes = self._wal_holes(cursor.wal_id, cursor.seq, floor)
+        if holes is None:
+            raise self._unfollowed(floor, f"before WAL SST {cursor.wal_id}")
+        found: list[IngestMark] = []
+        for lo, hi in holes:
+            if self.l0_seq_after < hi:
+                return None
+            got = unmarked_ingests(self.manifests, lo, hi, self._l0_seqs)
+            if got is None:
+                raise self._unfollowed(hi, f"before WAL SST {cursor.wal_id}")
+            found.extend(got)
+        return found
+
+    def _wal_holes(self, at_cursor: int, seq: int, floor: int) -> list[tuple[int, int]] | None:
+        """The seq ranges in ``seq + 1..floor`` that no row of the WAL SSTs before WAL id
+        ``at_cursor`` holds (read back to the first one whose lowest row is at most ``seq + 1``:
+        WAL SSTs hold seqs in id order, or to one the oldest stored manifest says is in L0 at or
+        below ``seq``: a clone's WAL starts past its parent's); None when one of them is gone."""
+        assert self.wal_seqs is not None
+        parts = []
+        for wal_id in range(at_cursor - 1, 0, -1):
+            seqs = self.wal_seqs(wal_id)
+            if seqs is None:
+                if self._replayed_at_or_below(wal_id, seq):
+                    break
+                return None
+            parts.append(seqs[seqs > np.uint64(seq)])
+            if len(seqs) and int(seqs[0]) <= seq + 1:
+                break  # the older ones hold seqs below seqs[0] only: none above ``seq``
+        held = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.uint64)
+        lows = np.concatenate([np.array([seq], np.uint64), held])
+        highs = np.concatenate([held, np.array([floor + 1], np.uint64)])
+        at = np.flatnonzero(highs > lows + np.uint64(1))
+        return [(int(lows[i]) + 1, int(highs[i]) - 1) for i in at]
+
+    def _replayed_at_or_below(self, wal_id: int, seq: int) -> bool:
+        """Whether the oldest stored manifest puts WAL SST ``wal_id`` (and every one before it)
+        in L0 with no row above ``seq``: its ``replay_after_wal_id`` is at or past the id, its
+        ``last_l0_seq`` at or below ``seq``. A clone's first manifest does so for the WAL ids
+        of its parent it never had (SlateDB RFC 0004, "Clones")."""
+        try:
+            ids = [e.id for e in self.manifests.list()]
+            first = self.manifests.read(ids[0]).manifest if ids else None
+        except ObjectNotFound:
+            return False
+        return (
+            first is not None and first.replay_after_wal_id >= wal_id and first.last_l0_seq <= seq
+        )
 
     def _unmarked_here(self, lo: int) -> bool:
         """Whether a seq gap from ``lo`` may hold an ingest no marker names for this feed: an

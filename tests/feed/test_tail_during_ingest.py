@@ -36,6 +36,30 @@ def resumed(feed: ChangeFeed, cursor: Cursor) -> list[bytes]:
     raise AssertionError(f"no end: {got}")
 
 
+def tail_during_ingest(db: Db, faulty: FaultyStore, feed: ChangeFeed, path: str) -> Cursor:
+    """``feed.tail()`` taken while an ingest of ``i0``, ``i1`` into ``db`` (opened on
+    ``faulty``) is held at its SST write, after a put of ``b`` that lands in the WAL above the
+    ingest's reserved seqs; the ingest commits after the call (and has when this returns)."""
+    held = faulty.pause("ingest", "put_if_absent", f"{path}/compacted/*")
+    errors: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
+        except BaseException as e:  # reported by the assert below
+            errors.append(e)
+
+    t = threading.Thread(target=ingest)
+    t.start()
+    assert held.wait_reached()
+    db.put(b"b", b"2")  # durable: in the WAL, above the ingest's reserved seqs
+    end = feed.tail()  # the ingest has not committed: it comes after this call
+    held.release()
+    t.join()
+    assert not errors
+    return end
+
+
 @pytest.mark.parametrize("consumer", [None, "etl"])
 @pytest.mark.parametrize("batch_rows", [1, 1000])
 @pytest.mark.parametrize("later_write", [True, False])
@@ -49,23 +73,7 @@ def test_a_tail_taken_during_an_ingest_delivers_the_ingest(
         db.flush_memtable()
         if consumer is not None:
             list(feed.changes(None))  # registered before the ingest
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        errors: list[BaseException] = []
-
-        def ingest() -> None:
-            try:
-                db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
-            except BaseException as e:  # reported by the assert below
-                errors.append(e)
-
-        t = threading.Thread(target=ingest)
-        t.start()
-        assert held.wait_reached()
-        db.put(b"b", b"2")  # durable: in the WAL, above the ingest's reserved seqs
-        end = feed.tail()  # the ingest has not committed: it comes after this call
-        held.release()
-        t.join()
-        assert not errors
+        end = tail_during_ingest(db, faulty, feed, "db")
         if later_write:
             db.put(b"c", b"3")
         db.flush_memtable()
@@ -90,23 +98,7 @@ def test_a_tail_taken_during_an_ingest_into_a_new_clone_delivers_the_ingest(
     feed = ChangeFeed("c", store, ChangesOptions(batch_rows=batch_rows))
     faulty = FaultyStore(store)
     with Db.open("c", faulty, QUIET) as db:
-        held = faulty.pause("ingest", "put_if_absent", "c/compacted/*")
-        errors: list[BaseException] = []
-
-        def ingest() -> None:
-            try:
-                db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
-            except BaseException as e:  # reported by the assert below
-                errors.append(e)
-
-        t = threading.Thread(target=ingest)
-        t.start()
-        assert held.wait_reached()
-        db.put(b"b", b"2")
-        end = feed.tail()
-        held.release()
-        t.join()
-        assert not errors
+        end = tail_during_ingest(db, faulty, feed, "c")
         db.put(b"c", b"3")
         db.flush_memtable()
     want = [b"i0", b"i1", b"c"]

@@ -547,22 +547,35 @@ class IngestMerge:
         in none of those WAL SSTs. They are the ones the manifests tell in the seq holes those
         WAL SSTs leave above the cursor's seq (a flush's ``last_l0_seq`` is a WAL row's seq,
         never one in a hole). [] when there is none (or a marker speaks for them); None when
-        L0 does not cover a hole yet (an ingest may be in flight: the call delivers nothing).
+        L0 does not cover a hole yet (an ingest may be in flight: the call delivers nothing),
+        a registered consumer's hole no marker fills too (the marker of an ingest in flight is
+        not committed yet; review43).
         ChangesCollected when a WAL SST or manifest that would tell is collected (review84)."""
-        if self.wal_seqs is None or not self._unmarked_here(cursor.seq + 1):
+        if self.wal_seqs is None:
             return []
         floor = self._wal_seq_before(cursor.wal_id)
         if floor is None or floor <= cursor.seq:
             return []
+        unmarked = self._unmarked_here(cursor.seq + 1)
         holes = self._wal_holes(cursor.wal_id, cursor.seq, floor)
         if holes is None:
-            raise self._unfollowed(floor, f"before WAL SST {cursor.wal_id}")
+            if unmarked:
+                raise self._unfollowed(floor, f"before WAL SST {cursor.wal_id}")
+            # a registered consumer's markers speak for its holes, once the ingests that may
+            # be in flight in them ended: L0 past them (review43)
+            return None if self.l0_seq_after < floor else []
         found: list[IngestMark] = []
         for lo, hi in holes:
+            if not unmarked and _filled(self.marks, lo, hi):
+                continue
             if self.l0_seq_after < hi:
+                # an ingest may be in flight there, its marker (for a registered consumer)
+                # not committed yet: passing the hole would skip it (review43)
                 return None
             got = unmarked_ingests(self.manifests, lo, hi, self._l0_seqs)
             if got is None:
+                if not unmarked:
+                    continue  # the markers' word stands (as in _checked_unmarked)
                 raise self._unfollowed(hi, f"before WAL SST {cursor.wal_id}")
             found.extend(got)
         return found

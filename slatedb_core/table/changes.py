@@ -81,7 +81,7 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
-from slatedb_core.feed.retention import CONSUMER_PREFIX, release
+from slatedb_core.feed.retention import CONSUMER_PREFIX, ConsumerHold, consumer_holds, release
 from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join
@@ -258,6 +258,22 @@ class TableChangeFeed:
         m = self.maps.read_latest()
         for db_path in [*(s.db_path for s in m.shards), *m.retired]:
             self._release(db_path)
+
+    def consumers(self) -> dict[str, ConsumerHold | None]:
+        """The consumer's hold on each live shard database (the latest map's shards, by path,
+        in key order): its checkpoint there and what it keeps (``wal_behind``, ``expired``:
+        :meth:`ChangeFeed.consumers`), or None where it holds none (never registered there,
+        released, or its expired checkpoint removed by the GC). A retired shard's hold is not
+        listed. One shard-map read, then one or two manifest reads per shard; nothing is
+        registered or moved. InvalidArgument without a consumer."""
+        if self.consumer is None:
+            raise InvalidArgument("no consumer: set ChangesOptions.consumer")
+        now_s = time.time()
+        out: dict[str, ConsumerHold | None] = {}
+        for s in self.maps.read_latest().shards:
+            holds = consumer_holds(ManifestStore(self.store, s.db_path), now_s)
+            out[s.db_path] = next((h for h in holds if h.name == self.consumer), None)
+        return out
 
     def _release(self, db_path: str) -> None:
         """Delete the consumer's hold on ``db_path`` when it has one (one manifest read)."""

@@ -45,6 +45,7 @@ from slatedb_core.errors import (
     VersionExists,
 )
 from slatedb_core.feed import ChangesOptions
+from slatedb_core.feed.retention import ConsumerHold
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import join, shard_db_name
 from slatedb_core.manifest.model import Manifest
@@ -443,6 +444,21 @@ class Table:
             self.path, self.store, self.maps, wal_url=table_wal_url(self.options)
         )
         return feed.tail()
+
+    def changes_consumers(self, consumer: str) -> dict[str, ConsumerHold | None]:
+        """The holds the table change-feed consumer ``consumer`` keeps on the live shard
+        databases (by path; None where it holds none): what a registered
+        ``changes(options=ChangesOptions(consumer=consumer))`` keeps for it on each shard
+        (:meth:`TableChangeFeed.consumers`, docs/changes.md, "Tables"). Reads only."""
+        self._check_open()
+        feed = TableChangeFeed(
+            self.path,
+            self.store,
+            self.maps,
+            ChangesOptions(consumer=consumer),
+            wal_url=table_wal_url(self.options),
+        )
+        return feed.consumers()
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(

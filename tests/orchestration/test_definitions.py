@@ -37,6 +37,7 @@ def test_default_definitions_load() -> None:
         "no_expired_checkpoint_lingering",
         "boundaries_behind_latest",
         "changes_consumer_retained",
+        "changes_table_retained",
     }
     assert "health_check_job" in {j.name for j in repo.get_all_jobs()}
     # maintenance is on unless the deployment's settings say otherwise; the change-feed

@@ -541,17 +541,23 @@ class TableChangeFeed:
         in, so before any write of its own: its replay point and last seq are manifest 1's.
         A carried checkpoint's id is name-based (``carry_consumers``: UUID version 5, so that a
         resumed rescale adds the same one); a hold the feed moved has a random one (version 4),
-        and may pin a manifest after writes of the target's own."""
-        if self.consumer is None:
-            return None
-        name = CONSUMER_PREFIX + self.consumer
+        and may pin a manifest after writes of the target's own. An unregistered feed (a check
+        probing a consumer's cursor without moving its holds) takes any consumer's carried
+        checkpoint: every carry commits before the swap, so each pins a manifest with manifest
+        1's replay point and last seq."""
+        name = None if self.consumer is None else CONSUMER_PREFIX + self.consumer
         now = time.time()
         for c in manifests.read_latest().manifest.checkpoints:
-            if c.name == name and c.id.version == _NAME_BASED and not c.is_expired(now):
+            if c.name is None or not c.name.startswith(CONSUMER_PREFIX):
+                continue
+            if name is not None and c.name != name:
+                continue
+            if c.id.version == _NAME_BASED and not c.is_expired(now):
                 try:
                     return manifests.read(c.manifest_id)
                 except ObjectNotFound:
-                    return None
+                    if name is not None:
+                        return None
         return None
 
     def _seed(

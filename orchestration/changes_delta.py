@@ -322,8 +322,8 @@ def apply_table_changes(
     """:func:`apply_changes` for the sharded table ``table`` (open): its combined feed
     (``Table.changes``, docs/changes.md "Tables"), the cursor a ``TableCursor`` recorded in
     the Delta commit with ``TABLE_KEY`` naming the table. The consumer is registered in each
-    live shard; its checkpoints move when the next pass resumes from the committed cursor (each
-    shard's feed moves its own on ``changes(since)``)."""
+    live shard; its checkpoints move to the committed cursor once the Delta commit is made
+    (``Table.changes_advance``), as the database pass's do."""
     import dataclasses
 
     opts = dataclasses.replace(options or ChangesOptions(), consumer=consumer)
@@ -338,7 +338,7 @@ def apply_table_changes(
         max_rows,
         before_commit,
         after_commit,
-        advance=None,
+        advance=lambda cursor: table.changes_advance(cursor, opts),
     )
 
 

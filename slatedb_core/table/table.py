@@ -445,6 +445,19 @@ class Table:
         )
         return feed.tail()
 
+    def changes_advance(
+        self, cursor: TableCursor | str | bytes | None, options: ChangesOptions
+    ) -> None:
+        """Move the holds of the table change-feed consumer ``options.consumer`` to keep only
+        what ``cursor`` still needs (:meth:`TableChangeFeed.advance`): call it once the changes
+        up to ``cursor`` are committed downstream, so the GC may collect them before the next
+        read resumes there. InvalidArgument without a consumer."""
+        self._check_open()
+        feed = TableChangeFeed(
+            self.path, self.store, self.maps, options, wal_url=table_wal_url(self.options)
+        )
+        feed.advance(cursor)
+
     def changes_consumers(self, consumer: str) -> dict[str, ConsumerHold | None]:
         """The holds the table change-feed consumer ``consumer`` keeps on the live shard
         databases (by path; None where it holds none): what a registered

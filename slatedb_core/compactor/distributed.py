@@ -13,7 +13,8 @@ with the one process that holds the compactor epoch::
                                        ------>  execute_subcompaction(store, plan, i):
                                                   merge the sources clipped to range i;
                                                   per output SST: announce its id in the record
-                                                  (fenced on the epoch), then put_if_absent
+                                                  (fenced on the epoch), then create it,
+                                                  streamed (ObjectStore.create_streamed)
                                        <------  SubcompactionResult(outputs, counts)
     commit(plan, results)                       ONE fenced manifest update (apply_compaction with
                                                 every output in key order), record "committed"
@@ -59,17 +60,17 @@ from slatedb_core.compactor.executor import (
     plan_retention,
     source_streams,
 )
-from slatedb_core.compactor.output_ssts import write_ssts
+from slatedb_core.compactor.output_ssts import SstParts, write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, plan_compaction
 from slatedb_core.compactor.sources import source_views, view_handle
 from slatedb_core.errors import CorruptionError, Fenced, InvalidArgument
 from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.retention import Retention
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
+from slatedb_core.manifest.model import CompactedSst, Manifest
 from slatedb_core.manifest.store import FencedManifest, ManifestStore, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import SstOptions
-from slatedb_core.sst.create import write_new_sst
+from slatedb_core.sst.create import write_new_sst_streamed
 from slatedb_core.store.objectstore import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -216,10 +217,10 @@ def execute_subcompaction(
         budget=options.read_budget_bytes,
     )
 
-    def write(data: memoryview, info: SstInfo) -> CompactedSst:
+    def write(parts: SstParts) -> CompactedSst:
         sst_id = ULID()
         _announce(records, plan.compaction_id, sst_id)  # before the object exists
-        return write_new_sst(store, plan.db_path, data, info, sst_id)
+        return write_new_sst_streamed(store, plan.db_path, parts, sst_id)
 
     outputs, rows_out = write_ssts(merged, options.max_sst_size_bytes, sst_options, write)
     bytes_out = sum(s.info.size_bytes for s in outputs)

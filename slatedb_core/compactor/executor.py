@@ -8,7 +8,8 @@ Steps, and why in this order::
       (lsm.versions_merge, lsm.retention: TTL expiry at last_l0_clock_tick, the versions
       live snapshots read, merge operands folded; one policy per compaction)
       blocks encoded as rows arrive; every ~max_sst_size_bytes of output (compactor.output_ssts):
-        announce the SST id in .compactions, then put_if_absent compacted/{ulid}.sst
+        announce the SST id in .compactions, then create compacted/{ulid}.sst, streamed in
+        8 MiB parts as they are encoded (ObjectStore.create_streamed)
     ONE fenced manifest update            (apply_compaction, re-applied on conflict)
     record "committed" (or "failed")
 
@@ -38,7 +39,7 @@ from slatedb_core.compactor.compactions import (
     Status,
     now_ms,
 )
-from slatedb_core.compactor.output_ssts import write_ssts
+from slatedb_core.compactor.output_ssts import SstParts, write_ssts
 from slatedb_core.compactor.scheduler import CompactionPlan, next_run_id
 from slatedb_core.compactor.sources import plan_sources, source_views
 from slatedb_core.errors import (
@@ -50,11 +51,11 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.merge_operator import resolve_merge_operator
 from slatedb_core.lsm.retention import Retention, compaction_retention
 from slatedb_core.lsm.versions_merge import merge_versions
-from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstInfo, SstView
+from slatedb_core.manifest.model import CompactedSst, Manifest, SortedRun, SstView
 from slatedb_core.manifest.store import FencedManifest, StoredManifest
 from slatedb_core.options import CompactorOptions
 from slatedb_core.sst import SstOptions
-from slatedb_core.sst.create import write_new_sst
+from slatedb_core.sst.create import write_new_sst_streamed
 from slatedb_core.sst.reader import READAHEAD_MAX
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -316,7 +317,7 @@ class CompactionExecutor:
             budget=self.options.read_budget_bytes,
         )
 
-        def write(data: memoryview, info: SstInfo) -> CompactedSst:
+        def write(parts: SstParts) -> CompactedSst:
             nonlocal record
             self._check_cancelled(record)
             sst_id = ULID()
@@ -324,7 +325,7 @@ class CompactionExecutor:
                 record, outputs=(*record.outputs, sst_id), updated_at_ms=now_ms()
             )
             self.records.put(record)  # announce before the object exists
-            return write_new_sst(self.store, self.db_path, data, info, sst_id)
+            return write_new_sst_streamed(self.store, self.db_path, parts, sst_id)
 
         outputs, rows_out = write_ssts(
             merged, self.options.max_sst_size_bytes, self.sst_options, write

@@ -2,9 +2,13 @@
 written before the next one is started.
 
 Memory, whatever the size of the compaction: the merge's batches (a few per source), the rows of
-one unfinished block, and the encoded bytes of the one SST being built (about
-``max_sst_size_bytes``: an object is created with one request, so its bytes are held until
-then). Nothing holds the merged rows of a whole SST, let alone of a whole run.
+one unfinished block, and one part (:data:`PART_BYTES`) of the SST being built: each SST is
+streamed to the store in parts as its blocks are encoded (:meth:`ObjectStore.create_streamed
+<slatedb_core.store.objectstore.ObjectStore.create_streamed>`: a staged file written part by
+part on a local disk, a multipart upload on S3), as SlateDB 0.17 streams its compacted SSTs
+(its ``tablestore.rs`` writes them through a buffered multipart writer; WAL SSTs keep one
+conditional PUT, and so do our L0 flushes). Nothing holds the merged rows of a whole SST, let
+alone of a whole run, nor (where the store streams) an SST's bytes (issue 42, goal 3).
 """
 
 from __future__ import annotations
@@ -23,9 +27,68 @@ from slatedb_core.sst.builder import SstStreamEncoder
 
 ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see sst.format)
 
-WriteSst = Callable[[memoryview, SstInfo], CompactedSst]
-"""Creates one output SST from its bytes (announcing its id first) and returns it; the bytes are
-a view of a buffer that is dropped once this returns."""
+PART_BYTES = 8 << 20
+"""The encoded bytes handed to the store at a time (S3's multipart parts must be >= 5 MiB)."""
+
+
+class SstParts:
+    """One output SST's bytes, encoded while they are iterated: the parts (each of at least
+    :data:`PART_BYTES` but the last few) are produced as the merged rows arrive, and each is
+    dropped by the encoder once handed out. Iterate once; :attr:`info` and :attr:`rows` are
+    known when the iteration has ended."""
+
+    def __init__(
+        self,
+        options: SstOptions,
+        first: pa.RecordBatch,
+        ends: bool,
+        pieces: Iterator[tuple[pa.RecordBatch, bool]],
+        part_bytes: int = PART_BYTES,
+    ) -> None:
+        self._options = options
+        self._first: pa.RecordBatch | None = first
+        self._ends = ends
+        self._pieces = pieces
+        self._part_bytes = part_bytes
+        self._info: SstInfo | None = None
+        self.rows = 0
+
+    @property
+    def info(self) -> SstInfo:
+        """The SST's info, once every part has been iterated."""
+        if self._info is None:
+            raise RuntimeError("SstParts.info read before the SST's last part was taken")
+        return self._info
+
+    def __iter__(self) -> Iterator[bytearray | bytes | memoryview]:
+        first, self._first = self._first, None
+        if first is None:
+            raise RuntimeError("an SST's parts can be iterated once")
+        enc = SstStreamEncoder(self._options)
+        enc.add(first)
+        del first  # the encoder copied what it keeps
+        if not self._ends:
+            for piece, ends_sst in self._pieces:
+                if piece.num_rows:
+                    enc.add(piece)
+                del piece
+                part = enc.take_part(self._part_bytes)
+                if part is not None:
+                    yield part
+                    del part
+                if ends_sst:
+                    break
+        self.rows = enc.rows
+        rest, info = enc.finish_parts()
+        del enc
+        while rest:
+            yield rest.pop(0)
+        self._info = info
+
+
+WriteSst = Callable[[SstParts], CompactedSst]
+"""Creates one output SST from its parts (announcing its id before it takes the first part),
+and returns it once every part has been written."""
 
 
 def row_sizes(batch: pa.RecordBatch) -> npt.NDArray[np.int64]:
@@ -86,32 +149,26 @@ def write_ssts(
     batches: Iterable[pa.RecordBatch], target: int, options: SstOptions, write: WriteSst
 ) -> tuple[list[CompactedSst], int]:
     """Encode a key-sorted stream into SSTs of about ``target`` bytes of entries, streaming:
-    each SST is written (``write``) as soon as its last row is encoded, and dropped before the
-    next is started. Returns the written SSTs in key order and the rows they hold."""
+    each SST is written (``write``, which takes its :class:`SstParts` as they are encoded) and
+    dropped before the next is started. Returns the written SSTs in key order and the rows they
+    hold."""
     outputs: list[CompactedSst] = []
     rows = 0
-    enc = SstStreamEncoder(options)
-    for piece, ends_sst in split_stream(batches, target):
-        if piece.num_rows:
-            enc.add(piece)
-        del piece  # the encoder copied what it keeps
-        if ends_sst and enc.rows:
-            rows += enc.rows
-            outputs.append(_write(enc, write))
-            enc = SstStreamEncoder(options)
-    if enc.rows:
-        rows += enc.rows
-        outputs.append(_write(enc, write))
+    pieces = split_stream(batches, target)
+    for piece, ends_sst in pieces:
+        if not piece.num_rows:
+            continue  # an empty piece only ends an SST, and none is started
+        parts = SstParts(options, piece, ends_sst, pieces)
+        del piece
+        try:
+            out = write(parts)
+            _ = parts.info  # raises unless ``write`` took every part
+            outputs.append(out)
+            rows += parts.rows
+        finally:
+            del parts
+            # Arrow's allocator (mimalloc) keeps pages the merge and the encoder freed resident
+            # for reuse; an SST's worth of them is handed back here (measured: ~80 MiB less
+            # peak RSS over a 10M-row ingest, bench/results/memory.txt)
+            pa.default_memory_pool().release_unused()
     return outputs, rows
-
-
-def _write(enc: SstStreamEncoder, write: WriteSst) -> CompactedSst:
-    data, info = enc.finish()
-    try:
-        return write(data, info)
-    finally:
-        del data
-        # Arrow's allocator (mimalloc) keeps pages the merge and the encoder freed resident for
-        # reuse; an SST's worth of them is handed back here (measured: ~80 MiB less peak RSS
-        # over a 10M-row ingest, bench/results/memory.txt)
-        pa.default_memory_pool().release_unused()

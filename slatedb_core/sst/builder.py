@@ -411,12 +411,19 @@ class SstStreamEncoder:
     the batch, so the batch's buffers are not kept alive), and are encoded again with the next
     batch (block boundaries only depend on the rows from a block's start on, so the blocks come
     out as the one-shot encoder cuts them). What else is kept grows by a few bytes per row: each
-    key's bloom hash, per block its offset, index key and row counts. Compacted SSTs only."""
+    key's bloom hash, per block its offset, index key and row counts. Compacted SSTs only.
+
+    The encoded bytes are either taken whole from :meth:`finish`, or streamed: :meth:`take_part`
+    hands out the finished blocks' bytes whenever at least ``min_bytes`` of them are pending
+    (the caller writes them to the store and drops them), and :meth:`finish_parts` the rest;
+    the parts' concatenation is :meth:`finish`'s bytes. Streamed, the encoder holds one part
+    instead of the whole SST (issue 42, goal 3)."""
 
     def __init__(self, options: SstOptions = SstOptions()) -> None:  # frozen, so sharing is safe
         self.options = options
         self._code = CODECS[options.compression][0]
-        self._out = bytearray()
+        self._out = bytearray()  # the encoded bytes not yet handed out
+        self._taken = 0  # bytes handed out by take_part
         self._offsets: list[int] = []
         self._index_keys: list[bytes] = []
         self._hashes: list[npt.NDArray[np.uint64]] = []
@@ -438,8 +445,17 @@ class SstStreamEncoder:
 
     @property
     def encoded_bytes(self) -> int:
-        """Bytes of the data blocks written so far."""
-        return len(self._out)
+        """Bytes of the data blocks written so far (handed out or not)."""
+        return self._taken + len(self._out)
+
+    def take_part(self, min_bytes: int) -> bytearray | None:
+        """The encoded bytes not yet handed out, if there are at least ``min_bytes`` of them
+        (None otherwise). The encoder keeps no reference to the buffer it returns."""
+        if len(self._out) < min_bytes or not self._out:
+            return None
+        part, self._out = self._out, bytearray()
+        self._taken += len(part)
+        return part
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Add rows whose keys follow (are above) every key added before."""
@@ -459,7 +475,21 @@ class SstStreamEncoder:
         self._encode_blocks(table, final=False)
 
     def finish(self) -> tuple[memoryview, SstInfo]:
-        """The SST's bytes (a view of a buffer this encoder no longer uses) and its info."""
+        """The SST's bytes (a view of a buffer this encoder no longer uses) and its info; only
+        when no part was taken (:meth:`take_part`)."""
+        if self._taken:
+            raise InvalidArgument("finish after take_part: use finish_parts")
+        parts, info = self.finish_parts()
+        out = parts[0]
+        assert isinstance(out, bytearray)
+        for piece in parts[1:]:
+            out += piece
+        assert len(out) == info.size_bytes
+        return memoryview(out), info
+
+    def finish_parts(self) -> tuple[list[bytearray | bytes | memoryview], SstInfo]:
+        """The SST's bytes not yet handed out by :meth:`take_part`, as pieces to write in order
+        (the first a buffer this encoder no longer uses), and the SST's info."""
         if self._carry is not None:
             carry, self._carry = self._carry, None
             self._encode_blocks(carry, final=True)
@@ -468,7 +498,7 @@ class SstStreamEncoder:
         empty = np.zeros(0, dtype=np.int64)
         summary = _Summary(
             n=n,
-            data_len=len(self._out),
+            data_len=self.encoded_bytes,
             block_offsets=self._offsets,
             index_keys=self._index_keys,
             hashes=np.concatenate(self._hashes) if wants_filter else None,
@@ -483,10 +513,9 @@ class SstStreamEncoder:
         )
         meta, info = _meta_parts(summary, self.options, self._code, False)
         out, self._out = self._out, bytearray()
-        for piece in meta:
-            out += piece
-        assert len(out) == info.size_bytes
-        return memoryview(out), info
+        self._taken += len(out)
+        assert self._taken + sum(len(p) for p in meta) == info.size_bytes
+        return [out, *meta], info
 
     def _encode_blocks(self, table: pa.Table, *, final: bool) -> None:
         """Append the finished blocks of ``table``'s rows (all of them when ``final``) and keep
@@ -504,7 +533,7 @@ class SstStreamEncoder:
             enc.data, enc.row_offs[: end + 1], enc.bounds[: keep + 1], enc.restart[:end]
         )
         parts, offsets = _blocks(done, self._code)
-        base = len(self._out)
+        base = self.encoded_bytes
         for piece in parts:
             self._out += piece
         starts = done.bounds[:-1]

@@ -14,6 +14,9 @@ compactors (local and distributed) and the Spark ingest's staging.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Protocol
+
 from ulid import ULID
 
 from slatedb_core.errors import ObjectAlreadyExists
@@ -49,6 +52,28 @@ def write_new_sst(
         sst_id = ULID()
     create_sst(store, sst_path(db_path, sst_id), data)
     return CompactedSst(id=sst_id, info=info)
+
+
+class StreamedSst(Protocol):
+    """An SST's bytes as parts produced while it is encoded, and its info once they are all
+    taken (:class:`slatedb_core.compactor.output_ssts.SstParts`)."""
+
+    def __iter__(self) -> Iterator[bytes | bytearray | memoryview]: ...
+
+    @property
+    def info(self) -> SstInfo: ...
+
+
+def write_new_sst_streamed(
+    store: ObjectStore, db_path: str, sst: StreamedSst, sst_id: ULID
+) -> CompactedSst:
+    """:func:`write_new_sst` of an SST whose bytes are streamed to the store as they are encoded
+    (:meth:`ObjectStore.create_streamed`), for compacted SSTs: SlateDB 0.17 writes those with a
+    multipart upload too, and keeps the conditional single PUT for WAL SSTs (its
+    ``tablestore.rs``), as the writer's L0 flushes keep :func:`write_new_sst` here. ``sst_id``
+    is announced (a fresh ULID) before the first part is taken."""
+    store.create_streamed(sst_path(db_path, sst_id), sst)
+    return CompactedSst(id=sst_id, info=sst.info)
 
 
 def copy_sst(store: ObjectStore, src: str, db_path: str, info: SstInfo) -> CompactedSst:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from slatedb_core.errors import InvalidArgument, ObjectAlreadyExists, ObjectNotFound
 from slatedb_core.store.local_root import (
@@ -48,6 +48,9 @@ from slatedb_core.store.local_root import (
     split_key,
 )
 from slatedb_core.store.objects import ObjectVersion, validate_relative_path
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 T = TypeVar("T")
 
@@ -130,9 +133,10 @@ class LocalFiles:
             )
         return path
 
-    def _stage(self, at: int, name: str, data: bytes) -> tuple[str, ObjectVersion]:
-        """Write ``data`` to a fresh staged file next to ``name`` in directory ``at``, synced;
-        its name and version."""
+    def _stage(self, at: int, name: str, chunks: Iterable[Buffer]) -> tuple[str, ObjectVersion]:
+        """Write ``chunks`` (each written as it comes) to a fresh staged file
+        next to ``name`` in directory ``at``, synced; its name and version. If writing or the
+        chunks raise, the staged file is removed."""
         while True:
             staged = f"{name}#{secrets.randbits(48)}"
             try:
@@ -144,9 +148,11 @@ class LocalFiles:
                 continue
         try:
             try:
-                view = memoryview(data).cast("B")
-                while view:
-                    view = view[os.write(fd, view) :]
+                for chunk in chunks:
+                    view = memoryview(chunk).cast("B")
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    del view, chunk  # the caller may drop the chunk: nothing here keeps it
                 if self.sync:
                     os.fsync(fd)
                 version = ObjectVersion(local_etag(os.fstat(fd)))
@@ -160,9 +166,16 @@ class LocalFiles:
     # ---- operations -------------------------------------------------------------------------
     def create(self, path: str, data: bytes) -> ObjectVersion:
         """Create-if-absent. Raises ObjectAlreadyExists."""
+        return self.create_streamed(path, (data,))
+
+    def create_streamed(self, path: str, chunks: Iterable[Buffer]) -> ObjectVersion:
+        """:meth:`create` of the concatenation of ``chunks``, each written to the staged file as
+        it is produced (the whole object is never in memory), then synced and linked into place
+        if absent exactly as :meth:`create` does. If the chunks raise, the staged file is
+        removed and nothing is at ``path``. Raises ObjectAlreadyExists."""
 
         def link(at: int, name: str) -> ObjectVersion:
-            staged, version = self._stage(at, name, data)
+            staged, version = self._stage(at, name, chunks)
             try:
                 os.link(staged, name, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
             except FileExistsError:
@@ -178,7 +191,7 @@ class LocalFiles:
         ``opened``: ``path``'s directories, already open (:mod:`~slatedb_core.store.local_cas`)."""
 
         def rename(at: int, name: str) -> ObjectVersion:
-            staged, version = self._stage(at, name, data)
+            staged, version = self._stage(at, name, (data,))
             try:
                 os.rename(staged, name, src_dir_fd=at, dst_dir_fd=at)
             except BaseException:

@@ -26,11 +26,12 @@ store the same contract:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,6 +60,8 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 _fadvise = getattr(os, "posix_fadvise", None)
 
 if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
     from slatedb_core.store.local_cas import LocalCas
     from slatedb_core.store.local_root import LocalRoot
 
@@ -151,6 +154,19 @@ class ObjectStore(ABC):
     def put_if_absent(self, path: str, data: bytes) -> ObjectVersion:
         """Atomic create. Raises ObjectAlreadyExists."""
 
+    def create_streamed(self, path: str, chunks: Iterable[Buffer]) -> None:
+        """Atomic create of ``path`` holding the concatenation of ``chunks``, which may be
+        produced while the object is written (an SST encoded part by part), so the writer need
+        not hold the whole object. Raises ObjectAlreadyExists, like :meth:`put_if_absent`. If
+        iterating ``chunks`` raises, the exception propagates and nothing is at ``path``.
+
+        This default joins the chunks and calls :meth:`put_if_absent`, so every wrapper store
+        (faults, two-phase, no-CAS) keeps its own create semantics; :class:`ObstoreObjectStore`
+        streams on a local disk and on S3. As with :func:`~slatedb_core.sst.create.create_sst`,
+        an object already there holding exactly these bytes is this create's own attempt that
+        landed although its answer was lost (a retried single PUT), and counts as created."""
+        _create_joined(self, path, b"".join(chunks))
+
     @abstractmethod
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         """Atomic update of an existing object. Raises PreconditionFailed if it changed or is gone."""
@@ -188,6 +204,16 @@ class ObjectStore(ABC):
         machine's page cache, and this default does nothing. Raises ObjectNotFound for a missing
         object (on stores that act)."""
         return None  # a hint most stores ignore; wrappers pass it on
+
+
+def _create_joined(store: ObjectStore, path: str, data: bytes) -> None:
+    """:meth:`ObjectStore.put_if_absent`, where "already exists" with the same bytes is ours
+    (:meth:`ObjectStore.create_streamed`)."""
+    try:
+        store.put_if_absent(path, data)
+    except ObjectAlreadyExists:
+        if store.get(path).data != data:
+            raise
 
 
 def _meta(m: Any) -> ObjectMeta:
@@ -266,6 +292,35 @@ def check_store(store: object) -> ObjectStore:
 def _short(err: BaseException) -> str:
     text = str(err).split("\n\nDebug source:", 1)[0]
     return text.strip().splitlines()[0] if text.strip() else type(err).__name__
+
+
+STREAM_PART_BYTES = 8 << 20
+"""The part size of :meth:`ObstoreObjectStore.create_streamed`'s multipart uploads (S3's minimum
+part is 5 MiB)."""
+
+
+class _Counted:
+    """The chunks of a streamed create, passed through as they are taken: counts their bytes, and
+    remembers an exception the chunks themselves raised (told apart from the store's)."""
+
+    def __init__(self, chunks: Iterable[Buffer]) -> None:
+        self._it = iter(chunks)
+        self.bytes = 0
+        self.raised: BaseException | None = None
+
+    def __iter__(self) -> Iterator[Buffer]:
+        return self
+
+    def __next__(self) -> Buffer:
+        try:
+            chunk = next(self._it)
+        except StopIteration:
+            raise
+        except BaseException as e:
+            self.raised = e
+            raise
+        self.bytes += memoryview(chunk).nbytes
+        return chunk
 
 
 class ObstoreObjectStore(ObjectStore):
@@ -416,6 +471,77 @@ class ObstoreObjectStore(ObjectStore):
         if self._local_cas is not None:
             return self._local("put_if_absent", path, lambda cas: cas.files.create(path, data))
         return self._put("put_if_absent", path, data, "create")
+
+    def create_streamed(self, path: str, chunks: Iterable[Buffer]) -> None:
+        """:meth:`ObjectStore.create_streamed`, streaming where the store can. Counted as one
+        ``put_if_absent``.
+
+        * local filesystem: the chunks are written to the staged file one by one as they come,
+          then the file is synced and linked into place if absent, and the directory synced
+          (:meth:`~slatedb_core.store.local_fs.LocalFiles.create_streamed`): the durability of
+          :meth:`put_if_absent` (acknowledged means on the device);
+        * S3: the first :data:`STREAM_PART_BYTES` are gathered; an object that ends within them
+          is one conditional PUT (:meth:`put_if_absent`, as today). A larger one is a multipart
+          upload of :data:`STREAM_PART_BYTES` parts (at most two in flight), after a HEAD that
+          raises ObjectAlreadyExists if ``path`` exists. S3 completes a multipart upload
+          unconditionally (obstore has no ``If-None-Match`` on it), so the create is not atomic
+          against a racing creator of the same name: use it only for names nobody else writes,
+          a compaction's output SST under its fresh, announced ULID (SlateDB 0.17 writes those
+          with an unconditional multipart upload too). Until the upload completes nothing is
+          visible at ``path``; if the chunks raise or a part fails, obstore aborts the upload
+          and the error propagates (a crashed process leaves an incomplete upload, invisible,
+          removed by the bucket's lifecycle rule for incomplete multipart uploads);
+        * memory: joined (:meth:`ObjectStore.create_streamed`)."""
+        if self._local_cas is not None:
+            files = self._local_cas.files
+            counted = _Counted(chunks)
+            self.counters.incr("put_if_absent")
+            try:
+                files.create_streamed(path, counted)
+            except Exception as e:
+                if counted.raised is e:
+                    raise  # the caller's own error (an encoder's), not the store's
+                raise map_error(e, path, "put_if_absent") from e
+            finally:
+                self.counters.add_bytes("written", counted.bytes)
+            return
+        if self._keeps_buffers:
+            super().create_streamed(path, chunks)
+            return
+        it = iter(chunks)
+        head: list[Buffer] = []
+        size = 0
+        for chunk in it:
+            head.append(chunk)
+            size += memoryview(chunk).nbytes
+            if size >= STREAM_PART_BYTES:
+                break
+        else:  # small: one conditional PUT
+            _create_joined(self, path, b"".join(head))
+            return
+        if self.exists(path):
+            raise ObjectAlreadyExists(path)
+        counted = _Counted(itertools.chain(head, it))
+        del head
+        self.counters.incr("put_if_absent")
+        try:
+            obstore.put(
+                self._inner,
+                path,
+                counted,
+                mode="overwrite",
+                use_multipart=True,
+                chunk_size=STREAM_PART_BYTES,
+                max_concurrency=2,
+            )
+        except SlateDBError:
+            raise
+        except Exception as e:
+            if counted.raised is e:
+                raise  # the caller's own error (an encoder's), not the store's
+            raise map_error(e, path, "put_if_absent") from e
+        finally:
+            self.counters.add_bytes("written", counted.bytes)
 
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         if expected.e_tag is None and expected.version is None:

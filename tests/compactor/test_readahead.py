@@ -22,11 +22,11 @@ from slatedb_core.compactor.executor import (
     readahead_per_source,
     source_streams,
 )
-from slatedb_core.compactor.output_ssts import write_ssts
+from slatedb_core.compactor.output_ssts import SstParts, write_ssts
 from slatedb_core.compactor.scheduler import MAX_L0_SOURCES, CompactionPlan, plan_compaction
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.iterators import merge_sorted
-from slatedb_core.manifest.model import CompactedSst, Manifest, SstInfo
+from slatedb_core.manifest.model import CompactedSst, Manifest
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
@@ -166,9 +166,9 @@ def compact_to_bytes(store: ObjectStore, plan: CompactionPlan, ra: int | None) -
     """The output SSTs' bytes of ``plan`` merged as the executor merges it."""
     out: list[bytes] = []
 
-    def write(data: memoryview, info: SstInfo) -> CompactedSst:
-        out.append(bytes(data))
-        return CompactedSst(id=ULID(), info=info)
+    def write(parts: SstParts) -> CompactedSst:
+        out.append(b"".join(parts))
+        return CompactedSst(id=ULID(), info=parts.info)
 
     streams = source_streams(store, PATH, manifest_of(store), plan, readahead=ra)
     write_ssts(

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from ulid import ULID
 
-from slatedb_core.compactor.output_ssts import ROW_OVERHEAD, write_ssts
+from slatedb_core.compactor.output_ssts import ROW_OVERHEAD, SstParts, write_ssts
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.iterators import merge_sorted
-from slatedb_core.manifest.model import CompactedSst, SstInfo
+from slatedb_core.manifest.model import CompactedSst
 from slatedb_core.sst import KIND_TOMBSTONE, KIND_VALUE, SstOptions, SstReader
 
 SOURCES = 3
@@ -65,10 +65,12 @@ def test_bounded_rows_in_flight_and_one_sst_at_a_time() -> None:
     written: list[tuple[int, int]] = []  # (rows pulled from the sources, rows in SSTs so far)
     datas: list[bytes] = []
 
-    def write(data: memoryview, info: SstInfo) -> CompactedSst:
+    def write(parts: SstParts) -> CompactedSst:
+        data = b"".join(parts)  # the parts are encoded as they are taken
+        info = parts.info
         done = (written[-1][1] if written else 0) + info.entry_count
         written.append((pulled[0], done))
-        datas.append(bytes(data))
+        datas.append(data)
         return CompactedSst(id=ULID(), info=info)
 
     outputs, rows = write_ssts(merged(), TARGET, SstOptions(block_size=4096), write)

@@ -22,6 +22,7 @@ group is one matrix whose columns are hashed with numpy's wrapping u64 arithmeti
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -160,24 +161,49 @@ def hash_key(key: bytes) -> int:
     return h & _MASK
 
 
-def build_bloom(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
-    """One bloom filter's bytes (``u16 k`` + bits) over these key hashes."""
-    n = len(hashes)
+_PROBE_CHUNK = 1 << 16
+"""Hashes probed at a time by :func:`build_bloom`: its temporaries are a few arrays of this many
+integers, not of the filter's keys (a 256 MiB output SST has ~2M keys: ~60 MiB of temporaries
+when they were probed all at once, issue 42, goal 3)."""
+
+
+def build_bloom(
+    hashes: npt.NDArray[np.uint64] | Sequence[npt.NDArray[np.uint64]], bits_per_key: int
+) -> bytes:
+    """One bloom filter's bytes (``u16 k`` + bits) over these key hashes (one array, or the
+    arrays of a streamed SST's batches in order: the filter of their concatenation, which is
+    never made). The bits are set in one array in place, ``_PROBE_CHUNK`` hashes at a time."""
+    parts = [hashes] if isinstance(hashes, np.ndarray) else list(hashes)
+    n = sum(len(p) for p in parts)
     nbytes = (((n * bits_per_key) & 0xFFFFFFFF) + 7) // 8
     k = num_probes(bits_per_key)
     if nbytes == 0:
         return _U16.pack(k)
     m = 8 * nbytes
     bits = np.zeros(m, dtype=np.bool_)
-    # the probes: one u32 modulo each to start, then h + d (and d + i) below 2 * m, brought
-    # under m by min(x, x - m) in wrapping arithmetic (k < m always: k = 0.69 * bits per key
-    # and m >= 8 * bits per key); in u32 (half the memory traffic) while 2 * m fits
+    # in u32 (half the memory traffic) while 2 * m fits
     dt: type[np.unsignedinteger[Any]] = np.uint32 if m < 1 << 31 else np.uint64
+    for part in parts:
+        for a in range(0, len(part), _PROBE_CHUNK):
+            _probe(bits, part[a : a + _PROBE_CHUNK], m, k, dt)
+    return _U16.pack(k) + np.packbits(bits, bitorder="little").tobytes()
+
+
+def _probe(
+    bits: npt.NDArray[np.bool_],
+    hashes: npt.NDArray[np.uint64],
+    m: int,
+    k: int,
+    dt: type[np.unsignedinteger[Any]],
+) -> None:
+    """Set the ``k`` probe bits of each hash in ``bits`` (``m`` of them): one u32 modulo each to
+    start, then h + d (and d + i) below 2 * m, brought under m by min(x, x - m) in wrapping
+    arithmetic (k < m always: k = 0.69 * bits per key and m >= 8 * bits per key)."""
     m32 = np.uint32(m)
     h = (hashes.astype(np.uint32) % m32).astype(dt, copy=False)
     d = ((hashes >> np.uint64(32)).astype(np.uint32) % m32).astype(dt, copy=False)
     mu = dt(m)
-    tmp = np.empty(n, dtype=dt)
+    tmp = np.empty(len(hashes), dtype=dt)
     for i in range(k):
         if i:
             d += dt(i)
@@ -187,11 +213,13 @@ def build_bloom(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
         h += d
         np.subtract(h, mu, out=tmp)
         np.minimum(h, tmp, out=h)
-    return _U16.pack(k) + np.packbits(bits, bitorder="little").tobytes()
 
 
-def build_filter_block(hashes: npt.NDArray[np.uint64], bits_per_key: int) -> bytes:
-    """The composite filter block holding one ``_bf`` bloom filter (before compression)."""
+def build_filter_block(
+    hashes: npt.NDArray[np.uint64] | Sequence[npt.NDArray[np.uint64]], bits_per_key: int
+) -> bytes:
+    """The composite filter block holding one ``_bf`` bloom filter (before compression), over
+    ``hashes`` as :func:`build_bloom` takes them."""
     data = build_bloom(hashes, bits_per_key)
     return b"".join(
         [_U16.pack(1), _U16.pack(len(BLOOM_NAME)), BLOOM_NAME, _U64.pack(len(data)), data]

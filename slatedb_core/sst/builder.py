@@ -302,7 +302,8 @@ class _Summary:
     data_len: int
     block_offsets: list[int]  # where each data block starts
     index_keys: list[bytes]
-    hashes: npt.NDArray[np.uint64] | None  # every key's bloom hash (None: a WAL SST)
+    # every key's bloom hash, in one array or per batch (None: a WAL SST)
+    hashes: npt.NDArray[np.uint64] | list[npt.NDArray[np.uint64]] | None
     per_block: list[npt.NDArray[np.int64]] | None  # _kind_counts (None: a WAL SST)
     key_bytes: int
     value_bytes: int
@@ -501,7 +502,7 @@ class SstStreamEncoder:
             data_len=self.encoded_bytes,
             block_offsets=self._offsets,
             index_keys=self._index_keys,
-            hashes=np.concatenate(self._hashes) if wants_filter else None,
+            hashes=self._hashes if wants_filter else None,  # not joined: build_bloom
             per_block=[
                 np.concatenate([p[k] for p in self._per_block]) if self._per_block else empty
                 for k in range(3)

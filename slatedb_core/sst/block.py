@@ -19,6 +19,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError
 from slatedb_core.sst.decode import decode_blocks
+from slatedb_core.sst.decode_fixed import decode_fixed
 from slatedb_core.sst.format import CRC_LEN, ENTRY_SCHEMA, MAX_BLOCK_BYTES, U32, decompress
 from slatedb_core.sst.raw_block import RawBlock
 from slatedb_core.store.checksum import crc32
@@ -257,7 +258,9 @@ def _blocks_of(
     now_ms: int,
 ) -> list[Block]:
     """The blocks at ``spans`` of ``raw_buf`` (uncompressed, checked), decoded."""
-    dec = decode_blocks(name, raw_buf, spans, first, now_ms)
+    dec = decode_fixed(raw_buf, spans)  # rows of one shape (issue 42, goal 4)
+    if dec is None:
+        dec = decode_blocks(name, raw_buf, spans, first, now_ms)
     batch = pa.RecordBatch.from_arrays(
         [
             dec.keys,

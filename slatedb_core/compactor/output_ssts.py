@@ -30,6 +30,9 @@ ROW_OVERHEAD = 17  # per-entry bytes of an SST block besides key and value (see 
 PART_BYTES = 8 << 20
 """The encoded bytes handed to the store at a time (S3's multipart parts must be >= 5 MiB)."""
 
+_MIN_SLICE_ROWS = 1024
+"""The fewest rows :meth:`SstParts._add` encodes at once (each add has a fixed cost)."""
+
 
 class SstParts:
     """One output SST's bytes, encoded while they are iterated: the parts (each of at least
@@ -65,17 +68,12 @@ class SstParts:
         if first is None:
             raise RuntimeError("an SST's parts can be iterated once")
         enc = SstStreamEncoder(self._options)
-        enc.add(first)
+        yield from self._add(enc, first)
         del first  # the encoder copied what it keeps
         if not self._ends:
             for piece, ends_sst in self._pieces:
-                if piece.num_rows:
-                    enc.add(piece)
+                yield from self._add(enc, piece)
                 del piece
-                part = enc.take_part(self._part_bytes)
-                if part is not None:
-                    yield part
-                    del part
                 if ends_sst:
                     break
         self.rows = enc.rows
@@ -84,6 +82,23 @@ class SstParts:
         while rest:
             yield rest.pop(0)
         self._info = info
+
+    def _add(self, enc: SstStreamEncoder, piece: pa.RecordBatch) -> Iterator[bytearray]:
+        """Encode ``piece`` in slices of about a part's bytes, handing out each part as soon as
+        it is due: a merge round can yield tens of MiB of rows at once, whose encoded bytes
+        would otherwise be held twice (the rows encoded, then appended) before the first part
+        is taken. The slices only cut where :meth:`SstStreamEncoder.add` is called, which
+        does not change the SST's bytes."""
+        n = piece.num_rows
+        if not n:
+            return
+        step = max(_MIN_SLICE_ROWS, n * self._part_bytes // max(1, piece.nbytes))
+        for at in range(0, n, step):
+            enc.add(piece.slice(at, step) if step < n else piece)
+            part = enc.take_part(self._part_bytes)
+            if part is not None:
+                yield part
+                del part
 
 
 WriteSst = Callable[[SstParts], CompactedSst]

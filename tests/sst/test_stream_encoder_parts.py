@@ -91,3 +91,21 @@ def test_sst_parts_of_a_split_stream_are_the_one_shot_ssts(part_bytes: int) -> N
         done += parts.rows
         ssts += 1
     assert done == batch.num_rows and ssts > 2
+
+
+def test_a_large_merge_batch_is_handed_out_in_parts_of_about_the_part_size() -> None:
+    """A merge round can be tens of MiB of rows in one batch: its parts are still about
+    ``part_bytes`` each, not the whole batch's bytes at once."""
+    batch = rows(4, 20_000)
+    part_bytes = 100_000
+    parts = SstParts(SstOptions(block_size=4096), batch, True, iter(()), part_bytes)
+    sizes = [len(p) for p in parts]
+    assert sum(sizes) > 20 * part_bytes
+    assert max(sizes) < 3 * part_bytes, sizes
+    assert (
+        b"".join(
+            bytes(p)
+            for p in SstParts(SstOptions(block_size=4096), batch, True, iter(()), part_bytes)
+        )
+        == encode_sst(batch, SstOptions(block_size=4096))[0]
+    )

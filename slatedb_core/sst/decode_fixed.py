@@ -20,6 +20,7 @@ On such blocks its result is the general walk's, field for field (tests/sst/test
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -110,6 +111,14 @@ def _fixed_binary(n: int, width: int, data: pa.Buffer) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), n, [None, offsets, data])
 
 
+def _field(
+    raw: pa.Buffer, first: int, nb: int, rows: int, step: int, width: int, at: int, dtype: str
+) -> Any:
+    """Byte ``at`` of every row of ``nb`` blocks of ``rows`` rows of ``width`` bytes, ``step``
+    bytes apart from ``first`` on, read as ``dtype``: a strided view, nothing copied."""
+    return np.ndarray((nb, rows), dtype=dtype, buffer=raw, offset=first + at, strides=(step, width))
+
+
 def decode_fixed(raw: pa.Buffer, spans: list[tuple[int, int]]) -> Decoded | None:
     """The rows of the blocks ``raw[a:b]`` for each ``(a, b)`` in ``spans`` (uncompressed,
     without their CRCs), or None when any block is not made of rows of one shape (the general
@@ -155,28 +164,33 @@ def decode_fixed(raw: pa.Buffer, spans: list[tuple[int, int]]) -> Decoded | None
     n = sum(counts)
     if n * max(k, v) >= 1 << 31:
         return None
-    head_row = np.frombuffer(head, dtype=np.uint8)
     kbuf, kmat = _column(n, k)
     vbuf, vmat = _column(n, v)
-    tail = np.empty((n, _TAIL), dtype=np.uint8)
+    seqs = np.empty(n, dtype=np.uint64)
+    flags = np.empty(n, dtype=np.uint8)
     s = h + k + v
+    # a row's first 8 bytes (its header, then key bytes) as one integer: the header compared
+    # with one masked integer per row (width >= h + 1 + 9 > 8, so it never leaves the row)
+    mask = (1 << (8 * h)) - 1 if h < 8 else (1 << 64) - 1
+    want = int.from_bytes(head[:8], "little")
     i = 0
     for first, nb, rows, stride in runs:
-        view = np.ndarray(
-            (nb, rows, width),
-            dtype=np.uint8,
-            buffer=raw,
-            offset=first,
-            strides=(stride or rows * width, width, 1),
-        )
-        if not (view[:, :, :h] == head_row).all():
+        step = stride or rows * width
+        at = (raw, first, nb, rows, step, width)
+        if h <= 8:
+            if ((_field(*at, 0, "<u8") & np.uint64(mask)) != np.uint64(want)).any():
+                return None
+        elif not all((_field(*at, c, "u1") == head[c]).all() for c in range(h)):
             return None
+        view = np.ndarray(
+            (nb, rows, width), dtype=np.uint8, buffer=raw, offset=first, strides=(step, width, 1)
+        )
         j = i + nb * rows
         kmat[i:j].reshape(nb, rows, k)[...] = view[:, :, h : h + k]
         vmat[i:j].reshape(nb, rows, v)[...] = view[:, :, h + k : s]
-        tail[i:j].reshape(nb, rows, _TAIL)[...] = view[:, :, s:]
+        seqs[i:j].reshape(nb, rows)[...] = _field(*at, s, ">u8")
+        flags[i:j].reshape(nb, rows)[...] = _field(*at, s + 8, "u1")
         i = j
-    flags = tail[:, 8]
     seen = int(np.bitwise_or.reduce(flags))
     if seen & ~(F_TOMBSTONE | F_MERGE):
         return None  # timestamps (TTL) or unknown bits: the general walk
@@ -184,7 +198,6 @@ def decode_fixed(raw: pa.Buffer, spans: list[tuple[int, int]]) -> Decoded | None
         v or (seen & F_MERGE and ((flags & F_TOMBSTONE) & (flags >> 3)).any())
     ):
         return None
-    seqs = np.ascontiguousarray(tail[:, :8]).view(">u8").reshape(n).astype(np.uint64)
     kinds = np.zeros(n, dtype=np.uint8)
     if seen:
         kinds[(flags & F_TOMBSTONE) > 0] = KIND_TOMBSTONE

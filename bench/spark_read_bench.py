@@ -25,6 +25,11 @@ sorted run (what the compactor leaves) instead of the eight overlapping L0 SSTs 
 writes. Every round runs each query on each reader (slatedb, read_table, parquet) and prints the times
 and the ratio to Parquet's; ``--rounds`` rounds, then the best of each. ``read_table`` pushes no
 filter (its filters are applied by Spark after a full scan).
+
+``--cpu`` (issue 42, goal 4): also the CPU seconds each query took in this process's children,
+read from ``/proc`` before and after it (utime + stime, and the reaped children's): the JVM
+(``jvm``) and the Python workers (``py``), each query's own; on a loaded machine CPU time moves
+far less than the wall time does.
 """
 
 from __future__ import annotations
@@ -197,6 +202,34 @@ def run_query(df: DataFrame, query: str, rows: int) -> int:
     return len(df.where((key >= F.lit(p)) & (key < F.lit(end))).collect())
 
 
+def _tree_cpu() -> tuple[float, float]:
+    """CPU seconds so far of this process's descendants: (the JVM's, the Python workers')."""
+    parent: dict[int, int] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        comm, rest = raw[raw.index("(") + 1 : raw.rindex(")")], raw[raw.rindex(")") + 2 :].split()
+        parent[int(d)] = int(rest[1])
+        stats[int(d)] = (comm, sum(int(x) for x in rest[11:15]) / tick)
+    me, jvm, py = os.getpid(), 0.0, 0.0
+    for pid, (comm, cpu) in stats.items():
+        p = parent.get(pid, 0)
+        while p not in (0, 1, me):
+            p = parent.get(p, 0)
+        if p == me:
+            if comm == "java":
+                jvm += cpu
+            elif comm.startswith("python"):
+                py += cpu
+    return jvm, py
+
+
 def _line(query: str, took: dict[str, float], readers: list[str]) -> str:
     line = f"{query:<8}" + "".join(
         f"{'-':>14}" if math.isnan(took[r]) else f"{took[r]:>13.2f}s" for r in readers
@@ -220,6 +253,7 @@ def main() -> None:
     p.add_argument("--driver-memory", default="6g")
     p.add_argument("--dir", default=None, help="keep the data here (reused when complete)")
     p.add_argument("--queries", default=",".join(QUERIES))
+    p.add_argument("--cpu", action="store_true", help="print each query's JVM and Python CPU")
     p.add_argument(
         "--readers", default=",".join(READERS), help=f"of {', '.join(READERS + OPTIONAL_READERS)}"
     )
@@ -263,17 +297,26 @@ def main() -> None:
             )
             for q in queries:
                 took: dict[str, float] = {}
+                cpu_line: list[str] = []
                 for r in readers:
                     if r == "floor" and q != "full":
                         took[r] = best[q, r] = math.nan
                         continue
+                    cpu0 = _tree_cpu() if args.cpu else (0.0, 0.0)
                     started = time.perf_counter()
                     n = run_query(make[r](), q, args.rows)
                     took[r] = time.perf_counter() - started
+                    if args.cpu:
+                        jvm, py = (b - a for a, b in zip(cpu0, _tree_cpu(), strict=True))
+                        cpu_line.append(f"{r} py {py:.2f}s jvm {jvm:.2f}s")
                     if r != "floor" and expected.setdefault(q, n) != n:
                         raise AssertionError(f"{r} found {n} rows for {q}, not {expected[q]}")
                     best[q, r] = min(best.get((q, r), took[r]), took[r])
                 print(_line(q, took, readers))
+                if cpu_line:
+                    print(
+                        f"  cpu {q}: " + ", ".join(cpu_line) + f" (load {os.getloadavg()[0]:.1f})"
+                    )
         print(f"best of {args.rounds} (rows found: {expected})")
         for q in queries:
             print(_line(q, {r: best[q, r] for r in readers}, readers))

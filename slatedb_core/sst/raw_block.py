@@ -79,7 +79,9 @@ def raw_block(name: str, b: int, stored: bytes, codec: int, rows: int = -1) -> R
         raw = RawBlock(name, b, data, len(data))
     else:
         raw = RawBlock(name, b, stored, n - CRC_LEN)
-    if rows != len(raw.restarts) or raw.limit >= _MIN_ROW * 0x10000 or not raw.check_restarts():
+    if rows == len(raw.restarts) and raw.limit < _MIN_ROW * 0x10000:
+        raw.lazy = True  # rows checked on each lookup's path until a second lookup checks all
+    else:
         raw.check_rows()
     return raw
 
@@ -92,6 +94,7 @@ class RawBlock:
         "data",
         "end",
         "finds",
+        "lazy",
         "limit",
         "name",
         "nbytes",
@@ -121,6 +124,9 @@ class RawBlock:
         self.limit = limit
         # every restart interval one row with one-byte header varints (check_rows found it so)
         self.single = False
+        # one row per restart by the SST's block stats, not yet checked (:func:`raw_block`):
+        # a lookup checks each row its search reads until the second checks them all
+        self.lazy = False
         # each restart key's first 8 bytes as a big-endian int, built by a block's second
         # lookup (one read once past the cache never pays for it); counted in nbytes up front
         self.prefixes: array[int] | None = None
@@ -129,46 +135,43 @@ class RawBlock:
 
     def check_restarts(self) -> bool:
         """Whether every restart row's header is three one-byte varints, no shared prefix and a
-        key (:attr:`single` set then), for a block known to hold one row per restart: gathers
-        of the restart rows' header and flags bytes instead of :meth:`check_rows`' walk of
-        every row. Every row must end where the next begins (the last where the restart
-        offsets begin), so no binary search step reads a key through a damaged length."""
-        rs = self.restarts
+        key (:attr:`single` set then, and :attr:`prefixes` built from the same gathers), for a
+        block known to hold one row per restart: gathers of the restart rows' header and flags
+        bytes instead of :meth:`check_rows`' walk of every row. Every row must end where the
+        next begins (the last where the restart offsets begin), so no binary search step reads
+        a key through a damaged length. Each numpy call costs about a microsecond whatever its
+        size (issue 42, goal 1): the gathers index the bytes directly (an offset past the rows
+        is an IndexError, i.e. not so), and offsets need no order check of their own, since a
+        row of positive length ending where the next begins makes them increase."""
         d = self.data
         limit = self.limit
-        p = rs[-1]
-        if limit - p < _MIN_ROW:
+        try:
+            at = np.frombuffer(self.restarts, np.uint16).astype(np.intp)
+            buf = np.frombuffer(d, np.uint8, count=limit)
+            u = buf[at + 1]
+            v = buf[at + 2]
+            # a restart row sharing a prefix, an empty key, a length of two bytes or more
+            if buf[at].any() or int((u | v).max()) >= 0x80 or not u.all():
+                return False
+            end = at + 3
+            end += u
+            end += v  # each row's seq
+            if int(end.max()) + 9 > limit:
+                return False
+            end += _TAIL[buf[end + 8]]  # each row's end
+        except IndexError:  # an offset past the rows
             return False
-        sp = p + 3 + d[p + 1] + d[p + 2]
-        if sp + 9 > limit or sp + _TAILS[d[sp + 8]] != limit:
-            return False
-        buf = np.frombuffer(d, np.uint8, count=limit)
-        at = np.frombuffer(rs, np.uint16).astype(np.intp)
-        # offsets rising by a row's least size at least: every gather below inside the rows
-        if len(rs) > 1 and int(np.diff(at).min()) < _MIN_ROW:
-            return False
-        if buf[at].any():  # a restart row shares a prefix
-            return False
-        at += 1
-        u = buf[at]
-        if not u.all():  # an empty key
-            return False
-        at += 1
-        v = buf[at]
-        if int((u | v).max()) >= 0x80:  # a length of two bytes or more
-            return False
-        # every row ends where the next begins: a binary search compares the key of any
-        # restart row, so a length cut or grown under a recomputed CRC must not steer it
-        # (review 42: a present key answered None); else the row check decides
-        at += 1
-        at += u
-        at += v  # each row's seq
-        if int(at.max()) + 9 > limit:
-            return False
-        at += _TAIL[buf[at + 8]]  # each row's end (the last one's checked above)
-        if not np.array_equal(at[:-1], np.frombuffer(rs, np.uint16)[1:]):
+        if end[-1] != limit or (end[:-1] != at[1:]).any():
             return False
         self.single = True
+        if self.prefixes is None:
+            if int(u.min()) >= 8:  # each key's first 8 bytes, big-endian, as ints
+                pre = np.ndarray((limit - 10,), np.uint64, buffer=d, offset=3, strides=(1,))[at]
+                out: array[int] = array("Q")
+                out.frombytes((pre.byteswap() if _SWAP else pre).tobytes())
+                self.prefixes = out
+            else:
+                self.prefixes = self._build_prefixes()
         return True
 
     def _build_prefixes(self) -> array[int]:
@@ -226,11 +229,109 @@ class RawBlock:
             p = self.restarts[-1]
             first = d[3 : 3 + d[1]]
             last = d[p + 3 : p + 3 + d[p + 1]]
+        elif self.lazy and (
+            (first_ := self._lazy_key(0)) is not None
+            and (last_ := self._lazy_key(len(self.restarts) - 1)) is not None
+        ):
+            first, last = first_, last_
         else:
+            if self.lazy:
+                self._check_all()
+                self.check_bounds(lo, hi)
+                return
             first = self._restart_key(0)
             last = self._restart_key(self.restarts[-1])
         if first < lo or (hi is not None and last > hi):
             raise CorruptionError(self.name, f"block {self.b} keys disagree with the index")
+
+    def _lazy_key(self, i: int) -> bytes | None:
+        """The key of restart row ``i`` when the row is one row of our writer's layout, checked
+        as :meth:`check_restarts` checks each (three one-byte header varints, no shared
+        prefix, a key, its end where the next row begins, the last where the restart offsets
+        begin); None when it is not (longer varints, or damage: :meth:`_check_all` decides)."""
+        d = self.data
+        rs = self.restarts
+        lim = self.limit
+        try:
+            p = rs[i]
+            u = d[p + 1]
+            v = d[p + 2]
+            sp = p + 3 + u + v
+            nxt = rs[i + 1] if i + 1 < len(rs) else lim
+            if d[p] or not u or u | v >= 0x80 or sp + 9 > lim or nxt > lim:
+                return None
+            if sp + _TAILS[d[sp + 8]] != nxt:
+                return None
+        except IndexError:
+            return None
+        return d[p + 3 : p + 3 + u]
+
+    def _find_lazy(self, key: bytes, now: int) -> Entry | None:
+        """:meth:`find` in a block of one row per restart by its stats, not checked as a
+        whole: the binary search checks each restart row it reads as :meth:`_lazy_key` does
+        (inlined), so no step compares a key read through a damaged length, and the row it
+        lands on (one of those read) is checked whole. A block read once past the cache pays
+        for the ~9 rows of its search, not a check of its ~500 (issue 42, goal 1). A row not
+        of our writer's layout (a length of 128 or more, or damage) ends the shortcut: the
+        block is checked whole (:meth:`_check_all`) and searched as any other."""
+        d = self.data
+        rs = self.restarts
+        lim = self.limit
+        lo = 0
+        hi = n = len(rs)
+        try:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                p = rs[mid]
+                u = d[p + 1]
+                v = d[p + 2]
+                sp = p + 3 + u + v
+                nxt = rs[mid + 1] if mid + 1 < n else lim
+                if (
+                    d[p]
+                    or not u
+                    or u | v >= 0x80
+                    or sp + 9 > lim
+                    or nxt > lim
+                    or sp + _TAILS[d[sp + 8]] != nxt
+                ):
+                    break  # not our writer's layout here (or damaged): checked whole below
+                if d[p + 3 : p + 3 + u] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            else:
+                return self._landed(key, now, lo)
+        except IndexError:
+            pass
+        self._check_all()  # raises for damage; else the layout is searched as any block is
+        return self.find(key, now)
+
+    def _landed(self, key: bytes, now: int, lo: int) -> Entry | None:
+        """The row :meth:`_find_lazy`'s search landed on, which it read and checked."""
+        d = self.data
+        rs = self.restarts
+        if lo == len(rs):
+            return None
+        # row lo was read (and checked) by the search: the last step that lowered hi read it
+        p = rs[lo]
+        u = d[p + 1]
+        v = d[p + 2]
+        kp = p + 3
+        if d[kp : kp + u] != key:
+            return None
+        sp = kp + u + v
+        f = d[sp + 8]
+        if not f:
+            return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
+        return self._entry(d, kp + u, v, sp, f, self.limit, now)
+
+    def _check_all(self) -> None:
+        """A lazy block's second lookup: every row checked (:meth:`check_restarts`, else the
+        row walk), so later lookups search without checking rows on the way."""
+        if not self.check_restarts():
+            self.check_rows()
+        self.lazy = False
 
     def _bad(self, what: str) -> CorruptionError:
         return CorruptionError(self.name, f"block {self.b} is malformed: {what}")
@@ -243,6 +344,11 @@ class RawBlock:
         lim = self.limit
         lo = 0
         hi = n = len(rs)
+        if self.lazy:  # unchecked: the first lookup checks its path, the second every row
+            self.finds += 1
+            if self.finds == 1:
+                return self._find_lazy(key, now)
+            self._check_all()
         if self.single:  # restart headers checked (check_restarts, check_rows): search them
             pre = self.prefixes
             if pre is None:

@@ -85,7 +85,12 @@ from slatedb_core.errors import (
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.lsm.merge_operator import BUILTIN_MERGE_OPERATORS
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.table.changes import TableChangeFeed, TableCursor, delivered_by
+from slatedb_core.table.changes import (
+    TableChangeFeed,
+    TableCursor,
+    delivered_by,
+    delivered_rows,
+)
 from slatedb_core.table.shardmap import ShardMapStore
 from spark_jobs.datasource_options import check_option_names
 
@@ -456,9 +461,9 @@ def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.Re
     for batch in feed.changes(since=start):
         rows = batch.rows
         last = batch.cursor
-        past = last.snapshot is None and _key(last) > _key(end)
-        if rows.num_rows and past:  # the batch crosses the end: keep what is before it
-            rows = rows.filter(_delivered_by(rows, end))
+        # every batch, not only the one crossing the end: an ingest in flight when ``end``
+        # was taken commits after it, below a WAL row it covers (review43)
+        rows = delivered_rows(rows, end)
         if rows.num_rows:
             yield rows.cast(_ARROW_SCHEMA)
         if last.snapshot is None and _key(last) >= _key(end):

@@ -63,7 +63,7 @@ from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.feed.rows import empty_changes
 from slatedb_core.path_kind import holds_table
 from slatedb_core.table import Table
-from slatedb_core.table.changes import TableCursor, delivered_by, snapshot_past
+from slatedb_core.table.changes import TableCursor, delivered_rows, snapshot_past
 
 ENCODINGS = ("base64", "hex")
 
@@ -120,9 +120,8 @@ def db_changes_until(
                 f"the feed starts from a snapshot newer than --until {until.encode()}: "
                 "read without --until, or from a --since cursor",
             )
+        rows = delivered_rows(rows, until)  # every batch: an ingest's may precede the cut
         if last.snapshot is None and _key(last) >= _key(until):
-            if rows.num_rows and _key(last) > _key(until):  # the batch crosses it: cut
-                rows = rows.filter(delivered_by(rows, until))
             yield rows, until
             return
         yield rows, last

@@ -658,10 +658,10 @@ class TableChangeFeed:
                     )
                 rows = b.rows if key_range is None else _in_range(b.rows, key_range)
                 last = b.cursor
+                if end is not None:
+                    rows = delivered_rows(rows, end)
                 if end is not None and last.snapshot is None:
                     if (last.wal_id, last.seq) >= (end.wal_id, end.seq):
-                        if rows.num_rows and (last.wal_id, last.seq) > (end.wal_id, end.seq):
-                            rows = rows.filter(delivered_by(rows, end))
                         yield TableChangeBatch(rows, cursor_now(db_path, end), db_path)
                         return
                 yield TableChangeBatch(rows, cursor_now(db_path, b.cursor), db_path)
@@ -684,7 +684,8 @@ def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
     ``(w, s)`` when ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below
     ``end.seq``; an ingested row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq
     is at or below ``end.seq`` (an ingest committed before a tail is at or below its
-    ``last_l0_seq``, one after it above every WAL row the tail covers); a snapshot row always
+    ``last_l0_seq``, one after it above it, even one below a WAL row the tail covers: an ingest
+    in flight when the tail was taken); a snapshot row always
     (it precedes the WAL). Vectorised."""
     wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
     at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
@@ -693,6 +694,18 @@ def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
         pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
     )
     return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
+
+
+def delivered_rows(rows: pa.RecordBatch, end: Cursor) -> pa.RecordBatch:
+    """The rows of a batch of a read up to ``end`` that ``end`` has delivered
+    (:func:`delivered_by`), for every batch of the read, not only the one whose cursor crosses
+    ``end``: an ingest in flight when ``end`` was taken (``tail()``) commits after it with seqs
+    below a WAL row ``end`` covers, so its rows come before that row, in a batch whose cursor is
+    still short of ``end``; the read after ``end`` delivers them (review43)."""
+    if not rows.num_rows:
+        return rows
+    keep = delivered_by(rows, end)
+    return rows if pc.all(keep).as_py() else rows.filter(keep)
 
 
 def snapshot_past(rows: pa.RecordBatch, end: Cursor) -> bool:
@@ -820,5 +833,6 @@ __all__ = [
     "TableChangeFeed",
     "TableCursor",
     "delivered_by",
+    "delivered_rows",
     "shard_consumer",
 ]

@@ -101,6 +101,7 @@ class RawBlock:
         "prefixes",
         "restarts",
         "single",
+        "wide",
     )
 
     def __init__(self, name: str, b: int, data: bytes, end: int) -> None:
@@ -127,6 +128,9 @@ class RawBlock:
         # one row per restart by the SST's block stats, not yet checked (:func:`raw_block`):
         # a lookup checks each row its search reads until the second checks them all
         self.lazy = False
+        # one row per restart with a header varint of two bytes (a key or value of 128 bytes
+        # or more): not searched through prefixes; every lookup checks the rows it reads
+        self.wide = False
         # each restart key's first 8 bytes as a big-endian int, built by a block's second
         # lookup (one read once past the cache never pays for it); counted in nbytes up front
         self.prefixes: array[int] | None = None
@@ -151,7 +155,10 @@ class RawBlock:
             u = buf[at + 1]
             v = buf[at + 2]
             # a restart row sharing a prefix, an empty key, a length of two bytes or more
-            if buf[at].any() or int((u | v).max()) >= 0x80 or not u.all():
+            if buf[at].any() or not u.all():
+                return False
+            if int((u | v).max()) >= 0x80:
+                self.wide = True  # searched with each lookup's rows checked (_find_lazy)
                 return False
             end = at + 3
             end += u
@@ -236,7 +243,7 @@ class RawBlock:
             first, last = first_, last_
         else:
             if self.lazy:
-                self._check_all()
+                self._check_all(settle=True)
                 self.check_bounds(lo, hi)
                 return
             first = self._restart_key(0)
@@ -246,25 +253,42 @@ class RawBlock:
 
     def _lazy_key(self, i: int) -> bytes | None:
         """The key of restart row ``i`` when the row is one row of our writer's layout, checked
-        as :meth:`check_restarts` checks each (three one-byte header varints, no shared
-        prefix, a key, its end where the next row begins, the last where the restart offsets
-        begin); None when it is not (longer varints, or damage: :meth:`_check_all` decides)."""
+        as each row of a lazy search is (:meth:`_find_lazy`); None when it is not (damage,
+        or another layout: :meth:`_check_all` decides)."""
+        kp = self._lazy_row(i)
+        return None if kp is None else self.data[kp[0] : kp[0] + kp[1]]
+
+    def _lazy_row(self, i: int) -> tuple[int, int, int, int] | None:
+        """``(key position, key length, value length, seq position)`` of restart row ``i`` as
+        :meth:`_find_lazy` reads and checks it, or None where that check fails."""
         d = self.data
         rs = self.restarts
         lim = self.limit
         try:
             p = rs[i]
             u = d[p + 1]
-            v = d[p + 2]
-            sp = p + 3 + u + v
+            q = p + 2
+            if u >= 0x80:
+                c = d[q]
+                q += 1
+                if c >= 0x80:
+                    return None
+                u = u & 0x7F | c << 7
+            v = d[q]
+            q += 1
+            if v >= 0x80:
+                c = d[q]
+                q += 1
+                if c >= 0x80:
+                    return None
+                v = v & 0x7F | c << 7
+            sp = q + u + v
             nxt = rs[i + 1] if i + 1 < len(rs) else lim
-            if d[p] or not u or u | v >= 0x80 or sp + 9 > lim or nxt > lim:
-                return None
-            if sp + _TAILS[d[sp + 8]] != nxt:
+            if d[p] or not u or sp + 9 > lim or nxt > lim or sp + _TAILS[d[sp + 8]] != nxt:
                 return None
         except IndexError:
             return None
-        return d[p + 3 : p + 3 + u]
+        return q, u, v, sp
 
     def _find_lazy(self, key: bytes, now: int) -> Entry | None:
         """:meth:`find` in a block of one row per restart by its stats, not checked as a
@@ -284,19 +308,26 @@ class RawBlock:
                 mid = (lo + hi) >> 1
                 p = rs[mid]
                 u = d[p + 1]
-                v = d[p + 2]
-                sp = p + 3 + u + v
+                q = p + 2
+                if u >= 0x80:  # a varint of two bytes (of more: not our writer's)
+                    c = d[q]
+                    q += 1
+                    if c >= 0x80:
+                        break
+                    u = u & 0x7F | c << 7
+                v = d[q]
+                q += 1
+                if v >= 0x80:
+                    c = d[q]
+                    q += 1
+                    if c >= 0x80:
+                        break
+                    v = v & 0x7F | c << 7
+                sp = q + u + v
                 nxt = rs[mid + 1] if mid + 1 < n else lim
-                if (
-                    d[p]
-                    or not u
-                    or u | v >= 0x80
-                    or sp + 9 > lim
-                    or nxt > lim
-                    or sp + _TAILS[d[sp + 8]] != nxt
-                ):
+                if d[p] or not u or sp + 9 > lim or nxt > lim or sp + _TAILS[d[sp + 8]] != nxt:
                     break  # not our writer's layout here (or damaged): checked whole below
-                if d[p + 3 : p + 3 + u] < key:
+                if d[q : q + u] < key:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -304,34 +335,35 @@ class RawBlock:
                 return self._landed(key, now, lo)
         except IndexError:
             pass
-        self._check_all()  # raises for damage; else the layout is searched as any block is
+        self._check_all(settle=True)  # raises for damage; else searched as any block is
         return self.find(key, now)
 
     def _landed(self, key: bytes, now: int, lo: int) -> Entry | None:
         """The row :meth:`_find_lazy`'s search landed on, which it read and checked."""
-        d = self.data
-        rs = self.restarts
-        if lo == len(rs):
+        if lo == len(self.restarts):
             return None
         # row lo was read (and checked) by the search: the last step that lowered hi read it
-        p = rs[lo]
-        u = d[p + 1]
-        v = d[p + 2]
-        kp = p + 3
+        row = self._lazy_row(lo)
+        assert row is not None
+        kp, u, v, sp = row
+        d = self.data
         if d[kp : kp + u] != key:
             return None
-        sp = kp + u + v
         f = d[sp + 8]
         if not f:
             return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
         return self._entry(d, kp + u, v, sp, f, self.limit, now)
 
-    def _check_all(self) -> None:
+    def _check_all(self, *, settle: bool = False) -> None:
         """A lazy block's second lookup: every row checked (:meth:`check_restarts`, else the
-        row walk), so later lookups search without checking rows on the way."""
-        if not self.check_restarts():
+        row walk), so later lookups search without checking rows on the way. A block of wide
+        headers stays lazy (the walk costs ~200 us for 64 KiB), unless ``settle``: a lookup's
+        check failed, and the row walk decides whether the block is damaged."""
+        if self.check_restarts():
+            self.lazy = False
+        elif settle or not self.wide:
             self.check_rows()
-        self.lazy = False
+            self.lazy = False
 
     def _bad(self, what: str) -> CorruptionError:
         return CorruptionError(self.name, f"block {self.b} is malformed: {what}")
@@ -346,9 +378,11 @@ class RawBlock:
         hi = n = len(rs)
         if self.lazy:  # unchecked: the first lookup checks its path, the second every row
             self.finds += 1
-            if self.finds == 1:
+            if self.finds == 1 or self.wide:
                 return self._find_lazy(key, now)
             self._check_all()
+            if self.lazy:  # wide headers: each lookup goes on checking its path
+                return self._find_lazy(key, now)
         if self.single:  # restart headers checked (check_restarts, check_rows): search them
             pre = self.prefixes
             if pre is None:

@@ -285,7 +285,12 @@ class WriterEngine:
         if pending is None:
             data, info = encode_sst(l0_rows(imm), self._sst_options)
             sst = self.write_sst(data, info)
-            pending = self._imm_sst[id(imm)] = self.new_ssts([sst], [lambda: data])
+            del data  # ~40 MiB: a re-homing (rare) encodes the frozen rows again, to the same
+            # bytes, rather than holding them through the commit (issue 42, goal 3)
+            options = self._sst_options
+            pending = self._imm_sst[id(imm)] = self.new_ssts(
+                [sst], [lambda: encode_sst(l0_rows(imm), options)[0]]
+            )
         # the replay point moves past this flush's WAL SSTs only in a later commit (see
         # slatedb_core.writer.l0_flush)
         change = l0_flush_change(

@@ -462,7 +462,7 @@ class IngestMerge:
                 if before is None:
                     # a cursor's seq may lag the WAL SSTs before it (tail() gives L0's last
                     # seq): the gap starts after the last of their rows, where known
-                    floor = self._wal_seq_before(cursor.wal_id)
+                    floor = self._wal_seq_before(cursor.wal_id, cursor.seq)
                     lo = max(cursor.seq, -1 if floor is None else floor) + 1
                 else:
                     floor, lo = before, before + 1
@@ -503,7 +503,7 @@ class IngestMerge:
             # no WAL row after the cursor, after the WAL SSTs before it (a lagging seq's rows)
             after: int | None = seen
             if prev is None:
-                floor = self._wal_seq_before(cursor.wal_id)
+                floor = self._wal_seq_before(cursor.wal_id, cursor.seq)
                 after = None if floor is None else max(seen, floor)
             found = (
                 None
@@ -523,15 +523,20 @@ class IngestMerge:
             # flushed since a tail() cursor was taken; the same look-back as a gap's)
             raise self._unfollowed(self.l0_seq_before, f"after {seen}")
 
-    def _wal_seq_before(self, at_cursor: int) -> int | None:
+    def _wal_seq_before(self, at_cursor: int, seq: int) -> int | None:
         """The last seq of the WAL SSTs before WAL id ``at_cursor`` (0: there are none, or only
-        empty ones, a writer's fencing SSTs, back to id 1); None when unknown: the last
-        non-empty one is gone, or more than LOOK_BACK empty ones were looked back through."""
+        empty ones, a writer's fencing SSTs, back to id 1); ``seq`` (a cursor's) when the last
+        non-empty one is gone but a stored manifest puts it in L0 with no row above ``seq``
+        (the GC collected a WAL SST the cursor had read: review43); None when unknown: it is
+        gone otherwise, or more than LOOK_BACK empty ones were looked back through."""
         if at_cursor in self._floors:
             return self._floors[at_cursor]
         floor: int | None = None
         for wal_id in range(at_cursor - 1, max(0, at_cursor - 1 - LOOK_BACK), -1):
             last = self.wal_last_seq(wal_id)
+            if last is None and self._replayed_at_or_below(wal_id, seq):
+                floor = seq
+                break
             if last is None or last:
                 floor = last
                 break
@@ -553,7 +558,7 @@ class IngestMerge:
         ChangesCollected when a WAL SST or manifest that would tell is collected (review84)."""
         if self.wal_seqs is None:
             return []
-        floor = self._wal_seq_before(cursor.wal_id)
+        floor = self._wal_seq_before(cursor.wal_id, cursor.seq)
         if floor is None or floor <= cursor.seq:
             return []
         unmarked = self._unmarked_here(cursor.seq + 1)
@@ -603,18 +608,26 @@ class IngestMerge:
         return [(int(lows[i]) + 1, int(highs[i]) - 1) for i in at]
 
     def _replayed_at_or_below(self, wal_id: int, seq: int) -> bool:
-        """Whether the oldest stored manifest puts WAL SST ``wal_id`` (and every one before it)
-        in L0 with no row above ``seq``: its ``replay_after_wal_id`` is at or past the id, its
-        ``last_l0_seq`` at or below ``seq``. A clone's first manifest does so for the WAL ids
-        of its parent it never had (SlateDB RFC 0004, "Clones")."""
+        """Whether a stored manifest puts WAL SST ``wal_id`` (and every one before it) in L0
+        with no row above ``seq``: its ``replay_after_wal_id`` is at or past the id, its
+        ``last_l0_seq`` at or below ``seq``. The first listed manifest whose replay point is
+        at or past the id is asked (both fields never go down, so a later one has no lower
+        ``last_l0_seq``): a clone's first manifest for the WAL ids of its parent it never had
+        (SlateDB RFC 0004, "Clones"), or the flush that put a WAL SST the GC collected in L0."""
         try:
             ids = [e.id for e in self.manifests.list()]
-            first = self.manifests.read(ids[0]).manifest if ids else None
+            lo, hi = 0, len(ids)  # the first index whose manifest's replay point is >= wal_id
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.manifests.read(ids[mid]).manifest.replay_after_wal_id >= wal_id:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if lo == len(ids):
+                return False
+            return self.manifests.read(ids[lo]).manifest.last_l0_seq <= seq
         except ObjectNotFound:
             return False
-        return (
-            first is not None and first.replay_after_wal_id >= wal_id and first.last_l0_seq <= seq
-        )
 
     def _unmarked_here(self, lo: int) -> bool:
         """Whether a seq gap from ``lo`` may hold an ingest no marker names for this feed: an

@@ -49,5 +49,6 @@ def test_a_tail_of_a_slatedb_database_reads_on_exactly(
     w.put(b"b3", b"2")
     w.shutdown()
     rest, _ = keys_from(feed, cursor)
-    assert got + more + rest == [b"b0", b"b1", b"b2", b"b3"]
+    # each read delivers what is there, before any flush (no seq hole holds it)
+    assert (got, more, rest) == ([b"b0"], [b"b1", b"b2"], [b"b3"])
     assert keys_from(feed, tail)[0] == [b"b0", b"b1", b"b2", b"b3"]

@@ -57,6 +57,12 @@ _BAD_FLAGS = np.array(
 )
 _MIN_ROW = 13  # the shortest row: three header bytes, a key byte, seq and flags
 _OVERHEAD = 200  # the object, its bytes' header and the offsets array's header
+CHECK_AT = 16
+"""The lookup of a lazy block (:func:`raw_block`) that checks it whole: the earlier ones check
+the rows their search reads (the first a binary search's ~9, the next ones the two rows around
+where a search of the restart keys' prefixes lands). A check costs ~20 us of numpy calls per
+64 KiB and spares each later lookup ~1 us: a block read for a few lookups (the first 10k gets
+after an open fill the cache so) never pays it (issue 42, goal 1)."""
 Entry = tuple[int, int, bytes]  # (seq, kind, value), as Block.point_table's
 
 
@@ -80,7 +86,7 @@ def raw_block(name: str, b: int, stored: bytes, codec: int, rows: int = -1) -> R
     else:
         raw = RawBlock(name, b, stored, n - CRC_LEN)
     if rows == len(raw.restarts) and raw.limit < _MIN_ROW * 0x10000:
-        raw.lazy = True  # rows checked on each lookup's path until a second lookup checks all
+        raw.lazy = True  # each lookup checks the rows on its path, the CHECK_AT-th all of them
     else:
         raw.check_rows()
     return raw
@@ -338,6 +344,72 @@ class RawBlock:
         self._check_all(settle=True)  # raises for damage; else searched as any block is
         return self.find(key, now)
 
+    def _find_bracketed(self, key: bytes, now: int) -> Entry | None:
+        """:meth:`find` in a lazy block through its restart keys' prefixes (built unchecked,
+        :meth:`_unchecked_prefixes`): a prefix of a row the block's damage moved can steer the
+        search anywhere, so the rows around where it lands are checked as :meth:`_find_lazy`
+        checks its rows and must bracket the key (the row before below it, the row landed on
+        at or above it: the first row of the key, its newest version). As with every search
+        here, keys out of order under a recomputed CRC are not looked for (docs: module)."""
+        pre = self.prefixes
+        if pre is None:
+            pre = self._unchecked_prefixes()
+            if pre is None:
+                self._check_all(settle=True)
+                return self.find(key, now)
+        n = len(pre)
+        if len(key) >= 8:
+            x = int.from_bytes(key[:8], "big")
+        else:
+            x = int.from_bytes(key, "big") << (64 - 8 * len(key))
+        lo = bisect_left(pre, x)
+        hi = bisect_right(pre, x, lo) if lo + 1 < n and pre[lo + 1] == x else lo
+        lazy_key = self._lazy_key
+        while lo < hi:  # restart keys sharing the key's prefix: compared as bytes
+            mid = (lo + hi) >> 1
+            k = lazy_key(mid)
+            if k is None:
+                break
+            if k < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        else:
+            below = lazy_key(lo - 1) if lo else b""
+            if below is not None and below < key:
+                if lo == n:
+                    return None
+                row = self._lazy_row(lo)
+                if row is not None:
+                    kp, u, v, sp = row
+                    d = self.data
+                    k = d[kp : kp + u]
+                    if k >= key:
+                        if k != key:
+                            return None
+                        f = d[sp + 8]
+                        if not f:
+                            return int.from_bytes(d[sp : sp + 8], "big"), KIND_VALUE, d[kp + u : sp]
+                        return self._entry(d, kp + u, v, sp, f, self.limit, now)
+        self._check_all(settle=True)  # a row on the way is damaged, or the search strayed
+        return self.find(key, now)
+
+    def _unchecked_prefixes(self) -> array[int] | None:
+        """:meth:`_build_prefixes` for a block whose rows are not checked: None when a restart
+        offset is too near the rows' end for a row of our writer's layout (damage)."""
+        limit = self.limit
+        at = np.frombuffer(self.restarts, np.uint16).astype(np.intp)
+        if int(at.max()) + _MIN_ROW > limit:
+            return None
+        if int(np.frombuffer(self.data, np.uint8, count=limit)[at + 1].min()) < 8:
+            self.prefixes = self._build_prefixes()  # keys shorter than 8 bytes: masked
+            return self.prefixes
+        pre = np.ndarray((limit - 10,), np.uint64, buffer=self.data, offset=3, strides=(1,))[at]
+        out: array[int] = array("Q")
+        out.frombytes((pre.byteswap() if _SWAP else pre).tobytes())
+        self.prefixes = out
+        return out
+
     def _landed(self, key: bytes, now: int, lo: int) -> Entry | None:
         """The row :meth:`_find_lazy`'s search landed on, which it read and checked."""
         if lo == len(self.restarts):
@@ -355,7 +427,7 @@ class RawBlock:
         return self._entry(d, kp + u, v, sp, f, self.limit, now)
 
     def _check_all(self, *, settle: bool = False) -> None:
-        """A lazy block's second lookup: every row checked (:meth:`check_restarts`, else the
+        """A lazy block's CHECK_AT-th lookup: every row checked (:meth:`check_restarts`, else the
         row walk), so later lookups search without checking rows on the way. A block of wide
         headers stays lazy (the walk costs ~200 us for 64 KiB), unless ``settle``: a lookup's
         check failed, and the row walk decides whether the block is damaged."""
@@ -376,10 +448,12 @@ class RawBlock:
         lim = self.limit
         lo = 0
         hi = n = len(rs)
-        if self.lazy:  # unchecked: the first lookup checks its path, the second every row
+        if self.lazy:  # unchecked: lookups check their path until the CHECK_AT-th checks all
             self.finds += 1
             if self.finds == 1 or self.wide:
                 return self._find_lazy(key, now)
+            if self.finds < CHECK_AT:
+                return self._find_bracketed(key, now)
             self._check_all()
             if self.lazy:  # wide headers: each lookup goes on checking its path
                 return self._find_lazy(key, now)

@@ -3,15 +3,16 @@
 Past the block cache a block is read for one lookup and evicted; checking every row's extent
 when it is read cost about 20 us of the ~50 us such a lookup took. A block whose SST stats count
 one row per restart (our writer's layout) is now checked row by row along its first lookup's
-binary search (each restart row it reads: one-byte header varints, no shared prefix, a key, and
-its end where the next row begins), and whole at its second lookup, which also builds the
-restart keys' prefixes for later searches. Properties over random SSTs of that layout with one
-restart row's key or value length cut or grown by one under a recomputed CRC (a buggy writer;
-bit rot fails the CRC): a first lookup raises ``CorruptionError`` or answers what the undamaged
-SST holds, never anything else; the damaged row's own key always raises; and a second lookup of
-the block raises whatever key it asks for, unless a key or value of 128 bytes or more gives it a
-header varint of two bytes: such a block is never checked whole (the row walk costs ~200 us per
-64 KiB) and every lookup checks the rows its search reads."""
+binary search (each restart row it reads: its header varints, no shared prefix, a key, and its
+end where the next row begins), then around where each later lookup's search of the restart
+keys' prefixes lands, and whole at its CHECK_AT-th lookup. Properties over random SSTs of that
+layout with one restart row's key or value length cut or grown by one under a recomputed CRC
+(a buggy writer; bit rot fails the CRC): a first lookup raises ``CorruptionError`` or answers
+what the undamaged SST holds, never anything else, and the damaged row's own key always
+raises; so do later lookups of the cached block; and its CHECK_AT-th lookup raises whatever
+key it asks for, unless a key or value of 128 bytes or more gives the block a header varint of
+two bytes: such a block is never checked whole (the row walk costs ~200 us per 64 KiB) and
+every lookup checks the rows of its binary search."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from slatedb_core.errors import CorruptionError
 from slatedb_core.sst import SstOptions, SstReader, encode_sst
 from slatedb_core.sst.cache import BlockCache
 from slatedb_core.sst.format import ROW_SCHEMA
-from slatedb_core.sst.raw_block import RawBlock
+from slatedb_core.sst.raw_block import CHECK_AT, RawBlock
 from slatedb_core.store.checksum import crc32
 
 SETTINGS = settings(
@@ -107,21 +108,24 @@ def test_a_first_lookup_raises_or_answers_what_the_sst_holds(
         assert got == want[k]
     with pytest.raises(CorruptionError):
         SstReader.from_bytes(bad, "d").get(damaged_key)
-    # a second lookup of a cached block of one-byte header varints checks every row,
-    # whichever key it asks for (a block with a longer varint: each lookup checks its path)
+    # later lookups of the cached block check the rows around where a prefix search lands,
+    # and the CHECK_AT-th checks every row, whichever key it asks for (unless a longer varint:
+    # then each lookup checks its binary search's rows)
     block = list(good.scan())[b]
     wide = max(map(len, block.column(0).to_pylist() + block.column(3).to_pylist())) >= 0x80
     reader = SstReader.from_bytes(bad, "c", cache=BlockCache(1 << 24))
-    first = _a_key_of_block(good, b)
-    for _ in range(3 if wide else 1):
+    mine = block.column(0).to_pylist()
+    for j in range(CHECK_AT - 1):
+        k = mine[j % len(mine)]
         try:
-            got = reader.get(first)  # a first lookup: raises, or answers from its path
+            got = reader.get(k)  # raises, or answers from the rows it read
         except CorruptionError:
             continue
-        assert got == want[first]
+        assert k != damaged_key
+        assert got == want[k]
     if not wide:
         with pytest.raises(CorruptionError):
-            reader.get(first)
+            reader.get(mine[0])
 
 
 def _a_key_of_block(reader: SstReader, b: int) -> bytes:
@@ -153,10 +157,12 @@ def test_first_and_later_lookups_answer_what_the_scan_reads(
     assert [fresh.get(k) for k in asked] == [model.get(k) for k in asked]
     cache = BlockCache(1 << 24)
     cached = SstReader.from_bytes(blob, "c", cache=cache)
-    for _ in range(3):  # first lookups (checked along the path), the check, the prefix search
+    # first lookups (a checked binary search), prefix searches checked where they land, the
+    # whole check, then prefix searches of a checked block
+    for _ in range(CHECK_AT + 1):
         assert [cached.get(k) for k in asked] == [model.get(k) for k in asked]
         assert cached.get_sorted(sorted(asked)) == [model.get(k) for k in sorted(asked)]
     for blk in range(cached.block_count):
         raw = cache.get("c", blk)
-        if isinstance(raw, RawBlock) and raw.finds > 1:
-            assert raw.lazy == raw.wide  # checked whole by its second lookup, unless wide
+        if isinstance(raw, RawBlock) and raw.finds >= CHECK_AT:
+            assert raw.lazy == raw.wide  # checked whole, unless wide

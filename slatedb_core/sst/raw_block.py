@@ -9,14 +9,22 @@ key whole), then walks at most the restart interval before the one found (SlateD
 restart per 16 rows, our writer one per row) to the newest version of the key.
 
 What is checked: the CRC of the stored block and the decompression limit before the bytes are
-kept (:func:`raw_block`), the restart array when the block is kept (count, bounds, strictly
-increasing offsets), and every row a lookup reads (varints, lengths and flags inside the block,
-keys in order along the path). Damage anywhere else in the block surfaces when a scan decodes it.
+kept (:func:`raw_block`), the restart array when the block is kept (count, first and last
+offset; the others rise where rows are checked), and every row a lookup reads (varints,
+lengths and flags inside the block, keys in order along the path). Damage anywhere else in the
+block surfaces when a scan decodes it.
 A block whose row count (the SST's block stats) equals its restart count, one row per restart
 as our writer lays them out, is not walked row by row when it is read (a 64 KiB block's row
-check cost more than reading it: issue 42, goal 1); only its restart rows' header and flags
-bytes are gathered, enough to prove each row ends where the next begins, so no search step reads
-a key through a damaged length. Under an intact CRC its bytes are the writer's; damage under a
+check cost more than reading it: issue 42, goal 1), nor checked whole at once: past the cache
+a block is read for one lookup. Each lookup checks the rows it reads instead (header varints,
+no shared prefix, a key, its end where the next row begins): the first the ~9 restart rows of
+its binary search, lookups 2 to :data:`CHECK_AT` - 1 the two rows around where a search of
+the restart keys' 8-byte prefixes lands; the :data:`CHECK_AT`-th gathers every restart row's
+header and flags bytes (:meth:`RawBlock.check_restarts`), enough to prove each row ends where
+the next begins, so later searches read no key through a damaged length without a check per
+row. A block with a two-byte header varint (a key or value of 128 bytes or more) is never
+checked whole; every lookup checks its binary search's rows. A failed check sends the block
+to the row walk, which raises. Under an intact CRC its bytes are the writer's; damage under a
 recomputed CRC (a buggy writer) can still only raise ``CorruptionError`` or give a wrong answer
 (keys out of order, as before the skip), never another error.
 """

@@ -81,10 +81,11 @@ from slatedb_core.errors import (
     ObjectNotFound,
 )
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
+from slatedb_core.feed.identity import feed_identity
 from slatedb_core.feed.retention import CONSUMER_PREFIX, ConsumerHold, consumer_holds, release
 from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
 from slatedb_core.keys import KeyRange
-from slatedb_core.layout import join
+from slatedb_core.layout import changes_identity_path, join
 from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
 from slatedb_core.lsm.dbstate import DbState, build_handles
 from slatedb_core.lsm.memtable import Memtable
@@ -109,6 +110,7 @@ so that a resumed read goes on in that one)."""
 _SEEDING = re.compile(r"^s(?:([0-9]{1,19})\.((?:[0-9a-f]{2})*))?$")
 _NAME_BASED = 5
 """The UUID version of a checkpoint ``carry_consumers`` adds (``uuid.uuid5``)."""
+_DB_ID = re.compile(r"^[0-9a-f]{32}$")
 SHARD_CONSUMER_PREFIX = "table:"
 """A table consumer's name on each shard database is this prefix and its name."""
 _PREFIX = "t1."
@@ -123,11 +125,19 @@ class TableCursor:
 
     map_id: int
     shards: tuple[tuple[str, Cursor | str | None], ...]
+    ids: tuple[tuple[str, str], ...] = ()
+    """The change-feed identity of each shard database whose entry is an overwrite's state
+    (``x<key>``, ``s...``: no :class:`Cursor` carries it), so that another table's cursor
+    (one created again at the path) is CursorInvalid there too (review43). None in a cursor
+    of an earlier build, which is read as before."""
 
     def encode(self) -> str:
         """The cursor as an opaque ASCII string, what a consumer persists."""
         items = [[p, c.encode() if isinstance(c, Cursor) else c] for p, c in self.shards]
-        doc = json.dumps({"m": self.map_id, "s": items}, separators=(",", ":"))
+        body: dict[str, object] = {"m": self.map_id, "s": items}
+        if self.ids:
+            body["d"] = dict(self.ids)
+        doc = json.dumps(body, separators=(",", ":"))
         return _PREFIX + base64.urlsafe_b64encode(doc.encode()).decode().rstrip("=")
 
     def __str__(self) -> str:
@@ -159,11 +169,17 @@ class TableCursor:
                     shards.append((p, Cursor.decode(c)))
                 else:
                     raise ValueError(f"bad shard cursor {c!r}")
+            ids = doc.get("d", {})
+            if not isinstance(ids, dict) or not all(
+                isinstance(p, str) and isinstance(i, str) and _DB_ID.match(i)
+                for p, i in ids.items()
+            ):
+                raise ValueError("bad shard identities")
         except CursorInvalid:
             raise
         except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as e:
             raise CursorInvalid(f"not a table change-feed cursor: {e}") from None
-        return cls(map_id, tuple(shards))
+        return cls(map_id, tuple(shards), tuple(sorted(ids.items())))
 
     @classmethod
     def of(cls, since: TableCursor | str | bytes | None) -> TableCursor | None:
@@ -411,12 +427,26 @@ class TableChangeFeed:
         if until is not None:
             ends = {self._abs(rel): c for rel, c in until.shards if isinstance(c, Cursor)}
         current = {s.db_path: s for s in m.shards}
+        if since is not None:
+            self._check_ids(since)
         entries, order, targets = self._plan(m, since)
+        known = {self._abs(rel): i for rel, i in since.ids} if since is not None else {}
 
         def cursor_now(changed: str | None = None, c: Cursor | str | None = None) -> TableCursor:
             if changed is not None:
                 entries[changed] = c
-            return TableCursor(m.id, tuple((self._rel(p), v) for p, v in entries.items()))
+            ids = []
+            for p, v in entries.items():
+                if isinstance(v, str) and v != DONE:  # an overwrite's state: no Cursor's id
+                    if p not in known:
+                        found = self._identity(p, create=p in current)
+                        if found is None:
+                            continue
+                        known[p] = found
+                    ids.append((self._rel(p), known[p]))
+            return TableCursor(
+                m.id, tuple((self._rel(p), v) for p, v in entries.items()), tuple(sorted(ids))
+            )
 
         if self.consumer is not None:
             self._hold(m, entries, order)
@@ -458,6 +488,40 @@ class TableChangeFeed:
             for p in [p for p, v in entries.items() if v == DONE]:
                 del entries[p]
             yield TableChangeBatch(empty_changes(), cursor_now(), "")
+
+    def _identity(self, db_path: str, *, create: bool) -> str | None:
+        """The change-feed identity of shard database ``db_path`` (created when ``create``: a
+        live shard; else None when it has none)."""
+        if create:
+            return feed_identity(self.store, db_path)
+        try:
+            doc = json.loads(bytes(self.store.get(changes_identity_path(db_path)).data))
+        except ObjectNotFound:
+            return None
+        except ValueError:
+            return None
+        found = doc.get("id") if isinstance(doc, dict) else None
+        return found if isinstance(found, str) and _DB_ID.match(found) else None
+
+    def _check_ids(self, since: TableCursor) -> None:
+        """CursorInvalid when a shard database ``since`` names by its identity (an overwrite's
+        state entry) has another, or none while it exists: the cursor is another table's
+        (docs/changes.md, "Whose cursor"). A database gone is left to the read (collected)."""
+        for rel, want in since.ids:
+            db_path = self._abs(rel)
+            have = self._identity(db_path, create=False)
+            if have == want:
+                continue
+            if have is None:
+                try:
+                    ManifestStore(self.store, db_path).read_latest()
+                except (ObjectNotFound, DatabaseNotFound):
+                    continue
+            raise CursorInvalid(
+                f"the table cursor is another table's: shard database {db_path!r} has "
+                f"change-feed identity {have}, not {want}: pass the cursor this table's feed "
+                "returned, or start again (since=None)"
+            )
 
     def _replaced(
         self,

@@ -363,6 +363,8 @@ class RawBlock:
         if pre is None:
             pre = self._unchecked_prefixes()
             if pre is None:
+                if self.wide:  # keys sit after two-byte varints: no prefixes at p + 3
+                    return self._find_lazy(key, now)
                 self._check_all(settle=True)
                 return self.find(key, now)
         n = len(pre)
@@ -404,12 +406,19 @@ class RawBlock:
 
     def _unchecked_prefixes(self) -> array[int] | None:
         """:meth:`_build_prefixes` for a block whose rows are not checked: None when a restart
-        offset is too near the rows' end for a row of our writer's layout (damage)."""
+        offset is too near the rows' end for a row of our writer's layout (damage), or when a
+        restart row's header has a two-byte varint (:attr:`wide` set: its key does not start
+        three bytes in)."""
         limit = self.limit
         at = np.frombuffer(self.restarts, np.uint16).astype(np.intp)
         if int(at.max()) + _MIN_ROW > limit:
             return None
-        if int(np.frombuffer(self.data, np.uint8, count=limit)[at + 1].min()) < 8:
+        buf = np.frombuffer(self.data, np.uint8, count=limit)
+        u = buf[at + 1]
+        if int((u | buf[at + 2]).max()) >= 0x80:
+            self.wide = True
+            return None
+        if int(u.min()) < 8:
             self.prefixes = self._build_prefixes()  # keys shorter than 8 bytes: masked
             return self.prefixes
         pre = np.ndarray((limit - 10,), np.uint64, buffer=self.data, offset=3, strides=(1,))[at]

@@ -363,7 +363,7 @@ class RawBlock:
         if pre is None:
             pre = self._unchecked_prefixes()
             if pre is None:
-                if self.wide:  # keys sit after two-byte varints: no prefixes at p + 3
+                if self.wide:  # a key shorter than 8 bytes behind a two-byte varint
                     return self._find_lazy(key, now)
                 self._check_all(settle=True)
                 return self.find(key, now)
@@ -405,20 +405,28 @@ class RawBlock:
         return self.find(key, now)
 
     def _unchecked_prefixes(self) -> array[int] | None:
-        """:meth:`_build_prefixes` for a block whose rows are not checked: None when a restart
-        offset is too near the rows' end for a row of our writer's layout (damage), or when a
-        restart row's header has a two-byte varint (:attr:`wide` set: its key does not start
-        three bytes in)."""
+        """:meth:`_build_prefixes` for a block whose rows are not checked, each key found after
+        its row's header varints of one or two bytes (:attr:`wide` set when one has two):
+        None when a restart offset is too near the rows' end for a row of our writer's layout
+        (damage), or when a wide block has a key shorter than 8 bytes (no masked prefixes)."""
         limit = self.limit
         at = np.frombuffer(self.restarts, np.uint16).astype(np.intp)
         if int(at.max()) + _MIN_ROW > limit:
             return None
         buf = np.frombuffer(self.data, np.uint8, count=limit)
         u = buf[at + 1]
-        if int((u | buf[at + 2]).max()) >= 0x80:
+        v = buf[at + 2]
+        if int((u | v).max()) >= 0x80:
             self.wide = True
-            return None
-        if int(u.min()) < 8:
+            uw = u >= 0x80  # a two-byte key length: the value length starts a byte later
+            vw = np.where(uw, buf[at + 3], v) >= 0x80
+            if int(np.where(uw, 8, u).min()) < 8:
+                return None
+            at = at + uw
+            at += vw
+            if int(at.max()) + 11 > limit:
+                return None
+        elif int(u.min()) < 8:
             self.prefixes = self._build_prefixes()  # keys shorter than 8 bytes: masked
             return self.prefixes
         pre = np.ndarray((limit - 10,), np.uint64, buffer=self.data, offset=3, strides=(1,))[at]
@@ -467,13 +475,13 @@ class RawBlock:
         hi = n = len(rs)
         if self.lazy:  # unchecked: lookups check their path until the CHECK_AT-th checks all
             self.finds += 1
-            if self.finds == 1 or self.wide:
+            if self.finds == 1:
                 return self._find_lazy(key, now)
-            if self.finds < CHECK_AT:
+            if self.finds < CHECK_AT or self.wide:
                 return self._find_bracketed(key, now)
             self._check_all()
-            if self.lazy:  # wide headers: each lookup goes on checking its path
-                return self._find_lazy(key, now)
+            if self.lazy:  # wide headers: each lookup goes on checking where it lands
+                return self._find_bracketed(key, now)
         if self.single:  # restart headers checked (check_restarts, check_rows): search them
             pre = self.prefixes
             if pre is None:

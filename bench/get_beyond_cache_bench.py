@@ -11,6 +11,7 @@ runs, ours and RocksDB alternating, with the load average at each layout; defaul
 both sides.
 
     .venv/bin/python bench/get_beyond_cache_bench.py [--rows 1000000] [--gets 20000] [--reps 3]
+        [--layouts l0,compacted] [--block-size N] [--value-len 100]
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from rocksdict import Options, Rdict, WriteBatch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._data import make_table
+from bench._data import VALUE_LEN, make_table
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store
@@ -69,9 +71,19 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--block-size", type=int, default=None, help="ours; default: DbOptions'")
     ap.add_argument("--layouts", default="l0,compacted")
+    ap.add_argument(
+        "--value-len", type=int, default=VALUE_LEN, help="bytes per value (128+: two-byte varints)"
+    )
     args = ap.parse_args()
     rng = np.random.default_rng(42)
     table = make_table(args.rows, rng)
+    if args.value_len != VALUE_LEN:  # the same keys, longer or shorter values
+        vbuf = rng.integers(0, 256, args.rows * args.value_len, dtype=np.uint8)
+        offs = np.arange(args.rows + 1, dtype=np.int32) * args.value_len
+        values_arr = pa.Array.from_buffers(
+            pa.binary(), args.rows, [None, pa.py_buffer(offs), pa.py_buffer(vbuf)]
+        )
+        table = pa.table({"key": table.column("key"), "value": values_arr})
     keys = table.column("key").to_pylist()
     values = table.column("value").to_pylist()
     pick = rng.integers(0, len(keys), args.gets)
@@ -104,7 +116,7 @@ def main() -> None:
         rdb.write(wb)
         rdb.flush()
     print(
-        f"{args.rows:,} rows (16 B keys, 100 B values) in {CHUNKS} flushes, "
+        f"{args.rows:,} rows (16 B keys, {args.value_len} B values) in {CHUNKS} flushes, "
         f"written in {time.perf_counter() - t0:.0f} s; ours block_size={dbo.block_size}, "
         f"block_cache_bytes={dbo.block_cache_bytes}; CPU µs per key, median of {args.reps}"
     )

@@ -458,7 +458,7 @@ def read_between(feed: ChangeFeed, start: Cursor, end: Cursor) -> Iterator[pa.Re
     another database handed out is CursorInvalid."""
     feed.check_own(end)
     last = start
-    for batch in feed.changes(since=start):
+    for batch in feed.changes(since=start, until=end):
         rows = batch.rows
         last = batch.cursor
         # every batch, not only the one crossing the end: an ingest in flight when ``end``

@@ -112,7 +112,7 @@ def db_changes_until(
             raise CursorInvalid(f"--until {until.encode()} is before --since {since.encode()}")
         return
     last = since or Cursor()
-    for b in feed.changes(since):
+    for b in feed.changes(since, until=until):
         rows, last = b.rows, b.cursor
         if snapshot_past(rows, until):
             raise ChangesCollected(

@@ -61,7 +61,7 @@ from slatedb_core.feed.retention import (
     hold,
     release,
 )
-from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
+from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, delivered_rows, empty_changes
 from slatedb_core.feed.snapshot import snapshot_rows
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.manifest.model import Manifest
@@ -153,23 +153,47 @@ class ChangeFeed:
         self._db_id: str | None = None
 
     # ---- the feed ---------------------------------------------------------------------------
-    def changes(self, since: Cursor | str | bytes | None = None) -> Iterator[ChangeBatch]:
+    def changes(
+        self,
+        since: Cursor | str | bytes | None = None,
+        until: Cursor | str | bytes | None = None,
+    ) -> Iterator[ChangeBatch]:
         """Every change after ``since`` (a :class:`Cursor` or its encoding; None: from the
         start), in commit order; see the module docstring. The cursor's form is checked now
         (:class:`~slatedb_core.errors.CursorInvalid`); reading starts at the first ``next``,
         which first checks that ``since`` is this database's (CursorInvalid for another's).
-        Every cursor yielded carries this database's identity."""
-        return self._stamped(Cursor.of(since))
+        Every cursor yielded carries this database's identity.
 
-    def _stamped(self, since: Cursor | None) -> Iterator[ChangeBatch]:
+        With ``until`` (a WAL-phase cursor, from :meth:`tail`): only the changes ``until`` has
+        delivered (:func:`~slatedb_core.feed.rows.delivered_by`), the read ending at the first
+        batch that reaches it, whose cursor is ``until``; fewer when the WAL holding it is not
+        all there yet (the last cursor is then short of it). Such a read goes past the seq gap
+        of an ingest still in flight when ``until`` was taken (its rows come after ``until``),
+        and then hands out no cursor inside the rest: those rows come in the one batch whose
+        cursor is ``until`` (docs/changes.md, "Spark")."""
+        end = Cursor.of(until)
+        if end is not None and end.snapshot is not None:
+            raise CursorInvalid("until must be a WAL-phase cursor (one tail() returned)")
+        return self._stamped(Cursor.of(since), end)
+
+    def _stamped(self, since: Cursor | None, until: Cursor | None = None) -> Iterator[ChangeBatch]:
         latest = self.manifests.read_latest()  # first: no identity is made where no database is
         if not latest.manifest.initialized:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
         db = self.identity()
-        inner = self._changes(self._own(since, db), latest)
+        end = None if until is None else self._own(until, db)
+        inner = self._changes(self._own(since, db), latest, end)
         try:
             for batch in inner:
-                yield ChangeBatch(batch.rows, batch.cursor.of_db(db))
+                if end is None:
+                    yield ChangeBatch(batch.rows, batch.cursor.of_db(db))
+                    continue
+                rows = delivered_rows(batch.rows, end)
+                c = batch.cursor
+                if c.snapshot is None and (c.wal_id, c.seq) >= (end.wal_id, end.seq):
+                    yield ChangeBatch(rows, end.of_db(db))
+                    return
+                yield ChangeBatch(rows, c.of_db(db))
         finally:
             inner.close()
 
@@ -206,7 +230,7 @@ class ChangeFeed:
         return cursor.of_db(None)
 
     def _changes(
-        self, cursor: Cursor | None, latest: StoredManifest
+        self, cursor: Cursor | None, latest: StoredManifest, until: Cursor | None = None
     ) -> Generator[ChangeBatch, None, None]:
         marked_after: int | None = None  # no consumer: no ingest is marked for this feed
         if self.options.consumer is not None:
@@ -227,10 +251,10 @@ class ChangeFeed:
             if gap is None and self.options.bootstrap and latest.manifest.last_l0_seq:
                 gap = self._unreadable_from_start(run, latest.manifest, marked_after)
             if gap is None:
-                merge = self._ingests(Cursor(), latest.manifest, marked_after)
+                merge = self._ingests(Cursor(), latest.manifest, marked_after, until)
                 started = False
                 try:
-                    for batch in self._batches(Cursor(), run, merge):
+                    for batch in self._batches(Cursor(), run, merge, until):
                         started = True
                         yield batch
                     return
@@ -252,7 +276,9 @@ class ChangeFeed:
         run, gap = self._plan(cursor, latest.manifest)
         if gap is not None:
             raise ChangesCollected(self.path, gap)
-        yield from self._batches(cursor, run, self._ingests(cursor, latest.manifest, marked_after))
+        yield from self._batches(
+            cursor, run, self._ingests(cursor, latest.manifest, marked_after, until), until
+        )
         if ephemeral is not None:
             # kept until the WAL after the snapshot was read, so the GC kept that too; a feed
             # not read to its end leaves it to expire (snapshot_lifetime)
@@ -385,12 +411,19 @@ class ChangeFeed:
         )
 
     def _batches(
-        self, cursor: Cursor, run: Sequence[int], ingests: IngestMerge | None = None
+        self,
+        cursor: Cursor,
+        run: Sequence[int],
+        ingests: IngestMerge | None = None,
+        until: Cursor | None = None,
     ) -> Iterator[ChangeBatch]:
         """Batches of about ``batch_rows`` of the WAL SSTs ``run`` after ``cursor`` (and of the
         ingests ``ingests`` finds between them). A batch never ends inside the rows of one seq:
         SlateDB commits a write batch as one seq (its rows share it), and a cursor resumes after
-        a whole seq."""
+        a whole seq. Once ``ingests`` went past the gap of an ingest in flight for a read up to
+        ``until`` (``IngestMerge.passed``), no cursor past the gap is handed out: the rest up to
+        ``until`` comes in one batch, yielded only when the read reaches ``until`` (resuming
+        from a cursor past the gap would skip that ingest)."""
         size = self.options.batch_rows
         pending: list[pa.RecordBatch] = []
         n = 0
@@ -401,7 +434,9 @@ class ChangeFeed:
             if ingests is None
             else ingests.pieces(cursor, self._fetch(run))
         )
+        held = False  # past an in-flight ingest's gap: the rest waits for ``until``
         for wal_id, inside, after, rows in pieces:
+            held = held or (ingests is not None and ingests.passed)
             if rows.num_rows and pos.seq and pc.min(rows.column(1)).as_py() <= pos.seq:
                 rows = rows.filter(pc.greater(rows.column(1), pa.scalar(pos.seq, pa.uint64())))
             seqs = rows.column(1).to_numpy()  # ascending (WalLog.decode), no nulls: no copy
@@ -416,15 +451,28 @@ class ChangeFeed:
                 n += cut - offset
                 offset = cut
                 last = int(seqs[cut - 1])
-                if n >= size:
+                if n >= size and not held:
                     yielded = Cursor(inside if offset < total else after, last)
                     yield ChangeBatch(_concat(pending), yielded)
                     pending, n = [], 0
             pos = Cursor(after, last)
+            if held and until is not None and (pos.wal_id, pos.seq) >= (until.wal_id, until.seq):
+                break
+        if held:
+            assert until is not None
+            if (pos.wal_id, pos.seq) >= (until.wal_id, until.seq):
+                yield ChangeBatch(_concat(pending), pos)  # handed out as ``until``
+            return  # short of ``until``: nothing past the gap, the read ends before it
         if pending or pos != yielded:
             yield ChangeBatch(_concat(pending), pos)
 
-    def _ingests(self, cursor: Cursor, before: Manifest, marked_after: int | None) -> IngestMerge:
+    def _ingests(
+        self,
+        cursor: Cursor,
+        before: Manifest,
+        marked_after: int | None,
+        until: Cursor | None = None,
+    ) -> IngestMerge:
         """What merges the ingests after ``cursor`` into the WAL rows (docs/changes.md,
         "Ingested rows"): the marked ones, read from a manifest read now, after
         :meth:`_plan`'s LIST; ``before``: the manifest read before it; ``marked_after``: the
@@ -439,6 +487,7 @@ class ChangeFeed:
             before.last_l0_seq,
             self._wal_last_seq,
             self._wal_seqs,
+            until,
         )
 
     def _last_wal_seq(self, run: Sequence[int]) -> int:

@@ -415,6 +415,7 @@ class IngestMerge:
         l0_seq_before: int,
         wal_last_seq: Callable[[int], int | None],
         wal_seqs: Callable[[int], npt.NDArray[np.uint64] | None] | None = None,
+        until: Cursor | None = None,
     ) -> None:
         self.store = store
         self.manifests = manifests
@@ -424,6 +425,10 @@ class IngestMerge:
         self.l0_seq_before = l0_seq_before
         self.wal_last_seq = wal_last_seq
         self.wal_seqs = wal_seqs
+        self.until = until
+        self.passed = False
+        """Whether :meth:`pieces` went past the gap of an ingest that may be in flight, for a
+        read up to ``until`` (:meth:`_past_until`): no cursor past it may be handed out."""
         self._l0_seqs: dict[int, int | None] = {}  # manifest id: its last_l0_seq (None: gone)
         self._floors: dict[int, int | None] = {}  # cursor WAL id: _wal_seq_before's answer
 
@@ -457,6 +462,8 @@ class IngestMerge:
                     covered.append(pending.popleft())
                 how = self._resolved(covered, hi, cursor.wal_id if before is None else None)
                 if how is None:
+                    if self._past_until((cursor.seq if before is None else before) + 1, w):
+                        continue  # its ingest, if it commits, comes after ``until``
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
                 if before is None:
@@ -568,12 +575,18 @@ class IngestMerge:
                 raise self._unfollowed(floor, f"before WAL SST {cursor.wal_id}")
             # a registered consumer's markers speak for its holes, once the ingests that may
             # be in flight in them ended: L0 past them (review43)
-            return None if self.l0_seq_after < floor else []
+            if self.l0_seq_after < floor and not self._past_until(
+                cursor.seq + 1, cursor.wal_id - 1
+            ):
+                return None
+            return []
         found: list[IngestMark] = []
         for lo, hi in holes:
             if not unmarked and _filled(self.marks, lo, hi):
                 continue
             if self.l0_seq_after < hi:
+                if self._past_until(lo, cursor.wal_id - 1):
+                    continue  # its ingest, if it commits, comes after ``until``
                 # an ingest may be in flight there, its marker (for a registered consumer)
                 # not committed yet: passing the hole would skip it (review43)
                 return None
@@ -584,6 +597,19 @@ class IngestMerge:
                 raise self._unfollowed(hi, f"before WAL SST {cursor.wal_id}")
             found.extend(got)
         return found
+
+    def _past_until(self, lo: int, wal_id: int) -> bool:
+        """Whether a read up to ``until`` goes past a seq gap from ``lo`` that L0 does not
+        cover yet (an ingest may be in flight there) before a row of WAL SST ``wal_id``: it does
+        when ``until`` has delivered that row (its WAL SST is below ``until``'s) and no seq of
+        the gap (all above ``until.seq``): an ingest there commits after ``until``, whose
+        ``last_l0_seq`` was below its seqs (it holds the L0 lock from its reservation to its
+        commit), so its rows are not ``until``'s (``delivered_by``). Sets :attr:`passed`."""
+        u = self.until
+        if u is None or lo <= u.seq or wal_id >= u.wal_id:
+            return False
+        self.passed = True
+        return True
 
     def _wal_holes(self, at_cursor: int, seq: int, floor: int) -> list[tuple[int, int]] | None:
         """The seq ranges in ``seq + 1..floor`` that no row of the WAL SSTs before WAL id

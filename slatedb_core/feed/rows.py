@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slatedb_core.feed.cursor import Cursor
 from slatedb_core.lsm.row_model import KIND_MERGE, KIND_TOMBSTONE, KIND_VALUE, has_timestamps
 
 CHANGE_SCHEMA = pa.schema(
@@ -80,4 +81,40 @@ def empty_changes() -> pa.RecordBatch:
     )
 
 
-__all__ = ["CHANGE_SCHEMA", "OPS", "change_rows", "empty_changes"]
+def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
+    """Which of ``rows`` (``CHANGE_SCHEMA``) the cursor ``end`` has delivered: a WAL row
+    ``(w, s)`` when ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below
+    ``end.seq``; an ingested row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq
+    is at or below ``end.seq`` (an ingest committed before a tail is at or below its
+    ``last_l0_seq``, one after it above it, even one below a WAL row the tail covers: an ingest
+    in flight when the tail was taken); a snapshot row always
+    (it precedes the WAL). Vectorised."""
+    wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
+    at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
+    wal_rule = pc.or_(
+        pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
+        pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
+    )
+    return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
+
+
+def delivered_rows(rows: pa.RecordBatch, end: Cursor) -> pa.RecordBatch:
+    """The rows of a batch of a read up to ``end`` that ``end`` has delivered
+    (:func:`delivered_by`), for every batch of the read, not only the one whose cursor crosses
+    ``end``: an ingest in flight when ``end`` was taken (``tail()``) commits after it with seqs
+    below a WAL row ``end`` covers, so its rows come before that row, in a batch whose cursor is
+    still short of ``end``; the read after ``end`` delivers them (review43)."""
+    if not rows.num_rows:
+        return rows
+    keep = delivered_by(rows, end)
+    return rows if pc.all(keep).as_py() else rows.filter(keep)
+
+
+__all__ = [
+    "CHANGE_SCHEMA",
+    "OPS",
+    "change_rows",
+    "delivered_by",
+    "delivered_rows",
+    "empty_changes",
+]

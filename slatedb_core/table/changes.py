@@ -83,7 +83,13 @@ from slatedb_core.errors import (
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.feed.identity import feed_identity
 from slatedb_core.feed.retention import CONSUMER_PREFIX, ConsumerHold, consumer_holds, release
-from slatedb_core.feed.rows import CHANGE_SCHEMA, change_rows, empty_changes
+from slatedb_core.feed.rows import (
+    CHANGE_SCHEMA,
+    change_rows,
+    delivered_by,
+    delivered_rows,
+    empty_changes,
+)
 from slatedb_core.keys import KeyRange
 from slatedb_core.layout import changes_identity_path, join
 from slatedb_core.lifecycle.origin import CloneOrigin, read_origin
@@ -713,7 +719,7 @@ class TableChangeFeed:
                     return
         last = c if isinstance(c, Cursor) else Cursor()
         try:
-            for b in feed.changes(c):
+            for b in feed.changes(c, until=end):
                 if end is not None and snapshot_past(b.rows, end):
                     raise ChangesCollected(
                         self.path,
@@ -741,35 +747,6 @@ class TableChangeFeed:
                     f"{end.encode()}, its end in the until cursor",
                 )
             yield TableChangeBatch(empty_changes(), cursor_now(db_path, end), db_path)
-
-
-def delivered_by(rows: pa.RecordBatch, end: Cursor) -> pa.Array:
-    """Which of ``rows`` (``CHANGE_SCHEMA``) the cursor ``end`` has delivered: a WAL row
-    ``(w, s)`` when ``w`` is below ``end.wal_id``, or is it and ``s`` is at or below
-    ``end.seq``; an ingested row (no ``wal_id``, docs/changes.md "Ingested rows") when its seq
-    is at or below ``end.seq`` (an ingest committed before a tail is at or below its
-    ``last_l0_seq``, one after it above it, even one below a WAL row the tail covers: an ingest
-    in flight when the tail was taken); a snapshot row always
-    (it precedes the WAL). Vectorised."""
-    wal, seq, snap = rows.column(6), rows.column(3), rows.column(7)
-    at_or_below = pc.less_equal(seq, pa.scalar(end.seq, pa.uint64()))
-    wal_rule = pc.or_(
-        pc.less(wal, pa.scalar(end.wal_id, pa.uint64())),
-        pc.and_(pc.equal(wal, pa.scalar(end.wal_id, pa.uint64())), at_or_below),
-    )
-    return pc.if_else(pc.is_null(wal), pc.or_(snap, at_or_below), wal_rule)
-
-
-def delivered_rows(rows: pa.RecordBatch, end: Cursor) -> pa.RecordBatch:
-    """The rows of a batch of a read up to ``end`` that ``end`` has delivered
-    (:func:`delivered_by`), for every batch of the read, not only the one whose cursor crosses
-    ``end``: an ingest in flight when ``end`` was taken (``tail()``) commits after it with seqs
-    below a WAL row ``end`` covers, so its rows come before that row, in a batch whose cursor is
-    still short of ``end``; the read after ``end`` delivers them (review43)."""
-    if not rows.num_rows:
-        return rows
-    keep = delivered_by(rows, end)
-    return rows if pc.all(keep).as_py() else rows.filter(keep)
 
 
 def snapshot_past(rows: pa.RecordBatch, end: Cursor) -> bool:

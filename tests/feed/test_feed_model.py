@@ -149,9 +149,9 @@ def test_feed_matches_model(seed: int) -> None:
     run_schedule(seed, 120, 1, gc=bool(seed % 2))
 
 
-@pytest.mark.slow  # the same schedule, longer, many seeds, a parallel WAL: several minutes
+@pytest.mark.slow  # the same schedule, longer, 15 seeds, a parallel WAL: ~2.5 min (review43 swept 40)
 @pytest.mark.parametrize("parallel", [1, 3])
-@pytest.mark.parametrize("seed", range(100, 140))
+@pytest.mark.parametrize("seed", range(100, 115))
 @pytest.mark.parametrize("gc", [False, True])
 def test_feed_matches_model_long(seed: int, parallel: int, gc: bool) -> None:
     run_schedule(seed, 300, parallel, gc)

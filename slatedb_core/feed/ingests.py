@@ -462,8 +462,16 @@ class IngestMerge:
                     covered.append(pending.popleft())
                 how = self._resolved(covered, hi, cursor.wal_id if before is None else None)
                 if how is None:
-                    if self._past_until((cursor.seq if before is None else before) + 1, w):
+                    gap_lo = (cursor.seq if before is None else before) + 1
+                    if self._past_until(gap_lo, w):
                         continue  # its ingest, if it commits, comes after ``until``
+                    cut = self._cut_at_until(gap_lo, hi, w)
+                    if cut is not None:
+                        # settle the part ``until`` delivered; the part above it is passed
+                        covered = [m for m in covered if m.first <= cut]
+                        hi = cut
+                        how = self._resolved(covered, hi, cursor.wal_id if before is None else None)
+                if how is None:
                     yield w, w, w, rows.slice(i, j - i)
                     return  # an ingest may be in flight in the gap: the next call goes on
                 if before is None:
@@ -587,9 +595,14 @@ class IngestMerge:
             if self.l0_seq_after < hi:
                 if self._past_until(lo, cursor.wal_id - 1):
                     continue  # its ingest, if it commits, comes after ``until``
-                # an ingest may be in flight there, its marker (for a registered consumer)
-                # not committed yet: passing the hole would skip it (review43)
-                return None
+                cut = self._cut_at_until(lo, hi, cursor.wal_id - 1)
+                if cut is None:
+                    # an ingest may be in flight there, its marker (for a registered consumer)
+                    # not committed yet: passing the hole would skip it (review43)
+                    return None
+                hi = cut  # the part above ``until``'s seq is passed
+                if not unmarked and _filled(self.marks, lo, hi):
+                    continue
             got = unmarked_ingests(self.manifests, lo, hi, self._l0_seqs)
             if got is None:
                 if not unmarked:
@@ -610,6 +623,19 @@ class IngestMerge:
             return False
         self.passed = True
         return True
+
+    def _cut_at_until(self, lo: int, hi: int, wal_id: int) -> int | None:
+        """For a read up to ``until``, a seq gap ``lo..hi`` before a row of WAL SST ``wal_id``
+        that starts at or below ``until.seq`` and ends above it (ingests committed before
+        ``until`` was taken, then one in flight then: one ingest at a time holds the L0 lock;
+        review50): ``until.seq``, the end of the part the read must still settle, when L0
+        covers that part and ``until`` has delivered the row; the part above it is passed as
+        :meth:`_past_until` passes a whole gap (sets :attr:`passed`). None otherwise."""
+        u = self.until
+        if u is None or wal_id >= u.wal_id or not lo <= u.seq < hi or self.l0_seq_after < u.seq:
+            return None
+        self.passed = True
+        return u.seq
 
     def _wal_holes(self, at_cursor: int, seq: int, floor: int) -> list[tuple[int, int]] | None:
         """The seq ranges in ``seq + 1..floor`` that no row of the WAL SSTs before WAL id

@@ -170,7 +170,8 @@ class ChangeFeed:
         all there yet (the last cursor is then short of it). Such a read goes past the seq gap
         of an ingest still in flight when ``until`` was taken (its rows come after ``until``),
         and then hands out no cursor inside the rest: those rows come in the one batch whose
-        cursor is ``until`` (docs/changes.md, "Spark")."""
+        cursor is ``until`` (docs/changes.md, "Spark"); so after a row it cuts (such an
+        ingest's, committed since), whose seq a later cursor would pass."""
         end = Cursor.of(until)
         if end is not None and end.snapshot is not None:
             raise CursorInvalid("until must be a WAL-phase cursor (one tail() returned)")
@@ -183,6 +184,7 @@ class ChangeFeed:
         db = self.identity()
         end = None if until is None else self._own(until, db)
         inner = self._changes(self._own(since, db), latest, end)
+        cut: list[pa.RecordBatch] | None = None  # past a row ``end`` has not delivered
         try:
             for batch in inner:
                 if end is None:
@@ -191,8 +193,16 @@ class ChangeFeed:
                 rows = delivered_rows(batch.rows, end)
                 c = batch.cursor
                 if c.snapshot is None and (c.wal_id, c.seq) >= (end.wal_id, end.seq):
-                    yield ChangeBatch(rows, end.of_db(db))
+                    yield ChangeBatch(rows if cut is None else _concat([*cut, rows]), end.of_db(db))
                     return
+                if cut is None and rows.num_rows < batch.rows.num_rows:
+                    # an ingest's rows cut (committed after ``end``, below a WAL row it
+                    # covers): a cursor past them would skip them on resume, so the rest
+                    # waits for the one batch whose cursor is ``end`` (review50)
+                    cut = []
+                if cut is not None:
+                    cut.append(rows)
+                    continue
                 yield ChangeBatch(rows, c.of_db(db))
         finally:
             inner.close()

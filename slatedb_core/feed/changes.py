@@ -171,7 +171,8 @@ class ChangeFeed:
         of an ingest still in flight when ``until`` was taken (its rows come after ``until``),
         and then hands out no cursor inside the rest: those rows come in the one batch whose
         cursor is ``until`` (docs/changes.md, "Spark"); so after a row it cuts (such an
-        ingest's, committed since), whose seq a later cursor would pass."""
+        ingest's, committed since), whose seq a later cursor would pass. A ``since`` at or past
+        ``until`` (WAL phase) reads nothing: no batch, no cursor behind ``since``."""
         end = Cursor.of(until)
         if end is not None and end.snapshot is not None:
             raise CursorInvalid("until must be a WAL-phase cursor (one tail() returned)")
@@ -183,7 +184,13 @@ class ChangeFeed:
             raise DatabaseNotInitialized(f"database {self.path!r} is not initialized")
         db = self.identity()
         end = None if until is None else self._own(until, db)
-        inner = self._changes(self._own(since, db), latest, end)
+        start = self._own(since, db)
+        if end is not None and start is not None and start.snapshot is None:
+            if (start.wal_id, start.seq) >= (end.wal_id, end.seq):
+                # nothing to read (as a table's shard at its end): a batch's cursor would be
+                # ``until``, behind ``since``, and resuming there reads again (review50)
+                return
+        inner = self._changes(start, latest, end)
         cut: list[pa.RecordBatch] | None = None  # past a row ``end`` has not delivered
         try:
             for batch in inner:

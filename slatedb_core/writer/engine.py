@@ -241,8 +241,8 @@ class WriterEngine:
         with self._lock:
             self._freeze_locked()
         with self._l0_lock:
-            self._flush_imms_locked()
-            self._advance_replay_point()
+            self._flush_imms_locked(advance=True)
+            self._advance_replay_point()  # (a commit only if a flush before this one lagged)
         self.check_usable()
 
     def _advance_replay_point(self) -> None:
@@ -263,15 +263,19 @@ class WriterEngine:
         with self._l0_lock:
             self._flush_imms_locked()
 
-    def _flush_imms_locked(self) -> None:
+    def _flush_imms_locked(self, *, advance: bool = False) -> None:
         while True:
             with self._lock:
                 imms = self._state.imm
             if not imms or self._flusher.error is not None:
                 return
-            self._flush_one(imms[-1])
+            self._flush_one(imms[-1], advance=advance)
 
-    def _flush_one(self, imm: ImmutableMemtable) -> None:
+    def _flush_one(self, imm: ImmutableMemtable, *, advance: bool = False) -> None:
+        """Flush the oldest frozen memtable ``imm`` to L0 (steps of slatedb_core.writer.l0_flush).
+        ``advance`` (an explicit ``flush_memtable``, which moves the replay point right after
+        anyway): its commit moves the replay point past this flush's own WAL SSTs too, one
+        manifest update instead of two (issue 42, goal 2); a background flush keeps the lag."""
         gen = self._imm_gen.get(id(imm), 0)
         flusher = self._flusher
         if gen:
@@ -292,11 +296,13 @@ class WriterEngine:
                 [sst], [lambda: encode_sst(l0_rows(imm), options)[0]]
             )
         # the replay point moves past this flush's WAL SSTs only in a later commit (see
-        # slatedb_core.writer.l0_flush)
+        # slatedb_core.writer.l0_flush), or in this one for an explicit flush
         change = l0_flush_change(
             pending,
             epoch=self._fm.epoch,
-            confirmed_wal_id=self._confirmed_wal_id,
+            confirmed_wal_id=max(self._confirmed_wal_id, wal_id)
+            if advance
+            else self._confirmed_wal_id,
             last_wal_id=lambda: flusher.last_wal_id,
             max_parallel_writes=self.options.max_parallel_writes,
             max_seq=imm.max_seq or 0,

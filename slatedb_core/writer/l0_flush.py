@@ -8,7 +8,10 @@ pure manifest changes; :meth:`~slatedb_core.writer.engine.WriterEngine._flush_on
    L0 view goes in front, ``last_l0_seq`` is raised, the writer checkpoint moved, and the replay
    point moved only as far as the *previous* flushes; a later commit (the next flush, or
    :func:`replay_point_change`) moves it past this flush's WAL SSTs. The lag costs a little
-   replay at the next open and keeps the WAL as a second copy of the newest L0 SST.
+   replay at the next open and keeps the WAL as a second copy of the newest L0 SST. An explicit
+   ``Db.flush_memtable`` asks for the replay point at once, so its flushes move it past their
+   own WAL SSTs in the same commit (``confirmed_wal_id``): one manifest update per flush, as
+   SlateDB's memtable flush makes (issue 42, goal 2).
 """
 
 from __future__ import annotations

@@ -58,10 +58,12 @@ FOUND = [
         "manifest 11 names missing SST db/compacted/<ULID>.sst",
     ),
     # seed 415 found it; 406 did the same steps while issue 38's WAL-store check (a LIST at
-    # writer open) moved 415's schedule, and 415 does them again since later opens added
-    # requests (b7031bc re-reads the manifest the bump lands on; 1197fee LISTs at a create)
+    # writer open) moved 415's schedule, and 415 did them again after later opens added
+    # requests (b7031bc re-reads the manifest the bump lands on; 1197fee LISTs at a create);
+    # 406 does them again since an explicit flush commits one manifest update, not two
+    # (issue 42, goal 2)
     Found(
-        415,
+        406,
         3,
         Profile("none", False),
         ("pause:after put_if_absent db/manifest/*", "stalled_bulk_ingest:", "gc:ok"),

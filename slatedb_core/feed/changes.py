@@ -461,7 +461,8 @@ class ChangeFeed:
             last = pos.seq
             offset = 0
             while offset < total:
-                cut = min(offset + size - n, total)
+                # held: no batch ends before ``until``, so no cut by size (n keeps growing)
+                cut = total if held else min(offset + size - n, total)
                 if cut < total:  # the batch ends inside this SST: at the end of a seq
                     cut = int(np.searchsorted(seqs, seqs[cut - 1], side="right"))
                 pending.append(change_rows(rows.slice(offset, cut - offset), wal_id=wal_id))

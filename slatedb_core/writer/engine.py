@@ -238,9 +238,11 @@ class WriterEngine:
         """Flush the memtable to an L0 SST and record it in the manifest now, with the WAL
         replay point past its rows."""
         self.check_usable()
-        with self._lock:
-            self._freeze_locked()
+        # frozen under the L0 lock: the background flusher, woken by the freeze, cannot take
+        # this memtable first and commit it with the replay point lagging (a second update)
         with self._l0_lock:
+            with self._lock:
+                self._freeze_locked()
             self._flush_imms_locked(advance=True)
             self._advance_replay_point()  # (a commit only if a flush before this one lagged)
         self.check_usable()

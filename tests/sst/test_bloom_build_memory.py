@@ -6,6 +6,7 @@ bit array."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 import tracemalloc
 
@@ -45,7 +46,7 @@ def test_chunked_and_split_builds_equal_the_one_shot_filter(n: int, bits: int) -
     want = one_shot(hashes, bits)
     assert build_bloom(hashes, bits) == want
     cuts = sorted({0, n, *np.random.default_rng(n).integers(0, n + 1, 5).tolist()})
-    pieces = [hashes[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    pieces = [hashes[a:b] for a, b in itertools.pairwise(cuts)]
     assert build_bloom(pieces, bits) == want
     assert build_filter_block(pieces, bits) == build_filter_block(hashes, bits)
 

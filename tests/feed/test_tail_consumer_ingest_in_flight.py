@@ -7,10 +7,8 @@ unregistered one) rather than let the cursor move past it: it commits after the 
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.feed import ChangeFeed, ChangesOptions, Cursor
@@ -18,6 +16,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
 
@@ -42,27 +41,11 @@ def test_a_read_while_the_ingest_is_in_flight_does_not_pass_it(
         db.flush_memtable()
         if consumer is not None:
             list(feed.changes(None))  # registered before the ingest
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        errors: list[BaseException] = []
-
-        def ingest() -> None:
-            try:
-                db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
-            except BaseException as e:  # reported by the assert below
-                errors.append(e)
-
-        t = threading.Thread(target=ingest)
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i0": b"x", b"i1": b"y"}):
             db.put(b"b", b"2")  # durable, above the ingest's reserved seqs
             end = feed.tail()  # the ingest commits after this call
             db.put(b"c", b"3")  # after the tail, while the ingest is still in flight
             early, cursor = read_on(feed, end)
-        finally:
-            held.release()
-            t.join()
-        assert not errors
         db.put(b"d", b"4")
         db.flush_memtable()
     late, _ = read_on(feed, cursor)

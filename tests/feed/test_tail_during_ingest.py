@@ -8,10 +8,8 @@ item 1: every committed change, once).
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.admin import create_clone
@@ -20,6 +18,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
 
@@ -40,23 +39,9 @@ def tail_during_ingest(db: Db, faulty: FaultyStore, feed: ChangeFeed, path: str)
     """``feed.tail()`` taken while an ingest of ``i0``, ``i1`` into ``db`` (opened on
     ``faulty``) is held at its SST write, after a put of ``b`` that lands in the WAL above the
     ingest's reserved seqs; the ingest commits after the call (and has when this returns)."""
-    held = faulty.pause("ingest", "put_if_absent", f"{path}/compacted/*")
-    errors: list[BaseException] = []
-
-    def ingest() -> None:
-        try:
-            db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
-        except BaseException as e:  # reported by the assert below
-            errors.append(e)
-
-    t = threading.Thread(target=ingest)
-    t.start()
-    assert held.wait_reached()
-    db.put(b"b", b"2")  # durable: in the WAL, above the ingest's reserved seqs
-    end = feed.tail()  # the ingest has not committed: it comes after this call
-    held.release()
-    t.join()
-    assert not errors
+    with ingest_held(db, faulty, f"{path}/compacted/*", {b"i0": b"x", b"i1": b"y"}):
+        db.put(b"b", b"2")  # durable: in the WAL, above the ingest's reserved seqs
+        end = feed.tail()  # the ingest has not committed: it comes after this call
     return end
 
 

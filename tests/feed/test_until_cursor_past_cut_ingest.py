@@ -9,10 +9,8 @@ be handed out."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.feed import ChangeFeed, ChangesOptions
@@ -21,6 +19,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 from tests.table.conftest import OPTS, memory
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
@@ -42,19 +41,10 @@ def test_no_cursor_of_a_read_until_skips_an_ingest_it_cut(
         start = feed.tail()
         if consumer is not None:
             feed.advance(start)
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i0": b"x"}):
             db.put(b"b", b"2")
             db.put(b"c", b"3")
             end = feed.tail()
-        finally:
-            held.release()
-            t.join()
         batches = list(feed.changes(start, until=end))
     assert _keys(batches) == [b"b", b"c"]
     assert batches[-1].cursor == end
@@ -71,19 +61,10 @@ def test_no_table_cursor_of_a_read_until_skips_an_ingest_it_cut() -> None:
         db.put(b"a", b"1")
         db.flush_memtable()
         start = table.changes_tail()
-        held = faulty.pause("ingest", "put_if_absent", "*/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "*/compacted/*", {b"i0": b"x"}):
             db.put(b"b", b"2")
             db.put(b"c", b"3")
             end = table.changes_tail()
-        finally:
-            held.release()
-            t.join()
         opts = ChangesOptions(batch_rows=1)
         batches = list(table.changes(start, opts, until=end))
         assert _keys(batches) == [b"b", b"c"]

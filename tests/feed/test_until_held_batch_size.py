@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.feed import ChangeFeed, ChangesOptions
@@ -17,6 +16,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
 
@@ -31,14 +31,8 @@ def test_a_held_read_until_with_many_rows_in_one_wal_sst_ends(
         db.put(b"a", b"1")
         db.flush_memtable()
         start = feed.tail()
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
         got: list[tuple[object, list[bytes]]] = []
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i0": b"x"}):
             for k in (b"b", b"c", b"d", b"e"):
                 db.put(k, b"2", await_durable=False)  # one WAL SST, four seqs
             db.flush()
@@ -55,7 +49,4 @@ def test_a_held_read_until_with_many_rows_in_one_wal_sst_ends(
             reader = threading.Thread(target=read, daemon=True)
             reader.start()
             assert done.wait(20), "the read up to the end did not end"
-        finally:
-            held.release()
-            t.join()
     assert got == [(end, [b"b", b"c", b"d", b"e"])]

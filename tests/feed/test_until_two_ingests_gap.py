@@ -7,7 +7,6 @@ Spark's ``read_between`` raised ChangesCollected though nothing was collected.""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pyarrow as pa
@@ -18,6 +17,7 @@ from slatedb_core.options import DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
 
@@ -37,19 +37,10 @@ def test_a_read_until_passes_a_gap_of_a_committed_then_an_in_flight_ingest(
         if consumer is not None:
             feed.advance(start)  # registered before the ingests: they are marked for it
         db.bulk_ingest(pa.table({"key": [b"i0"], "value": [b"x"]}))
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i1"], "value": [b"y"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i1": b"y"}):
             db.put(b"b", b"2")
             end = feed.tail()
             got = [r["key"] for rows in read_between(feed, start, end) for r in rows.to_pylist()]
-        finally:
-            held.release()
-            t.join()
         db.flush_memtable()
     assert got == [b"i0", b"b"]
     after = [r["key"] for b in feed.changes(end) for r in b.rows.to_pylist()]

@@ -9,10 +9,7 @@ cursor past it but the end itself: resuming from one would skip the ingest."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
-
-import pyarrow as pa
 
 from slatedb_core.feed import ChangeFeed, ChangesOptions
 from slatedb_core.options import DbOptions
@@ -20,6 +17,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.table import Table
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 from tests.table.conftest import OPTS, memory
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
@@ -34,19 +32,10 @@ def test_a_micro_batch_during_an_ingest_in_flight_is_not_collected(store: Object
         db.put(b"a", b"1")
         db.flush_memtable()
         start = feed.tail()
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i0": b"x"}):
             db.put(b"b", b"2")
             end = feed.tail()
             got = [r["key"] for rows in read_between(feed, start, end) for r in rows.to_pylist()]
-        finally:
-            held.release()
-            t.join()
     assert got == [b"b"]
 
 
@@ -56,19 +45,10 @@ def test_a_table_read_until_during_an_ingest_in_flight_is_not_collected() -> Non
         db.put(b"a", b"1")
         db.flush_memtable()
         start = table.changes_tail()
-        held = faulty.pause("ingest", "put_if_absent", "*/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "*/compacted/*", {b"i0": b"x"}):
             db.put(b"b", b"2")
             end = table.changes_tail()
             got = [r["key"] for b in table.changes(start, until=end) for r in b.rows.to_pylist()]
-        finally:
-            held.release()
-            t.join()
     assert got == [b"b"]
 
 
@@ -81,13 +61,7 @@ def test_a_read_until_hands_out_no_cursor_past_an_ingest_in_flight(store: Object
         db.put(b"a", b"1")
         db.flush_memtable()
         start = feed.tail()
-        held = faulty.pause("ingest", "put_if_absent", "db/compacted/*")
-        t = threading.Thread(
-            target=db.bulk_ingest, args=(pa.table({"key": [b"i0"], "value": [b"x"]}),)
-        )
-        t.start()
-        try:
-            assert held.wait_reached()
+        with ingest_held(db, faulty, "db/compacted/*", {b"i0": b"x"}):
             db.put(b"b", b"2")
             db.put(b"c", b"3")
             end = feed.tail()
@@ -95,9 +69,6 @@ def test_a_read_until_hands_out_no_cursor_past_an_ingest_in_flight(store: Object
                 (b.cursor, [r["key"] for r in b.rows.to_pylist()])
                 for b in feed.changes(start, until=end)
             ]
-        finally:
-            held.release()
-            t.join()
         db.flush_memtable()
     assert got == [(end, [b"b", b"c"])]
     after = [r["key"] for b in feed.changes(end) for r in b.rows.to_pylist()]

@@ -7,11 +7,9 @@ them again: each change twice."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-import pyarrow as pa
 import pytest
 
 from slatedb_core.cli.changes import db_changes_until
@@ -22,6 +20,7 @@ from slatedb_core.table import Table
 from slatedb_core.table.changes import TableCursor
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.feed.ingest_steps import ingest_held
 from tests.table.conftest import OPTS, memory
 
 QUIET = DbOptions(flush_interval=timedelta(hours=1))
@@ -31,25 +30,9 @@ def ingest_across_a_tail(
     db: Db, faulty: FaultyStore, glob: str, tail: Callable[[], object]
 ) -> object:
     """An ingest paused before its SST write, a put after it, ``tail()``, then the commit."""
-    held = faulty.pause("ingest", "put_if_absent", glob)
-    errors: list[BaseException] = []
-
-    def ingest() -> None:
-        try:
-            db.bulk_ingest(pa.table({"key": [b"i0", b"i1"], "value": [b"x", b"y"]}))
-        except BaseException as e:  # reported by the assert below
-            errors.append(e)
-
-    t = threading.Thread(target=ingest)
-    t.start()
-    try:
-        assert held.wait_reached()
+    with ingest_held(db, faulty, glob, {b"i0": b"x", b"i1": b"y"}):
         db.put(b"b", b"2")  # acknowledged before the tail, above the ingest's seqs
         end = tail()
-    finally:
-        held.release()
-        t.join()
-    assert not errors
     db.put(b"c", b"3")
     db.flush_memtable()
     return end

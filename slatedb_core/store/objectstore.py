@@ -26,7 +26,6 @@ store the same contract:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
 import threading
@@ -480,18 +479,12 @@ class ObstoreObjectStore(ObjectStore):
           then the file is synced and linked into place if absent, and the directory synced
           (:meth:`~slatedb_core.store.local_fs.LocalFiles.create_streamed`): the durability of
           :meth:`put_if_absent` (acknowledged means on the device);
-        * S3: the first :data:`STREAM_PART_BYTES` are gathered; an object that ends within them
-          is one conditional PUT (:meth:`put_if_absent`, as today). A larger one is a multipart
-          upload of :data:`STREAM_PART_BYTES` parts (at most two in flight), after a HEAD that
-          raises ObjectAlreadyExists if ``path`` exists. S3 completes a multipart upload
-          unconditionally (obstore has no ``If-None-Match`` on it), so the create is not atomic
-          against a racing creator of the same name: use it only for names nobody else writes,
-          a compaction's output SST under its fresh, announced ULID (SlateDB 0.17 writes those
-          with an unconditional multipart upload too). Until the upload completes nothing is
-          visible at ``path``; if the chunks raise or a part fails, obstore aborts the upload
-          and the error propagates (a crashed process leaves an incomplete upload, invisible,
-          removed by the bucket's lifecycle rule for incomplete multipart uploads);
-        * memory: joined (:meth:`ObjectStore.create_streamed`)."""
+        * S3 and memory: joined, one conditional PUT (:meth:`ObjectStore.create_streamed`).
+          obstore's multipart upload pulls the chunks inside its own runtime, and a chunk
+          encoded while the sources are read through this store (a compaction's output) then
+          calls obstore from inside that runtime: the process panics ("Cannot start a runtime
+          from within a runtime"; tests/store/test_create_streamed.py). A streamed S3 create
+          needs the parts driven from Python (one request per part), not yet done."""
         if self._local_cas is not None:
             files = self._local_cas.files
             counted = _Counted(chunks)
@@ -505,43 +498,7 @@ class ObstoreObjectStore(ObjectStore):
             finally:
                 self.counters.add_bytes("written", counted.bytes)
             return
-        if self._keeps_buffers:
-            super().create_streamed(path, chunks)
-            return
-        it = iter(chunks)
-        head: list[Buffer] = []
-        size = 0
-        for chunk in it:
-            head.append(chunk)
-            size += memoryview(chunk).nbytes
-            if size >= STREAM_PART_BYTES:
-                break
-        else:  # small: one conditional PUT
-            _create_joined(self, path, b"".join(head))
-            return
-        if self.exists(path):
-            raise ObjectAlreadyExists(path)
-        counted = _Counted(itertools.chain(head, it))
-        del head
-        self.counters.incr("put_if_absent")
-        try:
-            obstore.put(
-                self._inner,
-                path,
-                counted,
-                mode="overwrite",
-                use_multipart=True,
-                chunk_size=STREAM_PART_BYTES,
-                max_concurrency=2,
-            )
-        except SlateDBError:
-            raise
-        except Exception as e:
-            if counted.raised is e:
-                raise  # the caller's own error (an encoder's), not the store's
-            raise map_error(e, path, "put_if_absent") from e
-        finally:
-            self.counters.add_bytes("written", counted.bytes)
+        super().create_streamed(path, chunks)
 
     def put_if_match(self, path: str, data: bytes, expected: ObjectVersion) -> ObjectVersion:
         if expected.e_tag is None and expected.version is None:

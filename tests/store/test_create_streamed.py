@@ -1,7 +1,7 @@
 """``ObjectStore.create_streamed`` (issue 42, goal 3): an object created from chunks produced while
 it is written (a compaction's output SST, streamed as it is encoded) on the memory store, a local
-disk (a staged file written chunk by chunk, synced, linked if absent) and S3 (one conditional
-PUT when small, a multipart upload when larger than one part) holds the bytes a single
+disk (a staged file written chunk by chunk, synced, linked if absent) and S3 (joined: one
+conditional PUT, see the last test) holds the bytes a single
 ``put_if_absent`` of the joined chunks holds; a name that exists raises ObjectAlreadyExists as
 ``put_if_absent`` does, and leaves the object there alone; an error raised by the chunks midway
 propagates as itself and leaves nothing at the name (no staged file on disk, no multipart upload
@@ -125,3 +125,21 @@ def test_local_streamed_create_writes_each_chunk_before_taking_the_next(tmp_path
     store.create_streamed("db/x.sst", chunks())
     assert seen == [0, 1000, 2000, 3000]  # on disk as it came: nothing held until the end
     assert store.get("db/x.sst").data == b"".join(bytes([i]) * 1000 for i in range(4))
+
+
+def test_chunks_that_read_the_same_store_while_streamed(store: ObjectStore) -> None:
+    """The chunks of a compaction's output are encoded while the sources are read, through the
+    same store (the cluster test's distributed compaction on its S3 server). An S3 create that
+    pulled the chunks inside obstore's multipart upload ran those reads inside obstore's own
+    runtime, and the process panicked ("Cannot start a runtime from within a runtime"), a
+    compaction step failed every time (make test-slow, tests/cluster, session 50)."""
+    source = large_chunks(2 * STREAM_PART_BYTES + 99)
+    for i, c in enumerate(source):
+        store.put_if_absent(f"db/src/{i}", c)
+
+    def reading() -> Iterator[bytes]:
+        for i in range(len(source)):
+            yield store.get(f"db/src/{i}").data  # a read per chunk, as the merge does
+
+    store.create_streamed("db/compacted/y.sst", reading())
+    assert store.get("db/compacted/y.sst").data == b"".join(source)

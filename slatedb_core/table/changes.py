@@ -49,24 +49,17 @@ persisting its last cursor finds everything its persisted one needs. When a resc
 manifest 1 is gone, where its own changes start is read from the manifest the consumer's
 carried checkpoint pins (committed before any write into the target).
 
-The combined cursor (:class:`TableCursor`) is ``t1.`` and the URL-safe base64 of a JSON object
-``{"m": map id, "s": [[db path relative to the table, state], ...]}``, a state being the
-shard's cursor, null (from its start), ``"done"``, ``x<hex>`` (deletes delivered to a key) or
-``s<id>.<hex>`` (an overwrite's new shard, its build's rows, manifest ``id``, delivered to a
-key).
+The combined cursor, :class:`~slatedb_core.table.changes_cursor.TableCursor`, names the map
+version and each shard database's state; :mod:`slatedb_core.table.changes_cursor` encodes it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
-import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -99,100 +92,24 @@ from slatedb_core.manifest.model import Manifest
 from slatedb_core.manifest.store import ManifestStore, StoredManifest
 from slatedb_core.meta.sequenced import FIRST_ID
 from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.table.changes_cursor import (
+    CLEARING,
+    DB_ID,
+    DONE,
+    SEEDING,
+    TableCursor,
+    is_clearing,
+    is_seeding,
+    seeding_state,
+)
 from slatedb_core.table.shardmap import ShardMap, ShardMapStore
 
 _CursorNow = Callable[..., "TableCursor"]
 """The table cursor now, after setting one shard's entry (when given)."""
-DONE = "done"
-"""A retired shard's entry once its feed was read to its end."""
-CLEARING = "x"
-"""An overwritten shard's entry while the deletes of its keys are delivered: ``x`` and the hex
-of the last key deleted (none yet: ``x`` alone)."""
-_CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*$")
-SEEDING = "s"
-"""An overwrite's new shard's entry while the rows of its build are delivered: ``s`` alone
-before the first, then ``s<manifest id>.<hex of the last key delivered>`` (the manifest read,
-so that a resumed read goes on in that one)."""
-_SEEDING = re.compile(r"^s(?:([0-9]{1,19})\.((?:[0-9a-f]{2})*))?$")
 _NAME_BASED = 5
 """The UUID version of a checkpoint ``carry_consumers`` adds (``uuid.uuid5``)."""
-_DB_ID = re.compile(r"^[0-9a-f]{32}$")
 SHARD_CONSUMER_PREFIX = "table:"
 """A table consumer's name on each shard database is this prefix and its name."""
-_PREFIX = "t1."
-MAX_ENCODED = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class TableCursor:
-    """Where a table's change feed resumes: the shard map version it last planned on and, per
-    database (path relative to the table), the shard's cursor (None: from its start; ``DONE``:
-    a retired shard read to its end). Persist :meth:`encode`, pass it back as ``since``."""
-
-    map_id: int
-    shards: tuple[tuple[str, Cursor | str | None], ...]
-    ids: tuple[tuple[str, str], ...] = ()
-    """The change-feed identity of each shard database whose entry is an overwrite's state
-    (``x<key>``, ``s...``: no :class:`Cursor` carries it), so that another table's cursor
-    (one created again at the path) is CursorInvalid there too (review43). None in a cursor
-    of an earlier build, which is read as before."""
-
-    def encode(self) -> str:
-        """The cursor as an opaque ASCII string, what a consumer persists."""
-        items = [[p, c.encode() if isinstance(c, Cursor) else c] for p, c in self.shards]
-        body: dict[str, object] = {"m": self.map_id, "s": items}
-        if self.ids:
-            body["d"] = dict(self.ids)
-        doc = json.dumps(body, separators=(",", ":"))
-        return _PREFIX + base64.urlsafe_b64encode(doc.encode()).decode().rstrip("=")
-
-    def __str__(self) -> str:
-        return self.encode()
-
-    @classmethod
-    def decode(cls, text: str | bytes) -> TableCursor:
-        """The cursor :meth:`encode` made; CursorInvalid for anything else."""
-        if isinstance(text, bytes | bytearray | memoryview):
-            text = bytes(text).decode("ascii", "replace")
-        if not isinstance(text, str) or not text.startswith(_PREFIX):
-            raise CursorInvalid("not a table change-feed cursor (t1.<base64 JSON>)")
-        if len(text) > MAX_ENCODED:
-            raise CursorInvalid(f"a table change-feed cursor is at most {MAX_ENCODED} characters")
-        body = text[len(_PREFIX) :]
-        try:
-            doc = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            map_id = doc["m"]
-            items = doc["s"]
-            if type(map_id) is not int or map_id < 0 or not isinstance(items, list):
-                raise ValueError("bad map id or shards")
-            shards: list[tuple[str, Cursor | str | None]] = []
-            for p, c in items:
-                if not isinstance(p, str) or not p or p.startswith("/") or ".." in p.split("/"):
-                    raise ValueError(f"bad shard path {p!r}")
-                if c is None or c == DONE or (isinstance(c, str) and _phase(c)):
-                    shards.append((p, c))
-                elif isinstance(c, str):
-                    shards.append((p, Cursor.decode(c)))
-                else:
-                    raise ValueError(f"bad shard cursor {c!r}")
-            ids = doc.get("d", {})
-            if not isinstance(ids, dict) or not all(
-                isinstance(p, str) and isinstance(i, str) and _DB_ID.match(i)
-                for p, i in ids.items()
-            ):
-                raise ValueError("bad shard identities")
-        except CursorInvalid:
-            raise
-        except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as e:
-            raise CursorInvalid(f"not a table change-feed cursor: {e}") from None
-        return cls(map_id, tuple(shards), tuple(sorted(ids.items())))
-
-    @classmethod
-    def of(cls, since: TableCursor | str | bytes | None) -> TableCursor | None:
-        """``since`` as a cursor: decoded when it is a string or bytes, as given otherwise."""
-        if since is None or isinstance(since, TableCursor):
-            return since
-        return cls.decode(since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,7 +375,7 @@ class TableChangeFeed:
             self._hold(m, entries, order)
         # 1. retired shards the cursor names, to their end
         for db_path, c in list(entries.items()):
-            if db_path in current or c == DONE or _is_clearing(c):
+            if db_path in current or c == DONE or is_clearing(c):
                 continue
             yield from self._to_end(db_path, c, cursor_now)
         # 2. shards found between, from manifest 1 (to their end unless live)
@@ -476,20 +393,20 @@ class TableChangeFeed:
                 entries[db_path] = SEEDING  # from its start: the rows of its build
             yield TableChangeBatch(empty_changes(), cursor_now(), "")
         for db_path, c in list(entries.items()):
-            if isinstance(c, str) and _is_clearing(c):
+            if isinstance(c, str) and is_clearing(c):
                 yield from self._clear(db_path, c, cursor_now)
         # 3. the live shards, from their cursors
         for s in m.shards:
             c = entries[s.db_path]
             assert c != DONE
-            if _is_seeding(c):
+            if is_seeding(c):
                 c = yield from self._seed(s.db_path, c, cursor_now)
             yield from self._shard(
                 s.db_path, c, s.key_range, self.shard_options, cursor_now, ends.get(s.db_path)
             )
         # every shard after a done one has a cursor now: drop the done ones
         if any(v == DONE for v in entries.values()) and not any(
-            _is_clearing(v) for v in entries.values()
+            is_clearing(v) for v in entries.values()
         ):
             for p in [p for p, v in entries.items() if v == DONE]:
                 del entries[p]
@@ -507,7 +424,7 @@ class TableChangeFeed:
         except ValueError:
             return None
         found = doc.get("id") if isinstance(doc, dict) else None
-        return found if isinstance(found, str) and _DB_ID.match(found) else None
+        return found if isinstance(found, str) and DB_ID.match(found) else None
 
     def _check_ids(self, since: TableCursor) -> None:
         """CursorInvalid when a shard database ``since`` names by its identity (an overwrite's
@@ -642,11 +559,10 @@ class TableChangeFeed:
         With no manifest holding data, its WAL from the start holds all it has. Resumed inside
         them (``s<id>.<hex>``), it reads on in manifest ``id``: ChangesCollected once that is
         gone, rather than rows of another manifest after the ones delivered."""
-        found = _SEEDING.match(state)
-        assert found is not None
+        resumed = seeding_state(state)
         manifests = ManifestStore(self.store, db_path)
         try:
-            if found.group(1) is None:
+            if resumed is None:
                 built, known = _first_holding_data(manifests)
                 if not known:
                     # the build's manifest is gone: a consumer's carried hold pins one with
@@ -658,8 +574,8 @@ class TableChangeFeed:
                         )
                 after = None
             else:
-                built = manifests.read(int(found.group(1)))
-                after = bytes.fromhex(found.group(2))
+                built = manifests.read(resumed[0])
+                after = resumed[1]
             start = Cursor()
             if built is not None:
                 m = built.manifest
@@ -685,7 +601,7 @@ class TableChangeFeed:
         registered consumer's hold on it stays until a call resumes past it (see
         :meth:`_changes`): the cursor persisted before this one may still need it."""
         unregistered = dataclasses.replace(self.options, consumer=None)
-        if _is_seeding(c):  # an overwrite's shard replaced before its build was all read
+        if is_seeding(c):  # an overwrite's shard replaced before its build was all read
             c = yield from self._seed(db_path, c, cursor_now)
         yield from self._shard(db_path, c, None, unregistered, cursor_now)
         yield TableChangeBatch(empty_changes(), cursor_now(db_path, DONE), db_path)
@@ -763,19 +679,6 @@ def snapshot_past(rows: pa.RecordBatch, end: Cursor) -> bool:
     if not pc.any(snap).as_py():
         return False
     return bool(pc.max(rows.column(3).filter(snap)).as_py() > end.seq)
-
-
-def _is_clearing(c: Cursor | str | None) -> bool:
-    return isinstance(c, str) and c != DONE and _CLEARING.match(c) is not None
-
-
-def _is_seeding(c: Cursor | str | None) -> TypeGuard[str]:
-    return isinstance(c, str) and _SEEDING.match(c) is not None
-
-
-def _phase(c: str) -> bool:
-    """Whether ``c`` is an entry's clearing or seeding state (not a shard's cursor)."""
-    return _CLEARING.match(c) is not None or _SEEDING.match(c) is not None
 
 
 def shard_consumer(consumer: str) -> str:

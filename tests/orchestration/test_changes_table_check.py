@@ -67,6 +67,15 @@ def _write(table: Table, puts: dict[bytes, bytes], *, flush: bool = False) -> No
     table.refresh()
 
 
+def _two_shards(instance: dg.DagsterInstance, store: ObjectStore) -> list[str]:
+    """Table ``t`` (partition ``t``) of two shards split at ``m``, a key written to each;
+    its shard databases' paths."""
+    instance.add_dynamic_partitions(TABLES, ["t"])
+    with Table.create("t", store, [b"m"], OPTS) as table:
+        _write(table, {b"a": b"1", b"n": b"1"})
+        return [s.db_path for s in table.shards]
+
+
 def _defs(store_resource: ObjectStoreResource, changes: ChangesToDeltaResource) -> dg.Definitions:
     return dg.Definitions(
         assets=[changes_table_to_delta],
@@ -127,9 +136,7 @@ def test_the_deployment_job_runs_the_check_and_a_healthy_table_passes(
     from orchestration.definitions import build_definitions
     from orchestration.settings import Settings
 
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
+    _two_shards(instance, store)
     defs = build_definitions(Settings(store={"url": (tmp_path / "store").as_uri()}))
     resource = ChangesToDeltaResource(table_root=str(tmp_path / "tchanges"))
     result = defs.resolve_job_def("changes_table_to_delta_job").execute_in_process(
@@ -167,10 +174,7 @@ def test_a_released_shard_hold_warns_and_names_the_shard(
     changes: ChangesToDeltaResource,
     instance: dg.DagsterInstance,
 ) -> None:
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
-        shards = [s.db_path for s in table.shards]
+    shards = _two_shards(instance, store)
     assert _pass(instance, store_resource, changes).passed
     # one shard's hold released behind the consumer's back (an operator's --release)
     ChangeFeed(shards[1], store, ChangesOptions(consumer="table:to-delta")).release()
@@ -189,10 +193,7 @@ def test_too_many_wal_ssts_behind_on_one_shard_warns(
     changes: ChangesToDeltaResource,
     instance: dg.DagsterInstance,
 ) -> None:
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
-        shards = [s.db_path for s in table.shards]
+    shards = _two_shards(instance, store)
     _pass(instance, store_resource, changes)
     with Table.open("t", store, OPTS) as table:  # shard 0's writer moves on: WAL SSTs in L0
         _write(table, {f"b{i}".encode(): b"x" for i in range(4)}, flush=True)
@@ -213,9 +214,7 @@ def test_an_expiring_hold_warns(
     changes: ChangesToDeltaResource,
     instance: dg.DagsterInstance,
 ) -> None:
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
+    _two_shards(instance, store)
     hourly = _with(changes, consumer_lifetime="1h", expiry_warn="2h")
     evaluation = _pass(instance, store_resource, hourly)
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
@@ -231,10 +230,7 @@ def test_an_expired_hold_warns_then_collected_changes_are_an_error(
     changes: ChangesToDeltaResource,
     instance: dg.DagsterInstance,
 ) -> None:
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
-        shards = [s.db_path for s in table.shards]
+    shards = _two_shards(instance, store)
     short = _with(changes, consumer_lifetime="1s")
     _pass(instance, store_resource, short)
     with Table.open("t", store, OPTS) as table:  # only shard 1 moves on
@@ -263,9 +259,7 @@ def test_a_split_after_the_last_pass_still_passes(
     the next pass finds every live shard held and the changes after the cursor readable, even
     once the GC collected a target's manifest 1 (the carried hold pins where its changes
     start, as for the pass)."""
-    instance.add_dynamic_partitions(TABLES, ["t"])
-    with Table.create("t", store, [b"m"], OPTS) as table:
-        _write(table, {b"a": b"1", b"n": b"1"})
+    _two_shards(instance, store)
     assert _pass(instance, store_resource, changes).passed
     with Table.open("t", store, OPTS) as table:
         _write(table, {b"b": b"2"})

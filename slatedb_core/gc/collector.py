@@ -5,7 +5,8 @@ Each kind has a module that owns its listing, its cutoff and its deletion:
 :mod:`~slatedb_core.gc.destroyed`, :mod:`~slatedb_core.gc.expired_checkpoints`,
 :mod:`~slatedb_core.gc.manifests`, :mod:`~slatedb_core.gc.wal_ssts`,
 :mod:`~slatedb_core.gc.compacted_ssts`, :mod:`~slatedb_core.gc.compactions_records`,
-:mod:`~slatedb_core.gc.detach` and :mod:`~slatedb_core.gc.twophase`; deletes go through
+:mod:`~slatedb_core.gc.detach`, :mod:`~slatedb_core.gc.twophase` and
+:mod:`~slatedb_core.gc.staged`; deletes go through
 :mod:`~slatedb_core.gc.deletes`. This module decides the order:
 
 1. LIST ``compacted/``, ``wal/`` and ``compactions/``, then read the compactor's in-flight output
@@ -40,6 +41,8 @@ Each kind has a module that owns its listing, its cutoff and its deletion:
 10. Two-phase CAS (only over a :class:`~slatedb_core.store.twophase.TwoPhaseStore`): SlateDB RFC
     0001's transactional-store deletion, recovery of unfinished writes, orphaned temporary
     objects.
+11. Staged files crashed local-disk writes left (:mod:`~slatedb_core.gc.staged`), also once a
+    destroyed database is deleted; no request on stores that stage nothing.
 
 The sequence of store requests is part of the contract: the simulation pins schedules by seed
 (tests/sim/test_found_seeds.py), so a change here that reorders requests shifts the seeds.
@@ -60,6 +63,7 @@ from slatedb_core.gc.destroyed import collect_destroyed, sweep_tombstone
 from slatedb_core.gc.detach import detach
 from slatedb_core.gc.expired_checkpoints import remove_expired_checkpoints
 from slatedb_core.gc.manifests import collect_manifests
+from slatedb_core.gc.staged import sweep_staged
 from slatedb_core.gc.stats import GcStats, Kind
 from slatedb_core.gc.twophase import GcWindow
 from slatedb_core.gc.twophase import collect_garbage as collect_two_phase_garbage
@@ -223,6 +227,7 @@ class Collector:
             self._collect_two_phase(latest.id, pinned, active, listed, now_s, stats)
             if latest.manifest.external_dbs and latest.manifest.initialized:
                 detach(self.path, self.store, self.manifests, active, stats)
+        self._sweep_staged(now_s, stats)
 
     def _destroyed(self, m: Manifest, now_s: float, stats: GcStats) -> None:
         collect_destroyed(
@@ -236,6 +241,16 @@ class Collector:
             concurrency=self.deleter.concurrency,
             stats=stats,
         )
+        if stats.database_deleted:
+            self._sweep_staged(now_s, stats)
+
+    def _sweep_staged(self, now_s: float, stats: GcStats) -> None:
+        """Step 11: staged files crashed local-disk writes left under the database's folders."""
+        wal = self.wal_ssts.wal
+        stores = [(self.store, self.path)]
+        if wal.where.separate is not None:
+            stores.append((wal.store, wal.dir))
+        sweep_staged(stores, min_age_s=self._min_age_s("compacted"), now_s=now_s, stats=stats)
 
     def _read_listed_latest(self, entries: Sequence[SequencedEntry]) -> StoredManifest:
         """The listing already names the latest; one GET instead of the pointer lookup's three.

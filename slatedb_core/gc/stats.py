@@ -46,6 +46,9 @@ class GcStats:
     wal: KindStats = field(default_factory=KindStats)
     compacted: KindStats = field(default_factory=KindStats)
     compactions: KindStats = field(default_factory=KindStats)
+    staged: KindStats = field(default_factory=KindStats)
+    """Staged files of crashed local-disk writes (:mod:`slatedb_core.gc.staged`): no objects,
+    so not part of ``deleted`` or ``bytes_freed``."""
     manifest_boundary: int | None = None
     """The durable boundary after the pass (None when the pass stopped before that step)."""
     compactions_boundary: int | None = None
@@ -88,6 +91,8 @@ class GcStats:
         parts = [f"{k} -{self.kind(k).deleted}" for k in KINDS if self.kind(k).deleted]
         if self.failed:
             parts.append(f"{self.failed} failed")
+        if self.staged.deleted:
+            parts.append(f"staged -{self.staged.deleted} ({self.staged.bytes_freed} bytes)")
         if self.expired_checkpoints_removed:
             parts.append(f"{self.expired_checkpoints_removed} expired checkpoints")
         if self.detached:

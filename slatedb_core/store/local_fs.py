@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -242,6 +243,32 @@ class LocalFiles:
             self._commit(path, unlink, create_parents=False, opened=opened)
         except (FileNotFoundError, NotADirectoryError):
             pass  # no such directory: nothing to delete
+
+    def sweep_staged(self, prefix: str, *, older_than_s: float, now_s: float) -> tuple[int, int]:
+        """Remove the staged writes' files under ``prefix`` (``<name>#<digits>``: what a writer
+        that crashed between staging and linking leaves, and no listing shows) last modified
+        more than ``older_than_s`` seconds before ``now_s``; returns (files, bytes) removed.
+        A write in progress rewrites its staged file as it goes, so it is young; one frozen
+        longer than that loses its staged file and its create fails (its link finds nothing),
+        so nothing is reported written that is not. Each file's age is read again, relative to
+        its directory, just before it is unlinked; no link is followed (module doc)."""
+        cutoff = now_s - older_than_s
+        files = size = 0
+        for key, st in list(self.dirs.walk(prefix, staged=True)):
+            if st.st_mtime > cutoff:
+                continue
+            parts = split_key(key)
+            try:
+                with self.dirs.directory(key, parts[:-1], create=False) as dirs:
+                    again = os.stat(parts[-1], dir_fd=dirs.fd, follow_symlinks=False)
+                    if not stat.S_ISREG(again.st_mode) or again.st_mtime > cutoff:
+                        continue
+                    os.unlink(parts[-1], dir_fd=dirs.fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone already, or its directory is
+            files += 1
+            size += again.st_size
+        return files, size
 
     def ensure_root(self) -> None:
         """Create the store's directory (and missing parents), durably, and open it."""

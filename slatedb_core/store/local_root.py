@@ -360,19 +360,22 @@ class LocalRoot:
         check_regular(key, st)
         return st
 
-    def walk(self, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+    def walk(self, prefix: str, *, staged: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """Every regular file under the directory ``prefix`` ("" for the root), as (key, stat),
         in no particular order; links are neither listed nor followed (each is logged), other
         non-files are skipped. A link on the prefix's own path is LinkInStore; a prefix that is
-        missing, or a file, lists nothing (as obstore's LocalStore does)."""
+        missing, or a file, lists nothing (as obstore's LocalStore does). ``staged``: list the
+        staged writes' files (:data:`STAGED` names) instead of the objects."""
         parts = split_key(prefix) if prefix else []
         try:
             with self.directory(prefix, parts) as dirs:
-                yield from self._walk(dirs.fd, prefix)
+                yield from self._walk(dirs.fd, prefix, staged)
         except (FileNotFoundError, NotADirectoryError):
             return
 
-    def _walk(self, top: int, base: str) -> Iterator[tuple[str, os.stat_result]]:
+    def _walk(
+        self, top: int, base: str, staged: bool = False
+    ) -> Iterator[tuple[str, os.stat_result]]:
         """:meth:`walk` below the open directory ``top``: depth first, each directory's entries
         in ``scandir`` order with a subdirectory's listing in its place (what recursing gives),
         but with an explicit stack, so a planted tree of any depth neither exceeds Python's
@@ -396,7 +399,7 @@ class LocalRoot:
                         key,
                     )
                 elif stat.S_ISREG(st.st_mode):
-                    if not STAGED.search(name) and _is_text(name):
+                    if (STAGED.search(name) is not None) == staged and _is_text(name):
                         yield key, st
                 elif stat.S_ISDIR(st.st_mode):
                     scan.dirs_left -= 1

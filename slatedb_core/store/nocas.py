@@ -71,5 +71,8 @@ class NoConditionalWrites(ObjectStore):
         self.counters.incr("delete")
         self._inner.delete(path)
 
+    def sweep_staged(self, prefix: str, *, older_than_s: float, now_s: float) -> tuple[int, int]:
+        return self._inner.sweep_staged(prefix, older_than_s=older_than_s, now_s=now_s)
+
     def flush_and_evict(self, paths: Sequence[str]) -> None:
         self._inner.flush_and_evict(paths)

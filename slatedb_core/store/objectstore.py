@@ -188,6 +188,15 @@ class ObjectStore(ABC):
     def delete(self, path: str) -> None:
         """Delete; deleting a missing object is not an error."""
 
+    def sweep_staged(self, prefix: str, *, older_than_s: float, now_s: float) -> tuple[int, int]:
+        """Remove what crashed writes left under ``prefix`` that is no object: on a local disk,
+        the staged files (``<name>#<digits>``, hidden from :meth:`list`) of creates that never
+        linked them, last modified more than ``older_than_s`` seconds before ``now_s``. Returns
+        (files, bytes) removed. The garbage collector calls it each pass (:mod:`slatedb_core.
+        gc.staged`). Stores that stage nothing visible to us (S3: a create is one PUT; memory)
+        have none, and this default makes no request. A wrapper store forwards it."""
+        return 0, 0
+
     def exists(self, path: str) -> bool:
         """Whether an object exists at ``path`` (one HEAD request)."""
         try:
@@ -586,6 +595,18 @@ class ObstoreObjectStore(ObjectStore):
                 raise StoreError(f"flush {path}: {e}", path=path) from e
             finally:
                 os.close(fd)
+
+    def sweep_staged(self, prefix: str, *, older_than_s: float, now_s: float) -> tuple[int, int]:
+        if self._local_cas is None:
+            return 0, 0
+        try:
+            validate_relative_path(prefix.rstrip("/"), what="sweep prefix", allow_empty=True)
+            self.counters.incr("list")
+            return self._local_cas.files.sweep_staged(
+                prefix.rstrip("/"), older_than_s=older_than_s, now_s=now_s
+            )
+        except Exception as e:
+            raise map_error(e, prefix, "sweep staged") from e
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectMeta]:
         self.counters.incr("list")

@@ -255,6 +255,9 @@ class TwoPhaseStore(ObjectStore):
         return iter(sorted(found.values(), key=lambda m: m.path))
 
     # ---- writes --------------------------------------------------------------------------
+    def sweep_staged(self, prefix: str, *, older_than_s: float, now_s: float) -> tuple[int, int]:
+        return self._inner.sweep_staged(prefix, older_than_s=older_than_s, now_s=now_s)
+
     def put(self, path: str, data: bytes) -> ObjectVersion:
         self.counters.incr("put")
         if self._is_cell(path):

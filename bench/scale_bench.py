@@ -9,7 +9,7 @@ sample of it is kept for the gets, and it is dropped. ``--chunks`` flushes on bo
 many overlapping L0 SSTs, then both compact to one sorted run (``--layouts``). Each step prints
 its wall time, so whether a point fits a time budget is read off the output.
 
-    .venv/bin/python bench/scale_bench.py [--rows 100000000] [--chunks 64] [--gets 10000]
+    .venv/bin/python bench/scale_bench.py [--rows 100000000] [--chunks 16] [--gets 10000]
         [--reps 1] [--layouts compacted]
 """
 
@@ -54,7 +54,7 @@ def _rss_mib() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000_000)
-    ap.add_argument("--chunks", type=int, default=64)
+    ap.add_argument("--chunks", type=int, default=16, help="at most l0_max_ssts (16)")
     ap.add_argument("--gets", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--layouts", default="compacted")

@@ -97,10 +97,14 @@ class BlockCache:
         self.hits += len(referenced)
         return [None if item is None else item[0] for item in items]
 
-    def put(self, path: str, block_index: int, block: Sized) -> None:
+    def put(self, path: str, block_index: int, block: Sized, *, miss: bool = False) -> None:
+        """Keep ``block``; ``miss``: it was read after a :meth:`get` that did not count its
+        miss (counted here, under the lock this takes anyway)."""
         size = max(1, int(block.nbytes))
         key = (path, block_index)
         with self._lock:
+            if miss:
+                self.misses += 1
             items = self._items
             referenced = self._referenced
             old = items.pop(key, None)

@@ -17,13 +17,14 @@ A block whose row count (the SST's block stats) equals its restart count, one ro
 as our writer lays them out, is not walked row by row when it is read (a 64 KiB block's row
 check cost more than reading it: issue 42, goal 1), nor checked whole at once: past the cache
 a block is read for one lookup. Each lookup checks the rows it reads instead (header varints,
-no shared prefix, a key, its end where the next row begins): the first the ~9 restart rows of
-its binary search, lookups 2 to :data:`CHECK_AT` - 1 the two rows around where a search of
-the restart keys' 8-byte prefixes lands; the :data:`CHECK_AT`-th gathers every restart row's
-header and flags bytes (:meth:`RawBlock.check_restarts`), enough to prove each row ends where
-the next begins, so later searches read no key through a damaged length without a check per
-row. A block with a two-byte header varint (a key or value of 128 bytes or more) is never
-checked whole; every lookup checks its binary search's rows. A failed check sends the block
+no shared prefix, a key, its end where the next row begins): the first :data:`PREFIX_AT` - 1
+the ~9 restart rows of their binary search, lookups :data:`PREFIX_AT` to :data:`CHECK_AT` - 1
+the two rows around where a search of the restart keys' 8-byte prefixes lands; the
+:data:`CHECK_AT`-th gathers every restart row's header and flags bytes
+(:meth:`RawBlock.check_restarts`), enough to prove each row ends where the next begins, so
+later searches read no key through a damaged length without a check per row. A block with a
+two-byte header varint (a key or value of 128 bytes or more) is never checked whole; every
+lookup checks its binary search's rows. A failed check sends the block
 to the row walk, which raises. Under an intact CRC its bytes are the writer's; damage under a
 recomputed CRC (a buggy writer) can still only raise ``CorruptionError`` or give a wrong answer
 (keys out of order, as before the skip), never another error.
@@ -67,10 +68,16 @@ _MIN_ROW = 13  # the shortest row: three header bytes, a key byte, seq and flags
 _OVERHEAD = 200  # the object, its bytes' header and the offsets array's header
 CHECK_AT = 16
 """The lookup of a lazy block (:func:`raw_block`) that checks it whole: the earlier ones check
-the rows their search reads (the first a binary search's ~9, the next ones the two rows around
-where a search of the restart keys' prefixes lands). A check costs ~20 us of numpy calls per
+the rows their search reads (the first :data:`PREFIX_AT` - 1 a binary search's ~9, the next ones the
+two rows around where a search of the restart keys' prefixes lands). A check costs ~20 us of numpy calls per
 64 KiB and spares each later lookup ~1 us: a block read for a few lookups (the first 10k gets
 after an open fill the cache so) never pays it (issue 42, goal 1)."""
+PREFIX_AT = 5
+"""The lookup of a lazy block from which searches go through its restart keys' prefixes
+(built then, ~12 us of numpy calls per 64 KiB block; a search through them ~2 us, a checked
+binary search ~4.5 us): the earlier ones search as the first does. Past the cache a block is
+looked up once or twice before it is evicted, and a prefix build at its second lookup cost more
+than it saved (issue 42, goal 1); from the fifth on it pays for itself."""
 Entry = tuple[int, int, bytes]  # (seq, kind, value), as Block.point_table's
 
 
@@ -145,8 +152,8 @@ class RawBlock:
         # one row per restart with a header varint of two bytes (a key or value of 128 bytes
         # or more): not searched through prefixes; every lookup checks the rows it reads
         self.wide = False
-        # each restart key's first 8 bytes as a big-endian int, built by a block's second
-        # lookup (one read once past the cache never pays for it); counted in nbytes up front
+        # each restart key's first 8 bytes as a big-endian int, built by a lazy block's
+        # PREFIX_AT-th lookup, a checked one's second; counted in nbytes up front
         self.prefixes: array[int] | None = None
         self.finds = 0
         self.nbytes = len(data) + 10 * r + _OVERHEAD
@@ -475,7 +482,7 @@ class RawBlock:
         hi = n = len(rs)
         if self.lazy:  # unchecked: lookups check their path until the CHECK_AT-th checks all
             self.finds += 1
-            if self.finds == 1:
+            if self.finds < PREFIX_AT:
                 return self._find_lazy(key, now)
             if self.finds < CHECK_AT or self.wide:
                 return self._find_bracketed(key, now)

@@ -158,13 +158,13 @@ class SstReader:
         data_end = metadata_start(info)
         if offsets and (
             offsets[0] != 0
-            or any(b <= a for a, b in itertools.pairwise(offsets))
-            or offsets[-1] >= data_end
+            or any(map(operator.le, offsets[1:], offsets))  # C-level passes: an SST
+            or offsets[-1] >= data_end  # of 164 MB has ~2,500 blocks, opened per reopen
         ):
             raise CorruptionError(name, "index block offsets do not tile the data region")
         if not offsets and data_end:
             raise CorruptionError(name, "data region without an index entry")
-        if any(b < a for a, b in itertools.pairwise(keys)) and info.sst_type != SST_TYPE_WAL:
+        if info.sst_type != SST_TYPE_WAL and any(map(operator.lt, keys[1:], keys)):
             raise CorruptionError(name, "index keys are out of order")
         self._offs: list[int] = [*offsets, data_end]
         self._index_keys = keys
@@ -326,21 +326,22 @@ class SstReader:
         i = bisect.bisect_left(keys, key)
         b = i - 1 if i else 0
         cache = self._cache
-        # one cache probe: a cached block answers faster than the bloom filter (SipHash in
-        # Python), which is probed only before a block is read (a miss is counted then).
-        # Cached blocks are RawBlocks (searched in place) or, after a scan that fills the
-        # cache, Blocks with their point table built.
-        hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
+        # A key's first SST probes the cache first: a cached block answers without hashing
+        # the key, and the bloom filter is probed only before a block is read (a miss is
+        # counted then). Cached blocks are RawBlocks (searched in place) or, after a scan that
+        # fills the cache, Blocks with their point table built.
         bloom = self._bloom
+        if bloom is not None and _ASKED[0][0] is key:
+            # the key was looked for in another SST (L0, or another run): its hash costs one
+            # SipHash for all of them, and a probe is cheaper than a cache probe and a search
+            if not bloom.may_contain_hash(_hash_of(key)):
+                return None
+            bloom = None
+        hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
         if hit is None:
             if bloom is not None and not bloom.may_contain_hash(_hash_of(key)):
                 return None
-            hit = self._block(b)
-        elif bloom is not None and type(hit) is RawBlock and _ASKED[0][0] is key:
-            # the key was looked for in another SST (L0, or another run): its hash costs
-            # one SipHash for all of them, and a probe is cheaper than a search
-            if not bloom.may_contain_hash(_hash_of(key)):
-                return None
+            hit = self._read_block(b)
         now = self._clock
         found = (
             hit.find(key, now) if type(hit) is RawBlock else cast(Block, hit).point_table().get(key)
@@ -400,7 +401,7 @@ class SstReader:
         finders = cast(dict[int, Finder], maybe_finders)
         if None in maybe_finders.values():  # blocks to read
             for b in [b for b, t in maybe_finders.items() if t is None]:
-                finders[b] = _finder_of(self._block(b), now)
+                finders[b] = _finder_of(self._read_block(b), now)
         found = list(map(operator.call, map(finders.__getitem__, bs), ks))
         # a key not found in its block that equals the next block's index key may have its
         # newest version there (a key found in its block has its newest version there)
@@ -568,9 +569,15 @@ class SstReader:
         as a :class:`RawBlock` (about its stored size: issue 42, goal 1), never decoded."""
         cache = self._cache
         if cache is not None:
-            hit = cache.get(self.name, b)
+            hit = cache.get(self.name, b, count_miss=False)
             if hit is not None:
                 return cast(Block | RawBlock, hit)
+        return self._read_block(b)
+
+    def _read_block(self, b: int) -> RawBlock:
+        """Block ``b`` read, checked and cached as a :class:`RawBlock` (a cache miss, counted):
+        :meth:`_block` once the cache was probed."""
+        cache = self._cache
         raw = raw_block(
             self.name,
             b,
@@ -581,7 +588,7 @@ class SstReader:
         keys = self._index_keys
         raw.check_bounds(keys[b], keys[b + 1] if b + 1 < len(keys) else None)
         if cache is not None:
-            cache.put(self.name, b, raw)
+            cache.put(self.name, b, raw, miss=True)
         return raw
 
     def _read_bytes(self, start: int, end: int) -> bytes:

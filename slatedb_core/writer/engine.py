@@ -78,6 +78,7 @@ from slatedb_core.writer.l0_flush import (
     l0_rows,
     replay_point_change,
     resident_bytes,
+    write_l0_sst,
 )
 from slatedb_core.writer.poll_schedule import PollSchedule
 from slatedb_core.writer.recovery import (
@@ -289,11 +290,11 @@ class WriterEngine:
         # the same rows twice.
         pending = self._imm_sst.get(id(imm))
         if pending is None:
-            data, info = encode_sst(l0_rows(imm), self._sst_options)
-            sst = self.write_sst(data, info)
-            del data  # ~40 MiB: a re-homing (rare) encodes the frozen rows again, to the same
-            # bytes, rather than holding them through the commit (issue 42, goal 3)
+            # encoded and written a slice of rows at a time; a re-homing (rare) encodes the
+            # frozen rows again, to the same bytes, rather than holding them through the commit
+            # (issue 42, goal 3)
             options = self._sst_options
+            sst = write_l0_sst(self.store, self.path, imm, options)
             pending = self._imm_sst[id(imm)] = self.new_ssts(
                 [sst], [lambda: encode_sst(l0_rows(imm), options)[0]]
             )

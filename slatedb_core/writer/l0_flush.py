@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ulid import ULID
 
 from slatedb_core.checkpoints import writer_checkpoint
-from slatedb_core.compactor.output_ssts import SstParts
+from slatedb_core.compactor.output_ssts import SstParts, release_freed_arrow_memory
 from slatedb_core.lsm.memtable import ImmutableMemtable
 from slatedb_core.lsm.row_model import (
     KIND_MERGE,
@@ -116,7 +116,10 @@ def write_l0_sst(
         return write_new_sst(store, db_path, data, info)
     parts = SstParts(options, first, False, ((s, False) for s in slices), L0_SLICE_BYTES)
     del first
-    return write_new_sst_streamed(store, db_path, parts, ULID())
+    sst = write_new_sst_streamed(store, db_path, parts, ULID())
+    del parts
+    release_freed_arrow_memory()  # the flush's slices, freed a moment ago (see there)
+    return sst
 
 
 def flush_clock_tick(imm: ImmutableMemtable) -> int:

@@ -19,21 +19,22 @@ import re
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from slatedb_core.errors import CursorInvalid
+from slatedb_core.errors import CursorInvalid, InvalidArgument
 from slatedb_core.feed import Cursor
+from slatedb_core.store.objects import validate_relative_path
 
 DONE = "done"
 """A retired shard's entry once its feed was read to its end."""
 CLEARING = "x"
 """An overwritten shard's entry while the deletes of its keys are delivered: ``x`` and the hex
 of the last key deleted (none yet: ``x`` alone)."""
-_CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*$")
+_CLEARING = re.compile(r"^x(?:[0-9a-f]{2})*\Z")
 SEEDING = "s"
 """An overwrite's new shard's entry while the rows of its build are delivered: ``s`` alone
 before the first, then ``s<manifest id>.<hex of the last key delivered>`` (the manifest read,
 so that a resumed read goes on in that one)."""
-_SEEDING = re.compile(r"^s(?:([0-9]{1,19})\.((?:[0-9a-f]{2})*))?$")
-DB_ID = re.compile(r"^[0-9a-f]{32}$")
+_SEEDING = re.compile(r"^s(?:([0-9]{1,19})\.((?:[0-9a-f]{2})*))?\Z")
+DB_ID = re.compile(r"^[0-9a-f]{32}\Z")
 """A shard database's change-feed identity: 32 lowercase hex digits."""
 _PREFIX = "t1."
 MAX_ENCODED = 1 << 20
@@ -83,9 +84,11 @@ class TableCursor:
             if type(map_id) is not int or map_id < 0 or not isinstance(items, list):
                 raise ValueError("bad map id or shards")
             shards: list[tuple[str, Cursor | str | None]] = []
+            named: set[str] = set()
             for p, c in items:
-                if not isinstance(p, str) or not p or p.startswith("/") or ".." in p.split("/"):
-                    raise ValueError(f"bad shard path {p!r}")
+                if _check_path(p) and p in named:
+                    raise ValueError(f"shard path {p!r} named twice")
+                named.add(p)
                 if c is None or c == DONE or (isinstance(c, str) and _phase(c)):
                     shards.append((p, c))
                 elif isinstance(c, str):
@@ -94,11 +97,13 @@ class TableCursor:
                     raise ValueError(f"bad shard cursor {c!r}")
             ids = doc.get("d", {})
             if not isinstance(ids, dict) or not all(
-                isinstance(p, str) and isinstance(i, str) and DB_ID.match(i) for p, i in ids.items()
+                isinstance(i, str) and DB_ID.match(i) and _check_path(p) for p, i in ids.items()
             ):
                 raise ValueError("bad shard identities")
         except CursorInvalid:
             raise
+        except RecursionError:  # JSON nested deeper than the parser recurses
+            raise CursorInvalid("not a table change-feed cursor: nested too deep") from None
         except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as e:
             raise CursorInvalid(f"not a table change-feed cursor: {e}") from None
         return cls(map_id, tuple(shards), tuple(sorted(ids.items())))
@@ -109,6 +114,17 @@ class TableCursor:
         if since is None or isinstance(since, TableCursor):
             return since
         return cls.decode(since)
+
+
+def _check_path(p: object) -> bool:
+    """True when ``p`` is a path a shard database can have relative to its table (no empty,
+    ``.`` or ``..`` segment, no control character or lone surrogate); ValueError otherwise: an
+    entry no encoded cursor holds, whose path would otherwise fail later as InvalidArgument."""
+    try:
+        validate_relative_path(p, what="shard path")  # type: ignore[arg-type]  # checked there
+    except InvalidArgument as e:
+        raise ValueError(str(e)) from None
+    return True
 
 
 def is_clearing(c: Cursor | str | None) -> bool:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from slatedb_core import Db, DbOptions
+from slatedb_core.errors import SlateDBError
 from slatedb_core.layout import sst_path
 from slatedb_core.lsm.entries import ENTRY_SCHEMA
 from slatedb_core.lsm.memtable import ImmutableMemtable, Memtable
-from slatedb_core.lsm.row_model import KIND_MERGE, KIND_VALUE, Version
+from slatedb_core.lsm.row_model import KIND_MERGE, KIND_VALUE, ROW_SCHEMA, Version
 from slatedb_core.sst import SstOptions, encode_sst
 from slatedb_core.store.url import open_store
+from slatedb_core.testing.faults import FaultyStore
 from slatedb_core.writer import l0_flush
 from slatedb_core.writer.l0_flush import l0_rows, write_l0_sst
 
@@ -76,7 +79,39 @@ def _duplicates_inside_a_batch() -> ImmutableMemtable:
     return m.freeze()
 
 
+def _ttl_rows_in_runs() -> ImmutableMemtable:
+    """Runs of rows with timestamps (WAL replay's shape) expiring before, at and after the
+    flush's tick, some keys written again by a later run, and a dict on top."""
+    m = Memtable()
+    seq = 1
+    for r in range(3):
+        keys = [b"t%05d" % (i * 3 + r) for i in range(700)] + [b"t%05d" % i for i in range(400)]
+        keys = sorted(set(keys))
+        n = len(keys)
+        expire = [(TICK - 1, TICK, TICK + 1, None)[(i + r) % 4] for i in range(n)]
+        m.put_rows(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(keys, pa.binary()),
+                    pa.array(range(seq, seq + n), pa.uint64()),
+                    pa.array([0] * n, pa.uint8()),
+                    pa.array([b"r%d-%d" % (r, i) for i in range(n)], pa.binary()),
+                    pa.array(expire, pa.int64()),
+                    pa.array([TICK - 5] * n, pa.int64()),
+                ],
+                schema=ROW_SCHEMA,
+            ),
+            None,
+        )
+        seq += n
+    for i in range(0, 2100, 13):
+        m.put(b"t%05d" % i, seq, None if i % 2 else b"d")
+        seq += 1
+    return m.freeze(last_write_ms=TICK)
+
+
 SHAPES = {
+    "ttl rows in runs": _ttl_rows_in_runs,
     "one key, many operands": _one_key_many_operands,
     "many keys, few versions": _many_keys_few_versions,
     "duplicates inside a batch": _duplicates_inside_a_batch,
@@ -104,3 +139,33 @@ def test_streamed_flush_is_the_one_shot_encoding(
     want, info = encode_sst(l0_rows(imm), OPTIONS)
     assert store.get(sst_path("db", sst.id)).data == want
     assert sst.info == info
+
+
+@pytest.mark.parametrize("after_effect", [False, True])
+@pytest.mark.parametrize("store_url", ["file", "memory://"])
+def test_a_failed_l0_create_is_reported_and_names_no_row_twice(
+    store_url: str, after_effect: bool, tmp_path: object
+) -> None:
+    """The L0 SST's create fails (before it lands, or after: its answer lost): flush_memtable
+    raises or retries, never commits the rows twice, and every acknowledged row reads once,
+    before and after a reopen."""
+    inner = open_store(f"file://{tmp_path}/lake" if store_url == "file" else store_url)
+    store = FaultyStore(inner)
+    rows = [(b"r%05d" % i, b"v%d" % i) for i in range(3000)]
+    with Db.open("db", store, DbOptions()) as db:
+        for k, v in rows:
+            db.put(k, v, await_durable=False)
+        db.flush()
+        rule = store.fail_next("put_if_absent", "db/compacted/*", after_effect=after_effect)
+        try:
+            db.flush_memtable()
+        except SlateDBError:
+            pass
+        db.flush_memtable()
+        assert rule.hits == 1
+        assert list(db.scan()) == rows
+        l0 = db.manifest.manifest.l0
+        assert len(l0) == 1
+    with Db.open("db", inner, DbOptions()) as db:
+        assert list(db.scan()) == rows
+        assert [db.get(k) for k, _ in rows[::97]] == [v for _, v in rows[::97]]

@@ -7,6 +7,7 @@ Adversarial review of 5d63ff3 (review51, session 51)."""
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,31 @@ def test_a_viewed_filter_does_not_change_when_its_buffer_is_reused() -> None:
     assert bloom is not None and all(bloom.may_contain(k) for k in keys)
     scratch[:] = bytes(len(scratch))  # the buffer reused for the next read
     assert all(bloom.may_contain(k) for k in keys)
+
+
+def test_threads_sharing_key_objects_answer_the_scan(tmp_path: Path) -> None:
+    """The walk's remembered key and hash (``reader._ASKED``) are one module global: threads
+    looking up the same key objects, and others, at once still answer each key's scan row."""
+    db, _, _ = _build(tmp_path)
+    try:
+        scanned = dict(db.scan())
+        keys = [b"k%04d" % i for i in range(600)] + [b"k0000\x00", b"zz"]
+        wrong: list[bytes] = []
+
+        def run(seed: int) -> None:
+            rng = random.Random(seed)
+            for _ in range(3000):
+                k = keys[rng.randrange(len(keys))]
+                if seed % 2:
+                    k = bytes(bytearray(k))
+                if db.get(k) != scanned.get(k):
+                    wrong.append(k)
+
+        threads = [threading.Thread(target=run, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert wrong == []
+    finally:
+        db.close()

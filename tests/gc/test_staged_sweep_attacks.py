@@ -122,10 +122,11 @@ def dying(self, path, chunks):
         return real(self, path, chunks)
     def parts():
         for i, c in enumerate(chunks):
-            if i == 2:
+            if i == 2 and sys.argv[2] == "mid":
                 os._exit(9)  # killed in the middle of streaming the L0 SST
             yield c
-    return real(self, path, parts())
+    done = real(self, path, parts())
+    os._exit(9)  # killed once the L0 SST is linked, before the manifest names it
 local_fs.LocalFiles.create_streamed = dying
 from slatedb_core.writer import l0_flush
 l0_flush.L0_SLICE_BYTES = 1
@@ -141,11 +142,12 @@ print("flushed", flush=True)
 
 
 @pytest.mark.slow
-def test_a_writer_killed_mid_l0_stream_loses_nothing_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at", ["mid", "linked"])
+def test_a_writer_killed_mid_l0_stream_loses_nothing_acknowledged(tmp_path: Path, at: str) -> None:
     store_dir = tmp_path / "s"
     store_dir.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", _KILL_MID_FLUSH, store_dir.as_uri()],
+        [sys.executable, "-c", _KILL_MID_FLUSH, store_dir.as_uri(), at],
         capture_output=True,
         text=True,
         check=False,
@@ -153,7 +155,9 @@ def test_a_writer_killed_mid_l0_stream_loses_nothing_acknowledged(tmp_path: Path
     )
     assert done.returncode == 9, done.stderr
     assert done.stdout.split() == ["acked"]
-    assert len(_staged(store_dir)) == 1  # the half-written L0 SST, never linked
+    orphans = list((store_dir / "db" / "compacted").glob("*.sst"))
+    assert len(_staged(store_dir)) == (1 if at == "mid" else 0)  # half-written, never linked
+    assert len(orphans) == (0 if at == "mid" else 1)  # linked, named by no manifest
     store = open_store(store_dir.as_uri())
     with Db.open("db", store, DbOptions()) as db:
         rows = list(db.scan())
@@ -161,7 +165,9 @@ def test_a_writer_killed_mid_l0_stream_loses_nothing_acknowledged(tmp_path: Path
         db.flush_memtable()
         assert list(db.scan()) == rows
     later = time.time() + LATER
-    assert Collector("db", store, NOW0).run(now=lambda: later).staged.deleted == 1
+    swept = Collector("db", store, NOW0).run(now=lambda: later)
+    assert swept.staged.deleted == (1 if at == "mid" else 0)
+    assert not any(p.exists() for p in orphans)  # an orphan L0 SST is collected too
     with Db.open("db", store, DbOptions()) as db:
         assert list(db.scan()) == rows
 

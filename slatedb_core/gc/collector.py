@@ -128,7 +128,8 @@ class Collector:
             after = self.store.counters.snapshot()
             stats.requests = {op: after[op] - before.get(op, 0) for op in after}
             stats.duration_s = time.monotonic() - started
-        log.log(logging.INFO if stats.deleted or stats.failed else logging.DEBUG, stats.summary())
+        busy = stats.deleted or stats.failed or stats.staged.deleted
+        log.log(logging.INFO if busy else logging.DEBUG, stats.summary())
         return stats
 
     def _run(self, stats: GcStats, now_s: float) -> None:

@@ -5,12 +5,15 @@ sits in is untouched. Noticed in session 50 (a compactor killed mid stream leake
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from slatedb_core import Db, DbOptions, GarbageCollectorOptions
 from slatedb_core.gc.collector import Collector
@@ -121,3 +124,21 @@ def test_stores_that_stage_nothing_sweep_with_no_request() -> None:
     before = store.counters.snapshot()
     assert store.sweep_staged("db", older_than_s=0, now_s=time.time()) == (0, 0)
     assert store.counters.snapshot() == before
+
+
+def test_a_pass_that_only_swept_staged_files_logs_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """review51: a pass whose only work was the sweep logged its summary at DEBUG."""
+    root = tmp_path / "store"
+    root.mkdir()
+    store = open_store(root.as_uri())
+    with Db.open("db", store, DbOptions()) as db:
+        db.put(b"k", b"v")
+    later = time.time() + STAGED_MIN_AGE_S + 60
+    Collector("db", store, GarbageCollectorOptions()).run(now=lambda: later)  # all else, first
+    _crash_mid_create(root.as_uri(), "db/compacted/01ARZ3NDEKTSV4RRFFQ69G5FAV.sst")
+    with caplog.at_level(logging.INFO, logger="slatedb_core.gc.collector"):
+        stats = Collector("db", store, GarbageCollectorOptions()).run(now=lambda: later)
+    assert stats.staged.deleted == 1 and stats.deleted == 0
+    assert any("staged -1" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from slatedb_core.gc.staged import STAGED_MIN_AGE_S
+from slatedb_core.layout import INGEST_DIR, SHARDMAP_DIR, SNAPSHOTS_DIR, join
 from slatedb_core.options import check_duration
 from slatedb_core.table.ingest import collect_leftovers
 from slatedb_core.table.named_snapshots import collect_snapshot_records, sweep_snapshot_leftovers
@@ -49,6 +51,11 @@ class TableGcStats:
     overwrite_targets: int = 0
     """Target databases of cancelled or abandoned overwrites, destroyed (databases, not
     objects: not counted in :attr:`deleted`)."""
+    staged_files: int = 0
+    """Staged files crashed local-disk creates left in the table's own folders (shard maps,
+    ingest staging, snapshot records; :mod:`slatedb_core.gc.staged`): no objects, not counted
+    in :attr:`deleted`. Each shard database's GC sweeps its own folder."""
+    staged_bytes: int = 0
 
     @property
     def deleted(self) -> int:
@@ -62,7 +69,9 @@ def collect_table_garbage(
     latest one), behind their GC boundaries; ingest leftovers older than ``ingest_min_age`` (see
     ``collect_leftovers``); named snapshots' leftover checkpoints (``sweep_snapshot_leftovers``,
     by their own SWEEP_MIN_AGE); the targets of cancelled overwrites, and of overwrites reserved
-    more than ``ingest_min_age`` ago and never sealed (:func:`collect_overwrite_leftovers`)."""
+    more than ``ingest_min_age`` ago and never sealed (:func:`collect_overwrite_leftovers`);
+    staged files of crashed local-disk creates in the table's own folders, untouched for
+    ``min_age`` and at least an hour (:mod:`slatedb_core.gc.staged`)."""
     check_duration("min_age", min_age, allow_zero=True)
     check_duration("ingest_min_age", ingest_min_age, allow_zero=True)
     targets = collect_overwrite_leftovers(maps, ingest_min_age)
@@ -70,6 +79,14 @@ def collect_table_garbage(
     collected = maps.collect(min_age)
     records = collect_snapshot_records(maps.store, maps.table_path, min_age)
     swept = sweep_snapshot_leftovers(maps)
+    older_than_s = max(min_age.total_seconds(), STAGED_MIN_AGE_S)
+    staged_files = staged_bytes = 0
+    for folder in (SHARDMAP_DIR, INGEST_DIR, SNAPSHOTS_DIR):
+        files, size = maps.store.sweep_staged(
+            join(maps.table_path, folder), older_than_s=older_than_s, now_s=time.time()
+        )
+        staged_files += files
+        staged_bytes += size
     return TableGcStats(
         shard_maps=collected,
         ingest_objects=deleted,
@@ -77,6 +94,8 @@ def collect_table_garbage(
         snapshot_records=records,
         snapshot_checkpoints=swept,
         overwrite_targets=targets,
+        staged_files=staged_files,
+        staged_bytes=staged_bytes,
     )
 
 

@@ -320,12 +320,6 @@ class SstReader:
         first, last = self.first_key, self.last_key
         if first is None or last is None or key < first or key > last:
             return None
-        # Block i (the first whose index key is >= key) starts at or after key, so the newest
-        # row of key is in block i - 1, or in block i when its index key is key itself.
-        keys = self._index_keys
-        i = bisect.bisect_left(keys, key)
-        b = i - 1 if i else 0
-        cache = self._cache
         # A key's first SST probes the cache first: a cached block answers without hashing
         # the key, and the bloom filter is probed only before a block is read (a miss is
         # counted then). Cached blocks are RawBlocks (searched in place) or, after a scan that
@@ -333,10 +327,17 @@ class SstReader:
         bloom = self._bloom
         if bloom is not None and _ASKED[0][0] is key:
             # the key was looked for in another SST (L0, or another run): its hash costs one
-            # SipHash for all of them, and a probe is cheaper than a cache probe and a search
+            # SipHash for all of them, and a probe is cheaper than the index bisect, a cache
+            # probe and a search
             if not bloom.may_contain_hash(_hash_of(key)):
                 return None
             bloom = None
+        # Block i (the first whose index key is >= key) starts at or after key, so the newest
+        # row of key is in block i - 1, or in block i when its index key is key itself.
+        keys = self._index_keys
+        i = bisect.bisect_left(keys, key)
+        b = i - 1 if i else 0
+        cache = self._cache
         hit = cache.get(self.name, b, count_miss=False) if cache is not None else None
         if hit is None:
             if bloom is not None and not bloom.may_contain_hash(_hash_of(key)):

@@ -266,12 +266,14 @@ class BloomFilter:
             raise CorruptionError(name, f"bloom filter of {len(buf)} bytes is too short")
         self._k: int = _U16.unpack_from(buf, 0)[0]
         bits = memoryview(buf)[2:]
-        # the bits stay where they are when they are most of the buffer they lie in (an SST's
-        # metadata region read for it), else they are copied out: a reader over a whole SST
-        # in memory would otherwise keep all of it
+        # the bits stay where they are when they are most of a read-only buffer they lie in
+        # (an SST's metadata region read for it), else they are copied out: a reader over a
+        # whole SST in memory would otherwise keep all of it, and a writable buffer reused by
+        # its owner would change the filter under us (review51)
         base = bits.obj
         held = len(bits) if base is None else memoryview(base).nbytes
-        self._bits: bytes | memoryview = bits if held <= 2 * len(bits) else bytes(bits)
+        keep = bits.readonly and held <= 2 * len(bits)
+        self._bits: bytes | memoryview = bits if keep else bytes(bits)
         self._m = 8 * len(self._bits)
 
     def may_contain(self, key: bytes) -> bool:

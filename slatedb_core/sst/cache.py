@@ -84,7 +84,7 @@ class BlockCache:
 
     def get_many(self, path: str, blocks: list[int]) -> list[Sized | None]:
         """:meth:`get` of several blocks of one object in one pass; misses are not counted
-        (the caller counts those it reads, through :meth:`get`)."""
+        (the caller counts those it reads, through :meth:`put` with ``miss=True``)."""
         keys = list(zip(itertools.repeat(path), blocks))
         items = list(map(self._items.get, keys))
         if None not in items:

@@ -32,7 +32,7 @@ from rocksdict import Options, Rdict, WriteBatch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._data import make_table
-from bench.get_beyond_cache_bench import best, clock, row
+from bench.get_beyond_cache_bench import best, clock, rocks_rows, row
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.gc import run_gc_once
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
@@ -247,15 +247,7 @@ def measure(
         assert n == rows
 
     def rocks_scan() -> None:
-        it = r.iter()
-        it.seek_to_first()
-        n = 0
-        while it.valid():
-            it.key()
-            it.value()
-            n += 1
-            it.next()
-        assert n == rows
+        assert rocks_rows(r) == rows
 
     t0 = time.perf_counter()
     a, b = best(reps, rows, ours_scan, rocks_scan)

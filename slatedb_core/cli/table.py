@@ -288,7 +288,8 @@ def resume_cmd(obj: Any, fmt: str, as_json: bool) -> None:
 @handle_errors
 def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: bool) -> None:
     """Delete the table's own garbage: old shard-map versions, old versions of named snapshots'
-    records, ingest leftovers and the targets of cancelled or abandoned overwrites. (The shards
+    records, ingest leftovers, the targets of cancelled or abandoned overwrites and staged files
+    crashed writes left in the table's own folders. (The shards
     are databases: collect them with ``slatedb --path <shard> gc``.)"""
     with Table.open(obj.path, obj.store, table_options(obj)) as t:
         stats = t.collect_garbage(min_age, ingest_min_age)
@@ -300,6 +301,12 @@ def gc_cmd(obj: Any, min_age: timedelta, ingest_min_age: timedelta, as_json: boo
         f"ingest leftover(s) ({stats.ingest_bytes:,} bytes), {stats.snapshot_records} snapshot "
         f"record version(s); swept {stats.snapshot_checkpoints} checkpoint(s) of dead snapshot takers"
         f"; destroyed {stats.overwrite_targets} target database(s) of cancelled overwrites"
+        + (
+            f"; removed {stats.staged_files} staged file(s) of crashed writes "
+            f"({stats.staged_bytes:,} bytes)"
+            if stats.staged_files
+            else ""
+        )
     )
 
 

@@ -130,6 +130,8 @@ def test_gc_deletes_old_maps_and_ingest_leftovers(tmp_path: Path) -> None:
         "snapshot_records": 0,
         "snapshot_checkpoints": 0,
         "overwrite_targets": 0,
+        "staged_files": 0,
+        "staged_bytes": 0,
     }
     code, out, err = run(url, "gc", "--min-age", "0s", "--ingest-min-age", "0s")
     assert code == 0, err

@@ -30,7 +30,7 @@ def get_range_bytes(
 ) -> bytes:
     """:func:`get_range` as the store's ``bytes`` (a point lookup keeps and searches them)."""
     try:
-        data: bytes = store.get(path, byte_range=(start, end)).data
+        data = store.read_range(path, start, end)
     except StoreError:
         if known_size:
             raise

@@ -92,6 +92,13 @@ class RequestCounters:
         with self._lock:
             self._counts[op] = self._counts.get(op, 0) + n
 
+    def add_get(self, n: int) -> None:
+        """One GET that read ``n`` body bytes (``incr("get")`` and ``add_bytes("read", n)``
+        under one lock: a point lookup's block read counts both)."""
+        with self._lock:
+            self._counts["get"] += 1
+            self._bytes["read"] += n
+
     def add_bytes(self, direction: str, n: int) -> None:
         """Bytes ``read`` or ``written`` (object bodies; exported by
         :mod:`slatedb_core.store.engine_counters`)."""
@@ -129,6 +136,13 @@ class ObjectStore(ABC):
     @abstractmethod
     def get(self, path: str, *, byte_range: tuple[int, int] | None = None) -> GetResult:
         """Whole object, or bytes [start, end) of it. Raises ObjectNotFound."""
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object (fewer when it ends first), without its metadata: a
+        point lookup's block (issue 42, goal 1). This default is a ranged :meth:`get`, so every
+        wrapper store keeps its own read semantics; :class:`ObstoreObjectStore` reads a local
+        file through its held descriptors, with the same checks. Raises ObjectNotFound."""
+        return self.get(path, byte_range=(start, end)).data
 
     def get_suffix(self, path: str, length: int) -> GetResult:
         """The last ``length`` bytes of an object (all of it when it is shorter); ``meta.size``
@@ -407,6 +421,23 @@ class ObstoreObjectStore(ObjectStore):
             return got
         except Exception as e:
             raise map_error(e, path, "get") from e
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        dirs = self._dirs
+        if dirs is None or not end > start >= 0:
+            return self.get(path, byte_range=(start, end)).data
+        try:
+            data = dirs.read_held(path, start, end)
+            if data is None:
+                validate_relative_path(path)
+                got = dirs.read(path, (start, end))
+                assert got is not None  # None only answers an unless_e_tag
+                data = got[0]
+        except Exception as e:
+            self.counters.incr("get")
+            raise map_error(e, path, "get") from e
+        self.counters.add_get(len(data))
+        return data
 
     def get_suffix(self, path: str, length: int) -> GetResult:
         if self._dirs is not None and length > 0:

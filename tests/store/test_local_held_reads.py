@@ -174,3 +174,60 @@ def test_every_stores_held_descriptors_share_one_process_budget(
     del stores[1:]
     gc.collect()
     assert stores[0].get("db/compacted/0019.sst", byte_range=RANGE).data == b"2345"
+
+
+def _range_answer(store: ObstoreObjectStore) -> object:
+    """What a point lookup's read (``read_range``) returns or raises (type and message)."""
+    try:
+        return store.read_range(KEY, *RANGE)
+    except SlateDBError as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize(
+    "change", [_replace_file, _delete_file, _file_to_link, _truncated, _rewritten_in_place]
+)
+def test_a_point_lookups_read_sees_what_a_fresh_walk_sees_of_the_file(
+    tmp_path: Path, change: Callable[[Path], None]
+) -> None:
+    """Issue 42, goal 1: a point lookup's block read (``read_range``) checks only the file's own
+    name in its held directory (one fstatat, not one per component). Whatever happens to the
+    file itself it answers and fails as a fresh walk does."""
+    store = _store(tmp_path)
+    store.put(KEY, b"0123456789")
+    assert store.read_range(KEY, *RANGE) == b"2345"
+    assert any(t.endswith(KEY) for t in _open_to(tmp_path))  # held
+    change(tmp_path)
+    want = _range_answer(_store(tmp_path))
+    assert _range_answer(store) == want
+    assert _range_answer(store) == want
+
+
+def test_a_point_lookups_read_never_follows_a_directory_swapped_for_a_link(
+    tmp_path: Path,
+) -> None:
+    """A directory above the file swapped for a link after the file was held: the point
+    lookup's read goes on reading the file it checked when it opened it (never the link's
+    target), and every other operation, a fresh walk, refuses the link."""
+    store = _store(tmp_path)
+    store.put(KEY, b"0123456789")
+    assert store.read_range(KEY, *RANGE) == b"2345"
+    os.rename(tmp_path / "db/compacted", tmp_path / "moved")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other/a.sst").write_bytes(b"secret-bytes")
+    (tmp_path / "db/compacted").symlink_to(tmp_path / "other")
+    assert store.read_range(KEY, *RANGE) == b"2345"
+    assert _answer(store)[0] == "LinkInStore"  # type: ignore[index]
+    assert _range_answer(_store(tmp_path))[0] == "LinkInStore"  # type: ignore[index]
+
+
+def test_a_point_lookups_read_is_counted_as_a_get(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.put(KEY, b"0123456789")
+    before = store.counters.snapshot()["get"], store.counters.bytes_snapshot()["read"]
+    store.read_range(KEY, *RANGE)  # walks
+    store.read_range(KEY, 0, 100)  # held, cut at the end
+    with pytest.raises(SlateDBError, match="past the end"):
+        store.read_range(KEY, 10, 12)
+    assert store.counters.snapshot()["get"] - before[0] == 3
+    assert store.counters.bytes_snapshot()["read"] - before[1] == 4 + 10

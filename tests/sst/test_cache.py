@@ -93,3 +93,36 @@ def test_capacity_must_be_a_non_negative_int() -> None:
     zero = BlockCache(0)
     zero.put("p", 0, Blob(1))
     assert zero.get("p", 0) is None
+
+
+def test_a_full_cache_keeps_a_point_lookups_block_at_its_second_miss() -> None:
+    """Issue 42, goal 1 (admission): past the cache, keeping every block read once cost an
+    allocation and an eviction per read. While there is room every miss is kept; once full, a
+    point lookup's block is kept at its second miss among those remembered."""
+    cache = BlockCache(300)
+    for i in range(3):  # room: kept at the first miss
+        cache.put("p", i, Blob(100), miss=True)
+    assert [i for i in range(3) if cache.contains("p", i)] == [0, 1, 2]
+    cache.put("p", 3, Blob(100), miss=True)  # full: remembered, not kept
+    assert not cache.contains("p", 3)
+    assert [i for i in range(3) if cache.contains("p", i)] == [0, 1, 2]
+    cache.put("p", 3, Blob(100), miss=True)  # its second miss: kept, the oldest evicted
+    assert [i for i in range(4) if cache.contains("p", i)] == [1, 2, 3]
+    assert cache.misses == 5
+    cache.put("p", 9, Blob(100))  # a scan's block (no miss): kept at once, as before
+    assert cache.contains("p", 9)
+
+
+def test_a_full_cache_remembers_as_many_misses_as_it_holds_blocks() -> None:
+    cache = BlockCache(200)
+    cache.put("p", 0, Blob(100), miss=True)
+    cache.put("p", 1, Blob(100), miss=True)
+    for i in (10, 11, 12):  # three misses remembered, two remembered at most
+        cache.put("p", i, Blob(100), miss=True)
+    cache.put("p", 10, Blob(100), miss=True)  # forgotten: remembered again, not kept
+    assert not cache.contains("p", 10)
+    cache.put("p", 12, Blob(100), miss=True)  # still remembered: kept
+    assert cache.contains("p", 12)
+    cache.discard_path("p")
+    cache.put("q", 0, Blob(200), miss=True)  # room again: kept at once
+    assert cache.contains("q", 0)

@@ -83,7 +83,7 @@ class SstParts:
             yield rest.pop(0)
         self._info = info
 
-    def _add(self, enc: SstStreamEncoder, piece: pa.RecordBatch) -> Iterator[bytearray]:
+    def _add(self, enc: SstStreamEncoder, piece: pa.RecordBatch) -> Iterator[memoryview]:
         """Encode ``piece`` in slices of about a part's bytes, handing out each part as soon as
         it is due: a merge round can yield tens of MiB of rows at once, whose encoded bytes
         would otherwise be held twice (the rows encoded, then appended) before the first part

@@ -34,7 +34,7 @@ from slatedb_core.sst.format import (
     seal,
 )
 from slatedb_core.sst.index import encode_index, encode_stats, separator
-from slatedb_core.sst.rows import EncodedRows, block_trailers, encode_rows
+from slatedb_core.sst.rows import EncodedRows, block_trailers, encode_rows, pooled_concat
 from slatedb_core.sst.scratch import Scratch
 from slatedb_core.store.checksum import crc32
 
@@ -423,7 +423,12 @@ class SstStreamEncoder:
     def __init__(self, options: SstOptions = SstOptions()) -> None:  # frozen, so sharing is safe
         self.options = options
         self._code = CODECS[options.compression][0]
-        self._out = bytearray()  # the encoded bytes not yet handed out
+        # the encoded blocks not yet handed out, as the pieces :func:`_blocks` made (views of
+        # the encoded rows, in Arrow's pool), copied once into a part in Arrow's pool too:
+        # a bytearray grown block by block is realloc'd in glibc's heaps, which keep the
+        # freed memory resident (issue 42, goal 3)
+        self._out: list[bytes | memoryview] = []
+        self._pending = 0  # their bytes
         self._taken = 0  # bytes handed out by take_part
         self._offsets: list[int] = []
         self._index_keys: list[bytes] = []
@@ -447,15 +452,21 @@ class SstStreamEncoder:
     @property
     def encoded_bytes(self) -> int:
         """Bytes of the data blocks written so far (handed out or not)."""
-        return self._taken + len(self._out)
+        return self._taken + self._pending
 
-    def take_part(self, min_bytes: int) -> bytearray | None:
+    def take_part(self, min_bytes: int) -> memoryview | None:
         """The encoded bytes not yet handed out, if there are at least ``min_bytes`` of them
-        (None otherwise). The encoder keeps no reference to the buffer it returns."""
-        if len(self._out) < min_bytes or not self._out:
+        (None otherwise), in one buffer from Arrow's memory pool (a byte ``memoryview``). The
+        encoder keeps no reference to the buffer it returns."""
+        if self._pending < min_bytes or not self._pending:
             return None
-        part, self._out = self._out, bytearray()
-        self._taken += len(part)
+        return self._take_pending()
+
+    def _take_pending(self) -> memoryview:
+        part = pooled_concat(self._out)
+        self._out = []
+        self._taken += self._pending
+        self._pending = 0
         return part
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -481,16 +492,14 @@ class SstStreamEncoder:
         if self._taken:
             raise InvalidArgument("finish after take_part: use finish_parts")
         parts, info = self.finish_parts()
-        out = parts[0]
-        assert isinstance(out, bytearray)
-        for piece in parts[1:]:
-            out += piece
+        out = pooled_concat(parts)
         assert len(out) == info.size_bytes
-        return memoryview(out), info
+        return out, info
 
-    def finish_parts(self) -> tuple[list[bytearray | bytes | memoryview], SstInfo]:
+    def finish_parts(self) -> tuple[list[bytes | memoryview], SstInfo]:
         """The SST's bytes not yet handed out by :meth:`take_part`, as pieces to write in order
-        (the first a buffer this encoder no longer uses), and the SST's info."""
+        (the first the data blocks' bytes in a buffer from Arrow's memory pool, which this
+        encoder no longer uses), and the SST's info."""
         if self._carry is not None:
             carry, self._carry = self._carry, None
             self._encode_blocks(carry, final=True)
@@ -513,8 +522,7 @@ class SstStreamEncoder:
             last=self._last,
         )
         meta, info = _meta_parts(summary, self.options, self._code, False)
-        out, self._out = self._out, bytearray()
-        self._taken += len(out)
+        out = self._take_pending()
         assert self._taken + sum(len(p) for p in meta) == info.size_bytes
         return [out, *meta], info
 
@@ -535,8 +543,8 @@ class SstStreamEncoder:
         )
         parts, offsets = _blocks(done, self._code)
         base = self.encoded_bytes
-        for piece in parts:
-            self._out += piece
+        self._out += parts
+        self._pending += offsets[-1]
         starts = done.bounds[:-1]
         prev = self._last  # the key before row 0: the last key of the previous block
         self._index_keys += [

@@ -26,7 +26,9 @@ and values are sliced out of the block bytes through a binary-view array.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +36,9 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.sst.format import KIND_MERGE, KIND_TOMBSTONE, RESTART_INTERVAL
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 F_TOMBSTONE, F_EXPIRE, F_CREATE, F_MERGE = 1, 2, 4, 8
 I64 = npt.NDArray[np.int64]
@@ -223,6 +228,24 @@ def _fixed_width_rows(
         mat[:, h + kw : h + kw + vw] = vdata[int(voffs[0]) : int(voffs[0]) + n * vw].reshape(n, vw)
     mat[:, h + kw + vw :] = tmat
     return buf, mat
+
+
+def pooled_concat(pieces: Iterable[Buffer]) -> memoryview:
+    """The concatenation of ``pieces`` (any bytes-like objects) in one buffer from Arrow's
+    memory pool, as a byte ``memoryview`` that keeps that buffer alive.
+
+    For the big transient outputs of the encoders (an 8 MiB part of a streamed SST): built in
+    a ``bytearray`` or joined into ``bytes``, they come from glibc's heaps, which keep freed
+    memory resident (issue 42, goal 3); the pool's freed pages are returned by
+    :func:`~slatedb_core.compactor.output_ssts.release_freed_arrow_memory`."""
+    views = [memoryview(p).cast("B") for p in pieces]
+    buf = pa.allocate_buffer(sum(v.nbytes for v in views))
+    out = memoryview(buf).cast("B")
+    pos = 0
+    for v in views:
+        out[pos : pos + v.nbytes] = v
+        pos += v.nbytes
+    return out
 
 
 def varint_bytes(x: int) -> bytes:

@@ -2,9 +2,12 @@
 
 Issue 42, goal 1. ``--rows`` random 16-byte keys with 100-byte values are written in 8 equal
 batches, each flushed (ours: ``flush_memtable``; RocksDB: ``flush`` with auto compaction off), so
-both hold 8 overlapping L0 SSTs; then both compact to one sorted run. At each layout: random
+both hold 8 overlapping L0 SSTs; then both compact to one sorted run (ours with
+``--block-size`` blocks too: the compactor's block size is its own option). At each layout: random
 ``get`` and ``get_many`` (1,000 keys a call; RocksDB: ``Rdict.get(list)``) of present keys and of
-absent keys, warm (after one untimed pass), and the first ``--cold`` gets after a reopen; and a
+absent keys, warm (after one untimed pass over the same keys), of present keys asked for the
+first time at the layout ("fresh": a new random set per run and side, so no block a timed pass
+reads was cached by the one before it), and the first ``--cold`` gets after a reopen; and a
 full scan (ours ``scan_arrow``, RocksDB its iterator). Figures are CPU per key (the calling
 thread's ``time.thread_time``; both engines answer on that thread), the median of ``--reps``
 runs, ours and RocksDB alternating, with the load average at each layout; default options on
@@ -104,6 +107,12 @@ def main() -> None:
     want = [values[i] for i in pick]
     absent = [bytes(k) for k in rng.integers(0, 256, (args.gets, 16), dtype=np.uint8)]
     cold_keys = [keys[i] for i in rng.integers(0, len(keys), args.cold)]
+    # keys asked for the first time at a layout, a set per rep and side (blocks not cached yet:
+    # "warm" repeats its keys, so a cache that holds what one pass reads answers the next)
+    fresh_picks = [
+        [rng.integers(0, len(keys), args.gets) for _ in range(2 * args.reps)]
+        for _ in args.layouts.split(",")
+    ]
     cold_want = dict(zip(keys, values, strict=True))
     cold_want_l = [cold_want[k] for k in cold_keys]
     del cold_want
@@ -164,7 +173,13 @@ def main() -> None:
             db.close()
             t0 = time.perf_counter()
             run_compaction_once(
-                "db", store, CompactorOptions(l0_trigger=1, poll_interval=timedelta(seconds=1))
+                "db",
+                store,
+                CompactorOptions(
+                    l0_trigger=1,
+                    poll_interval=timedelta(seconds=1),
+                    block_size=dbo.block_size,  # the compactor's own option: the same blocks
+                ),
             )
             print(f"(ours compacted in {time.perf_counter() - t0:.0f} s)")
             db = Db.open("db", store, options=dbo)
@@ -195,6 +210,25 @@ def main() -> None:
         for op, o, r, ks in tests:
             a, b = best(args.reps, len(ks), o, r)
             row(layout, op, a, b)
+        picks = fresh_picks[args.layouts.split(",").index(layout)]
+        for op, is_many in (("get present fresh", False), ("get_many present fresh", True)):
+            fo: list[float] = []
+            fr: list[float] = []
+            for rep in range(args.reps):
+                for pick, getter, out in (
+                    (picks[2 * rep], db.get_many if is_many else None, fo),
+                    (picks[2 * rep + 1], rdb.get if is_many else None, fr),
+                ):
+                    ks_ = [keys[i] for i in pick]
+                    exp = cast(list[bytes | None], [values[i] for i in pick])
+                    mine = out is fo
+                    t0 = clock()
+                    if getter is not None:
+                        many(getter, ks_, exp)
+                    else:
+                        (ours_get if mine else rocks_get)(ks_, exp)()
+                    out.append((clock() - t0) / len(ks_) * 1e6)
+            row(layout, op, statistics.median(fo), statistics.median(fr))
         # the first gets after a reopen: a fresh cache on both sides (the OS page cache is warm)
         for op, getter_name in (
             ("get first 10k reopen", "get"),

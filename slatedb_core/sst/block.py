@@ -21,7 +21,6 @@ from slatedb_core.errors import CorruptionError
 from slatedb_core.sst.decode import decode_blocks
 from slatedb_core.sst.decode_fixed import decode_fixed
 from slatedb_core.sst.format import CRC_LEN, ENTRY_SCHEMA, MAX_BLOCK_BYTES, U32, decompress
-from slatedb_core.sst.raw_block import RawBlock
 from slatedb_core.store.checksum import crc32
 
 _NO_TS = np.iinfo(np.int64).min
@@ -231,22 +230,6 @@ def decode_group(
     raw_buf = pa.py_buffer(b"".join(pieces)) if codec else group
     del pieces  # joined: not held while the rows decode
     return _blocks_of(name, raw_buf, spans, first, sorted_keys, now_ms)
-
-
-def decode_raw(name: str, raws: list[RawBlock], sorted_keys: bool, now_ms: int) -> list[Block]:
-    """Neighbouring blocks from their uncompressed bytes (cached
-    :class:`~slatedb_core.sst.raw_block.RawBlock`s: a point lookup's), decoded together as
-    :func:`decode_group` decodes a GET's blocks."""
-    if len(raws) == 1:
-        r = raws[0]
-        return _blocks_of(name, pa.py_buffer(r.data), [(0, r.end)], r.b, sorted_keys, now_ms)
-    spans = []
-    pos = 0
-    for r in raws:
-        spans.append((pos, pos + r.end))
-        pos += r.end
-    joined = pa.py_buffer(b"".join(memoryview(r.data)[: r.end] for r in raws))
-    return _blocks_of(name, joined, spans, raws[0].b, sorted_keys, now_ms)
 
 
 def _blocks_of(

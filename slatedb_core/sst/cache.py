@@ -144,6 +144,12 @@ class BlockCache:
             items[key] = (block, size)
             self._size += size
 
+    def peek(self, path: str, block_index: int) -> Sized | None:
+        """The cached block or None, without counting a hit or a miss or touching its
+        eviction order (a scan looks before it decides whether to use it)."""
+        item = self._items.get((path, block_index))
+        return None if item is None else item[0]
+
     def contains(self, path: str, block_index: int) -> bool:
         """Membership without touching LRU order or the hit counters (used to plan read-ahead)."""
         with self._lock:

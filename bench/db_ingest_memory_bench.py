@@ -17,8 +17,13 @@ right after the imports (the interpreter + pyarrow floor both sides pay). Peak =
 the two. Prints figures side by side with the load average; asserts nothing. The goal is a peak
 of at most 512 MiB at 10M rows.
 
+``--malloc-threshold BYTES`` adds a third engine, ``ours-mt``: ours with
+``DbOptions(glibc_malloc_threshold_bytes=BYTES)`` (the opt-in glibc mmap/trim thresholds,
+:mod:`slatedb_core.writer.malloc_tuning`).
+
 Usage: python bench/db_ingest_memory_bench.py [--rows 1000000,10000000] [--rounds 1]
                                              [--mode arrow|put] [--chunk 100000] [--trace]
+                                             [--malloc-threshold 1048576]
 """
 
 from __future__ import annotations
@@ -87,7 +92,9 @@ def _tracer(stop: threading.Event, t0: float, state: object) -> None:
         )
 
 
-def child(engine: str, d: str, rows: int, mode: str, chunk: int, seed: int, trace: bool) -> None:
+def child(
+    engine: str, d: str, rows: int, mode: str, chunk: int, seed: int, trace: bool, mt: int | None
+) -> None:
     import numpy as np
     import pyarrow as pa
 
@@ -96,7 +103,7 @@ def child(engine: str, d: str, rows: int, mode: str, chunk: int, seed: int, trac
     rng = np.random.default_rng(seed)
     stop = threading.Event()
     t0 = time.perf_counter()
-    if engine == "ours":
+    if engine in ("ours", "ours-mt"):
         from slatedb_core.options import CompactorOptions, DbOptions
         from slatedb_core.store.url import open_store
         from slatedb_core.writer.db import Db
@@ -104,9 +111,11 @@ def child(engine: str, d: str, rows: int, mode: str, chunk: int, seed: int, trac
 
         floor = rss_of("self")
         hooks = WriterHooks()
-        db = Db.open(
-            "db", open_store(f"file://{d}"), DbOptions(compactor=CompactorOptions()), hooks=hooks
+        options = DbOptions(
+            compactor=CompactorOptions(),
+            glibc_malloc_threshold_bytes=mt if engine == "ours-mt" else None,
         )
+        db = Db.open("db", open_store(f"file://{d}"), options, hooks=hooks)
         if trace:
             threading.Thread(target=_tracer, args=(stop, t0, hooks), daemon=True).start()
         cpu0 = cpu_s()
@@ -209,14 +218,18 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--mode", choices=("arrow", "put"), default="arrow")
     ap.add_argument("--chunk", type=int, default=100_000)
-    ap.add_argument("--only", choices=("ours", "rocks"))
+    ap.add_argument("--only", choices=("ours", "ours-mt", "rocks"))
+    ap.add_argument("--malloc-threshold", type=int, help="also run ours-mt with this threshold")
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--child", choices=("ours", "rocks"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("ours", "ours-mt", "rocks"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.dir, int(args.rows), args.mode, args.chunk, args.seed, args.trace)
+        mt = args.malloc_threshold
+        child(
+            args.child, args.dir, int(args.rows), args.mode, args.chunk, args.seed, args.trace, mt
+        )
         return
     import importlib.metadata as md
 
@@ -226,7 +239,8 @@ def main() -> None:
         f"goal: ours <= {GOAL / MiB:.0f} MiB",
         flush=True,
     )
-    engines = [e for e in ("ours", "rocks") if args.only in (None, e)]
+    names = ("ours", "ours-mt", "rocks") if args.malloc_threshold else ("ours", "rocks")
+    engines = [e for e in names if args.only in (None, e)]
     for rows in (int(r) for r in args.rows.split(",")):
         peaks: dict[str, list[float]] = {e: [] for e in engines}
         print(f"## {rows:,} rows", flush=True)
@@ -251,19 +265,26 @@ def main() -> None:
                             str(args.seed),
                         ]
                         + (["--trace"] if args.trace else [])
+                        + (
+                            ["--malloc-threshold", str(args.malloc_threshold)]
+                            if args.malloc_threshold
+                            else []
+                        )
                     )
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
                 peaks[e].append(r["peak"])
                 print(line(e, r), flush=True)
-        if len(engines) == 2:
-            o, k = statistics.median(peaks["ours"]), statistics.median(peaks["rocks"])
-            print(
-                f"  -> {rows:,} rows: median peak ours {o / MiB:,.0f} MiB vs RocksDB "
-                f"{k / MiB:,.0f} MiB ({o / k:.2f}x); ours <= {GOAL / MiB:.0f} MiB: "
-                f"{'yes' if o <= GOAL else 'NO'}",
-                flush=True,
-            )
+        if "rocks" in engines:
+            k = statistics.median(peaks["rocks"])
+            for e in engines[:-1]:
+                o = statistics.median(peaks[e])
+                print(
+                    f"  -> {rows:,} rows: median peak {e} {o / MiB:,.0f} MiB vs RocksDB "
+                    f"{k / MiB:,.0f} MiB ({o / k:.2f}x); {e} <= {GOAL / MiB:.0f} MiB: "
+                    f"{'yes' if o <= GOAL else 'NO'}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -226,6 +226,14 @@ class DbOptions:
     """Run a compactor inside the writer's process with these options. None (the default): run
     one elsewhere (``Compactor``, ``admin.run_compaction_once``, the Dagster asset); without any,
     writes stall once L0 holds ``l0_max_ssts`` SSTs."""
+    glibc_malloc_threshold_bytes: int | None = None
+    """Opt-in, process-wide: when set, ``Db.open`` sets glibc's mmap and trim thresholds of the
+    whole process to this many bytes (``mallopt``; 128 KiB .. 32 MiB; ignored where the C
+    library is not glibc), so freed blocks of that size or more and free heap tops are
+    returned to the system instead of staying resident. Lowers a writer's peak memory for CPU
+    (10M-row ingest, 1 MiB: peak ~620 -> ~510 MiB, CPU ~+25%; bench/results/
+    db_ingest_memory.txt). None (the default): the allocator is left as the host set it
+    (:mod:`slatedb_core.writer.malloc_tuning`, docs/operations.md)."""
 
     def __post_init__(self) -> None:
         _check_fields(
@@ -260,6 +268,13 @@ class DbOptions:
         check_merge_operator_spec("merge_operator", self.merge_operator)
         # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)
+        if self.glibc_malloc_threshold_bytes is not None:
+            v = self.glibc_malloc_threshold_bytes
+            _set(
+                self,
+                "glibc_malloc_threshold_bytes",
+                check_int("glibc_malloc_threshold_bytes", v, lo=128 * KiB, hi=32 * MiB),
+            )
 
 
 class CheckpointScope(enum.Enum):

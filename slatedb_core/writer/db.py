@@ -79,6 +79,7 @@ from slatedb_core.options import (
 )
 from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.wal.flusher import WalFlusher
+from slatedb_core.writer import malloc_tuning
 from slatedb_core.writer.batch import WriteBatch
 from slatedb_core.writer.engine import WriterEngine
 from slatedb_core.writer.hooks import WriterHooks
@@ -149,6 +150,8 @@ class Db:
             if_manifest_id = check_int("if_manifest_id", if_manifest_id, lo=1)
         options = options or DbOptions()
         merge_op = resolve_merge_operator(options.merge_operator)  # an unknown name: refused
+        if options.glibc_malloc_threshold_bytes is not None:
+            malloc_tuning.apply_glibc_malloc_threshold(options.glibc_malloc_threshold_bytes)
         hooks = hooks or WriterHooks()
         db = cls(path, store, options, hooks.flusher)
         db._merge_op = merge_op

@@ -618,8 +618,13 @@ class SstReader:
             # point lookup's RawBlock is read again with its neighbours instead: random lookups
             # leave one cached here and there, and decoding each short run between them on its
             # own cost a 4 KiB-block scan (SlateDB's default size) 8x a whole GET's decode.
-            if cache is not None and _decoded(cache.peek(path, b)):
-                yield b, cast(Block, cache.get(path, b))
+            # The block looked at is the one yielded: another thread may evict it, or put a
+            # lookup's RawBlock over it, before the get that counts the hit (review 52).
+            hit = cache.peek(path, b) if cache is not None else None
+            if _decoded(hit):
+                assert cache is not None
+                cache.get(path, b, count_miss=False)  # a hit: referenced, counted
+                yield b, cast(Block, hit)
                 b += 1
                 continue
             stop = b + 1  # extend the GET over following blocks not cached decoded either

@@ -19,18 +19,38 @@ def metadata_start(info: SstInfo) -> int:
 
 
 def get_range(
-    store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True
+    store: ObjectStore,
+    path: str,
+    start: int,
+    end: int,
+    *,
+    known_size: bool = True,
+    opening: bool = False,
 ) -> pa.Buffer:
-    """Bytes [start, end) of an object; a short object is corruption, not a transient failure."""
-    return pa.py_buffer(get_range_bytes(store, path, start, end, known_size=known_size))
+    """Bytes [start, end) of an object; a short object is corruption, not a transient failure.
+    ``opening``: a ranged ``get`` (a local store checks every component of the path) instead
+    of ``read_range``, whose held read checks only the file's name (an SST's open: the blocks
+    read later come from the file it found, slatedb_core/store/local_root.py)."""
+    return pa.py_buffer(
+        get_range_bytes(store, path, start, end, known_size=known_size, opening=opening)
+    )
 
 
 def get_range_bytes(
-    store: ObjectStore, path: str, start: int, end: int, *, known_size: bool = True
+    store: ObjectStore,
+    path: str,
+    start: int,
+    end: int,
+    *,
+    known_size: bool = True,
+    opening: bool = False,
 ) -> bytes:
     """:func:`get_range` as the store's ``bytes`` (a point lookup keeps and searches them)."""
     try:
-        data = store.read_range(path, start, end)
+        if opening:
+            data: bytes = store.get(path, byte_range=(start, end)).data
+        else:
+            data = store.read_range(path, start, end)
     except StoreError:
         if known_size:
             raise

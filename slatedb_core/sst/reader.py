@@ -238,7 +238,7 @@ class SstReader:
                 raise CorruptionError(
                     path, f"SstInfo metadata offset {start} is outside the {size}-byte object"
                 )
-            region = get_range(store, path, start, size, known_size=False)
+            region = get_range(store, path, start, size, known_size=False, opening=True)
             reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
             if not info_agrees(info, reader.info):
                 raise CorruptionError(
@@ -258,7 +258,7 @@ class SstReader:
         info_offset, _ = decode_footer(path, memoryview(region), size)
         if info_offset < start:
             start = info_offset
-            region = get_range(store, path, start, size)
+            region = get_range(store, path, start, size, opening=True)
         head = decode_sst_info(
             unseal(
                 0,
@@ -270,7 +270,10 @@ class SstReader:
         )
         meta_start = metadata_start(head)
         if 0 <= meta_start < start:
-            region = get_range(store, path, meta_start, start).to_pybytes() + region.to_pybytes()
+            region = (
+                get_range(store, path, meta_start, start, opening=True).to_pybytes()
+                + region.to_pybytes()
+            )
             region, start = pa.py_buffer(region), meta_start
         reader = cls(path, region, start, size, store=store, cache=cache, now_ms=now_ms)
         if info is not None and not info_agrees(info, reader.info):

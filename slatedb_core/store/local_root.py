@@ -48,8 +48,11 @@ costs ~1.7 us, a third of such a read). A file deleted, replaced or made a link 
 A directory above it renamed or swapped after it was opened is not, and that grants nothing: the
 descriptors held are the directories and the file the walk checked, inside the root when opened;
 someone who could rename a directory of the store could already replace its files, which the
-name check sees. The next read of the file's name in a fresh walk (:meth:`LocalRoot.read`, a
-listing, any other operation) sees the swap.
+name check sees. The next read of the file's name in a fresh walk sees the swap: a ranged
+:meth:`LocalRoot.read` checks every component, and a whole or suffix read, which walks afresh,
+lets a held file go that is not the one it found. Opening an SST does one of these
+(:meth:`slatedb_core.sst.reader.SstReader.open`), so its blocks come from the file whose index it
+read, never from a file its name held before a folder was moved aside (review 52).
 """
 
 from __future__ import annotations
@@ -341,6 +344,9 @@ class LocalRoot:
             finally:
                 self._held.unpin(held)
         fd, st = self.open_file(key)
+        # a fresh walk found the file its name holds now: a held file that is not it (its
+        # directory moved aside) must not serve the next point lookup (module doc)
+        self._held.forget_unless(key, (st.st_dev, st.st_ino))
         try:
             meta = object_meta(key, st)
             if unless_e_tag is not None and meta.e_tag == unless_e_tag:
@@ -585,6 +591,18 @@ class _HeldFiles:
             if self._items.get(held.key) is held:
                 del self._items[held.key]
             held.evicted = True
+
+    def forget_unless(self, key: str, file_id: tuple[int, int]) -> None:
+        """:meth:`forget` ``key`` unless the file held is ``file_id`` (device, inode): the one
+        a fresh walk of its name just found."""
+        with self._lock:
+            held = self._items.get(key)
+            if held is None or held.ids[-1] == file_id:
+                return
+            del self._items[key]
+            doomed = self._evict(held) is not None
+        if doomed:
+            held.close()
 
     def forget(self, key: str) -> None:
         with self._lock:

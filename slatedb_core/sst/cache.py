@@ -14,7 +14,8 @@ it was stored outlives one that was not.
 
 Admission (issue 42, goal 1): while the cache has room, every block a point lookup reads is kept.
 Once it is full, a block read by a point lookup is kept at its second miss among the last misses
-the cache remembers (as many keys as it holds entries, keys only): past the cache, where most
+the cache remembers (keys only: as many as blocks of the missed one's size it would hold, at least
+as many as it holds, at most :data:`_MISSED_MAX`): past the cache, where most
 blocks are read once before they would be evicted, keeping each one cost a fresh allocation the
 size of the block and an eviction per read (the block's memory then cold in the CPU's caches),
 ~5 us of a ~30 us lookup. A block read twice while remembered is kept, so a working set that
@@ -33,6 +34,9 @@ from typing import Protocol, cast
 
 from slatedb_core.errors import InvalidArgument
 from slatedb_core.store.engine_counters import register_cache, retire_cache
+
+_MISSED_MAX = 1 << 18
+"""The most misses a full cache remembers for admission (~100 bytes each)."""
 
 
 class Sized(Protocol):
@@ -123,7 +127,11 @@ class BlockCache:
                         del missed[key]
                     else:  # remembered only
                         missed[key] = None
-                        while len(missed) > max(len(items), 1):
+                        # as many as blocks of this size the cache would hold, at least as
+                        # many as it holds: a round of lookups over blocks that fit is seen
+                        # twice, whatever larger blocks filled it (review 52)
+                        remember = min(max(len(items), self.capacity_bytes // size, 1), _MISSED_MAX)
+                        while len(missed) > remember:
                             missed.popitem(last=False)
                         return
             referenced = self._referenced

@@ -7,16 +7,13 @@ the blocks looked up (a cache filled with 64 KiB blocks, or decoded blocks from 
 filled it, then lookups of 4 KiB blocks), fewer misses are remembered than the blocks that fit:
 lookups that go round a set of blocks that would fit (one key per block, in turn) never miss
 one twice within the memory, so none is ever kept and every lookup reads its block again, for
-ever. Before bdb7f1b the first round cached them all. No production path fills the cache with
-decoded blocks today and RawBlocks are all about one block size, so this needs SSTs of
-different block sizes: a performance cliff, not a wrong answer; left to the lead.
+ever. Before bdb7f1b the first round cached them all. A performance cliff, not a wrong
+answer: the cache now remembers as many misses as blocks of the missed one's size it would hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pytest
 
 from slatedb_core.sst import BlockCache
 
@@ -26,11 +23,6 @@ class Blob:
     nbytes: int
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 52: admission remembers as many misses as the cache holds entries, fewer "
-    "than the smaller blocks that fit (performance, not correctness)",
-)
 def test_a_round_of_lookups_over_blocks_that_fit_is_cached_after_a_few_rounds() -> None:
     cache = BlockCache(1000)
     cache.put("old", 0, Blob(500))  # two large blocks fill it (no longer read)

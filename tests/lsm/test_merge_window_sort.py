@@ -102,7 +102,7 @@ entry_st = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     sources=st.lists(
         st.tuples(
@@ -130,7 +130,7 @@ def test_merge_with_a_narrow_window_equals_the_model(
     assert rows_of(out) == model([d for d, _ in sources], drop)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     versions=st.lists(
         st.lists(st.tuples(st.integers(0, 40), entry_st), max_size=40), min_size=1, max_size=12
@@ -281,7 +281,7 @@ def test_a_round_of_one_repeated_key(window: int) -> None:
         assert rows_of(list(merge_sorted(srcs))) == [(b"same", 10, KIND_VALUE, b"0")]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     sources=st.lists(
         st.dictionaries(

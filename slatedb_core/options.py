@@ -231,7 +231,7 @@ class DbOptions:
     whole process to this many bytes (``mallopt``; 128 KiB .. 32 MiB; ignored where the C
     library is not glibc), so freed blocks of that size or more and free heap tops are
     returned to the system instead of staying resident. Lowers a writer's peak memory for CPU
-    (10M-row ingest, 1 MiB: peak ~620 -> ~510 MiB, CPU ~+25%; bench/results/
+    (10M-row ingest, 1 MiB: median peak 623 -> 517 MiB, CPU +18%; bench/results/
     db_ingest_memory.txt). None (the default): the allocator is left as the host set it
     (:mod:`slatedb_core.writer.malloc_tuning`, docs/operations.md)."""
 

@@ -23,7 +23,7 @@ from slatedb_core.keys import KeyRange
 from slatedb_core.lsm.dbstate import SstHandle, resolve_sst_path
 from slatedb_core.lsm.row_model import ROW_SCHEMA
 from slatedb_core.manifest.model import Manifest, SstView
-from slatedb_core.sst.block import Block
+from slatedb_core.sst.block import Block, rows_in
 from slatedb_core.sst.reader import SstReader
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -103,8 +103,7 @@ def sst_rows(
     b1 = n if end is None else bisect.bisect_left(keys, end)
     run: list[Block] = []  # whole, timestamp-less neighbouring blocks of one decoded group
     for b, block in reader.blocks(b0, b1, readahead):
-        lo = block.lower_bound(start) if start is not None and b == b0 else 0
-        hi = block.lower_bound(end) if end is not None and b == b1 - 1 else block.n
+        lo, hi = rows_in(block, b, b0, b1, start, end)
         if hi <= lo:
             continue
         stamped = _stamped(block)

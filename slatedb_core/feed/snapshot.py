@@ -28,7 +28,7 @@ from slatedb_core.lsm.iterators import merge_sorted, newest_versions
 from slatedb_core.lsm.merge_operator import MergeOperator
 from slatedb_core.lsm.row_model import ROW_SCHEMA
 from slatedb_core.manifest.model import Manifest, SstView
-from slatedb_core.sst.block import Block, flagged_pieces
+from slatedb_core.sst.block import Block, flagged_pieces, rows_in
 from slatedb_core.sst.reader import SstScan
 from slatedb_core.store.objectstore import ObjectStore
 
@@ -105,8 +105,7 @@ def _scan(h: SstHandle, start: bytes | None, seen: _Expiries) -> Iterable[pa.Rec
     def blocks() -> Iterator[tuple[int, Block]]:
         for b, block in reader.blocks(b0, b1):
             if block.has_expire:
-                lo = block.lower_bound(lo_key) if lo_key is not None and b == b0 else 0
-                hi = block.lower_bound(hi_key) if hi_key is not None and b == b1 - 1 else block.n
+                lo, hi = rows_in(block, b, b0, b1, lo_key, hi_key)
                 if hi > lo:
                     seen.add(block, lo, hi)
             yield b, block

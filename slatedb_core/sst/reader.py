@@ -483,7 +483,13 @@ class SstReader:
         # Only the first block can hold keys below ``start`` (every later block's index key, a
         # bound of its keys from below, is >= start) and only the last keys >= ``end``.
         yield from flagged_pieces(
-            self.name, self._blocks(b0, b1, fill_cache, ahead), b0, b1, lo_key, hi_key, groups
+            self.name,
+            self._blocks(b0, b1, fill_cache, ahead, groups),
+            b0,
+            b1,
+            lo_key,
+            hi_key,
+            groups,
         )
 
     def read_all(self, *, timestamps: bool = False) -> pa.Table:
@@ -537,8 +543,9 @@ class SstReader:
     def blocks(self, b0: int, b1: int, readahead: int | None = None) -> Iterator[tuple[int, Block]]:
         """Blocks ``b0..b1`` decoded at the reader's clock, not cached, ``readahead`` bytes per
         GET: for rewrites that carry every column of a row, timestamps included (compaction,
-        :mod:`slatedb_core.compactor.sources`)."""
-        return self._blocks(b0, b1, False, readahead)
+        :mod:`slatedb_core.compactor.sources`). Each Block may span several SST blocks (its
+        ``span``, one decode's): cut their rows with :func:`~slatedb_core.sst.block.rows_in`."""
+        return self._blocks(b0, b1, False, readahead, True)
 
     def _read(self, start: int, end: int) -> pa.Buffer:
         if self._whole is not None:
@@ -546,15 +553,18 @@ class SstReader:
         assert self._store is not None
         return get_range(self._store, self.name, start, end)
 
-    def _decode(self, b0: int, b1: int, buf: pa.Buffer) -> list[Block]:
+    def _decode(self, b0: int, b1: int, buf: pa.Buffer, whole: bool = False) -> list[Block]:
         """Blocks ``b0..`` of ``buf`` (the stored bytes of blocks ``b0..b1``), as many as
-        :func:`~slatedb_core.sst.block.decode_group` decodes at once (at least one)."""
+        :func:`~slatedb_core.sst.block.decode_group` decodes at once (at least one); with
+        ``whole``, as one Block spanning them (its ``span``)."""
         base = self._offs[b0]
         rel = [o - base for o in self._offs[b0 : b1 + 1]]
         now = self._now if self._now is not None else _NO_CLOCK
         try:
             try:
-                blocks = decode_group(self.name, buf, rel, b0, self._codec, not self.wal, now)
+                blocks = decode_group(
+                    self.name, buf, rel, b0, self._codec, not self.wal, now, whole
+                )
             except _DECODE_ERRORS as e:
                 raise CorruptionError(self.name, f"block {b0}+ is malformed: {e}") from None
         except CorruptionError:
@@ -562,8 +572,10 @@ class SstReader:
                 for b in range(b0, b1):
                     self._decode(b, b + 1, buf.slice(rel[b - b0], rel[b - b0 + 1] - rel[b - b0]))
             raise
-        for i, block in enumerate(blocks):
-            self._check_bounds(b0 + i, block)
+        b = b0
+        for block in blocks:
+            self._check_bounds(b, block)
+            b += block.span
         return blocks
 
     def _block(self, b: int) -> Block | RawBlock:
@@ -608,12 +620,33 @@ class SstReader:
             if block.first_seq().to_bytes(8, "big") != keys[b]:
                 raise CorruptionError(self.name, f"block {b} seqs disagree with the index")
             return
+        sub = block.sub_ends
+        if sub is not None:  # a group's blocks, each checked (in C) against its index keys
+            firsts, lasts = sub
+            n = len(firsts)
+            if any(map(operator.lt, firsts, keys[b : b + n])) or any(
+                map(operator.gt, lasts, keys[b + 1 : b + n + 1])
+            ):
+                for i in range(n):
+                    if firsts[i] < keys[b + i] or (
+                        b + i + 1 < len(keys) and lasts[i] > keys[b + i + 1]
+                    ):
+                        raise CorruptionError(
+                            self.name, f"block {b + i} keys disagree with the index"
+                        )
+            return
         first, last = block.ends()
         if first < keys[b] or (b + 1 < len(keys) and last > keys[b + 1]):
             raise CorruptionError(self.name, f"block {b} keys disagree with the index")
 
-    def _blocks(self, b0: int, b1: int, fill: bool, ra: int | None) -> Iterator[tuple[int, Block]]:
-        offs, cache, path, whole = self._offs, self._cache, self.name, self._whole is not None
+    def _blocks(
+        self, b0: int, b1: int, fill: bool, ra: int | None, groups: bool = False
+    ) -> Iterator[tuple[int, Block]]:
+        """``(b, block)`` for blocks ``b0..b1``: cached decoded ones as they are, the others read
+        (one GET per run of them) and decoded, cached with ``fill``. ``groups``: the blocks of
+        one decode come as one Block spanning them (``span``; never cached, never a WAL's)."""
+        offs, cache, path, in_memory = self._offs, self._cache, self.name, self._whole is not None
+        whole = groups and not fill and not self.wal
         budget, cap = (READAHEAD_START, READAHEAD_MAX) if ra is None else (ra, ra)
         b = b0
         while b < b1:
@@ -633,7 +666,7 @@ class SstReader:
             stop = b + 1  # extend the GET over following blocks not cached decoded either
             while (
                 stop < b1
-                and (whole or offs[stop + 1] - offs[b] <= budget)
+                and (in_memory or offs[stop + 1] - offs[b] <= budget)
                 and (cache is None or not _decoded(cache.peek(path, stop)))
             ):
                 stop += 1
@@ -642,18 +675,18 @@ class SstReader:
             start = offs[b]
             while b < stop:  # decoding stops at a decoded-bytes budget: go on from there
                 assert buf is not None
-                blocks = self._decode(b, stop, buf.slice(offs[b] - start))
-                if b + len(blocks) >= stop:
+                blocks = self._decode(b, stop, buf.slice(offs[b] - start), whole)
+                if b + sum(block.span for block in blocks) >= stop:
                     buf = None  # the GET's bytes: freed once decoded (keys and values are copies)
-                for i, block in enumerate(blocks):
+                for block in blocks:
                     if fill and cache is not None:
                         if self.wal:
                             block.searchable()
                         else:
                             block.point_table()
-                        cache.put(path, b + i, block)
-                    yield b + i, block
-                b += len(blocks)
+                        cache.put(path, b, block)
+                    yield b, block
+                    b += block.span
                 del blocks, block  # not held while the next blocks decode
 
 

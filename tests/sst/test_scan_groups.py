@@ -243,3 +243,22 @@ def test_damaged_blocks_decode_in_place_as_from_a_padded_copy(
         assert np.array_equal(in_place.kinds, padded.kinds)
     else:
         assert in_place == "error" and padded == "error", (in_place, padded)
+
+
+@pytest.mark.parametrize("shift", ["first", "last"])
+def test_a_block_of_a_group_that_disagrees_with_its_index_key_is_corruption(shift: str) -> None:
+    """A scan decodes a GET's blocks as one Block (issue 42: 4 KiB blocks); each block's first
+    and last key must still lie between its index keys, as the per-block check required: an
+    index key raised above block 5's first key (or lowered below block 4's last) names the
+    block."""
+    entries = [(b"k%03d" % i, 100, 0, b"v") for i in range(40)]
+    data, _ = encode_sst(batch_of(entries), SstOptions(block_size=1))
+    reader = SstReader.from_bytes(data, "t")
+    keys = list(reader.index_keys)
+    assert len(keys) == 40
+    keys[5] = b"k005\x00" if shift == "first" else b"k003\x00"
+    reader._index_keys = keys  # what a misplaced block looks like to the index check
+    with pytest.raises(CorruptionError, match="block [45] keys disagree with the index"):
+        list(reader.scan(groups=True))
+    with pytest.raises(CorruptionError, match="block [45] keys disagree with the index"):
+        list(reader.blocks(0, reader.block_count))

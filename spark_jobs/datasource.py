@@ -37,8 +37,8 @@ What each option does (docs/spark.md has the whole story):
 ``task_memory_bytes``  what a task may take in its Python worker (default 512 MiB, at least 4
                        MiB; spark_jobs.write_tasks.TASK_MEMORY_BYTES), whatever its rows. Write:
                        the task stages its rows in runs of a fifth of it (each run one more L0
-                       SST per shard). Read: it scans in steps of an eighth of it in SST bytes
-                       (spark_jobs.datasource_read)
+                       SST per shard). Read: its scan holds a sixteenth of it in SST bytes
+                       fetched at once (spark_jobs.datasource_read)
 ``run_bytes``          write: input bytes a task sorts at once (default: ``task_memory_bytes / 5``)
 ``ttl_column``         write: an integer column, each row's TTL in ms (SlateDB RFC 0003: the row
                        stores ``expire_ts`` = the write's time + TTL); null: ``ttl``, else none

@@ -54,13 +54,18 @@ source fetches ahead of the merge with GETs doubling up to 8 MiB, every fetched 
 held raw and decoded (about 4x larger) until the merge moves past it, and Arrow's pool (mimalloc)
 keeps what was freed: a read of 5 overlapping L0 SSTs of 80k rows each grew its worker by 147
 MiB, and an uncompacted shard of many L0 SSTs (an ingest adds one per input partition and run)
-took hundreds of MiB whatever the batch size. The task therefore scans its range in steps of
-about ``task_memory_bytes /`` :data:`READ_MEMORY_FACTOR` bytes of SSTs (cut with
-:func:`spark_jobs.read.size_cuts`, as the partitions are), each a scan of its own whose fetches
-start small again (a source's largest GET stays about half its share of a step). Between two steps
-Arrow's unused memory is handed back once the worker has grown past half of ``task_memory_bytes``
-since the partition's first step: below that the next step reuses what the pool keeps (handing it
-back at every step made the next one fault it in again: twice the read's system time).
+took hundreds of MiB whatever the batch size. The task's scan therefore holds about
+``task_memory_bytes /`` :data:`READ_MEMORY_FACTOR` bytes of SSTs fetched at once, whatever its
+range (:meth:`DbReader.scan_arrow <slatedb_core.DbReader.scan_arrow>`'s ``read_budget``): each
+source's GETs are that over the number of sources, from the first GET on. (Until 2026-11-30 a
+task scanned its range in steps of that many bytes of SSTs, each a scan of its own whose sources
+started again with small GETs and its SSTs' readers again: 32 scans for the 16 partitions of a
+10M-row uncompacted table instead of 16, ~15% more CPU, for about the same memory.)
+
+Order: a partition's rows come in no particular order (Spark asks for none): the scan skips
+the gather of a merge round's rows in key order wherever the round's keys are each in one source
+(``ordered=False``, :func:`slatedb_core.lsm.iterators.merge_sorted`); a key in several sources
+(newer versions, tombstones) is still resolved to its newest version.
 
 Columns: ``key binary, value binary``; or, when the table records how its values hold columns
 (:attr:`Table.value_encoding <slatedb_core.Table.value_encoding>`), ``key binary`` and those
@@ -74,9 +79,7 @@ may have recorded other columns. A query whose columns are not those of the snap
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -108,7 +111,7 @@ from spark_jobs.datasource_options import check_option_names
 from spark_jobs.read import shard_manifest, size_cuts
 from spark_jobs.read_filters import KEY_COLUMN, KeySelection, select_keys
 from spark_jobs.read_values import decode_values, value_schema
-from spark_jobs.write_tasks import TASK_MEMORY_BYTES, check_task_memory, release_unused_memory
+from spark_jobs.write_tasks import TASK_MEMORY_BYTES, check_task_memory
 
 __all__ = [
     "POINTS_PER_PARTITION",
@@ -128,16 +131,13 @@ KEY_TYPES = ("binary", "string")
 POINTS_PER_PARTITION = 100_000
 """Exact keys (``=``/``IN``) looked up by one task."""
 
-READ_MEMORY_FACTOR = 8
-"""``task_memory_bytes`` over the bytes of SSTs a read step covers (see "Memory" in the module
-doc): each source's largest GET is about half its share of a step, held raw and decoded (~5x
-the GET), plus the merge's output batches, the SSTs' indexes and filters, and what the
-allocators keep (measured outside Spark, 400k rows in 2 L0 SSTs, after a first scan: 139 MiB
-in one scan, 35 MiB in steps of 8 MB; tests/spark/test_worker_memory.py: 147 MiB in one scan
-of 5 L0 SSTs, within 64 MiB in steps)."""
-MAX_READ_STEPS = 4096
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-"""The most steps one partition's range is scanned in."""
+READ_MEMORY_FACTOR = 16
+"""``task_memory_bytes`` over the bytes of SSTs a task's scan holds fetched at once (its
+``read_budget``; see "Memory" in the module doc): each GET is held raw and decoded, plus the
+merge's buffered rows and output batches, the SSTs' indexes and filters, and what the allocators
+keep (the 10M-row uncompacted table of bench/spark_read_bench.py, 16 sources per partition, at
+the default 512 MiB: a worker ~180-220 MiB over its start; tests/spark/test_worker_memory.py:
+147 MiB in one scan of 5 L0 SSTs with GETs up to 8 MiB, within 64 MiB with the budget)."""
 
 READ_OPTIONS = frozenset(
     {"url", "path", "checkpoint", "key_type", "wal_url", "merge_operator"}
@@ -174,8 +174,8 @@ class ReadOptions:
         check_task_memory("option 'task_memory_bytes'", self.task_memory_bytes)
 
     @property
-    def step_bytes(self) -> int:
-        """Bytes of SSTs a task scans in one step (see "Memory" in the module doc)."""
+    def read_budget(self) -> int:
+        """Bytes of SSTs a task's scan holds fetched at once (see "Memory" in the module doc)."""
         return max(1, self.task_memory_bytes // READ_MEMORY_FACTOR)
 
     def reader_options(self, mode: ReaderMode | None = None) -> DbReaderOptions:
@@ -318,14 +318,6 @@ class ShardRead:
     checkpoint: str
     key_range: KeyRange
     points: tuple[bytes, ...] | None = None
-    steps: tuple[bytes, ...] = ()
-    """Keys strictly inside ``key_range`` where the scan ends and a new one starts (see "Memory"
-    in the module doc)."""
-
-    def step_ranges(self) -> list[KeyRange]:
-        """``key_range`` cut at :attr:`steps`, in order."""
-        bounds = [self.key_range.start, *self.steps, self.key_range.end]
-        return [KeyRange(a, b) for a, b in itertools.pairwise(bounds)]
 
 
 class SlateDBPartition(InputPartition):
@@ -363,9 +355,7 @@ def plan_reads(
             continue
         manifest = shard_manifest(store, shard.db_path, cid)
         for r in size_cuts(manifest, rng, opts.partition_bytes, opts.max_partitions_per_shard):
-            steps = size_cuts(manifest, r, opts.step_bytes, MAX_READ_STEPS)
-            cuts = tuple(s.start for s in steps[1:] if s.start is not None)
-            out.append((ShardRead(shard.db_path, str(cid), r, steps=cuts),))
+            out.append((ShardRead(shard.db_path, str(cid), r),))
     if pending:
         out.append(tuple(pending))
     return out
@@ -418,7 +408,7 @@ class SlateDBReader(DataSourceReader):
             partition,
             self.options.batch_size,
             self.options.reader_options(ReaderMode.CHECKPOINT),
-            release_above=self.options.task_memory_bytes // 2,
+            read_budget=self.options.read_budget,
         ):
             if self.options.key_type == "string":
                 batch = _keys_as_text(batch)
@@ -485,14 +475,13 @@ def read_partition(
     partition: SlateDBPartition,
     batch_size: int,
     options: DbReaderOptions | None = None,
-    release_above: int | None = None,
+    read_budget: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The stored ``(key, value)`` rows of ``partition``, as non-empty Arrow batches: exact keys
-    by point lookups, ranges by a scan of the range only, each shard at its checkpoint.
-    ``options``: the shard readers' (WAL store, merge operator); the mode is CHECKPOINT.
-    ``release_above``: between two steps of a range, Arrow's unused memory is handed back only
-    when this process has grown more than this many bytes since the range's first step (None:
-    between every two steps); see "Memory" in the module doc."""
+    """The stored ``(key, value)`` rows of ``partition``, as non-empty Arrow batches, in no
+    particular order: exact keys by point lookups, ranges by a scan of the range only, each shard
+    at its checkpoint. ``options``: the shard readers' (WAL store, merge operator); the mode is
+    CHECKPOINT. ``read_budget``: the bytes of SSTs a scan holds fetched at once (None: each
+    source's GETs double up to 8 MiB); see "Memory" in the module doc."""
     options = dataclasses.replace(options or DbReaderOptions(), mode=ReaderMode.CHECKPOINT)
     for r in partition.reads:
         reader = DbReader.open(r.db_path, store, uuid.UUID(r.checkpoint), options)
@@ -507,20 +496,9 @@ def read_partition(
                         ["key", "value"],
                     )
                 continue
-            base = _rss_bytes()
-            for i, step in enumerate(r.step_ranges()):
-                if i and (release_above is None or _rss_bytes() - base > release_above):
-                    release_unused_memory()  # the last step's fetched groups are garbage
-                for b in reader.scan_arrow(step.start, step.end, batch_size):
-                    if b.num_rows:
-                        yield b
-
-
-def _rss_bytes() -> int:
-    """This process's resident memory in bytes (0 where /proc is not there: then every step
-    past a threshold of 0 or more is taken as within it)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
+            rng = r.key_range
+            for b in reader.scan_arrow(
+                rng.start, rng.end, batch_size, read_budget=read_budget, ordered=False
+            ):
+                if b.num_rows:
+                    yield b

@@ -525,23 +525,42 @@ class DbState:
                     return e[2] if e[1] == KIND_VALUE else self._resolved(key, e)
         return None
 
-    def sources(self, start: bytes | None, end: bytes | None) -> list[Iterable[pa.RecordBatch]]:
+    def sources(
+        self, start: bytes | None, end: bytes | None, *, readahead: int | None = None
+    ) -> list[Iterable[pa.RecordBatch]]:
+        """The scan's sources, newest first: the memtables', then each L0 view's and each sorted
+        run's, these reading ``readahead`` bytes per GET (None: the SST reader's ramp)."""
         out: list[Iterable[pa.RecordBatch]] = [_stacked(self.memtable, start, end)]
         out += [_stacked(imm, start, end) for imm in self.imm]
-        out += [newest_versions(h.scan(start, end), keep_operands=True) for h in self.l0]
-        out += [newest_versions(run.scan(start, end), keep_operands=True) for run in self.runs]
+        out += [
+            newest_versions(h.scan(start, end, readahead=readahead), keep_operands=True)
+            for h in self.l0
+        ]
+        out += [
+            newest_versions(run.scan(start, end, readahead=readahead), keep_operands=True)
+            for run in self.runs
+        ]
         return out
 
     def scan(
-        self, start: bytes | None, end: bytes | None, batch_size: int = 65536
+        self,
+        start: bytes | None,
+        end: bytes | None,
+        batch_size: int = 65536,
+        *,
+        readahead: int | None = None,
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """ENTRY_SCHEMA batches in key order, newest version per key (merge operands folded),
-        tombstones dropped."""
+        tombstones dropped. ``readahead``: bytes per GET of each SST source (:meth:`sources`);
+        ``ordered=False``: the same rows, not in key order
+        (:func:`~slatedb_core.lsm.iterators.merge_sorted`)."""
         return merge_sorted(
-            self.sources(start, end),
+            self.sources(start, end, readahead=readahead),
             drop_tombstones=True,
             batch_size=batch_size,
             merge_operator=self.merge_operator,
+            ordered=ordered,
         )
 
 

@@ -57,6 +57,10 @@ _WINDOW_BYTES = 8
 # row once the round outgrows the CPU's caches (measured: 16 sources of 16 B keys + 100 B values,
 # 64k-row rounds ~8 ns/row, 1M-row rounds ~20 ns/row).
 _ROUND_ROWS = 65536
+# An unordered merge (merge_sorted's ordered=False) hands its rounds' pieces on as they are,
+# gluing (copying) only those under batch_size / this: a round of 16 sources' pieces glued into
+# full batches copied every row once more (~10% of a Spark read's scan CPU).
+_UNORDERED_SMALLEST = 8
 
 
 def key_reader(keys: pa.Array) -> Callable[[int], bytes]:
@@ -349,6 +353,7 @@ def merge_sorted(
     drop_tombstones: bool = True,
     batch_size: int = 65536,
     merge_operator: MergeOperator | None = None,
+    ordered: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Merge key-sorted ENTRY_SCHEMA streams given NEWEST FIRST into one key-unique stream.
 
@@ -363,18 +368,33 @@ def merge_sorted(
     :func:`~slatedb_core.lsm.merge_operator.resolve`); without ``merge_operator`` that raises
     :class:`~slatedb_core.errors.MergeOperatorMissing` naming the key, as SlateDB's scan does.
     Rounds without operands take the vectorised newest-wins path unchanged.
+
+    ``ordered=False`` (a read that needs every live row once, in no particular order, such as a
+    Spark partition; only with ``drop_tombstones``): the same rows, not in key order (the
+    rounds' key ranges come in order, the rows of one round in any order). A round whose keys are all
+    distinct and all values (no key in two sources: what a round's sort of key windows shows
+    when no two windows tie) is returned as its sources' pieces, skipping the gather of its rows
+    in key order; any other round (a key in several sources, tombstones, operands, windows that
+    tie) is merged in key order as before.
     """
     if batch_size <= 0:
         raise InvalidArgument("merge_sorted: batch_size must be positive")
-    return _rechunk(_merge(sources, drop_tombstones, merge_operator), batch_size)
+    if not ordered and not drop_tombstones:
+        raise InvalidArgument("merge_sorted: ordered=False needs drop_tombstones")
+    merged = _merge(sources, drop_tombstones, merge_operator, ordered)
+    if not ordered:  # a round's pieces come as they are: glue only the small ones
+        return _rechunk(merged, batch_size, max(1, batch_size // _UNORDERED_SMALLEST))
+    return _rechunk(merged, batch_size)
 
 
 def _merge(
     sources: Sequence[Iterable[pa.RecordBatch]],
     drop_tombstones: bool,
     op: MergeOperator | None = None,
+    ordered: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     live: list[_Source] = []
+    capped = True  # rounds end at about _ROUND_ROWS (see below)
     for src in sources:
         s = _Source(src)
         s.fill(_MIN_BUFFERED_ROWS)
@@ -397,15 +417,21 @@ def _merge(
         else:
             bound = min(s.last_key() for s in live)
             lead = live[lowest]
-            if lead.rows * len(live) > _ROUND_ROWS:
+            if capped and lead.rows * len(live) > _ROUND_ROWS:
                 # a round's rows fit the CPU's caches, where its random gather is cheap: end it
                 # at the lead source's share of _ROUND_ROWS (any bound at or above the lowest
-                # first key takes a row; below every last key, none is left unbuffered)
+                # first key takes a row; below every last key, none is left unbuffered). An
+                # unordered round gathers nothing (larger rounds hand on larger pieces) until
+                # one needs the ordered merge after all.
                 bound = min(bound, lead.key_at(_ROUND_ROWS // len(live)))
             for s in live:  # in source order, so the stable sort keeps the newest entry first
                 s.take(s.count(bound, "right"), pieces)
-            merged = _merge_pieces(pieces, drop_tombstones, op)
-            yield merged if drop_tombstones else _refuse_merges(merged)
+            capped = ordered or not _distinct_values(pieces)
+            if not capped:
+                yield from pieces  # each row the newest of its key, and live
+            else:
+                merged = _merge_pieces(pieces, drop_tombstones, op)
+                yield merged if drop_tombstones else _refuse_merges(merged)
         for s in live:
             if s.rows < _MIN_BUFFERED_ROWS:
                 s.fill(_MIN_BUFFERED_ROWS)
@@ -440,6 +466,45 @@ def _merge_pieces(
     return _gather(pieces, rows, skeys)
 
 
+def _distinct_values(pieces: list[pa.RecordBatch]) -> bool:
+    """Whether the round's rows are all values (no tombstone, no operand) and no two hold one
+    key: then every row is the newest of its key and lives (:func:`merge_sorted`'s
+    ``ordered=False``). Keys of one width only; the check sorts :data:`_WINDOW_BYTES` bytes of
+    each key (after the round's shared prefix) as integers and answers False where two
+    windows tie (equal keys or not: the caller then merges the round in key order)."""
+    for p in pieces:
+        kinds = p.column(2).to_numpy(zero_copy_only=False)
+        if len(kinds) and (int(kinds.min()) != KIND_VALUE or int(kinds.max()) != KIND_VALUE):
+            return False
+    skeys = sortable_keys([p.column(0) for p in pieces])
+    if skeys is None or len(skeys) == 0:
+        return False
+    width = skeys.dtype.itemsize
+    if sum(_data_bytes(p.column(0)) for p in pieces) != width * len(skeys):
+        return False  # padded keys of several widths: their windows are not the raw bytes
+    n = len(skeys)
+    mat = skeys.view(np.uint8).reshape(n, width)
+    lo, hi = _round_ends(mat, [p.num_rows for p in pieces])
+    common = next((j for j, (x, y) in enumerate(zip(lo, hi, strict=True)) if x != y), width)
+    # distinct windows are distinct keys (a window is bytes of its key); tied ones may not be
+    # (stable: timsort merges the pieces' sorted runs, about twice as fast as a quicksort)
+    ints = np.sort(
+        _window_ints(skeys, mat, common, min(_WINDOW_BYTES, width - common)), kind="stable"
+    )
+    return not bool((ints[1:] == ints[:-1]).any())
+
+
+def _round_ends(mat: npt.NDArray[np.uint8], sizes: list[int]) -> tuple[bytes, bytes]:
+    """The smallest first key and the largest last key of a round's sorted pieces (``sizes``:
+    their rows, in ``mat``'s rows): every key of the round lies between them."""
+    ends = np.cumsum(sizes)
+    starts = ends - np.asarray(sizes)
+    nonempty = starts < ends
+    lo = min(mat[i].tobytes() for i in starts[nonempty].tolist())
+    hi = max(mat[i].tobytes() for i in (ends[nonempty] - 1).tolist())
+    return lo, hi
+
+
 def _full_sort(skeys: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
     """The stable order of ``skeys`` (whole keys) and the first row of each key in it."""
     order = np.argsort(skeys, kind="stable")
@@ -462,11 +527,7 @@ def _window_order(
     if n == 0 or width == 0:
         return None
     mat = skeys.view(np.uint8).reshape(n, width)
-    ends = np.cumsum(sizes)
-    starts = ends - np.asarray(sizes)
-    nonempty = starts < ends
-    lo = min(mat[i].tobytes() for i in starts[nonempty].tolist())
-    hi = max(mat[i].tobytes() for i in (ends[nonempty] - 1).tolist())
+    lo, hi = _round_ends(mat, sizes)
     common = width
     for j, (x, y) in enumerate(zip(lo, hi, strict=True)):
         if x != y:
@@ -686,13 +747,16 @@ def _refuse_merges(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch
 
 
-def _rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
-    """Regroup into batches of ``size // 2`` to ``size`` rows (the last may hold fewer), copying
-    only to glue small pieces together: a large batch is cut into equal zero-copy slices (a
-    remainder glued to the next batch would copy up to ``size`` rows each time)."""
+def _rechunk(
+    batches: Iterable[pa.RecordBatch], size: int, least: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Regroup into batches of ``size // 2`` (or ``least``) to ``size`` rows (the last may hold
+    fewer), copying only to glue small pieces together: a large batch is cut into equal
+    zero-copy slices (a remainder glued to the next batch would copy up to ``size`` rows each
+    time)."""
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
-    half = max(1, size // 2)
+    half = max(1, size // 2) if least is None else least
     for b in batches:
         n = b.num_rows
         if n == 0:

@@ -113,6 +113,7 @@ from slatedb_core.options import (
 from slatedb_core.path_kind import refuse_table
 from slatedb_core.reader.refresh import Refresher
 from slatedb_core.reader.view import ReaderStats, View, as_key
+from slatedb_core.sst.reader import READAHEAD_MAX
 from slatedb_core.store.objectstore import ObjectStore, check_store, validate_relative_path
 
 log = logging.getLogger(__name__)
@@ -364,16 +365,36 @@ class DbReader:
         return iter_rows(self._scan_batches(start, end, 65536))
 
     def scan_arrow(
-        self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        batch_size: int = 65536,
+        *,
+        read_budget: int | None = None,
+        ordered: bool = True,
     ) -> pa.RecordBatchReader:
-        """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
+        """The same as :meth:`scan`, as Arrow record batches of (key, value).
+
+        ``ordered=False``: the same rows, not in key order (a reader that needs each live row
+        once, such as a Spark partition): rounds of the merge whose keys are in one source each
+        skip their gather in key order (:func:`~slatedb_core.lsm.iterators.merge_sorted`). Such
+        a scan cannot resume after a missing SST (see "Missing SSTs" in the module doc) once it
+        has returned rows: it raises :class:`SstMissing` instead.
+
+        ``read_budget``: about the bytes of SSTs the scan holds fetched at once, shared by the
+        SST sources it merges (each L0 view and each sorted run overlapping the range reads
+        ``read_budget`` / their number per GET, at least one block, at most the reader's
+        READAHEAD_MAX), from the first GET on. None: each source's GETs double from
+        READAHEAD_START to READAHEAD_MAX (for scans that may stop early)."""
         start, end = self._check_range(start, end)
         batch_size = check_int("batch_size", batch_size, lo=1)
+        if read_budget is not None:
+            read_budget = check_int("read_budget", read_budget, lo=1)
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,
             (
                 pa.RecordBatch.from_arrays([b.column(0), b.column(3)], schema=KV_SCHEMA)
-                for b in self._scan_batches(start, end, batch_size)
+                for b in self._scan_batches(start, end, batch_size, read_budget, ordered)
             ),
         )
 
@@ -397,9 +418,15 @@ class DbReader:
         return feed.changes(since)
 
     def _scan_batches(
-        self, start: bytes | None, end: bytes | None, batch_size: int
+        self,
+        start: bytes | None,
+        end: bytes | None,
+        batch_size: int,
+        read_budget: int | None = None,
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch]:
-        """Live ENTRY_SCHEMA batches; holds the state's checkpoint until closed or exhausted."""
+        """Live ENTRY_SCHEMA batches; holds the state's checkpoint until closed or exhausted.
+        ``read_budget``, ``ordered``: see :meth:`scan_arrow`."""
         if start is not None and end is not None and start >= end:
             return
         token = next(_scan_tokens)
@@ -409,16 +436,28 @@ class DbReader:
         try:
             resume = start
             retried = False
+            returned = False  # rows of an unordered scan were returned (it cannot resume)
             while True:
                 try:
-                    for b in view.state.scan(resume, end, batch_size=batch_size):
+                    ra = _readahead(view.state, resume, end, read_budget)
+                    rows = view.state.scan(
+                        resume, end, batch_size=batch_size, readahead=ra, ordered=ordered
+                    )
+                    for b in rows:
                         if b.num_rows:
-                            resume = b.column(0)[b.num_rows - 1].as_py() + b"\x00"
+                            if ordered:
+                                resume = b.column(0)[b.num_rows - 1].as_py() + b"\x00"
+                            else:
+                                returned = True
                             yield b
                     return
                 except ObjectNotFound as e:
                     if self._mode is ReaderMode.CHECKPOINT:
                         raise SstMissing(e.path, f"checkpoint {self._given_checkpoint}") from e
+                    if returned:
+                        raise SstMissing(
+                            e.path, "an unordered scan cannot resume after returning rows"
+                        ) from e
                     if retried:
                         raise SstMissing(
                             e.path, "still missing after reloading the manifest"
@@ -502,3 +541,15 @@ class DbReader:
 
 
 __all__ = ["DbReader", "ReaderClosed", "ReaderStats", "SstMissing"]
+
+
+def _readahead(
+    state: DbState, start: bytes | None, end: bytes | None, budget: int | None
+) -> int | None:
+    """Bytes per GET of each SST source of a scan of ``[start, end)`` of ``state`` sharing
+    ``budget`` (None: the SST reader's ramp); see :meth:`DbReader.scan_arrow`."""
+    if budget is None:
+        return None
+    rng = KeyRange(start, end)
+    n = len(state.runs) + sum(1 for h in state.l0 if not h.range.intersect(rng).is_empty())
+    return max(1, min(READAHEAD_MAX, budget // max(1, n)))

@@ -67,7 +67,8 @@ def test_an_ingest_task_stays_within_its_memory_setting(
 @pytest.mark.slow  # 400k rows through a Spark task: 7-46 s (issue 42, goal 3)
 def test_a_read_task_stays_within_its_memory_setting(spark: SparkSession, store_url: str) -> None:
     """Before, a task scanned its partition in one go: each of the shard's L0 SSTs fetched
-    ahead up to 8 MiB, held raw and decoded: this read of 5 L0 SSTs grew its worker 147 MiB."""
+    ahead up to 8 MiB, held raw and decoded: this read of 5 L0 SSTs grew its worker 147 MiB.
+    Now the scan's sources share a read budget of the setting / READ_MEMORY_FACTOR."""
     spark.dataSource.register(SlateDBDataSource)
     Table.create("t", open_store(store_url)).close()
     stats = ingest(rows(spark, ROWS), store_url, "t", value_column="value", run_bytes=10 * MiB)
@@ -103,7 +104,7 @@ def test_the_setting_is_checked(spark: SparkSession, store_url: str) -> None:
     for bad in ("1024", "-1", "x"):
         with pytest.raises(InvalidArgument, match="task_memory_bytes"):
             ReadOptions.parse({"url": store_url, "path": "t", "task_memory_bytes": bad})
-    assert ReadOptions.parse({"url": store_url, "path": "t"}).step_bytes > 0
+    assert ReadOptions.parse({"url": store_url, "path": "t"}).read_budget > 0
 
 
 def test_the_cli_checks_the_setting_before_spark(

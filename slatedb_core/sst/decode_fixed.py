@@ -182,12 +182,12 @@ def decode_fixed(raw: pa.Buffer, spans: list[tuple[int, int]]) -> Decoded | None
                 return None
         elif not all((_field(*at, c, "u1") == head[c]).all() for c in range(h)):
             return None
-        view = np.ndarray(
-            (nb, rows, width), dtype=np.uint8, buffer=raw, offset=first, strides=(step, width, 1)
-        )
         j = i + nb * rows
-        kmat[i:j].reshape(nb, rows, k)[...] = view[:, :, h : h + k]
-        vmat[i:j].reshape(nb, rows, v)[...] = view[:, :, h + k : s]
+        # keys and values copied as whole fixed-size items (a memcpy each: about twice as fast
+        # as numpy's byte-wise copy of a (rows, width) uint8 slice)
+        kmat[i:j].reshape(nb, rows, k).view(f"V{k}")[..., 0] = _field(*at, h, f"V{k}")
+        if v:
+            vmat[i:j].reshape(nb, rows, v).view(f"V{v}")[..., 0] = _field(*at, h + k, f"V{v}")
         seqs[i:j].reshape(nb, rows)[...] = _field(*at, s, ">u8")
         flags[i:j].reshape(nb, rows)[...] = _field(*at, s + 8, "u1")
         i = j

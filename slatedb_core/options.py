@@ -18,7 +18,7 @@ import math
 import numbers
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -173,10 +173,14 @@ class DbOptions:
     """A WAL flush happens early once this many bytes are buffered."""
     l0_sst_size_bytes: int = 64 * MiB
     """The memtable is frozen and flushed to an L0 SST at this size."""
-    memtable_memory_bytes: int = 128 * MiB
+    memtable_memory_bytes: int = 32 * MiB
     """The memtable is also frozen once it holds about this much memory (estimated resident
     bytes: a Python dict entry costs ~320 bytes beyond its key and value), so small entries do
-    not make a 64 MiB SST cost 200 MiB of RAM."""
+    not make a 64 MiB SST cost 200 MiB of RAM. With 16-byte keys and 100-byte values a memtable
+    of single puts freezes at ~75k rows (~9 MiB of L0 SST); a ``put_arrow`` batch larger than
+    that is one memtable. 32 MiB (128 before): a 10M-row ingest with the compactor peaked ~100
+    MiB lower for no more CPU (no merges of runs inside a memtable; bench/results/
+    db_ingest_memory.txt, issue 42 goal 3)."""
     max_unflushed_bytes: int = 128 * MiB
     """Writers block (backpressure) while frozen memtables not yet in L0 hold more than this much
     memory (estimated resident bytes)."""
@@ -358,9 +362,14 @@ class CompactorOptions:
     """Sorted runs within this size ratio of each other count as one tier."""
     max_sorted_runs: int = 12
     """Merge the smallest runs regardless of tiers once there are more than this many."""
-    block_size: int = 64 * KiB
-    bloom_bits_per_key: int = 10
-    compression: str = "none"
+    block_size: int | None = None
+    """The data block size of the SSTs compactions write. None: the writer's
+    ``DbOptions.block_size`` for the compactor a writer runs (``DbOptions.compactor``: its L0
+    and compacted SSTs then have the same blocks), else ``DbOptions``' default (64 KiB)."""
+    bloom_bits_per_key: int | None = None
+    """As ``block_size``, for the bloom filters' bits per key."""
+    compression: str | None = None
+    """As ``block_size``, for the blocks' compression."""
     read_budget_bytes: int = 16 * MiB
     """The bytes one compaction reads ahead over all its sources at once: each source's GETs are
     this divided by the number of sources, kept between 1 MiB (fewer bytes per GET costs many
@@ -383,13 +392,45 @@ class CompactorOptions:
                 "max_sst_size_bytes": (1, None),
                 "min_merge_width": (2, None),
                 "max_sorted_runs": (1, None),
-                "block_size": (1, MAX_BLOCK_SIZE),
-                "bloom_bits_per_key": (0, None),
                 "read_budget_bytes": (1, None),
             },
         )
+        for name, bounds in (
+            ("block_size", (1, MAX_BLOCK_SIZE)),
+            ("bloom_bits_per_key", (0, None)),
+        ):
+            if getattr(self, name) is not None:
+                _check_fields(self, ints={name: bounds})
         _set(self, "size_ratio", check_number("size_ratio", self.size_ratio, lo=1))
-        check_choice("compression", self.compression, COMPRESSIONS)
+        if self.compression is not None:
+            check_choice("compression", self.compression, COMPRESSIONS)
+
+    def sst_fields(self) -> tuple[int, int, str]:
+        """``(block_size, bloom_bits_per_key, compression)`` of the SSTs compactions write: the
+        ones set, ``DbOptions``' defaults for the others."""
+        return (
+            DbOptions.block_size if self.block_size is None else self.block_size,
+            DbOptions.bloom_bits_per_key
+            if self.bloom_bits_per_key is None
+            else self.bloom_bits_per_key,
+            DbOptions.compression if self.compression is None else self.compression,
+        )
+
+    def for_writer(self, db: DbOptions) -> CompactorOptions:
+        """These options for the compactor the writer with options ``db`` runs: what they leave
+        unset (None) is the writer's, so its compactions write SSTs as its flushes do and fold
+        merge operands with its operator (issue 38)."""
+        return replace(
+            self,
+            merge_operator=db.merge_operator
+            if self.merge_operator is None
+            else self.merge_operator,
+            block_size=db.block_size if self.block_size is None else self.block_size,
+            bloom_bits_per_key=db.bloom_bits_per_key
+            if self.bloom_bits_per_key is None
+            else self.bloom_bits_per_key,
+            compression=db.compression if self.compression is None else self.compression,
+        )
 
 
 class ReaderMode(enum.Enum):

@@ -203,7 +203,7 @@ def execute_subcompaction(
         raise InvalidArgument(f"subcompaction {index} outside 0..{plan.subcompactions - 1}")
     started = time.monotonic()
     options = plan.options
-    sst_options = SstOptions(options.block_size, options.bloom_bits_per_key, options.compression)
+    sst_options = SstOptions(*options.sst_fields())
     records = CompactionsStore(store, plan.db_path, plan.compactor_epoch)
     rows_in = [0]
     merged = compaction_rows(

@@ -242,9 +242,7 @@ class CompactionExecutor:
         self.records = records
         self.options = options
         self.cancel = cancel
-        self.sst_options = SstOptions(
-            options.block_size, options.bloom_bits_per_key, options.compression
-        )
+        self.sst_options = SstOptions(*options.sst_fields())
         self._unclosed: list[tuple[CompactionRecord, Status, str | None]] = []
 
     def execute(self, plan: CompactionPlan, planned_on: StoredManifest) -> CompactionResult:

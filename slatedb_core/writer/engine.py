@@ -200,12 +200,7 @@ class WriterEngine:
 
     def start(self) -> None:
         if self.options.compactor is not None:
-            compactor = self.options.compactor
-            if compactor.merge_operator is None and self.options.merge_operator is not None:
-                # the embedded compactor folds operands with the writer's operator (issue 38)
-                compactor = dataclasses.replace(
-                    compactor, merge_operator=self.options.merge_operator
-                )
+            compactor = self.options.compactor.for_writer(self.options)
             self._compactor = Compactor(self.path, self.store, compactor).start()
         for name, target in (
             ("wal-flusher", self._flusher.run),

@@ -21,9 +21,13 @@ of at most 512 MiB at 10M rows.
 ``DbOptions(glibc_malloc_threshold_bytes=BYTES)`` (the opt-in glibc mmap/trim thresholds,
 :mod:`slatedb_core.writer.malloc_tuning`).
 
+``--option NAME=INT`` (repeatable) sets a ``DbOptions`` field of ours (``compactor.NAME=INT``: a
+``CompactorOptions`` field), e.g. ``--option memtable_memory_bytes=134217728`` for the default
+before issue 42's session 53.
+
 Usage: python bench/db_ingest_memory_bench.py [--rows 1000000,10000000] [--rounds 1]
                                              [--mode arrow|put] [--chunk 100000] [--trace]
-                                             [--malloc-threshold 1048576]
+                                             [--malloc-threshold 1048576] [--option NAME=INT]
 """
 
 from __future__ import annotations
@@ -92,8 +96,25 @@ def _tracer(stop: threading.Event, t0: float, state: object) -> None:
         )
 
 
+def parse_options(specs: list[str]) -> dict[str, int]:
+    """``NAME=INT`` pairs (``--option``) as a dict of DbOptions fields."""
+    out: dict[str, int] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        out[name] = int(value)
+    return out
+
+
 def child(
-    engine: str, d: str, rows: int, mode: str, chunk: int, seed: int, trace: bool, mt: int | None
+    engine: str,
+    d: str,
+    rows: int,
+    mode: str,
+    chunk: int,
+    seed: int,
+    trace: bool,
+    mt: int | None,
+    db_options: dict[str, int],
 ) -> None:
     import numpy as np
     import pyarrow as pa
@@ -111,9 +132,11 @@ def child(
 
         floor = rss_of("self")
         hooks = WriterHooks()
+        compactor = {k[10:]: v for k, v in db_options.items() if k.startswith("compactor.")}
         options = DbOptions(
-            compactor=CompactorOptions(),
+            compactor=CompactorOptions(**compactor),  # type: ignore[arg-type]
             glibc_malloc_threshold_bytes=mt if engine == "ours-mt" else None,
+            **{k: v for k, v in db_options.items() if not k.startswith("compactor.")},  # type: ignore[arg-type]
         )
         db = Db.open("db", open_store(f"file://{d}"), options, hooks=hooks)
         if trace:
@@ -221,6 +244,14 @@ def main() -> None:
     ap.add_argument("--only", choices=("ours", "ours-mt", "rocks"))
     ap.add_argument("--malloc-threshold", type=int, help="also run ours-mt with this threshold")
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=INT",
+        help="a DbOptions field of ours (repeatable), e.g. memtable_memory_bytes=67108864; "
+        "compactor.NAME=INT: a CompactorOptions field",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--child", choices=("ours", "ours-mt", "rocks"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -228,7 +259,15 @@ def main() -> None:
     if args.child:
         mt = args.malloc_threshold
         child(
-            args.child, args.dir, int(args.rows), args.mode, args.chunk, args.seed, args.trace, mt
+            args.child,
+            args.dir,
+            int(args.rows),
+            args.mode,
+            args.chunk,
+            args.seed,
+            args.trace,
+            mt,
+            parse_options(args.option),
         )
         return
     import importlib.metadata as md
@@ -236,6 +275,7 @@ def main() -> None:
     print(
         f"# db ingest memory bench: 16-byte keys, 100-byte values, mode {args.mode} "
         f"(chunks of {args.chunk:,}), rocksdict {md.version('rocksdict')}; "
+        f"ours' options {parse_options(args.option) or 'default'}; "
         f"goal: ours <= {GOAL / MiB:.0f} MiB",
         flush=True,
     )
@@ -265,6 +305,7 @@ def main() -> None:
                             str(args.seed),
                         ]
                         + (["--trace"] if args.trace else [])
+                        + [f"--option={o}" for o in args.option]
                         + (
                             ["--malloc-threshold", str(args.malloc_threshold)]
                             if args.malloc_threshold

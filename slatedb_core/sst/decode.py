@@ -88,7 +88,6 @@ def decode_blocks(
     """Rows of the blocks ``raw[a:b]`` for each ``(a, b)`` in ``spans`` (uncompressed, without
     their CRCs), in order. Rows whose expire_ts is at or before ``now_ms`` decode as tombstones."""
     buf = np.frombuffer(raw, dtype=np.uint8)
-    istart: list[I64] = []
     iblock: list[int] = []
     ends: list[int] = []
     for j, (a, b) in enumerate(spans):
@@ -98,18 +97,9 @@ def decode_blocks(
         data_end = b - 2 - 2 * r
         if r == 0 or data_end < a:
             raise CorruptionError(name, f"block {first_block + j} has {r} restart points")
-        rs = np.frombuffer(raw, dtype=">u2", count=r, offset=data_end).astype(np.int64)
-        if rs[0] != 0 or (rs[1:] <= rs[:-1]).any() or rs[-1] >= data_end - a:
-            raise CorruptionError(name, f"block {first_block + j} has bad restart offsets")
-        istart.append(rs + a if a else rs)
         iblock.append(r)
         ends.append(data_end)
-    if len(istart) == 1:
-        p = istart[0]
-        blocks = np.zeros(len(p), dtype=np.int64)
-    else:
-        p = np.concatenate(istart)
-        blocks = np.repeat(np.arange(len(spans), dtype=np.int64), iblock)
+    p, blocks = _restarts(name, buf, spans, iblock, ends, first_block)
     e = np.empty_like(p)  # each interval ends where the next starts, the last at its block's end
     e[:-1] = p[1:]
     e[np.cumsum(iblock) - 1] = ends
@@ -118,6 +108,50 @@ def decode_blocks(
     except (ValueError, IndexError, pa.ArrowException) as err:
         where = f"block {first_block}" if len(spans) == 1 else f"block {first_block}+"
         raise CorruptionError(name, f"{where} is malformed: {err}") from None
+
+
+def _restarts(
+    name: str,
+    buf: npt.NDArray[np.uint8],
+    spans: list[tuple[int, int]],
+    counts: list[int],
+    ends: list[int],
+    first_block: int,
+) -> tuple[I64, I64]:
+    """Every restart offset of the blocks at ``spans`` (``counts[j]`` u16s of block ``j`` ending
+    at ``ends[j]``, where its rows end), as positions in ``buf``, and each one's block (its
+    index in ``spans``). Each block's must start at 0, rise, and stay inside its rows. Gathered
+    for all the blocks at once: a scan of 4 KiB blocks (SlateDB's default size) decodes ~2,000
+    of them a GET, and five numpy calls a block cost more than the rows' decode (issue 42)."""
+    n = len(spans)
+    if n == 1:
+        r = counts[0]
+        a = spans[0][0]
+        rs = np.frombuffer(buf, dtype=">u2", count=r, offset=ends[0]).astype(np.int64)
+        if rs[0] != 0 or (rs[1:] <= rs[:-1]).any() or rs[-1] >= ends[0] - a:
+            raise CorruptionError(name, f"block {first_block} has bad restart offsets")
+        return (rs + a if a else rs), np.zeros(r, dtype=np.int64)
+    cnt = np.array(counts, dtype=np.int64)
+    last = np.cumsum(cnt) - 1  # each block's last restart
+    first = last - cnt + 1
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    blocks = np.repeat(np.arange(n, dtype=np.int64), cnt)
+    at = np.arange(len(blocks), dtype=np.int64)
+    at -= first[blocks]
+    at *= 2
+    at += np.array(ends, dtype=np.int64)[blocks]  # each u16's first byte
+    rs = buf[at].astype(np.int64)
+    rs <<= 8
+    rs |= buf[at + 1]
+    bad = rs[first] != 0
+    bad |= rs[last] >= np.array(ends, dtype=np.int64) - starts
+    falls = np.flatnonzero(rs[1:] <= rs[:-1])  # a restart not above the one before...
+    falls = falls[blocks[falls] == blocks[falls + 1]]  # ...of its own block
+    if bad.any() or len(falls):
+        j = min([*np.flatnonzero(bad).tolist(), *blocks[falls].tolist()])
+        raise CorruptionError(name, f"block {first_block + j} has bad restart offsets")
+    rs += starts[blocks]
+    return rs, blocks
 
 
 _C3 = np.arange(3, dtype=np.int64)

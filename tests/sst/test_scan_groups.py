@@ -258,7 +258,7 @@ def test_a_block_of_a_group_that_disagrees_with_its_index_key_is_corruption(shif
     assert len(keys) == 40
     keys[5] = b"k005\x00" if shift == "first" else b"k003\x00"
     reader._index_keys = keys  # what a misplaced block looks like to the index check
-    with pytest.raises(CorruptionError, match="block [45] keys disagree with the index"):
+    with pytest.raises(CorruptionError, match=r"block [45] keys disagree with the index"):
         list(reader.scan(groups=True))
-    with pytest.raises(CorruptionError, match="block [45] keys disagree with the index"):
+    with pytest.raises(CorruptionError, match=r"block [45] keys disagree with the index"):
         list(reader.blocks(0, reader.block_count))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -142,7 +143,8 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
     """Generation g writes, in one batch, every key k < 3000 with value g (or deletes it when
     (k + g) % 5 == 0); the writer flushes often, its compactor merges L0 into runs, and a GC
     with no grace deletes what they retire. Each unordered scan of a MANAGED reader (which
-    holds its checkpoint) must be one generation, whole."""
+    holds its checkpoint) must be one generation, whole; each of a CHECKPOINT reader of a
+    checkpoint taken after generation 5 (a Spark task's read) must be generation 5, whole."""
     store = open_store(tmp_path.as_uri())
     n = 3000
     opts = DbOptions(
@@ -153,6 +155,8 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
     stop = threading.Event()
     errors: list[BaseException] = []
     gens = [0]
+    cps: list[uuid.UUID] = []
+    deleted = [0]  # compacted SSTs the GC deleted
 
     def expected(g: int) -> Counter[tuple[bytes, bytes]]:
         return Counter((b"k%06d" % k, b"gen-%08d" % g) for k in range(n) if (k + g) % 5 != 0)
@@ -171,6 +175,8 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
                             batch.put(b"k%06d" % k, b"gen-%08d" % g)
                     db.write(batch)
                     gens[0] = g
+                    if g == 5:
+                        cps.append(db.create_checkpoint().id)
                     if g % 2 == 0:
                         db.flush_memtable()
                     g += 1
@@ -180,7 +186,7 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
         def collect() -> None:
             try:
                 while not stop.is_set():
-                    run_gc_once("db", store, GC_NOW)
+                    deleted[0] += run_gc_once("db", store, GC_NOW).compacted.deleted
                     time.sleep(0.01)
             except BaseException as e:
                 errors.append(e)
@@ -189,11 +195,14 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
         for t in threads:
             t.start()
         try:
-            while gens[0] < 3:
+            while not cps and not errors:
                 time.sleep(0.01)
             ropts = DbReaderOptions(manifest_poll_interval=timedelta(milliseconds=50))
             seen: set[int] = set()
-            with DbReader.open("db", store, options=ropts) as reader:
+            with (
+                DbReader.open("db", store, options=ropts) as reader,
+                DbReader.open("db", store, cps[0]) as pinned,
+            ):
                 deadline = time.monotonic() + 8
                 while time.monotonic() < deadline and not errors:
                     got = _collect(reader.scan_arrow(read_budget=8192, ordered=False))
@@ -203,12 +212,16 @@ def test_a_managed_reader_sees_whole_generations_while_the_writer_compacts_and_g
                     g = int(vals.pop()[4:])
                     assert got == expected(g)
                     seen.add(g)
+                    assert _collect(pinned.scan_arrow(read_budget=4096, ordered=False)) == expected(
+                        5
+                    )
         finally:
             stop.set()
             for t in threads:
                 t.join()
     assert not errors, errors
     assert len(seen) >= 2  # the reader followed the writer
+    assert deleted[0] > 0, "the GC deleted no SST: nothing retired was at stake"
 
 
 def _four_l0(tmp_path: Path) -> dict[bytes, bytes]:

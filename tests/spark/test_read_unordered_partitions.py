@@ -8,6 +8,8 @@ smallest task memory (a read budget of 256 KiB shared by the sources):
   no row comes in two partitions and none is lost (the dict model); a partition read again, as
   Spark retries a task, gives the same rows, no more; a key filter whose range holds no row
   plans partitions that read nothing;
+- in process, random tables (puts, deletes, merge operands, flushes, compactions over two
+  shards) in many small partitions, each read twice: the dict model;
 - in Spark: a read whose first task fails after it returned a batch (an injected failure, see
   tests/spark/read_retry_steps.py) is retried by Spark, and the query holds each row once; the
   same with ``key_type=string``.
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
@@ -158,3 +162,73 @@ def test_spark_retries_a_failed_read_task_without_a_row_twice(
     )
     assert not marker.exists(), "no task failed: the retry was not exercised"
     assert got == Counter(rows.items())
+
+
+_KEY = st.one_of(
+    st.integers(0, 300).map(lambda i: b"k%06d" % (i * 300)),  # one width, both shards
+    st.binary(min_size=1, max_size=9).map(lambda b: b"k" + b),  # other widths
+)
+_OP = st.tuples(
+    st.sampled_from(["put", "put", "put", "delete", "merge", "flush", "compact"]),
+    _KEY,
+    st.binary(max_size=12),
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(ops=st.lists(_OP, min_size=1, max_size=150), partition_bytes=st.sampled_from([512, 4096]))
+def test_random_tables_read_as_the_model_in_any_partitions(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops: list[tuple[str, bytes, bytes]],
+    partition_bytes: int,
+) -> None:
+    """Random puts, deletes, merge operands, flushes and compactions over two shards, read in
+    many small partitions, each twice (a retry) with a one-byte read budget: the union is the
+    dict model, no row twice, each partition's rows the same both times."""
+    url = tmp_path_factory.mktemp("t").as_uri()
+    store = open_store(url)
+    Table.create("t", store, split_points=SPLITS[:1]).close()
+    model: dict[bytes, bytes | None] = {}
+    opts = DbOptions(block_size=64, merge_operator="string_append")
+    with Table.open("t", store) as t:
+        writers = [t.writer(i, opts) for i in range(len(t.shards))]
+        try:
+            for op, key, value in ops:
+                i = next(j for j, s in enumerate(t.shards) if s.contains(key))
+                db = writers[i]
+                if op == "put":
+                    db.put(key, value, await_durable=False)
+                    model[key] = value
+                elif op == "delete":
+                    db.delete(key, await_durable=False)
+                    model[key] = None
+                elif op == "merge":
+                    db.merge(key, value, await_durable=False)
+                    model[key] = (model.get(key) or b"") + value
+                elif op == "flush":
+                    db.flush_memtable()
+                else:
+                    db.flush_memtable()
+                    run_compaction_once(
+                        t.shards[i].db_path,
+                        store,
+                        CompactorOptions(l0_trigger=1, merge_operator="string_append"),
+                    )
+        finally:
+            for db in writers:
+                db.close()
+    reader, parts = _reader(
+        url, partition_bytes=str(partition_bytes), merge_operator="string_append"
+    )
+    ropts = reader.options.reader_options()
+    total: Counter[tuple[bytes, bytes]] = Counter()
+    for p in parts:
+        first = _rows(list(read_partition(store, p, 3, ropts, read_budget=1)))
+        assert first == _rows(list(read_partition(store, p, 1000, ropts, read_budget=None)))
+        total.update(first)
+    assert total == Counter((k, v) for k, v in model.items() if v is not None)

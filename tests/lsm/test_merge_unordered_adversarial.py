@@ -204,3 +204,38 @@ def test_operands_across_sources_at_a_boundary() -> None:
     assert Counter(unordered) == Counter(ordered)
     got = dict(unordered)
     assert all(got[ks[i]] in (b"base,+op", b"base+op") for i in (0, 8191, 8192, 19_999))
+
+
+def test_foreign_arrow_types_and_empty_batches() -> None:
+    """Sources of large_binary keys and values and int64 seqs (conformed on the way in), empty
+    batches between others, and one empty source: the model's rows, each once."""
+    rng = np.random.default_rng(21)
+    a = {k: (KIND_VALUE, b"a" * 9) for k in _random_keys(rng, 12_000, 16)}
+    b = {k: (KIND_VALUE, b"b") for k in _random_keys(rng, 12_000, 16)}
+    b.update({k: (KIND_TOMBSTONE, None) for k in sorted(a)[::500]})
+
+    def foreign(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        out: list[pa.RecordBatch] = []
+        for x in batches:
+            out.append(x.slice(0, 0))
+            out.append(
+                pa.RecordBatch.from_arrays(
+                    [
+                        x.column(3).cast(pa.large_binary()),
+                        x.column(0).cast(pa.large_binary()),
+                        x.column(2),
+                        x.column(1).cast(pa.int64()),
+                    ],
+                    names=["value", "key", "kind", "seq"],
+                )
+            )
+        return out
+
+    streams: list[list[pa.RecordBatch]] = [[], foreign(_source(b, 2000)), _source(a, 1000)]
+    out = list(merge_sorted(streams, batch_size=4096, ordered=False))
+    got = Counter(
+        (k, v)
+        for x in out
+        for k, v in zip(x.column(0).to_pylist(), x.column(3).to_pylist(), strict=True)
+    )
+    assert got == _model([b, a])

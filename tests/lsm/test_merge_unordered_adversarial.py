@@ -211,7 +211,7 @@ def test_foreign_arrow_types_and_empty_batches() -> None:
     batches between others, and one empty source: the model's rows, each once."""
     rng = np.random.default_rng(21)
     a = {k: (KIND_VALUE, b"a" * 9) for k in _random_keys(rng, 12_000, 16)}
-    b = {k: (KIND_VALUE, b"b") for k in _random_keys(rng, 12_000, 16)}
+    b: dict[bytes, Entry] = {k: (KIND_VALUE, b"b") for k in _random_keys(rng, 12_000, 16)}
     b.update({k: (KIND_TOMBSTONE, None) for k in sorted(a)[::500]})
 
     def foreign(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:

@@ -173,14 +173,12 @@ class DbOptions:
     """A WAL flush happens early once this many bytes are buffered."""
     l0_sst_size_bytes: int = 64 * MiB
     """The memtable is frozen and flushed to an L0 SST at this size."""
-    memtable_memory_bytes: int = 32 * MiB
+    memtable_memory_bytes: int = 128 * MiB
     """The memtable is also frozen once it holds about this much memory (estimated resident
     bytes: a Python dict entry costs ~320 bytes beyond its key and value), so small entries do
-    not make a 64 MiB SST cost 200 MiB of RAM. With 16-byte keys and 100-byte values a memtable
-    of single puts freezes at ~75k rows (~9 MiB of L0 SST); a ``put_arrow`` batch larger than
-    that is one memtable. 32 MiB (128 before): a 10M-row ingest with the compactor peaked ~100
-    MiB lower for no more CPU (no merges of runs inside a memtable; bench/results/
-    db_ingest_memory.txt, issue 42 goal 3)."""
+    not make a 64 MiB SST cost 200 MiB of RAM. (32 and 64 MiB lowered a 10M-row ``put_arrow``
+    ingest's peak but raised a single-put ingest's by ~130-180 MiB: bench/results/
+    db_ingest_memory.txt, issue 42 goal 3.)"""
     max_unflushed_bytes: int = 128 * MiB
     """Writers block (backpressure) while frozen memtables not yet in L0 hold more than this much
     memory (estimated resident bytes)."""

@@ -390,6 +390,8 @@ class DbReader:
         batch_size = check_int("batch_size", batch_size, lo=1)
         if read_budget is not None:
             read_budget = check_int("read_budget", read_budget, lo=1)
+        if ordered is not True and ordered is not False:  # None or 0 would read unordered
+            raise InvalidArgument(f"ordered must be True or False, got {ordered!r}")
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,
             (

@@ -17,7 +17,6 @@ from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 
 
-@pytest.mark.xfail(strict=True, reason="review 53: scan_arrow takes any truthy/falsy ordered")
 @pytest.mark.parametrize("ordered", [None, 0, 1, "yes", ""])
 def test_ordered_must_be_a_bool(tmp_path: Path, ordered: object) -> None:
     store = open_store(tmp_path.as_uri())

@@ -18,7 +18,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped, unused-ignore]
 
 from slatedb_core.errors import CorruptionError
-from slatedb_core.sst.decode import decode_blocks
+from slatedb_core.sst.decode import Decoded, decode_blocks
 from slatedb_core.sst.decode_fixed import decode_fixed
 from slatedb_core.sst.format import CRC_LEN, ENTRY_SCHEMA, MAX_BLOCK_BYTES, U32, decompress
 from slatedb_core.store.checksum import crc32
@@ -325,19 +325,7 @@ def _blocks_of(
             rep = np.concatenate([[0], np.cumsum(same)])
             distinct = (rep[ends - 1] - rep[ends - dec.counts] == 0).tolist()
     if nblocks == 1:  # a point lookup's block: the whole batch
-        size = dec.keys.nbytes + dec.values.nbytes + 17 * batch.num_rows + 8
-        return [
-            Block(
-                batch,
-                dec.seqs,
-                dec.kinds,
-                dec.expire,
-                dec.create,
-                size,
-                distinct[0],
-                dec.has_expire,
-            )
-        ]
+        return [_whole(dec, batch, distinct[0])]
     # each block's share of the columns: key and value bytes, offsets, seq and kind per row
     ends = np.cumsum(dec.counts)
     bounds = np.concatenate([[0], ends])
@@ -345,21 +333,7 @@ def _blocks_of(
         # one Block for the group: its order was checked across the blocks above, so within
         # it no version of a key can straddle blocks out of order
         edge = dec.keys.take(pa.array(np.concatenate([bounds[:-1], ends - 1]))).to_pylist()
-        size = dec.keys.nbytes + dec.values.nbytes + 17 * batch.num_rows + 8
-        sub = (edge[:nblocks], edge[nblocks:])
-        return [
-            Block(
-                batch,
-                dec.seqs,
-                dec.kinds,
-                dec.expire,
-                dec.create,
-                size,
-                not repeats,
-                dec.has_expire,
-                sub_ends=sub,
-            )
-        ]
+        return [_whole(dec, batch, not repeats, (edge[:nblocks], edge[nblocks:]))]
     kinds_of = (_offsets(dec.keys), _offsets(dec.values))
     sizes = sum(np.diff(offs[bounds]) for offs in kinds_of) + 17 * np.asarray(dec.counts) + 8
     out: list[Block] = []
@@ -381,6 +355,28 @@ def _blocks_of(
             )
         )
     return out
+
+
+def _whole(
+    dec: Decoded,
+    batch: pa.RecordBatch,
+    distinct: bool,
+    sub_ends: tuple[list[bytes], list[bytes]] | None = None,
+) -> Block:
+    """One Block of every decoded row: a point lookup's block, or a scan's group of blocks
+    (``sub_ends``: each block's first and last key)."""
+    size = dec.keys.nbytes + dec.values.nbytes + 17 * batch.num_rows + 8
+    return Block(
+        batch,
+        dec.seqs,
+        dec.kinds,
+        dec.expire,
+        dec.create,
+        size,
+        distinct,
+        dec.has_expire,
+        sub_ends=sub_ends,
+    )
 
 
 def _offsets(arr: pa.Array) -> npt.NDArray[np.int64]:

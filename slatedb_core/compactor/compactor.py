@@ -23,11 +23,13 @@ from slatedb_core.compactor.compactions import CompactionsStore
 from slatedb_core.compactor.executor import CompactionExecutor, CompactionResult
 from slatedb_core.compactor.scheduler import plan_compaction
 from slatedb_core.errors import (
+    CommitRetriesExhausted,
     CompactionCancelled,
     CompactionContended,
     CompactionSourceChanged,
     Fenced,
     SlateDBError,
+    StoreError,
 )
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions, check_optional
@@ -39,6 +41,17 @@ MAX_COMPACTIONS_PER_RUN = 1000
 """A pass stops after this many compactions, so a writer outpacing it cannot keep it forever."""
 MAX_CONSECUTIVE_CONFLICTS = 5
 """Source conflicts in a row after which a pass gives up until the next one."""
+STUCK_AFTER = 3
+"""Background passes failing in a row on a non-store error after which :meth:`Compactor.stuck`
+names the error (a writer stalled on a full L0 fails with it)."""
+_RETRY_MENDS = (
+    StoreError,
+    CompactionContended,
+    CompactionSourceChanged,
+    CompactionCancelled,
+    CommitRetriesExhausted,
+)
+"""Errors a later pass may not meet: an outage, other actors' commits in the way."""
 
 
 class ConflictStreak:
@@ -212,6 +225,8 @@ class Compactor:
         self.stats = CompactionStats()
         self.fenced: Fenced | None = None
         self.last_error: BaseException | None = None
+        self.failed_passes = 0
+        """Background passes failed in a row since the last one that did not fail."""
 
     @property
     def epoch(self) -> int:
@@ -255,10 +270,12 @@ class Compactor:
             try:
                 self.run_once()
                 self.last_error = None
+                self.failed_passes = 0
             except Fenced:
                 return
             except Exception as e:  # a store outage or a bug: keep the process alive, say why
                 self.last_error = e
+                self.failed_passes += 1
                 log.warning(
                     "compaction pass of %r failed, retrying: %s",
                     self.path,
@@ -266,6 +283,20 @@ class Compactor:
                     exc_info=not isinstance(e, SlateDBError),
                 )
             self._stop.wait(interval)
+
+    def stuck(self) -> BaseException | None:
+        """The error of passes that keep failing on what retrying does not mend, else None.
+
+        :data:`STUCK_AFTER` background passes in a row failed, the last on an error that is not
+        one of :data:`_RETRY_MENDS` (an outage, contention, which the next passes retry): a
+        bug, damage (:class:`CorruptionError`), a merge operator's failure. A writer whose L0 waits on this
+        compactor fails with it rather than stall behind a warning (``docs/operations.md``,
+        "Write stalls"). None while passes succeed, after a fence (another compactor works) and
+        during an outage."""
+        err = self.last_error
+        if self.failed_passes < STUCK_AFTER or err is None or isinstance(err, _RETRY_MENDS):
+            return None
+        return err
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop polling; a compaction in flight is abandoned before its commit. Idempotent."""

@@ -319,11 +319,21 @@ class WriterEngine:
             self._cv.notify_all()
 
     def _await_l0_room(self) -> None:
-        """Stall while L0 is full, until a compactor (another process) shrinks it."""
+        """Stall while L0 is full, until a compactor (the embedded one or another process)
+        shrinks it. An embedded compactor that keeps failing on what retrying does not mend
+        (:meth:`Compactor.stuck`) fails the writer with its error instead: the writers held back
+        by this stall raise it rather than wait forever (docs/operations.md, "Write stalls")."""
         warned = False
         while len(self._state.manifest.manifest.l0) >= self.options.l0_max_ssts:
             if self._flusher.stopping.is_set() or self._flusher.error is not None:
                 return
+            stuck = self._compactor.stuck() if self._compactor is not None else None
+            if stuck is not None:
+                err = BackgroundThreadDied(f"compactor of {self.path!r}", stuck)
+                err.__cause__ = stuck
+                log.error("%r: L0 is full and its compactor keeps failing: %s", self.path, stuck)
+                self._fail(err)
+                raise err
             if not warned:
                 log.warning(
                     "%r: L0 holds %d SSTs (l0_max_ssts); memtable flushes wait for a compactor",

@@ -13,8 +13,8 @@ from typing import TypeVar
 
 import pytest
 
-from slatedb_core.errors import BackgroundThreadDied
-from slatedb_core.options import DbOptions
+from slatedb_core.errors import BackgroundThreadDied, InjectedFault
+from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
@@ -173,3 +173,86 @@ def test_a_dead_manifest_poller_fails_the_writer(breaking: BreakingStore) -> Non
         assert_failed(db, err, "manifest-poller")
     finally:
         db._simulate_crash()
+
+
+# ---- the embedded compactor: a writer stalled on a full L0 does not wait on a broken one ------
+def stalling_options(**kw: object) -> DbOptions:
+    """A writer whose L0 fills after two flushes and whose embedded compactor polls often."""
+    return DbOptions(
+        flush_interval=timedelta(milliseconds=20),
+        l0_sst_size_bytes=4096,
+        max_unflushed_bytes=4096,
+        l0_max_ssts=2,
+        manifest_poll_interval=timedelta(milliseconds=20),
+        compactor=CompactorOptions(poll_interval=timedelta(milliseconds=20), l0_trigger=2),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def fill(db: Db, n: int = 2000) -> None:
+    for i in range(n):
+        db.put(b"k%05d" % i, b"x" * 512, await_durable=False)
+
+
+def test_a_compactor_failing_every_pass_fails_the_writer_stalled_on_it(
+    breaking: BreakingStore,
+) -> None:
+    """L0 full (``l0_max_ssts``) and the embedded compactor failing on a bug every pass: the
+    writer held back by backpressure is failed with the compactor's error, not left waiting
+    forever behind a warning.
+
+    Found in session 53 (noticed: "an embedded compactor failing every pass stalls ingest
+    silently")."""
+    db = Db.open("db", breaking, stalling_options())
+    try:
+        breaking.arm("get", "db/compacted/*")  # the compactor reads its sources: a bug
+        err = within(20, lambda: fill(db))
+        assert isinstance(err, BackgroundThreadDied), repr(err)
+        assert "compactor" in err.thread and isinstance(err.__cause__, RuntimeError)
+        with pytest.raises(BackgroundThreadDied):
+            db.put(b"later", b"v", await_durable=False)
+    finally:
+        db._simulate_crash()
+
+
+def test_a_store_outage_under_the_compactor_stalls_the_writer_until_it_ends(
+    breaking: BreakingStore,
+) -> None:
+    """A store error is an outage the compactor retries: the stalled writer waits, and goes on
+    once compactions succeed again; nothing it acknowledged is lost."""
+    store = Outage(breaking.inner)
+    db = Db.open("db", store, stalling_options())
+    closed = False
+    try:
+        store.arm("get", "db/compacted/*")
+        done = threading.Event()
+
+        def fill_then_say() -> None:
+            fill(db, 400)
+            done.set()
+
+        filler = threading.Thread(target=fill_then_say, daemon=True)
+        filler.start()
+        time.sleep(1.5)
+        assert not done.is_set(), "the writer did not stall on the full L0"
+        store.armed.clear()
+        filler.join(30)
+        assert done.is_set(), "the writer did not go on once the outage ended"
+        db.flush()
+        for i in range(0, 400, 37):
+            assert db.get(b"k%05d" % i) == b"x" * 512
+        db.close()
+        closed = True
+    finally:
+        if not closed:
+            db._simulate_crash()
+
+
+class Outage(BreakingStore):
+    """Raises InjectedFault (a StoreError: an outage) for the armed operations and paths."""
+
+    def _run(self, op: str, path: str, call: Callable[[], T]) -> T:
+        for o, glob in self.armed:
+            if o == op and fnmatch.fnmatchcase(path, glob):
+                raise InjectedFault(f"outage: {op} {path}")
+        return FaultyStore._run(self, op, path, call)

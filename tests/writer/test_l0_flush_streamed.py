@@ -134,6 +134,17 @@ def test_slices_of_runs_leave_the_sorted_batch_unbuilt() -> None:
     assert imm._batch is None  # what the flush used to build and keep
 
 
+@pytest.mark.parametrize("shape", ["dict only", "runs, replaced rows, dict"])
+def test_slices_of_single_puts_leave_the_sorted_batch_unbuilt(shape: str) -> None:
+    """A flush of single puts (a dict, alone or over runs) seals the dict into a run and gathers
+    from it: it holds the entries once, not also their sorted copy (issue 42, goal 3, session
+    54: the dict alone used to be sorted whole through :attr:`ImmutableMemtable.batch`)."""
+    imm = SHAPES[shape](random.Random(2))
+    for _ in imm.l0_slices(1000):
+        pass
+    assert imm._batch is None
+
+
 def _store(kind: str, tmp_path: Path) -> ObjectStore:
     return open_store(f"file://{tmp_path}/lake" if kind == "file" else "memory://")
 

@@ -47,7 +47,12 @@ from types import TracebackType
 
 import pyarrow as pa
 
-from slatedb_core.checkpoints import CheckpointCreateResult, checkpoint_change, covered_wal
+from slatedb_core.checkpoints import (
+    CheckpointCreateResult,
+    checkpoint_change,
+    covered_wal,
+    without_writer_checkpoints,
+)
 from slatedb_core.errors import (
     InvalidArgument,
     MergeOperatorMissing,
@@ -66,7 +71,7 @@ from slatedb_core.lsm.row_model import (
     ROW_SCHEMA,
     now_ms,
 )
-from slatedb_core.manifest.model import AppVersion
+from slatedb_core.manifest.model import AppVersion, Manifest
 from slatedb_core.manifest.store import StoredManifest
 from slatedb_core.options import (
     CheckpointOptions,
@@ -628,7 +633,16 @@ class Db:
         flushing what was buffered; ``BackgroundThreadDied`` if a background thread died; the
         store's error if the last WAL flush failed. Background work is stopped either way. A second
         ``close()`` raises the same error object again (the outcome of closing does not change);
-        after a clean close, or a crash, it returns at once."""
+        after a clean close, or a crash, it returns at once.
+
+        A clean close then drops this writer's checkpoint (SlateDB RFC 0004, "Writers"): it pins
+        the SSTs the writer reads, and a closed writer reads none. Left behind, it would keep
+        every SST of the manifest it pins from GC after a later compaction replaced them, until
+        the next writer opened (tests/gc/test_after_writer_close.py). If that update fails,
+        ``close()`` raises its error (``DatabaseDestroyed`` if the database was destroyed under
+        this writer, else the store's): every write is durable by then, but the update may have
+        landed, and reporting success could hide a manifest created in a collected path. A crash
+        leaves the checkpoint; the next writer's open replaces it."""
         if self._engine.closed:
             if self._close_error is not None:
                 raise self._close_error
@@ -637,6 +651,23 @@ class Db:
         if failure is not None:
             self._close_error = failure
             raise failure
+        try:
+            self._drop_writer_checkpoint()
+        except Exception as e:
+            self._close_error = e
+            raise
+
+    def _drop_writer_checkpoint(self) -> None:
+        """One manifest update without our writer checkpoint, unless a newer writer holds the
+        database (its open replaced ours) or it is destroyed (the destroy dropped it)."""
+        epoch = self._engine.epoch
+
+        def change(m: Manifest) -> Manifest | None:
+            if m.writer_epoch != epoch or m.destroyed_at_s is not None:
+                return None
+            return without_writer_checkpoints(m)
+
+        self.manifests.update(change, base=self._engine.manifest)
 
     def _simulate_crash(self) -> None:
         """Stop as a killed process would: no flush, buffered writes lost (tests, simulation)."""

@@ -176,7 +176,7 @@ def test_a_conditional_open_on_a_manifest_that_changed_fences_no_writer(mem: Obj
             Db.open("db", mem, if_manifest_id=checked)
         live.put(b"b", b"2")  # not fenced
         assert ManifestStore(mem, "db").read_latest().id > checked
-        current = ManifestStore(mem, "db").read_latest().id
+    current = ManifestStore(mem, "db").read_latest().id  # after the close, which commits too
     with Db.open("db", mem, if_manifest_id=current) as db:  # unchanged since read: opens
         assert db.get(b"a") == b"1" and db.get(b"b") == b"2"
 

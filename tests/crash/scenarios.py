@@ -227,7 +227,7 @@ def setup_detach(store: ObjectStore) -> State:
         write(db, model, {key(70): b"clone-own"})
         db.flush_memtable()
     run_compaction_once("clone", store, CompactorOptions(l0_trigger=1))
-    Db.open("clone", store, OPTS).close()  # a writer checkpoint without the parent's SSTs
+    Db.open("clone", store, OPTS).close()  # a clean close: no writer checkpoint pins the parent
     return State(model, {"clone": epochs(store, "clone")}, expected={"db": content(store, "db")})
 
 

@@ -293,6 +293,8 @@ class Compactor:
         compactor fails with it rather than stall behind a warning (``docs/operations.md``,
         "Write stalls"). None while passes succeed, after a fence (another compactor works) and
         during an outage."""
+        if self.fenced is not None:  # the loop ended on it, counters as its last passes left them
+            return None
         err = self.last_error
         if self.failed_passes < STUCK_AFTER or err is None or isinstance(err, _RETRY_MENDS):
             return None

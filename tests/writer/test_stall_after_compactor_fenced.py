@@ -62,7 +62,6 @@ def l0_count(store: ObjectStore) -> int:
     return len(ManifestStore(store, "db").read_latest().manifest.l0)
 
 
-@pytest.mark.xfail(strict=True, reason="Compactor.stuck() ignores a fence: stale failed_passes")
 def test_a_fenced_compactor_is_not_stuck(inner: ObjectStore) -> None:
     """Passes failed on a bug, then another compactor took over: nothing of ours is stuck."""
     store = Breaking(inner)
@@ -84,7 +83,6 @@ def test_a_fenced_compactor_is_not_stuck(inner: ObjectStore) -> None:
         ours.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="Compactor.stuck() ignores a fence: stale failed_passes")
 def test_a_writer_whose_compactor_was_fenced_waits_for_the_new_one(inner: ObjectStore) -> None:
     """The writer's embedded compactor fails a few passes on a bug, an operator's compactor
     takes over and works; when L0 fills later, the writer's flush waits for that compactor

@@ -23,13 +23,12 @@ from slatedb_core.compactor.compactions import CompactionsStore
 from slatedb_core.compactor.executor import CompactionExecutor, CompactionResult
 from slatedb_core.compactor.scheduler import plan_compaction
 from slatedb_core.errors import (
-    CommitRetriesExhausted,
     CompactionCancelled,
     CompactionContended,
     CompactionSourceChanged,
+    ErrorKind,
     Fenced,
     SlateDBError,
-    StoreError,
 )
 from slatedb_core.manifest.store import FencedManifest, ManifestStore
 from slatedb_core.options import CompactorOptions, check_optional
@@ -42,16 +41,20 @@ MAX_COMPACTIONS_PER_RUN = 1000
 MAX_CONSECUTIVE_CONFLICTS = 5
 """Source conflicts in a row after which a pass gives up until the next one."""
 STUCK_AFTER = 3
-"""Background passes failing in a row on a non-store error after which :meth:`Compactor.stuck`
-names the error (a writer stalled on a full L0 fails with it)."""
-_RETRY_MENDS = (
-    StoreError,
-    CompactionContended,
-    CompactionSourceChanged,
-    CompactionCancelled,
-    CommitRetriesExhausted,
-)
-"""Errors a later pass may not meet: an outage, other actors' commits in the way."""
+"""Background passes failing in a row on what retrying does not mend after which
+:meth:`Compactor.stuck` names the error (a writer stalled on a full L0 fails with it)."""
+
+
+def retry_mends(err: BaseException) -> bool:
+    """Whether a later pass may not meet ``err``: an outage or contention (``ErrorKind``
+    TRANSIENT: a retryable ``StoreError``, :class:`CommitRetriesExhausted`,
+    :class:`CompactionContended`), other actors' commits in the way (CONFLICT:
+    :class:`CompactionSourceChanged`), a stop (:class:`CompactionCancelled`). Decided on the
+    kind, as ``slatedb_core.errors`` asks: a store refusing for good (access denied, a link in
+    a local store) is no outage."""
+    if isinstance(err, CompactionCancelled):
+        return True
+    return isinstance(err, SlateDBError) and err.kind in (ErrorKind.TRANSIENT, ErrorKind.CONFLICT)
 
 
 class ConflictStreak:
@@ -227,6 +230,9 @@ class Compactor:
         self.last_error: BaseException | None = None
         self.failed_passes = 0
         """Background passes failed in a row since the last one that did not fail."""
+        self.unmended_passes = 0
+        """Of those, the last ones in a row that failed on what retrying does not mend
+        (:func:`retry_mends`): what :meth:`stuck` counts."""
 
     @property
     def epoch(self) -> int:
@@ -270,12 +276,13 @@ class Compactor:
             try:
                 self.run_once()
                 self.last_error = None
-                self.failed_passes = 0
+                self.failed_passes = self.unmended_passes = 0
             except Fenced:
                 return
             except Exception as e:  # a store outage or a bug: keep the process alive, say why
                 self.last_error = e
                 self.failed_passes += 1
+                self.unmended_passes = 0 if retry_mends(e) else self.unmended_passes + 1
                 log.warning(
                     "compaction pass of %r failed, retrying: %s",
                     self.path,
@@ -287,16 +294,16 @@ class Compactor:
     def stuck(self) -> BaseException | None:
         """The error of passes that keep failing on what retrying does not mend, else None.
 
-        :data:`STUCK_AFTER` background passes in a row failed, the last on an error that is not
-        one of :data:`_RETRY_MENDS` (an outage, contention, which the next passes retry): a
-        bug, damage (:class:`CorruptionError`), a merge operator's failure. A writer whose L0 waits on this
-        compactor fails with it rather than stall behind a warning (``docs/operations.md``,
-        "Write stalls"). None while passes succeed, after a fence (another compactor works) and
-        during an outage."""
+        The last :data:`STUCK_AFTER` background passes all failed on errors retrying does not
+        mend (:func:`retry_mends`: not an outage, not contention, which the next passes retry):
+        a bug, damage (:class:`CorruptionError`), a merge operator's failure, a store refusing
+        for good. A writer whose L0 waits on this compactor fails with it rather than stall
+        behind a warning (``docs/operations.md``, "Write stalls"). None while passes succeed,
+        after a fence (another compactor works) and during an outage."""
         if self.fenced is not None:  # the loop ended on it, counters as its last passes left them
             return None
         err = self.last_error
-        if self.failed_passes < STUCK_AFTER or err is None or isinstance(err, _RETRY_MENDS):
+        if self.unmended_passes < STUCK_AFTER or err is None or retry_mends(err):
             return None
         return err
 

@@ -84,23 +84,18 @@ def failed_passes(tmp_path: Path, errors: Callable[[int], BaseException], passes
     ],
     ids=["access denied", "link in store"],
 )
-@pytest.mark.xfail(
-    strict=True, reason="stuck() takes every StoreError for an outage, whatever its kind"
-)
 def test_a_store_refusing_for_good_makes_it_stuck(tmp_path: Path, err: StoreError) -> None:
     assert err.kind is not ErrorKind.TRANSIENT
     c = failed_passes(tmp_path, lambda n: err, STUCK_AFTER)
     assert c.stuck() is err
 
 
-@pytest.mark.xfail(strict=True, reason="stuck() decides on classes, not on ErrorKind")
 def test_a_conflict_is_retried(tmp_path: Path) -> None:
     err = PreconditionFailed("db/compactions/x")
     c = failed_passes(tmp_path, lambda n: err, STUCK_AFTER + 2)
     assert c.stuck() is None
 
 
-@pytest.mark.xfail(strict=True, reason="failed_passes counts outage passes too")
 def test_outages_before_one_failing_pass_are_not_three_failing_passes(tmp_path: Path) -> None:
     bug = RuntimeError("a bug")
 

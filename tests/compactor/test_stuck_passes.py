@@ -27,7 +27,7 @@ def failing(err: BaseException, passes: int) -> Compactor:
     store = open_store("memory://")
     Db.open("db", store).close()
     c = Compactor("db", store)
-    c.last_error, c.failed_passes = err, passes
+    c.last_error, c.failed_passes, c.unmended_passes = err, passes, passes
     return c
 
 
@@ -62,5 +62,5 @@ def test_what_retrying_does_not_mend_makes_it_stuck(err: BaseException) -> None:
 
 def test_a_pass_that_works_clears_it() -> None:
     c = failing(RuntimeError("a bug"), STUCK_AFTER)
-    c.last_error, c.failed_passes = None, 0
+    c.last_error, c.failed_passes, c.unmended_passes = None, 0, 0
     assert c.stuck() is None

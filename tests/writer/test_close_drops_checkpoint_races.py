@@ -1,0 +1,116 @@
+"""A clean close's manifest update (dropping the writer checkpoint) against other actors.
+
+From review54 (session 54) of 381989a ("writer: a clean close drops the writer checkpoint"): the
+close now commits a manifest, so a zombie's close must never commit over a newer writer's
+manifest or write one into a destroyed path, a second close must not commit again, and a close
+that reports success must leave every acknowledged write readable by the next writer."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slatedb_core.errors import DatabaseDestroyed, Fenced, SlateDBError
+from slatedb_core.lifecycle.destroy import destroy
+from slatedb_core.manifest.store import ManifestStore
+from slatedb_core.options import DbOptions
+from slatedb_core.store.objectstore import ObjectStore
+from slatedb_core.store.url import open_store
+from slatedb_core.testing import FaultyStore
+from slatedb_core.writer.db import Db
+
+QUIET = DbOptions(manifest_poll_interval=timedelta(hours=1))
+
+
+@pytest.fixture
+def inner(tmp_path: Path) -> ObjectStore:
+    return open_store(f"file://{tmp_path}/lake")
+
+
+def writer_checkpoints(store: ObjectStore) -> list[int | None]:
+    m = ManifestStore(store, "db").read_latest().manifest
+    return [c.writer_epoch for c in m.checkpoints if c.writer_epoch is not None]
+
+
+def test_a_second_close_commits_nothing(inner: ObjectStore) -> None:
+    ms = ManifestStore(inner, "db")
+    db = Db.open("db", inner, QUIET)
+    db.put(b"k", b"v")
+    db.close()
+    after_first = ms.read_latest().id
+    db.close()
+    assert ms.read_latest().id == after_first
+    assert writer_checkpoints(inner) == []
+
+
+def test_a_writer_opening_while_the_close_commits_keeps_its_checkpoint(
+    inner: ObjectStore,
+) -> None:
+    """The old writer's close is held just before it creates its manifest; a new writer opens
+    (fencing it) and writes. The close then finds the new epoch and commits nothing over it."""
+    faulty = FaultyStore(inner)
+    old = Db.open("db", faulty, QUIET)
+    old.put(b"old", b"acknowledged")
+    hold = faulty.pause("close", "put_if_absent", "db/manifest/*")
+    box: list[BaseException | None] = []
+
+    def close() -> None:
+        try:
+            old.close()
+        except BaseException as e:
+            box.append(e)
+        else:
+            box.append(None)
+
+    t = threading.Thread(target=close, daemon=True)
+    t.start()
+    assert hold.wait_reached(10), "the close committed no manifest"
+    new = Db.open("db", inner, QUIET)
+    try:
+        new.put(b"new", b"acknowledged")
+        hold.release()
+        t.join(30)
+        assert not t.is_alive()
+        assert box[0] is None or isinstance(box[0], Fenced), repr(box[0])
+        m = ManifestStore(inner, "db").read_latest().manifest
+        assert m.writer_epoch == new.writer_epoch
+        assert writer_checkpoints(inner) == [new.writer_epoch]
+        new.flush_memtable()  # the new writer still commits
+        assert new.get(b"old") == b"acknowledged"
+    finally:
+        new.close()
+    with Db.open("db", inner, QUIET) as again:
+        assert again.get(b"old") == b"acknowledged" and again.get(b"new") == b"acknowledged"
+
+
+def test_a_zombie_closing_after_a_hard_destroy_writes_nothing_there(inner: ObjectStore) -> None:
+    """RFC 0004 leaves it to the user that no writer runs during a hard destroy; one that does
+    must not bring the path back: its close creates no manifest (nor anything else but the GC
+    boundaries the destroy left) and does not report success."""
+    db = Db.open("db", inner, QUIET)
+    db.put(b"k", b"v")
+    destroy("db", inner, soft=False)
+    left = sorted(o.path for o in inner.list("db/"))
+    with pytest.raises(SlateDBError):
+        db.close()
+    assert sorted(o.path for o in inner.list("db/")) == left
+    assert all("/gc/" in p for p in left), left
+    with pytest.raises(DatabaseDestroyed):
+        Db.open("db", inner, QUIET)
+
+
+def test_a_zombie_closing_after_a_soft_destroy_does_not_report_success(
+    inner: ObjectStore,
+) -> None:
+    """A soft destroy fences the writer (RFC 0004); buffered writes were not durable, and the
+    close must say so rather than succeed."""
+    db = Db.open("db", inner, QUIET)
+    db.put(b"k", b"v", await_durable=False)
+    destroy("db", inner, soft=True)
+    latest = ManifestStore(inner, "db").read_latest().id
+    with pytest.raises(SlateDBError):
+        db.close()
+    assert ManifestStore(inner, "db").read_latest().id == latest

@@ -173,15 +173,19 @@ class DbOptions:
     """A WAL flush happens early once this many bytes are buffered."""
     l0_sst_size_bytes: int = 64 * MiB
     """The memtable is frozen and flushed to an L0 SST at this size."""
-    memtable_memory_bytes: int = 128 * MiB
-    """The memtable is also frozen once it holds about this much memory (estimated resident
-    bytes: a Python dict entry costs ~320 bytes beyond its key and value), so small entries do
-    not make a 64 MiB SST cost 200 MiB of RAM. (32 and 64 MiB lowered a 10M-row ``put_arrow``
-    ingest's peak but raised a single-put ingest's by ~130-180 MiB: bench/results/
-    db_ingest_memory.txt, issue 42 goal 3.)"""
-    max_unflushed_bytes: int = 128 * MiB
+    memtable_memory_bytes: int = 32 * MiB
+    """The memtable is also frozen once it holds about this much memory (estimated: each entry
+    counted at a Python dict entry's ~320 bytes beyond its key and value), so small entries do
+    not make a 64 MiB SST cost 200 MiB of RAM. A flush's and a compaction's transient memory
+    grows with the memtable's rows, so the estimate counts a ``put_arrow`` row like a dict
+    entry too (bench/results/db_ingest_memory.txt, issue 42 goal 3: counted at its resident
+    ~70 bytes, a 10M-row ``put_arrow`` ingest with 128 MiB memtables peaked at 867-997 MiB
+    instead of ~620; with 32 MiB, each 100k-row batch is its own memtable)."""
+    max_unflushed_bytes: int = 32 * MiB
     """Writers block (backpressure) while frozen memtables not yet in L0 hold more than this much
-    memory (estimated resident bytes)."""
+    memory (estimated resident bytes, as ``memtable_memory_bytes``): with 32 MiB memtables, one
+    frozen memtable at a time (a queue of them, waiting for L0 room behind the compactor, raised
+    a single-put ingest's peak by ~150-250 MiB)."""
     l0_max_ssts: int = 16
     """Memtable flushes (and so writers, through backpressure) stall at this many L0 SSTs until
     compaction catches up."""
@@ -368,13 +372,14 @@ class CompactorOptions:
     """As ``block_size``, for the bloom filters' bits per key."""
     compression: str | None = None
     """As ``block_size``, for the blocks' compression."""
-    read_budget_bytes: int = 16 * MiB
+    read_budget_bytes: int = 4 * MiB
     """The bytes one compaction reads ahead over all its sources at once: each source's GETs are
     this divided by the number of sources, kept between 1 MiB (fewer bytes per GET costs many
     more requests on S3) and 8 MiB. A merge holds about one GET's rows per source, and decoded
     they take ~4x the GET's bytes, so the default bounds the read side of a compaction to
-    ~64 MiB (8 L0 sources read 2 MiB each, SlateDB's ``bytes_to_fetch`` default), whatever the
-    size of its inputs (issue 42, goal 3; bench/results/db_ingest_memory.txt)."""
+    ~16 MiB for up to 4 sources (1 MiB GETs), ~4 MiB of decoded rows per source beyond,
+    whatever the size of its inputs (issue 42, goal 3; bench/results/db_ingest_memory.txt:
+    a 10M-row ingest peaked 30-90 MiB lower than with 16 MiB, single runs)."""
     merge_operator: str | MergeOperator | None = None
     """How compactions fold merge operands (SlateDB RFC 0006), as ``DbOptions.merge_operator``.
     None: a compaction that meets an operand fails with ``MergeOperatorMissing`` and commits

@@ -128,13 +128,17 @@ def test_a_gets_bytes_are_released_once_its_blocks_are_decoded() -> None:
 
 
 def test_the_budget_is_shared_by_the_sources_between_floor_and_max() -> None:
-    assert readahead_per_source(1) == READAHEAD_MAX
-    assert readahead_per_source(READAHEAD_BUDGET // READAHEAD_MAX) == READAHEAD_MAX
-    assert readahead_per_source(8) == READAHEAD_BUDGET // 8
+    b16 = 16 * 1024 * 1024  # the default before session 54
+    assert readahead_per_source(1, b16) == READAHEAD_MAX
+    assert readahead_per_source(b16 // READAHEAD_MAX, b16) == READAHEAD_MAX
+    assert readahead_per_source(8, b16) == b16 // 8
+    assert readahead_per_source(0, b16) == READAHEAD_MAX
+    # the default: one source reads the whole budget, four or more read the floor
+    assert readahead_per_source(1) == READAHEAD_BUDGET == 4 * 1024 * 1024
+    assert readahead_per_source(4) == READAHEAD_FLOOR
     assert readahead_per_source(MAX_L0_SOURCES) * MAX_L0_SOURCES <= 32 * 1024 * 1024
     assert readahead_per_source(MAX_L0_SOURCES) == READAHEAD_FLOOR
     assert readahead_per_source(1000) == READAHEAD_FLOOR
-    assert readahead_per_source(0) == READAHEAD_MAX
     big = 256 * 1024 * 1024
     assert readahead_per_source(33, big) == big // 33
     assert all(
@@ -240,23 +244,24 @@ def test_the_executor_reads_each_source_at_its_share(monkeypatch: pytest.MonkeyP
     assert set(sizes_asked[:MAX_L0_SOURCES]) == {readahead_per_source(MAX_L0_SOURCES)}
     assert set(sizes_asked[MAX_L0_SOURCES:]) == {readahead_per_source(8)}
     assert readahead_per_source(MAX_L0_SOURCES) == READAHEAD_FLOOR
-    assert readahead_per_source(2) == READAHEAD_MAX
+    assert readahead_per_source(2) == READAHEAD_BUDGET // 2  # 2 MiB each
 
 
 # ---- the budget is an option (issue 42, goal 3) ---------------------------------------------
 
 
-def test_by_default_eight_l0_sources_read_two_mib_each(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_eight_l0_sources_read_one_mib_each(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 42, goal 3: a 10M-row ingest peaked at 1.1 GiB; a compaction of 8 L0 SSTs read
     8 MiB per source, ~37 MiB of decoded rows each (bench/results/db_ingest_memory.txt). The
-    default budget is 16 MiB: 2 MiB per source, SlateDB's ``bytes_to_fetch``."""
+    default budget was 16 MiB (2 MiB per source of 8), then 4 MiB (session 54: the ingest's
+    peak 50-90 MiB lower): every source of a compaction of 4 or more reads the 1 MiB floor."""
     store = open_store("memory://")
     fill_l0(store, 8, rows=200)
     sizes_asked = _record_readaheads(monkeypatch)
     stats = run_compaction_once(PATH, store, CompactorOptions(l0_trigger=2))
     assert stats is not None and stats.compactions == 1
-    assert sizes_asked == [2 * 1024 * 1024] * 8
-    assert CompactorOptions().read_budget_bytes == 16 * 1024 * 1024
+    assert sizes_asked == [READAHEAD_FLOOR] * 8 == [1024 * 1024] * 8
+    assert CompactorOptions().read_budget_bytes == 4 * 1024 * 1024
 
 
 @pytest.mark.parametrize("budget", [1, 4 * 1024 * 1024, 64 * 1024 * 1024, 1 << 40])

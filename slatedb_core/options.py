@@ -229,9 +229,10 @@ class DbOptions:
     :func:`slatedb_core.lsm.merge_operator.resolve_merge_operator`). None: no operator, and
     ``Db.merge`` is refused (``MergeOperatorMissing``), as SlateDB refuses it."""
     compactor: CompactorOptions | None = None
-    """Run a compactor inside the writer's process with these options. None (the default): run
-    one elsewhere (``Compactor``, ``admin.run_compaction_once``, the Dagster asset); without any,
-    writes stall once L0 holds ``l0_max_ssts`` SSTs."""
+    """Run a compactor inside the writer's process with these options (its ``l0_trigger`` at
+    most ``l0_max_ssts``, else ``InvalidArgument``: it would never compact L0 before flushes
+    stall). None (the default): run one elsewhere (``Compactor``, ``admin.run_compaction_once``,
+    the Dagster asset); without any, writes stall once L0 holds ``l0_max_ssts`` SSTs."""
     glibc_malloc_threshold_bytes: int | None = None
     """Opt-in, process-wide: when set, ``Db.open`` sets glibc's mmap and trim thresholds of the
     whole process to this many bytes (``mallopt``; 128 KiB .. 32 MiB; ignored where the C
@@ -274,6 +275,13 @@ class DbOptions:
         check_merge_operator_spec("merge_operator", self.merge_operator)
         # checked here, not when Db.open starts the compactor (RELIABILITY.md, review finding 14)
         check_optional("compactor", self.compactor, CompactorOptions)
+        if self.compactor is not None and self.compactor.l0_trigger > self.l0_max_ssts:
+            # its L0 compactions wait for more SSTs than flushes ever make: a stall forever
+            raise InvalidArgument(
+                f"compactor.l0_trigger ({self.compactor.l0_trigger}) must be <= l0_max_ssts "
+                f"({self.l0_max_ssts}): flushes stall at l0_max_ssts L0 SSTs, and the "
+                "in-process compactor would wait for l0_trigger of them forever"
+            )
         if self.glibc_malloc_threshold_bytes is not None:
             v = self.glibc_malloc_threshold_bytes
             _set(

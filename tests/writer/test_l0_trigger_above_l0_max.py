@@ -23,9 +23,6 @@ from slatedb_core.writer.db import Db
 FAST = timedelta(milliseconds=20)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="l0_trigger above l0_max_ssts is accepted; the writer stalls"
-)
 def test_options_whose_compactor_waits_for_more_l0_than_the_writer_allows_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="l0_trigger"):
         DbOptions(l0_max_ssts=2, compactor=CompactorOptions(l0_trigger=4))

@@ -114,3 +114,26 @@ def test_a_zombie_closing_after_a_soft_destroy_does_not_report_success(
     with pytest.raises(SlateDBError):
         db.close()
     assert ManifestStore(inner, "db").read_latest().id == latest
+
+
+def test_a_close_whose_wal_flush_fails_raises_and_keeps_the_checkpoint(
+    inner: ObjectStore,
+) -> None:
+    """Buffered writes that did not become durable: the close raises the store's error (twice,
+    the same object), commits no manifest (the checkpoint stays, as after a crash), and the
+    next writer finds what was acknowledged before."""
+    faulty = FaultyStore(inner)
+    db = Db.open("db", faulty, DbOptions(flush_interval=timedelta(hours=1)))
+    db.put(b"acked", b"v")
+    faulty.fail_next("put_if_absent", "db/wal/*", times=1000)
+    db.put(b"buffered", b"v", await_durable=False)
+    latest = ManifestStore(inner, "db").read_latest().id
+    with pytest.raises(SlateDBError) as first:
+        db.close()
+    with pytest.raises(SlateDBError) as second:
+        db.close()
+    assert second.value is first.value
+    assert ManifestStore(inner, "db").read_latest().id == latest
+    assert writer_checkpoints(inner) == [db.writer_epoch]
+    with Db.open("db", inner, QUIET) as again:
+        assert again.get(b"acked") == b"v"

@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from slatedb_core.compactor.compactor import run_compaction_once
+from slatedb_core.errors import Fenced
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
@@ -62,3 +63,31 @@ def test_slatedb_after_our_close_compaction_and_gc_then_ours_again(
     oracle.admin().run_gc(min_age_ms=0)
     r = oracle.open_reader()
     check_reads(model, r.get, r.scan, who="SlateDB's reader after both GCs")
+
+
+def test_our_close_after_slatedb_fenced_us_leaves_slatedb_writing(
+    oracle: Oracle, store: ObjectStore
+) -> None:
+    """SlateDB's writer opens over ours (fencing it); our zombie's close then commits nothing
+    over SlateDB's manifests, and SlateDB's writer goes on writing and flushing."""
+    model = Model()
+    ms = ManifestStore(store, "db")
+    ours = Db.open("db", store, QUIET)
+    ours.put(b"ours/acked", b"v")
+    model.put(b"ours/acked", b"v")
+    w = oracle.open_db(s=settings(compactor=False))
+    latest = ms.read_latest()
+    assert latest.manifest.writer_epoch != ours.writer_epoch
+    try:
+        ours.close()  # nothing buffered: nothing to lose, nothing to commit
+    except Fenced:
+        pass
+    assert ms.read_latest().id == latest.id
+    w.write(model.apply(rows(3, 100)))
+    w.flush_memtable()
+    w.put(b"slate/after", b"acknowledged")
+    model.put(b"slate/after", b"acknowledged")
+    check_reads(model, w.get, w.scan, who="SlateDB's writer after our zombie's close")
+    w.shutdown()
+    with Db.open("db", store, QUIET) as db:
+        check_reads(model, db.get, scanner(db), who="our writer after SlateDB's")

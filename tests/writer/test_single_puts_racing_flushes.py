@@ -9,6 +9,7 @@ deleted one brought back, or a mix of rounds."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import threading
 import time
@@ -100,22 +101,23 @@ def race(db: Db, stop: threading.Event) -> list[int]:
     return acked
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_single_puts_racing_flushes_then_a_crash(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize("window", [1, 4], ids=["sequential WAL", "parallel WAL"])
+def test_single_puts_racing_flushes_then_a_crash(tmp_path: Path, window: int) -> None:
     store = open_store(f"file://{tmp_path}/lake")
-    db = Db.open("db", store, OPTS)
+    db = Db.open("db", store, dataclasses.replace(OPTS, max_parallel_writes=window))
     acked = race(db, threading.Event())
     assert acked == [ROUNDS - 1] * THREADS
     db._simulate_crash()
     check(store, acked, [ROUNDS - 1] * THREADS)
 
 
-def test_a_crash_in_the_middle_of_an_l0_flush_then_wal_replay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [1, 4], ids=["sequential WAL", "parallel WAL"])
+def test_a_crash_in_the_middle_of_an_l0_flush_then_wal_replay(tmp_path: Path, window: int) -> None:
     """The crash comes while an L0 SST of single puts is being written; the SST lands after the
     crash (a zombie's upload) and is never named; the replay restores the rows from the WAL."""
     inner = open_store(f"file://{tmp_path}/lake")
     store = FaultyStore(inner)
-    db = Db.open("db", store, OPTS)
+    db = Db.open("db", store, dataclasses.replace(OPTS, max_parallel_writes=window))
     stop = threading.Event()
     acked = [-1] * THREADS
     threads = [

@@ -275,8 +275,9 @@ class Compactor:
         while not self._stop.is_set():
             try:
                 self.run_once()
-                self.last_error = None
+                # the counters first: stuck() reads last_error, then them (review54)
                 self.failed_passes = self.unmended_passes = 0
+                self.last_error = None
             except Fenced:
                 return
             except Exception as e:  # a store outage or a bug: keep the process alive, say why

@@ -327,13 +327,6 @@ class WriterEngine:
         while len(self._state.manifest.manifest.l0) >= self.options.l0_max_ssts:
             if self._flusher.stopping.is_set() or self._flusher.error is not None:
                 return
-            stuck = self._compactor.stuck() if self._compactor is not None else None
-            if stuck is not None:
-                err = BackgroundThreadDied(f"compactor of {self.path!r}", stuck)
-                err.__cause__ = stuck
-                log.error("%r: L0 is full and its compactor keeps failing: %s", self.path, stuck)
-                self._fail(err)
-                raise err
             if not warned:
                 log.warning(
                     "%r: L0 holds %d SSTs (l0_max_ssts); memtable flushes wait for a compactor",
@@ -342,6 +335,15 @@ class WriterEngine:
                 )
                 warned = True
             self._refresh()
+            if len(self._state.manifest.manifest.l0) < self.options.l0_max_ssts:
+                return  # a compaction this refresh saw made room: no stale verdict below
+            stuck = self._compactor.stuck() if self._compactor is not None else None
+            if stuck is not None:
+                err = BackgroundThreadDied(f"compactor of {self.path!r}", stuck)
+                err.__cause__ = stuck
+                log.error("%r: L0 is full and its compactor keeps failing: %s", self.path, stuck)
+                self._fail(err)
+                raise err
             time.sleep(self.options.manifest_poll_interval.total_seconds())
 
     def new_ssts(self, ssts: list[CompactedSst], datas: list[Callable[[], bytes]]) -> NewSsts:
@@ -353,8 +355,21 @@ class WriterEngine:
         return write_new_sst(self.store, self.path, data, info)
 
     def commit(self, change: IdChange) -> StoredManifest:
+        """Apply ``change`` to the manifest as this writer. Once the writer is shut down (closed,
+        failed, crashed) it commits nothing more: each attempt checks, so an L0 flush or a
+        poll that outlasted ``close()``'s join and lost its race to the close's own update
+        retries into ``DbClosed`` instead of landing after it, the writer checkpoint with it
+        (review54; the frozen rows are in the WAL, replayed by the next writer)."""
+        flusher = self._flusher
+        path = self.path
+
+        def unless_closed(m: Manifest, next_id: int) -> Manifest | None:
+            if flusher.closed:
+                raise DbClosed(f"database {path!r} is closed: its writer commits nothing more")
+            return change(m, next_id)
+
         try:
-            return self._fm.update_at(change)
+            return self._fm.update_at(unless_closed)
         except (Fenced, DatabaseDestroyed) as e:
             self._fail(e)
             raise
@@ -385,6 +400,8 @@ class WriterEngine:
                 self._fail(e)
                 return
             except SlateDBError as e:
+                if stopping.is_set():  # closed meanwhile: its commit was refused (commit)
+                    return
                 log.warning("memtable flush of %r failed, retrying: %s", self.path, e)
                 time.sleep(0.5)
 
@@ -418,6 +435,8 @@ class WriterEngine:
             try:
                 self._refresh()
             except SlateDBError as e:
+                if self._flusher.stopping.is_set():  # closed meanwhile: nothing more is committed
+                    return
                 log.warning("manifest poll of %r failed: %s", self.path, e)
 
     # ---- key range of a projected database --------------------------------------------------

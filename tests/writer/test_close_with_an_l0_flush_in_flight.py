@@ -23,9 +23,6 @@ from slatedb_core.writer.db import Db
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="close() returns while its L0 flush still commits (30 s join timeout)"
-)
 def test_no_commit_after_a_clean_close(tmp_path: Path) -> None:
     inner = open_store(f"file://{tmp_path}/lake")
     faulty = FaultyStore(inner, pause_timeout_s=120)

@@ -7,7 +7,6 @@ that reports success must leave every acknowledged write readable by the next wr
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.writer.thread_steps import start_recorded
 
 QUIET = DbOptions(manifest_poll_interval=timedelta(hours=1))
 
@@ -55,18 +55,7 @@ def test_a_writer_opening_while_the_close_commits_keeps_its_checkpoint(
     old = Db.open("db", faulty, QUIET)
     old.put(b"old", b"acknowledged")
     hold = faulty.pause("close", "put_if_absent", "db/manifest/*")
-    box: list[BaseException | None] = []
-
-    def close() -> None:
-        try:
-            old.close()
-        except BaseException as e:
-            box.append(e)
-        else:
-            box.append(None)
-
-    t = threading.Thread(target=close, daemon=True)
-    t.start()
+    t, box = start_recorded(old.close)
     assert hold.wait_reached(10), "the close committed no manifest"
     new = Db.open("db", inner, QUIET)
     try:

@@ -19,6 +19,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.writer.thread_steps import start_recorded
 
 T = TypeVar("T")
 
@@ -59,18 +60,7 @@ class BreakingStore(FaultyStore):
 def within(seconds: float, call: Callable[[], object]) -> BaseException | None:
     """Run ``call`` in a thread; the error it raised (None if it returned). Fails the test if it
     is still running after ``seconds`` (the old code hung here forever)."""
-    box: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as e:
-            box.append(e)
-        else:
-            box.append(None)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    t, box = start_recorded(call)
     t.join(seconds)
     assert not t.is_alive(), f"still waiting after {seconds} s: a waiter hangs"
     return box[0]

@@ -11,7 +11,6 @@ the compactor that now owns the database (docs/operations.md, "Write stalls").""
 from __future__ import annotations
 
 import fnmatch
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -27,6 +26,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.writer.thread_steps import start_recorded
 
 T = TypeVar("T")
 FAST = timedelta(milliseconds=20)
@@ -111,19 +111,12 @@ def test_a_writer_whose_compactor_was_fenced_waits_for_the_new_one(inner: Object
             db.put(b"b%d" % i, b"v")
             db.flush_memtable()
         assert l0_count(inner) == 4
-        box: list[BaseException | None] = []
 
         def flush() -> None:
-            try:
-                db.put(b"c", b"v")
-                db.flush_memtable()
-            except BaseException as e:
-                box.append(e)
-            else:
-                box.append(None)
+            db.put(b"c", b"v")
+            db.flush_memtable()
 
-        t = threading.Thread(target=flush, daemon=True)
-        t.start()
+        t, box = start_recorded(flush)
         t.join(1.0)
         assert not box or box[0] is None, f"the writer failed: {box[0]!r}"
         assert t.is_alive(), "the flush did not wait for L0 room"

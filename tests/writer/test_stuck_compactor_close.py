@@ -21,6 +21,7 @@ from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.store.url import open_store
 from slatedb_core.testing import FaultyStore
 from slatedb_core.writer.db import Db
+from tests.writer.thread_steps import start_recorded
 
 T = TypeVar("T")
 FAST = timedelta(milliseconds=20)
@@ -71,18 +72,7 @@ def test_close_after_a_stuck_compactor_failed_the_writer(tmp_path: Path) -> None
     assert failure and isinstance(failure[0], BackgroundThreadDied), failure
     l0_at_failure = ManifestStore(inner, "db").read_latest().manifest.l0
 
-    closer: list[BaseException | None] = []
-
-    def close() -> None:
-        try:
-            db.close()
-        except BaseException as e:
-            closer.append(e)
-        else:
-            closer.append(None)
-
-    c = threading.Thread(target=close, daemon=True)
-    c.start()
+    c, closer = start_recorded(db.close)
     c.join(30)
     assert not c.is_alive(), "close() hangs after the writer failed"
     assert isinstance(closer[0], BackgroundThreadDied)

@@ -53,7 +53,6 @@ from slatedb_core.errors import InvalidArgument
 from slatedb_core.lsm.entries import (
     ENTRY_SCHEMA,
     conform,
-    sortable_keys,
 )
 from slatedb_core.lsm.iterators import merge_sorted
 from slatedb_core.lsm.memtable_fold import Entry, Parts, entry_value, merge_onto
@@ -87,6 +86,7 @@ from slatedb_core.lsm.sorted_rows import (
     newest_of,
     sorted_batch,
     total_length,
+    unique_batch_order,
     unique_key_order,
 )
 
@@ -744,12 +744,7 @@ def _dict_slices(d: Data, rows: int) -> Iterator[pa.RecordBatch]:
     time, each slice taken from one unsorted batch of them: the rows of ``sorted_batch``
     without its second full copy (issue 42, goal 3; a ~37 MiB memtable's flush held both)."""
     batch = entries_batch(pa.array(list(d), pa.binary()), list(d.values()))
-    skeys = sortable_keys([batch.column(0)])
-    if skeys is not None:
-        order = unique_key_order(skeys)
-    else:
-        order = pc.sort_indices(batch.column(0)).to_numpy()
-    del skeys
+    order = unique_batch_order(batch)
     for at in range(0, len(order), rows):
         yield batch.take(pa.array(order[at : at + rows]))
 

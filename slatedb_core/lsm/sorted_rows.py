@@ -88,12 +88,17 @@ def _wide_batch(keys: pa.Array, entries: Sequence[Entry]) -> pa.RecordBatch:
 
 def sorted_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Sort a batch whose keys are already unique (they come from a dict)."""
+    return batch.take(pa.array(unique_batch_order(batch)))
+
+
+def unique_batch_order(batch: pa.RecordBatch) -> npt.NDArray[np.intp] | npt.NDArray[np.uint64]:
+    """The row order that sorts ``batch`` by its keys (column 0), which are distinct: the
+    vectorised :func:`unique_key_order` where the keys fit one width, else Arrow's sort."""
     skeys = sortable_keys([batch.column(0)])
     if skeys is not None:
-        order = pa.array(unique_key_order(skeys))
-    else:
-        order = pc.sort_indices(batch.column(0))
-    return batch.take(order)
+        return unique_key_order(skeys)
+    order: npt.NDArray[np.uint64] = pc.sort_indices(batch.column(0)).to_numpy()
+    return order
 
 
 def unique_key_order(skeys: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:

@@ -597,17 +597,21 @@ class ReaderClosed(DbClosed):
 
 
 class SstMissing(SlateDBError):
-    """An SST or WAL SST that the reader's state references is gone from the object store.
+    """An SST or WAL SST that a reader's or writer's state references is gone from the object
+    store.
 
     GC removed it (its checkpoint expired or was deleted, or an unpinned reader fell behind a
     compaction). Answering from what is left could return an older value or miss a key, so the
     read fails instead. Reopen the reader (on a newer checkpoint, or with a pinning reader mode).
+    A writer (``Db``) reloads its manifest first and retries a get; a scan raises this after the
+    reload, and the same scan started again reads the new state. When the latest manifest still
+    names the SST, it was lost, not collected: restore it from a backup.
     """
 
     kind = ErrorKind.CLOSED
 
     def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"SST missing under the reader: {path}: {detail}")
+        super().__init__(f"SST missing under a read: {path}: {detail}")
         self.path = path
 
 

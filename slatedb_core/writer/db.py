@@ -56,6 +56,7 @@ from slatedb_core.checkpoints import (
 from slatedb_core.errors import (
     InvalidArgument,
     MergeOperatorMissing,
+    ObjectNotFound,
 )
 from slatedb_core.feed import ChangeBatch, ChangeFeed, ChangesOptions, Cursor
 from slatedb_core.keys import clip_scan
@@ -64,6 +65,7 @@ from slatedb_core.lsm.arrow_rows import arrow_entries
 from slatedb_core.lsm.dbstate import DbState
 from slatedb_core.lsm.entries import KV_SCHEMA
 from slatedb_core.lsm.iterators import iter_rows
+from slatedb_core.lsm.memtable_fold import Entry
 from slatedb_core.lsm.merge_operator import MergeOperator, resolve_merge_operator
 from slatedb_core.lsm.row_model import (
     KIND_MERGE,
@@ -86,7 +88,7 @@ from slatedb_core.store.objectstore import ObjectStore, check_store
 from slatedb_core.wal.flusher import WalFlusher
 from slatedb_core.writer import malloc_tuning
 from slatedb_core.writer.batch import WriteBatch
-from slatedb_core.writer.engine import WriterEngine
+from slatedb_core.writer.engine import WriterEngine, still_missing
 from slatedb_core.writer.hooks import WriterHooks
 from slatedb_core.writer.ingest import WriterIngest
 from slatedb_core.writer.ttl import (
@@ -541,8 +543,28 @@ class Db:
             self._engine.check_range_keys(checked)
         # The active memtable is the one part of a state that changes, always under the
         # engine's lock: take the state and every key's memtable entry at one instant under it,
-        # then read the rest, which never changes, without the lock.
+        # then read the rest, which never changes, without the lock. An SST collected under
+        # the lookup: the whole lookup again, on the reloaded state (one point in time).
         state, found = self._engine.active_entries(uniq)
+        try:
+            return self._lookup_many(state, found, uniq, checked)
+        except ObjectNotFound as e:
+            self._engine.reload_after_missing(state, e)
+        state, found = self._engine.active_entries(uniq)
+        try:
+            return self._lookup_many(state, found, uniq, checked)
+        except ObjectNotFound as e:
+            raise still_missing(e) from e
+
+    @staticmethod
+    def _lookup_many(
+        state: DbState,
+        found: list[Entry | None] | None,
+        uniq: list[bytes],
+        checked: list[bytes],
+    ) -> list[bytes | None]:
+        """:meth:`get_many`'s answer for the sorted distinct ``uniq`` of ``checked`` from
+        ``state`` and the active memtable's entries ``found`` taken with it."""
         if found is not None and any(found):  # entries are non-empty tuples
             values = {
                 k: f[1] if len(f) == 2 else state.active_entry_value(k, f)
@@ -576,7 +598,7 @@ class Db:
     ) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs with ``start <= key < end`` in key order (None = unbounded)."""
         start, end = self._check_range(start, end)
-        return iter_rows(self._readable_state().scan(start, end))
+        return iter_rows(self._engine.scan_batches(self._readable_state(), start, end))
 
     def scan_arrow(
         self, start: bytes | None = None, end: bytes | None = None, batch_size: int = 65536
@@ -584,7 +606,7 @@ class Db:
         """The same as :meth:`scan`, as Arrow record batches of (key, value)."""
         start, end = self._check_range(start, end)
         batch_size = check_int("batch_size", batch_size, lo=1)
-        batches = self._readable_state().scan(start, end, batch_size=batch_size)
+        batches = self._engine.scan_batches(self._readable_state(), start, end, batch_size)
         return pa.RecordBatchReader.from_batches(
             KV_SCHEMA,
             (
@@ -641,8 +663,9 @@ class Db:
         the next writer opened (tests/gc/test_after_writer_close.py). If that update fails,
         ``close()`` raises its error (``DatabaseDestroyed`` if the database was destroyed under
         this writer, else the store's): every write is durable by then, but the update may have
-        landed, and reporting success could hide a manifest created in a collected path. A crash
-        leaves the checkpoint; the next writer's open replaces it."""
+        landed, and reporting success could hide a manifest created in a collected path; a note on
+        the error says the writes are durable. A crash leaves the checkpoint; the next writer's
+        open replaces it."""
         if self._engine.closed:
             if self._close_error is not None:
                 raise self._close_error
@@ -654,6 +677,12 @@ class Db:
         try:
             self._drop_writer_checkpoint()
         except Exception as e:
+            e.add_note(
+                "Every write this writer acknowledged is durable: closing failed only at dropping "
+                "its writer checkpoint (SlateDB RFC 0004), which a crash leaves behind too. GC "
+                "keeps the SSTs the checkpoint pins until the next writer to open the database "
+                'replaces it (docs/operations.md, "A writer that did not close").'
+            )
             self._close_error = e
             raise
 

@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from time import time_ns
 
 import pyarrow as pa
@@ -42,7 +42,9 @@ from slatedb_core.errors import (
     DbClosed,
     Fenced,
     InvalidArgument,
+    ObjectNotFound,
     SlateDBError,
+    SstMissing,
 )
 from slatedb_core.keys import KeyRange, check_in_range, outside_range
 from slatedb_core.lsm.arrow_rows import seq_range
@@ -683,7 +685,44 @@ class WriterEngine:
         state = self.readable_state()
         if self._range is not None and not self._range.contains(key):
             raise self._outside(key)
-        return state.get(key)
+        try:
+            return state.get(key)
+        except ObjectNotFound as e:
+            state = self.reload_after_missing(state, e)
+        try:
+            return state.get(key)
+        except ObjectNotFound as e:
+            raise still_missing(e) from e
+
+    def reload_after_missing(self, failed: DbState, missing: ObjectNotFound) -> DbState:
+        """The state to retry a read on after ``failed`` lost an SST under it, or SstMissing.
+
+        GC collected an SST this writer still read: its writer checkpoint was deleted (by an
+        operator, docs/operations.md, "A writer that did not close") or the database destroyed
+        under it, and a compaction had replaced the SST. The latest manifest is picked up now, as
+        the next poll would (moving the writer checkpoint); if it is the one that failed, the
+        SST is gone from a manifest that still names it: SstMissing. Every read of the writer
+        recovers here (``get``, ``get_many``; a scan raises SstMissing after it, see
+        :meth:`scan_batches`), as ``DbReader._recover`` does for a reader."""
+        if self._state.manifest.id == failed.manifest.id:
+            self._refresh()
+        state = self.readable_state()
+        if state.manifest.id == failed.manifest.id:
+            raise SstMissing(missing.path, "still named by the writer's latest manifest")
+        return state
+
+    def scan_batches(
+        self, state: DbState, start: bytes | None, end: bytes | None, batch_size: int = 65536
+    ) -> Iterator[pa.RecordBatch]:
+        """``state.scan``, where an SST collected under the scan is :class:`SstMissing` after
+        the writer reloaded its manifest (:meth:`reload_after_missing`): a scan started again
+        reads the new one. A scan is not resumed on another state: rows written since it began
+        would join it."""
+        try:
+            yield from state.scan(start, end, batch_size=batch_size)
+        except ObjectNotFound as e:
+            self.reload_after_missing(state, e)
+            raise SstMissing(e.path, "collected under the scan; start the scan again") from e
 
     def active_entries(self, keys: Sequence[bytes]) -> tuple[DbState, list[Entry | None] | None]:
         """The readable state and, taken at the same instant under the lock, the active
@@ -806,3 +845,8 @@ def _rows_batch(rows: Sequence[tuple[bytes, Version]]) -> pa.RecordBatch:
         ],
         schema=ROW_SCHEMA,
     )
+
+
+def still_missing(e: ObjectNotFound) -> SstMissing:
+    """The error of a read whose retry on the reloaded state lost an SST again."""
+    return SstMissing(e.path, "still missing after reloading the writer's manifest")

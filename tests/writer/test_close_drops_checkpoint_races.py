@@ -126,3 +126,30 @@ def test_a_close_whose_wal_flush_fails_raises_and_keeps_the_checkpoint(
     assert writer_checkpoints(inner) == [db.writer_epoch]
     with Db.open("db", inner, QUIET) as again:
         assert again.get(b"acked") == b"v"
+
+
+def test_a_close_whose_checkpoint_drop_fails_says_every_write_is_durable(
+    inner: ObjectStore,
+) -> None:
+    """Session 54's note: after the WAL flush, a failing checkpoint-drop update made ``close()``
+    raise the bare store error, so a caller could not tell it from lost writes. The error now
+    says the writes are durable and what keeps the checkpoint; the next writer reads them all
+    and its own close drops the checkpoint."""
+    faulty = FaultyStore(inner)
+    db = Db.open("db", faulty, DbOptions(flush_interval=timedelta(hours=1)))
+    db.put(b"acked", b"v")
+    db.put(b"buffered", b"v", await_durable=False)
+    faulty.fail_next("put_if_absent", "db/manifest/*", times=1000)
+    with pytest.raises(SlateDBError) as first:
+        db.close()
+    notes = " ".join(getattr(first.value, "__notes__", []))
+    assert "every write this writer acknowledged is durable" in notes.lower(), notes
+    assert "writer checkpoint" in notes
+    with pytest.raises(SlateDBError) as second:
+        db.close()
+    assert second.value is first.value
+    assert len(second.value.__notes__) == 1
+    faulty.clear_rules()
+    with Db.open("db", inner, QUIET) as again:
+        assert again.get(b"acked") == b"v" and again.get(b"buffered") == b"v"
+    assert writer_checkpoints(inner) == []

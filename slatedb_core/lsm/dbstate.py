@@ -45,7 +45,7 @@ from slatedb_core.lsm.sorted_rows import entries_batch
 from slatedb_core.lsm.version_table import VersionTable
 from slatedb_core.manifest.model import CompactedSst, Manifest, SstView
 from slatedb_core.manifest.store import StoredManifest
-from slatedb_core.sst import BlockCache, SstReader
+from slatedb_core.sst import BlockCache, SstReader, probe_blooms_first
 from slatedb_core.store.objectstore import ObjectStore
 
 Found = tuple[int, int, bytes | None]  # (seq, kind, value) of a key's newest row in a table
@@ -503,6 +503,8 @@ class DbState:
         return None if entry[1] == KIND_TOMBSTONE else entry[2]
 
     def _get_sst(self, key: bytes) -> bytes | None:
+        if len(self.l0) + len(self.runs) > 1:  # several SSTs may hold the key: blooms first
+            probe_blooms_first(key)
         for h in self.l0:  # SstHandle.get, inlined: this is every point read's path
             lo, hi = h._lo, h._hi
             if (lo is not None and key < lo) or (hi is not None and key >= hi):

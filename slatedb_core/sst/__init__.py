@@ -18,7 +18,7 @@ from slatedb_core.sst.format import (
     KIND_TOMBSTONE,
     KIND_VALUE,
 )
-from slatedb_core.sst.reader import SstReader
+from slatedb_core.sst.reader import SstReader, probe_blooms_first
 
 __all__ = [
     "CODECS",
@@ -32,4 +32,5 @@ __all__ = [
     "SstOptions",
     "SstReader",
     "encode_sst",
+    "probe_blooms_first",
 ]

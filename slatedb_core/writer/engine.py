@@ -331,9 +331,10 @@ class WriterEngine:
                 return
             if not warned:
                 log.warning(
-                    "%r: L0 holds %d SSTs (l0_max_ssts); memtable flushes wait for a compactor",
+                    "%r: L0 holds %d SSTs (l0_max_ssts); memtable flushes wait for a compactor%s",
                     self.path,
                     len(self._state.manifest.manifest.l0),
+                    "" if self._compactor is not None else _NO_COMPACTOR,
                 )
                 warned = True
             self._refresh()
@@ -845,6 +846,13 @@ def _rows_batch(rows: Sequence[tuple[bytes, Version]]) -> pa.RecordBatch:
         ],
         schema=ROW_SCHEMA,
     )
+
+
+_NO_COMPACTOR = (
+    ", and no compactor runs in this process: run one elsewhere (`slatedb compact`, the Dagster "
+    "compaction asset) or open the writer with DbOptions(compactor=CompactorOptions()) "
+    '(docs/operations.md, "Write stalls")'
+)
 
 
 def still_missing(e: ObjectNotFound) -> SstMissing:

@@ -704,9 +704,11 @@ class WriterEngine:
         the next poll would (moving the writer checkpoint); if it is the one that failed, the
         SST is gone from a manifest that still names it: SstMissing. Every read of the writer
         recovers here (``get``, ``get_many``; a scan raises SstMissing after it, see
-        :meth:`scan_batches`), as ``DbReader._recover`` does for a reader."""
-        if self._state.manifest.id == failed.manifest.id:
-            self._refresh()
+        :meth:`scan_batches`), as ``DbReader._recover`` does for a reader. A writer that has
+        failed or closed raises its error and commits nothing; the latest manifest is read even
+        when the writer's state moved on since ``failed``: that state may name the SST too."""
+        self.check_usable()
+        self._refresh()
         state = self.readable_state()
         if state.manifest.id == failed.manifest.id:
             raise SstMissing(missing.path, "still named by the writer's latest manifest")

@@ -54,6 +54,7 @@ from slatedb_core.checkpoints import (
     without_writer_checkpoints,
 )
 from slatedb_core.errors import (
+    DatabaseDestroyed,
     InvalidArgument,
     MergeOperatorMissing,
     ObjectNotFound,
@@ -664,8 +665,8 @@ class Db:
         ``close()`` raises its error (``DatabaseDestroyed`` if the database was destroyed under
         this writer, else the store's): every write is durable by then, but the update may have
         landed, and reporting success could hide a manifest created in a collected path; a note on
-        the error says the writes are durable. A crash leaves the checkpoint; the next writer's
-        open replaces it."""
+        the error says the writes are durable (not on ``DatabaseDestroyed``: they went with the
+        database). A crash leaves the checkpoint; the next writer's open replaces it."""
         if self._engine.closed:
             if self._close_error is not None:
                 raise self._close_error
@@ -677,12 +678,14 @@ class Db:
         try:
             self._drop_writer_checkpoint()
         except Exception as e:
-            e.add_note(
-                "Every write this writer acknowledged is durable: closing failed only at dropping "
-                "its writer checkpoint (SlateDB RFC 0004), which a crash leaves behind too. GC "
-                "keeps the SSTs the checkpoint pins until the next writer to open the database "
-                'replaces it (docs/operations.md, "A writer that did not close").'
-            )
+            if not isinstance(e, DatabaseDestroyed):  # its writes went with the database
+                e.add_note(
+                    "Every write this writer acknowledged is durable: closing failed only at "
+                    "dropping its writer checkpoint (SlateDB RFC 0004), which a crash leaves "
+                    "behind too. GC keeps the SSTs the checkpoint pins until the next writer to "
+                    'open the database replaces it (docs/operations.md, "A writer that did not '
+                    'close").'
+                )
             self._close_error = e
             raise
 

@@ -10,6 +10,8 @@ manifest poller would, moving the writer checkpoint with a manifest commit. Foun
 * the reload skipped the manifest read whenever the writer's state had moved on since the read
   took its own (an L0 flush meanwhile), so a get whose newer state still named collected SSTs
   raised SstMissing where reading the latest manifest answers it.
+
+Held: a fenced writer's reload learns of the fencing (``Fenced``) and commits nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from click.testing import CliRunner
 from slatedb_core.checkpoints import list_checkpoints
 from slatedb_core.cli.main import cli
 from slatedb_core.compactor.compactor import run_compaction_once
-from slatedb_core.errors import BackgroundThreadDied
+from slatedb_core.errors import BackgroundThreadDied, Fenced
 from slatedb_core.gc import run_gc_once
 from slatedb_core.manifest.store import ManifestStore
 from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
@@ -126,3 +128,30 @@ def test_a_get_whose_writer_moved_on_reads_the_latest_manifest(tmp_path: Path) -
     finally:
         store.release_all()
         db.close()
+
+
+def test_a_fenced_writers_get_of_a_collected_sst_raises_fenced_and_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    """Held: the newer writer's open replaced the old one's checkpoint, so GC collected the L0s
+    the old writer still reads; the old writer's reload learns it is fenced, serves nothing and
+    writes no manifest."""
+    url = f"file://{tmp_path}/lake"
+    store = open_store(url)
+    old = Db.open("db", store, QUIET)
+    write_l0s(old, 4)
+    with Db.open("db", store, QUIET) as new:
+        new.put(b"k0", b"newer")
+        assert run_compaction_once("db", store, CompactorOptions(l0_trigger=2)) is not None
+        new.flush_memtable()  # its commit moves its checkpoint past the compaction
+        run_gc_once("db", store, HOUR_OLD, now=later)
+        ms = ManifestStore(store, "db")
+        latest = ms.read_latest().id
+        with pytest.raises(Fenced):
+            old.get(b"k1")
+        with pytest.raises(Fenced):
+            old.get_many([b"k1", b"k2"])
+        assert ms.read_latest().id == latest
+        assert new.get(b"k0") == b"newer" and new.get(b"k1") == b"v1"
+    with pytest.raises(Fenced):
+        old.close()

@@ -13,43 +13,19 @@ writer keeps no checkpoint in the manifest, and its GC deletes them in the same 
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
-
 import pytest
 
 from slatedb_core.compactor.compactor import run_compaction_once
 from slatedb_core.errors import Fenced
 from slatedb_core.gc import run_gc_once
-from slatedb_core.gc.cutoffs import referenced
-from slatedb_core.layout import compacted_dir, sst_path
+from slatedb_core.layout import compacted_dir
 from slatedb_core.lifecycle.destroy import destroy
 from slatedb_core.manifest.store import ManifestStore
-from slatedb_core.options import CompactorOptions, DbOptions, GarbageCollectorOptions
+from slatedb_core.options import CompactorOptions
 from slatedb_core.store.objectstore import ObjectStore
 from slatedb_core.writer.db import Db
 from tests.gc import names
-
-# the writer polls so rarely that it never sees the compaction before it closes
-QUIET = DbOptions(manifest_poll_interval=timedelta(hours=1))
-HOUR_OLD = GarbageCollectorOptions(min_age=timedelta(hours=1))
-
-
-def later() -> float:
-    """A clock two hours ahead: every object is past ``HOUR_OLD``'s min ages."""
-    return time.time() + 2 * 3600
-
-
-def write_l0s(db: Db, n: int) -> None:
-    for i in range(n):
-        db.put(f"k{i}".encode(), f"v{i}".encode())
-        db.flush_memtable()
-
-
-def live_ssts(store: ObjectStore) -> list[str]:
-    """The paths of the SSTs the latest manifest references."""
-    m = ManifestStore(store, "db").read_latest().manifest
-    return sorted(sst_path("db", i) for i in referenced(m))
+from tests.gc.writer_close_steps import HOUR_OLD, QUIET, later, live_ssts, write_l0s
 
 
 def test_l0s_a_compaction_replaced_after_the_writer_closed_are_collected(

@@ -24,7 +24,7 @@ from slatedb_core.options import CompactorOptions, DbOptions
 from slatedb_core.store.url import open_store
 from slatedb_core.writer.db import Db
 from tests.gc import names
-from tests.gc.test_after_writer_close import HOUR_OLD, QUIET, later, live_ssts, write_l0s
+from tests.gc.writer_close_steps import HOUR_OLD, QUIET, later, live_ssts, write_l0s
 
 
 def delete_writer_checkpoint(url: str) -> None:

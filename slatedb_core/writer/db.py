@@ -40,6 +40,7 @@ A test harness runs the background work itself through the seam of
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -131,6 +132,7 @@ class Db:
         self._max_value = options.max_value_bytes
         self._put_value = engine.put_value
         self._await_durable = engine.await_durable
+        self._close_lock = threading.Lock()  # a second close() waits for the first's outcome
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -666,7 +668,13 @@ class Db:
         this writer, else the store's): every write is durable by then, but the update may have
         landed, and reporting success could hide a manifest created in a collected path; a note on
         the error says the writes are durable (not on ``DatabaseDestroyed``: they went with the
-        database). A crash leaves the checkpoint; the next writer's open replaces it."""
+        database). A crash leaves the checkpoint; the next writer's open replaces it. Closing
+        from several threads at once: each waits for the first's outcome."""
+        with self._close_lock:
+            self._close()
+
+    def _close(self) -> None:
+        """:meth:`close`, one call at a time."""
         if self._engine.closed:
             if self._close_error is not None:
                 raise self._close_error

@@ -439,6 +439,16 @@ class WalFlusher:
         closed writer's durable waits go on waiting for it)."""
         self._threads.append(thread)
 
+    def refuse_writes(self) -> None:
+        """Mark the writer closed before its last flush: every later call is refused
+        (``DbClosed``), so each write acknowledged before this instant is in the buffer that
+        flush writes (review55: a buffered put acknowledged between the flush and
+        :meth:`shut_down` was lost while ``close()`` succeeded). Durable waits go on until the
+        threads are joined."""
+        with self.lock:
+            self.closed = True
+            self.cv.notify_all()
+
     def shut_down(self, error: BaseException | None = None) -> None:
         """Mark the writer closed (and failed with ``error``), wake and join every background
         thread, close the window (a crash, ``error`` a DbClosed, leaves its creates in flight,

@@ -799,6 +799,7 @@ class WriterEngine:
             if self._compactor is not None:
                 self._compactor.stop()
             if self._flusher.error is None:
+                self._flusher.refuse_writes()  # what is acknowledged from here is flushed below
                 self._flusher.flush_wal()
         except Exception as e:
             failure = e

@@ -5,14 +5,14 @@ this writer acknowledged is durable". ``WriterEngine.close`` flushes the WAL buf
 ``WalFlusher.shut_down`` marks the writer closed; a put in between passes ``check_usable``, is
 acknowledged into the buffer and is never flushed, and ``close()`` returns as if every buffered
 write were durable ("none is dropped silently", its docstring). The test puts in that window
-deterministically, from inside the close's WAL flush."""
+deterministically, from inside the close's WAL flush. Fixed: the close refuses writes
+(``WalFlusher.refuse_writes``) before its last flush, so the put is either refused
+(``DbClosed``) or in that flush."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from slatedb_core.errors import DbClosed
 from slatedb_core.options import DbOptions
@@ -22,11 +22,6 @@ from slatedb_core.writer.db import Db
 QUIET = DbOptions(manifest_poll_interval=timedelta(hours=1), flush_interval=timedelta(hours=1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review55: a buffered put acknowledged between close()'s WAL flush and its shutdown "
-    "is lost while close() succeeds",
-)
 def test_a_buffered_put_acknowledged_during_close_is_durable_or_close_raises(
     tmp_path: Path,
 ) -> None:
